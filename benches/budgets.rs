@@ -1,0 +1,149 @@
+//! The budgets of the foundation issue, measured with criterion:
+//! - history: 24 h at 1 Hz for 8 GPUs and 200 processes fits in ≤ 64 MiB (counted by the
+//!   allocator, printed before the timings); appending one snapshot ≤ 20 µs;
+//! - one full UI frame (all panes, that 24 h history loaded, no rendering) ≤ 4 ms of CPU.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use criterion::{criterion_group, Criterion};
+use vramwarden::history::History;
+use vramwarden::model::{Snapshot, UnixMs};
+use vramwarden::monitor::Monitor;
+use vramwarden::source::sim::SimSource;
+use vramwarden::ui::app::UiState;
+use vramwarden::ui::{Backend, VramApp};
+
+struct Counting;
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator and only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size(), Ordering::Relaxed);
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+        // SAFETY: same contract as ours.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        LIVE.fetch_add(new, Ordering::Relaxed);
+        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+        // SAFETY: same contract as ours.
+        unsafe { System.realloc(p, l, new) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const T0: UnixMs = 1_796_000_000_000;
+const DAY: i64 = 86_400;
+
+fn fleet_snapshots(n: i64) -> impl Iterator<Item = Snapshot> {
+    let sim = SimSource::fleet(T0, 8, 200);
+    (0..n).map(move |i| sim.at(T0 + i * 1000))
+}
+
+fn day_monitor() -> Monitor {
+    let mut m = Monitor::new(1000, DAY as usize);
+    for s in fleet_snapshots(DAY) {
+        let t = s.taken_at_ms;
+        m.apply(s, t);
+    }
+    m
+}
+
+fn report_memory() {
+    let before = LIVE.load(Ordering::Relaxed);
+    let mut h = History::new(DAY as usize);
+    for s in fleet_snapshots(DAY) {
+        h.push(&s);
+    }
+    let after = LIVE.load(Ordering::Relaxed);
+    let samples = DAY as usize * (8 + 200);
+    println!(
+        "history 24h @1Hz, 8 GPUs + 200 processes: {:.1} MiB allocated ({:.2} bytes/sample over {samples} samples; own accounting {:.1} MiB)",
+        (after - before) as f64 / (1 << 20) as f64,
+        (after - before) as f64 / samples as f64,
+        h.heap_bytes() as f64 / (1 << 20) as f64
+    );
+    black_box(&h);
+}
+
+fn bench_history(c: &mut Criterion) {
+    let mut h = History::new(DAY as usize);
+    let snaps: Vec<Snapshot> = fleet_snapshots(DAY + 4096).collect();
+    for s in &snaps[..DAY as usize] {
+        h.push(s);
+    }
+    let mut i = DAY as usize;
+    // Steady state: the history is full, every push evicts.
+    c.bench_function("history_append_8gpu_200proc_full_24h", |b| {
+        b.iter(|| {
+            let s = &snaps[i];
+            let mut s2 = s.clone();
+            s2.taken_at_ms = T0 + i as i64 * 1000;
+            i += 1;
+            h.push(black_box(&s2));
+        })
+    });
+    let snap = snaps[0].clone();
+    c.bench_function("snapshot_clone_baseline", |b| b.iter(|| black_box(snap.clone())));
+}
+
+fn frame_app(select: bool) -> VramApp {
+    let m = day_monitor();
+    let key = m.rows().find(|r| r.key.pid == 10_001).map(|r| r.series_key());
+    let mut app = VramApp::with_backend(
+        Backend::detached(m, true),
+        UiState {
+            window: vramwarden::ui::graph::Window::All,
+            ..UiState::default()
+        },
+    )
+    .with_fixed_now(T0 + (DAY - 1) * 1000);
+    if select {
+        app.selected = key;
+    }
+    app
+}
+
+fn raw_input() -> egui::RawInput {
+    egui::RawInput {
+        screen_rect: Some(egui::Rect::from_min_size(egui::Pos2::ZERO, egui::vec2(1600.0, 1000.0))),
+        ..Default::default()
+    }
+}
+
+fn bench_ui(c: &mut Criterion) {
+    let ctx = egui::Context::default();
+    let mut app = frame_app(true);
+    // Warm up: first frames size grids and fill the line caches.
+    for _ in 0..3 {
+        let _ = ctx.run_ui(raw_input(), |ui| app.draw(ui));
+    }
+    c.bench_function("ui_frame_all_panes_24h_cached", |b| {
+        b.iter(|| black_box(ctx.run_ui(raw_input(), |ui| app.draw(ui))))
+    });
+    // The frame after new data arrived: every line of the GPU graph and the detail graph is
+    // decimated again from the 24 h history (once per sample interval).
+    c.bench_function("ui_frame_all_panes_24h_rebuild_lines", |b| {
+        b.iter(|| {
+            app.invalidate_caches();
+            black_box(ctx.run_ui(raw_input(), |ui| app.draw(ui)))
+        })
+    });
+}
+
+criterion_group!(benches, bench_history, bench_ui);
+
+fn main() {
+    report_memory();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -1,0 +1,120 @@
+//! Formatting of memory sizes, durations and times for the UI and the CLI.
+
+use chrono::{DateTime, Local, TimeZone, Utc};
+
+use crate::model::{UnixMs, GIB, MIB};
+
+/// How memory sizes are shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub enum Units {
+    /// MiB under 10 GiB, GiB above.
+    #[default]
+    Auto,
+    /// Always MiB.
+    MiB,
+    /// Always GiB.
+    GiB,
+}
+
+impl Units {
+    /// Every choice, for menus.
+    pub const ALL: [Units; 3] = [Units::Auto, Units::MiB, Units::GiB];
+
+    /// Menu label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Units::Auto => "Auto",
+            Units::MiB => "MiB",
+            Units::GiB => "GiB",
+        }
+    }
+
+    /// `bytes` as text with its unit, e.g. "38.0 GiB" or "812 MiB".
+    pub fn bytes(self, bytes: u64) -> String {
+        let gib = match self {
+            Units::Auto => bytes >= 10 * GIB,
+            Units::MiB => false,
+            Units::GiB => true,
+        };
+        if gib {
+            format!("{:.1} GiB", bytes as f64 / GIB as f64)
+        } else {
+            format!("{} MiB", bytes / MIB)
+        }
+    }
+
+    /// A signed change, e.g. "+60 MiB" or "−1.2 GiB"; "0 MiB" for none.
+    pub fn delta(self, delta: i64) -> String {
+        let sign = match delta.signum() {
+            1 => "+",
+            -1 => "−",
+            _ => "",
+        };
+        format!("{sign}{}", self.bytes(delta.unsigned_abs()))
+    }
+
+    /// A value in MiB as text (for plot axes).
+    pub fn mib(self, mib: f64) -> String {
+        self.bytes((mib.max(0.0) * MIB as f64) as u64)
+    }
+}
+
+/// An optional size, "—" when missing.
+pub fn opt_bytes(units: Units, bytes: Option<u64>) -> String {
+    bytes.map_or_else(|| "—".to_string(), |b| units.bytes(b))
+}
+
+/// A duration in ms as "3d 4h", "2h 05m", "4m 10s" or "12s".
+pub fn duration(ms: i64) -> String {
+    let s = ms.max(0) / 1000;
+    let (d, h, m, sec) = (s / 86400, s / 3600 % 24, s / 60 % 60, s % 60);
+    if d > 0 {
+        format!("{d}d {h}h")
+    } else if h > 0 {
+        format!("{h}h {m:02}m")
+    } else if m > 0 {
+        format!("{m}m {sec:02}s")
+    } else {
+        format!("{sec}s")
+    }
+}
+
+/// RFC 3339 in UTC with millisecond precision, e.g. "2026-12-02T09:40:52.963Z".
+pub fn rfc3339(ms: UnixMs) -> String {
+    Utc.timestamp_millis_opt(ms)
+        .single()
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_default()
+}
+
+/// Local wall-clock time, "HH:MM:SS".
+pub fn clock(ms: UnixMs) -> String {
+    local(ms).map(|t| t.format("%H:%M:%S").to_string()).unwrap_or_default()
+}
+
+/// Local date and time, "YYYY-MM-DD HH:MM:SS".
+pub fn date_time(ms: UnixMs) -> String {
+    local(ms)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
+        .unwrap_or_default()
+}
+
+fn local(ms: UnixMs) -> Option<DateTime<Local>> {
+    Local.timestamp_millis_opt(ms).single()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_switch_at_ten_gib() {
+        assert_eq!(Units::Auto.bytes(812 * MIB), "812 MiB");
+        assert_eq!(Units::Auto.bytes(38 * GIB), "38.0 GiB");
+        assert_eq!(Units::MiB.bytes(38 * GIB), "38912 MiB");
+        assert_eq!(Units::GiB.bytes(512 * MIB), "0.5 GiB");
+        assert_eq!(Units::Auto.delta(-60 * MIB as i64), "−60 MiB");
+        assert_eq!(duration(3_723_000), "1h 02m");
+        assert_eq!(rfc3339(1_796_204_452_963), "2026-12-02T09:40:52.963Z");
+    }
+}

@@ -1,0 +1,537 @@
+//! Bounded, compact history of memory readings, and min/max decimation for plots.
+//!
+//! Samples share one timeline of ticks (one per snapshot). Each series stores whole MiB values
+//! in chunks of [`CHUNK`] ticks: the newest chunk raw, older chunks sealed as zig-zag deltas of
+//! the narrowest width that fits (0, 1, 2 or 4 bytes) plus a min/max summary per [`BLOCK`]
+//! ticks. Memory is therefore 0.7 to 4.7 bytes per sample, and decimating hours of history for
+//! a plot reads the summaries instead of every value, so drawing cost follows the plot's width.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::model::{ProcessKey, Snapshot, UnixMs, MIB};
+
+/// Ticks per chunk.
+pub const CHUNK: usize = 256;
+/// Ticks per min/max summary block.
+pub const BLOCK: usize = 16;
+/// The stored value for "no reading".
+pub const NONE: u32 = u32::MAX;
+
+#[derive(Debug, Clone)]
+struct Sealed {
+    base: u32,
+    width: u8,
+    data: Box<[u8]>,
+    blocks: Box<[(u32, u32)]>,
+}
+
+fn zigzag(d: i32) -> u32 {
+    ((d << 1) ^ (d >> 31)) as u32
+}
+
+fn unzigzag(z: u32) -> i32 {
+    ((z >> 1) as i32) ^ -((z & 1) as i32)
+}
+
+fn block_summary(values: &[u32]) -> (u32, u32) {
+    values
+        .iter()
+        .filter(|v| **v != NONE)
+        .fold((NONE, 0), |(lo, hi), &v| (lo.min(v), hi.max(v)))
+}
+
+impl Sealed {
+    fn seal(values: &[u32]) -> Self {
+        let base = values[0];
+        let mut prev = base;
+        let mut zz = Vec::with_capacity(values.len());
+        for &v in &values[1..] {
+            zz.push(zigzag(v.wrapping_sub(prev) as i32));
+            prev = v;
+        }
+        let max = zz.iter().copied().max().unwrap_or(0);
+        let width: u8 = match max {
+            0 => 0,
+            1..=0xFF => 1,
+            0x100..=0xFFFF => 2,
+            _ => 4,
+        };
+        let mut data = Vec::with_capacity(zz.len() * width as usize);
+        for z in zz {
+            data.extend_from_slice(&z.to_le_bytes()[..width as usize]);
+        }
+        let blocks = values.chunks(BLOCK).map(block_summary).collect();
+        Self {
+            base,
+            width,
+            data: data.into_boxed_slice(),
+            blocks,
+        }
+    }
+
+    fn decode(&self, out: &mut [u32; CHUNK]) {
+        out[0] = self.base;
+        let w = self.width as usize;
+        let mut prev = self.base;
+        for (i, slot) in out.iter_mut().enumerate().skip(1) {
+            let z = if w == 0 {
+                0
+            } else {
+                let mut b = [0u8; 4];
+                b[..w].copy_from_slice(&self.data[(i - 1) * w..i * w]);
+                u32::from_le_bytes(b)
+            };
+            prev = prev.wrapping_add(unzigzag(z) as u32);
+            *slot = prev;
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.data.len() + self.blocks.len() * 8
+    }
+}
+
+/// One series of MiB values on the shared timeline.
+#[derive(Debug, Clone, Default)]
+pub struct Series {
+    first_tick: u64,
+    sealed: VecDeque<Sealed>,
+    open: Vec<u32>,
+}
+
+impl Series {
+    /// Number of ticks stored.
+    pub fn len(&self) -> usize {
+        self.sealed.len() * CHUNK + self.open.len()
+    }
+
+    /// True when nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// First stored tick.
+    pub fn first_tick(&self) -> u64 {
+        self.first_tick
+    }
+
+    /// One past the last stored tick.
+    pub fn end_tick(&self) -> u64 {
+        self.first_tick + self.len() as u64
+    }
+
+    /// Stores `value` at `tick`; ticks skipped since the last push are stored as [`NONE`].
+    /// A tick at or before the last one is ignored.
+    pub fn push(&mut self, tick: u64, value: u32) {
+        if self.is_empty() {
+            self.first_tick = tick;
+        } else if tick < self.end_tick() {
+            return;
+        }
+        while self.end_tick() < tick {
+            self.push_raw(NONE);
+        }
+        self.push_raw(value);
+    }
+
+    fn push_raw(&mut self, v: u32) {
+        if self.open.capacity() == 0 {
+            self.open.reserve_exact(CHUNK);
+        }
+        self.open.push(v);
+        if self.open.len() == CHUNK {
+            self.sealed.push_back(Sealed::seal(&self.open));
+            self.open.clear();
+        }
+    }
+
+    /// The newest value, if any.
+    pub fn last(&self) -> Option<u32> {
+        if let Some(v) = self.open.last() {
+            return Some(*v);
+        }
+        let mut buf = [0u32; CHUNK];
+        self.sealed.back().map(|s| {
+            s.decode(&mut buf);
+            buf[CHUNK - 1]
+        })
+    }
+
+    /// Drops whole chunks that end before `tick`.
+    pub fn evict_before(&mut self, tick: u64) {
+        while !self.sealed.is_empty() && self.first_tick + CHUNK as u64 <= tick {
+            self.sealed.pop_front();
+            self.first_tick += CHUNK as u64;
+        }
+        if self.sealed.is_empty() && self.end_tick() <= tick {
+            self.open = Vec::new();
+            self.first_tick = tick;
+        }
+    }
+
+    /// Every stored value from `t0` to `t1` (exclusive), [`NONE`] where absent. For tests and
+    /// export; plots use [`Series::bucket_minmax`].
+    pub fn values(&self, t0: u64, t1: u64) -> Vec<(u64, u32)> {
+        let mut out = Vec::new();
+        self.visit(t0, t1, |t, v| out.push((t, v)), |_, _, _| false);
+        out
+    }
+
+    /// Calls `value(tick, v)` for each stored tick in `[t0, t1)`, except for summary blocks that
+    /// `block(start, end, (min, max))` accepts (returns true for) as a whole.
+    fn visit(
+        &self,
+        t0: u64,
+        t1: u64,
+        mut value: impl FnMut(u64, u32),
+        mut block: impl FnMut(u64, u64, (u32, u32)) -> bool,
+    ) {
+        let t0 = t0.max(self.first_tick);
+        let t1 = t1.min(self.end_tick());
+        if t0 >= t1 {
+            return;
+        }
+        let mut buf = [0u32; CHUNK];
+        let first_chunk = ((t0 - self.first_tick) / CHUNK as u64) as usize;
+        for ci in first_chunk..self.sealed.len() {
+            let cstart = self.first_tick + (ci * CHUNK) as u64;
+            if cstart >= t1 {
+                return;
+            }
+            let chunk = &self.sealed[ci];
+            let mut decoded = false;
+            for (bi, summary) in chunk.blocks.iter().enumerate() {
+                let bstart = cstart + (bi * BLOCK) as u64;
+                let bend = bstart + BLOCK as u64;
+                if bend <= t0 || bstart >= t1 {
+                    continue;
+                }
+                if bstart >= t0 && bend <= t1 && block(bstart, bend, *summary) {
+                    continue;
+                }
+                if !decoded {
+                    chunk.decode(&mut buf);
+                    decoded = true;
+                }
+                for t in bstart.max(t0)..bend.min(t1) {
+                    value(t, buf[(t - cstart) as usize]);
+                }
+            }
+        }
+        let ostart = self.first_tick + (self.sealed.len() * CHUNK) as u64;
+        for (i, v) in self.open.iter().enumerate() {
+            let t = ostart + i as u64;
+            if t >= t0 && t < t1 {
+                value(t, *v);
+            }
+        }
+    }
+
+    /// Min and max over each of `out.len()` buckets of `bucket` ticks starting at `t0`
+    /// (`(NONE, 0)` for a bucket with no reading). Every peak lands in its bucket's max.
+    pub fn bucket_minmax(&self, t0: u64, bucket: u64, out: &mut [(u32, u32)]) {
+        out.fill((NONE, 0));
+        let bucket = bucket.max(1);
+        let t1 = t0 + bucket * out.len() as u64;
+        let mut merge = |t: u64, lo: u32, hi: u32| {
+            let slot = &mut out[((t - t0) / bucket) as usize];
+            slot.0 = slot.0.min(lo);
+            slot.1 = slot.1.max(hi);
+        };
+        let cell = std::cell::RefCell::new(&mut merge);
+        self.visit(
+            t0,
+            t1,
+            |t, v| {
+                if v != NONE {
+                    (cell.borrow_mut())(t, v, v);
+                }
+            },
+            |bs, be, (lo, hi)| {
+                // A summary block can stand for its values when it lies inside one bucket.
+                if (bs - t0) / bucket != (be - 1 - t0) / bucket {
+                    return false;
+                }
+                if lo != NONE {
+                    (cell.borrow_mut())(bs, lo, hi);
+                }
+                true
+            },
+        );
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.sealed
+            .iter()
+            .map(|s| s.heap_bytes() + std::mem::size_of::<Sealed>())
+            .sum::<usize>()
+            + self.open.capacity() * 4
+    }
+}
+
+/// Identifies a process series: one process on one GPU.
+pub type ProcSeriesKey = (ProcessKey, u32);
+
+/// The history of every device and process, bounded to `capacity` ticks.
+#[derive(Debug, Clone)]
+pub struct History {
+    capacity: usize,
+    base_tick: u64,
+    times: VecDeque<UnixMs>,
+    devices: Vec<Series>,
+    processes: HashMap<ProcSeriesKey, Series>,
+}
+
+/// A decimated line, ready for a plot: `[unix seconds, MiB]` points.
+pub type PlotLine = Vec<[f64; 2]>;
+
+fn to_mib(bytes: Option<u64>) -> u32 {
+    bytes.map_or(NONE, |b| (b / MIB).min(u64::from(NONE - 1)) as u32)
+}
+
+impl History {
+    /// A history that keeps the newest `capacity` ticks (at least one chunk).
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            capacity: capacity.max(CHUNK),
+            base_tick: 0,
+            times: VecDeque::new(),
+            devices: Vec::new(),
+            processes: HashMap::new(),
+        }
+    }
+
+    /// Appends one snapshot as the next tick.
+    pub fn push(&mut self, snap: &Snapshot) {
+        if let Some(last) = self.times.back() {
+            if snap.taken_at_ms <= *last {
+                return;
+            }
+        }
+        let tick = self.base_tick + self.times.len() as u64;
+        self.times.push_back(snap.taken_at_ms);
+        for d in &snap.devices {
+            let i = d.index as usize;
+            if self.devices.len() <= i {
+                self.devices.resize_with(i + 1, Series::default);
+            }
+            self.devices[i].push(tick, to_mib(d.memory_used_bytes));
+        }
+        for p in &snap.processes {
+            self.processes
+                .entry((p.key(), p.device_index))
+                .or_default()
+                .push(tick, to_mib(p.used_bytes));
+        }
+        if self.times.len() > self.capacity {
+            let drop = self.times.len() - self.capacity;
+            self.times.drain(..drop);
+            self.base_tick += drop as u64;
+            if self.base_tick % CHUNK as u64 == 0 {
+                self.evict();
+            }
+        }
+    }
+
+    fn evict(&mut self) {
+        let base = self.base_tick;
+        for s in &mut self.devices {
+            s.evict_before(base);
+        }
+        self.processes.retain(|_, s| {
+            s.evict_before(base);
+            !s.is_empty()
+        });
+    }
+
+    /// Number of ticks held.
+    pub fn len(&self) -> usize {
+        self.times.len()
+    }
+
+    /// True when nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.times.is_empty()
+    }
+
+    /// The most ticks kept.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Time of the oldest and newest tick.
+    pub fn span(&self) -> Option<(UnixMs, UnixMs)> {
+        Some((*self.times.front()?, *self.times.back()?))
+    }
+
+    /// The tick of the first sample at or after `ms`.
+    pub fn tick_at(&self, ms: UnixMs) -> u64 {
+        self.base_tick + self.times.partition_point(|t| *t < ms) as u64
+    }
+
+    /// One past the newest tick.
+    pub fn end_tick(&self) -> u64 {
+        self.base_tick + self.times.len() as u64
+    }
+
+    /// Time of `tick`, if still held.
+    pub fn time_of(&self, tick: u64) -> Option<UnixMs> {
+        let i = tick.checked_sub(self.base_tick)?;
+        self.times.get(i as usize).copied()
+    }
+
+    /// The used-memory series of device `index`.
+    pub fn device(&self, index: u32) -> Option<&Series> {
+        self.devices.get(index as usize)
+    }
+
+    /// The series of one process on one GPU.
+    pub fn process(&self, key: &ProcSeriesKey) -> Option<&Series> {
+        self.processes.get(key)
+    }
+
+    /// Every process series key.
+    pub fn process_keys(&self) -> impl Iterator<Item = &ProcSeriesKey> {
+        self.processes.keys()
+    }
+
+    /// Number of process series held.
+    pub fn process_count(&self) -> usize {
+        self.processes.len()
+    }
+
+    /// Splits `[from_ms, to_ms]` into at most `width` buckets: (first tick, ticks per bucket, count).
+    pub fn buckets(&self, from_ms: UnixMs, to_ms: UnixMs, width: usize) -> (u64, u64, usize) {
+        let t0 = self.tick_at(from_ms);
+        let t1 = self.tick_at(to_ms.saturating_add(1)).max(t0);
+        let n = (t1 - t0) as usize;
+        let width = width.max(1);
+        let per = n.div_ceil(width).max(1) as u64;
+        (t0, per, (n as u64).div_ceil(per) as usize)
+    }
+
+    /// A min/max-decimated line of `series` over `[from_ms, to_ms]` for a plot `width` points
+    /// wide: two points (min then max) per bucket, one per tick when zoomed in to single ticks.
+    pub fn decimate(&self, series: &Series, from_ms: UnixMs, to_ms: UnixMs, width: usize) -> PlotLine {
+        let (t0, per, n) = self.buckets(from_ms, to_ms, width);
+        let mut mm = vec![(NONE, 0u32); n];
+        series.bucket_minmax(t0, per, &mut mm);
+        let mut out = Vec::with_capacity(n * 2);
+        for (i, (lo, hi)) in mm.into_iter().enumerate() {
+            if lo == NONE {
+                continue;
+            }
+            let tick = t0 + i as u64 * per;
+            let Some(ms) = self.time_of(tick) else { continue };
+            let x = ms as f64 / 1000.0;
+            out.push([x, f64::from(lo)]);
+            if hi != lo || per > 1 {
+                out.push([x, f64::from(hi)]);
+            }
+        }
+        out
+    }
+
+    /// Bytes of heap this history holds (its own accounting; the benchmark also measures it
+    /// with a counting allocator).
+    pub fn heap_bytes(&self) -> usize {
+        self.times.capacity() * 8
+            + self.devices.iter().map(Series::heap_bytes).sum::<usize>()
+            + self
+                .processes
+                .values()
+                .map(|s| s.heap_bytes() + std::mem::size_of::<(ProcSeriesKey, Series)>())
+                .sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lcg(seed: &mut u64) -> u32 {
+        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (*seed >> 33) as u32
+    }
+
+    #[test]
+    fn round_trip_of_every_width() {
+        let mut seed = 7;
+        let mut s = Series::default();
+        let mut expect = Vec::new();
+        for i in 0..(CHUNK * 5 + 17) as u64 {
+            let v = match i / CHUNK as u64 {
+                0 => 100,                            // constant: width 0
+                1 => 1000 + (i as u32 % 7),          // small deltas: width 1
+                2 => 5000 + (lcg(&mut seed) % 9000), // width 2
+                3 => lcg(&mut seed),                 // width 4
+                _ if i % 3 == 0 => NONE,             // gaps
+                _ => 42,
+            };
+            s.push(i + 10, v);
+            expect.push((i + 10, v));
+        }
+        assert_eq!(s.values(0, u64::MAX), expect);
+        assert_eq!(s.last(), expect.last().map(|e| e.1));
+    }
+
+    #[test]
+    fn bucket_max_keeps_every_peak() {
+        let mut s = Series::default();
+        let mut seed = 3;
+        let n = 20_000u64;
+        let mut raw = Vec::new();
+        for t in 0..n {
+            let spike = if lcg(&mut seed) % 97 == 0 { 50_000 } else { 0 };
+            let v = 1000 + (t as u32 % 300) + spike;
+            s.push(t, v);
+            raw.push(v);
+        }
+        for per in [1u64, 7, 16, 33, 256, 1000] {
+            let buckets = n.div_ceil(per) as usize;
+            let mut mm = vec![(0, 0); buckets];
+            s.bucket_minmax(0, per, &mut mm);
+            for (b, (lo, hi)) in mm.iter().enumerate() {
+                let slice = &raw[b * per as usize..((b + 1) * per as usize).min(raw.len())];
+                assert_eq!(*hi, *slice.iter().max().expect("non-empty"), "max, per={per} b={b}");
+                assert_eq!(*lo, *slice.iter().min().expect("non-empty"), "min, per={per} b={b}");
+            }
+        }
+    }
+
+    #[test]
+    fn retention_is_bounded_and_keeps_the_newest() {
+        let mut h = History::new(1000);
+        let mut sim = crate::source::sim::SimSource::demo(0);
+        use crate::source::GpuSource;
+        for i in 0..5000 {
+            let snap = sim.sample(i * 1000).expect("sim");
+            h.push(&snap);
+        }
+        assert_eq!(h.len(), 1000);
+        assert_eq!(h.span(), Some((4_000_000, 4_999_000)));
+        let dev = h.device(0).expect("device 0");
+        // Whole chunks older than the window are dropped; at most one chunk of slack remains.
+        assert!(dev.len() <= 1000 + CHUNK, "device series holds {}", dev.len());
+        assert_eq!(dev.end_tick(), h.end_tick());
+        // Processes that exited before the window are gone (the periodic job restarts every 600 s).
+        for (key, s) in h.processes.iter() {
+            assert!(s.end_tick() + CHUNK as u64 > h.end_tick() - 1000, "stale series {key:?}");
+        }
+    }
+
+    #[test]
+    fn decimation_is_bounded_by_width() {
+        let mut h = History::new(100_000);
+        let mut sim = crate::source::sim::SimSource::demo(0);
+        use crate::source::GpuSource;
+        for i in 0..50_000 {
+            h.push(&sim.sample(i * 1000).expect("sim"));
+        }
+        let line = h.decimate(h.device(0).expect("dev"), 0, 50_000_000, 500);
+        assert!(line.len() <= 1000, "{} points", line.len());
+        assert!(line.len() >= 900);
+        let zoomed = h.decimate(h.device(0).expect("dev"), 10_000_000, 10_099_000, 500);
+        assert_eq!(zoomed.len(), 100);
+    }
+}

@@ -1,0 +1,19 @@
+/*!
+vramwarden watches NVIDIA GPU memory: a background thread samples every GPU and every process
+on it (through NVML, or through built-in simulated GPUs), keeps hours of compact history and
+serves it to an egui window or to headless commands.
+
+Data flows one way: [`source`] → [`sampler`] → [`monitor`] (history, process table) → [`ui`].
+The UI never calls NVML.
+*/
+
+pub mod cli;
+pub mod format;
+pub mod history;
+pub mod model;
+pub mod monitor;
+pub mod procinfo;
+pub mod sampler;
+pub mod snapshot_out;
+pub mod source;
+pub mod ui;

@@ -1,0 +1,39 @@
+//! Thin entry point: parse the CLI, pick the front end, map errors to exit codes.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use vramwarden::cli::{self, Cli, Command};
+
+fn main() -> ExitCode {
+    let args = Cli::parse();
+    let mut stdout = std::io::stdout().lock();
+    let result = match args.command {
+        None => {
+            drop(stdout);
+            return match vramwarden::ui::run(vramwarden::ui::GuiOptions {
+                demo: args.demo,
+                interval: args.interval,
+                history_ticks: cli::history_ticks(args.history, args.interval),
+            }) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("vramwarden: could not open the window: {e}");
+                    ExitCode::from(1)
+                }
+            };
+        }
+        Some(Command::Snapshot { format, table }) => cli::snapshot(args.demo, format, table, &mut stdout),
+        Some(Command::Monitor { duration }) => {
+            cli::monitor(args.demo, args.interval, args.history, duration, &mut stdout)
+        }
+        Some(Command::BenchNvml { iterations }) => cli::bench_nvml(iterations, &mut stdout),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("vramwarden: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! The engine's state for one run: the latest snapshot, the bounded history and the process
+//! table. The sampler thread applies snapshots; the UI only reads.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::history::{History, ProcSeriesKey};
+use crate::model::{ProcessKey, Snapshot, SourceInfo, UnixMs};
+
+/// How long an exited process stays in the table, greyed out.
+pub const EXITED_LINGER_MS: UnixMs = 30_000;
+
+/// The state of the source behind this run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceStatus {
+    /// The source is being opened (NVML init may take a moment).
+    Starting,
+    /// Samples are arriving.
+    Running,
+    /// The source could not be opened; the sentence says why.
+    Failed(String),
+}
+
+/// One process on one GPU, as the table and the detail pane show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessRow {
+    /// Identity (pid + start time).
+    pub key: ProcessKey,
+    /// GPU it holds memory on.
+    pub device_index: u32,
+    /// Short name ("?" when /proc could not be read).
+    pub name: String,
+    /// Full command line.
+    pub cmdline: String,
+    /// Owner.
+    pub user: String,
+    /// Container id, when in a container.
+    pub container_id: Option<String>,
+    /// GPU memory now (last sample).
+    pub used_bytes: Option<u64>,
+    /// Highest GPU memory seen.
+    pub peak_bytes: u64,
+    /// Change over the last minute (None until a minute of data exists).
+    pub delta_1m_bytes: Option<i64>,
+    /// First sample it was seen in.
+    pub first_seen_ms: UnixMs,
+    /// Last sample it was seen in.
+    pub last_seen_ms: UnixMs,
+    /// Set once the process is gone from the GPU.
+    pub exited_at_ms: Option<UnixMs>,
+    recent: VecDeque<(UnixMs, u64)>,
+}
+
+impl ProcessRow {
+    /// Key of its history series.
+    pub fn series_key(&self) -> ProcSeriesKey {
+        (self.key, self.device_index)
+    }
+
+    /// Process start time, or the first time it was seen when the start time is unknown.
+    pub fn started_ms(&self) -> UnixMs {
+        if self.key.start_time_ms > 0 {
+            self.key.start_time_ms
+        } else {
+            self.first_seen_ms
+        }
+    }
+}
+
+/// Everything the front ends read.
+#[derive(Debug, Clone)]
+pub struct Monitor {
+    /// What is being sampled.
+    pub source: Option<SourceInfo>,
+    /// Whether samples are arriving.
+    pub status: SourceStatus,
+    /// Sampling interval in ms.
+    pub interval_ms: u64,
+    /// The newest snapshot.
+    pub latest: Option<Snapshot>,
+    /// Wall-clock time the newest snapshot arrived (ms since the epoch).
+    pub latest_received_ms: Option<UnixMs>,
+    /// The last sampling error, if the last attempt failed.
+    pub last_error: Option<String>,
+    /// Bounded history of every series.
+    pub history: History,
+    rows: HashMap<ProcSeriesKey, ProcessRow>,
+    /// Snapshots applied so far.
+    pub ticks: u64,
+}
+
+impl Monitor {
+    /// An empty monitor keeping `history_ticks` samples.
+    pub fn new(interval_ms: u64, history_ticks: usize) -> Self {
+        Self {
+            source: None,
+            status: SourceStatus::Starting,
+            interval_ms,
+            latest: None,
+            latest_received_ms: None,
+            last_error: None,
+            history: History::new(history_ticks),
+            rows: HashMap::new(),
+            ticks: 0,
+        }
+    }
+
+    /// Takes in one snapshot (already enriched with process facts).
+    pub fn apply(&mut self, snap: Snapshot, received_ms: UnixMs) {
+        let now = snap.taken_at_ms;
+        self.history.push(&snap);
+        for p in &snap.processes {
+            let key = (p.key(), p.device_index);
+            let used = p.used_bytes;
+            let row = self.rows.entry(key).or_insert_with(|| {
+                let info = p.info.clone().unwrap_or_default();
+                ProcessRow {
+                    key: key.0,
+                    device_index: p.device_index,
+                    name: if info.name.is_empty() { "?".into() } else { info.name },
+                    cmdline: info.cmdline,
+                    user: info.user,
+                    container_id: info.container_id,
+                    used_bytes: None,
+                    peak_bytes: 0,
+                    delta_1m_bytes: None,
+                    first_seen_ms: now,
+                    last_seen_ms: now,
+                    exited_at_ms: None,
+                    recent: VecDeque::new(),
+                }
+            });
+            row.used_bytes = used;
+            row.last_seen_ms = now;
+            row.exited_at_ms = None;
+            if let Some(u) = used {
+                row.peak_bytes = row.peak_bytes.max(u);
+                row.recent.push_back((now, u));
+                while row.recent.len() > 2 && row.recent[1].0 <= now - 60_000 {
+                    row.recent.pop_front();
+                }
+                row.delta_1m_bytes = row
+                    .recent
+                    .front()
+                    .filter(|(t, _)| *t <= now - 60_000)
+                    .map(|(_, old)| u as i64 - *old as i64);
+            }
+        }
+        let history = &self.history;
+        self.rows.retain(|k, row| {
+            if row.last_seen_ms < now && row.exited_at_ms.is_none() {
+                row.exited_at_ms = Some(now);
+                row.used_bytes = Some(0);
+            }
+            // Keep rows while their history exists, so exited processes can still be inspected.
+            history.process(k).is_some()
+        });
+        self.latest = Some(snap);
+        self.latest_received_ms = Some(received_ms);
+        self.last_error = None;
+        self.status = SourceStatus::Running;
+        self.ticks += 1;
+    }
+
+    /// Every known process: running ones and ones whose history is still held.
+    pub fn rows(&self) -> impl Iterator<Item = &ProcessRow> {
+        self.rows.values()
+    }
+
+    /// The processes the table shows at `now`: running, or exited less than
+    /// [`EXITED_LINGER_MS`] ago.
+    pub fn table_rows(&self, now: UnixMs) -> Vec<&ProcessRow> {
+        self.rows
+            .values()
+            .filter(|r| r.exited_at_ms.is_none_or(|t| now - t < EXITED_LINGER_MS))
+            .collect()
+    }
+
+    /// One process row.
+    pub fn row(&self, key: &ProcSeriesKey) -> Option<&ProcessRow> {
+        self.rows.get(key)
+    }
+
+    /// True when no sample arrived for 3 intervals (a hung or lost driver).
+    pub fn is_stale(&self, now: UnixMs) -> bool {
+        match self.latest_received_ms {
+            Some(t) => now - t > 3 * self.interval_ms as i64,
+            None => self.status == SourceStatus::Running,
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! Facts about a process from `/proc`: name, command line, user, start time, container id.
+//!
+//! The start time comes from field 22 of `/proc/PID/stat` (clock ticks after boot) plus the boot
+//! time from `/proc/stat`, so it is stable for the life of the process and a reused PID gets a
+//! different one.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::model::{ProcInfo, UnixMs};
+
+/// Reads process facts from a `/proc`-like directory, caching user names and the boot time.
+#[derive(Debug)]
+pub struct ProcReader {
+    root: PathBuf,
+    boot_time_ms: Option<UnixMs>,
+    ticks_per_sec: u64,
+    users: HashMap<u32, String>,
+    cache: HashMap<u32, ProcInfo>,
+}
+
+impl Default for ProcReader {
+    fn default() -> Self {
+        Self::new("/proc")
+    }
+}
+
+impl ProcReader {
+    /// A reader over `root` (normally `/proc`).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        let root = root.into();
+        let boot_time_ms = fs::read_to_string(root.join("stat"))
+            .ok()
+            .and_then(|s| parse_btime(&s))
+            .map(|secs| secs * 1000);
+        // SAFETY: sysconf has no preconditions.
+        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        Self {
+            root,
+            boot_time_ms,
+            ticks_per_sec: if ticks > 0 { ticks as u64 } else { 100 },
+            users: load_users(Path::new("/etc/passwd")),
+            cache: HashMap::new(),
+        }
+    }
+
+    /// The start time of `pid` in ms since the epoch, read fresh (no cache): the identity check.
+    pub fn start_time_ms(&self, pid: u32) -> Option<UnixMs> {
+        let stat = fs::read_to_string(self.root.join(pid.to_string()).join("stat")).ok()?;
+        let ticks = parse_stat_start_ticks(&stat)?;
+        Some(self.boot_time_ms? + (ticks * 1000 / self.ticks_per_sec) as i64)
+    }
+
+    /// Everything about `pid`, or `None` if it does not exist (or has exited).
+    ///
+    /// The cheap start-time read runs every call; the rest is cached until the PID's start time
+    /// changes (a reused PID).
+    pub fn read(&mut self, pid: u32) -> Option<ProcInfo> {
+        let start = self.start_time_ms(pid)?;
+        if let Some(hit) = self.cache.get(&pid) {
+            if hit.start_time_ms == start {
+                return Some(hit.clone());
+            }
+        }
+        let info = self.read_uncached(pid, start)?;
+        self.cache.insert(pid, info.clone());
+        Some(info)
+    }
+
+    /// Drops cache entries for PIDs not in `alive`.
+    pub fn retain(&mut self, alive: &dyn Fn(u32) -> bool) {
+        self.cache.retain(|pid, _| alive(*pid));
+    }
+
+    fn read_uncached(&mut self, pid: u32, start_time_ms: UnixMs) -> Option<ProcInfo> {
+        let dir = self.root.join(pid.to_string());
+        let stat = fs::read_to_string(dir.join("stat")).ok()?;
+        let name = parse_stat_comm(&stat).unwrap_or_default();
+        let cmdline = fs::read(dir.join("cmdline"))
+            .map(|b| cmdline_from_bytes(&b))
+            .unwrap_or_default();
+        let uid = fs::read_to_string(dir.join("status"))
+            .ok()
+            .and_then(|s| parse_status_uid(&s))
+            .unwrap_or(u32::MAX);
+        let user = self
+            .users
+            .get(&uid)
+            .cloned()
+            .unwrap_or_else(|| uid.to_string());
+        let container_id = fs::read_to_string(dir.join("cgroup"))
+            .ok()
+            .and_then(|s| container_id_from_cgroup(&s));
+        Some(ProcInfo {
+            name,
+            cmdline,
+            user,
+            uid,
+            start_time_ms,
+            container_id,
+        })
+    }
+}
+
+/// `btime` (boot time, seconds since the epoch) from `/proc/stat`.
+pub fn parse_btime(stat: &str) -> Option<i64> {
+    stat.lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The `comm` field of `/proc/PID/stat` (between the first '(' and the last ')').
+pub fn parse_stat_comm(stat: &str) -> Option<String> {
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    (close > open).then(|| stat[open + 1..close].to_string())
+}
+
+/// Field 22 (`starttime`, clock ticks after boot) of `/proc/PID/stat`.
+pub fn parse_stat_start_ticks(stat: &str) -> Option<u64> {
+    // Fields after the comm start at field 3 (state); starttime is field 22 → index 19 after ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// The real uid from the `Uid:` line of `/proc/PID/status`.
+pub fn parse_status_uid(status: &str) -> Option<u32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// NUL-separated argv to one space-separated line.
+pub fn cmdline_from_bytes(bytes: &[u8]) -> String {
+    bytes
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(String::from_utf8_lossy)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A container id (64 hex digits, as Docker, containerd, CRI-O and Podman name them) in a
+/// `/proc/PID/cgroup` file, if there is one.
+pub fn container_id_from_cgroup(cgroup: &str) -> Option<String> {
+    for line in cgroup.lines() {
+        let path = line.rsplit(':').next().unwrap_or("");
+        for part in path.split('/').rev() {
+            let part = part.trim_end_matches(".scope");
+            let id = part.rsplit(['-', ':']).next().unwrap_or(part);
+            if id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Some(id.to_string());
+            }
+        }
+    }
+    None
+}
+
+fn load_users(passwd: &Path) -> HashMap<u32, String> {
+    fs::read_to_string(passwd)
+        .map(|s| parse_passwd(&s))
+        .unwrap_or_default()
+}
+
+/// uid → name from an `/etc/passwd` text.
+pub fn parse_passwd(text: &str) -> HashMap<u32, String> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split(':');
+            let name = f.next()?;
+            let uid = f.nth(1)?.parse().ok()?;
+            Some((uid, name.to_string()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_with_spaces_and_parens_in_comm() {
+        let stat = "1234 (my (weird) proc) S 1 1234 1234 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 98765 1000 10";
+        assert_eq!(parse_stat_comm(stat).as_deref(), Some("my (weird) proc"));
+        assert_eq!(parse_stat_start_ticks(stat), Some(98765));
+    }
+
+    #[test]
+    fn container_ids_from_common_runtimes() {
+        let id = "a".repeat(64);
+        let docker = format!("0::/system.slice/docker-{id}.scope\n");
+        assert_eq!(container_id_from_cgroup(&docker), Some(id.clone()));
+        let k8s = format!("12:memory:/kubepods/burstable/pod123/{id}\n");
+        assert_eq!(container_id_from_cgroup(&k8s), Some(id.clone()));
+        let crio = format!("0::/kubepods.slice/crio-{id}.scope");
+        assert_eq!(container_id_from_cgroup(&crio), Some(id));
+        assert_eq!(container_id_from_cgroup("0::/user.slice/user-1000.slice/session-2.scope"), None);
+    }
+
+    #[test]
+    fn passwd_and_status() {
+        let users = parse_passwd("root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000::/home/alice:/bin/sh\n");
+        assert_eq!(users.get(&1000).map(String::as_str), Some("alice"));
+        assert_eq!(parse_status_uid("Name:\tx\nUid:\t1000\t1000\t1000\t1000\n"), Some(1000));
+        assert_eq!(cmdline_from_bytes(b"python3\0train.py\0--lr\x000.1\0"), "python3 train.py --lr 0.1");
+    }
+}

@@ -1,0 +1,142 @@
+//! The named background thread that samples a [`GpuSource`] every interval, enriches the
+//! processes from `/proc` and applies the snapshot to the shared [`Monitor`].
+//!
+//! The UI never waits on it: a source that hangs (a wedged driver) only makes the data stale.
+//! Dropping the [`SamplerHandle`] stops the thread at its next wake-up without joining it.
+
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::{Arc, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::model::{Snapshot, UnixMs};
+use crate::monitor::{Monitor, SourceStatus};
+use crate::procinfo::ProcReader;
+use crate::source::{GpuSource, SourceError};
+
+/// The monitor as shared between the sampler (writer) and front ends (readers).
+pub type SharedMonitor = Arc<RwLock<Monitor>>;
+
+/// Opens the source on the sampler thread (NVML init can itself be slow).
+pub type SourceFactory = Box<dyn FnOnce() -> Result<Box<dyn GpuSource>, SourceError> + Send>;
+
+/// Called after each applied snapshot (the GUI passes `ctx.request_repaint`).
+pub type Notify = Arc<dyn Fn() + Send + Sync>;
+
+/// Wall-clock time in ms since the epoch.
+pub fn now_ms() -> UnixMs {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Fills in `/proc` facts for processes the source did not describe.
+pub fn enrich(snap: &mut Snapshot, procs: &mut ProcReader) {
+    for p in &mut snap.processes {
+        if p.info.is_none() {
+            p.info = procs.read(p.pid);
+        }
+    }
+    if !snap.processes.is_empty() {
+        let alive: std::collections::HashSet<u32> = snap.processes.iter().map(|p| p.pid).collect();
+        procs.retain(&|pid| alive.contains(&pid));
+    }
+}
+
+/// A running sampler thread.
+pub struct SamplerHandle {
+    stop: Option<Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+    /// The state it writes.
+    pub shared: SharedMonitor,
+}
+
+impl SamplerHandle {
+    /// Starts sampling on a thread named `vramwarden-sampler`.
+    ///
+    /// # Errors
+    /// Only if the OS refuses to create a thread.
+    pub fn spawn(
+        factory: SourceFactory,
+        interval: Duration,
+        shared: SharedMonitor,
+        notify: Notify,
+    ) -> std::io::Result<Self> {
+        let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        let state = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("vramwarden-sampler".into())
+            .spawn(move || {
+                let mut source = match factory() {
+                    Ok(s) => s,
+                    Err(e) => {
+                        if let Ok(mut m) = state.write() {
+                            m.status = SourceStatus::Failed(e.to_string());
+                        }
+                        notify();
+                        return;
+                    }
+                };
+                if let Ok(mut m) = state.write() {
+                    m.source = Some(source.info());
+                }
+                let mut procs = ProcReader::default();
+                let mut next = Instant::now();
+                loop {
+                    let now = now_ms();
+                    match source.sample(now) {
+                        Ok(mut snap) => {
+                            enrich(&mut snap, &mut procs);
+                            if let Ok(mut m) = state.write() {
+                                m.apply(snap, now_ms());
+                            }
+                        }
+                        Err(e) => {
+                            if let Ok(mut m) = state.write() {
+                                m.last_error = Some(e.to_string());
+                            }
+                        }
+                    }
+                    notify();
+                    next += interval;
+                    let wait = next.saturating_duration_since(Instant::now());
+                    if wait.is_zero() {
+                        next = Instant::now();
+                    }
+                    match stop_rx.recv_timeout(wait) {
+                        Err(RecvTimeoutError::Timeout) => {}
+                        _ => break,
+                    }
+                }
+            })?;
+        Ok(Self {
+            stop: Some(stop_tx),
+            thread: Some(thread),
+            shared,
+        })
+    }
+
+    /// Asks the thread to stop and waits up to `timeout` for it; returns whether it ended.
+    pub fn stop(mut self, timeout: Duration) -> bool {
+        self.stop.take();
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.thread.as_ref().is_none_or(|t| t.is_finished()) {
+                if let Some(t) = self.thread.take() {
+                    let _ = t.join();
+                }
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        false
+    }
+}
+
+impl Drop for SamplerHandle {
+    fn drop(&mut self) {
+        // Closing the channel wakes the thread; it is never joined here, so a source stuck in
+        // the driver cannot freeze whoever drops the handle.
+        self.stop.take();
+    }
+}

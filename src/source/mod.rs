@@ -1,0 +1,36 @@
+//! Where snapshots come from: the real driver ([`nvml::NvmlSource`]) or simulated GPUs
+//! ([`sim::SimSource`]). Sources are the only code that talks to the driver.
+
+pub mod nvml;
+pub mod sim;
+
+use crate::model::{SourceInfo, Snapshot, UnixMs};
+
+/// Why a source could not start or could not take a sample.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum SourceError {
+    /// The NVIDIA management library could not be loaded or initialised.
+    #[error("{0}")]
+    Unavailable(String),
+    /// A sample could not be taken at all.
+    #[error("sampling failed: {0}")]
+    Sample(String),
+}
+
+/// Something that can be asked for a [`Snapshot`] of every GPU and process.
+pub trait GpuSource: Send {
+    /// Driver and library versions, fixed for the life of the source.
+    fn info(&self) -> SourceInfo;
+    /// Takes one sample. `now_ms` is the moment it stands for (the simulator computes the state
+    /// at that time; the driver source stamps its reading with it).
+    fn sample(&mut self, now_ms: UnixMs) -> Result<Snapshot, SourceError>;
+}
+
+/// The host's name, for session headers and the status bar.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}

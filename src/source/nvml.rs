@@ -1,0 +1,292 @@
+//! The real driver, through nvml-wrapper.
+//!
+//! Each reading is taken on its own: a metric that is `NotSupported` becomes `None` without
+//! dropping the rest of the sample. Process lists are sanity-checked, since some driver/struct
+//! version pairs return scrambled entries.
+
+use std::collections::BTreeMap;
+
+use nvml_wrapper::enum_wrappers::device::TemperatureSensor;
+use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::struct_wrappers::device::ProcessInfo;
+use nvml_wrapper::Nvml;
+
+use super::{host_name, GpuSource, SourceError};
+use crate::model::{ContextKind, DeviceSample, ProcessSample, Snapshot, SourceInfo, UnixMs};
+
+/// Static facts about one device, read once at start.
+#[derive(Debug, Clone)]
+struct DeviceStatic {
+    name: String,
+    uuid: String,
+    pci_bus_id: Option<String>,
+}
+
+/// Samples every NVIDIA GPU through NVML.
+pub struct NvmlSource {
+    nvml: Nvml,
+    devices: Vec<DeviceStatic>,
+    info: SourceInfo,
+}
+
+impl NvmlSource {
+    /// Loads `libnvidia-ml.so.1` and reads the device list.
+    ///
+    /// # Errors
+    /// [`SourceError::Unavailable`] with a sentence a user can act on when the library is missing
+    /// or the driver refuses to initialise.
+    pub fn new() -> Result<Self, SourceError> {
+        let nvml = Nvml::init().map_err(|e| SourceError::Unavailable(explain_init_error(&e)))?;
+        let count = nvml
+            .device_count()
+            .map_err(|e| SourceError::Unavailable(format!("NVML could not count GPUs: {e}")))?;
+        let mut devices = Vec::with_capacity(count as usize);
+        for i in 0..count {
+            let d = nvml.device_by_index(i).ok();
+            devices.push(DeviceStatic {
+                name: d
+                    .as_ref()
+                    .and_then(|d| d.name().ok())
+                    .unwrap_or_else(|| format!("GPU {i}")),
+                uuid: d.as_ref().and_then(|d| d.uuid().ok()).unwrap_or_default(),
+                pci_bus_id: d.as_ref().and_then(|d| d.pci_info().ok()).map(|p| p.bus_id),
+            });
+        }
+        let cuda_version = nvml.sys_cuda_driver_version().ok().map(|v| {
+            format!(
+                "{}.{}",
+                nvml_wrapper::cuda_driver_version_major(v),
+                nvml_wrapper::cuda_driver_version_minor(v)
+            )
+        });
+        let info = SourceInfo {
+            kind: "NVML".into(),
+            driver_version: nvml.sys_driver_version().ok(),
+            nvml_version: nvml.sys_nvml_version().ok(),
+            cuda_version,
+            host: host_name(),
+        };
+        Ok(Self {
+            nvml,
+            devices,
+            info,
+        })
+    }
+
+    /// Number of GPUs found at start.
+    pub fn device_count(&self) -> usize {
+        self.devices.len()
+    }
+}
+
+fn explain_init_error(e: &nvml_wrapper::error::NvmlError) -> String {
+    use nvml_wrapper::error::NvmlError as E;
+    match e {
+        E::LibloadingError(_) => "No NVIDIA driver found: libnvidia-ml.so.1 could not be loaded. \
+             Install the NVIDIA driver, or look around with the simulated GPUs."
+            .to_string(),
+        E::DriverNotLoaded => "The NVIDIA kernel driver is not loaded (NVML: DriverNotLoaded)."
+            .to_string(),
+        E::NoPermission => "No permission to talk to the NVIDIA driver (NVML: NoPermission).".into(),
+        other => format!("NVML failed to initialise: {other}"),
+    }
+}
+
+impl GpuSource for NvmlSource {
+    fn info(&self) -> SourceInfo {
+        self.info.clone()
+    }
+
+    fn sample(&mut self, now_ms: UnixMs) -> Result<Snapshot, SourceError> {
+        let mut snap = Snapshot {
+            taken_at_ms: now_ms,
+            devices: Vec::with_capacity(self.devices.len()),
+            processes: Vec::new(),
+        };
+        for (i, st) in self.devices.iter().enumerate() {
+            let index = i as u32;
+            let mut ds = DeviceSample {
+                index,
+                uuid: st.uuid.clone(),
+                name: st.name.clone(),
+                pci_bus_id: st.pci_bus_id.clone(),
+                ..DeviceSample::default()
+            };
+            let Ok(dev) = self.nvml.device_by_index(index) else {
+                snap.devices.push(ds);
+                continue;
+            };
+            if let Ok(m) = dev.memory_info() {
+                if m.total > 0 && m.used <= m.total && m.free <= m.total {
+                    ds.memory_total_bytes = Some(m.total);
+                    ds.memory_used_bytes = Some(m.used);
+                    ds.memory_reserved_bytes = Some(m.reserved);
+                    ds.memory_free_bytes = Some(m.free);
+                }
+            }
+            ds.utilization_gpu_pct = dev
+                .utilization_rates()
+                .ok()
+                .map(|u| u.gpu)
+                .filter(|g| *g <= 100);
+            ds.temperature_c = dev
+                .temperature(TemperatureSensor::Gpu)
+                .ok()
+                .filter(|t| *t < 200);
+            ds.power_w = dev.power_usage().ok().map(|mw| f64::from(mw) / 1000.0);
+            let compute = dev.running_compute_processes().unwrap_or_default();
+            let graphics = dev.running_graphics_processes().unwrap_or_default();
+            snap.processes.extend(merge_processes(
+                index,
+                &compute,
+                &graphics,
+                ds.memory_total_bytes,
+            ));
+            snap.devices.push(ds);
+        }
+        Ok(snap)
+    }
+}
+
+fn used_of(p: &ProcessInfo) -> Option<u64> {
+    match p.used_gpu_memory {
+        UsedGpuMemory::Used(b) => Some(b),
+        UsedGpuMemory::Unavailable => None,
+    }
+}
+
+/// Merges the compute and graphics lists of one device by PID and drops entries that cannot be
+/// real (pid 0, or more memory than the card has).
+pub(crate) fn merge_processes(
+    device_index: u32,
+    compute: &[ProcessInfo],
+    graphics: &[ProcessInfo],
+    total: Option<u64>,
+) -> Vec<ProcessSample> {
+    let mut by_pid: BTreeMap<u32, ProcessSample> = BTreeMap::new();
+    let lists = [(compute, ContextKind::Compute), (graphics, ContextKind::Graphics)];
+    for (list, kind) in lists {
+        for p in list {
+            let used = used_of(p);
+            let sane = p.pid > 0 && used.is_none_or(|u| total.is_none_or(|t| u <= t));
+            if !sane {
+                continue;
+            }
+            by_pid
+                .entry(p.pid)
+                .and_modify(|e| {
+                    if e.kind != kind {
+                        e.kind = ContextKind::Both;
+                    }
+                    e.used_bytes = match (e.used_bytes, used) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        (a, b) => a.or(b),
+                    };
+                })
+                .or_insert(ProcessSample {
+                    pid: p.pid,
+                    device_index,
+                    used_bytes: used,
+                    kind,
+                    info: None,
+                });
+        }
+    }
+    by_pid.into_values().collect()
+}
+
+impl NvmlSource {
+    /// Times each raw NVML call a sample makes, per sample (summed over devices), averaged over
+    /// `iterations`: `(call, µs per sample, calls per sample)`. For `vramwarden bench-nvml`.
+    pub fn bench_raw_calls(&self, iterations: u32) -> Vec<(&'static str, f64, usize)> {
+        use std::time::Instant;
+        let n = self.devices.len() as u32;
+        let iters = iterations.max(1);
+        let time = |f: &dyn Fn(u32)| {
+            let t = Instant::now();
+            for _ in 0..iters {
+                for i in 0..n {
+                    f(i);
+                }
+            }
+            t.elapsed().as_secs_f64() * 1e6 / f64::from(iters)
+        };
+        let nvml = &self.nvml;
+        let with = |f: &dyn Fn(&nvml_wrapper::Device<'_>), i: u32| {
+            if let Ok(d) = nvml.device_by_index(i) {
+                f(&d);
+            }
+        };
+        let base = time(&|i| {
+            let _ = nvml.device_by_index(i);
+        });
+        let n_us = n as usize;
+        let mut out = vec![("device_by_index", base, n_us)];
+        let calls: [(&'static str, usize, &dyn Fn(&nvml_wrapper::Device<'_>)); 6] = [
+            ("memory_info (v2)", 1, &|d| {
+                let _ = d.memory_info();
+            }),
+            ("running_compute_processes (v3)", 2, &|d| {
+                let _ = d.running_compute_processes();
+            }),
+            ("running_graphics_processes (v3)", 2, &|d| {
+                let _ = d.running_graphics_processes();
+            }),
+            ("utilization_rates", 1, &|d| {
+                let _ = d.utilization_rates();
+            }),
+            ("temperature", 1, &|d| {
+                let _ = d.temperature(TemperatureSensor::Gpu);
+            }),
+            ("power_usage", 1, &|d| {
+                let _ = d.power_usage();
+            }),
+        ];
+        for (name, per, f) in calls {
+            let us = time(&|i| with(f, i)) - base;
+            out.push((name, us.max(0.0), per * n_us));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nvml_wrapper::enums::device::UsedGpuMemory;
+
+    fn p(pid: u32, mib: u64) -> ProcessInfo {
+        ProcessInfo {
+            pid,
+            used_gpu_memory: UsedGpuMemory::Used(mib << 20),
+            gpu_instance_id: None,
+            compute_instance_id: None,
+        }
+    }
+
+    #[test]
+    fn merges_by_pid_and_drops_scrambled_entries() {
+        let total = Some(80 << 30);
+        let compute = [p(10, 100), p(0, 5), p(11, 1 << 30), p(12, 300)];
+        let graphics = [p(12, 310), p(13, 20)];
+        let merged = merge_processes(1, &compute, &graphics, total);
+        let got: Vec<(u32, Option<u64>, ContextKind)> =
+            merged.iter().map(|s| (s.pid, s.used_bytes.map(|b| b >> 20), s.kind)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (10, Some(100), ContextKind::Compute),
+                (12, Some(310), ContextKind::Both),
+                (13, Some(20), ContextKind::Graphics),
+            ]
+        );
+        assert!(merged.iter().all(|s| s.device_index == 1));
+    }
+
+    #[test]
+    fn init_failure_is_explained() {
+        // On a machine without the driver this is the message the GUI and CLI show.
+        let e = nvml_wrapper::error::NvmlError::DriverNotLoaded;
+        assert!(explain_init_error(&e).contains("not loaded"));
+    }
+}

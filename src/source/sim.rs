@@ -1,0 +1,400 @@
+//! Deterministic simulated GPUs running scripted processes.
+//!
+//! The state is a pure function of the time asked for, so tests and `record --speed max` can run
+//! hours of simulated time in seconds, and two runs over the same times give the same samples.
+
+use super::{host_name, GpuSource, SourceError};
+use crate::model::{DeviceSample, ProcInfo, ProcessSample, Snapshot, SourceInfo, UnixMs, MIB};
+
+/// How a simulated process's GPU memory evolves, in MiB, over seconds since it started.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Script {
+    /// Caching allocator warming up in steps for `warm_s` seconds, then flat at `plateau_mib`.
+    Trainer {
+        /// Final size of the cache.
+        plateau_mib: u64,
+        /// Length of the warm-up.
+        warm_s: f64,
+    },
+    /// Grows by `rate_mib_s` every second from `base_mib`.
+    Leak {
+        /// Memory right after start.
+        base_mib: u64,
+        /// Growth per second.
+        rate_mib_s: f64,
+    },
+    /// Holds `mib` and does nothing.
+    Idle {
+        /// Memory held.
+        mib: u64,
+    },
+    /// Grows linearly from `low_mib` to `high_mib` over `period_s`, then frees back.
+    Saw {
+        /// Memory after each free.
+        low_mib: u64,
+        /// Memory just before each free.
+        high_mib: u64,
+        /// Length of one cycle.
+        period_s: f64,
+    },
+}
+
+impl Script {
+    /// Memory in MiB `t` seconds after the process started.
+    pub fn memory_mib(&self, t: f64) -> u64 {
+        let t = t.max(0.0);
+        match *self {
+            Script::Trainer {
+                plateau_mib,
+                warm_s,
+            } => {
+                let steps = 8.0;
+                let done = ((t / warm_s) * steps).floor().min(steps - 1.0) + 1.0;
+                (plateau_mib as f64 * done / steps) as u64
+            }
+            Script::Leak {
+                base_mib,
+                rate_mib_s,
+            } => base_mib + (t.floor() * rate_mib_s) as u64,
+            Script::Idle { mib } => mib,
+            Script::Saw {
+                low_mib,
+                high_mib,
+                period_s,
+            } => {
+                let phase = (t % period_s) / period_s;
+                low_mib + ((high_mib - low_mib) as f64 * phase) as u64
+            }
+        }
+    }
+}
+
+/// One scripted process on a simulated GPU.
+#[derive(Debug, Clone)]
+pub struct SimProcess {
+    /// PID shown for the first life; later lives (see `restart_every_s`) count up from it.
+    pub pid: u32,
+    /// Which simulated GPU it uses.
+    pub device_index: u32,
+    /// Name, command line, user. `None` binds a real process: its facts come from `/proc`.
+    pub info: Option<ProcInfo>,
+    /// How its memory evolves.
+    pub script: Script,
+    /// Seconds after the simulation start when it first appears (negative: already running).
+    pub start_s: f64,
+    /// If set, the process exits after `life_s` and a new one starts every `restart_every_s`.
+    pub restart_every_s: Option<f64>,
+    /// How long one life lasts (with `restart_every_s`).
+    pub life_s: f64,
+    /// Typical GPU utilisation it causes, percent.
+    pub busy_pct: u32,
+}
+
+/// One simulated GPU.
+#[derive(Debug, Clone)]
+pub struct SimDevice {
+    /// Displayed name.
+    pub name: String,
+    /// Total memory in MiB.
+    pub total_mib: u64,
+    /// Reserved by the "driver", MiB.
+    pub reserved_mib: u64,
+    /// Memory used that no listed process owns, MiB.
+    pub ghost_mib: u64,
+}
+
+/// Simulated GPUs; see the module docs.
+#[derive(Debug, Clone)]
+pub struct SimSource {
+    start_ms: UnixMs,
+    devices: Vec<SimDevice>,
+    processes: Vec<SimProcess>,
+}
+
+fn info(name: &str, cmdline: &str, user: &str, uid: u32, start_ms: UnixMs) -> Option<ProcInfo> {
+    Some(ProcInfo {
+        name: name.into(),
+        cmdline: cmdline.into(),
+        user: user.into(),
+        uid,
+        start_time_ms: start_ms,
+        container_id: None,
+    })
+}
+
+impl SimSource {
+    /// The demo: two GPUs of different sizes and the scripted processes from the brief
+    /// (a plateauing trainer, a leaking notebook kernel, an idle holder, a saw-tooth server,
+    /// a periodic batch job, and some memory no process owns). `start_ms` is simulated time zero.
+    pub fn demo(start_ms: UnixMs) -> Self {
+        let s = |secs: f64| start_ms + (secs * 1000.0) as i64;
+        let mut trainer = info(
+            "python3",
+            "python3 train.py --model llama-3-8b --batch-size 16 --bf16",
+            "alice",
+            1000,
+            s(-300.0),
+        );
+        if let Some(i) = trainer.as_mut() {
+            i.container_id = Some("4f2a9c1e7b3d".repeat(5) + "c0ffee");
+        }
+        let processes = vec![
+            SimProcess {
+                pid: 48213,
+                device_index: 0,
+                info: trainer,
+                script: Script::Trainer {
+                    plateau_mib: 38 * 1024,
+                    warm_s: 600.0,
+                },
+                start_s: -300.0,
+                restart_every_s: None,
+                life_s: f64::INFINITY,
+                busy_pct: 93,
+            },
+            SimProcess {
+                pid: 51877,
+                device_index: 0,
+                info: info(
+                    "python3",
+                    "python3 -m ipykernel_launcher -f /home/bob/.local/share/jupyter/runtime/kernel-7c1e.json",
+                    "bob",
+                    1001,
+                    s(-1200.0),
+                ),
+                script: Script::Leak {
+                    base_mib: 2048,
+                    rate_mib_s: 1.0,
+                },
+                start_s: -1200.0,
+                restart_every_s: Some(20.0 * 3600.0),
+                life_s: 20.0 * 3600.0,
+                busy_pct: 4,
+            },
+            SimProcess {
+                pid: 39002,
+                device_index: 1,
+                info: info("python3", "python3 eval_checkpoint.py --ckpt run42/step9000.pt", "alice", 1000, s(-7200.0)),
+                script: Script::Idle { mib: 8 * 1024 },
+                start_s: -7200.0,
+                restart_every_s: None,
+                life_s: f64::INFINITY,
+                busy_pct: 0,
+            },
+            SimProcess {
+                pid: 2231,
+                device_index: 1,
+                info: info(
+                    "tritonserver",
+                    "tritonserver --model-repository=/srv/models --http-port 8000",
+                    "svc-infer",
+                    998,
+                    s(-86400.0),
+                ),
+                script: Script::Saw {
+                    low_mib: 4 * 1024,
+                    high_mib: 10 * 1024,
+                    period_s: 300.0,
+                },
+                start_s: -86400.0,
+                restart_every_s: None,
+                life_s: f64::INFINITY,
+                busy_pct: 35,
+            },
+            SimProcess {
+                pid: 60100,
+                device_index: 1,
+                info: info("python3", "python3 preprocess.py --shard 0", "carol", 1002, s(30.0)),
+                script: Script::Trainer {
+                    plateau_mib: 3 * 1024,
+                    warm_s: 40.0,
+                },
+                start_s: 30.0,
+                restart_every_s: Some(600.0),
+                life_s: 240.0,
+                busy_pct: 60,
+            },
+        ];
+        let devices = vec![
+            SimDevice {
+                name: "Simulated H200".into(),
+                total_mib: 143_771,
+                reserved_mib: 616,
+                ghost_mib: 1536,
+            },
+            SimDevice {
+                name: "Simulated RTX 4090".into(),
+                total_mib: 24_564,
+                reserved_mib: 345,
+                ghost_mib: 0,
+            },
+        ];
+        Self {
+            start_ms,
+            devices,
+            processes,
+        }
+    }
+
+    /// Bare simulated GPUs with no processes (tests add their own).
+    pub fn empty(start_ms: UnixMs, devices: Vec<SimDevice>) -> Self {
+        Self {
+            start_ms,
+            devices,
+            processes: Vec::new(),
+        }
+    }
+
+    /// A large fleet for benchmarks: `gpus` H200-sized GPUs and `procs` processes spread over
+    /// them, cycling through every script shape.
+    pub fn fleet(start_ms: UnixMs, gpus: u32, procs: u32) -> Self {
+        let devices = (0..gpus)
+            .map(|i| SimDevice {
+                name: format!("Simulated H200 #{i}"),
+                total_mib: 143_771,
+                reserved_mib: 616,
+                ghost_mib: 512,
+            })
+            .collect();
+        let mut s = Self::empty(start_ms, devices);
+        for i in 0..procs {
+            let script = match i % 4 {
+                0 => Script::Trainer { plateau_mib: 2048 + u64::from(i) * 7, warm_s: 900.0 },
+                1 => Script::Leak { base_mib: 1024, rate_mib_s: 0.002 * f64::from(i % 9 + 1) },
+                2 => Script::Idle { mib: 512 + u64::from(i) * 3 },
+                _ => Script::Saw { low_mib: 256, high_mib: 900 + u64::from(i), period_s: 120.0 + f64::from(i) },
+            };
+            s.add(SimProcess {
+                pid: 10_000 + i,
+                device_index: i % gpus.max(1),
+                info: info("python3", &format!("python3 job_{i}.py"), "bench", 1000, start_ms - 1000),
+                script,
+                start_s: -1.0,
+                restart_every_s: None,
+                life_s: f64::INFINITY,
+                busy_pct: (i * 13 % 100),
+            });
+        }
+        s
+    }
+
+    /// Adds a scripted process (a real PID with `info: None` binds a real process).
+    pub fn add(&mut self, p: SimProcess) {
+        self.processes.push(p);
+    }
+
+    /// Simulated time zero.
+    pub fn start_ms(&self) -> UnixMs {
+        self.start_ms
+    }
+
+    /// The devices and processes at `now_ms`.
+    pub fn at(&self, now_ms: UnixMs) -> Snapshot {
+        let t = (now_ms - self.start_ms) as f64 / 1000.0;
+        let mut used = vec![0u64; self.devices.len()];
+        let mut busy = vec![0u32; self.devices.len()];
+        let mut processes = Vec::new();
+        for p in &self.processes {
+            let Some((life, since)) = life_at(p, t) else {
+                continue;
+            };
+            let dev = p.device_index as usize;
+            if dev >= self.devices.len() {
+                continue;
+            }
+            let mib = p.script.memory_mib(since);
+            used[dev] += mib;
+            busy[dev] = busy[dev].max(p.busy_pct);
+            let info = p.info.clone().map(|mut i| {
+                if life > 0 {
+                    i.start_time_ms = self.start_ms
+                        + ((p.start_s + life as f64 * p.restart_every_s.unwrap_or(0.0)) * 1000.0)
+                            as i64;
+                    if let Some(n) = i.cmdline.rfind("--shard ") {
+                        i.cmdline = format!("{}--shard {life}", &i.cmdline[..n]);
+                    }
+                }
+                i
+            });
+            processes.push(ProcessSample {
+                pid: p.pid + life,
+                device_index: p.device_index,
+                used_bytes: Some(mib * MIB),
+                kind: crate::model::ContextKind::Compute,
+                info,
+            });
+        }
+        let devices = self
+            .devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let used_mib = (used[i] + d.ghost_mib).min(d.total_mib - d.reserved_mib);
+                let util = if busy[i] == 0 {
+                    0
+                } else {
+                    (busy[i] as i64 + jitter(now_ms / 1000, i as u64, 7)).clamp(0, 100) as u32
+                };
+                DeviceSample {
+                    index: i as u32,
+                    uuid: format!("GPU-5137e0a1-0000-4000-8000-{:012x}", i + 1),
+                    name: d.name.clone(),
+                    pci_bus_id: Some(format!("00000000:{:02X}:00.0", 0x17 + i * 0x20)),
+                    memory_total_bytes: Some(d.total_mib * MIB),
+                    memory_used_bytes: Some(used_mib * MIB),
+                    memory_reserved_bytes: Some(d.reserved_mib * MIB),
+                    memory_free_bytes: Some((d.total_mib - d.reserved_mib - used_mib) * MIB),
+                    utilization_gpu_pct: Some(util),
+                    temperature_c: Some(34 + util / 2),
+                    power_w: Some(70.0 + f64::from(util) * 5.8),
+                }
+            })
+            .collect();
+        Snapshot {
+            taken_at_ms: now_ms,
+            devices,
+            processes,
+        }
+    }
+}
+
+/// Which life of `p` runs at time `t` (0 for the first) and how long it has run, or `None`.
+fn life_at(p: &SimProcess, t: f64) -> Option<(u32, f64)> {
+    let since_first = t - p.start_s;
+    if since_first < 0.0 {
+        return None;
+    }
+    match p.restart_every_s {
+        None => (since_first < p.life_s).then_some((0, since_first)),
+        Some(every) => {
+            let life = (since_first / every).floor();
+            let since = since_first - life * every;
+            (since < p.life_s).then_some((life as u32, since))
+        }
+    }
+}
+
+/// Small deterministic noise in `-amp..=amp` for a given second and channel.
+fn jitter(sec: i64, channel: u64, amp: i64) -> i64 {
+    let mut x = (sec as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ channel.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^= x >> 31;
+    x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 29;
+    (x % (2 * amp as u64 + 1)) as i64 - amp
+}
+
+impl GpuSource for SimSource {
+    fn info(&self) -> SourceInfo {
+        SourceInfo {
+            kind: "Simulated".into(),
+            driver_version: Some("simulated".into()),
+            nvml_version: None,
+            cuda_version: None,
+            host: host_name(),
+        }
+    }
+
+    fn sample(&mut self, now_ms: UnixMs) -> Result<Snapshot, SourceError> {
+        Ok(self.at(now_ms))
+    }
+}

@@ -1,0 +1,124 @@
+//! The egui front end. It reads the shared [`crate::monitor::Monitor`] and never calls NVML,
+//! touches session files or signals processes itself.
+
+pub mod app;
+pub mod graph;
+pub mod overview;
+pub mod process_detail;
+pub mod processes;
+pub mod widgets;
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+pub use app::VramApp;
+
+use crate::monitor::Monitor;
+use crate::sampler::{SamplerHandle, SharedMonitor, SourceFactory};
+
+/// What the window is started with.
+#[derive(Debug, Clone)]
+pub struct GuiOptions {
+    /// Start on the simulated GPUs.
+    pub demo: bool,
+    /// Sampling interval.
+    pub interval: Duration,
+    /// History length in samples.
+    pub history_ticks: usize,
+}
+
+/// The sampler behind the window: can be restarted on another source (e.g. the demo).
+pub struct Backend {
+    /// The state the UI draws.
+    pub shared: SharedMonitor,
+    handle: Option<SamplerHandle>,
+    /// Whether the simulated GPUs are shown.
+    pub demo: bool,
+    interval: Duration,
+    history_ticks: usize,
+    repaint: Option<egui::Context>,
+}
+
+impl Backend {
+    /// A backend that samples `factory` on its own thread.
+    pub fn start(factory: SourceFactory, demo: bool, interval: Duration, history_ticks: usize, ctx: &egui::Context) -> Self {
+        let mut b = Self::detached(Monitor::new(interval.as_millis() as u64, history_ticks), demo);
+        b.interval = interval;
+        b.history_ticks = history_ticks;
+        b.repaint = Some(ctx.clone());
+        b.spawn(factory);
+        b
+    }
+
+    /// A backend over a monitor that something else fills (tests, replays): no thread.
+    pub fn detached(monitor: Monitor, demo: bool) -> Self {
+        let interval = Duration::from_millis(monitor.interval_ms);
+        let history_ticks = monitor.history.capacity();
+        Self {
+            shared: Arc::new(RwLock::new(monitor)),
+            handle: None,
+            demo,
+            interval,
+            history_ticks,
+            repaint: None,
+        }
+    }
+
+    fn spawn(&mut self, factory: SourceFactory) {
+        let ctx = self.repaint.clone();
+        let notify: crate::sampler::Notify = Arc::new(move || {
+            if let Some(c) = &ctx {
+                c.request_repaint();
+            }
+        });
+        match SamplerHandle::spawn(factory, self.interval, self.shared.clone(), notify) {
+            Ok(h) => self.handle = Some(h),
+            Err(e) => {
+                if let Ok(mut m) = self.shared.write() {
+                    m.status = crate::monitor::SourceStatus::Failed(format!("could not start the sampler thread: {e}"));
+                }
+            }
+        }
+    }
+
+    /// Drops the current source and its history and starts over on `factory`.
+    pub fn restart(&mut self, factory: SourceFactory, demo: bool) {
+        self.handle = None;
+        self.shared = Arc::new(RwLock::new(Monitor::new(self.interval.as_millis() as u64, self.history_ticks)));
+        self.demo = demo;
+        self.spawn(factory);
+    }
+}
+
+/// Opens the window and runs until it is closed.
+///
+/// # Errors
+/// When no window can be created (no display, no usable graphics).
+pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
+    let mut viewport = egui::ViewportBuilder::default()
+        .with_title("vramwarden")
+        .with_app_id("vramwarden")
+        .with_inner_size([1400.0, 860.0])
+        .with_min_inner_size([800.0, 500.0]);
+    if let Ok(icon) = eframe::icon_data::from_png_bytes(include_bytes!("../../assets/icon-256.png")) {
+        viewport = viewport.with_icon(icon);
+    }
+    let native = eframe::NativeOptions {
+        viewport,
+        ..Default::default()
+    };
+    eframe::run_native(
+        "vramwarden",
+        native,
+        Box::new(move |cc| {
+            let backend = Backend::start(
+                crate::cli::source_factory(opts.demo),
+                opts.demo,
+                opts.interval,
+                opts.history_ticks,
+                &cc.egui_ctx,
+            );
+            Ok(Box::new(VramApp::new(cc, backend)))
+        }),
+    )
+}

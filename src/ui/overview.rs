@@ -1,0 +1,95 @@
+//! One card per GPU: name, memory bar (used / reserved / free), utilisation, temperature, power.
+
+use egui::{RichText, Ui};
+
+use super::widgets;
+use crate::format::{opt_bytes, Units};
+use crate::monitor::Monitor;
+
+fn pct(part: u64, total: u64) -> String {
+    if total == 0 {
+        return String::new();
+    }
+    format!("{:.1} %", 100.0 * part as f64 / total as f64)
+}
+
+/// Draws the cards; clicking one selects its GPU for the graph.
+pub fn cards(ui: &mut Ui, m: &Monitor, units: Units, selected: &mut u32) {
+    let Some(snap) = &m.latest else { return };
+    for d in &snap.devices {
+        let is_sel = *selected == d.index;
+        let frame = egui::Frame::group(ui.style())
+            .inner_margin(egui::Margin::same(10))
+            .stroke(if is_sel {
+                egui::Stroke::new(2.0, ui.visuals().selection.stroke.color)
+            } else {
+                ui.visuals().widgets.noninteractive.bg_stroke
+            });
+        let resp = frame
+            .show(ui, |ui| {
+                ui.set_width(ui.available_width());
+                ui.horizontal(|ui| {
+                    ui.label(RichText::new(format!("GPU {}", d.index)).strong().size(15.0));
+                    ui.label(RichText::new(&d.name).size(15.0));
+                });
+                let total = d.memory_total_bytes.unwrap_or(0);
+                let used = d.memory_used_bytes.unwrap_or(0);
+                let reserved = d.memory_reserved_bytes.unwrap_or(0);
+                let free = d.memory_free_bytes.unwrap_or(0);
+                let hover = format!(
+                    "used {} ({})\nreserved by driver {} ({})\nfree {} ({})\ntotal {}",
+                    units.bytes(used),
+                    pct(used, total),
+                    units.bytes(reserved),
+                    pct(reserved, total),
+                    units.bytes(free),
+                    pct(free, total),
+                    units.bytes(total)
+                );
+                widgets::memory_bar(ui, total, used, reserved, &hover);
+                egui::Grid::new(("card", d.index)).num_columns(3).spacing([10.0, 2.0]).show(ui, |ui| {
+                    let row = |ui: &mut Ui, color: egui::Color32, label: &str, v: Option<u64>| {
+                        ui.horizontal(|ui| {
+                            widgets::color_swatch(ui, color);
+                            ui.label(label);
+                        });
+                        ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                            ui.label(RichText::new(opt_bytes(units, v)).monospace());
+                        });
+                        ui.label(RichText::new(v.map_or(String::new(), |v| pct(v, total))).monospace().weak());
+                        ui.end_row();
+                    };
+                    row(ui, widgets::USED, "Used", d.memory_used_bytes);
+                    row(ui, widgets::RESERVED, "Reserved", d.memory_reserved_bytes);
+                    row(ui, ui.visuals().extreme_bg_color, "Free", d.memory_free_bytes);
+                    ui.label("Total");
+                    ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                        ui.label(RichText::new(opt_bytes(units, d.memory_total_bytes)).monospace());
+                    });
+                    ui.label("");
+                    ui.end_row();
+                });
+                ui.horizontal(|ui| {
+                    let util = d.utilization_gpu_pct.map_or("—".into(), |u| format!("{u} %"));
+                    let temp = d.temperature_c.map_or("—".into(), |t| format!("{t} °C"));
+                    let power = d.power_w.map_or("—".into(), |p| format!("{p:.0} W"));
+                    ui.label(format!("Util {util}"));
+                    ui.separator();
+                    ui.label(format!("Temp {temp}"));
+                    ui.separator();
+                    ui.label(format!("Power {power}"));
+                });
+                let n = snap.processes.iter().filter(|p| p.device_index == d.index).count();
+                ui.label(RichText::new(match n {
+                    0 => format!("No processes on GPU {}", d.index),
+                    1 => "1 process".to_string(),
+                    n => format!("{n} processes"),
+                }).weak());
+            })
+            .response;
+        if resp.interact(egui::Sense::click()).clicked() {
+            *selected = d.index;
+        }
+        ui.add_space(6.0);
+    }
+}

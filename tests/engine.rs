@@ -1,0 +1,110 @@
+//! The sampler thread and monitor on simulated GPUs: hours of simulated time, a hung source.
+
+use std::sync::mpsc;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use vramwarden::model::{Snapshot, SourceInfo, UnixMs};
+use vramwarden::monitor::Monitor;
+use vramwarden::sampler::{now_ms, SamplerHandle};
+use vramwarden::source::sim::SimSource;
+use vramwarden::source::{GpuSource, SourceError};
+
+const T0: UnixMs = 1_796_000_000_000;
+
+#[test]
+fn three_simulated_hours_in_the_monitor() {
+    let mut sim = SimSource::demo(T0);
+    let mut m = Monitor::new(1000, 3600);
+    for i in 0..3 * 3600 {
+        let t = T0 + i * 1000;
+        m.apply(sim.sample(t).expect("sim"), t);
+    }
+    assert_eq!(m.history.len(), 3600, "retention bound");
+    let now = T0 + (3 * 3600 - 1) * 1000;
+    let rows = m.table_rows(now);
+    let leak = rows.iter().find(|r| r.key.pid == 51877).expect("leaking kernel");
+    // 1 MiB/s for a minute.
+    assert_eq!(leak.delta_1m_bytes, Some(60 << 20));
+    let trainer = rows.iter().find(|r| r.key.pid == 48213).expect("trainer");
+    assert_eq!(trainer.delta_1m_bytes, Some(0), "the trainer has plateaued");
+    assert_eq!(trainer.peak_bytes, 38 << 30);
+    // The periodic job has had several lives, each a new identity; exited ones are not shown.
+    let lives: Vec<_> = m.rows().filter(|r| r.cmdline.contains("preprocess.py")).collect();
+    assert!(lives.len() >= 5, "{} lives held", lives.len());
+    let shown = rows.iter().filter(|r| r.cmdline.contains("preprocess.py")).count();
+    assert!(shown <= 1);
+}
+
+#[test]
+fn exited_process_stays_greyed_then_leaves_the_table() {
+    let mut sim = SimSource::demo(T0);
+    let mut m = Monitor::new(1000, 7200);
+    // The preprocess job lives from 30 s to 270 s.
+    for i in 0..=300 {
+        let t = T0 + i * 1000;
+        m.apply(sim.sample(t).expect("sim"), t);
+    }
+    let row = m.rows().find(|r| r.key.pid == 60100).expect("job row");
+    assert_eq!(row.exited_at_ms, Some(T0 + 270_000));
+    assert!(m.table_rows(T0 + 290_000).iter().any(|r| r.key.pid == 60100));
+    assert!(!m.table_rows(T0 + 301_000).iter().any(|r| r.key.pid == 60100));
+}
+
+struct Hangs {
+    sim: SimSource,
+    served: bool,
+    block: mpsc::Receiver<()>,
+}
+
+impl GpuSource for Hangs {
+    fn info(&self) -> SourceInfo {
+        self.sim.info()
+    }
+    fn sample(&mut self, now: UnixMs) -> Result<Snapshot, SourceError> {
+        if self.served {
+            // A wedged driver: the call never returns.
+            let _ = self.block.recv();
+        }
+        self.served = true;
+        self.sim.sample(now)
+    }
+}
+
+#[test]
+fn a_hung_source_makes_data_stale_but_never_blocks() {
+    let (keep, block) = mpsc::channel();
+    let shared = Arc::new(RwLock::new(Monitor::new(100, 1000)));
+    let handle = SamplerHandle::spawn(
+        Box::new(move || Ok(Box::new(Hangs { sim: SimSource::demo(now_ms()), served: false, block }) as Box<dyn GpuSource>)),
+        Duration::from_millis(100),
+        shared.clone(),
+        Arc::new(|| {}),
+    )
+    .expect("spawn");
+    std::thread::sleep(Duration::from_millis(600));
+    {
+        let m = shared.read().expect("lock");
+        assert_eq!(m.ticks, 1, "one sample, then the source hung");
+        assert!(m.is_stale(now_ms()), "no sample for 5 intervals is stale");
+    }
+    let t = Instant::now();
+    drop(handle);
+    assert!(t.elapsed() < Duration::from_millis(50), "dropping the sampler does not wait for the hung call");
+    drop(keep);
+}
+
+#[test]
+fn a_failing_source_reports_why() {
+    let shared = Arc::new(RwLock::new(Monitor::new(100, 1000)));
+    let h = SamplerHandle::spawn(
+        Box::new(|| Err(SourceError::Unavailable("No NVIDIA driver found".into()))),
+        Duration::from_millis(100),
+        shared.clone(),
+        Arc::new(|| {}),
+    )
+    .expect("spawn");
+    assert!(h.stop(Duration::from_secs(2)), "thread ends");
+    let m = shared.read().expect("lock");
+    assert_eq!(m.status, vramwarden::monitor::SourceStatus::Failed("No NVIDIA driver found".into()));
+}

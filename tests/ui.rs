@@ -1,0 +1,117 @@
+//! The window driven by egui_kittest on the simulated GPUs (no display, no GPU).
+
+use std::time::{Duration, Instant};
+
+use egui_kittest::kittest::Queryable;
+use egui_kittest::Harness;
+use vramwarden::model::UnixMs;
+use vramwarden::monitor::{Monitor, SourceStatus};
+use vramwarden::source::sim::SimSource;
+use vramwarden::source::{GpuSource, SourceError};
+use vramwarden::ui::app::UiState;
+use vramwarden::ui::{Backend, VramApp};
+
+const T0: UnixMs = 1_796_000_000_000;
+
+fn demo_app(seconds: i64) -> VramApp {
+    let mut sim = SimSource::demo(T0);
+    let mut m = Monitor::new(1000, 86_400);
+    m.source = Some(sim.info());
+    for i in 0..seconds {
+        let t = T0 + i * 1000;
+        m.apply(sim.sample(t).expect("sim"), t);
+    }
+    VramApp::with_backend(Backend::detached(m, true), UiState::default()).with_fixed_now(T0 + (seconds - 1) * 1000)
+}
+
+fn harness(app: VramApp) -> Harness<'static, VramApp> {
+    Harness::builder().with_size(egui::vec2(1600.0, 1000.0)).build_eframe(|_cc| app)
+}
+
+#[test]
+fn shows_every_gpu_and_every_process() {
+    let mut h = harness(demo_app(120));
+    h.run();
+    h.get_by_label("GPU 0");
+    h.get_by_label("GPU 1");
+    h.get_by_label("Simulated H200");
+    h.get_by_label("Simulated RTX 4090");
+    // At t = 119 s: trainer, kernel, idle eval, triton, the first preprocess life.
+    for pid in ["48213", "51877", "39002", "2231", "60100"] {
+        h.get_by_label(pid);
+    }
+    h.get_by_label("5 shown");
+    h.get_by_label_contains("DEMO");
+}
+
+#[test]
+fn clicking_a_process_opens_its_detail_pane() {
+    let mut h = harness(demo_app(300));
+    h.run();
+    assert!(h.query_by_label("python3 · PID 51877").is_none());
+    h.get_by_label("51877").click();
+    h.run();
+    h.get_by_label("python3 · PID 51877");
+    h.get_by_label_contains("ipykernel_launcher");
+    h.get_by_label("GPU memory over its lifetime");
+    h.get_by_label("bob");
+    assert_eq!(h.state().selected.map(|k| k.0.pid), Some(51877));
+    h.get_by_label("✖ Close").click();
+    h.run();
+    assert!(h.query_by_label("python3 · PID 51877").is_none());
+    assert_eq!(h.state().selected, None);
+}
+
+#[test]
+fn filter_narrows_the_table() {
+    let mut h = harness(demo_app(120));
+    h.run();
+    h.get_by_label("Filter (Ctrl+F): pid, name, command, user").type_text("triton");
+    h.run();
+    h.get_by_label("2231");
+    assert!(h.query_by_label("48213").is_none());
+    h.get_by_label("1 shown");
+}
+
+#[test]
+fn driver_error_is_explained_and_the_demo_offered() {
+    let ctx = egui::Context::default();
+    let backend = Backend::start(
+        Box::new(|| Err(SourceError::Unavailable("No NVIDIA driver found: libnvidia-ml.so.1 could not be loaded.".into()))),
+        false,
+        Duration::from_millis(200),
+        1000,
+        &ctx,
+    );
+    let shared = backend.shared.clone();
+    let t = Instant::now();
+    while !matches!(shared.read().expect("lock").status, SourceStatus::Failed(_)) {
+        assert!(t.elapsed() < Duration::from_secs(5));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut h = harness(VramApp::with_backend(backend, UiState::default()));
+    h.run();
+    h.get_by_label("No NVIDIA GPU can be read");
+    h.get_by_label_contains("libnvidia-ml.so.1 could not be loaded");
+    h.get_by_label("Start the demo (simulated GPUs)").click();
+    h.run();
+    // The demo's sampler thread starts; its first sample arrives within a moment.
+    let t = Instant::now();
+    while h.query_by_label("Simulated H200").is_none() {
+        assert!(t.elapsed() < Duration::from_secs(5), "demo did not start");
+        std::thread::sleep(Duration::from_millis(20));
+        h.run();
+    }
+    h.get_by_label("GPU 1");
+}
+
+#[test]
+fn stale_data_is_flagged() {
+    let mut sim = SimSource::demo(T0);
+    let mut m = Monitor::new(1000, 1000);
+    m.apply(sim.sample(T0).expect("sim"), T0);
+    let app = VramApp::with_backend(Backend::detached(m, false), UiState::default()).with_fixed_now(T0 + 5000);
+    let mut h = harness(app);
+    h.run();
+    h.get_by_label_contains("STALE: no sample for 5s");
+}
