@@ -93,12 +93,17 @@ fn bench_history(c: &mut Criterion) {
         })
     });
     let snap = snaps[0].clone();
-    c.bench_function("snapshot_clone_baseline", |b| b.iter(|| black_box(snap.clone())));
+    c.bench_function("snapshot_clone_baseline", |b| {
+        b.iter(|| black_box(snap.clone()))
+    });
 }
 
 fn frame_app(select: bool) -> VramApp {
     let m = day_monitor();
-    let key = m.rows().find(|r| r.key.pid == 10_001).map(|r| r.series_key());
+    let key = m
+        .rows()
+        .find(|r| r.key.pid == 10_001)
+        .map(|r| r.series_key());
     let mut app = VramApp::with_backend(
         Backend::detached(m, true),
         UiState {
@@ -115,7 +120,10 @@ fn frame_app(select: bool) -> VramApp {
 
 fn raw_input() -> egui::RawInput {
     egui::RawInput {
-        screen_rect: Some(egui::Rect::from_min_size(egui::Pos2::ZERO, egui::vec2(1600.0, 1000.0))),
+        screen_rect: Some(egui::Rect::from_min_size(
+            egui::Pos2::ZERO,
+            egui::vec2(1600.0, 1000.0),
+        )),
         ..Default::default()
     }
 }

@@ -7,9 +7,11 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::engine::{Engine, RecordTo};
 use crate::monitor::Monitor;
 use crate::procinfo::ProcReader;
 use crate::sampler::{enrich, now_ms, SamplerHandle, SourceFactory};
+use crate::session::csv_export::{self, Table};
 use crate::snapshot_out::{self, CsvTable};
 use crate::source::nvml::NvmlSource;
 use crate::source::sim::SimSource;
@@ -28,6 +30,11 @@ pub struct Cli {
     /// How much history to keep in memory (e.g. 24h).
     #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
     pub history: Duration,
+    /// Do not record a session log while the window runs.
+    #[arg(long)]
+    pub no_record: bool,
+    /// A session log to open in the window.
+    pub session: Option<PathBuf>,
     /// A headless command; none opens the window.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -45,6 +52,30 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = CsvTable::Both)]
         table: CsvTable,
     },
+    /// Record a session log without a window, until the duration ends or Ctrl-C / SIGTERM.
+    Record {
+        /// Stop after this long (simulated time with --speed); default: until interrupted.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        duration: Option<Duration>,
+        /// The session file (default: a new file in the sessions folder).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// With --demo: N × real time, or `max` for as fast as the CPU allows.
+        #[arg(long, default_value = "1", value_parser = parse_speed)]
+        speed: Speed,
+    },
+    /// Convert a session log to CSV.
+    Export {
+        /// The session log.
+        session: PathBuf,
+        /// Output CSV file. Without --table, three files are written: OUT-devices.csv,
+        /// OUT-processes.csv and OUT-events.csv.
+        #[arg(long)]
+        csv: PathBuf,
+        /// Export this table alone.
+        #[arg(long, value_enum)]
+        table: Option<Table>,
+    },
     /// Run the sampler without a window for a while and report its own CPU use.
     #[command(hide = true)]
     Monitor {
@@ -59,6 +90,29 @@ pub enum Command {
         #[arg(long, default_value_t = 2000)]
         iterations: u32,
     },
+}
+
+/// How fast `record --demo` runs simulated time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Speed {
+    /// N × real time.
+    Times(f64),
+    /// As fast as the CPU allows.
+    Max,
+}
+
+/// `max` or a positive number.
+///
+/// # Errors
+/// A message for clap.
+pub fn parse_speed(s: &str) -> Result<Speed, String> {
+    if s.eq_ignore_ascii_case("max") {
+        return Ok(Speed::Max);
+    }
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(Speed::Times(v)),
+        _ => Err("the speed is a positive number or `max`".into()),
+    }
 }
 
 /// Output format of `snapshot`.
@@ -106,6 +160,15 @@ pub enum CliError {
     /// JSON failed.
     #[error("could not write JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// A session could not be read.
+    #[error("{0}")]
+    Read(#[from] crate::session::reader::ReadError),
+    /// Export failed.
+    #[error("{0}")]
+    Export(#[from] crate::session::csv_export::ExportError),
+    /// Bad combination of arguments, or recording failed.
+    #[error("{0}")]
+    Usage(String),
 }
 
 impl CliError {
@@ -122,7 +185,12 @@ impl CliError {
 ///
 /// # Errors
 /// When the source cannot be opened or the output cannot be written.
-pub fn snapshot(demo: bool, format: Format, table: CsvTable, out: &mut dyn Write) -> Result<(), CliError> {
+pub fn snapshot(
+    demo: bool,
+    format: Format,
+    table: CsvTable,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
     let mut source = source_factory(demo)()?;
     let mut snap = source.sample(now_ms())?;
     enrich(&mut snap, &mut ProcReader::default());
@@ -133,8 +201,28 @@ pub fn snapshot(demo: bool, format: Format, table: CsvTable, out: &mut dyn Write
     Ok(())
 }
 
-/// CPU seconds (user + system) this process has used so far.
+/// CPU seconds this process's live threads have run, from `/proc/self/task/*/schedstat`
+/// (nanosecond resolution), falling back to `/proc/self/stat` (clock ticks).
 pub fn own_cpu_seconds() -> Option<f64> {
+    let mut ns: u64 = 0;
+    let mut any = false;
+    if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
+        for t in dir.flatten() {
+            if let Ok(s) = std::fs::read_to_string(t.path().join("schedstat")) {
+                if let Some(v) = s
+                    .split_whitespace()
+                    .next()
+                    .and_then(|v| v.parse::<u64>().ok())
+                {
+                    ns += v;
+                    any = true;
+                }
+            }
+        }
+    }
+    if any {
+        return Some(ns as f64 / 1e9);
+    }
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
     let f: Vec<&str> = rest.split_whitespace().collect();
@@ -148,12 +236,26 @@ pub fn own_cpu_seconds() -> Option<f64> {
 ///
 /// # Errors
 /// When the source fails to open or the report cannot be written.
-pub fn monitor(demo: bool, interval: Duration, history: Duration, duration: Duration, out: &mut dyn Write) -> Result<(), CliError> {
+pub fn monitor(
+    demo: bool,
+    interval: Duration,
+    history: Duration,
+    duration: Duration,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
     let ticks = history_ticks(history, interval);
-    let shared = Arc::new(RwLock::new(Monitor::new(interval.as_millis() as u64, ticks)));
+    let shared = Arc::new(RwLock::new(Monitor::new(
+        interval.as_millis() as u64,
+        ticks,
+    )));
     let cpu0 = own_cpu_seconds().unwrap_or(0.0);
     let t0 = Instant::now();
-    let handle = SamplerHandle::spawn(source_factory(demo), interval, shared.clone(), Arc::new(|| {}))?;
+    let handle = SamplerHandle::spawn(
+        source_factory(demo),
+        interval,
+        shared.clone(),
+        Arc::new(|| {}),
+    )?;
     while t0.elapsed() < duration {
         std::thread::sleep(Duration::from_millis(200));
         if let Ok(m) = shared.read() {
@@ -162,9 +264,9 @@ pub fn monitor(demo: bool, interval: Duration, history: Duration, duration: Dura
             }
         }
     }
-    handle.stop(Duration::from_secs(5));
     let wall = t0.elapsed().as_secs_f64();
     let cpu = own_cpu_seconds().unwrap_or(0.0) - cpu0;
+    handle.stop(Duration::from_secs(5));
     let samples = shared.read().map(|m| m.ticks).unwrap_or(0);
     writeln!(
         out,
@@ -183,7 +285,10 @@ pub fn bench_nvml(iterations: u32, out: &mut dyn Write) -> Result<(), CliError> 
     let raw = src.bench_raw_calls(iterations);
     let mut sum = 0.0;
     for (name, us, calls) in &raw {
-        writeln!(out, "raw {name:<32} {us:>9.2} µs/sample ({calls} call(s) per sample)")?;
+        writeln!(
+            out,
+            "raw {name:<32} {us:>9.2} µs/sample ({calls} call(s) per sample)"
+        )?;
         sum += us;
     }
     let mut procs = ProcReader::default();
@@ -199,8 +304,16 @@ pub fn bench_nvml(iterations: u32, out: &mut dyn Write) -> Result<(), CliError> 
     }
     let enriched = t.elapsed().as_secs_f64() * 1e6 / f64::from(iterations);
     writeln!(out, "sum of raw calls                 {sum:>9.2} µs")?;
-    writeln!(out, "NvmlSource::sample               {full:>9.2} µs  ratio {:.3}", full / sum)?;
-    writeln!(out, "sample + /proc enrichment        {enriched:>9.2} µs  ratio {:.3}", enriched / sum)?;
+    writeln!(
+        out,
+        "NvmlSource::sample               {full:>9.2} µs  ratio {:.3}",
+        full / sum
+    )?;
+    writeln!(
+        out,
+        "sample + /proc enrichment        {enriched:>9.2} µs  ratio {:.3}",
+        enriched / sum
+    )?;
     Ok(())
 }
 
@@ -211,3 +324,158 @@ pub fn history_ticks(history: Duration, interval: Duration) -> usize {
 
 /// A path argument that names a session file (used by later commands).
 pub type SessionPath = PathBuf;
+
+/// `vramwarden record`.
+///
+/// # Errors
+/// When the source cannot be opened, the arguments do not fit, or the log cannot be written.
+pub fn record(
+    demo: bool,
+    interval: Duration,
+    duration: Option<Duration>,
+    out: Option<PathBuf>,
+    speed: Speed,
+    stdout: &mut dyn Write,
+) -> Result<(), CliError> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    let start = now_ms();
+    let path = out.unwrap_or_else(|| {
+        crate::session::default_dir().join(crate::session::writer::session_file_name(
+            start,
+            &crate::source::host_name(),
+        ))
+    });
+    let ticks = 4096;
+    let shared = Arc::new(RwLock::new(Monitor::new(
+        interval.as_millis() as u64,
+        ticks,
+    )));
+    let t0 = Instant::now();
+    let cpu0 = own_cpu_seconds().unwrap_or(0.0);
+    match speed {
+        Speed::Times(s) if (s - 1.0).abs() < f64::EPSILON => {
+            let handle = SamplerHandle::spawn_recording(
+                source_factory(demo),
+                interval,
+                shared.clone(),
+                Arc::new(|| {}),
+                RecordTo::File(path.clone()),
+            )?;
+            while !stop.load(Ordering::Relaxed) && duration.is_none_or(|d| t0.elapsed() < d) {
+                std::thread::sleep(Duration::from_millis(50));
+                let m = shared
+                    .read()
+                    .map_err(|_| CliError::Usage("internal lock poisoned".into()))?;
+                if let crate::monitor::SourceStatus::Failed(e) = &m.status {
+                    return Err(SourceError::Unavailable(e.clone()).into());
+                }
+                if m.recording.path.is_none() {
+                    if let Some(e) = &m.recording.error {
+                        return Err(CliError::Usage(e.clone()));
+                    }
+                }
+            }
+            let cpu = own_cpu_seconds().unwrap_or(0.0) - cpu0;
+            let wall = t0.elapsed().as_secs_f64();
+            handle.stop(Duration::from_secs(10));
+            eprintln!(
+                "cpu_s={cpu:.4} wall_s={wall:.1} cpu_pct_of_core={:.4}",
+                100.0 * cpu / wall.max(1e-9)
+            );
+        }
+        _ => {
+            if !demo {
+                return Err(CliError::Usage(
+                    "--speed other than 1 needs --demo (real GPUs run in real time)".into(),
+                ));
+            }
+            let sim = SimSource::demo(start);
+            let mut engine = Engine::new(
+                shared.clone(),
+                RecordTo::File(path.clone()),
+                interval.as_millis() as u64,
+            );
+            engine.set_source(sim.info());
+            let step = interval.as_millis() as i64;
+            let mut t = start;
+            while !stop.load(Ordering::Relaxed)
+                && duration.is_none_or(|d| t - start < d.as_millis() as i64)
+            {
+                engine.tick(sim.at(t), t);
+                if let Ok(m) = shared.read() {
+                    if let Some(e) = &m.recording.error {
+                        return Err(CliError::Usage(e.clone()));
+                    }
+                }
+                t += step;
+                if let Speed::Times(s) = speed {
+                    std::thread::sleep(interval.div_f64(s));
+                }
+            }
+            engine.finish().map_err(CliError::Usage)?;
+        }
+    }
+    let m = shared
+        .read()
+        .map_err(|_| CliError::Usage("internal lock poisoned".into()))?;
+    let devices = m.latest.as_ref().map_or(0, |s| s.devices.len()).max(1) as u64;
+    let bytes = std::fs::metadata(&path).map(|md| md.len()).unwrap_or(0);
+    writeln!(
+        stdout,
+        "recorded {} samples to {} ({} bytes, {:.1} bytes per device-sample)",
+        m.ticks,
+        path.display(),
+        bytes,
+        bytes as f64 / (m.ticks.max(1) * devices) as f64
+    )?;
+    if let Some(e) = &m.recording.error {
+        return Err(CliError::Usage(e.clone()));
+    }
+    Ok(())
+}
+
+/// `vramwarden export`.
+///
+/// # Errors
+/// When the session cannot be read or the CSV cannot be written.
+pub fn export(
+    session: &std::path::Path,
+    csv: &std::path::Path,
+    table: Option<Table>,
+    stdout: &mut dyn Write,
+) -> Result<(), CliError> {
+    let data = crate::session::reader::SessionData::open(session)?;
+    if !data.report.is_clean() {
+        eprintln!(
+            "vramwarden: {}: {}",
+            session.display(),
+            data.report.summary()
+        );
+    }
+    let jobs: Vec<(Table, PathBuf)> = match table {
+        Some(t) => vec![(t, csv.to_path_buf())],
+        None => {
+            let stem = csv.with_extension("");
+            Table::ALL
+                .iter()
+                .map(|t| {
+                    (
+                        *t,
+                        PathBuf::from(format!("{}-{}.csv", stem.display(), t.name())),
+                    )
+                })
+                .collect()
+        }
+    };
+    for (t, path) in jobs {
+        let file = std::fs::File::create(&path)?;
+        let mut w = std::io::BufWriter::new(file);
+        let rows = csv_export::export(&data, t, &mut w, &mut |_| true)?;
+        writeln!(stdout, "{}: {rows} {} rows", path.display(), t.name())?;
+    }
+    Ok(())
+}

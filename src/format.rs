@@ -89,7 +89,9 @@ pub fn rfc3339(ms: UnixMs) -> String {
 
 /// Local wall-clock time, "HH:MM:SS".
 pub fn clock(ms: UnixMs) -> String {
-    local(ms).map(|t| t.format("%H:%M:%S").to_string()).unwrap_or_default()
+    local(ms)
+        .map(|t| t.format("%H:%M:%S").to_string())
+        .unwrap_or_default()
 }
 
 /// Local date and time, "YYYY-MM-DD HH:MM:SS".

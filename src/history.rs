@@ -412,7 +412,13 @@ impl History {
 
     /// A min/max-decimated line of `series` over `[from_ms, to_ms]` for a plot `width` points
     /// wide: two points (min then max) per bucket, one per tick when zoomed in to single ticks.
-    pub fn decimate(&self, series: &Series, from_ms: UnixMs, to_ms: UnixMs, width: usize) -> PlotLine {
+    pub fn decimate(
+        &self,
+        series: &Series,
+        from_ms: UnixMs,
+        to_ms: UnixMs,
+        width: usize,
+    ) -> PlotLine {
         let (t0, per, n) = self.buckets(from_ms, to_ms, width);
         let mut mm = vec![(NONE, 0u32); n];
         series.bucket_minmax(t0, per, &mut mm);
@@ -422,7 +428,9 @@ impl History {
                 continue;
             }
             let tick = t0 + i as u64 * per;
-            let Some(ms) = self.time_of(tick) else { continue };
+            let Some(ms) = self.time_of(tick) else {
+                continue;
+            };
             let x = ms as f64 / 1000.0;
             out.push([x, f64::from(lo)]);
             if hi != lo || per > 1 {
@@ -450,7 +458,9 @@ mod tests {
     use super::*;
 
     fn lcg(seed: &mut u64) -> u32 {
-        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (*seed >> 33) as u32
     }
 
@@ -493,8 +503,16 @@ mod tests {
             s.bucket_minmax(0, per, &mut mm);
             for (b, (lo, hi)) in mm.iter().enumerate() {
                 let slice = &raw[b * per as usize..((b + 1) * per as usize).min(raw.len())];
-                assert_eq!(*hi, *slice.iter().max().expect("non-empty"), "max, per={per} b={b}");
-                assert_eq!(*lo, *slice.iter().min().expect("non-empty"), "min, per={per} b={b}");
+                assert_eq!(
+                    *hi,
+                    *slice.iter().max().expect("non-empty"),
+                    "max, per={per} b={b}"
+                );
+                assert_eq!(
+                    *lo,
+                    *slice.iter().min().expect("non-empty"),
+                    "min, per={per} b={b}"
+                );
             }
         }
     }
@@ -512,11 +530,18 @@ mod tests {
         assert_eq!(h.span(), Some((4_000_000, 4_999_000)));
         let dev = h.device(0).expect("device 0");
         // Whole chunks older than the window are dropped; at most one chunk of slack remains.
-        assert!(dev.len() <= 1000 + CHUNK, "device series holds {}", dev.len());
+        assert!(
+            dev.len() <= 1000 + CHUNK,
+            "device series holds {}",
+            dev.len()
+        );
         assert_eq!(dev.end_tick(), h.end_tick());
         // Processes that exited before the window are gone (the periodic job restarts every 600 s).
         for (key, s) in h.processes.iter() {
-            assert!(s.end_tick() + CHUNK as u64 > h.end_tick() - 1000, "stale series {key:?}");
+            assert!(
+                s.end_tick() + CHUNK as u64 > h.end_tick() - 1000,
+                "stale series {key:?}"
+            );
         }
     }
 

@@ -8,12 +8,15 @@ The UI never calls NVML.
 */
 
 pub mod cli;
+pub mod engine;
 pub mod format;
 pub mod history;
+pub mod leak;
 pub mod model;
 pub mod monitor;
 pub mod procinfo;
 pub mod sampler;
+pub mod session;
 pub mod snapshot_out;
 pub mod source;
 pub mod ui;

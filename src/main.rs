@@ -15,6 +15,8 @@ fn main() -> ExitCode {
                 demo: args.demo,
                 interval: args.interval,
                 history_ticks: cli::history_ticks(args.history, args.interval),
+                record: !args.no_record,
+                open: args.session,
             }) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -23,10 +25,26 @@ fn main() -> ExitCode {
                 }
             };
         }
-        Some(Command::Snapshot { format, table }) => cli::snapshot(args.demo, format, table, &mut stdout),
-        Some(Command::Monitor { duration }) => {
-            cli::monitor(args.demo, args.interval, args.history, duration, &mut stdout)
+        Some(Command::Snapshot { format, table }) => {
+            cli::snapshot(args.demo, format, table, &mut stdout)
         }
+        Some(Command::Record {
+            duration,
+            out,
+            speed,
+        }) => cli::record(args.demo, args.interval, duration, out, speed, &mut stdout),
+        Some(Command::Export {
+            session,
+            csv,
+            table,
+        }) => cli::export(&session, &csv, table, &mut stdout),
+        Some(Command::Monitor { duration }) => cli::monitor(
+            args.demo,
+            args.interval,
+            args.history,
+            duration,
+            &mut stdout,
+        ),
         Some(Command::BenchNvml { iterations }) => cli::bench_nvml(iterations, &mut stdout),
     };
     match result {

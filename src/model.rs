@@ -69,8 +69,8 @@ pub struct ProcessSample {
     pub used_bytes: Option<u64>,
     /// Compute, graphics or both.
     pub kind: ContextKind,
-    /// What `/proc` (or the simulator) says about the process.
-    pub info: Option<ProcInfo>,
+    /// What `/proc` (or the simulator) says about the process (shared: cheap to clone).
+    pub info: Option<std::sync::Arc<ProcInfo>>,
 }
 
 /// Facts about a process that do not come from the GPU driver.

@@ -84,6 +84,8 @@ pub struct Monitor {
     /// Bounded history of every series.
     pub history: History,
     rows: HashMap<ProcSeriesKey, ProcessRow>,
+    /// Session recording state.
+    pub recording: crate::engine::RecordingStatus,
     /// Snapshots applied so far.
     pub ticks: u64,
 }
@@ -100,6 +102,7 @@ impl Monitor {
             last_error: None,
             history: History::new(history_ticks),
             rows: HashMap::new(),
+            recording: crate::engine::RecordingStatus::default(),
             ticks: 0,
         }
     }
@@ -112,11 +115,15 @@ impl Monitor {
             let key = (p.key(), p.device_index);
             let used = p.used_bytes;
             let row = self.rows.entry(key).or_insert_with(|| {
-                let info = p.info.clone().unwrap_or_default();
+                let info = p.info.as_deref().cloned().unwrap_or_default();
                 ProcessRow {
                     key: key.0,
                     device_index: p.device_index,
-                    name: if info.name.is_empty() { "?".into() } else { info.name },
+                    name: if info.name.is_empty() {
+                        "?".into()
+                    } else {
+                        info.name
+                    },
                     cmdline: info.cmdline,
                     user: info.user,
                     container_id: info.container_id,
@@ -172,6 +179,53 @@ impl Monitor {
         self.rows
             .values()
             .filter(|r| r.exited_at_ms.is_none_or(|t| now - t < EXITED_LINGER_MS))
+            .collect()
+    }
+
+    /// The table as it stood at `t` (a recorded session's time slider): processes seen at or
+    /// shortly before `t`, with their memory and one-minute change at `t` from the history.
+    pub fn rows_at(&self, t: UnixMs) -> Vec<ProcessRow> {
+        let h = &self.history;
+        let tick = h.tick_at(t.saturating_add(1)).saturating_sub(1);
+        let tick_1m = h.tick_at(t - 60_000);
+        let value = |s: &crate::history::Series, tk: u64| {
+            s.values(tk, tk + 1)
+                .first()
+                .map(|(_, v)| *v)
+                .filter(|v| *v != crate::history::NONE)
+                .map(|v| u64::from(v) * crate::model::MIB)
+        };
+        self.rows
+            .iter()
+            .filter(|(_, r)| {
+                r.first_seen_ms <= t
+                    && t < r
+                        .exited_at_ms
+                        .unwrap_or(r.last_seen_ms + self.interval_ms as i64)
+                        + EXITED_LINGER_MS
+            })
+            .filter_map(|(k, r)| {
+                let s = h.process(k)?;
+                let mut row = r.clone();
+                row.recent.clear();
+                if t > r.last_seen_ms {
+                    row.exited_at_ms = Some(r.exited_at_ms.unwrap_or(r.last_seen_ms));
+                    row.used_bytes = Some(0);
+                    row.delta_1m_bytes = None;
+                } else {
+                    row.exited_at_ms = None;
+                    row.used_bytes = value(s, tick);
+                    row.delta_1m_bytes = match (row.used_bytes, h.time_of(tick_1m)) {
+                        (Some(now), Some(then_ms))
+                            if then_ms <= t - 60_000 + self.interval_ms as i64 =>
+                        {
+                            value(s, tick_1m).map(|old| now as i64 - old as i64)
+                        }
+                        _ => None,
+                    };
+                }
+                Some(row)
+            })
             .collect()
     }
 

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::model::{ProcInfo, UnixMs};
 
@@ -17,7 +18,7 @@ pub struct ProcReader {
     boot_time_ms: Option<UnixMs>,
     ticks_per_sec: u64,
     users: HashMap<u32, String>,
-    cache: HashMap<u32, ProcInfo>,
+    cache: HashMap<u32, Arc<ProcInfo>>,
 }
 
 impl Default for ProcReader {
@@ -56,14 +57,14 @@ impl ProcReader {
     ///
     /// The cheap start-time read runs every call; the rest is cached until the PID's start time
     /// changes (a reused PID).
-    pub fn read(&mut self, pid: u32) -> Option<ProcInfo> {
+    pub fn read(&mut self, pid: u32) -> Option<Arc<ProcInfo>> {
         let start = self.start_time_ms(pid)?;
         if let Some(hit) = self.cache.get(&pid) {
             if hit.start_time_ms == start {
                 return Some(hit.clone());
             }
         }
-        let info = self.read_uncached(pid, start)?;
+        let info = Arc::new(self.read_uncached(pid, start)?);
         self.cache.insert(pid, info.clone());
         Some(info)
     }
@@ -197,14 +198,25 @@ mod tests {
         assert_eq!(container_id_from_cgroup(&k8s), Some(id.clone()));
         let crio = format!("0::/kubepods.slice/crio-{id}.scope");
         assert_eq!(container_id_from_cgroup(&crio), Some(id));
-        assert_eq!(container_id_from_cgroup("0::/user.slice/user-1000.slice/session-2.scope"), None);
+        assert_eq!(
+            container_id_from_cgroup("0::/user.slice/user-1000.slice/session-2.scope"),
+            None
+        );
     }
 
     #[test]
     fn passwd_and_status() {
-        let users = parse_passwd("root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000::/home/alice:/bin/sh\n");
+        let users = parse_passwd(
+            "root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000::/home/alice:/bin/sh\n",
+        );
         assert_eq!(users.get(&1000).map(String::as_str), Some("alice"));
-        assert_eq!(parse_status_uid("Name:\tx\nUid:\t1000\t1000\t1000\t1000\n"), Some(1000));
-        assert_eq!(cmdline_from_bytes(b"python3\0train.py\0--lr\x000.1\0"), "python3 train.py --lr 0.1");
+        assert_eq!(
+            parse_status_uid("Name:\tx\nUid:\t1000\t1000\t1000\t1000\n"),
+            Some(1000)
+        );
+        assert_eq!(
+            cmdline_from_bytes(b"python3\0train.py\0--lr\x000.1\0"),
+            "python3 train.py --lr 0.1"
+        );
     }
 }

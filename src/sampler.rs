@@ -9,10 +9,16 @@ use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::engine::{Engine, EngineCommand, RecordTo};
 use crate::model::{Snapshot, UnixMs};
 use crate::monitor::{Monitor, SourceStatus};
 use crate::procinfo::ProcReader;
 use crate::source::{GpuSource, SourceError};
+
+/// Messages to the sampler thread.
+enum Control {
+    Command(EngineCommand),
+}
 
 /// The monitor as shared between the sampler (writer) and front ends (readers).
 pub type SharedMonitor = Arc<RwLock<Monitor>>;
@@ -45,7 +51,7 @@ pub fn enrich(snap: &mut Snapshot, procs: &mut ProcReader) {
 
 /// A running sampler thread.
 pub struct SamplerHandle {
-    stop: Option<Sender<()>>,
+    stop: Option<Sender<Control>>,
     thread: Option<JoinHandle<()>>,
     /// The state it writes.
     pub shared: SharedMonitor,
@@ -62,7 +68,21 @@ impl SamplerHandle {
         shared: SharedMonitor,
         notify: Notify,
     ) -> std::io::Result<Self> {
-        let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        Self::spawn_recording(factory, interval, shared, notify, RecordTo::Off)
+    }
+
+    /// Like [`SamplerHandle::spawn`], also recording a session log as `record` says.
+    ///
+    /// # Errors
+    /// Only if the OS refuses to create a thread.
+    pub fn spawn_recording(
+        factory: SourceFactory,
+        interval: Duration,
+        shared: SharedMonitor,
+        notify: Notify,
+        record: RecordTo,
+    ) -> std::io::Result<Self> {
+        let (stop_tx, stop_rx) = mpsc::channel::<Control>();
         let state = shared.clone();
         let thread = std::thread::Builder::new()
             .name("vramwarden-sampler".into())
@@ -77,20 +97,13 @@ impl SamplerHandle {
                         return;
                     }
                 };
-                if let Ok(mut m) = state.write() {
-                    m.source = Some(source.info());
-                }
-                let mut procs = ProcReader::default();
+                let mut engine = Engine::new(state.clone(), record, interval.as_millis() as u64);
+                engine.set_source(source.info());
                 let mut next = Instant::now();
                 loop {
                     let now = now_ms();
                     match source.sample(now) {
-                        Ok(mut snap) => {
-                            enrich(&mut snap, &mut procs);
-                            if let Ok(mut m) = state.write() {
-                                m.apply(snap, now_ms());
-                            }
-                        }
+                        Ok(snap) => engine.tick(snap, now_ms()),
                         Err(e) => {
                             if let Ok(mut m) = state.write() {
                                 m.last_error = Some(e.to_string());
@@ -103,9 +116,28 @@ impl SamplerHandle {
                     if wait.is_zero() {
                         next = Instant::now();
                     }
-                    match stop_rx.recv_timeout(wait) {
-                        Err(RecvTimeoutError::Timeout) => {}
-                        _ => break,
+                    let mut stop = false;
+                    let mut wait = wait;
+                    loop {
+                        match stop_rx.recv_timeout(wait) {
+                            Err(RecvTimeoutError::Timeout) => break,
+                            Err(RecvTimeoutError::Disconnected) => {
+                                stop = true;
+                                break;
+                            }
+                            Ok(Control::Command(c)) => {
+                                engine.command(c, now_ms());
+                                wait = next.saturating_duration_since(Instant::now());
+                            }
+                        }
+                    }
+                    if stop {
+                        break;
+                    }
+                }
+                if let Err(e) = engine.finish() {
+                    if let Ok(mut m) = state.write() {
+                        m.recording.error = Some(format!("Closing the session log failed: {e}"));
                     }
                 }
             })?;
@@ -114,6 +146,13 @@ impl SamplerHandle {
             thread: Some(thread),
             shared,
         })
+    }
+
+    /// Sends a request to the engine (applied on the sampler thread).
+    pub fn send(&self, c: EngineCommand) {
+        if let Some(tx) = &self.stop {
+            let _ = tx.send(Control::Command(c));
+        }
     }
 
     /// Asks the thread to stop and waits up to `timeout` for it; returns whether it ended.

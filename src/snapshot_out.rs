@@ -124,10 +124,16 @@ pub fn to_json(snap: &Snapshot) -> serde_json::Result<String> {
 ///
 /// # Errors
 /// If writing to `out` fails.
-pub fn write_csv(snap: &Snapshot, table: CsvTable, out: &mut dyn std::io::Write) -> csv::Result<()> {
+pub fn write_csv(
+    snap: &Snapshot,
+    table: CsvTable,
+    out: &mut dyn std::io::Write,
+) -> csv::Result<()> {
     let view = SnapshotOut::new(snap);
     if table != CsvTable::Processes {
-        let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(&mut *out);
+        let mut w = csv::WriterBuilder::new()
+            .has_headers(false)
+            .from_writer(&mut *out);
         write_rows(&mut w, &view.devices, DEVICE_HEADER)?;
         w.flush()?;
     }
@@ -135,7 +141,9 @@ pub fn write_csv(snap: &Snapshot, table: CsvTable, out: &mut dyn std::io::Write)
         out.write_all(b"\n")?;
     }
     if table != CsvTable::Devices {
-        let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(&mut *out);
+        let mut w = csv::WriterBuilder::new()
+            .has_headers(false)
+            .from_writer(&mut *out);
         write_rows(&mut w, &view.processes, PROCESS_HEADER)?;
         w.flush()?;
     }

@@ -23,16 +23,25 @@ fn three_simulated_hours_in_the_monitor() {
     assert_eq!(m.history.len(), 3600, "retention bound");
     let now = T0 + (3 * 3600 - 1) * 1000;
     let rows = m.table_rows(now);
-    let leak = rows.iter().find(|r| r.key.pid == 51877).expect("leaking kernel");
+    let leak = rows
+        .iter()
+        .find(|r| r.key.pid == 51877)
+        .expect("leaking kernel");
     // 1 MiB/s for a minute.
     assert_eq!(leak.delta_1m_bytes, Some(60 << 20));
     let trainer = rows.iter().find(|r| r.key.pid == 48213).expect("trainer");
     assert_eq!(trainer.delta_1m_bytes, Some(0), "the trainer has plateaued");
     assert_eq!(trainer.peak_bytes, 38 << 30);
     // The periodic job has had several lives, each a new identity; exited ones are not shown.
-    let lives: Vec<_> = m.rows().filter(|r| r.cmdline.contains("preprocess.py")).collect();
+    let lives: Vec<_> = m
+        .rows()
+        .filter(|r| r.cmdline.contains("preprocess.py"))
+        .collect();
     assert!(lives.len() >= 5, "{} lives held", lives.len());
-    let shown = rows.iter().filter(|r| r.cmdline.contains("preprocess.py")).count();
+    let shown = rows
+        .iter()
+        .filter(|r| r.cmdline.contains("preprocess.py"))
+        .count();
     assert!(shown <= 1);
 }
 
@@ -47,8 +56,14 @@ fn exited_process_stays_greyed_then_leaves_the_table() {
     }
     let row = m.rows().find(|r| r.key.pid == 60100).expect("job row");
     assert_eq!(row.exited_at_ms, Some(T0 + 270_000));
-    assert!(m.table_rows(T0 + 290_000).iter().any(|r| r.key.pid == 60100));
-    assert!(!m.table_rows(T0 + 301_000).iter().any(|r| r.key.pid == 60100));
+    assert!(m
+        .table_rows(T0 + 290_000)
+        .iter()
+        .any(|r| r.key.pid == 60100));
+    assert!(!m
+        .table_rows(T0 + 301_000)
+        .iter()
+        .any(|r| r.key.pid == 60100));
 }
 
 struct Hangs {
@@ -76,7 +91,13 @@ fn a_hung_source_makes_data_stale_but_never_blocks() {
     let (keep, block) = mpsc::channel();
     let shared = Arc::new(RwLock::new(Monitor::new(100, 1000)));
     let handle = SamplerHandle::spawn(
-        Box::new(move || Ok(Box::new(Hangs { sim: SimSource::demo(now_ms()), served: false, block }) as Box<dyn GpuSource>)),
+        Box::new(move || {
+            Ok(Box::new(Hangs {
+                sim: SimSource::demo(now_ms()),
+                served: false,
+                block,
+            }) as Box<dyn GpuSource>)
+        }),
         Duration::from_millis(100),
         shared.clone(),
         Arc::new(|| {}),
@@ -90,7 +111,10 @@ fn a_hung_source_makes_data_stale_but_never_blocks() {
     }
     let t = Instant::now();
     drop(handle);
-    assert!(t.elapsed() < Duration::from_millis(50), "dropping the sampler does not wait for the hung call");
+    assert!(
+        t.elapsed() < Duration::from_millis(50),
+        "dropping the sampler does not wait for the hung call"
+    );
     drop(keep);
 }
 
@@ -106,5 +130,8 @@ fn a_failing_source_reports_why() {
     .expect("spawn");
     assert!(h.stop(Duration::from_secs(2)), "thread ends");
     let m = shared.read().expect("lock");
-    assert_eq!(m.status, vramwarden::monitor::SourceStatus::Failed("No NVIDIA driver found".into()));
+    assert_eq!(
+        m.status,
+        vramwarden::monitor::SourceStatus::Failed("No NVIDIA driver found".into())
+    );
 }

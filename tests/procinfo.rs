@@ -13,18 +13,29 @@ fn reads_own_process() {
     let exe = std::env::current_exe().expect("exe");
     let exe_name = exe.file_name().and_then(|n| n.to_str()).expect("name");
     // comm is truncated to 15 bytes by the kernel.
-    assert!(exe_name.starts_with(&me.name), "comm {:?} vs exe {exe_name}", me.name);
+    assert!(
+        exe_name.starts_with(&me.name),
+        "comm {:?} vs exe {exe_name}",
+        me.name
+    );
     assert!(me.cmdline.contains(exe_name), "cmdline {:?}", me.cmdline);
     // SAFETY: getuid has no preconditions.
     assert_eq!(me.uid, unsafe { libc::getuid() });
     assert!(!me.user.is_empty());
     let now = now_ms();
-    assert!(me.start_time_ms <= now + 1000 && me.start_time_ms > now - 3_600_000, "start {}", me.start_time_ms);
+    assert!(
+        me.start_time_ms <= now + 1000 && me.start_time_ms > now - 3_600_000,
+        "start {}",
+        me.start_time_ms
+    );
 }
 
 #[test]
 fn reads_a_child_and_notices_its_exit() {
-    let mut child = Command::new("sleep").arg("30").spawn().expect("spawn sleep");
+    let mut child = Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .expect("spawn sleep");
     let pid = child.id();
     std::thread::sleep(Duration::from_millis(50));
     let mut r = ProcReader::default();
@@ -32,8 +43,15 @@ fn reads_a_child_and_notices_its_exit() {
     assert_eq!(info.name, "sleep");
     assert_eq!(info.cmdline, "sleep 30");
     let mine = r.read(std::process::id()).expect("self");
-    assert!(info.start_time_ms >= mine.start_time_ms, "child started after us");
-    assert_eq!(r.start_time_ms(pid), Some(info.start_time_ms), "start time is stable");
+    assert!(
+        info.start_time_ms >= mine.start_time_ms,
+        "child started after us"
+    );
+    assert_eq!(
+        r.start_time_ms(pid),
+        Some(info.start_time_ms),
+        "start time is stable"
+    );
     child.kill().expect("kill");
     child.wait().expect("wait");
     assert_eq!(r.read(pid), None, "an exited (reaped) process has no entry");
@@ -53,7 +71,10 @@ fn a_reused_pid_is_read_afresh() {
     std::fs::write(p.join("status"), "Name:\tfirst\nUid:\t0\t0\t0\t0\n").expect("write");
     let mut r = ProcReader::new(dir.path());
     let a = r.read(4242).expect("first");
-    assert_eq!((a.name.as_str(), a.cmdline.as_str()), ("first", "first --a"));
+    assert_eq!(
+        (a.name.as_str(), a.cmdline.as_str()),
+        ("first", "first --a")
+    );
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as i64;
     assert_eq!(a.start_time_ms, 1_700_000_000_000 + 100 * 1000 / hz);

@@ -21,11 +21,14 @@ fn demo_app(seconds: i64) -> VramApp {
         let t = T0 + i * 1000;
         m.apply(sim.sample(t).expect("sim"), t);
     }
-    VramApp::with_backend(Backend::detached(m, true), UiState::default()).with_fixed_now(T0 + (seconds - 1) * 1000)
+    VramApp::with_backend(Backend::detached(m, true), UiState::default())
+        .with_fixed_now(T0 + (seconds - 1) * 1000)
 }
 
 fn harness(app: VramApp) -> Harness<'static, VramApp> {
-    Harness::builder().with_size(egui::vec2(1600.0, 1000.0)).build_eframe(|_cc| app)
+    Harness::builder()
+        .with_size(egui::vec2(1600.0, 1000.0))
+        .build_eframe(|_cc| app)
 }
 
 #[test]
@@ -54,7 +57,8 @@ fn clicking_a_process_opens_its_detail_pane() {
     h.get_by_label("python3 · PID 51877");
     h.get_by_label_contains("ipykernel_launcher");
     h.get_by_label("GPU memory over its lifetime");
-    h.get_by_label("bob");
+    // The owner shows in the table row and in the pane.
+    assert_eq!(h.query_all_by_label("bob").count(), 2);
     assert_eq!(h.state().selected.map(|k| k.0.pid), Some(51877));
     h.get_by_label("✖ Close").click();
     h.run();
@@ -66,7 +70,11 @@ fn clicking_a_process_opens_its_detail_pane() {
 fn filter_narrows_the_table() {
     let mut h = harness(demo_app(120));
     h.run();
-    h.get_by_label("Filter (Ctrl+F): pid, name, command, user").type_text("triton");
+    h.get_by_role_and_label(egui::accesskit::Role::TextInput, "Filter")
+        .focus();
+    h.run();
+    h.get_by_role_and_label(egui::accesskit::Role::TextInput, "Filter")
+        .type_text("triton");
     h.run();
     h.get_by_label("2231");
     assert!(h.query_by_label("48213").is_none());
@@ -77,7 +85,11 @@ fn filter_narrows_the_table() {
 fn driver_error_is_explained_and_the_demo_offered() {
     let ctx = egui::Context::default();
     let backend = Backend::start(
-        Box::new(|| Err(SourceError::Unavailable("No NVIDIA driver found: libnvidia-ml.so.1 could not be loaded.".into()))),
+        Box::new(|| {
+            Err(SourceError::Unavailable(
+                "No NVIDIA driver found: libnvidia-ml.so.1 could not be loaded.".into(),
+            ))
+        }),
         false,
         Duration::from_millis(200),
         1000,
@@ -110,8 +122,64 @@ fn stale_data_is_flagged() {
     let mut sim = SimSource::demo(T0);
     let mut m = Monitor::new(1000, 1000);
     m.apply(sim.sample(T0).expect("sim"), T0);
-    let app = VramApp::with_backend(Backend::detached(m, false), UiState::default()).with_fixed_now(T0 + 5000);
+    let app = VramApp::with_backend(Backend::detached(m, false), UiState::default())
+        .with_fixed_now(T0 + 5000);
     let mut h = harness(app);
     h.run();
     h.get_by_label_contains("STALE: no sample for 5s");
+}
+
+#[test]
+fn opens_a_saved_session_and_moves_the_time_slider() {
+    use std::sync::{Arc, RwLock};
+    use vramwarden::engine::{Engine, RecordTo};
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("s.vwlog");
+    let sim = SimSource::demo(T0);
+    let mut e = Engine::new(
+        Arc::new(RwLock::new(Monitor::new(1000, 10))),
+        RecordTo::File(path.clone()),
+        1000,
+    );
+    e.set_source(sim.info());
+    for i in 0..1500 {
+        e.tick(sim.at(T0 + i * 1000), T0 + i * 1000);
+    }
+    e.finish().expect("close");
+
+    let mut app = VramApp::with_backend(
+        Backend::detached(Monitor::new(1000, 10), false),
+        UiState::default(),
+    )
+    .with_fixed_now(T0 + 5_000_000);
+    app.show_session(vramwarden::session::reader::SessionData::open(&path).expect("open"));
+    let mut h = harness(app);
+    h.run();
+    h.get_by_label("SESSION · read-only");
+    h.get_by_label("Simulated H200");
+    let end = T0 + 1499 * 1000;
+    h.get_by_label(&vramwarden::format::date_time(end));
+    // At 1499 s the third preprocess life (1230–1470 s) has exited: greyed, still listed.
+    h.get_by_label("python3 (exited)");
+    h.get_by_label("◀ 1 min").click();
+    h.run();
+    h.get_by_label(&vramwarden::format::date_time(end - 60_000));
+    assert_eq!(h.state().view.as_ref().map(|v| v.t), Some(end - 60_000));
+    // At 1439 s that job (PID 60102) is running and holds 3 GiB.
+    h.get_by_label("60102");
+    assert!(h.query_by_label("python3 (exited)").is_none());
+    // Far back: at 300 s the first life has just exited and the second has not started.
+    for _ in 0..19 {
+        h.get_by_label("◀ 1 min").click();
+        h.run();
+    }
+    assert_eq!(
+        h.state().view.as_ref().map(|v| v.t),
+        Some(end - 20 * 60_000)
+    );
+    assert!(h.query_by_label("60102").is_none());
+    h.get_by_label("Back to live").click();
+    h.run();
+    assert!(h.state().view.is_none());
+    h.get_by_label_contains("Opening the GPU driver");
 }

@@ -4,7 +4,7 @@
 pub mod nvml;
 pub mod sim;
 
-use crate::model::{SourceInfo, Snapshot, UnixMs};
+use crate::model::{Snapshot, SourceInfo, UnixMs};
 
 /// Why a source could not start or could not take a sample.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]

@@ -85,9 +85,12 @@ fn explain_init_error(e: &nvml_wrapper::error::NvmlError) -> String {
         E::LibloadingError(_) => "No NVIDIA driver found: libnvidia-ml.so.1 could not be loaded. \
              Install the NVIDIA driver, or look around with the simulated GPUs."
             .to_string(),
-        E::DriverNotLoaded => "The NVIDIA kernel driver is not loaded (NVML: DriverNotLoaded)."
-            .to_string(),
-        E::NoPermission => "No permission to talk to the NVIDIA driver (NVML: NoPermission).".into(),
+        E::DriverNotLoaded => {
+            "The NVIDIA kernel driver is not loaded (NVML: DriverNotLoaded).".to_string()
+        }
+        E::NoPermission => {
+            "No permission to talk to the NVIDIA driver (NVML: NoPermission).".into()
+        }
         other => format!("NVML failed to initialise: {other}"),
     }
 }
@@ -164,7 +167,10 @@ pub(crate) fn merge_processes(
     total: Option<u64>,
 ) -> Vec<ProcessSample> {
     let mut by_pid: BTreeMap<u32, ProcessSample> = BTreeMap::new();
-    let lists = [(compute, ContextKind::Compute), (graphics, ContextKind::Graphics)];
+    let lists = [
+        (compute, ContextKind::Compute),
+        (graphics, ContextKind::Graphics),
+    ];
     for (list, kind) in lists {
         for p in list {
             let used = used_of(p);
@@ -270,8 +276,10 @@ mod tests {
         let compute = [p(10, 100), p(0, 5), p(11, 1 << 30), p(12, 300)];
         let graphics = [p(12, 310), p(13, 20)];
         let merged = merge_processes(1, &compute, &graphics, total);
-        let got: Vec<(u32, Option<u64>, ContextKind)> =
-            merged.iter().map(|s| (s.pid, s.used_bytes.map(|b| b >> 20), s.kind)).collect();
+        let got: Vec<(u32, Option<u64>, ContextKind)> = merged
+            .iter()
+            .map(|s| (s.pid, s.used_bytes.map(|b| b >> 20), s.kind))
+            .collect();
         assert_eq!(
             got,
             vec![

@@ -3,6 +3,8 @@
 //! The state is a pure function of the time asked for, so tests and `record --speed max` can run
 //! hours of simulated time in seconds, and two runs over the same times give the same samples.
 
+use std::sync::Arc;
+
 use super::{host_name, GpuSource, SourceError};
 use crate::model::{DeviceSample, ProcInfo, ProcessSample, Snapshot, SourceInfo, UnixMs, MIB};
 
@@ -77,7 +79,7 @@ pub struct SimProcess {
     /// Which simulated GPU it uses.
     pub device_index: u32,
     /// Name, command line, user. `None` binds a real process: its facts come from `/proc`.
-    pub info: Option<ProcInfo>,
+    pub info: Option<Arc<ProcInfo>>,
     /// How its memory evolves.
     pub script: Script,
     /// Seconds after the simulation start when it first appears (negative: already running).
@@ -111,15 +113,21 @@ pub struct SimSource {
     processes: Vec<SimProcess>,
 }
 
-fn info(name: &str, cmdline: &str, user: &str, uid: u32, start_ms: UnixMs) -> Option<ProcInfo> {
-    Some(ProcInfo {
+fn info(
+    name: &str,
+    cmdline: &str,
+    user: &str,
+    uid: u32,
+    start_ms: UnixMs,
+) -> Option<Arc<ProcInfo>> {
+    Some(Arc::new(ProcInfo {
         name: name.into(),
         cmdline: cmdline.into(),
         user: user.into(),
         uid,
         start_time_ms: start_ms,
         container_id: None,
-    })
+    }))
 }
 
 impl SimSource {
@@ -135,7 +143,7 @@ impl SimSource {
             1000,
             s(-300.0),
         );
-        if let Some(i) = trainer.as_mut() {
+        if let Some(i) = trainer.as_mut().map(Arc::make_mut) {
             i.container_id = Some("4f2a9c1e7b3d".repeat(5) + "c0ffee");
         }
         let processes = vec![
@@ -259,15 +267,33 @@ impl SimSource {
         let mut s = Self::empty(start_ms, devices);
         for i in 0..procs {
             let script = match i % 4 {
-                0 => Script::Trainer { plateau_mib: 2048 + u64::from(i) * 7, warm_s: 900.0 },
-                1 => Script::Leak { base_mib: 1024, rate_mib_s: 0.002 * f64::from(i % 9 + 1) },
-                2 => Script::Idle { mib: 512 + u64::from(i) * 3 },
-                _ => Script::Saw { low_mib: 256, high_mib: 900 + u64::from(i), period_s: 120.0 + f64::from(i) },
+                0 => Script::Trainer {
+                    plateau_mib: 2048 + u64::from(i) * 7,
+                    warm_s: 900.0,
+                },
+                1 => Script::Leak {
+                    base_mib: 1024,
+                    rate_mib_s: 0.002 * f64::from(i % 9 + 1),
+                },
+                2 => Script::Idle {
+                    mib: 512 + u64::from(i) * 3,
+                },
+                _ => Script::Saw {
+                    low_mib: 256,
+                    high_mib: 900 + u64::from(i),
+                    period_s: 120.0 + f64::from(i),
+                },
             };
             s.add(SimProcess {
                 pid: 10_000 + i,
                 device_index: i % gpus.max(1),
-                info: info("python3", &format!("python3 job_{i}.py"), "bench", 1000, start_ms - 1000),
+                info: info(
+                    "python3",
+                    &format!("python3 job_{i}.py"),
+                    "bench",
+                    1000,
+                    start_ms - 1000,
+                ),
                 script,
                 start_s: -1.0,
                 restart_every_s: None,
@@ -305,8 +331,12 @@ impl SimSource {
             let mib = p.script.memory_mib(since);
             used[dev] += mib;
             busy[dev] = busy[dev].max(p.busy_pct);
-            let info = p.info.clone().map(|mut i| {
-                if life > 0 {
+            let info = p.info.clone().map(|i| {
+                if life == 0 {
+                    return i;
+                }
+                let mut i = (*i).clone();
+                {
                     i.start_time_ms = self.start_ms
                         + ((p.start_s + life as f64 * p.restart_every_s.unwrap_or(0.0)) * 1000.0)
                             as i64;
@@ -314,7 +344,7 @@ impl SimSource {
                         i.cmdline = format!("{}--shard {life}", &i.cmdline[..n]);
                     }
                 }
-                i
+                Arc::new(i)
             });
             processes.push(ProcessSample {
                 pid: p.pid + life,
@@ -346,7 +376,7 @@ impl SimSource {
                     memory_free_bytes: Some((d.total_mib - d.reserved_mib - used_mib) * MIB),
                     utilization_gpu_pct: Some(util),
                     temperature_c: Some(34 + util / 2),
-                    power_w: Some(70.0 + f64::from(util) * 5.8),
+                    power_w: Some(f64::from(70_000 + util * 5_800) / 1000.0),
                 }
             })
             .collect();
@@ -376,7 +406,8 @@ fn life_at(p: &SimProcess, t: f64) -> Option<(u32, f64)> {
 
 /// Small deterministic noise in `-amp..=amp` for a given second and channel.
 fn jitter(sec: i64, channel: u64, amp: i64) -> i64 {
-    let mut x = (sec as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ channel.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    let mut x = (sec as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ channel.wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x ^= x >> 31;
     x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
     x ^= x >> 29;

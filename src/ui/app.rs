@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::graph::{GraphCache, Window};
 use super::processes::{SortColumn, TableState};
+use super::sessions::{SessionAction, SessionView, SessionsUi};
 use super::{overview, process_detail, processes, widgets, Backend};
 use crate::format::{self, Units};
 use crate::history::ProcSeriesKey;
@@ -58,6 +59,10 @@ pub struct VramApp {
     graph: GraphCache,
     detail_graph: GraphCache,
     fixed_now: Option<UnixMs>,
+    /// A recorded session shown instead of the live data.
+    pub view: Option<SessionView>,
+    /// Sessions browser, export window and their jobs.
+    pub sessions: SessionsUi,
 }
 
 impl VramApp {
@@ -82,7 +87,21 @@ impl VramApp {
             graph: GraphCache::default(),
             detail_graph: GraphCache::default(),
             fixed_now: None,
+            view: None,
+            sessions: SessionsUi::default(),
         }
+    }
+
+    /// Opens a session log in the background; the view switches to it when it is read.
+    pub fn open_session(&mut self, path: std::path::PathBuf, ctx: &egui::Context) {
+        self.sessions.open_path(path, ctx);
+    }
+
+    /// Shows `data` read-only (tests; the UI goes through [`VramApp::open_session`]).
+    pub fn show_session(&mut self, data: crate::session::reader::SessionData) {
+        self.view = Some(SessionView::new(data));
+        self.selected = None;
+        self.graph.free_range = None;
     }
 
     /// Freezes the app's clock (tests and benchmarks: no wall-clock dependence).
@@ -103,25 +122,144 @@ impl VramApp {
 
     /// Draws one frame into `ui` (the root of the window).
     pub fn draw(&mut self, ui: &mut Ui) {
-        let now = self.now();
-        let shared = self.backend.shared.clone();
-        let Ok(monitor) = shared.read() else {
-            ui.label("internal error: the monitor lock is poisoned");
-            return;
-        };
+        let ctx = ui.ctx().clone();
+        match self.sessions.poll(&ctx) {
+            Some(SessionAction::Open(v)) => {
+                self.view = Some(*v);
+                self.selected = None;
+                self.graph.free_range = None;
+            }
+            Some(SessionAction::BackToLive) => self.view = None,
+            None => {}
+        }
         if ui.input_mut(|i| i.consume_shortcut(&FILTER_SHORTCUT)) {
             self.focus_filter = true;
         }
         if ui.input(|i| i.key_pressed(egui::Key::Escape)) {
             self.selected = None;
         }
-        let mut start_demo = false;
-        let mut retry = false;
+        let shared = self.backend.shared.clone();
+        let Ok(live) = shared.read() else {
+            ui.label("internal error: the monitor lock is poisoned");
+            return;
+        };
+        let live_log = live.recording.path.clone();
+        let mut view = self.view.take();
+        let mut cmd = Commands::default();
+        self.menu(ui, &live, view.is_some(), &mut cmd);
+        if let Some(v) = view.as_mut() {
+            session_bar(ui, v, &mut cmd);
+        }
+        egui::Panel::bottom("status").show(ui, |ui| match view.as_ref() {
+            Some(v) => session_status(ui, v),
+            None => status_bar(ui, &live, self.now()),
+        });
+        match view.as_mut() {
+            Some(v) => {
+                let t = v.t;
+                let snap = v.snapshot().cloned();
+                let rows: Vec<crate::monitor::ProcessRow> = v.rows().to_vec();
+                let refs: Vec<&crate::monitor::ProcessRow> = rows.iter().collect();
+                match snap {
+                    Some(snap) => self.panes(ui, &v.monitor, &snap, refs, t, t),
+                    None => {
+                        egui::CentralPanel::default().show(ui, |ui| {
+                            ui.label("This session holds no samples.");
+                        });
+                    }
+                }
+            }
+            None => {
+                let now = self.now();
+                match live.latest.as_ref().filter(|s| !s.devices.is_empty()) {
+                    Some(snap) => {
+                        let last = live.history.span().map_or(now, |(_, b)| b);
+                        let edge = last.max(now.min(last + 3 * live.interval_ms as i64));
+                        self.panes(ui, &live, snap, live.table_rows(now), now, edge);
+                    }
+                    None => {
+                        egui::CentralPanel::default().show(ui, |ui| {
+                            empty_state(ui, &live, &mut cmd.start_demo, &mut cmd.retry);
+                        });
+                    }
+                }
+            }
+        }
+        let viewing = view.as_ref().map(|v| v.data.clone());
+        if let Some(a) = self.sessions.windows(&ctx, live_log, viewing) {
+            match a {
+                SessionAction::Open(v) => view = Some(*v),
+                SessionAction::BackToLive => cmd.back_to_live = true,
+            }
+        }
+        drop(live);
+        self.view = view;
+        if cmd.back_to_live {
+            self.view = None;
+            self.selected = None;
+            self.graph.free_range = None;
+        }
+        if let Some(c) = cmd.engine {
+            self.backend.send(c);
+        }
+        if cmd.start_demo {
+            self.view = None;
+            self.backend.restart(crate::cli::source_factory(true), true);
+            self.selected = None;
+        } else if cmd.retry {
+            self.view = None;
+            self.backend
+                .restart(crate::cli::source_factory(false), false);
+            self.selected = None;
+        }
+        if self.sessions.busy() {
+            ui.request_repaint_after(std::time::Duration::from_millis(100));
+        } else {
+            ui.request_repaint_after(std::time::Duration::from_millis(1000));
+        }
+    }
+
+    fn menu(&mut self, ui: &mut Ui, live: &Monitor, viewing: bool, cmd: &mut Commands) {
         egui::Panel::top("menu").show(ui, |ui| {
             egui::MenuBar::new().ui(ui, |ui| {
                 ui.menu_button("File", |ui| {
+                    if ui.button("Export to CSV…").clicked() {
+                        self.sessions.export_open = true;
+                        ui.close();
+                    }
                     if ui.button("Quit").clicked() {
                         ui.send_viewport_cmd(egui::ViewportCommand::Close);
+                    }
+                });
+                ui.menu_button("Sessions", |ui| {
+                    if ui.button("Browse sessions…").clicked() {
+                        self.sessions.show_browser(ui.ctx());
+                        ui.close();
+                    }
+                    if ui.button("Open file…").clicked() {
+                        self.sessions.pick_file(ui.ctx());
+                        ui.close();
+                    }
+                    if ui.button("Export to CSV…").clicked() {
+                        self.sessions.export_open = true;
+                        ui.close();
+                    }
+                    ui.separator();
+                    if viewing && ui.button("Back to live").clicked() {
+                        cmd.back_to_live = true;
+                        ui.close();
+                    }
+                    let rec = &live.recording;
+                    if rec.path.is_some() {
+                        if rec.active {
+                            if ui.button("Pause recording").clicked() {
+                                cmd.engine = Some(crate::engine::EngineCommand::PauseRecording);
+                                ui.close();
+                            }
+                        } else if ui.button("Resume recording").clicked() {
+                            cmd.engine = Some(crate::engine::EngineCommand::ResumeRecording);
+                            ui.close();
+                        }
                     }
                 });
                 ui.menu_button("View", |ui| {
@@ -134,11 +272,11 @@ impl VramApp {
                 });
                 ui.menu_button("Source", |ui| {
                     if ui.button("Simulated GPUs (demo)").clicked() {
-                        start_demo = true;
+                        cmd.start_demo = true;
                         ui.close();
                     }
                     if ui.button("NVIDIA driver (NVML)").clicked() {
-                        retry = true;
+                        cmd.retry = true;
                         ui.close();
                     }
                 });
@@ -147,77 +285,187 @@ impl VramApp {
                         ui.selectable_value(&mut self.state.units, *u, u.label());
                     }
                     ui.label("Units:");
-                    if self.backend.demo {
-                        ui.label(RichText::new("DEMO · simulated GPUs").color(Color32::from_rgb(230, 170, 40)).strong());
+                    if viewing {
+                        ui.label(
+                            RichText::new("SESSION · read-only")
+                                .color(Color32::from_rgb(120, 190, 255))
+                                .strong(),
+                        );
+                    } else if self.backend.demo {
+                        ui.label(
+                            RichText::new("DEMO · simulated GPUs")
+                                .color(Color32::from_rgb(230, 170, 40))
+                                .strong(),
+                        );
+                    }
+                    let rec = &live.recording;
+                    if !viewing {
+                        if rec.active {
+                            ui.label(RichText::new("● REC").monospace().color(widgets::WARN))
+                                .on_hover_text(format!(
+                                    "Recording to {}",
+                                    rec.path
+                                        .as_ref()
+                                        .map_or(String::new(), |p| p.display().to_string())
+                                ));
+                        } else if rec.path.is_some() {
+                            ui.label(RichText::new("⏸ recording paused").weak());
+                        }
                     }
                 });
             });
         });
-        egui::Panel::bottom("status").show(ui, |ui| status_bar(ui, &monitor, now));
+    }
 
-        let has_devices = monitor.latest.as_ref().is_some_and(|s| !s.devices.is_empty());
-        if !has_devices {
-            egui::CentralPanel::default().show(ui, |ui| {
-                empty_state(ui, &monitor, &mut start_demo, &mut retry);
-            });
-        } else {
-            let n_devices = monitor.latest.as_ref().map_or(0, |s| s.devices.len()) as u32;
-            if self.selected_gpu >= n_devices {
-                self.selected_gpu = 0;
-            }
-            egui::Panel::left("gpus")
-                .resizable(true)
-                .default_size(340.0)
-                .min_size(260.0)
-                .show(ui, |ui| {
-                    egui::ScrollArea::vertical().show(ui, |ui| {
-                        overview::cards(ui, &monitor, self.state.units, &mut self.selected_gpu);
-                    });
+    #[allow(clippy::too_many_arguments)]
+    fn panes(
+        &mut self,
+        ui: &mut Ui,
+        monitor: &Monitor,
+        snap: &crate::model::Snapshot,
+        rows: Vec<&crate::monitor::ProcessRow>,
+        now: UnixMs,
+        edge: UnixMs,
+    ) {
+        let n_devices = snap.devices.len() as u32;
+        if self.selected_gpu >= n_devices {
+            self.selected_gpu = 0;
+        }
+        egui::Panel::left("gpus")
+            .resizable(true)
+            .default_size(340.0)
+            .min_size(260.0)
+            .show(ui, |ui| {
+                egui::ScrollArea::vertical().show(ui, |ui| {
+                    overview::cards(ui, snap, self.state.units, &mut self.selected_gpu);
                 });
-            let selected_row = self.selected.and_then(|k| monitor.row(&k));
-            if self.selected.is_some() && selected_row.is_none() {
+            });
+        let selected_row = self.selected.and_then(|k| {
+            rows.iter()
+                .copied()
+                .find(|r| r.series_key() == k)
+                .or_else(|| monitor.row(&k))
+        });
+        if self.selected.is_some() && selected_row.is_none() {
+            self.selected = None;
+        }
+        if let Some(row) = selected_row {
+            let mut open = true;
+            egui::Panel::right("detail")
+                .resizable(true)
+                .default_size(420.0)
+                .min_size(300.0)
+                .show(ui, |ui| {
+                    open = process_detail::pane(
+                        ui,
+                        monitor,
+                        row,
+                        self.state.units,
+                        now,
+                        &mut self.detail_graph,
+                    );
+                });
+            if !open {
                 self.selected = None;
             }
-            if let Some(row) = selected_row {
-                let mut open = true;
-                egui::Panel::right("detail")
-                    .resizable(true)
-                    .default_size(420.0)
-                    .min_size(300.0)
-                    .show(ui, |ui| {
-                        open = process_detail::pane(ui, &monitor, row, self.state.units, now, &mut self.detail_graph);
-                    });
-                if !open {
-                    self.selected = None;
-                }
-            }
-            egui::CentralPanel::default().show(ui, |ui| {
-                let h = (ui.available_height() * 0.5).max(220.0);
-                ui.allocate_ui(egui::vec2(ui.available_width(), h), |ui| {
-                    super::graph::device_graph(ui, &monitor, self.selected_gpu, &mut self.state, &mut self.graph, now);
-                });
-                ui.separator();
-                let mut table = TableState {
-                    units: self.state.units,
-                    sort: &mut self.state.sort,
-                    desc: &mut self.state.sort_desc,
-                    filter: &mut self.filter,
-                    focus_filter: &mut self.focus_filter,
-                    selected: &mut self.selected,
-                };
-                processes::table(ui, &monitor, &mut table, now);
+        }
+        egui::CentralPanel::default().show(ui, |ui| {
+            let h = (ui.available_height() * 0.5).max(220.0);
+            ui.allocate_ui(egui::vec2(ui.available_width(), h), |ui| {
+                super::graph::device_graph(
+                    ui,
+                    monitor,
+                    snap,
+                    self.selected_gpu,
+                    &mut self.state,
+                    &mut self.graph,
+                    edge,
+                );
             });
-        }
-        drop(monitor);
-        if start_demo {
-            self.backend.restart(crate::cli::source_factory(true), true);
-            self.selected = None;
-        } else if retry {
-            self.backend.restart(crate::cli::source_factory(false), false);
-            self.selected = None;
-        }
-        ui.request_repaint_after(std::time::Duration::from_millis(1000));
+            ui.separator();
+            let mut table = TableState {
+                units: self.state.units,
+                sort: &mut self.state.sort,
+                desc: &mut self.state.sort_desc,
+                filter: &mut self.filter,
+                focus_filter: &mut self.focus_filter,
+                selected: &mut self.selected,
+            };
+            processes::table(ui, rows, &mut table, now);
+        });
     }
+}
+
+/// Effects the frame asks for, applied after drawing.
+#[derive(Default)]
+struct Commands {
+    start_demo: bool,
+    retry: bool,
+    back_to_live: bool,
+    engine: Option<crate::engine::EngineCommand>,
+}
+
+fn session_bar(ui: &mut Ui, v: &mut SessionView, cmd: &mut Commands) {
+    let Some((a, b)) = v.data.span() else { return };
+    egui::Panel::top("session-bar").show(ui, |ui| {
+        ui.horizontal(|ui| {
+            ui.label(RichText::new(v.title()).strong());
+            ui.separator();
+            if ui.button("Back to live").clicked() {
+                cmd.back_to_live = true;
+            }
+            ui.separator();
+            ui.label(RichText::new(format::date_time(v.t)).monospace().strong());
+            if ui.button("◀ 1 min").clicked() {
+                v.t = (v.t - 60_000).max(a);
+            }
+            if ui.button("1 min ▶").clicked() {
+                v.t = (v.t + 60_000).min(b);
+            }
+            let mut t = v.t as f64;
+            ui.spacing_mut().slider_width = (ui.available_width() - 50.0).max(120.0);
+            let slider = egui::Slider::new(&mut t, a as f64..=b as f64)
+                .show_value(false)
+                .text("Time");
+            if ui.add(slider).changed() {
+                v.t = t as i64;
+            }
+        });
+    });
+}
+
+fn session_status(ui: &mut Ui, v: &SessionView) {
+    ui.horizontal(|ui| {
+        let d = &v.data;
+        if let Some(h) = &d.header {
+            ui.label(format!("Recorded on {} · {}", h.host, h.source));
+            ui.separator();
+            ui.label(format!(
+                "Driver {}",
+                h.driver_version.as_deref().unwrap_or("—")
+            ));
+            ui.separator();
+            ui.label(format!(
+                "Sampling every {}",
+                format::duration(h.interval_ms as i64)
+            ));
+        }
+        ui.separator();
+        if let Some((a, b)) = d.span() {
+            ui.label(format!(
+                "{} – {} ({})",
+                format::date_time(a),
+                format::date_time(b),
+                format::duration(b - a)
+            ));
+        }
+        ui.separator();
+        if d.report.is_clean() {
+            ui.label(d.report.summary());
+        } else {
+            ui.label(RichText::new(d.report.summary()).color(widgets::WARN));
+        }
+    });
 }
 
 fn status_bar(ui: &mut Ui, m: &Monitor, now: UnixMs) {
@@ -259,6 +507,10 @@ fn status_bar(ui: &mut Ui, m: &Monitor, now: UnixMs) {
             ui.separator();
             ui.label(RichText::new(e).color(widgets::WARN));
         }
+        if let Some(e) = &m.recording.error {
+            ui.separator();
+            ui.label(RichText::new(e).color(widgets::WARN)).on_hover_text("Sampling goes on; recording retries every sample.");
+        }
         ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
             let (a, b) = m.history.span().unwrap_or((now, now));
             ui.label(format!("History {} ({} samples)", format::duration(b - a), m.history.len()));
@@ -277,7 +529,10 @@ fn empty_state(ui: &mut Ui, m: &Monitor, start_demo: &mut bool, retry: &mut bool
                 ui.add_space(16.0);
                 ui.label("You can still explore vramwarden on simulated GPUs:");
                 ui.add_space(8.0);
-                if ui.button(RichText::new("Start the demo (simulated GPUs)").size(16.0)).clicked() {
+                if ui
+                    .button(RichText::new("Start the demo (simulated GPUs)").size(16.0))
+                    .clicked()
+                {
                     *start_demo = true;
                 }
                 ui.add_space(4.0);

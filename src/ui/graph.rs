@@ -28,7 +28,12 @@ pub enum Window {
 
 impl Window {
     /// Every preset, in toolbar order.
-    pub const ALL: [Window; 4] = [Window::OneMinute, Window::TenMinutes, Window::OneHour, Window::All];
+    pub const ALL: [Window; 4] = [
+        Window::OneMinute,
+        Window::TenMinutes,
+        Window::OneHour,
+        Window::All,
+    ];
 
     /// Toolbar label.
     pub fn label(self) -> &'static str {
@@ -112,7 +117,15 @@ fn x_formatter(mark: GridMark, range: &std::ops::RangeInclusive<f64>) -> String 
 
 /// Lines of one GPU between `from` and `to`: the device total plus one per process
 /// (stacked: cumulative, filled).
-pub fn device_lines(h: &History, m: &Monitor, device: u32, from: UnixMs, to: UnixMs, width: usize, stacked: bool) -> Vec<GraphLine> {
+pub fn device_lines(
+    h: &History,
+    m: &Monitor,
+    device: u32,
+    from: UnixMs,
+    to: UnixMs,
+    width: usize,
+    stacked: bool,
+) -> Vec<GraphLine> {
     let mut lines = Vec::new();
     let t0 = h.tick_at(from);
     let t1 = h.tick_at(to.saturating_add(1));
@@ -180,10 +193,24 @@ pub fn device_lines(h: &History, m: &Monitor, device: u32, from: UnixMs, to: Uni
 }
 
 #[allow(clippy::too_many_arguments)]
-fn draw_plot(ui: &mut Ui, id: &str, lines: &[GraphLine], limit_mib: Option<f64>, units: Units, set_x: Option<(f64, f64)>, auto_x: bool, marks: &[(f64, &str)]) -> egui_plot::PlotResponse<()> {
+fn draw_plot(
+    ui: &mut Ui,
+    id: &str,
+    lines: &[GraphLine],
+    limit_mib: Option<f64>,
+    units: Units,
+    set_x: Option<(f64, f64)>,
+    auto_x: bool,
+    marks: &[(f64, &str)],
+) -> egui_plot::PlotResponse<()> {
     // The axis uses one unit for all its labels: GiB when the scale reaches 10 GiB (or when
     // chosen), so the grid falls on round GiB values.
-    let top = limit_mib.unwrap_or_else(|| lines.iter().flat_map(|l| l.points.iter().map(|p| p[1])).fold(0.0, f64::max));
+    let top = limit_mib.unwrap_or_else(|| {
+        lines
+            .iter()
+            .flat_map(|l| l.points.iter().map(|p| p[1]))
+            .fold(0.0, f64::max)
+    });
     let unit = match units {
         Units::MiB => "MiB",
         Units::GiB => "GiB",
@@ -203,7 +230,11 @@ fn draw_plot(ui: &mut Ui, id: &str, lines: &[GraphLine], limit_mib: Option<f64>,
         .y_axis_formatter(move |m, _| axis_text(m.value, unit))
         .y_axis_min_width(56.0)
         .label_formatter(move |pos| match pos {
-            egui_plot::HoverPosition::NearDataPoint { plot_name, position, .. } => Some(format!(
+            egui_plot::HoverPosition::NearDataPoint {
+                plot_name,
+                position,
+                ..
+            } => Some(format!(
                 "{plot_name}\n{}\n{}",
                 format::clock((position.x * 1000.0) as i64),
                 units.mib(position.y / scale)
@@ -232,7 +263,11 @@ fn draw_plot(ui: &mut Ui, id: &str, lines: &[GraphLine], limit_mib: Option<f64>,
             plot_ui.line(line);
         }
         if let Some(l) = limit_mib {
-            plot_ui.hline(HLine::new("Memory limit", l * scale).color(widgets::LIMIT).width(1.5));
+            plot_ui.hline(
+                HLine::new("Memory limit", l * scale)
+                    .color(widgets::LIMIT)
+                    .width(1.5),
+            );
         }
         for (x, name) in marks {
             plot_ui.vline(VLine::new(*name, *x).color(Color32::GRAY));
@@ -252,22 +287,36 @@ fn axis_text(v: f64, unit: &str) -> String {
 }
 
 fn user_moved(ui: &Ui, resp: &egui::Response) -> bool {
-    resp.dragged() || (resp.hovered() && ui.input(|i| i.smooth_scroll_delta != egui::Vec2::ZERO || i.zoom_delta() != 1.0))
+    resp.dragged()
+        || (resp.hovered()
+            && ui.input(|i| i.smooth_scroll_delta != egui::Vec2::ZERO || i.zoom_delta() != 1.0))
 }
 
 /// The graph of one GPU with its toolbar (window presets, stacking, follow live).
-pub fn device_graph(ui: &mut Ui, m: &Monitor, device: u32, state: &mut UiState, cache: &mut GraphCache, now: UnixMs) {
+/// `edge` is the right end of the window when following (the live edge, or a session's slider).
+pub fn device_graph(
+    ui: &mut Ui,
+    m: &Monitor,
+    snap: &crate::model::Snapshot,
+    device: u32,
+    state: &mut UiState,
+    cache: &mut GraphCache,
+    edge: UnixMs,
+) {
     let h = &m.history;
-    let Some((first, last)) = h.span() else {
+    let Some((first, _)) = h.span() else {
         ui.label("Waiting for the first sample…");
         return;
     };
-    let live_edge = last.max(now.min(last + 3 * m.interval_ms as i64));
+    let live_edge = edge;
     ui.horizontal(|ui| {
         ui.label(egui::RichText::new(format!("GPU {device} memory")).strong());
         ui.separator();
         for w in Window::ALL {
-            if ui.selectable_label(state.window == w && cache.free_range.is_none(), w.label()).clicked() {
+            if ui
+                .selectable_label(state.window == w && cache.free_range.is_none(), w.label())
+                .clicked()
+            {
                 state.window = w;
                 cache.free_range = None;
             }
@@ -277,7 +326,11 @@ pub fn device_graph(ui: &mut Ui, m: &Monitor, device: u32, state: &mut UiState, 
         if cache.free_range.is_some() && ui.button("▶ Follow live").clicked() {
             cache.free_range = None;
         }
-        ui.label(egui::RichText::new("drag to pan · scroll to zoom").weak().small());
+        ui.label(
+            egui::RichText::new("drag to pan · scroll to zoom")
+                .weak()
+                .small(),
+        );
     });
     let (from, to) = cache.free_range.unwrap_or_else(|| {
         let span = state.window.ms().unwrap_or(live_edge - first).max(1000);
@@ -294,11 +347,13 @@ pub fn device_graph(ui: &mut Ui, m: &Monitor, device: u32, state: &mut UiState, 
         stacked: state.stacked,
     };
     let stacked = state.stacked;
-    let lines = cache.get(key, || device_lines(h, m, device, from, to, width, stacked)).to_vec();
-    let limit = m
-        .latest
-        .as_ref()
-        .and_then(|s| s.devices.iter().find(|d| d.index == device))
+    let lines = cache
+        .get(key, || device_lines(h, m, device, from, to, width, stacked))
+        .to_vec();
+    let limit = snap
+        .devices
+        .iter()
+        .find(|d| d.index == device)
         .and_then(|d| d.memory_total_bytes)
         .map(|b| (b / MIB) as f64);
     let set_x = if cache.free_range.is_none() {
@@ -306,7 +361,16 @@ pub fn device_graph(ui: &mut Ui, m: &Monitor, device: u32, state: &mut UiState, 
     } else {
         None
     };
-    let resp = draw_plot(ui, &format!("gpu-graph-{device}"), &lines, limit, state.units, set_x, false, &[]);
+    let resp = draw_plot(
+        ui,
+        &format!("gpu-graph-{device}"),
+        &lines,
+        limit,
+        state.units,
+        set_x,
+        false,
+        &[],
+    );
     if user_moved(ui, &resp.response) || cache.free_range.is_some() {
         let b = resp.transform.bounds();
         cache.free_range = Some(((b.min()[0] * 1000.0) as i64, (b.max()[0] * 1000.0) as i64));
@@ -314,14 +378,23 @@ pub fn device_graph(ui: &mut Ui, m: &Monitor, device: u32, state: &mut UiState, 
 }
 
 /// The whole-lifetime graph of one process on one GPU, with optional marked times.
-pub fn process_graph(ui: &mut Ui, m: &Monitor, key: ProcSeriesKey, units: Units, cache: &mut GraphCache, marks: &[(f64, &str)]) {
+pub fn process_graph(
+    ui: &mut Ui,
+    m: &Monitor,
+    key: ProcSeriesKey,
+    units: Units,
+    cache: &mut GraphCache,
+    marks: &[(f64, &str)],
+) {
     let h = &m.history;
     let Some(series) = h.process(&key) else {
         ui.label("No history held for this process.");
         return;
     };
     let from = h.time_of(series.first_tick()).unwrap_or(0);
-    let to = h.time_of(series.end_tick().saturating_sub(1)).unwrap_or(from);
+    let to = h
+        .time_of(series.end_tick().saturating_sub(1))
+        .unwrap_or(from);
     let width = (ui.available_width() as usize).clamp(50, 4000);
     let ck = CacheKey {
         what: Some(key),
@@ -342,5 +415,14 @@ pub fn process_graph(ui: &mut Ui, m: &Monitor, key: ProcSeriesKey, units: Units,
             }]
         })
         .to_vec();
-    draw_plot(ui, &format!("proc-graph-{}-{}", key.0.pid, key.1), &lines, None, units, None, true, marks);
+    draw_plot(
+        ui,
+        &format!("proc-graph-{}-{}", key.0.pid, key.1),
+        &lines,
+        None,
+        units,
+        None,
+        true,
+        marks,
+    );
 }

@@ -6,6 +6,8 @@ pub mod graph;
 pub mod overview;
 pub mod process_detail;
 pub mod processes;
+pub mod sessions;
+pub mod task;
 pub mod widgets;
 
 use std::sync::{Arc, RwLock};
@@ -25,7 +27,16 @@ pub struct GuiOptions {
     pub interval: Duration,
     /// History length in samples.
     pub history_ticks: usize,
+    /// Record a session log while the window runs.
+    pub record: bool,
+    /// A session log to open at start.
+    pub open: Option<std::path::PathBuf>,
 }
+
+/// Sessions older than this are deleted at start.
+pub const SESSION_RETENTION_DAYS: u32 = 14;
+/// The sessions folder is kept under this size at start (oldest deleted first).
+pub const SESSION_RETENTION_BYTES: u64 = 2 << 30;
 
 /// The sampler behind the window: can be restarted on another source (e.g. the demo).
 pub struct Backend {
@@ -37,15 +48,45 @@ pub struct Backend {
     interval: Duration,
     history_ticks: usize,
     repaint: Option<egui::Context>,
+    record: crate::engine::RecordTo,
 }
 
 impl Backend {
     /// A backend that samples `factory` on its own thread.
-    pub fn start(factory: SourceFactory, demo: bool, interval: Duration, history_ticks: usize, ctx: &egui::Context) -> Self {
-        let mut b = Self::detached(Monitor::new(interval.as_millis() as u64, history_ticks), demo);
+    pub fn start(
+        factory: SourceFactory,
+        demo: bool,
+        interval: Duration,
+        history_ticks: usize,
+        ctx: &egui::Context,
+    ) -> Self {
+        Self::start_recording(
+            factory,
+            demo,
+            interval,
+            history_ticks,
+            ctx,
+            crate::engine::RecordTo::Off,
+        )
+    }
+
+    /// Like [`Backend::start`], recording a session log as `record` says.
+    pub fn start_recording(
+        factory: SourceFactory,
+        demo: bool,
+        interval: Duration,
+        history_ticks: usize,
+        ctx: &egui::Context,
+        record: crate::engine::RecordTo,
+    ) -> Self {
+        let mut b = Self::detached(
+            Monitor::new(interval.as_millis() as u64, history_ticks),
+            demo,
+        );
         b.interval = interval;
         b.history_ticks = history_ticks;
         b.repaint = Some(ctx.clone());
+        b.record = record;
         b.spawn(factory);
         b
     }
@@ -61,6 +102,7 @@ impl Backend {
             interval,
             history_ticks,
             repaint: None,
+            record: crate::engine::RecordTo::Off,
         }
     }
 
@@ -71,20 +113,38 @@ impl Backend {
                 c.request_repaint();
             }
         });
-        match SamplerHandle::spawn(factory, self.interval, self.shared.clone(), notify) {
+        match SamplerHandle::spawn_recording(
+            factory,
+            self.interval,
+            self.shared.clone(),
+            notify,
+            self.record.clone(),
+        ) {
             Ok(h) => self.handle = Some(h),
             Err(e) => {
                 if let Ok(mut m) = self.shared.write() {
-                    m.status = crate::monitor::SourceStatus::Failed(format!("could not start the sampler thread: {e}"));
+                    m.status = crate::monitor::SourceStatus::Failed(format!(
+                        "could not start the sampler thread: {e}"
+                    ));
                 }
             }
+        }
+    }
+
+    /// Sends a request to the engine on the sampler thread.
+    pub fn send(&self, c: crate::engine::EngineCommand) {
+        if let Some(h) = &self.handle {
+            h.send(c);
         }
     }
 
     /// Drops the current source and its history and starts over on `factory`.
     pub fn restart(&mut self, factory: SourceFactory, demo: bool) {
         self.handle = None;
-        self.shared = Arc::new(RwLock::new(Monitor::new(self.interval.as_millis() as u64, self.history_ticks)));
+        self.shared = Arc::new(RwLock::new(Monitor::new(
+            self.interval.as_millis() as u64,
+            self.history_ticks,
+        )));
         self.demo = demo;
         self.spawn(factory);
     }
@@ -100,7 +160,8 @@ pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
         .with_app_id("vramwarden")
         .with_inner_size([1400.0, 860.0])
         .with_min_inner_size([800.0, 500.0]);
-    if let Ok(icon) = eframe::icon_data::from_png_bytes(include_bytes!("../../assets/icon-256.png")) {
+    if let Ok(icon) = eframe::icon_data::from_png_bytes(include_bytes!("../../assets/icon-256.png"))
+    {
         viewport = viewport.with_icon(icon);
     }
     let native = eframe::NativeOptions {
@@ -111,14 +172,32 @@ pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
         "vramwarden",
         native,
         Box::new(move |cc| {
-            let backend = Backend::start(
+            let record = if opts.record {
+                let dir = crate::session::default_dir();
+                crate::session::catalog::prune(
+                    &dir,
+                    SESSION_RETENTION_DAYS,
+                    SESSION_RETENTION_BYTES,
+                    crate::sampler::now_ms(),
+                    None,
+                );
+                crate::engine::RecordTo::Dir(dir)
+            } else {
+                crate::engine::RecordTo::Off
+            };
+            let backend = Backend::start_recording(
                 crate::cli::source_factory(opts.demo),
                 opts.demo,
                 opts.interval,
                 opts.history_ticks,
                 &cc.egui_ctx,
+                record,
             );
-            Ok(Box::new(VramApp::new(cc, backend)))
+            let mut app = VramApp::new(cc, backend);
+            if let Some(p) = opts.open {
+                app.open_session(p, &cc.egui_ctx);
+            }
+            Ok(Box::new(app))
         }),
     )
 }

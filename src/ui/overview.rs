@@ -4,7 +4,7 @@ use egui::{RichText, Ui};
 
 use super::widgets;
 use crate::format::{opt_bytes, Units};
-use crate::monitor::Monitor;
+use crate::model::Snapshot;
 
 fn pct(part: u64, total: u64) -> String {
     if total == 0 {
@@ -14,8 +14,7 @@ fn pct(part: u64, total: u64) -> String {
 }
 
 /// Draws the cards; clicking one selects its GPU for the graph.
-pub fn cards(ui: &mut Ui, m: &Monitor, units: Units, selected: &mut u32) {
-    let Some(snap) = &m.latest else { return };
+pub fn cards(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
     for d in &snap.devices {
         let is_sel = *selected == d.index;
         let frame = egui::Frame::group(ui.style())
@@ -29,7 +28,11 @@ pub fn cards(ui: &mut Ui, m: &Monitor, units: Units, selected: &mut u32) {
             .show(ui, |ui| {
                 ui.set_width(ui.available_width());
                 ui.horizontal(|ui| {
-                    ui.label(RichText::new(format!("GPU {}", d.index)).strong().size(15.0));
+                    ui.label(
+                        RichText::new(format!("GPU {}", d.index))
+                            .strong()
+                            .size(15.0),
+                    );
                     ui.label(RichText::new(&d.name).size(15.0));
                 });
                 let total = d.memory_total_bytes.unwrap_or(0);
@@ -47,30 +50,50 @@ pub fn cards(ui: &mut Ui, m: &Monitor, units: Units, selected: &mut u32) {
                     units.bytes(total)
                 );
                 widgets::memory_bar(ui, total, used, reserved, &hover);
-                egui::Grid::new(("card", d.index)).num_columns(3).spacing([10.0, 2.0]).show(ui, |ui| {
-                    let row = |ui: &mut Ui, color: egui::Color32, label: &str, v: Option<u64>| {
-                        ui.horizontal(|ui| {
-                            widgets::color_swatch(ui, color);
-                            ui.label(label);
-                        });
+                egui::Grid::new(("card", d.index))
+                    .num_columns(3)
+                    .spacing([10.0, 2.0])
+                    .show(ui, |ui| {
+                        let row =
+                            |ui: &mut Ui, color: egui::Color32, label: &str, v: Option<u64>| {
+                                ui.horizontal(|ui| {
+                                    widgets::color_swatch(ui, color);
+                                    ui.label(label);
+                                });
+                                ui.with_layout(
+                                    egui::Layout::right_to_left(egui::Align::Center),
+                                    |ui| {
+                                        ui.label(RichText::new(opt_bytes(units, v)).monospace());
+                                    },
+                                );
+                                ui.label(
+                                    RichText::new(v.map_or(String::new(), |v| pct(v, total)))
+                                        .monospace()
+                                        .weak(),
+                                );
+                                ui.end_row();
+                            };
+                        row(ui, widgets::USED, "Used", d.memory_used_bytes);
+                        row(ui, widgets::RESERVED, "Reserved", d.memory_reserved_bytes);
+                        row(
+                            ui,
+                            ui.visuals().extreme_bg_color,
+                            "Free",
+                            d.memory_free_bytes,
+                        );
+                        ui.label("Total");
                         ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                            ui.label(RichText::new(opt_bytes(units, v)).monospace());
+                            ui.label(
+                                RichText::new(opt_bytes(units, d.memory_total_bytes)).monospace(),
+                            );
                         });
-                        ui.label(RichText::new(v.map_or(String::new(), |v| pct(v, total))).monospace().weak());
+                        ui.label("");
                         ui.end_row();
-                    };
-                    row(ui, widgets::USED, "Used", d.memory_used_bytes);
-                    row(ui, widgets::RESERVED, "Reserved", d.memory_reserved_bytes);
-                    row(ui, ui.visuals().extreme_bg_color, "Free", d.memory_free_bytes);
-                    ui.label("Total");
-                    ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                        ui.label(RichText::new(opt_bytes(units, d.memory_total_bytes)).monospace());
                     });
-                    ui.label("");
-                    ui.end_row();
-                });
                 ui.horizontal(|ui| {
-                    let util = d.utilization_gpu_pct.map_or("—".into(), |u| format!("{u} %"));
+                    let util = d
+                        .utilization_gpu_pct
+                        .map_or("—".into(), |u| format!("{u} %"));
                     let temp = d.temperature_c.map_or("—".into(), |t| format!("{t} °C"));
                     let power = d.power_w.map_or("—".into(), |p| format!("{p:.0} W"));
                     ui.label(format!("Util {util}"));
@@ -79,12 +102,19 @@ pub fn cards(ui: &mut Ui, m: &Monitor, units: Units, selected: &mut u32) {
                     ui.separator();
                     ui.label(format!("Power {power}"));
                 });
-                let n = snap.processes.iter().filter(|p| p.device_index == d.index).count();
-                ui.label(RichText::new(match n {
-                    0 => format!("No processes on GPU {}", d.index),
-                    1 => "1 process".to_string(),
-                    n => format!("{n} processes"),
-                }).weak());
+                let n = snap
+                    .processes
+                    .iter()
+                    .filter(|p| p.device_index == d.index)
+                    .count();
+                ui.label(
+                    RichText::new(match n {
+                        0 => format!("No processes on GPU {}", d.index),
+                        1 => "1 process".to_string(),
+                        n => format!("{n} processes"),
+                    })
+                    .weak(),
+                );
             })
             .response;
         if resp.interact(egui::Sense::click()).clicked() {

@@ -7,7 +7,7 @@ use super::widgets;
 use crate::format::{self, Units};
 use crate::history::ProcSeriesKey;
 use crate::model::UnixMs;
-use crate::monitor::{Monitor, ProcessRow};
+use crate::monitor::ProcessRow;
 
 /// Columns the table sorts by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,25 +79,34 @@ pub fn sort_rows(rows: &mut [&ProcessRow], col: SortColumn, desc: bool, now: Uni
             SortColumn::Age => (now - a.started_ms()).cmp(&(now - b.started_ms())),
         };
         let o = if desc { o.reverse() } else { o };
-        o.then(a.key.pid.cmp(&b.key.pid)).then(a.device_index.cmp(&b.device_index))
+        o.then(a.key.pid.cmp(&b.key.pid))
+            .then(a.device_index.cmp(&b.device_index))
     });
 }
 
 /// Draws the filter box and the table.
-pub fn table(ui: &mut Ui, m: &Monitor, t: &mut TableState<'_>, now: UnixMs) {
-    let mut rows: Vec<&ProcessRow> = m.table_rows(now).into_iter().filter(|r| matches(r, t.filter)).collect();
+pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: UnixMs) {
+    let mut rows: Vec<&ProcessRow> = rows.into_iter().filter(|r| matches(r, t.filter)).collect();
     sort_rows(&mut rows, *t.sort, *t.desc, now);
     ui.horizontal(|ui| {
         ui.label(RichText::new("Processes").strong());
-        let edit = ui.add(
-            egui::TextEdit::singleline(t.filter)
-                .hint_text("Filter (Ctrl+F): pid, name, command, user")
-                .desired_width(280.0),
-        );
+        let label = ui.label("Filter");
+        let edit = ui
+            .add(
+                egui::TextEdit::singleline(t.filter)
+                    .hint_text("Ctrl+F: pid, name, command, user")
+                    .desired_width(280.0),
+            )
+            .labelled_by(label.id);
         if std::mem::take(t.focus_filter) {
             edit.request_focus();
         }
-        if !t.filter.is_empty() && ui.small_button("✖").on_hover_text("Clear the filter").clicked() {
+        if !t.filter.is_empty()
+            && ui
+                .small_button("✖")
+                .on_hover_text("Clear the filter")
+                .clicked()
+        {
             t.filter.clear();
         }
         ui.label(RichText::new(format!("{} shown", rows.len())).weak());
@@ -111,49 +120,84 @@ pub fn table(ui: &mut Ui, m: &Monitor, t: &mut TableState<'_>, now: UnixMs) {
         });
         return;
     }
-    egui::ScrollArea::vertical().auto_shrink([false, false]).show(ui, |ui| {
-        egui::Grid::new("processes").num_columns(8).striped(true).spacing([14.0, 4.0]).show(ui, |ui| {
-            ui.label("");
-            for (col, title) in SortColumn::ALL {
-                let arrow = if *t.sort == col {
-                    if *t.desc { " ▼" } else { " ▲" }
-                } else {
-                    ""
-                };
-                if ui.selectable_label(*t.sort == col, RichText::new(format!("{title}{arrow}")).monospace().strong()).clicked() {
-                    if *t.sort == col {
-                        *t.desc = !*t.desc;
-                    } else {
-                        *t.sort = col;
-                        *t.desc = matches!(col, SortColumn::Memory | SortColumn::Delta | SortColumn::Age);
+    egui::ScrollArea::vertical()
+        .auto_shrink([false, false])
+        .show(ui, |ui| {
+            egui::Grid::new("processes")
+                .num_columns(8)
+                .striped(true)
+                .spacing([14.0, 4.0])
+                .show(ui, |ui| {
+                    ui.label("");
+                    for (col, title) in SortColumn::ALL {
+                        let arrow = if *t.sort == col {
+                            if *t.desc {
+                                " ▼"
+                            } else {
+                                " ▲"
+                            }
+                        } else {
+                            ""
+                        };
+                        if ui
+                            .selectable_label(
+                                *t.sort == col,
+                                RichText::new(format!("{title}{arrow}"))
+                                    .monospace()
+                                    .strong(),
+                            )
+                            .clicked()
+                        {
+                            if *t.sort == col {
+                                *t.desc = !*t.desc;
+                            } else {
+                                *t.sort = col;
+                                *t.desc = matches!(
+                                    col,
+                                    SortColumn::Memory | SortColumn::Delta | SortColumn::Age
+                                );
+                            }
+                        }
                     }
-                }
-            }
-            ui.end_row();
-            for r in rows {
-                let exited = r.exited_at_ms.is_some();
-                let weak = |s: String| {
-                    let rt = RichText::new(s).monospace();
-                    if exited { rt.weak().italics() } else { rt }
-                };
-                widgets::color_swatch(ui, widgets::process_color(&r.key));
-                let key = r.series_key();
-                let sel = *t.selected == Some(key);
-                if ui.selectable_label(sel, weak(r.key.pid.to_string())).on_hover_text(&r.cmdline).clicked() {
-                    *t.selected = if sel { None } else { Some(key) };
-                }
-                ui.label(weak(if exited { format!("{} (exited)", r.name) } else { r.name.clone() }));
-                ui.label(weak(r.user.clone()));
-                ui.label(weak(r.device_index.to_string()));
-                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                    ui.label(weak(format::opt_bytes(t.units, r.used_bytes)));
+                    ui.end_row();
+                    for r in rows {
+                        let exited = r.exited_at_ms.is_some();
+                        let weak = |s: String| {
+                            let rt = RichText::new(s).monospace();
+                            if exited {
+                                rt.weak().italics()
+                            } else {
+                                rt
+                            }
+                        };
+                        widgets::color_swatch(ui, widgets::process_color(&r.key));
+                        let key = r.series_key();
+                        let sel = *t.selected == Some(key);
+                        if ui
+                            .selectable_label(sel, weak(r.key.pid.to_string()))
+                            .on_hover_text(&r.cmdline)
+                            .clicked()
+                        {
+                            *t.selected = if sel { None } else { Some(key) };
+                        }
+                        ui.label(weak(if exited {
+                            format!("{} (exited)", r.name)
+                        } else {
+                            r.name.clone()
+                        }));
+                        ui.label(weak(r.user.clone()));
+                        ui.label(weak(r.device_index.to_string()));
+                        ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                            ui.label(weak(format::opt_bytes(t.units, r.used_bytes)));
+                        });
+                        ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                            ui.label(weak(
+                                r.delta_1m_bytes.map_or("—".into(), |d| t.units.delta(d)),
+                            ));
+                        });
+                        ui.label(weak(format::duration(now - r.started_ms())));
+                        ui.end_row();
+                    }
                 });
-                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                    ui.label(weak(r.delta_1m_bytes.map_or("—".into(), |d| t.units.delta(d))));
-                });
-                ui.label(weak(format::duration(now - r.started_ms())));
-                ui.end_row();
-            }
         });
-    });
 }

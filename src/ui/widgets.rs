@@ -26,9 +26,16 @@ pub fn process_color(key: &ProcessKey) -> Color32 {
 }
 
 /// A horizontal bar split into used / reserved / free.
-pub fn memory_bar(ui: &mut Ui, total: u64, used: u64, reserved: u64, hover: &str) -> egui::Response {
+pub fn memory_bar(
+    ui: &mut Ui,
+    total: u64,
+    used: u64,
+    reserved: u64,
+    hover: &str,
+) -> egui::Response {
     let height = 18.0;
-    let (rect, resp) = ui.allocate_exact_size(egui::vec2(ui.available_width(), height), Sense::hover());
+    let (rect, resp) =
+        ui.allocate_exact_size(egui::vec2(ui.available_width(), height), Sense::hover());
     let p = ui.painter();
     let radius = CornerRadius::same(4);
     p.rect_filled(rect, radius, ui.visuals().extreme_bg_color);
@@ -44,7 +51,12 @@ pub fn memory_bar(ui: &mut Ui, total: u64, used: u64, reserved: u64, hover: &str
         p.rect_filled(reserved_rect, radius, RESERVED);
         p.rect_filled(used_rect, radius, USED);
     }
-    p.rect_stroke(rect, radius, Stroke::new(1.0, ui.visuals().widgets.noninteractive.bg_stroke.color), StrokeKind::Inside);
+    p.rect_stroke(
+        rect,
+        radius,
+        Stroke::new(1.0, ui.visuals().widgets.noninteractive.bg_stroke.color),
+        StrokeKind::Inside,
+    );
     resp.on_hover_text(hover)
 }
 

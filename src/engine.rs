@@ -1,0 +1,188 @@
+//! The per-tick pipeline shared by every front end: enrich the snapshot from `/proc`, write it
+//! to the session log, apply it to the monitor the UI reads.
+
+use std::path::{Path, PathBuf};
+
+use crate::model::{Snapshot, SourceInfo, UnixMs};
+use crate::procinfo::ProcReader;
+use crate::sampler::{enrich, SharedMonitor};
+use crate::session::writer::{session_file_name, SessionWriter};
+use crate::session::{Event, Header, HeaderDevice, FORMAT_VERSION};
+
+/// Where and whether the run is recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordTo {
+    /// Not recorded.
+    Off,
+    /// A new file named by start time and host in this folder.
+    Dir(PathBuf),
+    /// Exactly this file.
+    File(PathBuf),
+}
+
+/// What the UI shows about recording.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordingStatus {
+    /// The file being written.
+    pub path: Option<PathBuf>,
+    /// False while paused (or off).
+    pub active: bool,
+    /// Bytes written.
+    pub bytes: u64,
+    /// The last write error (full disk, unwritable folder); recording retries every sample.
+    pub error: Option<String>,
+}
+
+/// Requests from a front end, applied by the engine on its thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineCommand {
+    /// Stop writing samples (the file stays open).
+    PauseRecording,
+    /// Resume writing samples.
+    ResumeRecording,
+}
+
+/// The pipeline state owned by the sampler thread (or the `record` loop).
+pub struct Engine {
+    shared: SharedMonitor,
+    procs: ProcReader,
+    record: RecordTo,
+    writer: Option<SessionWriter>,
+    paused: bool,
+    source: Option<SourceInfo>,
+    interval_ms: u64,
+}
+
+impl Engine {
+    /// An engine writing into `shared`, recording as `record` says.
+    pub fn new(shared: SharedMonitor, record: RecordTo, interval_ms: u64) -> Self {
+        Self {
+            shared,
+            procs: ProcReader::default(),
+            record,
+            writer: None,
+            paused: false,
+            source: None,
+            interval_ms,
+        }
+    }
+
+    /// Records what the source is (for the monitor and the session header).
+    pub fn set_source(&mut self, info: SourceInfo) {
+        if let Ok(mut m) = self.shared.write() {
+            m.source = Some(info.clone());
+        }
+        self.source = Some(info);
+    }
+
+    /// Applies a front end's request.
+    pub fn command(&mut self, c: EngineCommand, now: UnixMs) {
+        let active = match c {
+            EngineCommand::PauseRecording => false,
+            EngineCommand::ResumeRecording => true,
+        };
+        if self.paused == !active {
+            return;
+        }
+        self.paused = !active;
+        if let Some(w) = &mut self.writer {
+            let _ = w.write_event(&Event::Recording {
+                unix_ms: now,
+                active,
+            });
+        }
+        self.publish_recording(None);
+    }
+
+    fn open_writer(&mut self, snap: &Snapshot) -> Result<(), String> {
+        let path = match &self.record {
+            RecordTo::Off => return Ok(()),
+            RecordTo::File(p) => p.clone(),
+            RecordTo::Dir(d) => d.join(session_file_name(
+                snap.taken_at_ms,
+                &self
+                    .source
+                    .as_ref()
+                    .map_or_else(crate::source::host_name, |s| s.host.clone()),
+            )),
+        };
+        let src = self.source.clone().unwrap_or_default();
+        let header = Header {
+            format_version: FORMAT_VERSION,
+            app_version: env!("CARGO_PKG_VERSION").into(),
+            host: src.host.clone(),
+            source: src.kind.clone(),
+            driver_version: src.driver_version.clone(),
+            nvml_version: src.nvml_version.clone(),
+            started_ms: snap.taken_at_ms,
+            interval_ms: self.interval_ms,
+            devices: snap
+                .devices
+                .iter()
+                .map(|d| HeaderDevice {
+                    index: d.index,
+                    uuid: d.uuid.clone(),
+                    name: d.name.clone(),
+                    memory_total_bytes: d.memory_total_bytes,
+                    pci_bus_id: d.pci_bus_id.clone(),
+                })
+                .collect(),
+        };
+        let w = SessionWriter::create(&path, &header).map_err(|e| e.to_string())?;
+        self.writer = Some(w);
+        Ok(())
+    }
+
+    fn publish_recording(&self, error: Option<String>) {
+        if let Ok(mut m) = self.shared.write() {
+            m.recording = RecordingStatus {
+                path: self.writer.as_ref().map(|w| w.path().to_path_buf()),
+                active: self.writer.is_some() && !self.paused,
+                bytes: self.writer.as_ref().map_or(0, SessionWriter::bytes_written),
+                error,
+            };
+        }
+    }
+
+    /// One tick: enrich, record, apply.
+    pub fn tick(&mut self, mut snap: Snapshot, received_ms: UnixMs) {
+        enrich(&mut snap, &mut self.procs);
+        let mut error = None;
+        if self.record != RecordTo::Off && !self.paused {
+            if self.writer.is_none() {
+                if let Err(e) = self.open_writer(&snap) {
+                    error = Some(format!("Recording failed: {e}"));
+                }
+            }
+            if let Some(w) = &mut self.writer {
+                if let Err(e) = w.write_snapshot(&snap) {
+                    error = Some(format!("Recording failed: {e}"));
+                }
+            }
+        }
+        if let Ok(mut m) = self.shared.write() {
+            m.apply(snap, received_ms);
+        }
+        self.publish_recording(error);
+    }
+
+    /// Closes the session log (fsync).
+    ///
+    /// # Errors
+    /// The message of a failed final fsync.
+    pub fn finish(mut self) -> Result<Option<PathBuf>, String> {
+        match self.writer.take() {
+            Some(w) => {
+                let p = w.path().to_path_buf();
+                w.close().map_err(|e| e.to_string())?;
+                Ok(Some(p))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The file being written, if any.
+    pub fn session_path(&self) -> Option<&Path> {
+        self.writer.as_ref().map(SessionWriter::path)
+    }
+}

@@ -1,0 +1,128 @@
+//! The sessions folder: listing past sessions (from each file's header and tail, without
+//! reading it whole) and pruning old ones by age and total size.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use super::format::{read_record, KIND_HEADER, KIND_SAMPLE, MAGIC};
+use super::{Header, EXTENSION};
+use crate::model::UnixMs;
+
+/// One past session, as the Sessions window lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionSummary {
+    /// The file.
+    pub path: PathBuf,
+    /// Header, if readable.
+    pub header: Option<Header>,
+    /// Time of the last sample found at the end of the file.
+    pub last_sample_ms: Option<UnixMs>,
+    /// File size.
+    pub size_bytes: u64,
+    /// Modification time.
+    pub modified_ms: UnixMs,
+}
+
+impl SessionSummary {
+    /// Start time (header) or modification time.
+    pub fn started_ms(&self) -> UnixMs {
+        self.header
+            .as_ref()
+            .map_or(self.modified_ms, |h| h.started_ms)
+    }
+
+    /// Length of the recording.
+    pub fn duration_ms(&self) -> i64 {
+        self.last_sample_ms.map_or(0, |l| l - self.started_ms())
+    }
+}
+
+/// Reads the header and the time of the last whole sample of `path`.
+pub fn summarize(path: &Path) -> Option<SessionSummary> {
+    let mut f = std::fs::File::open(path).ok()?;
+    let md = f.metadata().ok()?;
+    let size = md.len();
+    let modified_ms = md
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_millis() as i64);
+    let mut head = vec![0u8; size.min(64 * 1024) as usize];
+    f.read_exact(&mut head).ok()?;
+    let header = read_record(&head, 0)
+        .filter(|(r, _)| r.kind == KIND_HEADER)
+        .and_then(|(r, _)| serde_json::from_slice::<Header>(r.payload).ok());
+    let tail_len = size.min(256 * 1024);
+    f.seek(SeekFrom::Start(size - tail_len)).ok()?;
+    let mut tail = vec![0u8; tail_len as usize];
+    f.read_exact(&mut tail).ok()?;
+    let mut last = None;
+    let mut pos = 0;
+    while pos + 1 < tail.len() {
+        if tail[pos..pos + 2] == MAGIC {
+            if let Some((r, next)) = read_record(&tail, pos) {
+                if r.kind == KIND_SAMPLE {
+                    let mut p = 0;
+                    if let Some(t) = super::format::get_varint(r.payload, &mut p) {
+                        last = Some(t as i64);
+                    }
+                }
+                pos = next;
+                continue;
+            }
+        }
+        pos += 1;
+    }
+    Some(SessionSummary {
+        path: path.to_path_buf(),
+        header,
+        last_sample_ms: last,
+        size_bytes: size,
+        modified_ms,
+    })
+}
+
+/// Every session log in `dir`, newest first.
+pub fn list(dir: &Path) -> Vec<SessionSummary> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut v: Vec<SessionSummary> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == EXTENSION))
+        .filter_map(|p| summarize(&p))
+        .collect();
+    v.sort_by_key(|s| std::cmp::Reverse(s.started_ms()));
+    v
+}
+
+/// Deletes sessions older than `max_age_days` and then the oldest until the folder holds at
+/// most `max_total_bytes`; never `keep` (the session being written). Returns what it removed.
+pub fn prune(
+    dir: &Path,
+    max_age_days: u32,
+    max_total_bytes: u64,
+    now: UnixMs,
+    keep: Option<&Path>,
+) -> Vec<PathBuf> {
+    let mut all = list(dir);
+    all.retain(|s| Some(s.path.as_path()) != keep);
+    // Oldest first.
+    all.reverse();
+    let mut removed = Vec::new();
+    let cutoff = now - i64::from(max_age_days) * 86_400_000;
+    let mut total: u64 = all.iter().map(|s| s.size_bytes).sum::<u64>()
+        + keep
+            .and_then(|k| std::fs::metadata(k).ok())
+            .map_or(0, |m| m.len());
+    for s in &all {
+        let too_old = s.modified_ms < cutoff;
+        let too_big = total > max_total_bytes;
+        if (too_old || too_big) && std::fs::remove_file(&s.path).is_ok() {
+            total = total.saturating_sub(s.size_bytes);
+            removed.push(s.path.clone());
+        }
+    }
+    removed
+}

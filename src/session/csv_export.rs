@@ -1,0 +1,274 @@
+//! CSV export of a session: one table of device samples, one of process samples, one of events.
+//!
+//! Every table has a header row with units in the names, `timestamp` (RFC 3339, UTC) and
+//! `unix_ms` first, and reads with `pandas.read_csv(path)` and no options.
+
+use std::io::Write;
+
+use super::reader::SessionData;
+use super::Event;
+use crate::format::rfc3339;
+use crate::model::MIB;
+
+/// The tables a session exports to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Table {
+    /// One row per GPU per sample.
+    Devices,
+    /// One row per process per GPU per sample.
+    Processes,
+    /// One row per event (process start/exit, leaks, rule actions).
+    Events,
+}
+
+impl Table {
+    /// Every table.
+    pub const ALL: [Table; 3] = [Table::Devices, Table::Processes, Table::Events];
+
+    /// Lower-case name, used in file names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::Devices => "devices",
+            Table::Processes => "processes",
+            Table::Events => "events",
+        }
+    }
+
+    /// The header row.
+    pub fn header(self) -> &'static str {
+        match self {
+            Table::Devices => "timestamp,unix_ms,device_index,uuid,name,memory_total_mib,memory_used_mib,memory_reserved_mib,memory_free_mib,utilization_gpu_pct,temperature_c,power_w",
+            Table::Processes => "timestamp,unix_ms,device_index,pid,start_time,name,user,used_mib,cmdline",
+            Table::Events => "timestamp,unix_ms,kind,pid,device_index,name,user,rate_mib_per_min,detail",
+        }
+    }
+}
+
+/// Why an export stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// Writing failed.
+    #[error("could not write the CSV: {0}")]
+    Io(#[from] std::io::Error),
+    /// The progress callback asked to stop.
+    #[error("export cancelled")]
+    Cancelled,
+}
+
+/// Quotes a CSV field when it needs it.
+pub fn quote(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) || s.starts_with(' ') || s.ends_with(' ') {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn put_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+}
+
+/// MiB with up to three decimals, exact for whole MiB.
+fn put_mib(out: &mut Vec<u8>, bytes: Option<u64>) {
+    let Some(b) = bytes else { return };
+    put_u64(out, b / MIB);
+    let frac = (b % MIB) * 1000 / MIB;
+    if frac > 0 {
+        out.push(b'.');
+        let s = format!("{frac:03}");
+        out.extend_from_slice(s.trim_end_matches('0').as_bytes());
+    }
+}
+
+/// Writes `table` of `session` as CSV to `out`. `progress(done_fraction)` is called now and
+/// then; returning false cancels. Returns the number of data rows written.
+///
+/// # Errors
+/// When writing fails or the export is cancelled.
+pub fn export(
+    session: &SessionData,
+    table: Table,
+    out: &mut dyn Write,
+    progress: &mut dyn FnMut(f32) -> bool,
+) -> Result<u64, ExportError> {
+    let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
+    buf.extend_from_slice(table.header().as_bytes());
+    buf.push(b'\n');
+    let mut rows = 0u64;
+    let n = session.len();
+    match table {
+        Table::Devices | Table::Processes => {
+            let names: std::collections::HashMap<u32, (String, String)> = session
+                .header
+                .iter()
+                .flat_map(|h| h.devices.iter())
+                .map(|d| (d.index, (quote(&d.uuid), quote(&d.name))))
+                .collect();
+            let defs: std::collections::HashMap<u32, String> = session
+                .defs
+                .values()
+                .map(|d| {
+                    let start = if d.start_time_ms > 0 {
+                        rfc3339(d.start_time_ms)
+                    } else {
+                        String::new()
+                    };
+                    (
+                        d.id,
+                        format!("{},{},{},{}", d.pid, start, quote(&d.name), quote(&d.user)),
+                    )
+                })
+                .collect();
+            let cmdlines: std::collections::HashMap<u32, String> = session
+                .defs
+                .values()
+                .map(|d| (d.id, quote(&d.cmdline)))
+                .collect();
+            for i in 0..n {
+                let Some(s) = session.decoded(i) else {
+                    continue;
+                };
+                let ts = rfc3339(s.unix_ms);
+                let mut prefix = Vec::with_capacity(40);
+                prefix.extend_from_slice(ts.as_bytes());
+                prefix.push(b',');
+                put_u64(&mut prefix, s.unix_ms as u64);
+                prefix.push(b',');
+                if table == Table::Devices {
+                    for d in &s.devices {
+                        buf.extend_from_slice(&prefix);
+                        put_u64(&mut buf, u64::from(d.index));
+                        buf.push(b',');
+                        if let Some((u, nm)) = names.get(&d.index) {
+                            buf.extend_from_slice(u.as_bytes());
+                            buf.push(b',');
+                            buf.extend_from_slice(nm.as_bytes());
+                        } else {
+                            buf.push(b',');
+                        }
+                        for v in [
+                            d.memory_total_bytes,
+                            d.memory_used_bytes,
+                            d.memory_reserved_bytes,
+                            d.memory_free_bytes,
+                        ] {
+                            buf.push(b',');
+                            put_mib(&mut buf, v);
+                        }
+                        buf.push(b',');
+                        if let Some(u) = d.utilization_gpu_pct {
+                            put_u64(&mut buf, u64::from(u));
+                        }
+                        buf.push(b',');
+                        if let Some(t) = d.temperature_c {
+                            put_u64(&mut buf, u64::from(t));
+                        }
+                        buf.push(b',');
+                        if let Some(p) = d.power_w {
+                            buf.extend_from_slice(format!("{p:.1}").as_bytes());
+                        }
+                        buf.push(b'\n');
+                        rows += 1;
+                    }
+                } else {
+                    for (id, used) in &s.procs {
+                        buf.extend_from_slice(&prefix);
+                        let dev = session.defs.get(id).map_or(0, |d| d.device_index);
+                        put_u64(&mut buf, u64::from(dev));
+                        buf.push(b',');
+                        match defs.get(id) {
+                            Some(d) => buf.extend_from_slice(d.as_bytes()),
+                            None => buf.extend_from_slice(b",,,"),
+                        }
+                        buf.push(b',');
+                        put_mib(&mut buf, *used);
+                        buf.push(b',');
+                        if let Some(c) = cmdlines.get(id) {
+                            buf.extend_from_slice(c.as_bytes());
+                        }
+                        buf.push(b'\n');
+                        rows += 1;
+                    }
+                }
+                if buf.len() > (1 << 20) {
+                    out.write_all(&buf)?;
+                    buf.clear();
+                    if !progress(i as f32 / n.max(1) as f32) {
+                        return Err(ExportError::Cancelled);
+                    }
+                }
+            }
+        }
+        Table::Events => {
+            for e in &session.events {
+                if let Some(line) = event_row(session, e) {
+                    buf.extend_from_slice(line.as_bytes());
+                    rows += 1;
+                }
+            }
+        }
+    }
+    out.write_all(&buf)?;
+    out.flush()?;
+    progress(1.0);
+    Ok(rows)
+}
+
+fn event_row(session: &SessionData, e: &Event) -> Option<String> {
+    let t = e.unix_ms();
+    let (kind, pid, dev, name, user, rate, detail) = match e {
+        Event::ProcessStart { def, .. } => (
+            "process_start",
+            Some(def.pid),
+            Some(def.device_index),
+            def.name.clone(),
+            def.user.clone(),
+            None::<f64>,
+            def.cmdline.clone(),
+        ),
+        Event::ProcessExit {
+            id,
+            pid,
+            device_index,
+            ..
+        } => {
+            let d = session.defs.get(id);
+            (
+                "process_exit",
+                Some(*pid),
+                Some(*device_index),
+                d.map_or(String::new(), |d| d.name.clone()),
+                d.map_or(String::new(), |d| d.user.clone()),
+                None,
+                String::new(),
+            )
+        }
+        Event::Recording { active, .. } => (
+            "recording",
+            None,
+            None,
+            String::new(),
+            String::new(),
+            None,
+            if *active {
+                "resumed".into()
+            } else {
+                "paused".into()
+            },
+        ),
+        Event::ProcessTable { .. } => return None,
+    };
+    let opt = |v: Option<u32>| v.map_or(String::new(), |v| v.to_string());
+    Some(format!(
+        "{},{},{},{},{},{},{},{},{}\n",
+        rfc3339(t),
+        t,
+        kind,
+        opt(pid),
+        opt(dev),
+        quote(&name),
+        quote(&user),
+        rate.map_or(String::new(), |r| format!("{r:.2}")),
+        quote(&detail)
+    ))
+}

@@ -1,0 +1,164 @@
+//! Session logs: an append-only file of framed records that a crash cannot corrupt beyond its
+//! last record, written while the app runs, reopened later and exported to CSV.
+//!
+//! # Layout
+//! A file is a sequence of records:
+//!
+//! ```text
+//! record  := 0xA5 0x57 kind:u8 len:varint payload[len] crc32:u32le
+//! crc32   := CRC-32 (IEEE) of kind, the len bytes and the payload
+//! kind    := 1 header (JSON) | 2 sample (binary, below) | 3 event (JSON)
+//! ```
+//!
+//! A sample payload is self-contained (no record depends on another, so a lost record loses
+//! only itself):
+//!
+//! ```text
+//! sample  := unix_ms:varint n_dev:varint device* n_proc:varint process*
+//! device  := index:varint present:u8 [total_kib used_kib reserved_kib free_kib : varint]
+//!            [util_pct:u8] [temp_c:u8] [power_mw:varint]     (fields present per bit 0..6)
+//! process := id:varint used:varint   (0 = unknown; else (MiB << 1) + 1 … see [`format`])
+//! ```
+//!
+//! Process ids are session-local; a `process_start` event names each (pid, start time, GPU,
+//! name, command line, user), and a `process_table` event repeats every live definition every
+//! [`writer::TABLE_EVERY`] samples so a damaged `process_start` loses no name for long.
+
+pub mod catalog;
+pub mod csv_export;
+pub mod format;
+pub mod reader;
+pub mod writer;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::UnixMs;
+
+/// Version of the file format written by this build.
+pub const FORMAT_VERSION: u32 = 1;
+/// File name extension of session logs.
+pub const EXTENSION: &str = "vwlog";
+
+/// Static facts about one GPU, in the header.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeaderDevice {
+    /// NVML index.
+    pub index: u32,
+    /// GPU uuid.
+    pub uuid: String,
+    /// Name.
+    pub name: String,
+    /// Total memory in bytes.
+    pub memory_total_bytes: Option<u64>,
+    /// PCI bus id.
+    #[serde(default)]
+    pub pci_bus_id: Option<String>,
+}
+
+/// The first record of a session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    /// [`FORMAT_VERSION`] of the writer.
+    pub format_version: u32,
+    /// vramwarden version that wrote it.
+    pub app_version: String,
+    /// Host name.
+    pub host: String,
+    /// "NVML", "Simulated" or "nvidia-smi import".
+    pub source: String,
+    /// Driver version.
+    pub driver_version: Option<String>,
+    /// NVML version.
+    pub nvml_version: Option<String>,
+    /// When recording started.
+    pub started_ms: UnixMs,
+    /// Sampling interval.
+    pub interval_ms: u64,
+    /// The GPUs.
+    pub devices: Vec<HeaderDevice>,
+}
+
+/// A process's definition in the log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcDef {
+    /// Session-local id used by sample records.
+    pub id: u32,
+    /// OS pid.
+    pub pid: u32,
+    /// GPU.
+    pub device_index: u32,
+    /// Start time (ms since the epoch), 0 if unknown.
+    pub start_time_ms: UnixMs,
+    /// Short name.
+    pub name: String,
+    /// Command line.
+    pub cmdline: String,
+    /// Owner.
+    pub user: String,
+    /// Owner uid.
+    pub uid: u32,
+    /// Container id.
+    pub container_id: Option<String>,
+}
+
+/// Something that happened, written as it happens.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Event {
+    /// A process appeared on a GPU.
+    ProcessStart {
+        /// When it was first seen.
+        unix_ms: UnixMs,
+        /// Its definition.
+        #[serde(flatten)]
+        def: ProcDef,
+    },
+    /// A process left a GPU.
+    ProcessExit {
+        /// When it was first missed.
+        unix_ms: UnixMs,
+        /// Session-local id.
+        id: u32,
+        /// OS pid (for readers that lost the start).
+        pid: u32,
+        /// GPU.
+        device_index: u32,
+    },
+    /// Every live definition again (resynchronisation, not shown as an event).
+    ProcessTable {
+        /// When written.
+        unix_ms: UnixMs,
+        /// Live processes.
+        procs: Vec<ProcDef>,
+    },
+    /// Recording was paused or resumed by the user.
+    Recording {
+        /// When.
+        unix_ms: UnixMs,
+        /// True when resumed, false when paused.
+        active: bool,
+    },
+}
+
+impl Event {
+    /// When it happened.
+    pub fn unix_ms(&self) -> UnixMs {
+        match self {
+            Event::ProcessStart { unix_ms, .. }
+            | Event::ProcessExit { unix_ms, .. }
+            | Event::ProcessTable { unix_ms, .. }
+            | Event::Recording { unix_ms, .. } => *unix_ms,
+        }
+    }
+}
+
+/// The folder session logs go to: `$VRAMWARDEN_DATA_DIR/sessions` when that variable is set
+/// (tests), else the platform data folder (`~/.local/share/vramwarden/sessions` on Linux).
+pub fn default_dir() -> std::path::PathBuf {
+    if let Some(d) = std::env::var_os("VRAMWARDEN_DATA_DIR") {
+        return std::path::PathBuf::from(d).join("sessions");
+    }
+    directories::ProjectDirs::from("", "", "vramwarden")
+        .map(|p| p.data_dir().join("sessions"))
+        .unwrap_or_else(|| std::path::PathBuf::from("vramwarden-sessions"))
+}

@@ -1,0 +1,245 @@
+//! Writes a session log as the run goes: one record per sample and per event, each written
+//! straight to the file (no user-space buffer), fsync'd at least every [`FSYNC_EVERY`] and on
+//! close.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::format::{encode_sample, frame, ProcEntry, KIND_EVENT, KIND_HEADER, KIND_SAMPLE};
+use super::{Event, Header, ProcDef};
+use crate::history::ProcSeriesKey;
+use crate::model::{Snapshot, UnixMs};
+
+/// Longest time between two fsyncs.
+pub const FSYNC_EVERY: Duration = Duration::from_secs(5);
+/// Every this many samples the live process definitions are written again.
+pub const TABLE_EVERY: u64 = 600;
+
+/// Why writing a session failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The file could not be created or written (full disk, no permission, …).
+    #[error("{path}: {source}")]
+    Io {
+        /// The session file.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+}
+
+/// An open session log.
+pub struct SessionWriter {
+    file: File,
+    path: PathBuf,
+    last_sync: Instant,
+    ids: HashMap<ProcSeriesKey, u32>,
+    defs: HashMap<u32, ProcDef>,
+    live: Vec<ProcSeriesKey>,
+    samples: u64,
+    bytes: u64,
+    scratch: Vec<u8>,
+    entries: Vec<ProcEntry>,
+}
+
+impl SessionWriter {
+    /// Creates `path` (and its folder) and writes the header. Fails if the file exists.
+    ///
+    /// # Errors
+    /// When the folder or file cannot be created or written.
+    pub fn create(path: &Path, header: &Header) -> Result<Self, WriteError> {
+        let io = |source| WriteError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(io)?;
+        let mut w = Self {
+            file,
+            path: path.to_path_buf(),
+            last_sync: Instant::now(),
+            ids: HashMap::new(),
+            defs: HashMap::new(),
+            live: Vec::new(),
+            samples: 0,
+            bytes: 0,
+            scratch: Vec::new(),
+            entries: Vec::new(),
+        };
+        let json = serde_json::to_vec(header).map_err(|e| io(std::io::Error::other(e)))?;
+        w.write_record(KIND_HEADER, &json)?;
+        w.sync()?;
+        Ok(w)
+    }
+
+    /// The file being written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes written so far.
+    pub fn bytes_written(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Samples written so far.
+    pub fn samples_written(&self) -> u64 {
+        self.samples
+    }
+
+    fn write_record(&mut self, kind: u8, payload: &[u8]) -> Result<(), WriteError> {
+        let rec = frame(kind, payload);
+        self.file.write_all(&rec).map_err(|source| WriteError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
+        self.bytes += rec.len() as u64;
+        Ok(())
+    }
+
+    /// Writes an event record.
+    ///
+    /// # Errors
+    /// When the write fails.
+    pub fn write_event(&mut self, e: &Event) -> Result<(), WriteError> {
+        let json = serde_json::to_vec(e).map_err(|err| WriteError::Io {
+            path: self.path.clone(),
+            source: std::io::Error::other(err),
+        })?;
+        self.write_record(KIND_EVENT, &json)
+    }
+
+    /// Writes one snapshot: `process_start` / `process_exit` events for processes that
+    /// appeared or left since the last one, then the sample record. fsyncs when due.
+    ///
+    /// # Errors
+    /// When a write fails; the writer stays usable (a later call retries).
+    pub fn write_snapshot(&mut self, snap: &Snapshot) -> Result<(), WriteError> {
+        let now = snap.taken_at_ms;
+        let mut entries = std::mem::take(&mut self.entries);
+        entries.clear();
+        let mut current: Vec<ProcSeriesKey> = Vec::with_capacity(snap.processes.len());
+        for p in &snap.processes {
+            let key = (p.key(), p.device_index);
+            current.push(key);
+            let id = match self.ids.get(&key) {
+                Some(id) => *id,
+                None => {
+                    let id = self.ids.len() as u32;
+                    let info = p.info.as_deref().cloned().unwrap_or_default();
+                    let def = ProcDef {
+                        id,
+                        pid: p.pid,
+                        device_index: p.device_index,
+                        start_time_ms: key.0.start_time_ms,
+                        name: info.name,
+                        cmdline: info.cmdline,
+                        user: info.user,
+                        uid: info.uid,
+                        container_id: info.container_id,
+                    };
+                    self.write_event(&Event::ProcessStart {
+                        unix_ms: now,
+                        def: def.clone(),
+                    })?;
+                    self.ids.insert(key, id);
+                    self.defs.insert(id, def);
+                    id
+                }
+            };
+            entries.push((id, p.used_bytes));
+        }
+        current.sort_unstable();
+        let gone: Vec<ProcSeriesKey> = self
+            .live
+            .iter()
+            .filter(|k| current.binary_search(k).is_err())
+            .copied()
+            .collect();
+        for k in gone {
+            if let Some(id) = self.ids.get(&k).copied() {
+                self.write_event(&Event::ProcessExit {
+                    unix_ms: now,
+                    id,
+                    pid: k.0.pid,
+                    device_index: k.1,
+                })?;
+            }
+        }
+        self.live = current;
+        if self.samples > 0 && self.samples % TABLE_EVERY == 0 {
+            let procs = self
+                .live
+                .iter()
+                .filter_map(|k| self.ids.get(k))
+                .filter_map(|id| self.defs.get(id))
+                .cloned()
+                .collect();
+            self.write_event(&Event::ProcessTable {
+                unix_ms: now,
+                procs,
+            })?;
+        }
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        encode_sample(&mut buf, now, &snap.devices, &entries);
+        let r = self.write_record(KIND_SAMPLE, &buf);
+        self.scratch = buf;
+        self.entries = entries;
+        r?;
+        self.samples += 1;
+        if self.last_sync.elapsed() >= FSYNC_EVERY {
+            self.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Flushes the file to disk.
+    ///
+    /// # Errors
+    /// When fsync fails.
+    pub fn sync(&mut self) -> Result<(), WriteError> {
+        self.last_sync = Instant::now();
+        self.file.sync_data().map_err(|source| WriteError::Io {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    /// fsyncs and closes.
+    ///
+    /// # Errors
+    /// When the final fsync fails.
+    pub fn close(mut self) -> Result<(), WriteError> {
+        self.sync()
+    }
+}
+
+/// The file name of a session started at `started_ms` on `host`:
+/// `YYYYMMDD-HHMMSS-host.vwlog` (local time).
+pub fn session_file_name(started_ms: UnixMs, host: &str) -> String {
+    let t = chrono::TimeZone::timestamp_millis_opt(&chrono::Local, started_ms)
+        .single()
+        .map(|t| t.format("%Y%m%d-%H%M%S").to_string())
+        .unwrap_or_else(|| started_ms.to_string());
+    let host: String = host
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{t}-{host}.{}", super::EXTENSION)
+}

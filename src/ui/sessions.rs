@@ -1,0 +1,417 @@
+//! Past sessions in the window: the Sessions browser, opening a log (browser, file dialog or
+//! command line) into a read-only view with a time slider, and CSV export with progress.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use egui::RichText;
+
+use super::task::Task;
+use super::widgets;
+use crate::format;
+use crate::model::{Snapshot, UnixMs};
+use crate::monitor::{Monitor, ProcessRow};
+use crate::session::catalog::{self, SessionSummary};
+use crate::session::csv_export::{self, Table};
+use crate::session::reader::SessionData;
+
+/// A recorded session opened read-only.
+pub struct SessionView {
+    /// The file's contents.
+    pub data: Arc<SessionData>,
+    /// The whole session replayed (history, processes).
+    pub monitor: Monitor,
+    /// The moment shown.
+    pub t: UnixMs,
+    snap: Option<(usize, Snapshot)>,
+    rows: Option<(UnixMs, Vec<ProcessRow>)>,
+}
+
+impl SessionView {
+    /// Replays `data` and shows its last moment.
+    pub fn new(data: SessionData) -> Self {
+        let monitor = data.to_monitor();
+        let t = data.span().map_or(0, |(_, b)| b);
+        Self {
+            data: Arc::new(data),
+            monitor,
+            t,
+            snap: None,
+            rows: None,
+        }
+    }
+
+    /// The sample shown (the last one at or before the slider).
+    pub fn snapshot(&mut self) -> Option<&Snapshot> {
+        let i = self.data.index_at(self.t);
+        if self.snap.as_ref().is_none_or(|(j, _)| *j != i) {
+            self.snap = self.data.snapshot(i).map(|s| (i, s));
+        }
+        self.snap.as_ref().map(|(_, s)| s)
+    }
+
+    /// The process table at the slider.
+    pub fn rows(&mut self) -> &[ProcessRow] {
+        if self.rows.as_ref().is_none_or(|(t, _)| *t != self.t) {
+            self.rows = Some((self.t, self.monitor.rows_at(self.t)));
+        }
+        self.rows.as_ref().map_or(&[], |(_, r)| r.as_slice())
+    }
+
+    /// A short title.
+    pub fn title(&self) -> String {
+        let name = self
+            .data
+            .path
+            .as_ref()
+            .and_then(|p| p.file_name())
+            .map_or("session".into(), |n| n.to_string_lossy().into_owned());
+        match &self.data.header {
+            Some(h) => format!("{name} · {} · {}", h.host, h.source),
+            None => name,
+        }
+    }
+}
+
+/// What the user asked the session UI for this frame.
+pub enum SessionAction {
+    /// Show this session.
+    Open(Box<SessionView>),
+    /// Leave the session view.
+    BackToLive,
+}
+
+/// Which session an export reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportSource {
+    /// This run's own log.
+    Live,
+    /// The session being viewed.
+    Opened,
+}
+
+/// State of the Sessions and Export windows and their background jobs.
+#[derive(Default)]
+pub struct SessionsUi {
+    /// Sessions browser shown.
+    pub browser_open: bool,
+    /// Export window shown.
+    pub export_open: bool,
+    listing: Option<Task<Vec<SessionSummary>>>,
+    list: Vec<SessionSummary>,
+    opening: Option<Task<Result<SessionData, String>>>,
+    picking: Option<Task<Option<PathBuf>>>,
+    saving: Option<Task<Option<PathBuf>>>,
+    exporting: Option<Task<Result<String, String>>>,
+    export_source: Option<ExportSource>,
+    export_table: Option<Table>,
+    pending_export: Option<ExportInput>,
+    /// Last message (export done, open failed, …) and whether it is an error.
+    pub message: Option<(String, bool)>,
+}
+
+impl SessionsUi {
+    /// Opens `path` in the background (the result arrives through [`SessionsUi::poll`]).
+    pub fn open_path(&mut self, path: PathBuf, ctx: &egui::Context) {
+        let label = format!("Opening {}", path.display());
+        self.opening = Some(Task::spawn(label, Some(ctx.clone()), move |_| {
+            SessionData::open(&path).map_err(|e| e.to_string())
+        }));
+    }
+
+    /// Shows the browser and refreshes its list.
+    pub fn show_browser(&mut self, ctx: &egui::Context) {
+        self.browser_open = true;
+        let dir = crate::session::default_dir();
+        self.listing = Some(Task::spawn(
+            "Listing sessions",
+            Some(ctx.clone()),
+            move |_| catalog::list(&dir),
+        ));
+    }
+
+    /// Asks for a file with the system dialog, then opens it.
+    pub fn pick_file(&mut self, ctx: &egui::Context) {
+        let dir = crate::session::default_dir();
+        self.picking = Some(Task::spawn(
+            "Choosing a file",
+            Some(ctx.clone()),
+            move |_| {
+                rfd::FileDialog::new()
+                    .set_title("Open a vramwarden session")
+                    .add_filter("vramwarden session", &[crate::session::EXTENSION])
+                    .set_directory(dir)
+                    .pick_file()
+            },
+        ));
+    }
+
+    /// True while a job runs (the UI keeps repainting to show progress).
+    pub fn busy(&self) -> bool {
+        self.opening.is_some() || self.exporting.is_some() || self.listing.is_some()
+    }
+
+    /// Collects finished jobs. Returns a session to show when one finished opening.
+    pub fn poll(&mut self, ctx: &egui::Context) -> Option<SessionAction> {
+        if let Some(l) = self.listing.as_ref().and_then(Task::take) {
+            self.list = l;
+            self.listing = None;
+        }
+        if let Some(p) = self.picking.as_ref().and_then(Task::take) {
+            self.picking = None;
+            if let Some(p) = p {
+                self.open_path(p, ctx);
+            }
+        }
+        if let Some(p) = self.saving.as_ref().and_then(Task::take) {
+            self.saving = None;
+            if let Some(p) = p {
+                self.start_export(p, ctx);
+            }
+        }
+        if let Some(r) = self.exporting.as_ref().and_then(Task::take) {
+            self.exporting = None;
+            self.message = Some(match r {
+                Ok(m) => (m, false),
+                Err(e) => (e, true),
+            });
+        }
+        let done = self.opening.as_ref().and_then(Task::take)?;
+        self.opening = None;
+        match done {
+            Ok(data) => {
+                if !data.report.is_clean() {
+                    self.message = Some((
+                        format!("Opened with damage: {}", data.report.summary()),
+                        true,
+                    ));
+                }
+                self.browser_open = false;
+                Some(SessionAction::Open(Box::new(SessionView::new(data))))
+            }
+            Err(e) => {
+                self.message = Some((e, true));
+                None
+            }
+        }
+    }
+
+    fn start_export(&mut self, path: PathBuf, ctx: &egui::Context) {
+        let table = self.export_table;
+        let Some(job) = self.pending_export.take() else {
+            return;
+        };
+        self.exporting = Some(Task::spawn("Exporting CSV", Some(ctx.clone()), move |p| {
+            run_export(job, table, &path, p)
+        }));
+    }
+}
+
+impl SessionsUi {
+    /// Draws the Sessions browser and the Export window. `live_log` is this run's log file,
+    /// `viewing` the session on screen.
+    pub fn windows(
+        &mut self,
+        ctx: &egui::Context,
+        live_log: Option<PathBuf>,
+        viewing: Option<Arc<SessionData>>,
+    ) -> Option<SessionAction> {
+        let mut action = None;
+        let mut open = self.browser_open;
+        egui::Window::new("Sessions").open(&mut open).default_size([720.0, 420.0]).show(ctx, |ui| {
+            ui.horizontal(|ui| {
+                if ui.button("Open file…").clicked() {
+                    self.pick_file(ui.ctx());
+                }
+                if ui.button("Refresh").clicked() {
+                    self.show_browser(ui.ctx());
+                }
+                if viewing.is_some() && ui.button("Back to live").clicked() {
+                    action = Some(SessionAction::BackToLive);
+                }
+            });
+            ui.label(RichText::new(format!("Folder: {}", crate::session::default_dir().display())).weak().small());
+            ui.separator();
+            if self.listing.is_some() {
+                ui.label("Reading the sessions folder…");
+            } else if self.list.is_empty() {
+                ui.label("No recorded sessions yet. Sessions are recorded while the window runs, or with `vramwarden record`.");
+            }
+            let mut to_open = None;
+            egui::ScrollArea::vertical().show(ui, |ui| {
+                egui::Grid::new("sessions").num_columns(6).striped(true).spacing([14.0, 4.0]).show(ui, |ui| {
+                    for h in ["Started", "Duration", "GPUs", "Host", "Size", ""] {
+                        ui.label(RichText::new(h).strong());
+                    }
+                    ui.end_row();
+                    for s in &self.list {
+                        ui.monospace(format::date_time(s.started_ms()));
+                        ui.monospace(format::duration(s.duration_ms()));
+                        let gpus = s.header.as_ref().map_or("?".into(), |h| {
+                            if h.devices.is_empty() { "none".to_string() } else { h.devices.iter().map(|d| d.name.clone()).collect::<Vec<_>>().join(", ") }
+                        });
+                        ui.label(gpus);
+                        ui.label(s.header.as_ref().map_or("?".into(), |h| h.host.clone()));
+                        ui.monospace(format!("{:.1} MiB", s.size_bytes as f64 / 1048576.0));
+                        let is_live = live_log.as_deref() == Some(s.path.as_path());
+                        if ui.button(if is_live { "Open (recording)" } else { "Open" }).clicked() {
+                            to_open = Some(s.path.clone());
+                        }
+                        ui.end_row();
+                    }
+                });
+            });
+            if let Some(p) = to_open {
+                self.open_path(p, ui.ctx());
+            }
+        });
+        self.browser_open = open;
+
+        let mut open = self.export_open;
+        egui::Window::new("Export to CSV")
+            .open(&mut open)
+            .default_width(420.0)
+            .show(ctx, |ui| {
+                let mut src = self.export_source.unwrap_or(if viewing.is_some() {
+                    ExportSource::Opened
+                } else {
+                    ExportSource::Live
+                });
+                ui.label(RichText::new("Session").strong());
+                ui.add_enabled_ui(live_log.is_some(), |ui| {
+                    ui.radio_value(&mut src, ExportSource::Live, "This run (live recording)");
+                });
+                ui.add_enabled_ui(viewing.is_some(), |ui| {
+                    ui.radio_value(&mut src, ExportSource::Opened, "The session on screen");
+                });
+                self.export_source = Some(src);
+                ui.add_space(6.0);
+                ui.label(RichText::new("Table").strong());
+                ui.radio_value(
+                    &mut self.export_table,
+                    None,
+                    "All three (NAME-devices.csv, NAME-processes.csv, NAME-events.csv)",
+                );
+                for t in Table::ALL {
+                    ui.radio_value(
+                        &mut self.export_table,
+                        Some(t),
+                        format!("{} only", t.name()),
+                    );
+                }
+                ui.add_space(8.0);
+                if let Some(task) = &self.exporting {
+                    ui.horizontal(|ui| {
+                        ui.add(
+                            egui::ProgressBar::new(task.progress.fraction())
+                                .show_percentage()
+                                .desired_width(260.0),
+                        );
+                        if ui.button("Cancel").clicked() {
+                            task.progress.cancel();
+                        }
+                    });
+                } else {
+                    let input = match src {
+                        ExportSource::Live => live_log.clone().map(ExportInput::File),
+                        ExportSource::Opened => viewing.clone().map(ExportInput::Data),
+                    };
+                    let can = input.is_some() && self.saving.is_none();
+                    if ui.add_enabled(can, egui::Button::new("Save as…")).clicked() {
+                        self.pending_export = input;
+                        let name = format!(
+                            "vramwarden-{}.csv",
+                            chrono::Local::now().format("%Y%m%d-%H%M%S")
+                        );
+                        self.saving = Some(Task::spawn(
+                            "Choosing a file",
+                            Some(ui.ctx().clone()),
+                            move |_| {
+                                rfd::FileDialog::new()
+                                    .set_title("Export to CSV")
+                                    .set_file_name(name)
+                                    .add_filter("CSV", &["csv"])
+                                    .save_file()
+                            },
+                        ));
+                    }
+                    if live_log.is_none() && viewing.is_none() {
+                        ui.label(
+                            RichText::new(
+                                "Nothing to export: recording is off and no session is open.",
+                            )
+                            .weak(),
+                        );
+                    }
+                }
+                if let Some((m, err)) = &self.message {
+                    ui.add_space(6.0);
+                    ui.label(if *err {
+                        RichText::new(m).color(widgets::WARN)
+                    } else {
+                        RichText::new(m)
+                    });
+                }
+            });
+        self.export_open = open;
+        action
+    }
+
+    /// Exports without a dialog (tests, and the CLI-equivalent path).
+    pub fn export_to(
+        &mut self,
+        input: ExportInput,
+        table: Option<Table>,
+        path: PathBuf,
+        ctx: &egui::Context,
+    ) {
+        self.pending_export = Some(input);
+        self.export_table = table;
+        self.start_export(path, ctx);
+    }
+}
+
+/// What an export reads: a file on disk (the live log) or a session already in memory.
+pub enum ExportInput {
+    /// Read this log first.
+    File(PathBuf),
+    /// Already opened.
+    Data(Arc<SessionData>),
+}
+
+fn run_export(
+    input: ExportInput,
+    table: Option<Table>,
+    path: &std::path::Path,
+    p: &super::task::Progress,
+) -> Result<String, String> {
+    let data = match input {
+        ExportInput::File(f) => Arc::new(SessionData::open(&f).map_err(|e| e.to_string())?),
+        ExportInput::Data(d) => d,
+    };
+    let jobs: Vec<(Table, PathBuf)> = match table {
+        Some(t) => vec![(t, path.to_path_buf())],
+        None => {
+            let stem = path.with_extension("");
+            Table::ALL
+                .iter()
+                .map(|t| {
+                    (
+                        *t,
+                        PathBuf::from(format!("{}-{}.csv", stem.display(), t.name())),
+                    )
+                })
+                .collect()
+        }
+    };
+    let n = jobs.len() as f32;
+    let mut msgs = Vec::new();
+    for (k, (t, out)) in jobs.into_iter().enumerate() {
+        let file = std::fs::File::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+        let mut w = std::io::BufWriter::new(file);
+        let rows = csv_export::export(&data, t, &mut w, &mut |f| p.set((k as f32 + f) / n))
+            .map_err(|e| e.to_string())?;
+        msgs.push(format!("{rows} {} rows → {}", t.name(), out.display()));
+    }
+    Ok(format!("Exported {}", msgs.join(", ")))
+}

@@ -1,0 +1,405 @@
+//! Session logs end to end: record → open → same samples; kill -9 recovery; damaged files;
+//! CSV export against the log; the CLI.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use vramwarden::model::UnixMs;
+use vramwarden::monitor::Monitor;
+use vramwarden::session::csv_export::{export, Table};
+use vramwarden::session::reader::SessionData;
+use vramwarden::source::sim::SimSource;
+use vramwarden::source::GpuSource;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_vramwarden"))
+}
+
+const T0: UnixMs = 1_796_000_000_000;
+
+/// Records `seconds` of the demo through the engine into `path`.
+fn record_demo(path: &std::path::Path, seconds: i64) {
+    use std::sync::{Arc, RwLock};
+    use vramwarden::engine::{Engine, RecordTo};
+    let sim = SimSource::demo(T0);
+    let shared = Arc::new(RwLock::new(Monitor::new(1000, 100)));
+    let mut e = Engine::new(shared, RecordTo::File(path.to_path_buf()), 1000);
+    e.set_source(sim.info());
+    for i in 0..seconds {
+        let t = T0 + i * 1000;
+        e.tick(sim.at(t), t);
+    }
+    e.finish().expect("close");
+}
+
+#[test]
+fn round_trip_gives_back_every_sample() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("s.vwlog");
+    record_demo(&path, 1500);
+    let s = SessionData::open(&path).expect("open");
+    assert!(s.report.is_clean(), "{:?}", s.report);
+    assert_eq!(s.len(), 1500);
+    let sim = SimSource::demo(T0);
+    let header = s.header.clone().expect("header");
+    assert_eq!(header.devices.len(), 2);
+    assert_eq!(header.devices[0].name, "Simulated H200");
+    for (i, snap) in s.snapshots().enumerate() {
+        let want = sim.at(T0 + i as i64 * 1000);
+        assert_eq!(snap.taken_at_ms, want.taken_at_ms);
+        assert_eq!(snap.devices, want.devices, "sample {i}");
+        let mut got: Vec<(u32, Option<u64>, String)> = snap
+            .processes
+            .iter()
+            .map(|p| {
+                (
+                    p.pid,
+                    p.used_bytes,
+                    p.info
+                        .as_ref()
+                        .map(|i| i.cmdline.clone())
+                        .unwrap_or_default(),
+                )
+            })
+            .collect();
+        let mut exp: Vec<(u32, Option<u64>, String)> = want
+            .processes
+            .iter()
+            .map(|p| {
+                (
+                    p.pid,
+                    p.used_bytes,
+                    p.info
+                        .as_ref()
+                        .map(|i| i.cmdline.clone())
+                        .unwrap_or_default(),
+                )
+            })
+            .collect();
+        got.sort();
+        exp.sort();
+        assert_eq!(got, exp, "sample {i}");
+    }
+    // The periodic job started and exited: events say so.
+    let starts = s.events.iter().filter(|e| matches!(e, vramwarden::session::Event::ProcessStart { def, .. } if def.cmdline.contains("preprocess"))).count();
+    let exits = s
+        .events
+        .iter()
+        .filter(
+            |e| matches!(e, vramwarden::session::Event::ProcessExit { pid, .. } if *pid >= 60100),
+        )
+        .count();
+    assert_eq!(
+        (starts, exits),
+        (3, 3),
+        "job lives at 30 s, 630 s, 1230 s; exits at 270 s, 870 s, 1470 s"
+    );
+    // The monitor replay holds the whole history.
+    let m = s.to_monitor();
+    assert_eq!(m.history.len(), 1500);
+}
+
+#[test]
+fn truncated_and_corrupted_files_keep_every_whole_record() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("s.vwlog");
+    record_demo(&path, 300);
+    let bytes = std::fs::read(&path).expect("read");
+    let whole = SessionData::parse(bytes.clone());
+    assert_eq!(whole.len(), 300);
+    // Cut anywhere: every sample whose record lies wholly before the cut is still there.
+    for cut in [bytes.len() - 1, bytes.len() - 7, bytes.len() / 2, 100, 3] {
+        let s = SessionData::parse(bytes[..cut].to_vec());
+        let t = s.span().map_or(T0 - 1000, |(_, b)| b);
+        let expect_at_least = ((t - T0) / 1000 + 1) as usize;
+        assert_eq!(s.len(), expect_at_least, "cut at {cut}: no gap");
+        let whole_before_cut = whole
+            .sample_record_ends()
+            .iter()
+            .filter(|(_, end)| *end <= cut)
+            .count();
+        assert_eq!(
+            s.len(),
+            whole_before_cut,
+            "cut at {cut}: every whole record kept"
+        );
+        if cut < bytes.len() {
+            assert!(s.report.truncated_tail || s.report.skipped_bytes == 0);
+        }
+    }
+    // Garbage in the middle: only the records it overwrote are lost, and the reader says so.
+    let mut bad = bytes.clone();
+    let mid = bad.len() / 2;
+    for b in &mut bad[mid..mid + 500] {
+        *b = 0x5A;
+    }
+    let s = SessionData::parse(bad);
+    assert!(s.report.skipped_bytes >= 500);
+    assert_eq!(s.report.skipped_regions, 1);
+    let lost = 300 - s.len();
+    // Sample records here are over 50 bytes long.
+    assert!(
+        (1..=500 / 50 + 2).contains(&lost),
+        "lost {lost} samples to 500 garbage bytes"
+    );
+    assert!(s.report.summary().contains("skipped"));
+    // Random bytes and an empty file: no panic, nothing found.
+    let mut x: u64 = 1;
+    let noise: Vec<u8> = (0..100_000)
+        .map(|_| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            (x >> 56) as u8
+        })
+        .collect();
+    assert_eq!(SessionData::parse(noise).len(), 0);
+    assert_eq!(SessionData::parse(Vec::new()).report.records, 0);
+    std::fs::write(dir.path().join("empty"), b"hello").expect("write");
+    assert!(SessionData::open(&dir.path().join("empty")).is_err());
+}
+
+#[test]
+fn csv_export_matches_the_log() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("s.vwlog");
+    record_demo(&path, 700);
+    let s = SessionData::open(&path).expect("open");
+    let mut out = Vec::new();
+    let rows = export(&s, Table::Devices, &mut out, &mut |_| true).expect("export");
+    assert_eq!(rows, 1400);
+    let mut r = csv::Reader::from_reader(out.as_slice());
+    let h: Vec<String> = r.headers().expect("h").iter().map(String::from).collect();
+    assert_eq!(&h[..3], &["timestamp", "unix_ms", "device_index"]);
+    assert!(h.contains(&"memory_used_mib".to_string()));
+    let recs: Vec<csv::StringRecord> = r.records().map(|x| x.expect("row")).collect();
+    assert_eq!(recs.len(), 1400);
+    let sim = SimSource::demo(T0);
+    for rec in recs.iter().step_by(97) {
+        let t: i64 = rec[1].parse().expect("unix_ms");
+        let dev: usize = rec[2].parse().expect("dev");
+        let want = &sim.at(t).devices[dev];
+        let used: f64 = rec[6].parse().expect("used");
+        assert_eq!(
+            (used * 1048576.0) as u64,
+            want.memory_used_bytes.expect("used")
+        );
+        assert_eq!(rec[4].to_string(), want.name);
+        assert!(chrono::DateTime::parse_from_rfc3339(&rec[0]).is_ok());
+    }
+    let mut out = Vec::new();
+    let prow = export(&s, Table::Processes, &mut out, &mut |_| true).expect("export");
+    let expect: usize = (0..700)
+        .map(|i| sim.at(T0 + i * 1000).processes.len())
+        .sum();
+    assert_eq!(prow as usize, expect);
+    let mut out = Vec::new();
+    export(&s, Table::Events, &mut out, &mut |_| true).expect("events");
+    let text = String::from_utf8(out).expect("utf8");
+    assert!(text.starts_with(
+        "timestamp,unix_ms,kind,pid,device_index,name,user,rate_mib_per_min,detail\n"
+    ));
+    assert!(text.contains(",process_exit,60100,1,python3,carol,"));
+    // Cancel stops it.
+    let mut sink = Vec::new();
+    let big = SessionData::open(&path).expect("open");
+    assert!(
+        export(&big, Table::Processes, &mut sink, &mut |_| false).is_err()
+            || sink.len() < (1 << 20) + 4096
+    );
+}
+
+#[test]
+fn cli_record_and_export_end_to_end() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let log = dir.path().join("day.vwlog");
+    let out = bin()
+        .args([
+            "--demo",
+            "record",
+            "--speed",
+            "max",
+            "--duration",
+            "2h",
+            "--out",
+        ])
+        .arg(&log)
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("recorded 7200 samples"));
+    let csv = dir.path().join("day.csv");
+    let out = bin()
+        .arg("export")
+        .arg(&log)
+        .arg("--csv")
+        .arg(&csv)
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let devices = std::fs::read_to_string(dir.path().join("day-devices.csv")).expect("devices csv");
+    assert_eq!(devices.lines().count(), 1 + 7200 * 2);
+    assert!(dir.path().join("day-processes.csv").exists());
+    assert!(dir.path().join("day-events.csv").exists());
+    let out = bin()
+        .arg("export")
+        .arg(&log)
+        .args(["--table", "events", "--csv"])
+        .arg(dir.path().join("ev.csv"))
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    let err = bin()
+        .arg("export")
+        .arg(dir.path().join("missing.vwlog"))
+        .args(["--csv", "x.csv"])
+        .output()
+        .expect("run");
+    assert_eq!(err.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&err.stderr).contains("missing.vwlog"));
+}
+
+#[test]
+fn sigkill_mid_run_loses_nothing_before_the_last_whole_record() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let log = dir.path().join("killed.vwlog");
+    let mut child = bin()
+        .args([
+            "--demo",
+            "--interval",
+            "100ms",
+            "record",
+            "--speed",
+            "10",
+            "--out",
+        ])
+        .arg(&log)
+        .spawn()
+        .expect("spawn");
+    let t = Instant::now();
+    while std::fs::metadata(&log).map_or(0, |m| m.len()) < 20_000 {
+        assert!(t.elapsed() < Duration::from_secs(20), "child wrote nothing");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: plain kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().expect("wait");
+    let s = SessionData::open(&log).expect("reopen");
+    let header = s.header.clone().expect("header survives");
+    assert!(s.len() >= 20, "only {} samples", s.len());
+    assert!(
+        s.report.skipped_bytes < 2000,
+        "at most the record being written is lost: {:?}",
+        s.report
+    );
+    // Every sample is there, in order, one per 100 ms of simulated time, with the sim's values.
+    let sim = SimSource::demo(header.started_ms);
+    for (i, snap) in s.snapshots().enumerate() {
+        assert_eq!(
+            snap.taken_at_ms,
+            header.started_ms + i as i64 * 100,
+            "sample {i} present"
+        );
+        assert_eq!(snap.devices, sim.at(snap.taken_at_ms).devices);
+    }
+}
+
+#[test]
+fn sigterm_closes_the_log_cleanly() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let log = dir.path().join("term.vwlog");
+    let mut child = bin()
+        .args([
+            "--demo",
+            "--interval",
+            "100ms",
+            "record",
+            "--speed",
+            "10",
+            "--out",
+        ])
+        .arg(&log)
+        .spawn()
+        .expect("spawn");
+    let t = Instant::now();
+    while std::fs::metadata(&log).map_or(0, |m| m.len()) < 5_000 {
+        assert!(t.elapsed() < Duration::from_secs(20));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: plain kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "record exits 0 on SIGTERM");
+    let s = SessionData::open(&log).expect("reopen");
+    assert!(s.report.is_clean(), "{:?}", s.report);
+}
+
+#[test]
+fn unwritable_folder_is_reported() {
+    let out = bin()
+        .args([
+            "--demo",
+            "record",
+            "--speed",
+            "max",
+            "--duration",
+            "10s",
+            "--out",
+            "/proc/vramwarden-test/x.vwlog",
+        ])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Recording failed"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn monitor_replay_of_a_session_has_the_processes() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("s.vwlog");
+    record_demo(&path, 200);
+    let m = SessionData::open(&path).expect("open").to_monitor();
+    let mut sim = SimSource::demo(T0);
+    let mut live = Monitor::new(1000, 200);
+    for i in 0..200 {
+        let t = T0 + i * 1000;
+        live.apply(sim.sample(t).expect("sim"), t);
+    }
+    let mut a: Vec<_> = m
+        .rows()
+        .map(|r| {
+            (
+                r.key,
+                r.device_index,
+                r.used_bytes,
+                r.peak_bytes,
+                r.name.clone(),
+            )
+        })
+        .collect();
+    let mut b: Vec<_> = live
+        .rows()
+        .map(|r| {
+            (
+                r.key,
+                r.device_index,
+                r.used_bytes,
+                r.peak_bytes,
+                r.name.clone(),
+            )
+        })
+        .collect();
+    a.sort();
+    b.sort();
+    assert_eq!(a, b);
+}
