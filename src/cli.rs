@@ -232,7 +232,127 @@ pub fn own_cpu_seconds() -> Option<f64> {
     Some(ticks as f64 / hz)
 }
 
-/// `vramwarden monitor`: the GUI's sampler and engine without a window.
+/// What a headless real-time run measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunStats {
+    /// Samples applied.
+    pub samples: u64,
+    /// Wall time measured, from the first sample to the end.
+    pub wall_s: f64,
+    /// CPU time of the whole process over that time.
+    pub cpu_s: f64,
+}
+
+impl RunStats {
+    /// CPU use as percent of one core.
+    pub fn cpu_pct(&self) -> f64 {
+        100.0 * self.cpu_s / self.wall_s.max(1e-9)
+    }
+}
+
+/// Runs the sampler and engine (the GUI's own) in real time until `duration` has passed since
+/// the first sample, or SIGINT/SIGTERM. The calling thread sleeps on a socket that only a signal,
+/// the first sample, or a failure wakes, so the run adds no wake-ups of its own. The CPU time
+/// is measured from the first sample on (driver initialisation is not counted).
+///
+/// # Errors
+/// When the source fails to open, recording fails to start, or signals cannot be hooked.
+pub fn run_realtime(
+    factory: SourceFactory,
+    interval: Duration,
+    history_ticks: usize,
+    record: RecordTo,
+    duration: Option<Duration>,
+) -> Result<(Arc<RwLock<Monitor>>, RunStats), CliError> {
+    use std::io::Read;
+    use std::os::unix::net::UnixStream;
+    let (mut wake_rx, wake_tx) = UnixStream::pair()?;
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::low_level::pipe::register(sig, wake_tx.try_clone()?)?;
+    }
+    let shared = Arc::new(RwLock::new(Monitor::new(
+        interval.as_millis() as u64,
+        history_ticks,
+    )));
+    let notify_tx = wake_tx.try_clone()?;
+    let watched = shared.clone();
+    let notify: crate::sampler::Notify = Arc::new(move || {
+        // Wake the main thread only for the first sample and for failures.
+        let wake = watched.read().is_ok_and(|m| {
+            m.ticks == 1
+                || matches!(m.status, crate::monitor::SourceStatus::Failed(_))
+                || (m.recording.path.is_none() && m.recording.error.is_some())
+        });
+        if wake {
+            let _ = std::io::Write::write_all(&mut &notify_tx, b"n");
+        }
+    });
+    let handle = SamplerHandle::spawn_recording(factory, interval, shared.clone(), notify, record)?;
+    let failure = |m: &Monitor| -> Option<CliError> {
+        if let crate::monitor::SourceStatus::Failed(e) = &m.status {
+            return Some(SourceError::Unavailable(e.clone()).into());
+        }
+        if m.recording.path.is_none() {
+            if let Some(e) = &m.recording.error {
+                return Some(CliError::Usage(e.clone()));
+            }
+        }
+        None
+    };
+    let mut byte = [0u8; 16];
+    // Wait for the first sample (or a failure, or a signal).
+    wake_rx.set_read_timeout(None)?;
+    let _ = wake_rx.read(&mut byte)?;
+    fn read(s: &RwLock<Monitor>) -> Result<std::sync::RwLockReadGuard<'_, Monitor>, CliError> {
+        s.read()
+            .map_err(|_| CliError::Usage("internal lock poisoned".into()))
+    }
+    if let Some(e) = failure(&*read(&shared)?) {
+        return Err(e);
+    }
+    let cpu0 = own_cpu_seconds().unwrap_or(0.0);
+    let t0 = Instant::now();
+    let ticks0 = read(&shared)?.ticks;
+    loop {
+        let left = duration.map(|d| d.saturating_sub(t0.elapsed()));
+        if left.is_some_and(|l| l.is_zero()) {
+            break;
+        }
+        wake_rx.set_read_timeout(left)?;
+        match wake_rx.read(&mut byte) {
+            Ok(_) => {
+                if let Some(e) = failure(&*read(&shared)?) {
+                    return Err(e);
+                }
+                if byte.contains(&b'n') && duration.is_some() {
+                    byte.fill(0);
+                    continue;
+                }
+                // A signal.
+                break;
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                break
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let stats = RunStats {
+        samples: read(&shared)?.ticks - ticks0,
+        wall_s: t0.elapsed().as_secs_f64(),
+        cpu_s: own_cpu_seconds().unwrap_or(0.0) - cpu0,
+    };
+    handle.stop(Duration::from_secs(10));
+    Ok((shared, stats))
+}
+
+/// `vramwarden monitor`: the GUI's sampler and engine without a window; prints its CPU use.
 ///
 /// # Errors
 /// When the source fails to open or the report cannot be written.
@@ -243,35 +363,20 @@ pub fn monitor(
     duration: Duration,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
-    let ticks = history_ticks(history, interval);
-    let shared = Arc::new(RwLock::new(Monitor::new(
-        interval.as_millis() as u64,
-        ticks,
-    )));
-    let cpu0 = own_cpu_seconds().unwrap_or(0.0);
-    let t0 = Instant::now();
-    let handle = SamplerHandle::spawn(
+    let (_, st) = run_realtime(
         source_factory(demo),
         interval,
-        shared.clone(),
-        Arc::new(|| {}),
+        history_ticks(history, interval),
+        RecordTo::Off,
+        Some(duration),
     )?;
-    while t0.elapsed() < duration {
-        std::thread::sleep(Duration::from_millis(200));
-        if let Ok(m) = shared.read() {
-            if let crate::monitor::SourceStatus::Failed(e) = &m.status {
-                return Err(SourceError::Unavailable(e.clone()).into());
-            }
-        }
-    }
-    let wall = t0.elapsed().as_secs_f64();
-    let cpu = own_cpu_seconds().unwrap_or(0.0) - cpu0;
-    handle.stop(Duration::from_secs(5));
-    let samples = shared.read().map(|m| m.ticks).unwrap_or(0);
     writeln!(
         out,
-        "samples={samples} wall_s={wall:.1} cpu_s={cpu:.3} cpu_pct_of_core={:.4}",
-        100.0 * cpu / wall
+        "samples={} wall_s={:.1} cpu_s={:.4} cpu_pct_of_core={:.4}",
+        st.samples,
+        st.wall_s,
+        st.cpu_s,
+        st.cpu_pct()
     )?;
     Ok(())
 }
@@ -338,10 +443,6 @@ pub fn record(
     stdout: &mut dyn Write,
 ) -> Result<(), CliError> {
     use std::sync::atomic::{AtomicBool, Ordering};
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone())?;
-    }
     let start = now_ms();
     let path = out.unwrap_or_else(|| {
         crate::session::default_dir().join(crate::session::writer::session_file_name(
@@ -350,41 +451,25 @@ pub fn record(
         ))
     });
     let ticks = 4096;
-    let shared = Arc::new(RwLock::new(Monitor::new(
+    let mut shared = Arc::new(RwLock::new(Monitor::new(
         interval.as_millis() as u64,
         ticks,
     )));
-    let t0 = Instant::now();
-    let cpu0 = own_cpu_seconds().unwrap_or(0.0);
     match speed {
         Speed::Times(s) if (s - 1.0).abs() < f64::EPSILON => {
-            let handle = SamplerHandle::spawn_recording(
+            let (m, st) = run_realtime(
                 source_factory(demo),
                 interval,
-                shared.clone(),
-                Arc::new(|| {}),
+                ticks,
                 RecordTo::File(path.clone()),
+                duration,
             )?;
-            while !stop.load(Ordering::Relaxed) && duration.is_none_or(|d| t0.elapsed() < d) {
-                std::thread::sleep(Duration::from_millis(50));
-                let m = shared
-                    .read()
-                    .map_err(|_| CliError::Usage("internal lock poisoned".into()))?;
-                if let crate::monitor::SourceStatus::Failed(e) = &m.status {
-                    return Err(SourceError::Unavailable(e.clone()).into());
-                }
-                if m.recording.path.is_none() {
-                    if let Some(e) = &m.recording.error {
-                        return Err(CliError::Usage(e.clone()));
-                    }
-                }
-            }
-            let cpu = own_cpu_seconds().unwrap_or(0.0) - cpu0;
-            let wall = t0.elapsed().as_secs_f64();
-            handle.stop(Duration::from_secs(10));
+            shared = m;
             eprintln!(
-                "cpu_s={cpu:.4} wall_s={wall:.1} cpu_pct_of_core={:.4}",
-                100.0 * cpu / wall.max(1e-9)
+                "cpu_s={:.4} wall_s={:.1} cpu_pct_of_core={:.4} (from the first sample on)",
+                st.cpu_s,
+                st.wall_s,
+                st.cpu_pct()
             );
         }
         _ => {
@@ -392,6 +477,10 @@ pub fn record(
                 return Err(CliError::Usage(
                     "--speed other than 1 needs --demo (real GPUs run in real time)".into(),
                 ));
+            }
+            let stop = Arc::new(AtomicBool::new(false));
+            for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+                signal_hook::flag::register(sig, stop.clone())?;
             }
             let sim = SimSource::demo(start);
             let mut engine = Engine::new(

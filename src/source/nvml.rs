@@ -252,6 +252,19 @@ impl NvmlSource {
             let us = time(&|i| with(f, i)) - base;
             out.push((name, us.max(0.0), per * n_us));
         }
+        // The same calls in the order a sample makes them, results dropped: the raw cost of one
+        // sample's NVML work without the driver's benefit of repeating one call in a loop.
+        let seq = time(&|i| {
+            if let Ok(d) = nvml.device_by_index(i) {
+                let _ = d.memory_info();
+                let _ = d.utilization_rates();
+                let _ = d.temperature(TemperatureSensor::Gpu);
+                let _ = d.power_usage();
+                let _ = d.running_compute_processes();
+                let _ = d.running_graphics_processes();
+            }
+        });
+        out.push(("ALL RAW CALLS IN SAMPLE ORDER", seq, 0));
         out
     }
 }
