@@ -76,6 +76,12 @@ pub enum Command {
         #[arg(long, value_enum)]
         table: Option<Table>,
     },
+    /// Turn logs of other tools into a session.
+    Import {
+        /// Which tool wrote the logs.
+        #[command(subcommand)]
+        what: ImportKind,
+    },
     /// Run the sampler without a window for a while and report its own CPU use.
     #[command(hide = true)]
     Monitor {
@@ -113,6 +119,27 @@ pub fn parse_speed(s: &str) -> Result<Speed, String> {
         Ok(v) if v > 0.0 && v.is_finite() => Ok(Speed::Times(v)),
         _ => Err("the speed is a positive number or `max`".into()),
     }
+}
+
+/// Log formats `import` reads.
+#[derive(Debug, Subcommand)]
+pub enum ImportKind {
+    /// CSV from `nvidia-smi --query-compute-apps=timestamp,gpu_uuid,pid,process_name,used_memory --format=csv -l 1`.
+    #[command(name = "nvidia-smi")]
+    NvidiaSmi {
+        /// The --query-compute-apps log.
+        #[arg(long)]
+        apps: PathBuf,
+        /// The --query-gpu log of the same time (timestamp,index,uuid,name,memory.total,memory.used,…).
+        #[arg(long)]
+        gpu: Option<PathBuf>,
+        /// The session file to write.
+        #[arg(long)]
+        out: PathBuf,
+        /// The timestamps are UTC (default: this machine's local time, as nvidia-smi writes them).
+        #[arg(long)]
+        utc: bool,
+    },
 }
 
 /// Output format of `snapshot`.
@@ -166,6 +193,9 @@ pub enum CliError {
     /// Export failed.
     #[error("{0}")]
     Export(#[from] crate::session::csv_export::ExportError),
+    /// An import failed.
+    #[error("{0}")]
+    Import(#[from] crate::import::ImportError),
     /// Bad combination of arguments, or recording failed.
     #[error("{0}")]
     Usage(String),
@@ -566,5 +596,38 @@ pub fn export(
         let rows = csv_export::export(&data, t, &mut w, &mut |_| true)?;
         writeln!(stdout, "{}: {rows} {} rows", path.display(), t.name())?;
     }
+    Ok(())
+}
+
+/// `vramwarden import nvidia-smi`.
+///
+/// # Errors
+/// When the logs cannot be read or the session cannot be written.
+pub fn import(what: ImportKind, stdout: &mut dyn Write) -> Result<(), CliError> {
+    let ImportKind::NvidiaSmi {
+        apps,
+        gpu,
+        out,
+        utc,
+    } = what;
+    let zone = if utc {
+        crate::import::Zone::Utc
+    } else {
+        crate::import::Zone::Local
+    };
+    let s = crate::import::import_nvidia_smi(&apps, gpu.as_deref(), &out, zone)?;
+    writeln!(
+        stdout,
+        "imported {} samples of {} processes into {} ({} leak episode(s) flagged{})",
+        s.samples,
+        s.processes,
+        out.display(),
+        s.leaks,
+        if s.bad_rows > 0 {
+            format!(", {} unreadable row(s) skipped", s.bad_rows)
+        } else {
+            String::new()
+        }
+    )?;
     Ok(())
 }

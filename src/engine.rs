@@ -51,6 +51,8 @@ pub struct Engine {
     paused: bool,
     source: Option<SourceInfo>,
     interval_ms: u64,
+    leaks: crate::leak_watch::LeakWatch,
+    notify_leaks: bool,
 }
 
 impl Engine {
@@ -64,7 +66,15 @@ impl Engine {
             paused: false,
             source: None,
             interval_ms,
+            leaks: crate::leak_watch::LeakWatch::default(),
+            notify_leaks: false,
         }
+    }
+
+    /// Sets the leak sensitivity and whether a new leak raises a desktop notification.
+    pub fn set_leak_settings(&mut self, s: crate::leak::LeakSettings, notify: bool) {
+        self.leaks.set_settings(s);
+        self.notify_leaks = notify;
     }
 
     /// Records what the source is (for the monitor and the session header).
@@ -160,8 +170,45 @@ impl Engine {
                 }
             }
         }
+        let leak_events = self.leaks.observe(&snap);
+        for e in &leak_events {
+            if let Some(w) = self.writer.as_mut().filter(|_| !self.paused) {
+                if let Err(err) = w.write_event(e) {
+                    error = Some(format!("Recording failed: {err}"));
+                }
+            }
+            if let (true, crate::session::Event::LeakStarted { leak, .. }) = (self.notify_leaks, e)
+            {
+                let shared = self.shared.clone();
+                let what = if leak.ghost {
+                    format!("GPU {} ghost memory", leak.device_index)
+                } else {
+                    format!(
+                        "{} (PID {}) on GPU {}",
+                        leak.name, leak.pid, leak.device_index
+                    )
+                };
+                crate::notify::send(
+                    "GPU memory leak suspected".into(),
+                    format!("{what} is growing at {:.0} MiB/min", leak.rate_mib_per_min),
+                    move |msg| {
+                        eprintln!("vramwarden: {msg}");
+                        if let Ok(mut m) = shared.write() {
+                            m.notices.push_back(msg);
+                            while m.notices.len() > 20 {
+                                m.notices.pop_front();
+                            }
+                        }
+                    },
+                );
+            }
+        }
         if let Ok(mut m) = self.shared.write() {
             m.apply(snap, received_ms);
+            for e in &leak_events {
+                crate::leak_watch::record_event(&mut m, e, None);
+            }
+            self.leaks.refresh(&mut m);
         }
         self.publish_recording(error);
     }

@@ -279,11 +279,26 @@ pub struct History {
     base_tick: u64,
     times: VecDeque<UnixMs>,
     devices: Vec<Series>,
+    ghosts: Vec<Series>,
     processes: HashMap<ProcSeriesKey, Series>,
 }
 
 /// A decimated line, ready for a plot: `[unix seconds, MiB]` points.
 pub type PlotLine = Vec<[f64; 2]>;
+
+/// Memory the GPU reports used that no listed process accounts for ("ghost" memory: other
+/// containers, dead processes stuck in the driver, contexts the driver hides).
+pub fn ghost_bytes(snap: &Snapshot, device: u32) -> Option<u64> {
+    let d = snap.devices.iter().find(|d| d.index == device)?;
+    let used = d.memory_used_bytes?;
+    let owned: u64 = snap
+        .processes
+        .iter()
+        .filter(|p| p.device_index == device)
+        .filter_map(|p| p.used_bytes)
+        .sum();
+    Some(used.saturating_sub(owned))
+}
 
 fn to_mib(bytes: Option<u64>) -> u32 {
     bytes.map_or(NONE, |b| (b / MIB).min(u64::from(NONE - 1)) as u32)
@@ -297,6 +312,7 @@ impl History {
             base_tick: 0,
             times: VecDeque::new(),
             devices: Vec::new(),
+            ghosts: Vec::new(),
             processes: HashMap::new(),
         }
     }
@@ -314,8 +330,10 @@ impl History {
             let i = d.index as usize;
             if self.devices.len() <= i {
                 self.devices.resize_with(i + 1, Series::default);
+                self.ghosts.resize_with(i + 1, Series::default);
             }
             self.devices[i].push(tick, to_mib(d.memory_used_bytes));
+            self.ghosts[i].push(tick, to_mib(ghost_bytes(snap, d.index)));
         }
         for p in &snap.processes {
             self.processes
@@ -335,7 +353,7 @@ impl History {
 
     fn evict(&mut self) {
         let base = self.base_tick;
-        for s in &mut self.devices {
+        for s in self.devices.iter_mut().chain(self.ghosts.iter_mut()) {
             s.evict_before(base);
         }
         self.processes.retain(|_, s| {
@@ -383,6 +401,11 @@ impl History {
     /// The used-memory series of device `index`.
     pub fn device(&self, index: u32) -> Option<&Series> {
         self.devices.get(index as usize)
+    }
+
+    /// Memory of device `index` that no listed process accounts for.
+    pub fn ghost(&self, index: u32) -> Option<&Series> {
+        self.ghosts.get(index as usize)
     }
 
     /// The series of one process on one GPU.
@@ -444,7 +467,12 @@ impl History {
     /// with a counting allocator).
     pub fn heap_bytes(&self) -> usize {
         self.times.capacity() * 8
-            + self.devices.iter().map(Series::heap_bytes).sum::<usize>()
+            + self
+                .devices
+                .iter()
+                .chain(self.ghosts.iter())
+                .map(Series::heap_bytes)
+                .sum::<usize>()
             + self
                 .processes
                 .values()

@@ -38,6 +38,7 @@ fn main() -> ExitCode {
             csv,
             table,
         }) => cli::export(&session, &csv, table, &mut stdout),
+        Some(Command::Import { what }) => cli::import(what, &mut stdout),
         Some(Command::Monitor { duration }) => cli::monitor(
             args.demo,
             args.interval,

@@ -86,6 +86,10 @@ pub struct Monitor {
     rows: HashMap<ProcSeriesKey, ProcessRow>,
     /// Session recording state.
     pub recording: crate::engine::RecordingStatus,
+    /// Leak episodes of this run, oldest first (ongoing ones have no end).
+    pub leaks: Vec<LeakRecord>,
+    /// Recent notices (notification failures and the like), newest last.
+    pub notices: VecDeque<String>,
     /// Snapshots applied so far.
     pub ticks: u64,
 }
@@ -103,6 +107,8 @@ impl Monitor {
             history: History::new(history_ticks),
             rows: HashMap::new(),
             recording: crate::engine::RecordingStatus::default(),
+            leaks: Vec::new(),
+            notices: VecDeque::new(),
             ticks: 0,
         }
     }
@@ -240,5 +246,49 @@ impl Monitor {
             Some(t) => now - t > 3 * self.interval_ms as i64,
             None => self.status == SourceStatus::Running,
         }
+    }
+}
+
+/// Which series a leak belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LeakKey {
+    /// A process on a GPU.
+    Process(ProcSeriesKey),
+    /// Memory of a GPU that no process accounts for.
+    Ghost(u32),
+}
+
+/// One leak episode, ongoing or ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeakRecord {
+    /// The series.
+    pub key: LeakKey,
+    /// What the session log says about it.
+    pub info: crate::session::LeakInfo,
+    /// When it was flagged.
+    pub flagged_ms: UnixMs,
+    /// When it ended (None while ongoing).
+    pub ended_ms: Option<UnixMs>,
+    /// Memory gained since the growth began.
+    pub grown_mib: f64,
+    /// Highest memory in the episode.
+    pub peak_mib: f64,
+    /// The session file it comes from (None: this run).
+    pub session: Option<std::path::PathBuf>,
+}
+
+impl Monitor {
+    /// The ongoing leak of a series, if any.
+    pub fn active_leak(&self, key: &LeakKey) -> Option<&LeakRecord> {
+        self.leaks
+            .iter()
+            .rev()
+            .find(|l| l.key == *key && l.ended_ms.is_none())
+    }
+
+    /// Every leak episode of a process series, oldest first.
+    pub fn leaks_of(&self, key: &ProcSeriesKey) -> impl Iterator<Item = &LeakRecord> {
+        let k = LeakKey::Process(*key);
+        self.leaks.iter().filter(move |l| l.key == k)
     }
 }

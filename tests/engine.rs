@@ -29,7 +29,11 @@ fn three_simulated_hours_in_the_monitor() {
         .expect("leaking kernel");
     // 1 MiB/s for a minute.
     assert_eq!(leak.delta_1m_bytes, Some(60 << 20));
-    let trainer = rows.iter().find(|r| r.key.pid == 48213).expect("trainer");
+    // The trainer's second run (started at 3 h - 300 s, PID 48214) has warmed up and plateaued.
+    let trainer = rows
+        .iter()
+        .find(|r| r.key.pid == 48214 && r.exited_at_ms.is_none())
+        .expect("trainer");
     assert_eq!(trainer.delta_1m_bytes, Some(0), "the trainer has plateaued");
     assert_eq!(trainer.peak_bytes, 38 << 30);
     // The periodic job has had several lives, each a new identity; exited ones are not shown.

@@ -243,6 +243,32 @@ fn event_row(session: &SessionData, e: &Event) -> Option<String> {
                 String::new(),
             )
         }
+        Event::LeakStarted { leak, .. } => (
+            "leak_started",
+            Some(leak.pid),
+            Some(leak.device_index),
+            leak.name.clone(),
+            leak.user.clone(),
+            Some(leak.rate_mib_per_min),
+            format!("since {}", rfc3339(leak.since_ms)),
+        ),
+        Event::LeakEnded {
+            leak,
+            grown_mib,
+            peak_mib,
+            ..
+        } => (
+            "leak_ended",
+            Some(leak.pid),
+            Some(leak.device_index),
+            leak.name.clone(),
+            leak.user.clone(),
+            Some(leak.rate_mib_per_min),
+            format!(
+                "grew {grown_mib:.0} MiB since {}, peak {peak_mib:.0} MiB",
+                rfc3339(leak.since_ms)
+            ),
+        ),
         Event::Recording { active, .. } => (
             "recording",
             None,

@@ -101,6 +101,29 @@ pub struct ProcDef {
     pub container_id: Option<String>,
 }
 
+/// What a leak event says about the series.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LeakInfo {
+    /// OS pid (0 for ghost memory).
+    pub pid: u32,
+    /// Process start time (ms), with the pid its identity; 0 for ghost memory.
+    pub start_time_ms: UnixMs,
+    /// GPU.
+    pub device_index: u32,
+    /// Process name ("ghost memory" for memory no process accounts for).
+    pub name: String,
+    /// Owner.
+    #[serde(default)]
+    pub user: String,
+    /// True for memory no listed process accounts for.
+    #[serde(default)]
+    pub ghost: bool,
+    /// When the growth began.
+    pub since_ms: UnixMs,
+    /// Growth rate.
+    pub rate_mib_per_min: f64,
+}
+
 /// Something that happened, written as it happens.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -131,6 +154,26 @@ pub enum Event {
         /// Live processes.
         procs: Vec<ProcDef>,
     },
+    /// A series started to leak.
+    LeakStarted {
+        /// When it was flagged.
+        unix_ms: UnixMs,
+        /// The leak.
+        #[serde(flatten)]
+        leak: LeakInfo,
+    },
+    /// A leak ended (growth stopped or memory was freed).
+    LeakEnded {
+        /// When it ended.
+        unix_ms: UnixMs,
+        /// The leak.
+        #[serde(flatten)]
+        leak: LeakInfo,
+        /// Memory gained over the episode.
+        grown_mib: f64,
+        /// Highest memory in the episode.
+        peak_mib: f64,
+    },
     /// Recording was paused or resumed by the user.
     Recording {
         /// When.
@@ -147,6 +190,8 @@ impl Event {
             Event::ProcessStart { unix_ms, .. }
             | Event::ProcessExit { unix_ms, .. }
             | Event::ProcessTable { unix_ms, .. }
+            | Event::LeakStarted { unix_ms, .. }
+            | Event::LeakEnded { unix_ms, .. }
             | Event::Recording { unix_ms, .. } => *unix_ms,
         }
     }

@@ -315,9 +315,20 @@ impl SessionData {
                 .as_ref()
                 .map_or(String::new(), |h| h.host.clone()),
         });
+        let mut events = self
+            .events
+            .iter()
+            .filter(|e| matches!(e, Event::LeakStarted { .. } | Event::LeakEnded { .. }))
+            .peekable();
         for s in self.snapshots() {
             let t = s.taken_at_ms;
             m.apply(s, t);
+            while let Some(e) = events.next_if(|e| e.unix_ms() <= t) {
+                crate::leak_watch::record_event(&mut m, e, self.path.as_deref());
+            }
+        }
+        for e in events {
+            crate::leak_watch::record_event(&mut m, e, self.path.as_deref());
         }
         m
     }

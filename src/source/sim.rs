@@ -30,7 +30,8 @@ pub enum Script {
         /// Memory held.
         mib: u64,
     },
-    /// Grows linearly from `low_mib` to `high_mib` over `period_s`, then frees back.
+    /// At the start of every `period_s`, grows linearly from `low_mib` to `high_mib` over
+    /// `rise_s`, then frees back to `low_mib` (a server taking bursts of requests).
     Saw {
         /// Memory after each free.
         low_mib: u64,
@@ -38,6 +39,8 @@ pub enum Script {
         high_mib: u64,
         /// Length of one cycle.
         period_s: f64,
+        /// Length of the growing part of a cycle.
+        rise_s: f64,
     },
 }
 
@@ -63,9 +66,14 @@ impl Script {
                 low_mib,
                 high_mib,
                 period_s,
+                rise_s,
             } => {
-                let phase = (t % period_s) / period_s;
-                low_mib + ((high_mib - low_mib) as f64 * phase) as u64
+                let ph = t % period_s;
+                if ph < rise_s {
+                    low_mib + ((high_mib - low_mib) as f64 * ph / rise_s) as u64
+                } else {
+                    low_mib
+                }
             }
         }
     }
@@ -153,11 +161,12 @@ impl SimSource {
                 info: trainer,
                 script: Script::Trainer {
                     plateau_mib: 38 * 1024,
-                    warm_s: 600.0,
+                    warm_s: 8.0,
                 },
                 start_s: -300.0,
-                restart_every_s: None,
-                life_s: f64::INFINITY,
+                // A new run every 3 h (its cache warms up again each time).
+                restart_every_s: Some(3.0 * 3600.0),
+                life_s: 3.0 * 3600.0 - 120.0,
                 busy_pct: 93,
             },
             SimProcess {
@@ -202,7 +211,8 @@ impl SimSource {
                 script: Script::Saw {
                     low_mib: 4 * 1024,
                     high_mib: 10 * 1024,
-                    period_s: 300.0,
+                    period_s: 120.0,
+                    rise_s: 8.0,
                 },
                 start_s: -86400.0,
                 restart_every_s: None,
@@ -215,7 +225,7 @@ impl SimSource {
                 info: info("python3", "python3 preprocess.py --shard 0", "carol", 1002, s(30.0)),
                 script: Script::Trainer {
                     plateau_mib: 3 * 1024,
-                    warm_s: 40.0,
+                    warm_s: 6.0,
                 },
                 start_s: 30.0,
                 restart_every_s: Some(600.0),
@@ -282,6 +292,7 @@ impl SimSource {
                     low_mib: 256,
                     high_mib: 900 + u64::from(i),
                     period_s: 120.0 + f64::from(i),
+                    rise_s: 10.0,
                 },
             };
             s.add(SimProcess {

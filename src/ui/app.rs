@@ -27,6 +27,17 @@ pub struct UiState {
     pub sort: SortColumn,
     /// Sort descending.
     pub sort_desc: bool,
+    /// Which pane is under the graph.
+    pub bottom: BottomTab,
+}
+
+/// The panes under the graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BottomTab {
+    /// The process table.
+    Processes,
+    /// The leak history.
+    Leaks,
 }
 
 impl Default for UiState {
@@ -37,6 +48,7 @@ impl Default for UiState {
             stacked: true,
             sort: SortColumn::Memory,
             sort_desc: true,
+            bottom: BottomTab::Processes,
         }
     }
 }
@@ -63,6 +75,10 @@ pub struct VramApp {
     pub view: Option<SessionView>,
     /// Sessions browser, export window and their jobs.
     pub sessions: SessionsUi,
+    past_leaks: Option<super::task::Task<Vec<crate::monitor::LeakRecord>>>,
+    past: Option<Vec<crate::monitor::LeakRecord>>,
+    pending_select: Option<(ProcSeriesKey, UnixMs)>,
+    leak_clicked: Option<super::leaks::LeakClick>,
 }
 
 impl VramApp {
@@ -89,6 +105,10 @@ impl VramApp {
             fixed_now: None,
             view: None,
             sessions: SessionsUi::default(),
+            past_leaks: None,
+            past: None,
+            pending_select: None,
+            leak_clicked: None,
         }
     }
 
@@ -123,11 +143,19 @@ impl VramApp {
     /// Draws one frame into `ui` (the root of the window).
     pub fn draw(&mut self, ui: &mut Ui) {
         let ctx = ui.ctx().clone();
+        if let Some(p) = self.past_leaks.as_ref().and_then(super::task::Task::take) {
+            self.past = Some(p);
+            self.past_leaks = None;
+        }
         match self.sessions.poll(&ctx) {
             Some(SessionAction::Open(v)) => {
                 self.view = Some(*v);
                 self.selected = None;
                 self.graph.free_range = None;
+                if let (Some((k, t)), Some(v)) = (self.pending_select.take(), self.view.as_mut()) {
+                    v.t = t;
+                    self.selected = Some(k);
+                }
             }
             Some(SessionAction::BackToLive) => self.view = None,
             None => {}
@@ -201,6 +229,25 @@ impl VramApp {
         }
         if let Some(c) = cmd.engine {
             self.backend.send(c);
+        }
+        if let Some(c) = self.leak_clicked.take() {
+            let here = match (&c.session, &self.view) {
+                (None, None) => true,
+                (Some(p), Some(v)) => v.data.path.as_deref() == Some(p.as_path()),
+                _ => false,
+            };
+            if here {
+                self.selected = Some(c.key);
+                if let Some(v) = self.view.as_mut() {
+                    v.t = c.at_ms;
+                }
+            } else if let Some(p) = c.session {
+                self.pending_select = Some((c.key, c.at_ms));
+                self.sessions.open_path(p, &ctx);
+            } else {
+                self.view = None;
+                self.selected = Some(c.key);
+            }
         }
         if cmd.start_demo {
             self.view = None;
@@ -340,6 +387,7 @@ impl VramApp {
                     overview::cards(ui, snap, self.state.units, &mut self.selected_gpu);
                 });
             });
+        let badges = super::leaks::badges(monitor, snap);
         let selected_row = self.selected.and_then(|k| {
             rows.iter()
                 .copied()
@@ -356,6 +404,9 @@ impl VramApp {
                 .default_size(420.0)
                 .min_size(300.0)
                 .show(ui, |ui| {
+                    let badge = badges
+                        .get(&crate::monitor::LeakKey::Process(row.series_key()))
+                        .copied();
                     open = process_detail::pane(
                         ui,
                         monitor,
@@ -363,6 +414,7 @@ impl VramApp {
                         self.state.units,
                         now,
                         &mut self.detail_graph,
+                        badge,
                     );
                 });
             if !open {
@@ -383,15 +435,78 @@ impl VramApp {
                 );
             });
             ui.separator();
-            let mut table = TableState {
-                units: self.state.units,
-                sort: &mut self.state.sort,
-                desc: &mut self.state.sort_desc,
-                filter: &mut self.filter,
-                focus_filter: &mut self.focus_filter,
-                selected: &mut self.selected,
-            };
-            processes::table(ui, rows, &mut table, now);
+            let n_leaks = monitor
+                .leaks
+                .iter()
+                .filter(|l| l.ended_ms.is_none())
+                .count();
+            ui.horizontal(|ui| {
+                ui.selectable_value(
+                    &mut self.state.bottom,
+                    BottomTab::Processes,
+                    RichText::new("Processes").strong(),
+                );
+                let leaks_label = if n_leaks > 0 {
+                    format!("Leaks ({n_leaks} ongoing)")
+                } else {
+                    "Leaks".to_string()
+                };
+                let leaks_text = if n_leaks > 0 {
+                    RichText::new(leaks_label)
+                        .strong()
+                        .color(super::leaks::LEAK)
+                } else {
+                    RichText::new(leaks_label).strong()
+                };
+                ui.selectable_value(&mut self.state.bottom, BottomTab::Leaks, leaks_text);
+            });
+            match self.state.bottom {
+                BottomTab::Processes => {
+                    let mut table = TableState {
+                        units: self.state.units,
+                        sort: &mut self.state.sort,
+                        desc: &mut self.state.sort_desc,
+                        filter: &mut self.filter,
+                        focus_filter: &mut self.focus_filter,
+                        selected: &mut self.selected,
+                        leaks: &badges,
+                    };
+                    processes::table(ui, rows, &mut table, now);
+                }
+                BottomTab::Leaks => {
+                    if self.past.is_none() && self.past_leaks.is_none() {
+                        let dir = crate::session::default_dir();
+                        let skip = monitor.recording.path.clone();
+                        self.past_leaks = Some(super::task::Task::spawn(
+                            "Reading past leaks",
+                            Some(ui.ctx().clone()),
+                            move |_| super::leaks::past_episodes(&dir, skip.as_deref()),
+                        ));
+                    }
+                    let mut all: Vec<&crate::monitor::LeakRecord> = monitor.leaks.iter().collect();
+                    let own: std::collections::HashSet<_> = monitor
+                        .leaks
+                        .iter()
+                        .filter_map(|l| l.session.clone())
+                        .collect();
+                    if let Some(p) = &self.past {
+                        all.extend(
+                            p.iter()
+                                .filter(|l| l.session.as_ref().is_none_or(|s| !own.contains(s))),
+                        );
+                    }
+                    all.sort_by_key(|l| std::cmp::Reverse(l.flagged_ms));
+                    if let Some(c) = super::leaks::pane(
+                        ui,
+                        &all,
+                        self.state.units,
+                        now,
+                        self.past_leaks.is_some(),
+                    ) {
+                        self.leak_clicked = Some(c);
+                    }
+                }
+            }
         });
     }
 }

@@ -178,6 +178,17 @@ pub fn device_lines(
             });
         }
     }
+    if let Some(g) = h.ghost(device) {
+        let pts = h.decimate(g, from, to, width);
+        if pts.iter().any(|p| p[1] > 0.0) {
+            lines.push(GraphLine {
+                name: "Unattributed (no process)".into(),
+                color: Color32::GRAY,
+                points: pts,
+                filled: false,
+            });
+        }
+    }
     if let Some(s) = h.device(device) {
         lines.insert(
             0,
@@ -270,7 +281,11 @@ fn draw_plot(
             );
         }
         for (x, name) in marks {
-            plot_ui.vline(VLine::new(*name, *x).color(Color32::GRAY));
+            plot_ui.vline(
+                VLine::new(*name, *x)
+                    .color(super::leaks::LEAK)
+                    .style(egui_plot::LineStyle::dashed_loose()),
+            );
         }
     })
 }

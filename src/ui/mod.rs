@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod graph;
+pub mod leaks;
 pub mod overview;
 pub mod process_detail;
 pub mod processes;

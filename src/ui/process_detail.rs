@@ -17,6 +17,7 @@ pub fn pane(
     units: Units,
     now: UnixMs,
     cache: &mut GraphCache,
+    leak: Option<super::leaks::LeakBadge>,
 ) -> bool {
     let mut open = true;
     ui.horizontal(|ui| {
@@ -35,6 +36,42 @@ pub fn pane(
                 format::date_time(t)
             ))
             .color(widgets::WARN),
+        );
+    }
+    if let Some(b) = leak {
+        egui::Frame::group(ui.style())
+            .stroke(egui::Stroke::new(1.5, super::leaks::LEAK))
+            .show(ui, |ui| {
+                ui.set_width(ui.available_width());
+                ui.label(
+                    RichText::new("⚠ Suspected leak")
+                        .strong()
+                        .color(super::leaks::LEAK),
+                );
+                ui.label(format!(
+                    "Growing at {:.1} MiB/min since {} (+{} so far).",
+                    b.rate_mib_per_min,
+                    format::date_time(b.since_ms),
+                    units.bytes((b.grown_mib.max(0.0) * crate::model::MIB as f64) as u64)
+                ));
+                ui.label(match b.full_in_min {
+                    Some(m) => format!(
+                        "At this rate GPU {} is full in {}.",
+                        row.device_index,
+                        format::duration((m * 60_000.0) as i64)
+                    ),
+                    None => "Time to full: unknown (no free-memory reading).".to_string(),
+                });
+            });
+    }
+    let episodes: Vec<_> = m.leaks_of(&row.series_key()).collect();
+    if !episodes.is_empty() && leak.is_none() {
+        ui.label(
+            RichText::new(format!(
+                "{} past leak episode(s), marked on the graph",
+                episodes.len()
+            ))
+            .color(super::leaks::LEAK),
         );
     }
     ui.separator();
@@ -103,6 +140,13 @@ pub fn pane(
     });
     ui.add_space(6.0);
     ui.label(RichText::new("GPU memory over its lifetime").strong());
-    graph::process_graph(ui, m, row.series_key(), units, cache, &[]);
+    let mut marks: Vec<(f64, &str)> = Vec::new();
+    for e in &episodes {
+        marks.push((e.info.since_ms as f64 / 1000.0, "leak began"));
+        if let Some(t) = e.ended_ms {
+            marks.push((t as f64 / 1000.0, "leak ended"));
+        }
+    }
+    graph::process_graph(ui, m, row.series_key(), units, cache, &marks);
     open
 }

@@ -54,6 +54,8 @@ pub struct TableState<'a> {
     pub focus_filter: &'a mut bool,
     /// Selected process.
     pub selected: &'a mut Option<ProcSeriesKey>,
+    /// Leak flags by series.
+    pub leaks: &'a std::collections::HashMap<crate::monitor::LeakKey, super::leaks::LeakBadge>,
 }
 
 /// True when `row` matches the filter (pid, name, command line or user; case-insensitive).
@@ -124,7 +126,7 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
         .auto_shrink([false, false])
         .show(ui, |ui| {
             egui::Grid::new("processes")
-                .num_columns(8)
+                .num_columns(9)
                 .striped(true)
                 .spacing([14.0, 4.0])
                 .show(ui, |ui| {
@@ -159,6 +161,7 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                             }
                         }
                     }
+                    ui.label(RichText::new("Status").monospace().strong());
                     ui.end_row();
                     for r in rows {
                         let exited = r.exited_at_ms.is_some();
@@ -196,6 +199,22 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                             ));
                         });
                         ui.label(weak(format::duration(now - r.started_ms())));
+                        match t.leaks.get(&crate::monitor::LeakKey::Process(key)) {
+                            Some(b) => {
+                                ui.label(RichText::new(b.text()).color(super::leaks::LEAK))
+                                    .on_hover_text(format!(
+                                        "Growing since {}, +{}",
+                                        format::clock(b.since_ms),
+                                        t.units.bytes(
+                                            (b.grown_mib.max(0.0) * crate::model::MIB as f64)
+                                                as u64
+                                        )
+                                    ));
+                            }
+                            None => {
+                                ui.label("");
+                            }
+                        }
                         ui.end_row();
                     }
                 });

@@ -1,0 +1,204 @@
+//! Runs the leak detector over every series of each snapshot: one [`LeakTracker`] per process
+//! on a GPU and one per GPU's ghost memory. Produces the session events and keeps the
+//! monitor's leak records current.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::history::ghost_bytes;
+use crate::leak::{LeakSettings, LeakTracker, Transition};
+use crate::model::{Snapshot, MIB};
+use crate::monitor::{LeakKey, LeakRecord, Monitor};
+use crate::session::{Event, LeakInfo};
+
+struct Watched {
+    tracker: LeakTracker,
+    info: LeakInfo,
+}
+
+/// Leak detection state for a run.
+#[derive(Default)]
+pub struct LeakWatch {
+    settings: LeakSettings,
+    series: HashMap<LeakKey, Watched>,
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / MIB as f64
+}
+
+impl LeakWatch {
+    /// A watch with these sensitivity settings.
+    pub fn new(settings: LeakSettings) -> Self {
+        Self {
+            settings,
+            series: HashMap::new(),
+        }
+    }
+
+    /// Changes the sensitivity (episodes in progress continue under the new values).
+    pub fn set_settings(&mut self, s: LeakSettings) {
+        self.settings = s;
+    }
+
+    /// Feeds one snapshot; returns the leak events it caused (started, ended), in order.
+    pub fn observe(&mut self, snap: &Snapshot) -> Vec<Event> {
+        let now = snap.taken_at_ms;
+        let mut events = Vec::new();
+        let mut seen: HashSet<LeakKey> =
+            HashSet::with_capacity(snap.processes.len() + snap.devices.len());
+        let settings = self.settings;
+        let mut feed = |key: LeakKey,
+                        value_mib: f64,
+                        make: &dyn Fn() -> LeakInfo,
+                        series: &mut HashMap<LeakKey, Watched>| {
+            seen.insert(key);
+            let w = series.entry(key).or_insert_with(|| Watched {
+                tracker: LeakTracker::default(),
+                info: make(),
+            });
+            match w.tracker.update(now, value_mib, &settings) {
+                Some(Transition::Started {
+                    since_ms,
+                    rate_mib_per_min,
+                }) => {
+                    w.info.since_ms = since_ms;
+                    w.info.rate_mib_per_min = rate_mib_per_min;
+                    events.push(Event::LeakStarted {
+                        unix_ms: now,
+                        leak: w.info.clone(),
+                    });
+                }
+                Some(Transition::Ended {
+                    rate_mib_per_min,
+                    grown_mib,
+                }) => {
+                    w.info.rate_mib_per_min = rate_mib_per_min;
+                    events.push(Event::LeakEnded {
+                        unix_ms: now,
+                        leak: w.info.clone(),
+                        grown_mib,
+                        peak_mib: value_mib.max(grown_mib),
+                    });
+                }
+                None => {}
+            }
+        };
+        for p in &snap.processes {
+            let Some(used) = p.used_bytes else { continue };
+            let key = LeakKey::Process((p.key(), p.device_index));
+            let make = || {
+                let i = p.info.as_deref();
+                LeakInfo {
+                    pid: p.pid,
+                    start_time_ms: p.key().start_time_ms,
+                    device_index: p.device_index,
+                    name: i.map_or_else(|| "?".to_string(), |i| i.name.clone()),
+                    user: i.map_or_else(String::new, |i| i.user.clone()),
+                    ghost: false,
+                    since_ms: now,
+                    rate_mib_per_min: 0.0,
+                }
+            };
+            feed(key, mib(used), &make, &mut self.series);
+        }
+        for d in &snap.devices {
+            let Some(g) = ghost_bytes(snap, d.index) else {
+                continue;
+            };
+            let make = || LeakInfo {
+                pid: 0,
+                start_time_ms: 0,
+                device_index: d.index,
+                name: "ghost memory".into(),
+                user: String::new(),
+                ghost: true,
+                since_ms: now,
+                rate_mib_per_min: 0.0,
+            };
+            feed(LeakKey::Ghost(d.index), mib(g), &make, &mut self.series);
+        }
+        // A process that left the GPU while leaking: its episode ends there.
+        let gone: Vec<LeakKey> = self
+            .series
+            .keys()
+            .filter(|k| !seen.contains(k))
+            .copied()
+            .collect();
+        for k in gone {
+            if let Some(w) = self.series.remove(&k) {
+                if let Some(ep) = w.tracker.episode() {
+                    let mut info = w.info;
+                    info.rate_mib_per_min = ep.rate_mib_per_min;
+                    events.push(Event::LeakEnded {
+                        unix_ms: now,
+                        leak: info,
+                        grown_mib: ep.grown_mib(),
+                        peak_mib: ep.peak_mib,
+                    });
+                }
+            }
+        }
+        events
+    }
+
+    /// Brings the monitor's ongoing leak records up to date (rate, growth, peak).
+    pub fn refresh(&self, m: &mut Monitor) {
+        for rec in m.leaks.iter_mut().filter(|r| r.ended_ms.is_none()) {
+            if let Some(ep) = self.series.get(&rec.key).and_then(|w| w.tracker.episode()) {
+                rec.info.rate_mib_per_min = ep.rate_mib_per_min;
+                rec.grown_mib = ep.grown_mib();
+                rec.peak_mib = ep.peak_mib;
+            }
+        }
+    }
+}
+
+/// The key of the series a leak event is about.
+pub fn key_of(info: &LeakInfo) -> LeakKey {
+    if info.ghost {
+        LeakKey::Ghost(info.device_index)
+    } else {
+        LeakKey::Process((
+            crate::model::ProcessKey {
+                pid: info.pid,
+                start_time_ms: info.start_time_ms,
+            },
+            info.device_index,
+        ))
+    }
+}
+
+/// Applies a leak event to the monitor's records (live runs and session replays alike).
+pub fn record_event(m: &mut Monitor, e: &Event, session: Option<&std::path::Path>) {
+    match e {
+        Event::LeakStarted { unix_ms, leak } => m.leaks.push(LeakRecord {
+            key: key_of(leak),
+            info: leak.clone(),
+            flagged_ms: *unix_ms,
+            ended_ms: None,
+            grown_mib: 0.0,
+            peak_mib: 0.0,
+            session: session.map(std::path::Path::to_path_buf),
+        }),
+        Event::LeakEnded {
+            unix_ms,
+            leak,
+            grown_mib,
+            peak_mib,
+        } => {
+            let key = key_of(leak);
+            if let Some(r) = m
+                .leaks
+                .iter_mut()
+                .rev()
+                .find(|r| r.key == key && r.ended_ms.is_none())
+            {
+                r.ended_ms = Some(*unix_ms);
+                r.grown_mib = *grown_mib;
+                r.peak_mib = *peak_mib;
+                r.info.rate_mib_per_min = leak.rate_mib_per_min;
+            }
+        }
+        _ => {}
+    }
+}

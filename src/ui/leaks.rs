@@ -1,0 +1,179 @@
+//! Leak flags in the table and detail pane, and the Leaks pane: every episode of this run and
+//! of past sessions, newest first.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use egui::{Color32, RichText, Ui};
+
+use crate::format::{self, Units};
+use crate::history::ProcSeriesKey;
+use crate::leak::time_to_full_min;
+use crate::model::{Snapshot, UnixMs, MIB};
+use crate::monitor::{LeakKey, LeakRecord, Monitor};
+
+/// Colour of leak flags.
+pub const LEAK: Color32 = Color32::from_rgb(240, 150, 40);
+
+/// What the table shows for a leaking process.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LeakBadge {
+    /// Growth rate.
+    pub rate_mib_per_min: f64,
+    /// Minutes until its GPU is full at that rate.
+    pub full_in_min: Option<f64>,
+    /// Gained since the leak began.
+    pub grown_mib: f64,
+    /// When the growth began.
+    pub since_ms: UnixMs,
+}
+
+impl LeakBadge {
+    /// "leak +60 MiB/min · full in 2h 10m".
+    pub fn text(&self) -> String {
+        let full = self.full_in_min.map_or(String::new(), |m| {
+            format!(" · full in {}", format::duration((m * 60_000.0) as i64))
+        });
+        format!("⚠ leak +{:.0} MiB/min{full}", self.rate_mib_per_min)
+    }
+}
+
+/// The badge of every leaking process, with time-to-full from its GPU's free memory now.
+pub fn badges(m: &Monitor, snap: &Snapshot) -> HashMap<LeakKey, LeakBadge> {
+    m.leaks
+        .iter()
+        .filter(|l| l.ended_ms.is_none())
+        .map(|l| {
+            let free = snap
+                .devices
+                .iter()
+                .find(|d| d.index == l.info.device_index)
+                .and_then(|d| d.memory_free_bytes)
+                .map(|b| b as f64 / MIB as f64);
+            (
+                l.key,
+                LeakBadge {
+                    rate_mib_per_min: l.info.rate_mib_per_min,
+                    full_in_min: free.and_then(|f| time_to_full_min(f, l.info.rate_mib_per_min)),
+                    grown_mib: l.grown_mib,
+                    since_ms: l.info.since_ms,
+                },
+            )
+        })
+        .collect()
+}
+
+/// Where a leak episode lives, for opening it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeakClick {
+    /// The process series.
+    pub key: ProcSeriesKey,
+    /// The session file (None: this run).
+    pub session: Option<PathBuf>,
+    /// When it was flagged.
+    pub at_ms: UnixMs,
+}
+
+/// The Leaks pane over `records` (this run's and past sessions'). Returns the episode the user
+/// clicked.
+pub fn pane(
+    ui: &mut Ui,
+    records: &[&LeakRecord],
+    units: Units,
+    now: UnixMs,
+    loading_past: bool,
+) -> Option<LeakClick> {
+    let mut click = None;
+    if records.is_empty() {
+        ui.add_space(8.0);
+        ui.label(if loading_past {
+            "Reading past sessions…"
+        } else {
+            "No leak so far: a process whose GPU memory keeps growing is flagged here, with its rate and the time until its GPU is full."
+        });
+        return None;
+    }
+    egui::ScrollArea::vertical()
+        .id_salt("leaks")
+        .auto_shrink([false, false])
+        .show(ui, |ui| {
+            egui::Grid::new("leaks-grid")
+                .num_columns(8)
+                .striped(true)
+                .spacing([14.0, 4.0])
+                .show(ui, |ui| {
+                    for h in [
+                        "Process", "GPU", "Began", "Ended", "Rate", "Grown", "Peak", "Session",
+                    ] {
+                        ui.label(RichText::new(h).strong());
+                    }
+                    ui.end_row();
+                    for r in records {
+                        let who = if r.info.ghost {
+                            format!("ghost memory · GPU {}", r.info.device_index)
+                        } else {
+                            format!("{} · PID {}", r.info.name, r.info.pid)
+                        };
+                        let resp = ui.selectable_label(
+                            false,
+                            RichText::new(who).color(if r.ended_ms.is_none() {
+                                LEAK
+                            } else {
+                                ui.visuals().text_color()
+                            }),
+                        );
+                        if resp.clicked() {
+                            if let LeakKey::Process(k) = r.key {
+                                click = Some(LeakClick {
+                                    key: k,
+                                    session: r.session.clone(),
+                                    at_ms: r.flagged_ms,
+                                });
+                            }
+                        }
+                        ui.label(r.info.device_index.to_string());
+                        ui.monospace(format::date_time(r.info.since_ms));
+                        match r.ended_ms {
+                            Some(t) => ui.monospace(format::date_time(t)),
+                            None => ui.label(
+                                RichText::new(format!(
+                                    "ongoing ({})",
+                                    format::duration(now - r.info.since_ms)
+                                ))
+                                .color(LEAK),
+                            ),
+                        };
+                        ui.monospace(format!("{:.1} MiB/min", r.info.rate_mib_per_min));
+                        ui.monospace(units.bytes((r.grown_mib.max(0.0) * MIB as f64) as u64));
+                        ui.monospace(units.bytes((r.peak_mib.max(0.0) * MIB as f64) as u64));
+                        ui.label(
+                            r.session
+                                .as_ref()
+                                .and_then(|p| p.file_name())
+                                .map_or("this run".into(), |n| n.to_string_lossy().into_owned()),
+                        );
+                        ui.end_row();
+                    }
+                });
+        });
+    click
+}
+
+/// Leak episodes recorded in every session file of `dir` except `skip` (the live one).
+pub fn past_episodes(dir: &std::path::Path, skip: Option<&std::path::Path>) -> Vec<LeakRecord> {
+    let mut out = Vec::new();
+    for s in crate::session::catalog::list(dir) {
+        if Some(s.path.as_path()) == skip {
+            continue;
+        }
+        let Ok(data) = crate::session::reader::SessionData::open(&s.path) else {
+            continue;
+        };
+        let mut m = Monitor::new(1000, 1);
+        for e in &data.events {
+            crate::leak_watch::record_event(&mut m, e, Some(&s.path));
+        }
+        out.extend(m.leaks);
+    }
+    out
+}
