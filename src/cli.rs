@@ -24,12 +24,15 @@ pub struct Cli {
     /// Use the built-in simulated GPUs instead of the NVIDIA driver.
     #[arg(long, global = true)]
     pub demo: bool,
-    /// Sampling interval (e.g. 1s, 500ms).
-    #[arg(long, global = true, default_value = "1s", value_parser = parse_interval)]
-    pub interval: Duration,
-    /// How much history to keep in memory (e.g. 24h).
-    #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
-    pub history: Duration,
+    /// Sampling interval (e.g. 1s, 500ms; default: the settings, else 1s).
+    #[arg(long, global = true, value_parser = parse_interval)]
+    pub interval: Option<Duration>,
+    /// How much history to keep in memory (e.g. 24h; default: the settings, else 24h).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub history: Option<Duration>,
+    /// The settings file (default: the platform config folder, or $VRAMWARDEN_CONFIG).
+    #[arg(long, global = true)]
+    pub config: Option<PathBuf>,
     /// Do not record a session log while the window runs.
     #[arg(long)]
     pub no_record: bool,
@@ -76,6 +79,12 @@ pub enum Command {
         #[arg(long, value_enum)]
         table: Option<Table>,
     },
+    /// Check the auto-cleanup rules of a settings file and print them in words.
+    Rules {
+        /// What to do with the rules.
+        #[command(subcommand)]
+        what: RulesCommand,
+    },
     /// Turn logs of other tools into a session.
     Import {
         /// Which tool wrote the logs.
@@ -119,6 +128,63 @@ pub fn parse_speed(s: &str) -> Result<Speed, String> {
         Ok(v) if v > 0.0 && v.is_finite() => Ok(Speed::Times(v)),
         _ => Err("the speed is a positive number or `max`".into()),
     }
+}
+
+/// `vramwarden rules …`.
+#[derive(Debug, Subcommand)]
+pub enum RulesCommand {
+    /// Validate the settings file and print each rule in words.
+    Check,
+}
+
+/// Loads the settings for a headless command; a broken file is an error here (the window
+/// instead reports it and runs on defaults).
+///
+/// # Errors
+/// When the file exists but cannot be read or is invalid.
+pub fn load_settings(
+    config: Option<&std::path::Path>,
+) -> Result<crate::settings::Settings, CliError> {
+    let path = crate::settings::config_path(config);
+    match crate::settings::Settings::load(&path) {
+        (s, None) => Ok(s),
+        (_, Some(e)) => Err(CliError::Config(e)),
+    }
+}
+
+/// `vramwarden rules check`.
+///
+/// # Errors
+/// When the file is invalid (exit code 1, with file, line and reason).
+pub fn rules_check(config: Option<&std::path::Path>, out: &mut dyn Write) -> Result<(), CliError> {
+    let path = crate::settings::config_path(config);
+    if !path.exists() {
+        writeln!(
+            out,
+            "{}: no settings file; the defaults apply (no rules, global dry run on)",
+            path.display()
+        )?;
+        return Ok(());
+    }
+    let s = load_settings(config)?;
+    writeln!(out, "{}: valid", path.display())?;
+    writeln!(
+        out,
+        "global dry run: {}",
+        if s.cleanup.dry_run {
+            "on (no rule signals anything)"
+        } else {
+            "off"
+        }
+    )?;
+    writeln!(out, "protected: {}", s.cleanup.protected.join(", "))?;
+    if s.cleanup.rules.is_empty() {
+        writeln!(out, "no rules")?;
+    }
+    for (i, r) in s.cleanup.rules.iter().enumerate() {
+        writeln!(out, "{}. {}", i + 1, r.describe())?;
+    }
+    Ok(())
 }
 
 /// Log formats `import` reads.
@@ -193,6 +259,9 @@ pub enum CliError {
     /// Export failed.
     #[error("{0}")]
     Export(#[from] crate::session::csv_export::ExportError),
+    /// The settings file is broken.
+    #[error("{0}")]
+    Config(crate::settings::ConfigError),
     /// An import failed.
     #[error("{0}")]
     Import(#[from] crate::import::ImportError),
@@ -293,6 +362,7 @@ pub fn run_realtime(
     history_ticks: usize,
     record: RecordTo,
     duration: Option<Duration>,
+    settings: &crate::settings::Settings,
 ) -> Result<(Arc<RwLock<Monitor>>, RunStats), CliError> {
     use std::io::Read;
     use std::os::unix::net::UnixStream;
@@ -317,7 +387,14 @@ pub fn run_realtime(
             let _ = std::io::Write::write_all(&mut &notify_tx, b"n");
         }
     });
-    let handle = SamplerHandle::spawn_recording(factory, interval, shared.clone(), notify, record)?;
+    let handle = SamplerHandle::spawn_recording(
+        factory,
+        interval,
+        shared.clone(),
+        notify,
+        record,
+        settings.clone(),
+    )?;
     let failure = |m: &Monitor| -> Option<CliError> {
         if let crate::monitor::SourceStatus::Failed(e) = &m.status {
             return Some(SourceError::Unavailable(e.clone()).into());
@@ -391,6 +468,7 @@ pub fn monitor(
     interval: Duration,
     history: Duration,
     duration: Duration,
+    config: Option<&std::path::Path>,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let (_, st) = run_realtime(
@@ -399,6 +477,7 @@ pub fn monitor(
         history_ticks(history, interval),
         RecordTo::Off,
         Some(duration),
+        &load_settings(config)?,
     )?;
     writeln!(
         out,
@@ -470,9 +549,11 @@ pub fn record(
     duration: Option<Duration>,
     out: Option<PathBuf>,
     speed: Speed,
+    config: Option<&std::path::Path>,
     stdout: &mut dyn Write,
 ) -> Result<(), CliError> {
     use std::sync::atomic::{AtomicBool, Ordering};
+    let settings = load_settings(config)?;
     let start = now_ms();
     let path = out.unwrap_or_else(|| {
         crate::session::default_dir().join(crate::session::writer::session_file_name(
@@ -493,6 +574,7 @@ pub fn record(
                 ticks,
                 RecordTo::File(path.clone()),
                 duration,
+                &settings,
             )?;
             shared = m;
             eprintln!(
@@ -519,6 +601,7 @@ pub fn record(
                 interval.as_millis() as u64,
             );
             engine.set_source(sim.info());
+            engine.apply_settings(&settings);
             let step = interval.as_millis() as i64;
             let mut t = start;
             while !stop.load(Ordering::Relaxed)

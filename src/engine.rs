@@ -9,6 +9,30 @@ use crate::sampler::{enrich, SharedMonitor};
 use crate::session::writer::{session_file_name, SessionWriter};
 use crate::session::{Event, Header, HeaderDevice, FORMAT_VERSION};
 
+/// Which rules' targets match right now (the Settings window's "test this rule").
+pub fn test_rule(
+    rule: &crate::rules::Rule,
+    m: &crate::monitor::Monitor,
+) -> Vec<crate::rules::eval::Target> {
+    let Some(snap) = &m.latest else {
+        return Vec::new();
+    };
+    let mut st = crate::rules::eval::RuleState::default();
+    st.observe(snap);
+    let facts = crate::rules::eval::Facts {
+        leaking_since: m
+            .leaks
+            .iter()
+            .filter(|l| l.ended_ms.is_none())
+            .filter_map(|l| match l.key {
+                crate::monitor::LeakKey::Process(k) => Some((k, l.flagged_ms)),
+                crate::monitor::LeakKey::Ghost(_) => None,
+            })
+            .collect(),
+    };
+    st.matches_now(rule, snap, &facts)
+}
+
 /// Where and whether the run is recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecordTo {
@@ -34,12 +58,22 @@ pub struct RecordingStatus {
 }
 
 /// Requests from a front end, applied by the engine on its thread.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum EngineCommand {
     /// Stop writing samples (the file stays open).
     PauseRecording,
     /// Resume writing samples.
     ResumeRecording,
+    /// New settings (rules, protections, leak sensitivity, notifications).
+    ApplySettings(Box<crate::settings::Settings>),
+    /// The user's own action on a process (Terminate, Kill, Send signal…), through the same
+    /// checks as the rules (identity, protected list, other users), never a dry run.
+    Manual {
+        /// The process.
+        target: crate::rules::eval::Target,
+        /// What to do.
+        action: crate::rules::Action,
+    },
 }
 
 /// The pipeline state owned by the sampler thread (or the `record` loop).
@@ -53,7 +87,14 @@ pub struct Engine {
     interval_ms: u64,
     leaks: crate::leak_watch::LeakWatch,
     notify_leaks: bool,
+    rules: Vec<crate::rules::Rule>,
+    safety: crate::rules::action::Safety,
+    rule_state: crate::rules::eval::RuleState,
+    runner: crate::rules::action::ActionRunner,
 }
+
+/// Most activity entries the monitor keeps.
+pub const ACTIVITY_KEPT: usize = 1000;
 
 impl Engine {
     /// An engine writing into `shared`, recording as `record` says.
@@ -68,6 +109,57 @@ impl Engine {
             interval_ms,
             leaks: crate::leak_watch::LeakWatch::default(),
             notify_leaks: false,
+            rules: Vec::new(),
+            safety: crate::rules::action::Safety::default(),
+            rule_state: crate::rules::eval::RuleState::default(),
+            runner: crate::rules::action::ActionRunner::new(),
+        }
+    }
+
+    /// Applies settings: rules, protections, global dry run, leak sensitivity, notifications.
+    pub fn apply_settings(&mut self, s: &crate::settings::Settings) {
+        self.leaks.set_settings(s.leaks);
+        self.notify_leaks = s.notifications.leaks;
+        self.rules = s.cleanup.rules.clone();
+        self.safety = crate::rules::action::Safety {
+            global_dry_run: s.cleanup.dry_run,
+            protected: s.cleanup.protected.clone(),
+        };
+    }
+
+    fn log_activity(&mut self, acts: Vec<crate::rules::action::Activity>) {
+        if acts.is_empty() {
+            return;
+        }
+        for a in &acts {
+            let (pid, name, user) = match &a.target {
+                crate::rules::eval::Target::Process {
+                    key, name, user, ..
+                } => (key.0.pid, name.clone(), user.clone()),
+                crate::rules::eval::Target::Device(_) => (0, String::new(), String::new()),
+            };
+            let e = Event::Activity {
+                unix_ms: a.unix_ms,
+                rule: a.rule.clone(),
+                pid,
+                device_index: a.target.device_index(),
+                name,
+                user,
+                action: a.action.clone(),
+                outcome: a.outcome,
+                detail: a.detail.clone(),
+            };
+            if let Some(w) = self.writer.as_mut().filter(|_| !self.paused) {
+                let _ = w.write_event(&e);
+            }
+        }
+        if let Ok(mut m) = self.shared.write() {
+            for a in acts {
+                m.activity.push_back(a);
+            }
+            while m.activity.len() > ACTIVITY_KEPT {
+                m.activity.pop_front();
+            }
         }
     }
 
@@ -90,6 +182,26 @@ impl Engine {
         let active = match c {
             EngineCommand::PauseRecording => false,
             EngineCommand::ResumeRecording => true,
+            EngineCommand::ApplySettings(s) => {
+                self.apply_settings(&s);
+                return;
+            }
+            EngineCommand::Manual { target, action } => {
+                let p = crate::rules::eval::Planned {
+                    rule: "manual".into(),
+                    action,
+                    dry_run: false,
+                    allow_other_users: true,
+                    target,
+                };
+                let safety = crate::rules::action::Safety {
+                    global_dry_run: false,
+                    protected: self.safety.protected.clone(),
+                };
+                let a = self.runner.run(&p, &safety, now);
+                self.log_activity(vec![a]);
+                return;
+            }
         };
         if self.paused == !active {
             return;
@@ -203,12 +315,40 @@ impl Engine {
                 );
             }
         }
+        let mut leaking_since = std::collections::HashMap::new();
         if let Ok(mut m) = self.shared.write() {
-            m.apply(snap, received_ms);
             for e in &leak_events {
                 crate::leak_watch::record_event(&mut m, e, None);
             }
             self.leaks.refresh(&mut m);
+            for l in m.leaks.iter().filter(|l| l.ended_ms.is_none()) {
+                if let crate::monitor::LeakKey::Process(k) = l.key {
+                    leaking_since.insert(k, l.flagged_ms);
+                }
+            }
+        }
+        // Rules: pure decisions, then the runner (the only code that signals).
+        self.rule_state.observe(&snap);
+        let facts = crate::rules::eval::Facts { leaking_since };
+        let planned = if self.rules.is_empty() {
+            Vec::new()
+        } else {
+            self.rule_state.evaluate(&self.rules, &snap, &facts)
+        };
+        let now = snap.taken_at_ms;
+        let mut acts: Vec<_> = planned
+            .iter()
+            .map(|p| self.runner.run(p, &self.safety, now))
+            .collect();
+        let holds = |k: &crate::history::ProcSeriesKey| {
+            snap.processes.iter().any(|p| {
+                p.key() == k.0 && p.device_index == k.1 && p.used_bytes.is_some_and(|u| u > 0)
+            })
+        };
+        acts.extend(self.runner.poll(&holds, now));
+        self.log_activity(acts);
+        if let Ok(mut m) = self.shared.write() {
+            m.apply(snap, received_ms);
         }
         self.publish_recording(error);
     }

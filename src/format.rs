@@ -6,6 +6,7 @@ use crate::model::{UnixMs, GIB, MIB};
 
 /// How memory sizes are shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Units {
     /// MiB under 10 GiB, GiB above.
     #[default]

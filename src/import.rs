@@ -262,6 +262,7 @@ pub fn import_nvidia_smi(
                 .and_then(number)
                 .map(|v| (v * MIB as f64) as u64),
             kind: ContextKind::Compute,
+            sm_util_pct: None,
             info: Some(info),
         });
     }

@@ -8,15 +8,33 @@ use vramwarden::cli::{self, Cli, Command};
 fn main() -> ExitCode {
     let args = Cli::parse();
     let mut stdout = std::io::stdout().lock();
+    let interval = args.interval.unwrap_or(std::time::Duration::from_secs(1));
+    let history = args
+        .history
+        .unwrap_or(std::time::Duration::from_secs(24 * 3600));
     let result = match args.command {
         None => {
             drop(stdout);
+            let config_path = vramwarden::settings::config_path(args.config.as_deref());
+            let (settings, config_error) = vramwarden::settings::Settings::load(&config_path);
+            if let Some(e) = &config_error {
+                eprintln!("vramwarden: the settings file is broken, running on defaults (the file is left as it is): {e}");
+            }
+            let interval = args.interval.unwrap_or(std::time::Duration::from_millis(
+                settings.sampling.interval_ms,
+            ));
+            let history = args.history.unwrap_or(std::time::Duration::from_secs_f64(
+                settings.sampling.history_hours * 3600.0,
+            ));
             return match vramwarden::ui::run(vramwarden::ui::GuiOptions {
                 demo: args.demo,
-                interval: args.interval,
-                history_ticks: cli::history_ticks(args.history, args.interval),
-                record: !args.no_record,
+                interval,
+                history_ticks: cli::history_ticks(history, interval),
+                record: !args.no_record && settings.sessions.record,
                 open: args.session,
+                config_path,
+                config_error,
+                settings,
             }) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -32,7 +50,15 @@ fn main() -> ExitCode {
             duration,
             out,
             speed,
-        }) => cli::record(args.demo, args.interval, duration, out, speed, &mut stdout),
+        }) => cli::record(
+            args.demo,
+            interval,
+            duration,
+            out,
+            speed,
+            args.config.as_deref(),
+            &mut stdout,
+        ),
         Some(Command::Export {
             session,
             csv,
@@ -41,11 +67,15 @@ fn main() -> ExitCode {
         Some(Command::Import { what }) => cli::import(what, &mut stdout),
         Some(Command::Monitor { duration }) => cli::monitor(
             args.demo,
-            args.interval,
-            args.history,
+            interval,
+            history,
             duration,
+            args.config.as_deref(),
             &mut stdout,
         ),
+        Some(Command::Rules {
+            what: cli::RulesCommand::Check,
+        }) => cli::rules_check(args.config.as_deref(), &mut stdout),
         Some(Command::BenchNvml { iterations }) => cli::bench_nvml(iterations, &mut stdout),
     };
     match result {

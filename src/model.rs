@@ -69,6 +69,9 @@ pub struct ProcessSample {
     pub used_bytes: Option<u64>,
     /// Compute, graphics or both.
     pub kind: ContextKind,
+    /// The process's SM utilisation over the last interval (None where the driver cannot tell).
+    #[serde(default)]
+    pub sm_util_pct: Option<u32>,
     /// What `/proc` (or the simulator) says about the process (shared: cheap to clone).
     pub info: Option<std::sync::Arc<ProcInfo>>,
 }

@@ -90,6 +90,8 @@ pub struct Monitor {
     pub leaks: Vec<LeakRecord>,
     /// Recent notices (notification failures and the like), newest last.
     pub notices: VecDeque<String>,
+    /// What rules and manual actions did, newest last.
+    pub activity: VecDeque<crate::rules::action::Activity>,
     /// Snapshots applied so far.
     pub ticks: u64,
 }
@@ -109,6 +111,7 @@ impl Monitor {
             recording: crate::engine::RecordingStatus::default(),
             leaks: Vec::new(),
             notices: VecDeque::new(),
+            activity: VecDeque::new(),
             ticks: 0,
         }
     }

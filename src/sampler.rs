@@ -68,7 +68,14 @@ impl SamplerHandle {
         shared: SharedMonitor,
         notify: Notify,
     ) -> std::io::Result<Self> {
-        Self::spawn_recording(factory, interval, shared, notify, RecordTo::Off)
+        Self::spawn_recording(
+            factory,
+            interval,
+            shared,
+            notify,
+            RecordTo::Off,
+            crate::settings::Settings::default(),
+        )
     }
 
     /// Like [`SamplerHandle::spawn`], also recording a session log as `record` says.
@@ -81,6 +88,7 @@ impl SamplerHandle {
         shared: SharedMonitor,
         notify: Notify,
         record: RecordTo,
+        settings: crate::settings::Settings,
     ) -> std::io::Result<Self> {
         let (stop_tx, stop_rx) = mpsc::channel::<Control>();
         let state = shared.clone();
@@ -99,6 +107,7 @@ impl SamplerHandle {
                 };
                 let mut engine = Engine::new(state.clone(), record, interval.as_millis() as u64);
                 engine.set_source(source.info());
+                engine.apply_settings(&settings);
                 let mut next = Instant::now();
                 loop {
                     let now = now_ms();

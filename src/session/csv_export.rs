@@ -269,6 +269,25 @@ fn event_row(session: &SessionData, e: &Event) -> Option<String> {
                 rfc3339(leak.since_ms)
             ),
         ),
+        Event::Activity {
+            rule,
+            pid,
+            device_index,
+            name,
+            user,
+            action,
+            outcome,
+            detail,
+            ..
+        } => (
+            "rule_action",
+            Some(*pid),
+            Some(*device_index),
+            name.clone(),
+            user.clone(),
+            None,
+            format!("{rule}: {action}: {}: {detail}", outcome.label()),
+        ),
         Event::Recording { active, .. } => (
             "recording",
             None,

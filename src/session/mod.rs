@@ -174,6 +174,27 @@ pub enum Event {
         /// Highest memory in the episode.
         peak_mib: f64,
     },
+    /// A rule or the user acted (or would have, in dry run), or was kept from acting.
+    Activity {
+        /// When.
+        unix_ms: UnixMs,
+        /// Rule name, or "manual".
+        rule: String,
+        /// Target pid (0 for a GPU-wide rule).
+        pid: u32,
+        /// GPU.
+        device_index: u32,
+        /// Target name.
+        name: String,
+        /// Target user.
+        user: String,
+        /// The action.
+        action: String,
+        /// `would_act`, `acted`, `failed` or `skipped`.
+        outcome: crate::rules::action::Outcome,
+        /// What happened, in words.
+        detail: String,
+    },
     /// Recording was paused or resumed by the user.
     Recording {
         /// When.
@@ -192,6 +213,7 @@ impl Event {
             | Event::ProcessTable { unix_ms, .. }
             | Event::LeakStarted { unix_ms, .. }
             | Event::LeakEnded { unix_ms, .. }
+            | Event::Activity { unix_ms, .. }
             | Event::Recording { unix_ms, .. } => *unix_ms,
         }
     }

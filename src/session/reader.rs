@@ -277,6 +277,7 @@ impl SessionData {
                     device_index: def.map_or(0, |d| d.device_index),
                     used_bytes: *used,
                     kind: crate::model::ContextKind::Compute,
+                    sm_util_pct: None,
                     info: self.infos.get(id).cloned(),
                 }
             })

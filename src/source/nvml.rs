@@ -27,6 +27,8 @@ pub struct NvmlSource {
     nvml: Nvml,
     devices: Vec<DeviceStatic>,
     info: SourceInfo,
+    /// Per device: the driver timestamp (µs) of the newest process-utilisation sample seen.
+    util_seen: Vec<u64>,
 }
 
 impl NvmlSource {
@@ -66,10 +68,12 @@ impl NvmlSource {
             cuda_version,
             host: host_name(),
         };
+        let util_seen = vec![0; devices.len()];
         Ok(Self {
             nvml,
             devices,
             info,
+            util_seen,
         })
     }
 
@@ -139,12 +143,33 @@ impl GpuSource for NvmlSource {
             ds.power_w = dev.power_usage().ok().map(|mw| f64::from(mw) / 1000.0);
             let compute = dev.running_compute_processes().unwrap_or_default();
             let graphics = dev.running_graphics_processes().unwrap_or_default();
-            snap.processes.extend(merge_processes(
-                index,
-                &compute,
-                &graphics,
-                ds.memory_total_bytes,
-            ));
+            let mut procs = merge_processes(index, &compute, &graphics, ds.memory_total_bytes);
+            if !procs.is_empty() {
+                // Samples since the last call; a process with none was idle. NotFound means
+                // no process was busy.
+                let since = self.util_seen[i];
+                let util = match dev.process_utilization_stats(since) {
+                    Ok(v) => Some(v),
+                    Err(nvml_wrapper::error::NvmlError::NotFound) => Some(Vec::new()),
+                    Err(_) => None,
+                };
+                if let Some(samples) = util {
+                    for s in &samples {
+                        self.util_seen[i] = self.util_seen[i].max(s.timestamp);
+                    }
+                    for p in &mut procs {
+                        p.sm_util_pct = Some(
+                            samples
+                                .iter()
+                                .filter(|s| s.pid == p.pid)
+                                .map(|s| s.sm_util)
+                                .max()
+                                .unwrap_or(0),
+                        );
+                    }
+                }
+            }
+            snap.processes.extend(procs);
             snap.devices.push(ds);
         }
         Ok(snap)
@@ -194,6 +219,7 @@ pub(crate) fn merge_processes(
                     device_index,
                     used_bytes: used,
                     kind,
+                    sm_util_pct: None,
                     info: None,
                 });
         }

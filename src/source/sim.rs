@@ -362,6 +362,12 @@ impl SimSource {
                 device_index: p.device_index,
                 used_bytes: Some(mib * MIB),
                 kind: crate::model::ContextKind::Compute,
+                sm_util_pct: Some(if p.busy_pct == 0 {
+                    0
+                } else {
+                    (p.busy_pct as i64 + jitter(now_ms / 1000, u64::from(p.pid), 3)).clamp(1, 100)
+                        as u32
+                }),
                 info,
             });
         }

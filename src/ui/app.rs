@@ -38,6 +38,8 @@ pub enum BottomTab {
     Processes,
     /// The leak history.
     Leaks,
+    /// What rules and manual actions did.
+    Activity,
 }
 
 impl Default for UiState {
@@ -53,6 +55,8 @@ impl Default for UiState {
     }
 }
 
+const SETTINGS_SHORTCUT: egui::KeyboardShortcut =
+    egui::KeyboardShortcut::new(egui::Modifiers::COMMAND, egui::Key::Comma);
 const FILTER_SHORTCUT: egui::KeyboardShortcut =
     egui::KeyboardShortcut::new(egui::Modifiers::COMMAND, egui::Key::F);
 
@@ -79,6 +83,14 @@ pub struct VramApp {
     past: Option<Vec<crate::monitor::LeakRecord>>,
     pending_select: Option<(ProcSeriesKey, UnixMs)>,
     leak_clicked: Option<super::leaks::LeakClick>,
+    /// The Settings window.
+    pub settings_ui: super::settings_window::SettingsUi,
+    config_path: std::path::PathBuf,
+    /// Why the settings file could not be used, shown as a banner until saved.
+    pub config_error: Option<crate::settings::ConfigError>,
+    /// A manual action waiting for the user's confirmation.
+    pub confirm: Option<(crate::rules::eval::Target, crate::rules::Action)>,
+    manual_request: Option<(ProcSeriesKey, crate::rules::Action)>,
 }
 
 impl VramApp {
@@ -109,7 +121,27 @@ impl VramApp {
             past: None,
             pending_select: None,
             leak_clicked: None,
+            settings_ui: super::settings_window::SettingsUi::default(),
+            config_path: crate::settings::config_path(None),
+            config_error: None,
+            confirm: None,
+            manual_request: None,
         }
+    }
+
+    /// Where the settings file is, and what was wrong with it at start.
+    pub fn set_config(
+        &mut self,
+        path: std::path::PathBuf,
+        error: Option<crate::settings::ConfigError>,
+    ) {
+        self.config_path = path;
+        self.config_error = error;
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &crate::settings::Settings {
+        &self.backend.settings
     }
 
     /// Opens a session log in the background; the view switches to it when it is read.
@@ -163,8 +195,25 @@ impl VramApp {
         if ui.input_mut(|i| i.consume_shortcut(&FILTER_SHORTCUT)) {
             self.focus_filter = true;
         }
-        if ui.input(|i| i.key_pressed(egui::Key::Escape)) {
+        if ui.input_mut(|i| i.consume_shortcut(&SETTINGS_SHORTCUT)) {
+            let s = self.backend.settings.clone();
+            self.settings_ui.show(&s);
+        }
+        if ui.input(|i| i.key_pressed(egui::Key::Escape)) && self.confirm.is_none() {
             self.selected = None;
+        }
+        if ui.input(|i| i.key_pressed(egui::Key::Delete))
+            && !ui.ctx().egui_wants_keyboard_input()
+            && self.view.is_none()
+        {
+            if let Some(k) = self.selected {
+                self.manual_request = Some((
+                    k,
+                    crate::rules::Action::Terminate {
+                        grace_seconds: 10.0,
+                    },
+                ));
+            }
         }
         let shared = self.backend.shared.clone();
         let Ok(live) = shared.read() else {
@@ -175,6 +224,14 @@ impl VramApp {
         let mut view = self.view.take();
         let mut cmd = Commands::default();
         self.menu(ui, &live, view.is_some(), &mut cmd);
+        if let Some(e) = &self.config_error {
+            egui::Panel::top("config-banner").show(ui, |ui| {
+                ui.horizontal_wrapped(|ui| {
+                    ui.label(RichText::new(format!("⚠ The settings file is broken: {e}")).color(widgets::WARN).strong());
+                    ui.label("vramwarden runs on defaults and leaves the file as it is until you save from Settings.");
+                });
+            });
+        }
         if let Some(v) = view.as_mut() {
             session_bar(ui, v, &mut cmd);
         }
@@ -213,6 +270,66 @@ impl VramApp {
                 }
             }
         }
+        let current = self.backend.settings.clone();
+        if let Some(super::settings_window::SettingsAction::Save(s)) =
+            self.settings_ui
+                .window(&ctx, &current, &self.config_path, &live)
+        {
+            match s.save(&self.config_path) {
+                Ok(()) => {
+                    self.settings_ui.message = Some((
+                        format!(
+                            "Saved to {} (previous version kept as .bak)",
+                            self.config_path.display()
+                        ),
+                        false,
+                    ));
+                    self.config_error = None;
+                    self.state.units = s.general.units;
+                    apply_theme(&ctx, s.general.theme);
+                    cmd.settings = Some(*s);
+                }
+                Err(e) => self.settings_ui.message = Some((e.to_string(), true)),
+            }
+        }
+        if let Some((target, action)) = self.confirm.clone() {
+            let mut decided = None;
+            egui::Modal::new(egui::Id::unique("confirm-action")).show(&ctx, |ui| {
+                ui.set_width(460.0);
+                let verb = match &action {
+                    crate::rules::Action::Terminate { .. } => "Terminate".to_string(),
+                    crate::rules::Action::Signal { signal } if signal == "SIGKILL" => {
+                        "Kill".to_string()
+                    }
+                    a => a.label(),
+                };
+                ui.heading(format!("{verb} this process?"));
+                ui.label(target.describe());
+                ui.label(RichText::new(action.label()).weak());
+                ui.add_space(8.0);
+                ui.horizontal(|ui| {
+                    if ui
+                        .button(RichText::new(verb.clone()).color(widgets::WARN))
+                        .clicked()
+                    {
+                        decided = Some(true);
+                    }
+                    if ui.button("Cancel").clicked()
+                        || ui.input(|i| i.key_pressed(egui::Key::Escape))
+                    {
+                        decided = Some(false);
+                    }
+                });
+            });
+            match decided {
+                Some(true) => {
+                    cmd.engine = Some(crate::engine::EngineCommand::Manual { target, action });
+                    self.confirm = None;
+                }
+                Some(false) => self.confirm = None,
+                None => {}
+            }
+        }
         let viewing = view.as_ref().map(|v| v.data.clone());
         if let Some(a) = self.sessions.windows(&ctx, live_log, viewing) {
             match a {
@@ -229,6 +346,9 @@ impl VramApp {
         }
         if let Some(c) = cmd.engine {
             self.backend.send(c);
+        }
+        if let Some(s) = cmd.settings.take() {
+            self.backend.apply_settings(s);
         }
         if let Some(c) = self.leak_clicked.take() {
             let here = match (&c.session, &self.view) {
@@ -270,6 +390,17 @@ impl VramApp {
         egui::Panel::top("menu").show(ui, |ui| {
             egui::MenuBar::new().ui(ui, |ui| {
                 ui.menu_button("File", |ui| {
+                    if ui
+                        .add(
+                            egui::Button::new("Settings…")
+                                .shortcut_text(ui.ctx().format_shortcut(&SETTINGS_SHORTCUT)),
+                        )
+                        .clicked()
+                    {
+                        let s = self.backend.settings.clone();
+                        self.settings_ui.show(&s);
+                        ui.close();
+                    }
                     if ui.button("Export to CSV…").clicked() {
                         self.sessions.export_open = true;
                         ui.close();
@@ -399,6 +530,7 @@ impl VramApp {
         }
         if let Some(row) = selected_row {
             let mut open = true;
+            let mut request = None;
             egui::Panel::right("detail")
                 .resizable(true)
                 .default_size(420.0)
@@ -415,10 +547,16 @@ impl VramApp {
                         now,
                         &mut self.detail_graph,
                         badge,
+                        &mut request,
                     );
                 });
             if !open {
                 self.selected = None;
+            }
+            if let Some(a) = request {
+                if self.view.is_none() {
+                    self.manual_request = Some((row.series_key(), a));
+                }
             }
         }
         egui::CentralPanel::default().show(ui, |ui| {
@@ -459,6 +597,17 @@ impl VramApp {
                     RichText::new(leaks_label).strong()
                 };
                 ui.selectable_value(&mut self.state.bottom, BottomTab::Leaks, leaks_text);
+                let n_act = monitor.activity.len();
+                ui.selectable_value(
+                    &mut self.state.bottom,
+                    BottomTab::Activity,
+                    RichText::new(if n_act > 0 {
+                        format!("Activity ({n_act})")
+                    } else {
+                        "Activity".into()
+                    })
+                    .strong(),
+                );
             });
             match self.state.bottom {
                 BottomTab::Processes => {
@@ -470,8 +619,9 @@ impl VramApp {
                         focus_filter: &mut self.focus_filter,
                         selected: &mut self.selected,
                         leaks: &badges,
+                        request: &mut self.manual_request,
                     };
-                    processes::table(ui, rows, &mut table, now);
+                    processes::table(ui, rows.clone(), &mut table, now);
                 }
                 BottomTab::Leaks => {
                     if self.past.is_none() && self.past_leaks.is_none() {
@@ -506,14 +656,93 @@ impl VramApp {
                         self.leak_clicked = Some(c);
                     }
                 }
+                BottomTab::Activity => activity_pane(ui, monitor),
             }
         });
+        // A manual action asked for (detail pane, context menu, Delete): confirm first.
+        if let Some((key, action)) = self.manual_request.take() {
+            if let Some(r) = rows
+                .iter()
+                .copied()
+                .find(|r| r.series_key() == key)
+                .or_else(|| monitor.row(&key))
+            {
+                let uid = monitor
+                    .latest
+                    .as_ref()
+                    .and_then(|s| {
+                        s.processes
+                            .iter()
+                            .find(|p| p.key() == key.0 && p.device_index == key.1)
+                    })
+                    .and_then(|p| p.info.as_deref())
+                    .map_or(u32::MAX, |i| i.uid);
+                self.confirm = Some((
+                    crate::rules::eval::Target::Process {
+                        key,
+                        name: r.name.clone(),
+                        user: r.user.clone(),
+                        uid,
+                        used_bytes: r.used_bytes,
+                    },
+                    action,
+                ));
+            }
+        }
     }
+}
+
+fn activity_pane(ui: &mut Ui, m: &Monitor) {
+    if m.activity.is_empty() {
+        ui.add_space(8.0);
+        ui.label("Nothing yet: every rule firing (would act, acted, failed, skipped) and every manual action is listed here.");
+        return;
+    }
+    egui::ScrollArea::vertical()
+        .id_salt("activity")
+        .auto_shrink([false, false])
+        .show(ui, |ui| {
+            egui::Grid::new("activity-grid")
+                .num_columns(5)
+                .striped(true)
+                .spacing([14.0, 4.0])
+                .show(ui, |ui| {
+                    for h in ["Time", "Rule", "Target", "Outcome", "What happened"] {
+                        ui.label(RichText::new(h).strong());
+                    }
+                    ui.end_row();
+                    for a in m.activity.iter().rev() {
+                        use crate::rules::action::Outcome;
+                        ui.monospace(format::clock(a.unix_ms));
+                        ui.label(&a.rule);
+                        ui.label(a.target.describe());
+                        let color = match a.outcome {
+                            Outcome::Acted => egui::Color32::from_rgb(90, 200, 120),
+                            Outcome::WouldAct => egui::Color32::from_rgb(120, 170, 255),
+                            Outcome::Failed => widgets::WARN,
+                            Outcome::Skipped => egui::Color32::from_rgb(200, 170, 60),
+                        };
+                        ui.label(RichText::new(a.outcome.label()).color(color).strong());
+                        ui.label(&a.detail);
+                        ui.end_row();
+                    }
+                });
+        });
+}
+
+/// Applies the colour theme.
+pub fn apply_theme(ctx: &egui::Context, t: crate::settings::Theme) {
+    ctx.set_theme(match t {
+        crate::settings::Theme::System => egui::ThemePreference::System,
+        crate::settings::Theme::Dark => egui::ThemePreference::Dark,
+        crate::settings::Theme::Light => egui::ThemePreference::Light,
+    });
 }
 
 /// Effects the frame asks for, applied after drawing.
 #[derive(Default)]
 struct Commands {
+    settings: Option<crate::settings::Settings>,
     start_demo: bool,
     retry: bool,
     back_to_live: bool,

@@ -8,6 +8,7 @@ pub mod overview;
 pub mod process_detail;
 pub mod processes;
 pub mod sessions;
+pub mod settings_window;
 pub mod task;
 pub mod widgets;
 
@@ -32,12 +33,13 @@ pub struct GuiOptions {
     pub record: bool,
     /// A session log to open at start.
     pub open: Option<std::path::PathBuf>,
+    /// The settings file.
+    pub config_path: std::path::PathBuf,
+    /// Why the settings file could not be used (the app then runs on defaults).
+    pub config_error: Option<crate::settings::ConfigError>,
+    /// The settings in force.
+    pub settings: crate::settings::Settings,
 }
-
-/// Sessions older than this are deleted at start.
-pub const SESSION_RETENTION_DAYS: u32 = 14;
-/// The sessions folder is kept under this size at start (oldest deleted first).
-pub const SESSION_RETENTION_BYTES: u64 = 2 << 30;
 
 /// The sampler behind the window: can be restarted on another source (e.g. the demo).
 pub struct Backend {
@@ -50,6 +52,8 @@ pub struct Backend {
     history_ticks: usize,
     repaint: Option<egui::Context>,
     record: crate::engine::RecordTo,
+    /// The settings the engine runs with.
+    pub settings: crate::settings::Settings,
 }
 
 impl Backend {
@@ -80,10 +84,33 @@ impl Backend {
         ctx: &egui::Context,
         record: crate::engine::RecordTo,
     ) -> Self {
+        Self::start_with(
+            factory,
+            demo,
+            interval,
+            history_ticks,
+            ctx,
+            record,
+            crate::settings::Settings::default(),
+        )
+    }
+
+    /// Like [`Backend::start_recording`], with these settings for the engine.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_with(
+        factory: SourceFactory,
+        demo: bool,
+        interval: Duration,
+        history_ticks: usize,
+        ctx: &egui::Context,
+        record: crate::engine::RecordTo,
+        settings: crate::settings::Settings,
+    ) -> Self {
         let mut b = Self::detached(
             Monitor::new(interval.as_millis() as u64, history_ticks),
             demo,
         );
+        b.settings = settings;
         b.interval = interval;
         b.history_ticks = history_ticks;
         b.repaint = Some(ctx.clone());
@@ -104,6 +131,7 @@ impl Backend {
             history_ticks,
             repaint: None,
             record: crate::engine::RecordTo::Off,
+            settings: crate::settings::Settings::default(),
         }
     }
 
@@ -120,6 +148,7 @@ impl Backend {
             self.shared.clone(),
             notify,
             self.record.clone(),
+            self.settings.clone(),
         ) {
             Ok(h) => self.handle = Some(h),
             Err(e) => {
@@ -130,6 +159,12 @@ impl Backend {
                 }
             }
         }
+    }
+
+    /// Applies new settings to the running engine (and to later restarts).
+    pub fn apply_settings(&mut self, s: crate::settings::Settings) {
+        self.settings = s.clone();
+        self.send(crate::engine::EngineCommand::ApplySettings(Box::new(s)));
     }
 
     /// Sends a request to the engine on the sampler thread.
@@ -177,8 +212,11 @@ pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
                 let dir = crate::session::default_dir();
                 crate::session::catalog::prune(
                     &dir,
-                    SESSION_RETENTION_DAYS,
-                    SESSION_RETENTION_BYTES,
+                    opts.settings.sessions.retention_days,
+                    opts.settings
+                        .sessions
+                        .retention_max_mib
+                        .saturating_mul(1 << 20),
                     crate::sampler::now_ms(),
                     None,
                 );
@@ -186,15 +224,17 @@ pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
             } else {
                 crate::engine::RecordTo::Off
             };
-            let backend = Backend::start_recording(
+            let backend = Backend::start_with(
                 crate::cli::source_factory(opts.demo),
                 opts.demo,
                 opts.interval,
                 opts.history_ticks,
                 &cc.egui_ctx,
                 record,
+                opts.settings.clone(),
             );
             let mut app = VramApp::new(cc, backend);
+            app.set_config(opts.config_path.clone(), opts.config_error.clone());
             if let Some(p) = opts.open {
                 app.open_session(p, &cc.egui_ctx);
             }

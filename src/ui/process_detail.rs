@@ -18,6 +18,7 @@ pub fn pane(
     now: UnixMs,
     cache: &mut GraphCache,
     leak: Option<super::leaks::LeakBadge>,
+    request: &mut Option<crate::rules::Action>,
 ) -> bool {
     let mut open = true;
     ui.horizontal(|ui| {
@@ -73,6 +74,41 @@ pub fn pane(
             ))
             .color(super::leaks::LEAK),
         );
+    }
+    if row.exited_at_ms.is_none() {
+        ui.horizontal(|ui| {
+            if ui
+                .button("Terminate")
+                .on_hover_text(
+                    "SIGTERM, then SIGKILL after 10 s if it still holds GPU memory (Delete)",
+                )
+                .clicked()
+            {
+                *request = Some(crate::rules::Action::Terminate {
+                    grace_seconds: 10.0,
+                });
+            }
+            if ui.button("Kill").on_hover_text("SIGKILL").clicked() {
+                *request = Some(crate::rules::Action::Signal {
+                    signal: "SIGKILL".into(),
+                });
+            }
+            ui.menu_button("Send signal…", |ui| {
+                for s in [
+                    "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGSTOP", "SIGCONT",
+                ] {
+                    if ui.button(s).clicked() {
+                        *request = Some(crate::rules::Action::Signal { signal: s.into() });
+                        ui.close();
+                    }
+                }
+            });
+        });
+    }
+    if let Some(a) = m.activity.iter().rev().find(|a| a.rule == "manual" && matches!(&a.target, crate::rules::eval::Target::Process { key, .. } if *key == row.series_key())) {
+        let still = if row.exited_at_ms.is_some() { "it has exited".to_string() } else { format!("still running, holding {}", format::opt_bytes(units, row.used_bytes)) };
+        let text = format!("{} {}: {} — {still}", format::clock(a.unix_ms), a.outcome.label(), a.detail);
+        ui.label(if matches!(a.outcome, crate::rules::action::Outcome::Failed | crate::rules::action::Outcome::Skipped) { RichText::new(text).color(widgets::WARN) } else { RichText::new(text) });
     }
     ui.separator();
     egui::Grid::new("detail")

@@ -54,6 +54,8 @@ pub struct TableState<'a> {
     pub focus_filter: &'a mut bool,
     /// Selected process.
     pub selected: &'a mut Option<ProcSeriesKey>,
+    /// A manual action asked for from the context menu.
+    pub request: &'a mut Option<(ProcSeriesKey, crate::rules::Action)>,
     /// Leak flags by series.
     pub leaks: &'a std::collections::HashMap<crate::monitor::LeakKey, super::leaks::LeakBadge>,
 }
@@ -91,7 +93,6 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
     let mut rows: Vec<&ProcessRow> = rows.into_iter().filter(|r| matches(r, t.filter)).collect();
     sort_rows(&mut rows, *t.sort, *t.desc, now);
     ui.horizontal(|ui| {
-        ui.label(RichText::new("Processes").strong());
         let label = ui.label("Filter");
         let edit = ui
             .add(
@@ -176,12 +177,37 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                         widgets::color_swatch(ui, widgets::process_color(&r.key));
                         let key = r.series_key();
                         let sel = *t.selected == Some(key);
-                        if ui
+                        let cell = ui
                             .selectable_label(sel, weak(r.key.pid.to_string()))
-                            .on_hover_text(&r.cmdline)
-                            .clicked()
-                        {
+                            .on_hover_text(&r.cmdline);
+                        if cell.clicked() {
                             *t.selected = if sel { None } else { Some(key) };
+                        }
+                        if !exited {
+                            cell.context_menu(|ui| {
+                                if ui.button("Terminate…").clicked() {
+                                    *t.request = Some((
+                                        key,
+                                        crate::rules::Action::Terminate {
+                                            grace_seconds: 10.0,
+                                        },
+                                    ));
+                                    ui.close();
+                                }
+                                if ui.button("Kill…").clicked() {
+                                    *t.request = Some((
+                                        key,
+                                        crate::rules::Action::Signal {
+                                            signal: "SIGKILL".into(),
+                                        },
+                                    ));
+                                    ui.close();
+                                }
+                                if ui.button("Show details").clicked() {
+                                    *t.selected = Some(key);
+                                    ui.close();
+                                }
+                            });
                         }
                         ui.label(weak(if exited {
                             format!("{} (exited)", r.name)

@@ -1,0 +1,552 @@
+//! Carrying out planned actions: the only code in vramwarden that signals a process or starts
+//! a program. Every action, from a rule or from the user, goes through [`ActionRunner::run`]:
+//!
+//! - never PID 1, vramwarden itself, its parent or its session leader;
+//! - never a process whose name is on the protected list;
+//! - never another user's process unless vramwarden runs as root *and* the rule allows it;
+//! - identity is (pid, start time): the start time is read again right before acting, through
+//!   a pidfd where the kernel has one (so the signal reaches the process that was checked even
+//!   if the PID is reused a moment later);
+//! - in dry-run, the outcome says what would have happened and nothing is signalled.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::eval::{Planned, Target};
+use super::model::{parse_signal, Action};
+use crate::history::ProcSeriesKey;
+use crate::model::UnixMs;
+use crate::procinfo::ProcReader;
+
+/// How an action ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Dry run: what would have happened is in the detail.
+    WouldAct,
+    /// Done.
+    Acted,
+    /// Tried and failed.
+    Failed,
+    /// Not done: protected, not ours, or no longer the same process.
+    Skipped,
+}
+
+impl Outcome {
+    /// Lower-case label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::WouldAct => "would act",
+            Outcome::Acted => "acted",
+            Outcome::Failed => "failed",
+            Outcome::Skipped => "skipped",
+        }
+    }
+}
+
+/// One line of the activity log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Activity {
+    /// When.
+    pub unix_ms: UnixMs,
+    /// Rule name ("manual" for the user's own actions).
+    pub rule: String,
+    /// The target.
+    pub target: Target,
+    /// What was (or would have been) done.
+    pub action: String,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Details: the reason for a skip, the error, the command's output.
+    pub detail: String,
+}
+
+/// Global safety settings of the runner.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Safety {
+    /// Everything is a dry run.
+    pub global_dry_run: bool,
+    /// Process names never signalled.
+    pub protected: Vec<String>,
+}
+
+/// The names protected by default.
+pub const DEFAULT_PROTECTED: &[&str] = &[
+    "Xorg",
+    "Xwayland",
+    "gnome-shell",
+    "kwin",
+    "kwin_x11",
+    "kwin_wayland",
+    "nvidia-persistenced",
+    "sshd",
+    "systemd",
+];
+
+impl Default for Safety {
+    fn default() -> Self {
+        Self {
+            global_dry_run: true,
+            protected: DEFAULT_PROTECTED.iter().map(|s| (*s).to_string()).collect(),
+        }
+    }
+}
+
+struct PendingKill {
+    key: ProcSeriesKey,
+    deadline: Instant,
+    rule: String,
+    target: Target,
+    pidfd: Option<Pidfd>,
+}
+
+/// Runs actions and follows up on terminations (SIGKILL after the grace period).
+pub struct ActionRunner {
+    procs: ProcReader,
+    pending: Vec<PendingKill>,
+    running: Vec<std::sync::mpsc::Receiver<Activity>>,
+    me: u32,
+    parent: u32,
+    session_leader: u32,
+    my_uid: u32,
+    root: bool,
+}
+
+impl Default for ActionRunner {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// An open pidfd (closed on drop).
+struct Pidfd(i32);
+
+impl Drop for Pidfd {
+    fn drop(&mut self) {
+        // SAFETY: we own this descriptor.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+fn pidfd_open(pid: u32) -> Option<Pidfd> {
+    // SAFETY: plain syscall; returns -1 on error.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    (fd >= 0).then_some(Pidfd(fd as i32))
+}
+
+fn pidfd_signal(fd: &Pidfd, sig: i32) -> std::io::Result<()> {
+    // SAFETY: plain syscall on a descriptor we own.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.0,
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGKILL => "SIGKILL".into(),
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGHUP => "SIGHUP".into(),
+        libc::SIGUSR1 => "SIGUSR1".into(),
+        libc::SIGUSR2 => "SIGUSR2".into(),
+        n => format!("signal {n}"),
+    }
+}
+
+impl ActionRunner {
+    /// A runner for this process.
+    pub fn new() -> Self {
+        // SAFETY: these getters have no preconditions.
+        let (me, parent, sid, uid, euid) = unsafe {
+            (
+                libc::getpid(),
+                libc::getppid(),
+                libc::getsid(0),
+                libc::getuid(),
+                libc::geteuid(),
+            )
+        };
+        Self {
+            procs: ProcReader::default(),
+            pending: Vec::new(),
+            running: Vec::new(),
+            me: me as u32,
+            parent: parent as u32,
+            session_leader: sid.max(0) as u32,
+            my_uid: uid,
+            root: euid == 0,
+        }
+    }
+
+    /// Why `target` may not be touched, if so.
+    fn refusal(&self, p: &Planned, safety: &Safety) -> Option<String> {
+        let Target::Process { key, name, uid, .. } = &p.target else {
+            return None;
+        };
+        let pid = key.0.pid;
+        if pid <= 1 {
+            return Some("PID 1 is never signalled".into());
+        }
+        if pid == self.me
+            || pid == self.parent
+            || (self.session_leader > 1 && pid == self.session_leader)
+        {
+            return Some("vramwarden never signals itself, its parent or its session".into());
+        }
+        // comm is cut to 15 bytes ("nvidia-persiste"): also match argv[0]'s file name.
+        let argv0 = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .ok()
+            .and_then(|b| {
+                b.split(|c| *c == 0).next().map(|a| {
+                    String::from_utf8_lossy(a)
+                        .rsplit('/')
+                        .next()
+                        .unwrap_or("")
+                        .to_string()
+                })
+            })
+            .unwrap_or_default();
+        if safety
+            .protected
+            .iter()
+            .any(|n| n == name || *n == argv0 || (name.len() == 15 && n.starts_with(name.as_str())))
+        {
+            return Some(format!("{name} is on the protected list"));
+        }
+        if *uid != self.my_uid {
+            if !(self.root && p.allow_other_users) {
+                return Some(if self.root {
+                    "another user's process, and the rule does not allow other users".into()
+                } else {
+                    "another user's process (vramwarden is not root)".into()
+                });
+            }
+        }
+        None
+    }
+
+    /// Checks that `key` still names the same process; returns a pidfd for it when the kernel
+    /// has them (None with Ok: no pidfd support, identity checked by start time only).
+    fn verify(&self, key: &ProcSeriesKey) -> Result<Option<Pidfd>, String> {
+        let pid = key.0.pid;
+        let fd = pidfd_open(pid);
+        if fd.is_none() && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+            return Err("the process has exited".into());
+        }
+        // With the pidfd open, the PID cannot be reused for another process behind our back:
+        // the start time read now is the start time of the process the pidfd refers to.
+        match self.procs.start_time_ms(pid) {
+            None => Err("the process has exited".into()),
+            Some(t) if key.0.start_time_ms > 0 && (t - key.0.start_time_ms).abs() > 10 => {
+                Err(format!(
+                    "PID {pid} now belongs to another process (started {} instead of {})",
+                    crate::format::rfc3339(t),
+                    crate::format::rfc3339(key.0.start_time_ms)
+                ))
+            }
+            Some(_) if key.0.start_time_ms <= 0 => {
+                Err("the process's start time is unknown, so its identity cannot be checked".into())
+            }
+            Some(_) => Ok(fd),
+        }
+    }
+
+    fn send(&self, key: &ProcSeriesKey, sig: i32) -> Result<Option<Pidfd>, String> {
+        let fd = self.verify(key)?;
+        let r = match &fd {
+            Some(fd) => pidfd_signal(fd, sig),
+            None => {
+                // SAFETY: kill(2) with a checked pid.
+                if unsafe { libc::kill(key.0.pid as libc::pid_t, sig) } == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            }
+        };
+        r.map(|_| fd)
+            .map_err(|e| format!("{}: {e}", signal_name(sig)))
+    }
+
+    /// Carries out `p` (or, in dry run, says what it would do). `now` stamps the activity.
+    pub fn run(&mut self, p: &Planned, safety: &Safety, now: UnixMs) -> Activity {
+        let dry = p.dry_run || safety.global_dry_run;
+        let mut act = Activity {
+            unix_ms: now,
+            rule: p.rule.clone(),
+            target: p.target.clone(),
+            action: p.action.label(),
+            outcome: Outcome::Acted,
+            detail: String::new(),
+        };
+        if let Some(why) = self.refusal(p, safety) {
+            act.outcome = Outcome::Skipped;
+            act.detail = why;
+            return act;
+        }
+        match (&p.action, &p.target) {
+            (Action::Notify, t) => {
+                if dry {
+                    act.outcome = Outcome::WouldAct;
+                    act.detail = format!("would notify: rule {} matched {}", p.rule, t.describe());
+                } else {
+                    crate::notify::send(
+                        format!("vramwarden rule “{}”", p.rule),
+                        t.describe(),
+                        |e| eprintln!("vramwarden: {e}"),
+                    );
+                    act.detail = format!("notified: {}", t.describe());
+                }
+            }
+            (Action::Signal { signal }, Target::Process { key, .. }) => {
+                let Some(sig) = parse_signal(signal) else {
+                    act.outcome = Outcome::Failed;
+                    act.detail = format!("unknown signal {signal}");
+                    return act;
+                };
+                if dry {
+                    act.outcome = Outcome::WouldAct;
+                    act.detail =
+                        format!("would send {} to {}", signal_name(sig), p.target.describe());
+                } else {
+                    match self.send(key, sig) {
+                        Ok(_) => {
+                            act.detail =
+                                format!("sent {} to {}", signal_name(sig), p.target.describe())
+                        }
+                        Err(e) => {
+                            act.outcome = if e.contains("exited") || e.contains("another process") {
+                                Outcome::Skipped
+                            } else {
+                                Outcome::Failed
+                            };
+                            act.detail = e;
+                        }
+                    }
+                }
+            }
+            (Action::Terminate { grace_seconds }, Target::Process { key, .. }) => {
+                if dry {
+                    act.outcome = Outcome::WouldAct;
+                    act.detail = format!("would send SIGTERM to {}, then SIGKILL after {grace_seconds} s if it still holds GPU memory", p.target.describe());
+                } else {
+                    match self.send(key, libc::SIGTERM) {
+                        Ok(fd) => {
+                            act.detail = format!("sent SIGTERM to {}; SIGKILL in {grace_seconds} s if it still holds GPU memory", p.target.describe());
+                            self.pending.push(PendingKill {
+                                key: *key,
+                                deadline: Instant::now()
+                                    + Duration::from_secs_f64(grace_seconds.max(0.0)),
+                                rule: p.rule.clone(),
+                                target: p.target.clone(),
+                                pidfd: fd,
+                            });
+                        }
+                        Err(e) => {
+                            act.outcome = if e.contains("exited") || e.contains("another process") {
+                                Outcome::Skipped
+                            } else {
+                                Outcome::Failed
+                            };
+                            act.detail = e;
+                        }
+                    }
+                }
+            }
+            (
+                Action::RunCommand {
+                    argv,
+                    timeout_seconds,
+                },
+                t,
+            ) => {
+                let (pid, user, name) = match t {
+                    Target::Process {
+                        key, user, name, ..
+                    } => (key.0.pid.to_string(), user.clone(), name.clone()),
+                    Target::Device(_) => (String::new(), String::new(), String::new()),
+                };
+                let gpu = t.device_index().to_string();
+                let args: Vec<String> = argv
+                    .iter()
+                    .map(|a| {
+                        a.replace("{pid}", &pid)
+                            .replace("{gpu}", &gpu)
+                            .replace("{user}", &user)
+                            .replace("{name}", &name)
+                    })
+                    .collect();
+                if dry {
+                    act.outcome = Outcome::WouldAct;
+                    act.detail = format!("would run {args:?} for {}", t.describe());
+                } else {
+                    act.detail = format!("started {args:?}");
+                    let (tx, rx) = std::sync::mpsc::channel();
+                    let mut done = act.clone();
+                    let timeout = Duration::from_secs_f64(*timeout_seconds);
+                    let spawned = std::thread::Builder::new()
+                        .name("vramwarden-command".into())
+                        .spawn(move || {
+                            let (outcome, detail) = run_command(&args, timeout);
+                            done.outcome = outcome;
+                            done.detail = detail;
+                            let _ = tx.send(done);
+                        });
+                    match spawned {
+                        Ok(_) => self.running.push(rx),
+                        Err(e) => {
+                            act.outcome = Outcome::Failed;
+                            act.detail = format!("could not start a thread for the command: {e}");
+                        }
+                    }
+                }
+            }
+            (_, Target::Device(_)) => {
+                act.outcome = Outcome::Failed;
+                act.detail = "this action needs a process".into();
+            }
+        }
+        act
+    }
+
+    /// Follow-ups due now: SIGKILL for terminated processes still holding GPU memory after
+    /// their grace period, and results of finished commands. `holds_memory(key)` says whether
+    /// the process is still listed on its GPU.
+    pub fn poll(
+        &mut self,
+        holds_memory: &dyn Fn(&ProcSeriesKey) -> bool,
+        now: UnixMs,
+    ) -> Vec<Activity> {
+        let mut out = Vec::new();
+        let t = Instant::now();
+        let due: Vec<PendingKill> = {
+            let (due, keep) = std::mem::take(&mut self.pending)
+                .into_iter()
+                .partition(|p| p.deadline <= t);
+            self.pending = keep;
+            due
+        };
+        for p in due {
+            let mut act = Activity {
+                unix_ms: now,
+                rule: p.rule.clone(),
+                target: p.target.clone(),
+                action: "SIGKILL after grace period".into(),
+                outcome: Outcome::Acted,
+                detail: String::new(),
+            };
+            let alive = match self.verify(&p.key) {
+                Ok(_) => true,
+                Err(e) => {
+                    act.outcome = Outcome::Skipped;
+                    act.detail = format!("not needed: {e}");
+                    false
+                }
+            };
+            if alive {
+                if !holds_memory(&p.key) {
+                    act.outcome = Outcome::Skipped;
+                    act.detail = "not needed: it no longer holds GPU memory".into();
+                } else {
+                    let r = match &p.pidfd {
+                        Some(fd) => pidfd_signal(fd, libc::SIGKILL).map_err(|e| e.to_string()),
+                        None => self.send(&p.key, libc::SIGKILL).map(|_| ()),
+                    };
+                    match r {
+                        Ok(()) => {
+                            act.detail = format!(
+                                "sent SIGKILL to {}: it ignored SIGTERM",
+                                p.target.describe()
+                            )
+                        }
+                        Err(e) => {
+                            act.outcome = Outcome::Failed;
+                            act.detail = e;
+                        }
+                    }
+                }
+            }
+            out.push(act);
+        }
+        self.running.retain(|rx| match rx.try_recv() {
+            Ok(a) => {
+                out.push(Activity { unix_ms: now, ..a });
+                false
+            }
+            Err(std::sync::mpsc::TryRecvError::Empty) => true,
+            Err(_) => false,
+        });
+        out
+    }
+
+    /// Terminations waiting for their grace period.
+    pub fn pending_kills(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+/// Runs `argv` (no shell) with a timeout; returns the outcome and its output (truncated).
+pub fn run_command(argv: &[String], timeout: Duration) -> (Outcome, String) {
+    let Some((prog, args)) = argv.split_first() else {
+        return (Outcome::Failed, "empty command".into());
+    };
+    let mut child = match Command::new(prog)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => return (Outcome::Failed, format!("could not start {prog}: {e}")),
+    };
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if start.elapsed() >= timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return (Outcome::Failed, format!("waiting for {prog}: {e}")),
+        }
+    };
+    let mut out = String::new();
+    if let Some(mut o) = child.stdout.take() {
+        let _ = o.read_to_string(&mut out);
+    }
+    if let Some(mut e) = child.stderr.take() {
+        let mut err = String::new();
+        let _ = e.read_to_string(&mut err);
+        out.push_str(&err);
+    }
+    let out: String = out.trim().chars().take(2000).collect();
+    match status {
+        None => (
+            Outcome::Failed,
+            format!(
+                "{prog} timed out after {:.0} s and was killed; output: {out}",
+                timeout.as_secs_f64()
+            ),
+        ),
+        Some(s) if s.success() => (Outcome::Acted, format!("{prog} exited 0; output: {out}")),
+        Some(s) => (
+            Outcome::Failed,
+            format!("{prog} failed ({s}); output: {out}"),
+        ),
+    }
+}

@@ -1,0 +1,302 @@
+//! Pure rule evaluation: which rules fire on which targets at `now`, with hysteresis
+//! (conditions must hold for `hold_seconds`) and a cooldown per rule and target.
+
+use std::collections::HashMap;
+
+use super::model::{Action, Rule};
+use crate::history::ProcSeriesKey;
+use crate::model::{Snapshot, UnixMs, MIB};
+
+/// What a rule acts on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    /// A process on a GPU.
+    Process {
+        /// Identity (pid + start time) and GPU.
+        key: ProcSeriesKey,
+        /// Name.
+        name: String,
+        /// Owner.
+        user: String,
+        /// Owner uid (u32::MAX when unknown).
+        uid: u32,
+        /// GPU memory it holds.
+        used_bytes: Option<u64>,
+    },
+    /// A whole GPU.
+    Device(u32),
+}
+
+impl Target {
+    fn id(&self) -> TargetId {
+        match self {
+            Target::Process { key, .. } => TargetId::Process(*key),
+            Target::Device(i) => TargetId::Device(*i),
+        }
+    }
+
+    /// The GPU.
+    pub fn device_index(&self) -> u32 {
+        match self {
+            Target::Process { key, .. } => key.1,
+            Target::Device(i) => *i,
+        }
+    }
+
+    /// A few words naming it.
+    pub fn describe(&self) -> String {
+        match self {
+            Target::Process {
+                key,
+                name,
+                user,
+                used_bytes,
+                ..
+            } => format!(
+                "{name} (PID {}, user {user}, GPU {}, {} MiB)",
+                key.0.pid,
+                key.1,
+                used_bytes.map_or(0, |b| b / MIB)
+            ),
+            Target::Device(i) => format!("GPU {i}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum TargetId {
+    Process(ProcSeriesKey),
+    Device(u32),
+}
+
+/// A rule that fired: what to do to what.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Planned {
+    /// The rule's name.
+    pub rule: String,
+    /// Its action.
+    pub action: Action,
+    /// Whether it only logs.
+    pub dry_run: bool,
+    /// May act on other users' processes.
+    pub allow_other_users: bool,
+    /// The target.
+    pub target: Target,
+}
+
+/// Facts the evaluation needs beyond the snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// Since when each leaking process series has been flagged.
+    pub leaking_since: HashMap<ProcSeriesKey, UnixMs>,
+}
+
+/// Evaluation state carried between ticks.
+#[derive(Debug, Clone, Default)]
+pub struct RuleState {
+    held_since: HashMap<(String, TargetId), UnixMs>,
+    last_fired: HashMap<(String, TargetId), UnixMs>,
+    /// Per process: (last memory seen, last time it was busy or its memory changed).
+    activity: HashMap<ProcSeriesKey, (Option<u64>, UnixMs)>,
+}
+
+fn targets(snap: &Snapshot, rule: &Rule) -> Vec<Target> {
+    if rule.conditions.targets_processes() || rule.action.needs_process() {
+        snap.processes
+            .iter()
+            .map(|p| {
+                let i = p.info.as_deref();
+                Target::Process {
+                    key: (p.key(), p.device_index),
+                    name: i.map_or_else(String::new, |i| i.name.clone()),
+                    user: i.map_or_else(String::new, |i| i.user.clone()),
+                    uid: i.map_or(u32::MAX, |i| i.uid),
+                    used_bytes: p.used_bytes,
+                }
+            })
+            .collect()
+    } else {
+        snap.devices
+            .iter()
+            .map(|d| Target::Device(d.index))
+            .collect()
+    }
+}
+
+impl RuleState {
+    /// Updates the per-process idle clocks from a snapshot (call once per tick, before
+    /// [`RuleState::evaluate`]).
+    pub fn observe(&mut self, snap: &Snapshot) {
+        let now = snap.taken_at_ms;
+        let mut seen = std::collections::HashSet::new();
+        for p in &snap.processes {
+            let key = (p.key(), p.device_index);
+            seen.insert(key);
+            let busy = p.sm_util_pct.is_none_or(|u| u > 0);
+            let e = self.activity.entry(key).or_insert((p.used_bytes, now));
+            if busy || e.0 != p.used_bytes {
+                e.1 = now;
+            }
+            e.0 = p.used_bytes;
+        }
+        self.activity.retain(|k, _| seen.contains(k));
+    }
+
+    /// How long a process has been GPU-idle at `now`.
+    pub fn idle_ms(&self, key: &ProcSeriesKey, now: UnixMs) -> Option<i64> {
+        self.activity.get(key).map(|(_, t)| now - t)
+    }
+
+    /// The rules' decisions at the snapshot's time.
+    pub fn evaluate(&mut self, rules: &[Rule], snap: &Snapshot, facts: &Facts) -> Vec<Planned> {
+        let now = snap.taken_at_ms;
+        let mut out = Vec::new();
+        for rule in rules
+            .iter()
+            .filter(|r| r.enabled && r.problems().is_empty())
+        {
+            let hold = (rule.conditions.hold_seconds * 1000.0) as i64;
+            let cooldown = (rule.cooldown_minutes * 60_000.0) as i64;
+            for t in targets(snap, rule) {
+                let id = (rule.name.clone(), t.id());
+                if !self.holds(rule, &t, snap, facts) {
+                    self.held_since.remove(&id);
+                    continue;
+                }
+                let since = *self.held_since.entry(id.clone()).or_insert(now);
+                if now - since < hold {
+                    continue;
+                }
+                if self.last_fired.get(&id).is_some_and(|t| now - t < cooldown) {
+                    continue;
+                }
+                self.last_fired.insert(id, now);
+                out.push(Planned {
+                    rule: rule.name.clone(),
+                    action: rule.action.clone(),
+                    dry_run: rule.dry_run,
+                    allow_other_users: rule.allow_other_users,
+                    target: t,
+                });
+            }
+        }
+        // Forget state of targets that are gone.
+        let alive: std::collections::HashSet<TargetId> = snap
+            .processes
+            .iter()
+            .map(|p| TargetId::Process((p.key(), p.device_index)))
+            .chain(snap.devices.iter().map(|d| TargetId::Device(d.index)))
+            .collect();
+        self.held_since.retain(|(_, t), _| alive.contains(t));
+        out
+    }
+
+    /// The targets whose conditions hold right now, ignoring hold time and cooldown (the
+    /// editor's "test this rule").
+    pub fn matches_now(&self, rule: &Rule, snap: &Snapshot, facts: &Facts) -> Vec<Target> {
+        targets(snap, rule)
+            .into_iter()
+            .filter(|t| self.holds(rule, t, snap, facts))
+            .collect()
+    }
+
+    fn holds(&self, rule: &Rule, t: &Target, snap: &Snapshot, facts: &Facts) -> bool {
+        let c = &rule.conditions;
+        let now = snap.taken_at_ms;
+        let dev_index = t.device_index();
+        if c.gpu.is_some_and(|g| g != dev_index) {
+            return false;
+        }
+        let dev = snap.devices.iter().find(|d| d.index == dev_index);
+        if let Some(min) = c.device_used_min_pct {
+            let pct = dev.and_then(|d| {
+                Some(100.0 * d.memory_used_bytes? as f64 / d.memory_total_bytes? as f64)
+            });
+            if pct.is_none_or(|p| p < min) {
+                return false;
+            }
+        }
+        if let Some(max) = c.device_free_max_mib {
+            let free = dev
+                .and_then(|d| d.memory_free_bytes)
+                .map(|b| b as f64 / MIB as f64);
+            if free.is_none_or(|f| f > max) {
+                return false;
+            }
+        }
+        let Target::Process {
+            key,
+            name,
+            user,
+            used_bytes,
+            ..
+        } = t
+        else {
+            return true;
+        };
+        let p = snap
+            .processes
+            .iter()
+            .find(|p| p.key() == key.0 && p.device_index == key.1);
+        if let Some(min) = c.process_memory_min_mib {
+            if used_bytes.is_none_or(|u| (u as f64 / MIB as f64) < min) {
+                return false;
+            }
+        }
+        if let Some(min) = c.idle_min_minutes {
+            if self
+                .idle_ms(key, now)
+                .is_none_or(|ms| (ms as f64) < min * 60_000.0)
+            {
+                return false;
+            }
+        }
+        if let Some(min) = c.leaking_min_minutes {
+            if facts
+                .leaking_since
+                .get(key)
+                .is_none_or(|s| ((now - s) as f64) < min * 60_000.0)
+            {
+                return false;
+            }
+        }
+        let re_ok = |re: &Option<String>, text: &str| {
+            re.as_ref()
+                .is_none_or(|r| regex::Regex::new(r).is_ok_and(|r| r.is_match(text)))
+        };
+        if !re_ok(&c.name_regex, name) {
+            return false;
+        }
+        let cmdline = p
+            .and_then(|p| p.info.as_deref())
+            .map_or("", |i| i.cmdline.as_str());
+        if !re_ok(&c.cmdline_regex, cmdline) {
+            return false;
+        }
+        if c.user_is.as_ref().is_some_and(|u| u != user)
+            || c.user_is_not.as_ref().is_some_and(|u| u == user)
+        {
+            return false;
+        }
+        if let Some(min) = c.age_min_minutes {
+            let start = key.0.start_time_ms;
+            if start <= 0 || ((now - start) as f64) < min * 60_000.0 {
+                return false;
+            }
+        }
+        if let Some(min) = c.user_total_min_mib {
+            let total: u64 = snap
+                .processes
+                .iter()
+                .filter(|q| {
+                    q.device_index == key.1 && q.info.as_deref().is_some_and(|i| i.user == *user)
+                })
+                .filter_map(|q| q.used_bytes)
+                .sum();
+            if (total as f64 / MIB as f64) < min {
+                return false;
+            }
+        }
+        true
+    }
+}

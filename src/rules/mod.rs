@@ -1,0 +1,8 @@
+//! Auto-cleanup rules: the model (serde, in the settings file), pure evaluation, and the
+//! actions — the only code that signals or spawns.
+
+pub mod action;
+pub mod eval;
+pub mod model;
+
+pub use model::{Action, Conditions, Rule};
