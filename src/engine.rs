@@ -17,8 +17,7 @@ pub fn test_rule(
     let Some(snap) = &m.latest else {
         return Vec::new();
     };
-    let mut st = crate::rules::eval::RuleState::default();
-    st.observe(snap);
+    let st = crate::rules::eval::RuleState::with_last_active(snap, &m.last_active);
     let facts = crate::rules::eval::Facts {
         leaking_since: m
             .leaks
@@ -349,6 +348,7 @@ impl Engine {
         self.log_activity(acts);
         if let Ok(mut m) = self.shared.write() {
             m.apply(snap, received_ms);
+            m.last_active = self.rule_state.last_active();
         }
         self.publish_recording(error);
     }

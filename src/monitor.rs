@@ -92,6 +92,8 @@ pub struct Monitor {
     pub notices: VecDeque<String>,
     /// What rules and manual actions did, newest last.
     pub activity: VecDeque<crate::rules::action::Activity>,
+    /// When each process was last GPU-busy or changed its memory (for idle conditions).
+    pub last_active: HashMap<ProcSeriesKey, UnixMs>,
     /// Snapshots applied so far.
     pub ticks: u64,
 }
@@ -112,6 +114,7 @@ impl Monitor {
             leaks: Vec::new(),
             notices: VecDeque::new(),
             activity: VecDeque::new(),
+            last_active: HashMap::new(),
             ticks: 0,
         }
     }

@@ -183,3 +183,88 @@ fn opens_a_saved_session_and_moves_the_time_slider() {
     assert!(h.state().view.is_none());
     h.get_by_label_contains("Opening the GPU driver");
 }
+
+#[test]
+fn creates_a_rule_in_the_settings_window_and_saves_it() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("config.toml");
+    let mut app = demo_app(120);
+    app.set_config(path.clone(), None);
+    let mut h = harness(app);
+    h.run();
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Comma);
+    h.run();
+    h.get_by_label("Rules").click();
+    h.run();
+    h.get_by_label("No rules yet. A new rule starts as a dry run.");
+    h.get_by_label("Add the example: idle 30 min holding > 8 GiB, terminate")
+        .click();
+    h.run();
+    h.get_by_label_contains(
+        "Idle holder: when the process holds ≥ 8192 MiB and the process is GPU-idle for ≥ 30 min",
+    );
+    // "Test this rule": on the demo, the idle evaluation (8 GiB) has not been idle 30 min yet.
+    h.get_by_label("Test this rule").scroll_to_me();
+    h.run();
+    h.get_by_label("Test this rule").click();
+    h.run();
+    h.get_by_label("It matches nothing right now.");
+    eprintln!(
+        "save rect {:?} test rect {:?}",
+        h.get_by_label("Save").rect(),
+        h.get_by_label("Test this rule").rect()
+    );
+    h.get_by_label("Save").click();
+    h.run();
+    h.get_by_label_contains("Saved to");
+    let text = std::fs::read_to_string(&path).expect("written");
+    assert!(text.contains("name = \"Idle holder\""), "{text}");
+    assert!(text.contains("kind = \"terminate\""), "{text}");
+    let (loaded, err) = vramwarden::settings::Settings::load(&path);
+    assert_eq!(err, None);
+    assert_eq!(loaded.cleanup.rules.len(), 1);
+    assert!(loaded.cleanup.rules[0].dry_run, "new rules are dry runs");
+    assert_eq!(
+        h.state().settings(),
+        &loaded,
+        "the engine runs on what was saved"
+    );
+
+    // After a reload: a new window on the saved file lists the rule.
+    let mut app = demo_app(120);
+    app.set_config(path.clone(), None);
+    let mut h2 = harness(app);
+    h2.state_mut().settings_ui.show(&loaded);
+    h2.state_mut().settings_ui.section = vramwarden::ui::settings_window::Section::Rules;
+    h2.run();
+    h2.get_by_label("Idle holder");
+}
+
+#[test]
+fn a_broken_settings_file_is_announced() {
+    let (_, err) = vramwarden::settings::Settings::load(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/invalid_value.toml"),
+    );
+    let mut app = demo_app(60);
+    app.set_config("x.toml".into(), err);
+    let mut h = harness(app);
+    h.run();
+    h.get_by_label_contains("The settings file is broken");
+    h.get_by_label_contains("invalid_value.toml:2");
+}
+
+#[test]
+fn terminate_from_the_detail_pane_asks_first() {
+    let mut h = harness(demo_app(120));
+    h.run();
+    h.get_by_label("39002").click();
+    h.run();
+    h.get_by_label("Terminate").click();
+    h.run();
+    h.get_by_label("Terminate this process?");
+    h.get_by_label_contains("python3 (PID 39002, user alice, GPU 1, 8192 MiB)");
+    h.get_by_label("Cancel").click();
+    h.run();
+    assert!(h.state().confirm.is_none());
+    assert!(h.query_by_label("Terminate this process?").is_none());
+}

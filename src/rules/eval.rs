@@ -142,6 +142,28 @@ impl RuleState {
         self.activity.retain(|k, _| seen.contains(k));
     }
 
+    /// When each process was last busy (or its memory last changed).
+    pub fn last_active(&self) -> HashMap<ProcSeriesKey, UnixMs> {
+        self.activity.iter().map(|(k, (_, t))| (*k, *t)).collect()
+    }
+
+    /// A state that knows when processes were last active (to test a rule against what the
+    /// engine has seen).
+    pub fn with_last_active(snap: &Snapshot, last: &HashMap<ProcSeriesKey, UnixMs>) -> Self {
+        let mut s = Self::default();
+        for p in &snap.processes {
+            let k = (p.key(), p.device_index);
+            s.activity.insert(
+                k,
+                (
+                    p.used_bytes,
+                    last.get(&k).copied().unwrap_or(snap.taken_at_ms),
+                ),
+            );
+        }
+        s
+    }
+
     /// How long a process has been GPU-idle at `now`.
     pub fn idle_ms(&self, key: &ProcSeriesKey, now: UnixMs) -> Option<i64> {
         self.activity.get(key).map(|(_, t)| now - t)

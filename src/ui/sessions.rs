@@ -411,7 +411,7 @@ fn run_export(
         let mut w = std::io::BufWriter::new(file);
         let rows = csv_export::export(&data, t, &mut w, &mut |f| p.set((k as f32 + f) / n))
             .map_err(|e| e.to_string())?;
-        msgs.push(format!("{rows} {} rows → {}", t.name(), out.display()));
+        msgs.push(format!("{rows} {} rows to {}", t.name(), out.display()));
     }
     Ok(format!("Exported {}", msgs.join(", ")))
 }

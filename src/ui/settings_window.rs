@@ -116,38 +116,14 @@ impl SettingsUi {
     ) -> Option<SettingsAction> {
         let mut action = None;
         let mut open = self.open;
+        let screen = ctx.content_rect();
+        let body_height = (screen.height() - 260.0).clamp(200.0, 620.0);
         egui::Window::new("Settings")
             .open(&mut open)
-            .default_size([760.0, 560.0])
+            .default_size([780.0, body_height + 120.0])
+            .default_pos([screen.center().x - 390.0, screen.min.y + 50.0])
             .resizable(true)
             .show(ctx, |ui| {
-                ui.horizontal_top(|ui| {
-                    ui.vertical(|ui| {
-                        ui.set_width(150.0);
-                        for (s, name) in [
-                            (Section::General, "General"),
-                            (Section::Sampling, "Sampling & history"),
-                            (Section::Sessions, "Sessions"),
-                            (Section::Leaks, "Leaks"),
-                            (Section::Rules, "Rules"),
-                        ] {
-                            ui.selectable_value(&mut self.section, s, name);
-                        }
-                    });
-                    ui.separator();
-                    ui.vertical(|ui| {
-                        egui::ScrollArea::vertical()
-                            .max_height(440.0)
-                            .show(ui, |ui| match self.section {
-                                Section::General => self.general(ui),
-                                Section::Sampling => self.sampling(ui),
-                                Section::Sessions => self.sessions(ui),
-                                Section::Leaks => self.leaks(ui),
-                                Section::Rules => self.rules(ui, live),
-                            });
-                    });
-                });
-                ui.separator();
                 let problems = self.draft.problems();
                 ui.horizontal(|ui| {
                     let changed = self.draft != *current;
@@ -181,6 +157,33 @@ impl SettingsUi {
                         RichText::new(m)
                     });
                 }
+                ui.separator();
+                ui.horizontal_top(|ui| {
+                    ui.vertical(|ui| {
+                        ui.set_width(150.0);
+                        for (s, name) in [
+                            (Section::General, "General"),
+                            (Section::Sampling, "Sampling & history"),
+                            (Section::Sessions, "Sessions"),
+                            (Section::Leaks, "Leaks"),
+                            (Section::Rules, "Rules"),
+                        ] {
+                            ui.selectable_value(&mut self.section, s, name);
+                        }
+                    });
+                    ui.separator();
+                    ui.vertical(|ui| {
+                        egui::ScrollArea::vertical()
+                            .max_height(body_height)
+                            .show(ui, |ui| match self.section {
+                                Section::General => self.general(ui),
+                                Section::Sampling => self.sampling(ui),
+                                Section::Sessions => self.sessions(ui),
+                                Section::Leaks => self.leaks(ui),
+                                Section::Rules => self.rules(ui, live),
+                            });
+                    });
+                });
             });
         self.open = open;
         action
@@ -345,7 +348,7 @@ impl SettingsUi {
             .striped(true)
             .show(ui, |ui| {
                 for (i, r) in c.rules.iter_mut().enumerate() {
-                    ui.checkbox(&mut r.enabled, "");
+                    ui.checkbox(&mut r.enabled, "on");
                     let bad = !r.problems().is_empty();
                     let mut name = RichText::new(&r.name);
                     if bad {
@@ -424,7 +427,7 @@ impl SettingsUi {
                 self.editing = Some(c.rules.len() - 1);
             }
             if ui
-                .button("Add the example: idle 30 min holding > 8 GiB → terminate")
+                .button("Add the example: idle 30 min holding > 8 GiB, terminate")
                 .clicked()
             {
                 let mut r = Rule::default();

@@ -1,0 +1,552 @@
+//! Rules with real processes and real signals: children are bound to GPU memory through the
+//! simulated source, the engine runs the rules, and the test checks which signal each child
+//! really died of (or that it is still alive).
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Child, Command};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use vramwarden::engine::{Engine, RecordTo};
+use vramwarden::model::UnixMs;
+use vramwarden::monitor::Monitor;
+use vramwarden::rules::action::{ActionRunner, Outcome, Safety};
+use vramwarden::rules::eval::{Facts, Planned, RuleState, Target};
+use vramwarden::rules::{Action, Conditions, Rule};
+use vramwarden::sampler::now_ms;
+use vramwarden::settings::Settings;
+use vramwarden::source::sim::{Script, SimDevice, SimProcess, SimSource};
+
+fn device() -> SimDevice {
+    SimDevice {
+        name: "Sim GPU".into(),
+        total_mib: 81_920,
+        reserved_mib: 500,
+        ghost_mib: 0,
+    }
+}
+
+/// A simulated GPU on which each real `pid` holds `mib` (and is idle).
+fn bind(pids: &[(u32, u64)]) -> SimSource {
+    let mut s = SimSource::empty(now_ms() - 60_000, vec![device()]);
+    for (pid, mib) in pids {
+        s.add(SimProcess {
+            pid: *pid,
+            device_index: 0,
+            info: None,
+            script: Script::Idle { mib: *mib },
+            start_s: 0.0,
+            restart_every_s: None,
+            life_s: f64::INFINITY,
+            busy_pct: 0,
+        });
+    }
+    s
+}
+
+fn sleeper() -> Child {
+    Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("spawn sleep")
+}
+
+/// A child that ignores SIGTERM (the ignore survives exec).
+fn stubborn() -> Child {
+    let c = Command::new("sh")
+        .args(["-c", "trap '' TERM; exec sleep 60"])
+        .spawn()
+        .expect("spawn sh");
+    std::thread::sleep(Duration::from_millis(100));
+    c
+}
+
+fn settings(rule: Rule, global_dry_run: bool, protected: &[&str]) -> Settings {
+    let mut s = Settings::default();
+    s.cleanup.dry_run = global_dry_run;
+    s.cleanup.protected = protected.iter().map(|p| (*p).to_string()).collect();
+    s.cleanup.rules = vec![rule];
+    s
+}
+
+fn big_holder_rule(action: Action, dry_run: bool) -> Rule {
+    Rule {
+        name: "big holder".into(),
+        dry_run,
+        conditions: Conditions {
+            process_memory_min_mib: Some(4096.0),
+            ..Conditions::default()
+        },
+        action,
+        ..Rule::default()
+    }
+}
+
+fn engine(s: &Settings) -> (Engine, Arc<RwLock<Monitor>>) {
+    let shared = Arc::new(RwLock::new(Monitor::new(1000, 100)));
+    let mut e = Engine::new(shared.clone(), RecordTo::Off, 1000);
+    e.apply_settings(s);
+    (e, shared)
+}
+
+fn wait_exit(c: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let t = Instant::now();
+    while t.elapsed() < within {
+        if let Ok(Some(s)) = c.try_wait() {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
+
+fn kill(c: &mut Child) {
+    let _ = c.kill();
+    let _ = c.wait();
+}
+
+fn outcomes(m: &Arc<RwLock<Monitor>>) -> Vec<(Outcome, String)> {
+    m.read()
+        .expect("lock")
+        .activity
+        .iter()
+        .map(|a| (a.outcome, a.detail.clone()))
+        .collect()
+}
+
+#[test]
+fn terminate_sends_sigterm_to_the_bound_process() {
+    let mut child = sleeper();
+    let sim = bind(&[(child.id(), 8192)]);
+    let (mut e, m) = engine(&settings(
+        big_holder_rule(Action::Terminate { grace_seconds: 5.0 }, false),
+        false,
+        &[],
+    ));
+    std::thread::sleep(Duration::from_millis(50));
+    let t = now_ms();
+    e.tick(sim.at(t), t);
+    let st = wait_exit(&mut child, Duration::from_secs(3)).expect("child exited");
+    assert_eq!(st.signal(), Some(libc::SIGTERM));
+    let acts = outcomes(&m);
+    assert_eq!(acts[0].0, Outcome::Acted, "{acts:?}");
+    assert!(acts[0].1.contains("sent SIGTERM"), "{acts:?}");
+}
+
+#[test]
+fn terminate_escalates_to_sigkill_when_sigterm_is_ignored() {
+    let mut child = stubborn();
+    let sim = bind(&[(child.id(), 8192)]);
+    let (mut e, m) = engine(&settings(
+        big_holder_rule(Action::Terminate { grace_seconds: 0.3 }, false),
+        false,
+        &[],
+    ));
+    let t = now_ms();
+    e.tick(sim.at(t), t);
+    assert_eq!(
+        wait_exit(&mut child, Duration::from_millis(200)),
+        None,
+        "SIGTERM is ignored"
+    );
+    std::thread::sleep(Duration::from_millis(350));
+    let t = now_ms();
+    e.tick(sim.at(t), t);
+    let st = wait_exit(&mut child, Duration::from_secs(3)).expect("killed");
+    assert_eq!(st.signal(), Some(libc::SIGKILL));
+    let acts = outcomes(&m);
+    assert!(
+        acts.iter()
+            .any(|(o, d)| *o == Outcome::Acted && d.contains("sent SIGKILL")),
+        "{acts:?}"
+    );
+}
+
+#[test]
+fn dry_run_sends_nothing_and_says_what_it_would_do() {
+    let mut a = sleeper();
+    let mut b = sleeper();
+    let sim = bind(&[(a.id(), 8192), (b.id(), 8192)]);
+    // Rule in dry run; and a live rule under the global dry run.
+    for (rule_dry, global_dry) in [(true, false), (false, true)] {
+        let (mut e, m) = engine(&settings(
+            big_holder_rule(Action::Terminate { grace_seconds: 0.0 }, rule_dry),
+            global_dry,
+            &[],
+        ));
+        for _ in 0..3 {
+            let t = now_ms();
+            e.tick(sim.at(t), t);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let acts = outcomes(&m);
+        assert_eq!(acts.len(), 2, "once per process (cooldown): {acts:?}");
+        assert!(
+            acts.iter()
+                .all(|(o, d)| *o == Outcome::WouldAct && d.contains("would send SIGTERM")),
+            "{acts:?}"
+        );
+    }
+    assert_eq!(a.try_wait().expect("wait"), None, "still alive");
+    assert_eq!(b.try_wait().expect("wait"), None, "still alive");
+    kill(&mut a);
+    kill(&mut b);
+}
+
+#[test]
+fn protected_processes_are_never_touched() {
+    let mut child = sleeper();
+    let sim = bind(&[(child.id(), 8192)]);
+    let (mut e, m) = engine(&settings(
+        big_holder_rule(
+            Action::Signal {
+                signal: "SIGKILL".into(),
+            },
+            false,
+        ),
+        false,
+        &["sleep"],
+    ));
+    let t = now_ms();
+    e.tick(sim.at(t), t);
+    assert_eq!(
+        wait_exit(&mut child, Duration::from_millis(300)),
+        None,
+        "alive"
+    );
+    let acts = outcomes(&m);
+    assert_eq!(acts[0].0, Outcome::Skipped);
+    assert!(acts[0].1.contains("protected"), "{acts:?}");
+    kill(&mut child);
+}
+
+fn planned_for(pid: u32, start_time_ms: UnixMs, uid: u32) -> Planned {
+    Planned {
+        rule: "test".into(),
+        action: Action::Signal {
+            signal: "SIGTERM".into(),
+        },
+        dry_run: false,
+        allow_other_users: false,
+        target: Target::Process {
+            key: (vramwarden::model::ProcessKey { pid, start_time_ms }, 0),
+            name: "sleep".into(),
+            user: "x".into(),
+            uid,
+            used_bytes: Some(1 << 33),
+        },
+    }
+}
+
+#[test]
+fn a_reused_pid_is_never_hit() {
+    let safety = Safety {
+        global_dry_run: false,
+        protected: vec![],
+    };
+    let mut runner = ActionRunner::new();
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let procs = vramwarden::procinfo::ProcReader::default();
+    // A process that exited: its identity is gone.
+    let mut gone = sleeper();
+    let gone_pid = gone.id();
+    let gone_start = procs.start_time_ms(gone_pid).expect("start");
+    kill(&mut gone);
+    let a = runner.run(&planned_for(gone_pid, gone_start, uid), &safety, now_ms());
+    assert_eq!(a.outcome, Outcome::Skipped, "{a:?}");
+    // A live process whose PID is presented with another process's start time (as if the PID
+    // had been reused since the rule saw it): refused, and the live process is untouched.
+    let mut live = sleeper();
+    std::thread::sleep(Duration::from_millis(30));
+    let start = procs.start_time_ms(live.id()).expect("start");
+    let a = runner.run(
+        &planned_for(live.id(), start - 5_000, uid),
+        &safety,
+        now_ms(),
+    );
+    assert_eq!(a.outcome, Outcome::Skipped);
+    assert!(a.detail.contains("another process"), "{}", a.detail);
+    assert_eq!(
+        wait_exit(&mut live, Duration::from_millis(200)),
+        None,
+        "untouched"
+    );
+    // With its true identity it is signalled.
+    let a = runner.run(&planned_for(live.id(), start, uid), &safety, now_ms());
+    assert_eq!(a.outcome, Outcome::Acted, "{a:?}");
+    assert_eq!(
+        wait_exit(&mut live, Duration::from_secs(2)).and_then(|s| s.signal()),
+        Some(libc::SIGTERM)
+    );
+}
+
+#[test]
+fn never_pid_1_itself_or_other_users() {
+    let safety = Safety {
+        global_dry_run: false,
+        protected: vec![],
+    };
+    let mut runner = ActionRunner::new();
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    for (pid, why) in [(1, "PID 1"), (std::process::id(), "itself")] {
+        let a = runner.run(&planned_for(pid, 1, uid), &safety, now_ms());
+        assert_eq!(a.outcome, Outcome::Skipped, "{why}");
+    }
+    let mut child = sleeper();
+    let start = vramwarden::procinfo::ProcReader::default()
+        .start_time_ms(child.id())
+        .expect("start");
+    let a = runner.run(
+        &planned_for(child.id(), start, uid.wrapping_add(1)),
+        &safety,
+        now_ms(),
+    );
+    assert_eq!(a.outcome, Outcome::Skipped);
+    assert!(a.detail.contains("another user"), "{}", a.detail);
+    assert_eq!(wait_exit(&mut child, Duration::from_millis(200)), None);
+    kill(&mut child);
+}
+
+#[test]
+fn run_command_replaces_placeholders_and_captures_output() {
+    let rule = Rule {
+        name: "full".into(),
+        dry_run: false,
+        conditions: Conditions {
+            device_used_min_pct: Some(5.0),
+            ..Conditions::default()
+        },
+        action: Action::RunCommand {
+            argv: vec!["echo".into(), "gpu={gpu}".into(), "ok".into()],
+            timeout_seconds: 5.0,
+        },
+        ..Rule::default()
+    };
+    let sim = bind(&[(999_999, 8192)]);
+    let (mut e, m) = engine(&settings(rule, false, &[]));
+    let t = now_ms();
+    e.tick(sim.at(t), t);
+    let t0 = Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        let t = now_ms();
+        e.tick(sim.at(t), t);
+        if outcomes(&m).iter().any(|(_, d)| d.contains("exited 0")) {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", outcomes(&m));
+    }
+    assert!(
+        outcomes(&m)
+            .iter()
+            .any(|(o, d)| *o == Outcome::Acted && d.contains("gpu=0 ok")),
+        "{:?}",
+        outcomes(&m)
+    );
+    let (o, d) = vramwarden::rules::action::run_command(
+        &["sleep".into(), "5".into()],
+        Duration::from_millis(200),
+    );
+    assert_eq!(o, Outcome::Failed);
+    assert!(d.contains("timed out"));
+}
+
+/// Pure evaluation: conditions, hysteresis, cooldown (fake PIDs, nothing is signalled).
+mod eval {
+    use super::*;
+    use vramwarden::model::{ProcInfo, ProcessSample, Snapshot};
+
+    fn snap(t: UnixMs, procs: &[(u32, u64, u32, &str, &str)]) -> Snapshot {
+        // (pid, MiB, util %, user, cmdline)
+        let mut s = SimSource::empty(0, vec![device()]).at(t);
+        let mib: u64 = procs.iter().map(|p| p.1).sum();
+        s.devices[0].memory_used_bytes = Some(mib << 20);
+        s.devices[0].memory_free_bytes = Some((81_920 - 500 - mib) << 20);
+        s.processes = procs
+            .iter()
+            .map(|(pid, mib, util, user, cmd)| ProcessSample {
+                pid: *pid,
+                device_index: 0,
+                used_bytes: Some(mib << 20),
+                sm_util_pct: Some(*util),
+                info: Some(Arc::new(ProcInfo {
+                    name: cmd.split_whitespace().next().unwrap_or("").into(),
+                    cmdline: (*cmd).into(),
+                    user: (*user).into(),
+                    uid: 1000,
+                    start_time_ms: 1_000,
+                    container_id: None,
+                })),
+                ..ProcessSample::default()
+            })
+            .collect();
+        s
+    }
+
+    fn rule(c: Conditions) -> Rule {
+        Rule {
+            name: "r".into(),
+            conditions: c,
+            cooldown_minutes: 10.0,
+            ..Rule::default()
+        }
+    }
+
+    fn fired(st: &mut RuleState, r: &Rule, s: &Snapshot) -> Vec<u32> {
+        st.observe(s);
+        st.evaluate(std::slice::from_ref(r), s, &Facts::default())
+            .iter()
+            .filter_map(|p| match &p.target {
+                Target::Process { key, .. } => Some(key.0.pid),
+                Target::Device(i) => Some(1000 + i),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn idle_for_thirty_minutes_holding_more_than_8_gib() {
+        let r = rule(Conditions {
+            idle_min_minutes: Some(30.0),
+            process_memory_min_mib: Some(8192.0),
+            ..Conditions::default()
+        });
+        let mut st = RuleState::default();
+        let mut first = None;
+        for i in 0..=40 {
+            let t = i * 60_000;
+            // 10: idle and big; 11: busy and big; 12: idle but small.
+            let s = snap(
+                t,
+                &[
+                    (10, 9000, 0, "bob", "python3 -m ipykernel"),
+                    (11, 9000, 80, "bob", "python3 train.py"),
+                    (12, 100, 0, "bob", "python3 x.py"),
+                ],
+            );
+            let f = fired(&mut st, &r, &s);
+            if !f.is_empty() {
+                first.get_or_insert((i, f));
+            }
+        }
+        assert_eq!(first, Some((30, vec![10])));
+    }
+
+    #[test]
+    fn memory_that_changes_is_not_idle() {
+        let r = rule(Conditions {
+            idle_min_minutes: Some(5.0),
+            ..Conditions::default()
+        });
+        let mut st = RuleState::default();
+        for i in 0..20 {
+            let s = snap(i * 60_000, &[(10, 1000 + i as u64, 0, "bob", "python3")]);
+            assert!(fired(&mut st, &r, &s).is_empty(), "minute {i}");
+        }
+    }
+
+    #[test]
+    fn hysteresis_and_cooldown() {
+        let mut r = rule(Conditions {
+            device_used_min_pct: Some(50.0),
+            hold_seconds: 120.0,
+            ..Conditions::default()
+        });
+        r.cooldown_minutes = 5.0;
+        let mut st = RuleState::default();
+        let mut fires = Vec::new();
+        for i in 0..=900 {
+            let t = i * 1000;
+            // Full for 60 s (a spike: nothing), empty, then full from 200 s on.
+            let full = (10..70).contains(&i) || i >= 200;
+            let s = snap(
+                t,
+                if full {
+                    &[(10, 60_000, 50, "a", "p")][..]
+                } else {
+                    &[(10, 100, 50, "a", "p")][..]
+                },
+            );
+            if !fired(&mut st, &r, &s).is_empty() {
+                fires.push(i);
+            }
+        }
+        // Held from 200 s: fires at 320 s, then once per 5 min while it holds.
+        assert_eq!(fires, vec![320, 620]);
+    }
+
+    #[test]
+    fn name_user_quota_and_leak_conditions() {
+        let s = snap(
+            3_600_000,
+            &[
+                (10, 30_000, 50, "alice", "python3 a.py"),
+                (11, 20_000, 50, "alice", "python3 b.py"),
+                (12, 5_000, 50, "bob", "jupyter-lab"),
+            ],
+        );
+        let st = RuleState::default();
+        let m = |c: Conditions| -> Vec<u32> {
+            st.matches_now(&rule(c), &s, &Facts::default())
+                .iter()
+                .filter_map(|t| match t {
+                    Target::Process { key, .. } => Some(key.0.pid),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(
+            m(Conditions {
+                user_total_min_mib: Some(40_960.0),
+                ..Conditions::default()
+            }),
+            vec![10, 11]
+        );
+        assert_eq!(
+            m(Conditions {
+                user_is_not: Some("alice".into()),
+                ..Conditions::default()
+            }),
+            vec![12]
+        );
+        assert_eq!(
+            m(Conditions {
+                cmdline_regex: Some(r"b\.py$".into()),
+                ..Conditions::default()
+            }),
+            vec![11]
+        );
+        assert_eq!(
+            m(Conditions {
+                name_regex: Some("^jupyter".into()),
+                user_is: Some("bob".into()),
+                ..Conditions::default()
+            }),
+            vec![12]
+        );
+        assert_eq!(
+            m(Conditions {
+                age_min_minutes: Some(59.0),
+                process_memory_min_mib: Some(25_000.0),
+                ..Conditions::default()
+            }),
+            vec![10]
+        );
+        let key = (
+            vramwarden::model::ProcessKey {
+                pid: 11,
+                start_time_ms: 1_000,
+            },
+            0,
+        );
+        let facts = Facts {
+            leaking_since: [(key, 3_600_000 - 11 * 60_000)].into_iter().collect(),
+        };
+        let r = rule(Conditions {
+            leaking_min_minutes: Some(10.0),
+            ..Conditions::default()
+        });
+        assert_eq!(st.matches_now(&r, &s, &facts).len(), 1);
+    }
+}
