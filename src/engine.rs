@@ -202,7 +202,7 @@ impl Engine {
                 return;
             }
         };
-        if self.paused == !active {
+        if self.paused != active {
             return;
         }
         self.paused = !active;

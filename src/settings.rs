@@ -221,7 +221,7 @@ impl Settings {
             reason: e.message().to_string(),
         })?;
         if let Some((at, what)) = s.problems().into_iter().next() {
-            let key = at.split(['.', '[', ' ']).last().unwrap_or("");
+            let key = at.split(['.', '[', ' ']).next_back().unwrap_or("");
             let line = text
                 .lines()
                 .position(|l| l.trim_start().starts_with(key))

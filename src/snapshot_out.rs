@@ -47,6 +47,8 @@ pub struct ProcessOut<'a> {
     pub user: Option<&'a str>,
     /// Start time, RFC 3339.
     pub start_time: Option<String>,
+    /// The process's SM utilisation over the last interval, percent.
+    pub sm_util_pct: Option<u32>,
 }
 
 /// The whole `snapshot --format json` document.
@@ -94,6 +96,7 @@ impl<'a> SnapshotOut<'a> {
                         cmdline: i.map(|i| i.cmdline.as_str()),
                         user: i.map(|i| i.user.as_str()),
                         start_time: i.map(|i| rfc3339(i.start_time_ms)),
+                        sm_util_pct: p.sm_util_pct,
                     }
                 })
                 .collect(),
@@ -170,6 +173,7 @@ const PROCESS_HEADER: &[&str] = &[
     "cmdline",
     "user",
     "start_time",
+    "sm_util_pct",
 ];
 
 fn write_rows<W: std::io::Write, T: Serialize>(

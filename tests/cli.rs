@@ -98,7 +98,9 @@ fn snapshot_demo_csv_has_the_same_columns() {
         .split_once("\n\n")
         .expect("two tables separated by a blank line");
     assert_eq!(devs.lines().count(), 3);
-    assert!(procs.starts_with("pid,device_index,used_bytes,name,cmdline,user,start_time"));
+    assert!(
+        procs.starts_with("pid,device_index,used_bytes,name,cmdline,user,start_time,sm_util_pct")
+    );
     assert!(procs.lines().count() >= 5);
 }
 

@@ -398,9 +398,9 @@ mod eval {
         st.observe(s);
         st.evaluate(std::slice::from_ref(r), s, &Facts::default())
             .iter()
-            .filter_map(|p| match &p.target {
-                Target::Process { key, .. } => Some(key.0.pid),
-                Target::Device(i) => Some(1000 + i),
+            .map(|p| match &p.target {
+                Target::Process { key, .. } => key.0.pid,
+                Target::Device(i) => 1000 + i,
             })
             .collect()
     }

@@ -132,8 +132,10 @@ fn rules_check_prints_rules_in_words() {
 
 #[test]
 fn rule_validation_messages() {
-    let mut r = Rule::default();
-    r.action = Action::Terminate { grace_seconds: 5.0 };
+    let mut r = Rule {
+        action: Action::Terminate { grace_seconds: 5.0 },
+        ..Rule::default()
+    };
     assert!(
         r.problems()
             .iter()

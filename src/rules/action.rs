@@ -225,14 +225,12 @@ impl ActionRunner {
         {
             return Some(format!("{name} is on the protected list"));
         }
-        if *uid != self.my_uid {
-            if !(self.root && p.allow_other_users) {
-                return Some(if self.root {
-                    "another user's process, and the rule does not allow other users".into()
-                } else {
-                    "another user's process (vramwarden is not root)".into()
-                });
-            }
+        if *uid != self.my_uid && !(self.root && p.allow_other_users) {
+            return Some(if self.root {
+                "another user's process, and the rule does not allow other users".into()
+            } else {
+                "another user's process (vramwarden is not root)".into()
+            });
         }
         None
     }

@@ -52,10 +52,11 @@ impl Conditions {
 
 /// What a rule does when it fires. New kinds (e.g. asking a cooperating PyTorch process to
 /// empty its cache) are new variants here and a new arm in [`super::action`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Action {
     /// A desktop notification and an activity entry.
+    #[default]
     Notify,
     /// Send one signal (name like `SIGUSR1` or a number).
     Signal {
@@ -75,12 +76,6 @@ pub enum Action {
         /// Kill it after this long.
         timeout_seconds: f64,
     },
-}
-
-impl Default for Action {
-    fn default() -> Self {
-        Action::Notify
-    }
 }
 
 impl Action {

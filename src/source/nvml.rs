@@ -254,7 +254,8 @@ impl NvmlSource {
         });
         let n_us = n as usize;
         let mut out = vec![("device_by_index", base, n_us)];
-        let calls: [(&'static str, usize, &dyn Fn(&nvml_wrapper::Device<'_>)); 6] = [
+        type Call<'c> = (&'static str, usize, &'c dyn Fn(&nvml_wrapper::Device<'_>));
+        let calls: [Call<'_>; 6] = [
             ("memory_info (v2)", 1, &|d| {
                 let _ = d.memory_info();
             }),
@@ -288,6 +289,7 @@ impl NvmlSource {
                 let _ = d.power_usage();
                 let _ = d.running_compute_processes();
                 let _ = d.running_graphics_processes();
+                let _ = d.process_utilization_stats(0);
             }
         });
         out.push(("ALL RAW CALLS IN SAMPLE ORDER", seq, 0));

@@ -10,6 +10,7 @@ use crate::model::UnixMs;
 use crate::monitor::{Monitor, ProcessRow};
 
 /// Draws the pane; returns false when the user closed it.
+#[allow(clippy::too_many_arguments)]
 pub fn pane(
     ui: &mut Ui,
     m: &Monitor,

@@ -430,14 +430,18 @@ impl SettingsUi {
                 .button("Add the example: idle 30 min holding > 8 GiB, terminate")
                 .clicked()
             {
-                let mut r = Rule::default();
-                r.name = "Idle holder".into();
-                r.conditions.idle_min_minutes = Some(30.0);
-                r.conditions.process_memory_min_mib = Some(8192.0);
-                r.action = Action::Terminate {
-                    grace_seconds: 10.0,
-                };
-                c.rules.push(r);
+                c.rules.push(Rule {
+                    name: "Idle holder".into(),
+                    conditions: crate::rules::Conditions {
+                        idle_min_minutes: Some(30.0),
+                        process_memory_min_mib: Some(8192.0),
+                        ..crate::rules::Conditions::default()
+                    },
+                    action: Action::Terminate {
+                        grace_seconds: 10.0,
+                    },
+                    ..Rule::default()
+                });
                 self.editing = Some(c.rules.len() - 1);
             }
         });
