@@ -496,14 +496,20 @@ pub fn monitor(
 /// When NVML is missing.
 pub fn bench_nvml(iterations: u32, out: &mut dyn Write) -> Result<(), CliError> {
     let mut src = NvmlSource::new()?;
-    let raw = src.bench_raw_calls(iterations);
+    // One sample first, so the graphics-list cadence reflects this machine.
+    let _ = src.sample(now_ms())?;
+    let every_s = crate::source::nvml::UTIL_EVERY_MS as f64 / 1000.0;
     let mut sum = 0.0;
-    for (name, us, calls) in &raw {
-        writeln!(
-            out,
-            "raw {name:<32} {us:>9.2} µs/sample ({calls} call(s) per sample)"
-        )?;
-        sum += us;
+    let mut seq = 0.0;
+    for (name, us, calls) in src.bench_raw_calls(iterations) {
+        match calls {
+            0 => seq = us,
+            usize::MAX => writeln!(out, "raw {name:<32} {us:>9.2} µs/call, read once per {every_s} s: {:.2} µs per 1 s sample (not in the sums)", us / every_s)?,
+            n => {
+                writeln!(out, "raw {name:<32} {us:>9.2} µs/sample ({n} call(s) per sample)")?;
+                sum += us;
+            }
+        }
     }
     let mut procs = ProcReader::default();
     let t = Instant::now();
@@ -517,17 +523,16 @@ pub fn bench_nvml(iterations: u32, out: &mut dyn Write) -> Result<(), CliError> 
         enrich(&mut s, &mut procs);
     }
     let enriched = t.elapsed().as_secs_f64() * 1e6 / f64::from(iterations);
-    writeln!(out, "sum of raw calls                 {sum:>9.2} µs")?;
     writeln!(
         out,
-        "NvmlSource::sample               {full:>9.2} µs  ratio {:.3}",
-        full / sum
+        "sum of the raw calls, each timed alone   {sum:>9.2} µs"
     )?;
     writeln!(
         out,
-        "sample + /proc enrichment        {enriched:>9.2} µs  ratio {:.3}",
-        enriched / sum
+        "the same calls in one sample's order     {seq:>9.2} µs"
     )?;
+    writeln!(out, "NvmlSource::sample                       {full:>9.2} µs  = {:.3} × the sum, {:.3} × the in-order calls", full / sum.max(1e-9), full / seq.max(1e-9))?;
+    writeln!(out, "sample + /proc enrichment                {enriched:>9.2} µs  = {:.3} × the sum, {:.3} × the in-order calls", enriched / sum.max(1e-9), enriched / seq.max(1e-9))?;
     Ok(())
 }
 

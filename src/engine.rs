@@ -115,6 +115,13 @@ impl Engine {
         }
     }
 
+    /// True when an enabled rule needs per-process utilisation (an idle condition).
+    pub fn needs_process_utilization(&self) -> bool {
+        self.rules
+            .iter()
+            .any(|r| r.enabled && r.conditions.idle_min_minutes.is_some())
+    }
+
     /// Applies settings: rules, protections, global dry run, leak sensitivity, notifications.
     pub fn apply_settings(&mut self, s: &crate::settings::Settings) {
         self.leaks.set_settings(s.leaks);

@@ -18,8 +18,12 @@ pub struct ProcReader {
     boot_time_ms: Option<UnixMs>,
     ticks_per_sec: u64,
     users: HashMap<u32, String>,
-    cache: HashMap<u32, Arc<ProcInfo>>,
+    cache: HashMap<u32, (Arc<ProcInfo>, UnixMs)>,
 }
+
+/// A cached process's start time is read again (to notice a reused PID) at least this often
+/// by [`ProcReader::read_at`]. Actions always re-read it right before acting.
+pub const REVALIDATE_MS: UnixMs = 10_000;
 
 impl Default for ProcReader {
     fn default() -> Self {
@@ -58,14 +62,27 @@ impl ProcReader {
     /// The cheap start-time read runs every call; the rest is cached until the PID's start time
     /// changes (a reused PID).
     pub fn read(&mut self, pid: u32) -> Option<Arc<ProcInfo>> {
+        self.read_at(pid, i64::MAX)
+    }
+
+    /// Like [`ProcReader::read`], but a PID read less than [`REVALIDATE_MS`] before `now_ms`
+    /// is answered from the cache without touching `/proc` (the sampler's per-tick path).
+    pub fn read_at(&mut self, pid: u32, now_ms: UnixMs) -> Option<Arc<ProcInfo>> {
+        if let Some((hit, checked)) = self.cache.get(&pid) {
+            if now_ms != i64::MAX && now_ms - checked < REVALIDATE_MS && now_ms >= *checked {
+                return Some(hit.clone());
+            }
+        }
         let start = self.start_time_ms(pid)?;
-        if let Some(hit) = self.cache.get(&pid) {
+        let checked = if now_ms == i64::MAX { 0 } else { now_ms };
+        if let Some((hit, at)) = self.cache.get_mut(&pid) {
             if hit.start_time_ms == start {
+                *at = checked;
                 return Some(hit.clone());
             }
         }
         let info = Arc::new(self.read_uncached(pid, start)?);
-        self.cache.insert(pid, info.clone());
+        self.cache.insert(pid, (info.clone(), checked));
         Some(info)
     }
 

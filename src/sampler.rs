@@ -40,7 +40,7 @@ pub fn now_ms() -> UnixMs {
 pub fn enrich(snap: &mut Snapshot, procs: &mut ProcReader) {
     for p in &mut snap.processes {
         if p.info.is_none() {
-            p.info = procs.read(p.pid);
+            p.info = procs.read_at(p.pid, snap.taken_at_ms);
         }
     }
     if !snap.processes.is_empty() {
@@ -108,6 +108,7 @@ impl SamplerHandle {
                 let mut engine = Engine::new(state.clone(), record, interval.as_millis() as u64);
                 engine.set_source(source.info());
                 engine.apply_settings(&settings);
+                source.set_process_utilization(engine.needs_process_utilization());
                 let mut next = Instant::now();
                 loop {
                     let now = now_ms();
@@ -136,6 +137,7 @@ impl SamplerHandle {
                             }
                             Ok(Control::Command(c)) => {
                                 engine.command(c, now_ms());
+                                source.set_process_utilization(engine.needs_process_utilization());
                                 wait = next.saturating_duration_since(Instant::now());
                             }
                         }

@@ -24,6 +24,9 @@ pub trait GpuSource: Send {
     /// Takes one sample. `now_ms` is the moment it stands for (the simulator computes the state
     /// at that time; the driver source stamps its reading with it).
     fn sample(&mut self, now_ms: UnixMs) -> Result<Snapshot, SourceError>;
+    /// Whether per-process utilisation is wanted (it can be costly to read; only rules with
+    /// an idle condition need it). Sources that have it for free ignore this.
+    fn set_process_utilization(&mut self, _on: bool) {}
 }
 
 /// The host's name, for session headers and the status bar.

@@ -27,8 +27,93 @@ pub struct NvmlSource {
     nvml: Nvml,
     devices: Vec<DeviceStatic>,
     info: SourceInfo,
-    /// Per device: the driver timestamp (µs) of the newest process-utilisation sample seen.
-    util_seen: Vec<u64>,
+    /// Per device: the last per-process utilisation reading (see [`UTIL_EVERY_MS`]).
+    util: Vec<UtilCache>,
+    /// Whether per-process utilisation is read at all (only idle rules need it).
+    want_util: bool,
+    /// Per device: buffer size for the process lists, and how many samples ago the graphics
+    /// list was last read and whether it was empty.
+    lists: Vec<ListState>,
+}
+
+#[derive(Debug, Clone)]
+struct ListState {
+    cap: u32,
+    graphics_age: u32,
+    graphics_empty: bool,
+}
+
+/// An empty graphics list is read again only every this many samples (compute-only GPUs
+/// have none; a desktop's Xorg keeps its list non-empty and read every sample).
+pub const GRAPHICS_EVERY: u32 = 10;
+
+/// A process list in one driver call (nvml-wrapper asks for the count first, which doubles
+/// the cost), falling back to nvml-wrapper when the symbol is missing.
+fn process_list(
+    nvml: &Nvml,
+    dev: &nvml_wrapper::Device<'_>,
+    graphics: bool,
+    cap: &mut u32,
+) -> Result<Vec<ProcessInfo>, nvml_wrapper::error::NvmlError> {
+    use nvml_wrapper_sys::bindings::{
+        nvmlProcessInfo_t, nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE,
+    };
+    let lib = nvml.lib();
+    let present = if graphics {
+        lib.nvmlDeviceGetGraphicsRunningProcesses_v3.is_ok()
+    } else {
+        lib.nvmlDeviceGetComputeRunningProcesses_v3.is_ok()
+    };
+    if present {
+        for _ in 0..4 {
+            let mut count: std::os::raw::c_uint = *cap;
+            // SAFETY: nvmlProcessInfo_t is plain old data; all-zero is a valid value.
+            let mut buf: Vec<nvmlProcessInfo_t> =
+                vec![unsafe { std::mem::zeroed() }; *cap as usize];
+            // SAFETY: the symbol is present (checked above), the handle comes from this Nvml,
+            // and `buf` holds `count` entries.
+            let r = unsafe {
+                if graphics {
+                    lib.nvmlDeviceGetGraphicsRunningProcesses_v3(
+                        dev.handle(),
+                        &mut count,
+                        buf.as_mut_ptr(),
+                    )
+                } else {
+                    lib.nvmlDeviceGetComputeRunningProcesses_v3(
+                        dev.handle(),
+                        &mut count,
+                        buf.as_mut_ptr(),
+                    )
+                }
+            };
+            if r == nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE {
+                *cap = count.max(*cap) * 2 + 8;
+                continue;
+            }
+            nvml_wrapper::error::nvml_try(r)?;
+            buf.truncate(count as usize);
+            return Ok(buf.into_iter().map(ProcessInfo::from).collect());
+        }
+    }
+    if graphics {
+        dev.running_graphics_processes()
+    } else {
+        dev.running_compute_processes()
+    }
+}
+
+/// Per-process utilisation is read at most this often: the driver call scans its sample
+/// buffer and costs far more than the rest of a sample (measured on the H200), and idle
+/// decisions need minutes, not seconds.
+pub const UTIL_EVERY_MS: i64 = 5_000;
+
+#[derive(Debug, Clone, Default)]
+struct UtilCache {
+    /// When it was last read (ms since the epoch); 0 before the first read.
+    read_ms: i64,
+    /// pid → highest SM utilisation in the samples of that read; None when unsupported.
+    busy: Option<std::collections::HashMap<u32, u32>>,
 }
 
 impl NvmlSource {
@@ -68,12 +153,22 @@ impl NvmlSource {
             cuda_version,
             host: host_name(),
         };
-        let util_seen = vec![0; devices.len()];
+        let util = vec![UtilCache::default(); devices.len()];
+        let lists = vec![
+            ListState {
+                cap: 64,
+                graphics_age: GRAPHICS_EVERY,
+                graphics_empty: true
+            };
+            devices.len()
+        ];
         Ok(Self {
             nvml,
             devices,
             info,
-            util_seen,
+            util,
+            want_util: false,
+            lists,
         })
     }
 
@@ -102,6 +197,10 @@ fn explain_init_error(e: &nvml_wrapper::error::NvmlError) -> String {
 impl GpuSource for NvmlSource {
     fn info(&self) -> SourceInfo {
         self.info.clone()
+    }
+
+    fn set_process_utilization(&mut self, on: bool) {
+        self.want_util = on;
     }
 
     fn sample(&mut self, now_ms: UnixMs) -> Result<Snapshot, SourceError> {
@@ -141,31 +240,47 @@ impl GpuSource for NvmlSource {
                 .ok()
                 .filter(|t| *t < 200);
             ds.power_w = dev.power_usage().ok().map(|mw| f64::from(mw) / 1000.0);
-            let compute = dev.running_compute_processes().unwrap_or_default();
-            let graphics = dev.running_graphics_processes().unwrap_or_default();
+            let ls = &mut self.lists[i];
+            let compute = process_list(&self.nvml, &dev, false, &mut ls.cap).unwrap_or_default();
+            ls.graphics_age += 1;
+            let graphics = if !ls.graphics_empty || ls.graphics_age >= GRAPHICS_EVERY {
+                ls.graphics_age = 0;
+                let g = process_list(&self.nvml, &dev, true, &mut ls.cap).unwrap_or_default();
+                ls.graphics_empty = g.is_empty();
+                g
+            } else {
+                Vec::new()
+            };
             let mut procs = merge_processes(index, &compute, &graphics, ds.memory_total_bytes);
-            if !procs.is_empty() {
-                // Samples since the last call; a process with none was idle. NotFound means
-                // no process was busy.
-                let since = self.util_seen[i];
-                let util = match dev.process_utilization_stats(since) {
-                    Ok(v) => Some(v),
-                    Err(nvml_wrapper::error::NvmlError::NotFound) => Some(Vec::new()),
-                    Err(_) => None,
-                };
-                if let Some(samples) = util {
-                    for s in &samples {
-                        self.util_seen[i] = self.util_seen[i].max(s.timestamp);
-                    }
+            if self.want_util && !procs.is_empty() {
+                let cache = &mut self.util[i];
+                if now_ms - cache.read_ms >= UTIL_EVERY_MS {
+                    // Samples since the last read (driver timestamps are µs since the epoch);
+                    // a process with none was idle; NotFound means none was busy.
+                    let since = if cache.read_ms > 0 {
+                        cache.read_ms
+                    } else {
+                        now_ms - UTIL_EVERY_MS
+                    };
+                    cache.busy = match dev.process_utilization_stats((since.max(0) as u64) * 1000) {
+                        Ok(v) => {
+                            let mut m = std::collections::HashMap::new();
+                            for s in v {
+                                let e = m.entry(s.pid).or_insert(0);
+                                *e = (*e).max(s.sm_util);
+                            }
+                            Some(m)
+                        }
+                        Err(nvml_wrapper::error::NvmlError::NotFound) => {
+                            Some(std::collections::HashMap::new())
+                        }
+                        Err(_) => None,
+                    };
+                    cache.read_ms = now_ms;
+                }
+                if let Some(busy) = &cache.busy {
                     for p in &mut procs {
-                        p.sm_util_pct = Some(
-                            samples
-                                .iter()
-                                .filter(|s| s.pid == p.pid)
-                                .map(|s| s.sm_util)
-                                .max()
-                                .unwrap_or(0),
-                        );
+                        p.sm_util_pct = Some(busy.get(&p.pid).copied().unwrap_or(0));
                     }
                 }
             }
@@ -259,11 +374,11 @@ impl NvmlSource {
             ("memory_info (v2)", 1, &|d| {
                 let _ = d.memory_info();
             }),
-            ("running_compute_processes (v3)", 2, &|d| {
-                let _ = d.running_compute_processes();
+            ("compute processes (v3, one call)", 1, &|d| {
+                let _ = process_list(nvml, d, false, &mut 64);
             }),
-            ("running_graphics_processes (v3)", 2, &|d| {
-                let _ = d.running_graphics_processes();
+            ("graphics processes, 1 sample in 10", 1, &|d| {
+                let _ = process_list(nvml, d, true, &mut 64);
             }),
             ("utilization_rates", 1, &|d| {
                 let _ = d.utilization_rates();
@@ -276,23 +391,42 @@ impl NvmlSource {
             }),
         ];
         for (name, per, f) in calls {
-            let us = time(&|i| with(f, i)) - base;
-            out.push((name, us.max(0.0), per * n_us));
+            let mut us = (time(&|i| with(f, i)) - base).max(0.0);
+            if name.starts_with("graphics") {
+                // Read every sample only where a graphics process exists.
+                let empty = self.lists.iter().all(|l| l.graphics_empty);
+                if empty {
+                    us /= f64::from(GRAPHICS_EVERY);
+                }
+            }
+            out.push((name, us, per * n_us));
         }
         // The same calls in the order a sample makes them, results dropped: the raw cost of one
         // sample's NVML work without the driver's benefit of repeating one call in a loop.
+        let k = std::cell::Cell::new(0u32);
+        let empty = self.lists.iter().all(|l| l.graphics_empty);
         let seq = time(&|i| {
             if let Ok(d) = nvml.device_by_index(i) {
                 let _ = d.memory_info();
                 let _ = d.utilization_rates();
                 let _ = d.temperature(TemperatureSensor::Gpu);
                 let _ = d.power_usage();
-                let _ = d.running_compute_processes();
-                let _ = d.running_graphics_processes();
-                let _ = d.process_utilization_stats(0);
+                let _ = process_list(nvml, &d, false, &mut 64);
+                k.set(k.get() + 1);
+                if !empty || k.get() % GRAPHICS_EVERY == 0 {
+                    let _ = process_list(nvml, &d, true, &mut 64);
+                }
             }
         });
         out.push(("ALL RAW CALLS IN SAMPLE ORDER", seq, 0));
+        // Per-process utilisation: read once per UTIL_EVERY_MS, over the samples since then.
+        let util = time(&|i| {
+            if let Ok(d) = nvml.device_by_index(i) {
+                let since = (crate::sampler::now_ms() - UTIL_EVERY_MS).max(0) as u64 * 1000;
+                let _ = d.process_utilization_stats(since);
+            }
+        }) - base;
+        out.push(("process_utilization_stats", util, usize::MAX));
         out
     }
 }
