@@ -85,7 +85,7 @@ fn bench_history(c: &mut Criterion) {
     // Steady state: the history is full, every push evicts.
     c.bench_function("history_append_8gpu_200proc_full_24h", |b| {
         b.iter(|| {
-            let s = &snaps[i];
+            let s = &snaps[DAY as usize + (i - DAY as usize) % 4096];
             let mut s2 = s.clone();
             s2.taken_at_ms = T0 + i as i64 * 1000;
             i += 1;
@@ -148,7 +148,140 @@ fn bench_ui(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench_history, bench_ui);
+fn write_day(path: &std::path::Path, secs: i64) -> u64 {
+    use std::sync::{Arc, RwLock};
+    use vramwarden::engine::{Engine, RecordTo};
+    use vramwarden::source::GpuSource;
+    let sim = SimSource::fleet(T0, 8, 200);
+    let mut e = Engine::new(
+        Arc::new(RwLock::new(Monitor::new(1000, 300))),
+        RecordTo::File(path.to_path_buf()),
+        1000,
+    );
+    e.set_source(sim.info());
+    for i in 0..secs {
+        e.tick(sim.at(T0 + i * 1000), T0 + i * 1000);
+    }
+    let _ = e.finish();
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+fn bench_session(c: &mut Criterion) {
+    use vramwarden::session::csv_export::{export, Table};
+    use vramwarden::session::reader::SessionData;
+    use vramwarden::session::writer::SessionWriter;
+    let dir = std::env::temp_dir().join(format!("vramwarden-bench-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let day = dir.join("day.vwlog");
+    let _ = std::fs::remove_file(&day);
+    let t = std::time::Instant::now();
+    let bytes = write_day(&day, DAY);
+    println!(
+        "session 24h @1Hz, 8 GPUs + 200 processes: {:.1} MiB on disk, {:.1} bytes per device-sample (recorded in {:.1} s)",
+        bytes as f64 / (1 << 20) as f64,
+        bytes as f64 / (DAY as f64 * 8.0),
+        t.elapsed().as_secs_f64()
+    );
+    // Writing one sample (the sample record; fsync every 5 s is amortised in).
+    let snaps: Vec<Snapshot> = fleet_snapshots(4096)
+        .map(|mut s| {
+            for p in &mut s.processes {
+                p.info = p.info.take();
+            }
+            s
+        })
+        .collect();
+    let w_path = dir.join("w.vwlog");
+    let _ = std::fs::remove_file(&w_path);
+    let header = vramwarden::session::Header {
+        format_version: 1,
+        app_version: "bench".into(),
+        host: "bench".into(),
+        source: "Simulated".into(),
+        driver_version: None,
+        nvml_version: None,
+        started_ms: T0,
+        interval_ms: 1000,
+        devices: Vec::new(),
+    };
+    if let Ok(mut w) = SessionWriter::create(&w_path, &header) {
+        let mut i = 0usize;
+        c.bench_function("session_write_sample_8gpu_200proc", |b| {
+            b.iter(|| {
+                let mut s = snaps[i % snaps.len()].clone();
+                s.taken_at_ms = T0 + i as i64 * 1000;
+                i += 1;
+                let _ = w.write_snapshot(black_box(&s));
+            })
+        });
+    }
+    let mut g = c.benchmark_group("session_open");
+    g.sample_size(10);
+    g.bench_function("open_24h_8gpu_200proc_index_only", |b| {
+        b.iter(|| black_box(SessionData::open(&day).map(|s| s.len()).unwrap_or(0)))
+    });
+    g.bench_function("open_24h_8gpu_200proc_replay_for_gui", |b| {
+        b.iter(|| {
+            black_box(
+                SessionData::open(&day)
+                    .map(|s| s.to_monitor().history.len())
+                    .unwrap_or(0),
+            )
+        })
+    });
+    g.finish();
+    if let Ok(data) = SessionData::open(&day) {
+        for table in [Table::Devices, Table::Processes] {
+            let t = std::time::Instant::now();
+            let mut sink = std::io::sink();
+            let rows = export(&data, table, &mut sink, &mut |_| true).unwrap_or(0);
+            let s = t.elapsed().as_secs_f64();
+            println!(
+                "CSV export of the 24h session, {} table: {rows} rows in {s:.2} s = {:.2} M rows/s",
+                table.name(),
+                rows as f64 / s / 1e6
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn bench_leak(c: &mut Criterion) {
+    use vramwarden::leak::{LeakSettings, LeakTracker};
+    let s = LeakSettings::default();
+    // Steady state with a full 600 s window: a plateau after warm-up (the detector scans its
+    // run every tick), and a leak in progress (Theil–Sen every tick).
+    for (name, f) in [
+        (
+            "leak_update_plateau_full_window",
+            (|t: i64| {
+                if t < 4 {
+                    500.0 + 1500.0 * t as f64
+                } else {
+                    6644.0
+                }
+            }) as fn(i64) -> f64,
+        ),
+        ("leak_update_leaking_full_window", |t: i64| {
+            500.0 + 32.0 * t as f64
+        }),
+        ("leak_update_idle", |_t: i64| 8192.0),
+    ] {
+        let mut tr = LeakTracker::default();
+        for t in 0..700 {
+            tr.update(t * 1000, f(t), &s);
+        }
+        let mut t = 700i64;
+        c.bench_function(name, |b| {
+            b.iter(|| {
+                t += 1;
+                black_box(tr.update(t * 1000, f(t), &s))
+            })
+        });
+    }
+}
+
+criterion_group!(benches, bench_history, bench_ui, bench_session, bench_leak);
 
 fn main() {
     report_memory();

@@ -300,7 +300,8 @@ pub fn ghost_bytes(snap: &Snapshot, device: u32) -> Option<u64> {
     Some(used.saturating_sub(owned))
 }
 
-fn to_mib(bytes: Option<u64>) -> u32 {
+/// Bytes to the whole MiB stored in a series ([`NONE`] for no reading).
+pub fn to_mib(bytes: Option<u64>) -> u32 {
     bytes.map_or(NONE, |b| (b / MIB).min(u64::from(NONE - 1)) as u32)
 }
 
@@ -314,6 +315,24 @@ impl History {
             devices: Vec::new(),
             ghosts: Vec::new(),
             processes: HashMap::new(),
+        }
+    }
+
+    /// A history made of series built elsewhere (a session replay): `times` are the ticks
+    /// 0..n, every series on that timeline.
+    pub(crate) fn from_parts(
+        times: VecDeque<UnixMs>,
+        devices: Vec<Series>,
+        ghosts: Vec<Series>,
+        processes: HashMap<ProcSeriesKey, Series>,
+    ) -> Self {
+        Self {
+            capacity: times.len().max(CHUNK),
+            base_tick: 0,
+            times,
+            devices,
+            ghosts,
+            processes,
         }
     }
 

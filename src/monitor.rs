@@ -47,7 +47,7 @@ pub struct ProcessRow {
     pub last_seen_ms: UnixMs,
     /// Set once the process is gone from the GPU.
     pub exited_at_ms: Option<UnixMs>,
-    recent: VecDeque<(UnixMs, u64)>,
+    pub(crate) recent: VecDeque<(UnixMs, u64)>,
 }
 
 impl ProcessRow {
@@ -239,6 +239,11 @@ impl Monitor {
                 Some(row)
             })
             .collect()
+    }
+
+    /// Puts in a row built elsewhere (a session replay).
+    pub(crate) fn insert_row(&mut self, row: ProcessRow) {
+        self.rows.insert(row.series_key(), row);
     }
 
     /// One process row.

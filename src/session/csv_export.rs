@@ -72,12 +72,28 @@ fn put_u64(out: &mut Vec<u8>, v: u64) {
 fn put_mib(out: &mut Vec<u8>, bytes: Option<u64>) {
     let Some(b) = bytes else { return };
     put_u64(out, b / MIB);
-    let frac = (b % MIB) * 1000 / MIB;
-    if frac > 0 {
-        out.push(b'.');
-        let s = format!("{frac:03}");
-        out.extend_from_slice(s.trim_end_matches('0').as_bytes());
+    put_frac3(out, (b % MIB) * 1000 / MIB);
+}
+
+/// ".d", ".dd" or ".ddd" for thousandths `frac` (0..1000), trailing zeros dropped; nothing for 0.
+fn put_frac3(out: &mut Vec<u8>, frac: u64) {
+    if frac == 0 {
+        return;
     }
+    let d = [
+        (frac / 100) as u8,
+        (frac / 10 % 10) as u8,
+        (frac % 10) as u8,
+    ];
+    let keep = if d[2] != 0 {
+        3
+    } else if d[1] != 0 {
+        2
+    } else {
+        1
+    };
+    out.push(b'.');
+    out.extend(d[..keep].iter().map(|x| b'0' + x));
 }
 
 /// Writes `table` of `session` as CSV to `out`. `progress(done_fraction)` is called now and
@@ -165,7 +181,10 @@ pub fn export(
                         }
                         buf.push(b',');
                         if let Some(p) = d.power_w {
-                            buf.extend_from_slice(format!("{p:.1}").as_bytes());
+                            // Watts with up to three decimals (NVML reports milliwatts).
+                            let mw = (p.max(0.0) * 1000.0).round() as u64;
+                            put_u64(&mut buf, mw / 1000);
+                            put_frac3(&mut buf, mw % 1000);
                         }
                         buf.push(b'\n');
                         rows += 1;

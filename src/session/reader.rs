@@ -316,22 +316,138 @@ impl SessionData {
                 .as_ref()
                 .map_or(String::new(), |h| h.host.clone()),
         });
-        let mut events = self
+        let events = self
             .events
             .iter()
-            .filter(|e| matches!(e, Event::LeakStarted { .. } | Event::LeakEnded { .. }))
-            .peekable();
-        for s in self.snapshots() {
-            let t = s.taken_at_ms;
-            m.apply(s, t);
-            while let Some(e) = events.next_if(|e| e.unix_ms() <= t) {
-                crate::leak_watch::record_event(&mut m, e, self.path.as_deref());
-            }
-        }
+            .filter(|e| matches!(e, Event::LeakStarted { .. } | Event::LeakEnded { .. }));
+        self.replay_into(&mut m);
         for e in events {
             crate::leak_watch::record_event(&mut m, e, self.path.as_deref());
         }
         m
+    }
+}
+
+impl SessionData {
+    /// Builds the monitor's history and process table in one pass over the samples (series are
+    /// filled directly by session-local id; no per-sample snapshot is built).
+    fn replay_into(&self, m: &mut Monitor) {
+        use crate::history::{to_mib, History, Series};
+        use std::collections::{HashMap, VecDeque};
+        #[derive(Default)]
+        struct Stats {
+            series: Series,
+            first: Option<(u64, UnixMs)>,
+            last: (u64, UnixMs),
+            peak: u64,
+            last_used: Option<u64>,
+        }
+        let mut times: VecDeque<UnixMs> = VecDeque::with_capacity(self.samples.len());
+        let mut devices: Vec<Series> = Vec::new();
+        let mut ghosts: Vec<Series> = Vec::new();
+        let mut by_id: Vec<Stats> = Vec::new();
+        let mut owned: Vec<u64> = Vec::new();
+        let mut last_decoded = None;
+        for i in 0..self.samples.len() {
+            let Some(d) = self.decoded(i) else { continue };
+            let tick = times.len() as u64;
+            times.push_back(d.unix_ms);
+            owned.iter_mut().for_each(|o| *o = 0);
+            for (id, used) in &d.procs {
+                let idx = *id as usize;
+                if by_id.len() <= idx {
+                    by_id.resize_with(idx + 1, Stats::default);
+                }
+                let st = &mut by_id[idx];
+                st.series.push(tick, to_mib(*used));
+                st.first.get_or_insert((tick, d.unix_ms));
+                st.last = (tick, d.unix_ms);
+                st.last_used = *used;
+                if let Some(u) = used {
+                    st.peak = st.peak.max(*u);
+                    let dev = self.defs.get(id).map_or(0, |x| x.device_index) as usize;
+                    if owned.len() <= dev {
+                        owned.resize(dev + 1, 0);
+                    }
+                    owned[dev] += u;
+                }
+            }
+            for dev in &d.devices {
+                let i = dev.index as usize;
+                if devices.len() <= i {
+                    devices.resize_with(i + 1, Series::default);
+                    ghosts.resize_with(i + 1, Series::default);
+                }
+                devices[i].push(tick, to_mib(dev.memory_used_bytes));
+                let ghost = dev
+                    .memory_used_bytes
+                    .map(|u| u.saturating_sub(owned.get(i).copied().unwrap_or(0)));
+                ghosts[i].push(tick, to_mib(ghost));
+            }
+            last_decoded = Some(d);
+        }
+        let end_tick = times.len() as u64;
+        let end_ms = times.back().copied().unwrap_or(0);
+        let mut processes = HashMap::with_capacity(by_id.len());
+        let mut rows = Vec::new();
+        for (id, st) in by_id.into_iter().enumerate() {
+            let (Some(def), Some((_, first_ms))) = (self.defs.get(&(id as u32)), st.first) else {
+                continue;
+            };
+            let key = (
+                crate::model::ProcessKey {
+                    pid: def.pid,
+                    start_time_ms: def.start_time_ms,
+                },
+                def.device_index,
+            );
+            let alive = st.last.0 + 1 == end_tick;
+            let value_at = |t: u64| {
+                st.series
+                    .values(t, t + 1)
+                    .first()
+                    .map(|(_, v)| *v)
+                    .filter(|v| *v != crate::history::NONE)
+            };
+            let minute = (60_000 / m.interval_ms.max(1)) as u64;
+            let delta = (alive && end_tick > minute)
+                .then(|| {
+                    Some(
+                        (value_at(end_tick - 1)? as i64 - value_at(end_tick - 1 - minute)? as i64)
+                            * crate::model::MIB as i64,
+                    )
+                })
+                .flatten();
+            rows.push(crate::monitor::ProcessRow {
+                key: key.0,
+                device_index: key.1,
+                name: if def.name.is_empty() {
+                    "?".into()
+                } else {
+                    def.name.clone()
+                },
+                cmdline: def.cmdline.clone(),
+                user: def.user.clone(),
+                container_id: def.container_id.clone(),
+                used_bytes: if alive { st.last_used } else { Some(0) },
+                peak_bytes: st.peak,
+                delta_1m_bytes: delta,
+                first_seen_ms: first_ms,
+                last_seen_ms: st.last.1,
+                exited_at_ms: (!alive)
+                    .then(|| times.get(st.last.0 as usize + 1).copied().unwrap_or(end_ms)),
+                recent: VecDeque::new(),
+            });
+            processes.insert(key, st.series);
+        }
+        m.history = History::from_parts(times, devices, ghosts, processes);
+        for r in rows {
+            m.insert_row(r);
+        }
+        m.latest = last_decoded.map(|d| self.to_snapshot(d));
+        m.latest_received_ms = m.latest.as_ref().map(|s| s.taken_at_ms);
+        m.status = crate::monitor::SourceStatus::Running;
+        m.ticks = self.samples.len() as u64;
     }
 }
 

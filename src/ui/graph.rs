@@ -66,6 +66,10 @@ pub struct GraphLine {
     pub points: PlotLine,
     /// Filled down to zero (stacked areas).
     pub filled: bool,
+    /// `points` in the plot's axis unit, kept between frames (lent to the plot, not copied).
+    pub scaled: Vec<egui_plot::PlotPoint>,
+    /// The scale `scaled` was made with.
+    pub scale: f64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -96,13 +100,13 @@ impl GraphCache {
         self.key = None;
     }
 
-    fn get(&mut self, key: CacheKey, build: impl FnOnce() -> Vec<GraphLine>) -> &[GraphLine] {
+    fn get(&mut self, key: CacheKey, build: impl FnOnce() -> Vec<GraphLine>) -> &mut [GraphLine] {
         if self.key.as_ref() != Some(&key) {
             self.lines = build();
             self.key = Some(key);
             self.rebuilds += 1;
         }
-        &self.lines
+        &mut self.lines
     }
 }
 
@@ -163,6 +167,8 @@ pub fn device_lines(
                 color: widgets::process_color(&k.0),
                 points: pts,
                 filled: true,
+                scaled: Vec::new(),
+                scale: 0.0,
             });
         }
         // Top layer first, so each lower layer is drawn over the one above it.
@@ -175,6 +181,8 @@ pub fn device_lines(
                 color: widgets::process_color(&k.0),
                 points: h.decimate(s, from, to, width),
                 filled: false,
+                scaled: Vec::new(),
+                scale: 0.0,
             });
         }
     }
@@ -186,6 +194,8 @@ pub fn device_lines(
                 color: Color32::GRAY,
                 points: pts,
                 filled: false,
+                scaled: Vec::new(),
+                scale: 0.0,
             });
         }
     }
@@ -197,6 +207,8 @@ pub fn device_lines(
                 color: widgets::USED,
                 points: h.decimate(s, from, to, width),
                 filled: false,
+                scaled: Vec::new(),
+                scale: 0.0,
             },
         );
     }
@@ -207,7 +219,7 @@ pub fn device_lines(
 fn draw_plot(
     ui: &mut Ui,
     id: &str,
-    lines: &[GraphLine],
+    lines: &mut [GraphLine],
     limit_mib: Option<f64>,
     units: Units,
     set_x: Option<(f64, f64)>,
@@ -229,6 +241,17 @@ fn draw_plot(
         Units::Auto => "MiB",
     };
     let scale = if unit == "GiB" { 1.0 / 1024.0 } else { 1.0 };
+    for l in lines.iter_mut() {
+        if l.scale != scale || l.scaled.len() != l.points.len() {
+            l.scaled = l
+                .points
+                .iter()
+                .map(|p| egui_plot::PlotPoint::new(p[0], p[1] * scale))
+                .collect();
+            l.scale = scale;
+        }
+    }
+    let lines: &[GraphLine] = lines;
     let mut plot = Plot::new(id)
         .legend(Legend::default().position(egui_plot::Corner::LeftTop))
         .allow_zoom([true, false])
@@ -263,9 +286,9 @@ fn draw_plot(
         if let Some((a, b)) = set_x {
             plot_ui.set_plot_bounds_x(a..=b);
         }
-        for l in lines {
-            let pts: Vec<[f64; 2]> = l.points.iter().map(|p| [p[0], p[1] * scale]).collect();
-            let mut line = Line::new(l.name.clone(), PlotPoints::from(pts)).color(l.color);
+        for l in lines.iter() {
+            let mut line =
+                Line::new(l.name.clone(), PlotPoints::Borrowed(&l.scaled)).color(l.color);
             if l.filled {
                 line = line.fill(0.0).fill_alpha(0.85);
             } else {
@@ -362,9 +385,6 @@ pub fn device_graph(
         stacked: state.stacked,
     };
     let stacked = state.stacked;
-    let lines = cache
-        .get(key, || device_lines(h, m, device, from, to, width, stacked))
-        .to_vec();
     let limit = snap
         .devices
         .iter()
@@ -376,10 +396,11 @@ pub fn device_graph(
     } else {
         None
     };
+    let lines = cache.get(key, || device_lines(h, m, device, from, to, width, stacked));
     let resp = draw_plot(
         ui,
         &format!("gpu-graph-{device}"),
-        &lines,
+        lines,
         limit,
         state.units,
         set_x,
@@ -420,20 +441,20 @@ pub fn process_graph(
         end_tick: h.end_tick(),
         stacked: false,
     };
-    let lines = cache
-        .get(ck, || {
-            vec![GraphLine {
-                name: "GPU memory".into(),
-                color: widgets::process_color(&key.0),
-                points: h.decimate(series, from, to, width),
-                filled: true,
-            }]
-        })
-        .to_vec();
+    let lines = cache.get(ck, || {
+        vec![GraphLine {
+            name: "GPU memory".into(),
+            color: widgets::process_color(&key.0),
+            points: h.decimate(series, from, to, width),
+            filled: true,
+            scaled: Vec::new(),
+            scale: 0.0,
+        }]
+    });
     draw_plot(
         ui,
         &format!("proc-graph-{}-{}", key.0.pid, key.1),
-        &lines,
+        lines,
         None,
         units,
         None,

@@ -123,68 +123,90 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
         });
         return;
     }
-    egui::ScrollArea::vertical()
-        .auto_shrink([false, false])
-        .show(ui, |ui| {
-            egui::Grid::new("processes")
-                .num_columns(9)
-                .striped(true)
-                .spacing([14.0, 4.0])
-                .show(ui, |ui| {
-                    ui.label("");
-                    for (col, title) in SortColumn::ALL {
-                        let arrow = if *t.sort == col {
-                            if *t.desc {
-                                " ▼"
-                            } else {
-                                " ▲"
-                            }
-                        } else {
-                            ""
-                        };
-                        if ui
-                            .selectable_label(
-                                *t.sort == col,
-                                RichText::new(format!("{title}{arrow}"))
-                                    .monospace()
-                                    .strong(),
-                            )
-                            .clicked()
-                        {
-                            if *t.sort == col {
-                                *t.desc = !*t.desc;
-                            } else {
-                                *t.sort = col;
-                                *t.desc = matches!(
-                                    col,
-                                    SortColumn::Memory | SortColumn::Delta | SortColumn::Age
-                                );
-                            }
-                        }
+    // Fixed column widths, a header row, and a virtualised body: only the visible rows are
+    // laid out, so hundreds of processes cost no more than a screenful.
+    const W: [f32; 9] = [12.0, 64.0, 150.0, 90.0, 34.0, 92.0, 84.0, 66.0, 300.0];
+    let row_h = ui.text_style_height(&egui::TextStyle::Monospace) + 6.0;
+    let cell = |ui: &mut Ui, w: f32, right: bool, add: &mut dyn FnMut(&mut Ui)| {
+        let layout = if right {
+            egui::Layout::right_to_left(egui::Align::Center)
+        } else {
+            egui::Layout::left_to_right(egui::Align::Center)
+        };
+        ui.allocate_ui_with_layout(egui::vec2(w, row_h), layout, |ui| {
+            ui.set_width(w);
+            add(ui)
+        });
+    };
+    ui.horizontal(|ui| {
+        ui.spacing_mut().item_spacing.x = 10.0;
+        cell(ui, W[0], false, &mut |_| {});
+        for (i, (col, title)) in SortColumn::ALL.into_iter().enumerate() {
+            let arrow = match (*t.sort == col, *t.desc) {
+                (true, true) => " ▼",
+                (true, false) => " ▲",
+                _ => "",
+            };
+            let right = matches!(col, SortColumn::Memory | SortColumn::Delta);
+            cell(ui, W[i + 1], right, &mut |ui| {
+                if ui
+                    .selectable_label(
+                        *t.sort == col,
+                        RichText::new(format!("{title}{arrow}"))
+                            .monospace()
+                            .strong(),
+                    )
+                    .clicked()
+                {
+                    if *t.sort == col {
+                        *t.desc = !*t.desc;
+                    } else {
+                        *t.sort = col;
+                        *t.desc = matches!(
+                            col,
+                            SortColumn::Memory | SortColumn::Delta | SortColumn::Age
+                        );
                     }
-                    ui.label(RichText::new("Status").monospace().strong());
-                    ui.end_row();
-                    for r in rows {
-                        let exited = r.exited_at_ms.is_some();
-                        let weak = |s: String| {
-                            let rt = RichText::new(s).monospace();
-                            if exited {
-                                rt.weak().italics()
-                            } else {
-                                rt
-                            }
-                        };
-                        widgets::color_swatch(ui, widgets::process_color(&r.key));
-                        let key = r.series_key();
+                }
+            });
+        }
+        cell(ui, W[8], false, &mut |ui| {
+            ui.label(RichText::new("Status").monospace().strong());
+        });
+    });
+    let stripe = ui.visuals().faint_bg_color;
+    egui::ScrollArea::vertical()
+        .id_salt("process-rows")
+        .auto_shrink([false, false])
+        .show_rows(ui, row_h, rows.len(), |ui, range| {
+            ui.spacing_mut().item_spacing.y = 0.0;
+            for (i, r) in rows[range.clone()].iter().enumerate() {
+                let exited = r.exited_at_ms.is_some();
+                let weak = |s: String| {
+                    let rt = RichText::new(s).monospace();
+                    if exited {
+                        rt.weak().italics()
+                    } else {
+                        rt
+                    }
+                };
+                let key = r.series_key();
+                let bg = ui.painter().add(egui::Shape::Noop);
+                let row = ui.horizontal(|ui| {
+                    ui.spacing_mut().item_spacing.x = 10.0;
+                    cell(ui, W[0], false, &mut |ui| {
+                        widgets::color_swatch(ui, widgets::process_color(&r.key))
+                    });
+                    cell(ui, W[1], false, &mut |ui| {
                         let sel = *t.selected == Some(key);
-                        let cell = ui
+                        let c = ui
                             .selectable_label(sel, weak(r.key.pid.to_string()))
                             .on_hover_text(&r.cmdline);
-                        if cell.clicked() {
+                        if c.clicked() {
                             *t.selected = if sel { None } else { Some(key) };
                         }
                         if !exited {
-                            cell.context_menu(|ui| {
+                            c.context_menu(|ui| {
                                 if ui.button("Terminate…").clicked() {
                                     *t.request = Some((
                                         key,
@@ -209,40 +231,51 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                                 }
                             });
                         }
-                        ui.label(weak(if exited {
-                            format!("{} (exited)", r.name)
-                        } else {
-                            r.name.clone()
-                        }));
-                        ui.label(weak(r.user.clone()));
+                    });
+                    cell(ui, W[2], false, &mut |ui| {
+                        ui.add(
+                            egui::Label::new(weak(if exited {
+                                format!("{} (exited)", r.name)
+                            } else {
+                                r.name.clone()
+                            }))
+                            .truncate(),
+                        );
+                    });
+                    cell(ui, W[3], false, &mut |ui| {
+                        ui.add(egui::Label::new(weak(r.user.clone())).truncate());
+                    });
+                    cell(ui, W[4], false, &mut |ui| {
                         ui.label(weak(r.device_index.to_string()));
-                        ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                            ui.label(weak(format::opt_bytes(t.units, r.used_bytes)));
-                        });
-                        ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                            ui.label(weak(
-                                r.delta_1m_bytes.map_or("—".into(), |d| t.units.delta(d)),
-                            ));
-                        });
+                    });
+                    cell(ui, W[5], true, &mut |ui| {
+                        ui.label(weak(format::opt_bytes(t.units, r.used_bytes)));
+                    });
+                    cell(ui, W[6], true, &mut |ui| {
+                        ui.label(weak(
+                            r.delta_1m_bytes.map_or("—".into(), |d| t.units.delta(d)),
+                        ));
+                    });
+                    cell(ui, W[7], false, &mut |ui| {
                         ui.label(weak(format::duration(now - r.started_ms())));
-                        match t.leaks.get(&crate::monitor::LeakKey::Process(key)) {
-                            Some(b) => {
-                                ui.label(RichText::new(b.text()).color(super::leaks::LEAK))
-                                    .on_hover_text(format!(
-                                        "Growing since {}, +{}",
-                                        format::clock(b.since_ms),
-                                        t.units.bytes(
-                                            (b.grown_mib.max(0.0) * crate::model::MIB as f64)
-                                                as u64
-                                        )
-                                    ));
-                            }
-                            None => {
-                                ui.label("");
-                            }
+                    });
+                    cell(ui, W[8], false, &mut |ui| {
+                        if let Some(b) = t.leaks.get(&crate::monitor::LeakKey::Process(key)) {
+                            ui.label(RichText::new(b.text()).color(super::leaks::LEAK))
+                                .on_hover_text(format!(
+                                    "Growing since {}, +{}",
+                                    format::clock(b.since_ms),
+                                    t.units.bytes(
+                                        (b.grown_mib.max(0.0) * crate::model::MIB as f64) as u64
+                                    )
+                                ));
                         }
-                        ui.end_row();
-                    }
+                    });
                 });
+                if (range.start + i) % 2 == 1 {
+                    ui.painter()
+                        .set(bg, egui::Shape::rect_filled(row.response.rect, 0.0, stripe));
+                }
+            }
         });
 }
