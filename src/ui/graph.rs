@@ -427,7 +427,11 @@ pub fn process_graph(
         ui.label("No history held for this process.");
         return;
     };
-    let from = h.time_of(series.first_tick()).unwrap_or(0);
+    let from = m
+        .row(&key)
+        .map(|r| r.first_seen_ms)
+        .or_else(|| h.time_of(series.first_tick()))
+        .unwrap_or(0);
     let to = h
         .time_of(series.end_tick().saturating_sub(1))
         .unwrap_or(from);
