@@ -125,7 +125,7 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
     }
     // Fixed column widths, a header row, and a virtualised body: only the visible rows are
     // laid out, so hundreds of processes cost no more than a screenful.
-    const W: [f32; 9] = [12.0, 64.0, 150.0, 90.0, 34.0, 92.0, 84.0, 66.0, 300.0];
+    const W: [f32; 9] = [12.0, 64.0, 150.0, 90.0, 40.0, 100.0, 84.0, 66.0, 300.0];
     let row_h = ui.text_style_height(&egui::TextStyle::Monospace) + 6.0;
     let cell = |ui: &mut Ui, w: f32, right: bool, add: &mut dyn FnMut(&mut Ui)| {
         let layout = if right {
