@@ -286,6 +286,52 @@ pub struct History {
     processes: HashMap<ProcSeriesKey, Series>,
 }
 
+/// Names a series in a [`BucketCache`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SeriesId {
+    /// A device's used memory.
+    Device(u32),
+    /// A device's ghost memory.
+    Ghost(u32),
+    /// A process on a GPU.
+    Process(ProcSeriesKey),
+}
+
+/// Min/max buckets of many series on one bucket grid, kept between frames. History only
+/// grows at its end, so every bucket but the last computed one is final: each frame
+/// recomputes that one and any new ones. A different grid (zoom, pan, window) starts afresh.
+#[derive(Debug, Clone, Default)]
+pub struct BucketCache {
+    grid: (u64, u64),
+    series: HashMap<SeriesId, Vec<(u32, u32)>>,
+}
+
+impl BucketCache {
+    /// The `n` buckets of `per` ticks from `t0` of `series`.
+    pub fn get(
+        &mut self,
+        id: SeriesId,
+        series: &Series,
+        t0: u64,
+        per: u64,
+        n: usize,
+    ) -> &[(u32, u32)] {
+        if self.grid != (t0, per) {
+            self.grid = (t0, per);
+            self.series.clear();
+        }
+        let v = self.series.entry(id).or_default();
+        let from = v.len().saturating_sub(1).min(n);
+        v.truncate(from);
+        if n > from {
+            let mut tail = vec![(NONE, 0u32); n - from];
+            series.bucket_minmax(t0 + from as u64 * per, per, &mut tail);
+            v.extend(tail);
+        }
+        &v[..n]
+    }
+}
+
 /// A decimated line, ready for a plot: `[unix seconds, MiB]` points.
 pub type PlotLine = Vec<[f64; 2]>;
 
@@ -472,8 +518,29 @@ impl History {
         let (t0, per, n) = self.buckets(from_ms, to_ms, width);
         let mut mm = vec![(NONE, 0u32); n];
         series.bucket_minmax(t0, per, &mut mm);
+        self.line_of(t0, per, &mm)
+    }
+
+    /// Like [`History::decimate`], reusing the buckets `cache` holds for `id` from earlier
+    /// frames: only the newest bucket and any new ones are recomputed.
+    pub fn decimate_cached(
+        &self,
+        cache: &mut BucketCache,
+        id: SeriesId,
+        series: &Series,
+        from_ms: UnixMs,
+        to_ms: UnixMs,
+        width: usize,
+    ) -> PlotLine {
+        let (t0, per, n) = self.buckets(from_ms, to_ms, width);
+        let mm = cache.get(id, series, t0, per, n);
+        self.line_of(t0, per, mm)
+    }
+
+    fn line_of(&self, t0: u64, per: u64, mm: &[(u32, u32)]) -> PlotLine {
+        let n = mm.len();
         let mut out = Vec::with_capacity(n * 2);
-        for (i, (lo, hi)) in mm.into_iter().enumerate() {
+        for (i, &(lo, hi)) in mm.iter().enumerate() {
             if lo == NONE {
                 continue;
             }
@@ -570,6 +637,24 @@ mod tests {
                     *slice.iter().min().expect("non-empty"),
                     "min, per={per} b={b}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn cached_buckets_equal_fresh_ones_as_data_arrives() {
+        let mut h = History::new(100_000);
+        let mut sim = crate::source::sim::SimSource::demo(0);
+        use crate::source::GpuSource;
+        let mut cache = BucketCache::default();
+        for i in 0..20_000i64 {
+            h.push(&sim.sample(i * 1000).expect("sim"));
+            if i % 997 == 0 || i == 19_999 {
+                let dev = h.device(0).expect("dev");
+                let fresh = h.decimate(dev, 0, i * 1000, 300);
+                let cached =
+                    h.decimate_cached(&mut cache, SeriesId::Device(0), dev, 0, i * 1000, 300);
+                assert_eq!(fresh, cached, "at tick {i}");
             }
         }
     }

@@ -92,6 +92,7 @@ pub struct GraphCache {
     pub free_range: Option<(UnixMs, UnixMs)>,
     /// How many times the lines were rebuilt (for tests and benchmarks).
     pub rebuilds: u64,
+    buckets: crate::history::BucketCache,
 }
 
 impl GraphCache {
@@ -129,7 +130,9 @@ pub fn device_lines(
     to: UnixMs,
     width: usize,
     stacked: bool,
+    buckets: &mut crate::history::BucketCache,
 ) -> Vec<GraphLine> {
+    use crate::history::SeriesId;
     let mut lines = Vec::new();
     let t0 = h.tick_at(from);
     let t1 = h.tick_at(to.saturating_add(1));
@@ -151,9 +154,8 @@ pub fn device_lines(
             .collect();
         let mut cum = vec![0u64; n];
         let mut layers = Vec::new();
-        let mut mm = vec![(NONE, 0u32); n];
         for (k, s) in &procs {
-            s.bucket_minmax(b0, per, &mut mm);
+            let mm = buckets.get(SeriesId::Process(**k), s, b0, per, n);
             let mut pts = Vec::with_capacity(n);
             for i in 0..n {
                 let Some(x) = xs[i] else { continue };
@@ -179,7 +181,7 @@ pub fn device_lines(
             lines.push(GraphLine {
                 name: name_of(k),
                 color: widgets::process_color(&k.0),
-                points: h.decimate(s, from, to, width),
+                points: h.decimate_cached(buckets, SeriesId::Process(**k), s, from, to, width),
                 filled: false,
                 scaled: Vec::new(),
                 scale: 0.0,
@@ -187,7 +189,7 @@ pub fn device_lines(
         }
     }
     if let Some(g) = h.ghost(device) {
-        let pts = h.decimate(g, from, to, width);
+        let pts = h.decimate_cached(buckets, SeriesId::Ghost(device), g, from, to, width);
         if pts.iter().any(|p| p[1] > 0.0) {
             lines.push(GraphLine {
                 name: "Unattributed (no process)".into(),
@@ -205,7 +207,7 @@ pub fn device_lines(
             GraphLine {
                 name: "Total used".into(),
                 color: widgets::USED,
-                points: h.decimate(s, from, to, width),
+                points: h.decimate_cached(buckets, SeriesId::Device(device), s, from, to, width),
                 filled: false,
                 scaled: Vec::new(),
                 scale: 0.0,
@@ -396,7 +398,10 @@ pub fn device_graph(
     } else {
         None
     };
-    let lines = cache.get(key, || device_lines(h, m, device, from, to, width, stacked));
+    let mut buckets = std::mem::take(&mut cache.buckets);
+    let lines = cache.get(key, || {
+        device_lines(h, m, device, from, to, width, stacked, &mut buckets)
+    });
     let resp = draw_plot(
         ui,
         &format!("gpu-graph-{device}"),
@@ -407,6 +412,7 @@ pub fn device_graph(
         false,
         &[],
     );
+    cache.buckets = buckets;
     if user_moved(ui, &resp.response) || cache.free_range.is_some() {
         let b = resp.transform.bounds();
         cache.free_range = Some(((b.min()[0] * 1000.0) as i64, (b.max()[0] * 1000.0) as i64));
