@@ -224,3 +224,29 @@ fn h200_nvml_trace_directly() {
         }
     }
 }
+
+#[test]
+fn the_window_imports_nvidia_smi_logs_told_apart_by_header() {
+    let Some(dir) = traces() else {
+        eprintln!("skipped: ../shared/traces not found");
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tmp");
+    // Given in either order; the GPU log is recognised by its memory.used column.
+    let files = [
+        dir.join("public-smi-gpu.csv"),
+        dir.join("public-smi-apps.csv"),
+    ];
+    let s = vramwarden::ui::sessions::import_files(&files, tmp.path()).expect("import");
+    assert_eq!(
+        s.header.as_ref().map(|h| h.source.as_str()),
+        Some("nvidia-smi import")
+    );
+    assert_eq!(
+        s.snapshot(0).map(|x| x.devices[0].name.clone()).as_deref(),
+        Some("NVIDIA H200")
+    );
+    assert_eq!(leak_pids(&s.events).len(), 2);
+    let only_gpu = [dir.join("public-smi-gpu.csv")];
+    assert!(vramwarden::ui::sessions::import_files(&only_gpu, tmp.path()).is_err());
+}

@@ -418,6 +418,10 @@ impl VramApp {
                         self.sessions.pick_file(ui.ctx());
                         ui.close();
                     }
+                    if ui.button("Import nvidia-smi log…").clicked() {
+                        self.sessions.import_nvidia_smi(ui.ctx());
+                        ui.close();
+                    }
                     if ui.button("Export to CSV…").clicked() {
                         self.sessions.export_open = true;
                         ui.close();
