@@ -409,7 +409,7 @@ impl SessionData {
                     .map(|(_, v)| *v)
                     .filter(|v| *v != crate::history::NONE)
             };
-            let minute = (60_000 / m.interval_ms.max(1)) as u64;
+            let minute = 60_000 / m.interval_ms.max(1);
             let delta = (alive && end_tick > minute)
                 .then(|| {
                     Some(

@@ -122,6 +122,7 @@ fn x_formatter(mark: GridMark, range: &std::ops::RangeInclusive<f64>) -> String 
 
 /// Lines of one GPU between `from` and `to`: the device total plus one per process
 /// (stacked: cumulative, filled).
+#[allow(clippy::too_many_arguments)]
 pub fn device_lines(
     h: &History,
     m: &Monitor,
