@@ -663,21 +663,7 @@ pub fn export(
             data.report.summary()
         );
     }
-    let jobs: Vec<(Table, PathBuf)> = match table {
-        Some(t) => vec![(t, csv.to_path_buf())],
-        None => {
-            let stem = csv.with_extension("");
-            Table::ALL
-                .iter()
-                .map(|t| {
-                    (
-                        *t,
-                        PathBuf::from(format!("{}-{}.csv", stem.display(), t.name())),
-                    )
-                })
-                .collect()
-        }
-    };
+    let jobs = csv_export::output_files(csv, table);
     for (t, path) in jobs {
         let file = std::fs::File::create(&path)?;
         let mut w = std::io::BufWriter::new(file);

@@ -44,6 +44,29 @@ impl Table {
     }
 }
 
+/// The files an export writes: `out` for one table, else `OUT-devices.csv`,
+/// `OUT-processes.csv` and `OUT-events.csv` beside it.
+pub fn output_files(
+    out: &std::path::Path,
+    table: Option<Table>,
+) -> Vec<(Table, std::path::PathBuf)> {
+    match table {
+        Some(t) => vec![(t, out.to_path_buf())],
+        None => {
+            let stem = out.with_extension("");
+            Table::ALL
+                .iter()
+                .map(|t| {
+                    (
+                        *t,
+                        std::path::PathBuf::from(format!("{}-{}.csv", stem.display(), t.name())),
+                    )
+                })
+                .collect()
+        }
+    }
+}
+
 /// Why an export stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {

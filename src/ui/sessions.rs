@@ -444,21 +444,7 @@ fn run_export(
         ExportInput::File(f) => Arc::new(SessionData::open(&f).map_err(|e| e.to_string())?),
         ExportInput::Data(d) => d,
     };
-    let jobs: Vec<(Table, PathBuf)> = match table {
-        Some(t) => vec![(t, path.to_path_buf())],
-        None => {
-            let stem = path.with_extension("");
-            Table::ALL
-                .iter()
-                .map(|t| {
-                    (
-                        *t,
-                        PathBuf::from(format!("{}-{}.csv", stem.display(), t.name())),
-                    )
-                })
-                .collect()
-        }
-    };
+    let jobs = csv_export::output_files(path, table);
     let n = jobs.len() as f32;
     let mut msgs = Vec::new();
     for (k, (t, out)) in jobs.into_iter().enumerate() {
