@@ -119,6 +119,30 @@ impl Default for ActionRunner {
     }
 }
 
+/// Why an action on a process did not happen.
+#[derive(Debug)]
+enum ActError {
+    /// The PID no longer names the process the rule saw (exited, reused, unknowable).
+    NotSame(String),
+    /// The signal could not be sent.
+    Failed(String),
+}
+
+impl ActError {
+    fn outcome(&self) -> Outcome {
+        match self {
+            ActError::NotSame(_) => Outcome::Skipped,
+            ActError::Failed(_) => Outcome::Failed,
+        }
+    }
+
+    fn into_text(self) -> String {
+        match self {
+            ActError::NotSame(s) | ActError::Failed(s) => s,
+        }
+    }
+}
+
 /// An open pidfd (closed on drop).
 struct Pidfd(i32);
 
@@ -237,31 +261,31 @@ impl ActionRunner {
 
     /// Checks that `key` still names the same process; returns a pidfd for it when the kernel
     /// has them (None with Ok: no pidfd support, identity checked by start time only).
-    fn verify(&self, key: &ProcSeriesKey) -> Result<Option<Pidfd>, String> {
+    fn verify(&self, key: &ProcSeriesKey) -> Result<Option<Pidfd>, ActError> {
         let pid = key.0.pid;
         let fd = pidfd_open(pid);
         if fd.is_none() && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
-            return Err("the process has exited".into());
+            return Err(ActError::NotSame("the process has exited".into()));
         }
         // With the pidfd open, the PID cannot be reused for another process behind our back:
         // the start time read now is the start time of the process the pidfd refers to.
         match self.procs.start_time_ms(pid) {
-            None => Err("the process has exited".into()),
+            None => Err(ActError::NotSame("the process has exited".into())),
             Some(t) if key.0.start_time_ms > 0 && (t - key.0.start_time_ms).abs() > 10 => {
-                Err(format!(
+                Err(ActError::NotSame(format!(
                     "PID {pid} now belongs to another process (started {} instead of {})",
                     crate::format::rfc3339(t),
                     crate::format::rfc3339(key.0.start_time_ms)
-                ))
+                )))
             }
-            Some(_) if key.0.start_time_ms <= 0 => {
-                Err("the process's start time is unknown, so its identity cannot be checked".into())
-            }
+            Some(_) if key.0.start_time_ms <= 0 => Err(ActError::NotSame(
+                "the process's start time is unknown, so its identity cannot be checked".into(),
+            )),
             Some(_) => Ok(fd),
         }
     }
 
-    fn send(&self, key: &ProcSeriesKey, sig: i32) -> Result<Option<Pidfd>, String> {
+    fn send(&self, key: &ProcSeriesKey, sig: i32) -> Result<Option<Pidfd>, ActError> {
         let fd = self.verify(key)?;
         let r = match &fd {
             Some(fd) => pidfd_signal(fd, sig),
@@ -275,7 +299,7 @@ impl ActionRunner {
             }
         };
         r.map(|_| fd)
-            .map_err(|e| format!("{}: {e}", signal_name(sig)))
+            .map_err(|e| ActError::Failed(format!("{}: {e}", signal_name(sig))))
     }
 
     /// Carries out `p` (or, in dry run, says what it would do). `now` stamps the activity.
@@ -325,12 +349,8 @@ impl ActionRunner {
                                 format!("sent {} to {}", signal_name(sig), p.target.describe())
                         }
                         Err(e) => {
-                            act.outcome = if e.contains("exited") || e.contains("another process") {
-                                Outcome::Skipped
-                            } else {
-                                Outcome::Failed
-                            };
-                            act.detail = e;
+                            act.outcome = e.outcome();
+                            act.detail = e.into_text();
                         }
                     }
                 }
@@ -353,12 +373,8 @@ impl ActionRunner {
                             });
                         }
                         Err(e) => {
-                            act.outcome = if e.contains("exited") || e.contains("another process") {
-                                Outcome::Skipped
-                            } else {
-                                Outcome::Failed
-                            };
-                            act.detail = e;
+                            act.outcome = e.outcome();
+                            act.detail = e.into_text();
                         }
                     }
                 }
@@ -449,7 +465,7 @@ impl ActionRunner {
                 Ok(_) => true,
                 Err(e) => {
                     act.outcome = Outcome::Skipped;
-                    act.detail = format!("not needed: {e}");
+                    act.detail = format!("not needed: {}", e.into_text());
                     false
                 }
             };
@@ -460,7 +476,10 @@ impl ActionRunner {
                 } else {
                     let r = match &p.pidfd {
                         Some(fd) => pidfd_signal(fd, libc::SIGKILL).map_err(|e| e.to_string()),
-                        None => self.send(&p.key, libc::SIGKILL).map(|_| ()),
+                        None => self
+                            .send(&p.key, libc::SIGKILL)
+                            .map(|_| ())
+                            .map_err(ActError::into_text),
                     };
                     match r {
                         Ok(()) => {
