@@ -1,7 +1,7 @@
 //! The per-tick pipeline shared by every front end: enrich the snapshot from `/proc`, write it
 //! to the session log, apply it to the monitor the UI reads.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::model::{Snapshot, SourceInfo, UnixMs};
 use crate::procinfo::ProcReader;
@@ -95,6 +95,13 @@ pub struct Engine {
 /// Most activity entries the monitor keeps.
 pub const ACTIVITY_KEPT: usize = 1000;
 
+fn push_activity(m: &mut crate::monitor::Monitor, acts: Vec<crate::rules::action::Activity>) {
+    m.activity.extend(acts);
+    while m.activity.len() > ACTIVITY_KEPT {
+        m.activity.pop_front();
+    }
+}
+
 impl Engine {
     /// An engine writing into `shared`, recording as `record` says.
     pub fn new(shared: SharedMonitor, record: RecordTo, interval_ms: u64) -> Self {
@@ -133,11 +140,9 @@ impl Engine {
         };
     }
 
-    fn log_activity(&mut self, acts: Vec<crate::rules::action::Activity>) {
-        if acts.is_empty() {
-            return;
-        }
-        for a in &acts {
+    /// Writes activity entries to the session log as events.
+    fn write_activity(&mut self, acts: &[crate::rules::action::Activity]) {
+        for a in acts {
             let (pid, name, user) = match &a.target {
                 crate::rules::eval::Target::Process {
                     key, name, user, ..
@@ -159,20 +164,14 @@ impl Engine {
                 let _ = w.write_event(&e);
             }
         }
-        if let Ok(mut m) = self.shared.write() {
-            for a in acts {
-                m.activity.push_back(a);
-            }
-            while m.activity.len() > ACTIVITY_KEPT {
-                m.activity.pop_front();
-            }
-        }
     }
 
-    /// Sets the leak sensitivity and whether a new leak raises a desktop notification.
-    pub fn set_leak_settings(&mut self, s: crate::leak::LeakSettings, notify: bool) {
-        self.leaks.set_settings(s);
-        self.notify_leaks = notify;
+    /// Writes activity entries to the log and shows them in the monitor (outside a tick).
+    fn log_activity(&mut self, acts: Vec<crate::rules::action::Activity>) {
+        self.write_activity(&acts);
+        if let Ok(mut m) = self.shared.write() {
+            push_activity(&mut m, acts);
+        }
     }
 
     /// Records what the source is (for the monitor and the session header).
@@ -261,14 +260,19 @@ impl Engine {
         Ok(())
     }
 
+    fn recording_status(&self, error: Option<String>) -> RecordingStatus {
+        RecordingStatus {
+            path: self.writer.as_ref().map(|w| w.path().to_path_buf()),
+            active: self.writer.is_some() && !self.paused,
+            bytes: self.writer.as_ref().map_or(0, SessionWriter::bytes_written),
+            error,
+        }
+    }
+
     fn publish_recording(&self, error: Option<String>) {
+        let status = self.recording_status(error);
         if let Ok(mut m) = self.shared.write() {
-            m.recording = RecordingStatus {
-                path: self.writer.as_ref().map(|w| w.path().to_path_buf()),
-                active: self.writer.is_some() && !self.paused,
-                bytes: self.writer.as_ref().map_or(0, SessionWriter::bytes_written),
-                error,
-            };
+            m.recording = status;
         }
     }
 
@@ -321,21 +325,11 @@ impl Engine {
                 );
             }
         }
-        let mut leaking_since = std::collections::HashMap::new();
-        if let Ok(mut m) = self.shared.write() {
-            for e in &leak_events {
-                crate::leak_watch::record_event(&mut m, e, None);
-            }
-            self.leaks.refresh(&mut m);
-            for l in m.leaks.iter().filter(|l| l.ended_ms.is_none()) {
-                if let crate::monitor::LeakKey::Process(k) = l.key {
-                    leaking_since.insert(k, l.flagged_ms);
-                }
-            }
-        }
         // Rules: pure decisions, then the runner (the only code that signals).
         self.rule_state.observe(&snap);
-        let facts = crate::rules::eval::Facts { leaking_since };
+        let facts = crate::rules::eval::Facts {
+            leaking_since: self.leaks.leaking_since(),
+        };
         let planned = if self.rules.is_empty() {
             Vec::new()
         } else {
@@ -352,12 +346,19 @@ impl Engine {
             })
         };
         acts.extend(self.runner.poll(&holds, now));
-        self.log_activity(acts);
+        self.write_activity(&acts);
+        // One write lock per tick: everything the UI reads changes at once.
+        let recording = self.recording_status(error);
         if let Ok(mut m) = self.shared.write() {
+            for e in &leak_events {
+                crate::leak_watch::record_event(&mut m, e, None);
+            }
+            self.leaks.refresh(&mut m);
+            push_activity(&mut m, acts);
             m.apply(snap, received_ms);
             m.last_active = self.rule_state.last_active();
+            m.recording = recording;
         }
-        self.publish_recording(error);
     }
 
     /// Closes the session log (fsync).
@@ -373,10 +374,5 @@ impl Engine {
             }
             None => Ok(None),
         }
-    }
-
-    /// The file being written, if any.
-    pub fn session_path(&self) -> Option<&Path> {
-        self.writer.as_ref().map(SessionWriter::path)
     }
 }

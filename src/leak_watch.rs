@@ -141,6 +141,17 @@ impl LeakWatch {
         events
     }
 
+    /// When each process series now leaking was flagged (for the rules' leak condition).
+    pub fn leaking_since(&self) -> HashMap<crate::history::ProcSeriesKey, crate::model::UnixMs> {
+        self.series
+            .iter()
+            .filter_map(|(k, w)| match (k, w.tracker.episode()) {
+                (LeakKey::Process(p), Some(ep)) => Some((*p, ep.flagged_ms)),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Brings the monitor's ongoing leak records up to date (rate, growth, peak).
     pub fn refresh(&self, m: &mut Monitor) {
         for rec in m.leaks.iter_mut().filter(|r| r.ended_ms.is_none()) {
