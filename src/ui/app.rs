@@ -859,6 +859,10 @@ fn status_bar(ui: &mut Ui, m: &Monitor, now: UnixMs) {
             ui.separator();
             ui.label(RichText::new(e).color(widgets::WARN)).on_hover_text("Sampling goes on; recording retries every sample.");
         }
+        if let Some(n) = m.notices.back() {
+            ui.separator();
+            ui.label(RichText::new(n).weak()).on_hover_text("The latest notice (e.g. a desktop notification that could not be shown)");
+        }
         ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
             let (a, b) = m.history.span().unwrap_or((now, now));
             ui.label(format!("History {} ({} samples)", format::duration(b - a), m.history.len()));

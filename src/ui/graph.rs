@@ -90,8 +90,6 @@ pub struct GraphCache {
     lines: Vec<GraphLine>,
     /// The range the user zoomed or panned to; `None` follows the newest data.
     pub free_range: Option<(UnixMs, UnixMs)>,
-    /// How many times the lines were rebuilt (for tests and benchmarks).
-    pub rebuilds: u64,
     buckets: crate::history::BucketCache,
 }
 
@@ -105,7 +103,6 @@ impl GraphCache {
         if self.key.as_ref() != Some(&key) {
             self.lines = build();
             self.key = Some(key);
-            self.rebuilds += 1;
         }
         &mut self.lines
     }

@@ -65,37 +65,19 @@ impl Backend {
         history_ticks: usize,
         ctx: &egui::Context,
     ) -> Self {
-        Self::start_recording(
-            factory,
-            demo,
-            interval,
-            history_ticks,
-            ctx,
-            crate::engine::RecordTo::Off,
-        )
-    }
-
-    /// Like [`Backend::start`], recording a session log as `record` says.
-    pub fn start_recording(
-        factory: SourceFactory,
-        demo: bool,
-        interval: Duration,
-        history_ticks: usize,
-        ctx: &egui::Context,
-        record: crate::engine::RecordTo,
-    ) -> Self {
         Self::start_with(
             factory,
             demo,
             interval,
             history_ticks,
             ctx,
-            record,
+            crate::engine::RecordTo::Off,
             crate::settings::Settings::default(),
         )
     }
 
-    /// Like [`Backend::start_recording`], with these settings for the engine.
+    /// Like [`Backend::start`], recording a session log as `record` says, with these settings
+    /// for the engine.
     #[allow(clippy::too_many_arguments)]
     pub fn start_with(
         factory: SourceFactory,
