@@ -265,11 +265,10 @@ fn cli_record_and_export_end_to_end() {
     assert!(String::from_utf8_lossy(&err.stderr).contains("missing.vwlog"));
 }
 
-#[test]
-fn sigkill_mid_run_loses_nothing_before_the_last_whole_record() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let log = dir.path().join("killed.vwlog");
-    let mut child = bin()
+/// Starts `record --demo` at 10 × real time into `log`, waits until it has written `bytes`,
+/// then sends it `sig`.
+fn record_then_signal(log: &std::path::Path, bytes: u64, sig: i32) -> std::process::Child {
+    let child = bin()
         .args([
             "--demo",
             "--interval",
@@ -279,16 +278,27 @@ fn sigkill_mid_run_loses_nothing_before_the_last_whole_record() {
             "10",
             "--out",
         ])
-        .arg(&log)
+        .arg(log)
         .spawn()
         .expect("spawn");
     let t = Instant::now();
-    while std::fs::metadata(&log).map_or(0, |m| m.len()) < 20_000 {
-        assert!(t.elapsed() < Duration::from_secs(20), "child wrote nothing");
+    while std::fs::metadata(log).map_or(0, |m| m.len()) < bytes {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the child wrote too little"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     // SAFETY: plain kill(2) on our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    unsafe { libc::kill(child.id() as i32, sig) };
+    child
+}
+
+#[test]
+fn sigkill_mid_run_loses_nothing_before_the_last_whole_record() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let log = dir.path().join("killed.vwlog");
+    let mut child = record_then_signal(&log, 20_000, libc::SIGKILL);
     child.wait().expect("wait");
     let s = SessionData::open(&log).expect("reopen");
     let header = s.header.clone().expect("header survives");
@@ -314,26 +324,7 @@ fn sigkill_mid_run_loses_nothing_before_the_last_whole_record() {
 fn sigterm_closes_the_log_cleanly() {
     let dir = tempfile::tempdir().expect("tmp");
     let log = dir.path().join("term.vwlog");
-    let mut child = bin()
-        .args([
-            "--demo",
-            "--interval",
-            "100ms",
-            "record",
-            "--speed",
-            "10",
-            "--out",
-        ])
-        .arg(&log)
-        .spawn()
-        .expect("spawn");
-    let t = Instant::now();
-    while std::fs::metadata(&log).map_or(0, |m| m.len()) < 5_000 {
-        assert!(t.elapsed() < Duration::from_secs(20));
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // SAFETY: plain kill(2) on our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let mut child = record_then_signal(&log, 5_000, libc::SIGTERM);
     let status = child.wait().expect("wait");
     assert!(status.success(), "record exits 0 on SIGTERM");
     let s = SessionData::open(&log).expect("reopen");
