@@ -131,6 +131,32 @@ impl Default for Rule {
     }
 }
 
+/// Most bytes a compiled rule regex may take (the `regex` crate's size limit): a pattern
+/// that would compile larger is refused where the settings are read.
+pub const REGEX_SIZE_LIMIT: usize = 256 * 1024;
+
+/// Compiles a rule's regular expression with [`REGEX_SIZE_LIMIT`]; the one place rule
+/// patterns are compiled (validation and evaluation alike), so what validates also runs.
+///
+/// # Errors
+/// The reason, in words, when the pattern is invalid or too large.
+pub fn compile_regex(pattern: &str) -> Result<regex::Regex, String> {
+    regex::RegexBuilder::new(pattern)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .dfa_size_limit(REGEX_SIZE_LIMIT)
+        .build()
+        .map_err(|e| match e {
+            regex::Error::CompiledTooBig(_) => format!(
+                "the regular expression is too large (over {} KiB compiled)",
+                REGEX_SIZE_LIMIT / 1024
+            ),
+            e => format!(
+                "not a valid regular expression: {}",
+                e.to_string().lines().last().unwrap_or("")
+            ),
+        })
+}
+
 /// Parses a signal name (`SIGTERM`, `TERM`, `15`).
 pub fn parse_signal(s: &str) -> Option<i32> {
     let s = s.trim();
@@ -189,14 +215,8 @@ impl Rule {
             ("cmdline_regex", &c.cmdline_regex),
         ] {
             if let Some(re) = re {
-                if let Err(e) = regex::Regex::new(re) {
-                    v.push((
-                        f,
-                        format!(
-                            "not a valid regular expression: {}",
-                            e.to_string().lines().last().unwrap_or("")
-                        ),
-                    ));
+                if let Err(e) = compile_regex(re) {
+                    v.push((f, e));
                 }
             }
         }
