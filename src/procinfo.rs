@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::model::{ProcInfo, UnixMs};
@@ -45,7 +45,7 @@ impl ProcReader {
             root,
             boot_time_ms,
             ticks_per_sec: if ticks > 0 { ticks as u64 } else { 100 },
-            users: load_users(Path::new("/etc/passwd")),
+            users: HashMap::new(),
             cache: HashMap::new(),
         }
     }
@@ -104,9 +104,9 @@ impl ProcReader {
             .unwrap_or(u32::MAX);
         let user = self
             .users
-            .get(&uid)
-            .cloned()
-            .unwrap_or_else(|| uid.to_string());
+            .entry(uid)
+            .or_insert_with(|| user_name_of(uid))
+            .clone();
         let container_id = fs::read_to_string(dir.join("cgroup"))
             .ok()
             .and_then(|s| container_id_from_cgroup(&s));
@@ -177,10 +177,29 @@ pub fn container_id_from_cgroup(cgroup: &str) -> Option<String> {
     None
 }
 
-fn load_users(passwd: &Path) -> HashMap<u32, String> {
-    fs::read_to_string(passwd)
-        .map(|s| parse_passwd(&s))
-        .unwrap_or_default()
+/// The name of `uid` through NSS (`getpwuid_r`: /etc/passwd, LDAP, SSSD, systemd… whatever
+/// the host is configured for), or the number when it has none.
+pub fn user_name_of(uid: u32) -> String {
+    if uid == u32::MAX {
+        return "?".into();
+    }
+    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        Ok(Some(u)) => u.name,
+        _ => uid.to_string(),
+    }
+}
+
+/// The uid of a user named in a rule, through NSS (`getpwnam_r`); a plain number is taken
+/// as a uid. `None` when no such user exists.
+pub fn uid_of_user(name: &str) -> Option<u32> {
+    let name = name.trim();
+    if !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()) {
+        return name.parse().ok();
+    }
+    nix::unistd::User::from_name(name)
+        .ok()
+        .flatten()
+        .map(|u| u.uid.as_raw())
 }
 
 /// uid → name from an `/etc/passwd` text.

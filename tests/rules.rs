@@ -234,6 +234,7 @@ fn planned_for(pid: u32, start_time_ms: UnixMs, uid: u32) -> Planned {
             user: "x".into(),
             uid,
             used_bytes: Some(1 << 33),
+            origin: vramwarden::model::Origin::Live,
         },
     }
 }
@@ -375,7 +376,8 @@ mod eval {
                     name: cmd.split_whitespace().next().unwrap_or("").into(),
                     cmdline: (*cmd).into(),
                     user: (*user).into(),
-                    uid: 1000,
+                    // Rules compare users by uid: alice is 1000, anyone else 1001.
+                    uid: if *user == "alice" { 1000 } else { 1001 },
                     start_time_ms: 1_000,
                     container_id: None,
                 })),
@@ -396,13 +398,17 @@ mod eval {
 
     fn fired(st: &mut RuleState, r: &Rule, s: &Snapshot) -> Vec<u32> {
         st.observe(s);
-        st.evaluate(std::slice::from_ref(r), s, &Facts::default())
-            .iter()
-            .map(|p| match &p.target {
-                Target::Process { key, .. } => key.0.pid,
-                Target::Device(i) => 1000 + i,
-            })
-            .collect()
+        st.evaluate(
+            &vramwarden::rules::eval::compile(std::slice::from_ref(r)),
+            s,
+            &Facts::default(),
+        )
+        .iter()
+        .map(|p| match &p.target {
+            Target::Process { key, .. } => key.0.pid,
+            Target::Device(i) => 1000 + i,
+        })
+        .collect()
     }
 
     #[test]
@@ -505,7 +511,9 @@ mod eval {
         );
         assert_eq!(
             m(Conditions {
-                user_is_not: Some("alice".into()),
+                // A plain number is a uid (names resolve through NSS; these users are
+                // fixtures, not accounts of this machine).
+                user_is_not: Some("1000".into()),
                 ..Conditions::default()
             }),
             vec![12]
@@ -520,7 +528,7 @@ mod eval {
         assert_eq!(
             m(Conditions {
                 name_regex: Some("^jupyter".into()),
-                user_is: Some("bob".into()),
+                user_is: Some("1001".into()),
                 ..Conditions::default()
             }),
             vec![12]

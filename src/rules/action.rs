@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use super::eval::{Planned, Target};
 use super::model::{parse_signal, Action};
 use crate::history::ProcSeriesKey;
-use crate::model::UnixMs;
+use crate::model::{Origin, UnixMs};
 use crate::procinfo::ProcReader;
 
 /// How an action ended.
@@ -216,9 +216,27 @@ impl ActionRunner {
 
     /// Why `target` may not be touched, if so.
     fn refusal(&self, p: &Planned, safety: &Safety) -> Option<String> {
-        let Target::Process { key, name, uid, .. } = &p.target else {
+        let Target::Process {
+            key,
+            name,
+            uid,
+            origin,
+            ..
+        } = &p.target
+        else {
             return None;
         };
+        match origin {
+            _ if p.action == Action::Notify => {}
+            Origin::Live => {}
+            Origin::Simulated => return Some("simulated process: nothing was sent".into()),
+            Origin::Recorded => {
+                return Some(
+                    "a process from a recorded session: nothing was sent (its PID may belong to another process now)"
+                        .into(),
+                )
+            }
+        }
         let pid = key.0.pid;
         if pid <= 1 {
             return Some("PID 1 is never signalled".into());
@@ -324,12 +342,8 @@ impl ActionRunner {
                     act.outcome = Outcome::WouldAct;
                     act.detail = format!("would notify: rule {} matched {}", p.rule, t.describe());
                 } else {
-                    crate::notify::send(
-                        format!("vramwarden rule “{}”", p.rule),
-                        t.describe(),
-                        |e| eprintln!("vramwarden: {e}"),
-                    );
-                    act.detail = format!("notified: {}", t.describe());
+                    // The engine shows it (status bar, desktop notification where wanted).
+                    act.detail = format!("notified: rule {} matched {}", p.rule, t.describe());
                 }
             }
             (Action::Signal { signal }, Target::Process { key, .. }) => {
@@ -366,7 +380,7 @@ impl ActionRunner {
                             self.pending.push(PendingKill {
                                 key: *key,
                                 deadline: Instant::now()
-                                    + Duration::from_secs_f64(grace_seconds.max(0.0)),
+                                    + Duration::from_secs_f64(grace_seconds.clamp(0.0, 86_400.0)),
                                 rule: p.rule.clone(),
                                 target: p.target.clone(),
                                 pidfd: fd,
@@ -386,44 +400,44 @@ impl ActionRunner {
                 },
                 t,
             ) => {
-                let (pid, user, name) = match t {
-                    Target::Process {
-                        key, user, name, ..
-                    } => (key.0.pid.to_string(), user.clone(), name.clone()),
-                    Target::Device(_) => (String::new(), String::new(), String::new()),
+                let args = match expand_argv(argv, t) {
+                    Ok(a) => a,
+                    Err(why) => {
+                        act.outcome = Outcome::Skipped;
+                        act.detail = why;
+                        return act;
+                    }
                 };
-                let gpu = t.device_index().to_string();
-                let args: Vec<String> = argv
-                    .iter()
-                    .map(|a| {
-                        a.replace("{pid}", &pid)
-                            .replace("{gpu}", &gpu)
-                            .replace("{user}", &user)
-                            .replace("{name}", &name)
-                    })
-                    .collect();
                 if dry {
                     act.outcome = Outcome::WouldAct;
                     act.detail = format!("would run {args:?} for {}", t.describe());
-                } else {
-                    act.detail = format!("started {args:?}");
-                    let (tx, rx) = std::sync::mpsc::channel();
-                    let mut done = act.clone();
-                    let timeout = Duration::from_secs_f64(*timeout_seconds);
-                    let spawned = std::thread::Builder::new()
-                        .name("vramwarden-command".into())
-                        .spawn(move || {
-                            let (outcome, detail) = run_command(&args, timeout);
-                            done.outcome = outcome;
-                            done.detail = detail;
-                            let _ = tx.send(done);
-                        });
-                    match spawned {
-                        Ok(_) => self.running.push(rx),
-                        Err(e) => {
-                            act.outcome = Outcome::Failed;
-                            act.detail = format!("could not start a thread for the command: {e}");
-                        }
+                    return act;
+                }
+                // The identity check runs right before the command is spawned, as for signals.
+                if let Target::Process { key, .. } = t {
+                    if let Err(e) = self.verify(key) {
+                        act.outcome = e.outcome();
+                        act.detail = e.into_text();
+                        return act;
+                    }
+                }
+                act.detail = format!("started {args:?}");
+                let (tx, rx) = std::sync::mpsc::channel();
+                let mut done = act.clone();
+                let timeout = Duration::from_secs_f64(timeout_seconds.clamp(0.0, 86_400.0));
+                let spawned = std::thread::Builder::new()
+                    .name("vramwarden-command".into())
+                    .spawn(move || {
+                        let (outcome, detail) = run_command(&args, timeout);
+                        done.outcome = outcome;
+                        done.detail = detail;
+                        let _ = tx.send(done);
+                    });
+                match spawned {
+                    Ok(_) => self.running.push(rx),
+                    Err(e) => {
+                        act.outcome = Outcome::Failed;
+                        act.detail = format!("could not start a thread for the command: {e}");
                     }
                 }
             }
@@ -514,7 +528,87 @@ impl ActionRunner {
     }
 }
 
-/// Runs `argv` (no shell) with a timeout; returns the outcome and its output (truncated).
+/// The placeholders a command's arguments may hold.
+pub const PLACEHOLDERS: &[&str] = &["{pid}", "{start_time}", "{gpu}", "{user}", "{name}"];
+
+/// `argv` with the placeholders replaced for `t`: `{pid}`, `{start_time}` (the process's start,
+/// ms since the epoch: with the pid, its identity), `{gpu}`, `{user}`, `{name}`.
+///
+/// # Errors
+/// Refuses (with the reason) when a replaced value would make an argument start with `-` that
+/// did not start with one in the rule (a process named `-rf` must not become an option).
+pub fn expand_argv(argv: &[String], t: &Target) -> Result<Vec<String>, String> {
+    let (pid, start, user, name) = match t {
+        Target::Process {
+            key, user, name, ..
+        } => (
+            key.0.pid.to_string(),
+            key.0.start_time_ms.to_string(),
+            user.clone(),
+            name.clone(),
+        ),
+        Target::Device(_) => Default::default(),
+    };
+    let gpu = t.device_index().to_string();
+    // Arguments after a `--` are operands for every getopt-style tool.
+    let operands_from = argv
+        .iter()
+        .position(|a| a == "--")
+        .map_or(usize::MAX, |i| i + 1);
+    argv.iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let out = a
+                .replace("{pid}", &pid)
+                .replace("{start_time}", &start)
+                .replace("{gpu}", &gpu)
+                .replace("{user}", &user)
+                .replace("{name}", &name);
+            if i > 0 && i < operands_from && out.starts_with('-') && !a.starts_with('-') {
+                return Err(format!(
+                    "not run: argument {i} ({a:?}) would become the option {out:?}; put the placeholder after `--` or inside a longer argument"
+                ));
+            }
+            Ok(out)
+        })
+        .collect()
+}
+
+/// Most bytes of a command's output kept (its end: the last lines say most).
+pub const OUTPUT_TAIL: usize = 4096;
+
+/// Reads a pipe to its end on a thread, keeping only the last [`OUTPUT_TAIL`] bytes, so a
+/// command that prints a lot never blocks on a full pipe.
+fn drain_tail<R: Read + Send + 'static>(
+    r: Option<R>,
+) -> Option<std::thread::JoinHandle<(Vec<u8>, u64)>> {
+    let mut r = r?;
+    std::thread::Builder::new()
+        .name("vramwarden-cmd-out".into())
+        .spawn(move || {
+            let mut tail: std::collections::VecDeque<u8> = std::collections::VecDeque::new();
+            let mut total = 0u64;
+            let mut buf = [0u8; 8192];
+            loop {
+                match r.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        total += n as u64;
+                        tail.extend(&buf[..n]);
+                        let extra = tail.len().saturating_sub(OUTPUT_TAIL);
+                        tail.drain(..extra);
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+            (tail.into_iter().collect(), total)
+        })
+        .ok()
+}
+
+/// Runs `argv` (no shell) with a timeout; returns the outcome and the end of its output.
+/// Output is read while the command runs (a chatty command never stalls on a full pipe).
 pub fn run_command(argv: &[String], timeout: Duration) -> (Outcome, String) {
     let Some((prog, args)) = argv.split_first() else {
         return (Outcome::Failed, "empty command".into());
@@ -529,6 +623,8 @@ pub fn run_command(argv: &[String], timeout: Duration) -> (Outcome, String) {
         Ok(c) => c,
         Err(e) => return (Outcome::Failed, format!("could not start {prog}: {e}")),
     };
+    let out_reader = drain_tail(child.stdout.take());
+    let err_reader = drain_tail(child.stderr.take());
     let start = Instant::now();
     let status = loop {
         match child.try_wait() {
@@ -539,19 +635,33 @@ pub fn run_command(argv: &[String], timeout: Duration) -> (Outcome, String) {
                 break None;
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return (Outcome::Failed, format!("waiting for {prog}: {e}")),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return (Outcome::Failed, format!("waiting for {prog}: {e}"));
+            }
         }
     };
-    let mut out = String::new();
-    if let Some(mut o) = child.stdout.take() {
-        let _ = o.read_to_string(&mut out);
+    let mut bytes = Vec::new();
+    let mut total = 0;
+    for h in [out_reader, err_reader].into_iter().flatten() {
+        // A grandchild holding the pipe open could keep a reader waiting: give up after a while.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !h.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if h.is_finished() {
+            if let Ok((tail, n)) = h.join() {
+                bytes.extend_from_slice(&tail);
+                total += n;
+            }
+        }
     }
-    if let Some(mut e) = child.stderr.take() {
-        let mut err = String::new();
-        let _ = e.read_to_string(&mut err);
-        out.push_str(&err);
+    let text = String::from_utf8_lossy(&bytes);
+    let mut out = text.trim().to_string();
+    if total > bytes.len() as u64 {
+        out = format!("… ({total} bytes, the last {} kept) {out}", bytes.len());
     }
-    let out: String = out.trim().chars().take(2000).collect();
     match status {
         None => (
             Outcome::Failed,

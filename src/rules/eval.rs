@@ -22,6 +22,8 @@ pub enum Target {
         uid: u32,
         /// GPU memory it holds.
         used_bytes: Option<u64>,
+        /// Live host process, simulated, or read back from a log: only live ones are acted on.
+        origin: crate::model::Origin,
     },
     /// A whole GPU.
     Device(u32),
@@ -100,21 +102,73 @@ pub struct RuleState {
     activity: HashMap<ProcSeriesKey, (Option<u64>, UnixMs)>,
 }
 
+/// A rule ready to evaluate every tick: its regular expressions compiled once (with the size
+/// limit of [`super::model::compile_regex`]) and its user names resolved to uids through NSS.
+#[derive(Debug, Clone)]
+pub struct CompiledRule {
+    /// The rule.
+    pub rule: Rule,
+    name_re: Option<regex::Regex>,
+    cmdline_re: Option<regex::Regex>,
+    /// `user_is` as a uid (`Some(None)`: a name no user has, so nothing matches).
+    user_is: Option<Option<u32>>,
+    /// `user_is_not` as a uid.
+    user_is_not: Option<Option<u32>>,
+}
+
+impl CompiledRule {
+    /// Compiles `rule`; `None` when it is invalid (see [`Rule::problems`]).
+    pub fn new(rule: &Rule) -> Option<Self> {
+        if !rule.problems().is_empty() {
+            return None;
+        }
+        let re = |r: &Option<String>| -> Result<Option<regex::Regex>, String> {
+            r.as_deref().map(super::model::compile_regex).transpose()
+        };
+        let user = |u: &Option<String>| u.as_deref().map(crate::procinfo::uid_of_user);
+        Some(Self {
+            name_re: re(&rule.conditions.name_regex).ok()?,
+            cmdline_re: re(&rule.conditions.cmdline_regex).ok()?,
+            user_is: user(&rule.conditions.user_is),
+            user_is_not: user(&rule.conditions.user_is_not),
+            rule: rule.clone(),
+        })
+    }
+}
+
+/// The enabled, valid rules of `rules`, compiled (call when the settings change, not per tick).
+pub fn compile(rules: &[Rule]) -> Vec<CompiledRule> {
+    rules
+        .iter()
+        .filter(|r| r.enabled)
+        .filter_map(CompiledRule::new)
+        .collect()
+}
+
+/// The target for process sample `p`: every fact from the snapshot, none from a front end.
+pub fn process_target(p: &crate::model::ProcessSample) -> Target {
+    let i = p.info.as_deref();
+    Target::Process {
+        key: (p.key(), p.device_index),
+        name: i.map_or_else(String::new, |i| i.name.clone()),
+        user: i.map_or_else(String::new, |i| i.user.clone()),
+        uid: i.map_or(u32::MAX, |i| i.uid),
+        used_bytes: p.used_bytes,
+        origin: p.origin,
+    }
+}
+
+/// The target for the process `key` (pid + start time, GPU) in `snap`, if it is there.
+pub fn find_process_target(snap: &Snapshot, key: &ProcSeriesKey) -> Option<Target> {
+    snap.processes
+        .iter()
+        .find(|p| p.key() == key.0 && p.device_index == key.1)
+        .map(process_target)
+}
+
 fn targets(snap: &Snapshot, rule: &Rule) -> Vec<Target> {
     if rule.conditions.targets_processes() || rule.action.needs_process() {
-        snap.processes
-            .iter()
-            .map(|p| {
-                let i = p.info.as_deref();
-                Target::Process {
-                    key: (p.key(), p.device_index),
-                    name: i.map_or_else(String::new, |i| i.name.clone()),
-                    user: i.map_or_else(String::new, |i| i.user.clone()),
-                    uid: i.map_or(u32::MAX, |i| i.uid),
-                    used_bytes: p.used_bytes,
-                }
-            })
-            .collect()
+        snap.processes.iter().map(process_target).collect()
     } else {
         snap.devices
             .iter()
@@ -132,6 +186,10 @@ impl RuleState {
         for p in &snap.processes {
             let key = (p.key(), p.device_index);
             seen.insert(key);
+            if p.stale {
+                // No reading this time: the idle clock neither runs on nor resets.
+                continue;
+            }
             let busy = p.sm_util_pct.is_none_or(|u| u > 0);
             let e = self.activity.entry(key).or_insert((p.used_bytes, now));
             if busy || e.0 != p.used_bytes {
@@ -170,18 +228,31 @@ impl RuleState {
     }
 
     /// The rules' decisions at the snapshot's time.
-    pub fn evaluate(&mut self, rules: &[Rule], snap: &Snapshot, facts: &Facts) -> Vec<Planned> {
+    pub fn evaluate(
+        &mut self,
+        rules: &[CompiledRule],
+        snap: &Snapshot,
+        facts: &Facts,
+    ) -> Vec<Planned> {
         let now = snap.taken_at_ms;
         let mut out = Vec::new();
-        for rule in rules
+        let stale: std::collections::HashSet<TargetId> = snap
+            .processes
             .iter()
-            .filter(|r| r.enabled && r.problems().is_empty())
-        {
+            .filter(|p| p.stale)
+            .map(|p| TargetId::Process((p.key(), p.device_index)))
+            .collect();
+        for compiled in rules.iter().filter(|r| r.rule.enabled) {
+            let rule = &compiled.rule;
             let hold = (rule.conditions.hold_seconds * 1000.0) as i64;
             let cooldown = (rule.cooldown_minutes * 60_000.0) as i64;
             for t in targets(snap, rule) {
                 let id = (rule.name.clone(), t.id());
-                if !self.holds(rule, &t, snap, facts) {
+                if stale.contains(&t.id()) {
+                    // Its list failed this time: hold the hysteresis as it is, act on nothing.
+                    continue;
+                }
+                if !self.holds(compiled, &t, snap, facts) {
                     self.held_since.remove(&id);
                     continue;
                 }
@@ -210,20 +281,35 @@ impl RuleState {
             .chain(snap.devices.iter().map(|d| TargetId::Device(d.index)))
             .collect();
         self.held_since.retain(|(_, t), _| alive.contains(t));
+        // A cooldown that has run out needs no entry (an agent runs for months).
+        let cooldowns: HashMap<&str, i64> = rules
+            .iter()
+            .map(|r| {
+                (
+                    r.rule.name.as_str(),
+                    (r.rule.cooldown_minutes * 60_000.0) as i64,
+                )
+            })
+            .collect();
+        self.last_fired
+            .retain(|(name, _), t| cooldowns.get(name.as_str()).is_some_and(|c| now - *t < *c));
         out
     }
 
     /// The targets whose conditions hold right now, ignoring hold time and cooldown (the
     /// editor's "test this rule").
     pub fn matches_now(&self, rule: &Rule, snap: &Snapshot, facts: &Facts) -> Vec<Target> {
+        let Some(compiled) = CompiledRule::new(rule) else {
+            return Vec::new();
+        };
         targets(snap, rule)
             .into_iter()
-            .filter(|t| self.holds(rule, t, snap, facts))
+            .filter(|t| self.holds(&compiled, t, snap, facts))
             .collect()
     }
 
-    fn holds(&self, rule: &Rule, t: &Target, snap: &Snapshot, facts: &Facts) -> bool {
-        let c = &rule.conditions;
+    fn holds(&self, compiled: &CompiledRule, t: &Target, snap: &Snapshot, facts: &Facts) -> bool {
+        let c = &compiled.rule.conditions;
         let now = snap.taken_at_ms;
         let dev_index = t.device_index();
         if c.gpu.is_some_and(|g| g != dev_index) {
@@ -249,13 +335,14 @@ impl RuleState {
         let Target::Process {
             key,
             name,
-            user,
+            uid,
             used_bytes,
             ..
         } = t
         else {
             return true;
         };
+        let uid = (*uid != u32::MAX).then_some(*uid);
         let p = snap
             .processes
             .iter()
@@ -282,21 +369,24 @@ impl RuleState {
                 return false;
             }
         }
-        let re_ok = |re: &Option<String>, text: &str| {
-            re.as_ref()
-                .is_none_or(|r| regex::Regex::new(r).is_ok_and(|r| r.is_match(text)))
-        };
-        if !re_ok(&c.name_regex, name) {
+        let re_ok =
+            |re: &Option<regex::Regex>, text: &str| re.as_ref().is_none_or(|r| r.is_match(text));
+        if !re_ok(&compiled.name_re, name) {
             return false;
         }
         let cmdline = p
             .and_then(|p| p.info.as_deref())
             .map_or("", |i| i.cmdline.as_str());
-        if !re_ok(&c.cmdline_regex, cmdline) {
+        if !re_ok(&compiled.cmdline_re, cmdline) {
             return false;
         }
-        if c.user_is.as_ref().is_some_and(|u| u != user)
-            || c.user_is_not.as_ref().is_some_and(|u| u == user)
+        // Users are compared by uid (names resolved through NSS when the rule was compiled).
+        if compiled
+            .user_is
+            .is_some_and(|want| want.is_none() || want != uid)
+            || compiled
+                .user_is_not
+                .is_some_and(|not| not.is_some() && not == uid)
         {
             return false;
         }
@@ -311,7 +401,9 @@ impl RuleState {
                 .processes
                 .iter()
                 .filter(|q| {
-                    q.device_index == key.1 && q.info.as_deref().is_some_and(|i| i.user == *user)
+                    q.device_index == key.1
+                        && q.info.as_deref().map(|i| i.uid) == uid
+                        && uid.is_some()
                 })
                 .filter_map(|q| q.used_bytes)
                 .sum();
