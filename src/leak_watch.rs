@@ -83,9 +83,15 @@ impl LeakWatch {
                 None => {}
             }
         };
+        let mut unread = Vec::new();
         for p in &snap.processes {
-            let Some(used) = p.used_bytes else { continue };
             let key = LeakKey::Process((p.key(), p.device_index));
+            if p.stale {
+                // The driver failed to list it: no reading, but it has not left.
+                unread.push(key);
+                continue;
+            }
+            let Some(used) = p.used_bytes else { continue };
             let make = || {
                 let i = p.info.as_deref();
                 LeakInfo {
@@ -102,6 +108,11 @@ impl LeakWatch {
             feed(key, mib(used), &make, &mut self.series);
         }
         for d in &snap.devices {
+            if d.process_list_error.is_some() {
+                // Without a process list, ghost memory cannot be told apart.
+                unread.push(LeakKey::Ghost(d.index));
+                continue;
+            }
             let Some(g) = ghost_bytes(snap, d.index) else {
                 continue;
             };
@@ -117,6 +128,7 @@ impl LeakWatch {
             };
             feed(LeakKey::Ghost(d.index), mib(g), &make, &mut self.series);
         }
+        seen.extend(unread);
         // A process that left the GPU while leaking: its episode ends there.
         let gone: Vec<LeakKey> = self
             .series

@@ -43,6 +43,11 @@ pub struct DeviceSample {
     pub temperature_c: Option<u32>,
     /// Board power draw.
     pub power_w: Option<f64>,
+    /// Set when the driver failed to list this GPU's processes this time (the reason): the
+    /// snapshot then holds no fresh processes for it, and the engine carries the last good
+    /// list forward, marked stale.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_list_error: Option<String>,
 }
 
 /// Whether a process holds a compute (CUDA) or graphics context.
@@ -74,6 +79,28 @@ pub struct ProcessSample {
     pub sm_util_pct: Option<u32>,
     /// What `/proc` (or the simulator) says about the process (shared: cheap to clone).
     pub info: Option<std::sync::Arc<ProcInfo>>,
+    /// Where this process lives; only [`Origin::Live`] processes can ever be acted on.
+    #[serde(default)]
+    pub origin: Origin,
+    /// True when the driver failed to list this GPU's processes this tick and the entry is
+    /// the last good reading carried forward (its memory is not a new measurement).
+    #[serde(default)]
+    pub stale: bool,
+}
+
+/// Where a process in a snapshot lives. Actions (signals, commands) reach only
+/// [`Origin::Live`] processes; the default is the safe one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// Read back from a session log or an import: the PID may belong to anyone today.
+    #[default]
+    Recorded,
+    /// A process on this host, listed by the driver now (or a real process placed on a
+    /// simulated GPU by a test harness: its facts come from `/proc`).
+    Live,
+    /// Scripted by the simulated GPUs: no host process stands behind the PID.
+    Simulated,
 }
 
 /// Facts about a process that do not come from the GPU driver.
@@ -100,6 +127,60 @@ pub struct ProcessKey {
     pub pid: u32,
     /// Start time in ms since the epoch (0 where unknown).
     pub start_time_ms: UnixMs,
+}
+
+impl Snapshot {
+    /// Drops what no driver can mean: memory readings that do not add up (used or free above
+    /// total, a total of 0) become missing, processes with PID 0 are dropped, and a process
+    /// listed twice on one GPU is kept once (its larger reading). Never panics.
+    pub fn sanitize(&mut self) {
+        for d in &mut self.devices {
+            let total = d.memory_total_bytes.filter(|t| *t > 0);
+            let fits = |v: Option<u64>| match (v, total) {
+                (Some(v), Some(t)) => v <= t,
+                (_, None) => false,
+                (None, _) => true,
+            };
+            if total.is_none()
+                || !fits(d.memory_used_bytes)
+                || !fits(d.memory_free_bytes)
+                || !fits(d.memory_reserved_bytes)
+            {
+                d.memory_total_bytes = total;
+                d.memory_used_bytes = None;
+                d.memory_free_bytes = None;
+                d.memory_reserved_bytes = None;
+            }
+            d.utilization_gpu_pct = d.utilization_gpu_pct.filter(|u| *u <= 100);
+            d.power_w = d.power_w.filter(|p| p.is_finite() && *p >= 0.0);
+        }
+        let totals: std::collections::HashMap<u32, Option<u64>> = self
+            .devices
+            .iter()
+            .map(|d| (d.index, d.memory_total_bytes))
+            .collect();
+        self.processes.retain(|p| p.pid != 0);
+        for p in &mut self.processes {
+            if let (Some(u), Some(Some(t))) = (p.used_bytes, totals.get(&p.device_index)) {
+                if u > *t {
+                    p.used_bytes = None;
+                }
+            }
+        }
+        let mut first: std::collections::HashMap<(u32, u32), usize> =
+            std::collections::HashMap::with_capacity(self.processes.len());
+        let mut kept: Vec<ProcessSample> = Vec::with_capacity(self.processes.len());
+        for p in std::mem::take(&mut self.processes) {
+            match first.get(&(p.pid, p.device_index)) {
+                Some(&j) => kept[j].used_bytes = kept[j].used_bytes.max(p.used_bytes),
+                None => {
+                    first.insert((p.pid, p.device_index), kept.len());
+                    kept.push(p);
+                }
+            }
+        }
+        self.processes = kept;
+    }
 }
 
 impl ProcessSample {

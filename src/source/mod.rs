@@ -1,6 +1,7 @@
 //! Where snapshots come from: the real driver ([`nvml::NvmlSource`]) or simulated GPUs
 //! ([`sim::SimSource`]). Sources are the only code that talks to the driver.
 
+pub mod fault;
 pub mod nvml;
 pub mod sim;
 

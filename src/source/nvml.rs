@@ -218,9 +218,15 @@ impl GpuSource for NvmlSource {
                 pci_bus_id: st.pci_bus_id.clone(),
                 ..DeviceSample::default()
             };
-            let Ok(dev) = self.nvml.device_by_index(index) else {
-                snap.devices.push(ds);
-                continue;
+            let dev = match self.nvml.device_by_index(index) {
+                Ok(d) => d,
+                Err(e) => {
+                    // A GPU that stopped answering: every reading is missing, and so is its
+                    // process list (the engine keeps the last good one, marked stale).
+                    ds.process_list_error = Some(format!("the GPU did not answer: {e}"));
+                    snap.devices.push(ds);
+                    continue;
+                }
             };
             if let Ok(m) = dev.memory_info() {
                 if m.total > 0 && m.used <= m.total && m.free <= m.total {
@@ -241,16 +247,35 @@ impl GpuSource for NvmlSource {
                 .filter(|t| *t < 200);
             ds.power_w = dev.power_usage().ok().map(|mw| f64::from(mw) / 1000.0);
             let ls = &mut self.lists[i];
-            let compute = process_list(&self.nvml, &dev, false, &mut ls.cap).unwrap_or_default();
+            // A failed list is missing, never "no processes": the engine keeps the last good
+            // list for this GPU, marked stale.
+            let compute = match process_list(&self.nvml, &dev, false, &mut ls.cap) {
+                Ok(v) => v,
+                Err(e) => {
+                    ds.process_list_error = Some(format!("compute process list: {e}"));
+                    Vec::new()
+                }
+            };
             ls.graphics_age += 1;
             let graphics = if !ls.graphics_empty || ls.graphics_age >= GRAPHICS_EVERY {
                 ls.graphics_age = 0;
-                let g = process_list(&self.nvml, &dev, true, &mut ls.cap).unwrap_or_default();
-                ls.graphics_empty = g.is_empty();
-                g
+                match process_list(&self.nvml, &dev, true, &mut ls.cap) {
+                    Ok(g) => {
+                        ls.graphics_empty = g.is_empty();
+                        g
+                    }
+                    Err(e) => {
+                        ds.process_list_error = Some(format!("graphics process list: {e}"));
+                        Vec::new()
+                    }
+                }
             } else {
                 Vec::new()
             };
+            if ds.process_list_error.is_some() {
+                snap.devices.push(ds);
+                continue;
+            }
             let mut procs = merge_processes(index, &compute, &graphics, ds.memory_total_bytes);
             if self.want_util && !procs.is_empty() {
                 let cache = &mut self.util[i];
@@ -336,6 +361,8 @@ pub(crate) fn merge_processes(
                     kind,
                     sm_util_pct: None,
                     info: None,
+                    origin: crate::model::Origin::Live,
+                    stale: false,
                 });
         }
     }

@@ -368,7 +368,15 @@ impl SimSource {
                     (p.busy_pct as i64 + jitter(now_ms / 1000, u64::from(p.pid), 3)).clamp(1, 100)
                         as u32
                 }),
+                // A scripted process has simulated facts; a real process a test harness
+                // placed on a simulated GPU (no scripted facts) is read from /proc.
+                origin: if info.is_some() {
+                    crate::model::Origin::Simulated
+                } else {
+                    crate::model::Origin::Live
+                },
                 info,
+                stale: false,
             });
         }
         let devices = self
@@ -394,6 +402,7 @@ impl SimSource {
                     utilization_gpu_pct: Some(util),
                     temperature_c: Some(34 + util / 2),
                     power_w: Some(f64::from(70_000 + util * 5_800) / 1000.0),
+                    process_list_error: None,
                 }
             })
             .collect();
