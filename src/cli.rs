@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::engine::{Engine, RecordTo};
+use crate::engine::{Engine, EngineOptions, RecordTo};
 use crate::monitor::Monitor;
 use crate::procinfo::ProcReader;
 use crate::sampler::{enrich, now_ms, SamplerHandle, SourceFactory};
@@ -19,7 +19,12 @@ use crate::source::{GpuSource, SourceError};
 
 /// Watch and manage NVIDIA GPU memory.
 #[derive(Debug, Parser)]
-#[command(name = "vramwarden", version, about)]
+#[command(
+    name = "vramwarden",
+    version,
+    about,
+    after_help = "Exit codes: 0 ok, 1 error, 2 usage, 3 no NVIDIA driver (try --demo)."
+)]
 pub struct Cli {
     /// Use the built-in simulated GPUs instead of the NVIDIA driver.
     #[arg(long, global = true)]
@@ -28,7 +33,7 @@ pub struct Cli {
     #[arg(long, global = true, value_parser = parse_interval)]
     pub interval: Option<Duration>,
     /// How much history to keep in memory (e.g. 24h; default: the settings, else 24h).
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = parse_history)]
     pub history: Option<Duration>,
     /// The settings file (default: the platform config folder, or $VRAMWARDEN_CONFIG).
     #[arg(long, global = true)]
@@ -58,7 +63,7 @@ pub enum Command {
     /// Record a session log without a window, until the duration ends or Ctrl-C / SIGTERM.
     Record {
         /// Stop after this long (simulated time with --speed); default: until interrupted.
-        #[arg(long, value_parser = humantime::parse_duration)]
+        #[arg(long, value_parser = parse_record_duration)]
         duration: Option<Duration>,
         /// The session file (default: a new file in the sessions folder).
         #[arg(long)]
@@ -71,13 +76,16 @@ pub enum Command {
     Export {
         /// The session log.
         session: PathBuf,
-        /// Output CSV file. Without --table, three files are written: OUT-devices.csv,
-        /// OUT-processes.csv and OUT-events.csv.
+        /// Output CSV file, or `-` for standard output (with --table). Without --table, three
+        /// files are written: OUT-devices.csv, OUT-processes.csv and OUT-events.csv.
         #[arg(long)]
         csv: PathBuf,
         /// Export this table alone.
         #[arg(long, value_enum)]
         table: Option<Table>,
+        /// Overwrite CSV files that already exist.
+        #[arg(long)]
+        force: bool,
     },
     /// Check the auto-cleanup rules of a settings file and print them in words.
     Rules {
@@ -116,7 +124,10 @@ pub enum Speed {
     Max,
 }
 
-/// `max` or a positive number.
+/// Slowest and fastest `--speed` other than `max`.
+pub const SPEED_RANGE: (f64, f64) = (0.001, 1_000_000.0);
+
+/// `max` or a number in [`SPEED_RANGE`].
 ///
 /// # Errors
 /// A message for clap.
@@ -125,9 +136,38 @@ pub fn parse_speed(s: &str) -> Result<Speed, String> {
         return Ok(Speed::Max);
     }
     match s.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok(Speed::Times(v)),
-        _ => Err("the speed is a positive number or `max`".into()),
+        Ok(v) if (SPEED_RANGE.0..=SPEED_RANGE.1).contains(&v) => Ok(Speed::Times(v)),
+        _ => Err(format!(
+            "the speed is `max` or a number from {} to {}",
+            SPEED_RANGE.0, SPEED_RANGE.1
+        )),
     }
+}
+
+/// A history length between one minute and 31 days (the settings' limit).
+///
+/// # Errors
+/// A message for clap when the text is not a duration or is out of range.
+pub fn parse_history(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (try 24h)"))?;
+    if d < Duration::from_secs(60) || d > Duration::from_secs(31 * 86_400) {
+        return Err("the history must be between 1m and 31days".into());
+    }
+    Ok(d)
+}
+
+/// A `record --duration`: more than zero.
+///
+/// # Errors
+/// A message for clap.
+pub fn parse_record_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (try 10m)"))?;
+    if d.is_zero() {
+        return Err(
+            "the duration must be more than 0 (leave it out to record until stopped)".into(),
+        );
+    }
+    Ok(d)
 }
 
 /// `vramwarden rules …`.
@@ -265,18 +305,50 @@ pub enum CliError {
     /// An import failed.
     #[error("{0}")]
     Import(#[from] crate::import::ImportError),
-    /// Bad combination of arguments, or recording failed.
+    /// Bad combination of arguments (exit code 2, like clap's own usage errors).
     #[error("{0}")]
     Usage(String),
+    /// The command ran and failed (recording failed, nothing to export, an internal error).
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Exit codes, as documented in the README and `--help`.
+pub mod exit {
+    /// Success.
+    pub const OK: u8 = 0;
+    /// The command failed.
+    pub const ERROR: u8 = 1;
+    /// Bad arguments (clap's own errors use it too).
+    pub const USAGE: u8 = 2;
+    /// No NVIDIA driver / NVML could not be loaded.
+    pub const NO_DRIVER: u8 = 3;
 }
 
 impl CliError {
-    /// Process exit code: 2 for a missing GPU source, 1 otherwise.
+    /// Process exit code: see [`exit`].
     pub fn exit_code(&self) -> u8 {
         match self {
-            CliError::Source(_) => 2,
-            _ => 1,
+            CliError::Source(SourceError::Unavailable(_)) => exit::NO_DRIVER,
+            CliError::Usage(_) => exit::USAGE,
+            _ => exit::ERROR,
         }
+    }
+
+    /// True when the error is a closed output pipe (`| head`): the command ends quietly.
+    pub fn is_broken_pipe(&self) -> bool {
+        let kind = match self {
+            CliError::Io(e) | CliError::Export(crate::session::csv_export::ExportError::Io(e)) => {
+                Some(e.kind())
+            }
+            CliError::Csv(e) => match e.kind() {
+                csv::ErrorKind::Io(e) => Some(e.kind()),
+                _ => None,
+            },
+            CliError::Json(e) => e.io_error_kind(),
+            _ => None,
+        };
+        kind == Some(std::io::ErrorKind::BrokenPipe)
     }
 }
 
@@ -363,6 +435,7 @@ pub fn run_realtime(
     record: RecordTo,
     duration: Option<Duration>,
     settings: &crate::settings::Settings,
+    options: EngineOptions,
 ) -> Result<(Arc<RwLock<Monitor>>, RunStats), CliError> {
     use std::io::Read;
     use std::os::unix::net::UnixStream;
@@ -378,7 +451,8 @@ pub fn run_realtime(
     let watched = shared.clone();
     let notify: crate::sampler::Notify = Arc::new(move || {
         // Wake the main thread only for the first sample and for failures.
-        let wake = watched.read().is_ok_and(|m| {
+        // A poisoned lock (a panic on the engine thread) wakes it too.
+        let wake = watched.read().map_or(true, |m| {
             m.ticks == 1
                 || matches!(m.status, crate::monitor::SourceStatus::Failed(_))
                 || (m.recording.path.is_none() && m.recording.error.is_some())
@@ -394,14 +468,18 @@ pub fn run_realtime(
         notify,
         record,
         settings.clone(),
+        options,
     )?;
     let failure = |m: &Monitor| -> Option<CliError> {
         if let crate::monitor::SourceStatus::Failed(e) = &m.status {
+            if m.ticks > 0 || e.starts_with("internal error") {
+                return Some(CliError::Failed(e.clone()));
+            }
             return Some(SourceError::Unavailable(e.clone()).into());
         }
         if m.recording.path.is_none() {
             if let Some(e) = &m.recording.error {
-                return Some(CliError::Usage(e.clone()));
+                return Some(CliError::Failed(e.clone()));
             }
         }
         None
@@ -411,8 +489,11 @@ pub fn run_realtime(
     wake_rx.set_read_timeout(None)?;
     let _ = wake_rx.read(&mut byte)?;
     fn read(s: &RwLock<Monitor>) -> Result<std::sync::RwLockReadGuard<'_, Monitor>, CliError> {
-        s.read()
-            .map_err(|_| CliError::Usage("internal lock poisoned".into()))
+        s.read().map_err(|_| {
+            CliError::Failed(
+                "internal error: the engine thread panicked (a bug in vramwarden)".into(),
+            )
+        })
     }
     if let Some(e) = failure(&*read(&shared)?) {
         return Err(e);
@@ -478,6 +559,7 @@ pub fn monitor(
         RecordTo::Off,
         Some(duration),
         &load_settings(config)?,
+        EngineOptions::default(),
     )?;
     writeln!(
         out,
@@ -546,11 +628,16 @@ pub type SessionPath = PathBuf;
 
 /// `vramwarden record`.
 ///
+/// `interval` defaults to the settings' `sampling.interval_ms`. Recording into the default
+/// sessions folder keeps that folder within the settings' retention limits, as the window does.
+/// A write that fails (full disk) is reported at once on stderr and retried every sample; the
+/// summary counts only what was written, and any gap makes the exit code non-zero.
+///
 /// # Errors
 /// When the source cannot be opened, the arguments do not fit, or the log cannot be written.
 pub fn record(
     demo: bool,
-    interval: Duration,
+    interval: Option<Duration>,
     duration: Option<Duration>,
     out: Option<PathBuf>,
     speed: Speed,
@@ -559,13 +646,21 @@ pub fn record(
 ) -> Result<(), CliError> {
     use std::sync::atomic::{AtomicBool, Ordering};
     let settings = load_settings(config)?;
+    let interval = interval.unwrap_or(Duration::from_millis(settings.sampling.interval_ms));
+    if !demo && !matches!(speed, Speed::Times(s) if (s - 1.0).abs() < f64::EPSILON) {
+        return Err(CliError::Usage(
+            "--speed other than 1 needs --demo (real GPUs run in real time)".into(),
+        ));
+    }
     let start = now_ms();
-    let path = out.unwrap_or_else(|| {
-        crate::session::default_dir().join(crate::session::writer::session_file_name(
-            start,
-            &crate::source::host_name(),
-        ))
-    });
+    let options = EngineOptions {
+        desktop_notifications: false,
+        retention_dir: out.is_none().then(crate::session::default_dir),
+    };
+    let record_to = match &out {
+        Some(p) => RecordTo::File(p.clone()),
+        None => RecordTo::Dir(crate::session::default_dir()),
+    };
     let ticks = 4096;
     let mut shared = Arc::new(RwLock::new(Monitor::new(
         interval.as_millis() as u64,
@@ -577,9 +672,10 @@ pub fn record(
                 source_factory(demo),
                 interval,
                 ticks,
-                RecordTo::File(path.clone()),
+                record_to,
                 duration,
                 &settings,
+                options,
             )?;
             shared = m;
             eprintln!(
@@ -590,21 +686,13 @@ pub fn record(
             );
         }
         _ => {
-            if !demo {
-                return Err(CliError::Usage(
-                    "--speed other than 1 needs --demo (real GPUs run in real time)".into(),
-                ));
-            }
             let stop = Arc::new(AtomicBool::new(false));
             for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
                 signal_hook::flag::register(sig, stop.clone())?;
             }
             let sim = SimSource::demo(start);
-            let mut engine = Engine::new(
-                shared.clone(),
-                RecordTo::File(path.clone()),
-                interval.as_millis() as u64,
-            );
+            let mut engine = Engine::new(shared.clone(), record_to, interval.as_millis() as u64);
+            engine.set_options(options);
             engine.set_source(sim.info());
             engine.apply_settings(&settings);
             let step = interval.as_millis() as i64;
@@ -612,10 +700,18 @@ pub fn record(
             while !stop.load(Ordering::Relaxed)
                 && duration.is_none_or(|d| t - start < d.as_millis() as i64)
             {
-                engine.tick(sim.at(t), t);
+                let ticked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    engine.tick(sim.at(t), t)
+                }));
+                if let Err(p) = ticked {
+                    return Err(CliError::Failed(format!(
+                        "internal error (a bug in vramwarden; recording stopped): {}",
+                        crate::sampler::panic_text(p.as_ref())
+                    )));
+                }
                 if let Ok(m) = shared.read() {
-                    if let Some(e) = &m.recording.error {
-                        return Err(CliError::Usage(e.clone()));
+                    if let (None, Some(e)) = (&m.recording.path, &m.recording.error) {
+                        return Err(CliError::Failed(e.clone()));
                     }
                 }
                 t += step;
@@ -623,38 +719,97 @@ pub fn record(
                     std::thread::sleep(interval.div_f64(s));
                 }
             }
-            engine.finish().map_err(CliError::Usage)?;
+            engine.finish().map_err(CliError::Failed)?;
         }
     }
-    let m = shared
-        .read()
-        .map_err(|_| CliError::Usage("internal lock poisoned".into()))?;
+    let m = shared.read().map_err(|_| {
+        CliError::Failed("internal error: the engine thread panicked (a bug in vramwarden)".into())
+    })?;
+    let r = &m.recording;
+    let path = r
+        .path
+        .clone()
+        .or(out)
+        .unwrap_or_else(crate::session::default_dir);
     let devices = m.latest.as_ref().map_or(0, |s| s.devices.len()).max(1) as u64;
-    let bytes = std::fs::metadata(&path).map(|md| md.len()).unwrap_or(0);
+    if r.samples == 0 {
+        return Err(CliError::Failed(format!(
+            "nothing was recorded to {}{}",
+            path.display(),
+            r.error
+                .as_ref()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default()
+        )));
+    }
     writeln!(
         stdout,
         "recorded {} samples to {} ({} bytes, {:.1} bytes per device-sample)",
-        m.ticks,
+        r.samples,
         path.display(),
-        bytes,
-        bytes as f64 / (m.ticks.max(1) * devices) as f64
+        r.bytes,
+        r.bytes as f64 / (r.samples * devices) as f64
     )?;
-    if let Some(e) = &m.recording.error {
-        return Err(CliError::Usage(e.clone()));
+    if r.lost > 0 {
+        return Err(CliError::Failed(format!(
+            "{} sample(s) could not be written ({}); the log records each gap as a `recording` event",
+            r.lost,
+            r.error.as_deref().unwrap_or("writing failed")
+        )));
     }
     Ok(())
 }
 
-/// `vramwarden export`.
+/// True when `a` and `b` name the same file (same device and inode).
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// `vramwarden export`. `--csv -` writes one table to standard output; summaries go to
+/// stderr so the CSV stays clean. Never writes over the session it reads, nor over an
+/// existing file unless `force`.
 ///
 /// # Errors
-/// When the session cannot be read or the CSV cannot be written.
+/// When the session cannot be read, an output would overwrite something, or the CSV cannot be
+/// written.
 pub fn export(
     session: &std::path::Path,
     csv: &std::path::Path,
     table: Option<Table>,
+    force: bool,
     stdout: &mut dyn Write,
 ) -> Result<(), CliError> {
+    let to_stdout = csv.as_os_str() == "-";
+    let jobs = if to_stdout {
+        let Some(t) = table else {
+            return Err(CliError::Usage(
+                "--csv - writes one table to standard output: add --table devices|processes|events"
+                    .into(),
+            ));
+        };
+        vec![(t, PathBuf::from("-"))]
+    } else {
+        csv_export::output_files(csv, table)
+    };
+    for (_, path) in jobs.iter().filter(|_| !to_stdout) {
+        if same_file(path, session) {
+            return Err(CliError::Usage(format!(
+                "{} is the session being exported: refusing to write over it",
+                path.display()
+            )));
+        }
+        // Existing regular files are kept; devices and pipes (/dev/stdout) are written to.
+        if !force && std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            return Err(CliError::Usage(format!(
+                "{} already exists: add --force to overwrite it",
+                path.display()
+            )));
+        }
+    }
     let data = crate::session::reader::SessionData::open(session)?;
     if !data.report.is_clean() {
         eprintln!(
@@ -663,12 +818,23 @@ pub fn export(
             data.report.summary()
         );
     }
-    let jobs = csv_export::output_files(csv, table);
     for (t, path) in jobs {
-        let file = std::fs::File::create(&path)?;
-        let mut w = std::io::BufWriter::new(file);
-        let rows = csv_export::export(&data, t, &mut w, &mut |_| true)?;
-        writeln!(stdout, "{}: {rows} {} rows", path.display(), t.name())?;
+        let rows = if to_stdout {
+            let mut w = std::io::BufWriter::new(&mut *stdout);
+            let rows = csv_export::export(&data, t, &mut w, &mut |_| true)?;
+            w.flush()?;
+            rows
+        } else {
+            let file = std::fs::File::create(&path)?;
+            let mut w = std::io::BufWriter::new(file);
+            let rows = csv_export::export(&data, t, &mut w, &mut |_| true)?;
+            let file = w.into_inner().map_err(|e| e.into_error())?;
+            if file.metadata().is_ok_and(|m| m.is_file()) {
+                file.sync_all()?;
+            }
+            rows
+        };
+        eprintln!("{}: {rows} {} rows", path.display(), t.name());
     }
     Ok(())
 }

@@ -54,6 +54,32 @@ pub struct RecordingStatus {
     pub bytes: u64,
     /// The last write error (full disk, unwritable folder); recording retries every sample.
     pub error: Option<String>,
+    /// Samples written to the log so far.
+    pub samples: u64,
+    /// Samples that could not be written (the gaps), over the whole run.
+    pub lost: u64,
+}
+
+/// How a front end wants the engine to behave beyond the settings file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineOptions {
+    /// Desktop notifications (the window); headless front ends report on stderr only.
+    pub desktop_notifications: bool,
+    /// The sessions folder to keep within the retention limits of the settings (the window
+    /// and `record` into the default folder); `None`: no pruning.
+    pub retention_dir: Option<PathBuf>,
+}
+
+/// How often the sessions folder is pruned while a run goes on.
+pub const PRUNE_EVERY_MS: UnixMs = 3_600_000;
+
+/// Samples that could not be written, while writing keeps failing.
+#[derive(Debug, Clone)]
+struct Gap {
+    from_ms: UnixMs,
+    to_ms: UnixMs,
+    lost: u64,
+    cause: String,
 }
 
 /// Requests from a front end, applied by the engine on its thread.
@@ -86,10 +112,26 @@ pub struct Engine {
     interval_ms: u64,
     leaks: crate::leak_watch::LeakWatch,
     notify_leaks: bool,
-    rules: Vec<crate::rules::Rule>,
+    notify_rules: bool,
+    rules: Vec<crate::rules::eval::CompiledRule>,
     safety: crate::rules::action::Safety,
     rule_state: crate::rules::eval::RuleState,
     runner: crate::rules::action::ActionRunner,
+    options: EngineOptions,
+    retention: (u32, u64),
+    last_prune_ms: Option<UnixMs>,
+    gap: Option<Gap>,
+    lost: u64,
+}
+
+/// Shows `msg` in the window's status bar (the monitor keeps the last 20 notices).
+fn push_notice(shared: &SharedMonitor, msg: String) {
+    if let Ok(mut m) = shared.write() {
+        m.notices.push_back((crate::sampler::now_ms(), msg));
+        while m.notices.len() > 20 {
+            m.notices.pop_front();
+        }
+    }
 }
 
 /// Most activity entries the monitor keeps.
@@ -115,25 +157,42 @@ impl Engine {
             interval_ms,
             leaks: crate::leak_watch::LeakWatch::default(),
             notify_leaks: false,
+            notify_rules: false,
             rules: Vec::new(),
             safety: crate::rules::action::Safety::default(),
             rule_state: crate::rules::eval::RuleState::default(),
             runner: crate::rules::action::ActionRunner::new(),
+            options: EngineOptions::default(),
+            retention: (0, 0),
+            last_prune_ms: None,
+            gap: None,
+            lost: 0,
         }
+    }
+
+    /// Sets what the front end wants (notifications, the folder to prune).
+    pub fn set_options(&mut self, options: EngineOptions) {
+        self.options = options;
     }
 
     /// True when an enabled rule needs per-process utilisation (an idle condition).
     pub fn needs_process_utilization(&self) -> bool {
         self.rules
             .iter()
-            .any(|r| r.enabled && r.conditions.idle_min_minutes.is_some())
+            .any(|r| r.rule.enabled && r.rule.conditions.idle_min_minutes.is_some())
     }
 
     /// Applies settings: rules, protections, global dry run, leak sensitivity, notifications.
     pub fn apply_settings(&mut self, s: &crate::settings::Settings) {
+        self.retention = (
+            s.sessions.retention_days,
+            s.sessions.retention_max_mib.saturating_mul(1 << 20),
+        );
         self.leaks.set_settings(s.leaks);
         self.notify_leaks = s.notifications.leaks;
-        self.rules = s.cleanup.rules.clone();
+        self.notify_rules = s.notifications.rules;
+        // Compiled once here, never per tick.
+        self.rules = crate::rules::eval::compile(&s.cleanup.rules);
         self.safety = crate::rules::action::Safety {
             global_dry_run: s.cleanup.dry_run,
             protected: s.cleanup.protected.clone(),
@@ -192,6 +251,29 @@ impl Engine {
                 return;
             }
             EngineCommand::Manual { target, action } => {
+                // The engine builds the target from its own latest snapshot (a front end only
+                // names the process); a process no longer listed is not acted on.
+                let current = match &target {
+                    crate::rules::eval::Target::Process { key, .. } => {
+                        self.shared.read().ok().and_then(|m| {
+                            m.latest
+                                .as_ref()
+                                .and_then(|s| crate::rules::eval::find_process_target(s, key))
+                        })
+                    }
+                    crate::rules::eval::Target::Device(_) => Some(target.clone()),
+                };
+                let Some(target) = current else {
+                    self.log_activity(vec![crate::rules::action::Activity {
+                        unix_ms: now,
+                        rule: "manual".into(),
+                        action: action.label(),
+                        target,
+                        outcome: crate::rules::action::Outcome::Skipped,
+                        detail: "the process is no longer listed on that GPU".into(),
+                    }]);
+                    return;
+                };
                 let p = crate::rules::eval::Planned {
                     rule: "manual".into(),
                     action,
@@ -216,22 +298,36 @@ impl Engine {
             let _ = w.write_event(&Event::Recording {
                 unix_ms: now,
                 active,
+                gap: None,
             });
         }
         self.publish_recording(None);
     }
 
     fn open_writer(&mut self, snap: &Snapshot) -> Result<(), String> {
-        let path = match &self.record {
+        // In a folder, two instances started in the same second get `NAME-2.vwlog`, ….
+        let candidates: Vec<PathBuf> = match &self.record {
             RecordTo::Off => return Ok(()),
-            RecordTo::File(p) => p.clone(),
-            RecordTo::Dir(d) => d.join(session_file_name(
-                snap.taken_at_ms,
-                &self
-                    .source
-                    .as_ref()
-                    .map_or_else(crate::source::host_name, |s| s.host.clone()),
-            )),
+            RecordTo::File(p) => vec![p.clone()],
+            RecordTo::Dir(d) => {
+                let name = session_file_name(
+                    snap.taken_at_ms,
+                    &self
+                        .source
+                        .as_ref()
+                        .map_or_else(crate::source::host_name, |s| s.host.clone()),
+                );
+                let stem = name
+                    .strip_suffix(&format!(".{}", crate::session::EXTENSION))
+                    .unwrap_or(&name)
+                    .to_string();
+                std::iter::once(d.join(&name))
+                    .chain(
+                        (2..100)
+                            .map(|i| d.join(format!("{stem}-{i}.{}", crate::session::EXTENSION))),
+                    )
+                    .collect()
+            }
         };
         let src = self.source.clone().unwrap_or_default();
         let header = Header {
@@ -255,9 +351,18 @@ impl Engine {
                 })
                 .collect(),
         };
-        let w = SessionWriter::create(&path, &header).map_err(|e| e.to_string())?;
-        self.writer = Some(w);
-        Ok(())
+        let mut last = None;
+        for path in &candidates {
+            match SessionWriter::create(path, &header) {
+                Ok(w) => {
+                    self.writer = Some(w);
+                    return Ok(());
+                }
+                Err(e) if e.is_already_exists() && candidates.len() > 1 => last = Some(e),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Err(last.map_or_else(|| "no file name left".into(), |e| e.to_string()))
     }
 
     fn recording_status(&self, error: Option<String>) -> RecordingStatus {
@@ -266,6 +371,107 @@ impl Engine {
             active: self.writer.is_some() && !self.paused,
             bytes: self.writer.as_ref().map_or(0, SessionWriter::bytes_written),
             error,
+            samples: self
+                .writer
+                .as_ref()
+                .map_or(0, SessionWriter::samples_written),
+            lost: self.lost,
+        }
+    }
+
+    /// Reports a message where the front end shows them: stderr always, the window's status
+    /// bar (the monitor's notices), and a desktop notification when the front end wants them.
+    fn report(&self, summary: &str, body: String) {
+        eprintln!("vramwarden: {body}");
+        push_notice(&self.shared, body.clone());
+        if self.options.desktop_notifications {
+            let shared = self.shared.clone();
+            crate::notify::send(summary.into(), body, move |msg| push_notice(&shared, msg));
+        }
+    }
+
+    /// A failed write: the first one of a gap is reported, the rest counted.
+    fn write_failed(&mut self, now: UnixMs, cause: String) {
+        self.lost += 1;
+        match &mut self.gap {
+            Some(g) => {
+                g.to_ms = now;
+                g.lost += 1;
+            }
+            None => {
+                self.report(
+                    "Recording failed",
+                    format!("recording failed, retrying every sample: {cause}"),
+                );
+                self.gap = Some(Gap {
+                    from_ms: now,
+                    to_ms: now,
+                    lost: 1,
+                    cause,
+                });
+            }
+        }
+    }
+
+    /// A write succeeded: a gap before it is closed with a `recording` event naming it.
+    fn write_resumed(&mut self, now: UnixMs) -> Result<(), String> {
+        let Some(g) = self.gap.take() else {
+            return Ok(());
+        };
+        self.report(
+            "Recording resumed",
+            format!(
+                "recording resumed; {} sample(s) were not written: {}",
+                g.lost, g.cause
+            ),
+        );
+        let e = Event::Recording {
+            unix_ms: now,
+            active: true,
+            gap: Some(crate::session::RecordingGap {
+                from_ms: g.from_ms,
+                to_ms: g.to_ms,
+                lost_samples: g.lost,
+                cause: g.cause.clone(),
+            }),
+        };
+        match self.writer.as_mut().map(|w| w.write_event(&e)) {
+            Some(Err(err)) => {
+                // Keep the gap open: the event is written with the next good sample.
+                self.gap = Some(g);
+                Err(err.to_string())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Keeps the sessions folder within the retention limits (never the log being written,
+    /// nor any log another instance holds open).
+    fn prune_if_due(&mut self, now: UnixMs) {
+        let Some(dir) = self.options.retention_dir.clone() else {
+            return;
+        };
+        if self
+            .last_prune_ms
+            .is_some_and(|t| (now - t).abs() < PRUNE_EVERY_MS)
+        {
+            return;
+        }
+        self.last_prune_ms = Some(now);
+        let keep = self.writer.as_ref().map(|w| w.path().to_path_buf());
+        let removed = crate::session::catalog::prune(
+            &dir,
+            self.retention.0,
+            self.retention.1,
+            crate::sampler::now_ms(),
+            keep.as_deref(),
+        );
+        if !removed.is_empty() {
+            eprintln!(
+                "vramwarden: retention removed {} old session log(s) from {}",
+                removed.len(),
+                dir.display()
+            );
         }
     }
 
@@ -278,8 +484,11 @@ impl Engine {
 
     /// One tick: enrich, record, apply.
     pub fn tick(&mut self, mut snap: Snapshot, received_ms: UnixMs) {
+        snap.sanitize();
+        self.carry_stale(&mut snap);
         enrich(&mut snap, &mut self.procs);
         let mut error = None;
+        let now = snap.taken_at_ms;
         if self.record != RecordTo::Off && !self.paused {
             if self.writer.is_none() {
                 if let Err(e) = self.open_writer(&snap) {
@@ -287,10 +496,21 @@ impl Engine {
                 }
             }
             if let Some(w) = &mut self.writer {
-                if let Err(e) = w.write_snapshot(&snap) {
-                    error = Some(format!("Recording failed: {e}"));
+                match w.write_snapshot(&snap) {
+                    Ok(()) => {
+                        if let Err(e) = self.write_resumed(now) {
+                            error = Some(format!("Recording failed: {e}"));
+                        }
+                    }
+                    Err(e) => {
+                        error = Some(format!("Recording failed: {e}"));
+                        self.write_failed(now, e.to_string());
+                    }
                 }
             }
+        }
+        if self.writer.is_some() || self.record == RecordTo::Off {
+            self.prune_if_due(now);
         }
         let leak_events = self.leaks.observe(&snap);
         for e in &leak_events {
@@ -299,7 +519,8 @@ impl Engine {
                     error = Some(format!("Recording failed: {err}"));
                 }
             }
-            if let (true, crate::session::Event::LeakStarted { leak, .. }) = (self.notify_leaks, e)
+            if let (true, crate::session::Event::LeakStarted { leak, .. }) =
+                (self.notify_leaks && self.options.desktop_notifications, e)
             {
                 let shared = self.shared.clone();
                 let what = if leak.ghost {
@@ -313,15 +534,7 @@ impl Engine {
                 crate::notify::send(
                     "GPU memory leak suspected".into(),
                     format!("{what} is growing at {:.0} MiB/min", leak.rate_mib_per_min),
-                    move |msg| {
-                        eprintln!("vramwarden: {msg}");
-                        if let Ok(mut m) = shared.write() {
-                            m.notices.push_back(msg);
-                            while m.notices.len() > 20 {
-                                m.notices.pop_front();
-                            }
-                        }
-                    },
+                    move |msg| push_notice(&shared, msg),
                 );
             }
         }
@@ -335,7 +548,6 @@ impl Engine {
         } else {
             self.rule_state.evaluate(&self.rules, &snap, &facts)
         };
-        let now = snap.taken_at_ms;
         let mut acts: Vec<_> = planned
             .iter()
             .map(|p| self.runner.run(p, &self.safety, now))
@@ -347,6 +559,19 @@ impl Engine {
         };
         acts.extend(self.runner.poll(&holds, now));
         self.write_activity(&acts);
+        if self.notify_rules && self.options.desktop_notifications {
+            for a in acts
+                .iter()
+                .filter(|a| a.outcome == crate::rules::action::Outcome::Acted)
+            {
+                let shared = self.shared.clone();
+                crate::notify::send(
+                    format!("vramwarden rule “{}”", a.rule),
+                    a.detail.clone(),
+                    move |msg| push_notice(&shared, msg),
+                );
+            }
+        }
         // One write lock per tick: everything the UI reads changes at once.
         let recording = self.recording_status(error);
         if let Ok(mut m) = self.shared.write() {
@@ -359,6 +584,39 @@ impl Engine {
             m.last_active = self.rule_state.last_active();
             m.recording = recording;
         }
+    }
+
+    /// For each GPU whose process list failed this time, the last good list stands: its
+    /// processes are kept (so nothing "exits", no episode or hysteresis resets), marked stale,
+    /// with their memory missing (never 0) in the history and the log.
+    fn carry_stale(&self, snap: &mut Snapshot) {
+        let failed: Vec<u32> = snap
+            .devices
+            .iter()
+            .filter(|d| d.process_list_error.is_some())
+            .map(|d| d.index)
+            .collect();
+        if failed.is_empty() {
+            return;
+        }
+        snap.processes.retain(|p| !failed.contains(&p.device_index));
+        let Ok(m) = self.shared.read() else {
+            return;
+        };
+        let Some(prev) = &m.latest else {
+            return;
+        };
+        snap.processes.extend(
+            prev.processes
+                .iter()
+                .filter(|p| failed.contains(&p.device_index))
+                .map(|p| crate::model::ProcessSample {
+                    used_bytes: None,
+                    sm_util_pct: None,
+                    stale: true,
+                    ..p.clone()
+                }),
+        );
     }
 
     /// Closes the session log (fsync).

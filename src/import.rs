@@ -222,6 +222,7 @@ pub fn import_nvidia_smi(
                 utilization_gpu_pct: get(util).and_then(number).map(|v| v as u32),
                 temperature_c: get(temp).and_then(number).map(|v| v as u32),
                 power_w: get(power).and_then(number),
+                process_list_error: None,
             });
         }
     }
@@ -264,6 +265,8 @@ pub fn import_nvidia_smi(
             kind: ContextKind::Compute,
             sm_util_pct: None,
             info: Some(info),
+            origin: crate::model::Origin::Recorded,
+            stale: false,
         });
     }
     // The ticks: the GPU log's when given (processes attached from the nearest apps group

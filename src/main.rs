@@ -52,7 +52,7 @@ fn main() -> ExitCode {
             speed,
         }) => cli::record(
             args.demo,
-            interval,
+            args.interval,
             duration,
             out,
             speed,
@@ -63,7 +63,8 @@ fn main() -> ExitCode {
             session,
             csv,
             table,
-        }) => cli::export(&session, &csv, table, &mut stdout),
+            force,
+        }) => cli::export(&session, &csv, table, force, &mut stdout),
         Some(Command::Import { what }) => cli::import(what, &mut stdout),
         Some(Command::Monitor { duration }) => cli::monitor(
             args.demo,
@@ -80,6 +81,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader went away (`| head`): end quietly.
+        Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("vramwarden: {e}");
             ExitCode::from(e.exit_code())

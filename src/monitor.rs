@@ -88,8 +88,9 @@ pub struct Monitor {
     pub recording: crate::engine::RecordingStatus,
     /// Leak episodes of this run, oldest first (ongoing ones have no end).
     pub leaks: Vec<LeakRecord>,
-    /// Recent notices (notification failures and the like), newest last.
-    pub notices: VecDeque<String>,
+    /// Recent notices (recording gaps, notification failures and the like) with the time
+    /// they were raised, newest last. The status bar shows one for [`NOTICE_SHOWN_MS`].
+    pub notices: VecDeque<(UnixMs, String)>,
     /// What rules and manual actions did, newest last.
     pub activity: VecDeque<crate::rules::action::Activity>,
     /// When each process was last GPU-busy or changed its memory (for idle conditions).
@@ -259,6 +260,9 @@ impl Monitor {
         }
     }
 }
+
+/// How long the status bar shows a notice.
+pub const NOTICE_SHOWN_MS: UnixMs = 30_000;
 
 /// Which series a leak belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -11,11 +11,25 @@ pub fn send(summary: String, body: String, on_error: impl FnOnce(String) + Send 
         .name("vramwarden-notify".into())
         .spawn(move || {
             if let Err(e) = send_blocking(&summary, &body) {
-                on_error(format!("desktop notification failed: {e}"));
+                on_error(format!(
+                    "desktop notifications are unavailable ({}); alerts show in the window",
+                    short_reason(&e)
+                ));
             }
         });
     if let Err(e) = spawned {
         eprintln!("vramwarden: desktop notification failed: {e}");
+    }
+}
+
+/// The first line of a D-Bus error, without the address details.
+fn short_reason(e: &zbus::Error) -> String {
+    let s = e.to_string();
+    let first = s.lines().next().unwrap_or("").trim();
+    if first.contains("DBUS_SESSION_BUS_ADDRESS") || first.contains("session bus") {
+        "no session bus".into()
+    } else {
+        first.chars().take(120).collect()
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::engine::{Engine, EngineCommand, RecordTo};
+use crate::engine::{Engine, EngineCommand, EngineOptions, RecordTo};
 use crate::model::{Snapshot, UnixMs};
 use crate::monitor::{Monitor, SourceStatus};
 use crate::procinfo::ProcReader;
@@ -49,6 +49,14 @@ pub fn enrich(snap: &mut Snapshot, procs: &mut ProcReader) {
     }
 }
 
+/// The message of a caught panic.
+pub fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into())
+}
+
 /// A running sampler thread.
 pub struct SamplerHandle {
     stop: Option<Sender<Control>>,
@@ -75,6 +83,7 @@ impl SamplerHandle {
             notify,
             RecordTo::Off,
             crate::settings::Settings::default(),
+            EngineOptions::default(),
         )
     }
 
@@ -89,6 +98,7 @@ impl SamplerHandle {
         notify: Notify,
         record: RecordTo,
         settings: crate::settings::Settings,
+        options: EngineOptions,
     ) -> std::io::Result<Self> {
         let (stop_tx, stop_rx) = mpsc::channel::<Control>();
         let state = shared.clone();
@@ -106,19 +116,36 @@ impl SamplerHandle {
                     }
                 };
                 let mut engine = Engine::new(state.clone(), record, interval.as_millis() as u64);
+                engine.set_options(options);
                 engine.set_source(source.info());
                 engine.apply_settings(&settings);
                 source.set_process_utilization(engine.needs_process_utilization());
                 let mut next = Instant::now();
                 loop {
                     let now = now_ms();
-                    match source.sample(now) {
-                        Ok(snap) => engine.tick(snap, now_ms()),
-                        Err(e) => {
-                            if let Ok(mut m) = state.write() {
-                                m.last_error = Some(e.to_string());
+                    // A bug below or in the engine must not leave a silent, dead thread: it
+                    // is reported (the window shows it, `record` exits non-zero).
+                    let ticked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        match source.sample(now) {
+                            Ok(snap) => engine.tick(snap, now_ms()),
+                            Err(e) => {
+                                if let Ok(mut m) = state.write() {
+                                    m.last_error = Some(e.to_string());
+                                }
                             }
                         }
+                    }));
+                    if let Err(panic) = ticked {
+                        let what = panic_text(panic.as_ref());
+                        eprintln!("vramwarden: internal error on the sampler thread: {what}");
+                        // The panic may have poisoned the lock: the status is set anyway.
+                        let mut m = state.write().unwrap_or_else(|p| p.into_inner());
+                        m.status = SourceStatus::Failed(format!(
+                            "internal error (a bug in vramwarden; sampling stopped): {what}"
+                        ));
+                        drop(m);
+                        notify();
+                        return;
                     }
                     notify();
                     next += interval;

@@ -97,8 +97,22 @@ pub fn list(dir: &Path) -> Vec<SessionSummary> {
     v
 }
 
+/// Whether some process holds the writer's lock on `path` (a log being recorded now).
+pub fn in_use(path: &Path) -> bool {
+    match std::fs::File::open(path) {
+        Ok(f) => super::writer::lock_exclusive(&f).is_err(),
+        Err(_) => false,
+    }
+}
+
+/// Logs modified this recently are never pruned (a writer between creating its file and
+/// locking it).
+pub const PRUNE_GRACE_MS: UnixMs = 60_000;
+
 /// Deletes sessions older than `max_age_days` and then the oldest until the folder holds at
-/// most `max_total_bytes`; never `keep` (the session being written). Returns what it removed.
+/// most `max_total_bytes` (0 for either: no limit, keep forever). Never deletes `keep`, a log
+/// that any instance is still writing (it holds an advisory lock), or one modified in the last
+/// [`PRUNE_GRACE_MS`]. Returns what it removed.
 pub fn prune(
     dir: &Path,
     max_age_days: u32,
@@ -107,19 +121,28 @@ pub fn prune(
     keep: Option<&Path>,
 ) -> Vec<PathBuf> {
     let mut all = list(dir);
-    all.retain(|s| Some(s.path.as_path()) != keep);
     // Oldest first.
     all.reverse();
     let mut removed = Vec::new();
-    let cutoff = now - i64::from(max_age_days) * 86_400_000;
-    let mut total: u64 = all.iter().map(|s| s.size_bytes).sum::<u64>()
-        + keep
-            .and_then(|k| std::fs::metadata(k).ok())
-            .map_or(0, |m| m.len());
+    let cutoff = (max_age_days > 0).then(|| now - i64::from(max_age_days) * 86_400_000);
+    let mut total: u64 = all.iter().map(|s| s.size_bytes).sum();
     for s in &all {
-        let too_old = s.modified_ms < cutoff;
-        let too_big = total > max_total_bytes;
-        if (too_old || too_big) && std::fs::remove_file(&s.path).is_ok() {
+        if Some(s.path.as_path()) == keep || now - s.modified_ms < PRUNE_GRACE_MS {
+            continue;
+        }
+        let too_old = cutoff.is_some_and(|c| s.modified_ms < c);
+        let too_big = max_total_bytes > 0 && total > max_total_bytes;
+        if !(too_old || too_big) {
+            continue;
+        }
+        // Hold the lock while deleting, so no writer can be mid-way in this file.
+        let Ok(f) = std::fs::File::open(&s.path) else {
+            continue;
+        };
+        if super::writer::lock_exclusive(&f).is_err() {
+            continue;
+        }
+        if std::fs::remove_file(&s.path).is_ok() {
             total = total.saturating_sub(s.size_bytes);
             removed.push(s.path.clone());
         }

@@ -330,17 +330,23 @@ fn event_row(session: &SessionData, e: &Event) -> Option<String> {
             None,
             format!("{rule}: {action}: {}: {detail}", outcome.label()),
         ),
-        Event::Recording { active, .. } => (
+        Event::Recording { active, gap, .. } => (
             "recording",
             None,
             None,
             String::new(),
             String::new(),
             None,
-            if *active {
-                "resumed".into()
-            } else {
-                "paused".into()
+            match (active, gap) {
+                (_, Some(g)) => format!(
+                    "resumed after a gap: {} sample(s) from {} to {} not written: {}",
+                    g.lost_samples,
+                    crate::format::rfc3339(g.from_ms),
+                    crate::format::rfc3339(g.to_ms),
+                    g.cause
+                ),
+                (true, None) => "resumed".into(),
+                (false, None) => "paused".into(),
             },
         ),
         Event::ProcessTable { .. } => return None,

@@ -195,13 +195,30 @@ pub enum Event {
         /// What happened, in words.
         detail: String,
     },
-    /// Recording was paused or resumed by the user.
+    /// Recording was paused or resumed by the user, or resumed after writes failed (then
+    /// `gap` says what was lost and why).
     Recording {
         /// When.
         unix_ms: UnixMs,
         /// True when resumed, false when paused.
         active: bool,
+        /// Set when writing resumed after failures: the samples that are not in the log.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        gap: Option<RecordingGap>,
     },
+}
+
+/// Samples a session log is missing because writing failed (full disk, I/O error).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordingGap {
+    /// Time of the first sample that could not be written.
+    pub from_ms: UnixMs,
+    /// Time of the last sample that could not be written.
+    pub to_ms: UnixMs,
+    /// Samples not written.
+    pub lost_samples: u64,
+    /// What the OS said at the first failure.
+    pub cause: String,
 }
 
 impl Event {

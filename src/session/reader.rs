@@ -279,6 +279,8 @@ impl SessionData {
                     kind: crate::model::ContextKind::Compute,
                     sm_util_pct: None,
                     info: self.infos.get(id).cloned(),
+                    origin: crate::model::Origin::Recorded,
+                    stale: false,
                 }
             })
             .collect();

@@ -4,7 +4,8 @@
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{Seek, SeekFrom, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -31,6 +32,13 @@ pub enum WriteError {
     },
 }
 
+impl WriteError {
+    /// True when the file existed already.
+    pub fn is_already_exists(&self) -> bool {
+        matches!(self, WriteError::Io { source, .. } if source.kind() == std::io::ErrorKind::AlreadyExists)
+    }
+}
+
 /// An open session log.
 pub struct SessionWriter {
     file: File,
@@ -55,14 +63,25 @@ impl SessionWriter {
             path: path.to_path_buf(),
             source,
         };
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(io)?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if !dir.exists() {
+                // Logs hold every user's command lines: a new folder is the owner's alone.
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)
+                    .map_err(io)?;
+            }
         }
         let file = OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(0o600)
             .open(path)
             .map_err(io)?;
+        // An advisory lock for as long as the file is open: retention never deletes a log
+        // that any instance is still writing (see `catalog::prune`).
+        lock_exclusive(&file).map_err(io)?;
         let mut w = Self {
             file,
             path: path.to_path_buf(),
@@ -98,10 +117,15 @@ impl SessionWriter {
 
     fn write_record(&mut self, kind: u8, payload: &[u8]) -> Result<(), WriteError> {
         let rec = frame(kind, payload);
-        self.file.write_all(&rec).map_err(|source| WriteError::Io {
-            path: self.path.clone(),
-            source,
-        })?;
+        if let Err(source) = self.file.write_all(&rec) {
+            // Cut a partly written record off, so the next one follows the last whole one.
+            let _ = self.file.set_len(self.bytes);
+            let _ = self.file.seek(SeekFrom::Start(self.bytes));
+            return Err(WriteError::Io {
+                path: self.path.clone(),
+                source,
+            });
+        }
         self.bytes += rec.len() as u64;
         Ok(())
     }
@@ -221,6 +245,20 @@ impl SessionWriter {
     /// When the final fsync fails.
     pub fn close(mut self) -> Result<(), WriteError> {
         self.sync()
+    }
+}
+
+/// Takes a non-blocking exclusive `flock` on `file` (released when it is closed).
+///
+/// # Errors
+/// When another open file description holds the lock.
+pub fn lock_exclusive(file: &File) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 
