@@ -281,7 +281,41 @@ fn bench_leak(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench_history, bench_ui, bench_session, bench_leak);
+/// Rules are compiled once per settings change: a tick's evaluation of a regex rule over 8 GPUs
+/// and 200 processes must not compile anything (it did, per process, before).
+fn bench_rules(c: &mut Criterion) {
+    use vramwarden::rules::eval::{compile, Facts, RuleState};
+    use vramwarden::rules::{Conditions, Rule};
+    let rules = vec![Rule {
+        name: "notebooks".into(),
+        conditions: Conditions {
+            cmdline_regex: Some(r"(\w{200}|x)+ipykernel".into()),
+            name_regex: Some("^python".into()),
+            process_memory_min_mib: Some(1.0),
+            ..Conditions::default()
+        },
+        ..Rule::default()
+    }];
+    let compiled = compile(&rules);
+    let snap = fleet_snapshots(1).next().expect("snapshot");
+    let mut st = RuleState::default();
+    let facts = Facts::default();
+    c.bench_function("rules_evaluate_regex_rule_8gpu_200proc", |b| {
+        b.iter(|| {
+            st.observe(&snap);
+            black_box(st.evaluate(&compiled, &snap, &facts))
+        })
+    });
+}
+
+criterion_group!(
+    benches,
+    bench_history,
+    bench_ui,
+    bench_session,
+    bench_leak,
+    bench_rules
+);
 
 fn main() {
     report_memory();

@@ -118,7 +118,7 @@ fn snapshot_without_a_driver_says_why() {
         return;
     }
     let out = bin().args(["snapshot"]).output().expect("run");
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("libnvidia-ml.so.1"), "{err}");
     assert!(err.contains("--demo"), "the demo is offered: {err}");

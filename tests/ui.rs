@@ -268,3 +268,135 @@ fn terminate_from_the_detail_pane_asks_first() {
     assert!(h.state().confirm.is_none());
     assert!(h.query_by_label("Terminate this process?").is_none());
 }
+
+#[test]
+fn a_recorded_session_offers_no_actions() {
+    use std::sync::{Arc, RwLock};
+    use vramwarden::engine::{Engine, RecordTo};
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("s.vwlog");
+    let sim = SimSource::demo(T0);
+    let mut e = Engine::new(
+        Arc::new(RwLock::new(Monitor::new(1000, 10))),
+        RecordTo::File(path.clone()),
+        1000,
+    );
+    e.set_source(sim.info());
+    for i in 0..300 {
+        e.tick(sim.at(T0 + i * 1000), T0 + i * 1000);
+    }
+    e.finish().expect("close");
+    let mut app = VramApp::with_backend(
+        Backend::detached(Monitor::new(1000, 10), false),
+        UiState::default(),
+    )
+    .with_fixed_now(T0 + 5_000_000);
+    app.show_session(vramwarden::session::reader::SessionData::open(&path).expect("open"));
+    let mut h = harness(app);
+    h.run();
+    h.get_by_label("SESSION · read-only");
+    // The detail pane of a process that was running at the end of the session.
+    h.get_by_label("39002").click();
+    h.run();
+    h.get_by_label("python3 · PID 39002");
+    h.get_by_label_contains("Recorded session: no actions");
+    assert!(h.query_by_label("Terminate").is_none());
+    assert!(h.query_by_label("Kill").is_none());
+    assert!(h.query_by_label("Send signal…").is_none());
+    // The table's context menu offers no Terminate / Kill either.
+    h.get_by_label("39002").click_secondary();
+    h.run();
+    assert!(h.query_by_label("Terminate…").is_none());
+    assert!(h.query_by_label("Kill…").is_none());
+    // Delete asks nothing.
+    h.key_press(egui::Key::Delete);
+    h.run();
+    assert!(h.state().confirm.is_none());
+    assert!(h.query_by_label("Terminate this process?").is_none());
+}
+
+#[test]
+fn a_failed_process_list_shows_stale_rows_not_exits() {
+    use std::sync::{Arc, RwLock};
+    use vramwarden::engine::{Engine, RecordTo};
+    use vramwarden::source::fault::{Fault, FaultSource};
+    let (mut src, switch) = FaultSource::new(Box::new(SimSource::demo(T0)));
+    let shared = Arc::new(RwLock::new(Monitor::new(1000, 86_400)));
+    let mut e = Engine::new(shared.clone(), RecordTo::Off, 1000);
+    e.set_source(src.info());
+    for i in 0..120 {
+        if i == 110 {
+            switch.set(Fault::ProcessListFails);
+        }
+        let t = T0 + i * 1000;
+        e.tick(src.sample(t).expect("sample"), t);
+    }
+    drop(e);
+    let Ok(m) = Arc::try_unwrap(shared) else {
+        panic!("the monitor has one owner after the engine is dropped");
+    };
+    let m = m.into_inner().expect("lock");
+    let app = VramApp::with_backend(Backend::detached(m, true), UiState::default())
+        .with_fixed_now(T0 + 119 * 1000);
+    let mut h = harness(app);
+    h.run();
+    // Every process of 10 s ago is still listed (none greyed as exited), marked stale.
+    for pid in ["48213", "51877", "39002", "2231", "60100"] {
+        h.get_by_label(pid);
+    }
+    assert!(h.query_by_label_contains("(exited)").is_none());
+    assert_eq!(h.query_all_by_label("STALE").count(), 5);
+    h.get_by_label("GPU 0: process list STALE");
+    h.get_by_label("GPU 1: process list STALE");
+}
+
+#[test]
+fn exporting_over_existing_files_asks_first() {
+    use std::sync::{Arc, RwLock};
+    use vramwarden::engine::{Engine, RecordTo};
+    use vramwarden::ui::sessions::ExportInput;
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("s.vwlog");
+    let sim = SimSource::demo(T0);
+    let mut e = Engine::new(
+        Arc::new(RwLock::new(Monitor::new(1000, 10))),
+        RecordTo::File(path.clone()),
+        1000,
+    );
+    e.set_source(sim.info());
+    for i in 0..60 {
+        e.tick(sim.at(T0 + i * 1000), T0 + i * 1000);
+    }
+    e.finish().expect("close");
+    let csv = dir.path().join("out.csv");
+    std::fs::write(&csv, "precious\n").expect("write");
+    let mut h = harness(demo_app(30));
+    h.run();
+    let ctx = h.ctx.clone();
+    h.state_mut().sessions.export_open = true;
+    h.state_mut().sessions.export_to(
+        ExportInput::File(path.clone()),
+        Some(vramwarden::session::csv_export::Table::Devices),
+        csv.clone(),
+        &ctx,
+    );
+    let wait = |h: &mut Harness<'static, VramApp>, label: &str| {
+        let t = Instant::now();
+        while h.query_by_label_contains(label).is_none() {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "never showed {label}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+            h.step();
+        }
+    };
+    wait(&mut h, "This file already exists");
+    assert_eq!(std::fs::read_to_string(&csv).expect("read"), "precious\n");
+    h.get_by_label("Overwrite").click();
+    h.step();
+    wait(&mut h, "Exported 120 devices rows");
+    assert!(std::fs::read_to_string(&csv)
+        .expect("read")
+        .starts_with("timestamp,"));
+}

@@ -91,6 +91,8 @@ pub struct VramApp {
     /// A manual action waiting for the user's confirmation.
     pub confirm: Option<(crate::rules::eval::Target, crate::rules::Action)>,
     manual_request: Option<(ProcSeriesKey, crate::rules::Action)>,
+    /// True while a recorded session is drawn (no actions are offered).
+    replaying: bool,
 }
 
 impl VramApp {
@@ -126,6 +128,7 @@ impl VramApp {
             config_error: None,
             confirm: None,
             manual_request: None,
+            replaying: false,
         }
     }
 
@@ -222,6 +225,8 @@ impl VramApp {
         };
         let live_log = live.recording.path.clone();
         let mut view = self.view.take();
+        // The view is out of `self` while the panes draw: they ask this instead.
+        self.replaying = view.is_some();
         let mut cmd = Commands::default();
         self.menu(ui, &live, view.is_some(), &mut cmd);
         if let Some(e) = &self.config_error {
@@ -551,16 +556,15 @@ impl VramApp {
                         now,
                         &mut self.detail_graph,
                         badge,
-                        &mut request,
+                        // A recorded session offers no actions.
+                        (!self.replaying).then_some(&mut request),
                     );
                 });
             if !open {
                 self.selected = None;
             }
-            if let Some(a) = request {
-                if self.view.is_none() {
-                    self.manual_request = Some((row.series_key(), a));
-                }
+            if let Some(a) = request.filter(|_| !self.replaying) {
+                self.manual_request = Some((row.series_key(), a));
             }
         }
         egui::CentralPanel::default().show(ui, |ui| {
@@ -623,7 +627,13 @@ impl VramApp {
                         focus_filter: &mut self.focus_filter,
                         selected: &mut self.selected,
                         leaks: &badges,
-                        request: &mut self.manual_request,
+                        request: (!self.replaying).then_some(&mut self.manual_request),
+                        stale_gpus: snap
+                            .devices
+                            .iter()
+                            .filter(|d| d.process_list_error.is_some())
+                            .map(|d| d.index)
+                            .collect(),
                     };
                     processes::table(ui, rows.clone(), &mut table, now);
                 }
@@ -664,21 +674,19 @@ impl VramApp {
             }
         });
         // A manual action asked for (detail pane, context menu, Delete): confirm first.
-        if let Some((key, action)) = self.manual_request.take() {
+        if let Some((key, action)) = self.manual_request.take().filter(|_| !self.replaying) {
             if let Some(r) = rows
                 .iter()
                 .copied()
                 .find(|r| r.series_key() == key)
                 .or_else(|| monitor.row(&key))
             {
-                let uid = monitor
-                    .latest
-                    .as_ref()
-                    .and_then(|s| {
-                        s.processes
-                            .iter()
-                            .find(|p| p.key() == key.0 && p.device_index == key.1)
-                    })
+                let live = monitor.latest.as_ref().and_then(|s| {
+                    s.processes
+                        .iter()
+                        .find(|p| p.key() == key.0 && p.device_index == key.1)
+                });
+                let uid = live
                     .and_then(|p| p.info.as_deref())
                     .map_or(u32::MAX, |i| i.uid);
                 self.confirm = Some((
@@ -688,6 +696,7 @@ impl VramApp {
                         user: r.user.clone(),
                         uid,
                         used_bytes: r.used_bytes,
+                        origin: live.map_or(crate::model::Origin::Recorded, |p| p.origin),
                     },
                     action,
                 ));
@@ -855,13 +864,28 @@ fn status_bar(ui: &mut Ui, m: &Monitor, now: UnixMs) {
             ui.separator();
             ui.label(RichText::new(e).color(widgets::WARN));
         }
+        for d in m.latest.iter().flat_map(|s| &s.devices) {
+            if let Some(e) = &d.process_list_error {
+                ui.separator();
+                ui.label(
+                    RichText::new(format!("GPU {}: process list STALE", d.index))
+                        .color(widgets::WARN)
+                        .strong(),
+                )
+                .on_hover_text(format!("The driver failed to list this GPU's processes ({e}). The last good list is shown, its memory unknown; nothing is recorded as 0."));
+            }
+        }
         if let Some(e) = &m.recording.error {
             ui.separator();
             ui.label(RichText::new(e).color(widgets::WARN)).on_hover_text("Sampling goes on; recording retries every sample.");
         }
-        if let Some(n) = m.notices.back() {
+        if let Some((_, n)) = m
+            .notices
+            .back()
+            .filter(|(t, _)| now - t < crate::monitor::NOTICE_SHOWN_MS)
+        {
             ui.separator();
-            ui.label(RichText::new(n).weak()).on_hover_text("The latest notice (e.g. a desktop notification that could not be shown)");
+            ui.label(RichText::new(n).weak()).on_hover_text("The latest notice (shown for 30 s)");
         }
         ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
             let (a, b) = m.history.span().unwrap_or((now, now));

@@ -131,6 +131,15 @@ impl Backend {
             notify,
             self.record.clone(),
             self.settings.clone(),
+            crate::engine::EngineOptions {
+                desktop_notifications: true,
+                // The engine keeps the sessions folder within the retention limits (at start
+                // and every hour), never deleting a log that is open for writing.
+                retention_dir: match &self.record {
+                    crate::engine::RecordTo::Dir(d) => Some(d.clone()),
+                    _ => None,
+                },
+            },
         ) {
             Ok(h) => self.handle = Some(h),
             Err(e) => {
@@ -191,18 +200,7 @@ pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
         native,
         Box::new(move |cc| {
             let record = if opts.record {
-                let dir = crate::session::default_dir();
-                crate::session::catalog::prune(
-                    &dir,
-                    opts.settings.sessions.retention_days,
-                    opts.settings
-                        .sessions
-                        .retention_max_mib
-                        .saturating_mul(1 << 20),
-                    crate::sampler::now_ms(),
-                    None,
-                );
-                crate::engine::RecordTo::Dir(dir)
+                crate::engine::RecordTo::Dir(crate::session::default_dir())
             } else {
                 crate::engine::RecordTo::Off
             };

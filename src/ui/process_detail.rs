@@ -19,7 +19,7 @@ pub fn pane(
     now: UnixMs,
     cache: &mut GraphCache,
     leak: Option<super::leaks::LeakBadge>,
-    request: &mut Option<crate::rules::Action>,
+    request: Option<&mut Option<crate::rules::Action>>,
 ) -> bool {
     let mut open = true;
     ui.horizontal(|ui| {
@@ -76,7 +76,15 @@ pub fn pane(
             .color(super::leaks::LEAK),
         );
     }
-    if row.exited_at_ms.is_none() {
+    if row.exited_at_ms.is_none() && request.is_none() {
+        ui.label(
+            RichText::new(
+                "Recorded session: no actions (this PID may belong to another process now)",
+            )
+            .weak(),
+        );
+    }
+    if let (None, Some(request)) = (row.exited_at_ms, request) {
         ui.horizontal(|ui| {
             if ui
                 .button("Terminate")

@@ -54,8 +54,11 @@ pub struct TableState<'a> {
     pub focus_filter: &'a mut bool,
     /// Selected process.
     pub selected: &'a mut Option<ProcSeriesKey>,
-    /// A manual action asked for from the context menu.
-    pub request: &'a mut Option<(ProcSeriesKey, crate::rules::Action)>,
+    /// A manual action asked for from the context menu; `None` where actions are off (a
+    /// recorded session is on screen).
+    pub request: Option<&'a mut Option<(ProcSeriesKey, crate::rules::Action)>>,
+    /// GPUs whose process list failed at the last sample (their rows are the last good list).
+    pub stale_gpus: Vec<u32>,
     /// Leak flags by series.
     pub leaks: &'a std::collections::HashMap<crate::monitor::LeakKey, super::leaks::LeakBadge>,
 }
@@ -207,23 +210,25 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                         }
                         if !exited {
                             c.context_menu(|ui| {
-                                if ui.button("Terminate…").clicked() {
-                                    *t.request = Some((
-                                        key,
-                                        crate::rules::Action::Terminate {
-                                            grace_seconds: 10.0,
-                                        },
-                                    ));
-                                    ui.close();
-                                }
-                                if ui.button("Kill…").clicked() {
-                                    *t.request = Some((
-                                        key,
-                                        crate::rules::Action::Signal {
-                                            signal: "SIGKILL".into(),
-                                        },
-                                    ));
-                                    ui.close();
+                                if let Some(request) = t.request.as_deref_mut() {
+                                    if ui.button("Terminate…").clicked() {
+                                        *request = Some((
+                                            key,
+                                            crate::rules::Action::Terminate {
+                                                grace_seconds: 10.0,
+                                            },
+                                        ));
+                                        ui.close();
+                                    }
+                                    if ui.button("Kill…").clicked() {
+                                        *request = Some((
+                                            key,
+                                            crate::rules::Action::Signal {
+                                                signal: "SIGKILL".into(),
+                                            },
+                                        ));
+                                        ui.close();
+                                    }
                                 }
                                 if ui.button("Show details").clicked() {
                                     *t.selected = Some(key);
@@ -260,6 +265,10 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                         ui.label(weak(format::duration(now - r.started_ms())));
                     });
                     cell(ui, W[8], false, &mut |ui| {
+                        if !exited && t.stale_gpus.contains(&r.device_index) {
+                            ui.label(RichText::new("STALE").color(widgets::WARN))
+                                .on_hover_text("The driver failed to list this GPU's processes: the last good list is shown and its memory is unknown until the driver answers again.");
+                        }
                         if let Some(b) = t.leaks.get(&crate::monitor::LeakKey::Process(key)) {
                             ui.label(RichText::new(b.text()).color(super::leaks::LEAK))
                                 .on_hover_text(format!(

@@ -102,7 +102,9 @@ pub struct SessionsUi {
     opening: Option<Task<Result<SessionData, String>>>,
     picking: Option<Task<Option<PathBuf>>>,
     saving: Option<Task<Option<PathBuf>>>,
-    exporting: Option<Task<Result<String, String>>>,
+    exporting: Option<Task<Result<String, ExportFail>>>,
+    /// An export that would overwrite files: (where, the input, the files), until confirmed.
+    overwrite: Option<(PathBuf, ExportInput, Vec<PathBuf>)>,
     export_source: Option<ExportSource>,
     export_table: Option<Table>,
     pending_export: Option<ExportInput>,
@@ -189,10 +191,14 @@ impl SessionsUi {
         }
         if let Some(r) = self.exporting.as_ref().and_then(Task::take) {
             self.exporting = None;
-            self.message = Some(match r {
-                Ok(m) => (m, false),
-                Err(e) => (e, true),
-            });
+            self.message = match r {
+                Ok(m) => Some((m, false)),
+                Err(ExportFail::Exists { path, input, files }) => {
+                    self.overwrite = Some((path, input, files));
+                    None
+                }
+                Err(ExportFail::Failed(e)) => Some((e, true)),
+            };
         }
         let done = self.opening.as_ref().and_then(Task::take)?;
         self.opening = None;
@@ -215,12 +221,16 @@ impl SessionsUi {
     }
 
     fn start_export(&mut self, path: PathBuf, ctx: &egui::Context) {
-        let table = self.export_table;
         let Some(job) = self.pending_export.take() else {
             return;
         };
+        self.spawn_export(job, path, false, ctx);
+    }
+
+    fn spawn_export(&mut self, job: ExportInput, path: PathBuf, force: bool, ctx: &egui::Context) {
+        let table = self.export_table;
         self.exporting = Some(Task::spawn("Exporting CSV", Some(ctx.clone()), move |p| {
-            run_export(job, table, &path, p)
+            run_export(job, table, &path, force, p)
         }));
     }
 }
@@ -318,7 +328,32 @@ impl SessionsUi {
                     );
                 }
                 ui.add_space(8.0);
-                if let Some(task) = &self.exporting {
+                if let Some((path, input, files)) = self.overwrite.clone() {
+                    ui.label(
+                        RichText::new(format!(
+                            "{} already exist{}:",
+                            if files.len() == 1 {
+                                "This file"
+                            } else {
+                                "These files"
+                            },
+                            if files.len() == 1 { "s" } else { "" }
+                        ))
+                        .color(widgets::WARN),
+                    );
+                    for f in &files {
+                        ui.label(RichText::new(f.display().to_string()).monospace());
+                    }
+                    ui.horizontal(|ui| {
+                        if ui.button("Overwrite").clicked() {
+                            self.overwrite = None;
+                            self.spawn_export(input, path, true, ui.ctx());
+                        }
+                        if ui.button("Cancel").clicked() {
+                            self.overwrite = None;
+                        }
+                    });
+                } else if let Some(task) = &self.exporting {
                     ui.horizontal(|ui| {
                         ui.add(
                             egui::ProgressBar::new(task.progress.fraction())
@@ -427,6 +462,7 @@ pub fn import_files(files: &[PathBuf], dir: &std::path::Path) -> Result<SessionD
 }
 
 /// What an export reads: a file on disk (the live log) or a session already in memory.
+#[derive(Clone)]
 pub enum ExportInput {
     /// Read this log first.
     File(PathBuf),
@@ -434,24 +470,67 @@ pub enum ExportInput {
     Data(Arc<SessionData>),
 }
 
+/// Why an export did not finish.
+pub enum ExportFail {
+    /// Files would be overwritten: the window asks first.
+    Exists {
+        /// The name chosen.
+        path: PathBuf,
+        /// What was to be exported.
+        input: ExportInput,
+        /// The files that exist.
+        files: Vec<PathBuf>,
+    },
+    /// It failed (the reason).
+    Failed(String),
+}
+
 fn run_export(
     input: ExportInput,
     table: Option<Table>,
     path: &std::path::Path,
+    force: bool,
     p: &super::task::Progress,
-) -> Result<String, String> {
+) -> Result<String, ExportFail> {
+    let jobs = csv_export::output_files(path, table);
+    if let ExportInput::File(src) = &input {
+        use std::os::unix::fs::MetadataExt;
+        let id = |p: &std::path::Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+        if jobs
+            .iter()
+            .any(|(_, out)| id(out).is_some() && id(out) == id(src))
+        {
+            return Err(ExportFail::Failed(
+                "That is the session log itself: choose another file name".into(),
+            ));
+        }
+    }
+    let existing: Vec<PathBuf> = jobs
+        .iter()
+        .map(|(_, out)| out.clone())
+        .filter(|out| std::fs::metadata(out).is_ok_and(|m| m.is_file()))
+        .collect();
+    if !force && !existing.is_empty() {
+        return Err(ExportFail::Exists {
+            path: path.to_path_buf(),
+            input,
+            files: existing,
+        });
+    }
     let data = match input {
-        ExportInput::File(f) => Arc::new(SessionData::open(&f).map_err(|e| e.to_string())?),
+        ExportInput::File(f) => {
+            Arc::new(SessionData::open(&f).map_err(|e| ExportFail::Failed(e.to_string()))?)
+        }
         ExportInput::Data(d) => d,
     };
-    let jobs = csv_export::output_files(path, table);
     let n = jobs.len() as f32;
     let mut msgs = Vec::new();
     for (k, (t, out)) in jobs.into_iter().enumerate() {
-        let file = std::fs::File::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+        let file = std::fs::File::create(&out)
+            .map_err(|e| ExportFail::Failed(format!("{}: {e}", out.display())))?;
         let mut w = std::io::BufWriter::new(file);
         let rows = csv_export::export(&data, t, &mut w, &mut |f| p.set((k as f32 + f) / n))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| ExportFail::Failed(e.to_string()))?;
         msgs.push(format!("{rows} {} rows to {}", t.name(), out.display()));
     }
     Ok(format!("Exported {}", msgs.join(", ")))
