@@ -388,6 +388,17 @@ fn everything_converts(s: &Settings) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// True when `line` writes the key `k` (as `k = …`, in a dotted key `a.k = …`, or inside an
+/// inline table `{ k = … }`).
+fn writes_key(line: &str, k: &str) -> bool {
+    line.match_indices(k).any(|(i, _)| {
+        let before = line[..i].trim_end_matches('"').chars().next_back();
+        let after = line[i + k.len()..].trim_start_matches('"').trim_start();
+        before.is_none_or(|c| matches!(c, ' ' | '.' | '{' | ',' | '\t'))
+            && (after.starts_with('=') || after.starts_with('.'))
+    })
+}
+
 /// The checks every parse result must pass: an error's line lies in the file; accepted
 /// settings convert, and written back out they read back the same.
 fn check(text: &str) -> Result<(), TestCaseError> {
@@ -414,7 +425,7 @@ fn check(text: &str) -> Result<(), TestCaseError> {
                     .ok_or_else(|| TestCaseError::fail(format!("no line: {e}")))?;
                 let at = text.lines().nth(line - 1).unwrap_or("").trim_start();
                 prop_assert!(
-                    key.is_some_and(|k| at.starts_with(k)) || at.starts_with('['),
+                    key.is_some_and(|k| writes_key(at, k)) || at.starts_with('['),
                     "{e} points at {at:?}"
                 );
             }
