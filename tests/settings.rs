@@ -227,6 +227,8 @@ fn every_numeric_setting_has_a_range() {
         ("[[cleanup.rules]]\nname = \"a\"\naction = { kind = \"run_command\", argv = [\"x\"], timeout_seconds = 3601.0 }\n", 3, "timeout_seconds"),
         // The second rule's duplicate name points at the second rule's `name`.
         ("[[cleanup.rules]]\nname = \"a\"\n[[cleanup.rules]]\nname = \"a\"\n", 4, "two rules"),
+        // Without a `name` key, at the second rule's header.
+        ("[[cleanup.rules]]\n\n[[cleanup.rules]]\ncooldown_minutes = 1.0\n", 3, "two rules"),
         // A whole-rule problem points at the rule's action.
         ("[[cleanup.rules]]\nname = \"a\"\n\n[cleanup.rules.action]\nkind = \"terminate\"\ngrace_seconds = 5.0\n", 5, "condition about the process"),
         // A misspelt leak setting is an error, not silently ignored.
