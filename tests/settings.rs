@@ -353,6 +353,16 @@ mod files {
         let text = String::from_utf8_lossy(&out.stderr);
         assert!(text.contains(&a.display().to_string()), "{text}");
         assert!(text.contains("symbolic links"), "{text}");
+        // A file that is simply missing is still the defaults, in both.
+        let missing = dir.path().join("missing.toml");
+        assert_eq!(Settings::load(&missing), (Settings::default(), None));
+        let out = bin()
+            .args(["rules", "check", "--config"])
+            .arg(&missing)
+            .output()
+            .expect("run");
+        assert!(out.status.success());
+        assert!(String::from_utf8_lossy(&out.stdout).contains("no settings file"));
         // Saving through it fails too, and leaves the links as they were.
         assert!(changed().save(&a).is_err());
         assert!(std::fs::symlink_metadata(&a)
