@@ -198,7 +198,9 @@ pub fn load_settings(
 /// When the file is invalid (exit code 1, with file, line and reason).
 pub fn rules_check(config: Option<&std::path::Path>, out: &mut dyn Write) -> Result<(), CliError> {
     let path = crate::settings::config_path(config);
-    if !path.exists() {
+    // Only a missing file means "defaults"; any other failure (a symlink loop, no permission)
+    // is reported by `load_settings` below.
+    if std::fs::metadata(&path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
         writeln!(
             out,
             "{}: no settings file; the defaults apply (no rules, global dry run on)",

@@ -24,19 +24,21 @@ use crate::model::UnixMs;
 
 /// Sensitivity of the detector (also part of the settings file).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct LeakSettings {
-    /// Slowest growth that counts as a leak.
+    /// Slowest growth that counts as a leak (MiB/min, more than 0, at most 16 PiB).
     pub min_rate_mib_per_min: f64,
-    /// Least total growth before a leak is flagged.
+    /// Least total growth before a leak is flagged (MiB, more than 0, at most 16 PiB).
     pub min_growth_mib: f64,
-    /// Shortest time the growth must have lasted.
+    /// Shortest time the growth must have lasted (s, more than 0, at most a day, at most
+    /// the window).
     pub min_duration_s: f64,
-    /// How much history each series keeps for the decision.
+    /// How much history each series keeps for the decision (s, more than 0, at most a day).
     pub window_s: f64,
-    /// A leak ends after this long without growth.
+    /// A leak ends after this long without growth (s, more than 0, at most a day).
     pub quiet_s: f64,
-    /// A fall larger than this is a free: it resets the growth run and ends an episode.
+    /// A fall larger than this is a free: it resets the growth run and ends an episode
+    /// (MiB, 0 – 16 PiB).
     pub drop_tolerance_mib: f64,
 }
 
@@ -53,27 +55,77 @@ impl Default for LeakSettings {
     }
 }
 
+/// Longest leak duration, window or quiet time (seconds): one day.
+pub const MAX_LEAK_SECONDS: f64 = 86_400.0;
+
 impl LeakSettings {
     /// Problems with the values, as sentences (empty when valid).
     pub fn problems(&self) -> Vec<String> {
+        self.problems_at().into_iter().map(|(_, m)| m).collect()
+    }
+
+    /// Problems with the values, each as (key in the `[leaks]` table, sentence). MiB values
+    /// range up to [`crate::rules::model::MAX_MIB`], times up to [`MAX_LEAK_SECONDS`].
+    pub fn problems_at(&self) -> Vec<(&'static str, String)> {
+        let max_mib = crate::rules::model::MAX_MIB;
         let mut v = Vec::new();
         let pos = [
-            (self.min_rate_mib_per_min, "minimum rate"),
-            (self.min_growth_mib, "minimum growth"),
-            (self.min_duration_s, "minimum duration"),
-            (self.window_s, "observation window"),
-            (self.quiet_s, "quiet time"),
+            (
+                "min_rate_mib_per_min",
+                self.min_rate_mib_per_min,
+                "minimum rate",
+                max_mib,
+                " MiB/min",
+            ),
+            (
+                "min_growth_mib",
+                self.min_growth_mib,
+                "minimum growth",
+                max_mib,
+                " MiB",
+            ),
+            (
+                "min_duration_s",
+                self.min_duration_s,
+                "minimum duration",
+                MAX_LEAK_SECONDS,
+                " s",
+            ),
+            (
+                "window_s",
+                self.window_s,
+                "observation window",
+                MAX_LEAK_SECONDS,
+                " s",
+            ),
+            (
+                "quiet_s",
+                self.quiet_s,
+                "quiet time",
+                MAX_LEAK_SECONDS,
+                " s",
+            ),
         ];
-        for (x, name) in pos {
-            if !(x.is_finite() && x > 0.0) {
-                v.push(format!("the leak {name} must be a positive number"));
+        for (key, x, name, max, unit) in pos {
+            if !(x.is_finite() && x > 0.0 && x <= max) {
+                v.push((
+                    key,
+                    format!("the leak {name} must be more than 0 and at most {max}{unit}"),
+                ));
             }
         }
-        if self.drop_tolerance_mib < 0.0 || !self.drop_tolerance_mib.is_finite() {
-            v.push("the leak drop tolerance must be zero or more".into());
+        let d = self.drop_tolerance_mib;
+        if !(d.is_finite() && (0.0..=max_mib).contains(&d)) {
+            v.push((
+                "drop_tolerance_mib",
+                format!("the leak drop tolerance must be from 0 to {max_mib} MiB"),
+            ));
         }
         if self.window_s < self.min_duration_s {
-            v.push("the leak observation window must be at least the minimum duration".into());
+            v.push((
+                "window_s",
+                "the leak observation window must be at least the minimum duration".into(),
+            ));
         }
         v
     }

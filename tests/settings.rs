@@ -162,3 +162,250 @@ fn rule_validation_messages() {
         .iter()
         .any(|(_, m)| m.contains("unknown signal")));
 }
+
+/// Loads a fixture that must be rejected: its error line and that it names the file.
+fn rejected(name: &str) -> vramwarden::settings::ConfigError {
+    let path = fixture(name);
+    let (s, err) = Settings::load(&path);
+    let err = err.unwrap_or_else(|| panic!("{name} accepted"));
+    assert_eq!(s, Settings::default(), "{name}: runs on defaults");
+    assert!(err.to_string().contains(name), "{name}: {err}");
+    err
+}
+
+#[test]
+fn a_bad_regex_in_the_second_rule_points_at_its_own_line() {
+    let err = rejected("invalid_regex_second_rule.toml");
+    assert_eq!(err.line, Some(12), "{err}");
+    assert!(err.reason.contains("cleanup.rules[1]"), "{err}");
+    assert!(err.reason.contains("cmdline_regex"), "{err}");
+    assert!(err.reason.contains("regular expression"), "{err}");
+}
+
+#[test]
+fn an_invalid_leak_setting_points_at_its_key_not_at_notifications() {
+    let err = rejected("invalid_leaks.toml");
+    assert_eq!(err.line, Some(7), "{err}");
+    assert!(err.reason.contains("leaks.quiet_s"), "{err}");
+}
+
+#[test]
+fn numbers_that_would_overflow_a_duration_are_rejected_at_their_line() {
+    let err = rejected("invalid_huge_timeout.toml");
+    assert_eq!(err.line, Some(9), "{err}");
+    assert!(err.reason.contains("timeout_seconds"), "{err}");
+    let err = rejected("invalid_huge_grace.toml");
+    assert_eq!(err.line, Some(4), "{err}");
+    assert!(err.reason.contains("grace_seconds"), "{err}");
+}
+
+#[test]
+fn every_numeric_setting_has_a_range() {
+    let p = Path::new("t.toml");
+    // (text, line of the offending key, words in the reason)
+    let cases = [
+        ("[sampling]\nhistory_hours = 1e300\n", 2, "history_hours"),
+        ("[sampling]\nhistory_hours = nan\n", 2, "history_hours"),
+        ("[sessions]\nretention_days = 4294967295\n", 2, "retention_days"),
+        ("[sessions]\nretention_max_mib = 9223372036854775807\n", 2, "retention_max_mib"),
+        ("[leaks]\nwindow_s = 1e300\n", 2, "leaks.window_s"),
+        ("[leaks]\nmin_duration_s = 1e300\nwindow_s = 1e300\n", 2, "leaks.min_duration_s"),
+        ("[leaks]\nquiet_s = inf\n", 2, "leaks.quiet_s"),
+        ("[leaks]\nmin_growth_mib = 1e300\n", 2, "leaks.min_growth_mib"),
+        ("[leaks]\nmin_rate_mib_per_min = 1e300\n", 2, "leaks.min_rate_mib_per_min"),
+        ("[leaks]\ndrop_tolerance_mib = 1e300\n", 2, "leaks.drop_tolerance_mib"),
+        ("[leaks]\n\nwindow_s = 5.0\nmin_duration_s = 6.0\n", 3, "window"),
+        ("[[cleanup.rules]]\nname = \"a\"\ncooldown_minutes = 1e300\n", 3, "cooldown_minutes"),
+        ("[[cleanup.rules]]\nname = \"a\"\n[cleanup.rules.conditions]\nhold_seconds = 1e300\n", 4, "hold_seconds"),
+        ("[[cleanup.rules]]\nname = \"a\"\n[cleanup.rules.conditions]\nidle_min_minutes = 1e300\n", 4, "idle_min_minutes"),
+        ("[[cleanup.rules]]\nname = \"a\"\n[cleanup.rules.conditions]\nage_min_minutes = 1e300\n", 4, "age_min_minutes"),
+        ("[[cleanup.rules]]\nname = \"a\"\n[cleanup.rules.conditions]\nleaking_min_minutes = 1e300\n", 4, "leaking_min_minutes"),
+        ("[[cleanup.rules]]\nname = \"a\"\n[cleanup.rules.conditions]\nprocess_memory_min_mib = 1e300\n", 4, "process_memory_min_mib"),
+        ("[[cleanup.rules]]\nname = \"a\"\n[cleanup.rules.conditions]\nuser_total_min_mib = 1e300\n", 4, "user_total_min_mib"),
+        ("[[cleanup.rules]]\nname = \"a\"\n[cleanup.rules.conditions]\ndevice_free_max_mib = 1e300\n", 4, "device_free_max_mib"),
+        ("[[cleanup.rules]]\nname = \"a\"\n[cleanup.rules.action]\nkind = \"terminate\"\ngrace_seconds = 3601.0\n", 5, "grace_seconds"),
+        ("[[cleanup.rules]]\nname = \"a\"\naction = { kind = \"run_command\", argv = [\"x\"], timeout_seconds = 3601.0 }\n", 3, "timeout_seconds"),
+        // The second rule's duplicate name points at the second rule's `name`.
+        ("[[cleanup.rules]]\nname = \"a\"\n[[cleanup.rules]]\nname = \"a\"\n", 4, "two rules"),
+        // Without a `name` key, at the second rule's header.
+        ("[[cleanup.rules]]\n\n[[cleanup.rules]]\ncooldown_minutes = 1.0\n", 3, "two rules"),
+        // A whole-rule problem points at the rule's action.
+        ("[[cleanup.rules]]\nname = \"a\"\n\n[cleanup.rules.action]\nkind = \"terminate\"\ngrace_seconds = 5.0\n", 5, "condition about the process"),
+        // A misspelt leak setting is an error, not silently ignored.
+        ("[leaks]\nmin_rate = 5.0\n", 2, "min_rate"),
+    ];
+    for (text, line, words) in cases {
+        let err = Settings::from_toml(text, p)
+            .err()
+            .unwrap_or_else(|| panic!("accepted: {text}"));
+        assert_eq!(err.line, Some(line), "{text}: {err}");
+        assert!(err.reason.contains(words), "{text}: {err}");
+    }
+    // The largest values of each range are fine, and 0 means "keep forever" for retention.
+    let ok = "[sessions]\nretention_days = 0\nretention_max_mib = 0\n\
+              [leaks]\nwindow_s = 86400.0\nmin_duration_s = 86400.0\nquiet_s = 86400.0\n\
+              [[cleanup.rules]]\nname = \"a\"\ncooldown_minutes = 525600.0\n\
+              [cleanup.rules.conditions]\nhold_seconds = 31536000.0\nidle_min_minutes = 525600.0\n\
+              [cleanup.rules.action]\nkind = \"terminate\"\ngrace_seconds = 3600.0\n";
+    let s = Settings::from_toml(ok, p).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.sessions.retention_days, 0);
+    assert_eq!(s.sessions.retention_max_mib, 0);
+}
+
+#[cfg(unix)]
+mod files {
+    use super::*;
+    use std::os::unix::fs::{symlink, PermissionsExt};
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).expect("stat").permissions().mode() & 0o7777
+    }
+
+    fn changed() -> Settings {
+        let mut s = Settings::default();
+        s.sampling.interval_ms = 2500;
+        s
+    }
+
+    #[test]
+    fn save_keeps_the_files_mode_and_the_backup_keeps_it_too() {
+        for m in [0o600, 0o640] {
+            let dir = tempfile::tempdir().expect("tmp");
+            let path = dir.path().join("config.toml");
+            std::fs::write(&path, "[sampling]\ninterval_ms = 500\n").expect("write");
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(m)).expect("chmod");
+            changed().save(&path).expect("save");
+            assert_eq!(mode(&path), m, "{m:o}");
+            assert_eq!(mode(&dir.path().join("config.toml.bak")), m, "{m:o}");
+            assert_eq!(Settings::load(&path).0.sampling.interval_ms, 2500);
+        }
+    }
+
+    #[test]
+    fn a_new_file_is_private_in_private_folders() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("a/b/config.toml");
+        changed().save(&path).expect("save");
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(&dir.path().join("a")), 0o700);
+        assert_eq!(mode(&dir.path().join("a/b")), 0o700);
+        assert!(
+            !dir.path().join("a/b/config.toml.bak").exists(),
+            "nothing to back up"
+        );
+    }
+
+    #[test]
+    fn a_symlinked_config_stays_a_link_and_its_target_is_updated() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let dotfiles = dir.path().join("dotfiles");
+        std::fs::create_dir(&dotfiles).expect("mkdir");
+        let target = dotfiles.join("vramwarden.toml");
+        std::fs::write(&target, "[sampling]\ninterval_ms = 500\n").expect("write");
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        let cfg = dir.path().join("cfg");
+        std::fs::create_dir(&cfg).expect("mkdir");
+        let link = cfg.join("config.toml");
+        // A relative link, as dotfile managers make them.
+        symlink("../dotfiles/vramwarden.toml", &link).expect("symlink");
+        changed().save(&link).expect("save");
+        let meta = std::fs::symlink_metadata(&link).expect("lstat");
+        assert!(meta.file_type().is_symlink(), "the link was replaced");
+        assert_eq!(
+            std::fs::read_link(&link).expect("readlink"),
+            Path::new("../dotfiles/vramwarden.toml")
+        );
+        assert_eq!(Settings::load(&target).0.sampling.interval_ms, 2500);
+        assert_eq!(mode(&target), 0o600);
+        assert_eq!(
+            std::fs::read_to_string(dotfiles.join("vramwarden.toml.bak")).expect("bak"),
+            "[sampling]\ninterval_ms = 500\n",
+            "the backup lies beside the real file"
+        );
+        assert!(!dotfiles.join("vramwarden.toml.tmp").exists());
+        assert!(!cfg.join("config.toml.tmp").exists());
+    }
+
+    #[test]
+    fn a_symlink_loop_is_an_error_not_a_missing_file() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let a = dir.path().join("config.toml");
+        let b = dir.path().join("other.toml");
+        symlink(&b, &a).expect("symlink");
+        symlink(&a, &b).expect("symlink");
+        let (s, err) = Settings::load(&a);
+        assert_eq!(s, Settings::default());
+        let err = err.expect("a loop is an error");
+        assert_eq!(err.path, a);
+        assert_eq!(err.line, None);
+        assert!(err.reason.contains("symbolic links"), "{err}");
+        let out = bin()
+            .args(["rules", "check", "--config"])
+            .arg(&a)
+            .output()
+            .expect("run");
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(text.contains(&a.display().to_string()), "{text}");
+        assert!(text.contains("symbolic links"), "{text}");
+        // A file that is simply missing is still the defaults, in both.
+        let missing = dir.path().join("missing.toml");
+        assert_eq!(Settings::load(&missing), (Settings::default(), None));
+        let out = bin()
+            .args(["rules", "check", "--config"])
+            .arg(&missing)
+            .output()
+            .expect("run");
+        assert!(out.status.success());
+        assert!(String::from_utf8_lossy(&out.stdout).contains("no settings file"));
+        // Saving through it fails too, and leaves the links as they were.
+        assert!(changed().save(&a).is_err());
+        assert!(std::fs::symlink_metadata(&a)
+            .expect("lstat")
+            .file_type()
+            .is_symlink());
+    }
+
+    #[test]
+    fn loading_never_writes_not_even_a_broken_file() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("config.toml");
+        let broken = "[sampling]\ninterval_ms = 5\n";
+        std::fs::write(&path, broken).expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        let before = std::fs::metadata(&path)
+            .expect("stat")
+            .modified()
+            .expect("mtime");
+        for _ in 0..3 {
+            let (s, err) = Settings::load(&path);
+            assert!(err.is_some());
+            assert_eq!(s, Settings::default());
+        }
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), broken);
+        assert_eq!(
+            std::fs::metadata(&path)
+                .expect("stat")
+                .modified()
+                .expect("mtime"),
+            before
+        );
+        assert_eq!(mode(&path), 0o600);
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("ls")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("config.toml")]);
+        // Only an explicit save replaces it (keeping the broken one as the backup).
+        changed().save(&path).expect("save");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("config.toml.bak")).expect("bak"),
+            broken
+        );
+    }
+}

@@ -6,15 +6,16 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Conditions {
-    /// The process holds at least this much GPU memory.
+    /// The process holds at least this much GPU memory (MiB, 0 – [`MAX_MIB`]).
     pub process_memory_min_mib: Option<f64>,
-    /// Its GPU is at least this full (used / total, percent).
+    /// Its GPU is at least this full (used / total, percent, 0 – 100).
     pub device_used_min_pct: Option<f64>,
-    /// Its GPU has at most this much free.
+    /// Its GPU has at most this much free (MiB, 0 – [`MAX_MIB`]).
     pub device_free_max_mib: Option<f64>,
-    /// The process has been GPU-idle (utilisation 0 and memory unchanged) this long.
+    /// The process has been GPU-idle (utilisation 0 and memory unchanged) this long (minutes,
+    /// 0 – [`MAX_MINUTES`], a year).
     pub idle_min_minutes: Option<f64>,
-    /// The process has been flagged as leaking this long.
+    /// The process has been flagged as leaking this long (minutes, 0 – [`MAX_MINUTES`]).
     pub leaking_min_minutes: Option<f64>,
     /// Its name matches this regular expression.
     pub name_regex: Option<String>,
@@ -24,13 +25,15 @@ pub struct Conditions {
     pub user_is: Option<String>,
     /// Its owner is not this user.
     pub user_is_not: Option<String>,
-    /// It has run at least this long.
+    /// It has run at least this long (minutes, 0 – [`MAX_MINUTES`]).
     pub age_min_minutes: Option<f64>,
-    /// Its owner's processes hold at least this much on that GPU together (a quota).
+    /// Its owner's processes hold at least this much on that GPU together (a quota; MiB,
+    /// 0 – [`MAX_MIB`]).
     pub user_total_min_mib: Option<f64>,
     /// Only on this GPU.
     pub gpu: Option<u32>,
-    /// Everything above has held continuously this long before the rule fires (hysteresis).
+    /// Everything above has held continuously this long before the rule fires (hysteresis;
+    /// seconds, 0 – [`MAX_HOLD_SECONDS`], a year).
     pub hold_seconds: f64,
 }
 
@@ -65,7 +68,7 @@ pub enum Action {
     },
     /// SIGTERM, then SIGKILL after the grace period if it still holds GPU memory.
     Terminate {
-        /// Seconds between SIGTERM and SIGKILL.
+        /// Seconds between SIGTERM and SIGKILL (0 – [`MAX_ACTION_SECONDS`], an hour).
         grace_seconds: f64,
     },
     /// Run a program (no shell). `{pid}`, `{gpu}`, `{user}`, `{name}` are replaced in each
@@ -73,7 +76,7 @@ pub enum Action {
     RunCommand {
         /// Program and arguments.
         argv: Vec<String>,
-        /// Kill it after this long.
+        /// Kill it after this many seconds (more than 0, at most [`MAX_ACTION_SECONDS`]).
         timeout_seconds: f64,
     },
 }
@@ -111,7 +114,7 @@ pub struct Rule {
     pub conditions: Conditions,
     /// What it does.
     pub action: Action,
-    /// It fires at most once per target in this many minutes.
+    /// It fires at most once per target in this many minutes (0 – [`MAX_MINUTES`], a year).
     pub cooldown_minutes: f64,
     /// May act on other users' processes (only when vramwarden runs as root).
     pub allow_other_users: bool,
@@ -179,77 +182,158 @@ pub fn parse_signal(s: &str) -> Option<i32> {
     })
 }
 
+/// Largest memory amount (MiB) a setting may name: 16 PiB, far above any GPU, low enough that
+/// byte counts derived from it (× 2^20) fit in 64 bits.
+pub const MAX_MIB: f64 = 16.0 * 1024.0 * 1024.0 * 1024.0;
+/// Longest time (minutes) a rule condition or cooldown may name: one year (525 600 min).
+pub const MAX_MINUTES: f64 = 525_600.0;
+/// Longest hold (seconds) a rule may name: one year.
+pub const MAX_HOLD_SECONDS: f64 = MAX_MINUTES * 60.0;
+/// Longest grace period between SIGTERM and SIGKILL, and longest command timeout: one hour.
+pub const MAX_ACTION_SECONDS: f64 = 3600.0;
+
+/// `Some(message)` when `x` is not a finite number in `min..=max`.
+fn out_of(x: f64, min: f64, max: f64, unit: &str) -> Option<String> {
+    (!(x.is_finite() && (min..=max).contains(&x)))
+        .then(|| format!("must be a number from {min} to {max}{unit}"))
+}
+
 impl Rule {
-    /// Problems, each as (field, message); empty when the rule is valid.
+    /// Problems, each as (field, message); empty when the rule is valid. The field is the
+    /// condition's name for conditions, `action` for anything about the action, else the
+    /// rule's own key (`name`, `cooldown_minutes`).
     pub fn problems(&self) -> Vec<(&'static str, String)> {
-        let mut v = Vec::new();
+        self.problems_at()
+            .into_iter()
+            .map(|(key, m)| {
+                let field: &'static str = match key {
+                    ["conditions", f, ..] | [f, ..] => f,
+                    [] => "",
+                };
+                (field, m)
+            })
+            .collect()
+    }
+
+    /// Problems, each as (key path inside the rule's table, message), e.g.
+    /// (`["conditions", "cmdline_regex"]`, …) or (`["action", "grace_seconds"]`, …), so the
+    /// settings file can point at the exact line. Every number has a range (see the `MAX_…`
+    /// constants), so whatever passes can become a `Duration` or a timestamp without overflow.
+    pub fn problems_at(&self) -> Vec<(&'static [&'static str], String)> {
+        let mut v: Vec<(&'static [&'static str], String)> = Vec::new();
         let c = &self.conditions;
         if self.name.trim().is_empty() {
-            v.push(("name", "the rule needs a name".into()));
+            v.push((&["name"], "the rule needs a name".into()));
         }
-        let nonneg = [
-            ("process_memory_min_mib", c.process_memory_min_mib),
-            ("device_free_max_mib", c.device_free_max_mib),
-            ("idle_min_minutes", c.idle_min_minutes),
-            ("leaking_min_minutes", c.leaking_min_minutes),
-            ("age_min_minutes", c.age_min_minutes),
-            ("user_total_min_mib", c.user_total_min_mib),
+        let ranged: [(&'static [&'static str], Option<f64>, f64, &str); 7] = [
+            (
+                &["conditions", "process_memory_min_mib"],
+                c.process_memory_min_mib,
+                MAX_MIB,
+                " MiB",
+            ),
+            (
+                &["conditions", "device_used_min_pct"],
+                c.device_used_min_pct,
+                100.0,
+                " %",
+            ),
+            (
+                &["conditions", "device_free_max_mib"],
+                c.device_free_max_mib,
+                MAX_MIB,
+                " MiB",
+            ),
+            (
+                &["conditions", "idle_min_minutes"],
+                c.idle_min_minutes,
+                MAX_MINUTES,
+                " min",
+            ),
+            (
+                &["conditions", "leaking_min_minutes"],
+                c.leaking_min_minutes,
+                MAX_MINUTES,
+                " min",
+            ),
+            (
+                &["conditions", "age_min_minutes"],
+                c.age_min_minutes,
+                MAX_MINUTES,
+                " min",
+            ),
+            (
+                &["conditions", "user_total_min_mib"],
+                c.user_total_min_mib,
+                MAX_MIB,
+                " MiB",
+            ),
         ];
-        for (f, x) in nonneg {
-            if let Some(x) = x {
-                if !(x.is_finite() && x >= 0.0) {
-                    v.push((f, "must be a number ≥ 0".into()));
-                }
+        for (key, x, max, unit) in ranged {
+            if let Some(m) = x.and_then(|x| out_of(x, 0.0, max, unit)) {
+                v.push((key, m));
             }
         }
-        if let Some(p) = c.device_used_min_pct {
-            if !(0.0..=100.0).contains(&p) {
-                v.push(("device_used_min_pct", "must be between 0 and 100".into()));
+        if let Some(m) = out_of(c.hold_seconds, 0.0, MAX_HOLD_SECONDS, " s") {
+            v.push((&["conditions", "hold_seconds"], m));
+        }
+        let regexes: [(&'static [&'static str], &Option<String>); 2] = [
+            (&["conditions", "name_regex"], &c.name_regex),
+            (&["conditions", "cmdline_regex"], &c.cmdline_regex),
+        ];
+        for (key, re) in regexes {
+            if let Some(Err(e)) = re.as_deref().map(compile_regex) {
+                v.push((key, e));
             }
         }
-        if !(c.hold_seconds.is_finite() && c.hold_seconds >= 0.0) {
-            v.push(("hold_seconds", "must be a number ≥ 0".into()));
+        if let Some(m) = out_of(self.cooldown_minutes, 0.0, MAX_MINUTES, " min") {
+            v.push((&["cooldown_minutes"], m));
         }
-        for (f, re) in [
-            ("name_regex", &c.name_regex),
-            ("cmdline_regex", &c.cmdline_regex),
-        ] {
-            if let Some(re) = re {
-                if let Err(e) = compile_regex(re) {
-                    v.push((f, e));
-                }
-            }
+        self.action_problems(&mut v);
+        if self.action.needs_process() && !c.targets_processes() {
+            v.push((&["action", "kind"], "signalling needs a condition about the process (memory, idle, name, …): a GPU-wide rule can only notify or run a command".into()));
         }
-        if !(self.cooldown_minutes.is_finite() && self.cooldown_minutes >= 0.0) {
-            v.push(("cooldown_minutes", "must be a number ≥ 0".into()));
-        }
+        v
+    }
+
+    /// The action's own problems (signal name, grace period, command, timeout).
+    fn action_problems(&self, v: &mut Vec<(&'static [&'static str], String)>) {
         match &self.action {
-            Action::Signal { signal } if parse_signal(signal).is_none() => v.push((
-                "action",
-                format!("unknown signal {signal:?} (try SIGTERM, SIGUSR1 or a number)"),
-            )),
-            Action::Terminate { grace_seconds }
-                if !(grace_seconds.is_finite() && *grace_seconds >= 0.0) =>
-            {
-                v.push(("action", "the grace period must be ≥ 0 s".into()))
+            Action::Notify => {}
+            Action::Signal { signal } => {
+                if parse_signal(signal).is_none() {
+                    v.push((
+                        &["action", "signal"],
+                        format!("unknown signal {signal:?} (try SIGTERM, SIGUSR1 or a number)"),
+                    ));
+                }
+            }
+            Action::Terminate { grace_seconds } => {
+                if out_of(*grace_seconds, 0.0, MAX_ACTION_SECONDS, " s").is_some() {
+                    v.push((
+                        &["action", "grace_seconds"],
+                        format!("the grace period must be from 0 to {MAX_ACTION_SECONDS} s"),
+                    ));
+                }
             }
             Action::RunCommand {
                 argv,
                 timeout_seconds,
             } => {
                 if argv.first().is_none_or(|a| a.trim().is_empty()) {
-                    v.push(("action", "the command is empty".into()));
+                    v.push((&["action", "argv"], "the command is empty".into()));
                 }
-                if !(timeout_seconds.is_finite() && *timeout_seconds > 0.0) {
-                    v.push(("action", "the timeout must be > 0 s".into()));
+                let t = *timeout_seconds;
+                if !(t.is_finite() && t > 0.0 && t <= MAX_ACTION_SECONDS) {
+                    v.push((
+                        &["action", "timeout_seconds"],
+                        format!(
+                            "the timeout must be more than 0 s and at most {MAX_ACTION_SECONDS} s"
+                        ),
+                    ));
                 }
             }
-            _ => {}
         }
-        if self.action.needs_process() && !c.targets_processes() {
-            v.push(("action", "signalling needs a condition about the process (memory, idle, name, …): a GPU-wide rule can only notify or run a command".into()));
-        }
-        v
     }
 
     /// The rule in words, for `rules check` and the editor.
