@@ -52,9 +52,18 @@ impl LeakWatch {
                         make: &dyn Fn() -> LeakInfo,
                         series: &mut HashMap<LeakKey, Watched>| {
             seen.insert(key);
-            let w = series.entry(key).or_insert_with(|| Watched {
-                tracker: LeakTracker::default(),
-                info: make(),
+            let w = series.entry(key).or_insert_with(|| {
+                let info = make();
+                // A process's start-up ramp is judged once it levels off; ghost memory has
+                // no start-up.
+                let tracker = if info.ghost {
+                    LeakTracker::default()
+                } else if info.start_time_ms > 0 {
+                    LeakTracker::born_at(info.start_time_ms)
+                } else {
+                    LeakTracker::born_at(now)
+                };
+                Watched { tracker, info }
             });
             match w.tracker.update(now, value_mib, &settings) {
                 Some(Transition::Started {

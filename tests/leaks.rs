@@ -13,10 +13,9 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_vramwarden"))
 }
 
-fn traces() -> Option<PathBuf> {
-    // ../shared beside the checkout (CI lays it there too).
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/traces");
-    p.join("public-ground.jsonl").exists().then_some(p)
+/// The H200 traces, kept in the repository (a fresh clone tests them too).
+fn traces() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/traces")
 }
 
 /// pid → pattern, from the workloads' own log.
@@ -117,10 +116,7 @@ fn demo_over_six_hours_flags_the_kernel_and_nothing_else() {
 
 #[test]
 fn h200_traces_through_import_flag_both_leaks_and_nothing_else() {
-    let Some(dir) = traces() else {
-        eprintln!("skipped: ../shared/traces not found");
-        return;
-    };
+    let dir = traces();
     let truth = ground(&dir);
     let tmp = tempfile::tempdir().expect("tmp");
     let log = tmp.path().join("trace.vwlog");
@@ -176,10 +172,7 @@ fn h200_traces_through_import_flag_both_leaks_and_nothing_else() {
 
 #[test]
 fn h200_nvml_trace_directly() {
-    let Some(dir) = traces() else {
-        eprintln!("skipped: ../shared/traces not found");
-        return;
-    };
+    let dir = traces();
     let truth = ground(&dir);
     let text = std::fs::read_to_string(dir.join("public-trace.csv")).expect("trace");
     let mut r = csv::Reader::from_reader(text.as_bytes());
@@ -227,10 +220,7 @@ fn h200_nvml_trace_directly() {
 
 #[test]
 fn the_window_imports_nvidia_smi_logs_told_apart_by_header() {
-    let Some(dir) = traces() else {
-        eprintln!("skipped: ../shared/traces not found");
-        return;
-    };
+    let dir = traces();
     let tmp = tempfile::tempdir().expect("tmp");
     // Given in either order; the GPU log is recognised by its memory.used column.
     let files = [
