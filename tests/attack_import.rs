@@ -502,7 +502,8 @@ fn check(apps: &[u8], gpu: Option<&[u8]>) -> Result<(), TestCaseError> {
         }) => {
             prop_assert_eq!(rows_read, rows_used + bad_rows);
             prop_assert_eq!(skipped.iter().map(|s| s.rows).sum::<usize>(), bad_rows);
-            prop_assert!(skipped.iter().all(|s| s.rows > 0 && s.first_line >= 2));
+            // (A lone carriage return ends a record but not a line: a row can share line 1.)
+            prop_assert!(skipped.iter().all(|s| s.rows > 0 && s.first_line >= 1));
             prop_assert!(samples >= 1 && rows_used >= samples);
             if let Some(e) = expected {
                 prop_assert_eq!(rows_read, e);
