@@ -860,16 +860,30 @@ pub fn import(what: ImportKind, stdout: &mut dyn Write) -> Result<(), CliError> 
     let s = crate::import::import_nvidia_smi(&apps, gpu.as_deref(), &out, zone)?;
     writeln!(
         stdout,
-        "imported {} samples of {} processes into {} ({} leak episode(s) flagged{})",
+        "imported {} samples of {} processes into {} ({} leak episode(s) flagged; \
+         {} of {} rows used, {} skipped)",
         s.samples,
         s.processes,
         out.display(),
         s.leaks,
-        if s.bad_rows > 0 {
-            format!(", {} unreadable row(s) skipped", s.bad_rows)
-        } else {
-            String::new()
-        }
+        s.rows_used,
+        s.rows_read,
+        s.bad_rows,
     )?;
+    // The skipped rows, one line per log and reason, on stderr.
+    let mut err = std::io::stderr().lock();
+    for k in &s.skipped {
+        let file = match k.log {
+            crate::import::LogKind::Apps => apps.display().to_string(),
+            crate::import::LogKind::Gpu => gpu
+                .as_deref()
+                .map_or(String::new(), |g| g.display().to_string()),
+        };
+        writeln!(
+            err,
+            "{file}: skipped {} row(s): {} (first at line {})",
+            k.rows, k.reason, k.first_line
+        )?;
+    }
     Ok(())
 }
