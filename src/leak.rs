@@ -694,9 +694,11 @@ mod tests {
         );
         // A steady leak from birth is regular: flagged quickly all the same.
         let mut tr = LeakTracker::born_at(0);
-        let first = (0..120).find_map(|i| match tr.update(i * 1000, 600.0 + 32.0 * i as f64, &s) {
-            Some(Transition::Started { .. }) => Some(i),
-            _ => None,
+        let first = (0..120).find(|i| {
+            matches!(
+                tr.update(i * 1000, 600.0 + 32.0 * *i as f64, &s),
+                Some(Transition::Started { .. })
+            )
         });
         assert!(first.is_some_and(|i| i <= 15), "{first:?}");
         // 2 GiB taken and freed every 12 s, 96 MiB kept each cycle.
