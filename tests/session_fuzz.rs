@@ -1,48 +1,206 @@
-//! Property tests of the session reader: it never panics on any bytes, and damage to one part
-//! of a log never loses records elsewhere. `PROPTEST_CASES=N` runs longer.
+//! Property tests of the session reader: it never panics on any bytes (arbitrary, built from
+//! record markers, or real logs mutated, cut or joined), its checksum work stays linear in the
+//! input, and damage to one part of a log never loses a complete record elsewhere.
+//! `PROPTEST_CASES=N` runs longer (the default is proptest's 256 per property).
 
 use std::sync::OnceLock;
 
 use proptest::prelude::*;
-use vramwarden::session::format::{frame, KIND_SAMPLE};
+use vramwarden::session::csv_export::{export, Table};
+use vramwarden::session::format::{
+    frame, put_varint, read_record, CRC_STRIDE, KIND_EVENT, KIND_HEADER, KIND_SAMPLE, MAGIC,
+};
 use vramwarden::session::reader::SessionData;
 use vramwarden::source::sim::SimSource;
 
 const T0: i64 = 1_796_000_000_000;
 
-/// A valid 120-sample demo log and the byte offset where each record starts.
+/// A valid 120-sample demo log and its number of samples.
 fn log() -> &'static (Vec<u8>, usize) {
     static LOG: OnceLock<(Vec<u8>, usize)> = OnceLock::new();
-    LOG.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("tmp");
-        let path = dir.path().join("f.vwlog");
-        {
-            use std::sync::{Arc, RwLock};
-            use vramwarden::engine::{Engine, RecordTo};
-            use vramwarden::source::GpuSource;
-            let sim = SimSource::demo(T0);
-            let shared = Arc::new(RwLock::new(vramwarden::monitor::Monitor::new(1000, 10)));
-            let mut e = Engine::new(shared, RecordTo::File(path.clone()), 1000);
-            e.set_source(sim.info());
-            for i in 0..120 {
-                e.tick(sim.at(T0 + i * 1000), T0 + i * 1000);
-            }
-            e.finish().expect("close");
+    LOG.get_or_init(|| demo_log(T0))
+}
+
+/// The same demo, recorded starting an hour later (to join after [`log`]).
+fn later_log() -> &'static (Vec<u8>, usize) {
+    static LOG: OnceLock<(Vec<u8>, usize)> = OnceLock::new();
+    LOG.get_or_init(|| demo_log(T0 + 3_600_000))
+}
+
+/// Every sample record of a valid log: (offset of its first byte, one past its last, time).
+fn sample_records(bytes: &[u8]) -> Vec<(usize, usize, i64)> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while let Some((rec, next)) = read_record(bytes, pos) {
+        if rec.kind == KIND_SAMPLE {
+            let mut p = 0;
+            let t = vramwarden::session::format::get_varint(rec.payload, &mut p).expect("time");
+            out.push((pos, next, t as i64));
         }
-        let bytes = std::fs::read(&path).expect("read");
-        let n = SessionData::parse(bytes.clone()).len();
-        (bytes, n)
-    })
+        pos = next;
+    }
+    assert_eq!(pos, bytes.len(), "a valid log reads to its end");
+    out
+}
+
+/// Everything a reader hands out, exercised: snapshots, the GUI replay and every CSV table.
+fn exercise(s: &SessionData) -> Result<(), TestCaseError> {
+    prop_assert!(s.report.records >= s.report.samples + s.report.events);
+    prop_assert!(s.len() <= s.report.samples);
+    for snap in s.snapshots() {
+        prop_assert!(snap.devices.len() <= 4096);
+    }
+    let m = s.to_monitor();
+    prop_assert!(m.history.len() <= s.len());
+    for t in Table::ALL {
+        export(s, t, &mut std::io::sink(), &mut |_| true)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// The most checksum work a reader may do on `bytes`: the bytes once, plus two strides per
+/// record marker.
+fn linear_bound(bytes: &[u8]) -> u64 {
+    let markers = bytes.windows(2).filter(|w| *w == MAGIC).count() as u64;
+    bytes.len() as u64 + markers * 2 * CRC_STRIDE as u64
+}
+
+/// Pieces of hostile files: raw bytes, markers with any kind and length, real records.
+fn piece() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..64),
+        (
+            0u8..5,
+            prop_oneof![0u64..300, 0u64..(1 << 25), any::<u64>()]
+        )
+            .prop_map(|(k, len)| {
+                let mut v = MAGIC.to_vec();
+                v.push(k);
+                put_varint(&mut v, len);
+                v
+            }),
+        (
+            prop_oneof![Just(KIND_HEADER), Just(KIND_SAMPLE), Just(KIND_EVENT)],
+            proptest::collection::vec(any::<u8>(), 0..300)
+        )
+            .prop_map(|(k, p)| frame(k, &p)),
+        (0usize..1000).prop_map(|i| {
+            // A slice of a real log (often cutting records in half).
+            let b = &log().0;
+            let a = (i * 97) % b.len();
+            b[a..(a + 200).min(b.len())].to_vec()
+        }),
+    ]
+}
+
+/// Writes the demo from `t0` for 120 s and returns the file and its number of samples.
+fn demo_log(t0: i64) -> (Vec<u8>, usize) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("f.vwlog");
+    {
+        use std::sync::{Arc, RwLock};
+        use vramwarden::engine::{Engine, RecordTo};
+        use vramwarden::source::GpuSource;
+        let sim = SimSource::demo(t0);
+        let shared = Arc::new(RwLock::new(vramwarden::monitor::Monitor::new(1000, 10)));
+        let mut e = Engine::new(shared, RecordTo::File(path.clone()), 1000);
+        e.set_source(sim.info());
+        for i in 0..120 {
+            e.tick(sim.at(t0 + i * 1000), t0 + i * 1000);
+        }
+        e.finish().expect("close");
+    }
+    let bytes = std::fs::read(&path).expect("read");
+    let n = SessionData::parse(bytes.clone()).len();
+    (bytes, n)
 }
 
 proptest! {
     #[test]
     fn any_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..4096)) {
+        let bound = linear_bound(&bytes);
         let s = SessionData::parse(bytes);
-        // Whatever it found is consistent.
-        prop_assert!(s.report.records >= s.report.samples + s.report.events);
-        for snap in s.snapshots() {
-            prop_assert!(snap.devices.len() < 5000);
+        // Whatever it found is consistent, and every use of it works.
+        exercise(&s)?;
+        prop_assert!(s.report.checksummed_bytes <= bound);
+    }
+
+    #[test]
+    fn hostile_pieces_never_panic_and_cost_linear_work(
+        pieces in proptest::collection::vec(piece(), 0..40),
+    ) {
+        let bytes = pieces.concat();
+        let bound = linear_bound(&bytes);
+        let s = SessionData::parse(bytes);
+        exercise(&s)?;
+        prop_assert!(
+            s.report.checksummed_bytes <= bound,
+            "hashed {} bytes, bound {}", s.report.checksummed_bytes, bound
+        );
+    }
+
+    #[test]
+    fn mutated_logs_keep_every_untouched_record(
+        muts in proptest::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 1..8),
+        joined in any::<bool>(),
+    ) {
+        // A real log (or two joined end to end), some bytes changed: every sample record with
+        // no changed byte is read back as written; nothing panics.
+        let mut orig = log().0.clone();
+        if joined {
+            orig.extend_from_slice(&later_log().0);
+        }
+        let full = SessionData::parse(orig.clone());
+        let mut bytes = orig.clone();
+        let hit: Vec<usize> = muts.iter().map(|(i, _)| i.index(bytes.len())).collect();
+        for (pos, (_, x)) in hit.iter().zip(&muts) {
+            bytes[*pos] ^= x;
+        }
+        let s = SessionData::parse(bytes);
+        exercise(&s)?;
+        let untouched: Vec<i64> = sample_records(&orig)
+            .into_iter()
+            .filter(|(a, b, _)| !hit.iter().any(|h| (a..b).contains(&h)))
+            .map(|(_, _, t)| t)
+            .collect();
+        for t in &untouched {
+            let i = s.index_at(*t);
+            let got = s.decoded(i).filter(|d| d.unix_ms == *t);
+            prop_assert!(got.is_some(), "sample at {} lost", t);
+            let want = full.decoded(full.index_at(*t));
+            let (got, want) = (got.expect("checked"), want.expect("in the full log"));
+            prop_assert_eq!(&got.devices, &want.devices);
+            let used = |d: &vramwarden::session::format::DecodedSample| {
+                let mut u: Vec<Option<u64>> = d.procs.iter().map(|p| p.1).collect();
+                u.sort();
+                u
+            };
+            prop_assert_eq!(used(&got), used(&want));
+        }
+        prop_assert!(s.len() >= untouched.len());
+    }
+
+    #[test]
+    fn garbage_after_any_point_keeps_every_record_before_it(
+        cut in any::<prop::sample::Index>(),
+        tail in proptest::collection::vec(piece(), 0..8),
+    ) {
+        let (orig, _) = log();
+        let cut = cut.index(orig.len() + 1);
+        let full = SessionData::parse(orig.clone());
+        let mut bytes = orig[..cut].to_vec();
+        bytes.extend_from_slice(&tail.concat());
+        let s = SessionData::parse(bytes);
+        exercise(&s)?;
+        for (_, end, t) in sample_records(orig) {
+            if end > cut {
+                break;
+            }
+            let i = s.index_at(t);
+            let got = s.decoded(i).filter(|d| d.unix_ms == t);
+            prop_assert!(got.is_some(), "sample at {} (ending at {} before the cut {}) lost", t, end, cut);
+            prop_assert_eq!(got.map(|d| d.devices), full.decoded(full.index_at(t)).map(|d| d.devices));
         }
     }
 

@@ -137,11 +137,18 @@ pub fn export(
     let n = session.len();
     match table {
         Table::Devices | Table::Processes => {
-            let names: std::collections::HashMap<u32, (String, String)> = session
-                .header
-                .iter()
-                .flat_map(|h| h.devices.iter())
-                .map(|d| (d.index, (quote(&d.uuid), quote(&d.name))))
+            // Device uuid and name by index, from each segment's own header (joined logs may
+            // come from different machines).
+            let names: Vec<std::collections::HashMap<u32, (String, String)>> = (0..session
+                .segment_count())
+                .map(|seg| {
+                    session
+                        .segment_header(seg)
+                        .iter()
+                        .flat_map(|h| h.devices.iter())
+                        .map(|d| (d.index, (quote(&d.uuid), quote(&d.name))))
+                        .collect()
+                })
                 .collect();
             let defs: std::collections::HashMap<u32, String> = session
                 .defs
@@ -174,11 +181,12 @@ pub fn export(
                 put_u64(&mut prefix, s.unix_ms as u64);
                 prefix.push(b',');
                 if table == Table::Devices {
+                    let names = session.segment_of(i).and_then(|seg| names.get(seg));
                     for d in &s.devices {
                         buf.extend_from_slice(&prefix);
                         put_u64(&mut buf, u64::from(d.index));
                         buf.push(b',');
-                        if let Some((u, nm)) = names.get(&d.index) {
+                        if let Some((u, nm)) = names.and_then(|n| n.get(&d.index)) {
                             buf.extend_from_slice(u.as_bytes());
                             buf.push(b',');
                             buf.extend_from_slice(nm.as_bytes());

@@ -1,4 +1,13 @@
 //! Record framing and the binary sample encoding (see the module docs of [`super`]).
+//!
+//! # Limits a reader enforces
+//! - A record's length field may claim at most [`MAX_PAYLOAD`] (16 MiB) and no more bytes than
+//!   the file still holds; any other candidate is rejected before its checksum is computed.
+//! - Checking a candidate record costs bounded work whatever length it claims (a [`Scanner`]
+//!   derives range checksums from prefix checksums), so resynchronising through a file full of
+//!   record markers is linear in its size.
+//! - A sample names at most 4096 devices, each with an index of at most [`MAX_DEVICE_INDEX`],
+//!   and at most as many processes as its payload has bytes; else it is malformed.
 
 use crate::model::{DeviceSample, UnixMs};
 
@@ -10,8 +19,17 @@ pub const KIND_HEADER: u8 = 1;
 pub const KIND_SAMPLE: u8 = 2;
 /// Event record.
 pub const KIND_EVENT: u8 = 3;
-/// Largest payload a reader accepts (a guard against garbage lengths).
+/// Largest payload a reader accepts (a guard against garbage lengths). A record whose length
+/// field claims more, or more bytes than the buffer still holds, is rejected before any
+/// checksum is computed.
 pub const MAX_PAYLOAD: usize = 16 << 20;
+/// Largest device index a sample may name; a sample naming a larger one is malformed (readers
+/// size tables by device index, so a garbage index must not reach them).
+pub const MAX_DEVICE_INDEX: u32 = 4095;
+/// Distance in bytes between the checksum checkpoints of a [`Scanner`]: checking one candidate
+/// record costs it at most `2 * CRC_STRIDE` bytes of hashing (and a few multiplications),
+/// whatever length the candidate claims.
+pub const CRC_STRIDE: usize = 64;
 
 /// Appends `v` as a LEB128 varint.
 pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
@@ -60,9 +78,24 @@ pub struct RawRecord<'a> {
     pub offset: usize,
 }
 
-/// Tries to read a whole, checksummed record at `pos`; returns it and the position after it.
-pub fn read_record(buf: &[u8], pos: usize) -> Option<(RawRecord<'_>, usize)> {
-    if buf.get(pos..pos + 2)? != MAGIC {
+/// Where the parts of a candidate record lie, checked against everything but its checksum.
+#[derive(Debug, Clone, Copy)]
+struct Bounds {
+    kind: u8,
+    /// First byte the checksum covers (the kind byte).
+    body_start: usize,
+    payload_start: usize,
+    /// One past the payload (where the stored checksum starts).
+    end: usize,
+    /// The stored checksum.
+    crc: u32,
+}
+
+/// Checks the marker, the kind and the length at `pos`: the length may claim at most
+/// [`MAX_PAYLOAD`] bytes and no more than the buffer holds after it (so no checksum is ever
+/// computed over a length the buffer cannot back).
+fn bounds(buf: &[u8], pos: usize) -> Option<Bounds> {
+    if buf.get(pos..pos.checked_add(2)?)? != MAGIC {
         return None;
     }
     let body_start = pos + 2;
@@ -71,24 +104,185 @@ pub fn read_record(buf: &[u8], pos: usize) -> Option<(RawRecord<'_>, usize)> {
         return None;
     }
     let mut p = body_start + 1;
-    let len = get_varint(buf, &mut p)? as usize;
-    if len > MAX_PAYLOAD {
+    let len = get_varint(buf, &mut p)?;
+    if len > MAX_PAYLOAD as u64 {
         return None;
     }
-    let end = p.checked_add(len)?;
-    let crc_bytes = buf.get(end..end + 4)?;
+    let end = p.checked_add(usize::try_from(len).ok()?)?;
+    let crc_bytes = buf.get(end..end.checked_add(4)?)?;
     let crc = u32::from_le_bytes([crc_bytes[0], crc_bytes[1], crc_bytes[2], crc_bytes[3]]);
-    if crc32fast::hash(&buf[body_start..end]) != crc {
+    Some(Bounds {
+        kind,
+        body_start,
+        payload_start: p,
+        end,
+        crc,
+    })
+}
+
+impl Bounds {
+    fn record(self, buf: &[u8], pos: usize) -> Option<(RawRecord<'_>, usize)> {
+        Some((
+            RawRecord {
+                kind: self.kind,
+                payload: buf.get(self.payload_start..self.end)?,
+                offset: pos,
+            },
+            self.end + 4,
+        ))
+    }
+}
+
+/// Tries to read a whole, checksummed record at `pos`; returns it and the position after it.
+///
+/// This hashes the whole candidate record, so trying it at many overlapping positions costs
+/// up to [`MAX_PAYLOAD`] bytes each: to read a whole buffer, use a [`Scanner`].
+pub fn read_record(buf: &[u8], pos: usize) -> Option<(RawRecord<'_>, usize)> {
+    let b = bounds(buf, pos)?;
+    if crc32fast::hash(buf.get(b.body_start..b.end)?) != b.crc {
         return None;
     }
-    Some((
-        RawRecord {
-            kind,
-            payload: &buf[p..end],
-            offset: pos,
-        },
-        end + 4,
-    ))
+    b.record(buf, pos)
+}
+
+/// Reads records anywhere in one buffer with checksum work linear in the buffer's size.
+///
+/// A damaged or hostile file can hold a record marker every few bytes, each claiming a long
+/// length; hashing every such candidate in full would cost the claimed length per marker
+/// (quadratic in the file size). A scanner hashes the buffer once, keeping the CRC-32 of
+/// every prefix that ends on a multiple of [`CRC_STRIDE`], and derives the checksum of any
+/// range from the prefix CRCs at its two ends (CRC-32 is linear: see [`crc_shift`]), so one
+/// candidate costs at most `2 * CRC_STRIDE` bytes of hashing however long it claims to be.
+#[derive(Debug, Clone)]
+pub struct Scanner<'a> {
+    buf: &'a [u8],
+    /// `checkpoints[j]` is the CRC-32 of `buf[..j * CRC_STRIDE]` (of all of `buf` for the last).
+    checkpoints: Vec<u32>,
+    hashed: u64,
+}
+
+impl<'a> Scanner<'a> {
+    /// Hashes `buf` once, keeping the checkpoints.
+    pub fn new(buf: &'a [u8]) -> Self {
+        let mut checkpoints = Vec::with_capacity(buf.len() / CRC_STRIDE + 2);
+        let mut h = crc32fast::Hasher::new();
+        checkpoints.push(h.clone().finalize());
+        for chunk in buf.chunks(CRC_STRIDE) {
+            h.update(chunk);
+            checkpoints.push(h.clone().finalize());
+        }
+        Self {
+            buf,
+            checkpoints,
+            hashed: buf.len() as u64,
+        }
+    }
+
+    /// Bytes fed to the checksum so far: the buffer once, plus at most `2 * CRC_STRIDE` per
+    /// candidate record checked.
+    pub fn hashed_bytes(&self) -> u64 {
+        self.hashed
+    }
+
+    /// Tries to read a whole, checksummed record at `pos`, like [`read_record`] (same result
+    /// for every input), at a bounded cost.
+    pub fn read_at(&mut self, pos: usize) -> Option<(RawRecord<'a>, usize)> {
+        let b = bounds(self.buf, pos)?;
+        if self.range_crc(b.body_start, b.end)? != b.crc {
+            return None;
+        }
+        b.record(self.buf, pos)
+    }
+
+    /// The first record marker at or after `from`, if any.
+    pub fn next_marker(&self, from: usize) -> Option<usize> {
+        let rest = self.buf.get(from..)?;
+        rest.windows(2).position(|w| w == MAGIC).map(|i| from + i)
+    }
+
+    /// CRC-32 of `buf[start..end]`.
+    fn range_crc(&mut self, start: usize, end: usize) -> Option<u32> {
+        let bytes = self.buf.get(start..end)?;
+        if bytes.len() <= 2 * CRC_STRIDE {
+            self.hashed += bytes.len() as u64;
+            return Some(crc32fast::hash(bytes));
+        }
+        // crc(A‖B) = shift(crc(A), |B|) ^ crc(B), so crc(B) = crc(A‖B) ^ shift(crc(A), |B|).
+        let before = self.prefix_crc(start)?;
+        let through = self.prefix_crc(end)?;
+        Some(through ^ crc_shift(before, (end - start) as u64))
+    }
+
+    /// CRC-32 of `buf[..p]`: the checkpoint at or before `p`, then under `CRC_STRIDE` bytes.
+    fn prefix_crc(&mut self, p: usize) -> Option<u32> {
+        let j = p / CRC_STRIDE;
+        let from = j * CRC_STRIDE;
+        let mut h = crc32fast::Hasher::new_with_initial(*self.checkpoints.get(j)?);
+        let tail = self.buf.get(from..p)?;
+        h.update(tail);
+        self.hashed += tail.len() as u64;
+        Some(h.finalize())
+    }
+}
+
+/// The CRC-32 (IEEE) polynomial, bit-reflected.
+const CRC_POLY: u32 = 0xEDB8_8320;
+/// The polynomial 1 in the bit-reflected representation (x^k is `1 << (31 - k)`).
+const POLY_ONE: u32 = 1 << 31;
+
+/// `a · b mod P` over GF(2), bit-reflected (as zlib's `multmodp`).
+fn mul_mod_p(a: u32, mut b: u32) -> u32 {
+    if a == 0 {
+        return 0;
+    }
+    let mut m = POLY_ONE;
+    let mut p = 0;
+    loop {
+        if a & m != 0 {
+            p ^= b;
+            if a & (m - 1) == 0 {
+                return p;
+            }
+        }
+        m >>= 1;
+        b = if b & 1 != 0 {
+            (b >> 1) ^ CRC_POLY
+        } else {
+            b >> 1
+        };
+    }
+}
+
+/// `POWERS[k][v]` is x^(8 · v · 256^k) mod P: one product per byte of a length.
+fn powers() -> &'static [[u32; 256]; 4] {
+    static POWERS: std::sync::OnceLock<[[u32; 256]; 4]> = std::sync::OnceLock::new();
+    POWERS.get_or_init(|| {
+        let mut t = [[0u32; 256]; 4];
+        // x^8: one byte of zeros.
+        let mut base = POLY_ONE >> 8;
+        for row in &mut t {
+            row[0] = POLY_ONE;
+            for v in 1..256 {
+                row[v] = mul_mod_p(row[v - 1], base);
+            }
+            base = mul_mod_p(row[255], base);
+        }
+        t
+    })
+}
+
+/// The CRC-32 of `A` followed by `len` bytes, without the bytes' own contribution: with it,
+/// `crc(A‖B) = crc_shift(crc(A), |B|) ^ crc(B)` (zlib's `crc32_combine`). `len` below 2^32.
+pub fn crc_shift(crc: u32, len: u64) -> u32 {
+    let t = powers();
+    let mut x = POLY_ONE;
+    for (k, row) in t.iter().enumerate() {
+        let v = ((len >> (8 * k)) & 0xFF) as usize;
+        if v != 0 {
+            x = mul_mod_p(row[v], x);
+        }
+    }
+    mul_mod_p(x, crc)
 }
 
 /// One process entry of a sample: session-local id and memory in bytes.
@@ -180,58 +374,83 @@ pub struct DecodedSample {
 
 /// Decodes a sample payload; `None` if it is malformed.
 pub fn decode_sample(buf: &[u8]) -> Option<DecodedSample> {
-    let mut pos = 0;
-    let unix_ms = i64::try_from(get_varint(buf, &mut pos)?).ok()?;
-    let n_dev = get_varint(buf, &mut pos)? as usize;
-    if n_dev > 4096 {
-        return None;
-    }
-    let mut devices = Vec::with_capacity(n_dev);
-    for _ in 0..n_dev {
-        let index = u32::try_from(get_varint(buf, &mut pos)?).ok()?;
-        let present = *buf.get(pos)?;
-        pos += 1;
-        let mut kib = [None; 4];
-        for (i, slot) in kib.iter_mut().enumerate() {
-            if present & (1 << i) != 0 {
-                *slot = Some(get_varint(buf, &mut pos)?.checked_mul(1024)?);
-            }
-        }
-        let mut d = DeviceSample {
-            index,
-            memory_total_bytes: kib[0],
-            memory_used_bytes: kib[1],
-            memory_reserved_bytes: kib[2],
-            memory_free_bytes: kib[3],
-            ..DeviceSample::default()
-        };
-        if present & (1 << 4) != 0 {
-            d.utilization_gpu_pct = Some(u32::from(*buf.get(pos)?));
-            pos += 1;
-        }
-        if present & (1 << 5) != 0 {
-            d.temperature_c = Some(u32::from(*buf.get(pos)?));
-            pos += 1;
-        }
-        if present & (1 << 6) != 0 {
-            d.power_w = Some(get_varint(buf, &mut pos)? as f64 / 1000.0);
-        }
-        devices.push(d);
-    }
-    let n_proc = get_varint(buf, &mut pos)? as usize;
-    if n_proc > buf.len() {
-        return None;
-    }
-    let mut procs = Vec::with_capacity(n_proc);
-    for _ in 0..n_proc {
-        let id = u32::try_from(get_varint(buf, &mut pos)?).ok()?;
-        procs.push((id, get_proc_used(buf, &mut pos)?));
-    }
-    (pos == buf.len()).then_some(DecodedSample {
+    let mut devices = Vec::new();
+    let mut procs = Vec::new();
+    let unix_ms = walk_sample(buf, |d| devices.push(d), |p| procs.push(p))?;
+    Some(DecodedSample {
         unix_ms,
         devices,
         procs,
     })
+}
+
+/// Checks a sample payload without keeping it: its time if it decodes (exactly when
+/// [`decode_sample`] would), calling `on_proc` with every session-local process id.
+pub fn check_sample(buf: &[u8], mut on_proc: impl FnMut(u32)) -> Option<UnixMs> {
+    walk_sample(buf, |_| {}, |(id, _)| on_proc(id))
+}
+
+/// Decodes a sample payload, handing each device and process to the callbacks; the time if the
+/// whole payload is well formed.
+fn walk_sample(
+    buf: &[u8],
+    mut on_device: impl FnMut(DeviceSample),
+    mut on_proc: impl FnMut(ProcEntry),
+) -> Option<UnixMs> {
+    let mut pos = 0;
+    let unix_ms = i64::try_from(get_varint(buf, &mut pos)?).ok()?;
+    let n_dev = get_varint(buf, &mut pos)?;
+    if n_dev > u64::from(MAX_DEVICE_INDEX) + 1 {
+        return None;
+    }
+    for _ in 0..n_dev {
+        on_device(get_device(buf, &mut pos)?);
+    }
+    let n_proc = get_varint(buf, &mut pos)?;
+    if n_proc > buf.len() as u64 {
+        return None;
+    }
+    for _ in 0..n_proc {
+        let id = u32::try_from(get_varint(buf, &mut pos)?).ok()?;
+        on_proc((id, get_proc_used(buf, &mut pos)?));
+    }
+    (pos == buf.len()).then_some(unix_ms)
+}
+
+/// One device reading of a sample.
+fn get_device(buf: &[u8], pos: &mut usize) -> Option<DeviceSample> {
+    let index = u32::try_from(get_varint(buf, pos)?).ok()?;
+    if index > MAX_DEVICE_INDEX {
+        return None;
+    }
+    let present = *buf.get(*pos)?;
+    *pos += 1;
+    let mut kib = [None; 4];
+    for (i, slot) in kib.iter_mut().enumerate() {
+        if present & (1 << i) != 0 {
+            *slot = Some(get_varint(buf, pos)?.checked_mul(1024)?);
+        }
+    }
+    let mut d = DeviceSample {
+        index,
+        memory_total_bytes: kib[0],
+        memory_used_bytes: kib[1],
+        memory_reserved_bytes: kib[2],
+        memory_free_bytes: kib[3],
+        ..DeviceSample::default()
+    };
+    if present & (1 << 4) != 0 {
+        d.utilization_gpu_pct = Some(u32::from(*buf.get(*pos)?));
+        *pos += 1;
+    }
+    if present & (1 << 5) != 0 {
+        d.temperature_c = Some(u32::from(*buf.get(*pos)?));
+        *pos += 1;
+    }
+    if present & (1 << 6) != 0 {
+        d.power_w = Some(get_varint(buf, pos)? as f64 / 1000.0);
+    }
+    Some(d)
 }
 
 #[cfg(test)]
@@ -290,5 +509,122 @@ mod tests {
                 assert!(read_record(&bad, 0).is_none(), "byte {i} bit {bit}");
             }
         }
+    }
+
+    /// Pseudo-random bytes (a fixed LCG: the test is deterministic).
+    fn noise(n: usize, seed: u64) -> Vec<u8> {
+        let mut x = seed;
+        (0..n)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (x >> 56) as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn crc_shift_combines_like_zlib() {
+        let data = noise(70_000, 7);
+        for (a, b) in [
+            (0, 0),
+            (0, 1),
+            (3, 0),
+            (5, 64),
+            (100, 129),
+            (1000, 69_000),
+            (1, 65_536),
+        ] {
+            let (x, y) = data.split_at(a);
+            let y = &y[..b];
+            let whole = crc32fast::hash(&data[..a + b]);
+            assert_eq!(
+                whole,
+                crc_shift(crc32fast::hash(x), b as u64) ^ crc32fast::hash(y),
+                "a={a} b={b}"
+            );
+        }
+    }
+
+    #[test]
+    fn scanner_agrees_with_read_record_everywhere() {
+        // Records of every size class (direct hash and prefix-derived) amid garbage.
+        let mut buf = noise(37, 1);
+        for (i, len) in [0usize, 1, 60, 128, 129, 200, 5000, 70_000]
+            .into_iter()
+            .enumerate()
+        {
+            buf.extend_from_slice(&frame(KIND_EVENT, &noise(len, i as u64)));
+            buf.extend_from_slice(&noise(i * 3, 99));
+            buf.extend_from_slice(&frame(KIND_SAMPLE, &noise(len / 2, i as u64 + 50)));
+        }
+        let mut sc = Scanner::new(&buf);
+        let mut found = 0;
+        for pos in 0..buf.len() {
+            let want = read_record(&buf, pos);
+            assert_eq!(sc.read_at(pos), want, "at {pos}");
+            found += usize::from(want.is_some());
+        }
+        assert_eq!(found, 16);
+        // Flipped bits are caught the same way.
+        let rec = frame(KIND_HEADER, &noise(300, 5));
+        for i in 0..rec.len() {
+            let mut bad = rec.clone();
+            bad[i] ^= 0x10;
+            assert!(Scanner::new(&bad).read_at(0).is_none(), "byte {i}");
+        }
+    }
+
+    #[test]
+    fn lengths_past_the_end_or_the_limit_are_rejected_before_hashing() {
+        // Claims 16 MiB (the limit) with 1 KiB behind it; then 16 MiB + 1 with enough behind.
+        let mut short = vec![0xA5, 0x57, KIND_SAMPLE, 0x80, 0x80, 0x80, 0x08];
+        short.extend_from_slice(&[0u8; 1024]);
+        let mut sc = Scanner::new(&short);
+        let base = sc.hashed_bytes();
+        assert_eq!(base, short.len() as u64, "the one pass over the buffer");
+        assert!(sc.read_at(0).is_none());
+        assert_eq!(
+            sc.hashed_bytes(),
+            base,
+            "no checksum of a length the buffer cannot back"
+        );
+        let mut over = vec![0xA5, 0x57, KIND_SAMPLE];
+        put_varint(&mut over, MAX_PAYLOAD as u64 + 1);
+        over.resize(over.len() + MAX_PAYLOAD + 5, 0);
+        let mut sc = Scanner::new(&over);
+        let base = sc.hashed_bytes();
+        assert!(sc.read_at(0).is_none());
+        assert_eq!(
+            sc.hashed_bytes(),
+            base,
+            "no checksum of a length over the limit"
+        );
+    }
+
+    #[test]
+    fn a_long_candidate_costs_at_most_two_strides() {
+        // A record marker claiming 1 MiB, backed by 1 MiB of garbage: the check fails and
+        // hashes at most 2 × CRC_STRIDE bytes beyond the one pass.
+        let mut buf = vec![0xA5, 0x57, KIND_EVENT];
+        put_varint(&mut buf, 1 << 20);
+        buf.extend_from_slice(&noise((1 << 20) + 4, 3));
+        let mut sc = Scanner::new(&buf);
+        let base = sc.hashed_bytes();
+        assert!(sc.read_at(0).is_none());
+        assert!(sc.hashed_bytes() - base <= 2 * CRC_STRIDE as u64);
+    }
+
+    #[test]
+    fn device_index_over_the_limit_is_malformed() {
+        let d = DeviceSample {
+            index: MAX_DEVICE_INDEX + 1,
+            ..DeviceSample::default()
+        };
+        let mut buf = Vec::new();
+        encode_sample(&mut buf, 5, &[d], &[]);
+        assert!(decode_sample(&buf).is_none());
+        assert!(check_sample(&buf, |_| {}).is_none());
     }
 }

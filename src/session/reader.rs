@@ -1,24 +1,41 @@
 //! Reads a session log back. It never panics on any input: it keeps every complete,
 //! checksummed record, skips damaged bytes (resynchronising on the next record marker) and
 //! reports how much it skipped.
+//!
+//! Hostile input costs bounded work: checking a candidate record costs a bounded amount
+//! whatever length it claims (see [`Scanner`]), so reading is linear in the file size;
+//! [`SessionData::open`] reads only regular files of at most [`MAX_FILE_BYTES`] and never
+//! blocks on a FIFO.
+//!
+//! Logs joined end to end (`cat a.vwlog b.vwlog`) read as consecutive *segments*: each header
+//! that follows a record starts one, with its own session-local process ids (the reader gives
+//! the processes of later segments ids of their own, so no segment's samples take another's
+//! names). Samples with a time already seen, and headers of a format version this build does
+//! not know, are read as well as they can be and reported.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::format::{
-    decode_sample, read_record, DecodedSample, KIND_EVENT, KIND_HEADER, KIND_SAMPLE, MAGIC,
+    check_sample, decode_sample, DecodedSample, RawRecord, Scanner, KIND_EVENT, KIND_HEADER,
+    KIND_SAMPLE, MAX_DEVICE_INDEX,
 };
-use super::{Event, Header, ProcDef};
+use super::{Event, Header, ProcDef, FORMAT_VERSION};
 use crate::model::{ProcInfo, ProcessSample, Snapshot, SourceInfo, UnixMs};
 use crate::monitor::Monitor;
+
+/// Largest file [`SessionData::open`] reads (it holds the whole file in memory). A day at
+/// 1 Hz with 8 GPUs and 200 processes takes about 100 MiB.
+pub const MAX_FILE_BYTES: u64 = 4 << 30;
 
 /// What reading a file found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReadReport {
     /// Whole records read.
     pub records: usize,
-    /// Sample records among them.
+    /// Sample records among them that decoded (before duplicates are dropped).
     pub samples: usize,
     /// Event records among them.
     pub events: usize,
@@ -30,32 +47,66 @@ pub struct ReadReport {
     pub bad_records: usize,
     /// The file ends in a cut-off record (a crash or a copy still being written).
     pub truncated_tail: bool,
+    /// Sessions in the file: 1 for a log as written (0 when no record was found); more when
+    /// logs were joined end to end. Each header that follows a record starts a new one, whose
+    /// processes keep their own definitions.
+    pub segments: usize,
+    /// Samples dropped because an earlier one (in time order, then file order) had the same
+    /// time.
+    pub duplicate_samples: usize,
+    /// The format version of a header that this build does not know (not [`FORMAT_VERSION`]);
+    /// the highest one when several. Such a file is read as if it were the known version.
+    pub unknown_version: Option<u32>,
+    /// Bytes fed to the checksum while reading: the file once, plus at most
+    /// 2 × [`super::format::CRC_STRIDE`] per record marker tried, whatever lengths they claim.
+    pub checksummed_bytes: u64,
 }
 
 impl ReadReport {
-    /// True when nothing was lost.
+    /// True when nothing was lost and nothing needs the reader's attention (no damage, one
+    /// segment, no duplicate times, a known format version).
     pub fn is_clean(&self) -> bool {
-        self.skipped_bytes == 0 && self.bad_records == 0
+        self.skipped_bytes == 0
+            && self.bad_records == 0
+            && self.segments <= 1
+            && self.duplicate_samples == 0
+            && self.unknown_version.is_none()
     }
 
     /// A sentence for the UI and the CLI.
     pub fn summary(&self) -> String {
         let mut s = format!("{} samples, {} events", self.samples, self.events);
-        if !self.is_clean() {
+        if self.segments > 1 {
             s += &format!(
-                "; skipped {} damaged byte(s) in {} place(s){}{}",
+                "; {} logs joined end to end (each keeps its own processes)",
+                self.segments
+            );
+        }
+        if self.skipped_bytes > 0 {
+            s += &format!(
+                "; skipped {} damaged byte(s) in {} place(s){}",
                 self.skipped_bytes,
                 self.skipped_regions,
-                if self.bad_records > 0 {
-                    format!(", {} undecodable record(s)", self.bad_records)
-                } else {
-                    String::new()
-                },
                 if self.truncated_tail {
                     " (the last record was cut off)"
                 } else {
                     ""
                 }
+            );
+        }
+        if self.bad_records > 0 {
+            s += &format!("; {} undecodable record(s)", self.bad_records);
+        }
+        if self.duplicate_samples > 0 {
+            s += &format!(
+                "; dropped {} duplicate sample(s) (a time already seen)",
+                self.duplicate_samples
+            );
+        }
+        if let Some(v) = self.unknown_version {
+            s += &format!(
+                "; written in unknown format version {v} (this build reads version \
+                 {FORMAT_VERSION}): parts may be missing or misread"
             );
         }
         s
@@ -76,6 +127,82 @@ pub enum ReadError {
     /// No record of a session was found.
     #[error("{0}: not a vramwarden session log (no valid record found)")]
     NotASession(PathBuf),
+    /// The path names a FIFO, a device, a folder or a socket, not a regular file.
+    #[error("{path}: is {kind}, not a regular file (a session log is a regular file)")]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is, in words ("a FIFO (named pipe)", "a character device", …).
+        kind: &'static str,
+    },
+    /// The file is larger than [`MAX_FILE_BYTES`].
+    #[error("{path}: {size} bytes is larger than the {limit} bytes a session log may have")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+        /// [`MAX_FILE_BYTES`].
+        limit: u64,
+    },
+}
+
+/// The one field of a header every version has.
+#[derive(serde::Deserialize)]
+struct VersionOnly {
+    format_version: u32,
+}
+
+/// One sample record in the index.
+#[derive(Debug, Clone, Copy)]
+struct SampleRef {
+    time: UnixMs,
+    /// Payload range in the file.
+    start: usize,
+    end: usize,
+    /// Segment it belongs to.
+    segment: usize,
+}
+
+/// One log of the file (see the module docs).
+#[derive(Debug, Clone, Default)]
+struct Segment {
+    header: Option<Header>,
+    /// Session-local id → the id the reader uses; empty (identity) for the first segment.
+    ids: HashMap<u32, u32>,
+}
+
+/// The reader's process ids: the first segment keeps the file's ids; later segments get ids
+/// no earlier segment uses.
+#[derive(Debug, Default)]
+struct IdSpace {
+    used: HashSet<u32>,
+    next: u32,
+}
+
+impl IdSpace {
+    /// An id not used yet. A file holds fewer ids than bytes (far fewer than 2^32), so one
+    /// is always found; `u32::MAX` is the never-reached fallback.
+    fn fresh(&mut self) -> u32 {
+        while self.used.len() < u32::MAX as usize {
+            let id = self.next;
+            self.next = self.next.wrapping_add(1);
+            if self.used.insert(id) {
+                return id;
+            }
+        }
+        u32::MAX
+    }
+
+    /// The reader's id for `local` in `seg`.
+    fn map(&mut self, seg: &mut Segment, local: u32) -> u32 {
+        if let Some(id) = seg.ids.get(&local) {
+            return *id;
+        }
+        let id = self.fresh();
+        seg.ids.insert(local, id);
+        id
+    }
 }
 
 /// A session read into memory: the header, an index of sample records (decoded on demand),
@@ -84,30 +211,100 @@ pub enum ReadError {
 pub struct SessionData {
     /// Where it was read from.
     pub path: Option<PathBuf>,
-    /// The header, if its record survived.
+    /// The header of the first segment that kept one, if any survived.
     pub header: Option<Header>,
     bytes: Vec<u8>,
-    /// (time, payload range) of each sample record, in file order.
-    samples: Vec<(UnixMs, usize, usize)>,
-    /// Every event except resynchronisation tables, in file order.
+    /// Every decodable sample record, in time order.
+    samples: Vec<SampleRef>,
+    segments: Vec<Segment>,
+    /// Every event except resynchronisation tables, in file order (process ids of later
+    /// segments rewritten to the reader's ids, as in [`Self::defs`]).
     pub events: Vec<Event>,
-    /// Process definitions by session-local id.
+    /// Process definitions by the reader's process id: the file's session-local id in the
+    /// first segment, a fresh id for processes of later segments.
     pub defs: HashMap<u32, ProcDef>,
     infos: HashMap<u32, Arc<ProcInfo>>,
     /// What the reader found.
     pub report: ReadReport,
 }
 
+/// Reads `path` if it is a regular file of at most [`MAX_FILE_BYTES`], without blocking on
+/// (or reading from) anything else.
+fn read_regular_file(path: &Path) -> Result<Vec<u8>, ReadError> {
+    let io = |source| ReadError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let refuse = |md: &std::fs::Metadata| -> Result<u64, ReadError> {
+        if !md.is_file() {
+            return Err(ReadError::NotAFile {
+                path: path.to_path_buf(),
+                kind: file_kind(&md.file_type()),
+            });
+        }
+        if md.len() > MAX_FILE_BYTES {
+            return Err(ReadError::TooLarge {
+                path: path.to_path_buf(),
+                size: md.len(),
+                limit: MAX_FILE_BYTES,
+            });
+        }
+        Ok(md.len())
+    };
+    // Look before opening (opening some devices has effects), then check what was opened
+    // (the path may have changed in between); non-blocking, so a FIFO cannot hang the open.
+    refuse(&std::fs::metadata(path).map_err(io)?)?;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = opts.open(path).map_err(io)?;
+    let size = refuse(&file.metadata().map_err(io)?)?;
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(usize::try_from(size).unwrap_or(usize::MAX))
+        .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::OutOfMemory, e)))?;
+    // At most the size seen: a file that grows while it is read is read as it was.
+    file.take(size).read_to_end(&mut bytes).map_err(io)?;
+    Ok(bytes)
+}
+
+/// What a file that is not a regular file is, in words.
+fn file_kind(t: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return "a FIFO (named pipe)";
+        }
+        if t.is_char_device() {
+            return "a character device";
+        }
+        if t.is_block_device() {
+            return "a block device";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    if t.is_dir() {
+        "a folder"
+    } else {
+        "not a plain file"
+    }
+}
+
 impl SessionData {
     /// Reads and indexes `path`.
     ///
     /// # Errors
-    /// When the file cannot be read or holds no valid record.
+    /// When the path is not a regular file ([`ReadError::NotAFile`]: a FIFO, a device, a
+    /// folder), is larger than [`MAX_FILE_BYTES`], cannot be read, or holds no valid record.
     pub fn open(path: &Path) -> Result<Self, ReadError> {
-        let bytes = std::fs::read(path).map_err(|source| ReadError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let bytes = read_regular_file(path)?;
         let mut s = Self::parse(bytes);
         if s.report.records == 0 {
             return Err(ReadError::NotASession(path.to_path_buf()));
@@ -116,75 +313,180 @@ impl SessionData {
         Ok(s)
     }
 
-    /// Indexes a session held in memory. Never panics.
+    /// Indexes a session held in memory. Never panics; work is linear in `bytes.len()`.
     pub fn parse(bytes: Vec<u8>) -> Self {
         let mut s = Self {
             path: None,
             header: None,
             bytes: Vec::new(),
             samples: Vec::new(),
+            segments: Vec::new(),
             events: Vec::new(),
             defs: HashMap::new(),
             infos: HashMap::new(),
             report: ReadReport::default(),
         };
+        let mut ids = IdSpace::default();
+        let mut scanner = Scanner::new(&bytes);
         let mut pos = 0;
         let mut in_gap = false;
         while pos < bytes.len() {
-            match read_record(&bytes, pos) {
-                Some((rec, next)) => {
-                    in_gap = false;
-                    s.report.records += 1;
-                    let start = rec.payload.as_ptr() as usize - bytes.as_ptr() as usize;
-                    let ok = match rec.kind {
-                        KIND_HEADER => serde_json::from_slice::<Header>(rec.payload)
-                            .map(|h| s.header = Some(h))
-                            .is_ok(),
-                        KIND_SAMPLE => match sample_time(rec.payload) {
-                            Some(t) => {
-                                s.samples.push((t, start, start + rec.payload.len()));
-                                s.report.samples += 1;
-                                true
-                            }
-                            None => false,
-                        },
-                        KIND_EVENT => match serde_json::from_slice::<Event>(rec.payload) {
-                            Ok(e) => {
-                                s.add_event(e);
-                                true
-                            }
-                            Err(_) => false,
-                        },
-                        _ => false,
-                    };
-                    if !ok {
-                        s.report.bad_records += 1;
-                    }
-                    pos = next;
+            if let Some((rec, next)) = scanner.read_at(pos) {
+                in_gap = false;
+                if !s.take_record(&bytes, &rec, &mut ids) {
+                    s.report.bad_records += 1;
                 }
-                None => {
-                    if !in_gap {
-                        s.report.skipped_regions += 1;
-                        in_gap = true;
-                    }
-                    // Resynchronise on the next marker.
-                    let next = bytes[pos + 1..]
-                        .windows(2)
-                        .position(|w| w == MAGIC)
-                        .map_or(bytes.len(), |i| pos + 1 + i);
-                    s.report.skipped_bytes += next - pos;
-                    if next == bytes.len() {
-                        s.report.truncated_tail = true;
-                    }
-                    pos = next;
-                }
+                pos = next;
+                continue;
             }
+            if !in_gap {
+                s.report.skipped_regions += 1;
+                in_gap = true;
+            }
+            // Resynchronise on the next marker.
+            let next = scanner
+                .next_marker(pos + 1)
+                .unwrap_or(bytes.len())
+                .min(bytes.len());
+            s.report.skipped_bytes += next - pos;
+            if next == bytes.len() {
+                s.report.truncated_tail = true;
+            }
+            pos = next;
         }
-        // Samples are written in time order; a damaged stretch must not reorder them.
-        s.samples.sort_by_key(|(t, _, _)| *t);
-        s.samples.dedup_by_key(|(t, _, _)| *t);
+        s.report.checksummed_bytes = scanner.hashed_bytes();
+        s.report.segments = s.segments.len();
+        // Samples are written in time order; a damaged stretch (or joined logs) must not
+        // reorder them. The sort is stable: of samples with the same time, the first kept is
+        // the first in the file.
+        s.samples.sort_by_key(|r| r.time);
+        let before = s.samples.len();
+        s.samples.dedup_by_key(|r| r.time);
+        s.report.duplicate_samples = before - s.samples.len();
         s.bytes = bytes;
         s
+    }
+
+    /// Takes one checksummed record; false if its content does not decode.
+    fn take_record(&mut self, bytes: &[u8], rec: &RawRecord<'_>, ids: &mut IdSpace) -> bool {
+        self.report.records += 1;
+        let first_record = self.report.records == 1;
+        if first_record {
+            self.segments.push(Segment::default());
+        }
+        match rec.kind {
+            KIND_HEADER => match serde_json::from_slice::<Header>(rec.payload) {
+                Ok(h) => {
+                    self.take_header(bytes, h, first_record, ids);
+                    true
+                }
+                Err(_) => {
+                    // A header this build cannot read may still say which version wrote it.
+                    if let Ok(v) = serde_json::from_slice::<VersionOnly>(rec.payload) {
+                        self.note_version(v.format_version);
+                    }
+                    false
+                }
+            },
+            KIND_SAMPLE => self.take_sample(bytes, rec, ids),
+            KIND_EVENT => match serde_json::from_slice::<Event>(rec.payload) {
+                Ok(e) => {
+                    let e = self.with_reader_ids(e, ids);
+                    self.add_event(e);
+                    true
+                }
+                Err(_) => false,
+            },
+            _ => false,
+        }
+    }
+
+    fn take_header(&mut self, bytes: &[u8], h: Header, first_record: bool, ids: &mut IdSpace) {
+        self.note_version(h.format_version);
+        if !first_record {
+            if self.segments.len() == 1 {
+                self.reserve_first_segment_ids(bytes, ids);
+            }
+            self.segments.push(Segment::default());
+        }
+        if self.header.is_none() {
+            self.header = Some(h.clone());
+        }
+        if let Some(seg) = self.segments.last_mut() {
+            seg.header = Some(h);
+        }
+    }
+
+    fn note_version(&mut self, v: u32) {
+        if v != FORMAT_VERSION {
+            self.report.unknown_version = self.report.unknown_version.max(Some(v));
+        }
+    }
+
+    /// Marks every id the first segment uses (definitions, exits, samples) as taken, so the
+    /// ids given to later segments' processes differ from them.
+    fn reserve_first_segment_ids(&mut self, bytes: &[u8], ids: &mut IdSpace) {
+        ids.used.extend(self.defs.keys().copied());
+        for e in &self.events {
+            if let Event::ProcessExit { id, .. } = e {
+                ids.used.insert(*id);
+            }
+        }
+        for r in &self.samples {
+            if let Some(payload) = bytes.get(r.start..r.end) {
+                check_sample(payload, |id| {
+                    ids.used.insert(id);
+                });
+            }
+        }
+    }
+
+    fn take_sample(&mut self, bytes: &[u8], rec: &RawRecord<'_>, ids: &mut IdSpace) -> bool {
+        let segment = self.segments.len().saturating_sub(1);
+        let time = if segment == 0 {
+            check_sample(rec.payload, |_| {})
+        } else {
+            let mut local = Vec::new();
+            let t = check_sample(rec.payload, |id| local.push(id));
+            if let (Some(_), Some(seg)) = (t, self.segments.last_mut()) {
+                for id in local {
+                    ids.map(seg, id);
+                }
+            }
+            t
+        };
+        let Some(time) = time else { return false };
+        // The payload is a slice of `bytes`: its offset is the distance between the pointers.
+        let start = (rec.payload.as_ptr() as usize).wrapping_sub(bytes.as_ptr() as usize);
+        self.samples.push(SampleRef {
+            time,
+            start,
+            end: start + rec.payload.len(),
+            segment,
+        });
+        self.report.samples += 1;
+        true
+    }
+
+    /// Rewrites the session-local ids of an event of a later segment to the reader's ids.
+    fn with_reader_ids(&mut self, mut e: Event, ids: &mut IdSpace) -> Event {
+        if self.segments.len() < 2 {
+            return e;
+        }
+        let Some(seg) = self.segments.last_mut() else {
+            return e;
+        };
+        match &mut e {
+            Event::ProcessStart { def, .. } => def.id = ids.map(seg, def.id),
+            Event::ProcessExit { id, .. } => *id = ids.map(seg, *id),
+            Event::ProcessTable { procs, .. } => {
+                for d in procs {
+                    d.id = ids.map(seg, d.id);
+                }
+            }
+            _ => {}
+        }
+        e
     }
 
     fn add_event(&mut self, e: Event) {
@@ -233,32 +535,55 @@ impl SessionData {
 
     /// Time of the first and last sample.
     pub fn span(&self) -> Option<(UnixMs, UnixMs)> {
-        Some((self.samples.first()?.0, self.samples.last()?.0))
+        Some((self.samples.first()?.time, self.samples.last()?.time))
     }
 
     /// Index of the last sample at or before `ms` (the first one if `ms` is earlier).
     pub fn index_at(&self, ms: UnixMs) -> usize {
         self.samples
-            .partition_point(|(t, _, _)| *t <= ms)
+            .partition_point(|r| r.time <= ms)
             .saturating_sub(1)
     }
 
-    /// The raw decoded sample `i`.
-    pub fn decoded(&self, i: usize) -> Option<DecodedSample> {
-        let (_, a, b) = *self.samples.get(i)?;
-        decode_sample(self.bytes.get(a..b)?)
+    /// Number of segments (logs joined end to end; 1 for a log as written).
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
     }
 
-    /// Sample `i` as a [`Snapshot`], with device names from the header and process facts from
-    /// their definitions.
+    /// The segment sample `i` belongs to.
+    pub fn segment_of(&self, i: usize) -> Option<usize> {
+        Some(self.samples.get(i)?.segment)
+    }
+
+    /// The header of segment `seg`, if its record survived.
+    pub fn segment_header(&self, seg: usize) -> Option<&Header> {
+        self.segments.get(seg)?.header.as_ref()
+    }
+
+    /// The raw decoded sample `i`, its process ids the reader's (the keys of [`Self::defs`]).
+    pub fn decoded(&self, i: usize) -> Option<DecodedSample> {
+        let r = *self.samples.get(i)?;
+        let mut d = decode_sample(self.bytes.get(r.start..r.end)?)?;
+        if r.segment > 0 {
+            let seg = self.segments.get(r.segment)?;
+            for (id, _) in &mut d.procs {
+                // Every id of a later segment's samples was mapped when the file was read.
+                *id = seg.ids.get(id).copied().unwrap_or(u32::MAX);
+            }
+        }
+        Some(d)
+    }
+
+    /// Sample `i` as a [`Snapshot`], with device names from its segment's header and process
+    /// facts from their definitions.
     pub fn snapshot(&self, i: usize) -> Option<Snapshot> {
         let d = self.decoded(i)?;
-        Some(self.to_snapshot(d))
+        Some(self.to_snapshot(d, self.samples.get(i)?.segment))
     }
 
-    fn to_snapshot(&self, d: DecodedSample) -> Snapshot {
+    fn to_snapshot(&self, d: DecodedSample, segment: usize) -> Snapshot {
         let mut devices = d.devices;
-        if let Some(h) = &self.header {
+        if let Some(h) = self.segment_header(segment) {
             for dev in &mut devices {
                 if let Some(hd) = h.devices.iter().find(|x| x.index == dev.index) {
                     dev.uuid.clone_from(&hd.uuid);
@@ -293,7 +618,7 @@ impl SessionData {
 
     /// (time, offset one past the end of its record) of every sample, in time order.
     pub fn sample_record_ends(&self) -> Vec<(UnixMs, usize)> {
-        self.samples.iter().map(|(t, _, b)| (*t, b + 4)).collect()
+        self.samples.iter().map(|r| (r.time, r.end + 4)).collect()
     }
 
     /// Every sample in order, decoded (skipping any that fail to decode).
@@ -347,31 +672,31 @@ impl SessionData {
         let mut times: VecDeque<UnixMs> = VecDeque::with_capacity(self.samples.len());
         let mut devices: Vec<Series> = Vec::new();
         let mut ghosts: Vec<Series> = Vec::new();
-        let mut by_id: Vec<Stats> = Vec::new();
+        let mut by_id: IdTable<Stats> = IdTable::default();
         let mut owned: Vec<u64> = Vec::new();
         let mut last_decoded = None;
-        for i in 0..self.samples.len() {
+        for (i, r) in self.samples.iter().enumerate() {
             let Some(d) = self.decoded(i) else { continue };
             let tick = times.len() as u64;
             times.push_back(d.unix_ms);
             owned.iter_mut().for_each(|o| *o = 0);
             for (id, used) in &d.procs {
-                let idx = *id as usize;
-                if by_id.len() <= idx {
-                    by_id.resize_with(idx + 1, Stats::default);
-                }
-                let st = &mut by_id[idx];
+                let st = by_id.get_mut(*id);
                 st.series.push(tick, to_mib(*used));
                 st.first.get_or_insert((tick, d.unix_ms));
                 st.last = (tick, d.unix_ms);
                 st.last_used = *used;
                 if let Some(u) = used {
                     st.peak = st.peak.max(*u);
-                    let dev = self.defs.get(id).map_or(0, |x| x.device_index) as usize;
-                    if owned.len() <= dev {
-                        owned.resize(dev + 1, 0);
+                    let dev = self.defs.get(id).map_or(0, |x| x.device_index);
+                    // Sample device indexes are bounded by the decoder; a definition's is not.
+                    if dev <= MAX_DEVICE_INDEX {
+                        let dev = dev as usize;
+                        if owned.len() <= dev {
+                            owned.resize(dev + 1, 0);
+                        }
+                        owned[dev] = owned[dev].saturating_add(*u);
                     }
-                    owned[dev] += u;
                 }
             }
             for dev in &d.devices {
@@ -386,14 +711,14 @@ impl SessionData {
                     .map(|u| u.saturating_sub(owned.get(i).copied().unwrap_or(0)));
                 ghosts[i].push(tick, to_mib(ghost));
             }
-            last_decoded = Some(d);
+            last_decoded = Some((d, r.segment));
         }
         let end_tick = times.len() as u64;
         let end_ms = times.back().copied().unwrap_or(0);
-        let mut processes = HashMap::with_capacity(by_id.len());
+        let mut processes = HashMap::new();
         let mut rows = Vec::new();
-        for (id, st) in by_id.into_iter().enumerate() {
-            let (Some(def), Some((_, first_ms))) = (self.defs.get(&(id as u32)), st.first) else {
+        for (id, st) in by_id.into_iter() {
+            let (Some(def), Some((_, first_ms))) = (self.defs.get(&id), st.first) else {
                 continue;
             };
             let key = (
@@ -446,14 +771,45 @@ impl SessionData {
         for r in rows {
             m.insert_row(r);
         }
-        m.latest = last_decoded.map(|d| self.to_snapshot(d));
+        m.latest = last_decoded.map(|(d, seg)| self.to_snapshot(d, seg));
         m.latest_received_ms = m.latest.as_ref().map(|s| s.taken_at_ms);
         m.status = crate::monitor::SourceStatus::Running;
         m.ticks = self.samples.len() as u64;
     }
 }
 
-fn sample_time(payload: &[u8]) -> Option<UnixMs> {
-    let mut p = 0;
-    super::format::get_varint(payload, &mut p).and_then(|v| i64::try_from(v).ok())
+/// Values by process id: a vector for the small ids a writer gives out (it counts from 0), a
+/// map for any others (so a garbage id costs one entry, not a table that large).
+struct IdTable<T> {
+    dense: Vec<T>,
+    sparse: HashMap<u32, T>,
+}
+
+impl<T> Default for IdTable<T> {
+    fn default() -> Self {
+        Self {
+            dense: Vec::new(),
+            sparse: HashMap::new(),
+        }
+    }
+}
+
+impl<T: Default> IdTable<T> {
+    /// Ids below this live in the vector.
+    const DENSE: u32 = 1 << 16;
+
+    fn get_mut(&mut self, id: u32) -> &mut T {
+        if id >= Self::DENSE {
+            return self.sparse.entry(id).or_default();
+        }
+        let i = id as usize;
+        if self.dense.len() <= i {
+            self.dense.resize_with(i + 1, T::default);
+        }
+        &mut self.dense[i]
+    }
+
+    fn into_iter(self) -> impl Iterator<Item = (u32, T)> {
+        (0u32..).zip(self.dense).chain(self.sparse)
+    }
 }
