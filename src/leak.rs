@@ -81,7 +81,7 @@ impl Default for LeakSettings {
             window_s: 600.0,
             quiet_s: 90.0,
             drop_tolerance_mib: 64.0,
-            startup_s: 45.0,
+            startup_s: 120.0,
             settle_s: 10.0,
         }
     }
