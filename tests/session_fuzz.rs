@@ -85,6 +85,56 @@ fn piece() -> impl Strategy<Value = Vec<u8>> {
             proptest::collection::vec(any::<u8>(), 0..300)
         )
             .prop_map(|(k, p)| frame(k, &p)),
+        // The attack: one marker claiming `len` bytes, repeated (so the claims of all
+        // but the last few are backed by the file).
+        (0u8..4, 0u64..(1 << 16), 1usize..1500).prop_map(|(k, len, times)| {
+            let mut one = MAGIC.to_vec();
+            one.push(k);
+            put_varint(&mut one, len);
+            one.repeat(times)
+        }),
+        // Valid records with garbage ids and device indexes.
+        (
+            any::<u64>(),
+            proptest::collection::vec((any::<u32>(), any::<u32>()), 0..6),
+            any::<u32>()
+        )
+            .prop_map(|(t, procs, dev)| {
+                let devices = [vramwarden::model::DeviceSample {
+                    index: dev % 8192,
+                    memory_used_bytes: Some(u64::from(dev) << 10),
+                    ..Default::default()
+                }];
+                let procs: Vec<(u32, Option<u64>)> = procs
+                    .iter()
+                    .map(|(id, m)| (*id, Some(u64::from(*m) << 20)))
+                    .collect();
+                let mut payload = Vec::new();
+                vramwarden::session::format::encode_sample(
+                    &mut payload,
+                    (t >> 1) as i64,
+                    &devices,
+                    &procs,
+                );
+                frame(KIND_SAMPLE, &payload)
+            }),
+        (any::<u32>(), any::<u32>(), any::<u32>()).prop_map(|(id, pid, dev)| {
+            let e = vramwarden::session::Event::ProcessStart {
+                unix_ms: T0,
+                def: vramwarden::session::ProcDef {
+                    id,
+                    pid,
+                    device_index: dev,
+                    start_time_ms: 0,
+                    name: "x".into(),
+                    cmdline: String::new(),
+                    user: String::new(),
+                    uid: 0,
+                    container_id: None,
+                },
+            };
+            frame(KIND_EVENT, &serde_json::to_vec(&e).expect("json"))
+        }),
         (0usize..1000).prop_map(|i| {
             // A slice of a real log (often cutting records in half).
             let b = &log().0;
