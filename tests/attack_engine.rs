@@ -636,3 +636,31 @@ fn users_resolve_through_nss_and_rules_compare_uids() {
     let _ = std::fs::remove_file(&link);
     let _ = std::fs::remove_file(&rec);
 }
+
+#[test]
+fn a_fifo_in_the_sessions_folder_never_blocks_listing_or_retention() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let fifo = dir.path().join("20200101-000000-x.vwlog");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: mkfifo with a valid path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let d = dir.path().to_path_buf();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let listed = vramwarden::session::catalog::list(&d).len();
+        let removed =
+            vramwarden::session::catalog::prune(&d, 1, 1, now_ms() + 10 * 86_400_000, None);
+        let _ = tx.send((listed, removed.len()));
+    });
+    // A watchdog only turns a hang into a failure; nothing asserts on timing.
+    let got = rx.recv_timeout(Duration::from_secs(60));
+    if got.is_err() {
+        // Free the blocked thread before failing.
+        let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+    }
+    assert_eq!(
+        got.expect("listing and pruning never block on a FIFO"),
+        (0, 0)
+    );
+    assert!(fifo.exists());
+}

@@ -38,9 +38,18 @@ impl SessionSummary {
 }
 
 /// Reads the header and the time of the last whole sample of `path`.
+///
+/// Only regular files are read: a FIFO or device named `*.vwlog` is passed over, never opened
+/// (opening a FIFO would block the session list and the engine's retention).
 pub fn summarize(path: &Path) -> Option<SessionSummary> {
+    if !std::fs::metadata(path).ok()?.is_file() {
+        return None;
+    }
     let mut f = std::fs::File::open(path).ok()?;
     let md = f.metadata().ok()?;
+    if !md.is_file() {
+        return None;
+    }
     let size = md.len();
     let modified_ms = md
         .modified()
