@@ -111,6 +111,7 @@ pub struct Engine {
     source: Option<SourceInfo>,
     interval_ms: u64,
     leaks: crate::leak_watch::LeakWatch,
+    ooms: crate::oom_watch::OomWatch,
     notify_leaks: bool,
     notify_rules: bool,
     rules: Vec<crate::rules::eval::CompiledRule>,
@@ -156,6 +157,7 @@ impl Engine {
             source: None,
             interval_ms,
             leaks: crate::leak_watch::LeakWatch::default(),
+            ooms: crate::oom_watch::OomWatch::default(),
             notify_leaks: false,
             notify_rules: false,
             rules: Vec::new(),
@@ -512,7 +514,9 @@ impl Engine {
         if self.writer.is_some() || self.record == RecordTo::Off {
             self.prune_if_due(now);
         }
-        let leak_events = self.leaks.observe(&snap);
+        let mut leak_events = self.leaks.observe(&snap);
+        self.leaks.forecast(&mut snap);
+        leak_events.extend(self.ooms.observe(&snap));
         for e in &leak_events {
             if let Some(w) = self.writer.as_mut().filter(|_| !self.paused) {
                 if let Err(err) = w.write_event(e) {
@@ -534,6 +538,24 @@ impl Engine {
                 crate::notify::send(
                     "GPU memory leak suspected".into(),
                     format!("{what} is growing at {:.0} MiB/min", leak.rate_mib_per_min),
+                    move |msg| push_notice(&shared, msg),
+                );
+            }
+            if let (
+                true,
+                crate::session::Event::OomSuspected {
+                    device_index,
+                    used_pct,
+                    victims,
+                    holders,
+                    ..
+                },
+            ) = (self.notify_leaks && self.options.desktop_notifications, e)
+            {
+                let shared = self.shared.clone();
+                crate::notify::send(
+                    format!("GPU {device_index}: a process may have run out of memory"),
+                    crate::oom_watch::describe(*used_pct, victims, holders),
                     move |msg| push_notice(&shared, msg),
                 );
             }

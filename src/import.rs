@@ -673,6 +673,7 @@ impl GpuLog {
             temperature_c: temp,
             power_w: power,
             process_list_error: None,
+            time_to_full_s: None,
         });
         self.owner.entry(index).or_insert(id);
         if !uuid.is_empty() {

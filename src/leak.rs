@@ -26,8 +26,9 @@
 //! **Start-up.** Every job ramps up at start (model load, optimizer state, the caching
 //! allocator meeting new sizes: 0.9 → 9.5 GiB in 30 s on the H200 traces, or a cache that
 //! swells to 121 GB). A series born while vramwarden watches ([`LeakTracker::born_at`]) is in
-//! a start-up phase until it levels off ([`LeakSettings::settle_s`] without growth — then the
-//! ramp is no part of any run) or [`LeakSettings::startup_s`] has passed. During it, a growth
+//! a start-up phase until it levels off (after its first rise, no growth for
+//! [`LeakSettings::settle_s`], nor for twice the longest pause between the ramp's rises so far —
+//! a grace measured from what the series does; then the ramp is no part of any run) or [`LeakSettings::startup_s`] has passed. During it, a growth
 //! run is judged only when it is *regular*: every increase after the process's first
 //! [`BIRTH_MS`] within a factor 1.5 of their median, at least [`REGULAR_STEPS`] of them — a
 //! leak allocates the same amount again and again, a ramp takes uneven or ever larger steps.
@@ -245,6 +246,10 @@ pub struct LeakTracker {
     settled: bool,
     /// Last time memory rose.
     last_rise_ms: UnixMs,
+    /// The longest pause between two rises during the start-up phase.
+    rise_gap_ms: UnixMs,
+    /// Memory rose at least once since birth (a ramp that has not begun has not levelled off).
+    rose: bool,
     /// The lowest point since the last free, while memory has not risen again.
     open_trough: Option<(UnixMs, f64)>,
     /// The troughs between frees (the sawtooth's lower envelope), oldest first.
@@ -319,12 +324,20 @@ impl LeakTracker {
         self.points.push_back((now, mib));
         let last = self.points.len() - 1;
         if prev.is_none_or(|p| mib > p) {
+            if prev.is_some() && !self.settled {
+                self.rise_gap_ms = self.rise_gap_ms.max(now - self.last_rise_ms);
+                self.rose = true;
+            }
             self.last_rise_ms = now;
         }
         // The start-up phase ends when the ramp levels off (then the ramp is no part of any
-        // run) or when it has lasted too long (then the growth is judged as it is).
+        // run) or when it has lasted too long (then the growth is judged as it is). Levelling
+        // off is measured against the ramp's own pace: no rise for the settle time, nor for
+        // twice the longest pause between its rises so far (a ramp that steps every 11 s is
+        // not over after 10 quiet seconds).
         if let (Some(born), false) = (self.born_ms, self.settled) {
-            if now - self.last_rise_ms >= (s.settle_s * 1000.0) as i64 {
+            let settle_ms = ((s.settle_s * 1000.0) as i64).max(2 * self.rise_gap_ms);
+            if self.rose && now - self.last_rise_ms >= settle_ms {
                 self.settled = true;
                 self.run_start = last;
             } else if now - born >= (s.startup_s * 1000.0) as i64 {
@@ -679,6 +692,20 @@ mod tests {
         let mut tr = LeakTracker::born_at(0);
         for i in 0..600 {
             assert_eq!(tr.update(i * 500, ramp(i * 500), &s), None, "ramp at {i}");
+        }
+        // A slower ramp (`warmup --ramp 45`): a doubling every 11.25 s, pauses longer than
+        // the settle time; the ramp is over only after twice its longest pause.
+        let slow = |t: i64| -> f64 {
+            let k = (t / 11_250).min(4) as i32;
+            900.0 + 540.0 * (2f64.powi(k) - 1.0)
+        };
+        let mut tr = LeakTracker::born_at(0);
+        for i in 0..600 {
+            assert_eq!(
+                tr.update(i * 500, slow(i * 500), &s),
+                None,
+                "slow ramp at {i}"
+            );
         }
         // The same tracker without a start-up phase would flag it.
         let mut old = LeakTracker::default();

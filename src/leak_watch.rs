@@ -173,6 +173,35 @@ impl LeakWatch {
             .collect()
     }
 
+    /// The OOM forecast: sets each GPU's [`crate::model::DeviceSample::time_to_full_s`] from
+    /// its free memory and the summed rate of its ongoing leak episodes (processes and
+    /// unattributed memory); `None` when nothing on it is leaking.
+    pub fn forecast(&self, snap: &mut Snapshot) {
+        let mut rates: Vec<(u32, f64)> = Vec::with_capacity(snap.devices.len());
+        for (k, w) in &self.series {
+            let Some(ep) = w.tracker.episode() else {
+                continue;
+            };
+            let dev = match k {
+                LeakKey::Process((_, d)) | LeakKey::Ghost(d) => *d,
+            };
+            match rates.iter_mut().find(|(d, _)| *d == dev) {
+                Some((_, r)) => *r += ep.rate_mib_per_min.max(0.0),
+                None => rates.push((dev, ep.rate_mib_per_min.max(0.0))),
+            }
+        }
+        for d in &mut snap.devices {
+            let rate = rates
+                .iter()
+                .find(|(i, _)| *i == d.index)
+                .map_or(0.0, |(_, r)| *r);
+            d.time_to_full_s = d
+                .memory_free_bytes
+                .and_then(|f| crate::leak::time_to_full_min(mib(f), rate))
+                .map(|m| m * 60.0);
+        }
+    }
+
     /// Brings the monitor's ongoing leak records up to date (rate, growth, peak).
     pub fn refresh(&self, m: &mut Monitor) {
         for rec in m.leaks.iter_mut().filter(|r| r.ended_ms.is_none()) {
@@ -200,7 +229,8 @@ pub fn key_of(info: &LeakInfo) -> LeakKey {
     }
 }
 
-/// Applies a leak event to the monitor's records (live runs and session replays alike).
+/// Applies a memory event (a leak's start or end, an OOM suspicion) to the monitor's records
+/// (live runs and session replays alike).
 pub fn record_event(m: &mut Monitor, e: &Event, session: Option<&std::path::Path>) {
     match e {
         Event::LeakStarted { unix_ms, leak } => m.leaks.push(LeakRecord {
@@ -210,6 +240,22 @@ pub fn record_event(m: &mut Monitor, e: &Event, session: Option<&std::path::Path
             ended_ms: None,
             grown_mib: 0.0,
             peak_mib: 0.0,
+            session: session.map(std::path::Path::to_path_buf),
+            open_at_end: false,
+        }),
+        Event::OomSuspected {
+            unix_ms,
+            device_index,
+            used_pct,
+            victims,
+            holders,
+            ..
+        } => m.ooms.push(crate::monitor::OomRecord {
+            at_ms: *unix_ms,
+            device_index: *device_index,
+            used_pct: *used_pct,
+            victims: victims.clone(),
+            holders: holders.clone(),
             session: session.map(std::path::Path::to_path_buf),
         }),
         Event::LeakEnded {

@@ -17,6 +17,7 @@ pub mod leak_watch;
 pub mod model;
 pub mod monitor;
 pub mod notify;
+pub mod oom_watch;
 pub mod procinfo;
 pub mod rules;
 pub mod sampler;

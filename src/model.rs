@@ -48,6 +48,11 @@ pub struct DeviceSample {
     /// list forward, marked stale.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process_list_error: Option<String>,
+    /// The OOM forecast: seconds until this GPU is full at the rate its leaking processes
+    /// (and its unattributed memory) grow, from the engine's leak detector. `None` (JSON
+    /// `null`) when nothing grows, or when the figure comes from a source (not the engine).
+    #[serde(default, rename = "time_to_full_seconds")]
+    pub time_to_full_s: Option<f64>,
 }
 
 /// Whether a process holds a compute (CUDA) or graphics context.

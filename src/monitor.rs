@@ -88,6 +88,8 @@ pub struct Monitor {
     pub recording: crate::engine::RecordingStatus,
     /// Leak episodes of this run, oldest first (ongoing ones have no end).
     pub leaks: Vec<LeakRecord>,
+    /// OOM suspicions of this run, oldest first.
+    pub ooms: Vec<OomRecord>,
     /// Recent notices (recording gaps, notification failures and the like) with the time
     /// they were raised, newest last. The status bar shows one for [`NOTICE_SHOWN_MS`].
     pub notices: VecDeque<(UnixMs, String)>,
@@ -113,6 +115,7 @@ impl Monitor {
             rows: HashMap::new(),
             recording: crate::engine::RecordingStatus::default(),
             leaks: Vec::new(),
+            ooms: Vec::new(),
             notices: VecDeque::new(),
             activity: VecDeque::new(),
             last_active: HashMap::new(),
@@ -288,6 +291,26 @@ pub struct LeakRecord {
     pub grown_mib: f64,
     /// Highest memory in the episode.
     pub peak_mib: f64,
+    /// The session file it comes from (None: this run).
+    pub session: Option<std::path::PathBuf>,
+    /// The recording ended while it was still growing: `ended_ms` is the session's end, not
+    /// the end of the growth.
+    pub open_at_end: bool,
+}
+
+/// A process that left a nearly full GPU (see [`crate::oom_watch`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OomRecord {
+    /// When the process was first missed.
+    pub at_ms: UnixMs,
+    /// GPU.
+    pub device_index: u32,
+    /// Highest used / total in the seconds before (percent).
+    pub used_pct: f64,
+    /// The processes that left.
+    pub victims: Vec<crate::session::OomHolder>,
+    /// Who held the GPU in the last sample before, largest first.
+    pub holders: Vec<crate::session::OomHolder>,
     /// The session file it comes from (None: this run).
     pub session: Option<std::path::PathBuf>,
 }

@@ -240,3 +240,56 @@ fn the_window_imports_nvidia_smi_logs_told_apart_by_header() {
     let only_gpu = [dir.join("public-smi-gpu.csv")];
     assert!(vramwarden::ui::sessions::import_files(&only_gpu, tmp.path()).is_err());
 }
+
+/// A session whose recording stopped while a leak still grew: reopened, the episode is closed
+/// at the session's end (not "ongoing" for ever), marked as ended by the recording, with the
+/// growth and peak read from its samples (the events alone said 0 MiB).
+#[test]
+fn a_reopened_session_shows_a_leak_cut_by_the_recordings_end_as_closed() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let log = dir.path().join("demo.vwlog");
+    let out = bin()
+        .args([
+            "--demo",
+            "record",
+            "--speed",
+            "max",
+            "--duration",
+            "10m",
+            "--out",
+        ])
+        .arg(&log)
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = SessionData::open(&log).expect("open");
+    assert!(
+        s.has_open_leak(),
+        "the kernel still leaks when the recording stops"
+    );
+    let (_, end) = s.span().expect("samples");
+    let m = s.to_monitor();
+    let l = m
+        .leaks
+        .iter()
+        .find(|l| l.info.pid == 51877)
+        .expect("the kernel's leak");
+    assert_eq!(l.ended_ms, Some(end), "closed at the last sample");
+    assert!(l.open_at_end);
+    // 1 MiB/s from its flag (≤ 3.5 min) to 10 min: several hundred MiB.
+    assert!(l.grown_mib > 300.0, "grown {} MiB", l.grown_mib);
+    assert!(l.peak_mib > l.grown_mib, "peak {} MiB", l.peak_mib);
+    // The Leaks pane's reader of past sessions tells it the same way.
+    let past = vramwarden::ui::leaks::past_episodes(dir.path(), None);
+    let p = past
+        .leaks
+        .iter()
+        .find(|l| l.info.pid == 51877)
+        .expect("past episode");
+    assert_eq!((p.ended_ms, p.open_at_end), (Some(end), true));
+    assert!((p.grown_mib - l.grown_mib).abs() < 1.0);
+}

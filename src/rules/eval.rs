@@ -332,6 +332,12 @@ impl RuleState {
                 return false;
             }
         }
+        if let Some(max) = c.device_full_within_minutes {
+            let full_in_min = dev.and_then(|d| d.time_to_full_s).map(|s| s / 60.0);
+            if full_in_min.is_none_or(|m| m >= max) {
+                return false;
+            }
+        }
         let Target::Process {
             key,
             name,

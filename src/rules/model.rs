@@ -12,6 +12,9 @@ pub struct Conditions {
     pub device_used_min_pct: Option<f64>,
     /// Its GPU has at most this much free (MiB, 0 – [`MAX_MIB`]).
     pub device_free_max_mib: Option<f64>,
+    /// Its GPU is forecast to be full in less than this (minutes, 0 – [`MAX_MINUTES`]; the
+    /// OOM forecast from the leaks on it).
+    pub device_full_within_minutes: Option<f64>,
     /// The process has been GPU-idle (utilisation 0 and memory unchanged) this long (minutes,
     /// 0 – [`MAX_MINUTES`], a year).
     pub idle_min_minutes: Option<f64>,
@@ -225,7 +228,7 @@ impl Rule {
         if self.name.trim().is_empty() {
             v.push((&["name"], "the rule needs a name".into()));
         }
-        let ranged: [(&'static [&'static str], Option<f64>, f64, &str); 7] = [
+        let ranged: [(&'static [&'static str], Option<f64>, f64, &str); 8] = [
             (
                 &["conditions", "process_memory_min_mib"],
                 c.process_memory_min_mib,
@@ -243,6 +246,12 @@ impl Rule {
                 c.device_free_max_mib,
                 MAX_MIB,
                 " MiB",
+            ),
+            (
+                &["conditions", "device_full_within_minutes"],
+                c.device_full_within_minutes,
+                MAX_MINUTES,
+                " min",
             ),
             (
                 &["conditions", "idle_min_minutes"],
@@ -351,6 +360,9 @@ impl Rule {
         }
         if let Some(x) = c.device_free_max_mib {
             when.push(format!("the GPU has ≤ {x} MiB free"));
+        }
+        if let Some(x) = c.device_full_within_minutes {
+            when.push(format!("the GPU is forecast full in < {x} min"));
         }
         if let Some(x) = c.idle_min_minutes {
             when.push(format!("the process is GPU-idle for ≥ {x} min"));

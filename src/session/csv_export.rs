@@ -338,6 +338,24 @@ fn event_row(session: &SessionData, e: &Event) -> Option<String> {
             None,
             format!("{rule}: {action}: {}: {detail}", outcome.label()),
         ),
+        Event::OomSuspected {
+            device_index,
+            used_pct,
+            victims,
+            holders,
+            ..
+        } => {
+            let first = victims.first();
+            (
+                "oom_suspected",
+                first.map(|v| v.pid),
+                Some(*device_index),
+                first.map_or(String::new(), |v| v.name.clone()),
+                first.map_or(String::new(), |v| v.user.clone()),
+                None,
+                crate::oom_watch::describe(*used_pct, victims, holders),
+            )
+        }
         Event::Recording { active, gap, .. } => (
             "recording",
             None,

@@ -195,6 +195,23 @@ pub enum Event {
         /// What happened, in words.
         detail: String,
     },
+    /// A process left a GPU that was nearly full in the seconds before: it may have died of
+    /// an out-of-memory error. Lists who held the GPU at that moment.
+    OomSuspected {
+        /// When the process was first missed.
+        unix_ms: UnixMs,
+        /// GPU.
+        device_index: u32,
+        /// Highest used / total of the GPU in the seconds before (percent).
+        used_pct: f64,
+        /// The GPU's memory size (MiB), when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        total_mib: Option<f64>,
+        /// The processes that left (usually one).
+        victims: Vec<OomHolder>,
+        /// Every process that held memory on the GPU in the last sample before, largest first.
+        holders: Vec<OomHolder>,
+    },
     /// Recording was paused or resumed by the user, or resumed after writes failed (then
     /// `gap` says what was lost and why).
     Recording {
@@ -206,6 +223,30 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         gap: Option<RecordingGap>,
     },
+}
+
+/// A process on a GPU at the moment of an OOM suspicion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OomHolder {
+    /// OS pid.
+    pub pid: u32,
+    /// Start time (ms since the epoch), 0 if unknown.
+    #[serde(default)]
+    pub start_time_ms: UnixMs,
+    /// Short name.
+    pub name: String,
+    /// Owner.
+    #[serde(default)]
+    pub user: String,
+    /// GPU memory it held in the last sample before (MiB).
+    pub mib: f64,
+    /// How much it gained over the minute before (MiB; negative: it shrank), when a minute
+    /// of its history was held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grown_1m_mib: Option<f64>,
+    /// Cache its allocator could have released (MiB), where a companion reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub releasable_mib: Option<f64>,
 }
 
 /// Samples a session log is missing because writing failed (full disk, I/O error).
@@ -231,6 +272,7 @@ impl Event {
             | Event::LeakStarted { unix_ms, .. }
             | Event::LeakEnded { unix_ms, .. }
             | Event::Activity { unix_ms, .. }
+            | Event::OomSuspected { unix_ms, .. }
             | Event::Recording { unix_ms, .. } => *unix_ms,
         }
     }

@@ -643,15 +643,68 @@ impl SessionData {
                 .as_ref()
                 .map_or(String::new(), |h| h.host.clone()),
         });
-        let events = self
-            .events
-            .iter()
-            .filter(|e| matches!(e, Event::LeakStarted { .. } | Event::LeakEnded { .. }));
+        let events = self.events.iter().filter(|e| {
+            matches!(
+                e,
+                Event::LeakStarted { .. } | Event::LeakEnded { .. } | Event::OomSuspected { .. }
+            )
+        });
         self.replay_into(&mut m);
         for e in events {
             crate::leak_watch::record_event(&mut m, e, self.path.as_deref());
         }
+        close_open_leaks(&mut m);
         m
+    }
+
+    /// True when a leak began in this session and has no end in it (the recording stopped
+    /// while it grew).
+    pub fn has_open_leak(&self) -> bool {
+        let mut open = std::collections::HashSet::new();
+        for e in &self.events {
+            match e {
+                Event::LeakStarted { leak, .. } => {
+                    open.insert(crate::leak_watch::key_of(leak));
+                }
+                Event::LeakEnded { leak, .. } => {
+                    open.remove(&crate::leak_watch::key_of(leak));
+                }
+                _ => {}
+            }
+        }
+        !open.is_empty()
+    }
+}
+
+/// A past session's leak that never ended in it ended with the recording: it is closed at the
+/// last sample (marked [`crate::monitor::LeakRecord::open_at_end`]), with its growth and peak
+/// read from the history.
+fn close_open_leaks(m: &mut Monitor) {
+    let h = &m.history;
+    let Some((_, end_ms)) = h.span() else {
+        return;
+    };
+    for r in m.leaks.iter_mut().filter(|r| r.ended_ms.is_none()) {
+        r.ended_ms = Some(end_ms.max(r.flagged_ms));
+        r.open_at_end = true;
+        let series = match r.key {
+            crate::monitor::LeakKey::Process(k) => h.process(&k),
+            crate::monitor::LeakKey::Ghost(d) => h.ghost(d),
+        };
+        let Some(series) = series else { continue };
+        let values: Vec<f64> = series
+            .values(h.tick_at(r.info.since_ms), h.end_tick())
+            .into_iter()
+            .filter(|(_, v)| *v != crate::history::NONE)
+            .map(|(_, v)| f64::from(v))
+            .collect();
+        if let (Some(first), Some(peak)) = (
+            values.first().copied(),
+            values.iter().copied().max_by(f64::total_cmp),
+        ) {
+            r.peak_mib = peak;
+            r.grown_mib = (peak - first).max(0.0);
+        }
     }
 }
 

@@ -403,6 +403,7 @@ impl SimSource {
                     temperature_c: Some(34 + util / 2),
                     power_w: Some(f64::from(70_000 + util * 5_800) / 1000.0),
                     process_list_error: None,
+                    time_to_full_s: None,
                 }
             })
             .collect();

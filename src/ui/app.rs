@@ -79,8 +79,8 @@ pub struct VramApp {
     pub view: Option<SessionView>,
     /// Sessions browser, export window and their jobs.
     pub sessions: SessionsUi,
-    past_leaks: Option<super::task::Task<Vec<crate::monitor::LeakRecord>>>,
-    past: Option<Vec<crate::monitor::LeakRecord>>,
+    past_leaks: Option<super::task::Task<super::leaks::PastEvents>>,
+    past: Option<super::leaks::PastEvents>,
     pending_select: Option<(ProcSeriesKey, UnixMs)>,
     leak_clicked: Option<super::leaks::LeakClick>,
     /// The Settings window.
@@ -653,16 +653,25 @@ impl VramApp {
                         .iter()
                         .filter_map(|l| l.session.clone())
                         .collect();
+                    let mut ooms: Vec<&crate::monitor::OomRecord> = monitor.ooms.iter().collect();
                     if let Some(p) = &self.past {
                         all.extend(
-                            p.iter()
+                            p.leaks
+                                .iter()
                                 .filter(|l| l.session.as_ref().is_none_or(|s| !own.contains(s))),
+                        );
+                        ooms.extend(
+                            p.ooms
+                                .iter()
+                                .filter(|o| o.session.as_ref().is_none_or(|s| !own.contains(s))),
                         );
                     }
                     all.sort_by_key(|l| std::cmp::Reverse(l.flagged_ms));
+                    ooms.sort_by_key(|o| std::cmp::Reverse(o.at_ms));
                     if let Some(c) = super::leaks::pane(
                         ui,
                         &all,
+                        &ooms,
                         self.state.units,
                         now,
                         self.past_leaks.is_some(),

@@ -10,7 +10,7 @@ use crate::format::{self, Units};
 use crate::history::ProcSeriesKey;
 use crate::leak::time_to_full_min;
 use crate::model::{Snapshot, UnixMs, MIB};
-use crate::monitor::{LeakKey, LeakRecord, Monitor};
+use crate::monitor::{LeakKey, LeakRecord, Monitor, OomRecord};
 
 /// Colour of leak flags.
 pub const LEAK: Color32 = Color32::from_rgb(240, 150, 40);
@@ -79,11 +79,16 @@ pub struct LeakClick {
 pub fn pane(
     ui: &mut Ui,
     records: &[&LeakRecord],
+    ooms: &[&OomRecord],
     units: Units,
     now: UnixMs,
     loading_past: bool,
 ) -> Option<LeakClick> {
     let mut click = None;
+    if !ooms.is_empty() {
+        click = oom_list(ui, ooms, units);
+        ui.separator();
+    }
     if records.is_empty() {
         ui.add_space(8.0);
         ui.label(if loading_past {
@@ -134,6 +139,17 @@ pub fn pane(
                         ui.label(r.info.device_index.to_string());
                         ui.monospace(format::date_time(r.info.since_ms));
                         match r.ended_ms {
+                            Some(t) if r.open_at_end => ui
+                                .label(
+                                    RichText::new(format!(
+                                        "recording ended ({})",
+                                        format::duration(t - r.info.since_ms)
+                                    ))
+                                    .weak(),
+                                )
+                                .on_hover_text(
+                                    "The session's recording stopped while this was still growing.",
+                                ),
                             Some(t) => ui.monospace(format::date_time(t)),
                             None => ui.label(
                                 RichText::new(format!(
@@ -159,9 +175,89 @@ pub fn pane(
     click
 }
 
+/// The OOM suspicions, newest first: who left a nearly full GPU and who held it. Returns the
+/// one whose "Open" the user clicked (its victim, just before it left).
+fn oom_list(ui: &mut Ui, ooms: &[&OomRecord], units: Units) -> Option<LeakClick> {
+    let mut click = None;
+    ui.label(RichText::new("Memory events").strong());
+    egui::ScrollArea::vertical()
+        .id_salt("ooms")
+        .max_height(160.0)
+        .auto_shrink([false, true])
+        .show(ui, |ui| {
+            for (i, o) in ooms.iter().enumerate() {
+                ui.push_id(i, |ui| {
+                    ui.horizontal_wrapped(|ui| {
+                        ui.label(RichText::new("⚠ OOM suspected").color(LEAK).strong());
+                        ui.monospace(format::date_time(o.at_ms));
+                        let who: Vec<String> = o
+                            .victims
+                            .iter()
+                            .map(|v| format!("{} (PID {})", v.name, v.pid))
+                            .collect();
+                        ui.label(format!(
+                            "{} left GPU {} while it was {:.1} % full",
+                            who.join(", "),
+                            o.device_index,
+                            o.used_pct
+                        ));
+                        if let Some(v) = o.victims.first() {
+                            if ui
+                                .small_button("Open at this moment")
+                                .on_hover_text("Show the GPU and its processes just before")
+                                .clicked()
+                            {
+                                click = Some(LeakClick {
+                                    key: (
+                                        crate::model::ProcessKey {
+                                            pid: v.pid,
+                                            start_time_ms: v.start_time_ms,
+                                        },
+                                        o.device_index,
+                                    ),
+                                    session: o.session.clone(),
+                                    at_ms: o.at_ms - 1000,
+                                });
+                            }
+                        }
+                    });
+                    for h in o.holders.iter().take(5) {
+                        let grew =
+                            h.grown_1m_mib
+                                .filter(|g| g.abs() >= 1.0)
+                                .map_or(String::new(), |g| {
+                                    format!(
+                                        " · {}{} in the minute before",
+                                        if g > 0.0 { "+" } else { "−" },
+                                        units.bytes((g.abs() * MIB as f64) as u64)
+                                    )
+                                });
+                        let cache = h.releasable_mib.map_or(String::new(), |r| {
+                            format!(
+                                " · {} releasable cache",
+                                units.bytes((r * MIB as f64) as u64)
+                            )
+                        });
+                        ui.label(format!(
+                            "    held by {} (PID {}, {}): {}{grew}{cache}",
+                            h.name,
+                            h.pid,
+                            if h.user.is_empty() { "?" } else { &h.user },
+                            units.bytes((h.mib * MIB as f64) as u64)
+                        ));
+                    }
+                    if o.holders.len() > 5 {
+                        ui.label(format!("    and {} more", o.holders.len() - 5));
+                    }
+                });
+            }
+        });
+    click
+}
+
 /// Leak episodes recorded in every session file of `dir` except `skip` (the live one).
-pub fn past_episodes(dir: &std::path::Path, skip: Option<&std::path::Path>) -> Vec<LeakRecord> {
-    let mut out = Vec::new();
+pub fn past_episodes(dir: &std::path::Path, skip: Option<&std::path::Path>) -> PastEvents {
+    let mut out = PastEvents::default();
     for s in crate::session::catalog::list(dir) {
         if Some(s.path.as_path()) == skip {
             continue;
@@ -169,11 +265,28 @@ pub fn past_episodes(dir: &std::path::Path, skip: Option<&std::path::Path>) -> V
         let Ok(data) = crate::session::reader::SessionData::open(&s.path) else {
             continue;
         };
-        let mut m = Monitor::new(1000, 1);
-        for e in &data.events {
-            crate::leak_watch::record_event(&mut m, e, Some(&s.path));
-        }
-        out.extend(m.leaks);
+        // A leak still growing when the recording stopped needs the samples (its growth and
+        // peak); otherwise the events suffice.
+        let m = if data.has_open_leak() {
+            data.to_monitor()
+        } else {
+            let mut m = Monitor::new(1000, 1);
+            for e in &data.events {
+                crate::leak_watch::record_event(&mut m, e, Some(&s.path));
+            }
+            m
+        };
+        out.leaks.extend(m.leaks);
+        out.ooms.extend(m.ooms);
     }
     out
+}
+
+/// The memory events of past sessions.
+#[derive(Debug, Clone, Default)]
+pub struct PastEvents {
+    /// Leak episodes.
+    pub leaks: Vec<LeakRecord>,
+    /// OOM suspicions.
+    pub ooms: Vec<OomRecord>,
 }

@@ -49,7 +49,33 @@ pub fn cards(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
                     pct(free, total),
                     units.bytes(total)
                 );
-                widgets::memory_bar(ui, total, used, reserved, &hover);
+                // The forecast: what is used in 10 minutes at the leaks' summed rate.
+                let projected = d.time_to_full_s.filter(|s| *s > 0.0).map(|s| {
+                    let rate = free as f64 / s; // bytes per second
+                    used.saturating_add((rate * widgets::FORECAST_HORIZON_MIN * 60.0) as u64)
+                });
+                let hover = match d.time_to_full_s {
+                    Some(s) => format!(
+                        "{hover}\n\nAt the rate its leaks grow, GPU {} is full in ~{}.\nThe orange band is the growth over the next {} minutes.",
+                        d.index,
+                        crate::format::duration((s * 1000.0) as i64),
+                        widgets::FORECAST_HORIZON_MIN
+                    ),
+                    None => hover,
+                };
+                widgets::memory_bar(ui, total, used, reserved, projected, &hover);
+                if let Some(s) = d.time_to_full_s {
+                    ui.label(
+                        RichText::new(format!(
+                            "⚠ GPU {} full in ~{}",
+                            d.index,
+                            crate::format::duration((s * 1000.0) as i64)
+                        ))
+                        .color(widgets::FORECAST)
+                        .strong(),
+                    )
+                    .on_hover_text("From the growth rate of the leaks on this GPU and its free memory now");
+                }
                 egui::Grid::new(("card", d.index))
                     .num_columns(3)
                     .spacing([10.0, 2.0])

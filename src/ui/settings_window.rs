@@ -472,6 +472,7 @@ impl SettingsUi {
                 opt_num(ui, "Process GPU memory ≥", &mut k.process_memory_min_mib, 8192.0, " MiB");
                 opt_num(ui, "GPU used ≥", &mut k.device_used_min_pct, 95.0, " %");
                 opt_num(ui, "GPU free ≤", &mut k.device_free_max_mib, 1024.0, " MiB");
+                opt_num(ui, "GPU full in <", &mut k.device_full_within_minutes, 30.0, " min");
                 opt_num(ui, "GPU-idle for ≥", &mut k.idle_min_minutes, 30.0, " min");
                 opt_num(ui, "Leaking for ≥", &mut k.leaking_min_minutes, 10.0, " min");
                 opt_text(ui, "Name matches", &mut k.name_regex, "regular expression");
@@ -493,7 +494,7 @@ impl SettingsUi {
                     ui.label("All of it held for");
                     ui.add(egui::DragValue::new(&mut k.hold_seconds).speed(1.0).suffix(" s"));
                 });
-                field_errors(ui, &problems, &["process_memory_min_mib", "device_used_min_pct", "device_free_max_mib", "idle_min_minutes", "leaking_min_minutes", "name_regex", "cmdline_regex", "age_min_minutes", "user_total_min_mib", "hold_seconds"]);
+                field_errors(ui, &problems, &["process_memory_min_mib", "device_used_min_pct", "device_free_max_mib", "device_full_within_minutes", "idle_min_minutes", "leaking_min_minutes", "name_regex", "cmdline_regex", "age_min_minutes", "user_total_min_mib", "hold_seconds"]);
             });
             ui.end_row();
             ui.label("Action");

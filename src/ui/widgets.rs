@@ -25,12 +25,18 @@ pub fn process_color(key: &ProcessKey) -> Color32 {
     egui::ecolor::Hsva::new(hue, 0.65, 0.9, 1.0).into()
 }
 
-/// A horizontal bar split into used / reserved / free.
+/// Colour of the OOM forecast's marker on a memory bar.
+pub const FORECAST: Color32 = Color32::from_rgb(240, 150, 40);
+
+/// A horizontal bar split into used / reserved / free. `projected` (bytes used in
+/// [`FORECAST_HORIZON_MIN`] minutes at the current leak rate) draws an orange band from the used
+/// memory to that point, with a tick where it ends (at the bar's end when the GPU would be full).
 pub fn memory_bar(
     ui: &mut Ui,
     total: u64,
     used: u64,
     reserved: u64,
+    projected: Option<u64>,
     hover: &str,
 ) -> egui::Response {
     let height = 18.0;
@@ -50,6 +56,25 @@ pub fn memory_bar(
         );
         p.rect_filled(reserved_rect, radius, RESERVED);
         p.rect_filled(used_rect, radius, USED);
+        if let Some(proj) = projected.filter(|p| *p > used) {
+            let fp = (proj as f64 / total as f64).clamp(0.0, 1.0 - f64::from(fr)) as f32;
+            let x0 = used_rect.max.x;
+            let x1 = rect.min.x + w * (fr + fp);
+            if x1 > x0 {
+                let band = Rect::from_min_max(
+                    egui::pos2(x0, rect.min.y + 4.0),
+                    egui::pos2(x1, rect.max.y - 4.0),
+                );
+                p.rect_filled(band, CornerRadius::ZERO, FORECAST.gamma_multiply(0.55));
+                p.line_segment(
+                    [
+                        egui::pos2(x1, rect.min.y - 2.0),
+                        egui::pos2(x1, rect.max.y + 2.0),
+                    ],
+                    Stroke::new(2.0, FORECAST),
+                );
+            }
+        }
     }
     p.rect_stroke(
         rect,
@@ -59,6 +84,9 @@ pub fn memory_bar(
     );
     resp.on_hover_text(hover)
 }
+
+/// The span of the forecast drawn on a memory bar, in minutes.
+pub const FORECAST_HORIZON_MIN: f64 = 10.0;
 
 /// A small coloured square, as legend marker in table rows.
 pub fn color_swatch(ui: &mut Ui, color: Color32) {
