@@ -281,6 +281,35 @@ fn bench_leak(c: &mut Criterion) {
     }
 }
 
+/// The engine's whole memory watch per tick over 8 GPUs × 200 processes in steady state: every
+/// series' leak tracker, the OOM forecast and the OOM post-mortem watch (divide by 1 600 + 8
+/// series for the cost per process per tick).
+fn bench_leak_watch(c: &mut Criterion) {
+    use vramwarden::leak_watch::LeakWatch;
+    use vramwarden::oom_watch::OomWatch;
+    let mut leaks = LeakWatch::default();
+    let mut ooms = OomWatch::default();
+    let mut snaps: Vec<Snapshot> = fleet_snapshots(900).collect();
+    for s in &mut snaps[..700] {
+        leaks.observe(s);
+        leaks.forecast(s);
+        ooms.observe(s);
+    }
+    // Time moves on: the last 200 samples again and again, each with a new time (a clone per
+    // tick, as `snapshot_clone_baseline` measures).
+    let mut tick = 700i64;
+    c.bench_function("leak_watch_tick_8gpu_200proc", |b| {
+        b.iter(|| {
+            let mut s = snaps[700 + (tick % 200) as usize].clone();
+            s.taken_at_ms = T0 + tick * 1000;
+            tick += 1;
+            let e = leaks.observe(&s);
+            leaks.forecast(&mut s);
+            black_box((e, ooms.observe(&s)))
+        })
+    });
+}
+
 /// Rules are compiled once per settings change: a tick's evaluation of a regex rule over 8 GPUs
 /// and 200 processes must not compile anything (it did, per process, before).
 fn bench_rules(c: &mut Criterion) {
@@ -314,6 +343,7 @@ criterion_group!(
     bench_ui,
     bench_session,
     bench_leak,
+    bench_leak_watch,
     bench_rules
 );
 

@@ -860,12 +860,16 @@ pub fn import(what: ImportKind, stdout: &mut dyn Write) -> Result<(), CliError> 
     let s = crate::import::import_nvidia_smi(&apps, gpu.as_deref(), &out, zone)?;
     writeln!(
         stdout,
-        "imported {} samples of {} processes into {} ({} leak episode(s) flagged; \
+        "imported {} samples of {} processes into {} ({} leak episode(s) flagged{}; \
          {} of {} rows used, {} skipped)",
         s.samples,
         s.processes,
         out.display(),
         s.leaks,
+        match s.ooms {
+            0 => String::new(),
+            n => format!(", {n} OOM suspicion(s)"),
+        },
         s.rows_used,
         s.rows_read,
         s.bad_rows,

@@ -242,6 +242,8 @@ pub struct ImportSummary {
     pub processes: usize,
     /// Leak episodes flagged.
     pub leaks: usize,
+    /// OOM suspicions recorded (a process left a nearly full GPU).
+    pub ooms: usize,
     /// Rows skipped, of both logs (the sum of `skipped`).
     pub bad_rows: usize,
     /// Data rows read, of both logs (header lines not counted).
@@ -1122,11 +1124,14 @@ pub fn import_nvidia_smi(
         }
     }
     engine.finish().map_err(ImportError::Write)?;
-    let leaks = shared.read().map_or(0, |m| m.leaks.len());
+    let (leaks, ooms) = shared
+        .read()
+        .map_or((0, 0), |m| (m.leaks.len(), m.ooms.len()));
     Ok(ImportSummary {
         samples,
         processes,
         leaks,
+        ooms,
         bad_rows: skips.total(),
         rows_read,
         rows_used,

@@ -400,3 +400,52 @@ fn exporting_over_existing_files_asks_first() {
         .expect("read")
         .starts_with("timestamp,"));
 }
+
+/// The Leaks pane is the place for memory events: the real OOM kill of `public-oomkill`
+/// (imported from its nvidia-smi logs) shows as "OOM suspected" with the holder of 117 GiB,
+/// and one click opens the session just before the death, the victim selected.
+#[test]
+fn an_oom_death_shows_in_the_leaks_pane_and_opens_at_that_moment() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let log = dir.path().join("k.vwlog");
+    let traces = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/traces");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramwarden"))
+        .args(["import", "nvidia-smi", "--utc", "--apps"])
+        .arg(traces.join("public-oomkill-smi-apps.csv"))
+        .arg("--gpu")
+        .arg(traces.join("public-oomkill-smi-gpu.csv"))
+        .arg("--out")
+        .arg(&log)
+        .output()
+        .expect("import");
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("1 OOM suspicion(s)"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let mut app = VramApp::with_backend(
+        Backend::detached(Monitor::new(1000, 10), false),
+        UiState::default(),
+    )
+    .with_fixed_now(T0 + 5_000_000);
+    app.show_session(vramwarden::session::reader::SessionData::open(&log).expect("open"));
+    let mut h = harness(app);
+    h.run();
+    h.get_by_label("Leaks").click();
+    h.run();
+    h.get_by_label("⚠ OOM suspected");
+    h.get_by_label_contains("(PID 463) left GPU 0 while it was 99.");
+    h.get_by_label_contains("held by python3 (PID 462): 117.3 GiB");
+    assert!(h.query_by_label("python3 · PID 463").is_none());
+    assert!(
+        h.query_by_label("99.4 %").is_none(),
+        "the session opens at its start"
+    );
+    h.get_by_label("Open at this moment").click();
+    h.run();
+    h.run();
+    h.get_by_label("python3 · PID 463");
+    // The GPU card shows the GPU as it was: nearly full.
+    h.get_by_label("99.4 %");
+}

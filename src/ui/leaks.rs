@@ -201,6 +201,17 @@ fn oom_list(ui: &mut Ui, ooms: &[&OomRecord], units: Units) -> Option<LeakClick>
                             o.device_index,
                             o.used_pct
                         ));
+                        ui.label(
+                            RichText::new(
+                                o.session
+                                    .as_ref()
+                                    .and_then(|p| p.file_name())
+                                    .map_or("this run".into(), |n| {
+                                        n.to_string_lossy().into_owned()
+                                    }),
+                            )
+                            .weak(),
+                        );
                         if let Some(v) = o.victims.first() {
                             if ui
                                 .small_button("Open at this moment")
@@ -238,11 +249,15 @@ fn oom_list(ui: &mut Ui, ooms: &[&OomRecord], units: Units) -> Option<LeakClick>
                                 units.bytes((r * MIB as f64) as u64)
                             )
                         });
+                        let user = if h.user.is_empty() {
+                            String::new()
+                        } else {
+                            format!(", {}", h.user)
+                        };
                         ui.label(format!(
-                            "    held by {} (PID {}, {}): {}{grew}{cache}",
+                            "    held by {} (PID {}{user}): {}{grew}{cache}",
                             h.name,
                             h.pid,
-                            if h.user.is_empty() { "?" } else { &h.user },
                             units.bytes((h.mib * MIB as f64) as u64)
                         ));
                     }
