@@ -47,6 +47,9 @@ pub struct ProcessRow {
     pub last_seen_ms: UnixMs,
     /// Set once the process is gone from the GPU.
     pub exited_at_ms: Option<UnixMs>,
+    /// Its colour in the palette (see [`crate::ui::widgets::process_color`]): the lowest slot
+    /// no other process on its GPU holds at its first sighting, kept for its life.
+    pub color_slot: u8,
     pub(crate) recent: VecDeque<(UnixMs, u64)>,
 }
 
@@ -99,6 +102,8 @@ pub struct Monitor {
     pub last_active: HashMap<ProcSeriesKey, UnixMs>,
     /// Snapshots applied so far.
     pub ticks: u64,
+    /// Colour slot for the next new row (scratch of [`Monitor::apply`]).
+    next_slot: u8,
 }
 
 impl Monitor {
@@ -120,6 +125,7 @@ impl Monitor {
             activity: VecDeque::new(),
             last_active: HashMap::new(),
             ticks: 0,
+            next_slot: 0,
         }
     }
 
@@ -130,6 +136,10 @@ impl Monitor {
         for p in &snap.processes {
             let key = (p.key(), p.device_index);
             let used = p.used_bytes;
+            if !self.rows.contains_key(&key) {
+                self.next_slot = free_slot(&self.rows, p.device_index, now);
+            }
+            let slot = self.next_slot;
             let row = self.rows.entry(key).or_insert_with(|| {
                 let info = p.info.as_deref().cloned().unwrap_or_default();
                 ProcessRow {
@@ -149,6 +159,7 @@ impl Monitor {
                     first_seen_ms: now,
                     last_seen_ms: now,
                     exited_at_ms: None,
+                    color_slot: slot,
                     recent: VecDeque::new(),
                 }
             });
@@ -245,8 +256,10 @@ impl Monitor {
             .collect()
     }
 
-    /// Puts in a row built elsewhere (a session replay).
-    pub(crate) fn insert_row(&mut self, row: ProcessRow) {
+    /// Puts in a row built elsewhere (a session replay), giving it a colour slot (rows are
+    /// put in in the order they were first seen).
+    pub(crate) fn insert_row(&mut self, mut row: ProcessRow) {
+        row.color_slot = free_slot(&self.rows, row.device_index, row.first_seen_ms);
         self.rows.insert(row.series_key(), row);
     }
 
@@ -262,6 +275,20 @@ impl Monitor {
             None => self.status == SourceStatus::Running,
         }
     }
+}
+
+/// The lowest colour slot that no process on `device` holds at `at` (running, or exited less
+/// than [`EXITED_LINGER_MS`] before).
+fn free_slot(rows: &HashMap<ProcSeriesKey, ProcessRow>, device: u32, at: UnixMs) -> u8 {
+    let mut used = [false; 256];
+    for r in rows.values().filter(|r| {
+        r.device_index == device
+            && r.first_seen_ms <= at
+            && r.exited_at_ms.is_none_or(|e| e + EXITED_LINGER_MS > at)
+    }) {
+        used[usize::from(r.color_slot)] = true;
+    }
+    used.iter().position(|u| !u).map_or(0, |i| i as u8)
 }
 
 /// How long the status bar shows a notice.

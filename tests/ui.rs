@@ -449,3 +449,71 @@ fn an_oom_death_shows_in_the_leaks_pane_and_opens_at_that_moment() {
     // The GPU card shows the GPU as it was: nearly full.
     h.get_by_label("99.4 %");
 }
+
+/// The plot area of the GPU graph: below its legend, right of the memory axis.
+fn plot_point(h: &Harness<'static, VramApp>, fx: f32, fy: f32) -> egui::Pos2 {
+    let legend = h.get_by_label("Memory limit").rect();
+    let tabs = h.get_by_label("Processes").rect();
+    let (top, bottom) = (legend.bottom() + 12.0, tabs.top() - 40.0);
+    let (left, right) = (legend.left().max(420.0), 1580.0);
+    egui::pos2(left + (right - left) * fx, top + (bottom - top) * fy)
+}
+
+/// The hover of the stacked graph lists, at the cursor's time, each process's own memory (not
+/// the stacked height) with the total; the wheel zooms time around the cursor and "Follow live"
+/// goes back. (A double-click also goes back: checked under Xvfb with xdotool, as kittest's
+/// synthetic clicks do not make a double click of egui_plot's.)
+#[test]
+fn graph_hover_shows_own_values_and_the_wheel_zooms_time() {
+    let mut h = harness(demo_app(900));
+    h.run();
+    let before = h.query_all_by_label("38.0 GiB").count();
+    // The legend names each series once; the hover's table names them again.
+    assert_eq!(h.query_all_by_label("Total used").count(), 1);
+    assert_eq!(h.query_all_by_label("python3 (48213)").count(), 1);
+    h.hover_at(plot_point(&h, 0.97, 0.5));
+    h.run();
+    assert_eq!(
+        h.query_all_by_label("Total used").count(),
+        2,
+        "the hover table"
+    );
+    // 48213 holds 38.0 GiB at the bottom of GPU 0's stack; the hover says 38.0 GiB for it
+    // (its stacked top would be higher), once more than the table and card say it.
+    assert_eq!(h.query_all_by_label("38.0 GiB").count(), before + 1);
+    assert_eq!(h.query_all_by_label("python3 (48213)").count(), 2);
+    assert!(h.state().graph_range().is_none(), "follows live");
+    h.event(egui::Event::MouseWheel {
+        unit: egui::MouseWheelUnit::Point,
+        delta: egui::vec2(0.0, 120.0),
+        phase: egui::TouchPhase::Move,
+        source: egui::MouseWheelSource::Unknown,
+        modifiers: egui::Modifiers::NONE,
+    });
+    h.run_steps(30);
+    let (a, b) = h
+        .state()
+        .graph_range()
+        .expect("zoomed: no longer follows live");
+    assert!(
+        b - a < 590_000,
+        "the wheel zoomed in: {} s shown",
+        (b - a) / 1000
+    );
+    h.get_by_label("▶ Follow live").click();
+    h.run_steps(3);
+    assert!(h.state().graph_range().is_none(), "follows live again");
+}
+
+/// Selecting a process on another GPU brings that GPU's graph.
+#[test]
+fn selecting_a_process_shows_its_gpu_graph() {
+    let mut h = harness(demo_app(120));
+    h.run();
+    h.get_by_label("GPU 0 memory");
+    h.get_by_label("39002").click();
+    h.run();
+    h.run();
+    h.get_by_label("GPU 1 memory");
+    assert_eq!(h.state().selected_gpu, 1);
+}

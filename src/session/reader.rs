@@ -816,11 +816,13 @@ impl SessionData {
                 last_seen_ms: st.last.1,
                 exited_at_ms: (!alive)
                     .then(|| times.get(st.last.0 as usize + 1).copied().unwrap_or(end_ms)),
+                color_slot: 0,
                 recent: VecDeque::new(),
             });
             processes.insert(key, st.series);
         }
         m.history = History::from_parts(times, devices, ghosts, processes);
+        rows.sort_by_key(|r| (r.first_seen_ms, r.key.pid));
         for r in rows {
             m.insert_row(r);
         }

@@ -29,6 +29,8 @@ pub struct UiState {
     pub sort_desc: bool,
     /// Which pane is under the graph.
     pub bottom: BottomTab,
+    /// Scale the graph's memory axis to the data shown (not 0 … the GPU's size).
+    pub fit_y: bool,
 }
 
 /// The panes under the graph.
@@ -51,6 +53,7 @@ impl Default for UiState {
             sort: SortColumn::Memory,
             sort_desc: true,
             bottom: BottomTab::Processes,
+            fit_y: false,
         }
     }
 }
@@ -69,6 +72,8 @@ pub struct VramApp {
     pub selected_gpu: u32,
     /// Process whose detail pane is open.
     pub selected: Option<ProcSeriesKey>,
+    /// `selected` as of the last frame: a new selection brings its GPU's graph.
+    last_selected: Option<ProcSeriesKey>,
     /// Process-table filter text.
     pub filter: String,
     focus_filter: bool,
@@ -111,6 +116,7 @@ impl VramApp {
             backend,
             state,
             selected_gpu: 0,
+            last_selected: None,
             selected: None,
             filter: String::new(),
             focus_filter: false,
@@ -169,6 +175,11 @@ impl VramApp {
     pub fn invalidate_caches(&mut self) {
         self.graph.invalidate();
         self.detail_graph.invalidate();
+    }
+
+    /// The time range the GPU graph was zoomed or panned to (`None`: it follows live).
+    pub fn graph_range(&self) -> Option<(UnixMs, UnixMs)> {
+        self.graph.free_range
     }
 
     fn now(&self) -> UnixMs {
@@ -515,6 +526,12 @@ impl VramApp {
         edge: UnixMs,
     ) {
         let n_devices = snap.devices.len() as u32;
+        if self.selected != self.last_selected {
+            if let Some(k) = self.selected {
+                self.selected_gpu = k.1;
+            }
+            self.last_selected = self.selected;
+        }
         if self.selected_gpu >= n_devices {
             self.selected_gpu = 0;
         }
@@ -578,6 +595,7 @@ impl VramApp {
                     &mut self.state,
                     &mut self.graph,
                     edge,
+                    self.selected.filter(|k| k.1 == self.selected_gpu),
                 );
             });
             ui.separator();

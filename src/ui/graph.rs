@@ -3,7 +3,7 @@
 //! the view, the width or the data change, so hours of history stay smooth.
 
 use egui::{Color32, Ui};
-use egui_plot::{GridMark, HLine, Legend, Line, Plot, PlotPoints, VLine};
+use egui_plot::{GridMark, HLine, Line, Plot, PlotPoints, VLine};
 use serde::{Deserialize, Serialize};
 
 use super::app::UiState;
@@ -55,21 +55,63 @@ impl Window {
     }
 }
 
+/// What a drawn line stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineKind {
+    /// A process on the GPU.
+    Process(ProcSeriesKey),
+    /// Memory no process accounts for.
+    Unattributed,
+    /// The GPU's used memory.
+    Total,
+}
+
 /// One drawn line.
 #[derive(Debug, Clone)]
 pub struct GraphLine {
     /// Legend name.
     pub name: String,
+    /// What it stands for.
+    pub kind: LineKind,
     /// Colour.
     pub color: Color32,
-    /// Points (unix seconds, MiB).
+    /// Points (unix seconds, MiB) as drawn: cumulative when stacked.
     pub points: PlotLine,
-    /// Filled down to zero (stacked areas).
+    /// The series' own value at each point (MiB): what the hover shows.
+    pub own: Vec<f64>,
+    /// Filled down to the layer below (stacked areas).
     pub filled: bool,
     /// `points` in the plot's axis unit, kept between frames (lent to the plot, not copied).
     pub scaled: Vec<egui_plot::PlotPoint>,
     /// The scale `scaled` was made with.
     pub scale: f64,
+}
+
+impl GraphLine {
+    fn new(name: String, kind: LineKind, color: Color32, points: PlotLine, filled: bool) -> Self {
+        let own = points.iter().map(|p| p[1]).collect();
+        Self {
+            name,
+            kind,
+            color,
+            points,
+            own,
+            filled,
+            scaled: Vec::new(),
+            scale: 0.0,
+        }
+    }
+
+    /// Its own value at time `x` (unix seconds): the last point at or before `x`, when `x`
+    /// lies within the line (a process not yet started or gone has none).
+    pub fn value_at(&self, x: f64, step: f64) -> Option<f64> {
+        let i = self.points.partition_point(|p| p[0] <= x);
+        if i == 0 {
+            return None;
+        }
+        let p = self.points[i - 1];
+        (x - p[0] <= step).then(|| self.own[i - 1])
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -81,6 +123,7 @@ struct CacheKey {
     width: usize,
     end_tick: u64,
     stacked: bool,
+    dark: bool,
 }
 
 /// Decimated lines of one graph, and whether it follows the live edge.
@@ -117,8 +160,9 @@ fn x_formatter(mark: GridMark, range: &std::ops::RangeInclusive<f64>) -> String 
     }
 }
 
-/// Lines of one GPU between `from` and `to`: the device total plus one per process
-/// (stacked: cumulative, filled).
+/// Lines of one GPU between `from` and `to`: the device total plus one per process and one for
+/// unattributed memory. Stacked: processes (oldest at the bottom) then unattributed memory are
+/// cumulative, filled areas, so their top edge meets the total line.
 #[allow(clippy::too_many_arguments)]
 pub fn device_lines(
     h: &History,
@@ -128,6 +172,7 @@ pub fn device_lines(
     to: UnixMs,
     width: usize,
     stacked: bool,
+    dark_mode: bool,
     buckets: &mut crate::history::BucketCache,
 ) -> Vec<GraphLine> {
     use crate::history::SeriesId;
@@ -145,90 +190,152 @@ pub fn device_lines(
         let name = m.row(k).map_or("?", |r| r.name.as_str());
         format!("{name} ({})", k.0.pid)
     };
+    let color_of =
+        |k: &ProcSeriesKey| widgets::process_color(m.row(k).map_or(0, |r| r.color_slot), dark_mode);
     if stacked {
         let (b0, per, n) = h.buckets(from, to, width);
         let xs: Vec<Option<f64>> = (0..n)
             .map(|i| h.time_of(b0 + i as u64 * per).map(|ms| ms as f64 / 1000.0))
             .collect();
         let mut cum = vec![0u64; n];
+        let mut layer = |name: String, kind: LineKind, color: Color32, mm: &[(u32, u32)]| {
+            let mut pts = Vec::with_capacity(n);
+            let mut own = Vec::with_capacity(n);
+            for i in 0..n {
+                let Some(x) = xs[i] else { continue };
+                if mm[i].0 == NONE {
+                    // Not alive in this bucket: no point, so the hover shows nothing.
+                    continue;
+                }
+                cum[i] += u64::from(mm[i].1);
+                pts.push([x, cum[i] as f64]);
+                own.push(f64::from(mm[i].1));
+            }
+            GraphLine {
+                own,
+                ..GraphLine::new(name, kind, color, pts, true)
+            }
+        };
         let mut layers = Vec::new();
         for (k, s) in &procs {
             let mm = buckets.get(SeriesId::Process(**k), s, b0, per, n);
-            let mut pts = Vec::with_capacity(n);
-            for i in 0..n {
-                let Some(x) = xs[i] else { continue };
-                if mm[i].0 != NONE {
-                    cum[i] += u64::from(mm[i].1);
-                }
-                pts.push([x, cum[i] as f64]);
+            layers.push(layer(name_of(k), LineKind::Process(**k), color_of(k), mm));
+        }
+        if let Some(g) = h.ghost(device) {
+            let mm = buckets.get(SeriesId::Ghost(device), g, b0, per, n);
+            if mm.iter().any(|(lo, hi)| *lo != NONE && *hi > 0) {
+                layers.push(layer(
+                    "Unattributed (no process)".into(),
+                    LineKind::Unattributed,
+                    Color32::GRAY,
+                    mm,
+                ));
             }
-            layers.push(GraphLine {
-                name: name_of(k),
-                color: widgets::process_color(&k.0),
-                points: pts,
-                filled: true,
-                scaled: Vec::new(),
-                scale: 0.0,
-            });
         }
         // Top layer first, so each lower layer is drawn over the one above it.
         layers.reverse();
         lines.extend(layers);
     } else {
         for (k, s) in &procs {
-            lines.push(GraphLine {
-                name: name_of(k),
-                color: widgets::process_color(&k.0),
-                points: h.decimate_cached(buckets, SeriesId::Process(**k), s, from, to, width),
-                filled: false,
-                scaled: Vec::new(),
-                scale: 0.0,
-            });
+            lines.push(GraphLine::new(
+                name_of(k),
+                LineKind::Process(**k),
+                color_of(k),
+                h.decimate_cached(buckets, SeriesId::Process(**k), s, from, to, width),
+                false,
+            ));
         }
-    }
-    if let Some(g) = h.ghost(device) {
-        let pts = h.decimate_cached(buckets, SeriesId::Ghost(device), g, from, to, width);
-        if pts.iter().any(|p| p[1] > 0.0) {
-            lines.push(GraphLine {
-                name: "Unattributed (no process)".into(),
-                color: Color32::GRAY,
-                points: pts,
-                filled: false,
-                scaled: Vec::new(),
-                scale: 0.0,
-            });
+        if let Some(g) = h.ghost(device) {
+            let pts = h.decimate_cached(buckets, SeriesId::Ghost(device), g, from, to, width);
+            if pts.iter().any(|p| p[1] > 0.0) {
+                lines.push(GraphLine::new(
+                    "Unattributed (no process)".into(),
+                    LineKind::Unattributed,
+                    Color32::GRAY,
+                    pts,
+                    false,
+                ));
+            }
         }
     }
     if let Some(s) = h.device(device) {
-        lines.insert(
-            0,
-            GraphLine {
-                name: "Total used".into(),
-                color: widgets::USED,
-                points: h.decimate_cached(buckets, SeriesId::Device(device), s, from, to, width),
-                filled: false,
-                scaled: Vec::new(),
-                scale: 0.0,
-            },
-        );
+        // The total goes on top of everything.
+        lines.push(GraphLine::new(
+            "Total used".into(),
+            LineKind::Total,
+            widgets::USED,
+            h.decimate_cached(buckets, SeriesId::Device(device), s, from, to, width),
+            false,
+        ));
     }
     lines
 }
 
-#[allow(clippy::too_many_arguments)]
+/// How a plot is drawn, beyond its lines.
+#[derive(Debug, Clone, Default)]
+struct PlotOpts<'a> {
+    /// The GPU's memory size (MiB): the red limit line.
+    limit_mib: Option<f64>,
+    /// Memory the driver reserves (MiB), for the hover's free memory.
+    reserved_mib: Option<f64>,
+    /// Axis and hover units.
+    units: Units,
+    /// The time range to show (following live); `None` leaves it to the user.
+    set_x: Option<(f64, f64)>,
+    /// Fit the time axis to the data (the lifetime graph).
+    auto_x: bool,
+    /// Fit the memory axis to the data shown instead of 0 … the GPU's size.
+    fit_y: bool,
+    /// Dashed vertical marks (unix seconds, name).
+    marks: &'a [(f64, String)],
+    /// The hover lists every series at the cursor's time (the GPU graph).
+    table_hover: bool,
+    /// A line drawn thicker (the selected process).
+    highlight: Option<ProcSeriesKey>,
+    /// The OOM forecast: from (unix s, MiB used now) to (unix s when full, MiB limit).
+    forecast: Option<[[f64; 2]; 2]>,
+    /// Seconds one point of the lines stands for (the hover's tolerance).
+    step_s: f64,
+}
+
+/// The time-axis grid: round steps (10 s, 1 min, 5 min, 1 h, …) in local time, about eight
+/// marks across the plot.
+fn time_grid(input: egui_plot::GridInput) -> Vec<GridMark> {
+    const STEPS: [f64; 18] = [
+        1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0,
+        10800.0, 21600.0, 43200.0, 86400.0,
+    ];
+    let (lo, hi) = input.bounds;
+    let span = (hi - lo).max(1e-3);
+    let step = STEPS
+        .iter()
+        .copied()
+        .find(|s| span / s <= 8.0)
+        .unwrap_or_else(|| (span / 8.0 / 86400.0).ceil() * 86400.0);
+    // Align to local time (a time zone may be offset by a non-round amount from UTC).
+    let offset = f64::from(chrono::Local::now().offset().local_minus_utc());
+    let mut marks = Vec::new();
+    let mut v = ((lo + offset) / step).ceil() * step - offset;
+    while v <= hi && marks.len() < 64 {
+        marks.push(GridMark {
+            value: v,
+            step_size: step,
+        });
+        v += step;
+    }
+    marks
+}
+
 fn draw_plot(
     ui: &mut Ui,
     id: &str,
     lines: &mut [GraphLine],
-    limit_mib: Option<f64>,
-    units: Units,
-    set_x: Option<(f64, f64)>,
-    auto_x: bool,
-    marks: &[(f64, &str)],
+    o: &PlotOpts<'_>,
 ) -> egui_plot::PlotResponse<()> {
+    let units = o.units;
     // The axis uses one unit for all its labels: GiB when the scale reaches 10 GiB (or when
     // chosen), so the grid falls on round GiB values.
-    let top = limit_mib.unwrap_or_else(|| {
+    let top = o.limit_mib.filter(|_| !o.fit_y).unwrap_or_else(|| {
         lines
             .iter()
             .flat_map(|l| l.points.iter().map(|p| p[1]))
@@ -252,65 +359,219 @@ fn draw_plot(
         }
     }
     let lines: &[GraphLine] = lines;
+    // Fit to data: the range of what is drawn in the time shown, with a margin.
+    let fit = if o.fit_y {
+        let (x0, x1) = o.set_x.unwrap_or((f64::MIN, f64::MAX));
+        let (lo, hi) = lines
+            .iter()
+            .flat_map(|l| l.scaled.iter())
+            .filter(|p| p.x >= x0 && p.x <= x1)
+            .fold((f64::MAX, f64::MIN), |(lo, hi), p| {
+                (lo.min(p.y), hi.max(p.y))
+            });
+        (lo <= hi).then(|| {
+            let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.002).max(1e-3);
+            ((lo - pad).max(0.0), hi + pad)
+        })
+    } else {
+        None
+    };
     let mut plot = Plot::new(id)
-        .legend(Legend::default().position(egui_plot::Corner::LeftTop))
         .allow_zoom([true, false])
         .allow_drag([true, false])
-        .allow_scroll([true, false])
+        .allow_scroll(false)
         .allow_boxed_zoom(false)
-        .auto_bounds([auto_x, true])
-        .include_y(0.0)
+        .allow_double_click_reset(false)
+        .auto_bounds([o.auto_x, fit.is_none()])
         .x_axis_formatter(x_formatter)
+        .x_grid_spacer(time_grid)
         .y_axis_formatter(move |m, _| axis_text(m.value, unit))
-        .y_axis_min_width(56.0)
-        .label_formatter(move |pos| match pos {
-            egui_plot::HoverPosition::NearDataPoint {
-                plot_name,
-                position,
-                ..
-            } => Some(format!(
-                "{plot_name}\n{}\n{}",
-                format::clock((position.x * 1000.0) as i64),
-                units.mib(position.y / scale)
-            )),
-            egui_plot::HoverPosition::Elsewhere { position } => Some(format!(
+        .y_axis_min_width(56.0);
+    plot = if o.table_hover {
+        // The hover table (below) replaces the single-value label.
+        plot.label_formatter(|_| None)
+    } else {
+        plot.label_formatter(move |pos| match pos {
+            egui_plot::HoverPosition::NearDataPoint { position, .. } => Some(format!(
                 "{}\n{}",
                 format::clock((position.x * 1000.0) as i64),
                 units.mib(position.y / scale)
             )),
-        });
-    if let Some(l) = limit_mib {
-        plot = plot.include_y(l * scale * 1.02);
+            egui_plot::HoverPosition::Elsewhere { .. } => None,
+        })
+    };
+    if fit.is_none() {
+        plot = plot.include_y(0.0);
+        if let Some(l) = o.limit_mib {
+            plot = plot.include_y(l * scale * 1.02);
+        }
     }
-    plot.show(ui, |plot_ui| {
-        if let Some((a, b)) = set_x {
+    let resp = plot.show(ui, |plot_ui| {
+        if let Some((a, b)) = o.set_x {
             plot_ui.set_plot_bounds_x(a..=b);
+        }
+        if let Some((lo, hi)) = fit {
+            plot_ui.set_plot_bounds_y(lo..=hi);
+        }
+        // The wheel zooms time around the cursor.
+        if plot_ui.response().hovered() {
+            let dy = plot_ui.ctx().input(|i| i.smooth_scroll_delta.y);
+            if dy != 0.0 {
+                plot_ui.zoom_bounds_around_hovered(egui::vec2((dy / 200.0).exp(), 1.0));
+            }
         }
         for l in lines.iter() {
             let mut line =
                 Line::new(l.name.clone(), PlotPoints::Borrowed(&l.scaled)).color(l.color);
+            let highlighted =
+                matches!((l.kind, o.highlight), (LineKind::Process(k), Some(h)) if k == h);
             if l.filled {
-                line = line.fill(0.0).fill_alpha(0.85);
+                line = line
+                    .fill(0.0)
+                    .fill_alpha(if o.highlight.is_some() && !highlighted {
+                        0.45
+                    } else {
+                        0.85
+                    });
+                if highlighted {
+                    line = line.width(2.5).color(l.color);
+                }
             } else {
-                line = line.width(if l.name == "Total used" { 2.0 } else { 1.5 });
+                line = line.width(match l.kind {
+                    LineKind::Total => 2.0,
+                    _ if highlighted => 3.0,
+                    _ => 1.5,
+                });
             }
             plot_ui.line(line);
         }
-        if let Some(l) = limit_mib {
+        if let Some(l) = o.limit_mib {
             plot_ui.hline(
                 HLine::new("Memory limit", l * scale)
                     .color(widgets::LIMIT)
                     .width(1.5),
             );
         }
-        for (x, name) in marks {
+        if let Some([[x0, y0], [x1, y1]]) = o.forecast {
+            plot_ui.line(
+                Line::new(
+                    "OOM forecast",
+                    PlotPoints::new(vec![[x0, y0 * scale], [x1, y1 * scale]]),
+                )
+                .color(widgets::FORECAST)
+                .width(2.0)
+                .style(egui_plot::LineStyle::dashed_loose()),
+            );
+        }
+        for (x, name) in o.marks {
             plot_ui.vline(
-                VLine::new(*name, *x)
+                VLine::new(name.clone(), *x)
                     .color(super::leaks::LEAK)
                     .style(egui_plot::LineStyle::dashed_loose()),
             );
         }
-    })
+    });
+    if o.table_hover {
+        if let Some(pos) = resp.response.hover_pos() {
+            let x = resp.transform.value_from_position(pos).x;
+            let step = o.step_s;
+            let limit = o.limit_mib;
+            let reserved = o.reserved_mib;
+            resp.response.clone().on_hover_ui_at_pointer(|ui| {
+                hover_table(ui, lines, x, step, limit, reserved, units);
+            });
+        }
+    }
+    resp
+}
+
+/// The hover of the GPU graph: at the cursor's time, every series's own value (largest
+/// first) with its colour, then the total and the free memory.
+fn hover_table(
+    ui: &mut Ui,
+    lines: &[GraphLine],
+    x: f64,
+    step: f64,
+    limit_mib: Option<f64>,
+    reserved_mib: Option<f64>,
+    units: Units,
+) {
+    ui.label(egui::RichText::new(format::clock((x * 1000.0) as i64)).strong());
+    let mut rows: Vec<(&GraphLine, f64)> = lines
+        .iter()
+        .filter(|l| l.kind != LineKind::Total)
+        .filter_map(|l| l.value_at(x, step).map(|v| (l, v)))
+        .collect();
+    rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let total = lines
+        .iter()
+        .find(|l| l.kind == LineKind::Total)
+        .and_then(|l| l.value_at(x, step));
+    egui::Grid::new("graph-hover")
+        .num_columns(2)
+        .spacing([12.0, 2.0])
+        .show(ui, |ui| {
+            for (l, v) in &rows {
+                ui.horizontal(|ui| {
+                    widgets::color_swatch(ui, l.color);
+                    ui.label(&l.name);
+                });
+                ui.monospace(units.mib(*v));
+                ui.end_row();
+            }
+            if let Some(t) = total {
+                ui.horizontal(|ui| {
+                    widgets::color_swatch(ui, widgets::USED);
+                    ui.label(egui::RichText::new("Total used").strong());
+                });
+                ui.monospace(units.mib(t));
+                ui.end_row();
+                if let Some(l) = limit_mib {
+                    ui.label("Free");
+                    ui.monospace(units.mib((l - t - reserved_mib.unwrap_or(0.0)).max(0.0)));
+                    ui.end_row();
+                }
+            }
+        });
+    if rows.is_empty() && total.is_none() {
+        ui.label(egui::RichText::new("No data at this time").weak());
+    }
+}
+
+/// The legend, outside the plot: one swatch per series in view (the selected one bold).
+fn legend(ui: &mut Ui, lines: &[GraphLine], highlight: Option<ProcSeriesKey>, forecast: bool) {
+    ui.horizontal_wrapped(|ui| {
+        ui.spacing_mut().item_spacing.x = 10.0;
+        let mut items: Vec<&GraphLine> = lines.iter().collect();
+        // Bottom of the stack first, the total last (as they stack up).
+        items.reverse();
+        items.sort_by_key(|l| match l.kind {
+            LineKind::Total => 2,
+            LineKind::Unattributed => 1,
+            LineKind::Process(_) => 0,
+        });
+        for l in items {
+            ui.horizontal(|ui| {
+                ui.spacing_mut().item_spacing.x = 4.0;
+                widgets::color_swatch(ui, l.color);
+                let text = egui::RichText::new(&l.name).small();
+                let bold = matches!((l.kind, highlight), (LineKind::Process(k), Some(h)) if k == h);
+                ui.label(if bold { text.strong() } else { text });
+            });
+        }
+        ui.horizontal(|ui| {
+            ui.spacing_mut().item_spacing.x = 4.0;
+            widgets::color_swatch(ui, widgets::LIMIT);
+            ui.label(egui::RichText::new("Memory limit").small());
+        });
+        if forecast {
+            ui.horizontal(|ui| {
+                ui.spacing_mut().item_spacing.x = 4.0;
+                widgets::color_swatch(ui, widgets::FORECAST);
+                ui.label(egui::RichText::new("OOM forecast").small());
+            });
+        }
+    });
 }
 
 fn axis_text(v: f64, unit: &str) -> String {
@@ -330,8 +591,10 @@ fn user_moved(ui: &Ui, resp: &egui::Response) -> bool {
             && ui.input(|i| i.smooth_scroll_delta != egui::Vec2::ZERO || i.zoom_delta() != 1.0))
 }
 
-/// The graph of one GPU with its toolbar (window presets, stacking, follow live).
-/// `edge` is the right end of the window when following (the live edge, or a session's slider).
+/// The graph of one GPU with its toolbar (window presets, stacking, fit to data, follow live)
+/// and its legend. `edge` is the right end of the window when following (the live edge, or a
+/// session's slider); `highlight` is the selected process, drawn thicker.
+#[allow(clippy::too_many_arguments)]
 pub fn device_graph(
     ui: &mut Ui,
     m: &Monitor,
@@ -340,6 +603,7 @@ pub fn device_graph(
     state: &mut UiState,
     cache: &mut GraphCache,
     edge: UnixMs,
+    highlight: Option<ProcSeriesKey>,
 ) {
     let h = &m.history;
     let Some((first, _)) = h.span() else {
@@ -361,11 +625,13 @@ pub fn device_graph(
         }
         ui.separator();
         ui.checkbox(&mut state.stacked, "Stack by process");
+        ui.checkbox(&mut state.fit_y, "Fit to data")
+            .on_hover_text("Scale the memory axis to the data shown instead of the GPU's size: small growth becomes visible");
         if cache.free_range.is_some() && ui.button("▶ Follow live").clicked() {
             cache.free_range = None;
         }
         ui.label(
-            egui::RichText::new("drag to pan · scroll to zoom")
+            egui::RichText::new("wheel: zoom · drag: pan · double-click: follow live")
                 .weak()
                 .small(),
         );
@@ -375,6 +641,7 @@ pub fn device_graph(
         (live_edge - span, live_edge)
     });
     let width = (ui.available_width() as usize).clamp(50, 4000);
+    let dark = ui.visuals().dark_mode;
     let key = CacheKey {
         what: None,
         device,
@@ -383,48 +650,97 @@ pub fn device_graph(
         width,
         end_tick: h.end_tick(),
         stacked: state.stacked,
+        dark,
     };
     let stacked = state.stacked;
-    let limit = snap
-        .devices
-        .iter()
-        .find(|d| d.index == device)
+    let dev = snap.devices.iter().find(|d| d.index == device);
+    let limit = dev
         .and_then(|d| d.memory_total_bytes)
         .map(|b| (b / MIB) as f64);
+    let reserved = dev
+        .and_then(|d| d.memory_reserved_bytes)
+        .map(|b| (b / MIB) as f64);
+    // The OOM forecast, drawn from the newest sample towards the limit, when following.
+    let forecast = match (dev, limit, cache.free_range) {
+        (Some(d), Some(l), None) => d.time_to_full_s.zip(d.memory_used_bytes).map(|(s, u)| {
+            let x0 = snap.taken_at_ms as f64 / 1000.0;
+            [
+                [x0, (u / MIB) as f64],
+                [x0 + s, l - reserved.unwrap_or(0.0)],
+            ]
+        }),
+        _ => None,
+    };
     let set_x = if cache.free_range.is_none() {
-        Some((from as f64 / 1000.0, to as f64 / 1000.0))
+        let (a, b) = (from as f64 / 1000.0, to as f64 / 1000.0);
+        // Room on the right for the forecast to show where it heads.
+        Some((
+            a,
+            if forecast.is_some() {
+                b + (b - a) * 0.12
+            } else {
+                b
+            },
+        ))
     } else {
         None
     };
+    // Leak episodes of this GPU's processes that began in view.
+    let marks: Vec<(f64, String)> = m
+        .leaks
+        .iter()
+        .filter(|l| {
+            l.info.device_index == device && l.info.since_ms >= from && l.info.since_ms <= to
+        })
+        .map(|l| {
+            (
+                l.info.since_ms as f64 / 1000.0,
+                format!("leak began: {} ({})", l.info.name, l.info.pid),
+            )
+        })
+        .collect();
     let mut buckets = std::mem::take(&mut cache.buckets);
     let lines = cache.get(key, || {
-        device_lines(h, m, device, from, to, width, stacked, &mut buckets)
+        device_lines(h, m, device, from, to, width, stacked, dark, &mut buckets)
     });
+    legend(ui, lines, highlight, forecast.is_some());
+    let step_s =
+        ((to - from) as f64 / 1000.0 / width as f64).max(m.interval_ms as f64 / 1000.0) * 2.0;
     let resp = draw_plot(
         ui,
         &format!("gpu-graph-{device}"),
         lines,
-        limit,
-        state.units,
-        set_x,
-        false,
-        &[],
+        &PlotOpts {
+            limit_mib: limit,
+            reserved_mib: reserved,
+            units: state.units,
+            set_x,
+            auto_x: false,
+            fit_y: state.fit_y,
+            marks: &marks,
+            table_hover: true,
+            highlight,
+            forecast,
+            step_s,
+        },
     );
     cache.buckets = buckets;
-    if user_moved(ui, &resp.response) || cache.free_range.is_some() {
+    if resp.response.double_clicked() {
+        cache.free_range = None;
+    } else if user_moved(ui, &resp.response) || cache.free_range.is_some() {
         let b = resp.transform.bounds();
         cache.free_range = Some(((b.min()[0] * 1000.0) as i64, (b.max()[0] * 1000.0) as i64));
     }
 }
 
-/// The whole-lifetime graph of one process on one GPU, with optional marked times.
+/// The whole-lifetime graph of one process on one GPU, with marked times (unix s, name).
 pub fn process_graph(
     ui: &mut Ui,
     m: &Monitor,
     key: ProcSeriesKey,
     units: Units,
     cache: &mut GraphCache,
-    marks: &[(f64, &str)],
+    marks: &[(f64, String)],
 ) {
     let h = &m.history;
     let Some(series) = h.process(&key) else {
@@ -440,6 +756,7 @@ pub fn process_graph(
         .time_of(series.end_tick().saturating_sub(1))
         .unwrap_or(from);
     let width = (ui.available_width() as usize).clamp(50, 4000);
+    let dark = ui.visuals().dark_mode;
     let ck = CacheKey {
         what: Some(key),
         device: key.1,
@@ -448,25 +765,28 @@ pub fn process_graph(
         width,
         end_tick: h.end_tick(),
         stacked: false,
+        dark,
     };
+    let color = widgets::process_color(m.row(&key).map_or(0, |r| r.color_slot), dark);
     let lines = cache.get(ck, || {
-        vec![GraphLine {
-            name: "GPU memory".into(),
-            color: widgets::process_color(&key.0),
-            points: h.decimate(series, from, to, width),
-            filled: true,
-            scaled: Vec::new(),
-            scale: 0.0,
-        }]
+        vec![GraphLine::new(
+            "GPU memory".into(),
+            LineKind::Process(key),
+            color,
+            h.decimate(series, from, to, width),
+            true,
+        )]
     });
     draw_plot(
         ui,
         &format!("proc-graph-{}-{}", key.0.pid, key.1),
         lines,
-        None,
-        units,
-        None,
-        true,
-        marks,
+        &PlotOpts {
+            units,
+            auto_x: true,
+            marks,
+            step_s: 1.0,
+            ..PlotOpts::default()
+        },
     );
 }

@@ -23,7 +23,10 @@ pub fn pane(
 ) -> bool {
     let mut open = true;
     ui.horizontal(|ui| {
-        widgets::color_swatch(ui, widgets::process_color(&row.key));
+        widgets::color_swatch(
+            ui,
+            widgets::process_color(row.color_slot, ui.visuals().dark_mode),
+        );
         ui.heading(format!("{} · PID {}", row.name, row.key.pid));
         ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
             if ui.button("✖ Close").on_hover_text("Close (Esc)").clicked() {
@@ -185,11 +188,18 @@ pub fn pane(
     });
     ui.add_space(6.0);
     ui.label(RichText::new("GPU memory over its lifetime").strong());
-    let mut marks: Vec<(f64, &str)> = Vec::new();
+    let mut marks: Vec<(f64, String)> = Vec::new();
     for e in &episodes {
-        marks.push((e.info.since_ms as f64 / 1000.0, "leak began"));
+        marks.push((e.info.since_ms as f64 / 1000.0, "leak began".into()));
         if let Some(t) = e.ended_ms {
-            marks.push((t as f64 / 1000.0, "leak ended"));
+            marks.push((
+                t as f64 / 1000.0,
+                if e.open_at_end {
+                    "recording ended".into()
+                } else {
+                    "leak ended".into()
+                },
+            ));
         }
     }
     graph::process_graph(ui, m, row.series_key(), units, cache, &marks);

@@ -198,7 +198,10 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                 let row = ui.horizontal(|ui| {
                     ui.spacing_mut().item_spacing.x = 10.0;
                     cell(ui, W[0], false, &mut |ui| {
-                        widgets::color_swatch(ui, widgets::process_color(&r.key))
+                        widgets::color_swatch(
+                            ui,
+                            widgets::process_color(r.color_slot, ui.visuals().dark_mode),
+                        )
                     });
                     cell(ui, W[1], false, &mut |ui| {
                         let sel = *t.selected == Some(key);

@@ -2,8 +2,6 @@
 
 use egui::{Color32, CornerRadius, Rect, Sense, Stroke, StrokeKind, Ui};
 
-use crate::model::ProcessKey;
-
 /// Colour of used memory.
 pub const USED: Color32 = Color32::from_rgb(76, 145, 255);
 /// Colour of driver-reserved memory.
@@ -13,16 +11,47 @@ pub const LIMIT: Color32 = Color32::from_rgb(230, 80, 80);
 /// Colour of "stale" and errors.
 pub const WARN: Color32 = Color32::from_rgb(235, 90, 70);
 
-/// A stable colour for a process: the same in every graph, table marker and legend.
-pub fn process_color(key: &ProcessKey) -> Color32 {
-    // splitmix64 of the identity, then the golden ratio spreads neighbouring hashes apart.
-    let mut h = u64::from(key.pid).wrapping_add((key.start_time_ms as u64).rotate_left(32));
-    h = h.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    h = (h ^ (h >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    h = (h ^ (h >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    h ^= h >> 31;
-    let hue = ((h % 1000) as f32 / 1000.0 * 0.618_034 * 7.0).fract();
-    egui::ecolor::Hsva::new(hue, 0.65, 0.9, 1.0).into()
+/// Process colours on a dark background: Tableau and Okabe–Ito hues without the blue and
+/// purple of the memory bar ("used", "reserved"), the red of the memory limit and the orange of
+/// leak warnings, most distinct first.
+const PALETTE_DARK: [Color32; 10] = [
+    Color32::from_rgb(89, 161, 79),   // green
+    Color32::from_rgb(237, 201, 72),  // yellow
+    Color32::from_rgb(118, 183, 178), // teal
+    Color32::from_rgb(255, 157, 167), // pink
+    Color32::from_rgb(156, 117, 95),  // brown
+    Color32::from_rgb(140, 209, 125), // light green
+    Color32::from_rgb(182, 153, 45),  // olive
+    Color32::from_rgb(0, 158, 115),   // bluish green
+    Color32::from_rgb(186, 176, 172), // grey
+    Color32::from_rgb(204, 121, 167), // reddish purple
+];
+
+/// The same hues, darker and more saturated, readable on white.
+const PALETTE_LIGHT: [Color32; 10] = [
+    Color32::from_rgb(46, 125, 50),
+    Color32::from_rgb(176, 140, 0),
+    Color32::from_rgb(0, 121, 107),
+    Color32::from_rgb(194, 24, 91),
+    Color32::from_rgb(121, 85, 72),
+    Color32::from_rgb(104, 159, 56),
+    Color32::from_rgb(130, 119, 23),
+    Color32::from_rgb(0, 150, 136),
+    Color32::from_rgb(97, 97, 97),
+    Color32::from_rgb(158, 157, 36),
+];
+
+/// A process's colour: slot `slot` of the palette for the theme (the same in every graph, table
+/// marker and legend). Slots are given per GPU in order of appearance
+/// ([`crate::monitor::ProcessRow::color_slot`]), so neighbours on one GPU never share a colour
+/// until more than ten run at once.
+pub fn process_color(slot: u8, dark_mode: bool) -> Color32 {
+    let p = if dark_mode {
+        &PALETTE_DARK
+    } else {
+        &PALETTE_LIGHT
+    };
+    p[usize::from(slot) % p.len()]
 }
 
 /// Colour of the OOM forecast's marker on a memory bar.
