@@ -25,9 +25,26 @@ fn demo_app(seconds: i64) -> VramApp {
         .with_fixed_now(T0 + (seconds - 1) * 1000)
 }
 
+/// The demo run through the real engine (leak detection, forecast), `seconds` long.
+fn demo_engine_app(seconds: i64) -> VramApp {
+    use std::sync::{Arc, RwLock};
+    use vramwarden::engine::{Engine, RecordTo};
+    let sim = SimSource::demo(T0);
+    let shared = Arc::new(RwLock::new(Monitor::new(1000, 86_400)));
+    let mut e = Engine::new(shared.clone(), RecordTo::Off, 1000);
+    e.set_source(sim.info());
+    for i in 0..seconds {
+        e.tick(sim.at(T0 + i * 1000), T0 + i * 1000);
+    }
+    let m = shared.read().expect("lock").clone();
+    VramApp::with_backend(Backend::detached(m, true), UiState::default())
+        .with_fixed_now(T0 + (seconds - 1) * 1000)
+}
+
 fn harness(app: VramApp) -> Harness<'static, VramApp> {
     Harness::builder()
         .with_size(egui::vec2(1600.0, 1000.0))
+        .with_max_steps(8)
         .build_eframe(|_cc| app)
 }
 
@@ -55,7 +72,11 @@ fn clicking_a_process_opens_its_detail_pane() {
     h.get_by_label("51877").click();
     h.run();
     h.get_by_label("python3 · PID 51877");
-    h.get_by_label_contains("ipykernel_launcher");
+    // Its command line in the table's column and in the pane.
+    assert_eq!(
+        h.query_all_by_label_contains("ipykernel_launcher").count(),
+        2
+    );
     h.get_by_label("GPU memory over its lifetime");
     // The owner shows in the table row and in the pane.
     assert_eq!(h.query_all_by_label("bob").count(), 2);
@@ -503,6 +524,54 @@ fn graph_hover_shows_own_values_and_the_wheel_zooms_time() {
     h.get_by_label("▶ Follow live").click();
     h.run_steps(3);
     assert!(h.state().graph_range().is_none(), "follows live again");
+}
+
+/// The table: a click anywhere on a row selects it, ↑/↓ move the selection, Status sorts
+/// leaking processes first, and a column can be hidden from the header's menu.
+#[test]
+fn table_rows_select_by_click_and_keys_and_sort_by_status() {
+    let mut h = harness(demo_engine_app(400));
+    h.run();
+    // The user cell of 51877's row ("bob"), not its PID.
+    h.get_by_label("bob").click();
+    h.run();
+    assert_eq!(h.state().selected.map(|k| k.0.pid), Some(51877));
+    // (It is the last row, by memory: up, then down again.)
+    h.key_press(egui::Key::ArrowUp);
+    h.run();
+    let next = h.state().selected.map(|k| k.0.pid);
+    assert!(next.is_some() && next != Some(51877), "moved to {next:?}");
+    h.key_press(egui::Key::ArrowDown);
+    h.run();
+    assert_eq!(h.state().selected.map(|k| k.0.pid), Some(51877));
+    // Sort by status, descending: the leaking kernel (51877) is the first row.
+    h.get_by_label("Status").click();
+    h.run();
+    let first_row_pid = |h: &Harness<'static, VramApp>| {
+        let mut pids: Vec<(f32, String)> = ["48213", "39002", "2231", "51877"]
+            .iter()
+            .filter_map(|p| h.query_by_label(p).map(|n| (n.rect().top(), p.to_string())))
+            .collect();
+        pids.sort_by(|a, b| a.0.total_cmp(&b.0));
+        pids.first().map(|p| p.1.clone())
+    };
+    assert_eq!(first_row_pid(&h).as_deref(), Some("51877"));
+    // Hide the User column from the header's menu (the detail pane closed first: it has a
+    // "User" line too).
+    h.key_press(egui::Key::Escape);
+    h.run();
+    assert_eq!(h.state().selected, None);
+    h.get_by_label("User").click_secondary();
+    h.run();
+    h.get_by_label("Columns");
+    let boxes: Vec<_> = h.query_all_by_label("User").collect();
+    assert_eq!(boxes.len(), 2, "the header and the menu's checkbox");
+    boxes[1].click();
+    h.run();
+    h.key_press(egui::Key::Escape);
+    h.run();
+    assert!(h.query_by_label("User").is_none(), "the column is hidden");
+    assert_eq!(h.state().state.hidden_columns.len(), 1);
 }
 
 /// Selecting a process on another GPU brings that GPU's graph.

@@ -9,6 +9,10 @@
 //!   if the PID is reused a moment later);
 //! - in dry-run, the outcome says what would have happened and nothing is signalled.
 
+/// Seconds between SIGTERM and SIGKILL for a Terminate from the window (the one place this
+/// grace is written).
+pub const MANUAL_GRACE_SECONDS: f64 = 10.0;
+
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -31,6 +31,8 @@ pub struct UiState {
     pub bottom: BottomTab,
     /// Scale the graph's memory axis to the data shown (not 0 … the GPU's size).
     pub fit_y: bool,
+    /// Process-table columns the user hid.
+    pub hidden_columns: Vec<SortColumn>,
 }
 
 /// The panes under the graph.
@@ -54,6 +56,7 @@ impl Default for UiState {
             sort_desc: true,
             bottom: BottomTab::Processes,
             fit_y: false,
+            hidden_columns: Vec::new(),
         }
     }
 }
@@ -224,7 +227,7 @@ impl VramApp {
                 self.manual_request = Some((
                     k,
                     crate::rules::Action::Terminate {
-                        grace_seconds: 10.0,
+                        grace_seconds: crate::rules::action::MANUAL_GRACE_SECONDS,
                     },
                 ));
             }
@@ -652,6 +655,7 @@ impl VramApp {
                             .filter(|d| d.process_list_error.is_some())
                             .map(|d| d.index)
                             .collect(),
+                        hidden: &mut self.state.hidden_columns,
                     };
                     processes::table(ui, rows.clone(), &mut table, now);
                 }

@@ -637,7 +637,10 @@ pub fn device_graph(
         );
     });
     let (from, to) = cache.free_range.unwrap_or_else(|| {
-        let span = state.window.ms().unwrap_or(live_edge - first).max(1000);
+        // A preset longer than the history held shows what is held (at least a minute), so a
+        // fresh start is not a sliver at the right edge.
+        let held = (live_edge - first).max(60_000);
+        let span = state.window.ms().map_or(held, |w| w.min(held)).max(1000);
         (live_edge - span, live_edge)
     });
     let width = (ui.available_width() as usize).clamp(50, 4000);

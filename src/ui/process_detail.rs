@@ -97,7 +97,7 @@ pub fn pane(
                 .clicked()
             {
                 *request = Some(crate::rules::Action::Terminate {
-                    grace_seconds: 10.0,
+                    grace_seconds: crate::rules::action::MANUAL_GRACE_SECONDS,
                 });
             }
             if ui.button("Kill").on_hover_text("SIGKILL").clicked() {

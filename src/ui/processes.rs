@@ -26,10 +26,15 @@ pub enum SortColumn {
     Delta,
     /// Time since start.
     Age,
+    /// Leak flag (by rate), stale, exited.
+    Status,
+    /// Command line.
+    Command,
 }
 
 impl SortColumn {
-    const ALL: [(SortColumn, &'static str); 7] = [
+    /// Every column in table order, with its title.
+    pub const ALL: [(SortColumn, &'static str); 9] = [
         (SortColumn::Pid, "PID"),
         (SortColumn::Name, "Name"),
         (SortColumn::User, "User"),
@@ -37,7 +42,16 @@ impl SortColumn {
         (SortColumn::Memory, "GPU memory"),
         (SortColumn::Delta, "Δ 1 min"),
         (SortColumn::Age, "Age"),
+        (SortColumn::Status, "Status"),
+        (SortColumn::Command, "Command line"),
     ];
+
+    fn numeric(self) -> bool {
+        matches!(
+            self,
+            SortColumn::Memory | SortColumn::Delta | SortColumn::Age | SortColumn::Status
+        )
+    }
 }
 
 /// What the table reads and changes.
@@ -61,6 +75,8 @@ pub struct TableState<'a> {
     pub stale_gpus: Vec<u32>,
     /// Leak flags by series.
     pub leaks: &'a std::collections::HashMap<crate::monitor::LeakKey, super::leaks::LeakBadge>,
+    /// Columns the user hid.
+    pub hidden: &'a mut Vec<SortColumn>,
 }
 
 /// True when `row` matches the filter (pid, name, command line or user; case-insensitive).
@@ -73,8 +89,15 @@ pub fn matches(row: &ProcessRow, filter: &str) -> bool {
         || row.user.to_lowercase().contains(&f)
 }
 
-/// Sorts rows in place by `col` (ties broken by pid so the order never flickers).
-pub fn sort_rows(rows: &mut [&ProcessRow], col: SortColumn, desc: bool, now: UnixMs) {
+/// Sorts rows in place by `col` (ties broken by pid so the order never flickers). Status
+/// sorts by leak rate (`leak_rate` of the row's series), then stale, then exited.
+pub fn sort_rows(
+    rows: &mut [&ProcessRow],
+    col: SortColumn,
+    desc: bool,
+    now: UnixMs,
+    status: &dyn Fn(&ProcessRow) -> (f64, bool, bool),
+) {
     rows.sort_by(|a, b| {
         let o = match col {
             SortColumn::Pid => a.key.pid.cmp(&b.key.pid),
@@ -84,6 +107,12 @@ pub fn sort_rows(rows: &mut [&ProcessRow], col: SortColumn, desc: bool, now: Uni
             SortColumn::Memory => a.used_bytes.cmp(&b.used_bytes),
             SortColumn::Delta => a.delta_1m_bytes.cmp(&b.delta_1m_bytes),
             SortColumn::Age => (now - a.started_ms()).cmp(&(now - b.started_ms())),
+            SortColumn::Command => a.cmdline.cmp(&b.cmdline),
+            SortColumn::Status => {
+                let (ra, sa, ea) = status(a);
+                let (rb, sb, eb) = status(b);
+                ra.total_cmp(&rb).then(sa.cmp(&sb)).then(eb.cmp(&ea))
+            }
         };
         let o = if desc { o.reverse() } else { o };
         o.then(a.key.pid.cmp(&b.key.pid))
@@ -91,10 +120,42 @@ pub fn sort_rows(rows: &mut [&ProcessRow], col: SortColumn, desc: bool, now: Uni
     });
 }
 
+/// The header's menu: a checkbox per column (PID and memory always shown).
+fn columns_menu(ui: &mut Ui, hidden: &mut Vec<SortColumn>) {
+    ui.label(RichText::new("Columns").strong());
+    for (c, name) in SortColumn::ALL {
+        let mut shown = !hidden.contains(&c);
+        // Without PID and memory a row means nothing.
+        let fixed = matches!(c, SortColumn::Pid | SortColumn::Memory);
+        if ui
+            .add_enabled(!fixed, egui::Checkbox::new(&mut shown, name))
+            .changed()
+        {
+            if shown {
+                hidden.retain(|h| *h != c);
+            } else {
+                hidden.push(c);
+            }
+        }
+    }
+}
+
 /// Draws the filter box and the table.
 pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: UnixMs) {
     let mut rows: Vec<&ProcessRow> = rows.into_iter().filter(|r| matches(r, t.filter)).collect();
-    sort_rows(&mut rows, *t.sort, *t.desc, now);
+    let leaks = t.leaks;
+    let stale_gpus = t.stale_gpus.clone();
+    let status = |r: &ProcessRow| {
+        (
+            leaks
+                .get(&crate::monitor::LeakKey::Process(r.series_key()))
+                .map_or(-1.0, |b| b.rate_mib_per_min),
+            stale_gpus.contains(&r.device_index) && r.exited_at_ms.is_none(),
+            r.exited_at_ms.is_some(),
+        )
+    };
+    sort_rows(&mut rows, *t.sort, *t.desc, now, &status);
+
     ui.horizontal(|ui| {
         let label = ui.label("Filter");
         let edit = ui
@@ -126,168 +187,202 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
         });
         return;
     }
-    // Fixed column widths, a header row, and a virtualised body: only the visible rows are
-    // laid out, so hundreds of processes cost no more than a screenful.
-    const W: [f32; 9] = [12.0, 64.0, 150.0, 90.0, 40.0, 100.0, 84.0, 66.0, 300.0];
-    let row_h = ui.text_style_height(&egui::TextStyle::Monospace) + 6.0;
-    let cell = |ui: &mut Ui, w: f32, right: bool, add: &mut dyn FnMut(&mut Ui)| {
-        let layout = if right {
-            egui::Layout::right_to_left(egui::Align::Center)
-        } else {
-            egui::Layout::left_to_right(egui::Align::Center)
-        };
-        ui.allocate_ui_with_layout(egui::vec2(w, row_h), layout, |ui| {
-            ui.set_width(w);
-            add(ui)
+    // Keyboard: ↑/↓ move the selection (when no text field has the focus), Esc is the
+    // detail pane's.
+    let mut scroll_to = None;
+    if !ui.ctx().text_edit_focused() {
+        let (down, up) = ui.input(|i| {
+            (
+                i.key_pressed(egui::Key::ArrowDown),
+                i.key_pressed(egui::Key::ArrowUp),
+            )
         });
-    };
-    ui.horizontal(|ui| {
-        ui.spacing_mut().item_spacing.x = 10.0;
-        cell(ui, W[0], false, &mut |_| {});
-        for (i, (col, title)) in SortColumn::ALL.into_iter().enumerate() {
-            let arrow = match (*t.sort == col, *t.desc) {
-                (true, true) => " ▼",
-                (true, false) => " ▲",
-                _ => "",
+        if down || up {
+            let cur = t
+                .selected
+                .and_then(|k| rows.iter().position(|r| r.series_key() == k));
+            let next = match (cur, down) {
+                (None, _) => 0,
+                (Some(i), true) => (i + 1).min(rows.len() - 1),
+                (Some(i), false) => i.saturating_sub(1),
             };
-            let right = matches!(col, SortColumn::Memory | SortColumn::Delta);
-            cell(ui, W[i + 1], right, &mut |ui| {
-                if ui
-                    .selectable_label(
-                        *t.sort == col,
-                        RichText::new(format!("{title}{arrow}"))
-                            .monospace()
-                            .strong(),
-                    )
-                    .clicked()
-                {
-                    if *t.sort == col {
-                        *t.desc = !*t.desc;
-                    } else {
-                        *t.sort = col;
-                        *t.desc = matches!(
-                            col,
-                            SortColumn::Memory | SortColumn::Delta | SortColumn::Age
-                        );
-                    }
-                }
-            });
+            *t.selected = Some(rows[next].series_key());
+            scroll_to = Some(next);
         }
-        cell(ui, W[8], false, &mut |ui| {
-            ui.label(RichText::new("Status").monospace().strong());
-        });
-    });
-    let stripe = ui.visuals().faint_bg_color;
-    egui::ScrollArea::vertical()
-        .id_salt("process-rows")
-        .auto_shrink([false, false])
-        .show_rows(ui, row_h, rows.len(), |ui, range| {
-            ui.spacing_mut().item_spacing.y = 0.0;
-            for (i, r) in rows[range.clone()].iter().enumerate() {
-                let exited = r.exited_at_ms.is_some();
-                let weak = |s: String| {
-                    let rt = RichText::new(s).monospace();
-                    if exited {
-                        rt.weak().italics()
-                    } else {
-                        rt
-                    }
-                };
-                let key = r.series_key();
-                let bg = ui.painter().add(egui::Shape::Noop);
-                let row = ui.horizontal(|ui| {
-                    ui.spacing_mut().item_spacing.x = 10.0;
-                    cell(ui, W[0], false, &mut |ui| {
+    }
+    let visible: Vec<(SortColumn, &str)> = SortColumn::ALL
+        .into_iter()
+        .filter(|(c, _)| !t.hidden.contains(c))
+        .collect();
+    let row_h = ui.text_style_height(&egui::TextStyle::Monospace) + 6.0;
+    egui::ScrollArea::horizontal()
+        .id_salt("process-table-h")
+        .show(ui, |ui| {
+            let mut b = egui_extras::TableBuilder::new(ui)
+                .id_salt("process-table")
+                .striped(true)
+                .resizable(true)
+                .sense(egui::Sense::click())
+                .auto_shrink([false, false])
+                .cell_layout(egui::Layout::left_to_right(egui::Align::Center))
+                .column(egui_extras::Column::exact(12.0));
+            for (c, _) in &visible {
+                b = b.column(match c {
+                    SortColumn::Pid => egui_extras::Column::initial(64.0).at_least(48.0),
+                    SortColumn::Name => egui_extras::Column::initial(150.0).at_least(60.0).clip(true),
+                    SortColumn::User => egui_extras::Column::initial(90.0).at_least(40.0).clip(true),
+                    SortColumn::Gpu => egui_extras::Column::initial(40.0).at_least(30.0),
+                    SortColumn::Memory => egui_extras::Column::initial(100.0).at_least(70.0),
+                    SortColumn::Delta => egui_extras::Column::initial(84.0).at_least(60.0),
+                    SortColumn::Age => egui_extras::Column::initial(70.0).at_least(50.0),
+                    SortColumn::Status => egui_extras::Column::initial(260.0).at_least(60.0).clip(true),
+                    SortColumn::Command => egui_extras::Column::remainder().at_least(120.0).clip(true),
+                });
+            }
+            if let Some(i) = scroll_to {
+                b = b.scroll_to_row(i, None);
+            }
+            b.header(row_h + 2.0, |mut header| {
+                header.col(|_| {});
+                for (col, title) in &visible {
+                    header.col(|ui| {
+                        let arrow = match (*t.sort == *col, *t.desc) {
+                            (true, true) => " ▼",
+                            (true, false) => " ▲",
+                            _ => "",
+                        };
+                        let resp = ui
+                            .selectable_label(
+                                *t.sort == *col,
+                                RichText::new(format!("{title}{arrow}")).monospace().strong(),
+                            )
+                            .on_hover_text("Click to sort · right-click to show or hide columns");
+                        if resp.clicked() {
+                            if *t.sort == *col {
+                                *t.desc = !*t.desc;
+                            } else {
+                                *t.sort = *col;
+                                *t.desc = col.numeric();
+                            }
+                        }
+                        resp.context_menu(|ui| columns_menu(ui, t.hidden));
+                    });
+                }
+            })
+            .body(|body| {
+                body.rows(row_h, rows.len(), |mut row| {
+                    let r = rows[row.index()];
+                    let exited = r.exited_at_ms.is_some();
+                    let key = r.series_key();
+                    let sel = *t.selected == Some(key);
+                    row.set_selected(sel);
+                    let weak = |s: String| {
+                        let rt = RichText::new(s).monospace();
+                        if exited {
+                            rt.weak().italics()
+                        } else {
+                            rt
+                        }
+                    };
+                    row.col(|ui| {
                         widgets::color_swatch(
                             ui,
                             widgets::process_color(r.color_slot, ui.visuals().dark_mode),
-                        )
-                    });
-                    cell(ui, W[1], false, &mut |ui| {
-                        let sel = *t.selected == Some(key);
-                        let c = ui
-                            .selectable_label(sel, weak(r.key.pid.to_string()))
-                            .on_hover_text(&r.cmdline);
-                        if c.clicked() {
-                            *t.selected = if sel { None } else { Some(key) };
-                        }
-                        if !exited {
-                            c.context_menu(|ui| {
-                                if let Some(request) = t.request.as_deref_mut() {
-                                    if ui.button("Terminate…").clicked() {
-                                        *request = Some((
-                                            key,
-                                            crate::rules::Action::Terminate {
-                                                grace_seconds: 10.0,
-                                            },
-                                        ));
-                                        ui.close();
-                                    }
-                                    if ui.button("Kill…").clicked() {
-                                        *request = Some((
-                                            key,
-                                            crate::rules::Action::Signal {
-                                                signal: "SIGKILL".into(),
-                                            },
-                                        ));
-                                        ui.close();
-                                    }
-                                }
-                                if ui.button("Show details").clicked() {
-                                    *t.selected = Some(key);
-                                    ui.close();
-                                }
-                            });
-                        }
-                    });
-                    cell(ui, W[2], false, &mut |ui| {
-                        ui.add(
-                            egui::Label::new(weak(if exited {
-                                format!("{} (exited)", r.name)
-                            } else {
-                                r.name.clone()
-                            }))
-                            .truncate(),
                         );
                     });
-                    cell(ui, W[3], false, &mut |ui| {
-                        ui.add(egui::Label::new(weak(r.user.clone())).truncate());
-                    });
-                    cell(ui, W[4], false, &mut |ui| {
-                        ui.label(weak(r.device_index.to_string()));
-                    });
-                    cell(ui, W[5], true, &mut |ui| {
-                        ui.label(weak(format::opt_bytes(t.units, r.used_bytes)));
-                    });
-                    cell(ui, W[6], true, &mut |ui| {
-                        ui.label(weak(
-                            r.delta_1m_bytes.map_or("—".into(), |d| t.units.delta(d)),
-                        ));
-                    });
-                    cell(ui, W[7], false, &mut |ui| {
-                        ui.label(weak(format::duration(now - r.started_ms())));
-                    });
-                    cell(ui, W[8], false, &mut |ui| {
-                        if !exited && t.stale_gpus.contains(&r.device_index) {
-                            ui.label(RichText::new("STALE").color(widgets::WARN))
-                                .on_hover_text("The driver failed to list this GPU's processes: the last good list is shown and its memory is unknown until the driver answers again.");
-                        }
-                        if let Some(b) = t.leaks.get(&crate::monitor::LeakKey::Process(key)) {
-                            ui.label(RichText::new(b.text()).color(super::leaks::LEAK))
-                                .on_hover_text(format!(
-                                    "Growing since {}, +{}",
-                                    format::clock(b.since_ms),
-                                    t.units.bytes(
-                                        (b.grown_mib.max(0.0) * crate::model::MIB as f64) as u64
-                                    )
-                                ));
-                        }
-                    });
+                    for (col, _) in &visible {
+                        row.col(|ui| match col {
+                            SortColumn::Pid => {
+                                ui.add(egui::Label::new(weak(r.key.pid.to_string())).selectable(false))
+                                    .on_hover_text(&r.cmdline);
+                            }
+                            SortColumn::Name => {
+                                ui.add(
+                                    egui::Label::new(weak(if exited {
+                                        format!("{} (exited)", r.name)
+                                    } else {
+                                        r.name.clone()
+                                    }))
+                                    .truncate()
+                                    .selectable(false),
+                                );
+                            }
+                            SortColumn::User => {
+                                ui.add(egui::Label::new(weak(r.user.clone())).truncate().selectable(false));
+                            }
+                            SortColumn::Gpu => {
+                                ui.add(egui::Label::new(weak(r.device_index.to_string())).selectable(false));
+                            }
+                            SortColumn::Memory => {
+                                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                                    ui.add(egui::Label::new(weak(format::opt_bytes(t.units, r.used_bytes))).selectable(false));
+                                });
+                            }
+                            SortColumn::Delta => {
+                                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                                    // An exited process has no change to show.
+                                    let d = r.delta_1m_bytes.filter(|_| !exited);
+                                    ui.add(egui::Label::new(weak(d.map_or("—".into(), |d| t.units.delta(d)))).selectable(false));
+                                });
+                            }
+                            SortColumn::Age => {
+                                ui.add(egui::Label::new(weak(format::duration(now - r.started_ms()))).selectable(false));
+                            }
+                            SortColumn::Status => {
+                                if !exited && t.stale_gpus.contains(&r.device_index) {
+                                    ui.label(RichText::new("STALE").color(widgets::WARN))
+                                        .on_hover_text("The driver failed to list this GPU's processes: the last good list is shown and its memory is unknown until the driver answers again.");
+                                }
+                                if let Some(b) = t.leaks.get(&crate::monitor::LeakKey::Process(key)) {
+                                    ui.add(egui::Label::new(RichText::new(b.text()).color(super::leaks::LEAK)).truncate().selectable(false))
+                                        .on_hover_text(format!(
+                                            "Growing since {}, +{}",
+                                            format::clock(b.since_ms),
+                                            t.units.bytes(
+                                                (b.grown_mib.max(0.0) * crate::model::MIB as f64) as u64
+                                            )
+                                        ));
+                                }
+                            }
+                            SortColumn::Command => {
+                                ui.add(egui::Label::new(weak(r.cmdline.clone())).truncate().selectable(false));
+                            }
+                        });
+                    }
+                    let resp = row.response();
+                    if resp.clicked() {
+                        *t.selected = if sel { None } else { Some(key) };
+                    }
+                    if !exited {
+                        resp.context_menu(|ui| {
+                            ui.label(RichText::new(format!("{} · PID {}", r.name, r.key.pid)).strong());
+                            if let Some(request) = t.request.as_deref_mut() {
+                                if ui.button("Terminate…").clicked() {
+                                    *request = Some((
+                                        key,
+                                        crate::rules::Action::Terminate {
+                                            grace_seconds: crate::rules::action::MANUAL_GRACE_SECONDS,
+                                        },
+                                    ));
+                                    ui.close();
+                                }
+                                if ui.button("Kill…").clicked() {
+                                    *request = Some((
+                                        key,
+                                        crate::rules::Action::Signal {
+                                            signal: "SIGKILL".into(),
+                                        },
+                                    ));
+                                    ui.close();
+                                }
+                            }
+                            if ui.button("Show details").clicked() {
+                                *t.selected = Some(key);
+                                ui.close();
+                            }
+                        });
+                    }
                 });
-                if (range.start + i) % 2 == 1 {
-                    ui.painter()
-                        .set(bg, egui::Shape::rect_filled(row.response.rect, 0.0, stripe));
-                }
-            }
+            });
         });
 }
