@@ -80,6 +80,21 @@ pub fn duration(ms: i64) -> String {
     }
 }
 
+/// A file's size for people: "512 B", "9.6 KiB", "3.4 MiB", "1.2 GiB".
+pub fn file_size(bytes: u64) -> String {
+    const K: f64 = 1024.0;
+    let b = bytes as f64;
+    if b < K {
+        format!("{bytes} B")
+    } else if b < K * K {
+        format!("{:.1} KiB", b / K)
+    } else if b < K * K * K {
+        format!("{:.1} MiB", b / K / K)
+    } else {
+        format!("{:.1} GiB", b / K / K / K)
+    }
+}
+
 /// RFC 3339 in UTC with millisecond precision, e.g. "2026-12-02T09:40:52.963Z".
 pub fn rfc3339(ms: UnixMs) -> String {
     Utc.timestamp_millis_opt(ms)

@@ -356,6 +356,7 @@ impl VramApp {
                 SessionAction::BackToLive => cmd.back_to_live = true,
             }
         }
+        let interval_ms = live.interval_ms;
         drop(live);
         self.view = view;
         if cmd.back_to_live {
@@ -398,10 +399,14 @@ impl VramApp {
                 .restart(crate::cli::source_factory(false), false);
             self.selected = None;
         }
-        if self.sessions.busy() {
+        // Frames come from input and from new samples (the sampler asks for one per sample).
+        // Besides that: jobs in progress are polled, and a live window wakes after three
+        // intervals without a sample to show STALE. A recorded session draws nothing unasked.
+        if self.sessions.busy() || self.past_leaks.is_some() {
             ui.request_repaint_after(std::time::Duration::from_millis(100));
-        } else {
-            ui.request_repaint_after(std::time::Duration::from_millis(1000));
+        } else if !self.replaying {
+            let interval = interval_ms.max(100);
+            ui.request_repaint_after(std::time::Duration::from_millis(3 * interval + 50));
         }
     }
 
@@ -621,7 +626,7 @@ impl VramApp {
                 let leaks_text = if n_leaks > 0 {
                     RichText::new(leaks_label)
                         .strong()
-                        .color(super::leaks::LEAK)
+                        .color(super::leaks::leak_color(ui.visuals().dark_mode))
                 } else {
                     RichText::new(leaks_label).strong()
                 };

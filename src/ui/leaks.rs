@@ -12,8 +12,18 @@ use crate::leak::time_to_full_min;
 use crate::model::{Snapshot, UnixMs, MIB};
 use crate::monitor::{LeakKey, LeakRecord, Monitor, OomRecord};
 
-/// Colour of leak flags.
+/// Colour of leak flags (on a dark background).
 pub const LEAK: Color32 = Color32::from_rgb(240, 150, 40);
+
+/// Colour of leak flags and warnings for the theme: a darker orange on light backgrounds,
+/// where the dark theme's is hard to read.
+pub fn leak_color(dark_mode: bool) -> Color32 {
+    if dark_mode {
+        LEAK
+    } else {
+        Color32::from_rgb(176, 88, 0)
+    }
+}
 
 /// What the table shows for a leaking process.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -156,7 +166,7 @@ pub fn pane(
                                     "ongoing ({})",
                                     format::duration(now - r.info.since_ms)
                                 ))
-                                .color(LEAK),
+                                .color(leak_color(ui.visuals().dark_mode)),
                             ),
                         };
                         ui.monospace(format!("{:.1} MiB/min", r.info.rate_mib_per_min));
@@ -188,7 +198,11 @@ fn oom_list(ui: &mut Ui, ooms: &[&OomRecord], units: Units) -> Option<LeakClick>
             for (i, o) in ooms.iter().enumerate() {
                 ui.push_id(i, |ui| {
                     ui.horizontal_wrapped(|ui| {
-                        ui.label(RichText::new("⚠ OOM suspected").color(LEAK).strong());
+                        ui.label(
+                            RichText::new("⚠ OOM suspected")
+                                .color(leak_color(ui.visuals().dark_mode))
+                                .strong(),
+                        );
                         ui.monospace(format::date_time(o.at_ms));
                         let who: Vec<String> = o
                             .victims

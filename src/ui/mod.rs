@@ -193,6 +193,10 @@ pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
     }
     let native = eframe::NativeOptions {
         viewport,
+        // With VRAMWARDEN_DATA_DIR set (tests, a second profile), the window's state lives
+        // there too, not in the platform folder.
+        persistence_path: std::env::var_os("VRAMWARDEN_DATA_DIR")
+            .map(|d| std::path::PathBuf::from(d).join("window-state.ron")),
         ..Default::default()
     };
     eframe::run_native(

@@ -9,6 +9,9 @@ use crate::format::{self, Units};
 use crate::model::UnixMs;
 use crate::monitor::{Monitor, ProcessRow};
 
+/// How long the detail pane shows the result of an action asked for there.
+pub const ACTION_RESULT_SHOWN_MS: UnixMs = 60_000;
+
 /// Draws the pane; returns false when the user closed it.
 #[allow(clippy::too_many_arguments)]
 pub fn pane(
@@ -45,13 +48,16 @@ pub fn pane(
     }
     if let Some(b) = leak {
         egui::Frame::group(ui.style())
-            .stroke(egui::Stroke::new(1.5, super::leaks::LEAK))
+            .stroke(egui::Stroke::new(
+                1.5,
+                super::leaks::leak_color(ui.visuals().dark_mode),
+            ))
             .show(ui, |ui| {
                 ui.set_width(ui.available_width());
                 ui.label(
                     RichText::new("⚠ Suspected leak")
                         .strong()
-                        .color(super::leaks::LEAK),
+                        .color(super::leaks::leak_color(ui.visuals().dark_mode)),
                 );
                 ui.label(format!(
                     "Growing at {:.1} MiB/min since {} (+{} so far).",
@@ -76,7 +82,7 @@ pub fn pane(
                 "{} past leak episode(s), marked on the graph",
                 episodes.len()
             ))
-            .color(super::leaks::LEAK),
+            .color(super::leaks::leak_color(ui.visuals().dark_mode)),
         );
     }
     if row.exited_at_ms.is_none() && request.is_none() {
@@ -117,10 +123,37 @@ pub fn pane(
             });
         });
     }
-    if let Some(a) = m.activity.iter().rev().find(|a| a.rule == "manual" && matches!(&a.target, crate::rules::eval::Target::Process { key, .. } if *key == row.series_key())) {
-        let still = if row.exited_at_ms.is_some() { "it has exited".to_string() } else { format!("still running, holding {}", format::opt_bytes(units, row.used_bytes)) };
-        let text = format!("{} {}: {} — {still}", format::clock(a.unix_ms), a.outcome.label(), a.detail);
-        ui.label(if matches!(a.outcome, crate::rules::action::Outcome::Failed | crate::rules::action::Outcome::Skipped) { RichText::new(text).color(widgets::WARN) } else { RichText::new(text) });
+    // The result of the last action asked for here, for a minute, in plain words.
+    let last = m.activity.iter().rev().find(|a| {
+        a.rule == "manual"
+            && now - a.unix_ms <= ACTION_RESULT_SHOWN_MS
+            && matches!(&a.target, crate::rules::eval::Target::Process { key, .. } if *key == row.series_key())
+    });
+    if let Some(a) = last {
+        use crate::rules::action::Outcome;
+        let when = format::clock(a.unix_ms);
+        let text = match a.outcome {
+            Outcome::Acted if row.exited_at_ms.is_some() => {
+                format!("{when}: {} — the process has exited.", a.detail)
+            }
+            Outcome::Acted => format!(
+                "{when}: {} — it is still running, holding {}.",
+                a.detail,
+                format::opt_bytes(units, row.used_bytes)
+            ),
+            Outcome::WouldAct => format!("{when}: dry run, nothing was sent — {}", a.detail),
+            Outcome::Skipped => format!("{when}: not done — {}", a.detail),
+            Outcome::Failed => format!("{when}: failed — {}", a.detail),
+        };
+        let warn = matches!(a.outcome, Outcome::Failed | Outcome::Skipped);
+        ui.add(
+            egui::Label::new(if warn {
+                RichText::new(text).color(widgets::WARN)
+            } else {
+                RichText::new(text)
+            })
+            .wrap(),
+        );
     }
     ui.separator();
     egui::Grid::new("detail")

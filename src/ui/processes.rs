@@ -334,7 +334,7 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                                         .on_hover_text("The driver failed to list this GPU's processes: the last good list is shown and its memory is unknown until the driver answers again.");
                                 }
                                 if let Some(b) = t.leaks.get(&crate::monitor::LeakKey::Process(key)) {
-                                    ui.add(egui::Label::new(RichText::new(b.text()).color(super::leaks::LEAK)).truncate().selectable(false))
+                                    ui.add(egui::Label::new(RichText::new(b.text()).color(super::leaks::leak_color(ui.visuals().dark_mode))).truncate().selectable(false))
                                         .on_hover_text(format!(
                                             "Growing since {}, +{}",
                                             format::clock(b.since_ms),

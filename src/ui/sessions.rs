@@ -246,7 +246,8 @@ impl SessionsUi {
     ) -> Option<SessionAction> {
         let mut action = None;
         let mut open = self.browser_open;
-        egui::Window::new("Sessions").open(&mut open).default_size([720.0, 420.0]).show(ctx, |ui| {
+        let top = ctx.content_rect().min.y + 50.0;
+        egui::Window::new("Sessions").open(&mut open).default_size([720.0, 420.0]).default_pos([200.0, top]).show(ctx, |ui| {
             ui.horizontal(|ui| {
                 if ui.button("Open file…").clicked() {
                     self.pick_file(ui.ctx());
@@ -280,7 +281,7 @@ impl SessionsUi {
                         });
                         ui.label(gpus);
                         ui.label(s.header.as_ref().map_or("?".into(), |h| h.host.clone()));
-                        ui.monospace(format!("{:.1} MiB", s.size_bytes as f64 / 1048576.0));
+                        ui.monospace(crate::format::file_size(s.size_bytes));
                         let is_live = live_log.as_deref() == Some(s.path.as_path());
                         if ui.button(if is_live { "Open (recording)" } else { "Open" }).clicked() {
                             to_open = Some(s.path.clone());
@@ -299,6 +300,7 @@ impl SessionsUi {
         egui::Window::new("Export to CSV")
             .open(&mut open)
             .default_width(420.0)
+            .default_pos([300.0, ctx.content_rect().min.y + 50.0])
             .show(ctx, |ui| {
                 let mut src = self.export_source.unwrap_or(if viewing.is_some() {
                     ExportSource::Opened

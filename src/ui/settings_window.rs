@@ -185,6 +185,9 @@ impl SettingsUi {
                     });
                 });
             });
+        if self.open && !open && self.draft.general.theme != current.general.theme {
+            super::app::apply_theme(ctx, current.general.theme);
+        }
         self.open = open;
         action
     }
@@ -200,9 +203,14 @@ impl SettingsUi {
         ui.add_space(8.0);
         ui.label(RichText::new("Theme").strong());
         ui.horizontal(|ui| {
+            let before = g.theme;
             ui.radio_value(&mut g.theme, Theme::System, "Follow the desktop");
             ui.radio_value(&mut g.theme, Theme::Dark, "Dark");
             ui.radio_value(&mut g.theme, Theme::Light, "Light");
+            // A preview at once; closing without saving puts the saved theme back.
+            if g.theme != before {
+                super::app::apply_theme(ui.ctx(), g.theme);
+            }
         });
     }
 

@@ -117,8 +117,23 @@ pub fn memory_bar(
 /// The span of the forecast drawn on a memory bar, in minutes.
 pub const FORECAST_HORIZON_MIN: f64 = 10.0;
 
-/// A small coloured square, as legend marker in table rows.
+/// A small coloured square, as legend marker in table rows, outlined so that a colour close
+/// to the background (the "Free" swatch) still shows.
 pub fn color_swatch(ui: &mut Ui, color: Color32) {
     let (rect, _) = ui.allocate_exact_size(egui::vec2(10.0, 10.0), Sense::hover());
     ui.painter().rect_filled(rect, CornerRadius::same(2), color);
+    ui.painter().rect_stroke(
+        rect,
+        CornerRadius::same(2),
+        Stroke::new(
+            1.0,
+            ui.visuals()
+                .widgets
+                .noninteractive
+                .fg_stroke
+                .color
+                .gamma_multiply(0.5),
+        ),
+        StrokeKind::Inside,
+    );
 }
