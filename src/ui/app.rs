@@ -110,6 +110,8 @@ impl VramApp {
             .storage
             .and_then(|s| eframe::get_value::<UiState>(s, eframe::APP_KEY))
             .unwrap_or_default();
+        // The theme of the settings file from the first frame (not only after a Save).
+        apply_theme(&cc.egui_ctx, backend.settings.general.theme);
         Self::with_backend(backend, state)
     }
 
