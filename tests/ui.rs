@@ -586,3 +586,51 @@ fn selecting_a_process_shows_its_gpu_graph() {
     h.get_by_label("GPU 1 memory");
     assert_eq!(h.state().selected_gpu, 1);
 }
+
+/// Without a desktop portal (as here: no D-Bus session, no display) the system file dialog
+/// never appears; the window says so and takes a typed path instead of failing silently.
+#[test]
+fn without_a_file_dialog_a_typed_path_opens_the_session() {
+    use std::sync::{Arc, RwLock};
+    use vramwarden::engine::{Engine, RecordTo};
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("typed.vwlog");
+    let sim = SimSource::demo(T0);
+    let mut e = Engine::new(
+        Arc::new(RwLock::new(Monitor::new(1000, 10))),
+        RecordTo::File(path.clone()),
+        1000,
+    );
+    e.set_source(sim.info());
+    for i in 0..30 {
+        e.tick(sim.at(T0 + i * 1000), T0 + i * 1000);
+    }
+    e.finish().expect("close");
+    let mut h = harness(demo_app(60));
+    h.run();
+    let ctx = h.ctx.clone();
+    h.state_mut().sessions.show_browser(&ctx);
+    h.run();
+    h.get_by_label("Open file…").click();
+    let t = Instant::now();
+    while h.query_by_label("Choose a file").is_none() {
+        assert!(t.elapsed() < Duration::from_secs(20), "no fallback shown");
+        std::thread::sleep(Duration::from_millis(20));
+        h.step();
+    }
+    h.get_by_label_contains("No file dialog could be shown");
+    let field = h.get_by_role_and_label(egui::accesskit::Role::TextInput, "Path");
+    field.click();
+    field.type_text(path.to_str().expect("utf-8 path"));
+    h.run();
+    h.key_press(egui::Key::Enter);
+    let t = Instant::now();
+    while h.query_by_label("SESSION · read-only").is_none() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the typed session did not open"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        h.step();
+    }
+}

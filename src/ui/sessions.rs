@@ -100,8 +100,11 @@ pub struct SessionsUi {
     listing: Option<Task<Vec<SessionSummary>>>,
     list: Vec<SessionSummary>,
     opening: Option<Task<Result<SessionData, String>>>,
-    picking: Option<Task<Option<PathBuf>>>,
-    saving: Option<Task<Option<PathBuf>>>,
+    picking: Option<Task<Picked>>,
+    saving: Option<Task<Picked>>,
+    importing: Option<Task<Picked>>,
+    /// No file dialog could be shown: the path is typed in the window instead.
+    pub path_entry: Option<PathEntry>,
     exporting: Option<Task<Result<String, ExportFail>>>,
     /// An export that would overwrite files: (where, the input, the files), until confirmed.
     overwrite: Option<(PathBuf, ExportInput, Vec<PathBuf>)>,
@@ -110,6 +113,51 @@ pub struct SessionsUi {
     pending_export: Option<ExportInput>,
     /// Last message (export done, open failed, …) and whether it is an error.
     pub message: Option<(String, bool)>,
+}
+
+/// What a file dialog gave.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Picked {
+    /// The files chosen.
+    Files(Vec<PathBuf>),
+    /// The user closed the dialog.
+    Cancelled,
+    /// No dialog appeared (no desktop portal or dialog program): it "answered" faster than a
+    /// person can.
+    NoDialog,
+}
+
+/// A dialog that answers within this time was never shown.
+const NO_DIALOG_MS: u128 = 250;
+
+/// Runs a file dialog and tells a cancel from a dialog that never appeared.
+fn run_dialog(pick: impl FnOnce() -> Option<Vec<PathBuf>>) -> Picked {
+    let t = std::time::Instant::now();
+    match pick() {
+        Some(f) if !f.is_empty() => Picked::Files(f),
+        _ if t.elapsed().as_millis() < NO_DIALOG_MS => Picked::NoDialog,
+        _ => Picked::Cancelled,
+    }
+}
+
+/// What a typed path is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathPurpose {
+    /// Open a session log.
+    Open,
+    /// Export to this CSV file.
+    Export,
+    /// Import these nvidia-smi logs (paths separated by spaces).
+    Import,
+}
+
+/// The in-window path field shown when no file dialog can be.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PathEntry {
+    /// What the path is for.
+    pub purpose: PathPurpose,
+    /// The text typed so far.
+    pub text: String,
 }
 
 impl SessionsUi {
@@ -135,18 +183,26 @@ impl SessionsUi {
     /// Asks for nvidia-smi CSV logs (the `--query-compute-apps` one, and optionally the
     /// `--query-gpu` one), imports them into a new session in the sessions folder, opens it.
     pub fn import_nvidia_smi(&mut self, ctx: &egui::Context) {
+        self.importing = Some(Task::spawn(
+            "Choosing files",
+            Some(ctx.clone()),
+            move |_| {
+                run_dialog(|| {
+                    rfd::FileDialog::new()
+                        .set_title("Import nvidia-smi logs: the --query-compute-apps CSV (and the --query-gpu CSV)")
+                        .add_filter("CSV", &["csv", "txt", "log"])
+                        .pick_files()
+                })
+            },
+        ));
+    }
+
+    fn start_import(&mut self, files: Vec<PathBuf>, ctx: &egui::Context) {
         let dir = crate::session::default_dir();
         self.opening = Some(Task::spawn(
             "Importing nvidia-smi logs",
             Some(ctx.clone()),
-            move |_| {
-                let files = rfd::FileDialog::new()
-                .set_title("Import nvidia-smi logs: the --query-compute-apps CSV (and the --query-gpu CSV)")
-                .add_filter("CSV", &["csv", "txt", "log"])
-                .pick_files()
-                .ok_or_else(|| "import cancelled".to_string())?;
-                import_files(&files, &dir)
-            },
+            move |_| import_files(&files, &dir),
         ));
     }
 
@@ -157,18 +213,89 @@ impl SessionsUi {
             "Choosing a file",
             Some(ctx.clone()),
             move |_| {
-                rfd::FileDialog::new()
-                    .set_title("Open a vramwarden session")
-                    .add_filter("vramwarden session", &[crate::session::EXTENSION])
-                    .set_directory(dir)
-                    .pick_file()
+                run_dialog(|| {
+                    rfd::FileDialog::new()
+                        .set_title("Open a vramwarden session")
+                        .add_filter("vramwarden session", &[crate::session::EXTENSION])
+                        .set_directory(dir)
+                        .pick_file()
+                        .map(|f| vec![f])
+                })
             },
         ));
     }
 
+    /// The window that asks for a path when no file dialog could be shown; acts on it.
+    fn path_window(&mut self, ctx: &egui::Context) {
+        let Some(mut entry) = self.path_entry.take() else {
+            return;
+        };
+        let mut keep = true;
+        let mut go = false;
+        egui::Window::new("Choose a file")
+            .collapsible(false)
+            .default_pos([320.0, ctx.content_rect().min.y + 80.0])
+            .show(ctx, |ui| {
+                ui.label("No file dialog could be shown on this desktop (it needs xdg-desktop-portal, or zenity/kdialog). Type the path instead:");
+                let hint = match entry.purpose {
+                    PathPurpose::Open => "/path/to/session.vwlog",
+                    PathPurpose::Export => "/path/to/export.csv",
+                    PathPurpose::Import => "apps.csv gpu.csv (separated by spaces)",
+                };
+                let r = ui
+                    .horizontal(|ui| {
+                        let label = ui.label("Path");
+                        ui.add(
+                            egui::TextEdit::singleline(&mut entry.text)
+                                .hint_text(hint)
+                                .desired_width(420.0),
+                        )
+                        .labelled_by(label.id)
+                    })
+                    .inner;
+                if r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) {
+                    go = true;
+                }
+                ui.horizontal(|ui| {
+                    let verb = match entry.purpose {
+                        PathPurpose::Open => "Open",
+                        PathPurpose::Export => "Export",
+                        PathPurpose::Import => "Import",
+                    };
+                    if ui
+                        .add_enabled(!entry.text.trim().is_empty(), egui::Button::new(verb))
+                        .clicked()
+                    {
+                        go = true;
+                    }
+                    if ui.button("Cancel").clicked() {
+                        keep = false;
+                    }
+                });
+            });
+        if go {
+            let text = entry.text.trim().to_string();
+            match entry.purpose {
+                PathPurpose::Open => self.open_path(PathBuf::from(text), ctx),
+                PathPurpose::Export => self.start_export(PathBuf::from(text), ctx),
+                PathPurpose::Import => {
+                    let files = text.split_whitespace().map(PathBuf::from).collect();
+                    self.start_import(files, ctx);
+                }
+            }
+        } else if keep {
+            self.path_entry = Some(entry);
+        }
+    }
+
     /// True while a job runs (the UI keeps repainting to show progress).
     pub fn busy(&self) -> bool {
-        self.opening.is_some() || self.exporting.is_some() || self.listing.is_some()
+        self.opening.is_some()
+            || self.exporting.is_some()
+            || self.listing.is_some()
+            || self.picking.is_some()
+            || self.saving.is_some()
+            || self.importing.is_some()
     }
 
     /// Collects finished jobs. Returns a session to show when one finished opening.
@@ -177,18 +304,43 @@ impl SessionsUi {
             self.list = l;
             self.listing = None;
         }
+        let typed = |purpose| PathEntry {
+            purpose,
+            text: String::new(),
+        };
         if let Some(p) = self.picking.as_ref().and_then(Task::take) {
             self.picking = None;
-            if let Some(p) = p {
-                self.open_path(p, ctx);
+            match p {
+                Picked::Files(f) => {
+                    if let Some(p) = f.into_iter().next() {
+                        self.open_path(p, ctx);
+                    }
+                }
+                Picked::NoDialog => self.path_entry = Some(typed(PathPurpose::Open)),
+                Picked::Cancelled => {}
             }
         }
         if let Some(p) = self.saving.as_ref().and_then(Task::take) {
             self.saving = None;
-            if let Some(p) = p {
-                self.start_export(p, ctx);
+            match p {
+                Picked::Files(f) => {
+                    if let Some(p) = f.into_iter().next() {
+                        self.start_export(p, ctx);
+                    }
+                }
+                Picked::NoDialog => self.path_entry = Some(typed(PathPurpose::Export)),
+                Picked::Cancelled => {}
             }
         }
+        if let Some(p) = self.importing.as_ref().and_then(Task::take) {
+            self.importing = None;
+            match p {
+                Picked::Files(f) => self.start_import(f, ctx),
+                Picked::NoDialog => self.path_entry = Some(typed(PathPurpose::Import)),
+                Picked::Cancelled => {}
+            }
+        }
+        self.path_window(ctx);
         if let Some(r) = self.exporting.as_ref().and_then(Task::take) {
             self.exporting = None;
             self.message = match r {
@@ -382,11 +534,14 @@ impl SessionsUi {
                             "Choosing a file",
                             Some(ui.ctx().clone()),
                             move |_| {
-                                rfd::FileDialog::new()
-                                    .set_title("Export to CSV")
-                                    .set_file_name(name)
-                                    .add_filter("CSV", &["csv"])
-                                    .save_file()
+                                run_dialog(|| {
+                                    rfd::FileDialog::new()
+                                        .set_title("Export to CSV")
+                                        .set_file_name(name)
+                                        .add_filter("CSV", &["csv"])
+                                        .save_file()
+                                        .map(|f| vec![f])
+                                })
                             },
                         ));
                     }
