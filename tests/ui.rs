@@ -634,3 +634,29 @@ fn without_a_file_dialog_a_typed_path_opens_the_session() {
         h.step();
     }
 }
+
+/// The Source menu shows which source runs; choosing it again restarts nothing; switching
+/// to the other one asks first, since the history on screen would be cleared.
+#[test]
+fn switching_the_source_asks_before_clearing_history() {
+    let mut h = harness(demo_app(600));
+    h.run();
+    h.get_by_label("Source").click();
+    h.run();
+    h.get_by_label("Simulated GPUs (demo)").click();
+    h.run();
+    assert!(h.query_by_label("Switch to the simulated GPUs?").is_none());
+    assert!(h.query_by_label("Switch to the NVIDIA driver?").is_none());
+    h.get_by_label("Source").click();
+    h.run();
+    h.get_by_label("NVIDIA driver (NVML)").click();
+    h.run();
+    h.get_by_label("Switch to the NVIDIA driver?");
+    h.get_by_label_contains("The 9m 59s of history on screen will be cleared");
+    h.get_by_label("Cancel").click();
+    h.run();
+    assert!(h.query_by_label("Switch to the NVIDIA driver?").is_none());
+    // Still the demo, its history intact.
+    h.get_by_label("DEMO · simulated GPUs");
+    h.get_by_label("48213");
+}

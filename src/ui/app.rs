@@ -101,6 +101,8 @@ pub struct VramApp {
     manual_request: Option<(ProcSeriesKey, crate::rules::Action)>,
     /// True while a recorded session is drawn (no actions are offered).
     replaying: bool,
+    /// A source switch waiting for the user's confirmation (true: the demo).
+    switch_source: Option<bool>,
 }
 
 impl VramApp {
@@ -122,6 +124,7 @@ impl VramApp {
             state,
             selected_gpu: 0,
             last_selected: None,
+            switch_source: None,
             selected: None,
             filter: String::new(),
             focus_filter: false,
@@ -391,6 +394,41 @@ impl VramApp {
                 self.selected = Some(c.key);
             }
         }
+        if let Some(to_demo) = self.switch_source {
+            let held = self
+                .backend
+                .shared
+                .read()
+                .ok()
+                .and_then(|m| m.history.span().map(|(a, b)| b - a))
+                .unwrap_or(0);
+            egui::Modal::new(egui::Id::new("switch-source")).show(&ctx, |ui| {
+                ui.set_width(440.0);
+                ui.heading(if to_demo {
+                    "Switch to the simulated GPUs?"
+                } else {
+                    "Switch to the NVIDIA driver?"
+                });
+                ui.label(format!(
+                    "The {} of history on screen will be cleared (the session log keeps what was recorded).",
+                    crate::format::duration(held)
+                ));
+                ui.add_space(8.0);
+                ui.horizontal(|ui| {
+                    if ui.button("Switch").clicked() {
+                        if to_demo {
+                            cmd.start_demo = true;
+                        } else {
+                            cmd.retry = true;
+                        }
+                        self.switch_source = None;
+                    }
+                    if ui.button("Cancel").clicked() {
+                        self.switch_source = None;
+                    }
+                });
+            });
+        }
         if cmd.start_demo {
             self.view = None;
             self.backend.restart(crate::cli::source_factory(true), true);
@@ -479,13 +517,27 @@ impl VramApp {
                     ui.checkbox(&mut self.state.stacked, "Stack graph by process");
                 });
                 ui.menu_button("Source", |ui| {
-                    if ui.button("Simulated GPUs (demo)").clicked() {
-                        cmd.start_demo = true;
-                        ui.close();
-                    }
-                    if ui.button("NVIDIA driver (NVML)").clicked() {
-                        cmd.retry = true;
-                        ui.close();
+                    let demo = self.backend.demo;
+                    let running = live.status == SourceStatus::Running;
+                    for (is_demo, label) in [
+                        (true, "Simulated GPUs (demo)"),
+                        (false, "NVIDIA driver (NVML)"),
+                    ] {
+                        let active = demo == is_demo;
+                        // The active source is checked; choosing it again keeps it running
+                        // (a failed driver is retried).
+                        if ui.radio(active, label).clicked() {
+                            if active && running {
+                                // Nothing to do.
+                            } else if running && !live.history.is_empty() {
+                                self.switch_source = Some(is_demo);
+                            } else if is_demo {
+                                cmd.start_demo = true;
+                            } else {
+                                cmd.retry = true;
+                            }
+                            ui.close();
+                        }
                     }
                 });
                 ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
