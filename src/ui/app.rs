@@ -402,7 +402,7 @@ impl VramApp {
                 .ok()
                 .and_then(|m| m.history.span().map(|(a, b)| b - a))
                 .unwrap_or(0);
-            egui::Modal::new(egui::Id::new("switch-source")).show(&ctx, |ui| {
+            egui::Modal::new(egui::Id::unique("switch-source")).show(&ctx, |ui| {
                 ui.set_width(440.0);
                 ui.heading(if to_demo {
                     "Switch to the simulated GPUs?"
