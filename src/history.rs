@@ -283,7 +283,55 @@ pub struct History {
     times: VecDeque<UnixMs>,
     devices: Vec<Series>,
     ghosts: Vec<Series>,
+    /// Per device: utilisation (%), temperature (°C), power (W), on the same ticks.
+    metrics: Vec<[Series; 3]>,
     processes: HashMap<ProcSeriesKey, Series>,
+}
+
+/// A device reading besides memory, kept over time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Metric {
+    /// GPU utilisation, percent.
+    Utilization,
+    /// Core temperature, °C.
+    Temperature,
+    /// Board power draw, W.
+    Power,
+}
+
+impl Metric {
+    /// Every metric, in display order.
+    pub const ALL: [Metric; 3] = [Metric::Utilization, Metric::Temperature, Metric::Power];
+
+    /// Its value in a device sample (whole units; `NONE` when not reported).
+    pub fn of(self, d: &crate::model::DeviceSample) -> u32 {
+        let v = match self {
+            Metric::Utilization => d.utilization_gpu_pct,
+            Metric::Temperature => d.temperature_c,
+            Metric::Power => d
+                .power_w
+                .filter(|w| w.is_finite() && *w >= 0.0)
+                .map(|w| w.round() as u32),
+        };
+        v.map_or(NONE, |v| v.min(NONE - 1))
+    }
+
+    /// Title and unit for people.
+    pub fn label(self) -> (&'static str, &'static str) {
+        match self {
+            Metric::Utilization => ("Utilisation", "%"),
+            Metric::Temperature => ("Temperature", "°C"),
+            Metric::Power => ("Power", "W"),
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Metric::Utilization => 0,
+            Metric::Temperature => 1,
+            Metric::Power => 2,
+        }
+    }
 }
 
 /// Names a series in a [`BucketCache`].
@@ -363,6 +411,7 @@ impl History {
             times: VecDeque::new(),
             devices: Vec::new(),
             ghosts: Vec::new(),
+            metrics: Vec::new(),
             processes: HashMap::new(),
         }
     }
@@ -373,6 +422,7 @@ impl History {
         times: VecDeque<UnixMs>,
         devices: Vec<Series>,
         ghosts: Vec<Series>,
+        metrics: Vec<[Series; 3]>,
         processes: HashMap<ProcSeriesKey, Series>,
     ) -> Self {
         Self {
@@ -381,6 +431,7 @@ impl History {
             times,
             devices,
             ghosts,
+            metrics,
             processes,
         }
     }
@@ -399,9 +450,13 @@ impl History {
             if self.devices.len() <= i {
                 self.devices.resize_with(i + 1, Series::default);
                 self.ghosts.resize_with(i + 1, Series::default);
+                self.metrics.resize_with(i + 1, Default::default);
             }
             self.devices[i].push(tick, to_mib(d.memory_used_bytes));
             self.ghosts[i].push(tick, to_mib(ghost_bytes(snap, d.index)));
+            for m in Metric::ALL {
+                self.metrics[i][m.index()].push(tick, m.of(d));
+            }
         }
         for p in &snap.processes {
             self.processes
@@ -421,7 +476,12 @@ impl History {
 
     fn evict(&mut self) {
         let base = self.base_tick;
-        for s in self.devices.iter_mut().chain(self.ghosts.iter_mut()) {
+        for s in self
+            .devices
+            .iter_mut()
+            .chain(self.ghosts.iter_mut())
+            .chain(self.metrics.iter_mut().flatten())
+        {
             s.evict_before(base);
         }
         self.processes.retain(|_, s| {
@@ -464,6 +524,11 @@ impl History {
     pub fn time_of(&self, tick: u64) -> Option<UnixMs> {
         let i = tick.checked_sub(self.base_tick)?;
         self.times.get(i as usize).copied()
+    }
+
+    /// A metric's series of device `index`.
+    pub fn metric(&self, index: u32, m: Metric) -> Option<&Series> {
+        self.metrics.get(index as usize).map(|s| &s[m.index()])
     }
 
     /// The used-memory series of device `index`.
@@ -565,6 +630,7 @@ impl History {
                 .devices
                 .iter()
                 .chain(self.ghosts.iter())
+                .chain(self.metrics.iter().flatten())
                 .map(Series::heap_bytes)
                 .sum::<usize>()
             + self

@@ -725,6 +725,7 @@ impl SessionData {
         let mut times: VecDeque<UnixMs> = VecDeque::with_capacity(self.samples.len());
         let mut devices: Vec<Series> = Vec::new();
         let mut ghosts: Vec<Series> = Vec::new();
+        let mut metrics: Vec<[Series; 3]> = Vec::new();
         let mut by_id: IdTable<Stats> = IdTable::default();
         let mut owned: Vec<u64> = Vec::new();
         let mut last_decoded = None;
@@ -757,8 +758,12 @@ impl SessionData {
                 if devices.len() <= i {
                     devices.resize_with(i + 1, Series::default);
                     ghosts.resize_with(i + 1, Series::default);
+                    metrics.resize_with(i + 1, Default::default);
                 }
                 devices[i].push(tick, to_mib(dev.memory_used_bytes));
+                for (k, m) in crate::history::Metric::ALL.into_iter().enumerate() {
+                    metrics[i][k].push(tick, m.of(dev));
+                }
                 let ghost = dev
                     .memory_used_bytes
                     .map(|u| u.saturating_sub(owned.get(i).copied().unwrap_or(0)));
@@ -821,7 +826,7 @@ impl SessionData {
             });
             processes.insert(key, st.series);
         }
-        m.history = History::from_parts(times, devices, ghosts, processes);
+        m.history = History::from_parts(times, devices, ghosts, metrics, processes);
         rows.sort_by_key(|r| (r.first_seen_ms, r.key.pid));
         for r in rows {
             m.insert_row(r);

@@ -33,6 +33,8 @@ pub struct UiState {
     pub fit_y: bool,
     /// Process-table columns the user hid.
     pub hidden_columns: Vec<SortColumn>,
+    /// Show utilisation, temperature and power under the memory graph.
+    pub show_metrics: bool,
 }
 
 /// The panes under the graph.
@@ -57,6 +59,7 @@ impl Default for UiState {
             bottom: BottomTab::Processes,
             fit_y: false,
             hidden_columns: Vec::new(),
+            show_metrics: true,
         }
     }
 }

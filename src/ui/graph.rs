@@ -134,6 +134,7 @@ pub struct GraphCache {
     /// The range the user zoomed or panned to; `None` follows the newest data.
     pub free_range: Option<(UnixMs, UnixMs)>,
     buckets: crate::history::BucketCache,
+    metrics: Option<(CacheKey, Vec<Vec<GraphLine>>)>,
 }
 
 impl GraphCache {
@@ -296,6 +297,10 @@ struct PlotOpts<'a> {
     forecast: Option<[[f64; 2]; 2]>,
     /// Seconds one point of the lines stands for (the hover's tolerance).
     step_s: f64,
+    /// Fixed height in points (default: what is available).
+    height: Option<f32>,
+    /// Plots of one group share their time axis (pan and zoom together).
+    link: Option<&'a str>,
 }
 
 /// The time-axis grid: round steps (10 s, 1 min, 5 min, 1 h, …) in local time, about eight
@@ -400,6 +405,12 @@ fn draw_plot(
             egui_plot::HoverPosition::Elsewhere { .. } => None,
         })
     };
+    if let Some(h) = o.height {
+        plot = plot.height(h);
+    }
+    if let Some(g) = o.link {
+        plot = plot.link_axis(egui::Id::unique(g), [true, false]);
+    }
     if fit.is_none() {
         plot = plot.include_y(0.0);
         if let Some(l) = o.limit_mib {
@@ -625,6 +636,7 @@ pub fn device_graph(
         }
         ui.separator();
         ui.checkbox(&mut state.stacked, "Stack by process");
+        ui.checkbox(&mut state.show_metrics, "Utilisation · temperature · power");
         ui.checkbox(&mut state.fit_y, "Fit to data")
             .on_hover_text("Scale the memory axis to the data shown instead of the GPU's size: small growth becomes visible");
         if cache.free_range.is_some() && ui.button("▶ Follow live").clicked() {
@@ -709,11 +721,19 @@ pub fn device_graph(
     legend(ui, lines, highlight, forecast.is_some());
     let step_s =
         ((to - from) as f64 / 1000.0 / width as f64).max(m.interval_ms as f64 / 1000.0) * 2.0;
+    let metrics_h = 110.0;
+    let mem_h = if state.show_metrics {
+        Some((ui.available_height() - metrics_h - 8.0).max(120.0))
+    } else {
+        None
+    };
     let resp = draw_plot(
         ui,
         &format!("gpu-graph-{device}"),
         lines,
         &PlotOpts {
+            height: mem_h,
+            link: Some("gpu-time"),
             limit_mib: limit,
             reserved_mib: reserved,
             units: state.units,
@@ -728,12 +748,110 @@ pub fn device_graph(
         },
     );
     cache.buckets = buckets;
+    if state.show_metrics {
+        metric_plots(ui, h, device, (from, to), set_x, width, cache, metrics_h);
+    }
     if resp.response.double_clicked() {
         cache.free_range = None;
     } else if user_moved(ui, &resp.response) || cache.free_range.is_some() {
         let b = resp.transform.bounds();
         cache.free_range = Some(((b.min()[0] * 1000.0) as i64, (b.max()[0] * 1000.0) as i64));
     }
+}
+
+/// Utilisation, temperature and power of one GPU over the memory graph's time range, side by
+/// side, their time axes linked to it.
+#[allow(clippy::too_many_arguments)]
+fn metric_plots(
+    ui: &mut Ui,
+    h: &History,
+    device: u32,
+    (from, to): (UnixMs, UnixMs),
+    set_x: Option<(f64, f64)>,
+    width: usize,
+    cache: &mut GraphCache,
+    height: f32,
+) {
+    use crate::history::Metric;
+    let key = CacheKey {
+        what: None,
+        device,
+        from,
+        to,
+        width: width / 3,
+        end_tick: h.end_tick(),
+        stacked: false,
+        dark: ui.visuals().dark_mode,
+    };
+    if cache.metrics.as_ref().is_none_or(|(k, _)| *k != key) {
+        let lines = Metric::ALL
+            .iter()
+            .map(|m| {
+                let (name, _) = m.label();
+                h.metric(device, *m)
+                    .map(|s| {
+                        vec![GraphLine::new(
+                            name.into(),
+                            LineKind::Total,
+                            widgets::USED,
+                            h.decimate(s, from, to, (width / 3).max(20)),
+                            false,
+                        )]
+                    })
+                    .unwrap_or_default()
+            })
+            .collect();
+        cache.metrics = Some((key, lines));
+    }
+    let Some((_, plots)) = cache.metrics.as_mut() else {
+        return;
+    };
+    let w = (ui.available_width() - 16.0) / 3.0;
+    ui.horizontal(|ui| {
+        for (m, lines) in Metric::ALL.iter().zip(plots.iter_mut()) {
+            let (name, unit) = m.label();
+            ui.allocate_ui(egui::vec2(w, height), |ui| {
+                ui.vertical(|ui| {
+                    let now = lines
+                        .first()
+                        .and_then(|l| l.points.last())
+                        .map_or("—".to_string(), |p| format!("{:.0} {unit}", p[1]));
+                    ui.label(egui::RichText::new(format!("{name} · {now}")).small());
+                    let unit = unit.to_string();
+                    let mut plot = Plot::new(("gpu-metric", device, name))
+                        .height(height - 20.0)
+                        .width(w)
+                        .link_axis(egui::Id::unique("gpu-time"), [true, false])
+                        .allow_zoom([true, false])
+                        .allow_drag([true, false])
+                        .allow_scroll(false)
+                        .allow_double_click_reset(false)
+                        .auto_bounds([false, true])
+                        .include_y(0.0)
+                        .show_x(true)
+                        .x_axis_formatter(x_formatter)
+                        .x_grid_spacer(time_grid)
+                        .y_axis_formatter(move |v, _| format!("{:.0} {unit}", v.value))
+                        .y_axis_min_width(48.0);
+                    if *m == Metric::Utilization {
+                        plot = plot.include_y(100.0);
+                    }
+                    plot.show(ui, |p| {
+                        if let Some((a, b)) = set_x {
+                            p.set_plot_bounds_x(a..=b);
+                        }
+                        for l in lines.iter() {
+                            p.line(
+                                Line::new(l.name.clone(), PlotPoints::new(l.points.clone()))
+                                    .color(widgets::USED)
+                                    .width(1.5),
+                            );
+                        }
+                    });
+                });
+            });
+        }
+    });
 }
 
 /// The whole-lifetime graph of one process on one GPU, with marked times (unix s, name).
