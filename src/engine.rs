@@ -9,11 +9,14 @@ use crate::sampler::{enrich, SharedMonitor};
 use crate::session::writer::{session_file_name, SessionWriter};
 use crate::session::{Event, Header, HeaderDevice, FORMAT_VERSION};
 
-/// Which rules' targets match right now (the Settings window's "test this rule").
+/// Which targets a rule matches right now (the Settings window's "test this rule"), each with
+/// the reason it would be skipped under `safety` (protected, another user's, simulated…), or
+/// `None` when the action would go ahead (or be logged, in a dry run).
 pub fn test_rule(
     rule: &crate::rules::Rule,
     m: &crate::monitor::Monitor,
-) -> Vec<crate::rules::eval::Target> {
+    safety: &crate::rules::action::Safety,
+) -> Vec<(crate::rules::eval::Target, Option<String>)> {
     let Some(snap) = &m.latest else {
         return Vec::new();
     };
@@ -29,7 +32,21 @@ pub fn test_rule(
             })
             .collect(),
     };
+    let runner = crate::rules::action::ActionRunner::new();
     st.matches_now(rule, snap, &facts)
+        .into_iter()
+        .map(|target| {
+            let p = crate::rules::eval::Planned {
+                rule: rule.name.clone(),
+                action: rule.action.clone(),
+                dry_run: rule.dry_run,
+                allow_other_users: rule.allow_other_users,
+                target: target.clone(),
+            };
+            let why = runner.would_refuse(&p, safety);
+            (target, why)
+        })
+        .collect()
 }
 
 /// Where and whether the run is recorded.

@@ -627,9 +627,18 @@ fn users_resolve_through_nss_and_rules_compare_uids() {
         user_is: Some(uid.to_string()),
         ..Conditions::default()
     });
-    assert_eq!(vramwarden::engine::test_rule(&is, &m).len(), 1);
-    assert_eq!(vramwarden::engine::test_rule(&by_number, &m).len(), 1);
-    assert_eq!(vramwarden::engine::test_rule(&is_not, &m).len(), 0);
+    assert_eq!(
+        vramwarden::engine::test_rule(&is, &m, &Default::default()).len(),
+        1
+    );
+    assert_eq!(
+        vramwarden::engine::test_rule(&by_number, &m, &Default::default()).len(),
+        1
+    );
+    assert_eq!(
+        vramwarden::engine::test_rule(&is_not, &m, &Default::default()).len(),
+        0
+    );
     drop(m);
     let _ = child.kill();
     let _ = child.wait();

@@ -660,3 +660,30 @@ fn switching_the_source_asks_before_clearing_history() {
     h.get_by_label("DEMO · simulated GPUs");
     h.get_by_label("48213");
 }
+
+/// "Test this rule" says which matches would be skipped and why: the demo's processes are
+/// simulated, so a Terminate rule matches them but would act on none.
+#[test]
+fn testing_a_rule_tells_which_matches_would_be_skipped() {
+    let mut h = harness(demo_app(120));
+    h.run();
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Comma);
+    h.run();
+    h.get_by_label("Rules").click();
+    h.run();
+    h.get_by_label("Add rule").click();
+    h.run();
+    h.get_by_label("Process GPU memory ≥").click();
+    h.run();
+    h.get_by_label("Terminate").click();
+    h.run();
+    h.get_by_label("Test this rule").click();
+    h.run();
+    // 48213 (38 GiB) and 39002 (8 GiB) hold ≥ 8192 MiB.
+    h.get_by_label("It matches 2 right now, but would skip every one:");
+    assert_eq!(
+        h.query_all_by_label_contains("skipped: simulated process: nothing was sent")
+            .count(),
+        2
+    );
+}

@@ -218,6 +218,12 @@ impl ActionRunner {
         }
     }
 
+    /// Why the planned action would not be carried out (protected, another user's, simulated,
+    /// recorded, vramwarden itself), if so: the policy alone, no signal, no identity check.
+    pub fn would_refuse(&self, p: &Planned, safety: &Safety) -> Option<String> {
+        self.refusal(p, safety)
+    }
+
     /// Why `target` may not be touched, if so.
     fn refusal(&self, p: &Planned, safety: &Safety) -> Option<String> {
         let Target::Process {

@@ -36,7 +36,7 @@ pub struct SettingsUi {
     /// The rule being edited.
     pub editing: Option<usize>,
     /// Result of "Test this rule".
-    pub tested: Option<(usize, Vec<String>)>,
+    pub tested: Option<(usize, Vec<TestedTarget>)>,
     /// Last save result, and whether it failed.
     pub message: Option<(String, bool)>,
 }
@@ -60,7 +60,15 @@ pub enum SettingsAction {
     Save(Box<Settings>),
 }
 
-fn opt_num(ui: &mut Ui, label: &str, v: &mut Option<f64>, default: f64, suffix: &str) {
+/// A condition with a number; its own problems (key `key`) right under it.
+fn opt_num(
+    ui: &mut Ui,
+    label: &str,
+    v: &mut Option<f64>,
+    (default, suffix): (f64, &str),
+    problems: &[(&'static str, String)],
+    key: &str,
+) {
     ui.horizontal(|ui| {
         let mut on = v.is_some();
         if ui.checkbox(&mut on, label).changed() {
@@ -70,9 +78,18 @@ fn opt_num(ui: &mut Ui, label: &str, v: &mut Option<f64>, default: f64, suffix: 
             ui.add(egui::DragValue::new(x).speed(1.0).suffix(suffix));
         }
     });
+    field_errors(ui, problems, &[key]);
 }
 
-fn opt_text(ui: &mut Ui, label: &str, v: &mut Option<String>, hint: &str) {
+/// A condition with a text (a regular expression, a user); its own problems right under it.
+fn opt_text(
+    ui: &mut Ui,
+    label: &str,
+    v: &mut Option<String>,
+    hint: &str,
+    problems: &[(&'static str, String)],
+    key: &str,
+) {
     ui.horizontal(|ui| {
         let mut on = v.is_some();
         if ui.checkbox(&mut on, label).changed() {
@@ -86,7 +103,11 @@ fn opt_text(ui: &mut Ui, label: &str, v: &mut Option<String>, hint: &str) {
             );
         }
     });
+    field_errors(ui, problems, &[key]);
 }
+
+/// A target "Test this rule" found: what it is, and why it would be skipped (`None`: acted on).
+pub type TestedTarget = (String, Option<String>);
 
 fn field_errors(ui: &mut Ui, problems: &[(&'static str, String)], fields: &[&str]) {
     for (f, m) in problems {
@@ -457,9 +478,57 @@ impl SettingsUi {
             return;
         };
         ui.separator();
+        let safety = crate::rules::action::Safety {
+            global_dry_run: c.dry_run,
+            protected: c.protected.clone(),
+        };
         let r = &mut c.rules[i];
         let problems = r.problems();
-        ui.label(RichText::new(r.describe()).italics());
+        // The summary keeps its height while typing (two lines), so the fields below stay put.
+        let summary_h = ui.text_style_height(&egui::TextStyle::Body) * 2.0 + 4.0;
+        ui.allocate_ui(egui::vec2(ui.available_width(), summary_h), |ui| {
+            ui.set_min_height(summary_h);
+            ui.add(egui::Label::new(RichText::new(r.describe()).italics()).wrap());
+        });
+        ui.horizontal(|ui| {
+            if ui
+                .button("Test this rule")
+                .on_hover_text("Which current processes (or GPUs) it would match right now, ignoring hold time and cooldown, and which of them its safety rules would skip")
+                .clicked()
+            {
+                let found: Vec<(String, Option<String>)> =
+                    crate::engine::test_rule(r, live, &safety)
+                        .iter()
+                        .map(|(t, why)| (t.describe(), why.clone()))
+                        .collect();
+                self.tested = Some((i, found));
+            }
+            if let Some((j, found)) = &self.tested {
+                if *j == i {
+                    let acted = found.iter().filter(|(_, w)| w.is_none()).count();
+                    ui.label(match (found.len(), acted) {
+                        (0, _) => "It matches nothing right now.".to_string(),
+                        (n, a) if a == n => format!("It matches {n} right now, and would act on each:"),
+                        (n, 0) => format!("It matches {n} right now, but would skip every one:"),
+                        (n, a) => format!("It matches {n} right now; it would act on {a}:"),
+                    });
+                }
+            }
+        });
+        if let Some((j, found)) = &self.tested {
+            if *j == i {
+                for (f, why) in found {
+                    match why {
+                        None => ui.monospace(format!("  ✔ {f}")),
+                        Some(w) => ui.label(
+                            RichText::new(format!("  ✖ {f} — skipped: {w}"))
+                                .monospace()
+                                .weak(),
+                        ),
+                    };
+                }
+            }
+        }
         egui::Grid::new("rule-edit").num_columns(2).spacing([10.0, 6.0]).show(ui, |ui| {
             ui.label("Name");
             ui.vertical(|ui| {
@@ -477,18 +546,18 @@ impl SettingsUi {
             ui.label("Conditions");
             ui.vertical(|ui| {
                 let k = &mut r.conditions;
-                opt_num(ui, "Process GPU memory ≥", &mut k.process_memory_min_mib, 8192.0, " MiB");
-                opt_num(ui, "GPU used ≥", &mut k.device_used_min_pct, 95.0, " %");
-                opt_num(ui, "GPU free ≤", &mut k.device_free_max_mib, 1024.0, " MiB");
-                opt_num(ui, "GPU full in <", &mut k.device_full_within_minutes, 30.0, " min");
-                opt_num(ui, "GPU-idle for ≥", &mut k.idle_min_minutes, 30.0, " min");
-                opt_num(ui, "Leaking for ≥", &mut k.leaking_min_minutes, 10.0, " min");
-                opt_text(ui, "Name matches", &mut k.name_regex, "regular expression");
-                opt_text(ui, "Command line matches", &mut k.cmdline_regex, "regular expression");
-                opt_text(ui, "User is", &mut k.user_is, "user name");
-                opt_text(ui, "User is not", &mut k.user_is_not, "user name");
-                opt_num(ui, "Running for ≥", &mut k.age_min_minutes, 60.0, " min");
-                opt_num(ui, "User's total on the GPU ≥", &mut k.user_total_min_mib, 40960.0, " MiB");
+                opt_num(ui, "Process GPU memory ≥", &mut k.process_memory_min_mib, (8192.0, " MiB"), &problems, "process_memory_min_mib");
+                opt_num(ui, "GPU used ≥", &mut k.device_used_min_pct, (95.0, " %"), &problems, "device_used_min_pct");
+                opt_num(ui, "GPU free ≤", &mut k.device_free_max_mib, (1024.0, " MiB"), &problems, "device_free_max_mib");
+                opt_num(ui, "GPU full in <", &mut k.device_full_within_minutes, (30.0, " min"), &problems, "device_full_within_minutes");
+                opt_num(ui, "GPU-idle for ≥", &mut k.idle_min_minutes, (30.0, " min"), &problems, "idle_min_minutes");
+                opt_num(ui, "Leaking for ≥", &mut k.leaking_min_minutes, (10.0, " min"), &problems, "leaking_min_minutes");
+                opt_text(ui, "Name matches", &mut k.name_regex, "regular expression", &problems, "name_regex");
+                opt_text(ui, "Command line matches", &mut k.cmdline_regex, "regular expression", &problems, "cmdline_regex");
+                opt_text(ui, "User is", &mut k.user_is, "user name", &problems, "user_is");
+                opt_text(ui, "User is not", &mut k.user_is_not, "user name", &problems, "user_is_not");
+                opt_num(ui, "Running for ≥", &mut k.age_min_minutes, (60.0, " min"), &problems, "age_min_minutes");
+                opt_num(ui, "User's total on the GPU ≥", &mut k.user_total_min_mib, (40960.0, " MiB"), &problems, "user_total_min_mib");
                 ui.horizontal(|ui| {
                     let mut on = k.gpu.is_some();
                     if ui.checkbox(&mut on, "Only on GPU").changed() {
@@ -502,7 +571,7 @@ impl SettingsUi {
                     ui.label("All of it held for");
                     ui.add(egui::DragValue::new(&mut k.hold_seconds).speed(1.0).suffix(" s"));
                 });
-                field_errors(ui, &problems, &["process_memory_min_mib", "device_used_min_pct", "device_free_max_mib", "device_full_within_minutes", "idle_min_minutes", "leaking_min_minutes", "name_regex", "cmdline_regex", "age_min_minutes", "user_total_min_mib", "hold_seconds"]);
+                field_errors(ui, &problems, &["hold_seconds", "gpu"]);
             });
             ui.end_row();
             ui.label("Action");
@@ -561,21 +630,5 @@ impl SettingsUi {
             });
             ui.end_row();
         });
-        if ui.button("Test this rule").on_hover_text("Which current processes (or GPUs) it would match right now, ignoring hold time and cooldown").clicked() {
-            let found: Vec<String> = crate::engine::test_rule(r, live).iter().map(|t| t.describe()).collect();
-            self.tested = Some((i, found));
-        }
-        if let Some((j, found)) = &self.tested {
-            if *j == i {
-                if found.is_empty() {
-                    ui.label("It matches nothing right now.");
-                } else {
-                    ui.label(format!("It matches {} right now:", found.len()));
-                    for f in found {
-                        ui.monospace(f);
-                    }
-                }
-            }
-        }
     }
 }
