@@ -29,9 +29,11 @@
 //! a start-up phase until it levels off (after its first rise, no growth for
 //! [`LeakSettings::settle_s`], nor for twice the longest pause between the ramp's rises so far —
 //! a grace measured from what the series does; then the ramp is no part of any run) or [`LeakSettings::startup_s`] has passed. During it, a growth
-//! run is judged only when it is *regular*: every increase after the process's first
-//! [`BIRTH_MS`] within a factor 1.5 of their median, at least [`REGULAR_STEPS`] of them — a
-//! leak allocates the same amount again and again, a ramp takes uneven or ever larger steps.
+//! run is judged only on its *regular tail*: the newest increases (after the process's first
+//! [`BIRTH_MS`]) whose sizes stay within a factor 1.5 either way of each other, at least
+//! [`REGULAR_STEPS`] of them — a leak allocates the same amount again and again, a ramp takes
+//! uneven or ever larger steps, and a big first allocation (the model) before a leak's even
+//! steps is cut off. Start-up lasts [`LeakSettings::startup_s`] from birth, levelled off or not.
 //! The rising-floor test needs no start-up phase (three rising troughs are no ramp).
 //!
 //! An episode of a growth run ends when memory has not grown for [`LeakSettings::quiet_s`]
@@ -409,9 +411,48 @@ impl LeakTracker {
             }
             return None;
         }
-        let in_startup = self.born_ms.is_some() && !self.settled;
+        // Young processes (the start-up time since birth) are judged on their regular growth
+        // only, whether or not their ramp has levelled off yet.
+        let in_startup = self
+            .born_ms
+            .is_some_and(|b| now - b < (s.startup_s * 1000.0) as i64);
         self.evaluate(now, s, in_startup)
             .or_else(|| self.evaluate_floor(now, s))
+    }
+
+    /// Where the regular tail of the current run begins (the point before its first step):
+    /// walking back from the newest increase, the increases after `after` whose sizes stay
+    /// within a factor 2.25 of each other (1.5 either way of their middle) — a leak allocates
+    /// the same amount again and again, a ramp takes ever larger or uneven steps. `None` unless
+    /// the tail has [`REGULAR_STEPS`] increases spanning `span_ms`.
+    fn regular_tail(&self, after: UnixMs, span_ms: i64) -> Option<usize> {
+        let pts = &self.points;
+        let mut lo = f64::MAX;
+        let mut hi = f64::MIN;
+        let mut count = 0;
+        let mut tail_start = None;
+        let (mut first_t, mut last_t) = (0, 0);
+        let mut i = pts.len();
+        while i > self.run_start + 1 {
+            i -= 1;
+            let (t, v) = pts[i];
+            let step = v - pts[i - 1].1;
+            if step <= 0.0 {
+                continue;
+            }
+            if t <= after || hi.max(step) > 2.25 * lo.min(step) {
+                break;
+            }
+            lo = lo.min(step);
+            hi = hi.max(step);
+            count += 1;
+            if count == 1 {
+                last_t = t;
+            }
+            first_t = t;
+            tail_start = Some(i - 1);
+        }
+        (count >= REGULAR_STEPS && last_t - first_t >= span_ms).then_some(tail_start?)
     }
 
     /// A sawtooth whose troughs keep rising: the last [`FLOOR_TROUGHS`] or more troughs each
@@ -462,15 +503,23 @@ impl LeakTracker {
     }
 
     fn evaluate(&mut self, now: UnixMs, s: &LeakSettings, in_startup: bool) -> Option<Transition> {
-        let run = self.points.range(self.run_start..);
-        let base = self.points.get(self.run_start)?.1;
+        // During start-up only the regular tail of the run counts (a ramp's uneven steps, the
+        // model load before a leak's even ones, are cut off).
+        let run_start = if in_startup {
+            let after = self.born_ms.unwrap_or(UnixMs::MIN).saturating_add(BIRTH_MS);
+            self.regular_tail(after, (s.min_duration_s * 1000.0) as i64 / 2)?
+        } else {
+            self.run_start
+        };
+        let run = self.points.range(run_start..);
+        let base = self.points.get(run_start)?.1;
         let cur = self.points.back()?.1;
         // A run that never fell is a clean staircase: its growth is told from noise sooner
         // (half the minimum growth), which finds slow leaks over large models earlier.
         let monotone = self
             .points
-            .range(self.run_start..)
-            .zip(self.points.range(self.run_start + 1..))
+            .range(run_start..)
+            .zip(self.points.range(run_start + 1..))
             .all(|(a, b)| b.1 >= a.1);
         let min_growth = if monotone {
             s.min_growth_mib / 2.0
@@ -496,11 +545,6 @@ impl LeakTracker {
             prev = Some(v);
         }
         let first = first_inc?;
-        let after = self.born_ms.unwrap_or(UnixMs::MIN).saturating_add(BIRTH_MS);
-        if in_startup && !regular(&incs, &steps, after, (s.min_duration_s * 1000.0) as i64 / 2) {
-            // A ramp of a few uneven steps at start-up: wait until it levels off.
-            return None;
-        }
         // The growth run starts just before its first increase.
         let start = self
             .points
@@ -523,7 +567,7 @@ impl LeakTracker {
         if !spread {
             return None;
         }
-        let run: Vec<(UnixMs, f64)> = self.points.range(self.run_start..).copied().collect();
+        let run: Vec<(UnixMs, f64)> = self.points.range(run_start..).copied().collect();
         let rate = theil_sen(&run, &mut self.scratch)? * 60_000.0;
         if rate < s.min_rate_mib_per_min {
             return None;
@@ -551,32 +595,6 @@ pub const REGULAR_STEPS: usize = 3;
 /// The first seconds of a process (its CUDA context, the model load) are no part of the
 /// regularity test.
 pub const BIRTH_MS: UnixMs = 5_000;
-
-/// Growth in even steps (a leak's allocations), unlike a start-up ramp's uneven or ever larger
-/// ones (growing batches, a swelling cache): every increase after the process's first
-/// [`BIRTH_MS`] lies within a factor 1.5 of their median, there are at least
-/// [`REGULAR_STEPS`] of them, and they span at least `span_ms`.
-fn regular(incs: &[UnixMs], steps: &[f64], after: UnixMs, span_ms: i64) -> bool {
-    let mut recent: Vec<f64> = Vec::with_capacity(steps.len());
-    let mut first = None;
-    let mut last = None;
-    for (t, st) in incs.iter().zip(steps).filter(|(t, _)| **t > after) {
-        first.get_or_insert(*t);
-        last = Some(*t);
-        recent.push(*st);
-    }
-    let (Some(first), Some(last)) = (first, last) else {
-        return false;
-    };
-    if recent.len() < REGULAR_STEPS || last - first < span_ms {
-        return false;
-    }
-    let mid = recent.len() / 2;
-    let median = *recent.select_nth_unstable_by(mid, f64::total_cmp).1;
-    recent
-        .iter()
-        .all(|s| *s >= median / 1.5 && *s <= median * 1.5)
-}
 
 /// Minutes until `free_mib` is used up at `rate_mib_per_min` (None when not growing).
 pub fn time_to_full_min(free_mib: f64, rate_mib_per_min: f64) -> Option<f64> {
@@ -719,7 +737,8 @@ mod tests {
             flagged,
             "the ramp looks like a leak without the start-up phase"
         );
-        // A steady leak from birth is regular: flagged quickly all the same.
+        // A steady leak from birth is regular: flagged quickly all the same (its growth is
+        // judged from the end of the birth, 5 s, plus the minimum duration, 12 s).
         let mut tr = LeakTracker::born_at(0);
         let first = (0..120).find(|i| {
             matches!(
@@ -727,7 +746,24 @@ mod tests {
                 Some(Transition::Started { .. })
             )
         });
-        assert!(first.is_some_and(|i| i <= 15), "{first:?}");
+        assert!(first.is_some_and(|i| i <= 18), "{first:?}");
+        // A big first allocation (the model), then a leak of even 2 MiB steps: the model load
+        // is cut off, the steps are judged during start-up.
+        let mut tr = LeakTracker::born_at(0);
+        let drip = |t: i64| {
+            if t < 4_000 {
+                500.0
+            } else {
+                41_000.0 + 2.0 * ((t - 4_000) / 1_000) as f64
+            }
+        };
+        let first = (0..120).find(|i| {
+            matches!(
+                tr.update(i * 1000, drip(i * 1000), &s),
+                Some(Transition::Started { .. })
+            )
+        });
+        assert!(first.is_some_and(|i| i <= 30), "{first:?}");
         // 2 GiB taken and freed every 12 s, 96 MiB kept each cycle.
         let saw = |t: i64| -> f64 {
             let cycle = t / 12_000;
