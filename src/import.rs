@@ -1138,3 +1138,43 @@ pub fn import_nvidia_smi(
         skipped: skips.to_vec(),
     })
 }
+
+/// Imports nvidia-smi logs (told apart by their headers) into `dir` and reads the session.
+///
+/// # Errors
+/// A sentence when no apps log is among `files` or the import fails.
+pub fn import_files(
+    files: &[std::path::PathBuf],
+    dir: &std::path::Path,
+) -> Result<crate::session::reader::SessionData, String> {
+    let header = |p: &std::path::PathBuf| {
+        std::fs::read_to_string(p)
+            .ok()
+            .and_then(|t| t.lines().next().map(str::to_lowercase))
+            .unwrap_or_default()
+    };
+    let apps = files
+        .iter()
+        .find(|p| header(p).contains("pid"))
+        .ok_or("none of the files is an nvidia-smi --query-compute-apps log (no pid column)")?;
+    let gpu = files
+        .iter()
+        .find(|p| *p != apps && header(p).contains("memory.used"));
+    let stem = apps
+        .file_stem()
+        .map_or("nvidia-smi".into(), |s| s.to_string_lossy().into_owned());
+    let out = dir.join(format!(
+        "import-{stem}-{}.{}",
+        chrono::Local::now().format("%Y%m%d-%H%M%S"),
+        crate::session::EXTENSION
+    ));
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    crate::import::import_nvidia_smi(
+        apps,
+        gpu.map(std::path::PathBuf::as_path),
+        &out,
+        crate::import::Zone::Local,
+    )
+    .map_err(|e| e.to_string())?;
+    crate::session::reader::SessionData::open(&out).map_err(|e| e.to_string())
+}

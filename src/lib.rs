@@ -25,4 +25,5 @@ pub mod session;
 pub mod settings;
 pub mod snapshot_out;
 pub mod source;
+#[cfg(feature = "gui")]
 pub mod ui;

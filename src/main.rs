@@ -13,6 +13,7 @@ fn main() -> ExitCode {
         .history
         .unwrap_or(std::time::Duration::from_secs(24 * 3600));
     let result = match args.command {
+        #[cfg(feature = "gui")]
         None => {
             drop(stdout);
             let config_path = vramwarden::settings::config_path(args.config.as_deref());
@@ -43,6 +44,10 @@ fn main() -> ExitCode {
                 }
             };
         }
+        #[cfg(not(feature = "gui"))]
+        None => Err(cli::CliError::Usage(
+            "this vramwarden was built without the window (no `gui` feature); use a subcommand: snapshot, record, export, import, rules (see --help)".into(),
+        )),
         Some(Command::Snapshot { format, table }) => {
             cli::snapshot(args.demo, format, table, &mut stdout)
         }

@@ -227,7 +227,7 @@ fn the_window_imports_nvidia_smi_logs_told_apart_by_header() {
         dir.join("public-smi-gpu.csv"),
         dir.join("public-smi-apps.csv"),
     ];
-    let s = vramwarden::ui::sessions::import_files(&files, tmp.path()).expect("import");
+    let s = vramwarden::import::import_files(&files, tmp.path()).expect("import");
     assert_eq!(
         s.header.as_ref().map(|h| h.source.as_str()),
         Some("nvidia-smi import")
@@ -238,7 +238,7 @@ fn the_window_imports_nvidia_smi_logs_told_apart_by_header() {
     );
     assert_eq!(leak_pids(&s.events).len(), 2);
     let only_gpu = [dir.join("public-smi-gpu.csv")];
-    assert!(vramwarden::ui::sessions::import_files(&only_gpu, tmp.path()).is_err());
+    assert!(vramwarden::import::import_files(&only_gpu, tmp.path()).is_err());
 }
 
 /// A session whose recording stopped while a leak still grew: reopened, the episode is closed
@@ -284,7 +284,7 @@ fn a_reopened_session_shows_a_leak_cut_by_the_recordings_end_as_closed() {
     assert!(l.grown_mib > 300.0, "grown {} MiB", l.grown_mib);
     assert!(l.peak_mib > l.grown_mib, "peak {} MiB", l.peak_mib);
     // The Leaks pane's reader of past sessions tells it the same way.
-    let past = vramwarden::ui::leaks::past_episodes(dir.path(), None);
+    let past = vramwarden::session::past::past_episodes(dir.path(), None);
     let p = past
         .leaks
         .iter()

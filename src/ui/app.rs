@@ -90,8 +90,8 @@ pub struct VramApp {
     pub view: Option<SessionView>,
     /// Sessions browser, export window and their jobs.
     pub sessions: SessionsUi,
-    past_leaks: Option<super::task::Task<super::leaks::PastEvents>>,
-    past: Option<super::leaks::PastEvents>,
+    past_leaks: Option<super::task::Task<crate::session::past::PastEvents>>,
+    past: Option<crate::session::past::PastEvents>,
     pending_select: Option<(ProcSeriesKey, UnixMs)>,
     leak_clicked: Option<super::leaks::LeakClick>,
     /// The Settings window.
@@ -728,7 +728,7 @@ impl VramApp {
                         self.past_leaks = Some(super::task::Task::spawn(
                             "Reading past leaks",
                             Some(ui.ctx().clone()),
-                            move |_| super::leaks::past_episodes(&dir, skip.as_deref()),
+                            move |_| crate::session::past::past_episodes(&dir, skip.as_deref()),
                         ));
                     }
                     let mut all: Vec<&crate::monitor::LeakRecord> = monitor.leaks.iter().collect();

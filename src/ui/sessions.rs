@@ -202,7 +202,7 @@ impl SessionsUi {
         self.opening = Some(Task::spawn(
             "Importing nvidia-smi logs",
             Some(ctx.clone()),
-            move |_| import_files(&files, &dir),
+            move |_| crate::import::import_files(&files, &dir),
         ));
     }
 
@@ -579,43 +579,6 @@ impl SessionsUi {
         self.export_table = table;
         self.start_export(path, ctx);
     }
-}
-
-/// Imports nvidia-smi logs (told apart by their headers) into `dir` and reads the session.
-///
-/// # Errors
-/// A sentence when no apps log is among `files` or the import fails.
-pub fn import_files(files: &[PathBuf], dir: &std::path::Path) -> Result<SessionData, String> {
-    let header = |p: &PathBuf| {
-        std::fs::read_to_string(p)
-            .ok()
-            .and_then(|t| t.lines().next().map(str::to_lowercase))
-            .unwrap_or_default()
-    };
-    let apps = files
-        .iter()
-        .find(|p| header(p).contains("pid"))
-        .ok_or("none of the files is an nvidia-smi --query-compute-apps log (no pid column)")?;
-    let gpu = files
-        .iter()
-        .find(|p| *p != apps && header(p).contains("memory.used"));
-    let stem = apps
-        .file_stem()
-        .map_or("nvidia-smi".into(), |s| s.to_string_lossy().into_owned());
-    let out = dir.join(format!(
-        "import-{stem}-{}.{}",
-        chrono::Local::now().format("%Y%m%d-%H%M%S"),
-        crate::session::EXTENSION
-    ));
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    crate::import::import_nvidia_smi(
-        apps,
-        gpu.map(PathBuf::as_path),
-        &out,
-        crate::import::Zone::Local,
-    )
-    .map_err(|e| e.to_string())?;
-    SessionData::open(&out).map_err(|e| e.to_string())
 }
 
 /// What an export reads: a file on disk (the live log) or a session already in memory.
