@@ -273,7 +273,18 @@ pub fn parse_interval(s: &str) -> Result<Duration, String> {
 
 /// The source factory for `--demo` or the driver.
 pub fn source_factory(demo: bool) -> SourceFactory {
-    if demo {
+    // `VRAMWARDEN_DEMO_FLEET=8x200`: the demo as a server of 8 GPUs and 200 processes (for
+    // trying the window and the agent at that size).
+    let fleet = std::env::var("VRAMWARDEN_DEMO_FLEET").ok().and_then(|v| {
+        let (g, p) = v.split_once('x')?;
+        let (g, p) = (g.trim().parse::<u32>().ok()?, p.trim().parse::<u32>().ok()?);
+        ((1..=64).contains(&g) && p <= 10_000).then_some((g, p))
+    });
+    if let (true, Some((gpus, procs))) = (demo, fleet) {
+        Box::new(
+            move || Ok(Box::new(SimSource::fleet(now_ms(), gpus, procs)) as Box<dyn GpuSource>),
+        )
+    } else if demo {
         Box::new(|| Ok(Box::new(SimSource::demo(now_ms())) as Box<dyn GpuSource>))
     } else {
         Box::new(|| NvmlSource::new().map(|s| Box::new(s) as Box<dyn GpuSource>))

@@ -549,41 +549,62 @@ fn hover_table(
     }
 }
 
-/// The legend, outside the plot: one swatch per series in view (the selected one bold).
+/// The legend, outside the plot: one swatch per series in view (the selected one bold), at most
+/// [`LEGEND_MAX`] processes (the largest) and a count of the rest.
 fn legend(ui: &mut Ui, lines: &[GraphLine], highlight: Option<ProcSeriesKey>, forecast: bool) {
-    ui.horizontal_wrapped(|ui| {
-        ui.spacing_mut().item_spacing.x = 10.0;
-        let mut items: Vec<&GraphLine> = lines.iter().collect();
-        // Bottom of the stack first, the total last (as they stack up).
-        items.reverse();
-        items.sort_by_key(|l| match l.kind {
-            LineKind::Total => 2,
-            LineKind::Unattributed => 1,
-            LineKind::Process(_) => 0,
-        });
-        for l in items {
-            ui.horizontal(|ui| {
-                ui.spacing_mut().item_spacing.x = 4.0;
-                widgets::color_swatch(ui, l.color);
-                let text = egui::RichText::new(&l.name).small();
-                let bold = matches!((l.kind, highlight), (LineKind::Process(k), Some(h)) if k == h);
-                ui.label(if bold { text.strong() } else { text });
-            });
+    let mut procs: Vec<&GraphLine> = lines
+        .iter()
+        .filter(|l| matches!(l.kind, LineKind::Process(_)))
+        .collect();
+    // The largest now first; the selected one always shown.
+    procs.sort_by(|a, b| {
+        let last = |l: &GraphLine| l.own.last().copied().unwrap_or(0.0);
+        last(b).total_cmp(&last(a))
+    });
+    let more = procs.len().saturating_sub(LEGEND_MAX);
+    if more > 0 {
+        let sel = procs
+            .iter()
+            .position(|l| matches!((l.kind, highlight), (LineKind::Process(k), Some(h)) if k == h));
+        if let Some(i) = sel.filter(|i| *i >= LEGEND_MAX) {
+            procs.swap(LEGEND_MAX - 1, i);
         }
-        ui.horizontal(|ui| {
-            ui.spacing_mut().item_spacing.x = 4.0;
-            widgets::color_swatch(ui, widgets::LIMIT);
-            ui.label(egui::RichText::new("Memory limit").small());
-        });
+        procs.truncate(LEGEND_MAX);
+    }
+    let others = lines
+        .iter()
+        .filter(|l| !matches!(l.kind, LineKind::Process(_)));
+    ui.horizontal_wrapped(|ui| {
+        let item = |ui: &mut Ui, color: Color32, name: &str, bold: bool| {
+            widgets::color_swatch(ui, color);
+            let t = egui::RichText::new(name).small();
+            ui.label(if bold { t.strong() } else { t });
+            ui.add_space(6.0);
+        };
+        for l in procs {
+            let bold = matches!((l.kind, highlight), (LineKind::Process(k), Some(h)) if k == h);
+            item(ui, l.color, &l.name, bold);
+        }
+        if more > 0 {
+            ui.label(
+                egui::RichText::new(format!("and {more} more"))
+                    .small()
+                    .weak(),
+            );
+            ui.add_space(6.0);
+        }
+        for l in others {
+            item(ui, l.color, &l.name, false);
+        }
+        item(ui, widgets::LIMIT, "Memory limit", false);
         if forecast {
-            ui.horizontal(|ui| {
-                ui.spacing_mut().item_spacing.x = 4.0;
-                widgets::color_swatch(ui, widgets::FORECAST);
-                ui.label(egui::RichText::new("OOM forecast").small());
-            });
+            item(ui, widgets::FORECAST, "OOM forecast", false);
         }
     });
 }
+
+/// Processes named in the graph's legend at most.
+pub const LEGEND_MAX: usize = 12;
 
 fn axis_text(v: f64, unit: &str) -> String {
     if v < 0.0 {
@@ -733,7 +754,7 @@ pub fn device_graph(
         lines,
         &PlotOpts {
             height: mem_h,
-            link: Some("gpu-time"),
+            link: None,
             limit_mib: limit,
             reserved_mib: reserved,
             units: state.units,
@@ -749,7 +770,9 @@ pub fn device_graph(
     );
     cache.buckets = buckets;
     if state.show_metrics {
-        metric_plots(ui, h, device, (from, to), set_x, width, cache, metrics_h);
+        // The same time range as the memory graph (zoomed, panned or following).
+        let range = Some((from as f64 / 1000.0, to as f64 / 1000.0));
+        metric_plots(ui, h, device, (from, to), range, width, cache, metrics_h);
     }
     if resp.response.double_clicked() {
         cache.free_range = None;
@@ -806,7 +829,7 @@ fn metric_plots(
     let Some((_, plots)) = cache.metrics.as_mut() else {
         return;
     };
-    let w = (ui.available_width() - 16.0) / 3.0;
+    let w = ((ui.available_width() - 24.0) / 3.0).max(120.0);
     ui.horizontal(|ui| {
         for (m, lines) in Metric::ALL.iter().zip(plots.iter_mut()) {
             let (name, unit) = m.label();
@@ -820,8 +843,7 @@ fn metric_plots(
                     let unit = unit.to_string();
                     let mut plot = Plot::new(("gpu-metric", device, name))
                         .height(height - 20.0)
-                        .width(w)
-                        .link_axis(egui::Id::unique("gpu-time"), [true, false])
+                        .width(w - 8.0)
                         .allow_zoom([true, false])
                         .allow_drag([true, false])
                         .allow_scroll(false)

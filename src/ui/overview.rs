@@ -13,8 +13,86 @@ fn pct(part: u64, total: u64) -> String {
     format!("{:.1} %", 100.0 * part as f64 / total as f64)
 }
 
-/// Draws the cards; clicking one selects its GPU for the graph.
+/// More GPUs than this get the compact overview: one row per GPU.
+pub const COMPACT_ABOVE: usize = 3;
+
+/// The overview of many GPUs: a row each — index, memory bar, used / total, utilisation,
+/// temperature, the forecast when a leak grows. Clicking one selects it for the graph.
+fn compact(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
+    ui.label(RichText::new(format!("{} GPUs", snap.devices.len())).strong());
+    for d in &snap.devices {
+        let is_sel = *selected == d.index;
+        let total = d.memory_total_bytes.unwrap_or(0);
+        let used = d.memory_used_bytes.unwrap_or(0);
+        let reserved = d.memory_reserved_bytes.unwrap_or(0);
+        let resp = egui::Frame::group(ui.style())
+            .inner_margin(egui::Margin::same(6))
+            .stroke(if is_sel {
+                egui::Stroke::new(2.0, ui.visuals().selection.stroke.color)
+            } else {
+                ui.visuals().widgets.noninteractive.bg_stroke
+            })
+            .show(ui, |ui| {
+                ui.set_width(ui.available_width());
+                ui.horizontal(|ui| {
+                    ui.label(RichText::new(format!("GPU {}", d.index)).strong());
+                    ui.label(
+                        RichText::new(format!(
+                            "{} / {}",
+                            opt_bytes(units, d.memory_used_bytes),
+                            opt_bytes(units, d.memory_total_bytes)
+                        ))
+                        .monospace(),
+                    );
+                    ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                        let util = d
+                            .utilization_gpu_pct
+                            .map_or("—".into(), |u| format!("{u} %"));
+                        let temp = d.temperature_c.map_or("—".into(), |t| format!("{t} °C"));
+                        ui.label(RichText::new(format!("{util} · {temp}")).weak());
+                    });
+                });
+                let projected = d.time_to_full_s.filter(|s| *s > 0.0).map(|s| {
+                    let free = d.memory_free_bytes.unwrap_or(0) as f64;
+                    used.saturating_add((free / s * widgets::FORECAST_HORIZON_MIN * 60.0) as u64)
+                });
+                widgets::memory_bar(
+                    ui,
+                    total,
+                    used,
+                    reserved,
+                    projected,
+                    &format!(
+                        "{}: used {} ({})",
+                        d.name,
+                        units.bytes(used),
+                        pct(used, total)
+                    ),
+                );
+                if let Some(s) = d.time_to_full_s {
+                    ui.label(
+                        RichText::new(format!(
+                            "⚠ full in ~{}",
+                            crate::format::duration((s * 1000.0) as i64)
+                        ))
+                        .color(widgets::FORECAST),
+                    );
+                }
+            })
+            .response;
+        if resp.interact(egui::Sense::click()).clicked() {
+            *selected = d.index;
+        }
+    }
+}
+
+/// Draws the cards (the compact overview for more than [`COMPACT_ABOVE`] GPUs); clicking one
+/// selects its GPU for the graph.
 pub fn cards(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
+    if snap.devices.len() > COMPACT_ABOVE {
+        compact(ui, snap, units, selected);
+        return;
+    }
     for d in &snap.devices {
         let is_sel = *selected == d.index;
         let frame = egui::Frame::group(ui.style())
