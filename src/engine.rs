@@ -129,6 +129,7 @@ pub struct Engine {
     interval_ms: u64,
     leaks: crate::leak_watch::LeakWatch,
     ooms: crate::oom_watch::OomWatch,
+    usage: crate::proc_usage::ProcUsage,
     notify_leaks: bool,
     notify_rules: bool,
     rules: Vec<crate::rules::eval::CompiledRule>,
@@ -175,6 +176,7 @@ impl Engine {
             interval_ms,
             leaks: crate::leak_watch::LeakWatch::default(),
             ooms: crate::oom_watch::OomWatch::default(),
+            usage: crate::proc_usage::ProcUsage::default(),
             notify_leaks: false,
             notify_rules: false,
             rules: Vec::new(),
@@ -506,6 +508,7 @@ impl Engine {
         snap.sanitize();
         self.carry_stale(&mut snap);
         enrich(&mut snap, &mut self.procs);
+        self.usage.sample(&mut snap);
         let mut error = None;
         let now = snap.taken_at_ms;
         if self.record != RecordTo::Off && !self.paused {

@@ -889,6 +889,8 @@ impl<'t> AppsReader<'t> {
             info: Some(info),
             origin: crate::model::Origin::Recorded,
             stale: false,
+            cpu_pct: None,
+            rss_bytes: None,
         };
         self.ticks.entry(ts).or_default().add(p, id, row.line)
     }

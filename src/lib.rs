@@ -18,6 +18,7 @@ pub mod model;
 pub mod monitor;
 pub mod notify;
 pub mod oom_watch;
+pub mod proc_usage;
 pub mod procinfo;
 pub mod rules;
 pub mod sampler;

@@ -91,6 +91,13 @@ pub struct ProcessSample {
     /// the last good reading carried forward (its memory is not a new measurement).
     #[serde(default)]
     pub stale: bool,
+    /// Host CPU use over the last interval, percent of one core (`/proc/PID/stat`; live
+    /// processes only).
+    #[serde(default)]
+    pub cpu_pct: Option<f32>,
+    /// Host memory (resident set), bytes (live processes only).
+    #[serde(default)]
+    pub rss_bytes: Option<u64>,
 }
 
 /// Where a process in a snapshot lives. Actions (signals, commands) reach only

@@ -606,6 +606,8 @@ impl SessionData {
                     info: self.infos.get(id).cloned(),
                     origin: crate::model::Origin::Recorded,
                     stale: false,
+                    cpu_pct: None,
+                    rss_bytes: None,
                 }
             })
             .collect();

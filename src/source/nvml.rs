@@ -363,6 +363,8 @@ pub(crate) fn merge_processes(
                     info: None,
                     origin: crate::model::Origin::Live,
                     stale: false,
+                    cpu_pct: None,
+                    rss_bytes: None,
                 });
         }
     }

@@ -377,6 +377,8 @@ impl SimSource {
                 },
                 info,
                 stale: false,
+                cpu_pct: None,
+                rss_bytes: None,
             });
         }
         let devices = self
