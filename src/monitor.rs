@@ -47,6 +47,10 @@ pub struct ProcessRow {
     pub last_seen_ms: UnixMs,
     /// Set once the process is gone from the GPU.
     pub exited_at_ms: Option<UnixMs>,
+    /// Host CPU over the last interval, percent of a core (live processes).
+    pub cpu_pct: Option<f32>,
+    /// Host resident memory, bytes (live processes).
+    pub rss_bytes: Option<u64>,
     /// Its colour in the palette (see [`crate::ui::widgets::process_color`]): the lowest slot
     /// no other process on its GPU holds at its first sighting, kept for its life.
     pub color_slot: u8,
@@ -159,11 +163,15 @@ impl Monitor {
                     first_seen_ms: now,
                     last_seen_ms: now,
                     exited_at_ms: None,
+                    cpu_pct: None,
+                    rss_bytes: None,
                     color_slot: slot,
                     recent: VecDeque::new(),
                 }
             });
             row.used_bytes = used;
+            row.cpu_pct = p.cpu_pct;
+            row.rss_bytes = p.rss_bytes;
             row.last_seen_ms = now;
             row.exited_at_ms = None;
             if let Some(u) = used {

@@ -58,7 +58,11 @@ impl ProcUsage {
     pub fn sample(&mut self, snap: &mut Snapshot) {
         let now = snap.taken_at_ms;
         let mut read: HashMap<u32, (Option<f32>, u64)> = HashMap::new();
-        for p in snap.processes.iter_mut().filter(|p| p.origin == Origin::Live) {
+        for p in snap
+            .processes
+            .iter_mut()
+            .filter(|p| p.origin == Origin::Live)
+        {
             let start = p.key().start_time_ms;
             let got = match read.get(&p.pid) {
                 Some(v) => Some(*v),
@@ -88,8 +92,7 @@ impl ProcUsage {
                 p.rss_bytes = Some(rss);
             }
         }
-        let alive: std::collections::HashSet<u32> =
-            snap.processes.iter().map(|p| p.pid).collect();
+        let alive: std::collections::HashSet<u32> = snap.processes.iter().map(|p| p.pid).collect();
         self.last.retain(|pid, _| alive.contains(pid));
     }
 }
@@ -137,6 +140,9 @@ mod tests {
         let cpu = b.processes[0].cpu_pct.expect("cpu");
         // Its share of a core depends on the machine's load (11 % was seen with every core
         // busy compiling); an idle process reads 0.
-        assert!(cpu > 1.0 && cpu <= 101.0, "a busy loop uses {cpu} % of a core");
+        assert!(
+            cpu > 1.0 && cpu <= 101.0,
+            "a busy loop uses {cpu} % of a core"
+        );
     }
 }

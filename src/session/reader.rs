@@ -823,6 +823,8 @@ impl SessionData {
                 last_seen_ms: st.last.1,
                 exited_at_ms: (!alive)
                     .then(|| times.get(st.last.0 as usize + 1).copied().unwrap_or(end_ms)),
+                cpu_pct: None,
+                rss_bytes: None,
                 color_slot: 0,
                 recent: VecDeque::new(),
             });

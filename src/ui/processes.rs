@@ -26,6 +26,10 @@ pub enum SortColumn {
     Delta,
     /// Time since start.
     Age,
+    /// Host CPU, percent of a core.
+    Cpu,
+    /// Host resident memory.
+    Rss,
     /// Leak flag (by rate), stale, exited.
     Status,
     /// Command line.
@@ -34,7 +38,7 @@ pub enum SortColumn {
 
 impl SortColumn {
     /// Every column in table order, with its title.
-    pub const ALL: [(SortColumn, &'static str); 9] = [
+    pub const ALL: [(SortColumn, &'static str); 11] = [
         (SortColumn::Pid, "PID"),
         (SortColumn::Name, "Name"),
         (SortColumn::User, "User"),
@@ -42,6 +46,8 @@ impl SortColumn {
         (SortColumn::Memory, "GPU memory"),
         (SortColumn::Delta, "Δ 1 min"),
         (SortColumn::Age, "Age"),
+        (SortColumn::Cpu, "CPU"),
+        (SortColumn::Rss, "RSS"),
         (SortColumn::Status, "Status"),
         (SortColumn::Command, "Command line"),
     ];
@@ -49,7 +55,12 @@ impl SortColumn {
     fn numeric(self) -> bool {
         matches!(
             self,
-            SortColumn::Memory | SortColumn::Delta | SortColumn::Age | SortColumn::Status
+            SortColumn::Memory
+                | SortColumn::Delta
+                | SortColumn::Age
+                | SortColumn::Status
+                | SortColumn::Cpu
+                | SortColumn::Rss
         )
     }
 }
@@ -108,6 +119,11 @@ pub fn sort_rows(
             SortColumn::Delta => a.delta_1m_bytes.cmp(&b.delta_1m_bytes),
             SortColumn::Age => (now - a.started_ms()).cmp(&(now - b.started_ms())),
             SortColumn::Command => a.cmdline.cmp(&b.cmdline),
+            SortColumn::Cpu => a
+                .cpu_pct
+                .unwrap_or(-1.0)
+                .total_cmp(&b.cpu_pct.unwrap_or(-1.0)),
+            SortColumn::Rss => a.rss_bytes.cmp(&b.rss_bytes),
             SortColumn::Status => {
                 let (ra, sa, ea) = status(a);
                 let (rb, sb, eb) = status(b);
@@ -235,6 +251,8 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                     SortColumn::Memory => egui_extras::Column::initial(100.0).at_least(70.0),
                     SortColumn::Delta => egui_extras::Column::initial(84.0).at_least(60.0),
                     SortColumn::Age => egui_extras::Column::initial(70.0).at_least(50.0),
+                    SortColumn::Cpu => egui_extras::Column::initial(56.0).at_least(40.0),
+                    SortColumn::Rss => egui_extras::Column::initial(84.0).at_least(50.0),
                     SortColumn::Status => egui_extras::Column::initial(260.0).at_least(60.0).clip(true),
                     SortColumn::Command => egui_extras::Column::remainder().at_least(120.0).clip(true),
                 });
@@ -346,6 +364,18 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                             }
                             SortColumn::Command => {
                                 ui.add(egui::Label::new(weak(r.cmdline.clone())).truncate().selectable(false));
+                            }
+                            SortColumn::Cpu => {
+                                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                                    let c = r.cpu_pct.filter(|_| !exited);
+                                    ui.add(egui::Label::new(weak(c.map_or("—".into(), |c| format!("{c:.0} %")))).selectable(false));
+                                });
+                            }
+                            SortColumn::Rss => {
+                                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                                    let m = r.rss_bytes.filter(|_| !exited);
+                                    ui.add(egui::Label::new(weak(format::opt_bytes(t.units, m))).selectable(false));
+                                });
                             }
                         });
                     }
