@@ -24,4 +24,5 @@ pub mod session;
 pub mod settings;
 pub mod snapshot_out;
 pub mod source;
+pub mod torch;
 pub mod ui;
