@@ -89,9 +89,7 @@ fn python(xdg: &Path, extra: Option<&Path>, code: &str, expect_socket: bool) -> 
         .stderr(Stdio::inherit())
         .spawn()
         .expect("python3 runs");
-    let sock = xdg
-        .join("vramwarden")
-        .join(torch::socket_name(child.id()));
+    let sock = xdg.join("vramwarden").join(torch::socket_name(child.id()));
     let py = Py { child, sock };
     if expect_socket {
         assert!(wait_for(&py.sock), "no socket at {}", py.sock.display());
@@ -181,13 +179,17 @@ fn release_on_a_process_without_torch_is_a_clear_error() {
     let out = run_bin(&["torch", "release", &pid], tmp.path());
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("process {pid} has not imported torch")), "{err}");
+    assert!(
+        err.contains(&format!("process {pid} has not imported torch")),
+        "{err}"
+    );
     let mut c = Client::connect_at(&py.sock, py.pid(), None, torch::DEFAULT_TIMEOUT).expect("ok");
     assert!(matches!(c.release_cache(), Err(TorchError::TorchNotImported(p)) if p == py.pid()));
     // A pid with no companion: a clear error too.
     let out = run_bin(&["torch", "release", "1"], tmp.path());
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("process 1 has no vramwarden_torch companion"));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("process 1 has no vramwarden_torch companion"));
 }
 
 /// Lets uid 65534 reach `py`'s socket through the file system (folders 0755, socket 0666), so
@@ -219,8 +221,14 @@ fn companion_refuses_a_client_of_another_uid() {
     assert!(out.status.success(), "{out:?}");
     let reply: Value = serde_json::from_slice(&out.stdout).expect("a JSON reply");
     assert_eq!(reply["ok"], json!(false));
-    assert_eq!(reply["error"], json!(format!("peer uid {NOBODY} is not allowed")));
-    assert!(reply.get("pid").is_none(), "it told a stranger who it is: {reply}");
+    assert_eq!(
+        reply["error"],
+        json!(format!("peer uid {NOBODY} is not allowed"))
+    );
+    assert!(
+        reply.get("pid").is_none(),
+        "it told a stranger who it is: {reply}"
+    );
     // Root is served.
     let mut ours = UnixStream::connect(&py.sock).expect("connect");
     let hello = raw_roundtrip(&mut ours, b"{\"cmd\":\"hello\"}\n");
@@ -280,7 +288,11 @@ fn app_refuses_a_socket_whose_peer_is_another_pid_or_started_at_another_time() {
         .iter()
         .filter_map(|f| f["pid"].as_u64())
         .collect();
-    assert_eq!(pids, vec![u64::from(py.pid())], "only the real one is listed");
+    assert_eq!(
+        pids,
+        vec![u64::from(py.pid())],
+        "only the real one is listed"
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains(&format!(
         "the socket for pid {} is served by pid {}",
         other.id(),
@@ -306,7 +318,8 @@ fn oversized_requests_are_refused_and_the_connection_closed() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let py = companion(tmp.path());
     let mut s = UnixStream::connect(&py.sock).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
     let mut big = vec![b'x'; 70 * 1024];
     big.push(b'\n');
     let reply = raw_roundtrip(&mut s, &big);
@@ -317,7 +330,10 @@ fn oversized_requests_are_refused_and_the_connection_closed() {
     // Closed after the error (only the one reply line came); the companion still serves others.
     assert!(String::from_utf8_lossy(&rest).matches('\n').count() <= 1);
     let mut s2 = UnixStream::connect(&py.sock).expect("connect");
-    assert_eq!(raw_roundtrip(&mut s2, b"{\"cmd\":\"hello\"}\n")["pid"], json!(py.pid()));
+    assert_eq!(
+        raw_roundtrip(&mut s2, b"{\"cmd\":\"hello\"}\n")["pid"],
+        json!(py.pid())
+    );
     // A long line without a newline is cut off too.
     let mut s3 = UnixStream::connect(&py.sock).expect("connect");
     let reply = raw_roundtrip(&mut s3, &vec![b'{'; 80 * 1024]);
@@ -329,7 +345,8 @@ fn malformed_requests_get_errors_not_a_crash() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let py = companion(tmp.path());
     let mut s = UnixStream::connect(&py.sock).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
     for bad in [
         &b"garbage\n"[..],
         b"[1, 2]\n",
@@ -343,7 +360,10 @@ fn malformed_requests_get_errors_not_a_crash() {
         assert!(reply["error"].as_str().is_some_and(|e| !e.is_empty()));
     }
     // Same connection, still served.
-    assert_eq!(raw_roundtrip(&mut s, b"{\"cmd\":\"hello\"}\n")["pid"], json!(py.pid()));
+    assert_eq!(
+        raw_roundtrip(&mut s, b"{\"cmd\":\"hello\"}\n")["pid"],
+        json!(py.pid())
+    );
     drop(s);
     assert!(py.finish().success(), "the process died");
 }
@@ -390,7 +410,10 @@ fn python_dash_m_runs_a_script_with_the_companion_on() {
         .expect("python3 runs");
     assert!(out.status.success(), "{out:?}");
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    assert_eq!(v["argv"], json!([script.display().to_string(), "--lr", "0.1"]));
+    assert_eq!(
+        v["argv"],
+        json!([script.display().to_string(), "--lr", "0.1"])
+    );
     assert_eq!(v["name"], json!("__main__"));
     assert_eq!(v["socket"], json!(true));
 }
@@ -428,7 +451,10 @@ fn pth_hook_installs_into_a_venv_starts_only_with_torch_and_uninstalls() {
         .arg(&venv)
         .status()
         .expect("python3 -m venv");
-    assert!(st.success(), "python3 -m venv failed (Debian: apt-get install python3-venv)");
+    assert!(
+        st.success(),
+        "python3 -m venv failed (Debian: apt-get install python3-venv)"
+    );
     let vpy = venv.join("bin/python");
     let standin = tmp.path().join("standin");
     std::fs::create_dir(&standin).expect("mkdir");
@@ -485,7 +511,11 @@ fn pth_hook_installs_into_a_venv_starts_only_with_torch_and_uninstalls() {
     };
     let without = run(false);
     assert_eq!(without["socket"], json!(false), "{without}");
-    assert_eq!(without["modules"], json!(["_vramwarden_torch_hook"]), "{without}");
+    assert_eq!(
+        without["modules"],
+        json!(["_vramwarden_torch_hook"]),
+        "{without}"
+    );
     let with = run(true);
     assert_eq!(with["socket"], json!(true), "{with}");
     assert_eq!(with["torch_version"], json!("0.0-standin"), "{with}");
@@ -526,5 +556,29 @@ fn stats_round_trip_time_is_printed() {
         drop(Client::connect_at(&py.sock, py.pid(), None, torch::DEFAULT_TIMEOUT).expect("ok"));
     }
     let connect = t.elapsed() / 200;
-    println!("stats round trip: mean {per:?} over {n}; connect + peer check + hello: mean {connect:?}");
+    println!(
+        "stats round trip: mean {per:?} over {n}; connect + peer check + hello: mean {connect:?}"
+    );
+}
+
+/// A stopped (hung) process never blocks the caller: the hello runs into the timeout.
+#[test]
+fn a_hung_companion_times_out_instead_of_blocking() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let py = companion(tmp.path());
+    let pid = py.pid() as libc::pid_t;
+    // SAFETY: plain syscall on our own child.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    let t = Instant::now();
+    let r = Client::connect_at(&py.sock, py.pid(), None, Duration::from_millis(300));
+    let took = t.elapsed();
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    assert!(
+        matches!(r, Err(TorchError::Timeout(p)) if p == py.pid()),
+        "{r:?}"
+    );
+    assert!(took < Duration::from_secs(5), "blocked for {took:?}");
+    // Once it runs again it answers.
+    assert!(Client::connect_at(&py.sock, py.pid(), None, torch::DEFAULT_TIMEOUT).is_ok());
 }

@@ -88,7 +88,9 @@ pub fn run(cmd: TorchCommand, out: &mut dyn Write) -> Result<(), CliError> {
             )?;
         }
         TorchCommand::Ls { format } => {
-            let dir = runtime_dir().ok_or(TorchError::NoRuntimeDir).map_err(failed)?;
+            let dir = runtime_dir()
+                .ok_or(TorchError::NoRuntimeDir)
+                .map_err(failed)?;
             let found = discover(&dir, DEFAULT_TIMEOUT);
             let mut ok: Vec<TorchFacts> = Vec::new();
             for c in found {
@@ -103,14 +105,19 @@ pub fn run(cmd: TorchCommand, out: &mut dyn Write) -> Result<(), CliError> {
             }
         }
         TorchCommand::Release { pid } => {
-            let dir = runtime_dir().ok_or(TorchError::NoRuntimeDir).map_err(failed)?;
+            let dir = runtime_dir()
+                .ok_or(TorchError::NoRuntimeDir)
+                .map_err(failed)?;
             let mut c = Client::connect_at(&dir.join(socket_name(pid)), pid, None, DEFAULT_TIMEOUT)
                 .map_err(failed)?;
             // A release may take longer than a stats round trip.
             c.set_timeout(std::time::Duration::from_secs(10));
             let r = c.release_cache().map_err(failed)?;
             if r.devices.is_empty() {
-                writeln!(out, "process {pid}: torch uses no GPU yet; nothing to release")?;
+                writeln!(
+                    out,
+                    "process {pid}: torch uses no GPU yet; nothing to release"
+                )?;
             }
             for d in &r.devices {
                 writeln!(

@@ -35,7 +35,9 @@ pub enum TorchError {
         peer: u32,
     },
     /// The peer runs as another user (and we are not root).
-    #[error("refused: the companion of pid {pid} runs as uid {peer_uid}, not as us (uid {our_uid})")]
+    #[error(
+        "refused: the companion of pid {pid} runs as uid {peer_uid}, not as us (uid {our_uid})"
+    )]
     ForeignUser {
         /// The peer's pid.
         pid: u32,
@@ -63,7 +65,9 @@ pub enum TorchError {
         detail: String,
     },
     /// The process has not imported torch.
-    #[error("process {0} has not imported torch (the companion runs, but there is no allocator to ask)")]
+    #[error(
+        "process {0} has not imported torch (the companion runs, but there is no allocator to ask)"
+    )]
     TorchNotImported(u32),
     /// The companion answered with an error.
     #[error("the companion of process {pid} says: {error}")]

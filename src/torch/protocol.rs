@@ -195,3 +195,42 @@ impl TorchFacts {
         self.devices.iter().map(DeviceStats::releasable_bytes).sum()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_and_release_as_the_companion_writes_them() {
+        let s: Stats = serde_json::from_str(
+            r#"{"ok":true,"torch_imported":true,"cuda_initialized":true,
+            "alloc_conf":"expandable_segments:True","expandable_segments":true,
+            "devices":[{"device":1,"allocated_bytes":100,"reserved_bytes":1000,"active_bytes":120,
+            "inactive_split_bytes":20,"peak_allocated_bytes":500,"peak_reserved_bytes":2000,
+            "num_alloc_retries":3,"num_ooms":1,"memory_fraction":0.5}]}"#,
+        )
+        .expect("parses");
+        assert_eq!(s.devices.len(), 1);
+        assert_eq!(s.devices[0].releasable_bytes(), 900);
+        assert_eq!(s.devices[0].memory_fraction, Some(0.5));
+        assert_eq!(s.expandable_segments, Some(true));
+        let r: Release = serde_json::from_str(
+            r#"{"ok":true,"devices":[{"device":0,"reserved_before_bytes":1000,
+            "reserved_after_bytes":200,"allocated_bytes":150}]}"#,
+        )
+        .expect("parses");
+        assert_eq!(r.devices[0].freed_bytes(), 800);
+        let f = TorchFacts {
+            devices: vec![s.devices[0].clone(), s.devices[0].clone()],
+            ..TorchFacts::default()
+        };
+        assert_eq!(f.releasable_bytes(), 1800);
+        // Allocated above reserved (never in practice) does not underflow.
+        let odd = DeviceStats {
+            allocated_bytes: 5,
+            reserved_bytes: 1,
+            ..DeviceStats::default()
+        };
+        assert_eq!(odd.releasable_bytes(), 0);
+    }
+}
