@@ -582,3 +582,82 @@ fn a_hung_companion_times_out_instead_of_blocking() {
     // Once it runs again it answers.
     assert!(Client::connect_at(&py.sock, py.pid(), None, torch::DEFAULT_TIMEOUT).is_ok());
 }
+
+/// Without XDG_RUNTIME_DIR both sides use `/tmp/vramwarden-UID`; a folder there that belongs
+/// to another user is refused. Runs as uid 65533 (a uid nothing else uses) so the real /tmp
+/// folder it touches is its own.
+#[test]
+fn tmp_fallback_folder_is_used_and_a_foreign_one_refused() {
+    assert_root();
+    let uid = "65533";
+    let fallback = PathBuf::from(format!("/tmp/vramwarden-{uid}"));
+    let _ = std::fs::remove_dir_all(&fallback);
+    // The package and the binary where that uid can read them.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let pkg = tmp.path().join("vramwarden_torch");
+    std::fs::create_dir(&pkg).expect("mkdir");
+    for f in ["__init__.py", "__main__.py", "_server.py"] {
+        std::fs::copy(pkg_dir().join("vramwarden_torch").join(f), pkg.join(f)).expect("copy");
+    }
+    let exe = tmp.path().join("vramwarden-bin");
+    std::fs::copy(bin(), &exe).expect("copy");
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let as_uid = |prog: &Path| {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid", uid, "--regid", uid, "--clear-groups"])
+            .arg(prog)
+            .env_remove("XDG_RUNTIME_DIR")
+            .env("PYTHONPATH", tmp.path());
+        c
+    };
+    let code = "import os, sys, vramwarden_torch; print(vramwarden_torch.socket_path(), os.path.exists(vramwarden_torch.socket_path()), flush=True); sys.stdin.read()";
+
+    // A fallback folder owned by root: the companion does not start (and says why).
+    std::fs::create_dir(&fallback).expect("mkdir");
+    let out = as_uid(Path::new("/usr/bin/python3"))
+        .args(["-c", code])
+        .stdin(Stdio::null())
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("belongs to uid 0"),
+        "{out:?}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).ends_with("False\n"),
+        "{out:?}"
+    );
+    std::fs::remove_dir(&fallback).expect("rmdir");
+
+    // Its own: the socket is there, and the app (same uid, no XDG_RUNTIME_DIR) finds it.
+    let mut child = as_uid(Path::new("/usr/bin/python3"))
+        .args(["-c", code])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("line");
+    let pid = child.id();
+    // setpriv execs python, so the child's pid is python's.
+    assert_eq!(
+        line.trim(),
+        format!("{}/torch-{pid}.sock True", fallback.display())
+    );
+    let md = std::fs::metadata(&fallback).expect("folder");
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&md), 65533);
+    assert_eq!(md.permissions().mode() & 0o777, 0o700);
+    let out = as_uid(&exe)
+        .args(["torch", "ls", "--format", "json"])
+        .output()
+        .expect("runs");
+    let list: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(list[0]["pid"], json!(pid), "{out:?}");
+    drop(child.stdin.take());
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&fallback);
+}
