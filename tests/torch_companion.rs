@@ -661,3 +661,59 @@ fn tmp_fallback_folder_is_used_and_a_foreign_one_refused() {
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&fallback);
 }
+
+/// The engine's poller: facts appear for the right pid + start time only, and go when the
+/// process exits. Prints the cost of one lookup (what a tick pays per process).
+#[test]
+fn watch_polls_companions_in_the_background() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let py = companion(tmp.path());
+    let pid = py.pid();
+    let start = ProcReader::default().start_time_ms(pid).expect("start");
+    let dir = tmp.path().join("vramwarden");
+    let watch = torch::Watch::spawn(vec![dir.clone()], Duration::from_millis(50)).expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while watch.get(pid, start).is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "never polled: {:?}",
+            watch.state()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let f = watch.get(pid, start).expect("facts");
+    assert_eq!(f.error.as_deref(), Some("torch not imported"));
+    assert!(
+        watch.get(pid, start + 1).is_none(),
+        "another start time is another process"
+    );
+    let n = 100_000u32;
+    let t = Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(watch.get(pid, start));
+    }
+    println!(
+        "Watch::get per process per tick: mean {:?}",
+        t.elapsed() / n
+    );
+
+    // The rules' release: identity by pid + start time, through the same checks.
+    let r = torch::release_checked(&[dir.clone()], pid, start, torch::DEFAULT_TIMEOUT);
+    assert!(
+        matches!(r, Err(TorchError::TorchNotImported(p)) if p == pid),
+        "{r:?}"
+    );
+    let r = torch::release_checked(&[dir], pid, start - 1000, torch::DEFAULT_TIMEOUT);
+    assert!(
+        matches!(r, Err(TorchError::StartTimeMismatch { .. })),
+        "{r:?}"
+    );
+
+    assert!(py.finish().success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while watch.state().facts.contains_key(&pid) {
+        assert!(Instant::now() < deadline, "an exited process stayed listed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(watch.state().polls >= 2);
+}

@@ -9,7 +9,9 @@
 //!   [`Client::stats`], [`Client::release_cache`], [`Client::set_fraction`], …; every read and
 //!   write has a timeout so a hung process never blocks the caller;
 //! - [`hook`]: the embedded Python files and the `.pth` hook that `vramwarden torch enable`
-//!   writes into an interpreter's site-packages.
+//!   writes into an interpreter's site-packages;
+//! - [`Watch`]: a background poller for the engine (one thread, persistent connections); a tick
+//!   reads its map with [`Watch::get`] (pid + start time), never the sockets.
 
 pub mod cli;
 pub mod client;
@@ -17,6 +19,7 @@ pub mod discover;
 pub mod error;
 pub mod hook;
 pub mod protocol;
+pub mod watch;
 
 pub use client::{peer_cred, Client, PeerCred, DEFAULT_TIMEOUT};
 pub use discover::{discover, list_sockets, runtime_dir, socket_name, CompanionInfo};
@@ -25,3 +28,4 @@ pub use protocol::{
     DeviceRelease, DeviceStats, FractionSet, Hello, Release, Segment, Segments, Stats, Summary,
     TorchFacts,
 };
+pub use watch::{all_runtime_dirs, release_checked, Watch, WatchState};
