@@ -698,7 +698,12 @@ fn watch_polls_companions_in_the_background() {
     );
 
     // The rules' release: identity by pid + start time, through the same checks.
-    let r = torch::release_checked(&[dir.clone()], pid, start, torch::DEFAULT_TIMEOUT);
+    let r = torch::release_checked(
+        std::slice::from_ref(&dir),
+        pid,
+        start,
+        torch::DEFAULT_TIMEOUT,
+    );
     assert!(
         matches!(r, Err(TorchError::TorchNotImported(p)) if p == pid),
         "{r:?}"

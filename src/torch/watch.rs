@@ -66,19 +66,17 @@ fn poll_once(dirs: &[PathBuf], clients: &mut HashMap<u32, (PathBuf, Client)>) ->
     clients.retain(|pid, (path, _)| seen.get(pid) == Some(path));
     let mut out = WatchState::default();
     for (pid, path) in seen {
-        if !clients.contains_key(&pid) {
-            match Client::connect_at(&path, pid, None, DEFAULT_TIMEOUT) {
-                Ok(c) => {
-                    clients.insert(pid, (path.clone(), c));
-                }
-                Err(e) => {
-                    out.refused.insert(pid, e.to_string());
-                    continue;
+        let c = match clients.entry(pid) {
+            std::collections::hash_map::Entry::Occupied(e) => &mut e.into_mut().1,
+            std::collections::hash_map::Entry::Vacant(v) => {
+                match Client::connect_at(&path, pid, None, DEFAULT_TIMEOUT) {
+                    Ok(c) => &mut v.insert((path.clone(), c)).1,
+                    Err(e) => {
+                        out.refused.insert(pid, e.to_string());
+                        continue;
+                    }
                 }
             }
-        }
-        let Some((_, c)) = clients.get_mut(&pid) else {
-            continue;
         };
         match c.facts() {
             Ok(f) => {
