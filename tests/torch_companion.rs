@@ -357,6 +357,9 @@ fn malformed_requests_get_errors_not_a_crash() {
     let mut s = UnixStream::connect(&py.sock).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(5)))
         .expect("timeout");
+    // Nesting deep enough to exhaust Python's recursion limit, within the size bound.
+    let mut deep = vec![b'['; 60_000];
+    deep.push(b'\n');
     for bad in [
         &b"garbage\n"[..],
         b"[1, 2]\n",
@@ -364,6 +367,7 @@ fn malformed_requests_get_errors_not_a_crash() {
         b"{\"cmd\":\"rm -rf\"}\n",
         b"\xff\xfe\n",
         b"{\"cmd\":\"set_fraction\",\"device\":0,\"fraction\":7}\n",
+        &deep,
     ] {
         let reply = raw_roundtrip(&mut s, bad);
         assert_eq!(reply["ok"], json!(false), "{bad:?} → {reply}");

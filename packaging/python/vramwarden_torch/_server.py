@@ -317,8 +317,8 @@ def handle_line(line):
     """One request line (bytes) to one reply dict. Never raises."""
     try:
         req = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        return {"ok": False, "error": f"malformed request: {e}"}
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        return {"ok": False, "error": f"malformed request: {type(e).__name__}: {e}"}
     if not isinstance(req, dict) or not isinstance(req.get("cmd"), str):
         return {"ok": False, "error": 'a request is a JSON object with a "cmd" string'}
     fn = COMMANDS.get(req["cmd"])
@@ -376,7 +376,8 @@ def _peer_uid(conn):
 
 
 def _send(conn, obj):
-    conn.sendall(json.dumps(obj, separators=(",", ":")).encode() + b"\n")
+    # default=str: a figure torch gives as an odd type is sent as text, never an exception.
+    conn.sendall(json.dumps(obj, separators=(",", ":"), default=str).encode() + b"\n")
 
 
 def _serve_conn(conn):
@@ -404,7 +405,7 @@ def _serve_conn(conn):
                 return
             if line.strip():
                 _send(conn, handle_line(line))
-    except OSError:
+    except Exception:  # a broken connection (or a bug here) never reaches the job
         pass
     finally:
         try:
