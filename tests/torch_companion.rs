@@ -552,6 +552,14 @@ fn pth_hook_installs_into_a_venv_starts_only_with_torch_and_uninstalls() {
     assert_eq!(after["modules"], json!([]), "{after}");
 }
 
+/// utime + stime of `pid` in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let rest = &stat[stat.rfind(')').expect(")") + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f[11].parse::<u64>().expect("utime") + f[12].parse::<u64>().expect("stime")
+}
+
 /// Not a timed assertion: prints the mean time of a stats round trip (the reply of a process
 /// without torch goes through the same socket, JSON and peer path).
 #[test]
@@ -559,12 +567,28 @@ fn stats_round_trip_time_is_printed() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let py = companion(tmp.path());
     let mut c = Client::connect_at(&py.sock, py.pid(), None, torch::DEFAULT_TIMEOUT).expect("ok");
+    // An idle companion blocks in accept/recv: no CPU while nobody asks.
+    let idle_before = cpu_ticks(py.pid());
+    std::thread::sleep(Duration::from_secs(1));
+    let idle = cpu_ticks(py.pid()) - idle_before;
+    assert!(
+        idle <= 2,
+        "the idle companion used {idle} clock ticks in 1 s"
+    );
     let n = 2000;
+    let cpu_before = cpu_ticks(py.pid());
     let t = Instant::now();
     for _ in 0..n {
         assert!(matches!(c.stats(), Err(TorchError::TorchNotImported(_))));
     }
     let per = t.elapsed() / n;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let cpu_us = (cpu_ticks(py.pid()) - cpu_before) as f64 / hz * 1e6 / f64::from(n);
+    println!(
+        "companion CPU per stats request: {cpu_us:.1} µs (at 1 Hz: {:.4} % of a core); idle 1 s: {idle} ticks",
+        cpu_us / 1e4
+    );
     let t = Instant::now();
     for _ in 0..200 {
         drop(Client::connect_at(&py.sock, py.pid(), None, torch::DEFAULT_TIMEOUT).expect("ok"));
@@ -735,4 +759,65 @@ fn watch_polls_companions_in_the_background() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(watch.state().polls >= 2);
+}
+
+/// `torch enable` outside a venv writes into the user site (here PYTHONUSERBASE points at a
+/// temporary folder). The `torch` is the same STAND-IN as above, used only for the trigger.
+#[test]
+fn pth_hook_installs_into_the_user_site_outside_a_venv() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let base = tmp.path().join("userbase");
+    let standin = tmp.path().join("standin");
+    std::fs::create_dir(&standin).expect("mkdir");
+    std::fs::write(standin.join("torch.py"), "__version__ = '0.0-standin'\n").expect("write");
+    let xdg = tmp.path().join("xdg");
+    std::fs::create_dir(&xdg).expect("mkdir");
+    let user_site = String::from_utf8(
+        Command::new("python3")
+            .args(["-m", "site", "--user-site"])
+            .env("PYTHONUSERBASE", &base)
+            .output()
+            .expect("python3")
+            .stdout,
+    )
+    .expect("utf-8");
+    let user_site = PathBuf::from(user_site.trim());
+    assert!(user_site.starts_with(&base), "{}", user_site.display());
+    let out = Command::new(bin())
+        .args(["torch", "enable"])
+        .env("PYTHONUSERBASE", &base)
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("user site"));
+    assert!(user_site.join(torch::hook::PTH_NAME).exists());
+    let probe = |xdg: &Path| {
+        Command::new("python3")
+            .args(["-c", "import os, torch, vramwarden_torch; print(os.path.exists(vramwarden_torch.socket_path()))"])
+            .env("PYTHONUSERBASE", &base)
+            .env("PYTHONPATH", &standin)
+            .env("XDG_RUNTIME_DIR", xdg)
+            .output()
+            .expect("python3")
+    };
+    let out = probe(&xdg);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "True",
+        "{out:?}"
+    );
+    let out = Command::new(bin())
+        .args(["torch", "disable"])
+        .env("PYTHONUSERBASE", &base)
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{out:?}");
+    assert!(!user_site.join(torch::hook::PTH_NAME).exists());
+    assert!(!user_site.join("vramwarden_torch").exists());
+    // Gone: importing the companion now fails.
+    let out = probe(&xdg);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("No module named 'vramwarden_torch'"),
+        "{out:?}"
+    );
 }
