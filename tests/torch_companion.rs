@@ -821,3 +821,31 @@ fn pth_hook_installs_into_the_user_site_outside_a_venv() {
         "{out:?}"
     );
 }
+
+/// A forked child (a DataLoader worker) neither serves nor removes its parent's socket when it
+/// exits normally (atexit runs in it).
+#[test]
+fn a_forked_child_leaves_the_parents_socket_alone() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let code = "import os, sys, vramwarden_torch\n\
+        p = vramwarden_torch.socket_path()\n\
+        pid = os.fork()\n\
+        if pid == 0:\n    sys.exit(0)\n\
+        os.waitpid(pid, 0)\n\
+        child_sock = os.path.exists(vramwarden_torch.socket_path(pid))\n\
+        print(os.path.exists(p), child_sock, flush=True)\n\
+        sys.stdin.read()";
+    let mut py = python(tmp.path(), None, code, true);
+    let mut line = String::new();
+    BufReader::new(py.child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("line");
+    assert_eq!(
+        line.trim(),
+        "True False",
+        "the child removed the socket or made one"
+    );
+    // And the parent still answers.
+    let c = Client::connect_at(&py.sock, py.pid(), None, torch::DEFAULT_TIMEOUT);
+    assert!(c.is_ok(), "{c:?}");
+}
