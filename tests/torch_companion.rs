@@ -185,6 +185,29 @@ fn release_on_a_process_without_torch_is_a_clear_error() {
     );
     let mut c = Client::connect_at(&py.sock, py.pid(), None, torch::DEFAULT_TIMEOUT).expect("ok");
     assert!(matches!(c.release_cache(), Err(TorchError::TorchNotImported(p)) if p == py.pid()));
+    // With the identity a rule passes ({pid} + {start_time}): a wrong start time is refused.
+    let start = ProcReader::default()
+        .start_time_ms(py.pid())
+        .expect("start");
+    let wrong = (start - 5000).to_string();
+    let out = run_bin(
+        &["torch", "release", &pid, "--start-time-ms", &wrong],
+        tmp.path(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("a reused pid?"),
+        "{out:?}"
+    );
+    let right = start.to_string();
+    let out = run_bin(
+        &["torch", "release", &pid, "--start-time-ms", &right],
+        tmp.path(),
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("has not imported torch"),
+        "{out:?}"
+    );
     // A pid with no companion: a clear error too.
     let out = run_bin(&["torch", "release", "1"], tmp.path());
     assert_eq!(out.status.code(), Some(1));

@@ -38,6 +38,10 @@ pub enum TorchCommand {
     Release {
         /// The process.
         pid: u32,
+        /// Refuse unless the process started at this time (ms since the epoch): with the pid,
+        /// its identity. A rule's command passes `{start_time}` here.
+        #[arg(long)]
+        start_time_ms: Option<i64>,
     },
 }
 
@@ -104,12 +108,17 @@ pub fn run(cmd: TorchCommand, out: &mut dyn Write) -> Result<(), CliError> {
                 TorchFormat::Table => write_table(&ok, out)?,
             }
         }
-        TorchCommand::Release { pid } => {
+        TorchCommand::Release { pid, start_time_ms } => {
             let dir = runtime_dir()
                 .ok_or(TorchError::NoRuntimeDir)
                 .map_err(failed)?;
-            let mut c = Client::connect_at(&dir.join(socket_name(pid)), pid, None, DEFAULT_TIMEOUT)
-                .map_err(failed)?;
+            let mut c = Client::connect_at(
+                &dir.join(socket_name(pid)),
+                pid,
+                start_time_ms,
+                DEFAULT_TIMEOUT,
+            )
+            .map_err(failed)?;
             // A release may take longer than a stats round trip.
             c.set_timeout(std::time::Duration::from_secs(10));
             let r = c.release_cache().map_err(failed)?;
