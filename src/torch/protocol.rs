@@ -59,6 +59,10 @@ pub struct DeviceStats {
     pub num_ooms: u64,
     /// The per-process memory fraction, when one is set.
     pub memory_fraction: Option<f64>,
+    /// The device's UUID as NVML spells it (`GPU-…`): maps torch's index (renumbered by
+    /// `CUDA_VISIBLE_DEVICES`) to NVML's. None when torch does not say.
+    #[serde(default)]
+    pub uuid: Option<String>,
 }
 
 impl DeviceStats {

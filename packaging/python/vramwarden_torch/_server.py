@@ -163,6 +163,16 @@ def _fraction(cuda, dev):
     return _fractions.get(dev)
 
 
+def _uuid(cuda, dev):
+    """The device's UUID as NVML spells it ("GPU-…"), to map torch's index (which
+    CUDA_VISIBLE_DEVICES renumbers) to NVML's; None when this torch does not say."""
+    try:
+        u = str(cuda.get_device_properties(dev).uuid)
+    except Exception:
+        return None
+    return u if u.startswith(("GPU-", "MIG-")) else "GPU-" + u
+
+
 def _not_imported():
     return {"ok": False, "torch_imported": False, "error": "torch not imported"}
 
@@ -209,6 +219,7 @@ def cmd_stats(_req):
                 "num_alloc_retries": s.get("num_alloc_retries", 0),
                 "num_ooms": s.get("num_ooms", 0),
                 "memory_fraction": _fraction(cuda, dev),
+                "uuid": _uuid(cuda, dev),
             }
         )
     return {
