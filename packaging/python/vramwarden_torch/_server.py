@@ -458,13 +458,26 @@ def start():
             _own_dir(folder, create=True)
             _drop_stale(folder)
             path = socket_path()
+            # Bound and listening under a temporary name, then renamed into place: the socket
+            # appears only when it accepts connections.
+            tmp = os.path.join(folder, f".torch-{os.getpid()}.tmp")
+            for p in (tmp, path):
+                try:
+                    os.unlink(p)
+                except FileNotFoundError:
+                    pass
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
-                sock.bind(path)
-                os.chmod(path, 0o600)
+                sock.bind(tmp)
+                os.chmod(tmp, 0o600)
                 sock.listen(16)
+                os.rename(tmp, path)
             except BaseException:
                 sock.close()
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
                 raise
         except OSError as e:
             print(f"vramwarden_torch: companion not started: {e}", file=sys.stderr)
