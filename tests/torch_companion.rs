@@ -115,6 +115,19 @@ fn run_bin(args: &[&str], xdg: &Path) -> Output {
         .expect("the binary runs")
 }
 
+/// Runs `cmd`, again while it fails with ETXTBSY: a binary just copied for another uid can
+/// be briefly "busy" when another test thread forks while the copy's write handle is open.
+fn output_retrying_busy(cmd: &mut Command) -> Output {
+    for _ in 0..50 {
+        let out = cmd.output().expect("runs");
+        if !String::from_utf8_lossy(&out.stderr).contains("Text file busy") {
+            return out;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{cmd:?} stayed busy");
+}
+
 fn assert_root() {
     assert!(
         nix::unistd::geteuid().is_root(),
@@ -275,13 +288,13 @@ fn app_not_root_refuses_a_companion_of_another_uid() {
     let exe = tmp.path().join("vramwarden-bin");
     std::fs::copy(bin(), &exe).expect("copy");
     std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let out = Command::new("setpriv")
-        .args(["--reuid", NOBODY, "--regid", NOBODY, "--clear-groups"])
-        .arg(&exe)
-        .args(["torch", "ls", "--format", "json"])
-        .env("XDG_RUNTIME_DIR", tmp.path())
-        .output()
-        .expect("setpriv runs");
+    let out = output_retrying_busy(
+        Command::new("setpriv")
+            .args(["--reuid", NOBODY, "--regid", NOBODY, "--clear-groups"])
+            .arg(&exe)
+            .args(["torch", "ls", "--format", "json"])
+            .env("XDG_RUNTIME_DIR", tmp.path()),
+    );
     assert!(out.status.success(), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[]");
     let err = String::from_utf8_lossy(&out.stderr);
@@ -645,12 +658,15 @@ fn a_hung_companion_times_out_instead_of_blocking() {
 }
 
 /// Without XDG_RUNTIME_DIR both sides use `/tmp/vramwarden-UID`; a folder there that belongs
-/// to another user is refused. Runs as uid 65533 (a uid nothing else uses) so the real /tmp
+/// to another user is refused. Runs as a uid no account uses (200000 + this test process's pid
+/// modulo 10000, so two test runs at once do not meet) so the real /tmp
 /// folder it touches is its own.
 #[test]
 fn tmp_fallback_folder_is_used_and_a_foreign_one_refused() {
     assert_root();
-    let uid = "65533";
+    let uid_n = 200_000 + std::process::id() % 10_000;
+    let uid = uid_n.to_string();
+    let uid = uid.as_str();
     let fallback = PathBuf::from(format!("/tmp/vramwarden-{uid}"));
     let _ = std::fs::remove_dir_all(&fallback);
     // The package and the binary where that uid can read them.
@@ -710,12 +726,9 @@ fn tmp_fallback_folder_is_used_and_a_foreign_one_refused() {
         format!("{}/torch-{pid}.sock True", fallback.display())
     );
     let md = std::fs::metadata(&fallback).expect("folder");
-    assert_eq!(std::os::unix::fs::MetadataExt::uid(&md), 65533);
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&md), uid_n);
     assert_eq!(md.permissions().mode() & 0o777, 0o700);
-    let out = as_uid(&exe)
-        .args(["torch", "ls", "--format", "json"])
-        .output()
-        .expect("runs");
+    let out = output_retrying_busy(as_uid(&exe).args(["torch", "ls", "--format", "json"]));
     let list: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(list[0]["pid"], json!(pid), "{out:?}");
     drop(child.stdin.take());
