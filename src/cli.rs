@@ -99,6 +99,12 @@ pub enum Command {
         #[command(subcommand)]
         what: ImportKind,
     },
+    /// The PyTorch companion: enable/disable its hook, list companions, release a cache.
+    Torch {
+        /// What to do.
+        #[command(subcommand)]
+        what: crate::torch::cli::TorchCommand,
+    },
     /// Run the sampler without a window for a while and report its own CPU use.
     #[command(hide = true)]
     Monitor {

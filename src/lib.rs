@@ -26,5 +26,6 @@ pub mod session;
 pub mod settings;
 pub mod snapshot_out;
 pub mod source;
+pub mod torch;
 #[cfg(feature = "gui")]
 pub mod ui;

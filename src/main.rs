@@ -82,6 +82,7 @@ fn main() -> ExitCode {
         Some(Command::Rules {
             what: cli::RulesCommand::Check,
         }) => cli::rules_check(args.config.as_deref(), &mut stdout),
+        Some(Command::Torch { what }) => vramwarden::torch::cli::run(what, &mut stdout),
         Some(Command::BenchNvml { iterations }) => cli::bench_nvml(iterations, &mut stdout),
     };
     match result {

@@ -100,6 +100,9 @@ pub struct RuleState {
     last_fired: HashMap<(String, TargetId), UnixMs>,
     /// Per process: (last memory seen, last time it was busy or its memory changed).
     activity: HashMap<ProcSeriesKey, (Option<u64>, UnixMs)>,
+    /// Per process and GPU: the PyTorch allocator's releasable cache (reserved − allocated),
+    /// as its companion last reported it (see [`RuleState::set_releasable_cache`]).
+    releasable_cache: HashMap<ProcSeriesKey, u64>,
 }
 
 /// A rule ready to evaluate every tick: its regular expressions compiled once (with the size
@@ -178,6 +181,14 @@ fn targets(snap: &Snapshot, rule: &Rule) -> Vec<Target> {
 }
 
 impl RuleState {
+    /// Sets the releasable PyTorch cache per process (pid + start time) and GPU (NVML index),
+    /// from the companions (`crate::torch::Watch`); call once per tick before
+    /// [`RuleState::evaluate`]. A process missing from `map` never matches
+    /// `releasable_cache_min_mib`.
+    pub fn set_releasable_cache(&mut self, map: HashMap<ProcSeriesKey, u64>) {
+        self.releasable_cache = map;
+    }
+
     /// Updates the per-process idle clocks from a snapshot (call once per tick, before
     /// [`RuleState::evaluate`]).
     pub fn observe(&mut self, snap: &Snapshot) {
@@ -402,6 +413,15 @@ impl RuleState {
                 return false;
             }
         }
+        if let Some(min) = c.releasable_cache_min_mib {
+            if self
+                .releasable_cache
+                .get(key)
+                .is_none_or(|b| (*b as f64 / MIB as f64) < min)
+            {
+                return false;
+            }
+        }
         if let Some(min) = c.user_total_min_mib {
             let total: u64 = snap
                 .processes
@@ -418,5 +438,85 @@ impl RuleState {
             }
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod releasable_cache_tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::model::{DeviceSample, ProcInfo, ProcessKey, ProcessSample};
+    use crate::rules::Conditions;
+
+    fn snap() -> Snapshot {
+        let proc = |pid: u32| ProcessSample {
+            pid,
+            device_index: 0,
+            used_bytes: Some(20_000 * MIB),
+            info: Some(Arc::new(ProcInfo {
+                name: "python3".into(),
+                start_time_ms: 1_000,
+                ..ProcInfo::default()
+            })),
+            ..ProcessSample::default()
+        };
+        Snapshot {
+            taken_at_ms: 100_000,
+            devices: vec![DeviceSample::default()],
+            processes: vec![proc(10), proc(11), proc(12)],
+        }
+    }
+
+    #[test]
+    fn releasable_cache_condition_uses_the_companions_figures() {
+        let key = |pid, start| {
+            (
+                ProcessKey {
+                    pid,
+                    start_time_ms: start,
+                },
+                0,
+            )
+        };
+        let mut st = RuleState::default();
+        st.set_releasable_cache(
+            [
+                (key(10, 1_000), 8_192 * MIB),
+                (key(11, 1_000), 1_024 * MIB),
+                // Same pid, another start time: another process.
+                (key(12, 999), 99_999 * MIB),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        let rule = Rule {
+            name: "release".into(),
+            conditions: Conditions {
+                releasable_cache_min_mib: Some(4_096.0),
+                ..Conditions::default()
+            },
+            ..Rule::default()
+        };
+        assert!(rule.problems().is_empty());
+        assert!(rule.conditions.targets_processes());
+        assert!(rule.describe().contains("PyTorch cache holds ≥ 4096 MiB"));
+        let pids: Vec<u32> = st
+            .matches_now(&rule, &snap(), &Facts::default())
+            .iter()
+            .filter_map(|t| match t {
+                Target::Process { key, .. } => Some(key.0.pid),
+                Target::Device(_) => None,
+            })
+            .collect();
+        assert_eq!(pids, vec![10]);
+        let bad = Rule {
+            conditions: Conditions {
+                releasable_cache_min_mib: Some(-1.0),
+                ..Conditions::default()
+            },
+            ..rule
+        };
+        assert_eq!(bad.problems()[0].0, "releasable_cache_min_mib");
     }
 }

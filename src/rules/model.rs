@@ -33,6 +33,10 @@ pub struct Conditions {
     /// Its owner's processes hold at least this much on that GPU together (a quota; MiB,
     /// 0 – [`MAX_MIB`]).
     pub user_total_min_mib: Option<f64>,
+    /// Its PyTorch allocator holds at least this much releasable cache on that GPU
+    /// (reserved − allocated, from the `vramwarden_torch` companion; MiB, 0 – [`MAX_MIB`]).
+    /// A process without a companion never matches.
+    pub releasable_cache_min_mib: Option<f64>,
     /// Only on this GPU.
     pub gpu: Option<u32>,
     /// Everything above has held continuously this long before the rule fires (hysteresis;
@@ -53,6 +57,7 @@ impl Conditions {
             || self.user_is_not.is_some()
             || self.age_min_minutes.is_some()
             || self.user_total_min_mib.is_some()
+            || self.releasable_cache_min_mib.is_some()
     }
 }
 
@@ -277,6 +282,12 @@ impl Rule {
                 MAX_MIB,
                 " MiB",
             ),
+            (
+                &["conditions", "releasable_cache_min_mib"],
+                c.releasable_cache_min_mib,
+                MAX_MIB,
+                " MiB",
+            ),
         ];
         for (key, x, max, unit) in ranged {
             if let Some(m) = x.and_then(|x| out_of(x, 0.0, max, unit)) {
@@ -387,6 +398,9 @@ impl Rule {
         }
         if let Some(x) = c.user_total_min_mib {
             when.push(format!("its user holds ≥ {x} MiB on that GPU"));
+        }
+        if let Some(x) = c.releasable_cache_min_mib {
+            when.push(format!("its PyTorch cache holds ≥ {x} MiB releasable"));
         }
         let when = if when.is_empty() {
             "always".to_string()

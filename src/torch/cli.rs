@@ -1,0 +1,185 @@
+//! `vramwarden torch …`: enable / disable the hook, list companions, release a cache.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Subcommand, ValueEnum};
+
+use super::client::{Client, DEFAULT_TIMEOUT};
+use super::discover::{discover, runtime_dir, socket_name};
+use super::error::TorchError;
+use super::hook;
+use super::protocol::TorchFacts;
+use crate::cli::CliError;
+
+/// `vramwarden torch …`.
+#[derive(Debug, Subcommand)]
+pub enum TorchCommand {
+    /// Install the companion and a `.pth` hook that starts it in every process of that
+    /// interpreter that imports torch (the venv's site-packages, else the user site).
+    Enable {
+        /// The Python interpreter (default: python3).
+        #[arg(long)]
+        python: Option<PathBuf>,
+    },
+    /// Remove what `enable` installed.
+    Disable {
+        /// The Python interpreter (default: python3).
+        #[arg(long)]
+        python: Option<PathBuf>,
+    },
+    /// List the processes whose companion answers (peer-checked), with their allocator figures.
+    Ls {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = TorchFormat::Table)]
+        format: TorchFormat,
+    },
+    /// Release one process's cached memory (`torch.cuda.empty_cache()`), print before/after.
+    Release {
+        /// The process.
+        pid: u32,
+        /// Refuse unless the process started at this time (ms since the epoch): with the pid,
+        /// its identity. A rule's command passes `{start_time}` here.
+        #[arg(long)]
+        start_time_ms: Option<i64>,
+    },
+}
+
+/// Output format of `torch ls`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TorchFormat {
+    /// A JSON array, one object per process.
+    Json,
+    /// A table for people.
+    Table,
+}
+
+fn failed(e: TorchError) -> CliError {
+    CliError::Failed(e.to_string())
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
+}
+
+/// Runs one `vramwarden torch` command.
+///
+/// # Errors
+/// A failed install, a refused or absent companion, or output errors.
+pub fn run(cmd: TorchCommand, out: &mut dyn Write) -> Result<(), CliError> {
+    match cmd {
+        TorchCommand::Enable { python } => {
+            let (info, target) = hook::target_for(python.as_deref()).map_err(failed)?;
+            let files = hook::install(&target).map_err(failed)?;
+            writeln!(
+                out,
+                "enabled for Python {} ({}): {} files in {}",
+                info.version,
+                if info.venv { "venv" } else { "user site" },
+                files.len(),
+                target.display()
+            )?;
+            writeln!(out, "processes of this interpreter that import torch now start the companion; `vramwarden torch ls` lists them")?;
+        }
+        TorchCommand::Disable { python } => {
+            let (_, target) = hook::target_for(python.as_deref()).map_err(failed)?;
+            let removed = hook::uninstall(&target).map_err(failed)?;
+            writeln!(
+                out,
+                "disabled: {} files removed from {} (running processes keep their companion until they exit)",
+                removed.len(),
+                target.display()
+            )?;
+        }
+        TorchCommand::Ls { format } => {
+            let dir = runtime_dir()
+                .ok_or(TorchError::NoRuntimeDir)
+                .map_err(failed)?;
+            let found = discover(&dir, DEFAULT_TIMEOUT);
+            let mut ok: Vec<TorchFacts> = Vec::new();
+            for c in found {
+                match c.facts {
+                    Ok(f) => ok.push(f),
+                    Err(e) => eprintln!("vramwarden: {}: {e}", c.path.display()),
+                }
+            }
+            match format {
+                TorchFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&ok)?)?,
+                TorchFormat::Table => write_table(&ok, out)?,
+            }
+        }
+        TorchCommand::Release { pid, start_time_ms } => {
+            let dir = runtime_dir()
+                .ok_or(TorchError::NoRuntimeDir)
+                .map_err(failed)?;
+            let mut c = Client::connect_at(
+                &dir.join(socket_name(pid)),
+                pid,
+                start_time_ms,
+                DEFAULT_TIMEOUT,
+            )
+            .map_err(failed)?;
+            // A release may take longer than a stats round trip.
+            c.set_timeout(std::time::Duration::from_secs(10));
+            let r = c.release_cache().map_err(failed)?;
+            if r.devices.is_empty() {
+                writeln!(
+                    out,
+                    "process {pid}: torch uses no GPU yet; nothing to release"
+                )?;
+            }
+            for d in &r.devices {
+                writeln!(
+                    out,
+                    "process {pid} cuda:{}: reserved {} → {} (freed {}; allocated {})",
+                    d.device,
+                    mib(d.reserved_before_bytes),
+                    mib(d.reserved_after_bytes),
+                    mib(d.freed_bytes()),
+                    mib(d.allocated_bytes)
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn write_table(facts: &[TorchFacts], out: &mut dyn Write) -> Result<(), CliError> {
+    if facts.is_empty() {
+        writeln!(out, "no companions answer (turn one on with `vramwarden torch enable` or `import vramwarden_torch`)")?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:>8}  {:<8}  {:<14}  {:>4}  {:>12}  {:>12}  {:>12}  {:>7}  {:>5}  NOTE",
+        "PID", "PYTHON", "TORCH", "DEV", "ALLOCATED", "RESERVED", "RELEASABLE", "RETRIES", "OOMS"
+    )?;
+    for f in facts {
+        let torch = f.torch_version.clone().unwrap_or_else(|| "-".into());
+        let note = f.error.clone().unwrap_or_default();
+        if f.devices.is_empty() {
+            writeln!(
+                out,
+                "{:>8}  {:<8}  {:<14}  {:>4}  {:>12}  {:>12}  {:>12}  {:>7}  {:>5}  {}",
+                f.pid, f.python_version, torch, "-", "-", "-", "-", "-", "-", note
+            )?;
+        }
+        for d in &f.devices {
+            writeln!(
+                out,
+                "{:>8}  {:<8}  {:<14}  {:>4}  {:>12}  {:>12}  {:>12}  {:>7}  {:>5}  {}",
+                f.pid,
+                f.python_version,
+                torch,
+                d.device,
+                mib(d.allocated_bytes),
+                mib(d.reserved_bytes),
+                mib(d.releasable_bytes()),
+                d.num_alloc_retries,
+                d.num_ooms,
+                note
+            )?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,405 @@
+//! One peer-checked connection to a companion, with timeouts on every step.
+
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+
+use super::discover::{runtime_dir, socket_name};
+use super::error::TorchError;
+use super::protocol::{FractionSet, Hello, Release, Segments, Stats, Summary, TorchFacts};
+use crate::model::UnixMs;
+use crate::procinfo::{parse_stat_start_ticks, ProcReader};
+
+/// Each connect, request and reply gets at most this long by default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
+/// Longest reply line accepted (a summary or a segment list is well under this).
+pub const MAX_REPLY: usize = 16 << 20;
+
+/// The kernel's word on the other end of a Unix socket (`SO_PEERCRED`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerCred {
+    /// The peer's pid (in our pid namespace).
+    pub pid: u32,
+    /// Its effective uid.
+    pub uid: u32,
+    /// Its effective gid.
+    pub gid: u32,
+}
+
+/// `SO_PEERCRED` of a connected Unix socket.
+///
+/// # Errors
+/// The getsockopt error.
+pub fn peer_cred(stream: &UnixStream) -> io::Result<PeerCred> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: the fd is valid for the borrow; cred and len are valid out-pointers of the right size.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(PeerCred {
+        pid: cred.pid as u32,
+        uid: cred.uid,
+        gid: cred.gid,
+    })
+}
+
+/// Connects without blocking: a companion whose listen queue is full (hung) answers
+/// `WouldBlock` at once instead of stalling us.
+fn connect_nonblocking(path: &Path) -> io::Result<UnixStream> {
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: sockaddr_un is plain data; all-zero is a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.len() >= addr.sun_path.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "socket path too long",
+        ));
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: plain syscall.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh socket we own.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let len = std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1;
+    // SAFETY: addr is a valid sockaddr_un and len is within it.
+    let rc = unsafe {
+        libc::connect(
+            owned.as_raw_fd(),
+            (&addr as *const libc::sockaddr_un).cast(),
+            len as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let stream = UnixStream::from(owned);
+    stream.set_nonblocking(false)?;
+    Ok(stream)
+}
+
+/// The start ticks (field 22 of `/proc/PID/stat`) of `pid`, read now.
+fn start_ticks_of(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat_start_ticks(&stat)
+}
+
+/// A connection to one companion whose peer passed the checks of [`Client::connect_at`].
+#[derive(Debug)]
+pub struct Client {
+    stream: UnixStream,
+    buf: Vec<u8>,
+    timeout: Duration,
+    pid: u32,
+    path: PathBuf,
+    start_time_ms: Option<UnixMs>,
+    hello: Hello,
+}
+
+impl Client {
+    /// Connects to the companion of `pid` in the default runtime folder ([`runtime_dir`]).
+    /// `expected_start_time_ms` is the start time the caller knows the process by (e.g. from
+    /// the sampler's [`crate::model::ProcInfo`]); `None` accepts whatever `/proc` says now.
+    ///
+    /// # Errors
+    /// See [`Client::connect_at`].
+    pub fn connect(pid: u32, expected_start_time_ms: Option<UnixMs>) -> Result<Self, TorchError> {
+        let dir = runtime_dir().ok_or(TorchError::NoRuntimeDir)?;
+        Self::connect_at(
+            &dir.join(socket_name(pid)),
+            pid,
+            expected_start_time_ms,
+            DEFAULT_TIMEOUT,
+        )
+    }
+
+    /// Connects to the socket at `path`, which claims to be `pid`'s, and checks its peer:
+    /// the kernel's peer pid is `pid`; its uid is ours (unless we are root); its start time
+    /// is `expected_start_time_ms` when given; and its hello names the same pid and start
+    /// ticks. Each step has `timeout`.
+    ///
+    /// # Errors
+    /// [`TorchError::NoCompanion`], [`TorchError::Busy`], a refusal
+    /// ([`TorchError::PidMismatch`], [`TorchError::ForeignUser`],
+    /// [`TorchError::StartTimeMismatch`], [`TorchError::HelloMismatch`]) or an I/O error.
+    pub fn connect_at(
+        path: &Path,
+        pid: u32,
+        expected_start_time_ms: Option<UnixMs>,
+        timeout: Duration,
+    ) -> Result<Self, TorchError> {
+        let stream = connect_nonblocking(path).map_err(|e| match e.kind() {
+            io::ErrorKind::WouldBlock => TorchError::Busy(pid),
+            _ => TorchError::NoCompanion {
+                pid,
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            },
+        })?;
+        let io_err = |source| TorchError::Io { pid, source };
+        stream.set_read_timeout(Some(timeout)).map_err(io_err)?;
+        stream.set_write_timeout(Some(timeout)).map_err(io_err)?;
+        let cred = peer_cred(&stream).map_err(io_err)?;
+        if cred.pid != pid {
+            return Err(TorchError::PidMismatch {
+                claimed: pid,
+                peer: cred.pid,
+            });
+        }
+        let our_uid = nix::unistd::geteuid().as_raw();
+        if our_uid != 0 && cred.uid != our_uid {
+            return Err(TorchError::ForeignUser {
+                pid,
+                peer_uid: cred.uid,
+                our_uid,
+            });
+        }
+        let actual = ProcReader::default().start_time_ms(pid);
+        if let Some(expected) = expected_start_time_ms {
+            if actual != Some(expected) {
+                return Err(TorchError::StartTimeMismatch {
+                    pid,
+                    expected,
+                    actual,
+                });
+            }
+        }
+        let ticks = start_ticks_of(pid);
+        let mut client = Client {
+            stream,
+            buf: Vec::new(),
+            timeout,
+            pid,
+            path: path.to_path_buf(),
+            start_time_ms: actual,
+            hello: Hello {
+                protocol: 0,
+                companion_version: String::new(),
+                pid,
+                uid: cred.uid,
+                start_ticks: 0,
+                start_time_ms: None,
+                python_version: String::new(),
+                executable: None,
+                torch_imported: false,
+                torch_version: None,
+                cuda_version: None,
+            },
+        };
+        let hello: Hello = client.request(&json!({"cmd": "hello"}))?;
+        if hello.pid != pid {
+            return Err(TorchError::HelloMismatch {
+                pid,
+                detail: format!("it says it is pid {}", hello.pid),
+            });
+        }
+        if Some(hello.start_ticks) != ticks {
+            return Err(TorchError::HelloMismatch {
+                pid,
+                detail: format!(
+                    "it says it started at tick {}, /proc says {ticks:?}",
+                    hello.start_ticks
+                ),
+            });
+        }
+        client.hello = hello;
+        Ok(client)
+    }
+
+    /// The companion's hello (checked against the kernel's view on connect).
+    pub fn hello(&self) -> &Hello {
+        &self.hello
+    }
+
+    /// Changes the timeout of later requests (a cache release may take longer than stats).
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+        let _ = self.stream.set_write_timeout(Some(timeout));
+    }
+
+    /// The pid this client talks to.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Sends one request and reads one reply line within the timeout; a reply with
+    /// `"ok": false` becomes an error.
+    ///
+    /// # Errors
+    /// Timeout, I/O, a bad reply, or the companion's own error.
+    pub fn request<T: DeserializeOwned>(&mut self, req: &Value) -> Result<T, TorchError> {
+        let value = self.raw_request(req)?;
+        serde_json::from_value(value).map_err(|e| TorchError::Protocol {
+            pid: self.pid,
+            detail: e.to_string(),
+        })
+    }
+
+    fn raw_request(&mut self, req: &Value) -> Result<Value, TorchError> {
+        let pid = self.pid;
+        let map_io = |e: io::Error| match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => TorchError::Timeout(pid),
+            _ => TorchError::Io { pid, source: e },
+        };
+        let mut line = req.to_string().into_bytes();
+        line.push(b'\n');
+        self.stream.write_all(&line).map_err(map_io)?;
+        let deadline = Instant::now() + self.timeout;
+        let line = loop {
+            if let Some(nl) = self.buf.iter().position(|b| *b == b'\n') {
+                let rest = self.buf.split_off(nl + 1);
+                let mut line = std::mem::replace(&mut self.buf, rest);
+                line.pop();
+                break line;
+            }
+            if self.buf.len() > MAX_REPLY {
+                return Err(TorchError::Protocol {
+                    pid,
+                    detail: format!("reply longer than {MAX_REPLY} bytes"),
+                });
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(TorchError::Timeout(pid));
+            }
+            self.stream
+                .set_read_timeout(Some(left))
+                .map_err(|source| TorchError::Io { pid, source })?;
+            let mut chunk = [0u8; 65536];
+            let n = self.stream.read(&mut chunk).map_err(map_io)?;
+            if n == 0 {
+                return Err(TorchError::Protocol {
+                    pid,
+                    detail: "the companion closed the connection".into(),
+                });
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        };
+        let value: Value = serde_json::from_slice(&line).map_err(|e| TorchError::Protocol {
+            pid,
+            detail: e.to_string(),
+        })?;
+        if value.get("ok").and_then(Value::as_bool) == Some(true) {
+            return Ok(value);
+        }
+        if value.get("torch_imported").and_then(Value::as_bool) == Some(false) {
+            return Err(TorchError::TorchNotImported(pid));
+        }
+        let error = value
+            .get("error")
+            .and_then(Value::as_str)
+            .unwrap_or("an error without a message")
+            .to_string();
+        Err(TorchError::Companion { pid, error })
+    }
+
+    /// The allocator's figures per device.
+    ///
+    /// # Errors
+    /// [`TorchError::TorchNotImported`], or see [`Client::request`].
+    pub fn stats(&mut self) -> Result<Stats, TorchError> {
+        self.request(&json!({"cmd": "stats"}))
+    }
+
+    /// `torch.cuda.empty_cache()` on each device in use; reserved before and after.
+    ///
+    /// # Errors
+    /// [`TorchError::TorchNotImported`], or see [`Client::request`].
+    pub fn release_cache(&mut self) -> Result<Release, TorchError> {
+        self.request(&json!({"cmd": "release_cache"}))
+    }
+
+    /// `torch.cuda.memory_summary()` text.
+    ///
+    /// # Errors
+    /// See [`Client::request`].
+    pub fn summary(&mut self) -> Result<Summary, TorchError> {
+        self.request(&json!({"cmd": "summary"}))
+    }
+
+    /// `torch.cuda.set_per_process_memory_fraction(fraction, device)`.
+    ///
+    /// # Errors
+    /// See [`Client::request`] (a fraction outside (0, 1] is the companion's error).
+    pub fn set_fraction(&mut self, device: u32, fraction: f64) -> Result<FractionSet, TorchError> {
+        self.request(&json!({"cmd": "set_fraction", "device": device, "fraction": fraction}))
+    }
+
+    /// The allocator's segments, without stack traces.
+    ///
+    /// # Errors
+    /// See [`Client::request`].
+    pub fn segments(&mut self) -> Result<Segments, TorchError> {
+        self.request(&json!({"cmd": "segments"}))
+    }
+
+    /// Hello plus stats as one plain [`TorchFacts`]; a process without torch gives facts
+    /// with `error: "torch not imported"`.
+    ///
+    /// # Errors
+    /// Errors other than "torch not imported" or a companion error.
+    pub fn facts(&mut self) -> Result<TorchFacts, TorchError> {
+        let h = self.hello.clone();
+        let mut facts = TorchFacts {
+            pid: self.pid,
+            start_time_ms: self.start_time_ms,
+            python_version: h.python_version,
+            companion_version: h.companion_version,
+            torch_imported: h.torch_imported,
+            torch_version: h.torch_version,
+            cuda_version: h.cuda_version,
+            ..TorchFacts::default()
+        };
+        match self.stats() {
+            Ok(s) => {
+                facts.torch_imported = true;
+                facts.alloc_conf = s.alloc_conf;
+                facts.expandable_segments = s.expandable_segments;
+                facts.devices = s.devices;
+            }
+            Err(TorchError::TorchNotImported(_)) => {
+                facts.torch_imported = false;
+                facts.error = Some("torch not imported".into());
+            }
+            Err(TorchError::Companion { error, .. }) => facts.error = Some(error),
+            Err(e) => return Err(e),
+        }
+        Ok(facts)
+    }
+}

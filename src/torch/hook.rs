@@ -1,0 +1,173 @@
+//! The embedded companion and the `.pth` hook that `vramwarden torch enable` installs.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Deserialize;
+
+use super::error::TorchError;
+
+/// The companion's files, relative to a site-packages folder.
+pub const FILES: &[(&str, &str)] = &[
+    (
+        "vramwarden_torch/__init__.py",
+        include_str!("../../packaging/python/vramwarden_torch/__init__.py"),
+    ),
+    (
+        "vramwarden_torch/__main__.py",
+        include_str!("../../packaging/python/vramwarden_torch/__main__.py"),
+    ),
+    (
+        "vramwarden_torch/_server.py",
+        include_str!("../../packaging/python/vramwarden_torch/_server.py"),
+    ),
+    (
+        "_vramwarden_torch_hook.py",
+        include_str!("../../packaging/python/_vramwarden_torch_hook.py"),
+    ),
+];
+
+/// The hook's `.pth` file name.
+pub const PTH_NAME: &str = "vramwarden_torch.pth";
+/// Its one line: Python runs `import` lines of `.pth` files at start-up; the module only
+/// installs a meta-path finder (it does not import torch nor the companion).
+pub const PTH_LINE: &str = "import _vramwarden_torch_hook\n";
+
+/// What an interpreter says about its site-packages.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct SiteInfo {
+    /// Whether it runs in a virtual environment.
+    pub venv: bool,
+    /// The environment's site-packages (`sysconfig` purelib).
+    pub purelib: PathBuf,
+    /// The user site-packages.
+    pub user_site: PathBuf,
+    /// Whether the user site is enabled.
+    pub enable_user_site: bool,
+    /// e.g. "3.11.7".
+    pub version: String,
+}
+
+impl SiteInfo {
+    /// Where the hook goes: the venv's site-packages, else the user site.
+    ///
+    /// # Errors
+    /// When the user site is disabled outside a venv.
+    pub fn target(&self) -> Result<&Path, TorchError> {
+        if self.venv {
+            Ok(&self.purelib)
+        } else if self.enable_user_site {
+            Ok(&self.user_site)
+        } else {
+            Err(TorchError::Hook(
+                "this interpreter has its user site disabled and is not in a venv".into(),
+            ))
+        }
+    }
+}
+
+const QUERY: &str = "import json,site,sys,sysconfig\n\
+print(json.dumps({'venv': sys.prefix != getattr(sys, 'base_prefix', sys.prefix), \
+'purelib': sysconfig.get_paths()['purelib'], 'user_site': site.getusersitepackages(), \
+'enable_user_site': bool(site.ENABLE_USER_SITE), 'version': sys.version.split()[0]}))";
+
+/// Asks `python` (run with `-c`) where its site-packages are.
+///
+/// # Errors
+/// When it cannot be run or answers nonsense.
+pub fn site_info(python: &Path) -> Result<SiteInfo, TorchError> {
+    let out = Command::new(python)
+        .args(["-c", QUERY])
+        .env_remove("PYTHONPATH")
+        .output()
+        .map_err(|e| TorchError::Hook(format!("could not run {}: {e}", python.display())))?;
+    if !out.status.success() {
+        return Err(TorchError::Hook(format!(
+            "{} failed: {}",
+            python.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| {
+        TorchError::Hook(format!(
+            "{} gave no site information: {e}",
+            python.display()
+        ))
+    })
+}
+
+/// Writes the companion and the hook into `site`; returns the files written.
+///
+/// # Errors
+/// When a file cannot be written.
+pub fn install(site: &Path) -> Result<Vec<PathBuf>, TorchError> {
+    let err = |p: &Path, e: std::io::Error| TorchError::Hook(format!("{}: {e}", p.display()));
+    std::fs::create_dir_all(site.join("vramwarden_torch"))
+        .map_err(|e| err(&site.join("vramwarden_torch"), e))?;
+    let mut written = Vec::new();
+    for (rel, text) in FILES {
+        let p = site.join(rel);
+        std::fs::write(&p, text).map_err(|e| err(&p, e))?;
+        written.push(p);
+    }
+    // The .pth last: the hook never runs without the files it imports.
+    let pth = site.join(PTH_NAME);
+    std::fs::write(&pth, PTH_LINE).map_err(|e| err(&pth, e))?;
+    written.push(pth);
+    Ok(written)
+}
+
+/// Removes what [`install`] wrote (and Python's caches of it) from `site`; returns what was
+/// removed.
+///
+/// # Errors
+/// When a file exists but cannot be removed.
+pub fn uninstall(site: &Path) -> Result<Vec<PathBuf>, TorchError> {
+    let mut removed = Vec::new();
+    let mut rm = |p: PathBuf| -> Result<(), TorchError> {
+        match std::fs::remove_file(&p) {
+            Ok(()) => {
+                removed.push(p);
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(TorchError::Hook(format!("{}: {e}", p.display()))),
+        }
+    };
+    // The .pth first: no interpreter starts the hook once its files are half gone.
+    rm(site.join(PTH_NAME))?;
+    for (rel, _) in FILES {
+        rm(site.join(rel))?;
+    }
+    let caches = [
+        site.join("vramwarden_torch").join("__pycache__"),
+        site.join("__pycache__"),
+    ];
+    for dir in &caches {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let ours = dir.ends_with("vramwarden_torch/__pycache__")
+                    || name.starts_with("_vramwarden_torch_hook.");
+                if ours && name.ends_with(".pyc") {
+                    rm(e.path())?;
+                }
+            }
+        }
+    }
+    // Empty folders only: a folder with other files in it is left as it is.
+    let _ = std::fs::remove_dir(&caches[0]);
+    let _ = std::fs::remove_dir(site.join("vramwarden_torch"));
+    Ok(removed)
+}
+
+/// Where `enable`/`disable` act for `python` (default `python3`).
+///
+/// # Errors
+/// See [`site_info`] and [`SiteInfo::target`].
+pub fn target_for(python: Option<&Path>) -> Result<(SiteInfo, PathBuf), TorchError> {
+    let python = python.unwrap_or(Path::new("python3"));
+    let info = site_info(python)?;
+    let target = info.target()?.to_path_buf();
+    Ok((info, target))
+}

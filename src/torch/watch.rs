@@ -1,0 +1,187 @@
+//! A background poller for the engine: one thread keeps a connection to every companion and
+//! asks each for its figures once per interval, so a tick only reads a map (no socket I/O on
+//! the sampler's path, and a hung companion costs the engine nothing).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::client::{Client, DEFAULT_TIMEOUT};
+use super::discover::list_sockets;
+use super::protocol::TorchFacts;
+use crate::model::UnixMs;
+
+/// What the poller last saw.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WatchState {
+    /// Facts per pid, from companions that passed the peer checks.
+    pub facts: HashMap<u32, TorchFacts>,
+    /// Sockets refused or not answering, per pid: the reason.
+    pub refused: HashMap<u32, String>,
+    /// Completed polls.
+    pub polls: u64,
+}
+
+/// The poller; dropping it stops its thread.
+#[derive(Debug)]
+pub struct Watch {
+    state: Arc<Mutex<WatchState>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// The companions' folders this process may read: its own ([`super::runtime_dir`]) and, when
+/// it runs as root, every user's (`/run/user/*/vramwarden`, `/tmp/vramwarden-*`).
+pub fn all_runtime_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = super::runtime_dir().into_iter().collect();
+    if nix::unistd::geteuid().is_root() {
+        if let Ok(users) = std::fs::read_dir("/run/user") {
+            dirs.extend(users.flatten().map(|u| u.path().join("vramwarden")));
+        }
+        if let Ok(tmp) = std::fs::read_dir("/tmp") {
+            dirs.extend(
+                tmp.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("vramwarden-"))
+                    .map(|e| e.path()),
+            );
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    dirs.retain(|d| d.is_dir());
+    dirs
+}
+
+/// One poll: refresh `clients` from the sockets in `dirs`, ask each for its facts.
+fn poll_once(dirs: &[PathBuf], clients: &mut HashMap<u32, (PathBuf, Client)>) -> WatchState {
+    let mut seen: HashMap<u32, PathBuf> = HashMap::new();
+    for d in dirs {
+        for (pid, path) in list_sockets(d) {
+            seen.entry(pid).or_insert(path);
+        }
+    }
+    clients.retain(|pid, (path, _)| seen.get(pid) == Some(path));
+    let mut out = WatchState::default();
+    for (pid, path) in seen {
+        let c = match clients.entry(pid) {
+            std::collections::hash_map::Entry::Occupied(e) => &mut e.into_mut().1,
+            std::collections::hash_map::Entry::Vacant(v) => {
+                match Client::connect_at(&path, pid, None, DEFAULT_TIMEOUT) {
+                    Ok(c) => &mut v.insert((path.clone(), c)).1,
+                    Err(e) => {
+                        out.refused.insert(pid, e.to_string());
+                        continue;
+                    }
+                }
+            }
+        };
+        match c.facts() {
+            Ok(f) => {
+                out.facts.insert(pid, f);
+            }
+            Err(e) => {
+                out.refused.insert(pid, e.to_string());
+                clients.remove(&pid);
+            }
+        }
+    }
+    out
+}
+
+impl Watch {
+    /// Starts polling the companions in `dirs` every `interval` (first poll at once).
+    ///
+    /// # Errors
+    /// When the thread cannot be started.
+    pub fn spawn(dirs: Vec<PathBuf>, interval: Duration) -> std::io::Result<Self> {
+        let state = Arc::new(Mutex::new(WatchState::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (st, sp) = (state.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("vramwarden-torch".into())
+            .spawn(move || {
+                let mut clients = HashMap::new();
+                while !sp.load(Ordering::Relaxed) {
+                    let mut fresh = poll_once(&dirs, &mut clients);
+                    if let Ok(mut s) = st.lock() {
+                        fresh.polls = s.polls + 1;
+                        *s = fresh;
+                    }
+                    std::thread::park_timeout(interval);
+                }
+            })?;
+        Ok(Self {
+            state,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// A copy of what the last poll saw.
+    pub fn state(&self) -> WatchState {
+        self.state.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// The facts of `pid` when it is the process that started at `start_time_ms` (the
+    /// sampler's identity of an NVML process); None otherwise.
+    pub fn get(&self, pid: u32, start_time_ms: UnixMs) -> Option<TorchFacts> {
+        let s = self.state.lock().ok()?;
+        s.facts
+            .get(&pid)
+            .filter(|f| f.start_time_ms == Some(start_time_ms))
+            .cloned()
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
+/// Releases the cache of the process `pid` that started at `start_time_ms` (the rules'
+/// identity: pid + start time), through its companion in any of `dirs`; the companion's peer
+/// checks apply. Returns a line for the activity log.
+///
+/// # Errors
+/// No companion, a refusal, torch not imported, or a timeout (`timeout` per step).
+pub fn release_checked(
+    dirs: &[PathBuf],
+    pid: u32,
+    start_time_ms: UnixMs,
+    timeout: Duration,
+) -> Result<String, super::TorchError> {
+    let name = super::socket_name(pid);
+    let path = dirs
+        .iter()
+        .map(|d| d.join(&name))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| {
+            dirs.first()
+                .map_or_else(|| Path::new(&name).to_path_buf(), |d| d.join(&name))
+        });
+    let mut c = Client::connect_at(&path, pid, Some(start_time_ms), timeout)?;
+    let r = c.release_cache()?;
+    let freed: u64 = r.devices.iter().map(|d| d.freed_bytes()).sum();
+    Ok(format!(
+        "released {:.1} MiB of cached memory from PID {pid} ({})",
+        freed as f64 / (1u64 << 20) as f64,
+        r.devices
+            .iter()
+            .map(|d| format!(
+                "cuda:{} reserved {:.1} → {:.1} MiB",
+                d.device,
+                d.reserved_before_bytes as f64 / (1u64 << 20) as f64,
+                d.reserved_after_bytes as f64 / (1u64 << 20) as f64
+            ))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
