@@ -56,8 +56,9 @@ pub enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Json)]
         format: Format,
-        /// For CSV: which table to print.
-        #[arg(long, value_enum, default_value_t = CsvTable::Both)]
+        /// For CSV: which table to print (processes: one row per process with its GPU's
+        /// columns; devices: one row per GPU; both: the two tables, a blank line between).
+        #[arg(long, value_enum, default_value_t = CsvTable::Processes)]
         table: CsvTable,
     },
     /// Record a session log without a window, until the duration ends or Ctrl-C / SIGTERM.
