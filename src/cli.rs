@@ -100,6 +100,14 @@ pub enum Command {
         #[command(subcommand)]
         what: ImportKind,
     },
+    /// Print a shell completion script to standard output (e.g. `vramwarden completions bash`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) to standard output; read it with `vramwarden man | man -l -`.
+    Man,
     /// Run the sampler without a window for a while and report its own CPU use.
     #[command(hide = true)]
     Monitor {

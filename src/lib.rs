@@ -8,6 +8,7 @@ The UI never calls NVML.
 */
 
 pub mod cli;
+pub mod cli_docs;
 pub mod engine;
 pub mod format;
 pub mod history;

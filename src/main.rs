@@ -77,6 +77,10 @@ fn main() -> ExitCode {
         Some(Command::Rules {
             what: cli::RulesCommand::Check,
         }) => cli::rules_check(args.config.as_deref(), &mut stdout),
+        Some(Command::Completions { shell }) => {
+            vramwarden::cli_docs::completions(shell, &mut stdout).map_err(Into::into)
+        }
+        Some(Command::Man) => vramwarden::cli_docs::man_page(&mut stdout).map_err(Into::into),
         Some(Command::BenchNvml { iterations }) => cli::bench_nvml(iterations, &mut stdout),
     };
     match result {
