@@ -15,6 +15,7 @@ pub mod history;
 pub mod import;
 pub mod leak;
 pub mod leak_watch;
+pub mod logging;
 pub mod model;
 pub mod monitor;
 pub mod notify;
