@@ -49,6 +49,11 @@ fn every_packaged_source_file_exists() {
         checked += 1;
     }
     assert!(checked >= 10, "only {checked} source files checked");
+    let manifest: toml::Table = read("Cargo.toml").parse().expect("Cargo.toml parses");
+    let changelog = manifest["package"]["metadata"]["deb"]["changelog"]
+        .as_str()
+        .expect("a Debian changelog");
+    assert!(read(changelog).starts_with(&format!("vramwarden ({}-", env!("CARGO_PKG_VERSION"))));
 }
 
 #[test]
