@@ -4,6 +4,7 @@
 # as root), then refreshes the desktop, MIME and icon caches when their tools exist.
 #   packaging/install.sh              install (after `cargo build --release`)
 #   packaging/install.sh --uninstall  remove what an install put there
+# BIN=path/to/vramwarden installs another build (default: target/release/vramwarden).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 prefix=${PREFIX:-$HOME/.local}
@@ -47,7 +48,7 @@ case "${1:-}" in
   *) echo "usage: $0 [--uninstall]" >&2; exit 2 ;;
 esac
 
-bin="$here/target/release/vramwarden"
+bin=${BIN:-$here/target/release/vramwarden}
 [ -x "$bin" ] || { echo "$bin is missing: run cargo build --release first" >&2; exit 1; }
 install -Dm755 "$bin" "$prefix/bin/vramwarden"
 install -Dm644 "$here/packaging/$id.desktop" "$prefix/share/applications/$id.desktop"
