@@ -56,8 +56,9 @@ pub enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Json)]
         format: Format,
-        /// For CSV: which table to print.
-        #[arg(long, value_enum, default_value_t = CsvTable::Both)]
+        /// For CSV: which table to print (processes: one row per process with its GPU's
+        /// columns; devices: one row per GPU; both: the two tables, a blank line between).
+        #[arg(long, value_enum, default_value_t = CsvTable::Processes)]
         table: CsvTable,
     },
     /// Record a session log without a window, until the duration ends or Ctrl-C / SIGTERM.
@@ -105,6 +106,14 @@ pub enum Command {
         #[command(subcommand)]
         what: crate::torch::cli::TorchCommand,
     },
+    /// Print a shell completion script to standard output (e.g. `vramwarden completions bash`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) to standard output; read it with `vramwarden man | man -l -`.
+    Man,
     /// Run the sampler without a window for a while and report its own CPU use.
     #[command(hide = true)]
     Monitor {

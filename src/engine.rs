@@ -555,7 +555,9 @@ impl Engine {
                         leak.name, leak.pid, leak.device_index
                     )
                 };
-                crate::notify::send(
+                crate::notify::send_replacing(
+                    what.clone(),
+                    crate::notify::Urgency::Critical,
                     "GPU memory leak suspected".into(),
                     format!("{what} is growing at {:.0} MiB/min", leak.rate_mib_per_min),
                     move |msg| push_notice(&shared, msg),

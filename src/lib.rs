@@ -8,12 +8,14 @@ The UI never calls NVML.
 */
 
 pub mod cli;
+pub mod cli_docs;
 pub mod engine;
 pub mod format;
 pub mod history;
 pub mod import;
 pub mod leak;
 pub mod leak_watch;
+pub mod logging;
 pub mod model;
 pub mod monitor;
 pub mod notify;

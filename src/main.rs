@@ -7,6 +7,12 @@ use vramwarden::cli::{self, Cli, Command};
 
 fn main() -> ExitCode {
     let args = Cli::parse();
+    let _log = vramwarden::logging::init(if args.command.is_none() {
+        vramwarden::logging::Mode::Window
+    } else {
+        vramwarden::logging::Mode::Headless
+    });
+    tracing::debug!(command = ?args.command, demo = args.demo, "vramwarden {} starting", env!("CARGO_PKG_VERSION"));
     let mut stdout = std::io::stdout().lock();
     let interval = args.interval.unwrap_or(std::time::Duration::from_secs(1));
     let history = args
@@ -19,7 +25,7 @@ fn main() -> ExitCode {
             let config_path = vramwarden::settings::config_path(args.config.as_deref());
             let (settings, config_error) = vramwarden::settings::Settings::load(&config_path);
             if let Some(e) = &config_error {
-                eprintln!("vramwarden: the settings file is broken, running on defaults (the file is left as it is): {e}");
+                tracing::warn!("the settings file is broken, running on defaults (the file is left as it is): {e}");
             }
             let interval = args.interval.unwrap_or(std::time::Duration::from_millis(
                 settings.sampling.interval_ms,
@@ -39,7 +45,7 @@ fn main() -> ExitCode {
             }) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("vramwarden: could not open the window: {e}");
+                    tracing::error!("could not open the window: {e}");
                     ExitCode::from(1)
                 }
             };
@@ -83,6 +89,10 @@ fn main() -> ExitCode {
             what: cli::RulesCommand::Check,
         }) => cli::rules_check(args.config.as_deref(), &mut stdout),
         Some(Command::Torch { what }) => vramwarden::torch::cli::run(what, &mut stdout),
+        Some(Command::Completions { shell }) => {
+            vramwarden::cli_docs::completions(shell, &mut stdout).map_err(Into::into)
+        }
+        Some(Command::Man) => vramwarden::cli_docs::man_page(&mut stdout).map_err(Into::into),
         Some(Command::BenchNvml { iterations }) => cli::bench_nvml(iterations, &mut stdout),
     };
     match result {

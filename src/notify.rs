@@ -1,30 +1,136 @@
-//! Desktop notifications through the freedesktop D-Bus service. Sent from a short-lived
-//! thread so a missing or slow notification daemon never holds up sampling; failures are
-//! reported to the caller's log callback, never fatal.
+//! Desktop notifications through the freedesktop notification service (`notify-rust`). Sent
+//! from a short-lived thread so a missing or slow notification daemon never holds up
+//! sampling. Every notification carries the desktop-entry hint ([`APP_ID`]) and an urgency;
+//! a keyed one (a leak) replaces the notification shown earlier for the same key instead of
+//! stacking a new one. Without a notification service nothing is shown and the caller hears
+//! about it once per run, never fatally.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 
-/// Shows `summary` / `body` as a desktop notification. `on_error` receives a sentence when it
-/// could not be shown.
+/// The application id: the desktop file's name, the icon's name and the window's app id.
+pub const APP_ID: &str = "io.github.vramwarden.VramWarden";
+
+/// How insistent a notification is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Urgency {
+    /// Informational (a rule acted, a recording problem).
+    Normal,
+    /// Needs attention soon (a leak that will fill the GPU); most desktops keep it on screen.
+    Critical,
+}
+
+/// Keyed notifications shown so far: key → the server's notification id. Bounded: cleared
+/// when it reaches [`MAX_KEYS`] (a later update then opens a new notification).
+fn shown() -> &'static Mutex<HashMap<String, u32>> {
+    static SHOWN: OnceLock<Mutex<HashMap<String, u32>>> = OnceLock::new();
+    SHOWN.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Most keys remembered for in-place updates.
+pub const MAX_KEYS: usize = 256;
+
+/// Set once "notifications are unavailable" has been reported.
+static REPORTED_UNAVAILABLE: AtomicBool = AtomicBool::new(false);
+
+/// Shows `summary` / `body` as a desktop notification of normal urgency. `on_error` receives a
+/// sentence when it could not be shown (the first time only in a run).
 pub fn send(summary: String, body: String, on_error: impl FnOnce(String) + Send + 'static) {
+    spawn(None, Urgency::Normal, summary, body, on_error);
+}
+
+/// Like [`send`], but a later call with the same `key` updates the notification in place
+/// (the same server-side id) rather than showing another one.
+pub fn send_replacing(
+    key: String,
+    urgency: Urgency,
+    summary: String,
+    body: String,
+    on_error: impl FnOnce(String) + Send + 'static,
+) {
+    spawn(Some(key), urgency, summary, body, on_error);
+}
+
+fn spawn(
+    key: Option<String>,
+    urgency: Urgency,
+    summary: String,
+    body: String,
+    on_error: impl FnOnce(String) + Send + 'static,
+) {
     let spawned = std::thread::Builder::new()
         .name("vramwarden-notify".into())
         .spawn(move || {
-            if let Err(e) = send_blocking(&summary, &body) {
-                on_error(format!(
-                    "desktop notifications are unavailable ({}); alerts show in the window",
-                    short_reason(&e)
-                ));
+            if let Err(e) = show(key.as_deref(), urgency, &summary, &body) {
+                tracing::debug!("desktop notification not shown: {e}");
+                if !REPORTED_UNAVAILABLE.swap(true, Ordering::Relaxed) {
+                    on_error(format!(
+                        "desktop notifications are unavailable ({}); alerts show in the window",
+                        short_reason(&e.to_string())
+                    ));
+                }
             }
         });
     if let Err(e) = spawned {
-        eprintln!("vramwarden: desktop notification failed: {e}");
+        tracing::warn!("desktop notification failed: {e}");
     }
 }
 
-/// The first line of a D-Bus error, without the address details.
-fn short_reason(e: &zbus::Error) -> String {
-    let s = e.to_string();
+fn show(
+    key: Option<&str>,
+    urgency: Urgency,
+    summary: &str,
+    body: &str,
+) -> Result<(), notify_rust::error::Error> {
+    let mut n = notification(summary, body, urgency);
+    if let Some(id) = key.and_then(|k| shown().lock().ok()?.get(k).copied()) {
+        n.id(id);
+    }
+    let handle = n.show()?;
+    if let Some(k) = key {
+        if let Ok(mut m) = shown().lock() {
+            if m.len() >= MAX_KEYS && !m.contains_key(k) {
+                m.clear();
+            }
+            m.insert(k.to_string(), handle.id());
+        }
+    }
+    Ok(())
+}
+
+/// The notification as sent: app name, icon and desktop-entry hint = [`APP_ID`], the body's
+/// markup escaped (servers read a subset of HTML there; the summary is plain text).
+pub fn notification(summary: &str, body: &str, urgency: Urgency) -> notify_rust::Notification {
+    let mut n = notify_rust::Notification::new();
+    n.appname("vramwarden")
+        .icon(APP_ID)
+        .summary(summary)
+        .body(&escape_markup(body))
+        .hint(notify_rust::Hint::DesktopEntry(APP_ID.into()))
+        .urgency(match urgency {
+            Urgency::Normal => notify_rust::Urgency::Normal,
+            Urgency::Critical => notify_rust::Urgency::Critical,
+        });
+    n
+}
+
+/// Escapes `&`, `<` and `>` so a process name like `a<b>` shows as written.
+pub fn escape_markup(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The first line of an error, without the bus address details.
+fn short_reason(s: &str) -> String {
     let first = s.lines().next().unwrap_or("").trim();
     if first.contains("DBUS_SESSION_BUS_ADDRESS") || first.contains("session bus") {
         "no session bus".into()
@@ -33,24 +139,41 @@ fn short_reason(e: &zbus::Error) -> String {
     }
 }
 
-fn send_blocking(summary: &str, body: &str) -> zbus::Result<()> {
-    let conn = zbus::blocking::Connection::session()?;
-    let hints: HashMap<&str, zbus::zvariant::Value<'_>> = HashMap::new();
-    conn.call_method(
-        Some("org.freedesktop.Notifications"),
-        "/org/freedesktop/Notifications",
-        Some("org.freedesktop.Notifications"),
-        "Notify",
-        &(
-            "vramwarden",
-            0u32,
-            "vramwarden",
-            summary,
-            body,
-            Vec::<&str>::new(),
-            hints,
-            -1i32,
-        ),
-    )?;
-    Ok(())
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markup_is_escaped() {
+        assert_eq!(
+            escape_markup("python <b>x</b> & y"),
+            "python &lt;b&gt;x&lt;/b&gt; &amp; y"
+        );
+        assert_eq!(escape_markup("plain 5 MiB/min"), "plain 5 MiB/min");
+    }
+
+    #[test]
+    fn the_notification_names_the_app_and_escapes_the_body() {
+        let n = notification("leak", "a<b> & c", Urgency::Critical);
+        assert_eq!(n.appname, "vramwarden");
+        assert_eq!(n.icon, APP_ID);
+        assert_eq!(n.body, "a&lt;b&gt; &amp; c");
+        assert!(n
+            .hints
+            .iter()
+            .any(|h| *h == notify_rust::Hint::DesktopEntry(APP_ID.into())));
+        assert!(n
+            .hints
+            .iter()
+            .any(|h| *h == notify_rust::Hint::Urgency(notify_rust::Urgency::Critical)));
+    }
+
+    #[test]
+    fn a_bus_error_is_shortened() {
+        assert_eq!(
+            short_reason("I/O error: DBUS_SESSION_BUS_ADDRESS not set\nmore"),
+            "no session bus"
+        );
+        assert_eq!(short_reason("Some other\nsecond"), "Some other");
+    }
 }

@@ -137,7 +137,7 @@ impl SamplerHandle {
                     }));
                     if let Err(panic) = ticked {
                         let what = panic_text(panic.as_ref());
-                        eprintln!("vramwarden: internal error on the sampler thread: {what}");
+                        tracing::error!("internal error on the sampler thread: {what}");
                         // The panic may have poisoned the lock: the status is set anyway.
                         let mut m = state.write().unwrap_or_else(|p| p.into_inner());
                         m.status = SourceStatus::Failed(format!(

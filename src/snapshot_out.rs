@@ -104,15 +104,18 @@ impl<'a> SnapshotOut<'a> {
     }
 }
 
-/// Which table(s) `snapshot --format csv` prints.
+/// Which table `snapshot --format csv` prints. The default, [`CsvTable::Processes`], is one
+/// table that `pandas.read_csv` reads as is; only [`CsvTable::Both`] puts two tables in one file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum CsvTable {
-    /// Devices, a blank line, then processes.
-    Both,
-    /// One row per GPU.
-    Devices,
-    /// One row per process and GPU.
+    /// One row per process and GPU, with that GPU's uuid, name, total and used memory on the
+    /// row, so each row stands alone (the default).
     Processes,
+    /// One row per GPU, the columns of `export --table devices`.
+    Devices,
+    /// The devices table, a blank line, then the processes table: two tables in one file (for
+    /// reading by eye; split it on the blank line before giving it to a CSV reader).
+    Both,
 }
 
 /// Pretty JSON.
@@ -123,7 +126,8 @@ pub fn to_json(snap: &Snapshot) -> serde_json::Result<String> {
     serde_json::to_string_pretty(&SnapshotOut::new(snap))
 }
 
-/// CSV with the JSON's field names as headers; a missing reading is an empty cell.
+/// CSV with the columns of `export` (memory in MiB, `timestamp` in RFC 3339 UTC and `unix_ms`
+/// on every row); a missing reading is an empty cell. See [`CsvTable`] for the tables.
 ///
 /// # Errors
 /// If writing to `out` fails.
@@ -132,59 +136,156 @@ pub fn write_csv(
     table: CsvTable,
     out: &mut dyn std::io::Write,
 ) -> csv::Result<()> {
-    let view = SnapshotOut::new(snap);
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(&mut *out);
     if table != CsvTable::Processes {
-        let mut w = csv::WriterBuilder::new()
-            .has_headers(false)
-            .from_writer(&mut *out);
-        write_rows(&mut w, &view.devices, DEVICE_HEADER)?;
-        w.flush()?;
+        write_devices(snap, &mut w)?;
     }
     if table == CsvTable::Both {
+        w.flush()?;
+        drop(w);
         out.write_all(b"\n")?;
-    }
-    if table != CsvTable::Devices {
-        let mut w = csv::WriterBuilder::new()
+        w = csv::WriterBuilder::new()
             .has_headers(false)
             .from_writer(&mut *out);
-        write_rows(&mut w, &view.processes, PROCESS_HEADER)?;
-        w.flush()?;
     }
+    if table != CsvTable::Devices {
+        write_processes(snap, &mut w)?;
+    }
+    w.flush()?;
     Ok(())
 }
 
-const DEVICE_HEADER: &[&str] = &[
-    "index",
+/// The header of `snapshot --format csv --table devices` (that of `export --table devices`).
+pub const DEVICE_HEADER: &[&str] = &[
+    "timestamp",
+    "unix_ms",
+    "device_index",
     "uuid",
     "name",
-    "memory_total_bytes",
-    "memory_used_bytes",
-    "memory_reserved_bytes",
-    "memory_free_bytes",
+    "memory_total_mib",
+    "memory_used_mib",
+    "memory_reserved_mib",
+    "memory_free_mib",
     "utilization_gpu_pct",
     "temperature_c",
     "power_w",
 ];
-const PROCESS_HEADER: &[&str] = &[
-    "pid",
+
+/// The header of `snapshot --format csv` (`--table processes`): the columns of
+/// `export --table processes`, then the process's SM utilisation and its GPU's columns.
+pub const PROCESS_HEADER: &[&str] = &[
+    "timestamp",
+    "unix_ms",
     "device_index",
-    "used_bytes",
-    "name",
-    "cmdline",
-    "user",
+    "pid",
     "start_time",
+    "name",
+    "user",
+    "used_mib",
+    "cmdline",
     "sm_util_pct",
+    "device_uuid",
+    "device_name",
+    "device_memory_total_mib",
+    "device_memory_used_mib",
 ];
 
-fn write_rows<W: std::io::Write, T: Serialize>(
-    w: &mut csv::Writer<W>,
-    rows: &[T],
-    header: &[&str],
-) -> csv::Result<()> {
+fn write_devices<W: std::io::Write>(snap: &Snapshot, w: &mut csv::Writer<W>) -> csv::Result<()> {
     // The header is written by hand so an empty table still has one.
-    w.write_record(header)?;
-    for r in rows {
-        w.serialize(r)?;
+    w.write_record(DEVICE_HEADER)?;
+    let ts = rfc3339(snap.taken_at_ms);
+    let ms = snap.taken_at_ms.to_string();
+    for d in &snap.devices {
+        w.write_record([
+            ts.as_str(),
+            &ms,
+            &d.index.to_string(),
+            &d.uuid,
+            &d.name,
+            &mib(d.memory_total_bytes),
+            &mib(d.memory_used_bytes),
+            &mib(d.memory_reserved_bytes),
+            &mib(d.memory_free_bytes),
+            &opt(d.utilization_gpu_pct),
+            &opt(d.temperature_c),
+            &d.power_w.map(watts).unwrap_or_default(),
+        ])?;
     }
     Ok(())
+}
+
+fn write_processes<W: std::io::Write>(snap: &Snapshot, w: &mut csv::Writer<W>) -> csv::Result<()> {
+    w.write_record(PROCESS_HEADER)?;
+    let ts = rfc3339(snap.taken_at_ms);
+    let ms = snap.taken_at_ms.to_string();
+    for p in &snap.processes {
+        let i = p.info.as_ref();
+        let dev = snap.devices.iter().find(|d| d.index == p.device_index);
+        w.write_record([
+            ts.as_str(),
+            &ms,
+            &p.device_index.to_string(),
+            &p.pid.to_string(),
+            &i.map(|i| rfc3339(i.start_time_ms)).unwrap_or_default(),
+            i.map_or("", |i| i.name.as_str()),
+            i.map_or("", |i| i.user.as_str()),
+            &mib(p.used_bytes),
+            i.map_or("", |i| i.cmdline.as_str()),
+            &opt(p.sm_util_pct),
+            dev.map_or("", |d| d.uuid.as_str()),
+            dev.map_or("", |d| d.name.as_str()),
+            &mib(dev.and_then(|d| d.memory_total_bytes)),
+            &mib(dev.and_then(|d| d.memory_used_bytes)),
+        ])?;
+    }
+    Ok(())
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
+}
+
+const MIB: u64 = 1 << 20;
+
+/// MiB as `export` writes them: up to three decimals, trailing zeros dropped, exact for whole
+/// MiB; empty for a missing reading.
+pub fn mib(bytes: Option<u64>) -> String {
+    let Some(b) = bytes else {
+        return String::new();
+    };
+    thousandths(b / MIB, (b % MIB) * 1000 / MIB)
+}
+
+/// Watts as `export` writes them: milliwatt precision, trailing zeros dropped.
+fn watts(w: f64) -> String {
+    let mw = (w.max(0.0) * 1000.0).round() as u64;
+    thousandths(mw / 1000, mw % 1000)
+}
+
+/// `whole` and `frac` thousandths (0..1000) as a decimal without trailing zeros.
+fn thousandths(whole: u64, frac: u64) -> String {
+    if frac == 0 {
+        return whole.to_string();
+    }
+    let f = format!("{frac:03}");
+    format!("{whole}.{}", f.trim_end_matches('0'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{mib, watts};
+
+    #[test]
+    fn mib_matches_the_export_format() {
+        assert_eq!(mib(None), "");
+        assert_eq!(mib(Some(0)), "0");
+        assert_eq!(mib(Some(5 << 20)), "5");
+        assert_eq!(mib(Some((5 << 20) + (1 << 19))), "5.5");
+        assert_eq!(mib(Some((1 << 20) + 1)), "1");
+        assert_eq!(mib(Some((1 << 20) + 1050)), "1.001");
+        assert_eq!(watts(251.25), "251.25");
+        assert_eq!(watts(-1.0), "0");
+    }
 }

@@ -70,38 +70,114 @@ fn snapshot_demo_json_parses_back() {
     );
 }
 
-#[test]
-fn snapshot_demo_csv_has_the_same_columns() {
+fn csv_of(args: &[&str]) -> Vec<u8> {
     let out = bin()
-        .args([
-            "snapshot", "--demo", "--format", "csv", "--table", "devices",
-        ])
+        .args(["snapshot", "--demo", "--format", "csv"])
+        .args(args)
         .output()
         .expect("run");
-    assert!(out.status.success());
-    let mut r = csv::Reader::from_reader(out.stdout.as_slice());
-    let headers: Vec<String> = r
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// Reads one CSV table the way `pandas.read_csv` would need it: one header, every row as wide
+/// as the header (the `csv` crate rejects a ragged row), columns looked up by name.
+fn read_table(bytes: &[u8]) -> (Vec<String>, Vec<csv::StringRecord>) {
+    let mut r = csv::Reader::from_reader(bytes);
+    let headers = r
         .headers()
         .expect("header")
         .iter()
         .map(String::from)
         .collect();
-    assert_eq!(headers[0], "index");
-    assert!(headers.contains(&"memory_reserved_bytes".to_string()));
-    assert_eq!(r.records().count(), 2);
-    let out = bin()
-        .args(["snapshot", "--demo", "--format", "csv"])
-        .output()
-        .expect("run");
-    let text = String::from_utf8(out.stdout).expect("utf8");
+    let rows = r
+        .records()
+        .collect::<Result<Vec<_>, _>>()
+        .expect("a single rectangular table");
+    (headers, rows)
+}
+
+fn col<'a>(headers: &[String], row: &'a csv::StringRecord, name: &str) -> &'a str {
+    let i = headers
+        .iter()
+        .position(|h| h == name)
+        .unwrap_or_else(|| panic!("no column {name} in {headers:?}"));
+    &row[i]
+}
+
+#[test]
+fn snapshot_csv_default_is_one_process_table_in_mib() {
+    let (h, rows) = read_table(&csv_of(&[]));
+    assert_eq!(h, vramwarden::snapshot_out::PROCESS_HEADER);
+    assert!(rows.len() >= 4, "the demo runs several processes");
+    for row in &rows {
+        let ts = col(&h, row, "timestamp");
+        chrono::DateTime::parse_from_rfc3339(ts).expect("RFC 3339 timestamp");
+        let ms: i64 = col(&h, row, "unix_ms").parse().expect("unix_ms");
+        assert_eq!(
+            chrono::DateTime::parse_from_rfc3339(ts)
+                .expect("ts")
+                .timestamp_millis(),
+            ms
+        );
+        col(&h, row, "pid").parse::<u32>().expect("pid");
+        let dev: u32 = col(&h, row, "device_index").parse().expect("index");
+        assert!(dev < 2);
+        assert!(col(&h, row, "device_uuid").starts_with("GPU-"));
+        assert!(!col(&h, row, "device_name").is_empty());
+        let used: f64 = col(&h, row, "used_mib").parse().expect("used MiB");
+        let total: f64 = col(&h, row, "device_memory_total_mib")
+            .parse()
+            .expect("total MiB");
+        let dev_used: f64 = col(&h, row, "device_memory_used_mib")
+            .parse()
+            .expect("device used MiB");
+        // MiB, not bytes: the simulated GPUs have tens of GiB, so totals are in the 10^4s.
+        assert!((1_000.0..1_000_000.0).contains(&total), "total {total}");
+        assert!(
+            used > 0.0 && used <= dev_used && dev_used <= total,
+            "{row:?}"
+        );
+        assert!(!col(&h, row, "name").is_empty());
+    }
+}
+
+#[test]
+fn snapshot_csv_devices_has_the_columns_of_export() {
+    let (h, rows) = read_table(&csv_of(&["--table", "devices"]));
+    assert_eq!(
+        h.join(","),
+        "timestamp,unix_ms,device_index,uuid,name,memory_total_mib,memory_used_mib,\
+         memory_reserved_mib,memory_free_mib,utilization_gpu_pct,temperature_c,power_w"
+    );
+    assert_eq!(rows.len(), 2);
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(col(&h, row, "device_index"), i.to_string());
+        let total: f64 = col(&h, row, "memory_total_mib").parse().expect("MiB");
+        let used: f64 = col(&h, row, "memory_used_mib").parse().expect("MiB");
+        let free: f64 = col(&h, row, "memory_free_mib").parse().expect("MiB");
+        let reserved: f64 = col(&h, row, "memory_reserved_mib").parse().expect("MiB");
+        assert!((1_000.0..1_000_000.0).contains(&total), "total {total}");
+        assert!((used + free + reserved - total).abs() < 0.01, "{row:?}");
+    }
+}
+
+#[test]
+fn snapshot_csv_both_keeps_two_tables_split_by_a_blank_line() {
+    let text = String::from_utf8(csv_of(&["--table", "both"])).expect("utf8");
     let (devs, procs) = text
         .split_once("\n\n")
         .expect("two tables separated by a blank line");
-    assert_eq!(devs.lines().count(), 3);
-    assert!(
-        procs.starts_with("pid,device_index,used_bytes,name,cmdline,user,start_time,sm_util_pct")
-    );
-    assert!(procs.lines().count() >= 5);
+    let (dh, drows) = read_table(devs.as_bytes());
+    assert_eq!(dh, vramwarden::snapshot_out::DEVICE_HEADER);
+    assert_eq!(drows.len(), 2);
+    let (ph, prows) = read_table(procs.as_bytes());
+    assert_eq!(ph, vramwarden::snapshot_out::PROCESS_HEADER);
+    assert!(prows.len() >= 4);
 }
 
 #[test]

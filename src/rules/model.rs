@@ -233,7 +233,7 @@ impl Rule {
         if self.name.trim().is_empty() {
             v.push((&["name"], "the rule needs a name".into()));
         }
-        let ranged: [(&'static [&'static str], Option<f64>, f64, &str); 8] = [
+        let ranged: [(&'static [&'static str], Option<f64>, f64, &str); 9] = [
             (
                 &["conditions", "process_memory_min_mib"],
                 c.process_memory_min_mib,

@@ -184,7 +184,7 @@ impl Backend {
 pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
     let mut viewport = egui::ViewportBuilder::default()
         .with_title("vramwarden")
-        .with_app_id("vramwarden")
+        .with_app_id("io.github.vramwarden.VramWarden")
         .with_inner_size([1400.0, 860.0])
         .with_min_inner_size([800.0, 500.0]);
     if let Ok(icon) = eframe::icon_data::from_png_bytes(include_bytes!("../../assets/icon-256.png"))

@@ -1,0 +1,155 @@
+//! Diagnostics through `tracing`: `RUST_LOG` picks what is logged (default: info for
+//! vramwarden, warn for the libraries); records of the `log` crate (eframe, egui, wgpu, winit)
+//! are captured too. Headless commands log to stderr (the journal under systemd); the window
+//! also keeps a daily log file in the platform state folder, the newest [`KEEP_FILES`] kept.
+//!
+//! The command line's own messages (summaries, errors with exit codes) stay plain stderr lines;
+//! this is for diagnostics.
+
+use std::path::PathBuf;
+
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
+
+/// The filter when `RUST_LOG` is unset or empty.
+pub const DEFAULT_FILTER: &str = "warn,vramwarden=info";
+/// How many daily log files the window keeps.
+pub const KEEP_FILES: usize = 7;
+
+/// Where logs go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// A headless command: stderr only.
+    Headless,
+    /// The window: stderr and a rotated file in [`log_dir`].
+    Window,
+}
+
+/// Keeps the file writer's background thread alive; dropping it flushes the file.
+#[derive(Debug)]
+pub struct Guard {
+    _file: Option<tracing_appender::non_blocking::WorkerGuard>,
+    /// The log folder, when the window logs to a file.
+    pub file_dir: Option<PathBuf>,
+}
+
+/// The folder of the window's log files: `$VRAMWARDEN_DATA_DIR/logs` when that variable is set,
+/// else the platform state folder (`~/.local/state/vramwarden` on Linux), else the local data
+/// folder's `logs`.
+pub fn log_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("VRAMWARDEN_DATA_DIR") {
+        return Some(PathBuf::from(d).join("logs"));
+    }
+    let dirs = directories::ProjectDirs::from("", "", "vramwarden")?;
+    Some(
+        dirs.state_dir()
+            .map_or_else(|| dirs.data_local_dir().join("logs"), ToOwned::to_owned),
+    )
+}
+
+/// The filter from `RUST_LOG`, or [`DEFAULT_FILTER`] when it is unset, empty or invalid (an
+/// invalid one is reported once the logger runs).
+fn filter() -> (EnvFilter, Option<String>) {
+    match std::env::var("RUST_LOG") {
+        Ok(s) if !s.trim().is_empty() => match EnvFilter::try_new(&s) {
+            Ok(f) => (f, None),
+            Err(e) => (
+                EnvFilter::new(DEFAULT_FILTER),
+                Some(format!(
+                    "RUST_LOG={s:?} is not a valid filter ({e}); using {DEFAULT_FILTER}"
+                )),
+            ),
+        },
+        _ => (EnvFilter::new(DEFAULT_FILTER), None),
+    }
+}
+
+/// Installs the logger for `mode`. Never fails: when the log file cannot be opened the window
+/// logs to stderr alone and says why; a second call (tests) leaves the first logger in place.
+pub fn init(mode: Mode) -> Guard {
+    let (filter, bad_filter) = filter();
+    // journald stamps every line itself.
+    let under_journal = std::env::var_os("JOURNAL_STREAM").is_some();
+    let stderr = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(false);
+    let stderr = if under_journal {
+        stderr.without_time().boxed()
+    } else {
+        stderr.boxed()
+    };
+    let mut file_error = None;
+    let (file_layer, guard, file_dir) = if mode == Mode::Window {
+        match open_file() {
+            Ok((writer, guard, dir)) => (
+                Some(
+                    tracing_subscriber::fmt::layer()
+                        .with_writer(writer)
+                        .with_ansi(false)
+                        .boxed(),
+                ),
+                Some(guard),
+                Some(dir),
+            ),
+            Err(e) => {
+                file_error = Some(e);
+                (None, None, None)
+            }
+        }
+    } else {
+        (None, None, None)
+    };
+    let installed = tracing_subscriber::registry()
+        .with(stderr.and_then(file_layer).with_filter(filter))
+        .try_init()
+        .is_ok();
+    if installed {
+        if let Some(e) = bad_filter {
+            tracing::warn!("{e}");
+        }
+        if let Some(e) = file_error {
+            tracing::warn!("no log file: {e}");
+        }
+    }
+    Guard {
+        _file: guard,
+        file_dir,
+    }
+}
+
+type FileParts = (
+    tracing_appender::non_blocking::NonBlocking,
+    tracing_appender::non_blocking::WorkerGuard,
+    PathBuf,
+);
+
+fn open_file() -> Result<FileParts, String> {
+    let dir = log_dir().ok_or("no home folder")?;
+    create_private_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let appender = tracing_appender::rolling::Builder::new()
+        .rotation(tracing_appender::rolling::Rotation::DAILY)
+        .filename_prefix("vramwarden")
+        .filename_suffix("log")
+        .max_log_files(KEEP_FILES)
+        .build(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    let (writer, guard) = tracing_appender::non_blocking(appender);
+    Ok((writer, guard, dir))
+}
+
+/// Log lines can name processes and command lines: the folder is the user's alone.
+fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+    }
+    #[cfg(not(unix))]
+    {
+        std::fs::create_dir_all(dir)
+    }
+}

@@ -1,0 +1,102 @@
+//! Logging through `tracing`: `RUST_LOG` works, headless commands log to stderr, the window
+//! keeps a log file (tested where no window can open: the failure is logged there).
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_vramwarden"));
+    c.env_remove("RUST_LOG").env_remove("JOURNAL_STREAM");
+    c
+}
+
+#[test]
+fn rust_log_turns_on_debug_lines_on_stderr_for_headless_commands() {
+    let quiet = bin().args(["--demo", "snapshot"]).output().expect("run");
+    assert!(quiet.status.success());
+    assert!(
+        quiet.stderr.is_empty(),
+        "default level is quiet: {}",
+        String::from_utf8_lossy(&quiet.stderr)
+    );
+    let loud = bin()
+        .args(["--demo", "snapshot"])
+        .env("RUST_LOG", "debug")
+        .output()
+        .expect("run");
+    assert!(loud.status.success());
+    let err = String::from_utf8_lossy(&loud.stderr);
+    assert!(err.contains("DEBUG") && err.contains("starting"), "{err}");
+    // stdout stays the clean JSON document.
+    serde_json::from_slice::<serde_json::Value>(&loud.stdout).expect("JSON on stdout");
+}
+
+#[test]
+fn a_bad_rust_log_is_reported_and_the_default_used() {
+    let out = bin()
+        .args(["--demo", "snapshot"])
+        .env("RUST_LOG", "vramwarden=notalevel")
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a valid filter"), "{err}");
+}
+
+#[test]
+fn the_window_writes_a_log_file_in_the_data_dir_and_captures_library_logs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // No display here: the window cannot open, which is logged (exit code 1).
+    let mut child = bin()
+        .args(["--demo", "--no-record"])
+        .env("VRAMWARDEN_DATA_DIR", dir.path())
+        .env("VRAMWARDEN_CONFIG", dir.path().join("none.toml"))
+        .env("RUST_LOG", "debug")
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("the window neither opened nor failed within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(1));
+    let logs = dir.path().join("logs");
+    let files: Vec<_> = std::fs::read_dir(&logs)
+        .expect("logs folder")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let name = files[0]
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .to_string();
+    assert!(
+        name.starts_with("vramwarden.") && name.ends_with(".log"),
+        "{name}"
+    );
+    let text = std::fs::read_to_string(&files[0]).expect("read log");
+    assert!(text.contains("could not open the window"), "{text}");
+    // A record of the `log` crate from eframe or winit, captured through tracing-log.
+    assert!(
+        text.contains("eframe") || text.contains("winit"),
+        "no library log lines: {text}"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&logs).expect("meta").permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
+}
