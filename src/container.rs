@@ -146,10 +146,10 @@ impl Default for Roots {
 
 /// `(namespace, pod, container)` for a pod UID and container id from the pod log folders.
 ///
-/// A pod's folder holds one folder per container name; the kubelet's log file there is a
-/// symlink named after the restart count, and on CRI runtimes the folder `…/<container>/`
-/// sits beside `/var/log/containers/<pod>_<ns>_<container>-<id>.log`. The id is matched
-/// through that link when present; a pod with a single container needs no match.
+/// A pod's folder holds one folder per container name. With one container, that is the
+/// name; with several, the container id is looked up in the kubelet's links beside the pod
+/// folders (`../containers/<pod>_<ns>_<container>-<id>.log`), or in a log link inside the
+/// container folder that names the id (the docker-shim layout).
 pub fn pod_names(
     pod_logs: &Path,
     pod_uid: &str,
@@ -177,21 +177,36 @@ pub fn pod_names(
             .unwrap_or_default();
         let container = match (containers.len(), container_id) {
             (1, _) => containers.into_iter().next(),
-            (_, Some(id)) => containers.into_iter().find(|c| {
-                // A log file in the container's folder is a link whose target names the id
-                // (…/containers/<id>/<id>-json.log or …/<pod>_<ns>_<c>-<id>.log); or a file
-                // `container-id` written by the fixture/other tooling.
-                std::fs::read_dir(e.path().join(c))
-                    .map(|d| {
-                        d.flatten().any(|f| {
-                            std::fs::read_link(f.path())
-                                .is_ok_and(|t| t.to_string_lossy().contains(id))
-                                || std::fs::read_to_string(f.path())
-                                    .is_ok_and(|t| f.file_name() == "container-id" && t.trim() == id)
+            (_, Some(id)) => {
+                // /var/log/containers/<pod>_<ns>_<container>-<id>.log names the container
+                // of each id (CRI runtimes); the docker-shim layout links the log in the
+                // pod folder to …/containers/<id>/<id>-json.log.
+                let prefix = format!("{pod}_{ns}_");
+                let suffix = format!("-{id}.log");
+                let by_link = pod_logs
+                    .parent()
+                    .and_then(|p| std::fs::read_dir(p.join("containers")).ok())
+                    .and_then(|d| {
+                        d.flatten().find_map(|f| {
+                            let n = f.file_name().to_string_lossy().into_owned();
+                            n.strip_prefix(&prefix)
+                                .and_then(|r| r.strip_suffix(&suffix))
+                                .map(str::to_string)
+                        })
+                    });
+                by_link.or_else(|| {
+                    containers.into_iter().find(|c| {
+                        std::fs::read_dir(e.path().join(c)).is_ok_and(|mut d| {
+                            d.any(|f| {
+                                f.ok().is_some_and(|f| {
+                                    std::fs::read_link(f.path())
+                                        .is_ok_and(|t| t.to_string_lossy().contains(id))
+                                })
+                            })
                         })
                     })
-                    .unwrap_or(false)
-            }),
+                })
+            }
             _ => None,
         };
         return Some((ns.to_string(), pod.to_string(), container));

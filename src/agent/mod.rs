@@ -106,13 +106,26 @@ fn failure(m: &Monitor) -> Option<CliError> {
     None
 }
 
-/// Runs the agent until SIGTERM / SIGINT.
+/// A running agent: the sampler thread and the HTTP threads.
+pub struct Agent {
+    server: Arc<tiny_http::Server>,
+    workers: Vec<std::thread::JoinHandle<()>>,
+    /// What the HTTP threads share (the monitor, counters, the engine's command channel).
+    pub state: Arc<AgentState>,
+    /// The address actually bound (port 0 picks a free one).
+    pub addr: SocketAddr,
+}
+
+/// Starts the sampler (on `factory`'s source) and the HTTP threads. `wake` receives a byte on
+/// the first sample and on a source failure.
 ///
 /// # Errors
-/// A broken settings file, an unusable token file, an address that cannot be bound, a GPU
-/// source that cannot be opened (exit code 3 without a driver).
-pub fn run(opts: AgentOptions) -> Result<(), CliError> {
-    use std::os::unix::net::UnixStream;
+/// A broken settings file, an unusable token file, an address that cannot be bound.
+pub fn start(
+    opts: &AgentOptions,
+    factory: crate::sampler::SourceFactory,
+    wake: Option<std::os::unix::net::UnixStream>,
+) -> Result<Agent, CliError> {
     let settings = crate::cli::load_settings(opts.config.as_deref())?;
     let interval = opts
         .interval
@@ -130,38 +143,26 @@ pub fn run(opts: AgentOptions) -> Result<(), CliError> {
     let server = tiny_http::Server::http(opts.listen)
         .map_err(|e| CliError::Failed(format!("cannot listen on {}: {e}", opts.listen)))?;
     let server = Arc::new(server);
-    let bound = server
-        .server_addr()
-        .to_ip()
-        .map_or_else(|| opts.listen.to_string(), |a| a.to_string());
-
-    let (mut wake_rx, wake_tx) = UnixStream::pair()?;
-    let signalled = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // The flag says which wake-up was a signal; the pipe wakes the main thread.
-        signal_hook::flag::register(sig, signalled.clone())?;
-        signal_hook::low_level::pipe::register(sig, wake_tx.try_clone()?)?;
-    }
+    let addr = server.server_addr().to_ip().unwrap_or(opts.listen);
     let shared: SharedMonitor = Arc::new(RwLock::new(Monitor::new(
         interval.as_millis() as u64,
         crate::cli::history_ticks(HISTORY, interval),
     )));
     let stats = Arc::new(stats::AgentStats::default());
-    let notify_tx = wake_tx.try_clone()?;
     let (watched, counted) = (shared.clone(), stats.clone());
     let notify: crate::sampler::Notify = Arc::new(move || {
-        let wake = watched.read().map_or(true, |m| {
+        let wake_now = watched.read().map_or(true, |m| {
             counted.observe(&m);
             m.ticks == 1 || matches!(m.status, SourceStatus::Failed(_))
         });
-        if wake {
-            let _ = std::io::Write::write_all(&mut &notify_tx, b"n");
+        if let (true, Some(w)) = (wake_now, &wake) {
+            let _ = std::io::Write::write_all(&mut &*w, b"n");
         }
     });
     let record = !opts.no_record && settings.sessions.record;
     let sessions_dir = crate::session::default_dir();
     let handle = SamplerHandle::spawn_recording(
-        crate::cli::source_factory(opts.demo),
+        factory,
         interval,
         shared.clone(),
         notify,
@@ -177,7 +178,7 @@ pub fn run(opts: AgentOptions) -> Result<(), CliError> {
         },
     )?;
     let state = Arc::new(AgentState {
-        shared: shared.clone(),
+        shared,
         stats,
         containers: Mutex::new(ContainerResolver::default()),
         token,
@@ -189,8 +190,47 @@ pub fn run(opts: AgentOptions) -> Result<(), CliError> {
         stopping: AtomicBool::new(false),
     });
     let workers = http::serve(server.clone(), state.clone(), http::WORKERS)?;
-    eprintln!("vramwarden agent: listening on http://{bound} (/metrics, /healthz, /api/v1/…)");
+    eprintln!("vramwarden agent: listening on http://{addr} (/metrics, /healthz, /api/v1/…)");
+    Ok(Agent {
+        server,
+        workers,
+        state,
+        addr,
+    })
+}
 
+impl Agent {
+    /// Stops the HTTP threads, then the sampler (closing the session log); false when the
+    /// sampler did not stop within 10 s.
+    pub fn stop(self) -> bool {
+        self.state.stopping.store(true, Ordering::Relaxed);
+        for _ in &self.workers {
+            self.server.unblock();
+        }
+        for w in self.workers {
+            let _ = w.join();
+        }
+        let handle = self.state.sampler.lock().ok().and_then(|mut s| s.take());
+        handle.is_none_or(|h| h.stop(Duration::from_secs(10)))
+    }
+}
+
+/// Runs the agent until SIGTERM / SIGINT.
+///
+/// # Errors
+/// A broken settings file, an unusable token file, an address that cannot be bound, a GPU
+/// source that cannot be opened (exit code 3 without a driver).
+pub fn run(opts: AgentOptions) -> Result<(), CliError> {
+    use std::os::unix::net::UnixStream;
+    let (mut wake_rx, wake_tx) = UnixStream::pair()?;
+    let signalled = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // The flag says which wake-up was a signal; the pipe wakes the main thread.
+        signal_hook::flag::register(sig, signalled.clone())?;
+        signal_hook::low_level::pipe::register(sig, wake_tx.try_clone()?)?;
+    }
+    let agent = start(&opts, crate::cli::source_factory(opts.demo), Some(wake_tx))?;
+    let shared = agent.state.shared.clone();
     let mut byte = [0u8; 16];
     let mut ready = false;
     let result = loop {
@@ -199,26 +239,22 @@ pub fn run(opts: AgentOptions) -> Result<(), CliError> {
                 if signalled.load(Ordering::Relaxed) {
                     break Ok(());
                 }
-                let m = shared.read().map_err(|_| {
-                    CliError::Failed("internal error: the engine thread panicked".into())
-                });
-                match m {
-                    Err(e) => break Err(e),
-                    Ok(m) => {
-                        // Before the first sample a failure ends the agent (no driver: exit 3,
-                        // and systemd's Restart= tries again); later it shows in /healthz.
-                        if !ready {
-                            if let Some(e) = failure(&m) {
-                                break Err(e);
-                            }
-                        }
-                        if !ready && m.ticks > 0 {
-                            ready = true;
-                            drop(m);
-                            sdnotify::notify("READY=1");
-                            eprintln!("vramwarden agent: ready");
-                            continue;
-                        }
+                let Ok(m) = shared.read() else {
+                    break Err(CliError::Failed(
+                        "internal error: the engine thread panicked".into(),
+                    ));
+                };
+                // Before the first sample a failure ends the agent (no driver: exit 3, and
+                // systemd's Restart= tries again); later it shows in /healthz.
+                if !ready {
+                    if let Some(e) = failure(&m) {
+                        break Err(e);
+                    }
+                    if m.ticks > 0 {
+                        ready = true;
+                        drop(m);
+                        sdnotify::notify("READY=1");
+                        eprintln!("vramwarden agent: ready");
                     }
                 }
             }
@@ -228,18 +264,8 @@ pub fn run(opts: AgentOptions) -> Result<(), CliError> {
     };
     sdnotify::notify("STOPPING=1");
     eprintln!("vramwarden agent: stopping");
-    state.stopping.store(true, Ordering::Relaxed);
-    for _ in &workers {
-        server.unblock();
-    }
-    for w in workers {
-        let _ = w.join();
-    }
-    let handle = state.sampler.lock().ok().and_then(|mut s| s.take());
-    if let Some(h) = handle {
-        if !h.stop(Duration::from_secs(10)) {
-            eprintln!("vramwarden agent: the sampler did not stop within 10 s");
-        }
+    if !agent.stop() {
+        eprintln!("vramwarden agent: the sampler did not stop within 10 s");
     }
     if let Ok(m) = shared.read() {
         if let Some(e) = &m.recording.error {
