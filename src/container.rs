@@ -86,8 +86,7 @@ pub fn parse_cgroup(cgroup: &str) -> CgroupFacts {
                 let p = part.trim_end_matches(".slice");
                 if let Some(i) = p.rfind("pod") {
                     let uid = p[i + 3..].replace('_', "-");
-                    if uid.len() == 36 && uid.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
-                    {
+                    if uid.len() == 36 && uid.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {
                         f.pod_uid = Some(uid);
                     }
                 }
@@ -328,6 +327,9 @@ mod tests {
             parse_cgroup("0::/user.slice/user-1000.slice/session-2.scope"),
             CgroupFacts::default()
         );
-        assert_eq!(parse_cgroup("garbage\n::\n0::/docker-xyz.scope"), CgroupFacts::default());
+        assert_eq!(
+            parse_cgroup("garbage\n::\n0::/docker-xyz.scope"),
+            CgroupFacts::default()
+        );
     }
 }

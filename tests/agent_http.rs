@@ -75,7 +75,10 @@ fn metrics_in_both_formats_with_help_and_type_for_every_family() {
     );
     let t = om.text();
     assert!(t.ends_with("# EOF\n"), "{t}");
-    assert!(t.contains("# TYPE vramwarden_sampler_errors counter"), "{t}");
+    assert!(
+        t.contains("# TYPE vramwarden_sampler_errors counter"),
+        "{t}"
+    );
     assert!(t.contains("# TYPE vramwarden_build info"), "{t}");
     assert!(t.contains("\nvramwarden_sampler_errors_total 0\n"), "{t}");
 
@@ -89,8 +92,16 @@ fn the_api_needs_the_token_and_refuses_simulated_processes() {
     for path in ["/api/v1/snapshot", "/api/v1/sessions"] {
         let r = get(a.addr, path);
         assert_eq!(r.status, 401, "{path}");
-        assert!(r.header("WWW-Authenticate").is_some_and(|v| v.starts_with("Bearer")));
-        let r = request(a.addr, "GET", path, &[("Authorization", "Bearer wrong")], b"");
+        assert!(r
+            .header("WWW-Authenticate")
+            .is_some_and(|v| v.starts_with("Bearer")));
+        let r = request(
+            a.addr,
+            "GET",
+            path,
+            &[("Authorization", "Bearer wrong")],
+            b"",
+        );
         assert_eq!(r.status, 401, "{path} with a wrong token");
     }
     let snap = request(
@@ -146,7 +157,10 @@ fn the_api_needs_the_token_and_refuses_simulated_processes() {
         }
     );
     // A start time that does not match is not acted on, whatever the pid.
-    let other = format!(r#"{{"action":"kill","pid":{pid},"start_time":{}}}"#, start + 5000);
+    let other = format!(
+        r#"{{"action":"kill","pid":{pid},"start_time":{}}}"#,
+        start + 5000
+    );
     let r = request(
         a.addr,
         "POST",
@@ -158,7 +172,10 @@ fn the_api_needs_the_token_and_refuses_simulated_processes() {
     // Bad and oversized bodies.
     for (body, status) in [
         (b"{not json".to_vec(), 400),
-        (br#"{"action":"format_disk","pid":1,"start_time":0}"#.to_vec(), 400),
+        (
+            br#"{"action":"format_disk","pid":1,"start_time":0}"#.to_vec(),
+            400,
+        ),
         (vec![b' '; 20_000], 413),
     ] {
         let r = request(
@@ -177,7 +194,13 @@ fn sessions_are_listed_and_downloaded_by_name_only() {
     let a = AgentProc::start("", &[]);
     let auth = a.auth();
     let list = wait_for(Duration::from_secs(20), "a recorded session", || {
-        let r = request(a.addr, "GET", "/api/v1/sessions", &[("Authorization", &auth)], b"");
+        let r = request(
+            a.addr,
+            "GET",
+            "/api/v1/sessions",
+            &[("Authorization", &auth)],
+            b"",
+        );
         let v = r.json();
         v["sessions"]
             .as_array()
@@ -193,7 +216,11 @@ fn sessions_are_listed_and_downloaded_by_name_only() {
         b"",
     );
     assert_eq!(r.status, 200);
-    assert_eq!(&r.body[..2], &[0xA5, 0x57], "a .vwlog starts with its record marker");
+    assert_eq!(
+        &r.body[..2],
+        &[0xA5, 0x57],
+        "a .vwlog starts with its record marker"
+    );
     std::fs::write(a.dir.path().join("secret.vwlog"), b"outside").expect("write");
     for bad in [
         "/api/v1/sessions/../secret.vwlog",
@@ -224,7 +251,8 @@ fn sigterm_stops_cleanly_and_closes_the_log() {
     assert!(status.success(), "{status:?}");
     let said: Vec<String> = a.stderr.try_iter().collect();
     assert!(
-        said.iter().any(|l| l.contains("session log") && l.contains(".vwlog")),
+        said.iter()
+            .any(|l| l.contains("session log") && l.contains(".vwlog")),
         "{said:?}"
     );
 }
@@ -269,7 +297,10 @@ fn stalled_clients_do_not_stop_sampling() {
 // --- in process: a real child process placed on a simulated GPU -------------------------
 
 fn sleeper() -> Child {
-    Command::new("sleep").arg("60").spawn().expect("spawn sleep")
+    Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("spawn sleep")
 }
 
 fn agent_on(child: &Child, config: &str) -> (vramwarden::agent::Agent, tempfile::TempDir) {
@@ -316,7 +347,12 @@ fn agent_on(child: &Child, config: &str) -> (vramwarden::agent::Agent, tempfile:
 fn start_time_of(agent: &vramwarden::agent::Agent, pid: u32) -> i64 {
     wait_for(Duration::from_secs(10), "the child in the snapshot", || {
         let m = agent.state.shared.read().ok()?;
-        m.latest.as_ref()?.processes.iter().find(|p| p.pid == pid).map(|p| p.key().start_time_ms)
+        m.latest
+            .as_ref()?
+            .processes
+            .iter()
+            .find(|p| p.pid == pid)
+            .map(|p| p.key().start_time_ms)
     })
 }
 
@@ -332,7 +368,10 @@ fn a_command_with_the_token_terminates_a_real_child() {
     );
     let r = request(agent.addr, "POST", "/api/v1/command", &[], body.as_bytes());
     assert_eq!(r.status, 401);
-    assert!(child.try_wait().expect("try_wait").is_none(), "refused: still alive");
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "refused: still alive"
+    );
     let auth = format!("Bearer {}", token.trim());
     let r = request(
         agent.addr,
@@ -358,7 +397,10 @@ fn the_agents_own_dry_run_wins_over_the_client() {
     let (agent, dir) = agent_on(&child, "");
     let token = std::fs::read_to_string(dir.path().join("agent.token")).expect("token");
     let start = start_time_of(&agent, child.id());
-    let body = format!(r#"{{"action":"kill","pid":{},"start_time":{start}}}"#, child.id());
+    let body = format!(
+        r#"{{"action":"kill","pid":{},"start_time":{start}}}"#,
+        child.id()
+    );
     let auth = format!("Bearer {}", token.trim());
     let r = request(
         agent.addr,
@@ -370,9 +412,15 @@ fn the_agents_own_dry_run_wins_over_the_client() {
     assert_eq!(r.status, 200, "{}", r.text());
     let v = r.json();
     assert_eq!(v["outcome"], "would_act");
-    assert!(v["detail"].as_str().is_some_and(|d| d.contains("dry run")), "{v}");
+    assert!(
+        v["detail"].as_str().is_some_and(|d| d.contains("dry run")),
+        "{v}"
+    );
     std::thread::sleep(Duration::from_millis(300));
-    assert!(child.try_wait().expect("try_wait").is_none(), "nothing was sent");
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "nothing was sent"
+    );
     let _ = child.kill();
     let _ = child.wait();
     assert!(agent.stop());

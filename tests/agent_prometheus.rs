@@ -75,7 +75,10 @@ fn start_prometheus(target: SocketAddr) -> Prom {
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
     let child = Command::new(PROMETHEUS)
         .arg(format!("--config.file={}", cfg.display()))
-        .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.path().join("data").display()
+        ))
         .arg(format!("--web.listen-address={addr}"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -147,7 +150,10 @@ fn prometheus_scrapes_the_agent_and_every_shipped_expression_evaluates() {
         b"",
     )
     .json();
-    let devices = snap["snapshot"]["devices"].as_array().expect("devices").clone();
+    let devices = snap["snapshot"]["devices"]
+        .as_array()
+        .expect("devices")
+        .clone();
     let host = snap["source"]["host"].as_str().expect("host").to_string();
 
     let totals = wait_for(Duration::from_secs(60), "scraped GPU totals", || {
@@ -176,17 +182,21 @@ fn prometheus_scrapes_the_agent_and_every_shipped_expression_evaluates() {
         let want = d["memory_used_bytes"].as_f64().expect("used");
         let q = format!("vramwarden_gpu_memory_used_bytes{{UUID=\"{uuid}\"}}[60s]");
         let mut values: Vec<f64> = Vec::new();
-        let found = wait_for(Duration::from_secs(10), "the agent's reading in Prometheus", || {
-            let stored = query(&p, &q);
-            values = stored
-                .first()
-                .and_then(|s| s["values"].as_array().cloned())
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|v| v[1].as_str().and_then(|x| x.parse().ok()))
-                .collect();
-            values.contains(&want).then_some(true)
-        });
+        let found = wait_for(
+            Duration::from_secs(10),
+            "the agent's reading in Prometheus",
+            || {
+                let stored = query(&p, &q);
+                values = stored
+                    .first()
+                    .and_then(|s| s["values"].as_array().cloned())
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(|v| v[1].as_str().and_then(|x| x.parse().ok()))
+                    .collect();
+                values.contains(&want).then_some(true)
+            },
+        );
         assert!(found, "{uuid}: {want} not in {values:?}");
     }
     let up = query(&p, "up{job=\"vramwarden\"}");
@@ -249,7 +259,11 @@ fn prometheus_scrapes_the_agent_and_every_shipped_expression_evaluates() {
         .arg(repo("packaging/prometheus/vramwarden-rules.yml"))
         .output()
         .expect("promtool");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let scrape = get(a.addr, "/metrics").body;
     let mut pt = Command::new(PROMTOOL)
         .args(["check", "metrics"])
@@ -258,7 +272,11 @@ fn prometheus_scrapes_the_agent_and_every_shipped_expression_evaluates() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("promtool");
-    pt.stdin.take().expect("stdin").write_all(&scrape).expect("feed promtool");
+    pt.stdin
+        .take()
+        .expect("stdin")
+        .write_all(&scrape)
+        .expect("feed promtool");
     let out = pt.wait_with_output().expect("promtool");
     // promtool parses the whole scrape (a syntax error fails it). Its lint has exactly one
     // complaint, on purpose: dcgm-exporter's camelCase label names (`modelName`, `UUID`,

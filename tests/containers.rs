@@ -21,7 +21,10 @@ fn roots(runtime: &str) -> Roots {
 fn docker_name_from_its_config() {
     let c = resolve(&roots("docker"), 100);
     assert_eq!(c.cgroup.runtime, Some(Runtime::Docker));
-    assert_eq!(c.cgroup.container_id.as_deref(), Some("d0".repeat(32).as_str()));
+    assert_eq!(
+        c.cgroup.container_id.as_deref(),
+        Some("d0".repeat(32).as_str())
+    );
     assert_eq!(c.container.as_deref(), Some("web-frontend"));
     assert_eq!(c.pod, None);
     assert_eq!(c.container_label().as_deref(), Some("web-frontend"));
@@ -85,7 +88,10 @@ fn resolver_caches_by_identity_and_forgets_exited_processes() {
     };
     let a = r.get(k);
     let b = r.get(k);
-    assert!(std::sync::Arc::ptr_eq(&a, &b), "the second lookup is the cached one");
+    assert!(
+        std::sync::Arc::ptr_eq(&a, &b),
+        "the second lookup is the cached one"
+    );
     assert_eq!(r.len(), 1);
     r.retain(&|_| false);
     assert!(r.is_empty());

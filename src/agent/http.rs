@@ -64,7 +64,10 @@ pub fn health(state: &AgentState) -> Reply {
         ),
         Some(t) => Reply::text(
             200,
-            format!("ok: the last sample is {:.1} s old", (now - t).max(0) as f64 / 1000.0),
+            format!(
+                "ok: the last sample is {:.1} s old",
+                (now - t).max(0) as f64 / 1000.0
+            ),
         ),
     }
 }
@@ -82,8 +85,15 @@ fn route(state: &AgentState, rq: &mut Request) -> (Reply, Option<Header>) {
     let get = method == Method::Get || method == Method::Head;
     let unauthorized = || {
         (
-            Reply::error(401, "a bearer token is needed (Authorization: Bearer …, from the agent's token file)"),
-            Header::from_bytes(&b"WWW-Authenticate"[..], &b"Bearer realm=\"vramwarden\""[..]).ok(),
+            Reply::error(
+                401,
+                "a bearer token is needed (Authorization: Bearer …, from the agent's token file)",
+            ),
+            Header::from_bytes(
+                &b"WWW-Authenticate"[..],
+                &b"Bearer realm=\"vramwarden\""[..],
+            )
+            .ok(),
         )
     };
     let authed = || super::token::authorized(header(rq, "Authorization"), &state.token);
@@ -92,7 +102,10 @@ fn route(state: &AgentState, rq: &mut Request) -> (Reply, Option<Header>) {
             let format = Format::negotiate(header(rq, "Accept"));
             let body = {
                 let Ok(m) = state.shared.read() else {
-                    return (Reply::text(500, "internal error: the engine thread panicked"), None);
+                    return (
+                        Reply::text(500, "internal error: the engine thread panicked"),
+                        None,
+                    );
                 };
                 let mut containers = state.containers.lock().ok();
                 metrics::render(

@@ -95,7 +95,9 @@ impl Out {
             (Format::OpenMetrics, Kind::Counter) => {
                 (name.strip_suffix("_total").unwrap_or(name), "counter")
             }
-            (Format::OpenMetrics, Kind::Info) => (name.strip_suffix("_info").unwrap_or(name), "info"),
+            (Format::OpenMetrics, Kind::Info) => {
+                (name.strip_suffix("_info").unwrap_or(name), "info")
+            }
             (_, Kind::Counter) => (name, "counter"),
             (_, _) => (name, "gauge"),
         };
@@ -136,7 +138,11 @@ pub struct Context<'a> {
     pub now_ms: i64,
 }
 
-fn gpu_labels<'a>(d: &'a DeviceSample, idx: &'a str, host: &'a str) -> [(&'static str, &'a str); 5] {
+fn gpu_labels<'a>(
+    d: &'a DeviceSample,
+    idx: &'a str,
+    host: &'a str,
+) -> [(&'static str, &'a str); 5] {
     [
         ("gpu", idx),
         ("UUID", d.uuid.as_str()),
@@ -173,13 +179,41 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
 
     type Get = fn(&DeviceSample) -> Option<f64>;
     let gauges: [(&str, &str, Get); 7] = [
-        ("vramwarden_gpu_memory_used_bytes", "GPU memory allocated by contexts, in bytes.", |d| d.memory_used_bytes.map(|v| v as f64)),
-        ("vramwarden_gpu_memory_reserved_bytes", "GPU memory the driver reserves for itself, in bytes.", |d| d.memory_reserved_bytes.map(|v| v as f64)),
-        ("vramwarden_gpu_memory_free_bytes", "GPU memory nobody holds, in bytes.", |d| d.memory_free_bytes.map(|v| v as f64)),
-        ("vramwarden_gpu_memory_total_bytes", "Installed GPU memory, in bytes.", |d| d.memory_total_bytes.map(|v| v as f64)),
-        ("vramwarden_gpu_utilization_ratio", "Fraction of time a kernel ran over the last sample period (0-1).", |d| d.utilization_gpu_pct.map(|v| f64::from(v) / 100.0)),
-        ("vramwarden_gpu_temperature_celsius", "GPU core temperature in degrees Celsius.", |d| d.temperature_c.map(f64::from)),
-        ("vramwarden_gpu_power_watts", "GPU board power draw in watts.", |d| d.power_w),
+        (
+            "vramwarden_gpu_memory_used_bytes",
+            "GPU memory allocated by contexts, in bytes.",
+            |d| d.memory_used_bytes.map(|v| v as f64),
+        ),
+        (
+            "vramwarden_gpu_memory_reserved_bytes",
+            "GPU memory the driver reserves for itself, in bytes.",
+            |d| d.memory_reserved_bytes.map(|v| v as f64),
+        ),
+        (
+            "vramwarden_gpu_memory_free_bytes",
+            "GPU memory nobody holds, in bytes.",
+            |d| d.memory_free_bytes.map(|v| v as f64),
+        ),
+        (
+            "vramwarden_gpu_memory_total_bytes",
+            "Installed GPU memory, in bytes.",
+            |d| d.memory_total_bytes.map(|v| v as f64),
+        ),
+        (
+            "vramwarden_gpu_utilization_ratio",
+            "Fraction of time a kernel ran over the last sample period (0-1).",
+            |d| d.utilization_gpu_pct.map(|v| f64::from(v) / 100.0),
+        ),
+        (
+            "vramwarden_gpu_temperature_celsius",
+            "GPU core temperature in degrees Celsius.",
+            |d| d.temperature_c.map(f64::from),
+        ),
+        (
+            "vramwarden_gpu_power_watts",
+            "GPU board power draw in watts.",
+            |d| d.power_w,
+        ),
     ];
     for (name, help, get) in gauges {
         o.family(name, Kind::Gauge, help);
@@ -217,7 +251,11 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
     );
     for (d, i) in snap.devices.iter().zip(&idx) {
         if let Some(s) = gpu_time_to_full_s(m, d) {
-            o.sample("vramwarden_gpu_time_to_full_seconds", &gpu_labels(d, i, host), s);
+            o.sample(
+                "vramwarden_gpu_time_to_full_seconds",
+                &gpu_labels(d, i, host),
+                s,
+            );
         }
     }
 
@@ -231,8 +269,11 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
             LeakKey::Ghost(_) => None,
         })
         .collect();
-    let mut procs: Vec<&crate::model::ProcessSample> =
-        snap.processes.iter().filter(|p| p.used_bytes.is_some()).collect();
+    let mut procs: Vec<&crate::model::ProcessSample> = snap
+        .processes
+        .iter()
+        .filter(|p| p.used_bytes.is_some())
+        .collect();
     procs.sort_unstable_by(|a, b| b.used_bytes.cmp(&a.used_bytes).then(a.pid.cmp(&b.pid)));
     let mut chosen: Vec<&crate::model::ProcessSample> = Vec::with_capacity(ctx.max_processes);
     for (i, p) in procs.iter().enumerate() {
@@ -318,7 +359,12 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
         "1 while the process's GPU memory is flagged as a suspected leak, else 0.",
     );
     for r in &rows {
-        emit(&mut o, "vramwarden_process_leak", r, f64::from(u8::from(r.leak.is_some())));
+        emit(
+            &mut o,
+            "vramwarden_process_leak",
+            r,
+            f64::from(u8::from(r.leak.is_some())),
+        );
     }
     o.family(
         "vramwarden_process_leak_rate_bytes_per_second",
@@ -343,7 +389,12 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
     for r in &rows {
         if let (Some(rate), Some(free)) = (r.leak, r.free) {
             if let Some(min) = crate::leak::time_to_full_min(free as f64 / MIB as f64, rate) {
-                emit(&mut o, "vramwarden_process_time_to_full_seconds", r, min * 60.0);
+                emit(
+                    &mut o,
+                    "vramwarden_process_time_to_full_seconds",
+                    r,
+                    min * 60.0,
+                );
             }
         }
     }
@@ -395,7 +446,10 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
         &[
             ("version", env!("CARGO_PKG_VERSION")),
             ("source", &src.kind),
-            ("driver_version", src.driver_version.as_deref().unwrap_or("")),
+            (
+                "driver_version",
+                src.driver_version.as_deref().unwrap_or(""),
+            ),
             ("Hostname", host),
         ],
         1.0,
@@ -446,9 +500,135 @@ mod tests {
     fn negotiation() {
         assert_eq!(Format::negotiate(None), Format::Text);
         assert_eq!(
-            Format::negotiate(Some("application/openmetrics-text;version=1.0.0,text/plain;q=0.5")),
+            Format::negotiate(Some(
+                "application/openmetrics-text;version=1.0.0,text/plain;q=0.5"
+            )),
             Format::OpenMetrics
         );
         assert_eq!(Format::negotiate(Some("text/plain")), Format::Text);
+    }
+
+    fn monitor() -> Monitor {
+        use crate::model::{DeviceSample, Origin, ProcInfo, ProcessSample, Snapshot, GIB};
+        let dev = |i: u32| DeviceSample {
+            index: i,
+            uuid: format!("GPU-{i}"),
+            name: "Test GPU".into(),
+            memory_total_bytes: Some(80 * GIB),
+            memory_used_bytes: Some(10 * GIB),
+            memory_reserved_bytes: Some(GIB / 2),
+            memory_free_bytes: Some(60 * GIB),
+            ..DeviceSample::default()
+        };
+        let proc_ = |pid: u32, gib: u64, name: &str| ProcessSample {
+            pid,
+            device_index: 0,
+            used_bytes: Some(gib * GIB),
+            info: Some(std::sync::Arc::new(ProcInfo {
+                name: name.into(),
+                user: "alice".into(),
+                start_time_ms: 1000 + i64::from(pid),
+                ..ProcInfo::default()
+            })),
+            origin: Origin::Simulated,
+            ..ProcessSample::default()
+        };
+        let mut m = Monitor::new(1000, 10);
+        m.apply(
+            Snapshot {
+                taken_at_ms: 5000,
+                devices: vec![dev(0), dev(1)],
+                processes: vec![
+                    proc_(10, 4, "big"),
+                    proc_(11, 3, "we\"ird\nname"),
+                    proc_(12, 1, "small-leaker"),
+                ],
+            },
+            5000,
+        );
+        m.leaks.push(crate::monitor::LeakRecord {
+            key: LeakKey::Process((
+                crate::model::ProcessKey {
+                    pid: 12,
+                    start_time_ms: 1012,
+                },
+                0,
+            )),
+            info: crate::session::LeakInfo {
+                pid: 12,
+                start_time_ms: 1012,
+                device_index: 0,
+                name: "small-leaker".into(),
+                user: "alice".into(),
+                ghost: false,
+                since_ms: 1000,
+                rate_mib_per_min: 1024.0,
+            },
+            flagged_ms: 2000,
+            ended_ms: None,
+            grown_mib: 0.0,
+            peak_mib: 0.0,
+            session: None,
+        });
+        m
+    }
+
+    #[test]
+    fn bounded_processes_keep_leakers_and_forecast_per_gpu() {
+        let m = monitor();
+        let stats = AgentStats::default();
+        let text = render(
+            &m,
+            Context {
+                stats: &stats,
+                containers: None,
+                max_processes: 1,
+                now_ms: 6500,
+            },
+            Format::Text,
+        );
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("vramwarden_process_gpu_memory_bytes{"))
+            .collect();
+        // The largest process, and the leaking one beyond the bound; not the middle one.
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].contains("name=\"big\"") && lines[0].ends_with(" 4294967296"));
+        assert!(lines[1].contains("name=\"small-leaker\""));
+        assert!(text.contains("pid=\"12\",name=\"small-leaker\",user=\"alice\",container=\"\",pod=\"\",gpu=\"0\",UUID=\"GPU-0\"} 1\n"));
+        // 1 GiB/min on 60 GiB free: 60 minutes, for the process and for its GPU; GPU 1 has none.
+        assert!(text.contains("vramwarden_process_time_to_full_seconds{pid=\"12\""));
+        assert!(text.contains("vramwarden_gpu_time_to_full_seconds{gpu=\"0\",UUID=\"GPU-0\",pci_bus_id=\"\",modelName=\"Test GPU\",Hostname=\"\"} 3600\n"), "{text}");
+        assert!(!text.contains("vramwarden_gpu_time_to_full_seconds{gpu=\"1\""));
+        assert!(text.contains("vramwarden_process_leak_rate_bytes_per_second{pid=\"12\""));
+        // Unattributed: 10 GiB used − 8 GiB of processes on GPU 0; all 10 GiB on GPU 1.
+        assert!(text.contains("vramwarden_gpu_memory_unattributed_bytes{gpu=\"0\",UUID=\"GPU-0\",pci_bus_id=\"\",modelName=\"Test GPU\",Hostname=\"\"} 2147483648\n"));
+        assert!(text.contains("{gpu=\"1\",UUID=\"GPU-1\",pci_bus_id=\"\",modelName=\"Test GPU\",Hostname=\"\"} 10737418240\n"));
+        assert!(text.contains("vramwarden_sample_age_seconds 1.5\n"));
+        assert!(!text.contains("# EOF"));
+    }
+
+    #[test]
+    fn escaped_names_and_openmetrics_counters() {
+        let m = monitor();
+        let stats = AgentStats::default();
+        let text = render(
+            &m,
+            Context {
+                stats: &stats,
+                containers: None,
+                max_processes: 10,
+                now_ms: 6000,
+            },
+            Format::OpenMetrics,
+        );
+        assert!(text.contains("name=\"we\\\"ird\\nname\""), "{text}");
+        assert!(text.contains("# TYPE vramwarden_cleanup_actions counter\n"));
+        assert!(text.contains("# TYPE vramwarden_build info\n"));
+        assert!(text.ends_with("# EOF\n"));
+        // No raw newline inside a sample line: every line is a comment or `name{…} value`.
+        for l in text.lines().filter(|l| !l.starts_with('#')) {
+            assert!(l.starts_with("vramwarden_"), "{l:?}");
+        }
     }
 }

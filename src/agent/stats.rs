@@ -70,7 +70,11 @@ impl AgentStats {
         };
         for a in acts.iter().skip(start) {
             *c.by_label
-                .entry((a.rule.clone(), action_kind(&a.action), outcome_label(a.outcome)))
+                .entry((
+                    a.rule.clone(),
+                    action_kind(&a.action),
+                    outcome_label(a.outcome),
+                ))
                 .or_insert(0) += 1;
         }
         c.last_seen = acts.back().cloned();
@@ -82,5 +86,49 @@ impl AgentStats {
             .lock()
             .map(|c| c.by_label.iter().map(|(k, v)| (k.clone(), *v)).collect())
             .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::eval::Target;
+
+    fn act(ms: i64, outcome: Outcome) -> Activity {
+        Activity {
+            unix_ms: ms,
+            rule: "r".into(),
+            target: Target::Device(0),
+            action: "terminate (SIGKILL after 10 s)".into(),
+            outcome,
+            detail: String::new(),
+        }
+    }
+
+    #[test]
+    fn counts_each_entry_once_and_failed_samples() {
+        let s = AgentStats::default();
+        let mut m = Monitor::new(1000, 10);
+        m.activity.push_back(act(1, Outcome::Acted));
+        s.observe(&m);
+        s.observe(&m);
+        m.activity.push_back(act(2, Outcome::Skipped));
+        m.activity.push_back(act(3, Outcome::Acted));
+        s.observe(&m);
+        // The oldest scrolls out of the bounded list: nothing is counted twice.
+        m.activity.pop_front();
+        s.observe(&m);
+        let got = s.actions();
+        assert_eq!(
+            got,
+            vec![
+                (("r".into(), "terminate".into(), "acted"), 2),
+                (("r".into(), "terminate".into(), "skipped"), 1),
+            ]
+        );
+        assert_eq!(s.sampler_errors.load(Ordering::Relaxed), 0);
+        m.last_error = Some("driver hiccup".into());
+        s.observe(&m);
+        assert_eq!(s.sampler_errors.load(Ordering::Relaxed), 1);
     }
 }

@@ -70,7 +70,10 @@ pub fn load_or_create(path: &Path) -> Result<(String, bool), String> {
                 .map_err(|e| format!("{}: cannot write the token: {e}", path.display()))?;
             Ok((token, true))
         }
-        Err(e) => Err(format!("{}: cannot read the token file: {e}", path.display())),
+        Err(e) => Err(format!(
+            "{}: cannot read the token file: {e}",
+            path.display()
+        )),
     }
 }
 

@@ -40,7 +40,8 @@ pub fn request(
     body: &[u8],
 ) -> Http {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(15))).expect("timeout");
+    s.set_read_timeout(Some(Duration::from_secs(15)))
+        .expect("timeout");
     let mut req = format!("{method} {path} HTTP/1.0\r\nHost: {addr}\r\n");
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
