@@ -337,8 +337,63 @@ fn bench_rules(c: &mut Criterion) {
     });
 }
 
+/// One `/metrics` scrape (text format) of the agent with 8 GPUs × 200 processes (and a
+/// 1 600-process worst case, every series emitted), with leaks flagged.
+fn bench_scrape(c: &mut Criterion) {
+    use vramwarden::agent::metrics::{render, Context, Format};
+    use vramwarden::agent::stats::AgentStats;
+    use vramwarden::container::ContainerResolver;
+    for procs in [200u32, 1600] {
+        let sim = SimSource::fleet(T0, 8, procs);
+        let mut m = Monitor::new(1000, 600);
+        let mut w = vramwarden::leak_watch::LeakWatch::default();
+        for i in 0..600 {
+            let s = sim.at(T0 + i * 1000);
+            let t = s.taken_at_ms;
+            for e in w.observe(&s) {
+                vramwarden::leak_watch::record_event(&mut m, &e, None);
+            }
+            m.apply(s, t);
+        }
+        w.refresh(&mut m);
+        let stats = AgentStats::default();
+        let mut containers = ContainerResolver::default();
+        let text = render(
+            &m,
+            Context {
+                stats: &stats,
+                containers: Some(&mut containers),
+                max_processes: procs as usize,
+                now_ms: T0 + 600_000,
+            },
+            Format::Text,
+        );
+        eprintln!(
+            "scrape 8 GPUs × {procs} processes: {} bytes, {} lines, {} leaking",
+            text.len(),
+            text.lines().count(),
+            m.leaks.iter().filter(|l| l.ended_ms.is_none()).count()
+        );
+        c.bench_function(&format!("scrape_metrics_8gpu_{procs}proc"), |b| {
+            b.iter(|| {
+                black_box(render(
+                    &m,
+                    Context {
+                        stats: &stats,
+                        containers: Some(&mut containers),
+                        max_processes: procs as usize,
+                        now_ms: T0 + 600_000,
+                    },
+                    Format::Text,
+                ))
+            })
+        });
+    }
+}
+
 criterion_group!(
     benches,
+    bench_scrape,
     bench_history,
     bench_ui,
     bench_session,

@@ -114,6 +114,26 @@ pub enum Command {
     },
     /// Print the man page (roff) to standard output; read it with `vramwarden man | man -l -`.
     Man,
+    /// Run the engine without a window and serve Prometheus metrics and an API over HTTP,
+    /// until SIGTERM / SIGINT (for GPU servers; see packaging/systemd).
+    Agent {
+        /// Address to listen on (loopback by default; port 0 picks a free one).
+        #[arg(long, default_value = crate::agent::DEFAULT_LISTEN)]
+        listen: std::net::SocketAddr,
+        /// Do not record session logs.
+        #[arg(long)]
+        no_record: bool,
+        /// The API's bearer token file (created 0600 with a random token when missing;
+        /// default: agent.token beside the settings file).
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        /// Most per-process series in /metrics (the largest by memory; leaking ones always).
+        #[arg(long, default_value_t = crate::agent::metrics::DEFAULT_MAX_PROCESSES)]
+        max_processes: usize,
+        /// Remote commands may act on other users' processes (acting on them still needs root).
+        #[arg(long)]
+        remote_other_users: bool,
+    },
     /// Run the sampler without a window for a while and report its own CPU use.
     #[command(hide = true)]
     Monitor {

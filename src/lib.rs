@@ -7,8 +7,10 @@ Data flows one way: [`source`] → [`sampler`] → [`monitor`] (history, process
 The UI never calls NVML.
 */
 
+pub mod agent;
 pub mod cli;
 pub mod cli_docs;
+pub mod container;
 pub mod engine;
 pub mod format;
 pub mod history;

@@ -85,6 +85,25 @@ fn main() -> ExitCode {
             args.config.as_deref(),
             &mut stdout,
         ),
+        Some(Command::Agent {
+            listen,
+            no_record,
+            token_file,
+            max_processes,
+            remote_other_users,
+        }) => {
+            drop(stdout);
+            vramwarden::agent::run(vramwarden::agent::AgentOptions {
+                demo: args.demo,
+                interval: args.interval,
+                config: args.config.clone(),
+                listen,
+                no_record: no_record || args.no_record,
+                token_file,
+                max_processes,
+                remote_other_users,
+            })
+        }
         Some(Command::Rules {
             what: cli::RulesCommand::Check,
         }) => cli::rules_check(args.config.as_deref(), &mut stdout),

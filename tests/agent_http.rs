@@ -1,0 +1,427 @@
+//! `vramwarden agent` over HTTP: /metrics in both formats, /healthz, the token-guarded API,
+//! sessions, commands on simulated and real processes, a clean stop on SIGTERM.
+
+#[path = "agent_support/mod.rs"]
+mod agent_support;
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use agent_support::{get, request, wait_for, AgentProc, ACTING};
+use vramwarden::source::sim::{Script, SimDevice, SimProcess, SimSource};
+
+#[test]
+fn metrics_in_both_formats_with_help_and_type_for_every_family() {
+    let a = AgentProc::start("", &["--no-record"]);
+    let h = get(a.addr, "/healthz");
+    assert_eq!(h.status, 200, "{}", h.text());
+    assert!(h.text().starts_with("ok"), "{}", h.text());
+    assert_eq!(get(a.addr, "/-/ready").status, 200);
+
+    let m = get(a.addr, "/metrics");
+    assert_eq!(m.status, 200);
+    assert_eq!(
+        m.header("Content-Type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    let text = m.text();
+    let mut typed = HashSet::new();
+    let mut helped = HashSet::new();
+    for line in text.lines() {
+        if let Some(r) = line.strip_prefix("# TYPE ") {
+            typed.insert(r.split(' ').next().unwrap_or("").to_string());
+        } else if let Some(r) = line.strip_prefix("# HELP ") {
+            helped.insert(r.split(' ').next().unwrap_or("").to_string());
+        } else {
+            let name = line.split(['{', ' ']).next().unwrap_or("");
+            assert!(typed.contains(name), "{name} has no TYPE line before it");
+            assert!(helped.contains(name), "{name} has no HELP line");
+        }
+    }
+    for needed in [
+        "vramwarden_gpu_memory_used_bytes{gpu=\"0\",UUID=\"GPU-",
+        "vramwarden_gpu_memory_reserved_bytes{",
+        "vramwarden_gpu_memory_free_bytes{",
+        "vramwarden_gpu_memory_total_bytes{",
+        "modelName=\"Simulated H200\"",
+        "vramwarden_gpu_utilization_ratio{",
+        "vramwarden_gpu_temperature_celsius{",
+        "vramwarden_gpu_power_watts{",
+        "vramwarden_process_gpu_memory_bytes{pid=\"",
+        "vramwarden_process_leak{",
+        "vramwarden_gpu_memory_unattributed_bytes{",
+        "vramwarden_sampler_errors_total 0",
+        "vramwarden_sample_age_seconds ",
+        "vramwarden_scrape_duration_seconds ",
+        "vramwarden_build_info{version=\"",
+    ] {
+        assert!(text.contains(needed), "{needed} missing from\n{text}");
+    }
+    // The demo's container id shows (short) as the container label.
+    assert!(text.contains("container=\"4f2a9c1e7b3d\""), "{text}");
+
+    let om = request(
+        a.addr,
+        "GET",
+        "/metrics",
+        &[("Accept", "application/openmetrics-text; version=1.0.0")],
+        b"",
+    );
+    assert_eq!(
+        om.header("Content-Type"),
+        Some("application/openmetrics-text; version=1.0.0; charset=utf-8")
+    );
+    let t = om.text();
+    assert!(t.ends_with("# EOF\n"), "{t}");
+    assert!(
+        t.contains("# TYPE vramwarden_sampler_errors counter"),
+        "{t}"
+    );
+    assert!(t.contains("# TYPE vramwarden_build info"), "{t}");
+    assert!(t.contains("\nvramwarden_sampler_errors_total 0\n"), "{t}");
+
+    assert_eq!(get(a.addr, "/nope").status, 404);
+    assert_eq!(request(a.addr, "POST", "/metrics", &[], b"").status, 405);
+}
+
+#[test]
+fn the_api_needs_the_token_and_refuses_simulated_processes() {
+    let a = AgentProc::start(ACTING, &["--no-record"]);
+    for path in ["/api/v1/snapshot", "/api/v1/sessions"] {
+        let r = get(a.addr, path);
+        assert_eq!(r.status, 401, "{path}");
+        assert!(r
+            .header("WWW-Authenticate")
+            .is_some_and(|v| v.starts_with("Bearer")));
+        let r = request(
+            a.addr,
+            "GET",
+            path,
+            &[("Authorization", "Bearer wrong")],
+            b"",
+        );
+        assert_eq!(r.status, 401, "{path} with a wrong token");
+    }
+    let snap = request(
+        a.addr,
+        "GET",
+        "/api/v1/snapshot",
+        &[("Authorization", &a.auth())],
+        b"",
+    );
+    assert_eq!(snap.status, 200, "{}", snap.text());
+    let v = snap.json();
+    assert_eq!(v["snapshot"]["devices"].as_array().map(Vec::len), Some(2));
+    assert_eq!(v["status"]["state"], "running");
+    let p = &v["snapshot"]["processes"][0];
+    let pid = p["pid"].as_u64().expect("pid");
+    let start = p["info"]["start_time_ms"].as_i64().expect("start time");
+    let body = format!(r#"{{"action":"terminate","pid":{pid},"start_time":{start}}}"#);
+
+    let r = request(a.addr, "POST", "/api/v1/command", &[], body.as_bytes());
+    assert_eq!(r.status, 401, "no token");
+    let wrong = format!("Bearer {}x", a.token);
+    let r = request(
+        a.addr,
+        "POST",
+        "/api/v1/command",
+        &[("Authorization", &wrong)],
+        body.as_bytes(),
+    );
+    assert_eq!(r.status, 401, "a wrong token");
+    let r = request(
+        a.addr,
+        "POST",
+        "/api/v1/command",
+        &[("Authorization", &a.auth())],
+        body.as_bytes(),
+    );
+    assert_eq!(r.status, 403, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["outcome"], "skipped");
+    assert_eq!(v["detail"], "simulated process: nothing was sent");
+    // The refusal is counted.
+    let m = get(a.addr, "/metrics").text();
+    assert!(
+        m.contains(
+            "vramwarden_cleanup_actions_total{rule=\"manual\",action=\"terminate\",outcome=\"skipped\"} 1"
+        ) || {
+            // Counted after the next tick.
+            wait_for(Duration::from_secs(5), "the action counter", || {
+                get(a.addr, "/metrics").text().contains(
+                    "vramwarden_cleanup_actions_total{rule=\"manual\",action=\"terminate\",outcome=\"skipped\"} 1",
+                ).then_some(true)
+            })
+        }
+    );
+    // A start time that does not match is not acted on, whatever the pid.
+    let other = format!(
+        r#"{{"action":"kill","pid":{pid},"start_time":{}}}"#,
+        start + 5000
+    );
+    let r = request(
+        a.addr,
+        "POST",
+        "/api/v1/command",
+        &[("Authorization", &a.auth())],
+        other.as_bytes(),
+    );
+    assert_eq!(r.status, 404, "{}", r.text());
+    // Bad and oversized bodies.
+    for (body, status) in [
+        (b"{not json".to_vec(), 400),
+        (
+            br#"{"action":"format_disk","pid":1,"start_time":0}"#.to_vec(),
+            400,
+        ),
+        (vec![b' '; 20_000], 413),
+    ] {
+        let r = request(
+            a.addr,
+            "POST",
+            "/api/v1/command",
+            &[("Authorization", &a.auth())],
+            &body,
+        );
+        assert_eq!(r.status, status, "{}", r.text());
+    }
+}
+
+#[test]
+fn sessions_are_listed_and_downloaded_by_name_only() {
+    let a = AgentProc::start("", &[]);
+    let auth = a.auth();
+    let list = wait_for(Duration::from_secs(20), "a recorded session", || {
+        let r = request(
+            a.addr,
+            "GET",
+            "/api/v1/sessions",
+            &[("Authorization", &auth)],
+            b"",
+        );
+        let v = r.json();
+        v["sessions"]
+            .as_array()
+            .filter(|s| !s.is_empty())
+            .map(|s| s[0]["name"].as_str().unwrap_or("").to_string())
+    });
+    assert!(list.ends_with(".vwlog"), "{list}");
+    let r = request(
+        a.addr,
+        "GET",
+        &format!("/api/v1/sessions/{list}"),
+        &[("Authorization", &auth)],
+        b"",
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        &r.body[..2],
+        &[0xA5, 0x57],
+        "a .vwlog starts with its record marker"
+    );
+    std::fs::write(a.dir.path().join("secret.vwlog"), b"outside").expect("write");
+    for bad in [
+        "/api/v1/sessions/../secret.vwlog",
+        "/api/v1/sessions/..%2Fsecret.vwlog",
+        "/api/v1/sessions/%2e%2e%2fsecret.vwlog",
+        "/api/v1/sessions/config.toml",
+        "/api/v1/sessions/missing.vwlog",
+    ] {
+        let r = request(a.addr, "GET", bad, &[("Authorization", &auth)], b"");
+        assert!(
+            r.status == 400 || r.status == 404,
+            "{bad}: {} {}",
+            r.status,
+            r.text()
+        );
+        assert_ne!(r.body, b"outside");
+    }
+}
+
+#[test]
+fn sigterm_stops_cleanly_and_closes_the_log() {
+    let mut a = AgentProc::start("", &[]);
+    // SAFETY: a signal to our own child.
+    assert_eq!(unsafe { libc::kill(a.child.id() as i32, libc::SIGTERM) }, 0);
+    let status = wait_for(Duration::from_secs(20), "the agent to exit", || {
+        a.child.try_wait().ok().flatten()
+    });
+    assert!(status.success(), "{status:?}");
+    let said: Vec<String> = a.stderr.try_iter().collect();
+    assert!(
+        said.iter()
+            .any(|l| l.contains("session log") && l.contains(".vwlog")),
+        "{said:?}"
+    );
+}
+
+/// Stalled clients never delay sampling (it runs on its own thread), and the agent keeps
+/// answering. (tiny_http 0.12 has no read timeout, and its connection pool can queue the one
+/// request that arrives right behind a burst of new connections until a thread frees up, so
+/// a single request may stall; the next ones are answered: the test retries with a short
+/// timeout, and the README lists this limit.)
+#[test]
+fn stalled_clients_do_not_stop_sampling() {
+    let mut child = sleeper();
+    let (agent, _dir) = agent_on(&child, "");
+    let ticks = || agent.state.shared.read().map(|m| m.ticks).unwrap_or(0);
+    let stalled: Vec<std::net::TcpStream> = (0..8)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(agent.addr).expect("connect");
+            s.write_all(b"POST /api/v1/command HTTP/1.1\r\nContent-Length: 100\r\n\r\n{")
+                .expect("write");
+            s
+        })
+        .collect();
+    let t0 = ticks();
+    wait_for(Duration::from_secs(5), "3 more samples", || {
+        (ticks() >= t0 + 3).then_some(())
+    });
+    let ok = wait_for(Duration::from_secs(10), "a /healthz answer", || {
+        let mut s = std::net::TcpStream::connect(agent.addr).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+        s.write_all(b"GET /healthz HTTP/1.0\r\n\r\n").ok()?;
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut s, &mut out).ok()?;
+        Some(out)
+    });
+    assert!(ok.starts_with("HTTP/1.0 200"), "{ok}");
+    drop(stalled);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(agent.stop());
+}
+
+// --- in process: a real child process placed on a simulated GPU -------------------------
+
+fn sleeper() -> Child {
+    Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("spawn sleep")
+}
+
+fn agent_on(child: &Child, config: &str) -> (vramwarden::agent::Agent, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("config.toml");
+    std::fs::write(&cfg, config).expect("config");
+    let pid = child.id();
+    let factory: vramwarden::sampler::SourceFactory = Box::new(move || {
+        let mut s = SimSource::empty(
+            vramwarden::sampler::now_ms() - 60_000,
+            vec![SimDevice {
+                name: "Sim GPU".into(),
+                total_mib: 81_920,
+                reserved_mib: 500,
+                ghost_mib: 0,
+            }],
+        );
+        s.add(SimProcess {
+            pid,
+            device_index: 0,
+            info: None,
+            script: Script::Idle { mib: 1024 },
+            start_s: 0.0,
+            restart_every_s: None,
+            life_s: f64::INFINITY,
+            busy_pct: 0,
+        });
+        Ok(Box::new(s) as Box<dyn vramwarden::source::GpuSource>)
+    });
+    let opts = vramwarden::agent::AgentOptions {
+        demo: true,
+        interval: Some(Duration::from_millis(200)),
+        config: Some(cfg),
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        no_record: true,
+        token_file: Some(dir.path().join("agent.token")),
+        max_processes: 200,
+        remote_other_users: false,
+    };
+    let agent = vramwarden::agent::start(&opts, factory, None).expect("start the agent");
+    (agent, dir)
+}
+
+fn start_time_of(agent: &vramwarden::agent::Agent, pid: u32) -> i64 {
+    wait_for(Duration::from_secs(10), "the child in the snapshot", || {
+        let m = agent.state.shared.read().ok()?;
+        m.latest
+            .as_ref()?
+            .processes
+            .iter()
+            .find(|p| p.pid == pid)
+            .map(|p| p.key().start_time_ms)
+    })
+}
+
+#[test]
+fn a_command_with_the_token_terminates_a_real_child() {
+    let mut child = sleeper();
+    let (agent, dir) = agent_on(&child, ACTING);
+    let token = std::fs::read_to_string(dir.path().join("agent.token")).expect("token");
+    let start = start_time_of(&agent, child.id());
+    let body = format!(
+        r#"{{"action":"terminate","pid":{},"start_time":{start},"grace_seconds":5}}"#,
+        child.id()
+    );
+    let r = request(agent.addr, "POST", "/api/v1/command", &[], body.as_bytes());
+    assert_eq!(r.status, 401);
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "refused: still alive"
+    );
+    let auth = format!("Bearer {}", token.trim());
+    let r = request(
+        agent.addr,
+        "POST",
+        "/api/v1/command",
+        &[("Authorization", &auth)],
+        body.as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["outcome"], "acted", "{}", r.text());
+    let status = wait_for(Duration::from_secs(5), "the child to die", || {
+        child.try_wait().ok().flatten()
+    });
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGTERM));
+    assert!(agent.stop());
+}
+
+#[test]
+fn the_agents_own_dry_run_wins_over_the_client() {
+    let mut child = sleeper();
+    // Default settings: the global dry run is on.
+    let (agent, dir) = agent_on(&child, "");
+    let token = std::fs::read_to_string(dir.path().join("agent.token")).expect("token");
+    let start = start_time_of(&agent, child.id());
+    let body = format!(
+        r#"{{"action":"kill","pid":{},"start_time":{start}}}"#,
+        child.id()
+    );
+    let auth = format!("Bearer {}", token.trim());
+    let r = request(
+        agent.addr,
+        "POST",
+        "/api/v1/command",
+        &[("Authorization", &auth)],
+        body.as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["outcome"], "would_act");
+    assert!(
+        v["detail"].as_str().is_some_and(|d| d.contains("dry run")),
+        "{v}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "nothing was sent"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(agent.stop());
+}
