@@ -130,6 +130,8 @@ pub struct Engine {
     leaks: crate::leak_watch::LeakWatch,
     ooms: crate::oom_watch::OomWatch,
     usage: crate::proc_usage::ProcUsage,
+    /// The PyTorch companions' poller, started with the first live process.
+    torch: Option<crate::torch::Watch>,
     notify_leaks: bool,
     notify_rules: bool,
     rules: Vec<crate::rules::eval::CompiledRule>,
@@ -177,6 +179,7 @@ impl Engine {
             leaks: crate::leak_watch::LeakWatch::default(),
             ooms: crate::oom_watch::OomWatch::default(),
             usage: crate::proc_usage::ProcUsage::default(),
+            torch: None,
             notify_leaks: false,
             notify_rules: false,
             rules: Vec::new(),
@@ -509,6 +512,7 @@ impl Engine {
         self.carry_stale(&mut snap);
         enrich(&mut snap, &mut self.procs);
         self.usage.sample(&mut snap);
+        self.attach_torch(&mut snap);
         let mut error = None;
         let now = snap.taken_at_ms;
         if self.record != RecordTo::Off && !self.paused {
@@ -627,6 +631,43 @@ impl Engine {
             m.apply(snap, received_ms);
             m.last_active = self.rule_state.last_active();
             m.recording = recording;
+        }
+    }
+
+    /// PyTorch's figures for live processes whose companion answers (read from the poller's
+    /// map: no socket I/O on the tick), matched to the GPU by uuid, or by being its only one.
+    fn attach_torch(&mut self, snap: &mut Snapshot) {
+        use crate::model::Origin;
+        if !snap.processes.iter().any(|p| p.origin == Origin::Live) {
+            return;
+        }
+        if self.torch.is_none() {
+            self.torch =
+                crate::torch::Watch::spawn(Vec::new(), std::time::Duration::from_secs(1)).ok();
+        }
+        let Some(w) = &self.torch else { return };
+        for p in snap
+            .processes
+            .iter_mut()
+            .filter(|p| p.origin == Origin::Live)
+        {
+            let Some(f) = w.get(p.pid, p.key().start_time_ms) else {
+                continue;
+            };
+            let uuid = snap
+                .devices
+                .iter()
+                .find(|d| d.index == p.device_index)
+                .map(|d| d.uuid.as_str());
+            let dev = f
+                .devices
+                .iter()
+                .find(|d| d.uuid.is_some() && d.uuid.as_deref() == uuid)
+                .or_else(|| (f.devices.len() == 1).then(|| &f.devices[0]));
+            p.torch = dev.map(|d| crate::model::TorchMem {
+                allocated_bytes: d.allocated_bytes,
+                reserved_bytes: d.reserved_bytes,
+            });
         }
     }
 

@@ -891,6 +891,7 @@ impl<'t> AppsReader<'t> {
             stale: false,
             cpu_pct: None,
             rss_bytes: None,
+            torch: None,
         };
         self.ticks.entry(ts).or_default().add(p, id, row.line)
     }

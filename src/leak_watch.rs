@@ -100,7 +100,11 @@ impl LeakWatch {
                 unread.push(key);
                 continue;
             }
-            let Some(used) = p.used_bytes else { continue };
+            // Where PyTorch's companion answers, the memory its tensors hold is judged: a
+            // cache that swells is cache, not a leak.
+            let Some(used) = p.torch.map(|t| t.allocated_bytes).or(p.used_bytes) else {
+                continue;
+            };
             let make = || {
                 let i = p.info.as_deref();
                 LeakInfo {

@@ -98,6 +98,25 @@ pub struct ProcessSample {
     /// Host memory (resident set), bytes (live processes only).
     #[serde(default)]
     pub rss_bytes: Option<u64>,
+    /// PyTorch's own figures for this process on this GPU, where its companion answers.
+    #[serde(default)]
+    pub torch: Option<TorchMem>,
+}
+
+/// What PyTorch's caching allocator says about a process on one GPU (from its companion).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TorchMem {
+    /// Bytes in live tensors.
+    pub allocated_bytes: u64,
+    /// Bytes the allocator holds from the driver (allocated + cache).
+    pub reserved_bytes: u64,
+}
+
+impl TorchMem {
+    /// The cache `empty_cache()` could give back: reserved − allocated.
+    pub fn releasable_bytes(&self) -> u64 {
+        self.reserved_bytes.saturating_sub(self.allocated_bytes)
+    }
 }
 
 /// Where a process in a snapshot lives. Actions (signals, commands) reach only

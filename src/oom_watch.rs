@@ -32,6 +32,8 @@ struct Held {
     user: String,
     /// (time, bytes), oldest first, spanning a little more than a minute.
     recent: VecDeque<(UnixMs, u64)>,
+    /// Releasable cache at the last sample, where a companion reported it.
+    releasable: Option<u64>,
 }
 
 /// Watches for processes that leave nearly full GPUs.
@@ -147,8 +149,10 @@ impl OomWatch {
                         name: i.map_or_else(|| "?".to_string(), |i| i.name.clone()),
                         user: i.map_or_else(String::new, |i| i.user.clone()),
                         recent: VecDeque::new(),
+                        releasable: None,
                     }
                 });
+            h.releasable = p.torch.map(|t| t.releasable_bytes());
             if let Some(u) = p.used_bytes {
                 h.recent.push_back((now, u));
             }
@@ -177,7 +181,7 @@ fn holder(h: &Held) -> OomHolder {
         user: h.user.clone(),
         mib: last,
         grown_1m_mib,
-        releasable_mib: None,
+        releasable_mib: h.releasable.map(mib),
     }
 }
 

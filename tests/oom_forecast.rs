@@ -87,3 +87,40 @@ fn a_leak_forecasts_its_gpu_full_and_a_rule_can_act_on_it() {
         .is_some());
     assert!(json["devices"][1]["time_to_full_seconds"].is_null());
 }
+
+/// Where PyTorch's companion reports a process's allocator, the leak watch judges the memory
+/// its tensors hold: a caching allocator that swells (NVML's figure grows 1 GiB/min) while the
+/// tensors stay put is no leak; tensors that grow are. (The figures are set on the samples as
+/// the engine sets them from the companion; the companion itself is tested in
+/// tests/torch_companion.rs.)
+#[test]
+fn with_allocator_figures_cache_growth_is_not_a_leak_but_tensor_growth_is() {
+    use vramwarden::model::TorchMem;
+    let run = |tensors_grow: bool| {
+        let mut watch = LeakWatch::default();
+        let mut flagged = false;
+        for t in 0..300i64 {
+            let reserved = 4 * GIB + (t as u64) * 1024 * MIB / 60;
+            let allocated = if tensors_grow {
+                2 * GIB + (t as u64) * 512 * MIB / 60
+            } else {
+                2 * GIB
+            };
+            let mut s = snap(-1000);
+            s.taken_at_ms = 1_700_000_000_000 + t * 1000;
+            s.processes.truncate(1);
+            s.processes[0].used_bytes = Some(reserved);
+            s.processes[0].torch = Some(TorchMem {
+                allocated_bytes: allocated,
+                reserved_bytes: reserved,
+            });
+            flagged |= watch
+                .observe(&s)
+                .iter()
+                .any(|e| matches!(e, vramwarden::session::Event::LeakStarted { .. }));
+        }
+        flagged
+    };
+    assert!(!run(false), "the cache swelled, the tensors did not");
+    assert!(run(true), "the tensors grew");
+}

@@ -608,6 +608,7 @@ impl SessionData {
                     stale: false,
                     cpu_pct: None,
                     rss_bytes: None,
+                    torch: None,
                 }
             })
             .collect();

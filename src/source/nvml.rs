@@ -365,6 +365,7 @@ pub(crate) fn merge_processes(
                     stale: false,
                     cpu_pct: None,
                     rss_bytes: None,
+                    torch: None,
                 });
         }
     }

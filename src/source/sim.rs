@@ -379,6 +379,7 @@ impl SimSource {
                 stale: false,
                 cpu_pct: None,
                 rss_bytes: None,
+                torch: None,
             });
         }
         let devices = self

@@ -92,7 +92,8 @@ fn poll_once(dirs: &[PathBuf], clients: &mut HashMap<u32, (PathBuf, Client)>) ->
 }
 
 impl Watch {
-    /// Starts polling the companions in `dirs` every `interval` (first poll at once).
+    /// Starts polling the companions in `dirs` every `interval` (first poll at once). With no
+    /// `dirs`, [`all_runtime_dirs`] is read again at every poll.
     ///
     /// # Errors
     /// When the thread cannot be started.
@@ -105,7 +106,16 @@ impl Watch {
             .spawn(move || {
                 let mut clients = HashMap::new();
                 while !sp.load(Ordering::Relaxed) {
-                    let mut fresh = poll_once(&dirs, &mut clients);
+                    // No folders given: the companions' folders, looked for again each poll
+                    // (they appear when the first companion starts).
+                    let found;
+                    let scan = if dirs.is_empty() {
+                        found = all_runtime_dirs();
+                        &found
+                    } else {
+                        &dirs
+                    };
+                    let mut fresh = poll_once(scan, &mut clients);
                     if let Ok(mut s) = st.lock() {
                         fresh.polls = s.polls + 1;
                         *s = fresh;
