@@ -34,6 +34,14 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
          window's log files to its logs/ folder.",
     ),
     (
+        "VRAMWARDEN_NVML_LIB",
+        "Load NVML from this file instead of libnvidia-ml.so.1 from the linker's path.",
+    ),
+    (
+        "VRAMWARDEN_DEMO_FLEET",
+        "With --demo, simulate a server instead: GPUSxPROCESSES, e.g. 8x200.",
+    ),
+    (
         "RUST_LOG",
         "Which diagnostics are logged, e.g. debug, or vramwarden=debug,wgpu=warn (default: info \
          for vramwarden, warn for the libraries).",

@@ -123,7 +123,14 @@ impl NvmlSource {
     /// [`SourceError::Unavailable`] with a sentence a user can act on when the library is missing
     /// or the driver refuses to initialise.
     pub fn new() -> Result<Self, SourceError> {
-        let nvml = Nvml::init().map_err(|e| SourceError::Unavailable(explain_init_error(&e)))?;
+        // `VRAMWARDEN_NVML_LIB` loads NVML from another path (a driver outside the linker's
+        // path; tests name a missing one to see the no-driver path on any machine).
+        let lib = std::env::var_os("VRAMWARDEN_NVML_LIB");
+        let nvml = match &lib {
+            Some(path) => Nvml::builder().lib_path(path).init(),
+            None => Nvml::init(),
+        }
+        .map_err(|e| SourceError::Unavailable(explain_init_error(&e)))?;
         let count = nvml
             .device_count()
             .map_err(|e| SourceError::Unavailable(format!("NVML could not count GPUs: {e}")))?;
