@@ -13,6 +13,18 @@ fn pct(part: u64, total: u64) -> String {
     format!("{:.1} %", 100.0 * part as f64 / total as f64)
 }
 
+/// The forecast on the memory bar: bytes used after [`widgets::FORECAST_HORIZON_MIN`] at the
+/// rate the GPU's leaks grow (its free memory over its time to full).
+fn projected_used(d: &crate::model::DeviceSample) -> Option<u64> {
+    let s = d.time_to_full_s.filter(|s| *s > 0.0)?;
+    let rate = d.memory_free_bytes.unwrap_or(0) as f64 / s; // bytes per second
+    Some(
+        d.memory_used_bytes
+            .unwrap_or(0)
+            .saturating_add((rate * widgets::FORECAST_HORIZON_MIN * 60.0) as u64),
+    )
+}
+
 /// More GPUs than this get the compact overview: one row per GPU.
 pub const COMPACT_ABOVE: usize = 3;
 
@@ -52,10 +64,7 @@ fn compact(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
                         ui.label(RichText::new(format!("{util} · {temp}")).weak());
                     });
                 });
-                let projected = d.time_to_full_s.filter(|s| *s > 0.0).map(|s| {
-                    let free = d.memory_free_bytes.unwrap_or(0) as f64;
-                    used.saturating_add((free / s * widgets::FORECAST_HORIZON_MIN * 60.0) as u64)
-                });
+                let projected = projected_used(d);
                 widgets::memory_bar(
                     ui,
                     total,
@@ -127,11 +136,7 @@ pub fn cards(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
                     pct(free, total),
                     units.bytes(total)
                 );
-                // The forecast: what is used in 10 minutes at the leaks' summed rate.
-                let projected = d.time_to_full_s.filter(|s| *s > 0.0).map(|s| {
-                    let rate = free as f64 / s; // bytes per second
-                    used.saturating_add((rate * widgets::FORECAST_HORIZON_MIN * 60.0) as u64)
-                });
+                let projected = projected_used(d);
                 let hover = match d.time_to_full_s {
                     Some(s) => format!(
                         "{hover}\n\nAt the rate its leaks grow, GPU {} is full in ~{}.\nThe orange band is the growth over the next {} minutes.",
