@@ -111,11 +111,11 @@ impl OomWatch {
             Event::OomSuspected { device_index, .. } => *device_index,
             _ => 0,
         });
-        self.remember(snap);
+        self.remember(snap, &present);
         events
     }
 
-    fn remember(&mut self, snap: &Snapshot) {
+    fn remember(&mut self, snap: &Snapshot, present: &HashSet<ProcSeriesKey>) {
         let now = snap.taken_at_ms;
         for d in &snap.devices {
             let f = self.fill.entry(d.index).or_default();
@@ -131,11 +131,6 @@ impl OomWatch {
                 f.pop_front();
             }
         }
-        let present: HashSet<ProcSeriesKey> = snap
-            .processes
-            .iter()
-            .map(|p| (p.key(), p.device_index))
-            .collect();
         self.held.retain(|k, _| present.contains(k));
         for p in &snap.processes {
             let h = self
