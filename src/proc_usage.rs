@@ -115,6 +115,23 @@ mod tests {
             .spawn()
             .expect("spawn");
         let pid = child.id();
+        // Wait until the shell has replaced the spawned copy (its RSS reads 0 while exec
+        // builds the new address space; seen on CI).
+        let started = std::time::Instant::now();
+        let execed = || {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sh")
+                && std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .ok()
+                    .and_then(|s| parse_stat_usage(&s))
+                    .is_some_and(|(_, rss)| rss > 0)
+        };
+        while !execed() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(10),
+                "the child never showed a resident set"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let mut u = ProcUsage::default();
         let mut reader = crate::procinfo::ProcReader::default();
         let snap = |t: UnixMs, r: &mut crate::procinfo::ProcReader| Snapshot {
