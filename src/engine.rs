@@ -667,6 +667,11 @@ impl Engine {
             p.torch = dev.map(|d| crate::model::TorchMem {
                 allocated_bytes: d.allocated_bytes,
                 reserved_bytes: d.reserved_bytes,
+                inactive_split_bytes: d.inactive_split_bytes,
+                alloc_retries: d.num_alloc_retries,
+                ooms: d.num_ooms,
+                memory_fraction: d.memory_fraction,
+                expandable_segments: f.expandable_segments,
             });
         }
     }

@@ -104,12 +104,27 @@ pub struct ProcessSample {
 }
 
 /// What PyTorch's caching allocator says about a process on one GPU (from its companion).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct TorchMem {
     /// Bytes in live tensors.
     pub allocated_bytes: u64,
     /// Bytes the allocator holds from the driver (allocated + cache).
     pub reserved_bytes: u64,
+    /// Free bytes inside split blocks, which `empty_cache()` cannot give back (fragmentation).
+    #[serde(default)]
+    pub inactive_split_bytes: u64,
+    /// Allocations that failed, flushed the cache and were retried (a sign of fragmentation).
+    #[serde(default)]
+    pub alloc_retries: u64,
+    /// Out-of-memory errors PyTorch raised in this process.
+    #[serde(default)]
+    pub ooms: u64,
+    /// The per-process memory fraction, when one is set (0 … 1).
+    #[serde(default)]
+    pub memory_fraction: Option<f64>,
+    /// Whether `expandable_segments` is on (None: not configured).
+    #[serde(default)]
+    pub expandable_segments: Option<bool>,
 }
 
 impl TorchMem {

@@ -113,6 +113,7 @@ fn with_allocator_figures_cache_growth_is_not_a_leak_but_tensor_growth_is() {
             s.processes[0].torch = Some(TorchMem {
                 allocated_bytes: allocated,
                 reserved_bytes: reserved,
+                ..Default::default()
             });
             flagged |= watch
                 .observe(&s)
