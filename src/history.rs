@@ -286,6 +286,17 @@ pub struct History {
     /// Per device: utilisation (%), temperature (°C), power (W), on the same ticks.
     metrics: Vec<[Series; 3]>,
     processes: HashMap<ProcSeriesKey, Series>,
+    /// PyTorch's allocated and reserved memory of the processes whose companion answers.
+    torch: HashMap<ProcSeriesKey, [Series; 2]>,
+}
+
+/// Which of PyTorch's figures a torch series holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TorchFigure {
+    /// Memory in live tensors.
+    Allocated,
+    /// Memory the caching allocator holds (tensors + cache).
+    Reserved,
 }
 
 /// A device reading besides memory, kept over time.
@@ -413,6 +424,7 @@ impl History {
             ghosts: Vec::new(),
             metrics: Vec::new(),
             processes: HashMap::new(),
+            torch: HashMap::new(),
         }
     }
 
@@ -433,6 +445,7 @@ impl History {
             ghosts,
             metrics,
             processes,
+            torch: HashMap::new(),
         }
     }
 
@@ -463,6 +476,11 @@ impl History {
                 .entry((p.key(), p.device_index))
                 .or_default()
                 .push(tick, to_mib(p.used_bytes));
+            if let Some(t) = p.torch {
+                let [a, r] = self.torch.entry((p.key(), p.device_index)).or_default();
+                a.push(tick, to_mib(Some(t.allocated_bytes)));
+                r.push(tick, to_mib(Some(t.reserved_bytes)));
+            }
         }
         if self.times.len() > self.capacity {
             let drop = self.times.len() - self.capacity;
@@ -487,6 +505,10 @@ impl History {
         self.processes.retain(|_, s| {
             s.evict_before(base);
             !s.is_empty()
+        });
+        self.torch.retain(|_, s| {
+            s.iter_mut().for_each(|s| s.evict_before(base));
+            !s[0].is_empty()
         });
     }
 
@@ -544,6 +566,14 @@ impl History {
     /// The series of one process on one GPU.
     pub fn process(&self, key: &ProcSeriesKey) -> Option<&Series> {
         self.processes.get(key)
+    }
+
+    /// PyTorch's allocated or reserved memory of a process, where its companion answered.
+    pub fn torch(&self, key: &ProcSeriesKey, figure: TorchFigure) -> Option<&Series> {
+        self.torch.get(key).map(|s| match figure {
+            TorchFigure::Allocated => &s[0],
+            TorchFigure::Reserved => &s[1],
+        })
     }
 
     /// Every process series key.
@@ -637,6 +667,15 @@ impl History {
                 .processes
                 .values()
                 .map(|s| s.heap_bytes() + std::mem::size_of::<(ProcSeriesKey, Series)>())
+                .sum::<usize>()
+            + self
+                .torch
+                .values()
+                .map(|[a, r]| {
+                    a.heap_bytes()
+                        + r.heap_bytes()
+                        + std::mem::size_of::<(ProcSeriesKey, [Series; 2])>()
+                })
                 .sum::<usize>()
     }
 }

@@ -827,6 +827,7 @@ impl SessionData {
                 cpu_pct: None,
                 rss_bytes: None,
                 color_slot: 0,
+                torch: None,
                 recent: VecDeque::new(),
             });
             processes.insert(key, st.series);

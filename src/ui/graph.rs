@@ -64,6 +64,9 @@ pub enum LineKind {
     Unattributed,
     /// The GPU's used memory.
     Total,
+    /// Another figure of the series drawn (PyTorch's allocated and reserved memory in a
+    /// process's graph).
+    Figure,
 }
 
 /// One drawn line.
@@ -912,13 +915,39 @@ pub fn process_graph(
     };
     let color = widgets::process_color(m.row(&key).map_or(0, |r| r.color_slot), dark);
     let lines = cache.get(ck, || {
-        vec![GraphLine::new(
+        let mut lines = vec![GraphLine::new(
             "GPU memory".into(),
             LineKind::Process(key),
             color,
             h.decimate(series, from, to, width),
             true,
-        )]
+        )];
+        // Where its PyTorch companion answered: what the allocator holds and what its
+        // tensors use, over the driver's figure.
+        use crate::history::TorchFigure;
+        for (figure, name, c) in [
+            (
+                TorchFigure::Reserved,
+                "Reserved (PyTorch)",
+                widgets::TORCH_RESERVED,
+            ),
+            (
+                TorchFigure::Allocated,
+                "Allocated (PyTorch)",
+                widgets::TORCH_ALLOCATED,
+            ),
+        ] {
+            if let Some(s) = h.torch(&key, figure) {
+                lines.push(GraphLine::new(
+                    name.into(),
+                    LineKind::Figure,
+                    c,
+                    h.decimate(s, from, to, width),
+                    false,
+                ));
+            }
+        }
+        lines
     });
     draw_plot(
         ui,
