@@ -728,7 +728,7 @@ impl SessionData {
         let mut times: VecDeque<UnixMs> = VecDeque::with_capacity(self.samples.len());
         let mut devices: Vec<Series> = Vec::new();
         let mut ghosts: Vec<Series> = Vec::new();
-        let mut metrics: Vec<[Series; 3]> = Vec::new();
+        let mut metrics: Vec<crate::history::MetricSeries> = Vec::new();
         let mut by_id: IdTable<Stats> = IdTable::default();
         let mut owned: Vec<u64> = Vec::new();
         let mut last_decoded = None;

@@ -457,6 +457,11 @@ impl SimSource {
                     utilization_gpu_pct: Some(util),
                     temperature_c: Some(34 + util / 2),
                     power_w: Some(f64::from(70_000 + util * 5_800) / 1000.0),
+                    power_limit_w: Some(700.0),
+                    // Boost clocks under load, idle clocks without.
+                    sm_clock_mhz: Some(if util == 0 { 345 } else { 1980 - util }),
+                    mem_clock_mhz: Some(if util == 0 { 1593 } else { 3201 }),
+                    fan_pct: if i == 0 { None } else { Some(30 + util / 2) },
                     process_list_error: None,
                     time_to_full_s: None,
                 }
