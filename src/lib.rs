@@ -17,6 +17,7 @@ pub mod history;
 pub mod import;
 pub mod leak;
 pub mod leak_watch;
+pub mod link;
 pub mod logging;
 pub mod model;
 pub mod monitor;

@@ -736,7 +736,10 @@ fn terminate_click_reaches_a_real_process_through_the_real_engine() {
     let label = pid.to_string();
     let t = Instant::now();
     while h.query_by_label(&label).is_none() {
-        assert!(t.elapsed() < Duration::from_secs(10), "the process never showed");
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the process never showed"
+        );
         std::thread::sleep(Duration::from_millis(20));
         h.run();
     }
@@ -767,7 +770,10 @@ fn terminate_click_reaches_a_real_process_through_the_real_engine() {
     );
     // The window reports what happened, in the detail pane.
     let t = Instant::now();
-    while h.query_by_label_contains("sent SIGTERM to sh (PID").is_none() {
+    while h
+        .query_by_label_contains("sent SIGTERM to sh (PID")
+        .is_none()
+    {
         assert!(t.elapsed() < Duration::from_secs(5), "no result shown");
         std::thread::sleep(Duration::from_millis(20));
         h.run();

@@ -35,6 +35,8 @@ pub struct UiState {
     pub hidden_columns: Vec<SortColumn>,
     /// Show utilisation, temperature and power under the memory graph.
     pub show_metrics: bool,
+    /// Agents connected to before (File → Connect to host…), newest first.
+    pub hosts: Vec<super::connect::SavedHost>,
 }
 
 /// The panes under the graph.
@@ -60,6 +62,7 @@ impl Default for UiState {
             fit_y: false,
             hidden_columns: Vec::new(),
             show_metrics: true,
+            hosts: Vec::new(),
         }
     }
 }
@@ -106,6 +109,12 @@ pub struct VramApp {
     replaying: bool,
     /// A source switch waiting for the user's confirmation (true: the demo).
     switch_source: Option<bool>,
+    /// File → Connect to host….
+    pub connect: super::connect::ConnectUi,
+    /// Whether this computer showed the demo before the window was attached to an agent.
+    local_demo: bool,
+    /// A host chosen in the selector this frame (`None` inside: this computer).
+    host_pick: Option<Option<usize>>,
 }
 
 impl VramApp {
@@ -146,6 +155,9 @@ impl VramApp {
             confirm: None,
             manual_request: None,
             replaying: false,
+            connect: super::connect::ConnectUi::default(),
+            host_pick: None,
+            local_demo: false,
         }
     }
 
@@ -240,6 +252,7 @@ impl VramApp {
                 ));
             }
         }
+        let health = self.backend.health();
         let shared = self.backend.shared.clone();
         let Ok(live) = shared.read() else {
             ui.label("internal error: the monitor lock is poisoned");
@@ -259,12 +272,35 @@ impl VramApp {
                 });
             });
         }
+        if let crate::link::LinkHealth::Disconnected {
+            url,
+            since_ms,
+            error,
+        } = &health
+        {
+            egui::Panel::top("link-banner").show(ui, |ui| {
+                ui.horizontal_wrapped(|ui| {
+                    ui.label(
+                        RichText::new(format!(
+                            "⚠ Disconnected from {url} — retrying ({})",
+                            format::duration(self.now() - since_ms)
+                        ))
+                        .color(widgets::WARN)
+                        .strong(),
+                    );
+                    ui.label(RichText::new(error.as_str()).weak());
+                    if ui.button("Back to this computer").clicked() {
+                        cmd.retry = true;
+                    }
+                });
+            });
+        }
         if let Some(v) = view.as_mut() {
             session_bar(ui, v, &mut cmd);
         }
         egui::Panel::bottom("status").show(ui, |ui| match view.as_ref() {
             Some(v) => session_status(ui, v),
-            None => status_bar(ui, &live, self.now()),
+            None => status_bar(ui, &live, self.now(), &health),
         });
         match view.as_mut() {
             Some(v) => {
@@ -291,7 +327,27 @@ impl VramApp {
                     }
                     None => {
                         egui::CentralPanel::default().show(ui, |ui| {
-                            empty_state(ui, &live, &mut cmd.start_demo, &mut cmd.retry);
+                            if self.backend.remote.is_some() {
+                                ui.vertical_centered(|ui| {
+                                    ui.add_space(ui.available_height() * 0.25);
+                                    ui.heading(format!(
+                                        "Connecting to {}…",
+                                        self.backend.remote.as_deref().unwrap_or("")
+                                    ));
+                                    if let crate::link::LinkHealth::Disconnected { error, .. } =
+                                        &health
+                                    {
+                                        ui.label(
+                                            RichText::new(error.as_str()).color(widgets::WARN),
+                                        );
+                                    }
+                                    if ui.button("Back to this computer").clicked() {
+                                        cmd.retry = true;
+                                    }
+                                });
+                            } else {
+                                empty_state(ui, &live, &mut cmd.start_demo, &mut cmd.retry);
+                            }
                         });
                     }
                 }
@@ -364,8 +420,24 @@ impl VramApp {
                 SessionAction::BackToLive => cmd.back_to_live = true,
             }
         }
+        let connect_req = self.connect.window(&ctx);
         let interval_ms = live.interval_ms;
         drop(live);
+        if let Some(req) = connect_req {
+            self.attach(&req);
+        }
+        if let Some(pick) = self.host_pick.take() {
+            match pick.and_then(|i| self.state.hosts.get(i).cloned()) {
+                Some(h) if !h.token_file.is_empty() => {
+                    self.attach(&super::connect::ConnectRequest {
+                        host: h,
+                        token: String::new(),
+                    });
+                }
+                Some(h) => self.connect.show(Some(&h)),
+                None => cmd.retry = true,
+            }
+        }
         self.view = view;
         if cmd.back_to_live {
             self.view = None;
@@ -438,8 +510,10 @@ impl VramApp {
             self.selected = None;
         } else if cmd.retry {
             self.view = None;
-            self.backend
-                .restart(crate::cli::source_factory(false), false);
+            // Back from an agent: this computer's source as it was before (the demo when no
+            // driver was in use).
+            let demo = self.backend.remote.is_some() && self.local_demo;
+            self.backend.restart(crate::cli::source_factory(demo), demo);
             self.selected = None;
         }
         // Frames come from input and from new samples (the sampler asks for one per sample).
@@ -451,6 +525,65 @@ impl VramApp {
             let interval = interval_ms.max(100);
             ui.request_repaint_after(std::time::Duration::from_millis(3 * interval + 50));
         }
+    }
+
+    /// Opens the link for `req`; on success the host joins the saved list (first), on failure
+    /// the connect window shows why.
+    fn attach(&mut self, req: &super::connect::ConnectRequest) {
+        if self.backend.remote.is_none() {
+            self.local_demo = self.backend.demo;
+        }
+        match self.backend.connect(req) {
+            Ok(()) => {
+                self.state.hosts.retain(|h| h != &req.host);
+                self.state.hosts.insert(0, req.host.clone());
+                self.state.hosts.truncate(20);
+                self.connect.open = false;
+                self.view = None;
+                self.selected = None;
+                self.graph.free_range = None;
+                self.invalidate_caches();
+            }
+            Err(e) => {
+                self.connect.show(Some(&req.host));
+                self.connect.error = Some(e);
+            }
+        }
+    }
+
+    /// "Host: …" above the GPU cards: this computer or a saved agent.
+    fn host_selector(&mut self, ui: &mut Ui) {
+        let current = self
+            .backend
+            .remote
+            .clone()
+            .unwrap_or_else(|| "This computer".into());
+        ui.horizontal(|ui| {
+            let label = ui.label("Host");
+            egui::ComboBox::from_id_salt("host-selector")
+                .selected_text(current.trim_start_matches("http://"))
+                .width(ui.available_width() - 8.0)
+                .show_ui(ui, |ui| {
+                    if ui
+                        .selectable_label(self.backend.remote.is_none(), "This computer")
+                        .clicked()
+                    {
+                        self.host_pick = Some(None);
+                    }
+                    for (i, h) in self.state.hosts.iter().enumerate() {
+                        if ui.selectable_label(false, h.label()).clicked() {
+                            self.host_pick = Some(Some(i));
+                        }
+                    }
+                    ui.separator();
+                    if ui.selectable_label(false, "Connect to host…").clicked() {
+                        self.connect.show(None);
+                    }
+                })
+                .response
+                .labelled_by(label.id);
+        });
+        ui.add_space(4.0);
     }
 
     fn menu(&mut self, ui: &mut Ui, live: &Monitor, viewing: bool, cmd: &mut Commands) {
@@ -472,6 +605,18 @@ impl VramApp {
                         self.sessions.export_open = true;
                         ui.close();
                     }
+                    ui.separator();
+                    if ui.button("Connect to host…").clicked() {
+                        self.connect.show(None);
+                        ui.close();
+                    }
+                    if self.backend.remote.is_some()
+                        && ui.button("Disconnect (back to this computer)").clicked()
+                    {
+                        cmd.retry = true;
+                        ui.close();
+                    }
+                    ui.separator();
                     if ui.button("Quit").clicked() {
                         ui.send_viewport_cmd(egui::ViewportCommand::Close);
                     }
@@ -605,6 +750,9 @@ impl VramApp {
             .default_size(340.0)
             .min_size(260.0)
             .show(ui, |ui| {
+                if !self.state.hosts.is_empty() || self.backend.remote.is_some() {
+                    self.host_selector(ui);
+                }
                 egui::ScrollArea::vertical().show(ui, |ui| {
                     overview::cards(ui, snap, self.state.units, &mut self.selected_gpu);
                 });
@@ -918,8 +1066,20 @@ fn session_status(ui: &mut Ui, v: &SessionView) {
     });
 }
 
-fn status_bar(ui: &mut Ui, m: &Monitor, now: UnixMs) {
+fn status_bar(ui: &mut Ui, m: &Monitor, now: UnixMs, link: &crate::link::LinkHealth) {
     ui.horizontal(|ui| {
+        match link {
+            crate::link::LinkHealth::Local => {}
+            crate::link::LinkHealth::Connected { url, .. } => {
+                ui.label(RichText::new(format!("Agent {url} · connected")).strong())
+                    .on_hover_text("This window shows an agent's engine: actions are sent to it and it applies its own policy");
+                ui.separator();
+            }
+            crate::link::LinkHealth::Disconnected { url, .. } => {
+                ui.label(RichText::new(format!("Agent {url} · disconnected — retrying")).color(widgets::WARN).strong());
+                ui.separator();
+            }
+        }
         let src = m.source.as_ref();
         match src {
             Some(s) => {

@@ -2,6 +2,7 @@
 //! touches session files or signals processes itself.
 
 pub mod app;
+pub mod connect;
 pub mod graph;
 pub mod leaks;
 pub mod overview;
@@ -46,7 +47,12 @@ pub struct GuiOptions {
 pub struct Backend {
     /// The state the UI draws.
     pub shared: SharedMonitor,
-    handle: Option<SamplerHandle>,
+    /// The engine it talks to: this process's sampler, or an agent over HTTP.
+    link: Option<Box<dyn crate::link::EngineLink>>,
+    /// The agent's address while the window is attached to one.
+    pub remote: Option<String>,
+    /// The `ssh -N -L` tunnel to it, when connected over SSH.
+    tunnel: Option<std::process::Child>,
     /// Whether the simulated GPUs are shown.
     pub demo: bool,
     interval: Duration,
@@ -102,13 +108,31 @@ impl Backend {
         b
     }
 
+    /// A window attached to the agent at `url` from the start (`--connect`).
+    ///
+    /// # Errors
+    /// A malformed address or no thread.
+    pub fn attach(
+        url: &str,
+        token: String,
+        history_ticks: usize,
+        ctx: &egui::Context,
+    ) -> Result<Self, String> {
+        let mut b = Self::detached(Monitor::new(1000, history_ticks), false);
+        b.repaint = Some(ctx.clone());
+        b.connect_remote(url, token)?;
+        Ok(b)
+    }
+
     /// A backend over a monitor that something else fills (tests, replays): no thread.
     pub fn detached(monitor: Monitor, demo: bool) -> Self {
         let interval = Duration::from_millis(monitor.interval_ms);
         let history_ticks = monitor.history.capacity();
         Self {
             shared: Arc::new(RwLock::new(monitor)),
-            handle: None,
+            link: None,
+            remote: None,
+            tunnel: None,
             demo,
             interval,
             history_ticks,
@@ -142,7 +166,7 @@ impl Backend {
                 },
             },
         ) {
-            Ok(h) => self.handle = Some(h),
+            Ok(h) => self.link = Some(Box::new(h)),
             Err(e) => {
                 if let Ok(mut m) = self.shared.write() {
                     m.status = crate::monitor::SourceStatus::Failed(format!(
@@ -161,20 +185,148 @@ impl Backend {
 
     /// Sends a request to the engine on the sampler thread.
     pub fn send(&self, c: crate::engine::EngineCommand) {
-        if let Some(h) = &self.handle {
-            h.send(c);
+        if let Some(l) = &self.link {
+            l.send(c);
         }
+    }
+
+    /// How the link to the engine is doing (local, or an agent connected or lost).
+    pub fn health(&mut self) -> crate::link::LinkHealth {
+        let h = self
+            .link
+            .as_ref()
+            .map_or(crate::link::LinkHealth::Local, |l| l.health());
+        // A tunnel that ended says why (a refused key, an unknown host).
+        if let (crate::link::LinkHealth::Disconnected { url, since_ms, .. }, Some(t)) =
+            (&h, self.tunnel.as_mut())
+        {
+            if let Ok(Some(status)) = t.try_wait() {
+                let mut err = String::new();
+                if let Some(mut e) = t.stderr.take() {
+                    use std::io::Read;
+                    let _ = (&mut e).take(2000).read_to_string(&mut err);
+                }
+                return crate::link::LinkHealth::Disconnected {
+                    url: url.clone(),
+                    since_ms: *since_ms,
+                    error: format!("ssh ended ({status}): {}", err.trim()),
+                };
+            }
+        }
+        h
+    }
+
+    /// Attaches the window to the host in `req`: reads the token (typed, or from its file),
+    /// starts the SSH tunnel when asked, and opens the link.
+    ///
+    /// # Errors
+    /// A sentence for the connect window; the window stays as it was.
+    pub fn connect(&mut self, req: &connect::ConnectRequest) -> Result<(), String> {
+        connect::validate(&req.host, &req.token)?;
+        let token = if req.token.trim().is_empty() {
+            let path = expand_home(&req.host.token_file);
+            let t = std::fs::read_to_string(&path)
+                .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
+            let t = t.trim().to_string();
+            if t.is_empty() {
+                return Err(format!("the token file {} is empty", path.display()));
+            }
+            t
+        } else {
+            req.token.trim().to_string()
+        };
+        if req.host.ssh.is_empty() {
+            self.connect_remote(&req.host.url, token)?;
+            self.stop_tunnel();
+            return Ok(());
+        }
+        let far = crate::link::remote::parse_url(&req.host.url)?;
+        let far = far.trim_start_matches("http://");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("no free local port: {e}"))?
+            .port();
+        // argv, no shell: the destination was checked not to be an option.
+        let child = std::process::Command::new("ssh")
+            .args([
+                "-N",
+                "-o",
+                "ExitOnForwardFailure=yes",
+                "-o",
+                "BatchMode=yes",
+                "-L",
+                &format!("127.0.0.1:{port}:{far}"),
+                "--",
+                &req.host.ssh,
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run ssh: {e}"))?;
+        self.connect_remote(&format!("http://127.0.0.1:{port}"), token)?;
+        self.stop_tunnel();
+        self.tunnel = Some(child);
+        self.remote = Some(format!("{} via {}", req.host.url, req.host.ssh));
+        Ok(())
+    }
+
+    fn stop_tunnel(&mut self) {
+        if let Some(mut t) = self.tunnel.take() {
+            let _ = t.kill();
+            let _ = t.wait();
+        }
+    }
+
+    /// Attaches the window to the agent at `url` (its history starts now; the local sampler
+    /// stops).
+    ///
+    /// # Errors
+    /// A malformed address or no thread; the window stays as it was.
+    pub fn connect_remote(&mut self, url: &str, token: String) -> Result<(), String> {
+        let shared = Arc::new(RwLock::new(Monitor::new(
+            self.interval.as_millis() as u64,
+            self.history_ticks,
+        )));
+        let ctx = self.repaint.clone();
+        let notify: crate::sampler::Notify = Arc::new(move || {
+            if let Some(c) = &ctx {
+                c.request_repaint();
+            }
+        });
+        let link = crate::link::remote::RemoteLink::connect(url, token, shared.clone(), notify)?;
+        self.remote = Some(link.url().to_string());
+        self.link = Some(Box::new(link));
+        self.shared = shared;
+        self.demo = false;
+        Ok(())
     }
 
     /// Drops the current source and its history and starts over on `factory`.
     pub fn restart(&mut self, factory: SourceFactory, demo: bool) {
-        self.handle = None;
+        self.link = None;
+        self.remote = None;
+        self.stop_tunnel();
         self.shared = Arc::new(RwLock::new(Monitor::new(
             self.interval.as_millis() as u64,
             self.history_ticks,
         )));
         self.demo = demo;
         self.spawn(factory);
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        self.stop_tunnel();
+    }
+}
+
+/// `~/x` → `$HOME/x`.
+fn expand_home(p: &str) -> std::path::PathBuf {
+    match (p.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => std::path::PathBuf::from(home).join(rest),
+        _ => std::path::PathBuf::from(p),
     }
 }
 

@@ -1,0 +1,57 @@
+//! The one interface a front end talks to: the state it draws (a shared
+//! [`crate::monitor::Monitor`] that only the link writes), commands sent the other way, and the
+//! link's health.
+//!
+//! Two links exist: [`crate::sampler::SamplerHandle`], the engine in this process on its own
+//! thread, and [`remote::RemoteLink`], an agent on another machine (or on this one) reached
+//! over HTTP, whose engine applies its own policy to every command. A front end holds a
+//! `Box<dyn EngineLink>` and never knows which.
+
+pub mod remote;
+
+use crate::engine::EngineCommand;
+use crate::model::UnixMs;
+
+/// How a link is doing, for the status bar.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkHealth {
+    /// The engine runs in this process.
+    Local,
+    /// Connected to a remote agent; the last answer came at this time.
+    Connected {
+        /// Where.
+        url: String,
+        /// The agent's host name, as its source reports it.
+        host: String,
+        /// When it last answered (ms since the epoch).
+        last_ms: UnixMs,
+    },
+    /// The agent does not answer; the link keeps retrying.
+    Disconnected {
+        /// Where.
+        url: String,
+        /// Since when it does not answer.
+        since_ms: UnixMs,
+        /// Why, in a few words.
+        error: String,
+    },
+}
+
+/// A front end's connection to an engine.
+pub trait EngineLink: Send {
+    /// Sends a command; its result comes back through the shared state (the activity log,
+    /// notices).
+    fn send(&self, c: EngineCommand);
+    /// How the link is doing.
+    fn health(&self) -> LinkHealth;
+}
+
+impl EngineLink for crate::sampler::SamplerHandle {
+    fn send(&self, c: EngineCommand) {
+        crate::sampler::SamplerHandle::send(self, c);
+    }
+
+    fn health(&self) -> LinkHealth {
+        LinkHealth::Local
+    }
+}

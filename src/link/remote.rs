@@ -1,0 +1,496 @@
+//! A link to `vramwarden agent` over HTTP: a poller thread reads the agent's
+//! `/api/v1/snapshot` once per its sampling interval and applies it to the shared monitor the
+//! window draws (GPUs, processes, history from the moment of connection, leaks, recording
+//! status); a command thread posts the user's actions to `/api/v1/command`, where the agent
+//! applies its own policy and identity check, and puts the agent's answer in the activity log.
+//!
+//! Nothing here blocks the window: both threads have their own timeouts; a lost agent shows as
+//! [`LinkHealth::Disconnected`] with the data it last sent, and the poller keeps retrying.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+use super::{EngineLink, LinkHealth};
+use crate::engine::EngineCommand;
+use crate::model::{ProcessKey, Snapshot, SourceInfo, UnixMs};
+use crate::monitor::{LeakKey, LeakRecord, SourceStatus};
+use crate::rules::action::{Activity, Outcome};
+use crate::sampler::{now_ms, Notify, SharedMonitor};
+use crate::session::LeakInfo;
+
+/// How long one request may take before the agent counts as not answering.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often a lost agent is tried again.
+pub const RETRY_EVERY: Duration = Duration::from_secs(1);
+
+/// The agent's address, checked: `http://HOST:PORT` (a trailing `/` is dropped).
+///
+/// # Errors
+/// A sentence for the connect window.
+pub fn parse_url(url: &str) -> Result<String, String> {
+    let u = url.trim().trim_end_matches('/');
+    let Some(rest) = u.strip_prefix("http://") else {
+        return Err(if u.starts_with("https://") {
+            "the agent speaks plain HTTP: reach a remote one through SSH (\"over SSH\") rather than https://".into()
+        } else {
+            "the address starts with http:// (e.g. http://127.0.0.1:9835)".into()
+        });
+    };
+    if rest.is_empty() || rest.contains('/') || rest.contains(char::is_whitespace) {
+        return Err(format!("{url:?} is not http://HOST:PORT"));
+    }
+    Ok(u.to_string())
+}
+
+#[derive(Debug, Deserialize)]
+struct StatusJson {
+    state: String,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RecordingJson {
+    path: Option<std::path::PathBuf>,
+    #[serde(default)]
+    active: bool,
+    #[serde(default)]
+    bytes: u64,
+    #[serde(default)]
+    samples: u64,
+    #[serde(default)]
+    lost: u64,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct LeakJson {
+    pid: u32,
+    start_time_ms: UnixMs,
+    device_index: u32,
+    name: String,
+    #[serde(default)]
+    user: String,
+    #[serde(default)]
+    ghost: bool,
+    since_ms: UnixMs,
+    flagged_ms: UnixMs,
+    ended_ms: Option<UnixMs>,
+    rate_mib_per_min: f64,
+    grown_mib: f64,
+    peak_mib: f64,
+}
+
+/// The body of `GET /api/v1/snapshot`.
+#[derive(Debug, Deserialize)]
+struct SnapshotReply {
+    source: Option<SourceInfo>,
+    status: StatusJson,
+    interval_ms: u64,
+    last_error: Option<String>,
+    snapshot: Option<Snapshot>,
+    #[serde(default)]
+    leaks: Vec<LeakJson>,
+    recording: RecordingJson,
+}
+
+impl LeakJson {
+    fn record(self) -> LeakRecord {
+        let key = if self.ghost {
+            LeakKey::Ghost(self.device_index)
+        } else {
+            LeakKey::Process((
+                ProcessKey {
+                    pid: self.pid,
+                    start_time_ms: self.start_time_ms,
+                },
+                self.device_index,
+            ))
+        };
+        LeakRecord {
+            key,
+            info: LeakInfo {
+                pid: self.pid,
+                start_time_ms: self.start_time_ms,
+                device_index: self.device_index,
+                name: self.name,
+                user: self.user,
+                ghost: self.ghost,
+                since_ms: self.since_ms,
+                rate_mib_per_min: self.rate_mib_per_min,
+            },
+            flagged_ms: self.flagged_ms,
+            ended_ms: self.ended_ms,
+            grown_mib: self.grown_mib,
+            peak_mib: self.peak_mib,
+            session: None,
+            open_at_end: false,
+        }
+    }
+}
+
+/// Puts one answer of the agent into the monitor. Returns the agent's sampling interval.
+fn apply(shared: &SharedMonitor, r: SnapshotReply, received_ms: UnixMs) -> u64 {
+    let Ok(mut m) = shared.write() else {
+        return r.interval_ms;
+    };
+    m.source = r.source;
+    m.interval_ms = r.interval_ms.max(1);
+    if let Some(snap) = r.snapshot {
+        let newer = m
+            .latest
+            .as_ref()
+            .is_none_or(|l| snap.taken_at_ms > l.taken_at_ms);
+        if newer {
+            m.apply(snap, received_ms);
+        }
+    }
+    m.status = match r.status.state.as_str() {
+        "running" => SourceStatus::Running,
+        "failed" => SourceStatus::Failed(
+            r.status
+                .error
+                .unwrap_or_else(|| "the agent's source failed".into()),
+        ),
+        _ => SourceStatus::Starting,
+    };
+    m.last_error = r.last_error;
+    m.leaks = r.leaks.into_iter().map(LeakJson::record).collect();
+    m.recording = crate::engine::RecordingStatus {
+        path: r.recording.path,
+        active: r.recording.active,
+        bytes: r.recording.bytes,
+        error: r.recording.error,
+        samples: r.recording.samples,
+        lost: r.recording.lost,
+    };
+    r.interval_ms
+}
+
+/// The link to one agent; dropping it stops both threads (they never hold the window).
+pub struct RemoteLink {
+    url: String,
+    health: Arc<Mutex<LinkHealth>>,
+    stop: Arc<AtomicBool>,
+    commands: mpsc::Sender<EngineCommand>,
+}
+
+impl std::fmt::Debug for RemoteLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteLink")
+            .field("url", &self.url)
+            .finish()
+    }
+}
+
+fn http() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_global(Some(REQUEST_TIMEOUT))
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+/// Why a reply is not a snapshot, in a few words.
+fn refusal(status: u16, body: &str) -> String {
+    let msg = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
+        .unwrap_or_else(|| body.trim().chars().take(200).collect());
+    match status {
+        401 => format!("the agent refused the token ({msg})"),
+        _ => format!("HTTP {status}: {msg}"),
+    }
+}
+
+fn get_snapshot(agent: &ureq::Agent, url: &str, token: &str) -> Result<SnapshotReply, String> {
+    let mut resp = agent
+        .get(format!("{url}/api/v1/snapshot"))
+        .header("Authorization", format!("Bearer {token}"))
+        .call()
+        .map_err(|e| e.to_string())?;
+    let status = resp.status().as_u16();
+    let body = resp
+        .body_mut()
+        .with_config()
+        .limit(64 << 20)
+        .read_to_string()
+        .map_err(|e| e.to_string())?;
+    if status != 200 {
+        return Err(refusal(status, &body));
+    }
+    serde_json::from_str(&body).map_err(|e| format!("the agent's answer is not understood: {e}"))
+}
+
+/// The body of a manual command for the agent's API, or why it cannot go there.
+fn command_body(
+    c: &EngineCommand,
+) -> Result<(crate::rules::eval::Target, String, serde_json::Value), String> {
+    let EngineCommand::Manual { target, action } = c else {
+        return Err("settings and recording belong to the agent's own configuration; change them on the server".into());
+    };
+    let crate::rules::eval::Target::Process { key, .. } = target else {
+        return Err("only actions on processes reach an agent".into());
+    };
+    let mut body = serde_json::json!({
+        "pid": key.0.pid,
+        "start_time": key.0.start_time_ms,
+        "gpu": key.1,
+    });
+    match action {
+        crate::rules::Action::Terminate { grace_seconds } => {
+            body["action"] = "terminate".into();
+            body["grace_seconds"] = (*grace_seconds).into();
+        }
+        crate::rules::Action::Signal { signal } if signal == "SIGKILL" => {
+            body["action"] = "kill".into();
+        }
+        crate::rules::Action::Signal { signal } => {
+            body["action"] = "signal".into();
+            body["signal"] = signal.clone().into();
+        }
+        other => {
+            return Err(format!(
+                "{} is not offered by the agent's API",
+                other.label()
+            ))
+        }
+    }
+    Ok((target.clone(), action.label(), body))
+}
+
+#[derive(Debug, Deserialize)]
+struct CommandReply {
+    outcome: Outcome,
+    detail: String,
+}
+
+fn post_command(
+    agent: &ureq::Agent,
+    url: &str,
+    token: &str,
+    body: &serde_json::Value,
+) -> (Outcome, String) {
+    let sent = agent
+        .post(format!("{url}/api/v1/command"))
+        .header("Authorization", format!("Bearer {token}"))
+        .header("Content-Type", "application/json")
+        .send(body.to_string());
+    let mut resp = match sent {
+        Ok(r) => r,
+        Err(e) => return (Outcome::Failed, format!("the agent did not answer: {e}")),
+    };
+    let status = resp.status().as_u16();
+    let text = resp.body_mut().read_to_string().unwrap_or_default();
+    match serde_json::from_str::<CommandReply>(&text) {
+        Ok(r) => (r.outcome, format!("{} (on the agent)", r.detail)),
+        Err(_) => (Outcome::Failed, refusal(status, &text)),
+    }
+}
+
+impl RemoteLink {
+    /// Connects to the agent at `url` (see [`parse_url`]) with its bearer `token`, writing what
+    /// it sends into `shared` and calling `notify` after each change.
+    ///
+    /// # Errors
+    /// A malformed address, or the OS refusing a thread.
+    pub fn connect(
+        url: &str,
+        token: String,
+        shared: SharedMonitor,
+        notify: Notify,
+    ) -> Result<Self, String> {
+        let url = parse_url(url)?;
+        let health = Arc::new(Mutex::new(LinkHealth::Disconnected {
+            url: url.clone(),
+            since_ms: now_ms(),
+            error: "connecting…".into(),
+        }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel::<EngineCommand>();
+        {
+            let (url, token, shared, notify, health, stop) = (
+                url.clone(),
+                token.clone(),
+                shared.clone(),
+                notify.clone(),
+                health.clone(),
+                stop.clone(),
+            );
+            std::thread::Builder::new()
+                .name("vramwarden-remote-poll".into())
+                .spawn(move || {
+                    let agent = http();
+                    while !stop.load(Ordering::Relaxed) {
+                        let started = Instant::now();
+                        let interval;
+                        let h = match get_snapshot(&agent, &url, &token) {
+                            Ok(r) => {
+                                let host = r
+                                    .source
+                                    .as_ref()
+                                    .map(|s| s.host.clone())
+                                    .unwrap_or_default();
+                                let ms = apply(&shared, r, now_ms());
+                                interval = Duration::from_millis(ms.clamp(200, 10_000));
+                                LinkHealth::Connected {
+                                    url: url.clone(),
+                                    host,
+                                    last_ms: now_ms(),
+                                }
+                            }
+                            Err(error) => {
+                                let since_ms =
+                                    match &*health.lock().unwrap_or_else(|p| p.into_inner()) {
+                                        LinkHealth::Disconnected { since_ms, .. } => *since_ms,
+                                        _ => now_ms(),
+                                    };
+                                interval = RETRY_EVERY;
+                                LinkHealth::Disconnected {
+                                    url: url.clone(),
+                                    since_ms,
+                                    error,
+                                }
+                            }
+                        };
+                        *health.lock().unwrap_or_else(|p| p.into_inner()) = h;
+                        notify();
+                        let wait = interval.saturating_sub(started.elapsed());
+                        // Sleep in short steps so a dropped link ends soon.
+                        let until = Instant::now() + wait;
+                        while Instant::now() < until && !stop.load(Ordering::Relaxed) {
+                            std::thread::sleep(
+                                Duration::from_millis(50).min(until - Instant::now()),
+                            );
+                        }
+                    }
+                })
+                .map_err(|e| format!("could not start the link's thread: {e}"))?;
+        }
+        {
+            let (url, stop) = (url.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("vramwarden-remote-cmd".into())
+                .spawn(move || {
+                    let agent = http();
+                    while !stop.load(Ordering::Relaxed) {
+                        let c = match rx.recv_timeout(Duration::from_millis(200)) {
+                            Ok(c) => c,
+                            Err(RecvTimeoutError::Timeout) => continue,
+                            Err(RecvTimeoutError::Disconnected) => break,
+                        };
+                        let (target, action, outcome, detail) = match command_body(&c) {
+                            Ok((target, action, body)) => {
+                                let (o, d) = post_command(&agent, &url, &token, &body);
+                                (Some(target), action, o, d)
+                            }
+                            Err(why) => (None, String::new(), Outcome::Skipped, why),
+                        };
+                        if let Ok(mut m) = shared.write() {
+                            match target {
+                                Some(target) => {
+                                    m.activity.push_back(Activity {
+                                        unix_ms: now_ms(),
+                                        rule: "manual".into(),
+                                        target,
+                                        action,
+                                        outcome,
+                                        detail,
+                                    });
+                                    while m.activity.len() > crate::engine::ACTIVITY_KEPT {
+                                        m.activity.pop_front();
+                                    }
+                                }
+                                None => m.notices.push_back((now_ms(), detail)),
+                            }
+                        }
+                        notify();
+                    }
+                })
+                .map_err(|e| format!("could not start the link's thread: {e}"))?;
+        }
+        Ok(Self {
+            url,
+            health,
+            stop,
+            commands: tx,
+        })
+    }
+
+    /// The agent's address.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl EngineLink for RemoteLink {
+    fn send(&self, c: EngineCommand) {
+        let _ = self.commands.send(c);
+    }
+
+    fn health(&self) -> LinkHealth {
+        self.health
+            .lock()
+            .map(|h| h.clone())
+            .unwrap_or_else(|p| p.into_inner().clone())
+    }
+}
+
+impl Drop for RemoteLink {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_are_checked() {
+        assert_eq!(
+            parse_url(" http://127.0.0.1:9835/ ").as_deref(),
+            Ok("http://127.0.0.1:9835")
+        );
+        assert!(parse_url("https://gpu-box:9835")
+            .expect_err("https is refused")
+            .contains("SSH"));
+        assert!(parse_url("gpu-box:9835").is_err());
+        assert!(parse_url("http://gpu-box:9835/api").is_err());
+    }
+
+    #[test]
+    fn only_process_actions_go_to_the_agent() {
+        let target = crate::rules::eval::Target::Process {
+            key: (
+                ProcessKey {
+                    pid: 42,
+                    start_time_ms: 7,
+                },
+                1,
+            ),
+            name: "python3".into(),
+            user: "alice".into(),
+            uid: 1000,
+            used_bytes: None,
+            origin: crate::model::Origin::Live,
+        };
+        let (_, _, body) = command_body(&EngineCommand::Manual {
+            target: target.clone(),
+            action: crate::rules::Action::Terminate {
+                grace_seconds: 10.0,
+            },
+        })
+        .expect("terminate");
+        assert_eq!(body["action"], "terminate");
+        assert_eq!(body["pid"], 42);
+        assert_eq!(body["start_time"], 7);
+        assert_eq!(body["gpu"], 1);
+        assert!(command_body(&EngineCommand::PauseRecording).is_err());
+    }
+}

@@ -1,0 +1,135 @@
+//! The window attached to a real `vramwarden agent` over loopback (egui_kittest, the agent on
+//! the simulated GPUs): it shows the agent's GPUs, a wrong token is refused and said so, an
+//! action goes to the agent (which applies its own policy), a killed agent shows
+//! "disconnected" within 3 s and the window reconnects when it is back.
+
+#[path = "agent_support/mod.rs"]
+mod agent_support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agent_support::{AgentProc, ACTING};
+use egui_kittest::kittest::Queryable;
+use egui_kittest::Harness;
+use vramwarden::ui::app::UiState;
+use vramwarden::ui::{Backend, VramApp};
+
+fn harness(app: VramApp) -> Harness<'static, VramApp> {
+    Harness::builder()
+        .with_size(egui::vec2(1600.0, 1000.0))
+        .with_max_steps(8)
+        .build_eframe(|_cc| app)
+}
+
+/// Runs frames until `label` (a substring) is on screen, or panics after `limit`.
+fn until_shown(h: &mut Harness<'static, VramApp>, label: &str, limit: Duration) -> Duration {
+    let t = Instant::now();
+    while h.query_all_by_label_contains(label).next().is_none() {
+        assert!(t.elapsed() < limit, "{label:?} not shown within {limit:?}");
+        std::thread::sleep(Duration::from_millis(25));
+        h.run();
+    }
+    t.elapsed()
+}
+
+/// A second agent on the same address and token file as `first` had (its restart).
+fn restart_at(first: &AgentProc) -> Child {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vramwarden"))
+        .args([
+            "--demo",
+            "agent",
+            "--listen",
+            &first.addr.to_string(),
+            "--config",
+        ])
+        .arg(first.dir.path().join("config.toml"))
+        .arg("--token-file")
+        .arg(first.dir.path().join("agent.token"))
+        .env("VRAMWARDEN_DATA_DIR", first.dir.path().join("data2"))
+        .env_remove("NOTIFY_SOCKET")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("restart the agent");
+    let err = child.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(err).lines();
+    let t = Instant::now();
+    loop {
+        let line = lines.next().expect("agent output").expect("read");
+        if line.ends_with("agent: ready") {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "no restart: {line}");
+    }
+    child
+}
+
+#[test]
+fn the_window_attached_to_an_agent_shows_acts_and_survives_its_restart() {
+    let mut agent = AgentProc::start(ACTING, &[]);
+    let url = format!("http://{}", agent.addr);
+    let ctx = egui::Context::default();
+
+    // A wrong token: refused, and the window says so instead of showing nothing.
+    let wrong = Backend::attach(&url, "not-the-token".into(), 1000, &ctx).expect("attach");
+    let mut h = harness(VramApp::with_backend(wrong, UiState::default()));
+    until_shown(
+        &mut h,
+        "the agent refused the token",
+        Duration::from_secs(5),
+    );
+    assert!(h.query_by_label("Simulated H200").is_none());
+    drop(h);
+
+    let backend = Backend::attach(&url, agent.token.clone(), 1000, &ctx).expect("attach");
+    let mut h = harness(VramApp::with_backend(backend, UiState::default()));
+    until_shown(&mut h, "Simulated H200", Duration::from_secs(10));
+    until_shown(&mut h, "Simulated RTX 4090", Duration::from_secs(1));
+    until_shown(&mut h, "· connected", Duration::from_secs(1));
+    // The agent's processes, in the table.
+    until_shown(&mut h, "39002", Duration::from_secs(5));
+
+    // An action goes to the agent, which refuses a simulated process in its own words.
+    h.get_by_label("39002").click();
+    h.run();
+    h.get_by_label("Terminate").click();
+    h.run();
+    let buttons = h.get_all_by_label("Terminate").collect::<Vec<_>>();
+    buttons.last().expect("modal button").click();
+    h.run();
+    until_shown(&mut h, "(on the agent)", Duration::from_secs(10));
+    until_shown(&mut h, "simulated process", Duration::from_secs(1));
+
+    // The agent dies: "disconnected" within 3 s, the last data stays on screen.
+    let _ = agent.child.kill();
+    let _ = agent.child.wait();
+    let took = until_shown(&mut h, "disconnected — retrying", Duration::from_secs(3));
+    eprintln!("disconnected shown after {took:?}");
+    h.get_by_label("Simulated H200");
+
+    // It comes back on the same address: the window reconnects by itself.
+    let mut again = restart_at(&agent);
+    let took = until_shown(&mut h, "· connected", Duration::from_secs(10));
+    eprintln!("reconnected {took:?} after the agent was ready");
+    assert!(h
+        .query_all_by_label_contains("disconnected — retrying")
+        .next()
+        .is_none());
+    let _ = again.kill();
+    let _ = again.wait();
+}
+
+#[test]
+fn a_command_without_the_token_is_refused_by_the_agent() {
+    let agent = AgentProc::start(ACTING, &[]);
+    let r = agent_support::request(
+        agent.addr,
+        "POST",
+        "/api/v1/command",
+        &[("Content-Type", "application/json")],
+        br#"{"action":"kill","pid":1,"start_time":0}"#,
+    );
+    assert_eq!(r.status, 401, "{}", r.text());
+}
