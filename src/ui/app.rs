@@ -347,6 +347,17 @@ impl VramApp {
                                 });
                             } else {
                                 empty_state(ui, &live, &mut cmd.start_demo, &mut cmd.retry);
+                                if matches!(live.status, SourceStatus::Failed(_)) {
+                                    ui.vertical_centered(|ui| {
+                                        ui.add_space(4.0);
+                                        if ui
+                                            .button("Connect to a GPU server's agent…")
+                                            .clicked()
+                                        {
+                                            self.connect.show(None);
+                                        }
+                                    });
+                                }
                             }
                         });
                     }

@@ -82,6 +82,7 @@ impl ConnectUi {
             .open(&mut open)
             .collapsible(false)
             .resizable(false)
+            .min_width(480.0)
             .default_pos(egui::pos2(200.0, 80.0))
             .show(ctx, |ui| {
                 out = self.form(ui);
