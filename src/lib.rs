@@ -1,11 +1,40 @@
 /*!
 vramwarden watches NVIDIA GPU memory: a background thread samples every GPU and every process
-on it (through NVML, or through built-in simulated GPUs), keeps hours of compact history and
-serves it to an egui window or to headless commands.
+on it (through NVML, or through built-in simulated GPUs), keeps hours of compact history, finds
+leaks, runs cleanup rules, records session logs, and serves it all to an egui window, to headless
+commands, and to Prometheus and remote windows through an agent.
 
-Data flows one way: [`source`] → [`sampler`] → [`monitor`] (history, process table) → [`ui`].
-The UI never calls NVML.
+# How data flows
+
+```text
+source (NVML | sim | fault | import) ──► sampler thread ──► engine::Engine::tick
+      enrich from /proc, containers, PyTorch companions ─┘        │
+      session log ◄── leak_watch, oom_watch, rules ◄──────────────┤
+                                                                   ▼
+                                        monitor::Monitor (history, process rows, leaks, activity)
+                                                                   │ read by
+                    ┌──────────────────────────┬───────────────────┴─────────────┐
+                 ui (window)          agent (/metrics, /api/v1)        cli (snapshot, record…)
+                    │ commands (engine::EngineCommand) through link::EngineLink
+                    └──► local: sampler::SamplerHandle   remote: link::remote::RemoteLink ──► agent
+```
+
+The window never calls NVML, never signals a process and never touches a session file being
+written: it draws the monitor and sends commands; the engine (here, or an agent's) checks
+identity (pid + start time) and policy right before acting.
+
+# Where to add things
+- **A GPU source**: implement [`source::GpuSource`] (see [`source::sim`] for a pure one) and
+  offer it in [`cli::source_factory`].
+- **An action**: a variant of [`rules::Action`], its policy and transport in
+  [`rules::action`] (identity is checked there for every kind).
+- **A pane**: a module under `ui/` drawing from [`monitor::Monitor`] and returning what the user
+  asked for; the app turns that into an [`engine::EngineCommand`].
+- **A front end**: read a [`sampler::SharedMonitor`] filled by a [`link::EngineLink`], send
+  commands through the link (see [`agent`] for a headless one).
 */
+
+#![warn(missing_docs)]
 
 pub mod agent;
 pub mod cli;
