@@ -146,6 +146,54 @@ fn bench_ui(c: &mut Criterion) {
             black_box(ctx.run_ui(raw_input(), |ui| app.draw(ui)))
         })
     });
+    // A zoom or a pan: every frame a new time range (a 6 h window moved by 1 min), so every
+    // line and bucket of the GPU graph and the metric plots is computed afresh.
+    let mut step = 0i64;
+    c.bench_function("ui_frame_all_panes_24h_after_zoom_or_pan", |b| {
+        b.iter(|| {
+            step = (step + 1) % 600;
+            let from = T0 + 3_600_000 + step * 60_000;
+            app.set_graph_range(Some((from, from + 6 * 3_600_000)));
+            black_box(ctx.run_ui(raw_input(), |ui| app.draw(ui)))
+        })
+    });
+}
+
+/// Opening a 24 h session (8 GPUs × 200 processes) from the window: the file is read on a
+/// worker thread, so no frame on the UI thread may take longer than one frame (16 ms).
+fn report_open_session_frames() {
+    let dir = std::env::temp_dir().join(format!("vramwarden-open-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let path = dir.join("day.vwlog");
+    let bytes = write_day(&path, DAY);
+    let ctx = egui::Context::default();
+    let mut app = VramApp::with_backend(
+        Backend::detached(Monitor::new(1000, 10), false),
+        UiState::default(),
+    );
+    let _ = ctx.run_ui(raw_input(), |ui| app.draw(ui));
+    let started = std::time::Instant::now();
+    app.open_session(path.clone(), &ctx);
+    let (mut frames, mut worst) = (0u32, std::time::Duration::ZERO);
+    while app.view.is_none() && started.elapsed() < std::time::Duration::from_secs(120) {
+        let t = std::time::Instant::now();
+        let _ = ctx.run_ui(raw_input(), |ui| app.draw(ui));
+        worst = worst.max(t.elapsed());
+        frames += 1;
+        std::thread::sleep(std::time::Duration::from_millis(16));
+    }
+    let opened = started.elapsed();
+    // The first frame that draws the opened session (its lines are decimated then).
+    let t = std::time::Instant::now();
+    let _ = ctx.run_ui(raw_input(), |ui| app.draw(ui));
+    println!(
+        "open a 24 h session ({:.1} MB): on screen after {:.2} s; {frames} frames meanwhile, the longest {:.2} ms; the first frame of the session {:.2} ms",
+        bytes as f64 / 1e6,
+        opened.as_secs_f64(),
+        worst.as_secs_f64() * 1000.0,
+        t.elapsed().as_secs_f64() * 1000.0
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn write_day(path: &std::path::Path, secs: i64) -> u64 {
@@ -404,6 +452,7 @@ criterion_group!(
 
 fn main() {
     report_memory();
+    report_open_session_frames();
     benches();
     Criterion::default().configure_from_args().final_summary();
 }

@@ -200,6 +200,12 @@ impl VramApp {
         self.detail_graph.invalidate();
     }
 
+    /// Zooms or pans the GPU graph to `range` (`None`: follow live), as the wheel and a drag
+    /// do (benchmarks).
+    pub fn set_graph_range(&mut self, range: Option<(UnixMs, UnixMs)>) {
+        self.graph.free_range = range;
+    }
+
     /// The time range the GPU graph was zoomed or panned to (`None`: it follows live).
     pub fn graph_range(&self) -> Option<(UnixMs, UnixMs)> {
         self.graph.free_range

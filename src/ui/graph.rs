@@ -786,9 +786,8 @@ pub fn device_graph(
     }
 }
 
-/// Utilisation, temperature and power of one GPU over the memory graph's time range, side by
-/// side, their time axes linked to it.
-/// The small plots under the memory graph: one per panel, each with its metrics' lines.
+/// The small plots under the memory graph (one per panel, each with its metrics' lines), over
+/// the memory graph's time range, their time axes linked to it.
 const METRIC_PANELS: [(&str, &str, &[crate::history::Metric]); 5] = {
     use crate::history::Metric as M;
     [
