@@ -280,6 +280,16 @@ impl ContainerResolver {
             .clone()
     }
 
+    /// The facts of process `key` whose `/proc/PID/cgroup` text the caller has already read
+    /// (cached like [`ContainerResolver::get`]; the cgroup file is not read again).
+    pub fn get_parsed(&mut self, key: ProcessKey, cgroup: &str) -> Arc<ContainerInfo> {
+        let roots = &self.roots;
+        self.cache
+            .entry(key)
+            .or_insert_with(|| Arc::new(resolve_facts(roots, parse_cgroup(cgroup))))
+            .clone()
+    }
+
     /// Drops entries of processes not in `alive`.
     pub fn retain(&mut self, alive: &dyn Fn(&ProcessKey) -> bool) {
         self.cache.retain(|k, _| alive(k));

@@ -135,6 +135,7 @@ fn info(
         uid,
         start_time_ms: start_ms,
         container_id: None,
+        ..ProcInfo::default()
     }))
 }
 
