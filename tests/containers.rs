@@ -2,6 +2,7 @@
 //! (`tests/data/containers/<runtime>/{proc,log/pods,log/containers,docker}`).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use vramwarden::container::{resolve, ContainerResolver, Roots, Runtime};
 use vramwarden::model::ProcessKey;
@@ -95,4 +96,144 @@ fn resolver_caches_by_identity_and_forgets_exited_processes() {
     assert_eq!(r.len(), 1);
     r.retain(&|_| false);
     assert!(r.is_empty());
+}
+
+/// A reader over a fixture runtime's `/proc` that resolves names under its folders.
+fn reader(runtime: &str) -> vramwarden::procinfo::ProcReader {
+    let r = roots(runtime);
+    vramwarden::procinfo::ProcReader::new(r.proc.clone()).with_container_roots(r)
+}
+
+#[test]
+fn the_engine_reader_puts_container_and_pod_names_on_the_process() {
+    let i = reader("k8s-crio")
+        .read(300)
+        .expect("pid 300 in the fixture");
+    assert_eq!(i.name, "jupyter-lab");
+    assert_eq!(i.container_id.as_deref(), Some("e2".repeat(32).as_str()));
+    assert_eq!(i.container_name.as_deref(), Some("notebook"));
+    assert_eq!(i.pod.as_deref(), Some("default/jupyter-0"));
+    assert_eq!(i.container_label().as_deref(), Some("notebook"));
+    let d = reader("docker").read(100).expect("pid 100 in the fixture");
+    assert_eq!(d.container_name.as_deref(), Some("web-frontend"));
+    assert_eq!(d.pod, None);
+}
+
+/// Copies a fixture tree (files and folders) to `to`.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("fixture folder").flatten() {
+        let dest = to.join(e.file_name());
+        if e.path().is_dir() {
+            copy_tree(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), &dest).expect("copy");
+        }
+    }
+}
+
+#[test]
+fn names_are_resolved_once_per_process_not_per_tick() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    copy_tree(&roots("k8s-crio").proc.join(".."), tmp.path());
+    let r = Roots {
+        proc: tmp.path().join("proc"),
+        pod_logs: tmp.path().join("log/pods"),
+        docker: tmp.path().join("docker"),
+    };
+    let mut rd = vramwarden::procinfo::ProcReader::new(r.proc.clone()).with_container_roots(r);
+    let t0 = 1_000_000;
+    let first = rd.read_at(300, t0).expect("pid 300");
+    assert_eq!(first.pod.as_deref(), Some("default/jupyter-0"));
+    // The pod's log folder goes away: later ticks (and a revalidation of the start time)
+    // keep the names read the first time, without reading the folders again.
+    std::fs::remove_dir_all(tmp.path().join("log/pods")).expect("rm");
+    let again = rd
+        .read_at(300, t0 + vramwarden::procinfo::REVALIDATE_MS + 1)
+        .expect("pid 300");
+    assert!(Arc::ptr_eq(&first, &again), "the cached facts");
+    assert_eq!(again.pod.as_deref(), Some("default/jupyter-0"));
+    // The PID is reused by a new process (another start time): it is resolved afresh.
+    let stat = tmp.path().join("proc/300/stat");
+    let text = std::fs::read_to_string(&stat).expect("stat");
+    std::fs::write(&stat, text.replace(" 12345 ", " 99999 ")).expect("write stat");
+    let new = rd
+        .read_at(300, t0 + 3 * vramwarden::procinfo::REVALIDATE_MS)
+        .expect("pid 300");
+    assert_ne!(new.start_time_ms, first.start_time_ms);
+    assert_eq!(new.pod, None, "no pod folder any more");
+    assert_eq!(
+        new.container_label().as_deref(),
+        Some("e2e2e2e2e2e2"),
+        "the id still comes from the cgroup"
+    );
+}
+
+/// Rules on container and pod names over processes the fixture reader describes.
+#[test]
+fn a_per_container_quota_rule() {
+    use vramwarden::model::{DeviceSample, ProcessSample, Snapshot, MIB};
+    use vramwarden::rules::eval::{compile, Facts, RuleState, Target};
+    use vramwarden::rules::{Conditions, Rule};
+    let jupyter = reader("k8s-crio").read(300).expect("pid 300");
+    let web = reader("docker").read(100).expect("pid 100");
+    let host = Arc::new(vramwarden::model::ProcInfo {
+        name: "python3".into(),
+        ..Default::default()
+    });
+    let p = |pid: u32, gib: u64, info: &Arc<vramwarden::model::ProcInfo>| ProcessSample {
+        pid,
+        device_index: 0,
+        used_bytes: Some(gib * 1024 * MIB),
+        sm_util_pct: Some(50),
+        info: Some(info.clone()),
+        ..ProcessSample::default()
+    };
+    let snap = Snapshot {
+        taken_at_ms: 10_000_000_000_000,
+        devices: vec![DeviceSample::default()],
+        processes: vec![p(300, 24, &jupyter), p(100, 30, &web), p(7, 40, &host)],
+    };
+    let pids = |c: Conditions| -> Vec<u32> {
+        let rule = Rule {
+            name: "quota".into(),
+            conditions: c,
+            ..Rule::default()
+        };
+        assert!(rule.problems().is_empty(), "{:?}", rule.problems());
+        let mut st = RuleState::default();
+        st.observe(&snap);
+        let mut v: Vec<u32> = st
+            .evaluate(&compile(&[rule]), &snap, &Facts::default())
+            .into_iter()
+            .filter_map(|p| match p.target {
+                Target::Process { key, .. } => Some(key.0.pid),
+                Target::Device(_) => None,
+            })
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let quota = |pod: Option<&str>, container: Option<&str>, gib: f64| Conditions {
+        pod_glob: pod.map(String::from),
+        container_glob: container.map(String::from),
+        process_memory_min_mib: Some(gib * 1024.0),
+        ..Conditions::default()
+    };
+    // "Any process in a jupyter-* pod above 20 GiB": the notebook only, not the host's
+    // 40 GiB process nor the Docker container.
+    assert_eq!(pids(quota(Some("jupyter-*"), None, 20.0)), vec![300]);
+    assert_eq!(
+        pids(quota(Some("jupyter-*"), None, 25.0)),
+        Vec::<u32>::new()
+    );
+    // With a '/', the namespace is part of what is matched.
+    assert_eq!(pids(quota(Some("default/*"), None, 1.0)), vec![300]);
+    assert_eq!(pids(quota(Some("ml/*"), None, 1.0)), Vec::<u32>::new());
+    // Container names of either runtime; `*` is any container, never a host process.
+    assert_eq!(pids(quota(None, Some("web-*"), 20.0)), vec![100]);
+    assert_eq!(pids(quota(None, Some("note*"), 20.0)), vec![300]);
+    assert_eq!(pids(quota(None, Some("*"), 1.0)), vec![100, 300]);
+    // A container without a resolved name is matched by its id.
+    assert_eq!(pids(quota(None, Some("e2e2*"), 1.0)), vec![300]);
 }

@@ -107,12 +107,10 @@ fn route(state: &AgentState, rq: &mut Request) -> (Reply, Option<Header>) {
                         None,
                     );
                 };
-                let mut containers = state.containers.lock().ok();
                 metrics::render(
                     &m,
                     metrics::Context {
                         stats: &state.stats,
-                        containers: containers.as_deref_mut(),
                         max_processes: state.max_processes,
                         now_ms: crate::sampler::now_ms(),
                     },

@@ -13,7 +13,6 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use crate::container::ContainerResolver;
 use crate::model::{DeviceSample, MIB};
 use crate::monitor::{LeakKey, Monitor};
 
@@ -130,8 +129,6 @@ impl Out {
 pub struct Context<'a> {
     /// The agent's counters.
     pub stats: &'a AgentStats,
-    /// Container and pod names (resolved here, off the sampling tick, and cached).
-    pub containers: Option<&'a mut ContainerResolver>,
     /// Most per-process series (the largest by memory; leaking ones always).
     pub max_processes: usize,
     /// Wall-clock now (ms).
@@ -285,7 +282,6 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
             chosen.push(p);
         }
     }
-    let mut containers = ctx.containers;
     struct Row {
         pid: String,
         name: String,
@@ -302,18 +298,12 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
         .iter()
         .map(|p| {
             let info = p.info.as_deref();
-            let (container, pod) = match (containers.as_deref_mut(), p.origin) {
-                (Some(r), crate::model::Origin::Live) => {
-                    let c = r.get(p.key());
-                    (c.container_label(), c.pod.clone())
-                }
-                // Simulated and recorded processes have no host cgroup: their id stands.
-                _ => (
-                    info.and_then(|i| i.container_id.as_ref())
-                        .map(|id| id.chars().take(12).collect()),
-                    None,
-                ),
-            };
+            // Resolved once per process when the engine first read it (ProcReader); the pod
+            // label is the pod's name, as Kubernetes' own metrics write it.
+            let container = info.and_then(|i| i.container_label());
+            let pod = info
+                .and_then(|i| i.pod.as_deref())
+                .map(|p| p.rsplit('/').next().unwrap_or(p).to_string());
             let dev = snap.devices.iter().find(|d| d.index == p.device_index);
             Row {
                 pid: p.pid.to_string(),
@@ -329,11 +319,6 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
             }
         })
         .collect();
-    if let Some(r) = containers {
-        let alive: std::collections::HashSet<crate::model::ProcessKey> =
-            snap.processes.iter().map(|p| p.key()).collect();
-        r.retain(&|k| alive.contains(k));
-    }
     let emit = |o: &mut Out, name: &str, r: &Row, v: f64| {
         o.sample(
             name,
@@ -586,7 +571,6 @@ mod tests {
             &m,
             Context {
                 stats: &stats,
-                containers: None,
                 max_processes: 1,
                 now_ms: 6500,
             },
@@ -621,7 +605,6 @@ mod tests {
             &m,
             Context {
                 stats: &stats,
-                containers: None,
                 max_processes: 10,
                 now_ms: 6000,
             },

@@ -21,7 +21,6 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use crate::cli::CliError;
-use crate::container::ContainerResolver;
 use crate::engine::{EngineCommand, EngineOptions, RecordTo};
 use crate::monitor::{Monitor, SourceStatus};
 use crate::sampler::{SamplerHandle, SharedMonitor};
@@ -59,8 +58,6 @@ pub struct AgentState {
     pub shared: SharedMonitor,
     /// The agent's counters.
     pub stats: Arc<stats::AgentStats>,
-    /// Container names, resolved while serving scrapes.
-    pub containers: Mutex<ContainerResolver>,
     /// The API token.
     pub token: String,
     /// The sessions folder served by the API.
@@ -180,7 +177,6 @@ pub fn start(
     let state = Arc::new(AgentState {
         shared,
         stats,
-        containers: Mutex::new(ContainerResolver::default()),
         token,
         sessions_dir,
         settings,

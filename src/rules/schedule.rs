@@ -136,12 +136,14 @@ impl Schedule {
             Some(h) if h.is_finite() && (MIN_EVERY_HOURS..=MAX_EVERY_HOURS).contains(&h) => {
                 Some(((h * 3_600_000.0).round() as i64).max(60_000))
             }
-            Some(_) => return Err((
-                "every_hours",
-                format!(
+            Some(_) => {
+                return Err((
+                    "every_hours",
+                    format!(
                     "must be a number of hours from 1/60 (a minute) to {MAX_EVERY_HOURS} (a year)"
                 ),
-            )),
+                ))
+            }
         };
         Ok((at.is_some() || every_ms.is_some()).then_some(Self { at, every_ms }))
     }
