@@ -237,3 +237,91 @@ fn a_per_container_quota_rule() {
     // A container without a resolved name is matched by its id.
     assert_eq!(pids(quota(None, Some("e2e2*"), 1.0)), vec![300]);
 }
+
+/// The names ride through the session log: its CSV export, its replay in the window, and
+/// `snapshot`'s JSON and CSV.
+#[test]
+fn names_reach_the_session_csv_the_replay_and_snapshot_output() {
+    use std::sync::RwLock;
+    use vramwarden::engine::{Engine, RecordTo};
+    use vramwarden::model::{DeviceSample, ProcessSample, Snapshot, MIB};
+    use vramwarden::monitor::Monitor;
+    use vramwarden::session::csv_export::{export, Table};
+    use vramwarden::session::reader::SessionData;
+    let jupyter = reader("k8s-crio").read(300).expect("pid 300");
+    let web = reader("docker").read(100).expect("pid 100");
+    let host = Arc::new(vramwarden::model::ProcInfo {
+        name: "Xorg".into(),
+        ..Default::default()
+    });
+    let t0 = 1_796_256_000_000;
+    let snap = |t: i64| Snapshot {
+        taken_at_ms: t,
+        devices: vec![DeviceSample {
+            uuid: "GPU-0".into(),
+            memory_total_bytes: Some(80 << 30),
+            memory_used_bytes: Some(60 << 30),
+            ..DeviceSample::default()
+        }],
+        processes: [(300, &jupyter), (100, &web), (7, &host)]
+            .into_iter()
+            .map(|(pid, info)| ProcessSample {
+                pid,
+                used_bytes: Some(1024 * MIB),
+                info: Some(info.clone()),
+                ..ProcessSample::default()
+            })
+            .collect(),
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("c.vwlog");
+    let shared = Arc::new(RwLock::new(Monitor::new(1000, 100)));
+    let mut e = Engine::new(shared, RecordTo::File(path.clone()), 1000);
+    for i in 0..3 {
+        e.tick(snap(t0 + i * 1000), t0 + i * 1000);
+    }
+    e.finish().expect("closed");
+    let s = SessionData::open(&path).expect("open");
+    let mut out = Vec::new();
+    export(&s, Table::Processes, &mut out, &mut |_| true).expect("export");
+    let text = String::from_utf8(out).expect("utf-8");
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
+    let (pid, container, pod) = (col("pid"), col("container"), col("pod"));
+    let mut seen = std::collections::BTreeMap::new();
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        assert_eq!(f.len(), header.len(), "{l}");
+        seen.insert(
+            f[pid].to_string(),
+            (f[container].to_string(), f[pod].to_string()),
+        );
+    }
+    assert_eq!(seen["300"], ("notebook".into(), "default/jupyter-0".into()));
+    assert_eq!(seen["100"], ("web-frontend".into(), String::new()));
+    assert_eq!(seen["7"], (String::new(), String::new()));
+    // The replay's rows (the window's table and detail pane on a recorded session).
+    let m = s.to_monitor();
+    let row = m.rows().find(|r| r.key.pid == 300).expect("row");
+    assert_eq!(row.container_name.as_deref(), Some("notebook"));
+    assert_eq!(row.pod.as_deref(), Some("default/jupyter-0"));
+    // `snapshot --format json` and `--format csv`.
+    let one = snap(t0);
+    let json: serde_json::Value =
+        serde_json::from_str(&vramwarden::snapshot_out::to_json(&one).expect("json"))
+            .expect("parse");
+    assert_eq!(json["processes"][0]["container"], "notebook");
+    assert_eq!(json["processes"][0]["pod"], "default/jupyter-0");
+    assert_eq!(json["processes"][2]["container"], serde_json::Value::Null);
+    let mut csv = Vec::new();
+    vramwarden::snapshot_out::write_csv(
+        &one,
+        vramwarden::snapshot_out::CsvTable::Processes,
+        &mut csv,
+    )
+    .expect("csv");
+    let csv = String::from_utf8(csv).expect("utf-8");
+    let second = csv.lines().nth(1).expect("a row");
+    assert!(second.ends_with(",notebook,default/jupyter-0"), "{second}");
+}

@@ -619,4 +619,59 @@ mod tests {
             assert!(l.starts_with("vramwarden_"), "{l:?}");
         }
     }
+
+    #[test]
+    fn container_and_pod_labels_come_from_the_process_facts() {
+        use crate::model::{DeviceSample, ProcInfo, ProcessSample, Snapshot, GIB};
+        let info = ProcInfo {
+            name: "python3".into(),
+            container_id: Some("e2".repeat(32)),
+            container_name: Some("notebook".into()),
+            pod: Some("default/jupyter-0".into()),
+            ..ProcInfo::default()
+        };
+        let unnamed = ProcInfo {
+            name: "worker".into(),
+            container_id: Some("f3".repeat(32)),
+            ..ProcInfo::default()
+        };
+        let mut m = Monitor::new(1000, 10);
+        m.apply(
+            Snapshot {
+                taken_at_ms: 5000,
+                devices: vec![DeviceSample {
+                    uuid: "GPU-0".into(),
+                    ..DeviceSample::default()
+                }],
+                processes: [(10, info), (11, unnamed)]
+                    .into_iter()
+                    .map(|(pid, i)| ProcessSample {
+                        pid,
+                        used_bytes: Some(GIB),
+                        info: Some(std::sync::Arc::new(i)),
+                        ..ProcessSample::default()
+                    })
+                    .collect(),
+            },
+            5000,
+        );
+        let stats = AgentStats::default();
+        let text = render(
+            &m,
+            Context {
+                stats: &stats,
+                max_processes: 10,
+                now_ms: 5000,
+            },
+            Format::Text,
+        );
+        assert!(
+            text.contains("name=\"python3\",user=\"\",container=\"notebook\",pod=\"jupyter-0\""),
+            "{text}"
+        );
+        assert!(
+            text.contains("name=\"worker\",user=\"\",container=\"f3f3f3f3f3f3\",pod=\"\""),
+            "{text}"
+        );
+    }
 }
