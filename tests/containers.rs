@@ -181,6 +181,12 @@ fn a_per_container_quota_rule() {
         name: "python3".into(),
         ..Default::default()
     });
+    // A second process in the notebook's container (a kernel).
+    let kernel = Arc::new(vramwarden::model::ProcInfo {
+        name: "ipykernel".into(),
+        start_time_ms: jupyter.start_time_ms + 1,
+        ..(*jupyter).clone()
+    });
     let p = |pid: u32, gib: u64, info: &Arc<vramwarden::model::ProcInfo>| ProcessSample {
         pid,
         device_index: 0,
@@ -192,7 +198,12 @@ fn a_per_container_quota_rule() {
     let snap = Snapshot {
         taken_at_ms: 10_000_000_000_000,
         devices: vec![DeviceSample::default()],
-        processes: vec![p(300, 24, &jupyter), p(100, 30, &web), p(7, 40, &host)],
+        processes: vec![
+            p(300, 24, &jupyter),
+            p(301, 8, &kernel),
+            p(100, 30, &web),
+            p(7, 40, &host),
+        ],
     };
     let pids = |c: Conditions| -> Vec<u32> {
         let rule = Rule {
@@ -228,14 +239,23 @@ fn a_per_container_quota_rule() {
         Vec::<u32>::new()
     );
     // With a '/', the namespace is part of what is matched.
-    assert_eq!(pids(quota(Some("default/*"), None, 1.0)), vec![300]);
+    assert_eq!(pids(quota(Some("default/*"), None, 1.0)), vec![300, 301]);
     assert_eq!(pids(quota(Some("ml/*"), None, 1.0)), Vec::<u32>::new());
     // Container names of either runtime; `*` is any container, never a host process.
     assert_eq!(pids(quota(None, Some("web-*"), 20.0)), vec![100]);
     assert_eq!(pids(quota(None, Some("note*"), 20.0)), vec![300]);
-    assert_eq!(pids(quota(None, Some("*"), 1.0)), vec![100, 300]);
+    assert_eq!(pids(quota(None, Some("*"), 1.0)), vec![100, 300, 301]);
     // A container without a resolved name is matched by its id.
-    assert_eq!(pids(quota(None, Some("e2e2*"), 1.0)), vec![300]);
+    assert_eq!(pids(quota(None, Some("e2e2*"), 1.0)), vec![300, 301]);
+    // The container's total: 24 + 8 GiB for the notebook's, 30 GiB for the web container's;
+    // the host's 40 GiB process is in no container.
+    let total = |gib: f64| Conditions {
+        container_total_min_mib: Some(gib * 1024.0),
+        ..Conditions::default()
+    };
+    assert_eq!(pids(total(30.0)), vec![100, 300, 301]);
+    assert_eq!(pids(total(31.0)), vec![300, 301]);
+    assert_eq!(pids(total(33.0)), Vec::<u32>::new());
 }
 
 /// The names ride through the session log: its CSV export, its replay in the window, and

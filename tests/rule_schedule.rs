@@ -231,6 +231,7 @@ fn bad_schedules_are_reported_with_file_line_and_reason() {
         ("every_hours = 10000.0", "8760"),
         ("at = \"04:00\"\nhold_seconds = 7200.0", "could never fire"),
         ("container_glob = \"\"", "empty"),
+        ("container_total_min_mib = -1.0", "container_total_min_mib"),
     ];
     for (conditions, words) in cases {
         let text = format!(

@@ -445,6 +445,26 @@ impl RuleState {
         if !container_matches(c, p.and_then(|p| p.info.as_deref())) {
             return false;
         }
+        if let Some(min) = c.container_total_min_mib {
+            let id = p
+                .and_then(|p| p.info.as_deref())
+                .and_then(|i| i.container_id.as_deref());
+            let Some(id) = id else {
+                return false;
+            };
+            let total: u64 = snap
+                .processes
+                .iter()
+                .filter(|q| {
+                    q.device_index == key.1
+                        && q.info.as_deref().and_then(|i| i.container_id.as_deref()) == Some(id)
+                })
+                .filter_map(|q| q.used_bytes)
+                .sum();
+            if (total as f64 / MIB as f64) < min {
+                return false;
+            }
+        }
         // Users are compared by uid (names resolved through NSS when the rule was compiled).
         if compiled
             .user_is

@@ -56,6 +56,10 @@ pub struct Conditions {
     /// At most once per target in each period of this many hours (periods start at local
     /// midnight; 1/60 – 8760).
     pub every_hours: Option<f64>,
+    /// The processes of its container (same container id) hold at least this much on that
+    /// GPU together (a per-container quota; MiB, 0 – [`MAX_MIB`]). A process outside a
+    /// container never matches.
+    pub container_total_min_mib: Option<f64>,
 }
 
 impl Conditions {
@@ -74,6 +78,7 @@ impl Conditions {
             || self.releasable_cache_min_mib.is_some()
             || self.container_glob.is_some()
             || self.pod_glob.is_some()
+            || self.container_total_min_mib.is_some()
     }
 }
 
@@ -354,6 +359,12 @@ impl Rule {
             }
             Ok(_) => {}
         }
+        if let Some(m) = c
+            .container_total_min_mib
+            .and_then(|x| out_of(x, 0.0, MAX_MIB, " MiB"))
+        {
+            v.push((&["conditions", "container_total_min_mib"], m));
+        }
         let globs: [(&'static [&'static str], &Option<String>); 2] = [
             (&["conditions", "container_glob"], &c.container_glob),
             (&["conditions", "pod_glob"], &c.pod_glob),
@@ -447,6 +458,9 @@ impl Rule {
         }
         if let Some(x) = &c.pod_glob {
             when.push(format!("its pod matches {x}"));
+        }
+        if let Some(x) = c.container_total_min_mib {
+            when.push(format!("its container holds ≥ {x} MiB on that GPU"));
         }
         if let Ok(Some(s)) = super::schedule::Schedule::new(c.at.as_deref(), c.every_hours) {
             when.extend(s.describe());

@@ -560,6 +560,7 @@ impl SettingsUi {
                 opt_num(ui, "User's total on the GPU ≥", &mut k.user_total_min_mib, (40960.0, " MiB"), &problems, "user_total_min_mib");
                 opt_text(ui, "Container matches", &mut k.container_glob, "pattern, e.g. jupyter-*", &problems, "container_glob");
                 opt_text(ui, "Pod matches", &mut k.pod_glob, "pattern, e.g. ml/trainer-* or jupyter-*", &problems, "pod_glob");
+                opt_num(ui, "Container's total on the GPU ≥", &mut k.container_total_min_mib, (20480.0, " MiB"), &problems, "container_total_min_mib");
                 opt_text(ui, "Daily at (local time)", &mut k.at, "04:00 or 04:00-04:30", &problems, "at");
                 opt_num(ui, "At most once every", &mut k.every_hours, (6.0, " h"), &problems, "every_hours");
                 ui.horizontal(|ui| {
