@@ -728,3 +728,30 @@ fn container_and_pod_in_the_table_and_the_detail_pane() {
     h.run();
     h.get_by_label("1 shown");
 }
+
+/// The rule editor has the schedule and container fields, each with its own error under it.
+#[test]
+fn the_rule_editor_shows_schedule_and_container_fields_with_their_errors() {
+    let mut s = vramwarden::settings::Settings::default();
+    s.cleanup.rules.push(vramwarden::rules::Rule {
+        name: "Nightly".into(),
+        conditions: vramwarden::rules::Conditions {
+            at: Some("25:00".into()),
+            container_glob: Some("jupyter-*".into()),
+            process_memory_min_mib: Some(20480.0),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let mut h = harness(demo_app(60));
+    h.state_mut().settings_ui.show(&s);
+    h.state_mut().settings_ui.section = vramwarden::ui::settings_window::Section::Rules;
+    h.state_mut().settings_ui.editing = Some(0);
+    h.run();
+    h.get_by_label("Daily at (local time)");
+    h.get_by_label("At most once every");
+    h.get_by_label("Container matches");
+    h.get_by_label("Pod matches");
+    h.get_by_label("Container's total on the GPU ≥");
+    h.get_by_label_contains("⚠ \"25:00\" is not a time of day");
+}
