@@ -283,9 +283,20 @@ pub struct History {
     times: VecDeque<UnixMs>,
     devices: Vec<Series>,
     ghosts: Vec<Series>,
-    /// Per device: utilisation (%), temperature (°C), power (W), on the same ticks.
-    metrics: Vec<[Series; 3]>,
+    /// Per device: one series per [`Metric`], on the same ticks.
+    metrics: Vec<MetricSeries>,
     processes: HashMap<ProcSeriesKey, Series>,
+    /// PyTorch's allocated and reserved memory of the processes whose companion answers.
+    torch: HashMap<ProcSeriesKey, [Series; 2]>,
+}
+
+/// Which of PyTorch's figures a torch series holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TorchFigure {
+    /// Memory in live tensors.
+    Allocated,
+    /// Memory the caching allocator holds (tensors + cache).
+    Reserved,
 }
 
 /// A device reading besides memory, kept over time.
@@ -297,21 +308,48 @@ pub enum Metric {
     Temperature,
     /// Board power draw, W.
     Power,
+    /// The enforced power limit (power cap), W.
+    PowerLimit,
+    /// SM clock, MHz.
+    SmClock,
+    /// Memory clock, MHz.
+    MemClock,
+    /// Fan speed, percent.
+    Fan,
 }
 
+/// One series per [`Metric`] of a device, in [`Metric::ALL`] order.
+pub type MetricSeries = [Series; Metric::COUNT];
+
 impl Metric {
-    /// Every metric, in display order.
-    pub const ALL: [Metric; 3] = [Metric::Utilization, Metric::Temperature, Metric::Power];
+    /// How many metrics there are.
+    pub const COUNT: usize = 7;
+
+    /// Every metric, in display order (also the order of [`MetricSeries`]).
+    pub const ALL: [Metric; Metric::COUNT] = [
+        Metric::Utilization,
+        Metric::Temperature,
+        Metric::Power,
+        Metric::PowerLimit,
+        Metric::SmClock,
+        Metric::MemClock,
+        Metric::Fan,
+    ];
 
     /// Its value in a device sample (whole units; `NONE` when not reported).
     pub fn of(self, d: &crate::model::DeviceSample) -> u32 {
+        let watts = |w: Option<f64>| {
+            w.filter(|w| w.is_finite() && *w >= 0.0)
+                .map(|w| w.round() as u32)
+        };
         let v = match self {
             Metric::Utilization => d.utilization_gpu_pct,
             Metric::Temperature => d.temperature_c,
-            Metric::Power => d
-                .power_w
-                .filter(|w| w.is_finite() && *w >= 0.0)
-                .map(|w| w.round() as u32),
+            Metric::Power => watts(d.power_w),
+            Metric::PowerLimit => watts(d.power_limit_w),
+            Metric::SmClock => d.sm_clock_mhz,
+            Metric::MemClock => d.mem_clock_mhz,
+            Metric::Fan => d.fan_pct,
         };
         v.map_or(NONE, |v| v.min(NONE - 1))
     }
@@ -322,15 +360,15 @@ impl Metric {
             Metric::Utilization => ("Utilisation", "%"),
             Metric::Temperature => ("Temperature", "°C"),
             Metric::Power => ("Power", "W"),
+            Metric::PowerLimit => ("Power cap", "W"),
+            Metric::SmClock => ("SM clock", "MHz"),
+            Metric::MemClock => ("Memory clock", "MHz"),
+            Metric::Fan => ("Fan", "%"),
         }
     }
 
     fn index(self) -> usize {
-        match self {
-            Metric::Utilization => 0,
-            Metric::Temperature => 1,
-            Metric::Power => 2,
-        }
+        self as usize
     }
 }
 
@@ -413,6 +451,7 @@ impl History {
             ghosts: Vec::new(),
             metrics: Vec::new(),
             processes: HashMap::new(),
+            torch: HashMap::new(),
         }
     }
 
@@ -422,7 +461,7 @@ impl History {
         times: VecDeque<UnixMs>,
         devices: Vec<Series>,
         ghosts: Vec<Series>,
-        metrics: Vec<[Series; 3]>,
+        metrics: Vec<MetricSeries>,
         processes: HashMap<ProcSeriesKey, Series>,
     ) -> Self {
         Self {
@@ -433,6 +472,7 @@ impl History {
             ghosts,
             metrics,
             processes,
+            torch: HashMap::new(),
         }
     }
 
@@ -463,6 +503,11 @@ impl History {
                 .entry((p.key(), p.device_index))
                 .or_default()
                 .push(tick, to_mib(p.used_bytes));
+            if let Some(t) = p.torch {
+                let [a, r] = self.torch.entry((p.key(), p.device_index)).or_default();
+                a.push(tick, to_mib(Some(t.allocated_bytes)));
+                r.push(tick, to_mib(Some(t.reserved_bytes)));
+            }
         }
         if self.times.len() > self.capacity {
             let drop = self.times.len() - self.capacity;
@@ -487,6 +532,10 @@ impl History {
         self.processes.retain(|_, s| {
             s.evict_before(base);
             !s.is_empty()
+        });
+        self.torch.retain(|_, s| {
+            s.iter_mut().for_each(|s| s.evict_before(base));
+            !s[0].is_empty()
         });
     }
 
@@ -544,6 +593,14 @@ impl History {
     /// The series of one process on one GPU.
     pub fn process(&self, key: &ProcSeriesKey) -> Option<&Series> {
         self.processes.get(key)
+    }
+
+    /// PyTorch's allocated or reserved memory of a process, where its companion answered.
+    pub fn torch(&self, key: &ProcSeriesKey, figure: TorchFigure) -> Option<&Series> {
+        self.torch.get(key).map(|s| match figure {
+            TorchFigure::Allocated => &s[0],
+            TorchFigure::Reserved => &s[1],
+        })
     }
 
     /// Every process series key.
@@ -637,6 +694,15 @@ impl History {
                 .processes
                 .values()
                 .map(|s| s.heap_bytes() + std::mem::size_of::<(ProcSeriesKey, Series)>())
+                .sum::<usize>()
+            + self
+                .torch
+                .values()
+                .map(|[a, r]| {
+                    a.heap_bytes()
+                        + r.heap_bytes()
+                        + std::mem::size_of::<(ProcSeriesKey, [Series; 2])>()
+                })
                 .sum::<usize>()
     }
 }

@@ -658,6 +658,12 @@ impl GpuLog {
         let util = plain("utilization.gpu", &["%"])?.map(|x| x.round() as u32);
         let temp = plain("temperature.gpu", &["C"])?.map(|x| x.round() as u32);
         let power = plain("power.draw", &["W"])?;
+        // Extras a query may hold: read when they parse, never a reason to skip the row.
+        let extra = |column: &'static str, units: &[&str]| plain(column, units).ok().flatten();
+        let power_limit = extra("enforced.power.limit", &["W"]).or(extra("power.limit", &["W"]));
+        let sm_clock = extra("clocks.sm", &["MHz"]).or(extra("clocks.current.sm", &["MHz"]));
+        let mem_clock = extra("clocks.mem", &["MHz"]).or(extra("clocks.current.memory", &["MHz"]));
+        let fan = extra("fan.speed", &["%"]);
         let tick = self.ticks.entry(ts).or_default();
         if tick.iter().any(|d| d.index == index) {
             return Err(SkipReason::Duplicate);
@@ -674,6 +680,10 @@ impl GpuLog {
             utilization_gpu_pct: util,
             temperature_c: temp,
             power_w: power,
+            power_limit_w: power_limit,
+            sm_clock_mhz: sm_clock.map(|x| x.round() as u32),
+            mem_clock_mhz: mem_clock.map(|x| x.round() as u32),
+            fan_pct: fan.map(|x| x.round() as u32).filter(|f| *f <= 100),
             process_list_error: None,
             time_to_full_s: None,
         });

@@ -43,6 +43,18 @@ pub struct DeviceSample {
     pub temperature_c: Option<u32>,
     /// Board power draw.
     pub power_w: Option<f64>,
+    /// The power limit the driver enforces (the power cap), W.
+    #[serde(default)]
+    pub power_limit_w: Option<f64>,
+    /// SM clock, MHz.
+    #[serde(default)]
+    pub sm_clock_mhz: Option<u32>,
+    /// Memory clock, MHz.
+    #[serde(default)]
+    pub mem_clock_mhz: Option<u32>,
+    /// Fan speed, percent of its maximum (None: the board has no fan, as on an SXM module).
+    #[serde(default)]
+    pub fan_pct: Option<u32>,
     /// Set when the driver failed to list this GPU's processes this time (the reason): the
     /// snapshot then holds no fresh processes for it, and the engine carries the last good
     /// list forward, marked stale.

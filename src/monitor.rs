@@ -58,6 +58,8 @@ pub struct ProcessRow {
     /// Its colour in the palette (see [`crate::ui::widgets::process_color`]): the lowest slot
     /// no other process on its GPU holds at its first sighting, kept for its life.
     pub color_slot: u8,
+    /// PyTorch's allocator figures, while its companion answers (last sample).
+    pub torch: Option<crate::model::TorchMem>,
     pub(crate) recent: VecDeque<(UnixMs, u64)>,
 }
 
@@ -181,12 +183,14 @@ impl Monitor {
                     cpu_pct: None,
                     rss_bytes: None,
                     color_slot: slot,
+                    torch: None,
                     recent: VecDeque::new(),
                 }
             });
             row.used_bytes = used;
             row.cpu_pct = p.cpu_pct;
             row.rss_bytes = p.rss_bytes;
+            row.torch = p.torch;
             row.last_seen_ms = now;
             row.exited_at_ms = None;
             if let Some(u) = used {
@@ -265,6 +269,18 @@ impl Monitor {
                 } else {
                     row.exited_at_ms = None;
                     row.used_bytes = value(s, tick);
+                    let figure = |f| h.torch(k, f).and_then(|s| value(s, tick));
+                    row.torch = match (
+                        figure(crate::history::TorchFigure::Allocated),
+                        figure(crate::history::TorchFigure::Reserved),
+                    ) {
+                        (Some(a), Some(r)) => Some(crate::model::TorchMem {
+                            allocated_bytes: a,
+                            reserved_bytes: r,
+                            ..Default::default()
+                        }),
+                        _ => None,
+                    };
                     row.delta_1m_bytes = match (row.used_bytes, h.time_of(tick_1m)) {
                         (Some(now), Some(then_ms))
                             if then_ms <= t - 60_000 + self.interval_ms as i64 =>

@@ -689,6 +689,97 @@ fn testing_a_rule_tells_which_matches_would_be_skipped() {
     );
 }
 
+/// Issue 9's end-to-end check: a Terminate click in the window, confirmed, travels through the
+/// real engine (its own sampler thread, identity check, policy) and the signal reaches a real
+/// process, which says so in a file.
+#[test]
+fn terminate_click_reaches_a_real_process_through_the_real_engine() {
+    use vramwarden::source::sim::{Script, SimDevice, SimProcess};
+    let dir = tempfile::tempdir().expect("tmp");
+    let marker = dir.path().join("got-term");
+    let mut child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "trap 'echo TERM > {}; exit 0' TERM; while :; do sleep 0.05; done",
+            marker.display()
+        ))
+        .spawn()
+        .expect("spawn sh");
+    let pid = child.id();
+    // The real process placed on a simulated GPU: its facts (start time, user) come from /proc
+    // and it is live, so actions reach it.
+    let factory: vramwarden::sampler::SourceFactory = Box::new(move || {
+        let mut sim = SimSource::empty(
+            vramwarden::sampler::now_ms(),
+            vec![SimDevice {
+                name: "Simulated H200".into(),
+                total_mib: 143_771,
+                reserved_mib: 616,
+                ghost_mib: 0,
+            }],
+        );
+        sim.add(SimProcess {
+            pid,
+            device_index: 0,
+            info: None,
+            script: Script::Idle { mib: 2048 },
+            start_s: -1.0,
+            restart_every_s: None,
+            life_s: f64::INFINITY,
+            busy_pct: 0,
+        });
+        Ok(Box::new(sim) as Box<dyn GpuSource>)
+    });
+    let ctx = egui::Context::default();
+    let backend = Backend::start(factory, false, Duration::from_millis(100), 1000, &ctx);
+    let mut h = harness(VramApp::with_backend(backend, UiState::default()));
+    let label = pid.to_string();
+    let t = Instant::now();
+    while h.query_by_label(&label).is_none() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the process never showed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        h.run();
+    }
+    h.get_by_label(&label).click();
+    h.run();
+    h.get_by_label("Terminate").click();
+    h.run();
+    h.get_by_label("Terminate this process?");
+    assert!(!marker.exists(), "nothing is sent before the confirmation");
+    // The modal's own button (the pane's one is under the modal).
+    let buttons = h.get_all_by_label("Terminate").collect::<Vec<_>>();
+    buttons.last().expect("modal button").click();
+    h.run();
+    let t = Instant::now();
+    while !marker.exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "SIGTERM never reached the process"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        h.run();
+    }
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(0), "the trap ran and the shell exited");
+    assert_eq!(
+        std::fs::read_to_string(&marker).expect("marker").trim(),
+        "TERM"
+    );
+    // The window reports what happened, in the detail pane.
+    let t = Instant::now();
+    while h
+        .query_by_label_contains("sent SIGTERM to sh (PID")
+        .is_none()
+    {
+        assert!(t.elapsed() < Duration::from_secs(5), "no result shown");
+        std::thread::sleep(Duration::from_millis(20));
+        h.run();
+    }
+}
+
 /// The Container column and the detail pane: the demo trainer's container gets a name and a
 /// pod here (as the engine's reader resolves them on a Kubernetes host); the column shows
 /// `namespace/pod · container`, the pane a Container and a Pod line, the filter matches the pod.

@@ -730,7 +730,7 @@ impl SessionData {
         let mut times: VecDeque<UnixMs> = VecDeque::with_capacity(self.samples.len());
         let mut devices: Vec<Series> = Vec::new();
         let mut ghosts: Vec<Series> = Vec::new();
-        let mut metrics: Vec<[Series; 3]> = Vec::new();
+        let mut metrics: Vec<crate::history::MetricSeries> = Vec::new();
         let mut by_id: IdTable<Stats> = IdTable::default();
         let mut owned: Vec<u64> = Vec::new();
         let mut last_decoded = None;
@@ -831,6 +831,7 @@ impl SessionData {
                 cpu_pct: None,
                 rss_bytes: None,
                 color_slot: 0,
+                torch: None,
                 recent: VecDeque::new(),
             });
             processes.insert(key, st.series);

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use nvml_wrapper::enum_wrappers::device::TemperatureSensor;
+use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 use nvml_wrapper::Nvml;
@@ -253,6 +253,14 @@ impl GpuSource for NvmlSource {
                 .ok()
                 .filter(|t| *t < 200);
             ds.power_w = dev.power_usage().ok().map(|mw| f64::from(mw) / 1000.0);
+            ds.power_limit_w = dev
+                .enforced_power_limit()
+                .ok()
+                .map(|mw| f64::from(mw) / 1000.0);
+            ds.sm_clock_mhz = dev.clock_info(Clock::SM).ok();
+            ds.mem_clock_mhz = dev.clock_info(Clock::Memory).ok();
+            // Boards without fans (SXM modules) answer "not supported": no reading, never 0.
+            ds.fan_pct = dev.fan_speed(0).ok().filter(|f| *f <= 100);
             let ls = &mut self.lists[i];
             // A failed list is missing, never "no processes": the engine keeps the last good
             // list for this GPU, marked stale.
@@ -407,7 +415,7 @@ impl NvmlSource {
         let n_us = n as usize;
         let mut out = vec![("device_by_index", base, n_us)];
         type Call<'c> = (&'static str, usize, &'c dyn Fn(&nvml_wrapper::Device<'_>));
-        let calls: [Call<'_>; 6] = [
+        let calls: [Call<'_>; 9] = [
             ("memory_info (v2)", 1, &|d| {
                 let _ = d.memory_info();
             }),
@@ -425,6 +433,16 @@ impl NvmlSource {
             }),
             ("power_usage", 1, &|d| {
                 let _ = d.power_usage();
+            }),
+            ("enforced_power_limit", 1, &|d| {
+                let _ = d.enforced_power_limit();
+            }),
+            ("clock_info (SM + memory)", 1, &|d| {
+                let _ = d.clock_info(Clock::SM);
+                let _ = d.clock_info(Clock::Memory);
+            }),
+            ("fan_speed", 1, &|d| {
+                let _ = d.fan_speed(0);
             }),
         ];
         for (name, per, f) in calls {
@@ -448,6 +466,10 @@ impl NvmlSource {
                 let _ = d.utilization_rates();
                 let _ = d.temperature(TemperatureSensor::Gpu);
                 let _ = d.power_usage();
+                let _ = d.enforced_power_limit();
+                let _ = d.clock_info(Clock::SM);
+                let _ = d.clock_info(Clock::Memory);
+                let _ = d.fan_speed(0);
                 let _ = process_list(nvml, &d, false, &mut 64);
                 k.set(k.get() + 1);
                 if !empty || k.get() % GRAPHICS_EVERY == 0 {

@@ -113,12 +113,26 @@ pub struct SimDevice {
     pub ghost_mib: u64,
 }
 
+/// What a simulated PyTorch companion reports for a scripted process: shares of the memory
+/// the script holds (which stands for the allocator's reserved memory).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SimTorch {
+    /// Live tensors, percent of reserved.
+    pub allocated_pct: u32,
+    /// Free space inside split blocks, percent of reserved.
+    pub inactive_split_pct: u32,
+    /// Allocation retries reported.
+    pub alloc_retries: u64,
+}
+
 /// Simulated GPUs; see the module docs.
 #[derive(Debug, Clone)]
 pub struct SimSource {
     start_ms: UnixMs,
     devices: Vec<SimDevice>,
     processes: Vec<SimProcess>,
+    /// Scripted processes (by their first PID) that "run" the PyTorch companion.
+    torch: std::collections::HashMap<u32, SimTorch>,
 }
 
 fn info(
@@ -252,7 +266,32 @@ impl SimSource {
             start_ms,
             devices,
             processes,
+            torch: std::collections::HashMap::new(),
         }
+        // The trainer's cache holds a third more than its tensors; the notebook's tensors
+        // are what grows.
+        .with_torch(
+            48213,
+            SimTorch {
+                allocated_pct: 64,
+                inactive_split_pct: 4,
+                alloc_retries: 0,
+            },
+        )
+        .with_torch(
+            51877,
+            SimTorch {
+                allocated_pct: 94,
+                inactive_split_pct: 1,
+                alloc_retries: 3,
+            },
+        )
+    }
+
+    /// Makes the scripted process first shown as `pid` report PyTorch allocator figures.
+    pub fn with_torch(mut self, pid: u32, t: SimTorch) -> Self {
+        self.torch.insert(pid, t);
+        self
     }
 
     /// Bare simulated GPUs with no processes (tests add their own).
@@ -261,6 +300,7 @@ impl SimSource {
             start_ms,
             devices,
             processes: Vec::new(),
+            torch: std::collections::HashMap::new(),
         }
     }
 
@@ -380,7 +420,19 @@ impl SimSource {
                 stale: false,
                 cpu_pct: None,
                 rss_bytes: None,
-                torch: None,
+                torch: self.torch.get(&p.pid).map(|t| {
+                    let reserved = mib * MIB;
+                    crate::model::TorchMem {
+                        allocated_bytes: reserved / 100 * u64::from(t.allocated_pct.min(100)),
+                        reserved_bytes: reserved,
+                        inactive_split_bytes: reserved / 100
+                            * u64::from(t.inactive_split_pct.min(100)),
+                        alloc_retries: t.alloc_retries,
+                        ooms: 0,
+                        memory_fraction: None,
+                        expandable_segments: None,
+                    }
+                }),
             });
         }
         let devices = self
@@ -406,6 +458,11 @@ impl SimSource {
                     utilization_gpu_pct: Some(util),
                     temperature_c: Some(34 + util / 2),
                     power_w: Some(f64::from(70_000 + util * 5_800) / 1000.0),
+                    power_limit_w: Some(700.0),
+                    // Boost clocks under load, idle clocks without.
+                    sm_clock_mhz: Some(if util == 0 { 345 } else { 1980 - util }),
+                    mem_clock_mhz: Some(if util == 0 { 1593 } else { 3201 }),
+                    fan_pct: if i == 0 { None } else { Some(30 + util / 2) },
                     process_list_error: None,
                     time_to_full_s: None,
                 }

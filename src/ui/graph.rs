@@ -64,6 +64,9 @@ pub enum LineKind {
     Unattributed,
     /// The GPU's used memory.
     Total,
+    /// Another figure of the series drawn (PyTorch's allocated and reserved memory in a
+    /// process's graph).
+    Figure,
 }
 
 /// One drawn line.
@@ -657,7 +660,8 @@ pub fn device_graph(
         }
         ui.separator();
         ui.checkbox(&mut state.stacked, "Stack by process");
-        ui.checkbox(&mut state.show_metrics, "Utilisation · temperature · power");
+        ui.checkbox(&mut state.show_metrics, "GPU metrics")
+            .on_hover_text("Utilisation, temperature, power and its cap, clocks and fan under the memory graph");
         ui.checkbox(&mut state.fit_y, "Fit to data")
             .on_hover_text("Scale the memory axis to the data shown instead of the GPU's size: small growth becomes visible");
         if cache.free_range.is_some() && ui.button("▶ Follow live").clicked() {
@@ -784,6 +788,18 @@ pub fn device_graph(
 
 /// Utilisation, temperature and power of one GPU over the memory graph's time range, side by
 /// side, their time axes linked to it.
+/// The small plots under the memory graph: one per panel, each with its metrics' lines.
+const METRIC_PANELS: [(&str, &str, &[crate::history::Metric]); 5] = {
+    use crate::history::Metric as M;
+    [
+        ("Utilisation", "%", &[M::Utilization]),
+        ("Temperature", "°C", &[M::Temperature]),
+        ("Power", "W", &[M::Power, M::PowerLimit]),
+        ("Clocks", "MHz", &[M::SmClock, M::MemClock]),
+        ("Fan", "%", &[M::Fan]),
+    ]
+};
+
 #[allow(clippy::too_many_arguments)]
 fn metric_plots(
     ui: &mut Ui,
@@ -801,27 +817,31 @@ fn metric_plots(
         device,
         from,
         to,
-        width: width / 3,
+        width: width / 4,
         end_tick: h.end_tick(),
         stacked: false,
         dark: ui.visuals().dark_mode,
     };
     if cache.metrics.as_ref().is_none_or(|(k, _)| *k != key) {
-        let lines = Metric::ALL
+        let lines = METRIC_PANELS
             .iter()
-            .map(|m| {
-                let (name, _) = m.label();
-                h.metric(device, *m)
-                    .map(|s| {
-                        vec![GraphLine::new(
-                            name.into(),
-                            LineKind::Total,
-                            widgets::USED,
-                            h.decimate(s, from, to, (width / 3).max(20)),
-                            false,
-                        )]
+            .map(|(_, _, metrics)| {
+                metrics
+                    .iter()
+                    .filter_map(|m| {
+                        let (name, _) = m.label();
+                        let points =
+                            h.decimate(h.metric(device, *m)?, from, to, (width / 4).max(20));
+                        let color = match m {
+                            Metric::PowerLimit => widgets::LIMIT,
+                            Metric::MemClock => widgets::RESERVED,
+                            _ => widgets::USED,
+                        };
+                        (!points.is_empty()).then(|| {
+                            GraphLine::new(name.into(), LineKind::Total, color, points, false)
+                        })
                     })
-                    .unwrap_or_default()
+                    .collect::<Vec<_>>()
             })
             .collect();
         cache.metrics = Some((key, lines));
@@ -829,19 +849,39 @@ fn metric_plots(
     let Some((_, plots)) = cache.metrics.as_mut() else {
         return;
     };
-    let w = ((ui.available_width() - 24.0) / 3.0).max(120.0);
+    // A panel with no reading at all (no fan on an SXM module, clocks in an old session) is
+    // left out rather than drawn empty.
+    let shown: Vec<usize> = (0..METRIC_PANELS.len())
+        .filter(|i| i < &3 || !plots[*i].is_empty())
+        .collect();
+    let n = shown.len() as f32;
+    let w = ((ui.available_width() - 8.0 * n) / n).max(110.0);
     ui.horizontal(|ui| {
-        for (m, lines) in Metric::ALL.iter().zip(plots.iter_mut()) {
-            let (name, unit) = m.label();
+        for i in shown {
+            let (title, unit, _) = METRIC_PANELS[i];
+            let lines = &plots[i];
             ui.allocate_ui(egui::vec2(w, height), |ui| {
                 ui.vertical(|ui| {
-                    let now = lines
-                        .first()
-                        .and_then(|l| l.points.last())
-                        .map_or("—".to_string(), |p| format!("{:.0} {unit}", p[1]));
-                    ui.label(egui::RichText::new(format!("{name} · {now}")).small());
+                    // "Power · 290 / 700 W": the values of the panel's lines, its names on hover.
+                    let now: Vec<String> = lines
+                        .iter()
+                        .filter_map(|l| Some(format!("{:.0}", l.points.last()?[1])))
+                        .collect();
+                    let now = if now.is_empty() {
+                        "—".to_string()
+                    } else {
+                        format!("{} {unit}", now.join(" / "))
+                    };
+                    ui.label(egui::RichText::new(format!("{title} · {now}")).small())
+                        .on_hover_text(
+                            lines
+                                .iter()
+                                .map(|l| l.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(" / "),
+                        );
                     let unit = unit.to_string();
-                    let mut plot = Plot::new(("gpu-metric", device, name))
+                    let mut plot = Plot::new(("gpu-metric", device, title))
                         .height(height - 20.0)
                         .width(w - 8.0)
                         .allow_zoom([true, false])
@@ -855,7 +895,7 @@ fn metric_plots(
                         .x_grid_spacer(time_grid)
                         .y_axis_formatter(move |v, _| format!("{:.0} {unit}", v.value))
                         .y_axis_min_width(48.0);
-                    if *m == Metric::Utilization {
+                    if title == "Utilisation" || title == "Fan" {
                         plot = plot.include_y(100.0);
                     }
                     plot.show(ui, |p| {
@@ -863,11 +903,14 @@ fn metric_plots(
                             p.set_plot_bounds_x(a..=b);
                         }
                         for l in lines.iter() {
-                            p.line(
+                            let mut line =
                                 Line::new(l.name.clone(), PlotPoints::new(l.points.clone()))
-                                    .color(widgets::USED)
-                                    .width(1.5),
-                            );
+                                    .color(l.color)
+                                    .width(1.5);
+                            if l.color == widgets::LIMIT {
+                                line = line.style(egui_plot::LineStyle::dashed_loose());
+                            }
+                            p.line(line);
                         }
                     });
                 });
@@ -912,13 +955,39 @@ pub fn process_graph(
     };
     let color = widgets::process_color(m.row(&key).map_or(0, |r| r.color_slot), dark);
     let lines = cache.get(ck, || {
-        vec![GraphLine::new(
+        let mut lines = vec![GraphLine::new(
             "GPU memory".into(),
             LineKind::Process(key),
             color,
             h.decimate(series, from, to, width),
             true,
-        )]
+        )];
+        // Where its PyTorch companion answered: what the allocator holds and what its
+        // tensors use, over the driver's figure.
+        use crate::history::TorchFigure;
+        for (figure, name, c) in [
+            (
+                TorchFigure::Reserved,
+                "Reserved (PyTorch)",
+                widgets::TORCH_RESERVED,
+            ),
+            (
+                TorchFigure::Allocated,
+                "Allocated (PyTorch)",
+                widgets::TORCH_ALLOCATED,
+            ),
+        ] {
+            if let Some(s) = h.torch(&key, figure) {
+                lines.push(GraphLine::new(
+                    name.into(),
+                    LineKind::Figure,
+                    c,
+                    h.decimate(s, from, to, width),
+                    false,
+                ));
+            }
+        }
+        lines
     });
     draw_plot(
         ui,

@@ -10,6 +10,7 @@ pub mod processes;
 pub mod sessions;
 pub mod settings_window;
 pub mod task;
+pub mod torch_pane;
 pub mod widgets;
 
 use std::sync::{Arc, RwLock};

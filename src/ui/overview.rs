@@ -204,13 +204,37 @@ pub fn cards(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
                         .utilization_gpu_pct
                         .map_or("—".into(), |u| format!("{u} %"));
                     let temp = d.temperature_c.map_or("—".into(), |t| format!("{t} °C"));
-                    let power = d.power_w.map_or("—".into(), |p| format!("{p:.0} W"));
+                    let power = match (d.power_w, d.power_limit_w) {
+                        (Some(p), Some(cap)) => format!("{p:.0} / {cap:.0} W"),
+                        (Some(p), None) => format!("{p:.0} W"),
+                        (None, _) => "—".into(),
+                    };
                     ui.label(format!("Util {util}"));
                     ui.separator();
                     ui.label(format!("Temp {temp}"));
                     ui.separator();
-                    ui.label(format!("Power {power}"));
+                    ui.label(format!("Power {power}")).on_hover_text(
+                        "Board power draw / the power cap the driver enforces",
+                    );
                 });
+                if d.sm_clock_mhz.is_some() || d.fan_pct.is_some() {
+                    ui.horizontal(|ui| {
+                        let mhz = |c: Option<u32>| c.map_or("—".into(), |c| format!("{c} MHz"));
+                        ui.label(
+                            RichText::new(format!(
+                                "SM {} · Mem {}",
+                                mhz(d.sm_clock_mhz),
+                                mhz(d.mem_clock_mhz)
+                            ))
+                            .weak(),
+                        )
+                        .on_hover_text("Current SM and memory clocks");
+                        if let Some(f) = d.fan_pct {
+                            ui.separator();
+                            ui.label(RichText::new(format!("Fan {f} %")).weak());
+                        }
+                    });
+                }
                 let n = snap
                     .processes
                     .iter()

@@ -220,6 +220,10 @@ pub fn pane(
                 .selectable(true),
         );
     });
+    if let Some(t) = &row.torch {
+        let rising = leak.is_some() || row.delta_1m_bytes.is_some_and(|d| d > 0);
+        super::torch_pane::section(ui, m, row, t, units, now, rising);
+    }
     ui.add_space(6.0);
     ui.label(RichText::new("GPU memory over its lifetime").strong());
     let mut marks: Vec<(f64, String)> = Vec::new();

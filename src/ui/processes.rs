@@ -341,15 +341,20 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                                     .on_hover_text(&r.cmdline);
                             }
                             SortColumn::Name => {
-                                ui.add(
-                                    egui::Label::new(weak(if exited {
-                                        format!("{} (exited)", r.name)
-                                    } else {
-                                        r.name.clone()
-                                    }))
-                                    .truncate()
-                                    .selectable(false),
-                                );
+                                ui.horizontal(|ui| {
+                                    if let Some(tm) = r.torch.filter(|_| !exited) {
+                                        super::torch_pane::badge(ui, &tm, t.units);
+                                    }
+                                    ui.add(
+                                        egui::Label::new(weak(if exited {
+                                            format!("{} (exited)", r.name)
+                                        } else {
+                                            r.name.clone()
+                                        }))
+                                        .truncate()
+                                        .selectable(false),
+                                    );
+                                });
                             }
                             SortColumn::User => {
                                 ui.add(egui::Label::new(weak(r.user.clone())).truncate().selectable(false));

@@ -10,6 +10,12 @@ pub const RESERVED: Color32 = Color32::from_rgb(150, 110, 200);
 pub const LIMIT: Color32 = Color32::from_rgb(230, 80, 80);
 /// Colour of "stale" and errors.
 pub const WARN: Color32 = Color32::from_rgb(235, 90, 70);
+/// PyTorch's brand orange: the badge and the allocator's reserved memory.
+pub const TORCH_RESERVED: Color32 = Color32::from_rgb(238, 76, 44);
+/// Memory in live tensors.
+pub const TORCH_ALLOCATED: Color32 = Color32::from_rgb(60, 170, 230);
+/// Free space inside split blocks (fragmentation).
+pub const TORCH_SPLIT: Color32 = Color32::from_rgb(230, 180, 40);
 
 /// Process colours on a dark background: Tableau and Okabe–Ito hues without the blue and
 /// purple of the memory bar ("used", "reserved"), the red of the memory limit and the orange of
