@@ -390,7 +390,6 @@ fn bench_rules(c: &mut Criterion) {
 fn bench_scrape(c: &mut Criterion) {
     use vramwarden::agent::metrics::{render, Context, Format};
     use vramwarden::agent::stats::AgentStats;
-    use vramwarden::container::ContainerResolver;
     for procs in [200u32, 1600] {
         let sim = SimSource::fleet(T0, 8, procs);
         let mut m = Monitor::new(1000, 600);
@@ -405,12 +404,10 @@ fn bench_scrape(c: &mut Criterion) {
         }
         w.refresh(&mut m);
         let stats = AgentStats::default();
-        let mut containers = ContainerResolver::default();
         let text = render(
             &m,
             Context {
                 stats: &stats,
-                containers: Some(&mut containers),
                 max_processes: procs as usize,
                 now_ms: T0 + 600_000,
             },
@@ -428,7 +425,6 @@ fn bench_scrape(c: &mut Criterion) {
                     &m,
                     Context {
                         stats: &stats,
-                        containers: Some(&mut containers),
                         max_processes: procs as usize,
                         now_ms: T0 + 600_000,
                     },

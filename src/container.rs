@@ -4,8 +4,9 @@
 //!
 //! Everything here reads files under roots that can be pointed elsewhere ([`Roots`]), so the
 //! layouts of each runtime are tested with fixture trees (`tests/data/containers/`). Results
-//! are cached per process identity (pid + start time) by [`ContainerResolver`]; callers resolve
-//! off the sampling tick (the agent does it while serving a scrape).
+//! are cached per process identity (pid + start time) by [`ContainerResolver`]: the engine's
+//! [`crate::procinfo::ProcReader`] resolves each process once, when it first reads it, and the
+//! names ride on its [`crate::model::ProcInfo`] (table, detail pane, CSV, `/metrics`, rules).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -277,6 +278,16 @@ impl ContainerResolver {
         self.cache
             .entry(key)
             .or_insert_with(|| Arc::new(resolve(roots, key.pid)))
+            .clone()
+    }
+
+    /// The facts of process `key` whose `/proc/PID/cgroup` text the caller has already read
+    /// (cached like [`ContainerResolver::get`]; the cgroup file is not read again).
+    pub fn get_parsed(&mut self, key: ProcessKey, cgroup: &str) -> Arc<ContainerInfo> {
+        let roots = &self.roots;
+        self.cache
+            .entry(key)
+            .or_insert_with(|| Arc::new(resolve_facts(roots, parse_cgroup(cgroup))))
             .clone()
     }
 

@@ -176,6 +176,24 @@ pub struct ProcInfo {
     pub start_time_ms: UnixMs,
     /// Container id from the cgroup path, where the process runs in one.
     pub container_id: Option<String>,
+    /// The container's name (Kubernetes container or Docker name), where it could be
+    /// resolved (see [`crate::container`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_name: Option<String>,
+    /// Its Kubernetes pod as `namespace/pod`, where it runs in one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+}
+
+impl ProcInfo {
+    /// What to call its container: the name, else the first 12 digits of the id.
+    pub fn container_label(&self) -> Option<String> {
+        self.container_name.clone().or_else(|| {
+            self.container_id
+                .as_ref()
+                .map(|id| id.chars().take(12).collect())
+        })
+    }
 }
 
 /// The identity of a process: a PID that is reused later belongs to a new key.

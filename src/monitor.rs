@@ -35,6 +35,10 @@ pub struct ProcessRow {
     pub user: String,
     /// Container id, when in a container.
     pub container_id: Option<String>,
+    /// The container's name, where resolved.
+    pub container_name: Option<String>,
+    /// Its Kubernetes pod as `namespace/pod`.
+    pub pod: Option<String>,
     /// GPU memory now (last sample).
     pub used_bytes: Option<u64>,
     /// Highest GPU memory seen.
@@ -63,6 +67,15 @@ impl ProcessRow {
     /// Key of its history series.
     pub fn series_key(&self) -> ProcSeriesKey {
         (self.key, self.device_index)
+    }
+
+    /// What to call its container: the name, else the first 12 digits of the id.
+    pub fn container_label(&self) -> Option<String> {
+        self.container_name.clone().or_else(|| {
+            self.container_id
+                .as_ref()
+                .map(|id| id.chars().take(12).collect())
+        })
     }
 
     /// Process start time, or the first time it was seen when the start time is unknown.
@@ -159,6 +172,8 @@ impl Monitor {
                     cmdline: info.cmdline,
                     user: info.user,
                     container_id: info.container_id,
+                    container_name: info.container_name,
+                    pod: info.pod,
                     used_bytes: None,
                     peak_bytes: 0,
                     delta_1m_bytes: None,

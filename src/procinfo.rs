@@ -1,4 +1,6 @@
-//! Facts about a process from `/proc`: name, command line, user, start time, container id.
+//! Facts about a process from `/proc`: name, command line, user, start time, container id,
+//! and its container's and pod's names (resolved once per process through
+//! [`crate::container::ContainerResolver`]).
 //!
 //! The start time comes from field 22 of `/proc/PID/stat` (clock ticks after boot) plus the boot
 //! time from `/proc/stat`, so it is stable for the life of the process and a reused PID gets a
@@ -9,7 +11,8 @@ use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::model::{ProcInfo, UnixMs};
+use crate::container::{ContainerResolver, Roots};
+use crate::model::{ProcInfo, ProcessKey, UnixMs};
 
 /// Reads process facts from a `/proc`-like directory, caching user names and the boot time.
 #[derive(Debug)]
@@ -19,6 +22,7 @@ pub struct ProcReader {
     ticks_per_sec: u64,
     users: HashMap<u32, String>,
     cache: HashMap<u32, (Arc<ProcInfo>, UnixMs)>,
+    containers: ContainerResolver,
 }
 
 /// A cached process's start time is read again (to notice a reused PID) at least this often
@@ -41,13 +45,25 @@ impl ProcReader {
             .map(|secs| secs * 1000);
         // SAFETY: sysconf has no preconditions.
         let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        let containers = ContainerResolver::new(Roots {
+            proc: root.clone(),
+            ..Roots::default()
+        });
         Self {
             root,
             boot_time_ms,
             ticks_per_sec: if ticks > 0 { ticks as u64 } else { 100 },
             users: HashMap::new(),
             cache: HashMap::new(),
+            containers,
         }
+    }
+
+    /// The same reader resolving container and pod names under `roots` (pod log folders,
+    /// Docker's configs; fixture trees in tests) instead of the host's.
+    pub fn with_container_roots(mut self, roots: Roots) -> Self {
+        self.containers = ContainerResolver::new(roots);
+        self
     }
 
     /// The start time of `pid` in ms since the epoch, read fresh (no cache): the identity check.
@@ -89,6 +105,12 @@ impl ProcReader {
     /// Drops cache entries for PIDs not in `alive`.
     pub fn retain(&mut self, alive: &dyn Fn(u32) -> bool) {
         self.cache.retain(|pid, _| alive(*pid));
+        let cache = &self.cache;
+        self.containers.retain(&|k| {
+            cache
+                .get(&k.pid)
+                .is_some_and(|(i, _)| i.start_time_ms == k.start_time_ms)
+        });
     }
 
     fn read_uncached(&mut self, pid: u32, start_time_ms: UnixMs) -> Option<ProcInfo> {
@@ -107,9 +129,14 @@ impl ProcReader {
             .entry(uid)
             .or_insert_with(|| user_name_of(uid))
             .clone();
-        let container_id = fs::read_to_string(dir.join("cgroup"))
-            .ok()
-            .and_then(|s| container_id_from_cgroup(&s));
+        let cgroup = fs::read_to_string(dir.join("cgroup")).ok();
+        let container_id = cgroup.as_deref().and_then(container_id_from_cgroup);
+        // Once per process (this runs for a new process only): the pod log folders and
+        // Docker's config are read here, never per tick.
+        let key = ProcessKey { pid, start_time_ms };
+        let c = self
+            .containers
+            .get_parsed(key, cgroup.as_deref().unwrap_or(""));
         Some(ProcInfo {
             name,
             cmdline,
@@ -117,6 +144,11 @@ impl ProcReader {
             uid,
             start_time_ms,
             container_id,
+            container_name: c.container.clone(),
+            pod: c.pod.as_ref().map(|p| match &c.namespace {
+                Some(ns) => format!("{ns}/{p}"),
+                None => p.clone(),
+            }),
         })
     }
 }

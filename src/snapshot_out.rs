@@ -49,6 +49,11 @@ pub struct ProcessOut<'a> {
     pub start_time: Option<String>,
     /// The process's SM utilisation over the last interval, percent.
     pub sm_util_pct: Option<u32>,
+    /// Its container's name, else the first 12 digits of the container id (`null` outside a
+    /// container).
+    pub container: Option<String>,
+    /// Its Kubernetes pod as `namespace/pod` (`null` outside a pod).
+    pub pod: Option<&'a str>,
 }
 
 /// The whole `snapshot --format json` document.
@@ -97,6 +102,8 @@ impl<'a> SnapshotOut<'a> {
                         user: i.map(|i| i.user.as_str()),
                         start_time: i.map(|i| rfc3339(i.start_time_ms)),
                         sm_util_pct: p.sm_util_pct,
+                        container: i.and_then(|i| i.container_label()),
+                        pod: i.and_then(|i| i.pod.as_deref()),
                     }
                 })
                 .collect(),
@@ -174,7 +181,8 @@ pub const DEVICE_HEADER: &[&str] = &[
 ];
 
 /// The header of `snapshot --format csv` (`--table processes`): the columns of
-/// `export --table processes`, then the process's SM utilisation and its GPU's columns.
+/// `export --table processes` (without `container`, `pod`), then the process's SM
+/// utilisation, its GPU's columns, and its container and pod.
 pub const PROCESS_HEADER: &[&str] = &[
     "timestamp",
     "unix_ms",
@@ -190,6 +198,8 @@ pub const PROCESS_HEADER: &[&str] = &[
     "device_name",
     "device_memory_total_mib",
     "device_memory_used_mib",
+    "container",
+    "pod",
 ];
 
 fn write_devices<W: std::io::Write>(snap: &Snapshot, w: &mut csv::Writer<W>) -> csv::Result<()> {
@@ -238,6 +248,8 @@ fn write_processes<W: std::io::Write>(snap: &Snapshot, w: &mut csv::Writer<W>) -
             dev.map_or("", |d| d.name.as_str()),
             &mib(dev.and_then(|d| d.memory_total_bytes)),
             &mib(dev.and_then(|d| d.memory_used_bytes)),
+            &i.and_then(|i| i.container_label()).unwrap_or_default(),
+            i.and_then(|i| i.pod.as_deref()).unwrap_or(""),
         ])?;
     }
     Ok(())

@@ -66,6 +66,11 @@ const KEYS: &[&str] = &[
     "user_total_min_mib",
     "gpu",
     "hold_seconds",
+    "at",
+    "every_hours",
+    "container_glob",
+    "pod_glob",
+    "container_total_min_mib",
     "kind",
     "signal",
     "grace_seconds",
@@ -203,7 +208,8 @@ fn rule() -> impl Strategy<Value = String> {
             &[
                 "process_memory_min_mib", "device_used_min_pct", "device_free_max_mib",
                 "idle_min_minutes", "leaking_min_minutes", "age_min_minutes",
-                "user_total_min_mib", "hold_seconds",
+                "user_total_min_mib", "hold_seconds", "every_hours",
+                "container_total_min_mib",
             ],
             float(),
         ),
@@ -211,11 +217,15 @@ fn rule() -> impl Strategy<Value = String> {
         some_keys(&["name_regex", "cmdline_regex"], proptest::sample::select(&[
             "\"python\"", "\"python((\"", "\"(a+)+$\"", "\"x{1000}{1000}\"",
         ][..]).prop_map(str::to_string)),
+        some_keys(&["at", "container_glob", "pod_glob"], proptest::sample::select(&[
+            "\"04:00\"", "\"23:30-00:15\"", "\"24:00\"", "\"04:00-04:00\"", "\"\"", "\"*\"",
+            "\"jupyter-*\"", "\"99:99-99:99\"", "\"4:5\"", "\"00:00-23:59\"",
+        ][..]).prop_map(str::to_string)),
         action,
     )
-        .prop_map(|(n, own, conds, gpu, re, action)| {
+        .prop_map(|(n, own, conds, gpu, re, text, action)| {
             format!(
-                "[[cleanup.rules]]\nname = \"r{n}\"\n{own}[cleanup.rules.conditions]\n{conds}{gpu}{re}[cleanup.rules.action]\n{action}"
+                "[[cleanup.rules]]\nname = \"r{n}\"\n{own}[cleanup.rules.conditions]\n{conds}{gpu}{re}{text}[cleanup.rules.action]\n{action}"
             )
         })
 }
@@ -369,6 +379,7 @@ fn everything_converts(s: &Settings) -> Result<(), TestCaseError> {
             ("process_memory_min_mib", c.process_memory_min_mib),
             ("device_free_max_mib", c.device_free_max_mib),
             ("user_total_min_mib", c.user_total_min_mib),
+            ("container_total_min_mib", c.container_total_min_mib),
         ] {
             if let Some(mib) = mib {
                 prop_assert!(
@@ -376,6 +387,16 @@ fn everything_converts(s: &Settings) -> Result<(), TestCaseError> {
                     "{what}"
                 );
             }
+        }
+        if let Some(h) = c.every_hours {
+            prop_assert!(h * 3600.0 >= 60.0, "every_hours {h}");
+            usable_secs("every_hours", h * 3600.0)?;
+        }
+        if let Some(at) = &c.at {
+            prop_assert!(
+                vramwarden::rules::schedule::parse_at(at).is_ok(),
+                "at {at:?}"
+            );
         }
         match &r.action {
             Action::Terminate { grace_seconds } => usable_secs("grace_seconds", *grace_seconds)?,

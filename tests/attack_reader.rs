@@ -60,6 +60,7 @@ fn snap(t: UnixMs, pid: u32, name: &str, used_mib: u64) -> Snapshot {
                 uid: 1000,
                 start_time_ms: T0 - 5000,
                 container_id: None,
+                ..ProcInfo::default()
             })),
             ..ProcessSample::default()
         }],

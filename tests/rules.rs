@@ -380,6 +380,7 @@ mod eval {
                     uid: if *user == "alice" { 1000 } else { 1001 },
                     start_time_ms: 1_000,
                     container_id: None,
+                    ..ProcInfo::default()
                 })),
                 ..ProcessSample::default()
             })

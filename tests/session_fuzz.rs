@@ -131,6 +131,8 @@ fn piece() -> impl Strategy<Value = Vec<u8>> {
                     user: String::new(),
                     uid: 0,
                     container_id: None,
+                    container_name: None,
+                    pod: None,
                 },
             };
             frame(KIND_EVENT, &serde_json::to_vec(&e).expect("json"))

@@ -779,3 +779,70 @@ fn terminate_click_reaches_a_real_process_through_the_real_engine() {
         h.run();
     }
 }
+
+/// The Container column and the detail pane: the demo trainer's container gets a name and a
+/// pod here (as the engine's reader resolves them on a Kubernetes host); the column shows
+/// `namespace/pod · container`, the pane a Container and a Pod line, the filter matches the pod.
+#[test]
+fn container_and_pod_in_the_table_and_the_detail_pane() {
+    let mut sim = SimSource::demo(T0);
+    let mut m = Monitor::new(1000, 86_400);
+    m.source = Some(sim.info());
+    for i in 0..120 {
+        let t = T0 + i * 1000;
+        let mut s = sim.sample(t).expect("sim");
+        for p in s.processes.iter_mut().filter(|p| p.pid == 48213) {
+            if let Some(info) = p.info.as_mut() {
+                let info = std::sync::Arc::make_mut(info);
+                info.container_name = Some("trainer".into());
+                info.pod = Some("ml/trainer-7d9f".into());
+            }
+        }
+        m.apply(s, t);
+    }
+    let app = VramApp::with_backend(Backend::detached(m, true), UiState::default())
+        .with_fixed_now(T0 + 119_000);
+    let mut h = harness(app);
+    h.run();
+    h.get_by_label("Container");
+    h.get_by_label("ml/trainer-7d9f · trainer").click();
+    h.run();
+    assert_eq!(h.state().selected.map(|k| k.0.pid), Some(48213));
+    // The pane: its Container line (the name) and Pod line.
+    h.get_by_label("trainer");
+    h.get_by_label("Pod");
+    assert_eq!(h.query_all_by_label("ml/trainer-7d9f").count(), 1);
+    // The filter finds it by its pod.
+    h.key_press(egui::Key::Escape);
+    h.run();
+    h.state_mut().filter = "trainer-7d9f".into();
+    h.run();
+    h.get_by_label("1 shown");
+}
+
+/// The rule editor has the schedule and container fields, each with its own error under it.
+#[test]
+fn the_rule_editor_shows_schedule_and_container_fields_with_their_errors() {
+    let mut s = vramwarden::settings::Settings::default();
+    s.cleanup.rules.push(vramwarden::rules::Rule {
+        name: "Nightly".into(),
+        conditions: vramwarden::rules::Conditions {
+            at: Some("25:00".into()),
+            container_glob: Some("jupyter-*".into()),
+            process_memory_min_mib: Some(20480.0),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let mut h = harness(demo_app(60));
+    h.state_mut().settings_ui.show(&s);
+    h.state_mut().settings_ui.section = vramwarden::ui::settings_window::Section::Rules;
+    h.state_mut().settings_ui.editing = Some(0);
+    h.run();
+    h.get_by_label("Daily at (local time)");
+    h.get_by_label("At most once every");
+    h.get_by_label("Container matches");
+    h.get_by_label("Pod matches");
+    h.get_by_label("Container's total on the GPU ≥");
+    h.get_by_label_contains("⚠ \"25:00\" is not a time of day");
+}

@@ -107,12 +107,10 @@ fn route(state: &AgentState, rq: &mut Request) -> (Reply, Option<Header>) {
                         None,
                     );
                 };
-                let mut containers = state.containers.lock().ok();
                 metrics::render(
                     &m,
                     metrics::Context {
                         stats: &state.stats,
-                        containers: containers.as_deref_mut(),
                         max_processes: state.max_processes,
                         now_ms: crate::sampler::now_ms(),
                     },
@@ -152,8 +150,8 @@ fn route(state: &AgentState, rq: &mut Request) -> (Reply, Option<Header>) {
 pub fn handle(state: &AgentState, mut rq: Request) {
     let routed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| route(state, &mut rq)));
     let (reply, extra) = routed.unwrap_or_else(|p| {
-        eprintln!(
-            "vramwarden agent: internal error answering a request: {}",
+        tracing::error!(
+            "internal error answering a request: {}",
             crate::sampler::panic_text(p.as_ref())
         );
         (Reply::text(500, "internal error"), None)

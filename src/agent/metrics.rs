@@ -13,7 +13,6 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use crate::container::ContainerResolver;
 use crate::model::{DeviceSample, MIB};
 use crate::monitor::{LeakKey, Monitor};
 
@@ -130,8 +129,6 @@ impl Out {
 pub struct Context<'a> {
     /// The agent's counters.
     pub stats: &'a AgentStats,
-    /// Container and pod names (resolved here, off the sampling tick, and cached).
-    pub containers: Option<&'a mut ContainerResolver>,
     /// Most per-process series (the largest by memory; leaking ones always).
     pub max_processes: usize,
     /// Wall-clock now (ms).
@@ -285,7 +282,6 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
             chosen.push(p);
         }
     }
-    let mut containers = ctx.containers;
     struct Row {
         pid: String,
         name: String,
@@ -302,18 +298,12 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
         .iter()
         .map(|p| {
             let info = p.info.as_deref();
-            let (container, pod) = match (containers.as_deref_mut(), p.origin) {
-                (Some(r), crate::model::Origin::Live) => {
-                    let c = r.get(p.key());
-                    (c.container_label(), c.pod.clone())
-                }
-                // Simulated and recorded processes have no host cgroup: their id stands.
-                _ => (
-                    info.and_then(|i| i.container_id.as_ref())
-                        .map(|id| id.chars().take(12).collect()),
-                    None,
-                ),
-            };
+            // Resolved once per process when the engine first read it (ProcReader); the pod
+            // label is the pod's name, as Kubernetes' own metrics write it.
+            let container = info.and_then(|i| i.container_label());
+            let pod = info
+                .and_then(|i| i.pod.as_deref())
+                .map(|p| p.rsplit('/').next().unwrap_or(p).to_string());
             let dev = snap.devices.iter().find(|d| d.index == p.device_index);
             Row {
                 pid: p.pid.to_string(),
@@ -329,11 +319,6 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
             }
         })
         .collect();
-    if let Some(r) = containers {
-        let alive: std::collections::HashSet<crate::model::ProcessKey> =
-            snap.processes.iter().map(|p| p.key()).collect();
-        r.retain(&|k| alive.contains(k));
-    }
     let emit = |o: &mut Out, name: &str, r: &Row, v: f64| {
         o.sample(
             name,
@@ -586,7 +571,6 @@ mod tests {
             &m,
             Context {
                 stats: &stats,
-                containers: None,
                 max_processes: 1,
                 now_ms: 6500,
             },
@@ -621,7 +605,6 @@ mod tests {
             &m,
             Context {
                 stats: &stats,
-                containers: None,
                 max_processes: 10,
                 now_ms: 6000,
             },
@@ -635,5 +618,60 @@ mod tests {
         for l in text.lines().filter(|l| !l.starts_with('#')) {
             assert!(l.starts_with("vramwarden_"), "{l:?}");
         }
+    }
+
+    #[test]
+    fn container_and_pod_labels_come_from_the_process_facts() {
+        use crate::model::{DeviceSample, ProcInfo, ProcessSample, Snapshot, GIB};
+        let info = ProcInfo {
+            name: "python3".into(),
+            container_id: Some("e2".repeat(32)),
+            container_name: Some("notebook".into()),
+            pod: Some("default/jupyter-0".into()),
+            ..ProcInfo::default()
+        };
+        let unnamed = ProcInfo {
+            name: "worker".into(),
+            container_id: Some("f3".repeat(32)),
+            ..ProcInfo::default()
+        };
+        let mut m = Monitor::new(1000, 10);
+        m.apply(
+            Snapshot {
+                taken_at_ms: 5000,
+                devices: vec![DeviceSample {
+                    uuid: "GPU-0".into(),
+                    ..DeviceSample::default()
+                }],
+                processes: [(10, info), (11, unnamed)]
+                    .into_iter()
+                    .map(|(pid, i)| ProcessSample {
+                        pid,
+                        used_bytes: Some(GIB),
+                        info: Some(std::sync::Arc::new(i)),
+                        ..ProcessSample::default()
+                    })
+                    .collect(),
+            },
+            5000,
+        );
+        let stats = AgentStats::default();
+        let text = render(
+            &m,
+            Context {
+                stats: &stats,
+                max_processes: 10,
+                now_ms: 5000,
+            },
+            Format::Text,
+        );
+        assert!(
+            text.contains("name=\"python3\",user=\"\",container=\"notebook\",pod=\"jupyter-0\""),
+            "{text}"
+        );
+        assert!(
+            text.contains("name=\"worker\",user=\"\",container=\"f3f3f3f3f3f3\",pod=\"\""),
+            "{text}"
+        );
     }
 }

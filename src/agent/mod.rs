@@ -21,7 +21,6 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use crate::cli::CliError;
-use crate::container::ContainerResolver;
 use crate::engine::{EngineCommand, EngineOptions, RecordTo};
 use crate::monitor::{Monitor, SourceStatus};
 use crate::sampler::{SamplerHandle, SharedMonitor};
@@ -59,8 +58,6 @@ pub struct AgentState {
     pub shared: SharedMonitor,
     /// The agent's counters.
     pub stats: Arc<stats::AgentStats>,
-    /// Container names, resolved while serving scrapes.
-    pub containers: Mutex<ContainerResolver>,
     /// The API token.
     pub token: String,
     /// The sessions folder served by the API.
@@ -135,8 +132,8 @@ pub fn start(
         .clone()
         .unwrap_or_else(|| token::default_path(opts.config.as_deref()));
     let (token, created) = token::load_or_create(&token_path).map_err(CliError::Failed)?;
-    eprintln!(
-        "vramwarden agent: API token {} {}",
+    tracing::info!(
+        "API token {} {}",
         if created { "created in" } else { "read from" },
         token_path.display()
     );
@@ -180,7 +177,6 @@ pub fn start(
     let state = Arc::new(AgentState {
         shared,
         stats,
-        containers: Mutex::new(ContainerResolver::default()),
         token,
         sessions_dir,
         settings,
@@ -190,7 +186,7 @@ pub fn start(
         stopping: AtomicBool::new(false),
     });
     let workers = http::serve(server.clone(), state.clone(), http::WORKERS)?;
-    eprintln!("vramwarden agent: listening on http://{addr} (/metrics, /healthz, /api/v1/…)");
+    tracing::info!("listening on http://{addr} (/metrics, /healthz, /api/v1/…)");
     Ok(Agent {
         server,
         workers,
@@ -254,7 +250,7 @@ pub fn run(opts: AgentOptions) -> Result<(), CliError> {
                         ready = true;
                         drop(m);
                         sdnotify::notify("READY=1");
-                        eprintln!("vramwarden agent: ready");
+                        tracing::info!("ready");
                     }
                 }
             }
@@ -263,17 +259,17 @@ pub fn run(opts: AgentOptions) -> Result<(), CliError> {
         }
     };
     sdnotify::notify("STOPPING=1");
-    eprintln!("vramwarden agent: stopping");
+    tracing::info!("stopping");
     if !agent.stop() {
-        eprintln!("vramwarden agent: the sampler did not stop within 10 s");
+        tracing::warn!("the sampler did not stop within 10 s");
     }
     if let Ok(m) = shared.read() {
         if let Some(e) = &m.recording.error {
-            eprintln!("vramwarden agent: {e}");
+            tracing::error!("{e}");
         }
         if let Some(p) = &m.recording.path {
-            eprintln!(
-                "vramwarden agent: session log {} ({} samples)",
+            tracing::info!(
+                "session log {} ({} samples)",
                 p.display(),
                 m.recording.samples
             );

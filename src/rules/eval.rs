@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use super::model::{Action, Rule};
+use super::schedule::{Occurrence, Schedule};
 use crate::history::ProcSeriesKey;
 use crate::model::{Snapshot, UnixMs, MIB};
 
@@ -103,6 +104,11 @@ pub struct RuleState {
     /// Per process and GPU: the PyTorch allocator's releasable cache (reserved − allocated),
     /// as its companion last reported it (see [`RuleState::set_releasable_cache`]).
     releasable_cache: HashMap<ProcSeriesKey, u64>,
+    /// The local time zone's offset from UTC for schedules (`None`: the host's, read when a
+    /// rule with a schedule is evaluated; see [`RuleState::set_utc_offset_s`]).
+    utc_offset_s: Option<i32>,
+    /// The schedule occurrence each rule last fired in, per target (once per occurrence).
+    schedule_fired: HashMap<(String, TargetId), Occurrence>,
 }
 
 /// A rule ready to evaluate every tick: its regular expressions compiled once (with the size
@@ -117,6 +123,8 @@ pub struct CompiledRule {
     user_is: Option<Option<u32>>,
     /// `user_is_not` as a uid.
     user_is_not: Option<Option<u32>>,
+    /// `at` / `every_hours`, parsed.
+    schedule: Option<Schedule>,
 }
 
 impl CompiledRule {
@@ -134,6 +142,8 @@ impl CompiledRule {
             cmdline_re: re(&rule.conditions.cmdline_regex).ok()?,
             user_is: user(&rule.conditions.user_is),
             user_is_not: user(&rule.conditions.user_is_not),
+            schedule: Schedule::new(rule.conditions.at.as_deref(), rule.conditions.every_hours)
+                .ok()?,
             rule: rule.clone(),
         })
     }
@@ -181,6 +191,26 @@ fn targets(snap: &Snapshot, rule: &Rule) -> Vec<Target> {
 }
 
 impl RuleState {
+    /// Sets the time zone schedules are read in (seconds east of UTC); `None` (the default)
+    /// uses the host's local time zone.
+    pub fn set_utc_offset_s(&mut self, offset: Option<i32>) {
+        self.utc_offset_s = offset;
+    }
+
+    /// The occurrence of `compiled`'s schedule open at `now`: `Some(None)` for a rule without
+    /// a schedule, `None` when its schedule is closed.
+    fn schedule_open(&self, compiled: &CompiledRule, now: UnixMs) -> Option<Option<Occurrence>> {
+        match &compiled.schedule {
+            None => Some(None),
+            Some(s) => {
+                let offset = self
+                    .utc_offset_s
+                    .unwrap_or_else(|| super::schedule::local_utc_offset_s(now));
+                s.occurrence(now, offset).map(Some)
+            }
+        }
+    }
+
     /// Sets the releasable PyTorch cache per process (pid + start time) and GPU (NVML index),
     /// from the companions (`crate::torch::Watch`); call once per tick before
     /// [`RuleState::evaluate`]. A process missing from `map` never matches
@@ -257,6 +287,11 @@ impl RuleState {
             let rule = &compiled.rule;
             let hold = (rule.conditions.hold_seconds * 1000.0) as i64;
             let cooldown = (rule.cooldown_minutes * 60_000.0) as i64;
+            let Some(occurrence) = self.schedule_open(compiled, now) else {
+                // Outside its schedule the rule holds nowhere: the hysteresis starts again.
+                self.held_since.retain(|(name, _), _| *name != rule.name);
+                continue;
+            };
             for t in targets(snap, rule) {
                 let id = (rule.name.clone(), t.id());
                 if stale.contains(&t.id()) {
@@ -273,6 +308,12 @@ impl RuleState {
                 }
                 if self.last_fired.get(&id).is_some_and(|t| now - t < cooldown) {
                     continue;
+                }
+                if let Some(o) = occurrence {
+                    if self.schedule_fired.get(&id) == Some(&o) {
+                        continue;
+                    }
+                    self.schedule_fired.insert(id.clone(), o);
                 }
                 self.last_fired.insert(id, now);
                 out.push(Planned {
@@ -292,6 +333,7 @@ impl RuleState {
             .chain(snap.devices.iter().map(|d| TargetId::Device(d.index)))
             .collect();
         self.held_since.retain(|(_, t), _| alive.contains(t));
+        self.schedule_fired.retain(|(_, t), _| alive.contains(t));
         // A cooldown that has run out needs no entry (an agent runs for months).
         let cooldowns: HashMap<&str, i64> = rules
             .iter()
@@ -313,6 +355,9 @@ impl RuleState {
         let Some(compiled) = CompiledRule::new(rule) else {
             return Vec::new();
         };
+        if self.schedule_open(&compiled, snap.taken_at_ms).is_none() {
+            return Vec::new();
+        }
         targets(snap, rule)
             .into_iter()
             .filter(|t| self.holds(&compiled, t, snap, facts))
@@ -397,6 +442,29 @@ impl RuleState {
         if !re_ok(&compiled.cmdline_re, cmdline) {
             return false;
         }
+        if !container_matches(c, p.and_then(|p| p.info.as_deref())) {
+            return false;
+        }
+        if let Some(min) = c.container_total_min_mib {
+            let id = p
+                .and_then(|p| p.info.as_deref())
+                .and_then(|i| i.container_id.as_deref());
+            let Some(id) = id else {
+                return false;
+            };
+            let total: u64 = snap
+                .processes
+                .iter()
+                .filter(|q| {
+                    q.device_index == key.1
+                        && q.info.as_deref().and_then(|i| i.container_id.as_deref()) == Some(id)
+                })
+                .filter_map(|q| q.used_bytes)
+                .sum();
+            if (total as f64 / MIB as f64) < min {
+                return false;
+            }
+        }
         // Users are compared by uid (names resolved through NSS when the rule was compiled).
         if compiled
             .user_is
@@ -439,6 +507,36 @@ impl RuleState {
         }
         true
     }
+}
+
+/// True when the process's container and pod match the rule's `container_glob` and
+/// `pod_glob` (each unset pattern matches everything; a set one never matches a process
+/// outside a container or pod).
+fn container_matches(c: &super::Conditions, info: Option<&crate::model::ProcInfo>) -> bool {
+    use super::glob::matches;
+    if let Some(g) = &c.container_glob {
+        let hit = info.is_some_and(|i| {
+            i.container_name.as_deref().is_some_and(|n| matches(g, n))
+                || i.container_id.as_deref().is_some_and(|id| matches(g, id))
+        });
+        if !hit {
+            return false;
+        }
+    }
+    if let Some(g) = &c.pod_glob {
+        let pod = info.and_then(|i| i.pod.as_deref());
+        let hit = pod.is_some_and(|p| {
+            if g.contains('/') {
+                matches(g, p)
+            } else {
+                matches(g, p.rsplit('/').next().unwrap_or(p))
+            }
+        });
+        if !hit {
+            return false;
+        }
+    }
+    true
 }
 
 #[cfg(test)]

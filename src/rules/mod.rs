@@ -3,6 +3,8 @@
 
 pub mod action;
 pub mod eval;
+pub mod glob;
 pub mod model;
+pub mod schedule;
 
 pub use model::{Action, Conditions, Rule};

@@ -42,6 +42,24 @@ pub struct Conditions {
     /// Everything above has held continuously this long before the rule fires (hysteresis;
     /// seconds, 0 – [`MAX_HOLD_SECONDS`], a year).
     pub hold_seconds: f64,
+    /// Its container's name matches this pattern (`*` and `?` wildcards, see
+    /// [`super::glob`]); a container without a resolved name is matched by its id. A process
+    /// outside a container never matches.
+    pub container_glob: Option<String>,
+    /// Its Kubernetes pod matches this pattern: `namespace/pod` when the pattern holds a `/`,
+    /// else the pod's name alone. A process outside a pod never matches.
+    pub pod_glob: Option<String>,
+    /// Only in this daily window of local time: `"04:00"` (an hour from then) or
+    /// `"04:00-04:30"`; the rule fires at most once per target per day (see
+    /// [`super::schedule`]).
+    pub at: Option<String>,
+    /// At most once per target in each period of this many hours (periods start at local
+    /// midnight; 1/60 – 8760).
+    pub every_hours: Option<f64>,
+    /// The processes of its container (same container id) hold at least this much on that
+    /// GPU together (a per-container quota; MiB, 0 – [`MAX_MIB`]). A process outside a
+    /// container never matches.
+    pub container_total_min_mib: Option<f64>,
 }
 
 impl Conditions {
@@ -58,6 +76,9 @@ impl Conditions {
             || self.age_min_minutes.is_some()
             || self.user_total_min_mib.is_some()
             || self.releasable_cache_min_mib.is_some()
+            || self.container_glob.is_some()
+            || self.pod_glob.is_some()
+            || self.container_total_min_mib.is_some()
     }
 }
 
@@ -306,6 +327,7 @@ impl Rule {
                 v.push((key, e));
             }
         }
+        self.schedule_and_glob_problems(&mut v);
         if let Some(m) = out_of(self.cooldown_minutes, 0.0, MAX_MINUTES, " min") {
             v.push((&["cooldown_minutes"], m));
         }
@@ -314,6 +336,44 @@ impl Rule {
             v.push((&["action", "kind"], "signalling needs a condition about the process (memory, idle, name, …): a GPU-wide rule can only notify or run a command".into()));
         }
         v
+    }
+
+    /// Problems of the schedule (`at`, `every_hours`, a hold longer than the window) and of
+    /// the container and pod patterns.
+    fn schedule_and_glob_problems(&self, v: &mut Vec<(&'static [&'static str], String)>) {
+        let c = &self.conditions;
+        match super::schedule::Schedule::new(c.at.as_deref(), c.every_hours) {
+            Err(("at", m)) => v.push((&["conditions", "at"], m)),
+            Err((_, m)) => v.push((&["conditions", "every_hours"], m)),
+            Ok(Some(s))
+                if c.hold_seconds.is_finite() && c.hold_seconds * 1000.0 > s.open_ms() as f64 =>
+            {
+                v.push((
+                    &["conditions", "at"],
+                    format!(
+                        "hold_seconds ({} s) is longer than the schedule stays open ({} min): the rule could never fire (widen the window, e.g. \"04:00-06:00\", or shorten the hold)",
+                        c.hold_seconds,
+                        s.open_ms() / 60_000
+                    ),
+                ));
+            }
+            Ok(_) => {}
+        }
+        if let Some(m) = c
+            .container_total_min_mib
+            .and_then(|x| out_of(x, 0.0, MAX_MIB, " MiB"))
+        {
+            v.push((&["conditions", "container_total_min_mib"], m));
+        }
+        let globs: [(&'static [&'static str], &Option<String>); 2] = [
+            (&["conditions", "container_glob"], &c.container_glob),
+            (&["conditions", "pod_glob"], &c.pod_glob),
+        ];
+        for (key, g) in globs {
+            if let Some(m) = g.as_deref().and_then(super::glob::problem) {
+                v.push((key, m));
+            }
+        }
     }
 
     /// The action's own problems (signal name, grace period, command, timeout).
@@ -392,6 +452,18 @@ impl Rule {
         }
         if let Some(x) = &c.user_is_not {
             when.push(format!("its user is not {x}"));
+        }
+        if let Some(x) = &c.container_glob {
+            when.push(format!("its container matches {x}"));
+        }
+        if let Some(x) = &c.pod_glob {
+            when.push(format!("its pod matches {x}"));
+        }
+        if let Some(x) = c.container_total_min_mib {
+            when.push(format!("its container holds ≥ {x} MiB on that GPU"));
+        }
+        if let Ok(Some(s)) = super::schedule::Schedule::new(c.at.as_deref(), c.every_hours) {
+            when.extend(s.describe());
         }
         if let Some(x) = c.age_min_minutes {
             when.push(format!("it has run ≥ {x} min"));

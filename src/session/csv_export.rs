@@ -34,11 +34,13 @@ impl Table {
         }
     }
 
-    /// The header row.
+    /// The header row. In the processes table, `container` is the container's name (else
+    /// the first 12 digits of its id) and `pod` is `namespace/pod`; both are empty for a
+    /// process outside a container (and in logs written before they were kept).
     pub fn header(self) -> &'static str {
         match self {
             Table::Devices => "timestamp,unix_ms,device_index,uuid,name,memory_total_mib,memory_used_mib,memory_reserved_mib,memory_free_mib,utilization_gpu_pct,temperature_c,power_w",
-            Table::Processes => "timestamp,unix_ms,device_index,pid,start_time,name,user,used_mib,cmdline",
+            Table::Processes => "timestamp,unix_ms,device_index,pid,start_time,name,user,used_mib,cmdline,container,pod",
             Table::Events => "timestamp,unix_ms,kind,pid,device_index,name,user,rate_mib_per_min,detail",
         }
     }
@@ -168,7 +170,22 @@ pub fn export(
             let cmdlines: std::collections::HashMap<u32, String> = session
                 .defs
                 .values()
-                .map(|d| (d.id, quote(&d.cmdline)))
+                .map(|d| {
+                    let container = d.container_name.clone().or_else(|| {
+                        d.container_id
+                            .as_ref()
+                            .map(|id| id.chars().take(12).collect())
+                    });
+                    (
+                        d.id,
+                        format!(
+                            "{},{},{}",
+                            quote(&d.cmdline),
+                            quote(container.as_deref().unwrap_or("")),
+                            quote(d.pod.as_deref().unwrap_or(""))
+                        ),
+                    )
+                })
                 .collect();
             for i in 0..n {
                 let Some(s) = session.decoded(i) else {
@@ -233,8 +250,9 @@ pub fn export(
                         buf.push(b',');
                         put_mib(&mut buf, *used);
                         buf.push(b',');
-                        if let Some(c) = cmdlines.get(id) {
-                            buf.extend_from_slice(c.as_bytes());
+                        match cmdlines.get(id) {
+                            Some(c) => buf.extend_from_slice(c.as_bytes()),
+                            None => buf.extend_from_slice(b",,"),
                         }
                         buf.push(b'\n');
                         rows += 1;

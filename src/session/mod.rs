@@ -100,6 +100,12 @@ pub struct ProcDef {
     pub uid: u32,
     /// Container id.
     pub container_id: Option<String>,
+    /// The container's name, where resolved (absent in logs written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_name: Option<String>,
+    /// Its Kubernetes pod as `namespace/pod`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
 }
 
 /// What a leak event says about the series.

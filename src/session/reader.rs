@@ -518,6 +518,8 @@ impl SessionData {
                 uid: d.uid,
                 start_time_ms: d.start_time_ms,
                 container_id: d.container_id.clone(),
+                container_name: d.container_name.clone(),
+                pod: d.pod.clone(),
             }),
         );
         self.defs.insert(d.id, d);
@@ -817,6 +819,8 @@ impl SessionData {
                 cmdline: def.cmdline.clone(),
                 user: def.user.clone(),
                 container_id: def.container_id.clone(),
+                container_name: def.container_name.clone(),
+                pod: def.pod.clone(),
                 used_bytes: if alive { st.last_used } else { Some(0) },
                 peak_bytes: st.peak,
                 delta_1m_bytes: delta,

@@ -170,6 +170,8 @@ impl SessionWriter {
                         user: info.user,
                         uid: info.uid,
                         container_id: info.container_id,
+                        container_name: info.container_name,
+                        pod: info.pod,
                     };
                     self.write_event(&Event::ProcessStart {
                         unix_ms: now,

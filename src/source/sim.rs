@@ -149,6 +149,7 @@ fn info(
         uid,
         start_time_ms: start_ms,
         container_id: None,
+        ..ProcInfo::default()
     }))
 }
 

@@ -188,10 +188,11 @@ pub fn pane(
             kv(
                 ui,
                 "Container",
-                row.container_id
-                    .as_ref()
-                    .map_or("—".into(), |c| c.chars().take(12).collect()),
+                row.container_label().unwrap_or_else(|| "—".into()),
             );
+            if let Some(pod) = &row.pod {
+                kv(ui, "Pod", pod.clone());
+            }
             kv(
                 ui,
                 "GPU memory now",

@@ -34,14 +34,17 @@ pub enum SortColumn {
     Status,
     /// Command line.
     Command,
+    /// Container name (else short id), with the pod as `namespace/pod` in its tooltip.
+    Container,
 }
 
 impl SortColumn {
     /// Every column in table order, with its title.
-    pub const ALL: [(SortColumn, &'static str); 11] = [
+    pub const ALL: [(SortColumn, &'static str); 12] = [
         (SortColumn::Pid, "PID"),
         (SortColumn::Name, "Name"),
         (SortColumn::User, "User"),
+        (SortColumn::Container, "Container"),
         (SortColumn::Gpu, "GPU"),
         (SortColumn::Memory, "GPU memory"),
         (SortColumn::Delta, "Δ 1 min"),
@@ -90,14 +93,30 @@ pub struct TableState<'a> {
     pub hidden: &'a mut Vec<SortColumn>,
 }
 
-/// True when `row` matches the filter (pid, name, command line or user; case-insensitive).
+/// True when `row` matches the filter (pid, name, command line, user, container or pod;
+/// case-insensitive).
 pub fn matches(row: &ProcessRow, filter: &str) -> bool {
     let f = filter.trim().to_lowercase();
+    let opt = |s: &Option<String>| s.as_deref().is_some_and(|s| s.to_lowercase().contains(&f));
     f.is_empty()
         || row.key.pid.to_string().contains(&f)
         || row.name.to_lowercase().contains(&f)
         || row.cmdline.to_lowercase().contains(&f)
         || row.user.to_lowercase().contains(&f)
+        || opt(&row.container_name)
+        || opt(&row.container_id)
+        || opt(&row.pod)
+}
+
+/// The Container cell: the container's name (else its short id) and, for a pod, `ns/pod ·`
+/// before it; empty outside a container.
+pub fn container_cell(row: &ProcessRow) -> String {
+    match (&row.pod, row.container_label()) {
+        (Some(pod), Some(c)) => format!("{pod} · {c}"),
+        (Some(pod), None) => pod.clone(),
+        (None, Some(c)) => c,
+        (None, None) => String::new(),
+    }
 }
 
 /// Sorts rows in place by `col` (ties broken by pid so the order never flickers). Status
@@ -119,6 +138,7 @@ pub fn sort_rows(
             SortColumn::Delta => a.delta_1m_bytes.cmp(&b.delta_1m_bytes),
             SortColumn::Age => (now - a.started_ms()).cmp(&(now - b.started_ms())),
             SortColumn::Command => a.cmdline.cmp(&b.cmdline),
+            SortColumn::Container => container_cell(a).cmp(&container_cell(b)),
             SortColumn::Cpu => a
                 .cpu_pct
                 .unwrap_or(-1.0)
@@ -226,9 +246,14 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
             scroll_to = Some(next);
         }
     }
+    // The Container column appears once some process runs in a container.
+    let any_container = rows
+        .iter()
+        .any(|r| r.container_id.is_some() || r.pod.is_some());
     let visible: Vec<(SortColumn, &str)> = SortColumn::ALL
         .into_iter()
         .filter(|(c, _)| !t.hidden.contains(c))
+        .filter(|(c, _)| *c != SortColumn::Container || any_container)
         .collect();
     let row_h = ui.text_style_height(&egui::TextStyle::Monospace) + 6.0;
     egui::ScrollArea::horizontal()
@@ -247,6 +272,7 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                     SortColumn::Pid => egui_extras::Column::initial(64.0).at_least(48.0),
                     SortColumn::Name => egui_extras::Column::initial(150.0).at_least(60.0).clip(true),
                     SortColumn::User => egui_extras::Column::initial(90.0).at_least(40.0).clip(true),
+                    SortColumn::Container => egui_extras::Column::initial(150.0).at_least(50.0).clip(true),
                     SortColumn::Gpu => egui_extras::Column::initial(40.0).at_least(30.0),
                     SortColumn::Memory => egui_extras::Column::initial(100.0).at_least(70.0),
                     SortColumn::Delta => egui_extras::Column::initial(84.0).at_least(60.0),
@@ -332,6 +358,14 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                             }
                             SortColumn::User => {
                                 ui.add(egui::Label::new(weak(r.user.clone())).truncate().selectable(false));
+                            }
+                            SortColumn::Container => {
+                                let resp = ui.add(egui::Label::new(weak(container_cell(r))).truncate().selectable(false));
+                                if let Some(id) = &r.container_id {
+                                    let pod = r.pod.as_deref().map(|p| format!("pod {p}\n")).unwrap_or_default();
+                                    let name = r.container_name.as_deref().map(|n| format!("container {n}\n")).unwrap_or_default();
+                                    resp.on_hover_text(format!("{pod}{name}id {id}"));
+                                }
                             }
                             SortColumn::Gpu => {
                                 ui.add(egui::Label::new(weak(r.device_index.to_string())).selectable(false));

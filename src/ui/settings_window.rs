@@ -558,6 +558,15 @@ impl SettingsUi {
                 opt_text(ui, "User is not", &mut k.user_is_not, "user name", &problems, "user_is_not");
                 opt_num(ui, "Running for ≥", &mut k.age_min_minutes, (60.0, " min"), &problems, "age_min_minutes");
                 opt_num(ui, "User's total on the GPU ≥", &mut k.user_total_min_mib, (40960.0, " MiB"), &problems, "user_total_min_mib");
+                // Containers and schedules: folded away unless the rule uses them.
+                let used = k.container_glob.is_some() || k.pod_glob.is_some() || k.container_total_min_mib.is_some() || k.at.is_some() || k.every_hours.is_some();
+                egui::CollapsingHeader::new("Containers and schedule").id_salt(("rule-containers-schedule", i)).default_open(used).show(ui, |ui| {
+                    opt_text(ui, "Container matches", &mut k.container_glob, "pattern, e.g. jupyter-*", &problems, "container_glob");
+                    opt_text(ui, "Pod matches", &mut k.pod_glob, "pattern, e.g. ml/trainer-* or jupyter-*", &problems, "pod_glob");
+                    opt_num(ui, "Container's total on the GPU ≥", &mut k.container_total_min_mib, (20480.0, " MiB"), &problems, "container_total_min_mib");
+                    opt_text(ui, "Daily at (local time)", &mut k.at, "04:00 or 04:00-04:30", &problems, "at");
+                    opt_num(ui, "At most once every", &mut k.every_hours, (6.0, " h"), &problems, "every_hours");
+                });
                 ui.horizontal(|ui| {
                     let mut on = k.gpu.is_some();
                     if ui.checkbox(&mut on, "Only on GPU").changed() {
