@@ -60,6 +60,8 @@ pub struct ProcessRow {
     pub color_slot: u8,
     /// PyTorch's allocator figures, while its companion answers (last sample).
     pub torch: Option<crate::model::TorchMem>,
+    /// Its share of the GPU's SM time, percent, where the driver gives it (last sample).
+    pub sm_util_pct: Option<u32>,
     pub(crate) recent: VecDeque<(UnixMs, u64)>,
 }
 
@@ -184,6 +186,7 @@ impl Monitor {
                     rss_bytes: None,
                     color_slot: slot,
                     torch: None,
+                    sm_util_pct: None,
                     recent: VecDeque::new(),
                 }
             });
@@ -191,6 +194,7 @@ impl Monitor {
             row.cpu_pct = p.cpu_pct;
             row.rss_bytes = p.rss_bytes;
             row.torch = p.torch;
+            row.sm_util_pct = p.sm_util_pct;
             row.last_seen_ms = now;
             row.exited_at_ms = None;
             if let Some(u) = used {

@@ -846,3 +846,32 @@ fn the_rule_editor_shows_schedule_and_container_fields_with_their_errors() {
     h.get_by_label("Container's total on the GPU ≥");
     h.get_by_label_contains("⚠ \"25:00\" is not a time of day");
 }
+
+#[test]
+fn the_table_groups_by_user_and_folds_a_group() {
+    let mut h = harness(demo_app(120));
+    h.run();
+    // Per-process GPU utilisation, where the driver (here the simulated one) gives it.
+    h.get_by_label("GPU %");
+    h.get_by_label("Group").click();
+    h.run();
+    h.get_by_label("By user").click();
+    h.run();
+    assert_eq!(
+        h.state().state.group_by,
+        vramwarden::ui::processes::GroupBy::User
+    );
+    // alice's trainer (38 GiB) and eval job (8 GiB) make the largest group.
+    h.get_by_label("▼ alice");
+    // Its header and GPU 0's card ("2 processes"; GPU 1 has 3).
+    assert_eq!(h.query_all_by_label("2 processes").count(), 2);
+    h.get_by_label("46.0 GiB");
+    h.get_by_label("48213");
+    h.get_by_label("▼ alice").click();
+    h.run();
+    h.get_by_label("▶ alice");
+    assert!(h.query_by_label("48213").is_none(), "folded away");
+    assert!(h.query_by_label("39002").is_none(), "folded away");
+    // Other users' rows stay.
+    h.get_by_label("2231");
+}

@@ -832,6 +832,7 @@ impl SessionData {
                 rss_bytes: None,
                 color_slot: 0,
                 torch: None,
+                sm_util_pct: None,
                 recent: VecDeque::new(),
             });
             processes.insert(key, st.series);

@@ -117,8 +117,11 @@ pub struct SimDevice {
 /// the script holds (which stands for the allocator's reserved memory).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SimTorch {
-    /// Live tensors, percent of reserved.
+    /// Live tensors, percent of reserved (when `cache_mib` is 0).
     pub allocated_pct: u32,
+    /// A cache of fixed size: live tensors are reserved minus this (a leak in tensors grows
+    /// them at the script's full rate).
+    pub cache_mib: u64,
     /// Free space inside split blocks, percent of reserved.
     pub inactive_split_pct: u32,
     /// Allocation retries reported.
@@ -274,6 +277,7 @@ impl SimSource {
             48213,
             SimTorch {
                 allocated_pct: 64,
+                cache_mib: 0,
                 inactive_split_pct: 4,
                 alloc_retries: 0,
             },
@@ -281,7 +285,8 @@ impl SimSource {
         .with_torch(
             51877,
             SimTorch {
-                allocated_pct: 94,
+                allocated_pct: 0,
+                cache_mib: 192,
                 inactive_split_pct: 1,
                 alloc_retries: 3,
             },
@@ -423,7 +428,11 @@ impl SimSource {
                 torch: self.torch.get(&p.pid).map(|t| {
                     let reserved = mib * MIB;
                     crate::model::TorchMem {
-                        allocated_bytes: reserved / 100 * u64::from(t.allocated_pct.min(100)),
+                        allocated_bytes: if t.cache_mib > 0 {
+                            reserved.saturating_sub(t.cache_mib * MIB)
+                        } else {
+                            reserved / 100 * u64::from(t.allocated_pct.min(100))
+                        },
                         reserved_bytes: reserved,
                         inactive_split_bytes: reserved / 100
                             * u64::from(t.inactive_split_pct.min(100)),

@@ -37,6 +37,8 @@ pub struct UiState {
     pub show_metrics: bool,
     /// Agents connected to before (File → Connect to host…), newest first.
     pub hosts: Vec<super::connect::SavedHost>,
+    /// How the process table groups its rows.
+    pub group_by: super::processes::GroupBy,
 }
 
 /// The panes under the graph.
@@ -63,6 +65,7 @@ impl Default for UiState {
             hidden_columns: Vec::new(),
             show_metrics: true,
             hosts: Vec::new(),
+            group_by: super::processes::GroupBy::None,
         }
     }
 }
@@ -115,6 +118,8 @@ pub struct VramApp {
     local_demo: bool,
     /// A host chosen in the selector this frame (`None` inside: this computer).
     host_pick: Option<Option<usize>>,
+    /// Table groups folded shut.
+    collapsed_groups: std::collections::HashSet<String>,
 }
 
 impl VramApp {
@@ -158,6 +163,7 @@ impl VramApp {
             connect: super::connect::ConnectUi::default(),
             host_pick: None,
             local_demo: false,
+            collapsed_groups: std::collections::HashSet::new(),
         }
     }
 
@@ -356,9 +362,7 @@ impl VramApp {
                                 if matches!(live.status, SourceStatus::Failed(_)) {
                                     ui.vertical_centered(|ui| {
                                         ui.add_space(4.0);
-                                        if ui
-                                            .button("Connect to a GPU server's agent…")
-                                            .clicked()
+                                        if ui.button("Connect to a GPU server's agent…").clicked()
                                         {
                                             self.connect.show(None);
                                         }
@@ -883,6 +887,8 @@ impl VramApp {
                             .map(|d| d.index)
                             .collect(),
                         hidden: &mut self.state.hidden_columns,
+                        group_by: &mut self.state.group_by,
+                        collapsed: &mut self.collapsed_groups,
                     };
                     processes::table(ui, rows.clone(), &mut table, now);
                 }

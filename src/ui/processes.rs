@@ -36,17 +36,92 @@ pub enum SortColumn {
     Command,
     /// Container name (else short id), with the pod as `namespace/pod` in its tooltip.
     Container,
+    /// The process's share of the GPU's SM time, where the driver gives it.
+    GpuUtil,
+}
+
+/// How the table groups its rows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GroupBy {
+    /// One flat list.
+    #[default]
+    None,
+    /// A group per user.
+    User,
+    /// A group per container (or pod); processes outside any in one group.
+    Container,
+}
+
+impl GroupBy {
+    /// Every choice with its label.
+    pub const ALL: [(GroupBy, &'static str); 3] = [
+        (GroupBy::None, "No grouping"),
+        (GroupBy::User, "By user"),
+        (GroupBy::Container, "By container"),
+    ];
+
+    /// The group a row belongs to.
+    pub fn key(self, r: &ProcessRow) -> String {
+        match self {
+            GroupBy::None => String::new(),
+            GroupBy::User if r.user.is_empty() => "(unknown user)".into(),
+            GroupBy::User => r.user.clone(),
+            GroupBy::Container => {
+                let c = container_cell(r);
+                if c.is_empty() {
+                    "(no container)".into()
+                } else {
+                    c
+                }
+            }
+        }
+    }
+}
+
+/// A line of the table: a group's header or a process.
+#[derive(Debug, Clone, Copy)]
+pub enum Item<'a> {
+    /// A group: its key, how many processes and how much GPU memory they hold.
+    Group(&'a str, usize, u64),
+    /// A process.
+    Row(&'a ProcessRow),
+}
+
+/// The groups of `rows` (already sorted): each group's key, its rows in their order and the
+/// GPU memory they hold now; the largest group first.
+pub fn group_rows<'a>(
+    rows: &[&'a ProcessRow],
+    by: GroupBy,
+) -> Vec<(String, Vec<&'a ProcessRow>, u64)> {
+    let mut groups: Vec<(String, Vec<&'a ProcessRow>, u64)> = Vec::new();
+    for r in rows {
+        let k = by.key(r);
+        let used = r
+            .used_bytes
+            .filter(|_| r.exited_at_ms.is_none())
+            .unwrap_or(0);
+        match groups.iter_mut().find(|g| g.0 == k) {
+            Some(g) => {
+                g.1.push(r);
+                g.2 += used;
+            }
+            None => groups.push((k, vec![r], used)),
+        }
+    }
+    groups.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    groups
 }
 
 impl SortColumn {
     /// Every column in table order, with its title.
-    pub const ALL: [(SortColumn, &'static str); 12] = [
+    pub const ALL: [(SortColumn, &'static str); 13] = [
         (SortColumn::Pid, "PID"),
         (SortColumn::Name, "Name"),
         (SortColumn::User, "User"),
         (SortColumn::Container, "Container"),
         (SortColumn::Gpu, "GPU"),
         (SortColumn::Memory, "GPU memory"),
+        (SortColumn::GpuUtil, "GPU %"),
         (SortColumn::Delta, "Δ 1 min"),
         (SortColumn::Age, "Age"),
         (SortColumn::Cpu, "CPU"),
@@ -64,6 +139,7 @@ impl SortColumn {
                 | SortColumn::Status
                 | SortColumn::Cpu
                 | SortColumn::Rss
+                | SortColumn::GpuUtil
         )
     }
 }
@@ -91,6 +167,10 @@ pub struct TableState<'a> {
     pub leaks: &'a std::collections::HashMap<crate::monitor::LeakKey, super::leaks::LeakBadge>,
     /// Columns the user hid.
     pub hidden: &'a mut Vec<SortColumn>,
+    /// Grouping.
+    pub group_by: &'a mut GroupBy,
+    /// Groups folded shut (by key).
+    pub collapsed: &'a mut std::collections::HashSet<String>,
 }
 
 /// True when `row` matches the filter (pid, name, command line, user, container or pod;
@@ -144,6 +224,7 @@ pub fn sort_rows(
                 .unwrap_or(-1.0)
                 .total_cmp(&b.cpu_pct.unwrap_or(-1.0)),
             SortColumn::Rss => a.rss_bytes.cmp(&b.rss_bytes),
+            SortColumn::GpuUtil => a.sm_util_pct.cmp(&b.sm_util_pct),
             SortColumn::Status => {
                 let (ra, sa, ea) = status(a);
                 let (rb, sb, eb) = status(b);
@@ -191,6 +272,22 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
         )
     };
     sort_rows(&mut rows, *t.sort, *t.desc, now, &status);
+    let shown = rows.len();
+    let groups = (*t.group_by != GroupBy::None).then(|| group_rows(&rows, *t.group_by));
+    let mut items: Vec<Item<'_>> = Vec::with_capacity(rows.len());
+    match &groups {
+        Some(groups) => {
+            rows.clear();
+            for (k, members, bytes) in groups {
+                items.push(Item::Group(k, members.len(), *bytes));
+                if !t.collapsed.contains(k) {
+                    items.extend(members.iter().map(|r| Item::Row(r)));
+                    rows.extend(members.iter().copied());
+                }
+            }
+        }
+        None => items.extend(rows.iter().map(|r| Item::Row(r))),
+    }
 
     ui.horizontal(|ui| {
         let label = ui.label("Filter");
@@ -212,9 +309,25 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
         {
             t.filter.clear();
         }
-        ui.label(RichText::new(format!("{} shown", rows.len())).weak());
+        ui.label(RichText::new(format!("{shown} shown")).weak());
+        ui.separator();
+        let label = ui.label("Group");
+        egui::ComboBox::from_id_salt("table-group")
+            .selected_text(
+                GroupBy::ALL
+                    .iter()
+                    .find(|(g, _)| g == t.group_by)
+                    .map_or("", |(_, l)| *l),
+            )
+            .show_ui(ui, |ui| {
+                for (g, l) in GroupBy::ALL {
+                    ui.selectable_value(t.group_by, g, l);
+                }
+            })
+            .response
+            .labelled_by(label.id);
     });
-    if rows.is_empty() {
+    if items.is_empty() {
         ui.add_space(12.0);
         ui.label(if t.filter.is_empty() {
             "No process holds GPU memory right now."
@@ -239,11 +352,16 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                 .and_then(|k| rows.iter().position(|r| r.series_key() == k));
             let next = match (cur, down) {
                 (None, _) => 0,
-                (Some(i), true) => (i + 1).min(rows.len() - 1),
+                (Some(i), true) => (i + 1).min(rows.len().saturating_sub(1)),
                 (Some(i), false) => i.saturating_sub(1),
             };
-            *t.selected = Some(rows[next].series_key());
-            scroll_to = Some(next);
+            if let Some(r) = rows.get(next) {
+                *t.selected = Some(r.series_key());
+                let key = r.series_key();
+                scroll_to = items
+                    .iter()
+                    .position(|i| matches!(i, Item::Row(r) if r.series_key() == key));
+            }
         }
     }
     // The Container column appears once some process runs in a container.
@@ -273,6 +391,7 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                     SortColumn::Name => egui_extras::Column::initial(150.0).at_least(60.0).clip(true),
                     SortColumn::User => egui_extras::Column::initial(90.0).at_least(40.0).clip(true),
                     SortColumn::Container => egui_extras::Column::initial(150.0).at_least(50.0).clip(true),
+                    SortColumn::GpuUtil => egui_extras::Column::initial(56.0).at_least(40.0),
                     SortColumn::Gpu => egui_extras::Column::initial(40.0).at_least(30.0),
                     SortColumn::Memory => egui_extras::Column::initial(100.0).at_least(70.0),
                     SortColumn::Delta => egui_extras::Column::initial(84.0).at_least(60.0),
@@ -314,8 +433,35 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                 }
             })
             .body(|body| {
-                body.rows(row_h, rows.len(), |mut row| {
-                    let r = rows[row.index()];
+                body.rows(row_h, items.len(), |mut row| {
+                    let r = match items[row.index()] {
+                        Item::Row(r) => r,
+                        Item::Group(k, n, bytes) => {
+                            let open = !t.collapsed.contains(k);
+                            row.col(|_| {});
+                            for (i, (col, _)) in visible.iter().enumerate() {
+                                row.col(|ui| {
+                                    let text = match (i, col) {
+                                        (0, _) => format!("{} {k}", if open { "▼" } else { "▶" }),
+                                        (1, _) => format!("{n} process{}", if n == 1 { "" } else { "es" }),
+                                        (_, SortColumn::Memory) => format::opt_bytes(t.units, Some(bytes)),
+                                        _ => String::new(),
+                                    };
+                                    if !text.is_empty() {
+                                        ui.add(egui::Label::new(RichText::new(text).monospace().strong()).truncate().selectable(false));
+                                    }
+                                });
+                            }
+                            if row.response().clicked() {
+                                if open {
+                                    t.collapsed.insert(k.to_string());
+                                } else {
+                                    t.collapsed.remove(k);
+                                }
+                            }
+                            return;
+                        }
+                    };
                     let exited = r.exited_at_ms.is_some();
                     let key = r.series_key();
                     let sel = *t.selected == Some(key);
@@ -414,6 +560,13 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                                 ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
                                     let m = r.rss_bytes.filter(|_| !exited);
                                     ui.add(egui::Label::new(weak(format::opt_bytes(t.units, m))).selectable(false));
+                                });
+                            }
+                            SortColumn::GpuUtil => {
+                                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                                    let u = r.sm_util_pct.filter(|_| !exited);
+                                    ui.add(egui::Label::new(weak(u.map_or("—".into(), |u| format!("{u} %")))).selectable(false))
+                                        .on_hover_text("Its share of the GPU's SM time over the last seconds, as the driver reports it");
                                 });
                             }
                         });
