@@ -28,6 +28,14 @@ pub struct DeviceOut<'a> {
     pub temperature_c: Option<u32>,
     /// Power draw.
     pub power_w: Option<f64>,
+    /// The enforced power limit (power cap), W.
+    pub power_limit_w: Option<f64>,
+    /// SM clock, MHz.
+    pub sm_clock_mhz: Option<u32>,
+    /// Memory clock, MHz.
+    pub mem_clock_mhz: Option<u32>,
+    /// Fan speed, percent (`null` on boards without a fan).
+    pub fan_pct: Option<u32>,
 }
 
 /// A process as the JSON/CSV output names its fields.
@@ -86,6 +94,10 @@ impl<'a> SnapshotOut<'a> {
                     utilization_gpu_pct: d.utilization_gpu_pct,
                     temperature_c: d.temperature_c,
                     power_w: d.power_w,
+                    power_limit_w: d.power_limit_w,
+                    sm_clock_mhz: d.sm_clock_mhz,
+                    mem_clock_mhz: d.mem_clock_mhz,
+                    fan_pct: d.fan_pct,
                 })
                 .collect(),
             processes: snap

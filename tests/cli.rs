@@ -32,8 +32,20 @@ fn snapshot_demo_json_parses_back() {
             "utilization_gpu_pct",
             "temperature_c",
             "power_w",
+            "power_limit_w",
+            "sm_clock_mhz",
+            "mem_clock_mhz",
+            "fan_pct",
         ] {
             assert!(d.get(f).is_some(), "device field {f} missing");
+        }
+        // The simulated H200 is an SXM module: its fan is null, never 0.
+        assert_eq!(d["power_limit_w"], 700.0);
+        assert!(d["sm_clock_mhz"].as_u64().is_some_and(|c| c > 300));
+        if i == 0 {
+            assert!(d["fan_pct"].is_null());
+        } else {
+            assert!(d["fan_pct"].as_u64().is_some_and(|f| f <= 100));
         }
         let total = d["memory_total_bytes"].as_u64().expect("total");
         let sum = d["memory_used_bytes"].as_u64().expect("used")
