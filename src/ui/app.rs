@@ -766,10 +766,14 @@ impl VramApp {
         if self.selected_gpu >= n_devices {
             self.selected_gpu = 0;
         }
+        // Side panels in proportion to the window, so the graph keeps room at 900 × 600 or
+        // at 200 % as at 1920 × 1080.
+        let full = ui.available_width();
         egui::Panel::left("gpus")
             .resizable(true)
-            .default_size(340.0)
-            .min_size(260.0)
+            .default_size((full * 0.24).clamp(210.0, 340.0))
+            .min_size(200.0)
+            .max_size((full * 0.3).max(200.0))
             .show(ui, |ui| {
                 if !self.state.hosts.is_empty() || self.backend.remote.is_some() {
                     self.host_selector(ui);
@@ -793,23 +797,31 @@ impl VramApp {
             let mut request = None;
             egui::Panel::right("detail")
                 .resizable(true)
-                .default_size(420.0)
-                .min_size(300.0)
+                .default_size((full * 0.32).clamp(260.0, 420.0))
+                .min_size(240.0)
+                .max_size((full * 0.45).max(240.0))
                 .show(ui, |ui| {
                     let badge = badges
                         .get(&crate::monitor::LeakKey::Process(row.series_key()))
                         .copied();
-                    open = process_detail::pane(
-                        ui,
-                        monitor,
-                        row,
-                        self.state.units,
-                        now,
-                        &mut self.detail_graph,
-                        badge,
-                        // A recorded session offers no actions.
-                        (!self.replaying).then_some(&mut request),
-                    );
+                    // Narrower than its content (a small window): it scrolls sideways
+                    // instead of spilling over the graph.
+                    egui::ScrollArea::horizontal()
+                        .id_salt("detail-h")
+                        .auto_shrink([false, false])
+                        .show(ui, |ui| {
+                            open = process_detail::pane(
+                                ui,
+                                monitor,
+                                row,
+                                self.state.units,
+                                now,
+                                &mut self.detail_graph,
+                                badge,
+                                // A recorded session offers no actions.
+                                (!self.replaying).then_some(&mut request),
+                            );
+                        });
                 });
             if !open {
                 self.selected = None;

@@ -646,7 +646,8 @@ pub fn device_graph(
         return;
     };
     let live_edge = edge;
-    ui.horizontal(|ui| {
+    // Wraps on a narrow window (or at 200 %) rather than widening the panel past the screen.
+    ui.horizontal_wrapped(|ui| {
         ui.label(egui::RichText::new(format!("GPU {device} memory")).strong());
         ui.separator();
         for w in Window::ALL {
@@ -850,8 +851,11 @@ fn metric_plots(
     };
     // A panel with no reading at all (no fan on an SXM module, clocks in an old session) is
     // left out rather than drawn empty.
+    // As many panels as fit at 150 points each, in order (utilisation first).
+    let fit = ((ui.available_width() / 150.0) as usize).max(1);
     let shown: Vec<usize> = (0..METRIC_PANELS.len())
         .filter(|i| i < &3 || !plots[*i].is_empty())
+        .take(fit)
         .collect();
     let n = shown.len() as f32;
     let w = ((ui.available_width() - 8.0 * n) / n).max(110.0);

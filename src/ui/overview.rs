@@ -199,7 +199,7 @@ pub fn cards(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
                         ui.label("");
                         ui.end_row();
                     });
-                ui.horizontal(|ui| {
+                ui.horizontal_wrapped(|ui| {
                     let util = d
                         .utilization_gpu_pct
                         .map_or("—".into(), |u| format!("{u} %"));
@@ -218,7 +218,7 @@ pub fn cards(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
                     );
                 });
                 if d.sm_clock_mhz.is_some() || d.fan_pct.is_some() {
-                    ui.horizontal(|ui| {
+                    ui.horizontal_wrapped(|ui| {
                         let mhz = |c: Option<u32>| c.map_or("—".into(), |c| format!("{c} MHz"));
                         ui.label(
                             RichText::new(format!(
