@@ -133,3 +133,33 @@ fn a_command_without_the_token_is_refused_by_the_agent() {
     );
     assert_eq!(r.status, 401, "{}", r.text());
 }
+
+#[test]
+fn an_agents_session_is_listed_downloaded_and_opened_read_only() {
+    // The window's own sessions folder (where downloads go) is a temporary one.
+    let here = tempfile::tempdir().expect("tmp");
+    std::env::set_var("VRAMWARDEN_DATA_DIR", here.path());
+    // An agent that records (the default), on the simulated GPUs.
+    let agent = AgentProc::start(ACTING, &[]);
+    std::thread::sleep(Duration::from_secs(3));
+    let url = format!("http://{}", agent.addr);
+    let ctx = egui::Context::default();
+    let backend = Backend::attach(&url, agent.token.clone(), 1000, &ctx).expect("attach");
+    let mut h = harness(VramApp::with_backend(backend, UiState::default()));
+    until_shown(&mut h, "Simulated H200", Duration::from_secs(10));
+    h.get_by_label("Sessions").click();
+    h.run();
+    h.get_by_label("Sessions on the agent…").click();
+    h.run();
+    until_shown(&mut h, ".vwlog", Duration::from_secs(5));
+    h.get_by_label("Open").click();
+    h.run();
+    until_shown(&mut h, "SESSION · read-only", Duration::from_secs(15));
+    let got: Vec<_> = std::fs::read_dir(here.path().join("sessions").join("from-agents"))
+        .expect("the download folder")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].ends_with(".vwlog"), "{got:?}");
+}

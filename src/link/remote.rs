@@ -172,12 +172,52 @@ fn apply(shared: &SharedMonitor, r: SnapshotReply, received_ms: UnixMs) -> u64 {
     r.interval_ms
 }
 
+/// A session log on the agent (`GET /api/v1/sessions`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct RemoteSession {
+    /// Its file name in the agent's sessions folder.
+    pub name: String,
+    /// Size in bytes.
+    pub size_bytes: u64,
+    /// When the recording began (ms since the epoch), when the header says.
+    #[serde(default)]
+    pub started_ms: Option<UnixMs>,
+    /// How long it covers, ms.
+    #[serde(default)]
+    pub duration_ms: Option<UnixMs>,
+}
+
+#[derive(Debug, Deserialize)]
+struct SessionsReply {
+    sessions: Vec<RemoteSession>,
+}
+
+/// The agent's session logs as the link last listed them, and its downloads.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RemoteFiles {
+    /// The list, or why it could not be read (`None`: not asked yet).
+    pub list: Option<Result<Vec<RemoteSession>, String>>,
+    /// A download in progress (its name).
+    pub downloading: Option<String>,
+    /// Finished downloads, oldest first: the name and the local file, or why it failed.
+    pub done: Vec<(String, Result<std::path::PathBuf, String>)>,
+}
+
+/// Work for the link's second thread.
+#[derive(Debug)]
+enum Job {
+    Command(EngineCommand),
+    ListSessions,
+    Download(String, std::path::PathBuf),
+}
+
 /// The link to one agent; dropping it stops both threads (they never hold the window).
 pub struct RemoteLink {
     url: String,
     health: Arc<Mutex<LinkHealth>>,
     stop: Arc<AtomicBool>,
-    commands: mpsc::Sender<EngineCommand>,
+    commands: mpsc::Sender<Job>,
+    files: Arc<Mutex<RemoteFiles>>,
 }
 
 impl std::fmt::Debug for RemoteLink {
@@ -312,7 +352,8 @@ impl RemoteLink {
             error: "connecting…".into(),
         }));
         let stop = Arc::new(AtomicBool::new(false));
-        let (tx, rx) = mpsc::channel::<EngineCommand>();
+        let (tx, rx) = mpsc::channel::<Job>();
+        let files = Arc::new(Mutex::new(RemoteFiles::default()));
         {
             let (url, token, shared, notify, health, stop) = (
                 url.clone(),
@@ -373,14 +414,39 @@ impl RemoteLink {
                 .map_err(|e| format!("could not start the link's thread: {e}"))?;
         }
         {
-            let (url, stop) = (url.clone(), stop.clone());
+            let (url, stop, files) = (url.clone(), stop.clone(), files.clone());
             std::thread::Builder::new()
                 .name("vramwarden-remote-cmd".into())
                 .spawn(move || {
                     let agent = http();
                     while !stop.load(Ordering::Relaxed) {
                         let c = match rx.recv_timeout(Duration::from_millis(200)) {
-                            Ok(c) => c,
+                            Ok(Job::Command(c)) => c,
+                            Ok(Job::ListSessions) => {
+                                let list = list_sessions(&agent, &url, &token);
+                                files
+                                    .lock()
+                                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                    .list = Some(list);
+                                notify();
+                                continue;
+                            }
+                            Ok(Job::Download(name, dir)) => {
+                                files
+                                    .lock()
+                                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                    .downloading = Some(name.clone());
+                                notify();
+                                let got = download(&url, &token, &name, &dir);
+                                let mut f = files
+                                    .lock()
+                                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                                f.downloading = None;
+                                f.done.push((name, got));
+                                drop(f);
+                                notify();
+                                continue;
+                            }
                             Err(RecvTimeoutError::Timeout) => continue,
                             Err(RecvTimeoutError::Disconnected) => break,
                         };
@@ -419,6 +485,7 @@ impl RemoteLink {
             health,
             stop,
             commands: tx,
+            files,
         })
     }
 
@@ -426,11 +493,104 @@ impl RemoteLink {
     pub fn url(&self) -> &str {
         &self.url
     }
+
+    /// Asks for the agent's list of session logs (it arrives in [`RemoteLink::files`]).
+    pub fn list_sessions(&self) {
+        let _ = self.commands.send(Job::ListSessions);
+    }
+
+    /// Downloads the agent's session `name` into `dir` (the result arrives in
+    /// [`RemoteLink::files`]).
+    pub fn download(&self, name: &str, dir: std::path::PathBuf) {
+        let _ = self.commands.send(Job::Download(name.to_string(), dir));
+    }
+
+    /// The session list and downloads so far.
+    pub fn files(&self) -> RemoteFiles {
+        self.files
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Takes the finished downloads out.
+    pub fn take_done(&self) -> Vec<(String, Result<std::path::PathBuf, String>)> {
+        std::mem::take(
+            &mut self
+                .files
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .done,
+        )
+    }
+}
+
+fn list_sessions(
+    agent: &ureq::Agent,
+    url: &str,
+    token: &str,
+) -> Result<Vec<RemoteSession>, String> {
+    let mut resp = agent
+        .get(format!("{url}/api/v1/sessions"))
+        .header("Authorization", format!("Bearer {token}"))
+        .call()
+        .map_err(|e| e.to_string())?;
+    let status = resp.status().as_u16();
+    let body = resp
+        .body_mut()
+        .read_to_string()
+        .map_err(|e| e.to_string())?;
+    if status != 200 {
+        return Err(refusal(status, &body));
+    }
+    serde_json::from_str::<SessionsReply>(&body)
+        .map(|r| r.sessions)
+        .map_err(|e| format!("the agent's list is not understood: {e}"))
+}
+
+/// Streams the agent's session `name` into `dir/name` (through a temporary file, so a cut
+/// download never looks like a whole log). A large log may take longer than one request's
+/// usual timeout: this one allows 10 minutes.
+fn download(
+    url: &str,
+    token: &str,
+    name: &str,
+    dir: &std::path::Path,
+) -> Result<std::path::PathBuf, String> {
+    if !crate::agent::api::valid_session_name(name) {
+        return Err(format!("{name:?} is not a session name"));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(600)))
+        .timeout_connect(Some(REQUEST_TIMEOUT))
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut resp = agent
+        .get(format!("{url}/api/v1/sessions/{name}"))
+        .header("Authorization", format!("Bearer {token}"))
+        .call()
+        .map_err(|e| e.to_string())?;
+    let status = resp.status().as_u16();
+    if status != 200 {
+        let body = resp.body_mut().read_to_string().unwrap_or_default();
+        return Err(refusal(status, &body));
+    }
+    let dest = dir.join(name);
+    let part = dir.join(format!(".{name}.part"));
+    let mut out = std::fs::File::create(&part)
+        .map_err(|e| format!("cannot write {}: {e}", part.display()))?;
+    let mut body = resp.body_mut().with_config().limit(u64::MAX).reader();
+    std::io::copy(&mut body, &mut out).map_err(|e| format!("the download broke off: {e}"))?;
+    out.sync_all().map_err(|e| e.to_string())?;
+    std::fs::rename(&part, &dest).map_err(|e| e.to_string())?;
+    Ok(dest)
 }
 
 impl EngineLink for RemoteLink {
     fn send(&self, c: EngineCommand) {
-        let _ = self.commands.send(c);
+        let _ = self.commands.send(Job::Command(c));
     }
 
     fn health(&self) -> LinkHealth {
@@ -438,6 +598,16 @@ impl EngineLink for RemoteLink {
             .lock()
             .map(|h| h.clone())
             .unwrap_or_else(|p| p.into_inner().clone())
+    }
+}
+
+impl EngineLink for Arc<RemoteLink> {
+    fn send(&self, c: EngineCommand) {
+        self.as_ref().send(c);
+    }
+
+    fn health(&self) -> LinkHealth {
+        self.as_ref().health()
     }
 }
 

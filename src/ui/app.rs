@@ -120,6 +120,8 @@ pub struct VramApp {
     host_pick: Option<Option<usize>>,
     /// Table groups folded shut.
     collapsed_groups: std::collections::HashSet<String>,
+    /// Sessions → Sessions on the agent… is open; the last download error.
+    agent_sessions: Option<Option<String>>,
 }
 
 impl VramApp {
@@ -164,6 +166,7 @@ impl VramApp {
             host_pick: None,
             local_demo: false,
             collapsed_groups: std::collections::HashSet::new(),
+            agent_sessions: None,
         }
     }
 
@@ -442,6 +445,7 @@ impl VramApp {
             }
         }
         let connect_req = self.connect.window(&ctx);
+        self.agent_sessions_window(&ctx);
         let interval_ms = live.interval_ms;
         drop(live);
         if let Some(req) = connect_req {
@@ -572,6 +576,93 @@ impl VramApp {
         }
     }
 
+    /// Sessions → Sessions on the agent…: the agent's logs, each downloaded into this
+    /// computer's sessions folder and opened read-only on request.
+    fn agent_sessions_window(&mut self, ctx: &egui::Context) {
+        for (name, got) in self.backend.take_agent_downloads() {
+            match got {
+                Ok(path) => {
+                    self.sessions.open_path(path, ctx);
+                    self.agent_sessions = None;
+                }
+                Err(e) => self.agent_sessions = Some(Some(format!("{name}: {e}"))),
+            }
+        }
+        let Some(error) = self.agent_sessions.clone() else {
+            return;
+        };
+        let Some(files) = self.backend.agent_files() else {
+            self.agent_sessions = None;
+            return;
+        };
+        let mut open = true;
+        let mut fetch = None;
+        egui::Window::new("Sessions on the agent")
+            .open(&mut open)
+            .collapsible(false)
+            .default_pos(egui::pos2(240.0, 90.0))
+            .show(ctx, |ui| {
+                ui.label(format!(
+                    "Session logs recorded by {}. Opening one downloads it into this computer's sessions folder (from-agents/).",
+                    self.backend.remote.as_deref().unwrap_or("the agent")
+                ));
+                match &files.list {
+                    None => {
+                        ui.label("Asking the agent…");
+                    }
+                    Some(Err(e)) => {
+                        ui.label(RichText::new(e.as_str()).color(widgets::WARN));
+                    }
+                    Some(Ok(list)) if list.is_empty() => {
+                        ui.label("The agent has recorded no sessions (is it started with --no-record?).");
+                    }
+                    Some(Ok(list)) => {
+                        egui::ScrollArea::vertical().max_height(360.0).show(ui, |ui| {
+                            egui::Grid::new("agent-sessions")
+                                .num_columns(4)
+                                .striped(true)
+                                .spacing([12.0, 4.0])
+                                .show(ui, |ui| {
+                                    for s in list {
+                                        ui.label(RichText::new(&s.name).monospace());
+                                        ui.label(s.started_ms.map_or("—".into(), format::date_time));
+                                        ui.label(format!(
+                                            "{} · {}",
+                                            s.duration_ms.map_or("—".into(), format::duration),
+                                            format::file_size(s.size_bytes)
+                                        ));
+                                        let busy = files.downloading.as_deref() == Some(s.name.as_str());
+                                        if busy {
+                                            ui.spinner();
+                                        } else if ui
+                                            .add_enabled(files.downloading.is_none(), egui::Button::new("Open"))
+                                            .clicked()
+                                        {
+                                            fetch = Some(s.name.clone());
+                                        }
+                                        ui.end_row();
+                                    }
+                                });
+                        });
+                    }
+                }
+                if let Some(e) = &error {
+                    ui.label(RichText::new(e.as_str()).color(widgets::WARN));
+                }
+                if ui.button("Refresh").clicked() {
+                    self.backend.list_agent_sessions();
+                }
+            });
+        if let Some(name) = fetch {
+            self.backend.download_agent_session(&name);
+        }
+        if !open {
+            self.agent_sessions = None;
+        } else if files.downloading.is_some() || files.list.is_none() {
+            ctx.request_repaint_after(std::time::Duration::from_millis(200));
+        }
+    }
+
     /// "Host: …" above the GPU cards: this computer or a saved agent.
     fn host_selector(&mut self, ui: &mut Ui) {
         let current = self
@@ -643,6 +734,13 @@ impl VramApp {
                     }
                 });
                 ui.menu_button("Sessions", |ui| {
+                    if self.backend.remote.is_some()
+                        && ui.button("Sessions on the agent…").clicked()
+                    {
+                        self.backend.list_agent_sessions();
+                        self.agent_sessions = Some(None);
+                        ui.close();
+                    }
                     if ui.button("Browse sessions…").clicked() {
                         self.sessions.show_browser(ui.ctx());
                         ui.close();

@@ -53,6 +53,8 @@ pub struct Backend {
     pub remote: Option<String>,
     /// The `ssh -N -L` tunnel to it, when connected over SSH.
     tunnel: Option<std::process::Child>,
+    /// The agent's link, for its session logs.
+    agent: Option<Arc<crate::link::remote::RemoteLink>>,
     /// Whether the simulated GPUs are shown.
     pub demo: bool,
     interval: Duration,
@@ -133,6 +135,7 @@ impl Backend {
             link: None,
             remote: None,
             tunnel: None,
+            agent: None,
             demo,
             interval,
             history_ticks,
@@ -271,6 +274,34 @@ impl Backend {
         Ok(())
     }
 
+    /// The attached agent's session logs and downloads (`None`: not attached).
+    pub fn agent_files(&self) -> Option<crate::link::remote::RemoteFiles> {
+        self.agent.as_ref().map(|a| a.files())
+    }
+
+    /// Asks the attached agent for its session logs.
+    pub fn list_agent_sessions(&self) {
+        if let Some(a) = &self.agent {
+            a.list_sessions();
+        }
+    }
+
+    /// Downloads one of the attached agent's session logs into this computer's sessions
+    /// folder (`from-agents/`), to open it read-only.
+    pub fn download_agent_session(&self, name: &str) {
+        if let Some(a) = &self.agent {
+            a.download(name, crate::session::default_dir().join("from-agents"));
+        }
+    }
+
+    /// Downloads finished since the last call.
+    pub fn take_agent_downloads(&self) -> Vec<(String, Result<std::path::PathBuf, String>)> {
+        self.agent
+            .as_ref()
+            .map(|a| a.take_done())
+            .unwrap_or_default()
+    }
+
     fn stop_tunnel(&mut self) {
         if let Some(mut t) = self.tunnel.take() {
             let _ = t.kill();
@@ -294,8 +325,14 @@ impl Backend {
                 c.request_repaint();
             }
         });
-        let link = crate::link::remote::RemoteLink::connect(url, token, shared.clone(), notify)?;
+        let link = Arc::new(crate::link::remote::RemoteLink::connect(
+            url,
+            token,
+            shared.clone(),
+            notify,
+        )?);
         self.remote = Some(link.url().to_string());
+        self.agent = Some(link.clone());
         self.link = Some(Box::new(link));
         self.shared = shared;
         self.demo = false;
@@ -305,6 +342,7 @@ impl Backend {
     /// Drops the current source and its history and starts over on `factory`.
     pub fn restart(&mut self, factory: SourceFactory, demo: bool) {
         self.link = None;
+        self.agent = None;
         self.remote = None;
         self.stop_tunnel();
         self.shared = Arc::new(RwLock::new(Monitor::new(
