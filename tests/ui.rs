@@ -237,7 +237,13 @@ fn creates_a_rule_in_the_settings_window_and_saves_it() {
     );
     h.get_by_label("Save").click();
     h.run();
-    h.get_by_label_contains("Saved to");
+    // Written on a worker thread; the window says so when it is done.
+    let t = Instant::now();
+    while h.query_by_label_contains("Saved to").is_none() {
+        assert!(t.elapsed() < Duration::from_secs(5), "never saved");
+        std::thread::sleep(Duration::from_millis(10));
+        h.run();
+    }
     let text = std::fs::read_to_string(&path).expect("written");
     assert!(text.contains("name = \"Idle holder\""), "{text}");
     assert!(text.contains("kind = \"terminate\""), "{text}");

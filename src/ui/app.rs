@@ -120,6 +120,9 @@ pub struct VramApp {
     host_pick: Option<Option<usize>>,
     /// Table groups folded shut.
     collapsed_groups: std::collections::HashSet<String>,
+    /// Settings being written on a worker thread.
+    #[allow(clippy::type_complexity)]
+    saving: Option<super::task::Task<(Box<crate::settings::Settings>, Result<(), String>)>>,
     /// Sessions → Sessions on the agent… is open; the last download error.
     agent_sessions: Option<Option<String>>,
 }
@@ -167,6 +170,7 @@ impl VramApp {
             local_demo: false,
             collapsed_groups: std::collections::HashSet::new(),
             agent_sessions: None,
+            saving: None,
         }
     }
 
@@ -382,7 +386,23 @@ impl VramApp {
             self.settings_ui
                 .window(&ctx, &current, &self.config_path, &live)
         {
-            match s.save(&self.config_path) {
+            // Written (TOML, fsync, .bak) on a worker thread: a slow disk never holds a frame.
+            if self.saving.is_none() {
+                let path = self.config_path.clone();
+                self.settings_ui.message = Some(("Saving…".into(), false));
+                self.saving = Some(super::task::Task::spawn(
+                    "save settings",
+                    Some(ctx.clone()),
+                    move |_| {
+                        let r = s.save(&path).map_err(|e| e.to_string());
+                        (s, r)
+                    },
+                ));
+            }
+        }
+        if let Some((s, r)) = self.saving.as_ref().and_then(super::task::Task::take) {
+            self.saving = None;
+            match r {
                 Ok(()) => {
                     self.settings_ui.message = Some((
                         format!(
@@ -396,7 +416,7 @@ impl VramApp {
                     apply_theme(&ctx, s.general.theme);
                     cmd.settings = Some(*s);
                 }
-                Err(e) => self.settings_ui.message = Some((e.to_string(), true)),
+                Err(e) => self.settings_ui.message = Some((e, true)),
             }
         }
         if let Some((target, action)) = self.confirm.clone() {
@@ -544,7 +564,7 @@ impl VramApp {
         // Frames come from input and from new samples (the sampler asks for one per sample).
         // Besides that: jobs in progress are polled, and a live window wakes after three
         // intervals without a sample to show STALE. A recorded session draws nothing unasked.
-        if self.sessions.busy() || self.past_leaks.is_some() {
+        if self.sessions.busy() || self.past_leaks.is_some() || self.saving.is_some() {
             ui.request_repaint_after(std::time::Duration::from_millis(100));
         } else if !self.replaying {
             let interval = interval_ms.max(100);
