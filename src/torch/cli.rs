@@ -43,6 +43,14 @@ pub enum TorchCommand {
         #[arg(long)]
         start_time_ms: Option<i64>,
     },
+    /// Poll every companion once a second for a while, as the engine does, and report the
+    /// poller's CPU per companion per poll and the tick's cost of reading the results.
+    #[command(hide = true)]
+    WatchCost {
+        /// How long.
+        #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+        duration: std::time::Duration,
+    },
 }
 
 /// Output format of `torch ls`.
@@ -52,6 +60,37 @@ pub enum TorchFormat {
     Json,
     /// A table for people.
     Table,
+}
+
+/// `torch watch-cost`: what the engine pays per companion.
+fn watch_cost(duration: std::time::Duration, out: &mut dyn Write) -> Result<(), CliError> {
+    let w = super::watch::Watch::spawn(Vec::new(), std::time::Duration::from_secs(1))?;
+    std::thread::sleep(duration);
+    let st = w.state();
+    // The tick's side: one lookup per companion process, as `attach_torch` makes.
+    let keys: Vec<(u32, i64)> = st
+        .facts
+        .values()
+        .filter_map(|f| Some((f.pid, f.start_time_ms?)))
+        .collect();
+    let rounds = 2000u32;
+    let t = std::time::Instant::now();
+    for _ in 0..rounds {
+        for (pid, start) in &keys {
+            std::hint::black_box(w.get(*pid, *start));
+        }
+    }
+    let lookup_us = t.elapsed().as_secs_f64() * 1e6 / f64::from(rounds) / keys.len().max(1) as f64;
+    let per = st.cpu_us as f64 / st.asked.max(1) as f64;
+    writeln!(
+        out,
+        "polls={} companions_last_poll={} refused_last_poll={} poller_cpu_us={} per_companion_per_poll_us={per:.1} tick_lookup_per_companion_us={lookup_us:.2}",
+        st.polls,
+        st.facts.len(),
+        st.refused.len(),
+        st.cpu_us
+    )?;
+    Ok(())
 }
 
 fn failed(e: TorchError) -> CliError {
@@ -108,6 +147,7 @@ pub fn run(cmd: TorchCommand, out: &mut dyn Write) -> Result<(), CliError> {
                 TorchFormat::Table => write_table(&ok, out)?,
             }
         }
+        TorchCommand::WatchCost { duration } => watch_cost(duration, out)?,
         TorchCommand::Release { pid, start_time_ms } => {
             let dir = runtime_dir()
                 .ok_or(TorchError::NoRuntimeDir)

@@ -14,6 +14,10 @@ use super::discover::list_sockets;
 use super::protocol::TorchFacts;
 use crate::model::UnixMs;
 
+/// How many polls apart the poller looks for new companions' folders (new sockets in known
+/// folders are found at every poll).
+pub const RESCAN_EVERY: u32 = 10;
+
 /// What the poller last saw.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WatchState {
@@ -23,6 +27,21 @@ pub struct WatchState {
     pub refused: HashMap<u32, String>,
     /// Completed polls.
     pub polls: u64,
+    /// CPU time the poller thread has used so far, µs (its own cost, for `torch watch-cost`).
+    pub cpu_us: u64,
+    /// Companions asked, summed over the polls.
+    pub asked: u64,
+}
+
+/// CPU time (user + system) of the calling thread, µs.
+fn thread_cpu_us() -> u64 {
+    // SAFETY: getrusage writes into the struct we pass; RUSAGE_THREAD is Linux's.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
+        return 0;
+    }
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    us(ru.ru_utime) + us(ru.ru_stime)
 }
 
 /// The poller; dropping it stops its thread.
@@ -105,12 +124,18 @@ impl Watch {
             .name("vramwarden-torch".into())
             .spawn(move || {
                 let mut clients = HashMap::new();
+                let mut found: Vec<PathBuf> = Vec::new();
+                let mut since_scan = u32::MAX;
                 while !sp.load(Ordering::Relaxed) {
-                    // No folders given: the companions' folders, looked for again each poll
-                    // (they appear when the first companion starts).
-                    let found;
+                    // No folders given: the companions' folders, looked for again every
+                    // RESCAN_EVERY polls (they appear when a user's first companion starts;
+                    // /tmp may hold many entries, so not on every poll).
                     let scan = if dirs.is_empty() {
-                        found = all_runtime_dirs();
+                        since_scan = since_scan.saturating_add(1);
+                        if since_scan >= RESCAN_EVERY {
+                            found = all_runtime_dirs();
+                            since_scan = 0;
+                        }
                         &found
                     } else {
                         &dirs
@@ -118,6 +143,8 @@ impl Watch {
                     let mut fresh = poll_once(scan, &mut clients);
                     if let Ok(mut s) = st.lock() {
                         fresh.polls = s.polls + 1;
+                        fresh.asked = s.asked + (fresh.facts.len() + fresh.refused.len()) as u64;
+                        fresh.cpu_us = thread_cpu_us();
                         *s = fresh;
                     }
                     std::thread::park_timeout(interval);
