@@ -99,7 +99,8 @@ pub struct SessionsUi {
     pub export_open: bool,
     listing: Option<Task<Vec<SessionSummary>>>,
     list: Vec<SessionSummary>,
-    opening: Option<Task<Result<SessionData, String>>>,
+    /// Reading and replaying a session (both on the worker: a 24 h log takes most of a second).
+    opening: Option<Task<Result<SessionView, String>>>,
     picking: Option<Task<Picked>>,
     saving: Option<Task<Picked>>,
     importing: Option<Task<Picked>>,
@@ -175,7 +176,9 @@ impl SessionsUi {
     pub fn open_path(&mut self, path: PathBuf, ctx: &egui::Context) {
         let label = format!("Opening {}", path.display());
         self.opening = Some(Task::spawn(label, Some(ctx.clone()), move |_| {
-            SessionData::open(&path).map_err(|e| e.to_string())
+            SessionData::open(&path)
+                .map(SessionView::new)
+                .map_err(|e| e.to_string())
         }));
     }
 
@@ -212,7 +215,7 @@ impl SessionsUi {
         self.opening = Some(Task::spawn(
             "Importing nvidia-smi logs",
             Some(ctx.clone()),
-            move |_| crate::import::import_files(&files, &dir),
+            move |_| crate::import::import_files(&files, &dir).map(SessionView::new),
         ));
     }
 
@@ -365,15 +368,15 @@ impl SessionsUi {
         let done = self.opening.as_ref().and_then(Task::take)?;
         self.opening = None;
         match done {
-            Ok(data) => {
-                if !data.report.is_clean() {
+            Ok(view) => {
+                if !view.data.report.is_clean() {
                     self.message = Some((
-                        format!("Opened with damage: {}", data.report.summary()),
+                        format!("Opened with damage: {}", view.data.report.summary()),
                         true,
                     ));
                 }
                 self.browser_open = false;
-                Some(SessionAction::Open(Box::new(SessionView::new(data))))
+                Some(SessionAction::Open(Box::new(view)))
             }
             Err(e) => {
                 self.message = Some((e, true));
