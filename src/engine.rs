@@ -20,7 +20,8 @@ pub fn test_rule(
     let Some(snap) = &m.latest else {
         return Vec::new();
     };
-    let st = crate::rules::eval::RuleState::with_last_active(snap, &m.last_active);
+    let mut st = crate::rules::eval::RuleState::with_last_active(snap, &m.last_active);
+    st.set_releasable_cache(crate::rules::eval::releasable_cache_of(snap));
     let facts = crate::rules::eval::Facts {
         leaking_since: m
             .leaks
@@ -588,6 +589,8 @@ impl Engine {
         }
         // Rules: pure decisions, then the runner (the only code that signals).
         self.rule_state.observe(&snap);
+        self.rule_state
+            .set_releasable_cache(crate::rules::eval::releasable_cache_of(&snap));
         let facts = crate::rules::eval::Facts {
             leaking_since: self.leaks.leaking_since(),
         };
@@ -596,10 +599,13 @@ impl Engine {
         } else {
             self.rule_state.evaluate(&self.rules, &snap, &facts)
         };
-        let mut acts: Vec<_> = planned
-            .iter()
-            .map(|p| self.runner.run(p, &self.safety, now))
-            .collect();
+        // The GPUs' sizes for memory limits, and the driver's figure after cache releases.
+        let mut acts = self.runner.observe(&snap);
+        acts.extend(
+            planned
+                .iter()
+                .map(|p| self.runner.run(p, &self.safety, now)),
+        );
         let holds = |k: &crate::history::ProcSeriesKey| {
             snap.processes.iter().any(|p| {
                 p.key() == k.0 && p.device_index == k.1 && p.used_bytes.is_some_and(|u| u > 0)

@@ -8,6 +8,11 @@
 //!   a pidfd where the kernel has one (so the signal reaches the process that was checked even
 //!   if the PID is reused a moment later);
 //! - in dry-run, the outcome says what would have happened and nothing is signalled.
+//!
+//! The PyTorch actions ([`Action::ReleaseCache`], [`Action::LimitMemory`]) take the same path
+//! (policy, then identity right before acting) and then talk to the process's
+//! `vramwarden_torch` companion through [`super::companion_action`], whose client checks the
+//! socket's peer against the same pid and start time before it sends anything.
 
 /// Seconds between SIGTERM and SIGKILL for a Terminate from the window (the one place this
 /// grace is written).
@@ -17,10 +22,11 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::companion_action::{self, LimitGpu, NO_COMPANION};
 use super::eval::{Planned, Target};
 use super::model::{parse_signal, Action};
 use crate::history::ProcSeriesKey;
-use crate::model::{Origin, UnixMs};
+use crate::model::{Origin, Snapshot, UnixMs, MIB};
 use crate::procinfo::ProcReader;
 
 /// How an action ended.
@@ -105,10 +111,30 @@ struct PendingKill {
     pidfd: Option<Pidfd>,
 }
 
-/// Runs actions and follows up on terminations (SIGKILL after the grace period).
+/// A release whose effect the driver's next sample shows.
+struct PendingCheck {
+    key: ProcSeriesKey,
+    rule: String,
+    target: Target,
+    /// When the release was done: the first snapshot taken after it tells.
+    after_ms: UnixMs,
+    /// The process's GPU memory (driver's figure) the rule saw before it.
+    before: Option<u64>,
+    /// What PyTorch said it gave back.
+    freed_by_torch: u64,
+}
+
+/// Runs actions and follows up on terminations (SIGKILL after the grace period) and cache
+/// releases (the driver's figure on the next sample).
 pub struct ActionRunner {
     procs: ProcReader,
     pending: Vec<PendingKill>,
+    checks: Vec<PendingCheck>,
+    /// Per GPU index: uuid and total memory, from the last snapshot seen ([`Self::observe`]).
+    gpus: std::collections::HashMap<u32, (String, Option<u64>)>,
+    /// Where the companions' sockets are looked for; `None`: [`crate::torch::all_runtime_dirs`]
+    /// at each action.
+    companion_dirs: Option<Vec<std::path::PathBuf>>,
     running: Vec<std::sync::mpsc::Receiver<Activity>>,
     me: u32,
     parent: u32,
@@ -209,6 +235,9 @@ impl ActionRunner {
         Self {
             procs: ProcReader::default(),
             pending: Vec::new(),
+            checks: Vec::new(),
+            gpus: std::collections::HashMap::new(),
+            companion_dirs: None,
             running: Vec::new(),
             me: me as u32,
             parent: parent as u32,
@@ -218,8 +247,76 @@ impl ActionRunner {
         }
     }
 
+    /// Looks for the `vramwarden_torch` companions' sockets in `dirs` only (instead of
+    /// [`crate::torch::all_runtime_dirs`]); for tests and front ends with a folder of their own.
+    pub fn set_companion_dirs(&mut self, dirs: Vec<std::path::PathBuf>) {
+        self.companion_dirs = Some(dirs);
+    }
+
+    fn companion_dirs(&self) -> Vec<std::path::PathBuf> {
+        self.companion_dirs
+            .clone()
+            .unwrap_or_else(crate::torch::all_runtime_dirs)
+    }
+
+    /// Takes in a new snapshot (call once per tick, before running its actions): the GPUs'
+    /// uuids and sizes (for [`Action::LimitMemory`]), and, for each cache release done before
+    /// this snapshot was taken, an activity entry with the driver's figure for the process
+    /// (its GPU memory now against before the release).
+    pub fn observe(&mut self, snap: &Snapshot) -> Vec<Activity> {
+        for d in &snap.devices {
+            self.gpus
+                .insert(d.index, (d.uuid.clone(), d.memory_total_bytes));
+        }
+        let now = snap.taken_at_ms;
+        let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.checks)
+            .into_iter()
+            .partition(|c| now > c.after_ms);
+        self.checks = keep;
+        due.into_iter()
+            .map(|c| {
+                let p = snap
+                    .processes
+                    .iter()
+                    .find(|p| p.key() == c.key.0 && p.device_index == c.key.1);
+                let torch_said = format!(
+                    "PyTorch said it gave back {:.1} MiB",
+                    c.freed_by_torch as f64 / MIB as f64
+                );
+                let detail = match (p.map(|p| p.used_bytes), c.before) {
+                    (None, _) => format!(
+                        "the driver no longer lists {} on GPU {} ({torch_said})",
+                        c.target.describe(),
+                        c.key.1
+                    ),
+                    (Some(Some(after)), Some(before)) => format!(
+                        "the driver (NVML) saw PID {} on GPU {} go from {:.1} MiB before the release to {:.1} MiB now: {:.1} MiB freed ({torch_said})",
+                        c.key.0.pid,
+                        c.key.1,
+                        before as f64 / MIB as f64,
+                        after as f64 / MIB as f64,
+                        (before as f64 - after as f64) / MIB as f64
+                    ),
+                    _ => format!(
+                        "the driver gives no memory figure for PID {} on GPU {}, so only PyTorch's stands ({torch_said})",
+                        c.key.0.pid, c.key.1
+                    ),
+                };
+                Activity {
+                    unix_ms: now,
+                    rule: c.rule,
+                    target: c.target,
+                    action: "release cached memory: the driver's figure".into(),
+                    outcome: Outcome::Acted,
+                    detail,
+                }
+            })
+            .collect()
+    }
+
     /// Why the planned action would not be carried out (protected, another user's, simulated,
-    /// recorded, vramwarden itself), if so: the policy alone, no signal, no identity check.
+    /// recorded, vramwarden itself, no PyTorch companion for a PyTorch action), if so: the
+    /// policy alone, no signal, no identity check.
     pub fn would_refuse(&self, p: &Planned, safety: &Safety) -> Option<String> {
         self.refusal(p, safety)
     }
@@ -283,6 +380,19 @@ impl ActionRunner {
             } else {
                 "another user's process (vramwarden is not root)".into()
             });
+        }
+        if p.action.uses_companion()
+            && companion_action::socket_of(&self.companion_dirs(), pid).is_none()
+        {
+            return Some(format!(
+                "{NO_COMPANION} (no socket {} in {})",
+                crate::torch::socket_name(pid),
+                self.companion_dirs()
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
         }
         None
     }
@@ -451,12 +561,89 @@ impl ActionRunner {
                     }
                 }
             }
+            (Action::ReleaseCache | Action::LimitMemory { .. }, Target::Process { key, .. }) => {
+                let (outcome, detail) = self.run_companion(p, key, dry, now);
+                act.outcome = outcome;
+                act.detail = detail;
+            }
             (_, Target::Device(_)) => {
                 act.outcome = Outcome::Failed;
                 act.detail = "this action needs a process".into();
             }
         }
         act
+    }
+
+    /// A PyTorch action on the process `key`: in dry run only the words; else the identity
+    /// check, then the companion (which checks its peer against the same pid and start time
+    /// before anything is sent).
+    fn run_companion(
+        &mut self,
+        p: &Planned,
+        key: &ProcSeriesKey,
+        dry: bool,
+        now: UnixMs,
+    ) -> (Outcome, String) {
+        let who = p.target.describe();
+        let gpu = {
+            let (uuid, total) = self.gpus.get(&key.1).cloned().unwrap_or_default();
+            total.map(|total_bytes| LimitGpu {
+                index: key.1,
+                uuid,
+                total_bytes,
+            })
+        };
+        if dry {
+            let what = match &p.action {
+                Action::LimitMemory { gib } => format!(
+                    "would ask the PyTorch companion of {who} to limit it to {gib} GiB{}",
+                    gpu.as_ref().map_or(String::new(), |g| format!(
+                        " (memory fraction {:.4} of GPU {})",
+                        gib * crate::model::GIB as f64 / g.total_bytes as f64,
+                        g.index
+                    ))
+                ),
+                _ => {
+                    format!("would ask the PyTorch companion of {who} to release its cached memory")
+                }
+            };
+            return (Outcome::WouldAct, what);
+        }
+        if let Err(e) = self.verify(key) {
+            return (e.outcome(), e.into_text());
+        }
+        let dirs = self.companion_dirs();
+        let (pid, start) = (key.0.pid, key.0.start_time_ms);
+        let answer = match (&p.action, &gpu) {
+            (Action::LimitMemory { gib }, Some(g)) => {
+                companion_action::limit(&dirs, pid, start, g, *gib, &who)
+            }
+            (Action::LimitMemory { .. }, None) => {
+                return (
+                    Outcome::Failed,
+                    format!(
+                        "GPU {}'s total memory is not known yet, so a limit cannot be turned into a memory fraction",
+                        key.1
+                    ),
+                )
+            }
+            _ => companion_action::release(&dirs, pid, start, &who),
+        };
+        if let (Some(freed), Outcome::Acted) = (answer.freed_bytes, answer.outcome) {
+            let before = match &p.target {
+                Target::Process { used_bytes, .. } => *used_bytes,
+                Target::Device(_) => None,
+            };
+            self.checks.push(PendingCheck {
+                key: *key,
+                rule: p.rule.clone(),
+                target: p.target.clone(),
+                after_ms: now,
+                before,
+                freed_by_torch: freed,
+            });
+        }
+        (answer.outcome, answer.detail)
     }
 
     /// Follow-ups due now: SIGKILL for terminated processes still holding GPU memory after

@@ -1,7 +1,7 @@
 //! Pure rule evaluation: which rules fire on which targets at `now`, with hysteresis
 //! (conditions must hold for `hold_seconds`) and a cooldown per rule and target.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use super::model::{Action, Rule};
 use super::schedule::{Occurrence, Schedule};
@@ -109,6 +109,48 @@ pub struct RuleState {
     utc_offset_s: Option<i32>,
     /// The schedule occurrence each rule last fired in, per target (once per occurrence).
     schedule_fired: HashMap<(String, TargetId), Occurrence>,
+    /// Per process and GPU: PyTorch's allocated bytes over the last [`GROWTH_WINDOW_MS`], as
+    /// (time, bytes), from the snapshots' [`crate::model::TorchMem`] (see [`RuleState::observe`]).
+    allocated: HashMap<ProcSeriesKey, VecDeque<(UnixMs, u64)>>,
+}
+
+/// How far back `allocated_growth_min_mib_per_min` looks: five minutes of readings.
+pub const GROWTH_WINDOW_MS: UnixMs = 5 * 60_000;
+/// The readings must span at least this long (one minute) before a growth rate is given, so
+/// a process that has just started (or a companion that has just appeared) never matches on
+/// its first jump.
+pub const GROWTH_MIN_SPAN_MS: UnixMs = 60_000;
+
+/// The releasable PyTorch cache (reserved − allocated) of every process in `snap` whose
+/// companion answered this tick (its [`crate::model::ProcessSample::torch`]), for
+/// [`RuleState::set_releasable_cache`]. Stale entries (carried forward, not measured) are left
+/// out.
+pub fn releasable_cache_of(snap: &Snapshot) -> HashMap<ProcSeriesKey, u64> {
+    snap.processes
+        .iter()
+        .filter(|p| !p.stale)
+        .filter_map(|p| Some(((p.key(), p.device_index), p.torch?.releasable_bytes())))
+        .collect()
+}
+
+/// Least-squares slope of `(time ms, bytes)` in MiB per minute; `None` with fewer than two
+/// readings or when they span less than [`GROWTH_MIN_SPAN_MS`].
+pub fn growth_mib_per_min(readings: &VecDeque<(UnixMs, u64)>) -> Option<f64> {
+    let (first, last) = (readings.front()?.0, readings.back()?.0);
+    if readings.len() < 2 || last - first < GROWTH_MIN_SPAN_MS {
+        return None;
+    }
+    let n = readings.len() as f64;
+    let pts = || {
+        readings
+            .iter()
+            .map(|(t, b)| ((t - first) as f64 / 60_000.0, *b as f64 / MIB as f64))
+    };
+    let (mx, my) = pts().fold((0.0, 0.0), |(a, b), (x, y)| (a + x / n, b + y / n));
+    let (sxy, sxx) = pts().fold((0.0, 0.0), |(a, b), (x, y)| {
+        (a + (x - mx) * (y - my), b + (x - mx) * (x - mx))
+    });
+    (sxx > 0.0).then(|| sxy / sxx)
 }
 
 /// A rule ready to evaluate every tick: its regular expressions compiled once (with the size
@@ -219,8 +261,8 @@ impl RuleState {
         self.releasable_cache = map;
     }
 
-    /// Updates the per-process idle clocks from a snapshot (call once per tick, before
-    /// [`RuleState::evaluate`]).
+    /// Updates the per-process idle clocks, and the PyTorch allocated readings the growth
+    /// condition uses, from a snapshot (call once per tick, before [`RuleState::evaluate`]).
     pub fn observe(&mut self, snap: &Snapshot) {
         let now = snap.taken_at_ms;
         let mut seen = std::collections::HashSet::new();
@@ -231,6 +273,17 @@ impl RuleState {
                 // No reading this time: the idle clock neither runs on nor resets.
                 continue;
             }
+            if let Some(t) = p.torch {
+                let r = self.allocated.entry(key).or_default();
+                // Time only moves forward here (a clock step back restarts the window).
+                if r.back().is_some_and(|(last, _)| *last >= now) {
+                    r.clear();
+                }
+                r.push_back((now, t.allocated_bytes));
+                while r.front().is_some_and(|(t0, _)| now - t0 > GROWTH_WINDOW_MS) {
+                    r.pop_front();
+                }
+            }
             let busy = p.sm_util_pct.is_none_or(|u| u > 0);
             let e = self.activity.entry(key).or_insert((p.used_bytes, now));
             if busy || e.0 != p.used_bytes {
@@ -239,6 +292,14 @@ impl RuleState {
             e.0 = p.used_bytes;
         }
         self.activity.retain(|k, _| seen.contains(k));
+        self.allocated.retain(|k, _| seen.contains(k));
+    }
+
+    /// How fast PyTorch's allocated memory of a process grew over the last
+    /// [`GROWTH_WINDOW_MS`] (MiB per minute; see [`growth_mib_per_min`]), where its companion
+    /// answered long enough.
+    pub fn allocated_growth_mib_per_min(&self, key: &ProcSeriesKey) -> Option<f64> {
+        growth_mib_per_min(self.allocated.get(key)?)
     }
 
     /// When each process was last busy (or its memory last changed).
@@ -486,6 +547,14 @@ impl RuleState {
                 .releasable_cache
                 .get(key)
                 .is_none_or(|b| (*b as f64 / MIB as f64) < min)
+            {
+                return false;
+            }
+        }
+        if let Some(min) = c.allocated_growth_min_mib_per_min {
+            if self
+                .allocated_growth_mib_per_min(key)
+                .is_none_or(|r| r < min)
             {
                 return false;
             }

@@ -2,6 +2,7 @@
 //! actions — the only code that signals or spawns.
 
 pub mod action;
+pub mod companion_action;
 pub mod eval;
 pub mod glob;
 pub mod model;

@@ -37,6 +37,12 @@ pub struct Conditions {
     /// (reserved − allocated, from the `vramwarden_torch` companion; MiB, 0 – [`MAX_MIB`]).
     /// A process without a companion never matches.
     pub releasable_cache_min_mib: Option<f64>,
+    /// Its PyTorch allocator's allocated memory (live tensors, from the `vramwarden_torch`
+    /// companion) grew at least this fast on that GPU (MiB per minute, 0 – [`MAX_MIB`]): the
+    /// least-squares slope over the last [`super::eval::GROWTH_WINDOW_MS`] of readings, once
+    /// they span at least [`super::eval::GROWTH_MIN_SPAN_MS`]. A process without a companion
+    /// never matches.
+    pub allocated_growth_min_mib_per_min: Option<f64>,
     /// Only on this GPU.
     pub gpu: Option<u32>,
     /// Everything above has held continuously this long before the rule fires (hysteresis;
@@ -79,11 +85,12 @@ impl Conditions {
             || self.container_glob.is_some()
             || self.pod_glob.is_some()
             || self.container_total_min_mib.is_some()
+            || self.allocated_growth_min_mib_per_min.is_some()
     }
 }
 
-/// What a rule does when it fires. New kinds (e.g. asking a cooperating PyTorch process to
-/// empty its cache) are new variants here and a new arm in [`super::action`].
+/// What a rule does when it fires. New kinds are new variants here and a new arm in
+/// [`super::action`] (the PyTorch ones carry their transport in [`super::companion_action`]).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Action {
@@ -108,7 +115,23 @@ pub enum Action {
         /// Kill it after this many seconds (more than 0, at most [`MAX_ACTION_SECONDS`]).
         timeout_seconds: f64,
     },
+    /// Ask the process's `vramwarden_torch` companion to release PyTorch's cached memory
+    /// (`torch.cuda.empty_cache()` on each device it uses); the job goes on. TOML
+    /// `kind = "release_cache"`.
+    ReleaseCache,
+    /// Set the process's per-device memory fraction through its companion
+    /// (`torch.cuda.set_per_process_memory_fraction(gib / GPU total)` on the GPU of the
+    /// target): a cooperative quota, the job gets its own OOM error past it. TOML
+    /// `kind = "limit_memory"`.
+    LimitMemory {
+        /// The limit in GiB (more than 0, at most [`MAX_LIMIT_GIB`]; at most the GPU's total
+        /// when it runs).
+        gib: f64,
+    },
 }
+
+/// Largest memory limit (GiB) a `limit_memory` action may name ([`MAX_MIB`] in GiB).
+pub const MAX_LIMIT_GIB: f64 = MAX_MIB / 1024.0;
 
 impl Action {
     /// Short name for the activity log.
@@ -120,12 +143,25 @@ impl Action {
                 format!("terminate (SIGKILL after {grace_seconds} s)")
             }
             Action::RunCommand { argv, .. } => format!("run `{}`", argv.join(" ")),
+            Action::ReleaseCache => "release cached memory".into(),
+            Action::LimitMemory { gib } => format!("limit to {gib} GiB"),
         }
     }
 
     /// True when the action acts on a process (needs a process target).
     pub fn needs_process(&self) -> bool {
-        matches!(self, Action::Signal { .. } | Action::Terminate { .. })
+        matches!(
+            self,
+            Action::Signal { .. }
+                | Action::Terminate { .. }
+                | Action::ReleaseCache
+                | Action::LimitMemory { .. }
+        )
+    }
+
+    /// True when the action goes through the process's `vramwarden_torch` companion.
+    pub fn uses_companion(&self) -> bool {
+        matches!(self, Action::ReleaseCache | Action::LimitMemory { .. })
     }
 }
 
@@ -254,7 +290,7 @@ impl Rule {
         if self.name.trim().is_empty() {
             v.push((&["name"], "the rule needs a name".into()));
         }
-        let ranged: [(&'static [&'static str], Option<f64>, f64, &str); 9] = [
+        let ranged: [(&'static [&'static str], Option<f64>, f64, &str); 10] = [
             (
                 &["conditions", "process_memory_min_mib"],
                 c.process_memory_min_mib,
@@ -309,6 +345,12 @@ impl Rule {
                 MAX_MIB,
                 " MiB",
             ),
+            (
+                &["conditions", "allocated_growth_min_mib_per_min"],
+                c.allocated_growth_min_mib_per_min,
+                MAX_MIB,
+                " MiB/min",
+            ),
         ];
         for (key, x, max, unit) in ranged {
             if let Some(m) = x.and_then(|x| out_of(x, 0.0, max, unit)) {
@@ -333,7 +375,7 @@ impl Rule {
         }
         self.action_problems(&mut v);
         if self.action.needs_process() && !c.targets_processes() {
-            v.push((&["action", "kind"], "signalling needs a condition about the process (memory, idle, name, …): a GPU-wide rule can only notify or run a command".into()));
+            v.push((&["action", "kind"], "acting on a process (signal, terminate, release cache, limit memory) needs a condition about the process (memory, idle, name, …): a GPU-wide rule can only notify or run a command".into()));
         }
         v
     }
@@ -379,7 +421,18 @@ impl Rule {
     /// The action's own problems (signal name, grace period, command, timeout).
     fn action_problems(&self, v: &mut Vec<(&'static [&'static str], String)>) {
         match &self.action {
-            Action::Notify => {}
+            Action::Notify | Action::ReleaseCache => {}
+            Action::LimitMemory { gib } => {
+                let g = *gib;
+                if !(g.is_finite() && g > 0.0 && g <= MAX_LIMIT_GIB) {
+                    v.push((
+                        &["action", "gib"],
+                        format!(
+                            "the limit must be more than 0 GiB and at most {MAX_LIMIT_GIB} GiB"
+                        ),
+                    ));
+                }
+            }
             Action::Signal { signal } => {
                 if parse_signal(signal).is_none() {
                     v.push((
@@ -473,6 +526,9 @@ impl Rule {
         }
         if let Some(x) = c.releasable_cache_min_mib {
             when.push(format!("its PyTorch cache holds ≥ {x} MiB releasable"));
+        }
+        if let Some(x) = c.allocated_growth_min_mib_per_min {
+            when.push(format!("its PyTorch allocated memory grows ≥ {x} MiB/min"));
         }
         let when = if when.is_empty() {
             "always".to_string()

@@ -590,6 +590,8 @@ impl SettingsUi {
                     Action::Signal { .. } => 1,
                     Action::Terminate { .. } => 2,
                     Action::RunCommand { .. } => 3,
+                    Action::ReleaseCache => 4,
+                    Action::LimitMemory { .. } => 5,
                 };
                 let mut k = kind;
                 ui.horizontal(|ui| {
@@ -597,17 +599,28 @@ impl SettingsUi {
                     ui.radio_value(&mut k, 1, "Send a signal");
                     ui.radio_value(&mut k, 2, "Terminate");
                     ui.radio_value(&mut k, 3, "Run a command");
+                    ui.radio_value(&mut k, 4, "Release PyTorch cache");
+                    ui.radio_value(&mut k, 5, "Limit PyTorch memory");
                 });
                 if k != kind {
                     r.action = match k {
                         1 => Action::Signal { signal: "SIGUSR1".into() },
                         2 => Action::Terminate { grace_seconds: 10.0 },
                         3 => Action::RunCommand { argv: Vec::new(), timeout_seconds: 30.0 },
+                        4 => Action::ReleaseCache,
+                        5 => Action::LimitMemory { gib: 16.0 },
                         _ => Action::Notify,
                     };
                 }
                 match &mut r.action {
-                    Action::Notify => {}
+                    Action::Notify | Action::ReleaseCache => {}
+                    Action::LimitMemory { gib } => {
+                        ui.horizontal(|ui| {
+                            ui.label("Memory fraction for");
+                            ui.add(egui::DragValue::new(gib).speed(0.5).range(0.0..=crate::rules::model::MAX_LIMIT_GIB).suffix(" GiB"));
+                            ui.label("(through its vramwarden_torch companion)");
+                        });
+                    }
                     Action::Signal { signal } => {
                         ui.add(egui::TextEdit::singleline(signal).hint_text("SIGUSR1").desired_width(120.0));
                     }
