@@ -394,3 +394,131 @@ fn monitor_replay_of_a_session_has_the_processes() {
     b.sort();
     assert_eq!(a, b);
 }
+
+/// The allocator figures that a log keeps (the memory fraction and the allocator configuration
+/// are not recorded).
+fn recorded_torch(t: vramwarden::model::TorchMem) -> vramwarden::model::TorchMem {
+    vramwarden::model::TorchMem {
+        memory_fraction: None,
+        expandable_segments: None,
+        ..t
+    }
+}
+
+#[test]
+fn pytorch_figures_round_trip_through_the_log_the_replay_and_the_csv() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("s.vwlog");
+    record_demo(&path, 120);
+    let s = SessionData::open(&path).expect("open");
+    assert!(s.report.is_clean(), "{:?}", s.report);
+    assert_eq!(
+        s.header.as_ref().expect("header").format_version,
+        vramwarden::session::FORMAT_VERSION
+    );
+    let sim = SimSource::demo(T0);
+    let mut with_torch = 0;
+    for (i, snap) in s.snapshots().enumerate() {
+        let want = sim.at(T0 + i as i64 * 1000);
+        assert_eq!(snap.processes.len(), want.processes.len());
+        for (got, want) in snap.processes.iter().zip(&want.processes) {
+            assert_eq!(got.pid, want.pid);
+            assert_eq!(got.torch, want.torch.map(recorded_torch), "sample {i}");
+            with_torch += usize::from(got.torch.is_some());
+        }
+    }
+    // The demo's trainer and notebook report figures: some samples carry them.
+    assert!(with_torch >= 120, "{with_torch}");
+
+    // The replay (session view) shows the last figures of the processes still running.
+    let m = s.to_monitor();
+    let last = sim.at(T0 + 119_000);
+    let latest = m.latest.as_ref().expect("latest");
+    for want in last.processes.iter().filter(|p| p.torch.is_some()) {
+        let got = latest
+            .processes
+            .iter()
+            .find(|p| p.pid == want.pid && p.device_index == want.device_index)
+            .expect("listed");
+        assert_eq!(got.torch, want.torch.map(recorded_torch));
+        let row = m
+            .rows()
+            .find(|r| r.key.pid == want.pid && r.device_index == want.device_index)
+            .expect("a row");
+        assert_eq!(row.torch, want.torch.map(recorded_torch));
+    }
+
+    // CSV: the three columns, filled where a companion answered and empty elsewhere.
+    let mut out = Vec::new();
+    export(&s, Table::Processes, &mut out, &mut |_| true).expect("export");
+    let mut r = csv::Reader::from_reader(out.as_slice());
+    let h: Vec<String> = r.headers().expect("h").iter().map(String::from).collect();
+    let col = |name: &str| h.iter().position(|c| c == name).expect(name);
+    let (ca, cr, ci) = (
+        col("torch_allocated_mib"),
+        col("torch_reserved_mib"),
+        col("torch_inactive_split_mib"),
+    );
+    let (cpid, ct) = (col("pid"), col("unix_ms"));
+    let (mut filled, mut empty) = (0, 0);
+    for rec in r.records().map(|x| x.expect("row")) {
+        let t: i64 = rec[ct].parse().expect("unix_ms");
+        let pid: u32 = rec[cpid].parse().expect("pid");
+        let want = sim
+            .at(t)
+            .processes
+            .into_iter()
+            .find(|p| p.pid == pid)
+            .expect("in the sim");
+        match want.torch {
+            Some(w) => {
+                filled += 1;
+                let mib = |c: usize| rec[c].parse::<f64>().expect("MiB");
+                // Three decimals of MiB: within 1/1000 MiB.
+                assert!((mib(ca) - w.allocated_bytes as f64 / 1048576.0).abs() < 0.001);
+                assert!((mib(cr) - w.reserved_bytes as f64 / 1048576.0).abs() < 0.001);
+                assert!((mib(ci) - w.inactive_split_bytes as f64 / 1048576.0).abs() < 0.001);
+            }
+            None => {
+                empty += 1;
+                assert!(rec[ca].is_empty() && rec[cr].is_empty() && rec[ci].is_empty());
+            }
+        }
+    }
+    assert!(filled > 0 && empty > 0, "{filled} {empty}");
+}
+
+#[test]
+fn a_version_1_log_still_reads_and_has_no_pytorch_figures() {
+    use vramwarden::session::format::{encode_sample, frame, KIND_HEADER, KIND_SAMPLE};
+    use vramwarden::session::Header;
+    // A log as a version 1 build wrote it: a version 1 header and a version 1 sample.
+    let h = Header {
+        format_version: 1,
+        app_version: "0.0.1".into(),
+        host: "old".into(),
+        source: "NVML".into(),
+        driver_version: None,
+        nvml_version: None,
+        started_ms: T0,
+        interval_ms: 1000,
+        devices: Vec::new(),
+    };
+    let mut bytes = frame(KIND_HEADER, &serde_json::to_vec(&h).expect("json"));
+    let mut payload = Vec::new();
+    encode_sample(&mut payload, T0, &[], &[(0, Some(512 << 20))]);
+    bytes.extend(frame(KIND_SAMPLE, &payload));
+    let s = SessionData::parse(bytes);
+    assert!(s.report.is_clean(), "{:?}", s.report);
+    assert_eq!(s.len(), 1);
+    let snap = s.snapshot(0).expect("sample");
+    assert_eq!(snap.processes[0].used_bytes, Some(512 << 20));
+    assert_eq!(snap.processes[0].torch, None);
+    let mut out = Vec::new();
+    export(&s, Table::Processes, &mut out, &mut |_| true).expect("export");
+    let text = String::from_utf8(out).expect("utf8");
+    assert!(
+        text.lines().nth(1).expect("a row").ends_with(",512,,,,,,"),
+        "{text}"
+    );
+}

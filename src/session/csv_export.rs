@@ -36,11 +36,13 @@ impl Table {
 
     /// The header row. In the processes table, `container` is the container's name (else
     /// the first 12 digits of its id) and `pod` is `namespace/pod`; both are empty for a
-    /// process outside a container (and in logs written before they were kept).
+    /// process outside a container (and in logs written before they were kept). The `torch_…`
+    /// columns are PyTorch's allocator figures (MiB) where the process's companion answered,
+    /// else empty.
     pub fn header(self) -> &'static str {
         match self {
             Table::Devices => "timestamp,unix_ms,device_index,uuid,name,memory_total_mib,memory_used_mib,memory_reserved_mib,memory_free_mib,utilization_gpu_pct,temperature_c,power_w",
-            Table::Processes => "timestamp,unix_ms,device_index,pid,start_time,name,user,used_mib,cmdline,container,pod",
+            Table::Processes => "timestamp,unix_ms,device_index,pid,start_time,name,user,used_mib,cmdline,container,pod,torch_allocated_mib,torch_reserved_mib,torch_inactive_split_mib",
             Table::Events => "timestamp,unix_ms,kind,pid,device_index,name,user,rate_mib_per_min,detail",
         }
     }
@@ -238,7 +240,8 @@ pub fn export(
                         rows += 1;
                     }
                 } else {
-                    for (id, used) in &s.procs {
+                    let mut torch = s.torch.iter().peekable();
+                    for (pos, (id, used)) in s.procs.iter().enumerate() {
                         buf.extend_from_slice(&prefix);
                         let dev = session.defs.get(id).map_or(0, |d| d.device_index);
                         put_u64(&mut buf, u64::from(dev));
@@ -253,6 +256,17 @@ pub fn export(
                         match cmdlines.get(id) {
                             Some(c) => buf.extend_from_slice(c.as_bytes()),
                             None => buf.extend_from_slice(b",,"),
+                        }
+                        // PyTorch's figures (empty cells where no companion answered); the
+                        // entries come in increasing position order.
+                        let t = torch.next_if(|(p, _)| *p as usize == pos).map(|(_, t)| t);
+                        for v in [
+                            t.map(|t| t.allocated_bytes),
+                            t.map(|t| t.reserved_bytes),
+                            t.map(|t| t.inactive_split_bytes),
+                        ] {
+                            buf.push(b',');
+                            put_mib(&mut buf, v);
                         }
                         buf.push(b'\n');
                         rows += 1;

@@ -9,7 +9,7 @@
 //! - A sample names at most 4096 devices, each with an index of at most [`MAX_DEVICE_INDEX`],
 //!   and at most as many processes as its payload has bytes; else it is malformed.
 
-use crate::model::{DeviceSample, UnixMs};
+use crate::model::{DeviceSample, TorchMem, UnixMs};
 
 /// The two bytes that start every record.
 pub const MAGIC: [u8; 2] = [0xA5, 0x57];
@@ -306,12 +306,38 @@ fn get_proc_used(buf: &[u8], pos: &mut usize) -> Option<Option<u64>> {
     })
 }
 
-/// Encodes one sample: the devices' readings and the processes' memory by session-local id.
+/// PyTorch's allocator figures of one process of a sample (format version 2): the process's
+/// position in the sample's process list, and its figures. Only allocated, reserved, inactive
+/// split, allocation retries and OOMs are recorded (the memory fraction and the allocator
+/// configuration are not).
+pub type TorchEntry = (u32, TorchMem);
+
+/// Encodes one sample: the devices' readings and the processes' memory by session-local id
+/// (no PyTorch figures: the bytes a version 1 writer wrote).
 pub fn encode_sample(
     out: &mut Vec<u8>,
     unix_ms: UnixMs,
     devices: &[DeviceSample],
     procs: &[ProcEntry],
+) {
+    encode_sample_with_torch(out, unix_ms, devices, procs, &[]);
+}
+
+/// Encodes one sample with the PyTorch figures of some of its processes (`torch`, by position
+/// in `procs`, in increasing order). With no figures the payload is exactly a version 1 one;
+/// otherwise the torch section follows the processes:
+///
+/// ```text
+/// torch_section := n:varint torch{n}        (only when some process has figures)
+/// torch         := position:varint present:u8 [allocated reserved inactive_split: varint
+///                  bytes] [alloc_retries:varint] [ooms:varint]   (each present per bit 0..4)
+/// ```
+pub fn encode_sample_with_torch(
+    out: &mut Vec<u8>,
+    unix_ms: UnixMs,
+    devices: &[DeviceSample],
+    procs: &[ProcEntry],
+    torch: &[TorchEntry],
 ) {
     put_varint(out, unix_ms.max(0) as u64);
     put_varint(out, devices.len() as u64);
@@ -359,6 +385,61 @@ pub fn encode_sample(
         put_varint(out, u64::from(*id));
         put_proc_used(out, *used);
     }
+    if torch.is_empty() {
+        return;
+    }
+    put_varint(out, torch.len() as u64);
+    for (pos, t) in torch {
+        put_varint(out, u64::from(*pos));
+        let mut present = 0b111u8;
+        if t.alloc_retries > 0 {
+            present |= 1 << 3;
+        }
+        if t.ooms > 0 {
+            present |= 1 << 4;
+        }
+        out.push(present);
+        put_varint(out, t.allocated_bytes);
+        put_varint(out, t.reserved_bytes);
+        put_varint(out, t.inactive_split_bytes);
+        if t.alloc_retries > 0 {
+            put_varint(out, t.alloc_retries);
+        }
+        if t.ooms > 0 {
+            put_varint(out, t.ooms);
+        }
+    }
+}
+
+/// Bits of a torch entry's `present` byte this build knows (an entry with others is malformed:
+/// their lengths are unknown).
+const TORCH_PRESENT_KNOWN: u8 = 0b1_1111;
+
+/// One torch entry of a sample (see [`encode_sample_with_torch`]).
+fn get_torch(buf: &[u8], pos: &mut usize) -> Option<TorchEntry> {
+    let position = u32::try_from(get_varint(buf, pos)?).ok()?;
+    let present = *buf.get(*pos)?;
+    *pos += 1;
+    if present & !TORCH_PRESENT_KNOWN != 0 {
+        return None;
+    }
+    let mut v = [0u64; 5];
+    for (i, slot) in v.iter_mut().enumerate() {
+        if present & (1 << i) != 0 {
+            *slot = get_varint(buf, pos)?;
+        }
+    }
+    Some((
+        position,
+        TorchMem {
+            allocated_bytes: v[0],
+            reserved_bytes: v[1],
+            inactive_split_bytes: v[2],
+            alloc_retries: v[3],
+            ooms: v[4],
+            ..TorchMem::default()
+        },
+    ))
 }
 
 /// A decoded sample.
@@ -370,24 +451,34 @@ pub struct DecodedSample {
     pub devices: Vec<DeviceSample>,
     /// Processes by session-local id.
     pub procs: Vec<ProcEntry>,
+    /// PyTorch's figures of some of those processes, by position in `procs` (format version 2;
+    /// empty in version 1 samples and where no companion answered).
+    pub torch: Vec<TorchEntry>,
 }
 
 /// Decodes a sample payload; `None` if it is malformed.
 pub fn decode_sample(buf: &[u8]) -> Option<DecodedSample> {
     let mut devices = Vec::new();
     let mut procs = Vec::new();
-    let unix_ms = walk_sample(buf, |d| devices.push(d), |p| procs.push(p))?;
+    let mut torch = Vec::new();
+    let unix_ms = walk_sample(
+        buf,
+        |d| devices.push(d),
+        |p| procs.push(p),
+        |t| torch.push(t),
+    )?;
     Some(DecodedSample {
         unix_ms,
         devices,
         procs,
+        torch,
     })
 }
 
 /// Checks a sample payload without keeping it: its time if it decodes (exactly when
 /// [`decode_sample`] would), calling `on_proc` with every session-local process id.
 pub fn check_sample(buf: &[u8], mut on_proc: impl FnMut(u32)) -> Option<UnixMs> {
-    walk_sample(buf, |_| {}, |(id, _)| on_proc(id))
+    walk_sample(buf, |_| {}, |(id, _)| on_proc(id), |_| {})
 }
 
 /// Decodes a sample payload, handing each device and process to the callbacks; the time if the
@@ -396,6 +487,7 @@ fn walk_sample(
     buf: &[u8],
     mut on_device: impl FnMut(DeviceSample),
     mut on_proc: impl FnMut(ProcEntry),
+    mut on_torch: impl FnMut(TorchEntry),
 ) -> Option<UnixMs> {
     let mut pos = 0;
     let unix_ms = i64::try_from(get_varint(buf, &mut pos)?).ok()?;
@@ -413,6 +505,22 @@ fn walk_sample(
     for _ in 0..n_proc {
         let id = u32::try_from(get_varint(buf, &mut pos)?).ok()?;
         on_proc((id, get_proc_used(buf, &mut pos)?));
+    }
+    if pos < buf.len() {
+        // Version 2: PyTorch's figures, by increasing position among the processes above.
+        let n_torch = get_varint(buf, &mut pos)?;
+        if n_torch == 0 || n_torch > n_proc {
+            return None;
+        }
+        let mut next = 0u64;
+        for _ in 0..n_torch {
+            let t = get_torch(buf, &mut pos)?;
+            if u64::from(t.0) < next || u64::from(t.0) >= n_proc {
+                return None;
+            }
+            next = u64::from(t.0) + 1;
+            on_torch(t);
+        }
     }
     (pos == buf.len()).then_some(unix_ms)
 }
@@ -496,6 +604,54 @@ mod tests {
         assert_eq!(d.devices, devs);
         assert_eq!(d.procs, procs);
         assert!(decode_sample(&buf[..buf.len() - 1]).is_none());
+    }
+
+    #[test]
+    fn torch_figures_round_trip_and_a_version_1_sample_is_unchanged() {
+        let procs = vec![(0, Some(8192 << 20)), (1, None), (2, Some(5 << 20))];
+        let t = |a: u64, r: u64, i: u64, retries: u64, ooms: u64| TorchMem {
+            allocated_bytes: a,
+            reserved_bytes: r,
+            inactive_split_bytes: i,
+            alloc_retries: retries,
+            ooms,
+            ..TorchMem::default()
+        };
+        let torch = vec![
+            (0, t(1_918_238_720, 127_104_040_960, 20_971_520, 0, 0)),
+            (2, t(512, 2 << 20, 0, 3, 1)),
+        ];
+        let mut buf = Vec::new();
+        encode_sample_with_torch(&mut buf, 7_000, &[], &procs, &torch);
+        let d = decode_sample(&buf).expect("decodes");
+        assert_eq!(d.procs, procs);
+        assert_eq!(d.torch, torch);
+        let mut seen = Vec::new();
+        assert_eq!(check_sample(&buf, |id| seen.push(id)), Some(7_000));
+        assert_eq!(seen, vec![0, 1, 2]);
+        // Without figures the payload is byte for byte what version 1 wrote.
+        let (mut v1, mut v2) = (Vec::new(), Vec::new());
+        encode_sample(&mut v1, 7_000, &[], &procs);
+        encode_sample_with_torch(&mut v2, 7_000, &[], &procs, &[]);
+        assert_eq!(v1, v2);
+        assert!(decode_sample(&v1).expect("decodes").torch.is_empty());
+        // A cut-off torch section, a position out of range or repeated, or an unknown bit:
+        // malformed, never a panic.
+        assert!(decode_sample(&buf[..buf.len() - 1]).is_none());
+        for bad in [
+            vec![(3, t(1, 2, 0, 0, 0))],
+            vec![(1, t(1, 2, 0, 0, 0)), (1, t(1, 2, 0, 0, 0))],
+        ] {
+            let mut b = Vec::new();
+            encode_sample_with_torch(&mut b, 7_000, &[], &procs, &bad);
+            assert!(decode_sample(&b).is_none());
+        }
+        let mut b = Vec::new();
+        encode_sample_with_torch(&mut b, 7_000, &[], &procs, &[(0, t(1, 2, 0, 0, 0))]);
+        let present_at = b.len() - 4;
+        assert_eq!(b[present_at], 0b111);
+        b[present_at] |= 1 << 6;
+        assert!(decode_sample(&b).is_none());
     }
 
     #[test]

@@ -18,7 +18,15 @@
 //! device  := index:varint present:u8 [total_kib used_kib reserved_kib free_kib : varint]
 //!            [util_pct:u8] [temp_c:u8] [power_mw:varint]     (fields present per bit 0..6)
 //! process := id:varint used:varint   (0 = unknown; else (MiB << 1) + 1 … see [`format`])
+//!            [torch_section]           (version 2, only when a process has PyTorch figures)
+//! torch_section := n:varint (position:varint present:u8 [allocated reserved inactive_split]
+//!            [alloc_retries] [ooms])*  (varints, bytes; see [`format::encode_sample_with_torch`])
 //! ```
+//!
+//! Version 2 added the optional torch section (PyTorch's allocator figures, from the
+//! `vramwarden_torch` companion); a version 2 sample without it is a version 1 sample, and this
+//! build reads both versions. A version 1 build reports a version 2 log as an unknown version
+//! and cannot decode its samples that carry PyTorch figures (it keeps the others).
 //!
 //! Process ids are session-local; a `process_start` event names each (pid, start time, GPU,
 //! name, command line, user), and a `process_table` event repeats every live definition every
@@ -35,8 +43,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::UnixMs;
 
-/// Version of the file format written by this build.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version of the file format written by this build (2: samples may carry PyTorch's figures).
+/// Every version from 1 up to it is read.
+pub const FORMAT_VERSION: u32 = 2;
 /// File name extension of session logs.
 pub const EXTENSION: &str = "vwlog";
 

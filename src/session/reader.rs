@@ -54,7 +54,8 @@ pub struct ReadReport {
     /// Samples dropped because an earlier one (in time order, then file order) had the same
     /// time.
     pub duplicate_samples: usize,
-    /// The format version of a header that this build does not know (not [`FORMAT_VERSION`]);
+    /// The format version of a header that this build does not know (not 1 to
+    /// [`FORMAT_VERSION`]);
     /// the highest one when several. Such a file is read as if it were the known version.
     pub unknown_version: Option<u32>,
     /// Bytes fed to the checksum while reading: the file once, plus at most
@@ -105,8 +106,8 @@ impl ReadReport {
         }
         if let Some(v) = self.unknown_version {
             s += &format!(
-                "; written in unknown format version {v} (this build reads version \
-                 {FORMAT_VERSION}): parts may be missing or misread"
+                "; written in unknown format version {v} (this build reads versions \
+                 1 to {FORMAT_VERSION}): parts may be missing or misread"
             );
         }
         s
@@ -418,7 +419,7 @@ impl SessionData {
     }
 
     fn note_version(&mut self, v: u32) {
-        if v != FORMAT_VERSION {
+        if !(1..=FORMAT_VERSION).contains(&v) {
             self.report.unknown_version = self.report.unknown_version.max(Some(v));
         }
     }
@@ -594,7 +595,7 @@ impl SessionData {
                 }
             }
         }
-        let processes = d
+        let mut processes: Vec<ProcessSample> = d
             .procs
             .iter()
             .map(|(id, used)| {
@@ -614,6 +615,11 @@ impl SessionData {
                 }
             })
             .collect();
+        for (pos, t) in d.torch {
+            if let Some(p) = processes.get_mut(pos as usize) {
+                p.torch = Some(t);
+            }
+        }
         Snapshot {
             taken_at_ms: d.unix_ms,
             devices,
@@ -726,6 +732,7 @@ impl SessionData {
             last: (u64, UnixMs),
             peak: u64,
             last_used: Option<u64>,
+            last_torch: Option<crate::model::TorchMem>,
         }
         let mut times: VecDeque<UnixMs> = VecDeque::with_capacity(self.samples.len());
         let mut devices: Vec<Series> = Vec::new();
@@ -739,12 +746,15 @@ impl SessionData {
             let tick = times.len() as u64;
             times.push_back(d.unix_ms);
             owned.iter_mut().for_each(|o| *o = 0);
-            for (id, used) in &d.procs {
+            let mut torch = d.torch.iter().peekable();
+            for (pos, (id, used)) in d.procs.iter().enumerate() {
                 let st = by_id.get_mut(*id);
                 st.series.push(tick, to_mib(*used));
                 st.first.get_or_insert((tick, d.unix_ms));
                 st.last = (tick, d.unix_ms);
                 st.last_used = *used;
+                // Torch entries come in increasing position order (the decoder checks it).
+                st.last_torch = torch.next_if(|(p, _)| *p as usize == pos).map(|(_, t)| *t);
                 if let Some(u) = used {
                     st.peak = st.peak.max(*u);
                     let dev = self.defs.get(id).map_or(0, |x| x.device_index);
@@ -831,7 +841,7 @@ impl SessionData {
                 cpu_pct: None,
                 rss_bytes: None,
                 color_slot: 0,
-                torch: None,
+                torch: if alive { st.last_torch } else { None },
                 sm_util_pct: None,
                 recent: VecDeque::new(),
             });

@@ -9,7 +9,9 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::format::{encode_sample, frame, ProcEntry, KIND_EVENT, KIND_HEADER, KIND_SAMPLE};
+use super::format::{
+    encode_sample_with_torch, frame, ProcEntry, TorchEntry, KIND_EVENT, KIND_HEADER, KIND_SAMPLE,
+};
 use super::{Event, Header, ProcDef};
 use crate::history::ProcSeriesKey;
 use crate::model::{Snapshot, UnixMs};
@@ -51,6 +53,7 @@ pub struct SessionWriter {
     bytes: u64,
     scratch: Vec<u8>,
     entries: Vec<ProcEntry>,
+    torch: Vec<TorchEntry>,
 }
 
 impl SessionWriter {
@@ -93,6 +96,7 @@ impl SessionWriter {
             bytes: 0,
             scratch: Vec::new(),
             entries: Vec::new(),
+            torch: Vec::new(),
         };
         let json = serde_json::to_vec(header).map_err(|e| io(std::io::Error::other(e)))?;
         w.write_record(KIND_HEADER, &json)?;
@@ -143,7 +147,8 @@ impl SessionWriter {
     }
 
     /// Writes one snapshot: `process_start` / `process_exit` events for processes that
-    /// appeared or left since the last one, then the sample record. fsyncs when due.
+    /// appeared or left since the last one, then the sample record (with PyTorch's figures of
+    /// the processes that have them). fsyncs when due.
     ///
     /// # Errors
     /// When a write fails; the writer stays usable (a later call retries).
@@ -151,6 +156,8 @@ impl SessionWriter {
         let now = snap.taken_at_ms;
         let mut entries = std::mem::take(&mut self.entries);
         entries.clear();
+        let mut torch = std::mem::take(&mut self.torch);
+        torch.clear();
         let mut current: Vec<ProcSeriesKey> = Vec::with_capacity(snap.processes.len());
         for p in &snap.processes {
             let key = (p.key(), p.device_index);
@@ -182,6 +189,9 @@ impl SessionWriter {
                     id
                 }
             };
+            if let Some(t) = p.torch {
+                torch.push((entries.len() as u32, t));
+            }
             entries.push((id, p.used_bytes));
         }
         current.sort_unstable();
@@ -217,10 +227,11 @@ impl SessionWriter {
         }
         let mut buf = std::mem::take(&mut self.scratch);
         buf.clear();
-        encode_sample(&mut buf, now, &snap.devices, &entries);
+        encode_sample_with_torch(&mut buf, now, &snap.devices, &entries, &torch);
         let r = self.write_record(KIND_SAMPLE, &buf);
         self.scratch = buf;
         self.entries = entries;
+        self.torch = torch;
         r?;
         self.samples += 1;
         if self.last_sync.elapsed() >= FSYNC_EVERY {
