@@ -559,3 +559,213 @@ mod eval {
         assert_eq!(st.matches_now(&r, &s, &facts).len(), 1);
     }
 }
+
+/// The settings TOML block of the README (the one under "## Settings").
+fn readme_settings_toml() -> String {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README");
+    let at = readme.find("\n## Settings").expect("a Settings section");
+    let rest = &readme[at..];
+    let start = rest.find("```toml\n").expect("a toml block") + "```toml\n".len();
+    let end = rest[start..].find("```").expect("its end");
+    rest[start..start + end].to_string()
+}
+
+#[test]
+fn the_readme_ladder_is_the_example_and_reads_back() {
+    let s = Settings::from_toml(&readme_settings_toml(), std::path::Path::new("README.md"))
+        .expect("the README's settings are valid");
+    assert_eq!(s.cleanup.rules, example_ladder_rules());
+    let kinds: Vec<&Action> = s.cleanup.rules.iter().map(|r| &r.action).collect();
+    assert_eq!(kinds[0], &Action::ReleaseCache);
+    assert_eq!(kinds[1], &Action::Notify);
+    assert!(matches!(kinds[2], Action::Terminate { .. }));
+    assert!(
+        s.cleanup.rules[2].dry_run,
+        "the terminate rung stays a dry run"
+    );
+}
+
+fn example_ladder_rules() -> Vec<Rule> {
+    vramwarden::rules::model::example_ladder()
+}
+
+#[test]
+fn pytorch_actions_and_conditions_in_toml() {
+    let text = r#"
+[cleanup]
+dry_run = true
+[[cleanup.rules]]
+name = "release"
+[cleanup.rules.conditions]
+releasable_cache_min_mib = 4096.0
+[cleanup.rules.action]
+kind = "release_cache"
+[[cleanup.rules]]
+name = "limit"
+[cleanup.rules.conditions]
+allocated_growth_min_mib_per_min = 256.0
+[cleanup.rules.action]
+kind = "limit_memory"
+gib = 40.0
+"#;
+    let s = Settings::from_toml(text, std::path::Path::new("t.toml")).expect("valid");
+    let (a, b) = (&s.cleanup.rules[0], &s.cleanup.rules[1]);
+    assert_eq!(a.action, Action::ReleaseCache);
+    assert_eq!(a.action.label(), "release cached memory");
+    assert_eq!(b.action, Action::LimitMemory { gib: 40.0 });
+    assert_eq!(b.action.label(), "limit to 40 GiB");
+    assert!(a.action.needs_process() && b.action.needs_process());
+    assert_eq!(b.conditions.allocated_growth_min_mib_per_min, Some(256.0));
+    assert!(b.conditions.targets_processes());
+    assert!(b
+        .describe()
+        .contains("PyTorch allocated memory grows ≥ 256 MiB/min"));
+    // Written back, the same TOML names.
+    let back = toml::to_string(&s).expect("toml");
+    assert!(back.contains("kind = \"release_cache\""), "{back}");
+    assert!(back.contains("kind = \"limit_memory\""), "{back}");
+    assert!(back.contains("gib = 40.0"), "{back}");
+
+    // Out of range: each refused with the key and line it is on.
+    for (bad, key) in [
+        ("gib = 0.0", "gib"),
+        ("gib = -3.0", "gib"),
+        ("gib = nan", "gib"),
+        ("gib = 1e30", "gib"),
+    ] {
+        let t = text.replace("gib = 40.0", bad);
+        let e = Settings::from_toml(&t, std::path::Path::new("t.toml")).expect_err(bad);
+        assert!(e.reason.contains(key), "{bad}: {e:?}");
+        assert!(e.reason.contains("limit must be more than 0 GiB"), "{e:?}");
+    }
+    let t = text.replace(
+        "allocated_growth_min_mib_per_min = 256.0",
+        "allocated_growth_min_mib_per_min = -1.0",
+    );
+    let e = Settings::from_toml(&t, std::path::Path::new("t.toml")).expect_err("negative");
+    assert!(
+        e.reason.contains("allocated_growth_min_mib_per_min"),
+        "{e:?}"
+    );
+    // A GPU-wide rule cannot release a cache: it names no process.
+    let gpu_wide = Rule {
+        name: "gpu".into(),
+        conditions: Conditions {
+            device_used_min_pct: Some(90.0),
+            ..Conditions::default()
+        },
+        action: Action::ReleaseCache,
+        ..Rule::default()
+    };
+    assert_eq!(gpu_wide.problems()[0].0, "action");
+}
+
+#[test]
+fn the_releasable_cache_condition_fires_from_the_engines_figures() {
+    use vramwarden::source::sim::SimTorch;
+    let mut child = sleeper();
+    // 8 GiB reserved, 10 % of it live tensors: 7372.8 MiB releasable.
+    let sim = bind(&[(child.id(), 8192)]).with_torch(
+        child.id(),
+        SimTorch {
+            allocated_pct: 10,
+            inactive_split_pct: 0,
+            alloc_retries: 0,
+        },
+    );
+    let rule = |min: f64| Rule {
+        name: format!("cache ≥ {min}"),
+        dry_run: false,
+        conditions: Conditions {
+            releasable_cache_min_mib: Some(min),
+            ..Conditions::default()
+        },
+        action: Action::Notify,
+        ..Rule::default()
+    };
+    for (min, fires) in [(7000.0, true), (7500.0, false)] {
+        let (mut e, m) = engine(&settings(rule(min), false, &[]));
+        let t = now_ms();
+        e.tick(sim.at(t), t);
+        let acts = outcomes(&m);
+        assert_eq!(acts.len(), usize::from(fires), "{min}: {acts:?}");
+        if fires {
+            assert_eq!(acts[0].0, Outcome::Acted);
+            assert!(
+                acts[0].1.contains(&format!("PID {}", child.id())),
+                "{acts:?}"
+            );
+        }
+    }
+    kill(&mut child);
+}
+
+#[test]
+fn the_allocated_growth_condition_follows_the_torch_figures() {
+    use vramwarden::model::{DeviceSample, ProcInfo, ProcessSample, Snapshot, TorchMem, MIB};
+    let snap = |t: UnixMs, alloc_mib: u64| Snapshot {
+        taken_at_ms: t,
+        devices: vec![DeviceSample::default()],
+        processes: vec![ProcessSample {
+            pid: 77,
+            device_index: 0,
+            used_bytes: Some(40_000 * MIB),
+            info: Some(Arc::new(ProcInfo {
+                name: "python3".into(),
+                start_time_ms: 1,
+                ..ProcInfo::default()
+            })),
+            origin: vramwarden::model::Origin::Live,
+            torch: Some(TorchMem {
+                allocated_bytes: alloc_mib * MIB,
+                reserved_bytes: 40_000 * MIB,
+                ..TorchMem::default()
+            }),
+            ..ProcessSample::default()
+        }],
+    };
+    let rule = |min: f64| Rule {
+        name: "grows".into(),
+        conditions: Conditions {
+            allocated_growth_min_mib_per_min: Some(min),
+            ..Conditions::default()
+        },
+        ..Rule::default()
+    };
+    let facts = Facts::default();
+    let t0: UnixMs = 1_000_000;
+    // 300 MiB a minute (5 MiB/s), read every second, with a ±40 MiB sawtooth of the steps.
+    let mut st = RuleState::default();
+    let mut matched_at = None;
+    for i in 0..180 {
+        let jitter = [0u64, 40, 80][i % 3];
+        let s = snap(t0 + i as i64 * 1000, 1000 + 5 * i as u64 + jitter);
+        st.observe(&s);
+        if matched_at.is_none() && !st.matches_now(&rule(250.0), &s, &facts).is_empty() {
+            matched_at = Some(i);
+        }
+        if i == 179 {
+            assert!(st.matches_now(&rule(350.0), &s, &facts).is_empty());
+            let key = (s.processes[0].key(), 0);
+            let r = st.allocated_growth_mib_per_min(&key).expect("a rate");
+            assert!((r - 300.0).abs() < 10.0, "{r}");
+        }
+    }
+    // Not before the readings span a minute.
+    assert_eq!(matched_at, Some(60));
+    // Flat memory, and memory that was freed, never match; nor does a process without figures.
+    let mut st = RuleState::default();
+    for i in 0..120 {
+        let s = snap(t0 + i * 1000, if i < 60 { 9000 } else { 2000 });
+        st.observe(&s);
+        assert!(st.matches_now(&rule(1.0), &s, &facts).is_empty(), "{i}");
+    }
+    let mut st = RuleState::default();
+    for i in 0..120 {
+        let mut s = snap(t0 + i * 1000, 1000 + 100 * i as u64);
+        s.processes[0].torch = None;
+        st.observe(&s);
+        assert!(st.matches_now(&rule(1.0), &s, &facts).is_empty());
+    }
+}

@@ -80,7 +80,11 @@ impl Drop for Py {
 fn wait_for(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !path.exists() {
-        assert!(Instant::now() < deadline, "{} never appeared", path.display());
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -118,13 +122,7 @@ fn my_uid() -> u32 {
 
 fn target(pid: u32, start_time_ms: UnixMs, origin: Origin) -> Target {
     Target::Process {
-        key: (
-            ProcessKey {
-                pid,
-                start_time_ms,
-            },
-            0,
-        ),
+        key: (ProcessKey { pid, start_time_ms }, 0),
         name: "python3".into(),
         user: "me".into(),
         uid: my_uid(),
@@ -210,7 +208,11 @@ fn limit_memory_asks_for_the_allocator_and_reports_torch_not_imported() {
     );
     assert_eq!(dry.outcome, Outcome::WouldAct);
     assert!(dry.detail.contains("memory fraction 0.1000"), "{dry:?}");
-    assert!(py.requests().is_empty(), "a dry run sent {:?}", py.requests());
+    assert!(
+        py.requests().is_empty(),
+        "a dry run sent {:?}",
+        py.requests()
+    );
     let a = r.run(&p, &safety(), now_ms());
     assert_eq!(a.action, "limit to 8 GiB");
     assert_eq!(a.outcome, Outcome::Failed, "{a:?}");
@@ -284,7 +286,10 @@ fn dry_run_and_simulated_or_recorded_processes_send_nothing() {
         now_ms(),
     );
     assert_eq!(a.outcome, Outcome::WouldAct, "{a:?}");
-    assert!(a.detail.starts_with("would ask the PyTorch companion"), "{a:?}");
+    assert!(
+        a.detail.starts_with("would ask the PyTorch companion"),
+        "{a:?}"
+    );
     let global = Safety {
         global_dry_run: true,
         protected: Vec::new(),
@@ -357,7 +362,14 @@ fn activity(m: &Arc<RwLock<Monitor>>) -> Vec<(String, String, Outcome, String)> 
         .expect("lock")
         .activity
         .iter()
-        .map(|a| (a.rule.clone(), a.action.clone(), a.outcome, a.detail.clone()))
+        .map(|a| {
+            (
+                a.rule.clone(),
+                a.action.clone(),
+                a.outcome,
+                a.detail.clone(),
+            )
+        })
         .collect()
 }
 

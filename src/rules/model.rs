@@ -555,3 +555,52 @@ impl Rule {
         )
     }
 }
+
+/// The example rules of the README and the settings documentation: a ladder for PyTorch jobs
+/// that crowd a GPU — release the cache first (the job goes on), then tell, then terminate (left
+/// in dry run until its owner turns that off).
+pub fn example_ladder() -> Vec<Rule> {
+    vec![
+        Rule {
+            name: "1. Release a large PyTorch cache".into(),
+            dry_run: false,
+            conditions: Conditions {
+                releasable_cache_min_mib: Some(16384.0),
+                device_used_min_pct: Some(90.0),
+                hold_seconds: 30.0,
+                ..Conditions::default()
+            },
+            action: Action::ReleaseCache,
+            cooldown_minutes: 5.0,
+            ..Rule::default()
+        },
+        Rule {
+            name: "2. Tell about a growing PyTorch job".into(),
+            dry_run: false,
+            conditions: Conditions {
+                allocated_growth_min_mib_per_min: Some(512.0),
+                device_used_min_pct: Some(95.0),
+                hold_seconds: 120.0,
+                ..Conditions::default()
+            },
+            action: Action::Notify,
+            cooldown_minutes: 30.0,
+            ..Rule::default()
+        },
+        Rule {
+            name: "3. Terminate a job that will fill the GPU".into(),
+            dry_run: true,
+            conditions: Conditions {
+                leaking_min_minutes: Some(15.0),
+                device_full_within_minutes: Some(10.0),
+                process_memory_min_mib: Some(8192.0),
+                ..Conditions::default()
+            },
+            action: Action::Terminate {
+                grace_seconds: 30.0,
+            },
+            cooldown_minutes: 30.0,
+            ..Rule::default()
+        },
+    ]
+}
