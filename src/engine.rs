@@ -22,6 +22,22 @@ pub fn test_rule(
     };
     let mut st = crate::rules::eval::RuleState::with_last_active(snap, &m.last_active);
     st.set_releasable_cache(crate::rules::eval::releasable_cache_of(snap));
+    // PyTorch's allocated memory over the growth window, from the history.
+    let h = &m.history;
+    let from = h.tick_at(snap.taken_at_ms - crate::rules::eval::GROWTH_WINDOW_MS);
+    for p in snap.processes.iter().filter(|p| p.torch.is_some()) {
+        let key = (p.key(), p.device_index);
+        if let Some(series) = h.torch(&key, crate::history::TorchFigure::Allocated) {
+            st.set_allocated_readings(
+                key,
+                series
+                    .values(from, h.end_tick())
+                    .into_iter()
+                    .filter(|(_, v)| *v != crate::history::NONE)
+                    .filter_map(|(t, v)| Some((h.time_of(t)?, u64::from(v) * crate::model::MIB))),
+            );
+        }
+    }
     let facts = crate::rules::eval::Facts {
         leaking_since: m
             .leaks

@@ -769,3 +769,70 @@ fn the_allocated_growth_condition_follows_the_torch_figures() {
         assert!(st.matches_now(&rule(1.0), &s, &facts).is_empty());
     }
 }
+
+#[test]
+fn test_this_rule_sees_the_pytorch_conditions_from_the_monitor() {
+    use vramwarden::model::{DeviceSample, ProcInfo, ProcessSample, Snapshot, TorchMem, MIB};
+    let snap = |t: UnixMs, alloc_mib: u64| Snapshot {
+        taken_at_ms: t,
+        devices: vec![DeviceSample {
+            memory_total_bytes: Some(81_920 * MIB),
+            memory_used_bytes: Some(40_000 * MIB),
+            memory_free_bytes: Some(41_920 * MIB),
+            ..DeviceSample::default()
+        }],
+        processes: vec![ProcessSample {
+            pid: 77,
+            device_index: 0,
+            used_bytes: Some(30_000 * MIB),
+            info: Some(Arc::new(ProcInfo {
+                name: "python3".into(),
+                start_time_ms: 1,
+                ..ProcInfo::default()
+            })),
+            origin: vramwarden::model::Origin::Simulated,
+            torch: Some(TorchMem {
+                allocated_bytes: alloc_mib * MIB,
+                reserved_bytes: 30_000 * MIB,
+                ..TorchMem::default()
+            }),
+            ..ProcessSample::default()
+        }],
+    };
+    let mut m = Monitor::new(1000, 600);
+    let t0: UnixMs = 1_796_000_000_000;
+    // Allocated grows 5 MiB/s = 300 MiB/min for three minutes.
+    for i in 0..180 {
+        let t = t0 + i * 1000;
+        m.apply(snap(t, 1000 + 5 * i as u64), t);
+    }
+    let safety = Safety::default();
+    let rule = |c: Conditions| Rule {
+        name: "t".into(),
+        conditions: c,
+        action: Action::ReleaseCache,
+        ..Rule::default()
+    };
+    let growth = |min: f64| Conditions {
+        allocated_growth_min_mib_per_min: Some(min),
+        ..Conditions::default()
+    };
+    let found = vramwarden::engine::test_rule(&rule(growth(250.0)), &m, &safety);
+    assert_eq!(found.len(), 1, "{found:?}");
+    // A simulated process is matched but never acted on.
+    assert_eq!(
+        found[0].1.as_deref(),
+        Some("simulated process: nothing was sent")
+    );
+    assert!(vramwarden::engine::test_rule(&rule(growth(400.0)), &m, &safety).is_empty());
+    // Releasable cache: 30000 − 1895 MiB at the last sample.
+    let cache = |min: f64| Conditions {
+        releasable_cache_min_mib: Some(min),
+        ..Conditions::default()
+    };
+    assert_eq!(
+        vramwarden::engine::test_rule(&rule(cache(28_000.0)), &m, &safety).len(),
+        1
+    );
+    assert!(vramwarden::engine::test_rule(&rule(cache(28_200.0)), &m, &safety).is_empty());
+}

@@ -295,6 +295,26 @@ impl RuleState {
         self.allocated.retain(|k, _| seen.contains(k));
     }
 
+    /// Sets the PyTorch allocated readings (time, bytes; oldest first) of one process, for a
+    /// state built outside the tick loop (the editor's "test this rule" fills it from the
+    /// history); only the last [`GROWTH_WINDOW_MS`] are kept.
+    pub fn set_allocated_readings(
+        &mut self,
+        key: ProcSeriesKey,
+        readings: impl IntoIterator<Item = (UnixMs, u64)>,
+    ) {
+        let r: VecDeque<(UnixMs, u64)> = readings.into_iter().collect();
+        let Some(&(last, _)) = r.back() else {
+            self.allocated.remove(&key);
+            return;
+        };
+        let r = r
+            .into_iter()
+            .filter(|(t, _)| last - t <= GROWTH_WINDOW_MS)
+            .collect();
+        self.allocated.insert(key, r);
+    }
+
     /// How fast PyTorch's allocated memory of a process grew over the last
     /// [`GROWTH_WINDOW_MS`] (MiB per minute; see [`growth_mib_per_min`]), where its companion
     /// answered long enough.
