@@ -874,3 +874,98 @@ pub fn run_command(argv: &[String], timeout: Duration) -> (Outcome, String) {
         ),
     }
 }
+
+#[cfg(test)]
+mod release_follow_up_tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::model::{DeviceSample, ProcInfo, ProcessKey, ProcessSample};
+
+    fn snap(t: UnixMs, used_mib: Option<Option<u64>>) -> Snapshot {
+        Snapshot {
+            taken_at_ms: t,
+            devices: vec![DeviceSample {
+                uuid: "GPU-a".into(),
+                memory_total_bytes: Some(81_920 * MIB),
+                ..DeviceSample::default()
+            }],
+            processes: used_mib
+                .map(|u| ProcessSample {
+                    pid: 454,
+                    used_bytes: u.map(|m| m * MIB),
+                    info: Some(Arc::new(ProcInfo {
+                        start_time_ms: 9,
+                        ..ProcInfo::default()
+                    })),
+                    ..ProcessSample::default()
+                })
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    fn check(r: &mut ActionRunner, at: UnixMs) {
+        let key = (
+            ProcessKey {
+                pid: 454,
+                start_time_ms: 9,
+            },
+            0,
+        );
+        r.checks.push(PendingCheck {
+            key,
+            rule: "release".into(),
+            target: Target::Process {
+                key,
+                name: "bloat".into(),
+                user: "u".into(),
+                uid: 0,
+                used_bytes: Some(71_784 * MIB),
+                origin: Origin::Live,
+            },
+            after_ms: at,
+            before: Some(71_784 * MIB),
+            freed_by_torch: 69_212 * MIB,
+        });
+    }
+
+    #[test]
+    fn the_driver_figure_follows_a_release_on_the_next_sample() {
+        let mut r = ActionRunner::new();
+        check(&mut r, 1_000);
+        // A snapshot taken at the release's moment or before tells nothing yet.
+        assert!(r.observe(&snap(1_000, Some(Some(6_604)))).is_empty());
+        let a = r.observe(&snap(2_000, Some(Some(6_604))));
+        assert_eq!(a.len(), 1);
+        assert_eq!(a[0].outcome, Outcome::Acted);
+        assert_eq!(a[0].action, "release cached memory: the driver's figure");
+        assert!(
+            a[0].detail.contains(
+                "saw PID 454 on GPU 0 go from 71784.0 MiB before the release to 6604.0 MiB now: 65180.0 MiB freed (PyTorch said it gave back 69212.0 MiB)"
+            ),
+            "{}",
+            a[0].detail
+        );
+        // Reported once.
+        assert!(r.observe(&snap(3_000, Some(Some(6_604)))).is_empty());
+        // The GPU's size is known for limits.
+        assert_eq!(r.gpus.get(&0), Some(&("GPU-a".into(), Some(81_920 * MIB))));
+        // Gone, or no per-process figure: said so, with PyTorch's figure.
+        check(&mut r, 3_000);
+        let a = r.observe(&snap(4_000, None));
+        assert!(
+            a[0].detail.starts_with("the driver no longer lists"),
+            "{:?}",
+            a
+        );
+        check(&mut r, 4_000);
+        let a = r.observe(&snap(5_000, Some(None)));
+        assert!(
+            a[0].detail
+                .contains("so only PyTorch's stands (PyTorch said it gave back 69212.0 MiB)"),
+            "{:?}",
+            a
+        );
+    }
+}
