@@ -283,6 +283,50 @@ proptest! {
     }
 
     #[test]
+    fn pytorch_figures_round_trip_exactly(
+        procs in proptest::collection::vec((any::<u32>(), any::<bool>(), any::<[u64; 5]>()), 0..40)
+    ) {
+        use vramwarden::model::TorchMem;
+        use vramwarden::session::format::{decode_sample, encode_sample_with_torch};
+        let entries: Vec<(u32, Option<u64>)> =
+            procs.iter().map(|(id, _, v)| (*id, Some((v[0] >> 20) << 20))).collect();
+        let torch: Vec<(u32, TorchMem)> = procs
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, has, _))| *has)
+            .map(|(i, (_, _, v))| {
+                (i as u32, TorchMem {
+                    allocated_bytes: v[0],
+                    reserved_bytes: v[1],
+                    inactive_split_bytes: v[2],
+                    alloc_retries: v[3],
+                    ooms: v[4],
+                    ..TorchMem::default()
+                })
+            })
+            .collect();
+        let mut buf = Vec::new();
+        encode_sample_with_torch(&mut buf, T0, &[], &entries, &torch);
+        let d = decode_sample(&buf).expect("decodes");
+        prop_assert_eq!(d.procs, entries.clone());
+        prop_assert_eq!(d.torch, torch);
+        // Any cut of it is malformed, never a panic — except the cut that leaves the sample
+        // without its torch section (a version 1 sample: the same processes, no figures).
+        let mut v1 = Vec::new();
+        encode_sample_with_torch(&mut v1, T0, &[], &entries, &[]);
+        for cut in 0..buf.len() {
+            match decode_sample(&buf[..cut]) {
+                None => {}
+                Some(d) => {
+                    prop_assert_eq!(cut, v1.len());
+                    prop_assert_eq!(d.procs, entries.clone());
+                    prop_assert!(d.torch.is_empty());
+                }
+            }
+        }
+    }
+
+    #[test]
     fn any_cut_keeps_the_prefix(cut in 0usize..200_000) {
         let (orig, _) = log();
         let cut = cut % (orig.len() + 1);
