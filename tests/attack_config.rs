@@ -380,6 +380,11 @@ fn everything_converts(s: &Settings) -> Result<(), TestCaseError> {
             ("device_free_max_mib", c.device_free_max_mib),
             ("user_total_min_mib", c.user_total_min_mib),
             ("container_total_min_mib", c.container_total_min_mib),
+            ("releasable_cache_min_mib", c.releasable_cache_min_mib),
+            (
+                "allocated_growth_min_mib_per_min",
+                c.allocated_growth_min_mib_per_min,
+            ),
         ] {
             if let Some(mib) = mib {
                 prop_assert!(
@@ -403,7 +408,11 @@ fn everything_converts(s: &Settings) -> Result<(), TestCaseError> {
             Action::RunCommand {
                 timeout_seconds, ..
             } => usable_secs("timeout_seconds", *timeout_seconds)?,
-            Action::Notify | Action::Signal { .. } => {}
+            Action::LimitMemory { gib } => prop_assert!(
+                gib.is_finite() && *gib > 0.0 && gib * 1_073_741_824.0 < u64::MAX as f64,
+                "gib"
+            ),
+            Action::Notify | Action::Signal { .. } | Action::ReleaseCache => {}
         }
     }
     Ok(())
