@@ -670,6 +670,7 @@ fn the_releasable_cache_condition_fires_from_the_engines_figures() {
         child.id(),
         SimTorch {
             allocated_pct: 10,
+            cache_mib: 0,
             inactive_split_pct: 0,
             alloc_retries: 0,
         },
