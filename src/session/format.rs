@@ -364,6 +364,24 @@ pub fn encode_sample_with_torch(
         if d.power_w.is_some() {
             present |= 1 << 6;
         }
+        // Version 2: bit 7 says an `extra` byte follows with the cap, clocks and fan.
+        let mut extra = 0u8;
+        for (i, set) in [
+            d.power_limit_w.is_some(),
+            d.sm_clock_mhz.is_some(),
+            d.mem_clock_mhz.is_some(),
+            d.fan_pct.is_some(),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if set {
+                extra |= 1 << i;
+            }
+        }
+        if extra != 0 {
+            present |= 1 << 7;
+        }
         out.push(present);
         for v in kib.into_iter().flatten() {
             // Bytes are kept exactly when KiB-aligned (always, for NVML); else rounded down.
@@ -378,6 +396,18 @@ pub fn encode_sample_with_torch(
         if let Some(p) = d.power_w {
             // Milliwatts, as NVML reports them.
             put_varint(out, (p.max(0.0) * 1000.0).round() as u64);
+        }
+        if extra != 0 {
+            out.push(extra);
+            if let Some(p) = d.power_limit_w {
+                put_varint(out, (p.max(0.0) * 1000.0).round() as u64);
+            }
+            for v in [d.sm_clock_mhz, d.mem_clock_mhz].into_iter().flatten() {
+                put_varint(out, u64::from(v));
+            }
+            if let Some(f) = d.fan_pct {
+                out.push(f.min(255) as u8);
+            }
         }
     }
     put_varint(out, procs.len() as u64);
@@ -558,6 +588,27 @@ fn get_device(buf: &[u8], pos: &mut usize) -> Option<DeviceSample> {
     if present & (1 << 6) != 0 {
         d.power_w = Some(get_varint(buf, pos)? as f64 / 1000.0);
     }
+    if present & (1 << 7) != 0 {
+        // Version 2: power cap (mW), SM and memory clocks (MHz), fan (%), per bit 0..3.
+        let extra = *buf.get(*pos)?;
+        *pos += 1;
+        if extra & !0b1111 != 0 {
+            return None;
+        }
+        if extra & 1 != 0 {
+            d.power_limit_w = Some(get_varint(buf, pos)? as f64 / 1000.0);
+        }
+        if extra & 2 != 0 {
+            d.sm_clock_mhz = Some(u32::try_from(get_varint(buf, pos)?).ok()?);
+        }
+        if extra & 4 != 0 {
+            d.mem_clock_mhz = Some(u32::try_from(get_varint(buf, pos)?).ok()?);
+        }
+        if extra & 8 != 0 {
+            d.fan_pct = Some(u32::from(*buf.get(*pos)?));
+            *pos += 1;
+        }
+    }
     Some(d)
 }
 
@@ -589,6 +640,15 @@ mod tests {
                 utilization_gpu_pct: Some(97),
                 temperature_c: Some(41),
                 power_w: Some(312.4),
+                power_limit_w: Some(700.0),
+                sm_clock_mhz: Some(1980),
+                mem_clock_mhz: Some(3201),
+                fan_pct: Some(47),
+                ..DeviceSample::default()
+            },
+            DeviceSample {
+                index: 2,
+                sm_clock_mhz: Some(345),
                 ..DeviceSample::default()
             },
             DeviceSample {

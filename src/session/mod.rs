@@ -17,16 +17,19 @@
 //! sample  := unix_ms:varint n_dev:varint device* n_proc:varint process*
 //! device  := index:varint present:u8 [total_kib used_kib reserved_kib free_kib : varint]
 //!            [util_pct:u8] [temp_c:u8] [power_mw:varint]     (fields present per bit 0..6)
+//!            [extra:u8 [power_cap_mw:varint] [sm_mhz:varint] [mem_mhz:varint] [fan_pct:u8]]
+//!                                  (version 2: `extra` when bit 7 is set; fields per its bit 0..3)
 //! process := id:varint used:varint   (0 = unknown; else (MiB << 1) + 1 … see [`format`])
 //!            [torch_section]           (version 2, only when a process has PyTorch figures)
 //! torch_section := n:varint (position:varint present:u8 [allocated reserved inactive_split]
 //!            [alloc_retries] [ooms])*  (varints, bytes; see [`format::encode_sample_with_torch`])
 //! ```
 //!
-//! Version 2 added the optional torch section (PyTorch's allocator figures, from the
-//! `vramwarden_torch` companion); a version 2 sample without it is a version 1 sample, and this
-//! build reads both versions. A version 1 build reports a version 2 log as an unknown version
-//! and cannot decode its samples that carry PyTorch figures (it keeps the others).
+//! Version 2 added the devices' power cap, clocks and fan (bit 7 of `present`) and the
+//! optional torch section (PyTorch's allocator figures, from the `vramwarden_torch`
+//! companion); a version 2 sample with neither is a version 1 sample, and this build reads both
+//! versions. A version 1 build reports a version 2 log as an unknown version and cannot decode
+//! its samples that carry either (it keeps the others).
 //!
 //! Process ids are session-local; a `process_start` event names each (pid, start time, GPU,
 //! name, command line, user), and a `process_table` event repeats every live definition every
@@ -43,7 +46,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::UnixMs;
 
-/// Version of the file format written by this build (2: samples may carry PyTorch's figures).
+/// Version of the file format written by this build (2: samples may carry the devices' power
+/// cap, clocks and fan, and PyTorch's figures).
 /// Every version from 1 up to it is read.
 pub const FORMAT_VERSION: u32 = 2;
 /// File name extension of session logs.
