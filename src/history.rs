@@ -595,6 +595,12 @@ impl History {
         self.processes.get(key)
     }
 
+    /// Puts in a process's PyTorch series built elsewhere (a session replay), on this
+    /// history's timeline: `[allocated, reserved]`.
+    pub(crate) fn set_torch(&mut self, key: ProcSeriesKey, series: [Series; 2]) {
+        self.torch.insert(key, series);
+    }
+
     /// PyTorch's allocated or reserved memory of a process, where its companion answered.
     pub fn torch(&self, key: &ProcSeriesKey, figure: TorchFigure) -> Option<&Series> {
         self.torch.get(key).map(|s| match figure {

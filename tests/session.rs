@@ -446,6 +446,40 @@ fn pytorch_figures_round_trip_through_the_log_the_replay_and_the_csv() {
             .find(|r| r.key.pid == want.pid && r.device_index == want.device_index)
             .expect("a row");
         assert_eq!(row.torch, want.torch.map(recorded_torch));
+        // The detail pane's allocated / reserved lines come back with the replay: every
+        // sample's figures, to the MiB.
+        use vramwarden::history::TorchFigure;
+        let key = row.series_key();
+        let h = &m.history;
+        let (t0, t1) = (h.tick_at(T0), h.end_tick());
+        for (figure, of) in [
+            (
+                TorchFigure::Allocated,
+                (|t: vramwarden::model::TorchMem| t.allocated_bytes)
+                    as fn(vramwarden::model::TorchMem) -> u64,
+            ),
+            (TorchFigure::Reserved, |t| t.reserved_bytes),
+        ] {
+            let got: Vec<u32> = h
+                .torch(&key, figure)
+                .expect("a torch series")
+                .values(t0, t1)
+                .into_iter()
+                .map(|(_, v)| v)
+                .filter(|v| *v != vramwarden::history::NONE)
+                .collect();
+            let want_series: Vec<u32> = (0..120)
+                .filter_map(|i| {
+                    sim.at(T0 + i * 1000)
+                        .processes
+                        .iter()
+                        .find(|p| p.pid == want.pid && p.device_index == want.device_index)
+                        .and_then(|p| p.torch)
+                        .map(|t| (of(t) >> 20) as u32)
+                })
+                .collect();
+            assert_eq!(got, want_series, "{figure:?} of {}", want.pid);
+        }
     }
 
     // CSV: the three columns, filled where a companion answered and empty elsewhere.

@@ -733,6 +733,8 @@ impl SessionData {
             peak: u64,
             last_used: Option<u64>,
             last_torch: Option<crate::model::TorchMem>,
+            /// PyTorch's allocated and reserved memory, where its companion answered.
+            torch_series: Option<[Series; 2]>,
         }
         let mut times: VecDeque<UnixMs> = VecDeque::with_capacity(self.samples.len());
         let mut devices: Vec<Series> = Vec::new();
@@ -755,6 +757,11 @@ impl SessionData {
                 st.last_used = *used;
                 // Torch entries come in increasing position order (the decoder checks it).
                 st.last_torch = torch.next_if(|(p, _)| *p as usize == pos).map(|(_, t)| *t);
+                if let Some(t) = st.last_torch {
+                    let [a, r] = st.torch_series.get_or_insert_with(Default::default);
+                    a.push(tick, to_mib(Some(t.allocated_bytes)));
+                    r.push(tick, to_mib(Some(t.reserved_bytes)));
+                }
                 if let Some(u) = used {
                     st.peak = st.peak.max(*u);
                     let dev = self.defs.get(id).map_or(0, |x| x.device_index);
@@ -789,6 +796,7 @@ impl SessionData {
         let end_tick = times.len() as u64;
         let end_ms = times.back().copied().unwrap_or(0);
         let mut processes = HashMap::new();
+        let mut torch_series = Vec::new();
         let mut rows = Vec::new();
         for (id, st) in by_id.into_iter() {
             let (Some(def), Some((_, first_ms))) = (self.defs.get(&id), st.first) else {
@@ -845,9 +853,15 @@ impl SessionData {
                 sm_util_pct: None,
                 recent: VecDeque::new(),
             });
+            if let Some(t) = st.torch_series {
+                torch_series.push((key, t));
+            }
             processes.insert(key, st.series);
         }
         m.history = History::from_parts(times, devices, ghosts, metrics, processes);
+        for (key, t) in torch_series {
+            m.history.set_torch(key, t);
+        }
         rows.sort_by_key(|r| (r.first_seen_ms, r.key.pid));
         for r in rows {
             m.insert_row(r);
