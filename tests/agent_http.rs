@@ -169,6 +169,31 @@ fn the_api_needs_the_token_and_refuses_simulated_processes() {
         other.as_bytes(),
     );
     assert_eq!(r.status, 404, "{}", r.text());
+    // The PyTorch actions reach the engine the same way (and a simulated process the same
+    // refusal); a limit needs its size.
+    for body in [
+        format!(r#"{{"action":"release_cache","pid":{pid},"start_time":{start}}}"#),
+        format!(r#"{{"action":"limit_memory","gib":8,"pid":{pid},"start_time":{start}}}"#),
+    ] {
+        let r = request(
+            a.addr,
+            "POST",
+            "/api/v1/command",
+            &[("Authorization", &a.auth())],
+            body.as_bytes(),
+        );
+        assert_eq!(r.status, 403, "{}", r.text());
+        assert_eq!(r.json()["detail"], "simulated process: nothing was sent");
+    }
+    let no_size = format!(r#"{{"action":"limit_memory","pid":{pid},"start_time":{start}}}"#);
+    let r = request(
+        a.addr,
+        "POST",
+        "/api/v1/command",
+        &[("Authorization", &a.auth())],
+        no_size.as_bytes(),
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
     // Bad and oversized bodies.
     for (body, status) in [
         (b"{not json".to_vec(), 400),

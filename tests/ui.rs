@@ -881,3 +881,49 @@ fn the_table_groups_by_user_and_folds_a_group() {
     // Other users' rows stay.
     h.get_by_label("2231");
 }
+
+/// The PyTorch section's buttons go through the confirmation and the real engine like any
+/// action: on the demo's (simulated) trainer the engine refuses in its own words.
+#[test]
+fn release_cached_memory_asks_first_and_reaches_the_engine() {
+    let ctx = egui::Context::default();
+    let backend = Backend::start(
+        Box::new(|| {
+            Ok(Box::new(SimSource::demo(vramwarden::sampler::now_ms())) as Box<dyn GpuSource>)
+        }),
+        true,
+        Duration::from_millis(100),
+        1000,
+        &ctx,
+    );
+    let mut h = harness(VramApp::with_backend(backend, UiState::default()));
+    let t = Instant::now();
+    while h.query_by_label("48213").is_none() {
+        assert!(t.elapsed() < Duration::from_secs(10), "no trainer");
+        std::thread::sleep(Duration::from_millis(20));
+        h.run();
+    }
+    h.get_by_label("48213").click();
+    h.run();
+    h.get_by_label("PyTorch caching allocator");
+    h.get_by_label("Release cached memory").click();
+    h.run();
+    h.get_by_label("Release this process's cached GPU memory?");
+    h.get_by_label("Release").click();
+    h.run();
+    let t = Instant::now();
+    while h
+        .query_by_label_contains("simulated process: nothing was sent")
+        .is_none()
+    {
+        assert!(t.elapsed() < Duration::from_secs(5), "no answer shown");
+        std::thread::sleep(Duration::from_millis(20));
+        h.run();
+    }
+    // The limit control asks too, naming the size.
+    h.get_by_label("Set limit").click();
+    h.run();
+    h.get_by_label_contains("Limit this process to");
+    h.get_by_label("Cancel").click();
+    h.run();
+}

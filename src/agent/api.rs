@@ -221,6 +221,9 @@ pub struct CommandRequest {
     /// For `terminate`: seconds before SIGKILL (default 10, at most an hour).
     #[serde(default)]
     pub grace_seconds: Option<f64>,
+    /// For `limit_memory`: the limit in GiB.
+    #[serde(default)]
+    pub gib: Option<f64>,
 }
 
 /// The engine's reply to a manual command is awaited this long.
@@ -277,12 +280,24 @@ pub fn command(state: &AgentState, body: &mut dyn Read, length: Option<usize>) -
             }
             Action::Signal { signal: s }
         }
-        other => {
-            return Reply::error(
-                400,
-                &format!("unknown action {other:?} (terminate, kill or signal)"),
-            )
+        "release_cache" => Action::ReleaseCache,
+        "limit_memory" => {
+            match req.gib {
+                Some(g) if g.is_finite() && g > 0.0 && g <= crate::rules::model::MAX_LIMIT_GIB => {
+                    Action::LimitMemory { gib: g }
+                }
+                _ => return Reply::error(
+                    400,
+                    "a limit_memory command needs \"gib\" (more than 0, at most the GPU's size)",
+                ),
+            }
         }
+        other => return Reply::error(
+            400,
+            &format!(
+                "unknown action {other:?} (terminate, kill, signal, release_cache or limit_memory)"
+            ),
+        ),
     };
     // The target comes from the agent's own snapshot; the client gave only pid + start time.
     let target = {

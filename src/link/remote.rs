@@ -294,6 +294,11 @@ fn command_body(
             body["action"] = "signal".into();
             body["signal"] = signal.clone().into();
         }
+        crate::rules::Action::ReleaseCache => body["action"] = "release_cache".into(),
+        crate::rules::Action::LimitMemory { gib } => {
+            body["action"] = "limit_memory".into();
+            body["gib"] = (*gib).into();
+        }
         other => {
             return Err(format!(
                 "{} is not offered by the agent's API",

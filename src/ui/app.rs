@@ -423,14 +423,25 @@ impl VramApp {
             let mut decided = None;
             egui::Modal::new(egui::Id::unique("confirm-action")).show(&ctx, |ui| {
                 ui.set_width(460.0);
-                let verb = match &action {
-                    crate::rules::Action::Terminate { .. } => "Terminate".to_string(),
+                let (heading, verb) = match &action {
+                    crate::rules::Action::Terminate { .. } => (
+                        "Terminate this process?".to_string(),
+                        "Terminate".to_string(),
+                    ),
                     crate::rules::Action::Signal { signal } if signal == "SIGKILL" => {
-                        "Kill".to_string()
+                        ("Kill this process?".to_string(), "Kill".to_string())
                     }
-                    a => a.label(),
+                    crate::rules::Action::ReleaseCache => (
+                        "Release this process's cached GPU memory?".to_string(),
+                        "Release".to_string(),
+                    ),
+                    crate::rules::Action::LimitMemory { gib } => (
+                        format!("Limit this process to {gib} GiB of GPU memory?"),
+                        "Limit".to_string(),
+                    ),
+                    a => (format!("{} this process?", a.label()), a.label()),
                 };
-                ui.heading(format!("{verb} this process?"));
+                ui.heading(heading);
                 ui.label(target.describe());
                 ui.label(RichText::new(action.label()).weak());
                 ui.add_space(8.0);

@@ -93,7 +93,11 @@ pub fn pane(
             .weak(),
         );
     }
-    if let (None, Some(request)) = (row.exited_at_ms, request) {
+    // What the user asks for in this pane (the buttons here and the PyTorch section's).
+    let can_act = request.is_some();
+    let mut asked: Option<crate::rules::Action> = None;
+    if let (None, true) = (row.exited_at_ms, can_act) {
+        let request = &mut asked;
         ui.horizontal(|ui| {
             if ui
                 .button("Terminate")
@@ -222,7 +226,19 @@ pub fn pane(
     });
     if let Some(t) = &row.torch {
         let rising = leak.is_some() || row.delta_1m_bytes.is_some_and(|d| d > 0);
-        super::torch_pane::section(ui, m, row, t, units, now, rising);
+        super::torch_pane::section(
+            ui,
+            m,
+            row,
+            t,
+            units,
+            now,
+            rising,
+            (can_act && row.exited_at_ms.is_none()).then_some(&mut asked),
+        );
+    }
+    if let (Some(r), Some(a)) = (request, asked) {
+        *r = Some(a);
     }
     ui.add_space(6.0);
     ui.label(RichText::new("GPU memory over its lifetime").strong());

@@ -184,7 +184,10 @@ pub fn strip(ui: &mut Ui, t: &TorchMem, driver_bytes: Option<u64>, units: Units)
     });
 }
 
-/// The detail pane's PyTorch section, for a process whose companion answers.
+/// The detail pane's PyTorch section, for a process whose companion answers. `request`
+/// (absent for a recorded session or an exited process) receives the allocator actions the
+/// user asks for: release the cache, limit the process's memory.
+#[allow(clippy::too_many_arguments)]
 pub fn section(
     ui: &mut Ui,
     m: &Monitor,
@@ -193,12 +196,60 @@ pub fn section(
     units: Units,
     now: UnixMs,
     rising: bool,
+    request: Option<&mut Option<crate::rules::Action>>,
 ) {
     ui.separator();
     ui.horizontal(|ui| {
         badge(ui, t, units);
         ui.label(RichText::new("PyTorch caching allocator").strong());
     });
+    let gpu_gib = m
+        .latest
+        .as_ref()
+        .and_then(|s| s.devices.iter().find(|d| d.index == row.device_index))
+        .and_then(|d| d.memory_total_bytes)
+        .map_or(crate::rules::model::MAX_LIMIT_GIB, |b| {
+            (b as f64 / (1u64 << 30) as f64).floor()
+        });
+    if let Some(request) = request {
+        ui.horizontal_wrapped(|ui| {
+            if ui
+                .button("Release cached memory")
+                .on_hover_text(format!(
+                    "torch.cuda.empty_cache() in the process, through its companion: up to {} go back to the driver; its tensors stay",
+                    units.bytes(t.releasable_bytes())
+                ))
+                .clicked()
+            {
+                *request = Some(crate::rules::Action::ReleaseCache);
+            }
+            ui.separator();
+            let id = egui::Id::unique(("torch-limit", row.key.pid, row.device_index));
+            let mut gib: f64 = ui.data(|d| d.get_temp(id)).unwrap_or_else(|| {
+                (t.reserved_bytes as f64 / (1u64 << 30) as f64)
+                    .ceil()
+                    .clamp(1.0, gpu_gib.max(1.0))
+            });
+            let label = ui.label("Limit to");
+            let l = ui
+                .add(
+                    egui::DragValue::new(&mut gib)
+                        .range(1.0..=gpu_gib.max(1.0))
+                        .speed(0.5)
+                        .suffix(" GiB"),
+                )
+                .labelled_by(label.id);
+            if l.changed() {
+                ui.data_mut(|d| d.insert_temp(id, gib));
+            }
+            let b = ui.button("Set limit").on_hover_text(
+                "A per-process memory fraction (torch.cuda.set_per_process_memory_fraction): the job gets its own out-of-memory error at this size instead of starving its neighbours",
+            );
+            if b.clicked() {
+                *request = Some(crate::rules::Action::LimitMemory { gib });
+            }
+        });
+    }
     egui::Grid::new("torch-figures")
         .num_columns(2)
         .spacing([12.0, 4.0])
