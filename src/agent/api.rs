@@ -260,29 +260,29 @@ pub fn command(state: &AgentState, body: &mut dyn Read, length: Option<usize>) -
         Ok(r) => r,
         Err(e) => return Reply::error(400, &format!("bad command: {e}")),
     };
-    let action = match req.action.as_str() {
-        "terminate" => {
-            let g = req.grace_seconds.unwrap_or(10.0);
-            if !(0.0..=crate::rules::model::MAX_ACTION_SECONDS).contains(&g) {
-                return Reply::error(400, "grace_seconds is from 0 to 3600");
+    let action =
+        match req.action.as_str() {
+            "terminate" => {
+                let g = req.grace_seconds.unwrap_or(10.0);
+                if !(0.0..=crate::rules::model::MAX_ACTION_SECONDS).contains(&g) {
+                    return Reply::error(400, "grace_seconds is from 0 to 3600");
+                }
+                Action::Terminate { grace_seconds: g }
             }
-            Action::Terminate { grace_seconds: g }
-        }
-        "kill" => Action::Signal {
-            signal: "SIGKILL".into(),
-        },
-        "signal" => {
-            let Some(s) = req.signal.clone() else {
-                return Reply::error(400, "a signal command needs \"signal\"");
-            };
-            if crate::rules::model::parse_signal(&s).is_none() {
-                return Reply::error(400, &format!("unknown signal {s}"));
+            "kill" => Action::Signal {
+                signal: "SIGKILL".into(),
+            },
+            "signal" => {
+                let Some(s) = req.signal.clone() else {
+                    return Reply::error(400, "a signal command needs \"signal\"");
+                };
+                if crate::rules::model::parse_signal(&s).is_none() {
+                    return Reply::error(400, &format!("unknown signal {s}"));
+                }
+                Action::Signal { signal: s }
             }
-            Action::Signal { signal: s }
-        }
-        "release_cache" => Action::ReleaseCache,
-        "limit_memory" => {
-            match req.gib {
+            "release_cache" => Action::ReleaseCache,
+            "limit_memory" => match req.gib {
                 Some(g) if g.is_finite() && g > 0.0 && g <= crate::rules::model::MAX_LIMIT_GIB => {
                     Action::LimitMemory { gib: g }
                 }
@@ -290,15 +290,16 @@ pub fn command(state: &AgentState, body: &mut dyn Read, length: Option<usize>) -
                     400,
                     "a limit_memory command needs \"gib\" (more than 0, at most the GPU's size)",
                 ),
-            }
-        }
-        other => return Reply::error(
-            400,
-            &format!(
+            },
+            other => {
+                return Reply::error(
+                    400,
+                    &format!(
                 "unknown action {other:?} (terminate, kill, signal, release_cache or limit_memory)"
             ),
-        ),
-    };
+                )
+            }
+        };
     // The target comes from the agent's own snapshot; the client gave only pid + start time.
     let target = {
         let Ok(m) = state.shared.read() else {

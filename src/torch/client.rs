@@ -272,14 +272,29 @@ impl Client {
     }
 
     fn raw_request(&mut self, req: &Value) -> Result<Value, TorchError> {
+        self.send(req)?;
+        self.receive()
+    }
+
+    /// Writes one request line (its reply is read by [`Client::receive`]); a poller sends to
+    /// every companion first and then reads, so most replies are waiting when read.
+    fn send(&mut self, req: &Value) -> Result<(), TorchError> {
+        let pid = self.pid;
+        let mut line = req.to_string().into_bytes();
+        line.push(b'\n');
+        self.stream.write_all(&line).map_err(|e| match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => TorchError::Timeout(pid),
+            _ => TorchError::Io { pid, source: e },
+        })
+    }
+
+    /// Reads one reply line within the timeout; `"ok": false` becomes an error.
+    fn receive(&mut self) -> Result<Value, TorchError> {
         let pid = self.pid;
         let map_io = |e: io::Error| match e.kind() {
             io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => TorchError::Timeout(pid),
             _ => TorchError::Io { pid, source: e },
         };
-        let mut line = req.to_string().into_bytes();
-        line.push(b'\n');
-        self.stream.write_all(&line).map_err(map_io)?;
         let deadline = Instant::now() + self.timeout;
         let line = loop {
             if let Some(nl) = self.buf.iter().position(|b| *b == b'\n') {
@@ -375,6 +390,29 @@ impl Client {
     /// # Errors
     /// Errors other than "torch not imported" or a companion error.
     pub fn facts(&mut self) -> Result<TorchFacts, TorchError> {
+        self.ask_facts()?;
+        self.read_facts()
+    }
+
+    /// The first half of [`Client::facts`]: sends the stats request.
+    ///
+    /// # Errors
+    /// The socket refuses the write.
+    pub fn ask_facts(&mut self) -> Result<(), TorchError> {
+        self.send(&json!({"cmd": "stats"}))
+    }
+
+    /// The second half of [`Client::facts`]: reads the stats reply.
+    ///
+    /// # Errors
+    /// As [`Client::facts`].
+    pub fn read_facts(&mut self) -> Result<TorchFacts, TorchError> {
+        let stats = self.receive().and_then(|v| {
+            serde_json::from_value::<Stats>(v).map_err(|e| TorchError::Protocol {
+                pid: self.pid,
+                detail: e.to_string(),
+            })
+        });
         let h = self.hello.clone();
         let mut facts = TorchFacts {
             pid: self.pid,
@@ -386,7 +424,7 @@ impl Client {
             cuda_version: h.cuda_version,
             ..TorchFacts::default()
         };
-        match self.stats() {
+        match stats {
             Ok(s) => {
                 facts.torch_imported = true;
                 facts.alloc_conf = s.alloc_conf;

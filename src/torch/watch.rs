@@ -84,6 +84,9 @@ fn poll_once(dirs: &[PathBuf], clients: &mut HashMap<u32, (PathBuf, Client)>) ->
     }
     clients.retain(|pid, (path, _)| seen.get(pid) == Some(path));
     let mut out = WatchState::default();
+    // Every request first, then every reply: the companions answer in parallel and most
+    // replies are waiting when read (one wake-up per poll instead of one per companion).
+    let mut asked: Vec<u32> = Vec::with_capacity(seen.len());
     for (pid, path) in seen {
         let c = match clients.entry(pid) {
             std::collections::hash_map::Entry::Occupied(e) => &mut e.into_mut().1,
@@ -97,7 +100,19 @@ fn poll_once(dirs: &[PathBuf], clients: &mut HashMap<u32, (PathBuf, Client)>) ->
                 }
             }
         };
-        match c.facts() {
+        match c.ask_facts() {
+            Ok(()) => asked.push(pid),
+            Err(e) => {
+                out.refused.insert(pid, e.to_string());
+                clients.remove(&pid);
+            }
+        }
+    }
+    for pid in asked {
+        let Some((_, c)) = clients.get_mut(&pid) else {
+            continue;
+        };
+        match c.read_facts() {
             Ok(f) => {
                 out.facts.insert(pid, f);
             }
