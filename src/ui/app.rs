@@ -933,24 +933,17 @@ impl VramApp {
                     let badge = badges
                         .get(&crate::monitor::LeakKey::Process(row.series_key()))
                         .copied();
-                    // Narrower than its content (a small window): it scrolls sideways
-                    // instead of spilling over the graph.
-                    egui::ScrollArea::horizontal()
-                        .id_salt("detail-h")
-                        .auto_shrink([false, false])
-                        .show(ui, |ui| {
-                            open = process_detail::pane(
-                                ui,
-                                monitor,
-                                row,
-                                self.state.units,
-                                now,
-                                &mut self.detail_graph,
-                                badge,
-                                // A recorded session offers no actions.
-                                (!self.replaying).then_some(&mut request),
-                            );
-                        });
+                    open = process_detail::pane(
+                        ui,
+                        monitor,
+                        row,
+                        self.state.units,
+                        now,
+                        &mut self.detail_graph,
+                        badge,
+                        // A recorded session offers no actions.
+                        (!self.replaying).then_some(&mut request),
+                    );
                 });
             if !open {
                 self.selected = None;

@@ -166,7 +166,7 @@ pub fn pane(
         .show(ui, |ui| {
             let kv = |ui: &mut Ui, k: &str, v: String| {
                 ui.label(RichText::new(k).weak());
-                ui.label(RichText::new(v).monospace());
+                ui.add(egui::Label::new(RichText::new(v).monospace()).wrap());
                 ui.end_row();
             };
             kv(

@@ -268,13 +268,10 @@ pub fn section(
             );
             kv(
                 ui,
-                "Fragmentation",
-                format!(
-                    "{} in split blocks · {} allocation retries",
-                    units.bytes(t.inactive_split_bytes),
-                    t.alloc_retries
-                ),
+                "Free in split blocks",
+                units.bytes(t.inactive_split_bytes),
             );
+            kv(ui, "Allocation retries", t.alloc_retries.to_string());
             if t.ooms > 0 {
                 kv(ui, "Out-of-memory errors", t.ooms.to_string());
             }
