@@ -384,7 +384,9 @@ fn retention_never_deletes_a_log_being_written_and_record_prunes_too() {
         .arg(&cfg)
         .args(["record", "--demo", "--interval", "1h"])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::from(
+            std::fs::File::create(data.path().join("first.err")).expect("stderr file"),
+        ))
         .spawn()
         .expect("spawn");
     let live = loop {
@@ -410,6 +412,20 @@ fn retention_never_deletes_a_log_being_written_and_record_prunes_too() {
         .expect("open")
         .set_times(std::fs::FileTimes::new().set_modified(t))
         .expect("times");
+    // The first recorder still runs (and so holds its log's lock); if not, say why.
+    assert!(
+        first.try_wait().expect("try_wait").is_none(),
+        "the first recorder ended early: {}",
+        std::fs::read_to_string(data.path().join("first.err")).unwrap_or_default()
+    );
+    let listed = |what: &str| {
+        format!(
+            "{what}; the folder: {:?}",
+            std::fs::read_dir(&sessions)
+                .map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
+                .unwrap_or_default()
+        )
+    };
     // A second recorder prunes at start, with the same code as the window.
     let second = bin()
         .env("VRAMWARDEN_DATA_DIR", data.path())
@@ -427,7 +443,15 @@ fn retention_never_deletes_a_log_being_written_and_record_prunes_too() {
         .expect("run");
     assert!(second.status.success(), "{}", stderr_of(&second));
     assert!(!stale.exists(), "the old log was pruned by headless record");
-    assert!(live.exists(), "the log being written was kept");
+    assert!(
+        live.exists(),
+        "{}",
+        listed(&format!(
+            "the log being written ({}) was kept; the second recorder said: {}",
+            live.display(),
+            stderr_of(&second)
+        ))
+    );
     // SAFETY: SIGTERM to our own child.
     unsafe { libc::kill(first.id() as i32, libc::SIGTERM) };
     let mut out = String::new();
