@@ -32,13 +32,18 @@ impl SessionView {
     pub fn new(data: SessionData) -> Self {
         let monitor = data.to_monitor();
         let t = data.span().map_or(0, |(_, b)| b);
-        Self {
+        let mut v = Self {
             data: Arc::new(data),
             monitor,
             t,
             snap: None,
             rows: None,
-        }
+        };
+        // The first frame's sample and table, made here (on the worker that opens the file)
+        // rather than on the UI thread.
+        let _ = v.snapshot();
+        let _ = v.rows();
+        v
     }
 
     /// The sample shown (the last one at or before the slider).
