@@ -808,15 +808,6 @@ pub fn record(
     Ok(())
 }
 
-/// True when `a` and `b` name the same file (same device and inode).
-fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
-        _ => false,
-    }
-}
-
 /// `vramwarden export`. `--csv -` writes one table to standard output; summaries go to
 /// stderr so the CSV stays clean. Never writes over the session it reads, nor over an
 /// existing file unless `force`.
@@ -843,19 +834,23 @@ pub fn export(
     } else {
         csv_export::output_files(csv, table)
     };
-    for (_, path) in jobs.iter().filter(|_| !to_stdout) {
-        if same_file(path, session) {
-            return Err(CliError::Usage(format!(
-                "{} is the session being exported: refusing to write over it",
-                path.display()
-            )));
-        }
-        // Existing regular files are kept; devices and pipes (/dev/stdout) are written to.
-        if !force && std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-            return Err(CliError::Usage(format!(
-                "{} already exists: add --force to overwrite it",
-                path.display()
-            )));
+    if !to_stdout {
+        match csv_export::check_outputs(&jobs, Some(session), force) {
+            Ok(()) => {}
+            Err(csv_export::OutputClash::IsTheSession(path)) => {
+                return Err(CliError::Usage(format!(
+                    "{} is the session being exported: refusing to write over it",
+                    path.display()
+                )))
+            }
+            Err(csv_export::OutputClash::Exist(paths)) => {
+                return Err(CliError::Usage(format!(
+                    "{} already exists: add --force to overwrite it",
+                    paths
+                        .first()
+                        .map_or_else(String::new, |p| p.display().to_string())
+                )))
+            }
         }
     }
     let data = crate::session::reader::SessionData::open(session)?;
@@ -866,22 +861,18 @@ pub fn export(
             data.report.summary()
         );
     }
-    for (t, path) in jobs {
-        let rows = if to_stdout {
-            let mut w = std::io::BufWriter::new(&mut *stdout);
-            let rows = csv_export::export(&data, t, &mut w, &mut |_| true)?;
-            w.flush()?;
-            rows
-        } else {
-            let file = std::fs::File::create(&path)?;
-            let mut w = std::io::BufWriter::new(file);
-            let rows = csv_export::export(&data, t, &mut w, &mut |_| true)?;
-            let file = w.into_inner().map_err(|e| e.into_error())?;
-            if file.metadata().is_ok_and(|m| m.is_file()) {
-                file.sync_all()?;
-            }
-            rows
-        };
+    let rows = if to_stdout {
+        let mut w = std::io::BufWriter::new(&mut *stdout);
+        let rows = jobs
+            .iter()
+            .map(|(t, _)| csv_export::export(&data, *t, &mut w, &mut |_| true))
+            .collect::<Result<Vec<u64>, _>>()?;
+        w.flush()?;
+        rows
+    } else {
+        csv_export::write_files(&data, &jobs, &mut |_| true).map_err(|e| e.error)?
+    };
+    for ((t, path), rows) in jobs.iter().zip(rows) {
         eprintln!("{}: {rows} {} rows", path.display(), t.name());
     }
     Ok(())

@@ -71,6 +71,94 @@ pub fn output_files(
     }
 }
 
+/// True when `a` and `b` name the same file (same device and inode; false when either is
+/// missing).
+pub fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// Why the output files of an export may not be written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutputClash {
+    /// This output is the session log being exported.
+    IsTheSession(std::path::PathBuf),
+    /// These outputs already exist as regular files.
+    Exist(Vec<std::path::PathBuf>),
+}
+
+/// Checks the outputs before anything is written (the command line and the window alike):
+/// never the session log itself; existing regular files only with `force` (devices and pipes
+/// such as `/dev/stdout` are written to).
+///
+/// # Errors
+/// The clash found.
+pub fn check_outputs(
+    jobs: &[(Table, std::path::PathBuf)],
+    session: Option<&std::path::Path>,
+    force: bool,
+) -> Result<(), OutputClash> {
+    if let Some(s) = session {
+        if let Some((_, p)) = jobs.iter().find(|(_, p)| same_file(p, s)) {
+            return Err(OutputClash::IsTheSession(p.clone()));
+        }
+    }
+    let existing: Vec<std::path::PathBuf> = jobs
+        .iter()
+        .map(|(_, p)| p)
+        .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
+        .cloned()
+        .collect();
+    if force || existing.is_empty() {
+        Ok(())
+    } else {
+        Err(OutputClash::Exist(existing))
+    }
+}
+
+/// An output file that could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {error}", path.display())]
+pub struct FileError {
+    /// The file.
+    pub path: std::path::PathBuf,
+    /// What went wrong.
+    pub error: ExportError,
+}
+
+/// Writes each table of `jobs` to its file (created or truncated; a regular file is fsync'd).
+/// `progress` sees the fraction done over all of them; returning false cancels. Returns the
+/// rows written per table, in order.
+///
+/// # Errors
+/// A file that cannot be created or written, or a cancel.
+pub fn write_files(
+    session: &SessionData,
+    jobs: &[(Table, std::path::PathBuf)],
+    progress: &mut dyn FnMut(f32) -> bool,
+) -> Result<Vec<u64>, FileError> {
+    let n = jobs.len().max(1) as f32;
+    let mut rows = Vec::with_capacity(jobs.len());
+    for (k, (t, path)) in jobs.iter().enumerate() {
+        let fail = |error: ExportError| FileError {
+            path: path.clone(),
+            error,
+        };
+        let file = std::fs::File::create(path).map_err(|e| fail(e.into()))?;
+        let mut w = std::io::BufWriter::new(file);
+        let r = export(session, *t, &mut w, &mut |f| progress((k as f32 + f) / n)).map_err(fail)?;
+        let file = w.into_inner().map_err(|e| fail(e.into_error().into()))?;
+        if file.metadata().is_ok_and(|m| m.is_file()) {
+            file.sync_all().map_err(|e| fail(e.into()))?;
+        }
+        rows.push(r);
+    }
+    Ok(rows)
+}
+
 /// Why an export stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {

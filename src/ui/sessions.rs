@@ -631,29 +631,24 @@ fn run_export(
     p: &super::task::Progress,
 ) -> Result<String, ExportFail> {
     let jobs = csv_export::output_files(path, table);
-    if let ExportInput::File(src) = &input {
-        use std::os::unix::fs::MetadataExt;
-        let id = |p: &std::path::Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
-        if jobs
-            .iter()
-            .any(|(_, out)| id(out).is_some() && id(out) == id(src))
-        {
+    let source = match &input {
+        ExportInput::File(src) => Some(src.as_path()),
+        ExportInput::Data(_) => None,
+    };
+    match csv_export::check_outputs(&jobs, source, force) {
+        Ok(()) => {}
+        Err(csv_export::OutputClash::IsTheSession(_)) => {
             return Err(ExportFail::Failed(
                 "That is the session log itself: choose another file name".into(),
-            ));
+            ))
         }
-    }
-    let existing: Vec<PathBuf> = jobs
-        .iter()
-        .map(|(_, out)| out.clone())
-        .filter(|out| std::fs::metadata(out).is_ok_and(|m| m.is_file()))
-        .collect();
-    if !force && !existing.is_empty() {
-        return Err(ExportFail::Exists {
-            path: path.to_path_buf(),
-            input,
-            files: existing,
-        });
+        Err(csv_export::OutputClash::Exist(files)) => {
+            return Err(ExportFail::Exists {
+                path: path.to_path_buf(),
+                input,
+                files,
+            })
+        }
     }
     let data = match input {
         ExportInput::File(f) => {
@@ -661,15 +656,17 @@ fn run_export(
         }
         ExportInput::Data(d) => d,
     };
-    let n = jobs.len() as f32;
-    let mut msgs = Vec::new();
-    for (k, (t, out)) in jobs.into_iter().enumerate() {
-        let file = std::fs::File::create(&out)
-            .map_err(|e| ExportFail::Failed(format!("{}: {e}", out.display())))?;
-        let mut w = std::io::BufWriter::new(file);
-        let rows = csv_export::export(&data, t, &mut w, &mut |f| p.set((k as f32 + f) / n))
-            .map_err(|e| ExportFail::Failed(e.to_string()))?;
-        msgs.push(format!("{rows} {} rows to {}", t.name(), out.display()));
-    }
+    // A file error names its file; a cancel is said as it is.
+    let rows = csv_export::write_files(&data, &jobs, &mut |f| p.set(f)).map_err(|e| {
+        ExportFail::Failed(match e.error {
+            csv_export::ExportError::Io(_) => e.to_string(),
+            csv_export::ExportError::Cancelled => e.error.to_string(),
+        })
+    })?;
+    let msgs: Vec<String> = jobs
+        .iter()
+        .zip(rows)
+        .map(|((t, out), rows)| format!("{rows} {} rows to {}", t.name(), out.display()))
+        .collect();
     Ok(format!("Exported {}", msgs.join(", ")))
 }
