@@ -248,23 +248,42 @@ fn refusal(status: u16, body: &str) -> String {
     }
 }
 
-fn get_snapshot(agent: &ureq::Agent, url: &str, token: &str) -> Result<SnapshotReply, String> {
+/// `GET url/path` with the bearer token, its JSON body as `T` (`what` names it in errors;
+/// `limit` caps the body, `None`: ureq's default of 10 MiB).
+fn get_json<T: serde::de::DeserializeOwned>(
+    agent: &ureq::Agent,
+    url: &str,
+    path: &str,
+    token: &str,
+    limit: Option<u64>,
+    what: &str,
+) -> Result<T, String> {
     let mut resp = agent
-        .get(format!("{url}/api/v1/snapshot"))
+        .get(format!("{url}{path}"))
         .header("Authorization", format!("Bearer {token}"))
         .call()
         .map_err(|e| e.to_string())?;
     let status = resp.status().as_u16();
-    let body = resp
-        .body_mut()
-        .with_config()
-        .limit(64 << 20)
-        .read_to_string()
-        .map_err(|e| e.to_string())?;
+    let body = match limit {
+        Some(l) => resp.body_mut().with_config().limit(l).read_to_string(),
+        None => resp.body_mut().read_to_string(),
+    }
+    .map_err(|e| e.to_string())?;
     if status != 200 {
         return Err(refusal(status, &body));
     }
-    serde_json::from_str(&body).map_err(|e| format!("the agent's answer is not understood: {e}"))
+    serde_json::from_str(&body).map_err(|e| format!("the agent's {what} is not understood: {e}"))
+}
+
+fn get_snapshot(agent: &ureq::Agent, url: &str, token: &str) -> Result<SnapshotReply, String> {
+    get_json(
+        agent,
+        url,
+        "/api/v1/snapshot",
+        token,
+        Some(64 << 20),
+        "answer",
+    )
 }
 
 /// The body of a manual command for the agent's API, or why it cannot go there.
@@ -535,22 +554,8 @@ fn list_sessions(
     url: &str,
     token: &str,
 ) -> Result<Vec<RemoteSession>, String> {
-    let mut resp = agent
-        .get(format!("{url}/api/v1/sessions"))
-        .header("Authorization", format!("Bearer {token}"))
-        .call()
-        .map_err(|e| e.to_string())?;
-    let status = resp.status().as_u16();
-    let body = resp
-        .body_mut()
-        .read_to_string()
-        .map_err(|e| e.to_string())?;
-    if status != 200 {
-        return Err(refusal(status, &body));
-    }
-    serde_json::from_str::<SessionsReply>(&body)
+    get_json::<SessionsReply>(agent, url, "/api/v1/sessions", token, None, "list")
         .map(|r| r.sessions)
-        .map_err(|e| format!("the agent's list is not understood: {e}"))
 }
 
 /// Streams the agent's session `name` into `dir/name` (through a temporary file, so a cut
