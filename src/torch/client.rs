@@ -115,11 +115,55 @@ fn start_ticks_of(pid: u32) -> Option<u64> {
     parse_stat_start_ticks(&stat)
 }
 
+/// A reply with `"ok": false`: why.
+#[derive(Debug, Default, serde::Deserialize)]
+struct Refusal {
+    #[serde(default)]
+    torch_imported: Option<bool>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+impl Refusal {
+    fn into_error(self, pid: u32) -> TorchError {
+        if self.torch_imported == Some(false) {
+            return TorchError::TorchNotImported(pid);
+        }
+        TorchError::Companion {
+            pid,
+            error: self
+                .error
+                .unwrap_or_else(|| "an error without a message".into()),
+        }
+    }
+}
+
+/// The reply to `stats`, read in one typed parse.
+#[derive(Debug, serde::Deserialize)]
+struct StatsReply {
+    #[serde(default)]
+    ok: bool,
+    #[serde(default)]
+    torch_imported: Option<bool>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    cuda_initialized: bool,
+    #[serde(default)]
+    alloc_conf: Option<String>,
+    #[serde(default)]
+    expandable_segments: Option<bool>,
+    #[serde(default)]
+    devices: Vec<super::protocol::DeviceStats>,
+}
+
 /// A connection to one companion whose peer passed the checks of [`Client::connect_at`].
 #[derive(Debug)]
 pub struct Client {
     stream: UnixStream,
     buf: Vec<u8>,
+    /// Read buffer, allocated on the first read and kept.
+    scratch: Vec<u8>,
     timeout: Duration,
     pid: u32,
     path: PathBuf,
@@ -199,6 +243,7 @@ impl Client {
         let mut client = Client {
             stream,
             buf: Vec::new(),
+            scratch: Vec::new(),
             timeout,
             pid,
             path: path.to_path_buf(),
@@ -279,29 +324,34 @@ impl Client {
     /// Writes one request line (its reply is read by [`Client::receive`]); a poller sends to
     /// every companion first and then reads, so most replies are waiting when read.
     fn send(&mut self, req: &Value) -> Result<(), TorchError> {
-        let pid = self.pid;
         let mut line = req.to_string().into_bytes();
         line.push(b'\n');
-        self.stream.write_all(&line).map_err(|e| match e.kind() {
+        self.send_bytes(&line)
+    }
+
+    fn send_bytes(&mut self, line: &[u8]) -> Result<(), TorchError> {
+        let pid = self.pid;
+        self.stream.write_all(line).map_err(|e| match e.kind() {
             io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => TorchError::Timeout(pid),
             _ => TorchError::Io { pid, source: e },
         })
     }
 
-    /// Reads one reply line within the timeout; `"ok": false` becomes an error.
-    fn receive(&mut self) -> Result<Value, TorchError> {
+    /// Reads one reply line within the timeout (without its newline). A reply already
+    /// waiting is taken without blocking (no timeout to set: one `recv` per reply).
+    fn receive_line(&mut self) -> Result<Vec<u8>, TorchError> {
         let pid = self.pid;
         let map_io = |e: io::Error| match e.kind() {
             io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => TorchError::Timeout(pid),
             _ => TorchError::Io { pid, source: e },
         };
-        let deadline = Instant::now() + self.timeout;
-        let line = loop {
+        let mut deadline: Option<Instant> = None;
+        loop {
             if let Some(nl) = self.buf.iter().position(|b| *b == b'\n') {
                 let rest = self.buf.split_off(nl + 1);
                 let mut line = std::mem::replace(&mut self.buf, rest);
                 line.pop();
-                break line;
+                return Ok(line);
             }
             if self.buf.len() > MAX_REPLY {
                 return Err(TorchError::Protocol {
@@ -309,39 +359,58 @@ impl Client {
                     detail: format!("reply longer than {MAX_REPLY} bytes"),
                 });
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(TorchError::Timeout(pid));
+            if self.scratch.is_empty() {
+                self.scratch = vec![0u8; 64 << 10];
             }
-            self.stream
-                .set_read_timeout(Some(left))
-                .map_err(|source| TorchError::Io { pid, source })?;
-            let mut chunk = [0u8; 65536];
-            let n = self.stream.read(&mut chunk).map_err(map_io)?;
+            // First without waiting: the reply is usually there already.
+            // SAFETY: the fd is valid for the borrow; scratch is a writable buffer of its length.
+            let n = unsafe {
+                libc::recv(
+                    self.stream.as_raw_fd(),
+                    self.scratch.as_mut_ptr().cast(),
+                    self.scratch.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            let n = if n >= 0 {
+                n as usize
+            } else {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::WouldBlock && e.kind() != io::ErrorKind::Interrupted {
+                    return Err(map_io(e));
+                }
+                let end = *deadline.get_or_insert_with(|| Instant::now() + self.timeout);
+                let left = end.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(TorchError::Timeout(pid));
+                }
+                self.stream
+                    .set_read_timeout(Some(left))
+                    .map_err(|source| TorchError::Io { pid, source })?;
+                self.stream.read(&mut self.scratch).map_err(map_io)?
+            };
             if n == 0 {
                 return Err(TorchError::Protocol {
                     pid,
                     detail: "the companion closed the connection".into(),
                 });
             }
-            self.buf.extend_from_slice(&chunk[..n]);
-        };
+            self.buf.extend_from_slice(&self.scratch[..n]);
+        }
+    }
+
+    /// Reads one reply line within the timeout; `"ok": false` becomes an error.
+    fn receive(&mut self) -> Result<Value, TorchError> {
+        let line = self.receive_line()?;
         let value: Value = serde_json::from_slice(&line).map_err(|e| TorchError::Protocol {
-            pid,
+            pid: self.pid,
             detail: e.to_string(),
         })?;
         if value.get("ok").and_then(Value::as_bool) == Some(true) {
             return Ok(value);
         }
-        if value.get("torch_imported").and_then(Value::as_bool) == Some(false) {
-            return Err(TorchError::TorchNotImported(pid));
-        }
-        let error = value
-            .get("error")
-            .and_then(Value::as_str)
-            .unwrap_or("an error without a message")
-            .to_string();
-        Err(TorchError::Companion { pid, error })
+        let reply: Refusal = serde_json::from_value(value).unwrap_or_default();
+        Err(reply.into_error(self.pid))
     }
 
     /// The allocator's figures per device.
@@ -399,7 +468,7 @@ impl Client {
     /// # Errors
     /// The socket refuses the write.
     pub fn ask_facts(&mut self) -> Result<(), TorchError> {
-        self.send(&json!({"cmd": "stats"}))
+        self.send_bytes(b"{\"cmd\":\"stats\"}\n")
     }
 
     /// The second half of [`Client::facts`]: reads the stats reply.
@@ -407,21 +476,39 @@ impl Client {
     /// # Errors
     /// As [`Client::facts`].
     pub fn read_facts(&mut self) -> Result<TorchFacts, TorchError> {
-        let stats = self.receive().and_then(|v| {
-            serde_json::from_value::<Stats>(v).map_err(|e| TorchError::Protocol {
+        // One typed parse of the reply (no intermediate `Value`): this runs for every
+        // companion once a second.
+        let line = self.receive_line()?;
+        let stats = serde_json::from_slice::<StatsReply>(&line)
+            .map_err(|e| TorchError::Protocol {
                 pid: self.pid,
                 detail: e.to_string(),
             })
-        });
-        let h = self.hello.clone();
+            .and_then(|r| {
+                if r.ok {
+                    Ok(Stats {
+                        cuda_initialized: r.cuda_initialized,
+                        alloc_conf: r.alloc_conf,
+                        expandable_segments: r.expandable_segments,
+                        devices: r.devices,
+                    })
+                } else {
+                    Err(Refusal {
+                        torch_imported: r.torch_imported,
+                        error: r.error,
+                    }
+                    .into_error(self.pid))
+                }
+            });
+        let h = &self.hello;
         let mut facts = TorchFacts {
             pid: self.pid,
             start_time_ms: self.start_time_ms,
-            python_version: h.python_version,
-            companion_version: h.companion_version,
+            python_version: h.python_version.clone(),
+            companion_version: h.companion_version.clone(),
             torch_imported: h.torch_imported,
-            torch_version: h.torch_version,
-            cuda_version: h.cuda_version,
+            torch_version: h.torch_version.clone(),
+            cuda_version: h.cuda_version.clone(),
             ..TorchFacts::default()
         };
         match stats {
