@@ -124,12 +124,27 @@ struct PendingCheck {
     freed_by_torch: u64,
 }
 
+/// How long the engine waits for a companion's answer before going on (it then follows in
+/// the activity log).
+pub const COMPANION_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A companion's answer still coming (a release of a large cache takes seconds).
+struct PendingAnswer {
+    rx: std::sync::mpsc::Receiver<companion_action::Answer>,
+    key: ProcSeriesKey,
+    rule: String,
+    target: Target,
+    action: String,
+    before: Option<u64>,
+}
+
 /// Runs actions and follows up on terminations (SIGKILL after the grace period) and cache
 /// releases (the driver's figure on the next sample).
 pub struct ActionRunner {
     procs: ProcReader,
     pending: Vec<PendingKill>,
     checks: Vec<PendingCheck>,
+    answers: Vec<PendingAnswer>,
     /// Per GPU index: uuid and total memory, from the last snapshot seen ([`Self::observe`]).
     gpus: std::collections::HashMap<u32, (String, Option<u64>)>,
     /// Where the companions' sockets are looked for; `None`: [`crate::torch::all_runtime_dirs`]
@@ -236,6 +251,7 @@ impl ActionRunner {
             procs: ProcReader::default(),
             pending: Vec::new(),
             checks: Vec::new(),
+            answers: Vec::new(),
             gpus: std::collections::HashMap::new(),
             companion_dirs: None,
             running: Vec::new(),
@@ -612,38 +628,92 @@ impl ActionRunner {
         if let Err(e) = self.verify(key) {
             return (e.outcome(), e.into_text());
         }
-        let dirs = self.companion_dirs();
         let (pid, start) = (key.0.pid, key.0.start_time_ms);
-        let answer = match (&p.action, &gpu) {
-            (Action::LimitMemory { gib }, Some(g)) => {
-                companion_action::limit(&dirs, pid, start, g, *gib, &who)
+        if let (Action::LimitMemory { .. }, None) = (&p.action, &gpu) {
+            return (
+                Outcome::Failed,
+                format!(
+                    "GPU {}'s total memory is not known yet, so a limit cannot be turned into a memory fraction",
+                    key.1
+                ),
+            );
+        }
+        // The companion is asked on a thread of its own: the engine waits for it at most
+        // COMPANION_WAIT (a stats-sized answer comes in milliseconds); a release of a large
+        // cache can take seconds (9 s for 56 GB on the H200), and its answer then follows
+        // in the activity log from `poll`.
+        let dirs = self.companion_dirs();
+        let (action, who_t) = (p.action.clone(), who.clone());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("vramwarden-companion".into())
+            .spawn(move || {
+                let answer = match (&action, &gpu) {
+                    (Action::LimitMemory { gib }, Some(g)) => {
+                        companion_action::limit(&dirs, pid, start, g, *gib, &who_t)
+                    }
+                    _ => companion_action::release(&dirs, pid, start, &who_t),
+                };
+                let _ = tx.send(answer);
+            });
+        if let Err(e) = spawned {
+            return (
+                Outcome::Failed,
+                format!("could not start a thread to ask the companion: {e}"),
+            );
+        }
+        let before = match &p.target {
+            Target::Process { used_bytes, .. } => *used_bytes,
+            Target::Device(_) => None,
+        };
+        match rx.recv_timeout(COMPANION_WAIT) {
+            Ok(answer) => {
+                self.follow_release(key, &p.rule, &p.target, before, &answer, now);
+                (answer.outcome, answer.detail)
             }
-            (Action::LimitMemory { .. }, None) => {
-                return (
-                    Outcome::Failed,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                self.answers.push(PendingAnswer {
+                    rx,
+                    key: *key,
+                    rule: p.rule.clone(),
+                    target: p.target.clone(),
+                    action: format!("{}: the companion's answer", p.action.label()),
+                    before,
+                });
+                (
+                    Outcome::Acted,
                     format!(
-                        "GPU {}'s total memory is not known yet, so a limit cannot be turned into a memory fraction",
-                        key.1
+                        "asked the PyTorch companion of {who}; it is still at work (a large cache takes seconds to give back), its answer follows"
                     ),
                 )
             }
-            _ => companion_action::release(&dirs, pid, start, &who),
-        };
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => (
+                Outcome::Failed,
+                "the companion's thread ended without an answer".into(),
+            ),
+        }
+    }
+
+    /// After a release that went through: the driver's figure follows with the next sample.
+    fn follow_release(
+        &mut self,
+        key: &ProcSeriesKey,
+        rule: &str,
+        target: &Target,
+        before: Option<u64>,
+        answer: &companion_action::Answer,
+        now: UnixMs,
+    ) {
         if let (Some(freed), Outcome::Acted) = (answer.freed_bytes, answer.outcome) {
-            let before = match &p.target {
-                Target::Process { used_bytes, .. } => *used_bytes,
-                Target::Device(_) => None,
-            };
             self.checks.push(PendingCheck {
                 key: *key,
-                rule: p.rule.clone(),
-                target: p.target.clone(),
+                rule: rule.to_string(),
+                target: target.clone(),
                 after_ms: now,
                 before,
                 freed_by_torch: freed,
             });
         }
-        (answer.outcome, answer.detail)
     }
 
     /// Follow-ups due now: SIGKILL for terminated processes still holding GPU memory after
@@ -707,6 +777,30 @@ impl ActionRunner {
                 }
             }
             out.push(act);
+        }
+        for a in std::mem::take(&mut self.answers) {
+            match a.rx.try_recv() {
+                Ok(answer) => {
+                    self.follow_release(&a.key, &a.rule, &a.target, a.before, &answer, now);
+                    out.push(Activity {
+                        unix_ms: now,
+                        rule: a.rule,
+                        target: a.target,
+                        action: a.action,
+                        outcome: answer.outcome,
+                        detail: answer.detail,
+                    });
+                }
+                Err(std::sync::mpsc::TryRecvError::Empty) => self.answers.push(a),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => out.push(Activity {
+                    unix_ms: now,
+                    rule: a.rule,
+                    target: a.target,
+                    action: a.action,
+                    outcome: Outcome::Failed,
+                    detail: "the companion's thread ended without an answer".into(),
+                }),
+            }
         }
         self.running.retain(|rx| match rx.try_recv() {
             Ok(a) => {

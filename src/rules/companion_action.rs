@@ -17,9 +17,11 @@ use crate::torch::{Client, Release, TorchError, DEFAULT_TIMEOUT};
 /// The words of the refusal when a process has no companion to ask.
 pub const NO_COMPANION: &str = "no vramwarden_torch companion in this process";
 
-/// Longest wait for the companion's answer to a release (an `empty_cache()` of a large cache
-/// takes a while); connecting and the hello get [`DEFAULT_TIMEOUT`].
-pub const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest wait for the companion's answer to a release: an `empty_cache()` of a large cache
+/// takes a while (9 s for 56 GB on the H200, while the job trains on);
+/// connecting and the hello get [`DEFAULT_TIMEOUT`]. The engine does not wait this long:
+/// it asks on a thread of its own (see [`super::action::COMPANION_WAIT`]).
+pub const RELEASE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The companion's socket of `pid` in the first of `dirs` that has one.
 pub fn socket_of(dirs: &[PathBuf], pid: u32) -> Option<PathBuf> {
@@ -84,6 +86,22 @@ fn connect(dirs: &[PathBuf], pid: u32, start_time_ms: UnixMs) -> Result<Client, 
     Client::connect_at(&path, pid, Some(start_time_ms), DEFAULT_TIMEOUT)
 }
 
+/// "; 99.8 % of the releasable cache; the driver saw 69 212.0 MiB come free on the device",
+/// from what the companion measured (empty when it measured neither).
+pub fn release_extras(d: &crate::torch::protocol::DeviceRelease) -> String {
+    let mut s = String::new();
+    if let Some(share) = d.released_share() {
+        s.push_str(&format!("; {:.1} % of the releasable cache", share * 100.0));
+    }
+    if let Some(freed) = d.driver_freed_bytes() {
+        s.push_str(&format!(
+            "; the driver saw {} come free on the device",
+            mib(freed)
+        ));
+    }
+    s
+}
+
 /// The release's answer in words: per device, reserved before → after (PyTorch's figures).
 pub fn describe_release(who: &str, r: &Release) -> String {
     if r.devices.is_empty() {
@@ -95,11 +113,12 @@ pub fn describe_release(who: &str, r: &Release) -> String {
         .iter()
         .map(|d| {
             format!(
-                "cuda:{} reserved {} → {} (allocated {})",
+                "cuda:{} reserved {} → {} (allocated {}){}",
                 d.device,
                 mib(d.reserved_before_bytes),
                 mib(d.reserved_after_bytes),
-                mib(d.allocated_bytes)
+                mib(d.allocated_bytes),
+                release_extras(d)
             )
         })
         .collect::<Vec<_>>()
@@ -235,11 +254,20 @@ mod tests {
                 reserved_before_bytes: 71_042 * MIB,
                 reserved_after_bytes: 1_830 * MIB,
                 allocated_bytes: 1_829 * MIB,
+                allocated_before_bytes: Some(1_829 * MIB),
+                device_free_before_bytes: Some(70_000 * MIB),
+                device_free_after_bytes: Some(139_000 * MIB),
             }],
         };
         let s = describe_release("bloat (PID 454)", &r);
         assert!(s.starts_with("released 69212.0 MiB of cached memory from bloat (PID 454)"));
         assert!(s.contains("cuda:0 reserved 71042.0 MiB → 1830.0 MiB (allocated 1829.0 MiB)"));
+        // 69 212 of the 69 213 MiB releasable; the driver's count of the same moment.
+        assert!(s.contains("; 100.0 % of the releasable cache"), "{s}");
+        assert!(
+            s.contains("the driver saw 69000.0 MiB come free on the device"),
+            "{s}"
+        );
         assert!(s.contains("PyTorch's figures"));
         let none = describe_release("x", &Release::default());
         assert!(none.contains("nothing to release"), "{none}");

@@ -165,8 +165,8 @@ pub fn run(cmd: TorchCommand, out: &mut dyn Write) -> Result<(), CliError> {
                 DEFAULT_TIMEOUT,
             )
             .map_err(failed)?;
-            // A release may take longer than a stats round trip.
-            c.set_timeout(std::time::Duration::from_secs(10));
+            // A release may take much longer than a stats round trip.
+            c.set_timeout(crate::rules::companion_action::RELEASE_TIMEOUT);
             let r = c.release_cache().map_err(failed)?;
             if r.devices.is_empty() {
                 writeln!(
@@ -177,12 +177,13 @@ pub fn run(cmd: TorchCommand, out: &mut dyn Write) -> Result<(), CliError> {
             for d in &r.devices {
                 writeln!(
                     out,
-                    "process {pid} cuda:{}: reserved {} → {} (freed {}; allocated {})",
+                    "process {pid} cuda:{}: reserved {} → {} (freed {}; allocated {}){}",
                     d.device,
                     mib(d.reserved_before_bytes),
                     mib(d.reserved_after_bytes),
                     mib(d.freed_bytes()),
-                    mib(d.allocated_bytes)
+                    mib(d.allocated_bytes),
+                    crate::rules::companion_action::release_extras(d)
                 )?;
             }
         }

@@ -97,6 +97,16 @@ pub struct DeviceRelease {
     pub reserved_after_bytes: u64,
     /// Allocated bytes after.
     pub allocated_bytes: u64,
+    /// Allocated bytes right before (older companions do not say).
+    #[serde(default)]
+    pub allocated_before_bytes: Option<u64>,
+    /// The driver's free memory on the device right before `empty_cache()` (cudaMemGetInfo,
+    /// the figure NVML reports too).
+    #[serde(default)]
+    pub device_free_before_bytes: Option<u64>,
+    /// The driver's free memory right after.
+    #[serde(default)]
+    pub device_free_after_bytes: Option<u64>,
 }
 
 impl DeviceRelease {
@@ -104,6 +114,24 @@ impl DeviceRelease {
     pub fn freed_bytes(&self) -> u64 {
         self.reserved_before_bytes
             .saturating_sub(self.reserved_after_bytes)
+    }
+
+    /// What the driver saw come free on the device during the call (other processes'
+    /// changes in that instant included), when the companion measured it.
+    pub fn driver_freed_bytes(&self) -> Option<u64> {
+        Some(
+            self.device_free_after_bytes?
+                .saturating_sub(self.device_free_before_bytes?),
+        )
+    }
+
+    /// The share of the releasable cache (reserved − allocated, right before) that was
+    /// released, 0–1.
+    pub fn released_share(&self) -> Option<f64> {
+        let releasable = self
+            .reserved_before_bytes
+            .saturating_sub(self.allocated_before_bytes?);
+        (releasable > 0).then(|| self.freed_bytes() as f64 / releasable as f64)
     }
 }
 

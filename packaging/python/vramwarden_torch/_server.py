@@ -232,6 +232,14 @@ def cmd_stats(_req):
     }
 
 
+def _driver_free(cuda, dev):
+    """cudaMemGetInfo's free bytes on `dev` (None when it fails)."""
+    try:
+        return int(cuda.mem_get_info(dev)[0])
+    except Exception:  # noqa: BLE001 - a figure for a report, never a failed release
+        return None
+
+
 def cmd_release_cache(_req):
     torch = _torch()
     if torch is None:
@@ -239,16 +247,24 @@ def cmd_release_cache(_req):
     cuda = _cuda(torch)
     devices = []
     for dev in _used_devices(torch):
-        before = cuda.memory_reserved(dev)
         with cuda.device(dev):
+            # The driver's free memory on the device right before and after (what NVML
+            # reports too), so the app can say what the GPU really got back.
+            free_before = _driver_free(cuda, dev)
+            before = cuda.memory_reserved(dev)
+            allocated_before = cuda.memory_allocated(dev)
             cuda.empty_cache()
-        after = cuda.memory_reserved(dev)
+            after = cuda.memory_reserved(dev)
+            free_after = _driver_free(cuda, dev)
         devices.append(
             {
                 "device": dev,
                 "reserved_before_bytes": before,
                 "reserved_after_bytes": after,
+                "allocated_before_bytes": allocated_before,
                 "allocated_bytes": cuda.memory_allocated(dev),
+                "device_free_before_bytes": free_before,
+                "device_free_after_bytes": free_after,
             }
         )
     return {"ok": True, "torch_imported": True, "devices": devices}
