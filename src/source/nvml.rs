@@ -41,7 +41,18 @@ struct ListState {
     cap: u32,
     graphics_age: u32,
     graphics_empty: bool,
+    /// Samples since the power limit was read, and its value then.
+    limit_age: u32,
+    power_limit_w: Option<f64>,
+    /// Samples since the fan answered "not supported" (SXM boards have none); `None` while
+    /// it answers.
+    fan_missing_age: Option<u32>,
 }
+
+/// The power limit (set by an administrator, rarely changed) is read every this many
+/// samples, and a fan that answered "not supported" is asked again only this often: each
+/// driver call costs tens of µs, and the agent's CPU is measured against `nvidia-smi -l 1`.
+pub const SLOW_EVERY: u32 = 30;
 
 /// An empty graphics list is read again only every this many samples (compute-only GPUs
 /// have none; a desktop's Xorg keeps its list non-empty and read every sample).
@@ -165,7 +176,10 @@ impl NvmlSource {
             ListState {
                 cap: 64,
                 graphics_age: GRAPHICS_EVERY,
-                graphics_empty: true
+                graphics_empty: true,
+                limit_age: 0,
+                power_limit_w: None,
+                fan_missing_age: None,
             };
             devices.len()
         ];
@@ -253,15 +267,36 @@ impl GpuSource for NvmlSource {
                 .ok()
                 .filter(|t| *t < 200);
             ds.power_w = dev.power_usage().ok().map(|mw| f64::from(mw) / 1000.0);
-            ds.power_limit_w = dev
-                .enforced_power_limit()
-                .ok()
-                .map(|mw| f64::from(mw) / 1000.0);
+            let ls = &mut self.lists[i];
+            if ls.limit_age == 0 || ls.limit_age >= SLOW_EVERY {
+                ls.power_limit_w = dev
+                    .enforced_power_limit()
+                    .ok()
+                    .map(|mw| f64::from(mw) / 1000.0);
+                ls.limit_age = 0;
+            }
+            ls.limit_age += 1;
+            ds.power_limit_w = ls.power_limit_w;
             ds.sm_clock_mhz = dev.clock_info(Clock::SM).ok();
             ds.mem_clock_mhz = dev.clock_info(Clock::Memory).ok();
-            // Boards without fans (SXM modules) answer "not supported": no reading, never 0.
-            ds.fan_pct = dev.fan_speed(0).ok().filter(|f| *f <= 100);
-            let ls = &mut self.lists[i];
+            // Boards without fans (SXM modules) answer "not supported": no reading, never 0,
+            // and the question is asked again only every SLOW_EVERY samples.
+            let ask_fan = ls.fan_missing_age.is_none_or(|a| a >= SLOW_EVERY);
+            if ask_fan {
+                match dev.fan_speed(0) {
+                    Ok(f) => {
+                        ds.fan_pct = Some(f).filter(|f| *f <= 100);
+                        ls.fan_missing_age = None;
+                    }
+                    Err(nvml_wrapper::error::NvmlError::NotSupported) => {
+                        ls.fan_missing_age = Some(0);
+                    }
+                    Err(_) => {}
+                }
+            }
+            if let Some(a) = ls.fan_missing_age.as_mut() {
+                *a += 1;
+            }
             // A failed list is missing, never "no processes": the engine keeps the last good
             // list for this GPU, marked stale.
             let compute = match process_list(&self.nvml, &dev, false, &mut ls.cap) {
