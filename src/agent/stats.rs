@@ -69,6 +69,15 @@ impl AgentStats {
                 .min(acts.len()),
         };
         for a in acts.iter().skip(start) {
+            // The operator's record of every action, in the journal.
+            tracing::info!(
+                rule = %a.rule,
+                target = %a.target.describe(),
+                outcome = outcome_label(a.outcome),
+                "{}: {}",
+                a.action,
+                a.detail
+            );
             *c.by_label
                 .entry((
                     a.rule.clone(),
