@@ -163,3 +163,98 @@ fn an_agents_session_is_listed_downloaded_and_opened_read_only() {
     assert_eq!(got.len(), 1, "{got:?}");
     assert!(got[0].ends_with(".vwlog"), "{got:?}");
 }
+
+/// Several hosts in one window: two agents and this computer stay attached; the host selector
+/// switches between them at once, and each one's history goes on while another is shown.
+#[test]
+fn several_hosts_stay_attached_and_keep_their_history_while_another_is_shown() {
+    use vramwarden::ui::connect::SavedHost;
+    let a = AgentProc::start(ACTING, &[]);
+    let b = AgentProc::start(ACTING, &[]);
+    let saved = |p: &AgentProc| SavedHost {
+        url: format!("http://{}", p.addr),
+        ssh: String::new(),
+        token_file: p.dir.path().join("agent.token").display().to_string(),
+    };
+    let (ha, hb) = (saved(&a), saved(&b));
+    let state = UiState {
+        hosts: vec![ha.clone(), hb.clone()],
+        ..UiState::default()
+    };
+    let ctx = egui::Context::default();
+    let backend = Backend::start(
+        vramwarden::cli::source_factory(true),
+        true,
+        Duration::from_millis(200),
+        1000,
+        &ctx,
+    );
+    let mut h = harness(VramApp::with_backend(backend, state));
+    until_shown(&mut h, "Simulated H200", Duration::from_secs(10));
+    let span = |h: &Harness<'static, VramApp>| {
+        h.state()
+            .backend()
+            .shared
+            .read()
+            .expect("monitor")
+            .history
+            .span()
+    };
+    let shown_url = |h: &mut Harness<'static, VramApp>| match h.state_mut().backend_mut().health() {
+        vramwarden::link::LinkHealth::Connected { url, .. } => url,
+        other => format!("{other:?}"),
+    };
+    let pick = |h: &mut Harness<'static, VramApp>, item: &str| {
+        h.get_by_label("Host").click();
+        h.run();
+        h.get_by_label(item).click();
+        h.run();
+    };
+    let local_first = span(&h).expect("local history").0;
+
+    // Attach A, then B: each shows its own data; this computer and A stay attached.
+    pick(&mut h, &ha.label());
+    until_shown(&mut h, "· connected", Duration::from_secs(10));
+    assert_eq!(shown_url(&mut h), ha.url);
+    let t = Instant::now();
+    while span(&h).is_none() {
+        assert!(t.elapsed() < Duration::from_secs(10), "no data from A");
+        std::thread::sleep(Duration::from_millis(50));
+        h.run();
+    }
+    let a_first = span(&h).expect("A's history").0;
+    pick(&mut h, &hb.label());
+    let t = Instant::now();
+    while shown_url(&mut h) != hb.url {
+        assert!(t.elapsed() < Duration::from_secs(10), "B not shown");
+        std::thread::sleep(Duration::from_millis(50));
+        h.run();
+    }
+    assert_eq!(
+        h.state().backend().live_hosts().len(),
+        3,
+        "this computer, A and B"
+    );
+    let left_a = vramwarden::sampler::now_ms();
+    std::thread::sleep(Duration::from_millis(2500));
+
+    // Back to A from the selector ("· live"): the same history, grown in the background.
+    pick(&mut h, &format!("{} · live", ha.label()));
+    assert_eq!(shown_url(&mut h), ha.url);
+    let (first, last) = span(&h).expect("A's history");
+    assert_eq!(first, a_first, "A's history was kept, not restarted");
+    assert!(
+        last > left_a + 1000,
+        "A kept sampling while B was shown: last sample {} ms after leaving it",
+        last - left_a
+    );
+
+    // And this computer, which sampled on all along.
+    pick(&mut h, "This computer · live");
+    assert!(matches!(
+        h.state_mut().backend_mut().health(),
+        vramwarden::link::LinkHealth::Local
+    ));
+    assert_eq!(span(&h).expect("local history").0, local_first);
+    assert_eq!(h.state().backend().live_hosts().len(), 3);
+}

@@ -139,6 +139,16 @@ impl VramApp {
         Self::with_backend(backend, state)
     }
 
+    /// The engine link(s) behind the window (tests read which host is shown and its history).
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// Like [`VramApp::backend`], to ask the link's health.
+    pub fn backend_mut(&mut self) -> &mut Backend {
+        &mut self.backend
+    }
+
     /// The app over `backend` with the given UI state (tests, benchmarks).
     pub fn with_backend(backend: Backend, state: UiState) -> Self {
         Self {
@@ -255,8 +265,30 @@ impl VramApp {
             let s = self.backend.settings.clone();
             self.settings_ui.show(&s);
         }
+        // Esc closes the topmost thing: a window (settings, sessions, export, connect), else
+        // the detail pane. Ctrl+1/2/3 switch the tabs under the graph.
         if ui.input(|i| i.key_pressed(egui::Key::Escape)) && self.confirm.is_none() {
-            self.selected = None;
+            if self.settings_ui.open {
+                self.settings_ui.open = false;
+            } else if self.connect.open {
+                self.connect.open = false;
+            } else if self.sessions.export_open {
+                self.sessions.export_open = false;
+            } else if self.sessions.browser_open {
+                self.sessions.browser_open = false;
+            } else {
+                self.selected = None;
+            }
+        }
+        for (key, tab) in [
+            (egui::Key::Num1, BottomTab::Processes),
+            (egui::Key::Num2, BottomTab::Leaks),
+            (egui::Key::Num3, BottomTab::Activity),
+        ] {
+            let shortcut = egui::KeyboardShortcut::new(egui::Modifiers::COMMAND, key);
+            if ui.input_mut(|i| i.consume_shortcut(&shortcut)) {
+                self.state.bottom = tab;
+            }
         }
         if ui.input(|i| i.key_pressed(egui::Key::Delete))
             && !ui.ctx().egui_wants_keyboard_input()
@@ -422,7 +454,12 @@ impl VramApp {
         if let Some((target, action)) = self.confirm.clone() {
             let mut decided = None;
             egui::Modal::new(egui::Id::unique("confirm-action")).show(&ctx, |ui| {
-                ui.set_width(460.0);
+                // Narrower on a small screen (900 × 600 at 200 % is 450 points wide).
+                ui.set_width(
+                    460f32
+                        .min(ui.ctx().content_rect().width() - 48.0)
+                        .max(200.0),
+                );
                 let (heading, verb) = match &action {
                     crate::rules::Action::Terminate { .. } => (
                         "Terminate this process?".to_string(),
@@ -445,16 +482,20 @@ impl VramApp {
                 ui.label(target.describe());
                 ui.label(RichText::new(action.label()).weak());
                 ui.add_space(8.0);
-                ui.horizontal(|ui| {
+                ui.horizontal_wrapped(|ui| {
                     if ui
                         .button(RichText::new(verb.clone()).color(widgets::WARN))
                         .clicked()
                     {
                         decided = Some(true);
                     }
-                    if ui.button("Cancel").clicked()
-                        || ui.input(|i| i.key_pressed(egui::Key::Escape))
-                    {
+                    let cancel = ui.button("Cancel");
+                    // The keyboard starts on the safe choice: Enter cancels, Tab reaches
+                    // the action.
+                    if ui.memory(|m| m.focused().is_none()) {
+                        cancel.request_focus();
+                    }
+                    if cancel.clicked() || ui.input(|i| i.key_pressed(egui::Key::Escape)) {
                         decided = Some(false);
                     }
                 });
@@ -483,15 +524,37 @@ impl VramApp {
             self.attach(&req);
         }
         if let Some(pick) = self.host_pick.take() {
-            match pick.and_then(|i| self.state.hosts.get(i).cloned()) {
-                Some(h) if !h.token_file.is_empty() => {
-                    self.attach(&super::connect::ConnectRequest {
-                        host: h,
-                        token: String::new(),
-                    });
+            let host = pick.and_then(|i| self.state.hosts.get(i).cloned());
+            let showing = match &host {
+                None => self.backend.remote.is_none(),
+                Some(h) => self.backend.shown_host() == Some(h),
+            };
+            if showing {
+                // Already on screen: nothing to do.
+            } else if self.backend.switch_to(host.as_ref()) {
+                // Attached in the background: shown at once, its history intact.
+                self.after_host_switch();
+            } else {
+                match host {
+                    Some(h) if !h.token_file.is_empty() => {
+                        self.attach(&super::connect::ConnectRequest {
+                            host: h,
+                            token: String::new(),
+                        });
+                    }
+                    Some(h) => self.connect.show(Some(&h)),
+                    None => cmd.retry = true,
                 }
-                Some(h) => self.connect.show(Some(&h)),
-                None => cmd.retry = true,
+            }
+        }
+        if cmd.disconnect {
+            if self.backend.disconnect() {
+                self.after_host_switch();
+            } else {
+                let demo = self.local_demo;
+                self.view = None;
+                self.backend.restart(crate::cli::source_factory(demo), demo);
+                self.selected = None;
             }
         }
         self.view = view;
@@ -595,16 +658,22 @@ impl VramApp {
                 self.state.hosts.insert(0, req.host.clone());
                 self.state.hosts.truncate(20);
                 self.connect.open = false;
-                self.view = None;
-                self.selected = None;
-                self.graph.free_range = None;
-                self.invalidate_caches();
+                self.after_host_switch();
             }
             Err(e) => {
                 self.connect.show(Some(&req.host));
                 self.connect.error = Some(e);
             }
         }
+    }
+
+    /// Another host is shown: its own graphs and table, nothing selected.
+    fn after_host_switch(&mut self) {
+        self.view = None;
+        self.selected = None;
+        self.selected_gpu = 0;
+        self.graph.free_range = None;
+        self.invalidate_caches();
     }
 
     /// Sessions → Sessions on the agent…: the agent's logs, each downloaded into this
@@ -707,14 +776,30 @@ impl VramApp {
                 .selected_text(current.trim_start_matches("http://"))
                 .width(ui.available_width() - 8.0)
                 .show_ui(ui, |ui| {
+                    // Hosts attached in the background go on sampling: "· live".
+                    let live = self.backend.live_hosts();
+                    let mark = |h: Option<&super::connect::SavedHost>, label: String| {
+                        if live.iter().any(|l| l.as_ref() == h) {
+                            format!("{label} · live")
+                        } else {
+                            label
+                        }
+                    };
                     if ui
-                        .selectable_label(self.backend.remote.is_none(), "This computer")
+                        .selectable_label(
+                            self.backend.remote.is_none(),
+                            mark(None, "This computer".into()),
+                        )
                         .clicked()
                     {
                         self.host_pick = Some(None);
                     }
+                    let shown = self.backend.shown_host().cloned();
                     for (i, h) in self.state.hosts.iter().enumerate() {
-                        if ui.selectable_label(false, h.label()).clicked() {
+                        if ui
+                            .selectable_label(shown.as_ref() == Some(h), mark(Some(h), h.label()))
+                            .clicked()
+                        {
                             self.host_pick = Some(Some(i));
                         }
                     }
@@ -756,7 +841,7 @@ impl VramApp {
                     if self.backend.remote.is_some()
                         && ui.button("Disconnect (back to this computer)").clicked()
                     {
-                        cmd.retry = true;
+                        cmd.disconnect = true;
                         ui.close();
                     }
                     ui.separator();
@@ -933,17 +1018,24 @@ impl VramApp {
                     let badge = badges
                         .get(&crate::monitor::LeakKey::Process(row.series_key()))
                         .copied();
-                    open = process_detail::pane(
-                        ui,
-                        monitor,
-                        row,
-                        self.state.units,
-                        now,
-                        &mut self.detail_graph,
-                        badge,
-                        // A recorded session offers no actions.
-                        (!self.replaying).then_some(&mut request),
-                    );
+                    // Scrolls when it does not fit (900 × 600, 200 %, a leak box and a
+                    // PyTorch section together).
+                    egui::ScrollArea::vertical()
+                        .id_salt("detail-scroll")
+                        .auto_shrink([false, false])
+                        .show(ui, |ui| {
+                            open = process_detail::pane(
+                                ui,
+                                monitor,
+                                row,
+                                self.state.units,
+                                now,
+                                &mut self.detail_graph,
+                                badge,
+                                // A recorded session offers no actions.
+                                (!self.replaying).then_some(&mut request),
+                            );
+                        });
                 });
             if !open {
                 self.selected = None;
@@ -977,7 +1069,8 @@ impl VramApp {
                     &mut self.state.bottom,
                     BottomTab::Processes,
                     RichText::new("Processes").strong(),
-                );
+                )
+                .on_hover_text("Ctrl+1");
                 let leaks_label = if n_leaks > 0 {
                     format!("Leaks ({n_leaks} ongoing)")
                 } else {
@@ -990,7 +1083,8 @@ impl VramApp {
                 } else {
                     RichText::new(leaks_label).strong()
                 };
-                ui.selectable_value(&mut self.state.bottom, BottomTab::Leaks, leaks_text);
+                ui.selectable_value(&mut self.state.bottom, BottomTab::Leaks, leaks_text)
+                    .on_hover_text("Ctrl+2");
                 let n_act = monitor.activity.len();
                 ui.selectable_value(
                     &mut self.state.bottom,
@@ -1001,7 +1095,8 @@ impl VramApp {
                         "Activity".into()
                     })
                     .strong(),
-                );
+                )
+                .on_hover_text("Ctrl+3");
             });
             match self.state.bottom {
                 BottomTab::Processes => {
@@ -1021,6 +1116,10 @@ impl VramApp {
                             .map(|d| d.index)
                             .collect(),
                         hidden: &mut self.state.hidden_columns,
+                        window_open: self.settings_ui.open
+                            || self.connect.open
+                            || self.sessions.export_open
+                            || self.sessions.browser_open,
                         group_by: &mut self.state.group_by,
                         collapsed: &mut self.collapsed_groups,
                     };
@@ -1156,6 +1255,8 @@ struct Commands {
     settings: Option<crate::settings::Settings>,
     start_demo: bool,
     retry: bool,
+    /// File → Disconnect: leave the agent shown for this computer.
+    disconnect: bool,
     back_to_live: bool,
     engine: Option<crate::engine::EngineCommand>,
 }

@@ -14,6 +14,7 @@ pub mod task;
 pub mod torch_pane;
 pub mod widgets;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -43,6 +44,33 @@ pub struct GuiOptions {
     pub settings: crate::settings::Settings,
 }
 
+/// How many agents the window keeps attached in the background besides the one shown.
+pub const MAX_BACKGROUND_HOSTS: usize = 8;
+
+/// A host the window is attached to but not showing: its link goes on filling its own
+/// history, so switching back to it shows everything since it was first opened.
+struct Parked {
+    /// `None`: this computer.
+    host: Option<connect::SavedHost>,
+    remote: Option<String>,
+    shared: SharedMonitor,
+    /// Always `Some` while parked (taken out when shown again: `Parked` has a `Drop`).
+    link: Option<Box<dyn crate::link::EngineLink>>,
+    agent: Option<Arc<crate::link::remote::RemoteLink>>,
+    tunnel: Option<std::process::Child>,
+    demo: bool,
+    shown: Arc<AtomicBool>,
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        if let Some(mut t) = self.tunnel.take() {
+            let _ = t.kill();
+            let _ = t.wait();
+        }
+    }
+}
+
 /// The sampler behind the window: can be restarted on another source (e.g. the demo).
 pub struct Backend {
     /// The state the UI draws.
@@ -51,6 +79,12 @@ pub struct Backend {
     link: Option<Box<dyn crate::link::EngineLink>>,
     /// The agent's address while the window is attached to one.
     pub remote: Option<String>,
+    /// The saved host shown (`None`: this computer, or an agent given by `--connect`).
+    host: Option<connect::SavedHost>,
+    /// Whether the shown link's samples wake the window (off while it is in the background).
+    shown: Arc<AtomicBool>,
+    /// Hosts attached in the background (this computer among them while an agent is shown).
+    parked: Vec<Parked>,
     /// The `ssh -N -L` tunnel to it, when connected over SSH.
     tunnel: Option<std::process::Child>,
     /// The agent's link, for its session logs.
@@ -134,6 +168,9 @@ impl Backend {
             shared: Arc::new(RwLock::new(monitor)),
             link: None,
             remote: None,
+            host: None,
+            shown: Arc::new(AtomicBool::new(true)),
+            parked: Vec::new(),
             tunnel: None,
             agent: None,
             demo,
@@ -145,13 +182,23 @@ impl Backend {
         }
     }
 
-    fn spawn(&mut self, factory: SourceFactory) {
+    /// A wake-up for a new link's samples, and its switch: a link in the background does
+    /// not wake the window.
+    fn notifier(&self) -> (Arc<AtomicBool>, crate::sampler::Notify) {
+        let shown = Arc::new(AtomicBool::new(true));
         let ctx = self.repaint.clone();
+        let on = shown.clone();
         let notify: crate::sampler::Notify = Arc::new(move || {
-            if let Some(c) = &ctx {
+            if let (Some(c), true) = (&ctx, on.load(Ordering::Relaxed)) {
                 c.request_repaint();
             }
         });
+        (shown, notify)
+    }
+
+    fn spawn(&mut self, factory: SourceFactory) {
+        let (shown, notify) = self.notifier();
+        self.shown = shown;
         match SamplerHandle::spawn_recording(
             factory,
             self.interval,
@@ -180,10 +227,93 @@ impl Backend {
         }
     }
 
-    /// Applies new settings to the running engine (and to later restarts).
+    /// Applies new settings to this computer's engine (and to later restarts), also while an
+    /// agent is shown (an agent runs on its own settings).
     pub fn apply_settings(&mut self, s: crate::settings::Settings) {
         self.settings = s.clone();
-        self.send(crate::engine::EngineCommand::ApplySettings(Box::new(s)));
+        let c = crate::engine::EngineCommand::ApplySettings(Box::new(s));
+        if self.remote.is_none() {
+            self.send(c);
+        } else if let Some(p) = self.parked.iter().find(|p| p.remote.is_none()) {
+            if let Some(l) = &p.link {
+                l.send(c);
+            }
+        }
+    }
+
+    /// The saved host shown (`None`: this computer, or an agent given by `--connect`).
+    pub fn shown_host(&self) -> Option<&connect::SavedHost> {
+        self.host.as_ref()
+    }
+
+    /// The hosts attached now, shown or in the background (`None`: this computer).
+    pub fn live_hosts(&self) -> Vec<Option<connect::SavedHost>> {
+        let mut v: Vec<_> = self.parked.iter().map(|p| p.host.clone()).collect();
+        if self.link.is_some() {
+            v.push(self.host.clone());
+        }
+        v
+    }
+
+    /// Puts the shown link in the background, still sampling.
+    fn park_current(&mut self) {
+        let Some(link) = self.link.take() else {
+            return;
+        };
+        self.shown.store(false, Ordering::Relaxed);
+        self.parked.push(Parked {
+            host: self.host.take(),
+            remote: self.remote.take(),
+            shared: self.shared.clone(),
+            link: Some(link),
+            agent: self.agent.take(),
+            tunnel: self.tunnel.take(),
+            demo: self.demo,
+            shown: self.shown.clone(),
+        });
+        // Bounded: the agent left longest ago goes first (this computer always stays).
+        while self.parked.iter().filter(|p| p.remote.is_some()).count() > MAX_BACKGROUND_HOSTS {
+            if let Some(i) = self.parked.iter().position(|p| p.remote.is_some()) {
+                self.parked.remove(i);
+            }
+        }
+    }
+
+    /// Shows `host` (`None`: this computer) when it is attached in the background; the
+    /// host shown until now goes on sampling in the background. False when `host` is not
+    /// attached.
+    pub fn switch_to(&mut self, host: Option<&connect::SavedHost>) -> bool {
+        let Some(i) = self.parked.iter().position(|p| p.host.as_ref() == host) else {
+            return false;
+        };
+        let mut p = self.parked.remove(i);
+        self.park_current();
+        p.shown.store(true, Ordering::Relaxed);
+        self.host = p.host.take();
+        self.remote = p.remote.take();
+        self.shared = p.shared.clone();
+        self.agent = p.agent.take();
+        self.tunnel = p.tunnel.take();
+        self.demo = p.demo;
+        self.shown = p.shown.clone();
+        self.link = p.link.take();
+        if let Some(c) = &self.repaint {
+            c.request_repaint();
+        }
+        true
+    }
+
+    /// Leaves the agent shown (its link closes) and shows this computer again when it is
+    /// attached in the background. False when it is not (the caller starts it).
+    pub fn disconnect(&mut self) -> bool {
+        if self.remote.is_some() {
+            self.link = None;
+            self.agent = None;
+            self.remote = None;
+            self.host = None;
+            self.stop_tunnel();
+        }
+        self.switch_to(None)
     }
 
     /// Sends a request to the engine on the sampler thread.
@@ -238,9 +368,17 @@ impl Backend {
         } else {
             req.token.trim().to_string()
         };
+        // A fresh connection replaces one to the same host kept in the background.
+        self.parked.retain(|p| p.host.as_ref() != Some(&req.host));
+        if self.host.as_ref() == Some(&req.host) {
+            self.link = None;
+            self.agent = None;
+            self.remote = None;
+            self.stop_tunnel();
+        }
         if req.host.ssh.is_empty() {
             self.connect_remote(&req.host.url, token)?;
-            self.stop_tunnel();
+            self.host = Some(req.host.clone());
             return Ok(());
         }
         let far = crate::link::remote::parse_url(&req.host.url)?;
@@ -267,10 +405,15 @@ impl Backend {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .map_err(|e| format!("cannot run ssh: {e}"))?;
-        self.connect_remote(&format!("http://127.0.0.1:{port}"), token)?;
-        self.stop_tunnel();
+        let mut child = child;
+        if let Err(e) = self.connect_remote(&format!("http://127.0.0.1:{port}"), token) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
         self.tunnel = Some(child);
         self.remote = Some(format!("{} via {}", req.host.url, req.host.ssh));
+        self.host = Some(req.host.clone());
         Ok(())
     }
 
@@ -309,8 +452,8 @@ impl Backend {
         }
     }
 
-    /// Attaches the window to the agent at `url` (its history starts now; the local sampler
-    /// stops).
+    /// Attaches the window to the agent at `url` and shows it (its history starts now); the
+    /// host shown until now goes on sampling in the background.
     ///
     /// # Errors
     /// A malformed address or no thread; the window stays as it was.
@@ -319,18 +462,16 @@ impl Backend {
             self.interval.as_millis() as u64,
             self.history_ticks,
         )));
-        let ctx = self.repaint.clone();
-        let notify: crate::sampler::Notify = Arc::new(move || {
-            if let Some(c) = &ctx {
-                c.request_repaint();
-            }
-        });
+        let (shown, notify) = self.notifier();
         let link = Arc::new(crate::link::remote::RemoteLink::connect(
             url,
             token,
             shared.clone(),
             notify,
         )?);
+        self.park_current();
+        self.shown = shown;
+        self.host = None;
         self.remote = Some(link.url().to_string());
         self.agent = Some(link.clone());
         self.link = Some(Box::new(link));
@@ -339,11 +480,14 @@ impl Backend {
         Ok(())
     }
 
-    /// Drops the current source and its history and starts over on `factory`.
+    /// Drops the current source and its history and starts over on `factory` (this
+    /// computer; one kept in the background is dropped too).
     pub fn restart(&mut self, factory: SourceFactory, demo: bool) {
         self.link = None;
         self.agent = None;
         self.remote = None;
+        self.host = None;
+        self.parked.retain(|p| p.remote.is_some());
         self.stop_tunnel();
         self.shared = Arc::new(RwLock::new(Monitor::new(
             self.interval.as_millis() as u64,
