@@ -66,7 +66,7 @@ fn spawn(
                 tracing::debug!("desktop notification not shown: {e}");
                 if !REPORTED_UNAVAILABLE.swap(true, Ordering::Relaxed) {
                     on_error(format!(
-                        "desktop notifications are unavailable ({}); alerts show in the window",
+                        "No desktop notifications here ({}): alerts show in this window",
                         short_reason(&e.to_string())
                     ));
                 }
@@ -132,8 +132,12 @@ pub fn escape_markup(s: &str) -> String {
 /// The first line of an error, without the bus address details.
 fn short_reason(s: &str) -> String {
     let first = s.lines().next().unwrap_or("").trim();
-    if first.contains("DBUS_SESSION_BUS_ADDRESS") || first.contains("session bus") {
-        "no session bus".into()
+    if first.contains("DBUS_SESSION_BUS_ADDRESS")
+        || first.contains("session bus")
+        || first.contains("unix:path=")
+        || first.contains("org.freedesktop")
+    {
+        "no desktop session bus".into()
     } else {
         first.chars().take(120).collect()
     }
@@ -172,7 +176,7 @@ mod tests {
     fn a_bus_error_is_shortened() {
         assert_eq!(
             short_reason("I/O error: DBUS_SESSION_BUS_ADDRESS not set\nmore"),
-            "no session bus"
+            "no desktop session bus"
         );
         assert_eq!(short_reason("Some other\nsecond"), "Some other");
     }

@@ -927,3 +927,101 @@ fn release_cached_memory_asks_first_and_reaches_the_engine() {
     h.get_by_label("Cancel").click();
     h.run();
 }
+
+/// Frames come from new data and input only. A recorded session asks for none once drawn; a
+/// live window is woken once per new sample (the sampler's wake-up, as eframe's event loop
+/// receives it through the repaint callback) and otherwise only checks back after three
+/// intervals without a sample (to show STALE).
+#[test]
+fn no_frame_is_asked_for_without_new_data() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, RwLock};
+    use vramwarden::engine::{Engine, RecordTo};
+    let repaint_delay = |h: &Harness<'static, VramApp>| {
+        h.output()
+            .viewport_output
+            .get(&egui::ViewportId::ROOT)
+            .map(|v| v.repaint_delay)
+    };
+    let count_wakeups = |h: &Harness<'static, VramApp>| {
+        let wakes = Arc::new(AtomicUsize::new(0));
+        let w = wakes.clone();
+        h.ctx.set_request_repaint_callback(move |info| {
+            if info.delay.is_zero() {
+                w.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        wakes
+    };
+
+    // A past session: drawn once, then nothing.
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("s.vwlog");
+    let sim = SimSource::demo(T0);
+    let mut e = Engine::new(
+        Arc::new(RwLock::new(Monitor::new(1000, 10))),
+        RecordTo::File(path.clone()),
+        1000,
+    );
+    e.set_source(sim.info());
+    for i in 0..300 {
+        e.tick(sim.at(T0 + i * 1000), T0 + i * 1000);
+    }
+    e.finish().expect("close");
+    let mut app = VramApp::with_backend(
+        Backend::detached(Monitor::new(1000, 10), false),
+        UiState::default(),
+    );
+    app.show_session(vramwarden::session::reader::SessionData::open(&path).expect("open"));
+    let mut h = harness(app);
+    h.run();
+    h.get_by_label("SESSION · read-only");
+    h.step();
+    assert_eq!(
+        repaint_delay(&h),
+        Some(Duration::MAX),
+        "a recorded session asks for no further frame"
+    );
+    let wakes = count_wakeups(&h);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        wakes.load(Ordering::SeqCst),
+        0,
+        "nothing wakes a still session"
+    );
+    drop(h);
+
+    // Live, the real sampler on the simulated GPUs, one sample a second.
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(1600.0, 1000.0))
+        .with_max_steps(8)
+        .build_eframe(|cc| {
+            let backend = Backend::start(
+                vramwarden::cli::source_factory(true),
+                true,
+                Duration::from_millis(1000),
+                100,
+                &cc.egui_ctx,
+            );
+            VramApp::with_backend(backend, UiState::default())
+        });
+    let t = Instant::now();
+    while h.query_by_label("Simulated H200").is_none() {
+        assert!(t.elapsed() < Duration::from_secs(10), "no sample");
+        std::thread::sleep(Duration::from_millis(50));
+        h.step();
+    }
+    h.step();
+    let d = repaint_delay(&h).expect("root viewport");
+    assert!(
+        d >= Duration::from_millis(3000) && d <= Duration::from_millis(3050),
+        "between samples the window only checks back after three intervals, asked {d:?}"
+    );
+    let wakes = count_wakeups(&h);
+    std::thread::sleep(Duration::from_millis(4500));
+    let n = wakes.load(Ordering::SeqCst);
+    assert!(
+        (3..=6).contains(&n),
+        "one wake-up per new sample (1 s apart): {n} in 4.5 s"
+    );
+}

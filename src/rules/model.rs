@@ -140,7 +140,7 @@ impl Action {
             Action::Notify => "notify".into(),
             Action::Signal { signal } => format!("signal {signal}"),
             Action::Terminate { grace_seconds } => {
-                format!("terminate (SIGKILL after {grace_seconds} s)")
+                format!("terminate (SIGTERM; SIGKILL {grace_seconds} s later if still running)")
             }
             Action::RunCommand { argv, .. } => format!("run `{}`", argv.join(" ")),
             Action::ReleaseCache => "release cached memory".into(),

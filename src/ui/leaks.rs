@@ -132,7 +132,7 @@ pub fn pane(
                         let resp = ui.selectable_label(
                             false,
                             RichText::new(who).color(if r.ended_ms.is_none() {
-                                LEAK
+                                leak_color(ui.visuals().dark_mode)
                             } else {
                                 ui.visuals().text_color()
                             }),

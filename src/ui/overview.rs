@@ -46,7 +46,7 @@ fn compact(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
             })
             .show(ui, |ui| {
                 ui.set_width(ui.available_width());
-                ui.horizontal(|ui| {
+                ui.horizontal_wrapped(|ui| {
                     ui.label(RichText::new(format!("GPU {}", d.index)).strong());
                     ui.label(
                         RichText::new(format!(
@@ -56,13 +56,21 @@ fn compact(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
                         ))
                         .monospace(),
                     );
-                    ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                        let util = d
-                            .utilization_gpu_pct
-                            .map_or("—".into(), |u| format!("{u} %"));
-                        let temp = d.temperature_c.map_or("—".into(), |t| format!("{t} °C"));
-                        ui.label(RichText::new(format!("{util} · {temp}")).weak());
-                    });
+                    let util = d
+                        .utilization_gpu_pct
+                        .map_or("—".into(), |u| format!("{u} %"));
+                    let temp = d.temperature_c.map_or("—".into(), |t| format!("{t} °C"));
+                    let text = RichText::new(format!("{util} · {temp}")).weak();
+                    // Right-aligned where it fits; else on the next line, never over the
+                    // memory figures (a narrow card, 200 %).
+                    if ui.available_width() >= 110.0 {
+                        ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                            ui.label(text);
+                        });
+                    } else {
+                        ui.end_row();
+                        ui.label(text);
+                    }
                 });
                 let projected = projected_used(d);
                 widgets::memory_bar(
@@ -84,7 +92,7 @@ fn compact(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
                             "⚠ full in ~{}",
                             crate::format::duration((s * 1000.0) as i64)
                         ))
-                        .color(widgets::FORECAST),
+                        .color(widgets::forecast_color(ui.visuals().dark_mode)),
                     );
                 }
             })
@@ -154,7 +162,7 @@ pub fn cards(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
                             d.index,
                             crate::format::duration((s * 1000.0) as i64)
                         ))
-                        .color(widgets::FORECAST)
+                        .color(widgets::forecast_color(ui.visuals().dark_mode))
                         .strong(),
                     )
                     .on_hover_text("From the growth rate of the leaks on this GPU and its free memory now");

@@ -171,6 +171,8 @@ pub struct TableState<'a> {
     pub group_by: &'a mut GroupBy,
     /// Groups folded shut (by key).
     pub collapsed: &'a mut std::collections::HashSet<String>,
+    /// A window (Settings, Sessions, Export, Connect) is open: ↑/↓ are not the table's.
+    pub window_open: bool,
 }
 
 /// True when `row` matches the filter (pid, name, command line, user, container or pod;
@@ -339,7 +341,11 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
     // Keyboard: ↑/↓ move the selection (when no text field has the focus), Esc is the
     // detail pane's.
     let mut scroll_to = None;
-    if !ui.ctx().text_edit_focused() {
+    // Not while a menu or a popup is open (its own ↑/↓), nor while a window such as
+    // Settings has the keyboard.
+    let others_have_keys =
+        ui.ctx().text_edit_focused() || egui::Popup::is_any_open(ui.ctx()) || t.window_open;
+    if !others_have_keys {
         let (down, up) = ui.input(|i| {
             (
                 i.key_pressed(egui::Key::ArrowDown),

@@ -390,7 +390,8 @@ impl SettingsUi {
                         if r.dry_run || c.dry_run {
                             ui.label(
                                 RichText::new(" DRY RUN ")
-                                    .background_color(egui::Color32::from_rgb(90, 90, 40))
+                                    .color(egui::Color32::from_rgb(20, 20, 20))
+                                    .background_color(egui::Color32::from_rgb(235, 200, 90))
                                     .small(),
                             );
                         }

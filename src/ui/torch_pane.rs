@@ -308,7 +308,7 @@ pub fn section(
         ui.add(
             egui::Label::new(
                 RichText::new(format!("Tip: {} — {}.", a.action, a.reason))
-                    .color(widgets::FORECAST),
+                    .color(widgets::forecast_color(ui.visuals().dark_mode)),
             )
             .wrap(),
         );

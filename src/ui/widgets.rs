@@ -63,6 +63,15 @@ pub fn process_color(slot: u8, dark_mode: bool) -> Color32 {
 /// Colour of the OOM forecast's marker on a memory bar.
 pub const FORECAST: Color32 = Color32::from_rgb(240, 150, 40);
 
+/// [`FORECAST`] for the theme: a darker orange on light backgrounds (4.5:1 on white).
+pub fn forecast_color(dark_mode: bool) -> Color32 {
+    if dark_mode {
+        FORECAST
+    } else {
+        Color32::from_rgb(176, 88, 0)
+    }
+}
+
 /// A horizontal bar split into used / reserved / free. `projected` (bytes used in
 /// [`FORECAST_HORIZON_MIN`] minutes at the current leak rate) draws an orange band from the used
 /// memory to that point, with a tick where it ends (at the bar's end when the GPU would be full).
