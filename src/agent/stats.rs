@@ -78,6 +78,9 @@ impl AgentStats {
                 a.action,
                 a.detail
             );
+            if !a.counts_as_action() {
+                continue;
+            }
             *c.by_label
                 .entry((
                     a.rule.clone(),
@@ -139,5 +142,44 @@ mod tests {
         m.last_error = Some("driver hiccup".into());
         s.observe(&m);
         assert_eq!(s.sampler_errors.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_release_answered_late_counts_once_with_the_answers_outcome() {
+        use crate::rules::action::{ANSWER_FOLLOWS, ANSWER_SUFFIX, DRIVER_FIGURE_SUFFIX};
+        let s = AgentStats::default();
+        let mut m = Monitor::new(1000, 10);
+        let entry = |ms, action: String, outcome, detail: String| Activity {
+            unix_ms: ms,
+            rule: "r".into(),
+            target: Target::Device(0),
+            action,
+            outcome,
+            detail,
+        };
+        let label = "release cached memory";
+        m.activity.push_back(entry(
+            1,
+            label.into(),
+            Outcome::Acted,
+            format!("asked the PyTorch companion; {ANSWER_FOLLOWS}"),
+        ));
+        m.activity.push_back(entry(
+            2,
+            format!("{label}{ANSWER_SUFFIX}"),
+            Outcome::Failed,
+            "timed out".into(),
+        ));
+        m.activity.push_back(entry(
+            3,
+            format!("{label}{DRIVER_FIGURE_SUFFIX}"),
+            Outcome::Acted,
+            "58178 → 6220 MiB".into(),
+        ));
+        s.observe(&m);
+        assert_eq!(
+            s.actions(),
+            vec![(("r".into(), "release".into(), "failed"), 1)]
+        );
     }
 }

@@ -72,6 +72,22 @@ pub struct Activity {
     pub detail: String,
 }
 
+/// The label suffix of the entry that carries a companion's late answer.
+pub const ANSWER_SUFFIX: &str = ": the companion's answer";
+/// The label suffix of the entry with the driver's figure after a release.
+pub const DRIVER_FIGURE_SUFFIX: &str = ": the driver's figure";
+/// How the entry of a companion action ends when its answer comes later.
+pub const ANSWER_FOLLOWS: &str = "its answer follows";
+
+impl Activity {
+    /// True for the one entry that stands for an action and its outcome: a companion's
+    /// late answer counts, the "asked, its answer follows" entry before it and the driver's
+    /// figure after a release do not (counters count each action once, with how it ended).
+    pub fn counts_as_action(&self) -> bool {
+        !(self.detail.ends_with(ANSWER_FOLLOWS) || self.action.ends_with(DRIVER_FIGURE_SUFFIX))
+    }
+}
+
 /// Global safety settings of the runner.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Safety {
@@ -322,7 +338,7 @@ impl ActionRunner {
                     unix_ms: now,
                     rule: c.rule,
                     target: c.target,
-                    action: "release cached memory: the driver's figure".into(),
+                    action: format!("{}{DRIVER_FIGURE_SUFFIX}", Action::ReleaseCache.label()),
                     outcome: Outcome::Acted,
                     detail,
                 }
@@ -677,13 +693,13 @@ impl ActionRunner {
                     key: *key,
                     rule: p.rule.clone(),
                     target: p.target.clone(),
-                    action: format!("{}: the companion's answer", p.action.label()),
+                    action: format!("{}{ANSWER_SUFFIX}", p.action.label()),
                     before,
                 });
                 (
                     Outcome::Acted,
                     format!(
-                        "asked the PyTorch companion of {who}; it is still at work (a large cache takes seconds to give back), its answer follows"
+                        "asked the PyTorch companion of {who}; it is still at work (a large cache takes seconds to give back), {ANSWER_FOLLOWS}"
                     ),
                 )
             }

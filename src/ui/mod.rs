@@ -47,6 +47,10 @@ pub struct GuiOptions {
 /// How many agents the window keeps attached in the background besides the one shown.
 pub const MAX_BACKGROUND_HOSTS: usize = 8;
 
+/// How soon the window draws after a new sample: at once, and one frame (a non-zero delay,
+/// because egui answers a zero-delay request with two frames).
+pub const NEW_DATA_FRAME: Duration = Duration::from_millis(1);
+
 /// A host the window is attached to but not showing: its link goes on filling its own
 /// history, so switching back to it shows everything since it was first opened.
 struct Parked {
@@ -190,7 +194,9 @@ impl Backend {
         let on = shown.clone();
         let notify: crate::sampler::Notify = Arc::new(move || {
             if let (Some(c), true) = (&ctx, on.load(Ordering::Relaxed)) {
-                c.request_repaint();
+                // Not `request_repaint()`: egui answers each of those with two frames; a new
+                // sample needs one.
+                c.request_repaint_after(NEW_DATA_FRAME);
             }
         });
         (shown, notify)
