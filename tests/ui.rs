@@ -41,6 +41,23 @@ fn demo_engine_app(seconds: i64) -> VramApp {
         .with_fixed_now(T0 + (seconds - 1) * 1000)
 }
 
+/// Records `seconds` of the demo through the real engine into the session log at `path`.
+fn record_demo_session(path: &std::path::Path, seconds: i64) {
+    use std::sync::{Arc, RwLock};
+    use vramwarden::engine::{Engine, RecordTo};
+    let sim = SimSource::demo(T0);
+    let mut e = Engine::new(
+        Arc::new(RwLock::new(Monitor::new(1000, 10))),
+        RecordTo::File(path.to_path_buf()),
+        1000,
+    );
+    e.set_source(sim.info());
+    for i in 0..seconds {
+        e.tick(sim.at(T0 + i * 1000), T0 + i * 1000);
+    }
+    e.finish().expect("close");
+}
+
 fn harness(app: VramApp) -> Harness<'static, VramApp> {
     Harness::builder()
         .with_size(egui::vec2(1600.0, 1000.0))
@@ -152,21 +169,9 @@ fn stale_data_is_flagged() {
 
 #[test]
 fn opens_a_saved_session_and_moves_the_time_slider() {
-    use std::sync::{Arc, RwLock};
-    use vramwarden::engine::{Engine, RecordTo};
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("s.vwlog");
-    let sim = SimSource::demo(T0);
-    let mut e = Engine::new(
-        Arc::new(RwLock::new(Monitor::new(1000, 10))),
-        RecordTo::File(path.clone()),
-        1000,
-    );
-    e.set_source(sim.info());
-    for i in 0..1500 {
-        e.tick(sim.at(T0 + i * 1000), T0 + i * 1000);
-    }
-    e.finish().expect("close");
+    record_demo_session(&path, 1500);
 
     let mut app = VramApp::with_backend(
         Backend::detached(Monitor::new(1000, 10), false),
@@ -298,21 +303,9 @@ fn terminate_from_the_detail_pane_asks_first() {
 
 #[test]
 fn a_recorded_session_offers_no_actions() {
-    use std::sync::{Arc, RwLock};
-    use vramwarden::engine::{Engine, RecordTo};
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("s.vwlog");
-    let sim = SimSource::demo(T0);
-    let mut e = Engine::new(
-        Arc::new(RwLock::new(Monitor::new(1000, 10))),
-        RecordTo::File(path.clone()),
-        1000,
-    );
-    e.set_source(sim.info());
-    for i in 0..300 {
-        e.tick(sim.at(T0 + i * 1000), T0 + i * 1000);
-    }
-    e.finish().expect("close");
+    record_demo_session(&path, 300);
     let mut app = VramApp::with_backend(
         Backend::detached(Monitor::new(1000, 10), false),
         UiState::default(),
@@ -379,22 +372,10 @@ fn a_failed_process_list_shows_stale_rows_not_exits() {
 
 #[test]
 fn exporting_over_existing_files_asks_first() {
-    use std::sync::{Arc, RwLock};
-    use vramwarden::engine::{Engine, RecordTo};
     use vramwarden::ui::sessions::ExportInput;
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("s.vwlog");
-    let sim = SimSource::demo(T0);
-    let mut e = Engine::new(
-        Arc::new(RwLock::new(Monitor::new(1000, 10))),
-        RecordTo::File(path.clone()),
-        1000,
-    );
-    e.set_source(sim.info());
-    for i in 0..60 {
-        e.tick(sim.at(T0 + i * 1000), T0 + i * 1000);
-    }
-    e.finish().expect("close");
+    record_demo_session(&path, 60);
     let csv = dir.path().join("out.csv");
     std::fs::write(&csv, "precious\n").expect("write");
     let mut h = harness(demo_app(30));
@@ -598,21 +579,9 @@ fn selecting_a_process_shows_its_gpu_graph() {
 /// never appears; the window says so and takes a typed path instead of failing silently.
 #[test]
 fn without_a_file_dialog_a_typed_path_opens_the_session() {
-    use std::sync::{Arc, RwLock};
-    use vramwarden::engine::{Engine, RecordTo};
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("typed.vwlog");
-    let sim = SimSource::demo(T0);
-    let mut e = Engine::new(
-        Arc::new(RwLock::new(Monitor::new(1000, 10))),
-        RecordTo::File(path.clone()),
-        1000,
-    );
-    e.set_source(sim.info());
-    for i in 0..30 {
-        e.tick(sim.at(T0 + i * 1000), T0 + i * 1000);
-    }
-    e.finish().expect("close");
+    record_demo_session(&path, 30);
     let mut h = harness(demo_app(60));
     h.run();
     let ctx = h.ctx.clone();
@@ -935,8 +904,7 @@ fn release_cached_memory_asks_first_and_reaches_the_engine() {
 #[test]
 fn no_frame_is_asked_for_without_new_data() {
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::{Arc, RwLock};
-    use vramwarden::engine::{Engine, RecordTo};
+    use std::sync::Arc;
     let repaint_delay = |h: &Harness<'static, VramApp>| {
         h.output()
             .viewport_output
@@ -957,17 +925,7 @@ fn no_frame_is_asked_for_without_new_data() {
     // A past session: drawn once, then nothing.
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("s.vwlog");
-    let sim = SimSource::demo(T0);
-    let mut e = Engine::new(
-        Arc::new(RwLock::new(Monitor::new(1000, 10))),
-        RecordTo::File(path.clone()),
-        1000,
-    );
-    e.set_source(sim.info());
-    for i in 0..300 {
-        e.tick(sim.at(T0 + i * 1000), T0 + i * 1000);
-    }
-    e.finish().expect("close");
+    record_demo_session(&path, 300);
     let mut app = VramApp::with_backend(
         Backend::detached(Monitor::new(1000, 10), false),
         UiState::default(),

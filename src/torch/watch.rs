@@ -74,12 +74,15 @@ pub fn all_runtime_dirs() -> Vec<PathBuf> {
     dirs
 }
 
+/// One folder's modification time when it was listed, and its sockets (pid, path).
+type FolderListing = (Option<std::time::SystemTime>, Vec<(u32, PathBuf)>);
+
 /// The sockets of each folder, listed again only when the folder changed (its mtime moves when
 /// a socket is made or removed) or after a failure (a companion killed with SIGKILL leaves its
 /// socket behind, and the full listing removes it).
 #[derive(Debug, Default)]
 struct Listing {
-    dirs: HashMap<PathBuf, (Option<std::time::SystemTime>, Vec<(u32, PathBuf)>)>,
+    dirs: HashMap<PathBuf, FolderListing>,
     /// Set when a connection failed: the next poll lists every folder again.
     stale: bool,
 }
