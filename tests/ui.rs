@@ -993,3 +993,59 @@ fn no_frame_is_asked_for_without_new_data() {
         "one frame per new sample (1 s apart): {n} in 4.5 s"
     );
 }
+
+/// The keyboard alone reaches every part of the window: Tab goes from the menu bar through
+/// the GPU cards, the detail pane's actions, the graph's controls, the tabs and the filter to
+/// the table, and Enter on "Terminate" asks first, as a click does.
+#[test]
+fn tab_reaches_every_part_of_the_window_and_enter_acts() {
+    use egui_kittest::kittest::{By, NodeT};
+    let mut h = harness(demo_app(300));
+    h.run();
+    h.get_by_label("51877").click();
+    h.run();
+    let focused = |h: &Harness<'static, VramApp>| {
+        h.query_all(By::new().predicate(|n| n.is_focused()))
+            .find_map(|n| n.accesskit_node().label())
+    };
+    let mut seen = Vec::new();
+    for _ in 0..40 {
+        h.key_press(egui::Key::Tab);
+        h.run();
+        seen.push(focused(&h).unwrap_or_default());
+    }
+    let at = |label: &str| {
+        seen.iter()
+            .position(|l| l == label)
+            .unwrap_or_else(|| panic!("Tab never reached {label:?}: {seen:?}"))
+    };
+    let order = [
+        "File",
+        "Show GPU 0 in the graph",
+        "Show GPU 1 in the graph",
+        "Terminate",
+        "Release cached memory",
+        "Set limit",
+        "Fit to data",
+        "Processes",
+        "Leaks",
+        "Filter",
+        "Group",
+    ];
+    let places: Vec<usize> = order.iter().map(|l| at(l)).collect();
+    assert!(places.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+    // Back to "Terminate" with Shift+Tab, then Enter: the confirmation opens, Cancel focused.
+    while focused(&h).as_deref() != Some("Terminate") {
+        h.key_press_modifiers(egui::Modifiers::SHIFT, egui::Key::Tab);
+        h.run();
+    }
+    h.key_press(egui::Key::Enter);
+    h.run();
+    h.get_by_label("Terminate this process?");
+    h.get_by_label_contains("(PID 51877");
+    assert_eq!(focused(&h).as_deref(), Some("Cancel"));
+    // Enter on the focused Cancel closes it: nothing was sent.
+    h.key_press(egui::Key::Enter);
+    h.run();
+    assert!(h.state().confirm.is_none());
+}
