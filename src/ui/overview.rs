@@ -279,10 +279,11 @@ fn clickable_card(
         )
     });
     if resp.has_focus() {
+        // Inside the frame and in the text colour: not the selected card's outline.
         ui.painter().rect_stroke(
-            resp.rect,
-            4.0,
-            ui.visuals().selection.stroke,
+            resp.rect.shrink(3.0),
+            3.0,
+            egui::Stroke::new(1.5, ui.visuals().strong_text_color()),
             egui::StrokeKind::Inside,
         );
     }
