@@ -362,6 +362,11 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                 (Some(i), false) => i.saturating_sub(1),
             };
             if let Some(r) = rows.get(next) {
+                if *t.selected != Some(r.series_key()) {
+                    // The detail pane was drawn before the table this frame: draw the
+                    // next one now rather than at the next sample.
+                    ui.ctx().request_repaint();
+                }
                 *t.selected = Some(r.series_key());
                 let key = r.series_key();
                 scroll_to = items

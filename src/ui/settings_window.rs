@@ -142,6 +142,8 @@ impl SettingsUi {
         egui::Window::new("Settings")
             .open(&mut open)
             .default_size([780.0, body_height + 120.0])
+            // A long rule line wraps instead of widening the window to the screen's width.
+            .max_width((screen.width() - 40.0).clamp(400.0, 900.0))
             .default_pos([screen.center().x - 390.0, screen.min.y + 50.0])
             .resizable(true)
             .show(ctx, |ui| {
