@@ -360,7 +360,7 @@ impl SettingsUi {
             if ui
                 .add(
                     egui::TextEdit::singleline(&mut text)
-                        .desired_width(420.0)
+                        .desired_width(ui.available_width().max(200.0))
                         .hint_text("comma-separated process names"),
                 )
                 .changed()
