@@ -58,6 +58,15 @@ fn record_demo_session(path: &std::path::Path, seconds: i64) {
     e.finish().expect("close");
 }
 
+/// The window with the detail pane of the process `pid` open (clicked in the table).
+fn with_detail_open(app: VramApp, pid: &str) -> Harness<'static, VramApp> {
+    let mut h = harness(app);
+    h.run();
+    h.get_by_label(pid).click();
+    h.run();
+    h
+}
+
 fn harness(app: VramApp) -> Harness<'static, VramApp> {
     Harness::builder()
         .with_size(egui::vec2(1600.0, 1000.0))
@@ -287,10 +296,7 @@ fn a_broken_settings_file_is_announced() {
 
 #[test]
 fn terminate_from_the_detail_pane_asks_first() {
-    let mut h = harness(demo_app(120));
-    h.run();
-    h.get_by_label("39002").click();
-    h.run();
+    let mut h = with_detail_open(demo_app(120), "39002");
     h.get_by_label("Terminate").click();
     h.run();
     h.get_by_label("Terminate this process?");
@@ -1000,10 +1006,7 @@ fn no_frame_is_asked_for_without_new_data() {
 #[test]
 fn tab_reaches_every_part_of_the_window_and_enter_acts() {
     use egui_kittest::kittest::{By, NodeT};
-    let mut h = harness(demo_app(300));
-    h.run();
-    h.get_by_label("51877").click();
-    h.run();
+    let mut h = with_detail_open(demo_app(300), "51877");
     let focused = |h: &Harness<'static, VramApp>| {
         h.query_all(By::new().predicate(|n| n.is_focused()))
             .find_map(|n| n.accesskit_node().label())
