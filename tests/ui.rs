@@ -58,6 +58,17 @@ fn record_demo_session(path: &std::path::Path, seconds: i64) {
     e.finish().expect("close");
 }
 
+/// The window showing a session of `seconds` of the demo, recorded at `path`.
+fn recorded_session_app(path: &std::path::Path, seconds: i64) -> VramApp {
+    record_demo_session(path, seconds);
+    let mut app = VramApp::with_backend(
+        Backend::detached(Monitor::new(1000, 10), false),
+        UiState::default(),
+    );
+    app.show_session(vramwarden::session::reader::SessionData::open(path).expect("open"));
+    app
+}
+
 /// The window with the detail pane of the process `pid` open (clicked in the table).
 fn with_detail_open(app: VramApp, pid: &str) -> Harness<'static, VramApp> {
     let mut h = harness(app);
@@ -180,14 +191,7 @@ fn stale_data_is_flagged() {
 fn opens_a_saved_session_and_moves_the_time_slider() {
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("s.vwlog");
-    record_demo_session(&path, 1500);
-
-    let mut app = VramApp::with_backend(
-        Backend::detached(Monitor::new(1000, 10), false),
-        UiState::default(),
-    )
-    .with_fixed_now(T0 + 5_000_000);
-    app.show_session(vramwarden::session::reader::SessionData::open(&path).expect("open"));
+    let app = recorded_session_app(&path, 1500).with_fixed_now(T0 + 5_000_000);
     let mut h = harness(app);
     h.run();
     h.get_by_label("SESSION · read-only");
@@ -311,13 +315,7 @@ fn terminate_from_the_detail_pane_asks_first() {
 fn a_recorded_session_offers_no_actions() {
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("s.vwlog");
-    record_demo_session(&path, 300);
-    let mut app = VramApp::with_backend(
-        Backend::detached(Monitor::new(1000, 10), false),
-        UiState::default(),
-    )
-    .with_fixed_now(T0 + 5_000_000);
-    app.show_session(vramwarden::session::reader::SessionData::open(&path).expect("open"));
+    let app = recorded_session_app(&path, 300).with_fixed_now(T0 + 5_000_000);
     let mut h = harness(app);
     h.run();
     h.get_by_label("SESSION · read-only");
@@ -931,12 +929,7 @@ fn no_frame_is_asked_for_without_new_data() {
     // A past session: drawn once, then nothing.
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("s.vwlog");
-    record_demo_session(&path, 300);
-    let mut app = VramApp::with_backend(
-        Backend::detached(Monitor::new(1000, 10), false),
-        UiState::default(),
-    );
-    app.show_session(vramwarden::session::reader::SessionData::open(&path).expect("open"));
+    let app = recorded_session_app(&path, 300);
     let mut h = harness(app);
     h.run();
     h.get_by_label("SESSION · read-only");
