@@ -123,6 +123,11 @@ pub struct VramApp {
     /// Settings being written on a worker thread.
     #[allow(clippy::type_complexity)]
     saving: Option<super::task::Task<(Box<crate::settings::Settings>, Result<(), String>)>>,
+    /// A host being opened (token read, SSH tunnel started) on a worker thread.
+    connecting: Option<(
+        super::connect::ConnectRequest,
+        super::task::Task<Result<crate::link::open::OpenedHost, String>>,
+    )>,
     /// Sessions → Sessions on the agent… is open; the last download error.
     agent_sessions: Option<Option<String>>,
 }
@@ -181,6 +186,7 @@ impl VramApp {
             collapsed_groups: std::collections::HashSet::new(),
             agent_sessions: None,
             saving: None,
+            connecting: None,
         }
     }
 
@@ -521,8 +527,9 @@ impl VramApp {
         let interval_ms = live.interval_ms;
         drop(live);
         if let Some(req) = connect_req {
-            self.attach(&req);
+            self.attach(&ctx, &req);
         }
+        self.finish_attach();
         if let Some(pick) = self.host_pick.take() {
             let host = pick.and_then(|i| self.state.hosts.get(i).cloned());
             let showing = match &host {
@@ -537,10 +544,13 @@ impl VramApp {
             } else {
                 match host {
                     Some(h) if !h.token_file.is_empty() => {
-                        self.attach(&super::connect::ConnectRequest {
-                            host: h,
-                            token: String::new(),
-                        });
+                        self.attach(
+                            &ctx,
+                            &super::connect::ConnectRequest {
+                                host: h,
+                                token: String::new(),
+                            },
+                        );
                     }
                     Some(h) => self.connect.show(Some(&h)),
                     None => cmd.retry = true,
@@ -638,7 +648,11 @@ impl VramApp {
         // Frames come from input and from new samples (the sampler asks for one per sample).
         // Besides that: jobs in progress are polled, and a live window wakes after three
         // intervals without a sample to show STALE. A recorded session draws nothing unasked.
-        if self.sessions.busy() || self.past_leaks.is_some() || self.saving.is_some() {
+        if self.sessions.busy()
+            || self.past_leaks.is_some()
+            || self.saving.is_some()
+            || self.connecting.is_some()
+        {
             ui.request_repaint_after(std::time::Duration::from_millis(100));
         } else if !self.replaying {
             let interval = interval_ms.max(100);
@@ -648,11 +662,37 @@ impl VramApp {
 
     /// Opens the link for `req`; on success the host joins the saved list (first), on failure
     /// the connect window shows why.
-    fn attach(&mut self, req: &super::connect::ConnectRequest) {
+    /// The token is read and an SSH tunnel started on a worker thread
+    /// ([`crate::link::open::open_host`]); [`Self::finish_attach`] attaches the result.
+    fn attach(&mut self, ctx: &egui::Context, req: &super::connect::ConnectRequest) {
+        if self.connecting.is_some() {
+            // One host at a time: the one being opened is attached first.
+            return;
+        }
+        if let Err(e) = super::connect::validate(&req.host, &req.token) {
+            self.connect.show(Some(&req.host));
+            self.connect.error = Some(e);
+            return;
+        }
+        let (h, typed) = (req.host.clone(), req.token.clone());
+        let task = super::task::Task::spawn("connect", Some(ctx.clone()), move |_| {
+            crate::link::open::open_host(&h.url, &h.ssh, &h.token_file, &typed)
+        });
+        self.connecting = Some((req.clone(), task));
+    }
+
+    /// Attaches the host opened by [`Self::attach`] once its worker is done.
+    fn finish_attach(&mut self) {
+        let Some(opened) = self.connecting.as_ref().and_then(|(_, t)| t.take()) else {
+            return;
+        };
+        let Some((req, _)) = self.connecting.take() else {
+            return;
+        };
         if self.backend.remote.is_none() {
             self.local_demo = self.backend.demo;
         }
-        match self.backend.connect(req) {
+        match opened.and_then(|o| self.backend.attach_opened(&req.host, o)) {
             Ok(()) => {
                 self.state.hosts.retain(|h| h != &req.host);
                 self.state.hosts.insert(0, req.host.clone());

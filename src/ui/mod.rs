@@ -355,71 +355,39 @@ impl Backend {
         h
     }
 
-    /// Attaches the window to the host in `req`: reads the token (typed, or from its file),
-    /// starts the SSH tunnel when asked, and opens the link.
+    /// Attaches the window to `host`, opened off the UI thread by
+    /// [`crate::link::open::open_host`]; a connection to the same host kept in the background
+    /// is replaced.
     ///
     /// # Errors
-    /// A sentence for the connect window; the window stays as it was.
-    pub fn connect(&mut self, req: &connect::ConnectRequest) -> Result<(), String> {
-        connect::validate(&req.host, &req.token)?;
-        let token = if req.token.trim().is_empty() {
-            let path = expand_home(&req.host.token_file);
-            let t = std::fs::read_to_string(&path)
-                .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
-            let t = t.trim().to_string();
-            if t.is_empty() {
-                return Err(format!("the token file {} is empty", path.display()));
-            }
-            t
-        } else {
-            req.token.trim().to_string()
-        };
-        // A fresh connection replaces one to the same host kept in the background.
-        self.parked.retain(|p| p.host.as_ref() != Some(&req.host));
-        if self.host.as_ref() == Some(&req.host) {
+    /// A sentence for the connect window; the window stays as it was (a tunnel is stopped).
+    pub fn attach_opened(
+        &mut self,
+        host: &connect::SavedHost,
+        opened: crate::link::open::OpenedHost,
+    ) -> Result<(), String> {
+        self.parked.retain(|p| p.host.as_ref() != Some(host));
+        if self.host.as_ref() == Some(host) {
             self.link = None;
             self.agent = None;
             self.remote = None;
             self.stop_tunnel();
         }
-        if req.host.ssh.is_empty() {
-            self.connect_remote(&req.host.url, token)?;
-            self.host = Some(req.host.clone());
-            return Ok(());
-        }
-        let far = crate::link::remote::parse_url(&req.host.url)?;
-        let far = far.trim_start_matches("http://");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| format!("no free local port: {e}"))?
-            .port();
-        // argv, no shell: the destination was checked not to be an option.
-        let child = std::process::Command::new("ssh")
-            .args([
-                "-N",
-                "-o",
-                "ExitOnForwardFailure=yes",
-                "-o",
-                "BatchMode=yes",
-                "-L",
-                &format!("127.0.0.1:{port}:{far}"),
-                "--",
-                &req.host.ssh,
-            ])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot run ssh: {e}"))?;
-        let mut child = child;
-        if let Err(e) = self.connect_remote(&format!("http://127.0.0.1:{port}"), token) {
-            let _ = child.kill();
-            let _ = child.wait();
+        let crate::link::open::OpenedHost { url, token, tunnel } = opened;
+        if let Err(e) = self.connect_remote(&url, token) {
+            crate::link::open::OpenedHost {
+                url,
+                token: String::new(),
+                tunnel,
+            }
+            .close();
             return Err(e);
         }
-        self.tunnel = Some(child);
-        self.remote = Some(format!("{} via {}", req.host.url, req.host.ssh));
-        self.host = Some(req.host.clone());
+        if tunnel.is_some() {
+            self.tunnel = tunnel;
+            self.remote = Some(format!("{} via {}", host.url, host.ssh));
+        }
+        self.host = Some(host.clone());
         Ok(())
     }
 
@@ -507,14 +475,6 @@ impl Backend {
 impl Drop for Backend {
     fn drop(&mut self) {
         self.stop_tunnel();
-    }
-}
-
-/// `~/x` → `$HOME/x`.
-fn expand_home(p: &str) -> std::path::PathBuf {
-    match (p.strip_prefix("~/"), std::env::var_os("HOME")) {
-        (Some(rest), Some(home)) => std::path::PathBuf::from(home).join(rest),
-        _ => std::path::PathBuf::from(p),
     }
 }
 
