@@ -15,13 +15,11 @@ pub struct OpenedHost {
     pub tunnel: Option<Child>,
 }
 
-impl OpenedHost {
-    /// Stops the tunnel, if any (the link could not be opened after all).
-    pub fn close(mut self) {
-        if let Some(t) = self.tunnel.as_mut() {
-            let _ = t.kill();
-            let _ = t.wait();
-        }
+/// Stops an SSH tunnel started by [`open_host`] (and reaps it), if there is one.
+pub fn stop_tunnel(tunnel: Option<Child>) {
+    if let Some(mut t) = tunnel {
+        let _ = t.kill();
+        let _ = t.wait();
     }
 }
 

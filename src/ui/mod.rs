@@ -68,10 +68,7 @@ struct Parked {
 
 impl Drop for Parked {
     fn drop(&mut self) {
-        if let Some(mut t) = self.tunnel.take() {
-            let _ = t.kill();
-            let _ = t.wait();
-        }
+        crate::link::open::stop_tunnel(self.tunnel.take());
     }
 }
 
@@ -313,11 +310,7 @@ impl Backend {
     /// attached in the background. False when it is not (the caller starts it).
     pub fn disconnect(&mut self) -> bool {
         if self.remote.is_some() {
-            self.link = None;
-            self.agent = None;
-            self.remote = None;
-            self.host = None;
-            self.stop_tunnel();
+            self.drop_shown_agent();
         }
         self.switch_to(None)
     }
@@ -368,19 +361,11 @@ impl Backend {
     ) -> Result<(), String> {
         self.parked.retain(|p| p.host.as_ref() != Some(host));
         if self.host.as_ref() == Some(host) {
-            self.link = None;
-            self.agent = None;
-            self.remote = None;
-            self.stop_tunnel();
+            self.drop_shown_agent();
         }
         let crate::link::open::OpenedHost { url, token, tunnel } = opened;
         if let Err(e) = self.connect_remote(&url, token) {
-            crate::link::open::OpenedHost {
-                url,
-                token: String::new(),
-                tunnel,
-            }
-            .close();
+            crate::link::open::stop_tunnel(tunnel);
             return Err(e);
         }
         if tunnel.is_some() {
@@ -419,11 +404,13 @@ impl Backend {
             .unwrap_or_default()
     }
 
-    fn stop_tunnel(&mut self) {
-        if let Some(mut t) = self.tunnel.take() {
-            let _ = t.kill();
-            let _ = t.wait();
-        }
+    /// Closes the agent shown (its link, and its tunnel when it has one).
+    fn drop_shown_agent(&mut self) {
+        self.link = None;
+        self.agent = None;
+        self.remote = None;
+        self.host = None;
+        crate::link::open::stop_tunnel(self.tunnel.take());
     }
 
     /// Attaches the window to the agent at `url` and shows it (its history starts now); the
@@ -457,12 +444,8 @@ impl Backend {
     /// Drops the current source and its history and starts over on `factory` (this
     /// computer; one kept in the background is dropped too).
     pub fn restart(&mut self, factory: SourceFactory, demo: bool) {
-        self.link = None;
-        self.agent = None;
-        self.remote = None;
-        self.host = None;
+        self.drop_shown_agent();
         self.parked.retain(|p| p.remote.is_some());
-        self.stop_tunnel();
         self.shared = Arc::new(RwLock::new(Monitor::new(
             self.interval.as_millis() as u64,
             self.history_ticks,
@@ -474,7 +457,7 @@ impl Backend {
 
 impl Drop for Backend {
     fn drop(&mut self) {
-        self.stop_tunnel();
+        crate::link::open::stop_tunnel(self.tunnel.take());
     }
 }
 
