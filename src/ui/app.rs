@@ -561,10 +561,7 @@ impl VramApp {
             if self.backend.disconnect() {
                 self.after_host_switch();
             } else {
-                let demo = self.local_demo;
-                self.view = None;
-                self.backend.restart(crate::cli::source_factory(demo), demo);
-                self.selected = None;
+                self.restart_local(self.local_demo);
             }
         }
         self.view = view;
@@ -634,16 +631,11 @@ impl VramApp {
             });
         }
         if cmd.start_demo {
-            self.view = None;
-            self.backend.restart(crate::cli::source_factory(true), true);
-            self.selected = None;
+            self.restart_local(true);
         } else if cmd.retry {
-            self.view = None;
             // Back from an agent: this computer's source as it was before (the demo when no
             // driver was in use).
-            let demo = self.backend.remote.is_some() && self.local_demo;
-            self.backend.restart(crate::cli::source_factory(demo), demo);
-            self.selected = None;
+            self.restart_local(self.backend.remote.is_some() && self.local_demo);
         }
         // Frames come from input and from new samples (the sampler asks for one per sample).
         // Besides that: jobs in progress are polled, and a live window wakes after three
@@ -660,9 +652,7 @@ impl VramApp {
         }
     }
 
-    /// Opens the link for `req`; on success the host joins the saved list (first), on failure
-    /// the connect window shows why.
-    /// The token is read and an SSH tunnel started on a worker thread
+    /// Opens the host of `req`: its token is read and an SSH tunnel started on a worker thread
     /// ([`crate::link::open::open_host`]); [`Self::finish_attach`] attaches the result.
     fn attach(&mut self, ctx: &egui::Context, req: &super::connect::ConnectRequest) {
         if self.connecting.is_some() {
@@ -681,7 +671,8 @@ impl VramApp {
         self.connecting = Some((req.clone(), task));
     }
 
-    /// Attaches the host opened by [`Self::attach`] once its worker is done.
+    /// Attaches the host opened by [`Self::attach`] once its worker is done: on success the
+    /// host joins the saved list (first), on failure the connect window shows why.
     fn finish_attach(&mut self) {
         let Some(opened) = self.connecting.as_ref().and_then(|(_, t)| t.take()) else {
             return;
@@ -705,6 +696,13 @@ impl VramApp {
                 self.connect.error = Some(e);
             }
         }
+    }
+
+    /// Starts this computer's source over (the demo when `demo`), history cleared.
+    fn restart_local(&mut self, demo: bool) {
+        self.view = None;
+        self.backend.restart(crate::cli::source_factory(demo), demo);
+        self.selected = None;
     }
 
     /// Another host is shown: its own graphs and table, nothing selected.
