@@ -39,14 +39,36 @@ pub struct NvmlSource {
 #[derive(Debug, Clone)]
 struct ListState {
     cap: u32,
-    graphics_age: u32,
+    graphics: Cadence,
     graphics_empty: bool,
-    /// Samples since the power limit was read, and its value then.
-    limit_age: u32,
+    /// The power limit, read now and then, and its value then.
+    limit: Cadence,
     power_limit_w: Option<f64>,
-    /// Samples since the fan answered "not supported" (SXM boards have none); `None` while
-    /// it answers.
-    fan_missing_age: Option<u32>,
+    /// The fan, asked every sample while it answers (SXM boards have none: "not supported").
+    fan: Cadence,
+    fan_supported: bool,
+}
+
+/// A reading taken every sample while it matters, else every `n`th: counts the samples
+/// since it was last taken. Starts due.
+#[derive(Debug, Clone)]
+struct Cadence(u32);
+
+impl Cadence {
+    fn new() -> Self {
+        Self(u32::MAX)
+    }
+
+    /// Counts this sample; true when the reading is to be taken now (`always`, or `n`
+    /// samples since the last one).
+    fn due(&mut self, always: bool, n: u32) -> bool {
+        self.0 = self.0.saturating_add(1);
+        let due = always || self.0 >= n;
+        if due {
+            self.0 = 0;
+        }
+        due
+    }
 }
 
 /// The power limit (set by an administrator, rarely changed) is read every this many
@@ -175,11 +197,12 @@ impl NvmlSource {
         let lists = vec![
             ListState {
                 cap: 64,
-                graphics_age: GRAPHICS_EVERY,
+                graphics: Cadence::new(),
                 graphics_empty: true,
-                limit_age: 0,
+                limit: Cadence::new(),
                 power_limit_w: None,
-                fan_missing_age: None,
+                fan: Cadence::new(),
+                fan_supported: true,
             };
             devices.len()
         ];
@@ -268,34 +291,28 @@ impl GpuSource for NvmlSource {
                 .filter(|t| *t < 200);
             ds.power_w = dev.power_usage().ok().map(|mw| f64::from(mw) / 1000.0);
             let ls = &mut self.lists[i];
-            if ls.limit_age == 0 || ls.limit_age >= SLOW_EVERY {
+            if ls.limit.due(false, SLOW_EVERY) {
                 ls.power_limit_w = dev
                     .enforced_power_limit()
                     .ok()
                     .map(|mw| f64::from(mw) / 1000.0);
-                ls.limit_age = 0;
             }
-            ls.limit_age += 1;
             ds.power_limit_w = ls.power_limit_w;
             ds.sm_clock_mhz = dev.clock_info(Clock::SM).ok();
             ds.mem_clock_mhz = dev.clock_info(Clock::Memory).ok();
             // Boards without fans (SXM modules) answer "not supported": no reading, never 0,
             // and the question is asked again only every SLOW_EVERY samples.
-            let ask_fan = ls.fan_missing_age.is_none_or(|a| a >= SLOW_EVERY);
-            if ask_fan {
+            if ls.fan.due(ls.fan_supported, SLOW_EVERY) {
                 match dev.fan_speed(0) {
                     Ok(f) => {
                         ds.fan_pct = Some(f).filter(|f| *f <= 100);
-                        ls.fan_missing_age = None;
+                        ls.fan_supported = true;
                     }
                     Err(nvml_wrapper::error::NvmlError::NotSupported) => {
-                        ls.fan_missing_age = Some(0);
+                        ls.fan_supported = false;
                     }
                     Err(_) => {}
                 }
-            }
-            if let Some(a) = ls.fan_missing_age.as_mut() {
-                *a += 1;
             }
             // A failed list is missing, never "no processes": the engine keeps the last good
             // list for this GPU, marked stale.
@@ -306,9 +323,7 @@ impl GpuSource for NvmlSource {
                     Vec::new()
                 }
             };
-            ls.graphics_age += 1;
-            let graphics = if !ls.graphics_empty || ls.graphics_age >= GRAPHICS_EVERY {
-                ls.graphics_age = 0;
+            let graphics = if ls.graphics.due(!ls.graphics_empty, GRAPHICS_EVERY) {
                 match process_list(&self.nvml, &dev, true, &mut ls.cap) {
                     Ok(g) => {
                         ls.graphics_empty = g.is_empty();
@@ -529,6 +544,18 @@ impl NvmlSource {
 mod tests {
     use super::*;
     use nvml_wrapper::enums::device::UsedGpuMemory;
+
+    #[test]
+    fn a_cadence_reads_at_once_then_every_nth_sample_or_always_while_asked() {
+        let mut c = Cadence::new();
+        let taken: Vec<usize> = (0..65).filter(|_| c.due(false, 30)).collect();
+        assert_eq!(taken, vec![0, 30, 60]);
+        let mut c = Cadence::new();
+        assert!((0..5).all(|_| c.due(true, 30)));
+        // After the last reading while asked, the next comes n samples later.
+        let next = (1..=40).find(|_| c.due(false, 30));
+        assert_eq!(next, Some(30));
+    }
 
     fn p(pid: u32, mib: u64) -> ProcessInfo {
         ProcessInfo {
