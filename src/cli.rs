@@ -147,6 +147,10 @@ pub enum Command {
         /// Calls per measurement.
         #[arg(long, default_value_t = 2000)]
         iterations: u32,
+        /// Instead: each call once per this pause, as the sampler makes them (e.g. 1s), for
+        /// `--iterations` rounds; CPU time per call.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        spaced: Option<Duration>,
     },
 }
 
@@ -624,8 +628,19 @@ pub fn monitor(
 ///
 /// # Errors
 /// When NVML is missing.
-pub fn bench_nvml(iterations: u32, out: &mut dyn Write) -> Result<(), CliError> {
+pub fn bench_nvml(
+    iterations: u32,
+    spaced: Option<Duration>,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
     let mut src = NvmlSource::new()?;
+    if let Some(pause) = spaced {
+        let _ = src.sample(now_ms())?;
+        for (name, v) in src.bench_spaced_calls(iterations, pause) {
+            writeln!(out, "spaced {name:<46} {v:>10.2}")?;
+        }
+        return Ok(());
+    }
     // One sample first, so the graphics-list cadence reflects this machine.
     let _ = src.sample(now_ms())?;
     let every_s = crate::source::nvml::UTIL_EVERY_MS as f64 / 1000.0;

@@ -112,7 +112,7 @@ fn main() -> ExitCode {
             vramwarden::cli_docs::completions(shell, &mut stdout).map_err(Into::into)
         }
         Some(Command::Man) => vramwarden::cli_docs::man_page(&mut stdout).map_err(Into::into),
-        Some(Command::BenchNvml { iterations }) => cli::bench_nvml(iterations, &mut stdout),
+        Some(Command::BenchNvml { iterations, spaced }) => cli::bench_nvml(iterations, spaced, &mut stdout),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -418,6 +418,92 @@ fn malformed_requests_get_errors_not_a_crash() {
     assert!(py.finish().success(), "the process died");
 }
 
+/// `subscribe` turns a connection into a feed paced by the companion's own timer (what the
+/// engine's poller reads, one `recv` per companion and poll); the interval has a floor; a
+/// closed subscription frees its connection slot.
+#[test]
+fn a_subscription_pushes_figures_on_the_companions_own_timer() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let py = companion(tmp.path());
+    let mut s = UnixStream::connect(&py.sock).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let reply = raw_roundtrip(&mut s, b"{\"cmd\":\"subscribe\",\"interval_ms\":50}\n");
+    assert_eq!(reply["subscribed"], json!(true), "{reply}");
+    assert_eq!(reply["interval_ms"], json!(200), "raised to the floor");
+    let mut r = BufReader::new(s.try_clone().expect("clone"));
+    let mut at = Vec::new();
+    for _ in 0..4 {
+        let mut line = String::new();
+        r.read_line(&mut line).expect("a pushed line");
+        at.push(Instant::now());
+        let v: Value = serde_json::from_str(&line).expect("JSON");
+        assert_eq!(v["torch_imported"], json!(false), "{v}");
+        assert_eq!(v["error"], json!("torch not imported"));
+    }
+    // Paced, not a burst: three intervals of 200 ms between the first and the fourth.
+    let span = at[3] - at[0];
+    assert!(span >= Duration::from_millis(540), "{span:?}");
+
+    let mut bad = UnixStream::connect(&py.sock).expect("connect");
+    bad.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let reply = raw_roundtrip(
+        &mut bad,
+        b"{\"cmd\":\"subscribe\",\"interval_ms\":\"fast\"}\n",
+    );
+    assert_eq!(reply["ok"], json!(false), "{reply}");
+    drop(bad);
+
+    // The app's client: subscribed, then the newest push without waiting.
+    let start = ProcReader::default().start_time_ms(py.pid());
+    let mut c =
+        Client::connect_at(&py.sock, py.pid(), start, torch::DEFAULT_TIMEOUT).expect("client");
+    assert!(c.subscribe(Duration::from_millis(200)).expect("subscribe"));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let facts = loop {
+        if let Some(f) = c.read_pushed().expect("read") {
+            break f;
+        }
+        assert!(Instant::now() < deadline, "nothing pushed");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(facts.pid, py.pid());
+    assert_eq!(facts.error.as_deref(), Some("torch not imported"));
+    drop(c);
+    drop(r);
+    drop(s);
+
+    // More subscriptions opened and closed than the companion has slots: each closed one
+    // ends its push loop and frees its slot, so a plain request is still served.
+    for _ in 0..10 {
+        let mut t = UnixStream::connect(&py.sock).expect("connect");
+        t.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let reply = raw_roundtrip(&mut t, b"{\"cmd\":\"subscribe\",\"interval_ms\":1000}\n");
+        assert_eq!(reply["subscribed"], json!(true), "{reply}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut t = UnixStream::connect(&py.sock).expect("connect");
+        t.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let reply = raw_roundtrip(&mut t, b"{\"cmd\":\"hello\"}\n");
+        if reply["pid"] == json!(py.pid()) {
+            break;
+        }
+        assert!(
+            reply["error"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("busy"))
+                && Instant::now() < deadline,
+            "{reply}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(py.finish().success(), "the process died");
+}
+
 #[test]
 fn stale_sockets_of_dead_processes_are_dropped() {
     let tmp = tempfile::tempdir().expect("tempdir");

@@ -126,6 +126,7 @@ impl Out {
 }
 
 /// What a scrape needs besides the monitor.
+#[derive(Clone, Copy)]
 pub struct Context<'a> {
     /// The agent's counters.
     pub stats: &'a AgentStats,
@@ -293,6 +294,7 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
         used: f64,
         leak: Option<f64>,
         free: Option<u64>,
+        torch: Option<crate::model::TorchMem>,
     }
     let rows: Vec<Row> = chosen
         .iter()
@@ -316,6 +318,7 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
                 used: p.used_bytes.unwrap_or(0) as f64,
                 leak: leaking.get(&(p.key(), p.device_index)).copied(),
                 free: dev.and_then(|d| d.memory_free_bytes),
+                torch: p.torch,
             }
         })
         .collect();
@@ -384,6 +387,55 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
                     r,
                     min * 60.0,
                 );
+            }
+        }
+    }
+
+    // PyTorch's caching allocator, for processes whose companion answers.
+    type TorchFigure = fn(&crate::model::TorchMem) -> f64;
+    let torch: [(&str, Kind, &str, TorchFigure); 6] = [
+        (
+            "vramwarden_process_torch_allocated_bytes",
+            Kind::Gauge,
+            "Bytes in live PyTorch tensors (torch.cuda.memory_allocated), from the process's companion.",
+            |t| t.allocated_bytes as f64,
+        ),
+        (
+            "vramwarden_process_torch_reserved_bytes",
+            Kind::Gauge,
+            "Bytes PyTorch's caching allocator holds from the driver (torch.cuda.memory_reserved).",
+            |t| t.reserved_bytes as f64,
+        ),
+        (
+            "vramwarden_process_torch_releasable_bytes",
+            Kind::Gauge,
+            "Cached bytes torch.cuda.empty_cache() could give back: reserved - allocated.",
+            |t| t.releasable_bytes() as f64,
+        ),
+        (
+            "vramwarden_process_torch_inactive_split_bytes",
+            Kind::Gauge,
+            "Free bytes inside split blocks, which empty_cache() cannot give back (fragmentation).",
+            |t| t.inactive_split_bytes as f64,
+        ),
+        (
+            "vramwarden_process_torch_alloc_retries_total",
+            Kind::Counter,
+            "Allocations that failed, flushed the cache and were retried (num_alloc_retries).",
+            |t| t.alloc_retries as f64,
+        ),
+        (
+            "vramwarden_process_torch_ooms_total",
+            Kind::Counter,
+            "Out-of-memory errors PyTorch raised in the process (num_ooms).",
+            |t| t.ooms as f64,
+        ),
+    ];
+    for (name, kind, help, figure) in torch {
+        o.family(name, kind, help);
+        for r in &rows {
+            if let Some(t) = &r.torch {
+                emit(&mut o, name, r, figure(t));
             }
         }
     }
@@ -528,7 +580,17 @@ mod tests {
                 taken_at_ms: 5000,
                 devices: vec![dev(0), dev(1)],
                 processes: vec![
-                    proc_(10, 4, "big"),
+                    ProcessSample {
+                        torch: Some(crate::model::TorchMem {
+                            allocated_bytes: GIB,
+                            reserved_bytes: 3 * GIB,
+                            inactive_split_bytes: 5 << 20,
+                            alloc_retries: 2,
+                            ooms: 1,
+                            ..crate::model::TorchMem::default()
+                        }),
+                        ..proc_(10, 4, "big")
+                    },
                     proc_(11, 3, "we\"ird\nname"),
                     proc_(12, 1, "small-leaker"),
                 ],
@@ -595,6 +657,45 @@ mod tests {
         assert!(text.contains("{gpu=\"1\",UUID=\"GPU-1\",pci_bus_id=\"\",modelName=\"Test GPU\",Hostname=\"\"} 10737418240\n"));
         assert!(text.contains("vramwarden_sample_age_seconds 1.5\n"));
         assert!(!text.contains("# EOF"));
+    }
+
+    /// PyTorch's figures of a process whose companion answers, under the process's labels;
+    /// nothing for processes without one.
+    #[test]
+    fn torch_allocator_figures_per_process() {
+        let m = monitor();
+        let stats = AgentStats::default();
+        let ctx = Context {
+            stats: &stats,
+            max_processes: 10,
+            now_ms: 6000,
+        };
+        let text = render(&m, ctx, Format::Text);
+        let labels = "{pid=\"10\",name=\"big\",user=\"alice\",container=\"\",pod=\"\",gpu=\"0\",UUID=\"GPU-0\"}";
+        for (name, v) in [
+            ("vramwarden_process_torch_allocated_bytes", "1073741824"),
+            ("vramwarden_process_torch_reserved_bytes", "3221225472"),
+            ("vramwarden_process_torch_releasable_bytes", "2147483648"),
+            ("vramwarden_process_torch_inactive_split_bytes", "5242880"),
+            ("vramwarden_process_torch_alloc_retries_total", "2"),
+            ("vramwarden_process_torch_ooms_total", "1"),
+        ] {
+            assert!(
+                text.contains(&format!("{name}{labels} {v}\n")),
+                "{name}: {text}"
+            );
+        }
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.starts_with("vramwarden_process_torch_") && !l.contains("pid=\"10\""))
+                .count(),
+            0
+        );
+        let om = render(&m, ctx, Format::OpenMetrics);
+        assert!(
+            om.contains("# TYPE vramwarden_process_torch_ooms counter\n"),
+            "{om}"
+        );
     }
 
     #[test]

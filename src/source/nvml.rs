@@ -49,6 +49,21 @@ struct ListState {
     fan_supported: bool,
 }
 
+/// `nvmlDeviceGetMemoryInfo` (v1): total and free; for `bench-nvml --spaced` only. Once a
+/// second it costs about what the v2 call (which also gives the driver's reserve) costs
+/// (66 vs 72 µs of CPU on the H200), so samples use v2 alone.
+fn memory_v1(nvml: &Nvml, dev: &nvml_wrapper::Device<'_>) -> Option<(u64, u64)> {
+    use nvml_wrapper_sys::bindings::{nvmlMemory_t, nvmlReturn_enum_NVML_SUCCESS};
+    let lib = nvml.lib();
+    lib.nvmlDeviceGetMemoryInfo.as_ref().ok()?;
+    // SAFETY: nvmlMemory_t is plain old data; all-zero is a valid value.
+    let mut m: nvmlMemory_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the symbol is present (checked above), the handle comes from this Nvml and `m`
+    // is a valid out-pointer.
+    let r = unsafe { lib.nvmlDeviceGetMemoryInfo(dev.handle(), &mut m) };
+    (r == nvmlReturn_enum_NVML_SUCCESS).then_some((m.total, m.free))
+}
+
 /// A reading taken every sample while it matters, else every `n`th: counts the samples
 /// since it was last taken. Starts due.
 #[derive(Debug, Clone)]
@@ -437,7 +452,80 @@ pub(crate) fn merge_processes(
     by_pid.into_values().collect()
 }
 
+/// CPU time the calling thread has used, in ns (`CLOCK_THREAD_CPUTIME_ID`).
+pub fn thread_cpu_ns() -> u64 {
+    // SAFETY: clock_gettime writes the timespec we pass.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 impl NvmlSource {
+    /// The CPU cost of a few calls made the way the sampler makes them, once per `spacing`
+    /// (a call repeated in a loop is far cheaper than the same call once a second): per
+    /// call, the mean CPU µs over `rounds`, each call after its own pause. The last row holds
+    /// the largest gap between the v2 call's used and total − reserved − free, in bytes.
+    pub fn bench_spaced_calls(
+        &mut self,
+        rounds: u32,
+        spacing: std::time::Duration,
+    ) -> Vec<(&'static str, f64)> {
+        let mut sums = [0u64; 5];
+        let names = [
+            "memory_info v2",
+            "memory_info v1",
+            "compute processes",
+            "utilization+temperature+power",
+            "whole sample (all devices)",
+        ];
+        let mut gap = 0u64;
+        for _ in 0..rounds {
+            for (k, sum) in sums.iter_mut().enumerate() {
+                std::thread::sleep(spacing);
+                let t = thread_cpu_ns();
+                if k == 4 {
+                    let _ = self.sample(crate::sampler::now_ms());
+                    *sum += thread_cpu_ns().saturating_sub(t);
+                    continue;
+                }
+                for i in 0..self.devices.len() as u32 {
+                    let Ok(d) = self.nvml.device_by_index(i) else {
+                        continue;
+                    };
+                    match k {
+                        0 => {
+                            if let Ok(m) = d.memory_info() {
+                                let sum = m.reserved.saturating_add(m.free).saturating_add(m.used);
+                                gap = gap.max(sum.abs_diff(m.total));
+                            }
+                        }
+                        1 => {
+                            let _ = memory_v1(&self.nvml, &d);
+                        }
+                        2 => {
+                            let _ = process_list(&self.nvml, &d, false, &mut 64);
+                        }
+                        _ => {
+                            let _ = d.utilization_rates();
+                            let _ = d.temperature(TemperatureSensor::Gpu);
+                            let _ = d.power_usage();
+                        }
+                    }
+                }
+                *sum += thread_cpu_ns().saturating_sub(t);
+            }
+        }
+        let mut out: Vec<(&'static str, f64)> = names
+            .iter()
+            .zip(sums)
+            .map(|(n, s)| (*n, s as f64 / 1000.0 / f64::from(rounds.max(1))))
+            .collect();
+        out.push(("v2 gap |total - reserved - free - used| bytes", gap as f64));
+        out
+    }
+
     /// Times each raw NVML call a sample makes, per sample (summed over devices), averaged over
     /// `iterations`: `(call, µs per sample, calls per sample)`. For `vramwarden bench-nvml`.
     pub fn bench_raw_calls(&self, iterations: u32) -> Vec<(&'static str, f64, usize)> {

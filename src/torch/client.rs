@@ -476,10 +476,90 @@ impl Client {
     /// # Errors
     /// As [`Client::facts`].
     pub fn read_facts(&mut self) -> Result<TorchFacts, TorchError> {
+        let line = self.receive_line()?;
+        self.facts_from_line(&line)
+    }
+
+    /// Turns this connection into a feed of the companion's figures, pushed every `interval`
+    /// (see [`Client::read_pushed`]). False when the companion is older and cannot (ask with
+    /// [`Client::ask_facts`] then).
+    ///
+    /// # Errors
+    /// I/O, a timeout, or a bad reply.
+    pub fn subscribe(&mut self, interval: Duration) -> Result<bool, TorchError> {
+        let ms = interval.as_millis().min(u128::from(u32::MAX)) as u64;
+        self.send_bytes(format!("{{\"cmd\":\"subscribe\",\"interval_ms\":{ms}}}\n").as_bytes())?;
+        match self.receive() {
+            Ok(v) => Ok(v.get("subscribed").and_then(Value::as_bool) == Some(true)),
+            Err(TorchError::Companion { error, .. }) if error.starts_with("unknown cmd") => {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The newest figures a subscribed companion pushed since the last call, read without
+    /// waiting: None when none arrived yet; older pushes still unread are dropped unparsed.
+    ///
+    /// # Errors
+    /// The companion closed the connection, I/O, or a bad reply.
+    pub fn read_pushed(&mut self) -> Result<Option<TorchFacts>, TorchError> {
+        let pid = self.pid;
+        if self.scratch.is_empty() {
+            self.scratch = vec![0u8; 64 << 10];
+        }
+        loop {
+            // SAFETY: the fd is valid for the borrow; scratch is a writable buffer of its length.
+            let n = unsafe {
+                libc::recv(
+                    self.stream.as_raw_fd(),
+                    self.scratch.as_mut_ptr().cast(),
+                    self.scratch.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                match e.kind() {
+                    io::ErrorKind::WouldBlock => break,
+                    io::ErrorKind::Interrupted => continue,
+                    _ => return Err(TorchError::Io { pid, source: e }),
+                }
+            }
+            if n == 0 {
+                return Err(TorchError::Protocol {
+                    pid,
+                    detail: "the companion closed the connection".into(),
+                });
+            }
+            self.buf.extend_from_slice(&self.scratch[..n as usize]);
+            if self.buf.len() > MAX_REPLY {
+                return Err(TorchError::Protocol {
+                    pid,
+                    detail: format!("reply longer than {MAX_REPLY} bytes"),
+                });
+            }
+            if (n as usize) < self.scratch.len() {
+                break; // all there was
+            }
+        }
+        let Some(end) = self.buf.iter().rposition(|b| *b == b'\n') else {
+            return Ok(None);
+        };
+        let start = self.buf[..end]
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |i| i + 1);
+        let facts = self.facts_from_line(&self.buf[start..end]);
+        self.buf.drain(..=end);
+        facts.map(Some)
+    }
+
+    /// One stats reply line as facts (see [`Client::facts`]).
+    fn facts_from_line(&self, line: &[u8]) -> Result<TorchFacts, TorchError> {
         // One typed parse of the reply (no intermediate `Value`): this runs for every
         // companion once a second.
-        let line = self.receive_line()?;
-        let stats = serde_json::from_slice::<StatsReply>(&line)
+        let stats = serde_json::from_slice::<StatsReply>(line)
             .map_err(|e| TorchError::Protocol {
                 pid: self.pid,
                 detail: e.to_string(),

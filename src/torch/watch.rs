@@ -1,13 +1,13 @@
-//! A background poller for the engine: one thread keeps a connection to every companion and
-//! asks each for its figures once per interval, so a tick only reads a map (no socket I/O on
-//! the sampler's path, and a hung companion costs the engine nothing).
+//! A background poller for the engine: one thread keeps a connection to every companion, to
+//! which each pushes its figures once per interval, so a tick only reads a map (no socket I/O
+//! on the sampler's path, and a hung companion costs the engine nothing).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::client::{Client, DEFAULT_TIMEOUT};
 use super::discover::list_sockets;
@@ -74,12 +74,23 @@ pub fn all_runtime_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-/// One folder's modification time when it was listed, and its sockets (pid, path).
-type FolderListing = (Option<std::time::SystemTime>, Vec<(u32, PathBuf)>);
+/// A folder's listing: its modification time and when it was read, and its sockets.
+#[derive(Debug)]
+struct FolderListing {
+    mtime: Option<std::time::SystemTime>,
+    read_at: Instant,
+    sockets: Vec<(u32, PathBuf)>,
+}
+
+/// A listing is read again after this long even when the folder's time says nothing moved.
+const RELIST_EVERY: Duration = Duration::from_secs(10);
+/// A folder changed this recently may change again within the same timestamp tick (coarse
+/// file-system clocks): it is listed again at every poll until it has been quiet this long.
+const SETTLE: Duration = Duration::from_secs(2);
 
 /// The sockets of each folder, listed again only when the folder changed (its mtime moves when
-/// a socket is made or removed) or after a failure (a companion killed with SIGKILL leaves its
-/// socket behind, and the full listing removes it).
+/// a socket is made or removed), after a failure (a companion killed with SIGKILL leaves its
+/// socket behind, and the full listing removes it), and every [`RELIST_EVERY`].
 #[derive(Debug, Default)]
 struct Listing {
     dirs: HashMap<PathBuf, FolderListing>,
@@ -92,13 +103,31 @@ impl Listing {
         let stale = std::mem::take(&mut self.stale);
         self.dirs.retain(|d, _| dirs.contains(d));
         let mut seen: HashMap<u32, PathBuf> = HashMap::new();
+        let now = Instant::now();
         for d in dirs {
             let mtime = std::fs::metadata(d).and_then(|m| m.modified()).ok();
-            let entry = self.dirs.entry(d.clone()).or_default();
-            if stale || mtime.is_none() || entry.0 != mtime || entry.1.is_empty() {
-                *entry = (mtime, list_sockets(d));
+            let recent = mtime
+                .and_then(|t| std::time::SystemTime::now().duration_since(t).ok())
+                .is_none_or(|age| age < SETTLE);
+            let fresh = |l: &FolderListing| {
+                !stale
+                    && !recent
+                    && mtime.is_some()
+                    && l.mtime == mtime
+                    && now.duration_since(l.read_at) < RELIST_EVERY
+            };
+            if !self.dirs.get(d).is_some_and(fresh) {
+                let l = FolderListing {
+                    mtime,
+                    read_at: now,
+                    sockets: list_sockets(d),
+                };
+                self.dirs.insert(d.clone(), l);
             }
-            for (pid, path) in &entry.1 {
+            let Some(entry) = self.dirs.get(d) else {
+                continue;
+            };
+            for (pid, path) in &entry.sockets {
                 seen.entry(*pid).or_insert_with(|| path.clone());
             }
         }
@@ -106,53 +135,59 @@ impl Listing {
     }
 }
 
-/// A companion the poller is connected to; `asked` while a request waits for its reply.
+/// Polls in a row a subscribed companion may push nothing (the two clocks drift, so one
+/// poll now and then finds no new figures) before its connection is given up and made again.
+pub const QUIET_POLLS: u32 = 3;
+
+/// How a connection gets its figures.
+#[derive(Debug)]
+enum Feed {
+    /// The companion pushes them every interval (`subscribe`); polls in a row without a push.
+    Pushed { quiet: u32 },
+    /// An older companion: asked each poll, read the next (`asked` while a reply is due).
+    Asked { asked: bool },
+}
+
+/// A companion the poller is connected to.
 #[derive(Debug)]
 struct Conn {
     path: PathBuf,
     client: Client,
-    asked: bool,
+    feed: Feed,
 }
 
-/// One poll, pipelined: first the replies to the previous poll's requests (the companions
-/// answered them within milliseconds, so they are waiting and read without blocking), then
-/// the requests for the next poll. One wake-up per poll, and no waiting on the slowest
-/// companion; the figures are one interval old when read (a companion answers in well
-/// under a millisecond, see the README's costs).
+/// One poll. A companion subscribed to (every one of this version) pushes its figures each
+/// interval on its own timer, so a poll only reads what is waiting, without blocking: one
+/// `recv` per companion, no request to write and no wake-up of the training process by us.
+/// Older companions are asked, pipelined: last poll's replies are read, then the next
+/// requests go out. The figures are at most one interval old when read. `prev` is the last
+/// poll's state: a companion whose push has not arrived yet keeps its last figures.
 fn poll_once(
     dirs: &[PathBuf],
     listing: &mut Listing,
     conns: &mut HashMap<u32, Conn>,
+    prev: &mut WatchState,
+    interval: Duration,
 ) -> WatchState {
     let seen = listing.sockets(dirs);
     conns.retain(|pid, c| seen.get(pid) == Some(&c.path));
     let mut out = WatchState::default();
     let mut failed: Vec<u32> = Vec::new();
-    for (pid, c) in conns.iter_mut().filter(|(_, c)| c.asked) {
-        c.asked = false;
-        match c.client.read_facts() {
-            Ok(f) => {
-                out.facts.insert(*pid, f);
-            }
-            Err(e) => {
-                out.refused.insert(*pid, e.to_string());
-                failed.push(*pid);
-            }
-        }
-    }
     for (pid, path) in seen {
-        if failed.contains(&pid) {
-            continue;
-        }
         let c = match conns.entry(pid) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => {
-                match Client::connect_at(&path, pid, None, DEFAULT_TIMEOUT) {
-                    Ok(client) => v.insert(Conn {
-                        path,
-                        client,
-                        asked: false,
-                    }),
+                let opened =
+                    Client::connect_at(&path, pid, None, DEFAULT_TIMEOUT).and_then(|mut client| {
+                        let feed = if client.subscribe(interval)? {
+                            Feed::Pushed { quiet: 0 }
+                        } else {
+                            Feed::Asked { asked: false }
+                        };
+                        Ok((client, feed))
+                    });
+                match opened {
+                    Ok((client, feed)) => v.insert(Conn { path, client, feed }),
                     Err(e) => {
                         out.refused.insert(pid, e.to_string());
                         listing.stale = true;
@@ -161,10 +196,42 @@ fn poll_once(
                 }
             }
         };
-        match c.client.ask_facts() {
-            Ok(()) => c.asked = true,
+        let got = match &mut c.feed {
+            Feed::Pushed { quiet } => match c.client.read_pushed() {
+                Ok(Some(f)) => {
+                    *quiet = 0;
+                    Ok(Some(f))
+                }
+                Ok(None) if *quiet < QUIET_POLLS => {
+                    *quiet += 1;
+                    Ok(prev.facts.remove(&pid))
+                }
+                Ok(None) => Err(format!(
+                    "the companion sent no figures for {QUIET_POLLS} polls"
+                )),
+                Err(e) => Err(e.to_string()),
+            },
+            Feed::Asked { asked } => {
+                let read = if std::mem::take(asked) {
+                    c.client.read_facts().map(Some)
+                } else {
+                    Ok(None)
+                };
+                read.and_then(|f| {
+                    c.client.ask_facts()?;
+                    *asked = true;
+                    Ok(f)
+                })
+                .map_err(|e| e.to_string())
+            }
+        };
+        match got {
+            Ok(Some(f)) => {
+                out.facts.insert(pid, f);
+            }
+            Ok(None) => {}
             Err(e) => {
-                out.refused.insert(pid, e.to_string());
+                out.refused.insert(pid, e);
                 failed.push(pid);
             }
         }
@@ -195,6 +262,7 @@ impl Watch {
             .spawn(move || {
                 let mut conns = HashMap::new();
                 let mut listing = Listing::default();
+                let mut prev = WatchState::default();
                 let mut found: Vec<PathBuf> = Vec::new();
                 let mut since_scan = u32::MAX;
                 while !sp.load(Ordering::Relaxed) {
@@ -211,12 +279,15 @@ impl Watch {
                     } else {
                         &dirs
                     };
-                    let mut fresh = poll_once(scan, &mut listing, &mut conns);
+                    let mut fresh = poll_once(scan, &mut listing, &mut conns, &mut prev, interval);
                     if let Ok(mut s) = st.lock() {
                         fresh.polls = s.polls + 1;
                         fresh.asked = s.asked + (fresh.facts.len() + fresh.refused.len()) as u64;
                         fresh.cpu_us = thread_cpu_us();
-                        *s = fresh;
+                        // The state just replaced is kept for the next poll (figures of a
+                        // companion whose push is late); no copy of the map.
+                        std::mem::swap(&mut *s, &mut fresh);
+                        prev = fresh;
                     }
                     std::thread::park_timeout(interval);
                 }

@@ -3,11 +3,13 @@
 import atexit
 import json
 import os
+import select
 import socket
 import stat
 import struct
 import sys
 import threading
+import time
 
 __version__ = "0.1.0"
 PROTOCOL_VERSION = 1
@@ -18,8 +20,12 @@ MAX_REQUEST = 64 * 1024
 MAX_SEGMENTS = 4096
 #: Connections served at once; more get a "busy" reply.
 MAX_CONNECTIONS = 8
-#: A connection with no request for this long is closed.
+#: A connection with no request for this long is closed (and a subscriber that reads nothing
+#: for this long loses its subscription).
 IDLE_TIMEOUT_S = 60.0
+#: Shortest and longest interval of a subscription's pushed figures.
+MIN_PUSH_MS = 200
+MAX_PUSH_MS = 60_000
 
 _lock = threading.Lock()
 _state = {"sock": None, "path": None, "pid": None, "thread": None}
@@ -330,8 +336,20 @@ def cmd_segments(_req):
     }
 
 
+def cmd_subscribe(req):
+    """The connection turns into a feed: the figures of ``stats`` are sent every
+    ``interval_ms`` (first at once) until the client closes it. A poller then only reads: no
+    request to write, no wake-up of this process by the app (see ``_push_loop``)."""
+    ms = req.get("interval_ms", 1000)
+    if isinstance(ms, bool) or not isinstance(ms, int):
+        return {"ok": False, "error": "interval_ms is a whole number of milliseconds"}
+    ms = min(max(ms, MIN_PUSH_MS), MAX_PUSH_MS)
+    return {"ok": True, "subscribed": True, "interval_ms": ms}
+
+
 COMMANDS = {
     "hello": cmd_hello,
+    "subscribe": cmd_subscribe,
     "stats": cmd_stats,
     "release_cache": cmd_release_cache,
     "summary": cmd_summary,
@@ -351,6 +369,10 @@ def handle_line(line):
     fn = COMMANDS.get(req["cmd"])
     if fn is None:
         return {"ok": False, "error": f"unknown cmd {req['cmd']!r}", "commands": sorted(COMMANDS)}
+    return _call(fn, req)
+
+
+def _call(fn, req):
     try:
         return fn(req)
     except Exception as e:  # the job must never die of a request
@@ -431,7 +453,11 @@ def _serve_conn(conn):
                 _send(conn, {"ok": False, "error": f"request longer than {MAX_REQUEST} bytes"})
                 return
             if line.strip():
-                _send(conn, handle_line(line))
+                reply = handle_line(line)
+                _send(conn, reply)
+                if reply.get("subscribed"):
+                    _push_loop(conn, reply["interval_ms"] / 1000.0)
+                    return
     except Exception:  # a broken connection (or a bug here) never reaches the job
         pass
     finally:
@@ -439,6 +465,25 @@ def _serve_conn(conn):
             conn.close()
         finally:
             _slots.release()
+
+
+def _push_loop(conn, interval):
+    """A subscription: ``stats`` every ``interval`` seconds on this connection's own thread,
+    woken by its own timer. Anything the client sends is read and dropped; the loop ends when
+    the client closes the connection, or when a push cannot be written for IDLE_TIMEOUT_S (a
+    client that stopped reading: the kernel's socket buffer bounds what waits for it)."""
+    due = time.monotonic()
+    while True:
+        now = time.monotonic()
+        if now >= due:
+            _send(conn, _call(cmd_stats, {}))
+            due += interval
+            if due <= now:  # late (a long GIL hold in the job): no burst to catch up
+                due = now + interval
+            continue
+        readable, _, _ = select.select([conn], [], [], due - now)
+        if readable and not conn.recv(4096):
+            return
 
 
 def _accept_loop(sock):
