@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 PROTOCOL_VERSION = 1
 
 #: Longest request line accepted; a longer one gets an error reply and the connection closes.
