@@ -30,6 +30,17 @@ impl Units {
         }
     }
 
+    /// The one unit for a set of sizes shown together (a card, a table column), so they never
+    /// mix MiB and GiB: Auto becomes GiB when the largest is 10 GiB or more, else MiB; a
+    /// fixed choice stays.
+    pub fn for_largest(self, largest_bytes: u64) -> Units {
+        match self {
+            Units::Auto if largest_bytes >= 10 * GIB => Units::GiB,
+            Units::Auto => Units::MiB,
+            fixed => fixed,
+        }
+    }
+
     /// `bytes` as text with its unit, e.g. "38.0 GiB" or "812 MiB".
     pub fn bytes(self, bytes: u64) -> String {
         let gib = match self {
@@ -129,6 +140,11 @@ mod tests {
     fn units_switch_at_ten_gib() {
         assert_eq!(Units::Auto.bytes(812 * MIB), "812 MiB");
         assert_eq!(Units::Auto.bytes(38 * GIB), "38.0 GiB");
+        // One unit for a set: the largest decides.
+        let card = Units::Auto.for_largest(140 * GIB);
+        assert_eq!(card.bytes(616 * MIB), "0.6 GiB");
+        assert_eq!(Units::Auto.for_largest(9 * GIB).bytes(9 * GIB), "9216 MiB");
+        assert_eq!(Units::MiB.for_largest(140 * GIB), Units::MiB);
         assert_eq!(Units::MiB.bytes(38 * GIB), "38912 MiB");
         assert_eq!(Units::GiB.bytes(512 * MIB), "0.5 GiB");
         assert_eq!(Units::Auto.delta(-60 * MIB as i64), "−60 MiB");

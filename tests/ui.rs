@@ -99,6 +99,15 @@ fn shows_every_gpu_and_every_process() {
     }
     h.get_by_label("5 shown");
     h.get_by_label_contains("DEMO");
+    // Auto units: one unit per column and per card, never MiB beside GiB. The 38 GiB trainer
+    // puts the whole memory column in GiB (the 8 GiB eval job reads 8.0 GiB, not 8192 MiB);
+    // the H200's card shows its 616 MiB reserve in GiB too. Simulated processes have scripted
+    // CPU and host memory.
+    h.get_by_label("8.0 GiB");
+    assert!(h.query_by_label("8192 MiB").is_none());
+    h.get_by_label("0.6 GiB");
+    assert!(h.query_by_label("616 MiB").is_none());
+    h.get_by_label("6400 MiB"); // the trainer's scripted RSS: 1.5 GiB + an eighth of its 38 GiB
 }
 
 #[test]

@@ -421,10 +421,19 @@ impl SimSource {
                 } else {
                     crate::model::Origin::Live
                 },
-                info,
                 stale: false,
-                cpu_pct: None,
-                rss_bytes: None,
+                // Scripted host figures: a job that keeps its GPU busy feeds it from about
+                // one core; its host memory is a base plus a share of its GPU memory.
+                cpu_pct: info.is_some().then(|| {
+                    let base = if p.busy_pct == 0 {
+                        0.4
+                    } else {
+                        18.0 + 0.9 * p.busy_pct as f32
+                    };
+                    (base + jitter(now_ms / 1000, u64::from(p.pid) + 7, 4) as f32).max(0.1)
+                }),
+                rss_bytes: info.is_some().then(|| (1536 + mib / 8) * MIB),
+                info,
                 torch: self.torch.get(&p.pid).map(|t| {
                     let reserved = mib * MIB;
                     crate::model::TorchMem {

@@ -511,6 +511,9 @@ fn hover_table(
     units: Units,
 ) {
     ui.label(egui::RichText::new(format::clock((x * 1000.0) as i64)).strong());
+    // One unit for the whole list (Auto: from the GPU's size).
+    let largest = limit_mib.unwrap_or(0.0).max(0.0) * crate::model::MIB as f64;
+    let units = units.for_largest(largest as u64);
     let mut rows: Vec<(&GraphLine, f64)> = lines
         .iter()
         .filter(|l| l.kind != LineKind::Total)
@@ -675,9 +678,9 @@ pub fn device_graph(
         );
     });
     let (from, to) = cache.free_range.unwrap_or_else(|| {
-        // A preset longer than the history held shows what is held (at least a minute), so a
-        // fresh start is not a sliver at the right edge.
-        let held = (live_edge - first).max(60_000);
+        // A preset longer than the history held shows what is held (at least 10 s), so a
+        // fresh start fills the width instead of being a sliver at the right edge.
+        let held = (live_edge - first).max(10_000);
         let span = state.window.ms().map_or(held, |w| w.min(held)).max(1000);
         (live_edge - span, live_edge)
     });

@@ -33,6 +33,8 @@ pub const COMPACT_ABOVE: usize = 3;
 fn compact(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
     ui.label(RichText::new(format!("{} GPUs", snap.devices.len())).strong());
     for d in &snap.devices {
+        // One unit for the whole card (Auto: from the GPU's size), never MiB beside GiB.
+        let units = units.for_largest(d.memory_total_bytes.unwrap_or(0));
         let is_sel = *selected == d.index;
         let total = d.memory_total_bytes.unwrap_or(0);
         let used = d.memory_used_bytes.unwrap_or(0);
@@ -110,6 +112,8 @@ pub fn cards(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
         return;
     }
     for d in &snap.devices {
+        // One unit for the whole card (Auto: from the GPU's size), never MiB beside GiB.
+        let units = units.for_largest(d.memory_total_bytes.unwrap_or(0));
         let is_sel = *selected == d.index;
         let frame = egui::Frame::group(ui.style())
             .inner_margin(egui::Margin::same(10))

@@ -379,6 +379,21 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
     let any_container = rows
         .iter()
         .any(|r| r.container_id.is_some() || r.pod.is_some());
+    // One unit per column (Auto: the column's largest value decides), so a column never
+    // mixes MiB and GiB.
+    let mem_units = t
+        .units
+        .for_largest(rows.iter().filter_map(|r| r.used_bytes).max().unwrap_or(0));
+    let delta_units = t.units.for_largest(
+        rows.iter()
+            .filter_map(|r| r.delta_1m_bytes)
+            .map(i64::unsigned_abs)
+            .max()
+            .unwrap_or(0),
+    );
+    let rss_units = t
+        .units
+        .for_largest(rows.iter().filter_map(|r| r.rss_bytes).max().unwrap_or(0));
     let visible: Vec<(SortColumn, &str)> = SortColumn::ALL
         .into_iter()
         .filter(|(c, _)| !t.hidden.contains(c))
@@ -529,14 +544,14 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                             }
                             SortColumn::Memory => {
                                 ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                                    ui.add(egui::Label::new(weak(format::opt_bytes(t.units, r.used_bytes))).selectable(false));
+                                    ui.add(egui::Label::new(weak(format::opt_bytes(mem_units, r.used_bytes))).selectable(false));
                                 });
                             }
                             SortColumn::Delta => {
                                 ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
                                     // An exited process has no change to show.
                                     let d = r.delta_1m_bytes.filter(|_| !exited);
-                                    ui.add(egui::Label::new(weak(d.map_or("—".into(), |d| t.units.delta(d)))).selectable(false));
+                                    ui.add(egui::Label::new(weak(d.map_or("—".into(), |d| delta_units.delta(d)))).selectable(false));
                                 });
                             }
                             SortColumn::Age => {
@@ -570,7 +585,7 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                             SortColumn::Rss => {
                                 ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
                                     let m = r.rss_bytes.filter(|_| !exited);
-                                    ui.add(egui::Label::new(weak(format::opt_bytes(t.units, m))).selectable(false));
+                                    ui.add(egui::Label::new(weak(format::opt_bytes(rss_units, m))).selectable(false));
                                 });
                             }
                             SortColumn::GpuUtil => {
