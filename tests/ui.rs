@@ -257,6 +257,30 @@ fn creates_a_rule_in_the_settings_window_and_saves_it() {
     h.get_by_label("Test this rule").click();
     h.run();
     h.get_by_label("It matches nothing right now.");
+    // The protected names: typed after a comma, a new name is added (the comma stays while
+    // typing), and the whole list shows.
+    let protected = "Protected names (never acted on; comma-separated)";
+    h.get_by_role_and_label(egui::accesskit::Role::MultilineTextInput, protected)
+        .scroll_to_me();
+    h.run();
+    h.get_by_role_and_label(egui::accesskit::Role::MultilineTextInput, protected)
+        .click();
+    h.run();
+    h.key_press(egui::Key::End);
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::End);
+    h.run();
+    for part in [",", " ", "my", "-daemon"] {
+        h.get_by_role_and_label(egui::accesskit::Role::MultilineTextInput, protected)
+            .type_text(part);
+        h.run();
+    }
+    let names = &h.state().settings_ui.draft.cleanup.protected;
+    assert_eq!(
+        names.last().map(String::as_str),
+        Some("my-daemon"),
+        "{names:?}"
+    );
+    assert!(names.iter().any(|n| n == "Xorg"), "{names:?}");
     eprintln!(
         "save rect {:?} test rect {:?}",
         h.get_by_label("Save").rect(),

@@ -39,6 +39,9 @@ pub struct SettingsUi {
     pub tested: Option<(usize, Vec<TestedTarget>)>,
     /// Last save result, and whether it failed.
     pub message: Option<(String, bool)>,
+    /// The protected-names text while it is being typed (a trailing comma or space stays
+    /// until the next name is typed); None when the field is not being edited.
+    protected_text: Option<String>,
 }
 
 impl Default for SettingsUi {
@@ -50,6 +53,7 @@ impl Default for SettingsUi {
             editing: None,
             tested: None,
             message: None,
+            protected_text: None,
         }
     }
 }
@@ -354,24 +358,32 @@ impl SettingsUi {
     fn rules(&mut self, ui: &mut Ui, live: &Monitor) {
         let c = &mut self.draft.cleanup;
         ui.checkbox(&mut c.dry_run, "Global dry run: no rule signals anything, the Activity pane says what would have happened");
-        ui.horizontal(|ui| {
-            ui.label("Protected names");
-            let mut text = c.protected.join(", ");
-            if ui
-                .add(
-                    egui::TextEdit::singleline(&mut text)
-                        .desired_width(ui.available_width().max(200.0))
-                        .hint_text("comma-separated process names"),
-                )
-                .changed()
-            {
-                c.protected = text
-                    .split(',')
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .collect();
-            }
-        });
+        let label = ui.label("Protected names (never acted on; comma-separated)");
+        // Wrapped over as many lines as the list needs, so no name is hidden. While the field
+        // has the focus its own text is kept, so a comma typed before the next name stays.
+        let mut text = self
+            .protected_text
+            .take()
+            .unwrap_or_else(|| c.protected.join(", "));
+        let resp = ui
+            .add(
+                egui::TextEdit::multiline(&mut text)
+                    .desired_rows(1)
+                    .desired_width(ui.available_width().max(200.0))
+                    .hint_text("comma-separated process names")
+                    .return_key(None),
+            )
+            .labelled_by(label.id);
+        if resp.changed() {
+            c.protected = text
+                .split([',', '\n'])
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect();
+        }
+        if resp.has_focus() {
+            self.protected_text = Some(text);
+        }
         ui.separator();
         let mut op: Option<(usize, &str)> = None;
         egui::Grid::new("rules-list")
@@ -402,17 +414,18 @@ impl SettingsUi {
                         }
                     });
                     ui.horizontal(|ui| {
-                        for (label, what) in [
-                            ("▲", "up"),
-                            ("▼", "down"),
-                            ("Duplicate", "dup"),
-                            ("Delete", "del"),
+                        // One font for the row's buttons (the rule's name beside them too).
+                        for (label, what, hover) in [
+                            ("▲", "up", "Move this rule up (rules are checked in order)"),
+                            ("▼", "down", "Move this rule down"),
+                            ("Duplicate", "dup", "Add a copy of this rule below it"),
+                            (
+                                "Delete",
+                                "del",
+                                "Remove this rule (Save to keep the change)",
+                            ),
                         ] {
-                            if ui
-                                .small_button(RichText::new(label).monospace())
-                                .on_hover_text(what)
-                                .clicked()
-                            {
+                            if ui.button(label).on_hover_text(hover).clicked() {
                                 op = Some((i, what));
                             }
                         }
