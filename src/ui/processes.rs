@@ -407,7 +407,9 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                 .id_salt("process-table")
                 .striped(true)
                 .resizable(true)
-                .sense(egui::Sense::click())
+                // Rows answer clicks but are not Tab stops (a stop per cell made Tab walk
+                // every cell of every row); the keyboard moves the selection with ↑/↓.
+                .sense(egui::Sense::CLICK)
                 .auto_shrink([false, false])
                 .cell_layout(egui::Layout::left_to_right(egui::Align::Center))
                 .column(egui_extras::Column::exact(12.0));

@@ -416,8 +416,8 @@ impl SettingsUi {
                     ui.horizontal(|ui| {
                         // One font for the row's buttons (the rule's name beside them too).
                         for (label, what, hover) in [
-                            ("▲", "up", "Move this rule up (rules are checked in order)"),
-                            ("▼", "down", "Move this rule down"),
+                            ("Up", "up", "Move this rule up (rules are checked in order)"),
+                            ("Down", "down", "Move this rule down"),
                             ("Duplicate", "dup", "Add a copy of this rule below it"),
                             (
                                 "Delete",
