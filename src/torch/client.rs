@@ -359,35 +359,25 @@ impl Client {
                     detail: format!("reply longer than {MAX_REPLY} bytes"),
                 });
             }
-            if self.scratch.is_empty() {
-                self.scratch = vec![0u8; 64 << 10];
-            }
             // First without waiting: the reply is usually there already.
-            // SAFETY: the fd is valid for the borrow; scratch is a writable buffer of its length.
-            let n = unsafe {
-                libc::recv(
-                    self.stream.as_raw_fd(),
-                    self.scratch.as_mut_ptr().cast(),
-                    self.scratch.len(),
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            let n = if n >= 0 {
-                n as usize
-            } else {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::WouldBlock && e.kind() != io::ErrorKind::Interrupted {
-                    return Err(map_io(e));
+            let n = match self.recv_now() {
+                Ok(n) => n,
+                Err(e) => {
+                    if e.kind() != io::ErrorKind::WouldBlock
+                        && e.kind() != io::ErrorKind::Interrupted
+                    {
+                        return Err(map_io(e));
+                    }
+                    let end = *deadline.get_or_insert_with(|| Instant::now() + self.timeout);
+                    let left = end.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(TorchError::Timeout(pid));
+                    }
+                    self.stream
+                        .set_read_timeout(Some(left))
+                        .map_err(|source| TorchError::Io { pid, source })?;
+                    self.stream.read(&mut self.scratch).map_err(map_io)?
                 }
-                let end = *deadline.get_or_insert_with(|| Instant::now() + self.timeout);
-                let left = end.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Err(TorchError::Timeout(pid));
-                }
-                self.stream
-                    .set_read_timeout(Some(left))
-                    .map_err(|source| TorchError::Io { pid, source })?;
-                self.stream.read(&mut self.scratch).map_err(map_io)?
             };
             if n == 0 {
                 return Err(TorchError::Protocol {
@@ -397,6 +387,25 @@ impl Client {
             }
             self.buf.extend_from_slice(&self.scratch[..n]);
         }
+    }
+
+    /// One `recv` that does not wait, into the read buffer (allocated on first use): the
+    /// bytes read (0: the companion closed the connection), or the error (`WouldBlock` when
+    /// nothing is waiting).
+    fn recv_now(&mut self) -> io::Result<usize> {
+        if self.scratch.is_empty() {
+            self.scratch = vec![0u8; 64 << 10];
+        }
+        // SAFETY: the fd is valid for the borrow; scratch is a writable buffer of its length.
+        let n = unsafe {
+            libc::recv(
+                self.stream.as_raw_fd(),
+                self.scratch.as_mut_ptr().cast(),
+                self.scratch.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        usize::try_from(n).map_err(|_| io::Error::last_os_error())
     }
 
     /// Reads one reply line within the timeout; `"ok": false` becomes an error.
@@ -505,41 +514,27 @@ impl Client {
     /// The companion closed the connection, I/O, or a bad reply.
     pub fn read_pushed(&mut self) -> Result<Option<TorchFacts>, TorchError> {
         let pid = self.pid;
-        if self.scratch.is_empty() {
-            self.scratch = vec![0u8; 64 << 10];
-        }
         loop {
-            // SAFETY: the fd is valid for the borrow; scratch is a writable buffer of its length.
-            let n = unsafe {
-                libc::recv(
-                    self.stream.as_raw_fd(),
-                    self.scratch.as_mut_ptr().cast(),
-                    self.scratch.len(),
-                    libc::MSG_DONTWAIT,
-                )
+            let n = match self.recv_now() {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(TorchError::Io { pid, source: e }),
             };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                match e.kind() {
-                    io::ErrorKind::WouldBlock => break,
-                    io::ErrorKind::Interrupted => continue,
-                    _ => return Err(TorchError::Io { pid, source: e }),
-                }
-            }
             if n == 0 {
                 return Err(TorchError::Protocol {
                     pid,
                     detail: "the companion closed the connection".into(),
                 });
             }
-            self.buf.extend_from_slice(&self.scratch[..n as usize]);
+            self.buf.extend_from_slice(&self.scratch[..n]);
             if self.buf.len() > MAX_REPLY {
                 return Err(TorchError::Protocol {
                     pid,
                     detail: format!("reply longer than {MAX_REPLY} bytes"),
                 });
             }
-            if (n as usize) < self.scratch.len() {
+            if n < self.scratch.len() {
                 break; // all there was
             }
         }
