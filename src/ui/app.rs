@@ -1479,9 +1479,39 @@ fn empty_state(ui: &mut Ui, m: &Monitor, start_demo: &mut bool, retry: &mut bool
     });
 }
 
+/// A ring around the widget that has the keyboard focus, above every layer (menus too). egui
+/// marks a focused button only with its pressed fill, which is faint in a menu; a ring in the
+/// strong text colour is seen at once and is not the selection's blue. Text fields show
+/// their own cursor and border, so they get none. The mouse does not move the focus (egui
+/// focuses only on Tab, the arrows, or a field clicked), so the ring follows the keyboard.
+fn paint_focus_ring(ctx: &egui::Context) {
+    if ctx.text_edit_focused() {
+        return;
+    }
+    let Some(rect) = ctx
+        .memory(|m| m.focused())
+        .and_then(|id| ctx.read_response(id))
+        .map(|r| r.rect)
+    else {
+        return;
+    };
+    let color = ctx.global_style().visuals.strong_text_color();
+    ctx.layer_painter(egui::LayerId::new(
+        egui::Order::Tooltip,
+        egui::Id::unique("vramwarden-focus-ring"),
+    ))
+    .rect_stroke(
+        rect.expand(2.0),
+        3.0,
+        egui::Stroke::new(1.5, color),
+        egui::StrokeKind::Outside,
+    );
+}
+
 impl eframe::App for VramApp {
     fn ui(&mut self, ui: &mut Ui, _frame: &mut eframe::Frame) {
         self.draw(ui);
+        paint_focus_ring(ui.ctx());
     }
 
     fn save(&mut self, storage: &mut dyn eframe::Storage) {

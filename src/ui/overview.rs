@@ -282,14 +282,7 @@ fn clickable_card(
             format!("Show GPU {gpu} in the graph"),
         )
     });
-    if resp.has_focus() {
-        // Inside the frame and in the text colour: not the selected card's outline.
-        ui.painter().rect_stroke(
-            resp.rect.shrink(3.0),
-            3.0,
-            egui::Stroke::new(1.5, ui.visuals().strong_text_color()),
-            egui::StrokeKind::Inside,
-        );
-    }
+    // Its keyboard focus is shown by the window's focus ring (app.rs), outside the frame and
+    // in the text colour: never mistaken for the selected card's blue outline.
     resp
 }
