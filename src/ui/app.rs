@@ -78,6 +78,8 @@ const FILTER_SHORTCUT: egui::KeyboardShortcut =
 /// The eframe application.
 pub struct VramApp {
     backend: Backend,
+    /// Zooms out while the window is under the size the panes need.
+    fit_zoom: super::fit_zoom::FitZoom,
     /// Persisted UI choices.
     pub state: UiState,
     /// GPU whose graph is shown.
@@ -157,6 +159,7 @@ impl VramApp {
     /// The app over `backend` with the given UI state (tests, benchmarks).
     pub fn with_backend(backend: Backend, state: UiState) -> Self {
         Self {
+            fit_zoom: super::fit_zoom::FitZoom::default(),
             backend,
             state,
             selected_gpu: 0,
@@ -1510,6 +1513,7 @@ fn paint_focus_ring(ctx: &egui::Context) {
 
 impl eframe::App for VramApp {
     fn ui(&mut self, ui: &mut Ui, _frame: &mut eframe::Frame) {
+        self.fit_zoom.update(ui.ctx());
         self.draw(ui);
         paint_focus_ring(ui.ctx());
     }

@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod connect;
+pub mod fit_zoom;
 pub mod graph;
 pub mod leaks;
 pub mod overview;
@@ -470,7 +471,7 @@ pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
         .with_title("vramwarden")
         .with_app_id("io.github.vramwarden.VramWarden")
         .with_inner_size([1400.0, 860.0])
-        .with_min_inner_size([800.0, 500.0]);
+        .with_min_inner_size(fit_zoom::MIN_POINTS);
     if let Ok(icon) = eframe::icon_data::from_png_bytes(include_bytes!("../../assets/icon-256.png"))
     {
         viewport = viewport.with_icon(icon);
