@@ -24,6 +24,8 @@ pub fn pane(
     leak: Option<super::leaks::LeakBadge>,
     request: Option<&mut Option<crate::rules::Action>>,
 ) -> bool {
+    // One unit for the pane's sizes (Auto: from the process's peak).
+    let units = units.for_largest(row.peak_bytes);
     let mut open = true;
     ui.horizontal(|ui| {
         widgets::color_swatch(

@@ -18,6 +18,8 @@ pub const IDLE_ADVICE_MS: UnixMs = 10 * 60_000;
 
 /// The small "PyTorch" badge after a process's name, its figures on hover.
 pub fn badge(ui: &mut Ui, t: &TorchMem, units: Units) {
+    // One unit for all of this process's figures (Auto: from what the allocator holds).
+    let units = units.for_largest(t.reserved_bytes);
     let text = RichText::new("PyTorch")
         .small()
         .color(widgets::TORCH_RESERVED);
@@ -58,6 +60,8 @@ pub struct Context {
 
 /// The playbook's hints that apply to `t` (pure; the pane draws them).
 pub fn advice(t: &TorchMem, cx: &Context, units: Units) -> Vec<Advice> {
+    // One unit for all of this process's figures (Auto: from what the allocator holds).
+    let units = units.for_largest(t.reserved_bytes);
     let mut out = Vec::new();
     let cache = t.releasable_bytes();
     if cache >= RELEASE_ADVICE_BYTES && cache >= t.reserved_bytes / 4 {
@@ -121,6 +125,8 @@ pub fn advice(t: &TorchMem, cx: &Context, units: Units) -> Vec<Advice> {
 /// tensors, free space in split blocks, releasable cache, and what lies outside the allocator
 /// (the CUDA context, other libraries).
 pub fn strip(ui: &mut Ui, t: &TorchMem, driver_bytes: Option<u64>, units: Units) {
+    // One unit for all of this process's figures (Auto: from what the allocator holds).
+    let units = units.for_largest(t.reserved_bytes);
     let height = 16.0;
     let (rect, resp) =
         ui.allocate_exact_size(egui::vec2(ui.available_width(), height), Sense::hover());
@@ -198,6 +204,7 @@ pub fn section(
     rising: bool,
     request: Option<&mut Option<crate::rules::Action>>,
 ) {
+    let units = units.for_largest(t.reserved_bytes);
     ui.separator();
     ui.horizontal(|ui| {
         badge(ui, t, units);
