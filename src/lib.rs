@@ -25,13 +25,14 @@ identity (pid + start time) and policy right before acting.
 
 # Where to add things
 - **A GPU source**: implement [`source::GpuSource`] (see [`source::sim`] for a pure one) and
-  offer it in [`cli::source_factory`].
+  offer it in [`sampler::source_factory`].
 - **An action**: a variant of [`rules::Action`], its policy and transport in
   [`rules::action`] (identity is checked there for every kind).
 - **A pane**: a module under `ui/` drawing from [`monitor::Monitor`] and returning what the user
   asked for; the app turns that into an [`engine::EngineCommand`].
 - **A front end**: read a [`sampler::SharedMonitor`] filled by a [`link::EngineLink`], send
   commands through the link (see [`agent`] for a headless one).
+- **A command-line command**: its clap definition in [`cli::args`], its runner in [`cli`].
 */
 
 #![warn(missing_docs)]

@@ -217,3 +217,33 @@ impl Drop for SamplerHandle {
         self.stop.take();
     }
 }
+
+/// The source factory for `--demo` (the simulated GPUs) or the NVIDIA driver: what the window,
+/// the agent and the headless commands sample.
+pub fn source_factory(demo: bool) -> SourceFactory {
+    // `VRAMWARDEN_DEMO_FLEET=8x200`: the demo as a server of 8 GPUs and 200 processes (for
+    // trying the window and the agent at that size).
+    let fleet = std::env::var("VRAMWARDEN_DEMO_FLEET").ok().and_then(|v| {
+        let (g, p) = v.split_once('x')?;
+        let (g, p) = (g.trim().parse::<u32>().ok()?, p.trim().parse::<u32>().ok()?);
+        ((1..=64).contains(&g) && p <= 10_000).then_some((g, p))
+    });
+    if let (true, Some((gpus, procs))) = (demo, fleet) {
+        Box::new(move || {
+            Ok(
+                Box::new(crate::source::sim::SimSource::fleet(now_ms(), gpus, procs))
+                    as Box<dyn crate::source::GpuSource>,
+            )
+        })
+    } else if demo {
+        Box::new(|| {
+            Ok(Box::new(crate::source::sim::SimSource::demo(now_ms()))
+                as Box<dyn crate::source::GpuSource>)
+        })
+    } else {
+        Box::new(|| {
+            crate::source::nvml::NvmlSource::new()
+                .map(|s| Box::new(s) as Box<dyn crate::source::GpuSource>)
+        })
+    }
+}

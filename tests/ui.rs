@@ -987,7 +987,7 @@ fn no_frame_is_asked_for_without_new_data() {
         .with_max_steps(8)
         .build_eframe(|cc| {
             let backend = Backend::start(
-                vramwarden::cli::source_factory(true),
+                vramwarden::sampler::source_factory(true),
                 true,
                 Duration::from_millis(1000),
                 100,

@@ -184,7 +184,7 @@ fn several_hosts_stay_attached_and_keep_their_history_while_another_is_shown() {
     };
     let ctx = egui::Context::default();
     let backend = Backend::start(
-        vramwarden::cli::source_factory(true),
+        vramwarden::sampler::source_factory(true),
         true,
         Duration::from_millis(200),
         1000,

@@ -225,7 +225,11 @@ pub fn run(opts: AgentOptions) -> Result<(), CliError> {
         signal_hook::flag::register(sig, signalled.clone())?;
         signal_hook::low_level::pipe::register(sig, wake_tx.try_clone()?)?;
     }
-    let agent = start(&opts, crate::cli::source_factory(opts.demo), Some(wake_tx))?;
+    let agent = start(
+        &opts,
+        crate::sampler::source_factory(opts.demo),
+        Some(wake_tx),
+    )?;
     let shared = agent.state.shared.clone();
     let mut byte = [0u8; 16];
     let mut ready = false;

@@ -704,7 +704,8 @@ impl VramApp {
     /// Starts this computer's source over (the demo when `demo`), history cleared.
     fn restart_local(&mut self, demo: bool) {
         self.view = None;
-        self.backend.restart(crate::cli::source_factory(demo), demo);
+        self.backend
+            .restart(crate::sampler::source_factory(demo), demo);
         self.selected = None;
     }
 

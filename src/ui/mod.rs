@@ -494,7 +494,7 @@ pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
                 crate::engine::RecordTo::Off
             };
             let backend = Backend::start_with(
-                crate::cli::source_factory(opts.demo),
+                crate::sampler::source_factory(opts.demo),
                 opts.demo,
                 opts.interval,
                 opts.history_ticks,

@@ -1,0 +1,251 @@
+//! The command line's definitions (clap): the commands, their options and the parsers of
+//! their values. What each command does is in the parent module's runners.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::session::csv_export::Table;
+use crate::snapshot_out::CsvTable;
+
+/// Watch and manage NVIDIA GPU memory.
+#[derive(Debug, Parser)]
+#[command(
+    name = "vramwarden",
+    version,
+    about,
+    after_help = "Exit codes: 0 ok, 1 error, 2 usage, 3 no NVIDIA driver (try --demo)."
+)]
+pub struct Cli {
+    /// Use the built-in simulated GPUs instead of the NVIDIA driver.
+    #[arg(long, global = true)]
+    pub demo: bool,
+    /// Sampling interval (e.g. 1s, 500ms; default: the settings, else 1s).
+    #[arg(long, global = true, value_parser = parse_interval)]
+    pub interval: Option<Duration>,
+    /// How much history to keep in memory (e.g. 24h; default: the settings, else 24h).
+    #[arg(long, value_parser = parse_history)]
+    pub history: Option<Duration>,
+    /// The settings file (default: the platform config folder, or $VRAMWARDEN_CONFIG).
+    #[arg(long, global = true)]
+    pub config: Option<PathBuf>,
+    /// Do not record a session log while the window runs.
+    #[arg(long)]
+    pub no_record: bool,
+    /// A session log to open in the window.
+    pub session: Option<PathBuf>,
+    /// A headless command; none opens the window.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Headless commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print one sample of every GPU and process, then exit.
+    Snapshot {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Json)]
+        format: Format,
+        /// For CSV: which table to print (processes: one row per process with its GPU's
+        /// columns; devices: one row per GPU; both: the two tables, a blank line between).
+        #[arg(long, value_enum, default_value_t = CsvTable::Processes)]
+        table: CsvTable,
+    },
+    /// Record a session log without a window, until the duration ends or Ctrl-C / SIGTERM.
+    Record {
+        /// Stop after this long (simulated time with --speed); default: until interrupted.
+        #[arg(long, value_parser = parse_record_duration)]
+        duration: Option<Duration>,
+        /// The session file (default: a new file in the sessions folder).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// With --demo: N × real time, or `max` for as fast as the CPU allows.
+        #[arg(long, default_value = "1", value_parser = parse_speed)]
+        speed: Speed,
+    },
+    /// Convert a session log to CSV.
+    Export {
+        /// The session log.
+        session: PathBuf,
+        /// Output CSV file, or `-` for standard output (with --table). Without --table, three
+        /// files are written: OUT-devices.csv, OUT-processes.csv and OUT-events.csv.
+        #[arg(long)]
+        csv: PathBuf,
+        /// Export this table alone.
+        #[arg(long, value_enum)]
+        table: Option<Table>,
+        /// Overwrite CSV files that already exist.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Check the auto-cleanup rules of a settings file and print them in words.
+    Rules {
+        /// What to do with the rules.
+        #[command(subcommand)]
+        what: RulesCommand,
+    },
+    /// Turn logs of other tools into a session.
+    Import {
+        /// Which tool wrote the logs.
+        #[command(subcommand)]
+        what: ImportKind,
+    },
+    /// The PyTorch companion: enable/disable its hook, list companions, release a cache.
+    Torch {
+        /// What to do.
+        #[command(subcommand)]
+        what: crate::torch::cli::TorchCommand,
+    },
+    /// Print a shell completion script to standard output (e.g. `vramwarden completions bash`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) to standard output; read it with `vramwarden man | man -l -`.
+    Man,
+    /// Run the engine without a window and serve Prometheus metrics and an API over HTTP,
+    /// until SIGTERM / SIGINT (for GPU servers; see packaging/systemd).
+    Agent {
+        /// Address to listen on (loopback by default; port 0 picks a free one).
+        #[arg(long, default_value = crate::agent::DEFAULT_LISTEN)]
+        listen: std::net::SocketAddr,
+        /// Do not record session logs.
+        #[arg(long)]
+        no_record: bool,
+        /// The API's bearer token file (created 0600 with a random token when missing;
+        /// default: agent.token beside the settings file).
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        /// Most per-process series in /metrics (the largest by memory; leaking ones always).
+        #[arg(long, default_value_t = crate::agent::metrics::DEFAULT_MAX_PROCESSES)]
+        max_processes: usize,
+        /// Remote commands may act on other users' processes (acting on them still needs root).
+        #[arg(long)]
+        remote_other_users: bool,
+    },
+    /// Run the sampler without a window for a while and report its own CPU use.
+    #[command(hide = true)]
+    Monitor {
+        /// How long to run.
+        #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+        duration: Duration,
+    },
+    /// Time each raw NVML call and a full snapshot (needs a GPU).
+    #[command(hide = true)]
+    BenchNvml {
+        /// Calls per measurement.
+        #[arg(long, default_value_t = 2000)]
+        iterations: u32,
+        /// Instead: each call once per this pause, as the sampler makes them (e.g. 1s), for
+        /// `--iterations` rounds; CPU time per call.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        spaced: Option<Duration>,
+    },
+}
+
+/// How fast `record --demo` runs simulated time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Speed {
+    /// N × real time.
+    Times(f64),
+    /// As fast as the CPU allows.
+    Max,
+}
+
+/// Slowest and fastest `--speed` other than `max`.
+pub const SPEED_RANGE: (f64, f64) = (0.001, 1_000_000.0);
+
+/// `max` or a number in [`SPEED_RANGE`].
+///
+/// # Errors
+/// A message for clap.
+pub fn parse_speed(s: &str) -> Result<Speed, String> {
+    if s.eq_ignore_ascii_case("max") {
+        return Ok(Speed::Max);
+    }
+    match s.parse::<f64>() {
+        Ok(v) if (SPEED_RANGE.0..=SPEED_RANGE.1).contains(&v) => Ok(Speed::Times(v)),
+        _ => Err(format!(
+            "the speed is `max` or a number from {} to {}",
+            SPEED_RANGE.0, SPEED_RANGE.1
+        )),
+    }
+}
+
+/// A history length between one minute and 31 days (the settings' limit).
+///
+/// # Errors
+/// A message for clap when the text is not a duration or is out of range.
+pub fn parse_history(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (try 24h)"))?;
+    if d < Duration::from_secs(60) || d > Duration::from_secs(31 * 86_400) {
+        return Err("the history must be between 1m and 31days".into());
+    }
+    Ok(d)
+}
+
+/// A `record --duration`: more than zero.
+///
+/// # Errors
+/// A message for clap.
+pub fn parse_record_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (try 10m)"))?;
+    if d.is_zero() {
+        return Err(
+            "the duration must be more than 0 (leave it out to record until stopped)".into(),
+        );
+    }
+    Ok(d)
+}
+
+/// `vramwarden rules …`.
+#[derive(Debug, Subcommand)]
+pub enum RulesCommand {
+    /// Validate the settings file and print each rule in words.
+    Check,
+}
+
+/// Log formats `import` reads.
+#[derive(Debug, Subcommand)]
+pub enum ImportKind {
+    /// CSV from `nvidia-smi --query-compute-apps=timestamp,gpu_uuid,pid,process_name,used_memory --format=csv -l 1`.
+    #[command(name = "nvidia-smi")]
+    NvidiaSmi {
+        /// The --query-compute-apps log.
+        #[arg(long)]
+        apps: PathBuf,
+        /// The --query-gpu log of the same time (timestamp,index,uuid,name,memory.total,memory.used,…).
+        #[arg(long)]
+        gpu: Option<PathBuf>,
+        /// The session file to write.
+        #[arg(long)]
+        out: PathBuf,
+        /// The timestamps are UTC (default: this machine's local time, as nvidia-smi writes them).
+        #[arg(long)]
+        utc: bool,
+    },
+}
+
+/// Output format of `snapshot`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// One JSON document.
+    Json,
+    /// CSV table(s).
+    Csv,
+}
+
+/// A sampling interval between 100 ms and 1 h.
+///
+/// # Errors
+/// A message for clap when the text is not a duration or is out of range.
+pub fn parse_interval(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (try 1s or 500ms)"))?;
+    if d < Duration::from_millis(100) || d > Duration::from_secs(3600) {
+        return Err("the interval must be between 100ms and 1h".into());
+    }
+    Ok(d)
+}
