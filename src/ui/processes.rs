@@ -123,10 +123,11 @@ impl SortColumn {
         (SortColumn::Memory, "GPU memory"),
         (SortColumn::GpuUtil, "GPU %"),
         (SortColumn::Delta, "Δ 1 min"),
+        // The leak badge right after the memory figures: seen without scrolling sideways.
+        (SortColumn::Status, "Status"),
         (SortColumn::Age, "Age"),
         (SortColumn::Cpu, "CPU"),
         (SortColumn::Rss, "RSS"),
-        (SortColumn::Status, "Status"),
         (SortColumn::Command, "Command line"),
     ];
 
@@ -416,9 +417,9 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
             for (c, _) in &visible {
                 b = b.column(match c {
                     SortColumn::Pid => egui_extras::Column::initial(64.0).at_least(48.0),
-                    SortColumn::Name => egui_extras::Column::initial(150.0).at_least(60.0).clip(true),
-                    SortColumn::User => egui_extras::Column::initial(90.0).at_least(40.0).clip(true),
-                    SortColumn::Container => egui_extras::Column::initial(150.0).at_least(50.0).clip(true),
+                    SortColumn::Name => egui_extras::Column::initial(130.0).at_least(60.0).clip(true),
+                    SortColumn::User => egui_extras::Column::initial(80.0).at_least(40.0).clip(true),
+                    SortColumn::Container => egui_extras::Column::initial(120.0).at_least(50.0).clip(true),
                     SortColumn::GpuUtil => egui_extras::Column::initial(56.0).at_least(40.0),
                     SortColumn::Gpu => egui_extras::Column::initial(40.0).at_least(30.0),
                     SortColumn::Memory => egui_extras::Column::initial(100.0).at_least(70.0),
@@ -426,7 +427,7 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                     SortColumn::Age => egui_extras::Column::initial(70.0).at_least(50.0),
                     SortColumn::Cpu => egui_extras::Column::initial(56.0).at_least(40.0),
                     SortColumn::Rss => egui_extras::Column::initial(84.0).at_least(50.0),
-                    SortColumn::Status => egui_extras::Column::initial(260.0).at_least(60.0).clip(true),
+                    SortColumn::Status => egui_extras::Column::initial(200.0).at_least(60.0).clip(true),
                     SortColumn::Command => egui_extras::Column::remainder().at_least(120.0).clip(true),
                 });
             }
