@@ -452,16 +452,6 @@ pub(crate) fn merge_processes(
     by_pid.into_values().collect()
 }
 
-/// CPU time the calling thread has used, in ns (`CLOCK_THREAD_CPUTIME_ID`).
-pub fn thread_cpu_ns() -> u64 {
-    // SAFETY: clock_gettime writes the timespec we pass.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 impl NvmlSource {
     /// The CPU cost of a few calls made the way the sampler makes them, once per `spacing`
     /// (a call repeated in a loop is far cheaper than the same call once a second): per
@@ -484,10 +474,10 @@ impl NvmlSource {
         for _ in 0..rounds {
             for (k, sum) in sums.iter_mut().enumerate() {
                 std::thread::sleep(spacing);
-                let t = thread_cpu_ns();
+                let t = crate::proc_usage::thread_cpu_ns();
                 if k == 4 {
                     let _ = self.sample(crate::sampler::now_ms());
-                    *sum += thread_cpu_ns().saturating_sub(t);
+                    *sum += crate::proc_usage::thread_cpu_ns().saturating_sub(t);
                     continue;
                 }
                 for i in 0..self.devices.len() as u32 {
@@ -514,7 +504,7 @@ impl NvmlSource {
                         }
                     }
                 }
-                *sum += thread_cpu_ns().saturating_sub(t);
+                *sum += crate::proc_usage::thread_cpu_ns().saturating_sub(t);
             }
         }
         let mut out: Vec<(&'static str, f64)> = names

@@ -379,14 +379,21 @@ impl Client {
                     self.stream.read(&mut self.scratch).map_err(map_io)?
                 }
             };
-            if n == 0 {
-                return Err(TorchError::Protocol {
-                    pid,
-                    detail: "the companion closed the connection".into(),
-                });
-            }
-            self.buf.extend_from_slice(&self.scratch[..n]);
+            self.keep_read(n)?;
         }
+    }
+
+    /// Appends the `n` bytes just read into the read buffer to the pending text; 0 bytes
+    /// means the companion closed the connection.
+    fn keep_read(&mut self, n: usize) -> Result<(), TorchError> {
+        if n == 0 {
+            return Err(TorchError::Protocol {
+                pid: self.pid,
+                detail: "the companion closed the connection".into(),
+            });
+        }
+        self.buf.extend_from_slice(&self.scratch[..n]);
+        Ok(())
     }
 
     /// One `recv` that does not wait, into the read buffer (allocated on first use): the
@@ -521,13 +528,7 @@ impl Client {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(TorchError::Io { pid, source: e }),
             };
-            if n == 0 {
-                return Err(TorchError::Protocol {
-                    pid,
-                    detail: "the companion closed the connection".into(),
-                });
-            }
-            self.buf.extend_from_slice(&self.scratch[..n]);
+            self.keep_read(n)?;
             if self.buf.len() > MAX_REPLY {
                 return Err(TorchError::Protocol {
                     pid,

@@ -33,17 +33,6 @@ pub struct WatchState {
     pub asked: u64,
 }
 
-/// CPU time (user + system) of the calling thread, µs.
-fn thread_cpu_us() -> u64 {
-    // SAFETY: getrusage writes into the struct we pass; RUSAGE_THREAD is Linux's.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
-        return 0;
-    }
-    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-    us(ru.ru_utime) + us(ru.ru_stime)
-}
-
 /// The poller; dropping it stops its thread.
 #[derive(Debug)]
 pub struct Watch {
@@ -283,7 +272,7 @@ impl Watch {
                     if let Ok(mut s) = st.lock() {
                         fresh.polls = s.polls + 1;
                         fresh.asked = s.asked + (fresh.facts.len() + fresh.refused.len()) as u64;
-                        fresh.cpu_us = thread_cpu_us();
+                        fresh.cpu_us = crate::proc_usage::thread_cpu_ns() / 1000;
                         // The state just replaced is kept for the next poll (figures of a
                         // companion whose push is late); no copy of the map.
                         std::mem::swap(&mut *s, &mut fresh);

@@ -382,19 +382,13 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
         .any(|r| r.container_id.is_some() || r.pod.is_some());
     // One unit per column (Auto: the column's largest value decides), so a column never
     // mixes MiB and GiB.
-    let mem_units = t
-        .units
-        .for_largest(rows.iter().filter_map(|r| r.used_bytes).max().unwrap_or(0));
-    let delta_units = t.units.for_largest(
-        rows.iter()
-            .filter_map(|r| r.delta_1m_bytes)
-            .map(i64::unsigned_abs)
-            .max()
-            .unwrap_or(0),
-    );
-    let rss_units = t
-        .units
-        .for_largest(rows.iter().filter_map(|r| r.rss_bytes).max().unwrap_or(0));
+    let column_units = |size: fn(&ProcessRow) -> Option<u64>| {
+        t.units
+            .for_largest(rows.iter().filter_map(|r| size(r)).max().unwrap_or(0))
+    };
+    let mem_units = column_units(|r| r.used_bytes);
+    let delta_units = column_units(|r| r.delta_1m_bytes.map(i64::unsigned_abs));
+    let rss_units = column_units(|r| r.rss_bytes);
     let visible: Vec<(SortColumn, &str)> = SortColumn::ALL
         .into_iter()
         .filter(|(c, _)| !t.hidden.contains(c))

@@ -16,7 +16,8 @@ pub const RELEASE_ADVICE_BYTES: u64 = 1024 * MIB;
 /// How long a process must hold memory without GPU activity before the pane calls it idle.
 pub const IDLE_ADVICE_MS: UnixMs = 10 * 60_000;
 
-/// The small "PyTorch" badge after a process's name, its figures on hover.
+/// The small "PyTorch" badge after a process's name, its figures on hover (in one unit, from
+/// what the allocator holds, when `units` is Auto).
 pub fn badge(ui: &mut Ui, t: &TorchMem, units: Units) {
     // One unit for all of this process's figures (Auto: from what the allocator holds).
     let units = units.for_largest(t.reserved_bytes);
@@ -60,8 +61,6 @@ pub struct Context {
 
 /// The playbook's hints that apply to `t` (pure; the pane draws them).
 pub fn advice(t: &TorchMem, cx: &Context, units: Units) -> Vec<Advice> {
-    // One unit for all of this process's figures (Auto: from what the allocator holds).
-    let units = units.for_largest(t.reserved_bytes);
     let mut out = Vec::new();
     let cache = t.releasable_bytes();
     if cache >= RELEASE_ADVICE_BYTES && cache >= t.reserved_bytes / 4 {
@@ -125,8 +124,6 @@ pub fn advice(t: &TorchMem, cx: &Context, units: Units) -> Vec<Advice> {
 /// tensors, free space in split blocks, releasable cache, and what lies outside the allocator
 /// (the CUDA context, other libraries).
 pub fn strip(ui: &mut Ui, t: &TorchMem, driver_bytes: Option<u64>, units: Units) {
-    // One unit for all of this process's figures (Auto: from what the allocator holds).
-    let units = units.for_largest(t.reserved_bytes);
     let height = 16.0;
     let (rect, resp) =
         ui.allocate_exact_size(egui::vec2(ui.available_width(), height), Sense::hover());
@@ -190,7 +187,8 @@ pub fn strip(ui: &mut Ui, t: &TorchMem, driver_bytes: Option<u64>, units: Units)
     });
 }
 
-/// The detail pane's PyTorch section, for a process whose companion answers. `request`
+/// The detail pane's PyTorch section, for a process whose companion answers, in the pane's
+/// `units` (resolved once for the whole pane, see [`Units::for_largest`]). `request`
 /// (absent for a recorded session or an exited process) receives the allocator actions the
 /// user asks for: release the cache, limit the process's memory.
 #[allow(clippy::too_many_arguments)]
@@ -204,7 +202,6 @@ pub fn section(
     rising: bool,
     request: Option<&mut Option<crate::rules::Action>>,
 ) {
-    let units = units.for_largest(t.reserved_bytes);
     ui.separator();
     ui.horizontal(|ui| {
         badge(ui, t, units);
