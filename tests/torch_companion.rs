@@ -135,6 +135,14 @@ fn assert_root() {
     );
 }
 
+/// A raw connection to a companion's socket, its reads bounded by 5 s.
+fn connect_raw(sock: &Path) -> UnixStream {
+    let s = UnixStream::connect(sock).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    s
+}
+
 /// One request line on a raw connection, one reply line back.
 fn raw_roundtrip(stream: &mut UnixStream, line: &[u8]) -> Value {
     stream.write_all(line).expect("write");
@@ -360,9 +368,7 @@ fn app_refuses_a_socket_whose_peer_is_another_pid_or_started_at_another_time() {
 fn oversized_requests_are_refused_and_the_connection_closed() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let py = companion(tmp.path());
-    let mut s = UnixStream::connect(&py.sock).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
+    let mut s = connect_raw(&py.sock);
     let mut big = vec![b'x'; 70 * 1024];
     big.push(b'\n');
     let reply = raw_roundtrip(&mut s, &big);
@@ -390,9 +396,7 @@ fn oversized_requests_are_refused_and_the_connection_closed() {
 fn malformed_requests_get_errors_not_a_crash() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let py = companion(tmp.path());
-    let mut s = UnixStream::connect(&py.sock).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
+    let mut s = connect_raw(&py.sock);
     // Nesting deep enough to exhaust Python's recursion limit, within the size bound.
     let mut deep = vec![b'['; 60_000];
     deep.push(b'\n');
@@ -425,9 +429,7 @@ fn malformed_requests_get_errors_not_a_crash() {
 fn a_subscription_pushes_figures_on_the_companions_own_timer() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let py = companion(tmp.path());
-    let mut s = UnixStream::connect(&py.sock).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
+    let mut s = connect_raw(&py.sock);
     let reply = raw_roundtrip(&mut s, b"{\"cmd\":\"subscribe\",\"interval_ms\":50}\n");
     assert_eq!(reply["subscribed"], json!(true), "{reply}");
     assert_eq!(reply["interval_ms"], json!(200), "raised to the floor");
@@ -445,9 +447,7 @@ fn a_subscription_pushes_figures_on_the_companions_own_timer() {
     let span = at[3] - at[0];
     assert!(span >= Duration::from_millis(540), "{span:?}");
 
-    let mut bad = UnixStream::connect(&py.sock).expect("connect");
-    bad.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
+    let mut bad = connect_raw(&py.sock);
     let reply = raw_roundtrip(
         &mut bad,
         b"{\"cmd\":\"subscribe\",\"interval_ms\":\"fast\"}\n",
@@ -477,17 +477,13 @@ fn a_subscription_pushes_figures_on_the_companions_own_timer() {
     // More subscriptions opened and closed than the companion has slots: each closed one
     // ends its push loop and frees its slot, so a plain request is still served.
     for _ in 0..10 {
-        let mut t = UnixStream::connect(&py.sock).expect("connect");
-        t.set_read_timeout(Some(Duration::from_secs(5)))
-            .expect("timeout");
+        let mut t = connect_raw(&py.sock);
         let reply = raw_roundtrip(&mut t, b"{\"cmd\":\"subscribe\",\"interval_ms\":1000}\n");
         assert_eq!(reply["subscribed"], json!(true), "{reply}");
     }
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let mut t = UnixStream::connect(&py.sock).expect("connect");
-        t.set_read_timeout(Some(Duration::from_secs(5)))
-            .expect("timeout");
+        let mut t = connect_raw(&py.sock);
         let reply = raw_roundtrip(&mut t, b"{\"cmd\":\"hello\"}\n");
         if reply["pid"] == json!(py.pid()) {
             break;
