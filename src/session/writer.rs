@@ -16,8 +16,11 @@ use super::{Event, Header, ProcDef};
 use crate::history::ProcSeriesKey;
 use crate::model::{Snapshot, UnixMs};
 
-/// Longest time between two fsyncs.
-pub const FSYNC_EVERY: Duration = Duration::from_secs(5);
+/// Longest time between two fsyncs. Each record is written with its own `write(2)`, so a
+/// crash or kill -9 of vramwarden loses nothing; the fsync bounds what a power cut or a
+/// kernel crash can take (journald's default is 5 minutes). It was 5 s: on the H200 the
+/// fsync was ≈ 9 % of the agent's CPU.
+pub const FSYNC_EVERY: Duration = Duration::from_secs(30);
 /// Every this many samples the live process definitions are written again.
 pub const TABLE_EVERY: u64 = 600;
 

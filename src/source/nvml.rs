@@ -14,6 +14,14 @@ use nvml_wrapper::Nvml;
 use super::{host_name, GpuSource, SourceError};
 use crate::model::{ContextKind, DeviceSample, ProcessSample, Snapshot, SourceInfo, UnixMs};
 
+/// A device's raw NVML handle, kept from start to the end of the source.
+#[derive(Debug, Clone, Copy)]
+struct Handle(nvml_wrapper_sys::bindings::nvmlDevice_t);
+
+// SAFETY: an NVML device handle is an opaque token that NVML accepts from any thread (the
+// library is thread-safe); the source that holds it is used by one thread at a time.
+unsafe impl Send for Handle {}
+
 /// Static facts about one device, read once at start.
 #[derive(Debug, Clone)]
 struct DeviceStatic {
@@ -26,6 +34,10 @@ struct DeviceStatic {
 pub struct NvmlSource {
     nvml: Nvml,
     devices: Vec<DeviceStatic>,
+    /// Per device: its NVML handle, looked up once at start (valid for the life of `nvml`;
+    /// `nvmlDeviceGetHandleByIndex` once a second was ≈ 4 % of the agent's CPU). None where the
+    /// lookup failed then: that device is looked up again at every sample.
+    handles: Vec<Option<Handle>>,
     info: SourceInfo,
     /// Per device: the last per-process utilisation reading (see [`UTIL_EVERY_MS`]).
     util: Vec<UtilCache>,
@@ -47,6 +59,12 @@ struct ListState {
     /// The fan, asked every sample while it answers (SXM boards have none: "not supported").
     fan: Cadence,
     fan_supported: bool,
+    /// The process lists: read again when the GPU's used memory moved since they were last
+    /// read, else every [`LISTS_EVERY`] samples; the last good ones and the used memory then.
+    lists: Cadence,
+    listed_used: Option<u64>,
+    compute: Vec<ProcessInfo>,
+    graphics_list: Vec<ProcessInfo>,
 }
 
 /// `nvmlDeviceGetMemoryInfo` (v1): total and free; for `bench-nvml --spaced` only. Once a
@@ -62,6 +80,16 @@ fn memory_v1(nvml: &Nvml, dev: &nvml_wrapper::Device<'_>) -> Option<(u64, u64)> 
     // is a valid out-pointer.
     let r = unsafe { lib.nvmlDeviceGetMemoryInfo(dev.handle(), &mut m) };
     (r == nvmlReturn_enum_NVML_SUCCESS).then_some((m.total, m.free))
+}
+
+impl ListState {
+    /// Whether the process lists are read at this sample, the GPU's used memory being
+    /// `used`: when it moved since the last good lists (or is unknown), else every
+    /// [`LISTS_EVERY`] samples. The caller sets `listed_used` once the lists were read.
+    fn lists_due(&mut self, used: Option<u64>) -> bool {
+        let moved = used.is_none() || used != self.listed_used;
+        self.lists.due(moved, LISTS_EVERY)
+    }
 }
 
 /// A reading taken every sample while it matters, else every `n`th: counts the samples
@@ -94,6 +122,14 @@ pub const SLOW_EVERY: u32 = 30;
 /// An empty graphics list is read again only every this many samples (compute-only GPUs
 /// have none; a desktop's Xorg keeps its list non-empty and read every sample).
 pub const GRAPHICS_EVERY: u32 = 10;
+
+/// While a GPU's used memory stays where it was to the byte, its process lists are read only
+/// every this many samples and the last ones are kept between. A process cannot start (its
+/// CUDA context takes memory), end (its memory is freed) or grow without moving the GPU's used
+/// memory, so this only delays, by at most this many samples, what would cancel out exactly
+/// within one interval (one process freeing what another takes). The compute list is the
+/// dearest driver call of a sample (≈ 94 µs of CPU once a second on the H200).
+pub const LISTS_EVERY: u32 = 5;
 
 /// A process list in one driver call (nvml-wrapper asks for the count first, which doubles
 /// the cost), falling back to nvml-wrapper when the symbol is missing.
@@ -183,8 +219,12 @@ impl NvmlSource {
             .device_count()
             .map_err(|e| SourceError::Unavailable(format!("NVML could not count GPUs: {e}")))?;
         let mut devices = Vec::with_capacity(count as usize);
+        let mut handles = Vec::with_capacity(count as usize);
         for i in 0..count {
             let d = nvml.device_by_index(i).ok();
+            // SAFETY: reading the raw handle of a device of this Nvml; it stays valid while
+            // `nvml` lives, which the source owns.
+            handles.push(d.as_ref().map(|d| Handle(unsafe { d.handle() })));
             devices.push(DeviceStatic {
                 name: d
                     .as_ref()
@@ -218,12 +258,17 @@ impl NvmlSource {
                 power_limit_w: None,
                 fan: Cadence::new(),
                 fan_supported: true,
+                lists: Cadence::new(),
+                listed_used: None,
+                compute: Vec::new(),
+                graphics_list: Vec::new(),
             };
             devices.len()
         ];
         Ok(Self {
             nvml,
             devices,
+            handles,
             info,
             util,
             want_util: false,
@@ -277,7 +322,13 @@ impl GpuSource for NvmlSource {
                 pci_bus_id: st.pci_bus_id.clone(),
                 ..DeviceSample::default()
             };
-            let dev = match self.nvml.device_by_index(index) {
+            let cached = self.handles.get(i).copied().flatten();
+            let looked_up = match cached {
+                // SAFETY: the handle was given by this `nvml` at start and it is still alive.
+                Some(h) => Ok(unsafe { nvml_wrapper::Device::new(h.0, &self.nvml) }),
+                None => self.nvml.device_by_index(index),
+            };
+            let dev = match looked_up {
                 Ok(d) => d,
                 Err(e) => {
                     // A GPU that stopped answering: every reading is missing, and so is its
@@ -331,32 +382,35 @@ impl GpuSource for NvmlSource {
             }
             // A failed list is missing, never "no processes": the engine keeps the last good
             // list for this GPU, marked stale.
-            let compute = match process_list(&self.nvml, &dev, false, &mut ls.cap) {
-                Ok(v) => v,
-                Err(e) => {
-                    ds.process_list_error = Some(format!("compute process list: {e}"));
-                    Vec::new()
-                }
-            };
-            let graphics = if ls.graphics.due(!ls.graphics_empty, GRAPHICS_EVERY) {
-                match process_list(&self.nvml, &dev, true, &mut ls.cap) {
-                    Ok(g) => {
-                        ls.graphics_empty = g.is_empty();
-                        g
-                    }
+            if ls.lists_due(ds.memory_used_bytes) {
+                ls.listed_used = None;
+                match process_list(&self.nvml, &dev, false, &mut ls.cap) {
+                    Ok(v) => ls.compute = v,
                     Err(e) => {
-                        ds.process_list_error = Some(format!("graphics process list: {e}"));
-                        Vec::new()
+                        ds.process_list_error = Some(format!("compute process list: {e}"));
                     }
                 }
-            } else {
-                Vec::new()
-            };
+                if ls.graphics.due(!ls.graphics_empty, GRAPHICS_EVERY) {
+                    match process_list(&self.nvml, &dev, true, &mut ls.cap) {
+                        Ok(g) => {
+                            ls.graphics_empty = g.is_empty();
+                            ls.graphics_list = g;
+                        }
+                        Err(e) => {
+                            ds.process_list_error = Some(format!("graphics process list: {e}"));
+                        }
+                    }
+                }
+                if ds.process_list_error.is_none() {
+                    ls.listed_used = ds.memory_used_bytes;
+                }
+            }
             if ds.process_list_error.is_some() {
                 snap.devices.push(ds);
                 continue;
             }
-            let mut procs = merge_processes(index, &compute, &graphics, ds.memory_total_bytes);
+            let mut procs =
+                merge_processes(index, &ls.compute, &ls.graphics_list, ds.memory_total_bytes);
             if self.want_util && !procs.is_empty() {
                 let cache = &mut self.util[i];
                 if now_ms - cache.read_ms >= UTIL_EVERY_MS {
@@ -633,6 +687,40 @@ mod tests {
         // After the last reading while asked, the next comes n samples later.
         let next = (1..=40).find(|_| c.due(false, 30));
         assert_eq!(next, Some(30));
+    }
+
+    #[test]
+    fn process_lists_are_read_when_used_memory_moves_else_every_nth_sample() {
+        let mut ls = ListState {
+            cap: 64,
+            graphics: Cadence::new(),
+            graphics_empty: true,
+            limit: Cadence::new(),
+            power_limit_w: None,
+            fan: Cadence::new(),
+            fan_supported: true,
+            lists: Cadence::new(),
+            listed_used: None,
+            compute: Vec::new(),
+            graphics_list: Vec::new(),
+        };
+        // What the sampler does: read when due, remember the used memory of a good read.
+        let mut read_at = Vec::new();
+        let used = [10, 10, 10, 10, 10, 10, 10, 12, 12, 12, 12, 12, 12, 12];
+        for (i, u) in used.iter().enumerate() {
+            if ls.lists_due(Some(*u)) {
+                read_at.push(i);
+                ls.listed_used = Some(*u);
+            }
+        }
+        // At once, then LISTS_EVERY samples later, at the move (7), and 5 after it.
+        assert_eq!(LISTS_EVERY, 5);
+        assert_eq!(read_at, vec![0, 5, 7, 12]);
+        // A failed read leaves nothing remembered: the next sample reads again.
+        ls.listed_used = None;
+        assert!(ls.lists_due(Some(12)));
+        // Unknown used memory: read every sample.
+        assert!((0..3).all(|_| ls.lists_due(None)));
     }
 
     fn p(pid: u32, mib: u64) -> ProcessInfo {
