@@ -422,6 +422,63 @@ fn malformed_requests_get_errors_not_a_crash() {
     assert!(py.finish().success(), "the process died");
 }
 
+/// `subscribe` with `changes_only`: figures that did not move (no torch here: they never do)
+/// are pushed once at once and then only once per heartbeat, not every interval; the app's
+/// client gets that agreement back; a bad flag or heartbeat is refused.
+#[test]
+fn a_changes_only_subscription_sends_unchanged_figures_once_per_heartbeat() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let py = companion(tmp.path());
+    let mut s = connect_raw(&py.sock);
+    let reply = raw_roundtrip(
+        &mut s,
+        b"{\"cmd\":\"subscribe\",\"interval_ms\":200,\"changes_only\":true,\"heartbeat_ms\":1200}\n",
+    );
+    assert_eq!(reply["changes_only"], json!(true), "{reply}");
+    assert_eq!(reply["heartbeat_ms"], json!(1200), "{reply}");
+    let mut r = BufReader::new(s.try_clone().expect("clone"));
+    let mut at = vec![Instant::now()];
+    for _ in 0..2 {
+        let mut line = String::new();
+        r.read_line(&mut line).expect("a pushed line");
+        at.push(Instant::now());
+        let v: Value = serde_json::from_str(&line).expect("JSON");
+        assert_eq!(v["error"], json!("torch not imported"), "{v}");
+    }
+    // First push at once (within the interval of the reply); the same figures again only
+    // after the heartbeat, where every-interval pushes would have sent five more.
+    let gap = at[2] - at[1];
+    assert!(
+        gap >= Duration::from_millis(1100) && gap < Duration::from_millis(2500),
+        "{gap:?}"
+    );
+    drop(r);
+    drop(s);
+
+    for bad in [
+        &b"{\"cmd\":\"subscribe\",\"interval_ms\":200,\"changes_only\":1}\n"[..],
+        b"{\"cmd\":\"subscribe\",\"interval_ms\":200,\"changes_only\":true,\"heartbeat_ms\":\"x\"}\n",
+    ] {
+        let mut b = connect_raw(&py.sock);
+        let reply = raw_roundtrip(&mut b, bad);
+        assert_eq!(reply["ok"], json!(false), "{reply}");
+    }
+
+    let start = ProcReader::default().start_time_ms(py.pid());
+    let mut c =
+        Client::connect_at(&py.sock, py.pid(), start, torch::DEFAULT_TIMEOUT).expect("client");
+    assert_eq!(
+        c.subscribe(Duration::from_millis(200), Some(Duration::from_millis(100)))
+            .expect("subscribe"),
+        torch::Subscribed::Changes {
+            heartbeat: Duration::from_millis(200)
+        },
+        "a heartbeat is never shorter than the interval"
+    );
+    drop(c);
+    assert!(py.finish().success(), "the process died");
+}
+
 /// `subscribe` turns a connection into a feed paced by the companion's own timer (what the
 /// engine's poller reads, one `recv` per companion and poll); the interval has a floor; a
 /// closed subscription frees its connection slot.
@@ -459,7 +516,11 @@ fn a_subscription_pushes_figures_on_the_companions_own_timer() {
     let start = ProcReader::default().start_time_ms(py.pid());
     let mut c =
         Client::connect_at(&py.sock, py.pid(), start, torch::DEFAULT_TIMEOUT).expect("client");
-    assert!(c.subscribe(Duration::from_millis(200)).expect("subscribe"));
+    assert_eq!(
+        c.subscribe(Duration::from_millis(200), None)
+            .expect("subscribe"),
+        torch::Subscribed::Every
+    );
     let deadline = Instant::now() + Duration::from_secs(5);
     let facts = loop {
         if let Some(f) = c.read_pushed().expect("read") {
@@ -470,6 +531,19 @@ fn a_subscription_pushes_figures_on_the_companions_own_timer() {
     };
     assert_eq!(facts.pid, py.pid());
     assert_eq!(facts.error.as_deref(), Some("torch not imported"));
+    // The next push carries the same figures (no torch: nothing moves): it is recognised
+    // without a parse, and the last parsed figures are still there to be had.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match c.poll_pushed().expect("read") {
+            torch::client::Pushed::Same => break,
+            torch::client::Pushed::Nothing => {}
+            torch::client::Pushed::Figures(f) => panic!("an unchanged push was parsed: {f:?}"),
+        }
+        assert!(Instant::now() < deadline, "nothing pushed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(c.last_pushed_facts().expect("last figures"), facts);
     drop(c);
     drop(r);
     drop(s);
@@ -839,6 +913,14 @@ fn watch_polls_companions_in_the_background() {
     }
     let f = watch.get(pid, start).expect("facts");
     assert_eq!(f.error.as_deref(), Some("torch not imported"));
+    // Unchanged figures are pushed once per heartbeat (5 s), not every poll: between two,
+    // polls that find nothing keep the figures, and the connection is not given up.
+    let polls = watch.state().polls;
+    std::thread::sleep(Duration::from_millis(1500));
+    let later = watch.state();
+    assert!(later.polls >= polls + 10, "{later:?}");
+    assert_eq!(later.facts.get(&pid), Some(&f), "{later:?}");
+    assert!(later.refused.is_empty(), "{later:?}");
     assert!(
         watch.get(pid, start + 1).is_none(),
         "another start time is another process"

@@ -157,6 +157,31 @@ struct StatsReply {
     devices: Vec<super::protocol::DeviceStats>,
 }
 
+/// What a companion agreed to in [`Client::subscribe`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subscribed {
+    /// It cannot push (older than 0.2.0): ask it each time.
+    No,
+    /// It pushes every interval.
+    Every,
+    /// It pushes when its figures change, and the same figures again once per `heartbeat`.
+    Changes {
+        /// The longest time between two pushes.
+        heartbeat: Duration,
+    },
+}
+
+/// What a subscribed connection had waiting ([`Client::poll_pushed`]).
+#[derive(Debug)]
+pub enum Pushed {
+    /// No new push since the last call.
+    Nothing,
+    /// A push the same as the one before it, byte for byte: the figures did not move.
+    Same,
+    /// New figures.
+    Figures(TorchFacts),
+}
+
 /// A connection to one companion whose peer passed the checks of [`Client::connect_at`].
 #[derive(Debug)]
 pub struct Client {
@@ -164,6 +189,8 @@ pub struct Client {
     buf: Vec<u8>,
     /// Read buffer, allocated on the first read and kept.
     scratch: Vec<u8>,
+    /// The last pushed line that parsed (see [`Client::poll_pushed`]).
+    last_pushed: Vec<u8>,
     timeout: Duration,
     pid: u32,
     path: PathBuf,
@@ -244,6 +271,7 @@ impl Client {
             stream,
             buf: Vec::new(),
             scratch: Vec::new(),
+            last_pushed: Vec::new(),
             timeout,
             pid,
             path: path.to_path_buf(),
@@ -497,21 +525,52 @@ impl Client {
     }
 
     /// Turns this connection into a feed of the companion's figures, pushed every `interval`
-    /// (see [`Client::read_pushed`]). False when the companion is older and cannot (ask with
-    /// [`Client::ask_facts`] then).
+    /// (see [`Client::read_pushed`]); with a `heartbeat`, pushes of unchanged figures are left
+    /// out except once per heartbeat (companions from 0.3.0). What the companion agreed to:
+    /// [`Subscribed::No`] from one too old to push (ask with [`Client::ask_facts`] then).
     ///
     /// # Errors
     /// I/O, a timeout, or a bad reply.
-    pub fn subscribe(&mut self, interval: Duration) -> Result<bool, TorchError> {
-        let ms = interval.as_millis().min(u128::from(u32::MAX)) as u64;
-        self.send_bytes(format!("{{\"cmd\":\"subscribe\",\"interval_ms\":{ms}}}\n").as_bytes())?;
+    pub fn subscribe(
+        &mut self,
+        interval: Duration,
+        heartbeat: Option<Duration>,
+    ) -> Result<Subscribed, TorchError> {
+        let ms = |d: Duration| d.as_millis().min(u128::from(u32::MAX)) as u64;
+        let line = match heartbeat {
+            None => format!("{{\"cmd\":\"subscribe\",\"interval_ms\":{}}}\n", ms(interval)),
+            Some(h) => format!(
+                "{{\"cmd\":\"subscribe\",\"interval_ms\":{},\"changes_only\":true,\"heartbeat_ms\":{}}}\n",
+                ms(interval),
+                ms(h)
+            ),
+        };
+        self.send_bytes(line.as_bytes())?;
         match self.receive() {
-            Ok(v) => Ok(v.get("subscribed").and_then(Value::as_bool) == Some(true)),
+            Ok(v) if v.get("subscribed").and_then(Value::as_bool) == Some(true) => {
+                // An older companion ignores "changes_only" and pushes every interval.
+                let hb = v
+                    .get("heartbeat_ms")
+                    .and_then(Value::as_u64)
+                    .filter(|_| v.get("changes_only").and_then(Value::as_bool) == Some(true));
+                Ok(match hb {
+                    Some(h) => Subscribed::Changes {
+                        heartbeat: Duration::from_millis(h),
+                    },
+                    None => Subscribed::Every,
+                })
+            }
+            Ok(_) => Ok(Subscribed::No),
             Err(TorchError::Companion { error, .. }) if error.starts_with("unknown cmd") => {
-                Ok(false)
+                Ok(Subscribed::No)
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// The connection's file descriptor, for `poll(2)` over many connections.
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        self.stream.as_raw_fd()
     }
 
     /// The newest figures a subscribed companion pushed since the last call, read without
@@ -520,6 +579,20 @@ impl Client {
     /// # Errors
     /// The companion closed the connection, I/O, or a bad reply.
     pub fn read_pushed(&mut self) -> Result<Option<TorchFacts>, TorchError> {
+        match self.poll_pushed()? {
+            Pushed::Nothing => Ok(None),
+            Pushed::Same => self.last_pushed_facts().map(Some),
+            Pushed::Figures(f) => Ok(Some(f)),
+        }
+    }
+
+    /// Like [`Client::read_pushed`], without parsing a push that is the same, byte for byte,
+    /// as the one before it (an idle job's figures do not move): [`Pushed::Same`] then, and
+    /// the caller keeps the figures it has (or asks [`Client::last_pushed_facts`]).
+    ///
+    /// # Errors
+    /// As [`Client::read_pushed`].
+    pub fn poll_pushed(&mut self) -> Result<Pushed, TorchError> {
         let pid = self.pid;
         loop {
             let n = match self.recv_now() {
@@ -540,15 +613,33 @@ impl Client {
             }
         }
         let Some(end) = self.buf.iter().rposition(|b| *b == b'\n') else {
-            return Ok(None);
+            return Ok(Pushed::Nothing);
         };
         let start = self.buf[..end]
             .iter()
             .rposition(|b| *b == b'\n')
             .map_or(0, |i| i + 1);
-        let facts = self.facts_from_line(&self.buf[start..end]);
+        let line = &self.buf[start..end];
+        let got = if line == self.last_pushed.as_slice() {
+            Ok(Pushed::Same)
+        } else {
+            let facts = self.facts_from_line(line);
+            self.last_pushed.clear();
+            if facts.is_ok() {
+                self.last_pushed.extend_from_slice(line);
+            }
+            facts.map(Pushed::Figures)
+        };
         self.buf.drain(..=end);
-        facts.map(Some)
+        got
+    }
+
+    /// The figures of the last push [`Client::poll_pushed`] parsed, parsed again.
+    ///
+    /// # Errors
+    /// [`TorchError::Protocol`] when there was none.
+    pub fn last_pushed_facts(&self) -> Result<TorchFacts, TorchError> {
+        self.facts_from_line(&self.last_pushed)
     }
 
     /// One stats reply line as facts (see [`Client::facts`]).

@@ -21,7 +21,7 @@ pub mod hook;
 pub mod protocol;
 pub mod watch;
 
-pub use client::{peer_cred, Client, PeerCred, DEFAULT_TIMEOUT};
+pub use client::{peer_cred, Client, PeerCred, Pushed, Subscribed, DEFAULT_TIMEOUT};
 pub use discover::{discover, list_sockets, runtime_dir, socket_name, CompanionInfo};
 pub use error::TorchError;
 pub use protocol::{

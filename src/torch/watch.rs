@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::client::{Client, DEFAULT_TIMEOUT};
+use super::client::{Client, Pushed, Subscribed, DEFAULT_TIMEOUT};
 use super::discover::list_sockets;
 use super::protocol::TorchFacts;
 use crate::model::UnixMs;
@@ -85,13 +85,18 @@ struct Listing {
     dirs: HashMap<PathBuf, FolderListing>,
     /// Set when a connection failed: the next poll lists every folder again.
     stale: bool,
+    /// The socket of each pid over all folders (the first folder's where two have one),
+    /// made again only when a folder was listed again.
+    seen: HashMap<u32, PathBuf>,
 }
 
 impl Listing {
-    fn sockets(&mut self, dirs: &[PathBuf]) -> HashMap<u32, PathBuf> {
+    /// Lists again the folders that may have changed; [`Listing::seen`] is then up to date.
+    fn refresh(&mut self, dirs: &[PathBuf]) {
         let stale = std::mem::take(&mut self.stale);
+        let before = self.dirs.len();
         self.dirs.retain(|d, _| dirs.contains(d));
-        let mut seen: HashMap<u32, PathBuf> = HashMap::new();
+        let mut changed = self.dirs.len() != before;
         let now = Instant::now();
         for d in dirs {
             let mtime = std::fs::metadata(d).and_then(|m| m.modified()).ok();
@@ -106,33 +111,45 @@ impl Listing {
                     && now.duration_since(l.read_at) < RELIST_EVERY
             };
             if !self.dirs.get(d).is_some_and(fresh) {
+                let sockets = list_sockets(d);
+                changed |= self.dirs.get(d).is_none_or(|l| l.sockets != sockets);
                 let l = FolderListing {
                     mtime,
                     read_at: now,
-                    sockets: list_sockets(d),
+                    sockets,
                 };
                 self.dirs.insert(d.clone(), l);
             }
-            let Some(entry) = self.dirs.get(d) else {
-                continue;
-            };
-            for (pid, path) in &entry.sockets {
-                seen.entry(*pid).or_insert_with(|| path.clone());
+        }
+        if changed {
+            self.seen.clear();
+            for d in dirs {
+                let Some(entry) = self.dirs.get(d) else {
+                    continue;
+                };
+                for (pid, path) in &entry.sockets {
+                    self.seen.entry(*pid).or_insert_with(|| path.clone());
+                }
             }
         }
-        seen
     }
 }
 
-/// Polls in a row a subscribed companion may push nothing (the two clocks drift, so one
-/// poll now and then finds no new figures) before its connection is given up and made again.
+/// Polls in a row a subscribed companion may push nothing beyond what it announced (the two
+/// clocks drift, so one poll now and then finds no new figures) before its connection is
+/// given up and made again.
 pub const QUIET_POLLS: u32 = 3;
+
+/// The poller subscribes to changes only, with this heartbeat: an idle job's companion sends
+/// its unchanged figures only this often, and costs a poll nothing in between.
+pub const HEARTBEAT: Duration = Duration::from_secs(5);
 
 /// How a connection gets its figures.
 #[derive(Debug)]
 enum Feed {
-    /// The companion pushes them every interval (`subscribe`); polls in a row without a push.
-    Pushed { quiet: u32 },
+    /// The companion pushes them (`subscribe`): polls in a row without a push, and how many
+    /// it may go without one.
+    Pushed { quiet: u32, allowed: u32 },
     /// An older companion: asked each poll, read the next (`asked` while a reply is due).
     Asked { asked: bool },
 }
@@ -145,12 +162,59 @@ struct Conn {
     feed: Feed,
 }
 
-/// One poll. A companion subscribed to (every one of this version) pushes its figures each
-/// interval on its own timer, so a poll only reads what is waiting, without blocking: one
-/// `recv` per companion, no request to write and no wake-up of the training process by us.
-/// Older companions are asked, pipelined: last poll's replies are read, then the next
-/// requests go out. The figures are at most one interval old when read. `prev` is the last
-/// poll's state: a companion whose push has not arrived yet keeps its last figures.
+/// Connects to the companion of `pid` at `path` and subscribes to its figures.
+fn open(path: &Path, pid: u32, interval: Duration) -> Result<Conn, super::TorchError> {
+    let mut client = Client::connect_at(path, pid, None, DEFAULT_TIMEOUT)?;
+    let polls_in = |d: Duration| (d.as_millis() / interval.as_millis().max(1)) as u32;
+    let feed = match client.subscribe(interval, Some(HEARTBEAT))? {
+        // Its heartbeat comes at most an interval of its own late: half as long again.
+        Subscribed::Changes { heartbeat } => Feed::Pushed {
+            quiet: 0,
+            allowed: polls_in(heartbeat * 3 / 2) + QUIET_POLLS,
+        },
+        Subscribed::Every => Feed::Pushed {
+            quiet: 0,
+            allowed: QUIET_POLLS,
+        },
+        Subscribed::No => Feed::Asked { asked: false },
+    };
+    Ok(Conn {
+        path: path.to_path_buf(),
+        client,
+        feed,
+    })
+}
+
+/// Which connections have something to read, in one `poll(2)` that does not wait: a
+/// companion with nothing new costs no `recv`. All of them when the call fails.
+fn waiting(conns: &HashMap<u32, Conn>) -> HashMap<u32, bool> {
+    let mut fds: Vec<libc::pollfd> = conns
+        .values()
+        .map(|c| libc::pollfd {
+            fd: c.client.raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `fds` is a valid array of `fds.len()` pollfd entries, open for the call.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+    conns
+        .iter()
+        .zip(&fds)
+        .map(|((pid, c), fd)| {
+            // The same map, unchanged, iterates in the same order; checked anyway.
+            let same = fd.fd == c.client.raw_fd();
+            (*pid, n < 0 || !same || fd.revents != 0)
+        })
+        .collect()
+}
+
+/// One poll. A companion subscribed to (every one from 0.2.0) pushes its figures on its own
+/// timer (from 0.3.0 only when they changed, and once per [`HEARTBEAT`]), so a poll reads
+/// only what is waiting: one `poll(2)` for all of them, then one `recv` per companion that
+/// sent something; no request to write and no wake-up of the training process by us. Older
+/// companions are asked, pipelined: last poll's replies are read, then the next requests go
+/// out. `prev` is the last poll's state: a companion that sent nothing new keeps its figures.
 fn poll_once(
     dirs: &[PathBuf],
     listing: &mut Listing,
@@ -158,48 +222,66 @@ fn poll_once(
     prev: &mut WatchState,
     interval: Duration,
 ) -> WatchState {
-    let seen = listing.sockets(dirs);
+    listing.refresh(dirs);
+    let seen = &listing.seen;
     conns.retain(|pid, c| seen.get(pid) == Some(&c.path));
-    let mut out = WatchState::default();
+    let mut out = WatchState {
+        facts: HashMap::with_capacity(seen.len()),
+        ..WatchState::default()
+    };
     let mut failed: Vec<u32> = Vec::new();
-    for (pid, path) in seen {
-        let c = match conns.entry(pid) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(v) => {
-                let opened =
-                    Client::connect_at(&path, pid, None, DEFAULT_TIMEOUT).and_then(|mut client| {
-                        let feed = if client.subscribe(interval)? {
-                            Feed::Pushed { quiet: 0 }
-                        } else {
-                            Feed::Asked { asked: false }
-                        };
-                        Ok((client, feed))
-                    });
-                match opened {
-                    Ok((client, feed)) => v.insert(Conn { path, client, feed }),
-                    Err(e) => {
-                        out.refused.insert(pid, e.to_string());
-                        listing.stale = true;
-                        continue;
+    for (&pid, path) in seen {
+        if conns.contains_key(&pid) {
+            continue;
+        }
+        match open(path, pid, interval) {
+            Ok(c) => {
+                conns.insert(pid, c);
+            }
+            Err(e) => {
+                out.refused.insert(pid, e.to_string());
+                failed.push(pid);
+            }
+        }
+    }
+    let ready = waiting(conns);
+    for (&pid, c) in conns.iter_mut() {
+        let got = match &mut c.feed {
+            Feed::Pushed { quiet, allowed } => {
+                let pushed = if ready.get(&pid).copied().unwrap_or(true) {
+                    c.client.poll_pushed()
+                } else {
+                    Ok(Pushed::Nothing)
+                };
+                match pushed {
+                    Ok(Pushed::Figures(f)) => {
+                        *quiet = 0;
+                        Ok(Some(f))
                     }
+                    // The same figures again (a heartbeat, or an older companion's push):
+                    // kept, parsed again only if the last poll has none.
+                    Ok(Pushed::Same) => {
+                        *quiet = 0;
+                        match prev.facts.remove(&pid) {
+                            Some(f) => Ok(Some(f)),
+                            None => c
+                                .client
+                                .last_pushed_facts()
+                                .map(Some)
+                                .map_err(|e| e.to_string()),
+                        }
+                    }
+                    Ok(Pushed::Nothing) if *quiet < *allowed => {
+                        *quiet += 1;
+                        Ok(prev.facts.remove(&pid))
+                    }
+                    Ok(Pushed::Nothing) => Err(format!(
+                        "the companion sent no figures for {} polls",
+                        *allowed
+                    )),
+                    Err(e) => Err(e.to_string()),
                 }
             }
-        };
-        let got = match &mut c.feed {
-            Feed::Pushed { quiet } => match c.client.read_pushed() {
-                Ok(Some(f)) => {
-                    *quiet = 0;
-                    Ok(Some(f))
-                }
-                Ok(None) if *quiet < QUIET_POLLS => {
-                    *quiet += 1;
-                    Ok(prev.facts.remove(&pid))
-                }
-                Ok(None) => Err(format!(
-                    "the companion sent no figures for {QUIET_POLLS} polls"
-                )),
-                Err(e) => Err(e.to_string()),
-            },
             Feed::Asked { asked } => {
                 let read = if std::mem::take(asked) {
                     c.client.read_facts().map(Some)

@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 PROTOCOL_VERSION = 1
 
 #: Longest request line accepted; a longer one gets an error reply and the connection closes.
@@ -339,12 +339,25 @@ def cmd_segments(_req):
 def cmd_subscribe(req):
     """The connection turns into a feed: the figures of ``stats`` are sent every
     ``interval_ms`` (first at once) until the client closes it. A poller then only reads: no
-    request to write, no wake-up of this process by the app (see ``_push_loop``)."""
+    request to write, no wake-up of this process by the app (see ``_push_loop``).
+
+    With ``"changes_only": true`` a push the same as the last one sent is skipped, except
+    once every ``heartbeat_ms`` (default 5 intervals; between the interval and 60 s), so an
+    idle job costs its reader nothing but the heartbeat."""
     ms = req.get("interval_ms", 1000)
     if isinstance(ms, bool) or not isinstance(ms, int):
         return {"ok": False, "error": "interval_ms is a whole number of milliseconds"}
     ms = min(max(ms, MIN_PUSH_MS), MAX_PUSH_MS)
-    return {"ok": True, "subscribed": True, "interval_ms": ms}
+    changes_only = req.get("changes_only", False)
+    if not isinstance(changes_only, bool):
+        return {"ok": False, "error": "changes_only is true or false"}
+    reply = {"ok": True, "subscribed": True, "interval_ms": ms, "changes_only": changes_only}
+    if changes_only:
+        hb = req.get("heartbeat_ms", 5 * ms)
+        if isinstance(hb, bool) or not isinstance(hb, int):
+            return {"ok": False, "error": "heartbeat_ms is a whole number of milliseconds"}
+        reply["heartbeat_ms"] = min(max(hb, ms), MAX_PUSH_MS)
+    return reply
 
 
 COMMANDS = {
@@ -424,9 +437,13 @@ def _peer_uid(conn):
     return _CRED.unpack(raw)[1]
 
 
-def _send(conn, obj):
+def _line(obj):
     # default=str: a figure torch gives as an odd type is sent as text, never an exception.
-    conn.sendall(json.dumps(obj, separators=(",", ":"), default=str).encode() + b"\n")
+    return json.dumps(obj, separators=(",", ":"), default=str).encode() + b"\n"
+
+
+def _send(conn, obj):
+    conn.sendall(_line(obj))
 
 
 def _serve_conn(conn):
@@ -456,7 +473,8 @@ def _serve_conn(conn):
                 reply = handle_line(line)
                 _send(conn, reply)
                 if reply.get("subscribed"):
-                    _push_loop(conn, reply["interval_ms"] / 1000.0)
+                    hb = reply.get("heartbeat_ms")
+                    _push_loop(conn, reply["interval_ms"] / 1000.0, None if hb is None else hb / 1000.0)
                     return
     except Exception:  # a broken connection (or a bug here) never reaches the job
         pass
@@ -467,16 +485,22 @@ def _serve_conn(conn):
             _slots.release()
 
 
-def _push_loop(conn, interval):
+def _push_loop(conn, interval, heartbeat=None):
     """A subscription: ``stats`` every ``interval`` seconds on this connection's own thread,
-    woken by its own timer. Anything the client sends is read and dropped; the loop ends when
-    the client closes the connection, or when a push cannot be written for IDLE_TIMEOUT_S (a
-    client that stopped reading: the kernel's socket buffer bounds what waits for it)."""
+    woken by its own timer; with a ``heartbeat`` (changes only), a line the same as the last
+    one sent is sent again only once ``heartbeat`` seconds have passed. Anything the client
+    sends is read and dropped; the loop ends when the client closes the connection, or when a
+    push cannot be written for IDLE_TIMEOUT_S (a client that stopped reading: the kernel's
+    socket buffer bounds what waits for it)."""
     due = time.monotonic()
+    last, sent_at = None, 0.0
     while True:
         now = time.monotonic()
         if now >= due:
-            _send(conn, _call(cmd_stats, {}))
+            line = _line(_call(cmd_stats, {}))
+            if heartbeat is None or line != last or now - sent_at >= heartbeat:
+                conn.sendall(line)
+                last, sent_at = line, now
             due += interval
             if due <= now:  # late (a long GIL hold in the job): no burst to catch up
                 due = now + interval
