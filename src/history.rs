@@ -5,8 +5,13 @@
 //! the narrowest width that fits (0, 1, 2 or 4 bytes) plus a min/max summary per [`BLOCK`]
 //! ticks. Memory is therefore 0.7 to 4.7 bytes per sample, and decimating hours of history for
 //! a plot reads the summaries instead of every value, so drawing cost follows the plot's width.
+//!
+//! Sealed chunks are shared (`Arc`), so a copy of a whole history costs its open chunks and
+//! a pointer per series: the engine's state is copied for front ends once per change (see
+//! [`crate::monitor::Shared`]) and they draw from their copy without holding a lock.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use crate::model::{ProcessKey, Snapshot, UnixMs, MIB};
 
@@ -95,7 +100,9 @@ impl Sealed {
 #[derive(Debug, Clone, Default)]
 pub struct Series {
     first_tick: u64,
-    sealed: VecDeque<Sealed>,
+    /// Shared with copies: a copy shares every sealed chunk and the list of them, which is
+    /// copied (pointers only) when a chunk is sealed or evicted while a copy holds it.
+    sealed: Arc<VecDeque<Arc<Sealed>>>,
     open: Vec<u32>,
 }
 
@@ -143,7 +150,7 @@ impl Series {
         }
         self.open.push(v);
         if self.open.len() == CHUNK {
-            self.sealed.push_back(Sealed::seal(&self.open));
+            Arc::make_mut(&mut self.sealed).push_back(Arc::new(Sealed::seal(&self.open)));
             self.open.clear();
         }
     }
@@ -163,7 +170,7 @@ impl Series {
     /// Drops whole chunks that end before `tick`.
     pub fn evict_before(&mut self, tick: u64) {
         while !self.sealed.is_empty() && self.first_tick + CHUNK as u64 <= tick {
-            self.sealed.pop_front();
+            Arc::make_mut(&mut self.sealed).pop_front();
             self.first_tick += CHUNK as u64;
         }
         if self.sealed.is_empty() && self.end_tick() <= tick {
@@ -266,9 +273,100 @@ impl Series {
     fn heap_bytes(&self) -> usize {
         self.sealed
             .iter()
-            .map(|s| s.heap_bytes() + std::mem::size_of::<Sealed>())
+            .map(|s| s.heap_bytes() + std::mem::size_of::<Sealed>() + 16)
             .sum::<usize>()
             + self.open.capacity() * 4
+    }
+}
+
+/// The time of each tick, in chunks of [`CHUNK`] shared with copies like a series' chunks.
+#[derive(Debug, Clone, Default)]
+struct Times {
+    sealed: Arc<VecDeque<Arc<[UnixMs]>>>,
+    open: Vec<UnixMs>,
+    /// Times dropped from the front of the first sealed chunk.
+    skip: usize,
+}
+
+impl Times {
+    fn from_iter(times: impl IntoIterator<Item = UnixMs>) -> Self {
+        let mut t = Self::default();
+        for ms in times {
+            t.push_back(ms);
+        }
+        t
+    }
+
+    fn len(&self) -> usize {
+        self.sealed.len() * CHUNK + self.open.len() - self.skip
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn push_back(&mut self, ms: UnixMs) {
+        if self.open.capacity() == 0 {
+            self.open.reserve_exact(CHUNK);
+        }
+        self.open.push(ms);
+        if self.open.len() == CHUNK {
+            let chunk: Arc<[UnixMs]> = Arc::from(self.open.as_slice());
+            Arc::make_mut(&mut self.sealed).push_back(chunk);
+            self.open.clear();
+        }
+    }
+
+    /// Forgets the `n` oldest times.
+    fn drop_front(&mut self, n: usize) {
+        let n = n.min(self.len());
+        self.skip += n;
+        while self.skip >= CHUNK && !self.sealed.is_empty() {
+            Arc::make_mut(&mut self.sealed).pop_front();
+            self.skip -= CHUNK;
+        }
+        if self.sealed.is_empty() && self.skip > 0 {
+            self.open.drain(..self.skip);
+            self.skip = 0;
+        }
+    }
+
+    fn get(&self, i: usize) -> Option<UnixMs> {
+        if i >= self.len() {
+            return None;
+        }
+        let at = i + self.skip;
+        let (c, k) = (at / CHUNK, at % CHUNK);
+        match self.sealed.get(c) {
+            Some(chunk) => chunk.get(k).copied(),
+            None => self.open.get(at - self.sealed.len() * CHUNK).copied(),
+        }
+    }
+
+    fn front(&self) -> Option<UnixMs> {
+        self.get(0)
+    }
+
+    fn back(&self) -> Option<UnixMs> {
+        self.len().checked_sub(1).and_then(|i| self.get(i))
+    }
+
+    /// The number of leading times for which `pred` holds (times only grow).
+    fn partition_point(&self, pred: impl Fn(&UnixMs) -> bool) -> usize {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.get(mid).is_some_and(|t| pred(&t)) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.sealed.len() * (CHUNK * 8 + 32) + self.open.capacity() * 8
     }
 }
 
@@ -280,7 +378,7 @@ pub type ProcSeriesKey = (ProcessKey, u32);
 pub struct History {
     capacity: usize,
     base_tick: u64,
-    times: VecDeque<UnixMs>,
+    times: Times,
     devices: Vec<Series>,
     ghosts: Vec<Series>,
     /// Per device: one series per [`Metric`], on the same ticks.
@@ -446,7 +544,7 @@ impl History {
         Self {
             capacity: capacity.max(CHUNK),
             base_tick: 0,
-            times: VecDeque::new(),
+            times: Times::default(),
             devices: Vec::new(),
             ghosts: Vec::new(),
             metrics: Vec::new(),
@@ -467,7 +565,7 @@ impl History {
         Self {
             capacity: times.len().max(CHUNK),
             base_tick: 0,
-            times,
+            times: Times::from_iter(times),
             devices,
             ghosts,
             metrics,
@@ -479,7 +577,7 @@ impl History {
     /// Appends one snapshot as the next tick.
     pub fn push(&mut self, snap: &Snapshot) {
         if let Some(last) = self.times.back() {
-            if snap.taken_at_ms <= *last {
+            if snap.taken_at_ms <= last {
                 return;
             }
         }
@@ -511,7 +609,7 @@ impl History {
         }
         if self.times.len() > self.capacity {
             let drop = self.times.len() - self.capacity;
-            self.times.drain(..drop);
+            self.times.drop_front(drop);
             self.base_tick += drop as u64;
             if self.base_tick % CHUNK as u64 == 0 {
                 self.evict();
@@ -556,7 +654,7 @@ impl History {
 
     /// Time of the oldest and newest tick.
     pub fn span(&self) -> Option<(UnixMs, UnixMs)> {
-        Some((*self.times.front()?, *self.times.back()?))
+        Some((self.times.front()?, self.times.back()?))
     }
 
     /// The tick of the first sample at or after `ms`.
@@ -572,7 +670,7 @@ impl History {
     /// Time of `tick`, if still held.
     pub fn time_of(&self, tick: u64) -> Option<UnixMs> {
         let i = tick.checked_sub(self.base_tick)?;
-        self.times.get(i as usize).copied()
+        self.times.get(i as usize)
     }
 
     /// A metric's series of device `index`.
@@ -688,7 +786,7 @@ impl History {
     /// Bytes of heap this history holds (its own accounting; the benchmark also measures it
     /// with a counting allocator).
     pub fn heap_bytes(&self) -> usize {
-        self.times.capacity() * 8
+        self.times.heap_bytes()
             + self
                 .devices
                 .iter()
@@ -722,6 +820,75 @@ mod tests {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         (*seed >> 33) as u32
+    }
+
+    #[test]
+    fn times_in_shared_chunks_read_as_a_queue_would() {
+        let mut t = Times::default();
+        let mut model: VecDeque<UnixMs> = VecDeque::new();
+        for i in 0..(CHUNK * 4 + 77) as i64 {
+            t.push_back(1000 + i * 10);
+            model.push_back(1000 + i * 10);
+            // Dropped from the front in uneven steps, as a full history does.
+            if i % 5 == 0 && model.len() > 300 {
+                let n = (i % 7 + 1) as usize;
+                t.drop_front(n);
+                model.drain(..n);
+            }
+        }
+        assert_eq!(t.len(), model.len());
+        for i in 0..model.len() {
+            assert_eq!(t.get(i), Some(model[i]), "index {i}");
+        }
+        assert_eq!(t.get(model.len()), None);
+        assert_eq!(
+            (t.front(), t.back()),
+            (model.front().copied(), model.back().copied())
+        );
+        for ms in [0, 1000, 5005, 5010, model[200], model[200] + 1, i64::MAX] {
+            assert_eq!(
+                t.partition_point(|x| *x < ms),
+                model.partition_point(|x| *x < ms),
+                "{ms}"
+            );
+        }
+        t.drop_front(usize::MAX);
+        assert!(t.is_empty() && t.front().is_none());
+    }
+
+    #[test]
+    fn a_copy_keeps_what_it_saw_while_the_original_goes_on() {
+        let snap = |ms: i64, mib: u64| Snapshot {
+            taken_at_ms: ms,
+            devices: vec![crate::model::DeviceSample {
+                index: 0,
+                memory_used_bytes: Some(mib * MIB),
+                ..Default::default()
+            }],
+            processes: Vec::new(),
+        };
+        let mut h = History::new(CHUNK * 2);
+        for i in 0..(CHUNK * 3) as i64 {
+            h.push(&snap(i * 1000, i as u64));
+        }
+        let copy = h.clone();
+        let seen = copy.device(0).map(|s| s.values(0, u64::MAX));
+        let span = copy.span();
+        // The original seals, evicts and drops times past the copy's chunks.
+        for i in (CHUNK * 3) as i64..(CHUNK * 6) as i64 {
+            h.push(&snap(i * 1000, i as u64 + 7));
+        }
+        assert_eq!(copy.device(0).map(|s| s.values(0, u64::MAX)), seen);
+        assert_eq!(copy.span(), span);
+        assert_eq!(copy.len(), CHUNK * 2);
+        assert_eq!(
+            h.span(),
+            Some((CHUNK as i64 * 4 * 1000, (CHUNK as i64 * 6 - 1) * 1000))
+        );
+        assert_eq!(
+            h.device(0).and_then(Series::last),
+            Some((CHUNK * 6 - 1 + 7) as u32)
+        );
     }
 
     #[test]
