@@ -837,8 +837,8 @@ mod tests {
             }
         }
         assert_eq!(t.len(), model.len());
-        for i in 0..model.len() {
-            assert_eq!(t.get(i), Some(model[i]), "index {i}");
+        for (i, ms) in model.iter().enumerate() {
+            assert_eq!(t.get(i), Some(*ms), "index {i}");
         }
         assert_eq!(t.get(model.len()), None);
         assert_eq!(
