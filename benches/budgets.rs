@@ -138,6 +138,15 @@ fn bench_ui(c: &mut Criterion) {
     c.bench_function("ui_frame_all_panes_24h_cached", |b| {
         b.iter(|| black_box(ctx.run_ui(raw_input(), |ui| app.draw(ui))))
     });
+    // What a window pays once per sample to draw without holding the engine's lock: a copy
+    // of the whole state (24 h of 8 GPUs and 200 processes; sealed history chunks shared).
+    let shared = vramwarden::shared::Shared::new(day_monitor());
+    c.bench_function("view_copy_after_a_write_24h_8gpu_200proc", |b| {
+        b.iter(|| {
+            drop(shared.write());
+            black_box(shared.view())
+        })
+    });
     // The frame after new data arrived: every line of the GPU graph and the detail graph is
     // decimated again from the 24 h history (once per sample interval).
     c.bench_function("ui_frame_all_panes_24h_rebuild_lines", |b| {
@@ -204,12 +213,11 @@ fn report_open_session_frames() {
 }
 
 fn write_day(path: &std::path::Path, secs: i64) -> u64 {
-    use std::sync::{Arc, RwLock};
     use vramwarden::engine::{Engine, RecordTo};
     use vramwarden::source::GpuSource;
     let sim = SimSource::fleet(T0, 8, 200);
     let mut e = Engine::new(
-        Arc::new(RwLock::new(Monitor::new(1000, 300))),
+        vramwarden::shared::Shared::new(Monitor::new(1000, 300)),
         RecordTo::File(path.to_path_buf()),
         1000,
     );

@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
 use std::path::Path;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use chrono::{NaiveDateTime, TimeZone};
 
@@ -1119,7 +1119,7 @@ pub fn import_nvidia_smi(
         .collect();
     gaps.sort_unstable();
     let interval = gaps.get(gaps.len() / 2).copied().unwrap_or(1000).max(1);
-    let shared = Arc::new(RwLock::new(Monitor::new(interval, 16)));
+    let shared = crate::shared::Shared::new(Monitor::new(interval, 16));
     let mut engine = Engine::new(shared.clone(), RecordTo::File(out.to_path_buf()), interval);
     engine.set_source(SourceInfo {
         kind: "nvidia-smi import".into(),

@@ -11,8 +11,9 @@ source (NVML | sim | fault | import) ──► sampler thread ──► engine::
       enrich from /proc, containers, PyTorch companions ─┘        │
       session log ◄── leak_watch, oom_watch, rules ◄──────────────┤
                                                                    ▼
-                                        monitor::Monitor (history, process rows, leaks, activity)
-                                                                   │ read by
+              shared::Shared: monitor::Monitor (history, process rows, leaks, activity)
+                                                                   │ read by (the window: a copy
+                                                                   │ per change, no lock held)
                     ┌──────────────────────────┬───────────────────┴─────────────┐
                  ui (window)          agent (/metrics, /api/v1)        cli (snapshot, record…)
                     │ commands (engine::EngineCommand) through link::EngineLink
@@ -20,7 +21,9 @@ source (NVML | sim | fault | import) ──► sampler thread ──► engine::
 ```
 
 The window never calls NVML, never signals a process and never touches a session file being
-written: it draws the monitor and sends commands; the engine (here, or an agent's) checks
+written: it draws a copy of the monitor ([`shared::Shared::view`], made once per change and
+cheap because the history's sealed chunks are shared) without holding a lock, and sends
+commands; the engine (here, or an agent's) checks
 identity (pid + start time) and policy right before acting.
 
 # Where to add things
@@ -30,7 +33,8 @@ identity (pid + start time) and policy right before acting.
   [`rules::action`] (identity is checked there for every kind).
 - **A pane**: a module under `ui/` drawing from [`monitor::Monitor`] and returning what the user
   asked for; the app turns that into an [`engine::EngineCommand`].
-- **A front end**: read a [`sampler::SharedMonitor`] filled by a [`link::EngineLink`], send
+- **A front end**: read a [`sampler::SharedMonitor`] filled by a [`link::EngineLink`] (a
+  window through [`shared::Shared::view`]), send
   commands through the link (see [`agent`] for a headless one).
 - **A command-line command**: its clap definition in [`cli::args`], its runner in [`cli`].
 */
@@ -59,6 +63,7 @@ pub mod rules;
 pub mod sampler;
 pub mod session;
 pub mod settings;
+pub mod shared;
 pub mod snapshot_out;
 pub mod source;
 pub mod torch;

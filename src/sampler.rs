@@ -5,13 +5,13 @@
 //! Dropping the [`SamplerHandle`] stops the thread at its next wake-up without joining it.
 
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::engine::{Engine, EngineCommand, EngineOptions, RecordTo};
 use crate::model::{Snapshot, UnixMs};
-use crate::monitor::{Monitor, SourceStatus};
+use crate::monitor::SourceStatus;
 use crate::procinfo::ProcReader;
 use crate::source::{GpuSource, SourceError};
 
@@ -21,7 +21,7 @@ enum Control {
 }
 
 /// The monitor as shared between the sampler (writer) and front ends (readers).
-pub type SharedMonitor = Arc<RwLock<Monitor>>;
+pub type SharedMonitor = Arc<crate::shared::Shared>;
 
 /// Opens the source on the sampler thread (NVML init can itself be slow).
 pub type SourceFactory = Box<dyn FnOnce() -> Result<Box<dyn GpuSource>, SourceError> + Send>;

@@ -3,7 +3,7 @@
 //! the driver only), and bugs that must not pass silently. Real processes and real signals.
 
 use std::process::{Child, Command};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vramwarden::engine::{Engine, RecordTo};
@@ -179,7 +179,7 @@ fn demo_rules_never_reach_host_processes() {
         cooldown_minutes: 0.0,
         ..Rule::default()
     }];
-    let shared = Arc::new(RwLock::new(Monitor::new(1000, 100)));
+    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 100));
     let mut e = Engine::new(shared.clone(), RecordTo::Off, 1000);
     e.apply_settings(&s);
     let t0 = now_ms();
@@ -320,7 +320,7 @@ fn a_failed_process_list_is_missing_never_zero() {
         },
         ..Rule::default()
     }];
-    let shared = Arc::new(RwLock::new(Monitor::new(1000, 100)));
+    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 100));
     let mut e = Engine::new(shared.clone(), RecordTo::File(log.clone()), 1000);
     e.apply_settings(&s);
     let t0 = now_ms();
@@ -396,7 +396,7 @@ fn a_failed_process_list_is_missing_never_zero() {
 fn nonsense_from_the_driver_is_dropped_not_recorded() {
     let t0 = now_ms();
     let (mut src, switch) = FaultSource::new(Box::new(SimSource::demo(t0 - 120_000)));
-    let shared = Arc::new(RwLock::new(Monitor::new(1000, 100)));
+    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 100));
     let mut e = Engine::new(shared.clone(), RecordTo::Off, 1000);
     e.tick(src.sample(t0).expect("sample"), t0);
     let normal = shared.read().expect("lock").latest.clone().expect("snap");
@@ -458,7 +458,7 @@ fn nonsense_from_the_driver_is_dropped_not_recorded() {
 fn a_hung_driver_leaves_the_monitor_readable_and_flags_stale() {
     let t0 = now_ms();
     let (src, switch) = FaultSource::new(Box::new(SimSource::demo(t0)));
-    let shared = Arc::new(RwLock::new(Monitor::new(100, 100)));
+    let shared = vramwarden::shared::Shared::new(Monitor::new(100, 100));
     let handle = SamplerHandle::spawn(
         Box::new(move || Ok(Box::new(src) as Box<dyn GpuSource>)),
         Duration::from_millis(100),
@@ -604,7 +604,7 @@ fn users_resolve_through_nss_and_rules_compare_uids() {
     assert_eq!(info.user, name, "the name comes from NSS, not the number");
     assert_eq!(vramwarden::procinfo::uid_of_user(name), Some(uid));
     // Rules compare by uid.
-    let shared = Arc::new(RwLock::new(Monitor::new(1000, 100)));
+    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 100));
     let mut e = Engine::new(shared.clone(), RecordTo::Off, 1000);
     let sim = one_gpu_with(child.id(), 4096);
     let t = now_ms();

@@ -262,7 +262,6 @@ fn a_per_container_quota_rule() {
 /// `snapshot`'s JSON and CSV.
 #[test]
 fn names_reach_the_session_csv_the_replay_and_snapshot_output() {
-    use std::sync::RwLock;
     use vramwarden::engine::{Engine, RecordTo};
     use vramwarden::model::{DeviceSample, ProcessSample, Snapshot, MIB};
     use vramwarden::monitor::Monitor;
@@ -295,7 +294,7 @@ fn names_reach_the_session_csv_the_replay_and_snapshot_output() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("c.vwlog");
-    let shared = Arc::new(RwLock::new(Monitor::new(1000, 100)));
+    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 100));
     let mut e = Engine::new(shared, RecordTo::File(path.clone()), 1000);
     for i in 0..3 {
         e.tick(snap(t0 + i * 1000), t0 + i * 1000);

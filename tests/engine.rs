@@ -1,7 +1,7 @@
 //! The sampler thread and monitor on simulated GPUs: hours of simulated time, a hung source.
 
 use std::sync::mpsc;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vramwarden::model::{Snapshot, SourceInfo, UnixMs};
@@ -93,7 +93,7 @@ impl GpuSource for Hangs {
 #[test]
 fn a_hung_source_makes_data_stale_but_never_blocks() {
     let (keep, block) = mpsc::channel();
-    let shared = Arc::new(RwLock::new(Monitor::new(100, 1000)));
+    let shared = vramwarden::shared::Shared::new(Monitor::new(100, 1000));
     let handle = SamplerHandle::spawn(
         Box::new(move || {
             Ok(Box::new(Hangs {
@@ -124,7 +124,7 @@ fn a_hung_source_makes_data_stale_but_never_blocks() {
 
 #[test]
 fn a_failing_source_reports_why() {
-    let shared = Arc::new(RwLock::new(Monitor::new(100, 1000)));
+    let shared = vramwarden::shared::Shared::new(Monitor::new(100, 1000));
     let h = SamplerHandle::spawn(
         Box::new(|| Err(SourceError::Unavailable("No NVIDIA driver found".into()))),
         Duration::from_millis(100),

@@ -1,8 +1,6 @@
 //! Utilisation, temperature and power are kept over time beside memory, live and in a
 //! reopened session, for the window's per-GPU graphs; the power cap, clocks and fan live.
 
-use std::sync::{Arc, RwLock};
-
 use vramwarden::engine::{Engine, RecordTo};
 use vramwarden::history::{Metric, NONE};
 use vramwarden::monitor::Monitor;
@@ -17,7 +15,7 @@ fn device_metrics_are_kept_live_and_replayed_from_the_log() {
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("m.vwlog");
     let sim = SimSource::demo(T0);
-    let shared = Arc::new(RwLock::new(Monitor::new(1000, 1000)));
+    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 1000));
     let mut e = Engine::new(shared.clone(), RecordTo::File(path.clone()), 1000);
     e.set_source(sim.info());
     let mut expected = Vec::new();

@@ -4,7 +4,7 @@
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vramwarden::engine::{Engine, RecordTo};
@@ -82,8 +82,8 @@ fn big_holder_rule(action: Action, dry_run: bool) -> Rule {
     }
 }
 
-fn engine(s: &Settings) -> (Engine, Arc<RwLock<Monitor>>) {
-    let shared = Arc::new(RwLock::new(Monitor::new(1000, 100)));
+fn engine(s: &Settings) -> (Engine, vramwarden::sampler::SharedMonitor) {
+    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 100));
     let mut e = Engine::new(shared.clone(), RecordTo::Off, 1000);
     e.apply_settings(s);
     (e, shared)
@@ -105,7 +105,7 @@ fn kill(c: &mut Child) {
     let _ = c.wait();
 }
 
-fn outcomes(m: &Arc<RwLock<Monitor>>) -> Vec<(Outcome, String)> {
+fn outcomes(m: &vramwarden::sampler::SharedMonitor) -> Vec<(Outcome, String)> {
     m.read()
         .expect("lock")
         .activity

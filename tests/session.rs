@@ -19,10 +19,9 @@ const T0: UnixMs = 1_796_000_000_000;
 
 /// Records `seconds` of the demo through the engine into `path`.
 fn record_demo(path: &std::path::Path, seconds: i64) {
-    use std::sync::{Arc, RwLock};
     use vramwarden::engine::{Engine, RecordTo};
     let sim = SimSource::demo(T0);
-    let shared = Arc::new(RwLock::new(Monitor::new(1000, 100)));
+    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 100));
     let mut e = Engine::new(shared, RecordTo::File(path.to_path_buf()), 1000);
     e.set_source(sim.info());
     for i in 0..seconds {

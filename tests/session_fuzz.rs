@@ -151,11 +151,10 @@ fn demo_log(t0: i64) -> (Vec<u8>, usize) {
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("f.vwlog");
     {
-        use std::sync::{Arc, RwLock};
         use vramwarden::engine::{Engine, RecordTo};
         use vramwarden::source::GpuSource;
         let sim = SimSource::demo(t0);
-        let shared = Arc::new(RwLock::new(vramwarden::monitor::Monitor::new(1000, 10)));
+        let shared = vramwarden::shared::Shared::new(vramwarden::monitor::Monitor::new(1000, 10));
         let mut e = Engine::new(shared, RecordTo::File(path.clone()), 1000);
         e.set_source(sim.info());
         for i in 0..120 {

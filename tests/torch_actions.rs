@@ -9,7 +9,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use vramwarden::engine::{Engine, EngineCommand, RecordTo};
@@ -347,8 +346,8 @@ fn bind(pid: u32) -> SimSource {
     s
 }
 
-fn engine_with(rule: Option<Rule>) -> (Engine, Arc<RwLock<Monitor>>) {
-    let shared = Arc::new(RwLock::new(Monitor::new(1000, 100)));
+fn engine_with(rule: Option<Rule>) -> (Engine, vramwarden::sampler::SharedMonitor) {
+    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 100));
     let mut e = Engine::new(shared.clone(), RecordTo::Off, 1000);
     let mut s = Settings::default();
     s.cleanup.dry_run = false;
@@ -357,7 +356,7 @@ fn engine_with(rule: Option<Rule>) -> (Engine, Arc<RwLock<Monitor>>) {
     (e, shared)
 }
 
-fn activity(m: &Arc<RwLock<Monitor>>) -> Vec<(String, String, Outcome, String)> {
+fn activity(m: &vramwarden::sampler::SharedMonitor) -> Vec<(String, String, Outcome, String)> {
     m.read()
         .expect("lock")
         .activity

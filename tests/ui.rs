@@ -27,10 +27,9 @@ fn demo_app(seconds: i64) -> VramApp {
 
 /// The demo run through the real engine (leak detection, forecast), `seconds` long.
 fn demo_engine_app(seconds: i64) -> VramApp {
-    use std::sync::{Arc, RwLock};
     use vramwarden::engine::{Engine, RecordTo};
     let sim = SimSource::demo(T0);
-    let shared = Arc::new(RwLock::new(Monitor::new(1000, 86_400)));
+    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 86_400));
     let mut e = Engine::new(shared.clone(), RecordTo::Off, 1000);
     e.set_source(sim.info());
     for i in 0..seconds {
@@ -43,11 +42,10 @@ fn demo_engine_app(seconds: i64) -> VramApp {
 
 /// Records `seconds` of the demo through the real engine into the session log at `path`.
 fn record_demo_session(path: &std::path::Path, seconds: i64) {
-    use std::sync::{Arc, RwLock};
     use vramwarden::engine::{Engine, RecordTo};
     let sim = SimSource::demo(T0);
     let mut e = Engine::new(
-        Arc::new(RwLock::new(Monitor::new(1000, 10))),
+        vramwarden::shared::Shared::new(Monitor::new(1000, 10)),
         RecordTo::File(path.to_path_buf()),
         1000,
     );
@@ -374,11 +372,11 @@ fn a_recorded_session_offers_no_actions() {
 
 #[test]
 fn a_failed_process_list_shows_stale_rows_not_exits() {
-    use std::sync::{Arc, RwLock};
+    use std::sync::Arc;
     use vramwarden::engine::{Engine, RecordTo};
     use vramwarden::source::fault::{Fault, FaultSource};
     let (mut src, switch) = FaultSource::new(Box::new(SimSource::demo(T0)));
-    let shared = Arc::new(RwLock::new(Monitor::new(1000, 86_400)));
+    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 86_400));
     let mut e = Engine::new(shared.clone(), RecordTo::Off, 1000);
     e.set_source(src.info());
     for i in 0..120 {
@@ -392,7 +390,7 @@ fn a_failed_process_list_shows_stale_rows_not_exits() {
     let Ok(m) = Arc::try_unwrap(shared) else {
         panic!("the monitor has one owner after the engine is dropped");
     };
-    let m = m.into_inner().expect("lock");
+    let m = m.into_inner();
     let app = VramApp::with_backend(Backend::detached(m, true), UiState::default())
         .with_fixed_now(T0 + 119 * 1000);
     let mut h = harness(app);

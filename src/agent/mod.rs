@@ -17,7 +17,7 @@ use std::io::Read;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::cli::CliError;
@@ -141,10 +141,10 @@ pub fn start(
         .map_err(|e| CliError::Failed(format!("cannot listen on {}: {e}", opts.listen)))?;
     let server = Arc::new(server);
     let addr = server.server_addr().to_ip().unwrap_or(opts.listen);
-    let shared: SharedMonitor = Arc::new(RwLock::new(Monitor::new(
+    let shared: SharedMonitor = crate::shared::Shared::new(Monitor::new(
         interval.as_millis() as u64,
         crate::cli::history_ticks(HISTORY, interval),
-    )));
+    ));
     let stats = Arc::new(stats::AgentStats::default());
     let (watched, counted) = (shared.clone(), stats.clone());
     let notify: crate::sampler::Notify = Arc::new(move || {

@@ -6,7 +6,7 @@ pub use args::*;
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::engine::{Engine, EngineOptions, RecordTo};
@@ -229,17 +229,15 @@ pub fn run_realtime(
     duration: Option<Duration>,
     settings: &crate::settings::Settings,
     options: EngineOptions,
-) -> Result<(Arc<RwLock<Monitor>>, RunStats), CliError> {
+) -> Result<(crate::sampler::SharedMonitor, RunStats), CliError> {
     use std::io::Read;
     use std::os::unix::net::UnixStream;
     let (mut wake_rx, wake_tx) = UnixStream::pair()?;
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::low_level::pipe::register(sig, wake_tx.try_clone()?)?;
     }
-    let shared = Arc::new(RwLock::new(Monitor::new(
-        interval.as_millis() as u64,
-        history_ticks,
-    )));
+    let shared =
+        crate::shared::Shared::new(Monitor::new(interval.as_millis() as u64, history_ticks));
     let notify_tx = wake_tx.try_clone()?;
     let watched = shared.clone();
     let notify: crate::sampler::Notify = Arc::new(move || {
@@ -281,7 +279,9 @@ pub fn run_realtime(
     // Wait for the first sample (or a failure, or a signal).
     wake_rx.set_read_timeout(None)?;
     let _ = wake_rx.read(&mut byte)?;
-    fn read(s: &RwLock<Monitor>) -> Result<std::sync::RwLockReadGuard<'_, Monitor>, CliError> {
+    fn read(
+        s: &crate::shared::Shared,
+    ) -> Result<std::sync::RwLockReadGuard<'_, Monitor>, CliError> {
         s.read().map_err(|_| {
             CliError::Failed(
                 "internal error: the engine thread panicked (a bug in vramwarden)".into(),
@@ -466,10 +466,7 @@ pub fn record(
         None => RecordTo::Dir(crate::session::default_dir()),
     };
     let ticks = 4096;
-    let mut shared = Arc::new(RwLock::new(Monitor::new(
-        interval.as_millis() as u64,
-        ticks,
-    )));
+    let mut shared = crate::shared::Shared::new(Monitor::new(interval.as_millis() as u64, ticks));
     match speed {
         Speed::Times(s) if (s - 1.0).abs() < f64::EPSILON => {
             let (m, st) = run_realtime(

@@ -314,7 +314,9 @@ impl VramApp {
         }
         let health = self.backend.health();
         let shared = self.backend.shared.clone();
-        let Ok(live) = shared.read() else {
+        // The engine's state as of its last write: a copy made at most once per change, so
+        // the frame is drawn without holding the engine's lock.
+        let Some(live) = shared.view() else {
             ui.label("internal error: the monitor lock is poisoned");
             return;
         };
@@ -602,8 +604,7 @@ impl VramApp {
             let held = self
                 .backend
                 .shared
-                .read()
-                .ok()
+                .view()
                 .and_then(|m| m.history.span().map(|(a, b)| b - a))
                 .unwrap_or(0);
             egui::Modal::new(egui::Id::unique("switch-source")).show(&ctx, |ui| {

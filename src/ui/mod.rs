@@ -16,7 +16,7 @@ pub mod torch_pane;
 pub mod widgets;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use app::VramApp;
@@ -167,7 +167,7 @@ impl Backend {
         let interval = Duration::from_millis(monitor.interval_ms);
         let history_ticks = monitor.history.capacity();
         Self {
-            shared: Arc::new(RwLock::new(monitor)),
+            shared: crate::shared::Shared::new(monitor),
             link: None,
             remote: None,
             host: None,
@@ -420,10 +420,10 @@ impl Backend {
     /// # Errors
     /// A malformed address or no thread; the window stays as it was.
     pub fn connect_remote(&mut self, url: &str, token: String) -> Result<(), String> {
-        let shared = Arc::new(RwLock::new(Monitor::new(
+        let shared = crate::shared::Shared::new(Monitor::new(
             self.interval.as_millis() as u64,
             self.history_ticks,
-        )));
+        ));
         let (shown, notify) = self.notifier();
         let link = Arc::new(crate::link::remote::RemoteLink::connect(
             url,
@@ -447,10 +447,10 @@ impl Backend {
     pub fn restart(&mut self, factory: SourceFactory, demo: bool) {
         self.drop_shown_agent();
         self.parked.retain(|p| p.remote.is_some());
-        self.shared = Arc::new(RwLock::new(Monitor::new(
+        self.shared = crate::shared::Shared::new(Monitor::new(
             self.interval.as_millis() as u64,
             self.history_ticks,
-        )));
+        ));
         self.demo = demo;
         self.spawn(factory);
     }
