@@ -8,7 +8,7 @@
 //!
 //! Sealed chunks are shared (`Arc`), so a copy of a whole history costs its open chunks and
 //! a pointer per series: the engine's state is copied for front ends once per change (see
-//! [`crate::monitor::Shared`]) and they draw from their copy without holding a lock.
+//! [`crate::shared::Shared`]) and they draw from their copy without holding a lock.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;

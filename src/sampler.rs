@@ -1,5 +1,5 @@
 //! The named background thread that samples a [`GpuSource`] every interval, enriches the
-//! processes from `/proc` and applies the snapshot to the shared [`Monitor`].
+//! processes from `/proc` and applies the snapshot to the shared [`crate::monitor::Monitor`].
 //!
 //! The UI never waits on it: a source that hangs (a wedged driver) only makes the data stale.
 //! Dropping the [`SamplerHandle`] stops the thread at its next wake-up without joining it.
