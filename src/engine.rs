@@ -312,6 +312,7 @@ impl Engine {
                         target,
                         outcome: crate::rules::action::Outcome::Skipped,
                         detail: "the process is no longer listed on that GPU".into(),
+                        entry: crate::rules::action::Entry::Action,
                     }]);
                     return;
                 };

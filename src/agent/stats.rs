@@ -114,6 +114,7 @@ mod tests {
             action: "terminate (SIGKILL after 10 s)".into(),
             outcome,
             detail: String::new(),
+            entry: crate::rules::action::Entry::Action,
         }
     }
 
@@ -146,16 +147,17 @@ mod tests {
 
     #[test]
     fn a_release_answered_late_counts_once_with_the_answers_outcome() {
-        use crate::rules::action::{ANSWER_FOLLOWS, ANSWER_SUFFIX, DRIVER_FIGURE_SUFFIX};
+        use crate::rules::action::{Entry, ANSWER_FOLLOWS, ANSWER_SUFFIX, DRIVER_FIGURE_SUFFIX};
         let s = AgentStats::default();
         let mut m = Monitor::new(1000, 10);
-        let entry = |ms, action: String, outcome, detail: String| Activity {
+        let entry = |ms, action: String, outcome, detail: String, entry| Activity {
             unix_ms: ms,
             rule: "r".into(),
             target: Target::Device(0),
             action,
             outcome,
             detail,
+            entry,
         };
         let label = "release cached memory";
         m.activity.push_back(entry(
@@ -163,18 +165,21 @@ mod tests {
             label.into(),
             Outcome::Acted,
             format!("asked the PyTorch companion; {ANSWER_FOLLOWS}"),
+            Entry::Asked,
         ));
         m.activity.push_back(entry(
             2,
             format!("{label}{ANSWER_SUFFIX}"),
             Outcome::Failed,
             "timed out".into(),
+            Entry::Action,
         ));
         m.activity.push_back(entry(
             3,
             format!("{label}{DRIVER_FIGURE_SUFFIX}"),
             Outcome::Acted,
             "58178 → 6220 MiB".into(),
+            Entry::FollowUp,
         ));
         s.observe(&m);
         assert_eq!(

@@ -491,6 +491,7 @@ impl RemoteLink {
                                         action,
                                         outcome,
                                         detail,
+                                        entry: crate::rules::action::Entry::Action,
                                     });
                                     while m.activity.len() > crate::engine::ACTIVITY_KEPT {
                                         m.activity.pop_front();

@@ -70,6 +70,22 @@ pub struct Activity {
     pub outcome: Outcome,
     /// Details: the reason for a skip, the error, the command's output.
     pub detail: String,
+    /// Which entry of an action this is (counters count each action once).
+    pub entry: Entry,
+}
+
+/// Which entry of an action an activity line is: an action has one entry that stands for it
+/// and its outcome, and may have one before it (asked, its answer follows) and one after it
+/// (the driver's figure after a release).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Entry {
+    /// The action and how it ended (a late answer is this one).
+    #[default]
+    Action,
+    /// The action was started; its answer follows in a later entry.
+    Asked,
+    /// A figure that follows an action already counted.
+    FollowUp,
 }
 
 /// The label suffix of the entry that carries a companion's late answer.
@@ -84,7 +100,7 @@ impl Activity {
     /// late answer counts, the "asked, its answer follows" entry before it and the driver's
     /// figure after a release do not (counters count each action once, with how it ended).
     pub fn counts_as_action(&self) -> bool {
-        !(self.detail.ends_with(ANSWER_FOLLOWS) || self.action.ends_with(DRIVER_FIGURE_SUFFIX))
+        self.entry == Entry::Action
     }
 }
 
@@ -177,6 +193,91 @@ pub struct ActionRunner {
 impl Default for ActionRunner {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// The transport: sends `sig` to the process `key` (just checked), through its pidfd where
+/// there is one, else by pid.
+fn signal(key: &ProcSeriesKey, pidfd: Option<&Pidfd>, sig: i32) -> Result<(), ActError> {
+    let r = match pidfd {
+        Some(fd) => pidfd_signal(fd, sig),
+        None => {
+            // SAFETY: kill(2) with a pid whose identity was just checked.
+            if unsafe { libc::kill(key.0.pid as libc::pid_t, sig) } == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        }
+    };
+    r.map_err(|e| ActError::Failed(format!("{}: {e}", signal_name(sig))))
+}
+
+/// What an allowed action is to do, found before the dry run decides whether it happens.
+#[derive(Debug)]
+enum Effect {
+    /// Tell the user.
+    Notify,
+    /// A signal.
+    Signal(i32),
+    /// SIGTERM, then SIGKILL after the grace period if the process still holds GPU memory.
+    Terminate {
+        /// Seconds between the two.
+        grace_seconds: f64,
+    },
+    /// A command, with its arguments expanded.
+    Command {
+        /// argv.
+        args: Vec<String>,
+        /// How long it may run.
+        timeout: Duration,
+    },
+    /// Ask the process's PyTorch companion (release the cache, limit the memory).
+    Companion,
+}
+
+impl Effect {
+    /// The effect of `p`, or why it can have none (an unknown signal, a command that cannot be
+    /// expanded, a process action on a whole GPU), with the outcome to log.
+    fn of(p: &Planned) -> Result<Self, (Outcome, String)> {
+        let on_process = matches!(p.target, Target::Process { .. });
+        let needs_process = || (Outcome::Failed, "this action needs a process".to_string());
+        match &p.action {
+            Action::Notify => Ok(Self::Notify),
+            Action::Signal { signal } if on_process => parse_signal(signal)
+                .map(Self::Signal)
+                .ok_or_else(|| (Outcome::Failed, format!("unknown signal {signal}"))),
+            Action::Terminate { grace_seconds } if on_process => Ok(Self::Terminate {
+                grace_seconds: *grace_seconds,
+            }),
+            Action::RunCommand {
+                argv,
+                timeout_seconds,
+            } => expand_argv(argv, &p.target)
+                .map(|args| Self::Command {
+                    args,
+                    timeout: Duration::from_secs_f64(timeout_seconds.clamp(0.0, 86_400.0)),
+                })
+                .map_err(|why| (Outcome::Skipped, why)),
+            Action::ReleaseCache | Action::LimitMemory { .. } if on_process => Ok(Self::Companion),
+            Action::Signal { .. }
+            | Action::Terminate { .. }
+            | Action::ReleaseCache
+            | Action::LimitMemory { .. } => Err(needs_process()),
+        }
+    }
+
+    /// What it would do to `who` (a dry run's words; a companion's are the executor's).
+    fn would(&self, rule: &str, who: &str) -> String {
+        match self {
+            Self::Notify => format!("would notify: rule {rule} matched {who}"),
+            Self::Signal(sig) => format!("would send {} to {who}", signal_name(*sig)),
+            Self::Terminate { grace_seconds } => format!(
+                "would send SIGTERM to {who}, then SIGKILL after {grace_seconds} s if it still holds GPU memory"
+            ),
+            Self::Command { args, .. } => format!("would run {args:?} for {who}"),
+            Self::Companion => format!("would ask the PyTorch companion of {who}"),
+        }
     }
 }
 
@@ -341,6 +442,7 @@ impl ActionRunner {
                     action: format!("{}{DRIVER_FIGURE_SUFFIX}", Action::ReleaseCache.label()),
                     outcome: Outcome::Acted,
                     detail,
+                    entry: Entry::FollowUp,
                 }
             })
             .collect()
@@ -455,24 +557,20 @@ impl ActionRunner {
         }
     }
 
+    /// The identity check, then the signal (the deferred SIGKILL of a process without a
+    /// pidfd kept from its SIGTERM).
     fn send(&self, key: &ProcSeriesKey, sig: i32) -> Result<Option<Pidfd>, ActError> {
         let fd = self.verify(key)?;
-        let r = match &fd {
-            Some(fd) => pidfd_signal(fd, sig),
-            None => {
-                // SAFETY: kill(2) with a checked pid.
-                if unsafe { libc::kill(key.0.pid as libc::pid_t, sig) } == 0 {
-                    Ok(())
-                } else {
-                    Err(std::io::Error::last_os_error())
-                }
-            }
-        };
-        r.map(|_| fd)
-            .map_err(|e| ActError::Failed(format!("{}: {e}", signal_name(sig))))
+        signal(key, fd.as_ref(), sig).map(|()| fd)
     }
 
     /// Carries out `p` (or, in dry run, says what it would do). `now` stamps the activity.
+    ///
+    /// Every action goes the same way: the policy ([`Executor::refusal`]: protected, other
+    /// users', simulated, recorded, vramwarden itself, no companion); what the action is to do
+    /// ([`Effect`]); a dry run stops there with the words; the identity check of a process
+    /// target (pid + start time, through a pidfd where the kernel has them) right before
+    /// acting; then the transport (a signal, a command, the PyTorch companion).
     pub fn run(&mut self, p: &Planned, safety: &Safety, now: UnixMs) -> Activity {
         let dry = p.dry_run || safety.global_dry_run;
         let mut act = Activity {
@@ -482,101 +580,72 @@ impl ActionRunner {
             action: p.action.label(),
             outcome: Outcome::Acted,
             detail: String::new(),
+            entry: Entry::Action,
+        };
+        let mut end = |outcome, detail| {
+            act.outcome = outcome;
+            act.detail = detail;
+            act.clone()
         };
         if let Some(why) = self.refusal(p, safety) {
-            act.outcome = Outcome::Skipped;
-            act.detail = why;
-            return act;
+            return end(Outcome::Skipped, why);
         }
-        match (&p.action, &p.target) {
-            (Action::Notify, t) => {
-                if dry {
-                    act.outcome = Outcome::WouldAct;
-                    act.detail = format!("would notify: rule {} matched {}", p.rule, t.describe());
-                } else {
-                    // The engine shows it (status bar, desktop notification where wanted).
-                    act.detail = format!("notified: rule {} matched {}", p.rule, t.describe());
+        let effect = match Effect::of(p) {
+            Ok(e) => e,
+            Err((outcome, why)) => return end(outcome, why),
+        };
+        let who = p.target.describe();
+        if dry {
+            let words = match &effect {
+                Effect::Companion => self.companion_would(p),
+                e => e.would(&p.rule, &who),
+            };
+            return end(Outcome::WouldAct, words);
+        }
+        // The identity check, right before acting, for every effect on a process.
+        let (key, pidfd) = match (&effect, &p.target) {
+            (Effect::Notify, _) | (_, Target::Device(_)) => (None, None),
+            (_, Target::Process { key, .. }) => match self.verify(key) {
+                Ok(fd) => (Some(*key), fd),
+                Err(e) => return end(e.outcome(), e.into_text()),
+            },
+        };
+        match (effect, key) {
+            // The engine shows it (status bar, desktop notification where wanted).
+            (Effect::Notify, _) => end(
+                Outcome::Acted,
+                format!("notified: rule {} matched {who}", p.rule),
+            ),
+            (Effect::Signal(sig), Some(key)) => match signal(&key, pidfd.as_ref(), sig) {
+                Ok(()) => end(
+                    Outcome::Acted,
+                    format!("sent {} to {who}", signal_name(sig)),
+                ),
+                Err(e) => end(e.outcome(), e.into_text()),
+            },
+            (Effect::Terminate { grace_seconds }, Some(key)) => {
+                match signal(&key, pidfd.as_ref(), libc::SIGTERM) {
+                    Ok(()) => {
+                        self.pending.push(PendingKill {
+                            key,
+                            deadline: Instant::now()
+                                + Duration::from_secs_f64(grace_seconds.clamp(0.0, 86_400.0)),
+                            rule: p.rule.clone(),
+                            target: p.target.clone(),
+                            pidfd,
+                        });
+                        end(
+                            Outcome::Acted,
+                            format!("sent SIGTERM to {who}; SIGKILL in {grace_seconds} s if it still holds GPU memory"),
+                        )
+                    }
+                    Err(e) => end(e.outcome(), e.into_text()),
                 }
             }
-            (Action::Signal { signal }, Target::Process { key, .. }) => {
-                let Some(sig) = parse_signal(signal) else {
-                    act.outcome = Outcome::Failed;
-                    act.detail = format!("unknown signal {signal}");
-                    return act;
-                };
-                if dry {
-                    act.outcome = Outcome::WouldAct;
-                    act.detail =
-                        format!("would send {} to {}", signal_name(sig), p.target.describe());
-                } else {
-                    match self.send(key, sig) {
-                        Ok(_) => {
-                            act.detail =
-                                format!("sent {} to {}", signal_name(sig), p.target.describe())
-                        }
-                        Err(e) => {
-                            act.outcome = e.outcome();
-                            act.detail = e.into_text();
-                        }
-                    }
-                }
-            }
-            (Action::Terminate { grace_seconds }, Target::Process { key, .. }) => {
-                if dry {
-                    act.outcome = Outcome::WouldAct;
-                    act.detail = format!("would send SIGTERM to {}, then SIGKILL after {grace_seconds} s if it still holds GPU memory", p.target.describe());
-                } else {
-                    match self.send(key, libc::SIGTERM) {
-                        Ok(fd) => {
-                            act.detail = format!("sent SIGTERM to {}; SIGKILL in {grace_seconds} s if it still holds GPU memory", p.target.describe());
-                            self.pending.push(PendingKill {
-                                key: *key,
-                                deadline: Instant::now()
-                                    + Duration::from_secs_f64(grace_seconds.clamp(0.0, 86_400.0)),
-                                rule: p.rule.clone(),
-                                target: p.target.clone(),
-                                pidfd: fd,
-                            });
-                        }
-                        Err(e) => {
-                            act.outcome = e.outcome();
-                            act.detail = e.into_text();
-                        }
-                    }
-                }
-            }
-            (
-                Action::RunCommand {
-                    argv,
-                    timeout_seconds,
-                },
-                t,
-            ) => {
-                let args = match expand_argv(argv, t) {
-                    Ok(a) => a,
-                    Err(why) => {
-                        act.outcome = Outcome::Skipped;
-                        act.detail = why;
-                        return act;
-                    }
-                };
-                if dry {
-                    act.outcome = Outcome::WouldAct;
-                    act.detail = format!("would run {args:?} for {}", t.describe());
-                    return act;
-                }
-                // The identity check runs right before the command is spawned, as for signals.
-                if let Target::Process { key, .. } = t {
-                    if let Err(e) = self.verify(key) {
-                        act.outcome = e.outcome();
-                        act.detail = e.into_text();
-                        return act;
-                    }
-                }
-                act.detail = format!("started {args:?}");
+            (Effect::Command { args, timeout }, _) => {
+                let mut done = end(Outcome::Acted, format!("started {args:?}"));
+                let started = done.clone();
                 let (tx, rx) = std::sync::mpsc::channel();
-                let mut done = act.clone();
-                let timeout = Duration::from_secs_f64(timeout_seconds.clamp(0.0, 86_400.0));
                 let spawned = std::thread::Builder::new()
                     .name("vramwarden-command".into())
                     .spawn(move || {
@@ -586,36 +655,58 @@ impl ActionRunner {
                         let _ = tx.send(done);
                     });
                 match spawned {
-                    Ok(_) => self.running.push(rx),
-                    Err(e) => {
-                        act.outcome = Outcome::Failed;
-                        act.detail = format!("could not start a thread for the command: {e}");
+                    Ok(_) => {
+                        self.running.push(rx);
+                        started
                     }
+                    Err(e) => end(
+                        Outcome::Failed,
+                        format!("could not start a thread for the command: {e}"),
+                    ),
                 }
             }
-            (Action::ReleaseCache | Action::LimitMemory { .. }, Target::Process { key, .. }) => {
-                let (outcome, detail) = self.run_companion(p, key, dry, now);
+            (Effect::Companion, Some(key)) => {
+                let (outcome, detail, entry) = self.run_companion(p, &key, now);
+                act.entry = entry;
                 act.outcome = outcome;
                 act.detail = detail;
+                act
             }
-            (_, Target::Device(_)) => {
-                act.outcome = Outcome::Failed;
-                act.detail = "this action needs a process".into();
-            }
+            // Effect::of gives process effects only for process targets.
+            (_, None) => end(Outcome::Failed, "this action needs a process".into()),
         }
-        act
     }
 
-    /// A PyTorch action on the process `key`: in dry run only the words; else the identity
-    /// check, then the companion (which checks its peer against the same pid and start time
-    /// before anything is sent).
+    /// What a PyTorch action would do to `p`'s process (its dry run).
+    fn companion_would(&self, p: &Planned) -> String {
+        let who = p.target.describe();
+        let total = match &p.target {
+            Target::Process { key, .. } => {
+                self.gpus.get(&key.1).and_then(|g| g.1.map(|t| (key.1, t)))
+            }
+            Target::Device(_) => None,
+        };
+        match &p.action {
+            Action::LimitMemory { gib } => format!(
+                "would ask the PyTorch companion of {who} to limit it to {gib} GiB{}",
+                total.map_or(String::new(), |(index, total_bytes)| format!(
+                    " (memory fraction {:.4} of GPU {index})",
+                    gib * crate::model::GIB as f64 / total_bytes as f64,
+                ))
+            ),
+            _ => format!("would ask the PyTorch companion of {who} to release its cached memory"),
+        }
+    }
+
+    /// A PyTorch action on the process `key`, whose identity was just checked: the companion
+    /// (which checks its peer against the same pid and start time before anything is sent).
+    /// The entry is [`Entry::Asked`] when its answer follows later.
     fn run_companion(
         &mut self,
         p: &Planned,
         key: &ProcSeriesKey,
-        dry: bool,
         now: UnixMs,
-    ) -> (Outcome, String) {
+    ) -> (Outcome, String, Entry) {
         let who = p.target.describe();
         let gpu = {
             let (uuid, total) = self.gpus.get(&key.1).cloned().unwrap_or_default();
@@ -625,25 +716,6 @@ impl ActionRunner {
                 total_bytes,
             })
         };
-        if dry {
-            let what = match &p.action {
-                Action::LimitMemory { gib } => format!(
-                    "would ask the PyTorch companion of {who} to limit it to {gib} GiB{}",
-                    gpu.as_ref().map_or(String::new(), |g| format!(
-                        " (memory fraction {:.4} of GPU {})",
-                        gib * crate::model::GIB as f64 / g.total_bytes as f64,
-                        g.index
-                    ))
-                ),
-                _ => {
-                    format!("would ask the PyTorch companion of {who} to release its cached memory")
-                }
-            };
-            return (Outcome::WouldAct, what);
-        }
-        if let Err(e) = self.verify(key) {
-            return (e.outcome(), e.into_text());
-        }
         let (pid, start) = (key.0.pid, key.0.start_time_ms);
         if let (Action::LimitMemory { .. }, None) = (&p.action, &gpu) {
             return (
@@ -652,6 +724,7 @@ impl ActionRunner {
                     "GPU {}'s total memory is not known yet, so a limit cannot be turned into a memory fraction",
                     key.1
                 ),
+                Entry::Action,
             );
         }
         // The companion is asked on a thread of its own: the engine waits for it at most
@@ -676,6 +749,7 @@ impl ActionRunner {
             return (
                 Outcome::Failed,
                 format!("could not start a thread to ask the companion: {e}"),
+                Entry::Action,
             );
         }
         let before = match &p.target {
@@ -685,7 +759,7 @@ impl ActionRunner {
         match rx.recv_timeout(COMPANION_WAIT) {
             Ok(answer) => {
                 self.follow_release(key, &p.rule, &p.target, before, &answer, now);
-                (answer.outcome, answer.detail)
+                (answer.outcome, answer.detail, Entry::Action)
             }
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 self.answers.push(PendingAnswer {
@@ -701,11 +775,13 @@ impl ActionRunner {
                     format!(
                         "asked the PyTorch companion of {who}; it is still at work (a large cache takes seconds to give back), {ANSWER_FOLLOWS}"
                     ),
+                    Entry::Asked,
                 )
             }
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => (
                 Outcome::Failed,
                 "the companion's thread ended without an answer".into(),
+                Entry::Action,
             ),
         }
     }
@@ -757,6 +833,7 @@ impl ActionRunner {
                 action: "SIGKILL after grace period".into(),
                 outcome: Outcome::Acted,
                 detail: String::new(),
+                entry: Entry::Action,
             };
             let alive = match self.verify(&p.key) {
                 Ok(_) => true,
@@ -805,6 +882,7 @@ impl ActionRunner {
                         action: a.action,
                         outcome: answer.outcome,
                         detail: answer.detail,
+                        entry: Entry::Action,
                     });
                 }
                 Err(std::sync::mpsc::TryRecvError::Empty) => self.answers.push(a),
@@ -815,6 +893,7 @@ impl ActionRunner {
                     action: a.action,
                     outcome: Outcome::Failed,
                     detail: "the companion's thread ended without an answer".into(),
+                    entry: Entry::Action,
                 }),
             }
         }

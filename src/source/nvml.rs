@@ -83,6 +83,23 @@ fn memory_v1(nvml: &Nvml, dev: &nvml_wrapper::Device<'_>) -> Option<(u64, u64)> 
 }
 
 impl ListState {
+    /// A device's state before its first sample: every reading due.
+    fn new() -> Self {
+        Self {
+            cap: 64,
+            graphics: Cadence::new(),
+            graphics_empty: true,
+            limit: Cadence::new(),
+            power_limit_w: None,
+            fan: Cadence::new(),
+            fan_supported: true,
+            lists: Cadence::new(),
+            listed_used: None,
+            compute: Vec::new(),
+            graphics_list: Vec::new(),
+        }
+    }
+
     /// Whether the process lists are read at this sample, the GPU's used memory being
     /// `used`: when it moved since the last good lists (or is unknown), else every
     /// [`LISTS_EVERY`] samples. The caller sets `listed_used` once the lists were read.
@@ -249,22 +266,7 @@ impl NvmlSource {
             host: host_name(),
         };
         let util = vec![UtilCache::default(); devices.len()];
-        let lists = vec![
-            ListState {
-                cap: 64,
-                graphics: Cadence::new(),
-                graphics_empty: true,
-                limit: Cadence::new(),
-                power_limit_w: None,
-                fan: Cadence::new(),
-                fan_supported: true,
-                lists: Cadence::new(),
-                listed_used: None,
-                compute: Vec::new(),
-                graphics_list: Vec::new(),
-            };
-            devices.len()
-        ];
+        let lists = vec![ListState::new(); devices.len()];
         Ok(Self {
             nvml,
             devices,
@@ -691,19 +693,7 @@ mod tests {
 
     #[test]
     fn process_lists_are_read_when_used_memory_moves_else_every_nth_sample() {
-        let mut ls = ListState {
-            cap: 64,
-            graphics: Cadence::new(),
-            graphics_empty: true,
-            limit: Cadence::new(),
-            power_limit_w: None,
-            fan: Cadence::new(),
-            fan_supported: true,
-            lists: Cadence::new(),
-            listed_used: None,
-            compute: Vec::new(),
-            graphics_list: Vec::new(),
-        };
+        let mut ls = ListState::new();
         // What the sampler does: read when due, remember the used memory of a good read.
         let mut read_at = Vec::new();
         let used = [10, 10, 10, 10, 10, 10, 10, 12, 12, 12, 12, 12, 12, 12];
