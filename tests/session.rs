@@ -80,7 +80,7 @@ fn round_trip_gives_back_every_sample() {
         assert_eq!(got, exp, "sample {i}");
     }
     // The periodic job started and exited: events say so.
-    let starts = s.events.iter().filter(|e| matches!(e, vramwarden::session::Event::ProcessStart { def, .. } if def.cmdline.contains("preprocess"))).count();
+    let starts = s.events.iter().filter(|e| matches!(e, vramwarden::session::Event::ProcessStart { def, .. } if def.info.cmdline.contains("preprocess"))).count();
     let exits = s
         .events
         .iter()

@@ -125,14 +125,10 @@ fn piece() -> impl Strategy<Value = Vec<u8>> {
                     id,
                     pid,
                     device_index: dev,
-                    start_time_ms: 0,
-                    name: "x".into(),
-                    cmdline: String::new(),
-                    user: String::new(),
-                    uid: 0,
-                    container_id: None,
-                    container_name: None,
-                    pod: None,
+                    info: vramwarden::model::ProcInfo {
+                        name: "x".into(),
+                        ..Default::default()
+                    },
                 },
             };
             frame(KIND_EVENT, &serde_json::to_vec(&e).expect("json"))

@@ -246,14 +246,20 @@ pub fn export(
                 .defs
                 .values()
                 .map(|d| {
-                    let start = if d.start_time_ms > 0 {
-                        rfc3339(d.start_time_ms)
+                    let start = if d.info.start_time_ms > 0 {
+                        rfc3339(d.info.start_time_ms)
                     } else {
                         String::new()
                     };
                     (
                         d.id,
-                        format!("{},{},{},{}", d.pid, start, quote(&d.name), quote(&d.user)),
+                        format!(
+                            "{},{},{},{}",
+                            d.pid,
+                            start,
+                            quote(&d.info.name),
+                            quote(&d.info.user)
+                        ),
                     )
                 })
                 .collect();
@@ -261,8 +267,9 @@ pub fn export(
                 .defs
                 .values()
                 .map(|d| {
-                    let container = d.container_name.clone().or_else(|| {
-                        d.container_id
+                    let container = d.info.container_name.clone().or_else(|| {
+                        d.info
+                            .container_id
                             .as_ref()
                             .map(|id| id.chars().take(12).collect())
                     });
@@ -270,9 +277,9 @@ pub fn export(
                         d.id,
                         format!(
                             "{},{},{}",
-                            quote(&d.cmdline),
+                            quote(&d.info.cmdline),
                             quote(container.as_deref().unwrap_or("")),
-                            quote(d.pod.as_deref().unwrap_or(""))
+                            quote(d.info.pod.as_deref().unwrap_or(""))
                         ),
                     )
                 })
@@ -391,10 +398,10 @@ fn event_row(session: &SessionData, e: &Event) -> Option<String> {
             "process_start",
             Some(def.pid),
             Some(def.device_index),
-            def.name.clone(),
-            def.user.clone(),
+            def.info.name.clone(),
+            def.info.user.clone(),
             None::<f64>,
-            def.cmdline.clone(),
+            def.info.cmdline.clone(),
         ),
         Event::ProcessExit {
             id,
@@ -407,8 +414,8 @@ fn event_row(session: &SessionData, e: &Event) -> Option<String> {
                 "process_exit",
                 Some(*pid),
                 Some(*device_index),
-                d.map_or(String::new(), |d| d.name.clone()),
-                d.map_or(String::new(), |d| d.user.clone()),
+                d.map_or(String::new(), |d| d.info.name.clone()),
+                d.map_or(String::new(), |d| d.info.user.clone()),
                 None,
                 String::new(),
             )

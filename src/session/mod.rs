@@ -92,7 +92,8 @@ pub struct Header {
     pub devices: Vec<HeaderDevice>,
 }
 
-/// A process's definition in the log.
+/// A process's definition in the log: its session-local id and GPU, and the same facts as
+/// everywhere else ([`crate::model::ProcInfo`], its fields inline in the JSON, as before).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcDef {
     /// Session-local id used by sample records.
@@ -101,24 +102,9 @@ pub struct ProcDef {
     pub pid: u32,
     /// GPU.
     pub device_index: u32,
-    /// Start time (ms since the epoch), 0 if unknown.
-    pub start_time_ms: UnixMs,
-    /// Short name.
-    pub name: String,
-    /// Command line.
-    pub cmdline: String,
-    /// Owner.
-    pub user: String,
-    /// Owner uid.
-    pub uid: u32,
-    /// Container id.
-    pub container_id: Option<String>,
-    /// The container's name, where resolved (absent in logs written before it was kept).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub container_name: Option<String>,
-    /// Its Kubernetes pod as `namespace/pod`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod: Option<String>,
+    /// Name, command line, owner, start time (0 if unknown), container and pod.
+    #[serde(flatten)]
+    pub info: crate::model::ProcInfo,
 }
 
 /// What a leak event says about the series.
@@ -307,4 +293,39 @@ pub fn default_dir() -> std::path::PathBuf {
     directories::ProjectDirs::from("", "", "vramwarden")
         .map(|p| p.data_dir().join("sessions"))
         .unwrap_or_else(|| std::path::PathBuf::from("vramwarden-sessions"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_definition_keeps_its_flat_json_and_reads_older_logs() {
+        let def = ProcDef {
+            id: 3,
+            pid: 4242,
+            device_index: 1,
+            info: crate::model::ProcInfo {
+                name: "python3".into(),
+                cmdline: "python3 train.py".into(),
+                user: "alice".into(),
+                uid: 1000,
+                start_time_ms: 1_700_000_000_000,
+                container_id: None,
+                container_name: None,
+                pod: None,
+            },
+        };
+        let v = serde_json::to_value(&def).expect("json");
+        // The facts sit beside id, pid and GPU, as they did before they became one type.
+        assert_eq!(v["name"], "python3");
+        assert_eq!(v["start_time_ms"], 1_700_000_000_000i64);
+        assert_eq!(v["uid"], 1000);
+        assert!(v.get("info").is_none(), "{v}");
+        assert!(v.get("pod").is_none(), "{v}");
+        // A definition as a log of format 2 before container names wrote it.
+        let old = r#"{"id":3,"pid":4242,"device_index":1,"start_time_ms":1700000000000,"name":"python3","cmdline":"python3 train.py","user":"alice","uid":1000,"container_id":null}"#;
+        let back: ProcDef = serde_json::from_str(old).expect("an older definition");
+        assert_eq!(back, def);
+    }
 }

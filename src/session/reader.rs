@@ -510,19 +510,7 @@ impl SessionData {
     }
 
     fn define(&mut self, d: ProcDef) {
-        self.infos.insert(
-            d.id,
-            Arc::new(ProcInfo {
-                name: d.name.clone(),
-                cmdline: d.cmdline.clone(),
-                user: d.user.clone(),
-                uid: d.uid,
-                start_time_ms: d.start_time_ms,
-                container_id: d.container_id.clone(),
-                container_name: d.container_name.clone(),
-                pod: d.pod.clone(),
-            }),
-        );
+        self.infos.insert(d.id, Arc::new(d.info.clone()));
         self.defs.insert(d.id, d);
     }
 
@@ -805,7 +793,7 @@ impl SessionData {
             let key = (
                 crate::model::ProcessKey {
                     pid: def.pid,
-                    start_time_ms: def.start_time_ms,
+                    start_time_ms: def.info.start_time_ms,
                 },
                 def.device_index,
             );
@@ -829,16 +817,16 @@ impl SessionData {
             rows.push(crate::monitor::ProcessRow {
                 key: key.0,
                 device_index: key.1,
-                name: if def.name.is_empty() {
+                name: if def.info.name.is_empty() {
                     "?".into()
                 } else {
-                    def.name.clone()
+                    def.info.name.clone()
                 },
-                cmdline: def.cmdline.clone(),
-                user: def.user.clone(),
-                container_id: def.container_id.clone(),
-                container_name: def.container_name.clone(),
-                pod: def.pod.clone(),
+                cmdline: def.info.cmdline.clone(),
+                user: def.info.user.clone(),
+                container_id: def.info.container_id.clone(),
+                container_name: def.info.container_name.clone(),
+                pod: def.info.pod.clone(),
                 used_bytes: if alive { st.last_used } else { Some(0) },
                 peak_bytes: st.peak,
                 delta_1m_bytes: delta,

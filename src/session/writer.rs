@@ -174,14 +174,10 @@ impl SessionWriter {
                         id,
                         pid: p.pid,
                         device_index: p.device_index,
-                        start_time_ms: key.0.start_time_ms,
-                        name: info.name,
-                        cmdline: info.cmdline,
-                        user: info.user,
-                        uid: info.uid,
-                        container_id: info.container_id,
-                        container_name: info.container_name,
-                        pod: info.pod,
+                        info: crate::model::ProcInfo {
+                            start_time_ms: key.0.start_time_ms,
+                            ..info
+                        },
                     };
                     self.write_event(&Event::ProcessStart {
                         unix_ms: now,
