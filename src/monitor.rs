@@ -27,18 +27,10 @@ pub struct ProcessRow {
     pub key: ProcessKey,
     /// GPU it holds memory on.
     pub device_index: u32,
-    /// Short name ("?" when /proc could not be read).
-    pub name: String,
-    /// Full command line.
-    pub cmdline: String,
-    /// Owner.
-    pub user: String,
-    /// Container id, when in a container.
-    pub container_id: Option<String>,
-    /// The container's name, where resolved.
-    pub container_name: Option<String>,
-    /// Its Kubernetes pod as `namespace/pod`.
-    pub pod: Option<String>,
+    /// Its facts, the one process-facts type shared with the sampler, the session log, rules
+    /// and leaks: name ("?" when /proc could not be read), command line, owner, container,
+    /// pod. Shared, so a copy of the state for a window copies a pointer.
+    pub info: std::sync::Arc<crate::model::ProcInfo>,
     /// GPU memory now (last sample).
     pub used_bytes: Option<u64>,
     /// Highest GPU memory seen.
@@ -73,11 +65,21 @@ impl ProcessRow {
 
     /// What to call its container: the name, else the first 12 digits of the id.
     pub fn container_label(&self) -> Option<String> {
-        self.container_name.clone().or_else(|| {
-            self.container_id
-                .as_ref()
-                .map(|id| id.chars().take(12).collect())
-        })
+        self.info.container_label()
+    }
+
+    /// The facts of a process first seen with `info` (None: /proc could not be read): its
+    /// name is "?" where it has none.
+    pub fn facts(
+        info: Option<&std::sync::Arc<crate::model::ProcInfo>>,
+    ) -> std::sync::Arc<crate::model::ProcInfo> {
+        match info {
+            Some(i) if !i.name.is_empty() => i.clone(),
+            other => std::sync::Arc::new(crate::model::ProcInfo {
+                name: "?".into(),
+                ..other.map(|i| (**i).clone()).unwrap_or_default()
+            }),
+        }
     }
 
     /// Process start time, or the first time it was seen when the start time is unknown.
@@ -161,34 +163,22 @@ impl Monitor {
                 self.next_slot = free_slot(&self.rows, p.device_index, now);
             }
             let slot = self.next_slot;
-            let row = self.rows.entry(key).or_insert_with(|| {
-                let info = p.info.as_deref().cloned().unwrap_or_default();
-                ProcessRow {
-                    key: key.0,
-                    device_index: p.device_index,
-                    name: if info.name.is_empty() {
-                        "?".into()
-                    } else {
-                        info.name
-                    },
-                    cmdline: info.cmdline,
-                    user: info.user,
-                    container_id: info.container_id,
-                    container_name: info.container_name,
-                    pod: info.pod,
-                    used_bytes: None,
-                    peak_bytes: 0,
-                    delta_1m_bytes: None,
-                    first_seen_ms: now,
-                    last_seen_ms: now,
-                    exited_at_ms: None,
-                    cpu_pct: None,
-                    rss_bytes: None,
-                    color_slot: slot,
-                    torch: None,
-                    sm_util_pct: None,
-                    recent: VecDeque::new(),
-                }
+            let row = self.rows.entry(key).or_insert_with(|| ProcessRow {
+                key: key.0,
+                device_index: p.device_index,
+                info: ProcessRow::facts(p.info.as_ref()),
+                used_bytes: None,
+                peak_bytes: 0,
+                delta_1m_bytes: None,
+                first_seen_ms: now,
+                last_seen_ms: now,
+                exited_at_ms: None,
+                cpu_pct: None,
+                rss_bytes: None,
+                color_slot: slot,
+                torch: None,
+                sm_util_pct: None,
+                recent: VecDeque::new(),
             });
             row.used_bytes = used;
             row.cpu_pct = p.cpu_pct;

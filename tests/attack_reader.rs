@@ -299,7 +299,14 @@ fn joined_logs_keep_their_own_processes() {
     let m = s.to_monitor();
     let mut rows: Vec<_> = m
         .rows()
-        .map(|r| (r.key.pid, r.name.clone(), r.peak_bytes, r.first_seen_ms))
+        .map(|r| {
+            (
+                r.key.pid,
+                r.info.name.clone(),
+                r.peak_bytes,
+                r.first_seen_ms,
+            )
+        })
         .collect();
     rows.sort();
     assert_eq!(

@@ -323,8 +323,8 @@ fn names_reach_the_session_csv_the_replay_and_snapshot_output() {
     // The replay's rows (the window's table and detail pane on a recorded session).
     let m = s.to_monitor();
     let row = m.rows().find(|r| r.key.pid == 300).expect("row");
-    assert_eq!(row.container_name.as_deref(), Some("notebook"));
-    assert_eq!(row.pod.as_deref(), Some("default/jupyter-0"));
+    assert_eq!(row.info.container_name.as_deref(), Some("notebook"));
+    assert_eq!(row.info.pod.as_deref(), Some("default/jupyter-0"));
     // `snapshot --format json` and `--format csv`.
     let one = snap(t0);
     let json: serde_json::Value =

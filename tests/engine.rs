@@ -39,12 +39,12 @@ fn three_simulated_hours_in_the_monitor() {
     // The periodic job has had several lives, each a new identity; exited ones are not shown.
     let lives: Vec<_> = m
         .rows()
-        .filter(|r| r.cmdline.contains("preprocess.py"))
+        .filter(|r| r.info.cmdline.contains("preprocess.py"))
         .collect();
     assert!(lives.len() >= 5, "{} lives held", lives.len());
     let shown = rows
         .iter()
-        .filter(|r| r.cmdline.contains("preprocess.py"))
+        .filter(|r| r.info.cmdline.contains("preprocess.py"))
         .count();
     assert!(shown <= 1);
 }

@@ -373,7 +373,7 @@ fn monitor_replay_of_a_session_has_the_processes() {
                 r.device_index,
                 r.used_bytes,
                 r.peak_bytes,
-                r.name.clone(),
+                r.info.name.clone(),
             )
         })
         .collect();
@@ -385,7 +385,7 @@ fn monitor_replay_of_a_session_has_the_processes() {
                 r.device_index,
                 r.used_bytes,
                 r.peak_bytes,
-                r.name.clone(),
+                r.info.name.clone(),
             )
         })
         .collect();

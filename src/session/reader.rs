@@ -817,16 +817,7 @@ impl SessionData {
             rows.push(crate::monitor::ProcessRow {
                 key: key.0,
                 device_index: key.1,
-                name: if def.info.name.is_empty() {
-                    "?".into()
-                } else {
-                    def.info.name.clone()
-                },
-                cmdline: def.info.cmdline.clone(),
-                user: def.info.user.clone(),
-                container_id: def.info.container_id.clone(),
-                container_name: def.info.container_name.clone(),
-                pod: def.info.pod.clone(),
+                info: crate::monitor::ProcessRow::facts(self.infos.get(&id)),
                 used_bytes: if alive { st.last_used } else { Some(0) },
                 peak_bytes: st.peak,
                 delta_1m_bytes: delta,

@@ -1232,8 +1232,8 @@ impl VramApp {
                 self.confirm = Some((
                     crate::rules::eval::Target::Process {
                         key,
-                        name: r.name.clone(),
-                        user: r.user.clone(),
+                        name: r.info.name.clone(),
+                        user: r.info.user.clone(),
                         uid,
                         used_bytes: r.used_bytes,
                         origin: live.map_or(crate::model::Origin::Recorded, |p| p.origin),

@@ -191,7 +191,7 @@ pub fn device_lines(
         .collect();
     procs.sort_by_key(|(k, _)| (k.0.start_time_ms, k.0.pid));
     let name_of = |k: &ProcSeriesKey| {
-        let name = m.row(k).map_or("?", |r| r.name.as_str());
+        let name = m.row(k).map_or("?", |r| r.info.name.as_str());
         format!("{name} ({})", k.0.pid)
     };
     let color_of =

@@ -32,7 +32,7 @@ pub fn pane(
             ui,
             widgets::process_color(row.color_slot, ui.visuals().dark_mode),
         );
-        ui.heading(format!("{} · PID {}", row.name, row.key.pid));
+        ui.heading(format!("{} · PID {}", row.info.name, row.key.pid));
         ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
             if ui.button("✖ Close").on_hover_text("Close (Esc)").clicked() {
                 open = false;
@@ -174,10 +174,10 @@ pub fn pane(
             kv(
                 ui,
                 "User",
-                if row.user.is_empty() {
+                if row.info.user.is_empty() {
                     "—".into()
                 } else {
-                    row.user.clone()
+                    row.info.user.clone()
                 },
             );
             kv(ui, "GPU", row.device_index.to_string());
@@ -196,7 +196,7 @@ pub fn pane(
                 "Container",
                 row.container_label().unwrap_or_else(|| "—".into()),
             );
-            if let Some(pod) = &row.pod {
+            if let Some(pod) = &row.info.pod {
                 kv(ui, "Pod", pod.clone());
             }
             kv(
@@ -213,10 +213,10 @@ pub fn pane(
         });
     ui.add_space(4.0);
     ui.label(RichText::new("Command line").weak());
-    let cmd = if row.cmdline.is_empty() {
+    let cmd = if row.info.cmdline.is_empty() {
         "—".to_string()
     } else {
-        row.cmdline.clone()
+        row.info.cmdline.clone()
     };
     egui::Frame::group(ui.style()).show(ui, |ui| {
         ui.set_width(ui.available_width());

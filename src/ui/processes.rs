@@ -64,8 +64,8 @@ impl GroupBy {
     pub fn key(self, r: &ProcessRow) -> String {
         match self {
             GroupBy::None => String::new(),
-            GroupBy::User if r.user.is_empty() => "(unknown user)".into(),
-            GroupBy::User => r.user.clone(),
+            GroupBy::User if r.info.user.is_empty() => "(unknown user)".into(),
+            GroupBy::User => r.info.user.clone(),
             GroupBy::Container => {
                 let c = container_cell(r);
                 if c.is_empty() {
@@ -183,18 +183,18 @@ pub fn matches(row: &ProcessRow, filter: &str) -> bool {
     let opt = |s: &Option<String>| s.as_deref().is_some_and(|s| s.to_lowercase().contains(&f));
     f.is_empty()
         || row.key.pid.to_string().contains(&f)
-        || row.name.to_lowercase().contains(&f)
-        || row.cmdline.to_lowercase().contains(&f)
-        || row.user.to_lowercase().contains(&f)
-        || opt(&row.container_name)
-        || opt(&row.container_id)
-        || opt(&row.pod)
+        || row.info.name.to_lowercase().contains(&f)
+        || row.info.cmdline.to_lowercase().contains(&f)
+        || row.info.user.to_lowercase().contains(&f)
+        || opt(&row.info.container_name)
+        || opt(&row.info.container_id)
+        || opt(&row.info.pod)
 }
 
 /// The Container cell: the container's name (else its short id) and, for a pod, `ns/pod ·`
 /// before it; empty outside a container.
 pub fn container_cell(row: &ProcessRow) -> String {
-    match (&row.pod, row.container_label()) {
+    match (&row.info.pod, row.container_label()) {
         (Some(pod), Some(c)) => format!("{pod} · {c}"),
         (Some(pod), None) => pod.clone(),
         (None, Some(c)) => c,
@@ -214,13 +214,13 @@ pub fn sort_rows(
     rows.sort_by(|a, b| {
         let o = match col {
             SortColumn::Pid => a.key.pid.cmp(&b.key.pid),
-            SortColumn::Name => a.name.cmp(&b.name),
-            SortColumn::User => a.user.cmp(&b.user),
+            SortColumn::Name => a.info.name.cmp(&b.info.name),
+            SortColumn::User => a.info.user.cmp(&b.info.user),
             SortColumn::Gpu => a.device_index.cmp(&b.device_index),
             SortColumn::Memory => a.used_bytes.cmp(&b.used_bytes),
             SortColumn::Delta => a.delta_1m_bytes.cmp(&b.delta_1m_bytes),
             SortColumn::Age => (now - a.started_ms()).cmp(&(now - b.started_ms())),
-            SortColumn::Command => a.cmdline.cmp(&b.cmdline),
+            SortColumn::Command => a.info.cmdline.cmp(&b.info.cmdline),
             SortColumn::Container => container_cell(a).cmp(&container_cell(b)),
             SortColumn::Cpu => a
                 .cpu_pct
@@ -379,7 +379,7 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
     // The Container column appears once some process runs in a container.
     let any_container = rows
         .iter()
-        .any(|r| r.container_id.is_some() || r.pod.is_some());
+        .any(|r| r.info.container_id.is_some() || r.info.pod.is_some());
     // One unit per column (Auto: the column's largest value decides), so a column never
     // mixes MiB and GiB.
     let column_units = |size: fn(&ProcessRow) -> Option<u64>| {
@@ -507,7 +507,7 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                         row.col(|ui| match col {
                             SortColumn::Pid => {
                                 ui.add(egui::Label::new(weak(r.key.pid.to_string())).selectable(false))
-                                    .on_hover_text(&r.cmdline);
+                                    .on_hover_text(&r.info.cmdline);
                             }
                             SortColumn::Name => {
                                 ui.horizontal(|ui| {
@@ -516,9 +516,9 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                                     }
                                     ui.add(
                                         egui::Label::new(weak(if exited {
-                                            format!("{} (exited)", r.name)
+                                            format!("{} (exited)", r.info.name)
                                         } else {
-                                            r.name.clone()
+                                            r.info.name.clone()
                                         }))
                                         .truncate()
                                         .selectable(false),
@@ -526,13 +526,13 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                                 });
                             }
                             SortColumn::User => {
-                                ui.add(egui::Label::new(weak(r.user.clone())).truncate().selectable(false));
+                                ui.add(egui::Label::new(weak(r.info.user.clone())).truncate().selectable(false));
                             }
                             SortColumn::Container => {
                                 let resp = ui.add(egui::Label::new(weak(container_cell(r))).truncate().selectable(false));
-                                if let Some(id) = &r.container_id {
-                                    let pod = r.pod.as_deref().map(|p| format!("pod {p}\n")).unwrap_or_default();
-                                    let name = r.container_name.as_deref().map(|n| format!("container {n}\n")).unwrap_or_default();
+                                if let Some(id) = &r.info.container_id {
+                                    let pod = r.info.pod.as_deref().map(|p| format!("pod {p}\n")).unwrap_or_default();
+                                    let name = r.info.container_name.as_deref().map(|n| format!("container {n}\n")).unwrap_or_default();
                                     resp.on_hover_text(format!("{pod}{name}id {id}"));
                                 }
                             }
@@ -571,7 +571,7 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                                 }
                             }
                             SortColumn::Command => {
-                                ui.add(egui::Label::new(weak(r.cmdline.clone())).truncate().selectable(false));
+                                ui.add(egui::Label::new(weak(r.info.cmdline.clone())).truncate().selectable(false));
                             }
                             SortColumn::Cpu => {
                                 ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
@@ -600,7 +600,7 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                     }
                     if !exited {
                         resp.context_menu(|ui| {
-                            ui.label(RichText::new(format!("{} · PID {}", r.name, r.key.pid)).strong());
+                            ui.label(RichText::new(format!("{} · PID {}", r.info.name, r.key.pid)).strong());
                             if let Some(request) = t.request.as_deref_mut() {
                                 if ui.button("Terminate…").clicked() {
                                     *request = Some((
