@@ -8,7 +8,9 @@
 
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LockResult, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{
+    Arc, LockResult, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError,
+};
 
 use crate::monitor::Monitor;
 
@@ -97,8 +99,10 @@ impl Shared {
     }
 
     /// The state as of the last write, as a copy no one writes to: made again only when
-    /// there was a write since the last one (the lock is held for the copy alone). None when
-    /// a writer panicked while holding the lock and no copy was ever made.
+    /// there was a write since the last one (the lock is held for the copy alone). While a
+    /// writer holds the lock, the last copy is handed out instead of waiting for it (the
+    /// window never waits on the engine); only the very first copy waits. None when a writer
+    /// panicked while holding the lock and no copy was ever made.
     pub fn view(&self) -> Option<Arc<Monitor>> {
         let mut published = self
             .published
@@ -109,8 +113,18 @@ impl Shared {
                 return Some(m.clone());
             }
         }
-        let Ok(state) = self.state.read() else {
-            return published.as_ref().map(|(_, m)| m.clone());
+        let state = match self.state.try_read() {
+            Ok(s) => s,
+            Err(TryLockError::WouldBlock) if published.is_some() => {
+                return published.as_ref().map(|(_, m)| m.clone());
+            }
+            Err(TryLockError::WouldBlock) => match self.state.read() {
+                Ok(s) => s,
+                Err(_) => return None,
+            },
+            Err(TryLockError::Poisoned(_)) => {
+                return published.as_ref().map(|(_, m)| m.clone());
+            }
         };
         // Read under the lock: no write is in progress, so this is the state's version.
         let v = self.version();
@@ -139,6 +153,33 @@ mod tests {
         assert_eq!(c.last_error.as_deref(), Some("x"));
         assert_eq!(a.last_error, None, "an old copy keeps what it saw");
         assert_eq!(shared.version(), 1);
+    }
+
+    #[test]
+    fn while_a_writer_holds_the_lock_the_last_copy_is_handed_out_without_waiting() {
+        let shared = Shared::new(Monitor::new(1000, 100));
+        let first = shared.view().expect("view");
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let s = shared.clone();
+        let writer = std::thread::spawn(move || {
+            // One write done (a new version to copy), the next one in progress.
+            drop(s.write().expect("write"));
+            let mut g = s.write().expect("write");
+            g.ticks = 7;
+            held_tx.send(()).expect("send");
+            // Holds the lock until the reader has its answer.
+            let _ = release_rx.recv();
+        });
+        held_rx.recv().expect("the writer holds the lock");
+        // A newer version exists but the lock is held: the last copy is handed out at once
+        // (a wait would hang this test, the writer waiting for our answer).
+        assert_eq!(shared.version(), 1);
+        let during = shared.view().expect("view");
+        assert!(Arc::ptr_eq(&first, &during));
+        release_tx.send(()).expect("release");
+        writer.join().expect("writer");
+        assert_eq!(shared.view().expect("view").ticks, 7);
     }
 
     #[test]
