@@ -49,6 +49,7 @@ pub mod engine;
 pub mod format;
 pub mod history;
 pub mod import;
+pub mod jobs;
 pub mod leak;
 pub mod leak_watch;
 pub mod link;

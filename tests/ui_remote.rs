@@ -206,6 +206,14 @@ fn several_hosts_stay_attached_and_keep_their_history_while_another_is_shown() {
         other => format!("{other:?}"),
     };
     let pick = |h: &mut Harness<'static, VramApp>, item: &str| {
+        // The selector is there from the first frame with saved hosts; a frame still being
+        // laid out (a busy machine) may not have it yet.
+        let t = Instant::now();
+        while h.query_all_by_label("Host").count() != 1 {
+            assert!(t.elapsed() < Duration::from_secs(5), "no Host selector");
+            std::thread::sleep(Duration::from_millis(25));
+            let _ = h.run_ok();
+        }
         h.get_by_label("Host").click();
         h.run();
         h.get_by_label(item).click();

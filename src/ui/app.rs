@@ -433,13 +433,10 @@ impl VramApp {
             if self.saving.is_none() {
                 let path = self.config_path.clone();
                 self.settings_ui.message = Some(("Saving…".into(), false));
-                self.saving = Some(super::task::Task::spawn(
-                    "save settings",
-                    Some(ctx.clone()),
-                    move |_| {
-                        let r = s.save(&path).map_err(|e| e.to_string());
-                        (s, r)
-                    },
+                self.saving = Some(crate::jobs::save_settings(
+                    s,
+                    path,
+                    super::task::repaint(&ctx),
                 ));
             }
         }
@@ -669,7 +666,7 @@ impl VramApp {
             return;
         }
         let (h, typed) = (req.host.clone(), req.token.clone());
-        let task = super::task::Task::spawn("connect", Some(ctx.clone()), move |_| {
+        let task = super::task::Task::spawn("connect", super::task::repaint(ctx), move |_| {
             crate::link::open::open_host(&h.url, &h.ssh, &h.token_file, &typed)
         });
         self.connecting = Some((req.clone(), task));
@@ -1172,10 +1169,10 @@ impl VramApp {
                     if self.past.is_none() && self.past_leaks.is_none() {
                         let dir = crate::session::default_dir();
                         let skip = monitor.recording.path.clone();
-                        self.past_leaks = Some(super::task::Task::spawn(
-                            "Reading past leaks",
-                            Some(ui.ctx().clone()),
-                            move |_| crate::session::past::past_episodes(&dir, skip.as_deref()),
+                        self.past_leaks = Some(crate::jobs::past_leaks(
+                            dir,
+                            skip,
+                            super::task::repaint(ui.ctx()),
                         ));
                     }
                     let mut all: Vec<&crate::monitor::LeakRecord> = monitor.leaks.iter().collect();

@@ -11,8 +11,8 @@ use super::widgets;
 use crate::format;
 use crate::model::{Snapshot, UnixMs};
 use crate::monitor::{Monitor, ProcessRow};
-use crate::session::catalog::{self, SessionSummary};
-use crate::session::csv_export::{self, Table};
+use crate::session::catalog::SessionSummary;
+use crate::session::csv_export::Table;
 use crate::session::reader::SessionData;
 
 /// A recorded session opened read-only.
@@ -179,23 +179,18 @@ pub struct PathEntry {
 impl SessionsUi {
     /// Opens `path` in the background (the result arrives through [`SessionsUi::poll`]).
     pub fn open_path(&mut self, path: PathBuf, ctx: &egui::Context) {
-        let label = format!("Opening {}", path.display());
-        self.opening = Some(Task::spawn(label, Some(ctx.clone()), move |_| {
-            SessionData::open(&path)
-                .map(SessionView::new)
-                .map_err(|e| e.to_string())
-        }));
+        self.opening = Some(crate::jobs::open_session(
+            path,
+            super::task::repaint(ctx),
+            SessionView::new,
+        ));
     }
 
     /// Shows the browser and refreshes its list.
     pub fn show_browser(&mut self, ctx: &egui::Context) {
         self.browser_open = true;
         let dir = crate::session::default_dir();
-        self.listing = Some(Task::spawn(
-            "Listing sessions",
-            Some(ctx.clone()),
-            move |_| catalog::list(&dir),
-        ));
+        self.listing = Some(crate::jobs::list_sessions(dir, super::task::repaint(ctx)));
     }
 
     /// Asks for nvidia-smi CSV logs (the `--query-compute-apps` one, and optionally the
@@ -203,7 +198,7 @@ impl SessionsUi {
     pub fn import_nvidia_smi(&mut self, ctx: &egui::Context) {
         self.importing = Some(Task::spawn(
             "Choosing files",
-            Some(ctx.clone()),
+            super::task::repaint(ctx),
             move |_| {
                 run_dialog(|| {
                     rfd::FileDialog::new()
@@ -217,10 +212,11 @@ impl SessionsUi {
 
     fn start_import(&mut self, files: Vec<PathBuf>, ctx: &egui::Context) {
         let dir = crate::session::default_dir();
-        self.opening = Some(Task::spawn(
-            "Importing nvidia-smi logs",
-            Some(ctx.clone()),
-            move |_| crate::import::import_files(&files, &dir).map(SessionView::new),
+        self.opening = Some(crate::jobs::import_nvidia_smi(
+            files,
+            dir,
+            super::task::repaint(ctx),
+            SessionView::new,
         ));
     }
 
@@ -229,7 +225,7 @@ impl SessionsUi {
         let dir = crate::session::default_dir();
         self.picking = Some(Task::spawn(
             "Choosing a file",
-            Some(ctx.clone()),
+            super::task::repaint(ctx),
             move |_| {
                 run_dialog(|| {
                     rfd::FileDialog::new()
@@ -399,9 +395,13 @@ impl SessionsUi {
 
     fn spawn_export(&mut self, job: ExportInput, path: PathBuf, force: bool, ctx: &egui::Context) {
         let table = self.export_table;
-        self.exporting = Some(Task::spawn("Exporting CSV", Some(ctx.clone()), move |p| {
-            run_export(job, table, &path, force, p)
-        }));
+        self.exporting = Some(crate::jobs::export(
+            job,
+            table,
+            path,
+            force,
+            super::task::repaint(ctx),
+        ));
     }
 }
 
@@ -550,7 +550,7 @@ impl SessionsUi {
                         );
                         self.saving = Some(Task::spawn(
                             "Choosing a file",
-                            Some(ui.ctx().clone()),
+                            super::task::repaint(ui.ctx()),
                             move |_| {
                                 run_dialog(|| {
                                     rfd::FileDialog::new()
@@ -599,74 +599,4 @@ impl SessionsUi {
     }
 }
 
-/// What an export reads: a file on disk (the live log) or a session already in memory.
-#[derive(Clone)]
-pub enum ExportInput {
-    /// Read this log first.
-    File(PathBuf),
-    /// Already opened.
-    Data(Arc<SessionData>),
-}
-
-/// Why an export did not finish.
-pub enum ExportFail {
-    /// Files would be overwritten: the window asks first.
-    Exists {
-        /// The name chosen.
-        path: PathBuf,
-        /// What was to be exported.
-        input: ExportInput,
-        /// The files that exist.
-        files: Vec<PathBuf>,
-    },
-    /// It failed (the reason).
-    Failed(String),
-}
-
-fn run_export(
-    input: ExportInput,
-    table: Option<Table>,
-    path: &std::path::Path,
-    force: bool,
-    p: &super::task::Progress,
-) -> Result<String, ExportFail> {
-    let jobs = csv_export::output_files(path, table);
-    let source = match &input {
-        ExportInput::File(src) => Some(src.as_path()),
-        ExportInput::Data(_) => None,
-    };
-    match csv_export::check_outputs(&jobs, source, force) {
-        Ok(()) => {}
-        Err(csv_export::OutputClash::IsTheSession(_)) => {
-            return Err(ExportFail::Failed(
-                "That is the session log itself: choose another file name".into(),
-            ))
-        }
-        Err(csv_export::OutputClash::Exist(files)) => {
-            return Err(ExportFail::Exists {
-                path: path.to_path_buf(),
-                input,
-                files,
-            })
-        }
-    }
-    let data = match input {
-        ExportInput::File(f) => {
-            Arc::new(SessionData::open(&f).map_err(|e| ExportFail::Failed(e.to_string()))?)
-        }
-        ExportInput::Data(d) => d,
-    };
-    // A file error names its file; a cancel is said as it is.
-    let rows = csv_export::write_files(&data, &jobs, &mut |f| p.set(f)).map_err(|e| {
-        ExportFail::Failed(match e.error {
-            csv_export::ExportError::Io(_) => e.to_string(),
-            csv_export::ExportError::Cancelled => e.error.to_string(),
-        })
-    })?;
-    let msgs: Vec<String> = jobs
-        .iter()
-        .zip(rows)
-        .map(|((t, out), rows)| format!("{rows} {} rows to {}", t.name(), out.display()))
-        .collect();
-    Ok(format!("Exported {}", msgs.join(", ")))
-}
+pub use crate::jobs::{ExportFail, ExportInput};
