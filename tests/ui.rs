@@ -1090,3 +1090,52 @@ fn tab_reaches_every_part_of_the_window_and_enter_acts() {
     h.run();
     assert!(h.state().confirm.is_none());
 }
+
+/// The window draws from its copy of the engine's state: a frame completes while the engine
+/// holds its lock in the middle of a write (a wedged engine never freezes the window), and the
+/// next frame after the write shows it.
+#[test]
+fn a_frame_is_drawn_while_the_engine_holds_its_lock() {
+    let mut h = harness(demo_app(30));
+    h.run();
+    let shared = h.state().backend().shared.clone();
+    let (held_tx, held_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let writer = std::thread::spawn(move || {
+        // One write finished (a newer state to copy), the next one held.
+        if let Ok(mut m) = shared.write() {
+            m.last_error = Some("the driver did not answer (test)".into());
+        }
+        let g = shared.write().expect("write");
+        held_tx.send(()).expect("send");
+        // Released by the test, or after 20 s (so a window that waits fails, not hangs).
+        let _ = release_rx.recv_timeout(std::time::Duration::from_secs(20));
+        drop(g);
+    });
+    held_rx.recv().expect("the engine holds its lock");
+    let t = std::time::Instant::now();
+    h.run();
+    let took = t.elapsed();
+    // Drawn from the copy it had: the finished write is not in it yet.
+    let shown_early = h
+        .query_all_by_label_contains("the driver did not answer (test)")
+        .next()
+        .is_some();
+    release_tx.send(()).expect("release");
+    writer.join().expect("writer");
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "the frame waited: {took:?}"
+    );
+    assert!(
+        !shown_early,
+        "drawn from the last copy while the lock was held"
+    );
+    h.run();
+    assert!(
+        h.query_all_by_label_contains("the driver did not answer (test)")
+            .next()
+            .is_some(),
+        "the write shows once the lock is free"
+    );
+}
