@@ -33,8 +33,8 @@ identity (pid + start time) and policy right before acting.
   [`rules::action`] (identity is checked there for every kind).
 - **A pane**: a module under `ui/` drawing from [`monitor::Monitor`] and returning what the user
   asked for; the app turns that into an [`engine::EngineCommand`].
-- **A front end**: read a [`sampler::SharedMonitor`] filled by a [`link::EngineLink`] (a
-  window through [`shared::Shared::view`]), send
+- **A front end**: draw [`link::EngineLink::view`] (a copy of the engine's state made once per
+  change; see [`shared::Shared`]), send
   commands through the link (see [`agent`] for a headless one).
 - **A command-line command**: its clap definition in [`cli::args`], its runner in [`cli`].
 */

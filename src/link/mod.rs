@@ -1,6 +1,6 @@
-//! The one interface a front end talks to: the state it draws (a shared
-//! [`crate::monitor::Monitor`] that only the link writes), commands sent the other way, and the
-//! link's health.
+//! The one interface a front end talks to: the state it draws (a copy of the engine's
+//! [`crate::monitor::Monitor`], made once per change, that no one writes to), commands sent the
+//! other way, and the link's health.
 //!
 //! Two links exist: [`crate::sampler::SamplerHandle`], the engine in this process on its own
 //! thread, and [`remote::RemoteLink`], an agent on another machine (or on this one) reached
@@ -40,6 +40,9 @@ pub enum LinkHealth {
 
 /// A front end's connection to an engine.
 pub trait EngineLink: Send {
+    /// The engine's state as of its last change: a copy to draw from without holding a lock
+    /// ([`crate::shared::Shared::view`]). None only after a writer panicked before any copy.
+    fn view(&self) -> Option<std::sync::Arc<crate::monitor::Monitor>>;
     /// Sends a command; its result comes back through the shared state (the activity log,
     /// notices).
     fn send(&self, c: EngineCommand);
@@ -48,6 +51,10 @@ pub trait EngineLink: Send {
 }
 
 impl EngineLink for crate::sampler::SamplerHandle {
+    fn view(&self) -> Option<std::sync::Arc<crate::monitor::Monitor>> {
+        self.shared.view()
+    }
+
     fn send(&self, c: EngineCommand) {
         crate::sampler::SamplerHandle::send(self, c);
     }

@@ -218,6 +218,8 @@ pub struct RemoteLink {
     stop: Arc<AtomicBool>,
     commands: mpsc::Sender<Job>,
     files: Arc<Mutex<RemoteFiles>>,
+    /// What the link's thread writes: the agent's state as last received.
+    shared: SharedMonitor,
 }
 
 impl std::fmt::Debug for RemoteLink {
@@ -378,6 +380,7 @@ impl RemoteLink {
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel::<Job>();
         let files = Arc::new(Mutex::new(RemoteFiles::default()));
+        let kept = shared.clone();
         {
             let (url, token, shared, notify, health, stop) = (
                 url.clone(),
@@ -511,6 +514,7 @@ impl RemoteLink {
             stop,
             commands: tx,
             files,
+            shared: kept,
         })
     }
 
@@ -600,6 +604,10 @@ fn download(
 }
 
 impl EngineLink for RemoteLink {
+    fn view(&self) -> Option<std::sync::Arc<crate::monitor::Monitor>> {
+        self.shared.view()
+    }
+
     fn send(&self, c: EngineCommand) {
         let _ = self.commands.send(Job::Command(c));
     }
@@ -613,6 +621,10 @@ impl EngineLink for RemoteLink {
 }
 
 impl EngineLink for Arc<RemoteLink> {
+    fn view(&self) -> Option<std::sync::Arc<crate::monitor::Monitor>> {
+        self.as_ref().view()
+    }
+
     fn send(&self, c: EngineCommand) {
         self.as_ref().send(c);
     }

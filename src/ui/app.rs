@@ -313,10 +313,9 @@ impl VramApp {
             }
         }
         let health = self.backend.health();
-        let shared = self.backend.shared.clone();
-        // The engine's state as of its last write: a copy made at most once per change, so
-        // the frame is drawn without holding the engine's lock.
-        let Some(live) = shared.view() else {
+        // The engine's state as of its last write, from the link: a copy made at most once per
+        // change, so the frame is drawn without holding the engine's lock.
+        let Some(live) = self.backend.view() else {
             ui.label("internal error: the monitor lock is poisoned");
             return;
         };
@@ -600,7 +599,6 @@ impl VramApp {
         if let Some(to_demo) = self.switch_source {
             let held = self
                 .backend
-                .shared
                 .view()
                 .and_then(|m| m.history.span().map(|(a, b)| b - a))
                 .unwrap_or(0);

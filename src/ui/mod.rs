@@ -323,6 +323,15 @@ impl Backend {
         }
     }
 
+    /// What the window draws: the link's view of its engine (a copy made once per change);
+    /// without a link (a detached backend in tests), the shared state's own copy.
+    pub fn view(&self) -> Option<Arc<crate::monitor::Monitor>> {
+        match &self.link {
+            Some(l) => l.view(),
+            None => self.shared.view(),
+        }
+    }
+
     /// How the link to the engine is doing (local, or an agent connected or lost).
     pub fn health(&mut self) -> crate::link::LinkHealth {
         let h = self
