@@ -566,7 +566,7 @@ impl ActionRunner {
 
     /// Carries out `p` (or, in dry run, says what it would do). `now` stamps the activity.
     ///
-    /// Every action goes the same way: the policy ([`Executor::refusal`]: protected, other
+    /// Every action goes the same way: the policy (`ActionRunner::refusal`: protected, other
     /// users', simulated, recorded, vramwarden itself, no companion); what the action is to do
     /// ([`Effect`]); a dry run stops there with the words; the identity check of a process
     /// target (pid + start time, through a pidfd where the kernel has them) right before
