@@ -1139,3 +1139,27 @@ fn a_frame_is_drawn_while_the_engine_holds_its_lock() {
         "the write shows once the lock is free"
     );
 }
+
+/// A past session shows the leak badge of the moment on its slider: at the end of a recording
+/// that stopped while the leak grew, the badge is there; before the leak was flagged, it is not.
+#[test]
+fn a_past_session_shows_the_leak_badges_of_the_moment_shown() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("s.vwlog");
+    let app = recorded_session_app(&path, 120).with_fixed_now(T0 + 5_000_000);
+    let mut h = harness(app);
+    h.run();
+    h.get_by_label("SESSION · read-only");
+    let badge =
+        |h: &Harness<'static, VramApp>| h.query_all_by_label_contains("leak +60").next().is_some();
+    assert!(
+        badge(&h),
+        "at the end of the recording the leak is going on"
+    );
+    for _ in 0..2 {
+        h.get_by_label("◀ 1 min").click();
+        h.run();
+    }
+    assert_eq!(h.state().view.as_ref().map(|v| v.t), Some(T0));
+    assert!(!badge(&h), "at the start nothing was flagged yet");
+}

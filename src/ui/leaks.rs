@@ -50,9 +50,17 @@ impl LeakBadge {
 
 /// The badge of every leaking process, with time-to-full from its GPU's free memory now.
 pub fn badges(m: &Monitor, snap: &Snapshot) -> HashMap<LeakKey, LeakBadge> {
+    // The episodes going on at the sample shown: live, the ones not ended; in a past session,
+    // the ones flagged by then and not yet ended (one still growing when the recording
+    // stopped counts as going on up to its last sample).
+    let t = snap.taken_at_ms;
     m.leaks
         .iter()
-        .filter(|l| l.ended_ms.is_none())
+        .filter(|l| {
+            l.flagged_ms <= t
+                && l.ended_ms
+                    .is_none_or(|e| t < e || (l.open_at_end && t <= e))
+        })
         .map(|l| {
             let free = snap
                 .devices
