@@ -244,9 +244,9 @@ impl Engine {
     fn write_activity(&mut self, acts: &[crate::rules::action::Activity]) {
         for a in acts {
             let (pid, name, user) = match &a.target {
-                crate::rules::eval::Target::Process {
-                    key, name, user, ..
-                } => (key.0.pid, name.clone(), user.clone()),
+                t @ crate::rules::eval::Target::Process { key, .. } => {
+                    (key.0.pid, t.name().to_string(), t.user().to_string())
+                }
                 crate::rules::eval::Target::Device(_) => (0, String::new(), String::new()),
             };
             let e = Event::Activity {

@@ -46,10 +46,13 @@ fn planned(pid: u32, start: UnixMs, name: &str, action: Action, origin: Origin) 
                 },
                 0,
             ),
-            name: name.into(),
-            user: "me".into(),
-            // SAFETY: getuid has no preconditions.
-            uid: unsafe { libc::getuid() },
+            info: Some(std::sync::Arc::new(vramwarden::model::ProcInfo {
+                name: name.into(),
+                user: "me".into(),
+                // SAFETY: getuid has no preconditions.
+                uid: unsafe { libc::getuid() },
+                ..Default::default()
+            })),
             used_bytes: Some(8 << 30),
             origin,
         },

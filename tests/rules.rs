@@ -230,9 +230,12 @@ fn planned_for(pid: u32, start_time_ms: UnixMs, uid: u32) -> Planned {
         allow_other_users: false,
         target: Target::Process {
             key: (vramwarden::model::ProcessKey { pid, start_time_ms }, 0),
-            name: "sleep".into(),
-            user: "x".into(),
-            uid,
+            info: Some(std::sync::Arc::new(vramwarden::model::ProcInfo {
+                name: "sleep".into(),
+                user: "x".into(),
+                uid,
+                ..Default::default()
+            })),
             used_bytes: Some(1 << 33),
             origin: vramwarden::model::Origin::Live,
         },

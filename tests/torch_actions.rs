@@ -122,9 +122,12 @@ fn my_uid() -> u32 {
 fn target(pid: u32, start_time_ms: UnixMs, origin: Origin) -> Target {
     Target::Process {
         key: (ProcessKey { pid, start_time_ms }, 0),
-        name: "python3".into(),
-        user: "me".into(),
-        uid: my_uid(),
+        info: Some(std::sync::Arc::new(vramwarden::model::ProcInfo {
+            name: "python3".into(),
+            user: "me".into(),
+            uid: my_uid(),
+            ..Default::default()
+        })),
         used_bytes: Some(8 << 30),
         origin,
     }

@@ -319,10 +319,8 @@ pub fn command(state: &AgentState, body: &mut dyn Read, length: Option<usize>) -
             &json!({"outcome": "skipped", "detail": format!("no process with PID {} and that start time is listed", req.pid)}),
         );
     };
-    let Target::Process {
-        key, uid, origin, ..
-    } = &target
-    else {
+    let uid = &target.uid();
+    let Target::Process { key, origin, .. } = &target else {
         return Reply::error(500, "internal error: not a process target");
     };
     let key = *key;

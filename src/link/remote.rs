@@ -667,9 +667,12 @@ mod tests {
                 },
                 1,
             ),
-            name: "python3".into(),
-            user: "alice".into(),
-            uid: 1000,
+            info: Some(std::sync::Arc::new(crate::model::ProcInfo {
+                name: "python3".into(),
+                user: "alice".into(),
+                uid: 1000,
+                ..Default::default()
+            })),
             used_bytes: None,
             origin: crate::model::Origin::Live,
         };

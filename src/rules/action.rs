@@ -457,14 +457,8 @@ impl ActionRunner {
 
     /// Why `target` may not be touched, if so.
     fn refusal(&self, p: &Planned, safety: &Safety) -> Option<String> {
-        let Target::Process {
-            key,
-            name,
-            uid,
-            origin,
-            ..
-        } = &p.target
-        else {
+        let (name, uid) = (p.target.name(), &p.target.uid());
+        let Target::Process { key, origin, .. } = &p.target else {
             return None;
         };
         match origin {
@@ -504,7 +498,7 @@ impl ActionRunner {
         if safety
             .protected
             .iter()
-            .any(|n| n == name || *n == argv0 || (name.len() == 15 && n.starts_with(name.as_str())))
+            .any(|n| n == name || *n == argv0 || (name.len() == 15 && n.starts_with(name)))
         {
             return Some(format!("{name} is on the protected list"));
         }
@@ -925,13 +919,11 @@ pub const PLACEHOLDERS: &[&str] = &["{pid}", "{start_time}", "{gpu}", "{user}", 
 /// did not start with one in the rule (a process named `-rf` must not become an option).
 pub fn expand_argv(argv: &[String], t: &Target) -> Result<Vec<String>, String> {
     let (pid, start, user, name) = match t {
-        Target::Process {
-            key, user, name, ..
-        } => (
+        Target::Process { key, .. } => (
             key.0.pid.to_string(),
             key.0.start_time_ms.to_string(),
-            user.clone(),
-            name.clone(),
+            t.user().to_string(),
+            t.name().to_string(),
         ),
         Target::Device(_) => Default::default(),
     };
@@ -1107,9 +1099,12 @@ mod release_follow_up_tests {
             rule: "release".into(),
             target: Target::Process {
                 key,
-                name: "bloat".into(),
-                user: "u".into(),
-                uid: 0,
+                info: Some(Arc::new(ProcInfo {
+                    name: "bloat".into(),
+                    user: "u".into(),
+                    uid: 0,
+                    ..Default::default()
+                })),
                 used_bytes: Some(71_784 * MIB),
                 origin: Origin::Live,
             },

@@ -15,12 +15,9 @@ pub enum Target {
     Process {
         /// Identity (pid + start time) and GPU.
         key: ProcSeriesKey,
-        /// Name.
-        name: String,
-        /// Owner.
-        user: String,
-        /// Owner uid (u32::MAX when unknown).
-        uid: u32,
+        /// Its facts (the one process-facts type; None when /proc could not be read): see
+        /// [`Target::name`], [`Target::user`], [`Target::uid`].
+        info: Option<std::sync::Arc<crate::model::ProcInfo>>,
         /// GPU memory it holds.
         used_bytes: Option<u64>,
         /// Live host process, simulated, or read back from a log: only live ones are acted on.
@@ -50,18 +47,40 @@ impl Target {
     pub fn describe(&self) -> String {
         match self {
             Target::Process {
-                key,
-                name,
-                user,
-                used_bytes,
-                ..
+                key, used_bytes, ..
             } => format!(
-                "{name} (PID {}, user {user}, GPU {}, {} MiB)",
+                "{} (PID {}, user {}, GPU {}, {} MiB)",
+                self.name(),
                 key.0.pid,
+                self.user(),
                 key.1,
                 used_bytes.map_or(0, |b| b / MIB)
             ),
             Target::Device(i) => format!("GPU {i}"),
+        }
+    }
+
+    /// The process's name ("" for a GPU or when unknown).
+    pub fn name(&self) -> &str {
+        match self {
+            Target::Process { info: Some(i), .. } => &i.name,
+            _ => "",
+        }
+    }
+
+    /// The process's owner ("" for a GPU or when unknown).
+    pub fn user(&self) -> &str {
+        match self {
+            Target::Process { info: Some(i), .. } => &i.user,
+            _ => "",
+        }
+    }
+
+    /// The owner's uid; `u32::MAX` when unknown (never taken for root's 0).
+    pub fn uid(&self) -> u32 {
+        match self {
+            Target::Process { info: Some(i), .. } => i.uid,
+            _ => u32::MAX,
         }
     }
 }
@@ -202,12 +221,9 @@ pub fn compile(rules: &[Rule]) -> Vec<CompiledRule> {
 
 /// The target for process sample `p`: every fact from the snapshot, none from a front end.
 pub fn process_target(p: &crate::model::ProcessSample) -> Target {
-    let i = p.info.as_deref();
     Target::Process {
         key: (p.key(), p.device_index),
-        name: i.map_or_else(String::new, |i| i.name.clone()),
-        user: i.map_or_else(String::new, |i| i.user.clone()),
-        uid: i.map_or(u32::MAX, |i| i.uid),
+        info: p.info.clone(),
         used_bytes: p.used_bytes,
         origin: p.origin,
     }
@@ -476,16 +492,13 @@ impl RuleState {
             }
         }
         let Target::Process {
-            key,
-            name,
-            uid,
-            used_bytes,
-            ..
+            key, used_bytes, ..
         } = t
         else {
             return true;
         };
-        let uid = (*uid != u32::MAX).then_some(*uid);
+        let (name, uid) = (t.name(), t.uid());
+        let uid = (uid != u32::MAX).then_some(uid);
         let p = snap
             .processes
             .iter()
@@ -705,5 +718,44 @@ mod releasable_cache_tests {
             ..rule
         };
         assert_eq!(bad.problems()[0].0, "releasable_cache_min_mib");
+    }
+}
+
+#[cfg(test)]
+mod target_tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::model::{ProcInfo, ProcessSample};
+
+    #[test]
+    fn a_target_shares_the_samples_facts_and_an_unread_owner_is_unknown_never_root() {
+        let info = Arc::new(ProcInfo {
+            name: "python3".into(),
+            user: "alice".into(),
+            uid: 1000,
+            start_time_ms: 5,
+            ..ProcInfo::default()
+        });
+        let read = ProcessSample {
+            pid: 7,
+            info: Some(info.clone()),
+            ..ProcessSample::default()
+        };
+        let t = process_target(&read);
+        assert!(matches!(&t, Target::Process { info: Some(i), .. } if Arc::ptr_eq(i, &info)));
+        assert_eq!((t.name(), t.user(), t.uid()), ("python3", "alice", 1000));
+        assert!(t.describe().starts_with("python3 (PID 7, user alice"));
+        // /proc could not be read: no name, no owner, and a uid that matches no one (the
+        // rules' owner checks and the executor's other-user refusal see "unknown", not 0).
+        let unread = process_target(&ProcessSample {
+            pid: 8,
+            ..ProcessSample::default()
+        });
+        assert_eq!(
+            (unread.name(), unread.user(), unread.uid()),
+            ("", "", u32::MAX)
+        );
+        assert_eq!(Target::Device(0).uid(), u32::MAX);
     }
 }

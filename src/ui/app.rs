@@ -1221,15 +1221,21 @@ impl VramApp {
                         .iter()
                         .find(|p| p.key() == key.0 && p.device_index == key.1)
                 });
-                let uid = live
-                    .and_then(|p| p.info.as_deref())
-                    .map_or(u32::MAX, |i| i.uid);
+                // The live facts where the process is listed; else the row's, with the
+                // owner's uid unknown.
+                let info = live
+                    .and_then(|p| p.info.as_ref())
+                    .map(|i| crate::monitor::ProcessRow::facts(Some(i)))
+                    .unwrap_or_else(|| {
+                        std::sync::Arc::new(crate::model::ProcInfo {
+                            uid: u32::MAX,
+                            ..(*r.info).clone()
+                        })
+                    });
                 self.confirm = Some((
                     crate::rules::eval::Target::Process {
                         key,
-                        name: r.info.name.clone(),
-                        user: r.info.user.clone(),
-                        uid,
+                        info: Some(info),
                         used_bytes: r.used_bytes,
                         origin: live.map_or(crate::model::Origin::Recorded, |p| p.origin),
                     },
