@@ -67,6 +67,18 @@ fn recorded_session_app(path: &std::path::Path, seconds: i64) -> VramApp {
     app
 }
 
+/// A harness showing `seconds` of the demo recorded into a session log and opened (the
+/// folder holding the log comes with it).
+fn recorded_session_harness(seconds: i64) -> (tempfile::TempDir, Harness<'static, VramApp>) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("s.vwlog");
+    let app = recorded_session_app(&path, seconds).with_fixed_now(T0 + 5_000_000);
+    let mut h = harness(app);
+    h.run();
+    h.get_by_label("SESSION · read-only");
+    (dir, h)
+}
+
 /// The window with the detail pane of the process `pid` open (clicked in the table).
 fn with_detail_open(app: VramApp, pid: &str) -> Harness<'static, VramApp> {
     let mut h = harness(app);
@@ -196,12 +208,7 @@ fn stale_data_is_flagged() {
 
 #[test]
 fn opens_a_saved_session_and_moves_the_time_slider() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let path = dir.path().join("s.vwlog");
-    let app = recorded_session_app(&path, 1500).with_fixed_now(T0 + 5_000_000);
-    let mut h = harness(app);
-    h.run();
-    h.get_by_label("SESSION · read-only");
+    let (_dir, mut h) = recorded_session_harness(1500);
     h.get_by_label("Simulated H200");
     let end = T0 + 1499 * 1000;
     h.get_by_label(&vramwarden::format::date_time(end));
@@ -1144,12 +1151,7 @@ fn a_frame_is_drawn_while_the_engine_holds_its_lock() {
 /// that stopped while the leak grew, the badge is there; before the leak was flagged, it is not.
 #[test]
 fn a_past_session_shows_the_leak_badges_of_the_moment_shown() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let path = dir.path().join("s.vwlog");
-    let app = recorded_session_app(&path, 120).with_fixed_now(T0 + 5_000_000);
-    let mut h = harness(app);
-    h.run();
-    h.get_by_label("SESSION · read-only");
+    let (_dir, mut h) = recorded_session_harness(120);
     let badge =
         |h: &Harness<'static, VramApp>| h.query_all_by_label_contains("leak +60").next().is_some();
     assert!(
