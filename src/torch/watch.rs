@@ -185,28 +185,19 @@ fn open(path: &Path, pid: u32, interval: Duration) -> Result<Conn, super::TorchE
     })
 }
 
-/// Which connections have something to read, in one `poll(2)` that does not wait: a
-/// companion with nothing new costs no `recv`. All of them when the call fails.
-fn waiting(conns: &HashMap<u32, Conn>) -> HashMap<u32, bool> {
-    let mut fds: Vec<libc::pollfd> = conns
-        .values()
-        .map(|c| libc::pollfd {
-            fd: c.client.raw_fd(),
+/// Which of `fds` have something to read (or were closed), in one `poll(2)` that does not
+/// wait: a companion with nothing new costs no `recv`. All of them when the call fails.
+fn readable(fds: impl Iterator<Item = std::os::fd::RawFd>) -> Vec<bool> {
+    let mut fds: Vec<libc::pollfd> = fds
+        .map(|fd| libc::pollfd {
+            fd,
             events: libc::POLLIN,
             revents: 0,
         })
         .collect();
     // SAFETY: `fds` is a valid array of `fds.len()` pollfd entries, open for the call.
     let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
-    conns
-        .iter()
-        .zip(&fds)
-        .map(|((pid, c), fd)| {
-            // The same map, unchanged, iterates in the same order; checked anyway.
-            let same = fd.fd == c.client.raw_fd();
-            (*pid, n < 0 || !same || fd.revents != 0)
-        })
-        .collect()
+    fds.iter().map(|fd| n < 0 || fd.revents != 0).collect()
 }
 
 /// One poll. A companion subscribed to (every one from 0.2.0) pushes its figures on its own
@@ -244,11 +235,13 @@ fn poll_once(
             }
         }
     }
-    let ready = waiting(conns);
-    for (&pid, c) in conns.iter_mut() {
+    let mut connected: Vec<(u32, &mut Conn)> = conns.iter_mut().map(|(p, c)| (*p, c)).collect();
+    let ready = readable(connected.iter().map(|(_, c)| c.client.raw_fd()));
+    for ((pid, c), ready) in connected.iter_mut().zip(ready) {
+        let pid = *pid;
         let got = match &mut c.feed {
             Feed::Pushed { quiet, allowed } => {
-                let pushed = if ready.get(&pid).copied().unwrap_or(true) {
+                let pushed = if ready {
                     c.client.poll_pushed()
                 } else {
                     Ok(Pushed::Nothing)
