@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::sampler::Notify;
 use crate::session::catalog;
 use crate::session::csv_export::{self, Table};
 use crate::session::reader::SessionData;
@@ -53,13 +54,12 @@ pub struct Task<T> {
 
 impl<T: Send + 'static> Task<T> {
     /// Runs `work` on a named thread; `done` (if any) is called when it ends (a window asks
-    /// for a redraw there).
+    /// for a redraw there, as the sampler's [`Notify`] does after a sample).
     pub fn spawn(
         label: impl Into<String>,
-        done: Option<Done>,
+        done: Option<Notify>,
         work: impl FnOnce(&Progress) -> T + Send + 'static,
     ) -> Self {
-        let repaint = done;
         let result = Arc::new(Mutex::new(None));
         let progress = Arc::new(Progress::default());
         let (r, p) = (result.clone(), progress.clone());
@@ -78,7 +78,7 @@ impl<T: Send + 'static> Task<T> {
                 if let Ok(mut slot) = r.lock() {
                     *slot = Some(out);
                 }
-                if let Some(done) = repaint {
+                if let Some(done) = done {
                     done();
                 }
             });
@@ -98,14 +98,11 @@ impl<T: Send + 'static> Task<T> {
     }
 }
 
-/// Called when a job ends (a window passes its repaint request).
-pub type Done = Arc<dyn Fn() + Send + Sync>;
-
 /// Opens the session log at `path` and hands it to `then` on the job's thread (a window
 /// replays it there, so its thread never holds a 24 h replay).
 pub fn open_session<T: Send + 'static>(
     path: PathBuf,
-    done: Option<Done>,
+    done: Option<Notify>,
     then: impl FnOnce(SessionData) -> T + Send + 'static,
 ) -> Task<Result<T, String>> {
     let label = format!("Opening {}", path.display());
@@ -120,7 +117,7 @@ pub fn open_session<T: Send + 'static>(
 pub fn import_nvidia_smi<T: Send + 'static>(
     files: Vec<PathBuf>,
     dir: PathBuf,
-    done: Option<Done>,
+    done: Option<Notify>,
     then: impl FnOnce(SessionData) -> T + Send + 'static,
 ) -> Task<Result<T, String>> {
     Task::spawn("Importing nvidia-smi logs", done, move |_| {
@@ -129,7 +126,7 @@ pub fn import_nvidia_smi<T: Send + 'static>(
 }
 
 /// Lists the sessions in `dir`.
-pub fn list_sessions(dir: PathBuf, done: Option<Done>) -> Task<Vec<catalog::SessionSummary>> {
+pub fn list_sessions(dir: PathBuf, done: Option<Notify>) -> Task<Vec<catalog::SessionSummary>> {
     Task::spawn("Listing sessions", done, move |_| catalog::list(&dir))
 }
 
@@ -137,7 +134,7 @@ pub fn list_sessions(dir: PathBuf, done: Option<Done>) -> Task<Vec<catalog::Sess
 pub fn save_settings(
     settings: Box<crate::settings::Settings>,
     path: PathBuf,
-    done: Option<Done>,
+    done: Option<Notify>,
 ) -> Task<(Box<crate::settings::Settings>, Result<(), String>)> {
     Task::spawn("save settings", done, move |_| {
         let r = settings.save(&path).map_err(|e| e.to_string());
@@ -149,7 +146,7 @@ pub fn save_settings(
 pub fn past_leaks(
     dir: PathBuf,
     skip: Option<PathBuf>,
-    done: Option<Done>,
+    done: Option<Notify>,
 ) -> Task<crate::session::past::PastEvents> {
     Task::spawn("Reading past leaks", done, move |_| {
         crate::session::past::past_episodes(&dir, skip.as_deref())
@@ -163,7 +160,7 @@ pub fn export(
     table: Option<Table>,
     path: PathBuf,
     force: bool,
-    done: Option<Done>,
+    done: Option<Notify>,
 ) -> Task<Result<String, ExportFail>> {
     Task::spawn("Exporting CSV", done, move |p| {
         run_export(input, table, &path, force, p)

@@ -3,7 +3,7 @@
 pub use crate::jobs::{Progress, Task};
 
 /// What a job calls when it ends: a redraw of the window.
-pub fn repaint(ctx: &egui::Context) -> Option<crate::jobs::Done> {
+pub fn repaint(ctx: &egui::Context) -> Option<crate::sampler::Notify> {
     let ctx = ctx.clone();
     Some(std::sync::Arc::new(move || ctx.request_repaint()))
 }
