@@ -267,16 +267,28 @@ impl Effect {
         }
     }
 
-    /// What it would do to `who` (a dry run's words; a companion's are the executor's).
-    fn would(&self, rule: &str, who: &str) -> String {
+    /// What it would do to `p`'s target, named `who` (a dry run's words). `gpu_total` is the
+    /// target GPU's index and memory where known (a memory limit is said as its fraction).
+    fn would(&self, p: &Planned, who: &str, gpu_total: Option<(u32, u64)>) -> String {
         match self {
-            Self::Notify => format!("would notify: rule {rule} matched {who}"),
+            Self::Notify => format!("would notify: rule {} matched {who}", p.rule),
             Self::Signal(sig) => format!("would send {} to {who}", signal_name(*sig)),
             Self::Terminate { grace_seconds } => format!(
                 "would send SIGTERM to {who}, then SIGKILL after {grace_seconds} s if it still holds GPU memory"
             ),
             Self::Command { args, .. } => format!("would run {args:?} for {who}"),
-            Self::Companion => format!("would ask the PyTorch companion of {who}"),
+            Self::Companion => match &p.action {
+                Action::LimitMemory { gib } => format!(
+                    "would ask the PyTorch companion of {who} to limit it to {gib} GiB{}",
+                    gpu_total.map_or(String::new(), |(index, total_bytes)| format!(
+                        " (memory fraction {:.4} of GPU {index})",
+                        gib * crate::model::GIB as f64 / total_bytes as f64,
+                    ))
+                ),
+                _ => format!(
+                    "would ask the PyTorch companion of {who} to release its cached memory"
+                ),
+            },
         }
     }
 }
@@ -567,20 +579,16 @@ impl ActionRunner {
     /// acting; then the transport (a signal, a command, the PyTorch companion).
     pub fn run(&mut self, p: &Planned, safety: &Safety, now: UnixMs) -> Activity {
         let dry = p.dry_run || safety.global_dry_run;
-        let mut act = Activity {
+        let entry = |outcome, detail, entry| Activity {
             unix_ms: now,
             rule: p.rule.clone(),
             target: p.target.clone(),
             action: p.action.label(),
-            outcome: Outcome::Acted,
-            detail: String::new(),
-            entry: Entry::Action,
+            outcome,
+            detail,
+            entry,
         };
-        let mut end = |outcome, detail| {
-            act.outcome = outcome;
-            act.detail = detail;
-            act.clone()
-        };
+        let end = |outcome, detail| entry(outcome, detail, Entry::Action);
         if let Some(why) = self.refusal(p, safety) {
             return end(Outcome::Skipped, why);
         }
@@ -590,11 +598,13 @@ impl ActionRunner {
         };
         let who = p.target.describe();
         if dry {
-            let words = match &effect {
-                Effect::Companion => self.companion_would(p),
-                e => e.would(&p.rule, &who),
+            let gpu_total = match &p.target {
+                Target::Process { key, .. } => {
+                    self.gpus.get(&key.1).and_then(|g| g.1.map(|t| (key.1, t)))
+                }
+                Target::Device(_) => None,
             };
-            return end(Outcome::WouldAct, words);
+            return end(Outcome::WouldAct, effect.would(p, &who, gpu_total));
         }
         // The identity check, right before acting, for every effect on a process.
         let (key, pidfd) = match (&effect, &p.target) {
@@ -660,35 +670,11 @@ impl ActionRunner {
                 }
             }
             (Effect::Companion, Some(key)) => {
-                let (outcome, detail, entry) = self.run_companion(p, &key, now);
-                act.entry = entry;
-                act.outcome = outcome;
-                act.detail = detail;
-                act
+                let (outcome, detail, kind) = self.run_companion(p, &key, now);
+                entry(outcome, detail, kind)
             }
             // Effect::of gives process effects only for process targets.
             (_, None) => end(Outcome::Failed, "this action needs a process".into()),
-        }
-    }
-
-    /// What a PyTorch action would do to `p`'s process (its dry run).
-    fn companion_would(&self, p: &Planned) -> String {
-        let who = p.target.describe();
-        let total = match &p.target {
-            Target::Process { key, .. } => {
-                self.gpus.get(&key.1).and_then(|g| g.1.map(|t| (key.1, t)))
-            }
-            Target::Device(_) => None,
-        };
-        match &p.action {
-            Action::LimitMemory { gib } => format!(
-                "would ask the PyTorch companion of {who} to limit it to {gib} GiB{}",
-                total.map_or(String::new(), |(index, total_bytes)| format!(
-                    " (memory fraction {:.4} of GPU {index})",
-                    gib * crate::model::GIB as f64 / total_bytes as f64,
-                ))
-            ),
-            _ => format!("would ask the PyTorch companion of {who} to release its cached memory"),
         }
     }
 
