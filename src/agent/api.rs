@@ -319,7 +319,7 @@ pub fn command(state: &AgentState, body: &mut dyn Read, length: Option<usize>) -
             &json!({"outcome": "skipped", "detail": format!("no process with PID {} and that start time is listed", req.pid)}),
         );
     };
-    let uid = &target.uid();
+    let uid = target.uid();
     let Target::Process { key, origin, .. } = &target else {
         return Reply::error(500, "internal error: not a process target");
     };
@@ -337,7 +337,7 @@ pub fn command(state: &AgentState, body: &mut dyn Read, length: Option<usize>) -
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
     // Simulated and recorded processes go on to the engine, which refuses them in its words.
-    if *origin == crate::model::Origin::Live && *uid != me && !state.remote_other_users {
+    if *origin == crate::model::Origin::Live && uid != me && !state.remote_other_users {
         return outcome_reply(
             Outcome::Skipped,
             "another user's process: this agent takes remote actions only on its own user's processes (start it with --remote-other-users to allow more)",

@@ -469,7 +469,7 @@ impl ActionRunner {
 
     /// Why `target` may not be touched, if so.
     fn refusal(&self, p: &Planned, safety: &Safety) -> Option<String> {
-        let (name, uid) = (p.target.name(), &p.target.uid());
+        let (name, uid) = (p.target.name(), p.target.uid());
         let Target::Process { key, origin, .. } = &p.target else {
             return None;
         };
@@ -514,7 +514,7 @@ impl ActionRunner {
         {
             return Some(format!("{name} is on the protected list"));
         }
-        if *uid != self.my_uid && !(self.root && p.allow_other_users) {
+        if uid != self.my_uid && !(self.root && p.allow_other_users) {
             return Some(if self.root {
                 "another user's process, and the rule does not allow other users".into()
             } else {
