@@ -287,7 +287,7 @@ fn bench_session(c: &mut Criterion) {
         b.iter(|| {
             black_box(
                 SessionData::open(&day)
-                    .map(|s| s.to_monitor().history.len())
+                    .map(|s| vramwarden::replay::session(&s).history.len())
                     .unwrap_or(0),
             )
         })

@@ -160,6 +160,12 @@ pub struct Engine {
     last_prune_ms: Option<UnixMs>,
     gap: Option<Gap>,
     lost: u64,
+    /// A recorded session's engine: see [`Engine::read_only`].
+    read_only: bool,
+    /// The session file a read-only engine replays (named on its leak and OOM records).
+    session: Option<PathBuf>,
+    /// The last recording error, for [`Engine::recording_failed`].
+    record_error: Option<String>,
 }
 
 /// Shows `msg` in the window's status bar (the monitor keeps the last 20 notices).
@@ -208,7 +214,51 @@ impl Engine {
             last_prune_ms: None,
             gap: None,
             lost: 0,
+            read_only: false,
+            session: None,
+            record_error: None,
         }
+    }
+
+    /// An engine for a recorded session (`session`, the file it comes from): each sample is
+    /// applied to the monitor as it was recorded, and the session's own leak and OOM events
+    /// are taken as they come ([`Engine::take_recorded_events`]). Nothing is enriched from this
+    /// machine, detected again, written or acted on: no rules run, and a manual action is
+    /// refused.
+    pub fn read_only(shared: SharedMonitor, interval_ms: u64, session: Option<PathBuf>) -> Self {
+        let mut e = Self::new(shared, RecordTo::Off, interval_ms);
+        e.read_only = true;
+        e.session = session;
+        e
+    }
+
+    /// Takes the events a recorded source gives ([`crate::source::GpuSource::recorded_events`]):
+    /// its leak episodes and OOM suspicions join the monitor's, named with the session file.
+    pub fn take_recorded_events(&mut self, events: Vec<Event>) {
+        if events.is_empty() {
+            return;
+        }
+        if let Ok(mut m) = self.shared.write() {
+            for e in &events {
+                crate::leak_watch::record_event(&mut m, e, self.session.as_deref());
+            }
+        }
+    }
+
+    /// A sample that could not be taken: the source's last error until the next good one
+    /// (the window shows it and the data goes stale; nothing is recorded as zero).
+    pub fn sample_failed(&mut self, e: &crate::source::SourceError) {
+        if let Ok(mut m) = self.shared.write() {
+            m.last_error = Some(e.to_string());
+        }
+    }
+
+    /// Why the session log could not be written, when recording was asked for and no file is
+    /// being written at all (it could not be created), or, with `strict`, when the last
+    /// sample could not be written either. None while all is well.
+    pub fn recording_failed(&self, strict: bool) -> Option<&str> {
+        let e = self.record_error.as_deref()?;
+        (strict || (self.record != RecordTo::Off && self.writer.is_none())).then_some(e)
     }
 
     /// Sets what the front end wants (notifications, the folder to prune).
@@ -284,6 +334,20 @@ impl Engine {
 
     /// Applies a front end's request.
     pub fn command(&mut self, c: EngineCommand, now: UnixMs) {
+        if self.read_only {
+            if let EngineCommand::Manual { target, action } = c {
+                self.log_activity(vec![crate::rules::action::Activity {
+                    unix_ms: now,
+                    rule: "manual".into(),
+                    action: action.label(),
+                    target,
+                    outcome: crate::rules::action::Outcome::Skipped,
+                    detail: "a recorded session: nothing acts from a replay".into(),
+                    entry: crate::rules::action::Entry::Action,
+                }]);
+            }
+            return;
+        }
         let active = match c {
             EngineCommand::PauseRecording => false,
             EngineCommand::ResumeRecording => true,
@@ -527,6 +591,12 @@ impl Engine {
     /// One tick: enrich, record, apply.
     pub fn tick(&mut self, mut snap: Snapshot, received_ms: UnixMs) {
         snap.sanitize();
+        if self.read_only {
+            if let Ok(mut m) = self.shared.write() {
+                m.apply(snap, received_ms);
+            }
+            return;
+        }
         self.carry_stale(&mut snap);
         enrich(&mut snap, &mut self.procs);
         self.usage.sample(&mut snap);
@@ -644,6 +714,7 @@ impl Engine {
             }
         }
         // One write lock per tick: everything the UI reads changes at once.
+        self.record_error.clone_from(&error);
         let recording = self.recording_status(error);
         if let Ok(mut m) = self.shared.write() {
             for e in &leak_events {
@@ -732,11 +803,18 @@ impl Engine {
         );
     }
 
-    /// Closes the session log (fsync).
+    /// Closes the session log (fsync); a read-only engine closes the leaks still open at the
+    /// end of its session.
     ///
     /// # Errors
     /// The message of a failed final fsync.
     pub fn finish(mut self) -> Result<Option<PathBuf>, String> {
+        if self.read_only {
+            // A leak still growing when the recording stopped ended with it.
+            if let Ok(mut m) = self.shared.write() {
+                crate::leak_watch::close_open_leaks(&mut m);
+            }
+        }
         match self.writer.take() {
             Some(w) => {
                 let p = w.path().to_path_buf();

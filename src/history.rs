@@ -13,7 +13,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use crate::model::{ProcessKey, Snapshot, UnixMs, MIB};
+use crate::model::{FastMap, ProcessKey, Snapshot, UnixMs, MIB};
 
 /// Ticks per chunk.
 pub const CHUNK: usize = 256;
@@ -289,14 +289,6 @@ struct Times {
 }
 
 impl Times {
-    fn from_iter(times: impl IntoIterator<Item = UnixMs>) -> Self {
-        let mut t = Self::default();
-        for ms in times {
-            t.push_back(ms);
-        }
-        t
-    }
-
     fn len(&self) -> usize {
         self.sealed.len() * CHUNK + self.open.len() - self.skip
     }
@@ -383,9 +375,11 @@ pub struct History {
     ghosts: Vec<Series>,
     /// Per device: one series per [`Metric`], on the same ticks.
     metrics: Vec<MetricSeries>,
-    processes: HashMap<ProcSeriesKey, Series>,
+    processes: FastMap<ProcSeriesKey, Series>,
     /// PyTorch's allocated and reserved memory of the processes whose companion answers.
-    torch: HashMap<ProcSeriesKey, [Series; 2]>,
+    torch: FastMap<ProcSeriesKey, [Series; 2]>,
+    /// How many times old chunks were dropped (series may have gone with them).
+    evictions: u64,
 }
 
 /// Which of PyTorch's figures a torch series holds.
@@ -533,6 +527,30 @@ pub fn ghost_bytes(snap: &Snapshot, device: u32) -> Option<u64> {
     Some(used.saturating_sub(owned))
 }
 
+/// [`ghost_bytes`] of every device of `snap`, in its order, in one pass over the processes.
+pub fn ghosts_of(snap: &Snapshot) -> Vec<Option<u64>> {
+    let mut owned = vec![0u64; snap.devices.len()];
+    // Devices are in index order and usually numbered from 0: a process finds its device by
+    // position, else by search.
+    let slot = |index: u32| {
+        snap.devices
+            .get(index as usize)
+            .filter(|d| d.index == index)
+            .map(|_| index as usize)
+            .or_else(|| snap.devices.iter().position(|d| d.index == index))
+    };
+    for p in &snap.processes {
+        if let (Some(u), Some(i)) = (p.used_bytes, slot(p.device_index)) {
+            owned[i] = owned[i].saturating_add(u);
+        }
+    }
+    snap.devices
+        .iter()
+        .zip(owned)
+        .map(|(d, o)| d.memory_used_bytes.map(|u| u.saturating_sub(o)))
+        .collect()
+}
+
 /// Bytes to the whole MiB stored in a series ([`NONE`] for no reading).
 pub fn to_mib(bytes: Option<u64>) -> u32 {
     bytes.map_or(NONE, |b| (b / MIB).min(u64::from(NONE - 1)) as u32)
@@ -548,29 +566,9 @@ impl History {
             devices: Vec::new(),
             ghosts: Vec::new(),
             metrics: Vec::new(),
-            processes: HashMap::new(),
-            torch: HashMap::new(),
-        }
-    }
-
-    /// A history made of series built elsewhere (a session replay): `times` are the ticks
-    /// 0..n, every series on that timeline.
-    pub(crate) fn from_parts(
-        times: VecDeque<UnixMs>,
-        devices: Vec<Series>,
-        ghosts: Vec<Series>,
-        metrics: Vec<MetricSeries>,
-        processes: HashMap<ProcSeriesKey, Series>,
-    ) -> Self {
-        Self {
-            capacity: times.len().max(CHUNK),
-            base_tick: 0,
-            times: Times::from_iter(times),
-            devices,
-            ghosts,
-            metrics,
-            processes,
-            torch: HashMap::new(),
+            processes: FastMap::default(),
+            torch: FastMap::default(),
+            evictions: 0,
         }
     }
 
@@ -583,7 +581,7 @@ impl History {
         }
         let tick = self.base_tick + self.times.len() as u64;
         self.times.push_back(snap.taken_at_ms);
-        for d in &snap.devices {
+        for (d, ghost) in snap.devices.iter().zip(ghosts_of(snap)) {
             let i = d.index as usize;
             if self.devices.len() <= i {
                 self.devices.resize_with(i + 1, Series::default);
@@ -591,7 +589,7 @@ impl History {
                 self.metrics.resize_with(i + 1, Default::default);
             }
             self.devices[i].push(tick, to_mib(d.memory_used_bytes));
-            self.ghosts[i].push(tick, to_mib(ghost_bytes(snap, d.index)));
+            self.ghosts[i].push(tick, to_mib(ghost));
             for m in Metric::ALL {
                 self.metrics[i][m.index()].push(tick, m.of(d));
             }
@@ -618,6 +616,7 @@ impl History {
     }
 
     fn evict(&mut self) {
+        self.evictions += 1;
         let base = self.base_tick;
         for s in self
             .devices
@@ -635,6 +634,11 @@ impl History {
             s.iter_mut().for_each(|s| s.evict_before(base));
             !s[0].is_empty()
         });
+    }
+
+    /// How many times old chunks were dropped: a series can disappear only when it grows.
+    pub fn evictions(&self) -> u64 {
+        self.evictions
     }
 
     /// Number of ticks held.
@@ -691,12 +695,6 @@ impl History {
     /// The series of one process on one GPU.
     pub fn process(&self, key: &ProcSeriesKey) -> Option<&Series> {
         self.processes.get(key)
-    }
-
-    /// Puts in a process's PyTorch series built elsewhere (a session replay), on this
-    /// history's timeline: `[allocated, reserved]`.
-    pub(crate) fn set_torch(&mut self, key: ProcSeriesKey, series: [Series; 2]) {
-        self.torch.insert(key, series);
     }
 
     /// PyTorch's allocated or reserved memory of a process, where its companion answered.

@@ -1121,20 +1121,31 @@ pub fn import_nvidia_smi(
     let interval = gaps.get(gaps.len() / 2).copied().unwrap_or(1000).max(1);
     let shared = crate::shared::Shared::new(Monitor::new(interval, 16));
     let mut engine = Engine::new(shared.clone(), RecordTo::File(out.to_path_buf()), interval);
-    engine.set_source(SourceInfo {
-        kind: "nvidia-smi import".into(),
-        host: crate::source::host_name(),
-        ..SourceInfo::default()
-    });
+    engine.set_source(engine_source_info());
     let samples = snaps.len();
-    for s in snaps {
-        let t = s.taken_at_ms;
-        engine.tick(s, t);
-        if let Ok(m) = shared.read() {
-            if let Some(e) = &m.recording.error {
-                return Err(ImportError::Write(e.clone()));
+    let start = snaps.first().map_or(0, |s| s.taken_at_ms);
+    let mut source = crate::source::recorded::Snapshots::new(snaps, engine_source_info());
+    let mut failed = None;
+    let ended = crate::tick_loop::run(
+        &mut engine,
+        &mut source,
+        std::time::Duration::from_millis(interval),
+        crate::tick_loop::Clock::Simulated { start, speed: None },
+        |engine, _, _| match engine.recording_failed(true) {
+            Some(e) => {
+                failed = Some(e.to_string());
+                false
             }
-        }
+            None => true,
+        },
+    );
+    if let Some(e) = failed {
+        return Err(ImportError::Write(e));
+    }
+    if let crate::tick_loop::Ended::Panicked(what) = ended {
+        return Err(ImportError::Write(format!(
+            "internal error (a bug in vramwarden; the import stopped): {what}"
+        )));
     }
     engine.finish().map_err(ImportError::Write)?;
     let (leaks, ooms) = shared
@@ -1190,4 +1201,13 @@ pub fn import_files(
     )
     .map_err(|e| e.to_string())?;
     crate::session::reader::SessionData::open(&out).map_err(|e| e.to_string())
+}
+
+/// What an imported session says its source was.
+fn engine_source_info() -> SourceInfo {
+    SourceInfo {
+        kind: "nvidia-smi import".into(),
+        host: crate::source::host_name(),
+        ..SourceInfo::default()
+    }
 }

@@ -98,18 +98,16 @@ impl<T: Send + 'static> Task<T> {
     }
 }
 
-/// Opens the session log at `path` and hands it to `then` on the job's thread (a window
-/// replays it there, so its thread never holds a 24 h replay).
+/// Opens the session log at `path` and hands it to `then` on the job's thread, with the
+/// job's progress (a window replays it there, so its thread never holds a 24 h replay).
 pub fn open_session<T: Send + 'static>(
     path: PathBuf,
     done: Option<Notify>,
-    then: impl FnOnce(SessionData) -> T + Send + 'static,
+    then: impl FnOnce(SessionData, &Progress) -> Result<T, String> + Send + 'static,
 ) -> Task<Result<T, String>> {
     let label = format!("Opening {}", path.display());
-    Task::spawn(label, done, move |_| {
-        SessionData::open(&path)
-            .map(then)
-            .map_err(|e| e.to_string())
+    Task::spawn(label, done, move |p| {
+        then(SessionData::open(&path).map_err(|e| e.to_string())?, p)
     })
 }
 
@@ -118,10 +116,10 @@ pub fn import_nvidia_smi<T: Send + 'static>(
     files: Vec<PathBuf>,
     dir: PathBuf,
     done: Option<Notify>,
-    then: impl FnOnce(SessionData) -> T + Send + 'static,
+    then: impl FnOnce(SessionData, &Progress) -> Result<T, String> + Send + 'static,
 ) -> Task<Result<T, String>> {
-    Task::spawn("Importing nvidia-smi logs", done, move |_| {
-        crate::import::import_files(&files, &dir).map(then)
+    Task::spawn("Importing nvidia-smi logs", done, move |p| {
+        then(crate::import::import_files(&files, &dir)?, p)
     })
 }
 
@@ -147,9 +145,9 @@ pub fn past_leaks(
     dir: PathBuf,
     skip: Option<PathBuf>,
     done: Option<Notify>,
-) -> Task<crate::session::past::PastEvents> {
+) -> Task<crate::replay::PastEvents> {
     Task::spawn("Reading past leaks", done, move |_| {
-        crate::session::past::past_episodes(&dir, skip.as_deref())
+        crate::replay::past_episodes(&dir, skip.as_deref())
     })
 }
 

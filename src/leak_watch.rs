@@ -284,3 +284,35 @@ pub fn record_event(m: &mut Monitor, e: &Event, session: Option<&std::path::Path
         _ => {}
     }
 }
+
+/// A past session's leak that never ended in it ended with the recording: it is closed at the
+/// last sample (marked [`crate::monitor::LeakRecord::open_at_end`]), with its growth and peak
+/// read from the history.
+pub fn close_open_leaks(m: &mut Monitor) {
+    let h = &m.history;
+    let Some((_, end_ms)) = h.span() else {
+        return;
+    };
+    for r in m.leaks.iter_mut().filter(|r| r.ended_ms.is_none()) {
+        r.ended_ms = Some(end_ms.max(r.flagged_ms));
+        r.open_at_end = true;
+        let series = match r.key {
+            crate::monitor::LeakKey::Process(k) => h.process(&k),
+            crate::monitor::LeakKey::Ghost(d) => h.ghost(d),
+        };
+        let Some(series) = series else { continue };
+        let values: Vec<f64> = series
+            .values(h.tick_at(r.info.since_ms), h.end_tick())
+            .into_iter()
+            .filter(|(_, v)| *v != crate::history::NONE)
+            .map(|(_, v)| f64::from(v))
+            .collect();
+        if let (Some(first), Some(peak)) = (
+            values.first().copied(),
+            values.iter().copied().max_by(f64::total_cmp),
+        ) {
+            r.peak_mib = peak;
+            r.grown_mib = (peak - first).max(0.0);
+        }
+    }
+}

@@ -60,6 +60,7 @@ pub mod notify;
 pub mod oom_watch;
 pub mod proc_usage;
 pub mod procinfo;
+pub mod replay;
 pub mod rules;
 pub mod sampler;
 pub mod session;
@@ -67,6 +68,7 @@ pub mod settings;
 pub mod shared;
 pub mod snapshot_out;
 pub mod source;
+pub mod tick_loop;
 pub mod torch;
 #[cfg(feature = "gui")]
 pub mod ui;

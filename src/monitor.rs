@@ -4,7 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::history::{History, ProcSeriesKey};
-use crate::model::{ProcessKey, Snapshot, SourceInfo, UnixMs};
+use crate::model::{FastMap, ProcessKey, Snapshot, SourceInfo, UnixMs};
 
 /// How long an exited process stays in the table, greyed out.
 pub const EXITED_LINGER_MS: UnixMs = 30_000;
@@ -82,6 +82,29 @@ impl ProcessRow {
         }
     }
 
+    /// Takes in this process's sample at `now`.
+    fn update(&mut self, p: &crate::model::ProcessSample, now: UnixMs) {
+        self.used_bytes = p.used_bytes;
+        self.cpu_pct = p.cpu_pct;
+        self.rss_bytes = p.rss_bytes;
+        self.torch = p.torch;
+        self.sm_util_pct = p.sm_util_pct;
+        self.last_seen_ms = now;
+        self.exited_at_ms = None;
+        if let Some(u) = p.used_bytes {
+            self.peak_bytes = self.peak_bytes.max(u);
+            self.recent.push_back((now, u));
+            while self.recent.len() > 2 && self.recent[1].0 <= now - 60_000 {
+                self.recent.pop_front();
+            }
+            self.delta_1m_bytes = self
+                .recent
+                .front()
+                .filter(|(t, _)| *t <= now - 60_000)
+                .map(|(_, old)| u as i64 - *old as i64);
+        }
+    }
+
     /// Process start time, or the first time it was seen when the start time is unknown.
     pub fn started_ms(&self) -> UnixMs {
         if self.key.start_time_ms > 0 {
@@ -109,7 +132,7 @@ pub struct Monitor {
     pub last_error: Option<String>,
     /// Bounded history of every series.
     pub history: History,
-    rows: HashMap<ProcSeriesKey, ProcessRow>,
+    rows: FastMap<ProcSeriesKey, ProcessRow>,
     /// Session recording state.
     pub recording: crate::engine::RecordingStatus,
     /// Leak episodes of this run, oldest first (ongoing ones have no end).
@@ -125,8 +148,10 @@ pub struct Monitor {
     pub last_active: HashMap<ProcSeriesKey, UnixMs>,
     /// Snapshots applied so far.
     pub ticks: u64,
-    /// Colour slot for the next new row (scratch of [`Monitor::apply`]).
-    next_slot: u8,
+    /// The history's [`History::evictions`] when rows were last matched to its series.
+    evictions_seen: u64,
+    /// Rows of running processes (no exit time).
+    live_rows: usize,
 }
 
 impl Monitor {
@@ -140,7 +165,7 @@ impl Monitor {
             latest_received_ms: None,
             last_error: None,
             history: History::new(history_ticks),
-            rows: HashMap::new(),
+            rows: FastMap::default(),
             recording: crate::engine::RecordingStatus::default(),
             leaks: Vec::new(),
             ooms: Vec::new(),
@@ -148,7 +173,8 @@ impl Monitor {
             activity: VecDeque::new(),
             last_active: HashMap::new(),
             ticks: 0,
-            next_slot: 0,
+            evictions_seen: 0,
+            live_rows: 0,
         }
     }
 
@@ -156,59 +182,62 @@ impl Monitor {
     pub fn apply(&mut self, snap: Snapshot, received_ms: UnixMs) {
         let now = snap.taken_at_ms;
         self.history.push(&snap);
+        // Rows seen in this sample; when fewer than the live ones, some process left.
+        let mut seen = 0;
         for p in &snap.processes {
             let key = (p.key(), p.device_index);
-            let used = p.used_bytes;
-            if !self.rows.contains_key(&key) {
-                self.next_slot = free_slot(&self.rows, p.device_index, now);
-            }
-            let slot = self.next_slot;
-            let row = self.rows.entry(key).or_insert_with(|| ProcessRow {
-                key: key.0,
-                device_index: p.device_index,
-                info: ProcessRow::facts(p.info.as_ref()),
-                used_bytes: None,
-                peak_bytes: 0,
-                delta_1m_bytes: None,
-                first_seen_ms: now,
-                last_seen_ms: now,
-                exited_at_ms: None,
-                cpu_pct: None,
-                rss_bytes: None,
-                color_slot: slot,
-                torch: None,
-                sm_util_pct: None,
-                recent: VecDeque::new(),
-            });
-            row.used_bytes = used;
-            row.cpu_pct = p.cpu_pct;
-            row.rss_bytes = p.rss_bytes;
-            row.torch = p.torch;
-            row.sm_util_pct = p.sm_util_pct;
-            row.last_seen_ms = now;
-            row.exited_at_ms = None;
-            if let Some(u) = used {
-                row.peak_bytes = row.peak_bytes.max(u);
-                row.recent.push_back((now, u));
-                while row.recent.len() > 2 && row.recent[1].0 <= now - 60_000 {
-                    row.recent.pop_front();
+            match self.rows.get_mut(&key) {
+                Some(row) => {
+                    if row.exited_at_ms.is_some() {
+                        self.live_rows += 1;
+                    }
+                    row.update(p, now);
                 }
-                row.delta_1m_bytes = row
-                    .recent
-                    .front()
-                    .filter(|(t, _)| *t <= now - 60_000)
-                    .map(|(_, old)| u as i64 - *old as i64);
+                None => {
+                    let mut row = ProcessRow {
+                        key: key.0,
+                        device_index: p.device_index,
+                        info: ProcessRow::facts(p.info.as_ref()),
+                        used_bytes: None,
+                        peak_bytes: 0,
+                        delta_1m_bytes: None,
+                        first_seen_ms: now,
+                        last_seen_ms: now,
+                        exited_at_ms: None,
+                        cpu_pct: None,
+                        rss_bytes: None,
+                        color_slot: free_slot(&self.rows, p.device_index, now),
+                        torch: None,
+                        sm_util_pct: None,
+                        recent: VecDeque::new(),
+                    };
+                    row.update(p, now);
+                    self.rows.insert(key, row);
+                    self.live_rows += 1;
+                }
             }
+            seen += 1;
         }
-        let history = &self.history;
-        self.rows.retain(|k, row| {
-            if row.last_seen_ms < now && row.exited_at_ms.is_none() {
-                row.exited_at_ms = Some(now);
-                row.used_bytes = Some(0);
+        if self.live_rows > seen {
+            for row in self.rows.values_mut() {
+                if row.last_seen_ms < now && row.exited_at_ms.is_none() {
+                    row.exited_at_ms = Some(now);
+                    row.used_bytes = Some(0);
+                }
             }
-            // Keep rows while their history exists, so exited processes can still be inspected.
-            history.process(k).is_some()
-        });
+            self.live_rows = seen;
+        }
+        // Keep rows while their history exists, so exited processes can still be inspected.
+        if self.history.evictions() != self.evictions_seen {
+            self.evictions_seen = self.history.evictions();
+            let history = &self.history;
+            self.rows.retain(|k, _| history.process(k).is_some());
+            self.live_rows = self
+                .rows
+                .values()
+                .filter(|r| r.exited_at_ms.is_none())
+                .count();
+        }
         self.latest = Some(snap);
         self.latest_received_ms = Some(received_ms);
         self.last_error = None;
@@ -289,13 +318,6 @@ impl Monitor {
             .collect()
     }
 
-    /// Puts in a row built elsewhere (a session replay), giving it a colour slot (rows are
-    /// put in in the order they were first seen).
-    pub(crate) fn insert_row(&mut self, mut row: ProcessRow) {
-        row.color_slot = free_slot(&self.rows, row.device_index, row.first_seen_ms);
-        self.rows.insert(row.series_key(), row);
-    }
-
     /// One process row.
     pub fn row(&self, key: &ProcSeriesKey) -> Option<&ProcessRow> {
         self.rows.get(key)
@@ -312,7 +334,7 @@ impl Monitor {
 
 /// The lowest colour slot that no process on `device` holds at `at` (running, or exited less
 /// than [`EXITED_LINGER_MS`] before).
-fn free_slot(rows: &HashMap<ProcSeriesKey, ProcessRow>, device: u32, at: UnixMs) -> u8 {
+fn free_slot(rows: &FastMap<ProcSeriesKey, ProcessRow>, device: u32, at: UnixMs) -> u8 {
     let mut used = [false; 256];
     for r in rows.values().filter(|r| {
         r.device_index == device

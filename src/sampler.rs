@@ -120,58 +120,42 @@ impl SamplerHandle {
                 engine.set_source(source.info());
                 engine.apply_settings(&settings);
                 source.set_process_utilization(engine.needs_process_utilization());
-                let mut next = Instant::now();
-                loop {
-                    let now = now_ms();
-                    // A bug below or in the engine must not leave a silent, dead thread: it
-                    // is reported (the window shows it, `record` exits non-zero).
-                    let ticked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        match source.sample(now) {
-                            Ok(snap) => engine.tick(snap, now_ms()),
-                            Err(e) => {
-                                if let Ok(mut m) = state.write() {
-                                    m.last_error = Some(e.to_string());
+                let ended = crate::tick_loop::run(
+                    &mut engine,
+                    source.as_mut(),
+                    interval,
+                    crate::tick_loop::Clock::Wall,
+                    |engine, source, due| {
+                        notify();
+                        // Commands are taken while waiting for the next sample.
+                        loop {
+                            match stop_rx
+                                .recv_timeout(due.saturating_duration_since(Instant::now()))
+                            {
+                                Err(RecvTimeoutError::Timeout) => return true,
+                                Err(RecvTimeoutError::Disconnected) => return false,
+                                Ok(Control::Command(c)) => {
+                                    engine.command(c, now_ms());
+                                    source.set_process_utilization(
+                                        engine.needs_process_utilization(),
+                                    );
                                 }
                             }
                         }
-                    }));
-                    if let Err(panic) = ticked {
-                        let what = panic_text(panic.as_ref());
-                        tracing::error!("internal error on the sampler thread: {what}");
-                        // The panic may have poisoned the lock: the status is set anyway.
-                        let mut m = state.write().unwrap_or_else(|p| p.into_inner());
-                        m.status = SourceStatus::Failed(format!(
-                            "internal error (a bug in vramwarden; sampling stopped): {what}"
-                        ));
-                        drop(m);
-                        notify();
-                        return;
-                    }
+                    },
+                );
+                if let crate::tick_loop::Ended::Panicked(what) = ended {
+                    // A bug in the source or the engine must not leave a silent, dead thread:
+                    // it is reported (the window shows it, `record` exits non-zero). The panic
+                    // may have poisoned the lock: the status is set anyway.
+                    tracing::error!("internal error on the sampler thread: {what}");
+                    let mut m = state.write().unwrap_or_else(|p| p.into_inner());
+                    m.status = SourceStatus::Failed(format!(
+                        "internal error (a bug in vramwarden; sampling stopped): {what}"
+                    ));
+                    drop(m);
                     notify();
-                    next += interval;
-                    let wait = next.saturating_duration_since(Instant::now());
-                    if wait.is_zero() {
-                        next = Instant::now();
-                    }
-                    let mut stop = false;
-                    let mut wait = wait;
-                    loop {
-                        match stop_rx.recv_timeout(wait) {
-                            Err(RecvTimeoutError::Timeout) => break,
-                            Err(RecvTimeoutError::Disconnected) => {
-                                stop = true;
-                                break;
-                            }
-                            Ok(Control::Command(c)) => {
-                                engine.command(c, now_ms());
-                                source.set_process_utilization(engine.needs_process_utilization());
-                                wait = next.saturating_duration_since(Instant::now());
-                            }
-                        }
-                    }
-                    if stop {
-                        break;
-                    }
+                    return;
                 }
                 if let Err(e) = engine.finish() {
                     if let Ok(mut m) = state.write() {

@@ -321,7 +321,7 @@ fn names_reach_the_session_csv_the_replay_and_snapshot_output() {
     assert_eq!(seen["100"], ("web-frontend".into(), String::new()));
     assert_eq!(seen["7"], (String::new(), String::new()));
     // The replay's rows (the window's table and detail pane on a recorded session).
-    let m = s.to_monitor();
+    let m = vramwarden::replay::session(&s);
     let row = m.rows().find(|r| r.key.pid == 300).expect("row");
     assert_eq!(row.info.container_name.as_deref(), Some("notebook"));
     assert_eq!(row.info.pod.as_deref(), Some("default/jupyter-0"));

@@ -31,7 +31,7 @@ fn device_metrics_are_kept_live_and_replayed_from_the_log() {
     }
     e.finish().expect("close");
     let live = shared.read().expect("lock").clone();
-    let replay = SessionData::open(&path).expect("open").to_monitor();
+    let replay = vramwarden::replay::session(&SessionData::open(&path).expect("open"));
     for (what, m) in [("live", &live), ("replay", &replay)] {
         let h = &m.history;
         let (t0, t1) = (h.tick_at(T0), h.end_tick());

@@ -268,11 +268,11 @@ fn a_reopened_session_shows_a_leak_cut_by_the_recordings_end_as_closed() {
     );
     let s = SessionData::open(&log).expect("open");
     assert!(
-        s.has_open_leak(),
+        vramwarden::replay::has_open_leak(&s),
         "the kernel still leaks when the recording stops"
     );
     let (_, end) = s.span().expect("samples");
-    let m = s.to_monitor();
+    let m = vramwarden::replay::session(&s);
     let l = m
         .leaks
         .iter()
@@ -284,7 +284,7 @@ fn a_reopened_session_shows_a_leak_cut_by_the_recordings_end_as_closed() {
     assert!(l.grown_mib > 300.0, "grown {} MiB", l.grown_mib);
     assert!(l.peak_mib > l.grown_mib, "peak {} MiB", l.peak_mib);
     // The Leaks pane's reader of past sessions tells it the same way.
-    let past = vramwarden::session::past::past_episodes(dir.path(), None);
+    let past = vramwarden::replay::past_episodes(dir.path(), None);
     let p = past
         .leaks
         .iter()

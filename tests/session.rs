@@ -94,7 +94,7 @@ fn round_trip_gives_back_every_sample() {
         "job lives at 30 s, 630 s, 1230 s; exits at 270 s, 870 s, 1470 s"
     );
     // The monitor replay holds the whole history.
-    let m = s.to_monitor();
+    let m = vramwarden::replay::session(&s);
     assert_eq!(m.history.len(), 1500);
 }
 
@@ -358,7 +358,7 @@ fn monitor_replay_of_a_session_has_the_processes() {
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("s.vwlog");
     record_demo(&path, 200);
-    let m = SessionData::open(&path).expect("open").to_monitor();
+    let m = vramwarden::replay::session(&SessionData::open(&path).expect("open"));
     let mut sim = SimSource::demo(T0);
     let mut live = Monitor::new(1000, 200);
     for i in 0..200 {
@@ -430,7 +430,7 @@ fn pytorch_figures_round_trip_through_the_log_the_replay_and_the_csv() {
     assert!(with_torch >= 120, "{with_torch}");
 
     // The replay (session view) shows the last figures of the processes still running.
-    let m = s.to_monitor();
+    let m = vramwarden::replay::session(&s);
     let last = sim.at(T0 + 119_000);
     let latest = m.latest.as_ref().expect("latest");
     for want in last.processes.iter().filter(|p| p.torch.is_some()) {

@@ -50,7 +50,7 @@ fn exercise(s: &SessionData) -> Result<(), TestCaseError> {
     for snap in s.snapshots() {
         prop_assert!(snap.devices.len() <= 4096);
     }
-    let m = s.to_monitor();
+    let m = vramwarden::replay::session(s);
     prop_assert!(m.history.len() <= s.len());
     for t in Table::ALL {
         export(s, t, &mut std::io::sink(), &mut |_| true)

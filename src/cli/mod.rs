@@ -491,34 +491,46 @@ pub fn record(
             for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
                 signal_hook::flag::register(sig, stop.clone())?;
             }
-            let sim = SimSource::demo(start);
+            let mut sim = SimSource::demo(start);
             let mut engine = Engine::new(shared.clone(), record_to, interval.as_millis() as u64);
             engine.set_options(options);
             engine.set_source(sim.info());
             engine.apply_settings(&settings);
-            let step = interval.as_millis() as i64;
-            let mut t = start;
-            while !stop.load(Ordering::Relaxed)
-                && duration.is_none_or(|d| t - start < d.as_millis() as i64)
-            {
-                let ticked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    engine.tick(sim.at(t), t)
-                }));
-                if let Err(p) = ticked {
-                    return Err(CliError::Failed(format!(
-                        "internal error (a bug in vramwarden; recording stopped): {}",
-                        crate::sampler::panic_text(p.as_ref())
-                    )));
-                }
-                if let Ok(m) = shared.read() {
-                    if let (None, Some(e)) = (&m.recording.path, &m.recording.error) {
-                        return Err(CliError::Failed(e.clone()));
+            // Samples at start, start + interval, … while less than `duration` from the start.
+            let step = (interval.as_millis() as i64).max(1);
+            let samples = duration.map(|d| (d.as_millis() as i64 + step - 1) / step);
+            let mut taken = 0;
+            let mut failed = None;
+            let ended = crate::tick_loop::run(
+                &mut engine,
+                &mut sim,
+                interval,
+                crate::tick_loop::Clock::Simulated {
+                    start,
+                    speed: match speed {
+                        Speed::Times(s) => Some(s),
+                        Speed::Max => None,
+                    },
+                },
+                |engine, _, due| {
+                    if let Some(e) = engine.recording_failed(false) {
+                        failed = Some(e.to_string());
+                        return false;
                     }
-                }
-                t += step;
-                if let Speed::Times(s) = speed {
-                    std::thread::sleep(interval.div_f64(s));
-                }
+                    taken += 1;
+                    if samples.is_some_and(|n| taken >= n) {
+                        return false;
+                    }
+                    crate::tick_loop::sleep_until(due, &|| stop.load(Ordering::Relaxed))
+                },
+            );
+            if let crate::tick_loop::Ended::Panicked(what) = ended {
+                return Err(CliError::Failed(format!(
+                    "internal error (a bug in vramwarden; recording stopped): {what}"
+                )));
+            }
+            if let Some(e) = failed {
+                return Err(CliError::Failed(e));
             }
             engine.finish().map_err(CliError::Failed)?;
         }

@@ -38,7 +38,6 @@
 pub mod catalog;
 pub mod csv_export;
 pub mod format;
-pub mod past;
 pub mod reader;
 pub mod writer;
 

@@ -1,8 +1,11 @@
-//! Where snapshots come from: the real driver ([`nvml::NvmlSource`]) or simulated GPUs
-//! ([`sim::SimSource`]). Sources are the only code that talks to the driver.
+//! Where snapshots come from: the real driver ([`nvml::NvmlSource`]), simulated GPUs
+//! ([`sim::SimSource`]), or a recorded session ([`replay::ReplaySource`]). Sources are the
+//! only code that talks to the driver.
 
 pub mod fault;
 pub mod nvml;
+pub mod recorded;
+pub mod replay;
 pub mod sim;
 
 use crate::model::{Snapshot, SourceInfo, UnixMs};
@@ -16,6 +19,9 @@ pub enum SourceError {
     /// A sample could not be taken at all.
     #[error("sampling failed: {0}")]
     Sample(String),
+    /// A recorded source has no more samples.
+    #[error("the recording has no more samples")]
+    Ended,
 }
 
 /// Something that can be asked for a [`Snapshot`] of every GPU and process.
@@ -28,6 +34,12 @@ pub trait GpuSource: Send {
     /// Whether per-process utilisation is wanted (it can be costly to read; only rules with
     /// an idle condition need it). Sources that have it for free ignore this.
     fn set_process_utilization(&mut self, _on: bool) {}
+    /// What a recorded source says happened up to `until` (the leak and OOM events of a
+    /// reopened session), oldest first, each once. Live sources have none: the engine
+    /// detects such events itself.
+    fn recorded_events(&mut self, _until: UnixMs) -> Vec<crate::session::Event> {
+        Vec::new()
+    }
 }
 
 /// The host's name, for session headers and the status bar.

@@ -98,8 +98,8 @@ pub struct VramApp {
     pub view: Option<SessionView>,
     /// Sessions browser, export window and their jobs.
     pub sessions: SessionsUi,
-    past_leaks: Option<super::task::Task<crate::session::past::PastEvents>>,
-    past: Option<crate::session::past::PastEvents>,
+    past_leaks: Option<super::task::Task<crate::replay::PastEvents>>,
+    past: Option<crate::replay::PastEvents>,
     pending_select: Option<(ProcSeriesKey, UnixMs)>,
     leak_clicked: Option<super::leaks::LeakClick>,
     /// The Settings window.

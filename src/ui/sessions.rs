@@ -28,9 +28,25 @@ pub struct SessionView {
 }
 
 impl SessionView {
-    /// Replays `data` and shows its last moment.
+    /// Replays `data` through a read-only engine ([`crate::replay`]) and shows its last
+    /// moment.
     pub fn new(data: SessionData) -> Self {
-        let monitor = data.to_monitor();
+        let monitor = crate::replay::session(&data);
+        Self::showing(data, monitor)
+    }
+
+    /// [`SessionView::new`] on a job's thread: its progress follows the replay, and a cancel
+    /// stops it.
+    ///
+    /// # Errors
+    /// When the job was cancelled.
+    pub fn replayed(data: SessionData, progress: &crate::jobs::Progress) -> Result<Self, String> {
+        let monitor = crate::replay::session_with_progress(&data, &mut |f| progress.set(f))
+            .ok_or_else(|| "Opening the session was cancelled".to_string())?;
+        Ok(Self::showing(data, monitor))
+    }
+
+    fn showing(data: SessionData, monitor: Monitor) -> Self {
         let t = data.span().map_or(0, |(_, b)| b);
         let mut v = Self {
             data: Arc::new(data),
@@ -182,7 +198,7 @@ impl SessionsUi {
         self.opening = Some(crate::jobs::open_session(
             path,
             super::task::repaint(ctx),
-            SessionView::new,
+            SessionView::replayed,
         ));
     }
 
@@ -216,7 +232,7 @@ impl SessionsUi {
             files,
             dir,
             super::task::repaint(ctx),
-            SessionView::new,
+            SessionView::replayed,
         ));
     }
 

@@ -1,0 +1,31 @@
+//! Snapshots built beforehand (from nvidia-smi logs, by [`crate::import`]) as a source: each
+//! sample is the next one, whatever moment is asked for, and the source then ends.
+
+use super::{GpuSource, SourceError};
+use crate::model::{Snapshot, SourceInfo, UnixMs};
+
+/// Snapshots handed out in order, then [`SourceError::Ended`].
+pub struct Snapshots {
+    left: std::vec::IntoIter<Snapshot>,
+    info: SourceInfo,
+}
+
+impl Snapshots {
+    /// `snaps` in order, described as `info`.
+    pub fn new(snaps: Vec<Snapshot>, info: SourceInfo) -> Self {
+        Self {
+            left: snaps.into_iter(),
+            info,
+        }
+    }
+}
+
+impl GpuSource for Snapshots {
+    fn info(&self) -> SourceInfo {
+        self.info.clone()
+    }
+
+    fn sample(&mut self, _now_ms: UnixMs) -> Result<Snapshot, SourceError> {
+        self.left.next().ok_or(SourceError::Ended)
+    }
+}
