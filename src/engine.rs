@@ -588,14 +588,16 @@ impl Engine {
         }
     }
 
-    /// One tick: enrich, record, apply.
-    pub fn tick(&mut self, mut snap: Snapshot, received_ms: UnixMs) {
+    /// One tick: enrich, record, apply. Returns the sample this one replaced as the latest
+    /// (see [`crate::source::GpuSource::give_back`]).
+    pub fn tick(&mut self, mut snap: Snapshot, received_ms: UnixMs) -> Option<Snapshot> {
         snap.sanitize();
         if self.read_only {
-            if let Ok(mut m) = self.shared.write() {
-                m.apply(snap, received_ms);
-            }
-            return;
+            return self
+                .shared
+                .write()
+                .ok()
+                .and_then(|mut m| m.apply(snap, received_ms));
         }
         self.carry_stale(&mut snap);
         enrich(&mut snap, &mut self.procs);
@@ -716,16 +718,16 @@ impl Engine {
         // One write lock per tick: everything the UI reads changes at once.
         self.record_error.clone_from(&error);
         let recording = self.recording_status(error);
-        if let Ok(mut m) = self.shared.write() {
-            for e in &leak_events {
-                crate::leak_watch::record_event(&mut m, e, None);
-            }
-            self.leaks.refresh(&mut m);
-            push_activity(&mut m, acts);
-            m.apply(snap, received_ms);
-            m.last_active = self.rule_state.last_active();
-            m.recording = recording;
+        let mut m = self.shared.write().ok()?;
+        for e in &leak_events {
+            crate::leak_watch::record_event(&mut m, e, None);
         }
+        self.leaks.refresh(&mut m);
+        push_activity(&mut m, acts);
+        let previous = m.apply(snap, received_ms);
+        m.last_active = self.rule_state.last_active();
+        m.recording = recording;
+        previous
     }
 
     /// PyTorch's figures for live processes whose companion answers (read from the poller's

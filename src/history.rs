@@ -103,13 +103,15 @@ pub struct Series {
     /// Shared with copies: a copy shares every sealed chunk and the list of them, which is
     /// copied (pointers only) when a chunk is sealed or evicted while a copy holds it.
     sealed: Arc<VecDeque<Arc<Sealed>>>,
+    /// Chunks in `sealed`, kept here so a push never reads through the shared list.
+    sealed_count: usize,
     open: Vec<u32>,
 }
 
 impl Series {
     /// Number of ticks stored.
     pub fn len(&self) -> usize {
-        self.sealed.len() * CHUNK + self.open.len()
+        self.sealed_count * CHUNK + self.open.len()
     }
 
     /// True when nothing is stored.
@@ -151,6 +153,7 @@ impl Series {
         self.open.push(v);
         if self.open.len() == CHUNK {
             Arc::make_mut(&mut self.sealed).push_back(Arc::new(Sealed::seal(&self.open)));
+            self.sealed_count += 1;
             self.open.clear();
         }
     }
@@ -171,6 +174,7 @@ impl Series {
     pub fn evict_before(&mut self, tick: u64) {
         while !self.sealed.is_empty() && self.first_tick + CHUNK as u64 <= tick {
             Arc::make_mut(&mut self.sealed).pop_front();
+            self.sealed_count -= 1;
             self.first_tick += CHUNK as u64;
         }
         if self.sealed.is_empty() && self.end_tick() <= tick {
@@ -595,10 +599,12 @@ impl History {
             }
         }
         for p in &snap.processes {
-            self.processes
-                .entry((p.key(), p.device_index))
-                .or_default()
-                .push(tick, to_mib(p.used_bytes));
+            let key = (p.key(), p.device_index);
+            let value = to_mib(p.used_bytes);
+            match self.processes.get_mut(&key) {
+                Some(s) => s.push(tick, value),
+                None => self.processes.entry(key).or_default().push(tick, value),
+            }
             if let Some(t) = p.torch {
                 let [a, r] = self.torch.entry((p.key(), p.device_index)).or_default();
                 a.push(tick, to_mib(Some(t.allocated_bytes)));

@@ -235,7 +235,9 @@ impl Snapshot {
             d.utilization_gpu_pct = d.utilization_gpu_pct.filter(|u| *u <= 100);
             d.power_w = d.power_w.filter(|p| p.is_finite() && *p >= 0.0);
         }
-        self.processes.retain(|p| p.pid != 0);
+        if self.processes.iter().any(|p| p.pid == 0) {
+            self.processes.retain(|p| p.pid != 0);
+        }
         let devices = &self.devices;
         for p in &mut self.processes {
             // A handful of devices: found by position, else by search.
@@ -250,8 +252,16 @@ impl Snapshot {
                 }
             }
         }
-        // Listed twice on one GPU: kept once. Checked on every sample, so the common case
-        // (no duplicate) allocates one small set and moves nothing.
+        // Listed twice on one GPU: kept once. Checked on every sample, so the common cases
+        // cost one pass: processes in (pid, GPU) or (GPU, pid) order with no repeat (the
+        // simulator, a replay of it); else one small set, and nothing moves unless a repeat
+        // is found.
+        let increasing = |key: fn(&ProcessSample) -> (u32, u32)| {
+            self.processes.windows(2).all(|w| key(&w[0]) < key(&w[1]))
+        };
+        if increasing(|p| (p.pid, p.device_index)) || increasing(|p| (p.device_index, p.pid)) {
+            return;
+        }
         let mut first: FastMap<(u32, u32), usize> = FastMap::default();
         first.reserve(self.processes.len());
         let mut duplicate = false;

@@ -93,7 +93,10 @@ impl ProcessRow {
         self.exited_at_ms = None;
         if let Some(u) = p.used_bytes {
             self.peak_bytes = self.peak_bytes.max(u);
-            self.recent.push_back((now, u));
+            // Only changes are kept: the value at any moment is the last one at or before it.
+            if self.recent.back().is_none_or(|(_, last)| *last != u) {
+                self.recent.push_back((now, u));
+            }
             while self.recent.len() > 2 && self.recent[1].0 <= now - 60_000 {
                 self.recent.pop_front();
             }
@@ -178,8 +181,9 @@ impl Monitor {
         }
     }
 
-    /// Takes in one snapshot (already enriched with process facts).
-    pub fn apply(&mut self, snap: Snapshot, received_ms: UnixMs) {
+    /// Takes in one snapshot (already enriched with process facts); returns the one it
+    /// replaces as the latest (the caller chooses where it is dropped).
+    pub fn apply(&mut self, snap: Snapshot, received_ms: UnixMs) -> Option<Snapshot> {
         let now = snap.taken_at_ms;
         self.history.push(&snap);
         // Rows seen in this sample; when fewer than the live ones, some process left.
@@ -238,11 +242,12 @@ impl Monitor {
                 .filter(|r| r.exited_at_ms.is_none())
                 .count();
         }
-        self.latest = Some(snap);
+        let previous = self.latest.replace(snap);
         self.latest_received_ms = Some(received_ms);
         self.last_error = None;
         self.status = SourceStatus::Running;
         self.ticks += 1;
+        previous
     }
 
     /// Every known process: running ones and ones whose history is still held.

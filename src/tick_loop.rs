@@ -75,7 +75,9 @@ pub fn run(
                         Clock::Simulated { .. } => snap.taken_at_ms,
                     };
                     engine.take_recorded_events(source.recorded_events(snap.taken_at_ms));
-                    engine.tick(snap, received);
+                    if let Some(old) = engine.tick(snap, received) {
+                        source.give_back(old);
+                    }
                     true
                 }
                 Err(SourceError::Ended) => {
@@ -117,5 +119,104 @@ pub fn sleep_until(due: Instant, stop: &dyn Fn() -> bool) -> bool {
             return true;
         }
         std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Snapshot, SourceInfo};
+    use crate::monitor::Monitor;
+
+    /// A stand-in source (for the loop only): fails its second sample, panics at its
+    /// fourth, and stamps the others with the moment asked for.
+    struct Scripted(u32);
+
+    impl GpuSource for Scripted {
+        fn info(&self) -> SourceInfo {
+            SourceInfo::default()
+        }
+        fn sample(&mut self, now_ms: UnixMs) -> Result<Snapshot, SourceError> {
+            self.0 += 1;
+            match self.0 {
+                2 => Err(SourceError::Sample("driver hiccup".into())),
+                4 => panic!("a bug in a source"),
+                _ => Ok(Snapshot {
+                    taken_at_ms: now_ms,
+                    ..Snapshot::default()
+                }),
+            }
+        }
+    }
+
+    #[test]
+    fn simulated_time_failures_and_a_panic() {
+        let shared = crate::shared::Shared::new(Monitor::new(1000, 100));
+        let mut engine = Engine::new(shared.clone(), crate::engine::RecordTo::Off, 1000);
+        let mut seen = Vec::new();
+        let ended = run(
+            &mut engine,
+            &mut Scripted(0),
+            Duration::from_secs(1),
+            Clock::Simulated {
+                start: 5_000,
+                speed: None,
+            },
+            |_, _, _| {
+                let m = shared.read().expect("lock");
+                seen.push((m.ticks, m.last_error.clone()));
+                true
+            },
+        );
+        assert_eq!(ended, Ended::Panicked("a bug in a source".into()));
+        // Sample 1 at the start; sample 2 failed (kept as the error, not as a reading);
+        // sample 3 one interval later per attempt.
+        assert_eq!(
+            seen,
+            vec![
+                (1, None),
+                (1, Some("sampling failed: driver hiccup".into())),
+                (2, None)
+            ]
+        );
+        let m = shared.read().expect("lock");
+        assert_eq!(m.history.span(), Some((5_000, 7_000)));
+    }
+
+    #[test]
+    fn between_stops_the_loop_and_a_recorded_source_ends_it() {
+        let shared = crate::shared::Shared::new(Monitor::new(1000, 100));
+        let mut engine = Engine::new(shared.clone(), crate::engine::RecordTo::Off, 1000);
+        let mut n = 0;
+        let ended = run(
+            &mut engine,
+            &mut Scripted(2),
+            Duration::from_secs(1),
+            Clock::Simulated {
+                start: 0,
+                speed: None,
+            },
+            |_, _, _| {
+                n += 1;
+                false
+            },
+        );
+        assert_eq!((ended, n), (Ended::Stopped, 1));
+        let snaps = (0..3)
+            .map(|i| Snapshot {
+                taken_at_ms: 1_000 * i,
+                ..Snapshot::default()
+            })
+            .collect();
+        let mut source = crate::source::recorded::Snapshots::new(snaps, SourceInfo::default());
+        let ended = run(
+            &mut engine,
+            &mut source,
+            Duration::from_secs(1),
+            Clock::Wall,
+            |_, _, _| true,
+        );
+        assert_eq!(ended, Ended::SourceEnded);
+        assert_eq!(shared.read().expect("lock").ticks, 4);
     }
 }

@@ -840,3 +840,44 @@ fn test_this_rule_sees_the_pytorch_conditions_from_the_monitor() {
     );
     assert!(vramwarden::engine::test_rule(&rule(cache(28_200.0)), &m, &safety).is_empty());
 }
+
+#[test]
+fn nothing_acts_from_a_replay_neither_rules_nor_a_manual_action() {
+    let mut child = sleeper();
+    let sim = bind(&[(child.id(), 8192)]);
+    // A replay's engine with a rule that would terminate the child at once.
+    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 100));
+    let mut e = Engine::read_only(shared.clone(), 1000, None);
+    e.apply_settings(&settings(
+        big_holder_rule(Action::Terminate { grace_seconds: 1.0 }, false),
+        false,
+        &[],
+    ));
+    std::thread::sleep(Duration::from_millis(50));
+    for i in 0..3 {
+        let t = now_ms() + i * 1000;
+        e.tick(sim.at(t), t);
+    }
+    let target = {
+        let g = shared.read().expect("lock");
+        let snap = g.latest.as_ref().expect("the samples were applied");
+        let p = snap.processes.first().expect("the child is listed");
+        vramwarden::rules::eval::find_process_target(snap, &(p.key(), 0)).expect("a target")
+    };
+    e.command(
+        vramwarden::engine::EngineCommand::Manual {
+            target,
+            action: Action::Terminate { grace_seconds: 1.0 },
+        },
+        now_ms(),
+    );
+    assert!(
+        wait_exit(&mut child, Duration::from_millis(500)).is_none(),
+        "the child was signalled from a replay"
+    );
+    let acts = outcomes(&shared);
+    assert_eq!(acts.len(), 1, "only the refused manual action: {acts:?}");
+    assert_eq!(acts[0].0, Outcome::Skipped);
+    assert!(acts[0].1.contains("nothing acts from a replay"), "{acts:?}");
+    kill(&mut child);
+}

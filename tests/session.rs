@@ -555,3 +555,94 @@ fn a_version_1_log_still_reads_and_has_no_pytorch_figures() {
         "{text}"
     );
 }
+
+/// Records `seconds` of the demo through the engine into `path` and returns what that engine
+/// showed live (its whole history kept).
+fn record_demo_live(path: &std::path::Path, seconds: i64) -> Monitor {
+    use vramwarden::engine::{Engine, RecordTo};
+    let sim = SimSource::demo(T0);
+    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, seconds as usize));
+    let mut e = Engine::new(shared.clone(), RecordTo::File(path.to_path_buf()), 1000);
+    e.set_source(sim.info());
+    for i in 0..seconds {
+        let t = T0 + i * 1000;
+        e.tick(sim.at(t), t);
+    }
+    e.finish().expect("close");
+    let m = shared.read().expect("monitor").clone();
+    m
+}
+
+#[test]
+fn a_replayed_session_shows_what_the_engine_that_recorded_it_showed() {
+    use vramwarden::history::Metric;
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("s.vwlog");
+    let live = record_demo_live(&path, 900);
+    let replay = vramwarden::replay::session(&SessionData::open(&path).expect("open"));
+    let (lh, rh) = (&live.history, &replay.history);
+    assert_eq!(lh.len(), 900);
+    assert_eq!(rh.len(), lh.len());
+    assert_eq!(rh.span(), lh.span());
+    let all = |s: Option<&vramwarden::history::Series>, h: &vramwarden::history::History| {
+        s.map(|s| s.values(h.end_tick() - h.len() as u64, h.end_tick()))
+    };
+    let devices = live.latest.as_ref().expect("latest").devices.len() as u32;
+    assert!(devices >= 2, "the demo has several GPUs");
+    for d in 0..devices {
+        assert_eq!(all(rh.device(d), rh), all(lh.device(d), lh), "GPU {d}");
+        assert_eq!(all(rh.ghost(d), rh), all(lh.ghost(d), lh), "GPU {d} ghost");
+        for m in Metric::ALL {
+            assert_eq!(
+                all(rh.metric(d, m), rh),
+                all(lh.metric(d, m), lh),
+                "GPU {d} {m:?}"
+            );
+        }
+    }
+    // Every process: its series, and its row as the table shows it (exited ones included).
+    let row = |r: &vramwarden::monitor::ProcessRow| {
+        (
+            r.series_key(),
+            r.info.name.clone(),
+            r.info.user.clone(),
+            r.used_bytes,
+            r.peak_bytes,
+            r.delta_1m_bytes,
+            r.first_seen_ms,
+            r.last_seen_ms,
+            r.exited_at_ms,
+            r.color_slot,
+        )
+    };
+    let mut a: Vec<_> = replay.rows().map(row).collect();
+    let mut b: Vec<_> = live.rows().map(row).collect();
+    a.sort_by_key(|r| r.0);
+    b.sort_by_key(|r| r.0);
+    assert!(b.iter().any(|r| r.8.is_some()), "some demo process exited");
+    assert!(b.iter().any(|r| r.5.is_some()), "one-minute changes exist");
+    assert_eq!(a, b);
+    for r in live.rows() {
+        let k = r.series_key();
+        assert_eq!(all(rh.process(&k), rh), all(lh.process(&k), lh), "{k:?}");
+    }
+    // The leaks the live engine found are the replay's, from the log's events.
+    let leak = |l: &vramwarden::monitor::LeakRecord| (l.key, l.flagged_ms, l.ended_ms);
+    let flagged: Vec<_> = live.leaks.iter().map(leak).collect();
+    assert!(
+        !flagged.is_empty(),
+        "the demo's leak was flagged in 15 minutes"
+    );
+    let replayed: Vec<_> = replay
+        .leaks
+        .iter()
+        .map(|l| (l.key, l.flagged_ms, l.ended_ms.filter(|_| !l.open_at_end)))
+        .collect();
+    assert_eq!(replayed, flagged);
+    assert!(replay
+        .leaks
+        .iter()
+        .all(|l| l.session.as_deref() == Some(path.as_path())));
+    // Nothing acts from a replay: a manual action on a replayed process is refused.
+    assert!(replay.activity.is_empty());
+}

@@ -23,7 +23,7 @@ use super::format::{
     KIND_SAMPLE,
 };
 use super::{Event, Header, ProcDef, FORMAT_VERSION};
-use crate::model::{ProcInfo, ProcessSample, Snapshot, UnixMs};
+use crate::model::{FastMap, ProcInfo, ProcessSample, Snapshot, UnixMs};
 
 /// Largest file [`SessionData::open`] reads (it holds the whole file in memory). A day at
 /// 1 Hz with 8 GPUs and 200 processes takes about 100 MiB.
@@ -222,8 +222,8 @@ pub struct SessionData {
     pub events: Vec<Event>,
     /// Process definitions by the reader's process id: the file's session-local id in the
     /// first segment, a fresh id for processes of later segments.
-    pub defs: HashMap<u32, ProcDef>,
-    infos: HashMap<u32, Arc<ProcInfo>>,
+    pub defs: FastMap<u32, ProcDef>,
+    infos: FastMap<u32, Arc<ProcInfo>>,
     /// What the reader found.
     pub report: ReadReport,
 }
@@ -322,8 +322,8 @@ impl SessionData {
             samples: Vec::new(),
             segments: Vec::new(),
             events: Vec::new(),
-            defs: HashMap::new(),
-            infos: HashMap::new(),
+            defs: FastMap::default(),
+            infos: FastMap::default(),
             report: ReadReport::default(),
         };
         let mut ids = IdSpace::default();
@@ -567,8 +567,27 @@ impl SessionData {
     /// Sample `i` as a [`Snapshot`], with device names from its segment's header and process
     /// facts from their definitions.
     pub fn snapshot(&self, i: usize) -> Option<Snapshot> {
+        let (mut snap, ids) = self.snapshot_without_facts(i)?;
+        self.attach_facts(&mut snap, &ids);
+        Some(snap)
+    }
+
+    /// Sample `i` as [`SessionData::snapshot`] makes it, but without the processes' facts,
+    /// and the reader's id of each process, in order: [`SessionData::attach_facts`] adds them
+    /// later. A replay decodes on one thread and attaches the shared facts on the engine's, so
+    /// the facts' reference counts are touched by one thread only.
+    pub fn snapshot_without_facts(&self, i: usize) -> Option<(Snapshot, Vec<u32>)> {
         let d = self.decoded(i)?;
-        Some(self.to_snapshot(d, self.samples.get(i)?.segment))
+        let ids = d.procs.iter().map(|(id, _)| *id).collect();
+        Some((self.to_snapshot(d, self.samples.get(i)?.segment), ids))
+    }
+
+    /// Attaches to the processes of `snap` the facts of `ids` (see
+    /// [`SessionData::snapshot_without_facts`]).
+    pub fn attach_facts(&self, snap: &mut Snapshot, ids: &[u32]) {
+        for (p, id) in snap.processes.iter_mut().zip(ids) {
+            p.info = self.infos.get(id).cloned();
+        }
     }
 
     fn to_snapshot(&self, d: DecodedSample, segment: usize) -> Snapshot {
@@ -593,7 +612,7 @@ impl SessionData {
                     used_bytes: *used,
                     kind: crate::model::ContextKind::Compute,
                     sm_util_pct: None,
-                    info: self.infos.get(id).cloned(),
+                    info: None,
                     origin: crate::model::Origin::Recorded,
                     stale: false,
                     cpu_pct: None,

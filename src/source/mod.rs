@@ -40,6 +40,10 @@ pub trait GpuSource: Send {
     fn recorded_events(&mut self, _until: UnixMs) -> Vec<crate::session::Event> {
         Vec::new()
     }
+    /// A sample of this source that the engine no longer needs, handed back to be dropped
+    /// where the source likes (a replay drops it on the thread that made it, so the shared
+    /// process facts' reference counts never move between cores). Dropped here by default.
+    fn give_back(&mut self, _snap: Snapshot) {}
 }
 
 /// The host's name, for session headers and the status bar.
