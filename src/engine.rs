@@ -4,10 +4,12 @@
 use std::path::PathBuf;
 
 use crate::model::{Snapshot, SourceInfo, UnixMs};
+use crate::monitor::RecordingStatus;
+use crate::procinfo::enrich;
 use crate::procinfo::ProcReader;
-use crate::sampler::{enrich, SharedMonitor};
 use crate::session::writer::{session_file_name, SessionWriter};
 use crate::session::{Event, Header, HeaderDevice, FORMAT_VERSION};
+use crate::shared::SharedMonitor;
 
 /// Which targets a rule matches right now (the Settings window's "test this rule"), each with
 /// the reason it would be skipped under `safety` (protected, another user's, simulated…), or
@@ -75,23 +77,6 @@ pub enum RecordTo {
     Dir(PathBuf),
     /// Exactly this file.
     File(PathBuf),
-}
-
-/// What the UI shows about recording.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RecordingStatus {
-    /// The file being written.
-    pub path: Option<PathBuf>,
-    /// False while paused (or off).
-    pub active: bool,
-    /// Bytes written.
-    pub bytes: u64,
-    /// The last write error (full disk, unwritable folder); recording retries every sample.
-    pub error: Option<String>,
-    /// Samples written to the log so far.
-    pub samples: u64,
-    /// Samples that could not be written (the gaps), over the whole run.
-    pub lost: u64,
 }
 
 /// How a front end wants the engine to behave beyond the settings file.
@@ -171,7 +156,7 @@ pub struct Engine {
 /// Shows `msg` in the window's status bar (the monitor keeps the last 20 notices).
 fn push_notice(shared: &SharedMonitor, msg: String) {
     if let Ok(mut m) = shared.write() {
-        m.notices.push_back((crate::sampler::now_ms(), msg));
+        m.notices.push_back((crate::model::now_ms(), msg));
         while m.notices.len() > 20 {
             m.notices.pop_front();
         }
@@ -569,7 +554,7 @@ impl Engine {
             &dir,
             self.retention.0,
             self.retention.1,
-            crate::sampler::now_ms(),
+            crate::model::now_ms(),
             keep.as_deref(),
         );
         if !removed.is_empty() {
@@ -671,7 +656,7 @@ impl Engine {
                 let shared = self.shared.clone();
                 crate::notify::send(
                     format!("GPU {device_index}: a process may have run out of memory"),
-                    crate::oom_watch::describe(*used_pct, victims, holders),
+                    crate::session::describe_oom(*used_pct, victims, holders),
                     move |msg| push_notice(&shared, msg),
                 );
             }

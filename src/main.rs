@@ -107,7 +107,7 @@ fn main() -> ExitCode {
         Some(Command::Rules {
             what: cli::RulesCommand::Check,
         }) => cli::rules_check(args.config.as_deref(), &mut stdout),
-        Some(Command::Torch { what }) => vramwarden::torch::cli::run(what, &mut stdout),
+        Some(Command::Torch { what }) => vramwarden::cli::torch::run(what, &mut stdout),
         Some(Command::Completions { shell }) => {
             vramwarden::cli_docs::completions(shell, &mut stdout).map_err(Into::into)
         }

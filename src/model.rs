@@ -7,6 +7,13 @@ use serde::{Deserialize, Serialize};
 /// Milliseconds since the Unix epoch.
 pub type UnixMs = i64;
 
+/// Wall-clock time in ms since the epoch.
+pub fn now_ms() -> UnixMs {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
 /// The hash map of the engine's per-process tables (history series, table rows), touched
 /// once per process on every tick: foldhash instead of SipHash (a fifth of the cost), still
 /// seeded at random per map, so keys read from a crafted session file cannot be aimed at it.

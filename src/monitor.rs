@@ -2,12 +2,30 @@
 //! table. The sampler thread applies snapshots; the UI only reads.
 
 use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
 
 use crate::history::{History, ProcSeriesKey};
 use crate::model::{FastMap, ProcessKey, Snapshot, SourceInfo, UnixMs};
 
 /// How long an exited process stays in the table, greyed out.
 pub const EXITED_LINGER_MS: UnixMs = 30_000;
+
+/// What the UI shows about recording.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordingStatus {
+    /// The file being written.
+    pub path: Option<PathBuf>,
+    /// False while paused (or off).
+    pub active: bool,
+    /// Bytes written.
+    pub bytes: u64,
+    /// The last write error (full disk, unwritable folder); recording retries every sample.
+    pub error: Option<String>,
+    /// Samples written to the log so far.
+    pub samples: u64,
+    /// Samples that could not be written (the gaps), over the whole run.
+    pub lost: u64,
+}
 
 /// The state of the source behind this run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,7 +115,7 @@ impl ProcessRow {
             if self.recent.back().is_none_or(|(_, last)| *last != u) {
                 self.recent.push_back((now, u));
             }
-            while self.recent.len() > 2 && self.recent[1].0 <= now - 60_000 {
+            while self.recent.len() >= 2 && self.recent[1].0 <= now - 60_000 {
                 self.recent.pop_front();
             }
             self.delta_1m_bytes = self
@@ -137,7 +155,7 @@ pub struct Monitor {
     pub history: History,
     rows: FastMap<ProcSeriesKey, ProcessRow>,
     /// Session recording state.
-    pub recording: crate::engine::RecordingStatus,
+    pub recording: crate::monitor::RecordingStatus,
     /// Leak episodes of this run, oldest first (ongoing ones have no end).
     pub leaks: Vec<LeakRecord>,
     /// OOM suspicions of this run, oldest first.
@@ -169,7 +187,7 @@ impl Monitor {
             last_error: None,
             history: History::new(history_ticks),
             rows: FastMap::default(),
-            recording: crate::engine::RecordingStatus::default(),
+            recording: crate::monitor::RecordingStatus::default(),
             leaks: Vec::new(),
             ooms: Vec::new(),
             notices: VecDeque::new(),

@@ -155,13 +155,13 @@ mod tests {
                 ..Default::default()
             }],
         };
-        let t0 = crate::sampler::now_ms();
+        let t0 = crate::model::now_ms();
         let mut a = snap(t0, &mut reader);
         u.sample(&mut a);
         assert_eq!(a.processes[0].cpu_pct, None, "no previous reading");
         assert!(a.processes[0].rss_bytes.is_some_and(|r| r > 0));
         std::thread::sleep(std::time::Duration::from_millis(600));
-        let mut b = snap(crate::sampler::now_ms(), &mut reader);
+        let mut b = snap(crate::model::now_ms(), &mut reader);
         u.sample(&mut b);
         let _ = child.kill();
         let _ = child.wait();

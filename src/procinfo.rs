@@ -246,6 +246,19 @@ pub fn parse_passwd(text: &str) -> HashMap<u32, String> {
         .collect()
 }
 
+/// Fills in `/proc` facts for processes the source did not describe.
+pub fn enrich(snap: &mut crate::model::Snapshot, procs: &mut ProcReader) {
+    for p in &mut snap.processes {
+        if p.info.is_none() {
+            p.info = procs.read_at(p.pid, snap.taken_at_ms);
+        }
+    }
+    if !snap.processes.is_empty() {
+        let alive: std::collections::HashSet<u32> = snap.processes.iter().map(|p| p.pid).collect();
+        procs.retain(&|pid| alive.contains(&pid));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

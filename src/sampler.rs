@@ -10,9 +10,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::engine::{Engine, EngineCommand, EngineOptions, RecordTo};
-use crate::model::{Snapshot, UnixMs};
+use crate::model::now_ms;
 use crate::monitor::SourceStatus;
-use crate::procinfo::ProcReader;
+use crate::shared::SharedMonitor;
 use crate::source::{GpuSource, SourceError};
 
 /// Messages to the sampler thread.
@@ -20,42 +20,11 @@ enum Control {
     Command(EngineCommand),
 }
 
-/// The monitor as shared between the sampler (writer) and front ends (readers).
-pub type SharedMonitor = Arc<crate::shared::Shared>;
-
 /// Opens the source on the sampler thread (NVML init can itself be slow).
 pub type SourceFactory = Box<dyn FnOnce() -> Result<Box<dyn GpuSource>, SourceError> + Send>;
 
 /// Called after each applied snapshot (the GUI passes `ctx.request_repaint`).
 pub type Notify = Arc<dyn Fn() + Send + Sync>;
-
-/// Wall-clock time in ms since the epoch.
-pub fn now_ms() -> UnixMs {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
-/// Fills in `/proc` facts for processes the source did not describe.
-pub fn enrich(snap: &mut Snapshot, procs: &mut ProcReader) {
-    for p in &mut snap.processes {
-        if p.info.is_none() {
-            p.info = procs.read_at(p.pid, snap.taken_at_ms);
-        }
-    }
-    if !snap.processes.is_empty() {
-        let alive: std::collections::HashSet<u32> = snap.processes.iter().map(|p| p.pid).collect();
-        procs.retain(&|pid| alive.contains(&pid));
-    }
-}
-
-/// The message of a caught panic.
-pub fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| (*s).to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "panic".into())
-}
 
 /// A running sampler thread.
 pub struct SamplerHandle {

@@ -14,6 +14,9 @@ use std::sync::{
 
 use crate::monitor::Monitor;
 
+/// The engine's state as shared between its writer and front ends.
+pub type SharedMonitor = Arc<Shared>;
+
 /// The state and its published copy.
 #[derive(Debug)]
 pub struct Shared {

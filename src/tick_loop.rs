@@ -64,14 +64,14 @@ pub fn run(
     let mut due = Instant::now();
     loop {
         let now = match clock {
-            Clock::Wall => crate::sampler::now_ms(),
+            Clock::Wall => crate::model::now_ms(),
             Clock::Simulated { start, .. } => start.saturating_add(n.saturating_mul(step_ms)),
         };
         let ticked =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match source.sample(now) {
                 Ok(snap) => {
                     let received = match clock {
-                        Clock::Wall => crate::sampler::now_ms(),
+                        Clock::Wall => crate::model::now_ms(),
                         Clock::Simulated { .. } => snap.taken_at_ms,
                     };
                     engine.take_recorded_events(source.recorded_events(snap.taken_at_ms));
@@ -92,7 +92,7 @@ pub fn run(
         match ticked {
             Ok(true) => {}
             Ok(false) => return Ended::SourceEnded,
-            Err(p) => return Ended::Panicked(crate::sampler::panic_text(p.as_ref())),
+            Err(p) => return Ended::Panicked(crate::tick_loop::panic_text(p.as_ref())),
         }
         n += 1;
         due += pause;
@@ -120,6 +120,14 @@ pub fn sleep_until(due: Instant, stop: &dyn Fn() -> bool) -> bool {
         }
         std::thread::sleep(left.min(Duration::from_millis(50)));
     }
+}
+
+/// The message of a caught panic.
+pub fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into())
 }
 
 #[cfg(test)]

@@ -335,7 +335,7 @@ fn agent_on(child: &Child, config: &str) -> (vramwarden::agent::Agent, tempfile:
     let pid = child.id();
     let factory: vramwarden::sampler::SourceFactory = Box::new(move || {
         let mut s = SimSource::empty(
-            vramwarden::sampler::now_ms() - 60_000,
+            vramwarden::model::now_ms() - 60_000,
             vec![SimDevice {
                 name: "Sim GPU".into(),
                 total_mib: 81_920,

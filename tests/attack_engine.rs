@@ -7,12 +7,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vramwarden::engine::{Engine, RecordTo};
+use vramwarden::model::now_ms;
 use vramwarden::model::{Origin, ProcessKey, UnixMs};
 use vramwarden::monitor::Monitor;
 use vramwarden::rules::action::{expand_argv, ActionRunner, Outcome, Safety};
 use vramwarden::rules::eval::{Planned, Target};
 use vramwarden::rules::{Action, Conditions, Rule};
-use vramwarden::sampler::{now_ms, SamplerHandle};
+use vramwarden::sampler::SamplerHandle;
 use vramwarden::settings::Settings;
 use vramwarden::source::fault::{Fault, FaultSource};
 use vramwarden::source::sim::{Script, SimDevice, SimProcess, SimSource};

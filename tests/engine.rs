@@ -4,9 +4,10 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use vramwarden::model::now_ms;
 use vramwarden::model::{Snapshot, SourceInfo, UnixMs};
 use vramwarden::monitor::Monitor;
-use vramwarden::sampler::{now_ms, SamplerHandle};
+use vramwarden::sampler::SamplerHandle;
 use vramwarden::source::sim::SimSource;
 use vramwarden::source::{GpuSource, SourceError};
 

@@ -3,8 +3,8 @@
 use std::process::Command;
 use std::time::Duration;
 
+use vramwarden::model::now_ms;
 use vramwarden::procinfo::ProcReader;
-use vramwarden::sampler::now_ms;
 
 #[test]
 fn reads_own_process() {

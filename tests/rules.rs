@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vramwarden::engine::{Engine, RecordTo};
+use vramwarden::model::now_ms;
 use vramwarden::model::UnixMs;
 use vramwarden::monitor::Monitor;
 use vramwarden::rules::action::{ActionRunner, Outcome, Safety};
 use vramwarden::rules::eval::{Facts, Planned, RuleState, Target};
 use vramwarden::rules::{Action, Conditions, Rule};
-use vramwarden::sampler::now_ms;
 use vramwarden::settings::Settings;
 use vramwarden::source::sim::{Script, SimDevice, SimProcess, SimSource};
 
@@ -82,7 +82,7 @@ fn big_holder_rule(action: Action, dry_run: bool) -> Rule {
     }
 }
 
-fn engine(s: &Settings) -> (Engine, vramwarden::sampler::SharedMonitor) {
+fn engine(s: &Settings) -> (Engine, vramwarden::shared::SharedMonitor) {
     let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 100));
     let mut e = Engine::new(shared.clone(), RecordTo::Off, 1000);
     e.apply_settings(s);
@@ -105,7 +105,7 @@ fn kill(c: &mut Child) {
     let _ = c.wait();
 }
 
-fn outcomes(m: &vramwarden::sampler::SharedMonitor) -> Vec<(Outcome, String)> {
+fn outcomes(m: &vramwarden::shared::SharedMonitor) -> Vec<(Outcome, String)> {
     m.read()
         .expect("lock")
         .activity

@@ -12,6 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use vramwarden::engine::{Engine, EngineCommand, RecordTo};
+use vramwarden::model::now_ms;
 use vramwarden::model::{Origin, ProcessKey, UnixMs};
 use vramwarden::monitor::Monitor;
 use vramwarden::procinfo::ProcReader;
@@ -19,7 +20,6 @@ use vramwarden::rules::action::{ActionRunner, Outcome, Safety};
 use vramwarden::rules::companion_action::NO_COMPANION;
 use vramwarden::rules::eval::{Planned, Target};
 use vramwarden::rules::{Action, Conditions, Rule};
-use vramwarden::sampler::now_ms;
 use vramwarden::settings::Settings;
 use vramwarden::source::sim::{Script, SimDevice, SimProcess, SimSource};
 
@@ -349,7 +349,7 @@ fn bind(pid: u32) -> SimSource {
     s
 }
 
-fn engine_with(rule: Option<Rule>) -> (Engine, vramwarden::sampler::SharedMonitor) {
+fn engine_with(rule: Option<Rule>) -> (Engine, vramwarden::shared::SharedMonitor) {
     let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 100));
     let mut e = Engine::new(shared.clone(), RecordTo::Off, 1000);
     let mut s = Settings::default();
@@ -359,7 +359,7 @@ fn engine_with(rule: Option<Rule>) -> (Engine, vramwarden::sampler::SharedMonito
     (e, shared)
 }
 
-fn activity(m: &vramwarden::sampler::SharedMonitor) -> Vec<(String, String, Outcome, String)> {
+fn activity(m: &vramwarden::shared::SharedMonitor) -> Vec<(String, String, Outcome, String)> {
     m.read()
         .expect("lock")
         .activity

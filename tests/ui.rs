@@ -727,7 +727,7 @@ fn terminate_click_reaches_a_real_process_through_the_real_engine() {
     // and it is live, so actions reach it.
     let factory: vramwarden::sampler::SourceFactory = Box::new(move || {
         let mut sim = SimSource::empty(
-            vramwarden::sampler::now_ms(),
+            vramwarden::model::now_ms(),
             vec![SimDevice {
                 name: "Simulated H200".into(),
                 total_mib: 143_771,
@@ -900,7 +900,7 @@ fn release_cached_memory_asks_first_and_reaches_the_engine() {
     let ctx = egui::Context::default();
     let backend = Backend::start(
         Box::new(|| {
-            Ok(Box::new(SimSource::demo(vramwarden::sampler::now_ms())) as Box<dyn GpuSource>)
+            Ok(Box::new(SimSource::demo(vramwarden::model::now_ms())) as Box<dyn GpuSource>)
         }),
         true,
         Duration::from_millis(100),

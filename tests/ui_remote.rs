@@ -244,7 +244,7 @@ fn several_hosts_stay_attached_and_keep_their_history_while_another_is_shown() {
         3,
         "this computer, A and B"
     );
-    let left_a = vramwarden::sampler::now_ms();
+    let left_a = vramwarden::model::now_ms();
     std::thread::sleep(Duration::from_millis(2500));
 
     // Back to A from the selector ("· live"): the same history, grown in the background.

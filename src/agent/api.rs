@@ -343,7 +343,7 @@ pub fn command(state: &AgentState, body: &mut dyn Read, length: Option<usize>) -
             "another user's process: this agent takes remote actions only on its own user's processes (start it with --remote-other-users to allow more)",
         );
     }
-    let sent_ms = crate::sampler::now_ms();
+    let sent_ms = crate::model::now_ms();
     let answer = |m: &Monitor| -> Option<Activity> {
         m.activity
             .iter()

@@ -48,7 +48,7 @@ pub fn health(state: &AgentState) -> Reply {
     let Ok(m) = state.shared.read() else {
         return Reply::text(503, "unhealthy: the engine thread panicked");
     };
-    let now = crate::sampler::now_ms();
+    let now = crate::model::now_ms();
     if let crate::monitor::SourceStatus::Failed(e) = &m.status {
         return Reply::text(503, format!("unhealthy: {e}"));
     }
@@ -112,7 +112,7 @@ fn route(state: &AgentState, rq: &mut Request) -> (Reply, Option<Header>) {
                     metrics::Context {
                         stats: &state.stats,
                         max_processes: state.max_processes,
-                        now_ms: crate::sampler::now_ms(),
+                        now_ms: crate::model::now_ms(),
                     },
                     format,
                 )
@@ -152,7 +152,7 @@ pub fn handle(state: &AgentState, mut rq: Request) {
     let (reply, extra) = routed.unwrap_or_else(|p| {
         tracing::error!(
             "internal error answering a request: {}",
-            crate::sampler::panic_text(p.as_ref())
+            crate::tick_loop::panic_text(p.as_ref())
         );
         (Reply::text(500, "internal error"), None)
     });

@@ -45,9 +45,6 @@ impl Format {
     }
 }
 
-/// Default bound on per-process series.
-pub const DEFAULT_MAX_PROCESSES: usize = 200;
-
 /// Escapes a label value: backslash, double quote and newline.
 pub fn escape_label(v: &str, out: &mut String) {
     for c in v.chars() {

@@ -23,10 +23,8 @@ use std::time::Duration;
 use crate::cli::CliError;
 use crate::engine::{EngineCommand, EngineOptions, RecordTo};
 use crate::monitor::{Monitor, SourceStatus};
-use crate::sampler::{SamplerHandle, SharedMonitor};
-
-/// Default listening address (loopback: expose it on purpose, e.g. behind a proxy).
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:9835";
+use crate::sampler::SamplerHandle;
+use crate::shared::SharedMonitor;
 
 /// History the agent keeps in memory (the session log has the rest).
 pub const HISTORY: Duration = Duration::from_secs(3600);

@@ -9,6 +9,12 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::session::csv_export::Table;
 use crate::snapshot_out::CsvTable;
 
+/// Where `vramwarden agent` listens unless told otherwise (loopback only).
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9835";
+
+/// Default bound on the agent's per-process series.
+pub const DEFAULT_MAX_PROCESSES: usize = 200;
+
 /// Watch and manage NVIDIA GPU memory.
 #[derive(Debug, Parser)]
 #[command(
@@ -96,7 +102,7 @@ pub enum Command {
     Torch {
         /// What to do.
         #[command(subcommand)]
-        what: crate::torch::cli::TorchCommand,
+        what: crate::cli::torch::TorchCommand,
     },
     /// Print a shell completion script to standard output (e.g. `vramwarden completions bash`).
     Completions {
@@ -110,7 +116,7 @@ pub enum Command {
     /// until SIGTERM / SIGINT (for GPU servers; see packaging/systemd).
     Agent {
         /// Address to listen on (loopback by default; port 0 picks a free one).
-        #[arg(long, default_value = crate::agent::DEFAULT_LISTEN)]
+        #[arg(long, default_value = crate::cli::args::DEFAULT_LISTEN)]
         listen: std::net::SocketAddr,
         /// Do not record session logs.
         #[arg(long)]
@@ -120,7 +126,7 @@ pub enum Command {
         #[arg(long)]
         token_file: Option<PathBuf>,
         /// Most per-process series in /metrics (the largest by memory; leaking ones always).
-        #[arg(long, default_value_t = crate::agent::metrics::DEFAULT_MAX_PROCESSES)]
+        #[arg(long, default_value_t = crate::cli::args::DEFAULT_MAX_PROCESSES)]
         max_processes: usize,
         /// Remote commands may act on other users' processes (acting on them still needs root).
         #[arg(long)]

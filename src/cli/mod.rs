@@ -2,6 +2,7 @@
 //! errors; the command line's definitions are in [`args`].
 
 pub mod args;
+pub mod torch;
 pub use args::*;
 
 use std::io::Write;
@@ -10,9 +11,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::engine::{Engine, EngineOptions, RecordTo};
+use crate::model::now_ms;
 use crate::monitor::Monitor;
+use crate::procinfo::enrich;
 use crate::procinfo::ProcReader;
-use crate::sampler::{enrich, now_ms, SamplerHandle, SourceFactory};
+use crate::sampler::{SamplerHandle, SourceFactory};
 use crate::session::csv_export::{self, Table};
 use crate::snapshot_out::{self, CsvTable};
 use crate::source::nvml::NvmlSource;
@@ -229,7 +232,7 @@ pub fn run_realtime(
     duration: Option<Duration>,
     settings: &crate::settings::Settings,
     options: EngineOptions,
-) -> Result<(crate::sampler::SharedMonitor, RunStats), CliError> {
+) -> Result<(crate::shared::SharedMonitor, RunStats), CliError> {
     use std::io::Read;
     use std::os::unix::net::UnixStream;
     let (mut wake_rx, wake_tx) = UnixStream::pair()?;

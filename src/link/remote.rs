@@ -16,11 +16,13 @@ use serde::Deserialize;
 
 use super::{EngineLink, LinkHealth};
 use crate::engine::EngineCommand;
+use crate::model::now_ms;
 use crate::model::{ProcessKey, Snapshot, SourceInfo, UnixMs};
 use crate::monitor::{LeakKey, LeakRecord, SourceStatus};
 use crate::rules::action::{Activity, Outcome};
-use crate::sampler::{now_ms, Notify, SharedMonitor};
+use crate::sampler::Notify;
 use crate::session::LeakInfo;
+use crate::shared::SharedMonitor;
 
 /// How long one request may take before the agent counts as not answering.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
@@ -161,7 +163,7 @@ fn apply(shared: &SharedMonitor, r: SnapshotReply, received_ms: UnixMs) -> u64 {
     };
     m.last_error = r.last_error;
     m.leaks = r.leaks.into_iter().map(LeakJson::record).collect();
-    m.recording = crate::engine::RecordingStatus {
+    m.recording = crate::monitor::RecordingStatus {
         path: r.recording.path,
         active: r.recording.active,
         bytes: r.recording.bytes,

@@ -480,7 +480,7 @@ fn event_row(session: &SessionData, e: &Event) -> Option<String> {
                 first.map_or(String::new(), |v| v.name.clone()),
                 first.map_or(String::new(), |v| v.user.clone()),
                 None,
-                crate::oom_watch::describe(*used_pct, victims, holders),
+                crate::session::describe_oom(*used_pct, victims, holders),
             )
         }
         Event::Recording { active, gap, .. } => (

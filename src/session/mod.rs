@@ -294,6 +294,52 @@ pub fn default_dir() -> std::path::PathBuf {
         .unwrap_or_else(|| std::path::PathBuf::from("vramwarden-sessions"))
 }
 
+/// One line for people (the CSV's detail column, notifications): "GPU 0 was 99.4 % full;
+/// holders: bloat (PID 462) 117.3 GiB (+115.2 GiB in the minute before), …".
+pub fn describe_oom(used_pct: f64, victims: &[OomHolder], holders: &[OomHolder]) -> String {
+    let gib = |m: f64| format!("{:.1} GiB", m / 1024.0);
+    let who = |h: &OomHolder| format!("{} (PID {})", h.name, h.pid);
+    let left: Vec<String> = victims
+        .iter()
+        .map(|v| format!("{} holding {}", who(v), gib(v.mib)))
+        .collect();
+    let held: Vec<String> = holders
+        .iter()
+        .take(5)
+        .map(|h| {
+            let grew = h
+                .grown_1m_mib
+                .filter(|g| g.abs() >= 1.0)
+                .map_or(String::new(), |g| {
+                    format!(
+                        " ({}{} in the minute before)",
+                        if g > 0.0 { "+" } else { "−" },
+                        gib(g.abs())
+                    )
+                });
+            let cache = h
+                .releasable_mib
+                .map_or(String::new(), |r| format!(", {} releasable cache", gib(r)));
+            format!("{} {}{grew}{cache}", who(h), gib(h.mib))
+        })
+        .collect();
+    let more = holders.len().saturating_sub(5);
+    format!(
+        "{} left while the GPU was {used_pct:.1} % full; holders: {}{}",
+        left.join(", "),
+        if held.is_empty() {
+            "none listed".to_string()
+        } else {
+            held.join(", ")
+        },
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        }
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -532,7 +532,7 @@ impl NvmlSource {
                 std::thread::sleep(spacing);
                 let t = crate::proc_usage::thread_cpu_ns();
                 if k == 4 {
-                    let _ = self.sample(crate::sampler::now_ms());
+                    let _ = self.sample(crate::model::now_ms());
                     *sum += crate::proc_usage::thread_cpu_ns().saturating_sub(t);
                     continue;
                 }
@@ -665,7 +665,7 @@ impl NvmlSource {
         // Per-process utilisation: read once per UTIL_EVERY_MS, over the samples since then.
         let util = time(&|i| {
             if let Ok(d) = nvml.device_by_index(i) {
-                let since = (crate::sampler::now_ms() - UTIL_EVERY_MS).max(0) as u64 * 1000;
+                let since = (crate::model::now_ms() - UTIL_EVERY_MS).max(0) as u64 * 1000;
                 let _ = d.process_utilization_stats(since);
             }
         }) - base;

@@ -13,7 +13,6 @@
 //! - [`Watch`]: a background poller for the engine (one thread, persistent connections); a tick
 //!   reads its map with [`Watch::get`] (pid + start time), never the sockets.
 
-pub mod cli;
 pub mod client;
 pub mod discover;
 pub mod error;

@@ -9,9 +9,9 @@ use super::sessions::{SessionAction, SessionView, SessionsUi};
 use super::{overview, process_detail, processes, widgets, Backend};
 use crate::format::{self, Units};
 use crate::history::ProcSeriesKey;
+use crate::model::now_ms;
 use crate::model::UnixMs;
 use crate::monitor::{Monitor, SourceStatus};
-use crate::sampler::now_ms;
 
 /// UI choices that survive a restart (eframe persistence; not the settings file).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -61,7 +61,7 @@ impl ConnectUi {
         self.open = true;
         self.error = None;
         if self.url.is_empty() {
-            self.url = format!("http://{}", crate::agent::DEFAULT_LISTEN);
+            self.url = format!("http://{}", crate::cli::args::DEFAULT_LISTEN);
         }
         if let Some(h) = host {
             self.url = h.url.clone();

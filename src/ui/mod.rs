@@ -22,7 +22,8 @@ use std::time::Duration;
 pub use app::VramApp;
 
 use crate::monitor::Monitor;
-use crate::sampler::{SamplerHandle, SharedMonitor, SourceFactory};
+use crate::sampler::{SamplerHandle, SourceFactory};
+use crate::shared::SharedMonitor;
 
 /// What the window is started with.
 #[derive(Debug, Clone)]

@@ -5,12 +5,12 @@ use std::path::PathBuf;
 
 use clap::{Subcommand, ValueEnum};
 
-use super::client::{Client, DEFAULT_TIMEOUT};
-use super::discover::{discover, runtime_dir, socket_name};
-use super::error::TorchError;
-use super::hook;
-use super::protocol::TorchFacts;
 use crate::cli::CliError;
+use crate::torch::client::{Client, DEFAULT_TIMEOUT};
+use crate::torch::discover::{discover, runtime_dir, socket_name};
+use crate::torch::error::TorchError;
+use crate::torch::hook;
+use crate::torch::protocol::TorchFacts;
 
 /// `vramwarden torch …`.
 #[derive(Debug, Subcommand)]
@@ -64,7 +64,7 @@ pub enum TorchFormat {
 
 /// `torch watch-cost`: what the engine pays per companion.
 fn watch_cost(duration: std::time::Duration, out: &mut dyn Write) -> Result<(), CliError> {
-    let w = super::watch::Watch::spawn(Vec::new(), std::time::Duration::from_secs(1))?;
+    let w = crate::torch::watch::Watch::spawn(Vec::new(), std::time::Duration::from_secs(1))?;
     // Steady state: the first polls (thread start, connecting, the companions' hello) are
     // left out of the figure.
     std::thread::sleep(std::time::Duration::from_millis(2500));
