@@ -111,10 +111,12 @@ pub enum EngineCommand {
     /// New settings (rules, protections, leak sensitivity, notifications).
     ApplySettings(Box<crate::settings::Settings>),
     /// The user's own action on a process (Terminate, Kill, Send signal…), through the same
-    /// checks as the rules (identity, protected list, other users), never a dry run.
+    /// checks as the rules (identity, protected list, other users), never a dry run. The
+    /// front end names the process only; the engine builds the target from its own latest
+    /// sample.
     Manual {
-        /// The process.
-        target: crate::rules::eval::Target,
+        /// The process: pid + start time, and its GPU.
+        key: crate::history::ProcSeriesKey,
         /// What to do.
         action: crate::rules::Action,
     },
@@ -309,6 +311,21 @@ impl Engine {
         }
     }
 
+    /// The process `key` as an activity entry names it: with the facts its table row has,
+    /// if any (nothing is acted on through this target).
+    fn named_target(&self, key: crate::history::ProcSeriesKey) -> crate::rules::eval::Target {
+        crate::rules::eval::Target::Process {
+            key,
+            info: self
+                .shared
+                .read()
+                .ok()
+                .and_then(|m| m.row(&key).map(|r| r.info.clone())),
+            used_bytes: None,
+            origin: crate::model::Origin::Recorded,
+        }
+    }
+
     /// Records what the source is (for the monitor and the session header).
     pub fn set_source(&mut self, info: SourceInfo) {
         if let Ok(mut m) = self.shared.write() {
@@ -320,7 +337,8 @@ impl Engine {
     /// Applies a front end's request.
     pub fn command(&mut self, c: EngineCommand, now: UnixMs) {
         if self.read_only {
-            if let EngineCommand::Manual { target, action } = c {
+            if let EngineCommand::Manual { key, action } = c {
+                let target = self.named_target(key);
                 self.log_activity(vec![crate::rules::action::Activity {
                     unix_ms: now,
                     rule: "manual".into(),
@@ -340,20 +358,16 @@ impl Engine {
                 self.apply_settings(&s);
                 return;
             }
-            EngineCommand::Manual { target, action } => {
+            EngineCommand::Manual { key, action } => {
                 // The engine builds the target from its own latest snapshot (a front end only
                 // names the process); a process no longer listed is not acted on.
-                let current = match &target {
-                    crate::rules::eval::Target::Process { key, .. } => {
-                        self.shared.read().ok().and_then(|m| {
-                            m.latest
-                                .as_ref()
-                                .and_then(|s| crate::rules::eval::find_process_target(s, key))
-                        })
-                    }
-                    crate::rules::eval::Target::Device(_) => Some(target.clone()),
-                };
+                let current = self.shared.read().ok().and_then(|m| {
+                    m.latest
+                        .as_ref()
+                        .and_then(|s| crate::rules::eval::find_process_target(s, &key))
+                });
                 let Some(target) = current else {
+                    let target = self.named_target(key);
                     self.log_activity(vec![crate::rules::action::Activity {
                         unix_ms: now,
                         rule: "manual".into(),

@@ -858,15 +858,17 @@ fn nothing_acts_from_a_replay_neither_rules_nor_a_manual_action() {
         let t = now_ms() + i * 1000;
         e.tick(sim.at(t), t);
     }
-    let target = {
+    let key = {
         let g = shared.read().expect("lock");
         let snap = g.latest.as_ref().expect("the samples were applied");
-        let p = snap.processes.first().expect("the child is listed");
-        vramwarden::rules::eval::find_process_target(snap, &(p.key(), 0)).expect("a target")
+        (
+            snap.processes.first().expect("the child is listed").key(),
+            0,
+        )
     };
     e.command(
         vramwarden::engine::EngineCommand::Manual {
-            target,
+            key,
             action: Action::Terminate { grace_seconds: 1.0 },
         },
         now_ms(),

@@ -414,16 +414,11 @@ fn a_release_cache_rule_and_the_manual_actions_reach_a_real_companion_through_th
         },
         0,
     );
-    let target = {
-        let g = m.read().expect("lock");
-        vramwarden::rules::eval::find_process_target(g.latest.as_ref().expect("a snapshot"), &key)
-            .expect("listed")
-    };
     for action in [Action::ReleaseCache, Action::LimitMemory { gib: 8.0 }] {
         let before = activity(&m).len();
         e.command(
             EngineCommand::Manual {
-                target: target.clone(),
+                key,
                 action: action.clone(),
             },
             now_ms(),

@@ -355,7 +355,7 @@ pub fn command(state: &AgentState, body: &mut dyn Read, length: Option<usize>) -
             })
             .cloned()
     };
-    if !state.send(EngineCommand::Manual { target, action }) {
+    if !state.send(EngineCommand::Manual { key, action }) {
         return Reply::error(503, "the engine is not running");
     }
     let deadline = Instant::now() + COMMAND_WAIT;

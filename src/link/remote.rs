@@ -293,12 +293,9 @@ fn get_snapshot(agent: &ureq::Agent, url: &str, token: &str) -> Result<SnapshotR
 /// The body of a manual command for the agent's API, or why it cannot go there.
 fn command_body(
     c: &EngineCommand,
-) -> Result<(crate::rules::eval::Target, String, serde_json::Value), String> {
-    let EngineCommand::Manual { target, action } = c else {
+) -> Result<(crate::history::ProcSeriesKey, String, serde_json::Value), String> {
+    let EngineCommand::Manual { key, action } = c else {
         return Err("settings and recording belong to the agent's own configuration; change them on the server".into());
-    };
-    let crate::rules::eval::Target::Process { key, .. } = target else {
-        return Err("only actions on processes reach an agent".into());
     };
     let mut body = serde_json::json!({
         "pid": key.0.pid,
@@ -329,7 +326,7 @@ fn command_body(
             ))
         }
     }
-    Ok((target.clone(), action.label(), body))
+    Ok((*key, action.label(), body))
 }
 
 #[derive(Debug, Deserialize)]
@@ -479,16 +476,24 @@ impl RemoteLink {
                             Err(RecvTimeoutError::Timeout) => continue,
                             Err(RecvTimeoutError::Disconnected) => break,
                         };
-                        let (target, action, outcome, detail) = match command_body(&c) {
-                            Ok((target, action, body)) => {
+                        let (key, action, outcome, detail) = match command_body(&c) {
+                            Ok((key, action, body)) => {
                                 let (o, d) = post_command(&agent, &url, &token, &body);
-                                (Some(target), action, o, d)
+                                (Some(key), action, o, d)
                             }
                             Err(why) => (None, String::new(), Outcome::Skipped, why),
                         };
                         if let Ok(mut m) = shared.write() {
-                            match target {
-                                Some(target) => {
+                            match key {
+                                Some(key) => {
+                                    // Named with the facts of its row (the agent acted on
+                                    // its own target).
+                                    let target = crate::rules::eval::Target::Process {
+                                        key,
+                                        info: m.row(&key).map(|r| r.info.clone()),
+                                        used_bytes: None,
+                                        origin: crate::model::Origin::Live,
+                                    };
                                     m.activity.push_back(Activity {
                                         unix_ms: now_ms(),
                                         rule: "manual".into(),
@@ -661,25 +666,15 @@ mod tests {
 
     #[test]
     fn only_process_actions_go_to_the_agent() {
-        let target = crate::rules::eval::Target::Process {
-            key: (
-                ProcessKey {
-                    pid: 42,
-                    start_time_ms: 7,
-                },
-                1,
-            ),
-            info: Some(std::sync::Arc::new(crate::model::ProcInfo {
-                name: "python3".into(),
-                user: "alice".into(),
-                uid: 1000,
-                ..Default::default()
-            })),
-            used_bytes: None,
-            origin: crate::model::Origin::Live,
-        };
+        let key = (
+            ProcessKey {
+                pid: 42,
+                start_time_ms: 7,
+            },
+            1,
+        );
         let (_, _, body) = command_body(&EngineCommand::Manual {
-            target: target.clone(),
+            key,
             action: crate::rules::Action::Terminate {
                 grace_seconds: 10.0,
             },

@@ -14,10 +14,6 @@
 //! `vramwarden_torch` companion through [`super::companion_action`], whose client checks the
 //! socket's peer against the same pid and start time before it sends anything.
 
-/// Seconds between SIGTERM and SIGKILL for a Terminate from the window (the one place this
-/// grace is written).
-pub const MANUAL_GRACE_SECONDS: f64 = 10.0;
-
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

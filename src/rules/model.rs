@@ -133,6 +133,83 @@ pub enum Action {
 /// Largest memory limit (GiB) a `limit_memory` action may name ([`MAX_MIB`] in GiB).
 pub const MAX_LIMIT_GIB: f64 = MAX_MIB / 1024.0;
 
+/// What an action does, without its parameters: the choices of the settings window's
+/// action picker, each with a label and the action it starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionKind {
+    /// [`Action::Notify`].
+    Notify,
+    /// [`Action::Signal`].
+    Signal,
+    /// [`Action::Terminate`].
+    Terminate,
+    /// [`Action::RunCommand`].
+    RunCommand,
+    /// [`Action::ReleaseCache`].
+    ReleaseCache,
+    /// [`Action::LimitMemory`].
+    LimitMemory,
+}
+
+impl ActionKind {
+    /// Every kind, in the order the picker shows them.
+    pub const ALL: [ActionKind; 6] = [
+        ActionKind::Notify,
+        ActionKind::Signal,
+        ActionKind::Terminate,
+        ActionKind::RunCommand,
+        ActionKind::ReleaseCache,
+        ActionKind::LimitMemory,
+    ];
+
+    /// The kind of `a`.
+    pub fn of(a: &Action) -> Self {
+        match a {
+            Action::Notify => ActionKind::Notify,
+            Action::Signal { .. } => ActionKind::Signal,
+            Action::Terminate { .. } => ActionKind::Terminate,
+            Action::RunCommand { .. } => ActionKind::RunCommand,
+            Action::ReleaseCache => ActionKind::ReleaseCache,
+            Action::LimitMemory { .. } => ActionKind::LimitMemory,
+        }
+    }
+
+    /// The picker's words.
+    pub fn label(self) -> &'static str {
+        match self {
+            ActionKind::Notify => "Notify",
+            ActionKind::Signal => "Send a signal",
+            ActionKind::Terminate => "Terminate",
+            ActionKind::RunCommand => "Run a command",
+            ActionKind::ReleaseCache => "Release PyTorch cache",
+            ActionKind::LimitMemory => "Limit PyTorch memory",
+        }
+    }
+
+    /// The action a rule gets when this kind is picked (the user then edits its parameters).
+    pub fn starting_action(self) -> Action {
+        match self {
+            ActionKind::Notify => Action::Notify,
+            ActionKind::Signal => Action::Signal {
+                signal: "SIGUSR1".into(),
+            },
+            ActionKind::Terminate => Action::Terminate {
+                grace_seconds: DEFAULT_GRACE_SECONDS,
+            },
+            ActionKind::RunCommand => Action::RunCommand {
+                argv: Vec::new(),
+                timeout_seconds: 30.0,
+            },
+            ActionKind::ReleaseCache => Action::ReleaseCache,
+            ActionKind::LimitMemory => Action::LimitMemory { gib: 16.0 },
+        }
+    }
+}
+
+/// Seconds between SIGTERM and SIGKILL where nobody chose otherwise: a rule's new Terminate
+/// action and the window's manual Terminate (the one place this grace is written).
+pub const DEFAULT_GRACE_SECONDS: f64 = 10.0;
+
 impl Action {
     /// Short name for the activity log.
     pub fn label(&self) -> String {
@@ -603,4 +680,34 @@ pub fn example_ladder() -> Vec<Rule> {
             ..Rule::default()
         },
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_picker_offers_each_kind_once_and_its_starting_action_is_of_that_kind_and_valid() {
+        for (i, k) in ActionKind::ALL.into_iter().enumerate() {
+            assert_eq!(ActionKind::ALL.iter().filter(|x| **x == k).count(), 1);
+            let a = k.starting_action();
+            assert_eq!(ActionKind::of(&a), k, "{i}");
+            // A new rule with it is only incomplete where the user must say more (the
+            // command to run).
+            let r = Rule {
+                name: "r".into(),
+                conditions: Conditions {
+                    process_memory_min_mib: Some(1024.0),
+                    ..Conditions::default()
+                },
+                action: a,
+                ..Rule::default()
+            };
+            let problems = r.problems();
+            assert!(
+                problems.is_empty() || k == ActionKind::RunCommand,
+                "{k:?}: {problems:?}"
+            );
+        }
+    }
 }

@@ -307,7 +307,7 @@ impl VramApp {
                 self.manual_request = Some((
                     k,
                     crate::rules::Action::Terminate {
-                        grace_seconds: crate::rules::action::MANUAL_GRACE_SECONDS,
+                        grace_seconds: crate::rules::model::DEFAULT_GRACE_SECONDS,
                     },
                 ));
             }
@@ -509,7 +509,10 @@ impl VramApp {
             });
             match decided {
                 Some(true) => {
-                    cmd.engine = Some(crate::engine::EngineCommand::Manual { target, action });
+                    // The engine is told which process only; it builds the target itself.
+                    if let crate::rules::eval::Target::Process { key, .. } = target {
+                        cmd.engine = Some(crate::engine::EngineCommand::Manual { key, action });
+                    }
                     self.confirm = None;
                 }
                 Some(false) => self.confirm = None,

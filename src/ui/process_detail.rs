@@ -109,7 +109,7 @@ pub fn pane(
                 .clicked()
             {
                 *request = Some(crate::rules::Action::Terminate {
-                    grace_seconds: crate::rules::action::MANUAL_GRACE_SECONDS,
+                    grace_seconds: crate::rules::model::DEFAULT_GRACE_SECONDS,
                 });
             }
             if ui.button("Kill").on_hover_text("SIGKILL").clicked() {

@@ -606,7 +606,7 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                                     *request = Some((
                                         key,
                                         crate::rules::Action::Terminate {
-                                            grace_seconds: crate::rules::action::MANUAL_GRACE_SECONDS,
+                                            grace_seconds: crate::rules::model::DEFAULT_GRACE_SECONDS,
                                         },
                                     ));
                                     ui.close();

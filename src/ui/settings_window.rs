@@ -483,7 +483,7 @@ impl SettingsUi {
                         ..crate::rules::Conditions::default()
                     },
                     action: Action::Terminate {
-                        grace_seconds: 10.0,
+                        grace_seconds: crate::rules::model::DEFAULT_GRACE_SECONDS,
                     },
                     ..Rule::default()
                 });
@@ -601,32 +601,15 @@ impl SettingsUi {
             ui.end_row();
             ui.label("Action");
             ui.vertical(|ui| {
-                let kind = match r.action {
-                    Action::Notify => 0,
-                    Action::Signal { .. } => 1,
-                    Action::Terminate { .. } => 2,
-                    Action::RunCommand { .. } => 3,
-                    Action::ReleaseCache => 4,
-                    Action::LimitMemory { .. } => 5,
-                };
+                let kind = crate::rules::model::ActionKind::of(&r.action);
                 let mut k = kind;
                 ui.horizontal(|ui| {
-                    ui.radio_value(&mut k, 0, "Notify");
-                    ui.radio_value(&mut k, 1, "Send a signal");
-                    ui.radio_value(&mut k, 2, "Terminate");
-                    ui.radio_value(&mut k, 3, "Run a command");
-                    ui.radio_value(&mut k, 4, "Release PyTorch cache");
-                    ui.radio_value(&mut k, 5, "Limit PyTorch memory");
+                    for choice in crate::rules::model::ActionKind::ALL {
+                        ui.radio_value(&mut k, choice, choice.label());
+                    }
                 });
                 if k != kind {
-                    r.action = match k {
-                        1 => Action::Signal { signal: "SIGUSR1".into() },
-                        2 => Action::Terminate { grace_seconds: 10.0 },
-                        3 => Action::RunCommand { argv: Vec::new(), timeout_seconds: 30.0 },
-                        4 => Action::ReleaseCache,
-                        5 => Action::LimitMemory { gib: 16.0 },
-                        _ => Action::Notify,
-                    };
+                    r.action = k.starting_action();
                 }
                 match &mut r.action {
                     Action::Notify | Action::ReleaseCache => {}
