@@ -182,7 +182,7 @@ fn report_open_session_frames() {
     );
     let _ = ctx.run_ui(raw_input(), |ui| app.draw(ui));
     let started = std::time::Instant::now();
-    app.open_session(path.clone(), &ctx);
+    app.open_session(path.clone());
     let mut times: Vec<std::time::Duration> = Vec::new();
     while app.view.is_none() && started.elapsed() < std::time::Duration::from_secs(120) {
         let t = std::time::Instant::now();

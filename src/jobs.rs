@@ -1,7 +1,9 @@
 //! The window's file work, run on threads of its own with progress and cancellation: opening,
 //! listing and importing sessions, exporting CSV, saving the settings, reading past sessions'
-//! leaks. The window asks for a job and reads its result when it ends; it does no I/O itself
-//! and its thread never waits on a disk.
+//! leaks. A pane asks for a [`Job`] with a [`JobCommand`]; the front end's [`JobBoard`] runs it
+//! and the window reads its state (progress, then the result) on the board each frame, as it
+//! reads the engine's view. The window does no I/O itself and its thread never waits on a
+//! disk. [`Task`] is the same for what only the window asks (file dialogs, connecting).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -65,14 +67,7 @@ impl<T: Send + 'static> Task<T> {
         let (r, p) = (result.clone(), progress.clone());
         let label = label.into();
         let spawned = std::thread::Builder::new()
-            .name(format!(
-                "vramwarden-{}",
-                label
-                    .split_whitespace()
-                    .next()
-                    .unwrap_or("task")
-                    .to_lowercase()
-            ))
+            .name(thread_name(&label))
             .spawn(move || {
                 let out = work(&p);
                 if let Ok(mut slot) = r.lock() {
@@ -98,71 +93,290 @@ impl<T: Send + 'static> Task<T> {
     }
 }
 
-/// Opens the session log at `path` and hands it to `then` on the job's thread, with the
-/// job's progress (a window replays it there, so its thread never holds a 24 h replay).
-pub fn open_session<T: Send + 'static>(
-    path: PathBuf,
-    done: Option<Notify>,
-    then: impl FnOnce(SessionData, &Progress) -> Result<T, String> + Send + 'static,
-) -> Task<Result<T, String>> {
-    let label = format!("Opening {}", path.display());
-    Task::spawn(label, done, move |p| {
-        then(SessionData::open(&path).map_err(|e| e.to_string())?, p)
-    })
+/// Names a job: the front end picks one with [`JobId::next`] when it asks, and finds the
+/// job's state under it in [`JobBoard::states`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct JobId(u64);
+
+impl JobId {
+    /// A new id, never handed out before in this process.
+    pub fn next() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Self(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
 }
 
-/// Imports nvidia-smi CSV logs into a new session in `dir`, then hands it to `then`.
-pub fn import_nvidia_smi<T: Send + 'static>(
-    files: Vec<PathBuf>,
-    dir: PathBuf,
-    done: Option<Notify>,
-    then: impl FnOnce(SessionData, &Progress) -> Result<T, String> + Send + 'static,
-) -> Task<Result<T, String>> {
-    Task::spawn("Importing nvidia-smi logs", done, move |p| {
-        then(crate::import::import_files(&files, &dir)?, p)
-    })
+/// File work a front end asks for. It runs on a thread of its own, never on the window's.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Job {
+    /// Read a session log and replay it ([`crate::replay`]).
+    OpenSession(PathBuf),
+    /// Import nvidia-smi CSV logs into a new session in `dir`, then open it.
+    ImportNvidiaSmi {
+        /// The `--query-compute-apps` CSV, and optionally the `--query-gpu` one.
+        files: Vec<PathBuf>,
+        /// Where the new session goes.
+        dir: PathBuf,
+    },
+    /// List the session logs in a folder.
+    ListSessions(PathBuf),
+    /// Export a session as CSV (one table, or every table beside `path`); files that exist
+    /// are kept unless `force`.
+    Export {
+        /// What to export.
+        input: ExportInput,
+        /// One table, or all.
+        table: Option<Table>,
+        /// Where.
+        path: PathBuf,
+        /// Overwrite files that exist.
+        force: bool,
+    },
+    /// Save the settings (TOML, fsync, `.bak`).
+    SaveSettings {
+        /// What to save.
+        settings: Box<crate::settings::Settings>,
+        /// Where.
+        path: PathBuf,
+    },
+    /// Read the leak episodes of the past sessions in `dir`, but `skip` (the live log).
+    PastLeaks {
+        /// The sessions folder.
+        dir: PathBuf,
+        /// The log being written.
+        skip: Option<PathBuf>,
+    },
 }
 
-/// Lists the sessions in `dir`.
-pub fn list_sessions(dir: PathBuf, done: Option<Notify>) -> Task<Vec<catalog::SessionSummary>> {
-    Task::spawn("Listing sessions", done, move |_| catalog::list(&dir))
+impl Job {
+    /// What it does, for the UI and its thread's name.
+    pub fn label(&self) -> String {
+        match self {
+            Job::OpenSession(p) => format!("Opening {}", p.display()),
+            Job::ImportNvidiaSmi { .. } => "Importing nvidia-smi logs".into(),
+            Job::ListSessions(_) => "Listing sessions".into(),
+            Job::Export { .. } => "Exporting CSV".into(),
+            Job::SaveSettings { .. } => "Saving settings".into(),
+            Job::PastLeaks { .. } => "Reading past leaks".into(),
+        }
+    }
+
+    /// True for the jobs the window's status bar shows with a progress bar and a Cancel
+    /// button (opening and importing: a day's log takes most of a second); the others show
+    /// in their own windows.
+    pub fn in_status_bar(&self) -> bool {
+        matches!(self, Job::OpenSession(_) | Job::ImportNvidiaSmi { .. })
+    }
+
+    /// Does the work (on the job's thread).
+    fn run(self, p: &Progress) -> JobResult {
+        let opened = |data: SessionData, p: &Progress| -> Result<Arc<OpenedSession>, String> {
+            let monitor = crate::replay::session_with_progress(&data, &mut |f| p.set(f))
+                .ok_or_else(|| "Opening the session was cancelled".to_string())?;
+            Ok(Arc::new(OpenedSession {
+                data: Arc::new(data),
+                monitor: Arc::new(monitor),
+            }))
+        };
+        match self {
+            Job::OpenSession(path) => JobResult::Opened(
+                SessionData::open(&path)
+                    .map_err(|e| e.to_string())
+                    .and_then(|d| opened(d, p)),
+            ),
+            Job::ImportNvidiaSmi { files, dir } => JobResult::Opened(
+                crate::import::import_files(&files, &dir).and_then(|d| opened(d, p)),
+            ),
+            Job::ListSessions(dir) => JobResult::Sessions(Arc::new(catalog::list(&dir))),
+            Job::Export {
+                input,
+                table,
+                path,
+                force,
+            } => JobResult::Exported(run_export(input, table, &path, force, p)),
+            Job::SaveSettings { settings, path } => {
+                let r = settings.save(&path).map_err(|e| e.to_string());
+                JobResult::Saved(settings, r)
+            }
+            Job::PastLeaks { dir, skip } => JobResult::PastLeaks(Arc::new(
+                crate::replay::past_episodes(&dir, skip.as_deref()),
+            )),
+        }
+    }
 }
 
-/// Saves `settings` to `path` (TOML, fsync, `.bak`); the result comes back with them.
-pub fn save_settings(
-    settings: Box<crate::settings::Settings>,
-    path: PathBuf,
-    done: Option<Notify>,
-) -> Task<(Box<crate::settings::Settings>, Result<(), String>)> {
-    Task::spawn("save settings", done, move |_| {
-        let r = settings.save(&path).map_err(|e| e.to_string());
-        (settings, r)
-    })
+/// A session read and replayed: the file's contents and the engine's state after the replay.
+pub struct OpenedSession {
+    /// The file's contents.
+    pub data: Arc<SessionData>,
+    /// The whole session replayed (history, processes, leaks).
+    pub monitor: Arc<crate::monitor::Monitor>,
 }
 
-/// The leak episodes of the past sessions in `dir`, but the one being written (`skip`).
-pub fn past_leaks(
-    dir: PathBuf,
-    skip: Option<PathBuf>,
-    done: Option<Notify>,
-) -> Task<crate::replay::PastEvents> {
-    Task::spawn("Reading past leaks", done, move |_| {
-        crate::replay::past_episodes(&dir, skip.as_deref())
-    })
+impl std::fmt::Debug for OpenedSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenedSession")
+            .field("path", &self.data.path)
+            .field("samples", &self.data.len())
+            .finish()
+    }
 }
 
-/// Exports `input` as CSV to `path` (one table, or every table beside it); files that exist
-/// are kept unless `force`.
-pub fn export(
-    input: ExportInput,
-    table: Option<Table>,
-    path: PathBuf,
-    force: bool,
-    done: Option<Notify>,
-) -> Task<Result<String, ExportFail>> {
-    Task::spawn("Exporting CSV", done, move |p| {
-        run_export(input, table, &path, force, p)
-    })
+/// What a job gave.
+#[derive(Debug, Clone)]
+pub enum JobResult {
+    /// [`Job::OpenSession`] and [`Job::ImportNvidiaSmi`].
+    Opened(Result<Arc<OpenedSession>, String>),
+    /// [`Job::ListSessions`].
+    Sessions(Arc<Vec<catalog::SessionSummary>>),
+    /// [`Job::Export`]: what was written, or why not.
+    Exported(Result<String, ExportFail>),
+    /// [`Job::SaveSettings`]: the settings, saved or not.
+    Saved(Box<crate::settings::Settings>, Result<(), String>),
+    /// [`Job::PastLeaks`].
+    PastLeaks(Arc<crate::replay::PastEvents>),
+    /// The job could not run at all (no thread could be started).
+    Failed(String),
+}
+
+/// A job as the front end sees it.
+#[derive(Debug, Clone)]
+pub struct JobState {
+    /// Its id.
+    pub id: JobId,
+    /// What it does.
+    pub label: String,
+    /// Its progress (read live), and how to cancel it.
+    pub progress: Arc<Progress>,
+    /// Shown in the status bar while it runs ([`Job::in_status_bar`]).
+    pub in_status_bar: bool,
+    /// Its result, once it ended.
+    pub result: Option<JobResult>,
+}
+
+/// A front end's requests about jobs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobCommand {
+    /// Start `job`; its state shows under `id`.
+    Start(JobId, Job),
+    /// Ask the job to stop where it can (replays and exports check often).
+    Cancel(JobId),
+    /// The front end took the result: the job leaves the board.
+    Forget(JobId),
+}
+
+/// The jobs of a front end: each runs on a thread of its own and reports on the board, which
+/// the window reads every frame beside the engine's view. The window itself starts no thread
+/// and touches no file.
+#[derive(Debug, Clone, Default)]
+pub struct JobBoard {
+    jobs: Arc<Mutex<Vec<JobState>>>,
+    /// Called when a job ends (a window asks for a redraw).
+    done: Option<NotifyHook>,
+}
+
+/// [`JobBoard`]'s end-of-job call.
+#[derive(Clone)]
+struct NotifyHook(Notify);
+
+impl std::fmt::Debug for NotifyHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NotifyHook")
+    }
+}
+
+impl JobBoard {
+    /// A board that calls `done` when a job ends.
+    pub fn new(done: Option<Notify>) -> Self {
+        Self {
+            jobs: Arc::default(),
+            done: done.map(NotifyHook),
+        }
+    }
+
+    /// Carries out `c`.
+    pub fn command(&self, c: JobCommand) {
+        match c {
+            JobCommand::Start(id, job) => self.start(id, job),
+            JobCommand::Cancel(id) => {
+                if let Some(j) = self.lock().iter().find(|j| j.id == id) {
+                    j.progress.cancel();
+                }
+            }
+            JobCommand::Forget(id) => self.lock().retain(|j| j.id != id),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<JobState>> {
+        self.jobs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn start(&self, id: JobId, job: Job) {
+        let label = job.label();
+        let progress = Arc::new(Progress::default());
+        self.lock().push(JobState {
+            id,
+            label: label.clone(),
+            progress: progress.clone(),
+            in_status_bar: job.in_status_bar(),
+            result: None,
+        });
+        let (jobs, done) = (self.jobs.clone(), self.done.clone());
+        let p = progress.clone();
+        let spawned = std::thread::Builder::new()
+            .name(thread_name(&label))
+            .spawn(move || {
+                let r = job.run(&p);
+                let mut jobs = jobs
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                // Forgotten meanwhile: the result goes with the thread.
+                if let Some(j) = jobs.iter_mut().find(|j| j.id == id) {
+                    j.result = Some(r);
+                }
+                drop(jobs);
+                if let Some(NotifyHook(done)) = done {
+                    done();
+                }
+            });
+        if let Err(e) = spawned {
+            progress.cancel();
+            if let Some(j) = self.lock().iter_mut().find(|j| j.id == id) {
+                j.result = Some(JobResult::Failed(format!(
+                    "{}: could not start a thread: {e}",
+                    j.label
+                )));
+            }
+        }
+    }
+
+    /// Every job not forgotten yet, running or ended (a copy: progress is shared).
+    pub fn states(&self) -> Vec<JobState> {
+        self.lock().clone()
+    }
+
+    /// The state of job `id`.
+    pub fn state(&self, id: JobId) -> Option<JobState> {
+        self.lock().iter().find(|j| j.id == id).cloned()
+    }
+
+    /// True while a job runs or holds a result not taken.
+    pub fn busy(&self) -> bool {
+        !self.lock().is_empty()
+    }
+}
+
+fn thread_name(label: &str) -> String {
+    format!(
+        "vramwarden-{}",
+        label
+            .split_whitespace()
+            .next()
+            .unwrap_or("task")
+            .to_lowercase()
+    )
 }
 
 /// What an export reads: a file on disk (the live log) or a session already in memory.
@@ -174,7 +388,27 @@ pub enum ExportInput {
     Data(Arc<SessionData>),
 }
 
+impl PartialEq for ExportInput {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (ExportInput::File(a), ExportInput::File(b)) => a == b,
+            (ExportInput::Data(a), ExportInput::Data(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Debug for ExportInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExportInput::File(p) => f.debug_tuple("File").field(p).finish(),
+            ExportInput::Data(d) => f.debug_tuple("Data").field(&d.path).finish(),
+        }
+    }
+}
+
 /// Why an export did not finish.
+#[derive(Debug, Clone)]
 pub enum ExportFail {
     /// Files would be overwritten: the window asks first.
     Exists {
@@ -235,4 +469,71 @@ fn run_export(
         .map(|((t, out), rows)| format!("{rows} {} rows to {}", t.name(), out.display()))
         .collect();
     Ok(format!("Exported {}", msgs.join(", ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wait(board: &JobBoard, id: JobId) -> JobState {
+        let t = std::time::Instant::now();
+        loop {
+            let s = board.state(id).expect("on the board until forgotten");
+            if s.result.is_some() {
+                return s;
+            }
+            assert!(t.elapsed().as_secs() < 20, "the job never ended");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn jobs_report_on_the_board_until_forgotten() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let board = JobBoard::new(None);
+        // Saving settings: written by the job, the result says so.
+        let path = dir.path().join("config.toml");
+        let id = JobId::next();
+        board.command(JobCommand::Start(
+            id,
+            Job::SaveSettings {
+                settings: Box::default(),
+                path: path.clone(),
+            },
+        ));
+        assert_eq!(
+            board.state(id).expect("listed at once").label,
+            "Saving settings"
+        );
+        assert!(board.busy());
+        match wait(&board, id).result {
+            Some(JobResult::Saved(_, Ok(()))) => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(path.exists());
+        // Opening what is not a session: the reason comes back, nothing panics.
+        let bad = JobId::next();
+        board.command(JobCommand::Start(bad, Job::OpenSession(path.clone())));
+        match wait(&board, bad).result {
+            Some(JobResult::Opened(Err(e))) => {
+                assert!(e.contains("not a vramwarden session log"), "{e}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // Listing: the folder's sessions (none).
+        let list = JobId::next();
+        board.command(JobCommand::Start(
+            list,
+            Job::ListSessions(dir.path().into()),
+        ));
+        assert!(matches!(
+            wait(&board, list).result,
+            Some(JobResult::Sessions(l)) if l.is_empty()
+        ));
+        for id in [id, bad, list] {
+            board.command(JobCommand::Forget(id));
+        }
+        assert!(board.state(id).is_none());
+        assert!(!board.busy());
+    }
 }

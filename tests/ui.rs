@@ -422,13 +422,11 @@ fn exporting_over_existing_files_asks_first() {
     std::fs::write(&csv, "precious\n").expect("write");
     let mut h = harness(demo_app(30));
     h.run();
-    let ctx = h.ctx.clone();
     h.state_mut().sessions.export_open = true;
     h.state_mut().sessions.export_to(
         ExportInput::File(path.clone()),
         Some(vramwarden::session::csv_export::Table::Devices),
         csv.clone(),
-        &ctx,
     );
     let wait = |h: &mut Harness<'static, VramApp>, label: &str| {
         let t = Instant::now();
@@ -626,8 +624,7 @@ fn without_a_file_dialog_a_typed_path_opens_the_session() {
     record_demo_session(&path, 30);
     let mut h = harness(demo_app(60));
     h.run();
-    let ctx = h.ctx.clone();
-    h.state_mut().sessions.show_browser(&ctx);
+    h.state_mut().sessions.show_browser();
     h.run();
     h.get_by_label("Open file…").click();
     let t = Instant::now();

@@ -98,8 +98,11 @@ pub struct VramApp {
     pub view: Option<SessionView>,
     /// Sessions browser, export window and their jobs.
     pub sessions: SessionsUi,
-    past_leaks: Option<super::task::Task<crate::replay::PastEvents>>,
-    past: Option<crate::replay::PastEvents>,
+    /// The job reading past sessions' leaks for the Leaks tab.
+    past_leaks: Option<crate::jobs::JobId>,
+    past: Option<std::sync::Arc<crate::replay::PastEvents>>,
+    /// Job requests of this frame (besides the sessions UI's), handed to the backend at its end.
+    job_requests: Vec<crate::jobs::JobCommand>,
     pending_select: Option<(ProcSeriesKey, UnixMs)>,
     leak_clicked: Option<super::leaks::LeakClick>,
     /// The Settings window.
@@ -122,9 +125,8 @@ pub struct VramApp {
     host_pick: Option<Option<usize>>,
     /// Table groups folded shut.
     collapsed_groups: std::collections::HashSet<String>,
-    /// Settings being written on a worker thread.
-    #[allow(clippy::type_complexity)]
-    saving: Option<super::task::Task<(Box<crate::settings::Settings>, Result<(), String>)>>,
+    /// The job writing the settings.
+    saving: Option<crate::jobs::JobId>,
     /// A host being opened (token read, SSH tunnel started) on a worker thread.
     connecting: Option<(
         super::connect::ConnectRequest,
@@ -175,6 +177,7 @@ impl VramApp {
             sessions: SessionsUi::default(),
             past_leaks: None,
             past: None,
+            job_requests: Vec::new(),
             pending_select: None,
             leak_clicked: None,
             settings_ui: super::settings_window::SettingsUi::default(),
@@ -209,8 +212,29 @@ impl VramApp {
     }
 
     /// Opens a session log in the background; the view switches to it when it is read.
-    pub fn open_session(&mut self, path: std::path::PathBuf, ctx: &egui::Context) {
-        self.sessions.open_path(path, ctx);
+    pub fn open_session(&mut self, path: std::path::PathBuf) {
+        self.sessions.open_path(path);
+        self.hand_over_jobs();
+    }
+
+    /// Hands this frame's job requests to the backend's job board.
+    fn hand_over_jobs(&mut self) {
+        for c in self
+            .sessions
+            .outbox
+            .drain(..)
+            .chain(self.job_requests.drain(..))
+        {
+            self.backend.job(c);
+        }
+    }
+
+    /// The result of job `id` once it ended: taken, and the job forgotten.
+    fn take_job(&mut self, id: Option<crate::jobs::JobId>) -> Option<crate::jobs::JobResult> {
+        let id = id?;
+        let result = self.backend.jobs().state(id)?.result?;
+        self.job_requests.push(crate::jobs::JobCommand::Forget(id));
+        Some(result)
     }
 
     /// Shows `data` read-only (tests; the UI goes through [`VramApp::open_session`]).
@@ -250,11 +274,14 @@ impl VramApp {
     /// Draws one frame into `ui` (the root of the window).
     pub fn draw(&mut self, ui: &mut Ui) {
         let ctx = ui.ctx().clone();
-        if let Some(p) = self.past_leaks.as_ref().and_then(super::task::Task::take) {
-            self.past = Some(p);
+        if let Some(r) = self.take_job(self.past_leaks) {
             self.past_leaks = None;
+            if let crate::jobs::JobResult::PastLeaks(p) = r {
+                self.past = Some(p);
+            }
         }
-        match self.sessions.poll(&ctx) {
+        let jobs = self.backend.jobs().clone();
+        match self.sessions.poll(&ctx, &jobs) {
             Some(SessionAction::Open(v)) => {
                 self.view = Some(*v);
                 self.selected = None;
@@ -359,9 +386,12 @@ impl VramApp {
         if let Some(v) = view.as_mut() {
             session_bar(ui, v, &mut cmd);
         }
-        egui::Panel::bottom("status").show(ui, |ui| match view.as_ref() {
-            Some(v) => session_status(ui, v),
-            None => status_bar(ui, &live, self.now(), &health),
+        egui::Panel::bottom("status").show(ui, |ui| {
+            jobs_strip(ui, &jobs, &mut self.job_requests);
+            match view.as_ref() {
+                Some(v) => session_status(ui, v),
+                None => status_bar(ui, &live, self.now(), &health),
+            }
         });
         match view.as_mut() {
             Some(v) => {
@@ -432,30 +462,40 @@ impl VramApp {
             if self.saving.is_none() {
                 let path = self.config_path.clone();
                 self.settings_ui.message = Some(("Saving…".into(), false));
-                self.saving = Some(crate::jobs::save_settings(
-                    s,
-                    path,
-                    super::task::repaint(&ctx),
+                let id = crate::jobs::JobId::next();
+                self.job_requests.push(crate::jobs::JobCommand::Start(
+                    id,
+                    crate::jobs::Job::SaveSettings { settings: s, path },
                 ));
+                self.saving = Some(id);
             }
         }
-        if let Some((s, r)) = self.saving.as_ref().and_then(super::task::Task::take) {
-            self.saving = None;
-            match r {
-                Ok(()) => {
-                    self.settings_ui.message = Some((
-                        format!(
-                            "Saved to {} (previous version kept as .bak)",
-                            self.config_path.display()
-                        ),
-                        false,
-                    ));
-                    self.config_error = None;
-                    self.state.units = s.general.units;
-                    apply_theme(&ctx, s.general.theme);
-                    cmd.settings = Some(*s);
+        match self.take_job(self.saving) {
+            None => {}
+            Some(crate::jobs::JobResult::Saved(s, r)) => {
+                self.saving = None;
+                match r {
+                    Ok(()) => {
+                        self.settings_ui.message = Some((
+                            format!(
+                                "Saved to {} (previous version kept as .bak)",
+                                self.config_path.display()
+                            ),
+                            false,
+                        ));
+                        self.config_error = None;
+                        self.state.units = s.general.units;
+                        apply_theme(&ctx, s.general.theme);
+                        cmd.settings = Some(*s);
+                    }
+                    Err(e) => self.settings_ui.message = Some((e, true)),
                 }
-                Err(e) => self.settings_ui.message = Some((e, true)),
+            }
+            Some(other) => {
+                self.saving = None;
+                if let crate::jobs::JobResult::Failed(e) = other {
+                    self.settings_ui.message = Some((e, true));
+                }
             }
         }
         if let Some((target, action)) = self.confirm.clone() {
@@ -520,7 +560,7 @@ impl VramApp {
             }
         }
         let viewing = view.as_ref().map(|v| v.data.clone());
-        if let Some(a) = self.sessions.windows(&ctx, live_log, viewing) {
+        if let Some(a) = self.sessions.windows(&ctx, live_log, viewing, &jobs) {
             match a {
                 SessionAction::Open(v) => view = Some(*v),
                 SessionAction::BackToLive => cmd.back_to_live = true,
@@ -593,7 +633,7 @@ impl VramApp {
                 }
             } else if let Some(p) = c.session {
                 self.pending_select = Some((c.key, c.at_ms));
-                self.sessions.open_path(p, &ctx);
+                self.sessions.open_path(p);
             } else {
                 self.view = None;
                 self.selected = Some(c.key);
@@ -642,11 +682,8 @@ impl VramApp {
         // Frames come from input and from new samples (the sampler asks for one per sample).
         // Besides that: jobs in progress are polled, and a live window wakes after three
         // intervals without a sample to show STALE. A recorded session draws nothing unasked.
-        if self.sessions.busy()
-            || self.past_leaks.is_some()
-            || self.saving.is_some()
-            || self.connecting.is_some()
-        {
+        self.hand_over_jobs();
+        if self.sessions.busy() || self.backend.jobs().busy() || self.connecting.is_some() {
             ui.request_repaint_after(std::time::Duration::from_millis(100));
         } else if !self.replaying {
             let interval = interval_ms.max(100);
@@ -723,7 +760,7 @@ impl VramApp {
         for (name, got) in self.backend.take_agent_downloads() {
             match got {
                 Ok(path) => {
-                    self.sessions.open_path(path, ctx);
+                    self.sessions.open_path(path);
                     self.agent_sessions = None;
                 }
                 Err(e) => self.agent_sessions = Some(Some(format!("{name}: {e}"))),
@@ -899,7 +936,7 @@ impl VramApp {
                         ui.close();
                     }
                     if ui.button("Browse sessions…").clicked() {
-                        self.sessions.show_browser(ui.ctx());
+                        self.sessions.show_browser();
                         ui.close();
                     }
                     if ui.button("Open file…").clicked() {
@@ -1170,11 +1207,12 @@ impl VramApp {
                     if self.past.is_none() && self.past_leaks.is_none() {
                         let dir = crate::session::default_dir();
                         let skip = monitor.recording.path.clone();
-                        self.past_leaks = Some(crate::jobs::past_leaks(
-                            dir,
-                            skip,
-                            super::task::repaint(ui.ctx()),
+                        let id = crate::jobs::JobId::next();
+                        self.job_requests.push(crate::jobs::JobCommand::Start(
+                            id,
+                            crate::jobs::Job::PastLeaks { dir, skip },
                         ));
+                        self.past_leaks = Some(id);
                     }
                     let mut all: Vec<&crate::monitor::LeakRecord> = monitor.leaks.iter().collect();
                     let own: std::collections::HashSet<_> = monitor
@@ -1369,6 +1407,33 @@ fn session_status(ui: &mut Ui, v: &SessionView) {
             ui.label(RichText::new(d.report.summary()).color(widgets::WARN));
         }
     });
+}
+
+/// Opening or importing a session: its progress and a Cancel button, while it runs.
+fn jobs_strip(
+    ui: &mut Ui,
+    jobs: &crate::jobs::JobBoard,
+    requests: &mut Vec<crate::jobs::JobCommand>,
+) {
+    for j in jobs
+        .states()
+        .into_iter()
+        .filter(|j| j.in_status_bar && j.result.is_none())
+    {
+        ui.horizontal(|ui| {
+            ui.spinner();
+            ui.label(format!("{}…", j.label));
+            ui.add(
+                egui::ProgressBar::new(j.progress.fraction())
+                    .show_percentage()
+                    .desired_width(160.0),
+            );
+            if ui.small_button("Cancel").clicked() {
+                requests.push(crate::jobs::JobCommand::Cancel(j.id));
+            }
+        });
+        ui.separator();
+    }
 }
 
 fn status_bar(ui: &mut Ui, m: &Monitor, now: UnixMs, link: &crate::link::LinkHealth) {

@@ -100,6 +100,8 @@ pub struct Backend {
     record: crate::engine::RecordTo,
     /// The settings the engine runs with.
     pub settings: crate::settings::Settings,
+    /// The window's file jobs (opening, exporting, saving…), whichever engine is shown.
+    jobs: crate::jobs::JobBoard,
 }
 
 impl Backend {
@@ -142,6 +144,7 @@ impl Backend {
         b.interval = interval;
         b.history_ticks = history_ticks;
         b.repaint = Some(ctx.clone());
+        b.jobs = crate::jobs::JobBoard::new(task::repaint(ctx));
         b.record = record;
         b.spawn(factory);
         b
@@ -159,6 +162,7 @@ impl Backend {
     ) -> Result<Self, String> {
         let mut b = Self::detached(Monitor::new(1000, history_ticks), false);
         b.repaint = Some(ctx.clone());
+        b.jobs = crate::jobs::JobBoard::new(task::repaint(ctx));
         b.connect_remote(url, token)?;
         Ok(b)
     }
@@ -180,6 +184,7 @@ impl Backend {
             interval,
             history_ticks,
             repaint: None,
+            jobs: crate::jobs::JobBoard::default(),
             record: crate::engine::RecordTo::Off,
             settings: crate::settings::Settings::default(),
         }
@@ -322,6 +327,17 @@ impl Backend {
         if let Some(l) = &self.link {
             l.send(c);
         }
+    }
+
+    /// Carries out a file job request of the window ([`crate::jobs::JobBoard`]): in this
+    /// process, beside the link, whichever engine (local or an agent's) is shown.
+    pub fn job(&self, c: crate::jobs::JobCommand) {
+        self.jobs.command(c);
+    }
+
+    /// The window's jobs: read every frame, beside [`Backend::view`].
+    pub fn jobs(&self) -> &crate::jobs::JobBoard {
+        &self.jobs
     }
 
     /// What the window draws: the link's view of its engine (a copy made once per change);
@@ -515,7 +531,7 @@ pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
             let mut app = VramApp::new(cc, backend);
             app.set_config(opts.config_path.clone(), opts.config_error.clone());
             if let Some(p) = opts.open {
-                app.open_session(p, &cc.egui_ctx);
+                app.open_session(p);
             }
             Ok(Box::new(app))
         }),

@@ -9,6 +9,7 @@ use egui::RichText;
 use super::task::Task;
 use super::widgets;
 use crate::format;
+use crate::jobs::{Job, JobBoard, JobCommand, JobId, JobResult, OpenedSession};
 use crate::model::{Snapshot, UnixMs};
 use crate::monitor::{Monitor, ProcessRow};
 use crate::session::catalog::SessionSummary;
@@ -19,8 +20,8 @@ use crate::session::reader::SessionData;
 pub struct SessionView {
     /// The file's contents.
     pub data: Arc<SessionData>,
-    /// The whole session replayed (history, processes).
-    pub monitor: Monitor,
+    /// The whole session replayed through a read-only engine ([`crate::replay`]).
+    pub monitor: Arc<Monitor>,
     /// The moment shown.
     pub t: UnixMs,
     snap: Option<(usize, Snapshot)>,
@@ -28,38 +29,26 @@ pub struct SessionView {
 }
 
 impl SessionView {
-    /// Replays `data` through a read-only engine ([`crate::replay`]) and shows its last
-    /// moment.
+    /// Replays `data` here and shows its last moment (tests; the window opens sessions
+    /// through a [`Job::OpenSession`]).
     pub fn new(data: SessionData) -> Self {
         let monitor = crate::replay::session(&data);
-        Self::showing(data, monitor)
-    }
-
-    /// [`SessionView::new`] on a job's thread: its progress follows the replay, and a cancel
-    /// stops it.
-    ///
-    /// # Errors
-    /// When the job was cancelled.
-    pub fn replayed(data: SessionData, progress: &crate::jobs::Progress) -> Result<Self, String> {
-        let monitor = crate::replay::session_with_progress(&data, &mut |f| progress.set(f))
-            .ok_or_else(|| "Opening the session was cancelled".to_string())?;
-        Ok(Self::showing(data, monitor))
-    }
-
-    fn showing(data: SessionData, monitor: Monitor) -> Self {
-        let t = data.span().map_or(0, |(_, b)| b);
-        let mut v = Self {
+        Self::of(&OpenedSession {
             data: Arc::new(data),
-            monitor,
+            monitor: Arc::new(monitor),
+        })
+    }
+
+    /// Shows the last moment of a session a job opened.
+    pub fn of(opened: &OpenedSession) -> Self {
+        let t = opened.data.span().map_or(0, |(_, b)| b);
+        Self {
+            data: opened.data.clone(),
+            monitor: opened.monitor.clone(),
             t,
             snap: None,
             rows: None,
-        };
-        // The first frame's sample and table, made here (on the worker that opens the file)
-        // rather than on the UI thread.
-        let _ = v.snapshot();
-        let _ = v.rows();
-        v
+        }
     }
 
     /// The sample shown (the last one at or before the slider).
@@ -118,16 +107,18 @@ pub struct SessionsUi {
     pub browser_open: bool,
     /// Export window shown.
     pub export_open: bool,
-    listing: Option<Task<Vec<SessionSummary>>>,
-    list: Vec<SessionSummary>,
-    /// Reading and replaying a session (both on the worker: a 24 h log takes most of a second).
-    opening: Option<Task<Result<SessionView, String>>>,
+    /// The job listing the sessions folder.
+    listing: Option<JobId>,
+    list: Arc<Vec<SessionSummary>>,
+    /// The job reading and replaying a session (a 24 h log takes most of a second).
+    opening: Option<JobId>,
     picking: Option<Task<Picked>>,
     saving: Option<Task<Picked>>,
     importing: Option<Task<Picked>>,
     /// No file dialog could be shown: the path is typed in the window instead.
     pub path_entry: Option<PathEntry>,
-    exporting: Option<Task<Result<String, ExportFail>>>,
+    /// The job exporting CSV.
+    exporting: Option<JobId>,
     /// An export that would overwrite files: (where, the input, the files), until confirmed.
     overwrite: Option<(PathBuf, ExportInput, Vec<PathBuf>)>,
     export_source: Option<ExportSource>,
@@ -135,6 +126,8 @@ pub struct SessionsUi {
     pending_export: Option<ExportInput>,
     /// Last message (export done, open failed, …) and whether it is an error.
     pub message: Option<(String, bool)>,
+    /// Job requests of this frame, for the window to hand to its [`JobBoard`].
+    pub outbox: Vec<JobCommand>,
 }
 
 /// What a file dialog gave.
@@ -193,20 +186,23 @@ pub struct PathEntry {
 }
 
 impl SessionsUi {
+    /// Asks for `job`; its state comes back on the board under the id returned.
+    fn ask(&mut self, job: Job) -> JobId {
+        let id = JobId::next();
+        self.outbox.push(JobCommand::Start(id, job));
+        id
+    }
+
     /// Opens `path` in the background (the result arrives through [`SessionsUi::poll`]).
-    pub fn open_path(&mut self, path: PathBuf, ctx: &egui::Context) {
-        self.opening = Some(crate::jobs::open_session(
-            path,
-            super::task::repaint(ctx),
-            SessionView::replayed,
-        ));
+    pub fn open_path(&mut self, path: PathBuf) {
+        self.opening = Some(self.ask(Job::OpenSession(path)));
     }
 
     /// Shows the browser and refreshes its list.
-    pub fn show_browser(&mut self, ctx: &egui::Context) {
+    pub fn show_browser(&mut self) {
         self.browser_open = true;
         let dir = crate::session::default_dir();
-        self.listing = Some(crate::jobs::list_sessions(dir, super::task::repaint(ctx)));
+        self.listing = Some(self.ask(Job::ListSessions(dir)));
     }
 
     /// Asks for nvidia-smi CSV logs (the `--query-compute-apps` one, and optionally the
@@ -226,14 +222,9 @@ impl SessionsUi {
         ));
     }
 
-    fn start_import(&mut self, files: Vec<PathBuf>, ctx: &egui::Context) {
+    fn start_import(&mut self, files: Vec<PathBuf>) {
         let dir = crate::session::default_dir();
-        self.opening = Some(crate::jobs::import_nvidia_smi(
-            files,
-            dir,
-            super::task::repaint(ctx),
-            SessionView::replayed,
-        ));
+        self.opening = Some(self.ask(Job::ImportNvidiaSmi { files, dir }));
     }
 
     /// Asks for a file with the system dialog, then opens it.
@@ -306,11 +297,11 @@ impl SessionsUi {
         if go {
             let text = entry.text.trim().to_string();
             match entry.purpose {
-                PathPurpose::Open => self.open_path(PathBuf::from(text), ctx),
-                PathPurpose::Export => self.start_export(PathBuf::from(text), ctx),
+                PathPurpose::Open => self.open_path(PathBuf::from(text)),
+                PathPurpose::Export => self.start_export(PathBuf::from(text)),
                 PathPurpose::Import => {
                     let files = text.split_whitespace().map(PathBuf::from).collect();
-                    self.start_import(files, ctx);
+                    self.start_import(files);
                 }
             }
         } else if keep {
@@ -328,11 +319,26 @@ impl SessionsUi {
             || self.importing.is_some()
     }
 
-    /// Collects finished jobs. Returns a session to show when one finished opening.
-    pub fn poll(&mut self, ctx: &egui::Context) -> Option<SessionAction> {
-        if let Some(l) = self.listing.as_ref().and_then(Task::take) {
-            self.list = l;
-            self.listing = None;
+    /// The result of job `slot` once it ended: taken, and the job forgotten.
+    fn take(
+        &mut self,
+        slot: fn(&mut Self) -> &mut Option<JobId>,
+        jobs: &JobBoard,
+    ) -> Option<JobResult> {
+        let id = (*slot(self))?;
+        let result = jobs.state(id)?.result?;
+        *slot(self) = None;
+        self.outbox.push(JobCommand::Forget(id));
+        Some(result)
+    }
+
+    /// Collects ended jobs (from the window's `jobs`) and answered dialogs. Returns a session
+    /// to show when one finished opening.
+    pub fn poll(&mut self, ctx: &egui::Context, jobs: &JobBoard) -> Option<SessionAction> {
+        match self.take(|s| &mut s.listing, jobs) {
+            Some(JobResult::Sessions(l)) => self.list = l,
+            Some(JobResult::Failed(e)) => self.message = Some((e, true)),
+            _ => {}
         }
         let typed = |purpose| PathEntry {
             purpose,
@@ -343,7 +349,7 @@ impl SessionsUi {
             match p {
                 Picked::Files(f) => {
                     if let Some(p) = f.into_iter().next() {
-                        self.open_path(p, ctx);
+                        self.open_path(p);
                     }
                 }
                 Picked::NoDialog => self.path_entry = Some(typed(PathPurpose::Open)),
@@ -355,7 +361,7 @@ impl SessionsUi {
             match p {
                 Picked::Files(f) => {
                     if let Some(p) = f.into_iter().next() {
-                        self.start_export(p, ctx);
+                        self.start_export(p);
                     }
                 }
                 Picked::NoDialog => self.path_entry = Some(typed(PathPurpose::Export)),
@@ -365,27 +371,26 @@ impl SessionsUi {
         if let Some(p) = self.importing.as_ref().and_then(Task::take) {
             self.importing = None;
             match p {
-                Picked::Files(f) => self.start_import(f, ctx),
+                Picked::Files(f) => self.start_import(f),
                 Picked::NoDialog => self.path_entry = Some(typed(PathPurpose::Import)),
                 Picked::Cancelled => {}
             }
         }
         self.path_window(ctx);
-        if let Some(r) = self.exporting.as_ref().and_then(Task::take) {
-            self.exporting = None;
-            self.message = match r {
-                Ok(m) => Some((m, false)),
-                Err(ExportFail::Exists { path, input, files }) => {
-                    self.overwrite = Some((path, input, files));
-                    None
-                }
-                Err(ExportFail::Failed(e)) => Some((e, true)),
-            };
+        match self.take(|s| &mut s.exporting, jobs) {
+            Some(JobResult::Exported(Ok(m))) => self.message = Some((m, false)),
+            Some(JobResult::Exported(Err(ExportFail::Exists { path, input, files }))) => {
+                self.message = None;
+                self.overwrite = Some((path, input, files));
+            }
+            Some(JobResult::Exported(Err(ExportFail::Failed(e)))) | Some(JobResult::Failed(e)) => {
+                self.message = Some((e, true));
+            }
+            _ => {}
         }
-        let done = self.opening.as_ref().and_then(Task::take)?;
-        self.opening = None;
-        match done {
-            Ok(view) => {
+        match self.take(|s| &mut s.opening, jobs)? {
+            JobResult::Opened(Ok(opened)) => {
+                let view = SessionView::of(&opened);
                 if !view.data.report.is_clean() {
                     self.message = Some((
                         format!("Opened with damage: {}", view.data.report.summary()),
@@ -395,29 +400,29 @@ impl SessionsUi {
                 self.browser_open = false;
                 Some(SessionAction::Open(Box::new(view)))
             }
-            Err(e) => {
+            JobResult::Opened(Err(e)) | JobResult::Failed(e) => {
                 self.message = Some((e, true));
                 None
             }
+            _ => None,
         }
     }
 
-    fn start_export(&mut self, path: PathBuf, ctx: &egui::Context) {
-        let Some(job) = self.pending_export.take() else {
+    fn start_export(&mut self, path: PathBuf) {
+        let Some(input) = self.pending_export.take() else {
             return;
         };
-        self.spawn_export(job, path, false, ctx);
+        self.spawn_export(input, path, false);
     }
 
-    fn spawn_export(&mut self, job: ExportInput, path: PathBuf, force: bool, ctx: &egui::Context) {
+    fn spawn_export(&mut self, input: ExportInput, path: PathBuf, force: bool) {
         let table = self.export_table;
-        self.exporting = Some(crate::jobs::export(
-            job,
+        self.exporting = Some(self.ask(Job::Export {
+            input,
             table,
             path,
             force,
-            super::task::repaint(ctx),
-        ));
+        }));
     }
 }
 
@@ -429,6 +434,7 @@ impl SessionsUi {
         ctx: &egui::Context,
         live_log: Option<PathBuf>,
         viewing: Option<Arc<SessionData>>,
+        jobs: &JobBoard,
     ) -> Option<SessionAction> {
         let mut action = None;
         let mut open = self.browser_open;
@@ -439,7 +445,7 @@ impl SessionsUi {
                     self.pick_file(ui.ctx());
                 }
                 if ui.button("Refresh").clicked() {
-                    self.show_browser(ui.ctx());
+                    self.show_browser();
                 }
                 if viewing.is_some() && ui.button("Back to live").clicked() {
                     action = Some(SessionAction::BackToLive);
@@ -459,7 +465,7 @@ impl SessionsUi {
                         ui.label(RichText::new(h).strong());
                     }
                     ui.end_row();
-                    for s in &self.list {
+                    for s in self.list.iter() {
                         ui.monospace(format::date_time(s.started_ms()));
                         ui.monospace(format::duration(s.duration_ms()));
                         let gpus = s.header.as_ref().map_or("?".into(), |h| {
@@ -477,7 +483,7 @@ impl SessionsUi {
                 });
             });
             if let Some(p) = to_open {
-                self.open_path(p, ui.ctx());
+                self.open_path(p);
             }
         });
         self.browser_open = open;
@@ -535,21 +541,22 @@ impl SessionsUi {
                     ui.horizontal(|ui| {
                         if ui.button("Overwrite").clicked() {
                             self.overwrite = None;
-                            self.spawn_export(input, path, true, ui.ctx());
+                            self.spawn_export(input, path, true);
                         }
                         if ui.button("Cancel").clicked() {
                             self.overwrite = None;
                         }
                     });
-                } else if let Some(task) = &self.exporting {
+                } else if let Some(id) = self.exporting {
+                    let fraction = jobs.state(id).map_or(0.0, |j| j.progress.fraction());
                     ui.horizontal(|ui| {
                         ui.add(
-                            egui::ProgressBar::new(task.progress.fraction())
+                            egui::ProgressBar::new(fraction)
                                 .show_percentage()
                                 .desired_width(260.0),
                         );
                         if ui.button("Cancel").clicked() {
-                            task.progress.cancel();
+                            self.outbox.push(JobCommand::Cancel(id));
                         }
                     });
                 } else {
@@ -602,16 +609,10 @@ impl SessionsUi {
     }
 
     /// Exports without a dialog (tests, and the CLI-equivalent path).
-    pub fn export_to(
-        &mut self,
-        input: ExportInput,
-        table: Option<Table>,
-        path: PathBuf,
-        ctx: &egui::Context,
-    ) {
+    pub fn export_to(&mut self, input: ExportInput, table: Option<Table>, path: PathBuf) {
         self.pending_export = Some(input);
         self.export_table = table;
-        self.start_export(path, ctx);
+        self.start_export(path);
     }
 }
 
