@@ -7,35 +7,38 @@ commands, and to Prometheus and remote windows through an agent.
 # How data flows
 
 ```text
-source (NVML | sim | fault | import) ──► sampler thread ──► engine::Engine::tick
-      enrich from /proc, containers, PyTorch companions ─┘        │
-      session log ◄── leak_watch, oom_watch, rules ◄──────────────┤
-                                                                   ▼
-              shared::Shared: monitor::Monitor (history, process rows, leaks, activity)
-                                                                   │ read by (the window: a copy
-                                                                   │ per change, no lock held)
-                    ┌──────────────────────────┬───────────────────┴─────────────┐
-                 ui (window)          agent (/metrics, /api/v1)        cli (snapshot, record…)
-                    │ commands (engine::EngineCommand) through link::EngineLink
-                    └──► local: sampler::SamplerHandle   remote: link::remote::RemoteLink ──► agent
+source::GpuSource ──► tick_loop::run ──► engine::Engine::tick ──► shared::Shared (monitor::Monitor)
+ NVML | sim | fault     one loop for:      enrich (/proc, containers,        │ a copy per change,
+ | recorded (import)    live (sampler),    PyTorch), session log, leaks,    │ drawn with no lock
+ | replay (a session)   --speed, import,   OOMs, rules → rules::action      ▼
+                        replay             (read-only for a replay)    link::EngineLink::view
+                                                  ▲                         │
+                                    commands: engine::EngineCommand         ▼
+                                    (settings, recording, Manual {key})   ui (window) · agent
+                                                  └──── link::EngineLink::send ◄──┘   · cli
+ui: file work (open, import, list, export, save settings) → jobs::JobBoard (its own threads)
 ```
 
-The window never calls NVML, never signals a process and never touches a session file being
-written: it draws a copy of the monitor ([`shared::Shared::view`], made once per change and
-cheap because the history's sealed chunks are shared) without holding a lock, and sends
-commands; the engine (here, or an agent's) checks
-identity (pid + start time) and policy right before acting.
+The window never calls NVML, never signals a process and never touches a file: it draws a
+copy of the engine's state ([`shared::Shared::view`], made once per change and cheap because
+the history's sealed chunks are shared) without holding a lock, sends engine commands through
+its link (a manual action names the process only: the engine, here or an agent's, builds the
+target and checks identity, pid + start time, and policy right before acting), and asks its
+[`jobs::JobBoard`] for file work, whose progress and results it reads every frame. A past
+session is a source too ([`source::replay::ReplaySource`]): [`replay`] plays it through a
+read-only engine, so what the window shows of it is built by the same code as what it shows
+live, and nothing acts from it. No module depends on one that depends on it.
 
 # Where to add things
 - **A GPU source**: implement [`source::GpuSource`] (see [`source::sim`] for a pure one) and
-  offer it in [`sampler::source_factory`].
-- **An action**: a variant of [`rules::Action`], its policy and transport in
-  [`rules::action`] (identity is checked there for every kind).
+  offer it in [`sampler::source_factory`]; [`tick_loop::run`] drives it in every mode.
+- **An action**: a variant of [`rules::Action`] (and its [`rules::model::ActionKind`]), its
+  policy and transport in [`rules::action`] (identity is checked there for every kind).
 - **A pane**: a module under `ui/` drawing from [`monitor::Monitor`] and returning what the user
-  asked for; the app turns that into an [`engine::EngineCommand`].
+  asked for; the app turns that into an [`engine::EngineCommand`] or a [`jobs::JobCommand`].
 - **A front end**: draw [`link::EngineLink::view`] (a copy of the engine's state made once per
-  change; see [`shared::Shared`]), send
-  commands through the link (see [`agent`] for a headless one).
+  change; see [`shared::Shared`]), send commands through the link (see [`agent`] for a headless
+  one).
 - **A command-line command**: its clap definition in [`cli::args`], its runner in [`cli`].
 */
 

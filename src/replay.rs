@@ -16,7 +16,7 @@ use crate::source::GpuSource;
 use crate::tick_loop::{Clock, Ended};
 
 /// How often (in samples) a replay reports its progress and may be cancelled.
-const PROGRESS_EVERY: u64 = 1024;
+pub const PROGRESS_EVERY: u64 = 1024;
 
 /// The whole of `data` replayed into a monitor (its history holds every sample).
 pub fn session(data: &SessionData) -> Monitor {

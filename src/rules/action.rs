@@ -570,7 +570,7 @@ impl ActionRunner {
     ///
     /// Every action goes the same way: the policy (`ActionRunner::refusal`: protected, other
     /// users', simulated, recorded, vramwarden itself, no companion); what the action is to do
-    /// ([`Effect`]); a dry run stops there with the words; the identity check of a process
+    /// (`Effect`); a dry run stops there with the words; the identity check of a process
     /// target (pid + start time, through a pidfd where the kernel has them) right before
     /// acting; then the transport (a signal, a command, the PyTorch companion).
     pub fn run(&mut self, p: &Planned, safety: &Safety, now: UnixMs) -> Activity {

@@ -2,7 +2,7 @@
 //! that answers over a private Unix socket with its allocator's figures and can release its
 //! cache. This module is the app's side of it, as a library:
 //!
-//! - [`discover`]: the companions' sockets in the runtime folder, each peer-checked, with
+//! - [`discover`](mod@discover): the companions' sockets in the runtime folder, each peer-checked, with
 //!   their [`TorchFacts`];
 //! - [`Client`]: one connection, checked on connect (the peer's pid is the one the socket's
 //!   name claims, with the expected start time, and its uid is ours unless we are root), then
