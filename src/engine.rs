@@ -311,19 +311,34 @@ impl Engine {
         }
     }
 
-    /// The process `key` as an activity entry names it: with the facts its table row has,
-    /// if any (nothing is acted on through this target).
-    fn named_target(&self, key: crate::history::ProcSeriesKey) -> crate::rules::eval::Target {
-        crate::rules::eval::Target::Process {
-            key,
-            info: self
-                .shared
-                .read()
-                .ok()
-                .and_then(|m| m.row(&key).map(|r| r.info.clone())),
-            used_bytes: None,
-            origin: crate::model::Origin::Recorded,
-        }
+    /// Logs a manual action on `key` that was not carried out, and why. The process is named
+    /// with the facts of its table row, if any.
+    fn manual_skipped(
+        &mut self,
+        key: crate::history::ProcSeriesKey,
+        action: &crate::rules::Action,
+        now: UnixMs,
+        why: &str,
+    ) {
+        let info = self
+            .shared
+            .read()
+            .ok()
+            .and_then(|m| m.row(&key).map(|r| r.info.clone()));
+        self.log_activity(vec![crate::rules::action::Activity {
+            unix_ms: now,
+            rule: "manual".into(),
+            action: action.label(),
+            target: crate::rules::eval::Target::Process {
+                key,
+                info,
+                used_bytes: None,
+                origin: crate::model::Origin::Recorded,
+            },
+            outcome: crate::rules::action::Outcome::Skipped,
+            detail: why.into(),
+            entry: crate::rules::action::Entry::Action,
+        }]);
     }
 
     /// Records what the source is (for the monitor and the session header).
@@ -338,16 +353,12 @@ impl Engine {
     pub fn command(&mut self, c: EngineCommand, now: UnixMs) {
         if self.read_only {
             if let EngineCommand::Manual { key, action } = c {
-                let target = self.named_target(key);
-                self.log_activity(vec![crate::rules::action::Activity {
-                    unix_ms: now,
-                    rule: "manual".into(),
-                    action: action.label(),
-                    target,
-                    outcome: crate::rules::action::Outcome::Skipped,
-                    detail: "a recorded session: nothing acts from a replay".into(),
-                    entry: crate::rules::action::Entry::Action,
-                }]);
+                self.manual_skipped(
+                    key,
+                    &action,
+                    now,
+                    "a recorded session: nothing acts from a replay",
+                );
             }
             return;
         }
@@ -367,16 +378,12 @@ impl Engine {
                         .and_then(|s| crate::rules::eval::find_process_target(s, &key))
                 });
                 let Some(target) = current else {
-                    let target = self.named_target(key);
-                    self.log_activity(vec![crate::rules::action::Activity {
-                        unix_ms: now,
-                        rule: "manual".into(),
-                        action: action.label(),
-                        target,
-                        outcome: crate::rules::action::Outcome::Skipped,
-                        detail: "the process is no longer listed on that GPU".into(),
-                        entry: crate::rules::action::Entry::Action,
-                    }]);
+                    self.manual_skipped(
+                        key,
+                        &action,
+                        now,
+                        "the process is no longer listed on that GPU",
+                    );
                     return;
                 };
                 let p = crate::rules::eval::Planned {
