@@ -240,9 +240,9 @@ impl Engine {
         }
     }
 
-    /// Why the session log could not be written, when recording was asked for and no file is
-    /// being written at all (it could not be created), or, with `strict`, when the last
-    /// sample could not be written either. None while all is well.
+    /// Why the session log could not be written: when it could not be created at all
+    /// (as [`RecordingStatus::could_not_start`] says to the front ends), or, with `strict`,
+    /// when the last sample could not be written either. None while all is well.
     pub fn recording_failed(&self, strict: bool) -> Option<&str> {
         let e = self.record_error.as_deref()?;
         (strict || (self.record != RecordTo::Off && self.writer.is_none())).then_some(e)

@@ -27,6 +27,15 @@ pub struct RecordingStatus {
     pub lost: u64,
 }
 
+impl RecordingStatus {
+    /// Why recording could not start: no file is being written and the last attempt failed
+    /// (an unwritable folder). A headless run stops on it; a gap in a log being written does
+    /// not count (recording retries every sample).
+    pub fn could_not_start(&self) -> Option<&str> {
+        self.error.as_deref().filter(|_| self.path.is_none())
+    }
+}
+
 /// The state of the source behind this run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SourceStatus {

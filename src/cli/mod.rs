@@ -249,7 +249,7 @@ pub fn run_realtime(
         let wake = watched.read().map_or(true, |m| {
             m.ticks == 1
                 || matches!(m.status, crate::monitor::SourceStatus::Failed(_))
-                || (m.recording.path.is_none() && m.recording.error.is_some())
+                || m.recording.could_not_start().is_some()
         });
         if wake {
             let _ = std::io::Write::write_all(&mut &notify_tx, b"n");
@@ -271,10 +271,8 @@ pub fn run_realtime(
             }
             return Some(SourceError::Unavailable(e.clone()).into());
         }
-        if m.recording.path.is_none() {
-            if let Some(e) = &m.recording.error {
-                return Some(CliError::Failed(e.clone()));
-            }
+        if let Some(e) = m.recording.could_not_start() {
+            return Some(CliError::Failed(e.to_string()));
         }
         None
     };
