@@ -263,7 +263,9 @@ pub fn command(state: &AgentState, body: &mut dyn Read, length: Option<usize>) -
     let action =
         match req.action.as_str() {
             "terminate" => {
-                let g = req.grace_seconds.unwrap_or(10.0);
+                let g = req
+                    .grace_seconds
+                    .unwrap_or(crate::rules::model::DEFAULT_GRACE_SECONDS);
                 if !(0.0..=crate::rules::model::MAX_ACTION_SECONDS).contains(&g) {
                     return Reply::error(400, "grace_seconds is from 0 to 3600");
                 }
