@@ -328,7 +328,14 @@ impl JobBoard {
         let spawned = std::thread::Builder::new()
             .name(thread_name(&label))
             .spawn(move || {
-                let r = job.run(&p);
+                // A bug in a job is its result, not a job that never ends.
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(&p)))
+                    .unwrap_or_else(|panic| {
+                        JobResult::Failed(format!(
+                            "internal error (a bug in vramwarden): {}",
+                            crate::tick_loop::panic_text(panic.as_ref())
+                        ))
+                    });
                 let mut jobs = jobs
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -219,6 +219,12 @@ impl Monitor {
             let key = (p.key(), p.device_index);
             match self.rows.get_mut(&key) {
                 Some(row) => {
+                    // Counted once per sample, however often it is listed (a snapshot that
+                    // was not sanitized) and whatever the clock did.
+                    if row.last_seen_ms >= now {
+                        row.update(p, now);
+                        continue;
+                    }
                     if row.exited_at_ms.is_some() {
                         self.live_rows += 1;
                     }
@@ -250,13 +256,15 @@ impl Monitor {
             seen += 1;
         }
         if self.live_rows > seen {
+            let mut live = 0;
             for row in self.rows.values_mut() {
                 if row.last_seen_ms < now && row.exited_at_ms.is_none() {
                     row.exited_at_ms = Some(now);
                     row.used_bytes = Some(0);
                 }
+                live += usize::from(row.exited_at_ms.is_none());
             }
-            self.live_rows = seen;
+            self.live_rows = live;
         }
         // Keep rows while their history exists, so exited processes can still be inspected.
         if self.history.evictions() != self.evictions_seen {
@@ -442,5 +450,65 @@ impl Monitor {
     pub fn leaks_of(&self, key: &ProcSeriesKey) -> impl Iterator<Item = &LeakRecord> {
         let k = LeakKey::Process(*key);
         self.leaks.iter().filter(move |l| l.key == k)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ProcInfo, ProcessSample};
+
+    fn sample(t: UnixMs, pids: &[u32]) -> Snapshot {
+        Snapshot {
+            taken_at_ms: t,
+            devices: Vec::new(),
+            processes: pids
+                .iter()
+                .map(|pid| ProcessSample {
+                    pid: *pid,
+                    used_bytes: Some(u64::from(*pid) << 20),
+                    info: Some(std::sync::Arc::new(ProcInfo {
+                        name: format!("p{pid}"),
+                        start_time_ms: 1,
+                        ..ProcInfo::default()
+                    })),
+                    ..ProcessSample::default()
+                })
+                .collect(),
+        }
+    }
+
+    fn exited(m: &Monitor, pid: u32) -> Option<UnixMs> {
+        m.rows()
+            .find(|r| r.key.pid == pid)
+            .expect("a row")
+            .exited_at_ms
+    }
+
+    #[test]
+    fn a_process_that_leaves_is_marked_exited_whatever_the_clock_and_repeats_do() {
+        let mut m = Monitor::new(1000, 100);
+        m.apply(sample(10_000, &[1, 2]), 10_000);
+        // The clock steps back; process 2 is gone. It is marked once the clock passes its
+        // last sighting, as before.
+        m.apply(sample(6_000, &[1]), 6_000);
+        assert_eq!(exited(&m, 2), None);
+        for t in [7_000, 8_000, 9_000, 10_000] {
+            m.apply(sample(t, &[1]), t);
+        }
+        assert_eq!(exited(&m, 2), None);
+        m.apply(sample(11_000, &[1]), 11_000);
+        assert_eq!(exited(&m, 2), Some(11_000));
+        // A process listed twice in one (unsanitized) sample counts once: process 3 leaving
+        // is still seen.
+        m.apply(sample(12_000, &[1, 3]), 12_000);
+        m.apply(sample(13_000, &[1, 1]), 13_000);
+        assert_eq!(exited(&m, 3), Some(13_000));
+        assert_eq!(exited(&m, 1), None);
+        // And one that comes back is live again.
+        m.apply(sample(14_000, &[1, 3]), 14_000);
+        assert_eq!(exited(&m, 3), None);
+        m.apply(sample(15_000, &[3]), 15_000);
+        assert_eq!(exited(&m, 1), Some(15_000));
     }
 }

@@ -102,8 +102,13 @@ pub fn run(
         if due < now {
             due = now;
         }
-        if !between(engine, source, due) {
-            return Ended::Stopped;
+        // What the front end does between samples (commands) is caught as well.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            between(engine, source, due)
+        })) {
+            Ok(true) => {}
+            Ok(false) => return Ended::Stopped,
+            Err(p) => return Ended::Panicked(panic_text(p.as_ref())),
         }
     }
 }

@@ -502,29 +502,33 @@ pub fn record(
             let samples = duration.map(|d| (d.as_millis() as i64 + step - 1) / step);
             let mut taken = 0;
             let mut failed = None;
-            let ended = crate::tick_loop::run(
-                &mut engine,
-                &mut sim,
-                interval,
-                crate::tick_loop::Clock::Simulated {
-                    start,
-                    speed: match speed {
-                        Speed::Times(s) => Some(s),
-                        Speed::Max => None,
+            let ended = if samples == Some(0) {
+                crate::tick_loop::Ended::Stopped
+            } else {
+                crate::tick_loop::run(
+                    &mut engine,
+                    &mut sim,
+                    interval,
+                    crate::tick_loop::Clock::Simulated {
+                        start,
+                        speed: match speed {
+                            Speed::Times(s) => Some(s),
+                            Speed::Max => None,
+                        },
                     },
-                },
-                |engine, _, due| {
-                    if let Some(e) = engine.recording_failed(false) {
-                        failed = Some(e.to_string());
-                        return false;
-                    }
-                    taken += 1;
-                    if samples.is_some_and(|n| taken >= n) {
-                        return false;
-                    }
-                    crate::tick_loop::sleep_until(due, &|| stop.load(Ordering::Relaxed))
-                },
-            );
+                    |engine, _, due| {
+                        if let Some(e) = engine.recording_failed(false) {
+                            failed = Some(e.to_string());
+                            return false;
+                        }
+                        taken += 1;
+                        if samples.is_some_and(|n| taken >= n) {
+                            return false;
+                        }
+                        crate::tick_loop::sleep_until(due, &|| stop.load(Ordering::Relaxed))
+                    },
+                )
+            };
             if let crate::tick_loop::Ended::Panicked(what) = ended {
                 return Err(CliError::Failed(format!(
                     "internal error (a bug in vramwarden; recording stopped): {what}"

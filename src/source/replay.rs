@@ -33,7 +33,7 @@ enum Samples {
     /// Decoded by a thread ahead of the engine (see [`ReplaySource::decoded_by`]), which
     /// also drops the samples the engine gives back.
     Ahead {
-        decoded: Receiver<Vec<Snapshot>>,
+        decoded: Receiver<Result<Vec<Snapshot>, String>>,
         batch: std::vec::IntoIter<Snapshot>,
         used: Vec<Snapshot>,
         give_back: Sender<Vec<Snapshot>>,
@@ -78,24 +78,31 @@ impl<'a> ReplaySource<'a> {
         'a: 's,
     {
         let mut me = Self::new(data);
-        let (tx, decoded): (SyncSender<Vec<Snapshot>>, _) =
+        let (tx, decoded): (SyncSender<Result<Vec<Snapshot>, String>>, _) =
             std::sync::mpsc::sync_channel(BATCHES_AHEAD);
         let (give_back, returned) = std::sync::mpsc::channel::<Vec<Snapshot>>();
         let spawned = std::thread::Builder::new()
             .name("vramwarden-replay-decode".into())
             .spawn_scoped(scope, move || {
-                let mut batch = Vec::with_capacity(BATCH);
-                for i in 0..data.len() {
-                    batch.extend(data.snapshot(i));
-                    if batch.len() == BATCH || i + 1 == data.len() {
-                        // Samples the engine gave back are dropped here.
-                        while returned.try_recv().is_ok() {}
-                        let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
-                        // The engine stopped (cancelled): so does the decoding.
-                        if tx.send(full).is_err() {
-                            break;
+                let decode = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let mut batch = Vec::with_capacity(BATCH);
+                    for i in 0..data.len() {
+                        batch.extend(data.snapshot(i));
+                        if batch.len() == BATCH || i + 1 == data.len() {
+                            // Samples the engine gave back are dropped here.
+                            while returned.try_recv().is_ok() {}
+                            let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                            // The engine stopped (cancelled): so does the decoding.
+                            if tx.send(Ok(full)).is_err() {
+                                break;
+                            }
                         }
                     }
+                }));
+                // A bug in decoding reaches the engine's thread, whose loop reports it; the
+                // replay does not end as if the session were shorter.
+                if let Err(p) = decode {
+                    let _ = tx.send(Err(crate::tick_loop::panic_text(p.as_ref())));
                 }
                 drop(tx);
                 // Until the engine is done with the last of them.
@@ -145,10 +152,18 @@ impl GpuSource for ReplaySource<'_> {
                 }
                 found
             }
-            Samples::Ahead { decoded, batch, .. } => batch.next().or_else(|| {
-                *batch = decoded.recv().ok()?.into_iter();
-                batch.next()
-            }),
+            Samples::Ahead { decoded, batch, .. } => match batch.next() {
+                Some(s) => Some(s),
+                None => match decoded.recv() {
+                    Ok(Ok(next)) => {
+                        *batch = next.into_iter();
+                        batch.next()
+                    }
+                    // Raised here so the tick loop reports it as the bug it is.
+                    Ok(Err(panic)) => std::panic::panic_any(panic),
+                    Err(_) => None,
+                },
+            },
         };
         let snap = next.ok_or(SourceError::Ended)?;
         self.given += 1;

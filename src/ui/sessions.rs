@@ -186,23 +186,28 @@ pub struct PathEntry {
 }
 
 impl SessionsUi {
-    /// Asks for `job`; its state comes back on the board under the id returned.
-    fn ask(&mut self, job: Job) -> JobId {
+    /// Asks for `job` in `slot`; its state comes back on the board under the id kept there.
+    /// A job the slot held before is cancelled and forgotten (the newer request wins, and no
+    /// result is left on the board unclaimed).
+    fn ask(&mut self, slot: fn(&mut Self) -> &mut Option<JobId>, job: Job) {
         let id = JobId::next();
+        if let Some(old) = slot(self).replace(id) {
+            self.outbox.push(JobCommand::Cancel(old));
+            self.outbox.push(JobCommand::Forget(old));
+        }
         self.outbox.push(JobCommand::Start(id, job));
-        id
     }
 
     /// Opens `path` in the background (the result arrives through [`SessionsUi::poll`]).
     pub fn open_path(&mut self, path: PathBuf) {
-        self.opening = Some(self.ask(Job::OpenSession(path)));
+        self.ask(|s| &mut s.opening, Job::OpenSession(path));
     }
 
     /// Shows the browser and refreshes its list.
     pub fn show_browser(&mut self) {
         self.browser_open = true;
         let dir = crate::session::default_dir();
-        self.listing = Some(self.ask(Job::ListSessions(dir)));
+        self.ask(|s| &mut s.listing, Job::ListSessions(dir));
     }
 
     /// Asks for nvidia-smi CSV logs (the `--query-compute-apps` one, and optionally the
@@ -224,7 +229,7 @@ impl SessionsUi {
 
     fn start_import(&mut self, files: Vec<PathBuf>) {
         let dir = crate::session::default_dir();
-        self.opening = Some(self.ask(Job::ImportNvidiaSmi { files, dir }));
+        self.ask(|s| &mut s.opening, Job::ImportNvidiaSmi { files, dir });
     }
 
     /// Asks for a file with the system dialog, then opens it.
@@ -417,12 +422,15 @@ impl SessionsUi {
 
     fn spawn_export(&mut self, input: ExportInput, path: PathBuf, force: bool) {
         let table = self.export_table;
-        self.exporting = Some(self.ask(Job::Export {
-            input,
-            table,
-            path,
-            force,
-        }));
+        self.ask(
+            |s| &mut s.exporting,
+            Job::Export {
+                input,
+                table,
+                path,
+                force,
+            },
+        );
     }
 }
 
@@ -617,3 +625,27 @@ impl SessionsUi {
 }
 
 pub use crate::jobs::{ExportFail, ExportInput};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_newer_request_replaces_the_older_one_on_the_board() {
+        let mut s = SessionsUi::default();
+        s.open_path("a.vwlog".into());
+        s.open_path("b.vwlog".into());
+        let [JobCommand::Start(a, Job::OpenSession(pa)), JobCommand::Cancel(c), JobCommand::Forget(f), JobCommand::Start(b, Job::OpenSession(pb))] =
+            s.outbox.as_slice()
+        else {
+            panic!("{:?}", s.outbox);
+        };
+        assert_eq!((c, f), (a, a), "the first is cancelled and forgotten");
+        assert_ne!(a, b);
+        assert_eq!(
+            (pa.to_str(), pb.to_str()),
+            (Some("a.vwlog"), Some("b.vwlog"))
+        );
+        assert_eq!(s.opening, Some(*b));
+    }
+}
