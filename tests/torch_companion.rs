@@ -914,7 +914,20 @@ fn watch_polls_companions_in_the_background() {
     // Unchanged figures are pushed once per heartbeat (5 s), not every poll: between two,
     // polls that find nothing keep the figures, and the connection is not given up.
     let polls = watch.state().polls;
-    std::thread::sleep(Duration::from_millis(1500));
+    // Read as the engine reads them (once per tick), many times over 1.5 s: present at
+    // every read, not every other poll.
+    let until = Instant::now() + Duration::from_millis(1500);
+    let mut reads = 0;
+    while Instant::now() < until {
+        assert_eq!(
+            watch.get(pid, start).as_ref(),
+            Some(&f),
+            "read {reads}: {:?}",
+            watch.state()
+        );
+        reads += 1;
+        std::thread::sleep(Duration::from_millis(37));
+    }
     let later = watch.state();
     assert!(later.polls >= polls + 10, "{later:?}");
     assert_eq!(later.facts.get(&pid), Some(&f), "{later:?}");

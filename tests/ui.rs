@@ -1185,7 +1185,10 @@ fn a_rule_saved_in_the_window_runs_in_the_real_engine() {
     let mut h = harness(app);
     let t = Instant::now();
     while h.query_by_label("48213").is_none() {
-        assert!(t.elapsed() < Duration::from_secs(10), "the engine never sampled");
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the engine never sampled"
+        );
         std::thread::sleep(Duration::from_millis(20));
         h.run();
     }

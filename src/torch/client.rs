@@ -634,6 +634,12 @@ impl Client {
         got
     }
 
+    /// True when a whole line was read and not taken yet (it arrived with an earlier reply):
+    /// [`Client::poll_pushed`] has something to give even if the socket has nothing new.
+    pub fn has_buffered_line(&self) -> bool {
+        self.buf.contains(&b'\n')
+    }
+
     /// The figures of the last push [`Client::poll_pushed`] parsed, parsed again.
     ///
     /// # Errors

@@ -239,6 +239,9 @@ fn poll_once(
     let ready = readable(connected.iter().map(|(_, c)| c.client.raw_fd()));
     for ((pid, c), ready) in connected.iter_mut().zip(ready) {
         let pid = *pid;
+        // A push can already be in the client's buffer (the first one, read together with
+        // the reply to `subscribe`): the socket then has nothing new, but the line is there.
+        let ready = ready || c.client.has_buffered_line();
         let got = match &mut c.feed {
             Feed::Pushed { quiet, allowed } => {
                 let pushed = if ready {
@@ -344,15 +347,17 @@ impl Watch {
                         &dirs
                     };
                     let mut fresh = poll_once(scan, &mut listing, &mut conns, &mut prev, interval);
+                    fresh.polls = prev.polls + 1;
+                    fresh.asked = prev.asked + (fresh.facts.len() + fresh.refused.len()) as u64;
+                    fresh.cpu_us = crate::proc_usage::thread_cpu_ns() / 1000;
+                    // Readers get a copy; this poll's state is the next poll's `prev` (the
+                    // figures of a companion that pushed nothing new are carried from it).
+                    // Handing readers the state itself and keeping the one it replaced made
+                    // `prev` two polls old: figures then showed every other poll.
                     if let Ok(mut s) = st.lock() {
-                        fresh.polls = s.polls + 1;
-                        fresh.asked = s.asked + (fresh.facts.len() + fresh.refused.len()) as u64;
-                        fresh.cpu_us = crate::proc_usage::thread_cpu_ns() / 1000;
-                        // The state just replaced is kept for the next poll (figures of a
-                        // companion whose push is late); no copy of the map.
-                        std::mem::swap(&mut *s, &mut fresh);
-                        prev = fresh;
+                        *s = fresh.clone();
                     }
+                    prev = fresh;
                     std::thread::park_timeout(interval);
                 }
             })?;
