@@ -22,7 +22,7 @@ pub const BLOCK: usize = 16;
 /// The stored value for "no reading".
 pub const NONE: u32 = u32::MAX;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 struct Sealed {
     base: u32,
     width: u8,
@@ -97,7 +97,7 @@ impl Sealed {
 }
 
 /// One series of MiB values on the shared timeline.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Series {
     first_tick: u64,
     /// Shared with copies: a copy shares every sealed chunk and the list of them, which is
@@ -284,7 +284,7 @@ impl Series {
 }
 
 /// The time of each tick, in chunks of [`CHUNK`] shared with copies like a series' chunks.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 struct Times {
     sealed: Arc<VecDeque<Arc<[UnixMs]>>>,
     open: Vec<UnixMs>,
@@ -370,7 +370,7 @@ impl Times {
 pub type ProcSeriesKey = (ProcessKey, u32);
 
 /// The history of every device and process, bounded to `capacity` ticks.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct History {
     capacity: usize,
     base_tick: u64,
@@ -379,8 +379,10 @@ pub struct History {
     ghosts: Vec<Series>,
     /// Per device: one series per [`Metric`], on the same ticks.
     metrics: Vec<MetricSeries>,
+    #[serde(serialize_with = "crate::model::serialize_entries")]
     processes: FastMap<ProcSeriesKey, Series>,
     /// PyTorch's allocated and reserved memory of the processes whose companion answers.
+    #[serde(serialize_with = "crate::model::serialize_entries")]
     torch: FastMap<ProcSeriesKey, [Series; 2]>,
     /// How many times old chunks were dropped (series may have gone with them).
     evictions: u64,

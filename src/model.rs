@@ -14,6 +14,21 @@ pub fn now_ms() -> UnixMs {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// Serializes a map as a list of `[key, value]` pairs (the View's maps are keyed by process
+/// and GPU, which a JSON object's keys cannot be).
+///
+/// # Errors
+/// The serializer's.
+pub fn serialize_entries<'a, K, V, M, S>(map: &'a M, s: S) -> Result<S::Ok, S::Error>
+where
+    &'a M: IntoIterator<Item = (&'a K, &'a V)>,
+    K: Serialize + 'a,
+    V: Serialize + 'a,
+    S: serde::Serializer,
+{
+    s.collect_seq(map)
+}
+
 /// The hash map of the engine's per-process tables (history series, table rows), touched
 /// once per process on every tick: foldhash instead of SipHash (a fifth of the cost), still
 /// seeded at random per map, so keys read from a crafted session file cannot be aimed at it.

@@ -11,7 +11,7 @@ use crate::model::{FastMap, ProcessKey, Snapshot, SourceInfo, UnixMs};
 pub const EXITED_LINGER_MS: UnixMs = 30_000;
 
 /// What the UI shows about recording.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RecordingStatus {
     /// The file being written.
     pub path: Option<PathBuf>,
@@ -37,7 +37,7 @@ impl RecordingStatus {
 }
 
 /// The state of the source behind this run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub enum SourceStatus {
     /// The source is being opened (NVML init may take a moment).
     Starting,
@@ -48,7 +48,7 @@ pub enum SourceStatus {
 }
 
 /// One process on one GPU, as the table and the detail pane show it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ProcessRow {
     /// Identity (pid + start time).
     pub key: ProcessKey,
@@ -81,6 +81,8 @@ pub struct ProcessRow {
     pub torch: Option<crate::model::TorchMem>,
     /// Its share of the GPU's SM time, percent, where the driver gives it (last sample).
     pub sm_util_pct: Option<u32>,
+    /// The memory readings of the last minute (scratch of the one-minute change).
+    #[serde(skip)]
     pub(crate) recent: VecDeque<(UnixMs, u64)>,
 }
 
@@ -145,8 +147,10 @@ impl ProcessRow {
     }
 }
 
-/// Everything the front ends read.
-#[derive(Debug, Clone)]
+/// Everything the front ends read: the View. Plain data (serializable with serde; its maps
+/// keyed by process are written as lists of pairs), published by the engine through
+/// [`crate::shared::Shared`] as a copy per change.
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Monitor {
     /// What is being sampled.
     pub source: Option<SourceInfo>,
@@ -162,6 +166,7 @@ pub struct Monitor {
     pub last_error: Option<String>,
     /// Bounded history of every series.
     pub history: History,
+    #[serde(serialize_with = "crate::model::serialize_entries")]
     rows: FastMap<ProcSeriesKey, ProcessRow>,
     /// Session recording state.
     pub recording: crate::monitor::RecordingStatus,
@@ -175,12 +180,15 @@ pub struct Monitor {
     /// What rules and manual actions did, newest last.
     pub activity: VecDeque<crate::rules::action::Activity>,
     /// When each process was last GPU-busy or changed its memory (for idle conditions).
+    #[serde(serialize_with = "crate::model::serialize_entries")]
     pub last_active: HashMap<ProcSeriesKey, UnixMs>,
     /// Snapshots applied so far.
     pub ticks: u64,
     /// The history's [`History::evictions`] when rows were last matched to its series.
+    #[serde(skip)]
     evictions_seen: u64,
     /// Rows of running processes (no exit time).
+    #[serde(skip)]
     live_rows: usize,
 }
 
@@ -390,7 +398,7 @@ fn free_slot(rows: &FastMap<ProcSeriesKey, ProcessRow>, device: u32, at: UnixMs)
 pub const NOTICE_SHOWN_MS: UnixMs = 30_000;
 
 /// Which series a leak belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 pub enum LeakKey {
     /// A process on a GPU.
     Process(ProcSeriesKey),
@@ -399,7 +407,7 @@ pub enum LeakKey {
 }
 
 /// One leak episode, ongoing or ended.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct LeakRecord {
     /// The series.
     pub key: LeakKey,
@@ -421,7 +429,7 @@ pub struct LeakRecord {
 }
 
 /// A process that left a nearly full GPU (see [`crate::oom_watch`]).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct OomRecord {
     /// When the process was first missed.
     pub at_ms: UnixMs,
@@ -510,5 +518,39 @@ mod tests {
         assert_eq!(exited(&m, 3), None);
         m.apply(sample(15_000, &[3]), 15_000);
         assert_eq!(exited(&m, 1), Some(15_000));
+    }
+
+    #[test]
+    fn the_view_is_plain_serializable_data() {
+        use crate::source::GpuSource;
+        let mut sim = crate::source::sim::SimSource::demo(1_796_000_000_000);
+        let mut m = Monitor::new(1000, 600);
+        for i in 0..300 {
+            let t = 1_796_000_000_000 + i * 1000;
+            m.apply(sim.sample(t).expect("sim"), t);
+        }
+        let v = serde_json::to_value(&m).expect("the View serializes");
+        assert_eq!(v["status"], "Running");
+        assert_eq!(v["ticks"], 300);
+        assert_eq!(
+            v["latest"]["devices"].as_array().map(Vec::len),
+            m.latest.as_ref().map(|s| s.devices.len())
+        );
+        // Rows keyed by (process, GPU) are written as [key, row] pairs, each row with its
+        // facts.
+        let rows = v["rows"].as_array().expect("a list of pairs");
+        assert_eq!(rows.len(), m.rows().count());
+        for pair in rows {
+            assert_eq!(pair[0][0]["pid"], pair[1]["key"]["pid"], "{pair}");
+            assert!(pair[1]["info"]["name"].is_string(), "{pair}");
+        }
+        // The history: its timeline and one series per process.
+        let h = &v["history"];
+        assert!(h["times"].is_object());
+        assert_eq!(
+            h["processes"].as_array().map(Vec::len),
+            Some(m.rows().count())
+        );
+        assert!(v["last_active"].is_array());
     }
 }

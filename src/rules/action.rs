@@ -52,7 +52,7 @@ impl Outcome {
 }
 
 /// One line of the activity log.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Activity {
     /// When.
     pub unix_ms: UnixMs,
@@ -73,7 +73,7 @@ pub struct Activity {
 /// Which entry of an action an activity line is: an action has one entry that stands for it
 /// and its outcome, and may have one before it (asked, its answer follows) and one after it
 /// (the driver's figure after a release).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub enum Entry {
     /// The action and how it ended (a late answer is this one).
     #[default]

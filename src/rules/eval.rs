@@ -9,7 +9,7 @@ use crate::history::ProcSeriesKey;
 use crate::model::{Snapshot, UnixMs, MIB};
 
 /// What a rule acts on.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub enum Target {
     /// A process on a GPU.
     Process {
