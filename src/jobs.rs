@@ -333,7 +333,7 @@ impl JobBoard {
                     .unwrap_or_else(|panic| {
                         JobResult::Failed(format!(
                             "internal error (a bug in vramwarden): {}",
-                            crate::tick_loop::panic_text(panic.as_ref())
+                            crate::logging::panic_text(panic.as_ref())
                         ))
                     });
                 let mut jobs = jobs

@@ -153,3 +153,11 @@ fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)
     }
 }
+
+/// The message of a caught panic.
+pub fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into())
+}

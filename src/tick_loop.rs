@@ -92,7 +92,7 @@ pub fn run(
         match ticked {
             Ok(true) => {}
             Ok(false) => return Ended::SourceEnded,
-            Err(p) => return Ended::Panicked(crate::tick_loop::panic_text(p.as_ref())),
+            Err(p) => return Ended::Panicked(crate::logging::panic_text(p.as_ref())),
         }
         n += 1;
         due += pause;
@@ -108,7 +108,7 @@ pub fn run(
         })) {
             Ok(true) => {}
             Ok(false) => return Ended::Stopped,
-            Err(p) => return Ended::Panicked(panic_text(p.as_ref())),
+            Err(p) => return Ended::Panicked(crate::logging::panic_text(p.as_ref())),
         }
     }
 }
@@ -125,14 +125,6 @@ pub fn sleep_until(due: Instant, stop: &dyn Fn() -> bool) -> bool {
         }
         std::thread::sleep(left.min(Duration::from_millis(50)));
     }
-}
-
-/// The message of a caught panic.
-pub fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| (*s).to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "panic".into())
 }
 
 #[cfg(test)]

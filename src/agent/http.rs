@@ -152,7 +152,7 @@ pub fn handle(state: &AgentState, mut rq: Request) {
     let (reply, extra) = routed.unwrap_or_else(|p| {
         tracing::error!(
             "internal error answering a request: {}",
-            crate::tick_loop::panic_text(p.as_ref())
+            crate::logging::panic_text(p.as_ref())
         );
         (Reply::text(500, "internal error"), None)
     });

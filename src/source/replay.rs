@@ -102,7 +102,7 @@ impl<'a> ReplaySource<'a> {
                 // A bug in decoding reaches the engine's thread, whose loop reports it; the
                 // replay does not end as if the session were shorter.
                 if let Err(p) = decode {
-                    let _ = tx.send(Err(crate::tick_loop::panic_text(p.as_ref())));
+                    let _ = tx.send(Err(crate::logging::panic_text(p.as_ref())));
                 }
                 drop(tx);
                 // Until the engine is done with the last of them.
