@@ -38,38 +38,30 @@ impl Progress {
     pub fn cancel(&self) {
         self.cancel.store(true, Ordering::Relaxed);
     }
-
-    /// Whether cancellation was asked for.
-    pub fn cancelled(&self) -> bool {
-        self.cancel.load(Ordering::Relaxed)
-    }
 }
 
-/// A running background job producing a `T`.
+/// Something only the window asks for (a file dialog, connecting to a host), run on a named
+/// thread of its own; its result is taken once it ends.
 pub struct Task<T> {
     result: Arc<Mutex<Option<T>>>,
-    /// Its progress.
-    pub progress: Arc<Progress>,
-    /// What it is doing, for the UI.
-    pub label: String,
 }
 
 impl<T: Send + 'static> Task<T> {
-    /// Runs `work` on a named thread; `done` (if any) is called when it ends (a window asks
-    /// for a redraw there, as the sampler's [`Notify`] does after a sample).
+    /// Runs `work` on a thread named after `label`; `done` (if any) is called when it ends (a
+    /// window asks for a redraw there, as the sampler's [`Notify`] does after a sample).
     pub fn spawn(
-        label: impl Into<String>,
+        label: &str,
         done: Option<Notify>,
-        work: impl FnOnce(&Progress) -> T + Send + 'static,
+        work: impl FnOnce() -> T + Send + 'static,
     ) -> Self {
         let result = Arc::new(Mutex::new(None));
-        let progress = Arc::new(Progress::default());
-        let (r, p) = (result.clone(), progress.clone());
-        let label = label.into();
-        let spawned = std::thread::Builder::new()
-            .name(thread_name(&label))
+        let r = result.clone();
+        // A thread that cannot start leaves the task without a result, as a dialog that is
+        // never answered does.
+        let _ = std::thread::Builder::new()
+            .name(thread_name(label))
             .spawn(move || {
-                let out = work(&p);
+                let out = work();
                 if let Ok(mut slot) = r.lock() {
                     *slot = Some(out);
                 }
@@ -77,14 +69,7 @@ impl<T: Send + 'static> Task<T> {
                     done();
                 }
             });
-        if spawned.is_err() {
-            progress.cancel();
-        }
-        Self {
-            result,
-            progress,
-            label,
-        }
+        Self { result }
     }
 
     /// The result, once (None while running).
@@ -235,7 +220,7 @@ pub enum JobResult {
     Saved(Box<crate::settings::Settings>, Result<(), String>),
     /// [`Job::PastLeaks`].
     PastLeaks(Arc<crate::replay::PastEvents>),
-    /// The job could not run at all (no thread could be started).
+    /// The job could not run (no thread could be started), or stopped on a bug.
     Failed(String),
 }
 
@@ -268,21 +253,11 @@ pub enum JobCommand {
 /// The jobs of a front end: each runs on a thread of its own and reports on the board, which
 /// the window reads every frame beside the engine's view. The window itself starts no thread
 /// and touches no file.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct JobBoard {
     jobs: Arc<Mutex<Vec<JobState>>>,
     /// Called when a job ends (a window asks for a redraw).
-    done: Option<NotifyHook>,
-}
-
-/// [`JobBoard`]'s end-of-job call.
-#[derive(Clone)]
-struct NotifyHook(Notify);
-
-impl std::fmt::Debug for NotifyHook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("NotifyHook")
-    }
+    done: Option<Notify>,
 }
 
 impl JobBoard {
@@ -290,7 +265,7 @@ impl JobBoard {
     pub fn new(done: Option<Notify>) -> Self {
         Self {
             jobs: Arc::default(),
-            done: done.map(NotifyHook),
+            done,
         }
     }
 
@@ -323,7 +298,7 @@ impl JobBoard {
             in_status_bar: job.in_status_bar(),
             result: None,
         });
-        let (jobs, done) = (self.jobs.clone(), self.done.clone());
+        let board = self.clone();
         let p = progress.clone();
         let spawned = std::thread::Builder::new()
             .name(thread_name(&label))
@@ -336,32 +311,38 @@ impl JobBoard {
                             crate::logging::panic_text(panic.as_ref())
                         ))
                     });
-                let mut jobs = jobs
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                // Forgotten meanwhile: the result goes with the thread.
-                if let Some(j) = jobs.iter_mut().find(|j| j.id == id) {
-                    j.result = Some(r);
-                }
-                drop(jobs);
-                if let Some(NotifyHook(done)) = done {
+                board.finish(id, r);
+                if let Some(done) = &board.done {
                     done();
                 }
             });
         if let Err(e) = spawned {
             progress.cancel();
-            if let Some(j) = self.lock().iter_mut().find(|j| j.id == id) {
-                j.result = Some(JobResult::Failed(format!(
-                    "{}: could not start a thread: {e}",
-                    j.label
-                )));
-            }
+            self.finish(
+                id,
+                JobResult::Failed(format!("{label}: could not start a thread: {e}")),
+            );
+        }
+    }
+
+    /// Puts the result of job `id` on the board (a job forgotten meanwhile: it is dropped).
+    fn finish(&self, id: JobId, r: JobResult) {
+        if let Some(j) = self.lock().iter_mut().find(|j| j.id == id) {
+            j.result = Some(r);
         }
     }
 
     /// Every job not forgotten yet, running or ended (a copy: progress is shared).
     pub fn states(&self) -> Vec<JobState> {
         self.lock().clone()
+    }
+
+    /// The result of job `id` once it ended, taken: the job leaves the board. None while it
+    /// runs (it stays) or when there is no such job.
+    pub fn take(&self, id: JobId) -> Option<JobResult> {
+        let mut jobs = self.lock();
+        let i = jobs.iter().position(|j| j.id == id && j.result.is_some())?;
+        jobs.remove(i).result
     }
 
     /// The state of job `id`.
@@ -537,7 +518,11 @@ mod tests {
             wait(&board, list).result,
             Some(JobResult::Sessions(l)) if l.is_empty()
         ));
-        for id in [id, bad, list] {
+        // Taken once: the result, then nothing; forgotten: gone.
+        assert!(matches!(board.take(list), Some(JobResult::Sessions(_))));
+        assert!(board.take(list).is_none());
+        assert!(board.state(list).is_none());
+        for id in [id, bad] {
             board.command(JobCommand::Forget(id));
         }
         assert!(board.state(id).is_none());

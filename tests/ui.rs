@@ -88,6 +88,21 @@ fn with_detail_open(app: VramApp, pid: &str) -> Harness<'static, VramApp> {
     h
 }
 
+/// The window on the simulated GPUs through a real engine (its sampler thread, 10 samples a
+/// second) over the local link.
+fn live_demo_app() -> VramApp {
+    let backend = Backend::start(
+        Box::new(|| {
+            Ok(Box::new(SimSource::demo(vramwarden::model::now_ms())) as Box<dyn GpuSource>)
+        }),
+        true,
+        Duration::from_millis(100),
+        1000,
+        &egui::Context::default(),
+    );
+    VramApp::with_backend(backend, UiState::default())
+}
+
 fn harness(app: VramApp) -> Harness<'static, VramApp> {
     Harness::builder()
         .with_size(egui::vec2(1600.0, 1000.0))
@@ -894,17 +909,7 @@ fn the_table_groups_by_user_and_folds_a_group() {
 /// action: on the demo's (simulated) trainer the engine refuses in its own words.
 #[test]
 fn release_cached_memory_asks_first_and_reaches_the_engine() {
-    let ctx = egui::Context::default();
-    let backend = Backend::start(
-        Box::new(|| {
-            Ok(Box::new(SimSource::demo(vramwarden::model::now_ms())) as Box<dyn GpuSource>)
-        }),
-        true,
-        Duration::from_millis(100),
-        1000,
-        &ctx,
-    );
-    let mut h = harness(VramApp::with_backend(backend, UiState::default()));
+    let mut h = harness(live_demo_app());
     let t = Instant::now();
     while h.query_by_label("48213").is_none() {
         assert!(t.elapsed() < Duration::from_secs(10), "no trainer");
@@ -1170,17 +1175,7 @@ fn a_past_session_shows_the_leak_badges_of_the_moment_shown() {
 fn a_rule_saved_in_the_window_runs_in_the_real_engine() {
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("config.toml");
-    let ctx = egui::Context::default();
-    let backend = Backend::start(
-        Box::new(|| {
-            Ok(Box::new(SimSource::demo(vramwarden::model::now_ms())) as Box<dyn GpuSource>)
-        }),
-        true,
-        Duration::from_millis(100),
-        1000,
-        &ctx,
-    );
-    let mut app = VramApp::with_backend(backend, UiState::default());
+    let mut app = live_demo_app();
     app.set_config(path.clone(), None);
     let mut h = harness(app);
     let t = Instant::now();

@@ -229,14 +229,6 @@ impl VramApp {
         }
     }
 
-    /// The result of job `id` once it ended: taken, and the job forgotten.
-    fn take_job(&mut self, id: Option<crate::jobs::JobId>) -> Option<crate::jobs::JobResult> {
-        let id = id?;
-        let result = self.backend.jobs().state(id)?.result?;
-        self.job_requests.push(crate::jobs::JobCommand::Forget(id));
-        Some(result)
-    }
-
     /// Shows `data` read-only (tests; the UI goes through [`VramApp::open_session`]).
     pub fn show_session(&mut self, data: crate::session::reader::SessionData) {
         self.view = Some(SessionView::new(data));
@@ -274,7 +266,7 @@ impl VramApp {
     /// Draws one frame into `ui` (the root of the window).
     pub fn draw(&mut self, ui: &mut Ui) {
         let ctx = ui.ctx().clone();
-        if let Some(r) = self.take_job(self.past_leaks) {
+        if let Some(r) = self.past_leaks.and_then(|id| self.backend.jobs().take(id)) {
             self.past_leaks = None;
             if let crate::jobs::JobResult::PastLeaks(p) = r {
                 self.past = Some(p);
@@ -470,7 +462,7 @@ impl VramApp {
                 self.saving = Some(id);
             }
         }
-        match self.take_job(self.saving) {
+        match self.saving.and_then(|id| self.backend.jobs().take(id)) {
             None => {}
             Some(crate::jobs::JobResult::Saved(s, r)) => {
                 self.saving = None;
@@ -704,7 +696,7 @@ impl VramApp {
             return;
         }
         let (h, typed) = (req.host.clone(), req.token.clone());
-        let task = super::task::Task::spawn("connect", super::task::repaint(ctx), move |_| {
+        let task = super::task::Task::spawn("connect", super::task::repaint(ctx), move || {
             crate::link::open::open_host(&h.url, &h.ssh, &h.token_file, &typed)
         });
         self.connecting = Some((req.clone(), task));

@@ -216,7 +216,7 @@ impl SessionsUi {
         self.importing = Some(Task::spawn(
             "Choosing files",
             super::task::repaint(ctx),
-            move |_| {
+            move || {
                 run_dialog(|| {
                     rfd::FileDialog::new()
                         .set_title("Import nvidia-smi logs: the --query-compute-apps CSV (and the --query-gpu CSV)")
@@ -238,7 +238,7 @@ impl SessionsUi {
         self.picking = Some(Task::spawn(
             "Choosing a file",
             super::task::repaint(ctx),
-            move |_| {
+            move || {
                 run_dialog(|| {
                     rfd::FileDialog::new()
                         .set_title("Open a vramwarden session")
@@ -324,16 +324,14 @@ impl SessionsUi {
             || self.importing.is_some()
     }
 
-    /// The result of job `slot` once it ended: taken, and the job forgotten.
+    /// The result of the job in `slot` once it ended: taken, and the slot emptied.
     fn take(
         &mut self,
         slot: fn(&mut Self) -> &mut Option<JobId>,
         jobs: &JobBoard,
     ) -> Option<JobResult> {
-        let id = (*slot(self))?;
-        let result = jobs.state(id)?.result?;
+        let result = jobs.take((*slot(self))?)?;
         *slot(self) = None;
-        self.outbox.push(JobCommand::Forget(id));
         Some(result)
     }
 
@@ -582,7 +580,7 @@ impl SessionsUi {
                         self.saving = Some(Task::spawn(
                             "Choosing a file",
                             super::task::repaint(ui.ctx()),
-                            move |_| {
+                            move || {
                                 run_dialog(|| {
                                     rfd::FileDialog::new()
                                         .set_title("Export to CSV")

@@ -1,6 +1,6 @@
 //! The window's side of [`crate::jobs`]: a job's repaint request from the egui context.
 
-pub use crate::jobs::{Progress, Task};
+pub use crate::jobs::Task;
 
 /// What a job calls when it ends: a redraw of the window.
 pub fn repaint(ctx: &egui::Context) -> Option<crate::sampler::Notify> {
