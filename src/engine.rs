@@ -151,8 +151,6 @@ pub struct Engine {
     read_only: bool,
     /// The session file a read-only engine replays (named on its leak and OOM records).
     session: Option<PathBuf>,
-    /// The last recording error, for [`Engine::recording_failed`].
-    record_error: Option<String>,
 }
 
 /// Shows `msg` in the window's status bar (the monitor keeps the last 20 notices).
@@ -203,7 +201,6 @@ impl Engine {
             lost: 0,
             read_only: false,
             session: None,
-            record_error: None,
         }
     }
 
@@ -240,12 +237,18 @@ impl Engine {
         }
     }
 
-    /// Why the session log could not be written: when it could not be created at all
-    /// (as [`RecordingStatus::could_not_start`] says to the front ends), or, with `strict`,
-    /// when the last sample could not be written either. None while all is well.
-    pub fn recording_failed(&self, strict: bool) -> Option<&str> {
-        let e = self.record_error.as_deref()?;
-        (strict || (self.record != RecordTo::Off && self.writer.is_none())).then_some(e)
+    /// Why the session log could not be written, as the recording status this engine
+    /// published says: when it could not be created at all
+    /// ([`RecordingStatus::could_not_start`]), or, with `strict`, when the last sample could
+    /// not be written either. None while all is well.
+    pub fn recording_failed(&self, strict: bool) -> Option<String> {
+        let m = self.shared.read().ok()?;
+        let r = &m.recording;
+        if strict {
+            r.error.clone()
+        } else {
+            r.could_not_start().map(str::to_string)
+        }
     }
 
     /// Sets what the front end wants (notifications, the folder to prune).
@@ -722,7 +725,6 @@ impl Engine {
             }
         }
         // One write lock per tick: everything the UI reads changes at once.
-        self.record_error.clone_from(&error);
         let recording = self.recording_status(error);
         let mut m = self.shared.write().ok()?;
         for e in &leak_events {

@@ -1133,7 +1133,7 @@ pub fn import_nvidia_smi(
         crate::tick_loop::Clock::Simulated { start, speed: None },
         |engine, _, _| match engine.recording_failed(true) {
             Some(e) => {
-                failed = Some(e.to_string());
+                failed = Some(e);
                 false
             }
             None => true,

@@ -518,7 +518,7 @@ pub fn record(
                     },
                     |engine, _, due| {
                         if let Some(e) = engine.recording_failed(false) {
-                            failed = Some(e.to_string());
+                            failed = Some(e);
                             return false;
                         }
                         taken += 1;
