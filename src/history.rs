@@ -519,34 +519,15 @@ impl BucketCache {
 /// A decimated line, ready for a plot: `[unix seconds, MiB]` points.
 pub type PlotLine = Vec<[f64; 2]>;
 
-/// Memory the GPU reports used that no listed process accounts for ("ghost" memory: other
-/// containers, dead processes stuck in the driver, contexts the driver hides).
-pub fn ghost_bytes(snap: &Snapshot, device: u32) -> Option<u64> {
-    let d = snap.devices.iter().find(|d| d.index == device)?;
-    let used = d.memory_used_bytes?;
-    let owned: u64 = snap
-        .processes
-        .iter()
-        .filter(|p| p.device_index == device)
-        .filter_map(|p| p.used_bytes)
-        .sum();
-    Some(used.saturating_sub(owned))
-}
-
-/// [`ghost_bytes`] of every device of `snap`, in its order, in one pass over the processes.
+/// For each device of `snap`, in its order, the memory it reports used that no listed process
+/// accounts for ("ghost" memory: other containers, dead processes stuck in the driver,
+/// contexts the driver hides); None where used memory is unknown. One pass over the
+/// processes.
 pub fn ghosts_of(snap: &Snapshot) -> Vec<Option<u64>> {
     let mut owned = vec![0u64; snap.devices.len()];
-    // Devices are in index order and usually numbered from 0: a process finds its device by
-    // position, else by search.
-    let slot = |index: u32| {
-        snap.devices
-            .get(index as usize)
-            .filter(|d| d.index == index)
-            .map(|_| index as usize)
-            .or_else(|| snap.devices.iter().position(|d| d.index == index))
-    };
     for p in &snap.processes {
-        if let (Some(u), Some(i)) = (p.used_bytes, slot(p.device_index)) {
+        let device = crate::model::device_position(&snap.devices, p.device_index);
+        if let (Some(u), Some(i)) = (p.used_bytes, device) {
             owned[i] = owned[i].saturating_add(u);
         }
     }

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::history::ghost_bytes;
+use crate::history::ghosts_of;
 use crate::leak::{LeakSettings, LeakTracker, Transition};
 use crate::model::{Snapshot, MIB};
 use crate::monitor::{LeakKey, LeakRecord, Monitor};
@@ -120,13 +120,13 @@ impl LeakWatch {
             };
             feed(key, mib(used), &make, &mut self.series);
         }
-        for d in &snap.devices {
+        for (d, ghost) in snap.devices.iter().zip(ghosts_of(snap)) {
             if d.process_list_error.is_some() {
                 // Without a process list, ghost memory cannot be told apart.
                 unread.push(LeakKey::Ghost(d.index));
                 continue;
             }
-            let Some(g) = ghost_bytes(snap, d.index) else {
+            let Some(g) = ghost else {
                 continue;
             };
             let make = || LeakInfo {

@@ -232,6 +232,16 @@ pub struct ProcessKey {
     pub start_time_ms: UnixMs,
 }
 
+/// The position in `devices` (a snapshot's) of the device with NVML index `index`: devices
+/// are in index order and usually numbered from 0, so found by position, else by search.
+pub fn device_position(devices: &[DeviceSample], index: u32) -> Option<usize> {
+    let i = index as usize;
+    match devices.get(i) {
+        Some(d) if d.index == index => Some(i),
+        _ => devices.iter().position(|d| d.index == index),
+    }
+}
+
 impl Snapshot {
     /// Drops what no driver can mean: memory readings that do not add up (used or free above
     /// total, a total of 0) become missing, processes with PID 0 are dropped, and a process
@@ -262,12 +272,8 @@ impl Snapshot {
         }
         let devices = &self.devices;
         for p in &mut self.processes {
-            // A handful of devices: found by position, else by search.
-            let total = devices
-                .get(p.device_index as usize)
-                .filter(|d| d.index == p.device_index)
-                .or_else(|| devices.iter().find(|d| d.index == p.device_index))
-                .and_then(|d| d.memory_total_bytes);
+            let total = device_position(devices, p.device_index)
+                .and_then(|d| devices[d].memory_total_bytes);
             if let (Some(u), Some(t)) = (p.used_bytes, total) {
                 if u > t {
                     p.used_bytes = None;
