@@ -1121,10 +1121,17 @@ pub fn import_nvidia_smi(
     let interval = gaps.get(gaps.len() / 2).copied().unwrap_or(1000).max(1);
     let shared = crate::shared::Shared::new(Monitor::new(interval, 16));
     let mut engine = Engine::new(shared.clone(), RecordTo::File(out.to_path_buf()), interval);
-    engine.set_source(engine_source_info());
     let samples = snaps.len();
     let start = snaps.first().map_or(0, |s| s.taken_at_ms);
-    let mut source = crate::source::recorded::Snapshots::new(snaps, engine_source_info());
+    let mut source = crate::source::recorded::Snapshots::new(
+        snaps,
+        SourceInfo {
+            kind: "nvidia-smi import".into(),
+            host: crate::source::host_name(),
+            ..SourceInfo::default()
+        },
+    );
+    engine.set_source(crate::source::GpuSource::info(&source));
     let mut failed = None;
     let ended = crate::tick_loop::run(
         &mut engine,
@@ -1201,13 +1208,4 @@ pub fn import_files(
     )
     .map_err(|e| e.to_string())?;
     crate::session::reader::SessionData::open(&out).map_err(|e| e.to_string())
-}
-
-/// What an imported session says its source was.
-fn engine_source_info() -> SourceInfo {
-    SourceInfo {
-        kind: "nvidia-smi import".into(),
-        host: crate::source::host_name(),
-        ..SourceInfo::default()
-    }
 }
