@@ -23,7 +23,6 @@ pub struct ReplaySource<'a> {
     samples: Samples,
     /// The memory events (leak started or ended, OOM suspected), in time order.
     events: std::iter::Peekable<std::vec::IntoIter<Event>>,
-    given: usize,
 }
 
 /// Where the decoded samples come from.
@@ -63,7 +62,6 @@ impl<'a> ReplaySource<'a> {
             data,
             samples: Samples::Here(0),
             events: events.into_iter().peekable(),
-            given: 0,
         }
     }
 
@@ -118,14 +116,6 @@ impl<'a> ReplaySource<'a> {
         }
         me
     }
-
-    /// The fraction of the session's samples handed out so far (0..=1).
-    pub fn fraction(&self) -> f32 {
-        match self.data.len() {
-            0 => 1.0,
-            n => self.given as f32 / n as f32,
-        }
-    }
 }
 
 impl GpuSource for ReplaySource<'_> {
@@ -165,9 +155,7 @@ impl GpuSource for ReplaySource<'_> {
                 },
             },
         };
-        let snap = next.ok_or(SourceError::Ended)?;
-        self.given += 1;
-        Ok(snap)
+        next.ok_or(SourceError::Ended)
     }
 
     fn recorded_events(&mut self, until: UnixMs) -> Vec<Event> {
