@@ -89,8 +89,9 @@ fn with_detail_open(app: VramApp, pid: &str) -> Harness<'static, VramApp> {
 }
 
 /// The window on the simulated GPUs through a real engine (its sampler thread, 10 samples a
-/// second) over the local link.
-fn live_demo_app() -> VramApp {
+/// second) over the local link, with the settings file `config` if given, once the demo's
+/// trainer (PID 48213) is in the table.
+fn live_demo_harness(config: Option<std::path::PathBuf>) -> Harness<'static, VramApp> {
     let backend = Backend::start(
         Box::new(|| {
             Ok(Box::new(SimSource::demo(vramwarden::model::now_ms())) as Box<dyn GpuSource>)
@@ -100,7 +101,21 @@ fn live_demo_app() -> VramApp {
         1000,
         &egui::Context::default(),
     );
-    VramApp::with_backend(backend, UiState::default())
+    let mut app = VramApp::with_backend(backend, UiState::default());
+    if let Some(path) = config {
+        app.set_config(path, None);
+    }
+    let mut h = harness(app);
+    let t = Instant::now();
+    while h.query_by_label("48213").is_none() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the engine never sampled"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        h.run();
+    }
+    h
 }
 
 fn harness(app: VramApp) -> Harness<'static, VramApp> {
@@ -909,13 +924,7 @@ fn the_table_groups_by_user_and_folds_a_group() {
 /// action: on the demo's (simulated) trainer the engine refuses in its own words.
 #[test]
 fn release_cached_memory_asks_first_and_reaches_the_engine() {
-    let mut h = harness(live_demo_app());
-    let t = Instant::now();
-    while h.query_by_label("48213").is_none() {
-        assert!(t.elapsed() < Duration::from_secs(10), "no trainer");
-        std::thread::sleep(Duration::from_millis(20));
-        h.run();
-    }
+    let mut h = live_demo_harness(None);
     h.get_by_label("48213").click();
     h.run();
     h.get_by_label("PyTorch caching allocator");
@@ -1175,18 +1184,7 @@ fn a_past_session_shows_the_leak_badges_of_the_moment_shown() {
 fn a_rule_saved_in_the_window_runs_in_the_real_engine() {
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("config.toml");
-    let mut app = live_demo_app();
-    app.set_config(path.clone(), None);
-    let mut h = harness(app);
-    let t = Instant::now();
-    while h.query_by_label("48213").is_none() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "the engine never sampled"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-        h.run();
-    }
+    let mut h = live_demo_harness(Some(path.clone()));
     // The example rule, made to fire at once: no idle condition, and only a notification
     // (the demo's trainer holds more than 8 GiB).
     h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Comma);
