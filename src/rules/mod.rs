@@ -6,6 +6,7 @@ pub mod companion_action;
 pub mod eval;
 pub mod glob;
 pub mod model;
+pub mod park_action;
 pub mod schedule;
 
 pub use model::{Action, Conditions, Rule};

@@ -618,6 +618,7 @@ impl SessionData {
                     cpu_pct: None,
                     rss_bytes: None,
                     torch: None,
+                    parked: None,
                 }
             })
             .collect();
