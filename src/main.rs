@@ -57,6 +57,12 @@ fn main() -> ExitCode {
         Some(Command::Snapshot { format, table }) => {
             cli::snapshot(args.demo, format, table, &mut stdout)
         }
+        Some(Command::Park {
+            pid,
+            start_time_ms,
+            dry_run,
+        }) => cli::park::park(args.demo, pid, start_time_ms, dry_run, &mut stdout),
+        Some(Command::Resume { pid }) => cli::park::resume(pid, &mut stdout),
         Some(Command::Record {
             duration,
             out,

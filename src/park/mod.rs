@@ -13,6 +13,7 @@
 
 pub mod checks;
 pub mod cuda;
+pub mod discover;
 pub mod worker;
 
 use std::time::{Duration, Instant};
