@@ -81,6 +81,9 @@ pub struct ProcessRow {
     pub torch: Option<crate::model::TorchMem>,
     /// Its share of the GPU's SM time, percent, where the driver gives it (last sample).
     pub sm_util_pct: Option<u32>,
+    /// Where its park stands, while it is parked or being parked or resumed (last sample).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parked: Option<crate::model::ParkInfo>,
     /// The memory readings of the last minute (scratch of the one-minute change).
     #[serde(skip)]
     pub(crate) recent: VecDeque<(UnixMs, u64)>,
@@ -118,6 +121,7 @@ impl ProcessRow {
         self.rss_bytes = p.rss_bytes;
         self.torch = p.torch;
         self.sm_util_pct = p.sm_util_pct;
+        self.parked = p.parked;
         self.last_seen_ms = now;
         self.exited_at_ms = None;
         if let Some(u) = p.used_bytes {
@@ -257,6 +261,7 @@ impl Monitor {
                         color_slot: free_slot(&self.rows, p.device_index, now),
                         torch: None,
                         sm_util_pct: None,
+                        parked: None,
                         recent: VecDeque::new(),
                     };
                     row.update(p, now);

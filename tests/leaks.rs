@@ -79,8 +79,16 @@ fn demo_over_six_hours_flags_the_kernel_and_nothing_else() {
     // The kernel (1 MiB/s) is flagged once, within 3.5 min of the start, with the right rate;
     // the trainer restarted at 3 h (its cache warmed up again), the server's bursts, the idle
     // holder and the batch job's lives are never flagged.
-    assert_eq!(starts.len(), 1, "{starts:?}");
-    let (t, leak) = &starts[0];
+    // The hourly fine-tune on GPU 0 (150 MiB/s for 6 minutes, the demo's OOM forecast alert)
+    // is flagged in each of its lives; nothing else but the kernel is.
+    let (kernel, others): (Vec<_>, Vec<_>) = starts.iter().partition(|(_, l)| l.pid == 51877);
+    assert_eq!(kernel.len(), 1, "{starts:?}");
+    assert!(
+        others.iter().all(|(_, l)| (70411..70417).contains(&l.pid)),
+        "{others:?}"
+    );
+    assert_eq!(others.len(), 6, "{others:?}");
+    let (t, leak) = kernel[0];
     assert_eq!(leak.pid, 51877);
     assert!(
         t - header.started_ms <= 210_000,
@@ -105,7 +113,7 @@ fn demo_over_six_hours_flags_the_kernel_and_nothing_else() {
     let text = std::fs::read_to_string(&csv).expect("csv");
     let row = text
         .lines()
-        .find(|l| l.contains(",leak_started,"))
+        .find(|l| l.contains(",leak_started,") && l.contains(",51877,"))
         .expect("leak row");
     let cols: Vec<&str> = row.split(',').collect();
     assert_eq!(cols[3], "51877");

@@ -40,6 +40,8 @@ pub struct ParkFacts {
     pub host_available: Option<u64>,
     /// The process's mapped libraries (from `/proc/PID/maps`), file names only.
     pub libraries: Vec<String>,
+    /// The process is one rank of a distributed job (`WORLD_SIZE` > 1 in its environment).
+    pub distributed: bool,
 }
 
 /// Why a park may not go ahead, or what to warn about when it does.
@@ -68,10 +70,14 @@ pub fn check_park(facts: &ParkFacts) -> Verdict {
             facts.gpus
         ));
     }
-    if facts.libraries.iter().any(|l| l.starts_with("libnccl")) {
+    if facts.distributed {
         v.refusals.push(
-            "the process has NCCL loaded: the driver cannot checkpoint NCCL jobs and locking one hangs (NVIDIA/cuda-checkpoint#30, #45)"
+            "the process is one rank of a distributed job (WORLD_SIZE > 1): the driver cannot checkpoint NCCL communicators and locking one rank hangs the others (NVIDIA/cuda-checkpoint#30, #45)"
                 .into(),
+        );
+    } else if facts.libraries.iter().any(|l| l.starts_with("libnccl")) {
+        v.warnings.push(
+            "NCCL is loaded (PyTorch always loads it); a job with an NCCL communicator cannot be parked".into(),
         );
     }
     match (facts.gpu_bytes, facts.host_available) {
@@ -97,6 +103,21 @@ pub fn check_park(facts: &ParkFacts) -> Verdict {
 /// on an H200), for the words shown before it starts.
 pub fn park_estimate_s(bytes: u64) -> f64 {
     (bytes as f64 / (1.5 * GIB as f64)).max(0.5)
+}
+
+/// True when `pid`'s environment says it is one of several ranks (`WORLD_SIZE` > 1, as
+/// torchrun, DeepSpeed and Horovod set it). False where it cannot be read.
+pub fn is_distributed(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .map(|env| {
+            env.split(|b| *b == 0).any(|kv| {
+                kv.strip_prefix(b"WORLD_SIZE=")
+                    .and_then(|v| std::str::from_utf8(v).ok())
+                    .and_then(|v| v.trim().parse::<u32>().ok())
+                    .is_some_and(|n| n > 1)
+            })
+        })
+        .unwrap_or(false)
 }
 
 /// The file names of the libraries mapped by `pid` (empty where unreadable).
@@ -127,6 +148,7 @@ mod tests {
             mig: false,
             host_available: Some(host_gib * GIB),
             libraries: vec!["libcuda.so.1".into()],
+            distributed: false,
         }
     }
 
@@ -145,13 +167,22 @@ mod tests {
     }
 
     #[test]
-    fn nccl_several_gpus_and_mig_are_refused() {
+    fn a_distributed_rank_several_gpus_and_mig_are_refused() {
         let mut f = facts(1, 64);
-        f.libraries.push("libnccl.so.2".into());
+        f.distributed = true;
         f.gpus = 2;
         f.mig = true;
         let v = check_park(&f);
         assert_eq!(v.refusals.len(), 3, "{v:?}");
+    }
+
+    #[test]
+    fn nccl_loaded_alone_is_a_warning() {
+        let mut f = facts(1, 64);
+        f.libraries.push("libnccl.so.2".into());
+        let v = check_park(&f);
+        assert!(v.refusals.is_empty(), "{v:?}");
+        assert_eq!(v.warnings.len(), 1, "{v:?}");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! from `libcuda.so.1` at run time like NVML: the binary starts without a driver.
 //!
 //! Only this file calls into libcuda. Every call names another process by pid; none creates a
-//! CUDA context in vramwarden (`cuInit` is called once, only if the driver asks for it).
+//! CUDA context in vramwarden (no `cuInit`).
 
 use std::os::raw::{c_int, c_uint};
 
@@ -11,7 +11,6 @@ pub const MIN_DRIVER_API: i32 = 12_080;
 
 /// `CUresult` values named in messages.
 const CUDA_SUCCESS: c_int = 0;
-const CUDA_ERROR_NOT_INITIALIZED: c_int = 3;
 
 /// A process's state as the driver's checkpoint API reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -64,7 +63,6 @@ type GetStateFn = unsafe extern "C" fn(c_int, *mut c_int) -> c_int;
 type LockFn = unsafe extern "C" fn(c_int, *mut LockArgs) -> c_int;
 type PlainFn = unsafe extern "C" fn(c_int, *mut std::ffi::c_void) -> c_int;
 type VersionFn = unsafe extern "C" fn(*mut c_int) -> c_int;
-type InitFn = unsafe extern "C" fn(c_uint) -> c_int;
 
 /// A driver call that failed: which one and the `CUresult`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -89,7 +87,7 @@ pub enum CudaError {
 fn describe(code: i32) -> String {
     let what = match code {
         1 => "invalid value (the process has no CUDA context, or is not in the state this step needs)",
-        3 => "the CUDA driver is not initialised",
+        3 => "the process has not initialised CUDA (it is not a CUDA process)",
         4 => "the CUDA driver is shutting down",
         100 => "no CUDA-capable device",
         201 => "invalid context",
@@ -112,7 +110,6 @@ pub struct CudaCheckpoint {
     checkpoint: PlainFn,
     restore: PlainFn,
     unlock: PlainFn,
-    init: InitFn,
     version: i32,
 }
 
@@ -154,7 +151,6 @@ impl CudaCheckpoint {
             checkpoint: symbol(&lib, b"cuCheckpointProcessCheckpoint\0")?,
             restore: symbol(&lib, b"cuCheckpointProcessRestore\0")?,
             unlock: symbol(&lib, b"cuCheckpointProcessUnlock\0")?,
-            init: symbol(&lib, b"cuInit\0")?,
             version,
             _lib: lib,
         })
@@ -165,15 +161,10 @@ impl CudaCheckpoint {
         version_text(self.version)
     }
 
-    /// Runs `call`; when the driver says it is not initialised, `cuInit(0)` once and again.
+    /// Runs `call` (the checkpoint calls need no `cuInit` in the calling process: a
+    /// "not initialised" answer is about the target process).
     fn with_init(&self, name: &'static str, mut call: impl FnMut() -> c_int) -> Result<(), CudaError> {
-        let mut r = call();
-        if r == CUDA_ERROR_NOT_INITIALIZED {
-            // SAFETY: cuInit(0) has no preconditions; it creates no context.
-            unsafe { (self.init)(0) };
-            r = call();
-        }
-        match r {
+        match call() {
             CUDA_SUCCESS => Ok(()),
             code => Err(CudaError::Call { call: name, code }),
         }

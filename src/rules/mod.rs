@@ -7,6 +7,7 @@ pub mod eval;
 pub mod glob;
 pub mod model;
 pub mod park_action;
+pub mod presets;
 pub mod schedule;
 
 pub use model::{Action, Conditions, Rule};

@@ -117,17 +117,22 @@ impl Parks {
             }
             (Action::Park, Some(_)) => Some("it is already parked".into()),
             (Action::Park, None) => {
-                let facts = ParkFacts {
-                    gpu_bytes: used(&p.target),
-                    gpus: self.gpus_of.get(&key.0.pid).copied().unwrap_or(1),
-                    mig: self.mig.contains(&key.1),
-                    host_available: checks::host_available(),
-                    libraries: checks::mapped_libraries(key.0.pid),
-                };
-                let v = checks::check_park(&facts);
+                let v = checks::check_park(&self.facts(p, key));
                 (!v.refusals.is_empty()).then(|| v.refusals.join("; "))
             }
             _ => None,
+        }
+    }
+
+    /// What the checks of a park of `key` look at, read now.
+    fn facts(&self, p: &Planned, key: &ProcSeriesKey) -> ParkFacts {
+        ParkFacts {
+            gpu_bytes: used(&p.target),
+            gpus: self.gpus_of.get(&key.0.pid).copied().unwrap_or(1),
+            mig: self.mig.contains(&key.1),
+            host_available: checks::host_available(),
+            libraries: checks::mapped_libraries(key.0.pid),
+            distributed: checks::is_distributed(key.0.pid),
         }
     }
 
@@ -160,11 +165,18 @@ impl Parks {
             bytes,
         });
         let words = match kind {
-            ParkKind::Park => format!(
-                "parking {who}: {} to host memory, about {:.0} s",
-                gib(bytes),
-                checks::park_estimate_s(bytes.unwrap_or(0))
-            ),
+            ParkKind::Park => {
+                let warnings = checks::check_park(&self.facts(p, &key)).warnings;
+                format!(
+                    "parking {who}: {} to host memory, about {:.0} s{}",
+                    gib(bytes),
+                    checks::park_estimate_s(bytes.unwrap_or(0)),
+                    warnings
+                        .iter()
+                        .map(|w| format!(" (note: {w})"))
+                        .collect::<String>()
+                )
+            }
             ParkKind::Resume => format!("resuming {who}: {} back to the GPU", gib(bytes)),
         };
         (Outcome::Acted, format!("{words}; {ANSWER_FOLLOWS}"), Entry::Asked)

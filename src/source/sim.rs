@@ -136,6 +136,9 @@ pub struct SimSource {
     processes: Vec<SimProcess>,
     /// Scripted processes (by their first PID) that "run" the PyTorch companion.
     torch: std::collections::HashMap<u32, SimTorch>,
+    /// Scripted parks (by first PID): parked from `.0` to `.1` seconds into every period of
+    /// `.2` seconds (a simulated park shows what a park looks like; nothing is parked).
+    parks: std::collections::HashMap<u32, (f64, f64, f64)>,
 }
 
 fn info(
@@ -238,6 +241,35 @@ impl SimSource {
                 busy_pct: 35,
             },
             SimProcess {
+                pid: 66020,
+                device_index: 0,
+                info: info(
+                    "python3",
+                    "python3 -m ipykernel_launcher -f /home/dave/.local/share/jupyter/runtime/kernel-2b9d.json",
+                    "dave",
+                    1003,
+                    s(-5400.0),
+                ),
+                script: Script::Idle { mib: 24 * 1024 },
+                start_s: -5400.0,
+                restart_every_s: None,
+                life_s: f64::INFINITY,
+                busy_pct: 0,
+            },
+            SimProcess {
+                pid: 70411,
+                device_index: 0,
+                info: info("python3", "python3 finetune.py --lora --max-steps 2000", "erin", 1004, s(120.0)),
+                script: Script::Leak {
+                    base_mib: 16 * 1024,
+                    rate_mib_s: 150.0,
+                },
+                start_s: 120.0,
+                restart_every_s: Some(3600.0),
+                life_s: 360.0,
+                busy_pct: 85,
+            },
+            SimProcess {
                 pid: 60100,
                 device_index: 1,
                 info: info("python3", "python3 preprocess.py --shard 0", "carol", 1002, s(30.0)),
@@ -270,7 +302,11 @@ impl SimSource {
             devices,
             processes,
             torch: std::collections::HashMap::new(),
+            parks: std::collections::HashMap::new(),
         }
+        // Every hour a fine-tune grows fast on GPU 0 (the OOM forecast alert is raised), and
+        // an idle notebook there is parked meanwhile (a simulated park), then resumed.
+        .with_park(66020, 200.0, 600.0, 3600.0)
         // The trainer's cache holds a third more than its tensors; the notebook's tensors
         // are what grows.
         .with_torch(
@@ -293,6 +329,24 @@ impl SimSource {
         )
     }
 
+    /// Parks the scripted process first shown as `pid` from `from_s` to `to_s` seconds into
+    /// every `period_s` of simulated time (its memory shown in host memory meanwhile).
+    pub fn with_park(mut self, pid: u32, from_s: f64, to_s: f64, period_s: f64) -> Self {
+        self.parks.insert(pid, (from_s, to_s, period_s));
+        self
+    }
+
+    /// The scripted park of `p` at `t` seconds, holding `mib`.
+    fn park_at(&self, p: &SimProcess, t: f64, mib: u64) -> Option<crate::model::ParkInfo> {
+        let &(from, to, period) = self.parks.get(&p.pid)?;
+        let phase = t.rem_euclid(period.max(1.0));
+        (t >= 0.0 && phase >= from && phase < to).then(|| crate::model::ParkInfo {
+            state: crate::model::ParkState::Parked,
+            bytes: Some(mib * MIB),
+            since_ms: self.start_ms + ((t - phase + from) * 1000.0) as i64,
+        })
+    }
+
     /// Makes the scripted process first shown as `pid` report PyTorch allocator figures.
     pub fn with_torch(mut self, pid: u32, t: SimTorch) -> Self {
         self.torch.insert(pid, t);
@@ -306,6 +360,7 @@ impl SimSource {
             devices,
             processes: Vec::new(),
             torch: std::collections::HashMap::new(),
+            parks: std::collections::HashMap::new(),
         }
     }
 
@@ -385,7 +440,9 @@ impl SimSource {
             if dev >= self.devices.len() {
                 continue;
             }
-            let mib = p.script.memory_mib(since);
+            let full_mib = p.script.memory_mib(since);
+            let parked = self.park_at(p, t, full_mib);
+            let mib = if parked.is_some() { 0 } else { full_mib };
             used[dev] += mib;
             busy[dev] = busy[dev].max(p.busy_pct);
             let info = p.info.clone().map(|i| {
@@ -422,7 +479,7 @@ impl SimSource {
                     crate::model::Origin::Live
                 },
                 stale: false,
-                parked: None,
+                parked,
                 // Scripted host figures: a job that keeps its GPU busy feeds it from about
                 // one core; its host memory is a base plus a share of its GPU memory.
                 cpu_pct: info.is_some().then(|| {

@@ -515,6 +515,22 @@ impl VramApp {
                         format!("Limit this process to {gib} GiB of GPU memory?"),
                         "Limit".to_string(),
                     ),
+                    crate::rules::Action::Park => {
+                        let used = match &target {
+                            crate::rules::eval::Target::Process { used_bytes, .. } => {
+                                used_bytes.unwrap_or(0)
+                            }
+                            crate::rules::eval::Target::Device(_) => 0,
+                        };
+                        (
+                            format!(
+                                "Park: move its {:.1} GiB to host memory (~{:.0} s)?",
+                                used as f64 / crate::model::GIB as f64,
+                                crate::park::checks::park_estimate_s(used)
+                            ),
+                            "Park".to_string(),
+                        )
+                    }
                     a => (format!("{} this process?", a.label()), a.label()),
                 };
                 ui.heading(heading);
@@ -1063,6 +1079,7 @@ impl VramApp {
                     self.host_selector(ui);
                 }
                 egui::ScrollArea::vertical().show(ui, |ui| {
+                    overview::forecast_banners(ui, &monitor.oom_alerts);
                     overview::cards(ui, snap, self.state.units, &mut self.selected_gpu);
                 });
             });

@@ -286,3 +286,34 @@ fn clickable_card(
     // in the text colour: never mistaken for the selected card's blue outline.
     resp
 }
+
+/// A banner per GPU forecast full within the warning time (the OOM forecast alerts), naming
+/// the processes whose growth drives it.
+pub fn forecast_banners(ui: &mut Ui, alerts: &[crate::forecast_alert::ForecastAlert]) {
+    for a in alerts {
+        let when = a.full_in_s.map_or_else(
+            || "receding".to_string(),
+            |s| format!("full in ~{}", crate::format::duration((s * 1000.0) as i64)),
+        );
+        let who = if a.drivers.is_empty() {
+            String::new()
+        } else {
+            format!(": {} growing", a.drivers.join(", "))
+        };
+        egui::Frame::new()
+            .fill(widgets::forecast_color(ui.visuals().dark_mode).gamma_multiply(0.25))
+            .inner_margin(6.0)
+            .corner_radius(4.0)
+            .show(ui, |ui| {
+                ui.label(
+                    RichText::new(format!("⚠ GPU {} {when}{who}", a.device_index))
+                        .strong()
+                        .color(widgets::forecast_color(ui.visuals().dark_mode)),
+                )
+                .on_hover_text(format!(
+                    "Raised at {}: at the rate its processes grow, this GPU runs out of memory within the warning time (Settings → Notifications)",
+                    crate::format::clock(a.since_ms)
+                ));
+            });
+    }
+}

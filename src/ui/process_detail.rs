@@ -87,6 +87,9 @@ pub fn pane(
             .color(super::leaks::leak_color(ui.visuals().dark_mode)),
         );
     }
+    if let Some(park) = row.parked.filter(|_| row.exited_at_ms.is_none()) {
+        ui.label(RichText::new(park.describe()).color(widgets::PARKED).strong());
+    }
     if row.exited_at_ms.is_none() && request.is_none() {
         ui.label(
             RichText::new(
@@ -111,6 +114,30 @@ pub fn pane(
                 *request = Some(crate::rules::Action::Terminate {
                     grace_seconds: crate::rules::model::DEFAULT_GRACE_SECONDS,
                 });
+            }
+            match row.parked {
+                Some(_) => {
+                    if ui
+                        .button("Resume")
+                        .on_hover_text("Move its memory back to the GPU; it goes on")
+                        .clicked()
+                    {
+                        *request = Some(crate::rules::Action::Resume);
+                    }
+                }
+                None => {
+                    let gib = row.used_bytes.unwrap_or(0) as f64 / crate::model::GIB as f64;
+                    if ui
+                        .button("Park")
+                        .on_hover_text(format!(
+                            "Move its {gib:.1} GiB to host memory (about {:.0} s; needs as much free host memory): it waits, not killed, until resumed",
+                            crate::park::checks::park_estimate_s(row.used_bytes.unwrap_or(0))
+                        ))
+                        .clicked()
+                    {
+                        *request = Some(crate::rules::Action::Park);
+                    }
+                }
             }
             if ui.button("Kill").on_hover_text("SIGKILL").clicked() {
                 *request = Some(crate::rules::Action::Signal {

@@ -559,6 +559,10 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                                     ui.label(RichText::new("STALE").color(widgets::WARN))
                                         .on_hover_text("The driver failed to list this GPU's processes: the last good list is shown and its memory is unknown until the driver answers again.");
                                 }
+                                if let Some(park) = r.parked.filter(|_| !exited) {
+                                    ui.add(egui::Label::new(RichText::new(park.state.label()).color(widgets::PARKED)).truncate().selectable(false))
+                                        .on_hover_text(park.describe());
+                                }
                                 if let Some(b) = t.leaks.get(&crate::monitor::LeakKey::Process(key)) {
                                     ui.add(egui::Label::new(RichText::new(b.text()).color(super::leaks::leak_color(ui.visuals().dark_mode))).truncate().selectable(false))
                                         .on_hover_text(format!(
@@ -602,6 +606,14 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                         resp.context_menu(|ui| {
                             ui.label(RichText::new(format!("{} · PID {}", r.info.name, r.key.pid)).strong());
                             if let Some(request) = t.request.as_deref_mut() {
+                                let (label, action) = match r.parked {
+                                    Some(_) => ("Resume", crate::rules::Action::Resume),
+                                    None => ("Park…", crate::rules::Action::Park),
+                                };
+                                if ui.button(label).on_hover_text("Park: move its GPU memory to host memory (it waits, not killed); Resume: back to the GPU").clicked() {
+                                    *request = Some((key, action));
+                                    ui.close();
+                                }
                                 if ui.button("Terminate…").clicked() {
                                     *request = Some((
                                         key,

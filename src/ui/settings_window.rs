@@ -489,6 +489,21 @@ impl SettingsUi {
                 });
                 self.editing = Some(c.rules.len() - 1);
             }
+            if ui
+                .button("Add the OOM guard")
+                .on_hover_text(format!(
+                    "Four rules that act, in order, while a GPU has under {} GiB free: release PyTorch caches → park the largest idle process → (opt-in, off) terminate the fastest leaker; then resume parked processes when there is room. Each step waits for the driver's figure to show the one before was not enough. Made in dry run: the Activity pane says what they would do.",
+                    crate::rules::presets::GUARD_HEADROOM_MIB / 1024.0
+                ))
+                .clicked()
+            {
+                for r in crate::rules::presets::oom_guard(crate::rules::presets::GUARD_HEADROOM_MIB) {
+                    if !c.rules.iter().any(|x| x.name == r.name) {
+                        c.rules.push(r);
+                    }
+                }
+                self.editing = None;
+            }
         });
         let Some(i) = self.editing.filter(|i| *i < c.rules.len()) else {
             return;

@@ -10,6 +10,8 @@ pub const RESERVED: Color32 = Color32::from_rgb(150, 110, 200);
 pub const LIMIT: Color32 = Color32::from_rgb(230, 80, 80);
 /// Colour of "stale" and errors.
 pub const WARN: Color32 = Color32::from_rgb(235, 90, 70);
+/// Parked processes (their GPU memory in host memory): a calm blue, not a warning.
+pub const PARKED: Color32 = Color32::from_rgb(90, 160, 235);
 /// PyTorch's brand orange: the badge and the allocator's reserved memory.
 pub const TORCH_RESERVED: Color32 = Color32::from_rgb(238, 76, 44);
 /// Memory in live tensors.

@@ -9,7 +9,7 @@ carries `leak` (the ground truth: does this process leak?).
   growbatch   --seconds 180                                 a real MLP whose batch grows step by step, then levels
   late-leak   --baseline-gib 4 --at 120 --rate-mib 24       clean flat use for --at s, then a leak
   bigsteps    --step-mib 640 --every 17 --seconds 180       a leak in big steps
-  checksum    --gib 10 --seconds 600                         holds --gib of known data; prints its checksum every 2 s
+  checksum    --gib 10 --every 2 --seconds 600               holds --gib of known data; checks its checksum every --every s
   grow-to     --gib 90 --rate-gib 0.5 --hold 10              grows to --gib at --rate-gib/s, holds, exits 0 (3 on OOM)
 """
 import argparse, json, os, sys, time
@@ -60,14 +60,20 @@ def checksum(a, end):
     n = int(a.gib * 1024 * MIB // 4)
     g = torch.Generator(device="cuda").manual_seed(1234)
     x = torch.randint(0, 1 << 20, (n,), dtype=torch.int32, device="cuda", generator=g)
-    ref = int(x.sum(dtype=torch.int64).item())
+    def total():
+        # In 1 GiB chunks: a sum cast to int64 at once would need twice the memory again.
+        step = 1 << 28
+        return sum(int(x[i:i + step].sum(dtype=torch.int64).item()) for i in range(0, n, step))
+    ref = total()
+    torch.cuda.empty_cache()
     say("hold", held_mib=a.gib * 1024, checksum=ref)
     i = 0
     while time.time() < end:
-        s = int(x.sum(dtype=torch.int64).item())
+        time.sleep(max(0.0, min(a.every, end - time.time())))
+        s = total()
+        torch.cuda.empty_cache()
         i += 1
         say("check", i=i, checksum=s, same=(s == ref))
-        time.sleep(2)
 
 
 def grow_to(a):
