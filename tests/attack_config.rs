@@ -412,7 +412,11 @@ fn everything_converts(s: &Settings) -> Result<(), TestCaseError> {
                 gib.is_finite() && *gib > 0.0 && gib * 1_073_741_824.0 < u64::MAX as f64,
                 "gib"
             ),
-            Action::Notify | Action::Signal { .. } | Action::ReleaseCache => {}
+            Action::Notify
+            | Action::Signal { .. }
+            | Action::ReleaseCache
+            | Action::Park
+            | Action::Resume => {}
         }
     }
     Ok(())
