@@ -78,9 +78,10 @@ impl ProcUsage {
             let got = match read.get(&p.pid) {
                 Some(v) => Some(*v),
                 None => {
-                    let v = std::fs::read_to_string(self.root.join(p.pid.to_string()).join("stat"))
-                        .ok()
-                        .and_then(|s| parse_stat_usage(&s))
+                    let v = crate::procinfo::read_lossy(
+                        &self.root.join(p.pid.to_string()).join("stat"),
+                    )
+                    .and_then(|s| parse_stat_usage(&s))
                         .map(|(ticks, rss_pages)| {
                             let cpu = match self.last.get(&p.pid) {
                                 Some((s0, t0, k0)) if *s0 == start && now > *t0 && ticks >= *k0 => {
