@@ -61,6 +61,7 @@ pub mod model;
 pub mod monitor;
 pub mod notify;
 pub mod oom_watch;
+pub mod paths;
 pub mod proc_usage;
 pub mod procinfo;
 pub mod replay;
@@ -71,6 +72,7 @@ pub mod settings;
 pub mod shared;
 pub mod snapshot_out;
 pub mod source;
+pub mod term;
 pub mod tick_loop;
 pub mod torch;
 #[cfg(feature = "gui")]

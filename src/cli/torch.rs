@@ -10,6 +10,7 @@ use crate::torch::client::{Client, DEFAULT_TIMEOUT};
 use crate::torch::discover::{discover, runtime_dir, socket_name};
 use crate::torch::error::TorchError;
 use crate::torch::hook;
+use crate::term::escape_control;
 use crate::torch::protocol::TorchFacts;
 
 /// `vramwarden torch …`.
@@ -140,14 +141,7 @@ pub fn run(cmd: TorchCommand, out: &mut dyn Write) -> Result<(), CliError> {
             let dir = runtime_dir()
                 .ok_or(TorchError::NoRuntimeDir)
                 .map_err(failed)?;
-            let found = discover(&dir, DEFAULT_TIMEOUT);
-            let mut ok: Vec<TorchFacts> = Vec::new();
-            for c in found {
-                match c.facts {
-                    Ok(f) => ok.push(f),
-                    Err(e) => eprintln!("vramwarden: {}: {e}", c.path.display()),
-                }
-            }
+            let ok = list_companions(&dir);
             match format {
                 TorchFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&ok)?)?,
                 TorchFormat::Table => write_table(&ok, out)?,
@@ -191,6 +185,33 @@ pub fn run(cmd: TorchCommand, out: &mut dyn Write) -> Result<(), CliError> {
     Ok(())
 }
 
+/// The companions in `dir` that pass the checks; the others, and a folder that is not ours
+/// (another user's `/tmp/vramwarden-<our uid>`), said on stderr, escaped.
+fn list_companions(dir: &std::path::Path) -> Vec<TorchFacts> {
+    let me = nix::unistd::geteuid().as_raw();
+    if dir.exists() {
+        if let Some(why) = crate::torch::trust::folder_problem(dir, me) {
+            eprintln!(
+                "vramwarden: not reading the companions' folder: {}",
+                escape_control(&why)
+            );
+            return Vec::new();
+        }
+    }
+    let mut ok: Vec<TorchFacts> = Vec::new();
+    for c in discover(dir, DEFAULT_TIMEOUT) {
+        match c.facts {
+            Ok(f) => ok.push(f),
+            Err(e) => eprintln!(
+                "vramwarden: {}: {}",
+                escape_control(&c.path.display().to_string()),
+                escape_control(&e)
+            ),
+        }
+    }
+    ok
+}
+
 fn write_table(facts: &[TorchFacts], out: &mut dyn Write) -> Result<(), CliError> {
     if facts.is_empty() {
         writeln!(out, "no companions answer (turn one on with `vramwarden torch enable` or `import vramwarden_torch`)")?;
@@ -202,13 +223,15 @@ fn write_table(facts: &[TorchFacts], out: &mut dyn Write) -> Result<(), CliError
         "PID", "PYTHON", "TORCH", "DEV", "ALLOCATED", "RESERVED", "RELEASABLE", "RETRIES", "OOMS"
     )?;
     for f in facts {
-        let torch = f.torch_version.clone().unwrap_or_else(|| "-".into());
-        let note = f.error.clone().unwrap_or_default();
+        // What a companion says is text from another process: escaped for the terminal.
+        let torch = escape_control(f.torch_version.as_deref().unwrap_or("-")).into_owned();
+        let note = escape_control(f.error.as_deref().unwrap_or_default()).into_owned();
+        let python = escape_control(&f.python_version).into_owned();
         if f.devices.is_empty() {
             writeln!(
                 out,
                 "{:>8}  {:<8}  {:<14}  {:>4}  {:>12}  {:>12}  {:>12}  {:>7}  {:>5}  {}",
-                f.pid, f.python_version, torch, "-", "-", "-", "-", "-", "-", note
+                f.pid, python, torch, "-", "-", "-", "-", "-", "-", note
             )?;
         }
         for d in &f.devices {
@@ -216,7 +239,7 @@ fn write_table(facts: &[TorchFacts], out: &mut dyn Write) -> Result<(), CliError
                 out,
                 "{:>8}  {:<8}  {:<14}  {:>4}  {:>12}  {:>12}  {:>12}  {:>7}  {:>5}  {}",
                 f.pid,
-                f.python_version,
+                python,
                 torch,
                 d.device,
                 mib(d.allocated_bytes),
