@@ -156,6 +156,7 @@ pub fn snapshot(
     demo: bool,
     format: Format,
     table: CsvTable,
+    text: snapshot_out::CsvText,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let mut source = crate::sampler::source_factory(demo)()?;
@@ -163,7 +164,7 @@ pub fn snapshot(
     enrich(&mut snap, &mut ProcReader::default());
     match format {
         Format::Json => writeln!(out, "{}", snapshot_out::to_json(&snap)?)?,
-        Format::Csv => snapshot_out::write_csv(&snap, table, out)?,
+        Format::Csv => snapshot_out::write_csv_with(&snap, table, text, out)?,
     }
     Ok(())
 }

@@ -511,6 +511,16 @@ pub fn check_sample(buf: &[u8], mut on_proc: impl FnMut(u32)) -> Option<UnixMs> 
     walk_sample(buf, |_| {}, |(id, _)| on_proc(id), |_| {})
 }
 
+/// Walks a sample payload, calling `on_device` per device reading and `on_proc` per process
+/// id (as [`check_sample`] does, without keeping anything); the time if it is well formed.
+pub fn walk_shape(
+    buf: &[u8],
+    mut on_device: impl FnMut(),
+    mut on_proc: impl FnMut(u32),
+) -> Option<UnixMs> {
+    walk_sample(buf, |_| on_device(), |(id, _)| on_proc(id), |_| {})
+}
+
 /// Decodes a sample payload, handing each device and process to the callbacks; the time if the
 /// whole payload is well formed.
 fn walk_sample(
