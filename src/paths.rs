@@ -16,7 +16,9 @@ pub const SYSTEM_DATA_DIR: &str = "/var/lib/vramwarden";
 /// would make them relative to the current folder).
 pub fn project_dirs() -> Option<directories::ProjectDirs> {
     directories::ProjectDirs::from("", "", "vramwarden").filter(|d| {
-        d.config_dir().is_absolute() && d.data_dir().is_absolute() && d.data_local_dir().is_absolute()
+        d.config_dir().is_absolute()
+            && d.data_dir().is_absolute()
+            && d.data_local_dir().is_absolute()
     })
 }
 

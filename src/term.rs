@@ -48,7 +48,10 @@ mod tests {
 
     #[test]
     fn controls_are_escaped_and_the_rest_kept() {
-        assert!(matches!(escape_control("python3 train.py"), Cow::Borrowed(_)));
+        assert!(matches!(
+            escape_control("python3 train.py"),
+            Cow::Borrowed(_)
+        ));
         assert_eq!(escape_control("a\x1b]0;pwned\x07b"), "a\\x1b]0;pwned\\x07b");
         assert_eq!(escape_control("x\ny\tz\r"), "x\\ny\\tz\\r");
         assert_eq!(escape_control("c1\u{9b}31m"), "c1\\u{9b}31m");

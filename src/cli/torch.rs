@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use clap::{Subcommand, ValueEnum};
 
 use crate::cli::CliError;
+use crate::term::escape_control;
 use crate::torch::client::{Client, DEFAULT_TIMEOUT};
 use crate::torch::discover::{discover, runtime_dir, socket_name};
 use crate::torch::error::TorchError;
 use crate::torch::hook;
-use crate::term::escape_control;
 use crate::torch::protocol::TorchFacts;
 
 /// `vramwarden torch …`.

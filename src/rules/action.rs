@@ -640,8 +640,7 @@ impl ActionRunner {
                 let spawned = std::thread::Builder::new()
                     .name("vramwarden-command".into())
                     .spawn(move || {
-                        let (outcome, detail) =
-                            super::command::run(&args, timeout, Some(&ticket));
+                        let (outcome, detail) = super::command::run(&args, timeout, Some(&ticket));
                         drop(ticket);
                         done.outcome = outcome;
                         done.detail = detail;

@@ -46,7 +46,9 @@ struct Inner {
 }
 
 fn lock(inner: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
-    inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    inner
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The commands one runner started that have not ended; dropping it kills every one's group.
@@ -164,11 +166,12 @@ fn exited(pid: u32) -> std::io::Result<bool> {
     Ok(unsafe { info.si_pid() } != 0)
 }
 
+/// A pipe reader's thread: the end of what it read, and how many bytes that was in all.
+type Tail = std::thread::JoinHandle<(Vec<u8>, u64)>;
+
 /// Reads a pipe to its end on a thread, keeping only the last [`OUTPUT_TAIL`] bytes, so a
 /// command that prints a lot never blocks on a full pipe.
-fn drain_tail<R: Read + Send + 'static>(
-    r: Option<R>,
-) -> Option<std::thread::JoinHandle<(Vec<u8>, u64)>> {
+fn drain_tail<R: Read + Send + 'static>(r: Option<R>) -> Option<Tail> {
     let mut r = r?;
     std::thread::Builder::new()
         .name("vramwarden-cmd-out".into())
@@ -195,7 +198,7 @@ fn drain_tail<R: Read + Send + 'static>(
 }
 
 /// The end of what the readers got, as text ("… (N bytes, the last K kept) …" when cut).
-fn collect_output(readers: [Option<std::thread::JoinHandle<(Vec<u8>, u64)>>; 2]) -> String {
+fn collect_output(readers: [Option<Tail>; 2]) -> String {
     let mut bytes = Vec::new();
     let mut total = 0;
     for h in readers.into_iter().flatten() {
@@ -255,7 +258,10 @@ pub fn run(argv: &[String], timeout: Duration, ticket: Option<&Ticket>) -> (Outc
         Some(t) => t.end_group(),
         None => kill_group(pgid),
     };
-    let readers = [drain_tail(child.stdout.take()), drain_tail(child.stderr.take())];
+    let readers = [
+        drain_tail(child.stdout.take()),
+        drain_tail(child.stderr.take()),
+    ];
     let start = Instant::now();
     let timed_out = loop {
         match exited(child.id()) {

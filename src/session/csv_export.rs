@@ -287,9 +287,10 @@ pub fn estimate(session: &SessionData, table: Table) -> (u64, u64) {
             for e in &session.events {
                 total = total.saturating_add(ROW_FIXED);
                 if let Event::ProcessExit { id, .. } = e {
-                    let t = session.defs.get(id).map_or(0, |d| {
-                        2 * (d.info.name.len() + d.info.user.len()) as u64
-                    });
+                    let t = session
+                        .defs
+                        .get(id)
+                        .map_or(0, |d| 2 * (d.info.name.len() + d.info.user.len()) as u64);
                     longest = longest.max(t / 2);
                     total = total.saturating_add(t);
                 }

@@ -324,7 +324,10 @@ impl Client {
         if hello.uid != cred.uid {
             return Err(TorchError::HelloMismatch {
                 pid,
-                detail: format!("it says it runs as uid {}, the kernel says {}", hello.uid, cred.uid),
+                detail: format!(
+                    "it says it runs as uid {}, the kernel says {}",
+                    hello.uid, cred.uid
+                ),
             });
         }
         client.hello = hello;

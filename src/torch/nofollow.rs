@@ -118,7 +118,8 @@ impl SiteDirs {
             .and_then(|()| f.sync_all())
             .map_err(|e| TorchError::Hook(format!("{}: {e}", path.display())))?;
         // SAFETY: renameat within one folder we opened; both names NUL-terminated.
-        let rc = unsafe { libc::renameat(dir.as_raw_fd(), t.as_ptr(), dir.as_raw_fd(), n.as_ptr()) };
+        let rc =
+            unsafe { libc::renameat(dir.as_raw_fd(), t.as_ptr(), dir.as_raw_fd(), n.as_ptr()) };
         if rc != 0 {
             let e = last_err(&path);
             // SAFETY: as above.
