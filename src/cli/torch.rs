@@ -185,11 +185,13 @@ pub fn run(cmd: TorchCommand, out: &mut dyn Write) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The companions in `dir` that pass the checks; the others, and a folder that is not ours
-/// (another user's `/tmp/vramwarden-<our uid>`), said on stderr, escaped.
+/// The companions in `dir` that pass the checks; the others, and (as root) a folder that is
+/// not ours (another user's `/tmp/vramwarden-0`), said on stderr, escaped.
 fn list_companions(dir: &std::path::Path) -> Vec<TorchFacts> {
+    // Root reads no folder another user made (a planted `/tmp/vramwarden-0`); anyone else is
+    // refused by every companion of another uid anyway, and says so per companion.
     let me = nix::unistd::geteuid().as_raw();
-    if dir.exists() {
+    if me == 0 && dir.exists() {
         if let Some(why) = crate::torch::trust::folder_problem(dir, me) {
             eprintln!(
                 "vramwarden: not reading the companions' folder: {}",
