@@ -133,6 +133,8 @@ pub struct Engine {
     interval_ms: u64,
     leaks: crate::leak_watch::LeakWatch,
     ooms: crate::oom_watch::OomWatch,
+    /// The OOM forecast as an alert.
+    forecasts: crate::forecast_alert::ForecastWatch,
     usage: crate::proc_usage::ProcUsage,
     /// The PyTorch companions' poller, started with the first live process.
     torch: Option<crate::torch::Watch>,
@@ -186,6 +188,9 @@ impl Engine {
             interval_ms,
             leaks: crate::leak_watch::LeakWatch::default(),
             ooms: crate::oom_watch::OomWatch::default(),
+            forecasts: crate::forecast_alert::ForecastWatch::new(
+                crate::forecast_alert::DEFAULT_MINUTES,
+            ),
             usage: crate::proc_usage::ProcUsage::default(),
             torch: None,
             notify_leaks: false,
@@ -272,6 +277,8 @@ impl Engine {
         self.leaks.set_settings(s.leaks);
         self.notify_leaks = s.notifications.leaks;
         self.notify_rules = s.notifications.rules;
+        self.forecasts
+            .set_minutes(s.notifications.oom_forecast_minutes.clamp(0.0, 1440.0));
         // Compiled once here, never per tick.
         self.rules = crate::rules::eval::compile(&s.cleanup.rules);
         self.safety = crate::rules::action::Safety {
@@ -302,6 +309,68 @@ impl Engine {
             };
             if let Some(w) = self.writer.as_mut().filter(|_| !self.paused) {
                 let _ = w.write_event(&e);
+            }
+        }
+    }
+
+    /// Writes the parks and resumes that ended to the session log, with their figures.
+    fn write_park_records(&mut self) {
+        for r in self.runner.take_park_records() {
+            let e = Event::Park {
+                unix_ms: r.unix_ms,
+                pid: r.key.0.pid,
+                start_time_ms: r.key.0.start_time_ms,
+                device_index: r.key.1,
+                name: r.name,
+                action: match r.kind {
+                    crate::rules::park_action::ParkKind::Park => "park".into(),
+                    crate::rules::park_action::ParkKind::Resume => "resume".into(),
+                },
+                bytes: r.bytes,
+                seconds: r.seconds,
+                ok: r.ok,
+                detail: r.detail,
+            };
+            if let Some(w) = self.writer.as_mut().filter(|_| !self.paused) {
+                let _ = w.write_event(&e);
+            }
+        }
+    }
+
+    /// A desktop notification and a status-bar notice for each OOM forecast raised.
+    fn announce_forecasts(&self, events: &[Event]) {
+        for e in events {
+            let Event::OomForecast {
+                device_index,
+                full_in_s,
+                drivers,
+                ..
+            } = e
+            else {
+                continue;
+            };
+            let who = drivers
+                .iter()
+                .map(|d| format!("{} (PID {})", d.name, d.pid))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let body = format!(
+                "GPU {device_index} is forecast full in {:.1} min at the rate {} grows",
+                full_in_s / 60.0,
+                if who.is_empty() {
+                    "its memory".to_string()
+                } else {
+                    who
+                }
+            );
+            push_notice(&self.shared, body.clone());
+            if self.options.desktop_notifications {
+                let shared = self.shared.clone();
+                crate::notify::send(
+                    format!("GPU {device_index} will run out of memory"),
+                    body,
+                    move |msg| push_notice(&shared, msg),
+                );
             }
         }
     }
@@ -609,6 +678,7 @@ impl Engine {
                 .and_then(|mut m| m.apply(snap, received_ms));
         }
         self.carry_stale(&mut snap);
+        self.runner.annotate_parked(&mut snap);
         enrich(&mut snap, &mut self.procs);
         self.usage.sample(&mut snap);
         self.attach_torch(&mut snap);
@@ -640,6 +710,10 @@ impl Engine {
         let mut leak_events = self.leaks.observe(&snap);
         self.leaks.forecast(&mut snap);
         leak_events.extend(self.ooms.observe(&snap));
+        let growing = self.leaks.leaking_since();
+        let forecast_events = self.forecasts.observe(&snap, &growing);
+        self.announce_forecasts(&forecast_events);
+        leak_events.extend(forecast_events);
         for e in &leak_events {
             if let Some(w) = self.writer.as_mut().filter(|_| !self.paused) {
                 if let Err(err) = w.write_event(e) {
@@ -690,7 +764,7 @@ impl Engine {
         self.rule_state
             .set_releasable_cache(crate::rules::eval::releasable_cache_of(&snap));
         let facts = crate::rules::eval::Facts {
-            leaking_since: self.leaks.leaking_since(),
+            leaking_since: growing,
         };
         let planned = if self.rules.is_empty() {
             Vec::new()
@@ -711,6 +785,7 @@ impl Engine {
         };
         acts.extend(self.runner.poll(&holds, now));
         self.write_activity(&acts);
+        self.write_park_records();
         if self.notify_rules && self.options.desktop_notifications {
             for a in acts
                 .iter()
@@ -734,6 +809,7 @@ impl Engine {
         push_activity(&mut m, acts);
         let previous = m.apply(snap, received_ms);
         m.last_active = self.rule_state.last_active();
+        m.oom_alerts = self.forecasts.alerts();
         m.recording = recording;
         previous
     }

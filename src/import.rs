@@ -902,6 +902,7 @@ impl<'t> AppsReader<'t> {
             cpu_pct: None,
             rss_bytes: None,
             torch: None,
+            parked: None,
         };
         self.ticks.entry(ts).or_default().add(p, id, row.line)
     }

@@ -95,8 +95,9 @@ impl LeakWatch {
         let mut unread = Vec::new();
         for p in &snap.processes {
             let key = LeakKey::Process((p.key(), p.device_index));
-            if p.stale {
-                // The driver failed to list it: no reading, but it has not left.
+            if p.stale || p.parked.is_some() {
+                // The driver failed to list it, or it is parked (its memory in host
+                // memory for now): no reading, but it has not left.
                 unread.push(key);
                 continue;
             }

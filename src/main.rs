@@ -65,6 +65,12 @@ fn main() -> ExitCode {
             };
             cli::snapshot(args.demo, format, table, text, &mut stdout)
         }
+        Some(Command::Park {
+            pid,
+            start_time_ms,
+            dry_run,
+        }) => cli::park::park(args.demo, pid, start_time_ms, dry_run, &mut stdout),
+        Some(Command::Resume { pid }) => cli::park::resume(pid, &mut stdout),
         Some(Command::Record {
             duration,
             out,

@@ -140,6 +140,66 @@ pub struct ProcessSample {
     /// PyTorch's own figures for this process on this GPU, where its companion answers.
     #[serde(default)]
     pub torch: Option<TorchMem>,
+    /// Set while the process is parked (its GPU memory moved to host memory through the
+    /// driver's checkpoint API) or being parked or resumed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parked: Option<ParkInfo>,
+}
+
+/// Where a park stands, as the driver's checkpoint API and vramwarden see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParkState {
+    /// Being parked (locked, its memory on its way to host memory).
+    Parking,
+    /// Parked: its GPU memory is in host memory; it waits, its CUDA calls blocked.
+    Parked,
+    /// Being resumed (its memory on its way back).
+    Resuming,
+    /// Locked by the driver's checkpoint API, its memory still on the GPU.
+    Locked,
+    /// A checkpoint or restore failed: the driver holds it in its failed state.
+    Failed,
+}
+
+impl ParkState {
+    /// One word for tables, logs and metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Parking => "parking",
+            Self::Parked => "parked",
+            Self::Resuming => "resuming",
+            Self::Locked => "locked",
+            Self::Failed => "park failed",
+        }
+    }
+}
+
+/// A parked process's facts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParkInfo {
+    /// Where it stands.
+    pub state: ParkState,
+    /// The GPU memory moved to host memory (the driver's figure before the park), if known.
+    pub bytes: Option<u64>,
+    /// Since when (the park's start).
+    pub since_ms: UnixMs,
+}
+
+impl ParkInfo {
+    /// "parked — 10.6 GiB in host memory since 14:02" (local time).
+    pub fn describe(&self) -> String {
+        let since = chrono::DateTime::from_timestamp_millis(self.since_ms)
+            .map(|t| t.with_timezone(&chrono::Local).format("%H:%M").to_string())
+            .unwrap_or_default();
+        match (self.state, self.bytes) {
+            (ParkState::Parked, Some(b)) => format!(
+                "parked — {:.1} GiB in host memory since {since}",
+                b as f64 / GIB as f64
+            ),
+            (state, _) => format!("{} since {since}", state.label()),
+        }
+    }
 }
 
 /// What PyTorch's caching allocator says about a process on one GPU (from its companion).

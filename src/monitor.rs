@@ -174,6 +174,8 @@ pub struct Monitor {
     pub leaks: Vec<LeakRecord>,
     /// OOM suspicions of this run, oldest first.
     pub ooms: Vec<OomRecord>,
+    /// GPUs forecast full within the warning time, by GPU (the OOM forecast alerts).
+    pub oom_alerts: Vec<crate::forecast_alert::ForecastAlert>,
     /// Recent notices (recording gaps, notification failures and the like) with the time
     /// they were raised, newest last. The status bar shows one for [`NOTICE_SHOWN_MS`].
     pub notices: VecDeque<(UnixMs, String)>,
@@ -207,6 +209,7 @@ impl Monitor {
             recording: crate::monitor::RecordingStatus::default(),
             leaks: Vec::new(),
             ooms: Vec::new(),
+            oom_alerts: Vec::new(),
             notices: VecDeque::new(),
             activity: VecDeque::new(),
             last_active: HashMap::new(),

@@ -99,6 +99,8 @@ pub struct Notifications {
     pub leaks: bool,
     /// When a rule notifies or acts.
     pub rules: bool,
+    /// Warn when a GPU is forecast full within this many minutes (0: never; at most a day).
+    pub oom_forecast_minutes: f64,
 }
 
 impl Default for Notifications {
@@ -106,6 +108,7 @@ impl Default for Notifications {
         Self {
             leaks: true,
             rules: true,
+            oom_forecast_minutes: crate::forecast_alert::DEFAULT_MINUTES,
         }
     }
 }

@@ -62,6 +62,17 @@ pub struct ProcessOut<'a> {
     pub container: Option<String>,
     /// Its Kubernetes pod as `namespace/pod` (`null` outside a pod).
     pub pod: Option<&'a str>,
+    /// `running`, or where a park stands: `parking`, `parked`, `resuming`, `locked`,
+    /// `park failed` (see `vramwarden park`).
+    pub state: &'static str,
+    /// GPU memory moved to host memory while parked (bytes; `null` when not parked or not
+    /// known).
+    pub parked_bytes: Option<u64>,
+}
+
+/// The state column of a process: `running`, or where its park stands.
+pub fn process_state(p: &crate::model::ProcessSample) -> &'static str {
+    p.parked.map_or("running", |i| i.state.label())
 }
 
 /// The whole `snapshot --format json` document.
@@ -116,6 +127,8 @@ impl<'a> SnapshotOut<'a> {
                         sm_util_pct: p.sm_util_pct,
                         container: i.and_then(|i| i.container_label()),
                         pod: i.and_then(|i| i.pod.as_deref()),
+                        state: process_state(p),
+                        parked_bytes: p.parked.and_then(|i| i.bytes),
                     }
                 })
                 .collect(),
@@ -254,6 +267,7 @@ pub const PROCESS_HEADER: &[&str] = &[
     "device_memory_used_mib",
     "container",
     "pod",
+    "state",
 ];
 
 fn write_devices<W: std::io::Write>(
@@ -312,6 +326,7 @@ fn write_processes<W: std::io::Write>(
             &mib(dev.and_then(|d| d.memory_used_bytes)),
             &t.cell(&i.and_then(|i| i.container_label()).unwrap_or_default()),
             &t.cell(i.and_then(|i| i.pod.as_deref()).unwrap_or("")),
+            process_state(p),
         ])?;
     }
     Ok(())

@@ -258,7 +258,21 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
         }
     }
 
-    // Processes: the largest by memory, and every leaking one.
+    o.family(
+        "vramwarden_gpu_oom_forecast_alert",
+        Kind::Gauge,
+        "1 while the GPU is forecast full within the warning time (settings: notifications.oom_forecast_minutes), else 0.",
+    );
+    for (d, i) in snap.devices.iter().zip(&idx) {
+        let on = m.oom_alerts.iter().any(|a| a.device_index == d.index);
+        o.sample(
+            "vramwarden_gpu_oom_forecast_alert",
+            &gpu_labels(d, i, host),
+            f64::from(u8::from(on)),
+        );
+    }
+
+    // Processes: the largest by memory, every leaking one and every parked one.
     let leaking: HashMap<(crate::model::ProcessKey, u32), f64> = m
         .leaks
         .iter()
@@ -276,7 +290,10 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
     procs.sort_unstable_by(|a, b| b.used_bytes.cmp(&a.used_bytes).then(a.pid.cmp(&b.pid)));
     let mut chosen: Vec<&crate::model::ProcessSample> = Vec::with_capacity(ctx.max_processes);
     for (i, p) in procs.iter().enumerate() {
-        if i < ctx.max_processes || leaking.contains_key(&(p.key(), p.device_index)) {
+        if i < ctx.max_processes
+            || leaking.contains_key(&(p.key(), p.device_index))
+            || p.parked.is_some()
+        {
             chosen.push(p);
         }
     }
@@ -292,6 +309,7 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
         leak: Option<f64>,
         free: Option<u64>,
         torch: Option<crate::model::TorchMem>,
+        parked: Option<crate::model::ParkInfo>,
     }
     let rows: Vec<Row> = chosen
         .iter()
@@ -316,6 +334,7 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
                 leak: leaking.get(&(p.key(), p.device_index)).copied(),
                 free: dev.and_then(|d| d.memory_free_bytes),
                 torch: p.torch,
+                parked: p.parked,
             }
         })
         .collect();
@@ -341,6 +360,29 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
     );
     for r in &rows {
         emit(&mut o, "vramwarden_process_gpu_memory_bytes", r, r.used);
+    }
+    o.family(
+        "vramwarden_process_parked",
+        Kind::Gauge,
+        "1 while the process is parked (its GPU memory moved to host memory by `vramwarden park` or a park rule), or being parked or resumed; else 0.",
+    );
+    for r in &rows {
+        emit(
+            &mut o,
+            "vramwarden_process_parked",
+            r,
+            f64::from(u8::from(r.parked.is_some())),
+        );
+    }
+    o.family(
+        "vramwarden_process_parked_bytes",
+        Kind::Gauge,
+        "GPU memory a parked process has in host memory, in bytes (the driver's figure before the park).",
+    );
+    for r in &rows {
+        if let Some(b) = r.parked.and_then(|p| p.bytes) {
+            emit(&mut o, "vramwarden_process_parked_bytes", r, b as f64);
+        }
     }
     o.family(
         "vramwarden_process_leak",

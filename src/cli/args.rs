@@ -65,6 +65,24 @@ pub enum Command {
         #[arg(long)]
         excel_safe: bool,
     },
+    /// Park a process: move its GPU memory to host memory through the driver's checkpoint
+    /// API (NVIDIA driver r570 or later); it waits, not killed, until `vramwarden resume`.
+    Park {
+        /// The process.
+        pid: u32,
+        /// Act only if the process started at this time (ms since the epoch, as `snapshot`
+        /// shows): a PID reused by another process is left alone.
+        #[arg(long)]
+        start_time_ms: Option<i64>,
+        /// Say what would be done, do nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Resume a parked process: its memory back to the GPU, and it goes on.
+    Resume {
+        /// The process.
+        pid: u32,
+    },
     /// Record a session log without a window, until the duration ends or Ctrl-C / SIGTERM.
     Record {
         /// Stop after this long (simulated time with --speed); default: until interrupted.

@@ -2,6 +2,7 @@
 //! errors; the command line's definitions are in [`args`].
 
 pub mod args;
+pub mod park;
 pub mod torch;
 pub use args::*;
 
@@ -161,6 +162,11 @@ pub fn snapshot(
 ) -> Result<(), CliError> {
     let mut source = crate::sampler::source_factory(demo)()?;
     let mut snap = source.sample(now_ms())?;
+    if !demo && !crate::park::discover::add_unlisted_parked(&mut snap, Duration::from_secs(3)) {
+        tracing::warn!(
+            "the driver did not say in time which processes are parked; they are not listed"
+        );
+    }
     enrich(&mut snap, &mut ProcReader::default());
     match format {
         Format::Json => writeln!(out, "{}", snapshot_out::to_json(&snap)?)?,

@@ -180,6 +180,8 @@ pub struct ActionRunner {
     running: Vec<std::sync::mpsc::Receiver<Activity>>,
     /// The commands started and not ended (bounded; their groups end with this runner).
     commands: super::command::Commands,
+    /// Parks and resumes: the book of parked processes and the jobs under way.
+    parks: super::park_action::Parks,
     me: u32,
     parent: u32,
     session_leader: u32,
@@ -231,6 +233,8 @@ enum Effect {
     },
     /// Ask the process's PyTorch companion (release the cache, limit the memory).
     Companion,
+    /// Park it or resume it through the driver's checkpoint API ([`crate::park`]).
+    Park(super::park_action::ParkKind),
 }
 
 impl Effect {
@@ -257,10 +261,14 @@ impl Effect {
                 })
                 .map_err(|why| (Outcome::Skipped, why)),
             Action::ReleaseCache | Action::LimitMemory { .. } if on_process => Ok(Self::Companion),
+            Action::Park if on_process => Ok(Self::Park(super::park_action::ParkKind::Park)),
+            Action::Resume if on_process => Ok(Self::Park(super::park_action::ParkKind::Resume)),
             Action::Signal { .. }
             | Action::Terminate { .. }
             | Action::ReleaseCache
-            | Action::LimitMemory { .. } => Err(needs_process()),
+            | Action::LimitMemory { .. }
+            | Action::Park
+            | Action::Resume => Err(needs_process()),
         }
     }
 
@@ -274,6 +282,7 @@ impl Effect {
                 "would send SIGTERM to {who}, then SIGKILL after {grace_seconds} s if it still holds GPU memory"
             ),
             Self::Command { args, .. } => format!("would run {args:?} for {who}"),
+            Self::Park(kind) => kind.would(p, who),
             Self::Companion => match &p.action {
                 Action::LimitMemory { gib } => format!(
                     "would ask the PyTorch companion of {who} to limit it to {gib} GiB{}",
@@ -382,6 +391,7 @@ impl ActionRunner {
             companion_dirs: None,
             running: Vec::new(),
             commands: super::command::Commands::default(),
+            parks: super::park_action::Parks::default(),
             me: me as u32,
             parent: parent as u32,
             session_leader: sid.max(0) as u32,
@@ -407,6 +417,7 @@ impl ActionRunner {
     /// this snapshot was taken, an activity entry with the driver's figure for the process
     /// (its GPU memory now against before the release).
     pub fn observe(&mut self, snap: &Snapshot) -> Vec<Activity> {
+        self.parks.observe(snap);
         for d in &snap.devices {
             self.gpus
                 .insert(d.index, (d.uuid.clone(), d.memory_total_bytes));
@@ -502,6 +513,9 @@ impl ActionRunner {
             } else {
                 "another user's process (vramwarden is not root)".into()
             });
+        }
+        if let Some(why) = self.parks.refusal(p, key) {
+            return Some(why);
         }
         if p.action.uses_companion()
             && companion_action::socket_of(&self.companion_dirs(), pid).is_none()
@@ -660,6 +674,10 @@ impl ActionRunner {
             (Effect::Companion, Some(key)) => {
                 let (outcome, detail, kind) = self.run_companion(p, &key, now);
                 entry(outcome, detail, kind)
+            }
+            (Effect::Park(kind), Some(key)) => {
+                let (outcome, detail, e) = self.parks.start(kind, p, key, now);
+                entry(outcome, detail, e)
             }
             // Effect::of gives process effects only for process targets.
             (_, None) => end(Outcome::Failed, "this action needs a process".into()),
@@ -865,6 +883,7 @@ impl ActionRunner {
                 }),
             }
         }
+        out.extend(self.parks.poll(now));
         self.running.retain(|rx| match rx.try_recv() {
             Ok(a) => {
                 out.push(Activity { unix_ms: now, ..a });
@@ -879,6 +898,23 @@ impl ActionRunner {
     /// Terminations waiting for their grace period.
     pub fn pending_kills(&self) -> usize {
         self.pending.len()
+    }
+
+    /// Shows parked processes (and those being parked or resumed) in `snap`: see
+    /// [`crate::park::Parker::annotate`]. Call before the snapshot is enriched.
+    pub fn annotate_parked(&self, snap: &mut Snapshot) {
+        self.parks.annotate(snap);
+    }
+
+    /// Parks and resumes that ended since the last call, with their figures (for the
+    /// session log).
+    pub fn take_park_records(&mut self) -> Vec<super::park_action::ParkRecord> {
+        self.parks.take_records()
+    }
+
+    /// True while a park or resume is under way or a process is parked.
+    pub fn parks_active(&self) -> bool {
+        !self.parks.is_idle()
     }
 }
 

@@ -237,9 +237,35 @@ pub fn find_process_target(snap: &Snapshot, key: &ProcSeriesKey) -> Option<Targe
         .map(process_target)
 }
 
+/// Of `targets`, the one holding the most GPU memory on each GPU.
+fn largest_per_gpu<'a>(
+    targets: impl Iterator<Item = &'a Target>,
+) -> std::collections::HashSet<TargetId> {
+    let mut best: HashMap<u32, (u64, TargetId)> = HashMap::new();
+    for t in targets {
+        let Target::Process { used_bytes, .. } = t else {
+            continue;
+        };
+        let used = used_bytes.unwrap_or(0);
+        let e = best.entry(t.device_index()).or_insert((used, t.id()));
+        if used > e.0 {
+            *e = (used, t.id());
+        }
+    }
+    best.into_values().map(|(_, id)| id).collect()
+}
+
 fn targets(snap: &Snapshot, rule: &Rule) -> Vec<Target> {
     if rule.conditions.targets_processes() || rule.action.needs_process() {
-        snap.processes.iter().map(process_target).collect()
+        // A parked process is the target of resume rules only (parked is idle, and a rule
+        // meant for idle jobs must not end one that was parked to be kept).
+        let for_parked =
+            rule.action == super::Action::Resume || rule.conditions.parked_fits_with_mib.is_some();
+        snap.processes
+            .iter()
+            .filter(|p| p.parked.is_some() == for_parked)
+            .map(process_target)
+            .collect()
     } else {
         snap.devices
             .iter()
@@ -389,8 +415,16 @@ impl RuleState {
                 self.held_since.retain(|(name, _), _| *name != rule.name);
                 continue;
             };
-            for t in targets(snap, rule) {
+            let all = targets(snap, rule);
+            let largest = rule.conditions.largest_only.then(|| {
+                largest_per_gpu(all.iter().filter(|t| self.holds(compiled, t, snap, facts)))
+            });
+            for t in all {
                 let id = (rule.name.clone(), t.id());
+                if largest.as_ref().is_some_and(|l| !l.contains(&t.id())) {
+                    self.held_since.remove(&id);
+                    continue;
+                }
                 if stale.contains(&t.id()) {
                     // Its list failed this time: hold the hysteresis as it is, act on nothing.
                     continue;
@@ -503,6 +537,14 @@ impl RuleState {
             .processes
             .iter()
             .find(|p| p.key() == key.0 && p.device_index == key.1);
+        if let Some(headroom) = c.parked_fits_with_mib {
+            let parked = p.and_then(|p| p.parked).and_then(|i| i.bytes);
+            let free = dev.and_then(|d| d.memory_free_bytes);
+            match (parked, free) {
+                (Some(b), Some(f)) if (f as f64) >= b as f64 + headroom * MIB as f64 => {}
+                _ => return false,
+            }
+        }
         if let Some(min) = c.process_memory_min_mib {
             if used_bytes.is_none_or(|u| (u as f64 / MIB as f64) < min) {
                 return false;

@@ -7,6 +7,7 @@ pub mod companion_action;
 pub mod eval;
 pub mod glob;
 pub mod model;
+pub mod park_action;
 pub mod protect;
 pub mod schedule;
 pub mod shell;

@@ -45,6 +45,12 @@ pub struct Conditions {
     pub allocated_growth_min_mib_per_min: Option<f64>,
     /// Only on this GPU.
     pub gpu: Option<u32>,
+    /// Of the processes on a GPU that meet every other condition, only the one holding the
+    /// most GPU memory (e.g. "park the largest idle process").
+    pub largest_only: bool,
+    /// The process is parked and its GPU now has room for it: its parked memory plus this
+    /// much free (MiB, 0 – [`MAX_MIB`]). For `resume` rules.
+    pub parked_fits_with_mib: Option<f64>,
     /// Everything above has held continuously this long before the rule fires (hysteresis;
     /// seconds, 0 – [`MAX_HOLD_SECONDS`], a year).
     pub hold_seconds: f64,
@@ -86,6 +92,8 @@ impl Conditions {
             || self.pod_glob.is_some()
             || self.container_total_min_mib.is_some()
             || self.allocated_growth_min_mib_per_min.is_some()
+            || self.largest_only
+            || self.parked_fits_with_mib.is_some()
     }
 }
 
@@ -128,6 +136,12 @@ pub enum Action {
         /// when it runs).
         gib: f64,
     },
+    /// Park the process: move its GPU memory to host memory through the driver's checkpoint
+    /// API (it waits, not killed; see [`crate::park`]). TOML `kind = "park"`.
+    Park,
+    /// Resume a parked process: its memory back to the GPU, and it goes on. TOML
+    /// `kind = "resume"`.
+    Resume,
 }
 
 /// Largest memory limit (GiB) a `limit_memory` action may name ([`MAX_MIB`] in GiB).
@@ -149,17 +163,23 @@ pub enum ActionKind {
     ReleaseCache,
     /// [`Action::LimitMemory`].
     LimitMemory,
+    /// [`Action::Park`].
+    Park,
+    /// [`Action::Resume`].
+    Resume,
 }
 
 impl ActionKind {
     /// Every kind, in the order the picker shows them.
-    pub const ALL: [ActionKind; 6] = [
+    pub const ALL: [ActionKind; 8] = [
         ActionKind::Notify,
         ActionKind::Signal,
         ActionKind::Terminate,
         ActionKind::RunCommand,
         ActionKind::ReleaseCache,
         ActionKind::LimitMemory,
+        ActionKind::Park,
+        ActionKind::Resume,
     ];
 
     /// The kind of `a`.
@@ -171,6 +191,8 @@ impl ActionKind {
             Action::RunCommand { .. } => ActionKind::RunCommand,
             Action::ReleaseCache => ActionKind::ReleaseCache,
             Action::LimitMemory { .. } => ActionKind::LimitMemory,
+            Action::Park => ActionKind::Park,
+            Action::Resume => ActionKind::Resume,
         }
     }
 
@@ -183,6 +205,8 @@ impl ActionKind {
             ActionKind::RunCommand => "Run a command",
             ActionKind::ReleaseCache => "Release PyTorch cache",
             ActionKind::LimitMemory => "Limit PyTorch memory",
+            ActionKind::Park => "Park (GPU memory to host memory)",
+            ActionKind::Resume => "Resume a parked process",
         }
     }
 
@@ -202,6 +226,8 @@ impl ActionKind {
             },
             ActionKind::ReleaseCache => Action::ReleaseCache,
             ActionKind::LimitMemory => Action::LimitMemory { gib: 16.0 },
+            ActionKind::Park => Action::Park,
+            ActionKind::Resume => Action::Resume,
         }
     }
 }
@@ -222,6 +248,8 @@ impl Action {
             Action::RunCommand { argv, .. } => format!("run `{}`", argv.join(" ")),
             Action::ReleaseCache => "release cached memory".into(),
             Action::LimitMemory { gib } => format!("limit to {gib} GiB"),
+            Action::Park => "park (GPU memory to host memory)".into(),
+            Action::Resume => "resume (memory back to the GPU)".into(),
         }
     }
 
@@ -233,6 +261,8 @@ impl Action {
                 | Action::Terminate { .. }
                 | Action::ReleaseCache
                 | Action::LimitMemory { .. }
+                | Action::Park
+                | Action::Resume
         )
     }
 
@@ -367,7 +397,7 @@ impl Rule {
         if self.name.trim().is_empty() {
             v.push((&["name"], "the rule needs a name".into()));
         }
-        let ranged: [(&'static [&'static str], Option<f64>, f64, &str); 10] = [
+        let ranged: [(&'static [&'static str], Option<f64>, f64, &str); 11] = [
             (
                 &["conditions", "process_memory_min_mib"],
                 c.process_memory_min_mib,
@@ -427,6 +457,12 @@ impl Rule {
                 c.allocated_growth_min_mib_per_min,
                 MAX_MIB,
                 " MiB/min",
+            ),
+            (
+                &["conditions", "parked_fits_with_mib"],
+                c.parked_fits_with_mib,
+                MAX_MIB,
+                " MiB",
             ),
         ];
         for (key, x, max, unit) in ranged {
@@ -498,7 +534,7 @@ impl Rule {
     /// The action's own problems (signal name, grace period, command, timeout).
     fn action_problems(&self, v: &mut Vec<(&'static [&'static str], String)>) {
         match &self.action {
-            Action::Notify | Action::ReleaseCache => {}
+            Action::Notify | Action::ReleaseCache | Action::Park | Action::Resume => {}
             Action::LimitMemory { gib } => {
                 let g = *gib;
                 if !(g.is_finite() && g > 0.0 && g <= MAX_LIMIT_GIB) {
@@ -609,6 +645,14 @@ impl Rule {
         }
         if let Some(x) = c.allocated_growth_min_mib_per_min {
             when.push(format!("its PyTorch allocated memory grows ≥ {x} MiB/min"));
+        }
+        if let Some(x) = c.parked_fits_with_mib {
+            when.push(format!(
+                "it is parked and its GPU has room for it with {x} MiB to spare"
+            ));
+        }
+        if c.largest_only {
+            when.push("it is the largest of those on its GPU".into());
         }
         let when = if when.is_empty() {
             "always".to_string()

@@ -636,6 +636,67 @@ fn event_row(session: &SessionData, e: &Event) -> Option<String> {
                 crate::session::describe_oom(*used_pct, victims, holders),
             )
         }
+        Event::Park {
+            pid,
+            device_index,
+            name,
+            action,
+            bytes,
+            seconds,
+            ok,
+            detail,
+            ..
+        } => (
+            if *ok { action.as_str() } else { "park_failed" },
+            Some(*pid),
+            Some(*device_index),
+            name.clone(),
+            String::new(),
+            None,
+            format!(
+                "{action} {}: {} MiB in {seconds:.1} s: {detail}",
+                if *ok { "done" } else { "failed" },
+                bytes.map_or_else(|| "?".into(), |b| (b / crate::model::MIB).to_string())
+            ),
+        ),
+        Event::OomForecast {
+            device_index,
+            full_in_s,
+            drivers,
+            ..
+        } => (
+            "oom_forecast",
+            drivers.first().map(|d| d.pid),
+            Some(*device_index),
+            drivers.first().map_or(String::new(), |d| d.name.clone()),
+            drivers.first().map_or(String::new(), |d| d.user.clone()),
+            None,
+            format!(
+                "GPU {device_index} forecast full in {:.1} min; growing: {}",
+                full_in_s / 60.0,
+                drivers
+                    .iter()
+                    .map(|d| format!("{} (PID {})", d.name, d.pid))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ),
+        Event::OomForecastEnded {
+            device_index,
+            raised_ms,
+            ..
+        } => (
+            "oom_forecast_ended",
+            None,
+            Some(*device_index),
+            String::new(),
+            String::new(),
+            None,
+            format!(
+                "the forecast raised at {} receded",
+                crate::format::rfc3339(*raised_ms)
+            ),
+        ),
         Event::Recording { active, gap, .. } => (
             "recording",
             None,

@@ -217,6 +217,52 @@ pub enum Event {
         /// Every process that held memory on the GPU in the last sample before, largest first.
         holders: Vec<OomHolder>,
     },
+    /// A process was parked or resumed (or a park or resume failed): its GPU memory moved
+    /// to host memory and back through the driver's checkpoint API.
+    Park {
+        /// When it ended.
+        unix_ms: UnixMs,
+        /// OS pid.
+        pid: u32,
+        /// Its start time (ms since the epoch).
+        #[serde(default)]
+        start_time_ms: UnixMs,
+        /// GPU.
+        device_index: u32,
+        /// Its name.
+        name: String,
+        /// `park` or `resume`.
+        action: String,
+        /// GPU memory moved (bytes), when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bytes: Option<u64>,
+        /// Seconds the driver took.
+        seconds: f64,
+        /// Whether it went through.
+        ok: bool,
+        /// What happened, in words.
+        detail: String,
+    },
+    /// A GPU is forecast full within the warning time (the OOM forecast became an alert).
+    OomForecast {
+        /// When it was raised.
+        unix_ms: UnixMs,
+        /// GPU.
+        device_index: u32,
+        /// Seconds until full at the rate its processes grow.
+        full_in_s: f64,
+        /// The processes whose growth drives it, largest first.
+        drivers: Vec<OomHolder>,
+    },
+    /// The forecast of an earlier [`Event::OomForecast`] receded.
+    OomForecastEnded {
+        /// When.
+        unix_ms: UnixMs,
+        /// GPU.
+        device_index: u32,
+        /// When the alert was raised.
+        raised_ms: UnixMs,
+    },
     /// Recording was paused or resumed by the user, or resumed after writes failed (then
     /// `gap` says what was lost and why).
     Recording {
@@ -278,6 +324,9 @@ impl Event {
             | Event::LeakEnded { unix_ms, .. }
             | Event::Activity { unix_ms, .. }
             | Event::OomSuspected { unix_ms, .. }
+            | Event::Park { unix_ms, .. }
+            | Event::OomForecast { unix_ms, .. }
+            | Event::OomForecastEnded { unix_ms, .. }
             | Event::Recording { unix_ms, .. } => *unix_ms,
         }
     }

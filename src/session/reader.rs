@@ -665,6 +665,7 @@ impl SessionData {
                     cpu_pct: None,
                     rss_bytes: None,
                     torch: None,
+                    parked: None,
                 }
             })
             .collect();

@@ -502,6 +502,7 @@ pub(crate) fn merge_processes(
                     cpu_pct: None,
                     rss_bytes: None,
                     torch: None,
+                    parked: None,
                 });
         }
     }

@@ -422,6 +422,7 @@ impl SimSource {
                     crate::model::Origin::Live
                 },
                 stale: false,
+                parked: None,
                 // Scripted host figures: a job that keeps its GPU busy feeds it from about
                 // one core; its host memory is a base plus a share of its GPU memory.
                 cpu_pct: info.is_some().then(|| {

@@ -613,6 +613,12 @@ impl SettingsUi {
                 }
                 match &mut r.action {
                     Action::Notify | Action::ReleaseCache => {}
+                    Action::Park => {
+                        ui.label("Moves its GPU memory to host memory through the driver's checkpoint API; it waits, not killed (needs as much free host memory).");
+                    }
+                    Action::Resume => {
+                        ui.label("Moves a parked process's memory back to the GPU; it goes on.");
+                    }
                     Action::LimitMemory { gib } => {
                         ui.horizontal(|ui| {
                             ui.label("Memory fraction for");

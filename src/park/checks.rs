@@ -1,0 +1,174 @@
+//! What must hold before a process is parked or resumed, said in words before anything is
+//! asked of the driver: the machine, the host memory the GPU memory needs, and the known
+//! hazards of the driver's checkpoint API (NVIDIA/cuda-checkpoint's issues).
+
+use crate::model::{GIB, MIB};
+
+/// Host memory kept free beyond the process's GPU memory when it is parked: 2 GiB, or 5 %
+/// of the parked bytes if more.
+pub fn host_margin(bytes: u64) -> u64 {
+    (2 * GIB).max(bytes / 20)
+}
+
+/// Bytes from `/proc/meminfo`'s `MemAvailable` line.
+pub fn mem_available(meminfo: &str) -> Option<u64> {
+    meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|rest| rest.trim().strip_suffix("kB"))
+        .and_then(|kb| kb.trim().parse::<u64>().ok())
+        .map(|kb| kb.saturating_mul(1024))
+}
+
+/// What the host offers now (read from `/proc/meminfo`).
+pub fn host_available() -> Option<u64> {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| mem_available(&m))
+}
+
+/// What a park would touch, gathered by the caller from the latest sample and `/proc`.
+#[derive(Debug, Clone, Default)]
+pub struct ParkFacts {
+    /// GPU memory the process holds (the driver's figure), if known.
+    pub gpu_bytes: Option<u64>,
+    /// How many GPUs list the process.
+    pub gpus: usize,
+    /// The GPU is a MIG instance.
+    pub mig: bool,
+    /// Host memory available now (`MemAvailable`).
+    pub host_available: Option<u64>,
+    /// The process's mapped libraries (from `/proc/PID/maps`), file names only.
+    pub libraries: Vec<String>,
+}
+
+/// Why a park may not go ahead, or what to warn about when it does.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Verdict {
+    /// Reasons to refuse (empty: it may go ahead).
+    pub refusals: Vec<String>,
+    /// Hazards to say alongside.
+    pub warnings: Vec<String>,
+}
+
+/// The checks of a park of a process with `facts`.
+pub fn check_park(facts: &ParkFacts) -> Verdict {
+    let mut v = Verdict::default();
+    if !cfg!(target_arch = "x86_64") {
+        v.refusals
+            .push("the driver's checkpoint API is offered on x86_64 Linux only".into());
+    }
+    if facts.mig {
+        v.refusals.push(
+            "the process runs on a MIG instance, which the checkpoint API does not support".into(),
+        );
+    }
+    if facts.gpus > 1 {
+        v.refusals.push(format!(
+            "the process uses {} GPUs; parking multi-GPU processes can hang the driver (NVIDIA/cuda-checkpoint#30, #45)",
+            facts.gpus
+        ));
+    }
+    if facts.libraries.iter().any(|l| l.starts_with("libnccl")) {
+        v.refusals.push(
+            "the process has NCCL loaded: the driver cannot checkpoint NCCL jobs and locking one hangs (NVIDIA/cuda-checkpoint#30, #45)"
+                .into(),
+        );
+    }
+    match (facts.gpu_bytes, facts.host_available) {
+        (Some(b), Some(avail)) if avail < b.saturating_add(host_margin(b)) => v.refusals.push(format!(
+            "not enough host memory: parking needs {:.1} GiB (its GPU memory) + {:.1} GiB margin, {:.1} GiB is available",
+            b as f64 / GIB as f64,
+            host_margin(b) as f64 / GIB as f64,
+            avail as f64 / GIB as f64
+        )),
+        (_, None) => v
+            .warnings
+            .push("the host's available memory could not be read".into()),
+        _ => {}
+    }
+    if facts.gpu_bytes.is_some_and(|b| b < MIB) {
+        v.warnings
+            .push("the process holds almost no GPU memory: parking frees little".into());
+    }
+    v
+}
+
+/// Seconds a park of `bytes` is expected to take (about 1.5 GiB/s to host memory, measured
+/// on an H200), for the words shown before it starts.
+pub fn park_estimate_s(bytes: u64) -> f64 {
+    (bytes as f64 / (1.5 * GIB as f64)).max(0.5)
+}
+
+/// The file names of the libraries mapped by `pid` (empty where unreadable).
+pub fn mapped_libraries(pid: u32) -> Vec<String> {
+    let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        return Vec::new();
+    };
+    let mut libs: Vec<String> = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .filter_map(|p| p.rsplit('/').next())
+        .filter(|n| n.contains(".so"))
+        .map(str::to_string)
+        .collect();
+    libs.sort();
+    libs.dedup();
+    libs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(gpu_gib: u64, host_gib: u64) -> ParkFacts {
+        ParkFacts {
+            gpu_bytes: Some(gpu_gib * GIB),
+            gpus: 1,
+            mig: false,
+            host_available: Some(host_gib * GIB),
+            libraries: vec!["libcuda.so.1".into()],
+        }
+    }
+
+    #[test]
+    fn enough_host_memory_goes_ahead() {
+        let v = check_park(&facts(10, 64));
+        assert!(v.refusals.is_empty(), "{v:?}");
+    }
+
+    #[test]
+    fn too_little_host_memory_is_refused_with_the_figures() {
+        let v = check_park(&facts(10, 11));
+        assert_eq!(v.refusals.len(), 1);
+        assert!(v.refusals[0].contains("10.0 GiB"), "{}", v.refusals[0]);
+        assert!(
+            v.refusals[0].contains("11.0 GiB is available"),
+            "{}",
+            v.refusals[0]
+        );
+    }
+
+    #[test]
+    fn nccl_several_gpus_and_mig_are_refused() {
+        let mut f = facts(1, 64);
+        f.libraries.push("libnccl.so.2".into());
+        f.gpus = 2;
+        f.mig = true;
+        let v = check_park(&f);
+        assert_eq!(v.refusals.len(), 3, "{v:?}");
+    }
+
+    #[test]
+    fn meminfo_is_read_in_bytes() {
+        let m = "MemTotal:       131072000 kB\nMemAvailable:   1024 kB\n";
+        assert_eq!(mem_available(m), Some(1024 * 1024));
+        assert_eq!(mem_available("garbage"), None);
+    }
+
+    #[test]
+    fn this_process_maps_libc() {
+        let libs = mapped_libraries(std::process::id());
+        assert!(libs.iter().any(|l| l.starts_with("libc")), "{libs:?}");
+    }
+}

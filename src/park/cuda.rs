@@ -1,0 +1,280 @@
+//! The CUDA driver's checkpoint API (`cuCheckpointProcess*`, driver r570 and later), loaded
+//! from `libcuda.so.1` at run time like NVML: the binary starts without a driver.
+//!
+//! Only this file calls into libcuda. Every call names another process by pid; none creates a
+//! CUDA context in vramwarden (`cuInit` is called once, only if the driver asks for it).
+
+use std::os::raw::{c_int, c_uint};
+
+/// The oldest CUDA driver API version with the checkpoint calls (12.8, driver r570).
+pub const MIN_DRIVER_API: i32 = 12_080;
+
+/// `CUresult` values named in messages.
+const CUDA_SUCCESS: c_int = 0;
+const CUDA_ERROR_NOT_INITIALIZED: c_int = 3;
+
+/// A process's state as the driver's checkpoint API reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CudaState {
+    /// Running normally.
+    Running,
+    /// Locked: its CUDA calls block (between lock and checkpoint, or restore and unlock).
+    Locked,
+    /// Checkpointed: its GPU memory is in host memory and the GPU holds nothing of it.
+    Checkpointed,
+    /// A checkpoint or restore failed; the process cannot use CUDA until it is restored.
+    Failed,
+    /// A state this build does not know (the driver's number).
+    Other(i32),
+}
+
+impl CudaState {
+    fn from_raw(v: c_int) -> Self {
+        match v {
+            0 => Self::Running,
+            1 => Self::Locked,
+            2 => Self::Checkpointed,
+            3 => Self::Failed,
+            n => Self::Other(n),
+        }
+    }
+
+    /// One word for tables and logs.
+    pub fn label(self) -> String {
+        match self {
+            Self::Running => "running".into(),
+            Self::Locked => "locked".into(),
+            Self::Checkpointed => "checkpointed".into(),
+            Self::Failed => "failed".into(),
+            Self::Other(n) => format!("state {n}"),
+        }
+    }
+}
+
+/// `CUcheckpointLockArgs`: the timeout first, then reserved words that must be zero.
+#[repr(C)]
+struct LockArgs {
+    timeout_ms: c_uint,
+    reserved0: c_uint,
+    reserved1: [u64; 7],
+}
+
+type GetStateFn = unsafe extern "C" fn(c_int, *mut c_int) -> c_int;
+type LockFn = unsafe extern "C" fn(c_int, *mut LockArgs) -> c_int;
+type PlainFn = unsafe extern "C" fn(c_int, *mut std::ffi::c_void) -> c_int;
+type VersionFn = unsafe extern "C" fn(*mut c_int) -> c_int;
+type InitFn = unsafe extern "C" fn(c_uint) -> c_int;
+
+/// A driver call that failed: which one and the `CUresult`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CudaError {
+    /// libcuda could not be loaded.
+    #[error("the NVIDIA CUDA driver library (libcuda.so.1) could not be loaded: {0}")]
+    NoLibrary(String),
+    /// The driver is too old for the checkpoint API.
+    #[error("park and resume need the CUDA driver API 12.8 or later (NVIDIA driver r570 or later); this driver offers {0}")]
+    TooOld(String),
+    /// A call returned an error.
+    #[error("{call} failed: {}", describe(*.code))]
+    Call {
+        /// The function.
+        call: &'static str,
+        /// Its `CUresult`.
+        code: i32,
+    },
+}
+
+/// The words for a `CUresult` of the checkpoint calls.
+fn describe(code: i32) -> String {
+    let what = match code {
+        1 => "invalid value (the process has no CUDA context, or is not in the state this step needs)",
+        3 => "the CUDA driver is not initialised",
+        4 => "the CUDA driver is shutting down",
+        100 => "no CUDA-capable device",
+        201 => "invalid context",
+        304 => "an operating-system call failed (permission, or the process is gone)",
+        401 => "illegal state (the process is not in the state this step needs)",
+        600 => "not ready (the process did not reach a safe point before the lock's timeout)",
+        700..=720 => "the process's GPU work failed",
+        801 => "not supported (this GPU, driver or process cannot be checkpointed)",
+        999 => "unknown driver error",
+        _ => "driver error",
+    };
+    format!("{what} (CUresult {code})")
+}
+
+/// The loaded checkpoint entry points.
+pub struct CudaCheckpoint {
+    _lib: libloading::Library,
+    get_state: GetStateFn,
+    lock: LockFn,
+    checkpoint: PlainFn,
+    restore: PlainFn,
+    unlock: PlainFn,
+    init: InitFn,
+    version: i32,
+}
+
+fn symbol<T: Copy>(lib: &libloading::Library, name: &[u8]) -> Result<T, CudaError> {
+    // SAFETY: the caller names the C signature of `name` as `T` (the CUDA driver API's).
+    unsafe { lib.get::<T>(name) }.map(|s| *s).map_err(|_| {
+        CudaError::TooOld(format!(
+            "no {} in libcuda.so.1",
+            String::from_utf8_lossy(name.strip_suffix(b"\0").unwrap_or(name))
+        ))
+    })
+}
+
+impl CudaCheckpoint {
+    /// Loads libcuda and checks that its driver API is at least [`MIN_DRIVER_API`].
+    ///
+    /// # Errors
+    /// No library, no checkpoint symbols, or a driver API older than 12.8.
+    pub fn load() -> Result<Self, CudaError> {
+        // SAFETY: loading the NVIDIA driver's library runs its initialisers, as NVML's does.
+        let lib = unsafe { libloading::Library::new("libcuda.so.1") }
+            .map_err(|e| CudaError::NoLibrary(e.to_string()))?;
+        let version_fn: VersionFn = symbol(&lib, b"cuDriverGetVersion\0")?;
+        let mut version: c_int = 0;
+        // SAFETY: cuDriverGetVersion writes one int; it needs no cuInit.
+        let r = unsafe { version_fn(&mut version) };
+        if r != CUDA_SUCCESS {
+            return Err(CudaError::Call {
+                call: "cuDriverGetVersion",
+                code: r,
+            });
+        }
+        if version < MIN_DRIVER_API {
+            return Err(CudaError::TooOld(version_text(version)));
+        }
+        Ok(Self {
+            get_state: symbol(&lib, b"cuCheckpointProcessGetState\0")?,
+            lock: symbol(&lib, b"cuCheckpointProcessLock\0")?,
+            checkpoint: symbol(&lib, b"cuCheckpointProcessCheckpoint\0")?,
+            restore: symbol(&lib, b"cuCheckpointProcessRestore\0")?,
+            unlock: symbol(&lib, b"cuCheckpointProcessUnlock\0")?,
+            init: symbol(&lib, b"cuInit\0")?,
+            version,
+            _lib: lib,
+        })
+    }
+
+    /// The driver API version as the driver says it, e.g. "13.0".
+    pub fn version_text(&self) -> String {
+        version_text(self.version)
+    }
+
+    /// Runs `call`; when the driver says it is not initialised, `cuInit(0)` once and again.
+    fn with_init(
+        &self,
+        name: &'static str,
+        mut call: impl FnMut() -> c_int,
+    ) -> Result<(), CudaError> {
+        let mut r = call();
+        if r == CUDA_ERROR_NOT_INITIALIZED {
+            // SAFETY: cuInit(0) has no preconditions; it creates no context.
+            unsafe { (self.init)(0) };
+            r = call();
+        }
+        match r {
+            CUDA_SUCCESS => Ok(()),
+            code => Err(CudaError::Call { call: name, code }),
+        }
+    }
+
+    /// The process's state.
+    ///
+    /// # Errors
+    /// The driver's, e.g. for a process without CUDA.
+    pub fn state(&self, pid: u32) -> Result<CudaState, CudaError> {
+        let mut raw: c_int = -1;
+        // SAFETY: writes one int for a pid; any pid is a valid argument.
+        self.with_init("cuCheckpointProcessGetState", || unsafe {
+            (self.get_state)(pid as c_int, &mut raw)
+        })?;
+        Ok(CudaState::from_raw(raw))
+    }
+
+    /// Locks the process: waits at most `timeout_ms` for its CUDA work to reach a safe point.
+    ///
+    /// # Errors
+    /// The driver's (a timeout is "not ready").
+    pub fn lock(&self, pid: u32, timeout_ms: u32) -> Result<(), CudaError> {
+        let mut args = LockArgs {
+            timeout_ms,
+            reserved0: 0,
+            reserved1: [0; 7],
+        };
+        // SAFETY: the argument struct has the driver's layout and zeroed reserved words.
+        self.with_init("cuCheckpointProcessLock", || unsafe {
+            (self.lock)(pid as c_int, &mut args)
+        })
+    }
+
+    /// Moves the locked process's GPU memory to host memory and releases the GPU.
+    ///
+    /// # Errors
+    /// The driver's.
+    pub fn checkpoint(&self, pid: u32) -> Result<(), CudaError> {
+        self.plain("cuCheckpointProcessCheckpoint", self.checkpoint, pid)
+    }
+
+    /// Moves a checkpointed process's memory back to the GPU (it stays locked).
+    ///
+    /// # Errors
+    /// The driver's (e.g. not enough free GPU memory).
+    pub fn restore(&self, pid: u32) -> Result<(), CudaError> {
+        self.plain("cuCheckpointProcessRestore", self.restore, pid)
+    }
+
+    /// Lets a locked process's CUDA calls go on.
+    ///
+    /// # Errors
+    /// The driver's.
+    pub fn unlock(&self, pid: u32) -> Result<(), CudaError> {
+        self.plain("cuCheckpointProcessUnlock", self.unlock, pid)
+    }
+
+    fn plain(&self, name: &'static str, f: PlainFn, pid: u32) -> Result<(), CudaError> {
+        // SAFETY: NULL arguments are the documented defaults of these calls.
+        self.with_init(name, || unsafe { f(pid as c_int, std::ptr::null_mut()) })
+    }
+}
+
+/// "12.8" from 12080.
+pub fn version_text(v: i32) -> String {
+    format!("{}.{}", v / 1000, (v % 1000) / 10)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_args_have_the_drivers_layout() {
+        assert_eq!(std::mem::size_of::<LockArgs>(), 64);
+        assert_eq!(std::mem::offset_of!(LockArgs, timeout_ms), 0);
+        assert_eq!(std::mem::offset_of!(LockArgs, reserved1), 8);
+    }
+
+    #[test]
+    fn versions_and_states_in_words() {
+        assert_eq!(version_text(12_080), "12.8");
+        assert_eq!(version_text(13_000), "13.0");
+        assert_eq!(CudaState::from_raw(2), CudaState::Checkpointed);
+        assert_eq!(CudaState::from_raw(9).label(), "state 9");
+        assert!(describe(600).contains("not ready"));
+    }
+
+    #[test]
+    fn without_a_driver_load_says_which_library_is_missing() {
+        // This machine has no NVIDIA driver in CI: the error names the library. Where a
+        // driver is installed the load succeeds and reports a version.
+        match CudaCheckpoint::load() {
+            Err(CudaError::NoLibrary(_)) => {}
+            Err(e) => assert!(e.to_string().contains("12.8"), "{e}"),
+            Ok(c) => assert!(c.version >= MIN_DRIVER_API),
+        }
+    }
+}
