@@ -166,11 +166,7 @@ impl CudaCheckpoint {
     }
 
     /// Runs `call`; when the driver says it is not initialised, `cuInit(0)` once and again.
-    fn with_init(
-        &self,
-        name: &'static str,
-        mut call: impl FnMut() -> c_int,
-    ) -> Result<(), CudaError> {
+    fn with_init(&self, name: &'static str, mut call: impl FnMut() -> c_int) -> Result<(), CudaError> {
         let mut r = call();
         if r == CUDA_ERROR_NOT_INITIALIZED {
             // SAFETY: cuInit(0) has no preconditions; it creates no context.
