@@ -447,7 +447,9 @@ fn run_export(
     // A file error names its file; a cancel is said as it is.
     let rows = csv_export::write_files(&data, &jobs, &mut |f| p.set(f)).map_err(|e| {
         ExportFail::Failed(match e.error {
-            csv_export::ExportError::Io(_) => e.to_string(),
+            csv_export::ExportError::Io(_) | csv_export::ExportError::TooLarge { .. } => {
+                e.to_string()
+            }
             csv_export::ExportError::Cancelled => e.error.to_string(),
         })
     })?;

@@ -41,7 +41,7 @@ pub fn log_dir() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os("VRAMWARDEN_DATA_DIR") {
         return Some(PathBuf::from(d).join("logs"));
     }
-    let dirs = directories::ProjectDirs::from("", "", "vramwarden")?;
+    let dirs = crate::paths::project_dirs()?;
     Some(
         dirs.state_dir()
             .map_or_else(|| dirs.data_local_dir().join("logs"), ToOwned::to_owned),

@@ -54,8 +54,16 @@ fn main() -> ExitCode {
         None => Err(cli::CliError::Usage(
             "this vramwarden was built without the window (no `gui` feature); use a subcommand: snapshot, record, export, import, rules (see --help)".into(),
         )),
-        Some(Command::Snapshot { format, table }) => {
-            cli::snapshot(args.demo, format, table, &mut stdout)
+        Some(Command::Snapshot {
+            format,
+            table,
+            excel_safe,
+        }) => {
+            let text = vramwarden::snapshot_out::CsvText {
+                escape_control: vramwarden::term::stdout_is_terminal(),
+                excel_safe,
+            };
+            cli::snapshot(args.demo, format, table, text, &mut stdout)
         }
         Some(Command::Park {
             pid,
@@ -125,7 +133,10 @@ fn main() -> ExitCode {
         // The reader went away (`| head`): end quietly.
         Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("vramwarden: {e}");
+            eprintln!(
+                "vramwarden: {}",
+                vramwarden::term::escape_keeping_lines(&e.to_string())
+            );
             ExitCode::from(e.exit_code())
         }
     }

@@ -78,20 +78,21 @@ impl ProcUsage {
             let got = match read.get(&p.pid) {
                 Some(v) => Some(*v),
                 None => {
-                    let v = std::fs::read_to_string(self.root.join(p.pid.to_string()).join("stat"))
-                        .ok()
-                        .and_then(|s| parse_stat_usage(&s))
-                        .map(|(ticks, rss_pages)| {
-                            let cpu = match self.last.get(&p.pid) {
-                                Some((s0, t0, k0)) if *s0 == start && now > *t0 && ticks >= *k0 => {
-                                    let secs = (ticks - k0) as f64 / self.ticks_per_sec;
-                                    Some((secs * 100_000.0 / (now - t0) as f64) as f32)
-                                }
-                                _ => None,
-                            };
-                            self.last.insert(p.pid, (start, now, ticks));
-                            (cpu, rss_pages * self.page_size)
-                        });
+                    let v = crate::procinfo::read_lossy(
+                        &self.root.join(p.pid.to_string()).join("stat"),
+                    )
+                    .and_then(|s| parse_stat_usage(&s))
+                    .map(|(ticks, rss_pages)| {
+                        let cpu = match self.last.get(&p.pid) {
+                            Some((s0, t0, k0)) if *s0 == start && now > *t0 && ticks >= *k0 => {
+                                let secs = (ticks - k0) as f64 / self.ticks_per_sec;
+                                Some((secs * 100_000.0 / (now - t0) as f64) as f32)
+                            }
+                            _ => None,
+                        };
+                        self.last.insert(p.pid, (start, now, ticks));
+                        (cpu, rss_pages * self.page_size)
+                    });
                     if let Some(v) = v {
                         read.insert(p.pid, v);
                     }

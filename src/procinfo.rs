@@ -68,7 +68,7 @@ impl ProcReader {
 
     /// The start time of `pid` in ms since the epoch, read fresh (no cache): the identity check.
     pub fn start_time_ms(&self, pid: u32) -> Option<UnixMs> {
-        let stat = fs::read_to_string(self.root.join(pid.to_string()).join("stat")).ok()?;
+        let stat = read_lossy(&self.root.join(pid.to_string()).join("stat"))?;
         let ticks = parse_stat_start_ticks(&stat)?;
         Some(self.boot_time_ms? + (ticks * 1000 / self.ticks_per_sec) as i64)
     }
@@ -115,13 +115,14 @@ impl ProcReader {
 
     fn read_uncached(&mut self, pid: u32, start_time_ms: UnixMs) -> Option<ProcInfo> {
         let dir = self.root.join(pid.to_string());
-        let stat = fs::read_to_string(dir.join("stat")).ok()?;
+        // A name need not be UTF-8 (`prctl(PR_SET_NAME)` takes any bytes): the files are read
+        // as bytes and the name shown lossily, so the user and start time are kept.
+        let stat = read_lossy(&dir.join("stat"))?;
         let name = parse_stat_comm(&stat).unwrap_or_default();
         let cmdline = fs::read(dir.join("cmdline"))
             .map(|b| cmdline_from_bytes(&b))
             .unwrap_or_default();
-        let uid = fs::read_to_string(dir.join("status"))
-            .ok()
+        let uid = read_lossy(&dir.join("status"))
             .and_then(|s| parse_status_uid(&s))
             .unwrap_or(u32::MAX);
         let user = self
@@ -151,6 +152,14 @@ impl ProcReader {
             }),
         })
     }
+}
+
+/// A `/proc` text file read as bytes, invalid UTF-8 replaced (a process name may hold any
+/// bytes but the fields around it are ASCII).
+pub fn read_lossy(path: &std::path::Path) -> Option<String> {
+    fs::read(path)
+        .ok()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
 /// `btime` (boot time, seconds since the epoch) from `/proc/stat`.

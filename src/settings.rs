@@ -165,7 +165,9 @@ pub struct ConfigError {
     pub reason: String,
 }
 
-/// The settings file's path: `--config`, else `VRAMWARDEN_CONFIG`, else the platform folder.
+/// The settings file's path: `--config`, else `VRAMWARDEN_CONFIG`, else the platform folder,
+/// else (no home folder) `/etc/vramwarden/config.toml` — never a file in the current folder
+/// (see [`crate::paths`]).
 pub fn config_path(cli: Option<&Path>) -> PathBuf {
     if let Some(p) = cli {
         return p.to_path_buf();
@@ -173,10 +175,7 @@ pub fn config_path(cli: Option<&Path>) -> PathBuf {
     if let Some(p) = std::env::var_os("VRAMWARDEN_CONFIG") {
         return PathBuf::from(p);
     }
-    directories::ProjectDirs::from("", "", "vramwarden").map_or_else(
-        || PathBuf::from("vramwarden.toml"),
-        |d| d.config_dir().join("config.toml"),
-    )
+    crate::paths::default_config()
 }
 
 /// One step of a key path in the settings file: a table key or an array index.

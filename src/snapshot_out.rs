@@ -168,11 +168,53 @@ pub fn write_csv(
     table: CsvTable,
     out: &mut dyn std::io::Write,
 ) -> csv::Result<()> {
+    write_csv_with(snap, table, CsvText::default(), out)
+}
+
+/// How the text cells (names, users, command lines, uuids, container and pod names) of
+/// `snapshot --format csv` are written. By default exactly as read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CsvText {
+    /// Control characters as escapes (`\x1b`, `\n`): for a terminal, so a process's name or
+    /// command line cannot send escape sequences to it. `snapshot` sets it when its output is
+    /// a terminal.
+    pub escape_control: bool,
+    /// `--excel-safe`: a cell that starts with `=`, `+`, `-`, `@`, a tab or a carriage return
+    /// gets a `'` in front, so a spreadsheet shows it as text instead of running it as a
+    /// formula. Changes the data: off by default.
+    pub excel_safe: bool,
+}
+
+impl CsvText {
+    /// `s` as this option writes it.
+    pub fn cell<'a>(&self, s: &'a str) -> std::borrow::Cow<'a, str> {
+        let s = if self.escape_control {
+            crate::term::escape_control(s)
+        } else {
+            std::borrow::Cow::Borrowed(s)
+        };
+        if self.excel_safe && s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+            return std::borrow::Cow::Owned(format!("'{s}"));
+        }
+        s
+    }
+}
+
+/// [`write_csv`] with the text cells written as `text` says.
+///
+/// # Errors
+/// If writing to `out` fails.
+pub fn write_csv_with(
+    snap: &Snapshot,
+    table: CsvTable,
+    text: CsvText,
+    out: &mut dyn std::io::Write,
+) -> csv::Result<()> {
     let mut w = csv::WriterBuilder::new()
         .has_headers(false)
         .from_writer(&mut *out);
     if table != CsvTable::Processes {
-        write_devices(snap, &mut w)?;
+        write_devices(snap, text, &mut w)?;
     }
     if table == CsvTable::Both {
         w.flush()?;
@@ -183,7 +225,7 @@ pub fn write_csv(
             .from_writer(&mut *out);
     }
     if table != CsvTable::Devices {
-        write_processes(snap, &mut w)?;
+        write_processes(snap, text, &mut w)?;
     }
     w.flush()?;
     Ok(())
@@ -228,7 +270,11 @@ pub const PROCESS_HEADER: &[&str] = &[
     "state",
 ];
 
-fn write_devices<W: std::io::Write>(snap: &Snapshot, w: &mut csv::Writer<W>) -> csv::Result<()> {
+fn write_devices<W: std::io::Write>(
+    snap: &Snapshot,
+    t: CsvText,
+    w: &mut csv::Writer<W>,
+) -> csv::Result<()> {
     // The header is written by hand so an empty table still has one.
     w.write_record(DEVICE_HEADER)?;
     let ts = rfc3339(snap.taken_at_ms);
@@ -238,8 +284,8 @@ fn write_devices<W: std::io::Write>(snap: &Snapshot, w: &mut csv::Writer<W>) -> 
             ts.as_str(),
             &ms,
             &d.index.to_string(),
-            &d.uuid,
-            &d.name,
+            &t.cell(&d.uuid),
+            &t.cell(&d.name),
             &mib(d.memory_total_bytes),
             &mib(d.memory_used_bytes),
             &mib(d.memory_reserved_bytes),
@@ -252,7 +298,11 @@ fn write_devices<W: std::io::Write>(snap: &Snapshot, w: &mut csv::Writer<W>) -> 
     Ok(())
 }
 
-fn write_processes<W: std::io::Write>(snap: &Snapshot, w: &mut csv::Writer<W>) -> csv::Result<()> {
+fn write_processes<W: std::io::Write>(
+    snap: &Snapshot,
+    t: CsvText,
+    w: &mut csv::Writer<W>,
+) -> csv::Result<()> {
     w.write_record(PROCESS_HEADER)?;
     let ts = rfc3339(snap.taken_at_ms);
     let ms = snap.taken_at_ms.to_string();
@@ -265,17 +315,17 @@ fn write_processes<W: std::io::Write>(snap: &Snapshot, w: &mut csv::Writer<W>) -
             &p.device_index.to_string(),
             &p.pid.to_string(),
             &i.map(|i| rfc3339(i.start_time_ms)).unwrap_or_default(),
-            i.map_or("", |i| i.name.as_str()),
-            i.map_or("", |i| i.user.as_str()),
+            &t.cell(i.map_or("", |i| i.name.as_str())),
+            &t.cell(i.map_or("", |i| i.user.as_str())),
             &mib(p.used_bytes),
-            i.map_or("", |i| i.cmdline.as_str()),
+            &t.cell(i.map_or("", |i| i.cmdline.as_str())),
             &opt(p.sm_util_pct),
-            dev.map_or("", |d| d.uuid.as_str()),
-            dev.map_or("", |d| d.name.as_str()),
+            &t.cell(dev.map_or("", |d| d.uuid.as_str())),
+            &t.cell(dev.map_or("", |d| d.name.as_str())),
             &mib(dev.and_then(|d| d.memory_total_bytes)),
             &mib(dev.and_then(|d| d.memory_used_bytes)),
-            &i.and_then(|i| i.container_label()).unwrap_or_default(),
-            i.and_then(|i| i.pod.as_deref()).unwrap_or(""),
+            &t.cell(&i.and_then(|i| i.container_label()).unwrap_or_default()),
+            &t.cell(i.and_then(|i| i.pod.as_deref()).unwrap_or("")),
             process_state(p),
         ])?;
     }

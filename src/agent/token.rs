@@ -28,19 +28,8 @@ pub fn generate() -> std::io::Result<String> {
 /// # Errors
 /// A sentence: the file cannot be read or created, is empty, or is readable by others.
 pub fn load_or_create(path: &Path) -> Result<(String, bool), String> {
-    match std::fs::read_to_string(path) {
+    match read_checked(path) {
         Ok(text) => {
-            let mode = std::fs::metadata(path)
-                .map(|m| m.permissions().mode())
-                .unwrap_or(0);
-            if mode & 0o077 != 0 {
-                return Err(format!(
-                    "{}: the token file can be read by others (mode {:o}); run `chmod 600 {}`",
-                    path.display(),
-                    mode & 0o777,
-                    path.display()
-                ));
-            }
             let t = text.trim().to_string();
             if t.len() < 16 {
                 return Err(format!(
@@ -75,6 +64,37 @@ pub fn load_or_create(path: &Path) -> Result<(String, bool), String> {
             path.display()
         )),
     }
+}
+
+/// Reads a token file after checking the file itself (not the path, which may change in
+/// between): it must belong to us or to root, and no one else may read or write it (a token
+/// another user planted or can read is no secret).
+pub fn read_checked(path: &Path) -> std::io::Result<String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut f = std::fs::File::open(path)?;
+    let md = f.metadata()?;
+    let me = nix::unistd::geteuid().as_raw();
+    let refuse = |why: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, why);
+    if !md.is_file() {
+        return Err(refuse("the token file is not a regular file".into()));
+    }
+    if md.uid() != me && md.uid() != 0 {
+        return Err(refuse(format!(
+            "the token file belongs to uid {}, not to us (uid {me}) or root: another user may have planted it; remove it or pass --token-file",
+            md.uid()
+        )));
+    }
+    let mode = md.permissions().mode();
+    if mode & 0o077 != 0 {
+        return Err(refuse(format!(
+            "the token file can be read or written by others (mode {:o}); run `chmod 600 {}`",
+            mode & 0o777,
+            path.display()
+        )));
+    }
+    let mut text = String::new();
+    f.read_to_string(&mut text)?;
+    Ok(text)
 }
 
 /// Compares in time that depends only on the lengths, never on where the bytes differ.

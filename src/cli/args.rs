@@ -58,6 +58,12 @@ pub enum Command {
         /// columns; devices: one row per GPU; both: the two tables, a blank line between).
         #[arg(long, value_enum, default_value_t = CsvTable::Processes)]
         table: CsvTable,
+        /// For CSV: put a `'` before any text cell that starts with `=`, `+`, `-` or `@`, so a
+        /// spreadsheet shows it as text instead of running it as a formula (the data then
+        /// differs from what the processes said; off by default). Control characters are
+        /// always escaped when the output is a terminal.
+        #[arg(long)]
+        excel_safe: bool,
     },
     /// Park a process: move its GPU memory to host memory through the driver's checkpoint
     /// API (NVIDIA driver r570 or later); it waits, not killed, until `vramwarden resume`.

@@ -157,17 +157,20 @@ pub fn snapshot(
     demo: bool,
     format: Format,
     table: CsvTable,
+    text: snapshot_out::CsvText,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let mut source = crate::sampler::source_factory(demo)()?;
     let mut snap = source.sample(now_ms())?;
     if !demo && !crate::park::discover::add_unlisted_parked(&mut snap, Duration::from_secs(3)) {
-        tracing::warn!("the driver did not say in time which processes are parked; they are not listed");
+        tracing::warn!(
+            "the driver did not say in time which processes are parked; they are not listed"
+        );
     }
     enrich(&mut snap, &mut ProcReader::default());
     match format {
         Format::Json => writeln!(out, "{}", snapshot_out::to_json(&snap)?)?,
-        Format::Csv => snapshot_out::write_csv(&snap, table, out)?,
+        Format::Csv => snapshot_out::write_csv_with(&snap, table, text, out)?,
     }
     Ok(())
 }

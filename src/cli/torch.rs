@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Subcommand, ValueEnum};
 
 use crate::cli::CliError;
+use crate::term::escape_control;
 use crate::torch::client::{Client, DEFAULT_TIMEOUT};
 use crate::torch::discover::{discover, runtime_dir, socket_name};
 use crate::torch::error::TorchError;
@@ -140,14 +141,7 @@ pub fn run(cmd: TorchCommand, out: &mut dyn Write) -> Result<(), CliError> {
             let dir = runtime_dir()
                 .ok_or(TorchError::NoRuntimeDir)
                 .map_err(failed)?;
-            let found = discover(&dir, DEFAULT_TIMEOUT);
-            let mut ok: Vec<TorchFacts> = Vec::new();
-            for c in found {
-                match c.facts {
-                    Ok(f) => ok.push(f),
-                    Err(e) => eprintln!("vramwarden: {}: {e}", c.path.display()),
-                }
-            }
+            let ok = list_companions(&dir);
             match format {
                 TorchFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&ok)?)?,
                 TorchFormat::Table => write_table(&ok, out)?,
@@ -191,6 +185,35 @@ pub fn run(cmd: TorchCommand, out: &mut dyn Write) -> Result<(), CliError> {
     Ok(())
 }
 
+/// The companions in `dir` that pass the checks; the others, and (as root) a folder that is
+/// not ours (another user's `/tmp/vramwarden-0`), said on stderr, escaped.
+fn list_companions(dir: &std::path::Path) -> Vec<TorchFacts> {
+    // Root reads no folder another user made (a planted `/tmp/vramwarden-0`); anyone else is
+    // refused by every companion of another uid anyway, and says so per companion.
+    let me = nix::unistd::geteuid().as_raw();
+    if me == 0 && dir.exists() {
+        if let Some(why) = crate::torch::trust::folder_problem(dir, me) {
+            eprintln!(
+                "vramwarden: not reading the companions' folder: {}",
+                escape_control(&why)
+            );
+            return Vec::new();
+        }
+    }
+    let mut ok: Vec<TorchFacts> = Vec::new();
+    for c in discover(dir, DEFAULT_TIMEOUT) {
+        match c.facts {
+            Ok(f) => ok.push(f),
+            Err(e) => eprintln!(
+                "vramwarden: {}: {}",
+                escape_control(&c.path.display().to_string()),
+                escape_control(&e)
+            ),
+        }
+    }
+    ok
+}
+
 fn write_table(facts: &[TorchFacts], out: &mut dyn Write) -> Result<(), CliError> {
     if facts.is_empty() {
         writeln!(out, "no companions answer (turn one on with `vramwarden torch enable` or `import vramwarden_torch`)")?;
@@ -202,13 +225,15 @@ fn write_table(facts: &[TorchFacts], out: &mut dyn Write) -> Result<(), CliError
         "PID", "PYTHON", "TORCH", "DEV", "ALLOCATED", "RESERVED", "RELEASABLE", "RETRIES", "OOMS"
     )?;
     for f in facts {
-        let torch = f.torch_version.clone().unwrap_or_else(|| "-".into());
-        let note = f.error.clone().unwrap_or_default();
+        // What a companion says is text from another process: escaped for the terminal.
+        let torch = escape_control(f.torch_version.as_deref().unwrap_or("-")).into_owned();
+        let note = escape_control(f.error.as_deref().unwrap_or_default()).into_owned();
+        let python = escape_control(&f.python_version).into_owned();
         if f.devices.is_empty() {
             writeln!(
                 out,
                 "{:>8}  {:<8}  {:<14}  {:>4}  {:>12}  {:>12}  {:>12}  {:>7}  {:>5}  {}",
-                f.pid, f.python_version, torch, "-", "-", "-", "-", "-", "-", note
+                f.pid, python, torch, "-", "-", "-", "-", "-", "-", note
             )?;
         }
         for d in &f.devices {
@@ -216,7 +241,7 @@ fn write_table(facts: &[TorchFacts], out: &mut dyn Write) -> Result<(), CliError
                 out,
                 "{:>8}  {:<8}  {:<14}  {:>4}  {:>12}  {:>12}  {:>12}  {:>7}  {:>5}  {}",
                 f.pid,
-                f.python_version,
+                python,
                 torch,
                 d.device,
                 mib(d.allocated_bytes),

@@ -2,7 +2,8 @@
 //! a program. Every action, from a rule or from the user, goes through [`ActionRunner::run`]:
 //!
 //! - never PID 1, vramwarden itself, its parent or its session leader;
-//! - never a process whose name is on the protected list;
+//! - never a process on the protected list (by name, and by executable or owner: see
+//!   [`super::protect`]);
 //! - never another user's process unless vramwarden runs as root *and* the rule allows it;
 //! - identity is (pid, start time): the start time is read again right before acting, through
 //!   a pidfd where the kernel has one (so the signal reaches the process that was checked even
@@ -14,8 +15,6 @@
 //! `vramwarden_torch` companion through [`super::companion_action`], whose client checks the
 //! socket's peer against the same pid and start time before it sends anything.
 
-use std::io::Read;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::companion_action::{self, LimitGpu, NO_COMPANION};
@@ -179,6 +178,8 @@ pub struct ActionRunner {
     /// at each action.
     companion_dirs: Option<Vec<std::path::PathBuf>>,
     running: Vec<std::sync::mpsc::Receiver<Activity>>,
+    /// The commands started and not ended (bounded; their groups end with this runner).
+    commands: super::command::Commands,
     /// Parks and resumes: the book of parked processes and the jobs under way.
     parks: super::park_action::Parks,
     me: u32,
@@ -389,6 +390,7 @@ impl ActionRunner {
             gpus: std::collections::HashMap::new(),
             companion_dirs: None,
             running: Vec::new(),
+            commands: super::command::Commands::default(),
             parks: super::park_action::Parks::default(),
             me: me as u32,
             parent: parent as u32,
@@ -501,25 +503,9 @@ impl ActionRunner {
         {
             return Some("vramwarden never signals itself, its parent or its session".into());
         }
-        // comm is cut to 15 bytes ("nvidia-persiste"): also match argv[0]'s file name.
-        let argv0 = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .ok()
-            .and_then(|b| {
-                b.split(|c| *c == 0).next().map(|a| {
-                    String::from_utf8_lossy(a)
-                        .rsplit('/')
-                        .next()
-                        .unwrap_or("")
-                        .to_string()
-                })
-            })
-            .unwrap_or_default();
-        if safety
-            .protected
-            .iter()
-            .any(|n| n == name || *n == argv0 || (name.len() == 15 && n.starts_with(name)))
-        {
-            return Some(format!("{name} is on the protected list"));
+        // By name and executable or owner: a job that calls itself Xorg is not protected.
+        if let Some(why) = super::protect::protected(&safety.protected, pid, name, uid) {
+            return Some(why);
         }
         if uid != self.my_uid && !(self.root && p.allow_other_users) {
             return Some(if self.root {
@@ -657,13 +643,19 @@ impl ActionRunner {
                 }
             }
             (Effect::Command { args, timeout }, _) => {
+                // One run per rule and target at a time, a few over all rules.
+                let ticket = match self.commands.claim(super::command::key_of(p)) {
+                    Ok(t) => t,
+                    Err(why) => return end(Outcome::Skipped, why),
+                };
                 let mut done = end(Outcome::Acted, format!("started {args:?}"));
                 let started = done.clone();
                 let (tx, rx) = std::sync::mpsc::channel();
                 let spawned = std::thread::Builder::new()
                     .name("vramwarden-command".into())
                     .spawn(move || {
-                        let (outcome, detail) = run_command(&args, timeout);
+                        let (outcome, detail) = super::command::run(&args, timeout, Some(&ticket));
+                        drop(ticket);
                         done.outcome = outcome;
                         done.detail = detail;
                         let _ = tx.send(done);
@@ -934,8 +926,13 @@ pub const PLACEHOLDERS: &[&str] = &["{pid}", "{start_time}", "{gpu}", "{user}", 
 ///
 /// # Errors
 /// Refuses (with the reason) when a replaced value would make an argument start with `-` that
-/// did not start with one in the rule (a process named `-rf` must not become an option).
+/// did not start with one in the rule (a process named `-rf` must not become an option), and
+/// when a `{name}` or `{user}` would land inside a shell's or interpreter's code
+/// ([`super::shell::placeholder_in_code`]).
 pub fn expand_argv(argv: &[String], t: &Target) -> Result<Vec<String>, String> {
+    if let Some(why) = super::shell::placeholder_in_code(argv) {
+        return Err(format!("not run: {why}"));
+    }
     let (pid, start, user, name) = match t {
         Target::Process { key, .. } => (
             key.0.pid.to_string(),
@@ -970,109 +967,7 @@ pub fn expand_argv(argv: &[String], t: &Target) -> Result<Vec<String>, String> {
         .collect()
 }
 
-/// Most bytes of a command's output kept (its end: the last lines say most).
-pub const OUTPUT_TAIL: usize = 4096;
-
-/// Reads a pipe to its end on a thread, keeping only the last [`OUTPUT_TAIL`] bytes, so a
-/// command that prints a lot never blocks on a full pipe.
-fn drain_tail<R: Read + Send + 'static>(
-    r: Option<R>,
-) -> Option<std::thread::JoinHandle<(Vec<u8>, u64)>> {
-    let mut r = r?;
-    std::thread::Builder::new()
-        .name("vramwarden-cmd-out".into())
-        .spawn(move || {
-            let mut tail: std::collections::VecDeque<u8> = std::collections::VecDeque::new();
-            let mut total = 0u64;
-            let mut buf = [0u8; 8192];
-            loop {
-                match r.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        total += n as u64;
-                        tail.extend(&buf[..n]);
-                        let extra = tail.len().saturating_sub(OUTPUT_TAIL);
-                        tail.drain(..extra);
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(_) => break,
-                }
-            }
-            (tail.into_iter().collect(), total)
-        })
-        .ok()
-}
-
-/// Runs `argv` (no shell) with a timeout; returns the outcome and the end of its output.
-/// Output is read while the command runs (a chatty command never stalls on a full pipe).
-pub fn run_command(argv: &[String], timeout: Duration) -> (Outcome, String) {
-    let Some((prog, args)) = argv.split_first() else {
-        return (Outcome::Failed, "empty command".into());
-    };
-    let mut child = match Command::new(prog)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(c) => c,
-        Err(e) => return (Outcome::Failed, format!("could not start {prog}: {e}")),
-    };
-    let out_reader = drain_tail(child.stdout.take());
-    let err_reader = drain_tail(child.stderr.take());
-    let start = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if start.elapsed() >= timeout => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return (Outcome::Failed, format!("waiting for {prog}: {e}"));
-            }
-        }
-    };
-    let mut bytes = Vec::new();
-    let mut total = 0;
-    for h in [out_reader, err_reader].into_iter().flatten() {
-        // A grandchild holding the pipe open could keep a reader waiting: give up after a while.
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while !h.is_finished() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        if h.is_finished() {
-            if let Ok((tail, n)) = h.join() {
-                bytes.extend_from_slice(&tail);
-                total += n;
-            }
-        }
-    }
-    let text = String::from_utf8_lossy(&bytes);
-    let mut out = text.trim().to_string();
-    if total > bytes.len() as u64 {
-        out = format!("… ({total} bytes, the last {} kept) {out}", bytes.len());
-    }
-    match status {
-        None => (
-            Outcome::Failed,
-            format!(
-                "{prog} timed out after {:.0} s and was killed; output: {out}",
-                timeout.as_secs_f64()
-            ),
-        ),
-        Some(s) if s.success() => (Outcome::Acted, format!("{prog} exited 0; output: {out}")),
-        Some(s) => (
-            Outcome::Failed,
-            format!("{prog} failed ({s}); output: {out}"),
-        ),
-    }
-}
+pub use super::command::{run_command, OUTPUT_TAIL};
 
 #[cfg(test)]
 mod release_follow_up_tests {

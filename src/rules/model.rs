@@ -569,6 +569,9 @@ impl Rule {
                 if argv.first().is_none_or(|a| a.trim().is_empty()) {
                     v.push((&["action", "argv"], "the command is empty".into()));
                 }
+                if let Some(why) = super::shell::placeholder_in_code(argv) {
+                    v.push((&["action", "argv"], why));
+                }
                 let t = *timeout_seconds;
                 if !(t.is_finite() && t > 0.0 && t <= MAX_ACTION_SECONDS) {
                     v.push((

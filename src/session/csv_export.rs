@@ -129,7 +129,8 @@ pub struct FileError {
     pub error: ExportError,
 }
 
-/// Writes each table of `jobs` to its file (created or truncated; a regular file is fsync'd).
+/// Writes each table of `jobs` to its file (created 0600 or truncated; a regular file is
+/// fsync'd).
 /// `progress` sees the fraction done over all of them; returning false cancels. Returns the
 /// rows written per table, in order.
 ///
@@ -140,6 +141,22 @@ pub fn write_files(
     jobs: &[(Table, std::path::PathBuf)],
     progress: &mut dyn FnMut(f32) -> bool,
 ) -> Result<Vec<u64>, FileError> {
+    // Every table within its limit before any file is made.
+    let limit = output_limit(session);
+    for (t, path) in jobs {
+        let (estimate, longest) = estimate(session, *t);
+        if estimate > limit {
+            return Err(FileError {
+                path: path.clone(),
+                error: ExportError::TooLarge {
+                    table: t.name(),
+                    estimate,
+                    limit,
+                    longest,
+                },
+            });
+        }
+    }
     let n = jobs.len().max(1) as f32;
     let mut rows = Vec::with_capacity(jobs.len());
     for (k, (t, path)) in jobs.iter().enumerate() {
@@ -147,7 +164,17 @@ pub fn write_files(
             path: path.clone(),
             error,
         };
-        let file = std::fs::File::create(path).map_err(|e| fail(e.into()))?;
+        // Session data holds every user's command lines: a new file is 0600.
+        let file = {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(path)
+                .map_err(|e| fail(e.into()))?
+        };
         let mut w = std::io::BufWriter::new(file);
         let r = export(session, *t, &mut w, &mut |f| progress((k as f32 + f) / n)).map_err(fail)?;
         let file = w.into_inner().map_err(|e| fail(e.into_error().into()))?;
@@ -168,6 +195,109 @@ pub enum ExportError {
     /// The progress callback asked to stop.
     #[error("export cancelled")]
     Cancelled,
+    /// The table would be larger than the limit for this log (see [`output_limit`]): a log
+    /// that repeats long text (a crafted or damaged file) is refused before anything is written.
+    #[error(
+        "the {table} table would be up to {estimate} bytes, more than the export limit of {limit} bytes ({OUTPUT_FACTOR} × the log's size, at least {MIN_OUTPUT_LIMIT} bytes): the log repeats long text (a command line or name of {longest} bytes); nothing was written"
+    )]
+    TooLarge {
+        /// The table.
+        table: &'static str,
+        /// Its size at most, bytes.
+        estimate: u64,
+        /// [`output_limit`] of the log.
+        limit: u64,
+        /// The longest text repeated on its rows, bytes.
+        longest: u64,
+    },
+}
+
+/// An export may write this many times the log's size …
+pub const OUTPUT_FACTOR: u64 = 4096;
+/// … and at least this many bytes, whatever the log's size.
+pub const MIN_OUTPUT_LIMIT: u64 = 4 << 30;
+/// Bytes a row takes besides its texts, at most (times, numbers, commas).
+const ROW_FIXED: u64 = 256;
+
+/// The most bytes one table of `session` may be: [`OUTPUT_FACTOR`] × its size, at least
+/// [`MIN_OUTPUT_LIMIT`]. A log stores a process's command line once and refers to it from
+/// every sample in a few bytes, while each CSV row repeats it: a log of 1.8 MB can refer to a
+/// 1 MiB command line 400 000 times (400 GiB of CSV). Memory stays bounded either way (rows
+/// are written as they are made); the limit bounds the time and the disk.
+pub fn output_limit(session: &SessionData) -> u64 {
+    (session.file_bytes() as u64)
+        .saturating_mul(OUTPUT_FACTOR)
+        .max(MIN_OUTPUT_LIMIT)
+}
+
+/// The size `table` of `session` has at most, and the longest text repeated on its rows: a
+/// pass over the samples' entries, nothing decoded into values. Texts count twice (CSV
+/// quoting doubles a `"` at most).
+pub fn estimate(session: &SessionData, table: Table) -> (u64, u64) {
+    let text = |d: &super::ProcDef| {
+        let i = &d.info;
+        let extra = i.container_name.as_deref().map_or(0, str::len)
+            + i.container_id.as_deref().map_or(0, str::len)
+            + i.pod.as_deref().map_or(0, str::len);
+        2 * (i.name.len() + i.user.len() + i.cmdline.len() + extra) as u64
+    };
+    match table {
+        Table::Processes => {
+            let lens: std::collections::HashMap<u32, u64> =
+                session.defs.iter().map(|(id, d)| (*id, text(d))).collect();
+            let (mut total, mut longest) = (0u64, 0u64);
+            session.for_each_entry(
+                |_| {},
+                |id| {
+                    let t = lens.get(&id).copied().unwrap_or(0);
+                    longest = longest.max(t / 2);
+                    total = total.saturating_add(ROW_FIXED + t);
+                },
+            );
+            (total, longest)
+        }
+        Table::Devices => {
+            let per_seg: Vec<u64> = (0..session.segment_count())
+                .map(|seg| {
+                    session.segment_header(seg).map_or(0, |h| {
+                        h.devices
+                            .iter()
+                            .map(|d| 2 * (d.uuid.len() + d.name.len()) as u64)
+                            .max()
+                            .unwrap_or(0)
+                    })
+                })
+                .collect();
+            let (mut total, mut longest) = (0u64, 0u64);
+            session.for_each_entry(
+                |seg| {
+                    let t = per_seg.get(seg).copied().unwrap_or(0);
+                    longest = longest.max(t / 2);
+                    total = total.saturating_add(ROW_FIXED + t);
+                },
+                |_| {},
+            );
+            (total, longest)
+        }
+        Table::Events => {
+            // Events carry their own text (read from the log: at most its size) except a
+            // process's exit, which repeats the name and user of its definition.
+            let mut total = session.file_bytes() as u64 * 2;
+            let mut longest = 0u64;
+            for e in &session.events {
+                total = total.saturating_add(ROW_FIXED);
+                if let Event::ProcessExit { id, .. } = e {
+                    let t = session
+                        .defs
+                        .get(id)
+                        .map_or(0, |d| 2 * (d.info.name.len() + d.info.user.len()) as u64);
+                    longest = longest.max(t / 2);
+                    total = total.saturating_add(t);
+                }
+            }
+            (total, longest)
+        }
+    }
 }
 
 /// Quotes a CSV field when it needs it.
@@ -222,6 +352,16 @@ pub fn export(
     out: &mut dyn Write,
     progress: &mut dyn FnMut(f32) -> bool,
 ) -> Result<u64, ExportError> {
+    let limit = output_limit(session);
+    let (estimate, longest) = estimate(session, table);
+    if estimate > limit {
+        return Err(ExportError::TooLarge {
+            table: table.name(),
+            estimate,
+            limit,
+            longest,
+        });
+    }
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
     buf.extend_from_slice(table.header().as_bytes());
     buf.push(b'\n');
@@ -333,6 +473,7 @@ pub fn export(
                         }
                         buf.push(b'\n');
                         rows += 1;
+                        flush_full(&mut buf, out)?;
                     }
                 } else {
                     let mut torch = s.torch.iter().peekable();
@@ -365,6 +506,7 @@ pub fn export(
                         }
                         buf.push(b'\n');
                         rows += 1;
+                        flush_full(&mut buf, out)?;
                     }
                 }
                 if buf.len() > (1 << 20) {
@@ -381,6 +523,7 @@ pub fn export(
                 if let Some(line) = event_row(session, e) {
                     buf.extend_from_slice(line.as_bytes());
                     rows += 1;
+                    flush_full(&mut buf, out)?;
                 }
             }
         }
@@ -389,6 +532,16 @@ pub fn export(
     out.flush()?;
     progress(1.0);
     Ok(rows)
+}
+
+/// Writes the buffer out once it holds more than 1 MiB: memory stays bounded whatever one
+/// sample holds (4096 devices, millions of process entries).
+fn flush_full(buf: &mut Vec<u8>, out: &mut dyn Write) -> std::io::Result<()> {
+    if buf.len() > (1 << 20) {
+        out.write_all(buf)?;
+        buf.clear();
+    }
+    Ok(())
 }
 
 fn event_row(session: &SessionData, e: &Event) -> Option<String> {

@@ -6,8 +6,9 @@
 //! - Checking a candidate record costs bounded work whatever length it claims (a [`Scanner`]
 //!   derives range checksums from prefix checksums), so resynchronising through a file full of
 //!   record markers is linear in its size.
-//! - A sample names at most 4096 devices, each with an index of at most [`MAX_DEVICE_INDEX`],
-//!   and at most as many processes as its payload has bytes; else it is malformed.
+//! - A sample names at most 4096 devices, each with an index of at most [`MAX_DEVICE_INDEX`]
+//!   and none twice, and at most as many processes as its payload has bytes; else it is
+//!   malformed.
 
 use crate::model::{DeviceSample, TorchMem, UnixMs};
 
@@ -511,6 +512,16 @@ pub fn check_sample(buf: &[u8], mut on_proc: impl FnMut(u32)) -> Option<UnixMs> 
     walk_sample(buf, |_| {}, |(id, _)| on_proc(id), |_| {})
 }
 
+/// Walks a sample payload, calling `on_device` per device reading and `on_proc` per process
+/// id (as [`check_sample`] does, without keeping anything); the time if it is well formed.
+pub fn walk_shape(
+    buf: &[u8],
+    mut on_device: impl FnMut(),
+    mut on_proc: impl FnMut(u32),
+) -> Option<UnixMs> {
+    walk_sample(buf, |_| on_device(), |(id, _)| on_proc(id), |_| {})
+}
+
 /// Decodes a sample payload, handing each device and process to the callbacks; the time if the
 /// whole payload is well formed.
 fn walk_sample(
@@ -525,8 +536,18 @@ fn walk_sample(
     if n_dev > u64::from(MAX_DEVICE_INDEX) + 1 {
         return None;
     }
+    // A device index at most once per sample: a crafted sample that names one device 4096
+    // times would have every copy take that device's name from the header.
+    let mut seen = [0u64; (MAX_DEVICE_INDEX as usize + 1) / 64];
     for _ in 0..n_dev {
-        on_device(get_device(buf, &mut pos)?);
+        let d = get_device(buf, &mut pos)?;
+        let (word, bit) = ((d.index / 64) as usize, d.index % 64);
+        let w = seen.get_mut(word)?;
+        if *w & (1 << bit) != 0 {
+            return None;
+        }
+        *w |= 1 << bit;
+        on_device(d);
     }
     let n_proc = get_varint(buf, &mut pos)?;
     if n_proc > buf.len() as u64 {

@@ -333,14 +333,13 @@ impl Event {
 }
 
 /// The folder session logs go to: `$VRAMWARDEN_DATA_DIR/sessions` when that variable is set
-/// (tests), else the platform data folder (`~/.local/share/vramwarden/sessions` on Linux).
+/// (tests), else the platform data folder (`~/.local/share/vramwarden/sessions` on Linux),
+/// else (no home folder) `/var/lib/vramwarden/sessions`; never the current folder.
 pub fn default_dir() -> std::path::PathBuf {
     if let Some(d) = std::env::var_os("VRAMWARDEN_DATA_DIR") {
         return std::path::PathBuf::from(d).join("sessions");
     }
-    directories::ProjectDirs::from("", "", "vramwarden")
-        .map(|p| p.data_dir().join("sessions"))
-        .unwrap_or_else(|| std::path::PathBuf::from("vramwarden-sessions"))
+    crate::paths::default_data_dir().join("sessions")
 }
 
 /// One line for people (the CSV's detail column, notifications): "GPU 0 was 99.4 % full;

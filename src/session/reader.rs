@@ -29,6 +29,11 @@ use crate::model::{FastMap, ProcInfo, ProcessSample, Snapshot, UnixMs};
 /// 1 Hz with 8 GPUs and 200 processes takes about 100 MiB.
 pub const MAX_FILE_BYTES: u64 = 4 << 30;
 
+/// Longest device text (uuid, name, PCI bus id) a header keeps; longer ones are cut and
+/// counted in [`ReadReport::cut_texts`]. NVML's are at most 96 bytes; a crafted name of
+/// megabytes would otherwise be copied into every sample of every device.
+pub const MAX_DEVICE_TEXT: usize = 128;
+
 /// What reading a file found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReadReport {
@@ -60,6 +65,8 @@ pub struct ReadReport {
     /// Bytes fed to the checksum while reading: the file once, plus at most
     /// 2 × [`super::format::CRC_STRIDE`] per record marker tried, whatever lengths they claim.
     pub checksummed_bytes: u64,
+    /// Device texts in headers longer than [`MAX_DEVICE_TEXT`] bytes, cut to it.
+    pub cut_texts: usize,
 }
 
 impl ReadReport {
@@ -71,6 +78,7 @@ impl ReadReport {
             && self.segments <= 1
             && self.duplicate_samples == 0
             && self.unknown_version.is_none()
+            && self.cut_texts == 0
     }
 
     /// A sentence for the UI and the CLI.
@@ -101,6 +109,12 @@ impl ReadReport {
             s += &format!(
                 "; dropped {} duplicate sample(s) (a time already seen)",
                 self.duplicate_samples
+            );
+        }
+        if self.cut_texts > 0 {
+            s += &format!(
+                "; {} device name(s) or id(s) longer than the limit of {MAX_DEVICE_TEXT} bytes were cut",
+                self.cut_texts
             );
         }
         if let Some(v) = self.unknown_version {
@@ -168,6 +182,9 @@ struct SampleRef {
 #[derive(Debug, Clone, Default)]
 struct Segment {
     header: Option<Header>,
+    /// Position in `header.devices` of each device index (the first of a repeated index):
+    /// one lookup per device of a sample, whatever the number of devices.
+    device_at: HashMap<u32, usize>,
     /// Session-local id → the id the reader uses; empty (identity) for the first segment.
     ids: HashMap<u32, u32>,
 }
@@ -226,6 +243,26 @@ pub struct SessionData {
     infos: FastMap<u32, Arc<ProcInfo>>,
     /// What the reader found.
     pub report: ReadReport,
+}
+
+/// Cuts the device texts of `h` to [`MAX_DEVICE_TEXT`] bytes (at a character boundary);
+/// returns how many were cut.
+fn cut_device_texts(h: &mut Header) -> usize {
+    let cut = |s: &mut String| {
+        if s.len() <= MAX_DEVICE_TEXT {
+            return 0;
+        }
+        let mut end = MAX_DEVICE_TEXT;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        1
+    };
+    h.devices
+        .iter_mut()
+        .map(|d| cut(&mut d.uuid) + cut(&mut d.name) + d.pci_bus_id.as_mut().map_or(0, cut))
+        .sum()
 }
 
 /// Reads `path` if it is a regular file of at most [`MAX_FILE_BYTES`], without blocking on
@@ -401,8 +438,9 @@ impl SessionData {
         }
     }
 
-    fn take_header(&mut self, bytes: &[u8], h: Header, first_record: bool, ids: &mut IdSpace) {
+    fn take_header(&mut self, bytes: &[u8], mut h: Header, first_record: bool, ids: &mut IdSpace) {
         self.note_version(h.format_version);
+        self.report.cut_texts += cut_device_texts(&mut h);
         if !first_record {
             if self.segments.len() == 1 {
                 self.reserve_first_segment_ids(bytes, ids);
@@ -413,6 +451,10 @@ impl SessionData {
             self.header = Some(h.clone());
         }
         if let Some(seg) = self.segments.last_mut() {
+            seg.device_at.clear();
+            for (i, d) in h.devices.iter().enumerate() {
+                seg.device_at.entry(d.index).or_insert(i);
+            }
             seg.header = Some(h);
         }
     }
@@ -592,9 +634,14 @@ impl SessionData {
 
     fn to_snapshot(&self, d: DecodedSample, segment: usize) -> Snapshot {
         let mut devices = d.devices;
-        if let Some(h) = self.segment_header(segment) {
+        if let Some((seg, h)) = self
+            .segments
+            .get(segment)
+            .and_then(|s| Some((s, s.header.as_ref()?)))
+        {
             for dev in &mut devices {
-                if let Some(hd) = h.devices.iter().find(|x| x.index == dev.index) {
+                let at = seg.device_at.get(&dev.index);
+                if let Some(hd) = at.and_then(|i| h.devices.get(*i)) {
                     dev.uuid.clone_from(&hd.uuid);
                     dev.name.clone_from(&hd.name);
                     dev.pci_bus_id.clone_from(&hd.pci_bus_id);
@@ -631,6 +678,28 @@ impl SessionData {
             taken_at_ms: d.unix_ms,
             devices,
             processes,
+        }
+    }
+
+    /// The size of the log's bytes as read (for limits that scale with it).
+    pub fn file_bytes(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Walks every sample without decoding it into values: `on_device(segment)` for each
+    /// device reading, `on_proc(id)` for each process entry (the reader's ids, as in
+    /// [`Self::defs`]). Linear in the file; allocates nothing per sample.
+    pub fn for_each_entry(&self, mut on_device: impl FnMut(usize), mut on_proc: impl FnMut(u32)) {
+        for r in &self.samples {
+            let Some(payload) = self.bytes.get(r.start..r.end) else {
+                continue;
+            };
+            let seg = self.segments.get(r.segment).filter(|_| r.segment > 0);
+            super::format::walk_shape(
+                payload,
+                || on_device(r.segment),
+                |id| on_proc(seg.map_or(id, |s| s.ids.get(&id).copied().unwrap_or(u32::MAX))),
+            );
         }
     }
 

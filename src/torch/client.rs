@@ -111,7 +111,7 @@ fn connect_nonblocking(path: &Path) -> io::Result<UnixStream> {
 
 /// The start ticks (field 22 of `/proc/PID/stat`) of `pid`, read now.
 fn start_ticks_of(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = crate::procinfo::read_lossy(Path::new(&format!("/proc/{pid}/stat")))?;
     parse_stat_start_ticks(&stat)
 }
 
@@ -195,6 +195,10 @@ pub struct Client {
     pid: u32,
     path: PathBuf,
     start_time_ms: Option<UnixMs>,
+    /// The peer's uid (`SO_PEERCRED`), checked again before an action.
+    peer_uid: u32,
+    /// The peer's pidfd where the kernel gives one (`SO_PEERPIDFD`).
+    pidfd: Option<OwnedFd>,
     hello: Hello,
 }
 
@@ -216,8 +220,10 @@ impl Client {
     }
 
     /// Connects to the socket at `path`, which claims to be `pid`'s, and checks its peer:
-    /// the kernel's peer pid is `pid`; its uid is ours (unless we are root); its start time
-    /// is `expected_start_time_ms` when given; and its hello names the same pid and start
+    /// the kernel's peer pid is `pid`; its uid is ours (unless we are root); the socket's
+    /// folder, the process `pid` and the socket's maker pass [`super::trust::peer_problem`]
+    /// (folder and process of the peer's uid, maker alive); its start time is
+    /// `expected_start_time_ms` when given; and its hello names the same pid, uid and start
     /// ticks. Each step has `timeout`.
     ///
     /// # Errors
@@ -256,6 +262,13 @@ impl Client {
                 our_uid,
             });
         }
+        let pidfd = super::trust::peer_pidfd(&stream).map_err(|e| TorchError::Untrusted {
+            pid,
+            detail: format!("the process that made the socket is gone ({e})"),
+        })?;
+        if let Some(detail) = super::trust::peer_problem(path, pid, cred.uid, pidfd.as_ref()) {
+            return Err(TorchError::Untrusted { pid, detail });
+        }
         let actual = ProcReader::default().start_time_ms(pid);
         if let Some(expected) = expected_start_time_ms {
             if actual != Some(expected) {
@@ -276,6 +289,8 @@ impl Client {
             pid,
             path: path.to_path_buf(),
             start_time_ms: actual,
+            peer_uid: cred.uid,
+            pidfd,
             hello: Hello {
                 protocol: 0,
                 companion_version: String::new(),
@@ -306,8 +321,41 @@ impl Client {
                 ),
             });
         }
+        if hello.uid != cred.uid {
+            return Err(TorchError::HelloMismatch {
+                pid,
+                detail: format!(
+                    "it says it runs as uid {}, the kernel says {}",
+                    hello.uid, cred.uid
+                ),
+            });
+        }
         client.hello = hello;
         Ok(client)
+    }
+
+    /// The checks of [`Client::connect_at`] again, right before an action: the process still
+    /// started when it did at connect, still belongs to the peer's uid, in a folder of that
+    /// uid, and the process that made the socket is still alive.
+    ///
+    /// # Errors
+    /// [`TorchError::StartTimeMismatch`] or [`TorchError::Untrusted`].
+    pub fn recheck(&self) -> Result<(), TorchError> {
+        let pid = self.pid;
+        let now = ProcReader::default().start_time_ms(pid);
+        if let Some(expected) = self.start_time_ms {
+            if now != Some(expected) {
+                return Err(TorchError::StartTimeMismatch {
+                    pid,
+                    expected,
+                    actual: now,
+                });
+            }
+        }
+        match super::trust::peer_problem(&self.path, pid, self.peer_uid, self.pidfd.as_ref()) {
+            Some(detail) => Err(TorchError::Untrusted { pid, detail }),
+            None => Ok(()),
+        }
     }
 
     /// The companion's hello (checked against the kernel's view on connect).
@@ -470,6 +518,7 @@ impl Client {
     /// # Errors
     /// [`TorchError::TorchNotImported`], or see [`Client::request`].
     pub fn release_cache(&mut self) -> Result<Release, TorchError> {
+        self.recheck()?;
         self.request(&json!({"cmd": "release_cache"}))
     }
 
@@ -486,6 +535,7 @@ impl Client {
     /// # Errors
     /// See [`Client::request`] (a fraction outside (0, 1] is the companion's error).
     pub fn set_fraction(&mut self, device: u32, fraction: f64) -> Result<FractionSet, TorchError> {
+        self.recheck()?;
         self.request(&json!({"cmd": "set_fraction", "device": device, "fraction": fraction}))
     }
 

@@ -56,6 +56,15 @@ pub enum TorchError {
         /// What /proc says now (None: it is gone).
         actual: Option<UnixMs>,
     },
+    /// The socket may not speak for the process (see [`super::trust`]): its folder is not its
+    /// user's, the process belongs to another user, or the socket's maker is gone.
+    #[error("refused: the socket for pid {pid} is not trusted: {detail}")]
+    Untrusted {
+        /// The pid the socket claims.
+        pid: u32,
+        /// Why.
+        detail: String,
+    },
     /// The peer's hello does not match what the kernel says about it.
     #[error("refused: the companion's hello does not match process {pid}: {detail}")]
     HelloMismatch {

@@ -96,24 +96,20 @@ pub fn site_info(python: &Path) -> Result<SiteInfo, TorchError> {
     })
 }
 
-/// Writes the companion and the hook into `site`; returns the files written.
+/// Writes the companion and the hook into `site`; returns the files written. Never through a
+/// symlink (see [`super::nofollow`]): a file's name is replaced, a symlinked package folder
+/// refused.
 ///
 /// # Errors
-/// When a file cannot be written.
+/// When a file cannot be written, or the package folder is a symlink.
 pub fn install(site: &Path) -> Result<Vec<PathBuf>, TorchError> {
-    let err = |p: &Path, e: std::io::Error| TorchError::Hook(format!("{}: {e}", p.display()));
-    std::fs::create_dir_all(site.join("vramwarden_torch"))
-        .map_err(|e| err(&site.join("vramwarden_torch"), e))?;
+    let dirs = super::nofollow::SiteDirs::open(site, "vramwarden_torch")?;
     let mut written = Vec::new();
     for (rel, text) in FILES {
-        let p = site.join(rel);
-        std::fs::write(&p, text).map_err(|e| err(&p, e))?;
-        written.push(p);
+        written.push(dirs.write(rel, text)?);
     }
     // The .pth last: the hook never runs without the files it imports.
-    let pth = site.join(PTH_NAME);
-    std::fs::write(&pth, PTH_LINE).map_err(|e| err(&pth, e))?;
-    written.push(pth);
+    written.push(dirs.write(PTH_NAME, PTH_LINE)?);
     Ok(written)
 }
 
@@ -124,20 +120,16 @@ pub fn install(site: &Path) -> Result<Vec<PathBuf>, TorchError> {
 /// When a file exists but cannot be removed.
 pub fn uninstall(site: &Path) -> Result<Vec<PathBuf>, TorchError> {
     let mut removed = Vec::new();
-    let mut rm = |p: PathBuf| -> Result<(), TorchError> {
-        match std::fs::remove_file(&p) {
-            Ok(()) => {
-                removed.push(p);
-                Ok(())
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(TorchError::Hook(format!("{}: {e}", p.display()))),
+    let mut rm = |rel: &str| -> Result<(), TorchError> {
+        if super::nofollow::remove(site, rel)? {
+            removed.push(site.join(rel));
         }
+        Ok(())
     };
     // The .pth first: no interpreter starts the hook once its files are half gone.
-    rm(site.join(PTH_NAME))?;
+    rm(PTH_NAME)?;
     for (rel, _) in FILES {
-        rm(site.join(rel))?;
+        rm(rel)?;
     }
     let caches = [
         site.join("vramwarden_torch").join("__pycache__"),
@@ -149,8 +141,9 @@ pub fn uninstall(site: &Path) -> Result<Vec<PathBuf>, TorchError> {
                 let name = e.file_name().to_string_lossy().into_owned();
                 let ours = dir.ends_with("vramwarden_torch/__pycache__")
                     || name.starts_with("_vramwarden_torch_hook.");
-                if ours && name.ends_with(".pyc") {
-                    rm(e.path())?;
+                if ours && name.ends_with(".pyc") && !e.file_type().is_ok_and(|t| t.is_symlink()) {
+                    let _ = std::fs::remove_file(e.path());
+                    removed.push(e.path());
                 }
             }
         }
@@ -161,13 +154,18 @@ pub fn uninstall(site: &Path) -> Result<Vec<PathBuf>, TorchError> {
     Ok(removed)
 }
 
-/// Where `enable`/`disable` act for `python` (default `python3`).
+/// Where `enable`/`disable` act for `python` (default `python3`). As root, an interpreter or
+/// site-packages that another user owns or can write to is refused, before it is run.
 ///
 /// # Errors
-/// See [`site_info`] and [`SiteInfo::target`].
+/// See [`site_info`] and [`SiteInfo::target`]; the refusal says why and what to run instead.
 pub fn target_for(python: Option<&Path>) -> Result<(SiteInfo, PathBuf), TorchError> {
     let python = python.unwrap_or(Path::new("python3"));
+    // As root, another user's interpreter is never run (its .pth files would run as root),
+    // and another user's site-packages never written to.
+    super::nofollow::refuse_foreign(python, python)?;
     let info = site_info(python)?;
     let target = info.target()?.to_path_buf();
+    super::nofollow::refuse_foreign(&target, python)?;
     Ok((info, target))
 }

@@ -5,7 +5,8 @@
 //! - [`discover`](mod@discover): the companions' sockets in the runtime folder, each peer-checked, with
 //!   their [`TorchFacts`];
 //! - [`Client`]: one connection, checked on connect (the peer's pid is the one the socket's
-//!   name claims, with the expected start time, and its uid is ours unless we are root), then
+//!   name claims, with the expected start time; its uid is ours unless we are root, and, for
+//!   root too, the uid of the socket's folder and of the process: see [`trust`]), then
 //!   [`Client::stats`], [`Client::release_cache`], [`Client::set_fraction`], …; every read and
 //!   write has a timeout so a hung process never blocks the caller;
 //! - [`hook`]: the embedded Python files and the `.pth` hook that `vramwarden torch enable`
@@ -17,7 +18,9 @@ pub mod client;
 pub mod discover;
 pub mod error;
 pub mod hook;
+pub mod nofollow;
 pub mod protocol;
+pub mod trust;
 pub mod watch;
 
 pub use client::{peer_cred, Client, PeerCred, Pushed, Subscribed, DEFAULT_TIMEOUT};

@@ -1,0 +1,365 @@
+//! The attack suite, rules (security v2, items 13–16): a placeholder that reaches a shell, a
+//! job that calls itself `Xorg`, a process name that is not UTF-8, and commands without a
+//! bound. Real processes, real signals, real commands; the uid tests run a process as uid
+//! 65534 with `setpriv` and need root, as CI runs them. Each test failed on the code before it.
+
+use std::path::Path;
+use std::process::{Child, Command};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use vramwarden::model::{now_ms, Origin, ProcInfo, ProcessKey, UnixMs};
+use vramwarden::procinfo::ProcReader;
+use vramwarden::rules::action::{ActionRunner, Outcome, Safety, DEFAULT_PROTECTED};
+use vramwarden::rules::eval::{Planned, Target};
+use vramwarden::rules::Action;
+
+fn assert_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test needs root (CI runs as root)"
+    );
+}
+
+fn live(protected: &[&str]) -> Safety {
+    Safety {
+        global_dry_run: false,
+        protected: protected.iter().map(|s| (*s).to_string()).collect(),
+    }
+}
+
+fn process(pid: u32, start: UnixMs, name: &str, uid: u32, rule: &str, action: Action) -> Planned {
+    Planned {
+        rule: rule.into(),
+        action,
+        dry_run: false,
+        allow_other_users: true,
+        target: Target::Process {
+            key: (
+                ProcessKey {
+                    pid,
+                    start_time_ms: start,
+                },
+                0,
+            ),
+            info: Some(Arc::new(ProcInfo {
+                name: name.into(),
+                user: "u".into(),
+                uid,
+                start_time_ms: start,
+                ..Default::default()
+            })),
+            used_bytes: Some(8 << 30),
+            origin: Origin::Live,
+        },
+    }
+}
+
+fn gpu_rule(rule: &str, argv: &[&str], timeout_seconds: f64) -> Planned {
+    Planned {
+        rule: rule.into(),
+        action: Action::RunCommand {
+            argv: argv.iter().map(|s| (*s).to_string()).collect(),
+            timeout_seconds,
+        },
+        dry_run: false,
+        allow_other_users: false,
+        target: Target::Device(0),
+    }
+}
+
+/// A child, killed on drop.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `python3 -c` that names itself `name` (bytes, as a Python literal) with
+/// `prctl(PR_SET_NAME)` and sleeps; as `uid` through setpriv when given.
+fn renamed(name: &str, uid: Option<u32>) -> Proc {
+    let code = format!(
+        "import ctypes, time\nctypes.CDLL(None).prctl(15, {name}, 0, 0, 0)\nprint('ok', flush=True)\ntime.sleep(60)"
+    );
+    let mut cmd = match uid {
+        Some(u) => {
+            let mut c = Command::new("setpriv");
+            let u = u.to_string();
+            c.args([
+                "--reuid",
+                &u,
+                "--regid",
+                &u,
+                "--clear-groups",
+                "/usr/bin/python3",
+            ]);
+            c
+        }
+        None => Command::new("python3"),
+    };
+    let mut child = cmd
+        .args(["-c", &code])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().expect("stdout")),
+        &mut line,
+    )
+    .expect("ready");
+    assert_eq!(line.trim(), "ok");
+    Proc(child)
+}
+
+fn start_of(pid: u32) -> UnixMs {
+    ProcReader::default().start_time_ms(pid).expect("start")
+}
+
+/// Item 13: a `{name}` inside `sh -c`'s script is refused where the settings are read …
+#[test]
+fn a_placeholder_inside_a_shell_script_is_refused_by_rules_check() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let cfg = tmp.path().join("config.toml");
+    std::fs::write(
+        &cfg,
+        "[[cleanup.rules]]\nname = \"log\"\nconditions = { process_memory_min_mib = 1 }\naction = { kind = \"run_command\", argv = [\"/bin/sh\", \"-c\", \"echo {name} >> /tmp/log\"], timeout_seconds = 5.0 }\n",
+    )
+    .expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_vramwarden"))
+        .args(["rules", "check", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("runs");
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("config.toml:4")
+            && err.contains("{name} is inside the code that sh runs")
+            && err.contains("\"sh\", \"{name}\""),
+        "{err}"
+    );
+    // The safe form, the value as a positional argument, is accepted.
+    std::fs::write(
+        &cfg,
+        "[[cleanup.rules]]\nname = \"log\"\nconditions = { process_memory_min_mib = 1 }\naction = { kind = \"run_command\", argv = [\"/bin/sh\", \"-c\", \"echo \\\"$1\\\" >> /tmp/log\", \"sh\", \"{name}\"], timeout_seconds = 5.0 }\n",
+    )
+    .expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_vramwarden"))
+        .args(["rules", "check", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// … and, should such a rule get past, never run: the issue's `;touch /tmp/PW` process.
+#[test]
+fn a_process_name_never_runs_as_a_shell_command() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pw = tmp.path().join("PW");
+    let sleeper = Proc(Command::new("sleep").arg("30").spawn().expect("sleep"));
+    let pid = sleeper.0.id();
+    let name = format!(";touch {}", pw.display());
+    let p = process(
+        pid,
+        start_of(pid),
+        &name,
+        nix::unistd::getuid().as_raw(),
+        "shell",
+        Action::RunCommand {
+            argv: vec!["/bin/sh".into(), "-c".into(), "echo {name}".into()],
+            timeout_seconds: 5.0,
+        },
+    );
+    let mut runner = ActionRunner::new();
+    let a = runner.run(&p, &live(&[]), now_ms());
+    assert_eq!(a.outcome, Outcome::Skipped, "{}", a.detail);
+    assert!(
+        a.detail.contains("{name} is inside the code"),
+        "{}",
+        a.detail
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    for a in runner.poll(&|_| true, now_ms()) {
+        assert_ne!(a.outcome, Outcome::Acted, "{a:?}");
+    }
+    assert!(!pw.exists(), "the process's name ran as a command");
+}
+
+/// Item 14: a job of another user that calls itself `Xorg` is not protected; the real thing
+/// (here: a root process of that name) is.
+#[test]
+fn a_job_named_xorg_is_not_protected_but_a_root_xorg_is() {
+    assert_root();
+    let safety = live(DEFAULT_PROTECTED);
+    let mut runner = ActionRunner::new();
+    let fake = renamed("b'Xorg'", Some(65534));
+    let pid = fake.0.id();
+    let p = process(
+        pid,
+        start_of(pid),
+        "Xorg",
+        65534,
+        "impostor",
+        Action::Signal {
+            signal: "SIGTERM".into(),
+        },
+    );
+    let a = runner.run(&p, &safety, now_ms());
+    assert_eq!(a.outcome, Outcome::Acted, "{}", a.detail);
+    let mut fake = fake;
+    let status = fake.0.wait().expect("wait");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGTERM)
+    );
+
+    let real = renamed("b'Xorg'", None);
+    let pid = real.0.id();
+    let p = process(
+        pid,
+        start_of(pid),
+        "Xorg",
+        0,
+        "root",
+        Action::Signal {
+            signal: "SIGTERM".into(),
+        },
+    );
+    let a = runner.run(&p, &safety, now_ms());
+    assert_eq!(a.outcome, Outcome::Skipped, "{}", a.detail);
+    assert!(
+        a.detail.contains("Xorg is on the protected list"),
+        "{}",
+        a.detail
+    );
+    // An entry with a `/` names the executable itself.
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).expect("exe");
+    let by_path = live(&[exe.to_str().expect("utf-8")]);
+    let a = runner.run(&p, &by_path, now_ms());
+    assert_eq!(a.outcome, Outcome::Skipped, "{}", a.detail);
+}
+
+/// Item 15: a process whose name is not UTF-8 keeps its user and start time.
+#[test]
+fn a_non_utf8_name_keeps_the_user_and_start_time() {
+    let p = renamed("b'\\xff\\xfeGPU\\x80job'", None);
+    let pid = p.0.id();
+    let info = ProcReader::default()
+        .read(pid)
+        .expect("the process is read");
+    assert_eq!(info.name, "\u{fffd}\u{fffd}GPU\u{fffd}job");
+    assert_eq!(info.uid, nix::unistd::getuid().as_raw());
+    assert_ne!(info.user, "?");
+    assert!(info.start_time_ms > 0);
+    assert_eq!(
+        Some(info.start_time_ms),
+        ProcReader::default().start_time_ms(pid)
+    );
+}
+
+/// True while `pid` runs (gone or a zombie: false).
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, r)| !r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+fn wait_gone(pid: i32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while running(pid) {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+/// A command that starts a background `sleep`, writes its pid to `file` and waits.
+fn with_background(file: &Path) -> Vec<String> {
+    vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        format!("sleep 30 & echo $! > {}; wait", file.display()),
+    ]
+}
+
+fn background_pid(file: &Path) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Some(pid) = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "the command did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Item 16: one run per rule and target in flight, and a cap over all rules.
+#[test]
+fn commands_are_one_per_rule_and_target_and_capped_overall() {
+    let mut runner = ActionRunner::new();
+    let safety = live(&[]);
+    let sleep = ["sleep", "5"];
+    let a = runner.run(&gpu_rule("r0", &sleep, 10.0), &safety, now_ms());
+    assert!(a.detail.starts_with("started"), "{}", a.detail);
+    let again = runner.run(&gpu_rule("r0", &sleep, 10.0), &safety, now_ms());
+    assert_eq!(again.outcome, Outcome::Skipped);
+    assert!(again.detail.contains("still running"), "{}", again.detail);
+    for i in 1..vramwarden::rules::command::MAX_RUNNING {
+        let a = runner.run(&gpu_rule(&format!("r{i}"), &sleep, 10.0), &safety, now_ms());
+        assert!(a.detail.starts_with("started"), "{i}: {}", a.detail);
+    }
+    let over = runner.run(&gpu_rule("one more", &sleep, 10.0), &safety, now_ms());
+    assert_eq!(over.outcome, Outcome::Skipped);
+    assert!(
+        over.detail.contains("8 commands are already running"),
+        "{}",
+        over.detail
+    );
+}
+
+/// Item 16: a command's process group ends on its timeout and when the runner (the engine)
+/// is dropped: nothing it started outlives it.
+#[test]
+fn a_commands_group_ends_on_timeout_and_with_the_engine() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let safety = live(&[]);
+    let mut runner = ActionRunner::new();
+    let f1 = tmp.path().join("bg1");
+    let argv = with_background(&f1);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    runner.run(&gpu_rule("timeout", &argv, 1.0), &safety, now_ms());
+    let bg = background_pid(&f1);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let done = loop {
+        if let Some(a) = runner.poll(&|_| true, now_ms()).pop() {
+            break a;
+        }
+        assert!(Instant::now() < deadline, "the command never ended");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(done.detail.contains("timed out"), "{}", done.detail);
+    assert!(wait_gone(bg), "its background process outlived the timeout");
+
+    let f2 = tmp.path().join("bg2");
+    let argv = with_background(&f2);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    runner.run(&gpu_rule("long", &argv, 60.0), &safety, now_ms());
+    let bg = background_pid(&f2);
+    assert!(running(bg));
+    drop(runner);
+    assert!(wait_gone(bg), "a command's process outlived the engine");
+}
