@@ -33,7 +33,7 @@ fn main() -> ExitCode {
             let history = args.history.unwrap_or(std::time::Duration::from_secs_f64(
                 settings.sampling.history_hours * 3600.0,
             ));
-            return match vramwarden::ui::run(vramwarden::ui::GuiOptions {
+            let code = match vramwarden::ui::run(vramwarden::ui::GuiOptions {
                 demo: args.demo,
                 interval,
                 history_ticks: cli::history_ticks(history, interval),
@@ -43,12 +43,13 @@ fn main() -> ExitCode {
                 config_error,
                 settings,
             }) {
-                Ok(()) => ExitCode::SUCCESS,
+                Ok(()) => 0,
                 Err(e) => {
                     tracing::error!("could not open the window: {e}");
-                    ExitCode::from(1)
+                    1
                 }
             };
+            return finish(code);
         }
         #[cfg(not(feature = "gui"))]
         None => Err(cli::CliError::Usage(
@@ -128,16 +129,24 @@ fn main() -> ExitCode {
         Some(Command::Man) => vramwarden::cli_docs::man_page(&mut stdout).map_err(Into::into),
         Some(Command::BenchNvml { iterations, spaced }) => cli::bench_nvml(iterations, spaced, &mut stdout),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
+    let code = match result {
+        Ok(()) => 0,
         // The reader went away (`| head`): end quietly.
-        Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
+        Err(e) if e.is_broken_pipe() => 0,
         Err(e) => {
             eprintln!(
                 "vramwarden: {}",
                 vramwarden::term::escape_keeping_lines(&e.to_string())
             );
-            ExitCode::from(e.exit_code())
+            e.exit_code()
         }
-    }
+    };
+    finish(code)
+}
+
+/// The exit code out; the process ends at once where the CUDA driver library was loaded
+/// (its exit handlers are not safe while its threads run: see `exit_if_loaded`).
+fn finish(code: u8) -> ExitCode {
+    vramwarden::park::cuda::exit_if_loaded(code);
+    ExitCode::from(code)
 }

@@ -145,6 +145,7 @@ impl CudaCheckpoint {
         if version < MIN_DRIVER_API {
             return Err(CudaError::TooOld(version_text(version)));
         }
+        LOADED.store(true, std::sync::atomic::Ordering::SeqCst);
         Ok(Self {
             get_state: symbol(&lib, b"cuCheckpointProcessGetState\0")?,
             lock: symbol(&lib, b"cuCheckpointProcessLock\0")?,
@@ -226,6 +227,24 @@ impl CudaCheckpoint {
     fn plain(&self, name: &'static str, f: PlainFn, pid: u32) -> Result<(), CudaError> {
         // SAFETY: NULL arguments are the documented defaults of these calls.
         self.with_init(name, || unsafe { f(pid as c_int, std::ptr::null_mut()) })
+    }
+}
+
+/// Set once libcuda has been loaded in this process (see [`exit_if_loaded`]).
+static LOADED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Ends the process with `code` at once when libcuda was loaded in it: its exit handlers can
+/// crash while its own threads are still running (seen on the H200 after a resume, signal 11
+/// at exit). Call it last, with everything written; stdout and stderr are flushed first.
+/// Returns when libcuda was never loaded.
+pub fn exit_if_loaded(code: u8) {
+    if LOADED.load(std::sync::atomic::Ordering::SeqCst) {
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stderr().flush();
+        // SAFETY: _exit ends the process without running exit handlers; nothing is left to
+        // write (the caller's work is done and the standard streams are flushed).
+        unsafe { libc::_exit(i32::from(code)) };
     }
 }
 
