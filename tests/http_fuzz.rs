@@ -84,7 +84,7 @@ fn send_batch(a: &Mutex<agent_support::AgentProc>, batch: &[Vec<u8>]) -> Result<
         let _ = s.write_all(bytes);
         let _ = s.shutdown(Shutdown::Write);
         let mut out = Vec::new();
-        let _ = s.by_ref().take(1 << 20).read_to_end(&mut out);
+        let _ = Read::by_ref(&mut s).take(1 << 20).read_to_end(&mut out);
         if !out.is_empty() {
             prop_assert!(
                 out.starts_with(b"HTTP/1."),

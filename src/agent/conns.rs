@@ -19,6 +19,12 @@ pub const MAX_CONNECTIONS: usize = 512;
 /// Most open connections from one client address.
 pub const MAX_PER_CLIENT: usize = 64;
 
+/// The total limit for a process allowed `open_files` descriptors: [`MAX_CONNECTIONS`], or
+/// half the descriptors when fewer (the sampler, the session log and `/proc` need the rest).
+pub fn total_limit(open_files: u64) -> usize {
+    MAX_CONNECTIONS.min((open_files / 2) as usize).max(8)
+}
+
 /// A connection's entry.
 #[derive(Debug)]
 struct Entry {
@@ -108,12 +114,8 @@ impl Table {
             let victim = self.oldest_idle(|e| e.ip == ip)?;
             self.evict(victim);
         }
-        if self.entries.len() >= self.max_total {
-            let victim = self
-                .busiest_ip()
-                .and_then(|big| self.oldest_idle(|e| e.ip == big))
-                .or_else(|| self.oldest_idle(|_| true))?;
-            self.evict(victim);
+        if self.entries.len() >= self.max_total && !self.evict_one() {
+            return None;
         }
         let id = self.next;
         self.next += 1;
@@ -128,6 +130,22 @@ impl Table {
             },
         );
         Some(Admitted { id, evict })
+    }
+
+    /// Gives up the oldest idle connection (of the address with the most, if it has one
+    /// idle): for when the process runs out of file descriptors. False when all are busy.
+    pub fn evict_one(&mut self) -> bool {
+        let victim = self
+            .busiest_ip()
+            .and_then(|big| self.oldest_idle(|e| e.ip == big))
+            .or_else(|| self.oldest_idle(|_| true));
+        match victim {
+            Some(v) => {
+                self.evict(v);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Marks a request on `id` started (`true`) or answered (`false`).

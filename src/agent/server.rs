@@ -71,6 +71,7 @@ impl Server {
             .enable_io()
             .enable_time()
             .max_blocking_threads(BLOCKING_THREADS)
+            .thread_keep_alive(Duration::from_secs(120))
             .thread_name("vramwarden-http-work")
             .build()?;
         let (stop, stopped) = watch::channel(false);
@@ -127,9 +128,10 @@ async fn accept_loop(
             return;
         }
     };
+    let total = conns::total_limit(open_files());
     let table = Arc::new(Mutex::new(Table::new(
-        conns::MAX_CONNECTIONS,
-        conns::MAX_PER_CLIENT,
+        total,
+        conns::MAX_PER_CLIENT.min(total),
     )));
     let builder = Arc::new(builder());
     let mut last_complaint = None;
@@ -142,9 +144,16 @@ async fn accept_loop(
             Ok(a) => a,
             Err(e) => {
                 complain(&mut last_complaint, &e);
-                // Out of descriptors (EMFILE/ENFILE) or a connection reset before accept:
-                // wait a little (the table frees places) and go on; never end the loop.
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                // Out of descriptors: an idle connection gives up its place, and the next
+                // accept gets its descriptor. Any other error (a connection reset before
+                // accept): wait a little. Never end the loop.
+                let out_of_files = matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE));
+                let pause = if out_of_files && lock(&table).evict_one() {
+                    Duration::from_millis(2)
+                } else {
+                    Duration::from_millis(50)
+                };
+                tokio::time::sleep(pause).await;
                 continue;
             }
         };
@@ -404,6 +413,19 @@ impl AsyncWrite for Watched {
 pub fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
     raise_nofile();
     std::net::TcpListener::bind(addr)
+}
+
+/// The soft limit on open files.
+fn open_files() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return 1024;
+    }
+    lim.rlim_cur
 }
 
 /// Soft `RLIMIT_NOFILE` up to the hard limit (a failure, e.g. under a seccomp filter, is

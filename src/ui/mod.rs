@@ -26,7 +26,7 @@ use crate::sampler::{SamplerHandle, SourceFactory};
 use crate::shared::SharedMonitor;
 
 /// What the window is started with.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct GuiOptions {
     /// Start on the simulated GPUs.
     pub demo: bool,
