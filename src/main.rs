@@ -19,7 +19,11 @@ fn main() -> ExitCode {
         .history
         .unwrap_or(std::time::Duration::from_secs(24 * 3600));
     // `--connect`: its address is checked before anything opens (exit 2 when malformed).
-    let connect = match args.connect.as_deref().map(vramwarden::link::open::parse_target) {
+    let connect = match args
+        .connect
+        .as_deref()
+        .map(vramwarden::link::open::parse_target)
+    {
         Some(Err(e)) => {
             eprintln!("vramwarden: {e}");
             return ExitCode::from(cli::exit::USAGE);
@@ -80,7 +84,8 @@ fn main() -> ExitCode {
         }
         #[cfg(not(feature = "gui"))]
         None => Err(cli::CliError::Usage(if connect.is_some() {
-            "this vramwarden was built without the window (no `gui` feature): --connect needs it".into()
+            "this vramwarden was built without the window (no `gui` feature): --connect needs it"
+                .into()
         } else {
             "this vramwarden was built without the window (no `gui` feature); use a subcommand: snapshot, record, export, import, rules (see --help)".into()
         })),
@@ -142,7 +147,9 @@ fn main() -> ExitCode {
             vramwarden::cli_docs::completions(shell, &mut stdout).map_err(Into::into)
         }
         Some(Command::Man) => vramwarden::cli_docs::man_page(&mut stdout).map_err(Into::into),
-        Some(Command::BenchNvml { iterations, spaced }) => cli::bench_nvml(iterations, spaced, &mut stdout),
+        Some(Command::BenchNvml { iterations, spaced }) => {
+            cli::bench_nvml(iterations, spaced, &mut stdout)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

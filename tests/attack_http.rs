@@ -185,9 +185,11 @@ fn six_hundred_idle_connections_past_the_file_limit_do_not_stop_accepting() {
     // Newcomers, from a crowded address and from a new one, are answered while the crowd is
     // held open.
     for source in [[127, 0, 0, 1], [127, 0, 0, 77], [127, 0, 0, 5]] {
-        let got = wait_for(Duration::from_secs(10), "an answer beside the crowd", || {
-            healthz_from(source, a.addr).filter(|r| r.starts_with("HTTP/1.0 200"))
-        });
+        let got = wait_for(
+            Duration::from_secs(10),
+            "an answer beside the crowd",
+            || healthz_from(source, a.addr).filter(|r| r.starts_with("HTTP/1.0 200")),
+        );
         assert!(got.contains("ok"), "{got}");
     }
     drop(crowd);
@@ -216,7 +218,10 @@ fn an_endless_header_line_is_cut_off_after_a_bounded_number_of_bytes() {
     };
     assert!(cut, "the agent took {sent} bytes of one header line");
     // Socket buffers on both sides take a few MiB; the agent itself keeps 64 KiB at most.
-    assert!(sent < 24 << 20, "the agent took {sent} bytes before closing");
+    assert!(
+        sent < 24 << 20,
+        "the agent took {sent} bytes before closing"
+    );
     let grown = rss_kib(a.child.id()).saturating_sub(before);
     assert!(grown < 16 * 1024, "the agent's memory grew by {grown} KiB");
     answers(&mut a, Duration::from_secs(2));
@@ -253,7 +258,11 @@ fn systemd_hears_ready_and_the_watchdog_while_samples_arrive() {
     let deadline = Instant::now() + Duration::from_secs(15);
     let mut buf = [0u8; 256];
     while Instant::now() < deadline
-        && heard.iter().filter(|m: &&String| *m == "WATCHDOG=1").count() < 2
+        && heard
+            .iter()
+            .filter(|m: &&String| *m == "WATCHDOG=1")
+            .count()
+            < 2
     {
         let n = sock.recv(&mut buf).expect("a datagram");
         heard.push(String::from_utf8_lossy(&buf[..n]).into_owned());
@@ -350,11 +359,7 @@ fn healthz_says_503_when_the_sampler_stops_making_progress() {
     let stale = wait_for(Duration::from_secs(10), "a 503", || {
         Some(get(agent.addr, "/healthz")).filter(|r| r.status == 503)
     });
-    assert!(
-        stale.text().contains("no progress"),
-        "{}",
-        stale.text()
-    );
+    assert!(stale.text().contains("no progress"), "{}", stale.text());
     // Released (the hung call returns, and every later one at once), it stops cleanly.
     drop(release_tx);
     assert!(agent.stop());

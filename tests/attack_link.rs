@@ -117,8 +117,13 @@ fn reply_with(edit: impl FnOnce(&mut serde_json::Value)) -> String {
 
 fn link_to(agent: &StandIn) -> (RemoteLink, vramwarden::shared::SharedMonitor) {
     let shared = vramwarden::shared::Shared::new(vramwarden::monitor::Monitor::new(1000, 600));
-    let link = RemoteLink::connect(&agent.url(), "t0ken".into(), shared.clone(), Arc::new(|| {}))
-        .expect("connect");
+    let link = RemoteLink::connect(
+        &agent.url(),
+        "t0ken".into(),
+        shared.clone(),
+        Arc::new(|| {}),
+    )
+    .expect("connect");
     (link, shared)
 }
 
@@ -134,10 +139,14 @@ fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) ->
 }
 
 fn refused(link: &RemoteLink) -> String {
-    wait_for(Duration::from_secs(10), "the link to refuse", || match link.health() {
-        LinkHealth::Disconnected { error, .. } if error != "connecting…" => Some(error),
-        _ => None,
-    })
+    wait_for(
+        Duration::from_secs(10),
+        "the link to refuse",
+        || match link.health() {
+            LinkHealth::Disconnected { error, .. } if error != "connecting…" => Some(error),
+            _ => None,
+        },
+    )
 }
 
 #[test]
@@ -168,7 +177,9 @@ fn a_sample_from_the_far_future_is_refused_and_the_next_good_one_shows() {
         let mut n = counted.lock().expect("calls");
         *n += 1;
         if *n <= 2 {
-            Answer::Json(reply_with(|v| v["snapshot"]["taken_at_ms"] = i64::MAX.into()))
+            Answer::Json(reply_with(|v| {
+                v["snapshot"]["taken_at_ms"] = i64::MAX.into()
+            }))
         } else {
             Answer::Json(reply_with(|_| {}))
         }
@@ -186,10 +197,16 @@ fn a_sample_from_the_far_future_is_refused_and_the_next_good_one_shows() {
     assert!((now - t).abs() < 60_000, "{t} vs {now}");
 }
 
+/// A change to a good answer.
+type Edit = Box<dyn Fn(&mut serde_json::Value) + Send>;
+
 #[test]
 fn other_hostile_values_are_refused_with_a_reason() {
-    let cases: Vec<(Box<dyn Fn(&mut serde_json::Value) + Send>, &str)> = vec![
-        (Box::new(|v| v["interval_ms"] = 0.into()), "sampling interval"),
+    let cases: Vec<(Edit, &str)> = vec![
+        (
+            Box::new(|v| v["interval_ms"] = 0.into()),
+            "sampling interval",
+        ),
         (
             Box::new(|v| v["snapshot"]["processes"][0]["pid"] = 4_294_967_295u64.into()),
             "PID",
@@ -205,7 +222,9 @@ fn other_hostile_values_are_refused_with_a_reason() {
             "GPU index 99",
         ),
         (
-            Box::new(|v| v["snapshot"]["devices"][1]["index"] = v["snapshot"]["devices"][0]["index"].clone()),
+            Box::new(|v| {
+                v["snapshot"]["devices"][1]["index"] = v["snapshot"]["devices"][0]["index"].clone()
+            }),
             "twice",
         ),
     ];
@@ -226,7 +245,9 @@ fn sessions_agent(download: impl Fn() -> Answer + Send + Sync + 'static, listed:
             r#"{{"folder":"/x","sessions":[{{"name":"{NAME}","size_bytes":{listed},"modified_ms":0,"started_ms":null,"duration_ms":null,"host":"gpu","devices":1}}]}}"#
         )),
         ("GET", p) if p.starts_with("/api/v1/sessions/") => download(),
-        ("POST", "/api/v1/command") => Answer::Json(r#"{"outcome":"acted","detail":"sent SIGKILL"}"#.into()),
+        ("POST", "/api/v1/command") => {
+            Answer::Json(r#"{"outcome":"acted","detail":"sent SIGKILL"}"#.into())
+        }
         _ => Answer::Json(reply_with(|_| {})),
     }))
 }
@@ -356,9 +377,17 @@ fn a_hanging_download_never_delays_a_kill() {
         },
     });
     let line = wait_for(Duration::from_secs(3), "the kill at the agent", || {
-        std::iter::from_fn(|| agent.seen.try_recv().ok()).find(|l| l.starts_with("POST /api/v1/command"))
+        std::iter::from_fn(|| agent.seen.try_recv().ok())
+            .find(|l| l.starts_with("POST /api/v1/command"))
     });
-    assert!(sent.elapsed() < Duration::from_secs(3), "{line} after {:?}", sent.elapsed());
-    assert!(link.files().downloading.is_some(), "the download is still going");
+    assert!(
+        sent.elapsed() < Duration::from_secs(3),
+        "{line} after {:?}",
+        sent.elapsed()
+    );
+    assert!(
+        link.files().downloading.is_some(),
+        "the download is still going"
+    );
     release.store(true, Ordering::Relaxed);
 }

@@ -9,7 +9,10 @@ fn run(args: &[&str]) -> Output {
         .args(args)
         .env_remove("DISPLAY")
         .env_remove("WAYLAND_DISPLAY")
-        .env("VRAMWARDEN_DATA_DIR", std::env::temp_dir().join("vramwarden-connect-cli"))
+        .env(
+            "VRAMWARDEN_DATA_DIR",
+            std::env::temp_dir().join("vramwarden-connect-cli"),
+        )
         .output()
         .expect("run vramwarden")
 }
@@ -61,5 +64,9 @@ fn an_unreadable_token_file_is_an_error_before_any_window() {
         missing.to_str().expect("utf-8"),
     ]);
     assert_eq!(o.status.code(), Some(1), "{}", said(&o));
-    assert!(said(&o).contains("cannot read the token file"), "{}", said(&o));
+    assert!(
+        said(&o).contains("cannot read the token file"),
+        "{}",
+        said(&o)
+    );
 }

@@ -202,12 +202,19 @@ fn within_caps(body: &[u8]) -> Result<(), TestCaseError> {
         return Ok(());
     };
     prop_assert!(snap.devices.len() <= checks::MAX_DEVICES);
-    prop_assert!(snap.devices.iter().all(|d| (d.index as usize) < checks::MAX_DEVICES));
+    prop_assert!(snap
+        .devices
+        .iter()
+        .all(|d| (d.index as usize) < checks::MAX_DEVICES));
     prop_assert!(snap.processes.len() <= checks::MAX_PROCESSES);
     prop_assert!(snap.taken_at_ms <= now + checks::MAX_AHEAD_MS);
     let mut m = vramwarden::monitor::Monitor::new(1000, 60);
     m.apply(snap, now);
-    prop_assert!(m.history.heap_bytes() < 64 << 20, "{}", m.history.heap_bytes());
+    prop_assert!(
+        m.history.heap_bytes() < 64 << 20,
+        "{}",
+        m.history.heap_bytes()
+    );
     Ok(())
 }
 

@@ -76,7 +76,7 @@ impl Table {
         self.entries.is_empty()
     }
 
-    fn from_ip(&self, ip: IpAddr) -> usize {
+    fn count_from(&self, ip: IpAddr) -> usize {
         self.entries.values().filter(|e| e.ip == ip).count()
     }
 
@@ -110,7 +110,7 @@ impl Table {
     /// reached; `None` when every connection in the way is answering a request (the new one
     /// is then closed at once).
     pub fn admit(&mut self, ip: IpAddr, now: Instant) -> Option<Admitted> {
-        if self.from_ip(ip) >= self.max_per_client {
+        if self.count_from(ip) >= self.max_per_client {
             let victim = self.oldest_idle(|e| e.ip == ip)?;
             self.evict(victim);
         }
@@ -184,14 +184,10 @@ mod tests {
         let t0 = Instant::now();
         let mut t = Table::new(100, 2);
         let a = t.admit(ip(1), t0).expect("first");
-        let b = t
-            .admit(ip(1), t0 + Duration::from_secs(1))
-            .expect("second");
+        let b = t.admit(ip(1), t0 + Duration::from_secs(1)).expect("second");
         t.busy(a.id, true);
         // A third from the same client: the oldest idle one (b; a is answering) goes.
-        let c = t
-            .admit(ip(1), t0 + Duration::from_secs(2))
-            .expect("third");
+        let c = t.admit(ip(1), t0 + Duration::from_secs(2)).expect("third");
         assert_eq!(t.len(), 2);
         assert!(t.entries.contains_key(&a.id) && t.entries.contains_key(&c.id));
         assert!(!t.entries.contains_key(&b.id));
@@ -223,7 +219,7 @@ mod tests {
             t.entries.contains_key(&quiet.id),
             "the oldest connection belongs to a quiet client and stays"
         );
-        assert_eq!(t.from_ip(ip(1)), 2);
+        assert_eq!(t.count_from(ip(1)), 2);
         t.close(quiet.id);
         assert_eq!(t.len(), 3);
     }

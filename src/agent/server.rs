@@ -170,12 +170,7 @@ async fn accept_loop(
             table: table.clone(),
             state: state.clone(),
         };
-        tokio::spawn(conn.serve(
-            stream,
-            builder.clone(),
-            admitted.evict,
-            stopped.clone(),
-        ));
+        tokio::spawn(conn.serve(stream, builder.clone(), admitted.evict, stopped.clone()));
     }
 }
 
@@ -315,8 +310,8 @@ fn response(reply: Reply, extra: http::ExtraHeader, close: bool) -> Response<Rep
         Body::File(f) => ReplyBody::file(f),
     };
     let mut r = Response::new(body);
-    *r.status_mut() =
-        hyper::StatusCode::from_u16(reply.status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    *r.status_mut() = hyper::StatusCode::from_u16(reply.status)
+        .unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
     let h = r.headers_mut();
     h.insert(
         hyper::header::CONTENT_TYPE,
@@ -397,10 +392,7 @@ impl AsyncWrite for Watched {
         Pin::new(&mut self.inner).poll_flush(cx)
     }
 
-    fn poll_shutdown(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<std::io::Result<()>> {
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
@@ -436,7 +428,8 @@ pub fn raise_nofile() {
         rlim_max: 0,
     };
     // SAFETY: getrlimit writes the struct we own.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 || lim.rlim_cur >= lim.rlim_max
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0
+        || lim.rlim_cur >= lim.rlim_max
     {
         return;
     }

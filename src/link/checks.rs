@@ -147,9 +147,7 @@ fn proc_info(info: &mut ProcInfo) {
 }
 
 fn over_long(info: &ProcInfo) -> bool {
-    [&info.name, &info.user]
-        .iter()
-        .any(|s| s.len() > MAX_TEXT)
+    [&info.name, &info.user].iter().any(|s| s.len() > MAX_TEXT)
         || info.cmdline.len() > MAX_CMDLINE
         || [&info.container_id, &info.container_name, &info.pod]
             .iter()

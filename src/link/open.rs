@@ -157,12 +157,18 @@ mod tests {
     #[test]
     fn connect_targets_are_http_or_ssh_and_nothing_else() {
         let t = parse_target("http://10.0.0.5:9835/").expect("http");
-        assert_eq!((t.url.as_str(), t.ssh.as_str()), ("http://10.0.0.5:9835", ""));
+        assert_eq!(
+            (t.url.as_str(), t.ssh.as_str()),
+            ("http://10.0.0.5:9835", "")
+        );
         let t = parse_target("ssh://alice@gpu-7").expect("ssh");
         assert_eq!(t.ssh, "ssh://alice@gpu-7");
         assert_eq!(t.url, "http://127.0.0.1:9835");
         let t = parse_target("ssh://gpu-7:2222/127.0.0.1:9900").expect("ssh with the agent");
-        assert_eq!((t.url.as_str(), t.ssh.as_str()), ("http://127.0.0.1:9900", "ssh://gpu-7:2222"));
+        assert_eq!(
+            (t.url.as_str(), t.ssh.as_str()),
+            ("http://127.0.0.1:9900", "ssh://gpu-7:2222")
+        );
         for bad in [
             "gpu-7:9835",
             "ftp://x",

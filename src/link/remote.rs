@@ -677,8 +677,13 @@ pub fn decode_sessions(body: &[u8], now: UnixMs) -> Result<Vec<RemoteSession>, S
         if let Some(t) = s.started_ms {
             checks::time("a session's start", t, now)?;
         }
-        if s.duration_ms.is_some_and(|d| !(0..=100 * 365 * 86_400_000).contains(&d)) {
-            return Err(format!("the agent listed {} with an absurd duration", s.name));
+        if s.duration_ms
+            .is_some_and(|d| !(0..=100 * 365 * 86_400_000).contains(&d))
+        {
+            return Err(format!(
+                "the agent listed {} with an absurd duration",
+                s.name
+            ));
         }
     }
     Ok(r.sessions)
@@ -748,7 +753,10 @@ impl Part {
         };
         std::fs::rename(&p, dest).map_err(|e| {
             let _ = std::fs::remove_file(&p);
-            format!("cannot put the download in place at {}: {e}", dest.display())
+            format!(
+                "cannot put the download in place at {}: {e}",
+                dest.display()
+            )
         })
     }
 }
