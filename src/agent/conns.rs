@@ -1,7 +1,8 @@
 //! The HTTP front's connection table: how many connections are open, from which client
 //! address, and which one to give up when a limit is reached.
 //!
-//! Limits are on the total and per client address. A new connection over a limit takes the
+//! Limits are on the total ([`total_limit`]: at most [`MAX_CONNECTIONS`], at most half the
+//! process's open-file limit) and per client address. A new connection over a limit takes the
 //! place of the oldest connection that is not running a request (one idle between requests,
 //! still sending its headers, or stuck writing a reply to a client that does not read): a
 //! crowd of idle or slow connections never locks out a new client, and a request being

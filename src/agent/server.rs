@@ -72,7 +72,7 @@ impl Server {
             .enable_time()
             .max_blocking_threads(BLOCKING_THREADS)
             .thread_keep_alive(Duration::from_secs(120))
-            .thread_name("vramwarden-http-work")
+            .thread_name("vramwarden-req")
             .build()?;
         let (stop, stopped) = watch::channel(false);
         let thread = std::thread::Builder::new()
