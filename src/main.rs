@@ -18,10 +18,41 @@ fn main() -> ExitCode {
     let history = args
         .history
         .unwrap_or(std::time::Duration::from_secs(24 * 3600));
+    // `--connect`: its address is checked before anything opens (exit 2 when malformed).
+    let connect = match args
+        .connect
+        .as_deref()
+        .map(vramwarden::link::open::parse_target)
+    {
+        Some(Err(e)) => {
+            eprintln!("vramwarden: {e}");
+            return ExitCode::from(cli::exit::USAGE);
+        }
+        Some(Ok(_)) if args.command.is_some() => {
+            eprintln!("vramwarden: --connect opens the window; it takes no subcommand");
+            return ExitCode::from(cli::exit::USAGE);
+        }
+        other => other.and_then(Result::ok),
+    };
     let result = match args.command {
         #[cfg(feature = "gui")]
         None => {
             drop(stdout);
+            let connect = match connect {
+                Some(t) => {
+                    let file = args.token_file.clone().unwrap_or_else(|| {
+                        vramwarden::agent::token::default_path(args.config.as_deref())
+                    });
+                    match vramwarden::ui::open_connect(&t, &file) {
+                        Ok(c) => Some(c),
+                        Err(e) => {
+                            eprintln!("vramwarden: {e}");
+                            return ExitCode::from(cli::exit::ERROR);
+                        }
+                    }
+                }
+                None => None,
+            };
             let config_path = vramwarden::settings::config_path(args.config.as_deref());
             let (settings, config_error) = vramwarden::settings::Settings::load(&config_path);
             if let Some(e) = &config_error {
@@ -42,6 +73,7 @@ fn main() -> ExitCode {
                 config_path,
                 config_error,
                 settings,
+                connect,
             }) {
                 Ok(()) => 0,
                 Err(e) => {
@@ -52,9 +84,12 @@ fn main() -> ExitCode {
             return finish(code);
         }
         #[cfg(not(feature = "gui"))]
-        None => Err(cli::CliError::Usage(
-            "this vramwarden was built without the window (no `gui` feature); use a subcommand: snapshot, record, export, import, rules (see --help)".into(),
-        )),
+        None => Err(cli::CliError::Usage(if connect.is_some() {
+            "this vramwarden was built without the window (no `gui` feature): --connect needs it"
+                .into()
+        } else {
+            "this vramwarden was built without the window (no `gui` feature); use a subcommand: snapshot, record, export, import, rules (see --help)".into()
+        })),
         Some(Command::Snapshot {
             format,
             table,
@@ -127,7 +162,9 @@ fn main() -> ExitCode {
             vramwarden::cli_docs::completions(shell, &mut stdout).map_err(Into::into)
         }
         Some(Command::Man) => vramwarden::cli_docs::man_page(&mut stdout).map_err(Into::into),
-        Some(Command::BenchNvml { iterations, spaced }) => cli::bench_nvml(iterations, spaced, &mut stdout),
+        Some(Command::BenchNvml { iterations, spaced }) => {
+            cli::bench_nvml(iterations, spaced, &mut stdout)
+        }
     };
     let code = match result {
         Ok(()) => 0,

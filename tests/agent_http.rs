@@ -283,10 +283,8 @@ fn sigterm_stops_cleanly_and_closes_the_log() {
 }
 
 /// Stalled clients never delay sampling (it runs on its own thread), and the agent keeps
-/// answering. (tiny_http 0.12 has no read timeout, and its connection pool can queue the one
-/// request that arrives right behind a burst of new connections until a thread frees up, so
-/// a single request may stall; the next ones are answered: the test retries with a short
-/// timeout, and the README lists this limit.)
+/// answering. (tests/attack_http.rs has the hostile cases: huge bodies, clients that never
+/// read, crowds of idle connections, endless headers.)
 #[test]
 fn stalled_clients_do_not_stop_sampling() {
     let mut child = sleeper();

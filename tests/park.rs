@@ -11,7 +11,8 @@ use vramwarden::model::{now_ms, Origin, ParkInfo, ParkState, ProcInfo, ProcessKe
 use vramwarden::rules::action::{ActionRunner, Entry, Outcome, Safety};
 use vramwarden::rules::eval::{compile, process_target, Facts, Planned, RuleState};
 use vramwarden::rules::{Action, Conditions, Rule};
-use vramwarden::session::{Event, SessionData};
+use vramwarden::session::reader::SessionData;
+use vramwarden::session::Event;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_vramwarden"))
@@ -260,9 +261,9 @@ fn the_demo_raises_a_forecast_alert_and_shows_a_simulated_park() {
     let raised: Vec<_> = s
         .events
         .iter()
-        .filter_map(|e| match e {
-            Event::OomForecast { unix_ms, device_index, drivers, full_in_s } => {
-                Some((*unix_ms - started, *device_index, drivers.clone(), *full_in_s))
+        .filter_map(|e| match *e {
+            Event::OomForecast { unix_ms, device_index, ref drivers, full_in_s } => {
+                Some((unix_ms - started, device_index, drivers.clone(), full_in_s))
             }
             _ => None,
         })

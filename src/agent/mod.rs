@@ -1,15 +1,20 @@
 //! `vramwarden agent`: the engine without a window, for GPU servers.
 //!
 //! The same sampler thread and engine as the window and `record` (sessions with retention in the
-//! default folder, rules, leak detection), plus an HTTP front on its own threads: `/metrics`
+//! default folder, rules, leak detection), plus an HTTP front on its own thread ([`server`],
+//! with limits on headers, bodies, connections and time; routing in [`http`]): `/metrics`
 //! for Prometheus ([`metrics`]), `/healthz` and `/-/ready`, and a JSON API for a remote window
 //! guarded by a bearer token ([`api`], [`token`]). It stops cleanly on SIGTERM or SIGINT
-//! (the session log is closed) and tells systemd when it is ready ([`sdnotify`]).
+//! (the session log is closed) and tells systemd when it is ready and, with `WatchdogSec=`,
+//! that the sampler makes progress ([`sdnotify`]).
 
 pub mod api;
+pub mod body;
+pub mod conns;
 pub mod http;
 pub mod metrics;
 pub mod sdnotify;
+pub mod server;
 pub mod stats;
 pub mod token;
 
@@ -103,8 +108,7 @@ fn failure(m: &Monitor) -> Option<CliError> {
 
 /// A running agent: the sampler thread and the HTTP threads.
 pub struct Agent {
-    server: Arc<tiny_http::Server>,
-    workers: Vec<std::thread::JoinHandle<()>>,
+    server: server::Server,
     /// What the HTTP threads share (the monitor, counters, the engine's command channel).
     pub state: Arc<AgentState>,
     /// The address actually bound (port 0 picks a free one).
@@ -135,19 +139,24 @@ pub fn start(
         if created { "created in" } else { "read from" },
         token_path.display()
     );
-    let server = tiny_http::Server::http(opts.listen)
+    let listener = server::bind(opts.listen)
         .map_err(|e| CliError::Failed(format!("cannot listen on {}: {e}", opts.listen)))?;
-    let server = Arc::new(server);
-    let addr = server.server_addr().to_ip().unwrap_or(opts.listen);
+    let addr = listener.local_addr().unwrap_or(opts.listen);
+    if let Some(w) = server::exposure_warning(addr) {
+        tracing::warn!("{w}");
+    }
     let shared: SharedMonitor = crate::shared::Shared::new(Monitor::new(
         interval.as_millis() as u64,
         crate::cli::history_ticks(HISTORY, interval),
     ));
     let stats = Arc::new(stats::AgentStats::default());
     let (watched, counted) = (shared.clone(), stats.clone());
+    let watchdog = sdnotify::Watchdog::from_env(interval);
     let notify: crate::sampler::Notify = Arc::new(move || {
         let wake_now = watched.read().map_or(true, |m| {
             counted.observe(&m);
+            // Progress for systemd's watchdog: a new sample arrived.
+            watchdog.progress(m.ticks);
             m.ticks == 1 || matches!(m.status, SourceStatus::Failed(_))
         });
         if let (true, Some(w)) = (wake_now, &wake) {
@@ -183,27 +192,21 @@ pub fn start(
         sampler: Mutex::new(Some(handle)),
         stopping: AtomicBool::new(false),
     });
-    let workers = http::serve(server.clone(), state.clone(), http::WORKERS)?;
+    let server = server::Server::start(listener, state.clone())?;
     tracing::info!("listening on http://{addr} (/metrics, /healthz, /api/v1/…)");
     Ok(Agent {
         server,
-        workers,
         state,
         addr,
     })
 }
 
 impl Agent {
-    /// Stops the HTTP threads, then the sampler (closing the session log); false when the
+    /// Stops the HTTP front, then the sampler (closing the session log); false when the
     /// sampler did not stop within 10 s.
     pub fn stop(self) -> bool {
         self.state.stopping.store(true, Ordering::Relaxed);
-        for _ in &self.workers {
-            self.server.unblock();
-        }
-        for w in self.workers {
-            let _ = w.join();
-        }
+        self.server.stop();
         let handle = self.state.sampler.lock().ok().and_then(|mut s| s.take());
         handle.is_none_or(|h| h.stop(Duration::from_secs(10)))
     }

@@ -41,6 +41,15 @@ pub struct Cli {
     pub no_record: bool,
     /// A session log to open in the window.
     pub session: Option<PathBuf>,
+    /// Open the window attached to a `vramwarden agent`: http://HOST:PORT, or
+    /// ssh://[user@]host[:port][/HOST:PORT] through an SSH tunnel (the agent on that host's
+    /// loopback, 127.0.0.1:9835 unless given).
+    #[arg(long, value_name = "URL", conflicts_with = "session")]
+    pub connect: Option<String>,
+    /// With --connect: a file holding the agent's token (default: agent.token beside the
+    /// settings file).
+    #[arg(long, value_name = "FILE", requires = "connect")]
+    pub token_file: Option<PathBuf>,
     /// A headless command; none opens the window.
     #[command(subcommand)]
     pub command: Option<Command>,

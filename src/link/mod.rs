@@ -7,6 +7,7 @@
 //! over HTTP, whose engine applies its own policy to every command. A front end holds a
 //! `Box<dyn EngineLink>` and never knows which.
 
+pub mod checks;
 pub mod open;
 pub mod remote;
 

@@ -86,6 +86,62 @@ pub fn open_host(
     })
 }
 
+/// Where `vramwarden --connect` attaches: the agent's address and, for `ssh://`, the SSH
+/// destination to tunnel through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectTarget {
+    /// `http://HOST:PORT`: the agent itself, or for SSH its address on the far side.
+    pub url: String,
+    /// The SSH destination (`ssh://[user@]host[:port]`, which OpenSSH takes as it is); empty
+    /// for a direct connection.
+    pub ssh: String,
+}
+
+/// Reads `--connect`'s value: `http://HOST:PORT`, or `ssh://[user@]host[:port]` with the agent
+/// on that host's loopback at its default port, or `ssh://[user@]host[:port]/HOST:PORT` with
+/// the agent's address on the far side.
+///
+/// # Errors
+/// A sentence saying what is accepted.
+pub fn parse_target(target: &str) -> Result<ConnectTarget, String> {
+    let t = target.trim();
+    if let Some(rest) = t.strip_prefix("ssh://") {
+        let (dest, far) = match rest.split_once('/') {
+            Some((d, f)) if !f.is_empty() => (d, format!("http://{f}")),
+            Some((d, _)) => (d, format!("http://{}", crate::cli::args::DEFAULT_LISTEN)),
+            None => (rest, format!("http://{}", crate::cli::args::DEFAULT_LISTEN)),
+        };
+        let host = dest.rsplit_once('@').map_or(dest, |(_, h)| h);
+        let bad = dest.is_empty()
+            || host.is_empty()
+            || host.starts_with(':')
+            || dest.starts_with('-')
+            || dest
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control() || "/\\'\"`$;|&<>()".contains(c));
+        if bad {
+            return Err(format!(
+                "{target:?} is not ssh://[user@]host[:port] (optionally /HOST:PORT of the agent on that host)"
+            ));
+        }
+        let url = super::remote::parse_url(&far)
+            .map_err(|e| format!("the agent's address after the host: {e}"))?;
+        return Ok(ConnectTarget {
+            url,
+            ssh: format!("ssh://{dest}"),
+        });
+    }
+    if t.starts_with("http://") || t.starts_with("https://") {
+        return Ok(ConnectTarget {
+            url: super::remote::parse_url(t)?,
+            ssh: String::new(),
+        });
+    }
+    Err(format!(
+        "{target:?}: --connect takes http://HOST:PORT (e.g. http://127.0.0.1:9835) or ssh://[user@]host"
+    ))
+}
+
 /// `~/x` → `$HOME/x`.
 fn expand_home(p: &str) -> std::path::PathBuf {
     match (p.strip_prefix("~/"), std::env::var_os("HOME")) {
@@ -97,6 +153,36 @@ fn expand_home(p: &str) -> std::path::PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connect_targets_are_http_or_ssh_and_nothing_else() {
+        let t = parse_target("http://10.0.0.5:9835/").expect("http");
+        assert_eq!(
+            (t.url.as_str(), t.ssh.as_str()),
+            ("http://10.0.0.5:9835", "")
+        );
+        let t = parse_target("ssh://alice@gpu-7").expect("ssh");
+        assert_eq!(t.ssh, "ssh://alice@gpu-7");
+        assert_eq!(t.url, "http://127.0.0.1:9835");
+        let t = parse_target("ssh://gpu-7:2222/127.0.0.1:9900").expect("ssh with the agent");
+        assert_eq!(
+            (t.url.as_str(), t.ssh.as_str()),
+            ("http://127.0.0.1:9900", "ssh://gpu-7:2222")
+        );
+        for bad in [
+            "gpu-7:9835",
+            "ftp://x",
+            "ssh://",
+            "ssh://-oProxyCommand=x",
+            "ssh://a b",
+            "ssh://alice@",
+            "ssh://h;rm",
+            "https://x:1",
+            "http://x:1/api",
+        ] {
+            assert!(parse_target(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn the_token_is_typed_or_read_from_its_file_and_a_bad_file_says_why() {

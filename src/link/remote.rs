@@ -102,6 +102,35 @@ struct SnapshotReply {
 }
 
 impl LeakJson {
+    /// See [`super::checks`].
+    fn check(&mut self, now: UnixMs) -> Result<(), String> {
+        use super::checks;
+        checks::device_index("a leak on", self.device_index)?;
+        if self.pid > checks::MAX_PID {
+            return Err(format!("the agent sent a leak of PID {}", self.pid));
+        }
+        for (what, t) in [
+            ("a leak's start", Some(self.since_ms)),
+            ("a leak's flag time", Some(self.flagged_ms)),
+            ("a leak's end", self.ended_ms),
+            ("a leaking process's start time", Some(self.start_time_ms)),
+        ] {
+            if let Some(t) = t {
+                checks::time(what, t, now)?;
+            }
+        }
+        for (what, v) in [
+            ("a leak rate of", self.rate_mib_per_min),
+            ("a leak growth of", self.grown_mib),
+            ("a leak peak of", self.peak_mib),
+        ] {
+            checks::finite(what, v)?;
+        }
+        checks::cap_text(&mut self.name, checks::MAX_TEXT);
+        checks::cap_text(&mut self.user, checks::MAX_TEXT);
+        Ok(())
+    }
+
     fn record(self) -> LeakRecord {
         let key = if self.ghost {
             LeakKey::Ghost(self.device_index)
@@ -134,6 +163,53 @@ impl LeakJson {
             open_at_end: false,
         }
     }
+}
+
+impl SnapshotReply {
+    /// Checks and cleans every value against `now` (this computer's clock) before anything of
+    /// it is applied ([`super::checks`]).
+    fn check(&mut self, now: UnixMs) -> Result<(), String> {
+        use super::checks;
+        checks::interval(self.interval_ms)?;
+        if let Some(s) = &mut self.source {
+            checks::source(s);
+        }
+        if let Some(snap) = &mut self.snapshot {
+            checks::snapshot(snap, now)?;
+        }
+        checks::count("leaks", self.leaks.len(), checks::MAX_LEAKS)?;
+        for l in &mut self.leaks {
+            l.check(now)?;
+        }
+        checks::cap_opt(&mut self.status.error, checks::MAX_TEXT);
+        checks::cap_opt(&mut self.last_error, checks::MAX_TEXT);
+        checks::cap_opt(&mut self.recording.error, checks::MAX_TEXT);
+        if self
+            .recording
+            .path
+            .as_ref()
+            .is_some_and(|p| p.as_os_str().len() > checks::MAX_PATH)
+        {
+            return Err("the agent sent an over-long session log path".into());
+        }
+        Ok(())
+    }
+}
+
+/// Reads an answer of `GET /api/v1/snapshot` and checks it against `now` (see
+/// [`super::checks`]): the snapshot the poller would apply, or why none is.
+///
+/// # Errors
+/// A sentence for the link's status.
+pub fn decode_snapshot(body: &[u8], now: UnixMs) -> Result<Option<Snapshot>, String> {
+    parse_snapshot(body, now).map(|r| r.snapshot)
+}
+
+fn parse_snapshot(body: &[u8], now: UnixMs) -> Result<SnapshotReply, String> {
+    let mut r: SnapshotReply = serde_json::from_slice(body)
+        .map_err(|e| format!("the agent's answer is not understood: {e}"))?;
+    r.check(now)?;
+    Ok(r)
 }
 
 /// Puts one answer of the agent into the monitor. Returns the agent's sampling interval.
@@ -205,12 +281,19 @@ pub struct RemoteFiles {
     pub done: Vec<(String, Result<std::path::PathBuf, String>)>,
 }
 
-/// Work for the link's second thread.
+/// Work for the link's command thread.
 #[derive(Debug)]
 enum Job {
     Command(EngineCommand),
     ListSessions,
-    Download(String, std::path::PathBuf),
+}
+
+/// A download for the link's download thread (never the command thread: a long download
+/// must not delay a Kill).
+#[derive(Debug)]
+struct Download {
+    name: String,
+    dir: std::path::PathBuf,
 }
 
 /// The link to one agent; dropping it stops both threads (they never hold the window).
@@ -219,6 +302,7 @@ pub struct RemoteLink {
     health: Arc<Mutex<LinkHealth>>,
     stop: Arc<AtomicBool>,
     commands: mpsc::Sender<Job>,
+    downloads: mpsc::Sender<Download>,
     files: Arc<Mutex<RemoteFiles>>,
     /// What the link's thread writes: the agent's state as last received.
     shared: SharedMonitor,
@@ -252,42 +336,39 @@ fn refusal(status: u16, body: &str) -> String {
     }
 }
 
-/// `GET url/path` with the bearer token, its JSON body as `T` (`what` names it in errors;
-/// `limit` caps the body, `None`: ureq's default of 10 MiB).
-fn get_json<T: serde::de::DeserializeOwned>(
+/// `GET url/path` with the bearer token: its body, at most `limit` bytes (more is an error),
+/// when the status is 200.
+fn get_body(
     agent: &ureq::Agent,
     url: &str,
     path: &str,
     token: &str,
-    limit: Option<u64>,
-    what: &str,
-) -> Result<T, String> {
+    limit: u64,
+) -> Result<Vec<u8>, String> {
     let mut resp = agent
         .get(format!("{url}{path}"))
         .header("Authorization", format!("Bearer {token}"))
         .call()
         .map_err(|e| e.to_string())?;
     let status = resp.status().as_u16();
-    let body = match limit {
-        Some(l) => resp.body_mut().with_config().limit(l).read_to_string(),
-        None => resp.body_mut().read_to_string(),
-    }
-    .map_err(|e| e.to_string())?;
+    let body = resp
+        .body_mut()
+        .with_config()
+        .limit(limit)
+        .read_to_vec()
+        .map_err(|e| format!("the agent's answer could not be read: {e}"))?;
     if status != 200 {
-        return Err(refusal(status, &body));
+        return Err(refusal(status, &String::from_utf8_lossy(&body)));
     }
-    serde_json::from_str(&body).map_err(|e| format!("the agent's {what} is not understood: {e}"))
+    Ok(body)
 }
 
+/// Largest answer of `GET /api/v1/snapshot` read, bytes.
+pub const MAX_SNAPSHOT_BYTES: u64 = 16 << 20;
+
 fn get_snapshot(agent: &ureq::Agent, url: &str, token: &str) -> Result<SnapshotReply, String> {
-    get_json(
-        agent,
-        url,
-        "/api/v1/snapshot",
-        token,
-        Some(64 << 20),
-        "answer",
-    )
+    let body = get_body(agent, url, "/api/v1/snapshot", token, MAX_SNAPSHOT_BYTES)?;
+    parse_snapshot(&body, now_ms())
 }
 
 /// The body of a manual command for the agent's API, or why it cannot go there.
@@ -440,7 +521,13 @@ impl RemoteLink {
                 .map_err(|e| format!("could not start the link's thread: {e}"))?;
         }
         {
-            let (url, stop, files) = (url.clone(), stop.clone(), files.clone());
+            let (url, token, stop, files, notify) = (
+                url.clone(),
+                token.clone(),
+                stop.clone(),
+                files.clone(),
+                notify.clone(),
+            );
             std::thread::Builder::new()
                 .name("vramwarden-remote-cmd".into())
                 .spawn(move || {
@@ -454,22 +541,6 @@ impl RemoteLink {
                                     .lock()
                                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                                     .list = Some(list);
-                                notify();
-                                continue;
-                            }
-                            Ok(Job::Download(name, dir)) => {
-                                files
-                                    .lock()
-                                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                                    .downloading = Some(name.clone());
-                                notify();
-                                let got = download(&url, &token, &name, &dir);
-                                let mut f = files
-                                    .lock()
-                                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                                f.downloading = None;
-                                f.done.push((name, got));
-                                drop(f);
                                 notify();
                                 continue;
                             }
@@ -515,11 +586,13 @@ impl RemoteLink {
                 })
                 .map_err(|e| format!("could not start the link's thread: {e}"))?;
         }
+        let downloads = spawn_downloads(&url, &token, &stop, &files, &notify)?;
         Ok(Self {
             url,
             health,
             stop,
             commands: tx,
+            downloads,
             files,
             shared: kept,
         })
@@ -538,7 +611,10 @@ impl RemoteLink {
     /// Downloads the agent's session `name` into `dir` (the result arrives in
     /// [`RemoteLink::files`]).
     pub fn download(&self, name: &str, dir: std::path::PathBuf) {
-        let _ = self.commands.send(Job::Download(name.to_string(), dir));
+        let _ = self.downloads.send(Download {
+            name: name.to_string(),
+            dir,
+        });
     }
 
     /// The session list and downloads so far.
@@ -561,28 +637,208 @@ impl RemoteLink {
     }
 }
 
+/// Largest answer of `GET /api/v1/sessions` read, bytes.
+pub const MAX_LIST_BYTES: u64 = 16 << 20;
+
 fn list_sessions(
     agent: &ureq::Agent,
     url: &str,
     token: &str,
 ) -> Result<Vec<RemoteSession>, String> {
-    get_json::<SessionsReply>(agent, url, "/api/v1/sessions", token, None, "list")
-        .map(|r| r.sessions)
+    let body = get_body(agent, url, "/api/v1/sessions", token, MAX_LIST_BYTES)?;
+    decode_sessions(&body, now_ms())
 }
 
-/// Streams the agent's session `name` into `dir/name` (through a temporary file, so a cut
-/// download never looks like a whole log). A large log may take longer than one request's
-/// usual timeout: this one allows 10 minutes.
+/// Reads and checks the agent's list of session logs: names the API serves, sizes within
+/// [`super::checks::MAX_DOWNLOAD_BYTES`], plausible times, at most
+/// [`super::checks::MAX_SESSIONS`] entries.
+///
+/// # Errors
+/// A sentence for the sessions window.
+pub fn decode_sessions(body: &[u8], now: UnixMs) -> Result<Vec<RemoteSession>, String> {
+    use super::checks;
+    let r: SessionsReply = serde_json::from_slice(body)
+        .map_err(|e| format!("the agent's list is not understood: {e}"))?;
+    checks::count("sessions", r.sessions.len(), checks::MAX_SESSIONS)?;
+    for s in &r.sessions {
+        if !crate::agent::api::valid_session_name(&s.name) {
+            let mut shown = s.name.clone();
+            checks::cap_text(&mut shown, 80);
+            return Err(format!("the agent listed a session named {shown:?}"));
+        }
+        if s.size_bytes > checks::MAX_DOWNLOAD_BYTES {
+            return Err(format!(
+                "the agent listed {} at {} bytes (at most {} are downloaded)",
+                s.name,
+                s.size_bytes,
+                checks::MAX_DOWNLOAD_BYTES
+            ));
+        }
+        if let Some(t) = s.started_ms {
+            checks::time("a session's start", t, now)?;
+        }
+        if s.duration_ms
+            .is_some_and(|d| !(0..=100 * 365 * 86_400_000).contains(&d))
+        {
+            return Err(format!(
+                "the agent listed {} with an absurd duration",
+                s.name
+            ));
+        }
+    }
+    Ok(r.sessions)
+}
+
+/// The download thread: one download at a time, in the order asked.
+fn spawn_downloads(
+    url: &str,
+    token: &str,
+    stop: &Arc<AtomicBool>,
+    files: &Arc<Mutex<RemoteFiles>>,
+    notify: &Notify,
+) -> Result<mpsc::Sender<Download>, String> {
+    let (tx, rx) = mpsc::channel::<Download>();
+    let (url, token, stop, files, notify) = (
+        url.to_string(),
+        token.to_string(),
+        stop.clone(),
+        files.clone(),
+        notify.clone(),
+    );
+    std::thread::Builder::new()
+        .name("vramwarden-remote-download".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let d = match rx.recv_timeout(Duration::from_millis(200)) {
+                    Ok(d) => d,
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                };
+                let lock = || {
+                    files
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                };
+                let listed = match &lock().list {
+                    Some(Ok(list)) => list.iter().find(|s| s.name == d.name).map(|s| s.size_bytes),
+                    _ => None,
+                };
+                lock().downloading = Some(d.name.clone());
+                notify();
+                let got = match listed {
+                    Some(size) => download(&url, &token, &d.name, size, &d.dir, &stop),
+                    None => Err(format!(
+                        "{} is not in the agent's list as last read: list the sessions again",
+                        d.name
+                    )),
+                };
+                let mut f = lock();
+                f.downloading = None;
+                f.done.push((d.name, got));
+                drop(f);
+                notify();
+            }
+        })
+        .map_err(|e| format!("could not start the link's thread: {e}"))?;
+    Ok(tx)
+}
+
+/// A temporary download file, removed unless [`Part::keep`] renames it into place.
+struct Part(Option<std::path::PathBuf>);
+
+impl Part {
+    fn keep(mut self, dest: &std::path::Path) -> Result<(), String> {
+        let Some(p) = self.0.take() else {
+            return Err("internal error: the download file is gone".into());
+        };
+        std::fs::rename(&p, dest).map_err(|e| {
+            let _ = std::fs::remove_file(&p);
+            format!(
+                "cannot put the download in place at {}: {e}",
+                dest.display()
+            )
+        })
+    }
+}
+
+impl Drop for Part {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// `dir` (and its missing parents) made with mode 0700, and `dir` itself set to 0700: the
+/// logs hold every user's command lines.
+fn private_dir(dir: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| format!("cannot make {} private: {e}", dir.display()))
+}
+
+/// Copies exactly `size` bytes of `body` into `out` (a log is append-only: its first `size`
+/// bytes are the log as it was listed, whatever it grew to since); fewer is an error. Stops
+/// early when `stop` is set.
+///
+/// # Errors
+/// A sentence for the sessions window.
+pub fn copy_listed(
+    body: &mut dyn std::io::Read,
+    out: &mut dyn std::io::Write,
+    size: u64,
+    stop: &AtomicBool,
+) -> Result<(), String> {
+    let mut left = size;
+    let mut buf = vec![0u8; 64 * 1024];
+    while left > 0 {
+        if stop.load(Ordering::Relaxed) {
+            return Err("the download was cancelled".into());
+        }
+        let want = left.min(buf.len() as u64) as usize;
+        let n = match body.read(&mut buf[..want]) {
+            Ok(0) => {
+                return Err(format!(
+                    "the download broke off after {} of {size} bytes",
+                    size - left
+                ))
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("the download broke off: {e}")),
+        };
+        out.write_all(&buf[..n])
+            .map_err(|e| format!("cannot write the download: {e}"))?;
+        left -= n as u64;
+    }
+    Ok(())
+}
+
+/// Streams the agent's session `name`, listed at `size` bytes, into `dir/name`: through a
+/// temporary file (0600, removed on any failure, so a cut download never looks like a whole
+/// log) in a 0700 folder, at most `size` bytes. A large log may take longer than one
+/// request's usual timeout: this one allows 10 minutes.
 fn download(
     url: &str,
     token: &str,
     name: &str,
+    size: u64,
     dir: &std::path::Path,
+    stop: &AtomicBool,
 ) -> Result<std::path::PathBuf, String> {
+    use std::os::unix::fs::OpenOptionsExt;
     if !crate::agent::api::valid_session_name(name) {
         return Err(format!("{name:?} is not a session name"));
     }
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    if size > super::checks::MAX_DOWNLOAD_BYTES {
+        return Err(format!("{name} is larger than a download may be"));
+    }
+    private_dir(dir)?;
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(Duration::from_secs(600)))
         .timeout_connect(Some(REQUEST_TIMEOUT))
@@ -596,17 +852,29 @@ fn download(
         .map_err(|e| e.to_string())?;
     let status = resp.status().as_u16();
     if status != 200 {
-        let body = resp.body_mut().read_to_string().unwrap_or_default();
+        let body = resp
+            .body_mut()
+            .with_config()
+            .limit(64 * 1024)
+            .read_to_string()
+            .unwrap_or_default();
         return Err(refusal(status, &body));
     }
     let dest = dir.join(name);
-    let part = dir.join(format!(".{name}.part"));
-    let mut out = std::fs::File::create(&part)
-        .map_err(|e| format!("cannot write {}: {e}", part.display()))?;
-    let mut body = resp.body_mut().with_config().limit(u64::MAX).reader();
-    std::io::copy(&mut body, &mut out).map_err(|e| format!("the download broke off: {e}"))?;
+    let part_path = dir.join(format!(".{name}.part"));
+    let _ = std::fs::remove_file(&part_path);
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&part_path)
+        .map_err(|e| format!("cannot write {}: {e}", part_path.display()))?;
+    let part = Part(Some(part_path));
+    let mut body = resp.body_mut().with_config().limit(size).reader();
+    copy_listed(&mut body, &mut out, size, stop)?;
     out.sync_all().map_err(|e| e.to_string())?;
-    std::fs::rename(&part, &dest).map_err(|e| e.to_string())?;
+    drop(out);
+    part.keep(&dest)?;
     Ok(dest)
 }
 

@@ -26,7 +26,7 @@ use crate::sampler::{SamplerHandle, SourceFactory};
 use crate::shared::SharedMonitor;
 
 /// What the window is started with.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct GuiOptions {
     /// Start on the simulated GPUs.
     pub demo: bool,
@@ -44,6 +44,27 @@ pub struct GuiOptions {
     pub config_error: Option<crate::settings::ConfigError>,
     /// The settings in force.
     pub settings: crate::settings::Settings,
+    /// `--connect`: the agent to attach to from the start, opened already
+    /// ([`open_connect`]); this computer's GPUs are not sampled then.
+    pub connect: Option<(connect::SavedHost, crate::link::open::OpenedHost)>,
+}
+
+/// Opens `--connect`'s target before the window exists: reads the token from `token_file`
+/// and, for `ssh://`, starts the tunnel (stopped when the window closes).
+///
+/// # Errors
+/// A sentence: the token file unreadable or empty, ssh not runnable.
+pub fn open_connect(
+    target: &crate::link::open::ConnectTarget,
+    token_file: &std::path::Path,
+) -> Result<(connect::SavedHost, crate::link::open::OpenedHost), String> {
+    let host = connect::SavedHost {
+        url: target.url.clone(),
+        ssh: target.ssh.clone(),
+        token_file: token_file.display().to_string(),
+    };
+    let opened = crate::link::open::open_host(&host.url, &host.ssh, &host.token_file, "")?;
+    Ok((host, opened))
 }
 
 /// How many agents the window keeps attached in the background besides the one shown.
@@ -510,7 +531,14 @@ pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
             .map(|d| std::path::PathBuf::from(d).join("window-state.ron")),
         ..Default::default()
     };
-    eframe::run_native(
+    // The tunnel of `--connect` goes to the window's backend (which stops it when the window
+    // closes); if the window never opens, it is stopped here.
+    let mut connect = opts.connect;
+    let tunnel = Arc::new(std::sync::Mutex::new(
+        connect.as_mut().and_then(|(_, o)| o.tunnel.take()),
+    ));
+    let held = tunnel.clone();
+    let result = eframe::run_native(
         "vramwarden",
         native,
         Box::new(move |cc| {
@@ -519,15 +547,29 @@ pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
             } else {
                 crate::engine::RecordTo::Off
             };
-            let backend = Backend::start_with(
-                crate::sampler::source_factory(opts.demo),
-                opts.demo,
-                opts.interval,
-                opts.history_ticks,
-                &cc.egui_ctx,
-                record,
-                opts.settings.clone(),
-            );
+            let backend = match connect {
+                Some((host, mut opened)) => {
+                    opened.tunnel = held.lock().ok().and_then(|mut t| t.take());
+                    let mut b = Backend::detached(
+                        Monitor::new(opts.interval.as_millis() as u64, opts.history_ticks),
+                        false,
+                    );
+                    b.repaint = Some(cc.egui_ctx.clone());
+                    b.jobs = crate::jobs::JobBoard::new(task::repaint(&cc.egui_ctx));
+                    b.settings = opts.settings.clone();
+                    b.attach_opened(&host, opened)?;
+                    b
+                }
+                None => Backend::start_with(
+                    crate::sampler::source_factory(opts.demo),
+                    opts.demo,
+                    opts.interval,
+                    opts.history_ticks,
+                    &cc.egui_ctx,
+                    record,
+                    opts.settings.clone(),
+                ),
+            };
             let mut app = VramApp::new(cc, backend);
             app.set_config(opts.config_path.clone(), opts.config_error.clone());
             if let Some(p) = opts.open {
@@ -535,5 +577,7 @@ pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
             }
             Ok(Box::new(app))
         }),
-    )
+    );
+    crate::link::open::stop_tunnel(tunnel.lock().ok().and_then(|mut t| t.take()));
+    result
 }

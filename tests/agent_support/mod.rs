@@ -84,28 +84,42 @@ pub struct AgentProc {
     pub dir: tempfile::TempDir,
     pub token: String,
     pub stderr: mpsc::Receiver<String>,
+    /// What it said on stderr until it was ready.
+    pub startup: Vec<String>,
 }
 
 impl AgentProc {
     /// Starts `vramwarden --demo agent --listen 127.0.0.1:0 …` with `config` as its settings
     /// file and waits (up to 60 s) until it says it is ready.
     pub fn start(config: &str, extra: &[&str]) -> Self {
+        Self::start_with(config, extra, |_| {})
+    }
+
+    /// [`AgentProc::start`], with `tweak` applied to the command last (environment, limits).
+    pub fn start_with(config: &str, extra: &[&str], tweak: impl FnOnce(&mut Command)) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let cfg = dir.path().join("config.toml");
         std::fs::write(&cfg, config).expect("config");
         let token_file = dir.path().join("agent.token");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_vramwarden"))
-            .args(["--demo", "agent", "--listen", "127.0.0.1:0", "--config"])
+        let listen = if extra.contains(&"--listen") {
+            vec![]
+        } else {
+            vec!["--listen", "127.0.0.1:0"]
+        };
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_vramwarden"));
+        cmd.args(["--demo", "agent", "--config"])
             .arg(&cfg)
             .arg("--token-file")
             .arg(&token_file)
+            .args(listen)
             .args(extra)
             .env("VRAMWARDEN_DATA_DIR", dir.path().join("data"))
             .env_remove("NOTIFY_SOCKET")
+            .env_remove("WATCHDOG_USEC")
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn the agent");
+            .stderr(Stdio::piped());
+        tweak(&mut cmd);
+        let mut child = cmd.spawn().expect("spawn the agent");
         let err = child.stderr.take().expect("stderr");
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
@@ -143,6 +157,7 @@ impl AgentProc {
             dir,
             token,
             stderr: rx,
+            startup: seen,
         }
     }
 

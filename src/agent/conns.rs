@@ -1,0 +1,227 @@
+//! The HTTP front's connection table: how many connections are open, from which client
+//! address, and which one to give up when a limit is reached.
+//!
+//! Limits are on the total ([`total_limit`]: at most [`MAX_CONNECTIONS`], at most half the
+//! process's open-file limit) and per client address. A new connection over a limit takes the
+//! place of the oldest connection that is not running a request (one idle between requests,
+//! still sending its headers, or stuck writing a reply to a client that does not read): a
+//! crowd of idle or slow connections never locks out a new client, and a request being
+//! answered is never cut. Only when every connection is busy is the new one closed at once.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::Notify;
+
+/// Most open connections in all.
+pub const MAX_CONNECTIONS: usize = 512;
+/// Most open connections from one client address.
+pub const MAX_PER_CLIENT: usize = 64;
+
+/// The total limit for a process allowed `open_files` descriptors: [`MAX_CONNECTIONS`], or
+/// half the descriptors when fewer (the sampler, the session log and `/proc` need the rest).
+pub fn total_limit(open_files: u64) -> usize {
+    MAX_CONNECTIONS.min((open_files / 2) as usize).max(8)
+}
+
+/// A connection's entry.
+#[derive(Debug)]
+struct Entry {
+    ip: IpAddr,
+    opened: Instant,
+    /// Requests being answered right now (hyper answers one at a time per connection).
+    busy: u32,
+    /// Told when the connection is given up for a newer one.
+    evict: Arc<Notify>,
+}
+
+/// Open connections; see the module's documentation.
+#[derive(Debug)]
+pub struct Table {
+    entries: HashMap<u64, Entry>,
+    next: u64,
+    max_total: usize,
+    max_per_client: usize,
+}
+
+/// A connection admitted: its id (for [`Table::close`] and [`Table::busy`]) and the signal
+/// that it was given up for a newer one.
+#[derive(Debug)]
+pub struct Admitted {
+    /// The connection's id.
+    pub id: u64,
+    /// Notified when the connection must close.
+    pub evict: Arc<Notify>,
+}
+
+impl Table {
+    /// An empty table with these limits (each at least 1).
+    pub fn new(max_total: usize, max_per_client: usize) -> Self {
+        Self {
+            entries: HashMap::new(),
+            next: 0,
+            max_total: max_total.max(1),
+            max_per_client: max_per_client.max(1),
+        }
+    }
+
+    /// Open connections.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when no connection is open.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn count_from(&self, ip: IpAddr) -> usize {
+        self.entries.values().filter(|e| e.ip == ip).count()
+    }
+
+    /// The oldest connection not answering a request, among those `pick` selects.
+    fn oldest_idle(&self, pick: impl Fn(&Entry) -> bool) -> Option<u64> {
+        self.entries
+            .iter()
+            .filter(|(_, e)| e.busy == 0 && pick(e))
+            .min_by_key(|(id, e)| (e.opened, **id))
+            .map(|(id, _)| *id)
+    }
+
+    /// The address with the most connections (the one that gives up a place at the total
+    /// limit).
+    fn busiest_ip(&self) -> Option<IpAddr> {
+        let mut counts: HashMap<IpAddr, usize> = HashMap::new();
+        for e in self.entries.values() {
+            *counts.entry(e.ip).or_insert(0) += 1;
+        }
+        counts.into_iter().max_by_key(|(_, n)| *n).map(|(ip, _)| ip)
+    }
+
+    /// Gives up `id`'s place: it leaves the table now and its task is told to close.
+    fn evict(&mut self, id: u64) {
+        if let Some(e) = self.entries.remove(&id) {
+            e.evict.notify_one();
+        }
+    }
+
+    /// Admits a connection from `ip` opened at `now`, giving up an idle one where a limit is
+    /// reached; `None` when every connection in the way is answering a request (the new one
+    /// is then closed at once).
+    pub fn admit(&mut self, ip: IpAddr, now: Instant) -> Option<Admitted> {
+        if self.count_from(ip) >= self.max_per_client {
+            let victim = self.oldest_idle(|e| e.ip == ip)?;
+            self.evict(victim);
+        }
+        if self.entries.len() >= self.max_total && !self.evict_one() {
+            return None;
+        }
+        let id = self.next;
+        self.next += 1;
+        let evict = Arc::new(Notify::new());
+        self.entries.insert(
+            id,
+            Entry {
+                ip,
+                opened: now,
+                busy: 0,
+                evict: evict.clone(),
+            },
+        );
+        Some(Admitted { id, evict })
+    }
+
+    /// Gives up the oldest idle connection (of the address with the most, if it has one
+    /// idle): for when the process runs out of file descriptors. False when all are busy.
+    pub fn evict_one(&mut self) -> bool {
+        let victim = self
+            .busiest_ip()
+            .and_then(|big| self.oldest_idle(|e| e.ip == big))
+            .or_else(|| self.oldest_idle(|_| true));
+        match victim {
+            Some(v) => {
+                self.evict(v);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Marks a request on `id` started (`true`) or answered (`false`).
+    pub fn busy(&mut self, id: u64, busy: bool) {
+        if let Some(e) = self.entries.get_mut(&id) {
+            if busy {
+                e.busy += 1;
+            } else {
+                e.busy = e.busy.saturating_sub(1);
+            }
+        }
+    }
+
+    /// True while `id` answers a request.
+    pub fn is_busy(&self, id: u64) -> bool {
+        self.entries.get(&id).is_some_and(|e| e.busy > 0)
+    }
+
+    /// Removes `id` (its connection ended); nothing when it was given up already.
+    pub fn close(&mut self, id: u64) {
+        self.entries.remove(&id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn ip(last: u8) -> IpAddr {
+        IpAddr::from([10, 0, 0, last])
+    }
+
+    #[test]
+    fn a_client_at_its_limit_gives_up_its_oldest_idle_connection() {
+        let t0 = Instant::now();
+        let mut t = Table::new(100, 2);
+        let a = t.admit(ip(1), t0).expect("first");
+        let b = t.admit(ip(1), t0 + Duration::from_secs(1)).expect("second");
+        t.busy(a.id, true);
+        // A third from the same client: the oldest idle one (b; a is answering) goes.
+        let c = t.admit(ip(1), t0 + Duration::from_secs(2)).expect("third");
+        assert_eq!(t.len(), 2);
+        assert!(t.entries.contains_key(&a.id) && t.entries.contains_key(&c.id));
+        assert!(!t.entries.contains_key(&b.id));
+        // Another client is not affected.
+        assert!(t.admit(ip(2), t0).is_some());
+        assert_eq!(t.len(), 3);
+        // Every connection of the client busy: the newcomer is refused.
+        t.busy(c.id, true);
+        assert!(t.admit(ip(1), t0 + Duration::from_secs(3)).is_none());
+        assert_eq!(t.len(), 3);
+        // Answered: a place frees up again.
+        t.busy(a.id, false);
+        assert!(t.admit(ip(1), t0 + Duration::from_secs(4)).is_some());
+        assert!(!t.entries.contains_key(&a.id));
+    }
+
+    #[test]
+    fn at_the_total_limit_the_client_with_most_connections_gives_one_up() {
+        let t0 = Instant::now();
+        let mut t = Table::new(4, 10);
+        let quiet = t.admit(ip(9), t0).expect("quiet client");
+        for i in 1..=3 {
+            t.admit(ip(1), t0 + Duration::from_secs(i)).expect("crowd");
+        }
+        let newcomer = t.admit(ip(2), t0 + Duration::from_secs(9));
+        assert!(newcomer.is_some());
+        assert_eq!(t.len(), 4);
+        assert!(
+            t.entries.contains_key(&quiet.id),
+            "the oldest connection belongs to a quiet client and stays"
+        );
+        assert_eq!(t.count_from(ip(1)), 2);
+        t.close(quiet.id);
+        assert_eq!(t.len(), 3);
+    }
+}

@@ -1,0 +1,366 @@
+//! Attacks on the agent's HTTP front (issue 27, items 1–5), each on real sockets against a real
+//! `vramwarden --demo agent` child on loopback: huge and absurd `Content-Length`s, a client that
+//! pipelines requests and never reads, a crowd of idle connections (past the process's
+//! open-file limit), an endless header line. After each, the agent is alive and answers.
+//! Also: `/healthz` on a stuck sampler and on a failed recording, systemd's watchdog, the
+//! warning beyond loopback.
+
+#[path = "agent_support/mod.rs"]
+mod agent_support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use agent_support::{get, wait_for, AgentProc};
+
+/// Sends `bytes` on a fresh connection and reads what comes back until the server closes it
+/// (or 10 s pass).
+fn raw(addr: SocketAddr, bytes: &[u8]) -> String {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    s.write_all(bytes).expect("write");
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The agent is alive and `/metrics` and `/healthz` answer 200, each within `limit`.
+fn answers(a: &mut AgentProc, limit: Duration) {
+    assert!(
+        a.child.try_wait().expect("try_wait").is_none(),
+        "the agent died"
+    );
+    for path in ["/healthz", "/metrics"] {
+        let t = Instant::now();
+        let r = get(a.addr, path);
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+        assert!(t.elapsed() < limit, "{path} took {:?}", t.elapsed());
+    }
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .expect("status")
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .expect("VmRSS")
+}
+
+#[test]
+fn a_get_with_a_huge_content_length_gets_413_and_the_agent_lives_on() {
+    let mut a = AgentProc::start("", &["--no-record"]);
+    let reply = raw(
+        a.addr,
+        b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999\r\n\r\n",
+    );
+    assert!(reply.starts_with("HTTP/1.1 413"), "{reply}");
+    // Chunked counts as unbounded too.
+    let reply = raw(
+        a.addr,
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+    );
+    assert!(reply.starts_with("HTTP/1.1 413"), "{reply}");
+    // A small body on a GET is ignored.
+    let reply = raw(
+        a.addr,
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 3\r\n\r\nabc",
+    );
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    answers(&mut a, Duration::from_secs(2));
+}
+
+#[test]
+fn u64_max_content_length_four_times_leaves_the_front_answering() {
+    let mut a = AgentProc::start("", &["--no-record"]);
+    for path in ["/metrics", "/healthz", "/api/v1/command", "/"] {
+        let reply = raw(
+            a.addr,
+            format!(
+                "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 18446744073709551615\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        let status: u16 = reply
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        assert!(
+            (400..500).contains(&status) || reply.is_empty(),
+            "{path}: {reply}"
+        );
+    }
+    answers(&mut a, Duration::from_secs(2));
+}
+
+#[test]
+fn a_client_that_pipelines_and_never_reads_does_not_block_others() {
+    let mut a = AgentProc::start("", &["--no-record"]);
+    let mut hog = TcpStream::connect(a.addr).expect("connect");
+    hog.set_write_timeout(Some(Duration::from_millis(500)))
+        .expect("timeout");
+    let one = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    let mut sent = 0usize;
+    // Thousands of requests, until the agent stops taking more (its replies fill the socket).
+    while sent < 20_000 {
+        if hog.write_all(one).is_err() {
+            break;
+        }
+        sent += 1;
+    }
+    assert!(sent > 100, "only {sent} requests went out");
+    // While the hog is held open, others are answered at once.
+    for _ in 0..3 {
+        answers(&mut a, Duration::from_secs(2));
+    }
+    drop(hog);
+    answers(&mut a, Duration::from_secs(2));
+}
+
+/// Connects from `source` (any 127.x.y.z is this machine).
+fn connect_from(source: [u8; 4], to: SocketAddr) -> Option<TcpStream> {
+    // SAFETY: plain socket calls on a descriptor this function owns.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return None;
+        }
+        let stream = <TcpStream as std::os::fd::FromRawFd>::from_raw_fd(fd);
+        let mut sa: libc::sockaddr_in = std::mem::zeroed();
+        sa.sin_family = libc::AF_INET as libc::sa_family_t;
+        sa.sin_addr.s_addr = u32::from_ne_bytes(source);
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        if libc::bind(fd, (&raw const sa).cast(), len) != 0 {
+            return None;
+        }
+        let SocketAddr::V4(v4) = to else { return None };
+        sa.sin_port = v4.port().to_be();
+        sa.sin_addr.s_addr = u32::from_ne_bytes(v4.ip().octets());
+        if libc::connect(fd, (&raw const sa).cast(), len) != 0 {
+            return None;
+        }
+        Some(stream)
+    }
+}
+
+fn healthz_from(source: [u8; 4], to: SocketAddr) -> Option<String> {
+    let mut s = connect_from(source, to)?;
+    s.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
+    s.write_all(b"GET /healthz HTTP/1.0\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    Some(out)
+}
+
+#[test]
+fn six_hundred_idle_connections_past_the_file_limit_do_not_stop_accepting() {
+    // The agent may hold 200 files at most (it cannot raise that: hard = soft), fewer than
+    // the crowd's 600 connections from ten addresses.
+    let mut a = AgentProc::start_with("", &["--no-record"], |cmd| {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setrlimit is async-signal-safe; nothing else runs in the child here.
+        unsafe {
+            cmd.pre_exec(|| {
+                let lim = libc::rlimit {
+                    rlim_cur: 200,
+                    rlim_max: 200,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    });
+    let mut crowd = Vec::new();
+    for i in 0..600u32 {
+        if let Some(s) = connect_from([127, 0, 0, 1 + (i % 10) as u8], a.addr) {
+            crowd.push(s);
+        }
+    }
+    assert!(crowd.len() >= 500, "only {} connected", crowd.len());
+    // Newcomers, from a crowded address and from a new one, are answered while the crowd is
+    // held open.
+    for source in [[127, 0, 0, 1], [127, 0, 0, 77], [127, 0, 0, 5]] {
+        let got = wait_for(
+            Duration::from_secs(10),
+            "an answer beside the crowd",
+            || healthz_from(source, a.addr).filter(|r| r.starts_with("HTTP/1.0 200")),
+        );
+        assert!(got.contains("ok"), "{got}");
+    }
+    drop(crowd);
+    answers(&mut a, Duration::from_secs(2));
+}
+
+#[test]
+fn an_endless_header_line_is_cut_off_after_a_bounded_number_of_bytes() {
+    let mut a = AgentProc::start("", &["--no-record"]);
+    let before = rss_kib(a.child.id());
+    let mut s = TcpStream::connect(a.addr).expect("connect");
+    s.set_write_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Endless: ")
+        .expect("write");
+    let chunk = vec![b'a'; 64 * 1024];
+    let mut sent = 0usize;
+    let cut = loop {
+        if sent >= 256 << 20 {
+            break false;
+        }
+        match s.write(&chunk) {
+            Ok(n) => sent += n,
+            Err(_) => break true,
+        }
+    };
+    assert!(cut, "the agent took {sent} bytes of one header line");
+    // Socket buffers on both sides take a few MiB; the agent itself keeps 64 KiB at most.
+    assert!(
+        sent < 24 << 20,
+        "the agent took {sent} bytes before closing"
+    );
+    let grown = rss_kib(a.child.id()).saturating_sub(before);
+    assert!(grown < 16 * 1024, "the agent's memory grew by {grown} KiB");
+    answers(&mut a, Duration::from_secs(2));
+}
+
+#[test]
+fn healthz_says_503_when_recording_fails() {
+    // The data folder is a file: no session log can be written.
+    let spot = tempfile::NamedTempFile::new().expect("tmp");
+    let mut a = AgentProc::start_with("", &[], |cmd| {
+        cmd.env("VRAMWARDEN_DATA_DIR", spot.path());
+    });
+    let r = wait_for(Duration::from_secs(10), "a 503", || {
+        Some(get(a.addr, "/healthz")).filter(|r| r.status == 503)
+    });
+    assert!(r.text().contains("Recording failed"), "{}", r.text());
+    // Metrics still answer.
+    assert_eq!(get(a.addr, "/metrics").status, 200);
+    assert!(a.child.try_wait().expect("try_wait").is_none());
+}
+
+#[test]
+fn systemd_hears_ready_and_the_watchdog_while_samples_arrive() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let sock_path = dir.path().join("notify");
+    let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).expect("bind");
+    sock.set_read_timeout(Some(Duration::from_secs(15)))
+        .expect("timeout");
+    let _a = AgentProc::start_with("", &["--no-record", "--interval", "100ms"], |cmd| {
+        cmd.env("NOTIFY_SOCKET", &sock_path)
+            .env("WATCHDOG_USEC", "1500000");
+    });
+    let mut heard = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut buf = [0u8; 256];
+    while Instant::now() < deadline
+        && heard
+            .iter()
+            .filter(|m: &&String| *m == "WATCHDOG=1")
+            .count()
+            < 2
+    {
+        let n = sock.recv(&mut buf).expect("a datagram");
+        heard.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    assert!(heard.iter().any(|m| m == "READY=1"), "{heard:?}");
+    assert!(
+        heard.iter().filter(|m| *m == "WATCHDOG=1").count() >= 2,
+        "{heard:?}"
+    );
+}
+
+#[test]
+fn listening_beyond_loopback_warns_loudly() {
+    let mut a = AgentProc::start("", &["--no-record", "--listen", "0.0.0.0:0"]);
+    assert!(
+        a.startup
+            .iter()
+            .any(|l| l.contains("BEYOND LOOPBACK WITHOUT TLS") && l.contains("SSH")),
+        "{:?}",
+        a.startup
+    );
+    let quiet = AgentProc::start("", &["--no-record"]);
+    assert!(
+        !quiet.startup.iter().any(|l| l.contains("BEYOND LOOPBACK")),
+        "{:?}",
+        quiet.startup
+    );
+    answers(&mut a, Duration::from_secs(2));
+}
+
+// --- in process: a sampler that stops making progress ------------------------------------
+
+/// The simulated GPUs, until the `hang_after`th sample: that one never returns (until the
+/// test ends).
+struct Hanging {
+    inner: vramwarden::source::sim::SimSource,
+    taken: u32,
+    hang_after: u32,
+    release: std::sync::mpsc::Receiver<()>,
+}
+
+impl vramwarden::source::GpuSource for Hanging {
+    fn info(&self) -> vramwarden::model::SourceInfo {
+        self.inner.info()
+    }
+
+    fn sample(
+        &mut self,
+        now_ms: vramwarden::model::UnixMs,
+    ) -> Result<vramwarden::model::Snapshot, vramwarden::source::SourceError> {
+        self.taken += 1;
+        if self.taken > self.hang_after {
+            let _ = self.release.recv_timeout(Duration::from_secs(60));
+        }
+        self.inner.sample(now_ms)
+    }
+}
+
+#[test]
+fn healthz_says_503_when_the_sampler_stops_making_progress() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = dir.path().join("config.toml");
+    std::fs::write(&cfg, "").expect("config");
+    let (release_tx, release) = std::sync::mpsc::channel();
+    let release = std::sync::Mutex::new(Some(release));
+    let factory: vramwarden::sampler::SourceFactory = Box::new(move || {
+        let release = release
+            .lock()
+            .ok()
+            .and_then(|mut r| r.take())
+            .ok_or_else(|| vramwarden::source::SourceError::Unavailable("used twice".into()))?;
+        Ok(Box::new(Hanging {
+            inner: vramwarden::source::sim::SimSource::demo(vramwarden::model::now_ms()),
+            taken: 0,
+            hang_after: 10,
+            release,
+        }) as Box<dyn vramwarden::source::GpuSource>)
+    });
+    let opts = vramwarden::agent::AgentOptions {
+        demo: true,
+        interval: Some(Duration::from_millis(100)),
+        config: Some(cfg),
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        no_record: true,
+        token_file: Some(dir.path().join("agent.token")),
+        max_processes: 200,
+        remote_other_users: false,
+    };
+    let agent = vramwarden::agent::start(&opts, factory, None).expect("start the agent");
+    let ok = wait_for(Duration::from_secs(10), "a healthy agent", || {
+        Some(get(agent.addr, "/healthz")).filter(|r| r.status == 200)
+    });
+    assert!(ok.text().starts_with("ok"), "{}", ok.text());
+    let stale = wait_for(Duration::from_secs(10), "a 503", || {
+        Some(get(agent.addr, "/healthz")).filter(|r| r.status == 503)
+    });
+    assert!(stale.text().contains("no progress"), "{}", stale.text());
+    // Released (the hung call returns, and every later one at once), it stops cleanly.
+    drop(release_tx);
+    assert!(agent.stop());
+}

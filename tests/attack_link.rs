@@ -1,0 +1,393 @@
+//! A hostile agent against the window's remote link (issue 27, items 6–8). The agent here is a
+//! stand-in: a real HTTP server on a loopback socket in this test that answers what each test
+//! tells it (absurd GPU indices, a sample from the far future, a session download far larger
+//! than listed, one that breaks off, one that hangs), while the real `RemoteLink` talks to it.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use vramwarden::link::remote::RemoteLink;
+use vramwarden::link::{EngineLink, LinkHealth};
+
+/// What the stand-in answers to one request: status line's code, content type and body, or
+/// a function that writes the whole reply itself.
+enum Answer {
+    Json(String),
+    Raw(Box<dyn FnOnce(&mut TcpStream) + Send>),
+}
+
+type Router = Arc<dyn Fn(&str, &str) -> Answer + Send + Sync>;
+
+/// The stand-in agent: answers each request with `route(method, path)`; every request line
+/// goes to `seen`.
+struct StandIn {
+    addr: SocketAddr,
+    seen: mpsc::Receiver<String>,
+    stop: Arc<AtomicBool>,
+}
+
+impl StandIn {
+    fn start(route: Router) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (tx, seen) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if stopping.load(Ordering::Relaxed) {
+                    break;
+                }
+                let Ok(conn) = conn else { continue };
+                let (route, tx) = (route.clone(), tx.clone());
+                std::thread::spawn(move || serve(conn, &route, &tx));
+            }
+        });
+        Self { addr, seen, stop }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+fn serve(conn: TcpStream, route: &Router, seen: &mpsc::Sender<String>) {
+    let mut reader = BufReader::new(conn);
+    let mut line = String::new();
+    if reader.read_line(&mut line).is_err() {
+        return;
+    }
+    let mut length = 0usize;
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h).is_err() || h == "\r\n" || h.is_empty() {
+            break;
+        }
+        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0u8; length.min(1 << 20)];
+    let _ = reader.read_exact(&mut body);
+    let _ = seen.send(line.trim().to_string());
+    let mut parts = line.split_whitespace();
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let mut conn = reader.into_inner();
+    match route(method, path) {
+        Answer::Json(b) => {
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}",
+                b.len()
+            );
+        }
+        Answer::Raw(f) => f(&mut conn),
+    }
+}
+
+/// A real sample of the simulated GPUs, as the agent's API sends it.
+fn reply_with(edit: impl FnOnce(&mut serde_json::Value)) -> String {
+    use vramwarden::source::GpuSource;
+    let now = vramwarden::model::now_ms();
+    let mut sim = vramwarden::source::sim::SimSource::demo(now - 60_000);
+    let snap = sim.sample(now).expect("a sample");
+    let mut v = serde_json::json!({
+        "source": sim.info(),
+        "status": {"state": "running"},
+        "interval_ms": 1000,
+        "received_ms": now,
+        "last_error": null,
+        "snapshot": snap,
+        "leaks": [],
+        "recording": {"path": null, "active": false, "bytes": 0, "samples": 0, "lost": 0, "error": null},
+    });
+    edit(&mut v);
+    v.to_string()
+}
+
+fn link_to(agent: &StandIn) -> (RemoteLink, vramwarden::shared::SharedMonitor) {
+    let shared = vramwarden::shared::Shared::new(vramwarden::monitor::Monitor::new(1000, 600));
+    let link = RemoteLink::connect(
+        &agent.url(),
+        "t0ken".into(),
+        shared.clone(),
+        Arc::new(|| {}),
+    )
+    .expect("connect");
+    (link, shared)
+}
+
+fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn refused(link: &RemoteLink) -> String {
+    wait_for(
+        Duration::from_secs(10),
+        "the link to refuse",
+        || match link.health() {
+            LinkHealth::Disconnected { error, .. } if error != "connecting…" => Some(error),
+            _ => None,
+        },
+    )
+}
+
+#[test]
+fn an_absurd_gpu_index_is_refused_and_allocates_nothing() {
+    for index in [4_294_967_295u64, 5_000_000, 64] {
+        let body = reply_with(|v| v["snapshot"]["devices"][0]["index"] = index.into());
+        let agent = StandIn::start(Arc::new(move |_, _| Answer::Json(body.clone())));
+        let (link, shared) = link_to(&agent);
+        let e = refused(&link);
+        assert!(e.contains(&format!("GPU index {index}")), "{e}");
+        let m = shared.read().expect("monitor");
+        assert!(m.latest.is_none(), "nothing was applied");
+        assert!(m.history.is_empty());
+        assert!(m.history.heap_bytes() < 1 << 20);
+    }
+    // A process on a GPU the agent does not list is refused too.
+    let body = reply_with(|v| v["snapshot"]["processes"][0]["device_index"] = 7.into());
+    let agent = StandIn::start(Arc::new(move |_, _| Answer::Json(body.clone())));
+    let (link, _) = link_to(&agent);
+    assert!(refused(&link).contains("GPU 7, which it does not list"));
+}
+
+#[test]
+fn a_sample_from_the_far_future_is_refused_and_the_next_good_one_shows() {
+    let calls = Arc::new(Mutex::new(0u32));
+    let counted = calls.clone();
+    let agent = StandIn::start(Arc::new(move |_, _| {
+        let mut n = counted.lock().expect("calls");
+        *n += 1;
+        if *n <= 2 {
+            Answer::Json(reply_with(|v| {
+                v["snapshot"]["taken_at_ms"] = i64::MAX.into()
+            }))
+        } else {
+            Answer::Json(reply_with(|_| {}))
+        }
+    }));
+    let (link, shared) = link_to(&agent);
+    let e = refused(&link);
+    assert!(e.contains("ahead of this computer's clock"), "{e}");
+    wait_for(Duration::from_secs(10), "the next good sample", || {
+        matches!(link.health(), LinkHealth::Connected { .. }).then_some(())
+    });
+    let m = shared.read().expect("monitor");
+    let now = vramwarden::model::now_ms();
+    assert!(!m.is_stale(now), "not STALE after a good sample");
+    let t = m.latest.as_ref().expect("a sample").taken_at_ms;
+    assert!((now - t).abs() < 60_000, "{t} vs {now}");
+}
+
+/// A change to a good answer.
+type Edit = Box<dyn Fn(&mut serde_json::Value) + Send>;
+
+#[test]
+fn other_hostile_values_are_refused_with_a_reason() {
+    let cases: Vec<(Edit, &str)> = vec![
+        (
+            Box::new(|v| v["interval_ms"] = 0.into()),
+            "sampling interval",
+        ),
+        (
+            Box::new(|v| v["snapshot"]["processes"][0]["pid"] = 4_294_967_295u64.into()),
+            "PID",
+        ),
+        (
+            Box::new(|v| {
+                v["leaks"] = serde_json::json!([{
+                    "pid": 1, "start_time_ms": 0, "device_index": 99, "name": "x",
+                    "since_ms": 0, "flagged_ms": 0, "ended_ms": null,
+                    "rate_mib_per_min": 1.0, "grown_mib": 1.0, "peak_mib": 1.0
+                }])
+            }),
+            "GPU index 99",
+        ),
+        (
+            Box::new(|v| {
+                v["snapshot"]["devices"][1]["index"] = v["snapshot"]["devices"][0]["index"].clone()
+            }),
+            "twice",
+        ),
+    ];
+    for (edit, says) in cases {
+        let body = reply_with(edit);
+        let agent = StandIn::start(Arc::new(move |_, _| Answer::Json(body.clone())));
+        let (link, _) = link_to(&agent);
+        let e = refused(&link);
+        assert!(e.contains(says), "{says}: {e}");
+    }
+}
+
+const NAME: &str = "20260101-000000-gpu.vwlog";
+
+fn sessions_agent(download: impl Fn() -> Answer + Send + Sync + 'static, listed: u64) -> StandIn {
+    StandIn::start(Arc::new(move |method, path| match (method, path) {
+        ("GET", "/api/v1/sessions") => Answer::Json(format!(
+            r#"{{"folder":"/x","sessions":[{{"name":"{NAME}","size_bytes":{listed},"modified_ms":0,"started_ms":null,"duration_ms":null,"host":"gpu","devices":1}}]}}"#
+        )),
+        ("GET", p) if p.starts_with("/api/v1/sessions/") => download(),
+        ("POST", "/api/v1/command") => {
+            Answer::Json(r#"{"outcome":"acted","detail":"sent SIGKILL"}"#.into())
+        }
+        _ => Answer::Json(reply_with(|_| {})),
+    }))
+}
+
+fn listed(link: &RemoteLink) {
+    link.list_sessions();
+    wait_for(Duration::from_secs(10), "the list", || {
+        link.files().list.filter(|l| l.is_ok()).map(|_| ())
+    });
+}
+
+fn finished(link: &RemoteLink) -> Result<std::path::PathBuf, String> {
+    wait_for(Duration::from_secs(20), "the download", || {
+        link.take_done().pop().map(|(_, r)| r)
+    })
+}
+
+fn parts_in(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".part"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_download_takes_only_the_listed_size_into_a_private_file() {
+    use std::os::unix::fs::PermissionsExt;
+    // Listed at 10 bytes; the agent sends 50 MiB.
+    let agent = sessions_agent(
+        || {
+            Answer::Raw(Box::new(|c| {
+                let total = 50usize << 20;
+                let _ = write!(
+                    c,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: {total}\r\nConnection: close\r\n\r\n"
+                );
+                let chunk = vec![b'x'; 1 << 20];
+                for _ in 0..50 {
+                    if c.write_all(&chunk).is_err() {
+                        break;
+                    }
+                }
+            }))
+        },
+        10,
+    );
+    let (link, _) = link_to(&agent);
+    listed(&link);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("from-agents");
+    link.download(NAME, dir.clone());
+    let path = finished(&link).expect("downloaded");
+    let md = std::fs::metadata(&path).expect("file");
+    assert_eq!(md.len(), 10, "the listed size, no more");
+    assert_eq!(md.permissions().mode() & 0o777, 0o600);
+    let dmd = std::fs::metadata(&dir).expect("dir");
+    assert_eq!(dmd.permissions().mode() & 0o777, 0o700);
+    assert!(parts_in(&dir).is_empty());
+}
+
+#[test]
+fn a_download_that_breaks_off_leaves_nothing_behind() {
+    let agent = sessions_agent(
+        || {
+            Answer::Raw(Box::new(|c| {
+                let _ = c.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nConnection: close\r\n\r\nhalf",
+                );
+            }))
+        },
+        1000,
+    );
+    let (link, _) = link_to(&agent);
+    listed(&link);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("from-agents");
+    link.download(NAME, dir.clone());
+    let e = finished(&link).expect_err("broken off");
+    assert!(e.contains("broke off"), "{e}");
+    assert!(parts_in(&dir).is_empty(), "{:?}", parts_in(&dir));
+    assert!(!dir.join(NAME).exists());
+}
+
+#[test]
+fn a_hanging_download_never_delays_a_kill() {
+    let release = Arc::new(AtomicBool::new(false));
+    let hold = release.clone();
+    let agent = sessions_agent(
+        move || {
+            let hold = hold.clone();
+            Answer::Raw(Box::new(move |c| {
+                let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nsome");
+                let until = Instant::now() + Duration::from_secs(30);
+                while !hold.load(Ordering::Relaxed) && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }))
+        },
+        1000,
+    );
+    let (link, shared) = link_to(&agent);
+    listed(&link);
+    wait_for(Duration::from_secs(10), "a sample", || {
+        shared.read().ok()?.latest.as_ref().map(|_| ())
+    });
+    let tmp = tempfile::tempdir().expect("tmp");
+    link.download(NAME, tmp.path().join("from-agents"));
+    wait_for(Duration::from_secs(5), "the download to start", || {
+        link.files().downloading.map(|_| ())
+    });
+    while agent.seen.try_recv().is_ok() {}
+    let sent = Instant::now();
+    link.send(vramwarden::engine::EngineCommand::Manual {
+        key: (
+            vramwarden::model::ProcessKey {
+                pid: 4242,
+                start_time_ms: 7,
+            },
+            0,
+        ),
+        action: vramwarden::rules::Action::Signal {
+            signal: "SIGKILL".into(),
+        },
+    });
+    let line = wait_for(Duration::from_secs(3), "the kill at the agent", || {
+        std::iter::from_fn(|| agent.seen.try_recv().ok())
+            .find(|l| l.starts_with("POST /api/v1/command"))
+    });
+    assert!(
+        sent.elapsed() < Duration::from_secs(3),
+        "{line} after {:?}",
+        sent.elapsed()
+    );
+    assert!(
+        link.files().downloading.is_some(),
+        "the download is still going"
+    );
+    release.store(true, Ordering::Relaxed);
+}
