@@ -357,7 +357,11 @@ impl Engine {
             let body = format!(
                 "GPU {device_index} is forecast full in {:.1} min at the rate {} grows",
                 full_in_s / 60.0,
-                if who.is_empty() { "its memory".to_string() } else { who }
+                if who.is_empty() {
+                    "its memory".to_string()
+                } else {
+                    who
+                }
             );
             push_notice(&self.shared, body.clone());
             if self.options.desktop_notifications {

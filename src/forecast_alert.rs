@@ -80,7 +80,10 @@ impl ForecastWatch {
                         device_index: d.index,
                         since_ms: now,
                         full_in_s: t,
-                        drivers: holders.iter().map(|h| format!("{} (PID {})", h.name, h.pid)).collect(),
+                        drivers: holders
+                            .iter()
+                            .map(|h| format!("{} (PID {})", h.name, h.pid))
+                            .collect(),
                     };
                     events.push(Event::OomForecast {
                         unix_ms: now,
@@ -174,7 +177,9 @@ mod tests {
         assert!(w.observe(&snap(0, Some(900.0)), &growing()).is_empty());
         let e = w.observe(&snap(1_000, Some(500.0)), &growing());
         match e.as_slice() {
-            [Event::OomForecast { drivers, full_in_s, .. }] => {
+            [Event::OomForecast {
+                drivers, full_in_s, ..
+            }] => {
                 assert_eq!(drivers.len(), 1);
                 assert_eq!(drivers[0].pid, 42);
                 assert_eq!(*full_in_s, 500.0);
@@ -188,7 +193,16 @@ mod tests {
         assert!(w.observe(&snap(10_000, Some(700.0)), &growing()).is_empty());
         assert!(w.observe(&snap(11_000, None), &growing()).is_empty());
         let e = w.observe(&snap(11_000 + RECEDE_MS, None), &growing());
-        assert!(matches!(e.as_slice(), [Event::OomForecastEnded { raised_ms: 1_000, .. }]), "{e:?}");
+        assert!(
+            matches!(
+                e.as_slice(),
+                [Event::OomForecastEnded {
+                    raised_ms: 1_000,
+                    ..
+                }]
+            ),
+            "{e:?}"
+        );
         assert!(w.alerts().is_empty());
     }
 

@@ -7,7 +7,10 @@ use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use vramwarden::model::{now_ms, Origin, ParkInfo, ParkState, ProcInfo, ProcessKey, ProcessSample, Snapshot, DeviceSample, GIB, MIB};
+use vramwarden::model::{
+    now_ms, DeviceSample, Origin, ParkInfo, ParkState, ProcInfo, ProcessKey, ProcessSample,
+    Snapshot, GIB, MIB,
+};
 use vramwarden::rules::action::{ActionRunner, Entry, Outcome, Safety};
 use vramwarden::rules::eval::{compile, process_target, Facts, Planned, RuleState};
 use vramwarden::rules::{Action, Conditions, Rule};
@@ -28,7 +31,12 @@ impl Drop for Reaped {
 }
 
 fn sleeper() -> Reaped {
-    Reaped(Command::new("sleep").arg("60").spawn().expect("spawn sleep"))
+    Reaped(
+        Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .expect("spawn sleep"),
+    )
 }
 
 /// A live process sample for the real process `pid`, holding `gib` on GPU 0.
@@ -70,11 +78,20 @@ fn a_park_of_a_real_process_goes_through_the_checks_and_the_driver_says_no() {
     // Dry run: the words and the estimate, nothing else.
     let a = runner.run(&plan(Action::Park, &p, true), &live_safety(), now_ms());
     assert_eq!(a.outcome, Outcome::WouldAct, "{}", a.detail);
-    assert!(a.detail.contains("would park") && a.detail.contains("1.0 GiB"), "{}", a.detail);
+    assert!(
+        a.detail.contains("would park") && a.detail.contains("1.0 GiB"),
+        "{}",
+        a.detail
+    );
     // For real: asked on the park thread; `sleep` has no CUDA context, so the driver (or its
     // absence here) refuses, and the process runs on untouched.
     let a = runner.run(&plan(Action::Park, &p, false), &live_safety(), now_ms());
-    assert_eq!((a.outcome, a.entry), (Outcome::Acted, Entry::Asked), "{}", a.detail);
+    assert_eq!(
+        (a.outcome, a.entry),
+        (Outcome::Acted, Entry::Asked),
+        "{}",
+        a.detail
+    );
     let started = Instant::now();
     let answer = loop {
         let done = runner.poll(&|_| true, now_ms());
@@ -95,7 +112,10 @@ fn a_park_of_a_real_process_goes_through_the_checks_and_the_driver_says_no() {
     let mut snap = Snapshot::default();
     runner.annotate_parked(&mut snap);
     assert!(snap.processes.is_empty());
-    assert!(std::path::Path::new(&format!("/proc/{}", p.pid)).exists(), "still running");
+    assert!(
+        std::path::Path::new(&format!("/proc/{}", p.pid)).exists(),
+        "still running"
+    );
 }
 
 #[test]
@@ -138,7 +158,10 @@ fn park_and_resume_on_the_command_line_without_a_driver() {
     // CI has no NVIDIA driver: exit 3 as every driver command; with one, PID 1 holds no GPU.
     let err = String::from_utf8_lossy(&out.stderr);
     match out.status.code() {
-        Some(3) => assert!(err.to_lowercase().contains("nvml") || err.contains("driver"), "{err}"),
+        Some(3) => assert!(
+            err.to_lowercase().contains("nvml") || err.contains("driver"),
+            "{err}"
+        ),
         code => assert_eq!(code, Some(1), "{err}"),
     }
     let out = bin().args(["resume", "1"]).output().expect("run");
@@ -148,9 +171,16 @@ fn park_and_resume_on_the_command_line_without_a_driver() {
         code => assert_eq!(code, Some(1), "{err}"),
     }
     // A simulated process is never parked for real.
-    let out = bin().args(["--demo", "park", "39002"]).output().expect("run");
+    let out = bin()
+        .args(["--demo", "park", "39002"])
+        .output()
+        .expect("run");
     assert_eq!(out.status.code(), Some(1));
-    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(all.contains("simulated process"), "{all}");
 }
 
@@ -207,7 +237,11 @@ fn the_guard_parks_only_the_largest_and_resumes_only_when_there_is_room() {
     let snap = |free| Snapshot {
         taken_at_ms: 10_000,
         devices: vec![gpu(free)],
-        processes: vec![proc_on(11, 4_000, None), proc_on(12, 30_000, None), proc_on(13, 0, parked)],
+        processes: vec![
+            proc_on(11, 4_000, None),
+            proc_on(12, 30_000, None),
+            proc_on(13, 0, parked),
+        ],
     };
     let park = Rule {
         name: "park".into(),
@@ -220,7 +254,11 @@ fn the_guard_parks_only_the_largest_and_resumes_only_when_there_is_room() {
         action: Action::Park,
         ..Rule::default()
     };
-    assert_eq!(fired(park.clone(), &snap(4_000)), vec![12], "only the largest");
+    assert_eq!(
+        fired(park.clone(), &snap(4_000)),
+        vec![12],
+        "only the largest"
+    );
     assert!(fired(park, &snap(40_000)).is_empty(), "room enough");
     let resume = Rule {
         name: "resume".into(),
@@ -231,7 +269,10 @@ fn the_guard_parks_only_the_largest_and_resumes_only_when_there_is_room() {
         action: Action::Resume,
         ..Rule::default()
     };
-    assert!(fired(resume.clone(), &snap(25_000)).is_empty(), "20 000 + 8 192 MiB do not fit in 25 000");
+    assert!(
+        fired(resume.clone(), &snap(25_000)).is_empty(),
+        "20 000 + 8 192 MiB do not fit in 25 000"
+    );
     assert_eq!(fired(resume, &snap(30_000)), vec![13]);
     // A rule for idle holders never ends a parked process.
     let terminate = Rule {
@@ -251,20 +292,35 @@ fn the_demo_raises_a_forecast_alert_and_shows_a_simulated_park() {
     let dir = tempfile::tempdir().expect("tmp");
     let log = dir.path().join("demo.vwlog");
     let out = bin()
-        .args(["--demo", "record", "--speed", "max", "--duration", "11m", "--out"])
+        .args([
+            "--demo",
+            "record",
+            "--speed",
+            "max",
+            "--duration",
+            "11m",
+            "--out",
+        ])
         .arg(&log)
         .output()
         .expect("run");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let s = SessionData::open(&log).expect("open");
     let started = s.header.clone().expect("header").started_ms;
     let raised: Vec<_> = s
         .events
         .iter()
         .filter_map(|e| match *e {
-            Event::OomForecast { unix_ms, device_index, ref drivers, full_in_s } => {
-                Some((unix_ms - started, device_index, drivers.clone(), full_in_s))
-            }
+            Event::OomForecast {
+                unix_ms,
+                device_index,
+                ref drivers,
+                full_in_s,
+            } => Some((unix_ms - started, device_index, drivers.clone(), full_in_s)),
             _ => None,
         })
         .collect();
@@ -275,18 +331,35 @@ fn the_demo_raises_a_forecast_alert_and_shows_a_simulated_park() {
     assert!(*full_in_s < 600.0);
     assert_eq!(drivers.first().map(|d| d.pid), Some(70411), "{drivers:?}");
     assert!(
-        s.events.iter().any(|e| matches!(e, Event::OomForecastEnded { device_index: 0, .. })),
+        s.events.iter().any(|e| matches!(
+            e,
+            Event::OomForecastEnded {
+                device_index: 0,
+                ..
+            }
+        )),
         "the alert ends once the fine-tune is gone"
     );
     // The simulated park: the idle notebook has no GPU memory from 200 s to 600 s, and
     // nothing acted on anything.
     let sim = vramwarden::source::sim::SimSource::demo(started);
     let at = |secs: i64| sim.at(started + secs * 1000);
-    let nb = |snap: Snapshot| snap.processes.into_iter().find(|p| p.pid == 66020).expect("notebook");
+    let nb = |snap: Snapshot| {
+        snap.processes
+            .into_iter()
+            .find(|p| p.pid == 66020)
+            .expect("notebook")
+    };
     let parked = nb(at(300));
     assert_eq!(parked.used_bytes, Some(0));
-    assert_eq!(parked.parked.map(|i| (i.state, i.bytes)), Some((ParkState::Parked, Some(24 * GIB))));
+    assert_eq!(
+        parked.parked.map(|i| (i.state, i.bytes)),
+        Some((ParkState::Parked, Some(24 * GIB)))
+    );
     assert_eq!(nb(at(650)).parked, None);
     assert_eq!(nb(at(650)).used_bytes, Some(24 * GIB));
-    assert!(!s.events.iter().any(|e| matches!(e, Event::Park { .. } | Event::Activity { .. })));
+    assert!(!s
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::Park { .. } | Event::Activity { .. })));
 }

@@ -10,7 +10,7 @@ use super::CliError;
 use crate::model::{now_ms, ProcessKey};
 use crate::park::cuda::{CudaCheckpoint, CudaError};
 use crate::procinfo::ProcReader;
-use crate::rules::action::{Activity, ActionRunner, Entry, Outcome, Safety};
+use crate::rules::action::{ActionRunner, Activity, Entry, Outcome, Safety};
 use crate::rules::eval::{Planned, Target};
 use crate::rules::Action;
 use crate::source::SourceError;

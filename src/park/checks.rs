@@ -61,8 +61,9 @@ pub fn check_park(facts: &ParkFacts) -> Verdict {
             .push("the driver's checkpoint API is offered on x86_64 Linux only".into());
     }
     if facts.mig {
-        v.refusals
-            .push("the process runs on a MIG instance, which the checkpoint API does not support".into());
+        v.refusals.push(
+            "the process runs on a MIG instance, which the checkpoint API does not support".into(),
+        );
     }
     if facts.gpus > 1 {
         v.refusals.push(format!(
@@ -163,7 +164,11 @@ mod tests {
         let v = check_park(&facts(10, 11));
         assert_eq!(v.refusals.len(), 1);
         assert!(v.refusals[0].contains("10.0 GiB"), "{}", v.refusals[0]);
-        assert!(v.refusals[0].contains("11.0 GiB is available"), "{}", v.refusals[0]);
+        assert!(
+            v.refusals[0].contains("11.0 GiB is available"),
+            "{}",
+            v.refusals[0]
+        );
     }
 
     #[test]

@@ -164,7 +164,11 @@ impl CudaCheckpoint {
 
     /// Runs `call` (the checkpoint calls need no `cuInit` in the calling process: a
     /// "not initialised" answer is about the target process).
-    fn with_init(&self, name: &'static str, mut call: impl FnMut() -> c_int) -> Result<(), CudaError> {
+    fn with_init(
+        &self,
+        name: &'static str,
+        mut call: impl FnMut() -> c_int,
+    ) -> Result<(), CudaError> {
         match call() {
             CUDA_SUCCESS => Ok(()),
             code => Err(CudaError::Call { call: name, code }),

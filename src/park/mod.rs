@@ -46,7 +46,12 @@ impl Parker {
     ///
     /// # Errors
     /// When the worker cannot be started.
-    pub fn park(&mut self, key: ProcSeriesKey, bytes: Option<u64>, now: UnixMs) -> Result<(), String> {
+    pub fn park(
+        &mut self,
+        key: ProcSeriesKey,
+        bytes: Option<u64>,
+        now: UnixMs,
+    ) -> Result<(), String> {
         self.worker.send(Job::Park(key))?;
         self.set(key, ParkState::Parking, bytes, now);
         Ok(())
@@ -109,11 +114,17 @@ impl Parker {
             .filter(|e| !matches!(e.info.state, ParkState::Parking | ParkState::Resuming))
             .map(|e| e.key)
             .collect();
-        if due && !self.states_in_flight && !idle.is_empty() && self.worker.send(Job::States(idle)).is_ok() {
+        if due
+            && !self.states_in_flight
+            && !idle.is_empty()
+            && self.worker.send(Job::States(idle)).is_ok()
+        {
             self.states_in_flight = true;
             self.last_refresh = Some(Instant::now());
         }
-        done.into_iter().filter(|d| d.kind != JobKind::State).collect()
+        done.into_iter()
+            .filter(|d| d.kind != JobKind::State)
+            .collect()
     }
 
     fn apply(&mut self, d: &Done, now: UnixMs) {
@@ -201,14 +212,23 @@ mod tests {
     fn a_parked_process_is_shown_with_no_gpu_memory_until_it_runs_again() {
         let mut p = Parker::default();
         p.set(key(7), ParkState::Parking, Some(10 << 30), 1_000);
-        p.apply(&done(key(7), JobKind::Park, Some(cuda::CudaState::Checkpointed)), 8_000);
+        p.apply(
+            &done(key(7), JobKind::Park, Some(cuda::CudaState::Checkpointed)),
+            8_000,
+        );
         let mut snap = Snapshot::default();
         p.annotate(&mut snap);
         assert_eq!(snap.processes.len(), 1);
         let info = snap.processes[0].parked.expect("parked");
-        assert_eq!((info.state, info.bytes, info.since_ms), (ParkState::Parked, Some(10 << 30), 8_000));
+        assert_eq!(
+            (info.state, info.bytes, info.since_ms),
+            (ParkState::Parked, Some(10 << 30), 8_000)
+        );
         assert_eq!(snap.processes[0].used_bytes, Some(0));
-        p.apply(&done(key(7), JobKind::State, Some(cuda::CudaState::Running)), 9_000);
+        p.apply(
+            &done(key(7), JobKind::State, Some(cuda::CudaState::Running)),
+            9_000,
+        );
         assert!(p.is_empty());
     }
 
@@ -238,6 +258,9 @@ mod tests {
         };
         p.annotate(&mut snap);
         assert_eq!(snap.processes.len(), 1);
-        assert_eq!(snap.processes[0].parked.map(|i| i.state), Some(ParkState::Parking));
+        assert_eq!(
+            snap.processes[0].parked.map(|i| i.state),
+            Some(ParkState::Parking)
+        );
     }
 }

@@ -109,10 +109,9 @@ fn run(jobs: &Receiver<Job>, done: &Sender<Done>) {
             (Err(e), job) => failed_all(job, &e.to_string()),
             (Ok(api), Job::Park(key)) => vec![park(api, &procs, key)],
             (Ok(api), Job::Resume(key)) => vec![resume(api, &procs, key)],
-            (Ok(api), Job::States(keys)) => keys
-                .into_iter()
-                .map(|k| state_of(api, &procs, k))
-                .collect(),
+            (Ok(api), Job::States(keys)) => {
+                keys.into_iter().map(|k| state_of(api, &procs, k)).collect()
+            }
         };
         for r in results {
             if done.send(r).is_err() {
@@ -143,10 +142,12 @@ fn failed_all(job: Job, why: &str) -> Vec<Done> {
 fn same(procs: &ProcReader, key: &ProcSeriesKey) -> Result<(), String> {
     match procs.start_time_ms(key.0.pid) {
         None => Err("the process has exited".into()),
-        Some(t) if key.0.start_time_ms <= 0 || (t - key.0.start_time_ms).abs() > 10 => Err(format!(
-            "PID {} now belongs to another process (or its start time is unknown)",
-            key.0.pid
-        )),
+        Some(t) if key.0.start_time_ms <= 0 || (t - key.0.start_time_ms).abs() > 10 => {
+            Err(format!(
+                "PID {} now belongs to another process (or its start time is unknown)",
+                key.0.pid
+            ))
+        }
         Some(_) => Ok(()),
     }
 }

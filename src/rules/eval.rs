@@ -238,7 +238,9 @@ pub fn find_process_target(snap: &Snapshot, key: &ProcSeriesKey) -> Option<Targe
 }
 
 /// Of `targets`, the one holding the most GPU memory on each GPU.
-fn largest_per_gpu<'a>(targets: impl Iterator<Item = &'a Target>) -> std::collections::HashSet<TargetId> {
+fn largest_per_gpu<'a>(
+    targets: impl Iterator<Item = &'a Target>,
+) -> std::collections::HashSet<TargetId> {
     let mut best: HashMap<u32, (u64, TargetId)> = HashMap::new();
     for t in targets {
         let Target::Process { used_bytes, .. } = t else {
@@ -257,8 +259,8 @@ fn targets(snap: &Snapshot, rule: &Rule) -> Vec<Target> {
     if rule.conditions.targets_processes() || rule.action.needs_process() {
         // A parked process is the target of resume rules only (parked is idle, and a rule
         // meant for idle jobs must not end one that was parked to be kept).
-        let for_parked = rule.action == super::Action::Resume
-            || rule.conditions.parked_fits_with_mib.is_some();
+        let for_parked =
+            rule.action == super::Action::Resume || rule.conditions.parked_fits_with_mib.is_some();
         snap.processes
             .iter()
             .filter(|p| p.parked.is_some() == for_parked)
@@ -414,10 +416,9 @@ impl RuleState {
                 continue;
             };
             let all = targets(snap, rule);
-            let largest = rule
-                .conditions
-                .largest_only
-                .then(|| largest_per_gpu(all.iter().filter(|t| self.holds(compiled, t, snap, facts))));
+            let largest = rule.conditions.largest_only.then(|| {
+                largest_per_gpu(all.iter().filter(|t| self.holds(compiled, t, snap, facts)))
+            });
             for t in all {
                 let id = (rule.name.clone(), t.id());
                 if largest.as_ref().is_some_and(|l| !l.contains(&t.id())) {

@@ -179,7 +179,11 @@ impl Parks {
             }
             ParkKind::Resume => format!("resuming {who}: {} back to the GPU", gib(bytes)),
         };
-        (Outcome::Acted, format!("{words}; {ANSWER_FOLLOWS}"), Entry::Asked)
+        (
+            Outcome::Acted,
+            format!("{words}; {ANSWER_FOLLOWS}"),
+            Entry::Asked,
+        )
     }
 
     /// Jobs that ended: one activity entry each (and a record for the session log).

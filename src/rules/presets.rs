@@ -86,7 +86,10 @@ mod tests {
             assert!(r.dry_run, "{}", r.name);
             assert!(r.problems().is_empty(), "{}: {:?}", r.name, r.problems());
         }
-        let holds: Vec<f64> = rules[..3].iter().map(|r| r.conditions.hold_seconds).collect();
+        let holds: Vec<f64> = rules[..3]
+            .iter()
+            .map(|r| r.conditions.hold_seconds)
+            .collect();
         assert!(holds.windows(2).all(|w| w[0] < w[1]), "{holds:?}");
         assert!(!rules[2].enabled, "terminating is opt-in");
     }

@@ -88,7 +88,11 @@ pub fn pane(
         );
     }
     if let Some(park) = row.parked.filter(|_| row.exited_at_ms.is_none()) {
-        ui.label(RichText::new(park.describe()).color(widgets::PARKED).strong());
+        ui.label(
+            RichText::new(park.describe())
+                .color(widgets::PARKED)
+                .strong(),
+        );
     }
     if row.exited_at_ms.is_none() && request.is_none() {
         ui.label(
