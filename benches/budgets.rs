@@ -373,6 +373,29 @@ fn bench_leak_watch(c: &mut Criterion) {
     });
 }
 
+/// The OOM forecast alert's share of a tick: budget < 1 µs per GPU (8 GPUs, 200 processes,
+/// the forecast set on every GPU, the growing processes known).
+fn bench_forecast_alert(c: &mut Criterion) {
+    use vramwarden::forecast_alert::ForecastWatch;
+    let mut leaks = vramwarden::leak_watch::LeakWatch::default();
+    let mut snaps: Vec<Snapshot> = fleet_snapshots(900).collect();
+    for s in &mut snaps {
+        leaks.observe(s);
+        leaks.forecast(s);
+    }
+    let growing = leaks.leaking_since();
+    let mut watch = ForecastWatch::new(10.0);
+    let mut tick = 700i64;
+    c.bench_function("forecast_alert_tick_8gpu_200proc", |b| {
+        b.iter(|| {
+            let s = &mut snaps[700 + (tick % 200) as usize];
+            s.taken_at_ms = T0 + tick * 1000;
+            tick += 1;
+            black_box(watch.observe(s, &growing))
+        })
+    });
+}
+
 /// Rules are compiled once per settings change: a tick's evaluation of a regex rule over 8 GPUs
 /// and 200 processes must not compile anything (it did, per process, before).
 fn bench_rules(c: &mut Criterion) {
@@ -458,6 +481,7 @@ criterion_group!(
     bench_session,
     bench_leak,
     bench_leak_watch,
+    bench_forecast_alert,
     bench_rules
 );
 

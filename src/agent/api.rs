@@ -284,6 +284,8 @@ pub fn command(state: &AgentState, body: &mut dyn Read, length: Option<usize>) -
                 Action::Signal { signal: s }
             }
             "release_cache" => Action::ReleaseCache,
+            "park" => Action::Park,
+            "resume" => Action::Resume,
             "limit_memory" => match req.gib {
                 Some(g) if g.is_finite() && g > 0.0 && g <= crate::rules::model::MAX_LIMIT_GIB => {
                     Action::LimitMemory { gib: g }
@@ -297,7 +299,7 @@ pub fn command(state: &AgentState, body: &mut dyn Read, length: Option<usize>) -
                 return Reply::error(
                     400,
                     &format!(
-                "unknown action {other:?} (terminate, kill, signal, release_cache or limit_memory)"
+                "unknown action {other:?} (terminate, kill, signal, release_cache, limit_memory, park or resume)"
             ),
                 )
             }

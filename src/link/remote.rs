@@ -396,6 +396,8 @@ fn command_body(
             body["signal"] = signal.clone().into();
         }
         crate::rules::Action::ReleaseCache => body["action"] = "release_cache".into(),
+        crate::rules::Action::Park => body["action"] = "park".into(),
+        crate::rules::Action::Resume => body["action"] = "resume".into(),
         crate::rules::Action::LimitMemory { gib } => {
             body["action"] = "limit_memory".into();
             body["gib"] = (*gib).into();

@@ -100,10 +100,10 @@ pub fn check_park(facts: &ParkFacts) -> Verdict {
     v
 }
 
-/// Seconds a park of `bytes` is expected to take (about 1.5 GiB/s to host memory, measured
+/// Seconds a park of `bytes` is expected to take (about 1.8 GiB/s to host memory, measured
 /// on an H200), for the words shown before it starts.
 pub fn park_estimate_s(bytes: u64) -> f64 {
-    (bytes as f64 / (1.5 * GIB as f64)).max(0.5)
+    (bytes as f64 / (1.8 * GIB as f64)).max(0.5)
 }
 
 /// True when `pid`'s environment says it is one of several ranks (`WORLD_SIZE` > 1, as
