@@ -133,6 +133,7 @@ pub struct Engine {
     interval_ms: u64,
     leaks: crate::leak_watch::LeakWatch,
     ooms: crate::oom_watch::OomWatch,
+    orphans: crate::orphans::OrphanWatch,
     usage: crate::proc_usage::ProcUsage,
     /// The PyTorch companions' poller, started with the first live process.
     torch: Option<crate::torch::Watch>,
@@ -186,6 +187,7 @@ impl Engine {
             interval_ms,
             leaks: crate::leak_watch::LeakWatch::default(),
             ooms: crate::oom_watch::OomWatch::default(),
+            orphans: crate::orphans::OrphanWatch::default(),
             usage: crate::proc_usage::ProcUsage::default(),
             torch: None,
             notify_leaks: false,
@@ -640,6 +642,10 @@ impl Engine {
         let mut leak_events = self.leaks.observe(&snap);
         self.leaks.forecast(&mut snap);
         leak_events.extend(self.ooms.observe(&snap));
+        let (orphans, orphan_alerts) = self.orphans.observe(&snap);
+        for a in orphan_alerts {
+            self.report("GPU memory held by processes not running here", a);
+        }
         for e in &leak_events {
             if let Some(w) = self.writer.as_mut().filter(|_| !self.paused) {
                 if let Err(err) = w.write_event(e) {
@@ -731,6 +737,7 @@ impl Engine {
             crate::leak_watch::record_event(&mut m, e, None);
         }
         self.leaks.refresh(&mut m);
+        m.orphans = orphans;
         push_activity(&mut m, acts);
         let previous = m.apply(snap, received_ms);
         m.last_active = self.rule_state.last_active();

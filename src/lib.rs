@@ -61,6 +61,7 @@ pub mod model;
 pub mod monitor;
 pub mod notify;
 pub mod oom_watch;
+pub mod orphans;
 pub mod proc_usage;
 pub mod procinfo;
 pub mod replay;
