@@ -21,7 +21,8 @@
 //! 2. it has grown by at least [`LeakSettings::min_growth_mib`] — half that when it never fell
 //!    by more than [`JITTER_MIB`] (a clean staircase is told from noise sooner);
 //! 3. **spread**: split the time from the first increase to now into four quarters; memory
-//!    grew in at least three of them, the last one among them (still growing);
+//!    grew in at least three of them, the last one among them (still growing) — for two
+//!    equal steps in a start-up phase (below), the first and the last;
 //! 4. it has grown for at least [`LeakSettings::min_duration_s`], at a Theil–Sen slope
 //!    (median of pairwise slopes, robust to single jumps) of at least
 //!    [`LeakSettings::min_rate_mib_per_min`];
@@ -47,8 +48,8 @@
 //! then the ramp is no part of any run) or [`LeakSettings::startup_s`] has passed. During it, a
 //! growth run is judged only on its *regular tail*: the newest increases (after the process's
 //! first [`BIRTH_MS`]) whose sizes stay within a factor 1.5 either way of each other, at least
-//! [`REGULAR_STEPS`] of them — a leak allocates the same amount again and again, a warm-up
-//! takes uneven or ever larger steps. Equal shards of a model load are regular too: the burst
+//! [`REGULAR_STEPS`] of them (two when they are equal within [`EQUAL_STEPS`]) — a leak
+//! allocates the same amount again and again, a warm-up takes uneven or ever larger steps. Equal shards of a model load are regular too: the burst
 //! rule above keeps them from being called a leak.
 //!
 //! An episode of a growth run ends when memory has not grown for [`LeakSettings::quiet_s`]
@@ -630,9 +631,10 @@ impl LeakTracker {
     /// Where the regular tail of the current run begins (the point before its first step):
     /// walking back from the newest increase, the increases after `after` whose sizes stay
     /// within a factor 2.25 of each other (1.5 either way of their middle) — a leak allocates
-    /// the same amount again and again, a ramp takes ever larger or uneven steps. `None` unless
-    /// the tail has [`REGULAR_STEPS`] increases spanning `span_ms`.
-    fn regular_tail(&self, after: UnixMs, span_ms: i64) -> Option<usize> {
+    /// the same amount again and again, a ramp takes ever larger or uneven steps. With the
+    /// number of its increases; `None` unless the tail has [`REGULAR_STEPS`] increases (or two
+    /// equal ones, see [`EQUAL_STEPS`]) spanning `span_ms`.
+    fn regular_tail(&self, after: UnixMs, span_ms: i64) -> Option<(usize, usize)> {
         let pts = &self.points;
         let mut lo = f64::MAX;
         let mut hi = f64::MIN;
@@ -659,7 +661,10 @@ impl LeakTracker {
             first_t = t;
             tail_start = Some(i - 1);
         }
-        (count >= REGULAR_STEPS && last_t - first_t >= span_ms).then_some(tail_start?)
+        // Two steps suffice when they are equal (within [`EQUAL_STEPS`]): a leak in big steps
+        // is judged at its second step after the birth, a warm-up's doubling steps are not.
+        let enough = count >= REGULAR_STEPS || (count == 2 && hi <= EQUAL_STEPS * lo);
+        (enough && last_t - first_t >= span_ms).then_some((tail_start?, count))
     }
 
     /// A sawtooth whose troughs keep rising: the last [`FLOOR_TROUGHS`] or more troughs each
@@ -719,11 +724,11 @@ impl LeakTracker {
         }
         // During start-up only the regular tail of the run counts (a ramp's uneven steps, the
         // model load before a leak's even ones, are cut off); else the run from its onset.
-        let run_start = if in_startup {
+        let (run_start, steps) = if in_startup {
             let after = self.born_ms.unwrap_or(UnixMs::MIN).saturating_add(BIRTH_MS);
             self.regular_tail(after, ms(s.min_duration_s) / 2)?
         } else {
-            self.onset()
+            (self.onset(), usize::MAX)
         };
         let base = self.points.get(run_start)?.1;
         let cur = self.points.back()?.1;
@@ -750,9 +755,17 @@ impl LeakTracker {
         } else {
             run_start
         };
-        let (start, last_inc) = self.spread_from(spread_start, now, s)?;
+        // Two equal steps have two quarters to grow in: the first and the last.
+        let quarters = if steps == 2 { 2 } else { 3 };
+        let (start, last_inc) = self.spread_from(spread_start, now, quarters, s)?;
         let run: Vec<(UnixMs, f64)> = self.points.range(run_start..).copied().collect();
-        let rate = theil_sen(&run, &mut self.scratch)? * 60_000.0;
+        // A regular tail's rate is its growth over its time (a staircase's Theil–Sen slope is
+        // 0 until its third step); a run's, the robust slope (a single jump does not count).
+        let rate = if in_startup {
+            (cur - base) * 60_000.0 / (now - start).max(1) as f64
+        } else {
+            theil_sen(&run, &mut self.scratch)? * 60_000.0
+        };
         if rate < s.min_rate_mib_per_min {
             return None;
         }
@@ -779,12 +792,13 @@ impl LeakTracker {
     }
 
     /// The growth's start (the point before its first increase after `run_start`) and its
-    /// last increase, when it has lasted the minimum duration and grew in at least three of
-    /// the four quarters of that time, the last one among them (still growing).
+    /// last increase, when it has lasted the minimum duration and grew in at least `quarters`
+    /// of the four quarters of that time, the last one among them (still growing).
     fn spread_from(
         &self,
         run_start: usize,
         now: UnixMs,
+        quarters: usize,
         s: &LeakSettings,
     ) -> Option<(UnixMs, UnixMs)> {
         let mut prev: Option<(UnixMs, f64)> = None;
@@ -809,13 +823,16 @@ impl LeakTracker {
         if ((now - start) as f64) < s.min_duration_s * 1000.0 {
             return None;
         }
-        let spread = hit.iter().filter(|h| **h).count() >= 3 && hit[3];
+        let spread = hit.iter().filter(|h| **h).count() >= quarters && hit[3];
         spread.then_some((start, last_inc))
     }
 }
 
-/// Increases a growth needs to count as regular during a start-up phase.
+/// Increases a growth needs to count as regular during a start-up phase …
 pub const REGULAR_STEPS: usize = 3;
+
+/// … or two, when the larger is at most this many times the smaller (a leak's equal steps).
+pub const EQUAL_STEPS: f64 = 1.25;
 
 /// The first seconds of a process (its CUDA context, the model load) are no part of the
 /// regularity test.
