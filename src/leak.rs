@@ -306,11 +306,21 @@ pub struct LeakTracker {
 
 /// Theil–Sen slope (per ms) of at most 32 evenly chosen points of `pts`.
 pub fn theil_sen(pts: &[(UnixMs, f64)], scratch: &mut Vec<f64>) -> Option<f64> {
-    if pts.len() < 2 {
+    theil_sen_of(pts.len(), |i| pts[i], scratch)
+}
+
+/// Theil–Sen slope (per ms) of at most 32 evenly chosen of the `len` points `at(0..len)`
+/// (read in place: a window in a deque is not copied).
+fn theil_sen_of(
+    len: usize,
+    at: impl Fn(usize) -> (UnixMs, f64),
+    scratch: &mut Vec<f64>,
+) -> Option<f64> {
+    if len < 2 {
         return None;
     }
-    let n = pts.len().min(32);
-    let pick = |i: usize| pts[i * (pts.len() - 1) / (n - 1)];
+    let n = len.min(32);
+    let pick = |i: usize| at(i * (len - 1) / (n - 1));
     scratch.clear();
     for i in 0..n {
         let (ti, vi) = pick(i);
@@ -601,14 +611,12 @@ impl LeakTracker {
             });
         }
         let (kind, since) = (ep.kind, ep.since_ms);
-        let pts: Vec<(UnixMs, f64)> = match kind {
-            EpisodeKind::Growth => {
-                let from = self.points.partition_point(|p| p.0 < since);
-                self.points.range(from..).copied().collect()
-            }
-            EpisodeKind::Floor => self.troughs.iter().copied().collect(),
+        let (pts, from) = match kind {
+            EpisodeKind::Growth => (&self.points, self.points.partition_point(|p| p.0 < since)),
+            EpisodeKind::Floor => (&self.troughs, 0),
         };
-        if let Some(r) = theil_sen(&pts, &mut self.scratch) {
+        let rate = theil_sen_of(pts.len() - from, |i| pts[from + i], &mut self.scratch);
+        if let Some(r) = rate {
             if let Some(ep) = self.episode.as_mut() {
                 ep.rate_mib_per_min = r * 60_000.0;
             }
