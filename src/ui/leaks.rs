@@ -51,7 +51,11 @@ impl LeakBadge {
     }
 }
 
-/// The badge of every leaking process, with time-to-full from its GPU's free memory now.
+/// A process growing (not a leak) is labelled "growing" once its growth has lasted this long.
+pub const GROWING_SHOWN_AFTER_MS: UnixMs = 10_000;
+
+/// The badge of every leaking process, and of every process growing for a while (see
+/// [`GROWING_SHOWN_AFTER_MS`]), with time-to-full from its GPU's free memory now.
 pub fn badges(m: &Monitor, snap: &Snapshot) -> HashMap<LeakKey, LeakBadge> {
     // The episodes going on at the sample shown: live, the ones not ended; in a past session,
     // the ones flagged by then and not yet ended (one still growing when the recording
@@ -64,7 +68,9 @@ pub fn badges(m: &Monitor, snap: &Snapshot) -> HashMap<LeakKey, LeakBadge> {
             .and_then(|d| d.memory_free_bytes)
             .map(|b| b as f64 / MIB as f64)
     };
-    // Growing now (this run only: the View's list is of the latest sample).
+    // Growing now (this run only: the View's list is of the latest sample), shown once it has
+    // lasted [`GROWING_SHOWN_AFTER_MS`] (a server's burst of a few seconds does not blink a
+    // label in the table; the forecast counts it at once all the same).
     let growing = m
         .latest
         .as_ref()
@@ -72,6 +78,7 @@ pub fn badges(m: &Monitor, snap: &Snapshot) -> HashMap<LeakKey, LeakBadge> {
         .map(|_| m.growing.as_slice())
         .unwrap_or_default()
         .iter()
+        .filter(|(_, g)| t - g.since_ms >= GROWING_SHOWN_AFTER_MS)
         .map(|(k, g)| {
             let dev = match k {
                 LeakKey::Process((_, d)) | LeakKey::Ghost(d) => *d,
