@@ -135,6 +135,7 @@ pub struct Engine {
     ooms: crate::oom_watch::OomWatch,
     /// The OOM forecast as an alert.
     forecasts: crate::forecast_alert::ForecastWatch,
+    orphans: crate::orphans::OrphanWatch,
     usage: crate::proc_usage::ProcUsage,
     /// The PyTorch companions' poller, started with the first live process.
     torch: Option<crate::torch::Watch>,
@@ -191,6 +192,7 @@ impl Engine {
             forecasts: crate::forecast_alert::ForecastWatch::new(
                 crate::forecast_alert::DEFAULT_MINUTES,
             ),
+            orphans: crate::orphans::OrphanWatch::default(),
             usage: crate::proc_usage::ProcUsage::default(),
             torch: None,
             notify_leaks: false,
@@ -710,10 +712,21 @@ impl Engine {
         let mut leak_events = self.leaks.observe(&snap);
         self.leaks.forecast(&mut snap);
         leak_events.extend(self.ooms.observe(&snap));
-        let growing = self.leaks.leaking_since();
+        let leaking = self.leaks.leaking_since();
+        // The forecast counts every growing series (a leak, a load, a ramp): so do its drivers.
+        let mut growing = leaking.clone();
+        for (k, g) in self.leaks.growing() {
+            if let crate::monitor::LeakKey::Process(p) = k {
+                growing.entry(p).or_insert(g.since_ms);
+            }
+        }
         let forecast_events = self.forecasts.observe(&snap, &growing);
         self.announce_forecasts(&forecast_events);
         leak_events.extend(forecast_events);
+        let (orphans, orphan_alerts) = self.orphans.observe(&snap);
+        for a in orphan_alerts {
+            self.report("GPU memory held by processes not running here", a);
+        }
         for e in &leak_events {
             if let Some(w) = self.writer.as_mut().filter(|_| !self.paused) {
                 if let Err(err) = w.write_event(e) {
@@ -764,7 +777,7 @@ impl Engine {
         self.rule_state
             .set_releasable_cache(crate::rules::eval::releasable_cache_of(&snap));
         let facts = crate::rules::eval::Facts {
-            leaking_since: growing,
+            leaking_since: leaking,
         };
         let planned = if self.rules.is_empty() {
             Vec::new()
@@ -806,6 +819,7 @@ impl Engine {
             crate::leak_watch::record_event(&mut m, e, None);
         }
         self.leaks.refresh(&mut m);
+        m.orphans = orphans;
         push_activity(&mut m, acts);
         let previous = m.apply(snap, received_ms);
         m.last_active = self.rule_state.last_active();

@@ -135,6 +135,8 @@ fn drivers(snap: &Snapshot, gpu: u32, growing: &HashMap<ProcSeriesKey, UnixMs>) 
                 mib: p.used_bytes.unwrap_or(0) as f64 / MIB as f64,
                 grown_1m_mib: None,
                 releasable_mib: None,
+                grown_recent_mib: None,
+                likely_cause: false,
             }
         })
         .collect();

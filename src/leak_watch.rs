@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::history::ghosts_of;
-use crate::leak::{LeakSettings, LeakTracker, Transition};
+use crate::leak::{Growing, LeakSettings, LeakTracker, Transition};
 use crate::model::{Snapshot, MIB};
 use crate::monitor::{LeakKey, LeakRecord, Monitor};
 use crate::session::{Event, LeakInfo};
@@ -49,6 +49,8 @@ impl LeakWatch {
         let settings = self.settings;
         let mut feed = |key: LeakKey,
                         value_mib: f64,
+                        cache_mib: Option<f64>,
+                        settings: &LeakSettings,
                         make: &dyn Fn() -> LeakInfo,
                         series: &mut HashMap<LeakKey, Watched>| {
             seen.insert(key);
@@ -65,7 +67,10 @@ impl LeakWatch {
                 };
                 Watched { tracker, info }
             });
-            match w.tracker.update(now, value_mib, &settings) {
+            match w
+                .tracker
+                .update_with_cache(now, value_mib, cache_mib, settings)
+            {
                 Some(Transition::Started {
                     since_ms,
                     rate_mib_per_min,
@@ -103,9 +108,12 @@ impl LeakWatch {
             }
             // Where PyTorch's companion answers, the memory its tensors hold is judged: a
             // cache that swells is cache, not a leak.
+            // Its reserved memory goes beside: tensors whose cache grows much more are meeting
+            // new shapes (a growing batch), judged as a burst.
             let Some(used) = p.torch.map(|t| t.allocated_bytes).or(p.used_bytes) else {
                 continue;
             };
+            let cache = p.torch.map(|t| mib(t.reserved_bytes));
             let make = || {
                 let i = p.info.as_deref();
                 LeakInfo {
@@ -119,7 +127,7 @@ impl LeakWatch {
                     rate_mib_per_min: 0.0,
                 }
             };
-            feed(key, mib(used), &make, &mut self.series);
+            feed(key, mib(used), cache, &settings, &make, &mut self.series);
         }
         for (d, ghost) in snap.devices.iter().zip(ghosts_of(snap)) {
             if d.process_list_error.is_some() {
@@ -140,7 +148,15 @@ impl LeakWatch {
                 since_ms: now,
                 rate_mib_per_min: 0.0,
             };
-            feed(LeakKey::Ghost(d.index), mib(g), &make, &mut self.series);
+            let gs = ghost_settings(&settings, d.memory_total_bytes);
+            feed(
+                LeakKey::Ghost(d.index),
+                mib(g),
+                None,
+                &gs,
+                &make,
+                &mut self.series,
+            );
         }
         seen.extend(unread);
         // A process that left the GPU while leaking: its episode ends there.
@@ -184,15 +200,19 @@ impl LeakWatch {
     pub fn forecast(&self, snap: &mut Snapshot) {
         let mut rates: Vec<(u32, f64)> = Vec::with_capacity(snap.devices.len());
         for (k, w) in &self.series {
-            let Some(ep) = w.tracker.episode() else {
-                continue;
+            // A leak at its rate; a process growing now (a load, a ramp, a leak not yet
+            // called) at the rate it grows, so the forecast and the rules see it at once.
+            let rate = match (k, w.tracker.episode(), w.tracker.growing()) {
+                (_, Some(ep), _) => ep.rate_mib_per_min,
+                (LeakKey::Process(_), None, Some(g)) => g.rate_mib_per_min,
+                _ => continue,
             };
             let dev = match k {
                 LeakKey::Process((_, d)) | LeakKey::Ghost(d) => *d,
             };
             match rates.iter_mut().find(|(d, _)| *d == dev) {
-                Some((_, r)) => *r += ep.rate_mib_per_min.max(0.0),
-                None => rates.push((dev, ep.rate_mib_per_min.max(0.0))),
+                Some((_, r)) => *r += rate.max(0.0),
+                None => rates.push((dev, rate.max(0.0))),
             }
         }
         for d in &mut snap.devices {
@@ -207,8 +227,22 @@ impl LeakWatch {
         }
     }
 
-    /// Brings the monitor's ongoing leak records up to date (rate, growth, peak).
+    /// The series growing now that are not (yet) leaks: processes only (ghost memory that
+    /// grows is reported once it is a leak, see [`ghost_settings`]).
+    pub fn growing(&self) -> impl Iterator<Item = (LeakKey, Growing)> + '_ {
+        self.series.iter().filter_map(|(k, w)| match k {
+            LeakKey::Process(_) if w.tracker.episode().is_none() => {
+                w.tracker.growing().map(|g| (*k, *g))
+            }
+            _ => None,
+        })
+    }
+
+    /// Brings the monitor's ongoing leak records up to date (rate, growth, peak) and its
+    /// list of series growing now.
     pub fn refresh(&self, m: &mut Monitor) {
+        m.growing.clear();
+        m.growing.extend(self.growing());
         for rec in m.leaks.iter_mut().filter(|r| r.ended_ms.is_none()) {
             if let Some(ep) = self.series.get(&rec.key).and_then(|w| w.tracker.episode()) {
                 rec.info.rate_mib_per_min = ep.rate_mib_per_min;
@@ -216,6 +250,26 @@ impl LeakWatch {
                 rec.peak_mib = ep.peak_mib;
             }
         }
+    }
+}
+
+/// Ghost memory smaller than this (MiB) is never called a leak (contexts being created as
+/// processes start show up briefly as used memory no process accounts for) …
+pub const GHOST_MIN_MIB: f64 = 512.0;
+/// … nor smaller than this share of the GPU (percent) …
+pub const GHOST_MIN_PCT: f64 = 0.5;
+/// … and it must have grown for at least this long (s).
+pub const GHOST_PERSIST_S: f64 = 30.0;
+
+/// The detector's settings for a GPU's ghost memory (total `total_bytes`): its growth must
+/// reach max([`GHOST_MIN_MIB`], [`GHOST_MIN_PCT`] of the GPU) and last [`GHOST_PERSIST_S`].
+pub fn ghost_settings(s: &LeakSettings, total_bytes: Option<u64>) -> LeakSettings {
+    let pct = total_bytes.map_or(0.0, |t| mib(t) * GHOST_MIN_PCT / 100.0);
+    LeakSettings {
+        // Twice the threshold: a clean staircase needs half the minimum growth.
+        min_growth_mib: s.min_growth_mib.max(2.0 * GHOST_MIN_MIB.max(pct)),
+        min_duration_s: s.min_duration_s.max(GHOST_PERSIST_S),
+        ..*s
     }
 }
 

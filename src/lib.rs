@@ -62,6 +62,7 @@ pub mod model;
 pub mod monitor;
 pub mod notify;
 pub mod oom_watch;
+pub mod orphans;
 pub mod park;
 pub mod paths;
 pub mod proc_usage;

@@ -180,6 +180,12 @@ pub struct Monitor {
     pub ooms: Vec<OomRecord>,
     /// GPUs forecast full within the warning time, by GPU (the OOM forecast alerts).
     pub oom_alerts: Vec<crate::forecast_alert::ForecastAlert>,
+    /// Series growing now that are not (yet) leaks (a load, a ramp, a leak not yet called),
+    /// with their growth: the forecast counts them, the table shows "growing".
+    pub growing: Vec<(LeakKey, crate::leak::Growing)>,
+    /// Per GPU, memory held by PIDs the driver lists that are not running here (dead,
+    /// zombie, another PID namespace), with the holders seen and the remedy.
+    pub orphans: Vec<crate::orphans::OrphanGpu>,
     /// Recent notices (recording gaps, notification failures and the like) with the time
     /// they were raised, newest last. The status bar shows one for [`NOTICE_SHOWN_MS`].
     pub notices: VecDeque<(UnixMs, String)>,
@@ -214,6 +220,8 @@ impl Monitor {
             leaks: Vec::new(),
             ooms: Vec::new(),
             oom_alerts: Vec::new(),
+            growing: Vec::new(),
+            orphans: Vec::new(),
             notices: VecDeque::new(),
             activity: VecDeque::new(),
             last_active: HashMap::new(),

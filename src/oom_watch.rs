@@ -5,7 +5,11 @@
 //! vanishes from the process list. What tells an OOM death from an ordinary exit is the GPU's
 //! fill just before: when it reached [`NEAR_FULL_PCT`] within [`NEAR_FULL_WINDOW_MS`] of the
 //! process's last sighting, the exit is *suspected* to be an OOM, and the event lists every
-//! holder of that last sample (largest first) with its growth over the preceding minute. The
+//! holder of that last sample with its growth over the preceding minute: first the *likely
+//! cause* — the process (holder or the one that left) that grew most from its lowest point in
+//! the [`CAUSE_SPAN_MS`] before, when that growth is at least [`CAUSE_MIN_MIB`] and
+//! [`CAUSE_MIN_PCT`] of the GPU — then the others, largest first (the largest holder is often
+//! a flat model that merely sat there while another job grew into the last free memory). The
 //! sample in which the process is missing is not used for the fill: by then the allocator of
 //! the process that caused the OOM has often released its cache (as in `public-oomkill`, where
 //! the culprit fell from 117 GiB to 6 GiB within a second of its neighbour's death).
@@ -24,6 +28,12 @@ pub const NEAR_FULL_PCT: f64 = 97.0;
 pub const NEAR_FULL_WINDOW_MS: UnixMs = 10_000;
 /// The span over which "grew in the minute before" is measured.
 const GROWTH_SPAN_MS: UnixMs = 60_000;
+/// The span ("the minutes before") over which the likely cause's growth is measured.
+pub const CAUSE_SPAN_MS: UnixMs = 180_000;
+/// Least growth (MiB) for a process to be named the likely cause …
+pub const CAUSE_MIN_MIB: f64 = 512.0;
+/// … and least share of the GPU (percent).
+pub const CAUSE_MIN_PCT: f64 = 1.0;
 
 struct Held {
     pid: u32,
@@ -80,7 +90,7 @@ impl OomWatch {
                 continue;
             };
             keys.sort_by_key(|k| k.0.pid);
-            let victims: Vec<OomHolder> = keys
+            let mut victims: Vec<OomHolder> = keys
                 .iter()
                 .filter_map(|k| self.held.get(k).map(holder))
                 .collect();
@@ -91,13 +101,20 @@ impl OomWatch {
                 .map(|(_, h)| holder(h))
                 .filter(|h| h.mib > 0.0)
                 .collect();
-            holders.sort_by(|a, b| b.mib.total_cmp(&a.mib).then(a.pid.cmp(&b.pid)));
             let total_mib = snap
                 .devices
                 .iter()
                 .find(|d| d.index == dev)
                 .and_then(|d| d.memory_total_bytes)
                 .map(|b| b as f64 / MIB as f64);
+            mark_cause(&mut victims, &mut holders, total_mib);
+            // The likely cause first, then by size.
+            holders.sort_by(|a, b| {
+                b.likely_cause
+                    .cmp(&a.likely_cause)
+                    .then(b.mib.total_cmp(&a.mib))
+                    .then(a.pid.cmp(&b.pid))
+            });
             events.push(Event::OomSuspected {
                 unix_ms: now,
                 device_index: dev,
@@ -151,8 +168,8 @@ impl OomWatch {
             if let Some(u) = p.used_bytes {
                 h.recent.push_back((now, u));
             }
-            // Keep one point at least a minute old.
-            while h.recent.len() > 2 && h.recent[1].0 <= now - GROWTH_SPAN_MS {
+            // Keep one point at least the cause span old.
+            while h.recent.len() > 2 && h.recent[1].0 <= now - CAUSE_SPAN_MS {
                 h.recent.pop_front();
             }
         }
@@ -162,13 +179,24 @@ impl OomWatch {
 fn holder(h: &Held) -> OomHolder {
     let mib = |b: u64| b as f64 / MIB as f64;
     let last = h.recent.back().map_or(0.0, |(_, b)| mib(*b));
-    // Over the minute before (or the process's life, when shorter): from the oldest point
-    // held, which is kept about a minute old.
-    let grown_1m_mib = h
-        .recent
-        .front()
-        .filter(|_| h.recent.len() > 1)
+    let now = h.recent.back().map_or(0, |(t, _)| *t);
+    // Over the minute before (or the process's life, when shorter): from the newest point at
+    // least a minute old, else the oldest held.
+    let grown_1m_mib = (h.recent.len() > 1)
+        .then(|| {
+            h.recent
+                .iter()
+                .rev()
+                .find(|(t, _)| *t <= now - GROWTH_SPAN_MS)
+                .or(h.recent.front())
+        })
+        .flatten()
         .map(|(_, b)| last - mib(*b));
+    // From its lowest point in the cause span.
+    let grown_recent_mib = (h.recent.len() > 1)
+        .then(|| h.recent.iter().map(|(_, b)| *b).min())
+        .flatten()
+        .map(|low| last - mib(low));
     OomHolder {
         pid: h.pid,
         start_time_ms: h.start_time_ms,
@@ -177,5 +205,107 @@ fn holder(h: &Held) -> OomHolder {
         mib: last,
         grown_1m_mib,
         releasable_mib: h.releasable.map(mib),
+        grown_recent_mib,
+        likely_cause: false,
+    }
+}
+
+/// Marks the likely cause among the processes that left and the holders: the one that grew
+/// most in the minutes before, when that growth is at least [`CAUSE_MIN_MIB`] and
+/// [`CAUSE_MIN_PCT`] of the GPU (`total_mib`, when known).
+fn mark_cause(victims: &mut [OomHolder], holders: &mut [OomHolder], total_mib: Option<f64>) {
+    let min = CAUSE_MIN_MIB.max(total_mib.map_or(0.0, |t| t * CAUSE_MIN_PCT / 100.0));
+    let best = victims
+        .iter_mut()
+        .chain(holders.iter_mut())
+        .filter(|h| h.grown_recent_mib.is_some_and(|g| g >= min))
+        .max_by(|a, b| {
+            a.grown_recent_mib
+                .unwrap_or(0.0)
+                .total_cmp(&b.grown_recent_mib.unwrap_or(0.0))
+        });
+    if let Some(h) = best {
+        h.likely_cause = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{DeviceSample, Origin, ProcessSample, GIB};
+
+    /// GPU 0 (140 GiB): PID 1 holds a flat 100 GiB model, PID 2 grows 3.1 GiB over the minute
+    /// before, PID 3 (2 GiB) dies when the GPU is full.
+    fn snap(t: i64, with_victim: bool) -> Snapshot {
+        let grower = 30 * GIB + (t.clamp(120, 180) - 120) as u64 * (3174 * MIB / 60);
+        let mut procs = vec![(1, 100 * GIB), (2, grower)];
+        if with_victim {
+            procs.push((3, 2 * GIB));
+        }
+        let used: u64 = procs.iter().map(|p| p.1).sum();
+        Snapshot {
+            taken_at_ms: t * 1000,
+            devices: vec![DeviceSample {
+                memory_total_bytes: Some(137 * GIB),
+                memory_used_bytes: Some(used),
+                ..DeviceSample::default()
+            }],
+            processes: procs
+                .into_iter()
+                .map(|(pid, used)| ProcessSample {
+                    pid,
+                    used_bytes: Some(used),
+                    origin: Origin::Simulated,
+                    ..ProcessSample::default()
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_process_that_grew_into_the_last_memory_comes_first_then_the_holders_by_size() {
+        let mut w = OomWatch::default();
+        for t in 0..=180 {
+            assert!(w.observe(&snap(t, true)).is_empty(), "no death yet at {t}");
+        }
+        let events = w.observe(&snap(181, false));
+        let [Event::OomSuspected {
+            victims, holders, ..
+        }] = events.as_slice()
+        else {
+            panic!("one suspicion: {events:?}");
+        };
+        assert_eq!(victims[0].pid, 3);
+        assert!(!victims[0].likely_cause);
+        let order: Vec<(u32, bool)> = holders.iter().map(|h| (h.pid, h.likely_cause)).collect();
+        assert_eq!(order, vec![(2, true), (1, false)]);
+        let g = holders[0].grown_recent_mib.expect("growth");
+        assert!((g - 3174.0).abs() < 60.0, "grew {g} MiB");
+        let text = crate::session::describe_oom(99.0, victims, holders);
+        assert!(
+            text.contains("likely cause: ? (PID 2), +3.1 GiB in the minutes before"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn no_cause_is_named_when_nobody_grew_much() {
+        let mut w = OomWatch::default();
+        let flat = |t: i64, v: bool| {
+            let mut s = snap(t, v);
+            s.processes[1].used_bytes = Some(35 * GIB);
+            s.devices[0].memory_used_bytes =
+                Some(s.processes.iter().filter_map(|p| p.used_bytes).sum());
+            s
+        };
+        for t in 0..=100 {
+            w.observe(&flat(t, true));
+        }
+        let events = w.observe(&flat(101, false));
+        let Some(Event::OomSuspected { holders, .. }) = events.first() else {
+            panic!("{events:?}");
+        };
+        assert!(holders.iter().all(|h| !h.likely_cause));
+        assert_eq!(holders[0].pid, 1, "by size");
     }
 }

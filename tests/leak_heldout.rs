@@ -108,4 +108,10 @@ fn heldout_oom_kill_names_the_holder() {
     );
     assert_eq!(holders[0].pid, 1101);
     assert!(holders[0].mib > 100.0 * 1024.0, "{holders:?}");
+    // bloat's cache swelled to 117 GiB in the seconds before: the likely cause.
+    assert!(holders[0].likely_cause, "{holders:?}");
+    eprintln!(
+        "{}",
+        vramwarden::session::describe_oom(0.0, victims, holders)
+    );
 }

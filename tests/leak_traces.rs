@@ -230,8 +230,8 @@ fn nvml_snapshots(set: &str) -> Vec<vramwarden::model::Snapshot> {
     by_time.into_values().collect()
 }
 
-/// One OOM suspicion: (time, victims' pids, holders' (pid, MiB)).
-type Oom = (i64, Vec<u32>, Vec<(u32, f64)>);
+/// One OOM suspicion: (time, victims' pids, holders' (pid, MiB, named the likely cause)).
+type Oom = (i64, Vec<u32>, Vec<(u32, f64, bool)>);
 
 /// The OOM suspicions in `events`.
 fn ooms(events: &[Event]) -> Vec<Oom> {
@@ -246,7 +246,10 @@ fn ooms(events: &[Event]) -> Vec<Oom> {
             } => Some((
                 *unix_ms,
                 victims.iter().map(|v| v.pid).collect(),
-                holders.iter().map(|h| (h.pid, h.mib)).collect(),
+                holders
+                    .iter()
+                    .map(|h| (h.pid, h.mib, h.likely_cause))
+                    .collect(),
             )),
             _ => None,
         })
@@ -310,6 +313,9 @@ fn the_oom_kill_is_reported_with_who_held_the_gpu() {
             "{path}: 462 held {} MiB",
             holders[0].1
         );
+        // Its cache swelled by 116 GiB in the minute before: the likely cause, first.
+        assert!(holders[0].2, "{path}: 462 is the likely cause: {holders:?}");
+        assert_eq!(holders.iter().filter(|h| h.2).count(), 1);
     }
     // The first set ended with its GPU far from full: no suspicion there.
     let mut watch = vramwarden::oom_watch::OomWatch::default();

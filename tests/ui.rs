@@ -514,7 +514,8 @@ fn an_oom_death_shows_in_the_leaks_pane_and_opens_at_that_moment() {
     h.run();
     h.get_by_label("⚠ OOM suspected");
     h.get_by_label_contains("(PID 463) left GPU 0 while it was 99.");
-    h.get_by_label_contains("held by python3 (PID 462): 117.3 GiB");
+    // It grew 116 GiB in the minute before: named the likely cause, first.
+    h.get_by_label_contains("likely cause: python3 (PID 462): 117.3 GiB");
     assert!(h.query_by_label("python3 · PID 463").is_none());
     assert!(
         h.query_by_label("99.4 %").is_none(),
@@ -964,15 +965,21 @@ fn no_frame_is_asked_for_without_new_data() {
             .get(&egui::ViewportId::ROOT)
             .map(|v| v.repaint_delay)
     };
+    // Every frame asked for at once or for new data; and, apart, egui's own immediate ones
+    // (delay 0: the layout passes it runs when the picture changed shape).
     let count_wakeups = |h: &Harness<'static, VramApp>| {
         let wakes = Arc::new(AtomicUsize::new(0));
-        let w = wakes.clone();
+        let immediate = Arc::new(AtomicUsize::new(0));
+        let (w, i) = (wakes.clone(), immediate.clone());
         h.ctx.set_request_repaint_callback(move |info| {
             if info.delay <= vramwarden::ui::NEW_DATA_FRAME {
                 w.fetch_add(1, Ordering::SeqCst);
             }
+            if info.delay.is_zero() {
+                i.fetch_add(1, Ordering::SeqCst);
+            }
         });
-        wakes
+        (wakes, immediate)
     };
 
     // A past session: drawn once, then nothing.
@@ -988,7 +995,7 @@ fn no_frame_is_asked_for_without_new_data() {
         Some(Duration::MAX),
         "a recorded session asks for no further frame"
     );
-    let wakes = count_wakeups(&h);
+    let (wakes, _) = count_wakeups(&h);
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(
         wakes.load(Ordering::SeqCst),
@@ -1023,7 +1030,7 @@ fn no_frame_is_asked_for_without_new_data() {
         d >= Duration::from_millis(3000) && d <= Duration::from_millis(3050),
         "between samples the window only checks back after three intervals, asked {d:?}"
     );
-    let wakes = count_wakeups(&h);
+    let (wakes, immediate) = count_wakeups(&h);
     // As eframe's event loop does: a wake-up runs one frame (egui calls the callback again
     // only after the frame it asked for).
     let (t, mut drawn) = (Instant::now(), 0);
@@ -1035,11 +1042,19 @@ fn no_frame_is_asked_for_without_new_data() {
             h.step();
         }
     }
-    let n = wakes.load(Ordering::SeqCst);
-    assert!(
-        (4..=5).contains(&n),
-        "one frame per new sample (1 s apart): {n} in 4.5 s"
+    // A sample that changes the picture's shape (the demo server's burst puts a forecast on
+    // its GPU's card at once) costs egui a layout pass or two: counted apart, and bounded (a
+    // loop asking for frames would ask for hundreds).
+    let (n, now) = (
+        wakes.load(Ordering::SeqCst),
+        immediate.load(Ordering::SeqCst),
     );
+    assert!(
+        (4..=5).contains(&(n - now)),
+        "one frame per new sample (1 s apart): {} in 4.5 s",
+        n - now
+    );
+    assert!(now <= 4, "{now} immediate frames in 4.5 s");
 }
 
 /// The keyboard alone reaches every part of the window: Tab goes from the menu bar through

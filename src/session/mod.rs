@@ -298,6 +298,14 @@ pub struct OomHolder {
     /// Cache its allocator could have released (MiB), where a companion reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub releasable_mib: Option<f64>,
+    /// How much it grew from its lowest point in the minutes before (MiB; see
+    /// [`crate::oom_watch::CAUSE_SPAN_MS`]), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grown_recent_mib: Option<f64>,
+    /// The likely cause: the process whose growth in the minutes before filled the GPU (at
+    /// most one per suspicion; it may be the process that left).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub likely_cause: bool,
 }
 
 /// Samples a session log is missing because writing failed (full disk, I/O error).
@@ -342,11 +350,29 @@ pub fn default_dir() -> std::path::PathBuf {
     crate::paths::default_data_dir().join("sessions")
 }
 
-/// One line for people (the CSV's detail column, notifications): "GPU 0 was 99.4 % full;
-/// holders: bloat (PID 462) 117.3 GiB (+115.2 GiB in the minute before), …".
+/// One line for people (the CSV's detail column, notifications): "sawfloor (PID 463)
+/// holding 2.1 GiB left while the GPU was 99.4 % full; likely cause: bloat (PID 462), +116.4
+/// GiB in the minutes before; holders: bloat (PID 462) 117.3 GiB (+115.2 GiB in the minute
+/// before), …" (the likely cause first, then the holders by size).
 pub fn describe_oom(used_pct: f64, victims: &[OomHolder], holders: &[OomHolder]) -> String {
     let gib = |m: f64| format!("{:.1} GiB", m / 1024.0);
     let who = |h: &OomHolder| format!("{} (PID {})", h.name, h.pid);
+    let cause = victims
+        .iter()
+        .chain(holders)
+        .find(|h| h.likely_cause)
+        .map_or(String::new(), |h| {
+            format!(
+                "; likely cause: {}{}, +{} in the minutes before",
+                who(h),
+                if victims.iter().any(|v| v.pid == h.pid) {
+                    " itself"
+                } else {
+                    ""
+                },
+                gib(h.grown_recent_mib.unwrap_or(0.0))
+            )
+        });
     let left: Vec<String> = victims
         .iter()
         .map(|v| format!("{} holding {}", who(v), gib(v.mib)))
@@ -373,7 +399,7 @@ pub fn describe_oom(used_pct: f64, victims: &[OomHolder], holders: &[OomHolder])
         .collect();
     let more = holders.len().saturating_sub(5);
     format!(
-        "{} left while the GPU was {used_pct:.1} % full; holders: {}{}",
+        "{} left while the GPU was {used_pct:.1} % full{cause}; holders: {}{}",
         left.join(", "),
         if held.is_empty() {
             "none listed".to_string()

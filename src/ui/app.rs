@@ -1195,6 +1195,7 @@ impl VramApp {
                         focus_filter: &mut self.focus_filter,
                         selected: &mut self.selected,
                         leaks: &badges,
+                        orphans: &monitor.orphans,
                         request: (!self.replaying).then_some(&mut self.manual_request),
                         stale_gpus: snap
                             .devices

@@ -36,6 +36,8 @@ pub struct LeakBadge {
     pub grown_mib: f64,
     /// When the growth began.
     pub since_ms: UnixMs,
+    /// A suspected leak; false: growing now, not (yet) a leak (a load or a ramp levels off).
+    pub leak: bool,
 }
 
 impl LeakBadge {
@@ -44,17 +46,56 @@ impl LeakBadge {
         let full = self.full_in_min.map_or(String::new(), |m| {
             format!(" · full in {}", format::duration((m * 60_000.0) as i64))
         });
-        format!("⚠ leak +{:.0} MiB/min{full}", self.rate_mib_per_min)
+        let what = if self.leak { "⚠ leak" } else { "↗ growing" };
+        format!("{what} +{:.0} MiB/min{full}", self.rate_mib_per_min)
     }
 }
 
-/// The badge of every leaking process, with time-to-full from its GPU's free memory now.
+/// A process growing (not a leak) is labelled "growing" once its growth has lasted this long.
+pub const GROWING_SHOWN_AFTER_MS: UnixMs = 10_000;
+
+/// The badge of every leaking process, and of every process growing for a while (see
+/// [`GROWING_SHOWN_AFTER_MS`]), with time-to-full from its GPU's free memory now.
 pub fn badges(m: &Monitor, snap: &Snapshot) -> HashMap<LeakKey, LeakBadge> {
     // The episodes going on at the sample shown: live, the ones not ended; in a past session,
     // the ones flagged by then and not yet ended (one still growing when the recording
     // stopped counts as going on up to its last sample).
     let t = snap.taken_at_ms;
-    m.leaks
+    let free_of = |dev: u32| {
+        snap.devices
+            .iter()
+            .find(|d| d.index == dev)
+            .and_then(|d| d.memory_free_bytes)
+            .map(|b| b as f64 / MIB as f64)
+    };
+    // Growing now (this run only: the View's list is of the latest sample), shown once it has
+    // lasted [`GROWING_SHOWN_AFTER_MS`] (a server's burst of a few seconds does not blink a
+    // label in the table; the forecast counts it at once all the same).
+    let growing = m
+        .latest
+        .as_ref()
+        .filter(|l| l.taken_at_ms == t)
+        .map(|_| m.growing.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter(|(_, g)| t - g.since_ms >= GROWING_SHOWN_AFTER_MS)
+        .map(|(k, g)| {
+            let dev = match k {
+                LeakKey::Process((_, d)) | LeakKey::Ghost(d) => *d,
+            };
+            (
+                *k,
+                LeakBadge {
+                    rate_mib_per_min: g.rate_mib_per_min,
+                    full_in_min: free_of(dev).and_then(|f| time_to_full_min(f, g.rate_mib_per_min)),
+                    grown_mib: g.grown_mib,
+                    since_ms: g.since_ms,
+                    leak: false,
+                },
+            )
+        });
+    let leaks = m
+        .leaks
         .iter()
         .filter(|l| {
             l.flagged_ms <= t
@@ -75,10 +116,11 @@ pub fn badges(m: &Monitor, snap: &Snapshot) -> HashMap<LeakKey, LeakBadge> {
                     full_in_min: free.and_then(|f| time_to_full_min(f, l.info.rate_mib_per_min)),
                     grown_mib: l.grown_mib,
                     since_ms: l.info.since_ms,
+                    leak: true,
                 },
             )
-        })
-        .collect()
+        });
+    growing.chain(leaks).collect()
 }
 
 /// Where a leak episode lives, for opening it.
@@ -276,8 +318,13 @@ fn oom_list(ui: &mut Ui, ooms: &[&OomRecord], units: Units) -> Option<LeakClick>
                         } else {
                             format!(", {}", h.user)
                         };
+                        let what = if h.likely_cause {
+                            "likely cause:"
+                        } else {
+                            "held by"
+                        };
                         ui.label(format!(
-                            "    held by {} (PID {}{user}): {}{grew}{cache}",
+                            "    {what} {} (PID {}{user}): {}{grew}{cache}",
                             h.name,
                             h.pid,
                             units.bytes((h.mib * MIB as f64) as u64)

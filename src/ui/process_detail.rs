@@ -48,6 +48,23 @@ pub fn pane(
             .color(widgets::WARN),
         );
     }
+    if let Some((o, g)) = m
+        .orphans
+        .iter()
+        .filter(|g| g.device_index == row.device_index && row.exited_at_ms.is_none())
+        .find_map(|g| g.pids.iter().find(|o| o.pid == row.key.pid).map(|o| (o, g)))
+    {
+        ui.label(
+            RichText::new(format!(
+                "⚠ {}: GPU {} has {} held by processes not running here. To free it: {}.",
+                o.label(),
+                g.device_index,
+                units.bytes(g.total_bytes),
+                g.remedy
+            ))
+            .color(widgets::WARN),
+        );
+    }
     if let Some(b) = leak {
         egui::Frame::group(ui.style())
             .stroke(egui::Stroke::new(
@@ -56,8 +73,13 @@ pub fn pane(
             ))
             .show(ui, |ui| {
                 ui.set_width(ui.available_width());
+                let title = if b.leak {
+                    "⚠ Suspected leak"
+                } else {
+                    "↗ Growing (not called a leak: a load or a warm-up levels off)"
+                };
                 ui.label(
-                    RichText::new("⚠ Suspected leak")
+                    RichText::new(title)
                         .strong()
                         .color(super::leaks::leak_color(ui.visuals().dark_mode)),
                 );

@@ -166,6 +166,8 @@ pub struct TableState<'a> {
     pub stale_gpus: Vec<u32>,
     /// Leak flags by series.
     pub leaks: &'a std::collections::HashMap<crate::monitor::LeakKey, super::leaks::LeakBadge>,
+    /// Per GPU, the memory of listed PIDs not running here (the View's).
+    pub orphans: &'a [crate::orphans::OrphanGpu],
     /// Columns the user hid.
     pub hidden: &'a mut Vec<SortColumn>,
     /// Grouping.
@@ -562,6 +564,9 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                                 if let Some(park) = r.parked.filter(|_| !exited) {
                                     ui.add(egui::Label::new(RichText::new(park.state.label()).color(widgets::PARKED)).truncate().selectable(false))
                                         .on_hover_text(park.describe());
+                                }
+                                if let Some((o, g)) = t.orphans.iter().filter(|g| g.device_index == r.device_index).find_map(|g| g.pids.iter().find(|o| o.pid == r.key.pid).map(|o| (o, g))).filter(|_| !exited) {
+                                    ui.label(RichText::new(o.label()).color(widgets::WARN)).on_hover_text(format!("The driver lists this PID; this machine has no such running process. To free it: {}", g.remedy));
                                 }
                                 if let Some(b) = t.leaks.get(&crate::monitor::LeakKey::Process(key)) {
                                     ui.add(egui::Label::new(RichText::new(b.text()).color(super::leaks::leak_color(ui.visuals().dark_mode))).truncate().selectable(false))
