@@ -18,6 +18,9 @@ pub const DEFAULT_MINUTES: f64 = 10.0;
 const RECEDE_FACTOR: f64 = 1.5;
 /// See [`RECEDE_FACTOR`].
 const RECEDE_MS: i64 = 15_000;
+/// A forecast must stay within the warning time this long before the alert is raised: a
+/// server's burst of a few seconds (growth that stops) raises nothing.
+pub const RAISE_HOLD_MS: i64 = 15_000;
 
 /// An alert in force on one GPU.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -38,6 +41,8 @@ pub struct ForecastAlert {
 pub struct ForecastWatch {
     minutes: f64,
     active: HashMap<u32, (ForecastAlert, Option<UnixMs>)>,
+    /// Per GPU: since when its forecast has been within the warning time (not raised yet).
+    near_since: HashMap<u32, UnixMs>,
 }
 
 impl ForecastWatch {
@@ -46,6 +51,7 @@ impl ForecastWatch {
         Self {
             minutes,
             active: HashMap::new(),
+            near_since: HashMap::new(),
         }
     }
 
@@ -73,8 +79,12 @@ impl ForecastWatch {
         for d in &snap.devices {
             let t = d.time_to_full_s.filter(|_| limit > 0.0);
             let near = t.is_some_and(|s| s < limit);
+            if !near {
+                self.near_since.remove(&d.index);
+            }
+            let held = near && now - *self.near_since.entry(d.index).or_insert(now) >= RAISE_HOLD_MS;
             match self.active.get_mut(&d.index) {
-                None if near => {
+                None if held => {
                     let holders = drivers(snap, d.index, growing);
                     let alert = ForecastAlert {
                         device_index: d.index,
@@ -114,6 +124,8 @@ impl ForecastWatch {
             }
         }
         self.active
+            .retain(|i, _| snap.devices.iter().any(|d| d.index == *i));
+        self.near_since
             .retain(|i, _| snap.devices.iter().any(|d| d.index == *i));
         events
     }
@@ -177,7 +189,12 @@ mod tests {
     fn raised_once_with_its_drivers_then_ended_after_the_forecast_recedes() {
         let mut w = ForecastWatch::new(10.0);
         assert!(w.observe(&snap(0, Some(900.0)), &growing()).is_empty());
-        let e = w.observe(&snap(1_000, Some(500.0)), &growing());
+        // A burst: within the warning time for less than RAISE_HOLD_MS raises nothing.
+        assert!(w.observe(&snap(1_000, Some(300.0)), &growing()).is_empty());
+        assert!(w.observe(&snap(1_500, Some(900.0)), &growing()).is_empty());
+        assert!(w.observe(&snap(2_000, Some(500.0)), &growing()).is_empty());
+        let raised = 2_000 + RAISE_HOLD_MS;
+        let e = w.observe(&snap(raised, Some(500.0)), &growing());
         match e.as_slice() {
             [Event::OomForecast {
                 drivers, full_in_s, ..
@@ -188,21 +205,16 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert!(w.observe(&snap(2_000, Some(400.0)), &growing()).is_empty());
+        let t = raised;
+        assert!(w.observe(&snap(t + 1_000, Some(400.0)), &growing()).is_empty());
         assert_eq!(w.alerts().len(), 1);
         // Receded: ends only once it has stayed away for RECEDE_MS.
-        assert!(w.observe(&snap(3_000, None), &growing()).is_empty());
-        assert!(w.observe(&snap(10_000, Some(700.0)), &growing()).is_empty());
-        assert!(w.observe(&snap(11_000, None), &growing()).is_empty());
-        let e = w.observe(&snap(11_000 + RECEDE_MS, None), &growing());
+        assert!(w.observe(&snap(t + 2_000, None), &growing()).is_empty());
+        assert!(w.observe(&snap(t + 9_000, Some(700.0)), &growing()).is_empty());
+        assert!(w.observe(&snap(t + 10_000, None), &growing()).is_empty());
+        let e = w.observe(&snap(t + 10_000 + RECEDE_MS, None), &growing());
         assert!(
-            matches!(
-                e.as_slice(),
-                [Event::OomForecastEnded {
-                    raised_ms: 1_000,
-                    ..
-                }]
-            ),
+            matches!(e.as_slice(), [Event::OomForecastEnded { raised_ms, .. }] if *raised_ms == raised),
             "{e:?}"
         );
         assert!(w.alerts().is_empty());

@@ -292,7 +292,7 @@ fn clickable_card(
 pub fn forecast_banners(ui: &mut Ui, alerts: &[crate::forecast_alert::ForecastAlert]) {
     for a in alerts {
         let when = a.full_in_s.map_or_else(
-            || "receding".to_string(),
+            || "forecast receding".to_string(),
             |s| format!("full in ~{}", crate::format::duration((s * 1000.0) as i64)),
         );
         let who = if a.drivers.is_empty() {
