@@ -48,7 +48,8 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ),
     (
         "JOURNAL_STREAM",
-        "Set by systemd: log lines then carry no time stamp (the journal adds its own).",
+        "Set by systemd: log lines then carry no time stamp (the journal adds its own) and start \
+         with their syslog priority (<3> error, <4> warning, <6> info, <7> debug).",
     ),
     (
         "DBUS_SESSION_BUS_ADDRESS",

@@ -436,7 +436,8 @@ pub type SessionPath = PathBuf;
 /// `interval` defaults to the settings' `sampling.interval_ms`. Recording into the default
 /// sessions folder keeps that folder within the settings' retention limits, as the window does.
 /// A write that fails (full disk) is reported at once on stderr and retried every sample; the
-/// summary counts only what was written, and any gap makes the exit code non-zero.
+/// summary counts only what was written, and any gap makes the exit code non-zero. `verbose`
+/// adds the run's own CPU time on stderr.
 ///
 /// # Errors
 /// When the source cannot be opened, the arguments do not fit, or the log cannot be written.
@@ -447,6 +448,7 @@ pub fn record(
     out: Option<PathBuf>,
     speed: Speed,
     config: Option<&std::path::Path>,
+    verbose: bool,
     stdout: &mut dyn Write,
 ) -> Result<(), CliError> {
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -480,12 +482,14 @@ pub fn record(
                 options,
             )?;
             shared = m;
-            eprintln!(
+            if verbose {
+                eprintln!(
                 "cpu_s={:.4} wall_s={:.1} cpu_pct_of_core={:.4} (from the first sample on)",
                 st.cpu_s,
                 st.wall_s,
                 st.cpu_pct()
             );
+            }
         }
         _ => {
             let stop = Arc::new(AtomicBool::new(false));
@@ -579,7 +583,7 @@ pub fn record(
 }
 
 /// `vramwarden export`. `--csv -` writes one table to standard output; summaries go to
-/// stderr so the CSV stays clean. Never writes over the session it reads, nor over an
+/// stderr so the CSV stays clean (none with `quiet`). Never writes over the session it reads, nor over an
 /// existing file unless `force`.
 ///
 /// # Errors
@@ -590,6 +594,7 @@ pub fn export(
     csv: &std::path::Path,
     table: Option<Table>,
     force: bool,
+    quiet: bool,
     stdout: &mut dyn Write,
 ) -> Result<(), CliError> {
     let to_stdout = csv.as_os_str() == "-";
@@ -642,7 +647,7 @@ pub fn export(
     } else {
         csv_export::write_files(&data, &jobs, &mut |_| true).map_err(|e| e.error)?
     };
-    for ((t, path), rows) in jobs.iter().zip(rows) {
+    for ((t, path), rows) in jobs.iter().zip(rows).filter(|_| !quiet) {
         eprintln!("{}: {rows} {} rows", path.display(), t.name());
     }
     Ok(())
