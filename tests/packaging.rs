@@ -14,12 +14,23 @@ fn read(rel: &str) -> String {
     std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 
+fn deb_metadata() -> toml::Value {
+    let manifest: toml::Table = read("Cargo.toml").parse().expect("Cargo.toml parses");
+    manifest["package"]["metadata"]["deb"].clone()
+}
+
 /// `[package.metadata.deb].assets` as (source, destination) pairs.
 fn deb_assets() -> Vec<(String, String)> {
-    let manifest: toml::Table = read("Cargo.toml").parse().expect("Cargo.toml parses");
-    let assets = manifest["package"]["metadata"]["deb"]["assets"]
-        .as_array()
-        .expect("deb assets");
+    assets_of(&deb_metadata())
+}
+
+/// The headless variant's metadata (`cargo deb --variant agent`).
+fn agent_variant() -> toml::Value {
+    deb_metadata()["variants"]["agent"].clone()
+}
+
+fn assets_of(meta: &toml::Value) -> Vec<(String, String)> {
+    let assets = meta["assets"].as_array().expect("deb assets");
     assets
         .iter()
         .map(|a| {
@@ -33,24 +44,42 @@ fn deb_assets() -> Vec<(String, String)> {
         .collect()
 }
 
+/// The files a source pattern names: itself, or for `dir/*.ext` the files of `dir` ending in
+/// `.ext`.
+fn matches(src: &str) -> Vec<PathBuf> {
+    match src.split_once("/*") {
+        Some((dir, ext)) => std::fs::read_dir(root().join(dir))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.to_string_lossy().ends_with(ext) && p.is_file())
+                    .collect()
+            })
+            .unwrap_or_default(),
+        None => vec![root().join(src)].into_iter().filter(|p| p.is_file()).collect(),
+    }
+}
+
 #[test]
 fn every_packaged_source_file_exists() {
-    let assets = deb_assets();
-    assert!(assets.len() >= 10);
     let mut checked = 0;
-    for (src, _) in &assets {
-        if src.starts_with("target/") {
-            continue; // build outputs: the binary and packaging/build-assets.sh's files
+    for assets in [deb_assets(), assets_of(&agent_variant())] {
+        assert!(assets.len() >= 10);
+        for (src, _) in &assets {
+            if src.starts_with("target/") {
+                continue; // build outputs: the binary and packaging/build-assets.sh's files
+            }
+            assert!(
+                !matches(src).is_empty(),
+                "{src} is named in Cargo.toml but missing"
+            );
+            checked += 1;
         }
-        assert!(
-            root().join(src).is_file(),
-            "{src} is named in Cargo.toml but missing"
-        );
-        checked += 1;
     }
-    assert!(checked >= 10, "only {checked} source files checked");
-    let manifest: toml::Table = read("Cargo.toml").parse().expect("Cargo.toml parses");
-    let changelog = manifest["package"]["metadata"]["deb"]["changelog"]
+    assert!(checked >= 20, "only {checked} source files checked");
+    // The docs the README links to are packaged through the glob.
+    assert!(matches("docs/*.md").len() >= 6);
+    let changelog = deb_metadata()["changelog"]
         .as_str()
         .expect("a Debian changelog");
     assert!(read(changelog).starts_with(&format!("vramwarden ({}-", env!("CARGO_PKG_VERSION"))));
@@ -171,4 +200,99 @@ fn desktop_file_metainfo_and_mime_xml_agree_on_the_app_id_and_mime_type() {
         assert!(deb.contains(&f), "the .deb lacks {f}");
     }
     assert!(read("packaging/install.sh").contains(&format!("id={APP_ID}")));
+}
+
+/// The Debian side of installing the agent: the maintainer scripts create the system user
+/// before cargo-deb's systemd part runs, are POSIX sh, and the two packages conflict.
+#[test]
+fn maintainer_scripts_create_the_user_before_the_unit_starts() {
+    let meta = deb_metadata();
+    let dir = meta["maintainer-scripts"].as_str().expect("maintainer-scripts");
+    let postinst = read(&format!("{dir}postinst"));
+    let user = postinst.find("systemd-sysusers vramwarden.conf").expect("sysusers");
+    let debhelper = postinst.find("\n#DEBHELPER#\n").expect("#DEBHELPER# in postinst");
+    assert!(user < debhelper, "the user must exist before the unit starts");
+    let postrm = read(&format!("{dir}postrm"));
+    assert!(postrm.contains("\n#DEBHELPER#\n") && postrm.contains("\"purge\""));
+    for script in ["postinst", "postrm"] {
+        let path = root().join(dir).join(script);
+        let out = std::process::Command::new("sh")
+            .arg("-n")
+            .arg(&path)
+            .output()
+            .expect("sh");
+        assert!(out.status.success(), "{script}: {out:?}");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).expect("script").permissions().mode();
+            assert_eq!(mode & 0o111, 0o111, "{script} is not executable");
+        }
+    }
+    // The sysusers file the postinst names is the one packaged under that name.
+    assert!(deb_assets()
+        .iter()
+        .any(|(s, d)| s == "packaging/systemd/vramwarden.sysusers.conf"
+            && d == "usr/lib/sysusers.d/vramwarden.conf"));
+    // The system unit comes in through systemd-units (not twice as an asset); the desktop
+    // package leaves it off, the agent package enables and starts it.
+    let unit = "packaging/systemd/vramwarden-agent.service";
+    assert!(!deb_assets().iter().any(|(s, _)| s == unit));
+    let units = &meta["systemd-units"];
+    assert_eq!(units["unit-name"].as_str(), Some("vramwarden-agent"));
+    let dir = units["unit-scripts"].as_str().expect("unit-scripts");
+    assert!(root().join(dir).join("vramwarden-agent.service").is_file());
+    assert_eq!(units["enable"].as_bool(), Some(false));
+    let agent = agent_variant();
+    assert_eq!(agent["systemd-units"]["enable"].as_bool(), Some(true));
+    assert_eq!(agent["systemd-units"]["start"].as_bool(), Some(true));
+    // The variant is the headless build and conflicts with the desktop package.
+    assert_eq!(agent["name"].as_str(), Some("vramwarden-agent"));
+    assert_eq!(agent["default-features"].as_bool(), Some(false));
+    assert_eq!(agent["conflicts"].as_str(), Some("vramwarden"));
+    assert_eq!(meta["conflicts"].as_str(), Some("vramwarden-agent"));
+    let gui_deps = meta["depends"].as_str().expect("depends");
+    for lib in ["libxkbcommon0", "libwayland-client0", "libx11-6", "libegl1"] {
+        assert!(gui_deps.contains(lib), "the window loads {lib}");
+    }
+    assert_eq!(agent["depends"].as_str(), Some("$auto"));
+}
+
+/// The unit and its watchdog agree: Type=notify with WatchdogSec=, and the drop-ins that
+/// widen it say what they must (CAP_KILL to signal, the real /run/user and /tmp for sockets).
+#[test]
+fn the_unit_and_its_drop_ins() {
+    let unit = read("packaging/systemd/vramwarden-agent.service");
+    for line in ["Type=notify", "WatchdogSec=30s", "CapabilityBoundingSet=\n", "ProtectHome=yes"] {
+        assert!(unit.contains(line), "the unit lacks {line:?}");
+    }
+    let kill = read("packaging/systemd/examples/act-on-other-users.conf");
+    assert!(kill.contains("\nUser=root\n") && kill.contains("\nCapabilityBoundingSet=CAP_KILL\n"));
+    let torch = read("packaging/systemd/examples/torch-companions.conf");
+    for line in ["User=root", "CAP_DAC_OVERRIDE", "ProtectHome=no", "PrivateTmp=no"] {
+        assert!(torch.contains(line), "torch-companions.conf lacks {line}");
+    }
+    // The default port is the one the unit, the scrape config and the code use.
+    let port = vramwarden::cli::DEFAULT_LISTEN;
+    assert!(unit.contains(&format!("--listen {port}")));
+    let host_port = port.rsplit(':').next().expect("port");
+    assert!(read("packaging/prometheus/prometheus.yml").contains(&format!("localhost:{host_port}")));
+}
+
+/// One license statement everywhere: Cargo.toml, the license files, the .deb's copyright
+/// text and the Python package.
+#[test]
+fn the_license_is_stated_the_same_everywhere() {
+    let manifest: toml::Table = read("Cargo.toml").parse().expect("Cargo.toml parses");
+    assert_eq!(manifest["package"]["license"].as_str(), Some("MIT OR Apache-2.0"));
+    let mit = read("LICENSE-MIT");
+    let apache = read("LICENSE-APACHE");
+    assert!(mit.starts_with("MIT License") && apache.contains("Version 2.0, January 2004"));
+    let deb = deb_metadata();
+    let text = read(deb["license-file"][0].as_str().expect("license-file"));
+    assert!(text.contains("MIT") && text.contains("/usr/share/common-licenses/Apache-2.0"));
+    let py: toml::Table = read("packaging/python/pyproject.toml").parse().expect("pyproject");
+    assert_eq!(py["project"]["license"].as_str(), Some("MIT OR Apache-2.0"));
+    assert_eq!(read("packaging/python/LICENSE-MIT"), mit);
+    assert_eq!(read("packaging/python/LICENSE-APACHE"), apache);
 }
