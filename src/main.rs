@@ -78,7 +78,6 @@ fn main() -> ExitCode {
             out,
             speed,
             args.config.as_deref(),
-            args.verbose > 0,
             &mut stdout,
         ),
         Some(Command::Export {

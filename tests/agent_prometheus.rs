@@ -213,7 +213,9 @@ fn prometheus_scrapes_the_agent_and_every_shipped_expression_evaluates() {
     let exprs = dashboard_exprs(&host, "0");
     assert!(exprs.len() >= 10, "{exprs:?}");
     assert!(
-        exprs.iter().all(|e| e.contains(&format!("Hostname=~\"{host}\""))),
+        exprs
+            .iter()
+            .all(|e| e.contains(&format!("Hostname=~\"{host}\""))),
         "a panel does not filter on the picked host: {exprs:?}"
     );
     // Three scrapes at least, for rate() and increase().

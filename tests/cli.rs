@@ -256,7 +256,10 @@ fn a_mistyped_command_is_a_usage_error_with_a_suggestion() {
 fn developer_commands_are_hidden() {
     let help = bin().arg("--help").output().expect("run");
     let help = String::from_utf8_lossy(&help.stdout).to_string();
-    assert!(help.contains("snapshot") && help.contains("-q, --quiet"), "{help}");
+    assert!(
+        help.contains("snapshot") && help.contains("-q, --quiet"),
+        "{help}"
+    );
     let torch = bin().args(["torch", "--help"]).output().expect("run");
     let torch = String::from_utf8_lossy(&torch.stdout).to_string();
     assert!(torch.contains("release"), "{torch}");
@@ -268,13 +271,20 @@ fn developer_commands_are_hidden() {
         }
     }
     for hidden in ["bench-nvml", "watch-cost", "monitor"] {
-        assert!(!help.contains(hidden) && !torch.contains(hidden), "{hidden}");
+        assert!(
+            !help.contains(hidden) && !torch.contains(hidden),
+            "{hidden}"
+        );
     }
     let out = bin()
         .args(["--demo", "monitor", "--duration", "1s"])
         .output()
         .expect("run");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// `record`'s own CPU statistics are a -v line; a plain run prints only its summary.
@@ -283,7 +293,14 @@ fn record_prints_run_statistics_only_with_v() {
     let dir = tempfile::tempdir().expect("tempdir");
     let rec = |extra: &[&str], name: &str| {
         let out = bin()
-            .args(["--demo", "--interval", "100ms", "record", "--duration", "300ms"])
+            .args([
+                "--demo",
+                "--interval",
+                "100ms",
+                "record",
+                "--duration",
+                "300ms",
+            ])
             .args(extra)
             .arg("--out")
             .arg(dir.path().join(name))
@@ -291,12 +308,19 @@ fn record_prints_run_statistics_only_with_v() {
             .env("VRAMWARDEN_CONFIG", dir.path().join("none.toml"))
             .output()
             .expect("run");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert!(String::from_utf8_lossy(&out.stdout).starts_with("recorded "));
         String::from_utf8_lossy(&out.stderr).to_string()
     };
     let plain = rec(&[], "a.vwlog");
     assert!(!plain.contains("cpu_s="), "{plain}");
     let verbose = rec(&["-v"], "b.vwlog");
-    assert!(verbose.contains("cpu_s=") && verbose.contains("wall_s="), "{verbose}");
+    assert!(
+        verbose.contains("cpu_s=") && verbose.contains("wall_s="),
+        "{verbose}"
+    );
 }

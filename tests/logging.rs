@@ -118,7 +118,10 @@ fn under_journald_lines_carry_their_priority() {
         .find(|l| l.contains("starting"))
         .unwrap_or_else(|| panic!("no start line: {err}"));
     assert!(starting.starts_with("<7>"), "{starting}");
-    assert!(!starting.contains("DEBUG"), "the priority replaces the level word: {starting}");
+    assert!(
+        !starting.contains("DEBUG"),
+        "the priority replaces the level word: {starting}"
+    );
     let bad = bin()
         .args(["--demo", "snapshot"])
         .env("JOURNAL_STREAM", "8:12345")
@@ -126,13 +129,19 @@ fn under_journald_lines_carry_their_priority() {
         .output()
         .expect("run");
     let err = String::from_utf8_lossy(&bad.stderr);
-    assert!(err.starts_with("<4>") && err.contains("not a valid filter"), "{err}");
+    assert!(
+        err.starts_with("<4>") && err.contains("not a valid filter"),
+        "{err}"
+    );
 }
 
 /// -v turns on debug lines and -q keeps even warnings out, when RUST_LOG is unset.
 #[test]
 fn v_and_q_pick_the_level() {
-    let v = bin().args(["-v", "--demo", "snapshot"]).output().expect("run");
+    let v = bin()
+        .args(["-v", "--demo", "snapshot"])
+        .output()
+        .expect("run");
     assert!(v.status.success());
     let err = String::from_utf8_lossy(&v.stderr);
     assert!(err.contains("DEBUG") && err.contains("starting"), "{err}");
@@ -143,7 +152,11 @@ fn v_and_q_pick_the_level() {
         .output()
         .expect("run");
     assert!(q.status.success());
-    assert!(q.stderr.is_empty(), "{}", String::from_utf8_lossy(&q.stderr));
+    assert!(
+        q.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&q.stderr)
+    );
     assert!(!q.stdout.is_empty());
     let both = bin().args(["-q", "-v", "snapshot"]).output().expect("run");
     assert_eq!(both.status.code(), Some(2), "-q and -v conflict");

@@ -56,7 +56,10 @@ fn matches(src: &str) -> Vec<PathBuf> {
                     .collect()
             })
             .unwrap_or_default(),
-        None => vec![root().join(src)].into_iter().filter(|p| p.is_file()).collect(),
+        None => vec![root().join(src)]
+            .into_iter()
+            .filter(|p| p.is_file())
+            .collect(),
     }
 }
 
@@ -79,9 +82,8 @@ fn every_packaged_source_file_exists() {
     assert!(checked >= 20, "only {checked} source files checked");
     // The docs the README links to are packaged through the glob.
     assert!(matches("docs/*.md").len() >= 6);
-    let changelog = deb_metadata()["changelog"]
-        .as_str()
-        .expect("a Debian changelog");
+    let meta = deb_metadata();
+    let changelog = meta["changelog"].as_str().expect("a Debian changelog");
     assert!(read(changelog).starts_with(&format!("vramwarden ({}-", env!("CARGO_PKG_VERSION"))));
 }
 
@@ -207,11 +209,20 @@ fn desktop_file_metainfo_and_mime_xml_agree_on_the_app_id_and_mime_type() {
 #[test]
 fn maintainer_scripts_create_the_user_before_the_unit_starts() {
     let meta = deb_metadata();
-    let dir = meta["maintainer-scripts"].as_str().expect("maintainer-scripts");
+    let dir = meta["maintainer-scripts"]
+        .as_str()
+        .expect("maintainer-scripts");
     let postinst = read(&format!("{dir}postinst"));
-    let user = postinst.find("systemd-sysusers vramwarden.conf").expect("sysusers");
-    let debhelper = postinst.find("\n#DEBHELPER#\n").expect("#DEBHELPER# in postinst");
-    assert!(user < debhelper, "the user must exist before the unit starts");
+    let user = postinst
+        .find("systemd-sysusers vramwarden.conf")
+        .expect("sysusers");
+    let debhelper = postinst
+        .find("\n#DEBHELPER#\n")
+        .expect("#DEBHELPER# in postinst");
+    assert!(
+        user < debhelper,
+        "the user must exist before the unit starts"
+    );
     let postrm = read(&format!("{dir}postrm"));
     assert!(postrm.contains("\n#DEBHELPER#\n") && postrm.contains("\"purge\""));
     for script in ["postinst", "postrm"] {
@@ -225,7 +236,10 @@ fn maintainer_scripts_create_the_user_before_the_unit_starts() {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(&path).expect("script").permissions().mode();
+            let mode = std::fs::metadata(&path)
+                .expect("script")
+                .permissions()
+                .mode();
             assert_eq!(mode & 0o111, 0o111, "{script} is not executable");
         }
     }
@@ -263,13 +277,23 @@ fn maintainer_scripts_create_the_user_before_the_unit_starts() {
 #[test]
 fn the_unit_and_its_drop_ins() {
     let unit = read("packaging/systemd/vramwarden-agent.service");
-    for line in ["Type=notify", "WatchdogSec=30s", "CapabilityBoundingSet=\n", "ProtectHome=yes"] {
+    for line in [
+        "Type=notify",
+        "WatchdogSec=30s",
+        "CapabilityBoundingSet=\n",
+        "ProtectHome=yes",
+    ] {
         assert!(unit.contains(line), "the unit lacks {line:?}");
     }
     let kill = read("packaging/systemd/examples/act-on-other-users.conf");
     assert!(kill.contains("\nUser=root\n") && kill.contains("\nCapabilityBoundingSet=CAP_KILL\n"));
     let torch = read("packaging/systemd/examples/torch-companions.conf");
-    for line in ["User=root", "CAP_DAC_OVERRIDE", "ProtectHome=no", "PrivateTmp=no"] {
+    for line in [
+        "User=root",
+        "CAP_DAC_OVERRIDE",
+        "ProtectHome=no",
+        "PrivateTmp=no",
+    ] {
         assert!(torch.contains(line), "torch-companions.conf lacks {line}");
     }
     // The default port is the one the unit, the scrape config and the code use.
@@ -284,14 +308,19 @@ fn the_unit_and_its_drop_ins() {
 #[test]
 fn the_license_is_stated_the_same_everywhere() {
     let manifest: toml::Table = read("Cargo.toml").parse().expect("Cargo.toml parses");
-    assert_eq!(manifest["package"]["license"].as_str(), Some("MIT OR Apache-2.0"));
+    assert_eq!(
+        manifest["package"]["license"].as_str(),
+        Some("MIT OR Apache-2.0")
+    );
     let mit = read("LICENSE-MIT");
     let apache = read("LICENSE-APACHE");
     assert!(mit.starts_with("MIT License") && apache.contains("Version 2.0, January 2004"));
     let deb = deb_metadata();
     let text = read(deb["license-file"][0].as_str().expect("license-file"));
     assert!(text.contains("MIT") && text.contains("/usr/share/common-licenses/Apache-2.0"));
-    let py: toml::Table = read("packaging/python/pyproject.toml").parse().expect("pyproject");
+    let py: toml::Table = read("packaging/python/pyproject.toml")
+        .parse()
+        .expect("pyproject");
     assert_eq!(py["project"]["license"].as_str(), Some("MIT OR Apache-2.0"));
     assert_eq!(read("packaging/python/LICENSE-MIT"), mit);
     assert_eq!(read("packaging/python/LICENSE-APACHE"), apache);

@@ -580,8 +580,11 @@ fn readme_settings_toml() -> String {
 
 #[test]
 fn the_readme_ladder_is_the_example_and_reads_back() {
-    let s = Settings::from_toml(&readme_settings_toml(), std::path::Path::new("docs/configuration.md"))
-        .expect("the documented settings are valid");
+    let s = Settings::from_toml(
+        &readme_settings_toml(),
+        std::path::Path::new("docs/configuration.md"),
+    )
+    .expect("the documented settings are valid");
     assert_eq!(s.cleanup.rules, example_ladder_rules());
     let kinds: Vec<&Action> = s.cleanup.rules.iter().map(|r| &r.action).collect();
     assert_eq!(kinds[0], &Action::ReleaseCache);

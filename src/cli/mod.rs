@@ -436,8 +436,8 @@ pub type SessionPath = PathBuf;
 /// `interval` defaults to the settings' `sampling.interval_ms`. Recording into the default
 /// sessions folder keeps that folder within the settings' retention limits, as the window does.
 /// A write that fails (full disk) is reported at once on stderr and retried every sample; the
-/// summary counts only what was written, and any gap makes the exit code non-zero. `verbose`
-/// adds the run's own CPU time on stderr.
+/// summary counts only what was written, and any gap makes the exit code non-zero. The run's own
+/// CPU time is a debug line (`-v`).
 ///
 /// # Errors
 /// When the source cannot be opened, the arguments do not fit, or the log cannot be written.
@@ -448,7 +448,6 @@ pub fn record(
     out: Option<PathBuf>,
     speed: Speed,
     config: Option<&std::path::Path>,
-    verbose: bool,
     stdout: &mut dyn Write,
 ) -> Result<(), CliError> {
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -482,14 +481,13 @@ pub fn record(
                 options,
             )?;
             shared = m;
-            if verbose {
-                eprintln!(
+            // The run's own cost: a diagnostic, shown with -v (or RUST_LOG=debug).
+            tracing::debug!(
                 "cpu_s={:.4} wall_s={:.1} cpu_pct_of_core={:.4} (from the first sample on)",
                 st.cpu_s,
                 st.wall_s,
                 st.cpu_pct()
             );
-            }
         }
         _ => {
             let stop = Arc::new(AtomicBool::new(false));

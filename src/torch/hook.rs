@@ -108,8 +108,10 @@ pub fn pip_owner(site: &Path) -> Option<PathBuf> {
             .unwrap_or_default();
         name.starts_with("vramwarden_torch-")
             && name.ends_with(".dist-info")
-            && std::fs::read_to_string(p.join("RECORD"))
-                .is_ok_and(|r| r.lines().any(|l| l.starts_with("vramwarden_torch/__init__.py,")))
+            && std::fs::read_to_string(p.join("RECORD")).is_ok_and(|r| {
+                r.lines()
+                    .any(|l| l.starts_with("vramwarden_torch/__init__.py,"))
+            })
     })
 }
 
