@@ -43,6 +43,8 @@ fn a_bad_rust_log_is_reported_and_the_default_used() {
     assert!(err.contains("not a valid filter"), "{err}");
 }
 
+/// (The window is in the `gui` build only.)
+#[cfg(feature = "gui")]
 #[test]
 fn the_window_writes_a_log_file_in_the_data_dir_and_captures_library_logs() {
     let dir = tempfile::tempdir().expect("tempdir");
