@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds both Debian packages into target/debian/ (needs `cargo install cargo-deb --locked`):
+# Builds both Debian packages into target/debian/ (needs cargo-deb 3.x: `cargo install cargo-deb
+# --locked`; it writes the maintainer scripts, the sysusers and systemd parts included):
 #   vramwarden        the window, the agent and the command line (the `gui` feature)
 #   vramwarden-agent  the same without the window, for GPU servers (--no-default-features)
 # The two hold the same /usr/bin/vramwarden and conflict; install one of them:

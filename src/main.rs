@@ -62,7 +62,7 @@ fn main() -> ExitCode {
         }
         #[cfg(not(feature = "gui"))]
         None => Err(cli::CliError::Usage(
-            "this vramwarden was built without the window (no `gui` feature); use a subcommand: snapshot, record, export, import, rules (see --help)".into(),
+            "this vramwarden was built without the window (no `gui` feature); use a command: agent, snapshot, record, export, import, rules, torch (see --help)".into(),
         )),
         Some(Command::Snapshot { format, table }) => {
             cli::snapshot(args.demo, format, table, &mut stdout)

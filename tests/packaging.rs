@@ -204,62 +204,66 @@ fn desktop_file_metainfo_and_mime_xml_agree_on_the_app_id_and_mime_type() {
     assert!(read("packaging/install.sh").contains(&format!("id={APP_ID}")));
 }
 
-/// The Debian side of installing the agent: the maintainer scripts create the system user
-/// before cargo-deb's systemd part runs, are POSIX sh, and the two packages conflict.
+/// The Debian side of installing the agent. cargo-deb (3.x) writes the maintainer scripts the
+/// way debhelper does: it installs `packaging/systemd/vramwarden.sysusers` as
+/// usr/lib/sysusers.d/vramwarden.conf and runs systemd-sysusers in postinst before the unit's
+/// part (checked by building both packages with cargo-deb 3.8 and reading their scripts). Here:
+/// what cargo-deb reads is where it looks, no asset installs it a second time, the postrm is
+/// POSIX sh with one marker line and purges the state, and the two packages conflict.
 #[test]
 fn maintainer_scripts_create_the_user_before_the_unit_starts() {
     let meta = deb_metadata();
-    let dir = meta["maintainer-scripts"]
+    let units = &meta["systemd-units"];
+    let dir = units["unit-scripts"].as_str().expect("unit-scripts");
+    // cargo-deb's names: <package>.sysusers (the crate's name serves both packages) and
+    // <unit>.service.
+    let sysusers = read(&format!("{dir}vramwarden.sysusers"));
+    assert!(sysusers.contains("\nu vramwarden "), "{sysusers}");
+    assert!(root().join(dir).join("vramwarden-agent.service").is_file());
+    assert_eq!(units["unit-name"].as_str(), Some("vramwarden-agent"));
+    for assets in [deb_assets(), assets_of(&agent_variant())] {
+        assert!(
+            !assets
+                .iter()
+                .any(|(_, d)| d.starts_with("usr/lib/sysusers.d/")
+                    || d.starts_with("usr/lib/systemd/system/")),
+            "cargo-deb installs the sysusers file and the system unit itself"
+        );
+    }
+    let scripts = meta["maintainer-scripts"]
         .as_str()
         .expect("maintainer-scripts");
-    let postinst = read(&format!("{dir}postinst"));
-    let user = postinst
-        .find("systemd-sysusers vramwarden.conf")
-        .expect("sysusers");
-    let debhelper = postinst
-        .find("\n#DEBHELPER#\n")
-        .expect("#DEBHELPER# in postinst");
-    assert!(
-        user < debhelper,
-        "the user must exist before the unit starts"
-    );
-    let postrm = read(&format!("{dir}postrm"));
+    let postrm_path = root().join(scripts).join("postrm");
+    let postrm = read(&format!("{scripts}postrm"));
+    // cargo-deb replaces every occurrence of the marker, comments included.
+    assert_eq!(postrm.matches("#DEBHELPER#").count(), 1);
     assert!(postrm.contains("\n#DEBHELPER#\n") && postrm.contains("\"purge\""));
-    for script in ["postinst", "postrm"] {
-        let path = root().join(dir).join(script);
-        let out = std::process::Command::new("sh")
-            .arg("-n")
-            .arg(&path)
-            .output()
-            .expect("sh");
-        assert!(out.status.success(), "{script}: {out:?}");
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(&path)
-                .expect("script")
-                .permissions()
-                .mode();
-            assert_eq!(mode & 0o111, 0o111, "{script} is not executable");
-        }
+    let out = std::process::Command::new("sh")
+        .arg("-n")
+        .arg(&postrm_path)
+        .output()
+        .expect("sh");
+    assert!(out.status.success(), "postrm: {out:?}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&postrm_path)
+            .expect("postrm")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o111, 0o111, "postrm is not executable");
     }
-    // The sysusers file the postinst names is the one packaged under that name.
-    assert!(deb_assets()
-        .iter()
-        .any(|(s, d)| s == "packaging/systemd/vramwarden.sysusers.conf"
-            && d == "usr/lib/sysusers.d/vramwarden.conf"));
-    // The system unit comes in through systemd-units (not twice as an asset); the desktop
-    // package leaves it off, the agent package enables and starts it.
-    let unit = "packaging/systemd/vramwarden-agent.service";
-    assert!(!deb_assets().iter().any(|(s, _)| s == unit));
-    let units = &meta["systemd-units"];
-    assert_eq!(units["unit-name"].as_str(), Some("vramwarden-agent"));
-    let dir = units["unit-scripts"].as_str().expect("unit-scripts");
-    assert!(root().join(dir).join("vramwarden-agent.service").is_file());
+    // The desktop package leaves the unit off, the agent package enables and starts it; both
+    // need systemd-sysusers for the user.
     assert_eq!(units["enable"].as_bool(), Some(false));
+    assert_eq!(units["start"].as_bool(), Some(false));
     let agent = agent_variant();
     assert_eq!(agent["systemd-units"]["enable"].as_bool(), Some(true));
     assert_eq!(agent["systemd-units"]["start"].as_bool(), Some(true));
+    for m in [&meta, &agent] {
+        let deps = m["depends"].as_str().expect("depends");
+        assert!(deps.contains("systemd | systemd-standalone-sysusers | systemd-sysusers"));
+    }
     // The variant is the headless build and conflicts with the desktop package.
     assert_eq!(agent["name"].as_str(), Some("vramwarden-agent"));
     assert_eq!(agent["default-features"].as_bool(), Some(false));
@@ -269,7 +273,7 @@ fn maintainer_scripts_create_the_user_before_the_unit_starts() {
     for lib in ["libxkbcommon0", "libwayland-client0", "libx11-6", "libegl1"] {
         assert!(gui_deps.contains(lib), "the window loads {lib}");
     }
-    assert_eq!(agent["depends"].as_str(), Some("$auto"));
+    assert!(!agent["depends"].as_str().unwrap_or("").contains("libx11"));
 }
 
 /// The unit and its watchdog agree: Type=notify with WatchdogSec=, and the drop-ins that
