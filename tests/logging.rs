@@ -1,8 +1,7 @@
 //! Logging through `tracing`: `RUST_LOG` works, headless commands log to stderr, the window
 //! keeps a log file (tested where no window can open: the failure is logged there).
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_vramwarden"));
@@ -47,6 +46,8 @@ fn a_bad_rust_log_is_reported_and_the_default_used() {
 #[cfg(feature = "gui")]
 #[test]
 fn the_window_writes_a_log_file_in_the_data_dir_and_captures_library_logs() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
     let dir = tempfile::tempdir().expect("tempdir");
     // No display here: the window cannot open, which is logged (exit code 1).
     let mut child = bin()
