@@ -48,7 +48,8 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ),
     (
         "JOURNAL_STREAM",
-        "Set by systemd: log lines then carry no time stamp (the journal adds its own).",
+        "Set by systemd: log lines then carry no time stamp (the journal adds its own) and start \
+         with their syslog priority (<3> error, <4> warning, <6> info, <7> debug).",
     ),
     (
         "DBUS_SESSION_BUS_ADDRESS",
@@ -79,10 +80,27 @@ pub const FILES: &[(&str, &str)] = &[
 /// # Errors
 /// If writing to `out` fails.
 pub fn completions(shell: clap_complete::Shell, out: &mut dyn Write) -> std::io::Result<()> {
-    let mut cmd = Cli::command();
+    let mut cmd = without_hidden(&Cli::command());
     let mut buf = Vec::new();
     clap_complete::generate(shell, &mut cmd, "vramwarden", &mut buf);
     out.write_all(&buf)
+}
+
+/// `cmd` without its hidden (developer) subcommands and arguments, at every level: clap's
+/// completion generators list hidden subcommands too, and clap has no way to remove one.
+fn without_hidden(cmd: &clap::Command) -> clap::Command {
+    let mut out = clap::Command::new(cmd.get_name().to_string())
+        .args(cmd.get_arguments().filter(|a| !a.is_hide_set()).cloned());
+    if let Some(about) = cmd.get_about() {
+        out = out.about(about.clone());
+    }
+    if let Some(version) = cmd.get_version() {
+        out = out.version(version.to_string());
+    }
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        out = out.subcommand(without_hidden(sub));
+    }
+    out
 }
 
 /// Writes the man page (section 1, roff): the clap sections, one entry per command and

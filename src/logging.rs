@@ -4,11 +4,17 @@
 //! also keeps a daily log file in the platform state folder, the newest [`KEEP_FILES`] kept.
 //!
 //! The command line's own messages (summaries, errors with exit codes) stay plain stderr lines;
-//! this is for diagnostics.
+//! this is for diagnostics. `-q` / `-v` / `-vv` pick errors only / debug / trace when `RUST_LOG`
+//! is unset. Under systemd (`JOURNAL_STREAM` set) each line starts with its syslog priority
+//! (`<3>` error, `<4>` warning, `<6>` info, `<7>` debug), which journald reads as the entry's
+//! priority (`journalctl -p warning` then shows warnings and errors alone).
 
 use std::path::PathBuf;
 
+use tracing_subscriber::fmt::format::{FormatEvent, FormatFields, Writer};
+use tracing_subscriber::fmt::FmtContext;
 use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
@@ -16,6 +22,71 @@ use tracing_subscriber::{EnvFilter, Layer};
 pub const DEFAULT_FILTER: &str = "warn,vramwarden=info";
 /// How many daily log files the window keeps.
 pub const KEEP_FILES: usize = 7;
+
+/// How much is logged when `RUST_LOG` is unset: the command line's `-q` / `-v` flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Level {
+    /// `-q`: errors only.
+    Quiet,
+    /// The default: [`DEFAULT_FILTER`].
+    #[default]
+    Normal,
+    /// `-v`: debug lines of vramwarden.
+    Debug,
+    /// `-vv`: trace lines of vramwarden.
+    Trace,
+}
+
+impl Level {
+    /// The level from `-q` and the number of `-v`.
+    pub fn from_flags(quiet: bool, verbose: u8) -> Self {
+        match (quiet, verbose) {
+            (true, _) => Level::Quiet,
+            (false, 0) => Level::Normal,
+            (false, 1) => Level::Debug,
+            _ => Level::Trace,
+        }
+    }
+
+    fn filter(self) -> &'static str {
+        match self {
+            Level::Quiet => "error",
+            Level::Normal => DEFAULT_FILTER,
+            Level::Debug => "warn,vramwarden=debug",
+            Level::Trace => "warn,vramwarden=trace",
+        }
+    }
+}
+
+/// The syslog priority journald reads from a `<N>` line prefix (sd-daemon(3)).
+pub fn journal_priority(level: &tracing::Level) -> u8 {
+    match *level {
+        tracing::Level::ERROR => 3,
+        tracing::Level::WARN => 4,
+        tracing::Level::INFO => 6,
+        _ => 7,
+    }
+}
+
+/// Puts `<N>` (the event's syslog priority) before each event the inner format writes.
+struct JournalPrefix<F>(F);
+
+impl<S, N, F> FormatEvent<S, N> for JournalPrefix<F>
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+    F: FormatEvent<S, N>,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        write!(writer, "<{}>", journal_priority(event.metadata().level()))?;
+        self.0.format_event(ctx, writer, event)
+    }
+}
 
 /// Where logs go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,34 +119,39 @@ pub fn log_dir() -> Option<PathBuf> {
     )
 }
 
-/// The filter from `RUST_LOG`, or [`DEFAULT_FILTER`] when it is unset, empty or invalid (an
-/// invalid one is reported once the logger runs).
-fn filter() -> (EnvFilter, Option<String>) {
+/// The filter from `RUST_LOG`, or `level`'s when it is unset, empty or invalid (an invalid one
+/// is reported once the logger runs).
+fn filter(level: Level) -> (EnvFilter, Option<String>) {
+    let fallback = level.filter();
     match std::env::var("RUST_LOG") {
         Ok(s) if !s.trim().is_empty() => match EnvFilter::try_new(&s) {
             Ok(f) => (f, None),
             Err(e) => (
-                EnvFilter::new(DEFAULT_FILTER),
+                EnvFilter::new(fallback),
                 Some(format!(
-                    "RUST_LOG={s:?} is not a valid filter ({e}); using {DEFAULT_FILTER}"
+                    "RUST_LOG={s:?} is not a valid filter ({e}); using {fallback}"
                 )),
             ),
         },
-        _ => (EnvFilter::new(DEFAULT_FILTER), None),
+        _ => (EnvFilter::new(fallback), None),
     }
 }
 
-/// Installs the logger for `mode`. Never fails: when the log file cannot be opened the window
-/// logs to stderr alone and says why; a second call (tests) leaves the first logger in place.
-pub fn init(mode: Mode) -> Guard {
-    let (filter, bad_filter) = filter();
-    // journald stamps every line itself.
+/// Installs the logger for `mode` at `level` (`RUST_LOG` wins when set). Never fails: when the
+/// log file cannot be opened the window logs to stderr alone and says why; a second call
+/// (tests) leaves the first logger in place.
+pub fn init(mode: Mode, level: Level) -> Guard {
+    let (filter, bad_filter) = filter(level);
+    // journald stamps every line itself and takes the priority from a `<N>` prefix.
     let under_journal = std::env::var_os("JOURNAL_STREAM").is_some();
     let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false);
     let stderr = if under_journal {
-        stderr.without_time().boxed()
+        let format = tracing_subscriber::fmt::format()
+            .without_time()
+            .with_level(false);
+        stderr.event_format(JournalPrefix(format)).boxed()
     } else {
         stderr.boxed()
     };

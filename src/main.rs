@@ -2,16 +2,26 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use vramwarden::cli::{self, Cli, Command};
 
 fn main() -> ExitCode {
-    let args = Cli::parse();
-    let _log = vramwarden::logging::init(if args.command.is_none() {
-        vramwarden::logging::Mode::Window
-    } else {
-        vramwarden::logging::Mode::Headless
-    });
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(msg) = cli::args::mistyped_command(&argv) {
+        Cli::command()
+            .error(clap::error::ErrorKind::InvalidSubcommand, msg)
+            .exit();
+    }
+    let args = Cli::parse_from(argv);
+    let level = vramwarden::logging::Level::from_flags(args.quiet, args.verbose);
+    let _log = vramwarden::logging::init(
+        if args.command.is_none() {
+            vramwarden::logging::Mode::Window
+        } else {
+            vramwarden::logging::Mode::Headless
+        },
+        level,
+    );
     tracing::debug!(command = ?args.command, demo = args.demo, "vramwarden {} starting", env!("CARGO_PKG_VERSION"));
     let mut stdout = std::io::stdout().lock();
     let interval = args.interval.unwrap_or(std::time::Duration::from_secs(1));
@@ -88,7 +98,7 @@ fn main() -> ExitCode {
             "this vramwarden was built without the window (no `gui` feature): --connect needs it"
                 .into()
         } else {
-            "this vramwarden was built without the window (no `gui` feature); use a subcommand: snapshot, record, export, import, rules (see --help)".into()
+            "this vramwarden was built without the window (no `gui` feature); use a command: agent, snapshot, record, export, import, rules, torch, park, resume (see --help)".into()
         })),
         Some(Command::Snapshot {
             format,
@@ -125,7 +135,7 @@ fn main() -> ExitCode {
             csv,
             table,
             force,
-        }) => cli::export(&session, &csv, table, force, &mut stdout),
+        }) => cli::export(&session, &csv, table, force, args.quiet, &mut stdout),
         Some(Command::Import { what }) => cli::import(what, &mut stdout),
         Some(Command::Monitor { duration }) => cli::monitor(
             args.demo,

@@ -3,7 +3,8 @@
 //! sampling. Every notification carries the desktop-entry hint ([`APP_ID`]) and an urgency;
 //! a keyed one (a leak) replaces the notification shown earlier for the same key instead of
 //! stacking a new one. Without a notification service nothing is shown and the caller hears
-//! about it once per run, never fatally.
+//! about it once per run, never fatally. Built without the `notify` feature (the headless
+//! build for servers, which has no desktop), nothing is sent and the caller hears why once.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,6 +24,7 @@ pub enum Urgency {
 
 /// Keyed notifications shown so far: key → the server's notification id. Bounded: cleared
 /// when it reaches [`MAX_KEYS`] (a later update then opens a new notification).
+#[cfg_attr(not(feature = "notify"), allow(dead_code))]
 fn shown() -> &'static Mutex<HashMap<String, u32>> {
     static SHOWN: OnceLock<Mutex<HashMap<String, u32>>> = OnceLock::new();
     SHOWN.get_or_init(|| Mutex::new(HashMap::new()))
@@ -77,17 +79,18 @@ fn spawn(
     }
 }
 
-fn show(
-    key: Option<&str>,
-    urgency: Urgency,
-    summary: &str,
-    body: &str,
-) -> Result<(), notify_rust::error::Error> {
+#[cfg(not(feature = "notify"))]
+fn show(_key: Option<&str>, _urgency: Urgency, _summary: &str, _body: &str) -> Result<(), String> {
+    Err("this vramwarden was built without desktop notifications (no `notify` feature)".into())
+}
+
+#[cfg(feature = "notify")]
+fn show(key: Option<&str>, urgency: Urgency, summary: &str, body: &str) -> Result<(), String> {
     let mut n = notification(summary, body, urgency);
     if let Some(id) = key.and_then(|k| shown().lock().ok()?.get(k).copied()) {
         n.id(id);
     }
-    let handle = n.show()?;
+    let handle = n.show().map_err(|e| e.to_string())?;
     if let Some(k) = key {
         if let Ok(mut m) = shown().lock() {
             if m.len() >= MAX_KEYS && !m.contains_key(k) {
@@ -99,6 +102,7 @@ fn show(
     Ok(())
 }
 
+#[cfg(feature = "notify")]
 /// The notification as sent: app name, icon and desktop-entry hint = [`APP_ID`], the body's
 /// markup escaped (servers read a subset of HTML there; the summary is plain text).
 pub fn notification(summary: &str, body: &str, urgency: Urgency) -> notify_rust::Notification {
@@ -156,6 +160,7 @@ mod tests {
         assert_eq!(escape_markup("plain 5 MiB/min"), "plain 5 MiB/min");
     }
 
+    #[cfg(feature = "notify")]
     #[test]
     fn the_notification_names_the_app_and_escapes_the_body() {
         let n = notification("leak", "a<b> & c", Urgency::Critical);

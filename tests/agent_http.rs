@@ -52,9 +52,9 @@ fn metrics_in_both_formats_with_help_and_type_for_every_family() {
         "vramwarden_process_gpu_memory_bytes{pid=\"",
         "vramwarden_process_leak{",
         "vramwarden_gpu_memory_unattributed_bytes{",
-        "vramwarden_sampler_errors_total 0",
-        "vramwarden_sample_age_seconds ",
-        "vramwarden_scrape_duration_seconds ",
+        "vramwarden_sampler_errors_total{Hostname=\"",
+        "vramwarden_sample_age_seconds{Hostname=\"",
+        "vramwarden_scrape_duration_seconds{Hostname=\"",
         "vramwarden_build_info{version=\"",
     ] {
         assert!(text.contains(needed), "{needed} missing from\n{text}");
@@ -80,7 +80,12 @@ fn metrics_in_both_formats_with_help_and_type_for_every_family() {
         "{t}"
     );
     assert!(t.contains("# TYPE vramwarden_build info"), "{t}");
-    assert!(t.contains("\nvramwarden_sampler_errors_total 0\n"), "{t}");
+    assert!(
+        t.lines().any(
+            |l| l.starts_with("vramwarden_sampler_errors_total{Hostname=\"") && l.ends_with("} 0")
+        ),
+        "{t}"
+    );
 
     assert_eq!(get(a.addr, "/nope").status, 404);
     assert_eq!(request(a.addr, "POST", "/metrics", &[], b"").status, 405);
@@ -142,17 +147,19 @@ fn the_api_needs_the_token_and_refuses_simulated_processes() {
     let v = r.json();
     assert_eq!(v["outcome"], "skipped");
     assert_eq!(v["detail"], "simulated process: nothing was sent");
-    // The refusal is counted.
+    // The refusal is counted (on this host's series).
+    let counted = |m: &str| {
+        m.lines().any(|l| {
+            l.starts_with("vramwarden_cleanup_actions_total{rule=\"manual\",action=\"terminate\",outcome=\"skipped\",Hostname=\"")
+                && l.ends_with("} 1")
+        })
+    };
     let m = get(a.addr, "/metrics").text();
     assert!(
-        m.contains(
-            "vramwarden_cleanup_actions_total{rule=\"manual\",action=\"terminate\",outcome=\"skipped\"} 1"
-        ) || {
+        counted(&m) || {
             // Counted after the next tick.
             wait_for(Duration::from_secs(5), "the action counter", || {
-                get(a.addr, "/metrics").text().contains(
-                    "vramwarden_cleanup_actions_total{rule=\"manual\",action=\"terminate\",outcome=\"skipped\"} 1",
-                ).then_some(true)
+                counted(&get(a.addr, "/metrics").text()).then_some(true)
             })
         }
     );

@@ -111,8 +111,10 @@ fn value(s: &serde_json::Value) -> f64 {
         .expect("a sample value")
 }
 
-/// Every `"expr"` string of the dashboard, with Grafana's variables filled in.
-fn dashboard_exprs() -> Vec<String> {
+/// Every `"expr"` string of the dashboard, with Grafana's variables filled in as Grafana does
+/// when one host and one GPU are picked in the selectors (a single value is put in as it is;
+/// `$__rate_interval` and `$__range` get fixed windows).
+fn dashboard_exprs(host: &str, gpu: &str) -> Vec<String> {
     let text = std::fs::read_to_string(repo("packaging/grafana/vramwarden-grafana-dashboard.json"))
         .expect("the dashboard");
     let d: serde_json::Value = serde_json::from_str(&text).expect("dashboard JSON");
@@ -121,8 +123,8 @@ fn dashboard_exprs() -> Vec<String> {
         for t in p["targets"].as_array().expect("targets") {
             let e = t["expr"].as_str().expect("expr");
             out.push(
-                e.replace("$Hostname", ".*")
-                    .replace("$gpu", ".*")
+                e.replace("$Hostname", host)
+                    .replace("$gpu", gpu)
                     .replace("$__rate_interval", "1m")
                     .replace("$__range", "5m"),
             );
@@ -205,10 +207,17 @@ fn prometheus_scrapes_the_agent_and_every_shipped_expression_evaluates() {
     let procs = query(&p, "count(vramwarden_process_gpu_memory_bytes)");
     assert!(value(&procs[0]) >= 3.0, "{procs:?}");
 
-    // The dashboard: every expression evaluates; the ones that need no leak or action return
-    // series now.
-    let exprs = dashboard_exprs();
+    // The dashboard with this host and GPU 0 picked (what a user does): every expression
+    // evaluates; the ones that need no leak or action return series now, and every series
+    // they return is this host's (the per-process panels too).
+    let exprs = dashboard_exprs(&host, "0");
     assert!(exprs.len() >= 10, "{exprs:?}");
+    assert!(
+        exprs
+            .iter()
+            .all(|e| e.contains(&format!("Hostname=~\"{host}\""))),
+        "a panel does not filter on the picked host: {exprs:?}"
+    );
     // Three scrapes at least, for rate() and increase().
     wait_for(Duration::from_secs(20), "three scrapes", || {
         let r = query(&p, "count_over_time(up{job=\"vramwarden\"}[1m])");
@@ -219,8 +228,27 @@ fn prometheus_scrapes_the_agent_and_every_shipped_expression_evaluates() {
         let may_be_empty = e.contains("time_to_full")
             || e.contains("leak_rate")
             || e.contains("cleanup_actions")
-            || e.contains("sampler_errors");
+            || e.contains("sampler_errors")
+            || e.contains("torch");
         assert!(may_be_empty || !r.is_empty(), "no series for {e}");
+        for s in &r {
+            assert_eq!(s["metric"]["Hostname"], host.as_str(), "{e}: {s}");
+        }
+    }
+    // The per-process panels list GPU 0's processes (the demo always has some there).
+    let top = exprs
+        .iter()
+        .find(|e| e.starts_with("topk(20, vramwarden_process_gpu_memory_bytes"))
+        .expect("the top processes panel");
+    let listed = query(&p, top);
+    assert!(!listed.is_empty(), "{top}");
+    for s in &listed {
+        assert_eq!(s["metric"]["gpu"], "0", "{top}: {s}");
+        assert!(value(s) > 0.0, "{s}");
+    }
+    // Another host picked: every panel is empty (no panel ignores the selector).
+    for e in dashboard_exprs("other-host", "0") {
+        assert!(query(&p, &e).is_empty(), "{e} shows another host's series");
     }
     // The template variables' queries.
     let hosts = get(

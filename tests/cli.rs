@@ -216,3 +216,111 @@ fn bad_interval_is_rejected_clearly() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("between 100ms and 1h"));
 }
+
+/// A mistyped command is a usage error (exit 2) that names the nearest command, never a
+/// session path that opens the window; `WORD --help` for a word that is no command is the
+/// same error, not the main help.
+#[test]
+fn a_mistyped_command_is_a_usage_error_with_a_suggestion() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |args: &[&str]| {
+        bin()
+            .args(args)
+            .current_dir(dir.path())
+            .env_remove("DISPLAY")
+            .env_remove("WAYLAND_DISPLAY")
+            .output()
+            .expect("run")
+    };
+    let out = run(&["snapshto"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("did you mean 'snapshot'?"), "{err}");
+    assert!(err.contains("Usage:"), "{err}");
+    assert!(out.stdout.is_empty());
+    for args in [&["frobnicate", "--help"][..], &["--demo", "frobnicate"]] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("'frobnicate' is not a command"), "{err}");
+        assert!(out.stdout.is_empty(), "{args:?} printed help");
+    }
+    // A real command's help is still help.
+    let out = run(&["snapshot", "--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--format"));
+}
+
+/// Developer commands stay out of --help and the completions; they still run.
+#[test]
+fn developer_commands_are_hidden() {
+    let help = bin().arg("--help").output().expect("run");
+    let help = String::from_utf8_lossy(&help.stdout).to_string();
+    assert!(
+        help.contains("snapshot") && help.contains("-q, --quiet"),
+        "{help}"
+    );
+    let torch = bin().args(["torch", "--help"]).output().expect("run");
+    let torch = String::from_utf8_lossy(&torch.stdout).to_string();
+    assert!(torch.contains("release"), "{torch}");
+    for shell in ["bash", "zsh", "fish"] {
+        let c = bin().args(["completions", shell]).output().expect("run");
+        let script = String::from_utf8_lossy(&c.stdout).to_string();
+        for hidden in ["bench-nvml", "watch-cost", "monitor"] {
+            assert!(!script.contains(hidden), "{shell} completes {hidden}");
+        }
+    }
+    for hidden in ["bench-nvml", "watch-cost", "monitor"] {
+        assert!(
+            !help.contains(hidden) && !torch.contains(hidden),
+            "{hidden}"
+        );
+    }
+    let out = bin()
+        .args(["--demo", "monitor", "--duration", "1s"])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `record`'s own CPU statistics are a -v line; a plain run prints only its summary.
+#[test]
+fn record_prints_run_statistics_only_with_v() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rec = |extra: &[&str], name: &str| {
+        let out = bin()
+            .args([
+                "--demo",
+                "--interval",
+                "100ms",
+                "record",
+                "--duration",
+                "300ms",
+            ])
+            .args(extra)
+            .arg("--out")
+            .arg(dir.path().join(name))
+            .env_remove("RUST_LOG")
+            .env("VRAMWARDEN_CONFIG", dir.path().join("none.toml"))
+            .output()
+            .expect("run");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).starts_with("recorded "));
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let plain = rec(&[], "a.vwlog");
+    assert!(!plain.contains("cpu_s="), "{plain}");
+    let verbose = rec(&["-v"], "b.vwlog");
+    assert!(
+        verbose.contains("cpu_s=") && verbose.contains("wall_s="),
+        "{verbose}"
+    );
+}

@@ -122,3 +122,98 @@ fn every_environment_variable_the_code_reads_is_documented() {
     assert!(found >= 4, "the scan found only {found} variables");
     assert!(missing.is_empty(), "undocumented: {missing:?}");
 }
+
+fn repo_file(rel: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+/// The user's manual: at most 400 lines, the two commands first (the app, and the tests as CI
+/// runs them), the slots for the features being added, and the documents it links to.
+#[test]
+fn the_readme_opens_with_the_two_commands_that_ci_uses() {
+    let readme = repo_file("README.md");
+    assert!(
+        readme.lines().count() <= 400,
+        "{} lines",
+        readme.lines().count()
+    );
+    let block = readme
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a first sh block");
+    let commands: Vec<&str> = block
+        .lines()
+        .map(|l| l.split(" #").next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(commands, ["cargo run --release", ".ci/run"]);
+    // The first block comes before any section: it is the first thing a reader sees.
+    assert!(readme.find("```sh") < readme.find("\n## "));
+    let ci = repo_file(".ci/run");
+    assert!(
+        ci.contains("\ncargo test --locked\n"),
+        "CI runs the test suite"
+    );
+    assert!(ci.contains("pytest") && ci.contains("--no-default-features"));
+    for slot in [
+        "## Park and resume\n\n<!-- park -->",
+        "## OOM guard\n\n<!-- guard -->",
+    ] {
+        assert!(readme.contains(slot), "the README lacks the slot {slot:?}");
+    }
+}
+
+/// Every relative link of the README and docs/ names a file that exists, and none of them
+/// reads like a work diary.
+#[test]
+fn the_documentation_links_resolve_and_hold_no_diary() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![("README.md".to_string(), root.to_path_buf())];
+    for e in std::fs::read_dir(root.join("docs"))
+        .expect("docs/")
+        .flatten()
+    {
+        let name = e.file_name().to_string_lossy().to_string();
+        if name.ends_with(".md") {
+            files.push((format!("docs/{name}"), root.join("docs")));
+        }
+    }
+    assert!(files.len() >= 10, "{files:?}");
+    let mut links = 0;
+    for (rel, dir) in &files {
+        let text = repo_file(rel);
+        for (i, _) in text.match_indices("](") {
+            let target: String = text[i + 2..].chars().take_while(|c| *c != ')').collect();
+            // Web links, anchors, and `](` inside code (a regex such as `[- ](lab|notebook)`).
+            if target.starts_with("http")
+                || target.starts_with('#')
+                || target.contains(|c: char| c.is_whitespace() || c == '|')
+            {
+                continue;
+            }
+            let path = target.split('#').next().unwrap_or("");
+            assert!(dir.join(path).exists(), "{rel}: broken link {target}");
+            links += 1;
+        }
+        for diary in [
+            "this session",
+            "devrun",
+            " lent ",
+            "(stop ",
+            "stop 2",
+            "device tool",
+        ] {
+            assert!(!text.contains(diary), "{rel} reads like a diary: {diary:?}");
+        }
+    }
+    assert!(links >= 20, "only {links} links checked");
+    for doc in [
+        "docs/park-and-resume.md",
+        "docs/oom-guard.md",
+        "docs/security.md",
+    ] {
+        assert!(root.join(doc).is_file(), "{doc}");
+    }
+}

@@ -1,5 +1,5 @@
 //! Schedules in rules (`at`, `every_hours`) evaluated over simulated days with an injected
-//! time zone, the README's nightly-restart example, and the errors a bad schedule gets.
+//! time zone, docs/rules.md's nightly-restart example, and the errors a bad schedule gets.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -82,17 +82,19 @@ fn run(
     fired
 }
 
-/// The README's example rule (the TOML block that defines "Nightly Jupyter restart").
+/// The rules guide's example rule (the TOML block of docs/rules.md that defines "Nightly
+/// Jupyter restart").
 fn readme_rule() -> Rule {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README.md");
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/rules.md"))
+            .expect("docs/rules.md");
     let block = readme
         .split("```toml")
         .skip(1)
         .filter_map(|b| b.split("```").next())
         .find(|b| b.contains("name = \"Nightly Jupyter restart\""))
-        .expect("the README has the nightly restart example");
-    let s = Settings::from_toml(block, Path::new("README.md")).expect("the example is valid");
+        .expect("docs/rules.md has the nightly restart example");
+    let s = Settings::from_toml(block, Path::new("docs/rules.md")).expect("the example is valid");
     s.cleanup
         .rules
         .into_iter()

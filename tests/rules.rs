@@ -563,10 +563,14 @@ mod eval {
     }
 }
 
-/// The settings TOML block of the README (the one under "## Settings").
+/// The settings TOML block of the configuration guide (the one under "## Settings" in
+/// docs/configuration.md, which the README links to).
 fn readme_settings_toml() -> String {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README");
+    let readme = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/configuration.md"
+    ))
+    .expect("docs/configuration.md");
     let at = readme.find("\n## Settings").expect("a Settings section");
     let rest = &readme[at..];
     let start = rest.find("```toml\n").expect("a toml block") + "```toml\n".len();
@@ -576,8 +580,11 @@ fn readme_settings_toml() -> String {
 
 #[test]
 fn the_readme_ladder_is_the_example_and_reads_back() {
-    let s = Settings::from_toml(&readme_settings_toml(), std::path::Path::new("README.md"))
-        .expect("the README's settings are valid");
+    let s = Settings::from_toml(
+        &readme_settings_toml(),
+        std::path::Path::new("docs/configuration.md"),
+    )
+    .expect("the documented settings are valid");
     assert_eq!(s.cleanup.rules, example_ladder_rules());
     let kinds: Vec<&Action> = s.cleanup.rules.iter().map(|r| &r.action).collect();
     assert_eq!(kinds[0], &Action::ReleaseCache);

@@ -3,7 +3,10 @@
 //!
 //! Names follow Prometheus' conventions (base units, `_total` counters, an `_info` metric) and
 //! GPU labels use dcgm-exporter's names (`gpu`, `UUID`, `pci_bus_id`, `modelName`, `Hostname`)
-//! so dashboards can join the two. Per-process series are bounded: the `max_processes` largest
+//! so dashboards can join the two. Every series carries the same `Hostname` label (GPU,
+//! process and the agent's own), so one host picked on a dashboard filters them all; the
+//! driver version is a label of `vramwarden_build_info` alone (join on `Hostname`), so a driver
+//! update does not start new series. Per-process series are bounded: the `max_processes` largest
 //! by memory, plus every leaking process.
 //!
 //! The GPU time-to-full forecast here is the agent's own: free memory divided by the sum of the
@@ -349,6 +352,7 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
                 ("pod", &r.pod),
                 ("gpu", &r.gpu),
                 ("UUID", &r.uuid),
+                ("Hostname", host),
             ],
             v,
         );
@@ -487,7 +491,12 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
     for ((rule, action, outcome), n) in ctx.stats.actions() {
         o.sample(
             "vramwarden_cleanup_actions_total",
-            &[("rule", &rule), ("action", &action), ("outcome", outcome)],
+            &[
+                ("rule", &rule),
+                ("action", &action),
+                ("outcome", outcome),
+                ("Hostname", host),
+            ],
             n as f64,
         );
     }
@@ -498,7 +507,7 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
     );
     o.sample(
         "vramwarden_sampler_errors_total",
-        &[],
+        &[("Hostname", host)],
         ctx.stats
             .sampler_errors
             .load(std::sync::atomic::Ordering::Relaxed) as f64,
@@ -511,7 +520,7 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
     if let Some(t) = m.latest_received_ms {
         o.sample(
             "vramwarden_sample_age_seconds",
-            &[],
+            &[("Hostname", host)],
             ((ctx.now_ms - t).max(0)) as f64 / 1000.0,
         );
     }
@@ -541,7 +550,7 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
     );
     o.sample(
         "vramwarden_scrape_duration_seconds",
-        &[],
+        &[("Hostname", host)],
         t0.elapsed().as_secs_f64(),
     );
     ctx.stats.last_scrape_ns.store(
@@ -685,7 +694,7 @@ mod tests {
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert!(lines[0].contains("name=\"big\"") && lines[0].ends_with(" 4294967296"));
         assert!(lines[1].contains("name=\"small-leaker\""));
-        assert!(text.contains("pid=\"12\",name=\"small-leaker\",user=\"alice\",container=\"\",pod=\"\",gpu=\"0\",UUID=\"GPU-0\"} 1\n"));
+        assert!(text.contains("pid=\"12\",name=\"small-leaker\",user=\"alice\",container=\"\",pod=\"\",gpu=\"0\",UUID=\"GPU-0\",Hostname=\"\"} 1\n"));
         // 1 GiB/min on 60 GiB free: 60 minutes, for the process and for its GPU; GPU 1 has none.
         assert!(text.contains("vramwarden_process_time_to_full_seconds{pid=\"12\""));
         assert!(text.contains("vramwarden_gpu_time_to_full_seconds{gpu=\"0\",UUID=\"GPU-0\",pci_bus_id=\"\",modelName=\"Test GPU\",Hostname=\"\"} 3600\n"), "{text}");
@@ -694,7 +703,7 @@ mod tests {
         // Unattributed: 10 GiB used − 8 GiB of processes on GPU 0; all 10 GiB on GPU 1.
         assert!(text.contains("vramwarden_gpu_memory_unattributed_bytes{gpu=\"0\",UUID=\"GPU-0\",pci_bus_id=\"\",modelName=\"Test GPU\",Hostname=\"\"} 2147483648\n"));
         assert!(text.contains("{gpu=\"1\",UUID=\"GPU-1\",pci_bus_id=\"\",modelName=\"Test GPU\",Hostname=\"\"} 10737418240\n"));
-        assert!(text.contains("vramwarden_sample_age_seconds 1.5\n"));
+        assert!(text.contains("vramwarden_sample_age_seconds{Hostname=\"\"} 1.5\n"));
         assert!(!text.contains("# EOF"));
     }
 
@@ -710,7 +719,7 @@ mod tests {
             now_ms: 6000,
         };
         let text = render(&m, ctx, Format::Text);
-        let labels = "{pid=\"10\",name=\"big\",user=\"alice\",container=\"\",pod=\"\",gpu=\"0\",UUID=\"GPU-0\"}";
+        let labels = "{pid=\"10\",name=\"big\",user=\"alice\",container=\"\",pod=\"\",gpu=\"0\",UUID=\"GPU-0\",Hostname=\"\"}";
         for (name, v) in [
             ("vramwarden_process_torch_allocated_bytes", "1073741824"),
             ("vramwarden_process_torch_reserved_bytes", "3221225472"),
@@ -735,6 +744,52 @@ mod tests {
             om.contains("# TYPE vramwarden_process_torch_ooms counter\n"),
             "{om}"
         );
+    }
+
+    /// One host picked on a dashboard (`Hostname="gpu-node-01"`) selects every series the
+    /// agent exports: GPU, process, PyTorch, actions and the agent's own health.
+    #[test]
+    fn every_series_carries_the_hostname() {
+        let mut m = monitor();
+        m.source = Some(crate::model::SourceInfo {
+            kind: "Simulated".into(),
+            host: "gpu-node-01".into(),
+            ..crate::model::SourceInfo::default()
+        });
+        m.activity.push_back(crate::rules::action::Activity {
+            unix_ms: 5000,
+            rule: "r".into(),
+            target: crate::rules::eval::Target::Device(0),
+            action: "terminate".into(),
+            outcome: crate::rules::action::Outcome::Acted,
+            detail: String::new(),
+            entry: crate::rules::action::Entry::Action,
+        });
+        let stats = AgentStats::default();
+        stats.observe(&m);
+        let text = render(
+            &m,
+            Context {
+                stats: &stats,
+                max_processes: 10,
+                now_ms: 6000,
+            },
+            Format::Text,
+        );
+        let samples: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        assert!(samples.len() >= 25, "{text}");
+        for family in [
+            "vramwarden_process_gpu_memory_bytes{",
+            "vramwarden_process_leak{",
+            "vramwarden_process_torch_releasable_bytes{",
+            "vramwarden_cleanup_actions_total{",
+            "vramwarden_sample_age_seconds{",
+        ] {
+            assert!(samples.iter().any(|l| l.starts_with(family)), "no {family}");
+        }
+        for l in samples {
+            assert!(l.contains("Hostname=\"gpu-node-01\""), "{l}");
+        }
     }
 
     #[test]

@@ -4,13 +4,16 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{ArgAction, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::session::csv_export::Table;
 use crate::snapshot_out::CsvTable;
 
-/// Where `vramwarden agent` listens unless told otherwise (loopback only).
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:9835";
+/// Where `vramwarden agent` listens unless told otherwise (loopback only). 8726 spells VRAM on
+/// a phone keypad; it is outside Prometheus' exporter range 9100-9999 (full since 2023) and
+/// taken by no exporter on its wiki's list of default ports (9835, the port of 0.1.0, is
+/// nvidia_gpu_exporter's).
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8726";
 
 /// Default bound on the agent's per-process series.
 pub const DEFAULT_MAX_PROCESSES: usize = 200;
@@ -39,6 +42,13 @@ pub struct Cli {
     /// Do not record a session log while the window runs.
     #[arg(long)]
     pub no_record: bool,
+    /// More diagnostics on stderr: -v debug (and run statistics), -vv trace. RUST_LOG, when
+    /// set, decides instead.
+    #[arg(short, long, global = true, action = ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+    /// Errors only: no summaries or warnings on stderr.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
     /// A session log to open in the window.
     pub session: Option<PathBuf>,
     /// Open the window attached to a `vramwarden agent`: http://HOST:PORT, or
@@ -287,4 +297,155 @@ pub fn parse_interval(s: &str) -> Result<Duration, String> {
         return Err("the interval must be between 100ms and 1h".into());
     }
     Ok(d)
+}
+
+/// A usage error for a first positional argument that names no file and looks like a
+/// mistyped command (`vramwarden snapshto`, `vramwarden park --help` where there is no `park`),
+/// with the nearest command as a suggestion. `None` when the arguments are fine as far as this
+/// check goes (clap then parses them): a known command, an existing file, a path, or nothing.
+/// Looked at before clap parses, so `--help` after such a word does not print the main help.
+pub fn mistyped_command(argv: &[std::ffi::OsString]) -> Option<String> {
+    let mut cmd = Cli::command();
+    // Built, so clap's own `help` command is among the known ones.
+    cmd.build();
+    let takes_value: Vec<&str> = cmd
+        .get_arguments()
+        .filter(|a| a.get_action().takes_values() && !a.is_positional())
+        .filter_map(|a| a.get_long())
+        .collect();
+    let mut args = argv.iter().skip(1);
+    while let Some(a) = args.next() {
+        let s = a.to_str()?;
+        if s == "--" {
+            return None;
+        }
+        if let Some(long) = s.strip_prefix("--") {
+            if takes_value.contains(&long) {
+                args.next();
+            }
+            continue;
+        }
+        if s.starts_with('-') && s.len() > 1 {
+            continue;
+        }
+        let known = cmd.find_subcommand(s).is_some();
+        if known || std::path::Path::new(s).exists() || !looks_like_a_command(s) {
+            return None;
+        }
+        let visible: Vec<&str> = cmd
+            .get_subcommands()
+            .filter(|c| !c.is_hide_set())
+            .map(|c| c.get_name())
+            .collect();
+        let hint = nearest(s, &visible)
+            .map(|n| format!("\n\n  did you mean '{n}'?"))
+            .unwrap_or_default();
+        return Some(format!(
+            "'{s}' is not a command, and no file of that name exists{hint}\n\n\
+             Commands: {}\nA SESSION to open is a path to a .vwlog file.",
+            visible.join(", ")
+        ));
+    }
+    None
+}
+
+/// A word of lowercase letters, digits and dashes, starting with a letter: what a command
+/// looks like (a session file is named `*.vwlog` or given with a folder).
+fn looks_like_a_command(s: &str) -> bool {
+    s.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+/// The candidate closest to `word` by edit distance, when it is close enough to be a typo.
+fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    candidates
+        .iter()
+        .map(|c| (edit_distance(word, c), *c))
+        .filter(|(d, c)| *d <= 2.max(c.len() / 3))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance, with a swap of two neighbours counted as one edit.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = v;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(a: &[&str]) -> Vec<std::ffi::OsString> {
+        std::iter::once("vramwarden")
+            .chain(a.iter().copied())
+            .map(Into::into)
+            .collect()
+    }
+
+    #[test]
+    fn a_typo_gets_the_nearest_visible_command() {
+        let e = mistyped_command(&argv(&["snapshto"])).expect("an error");
+        assert!(e.contains("did you mean 'snapshot'?"), "{e}");
+        let e = mistyped_command(&argv(&["--demo", "recrod", "--duration", "1s"])).expect("err");
+        assert!(e.contains("did you mean 'record'?"), "{e}");
+        // A word far from every command: an error without a guess.
+        let e = mistyped_command(&argv(&["frobnicate", "--help"])).expect("an error");
+        assert!(!e.contains("did you mean"), "{e}");
+        // Hidden developer commands are never suggested.
+        let e = mistyped_command(&argv(&["monitr"])).expect("an error");
+        assert!(!e.contains("'monitor'"), "{e}");
+    }
+
+    #[test]
+    fn commands_paths_and_option_values_pass() {
+        for ok in [
+            &["snapshot"][..],
+            &["--demo", "agent", "--listen", "127.0.0.1:0"],
+            &["--config", "cfg", "rules", "check"],
+            &["--interval", "1s", "snapshot"],
+            &["./recent"],
+            &["run.vwlog"],
+            &["--", "snapshto"],
+            &["help", "snapshot"],
+            &["-vv", "--demo", "snapshot"],
+            &["--config=cfg", "man"],
+            &[],
+        ] {
+            assert_eq!(mistyped_command(&argv(ok)), None, "{ok:?}");
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("snapshto");
+        std::fs::write(&file, b"").expect("write");
+        let path = file.to_string_lossy().to_string();
+        assert_eq!(mistyped_command(&argv(&[&path])), None);
+    }
+
+    #[test]
+    fn edit_distance_counts_a_swap_once() {
+        assert_eq!(edit_distance("snapshto", "snapshot"), 1);
+        assert_eq!(edit_distance("", "man"), 3);
+        assert_eq!(edit_distance("export", "export"), 0);
+    }
 }

@@ -443,7 +443,8 @@ pub type SessionPath = PathBuf;
 /// `interval` defaults to the settings' `sampling.interval_ms`. Recording into the default
 /// sessions folder keeps that folder within the settings' retention limits, as the window does.
 /// A write that fails (full disk) is reported at once on stderr and retried every sample; the
-/// summary counts only what was written, and any gap makes the exit code non-zero.
+/// summary counts only what was written, and any gap makes the exit code non-zero. The run's own
+/// CPU time is a debug line (`-v`).
 ///
 /// # Errors
 /// When the source cannot be opened, the arguments do not fit, or the log cannot be written.
@@ -487,7 +488,8 @@ pub fn record(
                 options,
             )?;
             shared = m;
-            eprintln!(
+            // The run's own cost: a diagnostic, shown with -v (or RUST_LOG=debug).
+            tracing::debug!(
                 "cpu_s={:.4} wall_s={:.1} cpu_pct_of_core={:.4} (from the first sample on)",
                 st.cpu_s,
                 st.wall_s,
@@ -586,7 +588,7 @@ pub fn record(
 }
 
 /// `vramwarden export`. `--csv -` writes one table to standard output; summaries go to
-/// stderr so the CSV stays clean. Never writes over the session it reads, nor over an
+/// stderr so the CSV stays clean (none with `quiet`). Never writes over the session it reads, nor over an
 /// existing file unless `force`.
 ///
 /// # Errors
@@ -597,6 +599,7 @@ pub fn export(
     csv: &std::path::Path,
     table: Option<Table>,
     force: bool,
+    quiet: bool,
     stdout: &mut dyn Write,
 ) -> Result<(), CliError> {
     let to_stdout = csv.as_os_str() == "-";
@@ -649,7 +652,7 @@ pub fn export(
     } else {
         csv_export::write_files(&data, &jobs, &mut |_| true).map_err(|e| e.error)?
     };
-    for ((t, path), rows) in jobs.iter().zip(rows) {
+    for ((t, path), rows) in jobs.iter().zip(rows).filter(|_| !quiet) {
         eprintln!("{}: {rows} {} rows", path.display(), t.name());
     }
     Ok(())

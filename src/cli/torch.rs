@@ -117,6 +117,14 @@ pub fn run(cmd: TorchCommand, out: &mut dyn Write) -> Result<(), CliError> {
         TorchCommand::Enable { python } => {
             let (info, target) = hook::target_for(python.as_deref()).map_err(failed)?;
             let files = hook::install(&target).map_err(failed)?;
+            if let Some(owner) = hook::pip_owner(&target) {
+                writeln!(
+                    out,
+                    "the companion in {} was installed by pip ({}); only its start-up hook was added",
+                    target.display(),
+                    owner.file_name().unwrap_or_default().to_string_lossy()
+                )?;
+            }
             writeln!(
                 out,
                 "enabled for Python {} ({}): {} files in {}",
@@ -136,6 +144,14 @@ pub fn run(cmd: TorchCommand, out: &mut dyn Write) -> Result<(), CliError> {
                 removed.len(),
                 target.display()
             )?;
+            if let Some(owner) = hook::pip_owner(&target) {
+                writeln!(
+                    out,
+                    "the companion itself was installed by pip ({}) and stays; remove it with `{} -m pip uninstall vramwarden-torch`",
+                    owner.file_name().unwrap_or_default().to_string_lossy(),
+                    python.as_deref().unwrap_or(std::path::Path::new("python3")).display()
+                )?;
+            }
         }
         TorchCommand::Ls { format } => {
             let dir = runtime_dir()

@@ -189,7 +189,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let file = dir.path().join("agent.token");
         let f = file.display().to_string();
-        let url = "http://10.0.0.5:9835";
+        let url = "http://10.0.0.5:8726";
         // Typed wins over the file (which does not exist yet).
         let o = open_host(url, "", &f, "  typed  ").expect("typed");
         assert_eq!((o.url.as_str(), o.token.as_str()), (url, "typed"));

@@ -39,7 +39,7 @@ pub fn parse_url(url: &str) -> Result<String, String> {
         return Err(if u.starts_with("https://") {
             "the agent speaks plain HTTP: reach a remote one through SSH (\"over SSH\") rather than https://".into()
         } else {
-            "the address starts with http:// (e.g. http://127.0.0.1:9835)".into()
+            "the address starts with http:// (e.g. http://127.0.0.1:8726)".into()
         });
     };
     if rest.is_empty() || rest.contains('/') || rest.contains(char::is_whitespace) {
@@ -924,14 +924,14 @@ mod tests {
     #[test]
     fn addresses_are_checked() {
         assert_eq!(
-            parse_url(" http://127.0.0.1:9835/ ").as_deref(),
-            Ok("http://127.0.0.1:9835")
+            parse_url(" http://127.0.0.1:8726/ ").as_deref(),
+            Ok("http://127.0.0.1:8726")
         );
-        assert!(parse_url("https://gpu-box:9835")
+        assert!(parse_url("https://gpu-box:8726")
             .expect_err("https is refused")
             .contains("SSH"));
-        assert!(parse_url("gpu-box:9835").is_err());
-        assert!(parse_url("http://gpu-box:9835/api").is_err());
+        assert!(parse_url("gpu-box:8726").is_err());
+        assert!(parse_url("http://gpu-box:8726/api").is_err());
     }
 
     #[test]

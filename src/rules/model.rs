@@ -680,7 +680,7 @@ impl Rule {
     }
 }
 
-/// The example rules of the README and the settings documentation: a ladder for PyTorch jobs
+/// The example rules of the settings documentation (docs/configuration.md): a ladder for PyTorch jobs
 /// that crowd a GPU — release the cache first (the job goes on), then tell, then terminate (left
 /// in dry run until its owner turns that off).
 pub fn example_ladder() -> Vec<Rule> {

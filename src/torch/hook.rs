@@ -96,15 +96,39 @@ pub fn site_info(python: &Path) -> Result<SiteInfo, TorchError> {
     })
 }
 
-/// Writes the companion and the hook into `site`; returns the files written. Never through a
-/// symlink (see [`super::nofollow`]): a file's name is replaced, a symlinked package folder
-/// refused.
+/// The `*.dist-info` folder in `site` through which pip owns the companion's files
+/// (`pip install vramwarden-torch`): its `RECORD` lists `vramwarden_torch/__init__.py`. Those
+/// files have one owner: `enable` and `disable` leave them to pip.
+pub fn pip_owner(site: &Path) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(site).ok()?;
+    entries.flatten().map(|e| e.path()).find(|p| {
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().to_ascii_lowercase())
+            .unwrap_or_default();
+        name.starts_with("vramwarden_torch-")
+            && name.ends_with(".dist-info")
+            && std::fs::read_to_string(p.join("RECORD")).is_ok_and(|r| {
+                r.lines()
+                    .any(|l| l.starts_with("vramwarden_torch/__init__.py,"))
+            })
+    })
+}
+
+/// Writes the companion and the hook into `site`; returns the files written. Where pip owns
+/// the companion ([`pip_owner`]) only the hook's `.pth` is written (pip's package carries the
+/// modules, and pip keeps its own list of them). Never through a symlink (see
+/// [`super::nofollow`]): a file's name is replaced, a symlinked package folder refused.
 ///
 /// # Errors
 /// When a file cannot be written, or the package folder is a symlink.
 pub fn install(site: &Path) -> Result<Vec<PathBuf>, TorchError> {
     let dirs = super::nofollow::SiteDirs::open(site, "vramwarden_torch")?;
     let mut written = Vec::new();
+    if pip_owner(site).is_some() {
+        written.push(dirs.write(PTH_NAME, PTH_LINE)?);
+        return Ok(written);
+    }
     for (rel, text) in FILES {
         written.push(dirs.write(rel, text)?);
     }
@@ -114,11 +138,20 @@ pub fn install(site: &Path) -> Result<Vec<PathBuf>, TorchError> {
 }
 
 /// Removes what [`install`] wrote (and Python's caches of it) from `site`; returns what was
-/// removed.
+/// removed. Where pip owns the companion ([`pip_owner`]) only the hook's `.pth` goes: the
+/// modules are pip's to remove (`pip uninstall vramwarden-torch`).
 ///
 /// # Errors
 /// When a file exists but cannot be removed.
 pub fn uninstall(site: &Path) -> Result<Vec<PathBuf>, TorchError> {
+    if pip_owner(site).is_some() {
+        let pth = site.join(PTH_NAME);
+        return match std::fs::remove_file(&pth) {
+            Ok(()) => Ok(vec![pth]),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(TorchError::Hook(format!("{}: {e}", pth.display()))),
+        };
+    }
     let mut removed = Vec::new();
     let mut rm = |rel: &str| -> Result<(), TorchError> {
         if super::nofollow::remove(site, rel)? {
@@ -168,4 +201,63 @@ pub fn target_for(python: Option<&Path>) -> Result<(SiteInfo, PathBuf), TorchErr
     let target = info.target()?.to_path_buf();
     super::nofollow::refuse_foreign(&target, python)?;
     Ok((info, target))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A site-packages folder as `pip install vramwarden-torch` leaves it: the modules and a
+    /// dist-info folder whose RECORD lists them (the wheel format's list of installed files).
+    fn pip_site() -> (tempfile::TempDir, Vec<(PathBuf, &'static str)>) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let site = dir.path();
+        let info = site.join("vramwarden_torch-0.3.0.dist-info");
+        std::fs::create_dir_all(&info).expect("dist-info");
+        std::fs::create_dir_all(site.join("vramwarden_torch")).expect("pkg");
+        let mut record = String::new();
+        let mut files = Vec::new();
+        for (rel, text) in FILES {
+            std::fs::write(site.join(rel), text).expect("module");
+            record.push_str(&format!("{rel},sha256=x,{}\n", text.len()));
+            files.push((site.join(rel), *text));
+        }
+        record.push_str("vramwarden_torch-0.3.0.dist-info/RECORD,,\n");
+        std::fs::write(info.join("RECORD"), record).expect("RECORD");
+        (dir, files)
+    }
+
+    #[test]
+    fn enable_and_disable_leave_pips_files_to_pip() {
+        let (dir, files) = pip_site();
+        let site = dir.path();
+        assert!(pip_owner(site).is_some());
+        let written = install(site).expect("enable");
+        assert_eq!(written, vec![site.join(PTH_NAME)]);
+        let removed = uninstall(site).expect("disable");
+        assert_eq!(removed, vec![site.join(PTH_NAME)]);
+        for (path, text) in &files {
+            let now = std::fs::read_to_string(path).expect("pip's file is still there");
+            assert_eq!(now, *text, "{}", path.display());
+        }
+        // A second disable has nothing left to remove, and still leaves pip's files.
+        assert!(uninstall(site).expect("disable again").is_empty());
+        assert!(files.iter().all(|(p, _)| p.is_file()));
+    }
+
+    #[test]
+    fn without_pip_enable_writes_everything_and_disable_removes_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let site = dir.path();
+        // A dist-info of another package names none of our files: not an owner.
+        let other = site.join("vramwarden_torch_extras-1.0.dist-info");
+        std::fs::create_dir_all(&other).expect("dir");
+        std::fs::write(other.join("RECORD"), "extras/__init__.py,,\n").expect("RECORD");
+        assert_eq!(pip_owner(site), None);
+        let written = install(site).expect("enable");
+        assert_eq!(written.len(), FILES.len() + 1);
+        let removed = uninstall(site).expect("disable");
+        assert_eq!(removed.len(), FILES.len() + 1);
+        assert!(!site.join("vramwarden_torch").exists());
+    }
 }

@@ -120,7 +120,7 @@ impl ConnectUi {
                     let l = ui.label("Agent address");
                     ui.add(
                         egui::TextEdit::singleline(&mut self.url)
-                            .hint_text("http://127.0.0.1:9835")
+                            .hint_text("http://127.0.0.1:8726")
                             .desired_width(300.0),
                     )
                     .labelled_by(l.id);
@@ -202,7 +202,7 @@ mod tests {
     #[test]
     fn requests_are_checked_before_anything_runs() {
         let h = SavedHost {
-            url: "http://127.0.0.1:9835".into(),
+            url: "http://127.0.0.1:8726".into(),
             ssh: String::new(),
             token_file: String::new(),
         };

@@ -49,4 +49,18 @@ from ._server import (  # noqa: F401
     stop,
 )
 
-start()
+import sys as _sys
+
+
+def _run_as_main():
+    """True while ``python -m vramwarden_torch`` imports this package on its way to
+    ``__main__``, which checks its arguments and then starts the companion itself (a usage
+    error starts none)."""
+    argv = getattr(_sys, "orig_argv", [])
+    return _sys.argv[:1] == ["-m"] and any(
+        a == "-m" and b == __name__ for a, b in zip(argv, argv[1:])
+    )
+
+
+if not _run_as_main():
+    start()
