@@ -515,6 +515,10 @@ impl VramApp {
                         format!("Limit this process to {gib} GiB of GPU memory?"),
                         "Limit".to_string(),
                     ),
+                    crate::rules::Action::Resume => (
+                        "Resume: move its memory back to the GPU?".to_string(),
+                        "Resume".to_string(),
+                    ),
                     crate::rules::Action::Park => {
                         let used = match &target {
                             crate::rules::eval::Target::Process { used_bytes, .. } => {
