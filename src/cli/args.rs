@@ -53,7 +53,7 @@ pub struct Cli {
     pub session: Option<PathBuf>,
     /// Open the window attached to a `vramwarden agent`: http://HOST:PORT, or
     /// ssh://[user@]host[:port][/HOST:PORT] through an SSH tunnel (the agent on that host's
-    /// loopback, 127.0.0.1:9835 unless given).
+    /// loopback, 127.0.0.1:8726 unless given).
     #[arg(long, value_name = "URL", conflicts_with = "session")]
     pub connect: Option<String>,
     /// With --connect: a file holding the agent's token (default: agent.token beside the

@@ -138,7 +138,7 @@ pub fn parse_target(target: &str) -> Result<ConnectTarget, String> {
         });
     }
     Err(format!(
-        "{target:?}: --connect takes http://HOST:PORT (e.g. http://127.0.0.1:9835) or ssh://[user@]host"
+        "{target:?}: --connect takes http://HOST:PORT (e.g. http://127.0.0.1:8726) or ssh://[user@]host"
     ))
 }
 
@@ -163,7 +163,7 @@ mod tests {
         );
         let t = parse_target("ssh://alice@gpu-7").expect("ssh");
         assert_eq!(t.ssh, "ssh://alice@gpu-7");
-        assert_eq!(t.url, "http://127.0.0.1:9835");
+        assert_eq!(t.url, "http://127.0.0.1:8726");
         let t = parse_target("ssh://gpu-7:2222/127.0.0.1:9900").expect("ssh with the agent");
         assert_eq!(
             (t.url.as_str(), t.ssh.as_str()),
