@@ -190,7 +190,7 @@ pub fn source_factory(demo: bool) -> SourceFactory {
         })
     } else if demo {
         Box::new(|| {
-            Ok(Box::new(crate::source::sim::SimSource::demo(now_ms()))
+            Ok(Box::new(crate::source::sim::SimSource::demo_day(now_ms()))
                 as Box<dyn crate::source::GpuSource>)
         })
     } else {

@@ -342,7 +342,7 @@ fn the_demo_raises_a_forecast_alert_and_shows_a_simulated_park() {
     );
     // The simulated park: the idle notebook has no GPU memory from 200 s to 600 s, and
     // nothing acted on anything.
-    let sim = vramwarden::source::sim::SimSource::demo(started);
+    let sim = vramwarden::source::sim::SimSource::demo_day(started);
     let at = |secs: i64| sim.at(started + secs * 1000);
     let nb = |snap: Snapshot| {
         snap.processes

@@ -308,7 +308,7 @@ fn sigkill_mid_run_loses_nothing_before_the_last_whole_record() {
         s.report
     );
     // Every sample is there, in order, one per 100 ms of simulated time, with the sim's values.
-    let sim = SimSource::demo(header.started_ms);
+    let sim = SimSource::demo_day(header.started_ms);
     for (i, snap) in s.snapshots().enumerate() {
         assert_eq!(
             snap.taken_at_ms,

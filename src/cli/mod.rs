@@ -501,7 +501,7 @@ pub fn record(
             for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
                 signal_hook::flag::register(sig, stop.clone())?;
             }
-            let mut sim = SimSource::demo(start);
+            let mut sim = SimSource::demo_day(start);
             let mut engine = Engine::new(shared.clone(), record_to, interval.as_millis() as u64);
             engine.set_options(options);
             engine.set_source(sim.info());

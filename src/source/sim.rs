@@ -241,35 +241,6 @@ impl SimSource {
                 busy_pct: 35,
             },
             SimProcess {
-                pid: 66020,
-                device_index: 0,
-                info: info(
-                    "python3",
-                    "python3 -m ipykernel_launcher -f /home/dave/.local/share/jupyter/runtime/kernel-2b9d.json",
-                    "dave",
-                    1003,
-                    s(-5400.0),
-                ),
-                script: Script::Idle { mib: 24 * 1024 },
-                start_s: -5400.0,
-                restart_every_s: None,
-                life_s: f64::INFINITY,
-                busy_pct: 0,
-            },
-            SimProcess {
-                pid: 70411,
-                device_index: 0,
-                info: info("python3", "python3 finetune.py --lora --max-steps 2000", "erin", 1004, s(120.0)),
-                script: Script::Leak {
-                    base_mib: 16 * 1024,
-                    rate_mib_s: 150.0,
-                },
-                start_s: 120.0,
-                restart_every_s: Some(3600.0),
-                life_s: 360.0,
-                busy_pct: 85,
-            },
-            SimProcess {
                 pid: 60100,
                 device_index: 1,
                 info: info("python3", "python3 preprocess.py --shard 0", "carol", 1002, s(30.0)),
@@ -304,9 +275,6 @@ impl SimSource {
             torch: std::collections::HashMap::new(),
             parks: std::collections::HashMap::new(),
         }
-        // Every hour a fine-tune grows fast on GPU 0 (the OOM forecast alert is raised), and
-        // an idle notebook there is parked meanwhile (a simulated park), then resumed.
-        .with_park(66020, 200.0, 600.0, 3600.0)
         // The trainer's cache holds a third more than its tensors; the notebook's tensors
         // are what grows.
         .with_torch(
@@ -327,6 +295,48 @@ impl SimSource {
                 alloc_retries: 3,
             },
         )
+    }
+
+    /// The demo the app runs (`--demo`): [`SimSource::demo`] and, every hour, a fine-tune that
+    /// grows fast on GPU 0 (the OOM forecast alert is raised) while an idle notebook there is
+    /// parked (a simulated park: nothing is parked for real) from 200 s to 600 s, then resumed.
+    pub fn demo_day(start_ms: UnixMs) -> Self {
+        let s = |secs: f64| start_ms + (secs * 1000.0) as i64;
+        let mut sim = Self::demo(start_ms);
+        for p in [
+            SimProcess {
+                pid: 66020,
+                device_index: 0,
+                info: info(
+                    "python3",
+                    "python3 -m ipykernel_launcher -f /home/dave/.local/share/jupyter/runtime/kernel-2b9d.json",
+                    "dave",
+                    1003,
+                    s(-5400.0),
+                ),
+                script: Script::Idle { mib: 24 * 1024 },
+                start_s: -5400.0,
+                restart_every_s: None,
+                life_s: f64::INFINITY,
+                busy_pct: 0,
+            },
+            SimProcess {
+                pid: 70411,
+                device_index: 0,
+                info: info("python3", "python3 finetune.py --lora --max-steps 2000", "erin", 1004, s(120.0)),
+                script: Script::Leak {
+                    base_mib: 16 * 1024,
+                    rate_mib_s: 150.0,
+                },
+                start_s: 120.0,
+                restart_every_s: Some(3600.0),
+                life_s: 360.0,
+                busy_pct: 85,
+            },
+        ] {
+            sim.add(p);
+        }
+        sim.with_park(66020, 200.0, 600.0, 3600.0)
     }
 
     /// Parks the scripted process first shown as `pid` from `from_s` to `to_s` seconds into
