@@ -78,35 +78,6 @@ pub fn data_frame_delay(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Ten samples a second ask for at most four frames a second, each sample drawn within
-    /// a quarter of a second.
-    #[test]
-    fn new_samples_ask_for_at_most_four_frames_a_second() {
-        let t0 = std::time::Instant::now();
-        let mut last = None;
-        let mut frames: Vec<std::time::Instant> = Vec::new();
-        for i in 0..100u32 {
-            let now = t0 + Duration::from_millis(100) * i;
-            let at = now + data_frame_delay(&mut last, now);
-            assert!(at - now <= Duration::from_millis(250), "sample {i} waits");
-            if frames.last().is_none_or(|f| *f != at) {
-                frames.push(at);
-            }
-        }
-        for w in frames.windows(2) {
-            assert!(
-                w[1] - w[0] >= Duration::from_millis(249),
-                "{:?}",
-                w[1] - w[0]
-            );
-        }
-        assert!(frames.len() <= 41, "{} frames in 10 s", frames.len());
-    }
-}
 
 /// A host the window is attached to but not showing: its link goes on filling its own
 /// history, so switching back to it shows everything since it was first opened.
@@ -594,4 +565,34 @@ pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
             Ok(Box::new(app))
         }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ten samples a second ask for at most four frames a second, each sample drawn within
+    /// a quarter of a second.
+    #[test]
+    fn new_samples_ask_for_at_most_four_frames_a_second() {
+        let t0 = std::time::Instant::now();
+        let mut last = None;
+        let mut frames: Vec<std::time::Instant> = Vec::new();
+        for i in 0..100u32 {
+            let now = t0 + Duration::from_millis(100) * i;
+            let at = now + data_frame_delay(&mut last, now);
+            assert!(at - now <= Duration::from_millis(250), "sample {i} waits");
+            if frames.last().is_none_or(|f| *f != at) {
+                frames.push(at);
+            }
+        }
+        for w in frames.windows(2) {
+            assert!(
+                w[1] - w[0] >= Duration::from_millis(249),
+                "{:?}",
+                w[1] - w[0]
+            );
+        }
+        assert!(frames.len() <= 41, "{} frames in 10 s", frames.len());
+    }
 }
