@@ -1237,7 +1237,9 @@ fn constant_snap(t: UnixMs, used_gib: u64, proc_gib: u64) -> vramwarden::model::
     let mut s = SimSource::demo(T0).at(t);
     for d in &mut s.devices {
         d.memory_used_bytes = Some(used_gib * gib);
-        d.memory_free_bytes = d.memory_total_bytes.map(|tot| tot - used_gib * gib);
+        d.memory_free_bytes = d
+            .memory_total_bytes
+            .map(|tot| tot.saturating_sub(used_gib * gib));
     }
     let mut seen = std::collections::HashSet::new();
     s.processes.retain(|p| seen.insert(p.device_index));
@@ -1247,13 +1249,13 @@ fn constant_snap(t: UnixMs, used_gib: u64, proc_gib: u64) -> vramwarden::model::
     s
 }
 
-/// A live window over `seconds` of [`constant_snap`] (30 GiB used, 20 GiB by a process), in MiB.
+/// A live window over `seconds` of [`constant_snap`] (16 GiB used, 10 GiB by a process), in MiB.
 fn constant_live_app(seconds: i64) -> VramApp {
     let mut m = Monitor::new(1000, 86_400);
     m.source = Some(SimSource::demo(T0).info());
     for i in 0..seconds {
         let t = T0 + i * 1000;
-        m.apply(constant_snap(t, 30, 20), t);
+        m.apply(constant_snap(t, 16, 10), t);
     }
     let state = UiState {
         units: vramwarden::format::Units::MiB,
@@ -1284,7 +1286,10 @@ fn record_constant_session(path: &std::path::Path, seconds: i64) {
 fn hover_counts(h: &mut Harness<'static, VramApp>, fx: f32, texts: &[&str]) -> Vec<usize> {
     h.hover_at(plot_point(h, fx, 0.5));
     h.run();
-    h.get_by_label("Free");
+    assert!(
+        h.query_all_by_label("Total used").count() >= 2,
+        "the hover table (besides the legend)"
+    );
     texts
         .iter()
         .map(|t| h.query_all_by_label(t).count())
@@ -1302,7 +1307,7 @@ fn switching_source_never_draws_the_previous_sources_totals() {
     record_constant_session(&path, 600);
     let mut h = harness(constant_live_app(600));
     h.run();
-    let live = ["30720 MiB", "20480 MiB", "10240 MiB"];
+    let live = ["16384 MiB", "10240 MiB", "6144 MiB"];
     let session = ["7168 MiB", "5120 MiB", "2048 MiB"];
     for fx in [0.2, 0.5, 0.9] {
         let c = hover_counts(&mut h, fx, &live);
@@ -1392,7 +1397,7 @@ fn the_hover_shows_the_time_range_of_a_bucket() {
         p[0] * 3600 + p[1] * 60 + p[2]
     };
     for (window, min_s, max_s) in [
-        (vramwarden::ui::graph::Window::All, 5, 40),
+        (vramwarden::ui::graph::Window::All, 3, 40),
         (vramwarden::ui::graph::Window::OneHour, 1, 10),
         (vramwarden::ui::graph::Window::OneMinute, 0, 0),
     ] {
@@ -1400,10 +1405,13 @@ fn the_hover_shows_the_time_range_of_a_bucket() {
         h.run();
         h.hover_at(plot_point(&h, 0.5, 0.5));
         h.run();
-        h.get_by_label("Free");
+        assert!(h.query_all_by_label("Total used").count() >= 2, "hover");
         let title = h
             .query_all(egui_kittest::kittest::by().label_contains(":"))
-            .filter_map(|n| n.accesskit_node().label())
+            .filter_map(|n| {
+                let a = n.accesskit_node();
+                a.value().or_else(|| a.label())
+            })
             .find(|l| {
                 let parts: Vec<&str> = l.split(" – ").collect();
                 let ok = |s: &str| s.len() == 8 && s.chars().filter(|c| *c == ':').count() == 2;
@@ -1413,7 +1421,16 @@ fn the_hover_shows_the_time_range_of_a_bucket() {
                     _ => false,
                 }
             })
-            .unwrap_or_else(|| panic!("no bucket title for {window:?}"));
+            .unwrap_or_else(|| {
+                let all: Vec<String> = h
+                    .query_all(egui_kittest::kittest::by().label_contains(":"))
+                    .filter_map(|n| {
+                        let a = n.accesskit_node();
+                        a.value().or_else(|| a.label())
+                    })
+                    .collect();
+                panic!("no bucket title for {window:?}: {all:?}")
+            });
         let span = match title.split_once(" – ") {
             Some((a, b)) => (clock(b) - clock(a)).rem_euclid(86_400),
             None => 0,

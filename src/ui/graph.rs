@@ -949,7 +949,7 @@ pub fn device_graph(
         }
         ui.label(
             egui::RichText::new(
-                "wheel or +/−: zoom · drag or Shift+←/→: pan · double-click or End: follow live",
+                "wheel or +/−: zoom · drag or Shift+Left/Right: pan · double-click or End: follow live",
             )
                 .weak()
                 .small(),
@@ -1092,7 +1092,7 @@ pub fn device_graph(
 }
 
 /// The graph's keys (when no text field has the keyboard): `+` / `-` zoom time in and out,
-/// Shift + ← / → pan by a fifth of the view, End follows live again. Returns the new range
+/// Shift + Left / Right pan by a fifth of the view, End follows live again. Returns the new range
 /// (`Some(None)`: follow live), `None` when no key was pressed.
 fn keyboard_move(
     ui: &Ui,

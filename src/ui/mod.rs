@@ -78,7 +78,6 @@ pub fn data_frame_delay(
     }
 }
 
-
 /// A host the window is attached to but not showing: its link goes on filling its own
 /// history, so switching back to it shows everything since it was first opened.
 struct Parked {
