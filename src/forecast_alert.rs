@@ -82,7 +82,8 @@ impl ForecastWatch {
             if !near {
                 self.near_since.remove(&d.index);
             }
-            let held = near && now - *self.near_since.entry(d.index).or_insert(now) >= RAISE_HOLD_MS;
+            let held =
+                near && now - *self.near_since.entry(d.index).or_insert(now) >= RAISE_HOLD_MS;
             match self.active.get_mut(&d.index) {
                 None if held => {
                     let holders = drivers(snap, d.index, growing);
@@ -206,11 +207,15 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let t = raised;
-        assert!(w.observe(&snap(t + 1_000, Some(400.0)), &growing()).is_empty());
+        assert!(w
+            .observe(&snap(t + 1_000, Some(400.0)), &growing())
+            .is_empty());
         assert_eq!(w.alerts().len(), 1);
         // Receded: ends only once it has stayed away for RECEDE_MS.
         assert!(w.observe(&snap(t + 2_000, None), &growing()).is_empty());
-        assert!(w.observe(&snap(t + 9_000, Some(700.0)), &growing()).is_empty());
+        assert!(w
+            .observe(&snap(t + 9_000, Some(700.0)), &growing())
+            .is_empty());
         assert!(w.observe(&snap(t + 10_000, None), &growing()).is_empty());
         let e = w.observe(&snap(t + 10_000 + RECEDE_MS, None), &growing());
         assert!(

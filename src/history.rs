@@ -274,6 +274,38 @@ impl Series {
         );
     }
 
+    /// The value at each of `ticks` (ascending), [`NONE`] where absent: the reading every
+    /// series had at one instant, so stacked series add up to their total. A chunk is decoded
+    /// at most once (one of constant value never).
+    pub fn values_at(&self, ticks: impl Iterator<Item = u64>, out: &mut Vec<u32>) {
+        let mut buf = [0u32; CHUNK];
+        let mut decoded = usize::MAX;
+        let end = self.end_tick();
+        let ostart = self.first_tick + (self.sealed_count * CHUNK) as u64;
+        for t in ticks {
+            let v = if t < self.first_tick || t >= end {
+                NONE
+            } else if t >= ostart {
+                self.open[(t - ostart) as usize]
+            } else {
+                let off = (t - self.first_tick) as usize;
+                let (ci, k) = (off / CHUNK, off % CHUNK);
+                match self.sealed.get(ci) {
+                    Some(c) if c.width == 0 => c.base,
+                    Some(c) => {
+                        if decoded != ci {
+                            c.decode(&mut buf);
+                            decoded = ci;
+                        }
+                        buf[k]
+                    }
+                    None => NONE,
+                }
+            };
+            out.push(v);
+        }
+    }
+
     fn heap_bytes(&self) -> usize {
         self.sealed
             .iter()
@@ -372,6 +404,10 @@ pub type ProcSeriesKey = (ProcessKey, u32);
 /// The history of every device and process, bounded to `capacity` ticks.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct History {
+    /// Which history this is: a new one (another source, a session opened, an import, an
+    /// agent attached) gets a new id; its copies share it. Caches of what a history holds
+    /// are keyed by it.
+    id: u64,
     capacity: usize,
     base_tick: u64,
     times: Times,
@@ -481,29 +517,41 @@ pub enum SeriesId {
     Process(ProcSeriesKey),
 }
 
-/// Min/max buckets of many series on one bucket grid, kept between frames. History only
-/// grows at its end, so every bucket but the last computed one is final: each frame
-/// recomputes that one and any new ones. A different grid (zoom, pan, window) starts afresh.
+/// Min/max buckets of many series of one history on one bucket grid, kept between frames.
+/// A history only grows at its end, so every bucket but the last computed one is final: each
+/// frame recomputes that one and any new ones. Another history ([`History::id`]: a source
+/// switch, a session opened, an import, an agent attached or left) or another grid (zoom,
+/// pan, window) starts afresh, so a cached bucket never stands for another source's data.
 #[derive(Debug, Clone, Default)]
 pub struct BucketCache {
-    grid: (u64, u64),
+    /// (history id, first tick, ticks per bucket).
+    grid: (u64, u64, u64),
     series: HashMap<SeriesId, Vec<(u32, u32)>>,
+    /// Each bucket's value at its last tick (the same instant for every series).
+    at: HashMap<SeriesId, Vec<u32>>,
 }
 
 impl BucketCache {
-    /// The `n` buckets of `per` ticks from `t0` of `series`.
+    fn on_grid(&mut self, history: &History, t0: u64, per: u64) {
+        let grid = (history.id(), t0, per);
+        if self.grid != grid {
+            self.grid = grid;
+            self.series.clear();
+            self.at.clear();
+        }
+    }
+
+    /// The `n` buckets of `per` ticks from `t0` of `series`, one of `history`'s.
     pub fn get(
         &mut self,
+        history: &History,
         id: SeriesId,
         series: &Series,
         t0: u64,
         per: u64,
         n: usize,
     ) -> &[(u32, u32)] {
-        if self.grid != (t0, per) {
-            self.grid = (t0, per);
-            self.series.clear();
-        }
+        self.on_grid(history, t0, per);
         let v = self.series.entry(id).or_default();
         let from = v.len().saturating_sub(1).min(n);
         v.truncate(from);
@@ -511,6 +559,31 @@ impl BucketCache {
             let mut tail = vec![(NONE, 0u32); n - from];
             series.bucket_minmax(t0 + from as u64 * per, per, &mut tail);
             v.extend(tail);
+        }
+        &v[..n]
+    }
+}
+
+impl BucketCache {
+    /// Each of the `n` buckets of `per` ticks from `t0` of `series`, one of `history`'s, as
+    /// its value at the bucket's instant ([`History::bucket_instant`]): the same tick for
+    /// every series, so the values of a GPU's processes and its unattributed memory add up
+    /// to its total in every bucket.
+    pub fn get_at(
+        &mut self,
+        history: &History,
+        id: SeriesId,
+        series: &Series,
+        t0: u64,
+        per: u64,
+        n: usize,
+    ) -> &[u32] {
+        self.on_grid(history, t0, per);
+        let v = self.at.entry(id).or_default();
+        let from = v.len().saturating_sub(1).min(n);
+        v.truncate(from);
+        if n > from {
+            series.values_at((from..n).map(|i| history.bucket_instant(t0, per, i)), v);
         }
         &v[..n]
     }
@@ -538,6 +611,29 @@ pub fn ghosts_of(snap: &Snapshot) -> Vec<Option<u64>> {
         .collect()
 }
 
+/// Like [`ghosts_of`], in the whole MiB a series stores: the device's used MiB less the MiB
+/// stored for its processes, so that a GPU's process series and its unattributed series add
+/// up to its used series exactly ([`NONE`] where used memory is unknown).
+fn ghost_mibs(snap: &Snapshot) -> Vec<u32> {
+    let mut owned = vec![0u32; snap.devices.len()];
+    for p in &snap.processes {
+        let device = crate::model::device_position(&snap.devices, p.device_index);
+        if let (v, Some(i)) = (to_mib(p.used_bytes), device) {
+            if v != NONE {
+                owned[i] = owned[i].saturating_add(v);
+            }
+        }
+    }
+    snap.devices
+        .iter()
+        .zip(owned)
+        .map(|(d, o)| match to_mib(d.memory_used_bytes) {
+            NONE => NONE,
+            u => u.saturating_sub(o),
+        })
+        .collect()
+}
+
 /// Bytes to the whole MiB stored in a series ([`NONE`] for no reading).
 pub fn to_mib(bytes: Option<u64>) -> u32 {
     bytes.map_or(NONE, |b| (b / MIB).min(u64::from(NONE - 1)) as u32)
@@ -546,7 +642,9 @@ pub fn to_mib(bytes: Option<u64>) -> u32 {
 impl History {
     /// A history that keeps the newest `capacity` ticks (at least one chunk).
     pub fn new(capacity: usize) -> Self {
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Self {
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             capacity: capacity.max(CHUNK),
             base_tick: 0,
             times: Times::default(),
@@ -568,7 +666,7 @@ impl History {
         }
         let tick = self.base_tick + self.times.len() as u64;
         self.times.push_back(snap.taken_at_ms);
-        for (d, ghost) in snap.devices.iter().zip(ghosts_of(snap)) {
+        for (d, ghost) in snap.devices.iter().zip(ghost_mibs(snap)) {
             let i = d.index as usize;
             if self.devices.len() <= i {
                 self.devices.resize_with(i + 1, Series::default);
@@ -576,7 +674,7 @@ impl History {
                 self.metrics.resize_with(i + 1, Default::default);
             }
             self.devices[i].push(tick, to_mib(d.memory_used_bytes));
-            self.ghosts[i].push(tick, to_mib(ghost));
+            self.ghosts[i].push(tick, ghost);
             for m in Metric::ALL {
                 self.metrics[i][m.index()].push(tick, m.of(d));
             }
@@ -623,6 +721,12 @@ impl History {
             s.iter_mut().for_each(|s| s.evict_before(base));
             !s[0].is_empty()
         });
+    }
+
+    /// Which history this is: unique to each history made, shared by its copies (which only
+    /// ever see it grow). A cache of decimated lines keyed by it never mixes two sources.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// How many times old chunks were dropped: a series can disappear only when it grows.
@@ -719,6 +823,13 @@ impl History {
         (t0, per, (t1 - t0).div_ceil(per) as usize)
     }
 
+    /// The tick that stands for bucket `i` of `per` ticks from `t0` when series are read at
+    /// one instant: its last tick, or the newest one held while it is still filling.
+    pub fn bucket_instant(&self, t0: u64, per: u64, i: usize) -> u64 {
+        let last = t0 + (i as u64 + 1) * per.max(1) - 1;
+        last.min(self.end_tick().saturating_sub(1))
+    }
+
     /// A min/max-decimated line of `series` over `[from_ms, to_ms]` for a plot `width` points
     /// wide: two points (min then max) per bucket, one per tick when zoomed in to single ticks.
     pub fn decimate(
@@ -746,7 +857,7 @@ impl History {
         width: usize,
     ) -> PlotLine {
         let (t0, per, n) = self.buckets(from_ms, to_ms, width);
-        let mm = cache.get(id, series, t0, per, n);
+        let mm = cache.get(self, id, series, t0, per, n);
         self.line_of(t0, per, mm)
     }
 

@@ -68,6 +68,16 @@ fn main() -> ExitCode {
             if let Some(e) = &config_error {
                 tracing::warn!("the settings file is broken, running on defaults (the file is left as it is): {e}");
             }
+            // A file that is no session log is said at once, not after the window opened.
+            if let Some(Err(e)) = args
+                .session
+                .as_deref()
+                .map(vramwarden::session::reader::SessionData::check)
+            {
+                let e = cli::CliError::Read(e);
+                eprintln!("vramwarden: {e}");
+                return ExitCode::from(e.exit_code());
+            }
             let interval = args.interval.unwrap_or(std::time::Duration::from_millis(
                 settings.sampling.interval_ms,
             ));

@@ -74,8 +74,8 @@ pub struct ProcessRow {
     pub cpu_pct: Option<f32>,
     /// Host resident memory, bytes (live processes).
     pub rss_bytes: Option<u64>,
-    /// Its colour in the palette (see [`crate::ui::widgets::process_color`]): the lowest slot
-    /// no other process on its GPU holds at its first sighting, kept for its life.
+    /// Its colour in the window's palette: a slot no other process on any GPU holds at its
+    /// first sighting, the one left longest ago (see `free_slot`), kept for its life.
     pub color_slot: u8,
     /// PyTorch's allocator figures, while its companion answers (last sample).
     pub torch: Option<crate::model::TorchMem>,
@@ -266,7 +266,7 @@ impl Monitor {
                         exited_at_ms: None,
                         cpu_pct: None,
                         rss_bytes: None,
-                        color_slot: free_slot(&self.rows, p.device_index, now),
+                        color_slot: free_slot(&self.rows, now),
                         torch: None,
                         sm_util_pct: None,
                         parked: None,
@@ -396,18 +396,33 @@ impl Monitor {
     }
 }
 
-/// The lowest colour slot that no process on `device` holds at `at` (running, or exited less
-/// than [`EXITED_LINGER_MS`] before).
-fn free_slot(rows: &FastMap<ProcSeriesKey, ProcessRow>, device: u32, at: UnixMs) -> u8 {
-    let mut used = [false; 256];
-    for r in rows.values().filter(|r| {
-        r.device_index == device
-            && r.first_seen_ms <= at
-            && r.exited_at_ms.is_none_or(|e| e + EXITED_LINGER_MS > at)
-    }) {
-        used[usize::from(r.color_slot)] = true;
+/// How many process colours the window's palettes have: slots below it are handed out first.
+pub const COLOR_SLOTS: usize = 20;
+
+/// A colour slot for a process first seen at `at`: one that no process on any GPU holds
+/// (running, or exited less than [`EXITED_LINGER_MS`] before), among the first
+/// [`COLOR_SLOTS`] the one whose last holder left longest ago (never held first), so a
+/// restarted process does not take the colour its predecessor had on the graph; when all are
+/// held, the lowest free one above them.
+fn free_slot(rows: &FastMap<ProcSeriesKey, ProcessRow>, at: UnixMs) -> u8 {
+    let mut held = [false; 256];
+    let mut left = [UnixMs::MIN; COLOR_SLOTS];
+    for r in rows.values().filter(|r| r.first_seen_ms <= at) {
+        let slot = usize::from(r.color_slot);
+        match r.exited_at_ms {
+            Some(e) if e + EXITED_LINGER_MS <= at => {
+                if let Some(l) = left.get_mut(slot) {
+                    *l = (*l).max(e);
+                }
+            }
+            _ => held[slot] = true,
+        }
     }
-    used.iter().position(|u| !u).map_or(0, |i| i as u8)
+    let lru = (0..COLOR_SLOTS)
+        .filter(|i| !held[*i])
+        .min_by_key(|i| (left[*i], *i));
+    lru.or_else(|| held.iter().position(|h| !h))
+        .map_or(0, |i| i as u8)
 }
 
 /// How long the status bar shows a notice.
@@ -442,6 +457,18 @@ pub struct LeakRecord {
     /// The recording ended while it was still growing: `ended_ms` is the session's end, not
     /// the end of the growth.
     pub open_at_end: bool,
+}
+
+impl LeakRecord {
+    /// Whether the episode is going on at `t` by its detector's verdict: flagged by then and
+    /// not yet ended (one still growing when its recording stopped counts up to its last
+    /// sample). The one rule the table's Status column and the Leaks tab both follow.
+    pub fn active_at(&self, t: UnixMs) -> bool {
+        self.flagged_ms <= t
+            && self
+                .ended_ms
+                .is_none_or(|e| t < e || (self.open_at_end && t <= e))
+    }
 }
 
 /// A process that left a nearly full GPU (see [`crate::oom_watch`]).

@@ -324,3 +324,33 @@ fn record_prints_run_statistics_only_with_v() {
         "{verbose}"
     );
 }
+
+/// `vramwarden FILE` with an empty file or a file of another kind says so on stderr and exits
+/// with an error before any window opens (no display is needed to see it).
+#[test]
+fn opening_a_file_that_is_no_session_fails_at_once() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let empty = dir.path().join("empty.vwlog");
+    std::fs::write(&empty, b"").expect("write");
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, b"timestamp, name, pid\nnot a session log\n").expect("write");
+    for path in [&empty, &text] {
+        let out = bin()
+            .arg(path)
+            .env("VRAMWARDEN_DATA_DIR", dir.path())
+            .env_remove("DISPLAY")
+            .env_remove("WAYLAND_DISPLAY")
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(1), "{path:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("not a vramwarden session log") && err.contains(&*path.to_string_lossy()),
+            "{err}"
+        );
+    }
+    let missing = dir.path().join("missing.vwlog");
+    let out = bin().arg(&missing).output().expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing.vwlog"));
+}

@@ -342,5 +342,8 @@ fn names_reach_the_session_csv_the_replay_and_snapshot_output() {
     .expect("csv");
     let csv = String::from_utf8(csv).expect("utf-8");
     let second = csv.lines().nth(1).expect("a row");
-    assert!(second.ends_with(",notebook,default/jupyter-0,running"), "{second}");
+    assert!(
+        second.ends_with(",notebook,default/jupyter-0,running"),
+        "{second}"
+    );
 }

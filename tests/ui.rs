@@ -1243,3 +1243,310 @@ fn a_rule_saved_in_the_window_runs_in_the_real_engine() {
     h.run();
     assert!(h.query_all_by_label("Idle holder").count() > 0);
 }
+
+/// The demo's snapshot at `t` with a constant memory picture: on every GPU the first process
+/// holds `proc_gib` GiB and the GPU `used_gib` GiB in all (the rest unattributed); the other
+/// processes are left out.
+fn constant_snap(t: UnixMs, used_gib: u64, proc_gib: u64) -> vramwarden::model::Snapshot {
+    let gib = 1u64 << 30;
+    let mut s = SimSource::demo(T0).at(t);
+    for d in &mut s.devices {
+        d.memory_used_bytes = Some(used_gib * gib);
+        d.memory_free_bytes = d
+            .memory_total_bytes
+            .map(|tot| tot.saturating_sub(used_gib * gib));
+    }
+    let mut seen = std::collections::HashSet::new();
+    s.processes.retain(|p| seen.insert(p.device_index));
+    for p in &mut s.processes {
+        p.used_bytes = Some(proc_gib * gib);
+    }
+    s
+}
+
+/// A live window over `seconds` of [`constant_snap`] (16 GiB used, 10 GiB by a process), in MiB.
+fn constant_live_app(seconds: i64) -> VramApp {
+    let mut m = Monitor::new(1000, 86_400);
+    m.source = Some(SimSource::demo(T0).info());
+    for i in 0..seconds {
+        let t = T0 + i * 1000;
+        m.apply(constant_snap(t, 16, 10), t);
+    }
+    let state = UiState {
+        units: vramwarden::format::Units::MiB,
+        show_metrics: false,
+        ..UiState::default()
+    };
+    VramApp::with_backend(Backend::detached(m, true), state)
+        .with_fixed_now(T0 + (seconds - 1) * 1000)
+}
+
+/// Records `seconds` of [`constant_snap`] (7 GiB used, 5 GiB by a process) at `path`, over
+/// the same times as the live window.
+fn record_constant_session(path: &std::path::Path, seconds: i64) {
+    use vramwarden::engine::{Engine, RecordTo};
+    let mut e = Engine::new(
+        vramwarden::shared::Shared::new(Monitor::new(1000, 10)),
+        RecordTo::File(path.to_path_buf()),
+        1000,
+    );
+    e.set_source(SimSource::demo(T0).info());
+    for i in 0..seconds {
+        e.tick(constant_snap(T0 + i * 1000, 7, 5), T0 + i * 1000);
+    }
+    e.finish().expect("close");
+}
+
+/// Hovers the GPU graph at `fx` across and returns how often each of `texts` is on screen.
+fn hover_counts(h: &mut Harness<'static, VramApp>, fx: f32, texts: &[&str]) -> Vec<usize> {
+    h.hover_at(plot_point(h, fx, 0.5));
+    h.run();
+    assert!(
+        h.query_all_by_label("Total used").count() >= 2,
+        "the hover table (besides the legend)"
+    );
+    texts
+        .iter()
+        .map(|t| h.query_all_by_label(t).count())
+        .collect()
+}
+
+/// Blocker of issue 29: the graph's cached buckets are keyed by the history they summarise.
+/// With the same time range and width (so the same bucket grid), switching from the live
+/// source to an opened session and back draws each one's own Total used, process and
+/// unattributed memory — never the other's.
+#[test]
+fn switching_source_never_draws_the_previous_sources_totals() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("constant.vwlog");
+    record_constant_session(&path, 600);
+    let mut h = harness(constant_live_app(600));
+    h.run();
+    let live = ["16384 MiB", "10240 MiB", "6144 MiB"];
+    let session = ["7168 MiB", "5120 MiB", "2048 MiB"];
+    for fx in [0.2, 0.5, 0.9] {
+        let c = hover_counts(&mut h, fx, &live);
+        assert!(c.iter().all(|n| *n >= 1), "live at {fx}: {c:?}");
+        assert_eq!(hover_counts(&mut h, fx, &session), vec![0, 0, 0]);
+    }
+    h.state_mut()
+        .show_session(vramwarden::session::reader::SessionData::open(&path).expect("open"));
+    h.run();
+    h.get_by_label("SESSION · read-only");
+    for fx in [0.2, 0.5, 0.9] {
+        let c = hover_counts(&mut h, fx, &session);
+        assert!(c.iter().all(|n| *n >= 1), "session at {fx}: {c:?}");
+        let stale = hover_counts(&mut h, fx, &live);
+        assert_eq!(stale, vec![0, 0, 0], "the live source's figures at {fx}");
+    }
+    // And back to live: its own figures again.
+    h.get_by_label("Back to live").click();
+    h.run();
+    h.run();
+    for fx in [0.2, 0.5, 0.9] {
+        let c = hover_counts(&mut h, fx, &live);
+        assert!(c.iter().all(|n| *n >= 1), "live again at {fx}: {c:?}");
+        assert_eq!(hover_counts(&mut h, fx, &session), vec![0, 0, 0]);
+    }
+}
+
+/// Zoomed out, every bucket of the stacked graph reads all its series at one instant: the
+/// processes and the unattributed memory add up to the total exactly, at every zoom; the
+/// total's range in the bucket is drawn behind.
+#[test]
+fn the_stack_adds_up_to_the_total_at_every_zoom() {
+    use vramwarden::ui::graph::{device_lines, LineKind};
+    let app = demo_app(7200);
+    let m = app.backend().view().expect("view");
+    let h = &m.history;
+    let (first, last) = h.span().expect("data");
+    let colors = vramwarden::ui::widgets::Colors::new(Default::default(), true);
+    let mut cache = vramwarden::history::BucketCache::default();
+    let mut checked = 0;
+    for (from, to) in [
+        (first, last),
+        (last - 3_600_000, last),
+        (last - 600_000, last),
+        (first + 1_234_000, first + 4_321_000),
+    ] {
+        for width in [60, 300, 1100, 3000] {
+            for device in 0..2 {
+                let d = device_lines(h, &m, device, (from, to), width, true, &colors, &mut cache);
+                let total = d
+                    .lines
+                    .iter()
+                    .find(|l| l.kind == LineKind::Total)
+                    .expect("total");
+                assert!(!total.points.is_empty());
+                for p in &total.points {
+                    let sum: f64 = d
+                        .lines
+                        .iter()
+                        .filter(|l| matches!(l.kind, LineKind::Process(_) | LineKind::Unattributed))
+                        .filter_map(|l| l.value_at(p[0], 0.0))
+                        .sum();
+                    assert_eq!(sum, p[1], "GPU {device} at {} width {width}", p[0]);
+                    checked += 1;
+                }
+                if d.buckets.iter().any(|b| b.to_s > b.from_s) {
+                    assert!(
+                        d.lines.iter().any(|l| l.kind == LineKind::TotalRange),
+                        "the range band behind the stack"
+                    );
+                }
+            }
+        }
+    }
+    assert!(checked > 5000, "{checked}");
+}
+
+/// The hover of the stacked graph names the time range of the bucket under the cursor when
+/// a point stands for several samples, and one time when it stands for one.
+#[test]
+fn the_hover_shows_the_time_range_of_a_bucket() {
+    use egui_kittest::kittest::NodeT;
+    let mut h = harness(demo_app(7200));
+    h.run();
+    let clock = |s: &str| -> i64 {
+        let p: Vec<i64> = s.split(':').map(|x| x.parse().expect("clock")).collect();
+        p[0] * 3600 + p[1] * 60 + p[2]
+    };
+    for (window, min_s, max_s) in [
+        (vramwarden::ui::graph::Window::All, 3, 40),
+        (vramwarden::ui::graph::Window::OneHour, 1, 10),
+        (vramwarden::ui::graph::Window::OneMinute, 0, 0),
+    ] {
+        h.state_mut().state.window = window;
+        h.run();
+        h.hover_at(plot_point(&h, 0.5, 0.5));
+        h.run();
+        assert!(h.query_all_by_label("Total used").count() >= 2, "hover");
+        let title = h
+            .query_all(egui_kittest::kittest::by().label_contains(":"))
+            .filter_map(|n| {
+                let a = n.accesskit_node();
+                a.value().or_else(|| a.label())
+            })
+            .find(|l| {
+                let parts: Vec<&str> = l.split(" – ").collect();
+                let ok = |s: &str| s.len() == 8 && s.chars().filter(|c| *c == ':').count() == 2;
+                match parts.as_slice() {
+                    [a, b] => ok(a) && ok(b),
+                    [a] => max_s == 0 && ok(a) && l.len() == 8,
+                    _ => false,
+                }
+            })
+            .unwrap_or_else(|| {
+                let all: Vec<String> = h
+                    .query_all(egui_kittest::kittest::by().label_contains(":"))
+                    .filter_map(|n| {
+                        let a = n.accesskit_node();
+                        a.value().or_else(|| a.label())
+                    })
+                    .collect();
+                panic!("no bucket title for {window:?}: {all:?}")
+            });
+        let span = match title.split_once(" – ") {
+            Some((a, b)) => (clock(b) - clock(a)).rem_euclid(86_400),
+            None => 0,
+        };
+        assert!(
+            (min_s..=max_s).contains(&span),
+            "{window:?}: {title} spans {span} s"
+        );
+    }
+}
+
+/// A click on the text of a GPU card (its name, its figures) selects that GPU, as a click on
+/// the card's blank space does.
+#[test]
+fn clicking_the_text_of_a_gpu_card_selects_it() {
+    let mut h = harness(demo_app(120));
+    h.run();
+    assert_eq!(h.state().selected_gpu, 0);
+    h.get_by_label("GPU 1").click();
+    h.run();
+    h.run();
+    assert_eq!(h.state().selected_gpu, 1);
+    h.get_by_label("GPU 1 memory");
+    h.get_all_by_label("Reserved")
+        .next()
+        .expect("card text")
+        .click();
+    h.run();
+    h.run();
+    assert_eq!(h.state().selected_gpu, 0, "GPU 0's card is the first");
+}
+
+/// Opening an empty file, or a file that is no session log, says so at once in the window
+/// (not later inside the Export window).
+#[test]
+fn opening_a_file_that_is_no_session_shows_the_error_at_once() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let empty = dir.path().join("empty.vwlog");
+    std::fs::write(&empty, b"").expect("write");
+    let mut h = harness(demo_app(60));
+    h.run();
+    h.state_mut().open_session(empty.clone());
+    let t = Instant::now();
+    while h
+        .query_by_label_contains("Could not open the file")
+        .is_none()
+    {
+        assert!(t.elapsed() < Duration::from_secs(20), "no error shown");
+        std::thread::sleep(Duration::from_millis(20));
+        h.step();
+    }
+    h.get_by_label_contains("not a vramwarden session log");
+    assert!(!h.state().sessions.export_open);
+    h.get_by_label("Dismiss").click();
+    h.run();
+    assert!(h
+        .query_by_label_contains("Could not open the file")
+        .is_none());
+}
+
+/// Every value axis gets at least three labelled, distinct values on round 1-2-5 steps,
+/// whatever the plot's height (from a short metric plot up) and range.
+#[test]
+fn value_axes_have_at_least_three_distinct_labels() {
+    use vramwarden::ui::graph::{value_grid, value_label};
+    for height in [60.0f64, 75.0, 90.0, 140.0, 400.0, 900.0] {
+        for (lo, hi, unit) in [
+            (0.0, 1.0, "GiB"),
+            (0.0, 0.3, "GiB"),
+            (0.0, 143.4, "GiB"),
+            (0.0, 146_800.0, "MiB"),
+            (-2.0, 104.0, "%"),
+            (1000.0, 1010.0, "MiB"),
+            (0.0, 7.0, "MiB"),
+            (12.0, 13.5, "GiB"),
+            (0.0, 700.0, "W"),
+        ] {
+            let marks = value_grid(egui_plot::GridInput {
+                bounds: (lo, hi),
+                base_step_size: (hi - lo) / height * 8.0,
+            });
+            let shown: Vec<_> = marks
+                .iter()
+                .filter(|m| m.value >= lo && m.value <= hi)
+                .collect();
+            let labels: Vec<String> = shown
+                .iter()
+                .map(|m| value_label(**m, unit))
+                .filter(|l| !l.is_empty())
+                .collect();
+            assert!(labels.len() >= 3, "{height} pt, {lo}..{hi}: {labels:?}");
+            let distinct: std::collections::HashSet<_> = labels.iter().collect();
+            assert_eq!(distinct.len(), labels.len(), "{labels:?}");
+            let step = shown[0].step_size;
+            let gap = step / (hi - lo) * height;
+            assert!(gap >= 15.9, "{height} pt, {lo}..{hi}: {gap} pt apart");
+            let mantissa = step / 10f64.powf(step.log10().floor());
+            assert!(
+                [1.0, 2.0, 5.0].iter().any(|m| (m - mantissa).abs() < 1e-6),
+                "step {step}"
+            );
+        }
+    }
+}

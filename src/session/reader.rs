@@ -268,6 +268,11 @@ fn cut_device_texts(h: &mut Header) -> usize {
 /// Reads `path` if it is a regular file of at most [`MAX_FILE_BYTES`], without blocking on
 /// (or reading from) anything else.
 fn read_regular_file(path: &Path) -> Result<Vec<u8>, ReadError> {
+    read_regular_prefix(path, u64::MAX)
+}
+
+/// Like [`read_regular_file`], at most the first `max` bytes.
+fn read_regular_prefix(path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
     let io = |source| ReadError::Io {
         path: path.to_path_buf(),
         source,
@@ -299,7 +304,7 @@ fn read_regular_file(path: &Path) -> Result<Vec<u8>, ReadError> {
         opts.custom_flags(libc::O_NONBLOCK);
     }
     let file = opts.open(path).map_err(io)?;
-    let size = refuse(&file.metadata().map_err(io)?)?;
+    let size = refuse(&file.metadata().map_err(io)?)?.min(max);
     let mut bytes = Vec::new();
     bytes
         .try_reserve_exact(usize::try_from(size).unwrap_or(usize::MAX))
@@ -348,6 +353,21 @@ impl SessionData {
         }
         s.path = Some(path.to_path_buf());
         Ok(s)
+    }
+
+    /// Checks quickly that `path` can be opened as a session log: a regular file, not too
+    /// large, whose first bytes hold a valid record (an empty file or another kind of file
+    /// fails at once, before a window opens on it).
+    ///
+    /// # Errors
+    /// As [`SessionData::open`] would for such a file.
+    pub fn check(path: &Path) -> Result<(), ReadError> {
+        const PREFIX: u64 = 4 << 20;
+        let s = Self::parse(read_regular_prefix(path, PREFIX)?);
+        if s.report.records == 0 {
+            return Err(ReadError::NotASession(path.to_path_buf()));
+        }
+        Ok(())
     }
 
     /// Indexes a session held in memory. Never panics; work is linear in `bytes.len()`.

@@ -39,6 +39,8 @@ pub struct UiState {
     pub hosts: Vec<super::connect::SavedHost>,
     /// How the process table groups its rows.
     pub group_by: super::processes::GroupBy,
+    /// The process colours (standard, or safe for colour-blind eyes).
+    pub palette: widgets::Palette,
 }
 
 /// The panes under the graph.
@@ -66,6 +68,7 @@ impl Default for UiState {
             show_metrics: true,
             hosts: Vec::new(),
             group_by: super::processes::GroupBy::None,
+            palette: widgets::Palette::Standard,
         }
     }
 }
@@ -134,7 +137,39 @@ pub struct VramApp {
     )>,
     /// Sessions → Sessions on the agent… is open; the last download error.
     agent_sessions: Option<Option<String>>,
+    /// The Help window shown.
+    help: Option<Help>,
 }
+
+/// What the Help window shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Help {
+    /// The keyboard shortcuts.
+    Shortcuts,
+    /// The version and where the project lives.
+    About,
+}
+
+/// Every keyboard shortcut of the window, for Help → Keyboard shortcuts.
+pub const SHORTCUTS: &[(&str, &str)] = &[
+    ("Ctrl+,", "Settings"),
+    ("Ctrl+F", "Filter the process table"),
+    ("Ctrl+1 / 2 / 3", "Processes, Leaks, Activity tab"),
+    (
+        "Up / Down",
+        "Select the previous / next process in the table",
+    ),
+    ("Delete", "Terminate the selected process (asks first)"),
+    (
+        "Esc",
+        "Close the topmost window or popup, else the detail pane",
+    ),
+    ("+ / −", "Zoom the graph's time in / out"),
+    ("Shift+Left / Right", "Pan the graph"),
+    ("End", "Follow live again"),
+    ("Tab / Enter", "Move the keyboard focus / press"),
+    ("Ctrl+Q", "Quit"),
+];
 
 impl VramApp {
     /// The app for a real window, restoring persisted UI state.
@@ -193,6 +228,7 @@ impl VramApp {
             agent_sessions: None,
             saving: None,
             connecting: None,
+            help: None,
         }
     }
 
@@ -266,6 +302,7 @@ impl VramApp {
     /// Draws one frame into `ui` (the root of the window).
     pub fn draw(&mut self, ui: &mut Ui) {
         let ctx = ui.ctx().clone();
+        widgets::set_palette(&ctx, self.state.palette);
         if let Some(r) = self.past_leaks.and_then(|id| self.backend.jobs().take(id)) {
             self.past_leaks = None;
             if let crate::jobs::JobResult::PastLeaks(p) = r {
@@ -295,8 +332,15 @@ impl VramApp {
         }
         // Esc closes the topmost thing: a window (settings, sessions, export, connect), else
         // the detail pane. Ctrl+1/2/3 switch the tabs under the graph.
-        if ui.input(|i| i.key_pressed(egui::Key::Escape)) && self.confirm.is_none() {
-            if self.settings_ui.open {
+        // (A popup or menu open takes the Esc for itself: the Send-signal list closes, the
+        // pane under it stays.)
+        if ui.input(|i| i.key_pressed(egui::Key::Escape))
+            && self.confirm.is_none()
+            && !egui::Popup::is_any_open(&ctx)
+        {
+            if self.help.is_some() {
+                self.help = None;
+            } else if self.settings_ui.open {
                 self.settings_ui.open = false;
             } else if self.connect.open {
                 self.connect.open = false;
@@ -352,6 +396,20 @@ impl VramApp {
                 });
             });
         }
+        if let Some(e) = self.sessions.open_error.clone() {
+            egui::Panel::top("open-error-banner").show(ui, |ui| {
+                ui.horizontal_wrapped(|ui| {
+                    ui.label(
+                        RichText::new(format!("⚠ Could not open the file: {e}"))
+                            .color(widgets::WARN)
+                            .strong(),
+                    );
+                    if ui.button("Dismiss").clicked() {
+                        self.sessions.open_error = None;
+                    }
+                });
+            });
+        }
         if let crate::link::LinkHealth::Disconnected {
             url,
             since_ms,
@@ -370,7 +428,8 @@ impl VramApp {
                     );
                     ui.label(RichText::new(error.as_str()).weak());
                     if ui.button("Back to this computer").clicked() {
-                        cmd.retry = true;
+                        // As File → Disconnect: this computer's history is kept.
+                        cmd.disconnect = true;
                     }
                 });
             });
@@ -425,7 +484,8 @@ impl VramApp {
                                         );
                                     }
                                     if ui.button("Back to this computer").clicked() {
-                                        cmd.retry = true;
+                                        // As File → Disconnect: history is kept.
+                                        cmd.disconnect = true;
                                     }
                                 });
                             } else {
@@ -578,6 +638,7 @@ impl VramApp {
                 SessionAction::BackToLive => cmd.back_to_live = true,
             }
         }
+        self.help_window(&ctx);
         let connect_req = self.connect.window(&ctx);
         self.agent_sessions_window(&ctx);
         let interval_ms = live.interval_ms;
@@ -853,6 +914,45 @@ impl VramApp {
         }
     }
 
+    /// Help → Keyboard shortcuts / About.
+    fn help_window(&mut self, ctx: &egui::Context) {
+        let Some(which) = self.help else {
+            return;
+        };
+        let mut open = true;
+        let title = match which {
+            Help::Shortcuts => "Keyboard shortcuts",
+            Help::About => "About vramwarden",
+        };
+        egui::Window::new(title)
+            .open(&mut open)
+            .collapsible(false)
+            .resizable(false)
+            .show(ctx, |ui| match which {
+                Help::Shortcuts => {
+                    egui::Grid::new("shortcuts")
+                        .num_columns(2)
+                        .spacing([16.0, 4.0])
+                        .striped(true)
+                        .show(ui, |ui| {
+                            for (keys, what) in SHORTCUTS {
+                                ui.label(RichText::new(*keys).monospace().strong());
+                                ui.label(*what);
+                                ui.end_row();
+                            }
+                        });
+                }
+                Help::About => {
+                    ui.heading(format!("vramwarden {}", env!("CARGO_PKG_VERSION")));
+                    ui.label("Watches and manages NVIDIA GPU memory: who holds it, what leaks, what to do about it.");
+                    ui.label(format!("Licence: {}", env!("CARGO_PKG_LICENSE")));
+                }
+            });
+        if !open {
+            self.help = None;
+        }
+    }
+
     /// "Host: …" above the GPU cards: this computer or a saved agent.
     fn host_selector(&mut self, ui: &mut Ui) {
         let current = self
@@ -988,6 +1088,21 @@ impl VramApp {
                     }
                     ui.separator();
                     ui.checkbox(&mut self.state.stacked, "Stack graph by process");
+                    ui.separator();
+                    ui.label("Process colours");
+                    for p in widgets::Palette::ALL {
+                        ui.radio_value(&mut self.state.palette, p, p.label());
+                    }
+                });
+                ui.menu_button("Help", |ui| {
+                    if ui.button("Keyboard shortcuts").clicked() {
+                        self.help = Some(Help::Shortcuts);
+                        ui.close();
+                    }
+                    if ui.button("About vramwarden").clicked() {
+                        self.help = Some(Help::About);
+                        ui.close();
+                    }
                 });
                 ui.menu_button("Source", |ui| {
                     let demo = self.backend.demo;
@@ -1601,6 +1716,21 @@ impl eframe::App for VramApp {
         self.fit_zoom.update(ui.ctx());
         self.draw(ui);
         paint_focus_ring(ui.ctx());
+    }
+
+    fn raw_input_hook(&mut self, ctx: &egui::Context, raw: &mut egui::RawInput) {
+        // The pointer as of this input (or as last known).
+        let pos = raw
+            .events
+            .iter()
+            .rev()
+            .find_map(|e| match e {
+                egui::Event::PointerMoved(p) => Some(*p),
+                _ => None,
+            })
+            .or_else(|| ctx.input(|i| i.pointer.hover_pos()));
+        let over = matches!((pos, self.graph.plot_rect), (Some(p), Some(r)) if r.contains(p));
+        super::graph::wheel_to_zoom(raw, over);
     }
 
     fn save(&mut self, storage: &mut dyn eframe::Storage) {

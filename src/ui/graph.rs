@@ -64,6 +64,8 @@ pub enum LineKind {
     Unattributed,
     /// The GPU's used memory.
     Total,
+    /// The lowest to highest used memory in each bucket, behind a stack.
+    TotalRange,
     /// Another figure of the series drawn (PyTorch's allocated and reserved memory in a
     /// process's graph).
     Figure,
@@ -119,6 +121,8 @@ impl GraphLine {
 
 #[derive(Debug, Clone, PartialEq)]
 struct CacheKey {
+    /// The history summarised ([`History::id`]): lines of another source are never reused.
+    history: u64,
     what: Option<ProcSeriesKey>,
     device: u32,
     from: UnixMs,
@@ -127,15 +131,40 @@ struct CacheKey {
     end_tick: u64,
     stacked: bool,
     dark: bool,
+    palette: widgets::Palette,
+}
+
+/// The time one point of a decimated graph stands for (unix seconds).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bucket {
+    /// Its first sample.
+    pub from_s: f64,
+    /// Its last sample (the newest one while it fills).
+    pub to_s: f64,
+    /// The instant its stacked values were read at (its last sample).
+    pub at_s: f64,
+    /// The lowest and highest total used memory in it (MiB).
+    pub total_range: Option<(f64, f64)>,
+}
+
+/// The lines of a GPU's graph and the buckets they were decimated into.
+#[derive(Debug, Clone, Default)]
+pub struct DeviceLines {
+    /// What is drawn, bottom first.
+    pub lines: Vec<GraphLine>,
+    /// The time range of each point (for the hover).
+    pub buckets: Vec<Bucket>,
 }
 
 /// Decimated lines of one graph, and whether it follows the live edge.
 #[derive(Debug, Clone, Default)]
 pub struct GraphCache {
     key: Option<CacheKey>,
-    lines: Vec<GraphLine>,
+    drawn: DeviceLines,
     /// The range the user zoomed or panned to; `None` follows the newest data.
     pub free_range: Option<(UnixMs, UnixMs)>,
+    /// Where the plot was drawn last (the wheel over it zooms).
+    pub plot_rect: Option<egui::Rect>,
     buckets: crate::history::BucketCache,
     metrics: Option<(CacheKey, Vec<Vec<GraphLine>>)>,
 }
@@ -146,12 +175,12 @@ impl GraphCache {
         self.key = None;
     }
 
-    fn get(&mut self, key: CacheKey, build: impl FnOnce() -> Vec<GraphLine>) -> &mut [GraphLine] {
+    fn get(&mut self, key: CacheKey, build: impl FnOnce() -> DeviceLines) -> &mut DeviceLines {
         if self.key.as_ref() != Some(&key) {
-            self.lines = build();
+            self.drawn = build();
             self.key = Some(key);
         }
-        &mut self.lines
+        &mut self.drawn
     }
 }
 
@@ -165,22 +194,23 @@ fn x_formatter(mark: GridMark, range: &std::ops::RangeInclusive<f64>) -> String 
 }
 
 /// Lines of one GPU between `from` and `to`: the device total plus one per process and one for
-/// unattributed memory. Stacked: processes (oldest at the bottom) then unattributed memory are
-/// cumulative, filled areas, so their top edge meets the total line.
+/// unattributed memory, decimated into buckets `width` across. Stacked: every series is read
+/// at the same instant of each bucket, processes (oldest at the bottom) then unattributed
+/// memory as cumulative, filled areas whose top edge is the total at that instant; the
+/// total's lowest-to-highest range in each bucket is drawn behind them. Unstacked: each
+/// line keeps every bucket's lowest and highest value.
 #[allow(clippy::too_many_arguments)]
 pub fn device_lines(
     h: &History,
     m: &Monitor,
     device: u32,
-    from: UnixMs,
-    to: UnixMs,
+    (from, to): (UnixMs, UnixMs),
     width: usize,
     stacked: bool,
-    dark_mode: bool,
+    colors: &widgets::Colors,
     buckets: &mut crate::history::BucketCache,
-) -> Vec<GraphLine> {
+) -> DeviceLines {
     use crate::history::SeriesId;
-    let mut lines = Vec::new();
     let t0 = h.tick_at(from);
     let t1 = h.tick_at(to.saturating_add(1));
     let mut procs: Vec<(&ProcSeriesKey, &Series)> = h
@@ -194,26 +224,47 @@ pub fn device_lines(
         let name = m.row(k).map_or("?", |r| r.info.name.as_str());
         format!("{name} ({})", k.0.pid)
     };
-    let color_of =
-        |k: &ProcSeriesKey| widgets::process_color(m.row(k).map_or(0, |r| r.color_slot), dark_mode);
+    let color_of = |k: &ProcSeriesKey| colors.slot(m.row(k).map_or(0, |r| r.color_slot));
+    let (b0, per, n) = h.buckets(from, to, width);
+    let secs = |tick: u64| h.time_of(tick).map(|ms| ms as f64 / 1000.0);
+    let total_mm = h.device(device).map(|s| {
+        buckets
+            .get(h, SeriesId::Device(device), s, b0, per, n)
+            .to_vec()
+    });
+    let spans: Vec<Bucket> = (0..n)
+        .filter_map(|i| {
+            let at = h.bucket_instant(b0, per, i);
+            let from_s = secs(b0 + i as u64 * per)?;
+            let to_s = secs(at)?;
+            let total_range = total_mm
+                .as_ref()
+                .and_then(|mm| mm.get(i))
+                .filter(|(lo, _)| *lo != NONE)
+                .map(|(lo, hi)| (f64::from(*lo), f64::from(*hi)));
+            Some(Bucket {
+                from_s,
+                to_s,
+                at_s: to_s,
+                total_range,
+            })
+        })
+        .collect();
+    let mut lines = Vec::new();
     if stacked {
-        let (b0, per, n) = h.buckets(from, to, width);
-        let xs: Vec<Option<f64>> = (0..n)
-            .map(|i| h.time_of(b0 + i as u64 * per).map(|ms| ms as f64 / 1000.0))
-            .collect();
+        let xs: Vec<Option<f64>> = (0..n).map(|i| secs(h.bucket_instant(b0, per, i))).collect();
         let mut cum = vec![0u64; n];
-        let mut layer = |name: String, kind: LineKind, color: Color32, mm: &[(u32, u32)]| {
+        let mut layer = |name: String, kind: LineKind, color: Color32, at: &[u32]| {
             let mut pts = Vec::with_capacity(n);
             let mut own = Vec::with_capacity(n);
             for i in 0..n {
-                let Some(x) = xs[i] else { continue };
-                if mm[i].0 == NONE {
-                    // Not alive in this bucket: no point, so the hover shows nothing.
+                // Not alive at this instant: no point, so the hover shows nothing.
+                let (Some(x), Some(&v)) = (xs[i], at.get(i).filter(|v| **v != NONE)) else {
                     continue;
-                }
-                cum[i] += u64::from(mm[i].1);
+                };
+                cum[i] += u64::from(v);
                 pts.push([x, cum[i] as f64]);
-                own.push(f64::from(mm[i].1));
+                own.push(f64::from(v));
             }
             GraphLine {
                 own,
@@ -222,23 +273,50 @@ pub fn device_lines(
         };
         let mut layers = Vec::new();
         for (k, s) in &procs {
-            let mm = buckets.get(SeriesId::Process(**k), s, b0, per, n);
-            layers.push(layer(name_of(k), LineKind::Process(**k), color_of(k), mm));
+            let at = buckets.get_at(h, SeriesId::Process(**k), s, b0, per, n);
+            layers.push(layer(name_of(k), LineKind::Process(**k), color_of(k), at));
         }
         if let Some(g) = h.ghost(device) {
-            let mm = buckets.get(SeriesId::Ghost(device), g, b0, per, n);
-            if mm.iter().any(|(lo, hi)| *lo != NONE && *hi > 0) {
+            let at = buckets.get_at(h, SeriesId::Ghost(device), g, b0, per, n);
+            if at.iter().any(|v| *v != NONE && *v > 0) {
                 layers.push(layer(
-                    "Unattributed (no process)".into(),
+                    UNATTRIBUTED.into(),
                     LineKind::Unattributed,
-                    Color32::GRAY,
-                    mm,
+                    widgets::UNATTRIBUTED,
+                    at,
                 ));
             }
+        }
+        // Behind the stack: the total's range in each bucket (its peaks stay visible).
+        if let Some(s) = h.device(device).filter(|_| per > 1) {
+            lines.push(GraphLine::new(
+                "Total used (range)".into(),
+                LineKind::TotalRange,
+                widgets::USED.gamma_multiply(0.55),
+                h.decimate_cached(buckets, SeriesId::Device(device), s, from, to, width),
+                false,
+            ));
         }
         // Top layer first, so each lower layer is drawn over the one above it.
         layers.reverse();
         lines.extend(layers);
+        if let Some(s) = h.device(device) {
+            // The top edge of the stack: the total at the same instants.
+            let at = buckets.get_at(h, SeriesId::Device(device), s, b0, per, n);
+            let pts: PlotLine = (0..n)
+                .filter_map(|i| {
+                    let v = *at.get(i).filter(|v| **v != NONE)?;
+                    Some([xs[i]?, f64::from(v)])
+                })
+                .collect();
+            lines.push(GraphLine::new(
+                "Total used".into(),
+                LineKind::Total,
+                widgets::USED,
+                pts,
+                false,
+            ));
+        }
     } else {
         for (k, s) in &procs {
             lines.push(GraphLine::new(
@@ -253,27 +331,33 @@ pub fn device_lines(
             let pts = h.decimate_cached(buckets, SeriesId::Ghost(device), g, from, to, width);
             if pts.iter().any(|p| p[1] > 0.0) {
                 lines.push(GraphLine::new(
-                    "Unattributed (no process)".into(),
+                    UNATTRIBUTED.into(),
                     LineKind::Unattributed,
-                    Color32::GRAY,
+                    widgets::UNATTRIBUTED,
                     pts,
                     false,
                 ));
             }
         }
+        if let Some(s) = h.device(device) {
+            // The total goes on top of everything.
+            lines.push(GraphLine::new(
+                "Total used".into(),
+                LineKind::Total,
+                widgets::USED,
+                h.decimate_cached(buckets, SeriesId::Device(device), s, from, to, width),
+                false,
+            ));
+        }
     }
-    if let Some(s) = h.device(device) {
-        // The total goes on top of everything.
-        lines.push(GraphLine::new(
-            "Total used".into(),
-            LineKind::Total,
-            widgets::USED,
-            h.decimate_cached(buckets, SeriesId::Device(device), s, from, to, width),
-            false,
-        ));
+    DeviceLines {
+        lines,
+        buckets: spans,
     }
-    lines
 }
+
+/// The legend name of memory no process accounts for.
+pub const UNATTRIBUTED: &str = "Unattributed (no process)";
 
 /// How a plot is drawn, beyond its lines.
 #[derive(Debug, Clone, Default)]
@@ -304,6 +388,10 @@ struct PlotOpts<'a> {
     height: Option<f32>,
     /// Plots of one group share their time axis (pan and zoom together).
     link: Option<&'a str>,
+    /// The time range of each point (the hover's title).
+    buckets: &'a [Bucket],
+    /// The lines are a stack read at each bucket's instant.
+    stacked: bool,
 }
 
 /// The time-axis grid: round steps (10 s, 1 min, 5 min, 1 h, …) in local time, about eight
@@ -332,6 +420,86 @@ fn time_grid(input: egui_plot::GridInput) -> Vec<GridMark> {
         v += step;
     }
     marks
+}
+
+/// Points between two labelled values of a value axis at least (egui_plot hides a label
+/// closer than 20 points to the next).
+pub const Y_LABEL_GAP: f32 = 22.0;
+
+/// Points between two labelled values on a short plot at least (a line of text).
+pub const Y_LABEL_MIN_GAP: f32 = 16.0;
+
+/// The value-axis grid: round steps of 1, 2 or 5 × 10ⁿ, the finest that keeps
+/// [`Y_LABEL_GAP`] between labels, and never fewer than three marks in view (a finer step
+/// when the plot is short, down to the height of a line of text).
+pub fn value_grid(input: egui_plot::GridInput) -> Vec<GridMark> {
+    let (lo, hi) = input.bounds;
+    let span = hi - lo;
+    if !(span.is_finite() && span > 0.0) {
+        return Vec::new();
+    }
+    // egui_plot gives the smallest step as 8 points' worth of value (its grid spacing).
+    let per_point = Some(input.base_step_size / 8.0)
+        .filter(|p| p.is_finite() && *p > 0.0)
+        .unwrap_or(span / 100.0);
+    let steps = |from: f64| {
+        let mut e = 10f64.powi(from.log10().floor() as i32 - 1);
+        std::iter::from_fn(move || {
+            let out = [e, 2.0 * e, 5.0 * e];
+            e *= 10.0;
+            Some(out)
+        })
+        .flatten()
+    };
+    let marks_of = |step: f64| ((hi / step).floor() - (lo / step).ceil() + 1.0).max(0.0) as usize;
+    let first = span / 1000.0;
+    let mut step = steps(first)
+        .find(|s| *s / per_point >= f64::from(Y_LABEL_GAP))
+        .unwrap_or(span);
+    if marks_of(step) < 3 {
+        // Short plot: the coarsest step giving three marks, as long as labels still fit.
+        if let Some(s) = steps(first)
+            .take_while(|s| marks_of(*s) >= 3)
+            .last()
+            .filter(|s| *s / per_point >= f64::from(Y_LABEL_MIN_GAP))
+        {
+            step = s;
+        }
+    }
+    let mut marks = Vec::new();
+    let mut v = (lo / step).ceil() * step;
+    while v <= hi + step * 1e-9 && marks.len() < 200 {
+        marks.push(GridMark {
+            value: v,
+            step_size: step,
+        });
+        v += step;
+    }
+    marks
+}
+
+/// A value axis `width` points wide at least, labelled by `label`, whose labels show down to
+/// [`Y_LABEL_MIN_GAP`] apart (egui_plot's default hides them under 20).
+fn value_axis<'a>(width: f32, label: impl Fn(GridMark) -> String + 'a) -> egui_plot::AxisHints<'a> {
+    egui_plot::AxisHints::new_y()
+        .formatter(move |m, _| label(m))
+        .min_thickness(width)
+        .label_spacing(Y_LABEL_MIN_GAP..=Y_LABEL_GAP)
+}
+
+/// A value-axis label: as many decimals as the grid's step needs, so neighbours never read
+/// alike ("0.5 GiB", "1.0 GiB"; "20 %").
+pub fn value_label(mark: GridMark, unit: &str) -> String {
+    if mark.value < -mark.step_size * 1e-6 {
+        return String::new();
+    }
+    let decimals = (-mark.step_size.log10().floor()).clamp(0.0, 6.0) as usize;
+    let v = if mark.value.abs() < mark.step_size * 1e-6 {
+        0.0
+    } else {
+        mark.value
+    };
+    format!("{v:.decimals$} {unit}")
 }
 
 fn draw_plot(
@@ -393,15 +561,19 @@ fn draw_plot(
         .auto_bounds([o.auto_x, fit.is_none()])
         .x_axis_formatter(x_formatter)
         .x_grid_spacer(time_grid)
-        .y_axis_formatter(move |m, _| axis_text(m.value, unit))
-        .y_axis_min_width(56.0);
+        .y_grid_spacer(value_grid)
+        .custom_y_axes(vec![value_axis(56.0, move |m| value_label(m, unit))]);
     plot = if o.table_hover {
         // The hover table (below) replaces the single-value label.
         plot.label_formatter(|_| None)
     } else {
         plot.label_formatter(move |pos| match pos {
-            egui_plot::HoverPosition::NearDataPoint { position, .. } => Some(format!(
-                "{}\n{}",
+            egui_plot::HoverPosition::NearDataPoint {
+                plot_name,
+                position,
+                ..
+            } => Some(format!(
+                "{plot_name}\n{}\n{}",
                 format::clock((position.x * 1000.0) as i64),
                 units.mib(position.y / scale)
             )),
@@ -427,11 +599,15 @@ fn draw_plot(
         if let Some((lo, hi)) = fit {
             plot_ui.set_plot_bounds_y(lo..=hi);
         }
-        // The wheel zooms time around the cursor.
+        // The wheel zooms time around the cursor, a notch in one frame (egui's smoothed
+        // scroll would spread it over a second of frames). In the window the wheel reaches
+        // the plot as a zoom event ([`wheel_to_zoom`]); this reads one that was not turned.
         if plot_ui.response().hovered() {
-            let dy = plot_ui.ctx().input(|i| i.smooth_scroll_delta.y);
-            if dy != 0.0 {
-                plot_ui.zoom_bounds_around_hovered(egui::vec2((dy / 200.0).exp(), 1.0));
+            let f = plot_ui
+                .ctx()
+                .input(|i| wheel_zoom_factor(&i.events, i.modifiers));
+            if f != 1.0 {
+                plot_ui.zoom_bounds_around_hovered(egui::vec2(f, 1.0));
             }
         }
         for l in lines.iter() {
@@ -488,35 +664,91 @@ fn draw_plot(
     if o.table_hover {
         if let Some(pos) = resp.response.hover_pos() {
             let x = resp.transform.value_from_position(pos).x;
-            let step = o.step_s;
+            let at = HoverAt {
+                x,
+                step: o.step_s,
+                bucket: bucket_at(o.buckets, x, o.step_s),
+                stacked: o.stacked,
+            };
             let limit = o.limit_mib;
             let reserved = o.reserved_mib;
             resp.response.clone().on_hover_ui_at_pointer(|ui| {
-                hover_table(ui, lines, x, step, limit, reserved, units);
+                hover_table(ui, lines, &at, limit, reserved, units);
             });
         }
     }
     resp
 }
 
-/// The hover of the GPU graph: at the cursor's time, every series's own value (largest
-/// first) with its colour, then the total and the free memory.
+/// Where the pointer is on a GPU graph, for its hover.
+struct HoverAt {
+    /// Its time (unix s).
+    x: f64,
+    /// Seconds one point stands for.
+    step: f64,
+    /// The bucket under it.
+    bucket: Option<Bucket>,
+    /// Whether the lines are a stack read at each bucket's instant.
+    stacked: bool,
+}
+
+/// The bucket that holds time `x` (within `step` after its last sample).
+pub fn bucket_at(buckets: &[Bucket], x: f64, step: f64) -> Option<Bucket> {
+    let i = buckets.partition_point(|b| b.from_s <= x);
+    let b = *buckets.get(i.checked_sub(1)?)?;
+    (x <= b.to_s + step).then_some(b)
+}
+
+/// The hover's title: the bucket's time range ("12:00:00 – 12:01:36"), or one time when it
+/// holds one sample.
+pub fn bucket_title(b: &Bucket) -> String {
+    let clock = |s: f64| format::clock((s * 1000.0).round() as i64);
+    if b.to_s > b.from_s {
+        format!("{} – {}", clock(b.from_s), clock(b.to_s))
+    } else {
+        clock(b.from_s)
+    }
+}
+
+/// The hover of the GPU graph: the bucket under the cursor (its time range), every series's
+/// own value (largest first) with its colour, then the total and the free memory. Stacked,
+/// the values are those of the bucket's last sample, so they add up to the total; the total's
+/// range in the bucket follows.
 fn hover_table(
     ui: &mut Ui,
     lines: &[GraphLine],
-    x: f64,
-    step: f64,
+    at: &HoverAt,
     limit_mib: Option<f64>,
     reserved_mib: Option<f64>,
     units: Units,
 ) {
-    ui.label(egui::RichText::new(format::clock((x * 1000.0) as i64)).strong());
+    let (x, step) = match (at.stacked, at.bucket) {
+        (true, Some(b)) => (b.at_s, 0.0),
+        _ => (at.x, at.step),
+    };
+    match &at.bucket {
+        Some(b) => {
+            ui.label(egui::RichText::new(bucket_title(b)).strong());
+            if at.stacked && b.to_s > b.from_s {
+                ui.label(
+                    egui::RichText::new(format!(
+                        "values at {}",
+                        format::clock((b.at_s * 1000.0).round() as i64)
+                    ))
+                    .weak(),
+                );
+            }
+        }
+        None => {
+            ui.label(egui::RichText::new(format::clock((x * 1000.0) as i64)).strong());
+        }
+    }
     // One unit for the whole list (Auto: from the GPU's size).
     let largest = limit_mib.unwrap_or(0.0).max(0.0) * crate::model::MIB as f64;
     let units = units.for_largest(largest as u64);
     let mut rows: Vec<(&GraphLine, f64)> = lines
         .iter()
-        .filter(|l| l.kind != LineKind::Total)
+        .filter(|l| !matches!(l.kind, LineKind::Total | LineKind::TotalRange))
         .filter_map(|l| l.value_at(x, step).map(|v| (l, v)))
         .collect();
     rows.sort_by(|a, b| b.1.total_cmp(&a.1));
@@ -543,6 +775,15 @@ fn hover_table(
                 });
                 ui.monospace(units.mib(t));
                 ui.end_row();
+                if let Some((lo, hi)) = at
+                    .bucket
+                    .and_then(|b| b.total_range)
+                    .filter(|(lo, hi)| hi > lo)
+                {
+                    ui.label("Range in this time");
+                    ui.monospace(format!("{} – {}", units.mib(lo), units.mib(hi)));
+                    ui.end_row();
+                }
                 if let Some(l) = limit_mib {
                     ui.label("Free");
                     ui.monospace(units.mib((l - t - reserved_mib.unwrap_or(0.0)).max(0.0)));
@@ -612,21 +853,56 @@ fn legend(ui: &mut Ui, lines: &[GraphLine], highlight: Option<ProcSeriesKey>, fo
 /// Processes named in the graph's legend at most.
 pub const LEGEND_MAX: usize = 12;
 
-fn axis_text(v: f64, unit: &str) -> String {
-    if v < 0.0 {
-        return String::new();
-    }
-    if unit == "GiB" && v.fract().abs() > 1e-6 {
-        format!("{v:.1} GiB")
-    } else {
-        format!("{v:.0} {unit}")
-    }
-}
-
 fn user_moved(ui: &Ui, resp: &egui::Response) -> bool {
     resp.dragged()
         || (resp.hovered()
-            && ui.input(|i| i.smooth_scroll_delta != egui::Vec2::ZERO || i.zoom_delta() != 1.0))
+            && ui.input(|i| {
+                wheel_zoom_factor(&i.events, i.modifiers) != 1.0 || i.zoom_delta() != 1.0
+            }))
+}
+
+/// Points one wheel line scrolls (egui's default for a line of a mouse wheel).
+const LINE_POINTS: f32 = 40.0;
+
+/// The time zoom the wheel events of one frame ask for: a notch (120 points) zooms by about
+/// 1.8; Ctrl + wheel (egui's own zoom) and horizontal scrolling are left alone.
+pub fn wheel_zoom_factor(events: &[egui::Event], modifiers: egui::Modifiers) -> f32 {
+    if modifiers.command {
+        return 1.0;
+    }
+    let dy: f32 = events
+        .iter()
+        .filter_map(|e| match e {
+            egui::Event::MouseWheel {
+                unit,
+                delta,
+                modifiers,
+                ..
+            } if !modifiers.command => Some(match unit {
+                egui::MouseWheelUnit::Point => delta.y,
+                egui::MouseWheelUnit::Line => delta.y * LINE_POINTS,
+                egui::MouseWheelUnit::Page => delta.y * 400.0,
+            }),
+            _ => None,
+        })
+        .sum();
+    (dy / 200.0).exp()
+}
+
+/// Turns the wheel over a graph (`over_graph`: the pointer is on one) into one zoom event per
+/// frame, before egui sees it: egui smooths a wheel notch over a second of frames, each a
+/// full redraw; a zoom event moves the plot once.
+pub fn wheel_to_zoom(raw: &mut egui::RawInput, over_graph: bool) {
+    if !over_graph {
+        return;
+    }
+    let f = wheel_zoom_factor(&raw.events, egui::Modifiers::NONE);
+    if f == 1.0 {
+        return;
+    }
+    raw.events
+        .retain(|e| !matches!(e, egui::Event::MouseWheel { modifiers, .. } if !modifiers.command));
+    raw.events.push(egui::Event::Zoom(f));
 }
 
 /// The graph of one GPU with its toolbar (window presets, stacking, fit to data, follow live)
@@ -672,21 +948,29 @@ pub fn device_graph(
             cache.free_range = None;
         }
         ui.label(
-            egui::RichText::new("wheel: zoom · drag: pan · double-click: follow live")
+            egui::RichText::new(
+                "wheel or +/−: zoom · drag or Shift+Left/Right: pan · double-click or End: follow live",
+            )
                 .weak()
                 .small(),
         );
     });
-    let (from, to) = cache.free_range.unwrap_or_else(|| {
+    let shown = cache.free_range.unwrap_or_else(|| {
         // A preset longer than the history held shows what is held (at least 10 s), so a
         // fresh start fills the width instead of being a sliver at the right edge.
         let held = (live_edge - first).max(10_000);
         let span = state.window.ms().map_or(held, |w| w.min(held)).max(1000);
         (live_edge - span, live_edge)
     });
+    let keyed = keyboard_move(ui, shown, cache.free_range.is_none());
+    if let Some(moved) = keyed {
+        cache.free_range = moved;
+    }
+    let (from, to) = cache.free_range.unwrap_or(shown);
     let width = (ui.available_width() as usize).clamp(50, 4000);
-    let dark = ui.visuals().dark_mode;
+    let colors = widgets::Colors::of(ui);
     let key = CacheKey {
+        history: h.id(),
         what: None,
         device,
         from,
@@ -694,7 +978,8 @@ pub fn device_graph(
         width,
         end_tick: h.end_tick(),
         stacked: state.stacked,
-        dark,
+        dark: colors.dark,
+        palette: colors.palette,
     };
     let stacked = state.stacked;
     let dev = snap.devices.iter().find(|d| d.index == device);
@@ -715,7 +1000,7 @@ pub fn device_graph(
         }),
         _ => None,
     };
-    let set_x = if cache.free_range.is_none() {
+    let set_x = if cache.free_range.is_none() || keyed.is_some() {
         let (a, b) = (from as f64 / 1000.0, to as f64 / 1000.0);
         // Room on the right for the forecast to show where it heads.
         Some((
@@ -744,9 +1029,22 @@ pub fn device_graph(
         })
         .collect();
     let mut buckets = std::mem::take(&mut cache.buckets);
-    let lines = cache.get(key, || {
-        device_lines(h, m, device, from, to, width, stacked, dark, &mut buckets)
+    let drawn = cache.get(key, || {
+        device_lines(
+            h,
+            m,
+            device,
+            (from, to),
+            width,
+            stacked,
+            &colors,
+            &mut buckets,
+        )
     });
+    let DeviceLines {
+        lines,
+        buckets: spans,
+    } = drawn;
     legend(ui, lines, highlight, forecast.is_some());
     let step_s =
         ((to - from) as f64 / 1000.0 / width as f64).max(m.interval_ms as f64 / 1000.0) * 2.0;
@@ -774,9 +1072,12 @@ pub fn device_graph(
             highlight,
             forecast,
             step_s,
+            buckets: spans,
+            stacked,
         },
     );
     cache.buckets = buckets;
+    cache.plot_rect = Some(resp.response.rect);
     if state.show_metrics {
         // The same time range as the memory graph (zoomed, panned or following).
         let range = Some((from as f64 / 1000.0, to as f64 / 1000.0));
@@ -787,6 +1088,46 @@ pub fn device_graph(
     } else if user_moved(ui, &resp.response) || cache.free_range.is_some() {
         let b = resp.transform.bounds();
         cache.free_range = Some(((b.min()[0] * 1000.0) as i64, (b.max()[0] * 1000.0) as i64));
+    }
+}
+
+/// The graph's keys (when no text field has the keyboard): `+` / `-` zoom time in and out,
+/// Shift + Left / Right pan by a fifth of the view, End follows live again. Returns the new range
+/// (`Some(None)`: follow live), `None` when no key was pressed.
+fn keyboard_move(
+    ui: &Ui,
+    (from, to): (UnixMs, UnixMs),
+    following: bool,
+) -> Option<Option<(UnixMs, UnixMs)>> {
+    // Ctrl/Cmd + / − are egui's zoom of the whole window, not of the graph.
+    if ui.ctx().egui_wants_keyboard_input() || ui.input(|i| i.modifiers.command) {
+        return None;
+    }
+    let span = (to - from).max(1000);
+    let key = |k| ui.input(|i| i.key_pressed(k));
+    let shift = ui.input(|i| i.modifiers.shift);
+    let zoom = |f: f64| {
+        // Following live, the right edge stays; else the middle.
+        let new = ((span as f64 * f) as i64).max(1000);
+        let end = if following {
+            to
+        } else {
+            (from + to) / 2 + new / 2
+        };
+        Some(Some((end - new, end)))
+    };
+    if key(egui::Key::Plus) || key(egui::Key::Equals) {
+        zoom(1.0 / 1.5)
+    } else if key(egui::Key::Minus) {
+        zoom(1.5)
+    } else if shift && key(egui::Key::ArrowLeft) {
+        Some(Some((from - span / 5, to - span / 5)))
+    } else if shift && key(egui::Key::ArrowRight) {
+        Some(Some((from + span / 5, to + span / 5)))
+    } else if key(egui::Key::End) {
+        Some(None)
+    } else {
+        None
     }
 }
 
@@ -816,6 +1157,7 @@ fn metric_plots(
 ) {
     use crate::history::Metric;
     let key = CacheKey {
+        history: h.id(),
         what: None,
         device,
         from,
@@ -824,6 +1166,7 @@ fn metric_plots(
         end_tick: h.end_tick(),
         stacked: false,
         dark: ui.visuals().dark_mode,
+        palette: widgets::Palette::Standard,
     };
     if cache.metrics.as_ref().is_none_or(|(k, _)| *k != key) {
         let lines = METRIC_PANELS
@@ -899,8 +1242,8 @@ fn metric_plots(
                         .show_x(true)
                         .x_axis_formatter(x_formatter)
                         .x_grid_spacer(time_grid)
-                        .y_axis_formatter(move |v, _| format!("{:.0} {unit}", v.value))
-                        .y_axis_min_width(48.0);
+                        .y_grid_spacer(value_grid)
+                        .custom_y_axes(vec![value_axis(48.0, move |m| value_label(m, &unit))]);
                     if title == "Utilisation" || title == "Fan" {
                         plot = plot.include_y(100.0);
                     }
@@ -925,6 +1268,9 @@ fn metric_plots(
     });
 }
 
+/// The least height of a process's lifetime graph (points).
+pub const PROCESS_GRAPH_MIN_HEIGHT: f32 = 160.0;
+
 /// The whole-lifetime graph of one process on one GPU, with marked times (unix s, name).
 pub fn process_graph(
     ui: &mut Ui,
@@ -948,8 +1294,9 @@ pub fn process_graph(
         .time_of(series.end_tick().saturating_sub(1))
         .unwrap_or(from);
     let width = (ui.available_width() as usize).clamp(50, 4000);
-    let dark = ui.visuals().dark_mode;
+    let colors = widgets::Colors::of(ui);
     let ck = CacheKey {
+        history: h.id(),
         what: Some(key),
         device: key.1,
         from,
@@ -957,12 +1304,13 @@ pub fn process_graph(
         width,
         end_tick: h.end_tick(),
         stacked: false,
-        dark,
+        dark: colors.dark,
+        palette: colors.palette,
     };
-    let color = widgets::process_color(m.row(&key).map_or(0, |r| r.color_slot), dark);
-    let lines = cache.get(ck, || {
+    let color = colors.slot(m.row(&key).map_or(0, |r| r.color_slot));
+    let drawn = cache.get(ck, || {
         let mut lines = vec![GraphLine::new(
-            "GPU memory".into(),
+            "GPU memory (driver)".into(),
             LineKind::Process(key),
             color,
             h.decimate(series, from, to, width),
@@ -993,17 +1341,33 @@ pub fn process_graph(
                 ));
             }
         }
-        lines
+        DeviceLines {
+            lines,
+            buckets: Vec::new(),
+        }
     });
+    if drawn.lines.len() > 1 {
+        // Which line is which (the driver's figure, PyTorch's).
+        ui.horizontal_wrapped(|ui| {
+            for l in &drawn.lines {
+                widgets::color_swatch(ui, l.color);
+                ui.label(&l.name);
+                ui.add_space(6.0);
+            }
+        });
+    }
+    // Room for a readable plot (three axis labels) even in a short pane: the pane scrolls.
+    let height = ui.available_height().max(PROCESS_GRAPH_MIN_HEIGHT);
     draw_plot(
         ui,
         &format!("proc-graph-{}-{}", key.0.pid, key.1),
-        lines,
+        &mut drawn.lines,
         &PlotOpts {
             units,
             auto_x: true,
             marks,
             step_s: 1.0,
+            height: Some(height),
             ..PlotOpts::default()
         },
     );

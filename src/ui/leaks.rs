@@ -94,32 +94,24 @@ pub fn badges(m: &Monitor, snap: &Snapshot) -> HashMap<LeakKey, LeakBadge> {
                 },
             )
         });
-    let leaks = m
-        .leaks
-        .iter()
-        .filter(|l| {
-            l.flagged_ms <= t
-                && l.ended_ms
-                    .is_none_or(|e| t < e || (l.open_at_end && t <= e))
-        })
-        .map(|l| {
-            let free = snap
-                .devices
-                .iter()
-                .find(|d| d.index == l.info.device_index)
-                .and_then(|d| d.memory_free_bytes)
-                .map(|b| b as f64 / MIB as f64);
-            (
-                l.key,
-                LeakBadge {
-                    rate_mib_per_min: l.info.rate_mib_per_min,
-                    full_in_min: free.and_then(|f| time_to_full_min(f, l.info.rate_mib_per_min)),
-                    grown_mib: l.grown_mib,
-                    since_ms: l.info.since_ms,
-                    leak: true,
-                },
-            )
-        });
+    let leaks = m.leaks.iter().filter(|l| l.active_at(t)).map(|l| {
+        let free = snap
+            .devices
+            .iter()
+            .find(|d| d.index == l.info.device_index)
+            .and_then(|d| d.memory_free_bytes)
+            .map(|b| b as f64 / MIB as f64);
+        (
+            l.key,
+            LeakBadge {
+                rate_mib_per_min: l.info.rate_mib_per_min,
+                full_in_min: free.and_then(|f| time_to_full_min(f, l.info.rate_mib_per_min)),
+                grown_mib: l.grown_mib,
+                since_ms: l.info.since_ms,
+                leak: true,
+            },
+        )
+    });
     growing.chain(leaks).collect()
 }
 
@@ -162,76 +154,104 @@ pub fn pane(
         .id_salt("leaks")
         .auto_shrink([false, false])
         .show(ui, |ui| {
+            // One unit for the Grown and Peak columns (Auto: from the largest peak).
+            let largest = records.iter().map(|r| r.peak_mib.max(0.0)).fold(0.0, f64::max);
+            let units = units.for_largest((largest * MIB as f64) as u64);
             egui::Grid::new("leaks-grid")
-                .num_columns(8)
+                .num_columns(9)
                 .striped(true)
                 .spacing([14.0, 4.0])
                 .show(ui, |ui| {
-                    for h in [
-                        "Process", "GPU", "Began", "Ended", "Rate", "Grown", "Peak", "Session",
+                    for (h, tip) in [
+                        ("Process", ""),
+                        ("GPU", ""),
+                        ("Began", "When its memory began to grow"),
+                        ("Flagged", "When the detector called it a leak"),
+                        ("Status", "At the time shown (a session: its time slider)"),
+                        ("Rate", ""),
+                        ("Grown", ""),
+                        ("Peak", ""),
+                        ("Detected by", "Whose leak detector made the verdict: this run's, or the one that recorded a session"),
                     ] {
-                        ui.label(RichText::new(h).strong());
+                        let l = ui.label(RichText::new(h).strong());
+                        if !tip.is_empty() {
+                            l.on_hover_text(tip);
+                        }
                     }
                     ui.end_row();
                     for r in records {
-                        let who = if r.info.ghost {
-                            format!("ghost memory · GPU {}", r.info.device_index)
-                        } else {
-                            format!("{} · PID {}", r.info.name, r.info.pid)
-                        };
-                        let resp = ui.selectable_label(
-                            false,
-                            RichText::new(who).color(if r.ended_ms.is_none() {
-                                leak_color(ui.visuals().dark_mode)
-                            } else {
-                                ui.visuals().text_color()
-                            }),
-                        );
-                        if resp.clicked() {
-                            if let LeakKey::Process(k) = r.key {
-                                click = Some(LeakClick {
-                                    key: k,
-                                    session: r.session.clone(),
-                                    at_ms: r.flagged_ms,
-                                });
-                            }
+                        if let Some(c) = leak_row(ui, r, units, now) {
+                            click = Some(c);
                         }
-                        ui.label(r.info.device_index.to_string());
-                        ui.monospace(format::date_time(r.info.since_ms));
-                        match r.ended_ms {
-                            Some(t) if r.open_at_end => ui
-                                .label(
-                                    RichText::new(format!(
-                                        "recording ended ({})",
-                                        format::duration(t - r.info.since_ms)
-                                    ))
-                                    .weak(),
-                                )
-                                .on_hover_text(
-                                    "The session's recording stopped while this was still growing.",
-                                ),
-                            Some(t) => ui.monospace(format::date_time(t)),
-                            None => ui.label(
-                                RichText::new(format!(
-                                    "ongoing ({})",
-                                    format::duration(now - r.info.since_ms)
-                                ))
-                                .color(leak_color(ui.visuals().dark_mode)),
-                            ),
-                        };
-                        ui.monospace(format!("{:.1} MiB/min", r.info.rate_mib_per_min));
-                        ui.monospace(units.bytes((r.grown_mib.max(0.0) * MIB as f64) as u64));
-                        ui.monospace(units.bytes((r.peak_mib.max(0.0) * MIB as f64) as u64));
-                        ui.label(
-                            r.session
-                                .as_ref()
-                                .and_then(|p| p.file_name())
-                                .map_or("this run".into(), |n| n.to_string_lossy().into_owned()),
-                        );
                         ui.end_row();
                     }
                 });
         });
+    click
+}
+
+/// One row of the Leaks pane; its status is the one the table shows at `now`
+/// ([`LeakRecord::active_at`]). Returns the episode when its name was clicked.
+fn leak_row(ui: &mut Ui, r: &LeakRecord, units: Units, now: UnixMs) -> Option<LeakClick> {
+    let active = r.active_at(now);
+    let who = if r.info.ghost {
+        format!("ghost memory · GPU {}", r.info.device_index)
+    } else {
+        format!("{} · PID {}", r.info.name, r.info.pid)
+    };
+    let color = if active {
+        leak_color(ui.visuals().dark_mode)
+    } else {
+        ui.visuals().text_color()
+    };
+    let mut click = None;
+    if ui
+        .selectable_label(false, RichText::new(who).color(color))
+        .clicked()
+    {
+        if let LeakKey::Process(k) = r.key {
+            click = Some(LeakClick {
+                key: k,
+                session: r.session.clone(),
+                at_ms: r.flagged_ms,
+            });
+        }
+    }
+    ui.label(r.info.device_index.to_string());
+    ui.monospace(format::date_time(r.info.since_ms));
+    ui.monospace(format::date_time(r.flagged_ms));
+    match r.ended_ms {
+        _ if r.flagged_ms > now => ui.label(RichText::new("not yet flagged").weak()),
+        _ if active => ui.label(
+            RichText::new(format!(
+                "ongoing ({})",
+                format::duration(now - r.info.since_ms)
+            ))
+            .color(leak_color(ui.visuals().dark_mode)),
+        ),
+        Some(t) if r.open_at_end => ui
+            .label(
+                RichText::new(format!(
+                    "recording ended ({})",
+                    format::duration(t - r.info.since_ms)
+                ))
+                .weak(),
+            )
+            .on_hover_text("The session's recording stopped while this was still growing."),
+        Some(t) => ui.monospace(format!("ended {}", format::date_time(t))),
+        None => ui.label("ongoing"),
+    };
+    ui.monospace(format!("{:.1} MiB/min", r.info.rate_mib_per_min));
+    ui.monospace(units.bytes((r.grown_mib.max(0.0) * MIB as f64) as u64));
+    ui.monospace(units.bytes((r.peak_mib.max(0.0) * MIB as f64) as u64));
+    ui.label(
+        r.session
+            .as_ref()
+            .and_then(|p| p.file_name())
+            .map_or("this run".into(), |n| {
+                format!("{} (when recorded)", n.to_string_lossy())
+            }),
+    );
     click
 }
 

@@ -74,6 +74,31 @@ pub const MAX_BACKGROUND_HOSTS: usize = 8;
 /// because egui answers a zero-delay request with two frames).
 pub const NEW_DATA_FRAME: Duration = Duration::from_millis(1);
 
+/// The most frames a second that new samples cause (the eye needs no more for a graph of
+/// minutes; 10 samples a second would otherwise be 10 full redraws).
+pub const MAX_DATA_FRAMES_PER_S: u32 = 4;
+
+/// How long after a sample arriving at `now` its frame is drawn, given when the last one was
+/// asked for (`last`, updated): at once, or at the next slot of [`MAX_DATA_FRAMES_PER_S`].
+pub fn data_frame_delay(
+    last: &mut Option<std::time::Instant>,
+    now: std::time::Instant,
+) -> Duration {
+    let gap = Duration::from_secs(1) / MAX_DATA_FRAMES_PER_S;
+    match *last {
+        // A frame is already due then: it draws this sample too.
+        Some(l) if l > now => l - now,
+        Some(l) if now - l < gap => {
+            *last = Some(l + gap);
+            l + gap - now
+        }
+        _ => {
+            *last = Some(now);
+            NEW_DATA_FRAME
+        }
+    }
+}
+
 /// A host the window is attached to but not showing: its link goes on filling its own
 /// history, so switching back to it shows everything since it was first opened.
 struct Parked {
@@ -217,11 +242,14 @@ impl Backend {
         let shown = Arc::new(AtomicBool::new(true));
         let ctx = self.repaint.clone();
         let on = shown.clone();
+        let last = std::sync::Mutex::new(None::<std::time::Instant>);
         let notify: crate::sampler::Notify = Arc::new(move || {
             if let (Some(c), true) = (&ctx, on.load(Ordering::Relaxed)) {
                 // Not `request_repaint()`: egui answers each of those with two frames; a new
-                // sample needs one.
-                c.request_repaint_after(NEW_DATA_FRAME);
+                // sample needs one. At most [`MAX_DATA_FRAMES_PER_S`] of them a second: a
+                // sample arriving sooner is drawn with the next one or at the next slot.
+                let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
+                c.request_repaint_after(data_frame_delay(&mut last, std::time::Instant::now()));
             }
         });
         (shown, notify)
@@ -580,4 +608,34 @@ pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
     );
     crate::link::open::stop_tunnel(tunnel.lock().ok().and_then(|mut t| t.take()));
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ten samples a second ask for at most four frames a second, each sample drawn within
+    /// a quarter of a second.
+    #[test]
+    fn new_samples_ask_for_at_most_four_frames_a_second() {
+        let t0 = std::time::Instant::now();
+        let mut last = None;
+        let mut frames: Vec<std::time::Instant> = Vec::new();
+        for i in 0..100u32 {
+            let now = t0 + Duration::from_millis(100) * i;
+            let at = now + data_frame_delay(&mut last, now);
+            assert!(at - now <= Duration::from_millis(250), "sample {i} waits");
+            if frames.last().is_none_or(|f| *f != at) {
+                frames.push(at);
+            }
+        }
+        for w in frames.windows(2) {
+            assert!(
+                w[1] - w[0] >= Duration::from_millis(249),
+                "{:?}",
+                w[1] - w[0]
+            );
+        }
+        assert!(frames.len() <= 41, "{} frames in 10 s", frames.len());
+    }
 }

@@ -272,6 +272,9 @@ fn clickable_card(
 ) -> egui::Response {
     let resp = ui
         .scope_builder(egui::UiBuilder::new().sense(egui::Sense::click()), |ui| {
+            // Its text is not selectable, so a click on it (most of the card) selects the GPU
+            // rather than starting a text selection.
+            ui.style_mut().interaction.selectable_labels = false;
             frame.show(ui, add);
         })
         .response;

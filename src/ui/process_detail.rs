@@ -28,10 +28,7 @@ pub fn pane(
     let units = units.for_largest(row.peak_bytes);
     let mut open = true;
     ui.horizontal(|ui| {
-        widgets::color_swatch(
-            ui,
-            widgets::process_color(row.color_slot, ui.visuals().dark_mode),
-        );
+        widgets::color_swatch(ui, widgets::Colors::of(ui).slot(row.color_slot));
         ui.heading(format!("{} · PID {}", row.info.name, row.key.pid));
         ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
             if ui.button("✖ Close").on_hover_text("Close (Esc)").clicked() {

@@ -502,7 +502,7 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
                     row.col(|ui| {
                         widgets::color_swatch(
                             ui,
-                            widgets::process_color(r.color_slot, ui.visuals().dark_mode),
+                            widgets::Colors::of(ui).slot(r.color_slot),
                         );
                     });
                     for (col, _) in &visible {

@@ -126,6 +126,9 @@ pub struct SessionsUi {
     pending_export: Option<ExportInput>,
     /// Last message (export done, open failed, …) and whether it is an error.
     pub message: Option<(String, bool)>,
+    /// Why the last file asked to be opened (or imported) could not be: the window shows it
+    /// at once, until dismissed or another file opens.
+    pub open_error: Option<String>,
     /// Job requests of this frame, for the window to hand to its [`JobBoard`].
     pub outbox: Vec<JobCommand>,
 }
@@ -401,10 +404,12 @@ impl SessionsUi {
                     ));
                 }
                 self.browser_open = false;
+                self.open_error = None;
                 Some(SessionAction::Open(Box::new(view)))
             }
             JobResult::Opened(Err(e)) | JobResult::Failed(e) => {
-                self.message = Some((e, true));
+                self.message = Some((e.clone(), true));
+                self.open_error = Some(e);
                 None
             }
             _ => None,
