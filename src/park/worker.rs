@@ -160,7 +160,22 @@ struct Step<'a> {
     started: Instant,
 }
 
-impl Step<'_> {
+impl<'a> Step<'a> {
+    fn new(
+        api: &'a CudaCheckpoint,
+        procs: &'a ProcReader,
+        key: ProcSeriesKey,
+        kind: JobKind,
+    ) -> Self {
+        Self {
+            api,
+            procs,
+            key,
+            kind,
+            started: Instant::now(),
+        }
+    }
+
     /// The identity check, then `call`.
     fn call(&self, call: impl Fn(u32) -> Result<(), CudaError>) -> Result<(), String> {
         same(self.procs, &self.key)?;
@@ -194,13 +209,7 @@ fn first_state(
 }
 
 fn park(api: &CudaCheckpoint, procs: &ProcReader, key: ProcSeriesKey) -> Done {
-    let s = Step {
-        api,
-        procs,
-        key,
-        kind: JobKind::Park,
-        started: Instant::now(),
-    };
+    let s = Step::new(api, procs, key, JobKind::Park);
     match first_state(api, procs, &key) {
         Ok(CudaState::Running) => {}
         Ok(CudaState::Checkpointed) => return s.end(Err("it is already parked".into())),
@@ -229,13 +238,7 @@ fn park(api: &CudaCheckpoint, procs: &ProcReader, key: ProcSeriesKey) -> Done {
 }
 
 fn resume(api: &CudaCheckpoint, procs: &ProcReader, key: ProcSeriesKey) -> Done {
-    let s = Step {
-        api,
-        procs,
-        key,
-        kind: JobKind::Resume,
-        started: Instant::now(),
-    };
+    let s = Step::new(api, procs, key, JobKind::Resume);
     let state = match first_state(api, procs, &key) {
         Ok(st) => Some(st),
         Err(e) => return s.end(Err(format!("not a CUDA process the driver knows: {e}"))),
@@ -262,13 +265,7 @@ fn resume(api: &CudaCheckpoint, procs: &ProcReader, key: ProcSeriesKey) -> Done 
 }
 
 fn state_of(api: &CudaCheckpoint, procs: &ProcReader, key: ProcSeriesKey) -> Done {
-    let s = Step {
-        api,
-        procs,
-        key,
-        kind: JobKind::State,
-        started: Instant::now(),
-    };
+    let s = Step::new(api, procs, key, JobKind::State);
     let result = match same(procs, &key) {
         Ok(()) => api
             .state(key.0.pid)
