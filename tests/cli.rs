@@ -327,6 +327,7 @@ fn record_prints_run_statistics_only_with_v() {
 
 /// `vramwarden FILE` with an empty file or a file of another kind says so on stderr and exits
 /// with an error before any window opens (no display is needed to see it).
+#[cfg(feature = "gui")]
 #[test]
 fn opening_a_file_that_is_no_session_fails_at_once() {
     let dir = tempfile::tempdir().expect("tmp");
