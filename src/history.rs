@@ -26,6 +26,8 @@ pub const NONE: u32 = u32::MAX;
 struct Sealed {
     base: u32,
     width: u8,
+    /// Whether any value is [`NONE`] (else a block whose min equals its max holds only it).
+    has_none: bool,
     data: Box<[u8]>,
     blocks: Box<[(u32, u32)]>,
 }
@@ -69,6 +71,7 @@ impl Sealed {
         Self {
             base,
             width,
+            has_none: values.contains(&NONE),
             data: data.into_boxed_slice(),
             blocks,
         }
@@ -76,19 +79,40 @@ impl Sealed {
 
     fn decode(&self, out: &mut [u32; CHUNK]) {
         out[0] = self.base;
-        let w = self.width as usize;
         let mut prev = self.base;
-        for (i, slot) in out.iter_mut().enumerate().skip(1) {
-            let z = if w == 0 {
-                0
-            } else {
-                let mut b = [0u8; 4];
-                b[..w].copy_from_slice(&self.data[(i - 1) * w..i * w]);
-                u32::from_le_bytes(b)
-            };
-            prev = prev.wrapping_add(unzigzag(z) as u32);
-            *slot = prev;
+        let mut fill = |z: &mut dyn Iterator<Item = u32>| {
+            for (slot, z) in out[1..].iter_mut().zip(z) {
+                prev = prev.wrapping_add(unzigzag(z) as u32);
+                *slot = prev;
+            }
+        };
+        // One loop per width, the width's test out of it.
+        match self.width {
+            0 => out.fill(self.base),
+            1 => fill(&mut self.data.iter().map(|b| u32::from(*b))),
+            2 => fill(
+                &mut self
+                    .data
+                    .chunks_exact(2)
+                    .map(|b| u32::from(u16::from_le_bytes([b[0], b[1]]))),
+            ),
+            _ => fill(
+                &mut self
+                    .data
+                    .chunks_exact(4)
+                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            ),
         }
+    }
+
+    /// The value at offset `k` when its block's summary tells it without decoding (the
+    /// chunk holds no [`NONE`] and the block one value).
+    fn known(&self, k: usize) -> Option<u32> {
+        if self.width == 0 {
+            return Some(self.base);
+        }
+        let (lo, hi) = *self.blocks.get(k / BLOCK)?;
+        (!self.has_none && lo == hi).then_some(lo)
     }
 
     fn heap_bytes(&self) -> usize {
@@ -291,7 +315,7 @@ impl Series {
                 let off = (t - self.first_tick) as usize;
                 let (ci, k) = (off / CHUNK, off % CHUNK);
                 match self.sealed.get(ci) {
-                    Some(c) if c.width == 0 => c.base,
+                    Some(c) if decoded != ci && c.known(k).is_some() => c.known(k).unwrap_or(NONE),
                     Some(c) => {
                         if decoded != ci {
                             c.decode(&mut buf);
@@ -1059,6 +1083,30 @@ mod tests {
                     h.decimate_cached(&mut cache, SeriesId::Device(0), dev, 0, i * 1000, 300);
                 assert_eq!(fresh, cached, "at tick {i}");
             }
+        }
+    }
+
+    /// The value at chosen ticks (sealed chunks constant, varying, with gaps; the open
+    /// chunk; before and after the series) is the value stored there.
+    #[test]
+    fn values_at_ticks_are_the_stored_values() {
+        let mut seed = 7u64;
+        let mut s = Series::default();
+        for t in 40..3000u64 {
+            let v = match t {
+                40..=600 => 5,
+                700..=760 => continue,
+                _ if t % 97 < 30 => 9,
+                _ => lcg(&mut seed) % 1000,
+            };
+            s.push(t, v);
+        }
+        let ticks: Vec<u64> = (0..3100).step_by(7).collect();
+        let mut got = Vec::new();
+        s.values_at(ticks.iter().copied(), &mut got);
+        for (t, v) in ticks.iter().zip(got) {
+            let want = s.values(*t, t + 1).first().map_or(NONE, |(_, v)| *v);
+            assert_eq!(v, want, "tick {t}");
         }
     }
 
