@@ -38,7 +38,8 @@ pub fn open_host(
 ) -> Result<OpenedHost, String> {
     let token = if typed.trim().is_empty() {
         let path = expand_home(token_file);
-        let t = std::fs::read_to_string(&path)
+        // The same checks as the agent's own token file: ours or root's, mode 0600.
+        let t = crate::agent::token::read_checked(&path)
             .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
         let t = t.trim().to_string();
         if t.is_empty() {
@@ -196,10 +197,20 @@ mod tests {
         assert!(o.tunnel.is_none());
         let e = open_host(url, "", &f, "").expect_err("no file");
         assert!(e.starts_with("cannot read the token file"), "{e}");
+        std::fs::write(&file, "s3cret\n").expect("write");
+        // Readable by others: refused, with the fix named.
+        set_mode(&file, 0o644);
+        let e = open_host(url, "", &f, "").expect_err("mode 644");
+        assert!(e.contains("chmod 600"), "{e}");
+        set_mode(&file, 0o600);
+        assert_eq!(open_host(url, "", &f, "").expect("file").token, "s3cret");
         std::fs::write(&file, " \n").expect("write");
         let e = open_host(url, "", &f, "").expect_err("empty");
         assert!(e.ends_with("is empty"), "{e}");
-        std::fs::write(&file, "s3cret\n").expect("write");
-        assert_eq!(open_host(url, "", &f, "").expect("file").token, "s3cret");
+    }
+
+    fn set_mode(path: &std::path::Path, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
     }
 }
