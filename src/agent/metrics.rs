@@ -357,79 +357,48 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
             v,
         );
     };
-    o.family(
-        "vramwarden_process_gpu_memory_bytes",
-        Kind::Gauge,
-        "GPU memory a process holds on one GPU, in bytes (the largest processes, bounded).",
-    );
-    for r in &rows {
-        emit(&mut o, "vramwarden_process_gpu_memory_bytes", r, r.used);
-    }
-    o.family(
-        "vramwarden_process_parked",
-        Kind::Gauge,
-        "1 while the process is parked (its GPU memory moved to host memory by `vramwarden park` or a park rule), or being parked or resumed; else 0.",
-    );
-    for r in &rows {
-        emit(
-            &mut o,
+    // One gauge family a figure of each row (absent where the row has none).
+    type RowFigure = fn(&Row) -> Option<f64>;
+    let per_process: [(&str, &str, RowFigure); 6] = [
+        (
+            "vramwarden_process_gpu_memory_bytes",
+            "GPU memory a process holds on one GPU, in bytes (the largest processes, bounded).",
+            |r| Some(r.used),
+        ),
+        (
             "vramwarden_process_parked",
-            r,
-            f64::from(u8::from(r.parked.is_some())),
-        );
-    }
-    o.family(
-        "vramwarden_process_parked_bytes",
-        Kind::Gauge,
-        "GPU memory a parked process has in host memory, in bytes (the driver's figure before the park).",
-    );
-    for r in &rows {
-        if let Some(b) = r.parked.and_then(|p| p.bytes) {
-            emit(&mut o, "vramwarden_process_parked_bytes", r, b as f64);
-        }
-    }
-    o.family(
-        "vramwarden_process_leak",
-        Kind::Gauge,
-        "1 while the process's GPU memory is flagged as a suspected leak, else 0.",
-    );
-    for r in &rows {
-        emit(
-            &mut o,
+            "1 while the process is parked (its GPU memory moved to host memory by `vramwarden park` or a park rule), or being parked or resumed; else 0.",
+            |r| Some(f64::from(u8::from(r.parked.is_some()))),
+        ),
+        (
+            "vramwarden_process_parked_bytes",
+            "GPU memory a parked process has in host memory, in bytes (the driver's figure before the park).",
+            |r| r.parked.and_then(|p| p.bytes).map(|b| b as f64),
+        ),
+        (
             "vramwarden_process_leak",
-            r,
-            f64::from(u8::from(r.leak.is_some())),
-        );
-    }
-    o.family(
-        "vramwarden_process_leak_rate_bytes_per_second",
-        Kind::Gauge,
-        "Growth rate of a leaking process's GPU memory, in bytes per second.",
-    );
-    for r in &rows {
-        if let Some(rate) = r.leak {
-            emit(
-                &mut o,
-                "vramwarden_process_leak_rate_bytes_per_second",
-                r,
-                rate * MIB as f64 / 60.0,
-            );
-        }
-    }
-    o.family(
-        "vramwarden_process_time_to_full_seconds",
-        Kind::Gauge,
-        "Seconds until the process's GPU is full at its leak rate.",
-    );
-    for r in &rows {
-        if let (Some(rate), Some(free)) = (r.leak, r.free) {
-            if let Some(min) = crate::leak::time_to_full_min(free as f64 / MIB as f64, rate) {
-                emit(
-                    &mut o,
-                    "vramwarden_process_time_to_full_seconds",
-                    r,
-                    min * 60.0,
-                );
+            "1 while the process's GPU memory is flagged as a suspected leak, else 0.",
+            |r| Some(f64::from(u8::from(r.leak.is_some()))),
+        ),
+        (
+            "vramwarden_process_leak_rate_bytes_per_second",
+            "Growth rate of a leaking process's GPU memory, in bytes per second.",
+            |r| r.leak.map(|rate| rate * MIB as f64 / 60.0),
+        ),
+        (
+            "vramwarden_process_time_to_full_seconds",
+            "Seconds until the process's GPU is full at its leak rate.",
+            |r| {
+                let (rate, free) = (r.leak?, r.free?);
+                crate::leak::time_to_full_min(free as f64 / MIB as f64, rate).map(|m| m * 60.0)
+            },
+        ),
+    ];
+    for (name, help, figure) in per_process {
+        o.family(name, Kind::Gauge, help);
+        for r in &rows {
+            if let Some(v) = figure(r) {
+                emit(&mut o, name, r, v);
             }
         }
     }
