@@ -383,7 +383,8 @@ fn bench_forecast_alert(c: &mut Criterion) {
         leaks.observe(s);
         leaks.forecast(s);
     }
-    let growing = leaks.leaking_since();
+    let leaking = leaks.leaking_since();
+    let growing = || leaking.keys().copied().collect();
     let mut watch = ForecastWatch::new(10.0);
     let mut tick = 700i64;
     c.bench_function("forecast_alert_tick_8gpu_200proc", |b| {

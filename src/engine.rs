@@ -365,15 +365,7 @@ impl Engine {
                     who
                 }
             );
-            push_notice(&self.shared, body.clone());
-            if self.options.desktop_notifications {
-                let shared = self.shared.clone();
-                crate::notify::send(
-                    format!("GPU {device_index} will run out of memory"),
-                    body,
-                    move |msg| push_notice(&shared, msg),
-                );
-            }
+            self.notice(&format!("GPU {device_index} will run out of memory"), body);
         }
     }
 
@@ -569,6 +561,11 @@ impl Engine {
     /// bar (the monitor's notices), and a desktop notification when the front end wants them.
     fn report(&self, summary: &str, body: String) {
         eprintln!("vramwarden: {body}");
+        self.notice(summary, body);
+    }
+
+    /// Shows `body` in the status bar and, where wanted, as a desktop notification.
+    fn notice(&self, summary: &str, body: String) {
         push_notice(&self.shared, body.clone());
         if self.options.desktop_notifications {
             let shared = self.shared.clone();
@@ -714,12 +711,16 @@ impl Engine {
         leak_events.extend(self.ooms.observe(&snap));
         let leaking = self.leaks.leaking_since();
         // The forecast counts every growing series (a leak, a load, a ramp): so do its drivers.
-        let mut growing = leaking.clone();
-        for (k, g) in self.leaks.growing() {
-            if let crate::monitor::LeakKey::Process(p) = k {
-                growing.entry(p).or_insert(g.since_ms);
-            }
-        }
+        let (leaks, leaking_ref) = (&self.leaks, &leaking);
+        let growing = || {
+            let mut keys: std::collections::HashSet<crate::history::ProcSeriesKey> =
+                leaking_ref.keys().copied().collect();
+            keys.extend(leaks.growing().filter_map(|(k, _)| match k {
+                crate::monitor::LeakKey::Process(p) => Some(p),
+                crate::monitor::LeakKey::Ghost(_) => None,
+            }));
+            keys
+        };
         let forecast_events = self.forecasts.observe(&snap, &growing);
         self.announce_forecasts(&forecast_events);
         leak_events.extend(forecast_events);

@@ -4,7 +4,7 @@
 //! caller passes the snapshot (with [`crate::model::DeviceSample::time_to_full_s`] set by the
 //! leak watch) and the growing processes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::history::ProcSeriesKey;
 use crate::model::{Snapshot, UnixMs, MIB};
@@ -67,11 +67,12 @@ impl ForecastWatch {
         v
     }
 
-    /// Feeds one snapshot; `growing` are the processes whose growth the forecast counts.
+    /// Feeds one snapshot; `growing` gives the processes whose growth the forecast counts
+    /// (asked only when an alert is raised: nothing is built on an ordinary tick).
     pub fn observe(
         &mut self,
         snap: &Snapshot,
-        growing: &HashMap<ProcSeriesKey, UnixMs>,
+        growing: &dyn Fn() -> HashSet<ProcSeriesKey>,
     ) -> Vec<Event> {
         let now = snap.taken_at_ms;
         let limit = self.minutes * 60.0;
@@ -86,7 +87,7 @@ impl ForecastWatch {
                 near && now - *self.near_since.entry(d.index).or_insert(now) >= RAISE_HOLD_MS;
             match self.active.get_mut(&d.index) {
                 None if held => {
-                    let holders = drivers(snap, d.index, growing);
+                    let holders = drivers(snap, d.index, &growing());
                     let alert = ForecastAlert {
                         device_index: d.index,
                         since_ms: now,
@@ -133,11 +134,11 @@ impl ForecastWatch {
 }
 
 /// The growing processes on GPU `gpu`, largest first.
-fn drivers(snap: &Snapshot, gpu: u32, growing: &HashMap<ProcSeriesKey, UnixMs>) -> Vec<OomHolder> {
+fn drivers(snap: &Snapshot, gpu: u32, growing: &HashSet<ProcSeriesKey>) -> Vec<OomHolder> {
     let mut v: Vec<OomHolder> = snap
         .processes
         .iter()
-        .filter(|p| p.device_index == gpu && growing.contains_key(&(p.key(), gpu)))
+        .filter(|p| p.device_index == gpu && growing.contains(&(p.key(), gpu)))
         .map(|p| {
             let i = p.info.as_deref();
             OomHolder {
@@ -178,24 +179,24 @@ mod tests {
         }
     }
 
-    fn growing() -> HashMap<ProcSeriesKey, UnixMs> {
+    fn growing() -> HashSet<ProcSeriesKey> {
         let key = ProcessKey {
             pid: 42,
             start_time_ms: 0,
         };
-        HashMap::from([((key, 0), 0)])
+        HashSet::from([(key, 0)])
     }
 
     #[test]
     fn raised_once_with_its_drivers_then_ended_after_the_forecast_recedes() {
         let mut w = ForecastWatch::new(10.0);
-        assert!(w.observe(&snap(0, Some(900.0)), &growing()).is_empty());
+        assert!(w.observe(&snap(0, Some(900.0)), &growing).is_empty());
         // A burst: within the warning time for less than RAISE_HOLD_MS raises nothing.
-        assert!(w.observe(&snap(1_000, Some(300.0)), &growing()).is_empty());
-        assert!(w.observe(&snap(1_500, Some(900.0)), &growing()).is_empty());
-        assert!(w.observe(&snap(2_000, Some(500.0)), &growing()).is_empty());
+        assert!(w.observe(&snap(1_000, Some(300.0)), &growing).is_empty());
+        assert!(w.observe(&snap(1_500, Some(900.0)), &growing).is_empty());
+        assert!(w.observe(&snap(2_000, Some(500.0)), &growing).is_empty());
         let raised = 2_000 + RAISE_HOLD_MS;
-        let e = w.observe(&snap(raised, Some(500.0)), &growing());
+        let e = w.observe(&snap(raised, Some(500.0)), &growing);
         match e.as_slice() {
             [Event::OomForecast {
                 drivers, full_in_s, ..
@@ -208,16 +209,16 @@ mod tests {
         }
         let t = raised;
         assert!(w
-            .observe(&snap(t + 1_000, Some(400.0)), &growing())
+            .observe(&snap(t + 1_000, Some(400.0)), &growing)
             .is_empty());
         assert_eq!(w.alerts().len(), 1);
         // Receded: ends only once it has stayed away for RECEDE_MS.
-        assert!(w.observe(&snap(t + 2_000, None), &growing()).is_empty());
+        assert!(w.observe(&snap(t + 2_000, None), &growing).is_empty());
         assert!(w
-            .observe(&snap(t + 9_000, Some(700.0)), &growing())
+            .observe(&snap(t + 9_000, Some(700.0)), &growing)
             .is_empty());
-        assert!(w.observe(&snap(t + 10_000, None), &growing()).is_empty());
-        let e = w.observe(&snap(t + 10_000 + RECEDE_MS, None), &growing());
+        assert!(w.observe(&snap(t + 10_000, None), &growing).is_empty());
+        let e = w.observe(&snap(t + 10_000 + RECEDE_MS, None), &growing);
         assert!(
             matches!(e.as_slice(), [Event::OomForecastEnded { raised_ms, .. }] if *raised_ms == raised),
             "{e:?}"
@@ -228,6 +229,6 @@ mod tests {
     #[test]
     fn zero_minutes_turns_it_off() {
         let mut w = ForecastWatch::new(0.0);
-        assert!(w.observe(&snap(0, Some(1.0)), &growing()).is_empty());
+        assert!(w.observe(&snap(0, Some(1.0)), &growing).is_empty());
     }
 }
