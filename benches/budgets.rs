@@ -8,12 +8,12 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use criterion::{criterion_group, Criterion};
-use vramwarden::history::History;
+use vramwarden::engine::view::Monitor;
+use vramwarden::front::gui::app::UiState;
+use vramwarden::front::gui::{Backend, VramApp};
+use vramwarden::model::history::History;
 use vramwarden::model::{Snapshot, UnixMs};
-use vramwarden::monitor::Monitor;
 use vramwarden::source::sim::SimSource;
-use vramwarden::ui::app::UiState;
-use vramwarden::ui::{Backend, VramApp};
 
 struct Counting;
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -107,7 +107,7 @@ fn frame_app(select: bool) -> VramApp {
     let mut app = VramApp::with_backend(
         Backend::detached(m, true),
         UiState {
-            window: vramwarden::ui::graph::Window::All,
+            window: vramwarden::front::gui::graph::Window::All,
             ..UiState::default()
         },
     )
@@ -140,7 +140,7 @@ fn bench_ui(c: &mut Criterion) {
     });
     // What a window pays once per sample to draw without holding the engine's lock: a copy
     // of the whole state (24 h of 8 GPUs and 200 processes; sealed history chunks shared).
-    let shared = vramwarden::shared::Shared::new(day_monitor());
+    let shared = vramwarden::engine::shared::Shared::new(day_monitor());
     c.bench_function("view_copy_after_a_write_24h_8gpu_200proc", |b| {
         b.iter(|| {
             drop(shared.write());
@@ -217,7 +217,7 @@ fn write_day(path: &std::path::Path, secs: i64) -> u64 {
     use vramwarden::source::GpuSource;
     let sim = SimSource::fleet(T0, 8, 200);
     let mut e = Engine::new(
-        vramwarden::shared::Shared::new(Monitor::new(1000, 300)),
+        vramwarden::engine::shared::Shared::new(Monitor::new(1000, 300)),
         RecordTo::File(path.to_path_buf()),
         1000,
     );
@@ -287,7 +287,7 @@ fn bench_session(c: &mut Criterion) {
         b.iter(|| {
             black_box(
                 SessionData::open(&day)
-                    .map(|s| vramwarden::replay::session(&s).history.len())
+                    .map(|s| vramwarden::engine::replay::session(&s).history.len())
                     .unwrap_or(0),
             )
         })
@@ -310,7 +310,7 @@ fn bench_session(c: &mut Criterion) {
 }
 
 fn bench_leak(c: &mut Criterion) {
-    use vramwarden::leak::{LeakSettings, LeakTracker};
+    use vramwarden::detect::leak::{LeakSettings, LeakTracker};
     let s = LeakSettings::default();
     // Steady state with a full 600 s window: a plateau after warm-up (the detector scans its
     // run every tick), and a leak in progress (Theil–Sen every tick).
@@ -348,8 +348,8 @@ fn bench_leak(c: &mut Criterion) {
 /// series' leak tracker, the OOM forecast and the OOM post-mortem watch (divide by 1 600 + 8
 /// series for the cost per process per tick).
 fn bench_leak_watch(c: &mut Criterion) {
-    use vramwarden::leak_watch::LeakWatch;
-    use vramwarden::oom_watch::OomWatch;
+    use vramwarden::detect::oom_watch::OomWatch;
+    use vramwarden::engine::leak_watch::LeakWatch;
     let mut leaks = LeakWatch::default();
     let mut ooms = OomWatch::default();
     let mut snaps: Vec<Snapshot> = fleet_snapshots(900).collect();
@@ -376,8 +376,8 @@ fn bench_leak_watch(c: &mut Criterion) {
 /// The OOM forecast alert's share of a tick: budget < 1 µs per GPU (8 GPUs, 200 processes,
 /// the forecast set on every GPU, the growing processes known).
 fn bench_forecast_alert(c: &mut Criterion) {
-    use vramwarden::forecast_alert::ForecastWatch;
-    let mut leaks = vramwarden::leak_watch::LeakWatch::default();
+    use vramwarden::detect::forecast_alert::ForecastWatch;
+    let mut leaks = vramwarden::engine::leak_watch::LeakWatch::default();
     let mut snaps: Vec<Snapshot> = fleet_snapshots(900).collect();
     for s in &mut snaps {
         leaks.observe(s);
@@ -400,8 +400,8 @@ fn bench_forecast_alert(c: &mut Criterion) {
 /// Rules are compiled once per settings change: a tick's evaluation of a regex rule over 8 GPUs
 /// and 200 processes must not compile anything (it did, per process, before).
 fn bench_rules(c: &mut Criterion) {
-    use vramwarden::rules::eval::{compile, Facts, RuleState};
-    use vramwarden::rules::{Conditions, Rule};
+    use vramwarden::act::rules::eval::{compile, Facts, RuleState};
+    use vramwarden::act::rules::{Conditions, Rule};
     let rules = vec![Rule {
         name: "notebooks".into(),
         conditions: Conditions {
@@ -427,17 +427,17 @@ fn bench_rules(c: &mut Criterion) {
 /// One `/metrics` scrape (text format) of the agent with 8 GPUs × 200 processes (and a
 /// 1 600-process worst case, every series emitted), with leaks flagged.
 fn bench_scrape(c: &mut Criterion) {
-    use vramwarden::agent::metrics::{render, Context, Format};
-    use vramwarden::agent::stats::AgentStats;
+    use vramwarden::front::agent::metrics::{render, Context, Format};
+    use vramwarden::front::agent::stats::AgentStats;
     for procs in [200u32, 1600] {
         let sim = SimSource::fleet(T0, 8, procs);
         let mut m = Monitor::new(1000, 600);
-        let mut w = vramwarden::leak_watch::LeakWatch::default();
+        let mut w = vramwarden::engine::leak_watch::LeakWatch::default();
         for i in 0..600 {
             let s = sim.at(T0 + i * 1000);
             let t = s.taken_at_ms;
             for e in w.observe(&s) {
-                vramwarden::leak_watch::record_event(&mut m, &e, None);
+                vramwarden::engine::leak_watch::record_event(&mut m, &e, None);
             }
             m.apply(s, t);
         }

@@ -44,39 +44,12 @@ live, and nothing acts from it. No module depends on one that depends on it.
 
 #![warn(missing_docs)]
 
-pub mod agent;
-pub mod cli;
-pub mod cli_docs;
-pub mod container;
+pub mod act;
+pub mod detect;
 pub mod engine;
-pub mod forecast_alert;
-pub mod format;
-pub mod history;
-pub mod import;
-pub mod jobs;
-pub mod leak;
-pub mod leak_watch;
+pub mod front;
+pub mod host;
 pub mod link;
-pub mod logging;
 pub mod model;
-pub mod monitor;
-pub mod notify;
-pub mod oom_watch;
-pub mod orphans;
-pub mod park;
-pub mod paths;
-pub mod proc_usage;
-pub mod procinfo;
-pub mod replay;
-pub mod rules;
-pub mod sampler;
 pub mod session;
-pub mod settings;
-pub mod shared;
-pub mod snapshot_out;
 pub mod source;
-pub mod term;
-pub mod tick_loop;
-pub mod torch;
-#[cfg(feature = "gui")]
-pub mod ui;

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
-use vramwarden::cli::{self, Cli, Command};
+use vramwarden::front::cli::{self, Cli, Command};
 
 fn main() -> ExitCode {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
@@ -13,12 +13,12 @@ fn main() -> ExitCode {
             .exit();
     }
     let args = Cli::parse_from(argv);
-    let level = vramwarden::logging::Level::from_flags(args.quiet, args.verbose);
-    let _log = vramwarden::logging::init(
+    let level = vramwarden::host::logging::Level::from_flags(args.quiet, args.verbose);
+    let _log = vramwarden::host::logging::init(
         if args.command.is_none() {
-            vramwarden::logging::Mode::Window
+            vramwarden::host::logging::Mode::Window
         } else {
-            vramwarden::logging::Mode::Headless
+            vramwarden::host::logging::Mode::Headless
         },
         level,
     );
@@ -51,9 +51,9 @@ fn main() -> ExitCode {
             let connect = match connect {
                 Some(t) => {
                     let file = args.token_file.clone().unwrap_or_else(|| {
-                        vramwarden::agent::token::default_path(args.config.as_deref())
+                        vramwarden::link::token::default_path(args.config.as_deref())
                     });
-                    match vramwarden::ui::open_connect(&t, &file) {
+                    match vramwarden::front::gui::open_connect(&t, &file) {
                         Ok(c) => Some(c),
                         Err(e) => {
                             eprintln!("vramwarden: {e}");
@@ -63,8 +63,9 @@ fn main() -> ExitCode {
                 }
                 None => None,
             };
-            let config_path = vramwarden::settings::config_path(args.config.as_deref());
-            let (settings, config_error) = vramwarden::settings::Settings::load(&config_path);
+            let config_path = vramwarden::engine::settings::config_path(args.config.as_deref());
+            let (settings, config_error) =
+                vramwarden::engine::settings::Settings::load(&config_path);
             if let Some(e) = &config_error {
                 tracing::warn!("the settings file is broken, running on defaults (the file is left as it is): {e}");
             }
@@ -84,7 +85,7 @@ fn main() -> ExitCode {
             let history = args.history.unwrap_or(std::time::Duration::from_secs_f64(
                 settings.sampling.history_hours * 3600.0,
             ));
-            let code = match vramwarden::ui::run(vramwarden::ui::GuiOptions {
+            let code = match vramwarden::front::gui::run(vramwarden::front::gui::GuiOptions {
                 demo: args.demo,
                 interval,
                 history_ticks: cli::history_ticks(history, interval),
@@ -115,8 +116,8 @@ fn main() -> ExitCode {
             table,
             excel_safe,
         }) => {
-            let text = vramwarden::snapshot_out::CsvText {
-                escape_control: vramwarden::term::stdout_is_terminal(),
+            let text = vramwarden::front::cli::snapshot_out::CsvText {
+                escape_control: vramwarden::host::term::stdout_is_terminal(),
                 excel_safe,
             };
             cli::snapshot(args.demo, format, table, text, &mut stdout)
@@ -163,7 +164,7 @@ fn main() -> ExitCode {
             remote_other_users,
         }) => {
             drop(stdout);
-            vramwarden::agent::run(vramwarden::agent::AgentOptions {
+            vramwarden::front::agent::run(vramwarden::front::agent::AgentOptions {
                 demo: args.demo,
                 interval: args.interval,
                 config: args.config.clone(),
@@ -177,11 +178,13 @@ fn main() -> ExitCode {
         Some(Command::Rules {
             what: cli::RulesCommand::Check,
         }) => cli::rules_check(args.config.as_deref(), &mut stdout),
-        Some(Command::Torch { what }) => vramwarden::cli::torch::run(what, &mut stdout),
+        Some(Command::Torch { what }) => vramwarden::front::cli::torch::run(what, &mut stdout),
         Some(Command::Completions { shell }) => {
-            vramwarden::cli_docs::completions(shell, &mut stdout).map_err(Into::into)
+            vramwarden::front::cli::docs::completions(shell, &mut stdout).map_err(Into::into)
         }
-        Some(Command::Man) => vramwarden::cli_docs::man_page(&mut stdout).map_err(Into::into),
+        Some(Command::Man) => {
+            vramwarden::front::cli::docs::man_page(&mut stdout).map_err(Into::into)
+        }
         Some(Command::BenchNvml { iterations, spaced }) => {
             cli::bench_nvml(iterations, spaced, &mut stdout)
         }
@@ -193,7 +196,7 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!(
                 "vramwarden: {}",
-                vramwarden::term::escape_keeping_lines(&e.to_string())
+                vramwarden::host::term::escape_keeping_lines(&e.to_string())
             );
             e.exit_code()
         }
@@ -204,6 +207,6 @@ fn main() -> ExitCode {
 /// The exit code out; the process ends at once where the CUDA driver library was loaded
 /// (its exit handlers are not safe while its threads run: see `exit_if_loaded`).
 fn finish(code: u8) -> ExitCode {
-    vramwarden::park::cuda::exit_if_loaded(code);
+    vramwarden::act::park::cuda::exit_if_loaded(code);
     ExitCode::from(code)
 }

@@ -333,12 +333,12 @@ fn sleeper() -> Child {
         .expect("spawn sleep")
 }
 
-fn agent_on(child: &Child, config: &str) -> (vramwarden::agent::Agent, tempfile::TempDir) {
+fn agent_on(child: &Child, config: &str) -> (vramwarden::front::agent::Agent, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("config.toml");
     std::fs::write(&cfg, config).expect("config");
     let pid = child.id();
-    let factory: vramwarden::sampler::SourceFactory = Box::new(move || {
+    let factory: vramwarden::engine::sampler::SourceFactory = Box::new(move || {
         let mut s = SimSource::empty(
             vramwarden::model::now_ms() - 60_000,
             vec![SimDevice {
@@ -360,7 +360,7 @@ fn agent_on(child: &Child, config: &str) -> (vramwarden::agent::Agent, tempfile:
         });
         Ok(Box::new(s) as Box<dyn vramwarden::source::GpuSource>)
     });
-    let opts = vramwarden::agent::AgentOptions {
+    let opts = vramwarden::front::agent::AgentOptions {
         demo: true,
         interval: Some(Duration::from_millis(200)),
         config: Some(cfg),
@@ -370,11 +370,11 @@ fn agent_on(child: &Child, config: &str) -> (vramwarden::agent::Agent, tempfile:
         max_processes: 200,
         remote_other_users: false,
     };
-    let agent = vramwarden::agent::start(&opts, factory, None).expect("start the agent");
+    let agent = vramwarden::front::agent::start(&opts, factory, None).expect("start the agent");
     (agent, dir)
 }
 
-fn start_time_of(agent: &vramwarden::agent::Agent, pid: u32) -> i64 {
+fn start_time_of(agent: &vramwarden::front::agent::Agent, pid: u32) -> i64 {
     wait_for(Duration::from_secs(10), "the child in the snapshot", || {
         let m = agent.state.shared.read().ok()?;
         m.latest

@@ -1,10 +1,26 @@
-//! The crate's module graph: no module depends on one that depends on it (directly or through
-//! others), and nothing below the window reaches into it. Read from the sources: every
-//! `crate::module` path in code, comment lines and `#[cfg(test)]` blocks left out (the crate
-//! names other top-level modules only that way).
+//! The crate's architecture, read from its sources:
+//!
+//! - `src/` has the folders of the layers below and at most four loose files;
+//! - a folder never uses one on a higher floor (`model` lowest, `front` highest);
+//! - the front ends (`front/cli`, `front/agent`, `front/gui`) never use one another;
+//! - inside every folder, no entry (file or sub-folder) depends on one that depends on it.
+//!
+//! Every `crate::…` and `super::…` path in code is read, grouped imports (`use crate::{a::b,
+//! c::{d, e}}`) included; comment lines and `#[cfg(test)]` blocks are left out.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+
+/// The folders of `src/`, lowest floor first.
+const FLOORS: &[&str] = &[
+    "model", "host", "session", "source", "detect", "act", "engine", "link", "front",
+];
+/// The front ends, which never use one another.
+const FRONT_ENDS: &[&str] = &["cli", "agent", "gui"];
+
+type Module = Vec<String>;
+/// Per folder (a module path), its entries' edges: entry → entries it uses.
+type Edges = BTreeMap<Module, BTreeMap<String, BTreeSet<String>>>;
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).expect("src is readable").flatten() {
@@ -17,55 +33,147 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The top-level module a file belongs to (`src/ui/app.rs` → `ui`; `src/lib.rs` → none).
-fn module_of(src: &Path, file: &Path) -> Option<String> {
-    let rel = file.strip_prefix(src).ok()?;
-    let first = rel.components().next()?.as_os_str().to_str()?;
-    let name = first.strip_suffix(".rs").unwrap_or(first);
-    (!matches!(name, "lib" | "main")).then(|| name.to_string())
+/// `src/act/rules/action.rs` → `[act, rules, action]`; a `mod.rs` is its folder's module;
+/// `lib.rs` and `main.rs` are the root.
+fn module_of(src: &Path, file: &Path) -> Module {
+    let rel = file.strip_prefix(src).expect("under src");
+    let mut parts: Module = rel
+        .components()
+        .filter_map(|c| c.as_os_str().to_str().map(str::to_string))
+        .collect();
+    if let Some(last) = parts.pop() {
+        let stem = last.trim_end_matches(".rs");
+        if !matches!(stem, "mod" | "lib" | "main") {
+            parts.push(stem.to_string());
+        }
+    }
+    parts
 }
 
-/// The top-level modules a file's code names through `crate::`.
-fn used_modules(text: &str) -> BTreeSet<String> {
+fn is_ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// The paths written at the start of `s`: `a::b::c`, or with groups `a::{b, c::{d, e}}`.
+fn expand(s: &str) -> Vec<Module> {
+    let s = s.trim_start();
+    if let Some(rest) = s.strip_prefix('{') {
+        let mut out = Vec::new();
+        let (mut depth, mut start) = (0usize, 0usize);
+        for (i, c) in rest.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => {
+                    out.extend(expand(&rest[start..i]));
+                    return out;
+                }
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    out.extend(expand(&rest[start..i]));
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        return out;
+    }
+    let name: String = s.chars().take_while(|c| is_ident(*c)).collect();
+    if name.is_empty() {
+        return Vec::new();
+    }
+    let after = &s[name.len()..];
+    match after.strip_prefix("::") {
+        Some(tail) => {
+            let mut subs = expand(tail);
+            if subs.is_empty() {
+                subs.push(Vec::new());
+            }
+            for p in &mut subs {
+                p.insert(0, name.clone());
+            }
+            subs
+        }
+        None => vec![vec![name]],
+    }
+}
+
+/// The code of a file without comment lines and its `#[cfg(test)]` part.
+fn code_of(text: &str) -> String {
     let code = text.split("#[cfg(test)]").next().unwrap_or("");
-    let mut out = BTreeSet::new();
-    for line in code.lines() {
-        if line.trim_start().starts_with("//") {
+    code.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The absolute module paths a file's code names (`crate::…`, `super::…`).
+fn named_paths(module: &Module, code: &str) -> Vec<Module> {
+    let mut out = Vec::new();
+    for (i, _) in code.match_indices("crate::") {
+        if code[..i].ends_with(|c: char| is_ident(c) || c == '$') {
             continue;
         }
-        let mut rest = line;
-        while let Some(i) = rest.find("crate::") {
-            rest = &rest[i + "crate::".len()..];
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            if !name.is_empty() && name.chars().next().is_some_and(|c| c.is_ascii_lowercase()) {
-                out.insert(name);
+        out.extend(expand(&code[i + "crate::".len()..]));
+    }
+    for (i, _) in code.match_indices("super::") {
+        if code[..i].ends_with(|c: char| is_ident(c) || c == ':') {
+            continue;
+        }
+        // `super` is the parent of the file's module (a `mod.rs` is its folder's module).
+        let mut base = module.clone();
+        let mut rest = &code[i..];
+        while let Some(r) = rest.strip_prefix("super::") {
+            base.pop();
+            rest = r;
+        }
+        for p in expand(rest) {
+            out.push(base.iter().cloned().chain(p).collect());
+        }
+    }
+    out
+}
+
+/// The deepest known module a path names (`act::rules::action::Outcome` → `act::rules::action`).
+fn resolve(known: &BTreeSet<Module>, path: &Module) -> Option<Module> {
+    (1..=path.len())
+        .rev()
+        .map(|n| path[..n].to_vec())
+        .find(|m| known.contains(m))
+}
+
+/// Every folder's edges between its entries.
+fn edges() -> Edges {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let modules: Vec<(Module, String)> = files
+        .iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(f).expect("readable");
+            (module_of(&src, f), code_of(&text))
+        })
+        .collect();
+    let known: BTreeSet<Module> = modules.iter().map(|(m, _)| m.clone()).collect();
+    let mut out = Edges::new();
+    for (from, code) in &modules {
+        for path in named_paths(from, code) {
+            let Some(to) = resolve(&known, &path) else {
+                continue;
+            };
+            let k = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+            if k < from.len() && k < to.len() {
+                out.entry(from[..k].to_vec())
+                    .or_default()
+                    .entry(from[k].clone())
+                    .or_default()
+                    .insert(to[k].clone());
             }
         }
     }
     out
 }
 
-fn graph() -> BTreeMap<String, BTreeSet<String>> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for f in files {
-        let Some(m) = module_of(&src, &f) else {
-            continue;
-        };
-        let text = std::fs::read_to_string(&f).expect("readable");
-        let uses = used_modules(&text);
-        let entry = g.entry(m.clone()).or_default();
-        entry.extend(uses.into_iter().filter(|u| *u != m));
-    }
-    g
-}
-
-/// Strongly connected components of more than one module (Tarjan).
+/// Strongly connected components of more than one node (Tarjan).
 fn circles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
     struct T<'a> {
         g: &'a BTreeMap<String, BTreeSet<String>>,
@@ -73,13 +181,12 @@ fn circles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
         low: BTreeMap<&'a str, usize>,
         stack: Vec<&'a str>,
         on: BTreeSet<&'a str>,
-        next: usize,
         out: Vec<Vec<String>>,
     }
     fn visit<'a>(t: &mut T<'a>, v: &'a str) {
-        t.index.insert(v, t.next);
-        t.low.insert(v, t.next);
-        t.next += 1;
+        let n = t.index.len();
+        t.index.insert(v, n);
+        t.low.insert(v, n);
         t.stack.push(v);
         t.on.insert(v);
         let g = t.g;
@@ -87,13 +194,11 @@ fn circles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
             let w = w.as_str();
             if !t.index.contains_key(w) {
                 visit(t, w);
-                let lw = t.low[w];
-                let lv = t.low[v];
-                t.low.insert(v, lv.min(lw));
+                let low = t.low[v].min(t.low[w]);
+                t.low.insert(v, low);
             } else if t.on.contains(w) {
-                let iw = t.index[w];
-                let lv = t.low[v];
-                t.low.insert(v, lv.min(iw));
+                let low = t.low[v].min(t.index[w]);
+                t.low.insert(v, low);
             }
         }
         if t.low[v] == t.index[v] {
@@ -117,7 +222,6 @@ fn circles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
         low: BTreeMap::new(),
         stack: Vec::new(),
         on: BTreeSet::new(),
-        next: 0,
         out: Vec::new(),
     };
     for v in g.keys() {
@@ -129,24 +233,108 @@ fn circles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
 }
 
 #[test]
-fn no_module_depends_on_one_that_depends_on_it() {
-    let g = graph();
-    // The reading works: modules known to use others are seen doing so.
-    assert!(g["engine"].contains("monitor"), "{g:?}");
-    assert!(g["ui"].contains("link"), "{g:?}");
-    assert!(g.len() >= 20, "{g:?}");
-    assert_eq!(circles(&g), Vec::<Vec<String>>::new(), "module circles");
+fn src_has_the_floors_and_few_loose_files() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut folders = BTreeSet::new();
+    let mut loose = Vec::new();
+    for e in std::fs::read_dir(&src).expect("src").flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if e.path().is_dir() {
+            folders.insert(name);
+        } else {
+            loose.push(name);
+        }
+    }
+    let want: BTreeSet<String> = FLOORS.iter().map(|s| s.to_string()).collect();
+    assert_eq!(folders, want, "src/'s folders");
+    assert!(loose.len() <= 4, "loose files in src/: {loose:?}");
 }
 
 #[test]
-fn nothing_below_the_window_uses_it() {
-    let g = graph();
-    let users: Vec<&String> = g
+fn no_folder_uses_a_higher_floor() {
+    let e = edges();
+    let top = &e[&Vec::new()];
+    // The reading works: uses known to exist are seen.
+    assert!(top["engine"].contains("source"), "{top:?}");
+    assert!(top["front"].contains("link"), "{top:?}");
+    let floor = |m: &str| FLOORS.iter().position(|f| *f == m);
+    let mut up = Vec::new();
+    for (from, tos) in top {
+        for to in tos {
+            if let (Some(a), Some(b)) = (floor(from), floor(to)) {
+                if b > a {
+                    up.push(format!("{from} → {to}"));
+                }
+            }
+        }
+    }
+    assert!(up.is_empty(), "uses of a higher floor: {up:?}");
+}
+
+#[test]
+fn front_ends_never_use_one_another() {
+    let e = edges();
+    let front = e
+        .get(&vec!["front".to_string()])
+        .cloned()
+        .unwrap_or_default();
+    let crossing: Vec<String> = front
         .iter()
-        .filter(|(m, uses)| *m != "ui" && uses.contains("ui"))
-        .map(|(m, _)| m)
+        .filter(|(from, _)| FRONT_ENDS.contains(&from.as_str()))
+        .flat_map(|(from, tos)| {
+            tos.iter()
+                .filter(|to| FRONT_ENDS.contains(&to.as_str()))
+                .map(move |to| format!("{from} → {to}"))
+        })
         .collect();
-    assert!(users.is_empty(), "{users:?} use the window's module");
+    assert!(
+        crossing.is_empty(),
+        "front ends using one another: {crossing:?}"
+    );
+}
+
+#[test]
+fn no_circle_in_any_folder() {
+    let e = edges();
+    // The reading works inside folders too: known uses between siblings are seen.
+    let rules = &e[&vec!["act".to_string(), "rules".to_string()]];
+    assert!(rules["action"].contains("eval"), "{rules:?}");
+    let gui = &e[&vec!["front".to_string(), "gui".to_string()]];
+    assert!(gui["app"].contains("graph"), "{gui:?}");
+    let found: Vec<String> = e
+        .iter()
+        .flat_map(|(folder, g)| {
+            circles(g)
+                .into_iter()
+                .map(move |c| format!("in src/{}: {}", folder.join("/"), c.join(" ↔ ")))
+        })
+        .collect();
+    assert!(found.is_empty(), "circles: {found:#?}");
+}
+
+#[test]
+fn grouped_and_relative_paths_are_read() {
+    let code = "use crate::{model::history::History, act::{rules::eval, park}};\n\
+                use super::super::sockets::runtime_dir;\nlet x = super::protect::check();";
+    let m: Module = ["act", "torch", "client"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let got: BTreeSet<String> = named_paths(&m, code)
+        .into_iter()
+        .map(|p| p.join("::"))
+        .collect();
+    let want: BTreeSet<String> = [
+        "model::history::History",
+        "act::rules::eval",
+        "act::park",
+        "act::sockets::runtime_dir",
+        "act::torch::protect::check",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(got, want);
 }
 
 #[test]

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use proptest::prelude::*;
-use vramwarden::rules::Action;
-use vramwarden::settings::{KeyPart, Settings};
+use vramwarden::act::rules::Action;
+use vramwarden::engine::settings::{KeyPart, Settings};
 
 /// The valid fixture every mutation starts from.
 const VALID: &str = include_str!("fixtures/valid.toml");
@@ -338,7 +338,7 @@ fn everything_converts(s: &Settings) -> Result<(), TestCaseError> {
     let interval = Duration::from_millis(s.sampling.interval_ms);
     usable_secs("history_hours", s.sampling.history_hours * 3600.0)?;
     let history = Duration::from_secs_f64(s.sampling.history_hours * 3600.0);
-    let ticks = vramwarden::cli::history_ticks(history, interval);
+    let ticks = vramwarden::front::cli::history_ticks(history, interval);
     prop_assert!(ticks <= 31 * 24 * 36_000, "history ticks {ticks}");
     let days = i64::from(s.sessions.retention_days);
     prop_assert!(chrono::TimeDelta::try_days(days).is_some());
@@ -399,7 +399,7 @@ fn everything_converts(s: &Settings) -> Result<(), TestCaseError> {
         }
         if let Some(at) = &c.at {
             prop_assert!(
-                vramwarden::rules::schedule::parse_at(at).is_ok(),
+                vramwarden::act::rules::schedule::parse_at(at).is_ok(),
                 "at {at:?}"
             );
         }

@@ -6,15 +6,15 @@ use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use vramwarden::act::rules::action::{expand_argv, ActionRunner, Outcome, Safety};
+use vramwarden::act::rules::eval::{Planned, Target};
+use vramwarden::act::rules::{Action, Conditions, Rule};
+use vramwarden::engine::sampler::SamplerHandle;
+use vramwarden::engine::settings::Settings;
+use vramwarden::engine::view::Monitor;
 use vramwarden::engine::{Engine, RecordTo};
 use vramwarden::model::now_ms;
 use vramwarden::model::{Origin, ProcessKey, UnixMs};
-use vramwarden::monitor::Monitor;
-use vramwarden::rules::action::{expand_argv, ActionRunner, Outcome, Safety};
-use vramwarden::rules::eval::{Planned, Target};
-use vramwarden::rules::{Action, Conditions, Rule};
-use vramwarden::sampler::SamplerHandle;
-use vramwarden::settings::Settings;
 use vramwarden::source::fault::{Fault, FaultSource};
 use vramwarden::source::sim::{Script, SimDevice, SimProcess, SimSource};
 use vramwarden::source::GpuSource;
@@ -28,7 +28,7 @@ fn live_safety() -> Safety {
 
 /// The start time of `pid` as vramwarden reads it.
 fn start_of(pid: u32) -> UnixMs {
-    vramwarden::procinfo::ProcReader::default()
+    vramwarden::host::procinfo::ProcReader::default()
         .start_time_ms(pid)
         .expect("start time")
 }
@@ -183,7 +183,7 @@ fn demo_rules_never_reach_host_processes() {
         cooldown_minutes: 0.0,
         ..Rule::default()
     }];
-    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 100));
+    let shared = vramwarden::engine::shared::Shared::new(Monitor::new(1000, 100));
     let mut e = Engine::new(shared.clone(), RecordTo::Off, 1000);
     e.apply_settings(&s);
     let t0 = now_ms();
@@ -211,7 +211,7 @@ fn a_process_name_never_becomes_an_option() {
     let mut child = Command::new(&exe).arg("60").spawn().expect("spawn -rf");
     std::thread::sleep(Duration::from_millis(50));
     let pid = child.id();
-    let info = vramwarden::procinfo::ProcReader::default()
+    let info = vramwarden::host::procinfo::ProcReader::default()
         .read(pid)
         .expect("proc");
     assert_eq!(info.name, "-rf");
@@ -251,7 +251,7 @@ fn a_process_name_never_becomes_an_option() {
 
 #[test]
 fn a_chatty_command_is_not_reported_as_timed_out() {
-    let (o, d) = vramwarden::rules::action::run_command(
+    let (o, d) = vramwarden::act::rules::action::run_command(
         &[
             "sh".into(),
             "-c".into(),
@@ -281,7 +281,7 @@ fn an_oversized_regex_is_refused_where_the_settings_are_read() {
         problems.iter().any(|(_, m)| m.contains("too large")),
         "{problems:?}"
     );
-    assert!(vramwarden::rules::eval::CompiledRule::new(&rule).is_none());
+    assert!(vramwarden::act::rules::eval::CompiledRule::new(&rule).is_none());
 }
 
 fn one_gpu_with(pid: u32, mib: u64) -> SimSource {
@@ -324,7 +324,7 @@ fn a_failed_process_list_is_missing_never_zero() {
         },
         ..Rule::default()
     }];
-    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 100));
+    let shared = vramwarden::engine::shared::Shared::new(Monitor::new(1000, 100));
     let mut e = Engine::new(shared.clone(), RecordTo::File(log.clone()), 1000);
     e.apply_settings(&s);
     let t0 = now_ms();
@@ -400,7 +400,7 @@ fn a_failed_process_list_is_missing_never_zero() {
 fn nonsense_from_the_driver_is_dropped_not_recorded() {
     let t0 = now_ms();
     let (mut src, switch) = FaultSource::new(Box::new(SimSource::demo(t0 - 120_000)));
-    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 100));
+    let shared = vramwarden::engine::shared::Shared::new(Monitor::new(1000, 100));
     let mut e = Engine::new(shared.clone(), RecordTo::Off, 1000);
     e.tick(src.sample(t0).expect("sample"), t0);
     let normal = shared.read().expect("lock").latest.clone().expect("snap");
@@ -462,7 +462,7 @@ fn nonsense_from_the_driver_is_dropped_not_recorded() {
 fn a_hung_driver_leaves_the_monitor_readable_and_flags_stale() {
     let t0 = now_ms();
     let (src, switch) = FaultSource::new(Box::new(SimSource::demo(t0)));
-    let shared = vramwarden::shared::Shared::new(Monitor::new(100, 100));
+    let shared = vramwarden::engine::shared::Shared::new(Monitor::new(100, 100));
     let handle = SamplerHandle::spawn(
         Box::new(move || Ok(Box::new(src) as Box<dyn GpuSource>)),
         Duration::from_millis(100),
@@ -505,7 +505,7 @@ fn a_panic_on_the_engine_thread_ends_record_with_an_error() {
     let t0 = now_ms();
     let (src, switch) = FaultSource::new(Box::new(SimSource::demo(t0)));
     let flip = switch.clone();
-    let factory: vramwarden::sampler::SourceFactory = Box::new(move || {
+    let factory: vramwarden::engine::sampler::SourceFactory = Box::new(move || {
         flip.set(Fault::None);
         Ok(Box::new(src) as Box<dyn GpuSource>)
     });
@@ -514,7 +514,7 @@ fn a_panic_on_the_engine_thread_ends_record_with_an_error() {
         switch.set(Fault::Panic);
     });
     let t = Instant::now();
-    let r = vramwarden::cli::run_realtime(
+    let r = vramwarden::front::cli::run_realtime(
         factory,
         Duration::from_millis(100),
         100,
@@ -601,14 +601,14 @@ fn users_resolve_through_nss_and_rules_compare_uids() {
         .spawn()
         .expect("spawn as the NSS user");
     std::thread::sleep(Duration::from_millis(50));
-    let info = vramwarden::procinfo::ProcReader::default()
+    let info = vramwarden::host::procinfo::ProcReader::default()
         .read(child.id())
         .expect("proc");
     assert_eq!(info.uid, uid);
     assert_eq!(info.user, name, "the name comes from NSS, not the number");
-    assert_eq!(vramwarden::procinfo::uid_of_user(name), Some(uid));
+    assert_eq!(vramwarden::host::procinfo::uid_of_user(name), Some(uid));
     // Rules compare by uid.
-    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 100));
+    let shared = vramwarden::engine::shared::Shared::new(Monitor::new(1000, 100));
     let mut e = Engine::new(shared.clone(), RecordTo::Off, 1000);
     let sim = one_gpu_with(child.id(), 4096);
     let t = now_ms();

@@ -11,11 +11,11 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use vramwarden::front::cli::snapshot_out::{write_csv_with, CsvTable, CsvText};
 use vramwarden::model::{DeviceSample, ProcInfo, ProcessSample, Snapshot, UnixMs};
 use vramwarden::session::format::{encode_sample, frame, KIND_EVENT, KIND_HEADER, KIND_SAMPLE};
 use vramwarden::session::reader::{SessionData, MAX_DEVICE_TEXT};
 use vramwarden::session::{Event, Header, HeaderDevice, ProcDef};
-use vramwarden::snapshot_out::{write_csv_with, CsvTable, CsvText};
 
 const T0: UnixMs = 1_796_000_000_000;
 

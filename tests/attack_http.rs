@@ -328,7 +328,7 @@ fn healthz_says_503_when_the_sampler_stops_making_progress() {
     std::fs::write(&cfg, "").expect("config");
     let (release_tx, release) = std::sync::mpsc::channel();
     let release = std::sync::Mutex::new(Some(release));
-    let factory: vramwarden::sampler::SourceFactory = Box::new(move || {
+    let factory: vramwarden::engine::sampler::SourceFactory = Box::new(move || {
         let release = release
             .lock()
             .ok()
@@ -341,7 +341,7 @@ fn healthz_says_503_when_the_sampler_stops_making_progress() {
             release,
         }) as Box<dyn vramwarden::source::GpuSource>)
     });
-    let opts = vramwarden::agent::AgentOptions {
+    let opts = vramwarden::front::agent::AgentOptions {
         demo: true,
         interval: Some(Duration::from_millis(100)),
         config: Some(cfg),
@@ -351,7 +351,7 @@ fn healthz_says_503_when_the_sampler_stops_making_progress() {
         max_processes: 200,
         remote_other_users: false,
     };
-    let agent = vramwarden::agent::start(&opts, factory, None).expect("start the agent");
+    let agent = vramwarden::front::agent::start(&opts, factory, None).expect("start the agent");
     let ok = wait_for(Duration::from_secs(10), "a healthy agent", || {
         Some(get(agent.addr, "/healthz")).filter(|r| r.status == 200)
     });

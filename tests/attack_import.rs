@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use proptest::prelude::*;
-use vramwarden::import::{import_nvidia_smi, ImportError, ImportSummary, Zone};
+use vramwarden::engine::import::{import_nvidia_smi, ImportError, ImportSummary, Zone};
 use vramwarden::model::Snapshot;
 use vramwarden::session::reader::SessionData;
 

@@ -115,8 +115,9 @@ fn reply_with(edit: impl FnOnce(&mut serde_json::Value)) -> String {
     v.to_string()
 }
 
-fn link_to(agent: &StandIn) -> (RemoteLink, vramwarden::shared::SharedMonitor) {
-    let shared = vramwarden::shared::Shared::new(vramwarden::monitor::Monitor::new(1000, 600));
+fn link_to(agent: &StandIn) -> (RemoteLink, vramwarden::engine::shared::SharedMonitor) {
+    let shared =
+        vramwarden::engine::shared::Shared::new(vramwarden::engine::view::Monitor::new(1000, 600));
     let link = RemoteLink::connect(
         &agent.url(),
         "t0ken".into(),
@@ -372,7 +373,7 @@ fn a_hanging_download_never_delays_a_kill() {
             },
             0,
         ),
-        action: vramwarden::rules::Action::Signal {
+        action: vramwarden::act::rules::Action::Signal {
             signal: "SIGKILL".into(),
         },
     });

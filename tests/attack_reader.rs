@@ -296,7 +296,7 @@ fn joined_logs_keep_their_own_processes() {
     );
 
     // The replay for the GUI has both processes, with their own memory and times.
-    let m = vramwarden::replay::session(&s);
+    let m = vramwarden::engine::replay::session(&s);
     let mut rows: Vec<_> = m
         .rows()
         .map(|r| {

@@ -8,11 +8,11 @@ use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use vramwarden::act::rules::action::{ActionRunner, Outcome, Safety, DEFAULT_PROTECTED};
+use vramwarden::act::rules::eval::{Planned, Target};
+use vramwarden::act::rules::Action;
+use vramwarden::host::procinfo::ProcReader;
 use vramwarden::model::{now_ms, Origin, ProcInfo, ProcessKey, UnixMs};
-use vramwarden::procinfo::ProcReader;
-use vramwarden::rules::action::{ActionRunner, Outcome, Safety, DEFAULT_PROTECTED};
-use vramwarden::rules::eval::{Planned, Target};
-use vramwarden::rules::Action;
 
 fn assert_root() {
     assert!(
@@ -318,7 +318,7 @@ fn commands_are_one_per_rule_and_target_and_capped_overall() {
     let again = runner.run(&gpu_rule("r0", &sleep, 10.0), &safety, now_ms());
     assert_eq!(again.outcome, Outcome::Skipped);
     assert!(again.detail.contains("still running"), "{}", again.detail);
-    for i in 1..vramwarden::rules::command::MAX_RUNNING {
+    for i in 1..vramwarden::act::rules::command::MAX_RUNNING {
         let a = runner.run(&gpu_rule(&format!("r{i}"), &sleep, 10.0), &safety, now_ms());
         assert!(a.detail.starts_with("started"), "{i}: {}", a.detail);
     }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use vramwarden::torch::{self, Client, TorchError};
+use vramwarden::act::torch::{self, Client, TorchError};
 
 const NOBODY: u32 = 65534;
 
@@ -248,7 +248,7 @@ fn a_token_file_of_another_user_is_refused() {
     std::fs::write(&p, "0123456789abcdef0123456789abcdef\n").expect("write");
     chmod(&p, 0o600);
     chown(&p, NOBODY);
-    let r = vramwarden::agent::token::load_or_create(&p);
+    let r = vramwarden::link::token::load_or_create(&p);
     assert!(
         r.as_ref()
             .is_err_and(|e| e.contains(&format!("belongs to uid {NOBODY}, not to us"))),
@@ -256,14 +256,14 @@ fn a_token_file_of_another_user_is_refused() {
     );
     chown(&p, 0);
     chmod(&p, 0o620);
-    let r = vramwarden::agent::token::load_or_create(&p);
+    let r = vramwarden::link::token::load_or_create(&p);
     assert!(
         r.as_ref()
             .is_err_and(|e| e.contains("read or written by others")),
         "{r:?}"
     );
     chmod(&p, 0o600);
-    assert!(vramwarden::agent::token::load_or_create(&p).is_ok());
+    assert!(vramwarden::link::token::load_or_create(&p).is_ok());
 }
 
 /// A fake interpreter: says where its site-packages are, and leaves a mark saying which uid

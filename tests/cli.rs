@@ -124,7 +124,7 @@ fn col<'a>(headers: &[String], row: &'a csv::StringRecord, name: &str) -> &'a st
 #[test]
 fn snapshot_csv_default_is_one_process_table_in_mib() {
     let (h, rows) = read_table(&csv_of(&[]));
-    assert_eq!(h, vramwarden::snapshot_out::PROCESS_HEADER);
+    assert_eq!(h, vramwarden::front::cli::snapshot_out::PROCESS_HEADER);
     assert!(rows.len() >= 4, "the demo runs several processes");
     for row in &rows {
         let ts = col(&h, row, "timestamp");
@@ -185,10 +185,10 @@ fn snapshot_csv_both_keeps_two_tables_split_by_a_blank_line() {
         .split_once("\n\n")
         .expect("two tables separated by a blank line");
     let (dh, drows) = read_table(devs.as_bytes());
-    assert_eq!(dh, vramwarden::snapshot_out::DEVICE_HEADER);
+    assert_eq!(dh, vramwarden::front::cli::snapshot_out::DEVICE_HEADER);
     assert_eq!(drows.len(), 2);
     let (ph, prows) = read_table(procs.as_bytes());
-    assert_eq!(ph, vramwarden::snapshot_out::PROCESS_HEADER);
+    assert_eq!(ph, vramwarden::front::cli::snapshot_out::PROCESS_HEADER);
     assert!(prows.len() >= 4);
 }
 

@@ -86,7 +86,7 @@ fn the_man_page_lists_commands_exit_status_files_and_environment() {
             "no {section}"
         );
     }
-    for code in vramwarden::cli_docs::EXIT_CODES {
+    for code in vramwarden::front::cli::docs::EXIT_CODES {
         assert!(page.contains(&format!(".TP\n\\fB{}\\fR\n", code.0)));
     }
     for var in ["VRAMWARDEN_CONFIG", "VRAMWARDEN_DATA_DIR", "RUST_LOG"] {
@@ -98,14 +98,14 @@ fn the_man_page_lists_commands_exit_status_files_and_environment() {
 #[test]
 fn every_environment_variable_the_code_reads_is_documented() {
     // A stand-in for a full scan: the variables the sources read by name.
-    let documented: Vec<&str> = vramwarden::cli_docs::ENVIRONMENT
+    let documented: Vec<&str> = vramwarden::front::cli::docs::ENVIRONMENT
         .iter()
         .map(|e| e.0)
         .collect();
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut missing = Vec::new();
     let mut found = 0;
-    for file in ["settings.rs", "session/mod.rs", "logging.rs"] {
+    for file in ["engine/settings.rs", "session/mod.rs", "host/logging.rs"] {
         let text = std::fs::read_to_string(src.join(file)).expect("source file");
         let reads = text
             .match_indices("var_os(\"")

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use vramwarden::container::{resolve, ContainerResolver, Roots, Runtime};
+use vramwarden::host::container::{resolve, ContainerResolver, Roots, Runtime};
 use vramwarden::model::ProcessKey;
 
 fn roots(runtime: &str) -> Roots {
@@ -99,9 +99,9 @@ fn resolver_caches_by_identity_and_forgets_exited_processes() {
 }
 
 /// A reader over a fixture runtime's `/proc` that resolves names under its folders.
-fn reader(runtime: &str) -> vramwarden::procinfo::ProcReader {
+fn reader(runtime: &str) -> vramwarden::host::procinfo::ProcReader {
     let r = roots(runtime);
-    vramwarden::procinfo::ProcReader::new(r.proc.clone()).with_container_roots(r)
+    vramwarden::host::procinfo::ProcReader::new(r.proc.clone()).with_container_roots(r)
 }
 
 #[test]
@@ -141,7 +141,8 @@ fn names_are_resolved_once_per_process_not_per_tick() {
         pod_logs: tmp.path().join("log/pods"),
         docker: tmp.path().join("docker"),
     };
-    let mut rd = vramwarden::procinfo::ProcReader::new(r.proc.clone()).with_container_roots(r);
+    let mut rd =
+        vramwarden::host::procinfo::ProcReader::new(r.proc.clone()).with_container_roots(r);
     let t0 = 1_000_000;
     let first = rd.read_at(300, t0).expect("pid 300");
     assert_eq!(first.pod.as_deref(), Some("default/jupyter-0"));
@@ -149,7 +150,7 @@ fn names_are_resolved_once_per_process_not_per_tick() {
     // keep the names read the first time, without reading the folders again.
     std::fs::remove_dir_all(tmp.path().join("log/pods")).expect("rm");
     let again = rd
-        .read_at(300, t0 + vramwarden::procinfo::REVALIDATE_MS + 1)
+        .read_at(300, t0 + vramwarden::host::procinfo::REVALIDATE_MS + 1)
         .expect("pid 300");
     assert!(Arc::ptr_eq(&first, &again), "the cached facts");
     assert_eq!(again.pod.as_deref(), Some("default/jupyter-0"));
@@ -158,7 +159,7 @@ fn names_are_resolved_once_per_process_not_per_tick() {
     let text = std::fs::read_to_string(&stat).expect("stat");
     std::fs::write(&stat, text.replace(" 12345 ", " 99999 ")).expect("write stat");
     let new = rd
-        .read_at(300, t0 + 3 * vramwarden::procinfo::REVALIDATE_MS)
+        .read_at(300, t0 + 3 * vramwarden::host::procinfo::REVALIDATE_MS)
         .expect("pid 300");
     assert_ne!(new.start_time_ms, first.start_time_ms);
     assert_eq!(new.pod, None, "no pod folder any more");
@@ -172,9 +173,9 @@ fn names_are_resolved_once_per_process_not_per_tick() {
 /// Rules on container and pod names over processes the fixture reader describes.
 #[test]
 fn a_per_container_quota_rule() {
+    use vramwarden::act::rules::eval::{compile, Facts, RuleState, Target};
+    use vramwarden::act::rules::{Conditions, Rule};
     use vramwarden::model::{DeviceSample, ProcessSample, Snapshot, MIB};
-    use vramwarden::rules::eval::{compile, Facts, RuleState, Target};
-    use vramwarden::rules::{Conditions, Rule};
     let jupyter = reader("k8s-crio").read(300).expect("pid 300");
     let web = reader("docker").read(100).expect("pid 100");
     let host = Arc::new(vramwarden::model::ProcInfo {
@@ -262,9 +263,9 @@ fn a_per_container_quota_rule() {
 /// `snapshot`'s JSON and CSV.
 #[test]
 fn names_reach_the_session_csv_the_replay_and_snapshot_output() {
+    use vramwarden::engine::view::Monitor;
     use vramwarden::engine::{Engine, RecordTo};
     use vramwarden::model::{DeviceSample, ProcessSample, Snapshot, MIB};
-    use vramwarden::monitor::Monitor;
     use vramwarden::session::csv_export::{export, Table};
     use vramwarden::session::reader::SessionData;
     let jupyter = reader("k8s-crio").read(300).expect("pid 300");
@@ -294,7 +295,7 @@ fn names_reach_the_session_csv_the_replay_and_snapshot_output() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("c.vwlog");
-    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 100));
+    let shared = vramwarden::engine::shared::Shared::new(Monitor::new(1000, 100));
     let mut e = Engine::new(shared, RecordTo::File(path.clone()), 1000);
     for i in 0..3 {
         e.tick(snap(t0 + i * 1000), t0 + i * 1000);
@@ -321,22 +322,22 @@ fn names_reach_the_session_csv_the_replay_and_snapshot_output() {
     assert_eq!(seen["100"], ("web-frontend".into(), String::new()));
     assert_eq!(seen["7"], (String::new(), String::new()));
     // The replay's rows (the window's table and detail pane on a recorded session).
-    let m = vramwarden::replay::session(&s);
+    let m = vramwarden::engine::replay::session(&s);
     let row = m.rows().find(|r| r.key.pid == 300).expect("row");
     assert_eq!(row.info.container_name.as_deref(), Some("notebook"));
     assert_eq!(row.info.pod.as_deref(), Some("default/jupyter-0"));
     // `snapshot --format json` and `--format csv`.
     let one = snap(t0);
     let json: serde_json::Value =
-        serde_json::from_str(&vramwarden::snapshot_out::to_json(&one).expect("json"))
+        serde_json::from_str(&vramwarden::front::cli::snapshot_out::to_json(&one).expect("json"))
             .expect("parse");
     assert_eq!(json["processes"][0]["container"], "notebook");
     assert_eq!(json["processes"][0]["pod"], "default/jupyter-0");
     assert_eq!(json["processes"][2]["container"], serde_json::Value::Null);
     let mut csv = Vec::new();
-    vramwarden::snapshot_out::write_csv(
+    vramwarden::front::cli::snapshot_out::write_csv(
         &one,
-        vramwarden::snapshot_out::CsvTable::Processes,
+        vramwarden::front::cli::snapshot_out::CsvTable::Processes,
         &mut csv,
     )
     .expect("csv");

@@ -4,10 +4,10 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use vramwarden::engine::sampler::SamplerHandle;
+use vramwarden::engine::view::Monitor;
 use vramwarden::model::now_ms;
 use vramwarden::model::{Snapshot, SourceInfo, UnixMs};
-use vramwarden::monitor::Monitor;
-use vramwarden::sampler::SamplerHandle;
 use vramwarden::source::sim::SimSource;
 use vramwarden::source::{GpuSource, SourceError};
 
@@ -94,7 +94,7 @@ impl GpuSource for Hangs {
 #[test]
 fn a_hung_source_makes_data_stale_but_never_blocks() {
     let (keep, block) = mpsc::channel();
-    let shared = vramwarden::shared::Shared::new(Monitor::new(100, 1000));
+    let shared = vramwarden::engine::shared::Shared::new(Monitor::new(100, 1000));
     let handle = SamplerHandle::spawn(
         Box::new(move || {
             Ok(Box::new(Hangs {
@@ -125,7 +125,7 @@ fn a_hung_source_makes_data_stale_but_never_blocks() {
 
 #[test]
 fn a_failing_source_reports_why() {
-    let shared = vramwarden::shared::Shared::new(Monitor::new(100, 1000));
+    let shared = vramwarden::engine::shared::Shared::new(Monitor::new(100, 1000));
     let h = SamplerHandle::spawn(
         Box::new(|| Err(SourceError::Unavailable("No NVIDIA driver found".into()))),
         Duration::from_millis(100),
@@ -137,6 +137,6 @@ fn a_failing_source_reports_why() {
     let m = shared.read().expect("lock");
     assert_eq!(
         m.status,
-        vramwarden::monitor::SourceStatus::Failed("No NVIDIA driver found".into())
+        vramwarden::engine::view::SourceStatus::Failed("No NVIDIA driver found".into())
     );
 }

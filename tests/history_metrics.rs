@@ -1,9 +1,9 @@
 //! Utilisation, temperature and power are kept over time beside memory, live and in a
 //! reopened session, for the window's per-GPU graphs; the power cap, clocks and fan live.
 
+use vramwarden::engine::view::Monitor;
 use vramwarden::engine::{Engine, RecordTo};
-use vramwarden::history::{Metric, NONE};
-use vramwarden::monitor::Monitor;
+use vramwarden::model::history::{Metric, NONE};
 use vramwarden::session::reader::SessionData;
 use vramwarden::source::sim::SimSource;
 use vramwarden::source::GpuSource;
@@ -15,7 +15,7 @@ fn device_metrics_are_kept_live_and_replayed_from_the_log() {
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("m.vwlog");
     let sim = SimSource::demo(T0);
-    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 1000));
+    let shared = vramwarden::engine::shared::Shared::new(Monitor::new(1000, 1000));
     let mut e = Engine::new(shared.clone(), RecordTo::File(path.clone()), 1000);
     e.set_source(sim.info());
     let mut expected = Vec::new();
@@ -31,7 +31,7 @@ fn device_metrics_are_kept_live_and_replayed_from_the_log() {
     }
     e.finish().expect("close");
     let live = shared.read().expect("lock").clone();
-    let replay = vramwarden::replay::session(&SessionData::open(&path).expect("open"));
+    let replay = vramwarden::engine::replay::session(&SessionData::open(&path).expect("open"));
     for (what, m) in [("live", &live), ("replay", &replay)] {
         let h = &m.history;
         let (t0, t1) = (h.tick_at(T0), h.end_tick());

@@ -208,7 +208,7 @@ fn within_caps(body: &[u8]) -> Result<(), TestCaseError> {
         .all(|d| (d.index as usize) < checks::MAX_DEVICES));
     prop_assert!(snap.processes.len() <= checks::MAX_PROCESSES);
     prop_assert!(snap.taken_at_ms <= now + checks::MAX_AHEAD_MS);
-    let mut m = vramwarden::monitor::Monitor::new(1000, 60);
+    let mut m = vramwarden::engine::view::Monitor::new(1000, 60);
     m.apply(snap, now);
     prop_assert!(
         m.history.heap_bytes() < 64 << 20,

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use vramwarden::leak_watch::LeakWatch;
+use vramwarden::engine::leak_watch::LeakWatch;
 use vramwarden::session::reader::SessionData;
 use vramwarden::session::Event;
 
@@ -40,7 +40,7 @@ fn ground(name: &str) -> BTreeMap<u32, (String, bool, i64)> {
 fn replay(name: &str) -> Vec<Event> {
     let s = SessionData::open(&dir().join(name)).expect("open");
     let mut watch = LeakWatch::default();
-    let mut ooms = vramwarden::oom_watch::OomWatch::default();
+    let mut ooms = vramwarden::detect::oom_watch::OomWatch::default();
     let mut events = Vec::new();
     for snap in s.snapshots() {
         events.extend(watch.observe(&snap));

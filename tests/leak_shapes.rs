@@ -6,8 +6,8 @@
 //! flagged within 30 s of the start of their growth (median), every one within 60 s.
 //! `cargo test --test leak_shapes -- --nocapture` prints the table.
 
-use vramwarden::leak::{LeakSettings, LeakTracker, Transition};
-use vramwarden::leak_watch::LeakWatch;
+use vramwarden::detect::leak::{LeakSettings, LeakTracker, Transition};
+use vramwarden::engine::leak_watch::LeakWatch;
 use vramwarden::model::{DeviceSample, Origin, ProcessSample, Snapshot, TorchMem, MIB};
 
 const GIB: f64 = 1024.0;

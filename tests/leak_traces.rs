@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use vramwarden::leak::{LeakSettings, LeakTracker, Transition};
+use vramwarden::detect::leak::{LeakSettings, LeakTracker, Transition};
 use vramwarden::session::reader::SessionData;
 use vramwarden::session::Event;
 
@@ -271,7 +271,7 @@ fn the_oom_kill_is_reported_with_who_held_the_gpu() {
         .and_then(|e| e["t"].as_f64())
         .map(|t| (t * 1000.0) as i64)
         .expect("the ground truth names the OOM");
-    let mut watch = vramwarden::oom_watch::OomWatch::default();
+    let mut watch = vramwarden::detect::oom_watch::OomWatch::default();
     let mut from_trace = Vec::new();
     for snap in nvml_snapshots("public-oomkill") {
         from_trace.extend(watch.observe(&snap));
@@ -318,7 +318,7 @@ fn the_oom_kill_is_reported_with_who_held_the_gpu() {
         assert_eq!(holders.iter().filter(|h| h.2).count(), 1);
     }
     // The first set ended with its GPU far from full: no suspicion there.
-    let mut watch = vramwarden::oom_watch::OomWatch::default();
+    let mut watch = vramwarden::detect::oom_watch::OomWatch::default();
     let mut calm = Vec::new();
     for snap in nvml_snapshots("public") {
         calm.extend(watch.observe(&snap));

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use vramwarden::leak::{LeakSettings, LeakTracker, Transition};
+use vramwarden::detect::leak::{LeakSettings, LeakTracker, Transition};
 use vramwarden::session::reader::SessionData;
 use vramwarden::session::Event;
 
@@ -173,7 +173,7 @@ fn h200_traces_through_import_flag_both_leaks_and_nothing_else() {
     // Timestamps came through as UTC.
     let (a, _) = s.span().expect("samples");
     assert_eq!(
-        vramwarden::format::rfc3339(a).get(..19),
+        vramwarden::model::format::rfc3339(a).get(..19),
         Some("2026-12-02T09:40:43")
     );
 }
@@ -235,7 +235,7 @@ fn the_window_imports_nvidia_smi_logs_told_apart_by_header() {
         dir.join("public-smi-gpu.csv"),
         dir.join("public-smi-apps.csv"),
     ];
-    let s = vramwarden::import::import_files(&files, tmp.path()).expect("import");
+    let s = vramwarden::engine::import::import_files(&files, tmp.path()).expect("import");
     assert_eq!(
         s.header.as_ref().map(|h| h.source.as_str()),
         Some("nvidia-smi import")
@@ -246,7 +246,7 @@ fn the_window_imports_nvidia_smi_logs_told_apart_by_header() {
     );
     assert_eq!(leak_pids(&s.events).len(), 2);
     let only_gpu = [dir.join("public-smi-gpu.csv")];
-    assert!(vramwarden::import::import_files(&only_gpu, tmp.path()).is_err());
+    assert!(vramwarden::engine::import::import_files(&only_gpu, tmp.path()).is_err());
 }
 
 /// A session whose recording stopped while a leak still grew: reopened, the episode is closed
@@ -276,11 +276,11 @@ fn a_reopened_session_shows_a_leak_cut_by_the_recordings_end_as_closed() {
     );
     let s = SessionData::open(&log).expect("open");
     assert!(
-        vramwarden::replay::has_open_leak(&s),
+        vramwarden::engine::replay::has_open_leak(&s),
         "the kernel still leaks when the recording stops"
     );
     let (_, end) = s.span().expect("samples");
-    let m = vramwarden::replay::session(&s);
+    let m = vramwarden::engine::replay::session(&s);
     let l = m
         .leaks
         .iter()
@@ -292,7 +292,7 @@ fn a_reopened_session_shows_a_leak_cut_by_the_recordings_end_as_closed() {
     assert!(l.grown_mib > 300.0, "grown {} MiB", l.grown_mib);
     assert!(l.peak_mib > l.grown_mib, "peak {} MiB", l.peak_mib);
     // The Leaks pane's reader of past sessions tells it the same way.
-    let past = vramwarden::replay::past_episodes(dir.path(), None);
+    let past = vramwarden::engine::replay::past_episodes(dir.path(), None);
     let p = past
         .leaks
         .iter()

@@ -2,10 +2,10 @@
 //! in ~N min" in the snapshot the engine publishes (`time_to_full_seconds`), and the rule
 //! condition "GPU full in less than T".
 
-use vramwarden::leak_watch::LeakWatch;
+use vramwarden::act::rules::eval::{compile, Facts, RuleState};
+use vramwarden::act::rules::model::{Conditions, Rule};
+use vramwarden::engine::leak_watch::LeakWatch;
 use vramwarden::model::{DeviceSample, Origin, ProcessSample, Snapshot, MIB};
-use vramwarden::rules::eval::{compile, Facts, RuleState};
-use vramwarden::rules::model::{Conditions, Rule};
 
 const GIB: u64 = 1024 * MIB;
 

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use vramwarden::notify::APP_ID;
+use vramwarden::host::notify::APP_ID;
 
 const MIME: &str = "application/x-vramwarden-session";
 
@@ -191,7 +191,7 @@ fn desktop_file_metainfo_and_mime_xml_agree_on_the_app_id_and_mime_type() {
     assert!(mime.contains("<glob pattern=\"*.vwlog\"/>"));
 
     // The window's app id (Wayland) / WM class (X11) is the same id.
-    assert!(read("src/ui/mod.rs").contains(&format!(".with_app_id(\"{APP_ID}\")")));
+    assert!(read("src/front/gui/mod.rs").contains(&format!(".with_app_id(\"{APP_ID}\")")));
     // The .deb and install.sh install the same files under the id.
     let deb: Vec<String> = deb_assets().into_iter().map(|a| a.0).collect();
     for f in [
@@ -301,7 +301,7 @@ fn the_unit_and_its_drop_ins() {
         assert!(torch.contains(line), "torch-companions.conf lacks {line}");
     }
     // The default port is the one the unit, the scrape config and the code use.
-    let port = vramwarden::cli::DEFAULT_LISTEN;
+    let port = vramwarden::front::cli::DEFAULT_LISTEN;
     assert!(unit.contains(&format!("--listen {port}")));
     let host_port = port.rsplit(':').next().expect("port");
     assert!(read("packaging/prometheus/prometheus.yml").contains(&format!("localhost:{host_port}")));

@@ -7,13 +7,13 @@ use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use vramwarden::act::rules::action::{ActionRunner, Entry, Outcome, Safety};
+use vramwarden::act::rules::eval::{compile, process_target, Facts, Planned, RuleState};
+use vramwarden::act::rules::{Action, Conditions, Rule};
 use vramwarden::model::{
     now_ms, DeviceSample, Origin, ParkInfo, ParkState, ProcInfo, ProcessKey, ProcessSample,
     Snapshot, GIB, MIB,
 };
-use vramwarden::rules::action::{ActionRunner, Entry, Outcome, Safety};
-use vramwarden::rules::eval::{compile, process_target, Facts, Planned, RuleState};
-use vramwarden::rules::{Action, Conditions, Rule};
 use vramwarden::session::reader::SessionData;
 use vramwarden::session::Event;
 
@@ -41,7 +41,7 @@ fn sleeper() -> Reaped {
 
 /// A live process sample for the real process `pid`, holding `gib` on GPU 0.
 fn live(pid: u32, gib: u64) -> ProcessSample {
-    let info = vramwarden::procinfo::ProcReader::default()
+    let info = vramwarden::host::procinfo::ProcReader::default()
         .read(pid)
         .expect("the child is readable in /proc");
     ProcessSample {
@@ -221,8 +221,8 @@ fn fired(rule: Rule, snap: &Snapshot) -> Vec<u32> {
     st.evaluate(&compile(&[rule]), snap, &Facts::default())
         .iter()
         .map(|p| match &p.target {
-            vramwarden::rules::eval::Target::Process { key, .. } => key.0.pid,
-            vramwarden::rules::eval::Target::Device(_) => 0,
+            vramwarden::act::rules::eval::Target::Process { key, .. } => key.0.pid,
+            vramwarden::act::rules::eval::Target::Device(_) => 0,
         })
         .collect()
 }

@@ -3,8 +3,8 @@
 use std::process::Command;
 use std::time::Duration;
 
+use vramwarden::host::procinfo::ProcReader;
 use vramwarden::model::now_ms;
-use vramwarden::procinfo::ProcReader;
 
 #[test]
 fn reads_own_process() {

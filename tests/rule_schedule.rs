@@ -4,10 +4,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use vramwarden::act::rules::eval::{compile, Facts, RuleState, Target};
+use vramwarden::act::rules::{Action, Conditions, Rule};
+use vramwarden::engine::settings::Settings;
 use vramwarden::model::{DeviceSample, ProcInfo, ProcessSample, Snapshot, UnixMs, MIB};
-use vramwarden::rules::eval::{compile, Facts, RuleState, Target};
-use vramwarden::rules::{Action, Conditions, Rule};
-use vramwarden::settings::Settings;
 
 /// 2026-12-03 00:00:00 UTC.
 const DAY0: UnixMs = 1_796_256_000_000;

@@ -7,14 +7,14 @@ use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use vramwarden::act::rules::action::{ActionRunner, Outcome, Safety};
+use vramwarden::act::rules::eval::{Facts, Planned, RuleState, Target};
+use vramwarden::act::rules::{Action, Conditions, Rule};
+use vramwarden::engine::settings::Settings;
+use vramwarden::engine::view::Monitor;
 use vramwarden::engine::{Engine, RecordTo};
 use vramwarden::model::now_ms;
 use vramwarden::model::UnixMs;
-use vramwarden::monitor::Monitor;
-use vramwarden::rules::action::{ActionRunner, Outcome, Safety};
-use vramwarden::rules::eval::{Facts, Planned, RuleState, Target};
-use vramwarden::rules::{Action, Conditions, Rule};
-use vramwarden::settings::Settings;
 use vramwarden::source::sim::{Script, SimDevice, SimProcess, SimSource};
 
 fn device() -> SimDevice {
@@ -82,8 +82,8 @@ fn big_holder_rule(action: Action, dry_run: bool) -> Rule {
     }
 }
 
-fn engine(s: &Settings) -> (Engine, vramwarden::shared::SharedMonitor) {
-    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 100));
+fn engine(s: &Settings) -> (Engine, vramwarden::engine::shared::SharedMonitor) {
+    let shared = vramwarden::engine::shared::Shared::new(Monitor::new(1000, 100));
     let mut e = Engine::new(shared.clone(), RecordTo::Off, 1000);
     e.apply_settings(s);
     (e, shared)
@@ -105,7 +105,7 @@ fn kill(c: &mut Child) {
     let _ = c.wait();
 }
 
-fn outcomes(m: &vramwarden::shared::SharedMonitor) -> Vec<(Outcome, String)> {
+fn outcomes(m: &vramwarden::engine::shared::SharedMonitor) -> Vec<(Outcome, String)> {
     m.read()
         .expect("lock")
         .activity
@@ -251,7 +251,7 @@ fn a_reused_pid_is_never_hit() {
     let mut runner = ActionRunner::new();
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() };
-    let procs = vramwarden::procinfo::ProcReader::default();
+    let procs = vramwarden::host::procinfo::ProcReader::default();
     // A process that exited: its identity is gone.
     let mut gone = sleeper();
     let gone_pid = gone.id();
@@ -299,7 +299,7 @@ fn never_pid_1_itself_or_other_users() {
         assert_eq!(a.outcome, Outcome::Skipped, "{why}");
     }
     let mut child = sleeper();
-    let start = vramwarden::procinfo::ProcReader::default()
+    let start = vramwarden::host::procinfo::ProcReader::default()
         .start_time_ms(child.id())
         .expect("start");
     let a = runner.run(
@@ -349,7 +349,7 @@ fn run_command_replaces_placeholders_and_captures_output() {
         "{:?}",
         outcomes(&m)
     );
-    let (o, d) = vramwarden::rules::action::run_command(
+    let (o, d) = vramwarden::act::rules::action::run_command(
         &["sleep".into(), "5".into()],
         Duration::from_millis(200),
     );
@@ -403,7 +403,7 @@ mod eval {
     fn fired(st: &mut RuleState, r: &Rule, s: &Snapshot) -> Vec<u32> {
         st.observe(s);
         st.evaluate(
-            &vramwarden::rules::eval::compile(std::slice::from_ref(r)),
+            &vramwarden::act::rules::eval::compile(std::slice::from_ref(r)),
             s,
             &Facts::default(),
         )
@@ -597,7 +597,7 @@ fn the_readme_ladder_is_the_example_and_reads_back() {
 }
 
 fn example_ladder_rules() -> Vec<Rule> {
-    vramwarden::rules::model::example_ladder()
+    vramwarden::act::rules::model::example_ladder()
 }
 
 #[test]
@@ -853,7 +853,7 @@ fn nothing_acts_from_a_replay_neither_rules_nor_a_manual_action() {
     let mut child = sleeper();
     let sim = bind(&[(child.id(), 8192)]);
     // A replay's engine with a rule that would terminate the child at once.
-    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 100));
+    let shared = vramwarden::engine::shared::Shared::new(Monitor::new(1000, 100));
     let mut e = Engine::read_only(shared.clone(), 1000, None);
     e.apply_settings(&settings(
         big_holder_rule(Action::Terminate { grace_seconds: 1.0 }, false),

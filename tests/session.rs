@@ -4,8 +4,8 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use vramwarden::engine::view::Monitor;
 use vramwarden::model::UnixMs;
-use vramwarden::monitor::Monitor;
 use vramwarden::session::csv_export::{export, Table};
 use vramwarden::session::reader::SessionData;
 use vramwarden::source::sim::SimSource;
@@ -21,7 +21,7 @@ const T0: UnixMs = 1_796_000_000_000;
 fn record_demo(path: &std::path::Path, seconds: i64) {
     use vramwarden::engine::{Engine, RecordTo};
     let sim = SimSource::demo(T0);
-    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 100));
+    let shared = vramwarden::engine::shared::Shared::new(Monitor::new(1000, 100));
     let mut e = Engine::new(shared, RecordTo::File(path.to_path_buf()), 1000);
     e.set_source(sim.info());
     for i in 0..seconds {
@@ -94,7 +94,7 @@ fn round_trip_gives_back_every_sample() {
         "job lives at 30 s, 630 s, 1230 s; exits at 270 s, 870 s, 1470 s"
     );
     // The monitor replay holds the whole history.
-    let m = vramwarden::replay::session(&s);
+    let m = vramwarden::engine::replay::session(&s);
     assert_eq!(m.history.len(), 1500);
 }
 
@@ -358,7 +358,7 @@ fn monitor_replay_of_a_session_has_the_processes() {
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("s.vwlog");
     record_demo(&path, 200);
-    let m = vramwarden::replay::session(&SessionData::open(&path).expect("open"));
+    let m = vramwarden::engine::replay::session(&SessionData::open(&path).expect("open"));
     let mut sim = SimSource::demo(T0);
     let mut live = Monitor::new(1000, 200);
     for i in 0..200 {
@@ -430,7 +430,7 @@ fn pytorch_figures_round_trip_through_the_log_the_replay_and_the_csv() {
     assert!(with_torch >= 120, "{with_torch}");
 
     // The replay (session view) shows the last figures of the processes still running.
-    let m = vramwarden::replay::session(&s);
+    let m = vramwarden::engine::replay::session(&s);
     let last = sim.at(T0 + 119_000);
     let latest = m.latest.as_ref().expect("latest");
     for want in last.processes.iter().filter(|p| p.torch.is_some()) {
@@ -447,7 +447,7 @@ fn pytorch_figures_round_trip_through_the_log_the_replay_and_the_csv() {
         assert_eq!(row.torch, want.torch.map(recorded_torch));
         // The detail pane's allocated / reserved lines come back with the replay: every
         // sample's figures, to the MiB.
-        use vramwarden::history::TorchFigure;
+        use vramwarden::model::history::TorchFigure;
         let key = row.series_key();
         let h = &m.history;
         let (t0, t1) = (h.tick_at(T0), h.end_tick());
@@ -465,7 +465,7 @@ fn pytorch_figures_round_trip_through_the_log_the_replay_and_the_csv() {
                 .values(t0, t1)
                 .into_iter()
                 .map(|(_, v)| v)
-                .filter(|v| *v != vramwarden::history::NONE)
+                .filter(|v| *v != vramwarden::model::history::NONE)
                 .collect();
             let want_series: Vec<u32> = (0..120)
                 .filter_map(|i| {
@@ -561,7 +561,7 @@ fn a_version_1_log_still_reads_and_has_no_pytorch_figures() {
 fn record_demo_live(path: &std::path::Path, seconds: i64) -> Monitor {
     use vramwarden::engine::{Engine, RecordTo};
     let sim = SimSource::demo(T0);
-    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, seconds as usize));
+    let shared = vramwarden::engine::shared::Shared::new(Monitor::new(1000, seconds as usize));
     let mut e = Engine::new(shared.clone(), RecordTo::File(path.to_path_buf()), 1000);
     e.set_source(sim.info());
     for i in 0..seconds {
@@ -575,16 +575,17 @@ fn record_demo_live(path: &std::path::Path, seconds: i64) -> Monitor {
 
 #[test]
 fn a_replayed_session_shows_what_the_engine_that_recorded_it_showed() {
-    use vramwarden::history::Metric;
+    use vramwarden::model::history::Metric;
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("s.vwlog");
     let live = record_demo_live(&path, 900);
-    let replay = vramwarden::replay::session(&SessionData::open(&path).expect("open"));
+    let replay = vramwarden::engine::replay::session(&SessionData::open(&path).expect("open"));
     let (lh, rh) = (&live.history, &replay.history);
     assert_eq!(lh.len(), 900);
     assert_eq!(rh.len(), lh.len());
     assert_eq!(rh.span(), lh.span());
-    let all = |s: Option<&vramwarden::history::Series>, h: &vramwarden::history::History| {
+    let all = |s: Option<&vramwarden::model::history::Series>,
+               h: &vramwarden::model::history::History| {
         s.map(|s| s.values(h.end_tick() - h.len() as u64, h.end_tick()))
     };
     let devices = live.latest.as_ref().expect("latest").devices.len() as u32;
@@ -601,7 +602,7 @@ fn a_replayed_session_shows_what_the_engine_that_recorded_it_showed() {
         }
     }
     // Every process: its series, and its row as the table shows it (exited ones included).
-    let row = |r: &vramwarden::monitor::ProcessRow| {
+    let row = |r: &vramwarden::engine::view::ProcessRow| {
         (
             r.series_key(),
             r.info.name.clone(),
@@ -627,7 +628,7 @@ fn a_replayed_session_shows_what_the_engine_that_recorded_it_showed() {
         assert_eq!(all(rh.process(&k), rh), all(lh.process(&k), lh), "{k:?}");
     }
     // The leaks the live engine found are the replay's, from the log's events.
-    let leak = |l: &vramwarden::monitor::LeakRecord| (l.key, l.flagged_ms, l.ended_ms);
+    let leak = |l: &vramwarden::engine::view::LeakRecord| (l.key, l.flagged_ms, l.ended_ms);
     let flagged: Vec<_> = live.leaks.iter().map(leak).collect();
     assert!(
         !flagged.is_empty(),

@@ -50,7 +50,7 @@ fn exercise(s: &SessionData) -> Result<(), TestCaseError> {
     for snap in s.snapshots() {
         prop_assert!(snap.devices.len() <= 4096);
     }
-    let m = vramwarden::replay::session(s);
+    let m = vramwarden::engine::replay::session(s);
     prop_assert!(m.history.len() <= s.len());
     for t in Table::ALL {
         export(s, t, &mut std::io::sink(), &mut |_| true)
@@ -150,7 +150,9 @@ fn demo_log(t0: i64) -> (Vec<u8>, usize) {
         use vramwarden::engine::{Engine, RecordTo};
         use vramwarden::source::GpuSource;
         let sim = SimSource::demo(t0);
-        let shared = vramwarden::shared::Shared::new(vramwarden::monitor::Monitor::new(1000, 10));
+        let shared = vramwarden::engine::shared::Shared::new(
+            vramwarden::engine::view::Monitor::new(1000, 10),
+        );
         let mut e = Engine::new(shared, RecordTo::File(path.clone()), 1000);
         e.set_source(sim.info());
         for i in 0..120 {

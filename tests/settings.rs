@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::process::Command;
 
-use vramwarden::rules::{Action, Rule};
-use vramwarden::settings::Settings;
+use vramwarden::act::rules::{Action, Rule};
+use vramwarden::engine::settings::Settings;
 
 fn fixture(name: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -22,11 +22,11 @@ fn valid_fixture_loads() {
     let (s, err) = Settings::load(&fixture("valid.toml"));
     assert_eq!(err, None);
     assert_eq!(s.sampling.interval_ms, 500);
-    assert_eq!(s.general.units, vramwarden::format::Units::GiB);
+    assert_eq!(s.general.units, vramwarden::model::format::Units::GiB);
     assert_eq!(s.leaks.min_rate_mib_per_min, 10.0);
     assert_eq!(
         s.leaks.min_growth_mib,
-        vramwarden::leak::LeakSettings::default().min_growth_mib,
+        vramwarden::detect::leak::LeakSettings::default().min_growth_mib,
         "unset fields keep defaults"
     );
     assert_eq!(s.cleanup.rules.len(), 2);
@@ -164,7 +164,7 @@ fn rule_validation_messages() {
 }
 
 /// Loads a fixture that must be rejected: its error line and that it names the file.
-fn rejected(name: &str) -> vramwarden::settings::ConfigError {
+fn rejected(name: &str) -> vramwarden::engine::settings::ConfigError {
     let path = fixture(name);
     let (s, err) = Settings::load(&path);
     let err = err.unwrap_or_else(|| panic!("{name} accepted"));

@@ -11,16 +11,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use vramwarden::act::rules::action::{ActionRunner, Outcome, Safety};
+use vramwarden::act::rules::companion_action::NO_COMPANION;
+use vramwarden::act::rules::eval::{Planned, Target};
+use vramwarden::act::rules::{Action, Conditions, Rule};
+use vramwarden::engine::settings::Settings;
+use vramwarden::engine::view::Monitor;
 use vramwarden::engine::{Engine, EngineCommand, RecordTo};
+use vramwarden::host::procinfo::ProcReader;
 use vramwarden::model::now_ms;
 use vramwarden::model::{Origin, ProcessKey, UnixMs};
-use vramwarden::monitor::Monitor;
-use vramwarden::procinfo::ProcReader;
-use vramwarden::rules::action::{ActionRunner, Outcome, Safety};
-use vramwarden::rules::companion_action::NO_COMPANION;
-use vramwarden::rules::eval::{Planned, Target};
-use vramwarden::rules::{Action, Conditions, Rule};
-use vramwarden::settings::Settings;
 use vramwarden::source::sim::{Script, SimDevice, SimProcess, SimSource};
 
 /// The companion, with its request handler wrapped to log each request line to
@@ -108,9 +108,9 @@ fn companion(tmp: &Path, xdg: Option<&Path>) -> Py {
     let py = Py { child, log };
     let dir = match xdg {
         Some(x) => x.join("vramwarden"),
-        None => vramwarden::torch::runtime_dir().expect("a runtime folder"),
+        None => vramwarden::act::torch::runtime_dir().expect("a runtime folder"),
     };
-    wait_for(&dir.join(vramwarden::torch::socket_name(py.pid())));
+    wait_for(&dir.join(vramwarden::act::torch::socket_name(py.pid())));
     wait_for(&py.log.with_extension("log.ready"));
     py
 }
@@ -238,7 +238,7 @@ fn a_wrong_start_time_is_refused_before_anything_is_sent() {
     assert!(a.detail.contains("now belongs to another process"), "{a:?}");
     // The transport checks it too, on its own: the client refuses the peer before its hello.
     let dirs = vec![tmp.path().join("vramwarden")];
-    let b = vramwarden::rules::companion_action::release(&dirs, py.pid(), start - 5_000, "x");
+    let b = vramwarden::act::rules::companion_action::release(&dirs, py.pid(), start - 5_000, "x");
     assert_eq!(b.outcome, Outcome::Skipped, "{b:?}");
     assert!(b.detail.contains("not at the expected"), "{b:?}");
     assert!(py.requests().is_empty(), "sent {:?}", py.requests());
@@ -349,8 +349,8 @@ fn bind(pid: u32) -> SimSource {
     s
 }
 
-fn engine_with(rule: Option<Rule>) -> (Engine, vramwarden::shared::SharedMonitor) {
-    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 100));
+fn engine_with(rule: Option<Rule>) -> (Engine, vramwarden::engine::shared::SharedMonitor) {
+    let shared = vramwarden::engine::shared::Shared::new(Monitor::new(1000, 100));
     let mut e = Engine::new(shared.clone(), RecordTo::Off, 1000);
     let mut s = Settings::default();
     s.cleanup.dry_run = false;
@@ -359,7 +359,9 @@ fn engine_with(rule: Option<Rule>) -> (Engine, vramwarden::shared::SharedMonitor
     (e, shared)
 }
 
-fn activity(m: &vramwarden::shared::SharedMonitor) -> Vec<(String, String, Outcome, String)> {
+fn activity(
+    m: &vramwarden::engine::shared::SharedMonitor,
+) -> Vec<(String, String, Outcome, String)> {
     m.read()
         .expect("lock")
         .activity

@@ -1,5 +1,5 @@
 //! The PyTorch companion (`packaging/python/vramwarden_torch`) in real Python processes, and the
-//! app's side of it (`vramwarden::torch` and `vramwarden torch …`, the real binary).
+//! app's side of it (`vramwarden::act::torch` and `vramwarden torch …`, the real binary).
 //!
 //! This machine (and CI) has no torch: the companion is tested as it runs in a process that has
 //! not imported torch. Only `pth_hook_*` uses a stand-in module named `torch` (a one-line
@@ -17,8 +17,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use vramwarden::procinfo::ProcReader;
-use vramwarden::torch::{self, Client, TorchError};
+use vramwarden::act::torch::{self, Client, TorchError};
+use vramwarden::host::procinfo::ProcReader;
 
 const NOBODY: &str = "65534";
 

@@ -4,12 +4,12 @@ use std::time::{Duration, Instant};
 
 use egui_kittest::kittest::Queryable;
 use egui_kittest::Harness;
+use vramwarden::engine::view::{Monitor, SourceStatus};
+use vramwarden::front::gui::app::UiState;
+use vramwarden::front::gui::{Backend, VramApp};
 use vramwarden::model::UnixMs;
-use vramwarden::monitor::{Monitor, SourceStatus};
 use vramwarden::source::sim::SimSource;
 use vramwarden::source::{GpuSource, SourceError};
-use vramwarden::ui::app::UiState;
-use vramwarden::ui::{Backend, VramApp};
 
 const T0: UnixMs = 1_796_000_000_000;
 
@@ -29,7 +29,7 @@ fn demo_app(seconds: i64) -> VramApp {
 fn demo_engine_app(seconds: i64) -> VramApp {
     use vramwarden::engine::{Engine, RecordTo};
     let sim = SimSource::demo(T0);
-    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 86_400));
+    let shared = vramwarden::engine::shared::Shared::new(Monitor::new(1000, 86_400));
     let mut e = Engine::new(shared.clone(), RecordTo::Off, 1000);
     e.set_source(sim.info());
     for i in 0..seconds {
@@ -45,7 +45,7 @@ fn record_demo_session(path: &std::path::Path, seconds: i64) {
     use vramwarden::engine::{Engine, RecordTo};
     let sim = SimSource::demo(T0);
     let mut e = Engine::new(
-        vramwarden::shared::Shared::new(Monitor::new(1000, 10)),
+        vramwarden::engine::shared::Shared::new(Monitor::new(1000, 10)),
         RecordTo::File(path.to_path_buf()),
         1000,
     );
@@ -241,12 +241,12 @@ fn opens_a_saved_session_and_moves_the_time_slider() {
     let (_dir, mut h) = recorded_session_harness(1500);
     h.get_by_label("Simulated H200");
     let end = T0 + 1499 * 1000;
-    h.get_by_label(&vramwarden::format::date_time(end));
+    h.get_by_label(&vramwarden::model::format::date_time(end));
     // At 1499 s the third preprocess life (1230–1470 s) has exited: greyed, still listed.
     h.get_by_label("python3 (exited)");
     h.get_by_label("◀ 1 min").click();
     h.run();
-    h.get_by_label(&vramwarden::format::date_time(end - 60_000));
+    h.get_by_label(&vramwarden::model::format::date_time(end - 60_000));
     assert_eq!(h.state().view.as_ref().map(|v| v.t), Some(end - 60_000));
     // At 1439 s that job (PID 60102) is running and holds 3 GiB.
     h.get_by_label("60102");
@@ -333,7 +333,7 @@ fn creates_a_rule_in_the_settings_window_and_saves_it() {
     let text = std::fs::read_to_string(&path).expect("written");
     assert!(text.contains("name = \"Idle holder\""), "{text}");
     assert!(text.contains("kind = \"terminate\""), "{text}");
-    let (loaded, err) = vramwarden::settings::Settings::load(&path);
+    let (loaded, err) = vramwarden::engine::settings::Settings::load(&path);
     assert_eq!(err, None);
     assert_eq!(loaded.cleanup.rules.len(), 1);
     assert!(loaded.cleanup.rules[0].dry_run, "new rules are dry runs");
@@ -348,14 +348,14 @@ fn creates_a_rule_in_the_settings_window_and_saves_it() {
     app.set_config(path.clone(), None);
     let mut h2 = harness(app);
     h2.state_mut().settings_ui.show(&loaded);
-    h2.state_mut().settings_ui.section = vramwarden::ui::settings_window::Section::Rules;
+    h2.state_mut().settings_ui.section = vramwarden::front::gui::settings_window::Section::Rules;
     h2.run();
     h2.get_by_label("Idle holder");
 }
 
 #[test]
 fn a_broken_settings_file_is_announced() {
-    let (_, err) = vramwarden::settings::Settings::load(
+    let (_, err) = vramwarden::engine::settings::Settings::load(
         &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/invalid_value.toml"),
     );
     let mut app = demo_app(60);
@@ -413,7 +413,7 @@ fn a_failed_process_list_shows_stale_rows_not_exits() {
     use vramwarden::engine::{Engine, RecordTo};
     use vramwarden::source::fault::{Fault, FaultSource};
     let (mut src, switch) = FaultSource::new(Box::new(SimSource::demo(T0)));
-    let shared = vramwarden::shared::Shared::new(Monitor::new(1000, 86_400));
+    let shared = vramwarden::engine::shared::Shared::new(Monitor::new(1000, 86_400));
     let mut e = Engine::new(shared.clone(), RecordTo::Off, 1000);
     e.set_source(src.info());
     for i in 0..120 {
@@ -444,7 +444,7 @@ fn a_failed_process_list_shows_stale_rows_not_exits() {
 
 #[test]
 fn exporting_over_existing_files_asks_first() {
-    use vramwarden::ui::sessions::ExportInput;
+    use vramwarden::front::gui::sessions::ExportInput;
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("s.vwlog");
     record_demo_session(&path, 60);
@@ -753,7 +753,7 @@ fn terminate_click_reaches_a_real_process_through_the_real_engine() {
     let pid = child.id();
     // The real process placed on a simulated GPU: its facts (start time, user) come from /proc
     // and it is live, so actions reach it.
-    let factory: vramwarden::sampler::SourceFactory = Box::new(move || {
+    let factory: vramwarden::engine::sampler::SourceFactory = Box::new(move || {
         let mut sim = SimSource::empty(
             vramwarden::model::now_ms(),
             vec![SimDevice {
@@ -868,10 +868,10 @@ fn container_and_pod_in_the_table_and_the_detail_pane() {
 /// The rule editor has the schedule and container fields, each with its own error under it.
 #[test]
 fn the_rule_editor_shows_schedule_and_container_fields_with_their_errors() {
-    let mut s = vramwarden::settings::Settings::default();
-    s.cleanup.rules.push(vramwarden::rules::Rule {
+    let mut s = vramwarden::engine::settings::Settings::default();
+    s.cleanup.rules.push(vramwarden::act::rules::Rule {
         name: "Nightly".into(),
-        conditions: vramwarden::rules::Conditions {
+        conditions: vramwarden::act::rules::Conditions {
             at: Some("25:00".into()),
             container_glob: Some("jupyter-*".into()),
             process_memory_min_mib: Some(20480.0),
@@ -881,7 +881,7 @@ fn the_rule_editor_shows_schedule_and_container_fields_with_their_errors() {
     });
     let mut h = harness(demo_app(60));
     h.state_mut().settings_ui.show(&s);
-    h.state_mut().settings_ui.section = vramwarden::ui::settings_window::Section::Rules;
+    h.state_mut().settings_ui.section = vramwarden::front::gui::settings_window::Section::Rules;
     h.state_mut().settings_ui.editing = Some(0);
     h.run();
     h.get_by_label("Daily at (local time)");
@@ -904,7 +904,7 @@ fn the_table_groups_by_user_and_folds_a_group() {
     h.run();
     assert_eq!(
         h.state().state.group_by,
-        vramwarden::ui::processes::GroupBy::User
+        vramwarden::front::gui::processes::GroupBy::User
     );
     // alice's trainer (38 GiB) and eval job (8 GiB) make the largest group.
     h.get_by_label("▼ alice");
@@ -972,7 +972,7 @@ fn no_frame_is_asked_for_without_new_data() {
         let immediate = Arc::new(AtomicUsize::new(0));
         let (w, i) = (wakes.clone(), immediate.clone());
         h.ctx.set_request_repaint_callback(move |info| {
-            if info.delay <= vramwarden::ui::NEW_DATA_FRAME {
+            if info.delay <= vramwarden::front::gui::NEW_DATA_FRAME {
                 w.fetch_add(1, Ordering::SeqCst);
             }
             if info.delay.is_zero() {
@@ -1010,7 +1010,7 @@ fn no_frame_is_asked_for_without_new_data() {
         .with_max_steps(8)
         .build_eframe(|cc| {
             let backend = Backend::start(
-                vramwarden::sampler::source_factory(true),
+                vramwarden::engine::sampler::source_factory(true),
                 true,
                 Duration::from_millis(1000),
                 100,
@@ -1273,7 +1273,7 @@ fn constant_live_app(seconds: i64) -> VramApp {
         m.apply(constant_snap(t, 16, 10), t);
     }
     let state = UiState {
-        units: vramwarden::format::Units::MiB,
+        units: vramwarden::model::format::Units::MiB,
         show_metrics: false,
         ..UiState::default()
     };
@@ -1286,7 +1286,7 @@ fn constant_live_app(seconds: i64) -> VramApp {
 fn record_constant_session(path: &std::path::Path, seconds: i64) {
     use vramwarden::engine::{Engine, RecordTo};
     let mut e = Engine::new(
-        vramwarden::shared::Shared::new(Monitor::new(1000, 10)),
+        vramwarden::engine::shared::Shared::new(Monitor::new(1000, 10)),
         RecordTo::File(path.to_path_buf()),
         1000,
     );
@@ -1355,13 +1355,13 @@ fn switching_source_never_draws_the_previous_sources_totals() {
 /// total's range in the bucket is drawn behind.
 #[test]
 fn the_stack_adds_up_to_the_total_at_every_zoom() {
-    use vramwarden::ui::graph::{device_lines, LineKind};
+    use vramwarden::front::gui::graph::{device_lines, LineKind};
     let app = demo_app(7200);
     let m = app.backend().view().expect("view");
     let h = &m.history;
     let (first, last) = h.span().expect("data");
-    let colors = vramwarden::ui::widgets::Colors::new(Default::default(), true);
-    let mut cache = vramwarden::history::BucketCache::default();
+    let colors = vramwarden::front::gui::widgets::Colors::new(Default::default(), true);
+    let mut cache = vramwarden::model::history::BucketCache::default();
     let mut checked = 0;
     for (from, to) in [
         (first, last),
@@ -1412,9 +1412,9 @@ fn the_hover_shows_the_time_range_of_a_bucket() {
         p[0] * 3600 + p[1] * 60 + p[2]
     };
     for (window, min_s, max_s) in [
-        (vramwarden::ui::graph::Window::All, 3, 40),
-        (vramwarden::ui::graph::Window::OneHour, 1, 10),
-        (vramwarden::ui::graph::Window::OneMinute, 0, 0),
+        (vramwarden::front::gui::graph::Window::All, 3, 40),
+        (vramwarden::front::gui::graph::Window::OneHour, 1, 10),
+        (vramwarden::front::gui::graph::Window::OneMinute, 0, 0),
     ] {
         h.state_mut().state.window = window;
         h.run();
@@ -1510,7 +1510,7 @@ fn opening_a_file_that_is_no_session_shows_the_error_at_once() {
 /// whatever the plot's height (from a short metric plot up) and range.
 #[test]
 fn value_axes_have_at_least_three_distinct_labels() {
-    use vramwarden::ui::graph::{value_grid, value_label};
+    use vramwarden::front::gui::graph::{value_grid, value_label};
     for height in [60.0f64, 75.0, 90.0, 140.0, 400.0, 900.0] {
         for (lo, hi, unit) in [
             (0.0, 1.0, "GiB"),

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use agent_support::{AgentProc, ACTING};
 use egui_kittest::kittest::Queryable;
 use egui_kittest::Harness;
-use vramwarden::ui::app::UiState;
-use vramwarden::ui::{Backend, VramApp};
+use vramwarden::front::gui::app::UiState;
+use vramwarden::front::gui::{Backend, VramApp};
 
 fn harness(app: VramApp) -> Harness<'static, VramApp> {
     Harness::builder()
@@ -169,7 +169,7 @@ fn an_agents_session_is_listed_downloaded_and_opened_read_only() {
 /// switches between them at once, and each one's history goes on while another is shown.
 #[test]
 fn several_hosts_stay_attached_and_keep_their_history_while_another_is_shown() {
-    use vramwarden::ui::connect::SavedHost;
+    use vramwarden::front::gui::connect::SavedHost;
     let a = AgentProc::start(ACTING, &[]);
     let b = AgentProc::start(ACTING, &[]);
     let saved = |p: &AgentProc| SavedHost {
@@ -184,7 +184,7 @@ fn several_hosts_stay_attached_and_keep_their_history_while_another_is_shown() {
     };
     let ctx = egui::Context::default();
     let backend = Backend::start(
-        vramwarden::sampler::source_factory(true),
+        vramwarden::engine::sampler::source_factory(true),
         true,
         Duration::from_millis(200),
         1000,

@@ -68,8 +68,8 @@ pub fn time(what: &str, t: UnixMs, now: UnixMs) -> Result<(), String> {
     if t > now.saturating_add(MAX_AHEAD_MS) {
         return Err(format!(
             "the agent's {what} is {} ahead of this computer's clock (at most {} allowed): check both clocks",
-            crate::format::duration(t.saturating_sub(now)),
-            crate::format::duration(MAX_AHEAD_MS)
+            crate::model::format::duration(t.saturating_sub(now)),
+            crate::model::format::duration(MAX_AHEAD_MS)
         ));
     }
     Ok(())
@@ -193,7 +193,7 @@ pub fn snapshot(snap: &mut Snapshot, now: UnixMs) -> Result<(), String> {
     if snap.taken_at_ms < now.saturating_sub(MAX_BEHIND_MS) {
         return Err(format!(
             "the agent's latest sample is {} old: its sampler is stuck or its clock is far behind",
-            crate::format::duration(now.saturating_sub(snap.taken_at_ms))
+            crate::model::format::duration(now.saturating_sub(snap.taken_at_ms))
         ));
     }
     devices(snap)?;

@@ -1,8 +1,8 @@
 //! The one interface a front end talks to: the state it draws (a copy of the engine's
-//! [`crate::monitor::Monitor`], made once per change, that no one writes to), commands sent the
+//! [`crate::engine::view::Monitor`], made once per change, that no one writes to), commands sent the
 //! other way, and the link's health.
 //!
-//! Two links exist: [`crate::sampler::SamplerHandle`], the engine in this process on its own
+//! Two links exist: [`crate::engine::sampler::SamplerHandle`], the engine in this process on its own
 //! thread, and [`remote::RemoteLink`], an agent on another machine (or on this one) reached
 //! over HTTP, whose engine applies its own policy to every command. A front end holds a
 //! `Box<dyn EngineLink>` and never knows which.
@@ -10,6 +10,13 @@
 pub mod checks;
 pub mod open;
 pub mod remote;
+pub mod token;
+
+/// Where `vramwarden agent` listens unless told otherwise (loopback only). 8726 spells VRAM on
+/// a phone keypad; it is outside Prometheus' exporter range 9100-9999 (full since 2023) and
+/// taken by no exporter on its wiki's list of default ports (9835, the port of 0.1.0, is
+/// nvidia_gpu_exporter's).
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8726";
 
 use crate::engine::EngineCommand;
 use crate::model::UnixMs;
@@ -42,8 +49,8 @@ pub enum LinkHealth {
 /// A front end's connection to an engine.
 pub trait EngineLink: Send {
     /// The engine's state as of its last change: a copy to draw from without holding a lock
-    /// ([`crate::shared::Shared::view`]). None only after a writer panicked before any copy.
-    fn view(&self) -> Option<std::sync::Arc<crate::monitor::Monitor>>;
+    /// ([`crate::engine::shared::Shared::view`]). None only after a writer panicked before any copy.
+    fn view(&self) -> Option<std::sync::Arc<crate::engine::view::Monitor>>;
     /// Sends a command; its result comes back through the shared state (the activity log,
     /// notices).
     fn send(&self, c: EngineCommand);
@@ -51,13 +58,13 @@ pub trait EngineLink: Send {
     fn health(&self) -> LinkHealth;
 }
 
-impl EngineLink for crate::sampler::SamplerHandle {
-    fn view(&self) -> Option<std::sync::Arc<crate::monitor::Monitor>> {
+impl EngineLink for crate::engine::sampler::SamplerHandle {
+    fn view(&self) -> Option<std::sync::Arc<crate::engine::view::Monitor>> {
         self.shared.view()
     }
 
     fn send(&self, c: EngineCommand) {
-        crate::sampler::SamplerHandle::send(self, c);
+        crate::engine::sampler::SamplerHandle::send(self, c);
     }
 
     fn health(&self) -> LinkHealth {

@@ -39,7 +39,7 @@ pub fn open_host(
     let token = if typed.trim().is_empty() {
         let path = expand_home(token_file);
         // The same checks as the agent's own token file: ours or root's, mode 0600.
-        let t = crate::agent::token::read_checked(&path)
+        let t = crate::link::token::read_checked(&path)
             .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
         let t = t.trim().to_string();
         if t.is_empty() {
@@ -109,8 +109,8 @@ pub fn parse_target(target: &str) -> Result<ConnectTarget, String> {
     if let Some(rest) = t.strip_prefix("ssh://") {
         let (dest, far) = match rest.split_once('/') {
             Some((d, f)) if !f.is_empty() => (d, format!("http://{f}")),
-            Some((d, _)) => (d, format!("http://{}", crate::cli::args::DEFAULT_LISTEN)),
-            None => (rest, format!("http://{}", crate::cli::args::DEFAULT_LISTEN)),
+            Some((d, _)) => (d, format!("http://{}", crate::link::DEFAULT_LISTEN)),
+            None => (rest, format!("http://{}", crate::link::DEFAULT_LISTEN)),
         };
         let host = dest.rsplit_once('@').map_or(dest, |(_, h)| h);
         let bad = dest.is_empty()

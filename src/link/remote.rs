@@ -15,14 +15,14 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use super::{EngineLink, LinkHealth};
+use crate::act::rules::action::{Activity, Outcome};
+use crate::engine::sampler::Notify;
+use crate::engine::shared::SharedMonitor;
+use crate::engine::view::{LeakKey, LeakRecord, SourceStatus};
 use crate::engine::EngineCommand;
 use crate::model::now_ms;
 use crate::model::{ProcessKey, Snapshot, SourceInfo, UnixMs};
-use crate::monitor::{LeakKey, LeakRecord, SourceStatus};
-use crate::rules::action::{Activity, Outcome};
-use crate::sampler::Notify;
 use crate::session::LeakInfo;
-use crate::shared::SharedMonitor;
 
 /// How long one request may take before the agent counts as not answering.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
@@ -239,7 +239,7 @@ fn apply(shared: &SharedMonitor, r: SnapshotReply, received_ms: UnixMs) -> u64 {
     };
     m.last_error = r.last_error;
     m.leaks = r.leaks.into_iter().map(LeakJson::record).collect();
-    m.recording = crate::monitor::RecordingStatus {
+    m.recording = crate::engine::view::RecordingStatus {
         path: r.recording.path,
         active: r.recording.active,
         bytes: r.recording.bytes,
@@ -374,7 +374,14 @@ fn get_snapshot(agent: &ureq::Agent, url: &str, token: &str) -> Result<SnapshotR
 /// The body of a manual command for the agent's API, or why it cannot go there.
 fn command_body(
     c: &EngineCommand,
-) -> Result<(crate::history::ProcSeriesKey, String, serde_json::Value), String> {
+) -> Result<
+    (
+        crate::model::history::ProcSeriesKey,
+        String,
+        serde_json::Value,
+    ),
+    String,
+> {
     let EngineCommand::Manual { key, action } = c else {
         return Err("settings and recording belong to the agent's own configuration; change them on the server".into());
     };
@@ -384,21 +391,21 @@ fn command_body(
         "gpu": key.1,
     });
     match action {
-        crate::rules::Action::Terminate { grace_seconds } => {
+        crate::act::rules::Action::Terminate { grace_seconds } => {
             body["action"] = "terminate".into();
             body["grace_seconds"] = (*grace_seconds).into();
         }
-        crate::rules::Action::Signal { signal } if signal == "SIGKILL" => {
+        crate::act::rules::Action::Signal { signal } if signal == "SIGKILL" => {
             body["action"] = "kill".into();
         }
-        crate::rules::Action::Signal { signal } => {
+        crate::act::rules::Action::Signal { signal } => {
             body["action"] = "signal".into();
             body["signal"] = signal.clone().into();
         }
-        crate::rules::Action::ReleaseCache => body["action"] = "release_cache".into(),
-        crate::rules::Action::Park => body["action"] = "park".into(),
-        crate::rules::Action::Resume => body["action"] = "resume".into(),
-        crate::rules::Action::LimitMemory { gib } => {
+        crate::act::rules::Action::ReleaseCache => body["action"] = "release_cache".into(),
+        crate::act::rules::Action::Park => body["action"] = "park".into(),
+        crate::act::rules::Action::Resume => body["action"] = "resume".into(),
+        crate::act::rules::Action::LimitMemory { gib } => {
             body["action"] = "limit_memory".into();
             body["gib"] = (*gib).into();
         }
@@ -561,7 +568,7 @@ impl RemoteLink {
                                 Some(key) => {
                                     // Named with the facts of its row (the agent acted on
                                     // its own target).
-                                    let target = crate::rules::eval::Target::Process {
+                                    let target = crate::act::rules::eval::Target::Process {
                                         key,
                                         info: m.row(&key).map(|r| r.info.clone()),
                                         used_bytes: None,
@@ -574,7 +581,7 @@ impl RemoteLink {
                                         action,
                                         outcome,
                                         detail,
-                                        entry: crate::rules::action::Entry::Action,
+                                        entry: crate::act::rules::action::Entry::Action,
                                     });
                                     while m.activity.len() > crate::engine::ACTIVITY_KEPT {
                                         m.activity.pop_front();
@@ -663,7 +670,7 @@ pub fn decode_sessions(body: &[u8], now: UnixMs) -> Result<Vec<RemoteSession>, S
         .map_err(|e| format!("the agent's list is not understood: {e}"))?;
     checks::count("sessions", r.sessions.len(), checks::MAX_SESSIONS)?;
     for s in &r.sessions {
-        if !crate::agent::api::valid_session_name(&s.name) {
+        if !crate::session::valid_session_name(&s.name) {
             let mut shown = s.name.clone();
             checks::cap_text(&mut shown, 80);
             return Err(format!("the agent listed a session named {shown:?}"));
@@ -834,7 +841,7 @@ fn download(
     stop: &AtomicBool,
 ) -> Result<std::path::PathBuf, String> {
     use std::os::unix::fs::OpenOptionsExt;
-    if !crate::agent::api::valid_session_name(name) {
+    if !crate::session::valid_session_name(name) {
         return Err(format!("{name:?} is not a session name"));
     }
     if size > super::checks::MAX_DOWNLOAD_BYTES {
@@ -881,7 +888,7 @@ fn download(
 }
 
 impl EngineLink for RemoteLink {
-    fn view(&self) -> Option<std::sync::Arc<crate::monitor::Monitor>> {
+    fn view(&self) -> Option<std::sync::Arc<crate::engine::view::Monitor>> {
         self.shared.view()
     }
 
@@ -898,7 +905,7 @@ impl EngineLink for RemoteLink {
 }
 
 impl EngineLink for Arc<RemoteLink> {
-    fn view(&self) -> Option<std::sync::Arc<crate::monitor::Monitor>> {
+    fn view(&self) -> Option<std::sync::Arc<crate::engine::view::Monitor>> {
         self.as_ref().view()
     }
 
@@ -945,7 +952,7 @@ mod tests {
         );
         let (_, _, body) = command_body(&EngineCommand::Manual {
             key,
-            action: crate::rules::Action::Terminate {
+            action: crate::act::rules::Action::Terminate {
                 grace_seconds: 10.0,
             },
         })

@@ -7,7 +7,7 @@ use std::io::Write;
 
 use super::reader::SessionData;
 use super::Event;
-use crate::format::rfc3339;
+use crate::model::format::rfc3339;
 use crate::model::MIB;
 
 /// The tables a session exports to.
@@ -694,7 +694,7 @@ fn event_row(session: &SessionData, e: &Event) -> Option<String> {
             None,
             format!(
                 "the forecast raised at {} receded",
-                crate::format::rfc3339(*raised_ms)
+                crate::model::format::rfc3339(*raised_ms)
             ),
         ),
         Event::Recording { active, gap, .. } => (
@@ -708,8 +708,8 @@ fn event_row(session: &SessionData, e: &Event) -> Option<String> {
                 (_, Some(g)) => format!(
                     "resumed after a gap: {} sample(s) from {} to {} not written: {}",
                     g.lost_samples,
-                    crate::format::rfc3339(g.from_ms),
-                    crate::format::rfc3339(g.to_ms),
+                    crate::model::format::rfc3339(g.from_ms),
+                    crate::model::format::rfc3339(g.to_ms),
                     g.cause
                 ),
                 (true, None) => "resumed".into(),

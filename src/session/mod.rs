@@ -196,7 +196,7 @@ pub enum Event {
         /// The action.
         action: String,
         /// `would_act`, `acted`, `failed` or `skipped`.
-        outcome: crate::rules::action::Outcome,
+        outcome: crate::model::outcome::Outcome,
         /// What happened, in words.
         detail: String,
     },
@@ -299,7 +299,7 @@ pub struct OomHolder {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub releasable_mib: Option<f64>,
     /// How much it grew from its lowest point in the minutes before (MiB; see
-    /// [`crate::oom_watch::CAUSE_SPAN_MS`]), when known.
+    /// [`crate::detect::oom_watch::CAUSE_SPAN_MS`]), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grown_recent_mib: Option<f64>,
     /// The likely cause: the process whose growth in the minutes before filled the GPU (at
@@ -347,7 +347,7 @@ pub fn default_dir() -> std::path::PathBuf {
     if let Some(d) = std::env::var_os("VRAMWARDEN_DATA_DIR") {
         return std::path::PathBuf::from(d).join("sessions");
     }
-    crate::paths::default_data_dir().join("sessions")
+    crate::host::paths::default_data_dir().join("sessions")
 }
 
 /// One line for people (the CSV's detail column, notifications): "sawfloor (PID 463)
@@ -412,6 +412,18 @@ pub fn describe_oom(used_pct: f64, victims: &[OomHolder], holders: &[OomHolder])
             String::new()
         }
     )
+}
+
+/// True for a session file name the API serves: `[A-Za-z0-9._-]`, ending `.vwlog`, not
+/// starting with a dot, at most 255 bytes (so no `/`, no `..` component, no hidden file).
+pub fn valid_session_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 255
+        && !name.starts_with('.')
+        && name.ends_with(&format!(".{}", EXTENSION))
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 #[cfg(test)]

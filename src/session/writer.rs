@@ -13,7 +13,7 @@ use super::format::{
     encode_sample_with_torch, frame, ProcEntry, TorchEntry, KIND_EVENT, KIND_HEADER, KIND_SAMPLE,
 };
 use super::{Event, Header, ProcDef};
-use crate::history::ProcSeriesKey;
+use crate::model::history::ProcSeriesKey;
 use crate::model::{Snapshot, UnixMs};
 
 /// Longest time between two fsyncs. Each record is written with its own `write(2)`, so a

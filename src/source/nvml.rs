@@ -531,10 +531,10 @@ impl NvmlSource {
         for _ in 0..rounds {
             for (k, sum) in sums.iter_mut().enumerate() {
                 std::thread::sleep(spacing);
-                let t = crate::proc_usage::thread_cpu_ns();
+                let t = crate::host::proc_usage::thread_cpu_ns();
                 if k == 4 {
                     let _ = self.sample(crate::model::now_ms());
-                    *sum += crate::proc_usage::thread_cpu_ns().saturating_sub(t);
+                    *sum += crate::host::proc_usage::thread_cpu_ns().saturating_sub(t);
                     continue;
                 }
                 for i in 0..self.devices.len() as u32 {
@@ -561,7 +561,7 @@ impl NvmlSource {
                         }
                     }
                 }
-                *sum += crate::proc_usage::thread_cpu_ns().saturating_sub(t);
+                *sum += crate::host::proc_usage::thread_cpu_ns().saturating_sub(t);
             }
         }
         let mut out: Vec<(&'static str, f64)> = names

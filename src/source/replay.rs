@@ -2,7 +2,7 @@
 //! moment is asked for), its leak and OOM events come at their times through
 //! [`GpuSource::recorded_events`], and it ends with [`SourceError::Ended`]. The engine that
 //! takes it is read-only ([`crate::engine::Engine::read_only`]): it neither detects, records
-//! nor acts; see [`crate::replay`].
+//! nor acts; see [`crate::engine::replay`].
 
 use std::sync::mpsc::{Receiver, Sender, SyncSender};
 
@@ -100,7 +100,7 @@ impl<'a> ReplaySource<'a> {
                 // A bug in decoding reaches the engine's thread, whose loop reports it; the
                 // replay does not end as if the session were shorter.
                 if let Err(p) = decode {
-                    let _ = tx.send(Err(crate::logging::panic_text(p.as_ref())));
+                    let _ = tx.send(Err(crate::host::logging::panic_text(p.as_ref())));
                 }
                 drop(tx);
                 // Until the engine is done with the last of them.

@@ -1,0 +1,995 @@
+//! Carrying out planned actions: the only code in vramwarden that signals a process or starts
+//! a program. Every action, from a rule or from the user, goes through [`ActionRunner::run`]:
+//!
+//! - never PID 1, vramwarden itself, its parent or its session leader;
+//! - never a process on the protected list (by name, and by executable or owner: see
+//!   [`super::protect`]);
+//! - never another user's process unless vramwarden runs as root *and* the rule allows it;
+//! - identity is (pid, start time): the start time is read again right before acting, through
+//!   a pidfd where the kernel has one (so the signal reaches the process that was checked even
+//!   if the PID is reused a moment later);
+//! - in dry-run, the outcome says what would have happened and nothing is signalled.
+//!
+//! The PyTorch actions ([`Action::ReleaseCache`], [`Action::LimitMemory`]) take the same path
+//! (policy, then identity right before acting) and then talk to the process's
+//! `vramwarden_torch` companion through [`super::companion_action`], whose client checks the
+//! socket's peer against the same pid and start time before it sends anything.
+
+pub use super::activity::{Activity, Entry, ANSWER_FOLLOWS, ANSWER_SUFFIX, DRIVER_FIGURE_SUFFIX};
+pub use crate::model::outcome::Outcome;
+use std::time::{Duration, Instant};
+
+use super::companion_action::{self, LimitGpu, NO_COMPANION};
+use super::eval::{Planned, Target};
+use super::model::{parse_signal, Action};
+use crate::host::procinfo::ProcReader;
+use crate::model::history::ProcSeriesKey;
+use crate::model::{Origin, Snapshot, UnixMs, MIB};
+
+/// Global safety settings of the runner.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Safety {
+    /// Everything is a dry run.
+    pub global_dry_run: bool,
+    /// Process names never signalled.
+    pub protected: Vec<String>,
+}
+
+/// The names protected by default.
+pub const DEFAULT_PROTECTED: &[&str] = &[
+    "Xorg",
+    "Xwayland",
+    "gnome-shell",
+    "kwin",
+    "kwin_x11",
+    "kwin_wayland",
+    "nvidia-persistenced",
+    "sshd",
+    "systemd",
+];
+
+impl Default for Safety {
+    fn default() -> Self {
+        Self {
+            global_dry_run: true,
+            protected: DEFAULT_PROTECTED.iter().map(|s| (*s).to_string()).collect(),
+        }
+    }
+}
+
+struct PendingKill {
+    key: ProcSeriesKey,
+    deadline: Instant,
+    rule: String,
+    target: Target,
+    pidfd: Option<Pidfd>,
+}
+
+/// A release whose effect the driver's next sample shows.
+struct PendingCheck {
+    key: ProcSeriesKey,
+    rule: String,
+    target: Target,
+    /// When the release was done: the first snapshot taken after it tells.
+    after_ms: UnixMs,
+    /// The process's GPU memory (driver's figure) the rule saw before it.
+    before: Option<u64>,
+    /// What PyTorch said it gave back.
+    freed_by_torch: u64,
+}
+
+/// How long the engine waits for a companion's answer before going on (it then follows in
+/// the activity log).
+pub const COMPANION_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A companion's answer still coming (a release of a large cache takes seconds).
+struct PendingAnswer {
+    rx: std::sync::mpsc::Receiver<companion_action::Answer>,
+    key: ProcSeriesKey,
+    rule: String,
+    target: Target,
+    action: String,
+    before: Option<u64>,
+}
+
+/// Runs actions and follows up on terminations (SIGKILL after the grace period) and cache
+/// releases (the driver's figure on the next sample).
+pub struct ActionRunner {
+    procs: ProcReader,
+    pending: Vec<PendingKill>,
+    checks: Vec<PendingCheck>,
+    answers: Vec<PendingAnswer>,
+    /// Per GPU index: uuid and total memory, from the last snapshot seen ([`Self::observe`]).
+    gpus: std::collections::HashMap<u32, (String, Option<u64>)>,
+    /// Where the companions' sockets are looked for; `None`: [`crate::act::torch::all_runtime_dirs`]
+    /// at each action.
+    companion_dirs: Option<Vec<std::path::PathBuf>>,
+    running: Vec<std::sync::mpsc::Receiver<Activity>>,
+    /// The commands started and not ended (bounded; their groups end with this runner).
+    commands: super::command::Commands,
+    /// Parks and resumes: the book of parked processes and the jobs under way.
+    parks: super::park_action::Parks,
+    me: u32,
+    parent: u32,
+    session_leader: u32,
+    my_uid: u32,
+    root: bool,
+}
+
+impl Default for ActionRunner {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The transport: sends `sig` to the process `key` (just checked), through its pidfd where
+/// there is one, else by pid.
+fn signal(key: &ProcSeriesKey, pidfd: Option<&Pidfd>, sig: i32) -> Result<(), ActError> {
+    let r = match pidfd {
+        Some(fd) => pidfd_signal(fd, sig),
+        None => {
+            // SAFETY: kill(2) with a pid whose identity was just checked.
+            if unsafe { libc::kill(key.0.pid as libc::pid_t, sig) } == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        }
+    };
+    r.map_err(|e| ActError::Failed(format!("{}: {e}", signal_name(sig))))
+}
+
+/// What an allowed action is to do, found before the dry run decides whether it happens.
+#[derive(Debug)]
+enum Effect {
+    /// Tell the user.
+    Notify,
+    /// A signal.
+    Signal(i32),
+    /// SIGTERM, then SIGKILL after the grace period if the process still holds GPU memory.
+    Terminate {
+        /// Seconds between the two.
+        grace_seconds: f64,
+    },
+    /// A command, with its arguments expanded.
+    Command {
+        /// argv.
+        args: Vec<String>,
+        /// How long it may run.
+        timeout: Duration,
+    },
+    /// Ask the process's PyTorch companion (release the cache, limit the memory).
+    Companion,
+    /// Park it or resume it through the driver's checkpoint API ([`crate::act::park`]).
+    Park(super::park_action::ParkKind),
+}
+
+impl Effect {
+    /// The effect of `p`, or why it can have none (an unknown signal, a command that cannot be
+    /// expanded, a process action on a whole GPU), with the outcome to log.
+    fn of(p: &Planned) -> Result<Self, (Outcome, String)> {
+        let on_process = matches!(p.target, Target::Process { .. });
+        let needs_process = || (Outcome::Failed, "this action needs a process".to_string());
+        match &p.action {
+            Action::Notify => Ok(Self::Notify),
+            Action::Signal { signal } if on_process => parse_signal(signal)
+                .map(Self::Signal)
+                .ok_or_else(|| (Outcome::Failed, format!("unknown signal {signal}"))),
+            Action::Terminate { grace_seconds } if on_process => Ok(Self::Terminate {
+                grace_seconds: *grace_seconds,
+            }),
+            Action::RunCommand {
+                argv,
+                timeout_seconds,
+            } => expand_argv(argv, &p.target)
+                .map(|args| Self::Command {
+                    args,
+                    timeout: Duration::from_secs_f64(timeout_seconds.clamp(0.0, 86_400.0)),
+                })
+                .map_err(|why| (Outcome::Skipped, why)),
+            Action::ReleaseCache | Action::LimitMemory { .. } if on_process => Ok(Self::Companion),
+            Action::Park if on_process => Ok(Self::Park(super::park_action::ParkKind::Park)),
+            Action::Resume if on_process => Ok(Self::Park(super::park_action::ParkKind::Resume)),
+            Action::Signal { .. }
+            | Action::Terminate { .. }
+            | Action::ReleaseCache
+            | Action::LimitMemory { .. }
+            | Action::Park
+            | Action::Resume => Err(needs_process()),
+        }
+    }
+
+    /// What it would do to `p`'s target, named `who` (a dry run's words). `gpu_total` is the
+    /// target GPU's index and memory where known (a memory limit is said as its fraction).
+    fn would(&self, p: &Planned, who: &str, gpu_total: Option<(u32, u64)>) -> String {
+        match self {
+            Self::Notify => format!("would notify: rule {} matched {who}", p.rule),
+            Self::Signal(sig) => format!("would send {} to {who}", signal_name(*sig)),
+            Self::Terminate { grace_seconds } => format!(
+                "would send SIGTERM to {who}, then SIGKILL after {grace_seconds} s if it still holds GPU memory"
+            ),
+            Self::Command { args, .. } => format!("would run {args:?} for {who}"),
+            Self::Park(kind) => kind.would(p, who),
+            Self::Companion => match &p.action {
+                Action::LimitMemory { gib } => format!(
+                    "would ask the PyTorch companion of {who} to limit it to {gib} GiB{}",
+                    gpu_total.map_or(String::new(), |(index, total_bytes)| format!(
+                        " (memory fraction {:.4} of GPU {index})",
+                        gib * crate::model::GIB as f64 / total_bytes as f64,
+                    ))
+                ),
+                _ => format!(
+                    "would ask the PyTorch companion of {who} to release its cached memory"
+                ),
+            },
+        }
+    }
+}
+
+/// Why an action on a process did not happen.
+#[derive(Debug)]
+enum ActError {
+    /// The PID no longer names the process the rule saw (exited, reused, unknowable).
+    NotSame(String),
+    /// The signal could not be sent.
+    Failed(String),
+}
+
+impl ActError {
+    fn outcome(&self) -> Outcome {
+        match self {
+            ActError::NotSame(_) => Outcome::Skipped,
+            ActError::Failed(_) => Outcome::Failed,
+        }
+    }
+
+    fn into_text(self) -> String {
+        match self {
+            ActError::NotSame(s) | ActError::Failed(s) => s,
+        }
+    }
+}
+
+/// An open pidfd (closed on drop).
+struct Pidfd(i32);
+
+impl Drop for Pidfd {
+    fn drop(&mut self) {
+        // SAFETY: we own this descriptor.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+fn pidfd_open(pid: u32) -> Option<Pidfd> {
+    // SAFETY: plain syscall; returns -1 on error.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    (fd >= 0).then_some(Pidfd(fd as i32))
+}
+
+fn pidfd_signal(fd: &Pidfd, sig: i32) -> std::io::Result<()> {
+    // SAFETY: plain syscall on a descriptor we own.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.0,
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGKILL => "SIGKILL".into(),
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGHUP => "SIGHUP".into(),
+        libc::SIGUSR1 => "SIGUSR1".into(),
+        libc::SIGUSR2 => "SIGUSR2".into(),
+        n => format!("signal {n}"),
+    }
+}
+
+impl ActionRunner {
+    /// A runner for this process.
+    pub fn new() -> Self {
+        // SAFETY: these getters have no preconditions.
+        let (me, parent, sid, uid, euid) = unsafe {
+            (
+                libc::getpid(),
+                libc::getppid(),
+                libc::getsid(0),
+                libc::getuid(),
+                libc::geteuid(),
+            )
+        };
+        Self {
+            procs: ProcReader::default(),
+            pending: Vec::new(),
+            checks: Vec::new(),
+            answers: Vec::new(),
+            gpus: std::collections::HashMap::new(),
+            companion_dirs: None,
+            running: Vec::new(),
+            commands: super::command::Commands::default(),
+            parks: super::park_action::Parks::default(),
+            me: me as u32,
+            parent: parent as u32,
+            session_leader: sid.max(0) as u32,
+            my_uid: uid,
+            root: euid == 0,
+        }
+    }
+
+    /// Looks for the `vramwarden_torch` companions' sockets in `dirs` only (instead of
+    /// [`crate::act::torch::all_runtime_dirs`]); for tests and front ends with a folder of their own.
+    pub fn set_companion_dirs(&mut self, dirs: Vec<std::path::PathBuf>) {
+        self.companion_dirs = Some(dirs);
+    }
+
+    fn companion_dirs(&self) -> Vec<std::path::PathBuf> {
+        self.companion_dirs
+            .clone()
+            .unwrap_or_else(crate::act::torch::all_runtime_dirs)
+    }
+
+    /// Takes in a new snapshot (call once per tick, before running its actions): the GPUs'
+    /// uuids and sizes (for [`Action::LimitMemory`]), and, for each cache release done before
+    /// this snapshot was taken, an activity entry with the driver's figure for the process
+    /// (its GPU memory now against before the release).
+    pub fn observe(&mut self, snap: &Snapshot) -> Vec<Activity> {
+        self.parks.observe(snap);
+        for d in &snap.devices {
+            self.gpus
+                .insert(d.index, (d.uuid.clone(), d.memory_total_bytes));
+        }
+        let now = snap.taken_at_ms;
+        let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.checks)
+            .into_iter()
+            .partition(|c| now > c.after_ms);
+        self.checks = keep;
+        due.into_iter()
+            .map(|c| {
+                let p = snap
+                    .processes
+                    .iter()
+                    .find(|p| p.key() == c.key.0 && p.device_index == c.key.1);
+                let torch_said = format!(
+                    "PyTorch said it gave back {:.1} MiB",
+                    c.freed_by_torch as f64 / MIB as f64
+                );
+                let detail = match (p.map(|p| p.used_bytes), c.before) {
+                    (None, _) => format!(
+                        "the driver no longer lists {} on GPU {} ({torch_said})",
+                        c.target.describe(),
+                        c.key.1
+                    ),
+                    (Some(Some(after)), Some(before)) => format!(
+                        "the driver (NVML) saw PID {} on GPU {} go from {:.1} MiB before the release to {:.1} MiB now: {:.1} MiB freed ({torch_said})",
+                        c.key.0.pid,
+                        c.key.1,
+                        before as f64 / MIB as f64,
+                        after as f64 / MIB as f64,
+                        (before as f64 - after as f64) / MIB as f64
+                    ),
+                    _ => format!(
+                        "the driver gives no memory figure for PID {} on GPU {}, so only PyTorch's stands ({torch_said})",
+                        c.key.0.pid, c.key.1
+                    ),
+                };
+                Activity {
+                    unix_ms: now,
+                    rule: c.rule,
+                    target: c.target,
+                    action: format!("{}{DRIVER_FIGURE_SUFFIX}", Action::ReleaseCache.label()),
+                    outcome: Outcome::Acted,
+                    detail,
+                    entry: Entry::FollowUp,
+                }
+            })
+            .collect()
+    }
+
+    /// Why the planned action would not be carried out (protected, another user's, simulated,
+    /// recorded, vramwarden itself, no PyTorch companion for a PyTorch action), if so: the
+    /// policy alone, no signal, no identity check.
+    pub fn would_refuse(&self, p: &Planned, safety: &Safety) -> Option<String> {
+        self.refusal(p, safety)
+    }
+
+    /// Why `target` may not be touched, if so.
+    fn refusal(&self, p: &Planned, safety: &Safety) -> Option<String> {
+        let (name, uid) = (p.target.name(), p.target.uid());
+        let Target::Process { key, origin, .. } = &p.target else {
+            return None;
+        };
+        match origin {
+            _ if p.action == Action::Notify => {}
+            Origin::Live => {}
+            Origin::Simulated => return Some("simulated process: nothing was sent".into()),
+            Origin::Recorded => {
+                return Some(
+                    "a process from a recorded session: nothing was sent (its PID may belong to another process now)"
+                        .into(),
+                )
+            }
+        }
+        let pid = key.0.pid;
+        if pid <= 1 {
+            return Some("PID 1 is never signalled".into());
+        }
+        if pid == self.me
+            || pid == self.parent
+            || (self.session_leader > 1 && pid == self.session_leader)
+        {
+            return Some("vramwarden never signals itself, its parent or its session".into());
+        }
+        // By name and executable or owner: a job that calls itself Xorg is not protected.
+        if let Some(why) = super::protect::protected(&safety.protected, pid, name, uid) {
+            return Some(why);
+        }
+        if uid != self.my_uid && !(self.root && p.allow_other_users) {
+            return Some(if self.root {
+                "another user's process, and the rule does not allow other users".into()
+            } else {
+                "another user's process (vramwarden is not root)".into()
+            });
+        }
+        if let Some(why) = self.parks.refusal(p, key) {
+            return Some(why);
+        }
+        if p.action.uses_companion()
+            && companion_action::socket_of(&self.companion_dirs(), pid).is_none()
+        {
+            return Some(format!(
+                "{NO_COMPANION} (no socket {} in {})",
+                crate::act::torch::socket_name(pid),
+                self.companion_dirs()
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        None
+    }
+
+    /// Checks that `key` still names the same process; returns a pidfd for it when the kernel
+    /// has them (None with Ok: no pidfd support, identity checked by start time only).
+    fn verify(&self, key: &ProcSeriesKey) -> Result<Option<Pidfd>, ActError> {
+        let pid = key.0.pid;
+        let fd = pidfd_open(pid);
+        if fd.is_none() && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+            return Err(ActError::NotSame("the process has exited".into()));
+        }
+        // With the pidfd open, the PID cannot be reused for another process behind our back:
+        // the start time read now is the start time of the process the pidfd refers to.
+        match self.procs.start_time_ms(pid) {
+            None => Err(ActError::NotSame("the process has exited".into())),
+            Some(t) if key.0.start_time_ms > 0 && (t - key.0.start_time_ms).abs() > 10 => {
+                Err(ActError::NotSame(format!(
+                    "PID {pid} now belongs to another process (started {} instead of {})",
+                    crate::model::format::rfc3339(t),
+                    crate::model::format::rfc3339(key.0.start_time_ms)
+                )))
+            }
+            Some(_) if key.0.start_time_ms <= 0 => Err(ActError::NotSame(
+                "the process's start time is unknown, so its identity cannot be checked".into(),
+            )),
+            Some(_) => Ok(fd),
+        }
+    }
+
+    /// The identity check, then the signal (the deferred SIGKILL of a process without a
+    /// pidfd kept from its SIGTERM).
+    fn send(&self, key: &ProcSeriesKey, sig: i32) -> Result<Option<Pidfd>, ActError> {
+        let fd = self.verify(key)?;
+        signal(key, fd.as_ref(), sig).map(|()| fd)
+    }
+
+    /// Carries out `p` (or, in dry run, says what it would do). `now` stamps the activity.
+    ///
+    /// Every action goes the same way: the policy (`ActionRunner::refusal`: protected, other
+    /// users', simulated, recorded, vramwarden itself, no companion); what the action is to do
+    /// (`Effect`); a dry run stops there with the words; the identity check of a process
+    /// target (pid + start time, through a pidfd where the kernel has them) right before
+    /// acting; then the transport (a signal, a command, the PyTorch companion).
+    pub fn run(&mut self, p: &Planned, safety: &Safety, now: UnixMs) -> Activity {
+        let dry = p.dry_run || safety.global_dry_run;
+        let entry = |outcome, detail, entry| Activity {
+            unix_ms: now,
+            rule: p.rule.clone(),
+            target: p.target.clone(),
+            action: p.action.label(),
+            outcome,
+            detail,
+            entry,
+        };
+        let end = |outcome, detail| entry(outcome, detail, Entry::Action);
+        if let Some(why) = self.refusal(p, safety) {
+            return end(Outcome::Skipped, why);
+        }
+        let effect = match Effect::of(p) {
+            Ok(e) => e,
+            Err((outcome, why)) => return end(outcome, why),
+        };
+        let who = p.target.describe();
+        if dry {
+            let gpu_total = match &p.target {
+                Target::Process { key, .. } => {
+                    self.gpus.get(&key.1).and_then(|g| g.1.map(|t| (key.1, t)))
+                }
+                Target::Device(_) => None,
+            };
+            return end(Outcome::WouldAct, effect.would(p, &who, gpu_total));
+        }
+        // The identity check, right before acting, for every effect on a process.
+        let (key, pidfd) = match (&effect, &p.target) {
+            (Effect::Notify, _) | (_, Target::Device(_)) => (None, None),
+            (_, Target::Process { key, .. }) => match self.verify(key) {
+                Ok(fd) => (Some(*key), fd),
+                Err(e) => return end(e.outcome(), e.into_text()),
+            },
+        };
+        match (effect, key) {
+            // The engine shows it (status bar, desktop notification where wanted).
+            (Effect::Notify, _) => end(
+                Outcome::Acted,
+                format!("notified: rule {} matched {who}", p.rule),
+            ),
+            (Effect::Signal(sig), Some(key)) => match signal(&key, pidfd.as_ref(), sig) {
+                Ok(()) => end(
+                    Outcome::Acted,
+                    format!("sent {} to {who}", signal_name(sig)),
+                ),
+                Err(e) => end(e.outcome(), e.into_text()),
+            },
+            (Effect::Terminate { grace_seconds }, Some(key)) => {
+                match signal(&key, pidfd.as_ref(), libc::SIGTERM) {
+                    Ok(()) => {
+                        self.pending.push(PendingKill {
+                            key,
+                            deadline: Instant::now()
+                                + Duration::from_secs_f64(grace_seconds.clamp(0.0, 86_400.0)),
+                            rule: p.rule.clone(),
+                            target: p.target.clone(),
+                            pidfd,
+                        });
+                        end(
+                            Outcome::Acted,
+                            format!("sent SIGTERM to {who}; SIGKILL in {grace_seconds} s if it still holds GPU memory"),
+                        )
+                    }
+                    Err(e) => end(e.outcome(), e.into_text()),
+                }
+            }
+            (Effect::Command { args, timeout }, _) => {
+                // One run per rule and target at a time, a few over all rules.
+                let ticket = match self.commands.claim(super::command::key_of(p)) {
+                    Ok(t) => t,
+                    Err(why) => return end(Outcome::Skipped, why),
+                };
+                let mut done = end(Outcome::Acted, format!("started {args:?}"));
+                let started = done.clone();
+                let (tx, rx) = std::sync::mpsc::channel();
+                let spawned = std::thread::Builder::new()
+                    .name("vramwarden-command".into())
+                    .spawn(move || {
+                        let (outcome, detail) = super::command::run(&args, timeout, Some(&ticket));
+                        drop(ticket);
+                        done.outcome = outcome;
+                        done.detail = detail;
+                        let _ = tx.send(done);
+                    });
+                match spawned {
+                    Ok(_) => {
+                        self.running.push(rx);
+                        started
+                    }
+                    Err(e) => end(
+                        Outcome::Failed,
+                        format!("could not start a thread for the command: {e}"),
+                    ),
+                }
+            }
+            (Effect::Companion, Some(key)) => {
+                let (outcome, detail, kind) = self.run_companion(p, &key, now);
+                entry(outcome, detail, kind)
+            }
+            (Effect::Park(kind), Some(key)) => {
+                let (outcome, detail, e) = self.parks.start(kind, p, key, now);
+                entry(outcome, detail, e)
+            }
+            // Effect::of gives process effects only for process targets.
+            (_, None) => end(Outcome::Failed, "this action needs a process".into()),
+        }
+    }
+
+    /// A PyTorch action on the process `key`, whose identity was just checked: the companion
+    /// (which checks its peer against the same pid and start time before anything is sent).
+    /// The entry is [`Entry::Asked`] when its answer follows later.
+    fn run_companion(
+        &mut self,
+        p: &Planned,
+        key: &ProcSeriesKey,
+        now: UnixMs,
+    ) -> (Outcome, String, Entry) {
+        let who = p.target.describe();
+        let gpu = {
+            let (uuid, total) = self.gpus.get(&key.1).cloned().unwrap_or_default();
+            total.map(|total_bytes| LimitGpu {
+                index: key.1,
+                uuid,
+                total_bytes,
+            })
+        };
+        let (pid, start) = (key.0.pid, key.0.start_time_ms);
+        if let (Action::LimitMemory { .. }, None) = (&p.action, &gpu) {
+            return (
+                Outcome::Failed,
+                format!(
+                    "GPU {}'s total memory is not known yet, so a limit cannot be turned into a memory fraction",
+                    key.1
+                ),
+                Entry::Action,
+            );
+        }
+        // The companion is asked on a thread of its own: the engine waits for it at most
+        // COMPANION_WAIT (a stats-sized answer comes in milliseconds); a release of a large
+        // cache can take seconds (9 s for 56 GB on the H200), and its answer then follows
+        // in the activity log from `poll`.
+        let dirs = self.companion_dirs();
+        let (action, who_t) = (p.action.clone(), who.clone());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("vramwarden-companion".into())
+            .spawn(move || {
+                let answer = match (&action, &gpu) {
+                    (Action::LimitMemory { gib }, Some(g)) => {
+                        companion_action::limit(&dirs, pid, start, g, *gib, &who_t)
+                    }
+                    _ => companion_action::release(&dirs, pid, start, &who_t),
+                };
+                let _ = tx.send(answer);
+            });
+        if let Err(e) = spawned {
+            return (
+                Outcome::Failed,
+                format!("could not start a thread to ask the companion: {e}"),
+                Entry::Action,
+            );
+        }
+        let before = match &p.target {
+            Target::Process { used_bytes, .. } => *used_bytes,
+            Target::Device(_) => None,
+        };
+        match rx.recv_timeout(COMPANION_WAIT) {
+            Ok(answer) => {
+                self.follow_release(key, &p.rule, &p.target, before, &answer, now);
+                (answer.outcome, answer.detail, Entry::Action)
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                self.answers.push(PendingAnswer {
+                    rx,
+                    key: *key,
+                    rule: p.rule.clone(),
+                    target: p.target.clone(),
+                    action: format!("{}{ANSWER_SUFFIX}", p.action.label()),
+                    before,
+                });
+                (
+                    Outcome::Acted,
+                    format!(
+                        "asked the PyTorch companion of {who}; it is still at work (a large cache takes seconds to give back), {ANSWER_FOLLOWS}"
+                    ),
+                    Entry::Asked,
+                )
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => (
+                Outcome::Failed,
+                "the companion's thread ended without an answer".into(),
+                Entry::Action,
+            ),
+        }
+    }
+
+    /// After a release that went through: the driver's figure follows with the next sample.
+    fn follow_release(
+        &mut self,
+        key: &ProcSeriesKey,
+        rule: &str,
+        target: &Target,
+        before: Option<u64>,
+        answer: &companion_action::Answer,
+        now: UnixMs,
+    ) {
+        if let (Some(freed), Outcome::Acted) = (answer.freed_bytes, answer.outcome) {
+            self.checks.push(PendingCheck {
+                key: *key,
+                rule: rule.to_string(),
+                target: target.clone(),
+                after_ms: now,
+                before,
+                freed_by_torch: freed,
+            });
+        }
+    }
+
+    /// Follow-ups due now: SIGKILL for terminated processes still holding GPU memory after
+    /// their grace period, and results of finished commands. `holds_memory(key)` says whether
+    /// the process is still listed on its GPU.
+    pub fn poll(
+        &mut self,
+        holds_memory: &dyn Fn(&ProcSeriesKey) -> bool,
+        now: UnixMs,
+    ) -> Vec<Activity> {
+        let mut out = Vec::new();
+        let t = Instant::now();
+        let due: Vec<PendingKill> = {
+            let (due, keep) = std::mem::take(&mut self.pending)
+                .into_iter()
+                .partition(|p| p.deadline <= t);
+            self.pending = keep;
+            due
+        };
+        for p in due {
+            let mut act = Activity {
+                unix_ms: now,
+                rule: p.rule.clone(),
+                target: p.target.clone(),
+                action: "SIGKILL after grace period".into(),
+                outcome: Outcome::Acted,
+                detail: String::new(),
+                entry: Entry::Action,
+            };
+            let alive = match self.verify(&p.key) {
+                Ok(_) => true,
+                Err(e) => {
+                    act.outcome = Outcome::Skipped;
+                    act.detail = format!("not needed: {}", e.into_text());
+                    false
+                }
+            };
+            if alive {
+                if !holds_memory(&p.key) {
+                    act.outcome = Outcome::Skipped;
+                    act.detail = "not needed: it no longer holds GPU memory".into();
+                } else {
+                    let r = match &p.pidfd {
+                        Some(fd) => pidfd_signal(fd, libc::SIGKILL).map_err(|e| e.to_string()),
+                        None => self
+                            .send(&p.key, libc::SIGKILL)
+                            .map(|_| ())
+                            .map_err(ActError::into_text),
+                    };
+                    match r {
+                        Ok(()) => {
+                            act.detail = format!(
+                                "sent SIGKILL to {}: it ignored SIGTERM",
+                                p.target.describe()
+                            )
+                        }
+                        Err(e) => {
+                            act.outcome = Outcome::Failed;
+                            act.detail = e;
+                        }
+                    }
+                }
+            }
+            out.push(act);
+        }
+        for a in std::mem::take(&mut self.answers) {
+            match a.rx.try_recv() {
+                Ok(answer) => {
+                    self.follow_release(&a.key, &a.rule, &a.target, a.before, &answer, now);
+                    out.push(Activity {
+                        unix_ms: now,
+                        rule: a.rule,
+                        target: a.target,
+                        action: a.action,
+                        outcome: answer.outcome,
+                        detail: answer.detail,
+                        entry: Entry::Action,
+                    });
+                }
+                Err(std::sync::mpsc::TryRecvError::Empty) => self.answers.push(a),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => out.push(Activity {
+                    unix_ms: now,
+                    rule: a.rule,
+                    target: a.target,
+                    action: a.action,
+                    outcome: Outcome::Failed,
+                    detail: "the companion's thread ended without an answer".into(),
+                    entry: Entry::Action,
+                }),
+            }
+        }
+        out.extend(self.parks.poll(now));
+        self.running.retain(|rx| match rx.try_recv() {
+            Ok(a) => {
+                out.push(Activity { unix_ms: now, ..a });
+                false
+            }
+            Err(std::sync::mpsc::TryRecvError::Empty) => true,
+            Err(_) => false,
+        });
+        out
+    }
+
+    /// Terminations waiting for their grace period.
+    pub fn pending_kills(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Shows parked processes (and those being parked or resumed) in `snap`: see
+    /// [`crate::act::park::Parker::annotate`]. Call before the snapshot is enriched.
+    pub fn annotate_parked(&self, snap: &mut Snapshot) {
+        self.parks.annotate(snap);
+    }
+
+    /// Parks and resumes that ended since the last call, with their figures (for the
+    /// session log).
+    pub fn take_park_records(&mut self) -> Vec<super::park_action::ParkRecord> {
+        self.parks.take_records()
+    }
+
+    /// True while a park or resume is under way or a process is parked.
+    pub fn parks_active(&self) -> bool {
+        !self.parks.is_idle()
+    }
+}
+
+/// The placeholders a command's arguments may hold.
+pub const PLACEHOLDERS: &[&str] = &["{pid}", "{start_time}", "{gpu}", "{user}", "{name}"];
+
+/// `argv` with the placeholders replaced for `t`: `{pid}`, `{start_time}` (the process's start,
+/// ms since the epoch: with the pid, its identity), `{gpu}`, `{user}`, `{name}`.
+///
+/// # Errors
+/// Refuses (with the reason) when a replaced value would make an argument start with `-` that
+/// did not start with one in the rule (a process named `-rf` must not become an option), and
+/// when a `{name}` or `{user}` would land inside a shell's or interpreter's code
+/// ([`super::shell::placeholder_in_code`]).
+pub fn expand_argv(argv: &[String], t: &Target) -> Result<Vec<String>, String> {
+    if let Some(why) = super::shell::placeholder_in_code(argv) {
+        return Err(format!("not run: {why}"));
+    }
+    let (pid, start, user, name) = match t {
+        Target::Process { key, .. } => (
+            key.0.pid.to_string(),
+            key.0.start_time_ms.to_string(),
+            t.user().to_string(),
+            t.name().to_string(),
+        ),
+        Target::Device(_) => Default::default(),
+    };
+    let gpu = t.device_index().to_string();
+    // Arguments after a `--` are operands for every getopt-style tool.
+    let operands_from = argv
+        .iter()
+        .position(|a| a == "--")
+        .map_or(usize::MAX, |i| i + 1);
+    argv.iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let out = a
+                .replace("{pid}", &pid)
+                .replace("{start_time}", &start)
+                .replace("{gpu}", &gpu)
+                .replace("{user}", &user)
+                .replace("{name}", &name);
+            if i > 0 && i < operands_from && out.starts_with('-') && !a.starts_with('-') {
+                return Err(format!(
+                    "not run: argument {i} ({a:?}) would become the option {out:?}; put the placeholder after `--` or inside a longer argument"
+                ));
+            }
+            Ok(out)
+        })
+        .collect()
+}
+
+pub use super::command::{run_command, OUTPUT_TAIL};
+
+#[cfg(test)]
+mod release_follow_up_tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::model::{DeviceSample, ProcInfo, ProcessKey, ProcessSample};
+
+    fn snap(t: UnixMs, used_mib: Option<Option<u64>>) -> Snapshot {
+        Snapshot {
+            taken_at_ms: t,
+            devices: vec![DeviceSample {
+                uuid: "GPU-a".into(),
+                memory_total_bytes: Some(81_920 * MIB),
+                ..DeviceSample::default()
+            }],
+            processes: used_mib
+                .map(|u| ProcessSample {
+                    pid: 454,
+                    used_bytes: u.map(|m| m * MIB),
+                    info: Some(Arc::new(ProcInfo {
+                        start_time_ms: 9,
+                        ..ProcInfo::default()
+                    })),
+                    ..ProcessSample::default()
+                })
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    fn check(r: &mut ActionRunner, at: UnixMs) {
+        let key = (
+            ProcessKey {
+                pid: 454,
+                start_time_ms: 9,
+            },
+            0,
+        );
+        r.checks.push(PendingCheck {
+            key,
+            rule: "release".into(),
+            target: Target::Process {
+                key,
+                info: Some(Arc::new(ProcInfo {
+                    name: "bloat".into(),
+                    user: "u".into(),
+                    uid: 0,
+                    ..Default::default()
+                })),
+                used_bytes: Some(71_784 * MIB),
+                origin: Origin::Live,
+            },
+            after_ms: at,
+            before: Some(71_784 * MIB),
+            freed_by_torch: 69_212 * MIB,
+        });
+    }
+
+    #[test]
+    fn the_driver_figure_follows_a_release_on_the_next_sample() {
+        let mut r = ActionRunner::new();
+        check(&mut r, 1_000);
+        // A snapshot taken at the release's moment or before tells nothing yet.
+        assert!(r.observe(&snap(1_000, Some(Some(6_604)))).is_empty());
+        let a = r.observe(&snap(2_000, Some(Some(6_604))));
+        assert_eq!(a.len(), 1);
+        assert_eq!(a[0].outcome, Outcome::Acted);
+        assert_eq!(a[0].action, "release cached memory: the driver's figure");
+        assert!(
+            a[0].detail.contains(
+                "saw PID 454 on GPU 0 go from 71784.0 MiB before the release to 6604.0 MiB now: 65180.0 MiB freed (PyTorch said it gave back 69212.0 MiB)"
+            ),
+            "{}",
+            a[0].detail
+        );
+        // Reported once.
+        assert!(r.observe(&snap(3_000, Some(Some(6_604)))).is_empty());
+        // The GPU's size is known for limits.
+        assert_eq!(r.gpus.get(&0), Some(&("GPU-a".into(), Some(81_920 * MIB))));
+        // Gone, or no per-process figure: said so, with PyTorch's figure.
+        check(&mut r, 3_000);
+        let a = r.observe(&snap(4_000, None));
+        assert!(
+            a[0].detail.starts_with("the driver no longer lists"),
+            "{:?}",
+            a
+        );
+        check(&mut r, 4_000);
+        let a = r.observe(&snap(5_000, Some(None)));
+        assert!(
+            a[0].detail
+                .contains("so only PyTorch's stands (PyTorch said it gave back 69212.0 MiB)"),
+            "{:?}",
+            a
+        );
+    }
+}

@@ -1,0 +1,803 @@
+//! Pure rule evaluation: which rules fire on which targets at `now`, with hysteresis
+//! (conditions must hold for `hold_seconds`) and a cooldown per rule and target.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::model::{Action, Rule};
+use super::schedule::{Occurrence, Schedule};
+use crate::model::history::ProcSeriesKey;
+use crate::model::{Snapshot, UnixMs, MIB};
+
+/// What a rule acts on.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub enum Target {
+    /// A process on a GPU.
+    Process {
+        /// Identity (pid + start time) and GPU.
+        key: ProcSeriesKey,
+        /// Its facts (the one process-facts type; None when /proc could not be read): see
+        /// [`Target::name`], [`Target::user`], [`Target::uid`].
+        info: Option<std::sync::Arc<crate::model::ProcInfo>>,
+        /// GPU memory it holds.
+        used_bytes: Option<u64>,
+        /// Live host process, simulated, or read back from a log: only live ones are acted on.
+        origin: crate::model::Origin,
+    },
+    /// A whole GPU.
+    Device(u32),
+}
+
+impl Target {
+    fn id(&self) -> TargetId {
+        match self {
+            Target::Process { key, .. } => TargetId::Process(*key),
+            Target::Device(i) => TargetId::Device(*i),
+        }
+    }
+
+    /// The GPU.
+    pub fn device_index(&self) -> u32 {
+        match self {
+            Target::Process { key, .. } => key.1,
+            Target::Device(i) => *i,
+        }
+    }
+
+    /// A few words naming it.
+    pub fn describe(&self) -> String {
+        match self {
+            Target::Process {
+                key, used_bytes, ..
+            } => format!(
+                "{} (PID {}, user {}, GPU {}, {} MiB)",
+                self.name(),
+                key.0.pid,
+                self.user(),
+                key.1,
+                used_bytes.map_or(0, |b| b / MIB)
+            ),
+            Target::Device(i) => format!("GPU {i}"),
+        }
+    }
+
+    /// The process's name ("" for a GPU or when unknown).
+    pub fn name(&self) -> &str {
+        match self {
+            Target::Process { info: Some(i), .. } => &i.name,
+            _ => "",
+        }
+    }
+
+    /// The process's owner ("" for a GPU or when unknown).
+    pub fn user(&self) -> &str {
+        match self {
+            Target::Process { info: Some(i), .. } => &i.user,
+            _ => "",
+        }
+    }
+
+    /// The owner's uid; `u32::MAX` when unknown (never taken for root's 0).
+    pub fn uid(&self) -> u32 {
+        match self {
+            Target::Process { info: Some(i), .. } => i.uid,
+            _ => u32::MAX,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum TargetId {
+    Process(ProcSeriesKey),
+    Device(u32),
+}
+
+/// A rule that fired: what to do to what.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Planned {
+    /// The rule's name.
+    pub rule: String,
+    /// Its action.
+    pub action: Action,
+    /// Whether it only logs.
+    pub dry_run: bool,
+    /// May act on other users' processes.
+    pub allow_other_users: bool,
+    /// The target.
+    pub target: Target,
+}
+
+/// Facts the evaluation needs beyond the snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// Since when each leaking process series has been flagged.
+    pub leaking_since: HashMap<ProcSeriesKey, UnixMs>,
+}
+
+/// Evaluation state carried between ticks.
+#[derive(Debug, Clone, Default)]
+pub struct RuleState {
+    held_since: HashMap<(String, TargetId), UnixMs>,
+    last_fired: HashMap<(String, TargetId), UnixMs>,
+    /// Per process: (last memory seen, last time it was busy or its memory changed).
+    activity: HashMap<ProcSeriesKey, (Option<u64>, UnixMs)>,
+    /// Per process and GPU: the PyTorch allocator's releasable cache (reserved − allocated),
+    /// as its companion last reported it (see [`RuleState::set_releasable_cache`]).
+    releasable_cache: HashMap<ProcSeriesKey, u64>,
+    /// The local time zone's offset from UTC for schedules (`None`: the host's, read when a
+    /// rule with a schedule is evaluated; see [`RuleState::set_utc_offset_s`]).
+    utc_offset_s: Option<i32>,
+    /// The schedule occurrence each rule last fired in, per target (once per occurrence).
+    schedule_fired: HashMap<(String, TargetId), Occurrence>,
+    /// Per process and GPU: PyTorch's allocated bytes over the last [`GROWTH_WINDOW_MS`], as
+    /// (time, bytes), from the snapshots' [`crate::model::TorchMem`] (see [`RuleState::observe`]).
+    allocated: HashMap<ProcSeriesKey, VecDeque<(UnixMs, u64)>>,
+}
+
+/// How far back `allocated_growth_min_mib_per_min` looks: five minutes of readings.
+pub const GROWTH_WINDOW_MS: UnixMs = 5 * 60_000;
+/// The readings must span at least this long (one minute) before a growth rate is given, so
+/// a process that has just started (or a companion that has just appeared) never matches on
+/// its first jump.
+pub const GROWTH_MIN_SPAN_MS: UnixMs = 60_000;
+
+/// The releasable PyTorch cache (reserved − allocated) of every process in `snap` whose
+/// companion answered this tick (its [`crate::model::ProcessSample::torch`]), for
+/// [`RuleState::set_releasable_cache`]. Stale entries (carried forward, not measured) are left
+/// out.
+pub fn releasable_cache_of(snap: &Snapshot) -> HashMap<ProcSeriesKey, u64> {
+    snap.processes
+        .iter()
+        .filter(|p| !p.stale)
+        .filter_map(|p| Some(((p.key(), p.device_index), p.torch?.releasable_bytes())))
+        .collect()
+}
+
+/// Least-squares slope of `(time ms, bytes)` in MiB per minute; `None` with fewer than two
+/// readings or when they span less than [`GROWTH_MIN_SPAN_MS`].
+pub fn growth_mib_per_min(readings: &VecDeque<(UnixMs, u64)>) -> Option<f64> {
+    let (first, last) = (readings.front()?.0, readings.back()?.0);
+    if readings.len() < 2 || last - first < GROWTH_MIN_SPAN_MS {
+        return None;
+    }
+    let n = readings.len() as f64;
+    let pts = || {
+        readings
+            .iter()
+            .map(|(t, b)| ((t - first) as f64 / 60_000.0, *b as f64 / MIB as f64))
+    };
+    let (mx, my) = pts().fold((0.0, 0.0), |(a, b), (x, y)| (a + x / n, b + y / n));
+    let (sxy, sxx) = pts().fold((0.0, 0.0), |(a, b), (x, y)| {
+        (a + (x - mx) * (y - my), b + (x - mx) * (x - mx))
+    });
+    (sxx > 0.0).then(|| sxy / sxx)
+}
+
+/// A rule ready to evaluate every tick: its regular expressions compiled once (with the size
+/// limit of [`super::model::compile_regex`]) and its user names resolved to uids through NSS.
+#[derive(Debug, Clone)]
+pub struct CompiledRule {
+    /// The rule.
+    pub rule: Rule,
+    name_re: Option<regex::Regex>,
+    cmdline_re: Option<regex::Regex>,
+    /// `user_is` as a uid (`Some(None)`: a name no user has, so nothing matches).
+    user_is: Option<Option<u32>>,
+    /// `user_is_not` as a uid.
+    user_is_not: Option<Option<u32>>,
+    /// `at` / `every_hours`, parsed.
+    schedule: Option<Schedule>,
+}
+
+impl CompiledRule {
+    /// Compiles `rule`; `None` when it is invalid (see [`Rule::problems`]).
+    pub fn new(rule: &Rule) -> Option<Self> {
+        if !rule.problems().is_empty() {
+            return None;
+        }
+        let re = |r: &Option<String>| -> Result<Option<regex::Regex>, String> {
+            r.as_deref().map(super::model::compile_regex).transpose()
+        };
+        let user = |u: &Option<String>| u.as_deref().map(crate::host::procinfo::uid_of_user);
+        Some(Self {
+            name_re: re(&rule.conditions.name_regex).ok()?,
+            cmdline_re: re(&rule.conditions.cmdline_regex).ok()?,
+            user_is: user(&rule.conditions.user_is),
+            user_is_not: user(&rule.conditions.user_is_not),
+            schedule: Schedule::new(rule.conditions.at.as_deref(), rule.conditions.every_hours)
+                .ok()?,
+            rule: rule.clone(),
+        })
+    }
+}
+
+/// The enabled, valid rules of `rules`, compiled (call when the settings change, not per tick).
+pub fn compile(rules: &[Rule]) -> Vec<CompiledRule> {
+    rules
+        .iter()
+        .filter(|r| r.enabled)
+        .filter_map(CompiledRule::new)
+        .collect()
+}
+
+/// The target for process sample `p`: every fact from the snapshot, none from a front end.
+pub fn process_target(p: &crate::model::ProcessSample) -> Target {
+    Target::Process {
+        key: (p.key(), p.device_index),
+        info: p.info.clone(),
+        used_bytes: p.used_bytes,
+        origin: p.origin,
+    }
+}
+
+/// The target for the process `key` (pid + start time, GPU) in `snap`, if it is there.
+pub fn find_process_target(snap: &Snapshot, key: &ProcSeriesKey) -> Option<Target> {
+    snap.processes
+        .iter()
+        .find(|p| p.key() == key.0 && p.device_index == key.1)
+        .map(process_target)
+}
+
+/// Of `targets`, the one holding the most GPU memory on each GPU.
+fn largest_per_gpu<'a>(
+    targets: impl Iterator<Item = &'a Target>,
+) -> std::collections::HashSet<TargetId> {
+    let mut best: HashMap<u32, (u64, TargetId)> = HashMap::new();
+    for t in targets {
+        let Target::Process { used_bytes, .. } = t else {
+            continue;
+        };
+        let used = used_bytes.unwrap_or(0);
+        let e = best.entry(t.device_index()).or_insert((used, t.id()));
+        if used > e.0 {
+            *e = (used, t.id());
+        }
+    }
+    best.into_values().map(|(_, id)| id).collect()
+}
+
+fn targets(snap: &Snapshot, rule: &Rule) -> Vec<Target> {
+    if rule.conditions.targets_processes() || rule.action.needs_process() {
+        // A parked process is the target of resume rules only (parked is idle, and a rule
+        // meant for idle jobs must not end one that was parked to be kept).
+        let for_parked =
+            rule.action == super::Action::Resume || rule.conditions.parked_fits_with_mib.is_some();
+        snap.processes
+            .iter()
+            .filter(|p| p.parked.is_some() == for_parked)
+            .map(process_target)
+            .collect()
+    } else {
+        snap.devices
+            .iter()
+            .map(|d| Target::Device(d.index))
+            .collect()
+    }
+}
+
+impl RuleState {
+    /// Sets the time zone schedules are read in (seconds east of UTC); `None` (the default)
+    /// uses the host's local time zone.
+    pub fn set_utc_offset_s(&mut self, offset: Option<i32>) {
+        self.utc_offset_s = offset;
+    }
+
+    /// The occurrence of `compiled`'s schedule open at `now`: `Some(None)` for a rule without
+    /// a schedule, `None` when its schedule is closed.
+    fn schedule_open(&self, compiled: &CompiledRule, now: UnixMs) -> Option<Option<Occurrence>> {
+        match &compiled.schedule {
+            None => Some(None),
+            Some(s) => {
+                let offset = self
+                    .utc_offset_s
+                    .unwrap_or_else(|| super::schedule::local_utc_offset_s(now));
+                s.occurrence(now, offset).map(Some)
+            }
+        }
+    }
+
+    /// Sets the releasable PyTorch cache per process (pid + start time) and GPU (NVML index),
+    /// from the companions (`crate::act::torch::Watch`); call once per tick before
+    /// [`RuleState::evaluate`]. A process missing from `map` never matches
+    /// `releasable_cache_min_mib`.
+    pub fn set_releasable_cache(&mut self, map: HashMap<ProcSeriesKey, u64>) {
+        self.releasable_cache = map;
+    }
+
+    /// Updates the per-process idle clocks, and the PyTorch allocated readings the growth
+    /// condition uses, from a snapshot (call once per tick, before [`RuleState::evaluate`]).
+    pub fn observe(&mut self, snap: &Snapshot) {
+        let now = snap.taken_at_ms;
+        let mut seen = std::collections::HashSet::new();
+        for p in &snap.processes {
+            let key = (p.key(), p.device_index);
+            seen.insert(key);
+            if p.stale {
+                // No reading this time: the idle clock neither runs on nor resets.
+                continue;
+            }
+            if let Some(t) = p.torch {
+                let r = self.allocated.entry(key).or_default();
+                // Time only moves forward here (a clock step back restarts the window).
+                if r.back().is_some_and(|(last, _)| *last >= now) {
+                    r.clear();
+                }
+                r.push_back((now, t.allocated_bytes));
+                while r.front().is_some_and(|(t0, _)| now - t0 > GROWTH_WINDOW_MS) {
+                    r.pop_front();
+                }
+            }
+            let busy = p.sm_util_pct.is_none_or(|u| u > 0);
+            let e = self.activity.entry(key).or_insert((p.used_bytes, now));
+            if busy || e.0 != p.used_bytes {
+                e.1 = now;
+            }
+            e.0 = p.used_bytes;
+        }
+        self.activity.retain(|k, _| seen.contains(k));
+        self.allocated.retain(|k, _| seen.contains(k));
+    }
+
+    /// Sets the PyTorch allocated readings (time, bytes; oldest first) of one process, for a
+    /// state built outside the tick loop (the editor's "test this rule" fills it from the
+    /// history); only the last [`GROWTH_WINDOW_MS`] are kept.
+    pub fn set_allocated_readings(
+        &mut self,
+        key: ProcSeriesKey,
+        readings: impl IntoIterator<Item = (UnixMs, u64)>,
+    ) {
+        let r: VecDeque<(UnixMs, u64)> = readings.into_iter().collect();
+        let Some(&(last, _)) = r.back() else {
+            self.allocated.remove(&key);
+            return;
+        };
+        let r = r
+            .into_iter()
+            .filter(|(t, _)| last - t <= GROWTH_WINDOW_MS)
+            .collect();
+        self.allocated.insert(key, r);
+    }
+
+    /// How fast PyTorch's allocated memory of a process grew over the last
+    /// [`GROWTH_WINDOW_MS`] (MiB per minute; see [`growth_mib_per_min`]), where its companion
+    /// answered long enough.
+    pub fn allocated_growth_mib_per_min(&self, key: &ProcSeriesKey) -> Option<f64> {
+        growth_mib_per_min(self.allocated.get(key)?)
+    }
+
+    /// When each process was last busy (or its memory last changed).
+    pub fn last_active(&self) -> HashMap<ProcSeriesKey, UnixMs> {
+        self.activity.iter().map(|(k, (_, t))| (*k, *t)).collect()
+    }
+
+    /// A state that knows when processes were last active (to test a rule against what the
+    /// engine has seen).
+    pub fn with_last_active(snap: &Snapshot, last: &HashMap<ProcSeriesKey, UnixMs>) -> Self {
+        let mut s = Self::default();
+        for p in &snap.processes {
+            let k = (p.key(), p.device_index);
+            s.activity.insert(
+                k,
+                (
+                    p.used_bytes,
+                    last.get(&k).copied().unwrap_or(snap.taken_at_ms),
+                ),
+            );
+        }
+        s
+    }
+
+    /// How long a process has been GPU-idle at `now`.
+    pub fn idle_ms(&self, key: &ProcSeriesKey, now: UnixMs) -> Option<i64> {
+        self.activity.get(key).map(|(_, t)| now - t)
+    }
+
+    /// The rules' decisions at the snapshot's time.
+    pub fn evaluate(
+        &mut self,
+        rules: &[CompiledRule],
+        snap: &Snapshot,
+        facts: &Facts,
+    ) -> Vec<Planned> {
+        let now = snap.taken_at_ms;
+        let mut out = Vec::new();
+        let stale: std::collections::HashSet<TargetId> = snap
+            .processes
+            .iter()
+            .filter(|p| p.stale)
+            .map(|p| TargetId::Process((p.key(), p.device_index)))
+            .collect();
+        for compiled in rules.iter().filter(|r| r.rule.enabled) {
+            let rule = &compiled.rule;
+            let hold = (rule.conditions.hold_seconds * 1000.0) as i64;
+            let cooldown = (rule.cooldown_minutes * 60_000.0) as i64;
+            let Some(occurrence) = self.schedule_open(compiled, now) else {
+                // Outside its schedule the rule holds nowhere: the hysteresis starts again.
+                self.held_since.retain(|(name, _), _| *name != rule.name);
+                continue;
+            };
+            let all = targets(snap, rule);
+            let largest = rule.conditions.largest_only.then(|| {
+                largest_per_gpu(all.iter().filter(|t| self.holds(compiled, t, snap, facts)))
+            });
+            for t in all {
+                let id = (rule.name.clone(), t.id());
+                if largest.as_ref().is_some_and(|l| !l.contains(&t.id())) {
+                    self.held_since.remove(&id);
+                    continue;
+                }
+                if stale.contains(&t.id()) {
+                    // Its list failed this time: hold the hysteresis as it is, act on nothing.
+                    continue;
+                }
+                if !self.holds(compiled, &t, snap, facts) {
+                    self.held_since.remove(&id);
+                    continue;
+                }
+                let since = *self.held_since.entry(id.clone()).or_insert(now);
+                if now - since < hold {
+                    continue;
+                }
+                if self.last_fired.get(&id).is_some_and(|t| now - t < cooldown) {
+                    continue;
+                }
+                if let Some(o) = occurrence {
+                    if self.schedule_fired.get(&id) == Some(&o) {
+                        continue;
+                    }
+                    self.schedule_fired.insert(id.clone(), o);
+                }
+                self.last_fired.insert(id, now);
+                out.push(Planned {
+                    rule: rule.name.clone(),
+                    action: rule.action.clone(),
+                    dry_run: rule.dry_run,
+                    allow_other_users: rule.allow_other_users,
+                    target: t,
+                });
+            }
+        }
+        // Forget state of targets that are gone.
+        let alive: std::collections::HashSet<TargetId> = snap
+            .processes
+            .iter()
+            .map(|p| TargetId::Process((p.key(), p.device_index)))
+            .chain(snap.devices.iter().map(|d| TargetId::Device(d.index)))
+            .collect();
+        self.held_since.retain(|(_, t), _| alive.contains(t));
+        self.schedule_fired.retain(|(_, t), _| alive.contains(t));
+        // A cooldown that has run out needs no entry (an agent runs for months).
+        let cooldowns: HashMap<&str, i64> = rules
+            .iter()
+            .map(|r| {
+                (
+                    r.rule.name.as_str(),
+                    (r.rule.cooldown_minutes * 60_000.0) as i64,
+                )
+            })
+            .collect();
+        self.last_fired
+            .retain(|(name, _), t| cooldowns.get(name.as_str()).is_some_and(|c| now - *t < *c));
+        out
+    }
+
+    /// The targets whose conditions hold right now, ignoring hold time and cooldown (the
+    /// editor's "test this rule").
+    pub fn matches_now(&self, rule: &Rule, snap: &Snapshot, facts: &Facts) -> Vec<Target> {
+        let Some(compiled) = CompiledRule::new(rule) else {
+            return Vec::new();
+        };
+        if self.schedule_open(&compiled, snap.taken_at_ms).is_none() {
+            return Vec::new();
+        }
+        targets(snap, rule)
+            .into_iter()
+            .filter(|t| self.holds(&compiled, t, snap, facts))
+            .collect()
+    }
+
+    fn holds(&self, compiled: &CompiledRule, t: &Target, snap: &Snapshot, facts: &Facts) -> bool {
+        let c = &compiled.rule.conditions;
+        let now = snap.taken_at_ms;
+        let dev_index = t.device_index();
+        if c.gpu.is_some_and(|g| g != dev_index) {
+            return false;
+        }
+        let dev = snap.devices.iter().find(|d| d.index == dev_index);
+        if let Some(min) = c.device_used_min_pct {
+            let pct = dev.and_then(|d| {
+                Some(100.0 * d.memory_used_bytes? as f64 / d.memory_total_bytes? as f64)
+            });
+            if pct.is_none_or(|p| p < min) {
+                return false;
+            }
+        }
+        if let Some(max) = c.device_free_max_mib {
+            let free = dev
+                .and_then(|d| d.memory_free_bytes)
+                .map(|b| b as f64 / MIB as f64);
+            if free.is_none_or(|f| f > max) {
+                return false;
+            }
+        }
+        if let Some(max) = c.device_full_within_minutes {
+            let full_in_min = dev.and_then(|d| d.time_to_full_s).map(|s| s / 60.0);
+            if full_in_min.is_none_or(|m| m >= max) {
+                return false;
+            }
+        }
+        let Target::Process {
+            key, used_bytes, ..
+        } = t
+        else {
+            return true;
+        };
+        let (name, uid) = (t.name(), t.uid());
+        let uid = (uid != u32::MAX).then_some(uid);
+        let p = snap
+            .processes
+            .iter()
+            .find(|p| p.key() == key.0 && p.device_index == key.1);
+        if let Some(headroom) = c.parked_fits_with_mib {
+            let parked = p.and_then(|p| p.parked).and_then(|i| i.bytes);
+            let free = dev.and_then(|d| d.memory_free_bytes);
+            match (parked, free) {
+                (Some(b), Some(f)) if (f as f64) >= b as f64 + headroom * MIB as f64 => {}
+                _ => return false,
+            }
+        }
+        if let Some(min) = c.process_memory_min_mib {
+            if used_bytes.is_none_or(|u| (u as f64 / MIB as f64) < min) {
+                return false;
+            }
+        }
+        if let Some(min) = c.idle_min_minutes {
+            if self
+                .idle_ms(key, now)
+                .is_none_or(|ms| (ms as f64) < min * 60_000.0)
+            {
+                return false;
+            }
+        }
+        if let Some(min) = c.leaking_min_minutes {
+            if facts
+                .leaking_since
+                .get(key)
+                .is_none_or(|s| ((now - s) as f64) < min * 60_000.0)
+            {
+                return false;
+            }
+        }
+        let re_ok =
+            |re: &Option<regex::Regex>, text: &str| re.as_ref().is_none_or(|r| r.is_match(text));
+        if !re_ok(&compiled.name_re, name) {
+            return false;
+        }
+        let cmdline = p
+            .and_then(|p| p.info.as_deref())
+            .map_or("", |i| i.cmdline.as_str());
+        if !re_ok(&compiled.cmdline_re, cmdline) {
+            return false;
+        }
+        if !container_matches(c, p.and_then(|p| p.info.as_deref())) {
+            return false;
+        }
+        if let Some(min) = c.container_total_min_mib {
+            let id = p
+                .and_then(|p| p.info.as_deref())
+                .and_then(|i| i.container_id.as_deref());
+            let Some(id) = id else {
+                return false;
+            };
+            let total: u64 = snap
+                .processes
+                .iter()
+                .filter(|q| {
+                    q.device_index == key.1
+                        && q.info.as_deref().and_then(|i| i.container_id.as_deref()) == Some(id)
+                })
+                .filter_map(|q| q.used_bytes)
+                .sum();
+            if (total as f64 / MIB as f64) < min {
+                return false;
+            }
+        }
+        // Users are compared by uid (names resolved through NSS when the rule was compiled).
+        if compiled
+            .user_is
+            .is_some_and(|want| want.is_none() || want != uid)
+            || compiled
+                .user_is_not
+                .is_some_and(|not| not.is_some() && not == uid)
+        {
+            return false;
+        }
+        if let Some(min) = c.age_min_minutes {
+            let start = key.0.start_time_ms;
+            if start <= 0 || ((now - start) as f64) < min * 60_000.0 {
+                return false;
+            }
+        }
+        if let Some(min) = c.releasable_cache_min_mib {
+            if self
+                .releasable_cache
+                .get(key)
+                .is_none_or(|b| (*b as f64 / MIB as f64) < min)
+            {
+                return false;
+            }
+        }
+        if let Some(min) = c.allocated_growth_min_mib_per_min {
+            if self
+                .allocated_growth_mib_per_min(key)
+                .is_none_or(|r| r < min)
+            {
+                return false;
+            }
+        }
+        if let Some(min) = c.user_total_min_mib {
+            let total: u64 = snap
+                .processes
+                .iter()
+                .filter(|q| {
+                    q.device_index == key.1
+                        && q.info.as_deref().map(|i| i.uid) == uid
+                        && uid.is_some()
+                })
+                .filter_map(|q| q.used_bytes)
+                .sum();
+            if (total as f64 / MIB as f64) < min {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// True when the process's container and pod match the rule's `container_glob` and
+/// `pod_glob` (each unset pattern matches everything; a set one never matches a process
+/// outside a container or pod).
+fn container_matches(c: &super::Conditions, info: Option<&crate::model::ProcInfo>) -> bool {
+    use super::glob::matches;
+    if let Some(g) = &c.container_glob {
+        let hit = info.is_some_and(|i| {
+            i.container_name.as_deref().is_some_and(|n| matches(g, n))
+                || i.container_id.as_deref().is_some_and(|id| matches(g, id))
+        });
+        if !hit {
+            return false;
+        }
+    }
+    if let Some(g) = &c.pod_glob {
+        let pod = info.and_then(|i| i.pod.as_deref());
+        let hit = pod.is_some_and(|p| {
+            if g.contains('/') {
+                matches(g, p)
+            } else {
+                matches(g, p.rsplit('/').next().unwrap_or(p))
+            }
+        });
+        if !hit {
+            return false;
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod releasable_cache_tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::act::rules::Conditions;
+    use crate::model::{DeviceSample, ProcInfo, ProcessKey, ProcessSample};
+
+    fn snap() -> Snapshot {
+        let proc = |pid: u32| ProcessSample {
+            pid,
+            device_index: 0,
+            used_bytes: Some(20_000 * MIB),
+            info: Some(Arc::new(ProcInfo {
+                name: "python3".into(),
+                start_time_ms: 1_000,
+                ..ProcInfo::default()
+            })),
+            ..ProcessSample::default()
+        };
+        Snapshot {
+            taken_at_ms: 100_000,
+            devices: vec![DeviceSample::default()],
+            processes: vec![proc(10), proc(11), proc(12)],
+        }
+    }
+
+    #[test]
+    fn releasable_cache_condition_uses_the_companions_figures() {
+        let key = |pid, start| {
+            (
+                ProcessKey {
+                    pid,
+                    start_time_ms: start,
+                },
+                0,
+            )
+        };
+        let mut st = RuleState::default();
+        st.set_releasable_cache(
+            [
+                (key(10, 1_000), 8_192 * MIB),
+                (key(11, 1_000), 1_024 * MIB),
+                // Same pid, another start time: another process.
+                (key(12, 999), 99_999 * MIB),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        let rule = Rule {
+            name: "release".into(),
+            conditions: Conditions {
+                releasable_cache_min_mib: Some(4_096.0),
+                ..Conditions::default()
+            },
+            ..Rule::default()
+        };
+        assert!(rule.problems().is_empty());
+        assert!(rule.conditions.targets_processes());
+        assert!(rule.describe().contains("PyTorch cache holds ≥ 4096 MiB"));
+        let pids: Vec<u32> = st
+            .matches_now(&rule, &snap(), &Facts::default())
+            .iter()
+            .filter_map(|t| match t {
+                Target::Process { key, .. } => Some(key.0.pid),
+                Target::Device(_) => None,
+            })
+            .collect();
+        assert_eq!(pids, vec![10]);
+        let bad = Rule {
+            conditions: Conditions {
+                releasable_cache_min_mib: Some(-1.0),
+                ..Conditions::default()
+            },
+            ..rule
+        };
+        assert_eq!(bad.problems()[0].0, "releasable_cache_min_mib");
+    }
+}
+
+#[cfg(test)]
+mod target_tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::model::{ProcInfo, ProcessSample};
+
+    #[test]
+    fn a_target_shares_the_samples_facts_and_an_unread_owner_is_unknown_never_root() {
+        let info = Arc::new(ProcInfo {
+            name: "python3".into(),
+            user: "alice".into(),
+            uid: 1000,
+            start_time_ms: 5,
+            ..ProcInfo::default()
+        });
+        let read = ProcessSample {
+            pid: 7,
+            info: Some(info.clone()),
+            ..ProcessSample::default()
+        };
+        let t = process_target(&read);
+        assert!(matches!(&t, Target::Process { info: Some(i), .. } if Arc::ptr_eq(i, &info)));
+        assert_eq!((t.name(), t.user(), t.uid()), ("python3", "alice", 1000));
+        assert!(t.describe().starts_with("python3 (PID 7, user alice"));
+        // /proc could not be read: no name, no owner, and a uid that matches no one (the
+        // rules' owner checks and the executor's other-user refusal see "unknown", not 0).
+        let unread = process_target(&ProcessSample {
+            pid: 8,
+            ..ProcessSample::default()
+        });
+        assert_eq!(
+            (unread.name(), unread.user(), unread.uid()),
+            ("", "", u32::MAX)
+        );
+        assert_eq!(Target::Device(0).uid(), u32::MAX);
+    }
+}

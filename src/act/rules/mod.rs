@@ -1,0 +1,17 @@
+//! Auto-cleanup rules: the model (serde, in the settings file), pure evaluation, and the
+//! actions — the only code that signals or spawns.
+
+pub mod action;
+pub mod activity;
+pub mod command;
+pub mod companion_action;
+pub mod eval;
+pub mod glob;
+pub mod model;
+pub mod park_action;
+pub mod presets;
+pub mod protect;
+pub mod schedule;
+pub mod shell;
+
+pub use model::{Action, Conditions, Rule};

@@ -1,0 +1,435 @@
+//! A background poller for the engine: one thread keeps a connection to every companion, to
+//! which each pushes its figures once per interval, so a tick only reads a map (no socket I/O
+//! on the sampler's path, and a hung companion costs the engine nothing).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::client::{Client, Pushed, Subscribed, DEFAULT_TIMEOUT};
+use super::protocol::TorchFacts;
+use super::sockets::list_sockets;
+use crate::model::UnixMs;
+
+/// How many polls apart the poller looks for new companions' folders (new sockets in known
+/// folders are found at every poll).
+pub const RESCAN_EVERY: u32 = 10;
+
+/// What the poller last saw.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WatchState {
+    /// Facts per pid, from companions that passed the peer checks.
+    pub facts: HashMap<u32, TorchFacts>,
+    /// Sockets refused or not answering, per pid: the reason.
+    pub refused: HashMap<u32, String>,
+    /// Completed polls.
+    pub polls: u64,
+    /// CPU time the poller thread has used so far, µs (its own cost, for `torch watch-cost`).
+    pub cpu_us: u64,
+    /// Companions asked, summed over the polls.
+    pub asked: u64,
+}
+
+/// The poller; dropping it stops its thread.
+#[derive(Debug)]
+pub struct Watch {
+    state: Arc<Mutex<WatchState>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// The companions' folders this process may read: its own ([`super::runtime_dir`]) and, when
+/// it runs as root, every user's (`/run/user/*/vramwarden`, `/tmp/vramwarden-*`).
+pub fn all_runtime_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = super::runtime_dir().into_iter().collect();
+    if nix::unistd::geteuid().is_root() {
+        if let Ok(users) = std::fs::read_dir("/run/user") {
+            dirs.extend(users.flatten().map(|u| u.path().join("vramwarden")));
+        }
+        if let Ok(tmp) = std::fs::read_dir("/tmp") {
+            dirs.extend(
+                tmp.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("vramwarden-"))
+                    .map(|e| e.path()),
+            );
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    dirs.retain(|d| d.is_dir());
+    dirs
+}
+
+/// A folder's listing: its modification time and when it was read, and its sockets.
+#[derive(Debug)]
+struct FolderListing {
+    mtime: Option<std::time::SystemTime>,
+    read_at: Instant,
+    sockets: Vec<(u32, PathBuf)>,
+}
+
+/// A listing is read again after this long even when the folder's time says nothing moved.
+const RELIST_EVERY: Duration = Duration::from_secs(10);
+/// A folder changed this recently may change again within the same timestamp tick (coarse
+/// file-system clocks): it is listed again at every poll until it has been quiet this long.
+const SETTLE: Duration = Duration::from_secs(2);
+
+/// The sockets of each folder, listed again only when the folder changed (its mtime moves when
+/// a socket is made or removed), after a failure (a companion killed with SIGKILL leaves its
+/// socket behind, and the full listing removes it), and every [`RELIST_EVERY`].
+#[derive(Debug, Default)]
+struct Listing {
+    dirs: HashMap<PathBuf, FolderListing>,
+    /// Set when a connection failed: the next poll lists every folder again.
+    stale: bool,
+    /// The socket of each pid over all folders (the first folder's where two have one),
+    /// made again only when a folder was listed again.
+    seen: HashMap<u32, PathBuf>,
+}
+
+impl Listing {
+    /// Lists again the folders that may have changed; [`Listing::seen`] is then up to date.
+    fn refresh(&mut self, dirs: &[PathBuf]) {
+        let stale = std::mem::take(&mut self.stale);
+        let before = self.dirs.len();
+        self.dirs.retain(|d, _| dirs.contains(d));
+        let mut changed = self.dirs.len() != before;
+        let now = Instant::now();
+        for d in dirs {
+            let mtime = std::fs::metadata(d).and_then(|m| m.modified()).ok();
+            let recent = mtime
+                .and_then(|t| std::time::SystemTime::now().duration_since(t).ok())
+                .is_none_or(|age| age < SETTLE);
+            let fresh = |l: &FolderListing| {
+                !stale
+                    && !recent
+                    && mtime.is_some()
+                    && l.mtime == mtime
+                    && now.duration_since(l.read_at) < RELIST_EVERY
+            };
+            if !self.dirs.get(d).is_some_and(fresh) {
+                let sockets = list_sockets(d);
+                changed |= self.dirs.get(d).is_none_or(|l| l.sockets != sockets);
+                let l = FolderListing {
+                    mtime,
+                    read_at: now,
+                    sockets,
+                };
+                self.dirs.insert(d.clone(), l);
+            }
+        }
+        if changed {
+            self.seen.clear();
+            for d in dirs {
+                let Some(entry) = self.dirs.get(d) else {
+                    continue;
+                };
+                for (pid, path) in &entry.sockets {
+                    self.seen.entry(*pid).or_insert_with(|| path.clone());
+                }
+            }
+        }
+    }
+}
+
+/// Polls in a row a subscribed companion may push nothing beyond what it announced (the two
+/// clocks drift, so one poll now and then finds no new figures) before its connection is
+/// given up and made again.
+pub const QUIET_POLLS: u32 = 3;
+
+/// The poller subscribes to changes only, with this heartbeat: an idle job's companion sends
+/// its unchanged figures only this often, and costs a poll nothing in between.
+pub const HEARTBEAT: Duration = Duration::from_secs(5);
+
+/// How a connection gets its figures.
+#[derive(Debug)]
+enum Feed {
+    /// The companion pushes them (`subscribe`): polls in a row without a push, and how many
+    /// it may go without one.
+    Pushed { quiet: u32, allowed: u32 },
+    /// An older companion: asked each poll, read the next (`asked` while a reply is due).
+    Asked { asked: bool },
+}
+
+/// A companion the poller is connected to.
+#[derive(Debug)]
+struct Conn {
+    path: PathBuf,
+    client: Client,
+    feed: Feed,
+}
+
+/// Connects to the companion of `pid` at `path` and subscribes to its figures.
+fn open(path: &Path, pid: u32, interval: Duration) -> Result<Conn, super::TorchError> {
+    let mut client = Client::connect_at(path, pid, None, DEFAULT_TIMEOUT)?;
+    let polls_in = |d: Duration| (d.as_millis() / interval.as_millis().max(1)) as u32;
+    let feed = match client.subscribe(interval, Some(HEARTBEAT))? {
+        // Its heartbeat comes at most an interval of its own late: half as long again.
+        Subscribed::Changes { heartbeat } => Feed::Pushed {
+            quiet: 0,
+            allowed: polls_in(heartbeat * 3 / 2) + QUIET_POLLS,
+        },
+        Subscribed::Every => Feed::Pushed {
+            quiet: 0,
+            allowed: QUIET_POLLS,
+        },
+        Subscribed::No => Feed::Asked { asked: false },
+    };
+    Ok(Conn {
+        path: path.to_path_buf(),
+        client,
+        feed,
+    })
+}
+
+/// Which of `fds` have something to read (or were closed), in one `poll(2)` that does not
+/// wait: a companion with nothing new costs no `recv`. All of them when the call fails.
+fn readable(fds: impl Iterator<Item = std::os::fd::RawFd>) -> Vec<bool> {
+    let mut fds: Vec<libc::pollfd> = fds
+        .map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `fds` is a valid array of `fds.len()` pollfd entries, open for the call.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+    fds.iter().map(|fd| n < 0 || fd.revents != 0).collect()
+}
+
+/// One poll. A companion subscribed to (every one from 0.2.0) pushes its figures on its own
+/// timer (from 0.3.0 only when they changed, and once per [`HEARTBEAT`]), so a poll reads
+/// only what is waiting: one `poll(2)` for all of them, then one `recv` per companion that
+/// sent something; no request to write and no wake-up of the training process by us. Older
+/// companions are asked, pipelined: last poll's replies are read, then the next requests go
+/// out. `prev` is the last poll's state: a companion that sent nothing new keeps its figures.
+fn poll_once(
+    dirs: &[PathBuf],
+    listing: &mut Listing,
+    conns: &mut HashMap<u32, Conn>,
+    prev: &mut WatchState,
+    interval: Duration,
+) -> WatchState {
+    listing.refresh(dirs);
+    let seen = &listing.seen;
+    conns.retain(|pid, c| seen.get(pid) == Some(&c.path));
+    let mut out = WatchState {
+        facts: HashMap::with_capacity(seen.len()),
+        ..WatchState::default()
+    };
+    let mut failed: Vec<u32> = Vec::new();
+    for (&pid, path) in seen {
+        if conns.contains_key(&pid) {
+            continue;
+        }
+        match open(path, pid, interval) {
+            Ok(c) => {
+                conns.insert(pid, c);
+            }
+            Err(e) => {
+                out.refused.insert(pid, e.to_string());
+                failed.push(pid);
+            }
+        }
+    }
+    let mut connected: Vec<(u32, &mut Conn)> = conns.iter_mut().map(|(p, c)| (*p, c)).collect();
+    let ready = readable(connected.iter().map(|(_, c)| c.client.raw_fd()));
+    for ((pid, c), ready) in connected.iter_mut().zip(ready) {
+        let pid = *pid;
+        // A push can already be in the client's buffer (the first one, read together with
+        // the reply to `subscribe`): the socket then has nothing new, but the line is there.
+        let ready = ready || c.client.has_buffered_line();
+        let got = match &mut c.feed {
+            Feed::Pushed { quiet, allowed } => {
+                let pushed = if ready {
+                    c.client.poll_pushed()
+                } else {
+                    Ok(Pushed::Nothing)
+                };
+                match pushed {
+                    Ok(Pushed::Figures(f)) => {
+                        *quiet = 0;
+                        Ok(Some(f))
+                    }
+                    // The same figures again (a heartbeat, or an older companion's push):
+                    // kept, parsed again only if the last poll has none.
+                    Ok(Pushed::Same) => {
+                        *quiet = 0;
+                        match prev.facts.remove(&pid) {
+                            Some(f) => Ok(Some(f)),
+                            None => c
+                                .client
+                                .last_pushed_facts()
+                                .map(Some)
+                                .map_err(|e| e.to_string()),
+                        }
+                    }
+                    Ok(Pushed::Nothing) if *quiet < *allowed => {
+                        *quiet += 1;
+                        Ok(prev.facts.remove(&pid))
+                    }
+                    Ok(Pushed::Nothing) => Err(format!(
+                        "the companion sent no figures for {} polls",
+                        *allowed
+                    )),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+            Feed::Asked { asked } => {
+                let read = if std::mem::take(asked) {
+                    c.client.read_facts().map(Some)
+                } else {
+                    Ok(None)
+                };
+                read.and_then(|f| {
+                    c.client.ask_facts()?;
+                    *asked = true;
+                    Ok(f)
+                })
+                .map_err(|e| e.to_string())
+            }
+        };
+        match got {
+            Ok(Some(f)) => {
+                out.facts.insert(pid, f);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                out.refused.insert(pid, e);
+                failed.push(pid);
+            }
+        }
+    }
+    if !failed.is_empty() {
+        // A companion gone or broken: its connection closes; the next poll lists the
+        // folders again (removing sockets of processes that no longer exist) and reconnects.
+        for pid in failed {
+            conns.remove(&pid);
+        }
+        listing.stale = true;
+    }
+    out
+}
+
+impl Watch {
+    /// Starts polling the companions in `dirs` every `interval` (first poll at once). With no
+    /// `dirs`, [`all_runtime_dirs`] is read again at every poll.
+    ///
+    /// # Errors
+    /// When the thread cannot be started.
+    pub fn spawn(dirs: Vec<PathBuf>, interval: Duration) -> std::io::Result<Self> {
+        let state = Arc::new(Mutex::new(WatchState::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (st, sp) = (state.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("vramwarden-torch".into())
+            .spawn(move || {
+                let mut conns = HashMap::new();
+                let mut listing = Listing::default();
+                let mut prev = WatchState::default();
+                let mut found: Vec<PathBuf> = Vec::new();
+                let mut since_scan = u32::MAX;
+                while !sp.load(Ordering::Relaxed) {
+                    // No folders given: the companions' folders, looked for again every
+                    // RESCAN_EVERY polls (they appear when a user's first companion starts;
+                    // /tmp may hold many entries, so not on every poll).
+                    let scan = if dirs.is_empty() {
+                        since_scan = since_scan.saturating_add(1);
+                        if since_scan >= RESCAN_EVERY {
+                            found = all_runtime_dirs();
+                            since_scan = 0;
+                        }
+                        &found
+                    } else {
+                        &dirs
+                    };
+                    let mut fresh = poll_once(scan, &mut listing, &mut conns, &mut prev, interval);
+                    fresh.polls = prev.polls + 1;
+                    fresh.asked = prev.asked + (fresh.facts.len() + fresh.refused.len()) as u64;
+                    fresh.cpu_us = crate::host::proc_usage::thread_cpu_ns() / 1000;
+                    // Readers get a copy; this poll's state is the next poll's `prev` (the
+                    // figures of a companion that pushed nothing new are carried from it).
+                    // Handing readers the state itself and keeping the one it replaced made
+                    // `prev` two polls old: figures then showed every other poll.
+                    if let Ok(mut s) = st.lock() {
+                        *s = fresh.clone();
+                    }
+                    prev = fresh;
+                    std::thread::park_timeout(interval);
+                }
+            })?;
+        Ok(Self {
+            state,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// A copy of what the last poll saw.
+    pub fn state(&self) -> WatchState {
+        self.state.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// The facts of `pid` when it is the process that started at `start_time_ms` (the
+    /// sampler's identity of an NVML process); None otherwise.
+    pub fn get(&self, pid: u32, start_time_ms: UnixMs) -> Option<TorchFacts> {
+        let s = self.state.lock().ok()?;
+        s.facts
+            .get(&pid)
+            .filter(|f| f.start_time_ms == Some(start_time_ms))
+            .cloned()
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
+/// Releases the cache of the process `pid` that started at `start_time_ms` (the rules'
+/// identity: pid + start time), through its companion in any of `dirs`; the companion's peer
+/// checks apply. Returns a line for the activity log.
+///
+/// # Errors
+/// No companion, a refusal, torch not imported, or a timeout (`timeout` per step).
+pub fn release_checked(
+    dirs: &[PathBuf],
+    pid: u32,
+    start_time_ms: UnixMs,
+    timeout: Duration,
+) -> Result<String, super::TorchError> {
+    let name = super::socket_name(pid);
+    let path = dirs
+        .iter()
+        .map(|d| d.join(&name))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| {
+            dirs.first()
+                .map_or_else(|| Path::new(&name).to_path_buf(), |d| d.join(&name))
+        });
+    let mut c = Client::connect_at(&path, pid, Some(start_time_ms), timeout)?;
+    let r = c.release_cache()?;
+    let freed: u64 = r.devices.iter().map(|d| d.freed_bytes()).sum();
+    Ok(format!(
+        "released {:.1} MiB of cached memory from PID {pid} ({})",
+        freed as f64 / (1u64 << 20) as f64,
+        r.devices
+            .iter()
+            .map(|d| format!(
+                "cuda:{} reserved {:.1} → {:.1} MiB",
+                d.device,
+                d.reserved_before_bytes as f64 / (1u64 << 20) as f64,
+                d.reserved_after_bytes as f64 / (1u64 << 20) as f64
+            ))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}

@@ -1,0 +1,234 @@
+//! The OOM forecast as an alert: a GPU forecast full within the set minutes raises an
+//! `oom_forecast` event (naming the processes whose growth drives it) and a desktop
+//! notification; an `oom_forecast_ended` event follows when the forecast recedes. Pure: the
+//! caller passes the snapshot (with [`crate::model::DeviceSample::time_to_full_s`] set by the
+//! leak watch) and the growing processes.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::model::history::ProcSeriesKey;
+use crate::model::{Snapshot, UnixMs, MIB};
+use crate::session::{Event, OomHolder};
+
+/// The default warning time: a GPU forecast full within 10 minutes.
+pub const DEFAULT_MINUTES: f64 = 10.0;
+
+/// A forecast must stay past this factor of the threshold (or vanish) for
+/// [`RECEDE_MS`] before the alert ends (no flapping at the edge).
+const RECEDE_FACTOR: f64 = 1.5;
+/// See [`RECEDE_FACTOR`].
+const RECEDE_MS: i64 = 15_000;
+/// A forecast must stay within the warning time this long before the alert is raised: a
+/// server's burst of a few seconds (growth that stops) raises nothing.
+pub const RAISE_HOLD_MS: i64 = 15_000;
+
+/// An alert in force on one GPU.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ForecastAlert {
+    /// The GPU.
+    pub device_index: u32,
+    /// When it was raised.
+    pub since_ms: UnixMs,
+    /// Seconds until full at the latest sample (None: the forecast has lapsed, the alert is
+    /// about to end).
+    pub full_in_s: Option<f64>,
+    /// The processes whose growth drives it, largest first: "name (PID n)".
+    pub drivers: Vec<String>,
+}
+
+/// Per GPU: the alert in force and since when its forecast has receded.
+#[derive(Debug, Default)]
+pub struct ForecastWatch {
+    minutes: f64,
+    active: HashMap<u32, (ForecastAlert, Option<UnixMs>)>,
+    /// Per GPU: since when its forecast has been within the warning time (not raised yet).
+    near_since: HashMap<u32, UnixMs>,
+}
+
+impl ForecastWatch {
+    /// A watch that warns `minutes` ahead (0 turns it off).
+    pub fn new(minutes: f64) -> Self {
+        Self {
+            minutes,
+            active: HashMap::new(),
+            near_since: HashMap::new(),
+        }
+    }
+
+    /// Changes the warning time.
+    pub fn set_minutes(&mut self, minutes: f64) {
+        self.minutes = minutes;
+    }
+
+    /// The alerts in force, by GPU.
+    pub fn alerts(&self) -> Vec<ForecastAlert> {
+        let mut v: Vec<ForecastAlert> = self.active.values().map(|(a, _)| a.clone()).collect();
+        v.sort_by_key(|a| a.device_index);
+        v
+    }
+
+    /// Feeds one snapshot; `growing` gives the processes whose growth the forecast counts
+    /// (asked only when an alert is raised: nothing is built on an ordinary tick).
+    pub fn observe(
+        &mut self,
+        snap: &Snapshot,
+        growing: &dyn Fn() -> HashSet<ProcSeriesKey>,
+    ) -> Vec<Event> {
+        let now = snap.taken_at_ms;
+        let limit = self.minutes * 60.0;
+        let mut events = Vec::new();
+        for d in &snap.devices {
+            let t = d.time_to_full_s.filter(|_| limit > 0.0);
+            let near = t.is_some_and(|s| s < limit);
+            if !near {
+                self.near_since.remove(&d.index);
+            }
+            let held =
+                near && now - *self.near_since.entry(d.index).or_insert(now) >= RAISE_HOLD_MS;
+            match self.active.get_mut(&d.index) {
+                None if held => {
+                    let holders = drivers(snap, d.index, &growing());
+                    let alert = ForecastAlert {
+                        device_index: d.index,
+                        since_ms: now,
+                        full_in_s: t,
+                        drivers: holders
+                            .iter()
+                            .map(|h| format!("{} (PID {})", h.name, h.pid))
+                            .collect(),
+                    };
+                    events.push(Event::OomForecast {
+                        unix_ms: now,
+                        device_index: d.index,
+                        full_in_s: t.unwrap_or(0.0),
+                        drivers: holders,
+                    });
+                    self.active.insert(d.index, (alert, None));
+                }
+                None => {}
+                Some((alert, receded)) => {
+                    alert.full_in_s = t;
+                    let gone = t.is_none_or(|s| s > limit * RECEDE_FACTOR);
+                    match (gone, *receded) {
+                        (false, _) => *receded = None,
+                        (true, None) => *receded = Some(now),
+                        (true, Some(since)) if now - since >= RECEDE_MS => {
+                            events.push(Event::OomForecastEnded {
+                                unix_ms: now,
+                                device_index: d.index,
+                                raised_ms: alert.since_ms,
+                            });
+                            self.active.remove(&d.index);
+                        }
+                        (true, Some(_)) => {}
+                    }
+                }
+            }
+        }
+        self.active
+            .retain(|i, _| snap.devices.iter().any(|d| d.index == *i));
+        self.near_since
+            .retain(|i, _| snap.devices.iter().any(|d| d.index == *i));
+        events
+    }
+}
+
+/// The growing processes on GPU `gpu`, largest first.
+fn drivers(snap: &Snapshot, gpu: u32, growing: &HashSet<ProcSeriesKey>) -> Vec<OomHolder> {
+    let mut v: Vec<OomHolder> = snap
+        .processes
+        .iter()
+        .filter(|p| p.device_index == gpu && growing.contains(&(p.key(), gpu)))
+        .map(|p| {
+            let i = p.info.as_deref();
+            OomHolder {
+                pid: p.pid,
+                start_time_ms: p.key().start_time_ms,
+                name: i.map_or_else(|| "?".into(), |i| i.name.clone()),
+                user: i.map_or_else(String::new, |i| i.user.clone()),
+                mib: p.used_bytes.unwrap_or(0) as f64 / MIB as f64,
+                grown_1m_mib: None,
+                releasable_mib: None,
+                grown_recent_mib: None,
+                likely_cause: false,
+            }
+        })
+        .collect();
+    v.sort_by(|a, b| b.mib.total_cmp(&a.mib));
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{DeviceSample, ProcessKey, ProcessSample};
+
+    fn snap(t: UnixMs, full_in_s: Option<f64>) -> Snapshot {
+        Snapshot {
+            taken_at_ms: t,
+            devices: vec![DeviceSample {
+                index: 0,
+                time_to_full_s: full_in_s,
+                ..DeviceSample::default()
+            }],
+            processes: vec![ProcessSample {
+                pid: 42,
+                used_bytes: Some(2048 * MIB),
+                ..ProcessSample::default()
+            }],
+        }
+    }
+
+    fn growing() -> HashSet<ProcSeriesKey> {
+        let key = ProcessKey {
+            pid: 42,
+            start_time_ms: 0,
+        };
+        HashSet::from([(key, 0)])
+    }
+
+    #[test]
+    fn raised_once_with_its_drivers_then_ended_after_the_forecast_recedes() {
+        let mut w = ForecastWatch::new(10.0);
+        assert!(w.observe(&snap(0, Some(900.0)), &growing).is_empty());
+        // A burst: within the warning time for less than RAISE_HOLD_MS raises nothing.
+        assert!(w.observe(&snap(1_000, Some(300.0)), &growing).is_empty());
+        assert!(w.observe(&snap(1_500, Some(900.0)), &growing).is_empty());
+        assert!(w.observe(&snap(2_000, Some(500.0)), &growing).is_empty());
+        let raised = 2_000 + RAISE_HOLD_MS;
+        let e = w.observe(&snap(raised, Some(500.0)), &growing);
+        match e.as_slice() {
+            [Event::OomForecast {
+                drivers, full_in_s, ..
+            }] => {
+                assert_eq!(drivers.len(), 1);
+                assert_eq!(drivers[0].pid, 42);
+                assert_eq!(*full_in_s, 500.0);
+            }
+            other => panic!("{other:?}"),
+        }
+        let t = raised;
+        assert!(w
+            .observe(&snap(t + 1_000, Some(400.0)), &growing)
+            .is_empty());
+        assert_eq!(w.alerts().len(), 1);
+        // Receded: ends only once it has stayed away for RECEDE_MS.
+        assert!(w.observe(&snap(t + 2_000, None), &growing).is_empty());
+        assert!(w
+            .observe(&snap(t + 9_000, Some(700.0)), &growing)
+            .is_empty());
+        assert!(w.observe(&snap(t + 10_000, None), &growing).is_empty());
+        let e = w.observe(&snap(t + 10_000 + RECEDE_MS, None), &growing);
+        assert!(
+            matches!(e.as_slice(), [Event::OomForecastEnded { raised_ms, .. }] if *raised_ms == raised),
+            "{e:?}"
+        );
+        assert!(w.alerts().is_empty());
+    }
+
+    #[test]
+    fn zero_minutes_turns_it_off() {
+        let mut w = ForecastWatch::new(0.0);
+        assert!(w.observe(&snap(0, Some(1.0)), &growing).is_empty());
+    }
+}

@@ -1,0 +1,1212 @@
+//! `vramwarden import nvidia-smi`: turns the CSV logs of `nvidia-smi --query-compute-apps=…
+//! --format=csv -l 1` (and optionally `--query-gpu=…`) into a session, running the same engine
+//! (history, leak detection) over them.
+//!
+//! Header names are taken as nvidia-smi writes them, in any order; each log must have the
+//! columns of its kind (an apps log given as the GPU log, or the other way round, is refused).
+//! Values may carry units (`14 MiB`, `1.5 GiB`, `512 MB`) or not (`--format=csv,nounits`: the
+//! header's unit, MiB when it names none); `[N/A]` and `[Not Supported]` are missing readings;
+//! timestamps (`2026/12/02 09:40:52.963`) are local time unless told otherwise.
+//!
+//! Processes are put on GPUs by their `gpu_uuid` (or `gpu_bus_id`): with a GPU log, the GPU of
+//! that uuid and its index there; without one, the GPUs are the uuids of the apps log, numbered
+//! in order of first appearance. A MIG device's uuid is put on its parent GPU when the bus ids
+//! tell which that is. Nothing is guessed: a row that cannot be read or placed is skipped, and
+//! the [`ImportSummary`] counts the skipped rows per reason with the first line of each, so that
+//! rows read = rows used + rows skipped.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+
+use chrono::{NaiveDateTime, TimeZone};
+
+use crate::engine::view::Monitor;
+use crate::engine::{Engine, RecordTo};
+use crate::model::{
+    ContextKind, DeviceSample, ProcInfo, ProcessSample, Snapshot, SourceInfo, UnixMs,
+};
+
+/// The highest GPU index accepted from a log (a row with a higher one is skipped).
+pub const MAX_GPU_INDEX: u32 = 255;
+/// The most process rows kept for one GPU at one time (more are skipped).
+pub const MAX_PROCESSES_PER_GPU: usize = 4096;
+/// The largest memory reading accepted (1 PiB); a larger one is skipped as out of range.
+pub const MAX_BYTES: u64 = 1 << 50;
+/// How far (ms) an apps log group may be from a GPU log sample to be attached to it.
+const MATCH_MS: i64 = 700;
+
+/// Why an import failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// A file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The CSV is not what nvidia-smi writes.
+    #[error("{path}: {why}")]
+    Format {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// No row could be used: every one was skipped (the reasons are listed).
+    #[error("{path}: no usable rows{}", describe_skipped(.skipped))]
+    NothingUsable {
+        /// The apps log.
+        path: String,
+        /// The rows skipped, per reason.
+        skipped: Vec<Skipped>,
+    },
+    /// Writing the session failed.
+    #[error("{0}")]
+    Write(String),
+}
+
+fn describe_skipped(skipped: &[Skipped]) -> String {
+    skipped.iter().map(|s| format!("; {s}")).collect::<String>()
+}
+
+/// How to read the timestamps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Zone {
+    /// The importing machine's local time zone.
+    Local,
+    /// UTC.
+    Utc,
+}
+
+/// Which of the two logs a row came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LogKind {
+    /// The `--query-compute-apps` log (`--apps`).
+    Apps,
+    /// The `--query-gpu` log (`--gpu`).
+    Gpu,
+}
+
+impl fmt::Display for LogKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LogKind::Apps => "apps log",
+            LogKind::Gpu => "GPU log",
+        })
+    }
+}
+
+/// What is wrong with a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ValueProblem {
+    /// Not a plain decimal number (`1e5`, `-5`, `abc`).
+    NotANumber,
+    /// A unit this importer does not know.
+    UnknownUnit,
+    /// Too large to be a real reading.
+    OutOfRange,
+}
+
+/// Why a row was skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SkipReason {
+    /// The row is not valid UTF-8.
+    NotUtf8,
+    /// The CSV reader could not read the row.
+    NotCsv,
+    /// The header line again (logs concatenated).
+    RepeatedHeader,
+    /// Fewer or more fields than the header (a truncated line, or a comma inside a value).
+    FieldCount,
+    /// The timestamp is not a date and time like `2026/12/02 09:40:52.963`.
+    Timestamp,
+    /// The timestamp is before 1970 or after 9999.
+    TimeRange,
+    /// The pid is not a plain positive decimal integer.
+    Pid,
+    /// A value of this column could not be read.
+    Value {
+        /// The column (as nvidia-smi names it).
+        column: &'static str,
+        /// What is wrong with it.
+        problem: ValueProblem,
+    },
+    /// The GPU index is not a decimal integer from 0 to [`MAX_GPU_INDEX`].
+    GpuIndex,
+    /// The row's GPU uuid (or bus id) is empty.
+    NoGpuId,
+    /// A MIG device uuid in the GPU log (it lists GPUs).
+    MigInGpuLog,
+    /// The GPU's index, uuid or bus id disagree with an earlier row.
+    GpuConflict,
+    /// More GPUs than indices 0 to [`MAX_GPU_INDEX`].
+    TooManyGpus,
+    /// The process's GPU is not in the GPU log.
+    UnknownGpu,
+    /// A MIG device whose parent GPU the logs do not tell.
+    MigParentUnknown,
+    /// The same GPU, or the same pid on the same device, twice at one time.
+    Duplicate,
+    /// More than [`MAX_PROCESSES_PER_GPU`] processes on one GPU at one time.
+    TooManyProcesses,
+    /// No GPU log sample within 700 ms of the row's time.
+    NoGpuSample,
+}
+
+impl fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SkipReason::NotUtf8 => f.write_str("not valid UTF-8"),
+            SkipReason::NotCsv => f.write_str("not readable as CSV"),
+            SkipReason::RepeatedHeader => f.write_str("a repeated header line"),
+            SkipReason::FieldCount => f.write_str(
+                "not as many fields as the header (a truncated line, or a comma in a value)",
+            ),
+            SkipReason::Timestamp => {
+                f.write_str("timestamp is not like 2026/12/02 09:40:52.963 (or not a valid time)")
+            }
+            SkipReason::TimeRange => f.write_str("timestamp is before 1970 or after 9999"),
+            SkipReason::Pid => f.write_str("pid is not a positive decimal integer"),
+            SkipReason::Value { column, problem } => match problem {
+                ValueProblem::NotANumber => {
+                    write!(f, "{column} is not a plain decimal number")
+                }
+                ValueProblem::UnknownUnit => write!(
+                    f,
+                    "{column} has an unknown unit (known: B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)"
+                ),
+                ValueProblem::OutOfRange => write!(f, "{column} is out of range"),
+            },
+            SkipReason::GpuIndex => write!(
+                f,
+                "GPU index is not a decimal integer from 0 to {MAX_GPU_INDEX}"
+            ),
+            SkipReason::NoGpuId => f.write_str("the GPU uuid (or bus id) is empty"),
+            SkipReason::MigInGpuLog => f.write_str("a MIG device uuid (the GPU log lists GPUs)"),
+            SkipReason::GpuConflict => {
+                f.write_str("GPU index, uuid or bus id disagree with an earlier row")
+            }
+            SkipReason::TooManyGpus => write!(f, "more than {} GPUs", MAX_GPU_INDEX + 1),
+            SkipReason::UnknownGpu => f.write_str("its GPU is not in the GPU log"),
+            SkipReason::MigParentUnknown => f.write_str(
+                "a MIG device whose parent GPU is not known (log gpu_bus_id with the apps \
+                 and pci.bus_id with the GPUs to place it)",
+            ),
+            SkipReason::Duplicate => {
+                f.write_str("a second row for the same GPU, or pid and device, at the same time")
+            }
+            SkipReason::TooManyProcesses => write!(
+                f,
+                "more than {MAX_PROCESSES_PER_GPU} processes on one GPU at one time"
+            ),
+            SkipReason::NoGpuSample => {
+                write!(f, "no GPU log sample within {MATCH_MS} ms of its time")
+            }
+        }
+    }
+}
+
+/// Rows of one log skipped for one reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// Which log.
+    pub log: LogKind,
+    /// Why.
+    pub reason: SkipReason,
+    /// How many rows.
+    pub rows: usize,
+    /// The line (1-based, in the file) of the first of them.
+    pub first_line: u64,
+}
+
+impl fmt::Display for Skipped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} row(s) of the {} skipped: {} (first at line {})",
+            self.rows, self.log, self.reason, self.first_line
+        )
+    }
+}
+
+/// What an import produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportSummary {
+    /// Samples written.
+    pub samples: usize,
+    /// Distinct processes (pid and GPU) in the samples written.
+    pub processes: usize,
+    /// Leak episodes flagged.
+    pub leaks: usize,
+    /// OOM suspicions recorded (a process left a nearly full GPU).
+    pub ooms: usize,
+    /// Rows skipped, of both logs (the sum of `skipped`).
+    pub bad_rows: usize,
+    /// Data rows read, of both logs (header lines not counted).
+    pub rows_read: usize,
+    /// Rows that went into the samples: `rows_read == rows_used + bad_rows`.
+    pub rows_used: usize,
+    /// The skipped rows per log and reason, in that order.
+    pub skipped: Vec<Skipped>,
+}
+
+/// Skipped rows, counted per (log, reason) with the first line.
+#[derive(Default)]
+struct Skips(BTreeMap<(LogKind, SkipReason), (usize, u64)>);
+
+impl Skips {
+    fn add(&mut self, log: LogKind, reason: SkipReason, line: u64, rows: usize) {
+        let e = self.0.entry((log, reason)).or_insert((0, line));
+        e.0 += rows;
+        e.1 = e.1.min(line);
+    }
+
+    fn total(&self) -> usize {
+        self.0.values().map(|(n, _)| n).sum()
+    }
+
+    fn to_vec(&self) -> Vec<Skipped> {
+        self.0
+            .iter()
+            .map(|(&(log, reason), &(rows, first_line))| Skipped {
+                log,
+                reason,
+                rows,
+                first_line,
+            })
+            .collect()
+    }
+}
+
+/// A header column: its name (lower case, unit stripped) and the unit in brackets, if any.
+struct Col {
+    name: String,
+    unit: Option<String>,
+}
+
+fn column(h: &str) -> Col {
+    // "used_gpu_memory [MiB]" → ("used_gpu_memory", "MiB"); "memory.used" → ("memory.used", None).
+    let h = h.trim();
+    let (name, unit) = match h.split_once(" [") {
+        Some((n, rest)) => (n, rest.strip_suffix(']').map(|u| u.trim().to_string())),
+        None => (h, None),
+    };
+    Col {
+        name: name.trim().to_lowercase(),
+        unit,
+    }
+}
+
+/// A row that has the header's number of fields, in valid UTF-8.
+struct Row {
+    line: u64,
+    fields: Vec<String>,
+}
+
+impl Row {
+    fn get(&self, c: Option<usize>) -> Option<&str> {
+        c.and_then(|c| self.fields.get(c)).map(String::as_str)
+    }
+}
+
+struct Table {
+    path: String,
+    cols: Vec<Col>,
+    rows: Vec<Row>,
+    /// Data records read (every one is in `rows` or was counted as skipped).
+    read: usize,
+}
+
+impl Table {
+    fn read(path: &Path, log: LogKind, skips: &mut Skips) -> Result<Self, ImportError> {
+        let p = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|source| ImportError::Io {
+            path: p.clone(),
+            source,
+        })?;
+        let mut r = csv::ReaderBuilder::new()
+            .trim(csv::Trim::All)
+            .flexible(true)
+            .from_reader(bytes.as_slice());
+        let cols: Vec<Col> = r
+            .byte_headers()
+            .map_err(|e| ImportError::Format {
+                path: p.clone(),
+                why: e.to_string(),
+            })?
+            .iter()
+            .map(|h| column(&String::from_utf8_lossy(h)))
+            .collect();
+        let mut rows = Vec::new();
+        let mut read = 0;
+        let mut rec = csv::ByteRecord::new();
+        loop {
+            let line = r.position().line();
+            match r.read_byte_record(&mut rec) {
+                Ok(false) => break,
+                Ok(true) => {}
+                Err(e) => {
+                    read += 1;
+                    let line = e.position().map_or(line, csv::Position::line);
+                    skips.add(log, SkipReason::NotCsv, line, 1);
+                    if matches!(e.kind(), csv::ErrorKind::Io(_)) {
+                        break;
+                    }
+                    continue;
+                }
+            }
+            read += 1;
+            let line = rec.position().map_or(line, csv::Position::line);
+            let fields: Option<Vec<String>> = rec
+                .iter()
+                .map(|f| std::str::from_utf8(f).ok().map(str::to_string))
+                .collect();
+            match Self::check(&cols, fields) {
+                Ok(fields) => rows.push(Row { line, fields }),
+                Err(reason) => skips.add(log, reason, line, 1),
+            }
+        }
+        Ok(Self {
+            path: p,
+            cols,
+            rows,
+            read,
+        })
+    }
+
+    /// The row's fields, or why it is skipped.
+    fn check(cols: &[Col], fields: Option<Vec<String>>) -> Result<Vec<String>, SkipReason> {
+        let fields = fields.ok_or(SkipReason::NotUtf8)?;
+        if fields.len() != cols.len() {
+            return Err(SkipReason::FieldCount);
+        }
+        if fields
+            .iter()
+            .zip(cols)
+            .all(|(f, c)| column(f).name == c.name)
+        {
+            return Err(SkipReason::RepeatedHeader);
+        }
+        Ok(fields)
+    }
+
+    fn col(&self, names: &[&str]) -> Option<usize> {
+        names
+            .iter()
+            .find_map(|n| self.cols.iter().position(|c| c.name == *n))
+    }
+
+    fn unit(&self, c: Option<usize>) -> Option<&str> {
+        c.and_then(|c| self.cols.get(c))
+            .and_then(|c| c.unit.as_deref())
+    }
+
+    fn names(&self) -> String {
+        self.cols
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Refuses the file unless it has each group of columns (one name of each group).
+    fn require(&self, what: &str, groups: &[&[&str]]) -> Result<(), ImportError> {
+        let missing: Vec<String> = groups
+            .iter()
+            .filter(|g| self.col(g).is_none())
+            .map(|g| g.join(" or "))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let hint = match (what, self.col(&["pid"])) {
+            ("--query-gpu", Some(_)) => " (it looks like a --query-compute-apps log)",
+            ("--query-compute-apps", None) if self.col(&["memory.used", "uuid"]).is_some() => {
+                " (it looks like a --query-gpu log)"
+            }
+            _ => "",
+        };
+        Err(ImportError::Format {
+            path: self.path.clone(),
+            why: format!(
+                "not an nvidia-smi {what} log{hint}: missing column(s) {}; columns are: {}",
+                missing.join(", "),
+                self.names()
+            ),
+        })
+    }
+}
+
+/// A reading: `Ok(None)` when missing (`[N/A]`, empty), else the number and its unit.
+fn reading(v: &str) -> Result<Option<(&str, &str)>, ValueProblem> {
+    let v = v.trim();
+    if v.is_empty() || v.starts_with('[') || v.eq_ignore_ascii_case("n/a") {
+        return Ok(None);
+    }
+    let end = v
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(v.len());
+    let (num, unit) = v.split_at(end);
+    let unit = unit.trim();
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let plain = match num.split_once('.') {
+        Some((i, f)) => digits(i) && digits(f),
+        None => digits(num),
+    };
+    // "1e5", "-5", "1.2.3", "1 5", "abc" are not plain numbers (units have no digits).
+    if !plain || unit.bytes().any(|b| b.is_ascii_digit()) {
+        return Err(ValueProblem::NotANumber);
+    }
+    Ok(Some((num, unit)))
+}
+
+fn unit_bytes(unit: &str) -> Option<u128> {
+    Some(match unit {
+        "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        "kB" | "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        _ => return None,
+    })
+}
+
+/// A memory reading in bytes, exact for the binary units; no unit means the header's (MiB
+/// when it names none).
+fn bytes(v: &str, header_unit: Option<&str>) -> Result<Option<u64>, ValueProblem> {
+    let Some((num, unit)) = reading(v)? else {
+        return Ok(None);
+    };
+    let unit = if unit.is_empty() {
+        header_unit.unwrap_or("MiB")
+    } else {
+        unit
+    };
+    let mult = unit_bytes(unit).ok_or(ValueProblem::UnknownUnit)?;
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    let int = int.trim_start_matches('0');
+    let frac = frac.trim_end_matches('0');
+    let digits = format!("{int}{frac}");
+    if digits.len() > 30 {
+        return Err(ValueProblem::OutOfRange);
+    }
+    let n: u128 = if digits.is_empty() {
+        0
+    } else {
+        digits.parse().map_err(|_| ValueProblem::NotANumber)?
+    };
+    let scale = 10u128
+        .checked_pow(u32::try_from(frac.len()).map_err(|_| ValueProblem::OutOfRange)?)
+        .ok_or(ValueProblem::OutOfRange)?;
+    let b = n
+        .checked_mul(mult)
+        .and_then(|x| x.checked_add(scale / 2))
+        .map(|x| x / scale)
+        .ok_or(ValueProblem::OutOfRange)?;
+    match u64::try_from(b) {
+        Ok(b) if b <= MAX_BYTES => Ok(Some(b)),
+        _ => Err(ValueProblem::OutOfRange),
+    }
+}
+
+/// A plain reading (percent, degrees, watts) whose unit, if any, is one of `units`.
+fn scalar(v: &str, units: &[&str]) -> Result<Option<f64>, ValueProblem> {
+    let Some((num, unit)) = reading(v)? else {
+        return Ok(None);
+    };
+    if !unit.is_empty() && !units.contains(&unit) {
+        return Err(ValueProblem::UnknownUnit);
+    }
+    let x: f64 = num.parse().map_err(|_| ValueProblem::NotANumber)?;
+    if x.is_finite() && x <= f64::from(u32::MAX) {
+        Ok(Some(x))
+    } else {
+        Err(ValueProblem::OutOfRange)
+    }
+}
+
+/// A plain positive decimal integer that fits a pid.
+fn pid(v: &str) -> Option<u32> {
+    let v = v.trim();
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    v.parse::<u32>().ok().filter(|p| *p > 0)
+}
+
+/// A GPU index: a plain decimal integer up to [`MAX_GPU_INDEX`].
+fn gpu_index(v: &str) -> Option<u32> {
+    let v = v.trim();
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    v.parse::<u32>().ok().filter(|i| *i <= MAX_GPU_INDEX)
+}
+
+/// The latest time accepted: 9999-12-31 23:59:59.999 UTC.
+const MAX_TIME_MS: UnixMs = 253_402_300_799_999;
+
+/// A timestamp as nvidia-smi writes it, from 1970 to 9999 (session logs keep no earlier times).
+fn time_ms(v: Option<&str>, zone: Zone) -> Result<UnixMs, SkipReason> {
+    let v = v.unwrap_or("").trim();
+    let t = NaiveDateTime::parse_from_str(v, "%Y/%m/%d %H:%M:%S%.f")
+        .map_err(|_| SkipReason::Timestamp)?;
+    let ms = match zone {
+        Zone::Utc => Some(t.and_utc().timestamp_millis()),
+        Zone::Local => chrono::Local
+            .from_local_datetime(&t)
+            .earliest()
+            .map(|t| t.timestamp_millis()),
+    }
+    .ok_or(SkipReason::Timestamp)?;
+    if (0..=MAX_TIME_MS).contains(&ms) {
+        Ok(ms)
+    } else {
+        Err(SkipReason::TimeRange)
+    }
+}
+
+fn bus_key(v: &str) -> String {
+    v.trim().to_ascii_uppercase()
+}
+
+fn is_mig(uuid: &str) -> bool {
+    uuid.starts_with("MIG-")
+}
+
+/// The GPU log read: samples per time, and which index each uuid and bus id has.
+#[derive(Default)]
+struct GpuLog {
+    ticks: BTreeMap<UnixMs, Vec<DeviceSample>>,
+    by_uuid: BTreeMap<String, u32>,
+    by_bus: BTreeMap<String, u32>,
+    /// index → (uuid, bus id) as first seen.
+    owner: BTreeMap<u32, (String, String)>,
+    used: usize,
+}
+
+impl GpuLog {
+    fn read(t: &Table, zone: Zone, skips: &mut Skips) -> Self {
+        let mut g = GpuLog::default();
+        for row in &t.rows {
+            match g.row(t, row, zone) {
+                Ok(()) => g.used += 1,
+                Err(reason) => skips.add(LogKind::Gpu, reason, row.line, 1),
+            }
+        }
+        g
+    }
+
+    fn row(&mut self, t: &Table, row: &Row, zone: Zone) -> Result<(), SkipReason> {
+        let c = |n: &str| t.col(&[n]);
+        let ts = time_ms(row.get(c("timestamp")), zone)?;
+        let uuid = row.get(c("uuid")).unwrap_or("").to_string();
+        let bus = row.get(c("pci.bus_id")).map(bus_key).unwrap_or_default();
+        if uuid.is_empty() && bus.is_empty() {
+            return Err(SkipReason::NoGpuId);
+        }
+        if is_mig(&uuid) {
+            return Err(SkipReason::MigInGpuLog);
+        }
+        let known = self
+            .by_uuid
+            .get(&uuid)
+            .or_else(|| self.by_bus.get(&bus))
+            .copied();
+        let index = match row.get(c("index")) {
+            Some(v) => gpu_index(v).ok_or(SkipReason::GpuIndex)?,
+            None => match known {
+                Some(i) => i,
+                None => u32::try_from(self.owner.len())
+                    .ok()
+                    .filter(|i| *i <= MAX_GPU_INDEX)
+                    .ok_or(SkipReason::TooManyGpus)?,
+            },
+        };
+        let id = (uuid.clone(), bus.clone());
+        let conflict = self.owner.get(&index).is_some_and(|o| *o != id)
+            || (!uuid.is_empty() && self.by_uuid.get(&uuid).is_some_and(|i| *i != index))
+            || (!bus.is_empty() && self.by_bus.get(&bus).is_some_and(|i| *i != index));
+        if conflict {
+            return Err(SkipReason::GpuConflict);
+        }
+        let value = |column: &'static str| {
+            let col = c(column);
+            row.get(col)
+                .map_or(Ok(None), |v| bytes(v, t.unit(col)))
+                .map_err(|problem| SkipReason::Value { column, problem })
+        };
+        let (total, used, reserved, free) = (
+            value("memory.total")?,
+            value("memory.used")?,
+            value("memory.reserved")?,
+            value("memory.free")?,
+        );
+        let plain = |column: &'static str, units: &[&str]| {
+            row.get(c(column))
+                .map_or(Ok(None), |v| scalar(v, units))
+                .map_err(|problem| SkipReason::Value { column, problem })
+        };
+        let util = plain("utilization.gpu", &["%"])?.map(|x| x.round() as u32);
+        let temp = plain("temperature.gpu", &["C"])?.map(|x| x.round() as u32);
+        let power = plain("power.draw", &["W"])?;
+        // Extras a query may hold: read when they parse, never a reason to skip the row.
+        let extra = |column: &'static str, units: &[&str]| plain(column, units).ok().flatten();
+        let power_limit = extra("enforced.power.limit", &["W"]).or(extra("power.limit", &["W"]));
+        let sm_clock = extra("clocks.sm", &["MHz"]).or(extra("clocks.current.sm", &["MHz"]));
+        let mem_clock = extra("clocks.mem", &["MHz"]).or(extra("clocks.current.memory", &["MHz"]));
+        let fan = extra("fan.speed", &["%"]);
+        let tick = self.ticks.entry(ts).or_default();
+        if tick.iter().any(|d| d.index == index) {
+            return Err(SkipReason::Duplicate);
+        }
+        tick.push(DeviceSample {
+            index,
+            uuid: uuid.clone(),
+            name: row.get(c("name")).unwrap_or("").to_string(),
+            pci_bus_id: row.get(c("pci.bus_id")).map(str::to_string),
+            memory_total_bytes: total,
+            memory_used_bytes: used,
+            memory_reserved_bytes: reserved,
+            memory_free_bytes: free,
+            utilization_gpu_pct: util,
+            temperature_c: temp,
+            power_w: power,
+            power_limit_w: power_limit,
+            sm_clock_mhz: sm_clock.map(|x| x.round() as u32),
+            mem_clock_mhz: mem_clock.map(|x| x.round() as u32),
+            fan_pct: fan.map(|x| x.round() as u32).filter(|f| *f <= 100),
+            process_list_error: None,
+            time_to_full_s: None,
+        });
+        self.owner.entry(index).or_insert(id);
+        if !uuid.is_empty() {
+            self.by_uuid.entry(uuid).or_insert(index);
+        }
+        if !bus.is_empty() {
+            self.by_bus.entry(bus).or_insert(index);
+        }
+        Ok(())
+    }
+}
+
+/// How apps rows are put on GPUs.
+enum Placement<'a> {
+    /// By the GPU log's uuids (`by_uuid`) or bus ids.
+    Log {
+        /// The GPU log.
+        log: &'a GpuLog,
+        /// Match `gpu_uuid` against `uuid` (else `gpu_bus_id` against `pci.bus_id`).
+        by_uuid: bool,
+    },
+    /// GPUs discovered from the apps log (uuid or bus id), numbered in order of appearance.
+    Discover {
+        /// The GPU ids (uuid, or bus id when the apps log has no uuid) in order.
+        ids: Vec<String>,
+        /// Bus id → parent GPU uuid, from the apps rows that carry both (for MIG devices).
+        parents: BTreeMap<String, String>,
+    },
+    /// Every row on this GPU (the apps log names none, and there is at most one).
+    Fixed(u32),
+}
+
+impl Placement<'_> {
+    /// The device index of an apps row from its uuid and bus id, and the id it came under
+    /// (MIG instances of one GPU differ in it).
+    fn place(&mut self, uuid: Option<&str>, bus: &str) -> Result<(u32, String), SkipReason> {
+        let id = uuid.unwrap_or(bus).to_string();
+        match self {
+            Placement::Fixed(i) => Ok((*i, id)),
+            Placement::Log { log, by_uuid } => {
+                let found = match uuid {
+                    Some("") => return Err(SkipReason::NoGpuId),
+                    Some(u) if is_mig(u) => {
+                        return log
+                            .by_bus
+                            .get(bus)
+                            .map(|i| (*i, id))
+                            .ok_or(SkipReason::MigParentUnknown)
+                    }
+                    Some(u) if *by_uuid => log.by_uuid.get(u),
+                    _ if bus.is_empty() => return Err(SkipReason::NoGpuId),
+                    _ => log.by_bus.get(bus),
+                };
+                found.map(|i| (*i, id)).ok_or(SkipReason::UnknownGpu)
+            }
+            Placement::Discover { ids, parents } => {
+                if id.is_empty() {
+                    return Err(SkipReason::NoGpuId);
+                }
+                let key = if is_mig(&id) {
+                    parents
+                        .get(bus)
+                        .cloned()
+                        .ok_or(SkipReason::MigParentUnknown)?
+                } else {
+                    id.clone()
+                };
+                let i = match ids.iter().position(|k| *k == key) {
+                    Some(i) => i,
+                    None if ids.len() <= MAX_GPU_INDEX as usize => {
+                        ids.push(key);
+                        ids.len() - 1
+                    }
+                    None => return Err(SkipReason::TooManyGpus),
+                };
+                let i = u32::try_from(i).map_err(|_| SkipReason::TooManyGpus)?;
+                Ok((i, id))
+            }
+        }
+    }
+}
+
+/// The processes of the apps log at one time.
+#[derive(Default)]
+struct AppTick {
+    procs: Vec<ProcessSample>,
+    /// (pid, device, id) already seen, for duplicates.
+    seen: HashSet<(u32, u32, String)>,
+    rows: usize,
+    first_line: u64,
+}
+
+impl AppTick {
+    fn add(&mut self, p: ProcessSample, id: String, line: u64) -> Result<(), SkipReason> {
+        let key = (p.pid, p.device_index, id);
+        if self.seen.contains(&key) {
+            return Err(SkipReason::Duplicate);
+        }
+        // Another MIG instance of the same GPU: its memory adds to the same process.
+        if let Some(q) = self
+            .procs
+            .iter_mut()
+            .find(|q| q.pid == p.pid && q.device_index == p.device_index)
+        {
+            q.used_bytes = match (q.used_bytes, p.used_bytes) {
+                (Some(a), Some(b)) => Some(a.saturating_add(b)),
+                (a, b) => a.or(b),
+            };
+        } else {
+            let on_device = self
+                .procs
+                .iter()
+                .filter(|q| q.device_index == p.device_index)
+                .count();
+            if on_device >= MAX_PROCESSES_PER_GPU {
+                return Err(SkipReason::TooManyProcesses);
+            }
+            self.procs.push(p);
+        }
+        self.seen.insert(key);
+        if self.rows == 0 {
+            self.first_line = line;
+        }
+        self.rows += 1;
+        Ok(())
+    }
+}
+
+/// Reads the apps log's rows into groups per time.
+struct AppsReader<'t> {
+    table: &'t Table,
+    zone: Zone,
+    time: Option<usize>,
+    pid: Option<usize>,
+    used: Option<usize>,
+    used_name: &'static str,
+    name: Option<usize>,
+    uuid: Option<usize>,
+    bus: Option<usize>,
+    infos: BTreeMap<(u32, String), Arc<ProcInfo>>,
+    ticks: BTreeMap<UnixMs, AppTick>,
+}
+
+impl<'t> AppsReader<'t> {
+    fn new(table: &'t Table, zone: Zone) -> Self {
+        let c = |n: &[&str]| table.col(n);
+        Self {
+            table,
+            zone,
+            time: c(&["timestamp"]),
+            pid: c(&["pid"]),
+            used: c(&["used_gpu_memory", "used_memory"]),
+            used_name: if c(&["used_gpu_memory"]).is_some() {
+                "used_gpu_memory"
+            } else {
+                "used_memory"
+            },
+            name: c(&["process_name", "name"]),
+            uuid: c(&["gpu_uuid"]),
+            bus: c(&["gpu_bus_id"]),
+            infos: BTreeMap::new(),
+            ticks: BTreeMap::new(),
+        }
+    }
+
+    /// Reads every row, counting the skipped ones.
+    fn read(
+        mut self,
+        placement: &mut Placement<'_>,
+        skips: &mut Skips,
+    ) -> BTreeMap<UnixMs, AppTick> {
+        let table = self.table;
+        for row in &table.rows {
+            if let Err(reason) = self.row(row, placement) {
+                skips.add(LogKind::Apps, reason, row.line, 1);
+            }
+        }
+        self.ticks
+    }
+
+    fn row(&mut self, row: &Row, placement: &mut Placement<'_>) -> Result<(), SkipReason> {
+        let ts = time_ms(row.get(self.time), self.zone)?;
+        let pid = row.get(self.pid).and_then(pid).ok_or(SkipReason::Pid)?;
+        let used = row
+            .get(self.used)
+            .map_or(Ok(None), |v| bytes(v, self.table.unit(self.used)))
+            .map_err(|problem| SkipReason::Value {
+                column: self.used_name,
+                problem,
+            })?;
+        let bus = row.get(self.bus).map(bus_key).unwrap_or_default();
+        let (device_index, id) = placement.place(row.get(self.uuid), &bus)?;
+        let name = row.get(self.name).unwrap_or("?").to_string();
+        let info = self
+            .infos
+            .entry((pid, name.clone()))
+            .or_insert_with(|| {
+                Arc::new(ProcInfo {
+                    name: name.rsplit('/').next().unwrap_or(&name).to_string(),
+                    cmdline: name.clone(),
+                    ..ProcInfo::default()
+                })
+            })
+            .clone();
+        let p = ProcessSample {
+            pid,
+            device_index,
+            used_bytes: used,
+            kind: ContextKind::Compute,
+            sm_util_pct: None,
+            info: Some(info),
+            origin: crate::model::Origin::Recorded,
+            stale: false,
+            cpu_pct: None,
+            rss_bytes: None,
+            torch: None,
+            parked: None,
+        };
+        self.ticks.entry(ts).or_default().add(p, id, row.line)
+    }
+}
+
+/// Bus id → parent uuid, from apps rows that carry a GPU (not MIG) uuid and a bus id.
+fn mig_parents(at: &Table) -> BTreeMap<String, String> {
+    let (Some(u), Some(b)) = (at.col(&["gpu_uuid"]), at.col(&["gpu_bus_id"])) else {
+        return BTreeMap::new();
+    };
+    let mut parents = BTreeMap::new();
+    for row in &at.rows {
+        if let (Some(uuid), Some(bus)) = (row.get(Some(u)), row.get(Some(b))) {
+            if !uuid.is_empty() && !is_mig(uuid) && !bus.trim().is_empty() {
+                parents
+                    .entry(bus_key(bus))
+                    .or_insert_with(|| uuid.to_string());
+            }
+        }
+    }
+    parents
+}
+
+/// The samples to write, and the rows that went into them.
+struct Built {
+    snaps: Vec<Snapshot>,
+    rows_used: usize,
+}
+
+/// Attaches to each GPU log sample the nearest apps group within [`MATCH_MS`]; the apps
+/// groups attached to none are skipped.
+fn with_gpu_log(g: GpuLog, apps: BTreeMap<UnixMs, AppTick>, skips: &mut Skips) -> Built {
+    let app_times: Vec<UnixMs> = apps.keys().copied().collect();
+    let mut attached: BTreeSet<UnixMs> = BTreeSet::new();
+    let mut snaps = Vec::with_capacity(g.ticks.len());
+    for (t, devices) in g.ticks {
+        let i = app_times.partition_point(|a| *a < t);
+        let near = [i.checked_sub(1), Some(i)]
+            .into_iter()
+            .flatten()
+            .filter_map(|j| app_times.get(j))
+            .min_by_key(|a| a.abs_diff(t))
+            .filter(|a| a.abs_diff(t) <= MATCH_MS.unsigned_abs());
+        let processes = near
+            .and_then(|a| {
+                attached.insert(*a);
+                apps.get(a)
+            })
+            .map(|a| a.procs.clone())
+            .unwrap_or_default();
+        snaps.push(Snapshot {
+            taken_at_ms: t,
+            devices,
+            processes,
+        });
+    }
+    let mut rows_used = g.used;
+    for (t, a) in &apps {
+        if attached.contains(t) {
+            rows_used += a.rows;
+        } else {
+            skips.add(LogKind::Apps, SkipReason::NoGpuSample, a.first_line, a.rows);
+        }
+    }
+    Built { snaps, rows_used }
+}
+
+/// One sample per apps group, with the GPUs discovered from the apps log.
+fn apps_only(devices: &[DeviceSample], apps: BTreeMap<UnixMs, AppTick>) -> Built {
+    let rows_used = apps.values().map(|a| a.rows).sum();
+    let snaps = apps
+        .into_iter()
+        .map(|(t, a)| Snapshot {
+            taken_at_ms: t,
+            devices: devices.to_vec(),
+            processes: a.procs,
+        })
+        .collect();
+    Built { snaps, rows_used }
+}
+
+/// Without a GPU log: the GPUs are the apps log's, in order of first appearance.
+fn build_apps_only(at: &Table, zone: Zone, skips: &mut Skips) -> Built {
+    let has_uuid = at.col(&["gpu_uuid"]).is_some();
+    let has_bus = at.col(&["gpu_bus_id"]).is_some();
+    let mut placement = if has_uuid || has_bus {
+        Placement::Discover {
+            ids: Vec::new(),
+            parents: mig_parents(at),
+        }
+    } else {
+        Placement::Fixed(0)
+    };
+    let ticks = AppsReader::new(at, zone).read(&mut placement, skips);
+    let devices: Vec<DeviceSample> = match placement {
+        Placement::Discover { ids, .. } => (0u32..)
+            .zip(ids)
+            .map(|(index, id)| DeviceSample {
+                index,
+                uuid: if has_uuid { id.clone() } else { String::new() },
+                pci_bus_id: (!has_uuid).then_some(id),
+                ..DeviceSample::default()
+            })
+            .collect(),
+        _ => vec![DeviceSample::default()],
+    };
+    apps_only(&devices, ticks)
+}
+
+/// With a GPU log: processes on the GPU log's GPUs, matched by uuid (or bus id).
+fn build_with_gpu_log(
+    at: &Table,
+    gt: &Table,
+    zone: Zone,
+    skips: &mut Skips,
+) -> Result<Built, ImportError> {
+    gt.require(
+        "--query-gpu",
+        &[&["timestamp"], &["uuid", "pci.bus_id"], &["memory.used"]],
+    )?;
+    let has_uuid = at.col(&["gpu_uuid"]).is_some();
+    let has_bus = at.col(&["gpu_bus_id"]).is_some();
+    let gpu_uuid = gt.col(&["uuid"]).is_some();
+    let gpu_bus = gt.col(&["pci.bus_id"]).is_some();
+    if (has_uuid || has_bus) && !(has_uuid && gpu_uuid) && !(has_bus && gpu_bus) {
+        return Err(ImportError::Format {
+            path: gt.path.clone(),
+            why: format!(
+                "cannot tell which GPU each process is on: the apps log has {}, the GPU log \
+                 has {}",
+                if has_uuid { "gpu_uuid" } else { "gpu_bus_id" },
+                if gpu_uuid { "uuid" } else { "pci.bus_id" },
+            ),
+        });
+    }
+    let log = GpuLog::read(gt, zone, skips);
+    let ticks = {
+        let mut placement = if has_uuid || has_bus {
+            Placement::Log {
+                log: &log,
+                by_uuid: has_uuid && gpu_uuid,
+            }
+        } else if log.owner.len() <= 1 {
+            Placement::Fixed(log.owner.keys().next().copied().unwrap_or(0))
+        } else {
+            return Err(ImportError::Format {
+                path: at.path.clone(),
+                why: format!(
+                    "no gpu_uuid or gpu_bus_id column, and the GPU log has {} GPUs: cannot \
+                     tell which GPU each process is on",
+                    log.owner.len()
+                ),
+            });
+        };
+        AppsReader::new(at, zone).read(&mut placement, skips)
+    };
+    Ok(with_gpu_log(log, ticks, skips))
+}
+
+/// Reads the logs into samples, counting every row read, used or skipped.
+fn build(
+    apps: &Path,
+    gpu: Option<&Path>,
+    zone: Zone,
+    skips: &mut Skips,
+) -> Result<(Built, usize), ImportError> {
+    let at = Table::read(apps, LogKind::Apps, skips)?;
+    at.require(
+        "--query-compute-apps",
+        &[
+            &["timestamp"],
+            &["pid"],
+            &["used_gpu_memory", "used_memory"],
+        ],
+    )?;
+    match gpu {
+        None => Ok((build_apps_only(&at, zone, skips), at.read)),
+        Some(g) => {
+            let gt = Table::read(g, LogKind::Gpu, skips)?;
+            let built = build_with_gpu_log(&at, &gt, zone, skips)?;
+            Ok((built, at.read + gt.read))
+        }
+    }
+}
+
+/// Reads the logs and writes the session to `out`.
+///
+/// # Errors
+/// When a file cannot be read, is not the log it is given as (lacks its columns), has no usable
+/// row, or the session cannot be written. Rows that cannot be read or placed on a GPU are
+/// skipped and counted in the summary, not errors.
+pub fn import_nvidia_smi(
+    apps: &Path,
+    gpu: Option<&Path>,
+    out: &Path,
+    zone: Zone,
+) -> Result<ImportSummary, ImportError> {
+    let mut skips = Skips::default();
+    let (built, rows_read) = build(apps, gpu, zone, &mut skips)?;
+    let Built { snaps, rows_used } = built;
+    if snaps.is_empty() {
+        return Err(ImportError::NothingUsable {
+            path: apps.display().to_string(),
+            skipped: skips.to_vec(),
+        });
+    }
+    let processes = snaps
+        .iter()
+        .flat_map(|s| s.processes.iter().map(|p| (p.pid, p.device_index)))
+        .collect::<HashSet<_>>()
+        .len();
+    let mut gaps: Vec<u64> = snaps
+        .windows(2)
+        .map(|w| w[1].taken_at_ms.abs_diff(w[0].taken_at_ms))
+        .collect();
+    gaps.sort_unstable();
+    let interval = gaps.get(gaps.len() / 2).copied().unwrap_or(1000).max(1);
+    let shared = crate::engine::shared::Shared::new(Monitor::new(interval, 16));
+    let mut engine = Engine::new(shared.clone(), RecordTo::File(out.to_path_buf()), interval);
+    let samples = snaps.len();
+    let start = snaps.first().map_or(0, |s| s.taken_at_ms);
+    let mut source = crate::source::recorded::Snapshots::new(
+        snaps,
+        SourceInfo {
+            kind: "nvidia-smi import".into(),
+            host: crate::source::host_name(),
+            ..SourceInfo::default()
+        },
+    );
+    engine.set_source(crate::source::GpuSource::info(&source));
+    let mut failed = None;
+    let ended = crate::engine::tick_loop::run(
+        &mut engine,
+        &mut source,
+        std::time::Duration::from_millis(interval),
+        crate::engine::tick_loop::Clock::Simulated { start, speed: None },
+        |engine, _, _| match engine.recording_failed(true) {
+            Some(e) => {
+                failed = Some(e);
+                false
+            }
+            None => true,
+        },
+    );
+    if let Some(e) = failed {
+        return Err(ImportError::Write(e));
+    }
+    if let crate::engine::tick_loop::Ended::Panicked(what) = ended {
+        return Err(ImportError::Write(format!(
+            "internal error (a bug in vramwarden; the import stopped): {what}"
+        )));
+    }
+    engine.finish().map_err(ImportError::Write)?;
+    let (leaks, ooms) = shared
+        .read()
+        .map_or((0, 0), |m| (m.leaks.len(), m.ooms.len()));
+    Ok(ImportSummary {
+        samples,
+        processes,
+        leaks,
+        ooms,
+        bad_rows: skips.total(),
+        rows_read,
+        rows_used,
+        skipped: skips.to_vec(),
+    })
+}
+
+/// Imports nvidia-smi logs (told apart by their headers) into `dir` and reads the session.
+///
+/// # Errors
+/// A sentence when no apps log is among `files` or the import fails.
+pub fn import_files(
+    files: &[std::path::PathBuf],
+    dir: &std::path::Path,
+) -> Result<crate::session::reader::SessionData, String> {
+    let header = |p: &std::path::PathBuf| {
+        std::fs::read_to_string(p)
+            .ok()
+            .and_then(|t| t.lines().next().map(str::to_lowercase))
+            .unwrap_or_default()
+    };
+    let apps = files
+        .iter()
+        .find(|p| header(p).contains("pid"))
+        .ok_or("none of the files is an nvidia-smi --query-compute-apps log (no pid column)")?;
+    let gpu = files
+        .iter()
+        .find(|p| *p != apps && header(p).contains("memory.used"));
+    let stem = apps
+        .file_stem()
+        .map_or("nvidia-smi".into(), |s| s.to_string_lossy().into_owned());
+    let out = dir.join(format!(
+        "import-{stem}-{}.{}",
+        chrono::Local::now().format("%Y%m%d-%H%M%S"),
+        crate::session::EXTENSION
+    ));
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    crate::engine::import::import_nvidia_smi(
+        apps,
+        gpu.map(std::path::PathBuf::as_path),
+        &out,
+        crate::engine::import::Zone::Local,
+    )
+    .map_err(|e| e.to_string())?;
+    crate::session::reader::SessionData::open(&out).map_err(|e| e.to_string())
+}

@@ -1,0 +1,375 @@
+//! Runs the leak detector over every series of each snapshot: one [`LeakTracker`] per process
+//! on a GPU and one per GPU's ghost memory. Produces the session events and keeps the
+//! monitor's leak records current.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::detect::leak::{Growing, LeakSettings, LeakTracker, Transition};
+use crate::engine::view::{LeakKey, LeakRecord, Monitor};
+use crate::model::history::ghosts_of;
+use crate::model::{Snapshot, MIB};
+use crate::session::{Event, LeakInfo};
+
+struct Watched {
+    tracker: LeakTracker,
+    info: LeakInfo,
+}
+
+/// Leak detection state for a run.
+#[derive(Default)]
+pub struct LeakWatch {
+    settings: LeakSettings,
+    series: HashMap<LeakKey, Watched>,
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / MIB as f64
+}
+
+impl LeakWatch {
+    /// A watch with these sensitivity settings.
+    pub fn new(settings: LeakSettings) -> Self {
+        Self {
+            settings,
+            series: HashMap::new(),
+        }
+    }
+
+    /// Changes the sensitivity (episodes in progress continue under the new values).
+    pub fn set_settings(&mut self, s: LeakSettings) {
+        self.settings = s;
+    }
+
+    /// Feeds one snapshot; returns the leak events it caused (started, ended), in order.
+    pub fn observe(&mut self, snap: &Snapshot) -> Vec<Event> {
+        let now = snap.taken_at_ms;
+        let mut events = Vec::new();
+        let mut seen: HashSet<LeakKey> =
+            HashSet::with_capacity(snap.processes.len() + snap.devices.len());
+        let settings = self.settings;
+        let mut feed = |key: LeakKey,
+                        value_mib: f64,
+                        cache_mib: Option<f64>,
+                        settings: &LeakSettings,
+                        make: &dyn Fn() -> LeakInfo,
+                        series: &mut HashMap<LeakKey, Watched>| {
+            seen.insert(key);
+            let w = series.entry(key).or_insert_with(|| {
+                let info = make();
+                // A process's start-up ramp is judged once it levels off; ghost memory has
+                // no start-up.
+                let tracker = if info.ghost {
+                    LeakTracker::default()
+                } else if info.start_time_ms > 0 {
+                    LeakTracker::born_at(info.start_time_ms)
+                } else {
+                    LeakTracker::born_at(now)
+                };
+                Watched { tracker, info }
+            });
+            match w
+                .tracker
+                .update_with_cache(now, value_mib, cache_mib, settings)
+            {
+                Some(Transition::Started {
+                    since_ms,
+                    rate_mib_per_min,
+                }) => {
+                    w.info.since_ms = since_ms;
+                    w.info.rate_mib_per_min = rate_mib_per_min;
+                    events.push(Event::LeakStarted {
+                        unix_ms: now,
+                        leak: w.info.clone(),
+                    });
+                }
+                Some(Transition::Ended {
+                    rate_mib_per_min,
+                    grown_mib,
+                }) => {
+                    w.info.rate_mib_per_min = rate_mib_per_min;
+                    events.push(Event::LeakEnded {
+                        unix_ms: now,
+                        leak: w.info.clone(),
+                        grown_mib,
+                        peak_mib: value_mib.max(grown_mib),
+                    });
+                }
+                None => {}
+            }
+        };
+        let mut unread = Vec::new();
+        for p in &snap.processes {
+            let key = LeakKey::Process((p.key(), p.device_index));
+            if p.stale || p.parked.is_some() {
+                // The driver failed to list it, or it is parked (its memory in host
+                // memory for now): no reading, but it has not left.
+                unread.push(key);
+                continue;
+            }
+            // Where PyTorch's companion answers, the memory its tensors hold is judged: a
+            // cache that swells is cache, not a leak.
+            // Its reserved memory goes beside: tensors whose cache grows much more are meeting
+            // new shapes (a growing batch), judged as a burst.
+            let Some(used) = p.torch.map(|t| t.allocated_bytes).or(p.used_bytes) else {
+                continue;
+            };
+            let cache = p.torch.map(|t| mib(t.reserved_bytes));
+            let make = || {
+                let i = p.info.as_deref();
+                LeakInfo {
+                    pid: p.pid,
+                    start_time_ms: p.key().start_time_ms,
+                    device_index: p.device_index,
+                    name: i.map_or_else(|| "?".to_string(), |i| i.name.clone()),
+                    user: i.map_or_else(String::new, |i| i.user.clone()),
+                    ghost: false,
+                    since_ms: now,
+                    rate_mib_per_min: 0.0,
+                }
+            };
+            feed(key, mib(used), cache, &settings, &make, &mut self.series);
+        }
+        for (d, ghost) in snap.devices.iter().zip(ghosts_of(snap)) {
+            if d.process_list_error.is_some() {
+                // Without a process list, ghost memory cannot be told apart.
+                unread.push(LeakKey::Ghost(d.index));
+                continue;
+            }
+            let Some(g) = ghost else {
+                continue;
+            };
+            let make = || LeakInfo {
+                pid: 0,
+                start_time_ms: 0,
+                device_index: d.index,
+                name: "ghost memory".into(),
+                user: String::new(),
+                ghost: true,
+                since_ms: now,
+                rate_mib_per_min: 0.0,
+            };
+            let gs = ghost_settings(&settings, d.memory_total_bytes);
+            feed(
+                LeakKey::Ghost(d.index),
+                mib(g),
+                None,
+                &gs,
+                &make,
+                &mut self.series,
+            );
+        }
+        seen.extend(unread);
+        // A process that left the GPU while leaking: its episode ends there.
+        let gone: Vec<LeakKey> = self
+            .series
+            .keys()
+            .filter(|k| !seen.contains(k))
+            .copied()
+            .collect();
+        for k in gone {
+            if let Some(w) = self.series.remove(&k) {
+                if let Some(ep) = w.tracker.episode() {
+                    let mut info = w.info;
+                    info.rate_mib_per_min = ep.rate_mib_per_min;
+                    events.push(Event::LeakEnded {
+                        unix_ms: now,
+                        leak: info,
+                        grown_mib: ep.grown_mib(),
+                        peak_mib: ep.peak_mib,
+                    });
+                }
+            }
+        }
+        events
+    }
+
+    /// When each process series now leaking was flagged (for the rules' leak condition).
+    pub fn leaking_since(
+        &self,
+    ) -> HashMap<crate::model::history::ProcSeriesKey, crate::model::UnixMs> {
+        self.series
+            .iter()
+            .filter_map(|(k, w)| match (k, w.tracker.episode()) {
+                (LeakKey::Process(p), Some(ep)) => Some((*p, ep.flagged_ms)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The OOM forecast: sets each GPU's [`crate::model::DeviceSample::time_to_full_s`] from
+    /// its free memory and the summed rate of its ongoing leak episodes (processes and
+    /// unattributed memory); `None` when nothing on it is leaking.
+    pub fn forecast(&self, snap: &mut Snapshot) {
+        let mut rates: Vec<(u32, f64)> = Vec::with_capacity(snap.devices.len());
+        for (k, w) in &self.series {
+            // A leak at its rate; a process growing now (a load, a ramp, a leak not yet
+            // called) at the rate it grows, so the forecast and the rules see it at once.
+            let rate = match (k, w.tracker.episode(), w.tracker.growing()) {
+                (_, Some(ep), _) => ep.rate_mib_per_min,
+                (LeakKey::Process(_), None, Some(g)) => g.rate_mib_per_min,
+                _ => continue,
+            };
+            let dev = match k {
+                LeakKey::Process((_, d)) | LeakKey::Ghost(d) => *d,
+            };
+            match rates.iter_mut().find(|(d, _)| *d == dev) {
+                Some((_, r)) => *r += rate.max(0.0),
+                None => rates.push((dev, rate.max(0.0))),
+            }
+        }
+        for d in &mut snap.devices {
+            let rate = rates
+                .iter()
+                .find(|(i, _)| *i == d.index)
+                .map_or(0.0, |(_, r)| *r);
+            d.time_to_full_s = d
+                .memory_free_bytes
+                .and_then(|f| crate::detect::leak::time_to_full_min(mib(f), rate))
+                .map(|m| m * 60.0);
+        }
+    }
+
+    /// The series growing now that are not (yet) leaks: processes only (ghost memory that
+    /// grows is reported once it is a leak, see [`ghost_settings`]).
+    pub fn growing(&self) -> impl Iterator<Item = (LeakKey, Growing)> + '_ {
+        self.series.iter().filter_map(|(k, w)| match k {
+            LeakKey::Process(_) if w.tracker.episode().is_none() => {
+                w.tracker.growing().map(|g| (*k, *g))
+            }
+            _ => None,
+        })
+    }
+
+    /// Brings the monitor's ongoing leak records up to date (rate, growth, peak) and its
+    /// list of series growing now.
+    pub fn refresh(&self, m: &mut Monitor) {
+        m.growing.clear();
+        m.growing.extend(self.growing());
+        for rec in m.leaks.iter_mut().filter(|r| r.ended_ms.is_none()) {
+            if let Some(ep) = self.series.get(&rec.key).and_then(|w| w.tracker.episode()) {
+                rec.info.rate_mib_per_min = ep.rate_mib_per_min;
+                rec.grown_mib = ep.grown_mib();
+                rec.peak_mib = ep.peak_mib;
+            }
+        }
+    }
+}
+
+/// Ghost memory smaller than this (MiB) is never called a leak (contexts being created as
+/// processes start show up briefly as used memory no process accounts for) …
+pub const GHOST_MIN_MIB: f64 = 512.0;
+/// … nor smaller than this share of the GPU (percent) …
+pub const GHOST_MIN_PCT: f64 = 0.5;
+/// … and it must have grown for at least this long (s).
+pub const GHOST_PERSIST_S: f64 = 30.0;
+
+/// The detector's settings for a GPU's ghost memory (total `total_bytes`): its growth must
+/// reach max([`GHOST_MIN_MIB`], [`GHOST_MIN_PCT`] of the GPU) and last [`GHOST_PERSIST_S`].
+pub fn ghost_settings(s: &LeakSettings, total_bytes: Option<u64>) -> LeakSettings {
+    let pct = total_bytes.map_or(0.0, |t| mib(t) * GHOST_MIN_PCT / 100.0);
+    LeakSettings {
+        // Twice the threshold: a clean staircase needs half the minimum growth.
+        min_growth_mib: s.min_growth_mib.max(2.0 * GHOST_MIN_MIB.max(pct)),
+        min_duration_s: s.min_duration_s.max(GHOST_PERSIST_S),
+        ..*s
+    }
+}
+
+/// The key of the series a leak event is about.
+pub fn key_of(info: &LeakInfo) -> LeakKey {
+    if info.ghost {
+        LeakKey::Ghost(info.device_index)
+    } else {
+        LeakKey::Process((
+            crate::model::ProcessKey {
+                pid: info.pid,
+                start_time_ms: info.start_time_ms,
+            },
+            info.device_index,
+        ))
+    }
+}
+
+/// Applies a memory event (a leak's start or end, an OOM suspicion) to the monitor's records
+/// (live runs and session replays alike).
+pub fn record_event(m: &mut Monitor, e: &Event, session: Option<&std::path::Path>) {
+    match e {
+        Event::LeakStarted { unix_ms, leak } => m.leaks.push(LeakRecord {
+            key: key_of(leak),
+            info: leak.clone(),
+            flagged_ms: *unix_ms,
+            ended_ms: None,
+            grown_mib: 0.0,
+            peak_mib: 0.0,
+            session: session.map(std::path::Path::to_path_buf),
+            open_at_end: false,
+        }),
+        Event::OomSuspected {
+            unix_ms,
+            device_index,
+            used_pct,
+            victims,
+            holders,
+            ..
+        } => m.ooms.push(crate::engine::view::OomRecord {
+            at_ms: *unix_ms,
+            device_index: *device_index,
+            used_pct: *used_pct,
+            victims: victims.clone(),
+            holders: holders.clone(),
+            session: session.map(std::path::Path::to_path_buf),
+        }),
+        Event::LeakEnded {
+            unix_ms,
+            leak,
+            grown_mib,
+            peak_mib,
+        } => {
+            let key = key_of(leak);
+            if let Some(r) = m
+                .leaks
+                .iter_mut()
+                .rev()
+                .find(|r| r.key == key && r.ended_ms.is_none())
+            {
+                r.ended_ms = Some(*unix_ms);
+                r.grown_mib = *grown_mib;
+                r.peak_mib = *peak_mib;
+                r.info.rate_mib_per_min = leak.rate_mib_per_min;
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A past session's leak that never ended in it ended with the recording: it is closed at the
+/// last sample (marked [`crate::engine::view::LeakRecord::open_at_end`]), with its growth and peak
+/// read from the history.
+pub fn close_open_leaks(m: &mut Monitor) {
+    let h = &m.history;
+    let Some((_, end_ms)) = h.span() else {
+        return;
+    };
+    for r in m.leaks.iter_mut().filter(|r| r.ended_ms.is_none()) {
+        r.ended_ms = Some(end_ms.max(r.flagged_ms));
+        r.open_at_end = true;
+        let series = match r.key {
+            crate::engine::view::LeakKey::Process(k) => h.process(&k),
+            crate::engine::view::LeakKey::Ghost(d) => h.ghost(d),
+        };
+        let Some(series) = series else { continue };
+        let values: Vec<f64> = series
+            .values(h.tick_at(r.info.since_ms), h.end_tick())
+            .into_iter()
+            .filter(|(_, v)| *v != crate::model::history::NONE)
+            .map(|(_, v)| f64::from(v))
+            .collect();
+        if let (Some(first), Some(peak)) = (
+            values.first().copied(),
+            values.iter().copied().max_by(f64::total_cmp),
+        ) {
+            r.peak_mib = peak;
+            r.grown_mib = (peak - first).max(0.0);
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Reopening a recorded session: its samples are played through a read-only engine
+//! ([`Engine::read_only`]) from a [`ReplaySource`], by the loop every mode uses
+//! ([`crate::engine::tick_loop`]). What the window shows of a past session is built by the same code as
+//! what it shows live ([`Monitor::apply`]); the session's own leak and OOM events come with it.
+//! Nothing acts from a replay: the engine runs no rule and refuses manual actions.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use crate::engine::tick_loop::{Clock, Ended};
+use crate::engine::view::Monitor;
+use crate::engine::Engine;
+use crate::session::reader::SessionData;
+use crate::session::Event;
+use crate::source::replay::ReplaySource;
+use crate::source::GpuSource;
+
+/// How often (in samples) a replay reports its progress and may be cancelled.
+pub const PROGRESS_EVERY: u64 = 1024;
+
+/// The whole of `data` replayed into a monitor (its history holds every sample).
+pub fn session(data: &SessionData) -> Monitor {
+    session_with_progress(data, &mut |_| true).unwrap_or_else(|| Monitor::new(1000, 1))
+}
+
+/// [`session`], calling `progress` with the done fraction (0..=1) every
+/// [`PROGRESS_EVERY`] samples; None when `progress` returned false (cancelled).
+///
+/// The samples are decoded on a second thread ahead of the engine. A panic (a bug) leaves the
+/// monitor with a failed status that says so.
+pub fn session_with_progress(
+    data: &SessionData,
+    progress: &mut dyn FnMut(f32) -> bool,
+) -> Option<Monitor> {
+    let interval_ms = data.header.as_ref().map_or(1000, |h| h.interval_ms.max(1));
+    let shared = crate::engine::shared::Shared::new(Monitor::new(interval_ms, data.len().max(1)));
+    let mut engine = Engine::read_only(shared.clone(), interval_ms, data.path.clone());
+    let ended = std::thread::scope(|scope| {
+        let mut source = ReplaySource::decoded_by(data, scope);
+        engine.set_source(source.info());
+        let start = data.span().map_or(0, |(a, _)| a);
+        let mut n = 0u64;
+        crate::engine::tick_loop::run(
+            &mut engine,
+            &mut source,
+            std::time::Duration::from_millis(interval_ms),
+            Clock::Simulated { start, speed: None },
+            |_, _, _| {
+                n += 1;
+                n % PROGRESS_EVERY != 0 || progress((n as f32 / data.len().max(1) as f32).min(1.0))
+            },
+        )
+    });
+    if ended == Ended::Stopped {
+        return None;
+    }
+    let _ = engine.finish();
+    let mut m = std::sync::Arc::try_unwrap(shared)
+        .map(crate::engine::shared::Shared::into_inner)
+        .unwrap_or_else(|s| {
+            s.read()
+                .map(|m| m.clone())
+                .unwrap_or_else(|p| p.into_inner().clone())
+        });
+    if let Ended::Panicked(what) = ended {
+        m.status = crate::engine::view::SourceStatus::Failed(format!(
+            "internal error (a bug in vramwarden; the replay stopped): {what}"
+        ));
+    }
+    progress(1.0);
+    Some(m)
+}
+
+/// True when a leak began in `data` and has no end in it (the recording stopped while it
+/// grew).
+pub fn has_open_leak(data: &SessionData) -> bool {
+    let mut open = HashSet::new();
+    for e in &data.events {
+        match e {
+            Event::LeakStarted { leak, .. } => {
+                open.insert(crate::engine::leak_watch::key_of(leak));
+            }
+            Event::LeakEnded { leak, .. } => {
+                open.remove(&crate::engine::leak_watch::key_of(leak));
+            }
+            _ => {}
+        }
+    }
+    !open.is_empty()
+}
+
+/// Leak episodes recorded in every session file of `dir` except `skip` (the live one), for
+/// the Leaks pane (read off the UI thread).
+pub fn past_episodes(dir: &Path, skip: Option<&Path>) -> PastEvents {
+    let mut out = PastEvents::default();
+    for s in crate::session::catalog::list(dir) {
+        if Some(s.path.as_path()) == skip {
+            continue;
+        }
+        let Ok(data) = SessionData::open(&s.path) else {
+            continue;
+        };
+        // A leak still growing when the recording stopped needs the samples (its growth and
+        // peak); otherwise the events suffice.
+        let m = if has_open_leak(&data) {
+            session(&data)
+        } else {
+            let mut m = Monitor::new(1000, 1);
+            for e in &data.events {
+                crate::engine::leak_watch::record_event(&mut m, e, Some(&s.path));
+            }
+            m
+        };
+        out.leaks.extend(m.leaks);
+        out.ooms.extend(m.ooms);
+    }
+    out
+}
+
+/// The memory events of past sessions.
+#[derive(Debug, Clone, Default)]
+pub struct PastEvents {
+    /// Leak episodes.
+    pub leaks: Vec<crate::engine::view::LeakRecord>,
+    /// OOM suspicions.
+    pub ooms: Vec<crate::engine::view::OomRecord>,
+}

@@ -1,0 +1,599 @@
+//! The engine's state for one run: the latest snapshot, the bounded history and the process
+//! table. The sampler thread applies snapshots; the UI only reads.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+
+use crate::model::history::{History, ProcSeriesKey};
+use crate::model::{FastMap, ProcessKey, Snapshot, SourceInfo, UnixMs};
+
+/// How long an exited process stays in the table, greyed out.
+pub const EXITED_LINGER_MS: UnixMs = 30_000;
+
+/// What the UI shows about recording.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RecordingStatus {
+    /// The file being written.
+    pub path: Option<PathBuf>,
+    /// False while paused (or off).
+    pub active: bool,
+    /// Bytes written.
+    pub bytes: u64,
+    /// The last write error (full disk, unwritable folder); recording retries every sample.
+    pub error: Option<String>,
+    /// Samples written to the log so far.
+    pub samples: u64,
+    /// Samples that could not be written (the gaps), over the whole run.
+    pub lost: u64,
+}
+
+impl RecordingStatus {
+    /// Why recording could not start: no file is being written and the last attempt failed
+    /// (an unwritable folder). A headless run stops on it; a gap in a log being written does
+    /// not count (recording retries every sample).
+    pub fn could_not_start(&self) -> Option<&str> {
+        self.error.as_deref().filter(|_| self.path.is_none())
+    }
+}
+
+/// The state of the source behind this run.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub enum SourceStatus {
+    /// The source is being opened (NVML init may take a moment).
+    Starting,
+    /// Samples are arriving.
+    Running,
+    /// The source could not be opened; the sentence says why.
+    Failed(String),
+}
+
+/// One process on one GPU, as the table and the detail pane show it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ProcessRow {
+    /// Identity (pid + start time).
+    pub key: ProcessKey,
+    /// GPU it holds memory on.
+    pub device_index: u32,
+    /// Its facts, the one process-facts type shared with the sampler, the session log, rules
+    /// and leaks: name ("?" when /proc could not be read), command line, owner, container,
+    /// pod. Shared, so a copy of the state for a window copies a pointer.
+    pub info: std::sync::Arc<crate::model::ProcInfo>,
+    /// GPU memory now (last sample).
+    pub used_bytes: Option<u64>,
+    /// Highest GPU memory seen.
+    pub peak_bytes: u64,
+    /// Change over the last minute (None until a minute of data exists).
+    pub delta_1m_bytes: Option<i64>,
+    /// First sample it was seen in.
+    pub first_seen_ms: UnixMs,
+    /// Last sample it was seen in.
+    pub last_seen_ms: UnixMs,
+    /// Set once the process is gone from the GPU.
+    pub exited_at_ms: Option<UnixMs>,
+    /// Host CPU over the last interval, percent of a core (live processes).
+    pub cpu_pct: Option<f32>,
+    /// Host resident memory, bytes (live processes).
+    pub rss_bytes: Option<u64>,
+    /// Its colour in the window's palette: a slot no other process on any GPU holds at its
+    /// first sighting, the one left longest ago (see `free_slot`), kept for its life.
+    pub color_slot: u8,
+    /// PyTorch's allocator figures, while its companion answers (last sample).
+    pub torch: Option<crate::model::TorchMem>,
+    /// Its share of the GPU's SM time, percent, where the driver gives it (last sample).
+    pub sm_util_pct: Option<u32>,
+    /// Where its park stands, while it is parked or being parked or resumed (last sample).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parked: Option<crate::model::ParkInfo>,
+    /// The memory readings of the last minute (scratch of the one-minute change).
+    #[serde(skip)]
+    pub(crate) recent: VecDeque<(UnixMs, u64)>,
+}
+
+impl ProcessRow {
+    /// Key of its history series.
+    pub fn series_key(&self) -> ProcSeriesKey {
+        (self.key, self.device_index)
+    }
+
+    /// What to call its container: the name, else the first 12 digits of the id.
+    pub fn container_label(&self) -> Option<String> {
+        self.info.container_label()
+    }
+
+    /// The facts of a process first seen with `info` (None: /proc could not be read): its
+    /// name is "?" where it has none.
+    pub fn facts(
+        info: Option<&std::sync::Arc<crate::model::ProcInfo>>,
+    ) -> std::sync::Arc<crate::model::ProcInfo> {
+        match info {
+            Some(i) if !i.name.is_empty() => i.clone(),
+            other => std::sync::Arc::new(crate::model::ProcInfo {
+                name: "?".into(),
+                ..other.map(|i| (**i).clone()).unwrap_or_default()
+            }),
+        }
+    }
+
+    /// Takes in this process's sample at `now`.
+    fn update(&mut self, p: &crate::model::ProcessSample, now: UnixMs) {
+        self.used_bytes = p.used_bytes;
+        self.cpu_pct = p.cpu_pct;
+        self.rss_bytes = p.rss_bytes;
+        self.torch = p.torch;
+        self.sm_util_pct = p.sm_util_pct;
+        self.parked = p.parked;
+        self.last_seen_ms = now;
+        self.exited_at_ms = None;
+        if let Some(u) = p.used_bytes {
+            self.peak_bytes = self.peak_bytes.max(u);
+            // Only changes are kept: the value at any moment is the last one at or before it.
+            if self.recent.back().is_none_or(|(_, last)| *last != u) {
+                self.recent.push_back((now, u));
+            }
+            while self.recent.len() >= 2 && self.recent[1].0 <= now - 60_000 {
+                self.recent.pop_front();
+            }
+            self.delta_1m_bytes = self
+                .recent
+                .front()
+                .filter(|(t, _)| *t <= now - 60_000)
+                .map(|(_, old)| u as i64 - *old as i64);
+        }
+    }
+
+    /// Process start time, or the first time it was seen when the start time is unknown.
+    pub fn started_ms(&self) -> UnixMs {
+        if self.key.start_time_ms > 0 {
+            self.key.start_time_ms
+        } else {
+            self.first_seen_ms
+        }
+    }
+}
+
+/// Everything the front ends read: the View. Plain data (serializable with serde; its maps
+/// keyed by process are written as lists of pairs), published by the engine through
+/// [`crate::engine::shared::Shared`] as a copy per change.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Monitor {
+    /// What is being sampled.
+    pub source: Option<SourceInfo>,
+    /// Whether samples are arriving.
+    pub status: SourceStatus,
+    /// Sampling interval in ms.
+    pub interval_ms: u64,
+    /// The newest snapshot.
+    pub latest: Option<Snapshot>,
+    /// Wall-clock time the newest snapshot arrived (ms since the epoch).
+    pub latest_received_ms: Option<UnixMs>,
+    /// The last sampling error, if the last attempt failed.
+    pub last_error: Option<String>,
+    /// Bounded history of every series.
+    pub history: History,
+    #[serde(serialize_with = "crate::model::serialize_entries")]
+    rows: FastMap<ProcSeriesKey, ProcessRow>,
+    /// Session recording state.
+    pub recording: crate::engine::view::RecordingStatus,
+    /// Leak episodes of this run, oldest first (ongoing ones have no end).
+    pub leaks: Vec<LeakRecord>,
+    /// OOM suspicions of this run, oldest first.
+    pub ooms: Vec<OomRecord>,
+    /// GPUs forecast full within the warning time, by GPU (the OOM forecast alerts).
+    pub oom_alerts: Vec<crate::detect::forecast_alert::ForecastAlert>,
+    /// Series growing now that are not (yet) leaks (a load, a ramp, a leak not yet called),
+    /// with their growth: the forecast counts them, the table shows "growing".
+    pub growing: Vec<(LeakKey, crate::detect::leak::Growing)>,
+    /// Per GPU, memory held by PIDs the driver lists that are not running here (dead,
+    /// zombie, another PID namespace), with the holders seen and the remedy.
+    pub orphans: Vec<crate::detect::orphans::OrphanGpu>,
+    /// Recent notices (recording gaps, notification failures and the like) with the time
+    /// they were raised, newest last. The status bar shows one for [`NOTICE_SHOWN_MS`].
+    pub notices: VecDeque<(UnixMs, String)>,
+    /// What rules and manual actions did, newest last.
+    pub activity: VecDeque<crate::act::rules::action::Activity>,
+    /// When each process was last GPU-busy or changed its memory (for idle conditions).
+    #[serde(serialize_with = "crate::model::serialize_entries")]
+    pub last_active: HashMap<ProcSeriesKey, UnixMs>,
+    /// Snapshots applied so far.
+    pub ticks: u64,
+    /// The history's [`History::evictions`] when rows were last matched to its series.
+    #[serde(skip)]
+    evictions_seen: u64,
+    /// Rows of running processes (no exit time).
+    #[serde(skip)]
+    live_rows: usize,
+}
+
+impl Monitor {
+    /// An empty monitor keeping `history_ticks` samples.
+    pub fn new(interval_ms: u64, history_ticks: usize) -> Self {
+        Self {
+            source: None,
+            status: SourceStatus::Starting,
+            interval_ms,
+            latest: None,
+            latest_received_ms: None,
+            last_error: None,
+            history: History::new(history_ticks),
+            rows: FastMap::default(),
+            recording: crate::engine::view::RecordingStatus::default(),
+            leaks: Vec::new(),
+            ooms: Vec::new(),
+            oom_alerts: Vec::new(),
+            growing: Vec::new(),
+            orphans: Vec::new(),
+            notices: VecDeque::new(),
+            activity: VecDeque::new(),
+            last_active: HashMap::new(),
+            ticks: 0,
+            evictions_seen: 0,
+            live_rows: 0,
+        }
+    }
+
+    /// Takes in one snapshot (already enriched with process facts); returns the one it
+    /// replaces as the latest (the caller chooses where it is dropped).
+    pub fn apply(&mut self, snap: Snapshot, received_ms: UnixMs) -> Option<Snapshot> {
+        let now = snap.taken_at_ms;
+        self.history.push(&snap);
+        // Rows seen in this sample; when fewer than the live ones, some process left.
+        let mut seen = 0;
+        for p in &snap.processes {
+            let key = (p.key(), p.device_index);
+            match self.rows.get_mut(&key) {
+                Some(row) => {
+                    // Counted once per sample, however often it is listed (a snapshot that
+                    // was not sanitized) and whatever the clock did.
+                    if row.last_seen_ms >= now {
+                        row.update(p, now);
+                        continue;
+                    }
+                    if row.exited_at_ms.is_some() {
+                        self.live_rows += 1;
+                    }
+                    row.update(p, now);
+                }
+                None => {
+                    let mut row = ProcessRow {
+                        key: key.0,
+                        device_index: p.device_index,
+                        info: ProcessRow::facts(p.info.as_ref()),
+                        used_bytes: None,
+                        peak_bytes: 0,
+                        delta_1m_bytes: None,
+                        first_seen_ms: now,
+                        last_seen_ms: now,
+                        exited_at_ms: None,
+                        cpu_pct: None,
+                        rss_bytes: None,
+                        color_slot: free_slot(&self.rows, now),
+                        torch: None,
+                        sm_util_pct: None,
+                        parked: None,
+                        recent: VecDeque::new(),
+                    };
+                    row.update(p, now);
+                    self.rows.insert(key, row);
+                    self.live_rows += 1;
+                }
+            }
+            seen += 1;
+        }
+        if self.live_rows > seen {
+            let mut live = 0;
+            for row in self.rows.values_mut() {
+                if row.last_seen_ms < now && row.exited_at_ms.is_none() {
+                    row.exited_at_ms = Some(now);
+                    row.used_bytes = Some(0);
+                }
+                live += usize::from(row.exited_at_ms.is_none());
+            }
+            self.live_rows = live;
+        }
+        // Keep rows while their history exists, so exited processes can still be inspected.
+        if self.history.evictions() != self.evictions_seen {
+            self.evictions_seen = self.history.evictions();
+            let history = &self.history;
+            self.rows.retain(|k, _| history.process(k).is_some());
+            self.live_rows = self
+                .rows
+                .values()
+                .filter(|r| r.exited_at_ms.is_none())
+                .count();
+        }
+        let previous = self.latest.replace(snap);
+        self.latest_received_ms = Some(received_ms);
+        self.last_error = None;
+        self.status = SourceStatus::Running;
+        self.ticks += 1;
+        previous
+    }
+
+    /// Every known process: running ones and ones whose history is still held.
+    pub fn rows(&self) -> impl Iterator<Item = &ProcessRow> {
+        self.rows.values()
+    }
+
+    /// The processes the table shows at `now`: running, or exited less than
+    /// [`EXITED_LINGER_MS`] ago.
+    pub fn table_rows(&self, now: UnixMs) -> Vec<&ProcessRow> {
+        self.rows
+            .values()
+            .filter(|r| r.exited_at_ms.is_none_or(|t| now - t < EXITED_LINGER_MS))
+            .collect()
+    }
+
+    /// The table as it stood at `t` (a recorded session's time slider): processes seen at or
+    /// shortly before `t`, with their memory and one-minute change at `t` from the history.
+    pub fn rows_at(&self, t: UnixMs) -> Vec<ProcessRow> {
+        let h = &self.history;
+        let tick = h.tick_at(t.saturating_add(1)).saturating_sub(1);
+        let tick_1m = h.tick_at(t - 60_000);
+        let value = |s: &crate::model::history::Series, tk: u64| {
+            s.values(tk, tk + 1)
+                .first()
+                .map(|(_, v)| *v)
+                .filter(|v| *v != crate::model::history::NONE)
+                .map(|v| u64::from(v) * crate::model::MIB)
+        };
+        self.rows
+            .iter()
+            .filter(|(_, r)| {
+                r.first_seen_ms <= t
+                    && t < r
+                        .exited_at_ms
+                        .unwrap_or(r.last_seen_ms + self.interval_ms as i64)
+                        + EXITED_LINGER_MS
+            })
+            .filter_map(|(k, r)| {
+                let s = h.process(k)?;
+                let mut row = r.clone();
+                row.recent.clear();
+                if t > r.last_seen_ms {
+                    row.exited_at_ms = Some(r.exited_at_ms.unwrap_or(r.last_seen_ms));
+                    row.used_bytes = Some(0);
+                    row.delta_1m_bytes = None;
+                } else {
+                    row.exited_at_ms = None;
+                    row.used_bytes = value(s, tick);
+                    let figure = |f| h.torch(k, f).and_then(|s| value(s, tick));
+                    row.torch = match (
+                        figure(crate::model::history::TorchFigure::Allocated),
+                        figure(crate::model::history::TorchFigure::Reserved),
+                    ) {
+                        (Some(a), Some(r)) => Some(crate::model::TorchMem {
+                            allocated_bytes: a,
+                            reserved_bytes: r,
+                            ..Default::default()
+                        }),
+                        _ => None,
+                    };
+                    row.delta_1m_bytes = match (row.used_bytes, h.time_of(tick_1m)) {
+                        (Some(now), Some(then_ms))
+                            if then_ms <= t - 60_000 + self.interval_ms as i64 =>
+                        {
+                            value(s, tick_1m).map(|old| now as i64 - old as i64)
+                        }
+                        _ => None,
+                    };
+                }
+                Some(row)
+            })
+            .collect()
+    }
+
+    /// One process row.
+    pub fn row(&self, key: &ProcSeriesKey) -> Option<&ProcessRow> {
+        self.rows.get(key)
+    }
+
+    /// True when no sample arrived for 3 intervals (a hung or lost driver).
+    pub fn is_stale(&self, now: UnixMs) -> bool {
+        match self.latest_received_ms {
+            Some(t) => now - t > 3 * self.interval_ms as i64,
+            None => self.status == SourceStatus::Running,
+        }
+    }
+}
+
+/// How many process colours the window's palettes have: slots below it are handed out first.
+pub const COLOR_SLOTS: usize = 20;
+
+/// A colour slot for a process first seen at `at`: one that no process on any GPU holds
+/// (running, or exited less than [`EXITED_LINGER_MS`] before), among the first
+/// [`COLOR_SLOTS`] the one whose last holder left longest ago (never held first), so a
+/// restarted process does not take the colour its predecessor had on the graph; when all are
+/// held, the lowest free one above them.
+fn free_slot(rows: &FastMap<ProcSeriesKey, ProcessRow>, at: UnixMs) -> u8 {
+    let mut held = [false; 256];
+    let mut left = [UnixMs::MIN; COLOR_SLOTS];
+    for r in rows.values().filter(|r| r.first_seen_ms <= at) {
+        let slot = usize::from(r.color_slot);
+        match r.exited_at_ms {
+            Some(e) if e + EXITED_LINGER_MS <= at => {
+                if let Some(l) = left.get_mut(slot) {
+                    *l = (*l).max(e);
+                }
+            }
+            _ => held[slot] = true,
+        }
+    }
+    let lru = (0..COLOR_SLOTS)
+        .filter(|i| !held[*i])
+        .min_by_key(|i| (left[*i], *i));
+    lru.or_else(|| held.iter().position(|h| !h))
+        .map_or(0, |i| i as u8)
+}
+
+/// How long the status bar shows a notice.
+pub const NOTICE_SHOWN_MS: UnixMs = 30_000;
+
+/// Which series a leak belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum LeakKey {
+    /// A process on a GPU.
+    Process(ProcSeriesKey),
+    /// Memory of a GPU that no process accounts for.
+    Ghost(u32),
+}
+
+/// One leak episode, ongoing or ended.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LeakRecord {
+    /// The series.
+    pub key: LeakKey,
+    /// What the session log says about it.
+    pub info: crate::session::LeakInfo,
+    /// When it was flagged.
+    pub flagged_ms: UnixMs,
+    /// When it ended (None while ongoing).
+    pub ended_ms: Option<UnixMs>,
+    /// Memory gained since the growth began.
+    pub grown_mib: f64,
+    /// Highest memory in the episode.
+    pub peak_mib: f64,
+    /// The session file it comes from (None: this run).
+    pub session: Option<std::path::PathBuf>,
+    /// The recording ended while it was still growing: `ended_ms` is the session's end, not
+    /// the end of the growth.
+    pub open_at_end: bool,
+}
+
+impl LeakRecord {
+    /// Whether the episode is going on at `t` by its detector's verdict: flagged by then and
+    /// not yet ended (one still growing when its recording stopped counts up to its last
+    /// sample). The one rule the table's Status column and the Leaks tab both follow.
+    pub fn active_at(&self, t: UnixMs) -> bool {
+        self.flagged_ms <= t
+            && self
+                .ended_ms
+                .is_none_or(|e| t < e || (self.open_at_end && t <= e))
+    }
+}
+
+/// A process that left a nearly full GPU (see [`crate::detect::oom_watch`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct OomRecord {
+    /// When the process was first missed.
+    pub at_ms: UnixMs,
+    /// GPU.
+    pub device_index: u32,
+    /// Highest used / total in the seconds before (percent).
+    pub used_pct: f64,
+    /// The processes that left.
+    pub victims: Vec<crate::session::OomHolder>,
+    /// Who held the GPU in the last sample before, largest first.
+    pub holders: Vec<crate::session::OomHolder>,
+    /// The session file it comes from (None: this run).
+    pub session: Option<std::path::PathBuf>,
+}
+
+impl Monitor {
+    /// The ongoing leak of a series, if any.
+    pub fn active_leak(&self, key: &LeakKey) -> Option<&LeakRecord> {
+        self.leaks
+            .iter()
+            .rev()
+            .find(|l| l.key == *key && l.ended_ms.is_none())
+    }
+
+    /// Every leak episode of a process series, oldest first.
+    pub fn leaks_of(&self, key: &ProcSeriesKey) -> impl Iterator<Item = &LeakRecord> {
+        let k = LeakKey::Process(*key);
+        self.leaks.iter().filter(move |l| l.key == k)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ProcInfo, ProcessSample};
+
+    fn sample(t: UnixMs, pids: &[u32]) -> Snapshot {
+        Snapshot {
+            taken_at_ms: t,
+            devices: Vec::new(),
+            processes: pids
+                .iter()
+                .map(|pid| ProcessSample {
+                    pid: *pid,
+                    used_bytes: Some(u64::from(*pid) << 20),
+                    info: Some(std::sync::Arc::new(ProcInfo {
+                        name: format!("p{pid}"),
+                        start_time_ms: 1,
+                        ..ProcInfo::default()
+                    })),
+                    ..ProcessSample::default()
+                })
+                .collect(),
+        }
+    }
+
+    fn exited(m: &Monitor, pid: u32) -> Option<UnixMs> {
+        m.rows()
+            .find(|r| r.key.pid == pid)
+            .expect("a row")
+            .exited_at_ms
+    }
+
+    #[test]
+    fn a_process_that_leaves_is_marked_exited_whatever_the_clock_and_repeats_do() {
+        let mut m = Monitor::new(1000, 100);
+        m.apply(sample(10_000, &[1, 2]), 10_000);
+        // The clock steps back; process 2 is gone. It is marked once the clock passes its
+        // last sighting, as before.
+        m.apply(sample(6_000, &[1]), 6_000);
+        assert_eq!(exited(&m, 2), None);
+        for t in [7_000, 8_000, 9_000, 10_000] {
+            m.apply(sample(t, &[1]), t);
+        }
+        assert_eq!(exited(&m, 2), None);
+        m.apply(sample(11_000, &[1]), 11_000);
+        assert_eq!(exited(&m, 2), Some(11_000));
+        // A process listed twice in one (unsanitized) sample counts once: process 3 leaving
+        // is still seen.
+        m.apply(sample(12_000, &[1, 3]), 12_000);
+        m.apply(sample(13_000, &[1, 1]), 13_000);
+        assert_eq!(exited(&m, 3), Some(13_000));
+        assert_eq!(exited(&m, 1), None);
+        // And one that comes back is live again.
+        m.apply(sample(14_000, &[1, 3]), 14_000);
+        assert_eq!(exited(&m, 3), None);
+        m.apply(sample(15_000, &[3]), 15_000);
+        assert_eq!(exited(&m, 1), Some(15_000));
+    }
+
+    #[test]
+    fn the_view_is_plain_serializable_data() {
+        use crate::source::GpuSource;
+        let mut sim = crate::source::sim::SimSource::demo(1_796_000_000_000);
+        let mut m = Monitor::new(1000, 600);
+        for i in 0..300 {
+            let t = 1_796_000_000_000 + i * 1000;
+            m.apply(sim.sample(t).expect("sim"), t);
+        }
+        let v = serde_json::to_value(&m).expect("the View serializes");
+        assert_eq!(v["status"], "Running");
+        assert_eq!(v["ticks"], 300);
+        assert_eq!(
+            v["latest"]["devices"].as_array().map(Vec::len),
+            m.latest.as_ref().map(|s| s.devices.len())
+        );
+        // Rows keyed by (process, GPU) are written as [key, row] pairs, each row with its
+        // facts.
+        let rows = v["rows"].as_array().expect("a list of pairs");
+        assert_eq!(rows.len(), m.rows().count());
+        for pair in rows {
+            assert_eq!(pair[0][0]["pid"], pair[1]["key"]["pid"], "{pair}");
+            assert!(pair[1]["info"]["name"].is_string(), "{pair}");
+        }
+        // The history: its timeline and one series per process.
+        let h = &v["history"];
+        assert!(h["times"].is_object());
+        assert_eq!(
+            h["processes"].as_array().map(Vec::len),
+            Some(m.rows().count())
+        );
+        assert!(v["last_active"].is_array());
+    }
+}

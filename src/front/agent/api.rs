@@ -1,0 +1,385 @@
+//! The JSON API for a remote window: the latest snapshot with leaks and recording status, the
+//! session logs (list and download), and commands on processes.
+//!
+//! A command names a process by pid and start time only; the agent finds it in its own latest
+//! snapshot, applies its own policy (its settings' global dry run, protected names through the
+//! engine, and other users' processes only with `--remote-other-users`), then hands it to the
+//! engine's manual-action path, which checks identity and refuses what it must (simulated or
+//! recorded processes, PID 1, itself). The reply is the engine's activity entry.
+
+use crate::session::valid_session_name;
+use std::io::Read;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::act::rules::action::{Activity, Outcome};
+use crate::act::rules::eval::Target;
+use crate::act::rules::Action;
+use crate::engine::view::{LeakKey, Monitor};
+use crate::engine::EngineCommand;
+
+use super::AgentState;
+
+/// A reply body.
+pub enum Body {
+    /// Bytes in memory.
+    Bytes(Vec<u8>),
+    /// A file streamed as is.
+    File(std::fs::File),
+}
+
+/// A reply: status, content type, body.
+pub struct Reply {
+    /// HTTP status.
+    pub status: u16,
+    /// `Content-Type`.
+    pub content_type: &'static str,
+    /// The body.
+    pub body: Body,
+}
+
+impl Reply {
+    /// A JSON reply.
+    pub fn json(status: u16, v: &serde_json::Value) -> Self {
+        Self {
+            status,
+            content_type: "application/json",
+            body: Body::Bytes(v.to_string().into_bytes()),
+        }
+    }
+
+    /// A short text reply.
+    pub fn text(status: u16, s: impl Into<String>) -> Self {
+        let mut s = s.into();
+        s.push('\n');
+        Self {
+            status,
+            content_type: "text/plain; charset=utf-8",
+            body: Body::Bytes(s.into_bytes()),
+        }
+    }
+
+    /// `{"error": msg}` with `status`.
+    pub fn error(status: u16, msg: &str) -> Self {
+        Self::json(status, &json!({ "error": msg }))
+    }
+}
+
+/// The leak list of the monitor as JSON (ongoing and ended episodes of this run).
+fn leaks_json(m: &Monitor) -> serde_json::Value {
+    let snap = m.latest.as_ref();
+    let leaks: Vec<serde_json::Value> = m
+        .leaks
+        .iter()
+        .map(|l| {
+            let free = snap
+                .and_then(|s| s.devices.iter().find(|d| d.index == l.info.device_index))
+                .and_then(|d| d.memory_free_bytes);
+            let ttf = match (l.ended_ms, free) {
+                (None, Some(f)) => crate::detect::leak::time_to_full_min(
+                    f as f64 / crate::model::MIB as f64,
+                    l.info.rate_mib_per_min,
+                )
+                .map(|m| m * 60.0),
+                _ => None,
+            };
+            json!({
+                "pid": l.info.pid,
+                "start_time_ms": l.info.start_time_ms,
+                "device_index": l.info.device_index,
+                "name": l.info.name,
+                "user": l.info.user,
+                "ghost": matches!(l.key, LeakKey::Ghost(_)),
+                "since_ms": l.info.since_ms,
+                "flagged_ms": l.flagged_ms,
+                "ended_ms": l.ended_ms,
+                "rate_mib_per_min": l.info.rate_mib_per_min,
+                "grown_mib": l.grown_mib,
+                "peak_mib": l.peak_mib,
+                "time_to_full_seconds": ttf,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(leaks)
+}
+
+/// `GET /api/v1/snapshot`.
+pub fn snapshot(state: &AgentState) -> Reply {
+    let Ok(m) = state.shared.read() else {
+        return Reply::error(500, "internal error: the engine thread panicked");
+    };
+    let status = match &m.status {
+        crate::engine::view::SourceStatus::Starting => json!({"state": "starting"}),
+        crate::engine::view::SourceStatus::Running => json!({"state": "running"}),
+        crate::engine::view::SourceStatus::Failed(e) => json!({"state": "failed", "error": e}),
+    };
+    let r = &m.recording;
+    let v = json!({
+        "source": m.source,
+        "status": status,
+        "interval_ms": m.interval_ms,
+        "received_ms": m.latest_received_ms,
+        "last_error": m.last_error,
+        "snapshot": m.latest,
+        "leaks": leaks_json(&m),
+        "recording": {
+            "path": r.path,
+            "active": r.active,
+            "bytes": r.bytes,
+            "samples": r.samples,
+            "lost": r.lost,
+            "error": r.error,
+        },
+    });
+    Reply::json(200, &v)
+}
+
+/// `GET /api/v1/sessions`.
+pub fn sessions(state: &AgentState) -> Reply {
+    let list: Vec<serde_json::Value> = crate::session::catalog::list(&state.sessions_dir)
+        .into_iter()
+        .filter_map(|s| {
+            let name = s.path.file_name()?.to_str()?.to_string();
+            valid_session_name(&name).then(|| {
+                json!({
+                    "name": name,
+                    "size_bytes": s.size_bytes,
+                    "modified_ms": s.modified_ms,
+                    "started_ms": s.started_ms(),
+                    "duration_ms": s.duration_ms(),
+                    "host": s.header.as_ref().map(|h| h.host.clone()),
+                    "devices": s.header.as_ref().map_or(0, |h| h.devices.len()),
+                })
+            })
+        })
+        .collect();
+    Reply::json(
+        200,
+        &json!({ "folder": state.sessions_dir, "sessions": list }),
+    )
+}
+
+/// `GET /api/v1/sessions/NAME`: the file as it is (a regular file in the sessions folder).
+pub fn session_file(state: &AgentState, name: &str) -> Reply {
+    if !valid_session_name(name) {
+        return Reply::error(
+            400,
+            "a session name is a file name in the sessions folder ending .vwlog",
+        );
+    }
+    let path: PathBuf = state.sessions_dir.join(name);
+    // No symlinks out of the folder: the name itself must be a regular file.
+    match std::fs::symlink_metadata(&path) {
+        Ok(md) if md.file_type().is_file() => {}
+        Ok(_) => return Reply::error(404, "no such session"),
+        Err(_) => return Reply::error(404, "no such session"),
+    }
+    match std::fs::File::open(&path) {
+        Ok(f) => Reply {
+            status: 200,
+            content_type: "application/octet-stream",
+            body: Body::File(f),
+        },
+        Err(e) => Reply::error(500, &format!("cannot open the session: {e}")),
+    }
+}
+
+/// Largest command body read.
+pub const MAX_COMMAND_BYTES: usize = 16 * 1024;
+
+/// A command from a client.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandRequest {
+    /// `terminate`, `kill` or `signal`.
+    pub action: String,
+    /// The process id.
+    pub pid: u32,
+    /// The process's start time (ms since the epoch), as the snapshot gives it.
+    #[serde(alias = "start_time_ms")]
+    pub start_time: i64,
+    /// The GPU, when the process is on several (default: the first listing).
+    #[serde(default)]
+    pub gpu: Option<u32>,
+    /// For `signal`: its name or number.
+    #[serde(default)]
+    pub signal: Option<String>,
+    /// For `terminate`: seconds before SIGKILL (default 10, at most an hour).
+    #[serde(default)]
+    pub grace_seconds: Option<f64>,
+    /// For `limit_memory`: the limit in GiB.
+    #[serde(default)]
+    pub gib: Option<f64>,
+}
+
+/// The engine's reply to a manual command is awaited this long.
+pub const COMMAND_WAIT: Duration = Duration::from_secs(5);
+
+fn outcome_reply(outcome: Outcome, detail: &str) -> Reply {
+    let status = match outcome {
+        Outcome::Acted | Outcome::WouldAct => 200,
+        Outcome::Skipped => 403,
+        Outcome::Failed => 500,
+    };
+    Reply::json(
+        status,
+        &json!({ "outcome": crate::front::agent::stats::outcome_label(outcome), "detail": detail }),
+    )
+}
+
+/// `POST /api/v1/command` (already authenticated): reads the body from `body`.
+pub fn command(state: &AgentState, body: &mut dyn Read, length: Option<usize>) -> Reply {
+    if length.is_some_and(|l| l > MAX_COMMAND_BYTES) {
+        return Reply::error(413, "the command body is too large");
+    }
+    let mut buf = Vec::new();
+    if let Err(e) = body
+        .take(MAX_COMMAND_BYTES as u64 + 1)
+        .read_to_end(&mut buf)
+    {
+        return Reply::error(400, &format!("cannot read the body: {e}"));
+    }
+    if buf.len() > MAX_COMMAND_BYTES {
+        return Reply::error(413, "the command body is too large");
+    }
+    let req: CommandRequest = match serde_json::from_slice(&buf) {
+        Ok(r) => r,
+        Err(e) => return Reply::error(400, &format!("bad command: {e}")),
+    };
+    let action =
+        match req.action.as_str() {
+            "terminate" => {
+                let g = req
+                    .grace_seconds
+                    .unwrap_or(crate::act::rules::model::DEFAULT_GRACE_SECONDS);
+                if !(0.0..=crate::act::rules::model::MAX_ACTION_SECONDS).contains(&g) {
+                    return Reply::error(400, "grace_seconds is from 0 to 3600");
+                }
+                Action::Terminate { grace_seconds: g }
+            }
+            "kill" => Action::Signal {
+                signal: "SIGKILL".into(),
+            },
+            "signal" => {
+                let Some(s) = req.signal.clone() else {
+                    return Reply::error(400, "a signal command needs \"signal\"");
+                };
+                if crate::act::rules::model::parse_signal(&s).is_none() {
+                    return Reply::error(400, &format!("unknown signal {s}"));
+                }
+                Action::Signal { signal: s }
+            }
+            "release_cache" => Action::ReleaseCache,
+            "park" => Action::Park,
+            "resume" => Action::Resume,
+            "limit_memory" => match req.gib {
+                Some(g) if g.is_finite() && g > 0.0 && g <= crate::act::rules::model::MAX_LIMIT_GIB => {
+                    Action::LimitMemory { gib: g }
+                }
+                _ => return Reply::error(
+                    400,
+                    "a limit_memory command needs \"gib\" (more than 0, at most the GPU's size)",
+                ),
+            },
+            other => {
+                return Reply::error(
+                    400,
+                    &format!(
+                "unknown action {other:?} (terminate, kill, signal, release_cache, limit_memory, park or resume)"
+            ),
+                )
+            }
+        };
+    // The target comes from the agent's own snapshot; the client gave only pid + start time.
+    let target = {
+        let Ok(m) = state.shared.read() else {
+            return Reply::error(500, "internal error: the engine thread panicked");
+        };
+        m.latest.as_ref().and_then(|s| {
+            s.processes
+                .iter()
+                .filter(|p| p.pid == req.pid && p.key().start_time_ms == req.start_time)
+                .find(|p| req.gpu.is_none_or(|g| g == p.device_index))
+                .map(crate::act::rules::eval::process_target)
+        })
+    };
+    let Some(target) = target else {
+        return Reply::json(
+            404,
+            &json!({"outcome": "skipped", "detail": format!("no process with PID {} and that start time is listed", req.pid)}),
+        );
+    };
+    let uid = target.uid();
+    let Target::Process { key, origin, .. } = &target else {
+        return Reply::error(500, "internal error: not a process target");
+    };
+    let key = *key;
+    if state.settings.cleanup.dry_run {
+        return outcome_reply(
+            Outcome::WouldAct,
+            &format!(
+                "dry run is on in the agent's settings (cleanup.dry_run): would {} {}; nothing was sent",
+                action.label(),
+                target.describe()
+            ),
+        );
+    }
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    // Simulated and recorded processes go on to the engine, which refuses them in its words.
+    if *origin == crate::model::Origin::Live && uid != me && !state.remote_other_users {
+        return outcome_reply(
+            Outcome::Skipped,
+            "another user's process: this agent takes remote actions only on its own user's processes (start it with --remote-other-users to allow more)",
+        );
+    }
+    let sent_ms = crate::model::now_ms();
+    let answer = |m: &Monitor| -> Option<Activity> {
+        m.activity
+            .iter()
+            .rev()
+            .find(|a| {
+                a.rule == "manual"
+                    && a.unix_ms >= sent_ms
+                    && matches!(&a.target, Target::Process { key: k, .. } if k.0 == key.0)
+            })
+            .cloned()
+    };
+    if !state.send(EngineCommand::Manual { key, action }) {
+        return Reply::error(503, "the engine is not running");
+    }
+    let deadline = Instant::now() + COMMAND_WAIT;
+    while Instant::now() < deadline {
+        if let Some(a) = state.shared.read().ok().and_then(|m| answer(&m)) {
+            return outcome_reply(a.outcome, &a.detail);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Reply::error(504, "the engine did not answer within 5 s")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_names() {
+        assert!(valid_session_name("20260101-120000-host.vwlog"));
+        assert!(valid_session_name("a-2.vwlog"));
+        for bad in [
+            "../x.vwlog",
+            "..vwlog",
+            ".hidden.vwlog",
+            "a/b.vwlog",
+            "x.txt",
+            "",
+            "%2e%2e.vwlog",
+            "a\0.vwlog",
+        ] {
+            assert!(!valid_session_name(bad), "{bad:?}");
+        }
+    }
+}

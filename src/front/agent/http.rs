@@ -1,0 +1,158 @@
+//! The HTTP front's routing: a request's head (and, for a command, its body, read and capped by
+//! [`super::server`]) in, a [`Reply`] out. No I/O on sockets here; a panic inside becomes a 500.
+
+use super::api::{self, Reply};
+use super::metrics::{self, Format};
+use super::AgentState;
+
+/// The request method, as far as routing cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// `GET` (or `HEAD`: the server sends the head of the `GET` reply).
+    Get,
+    /// `POST`.
+    Post,
+    /// Anything else.
+    Other,
+}
+
+/// What routing needs of a request.
+#[derive(Debug, Clone)]
+pub struct RequestHead {
+    /// The method.
+    pub method: Method,
+    /// The path, without the query.
+    pub path: String,
+    /// `Authorization`, when sent and readable.
+    pub authorization: Option<String>,
+    /// `Accept`, when sent and readable.
+    pub accept: Option<String>,
+}
+
+/// A reply header routing adds (`WWW-Authenticate` on a 401).
+pub type ExtraHeader = Option<(&'static str, &'static str)>;
+
+/// `/healthz`: 200 while samples arrive (one within 3 intervals) and the session log is being
+/// written when recording was asked for; else 503, with a line why.
+pub fn health(state: &AgentState) -> Reply {
+    let Ok(m) = state.shared.read() else {
+        return Reply::text(503, "unhealthy: the engine thread panicked");
+    };
+    let now = crate::model::now_ms();
+    if let crate::engine::view::SourceStatus::Failed(e) = &m.status {
+        return Reply::text(503, format!("unhealthy: {e}"));
+    }
+    // The engine's latest write error (cleared by the next good write): a full disk, an
+    // unwritable folder. The text says "Recording failed: …".
+    if let Some(e) = &m.recording.error {
+        return Reply::text(503, format!("unhealthy: {e}"));
+    }
+    match m.latest_received_ms {
+        None => Reply::text(503, "starting: no sample yet"),
+        Some(t) if m.is_stale(now) => Reply::text(
+            503,
+            format!(
+                "stale: the sampler makes no progress, the last sample is {:.1} s old (interval {} ms)",
+                (now - t) as f64 / 1000.0,
+                m.interval_ms
+            ),
+        ),
+        Some(t) => Reply::text(
+            200,
+            format!(
+                "ok: the last sample is {:.1} s old",
+                (now - t).max(0) as f64 / 1000.0
+            ),
+        ),
+    }
+}
+
+fn ready(state: &AgentState) -> Reply {
+    match state.shared.read() {
+        Ok(m) if m.ticks > 0 => Reply::text(200, "ready"),
+        _ => Reply::text(503, "not ready: no sample yet"),
+    }
+}
+
+fn unauthorized() -> (Reply, ExtraHeader) {
+    (
+        Reply::error(
+            401,
+            "a bearer token is needed (Authorization: Bearer …, from the agent's token file)",
+        ),
+        Some(("WWW-Authenticate", "Bearer realm=\"vramwarden\"")),
+    )
+}
+
+/// True when `head` carries the agent's token.
+pub fn authorized(state: &AgentState, head: &RequestHead) -> bool {
+    crate::link::token::authorized(head.authorization.as_deref(), &state.token)
+}
+
+fn scrape(state: &AgentState, head: &RequestHead) -> Reply {
+    let format = Format::negotiate(head.accept.as_deref());
+    let body = {
+        let Ok(m) = state.shared.read() else {
+            return Reply::text(500, "internal error: the engine thread panicked");
+        };
+        metrics::render(
+            &m,
+            metrics::Context {
+                stats: &state.stats,
+                max_processes: state.max_processes,
+                now_ms: crate::model::now_ms(),
+            },
+            format,
+        )
+    };
+    Reply {
+        status: 200,
+        content_type: format.content_type(),
+        body: api::Body::Bytes(body.into_bytes()),
+    }
+}
+
+/// Answers one request whose body (a command's, empty otherwise) was read already.
+pub fn route(state: &AgentState, head: &RequestHead, body: &[u8]) -> (Reply, ExtraHeader) {
+    let get = head.method == Method::Get;
+    let reply = match (head.path.as_str(), get) {
+        ("/metrics", true) => scrape(state, head),
+        ("/healthz", true) => health(state),
+        ("/-/ready", true) => ready(state),
+        ("/", true) => Reply::text(
+            200,
+            "vramwarden agent: /metrics, /healthz, /-/ready, /api/v1/{snapshot,sessions,command}",
+        ),
+        (u, _) if u.starts_with("/api/") && !authorized(state, head) => return unauthorized(),
+        ("/api/v1/snapshot", true) => api::snapshot(state),
+        ("/api/v1/sessions", true) => api::sessions(state),
+        (u, true) if u.starts_with("/api/v1/sessions/") => {
+            api::session_file(state, &u["/api/v1/sessions/".len()..])
+        }
+        ("/api/v1/command", false) if head.method == Method::Post => {
+            api::command(state, &mut &body[..], Some(body.len()))
+        }
+        ("/metrics" | "/healthz" | "/-/ready" | "/api/v1/snapshot" | "/api/v1/sessions", false)
+        | ("/api/v1/command", true) => Reply::error(405, "method not allowed"),
+        _ => Reply::error(404, "not found"),
+    };
+    (reply, None)
+}
+
+/// True when the request is a command the server should read a body for (authorized: a
+/// client without the token never gets its body read).
+pub fn wants_body(state: &AgentState, head: &RequestHead) -> bool {
+    head.method == Method::Post && head.path == "/api/v1/command" && authorized(state, head)
+}
+
+/// [`route`], with a panic inside turned into a 500.
+pub fn handle(state: &AgentState, head: &RequestHead, body: &[u8]) -> (Reply, ExtraHeader) {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| route(state, head, body)))
+        .unwrap_or_else(|p| {
+            tracing::error!(
+                "internal error answering a request: {}",
+                crate::host::logging::panic_text(p.as_ref())
+            );
+            (Reply::text(500, "internal error"), None)
+        })
+}

@@ -1,0 +1,284 @@
+//! `vramwarden agent`: the engine without a window, for GPU servers.
+//!
+//! The same sampler thread and engine as the window and `record` (sessions with retention in the
+//! default folder, rules, leak detection), plus an HTTP front on its own thread ([`server`],
+//! with limits on headers, bodies, connections and time; routing in [`http`]): `/metrics`
+//! for Prometheus ([`metrics`]), `/healthz` and `/-/ready`, and a JSON API for a remote window
+//! guarded by a bearer token ([`api`], [`token`]). It stops cleanly on SIGTERM or SIGINT
+//! (the session log is closed) and tells systemd when it is ready and, with `WatchdogSec=`,
+//! that the sampler makes progress ([`sdnotify`]).
+
+pub mod api;
+pub mod body;
+pub mod conns;
+pub mod http;
+pub mod metrics;
+pub mod sdnotify;
+pub mod server;
+pub mod stats;
+
+use std::io::Read;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::engine::headless::CliError;
+use crate::engine::sampler::SamplerHandle;
+use crate::engine::shared::SharedMonitor;
+use crate::engine::view::{Monitor, SourceStatus};
+use crate::engine::{EngineCommand, EngineOptions, RecordTo};
+
+/// History the agent keeps in memory (the session log has the rest).
+pub const HISTORY: Duration = Duration::from_secs(3600);
+
+/// What `vramwarden agent` was asked to do.
+#[derive(Debug, Clone)]
+pub struct AgentOptions {
+    /// Simulated GPUs.
+    pub demo: bool,
+    /// Sampling interval (default: the settings).
+    pub interval: Option<Duration>,
+    /// The settings file.
+    pub config: Option<PathBuf>,
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// Do not record session logs.
+    pub no_record: bool,
+    /// The bearer token file (default: beside the settings file).
+    pub token_file: Option<PathBuf>,
+    /// Bound on per-process series in `/metrics`.
+    pub max_processes: usize,
+    /// Remote commands may act on other users' processes (the engine still needs root).
+    pub remote_other_users: bool,
+}
+
+/// What the HTTP threads share.
+pub struct AgentState {
+    /// The engine's state.
+    pub shared: SharedMonitor,
+    /// The agent's counters.
+    pub stats: Arc<stats::AgentStats>,
+    /// The API token.
+    pub token: String,
+    /// The sessions folder served by the API.
+    pub sessions_dir: PathBuf,
+    /// The agent's settings (its policy for remote commands).
+    pub settings: crate::engine::settings::Settings,
+    /// See [`AgentOptions::max_processes`].
+    pub max_processes: usize,
+    /// See [`AgentOptions::remote_other_users`].
+    pub remote_other_users: bool,
+    sampler: Mutex<Option<SamplerHandle>>,
+    stopping: AtomicBool,
+}
+
+impl AgentState {
+    /// Sends a command to the engine; false when it is not running.
+    pub fn send(&self, c: EngineCommand) -> bool {
+        match self.sampler.lock() {
+            Ok(s) => match s.as_ref() {
+                Some(h) => {
+                    h.send(c);
+                    true
+                }
+                None => false,
+            },
+            Err(_) => false,
+        }
+    }
+
+    /// True once the agent is shutting down.
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+}
+
+fn failure(m: &Monitor) -> Option<CliError> {
+    if let SourceStatus::Failed(e) = &m.status {
+        if m.ticks > 0 || e.starts_with("internal error") {
+            return Some(CliError::Failed(e.clone()));
+        }
+        return Some(crate::source::SourceError::Unavailable(e.clone()).into());
+    }
+    None
+}
+
+/// A running agent: the sampler thread and the HTTP threads.
+pub struct Agent {
+    server: server::Server,
+    /// What the HTTP threads share (the monitor, counters, the engine's command channel).
+    pub state: Arc<AgentState>,
+    /// The address actually bound (port 0 picks a free one).
+    pub addr: SocketAddr,
+}
+
+/// Starts the sampler (on `factory`'s source) and the HTTP threads. `wake` receives a byte on
+/// the first sample and on a source failure.
+///
+/// # Errors
+/// A broken settings file, an unusable token file, an address that cannot be bound.
+pub fn start(
+    opts: &AgentOptions,
+    factory: crate::engine::sampler::SourceFactory,
+    wake: Option<std::os::unix::net::UnixStream>,
+) -> Result<Agent, CliError> {
+    let settings = crate::engine::headless::load_settings(opts.config.as_deref())?;
+    let interval = opts
+        .interval
+        .unwrap_or(Duration::from_millis(settings.sampling.interval_ms));
+    let token_path = opts
+        .token_file
+        .clone()
+        .unwrap_or_else(|| crate::link::token::default_path(opts.config.as_deref()));
+    let (token, created) =
+        crate::link::token::load_or_create(&token_path).map_err(CliError::Failed)?;
+    tracing::info!(
+        "API token {} {}",
+        if created { "created in" } else { "read from" },
+        token_path.display()
+    );
+    let listener = server::bind(opts.listen)
+        .map_err(|e| CliError::Failed(format!("cannot listen on {}: {e}", opts.listen)))?;
+    let addr = listener.local_addr().unwrap_or(opts.listen);
+    if let Some(w) = server::exposure_warning(addr) {
+        tracing::warn!("{w}");
+    }
+    let shared: SharedMonitor = crate::engine::shared::Shared::new(Monitor::new(
+        interval.as_millis() as u64,
+        crate::engine::headless::history_ticks(HISTORY, interval),
+    ));
+    let stats = Arc::new(stats::AgentStats::default());
+    let (watched, counted) = (shared.clone(), stats.clone());
+    let watchdog = sdnotify::Watchdog::from_env(interval);
+    let notify: crate::engine::sampler::Notify = Arc::new(move || {
+        let wake_now = watched.read().map_or(true, |m| {
+            counted.observe(&m);
+            // Progress for systemd's watchdog: a new sample arrived.
+            watchdog.progress(m.ticks);
+            m.ticks == 1 || matches!(m.status, SourceStatus::Failed(_))
+        });
+        if let (true, Some(w)) = (wake_now, &wake) {
+            let _ = std::io::Write::write_all(&mut &*w, b"n");
+        }
+    });
+    let record = !opts.no_record && settings.sessions.record;
+    let sessions_dir = crate::session::default_dir();
+    let handle = SamplerHandle::spawn_recording(
+        factory,
+        interval,
+        shared.clone(),
+        notify,
+        if record {
+            RecordTo::Dir(sessions_dir.clone())
+        } else {
+            RecordTo::Off
+        },
+        settings.clone(),
+        EngineOptions {
+            desktop_notifications: false,
+            retention_dir: record.then(|| sessions_dir.clone()),
+        },
+    )?;
+    let state = Arc::new(AgentState {
+        shared,
+        stats,
+        token,
+        sessions_dir,
+        settings,
+        max_processes: opts.max_processes,
+        remote_other_users: opts.remote_other_users,
+        sampler: Mutex::new(Some(handle)),
+        stopping: AtomicBool::new(false),
+    });
+    let server = server::Server::start(listener, state.clone())?;
+    tracing::info!("listening on http://{addr} (/metrics, /healthz, /api/v1/…)");
+    Ok(Agent {
+        server,
+        state,
+        addr,
+    })
+}
+
+impl Agent {
+    /// Stops the HTTP front, then the sampler (closing the session log); false when the
+    /// sampler did not stop within 10 s.
+    pub fn stop(self) -> bool {
+        self.state.stopping.store(true, Ordering::Relaxed);
+        self.server.stop();
+        let handle = self.state.sampler.lock().ok().and_then(|mut s| s.take());
+        handle.is_none_or(|h| h.stop(Duration::from_secs(10)))
+    }
+}
+
+/// Runs the agent until SIGTERM / SIGINT.
+///
+/// # Errors
+/// A broken settings file, an unusable token file, an address that cannot be bound, a GPU
+/// source that cannot be opened (exit code 3 without a driver).
+pub fn run(opts: AgentOptions) -> Result<(), CliError> {
+    use std::os::unix::net::UnixStream;
+    let (mut wake_rx, wake_tx) = UnixStream::pair()?;
+    let signalled = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // The flag says which wake-up was a signal; the pipe wakes the main thread.
+        signal_hook::flag::register(sig, signalled.clone())?;
+        signal_hook::low_level::pipe::register(sig, wake_tx.try_clone()?)?;
+    }
+    let agent = start(
+        &opts,
+        crate::engine::sampler::source_factory(opts.demo),
+        Some(wake_tx),
+    )?;
+    let shared = agent.state.shared.clone();
+    let mut byte = [0u8; 16];
+    let mut ready = false;
+    let result = loop {
+        match wake_rx.read(&mut byte) {
+            Ok(_) => {
+                if signalled.load(Ordering::Relaxed) {
+                    break Ok(());
+                }
+                let Ok(m) = shared.read() else {
+                    break Err(CliError::Failed(
+                        "internal error: the engine thread panicked".into(),
+                    ));
+                };
+                // Before the first sample a failure ends the agent (no driver: exit 3, and
+                // systemd's Restart= tries again); later it shows in /healthz.
+                if !ready {
+                    if let Some(e) = failure(&m) {
+                        break Err(e);
+                    }
+                    if m.ticks > 0 {
+                        ready = true;
+                        drop(m);
+                        sdnotify::notify("READY=1");
+                        tracing::info!("ready");
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => break Err(e.into()),
+        }
+    };
+    sdnotify::notify("STOPPING=1");
+    tracing::info!("stopping");
+    if !agent.stop() {
+        tracing::warn!("the sampler did not stop within 10 s");
+    }
+    if let Ok(m) = shared.read() {
+        if let Some(e) = &m.recording.error {
+            tracing::error!("{e}");
+        }
+        if let Some(p) = &m.recording.path {
+            tracing::info!(
+                "session log {} ({} samples)",
+                p.display(),
+                m.recording.samples
+            );
+        }
+    }
+    result
+}

@@ -1,0 +1,625 @@
+//! The headless commands (snapshot, monitor, record, export, import, rules, bench) and their
+//! errors; the command line's definitions are in [`args`].
+
+pub mod docs;
+pub mod snapshot_out;
+
+pub mod args;
+pub mod park;
+pub mod torch;
+pub use args::*;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::engine::sampler::{SamplerHandle, SourceFactory};
+use crate::engine::view::Monitor;
+use crate::engine::{Engine, EngineOptions, RecordTo};
+use crate::host::procinfo::enrich;
+use crate::host::procinfo::ProcReader;
+use crate::model::now_ms;
+use crate::session::csv_export::{self, Table};
+use snapshot_out::CsvTable;
+
+pub use crate::engine::headless::{exit, history_ticks, load_settings, CliError};
+use crate::source::nvml::NvmlSource;
+use crate::source::sim::SimSource;
+use crate::source::{GpuSource, SourceError};
+
+/// `vramwarden rules check`.
+///
+/// # Errors
+/// When the file is invalid (exit code 1, with file, line and reason).
+pub fn rules_check(config: Option<&std::path::Path>, out: &mut dyn Write) -> Result<(), CliError> {
+    let path = crate::engine::settings::config_path(config);
+    // Only a missing file means "defaults"; any other failure (a symlink loop, no permission)
+    // is reported by `load_settings` below.
+    if std::fs::metadata(&path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+        writeln!(
+            out,
+            "{}: no settings file; the defaults apply (no rules, global dry run on)",
+            path.display()
+        )?;
+        return Ok(());
+    }
+    let s = load_settings(config)?;
+    writeln!(out, "{}: valid", path.display())?;
+    writeln!(
+        out,
+        "global dry run: {}",
+        if s.cleanup.dry_run {
+            "on (no rule signals anything)"
+        } else {
+            "off"
+        }
+    )?;
+    writeln!(out, "protected: {}", s.cleanup.protected.join(", "))?;
+    if s.cleanup.rules.is_empty() {
+        writeln!(out, "no rules")?;
+    }
+    for (i, r) in s.cleanup.rules.iter().enumerate() {
+        writeln!(out, "{}. {}", i + 1, r.describe())?;
+    }
+    Ok(())
+}
+
+/// `vramwarden snapshot`.
+///
+/// # Errors
+/// When the source cannot be opened or the output cannot be written.
+pub fn snapshot(
+    demo: bool,
+    format: Format,
+    table: CsvTable,
+    text: snapshot_out::CsvText,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let mut source = crate::engine::sampler::source_factory(demo)()?;
+    let mut snap = source.sample(now_ms())?;
+    if !demo && !crate::act::park::discover::add_unlisted_parked(&mut snap, Duration::from_secs(3))
+    {
+        tracing::warn!(
+            "the driver did not say in time which processes are parked; they are not listed"
+        );
+    }
+    enrich(&mut snap, &mut ProcReader::default());
+    match format {
+        Format::Json => writeln!(out, "{}", snapshot_out::to_json(&snap)?)?,
+        Format::Csv => snapshot_out::write_csv_with(&snap, table, text, out)?,
+    }
+    Ok(())
+}
+
+/// CPU seconds this process's live threads have run, from `/proc/self/task/*/schedstat`
+/// (nanosecond resolution), falling back to `/proc/self/stat` (clock ticks).
+pub fn own_cpu_seconds() -> Option<f64> {
+    let mut ns: u64 = 0;
+    let mut any = false;
+    if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
+        for t in dir.flatten() {
+            if let Ok(s) = std::fs::read_to_string(t.path().join("schedstat")) {
+                if let Some(v) = s
+                    .split_whitespace()
+                    .next()
+                    .and_then(|v| v.parse::<u64>().ok())
+                {
+                    ns += v;
+                    any = true;
+                }
+            }
+        }
+    }
+    if any {
+        return Some(ns as f64 / 1e9);
+    }
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Some(ticks as f64 / hz)
+}
+
+/// What a headless real-time run measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunStats {
+    /// Samples applied.
+    pub samples: u64,
+    /// Wall time measured, from the first sample to the end.
+    pub wall_s: f64,
+    /// CPU time of the whole process over that time.
+    pub cpu_s: f64,
+}
+
+impl RunStats {
+    /// CPU use as percent of one core.
+    pub fn cpu_pct(&self) -> f64 {
+        100.0 * self.cpu_s / self.wall_s.max(1e-9)
+    }
+}
+
+/// Runs the sampler and engine (the GUI's own) in real time until `duration` has passed since
+/// the first sample, or SIGINT/SIGTERM. The calling thread sleeps on a socket that only a signal,
+/// the first sample, or a failure wakes, so the run adds no wake-ups of its own. The CPU time
+/// is measured from the first sample on (driver initialisation is not counted).
+///
+/// # Errors
+/// When the source fails to open, recording fails to start, or signals cannot be hooked.
+pub fn run_realtime(
+    factory: SourceFactory,
+    interval: Duration,
+    history_ticks: usize,
+    record: RecordTo,
+    duration: Option<Duration>,
+    settings: &crate::engine::settings::Settings,
+    options: EngineOptions,
+) -> Result<(crate::engine::shared::SharedMonitor, RunStats), CliError> {
+    use std::io::Read;
+    use std::os::unix::net::UnixStream;
+    let (mut wake_rx, wake_tx) = UnixStream::pair()?;
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::low_level::pipe::register(sig, wake_tx.try_clone()?)?;
+    }
+    let shared = crate::engine::shared::Shared::new(Monitor::new(
+        interval.as_millis() as u64,
+        history_ticks,
+    ));
+    let notify_tx = wake_tx.try_clone()?;
+    let watched = shared.clone();
+    let notify: crate::engine::sampler::Notify = Arc::new(move || {
+        // Wake the main thread only for the first sample and for failures.
+        // A poisoned lock (a panic on the engine thread) wakes it too.
+        let wake = watched.read().map_or(true, |m| {
+            m.ticks == 1
+                || matches!(m.status, crate::engine::view::SourceStatus::Failed(_))
+                || m.recording.could_not_start().is_some()
+        });
+        if wake {
+            let _ = std::io::Write::write_all(&mut &notify_tx, b"n");
+        }
+    });
+    let handle = SamplerHandle::spawn_recording(
+        factory,
+        interval,
+        shared.clone(),
+        notify,
+        record,
+        settings.clone(),
+        options,
+    )?;
+    let failure = |m: &Monitor| -> Option<CliError> {
+        if let crate::engine::view::SourceStatus::Failed(e) = &m.status {
+            if m.ticks > 0 || e.starts_with("internal error") {
+                return Some(CliError::Failed(e.clone()));
+            }
+            return Some(SourceError::Unavailable(e.clone()).into());
+        }
+        if let Some(e) = m.recording.could_not_start() {
+            return Some(CliError::Failed(e.to_string()));
+        }
+        None
+    };
+    let mut byte = [0u8; 16];
+    // Wait for the first sample (or a failure, or a signal).
+    wake_rx.set_read_timeout(None)?;
+    let _ = wake_rx.read(&mut byte)?;
+    fn read(
+        s: &crate::engine::shared::Shared,
+    ) -> Result<std::sync::RwLockReadGuard<'_, Monitor>, CliError> {
+        s.read().map_err(|_| {
+            CliError::Failed(
+                "internal error: the engine thread panicked (a bug in vramwarden)".into(),
+            )
+        })
+    }
+    if let Some(e) = failure(&*read(&shared)?) {
+        return Err(e);
+    }
+    let cpu0 = own_cpu_seconds().unwrap_or(0.0);
+    let t0 = Instant::now();
+    let ticks0 = read(&shared)?.ticks;
+    loop {
+        let left = duration.map(|d| d.saturating_sub(t0.elapsed()));
+        if left.is_some_and(|l| l.is_zero()) {
+            break;
+        }
+        wake_rx.set_read_timeout(left)?;
+        match wake_rx.read(&mut byte) {
+            Ok(_) => {
+                if let Some(e) = failure(&*read(&shared)?) {
+                    return Err(e);
+                }
+                if byte.contains(&b'n') && duration.is_some() {
+                    byte.fill(0);
+                    continue;
+                }
+                // A signal.
+                break;
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                break
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let stats = RunStats {
+        samples: read(&shared)?.ticks - ticks0,
+        wall_s: t0.elapsed().as_secs_f64(),
+        cpu_s: own_cpu_seconds().unwrap_or(0.0) - cpu0,
+    };
+    handle.stop(Duration::from_secs(10));
+    Ok((shared, stats))
+}
+
+/// `vramwarden monitor`: the GUI's sampler and engine without a window; prints its CPU use.
+///
+/// # Errors
+/// When the source fails to open or the report cannot be written.
+pub fn monitor(
+    demo: bool,
+    interval: Duration,
+    history: Duration,
+    duration: Duration,
+    config: Option<&std::path::Path>,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let (_, st) = run_realtime(
+        crate::engine::sampler::source_factory(demo),
+        interval,
+        history_ticks(history, interval),
+        RecordTo::Off,
+        Some(duration),
+        &load_settings(config)?,
+        EngineOptions::default(),
+    )?;
+    writeln!(
+        out,
+        "samples={} wall_s={:.1} cpu_s={:.4} cpu_pct_of_core={:.4}",
+        st.samples,
+        st.wall_s,
+        st.cpu_s,
+        st.cpu_pct()
+    )?;
+    Ok(())
+}
+
+/// `vramwarden bench-nvml`.
+///
+/// # Errors
+/// When NVML is missing.
+pub fn bench_nvml(
+    iterations: u32,
+    spaced: Option<Duration>,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let mut src = NvmlSource::new()?;
+    if let Some(pause) = spaced {
+        let _ = src.sample(now_ms())?;
+        for (name, v) in src.bench_spaced_calls(iterations, pause) {
+            writeln!(out, "spaced {name:<46} {v:>10.2}")?;
+        }
+        return Ok(());
+    }
+    // One sample first, so the graphics-list cadence reflects this machine.
+    let _ = src.sample(now_ms())?;
+    let every_s = crate::source::nvml::UTIL_EVERY_MS as f64 / 1000.0;
+    let mut sum = 0.0;
+    let mut seq = 0.0;
+    for (name, us, calls) in src.bench_raw_calls(iterations) {
+        match calls {
+            0 => seq = us,
+            usize::MAX => writeln!(out, "raw {name:<32} {us:>9.2} µs/call, read once per {every_s} s: {:.2} µs per 1 s sample (not in the sums)", us / every_s)?,
+            n => {
+                writeln!(out, "raw {name:<32} {us:>9.2} µs/sample ({n} call(s) per sample)")?;
+                sum += us;
+            }
+        }
+    }
+    let mut procs = ProcReader::default();
+    let t = Instant::now();
+    for _ in 0..iterations {
+        let _ = src.sample(now_ms())?;
+    }
+    let full = t.elapsed().as_secs_f64() * 1e6 / f64::from(iterations);
+    let t = Instant::now();
+    for _ in 0..iterations {
+        let mut s = src.sample(now_ms())?;
+        enrich(&mut s, &mut procs);
+    }
+    let enriched = t.elapsed().as_secs_f64() * 1e6 / f64::from(iterations);
+    writeln!(
+        out,
+        "sum of the raw calls, each timed alone   {sum:>9.2} µs"
+    )?;
+    writeln!(
+        out,
+        "the same calls in one sample's order     {seq:>9.2} µs"
+    )?;
+    writeln!(out, "NvmlSource::sample                       {full:>9.2} µs  = {:.3} × the sum, {:.3} × the in-order calls", full / sum.max(1e-9), full / seq.max(1e-9))?;
+    writeln!(out, "sample + /proc enrichment                {enriched:>9.2} µs  = {:.3} × the sum, {:.3} × the in-order calls", enriched / sum.max(1e-9), enriched / seq.max(1e-9))?;
+    Ok(())
+}
+
+/// A path argument that names a session file (used by later commands).
+pub type SessionPath = PathBuf;
+
+/// `vramwarden record`.
+///
+/// `interval` defaults to the settings' `sampling.interval_ms`. Recording into the default
+/// sessions folder keeps that folder within the settings' retention limits, as the window does.
+/// A write that fails (full disk) is reported at once on stderr and retried every sample; the
+/// summary counts only what was written, and any gap makes the exit code non-zero. The run's own
+/// CPU time is a debug line (`-v`).
+///
+/// # Errors
+/// When the source cannot be opened, the arguments do not fit, or the log cannot be written.
+pub fn record(
+    demo: bool,
+    interval: Option<Duration>,
+    duration: Option<Duration>,
+    out: Option<PathBuf>,
+    speed: Speed,
+    config: Option<&std::path::Path>,
+    stdout: &mut dyn Write,
+) -> Result<(), CliError> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let settings = load_settings(config)?;
+    let interval = interval.unwrap_or(Duration::from_millis(settings.sampling.interval_ms));
+    if !demo && !matches!(speed, Speed::Times(s) if (s - 1.0).abs() < f64::EPSILON) {
+        return Err(CliError::Usage(
+            "--speed other than 1 needs --demo (real GPUs run in real time)".into(),
+        ));
+    }
+    let start = now_ms();
+    let options = EngineOptions {
+        desktop_notifications: false,
+        retention_dir: out.is_none().then(crate::session::default_dir),
+    };
+    let record_to = match &out {
+        Some(p) => RecordTo::File(p.clone()),
+        None => RecordTo::Dir(crate::session::default_dir()),
+    };
+    let ticks = 4096;
+    let mut shared =
+        crate::engine::shared::Shared::new(Monitor::new(interval.as_millis() as u64, ticks));
+    match speed {
+        Speed::Times(s) if (s - 1.0).abs() < f64::EPSILON => {
+            let (m, st) = run_realtime(
+                crate::engine::sampler::source_factory(demo),
+                interval,
+                ticks,
+                record_to,
+                duration,
+                &settings,
+                options,
+            )?;
+            shared = m;
+            // The run's own cost: a diagnostic, shown with -v (or RUST_LOG=debug).
+            tracing::debug!(
+                "cpu_s={:.4} wall_s={:.1} cpu_pct_of_core={:.4} (from the first sample on)",
+                st.cpu_s,
+                st.wall_s,
+                st.cpu_pct()
+            );
+        }
+        _ => {
+            let stop = Arc::new(AtomicBool::new(false));
+            for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+                signal_hook::flag::register(sig, stop.clone())?;
+            }
+            let mut sim = SimSource::demo_day(start);
+            let mut engine = Engine::new(shared.clone(), record_to, interval.as_millis() as u64);
+            engine.set_options(options);
+            engine.set_source(sim.info());
+            engine.apply_settings(&settings);
+            // Samples at start, start + interval, … while less than `duration` from the start.
+            let step = (interval.as_millis() as i64).max(1);
+            let samples = duration.map(|d| (d.as_millis() as i64 + step - 1) / step);
+            let mut taken = 0;
+            let mut failed = None;
+            let ended = if samples == Some(0) {
+                crate::engine::tick_loop::Ended::Stopped
+            } else {
+                crate::engine::tick_loop::run(
+                    &mut engine,
+                    &mut sim,
+                    interval,
+                    crate::engine::tick_loop::Clock::Simulated {
+                        start,
+                        speed: match speed {
+                            Speed::Times(s) => Some(s),
+                            Speed::Max => None,
+                        },
+                    },
+                    |engine, _, due| {
+                        if let Some(e) = engine.recording_failed(false) {
+                            failed = Some(e);
+                            return false;
+                        }
+                        taken += 1;
+                        if samples.is_some_and(|n| taken >= n) {
+                            return false;
+                        }
+                        crate::engine::tick_loop::sleep_until(due, &|| stop.load(Ordering::Relaxed))
+                    },
+                )
+            };
+            if let crate::engine::tick_loop::Ended::Panicked(what) = ended {
+                return Err(CliError::Failed(format!(
+                    "internal error (a bug in vramwarden; recording stopped): {what}"
+                )));
+            }
+            if let Some(e) = failed {
+                return Err(CliError::Failed(e));
+            }
+            engine.finish().map_err(CliError::Failed)?;
+        }
+    }
+    let m = shared.read().map_err(|_| {
+        CliError::Failed("internal error: the engine thread panicked (a bug in vramwarden)".into())
+    })?;
+    let r = &m.recording;
+    let path = r
+        .path
+        .clone()
+        .or(out)
+        .unwrap_or_else(crate::session::default_dir);
+    let devices = m.latest.as_ref().map_or(0, |s| s.devices.len()).max(1) as u64;
+    if r.samples == 0 {
+        return Err(CliError::Failed(format!(
+            "nothing was recorded to {}{}",
+            path.display(),
+            r.error
+                .as_ref()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default()
+        )));
+    }
+    writeln!(
+        stdout,
+        "recorded {} samples to {} ({} bytes, {:.1} bytes per device-sample)",
+        r.samples,
+        path.display(),
+        r.bytes,
+        r.bytes as f64 / (r.samples * devices) as f64
+    )?;
+    if r.lost > 0 {
+        return Err(CliError::Failed(format!(
+            "{} sample(s) could not be written ({}); the log records each gap as a `recording` event",
+            r.lost,
+            r.error.as_deref().unwrap_or("writing failed")
+        )));
+    }
+    Ok(())
+}
+
+/// `vramwarden export`. `--csv -` writes one table to standard output; summaries go to
+/// stderr so the CSV stays clean (none with `quiet`). Never writes over the session it reads, nor over an
+/// existing file unless `force`.
+///
+/// # Errors
+/// When the session cannot be read, an output would overwrite something, or the CSV cannot be
+/// written.
+pub fn export(
+    session: &std::path::Path,
+    csv: &std::path::Path,
+    table: Option<Table>,
+    force: bool,
+    quiet: bool,
+    stdout: &mut dyn Write,
+) -> Result<(), CliError> {
+    let to_stdout = csv.as_os_str() == "-";
+    let jobs = if to_stdout {
+        let Some(t) = table else {
+            return Err(CliError::Usage(
+                "--csv - writes one table to standard output: add --table devices|processes|events"
+                    .into(),
+            ));
+        };
+        vec![(t, PathBuf::from("-"))]
+    } else {
+        csv_export::output_files(csv, table)
+    };
+    if !to_stdout {
+        match csv_export::check_outputs(&jobs, Some(session), force) {
+            Ok(()) => {}
+            Err(csv_export::OutputClash::IsTheSession(path)) => {
+                return Err(CliError::Usage(format!(
+                    "{} is the session being exported: refusing to write over it",
+                    path.display()
+                )))
+            }
+            Err(csv_export::OutputClash::Exist(paths)) => {
+                return Err(CliError::Usage(format!(
+                    "{} already exists: add --force to overwrite it",
+                    paths
+                        .first()
+                        .map_or_else(String::new, |p| p.display().to_string())
+                )))
+            }
+        }
+    }
+    let data = crate::session::reader::SessionData::open(session)?;
+    if !data.report.is_clean() {
+        eprintln!(
+            "vramwarden: {}: {}",
+            session.display(),
+            data.report.summary()
+        );
+    }
+    let rows = if to_stdout {
+        let mut w = std::io::BufWriter::new(&mut *stdout);
+        let rows = jobs
+            .iter()
+            .map(|(t, _)| csv_export::export(&data, *t, &mut w, &mut |_| true))
+            .collect::<Result<Vec<u64>, _>>()?;
+        w.flush()?;
+        rows
+    } else {
+        csv_export::write_files(&data, &jobs, &mut |_| true).map_err(|e| e.error)?
+    };
+    for ((t, path), rows) in jobs.iter().zip(rows).filter(|_| !quiet) {
+        eprintln!("{}: {rows} {} rows", path.display(), t.name());
+    }
+    Ok(())
+}
+
+/// `vramwarden import nvidia-smi`.
+///
+/// # Errors
+/// When the logs cannot be read or the session cannot be written.
+pub fn import(what: ImportKind, stdout: &mut dyn Write) -> Result<(), CliError> {
+    let ImportKind::NvidiaSmi {
+        apps,
+        gpu,
+        out,
+        utc,
+    } = what;
+    let zone = if utc {
+        crate::engine::import::Zone::Utc
+    } else {
+        crate::engine::import::Zone::Local
+    };
+    let s = crate::engine::import::import_nvidia_smi(&apps, gpu.as_deref(), &out, zone)?;
+    writeln!(
+        stdout,
+        "imported {} samples of {} processes into {} ({} leak episode(s) flagged{}; \
+         {} of {} rows used, {} skipped)",
+        s.samples,
+        s.processes,
+        out.display(),
+        s.leaks,
+        match s.ooms {
+            0 => String::new(),
+            n => format!(", {n} OOM suspicion(s)"),
+        },
+        s.rows_used,
+        s.rows_read,
+        s.bad_rows,
+    )?;
+    // The skipped rows, one line per log and reason, on stderr.
+    let mut err = std::io::stderr().lock();
+    for k in &s.skipped {
+        let file = match k.log {
+            crate::engine::import::LogKind::Apps => apps.display().to_string(),
+            crate::engine::import::LogKind::Gpu => gpu
+                .as_deref()
+                .map_or(String::new(), |g| g.display().to_string()),
+        };
+        writeln!(
+            err,
+            "{file}: skipped {} row(s): {} (first at line {})",
+            k.rows, k.reason, k.first_line
+        )?;
+    }
+    Ok(())
+}

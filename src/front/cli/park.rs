@@ -1,0 +1,136 @@
+//! `vramwarden park PID` and `vramwarden resume PID`: the executor's park and resume actions
+//! for one process, from a shell. The process is found in a fresh sample (park) or by its
+//! pid in `/proc` (resume: a parked process is not listed by the driver); the policy, the
+//! identity check and the driver calls are the executor's, as for a rule or a click.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use super::CliError;
+use crate::act::park::cuda::{CudaCheckpoint, CudaError};
+use crate::act::rules::action::{ActionRunner, Activity, Entry, Outcome, Safety};
+use crate::act::rules::eval::{Planned, Target};
+use crate::act::rules::Action;
+use crate::host::procinfo::ProcReader;
+use crate::model::{now_ms, ProcessKey};
+use crate::source::SourceError;
+
+/// The longest a park or resume is waited for (a park of 140 GB takes about 100 s).
+const WAIT: Duration = Duration::from_secs(900);
+
+/// `vramwarden park PID [--start-time-ms MS] [--dry-run]`.
+///
+/// # Errors
+/// No driver (exit 3), a process the driver does not list, a refusal or a failed park.
+pub fn park(
+    demo: bool,
+    pid: u32,
+    start_time_ms: Option<i64>,
+    dry_run: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let mut source = crate::engine::sampler::source_factory(demo)()?;
+    let mut snap = source.sample(now_ms())?;
+    crate::host::procinfo::enrich(&mut snap, &mut ProcReader::default());
+    let found: Vec<_> = snap.processes.iter().filter(|p| p.pid == pid).collect();
+    let Some(p) = found.first() else {
+        return Err(CliError::Failed(format!(
+            "PID {pid} is not listed by the NVIDIA driver as holding GPU memory (not a CUDA process, exited, or parked already: `vramwarden snapshot` shows its state)"
+        )));
+    };
+    if let Some(want) = start_time_ms {
+        if p.key().start_time_ms != want {
+            return Err(CliError::Failed(format!(
+                "PID {pid} started at {} ms, not {want}: it is another process; nothing was done",
+                p.key().start_time_ms
+            )));
+        }
+    }
+    let target = crate::act::rules::eval::process_target(p);
+    let mut runner = ActionRunner::new();
+    runner.observe(&snap);
+    act(&mut runner, Action::Park, target, dry_run, out)
+}
+
+/// `vramwarden resume PID`.
+///
+/// # Errors
+/// No libcuda (exit 3), a process that is gone, a refusal or a failed resume.
+pub fn resume(pid: u32, out: &mut dyn Write) -> Result<(), CliError> {
+    if let Err(e) = CudaCheckpoint::load() {
+        return Err(match e {
+            CudaError::NoLibrary(_) => CliError::Source(SourceError::Unavailable(e.to_string())),
+            e => CliError::Failed(e.to_string()),
+        });
+    }
+    let mut procs = ProcReader::default();
+    let info = procs
+        .read(pid)
+        .ok_or_else(|| CliError::Failed(format!("PID {pid}: no such process")))?;
+    let target = Target::Process {
+        key: (
+            ProcessKey {
+                pid,
+                start_time_ms: info.start_time_ms,
+            },
+            0,
+        ),
+        info: Some(info),
+        used_bytes: None,
+        origin: crate::model::Origin::Live,
+    };
+    act(&mut ActionRunner::new(), Action::Resume, target, false, out)
+}
+
+/// Runs `action` on `target` through the executor and waits for its answer.
+fn act(
+    runner: &mut ActionRunner,
+    action: Action,
+    target: Target,
+    dry_run: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let plan = Planned {
+        rule: "manual".into(),
+        action,
+        dry_run,
+        allow_other_users: true,
+        target,
+    };
+    let safety = Safety {
+        global_dry_run: dry_run,
+        ..Safety::default()
+    };
+    let first = runner.run(&plan, &safety, now_ms());
+    writeln!(out, "{}", first.detail)?;
+    if first.entry != Entry::Asked {
+        return end(&first);
+    }
+    let started = Instant::now();
+    while started.elapsed() < WAIT {
+        std::thread::sleep(Duration::from_millis(50));
+        if let Some(a) = runner
+            .poll(&|_| true, now_ms())
+            .into_iter()
+            .find(|a| a.entry == Entry::Action)
+        {
+            writeln!(out, "{}", a.detail)?;
+            return end(&a);
+        }
+    }
+    Err(CliError::Failed(format!(
+        "no answer from the driver after {} s; `vramwarden snapshot` shows the process's state",
+        WAIT.as_secs()
+    )))
+}
+
+fn end(a: &Activity) -> Result<(), CliError> {
+    match a.outcome {
+        Outcome::Acted | Outcome::WouldAct => Ok(()),
+        Outcome::Skipped | Outcome::Failed => Err(CliError::Failed(format!(
+            "{}: {}",
+            a.outcome.label(),
+            a.detail
+        ))),
+    }
+}

@@ -1,0 +1,1674 @@
+//! The window: menus, status bar and the panes, drawn from one read of the shared monitor.
+
+pub use super::ui_state::{apply_theme, BottomTab, UiState};
+use egui::{Color32, RichText, Ui};
+
+use super::graph::GraphCache;
+use super::processes::TableState;
+use super::sessions::{SessionAction, SessionView, SessionsUi};
+use super::{overview, process_detail, processes, widgets, Backend};
+use crate::engine::view::{Monitor, SourceStatus};
+use crate::model::format::{self, Units};
+use crate::model::history::ProcSeriesKey;
+use crate::model::now_ms;
+use crate::model::UnixMs;
+
+const SETTINGS_SHORTCUT: egui::KeyboardShortcut =
+    egui::KeyboardShortcut::new(egui::Modifiers::COMMAND, egui::Key::Comma);
+const FILTER_SHORTCUT: egui::KeyboardShortcut =
+    egui::KeyboardShortcut::new(egui::Modifiers::COMMAND, egui::Key::F);
+
+/// The eframe application.
+pub struct VramApp {
+    backend: Backend,
+    /// Zooms out while the window is under the size the panes need.
+    fit_zoom: super::fit_zoom::FitZoom,
+    /// Persisted UI choices.
+    pub state: UiState,
+    /// GPU whose graph is shown.
+    pub selected_gpu: u32,
+    /// Process whose detail pane is open.
+    pub selected: Option<ProcSeriesKey>,
+    /// `selected` as of the last frame: a new selection brings its GPU's graph.
+    last_selected: Option<ProcSeriesKey>,
+    /// Process-table filter text.
+    pub filter: String,
+    focus_filter: bool,
+    graph: GraphCache,
+    detail_graph: GraphCache,
+    fixed_now: Option<UnixMs>,
+    /// A recorded session shown instead of the live data.
+    pub view: Option<SessionView>,
+    /// Sessions browser, export window and their jobs.
+    pub sessions: SessionsUi,
+    /// The job reading past sessions' leaks for the Leaks tab.
+    past_leaks: Option<crate::front::gui::jobs::JobId>,
+    past: Option<std::sync::Arc<crate::engine::replay::PastEvents>>,
+    /// Job requests of this frame (besides the sessions UI's), handed to the backend at its end.
+    job_requests: Vec<crate::front::gui::jobs::JobCommand>,
+    pending_select: Option<(ProcSeriesKey, UnixMs)>,
+    leak_clicked: Option<super::leaks::LeakClick>,
+    /// The Settings window.
+    pub settings_ui: super::settings_window::SettingsUi,
+    config_path: std::path::PathBuf,
+    /// Why the settings file could not be used, shown as a banner until saved.
+    pub config_error: Option<crate::engine::settings::ConfigError>,
+    /// A manual action waiting for the user's confirmation.
+    pub confirm: Option<(crate::act::rules::eval::Target, crate::act::rules::Action)>,
+    manual_request: Option<(ProcSeriesKey, crate::act::rules::Action)>,
+    /// True while a recorded session is drawn (no actions are offered).
+    replaying: bool,
+    /// A source switch waiting for the user's confirmation (true: the demo).
+    switch_source: Option<bool>,
+    /// File → Connect to host….
+    pub connect: super::connect::ConnectUi,
+    /// Whether this computer showed the demo before the window was attached to an agent.
+    local_demo: bool,
+    /// A host chosen in the selector this frame (`None` inside: this computer).
+    host_pick: Option<Option<usize>>,
+    /// Table groups folded shut.
+    collapsed_groups: std::collections::HashSet<String>,
+    /// The job writing the settings.
+    saving: Option<crate::front::gui::jobs::JobId>,
+    /// A host being opened (token read, SSH tunnel started) on a worker thread.
+    connecting: Option<(
+        super::connect::ConnectRequest,
+        super::task::Task<Result<crate::link::open::OpenedHost, String>>,
+    )>,
+    /// Sessions → Sessions on the agent… is open; the last download error.
+    agent_sessions: Option<Option<String>>,
+    /// The Help window shown.
+    help: Option<Help>,
+}
+
+/// What the Help window shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Help {
+    /// The keyboard shortcuts.
+    Shortcuts,
+    /// The version and where the project lives.
+    About,
+}
+
+/// Every keyboard shortcut of the window, for Help → Keyboard shortcuts.
+pub const SHORTCUTS: &[(&str, &str)] = &[
+    ("Ctrl+,", "Settings"),
+    ("Ctrl+F", "Filter the process table"),
+    ("Ctrl+1 / 2 / 3", "Processes, Leaks, Activity tab"),
+    (
+        "Up / Down",
+        "Select the previous / next process in the table",
+    ),
+    ("Delete", "Terminate the selected process (asks first)"),
+    (
+        "Esc",
+        "Close the topmost window or popup, else the detail pane",
+    ),
+    ("+ / −", "Zoom the graph's time in / out"),
+    ("Shift+Left / Right", "Pan the graph"),
+    ("End", "Follow live again"),
+    ("Tab / Enter", "Move the keyboard focus / press"),
+    ("Ctrl+Q", "Quit"),
+];
+
+impl VramApp {
+    /// The app for a real window, restoring persisted UI state.
+    pub fn new(cc: &eframe::CreationContext<'_>, backend: Backend) -> Self {
+        let state = cc
+            .storage
+            .and_then(|s| eframe::get_value::<UiState>(s, eframe::APP_KEY))
+            .unwrap_or_default();
+        // The theme of the settings file from the first frame (not only after a Save).
+        apply_theme(&cc.egui_ctx, backend.settings.general.theme);
+        Self::with_backend(backend, state)
+    }
+
+    /// The engine link(s) behind the window (tests read which host is shown and its history).
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// Like [`VramApp::backend`], to ask the link's health.
+    pub fn backend_mut(&mut self) -> &mut Backend {
+        &mut self.backend
+    }
+
+    /// The app over `backend` with the given UI state (tests, benchmarks).
+    pub fn with_backend(backend: Backend, state: UiState) -> Self {
+        Self {
+            fit_zoom: super::fit_zoom::FitZoom::default(),
+            backend,
+            state,
+            selected_gpu: 0,
+            last_selected: None,
+            switch_source: None,
+            selected: None,
+            filter: String::new(),
+            focus_filter: false,
+            graph: GraphCache::default(),
+            detail_graph: GraphCache::default(),
+            fixed_now: None,
+            view: None,
+            sessions: SessionsUi::default(),
+            past_leaks: None,
+            past: None,
+            job_requests: Vec::new(),
+            pending_select: None,
+            leak_clicked: None,
+            settings_ui: super::settings_window::SettingsUi::default(),
+            config_path: crate::engine::settings::config_path(None),
+            config_error: None,
+            confirm: None,
+            manual_request: None,
+            replaying: false,
+            connect: super::connect::ConnectUi::default(),
+            host_pick: None,
+            local_demo: false,
+            collapsed_groups: std::collections::HashSet::new(),
+            agent_sessions: None,
+            saving: None,
+            connecting: None,
+            help: None,
+        }
+    }
+
+    /// Where the settings file is, and what was wrong with it at start.
+    pub fn set_config(
+        &mut self,
+        path: std::path::PathBuf,
+        error: Option<crate::engine::settings::ConfigError>,
+    ) {
+        self.config_path = path;
+        self.config_error = error;
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &crate::engine::settings::Settings {
+        &self.backend.settings
+    }
+
+    /// Opens a session log in the background; the view switches to it when it is read.
+    pub fn open_session(&mut self, path: std::path::PathBuf) {
+        self.sessions.open_path(path);
+        self.hand_over_jobs();
+    }
+
+    /// Hands this frame's job requests to the backend's job board.
+    fn hand_over_jobs(&mut self) {
+        for c in self
+            .sessions
+            .outbox
+            .drain(..)
+            .chain(self.job_requests.drain(..))
+        {
+            self.backend.job(c);
+        }
+    }
+
+    /// Shows `data` read-only (tests; the UI goes through [`VramApp::open_session`]).
+    pub fn show_session(&mut self, data: crate::session::reader::SessionData) {
+        self.view = Some(SessionView::new(data));
+        self.selected = None;
+        self.graph.free_range = None;
+    }
+
+    /// Freezes the app's clock (tests and benchmarks: no wall-clock dependence).
+    pub fn with_fixed_now(mut self, now: UnixMs) -> Self {
+        self.fixed_now = Some(now);
+        self
+    }
+
+    /// Forgets the decimated graph lines, as new data does (benchmarks).
+    pub fn invalidate_caches(&mut self) {
+        self.graph.invalidate();
+        self.detail_graph.invalidate();
+    }
+
+    /// Zooms or pans the GPU graph to `range` (`None`: follow live), as the wheel and a drag
+    /// do (benchmarks).
+    pub fn set_graph_range(&mut self, range: Option<(UnixMs, UnixMs)>) {
+        self.graph.free_range = range;
+    }
+
+    /// The time range the GPU graph was zoomed or panned to (`None`: it follows live).
+    pub fn graph_range(&self) -> Option<(UnixMs, UnixMs)> {
+        self.graph.free_range
+    }
+
+    fn now(&self) -> UnixMs {
+        self.fixed_now.unwrap_or_else(now_ms)
+    }
+
+    /// Draws one frame into `ui` (the root of the window).
+    pub fn draw(&mut self, ui: &mut Ui) {
+        let ctx = ui.ctx().clone();
+        widgets::set_palette(&ctx, self.state.palette);
+        if let Some(r) = self.past_leaks.and_then(|id| self.backend.jobs().take(id)) {
+            self.past_leaks = None;
+            if let crate::front::gui::jobs::JobResult::PastLeaks(p) = r {
+                self.past = Some(p);
+            }
+        }
+        let jobs = self.backend.jobs().clone();
+        match self.sessions.poll(&ctx, &jobs) {
+            Some(SessionAction::Open(v)) => {
+                self.view = Some(*v);
+                self.selected = None;
+                self.graph.free_range = None;
+                if let (Some((k, t)), Some(v)) = (self.pending_select.take(), self.view.as_mut()) {
+                    v.t = t;
+                    self.selected = Some(k);
+                }
+            }
+            Some(SessionAction::BackToLive) => self.view = None,
+            None => {}
+        }
+        if ui.input_mut(|i| i.consume_shortcut(&FILTER_SHORTCUT)) {
+            self.focus_filter = true;
+        }
+        if ui.input_mut(|i| i.consume_shortcut(&SETTINGS_SHORTCUT)) {
+            let s = self.backend.settings.clone();
+            self.settings_ui.show(&s);
+        }
+        // Esc closes the topmost thing: a window (settings, sessions, export, connect), else
+        // the detail pane. Ctrl+1/2/3 switch the tabs under the graph.
+        // (A popup or menu open takes the Esc for itself: the Send-signal list closes, the
+        // pane under it stays.)
+        if ui.input(|i| i.key_pressed(egui::Key::Escape))
+            && self.confirm.is_none()
+            && !egui::Popup::is_any_open(&ctx)
+        {
+            if self.help.is_some() {
+                self.help = None;
+            } else if self.settings_ui.open {
+                self.settings_ui.open = false;
+            } else if self.connect.open {
+                self.connect.open = false;
+            } else if self.sessions.export_open {
+                self.sessions.export_open = false;
+            } else if self.sessions.browser_open {
+                self.sessions.browser_open = false;
+            } else {
+                self.selected = None;
+            }
+        }
+        for (key, tab) in [
+            (egui::Key::Num1, BottomTab::Processes),
+            (egui::Key::Num2, BottomTab::Leaks),
+            (egui::Key::Num3, BottomTab::Activity),
+        ] {
+            let shortcut = egui::KeyboardShortcut::new(egui::Modifiers::COMMAND, key);
+            if ui.input_mut(|i| i.consume_shortcut(&shortcut)) {
+                self.state.bottom = tab;
+            }
+        }
+        if ui.input(|i| i.key_pressed(egui::Key::Delete))
+            && !ui.ctx().egui_wants_keyboard_input()
+            && self.view.is_none()
+        {
+            if let Some(k) = self.selected {
+                self.manual_request = Some((
+                    k,
+                    crate::act::rules::Action::Terminate {
+                        grace_seconds: crate::act::rules::model::DEFAULT_GRACE_SECONDS,
+                    },
+                ));
+            }
+        }
+        let health = self.backend.health();
+        // The engine's state as of its last write, from the link: a copy made at most once per
+        // change, so the frame is drawn without holding the engine's lock.
+        let Some(live) = self.backend.view() else {
+            ui.label("internal error: the monitor lock is poisoned");
+            return;
+        };
+        let live_log = live.recording.path.clone();
+        let mut view = self.view.take();
+        // The view is out of `self` while the panes draw: they ask this instead.
+        self.replaying = view.is_some();
+        let mut cmd = Commands::default();
+        self.menu(ui, &live, view.is_some(), &mut cmd);
+        if let Some(e) = &self.config_error {
+            egui::Panel::top("config-banner").show(ui, |ui| {
+                ui.horizontal_wrapped(|ui| {
+                    ui.label(RichText::new(format!("⚠ The settings file is broken: {e}")).color(widgets::WARN).strong());
+                    ui.label("vramwarden runs on defaults and leaves the file as it is until you save from Settings.");
+                });
+            });
+        }
+        if let Some(e) = self.sessions.open_error.clone() {
+            egui::Panel::top("open-error-banner").show(ui, |ui| {
+                ui.horizontal_wrapped(|ui| {
+                    ui.label(
+                        RichText::new(format!("⚠ Could not open the file: {e}"))
+                            .color(widgets::WARN)
+                            .strong(),
+                    );
+                    if ui.button("Dismiss").clicked() {
+                        self.sessions.open_error = None;
+                    }
+                });
+            });
+        }
+        if let crate::link::LinkHealth::Disconnected {
+            url,
+            since_ms,
+            error,
+        } = &health
+        {
+            egui::Panel::top("link-banner").show(ui, |ui| {
+                ui.horizontal_wrapped(|ui| {
+                    ui.label(
+                        RichText::new(format!(
+                            "⚠ Disconnected from {url} — retrying ({})",
+                            format::duration(self.now() - since_ms)
+                        ))
+                        .color(widgets::WARN)
+                        .strong(),
+                    );
+                    ui.label(RichText::new(error.as_str()).weak());
+                    if ui.button("Back to this computer").clicked() {
+                        // As File → Disconnect: this computer's history is kept.
+                        cmd.disconnect = true;
+                    }
+                });
+            });
+        }
+        if let Some(v) = view.as_mut() {
+            session_bar(ui, v, &mut cmd);
+        }
+        egui::Panel::bottom("status").show(ui, |ui| {
+            jobs_strip(ui, &jobs, &mut self.job_requests);
+            match view.as_ref() {
+                Some(v) => session_status(ui, v),
+                None => status_bar(ui, &live, self.now(), &health),
+            }
+        });
+        match view.as_mut() {
+            Some(v) => {
+                let t = v.t;
+                let snap = v.snapshot().cloned();
+                let rows: Vec<crate::engine::view::ProcessRow> = v.rows().to_vec();
+                let refs: Vec<&crate::engine::view::ProcessRow> = rows.iter().collect();
+                match snap {
+                    Some(snap) => self.panes(ui, &v.monitor, &snap, refs, t, t),
+                    None => {
+                        egui::CentralPanel::default().show(ui, |ui| {
+                            ui.label("This session holds no samples.");
+                        });
+                    }
+                }
+            }
+            None => {
+                let now = self.now();
+                match live.latest.as_ref().filter(|s| !s.devices.is_empty()) {
+                    Some(snap) => {
+                        let last = live.history.span().map_or(now, |(_, b)| b);
+                        let edge = last.max(now.min(last + 3 * live.interval_ms as i64));
+                        self.panes(ui, &live, snap, live.table_rows(now), now, edge);
+                    }
+                    None => {
+                        egui::CentralPanel::default().show(ui, |ui| {
+                            if self.backend.remote.is_some() {
+                                ui.vertical_centered(|ui| {
+                                    ui.add_space(ui.available_height() * 0.25);
+                                    ui.heading(format!(
+                                        "Connecting to {}…",
+                                        self.backend.remote.as_deref().unwrap_or("")
+                                    ));
+                                    if let crate::link::LinkHealth::Disconnected { error, .. } =
+                                        &health
+                                    {
+                                        ui.label(
+                                            RichText::new(error.as_str()).color(widgets::WARN),
+                                        );
+                                    }
+                                    if ui.button("Back to this computer").clicked() {
+                                        // As File → Disconnect: history is kept.
+                                        cmd.disconnect = true;
+                                    }
+                                });
+                            } else {
+                                empty_state(ui, &live, &mut cmd.start_demo, &mut cmd.retry);
+                                if matches!(live.status, SourceStatus::Failed(_)) {
+                                    ui.vertical_centered(|ui| {
+                                        ui.add_space(4.0);
+                                        if ui.button("Connect to a GPU server's agent…").clicked()
+                                        {
+                                            self.connect.show(None);
+                                        }
+                                    });
+                                }
+                            }
+                        });
+                    }
+                }
+            }
+        }
+        let current = self.backend.settings.clone();
+        if let Some(super::settings_window::SettingsAction::Save(s)) =
+            self.settings_ui
+                .window(&ctx, &current, &self.config_path, &live)
+        {
+            // Written (TOML, fsync, .bak) on a worker thread: a slow disk never holds a frame.
+            if self.saving.is_none() {
+                let path = self.config_path.clone();
+                self.settings_ui.message = Some(("Saving…".into(), false));
+                let id = crate::front::gui::jobs::JobId::next();
+                self.job_requests
+                    .push(crate::front::gui::jobs::JobCommand::Start(
+                        id,
+                        crate::front::gui::jobs::Job::SaveSettings { settings: s, path },
+                    ));
+                self.saving = Some(id);
+            }
+        }
+        match self.saving.and_then(|id| self.backend.jobs().take(id)) {
+            None => {}
+            Some(crate::front::gui::jobs::JobResult::Saved(s, r)) => {
+                self.saving = None;
+                match r {
+                    Ok(()) => {
+                        self.settings_ui.message = Some((
+                            format!(
+                                "Saved to {} (previous version kept as .bak)",
+                                self.config_path.display()
+                            ),
+                            false,
+                        ));
+                        self.config_error = None;
+                        self.state.units = s.general.units;
+                        apply_theme(&ctx, s.general.theme);
+                        cmd.settings = Some(*s);
+                    }
+                    Err(e) => self.settings_ui.message = Some((e, true)),
+                }
+            }
+            Some(other) => {
+                self.saving = None;
+                if let crate::front::gui::jobs::JobResult::Failed(e) = other {
+                    self.settings_ui.message = Some((e, true));
+                }
+            }
+        }
+        if let Some((target, action)) = self.confirm.clone() {
+            let mut decided = None;
+            egui::Modal::new(egui::Id::unique("confirm-action")).show(&ctx, |ui| {
+                // Narrower on a small screen (900 × 600 at 200 % is 450 points wide).
+                ui.set_width(
+                    460f32
+                        .min(ui.ctx().content_rect().width() - 48.0)
+                        .max(200.0),
+                );
+                let (heading, verb) = match &action {
+                    crate::act::rules::Action::Terminate { .. } => (
+                        "Terminate this process?".to_string(),
+                        "Terminate".to_string(),
+                    ),
+                    crate::act::rules::Action::Signal { signal } if signal == "SIGKILL" => {
+                        ("Kill this process?".to_string(), "Kill".to_string())
+                    }
+                    crate::act::rules::Action::ReleaseCache => (
+                        "Release this process's cached GPU memory?".to_string(),
+                        "Release".to_string(),
+                    ),
+                    crate::act::rules::Action::LimitMemory { gib } => (
+                        format!("Limit this process to {gib} GiB of GPU memory?"),
+                        "Limit".to_string(),
+                    ),
+                    crate::act::rules::Action::Resume => (
+                        "Resume: move its memory back to the GPU?".to_string(),
+                        "Resume".to_string(),
+                    ),
+                    crate::act::rules::Action::Park => {
+                        let used = match &target {
+                            crate::act::rules::eval::Target::Process { used_bytes, .. } => {
+                                used_bytes.unwrap_or(0)
+                            }
+                            crate::act::rules::eval::Target::Device(_) => 0,
+                        };
+                        (
+                            format!(
+                                "Park: move its {:.1} GiB to host memory (~{:.0} s)?",
+                                used as f64 / crate::model::GIB as f64,
+                                crate::act::park::checks::park_estimate_s(used)
+                            ),
+                            "Park".to_string(),
+                        )
+                    }
+                    a => (format!("{} this process?", a.label()), a.label()),
+                };
+                ui.heading(heading);
+                ui.label(target.describe());
+                ui.label(RichText::new(action.label()).weak());
+                ui.add_space(8.0);
+                ui.horizontal_wrapped(|ui| {
+                    if ui
+                        .button(RichText::new(verb.clone()).color(widgets::WARN))
+                        .clicked()
+                    {
+                        decided = Some(true);
+                    }
+                    let cancel = ui.button("Cancel");
+                    // The keyboard starts on the safe choice: Enter cancels, Tab reaches
+                    // the action.
+                    if ui.memory(|m| m.focused().is_none()) {
+                        cancel.request_focus();
+                    }
+                    if cancel.clicked() || ui.input(|i| i.key_pressed(egui::Key::Escape)) {
+                        decided = Some(false);
+                    }
+                });
+            });
+            match decided {
+                Some(true) => {
+                    // The engine is told which process only; it builds the target itself.
+                    if let crate::act::rules::eval::Target::Process { key, .. } = target {
+                        cmd.engine = Some(crate::engine::EngineCommand::Manual { key, action });
+                    }
+                    self.confirm = None;
+                }
+                Some(false) => self.confirm = None,
+                None => {}
+            }
+        }
+        let viewing = view.as_ref().map(|v| v.data.clone());
+        if let Some(a) = self.sessions.windows(&ctx, live_log, viewing, &jobs) {
+            match a {
+                SessionAction::Open(v) => view = Some(*v),
+                SessionAction::BackToLive => cmd.back_to_live = true,
+            }
+        }
+        self.help_window(&ctx);
+        let connect_req = self.connect.window(&ctx);
+        self.agent_sessions_window(&ctx);
+        let interval_ms = live.interval_ms;
+        drop(live);
+        if let Some(req) = connect_req {
+            self.attach(&ctx, &req);
+        }
+        self.finish_attach();
+        if let Some(pick) = self.host_pick.take() {
+            let host = pick.and_then(|i| self.state.hosts.get(i).cloned());
+            let showing = match &host {
+                None => self.backend.remote.is_none(),
+                Some(h) => self.backend.shown_host() == Some(h),
+            };
+            if showing {
+                // Already on screen: nothing to do.
+            } else if self.backend.switch_to(host.as_ref()) {
+                // Attached in the background: shown at once, its history intact.
+                self.after_host_switch();
+            } else {
+                match host {
+                    Some(h) if !h.token_file.is_empty() => {
+                        self.attach(
+                            &ctx,
+                            &super::connect::ConnectRequest {
+                                host: h,
+                                token: String::new(),
+                            },
+                        );
+                    }
+                    Some(h) => self.connect.show(Some(&h)),
+                    None => cmd.retry = true,
+                }
+            }
+        }
+        if cmd.disconnect {
+            if self.backend.disconnect() {
+                self.after_host_switch();
+            } else {
+                self.restart_local(self.local_demo);
+            }
+        }
+        self.view = view;
+        if cmd.back_to_live {
+            self.view = None;
+            self.selected = None;
+            self.graph.free_range = None;
+        }
+        if let Some(c) = cmd.engine {
+            self.backend.send(c);
+        }
+        if let Some(s) = cmd.settings.take() {
+            self.backend.apply_settings(s);
+        }
+        if let Some(c) = self.leak_clicked.take() {
+            let here = match (&c.session, &self.view) {
+                (None, None) => true,
+                (Some(p), Some(v)) => v.data.path.as_deref() == Some(p.as_path()),
+                _ => false,
+            };
+            if here {
+                self.selected = Some(c.key);
+                if let Some(v) = self.view.as_mut() {
+                    v.t = c.at_ms;
+                }
+            } else if let Some(p) = c.session {
+                self.pending_select = Some((c.key, c.at_ms));
+                self.sessions.open_path(p);
+            } else {
+                self.view = None;
+                self.selected = Some(c.key);
+            }
+        }
+        if let Some(to_demo) = self.switch_source {
+            let held = self
+                .backend
+                .view()
+                .and_then(|m| m.history.span().map(|(a, b)| b - a))
+                .unwrap_or(0);
+            egui::Modal::new(egui::Id::unique("switch-source")).show(&ctx, |ui| {
+                ui.set_width(440.0);
+                ui.heading(if to_demo {
+                    "Switch to the simulated GPUs?"
+                } else {
+                    "Switch to the NVIDIA driver?"
+                });
+                ui.label(format!(
+                    "The {} of history on screen will be cleared (the session log keeps what was recorded).",
+                    crate::model::format::duration(held)
+                ));
+                ui.add_space(8.0);
+                ui.horizontal(|ui| {
+                    if ui.button("Switch").clicked() {
+                        if to_demo {
+                            cmd.start_demo = true;
+                        } else {
+                            cmd.retry = true;
+                        }
+                        self.switch_source = None;
+                    }
+                    if ui.button("Cancel").clicked() {
+                        self.switch_source = None;
+                    }
+                });
+            });
+        }
+        if cmd.start_demo {
+            self.restart_local(true);
+        } else if cmd.retry {
+            // Back from an agent: this computer's source as it was before (the demo when no
+            // driver was in use).
+            self.restart_local(self.backend.remote.is_some() && self.local_demo);
+        }
+        // Frames come from input and from new samples (the sampler asks for one per sample).
+        // Besides that: jobs in progress are polled, and a live window wakes after three
+        // intervals without a sample to show STALE. A recorded session draws nothing unasked.
+        self.hand_over_jobs();
+        if self.sessions.busy() || self.backend.jobs().busy() || self.connecting.is_some() {
+            ui.request_repaint_after(std::time::Duration::from_millis(100));
+        } else if !self.replaying {
+            let interval = interval_ms.max(100);
+            ui.request_repaint_after(std::time::Duration::from_millis(3 * interval + 50));
+        }
+    }
+
+    /// Opens the host of `req`: its token is read and an SSH tunnel started on a worker thread
+    /// ([`crate::link::open::open_host`]); [`Self::finish_attach`] attaches the result.
+    fn attach(&mut self, ctx: &egui::Context, req: &super::connect::ConnectRequest) {
+        if self.connecting.is_some() {
+            // One host at a time: the one being opened is attached first.
+            return;
+        }
+        if let Err(e) = super::connect::validate(&req.host, &req.token) {
+            self.connect.show(Some(&req.host));
+            self.connect.error = Some(e);
+            return;
+        }
+        let (h, typed) = (req.host.clone(), req.token.clone());
+        let task = super::task::Task::spawn("connect", super::task::repaint(ctx), move || {
+            crate::link::open::open_host(&h.url, &h.ssh, &h.token_file, &typed)
+        });
+        self.connecting = Some((req.clone(), task));
+    }
+
+    /// Attaches the host opened by [`Self::attach`] once its worker is done: on success the
+    /// host joins the saved list (first), on failure the connect window shows why.
+    fn finish_attach(&mut self) {
+        let Some(opened) = self.connecting.as_ref().and_then(|(_, t)| t.take()) else {
+            return;
+        };
+        let Some((req, _)) = self.connecting.take() else {
+            return;
+        };
+        if self.backend.remote.is_none() {
+            self.local_demo = self.backend.demo;
+        }
+        match opened.and_then(|o| self.backend.attach_opened(&req.host, o)) {
+            Ok(()) => {
+                self.state.hosts.retain(|h| h != &req.host);
+                self.state.hosts.insert(0, req.host.clone());
+                self.state.hosts.truncate(20);
+                self.connect.open = false;
+                self.after_host_switch();
+            }
+            Err(e) => {
+                self.connect.show(Some(&req.host));
+                self.connect.error = Some(e);
+            }
+        }
+    }
+
+    /// Starts this computer's source over (the demo when `demo`), history cleared.
+    fn restart_local(&mut self, demo: bool) {
+        self.view = None;
+        self.backend
+            .restart(crate::engine::sampler::source_factory(demo), demo);
+        self.selected = None;
+    }
+
+    /// Another host is shown: its own graphs and table, nothing selected.
+    fn after_host_switch(&mut self) {
+        self.view = None;
+        self.selected = None;
+        self.selected_gpu = 0;
+        self.graph.free_range = None;
+        self.invalidate_caches();
+    }
+
+    /// Sessions → Sessions on the agent…: the agent's logs, each downloaded into this
+    /// computer's sessions folder and opened read-only on request.
+    fn agent_sessions_window(&mut self, ctx: &egui::Context) {
+        for (name, got) in self.backend.take_agent_downloads() {
+            match got {
+                Ok(path) => {
+                    self.sessions.open_path(path);
+                    self.agent_sessions = None;
+                }
+                Err(e) => self.agent_sessions = Some(Some(format!("{name}: {e}"))),
+            }
+        }
+        let Some(error) = self.agent_sessions.clone() else {
+            return;
+        };
+        let Some(files) = self.backend.agent_files() else {
+            self.agent_sessions = None;
+            return;
+        };
+        let mut open = true;
+        let mut fetch = None;
+        egui::Window::new("Sessions on the agent")
+            .open(&mut open)
+            .collapsible(false)
+            .default_pos(egui::pos2(240.0, 90.0))
+            .show(ctx, |ui| {
+                ui.label(format!(
+                    "Session logs recorded by {}. Opening one downloads it into this computer's sessions folder (from-agents/).",
+                    self.backend.remote.as_deref().unwrap_or("the agent")
+                ));
+                match &files.list {
+                    None => {
+                        ui.label("Asking the agent…");
+                    }
+                    Some(Err(e)) => {
+                        ui.label(RichText::new(e.as_str()).color(widgets::WARN));
+                    }
+                    Some(Ok(list)) if list.is_empty() => {
+                        ui.label("The agent has recorded no sessions (is it started with --no-record?).");
+                    }
+                    Some(Ok(list)) => {
+                        egui::ScrollArea::vertical().max_height(360.0).show(ui, |ui| {
+                            egui::Grid::new("agent-sessions")
+                                .num_columns(4)
+                                .striped(true)
+                                .spacing([12.0, 4.0])
+                                .show(ui, |ui| {
+                                    for s in list {
+                                        ui.label(RichText::new(&s.name).monospace());
+                                        ui.label(s.started_ms.map_or("—".into(), format::date_time));
+                                        ui.label(format!(
+                                            "{} · {}",
+                                            s.duration_ms.map_or("—".into(), format::duration),
+                                            format::file_size(s.size_bytes)
+                                        ));
+                                        let busy = files.downloading.as_deref() == Some(s.name.as_str());
+                                        if busy {
+                                            ui.spinner();
+                                        } else if ui
+                                            .add_enabled(files.downloading.is_none(), egui::Button::new("Open"))
+                                            .clicked()
+                                        {
+                                            fetch = Some(s.name.clone());
+                                        }
+                                        ui.end_row();
+                                    }
+                                });
+                        });
+                    }
+                }
+                if let Some(e) = &error {
+                    ui.label(RichText::new(e.as_str()).color(widgets::WARN));
+                }
+                if ui.button("Refresh").clicked() {
+                    self.backend.list_agent_sessions();
+                }
+            });
+        if let Some(name) = fetch {
+            self.backend.download_agent_session(&name);
+        }
+        if !open {
+            self.agent_sessions = None;
+        } else if files.downloading.is_some() || files.list.is_none() {
+            ctx.request_repaint_after(std::time::Duration::from_millis(200));
+        }
+    }
+
+    /// Help → Keyboard shortcuts / About.
+    fn help_window(&mut self, ctx: &egui::Context) {
+        let Some(which) = self.help else {
+            return;
+        };
+        let mut open = true;
+        let title = match which {
+            Help::Shortcuts => "Keyboard shortcuts",
+            Help::About => "About vramwarden",
+        };
+        egui::Window::new(title)
+            .open(&mut open)
+            .collapsible(false)
+            .resizable(false)
+            .show(ctx, |ui| match which {
+                Help::Shortcuts => {
+                    egui::Grid::new("shortcuts")
+                        .num_columns(2)
+                        .spacing([16.0, 4.0])
+                        .striped(true)
+                        .show(ui, |ui| {
+                            for (keys, what) in SHORTCUTS {
+                                ui.label(RichText::new(*keys).monospace().strong());
+                                ui.label(*what);
+                                ui.end_row();
+                            }
+                        });
+                }
+                Help::About => {
+                    ui.heading(format!("vramwarden {}", env!("CARGO_PKG_VERSION")));
+                    ui.label("Watches and manages NVIDIA GPU memory: who holds it, what leaks, what to do about it.");
+                    ui.label(format!("Licence: {}", env!("CARGO_PKG_LICENSE")));
+                }
+            });
+        if !open {
+            self.help = None;
+        }
+    }
+
+    /// "Host: …" above the GPU cards: this computer or a saved agent.
+    fn host_selector(&mut self, ui: &mut Ui) {
+        let current = self
+            .backend
+            .remote
+            .clone()
+            .unwrap_or_else(|| "This computer".into());
+        ui.horizontal(|ui| {
+            let label = ui.label("Host");
+            egui::ComboBox::from_id_salt("host-selector")
+                .selected_text(current.trim_start_matches("http://"))
+                .width(ui.available_width() - 8.0)
+                .show_ui(ui, |ui| {
+                    // Hosts attached in the background go on sampling: "· live".
+                    let live = self.backend.live_hosts();
+                    let mark = |h: Option<&super::connect::SavedHost>, label: String| {
+                        if live.iter().any(|l| l.as_ref() == h) {
+                            format!("{label} · live")
+                        } else {
+                            label
+                        }
+                    };
+                    if ui
+                        .selectable_label(
+                            self.backend.remote.is_none(),
+                            mark(None, "This computer".into()),
+                        )
+                        .clicked()
+                    {
+                        self.host_pick = Some(None);
+                    }
+                    let shown = self.backend.shown_host().cloned();
+                    for (i, h) in self.state.hosts.iter().enumerate() {
+                        if ui
+                            .selectable_label(shown.as_ref() == Some(h), mark(Some(h), h.label()))
+                            .clicked()
+                        {
+                            self.host_pick = Some(Some(i));
+                        }
+                    }
+                    ui.separator();
+                    if ui.selectable_label(false, "Connect to host…").clicked() {
+                        self.connect.show(None);
+                    }
+                })
+                .response
+                .labelled_by(label.id);
+        });
+        ui.add_space(4.0);
+    }
+
+    fn menu(&mut self, ui: &mut Ui, live: &Monitor, viewing: bool, cmd: &mut Commands) {
+        egui::Panel::top("menu").show(ui, |ui| {
+            egui::MenuBar::new().ui(ui, |ui| {
+                ui.menu_button("File", |ui| {
+                    if ui
+                        .add(
+                            egui::Button::new("Settings…")
+                                .shortcut_text(ui.ctx().format_shortcut(&SETTINGS_SHORTCUT)),
+                        )
+                        .clicked()
+                    {
+                        let s = self.backend.settings.clone();
+                        self.settings_ui.show(&s);
+                        ui.close();
+                    }
+                    if ui.button("Export to CSV…").clicked() {
+                        self.sessions.export_open = true;
+                        ui.close();
+                    }
+                    ui.separator();
+                    if ui.button("Connect to host…").clicked() {
+                        self.connect.show(None);
+                        ui.close();
+                    }
+                    if self.backend.remote.is_some()
+                        && ui.button("Disconnect (back to this computer)").clicked()
+                    {
+                        cmd.disconnect = true;
+                        ui.close();
+                    }
+                    ui.separator();
+                    if ui.button("Quit").clicked() {
+                        ui.send_viewport_cmd(egui::ViewportCommand::Close);
+                    }
+                });
+                ui.menu_button("Sessions", |ui| {
+                    if self.backend.remote.is_some()
+                        && ui.button("Sessions on the agent…").clicked()
+                    {
+                        self.backend.list_agent_sessions();
+                        self.agent_sessions = Some(None);
+                        ui.close();
+                    }
+                    if ui.button("Browse sessions…").clicked() {
+                        self.sessions.show_browser();
+                        ui.close();
+                    }
+                    if ui.button("Open file…").clicked() {
+                        self.sessions.pick_file(ui.ctx());
+                        ui.close();
+                    }
+                    if ui.button("Import nvidia-smi log…").clicked() {
+                        self.sessions.import_nvidia_smi(ui.ctx());
+                        ui.close();
+                    }
+                    if ui.button("Export to CSV…").clicked() {
+                        self.sessions.export_open = true;
+                        ui.close();
+                    }
+                    ui.separator();
+                    if viewing && ui.button("Back to live").clicked() {
+                        cmd.back_to_live = true;
+                        ui.close();
+                    }
+                    let rec = &live.recording;
+                    if rec.path.is_some() {
+                        if rec.active {
+                            if ui.button("Pause recording").clicked() {
+                                cmd.engine = Some(crate::engine::EngineCommand::PauseRecording);
+                                ui.close();
+                            }
+                        } else if ui.button("Resume recording").clicked() {
+                            cmd.engine = Some(crate::engine::EngineCommand::ResumeRecording);
+                            ui.close();
+                        }
+                    }
+                });
+                ui.menu_button("View", |ui| {
+                    ui.label("Units");
+                    for u in Units::ALL {
+                        ui.radio_value(&mut self.state.units, u, u.label());
+                    }
+                    ui.separator();
+                    ui.checkbox(&mut self.state.stacked, "Stack graph by process");
+                    ui.separator();
+                    ui.label("Process colours");
+                    for p in widgets::Palette::ALL {
+                        ui.radio_value(&mut self.state.palette, p, p.label());
+                    }
+                });
+                ui.menu_button("Help", |ui| {
+                    if ui.button("Keyboard shortcuts").clicked() {
+                        self.help = Some(Help::Shortcuts);
+                        ui.close();
+                    }
+                    if ui.button("About vramwarden").clicked() {
+                        self.help = Some(Help::About);
+                        ui.close();
+                    }
+                });
+                ui.menu_button("Source", |ui| {
+                    let demo = self.backend.demo;
+                    let running = live.status == SourceStatus::Running;
+                    for (is_demo, label) in [
+                        (true, "Simulated GPUs (demo)"),
+                        (false, "NVIDIA driver (NVML)"),
+                    ] {
+                        let active = demo == is_demo;
+                        // The active source is checked; choosing it again keeps it running
+                        // (a failed driver is retried).
+                        if ui.radio(active, label).clicked() {
+                            if active && running {
+                                // Nothing to do.
+                            } else if running && !live.history.is_empty() {
+                                self.switch_source = Some(is_demo);
+                            } else if is_demo {
+                                cmd.start_demo = true;
+                            } else {
+                                cmd.retry = true;
+                            }
+                            ui.close();
+                        }
+                    }
+                });
+                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                    for u in Units::ALL.iter().rev() {
+                        ui.selectable_value(&mut self.state.units, *u, u.label());
+                    }
+                    ui.label("Units:");
+                    if viewing {
+                        ui.label(
+                            RichText::new("SESSION · read-only")
+                                .color(Color32::from_rgb(120, 190, 255))
+                                .strong(),
+                        );
+                    } else if self.backend.demo {
+                        ui.label(
+                            RichText::new("DEMO · simulated GPUs")
+                                .color(Color32::from_rgb(230, 170, 40))
+                                .strong(),
+                        );
+                    }
+                    let rec = &live.recording;
+                    if !viewing {
+                        if rec.active {
+                            ui.label(RichText::new("● REC").monospace().color(widgets::WARN))
+                                .on_hover_text(format!(
+                                    "Recording to {}",
+                                    rec.path
+                                        .as_ref()
+                                        .map_or(String::new(), |p| p.display().to_string())
+                                ));
+                        } else if rec.path.is_some() {
+                            ui.label(RichText::new("⏸ recording paused").weak());
+                        }
+                    }
+                });
+            });
+        });
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn panes(
+        &mut self,
+        ui: &mut Ui,
+        monitor: &Monitor,
+        snap: &crate::model::Snapshot,
+        rows: Vec<&crate::engine::view::ProcessRow>,
+        now: UnixMs,
+        edge: UnixMs,
+    ) {
+        let n_devices = snap.devices.len() as u32;
+        if self.selected != self.last_selected {
+            if let Some(k) = self.selected {
+                self.selected_gpu = k.1;
+            }
+            self.last_selected = self.selected;
+        }
+        if self.selected_gpu >= n_devices {
+            self.selected_gpu = 0;
+        }
+        // Side panels in proportion to the window, so the graph keeps room at 900 × 600 or
+        // at 200 % as at 1920 × 1080.
+        let full = ui.available_width();
+        egui::Panel::left("gpus")
+            .resizable(true)
+            .default_size((full * 0.24).clamp(210.0, 340.0))
+            .min_size(200.0)
+            .max_size((full * 0.3).max(200.0))
+            .show(ui, |ui| {
+                if !self.state.hosts.is_empty() || self.backend.remote.is_some() {
+                    self.host_selector(ui);
+                }
+                egui::ScrollArea::vertical().show(ui, |ui| {
+                    overview::forecast_banners(ui, &monitor.oom_alerts);
+                    overview::cards(ui, snap, self.state.units, &mut self.selected_gpu);
+                });
+            });
+        let badges = super::leaks::badges(monitor, snap);
+        let selected_row = self.selected.and_then(|k| {
+            rows.iter()
+                .copied()
+                .find(|r| r.series_key() == k)
+                .or_else(|| monitor.row(&k))
+        });
+        if self.selected.is_some() && selected_row.is_none() {
+            self.selected = None;
+        }
+        if let Some(row) = selected_row {
+            let mut open = true;
+            let mut request = None;
+            egui::Panel::right("detail")
+                .resizable(true)
+                .default_size((full * 0.32).clamp(260.0, 420.0))
+                .min_size(240.0)
+                .max_size((full * 0.45).max(240.0))
+                .show(ui, |ui| {
+                    let badge = badges
+                        .get(&crate::engine::view::LeakKey::Process(row.series_key()))
+                        .copied();
+                    // Scrolls when it does not fit (900 × 600, 200 %, a leak box and a
+                    // PyTorch section together).
+                    egui::ScrollArea::vertical()
+                        .id_salt("detail-scroll")
+                        .auto_shrink([false, false])
+                        .show(ui, |ui| {
+                            open = process_detail::pane(
+                                ui,
+                                monitor,
+                                row,
+                                self.state.units,
+                                now,
+                                &mut self.detail_graph,
+                                badge,
+                                // A recorded session offers no actions.
+                                (!self.replaying).then_some(&mut request),
+                            );
+                        });
+                });
+            if !open {
+                self.selected = None;
+            }
+            if let Some(a) = request.filter(|_| !self.replaying) {
+                self.manual_request = Some((row.series_key(), a));
+            }
+        }
+        egui::CentralPanel::default().show(ui, |ui| {
+            let h = (ui.available_height() * 0.5).max(220.0);
+            ui.allocate_ui(egui::vec2(ui.available_width(), h), |ui| {
+                super::graph::device_graph(
+                    ui,
+                    monitor,
+                    snap,
+                    self.selected_gpu,
+                    &mut self.state,
+                    &mut self.graph,
+                    edge,
+                    self.selected.filter(|k| k.1 == self.selected_gpu),
+                );
+            });
+            ui.separator();
+            let n_leaks = monitor
+                .leaks
+                .iter()
+                .filter(|l| l.ended_ms.is_none())
+                .count();
+            ui.horizontal(|ui| {
+                ui.selectable_value(
+                    &mut self.state.bottom,
+                    BottomTab::Processes,
+                    RichText::new("Processes").strong(),
+                )
+                .on_hover_text("Ctrl+1");
+                let leaks_label = if n_leaks > 0 {
+                    format!("Leaks ({n_leaks} ongoing)")
+                } else {
+                    "Leaks".to_string()
+                };
+                let leaks_text = if n_leaks > 0 {
+                    RichText::new(leaks_label)
+                        .strong()
+                        .color(super::leaks::leak_color(ui.visuals().dark_mode))
+                } else {
+                    RichText::new(leaks_label).strong()
+                };
+                ui.selectable_value(&mut self.state.bottom, BottomTab::Leaks, leaks_text)
+                    .on_hover_text("Ctrl+2");
+                let n_act = monitor.activity.len();
+                ui.selectable_value(
+                    &mut self.state.bottom,
+                    BottomTab::Activity,
+                    RichText::new(if n_act > 0 {
+                        format!("Activity ({n_act})")
+                    } else {
+                        "Activity".into()
+                    })
+                    .strong(),
+                )
+                .on_hover_text("Ctrl+3");
+            });
+            match self.state.bottom {
+                BottomTab::Processes => {
+                    let mut table = TableState {
+                        units: self.state.units,
+                        sort: &mut self.state.sort,
+                        desc: &mut self.state.sort_desc,
+                        filter: &mut self.filter,
+                        focus_filter: &mut self.focus_filter,
+                        selected: &mut self.selected,
+                        leaks: &badges,
+                        orphans: &monitor.orphans,
+                        request: (!self.replaying).then_some(&mut self.manual_request),
+                        stale_gpus: snap
+                            .devices
+                            .iter()
+                            .filter(|d| d.process_list_error.is_some())
+                            .map(|d| d.index)
+                            .collect(),
+                        hidden: &mut self.state.hidden_columns,
+                        window_open: self.settings_ui.open
+                            || self.connect.open
+                            || self.sessions.export_open
+                            || self.sessions.browser_open,
+                        group_by: &mut self.state.group_by,
+                        collapsed: &mut self.collapsed_groups,
+                    };
+                    processes::table(ui, rows.clone(), &mut table, now);
+                }
+                BottomTab::Leaks => {
+                    if self.past.is_none() && self.past_leaks.is_none() {
+                        let dir = crate::session::default_dir();
+                        let skip = monitor.recording.path.clone();
+                        let id = crate::front::gui::jobs::JobId::next();
+                        self.job_requests
+                            .push(crate::front::gui::jobs::JobCommand::Start(
+                                id,
+                                crate::front::gui::jobs::Job::PastLeaks { dir, skip },
+                            ));
+                        self.past_leaks = Some(id);
+                    }
+                    let mut all: Vec<&crate::engine::view::LeakRecord> =
+                        monitor.leaks.iter().collect();
+                    let own: std::collections::HashSet<_> = monitor
+                        .leaks
+                        .iter()
+                        .filter_map(|l| l.session.clone())
+                        .collect();
+                    let mut ooms: Vec<&crate::engine::view::OomRecord> =
+                        monitor.ooms.iter().collect();
+                    if let Some(p) = &self.past {
+                        all.extend(
+                            p.leaks
+                                .iter()
+                                .filter(|l| l.session.as_ref().is_none_or(|s| !own.contains(s))),
+                        );
+                        ooms.extend(
+                            p.ooms
+                                .iter()
+                                .filter(|o| o.session.as_ref().is_none_or(|s| !own.contains(s))),
+                        );
+                    }
+                    all.sort_by_key(|l| std::cmp::Reverse(l.flagged_ms));
+                    ooms.sort_by_key(|o| std::cmp::Reverse(o.at_ms));
+                    if let Some(c) = super::leaks::pane(
+                        ui,
+                        &all,
+                        &ooms,
+                        self.state.units,
+                        now,
+                        self.past_leaks.is_some(),
+                    ) {
+                        self.leak_clicked = Some(c);
+                    }
+                }
+                BottomTab::Activity => activity_pane(ui, monitor),
+            }
+        });
+        // A manual action asked for (detail pane, context menu, Delete): confirm first.
+        if let Some((key, action)) = self.manual_request.take().filter(|_| !self.replaying) {
+            if let Some(r) = rows
+                .iter()
+                .copied()
+                .find(|r| r.series_key() == key)
+                .or_else(|| monitor.row(&key))
+            {
+                let live = monitor.latest.as_ref().and_then(|s| {
+                    s.processes
+                        .iter()
+                        .find(|p| p.key() == key.0 && p.device_index == key.1)
+                });
+                // The live facts where the process is listed; else the row's, with the
+                // owner's uid unknown.
+                let info = live
+                    .and_then(|p| p.info.as_ref())
+                    .map(|i| crate::engine::view::ProcessRow::facts(Some(i)))
+                    .unwrap_or_else(|| {
+                        std::sync::Arc::new(crate::model::ProcInfo {
+                            uid: u32::MAX,
+                            ..(*r.info).clone()
+                        })
+                    });
+                self.confirm = Some((
+                    crate::act::rules::eval::Target::Process {
+                        key,
+                        info: Some(info),
+                        used_bytes: r.used_bytes,
+                        origin: live.map_or(crate::model::Origin::Recorded, |p| p.origin),
+                    },
+                    action,
+                ));
+            }
+        }
+    }
+}
+
+fn activity_pane(ui: &mut Ui, m: &Monitor) {
+    if m.activity.is_empty() {
+        ui.add_space(8.0);
+        ui.label("Nothing yet: every rule firing (would act, acted, failed, skipped) and every manual action is listed here.");
+        return;
+    }
+    egui::ScrollArea::vertical()
+        .id_salt("activity")
+        .auto_shrink([false, false])
+        .show(ui, |ui| {
+            egui::Grid::new("activity-grid")
+                .num_columns(5)
+                .striped(true)
+                .spacing([14.0, 4.0])
+                .show(ui, |ui| {
+                    for h in ["Time", "Rule", "Target", "Outcome", "What happened"] {
+                        ui.label(RichText::new(h).strong());
+                    }
+                    ui.end_row();
+                    for a in m.activity.iter().rev() {
+                        use crate::act::rules::action::Outcome;
+                        ui.monospace(format::clock(a.unix_ms));
+                        ui.label(&a.rule);
+                        ui.label(a.target.describe());
+                        let color = match a.outcome {
+                            Outcome::Acted => egui::Color32::from_rgb(90, 200, 120),
+                            Outcome::WouldAct => egui::Color32::from_rgb(120, 170, 255),
+                            Outcome::Failed => widgets::WARN,
+                            Outcome::Skipped => egui::Color32::from_rgb(200, 170, 60),
+                        };
+                        ui.label(RichText::new(a.outcome.label()).color(color).strong());
+                        ui.label(&a.detail);
+                        ui.end_row();
+                    }
+                });
+        });
+}
+
+/// Effects the frame asks for, applied after drawing.
+#[derive(Default)]
+struct Commands {
+    settings: Option<crate::engine::settings::Settings>,
+    start_demo: bool,
+    retry: bool,
+    /// File → Disconnect: leave the agent shown for this computer.
+    disconnect: bool,
+    back_to_live: bool,
+    engine: Option<crate::engine::EngineCommand>,
+}
+
+fn session_bar(ui: &mut Ui, v: &mut SessionView, cmd: &mut Commands) {
+    let Some((a, b)) = v.data.span() else { return };
+    egui::Panel::top("session-bar").show(ui, |ui| {
+        ui.horizontal(|ui| {
+            ui.label(RichText::new(v.title()).strong());
+            ui.separator();
+            if ui.button("Back to live").clicked() {
+                cmd.back_to_live = true;
+            }
+            ui.separator();
+            ui.label(RichText::new(format::date_time(v.t)).monospace().strong());
+            if ui.button("◀ 1 min").clicked() {
+                v.t = (v.t - 60_000).max(a);
+            }
+            if ui.button("1 min ▶").clicked() {
+                v.t = (v.t + 60_000).min(b);
+            }
+            let mut t = v.t as f64;
+            ui.spacing_mut().slider_width = (ui.available_width() - 50.0).max(120.0);
+            let slider = egui::Slider::new(&mut t, a as f64..=b as f64)
+                .show_value(false)
+                .text("Time");
+            if ui.add(slider).changed() {
+                v.t = t as i64;
+            }
+        });
+    });
+}
+
+fn session_status(ui: &mut Ui, v: &SessionView) {
+    ui.horizontal(|ui| {
+        let d = &v.data;
+        if let Some(h) = &d.header {
+            ui.label(format!("Recorded on {} · {}", h.host, h.source));
+            ui.separator();
+            ui.label(format!(
+                "Driver {}",
+                h.driver_version.as_deref().unwrap_or("—")
+            ));
+            ui.separator();
+            ui.label(format!(
+                "Sampling every {}",
+                format::duration(h.interval_ms as i64)
+            ));
+        }
+        ui.separator();
+        if let Some((a, b)) = d.span() {
+            ui.label(format!(
+                "{} – {} ({})",
+                format::date_time(a),
+                format::date_time(b),
+                format::duration(b - a)
+            ));
+        }
+        ui.separator();
+        if d.report.is_clean() {
+            ui.label(d.report.summary());
+        } else {
+            ui.label(RichText::new(d.report.summary()).color(widgets::WARN));
+        }
+    });
+}
+
+/// Opening or importing a session: its progress and a Cancel button, while it runs.
+fn jobs_strip(
+    ui: &mut Ui,
+    jobs: &crate::front::gui::jobs::JobBoard,
+    requests: &mut Vec<crate::front::gui::jobs::JobCommand>,
+) {
+    for j in jobs
+        .states()
+        .into_iter()
+        .filter(|j| j.in_status_bar && j.result.is_none())
+    {
+        ui.horizontal(|ui| {
+            ui.spinner();
+            ui.label(format!("{}…", j.label));
+            ui.add(
+                egui::ProgressBar::new(j.progress.fraction())
+                    .show_percentage()
+                    .desired_width(160.0),
+            );
+            if ui.small_button("Cancel").clicked() {
+                requests.push(crate::front::gui::jobs::JobCommand::Cancel(j.id));
+            }
+        });
+        ui.separator();
+    }
+}
+
+fn status_bar(ui: &mut Ui, m: &Monitor, now: UnixMs, link: &crate::link::LinkHealth) {
+    ui.horizontal(|ui| {
+        match link {
+            crate::link::LinkHealth::Local => {}
+            crate::link::LinkHealth::Connected { url, .. } => {
+                ui.label(RichText::new(format!("Agent {url} · connected")).strong())
+                    .on_hover_text("This window shows an agent's engine: actions are sent to it and it applies its own policy");
+                ui.separator();
+            }
+            crate::link::LinkHealth::Disconnected { url, .. } => {
+                ui.label(RichText::new(format!("Agent {url} · disconnected — retrying")).color(widgets::WARN).strong());
+                ui.separator();
+            }
+        }
+        let src = m.source.as_ref();
+        match src {
+            Some(s) => {
+                ui.label(format!("Source: {}", s.kind));
+                ui.separator();
+                ui.label(format!("Driver {}", s.driver_version.as_deref().unwrap_or("—")));
+                if let Some(v) = &s.nvml_version {
+                    ui.label(format!("NVML {v}"));
+                }
+                if let Some(v) = &s.cuda_version {
+                    ui.label(format!("CUDA {v}"));
+                }
+                ui.separator();
+                ui.label(format!("Host {}", s.host));
+            }
+            None => {
+                ui.label("Source: —");
+            }
+        }
+        ui.separator();
+        ui.label(format!("Sampling every {}", format::duration(m.interval_ms as i64).replace("0s", "<1s")));
+        ui.separator();
+        if m.is_stale(now) {
+            let age = m.latest_received_ms.map_or(0, |t| now - t);
+            ui.label(
+                RichText::new(format!("STALE: no sample for {}", format::duration(age)))
+                    .color(widgets::WARN)
+                    .strong(),
+            )
+            .on_hover_text("The driver has not answered for 3 intervals. The window keeps working; data resumes when the driver answers.");
+        } else if let Some(t) = m.latest_received_ms {
+            ui.label(format!("Last sample {}", format::clock(t)));
+        }
+        if let Some(e) = &m.last_error {
+            ui.separator();
+            ui.label(RichText::new(e).color(widgets::WARN));
+        }
+        for d in m.latest.iter().flat_map(|s| &s.devices) {
+            if let Some(e) = &d.process_list_error {
+                ui.separator();
+                ui.label(
+                    RichText::new(format!("GPU {}: process list STALE", d.index))
+                        .color(widgets::WARN)
+                        .strong(),
+                )
+                .on_hover_text(format!("The driver failed to list this GPU's processes ({e}). The last good list is shown, its memory unknown; nothing is recorded as 0."));
+            }
+        }
+        if let Some(e) = &m.recording.error {
+            ui.separator();
+            ui.label(RichText::new(e).color(widgets::WARN)).on_hover_text("Sampling goes on; recording retries every sample.");
+        }
+        if let Some((_, n)) = m
+            .notices
+            .back()
+            .filter(|(t, _)| now - t < crate::engine::view::NOTICE_SHOWN_MS)
+        {
+            ui.separator();
+            ui.label(RichText::new(n).weak()).on_hover_text("The latest notice (shown for 30 s)");
+        }
+        ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+            let (a, b) = m.history.span().unwrap_or((now, now));
+            ui.label(format!("History {} ({} samples)", format::duration(b - a), m.history.len()));
+        });
+    });
+}
+
+fn empty_state(ui: &mut Ui, m: &Monitor, start_demo: &mut bool, retry: &mut bool) {
+    ui.vertical_centered(|ui| {
+        ui.add_space(ui.available_height() * 0.25);
+        match &m.status {
+            SourceStatus::Failed(why) => {
+                ui.heading(RichText::new("No NVIDIA GPU can be read").color(widgets::WARN));
+                ui.add_space(8.0);
+                ui.label(why.as_str());
+                ui.add_space(16.0);
+                ui.label("You can still explore vramwarden on simulated GPUs:");
+                ui.add_space(8.0);
+                if ui
+                    .button(RichText::new("Start the demo (simulated GPUs)").size(16.0))
+                    .clicked()
+                {
+                    *start_demo = true;
+                }
+                ui.add_space(4.0);
+                if ui.button("Retry the NVIDIA driver").clicked() {
+                    *retry = true;
+                }
+            }
+            SourceStatus::Starting => {
+                ui.heading("Opening the GPU driver…");
+            }
+            SourceStatus::Running => {
+                ui.heading("No GPUs found");
+                ui.label("The driver answered but lists no devices.");
+                if ui.button("Start the demo (simulated GPUs)").clicked() {
+                    *start_demo = true;
+                }
+            }
+        }
+    });
+}
+
+/// A ring around the widget that has the keyboard focus, above every layer (menus too). egui
+/// marks a focused button only with its pressed fill, which is faint in a menu; a ring in the
+/// strong text colour is seen at once and is not the selection's blue. Text fields show
+/// their own cursor and border, so they get none. The mouse does not move the focus (egui
+/// focuses only on Tab, the arrows, or a field clicked), so the ring follows the keyboard.
+fn paint_focus_ring(ctx: &egui::Context) {
+    if ctx.text_edit_focused() {
+        return;
+    }
+    let Some(rect) = ctx
+        .memory(|m| m.focused())
+        .and_then(|id| ctx.read_response(id))
+        .map(|r| r.rect)
+    else {
+        return;
+    };
+    let color = ctx.global_style().visuals.strong_text_color();
+    ctx.layer_painter(egui::LayerId::new(
+        egui::Order::Tooltip,
+        egui::Id::unique("vramwarden-focus-ring"),
+    ))
+    .rect_stroke(
+        rect.expand(2.0),
+        3.0,
+        egui::Stroke::new(1.5, color),
+        egui::StrokeKind::Outside,
+    );
+}
+
+impl eframe::App for VramApp {
+    fn ui(&mut self, ui: &mut Ui, _frame: &mut eframe::Frame) {
+        self.fit_zoom.update(ui.ctx());
+        self.draw(ui);
+        paint_focus_ring(ui.ctx());
+    }
+
+    fn raw_input_hook(&mut self, ctx: &egui::Context, raw: &mut egui::RawInput) {
+        // The pointer as of this input (or as last known).
+        let pos = raw
+            .events
+            .iter()
+            .rev()
+            .find_map(|e| match e {
+                egui::Event::PointerMoved(p) => Some(*p),
+                _ => None,
+            })
+            .or_else(|| ctx.input(|i| i.pointer.hover_pos()));
+        let over = matches!((pos, self.graph.plot_rect), (Some(p), Some(r)) if r.contains(p));
+        super::graph::wheel_to_zoom(raw, over);
+    }
+
+    fn save(&mut self, storage: &mut dyn eframe::Storage) {
+        eframe::set_value(storage, eframe::APP_KEY, &self.state);
+    }
+}

@@ -1,0 +1,1332 @@
+//! Memory-over-time graphs (egui_plot): per GPU, optionally stacked by process, and one
+//! process's whole lifetime. Lines are min/max-decimated to the plot's width and cached until
+//! the view, the width or the data change, so hours of history stay smooth.
+
+use egui::{Color32, Ui};
+use egui_plot::{GridMark, HLine, Line, Plot, PlotPoints, VLine};
+
+use super::ui_state::UiState;
+pub use super::ui_state::Window;
+use super::widgets;
+use crate::engine::view::Monitor;
+use crate::model::format::{self, Units};
+use crate::model::history::{History, PlotLine, ProcSeriesKey, Series, NONE};
+use crate::model::{UnixMs, MIB};
+
+/// What a drawn line stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineKind {
+    /// A process on the GPU.
+    Process(ProcSeriesKey),
+    /// Memory no process accounts for.
+    Unattributed,
+    /// The GPU's used memory.
+    Total,
+    /// The lowest to highest used memory in each bucket, behind a stack.
+    TotalRange,
+    /// Another figure of the series drawn (PyTorch's allocated and reserved memory in a
+    /// process's graph).
+    Figure,
+}
+
+/// One drawn line.
+#[derive(Debug, Clone)]
+pub struct GraphLine {
+    /// Legend name.
+    pub name: String,
+    /// What it stands for.
+    pub kind: LineKind,
+    /// Colour.
+    pub color: Color32,
+    /// Points (unix seconds, MiB) as drawn: cumulative when stacked.
+    pub points: PlotLine,
+    /// The series' own value at each point (MiB): what the hover shows.
+    pub own: Vec<f64>,
+    /// Filled down to the layer below (stacked areas).
+    pub filled: bool,
+    /// `points` in the plot's axis unit, kept between frames (lent to the plot, not copied).
+    pub scaled: Vec<egui_plot::PlotPoint>,
+    /// The scale `scaled` was made with.
+    pub scale: f64,
+}
+
+impl GraphLine {
+    fn new(name: String, kind: LineKind, color: Color32, points: PlotLine, filled: bool) -> Self {
+        let own = points.iter().map(|p| p[1]).collect();
+        Self {
+            name,
+            kind,
+            color,
+            points,
+            own,
+            filled,
+            scaled: Vec::new(),
+            scale: 0.0,
+        }
+    }
+
+    /// Its own value at time `x` (unix seconds): the last point at or before `x`, when `x`
+    /// lies within the line (a process not yet started or gone has none).
+    pub fn value_at(&self, x: f64, step: f64) -> Option<f64> {
+        let i = self.points.partition_point(|p| p[0] <= x);
+        if i == 0 {
+            return None;
+        }
+        let p = self.points[i - 1];
+        (x - p[0] <= step).then(|| self.own[i - 1])
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct CacheKey {
+    /// The history summarised ([`History::id`]): lines of another source are never reused.
+    history: u64,
+    what: Option<ProcSeriesKey>,
+    device: u32,
+    from: UnixMs,
+    to: UnixMs,
+    width: usize,
+    end_tick: u64,
+    stacked: bool,
+    dark: bool,
+    palette: widgets::Palette,
+}
+
+/// The time one point of a decimated graph stands for (unix seconds).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bucket {
+    /// Its first sample.
+    pub from_s: f64,
+    /// Its last sample (the newest one while it fills).
+    pub to_s: f64,
+    /// The instant its stacked values were read at (its last sample).
+    pub at_s: f64,
+    /// The lowest and highest total used memory in it (MiB).
+    pub total_range: Option<(f64, f64)>,
+}
+
+/// The lines of a GPU's graph and the buckets they were decimated into.
+#[derive(Debug, Clone, Default)]
+pub struct DeviceLines {
+    /// What is drawn, bottom first.
+    pub lines: Vec<GraphLine>,
+    /// The time range of each point (for the hover).
+    pub buckets: Vec<Bucket>,
+}
+
+/// Decimated lines of one graph, and whether it follows the live edge.
+#[derive(Debug, Clone, Default)]
+pub struct GraphCache {
+    key: Option<CacheKey>,
+    drawn: DeviceLines,
+    /// The range the user zoomed or panned to; `None` follows the newest data.
+    pub free_range: Option<(UnixMs, UnixMs)>,
+    /// Where the plot was drawn last (the wheel over it zooms).
+    pub plot_rect: Option<egui::Rect>,
+    buckets: crate::model::history::BucketCache,
+    metrics: Option<(CacheKey, Vec<Vec<GraphLine>>)>,
+}
+
+impl GraphCache {
+    /// Drops the cached lines so the next frame rebuilds them.
+    pub fn invalidate(&mut self) {
+        self.key = None;
+    }
+
+    fn get(&mut self, key: CacheKey, build: impl FnOnce() -> DeviceLines) -> &mut DeviceLines {
+        if self.key.as_ref() != Some(&key) {
+            self.drawn = build();
+            self.key = Some(key);
+        }
+        &mut self.drawn
+    }
+}
+
+fn x_formatter(mark: GridMark, range: &std::ops::RangeInclusive<f64>) -> String {
+    let ms = (mark.value * 1000.0) as i64;
+    if range.end() - range.start() > 2.0 * 86400.0 {
+        format::date_time(ms)[5..16].to_string()
+    } else {
+        format::clock(ms)
+    }
+}
+
+/// Lines of one GPU between `from` and `to`: the device total plus one per process and one for
+/// unattributed memory, decimated into buckets `width` across. Stacked: every series is read
+/// at the same instant of each bucket, processes (oldest at the bottom) then unattributed
+/// memory as cumulative, filled areas whose top edge is the total at that instant; the
+/// total's lowest-to-highest range in each bucket is drawn behind them. Unstacked: each
+/// line keeps every bucket's lowest and highest value.
+#[allow(clippy::too_many_arguments)]
+pub fn device_lines(
+    h: &History,
+    m: &Monitor,
+    device: u32,
+    (from, to): (UnixMs, UnixMs),
+    width: usize,
+    stacked: bool,
+    colors: &widgets::Colors,
+    buckets: &mut crate::model::history::BucketCache,
+) -> DeviceLines {
+    use crate::model::history::SeriesId;
+    let t0 = h.tick_at(from);
+    let t1 = h.tick_at(to.saturating_add(1));
+    let mut procs: Vec<(&ProcSeriesKey, &Series)> = h
+        .process_keys()
+        .filter(|k| k.1 == device)
+        .filter_map(|k| h.process(k).map(|s| (k, s)))
+        .filter(|(_, s)| s.end_tick() > t0 && s.first_tick() < t1)
+        .collect();
+    procs.sort_by_key(|(k, _)| (k.0.start_time_ms, k.0.pid));
+    let name_of = |k: &ProcSeriesKey| {
+        let name = m.row(k).map_or("?", |r| r.info.name.as_str());
+        format!("{name} ({})", k.0.pid)
+    };
+    let color_of = |k: &ProcSeriesKey| colors.slot(m.row(k).map_or(0, |r| r.color_slot));
+    let (b0, per, n) = h.buckets(from, to, width);
+    let secs = |tick: u64| h.time_of(tick).map(|ms| ms as f64 / 1000.0);
+    let total_mm = h.device(device).map(|s| {
+        buckets
+            .get(h, SeriesId::Device(device), s, b0, per, n)
+            .to_vec()
+    });
+    let spans: Vec<Bucket> = (0..n)
+        .filter_map(|i| {
+            let at = h.bucket_instant(b0, per, i);
+            let from_s = secs(b0 + i as u64 * per)?;
+            let to_s = secs(at)?;
+            let total_range = total_mm
+                .as_ref()
+                .and_then(|mm| mm.get(i))
+                .filter(|(lo, _)| *lo != NONE)
+                .map(|(lo, hi)| (f64::from(*lo), f64::from(*hi)));
+            Some(Bucket {
+                from_s,
+                to_s,
+                at_s: to_s,
+                total_range,
+            })
+        })
+        .collect();
+    let mut lines = Vec::new();
+    if stacked {
+        let xs: Vec<Option<f64>> = (0..n).map(|i| secs(h.bucket_instant(b0, per, i))).collect();
+        let mut cum = vec![0u64; n];
+        let mut layer = |name: String, kind: LineKind, color: Color32, at: &[u32]| {
+            let mut pts = Vec::with_capacity(n);
+            let mut own = Vec::with_capacity(n);
+            for i in 0..n {
+                // Not alive at this instant: no point, so the hover shows nothing.
+                let (Some(x), Some(&v)) = (xs[i], at.get(i).filter(|v| **v != NONE)) else {
+                    continue;
+                };
+                cum[i] += u64::from(v);
+                pts.push([x, cum[i] as f64]);
+                own.push(f64::from(v));
+            }
+            GraphLine {
+                own,
+                ..GraphLine::new(name, kind, color, pts, true)
+            }
+        };
+        let mut layers = Vec::new();
+        for (k, s) in &procs {
+            let at = buckets.get_at(h, SeriesId::Process(**k), s, b0, per, n);
+            layers.push(layer(name_of(k), LineKind::Process(**k), color_of(k), at));
+        }
+        if let Some(g) = h.ghost(device) {
+            let at = buckets.get_at(h, SeriesId::Ghost(device), g, b0, per, n);
+            if at.iter().any(|v| *v != NONE && *v > 0) {
+                layers.push(layer(
+                    UNATTRIBUTED.into(),
+                    LineKind::Unattributed,
+                    widgets::UNATTRIBUTED,
+                    at,
+                ));
+            }
+        }
+        // Behind the stack: the total's range in each bucket (its peaks stay visible).
+        if let Some(s) = h.device(device).filter(|_| per > 1) {
+            lines.push(GraphLine::new(
+                "Total used (range)".into(),
+                LineKind::TotalRange,
+                widgets::USED.gamma_multiply(0.55),
+                h.decimate_cached(buckets, SeriesId::Device(device), s, from, to, width),
+                false,
+            ));
+        }
+        // Top layer first, so each lower layer is drawn over the one above it.
+        layers.reverse();
+        lines.extend(layers);
+        if let Some(s) = h.device(device) {
+            // The top edge of the stack: the total at the same instants.
+            let at = buckets.get_at(h, SeriesId::Device(device), s, b0, per, n);
+            let pts: PlotLine = (0..n)
+                .filter_map(|i| {
+                    let v = *at.get(i).filter(|v| **v != NONE)?;
+                    Some([xs[i]?, f64::from(v)])
+                })
+                .collect();
+            lines.push(GraphLine::new(
+                "Total used".into(),
+                LineKind::Total,
+                widgets::USED,
+                pts,
+                false,
+            ));
+        }
+    } else {
+        for (k, s) in &procs {
+            lines.push(GraphLine::new(
+                name_of(k),
+                LineKind::Process(**k),
+                color_of(k),
+                h.decimate_cached(buckets, SeriesId::Process(**k), s, from, to, width),
+                false,
+            ));
+        }
+        if let Some(g) = h.ghost(device) {
+            let pts = h.decimate_cached(buckets, SeriesId::Ghost(device), g, from, to, width);
+            if pts.iter().any(|p| p[1] > 0.0) {
+                lines.push(GraphLine::new(
+                    UNATTRIBUTED.into(),
+                    LineKind::Unattributed,
+                    widgets::UNATTRIBUTED,
+                    pts,
+                    false,
+                ));
+            }
+        }
+        if let Some(s) = h.device(device) {
+            // The total goes on top of everything.
+            lines.push(GraphLine::new(
+                "Total used".into(),
+                LineKind::Total,
+                widgets::USED,
+                h.decimate_cached(buckets, SeriesId::Device(device), s, from, to, width),
+                false,
+            ));
+        }
+    }
+    DeviceLines {
+        lines,
+        buckets: spans,
+    }
+}
+
+/// The legend name of memory no process accounts for.
+pub const UNATTRIBUTED: &str = "Unattributed (no process)";
+
+/// How a plot is drawn, beyond its lines.
+#[derive(Debug, Clone, Default)]
+struct PlotOpts<'a> {
+    /// The GPU's memory size (MiB): the red limit line.
+    limit_mib: Option<f64>,
+    /// Memory the driver reserves (MiB), for the hover's free memory.
+    reserved_mib: Option<f64>,
+    /// Axis and hover units.
+    units: Units,
+    /// The time range to show (following live); `None` leaves it to the user.
+    set_x: Option<(f64, f64)>,
+    /// Fit the time axis to the data (the lifetime graph).
+    auto_x: bool,
+    /// Fit the memory axis to the data shown instead of 0 … the GPU's size.
+    fit_y: bool,
+    /// Dashed vertical marks (unix seconds, name).
+    marks: &'a [(f64, String)],
+    /// The hover lists every series at the cursor's time (the GPU graph).
+    table_hover: bool,
+    /// A line drawn thicker (the selected process).
+    highlight: Option<ProcSeriesKey>,
+    /// The OOM forecast: from (unix s, MiB used now) to (unix s when full, MiB limit).
+    forecast: Option<[[f64; 2]; 2]>,
+    /// Seconds one point of the lines stands for (the hover's tolerance).
+    step_s: f64,
+    /// Fixed height in points (default: what is available).
+    height: Option<f32>,
+    /// Plots of one group share their time axis (pan and zoom together).
+    link: Option<&'a str>,
+    /// The time range of each point (the hover's title).
+    buckets: &'a [Bucket],
+    /// The lines are a stack read at each bucket's instant.
+    stacked: bool,
+}
+
+/// The time-axis grid: round steps (10 s, 1 min, 5 min, 1 h, …) in local time, about eight
+/// marks across the plot.
+fn time_grid(input: egui_plot::GridInput) -> Vec<GridMark> {
+    const STEPS: [f64; 18] = [
+        1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0,
+        10800.0, 21600.0, 43200.0, 86400.0,
+    ];
+    let (lo, hi) = input.bounds;
+    let span = (hi - lo).max(1e-3);
+    let step = STEPS
+        .iter()
+        .copied()
+        .find(|s| span / s <= 8.0)
+        .unwrap_or_else(|| (span / 8.0 / 86400.0).ceil() * 86400.0);
+    // Align to local time (a time zone may be offset by a non-round amount from UTC).
+    let offset = f64::from(chrono::Local::now().offset().local_minus_utc());
+    let mut marks = Vec::new();
+    let mut v = ((lo + offset) / step).ceil() * step - offset;
+    while v <= hi && marks.len() < 64 {
+        marks.push(GridMark {
+            value: v,
+            step_size: step,
+        });
+        v += step;
+    }
+    marks
+}
+
+/// Points between two labelled values of a value axis at least (egui_plot hides a label
+/// closer than 20 points to the next).
+pub const Y_LABEL_GAP: f32 = 22.0;
+
+/// Points between two labelled values on a short plot at least (a line of text).
+pub const Y_LABEL_MIN_GAP: f32 = 16.0;
+
+/// The value-axis grid: round steps of 1, 2 or 5 × 10ⁿ, the finest that keeps
+/// [`Y_LABEL_GAP`] between labels, and never fewer than three marks in view (a finer step
+/// when the plot is short, down to the height of a line of text).
+pub fn value_grid(input: egui_plot::GridInput) -> Vec<GridMark> {
+    let (lo, hi) = input.bounds;
+    let span = hi - lo;
+    if !(span.is_finite() && span > 0.0) {
+        return Vec::new();
+    }
+    // egui_plot gives the smallest step as 8 points' worth of value (its grid spacing).
+    let per_point = Some(input.base_step_size / 8.0)
+        .filter(|p| p.is_finite() && *p > 0.0)
+        .unwrap_or(span / 100.0);
+    let steps = |from: f64| {
+        let mut e = 10f64.powi(from.log10().floor() as i32 - 1);
+        std::iter::from_fn(move || {
+            let out = [e, 2.0 * e, 5.0 * e];
+            e *= 10.0;
+            Some(out)
+        })
+        .flatten()
+    };
+    let marks_of = |step: f64| ((hi / step).floor() - (lo / step).ceil() + 1.0).max(0.0) as usize;
+    let first = span / 1000.0;
+    let mut step = steps(first)
+        .find(|s| *s / per_point >= f64::from(Y_LABEL_GAP))
+        .unwrap_or(span);
+    if marks_of(step) < 3 {
+        // Short plot: the coarsest step giving three marks, as long as labels still fit.
+        if let Some(s) = steps(first)
+            .take_while(|s| marks_of(*s) >= 3)
+            .last()
+            .filter(|s| *s / per_point >= f64::from(Y_LABEL_MIN_GAP))
+        {
+            step = s;
+        }
+    }
+    let mut marks = Vec::new();
+    let mut v = (lo / step).ceil() * step;
+    while v <= hi + step * 1e-9 && marks.len() < 200 {
+        marks.push(GridMark {
+            value: v,
+            step_size: step,
+        });
+        v += step;
+    }
+    marks
+}
+
+/// A value axis `width` points wide at least, labelled by `label`, whose labels show down to
+/// [`Y_LABEL_MIN_GAP`] apart (egui_plot's default hides them under 20).
+fn value_axis<'a>(width: f32, label: impl Fn(GridMark) -> String + 'a) -> egui_plot::AxisHints<'a> {
+    egui_plot::AxisHints::new_y()
+        .formatter(move |m, _| label(m))
+        .min_thickness(width)
+        .label_spacing(Y_LABEL_MIN_GAP..=Y_LABEL_GAP)
+}
+
+/// A value-axis label: as many decimals as the grid's step needs, so neighbours never read
+/// alike ("0.5 GiB", "1.0 GiB"; "20 %").
+pub fn value_label(mark: GridMark, unit: &str) -> String {
+    if mark.value < -mark.step_size * 1e-6 {
+        return String::new();
+    }
+    let decimals = (-mark.step_size.log10().floor()).clamp(0.0, 6.0) as usize;
+    let v = if mark.value.abs() < mark.step_size * 1e-6 {
+        0.0
+    } else {
+        mark.value
+    };
+    format!("{v:.decimals$} {unit}")
+}
+
+fn draw_plot(
+    ui: &mut Ui,
+    id: &str,
+    lines: &mut [GraphLine],
+    o: &PlotOpts<'_>,
+) -> egui_plot::PlotResponse<()> {
+    let units = o.units;
+    // The axis uses one unit for all its labels: GiB when the scale reaches 10 GiB (or when
+    // chosen), so the grid falls on round GiB values.
+    let top = o.limit_mib.filter(|_| !o.fit_y).unwrap_or_else(|| {
+        lines
+            .iter()
+            .flat_map(|l| l.points.iter().map(|p| p[1]))
+            .fold(0.0, f64::max)
+    });
+    let unit = match units {
+        Units::MiB => "MiB",
+        Units::GiB => "GiB",
+        Units::Auto if top >= 10.0 * 1024.0 => "GiB",
+        Units::Auto => "MiB",
+    };
+    let scale = if unit == "GiB" { 1.0 / 1024.0 } else { 1.0 };
+    for l in lines.iter_mut() {
+        if l.scale != scale || l.scaled.len() != l.points.len() {
+            l.scaled = l
+                .points
+                .iter()
+                .map(|p| egui_plot::PlotPoint::new(p[0], p[1] * scale))
+                .collect();
+            l.scale = scale;
+        }
+    }
+    let lines: &[GraphLine] = lines;
+    // Fit to data: the range of what is drawn in the time shown, with a margin.
+    let fit = if o.fit_y {
+        let (x0, x1) = o.set_x.unwrap_or((f64::MIN, f64::MAX));
+        let (lo, hi) = lines
+            .iter()
+            .flat_map(|l| l.scaled.iter())
+            .filter(|p| p.x >= x0 && p.x <= x1)
+            .fold((f64::MAX, f64::MIN), |(lo, hi), p| {
+                (lo.min(p.y), hi.max(p.y))
+            });
+        (lo <= hi).then(|| {
+            let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.002).max(1e-3);
+            ((lo - pad).max(0.0), hi + pad)
+        })
+    } else {
+        None
+    };
+    let mut plot = Plot::new(id)
+        .allow_zoom([true, false])
+        .allow_drag([true, false])
+        .allow_scroll(false)
+        .allow_boxed_zoom(false)
+        .allow_double_click_reset(false)
+        .auto_bounds([o.auto_x, fit.is_none()])
+        .x_axis_formatter(x_formatter)
+        .x_grid_spacer(time_grid)
+        .y_grid_spacer(value_grid)
+        .custom_y_axes(vec![value_axis(56.0, move |m| value_label(m, unit))]);
+    plot = if o.table_hover {
+        // The hover table (below) replaces the single-value label.
+        plot.label_formatter(|_| None)
+    } else {
+        plot.label_formatter(move |pos| match pos {
+            egui_plot::HoverPosition::NearDataPoint {
+                plot_name,
+                position,
+                ..
+            } => Some(format!(
+                "{plot_name}\n{}\n{}",
+                format::clock((position.x * 1000.0) as i64),
+                units.mib(position.y / scale)
+            )),
+            egui_plot::HoverPosition::Elsewhere { .. } => None,
+        })
+    };
+    if let Some(h) = o.height {
+        plot = plot.height(h);
+    }
+    if let Some(g) = o.link {
+        plot = plot.link_axis(egui::Id::unique(g), [true, false]);
+    }
+    if fit.is_none() {
+        plot = plot.include_y(0.0);
+        if let Some(l) = o.limit_mib {
+            plot = plot.include_y(l * scale * 1.02);
+        }
+    }
+    let resp = plot.show(ui, |plot_ui| {
+        if let Some((a, b)) = o.set_x {
+            plot_ui.set_plot_bounds_x(a..=b);
+        }
+        if let Some((lo, hi)) = fit {
+            plot_ui.set_plot_bounds_y(lo..=hi);
+        }
+        // The wheel zooms time around the cursor, a notch in one frame (egui's smoothed
+        // scroll would spread it over a second of frames). In the window the wheel reaches
+        // the plot as a zoom event ([`wheel_to_zoom`]); this reads one that was not turned.
+        if plot_ui.response().hovered() {
+            let f = plot_ui
+                .ctx()
+                .input(|i| wheel_zoom_factor(&i.events, i.modifiers));
+            if f != 1.0 {
+                plot_ui.zoom_bounds_around_hovered(egui::vec2(f, 1.0));
+            }
+        }
+        for l in lines.iter() {
+            let mut line =
+                Line::new(l.name.clone(), PlotPoints::Borrowed(&l.scaled)).color(l.color);
+            let highlighted =
+                matches!((l.kind, o.highlight), (LineKind::Process(k), Some(h)) if k == h);
+            if l.filled {
+                line = line
+                    .fill(0.0)
+                    .fill_alpha(if o.highlight.is_some() && !highlighted {
+                        0.45
+                    } else {
+                        0.85
+                    });
+                if highlighted {
+                    line = line.width(2.5).color(l.color);
+                }
+            } else {
+                line = line.width(match l.kind {
+                    LineKind::Total => 2.0,
+                    _ if highlighted => 3.0,
+                    _ => 1.5,
+                });
+            }
+            plot_ui.line(line);
+        }
+        if let Some(l) = o.limit_mib {
+            plot_ui.hline(
+                HLine::new("Memory limit", l * scale)
+                    .color(widgets::LIMIT)
+                    .width(1.5),
+            );
+        }
+        if let Some([[x0, y0], [x1, y1]]) = o.forecast {
+            plot_ui.line(
+                Line::new(
+                    "OOM forecast",
+                    PlotPoints::new(vec![[x0, y0 * scale], [x1, y1 * scale]]),
+                )
+                .color(widgets::FORECAST)
+                .width(2.0)
+                .style(egui_plot::LineStyle::dashed_loose()),
+            );
+        }
+        for (x, name) in o.marks {
+            plot_ui.vline(
+                VLine::new(name.clone(), *x)
+                    .color(super::leaks::LEAK)
+                    .style(egui_plot::LineStyle::dashed_loose()),
+            );
+        }
+    });
+    if o.table_hover {
+        if let Some(pos) = resp.response.hover_pos() {
+            let x = resp.transform.value_from_position(pos).x;
+            let at = HoverAt {
+                x,
+                step: o.step_s,
+                bucket: bucket_at(o.buckets, x, o.step_s),
+                stacked: o.stacked,
+            };
+            let limit = o.limit_mib;
+            let reserved = o.reserved_mib;
+            resp.response.clone().on_hover_ui_at_pointer(|ui| {
+                hover_table(ui, lines, &at, limit, reserved, units);
+            });
+        }
+    }
+    resp
+}
+
+/// Where the pointer is on a GPU graph, for its hover.
+struct HoverAt {
+    /// Its time (unix s).
+    x: f64,
+    /// Seconds one point stands for.
+    step: f64,
+    /// The bucket under it.
+    bucket: Option<Bucket>,
+    /// Whether the lines are a stack read at each bucket's instant.
+    stacked: bool,
+}
+
+/// The bucket that holds time `x` (within `step` after its last sample).
+pub fn bucket_at(buckets: &[Bucket], x: f64, step: f64) -> Option<Bucket> {
+    let i = buckets.partition_point(|b| b.from_s <= x);
+    let b = *buckets.get(i.checked_sub(1)?)?;
+    (x <= b.to_s + step).then_some(b)
+}
+
+/// The hover's title: the bucket's time range ("12:00:00 – 12:01:36"), or one time when it
+/// holds one sample.
+pub fn bucket_title(b: &Bucket) -> String {
+    let clock = |s: f64| format::clock((s * 1000.0).round() as i64);
+    if b.to_s > b.from_s {
+        format!("{} – {}", clock(b.from_s), clock(b.to_s))
+    } else {
+        clock(b.from_s)
+    }
+}
+
+/// The hover of the GPU graph: the bucket under the cursor (its time range), every series's
+/// own value (largest first) with its colour, then the total and the free memory. Stacked,
+/// the values are those of the bucket's last sample, so they add up to the total; the total's
+/// range in the bucket follows.
+fn hover_table(
+    ui: &mut Ui,
+    lines: &[GraphLine],
+    at: &HoverAt,
+    limit_mib: Option<f64>,
+    reserved_mib: Option<f64>,
+    units: Units,
+) {
+    let (x, step) = match (at.stacked, at.bucket) {
+        (true, Some(b)) => (b.at_s, 0.0),
+        _ => (at.x, at.step),
+    };
+    match &at.bucket {
+        Some(b) => {
+            ui.label(egui::RichText::new(bucket_title(b)).strong());
+            if at.stacked && b.to_s > b.from_s {
+                ui.label(
+                    egui::RichText::new(format!(
+                        "values at {}",
+                        format::clock((b.at_s * 1000.0).round() as i64)
+                    ))
+                    .weak(),
+                );
+            }
+        }
+        None => {
+            ui.label(egui::RichText::new(format::clock((x * 1000.0) as i64)).strong());
+        }
+    }
+    // One unit for the whole list (Auto: from the GPU's size).
+    let largest = limit_mib.unwrap_or(0.0).max(0.0) * crate::model::MIB as f64;
+    let units = units.for_largest(largest as u64);
+    let mut rows: Vec<(&GraphLine, f64)> = lines
+        .iter()
+        .filter(|l| !matches!(l.kind, LineKind::Total | LineKind::TotalRange))
+        .filter_map(|l| l.value_at(x, step).map(|v| (l, v)))
+        .collect();
+    rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let total = lines
+        .iter()
+        .find(|l| l.kind == LineKind::Total)
+        .and_then(|l| l.value_at(x, step));
+    egui::Grid::new("graph-hover")
+        .num_columns(2)
+        .spacing([12.0, 2.0])
+        .show(ui, |ui| {
+            for (l, v) in &rows {
+                ui.horizontal(|ui| {
+                    widgets::color_swatch(ui, l.color);
+                    ui.label(&l.name);
+                });
+                ui.monospace(units.mib(*v));
+                ui.end_row();
+            }
+            if let Some(t) = total {
+                ui.horizontal(|ui| {
+                    widgets::color_swatch(ui, widgets::USED);
+                    ui.label(egui::RichText::new("Total used").strong());
+                });
+                ui.monospace(units.mib(t));
+                ui.end_row();
+                if let Some((lo, hi)) = at
+                    .bucket
+                    .and_then(|b| b.total_range)
+                    .filter(|(lo, hi)| hi > lo)
+                {
+                    ui.label("Range in this time");
+                    ui.monospace(format!("{} – {}", units.mib(lo), units.mib(hi)));
+                    ui.end_row();
+                }
+                if let Some(l) = limit_mib {
+                    ui.label("Free");
+                    ui.monospace(units.mib((l - t - reserved_mib.unwrap_or(0.0)).max(0.0)));
+                    ui.end_row();
+                }
+            }
+        });
+    if rows.is_empty() && total.is_none() {
+        ui.label(egui::RichText::new("No data at this time").weak());
+    }
+}
+
+/// The legend, outside the plot: one swatch per series in view (the selected one bold), at most
+/// [`LEGEND_MAX`] processes (the largest) and a count of the rest.
+fn legend(ui: &mut Ui, lines: &[GraphLine], highlight: Option<ProcSeriesKey>, forecast: bool) {
+    let mut procs: Vec<&GraphLine> = lines
+        .iter()
+        .filter(|l| matches!(l.kind, LineKind::Process(_)))
+        .collect();
+    // The largest now first; the selected one always shown.
+    procs.sort_by(|a, b| {
+        let last = |l: &GraphLine| l.own.last().copied().unwrap_or(0.0);
+        last(b).total_cmp(&last(a))
+    });
+    let more = procs.len().saturating_sub(LEGEND_MAX);
+    if more > 0 {
+        let sel = procs
+            .iter()
+            .position(|l| matches!((l.kind, highlight), (LineKind::Process(k), Some(h)) if k == h));
+        if let Some(i) = sel.filter(|i| *i >= LEGEND_MAX) {
+            procs.swap(LEGEND_MAX - 1, i);
+        }
+        procs.truncate(LEGEND_MAX);
+    }
+    let others = lines
+        .iter()
+        .filter(|l| !matches!(l.kind, LineKind::Process(_)));
+    ui.horizontal_wrapped(|ui| {
+        let item = |ui: &mut Ui, color: Color32, name: &str, bold: bool| {
+            widgets::color_swatch(ui, color);
+            let t = egui::RichText::new(name).small();
+            ui.label(if bold { t.strong() } else { t });
+            ui.add_space(6.0);
+        };
+        for l in procs {
+            let bold = matches!((l.kind, highlight), (LineKind::Process(k), Some(h)) if k == h);
+            item(ui, l.color, &l.name, bold);
+        }
+        if more > 0 {
+            ui.label(
+                egui::RichText::new(format!("and {more} more"))
+                    .small()
+                    .weak(),
+            );
+            ui.add_space(6.0);
+        }
+        for l in others {
+            item(ui, l.color, &l.name, false);
+        }
+        item(ui, widgets::LIMIT, "Memory limit", false);
+        if forecast {
+            item(ui, widgets::FORECAST, "OOM forecast", false);
+        }
+    });
+}
+
+/// Processes named in the graph's legend at most.
+pub const LEGEND_MAX: usize = 12;
+
+fn user_moved(ui: &Ui, resp: &egui::Response) -> bool {
+    resp.dragged()
+        || (resp.hovered()
+            && ui.input(|i| {
+                wheel_zoom_factor(&i.events, i.modifiers) != 1.0 || i.zoom_delta() != 1.0
+            }))
+}
+
+/// Points one wheel line scrolls (egui's default for a line of a mouse wheel).
+const LINE_POINTS: f32 = 40.0;
+
+/// The time zoom the wheel events of one frame ask for: a notch (120 points) zooms by about
+/// 1.8; Ctrl + wheel (egui's own zoom) and horizontal scrolling are left alone.
+pub fn wheel_zoom_factor(events: &[egui::Event], modifiers: egui::Modifiers) -> f32 {
+    if modifiers.command {
+        return 1.0;
+    }
+    let dy: f32 = events
+        .iter()
+        .filter_map(|e| match e {
+            egui::Event::MouseWheel {
+                unit,
+                delta,
+                modifiers,
+                ..
+            } if !modifiers.command => Some(match unit {
+                egui::MouseWheelUnit::Point => delta.y,
+                egui::MouseWheelUnit::Line => delta.y * LINE_POINTS,
+                egui::MouseWheelUnit::Page => delta.y * 400.0,
+            }),
+            _ => None,
+        })
+        .sum();
+    (dy / 200.0).exp()
+}
+
+/// Turns the wheel over a graph (`over_graph`: the pointer is on one) into one zoom event per
+/// frame, before egui sees it: egui smooths a wheel notch over a second of frames, each a
+/// full redraw; a zoom event moves the plot once.
+pub fn wheel_to_zoom(raw: &mut egui::RawInput, over_graph: bool) {
+    if !over_graph {
+        return;
+    }
+    let f = wheel_zoom_factor(&raw.events, egui::Modifiers::NONE);
+    if f == 1.0 {
+        return;
+    }
+    raw.events
+        .retain(|e| !matches!(e, egui::Event::MouseWheel { modifiers, .. } if !modifiers.command));
+    raw.events.push(egui::Event::Zoom(f));
+}
+
+/// The graph of one GPU with its toolbar (window presets, stacking, fit to data, follow live)
+/// and its legend. `edge` is the right end of the window when following (the live edge, or a
+/// session's slider); `highlight` is the selected process, drawn thicker.
+#[allow(clippy::too_many_arguments)]
+pub fn device_graph(
+    ui: &mut Ui,
+    m: &Monitor,
+    snap: &crate::model::Snapshot,
+    device: u32,
+    state: &mut UiState,
+    cache: &mut GraphCache,
+    edge: UnixMs,
+    highlight: Option<ProcSeriesKey>,
+) {
+    let h = &m.history;
+    let Some((first, _)) = h.span() else {
+        ui.label("Waiting for the first sample…");
+        return;
+    };
+    let live_edge = edge;
+    // Wraps on a narrow window (or at 200 %) rather than widening the panel past the screen.
+    ui.horizontal_wrapped(|ui| {
+        ui.label(egui::RichText::new(format!("GPU {device} memory")).strong());
+        ui.separator();
+        for w in Window::ALL {
+            if ui
+                .selectable_label(state.window == w && cache.free_range.is_none(), w.label())
+                .clicked()
+            {
+                state.window = w;
+                cache.free_range = None;
+            }
+        }
+        ui.separator();
+        ui.checkbox(&mut state.stacked, "Stack by process");
+        ui.checkbox(&mut state.show_metrics, "GPU metrics")
+            .on_hover_text("Utilisation, temperature, power and its cap, clocks and fan under the memory graph");
+        ui.checkbox(&mut state.fit_y, "Fit to data")
+            .on_hover_text("Scale the memory axis to the data shown instead of the GPU's size: small growth becomes visible");
+        if cache.free_range.is_some() && ui.button("▶ Follow live").clicked() {
+            cache.free_range = None;
+        }
+        ui.label(
+            egui::RichText::new(
+                "wheel or +/−: zoom · drag or Shift+Left/Right: pan · double-click or End: follow live",
+            )
+                .weak()
+                .small(),
+        );
+    });
+    let shown = cache.free_range.unwrap_or_else(|| {
+        // A preset longer than the history held shows what is held (at least 10 s), so a
+        // fresh start fills the width instead of being a sliver at the right edge.
+        let held = (live_edge - first).max(10_000);
+        let span = state.window.ms().map_or(held, |w| w.min(held)).max(1000);
+        (live_edge - span, live_edge)
+    });
+    let keyed = keyboard_move(ui, shown, cache.free_range.is_none());
+    if let Some(moved) = keyed {
+        cache.free_range = moved;
+    }
+    let (from, to) = cache.free_range.unwrap_or(shown);
+    let width = (ui.available_width() as usize).clamp(50, 4000);
+    let colors = widgets::Colors::of(ui);
+    let key = CacheKey {
+        history: h.id(),
+        what: None,
+        device,
+        from,
+        to,
+        width,
+        end_tick: h.end_tick(),
+        stacked: state.stacked,
+        dark: colors.dark,
+        palette: colors.palette,
+    };
+    let stacked = state.stacked;
+    let dev = snap.devices.iter().find(|d| d.index == device);
+    let limit = dev
+        .and_then(|d| d.memory_total_bytes)
+        .map(|b| (b / MIB) as f64);
+    let reserved = dev
+        .and_then(|d| d.memory_reserved_bytes)
+        .map(|b| (b / MIB) as f64);
+    // The OOM forecast, drawn from the newest sample towards the limit, when following.
+    let forecast = match (dev, limit, cache.free_range) {
+        (Some(d), Some(l), None) => d.time_to_full_s.zip(d.memory_used_bytes).map(|(s, u)| {
+            let x0 = snap.taken_at_ms as f64 / 1000.0;
+            [
+                [x0, (u / MIB) as f64],
+                [x0 + s, l - reserved.unwrap_or(0.0)],
+            ]
+        }),
+        _ => None,
+    };
+    let set_x = if cache.free_range.is_none() || keyed.is_some() {
+        let (a, b) = (from as f64 / 1000.0, to as f64 / 1000.0);
+        // Room on the right for the forecast to show where it heads.
+        Some((
+            a,
+            if forecast.is_some() {
+                b + (b - a) * 0.12
+            } else {
+                b
+            },
+        ))
+    } else {
+        None
+    };
+    // Leak episodes of this GPU's processes that began in view.
+    let marks: Vec<(f64, String)> = m
+        .leaks
+        .iter()
+        .filter(|l| {
+            l.info.device_index == device && l.info.since_ms >= from && l.info.since_ms <= to
+        })
+        .map(|l| {
+            (
+                l.info.since_ms as f64 / 1000.0,
+                format!("leak began: {} ({})", l.info.name, l.info.pid),
+            )
+        })
+        .collect();
+    let mut buckets = std::mem::take(&mut cache.buckets);
+    let drawn = cache.get(key, || {
+        device_lines(
+            h,
+            m,
+            device,
+            (from, to),
+            width,
+            stacked,
+            &colors,
+            &mut buckets,
+        )
+    });
+    let DeviceLines {
+        lines,
+        buckets: spans,
+    } = drawn;
+    legend(ui, lines, highlight, forecast.is_some());
+    let step_s =
+        ((to - from) as f64 / 1000.0 / width as f64).max(m.interval_ms as f64 / 1000.0) * 2.0;
+    let metrics_h = 110.0;
+    let mem_h = if state.show_metrics {
+        Some((ui.available_height() - metrics_h - 8.0).max(120.0))
+    } else {
+        None
+    };
+    let resp = draw_plot(
+        ui,
+        &format!("gpu-graph-{device}"),
+        lines,
+        &PlotOpts {
+            height: mem_h,
+            link: None,
+            limit_mib: limit,
+            reserved_mib: reserved,
+            units: state.units,
+            set_x,
+            auto_x: false,
+            fit_y: state.fit_y,
+            marks: &marks,
+            table_hover: true,
+            highlight,
+            forecast,
+            step_s,
+            buckets: spans,
+            stacked,
+        },
+    );
+    cache.buckets = buckets;
+    cache.plot_rect = Some(resp.response.rect);
+    if state.show_metrics {
+        // The same time range as the memory graph (zoomed, panned or following).
+        let range = Some((from as f64 / 1000.0, to as f64 / 1000.0));
+        metric_plots(ui, h, device, (from, to), range, width, cache, metrics_h);
+    }
+    if resp.response.double_clicked() {
+        cache.free_range = None;
+    } else if user_moved(ui, &resp.response) || cache.free_range.is_some() {
+        let b = resp.transform.bounds();
+        cache.free_range = Some(((b.min()[0] * 1000.0) as i64, (b.max()[0] * 1000.0) as i64));
+    }
+}
+
+/// The graph's keys (when no text field has the keyboard): `+` / `-` zoom time in and out,
+/// Shift + Left / Right pan by a fifth of the view, End follows live again. Returns the new range
+/// (`Some(None)`: follow live), `None` when no key was pressed.
+fn keyboard_move(
+    ui: &Ui,
+    (from, to): (UnixMs, UnixMs),
+    following: bool,
+) -> Option<Option<(UnixMs, UnixMs)>> {
+    // Ctrl/Cmd + / − are egui's zoom of the whole window, not of the graph.
+    if ui.ctx().egui_wants_keyboard_input() || ui.input(|i| i.modifiers.command) {
+        return None;
+    }
+    let span = (to - from).max(1000);
+    let key = |k| ui.input(|i| i.key_pressed(k));
+    let shift = ui.input(|i| i.modifiers.shift);
+    let zoom = |f: f64| {
+        // Following live, the right edge stays; else the middle.
+        let new = ((span as f64 * f) as i64).max(1000);
+        let end = if following {
+            to
+        } else {
+            (from + to) / 2 + new / 2
+        };
+        Some(Some((end - new, end)))
+    };
+    if key(egui::Key::Plus) || key(egui::Key::Equals) {
+        zoom(1.0 / 1.5)
+    } else if key(egui::Key::Minus) {
+        zoom(1.5)
+    } else if shift && key(egui::Key::ArrowLeft) {
+        Some(Some((from - span / 5, to - span / 5)))
+    } else if shift && key(egui::Key::ArrowRight) {
+        Some(Some((from + span / 5, to + span / 5)))
+    } else if key(egui::Key::End) {
+        Some(None)
+    } else {
+        None
+    }
+}
+
+/// The small plots under the memory graph (one per panel, each with its metrics' lines), over
+/// the memory graph's time range, their time axes linked to it.
+const METRIC_PANELS: [(&str, &str, &[crate::model::history::Metric]); 5] = {
+    use crate::model::history::Metric as M;
+    [
+        ("Utilisation", "%", &[M::Utilization]),
+        ("Temperature", "°C", &[M::Temperature]),
+        ("Power", "W", &[M::Power, M::PowerLimit]),
+        ("Clocks", "MHz", &[M::SmClock, M::MemClock]),
+        ("Fan", "%", &[M::Fan]),
+    ]
+};
+
+#[allow(clippy::too_many_arguments)]
+fn metric_plots(
+    ui: &mut Ui,
+    h: &History,
+    device: u32,
+    (from, to): (UnixMs, UnixMs),
+    set_x: Option<(f64, f64)>,
+    width: usize,
+    cache: &mut GraphCache,
+    height: f32,
+) {
+    use crate::model::history::Metric;
+    let key = CacheKey {
+        history: h.id(),
+        what: None,
+        device,
+        from,
+        to,
+        width: width / 4,
+        end_tick: h.end_tick(),
+        stacked: false,
+        dark: ui.visuals().dark_mode,
+        palette: widgets::Palette::Standard,
+    };
+    if cache.metrics.as_ref().is_none_or(|(k, _)| *k != key) {
+        let lines = METRIC_PANELS
+            .iter()
+            .map(|(_, _, metrics)| {
+                metrics
+                    .iter()
+                    .filter_map(|m| {
+                        let (name, _) = m.label();
+                        let points =
+                            h.decimate(h.metric(device, *m)?, from, to, (width / 4).max(20));
+                        let color = match m {
+                            Metric::PowerLimit => widgets::LIMIT,
+                            Metric::MemClock => widgets::RESERVED,
+                            _ => widgets::USED,
+                        };
+                        (!points.is_empty()).then(|| {
+                            GraphLine::new(name.into(), LineKind::Total, color, points, false)
+                        })
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        cache.metrics = Some((key, lines));
+    }
+    let Some((_, plots)) = cache.metrics.as_mut() else {
+        return;
+    };
+    // A panel with no reading at all (no fan on an SXM module, clocks in an old session) is
+    // left out rather than drawn empty.
+    // As many panels as fit at 150 points each, in order (utilisation first).
+    let fit = ((ui.available_width() / 150.0) as usize).max(1);
+    let shown: Vec<usize> = (0..METRIC_PANELS.len())
+        .filter(|i| i < &3 || !plots[*i].is_empty())
+        .take(fit)
+        .collect();
+    let n = shown.len() as f32;
+    let w = ((ui.available_width() - 8.0 * n) / n).max(110.0);
+    ui.horizontal(|ui| {
+        for i in shown {
+            let (title, unit, _) = METRIC_PANELS[i];
+            let lines = &plots[i];
+            ui.allocate_ui(egui::vec2(w, height), |ui| {
+                ui.vertical(|ui| {
+                    // "Power · 290 / 700 W": the values of the panel's lines, its names on hover.
+                    let now: Vec<String> = lines
+                        .iter()
+                        .filter_map(|l| Some(format!("{:.0}", l.points.last()?[1])))
+                        .collect();
+                    let now = if now.is_empty() {
+                        "—".to_string()
+                    } else {
+                        format!("{} {unit}", now.join(" / "))
+                    };
+                    ui.label(egui::RichText::new(format!("{title} · {now}")).small())
+                        .on_hover_text(
+                            lines
+                                .iter()
+                                .map(|l| l.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(" / "),
+                        );
+                    let unit = unit.to_string();
+                    let mut plot = Plot::new(("gpu-metric", device, title))
+                        .height(height - 20.0)
+                        .width(w - 8.0)
+                        .allow_zoom([true, false])
+                        .allow_drag([true, false])
+                        .allow_scroll(false)
+                        .allow_double_click_reset(false)
+                        .auto_bounds([false, true])
+                        .include_y(0.0)
+                        .show_x(true)
+                        .x_axis_formatter(x_formatter)
+                        .x_grid_spacer(time_grid)
+                        .y_grid_spacer(value_grid)
+                        .custom_y_axes(vec![value_axis(48.0, move |m| value_label(m, &unit))]);
+                    if title == "Utilisation" || title == "Fan" {
+                        plot = plot.include_y(100.0);
+                    }
+                    plot.show(ui, |p| {
+                        if let Some((a, b)) = set_x {
+                            p.set_plot_bounds_x(a..=b);
+                        }
+                        for l in lines.iter() {
+                            let mut line =
+                                Line::new(l.name.clone(), PlotPoints::new(l.points.clone()))
+                                    .color(l.color)
+                                    .width(1.5);
+                            if l.color == widgets::LIMIT {
+                                line = line.style(egui_plot::LineStyle::dashed_loose());
+                            }
+                            p.line(line);
+                        }
+                    });
+                });
+            });
+        }
+    });
+}
+
+/// The least height of a process's lifetime graph (points).
+pub const PROCESS_GRAPH_MIN_HEIGHT: f32 = 160.0;
+
+/// The whole-lifetime graph of one process on one GPU, with marked times (unix s, name).
+pub fn process_graph(
+    ui: &mut Ui,
+    m: &Monitor,
+    key: ProcSeriesKey,
+    units: Units,
+    cache: &mut GraphCache,
+    marks: &[(f64, String)],
+) {
+    let h = &m.history;
+    let Some(series) = h.process(&key) else {
+        ui.label("No history held for this process.");
+        return;
+    };
+    let from = m
+        .row(&key)
+        .map(|r| r.first_seen_ms)
+        .or_else(|| h.time_of(series.first_tick()))
+        .unwrap_or(0);
+    let to = h
+        .time_of(series.end_tick().saturating_sub(1))
+        .unwrap_or(from);
+    let width = (ui.available_width() as usize).clamp(50, 4000);
+    let colors = widgets::Colors::of(ui);
+    let ck = CacheKey {
+        history: h.id(),
+        what: Some(key),
+        device: key.1,
+        from,
+        to,
+        width,
+        end_tick: h.end_tick(),
+        stacked: false,
+        dark: colors.dark,
+        palette: colors.palette,
+    };
+    let color = colors.slot(m.row(&key).map_or(0, |r| r.color_slot));
+    let drawn = cache.get(ck, || {
+        let mut lines = vec![GraphLine::new(
+            "GPU memory (driver)".into(),
+            LineKind::Process(key),
+            color,
+            h.decimate(series, from, to, width),
+            true,
+        )];
+        // Where its PyTorch companion answered: what the allocator holds and what its
+        // tensors use, over the driver's figure.
+        use crate::model::history::TorchFigure;
+        for (figure, name, c) in [
+            (
+                TorchFigure::Reserved,
+                "Reserved (PyTorch)",
+                widgets::TORCH_RESERVED,
+            ),
+            (
+                TorchFigure::Allocated,
+                "Allocated (PyTorch)",
+                widgets::TORCH_ALLOCATED,
+            ),
+        ] {
+            if let Some(s) = h.torch(&key, figure) {
+                lines.push(GraphLine::new(
+                    name.into(),
+                    LineKind::Figure,
+                    c,
+                    h.decimate(s, from, to, width),
+                    false,
+                ));
+            }
+        }
+        DeviceLines {
+            lines,
+            buckets: Vec::new(),
+        }
+    });
+    if drawn.lines.len() > 1 {
+        // Which line is which (the driver's figure, PyTorch's).
+        ui.horizontal_wrapped(|ui| {
+            for l in &drawn.lines {
+                widgets::color_swatch(ui, l.color);
+                ui.label(&l.name);
+                ui.add_space(6.0);
+            }
+        });
+    }
+    // Room for a readable plot (three axis labels) even in a short pane: the pane scrolls.
+    let height = ui.available_height().max(PROCESS_GRAPH_MIN_HEIGHT);
+    draw_plot(
+        ui,
+        &format!("proc-graph-{}-{}", key.0.pid, key.1),
+        &mut drawn.lines,
+        &PlotOpts {
+            units,
+            auto_x: true,
+            marks,
+            step_s: 1.0,
+            height: Some(height),
+            ..PlotOpts::default()
+        },
+    );
+}

@@ -1,0 +1,360 @@
+//! Leak flags in the table and detail pane, and the Leaks pane: every episode of this run and
+//! of past sessions, newest first.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use egui::{Color32, RichText, Ui};
+
+use crate::detect::leak::time_to_full_min;
+use crate::engine::view::{LeakKey, LeakRecord, Monitor, OomRecord};
+use crate::model::format::{self, Units};
+use crate::model::history::ProcSeriesKey;
+use crate::model::{Snapshot, UnixMs, MIB};
+
+/// Colour of leak flags (on a dark background).
+pub const LEAK: Color32 = Color32::from_rgb(240, 150, 40);
+
+/// Colour of leak flags and warnings for the theme: a darker orange on light backgrounds,
+/// where the dark theme's is hard to read.
+pub fn leak_color(dark_mode: bool) -> Color32 {
+    if dark_mode {
+        LEAK
+    } else {
+        Color32::from_rgb(176, 88, 0)
+    }
+}
+
+/// What the table shows for a leaking process.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LeakBadge {
+    /// Growth rate.
+    pub rate_mib_per_min: f64,
+    /// Minutes until its GPU is full at that rate.
+    pub full_in_min: Option<f64>,
+    /// Gained since the leak began.
+    pub grown_mib: f64,
+    /// When the growth began.
+    pub since_ms: UnixMs,
+    /// A suspected leak; false: growing now, not (yet) a leak (a load or a ramp levels off).
+    pub leak: bool,
+}
+
+impl LeakBadge {
+    /// "leak +60 MiB/min · full in 2h 10m".
+    pub fn text(&self) -> String {
+        let full = self.full_in_min.map_or(String::new(), |m| {
+            format!(" · full in {}", format::duration((m * 60_000.0) as i64))
+        });
+        let what = if self.leak { "⚠ leak" } else { "↗ growing" };
+        format!("{what} +{:.0} MiB/min{full}", self.rate_mib_per_min)
+    }
+}
+
+/// A process growing (not a leak) is labelled "growing" once its growth has lasted this long.
+pub const GROWING_SHOWN_AFTER_MS: UnixMs = 10_000;
+
+/// The badge of every leaking process, and of every process growing for a while (see
+/// [`GROWING_SHOWN_AFTER_MS`]), with time-to-full from its GPU's free memory now.
+pub fn badges(m: &Monitor, snap: &Snapshot) -> HashMap<LeakKey, LeakBadge> {
+    // The episodes going on at the sample shown: live, the ones not ended; in a past session,
+    // the ones flagged by then and not yet ended (one still growing when the recording
+    // stopped counts as going on up to its last sample).
+    let t = snap.taken_at_ms;
+    let free_of = |dev: u32| {
+        snap.devices
+            .iter()
+            .find(|d| d.index == dev)
+            .and_then(|d| d.memory_free_bytes)
+            .map(|b| b as f64 / MIB as f64)
+    };
+    // Growing now (this run only: the View's list is of the latest sample), shown once it has
+    // lasted [`GROWING_SHOWN_AFTER_MS`] (a server's burst of a few seconds does not blink a
+    // label in the table; the forecast counts it at once all the same).
+    let growing = m
+        .latest
+        .as_ref()
+        .filter(|l| l.taken_at_ms == t)
+        .map(|_| m.growing.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter(|(_, g)| t - g.since_ms >= GROWING_SHOWN_AFTER_MS)
+        .map(|(k, g)| {
+            let dev = match k {
+                LeakKey::Process((_, d)) | LeakKey::Ghost(d) => *d,
+            };
+            (
+                *k,
+                LeakBadge {
+                    rate_mib_per_min: g.rate_mib_per_min,
+                    full_in_min: free_of(dev).and_then(|f| time_to_full_min(f, g.rate_mib_per_min)),
+                    grown_mib: g.grown_mib,
+                    since_ms: g.since_ms,
+                    leak: false,
+                },
+            )
+        });
+    let leaks = m.leaks.iter().filter(|l| l.active_at(t)).map(|l| {
+        let free = snap
+            .devices
+            .iter()
+            .find(|d| d.index == l.info.device_index)
+            .and_then(|d| d.memory_free_bytes)
+            .map(|b| b as f64 / MIB as f64);
+        (
+            l.key,
+            LeakBadge {
+                rate_mib_per_min: l.info.rate_mib_per_min,
+                full_in_min: free.and_then(|f| time_to_full_min(f, l.info.rate_mib_per_min)),
+                grown_mib: l.grown_mib,
+                since_ms: l.info.since_ms,
+                leak: true,
+            },
+        )
+    });
+    growing.chain(leaks).collect()
+}
+
+/// Where a leak episode lives, for opening it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeakClick {
+    /// The process series.
+    pub key: ProcSeriesKey,
+    /// The session file (None: this run).
+    pub session: Option<PathBuf>,
+    /// When it was flagged.
+    pub at_ms: UnixMs,
+}
+
+/// The Leaks pane over `records` (this run's and past sessions'). Returns the episode the user
+/// clicked.
+pub fn pane(
+    ui: &mut Ui,
+    records: &[&LeakRecord],
+    ooms: &[&OomRecord],
+    units: Units,
+    now: UnixMs,
+    loading_past: bool,
+) -> Option<LeakClick> {
+    let mut click = None;
+    if !ooms.is_empty() {
+        click = oom_list(ui, ooms, units);
+        ui.separator();
+    }
+    if records.is_empty() {
+        ui.add_space(8.0);
+        ui.label(if loading_past {
+            "Reading past sessions…"
+        } else {
+            "No leak so far: a process whose GPU memory keeps growing is flagged here, with its rate and the time until its GPU is full."
+        });
+        return None;
+    }
+    egui::ScrollArea::vertical()
+        .id_salt("leaks")
+        .auto_shrink([false, false])
+        .show(ui, |ui| {
+            // One unit for the Grown and Peak columns (Auto: from the largest peak).
+            let largest = records.iter().map(|r| r.peak_mib.max(0.0)).fold(0.0, f64::max);
+            let units = units.for_largest((largest * MIB as f64) as u64);
+            egui::Grid::new("leaks-grid")
+                .num_columns(9)
+                .striped(true)
+                .spacing([14.0, 4.0])
+                .show(ui, |ui| {
+                    for (h, tip) in [
+                        ("Process", ""),
+                        ("GPU", ""),
+                        ("Began", "When its memory began to grow"),
+                        ("Flagged", "When the detector called it a leak"),
+                        ("Status", "At the time shown (a session: its time slider)"),
+                        ("Rate", ""),
+                        ("Grown", ""),
+                        ("Peak", ""),
+                        ("Detected by", "Whose leak detector made the verdict: this run's, or the one that recorded a session"),
+                    ] {
+                        let l = ui.label(RichText::new(h).strong());
+                        if !tip.is_empty() {
+                            l.on_hover_text(tip);
+                        }
+                    }
+                    ui.end_row();
+                    for r in records {
+                        if let Some(c) = leak_row(ui, r, units, now) {
+                            click = Some(c);
+                        }
+                        ui.end_row();
+                    }
+                });
+        });
+    click
+}
+
+/// One row of the Leaks pane; its status is the one the table shows at `now`
+/// ([`LeakRecord::active_at`]). Returns the episode when its name was clicked.
+fn leak_row(ui: &mut Ui, r: &LeakRecord, units: Units, now: UnixMs) -> Option<LeakClick> {
+    let active = r.active_at(now);
+    let who = if r.info.ghost {
+        format!("ghost memory · GPU {}", r.info.device_index)
+    } else {
+        format!("{} · PID {}", r.info.name, r.info.pid)
+    };
+    let color = if active {
+        leak_color(ui.visuals().dark_mode)
+    } else {
+        ui.visuals().text_color()
+    };
+    let mut click = None;
+    if ui
+        .selectable_label(false, RichText::new(who).color(color))
+        .clicked()
+    {
+        if let LeakKey::Process(k) = r.key {
+            click = Some(LeakClick {
+                key: k,
+                session: r.session.clone(),
+                at_ms: r.flagged_ms,
+            });
+        }
+    }
+    ui.label(r.info.device_index.to_string());
+    ui.monospace(format::date_time(r.info.since_ms));
+    ui.monospace(format::date_time(r.flagged_ms));
+    match r.ended_ms {
+        _ if r.flagged_ms > now => ui.label(RichText::new("not yet flagged").weak()),
+        _ if active => ui.label(
+            RichText::new(format!(
+                "ongoing ({})",
+                format::duration(now - r.info.since_ms)
+            ))
+            .color(leak_color(ui.visuals().dark_mode)),
+        ),
+        Some(t) if r.open_at_end => ui
+            .label(
+                RichText::new(format!(
+                    "recording ended ({})",
+                    format::duration(t - r.info.since_ms)
+                ))
+                .weak(),
+            )
+            .on_hover_text("The session's recording stopped while this was still growing."),
+        Some(t) => ui.monospace(format!("ended {}", format::date_time(t))),
+        None => ui.label("ongoing"),
+    };
+    ui.monospace(format!("{:.1} MiB/min", r.info.rate_mib_per_min));
+    ui.monospace(units.bytes((r.grown_mib.max(0.0) * MIB as f64) as u64));
+    ui.monospace(units.bytes((r.peak_mib.max(0.0) * MIB as f64) as u64));
+    ui.label(
+        r.session
+            .as_ref()
+            .and_then(|p| p.file_name())
+            .map_or("this run".into(), |n| {
+                format!("{} (when recorded)", n.to_string_lossy())
+            }),
+    );
+    click
+}
+
+/// The OOM suspicions, newest first: who left a nearly full GPU and who held it. Returns the
+/// one whose "Open" the user clicked (its victim, just before it left).
+fn oom_list(ui: &mut Ui, ooms: &[&OomRecord], units: Units) -> Option<LeakClick> {
+    let mut click = None;
+    ui.label(RichText::new("Memory events").strong());
+    egui::ScrollArea::vertical()
+        .id_salt("ooms")
+        .max_height(160.0)
+        .auto_shrink([false, true])
+        .show(ui, |ui| {
+            for (i, o) in ooms.iter().enumerate() {
+                ui.push_id(i, |ui| {
+                    ui.horizontal_wrapped(|ui| {
+                        ui.label(
+                            RichText::new("⚠ OOM suspected")
+                                .color(leak_color(ui.visuals().dark_mode))
+                                .strong(),
+                        );
+                        ui.monospace(format::date_time(o.at_ms));
+                        let who: Vec<String> = o
+                            .victims
+                            .iter()
+                            .map(|v| format!("{} (PID {})", v.name, v.pid))
+                            .collect();
+                        ui.label(format!(
+                            "{} left GPU {} while it was {:.1} % full",
+                            who.join(", "),
+                            o.device_index,
+                            o.used_pct
+                        ));
+                        ui.label(
+                            RichText::new(
+                                o.session
+                                    .as_ref()
+                                    .and_then(|p| p.file_name())
+                                    .map_or("this run".into(), |n| {
+                                        n.to_string_lossy().into_owned()
+                                    }),
+                            )
+                            .weak(),
+                        );
+                        if let Some(v) = o.victims.first() {
+                            if ui
+                                .small_button("Open at this moment")
+                                .on_hover_text("Show the GPU and its processes just before")
+                                .clicked()
+                            {
+                                click = Some(LeakClick {
+                                    key: (
+                                        crate::model::ProcessKey {
+                                            pid: v.pid,
+                                            start_time_ms: v.start_time_ms,
+                                        },
+                                        o.device_index,
+                                    ),
+                                    session: o.session.clone(),
+                                    at_ms: o.at_ms - 1000,
+                                });
+                            }
+                        }
+                    });
+                    for h in o.holders.iter().take(5) {
+                        let grew =
+                            h.grown_1m_mib
+                                .filter(|g| g.abs() >= 1.0)
+                                .map_or(String::new(), |g| {
+                                    format!(
+                                        " · {}{} in the minute before",
+                                        if g > 0.0 { "+" } else { "−" },
+                                        units.bytes((g.abs() * MIB as f64) as u64)
+                                    )
+                                });
+                        let cache = h.releasable_mib.map_or(String::new(), |r| {
+                            format!(
+                                " · {} releasable cache",
+                                units.bytes((r * MIB as f64) as u64)
+                            )
+                        });
+                        let user = if h.user.is_empty() {
+                            String::new()
+                        } else {
+                            format!(", {}", h.user)
+                        };
+                        let what = if h.likely_cause {
+                            "likely cause:"
+                        } else {
+                            "held by"
+                        };
+                        ui.label(format!(
+                            "    {what} {} (PID {}{user}): {}{grew}{cache}",
+                            h.name,
+                            h.pid,
+                            units.bytes((h.mib * MIB as f64) as u64)
+                        ));
+                    }
+                    if o.holders.len() > 5 {
+                        ui.label(format!("    and {} more", o.holders.len() - 5));
+                    }
+                });
+            }
+        });
+    click
+}

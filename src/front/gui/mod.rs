@@ -1,0 +1,644 @@
+//! The egui front end. It reads the shared [`crate::engine::view::Monitor`] and never calls NVML,
+//! touches session files or signals processes itself.
+
+pub mod app;
+pub mod connect;
+pub mod fit_zoom;
+pub mod graph;
+pub mod jobs;
+pub mod leaks;
+pub mod overview;
+pub mod process_detail;
+pub mod processes;
+pub mod sessions;
+pub mod settings_window;
+pub mod task;
+pub mod torch_pane;
+pub mod ui_state;
+pub mod widgets;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use app::VramApp;
+
+use crate::engine::sampler::{SamplerHandle, SourceFactory};
+use crate::engine::shared::SharedMonitor;
+use crate::engine::view::Monitor;
+
+/// What the window is started with.
+#[derive(Debug)]
+pub struct GuiOptions {
+    /// Start on the simulated GPUs.
+    pub demo: bool,
+    /// Sampling interval.
+    pub interval: Duration,
+    /// History length in samples.
+    pub history_ticks: usize,
+    /// Record a session log while the window runs.
+    pub record: bool,
+    /// A session log to open at start.
+    pub open: Option<std::path::PathBuf>,
+    /// The settings file.
+    pub config_path: std::path::PathBuf,
+    /// Why the settings file could not be used (the app then runs on defaults).
+    pub config_error: Option<crate::engine::settings::ConfigError>,
+    /// The settings in force.
+    pub settings: crate::engine::settings::Settings,
+    /// `--connect`: the agent to attach to from the start, opened already
+    /// ([`open_connect`]); this computer's GPUs are not sampled then.
+    pub connect: Option<(connect::SavedHost, crate::link::open::OpenedHost)>,
+}
+
+/// Opens `--connect`'s target before the window exists: reads the token from `token_file`
+/// and, for `ssh://`, starts the tunnel (stopped when the window closes).
+///
+/// # Errors
+/// A sentence: the token file unreadable or empty, ssh not runnable.
+pub fn open_connect(
+    target: &crate::link::open::ConnectTarget,
+    token_file: &std::path::Path,
+) -> Result<(connect::SavedHost, crate::link::open::OpenedHost), String> {
+    let host = connect::SavedHost {
+        url: target.url.clone(),
+        ssh: target.ssh.clone(),
+        token_file: token_file.display().to_string(),
+    };
+    let opened = crate::link::open::open_host(&host.url, &host.ssh, &host.token_file, "")?;
+    Ok((host, opened))
+}
+
+/// How many agents the window keeps attached in the background besides the one shown.
+pub const MAX_BACKGROUND_HOSTS: usize = 8;
+
+/// How soon the window draws after a new sample: at once, and one frame (a non-zero delay,
+/// because egui answers a zero-delay request with two frames).
+pub const NEW_DATA_FRAME: Duration = Duration::from_millis(1);
+
+/// The most frames a second that new samples cause (the eye needs no more for a graph of
+/// minutes; 10 samples a second would otherwise be 10 full redraws).
+pub const MAX_DATA_FRAMES_PER_S: u32 = 4;
+
+/// How long after a sample arriving at `now` its frame is drawn, given when the last one was
+/// asked for (`last`, updated): at once, or at the next slot of [`MAX_DATA_FRAMES_PER_S`].
+pub fn data_frame_delay(
+    last: &mut Option<std::time::Instant>,
+    now: std::time::Instant,
+) -> Duration {
+    let gap = Duration::from_secs(1) / MAX_DATA_FRAMES_PER_S;
+    match *last {
+        // A frame is already due then: it draws this sample too.
+        Some(l) if l > now => l - now,
+        Some(l) if now - l < gap => {
+            *last = Some(l + gap);
+            l + gap - now
+        }
+        _ => {
+            *last = Some(now);
+            NEW_DATA_FRAME
+        }
+    }
+}
+
+/// A host the window is attached to but not showing: its link goes on filling its own
+/// history, so switching back to it shows everything since it was first opened.
+struct Parked {
+    /// `None`: this computer.
+    host: Option<connect::SavedHost>,
+    remote: Option<String>,
+    shared: SharedMonitor,
+    /// Always `Some` while parked (taken out when shown again: `Parked` has a `Drop`).
+    link: Option<Box<dyn crate::link::EngineLink>>,
+    agent: Option<Arc<crate::link::remote::RemoteLink>>,
+    tunnel: Option<std::process::Child>,
+    demo: bool,
+    shown: Arc<AtomicBool>,
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        crate::link::open::stop_tunnel(self.tunnel.take());
+    }
+}
+
+/// The sampler behind the window: can be restarted on another source (e.g. the demo).
+pub struct Backend {
+    /// The state the UI draws.
+    pub shared: SharedMonitor,
+    /// The engine it talks to: this process's sampler, or an agent over HTTP.
+    link: Option<Box<dyn crate::link::EngineLink>>,
+    /// The agent's address while the window is attached to one.
+    pub remote: Option<String>,
+    /// The saved host shown (`None`: this computer, or an agent given by `--connect`).
+    host: Option<connect::SavedHost>,
+    /// Whether the shown link's samples wake the window (off while it is in the background).
+    shown: Arc<AtomicBool>,
+    /// Hosts attached in the background (this computer among them while an agent is shown).
+    parked: Vec<Parked>,
+    /// The `ssh -N -L` tunnel to it, when connected over SSH.
+    tunnel: Option<std::process::Child>,
+    /// The agent's link, for its session logs.
+    agent: Option<Arc<crate::link::remote::RemoteLink>>,
+    /// Whether the simulated GPUs are shown.
+    pub demo: bool,
+    interval: Duration,
+    history_ticks: usize,
+    repaint: Option<egui::Context>,
+    record: crate::engine::RecordTo,
+    /// The settings the engine runs with.
+    pub settings: crate::engine::settings::Settings,
+    /// The window's file jobs (opening, exporting, saving…), whichever engine is shown.
+    jobs: crate::front::gui::jobs::JobBoard,
+}
+
+impl Backend {
+    /// A backend that samples `factory` on its own thread.
+    pub fn start(
+        factory: SourceFactory,
+        demo: bool,
+        interval: Duration,
+        history_ticks: usize,
+        ctx: &egui::Context,
+    ) -> Self {
+        Self::start_with(
+            factory,
+            demo,
+            interval,
+            history_ticks,
+            ctx,
+            crate::engine::RecordTo::Off,
+            crate::engine::settings::Settings::default(),
+        )
+    }
+
+    /// Like [`Backend::start`], recording a session log as `record` says, with these settings
+    /// for the engine.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_with(
+        factory: SourceFactory,
+        demo: bool,
+        interval: Duration,
+        history_ticks: usize,
+        ctx: &egui::Context,
+        record: crate::engine::RecordTo,
+        settings: crate::engine::settings::Settings,
+    ) -> Self {
+        let mut b = Self::detached(
+            Monitor::new(interval.as_millis() as u64, history_ticks),
+            demo,
+        );
+        b.settings = settings;
+        b.interval = interval;
+        b.history_ticks = history_ticks;
+        b.repaint = Some(ctx.clone());
+        b.jobs = crate::front::gui::jobs::JobBoard::new(task::repaint(ctx));
+        b.record = record;
+        b.spawn(factory);
+        b
+    }
+
+    /// A window attached to the agent at `url` from the start (`--connect`).
+    ///
+    /// # Errors
+    /// A malformed address or no thread.
+    pub fn attach(
+        url: &str,
+        token: String,
+        history_ticks: usize,
+        ctx: &egui::Context,
+    ) -> Result<Self, String> {
+        let mut b = Self::detached(Monitor::new(1000, history_ticks), false);
+        b.repaint = Some(ctx.clone());
+        b.jobs = crate::front::gui::jobs::JobBoard::new(task::repaint(ctx));
+        b.connect_remote(url, token)?;
+        Ok(b)
+    }
+
+    /// A backend over a monitor that something else fills (tests, replays): no thread.
+    pub fn detached(monitor: Monitor, demo: bool) -> Self {
+        let interval = Duration::from_millis(monitor.interval_ms);
+        let history_ticks = monitor.history.capacity();
+        Self {
+            shared: crate::engine::shared::Shared::new(monitor),
+            link: None,
+            remote: None,
+            host: None,
+            shown: Arc::new(AtomicBool::new(true)),
+            parked: Vec::new(),
+            tunnel: None,
+            agent: None,
+            demo,
+            interval,
+            history_ticks,
+            repaint: None,
+            jobs: crate::front::gui::jobs::JobBoard::default(),
+            record: crate::engine::RecordTo::Off,
+            settings: crate::engine::settings::Settings::default(),
+        }
+    }
+
+    /// A wake-up for a new link's samples, and its switch: a link in the background does
+    /// not wake the window.
+    fn notifier(&self) -> (Arc<AtomicBool>, crate::engine::sampler::Notify) {
+        let shown = Arc::new(AtomicBool::new(true));
+        let ctx = self.repaint.clone();
+        let on = shown.clone();
+        let last = std::sync::Mutex::new(None::<std::time::Instant>);
+        let notify: crate::engine::sampler::Notify = Arc::new(move || {
+            if let (Some(c), true) = (&ctx, on.load(Ordering::Relaxed)) {
+                // Not `request_repaint()`: egui answers each of those with two frames; a new
+                // sample needs one. At most [`MAX_DATA_FRAMES_PER_S`] of them a second: a
+                // sample arriving sooner is drawn with the next one or at the next slot.
+                let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
+                c.request_repaint_after(data_frame_delay(&mut last, std::time::Instant::now()));
+            }
+        });
+        (shown, notify)
+    }
+
+    fn spawn(&mut self, factory: SourceFactory) {
+        let (shown, notify) = self.notifier();
+        self.shown = shown;
+        match SamplerHandle::spawn_recording(
+            factory,
+            self.interval,
+            self.shared.clone(),
+            notify,
+            self.record.clone(),
+            self.settings.clone(),
+            crate::engine::EngineOptions {
+                desktop_notifications: true,
+                // The engine keeps the sessions folder within the retention limits (at start
+                // and every hour), never deleting a log that is open for writing.
+                retention_dir: match &self.record {
+                    crate::engine::RecordTo::Dir(d) => Some(d.clone()),
+                    _ => None,
+                },
+            },
+        ) {
+            Ok(h) => self.link = Some(Box::new(h)),
+            Err(e) => {
+                if let Ok(mut m) = self.shared.write() {
+                    m.status = crate::engine::view::SourceStatus::Failed(format!(
+                        "could not start the sampler thread: {e}"
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Applies new settings to this computer's engine (and to later restarts), also while an
+    /// agent is shown (an agent runs on its own settings).
+    pub fn apply_settings(&mut self, s: crate::engine::settings::Settings) {
+        self.settings = s.clone();
+        let c = crate::engine::EngineCommand::ApplySettings(Box::new(s));
+        if self.remote.is_none() {
+            self.send(c);
+        } else if let Some(p) = self.parked.iter().find(|p| p.remote.is_none()) {
+            if let Some(l) = &p.link {
+                l.send(c);
+            }
+        }
+    }
+
+    /// The saved host shown (`None`: this computer, or an agent given by `--connect`).
+    pub fn shown_host(&self) -> Option<&connect::SavedHost> {
+        self.host.as_ref()
+    }
+
+    /// The hosts attached now, shown or in the background (`None`: this computer).
+    pub fn live_hosts(&self) -> Vec<Option<connect::SavedHost>> {
+        let mut v: Vec<_> = self.parked.iter().map(|p| p.host.clone()).collect();
+        if self.link.is_some() {
+            v.push(self.host.clone());
+        }
+        v
+    }
+
+    /// Puts the shown link in the background, still sampling.
+    fn park_current(&mut self) {
+        let Some(link) = self.link.take() else {
+            return;
+        };
+        self.shown.store(false, Ordering::Relaxed);
+        self.parked.push(Parked {
+            host: self.host.take(),
+            remote: self.remote.take(),
+            shared: self.shared.clone(),
+            link: Some(link),
+            agent: self.agent.take(),
+            tunnel: self.tunnel.take(),
+            demo: self.demo,
+            shown: self.shown.clone(),
+        });
+        // Bounded: the agent left longest ago goes first (this computer always stays).
+        while self.parked.iter().filter(|p| p.remote.is_some()).count() > MAX_BACKGROUND_HOSTS {
+            if let Some(i) = self.parked.iter().position(|p| p.remote.is_some()) {
+                self.parked.remove(i);
+            }
+        }
+    }
+
+    /// Shows `host` (`None`: this computer) when it is attached in the background; the
+    /// host shown until now goes on sampling in the background. False when `host` is not
+    /// attached.
+    pub fn switch_to(&mut self, host: Option<&connect::SavedHost>) -> bool {
+        let Some(i) = self.parked.iter().position(|p| p.host.as_ref() == host) else {
+            return false;
+        };
+        let mut p = self.parked.remove(i);
+        self.park_current();
+        p.shown.store(true, Ordering::Relaxed);
+        self.host = p.host.take();
+        self.remote = p.remote.take();
+        self.shared = p.shared.clone();
+        self.agent = p.agent.take();
+        self.tunnel = p.tunnel.take();
+        self.demo = p.demo;
+        self.shown = p.shown.clone();
+        self.link = p.link.take();
+        if let Some(c) = &self.repaint {
+            c.request_repaint();
+        }
+        true
+    }
+
+    /// Leaves the agent shown (its link closes) and shows this computer again when it is
+    /// attached in the background. False when it is not (the caller starts it).
+    pub fn disconnect(&mut self) -> bool {
+        if self.remote.is_some() {
+            self.drop_shown_agent();
+        }
+        self.switch_to(None)
+    }
+
+    /// Sends a request to the engine on the sampler thread.
+    pub fn send(&self, c: crate::engine::EngineCommand) {
+        if let Some(l) = &self.link {
+            l.send(c);
+        }
+    }
+
+    /// Carries out a file job request of the window ([`crate::front::gui::jobs::JobBoard`]): in this
+    /// process, beside the link, whichever engine (local or an agent's) is shown.
+    pub fn job(&self, c: crate::front::gui::jobs::JobCommand) {
+        self.jobs.command(c);
+    }
+
+    /// The window's jobs: read every frame, beside [`Backend::view`].
+    pub fn jobs(&self) -> &crate::front::gui::jobs::JobBoard {
+        &self.jobs
+    }
+
+    /// What the window draws: the link's view of its engine (a copy made once per change);
+    /// without a link (a detached backend in tests), the shared state's own copy.
+    pub fn view(&self) -> Option<Arc<crate::engine::view::Monitor>> {
+        match &self.link {
+            Some(l) => l.view(),
+            None => self.shared.view(),
+        }
+    }
+
+    /// How the link to the engine is doing (local, or an agent connected or lost).
+    pub fn health(&mut self) -> crate::link::LinkHealth {
+        let h = self
+            .link
+            .as_ref()
+            .map_or(crate::link::LinkHealth::Local, |l| l.health());
+        // A tunnel that ended says why (a refused key, an unknown host).
+        if let (crate::link::LinkHealth::Disconnected { url, since_ms, .. }, Some(t)) =
+            (&h, self.tunnel.as_mut())
+        {
+            if let Ok(Some(status)) = t.try_wait() {
+                let mut err = String::new();
+                if let Some(mut e) = t.stderr.take() {
+                    use std::io::Read;
+                    let _ = (&mut e).take(2000).read_to_string(&mut err);
+                }
+                return crate::link::LinkHealth::Disconnected {
+                    url: url.clone(),
+                    since_ms: *since_ms,
+                    error: format!("ssh ended ({status}): {}", err.trim()),
+                };
+            }
+        }
+        h
+    }
+
+    /// Attaches the window to `host`, opened off the UI thread by
+    /// [`crate::link::open::open_host`]; a connection to the same host kept in the background
+    /// is replaced.
+    ///
+    /// # Errors
+    /// A sentence for the connect window; the window stays as it was (a tunnel is stopped).
+    pub fn attach_opened(
+        &mut self,
+        host: &connect::SavedHost,
+        opened: crate::link::open::OpenedHost,
+    ) -> Result<(), String> {
+        self.parked.retain(|p| p.host.as_ref() != Some(host));
+        if self.host.as_ref() == Some(host) {
+            self.drop_shown_agent();
+        }
+        let crate::link::open::OpenedHost { url, token, tunnel } = opened;
+        if let Err(e) = self.connect_remote(&url, token) {
+            crate::link::open::stop_tunnel(tunnel);
+            return Err(e);
+        }
+        if tunnel.is_some() {
+            self.tunnel = tunnel;
+            self.remote = Some(format!("{} via {}", host.url, host.ssh));
+        }
+        self.host = Some(host.clone());
+        Ok(())
+    }
+
+    /// The attached agent's session logs and downloads (`None`: not attached).
+    pub fn agent_files(&self) -> Option<crate::link::remote::RemoteFiles> {
+        self.agent.as_ref().map(|a| a.files())
+    }
+
+    /// Asks the attached agent for its session logs.
+    pub fn list_agent_sessions(&self) {
+        if let Some(a) = &self.agent {
+            a.list_sessions();
+        }
+    }
+
+    /// Downloads one of the attached agent's session logs into this computer's sessions
+    /// folder (`from-agents/`), to open it read-only.
+    pub fn download_agent_session(&self, name: &str) {
+        if let Some(a) = &self.agent {
+            a.download(name, crate::session::default_dir().join("from-agents"));
+        }
+    }
+
+    /// Downloads finished since the last call.
+    pub fn take_agent_downloads(&self) -> Vec<(String, Result<std::path::PathBuf, String>)> {
+        self.agent
+            .as_ref()
+            .map(|a| a.take_done())
+            .unwrap_or_default()
+    }
+
+    /// Closes the agent shown (its link, and its tunnel when it has one).
+    fn drop_shown_agent(&mut self) {
+        self.link = None;
+        self.agent = None;
+        self.remote = None;
+        self.host = None;
+        crate::link::open::stop_tunnel(self.tunnel.take());
+    }
+
+    /// Attaches the window to the agent at `url` and shows it (its history starts now); the
+    /// host shown until now goes on sampling in the background.
+    ///
+    /// # Errors
+    /// A malformed address or no thread; the window stays as it was.
+    pub fn connect_remote(&mut self, url: &str, token: String) -> Result<(), String> {
+        let shared = crate::engine::shared::Shared::new(Monitor::new(
+            self.interval.as_millis() as u64,
+            self.history_ticks,
+        ));
+        let (shown, notify) = self.notifier();
+        let link = Arc::new(crate::link::remote::RemoteLink::connect(
+            url,
+            token,
+            shared.clone(),
+            notify,
+        )?);
+        self.park_current();
+        self.shown = shown;
+        self.host = None;
+        self.remote = Some(link.url().to_string());
+        self.agent = Some(link.clone());
+        self.link = Some(Box::new(link));
+        self.shared = shared;
+        self.demo = false;
+        Ok(())
+    }
+
+    /// Drops the current source and its history and starts over on `factory` (this
+    /// computer; one kept in the background is dropped too).
+    pub fn restart(&mut self, factory: SourceFactory, demo: bool) {
+        self.drop_shown_agent();
+        self.parked.retain(|p| p.remote.is_some());
+        self.shared = crate::engine::shared::Shared::new(Monitor::new(
+            self.interval.as_millis() as u64,
+            self.history_ticks,
+        ));
+        self.demo = demo;
+        self.spawn(factory);
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        crate::link::open::stop_tunnel(self.tunnel.take());
+    }
+}
+
+/// Opens the window and runs until it is closed.
+///
+/// # Errors
+/// When no window can be created (no display, no usable graphics).
+pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
+    let mut viewport = egui::ViewportBuilder::default()
+        .with_title("vramwarden")
+        .with_app_id("io.github.vramwarden.VramWarden")
+        .with_inner_size([1400.0, 860.0])
+        .with_min_inner_size(fit_zoom::MIN_POINTS);
+    if let Ok(icon) =
+        eframe::icon_data::from_png_bytes(include_bytes!("../../../assets/icon-256.png"))
+    {
+        viewport = viewport.with_icon(icon);
+    }
+    let native = eframe::NativeOptions {
+        viewport,
+        // With VRAMWARDEN_DATA_DIR set (tests, a second profile), the window's state lives
+        // there too, not in the platform folder.
+        persistence_path: std::env::var_os("VRAMWARDEN_DATA_DIR")
+            .map(|d| std::path::PathBuf::from(d).join("window-state.ron")),
+        ..Default::default()
+    };
+    // The tunnel of `--connect` goes to the window's backend (which stops it when the window
+    // closes); if the window never opens, it is stopped here.
+    let mut connect = opts.connect;
+    let tunnel = Arc::new(std::sync::Mutex::new(
+        connect.as_mut().and_then(|(_, o)| o.tunnel.take()),
+    ));
+    let held = tunnel.clone();
+    let result = eframe::run_native(
+        "vramwarden",
+        native,
+        Box::new(move |cc| {
+            let record = if opts.record {
+                crate::engine::RecordTo::Dir(crate::session::default_dir())
+            } else {
+                crate::engine::RecordTo::Off
+            };
+            let backend = match connect {
+                Some((host, mut opened)) => {
+                    opened.tunnel = held.lock().ok().and_then(|mut t| t.take());
+                    let mut b = Backend::detached(
+                        Monitor::new(opts.interval.as_millis() as u64, opts.history_ticks),
+                        false,
+                    );
+                    b.repaint = Some(cc.egui_ctx.clone());
+                    b.jobs = crate::front::gui::jobs::JobBoard::new(task::repaint(&cc.egui_ctx));
+                    b.settings = opts.settings.clone();
+                    b.attach_opened(&host, opened)?;
+                    b
+                }
+                None => Backend::start_with(
+                    crate::engine::sampler::source_factory(opts.demo),
+                    opts.demo,
+                    opts.interval,
+                    opts.history_ticks,
+                    &cc.egui_ctx,
+                    record,
+                    opts.settings.clone(),
+                ),
+            };
+            let mut app = VramApp::new(cc, backend);
+            app.set_config(opts.config_path.clone(), opts.config_error.clone());
+            if let Some(p) = opts.open {
+                app.open_session(p);
+            }
+            Ok(Box::new(app))
+        }),
+    );
+    crate::link::open::stop_tunnel(tunnel.lock().ok().and_then(|mut t| t.take()));
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ten samples a second ask for at most four frames a second, each sample drawn within
+    /// a quarter of a second.
+    #[test]
+    fn new_samples_ask_for_at_most_four_frames_a_second() {
+        let t0 = std::time::Instant::now();
+        let mut last = None;
+        let mut frames: Vec<std::time::Instant> = Vec::new();
+        for i in 0..100u32 {
+            let now = t0 + Duration::from_millis(100) * i;
+            let at = now + data_frame_delay(&mut last, now);
+            assert!(at - now <= Duration::from_millis(250), "sample {i} waits");
+            if frames.last().is_none_or(|f| *f != at) {
+                frames.push(at);
+            }
+        }
+        for w in frames.windows(2) {
+            assert!(
+                w[1] - w[0] >= Duration::from_millis(249),
+                "{:?}",
+                w[1] - w[0]
+            );
+        }
+        assert!(frames.len() <= 41, "{} frames in 10 s", frames.len());
+    }
+}

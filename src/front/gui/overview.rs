@@ -1,0 +1,327 @@
+//! One card per GPU: name, memory bar (used / reserved / free), utilisation, temperature, power.
+
+use egui::{RichText, Ui};
+
+use super::widgets;
+use crate::model::format::{opt_bytes, Units};
+use crate::model::Snapshot;
+
+fn pct(part: u64, total: u64) -> String {
+    if total == 0 {
+        return String::new();
+    }
+    format!("{:.1} %", 100.0 * part as f64 / total as f64)
+}
+
+/// The forecast on the memory bar: bytes used after [`widgets::FORECAST_HORIZON_MIN`] at the
+/// rate the GPU's leaks grow (its free memory over its time to full).
+fn projected_used(d: &crate::model::DeviceSample) -> Option<u64> {
+    let s = d.time_to_full_s.filter(|s| *s > 0.0)?;
+    let rate = d.memory_free_bytes.unwrap_or(0) as f64 / s; // bytes per second
+    Some(
+        d.memory_used_bytes
+            .unwrap_or(0)
+            .saturating_add((rate * widgets::FORECAST_HORIZON_MIN * 60.0) as u64),
+    )
+}
+
+/// More GPUs than this get the compact overview: one row per GPU.
+pub const COMPACT_ABOVE: usize = 3;
+
+/// The overview of many GPUs: a row each — index, memory bar, used / total, utilisation,
+/// temperature, the forecast when a leak grows. Clicking one selects it for the graph.
+fn compact(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
+    ui.label(RichText::new(format!("{} GPUs", snap.devices.len())).strong());
+    for d in &snap.devices {
+        // One unit for the whole card (Auto: from the GPU's size), never MiB beside GiB.
+        let units = units.for_largest(d.memory_total_bytes.unwrap_or(0));
+        let is_sel = *selected == d.index;
+        let total = d.memory_total_bytes.unwrap_or(0);
+        let used = d.memory_used_bytes.unwrap_or(0);
+        let reserved = d.memory_reserved_bytes.unwrap_or(0);
+        let frame = egui::Frame::group(ui.style())
+            .inner_margin(egui::Margin::same(6))
+            .stroke(if is_sel {
+                egui::Stroke::new(2.0, ui.visuals().selection.stroke.color)
+            } else {
+                ui.visuals().widgets.noninteractive.bg_stroke
+            });
+        let resp = clickable_card(ui, frame, d.index, |ui| {
+            ui.set_width(ui.available_width());
+            ui.horizontal_wrapped(|ui| {
+                ui.label(RichText::new(format!("GPU {}", d.index)).strong());
+                ui.label(
+                    RichText::new(format!(
+                        "{} / {}",
+                        opt_bytes(units, d.memory_used_bytes),
+                        opt_bytes(units, d.memory_total_bytes)
+                    ))
+                    .monospace(),
+                );
+                let util = d
+                    .utilization_gpu_pct
+                    .map_or("—".into(), |u| format!("{u} %"));
+                let temp = d.temperature_c.map_or("—".into(), |t| format!("{t} °C"));
+                let text = RichText::new(format!("{util} · {temp}")).weak();
+                // Right-aligned where it fits; else on the next line, never over the
+                // memory figures (a narrow card, 200 %).
+                if ui.available_width() >= 110.0 {
+                    ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                        ui.label(text);
+                    });
+                } else {
+                    ui.end_row();
+                    ui.label(text);
+                }
+            });
+            let projected = projected_used(d);
+            widgets::memory_bar(
+                ui,
+                total,
+                used,
+                reserved,
+                projected,
+                &format!(
+                    "{}: used {} ({})",
+                    d.name,
+                    units.bytes(used),
+                    pct(used, total)
+                ),
+            );
+            if let Some(s) = d.time_to_full_s {
+                ui.label(
+                    RichText::new(format!(
+                        "⚠ full in ~{}",
+                        crate::model::format::duration((s * 1000.0) as i64)
+                    ))
+                    .color(widgets::forecast_color(ui.visuals().dark_mode)),
+                );
+            }
+        });
+        if resp.clicked() {
+            *selected = d.index;
+        }
+    }
+}
+
+/// Draws the cards (the compact overview for more than [`COMPACT_ABOVE`] GPUs); clicking one
+/// selects its GPU for the graph.
+pub fn cards(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
+    if snap.devices.len() > COMPACT_ABOVE {
+        compact(ui, snap, units, selected);
+        return;
+    }
+    for d in &snap.devices {
+        // One unit for the whole card (Auto: from the GPU's size), never MiB beside GiB.
+        let units = units.for_largest(d.memory_total_bytes.unwrap_or(0));
+        let is_sel = *selected == d.index;
+        let frame = egui::Frame::group(ui.style())
+            .inner_margin(egui::Margin::same(10))
+            .stroke(if is_sel {
+                egui::Stroke::new(2.0, ui.visuals().selection.stroke.color)
+            } else {
+                ui.visuals().widgets.noninteractive.bg_stroke
+            });
+        let resp = clickable_card(ui, frame, d.index, |ui| {
+            ui.set_width(ui.available_width());
+            ui.horizontal(|ui| {
+                ui.label(
+                    RichText::new(format!("GPU {}", d.index))
+                        .strong()
+                        .size(15.0),
+                );
+                ui.label(RichText::new(&d.name).size(15.0));
+            });
+            let total = d.memory_total_bytes.unwrap_or(0);
+            let used = d.memory_used_bytes.unwrap_or(0);
+            let reserved = d.memory_reserved_bytes.unwrap_or(0);
+            let free = d.memory_free_bytes.unwrap_or(0);
+            let hover = format!(
+                "used {} ({})\nreserved by driver {} ({})\nfree {} ({})\ntotal {}",
+                units.bytes(used),
+                pct(used, total),
+                units.bytes(reserved),
+                pct(reserved, total),
+                units.bytes(free),
+                pct(free, total),
+                units.bytes(total)
+            );
+            let projected = projected_used(d);
+            let hover = match d.time_to_full_s {
+                    Some(s) => format!(
+                        "{hover}\n\nAt the rate its leaks grow, GPU {} is full in ~{}.\nThe orange band is the growth over the next {} minutes.",
+                        d.index,
+                        crate::model::format::duration((s * 1000.0) as i64),
+                        widgets::FORECAST_HORIZON_MIN
+                    ),
+                    None => hover,
+                };
+            widgets::memory_bar(ui, total, used, reserved, projected, &hover);
+            if let Some(s) = d.time_to_full_s {
+                ui.label(
+                    RichText::new(format!(
+                        "⚠ GPU {} full in ~{}",
+                        d.index,
+                        crate::model::format::duration((s * 1000.0) as i64)
+                    ))
+                    .color(widgets::forecast_color(ui.visuals().dark_mode))
+                    .strong(),
+                )
+                .on_hover_text(
+                    "From the growth rate of the leaks on this GPU and its free memory now",
+                );
+            }
+            egui::Grid::new(("card", d.index))
+                .num_columns(3)
+                .spacing([10.0, 2.0])
+                .show(ui, |ui| {
+                    let row = |ui: &mut Ui, color: egui::Color32, label: &str, v: Option<u64>| {
+                        ui.horizontal(|ui| {
+                            widgets::color_swatch(ui, color);
+                            ui.label(label);
+                        });
+                        ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                            ui.label(RichText::new(opt_bytes(units, v)).monospace());
+                        });
+                        ui.label(
+                            RichText::new(v.map_or(String::new(), |v| pct(v, total)))
+                                .monospace()
+                                .weak(),
+                        );
+                        ui.end_row();
+                    };
+                    row(ui, widgets::USED, "Used", d.memory_used_bytes);
+                    row(ui, widgets::RESERVED, "Reserved", d.memory_reserved_bytes);
+                    row(
+                        ui,
+                        ui.visuals().extreme_bg_color,
+                        "Free",
+                        d.memory_free_bytes,
+                    );
+                    ui.label("Total");
+                    ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                        ui.label(RichText::new(opt_bytes(units, d.memory_total_bytes)).monospace());
+                    });
+                    ui.label("");
+                    ui.end_row();
+                });
+            ui.horizontal_wrapped(|ui| {
+                let util = d
+                    .utilization_gpu_pct
+                    .map_or("—".into(), |u| format!("{u} %"));
+                let temp = d.temperature_c.map_or("—".into(), |t| format!("{t} °C"));
+                let power = match (d.power_w, d.power_limit_w) {
+                    (Some(p), Some(cap)) => format!("{p:.0} / {cap:.0} W"),
+                    (Some(p), None) => format!("{p:.0} W"),
+                    (None, _) => "—".into(),
+                };
+                ui.label(format!("Util {util}"));
+                ui.separator();
+                ui.label(format!("Temp {temp}"));
+                ui.separator();
+                ui.label(format!("Power {power}"))
+                    .on_hover_text("Board power draw / the power cap the driver enforces");
+            });
+            if d.sm_clock_mhz.is_some() || d.fan_pct.is_some() {
+                ui.horizontal_wrapped(|ui| {
+                    let mhz = |c: Option<u32>| c.map_or("—".into(), |c| format!("{c} MHz"));
+                    ui.label(
+                        RichText::new(format!(
+                            "SM {} · Mem {}",
+                            mhz(d.sm_clock_mhz),
+                            mhz(d.mem_clock_mhz)
+                        ))
+                        .weak(),
+                    )
+                    .on_hover_text("Current SM and memory clocks");
+                    if let Some(f) = d.fan_pct {
+                        ui.separator();
+                        ui.label(RichText::new(format!("Fan {f} %")).weak());
+                    }
+                });
+            }
+            let n = snap
+                .processes
+                .iter()
+                .filter(|p| p.device_index == d.index)
+                .count();
+            ui.label(
+                RichText::new(match n {
+                    0 => format!("No processes on GPU {}", d.index),
+                    1 => "1 process".to_string(),
+                    n => format!("{n} processes"),
+                })
+                .weak(),
+            );
+        });
+        if resp.clicked() {
+            *selected = d.index;
+        }
+        ui.add_space(6.0);
+    }
+}
+
+/// A GPU card as one widget: clickable and focusable (Tab reaches it, Enter or Space picks
+/// it), with a focus ring and a name for screen readers. (Making a frame's response clickable
+/// afterwards took the keyboard focus and dropped it, so Tab never got past the cards.)
+fn clickable_card(
+    ui: &mut Ui,
+    frame: egui::Frame,
+    gpu: u32,
+    add: impl FnOnce(&mut Ui),
+) -> egui::Response {
+    let resp = ui
+        .scope_builder(egui::UiBuilder::new().sense(egui::Sense::click()), |ui| {
+            // Its text is not selectable, so a click on it (most of the card) selects the GPU
+            // rather than starting a text selection.
+            ui.style_mut().interaction.selectable_labels = false;
+            frame.show(ui, add);
+        })
+        .response;
+    resp.widget_info(|| {
+        egui::WidgetInfo::labeled(
+            egui::Role::Button,
+            true,
+            format!("Show GPU {gpu} in the graph"),
+        )
+    });
+    // Its keyboard focus is shown by the window's focus ring (app.rs), outside the frame and
+    // in the text colour: never mistaken for the selected card's blue outline.
+    resp
+}
+
+/// A banner per GPU forecast full within the warning time (the OOM forecast alerts), naming
+/// the processes whose growth drives it.
+pub fn forecast_banners(ui: &mut Ui, alerts: &[crate::detect::forecast_alert::ForecastAlert]) {
+    for a in alerts {
+        let when = a.full_in_s.map_or_else(
+            || "forecast receding".to_string(),
+            |s| {
+                format!(
+                    "full in ~{}",
+                    crate::model::format::duration((s * 1000.0) as i64)
+                )
+            },
+        );
+        let who = if a.drivers.is_empty() {
+            String::new()
+        } else {
+            format!(": {} growing", a.drivers.join(", "))
+        };
+        egui::Frame::new()
+            .fill(widgets::forecast_color(ui.visuals().dark_mode).gamma_multiply(0.25))
+            .inner_margin(6.0)
+            .corner_radius(4.0)
+            .show(ui, |ui| {
+                ui.label(
+                    RichText::new(format!("⚠ GPU {} {when}{who}", a.device_index))
+                        .strong()
+                        .color(widgets::forecast_color(ui.visuals().dark_mode)),
+                )
+                .on_hover_text(format!(
+                    "Raised at {}: at the rate its processes grow, this GPU runs out of memory within the warning time (Settings → Notifications)",
+                    crate::model::format::clock(a.since_ms)
+                ));
+            });
+    }
+}

@@ -1,0 +1,650 @@
+//! The table of every process on every GPU: sortable by each column, filterable.
+
+use egui::{RichText, Ui};
+use serde::{Deserialize, Serialize};
+
+use super::widgets;
+use crate::engine::view::ProcessRow;
+use crate::model::format::{self, Units};
+use crate::model::history::ProcSeriesKey;
+use crate::model::UnixMs;
+
+/// Columns the table sorts by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SortColumn {
+    /// Process id.
+    Pid,
+    /// Process name.
+    Name,
+    /// Owner.
+    User,
+    /// GPU index.
+    Gpu,
+    /// GPU memory now.
+    Memory,
+    /// Change over the last minute.
+    Delta,
+    /// Time since start.
+    Age,
+    /// Host CPU, percent of a core.
+    Cpu,
+    /// Host resident memory.
+    Rss,
+    /// Leak flag (by rate), stale, exited.
+    Status,
+    /// Command line.
+    Command,
+    /// Container name (else short id), with the pod as `namespace/pod` in its tooltip.
+    Container,
+    /// The process's share of the GPU's SM time, where the driver gives it.
+    GpuUtil,
+}
+
+/// How the table groups its rows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GroupBy {
+    /// One flat list.
+    #[default]
+    None,
+    /// A group per user.
+    User,
+    /// A group per container (or pod); processes outside any in one group.
+    Container,
+}
+
+impl GroupBy {
+    /// Every choice with its label.
+    pub const ALL: [(GroupBy, &'static str); 3] = [
+        (GroupBy::None, "No grouping"),
+        (GroupBy::User, "By user"),
+        (GroupBy::Container, "By container"),
+    ];
+
+    /// The group a row belongs to.
+    pub fn key(self, r: &ProcessRow) -> String {
+        match self {
+            GroupBy::None => String::new(),
+            GroupBy::User if r.info.user.is_empty() => "(unknown user)".into(),
+            GroupBy::User => r.info.user.clone(),
+            GroupBy::Container => {
+                let c = container_cell(r);
+                if c.is_empty() {
+                    "(no container)".into()
+                } else {
+                    c
+                }
+            }
+        }
+    }
+}
+
+/// A line of the table: a group's header or a process.
+#[derive(Debug, Clone, Copy)]
+pub enum Item<'a> {
+    /// A group: its key, how many processes and how much GPU memory they hold.
+    Group(&'a str, usize, u64),
+    /// A process.
+    Row(&'a ProcessRow),
+}
+
+/// The groups of `rows` (already sorted): each group's key, its rows in their order and the
+/// GPU memory they hold now; the largest group first.
+pub fn group_rows<'a>(
+    rows: &[&'a ProcessRow],
+    by: GroupBy,
+) -> Vec<(String, Vec<&'a ProcessRow>, u64)> {
+    let mut groups: Vec<(String, Vec<&'a ProcessRow>, u64)> = Vec::new();
+    for r in rows {
+        let k = by.key(r);
+        let used = r
+            .used_bytes
+            .filter(|_| r.exited_at_ms.is_none())
+            .unwrap_or(0);
+        match groups.iter_mut().find(|g| g.0 == k) {
+            Some(g) => {
+                g.1.push(r);
+                g.2 += used;
+            }
+            None => groups.push((k, vec![r], used)),
+        }
+    }
+    groups.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    groups
+}
+
+impl SortColumn {
+    /// Every column in table order, with its title.
+    pub const ALL: [(SortColumn, &'static str); 13] = [
+        (SortColumn::Pid, "PID"),
+        (SortColumn::Name, "Name"),
+        (SortColumn::User, "User"),
+        (SortColumn::Container, "Container"),
+        (SortColumn::Gpu, "GPU"),
+        (SortColumn::Memory, "GPU memory"),
+        (SortColumn::GpuUtil, "GPU %"),
+        (SortColumn::Delta, "Δ 1 min"),
+        // The leak badge right after the memory figures: seen without scrolling sideways.
+        (SortColumn::Status, "Status"),
+        (SortColumn::Age, "Age"),
+        (SortColumn::Cpu, "CPU"),
+        (SortColumn::Rss, "RSS"),
+        (SortColumn::Command, "Command line"),
+    ];
+
+    fn numeric(self) -> bool {
+        matches!(
+            self,
+            SortColumn::Memory
+                | SortColumn::Delta
+                | SortColumn::Age
+                | SortColumn::Status
+                | SortColumn::Cpu
+                | SortColumn::Rss
+                | SortColumn::GpuUtil
+        )
+    }
+}
+
+/// What the table reads and changes.
+pub struct TableState<'a> {
+    /// Units for memory cells.
+    pub units: Units,
+    /// Sort column.
+    pub sort: &'a mut SortColumn,
+    /// Descending?
+    pub desc: &'a mut bool,
+    /// Filter text.
+    pub filter: &'a mut String,
+    /// Focus the filter box this frame (Ctrl+F).
+    pub focus_filter: &'a mut bool,
+    /// Selected process.
+    pub selected: &'a mut Option<ProcSeriesKey>,
+    /// A manual action asked for from the context menu; `None` where actions are off (a
+    /// recorded session is on screen).
+    pub request: Option<&'a mut Option<(ProcSeriesKey, crate::act::rules::Action)>>,
+    /// GPUs whose process list failed at the last sample (their rows are the last good list).
+    pub stale_gpus: Vec<u32>,
+    /// Leak flags by series.
+    pub leaks: &'a std::collections::HashMap<crate::engine::view::LeakKey, super::leaks::LeakBadge>,
+    /// Per GPU, the memory of listed PIDs not running here (the View's).
+    pub orphans: &'a [crate::detect::orphans::OrphanGpu],
+    /// Columns the user hid.
+    pub hidden: &'a mut Vec<SortColumn>,
+    /// Grouping.
+    pub group_by: &'a mut GroupBy,
+    /// Groups folded shut (by key).
+    pub collapsed: &'a mut std::collections::HashSet<String>,
+    /// A window (Settings, Sessions, Export, Connect) is open: ↑/↓ are not the table's.
+    pub window_open: bool,
+}
+
+/// True when `row` matches the filter (pid, name, command line, user, container or pod;
+/// case-insensitive).
+pub fn matches(row: &ProcessRow, filter: &str) -> bool {
+    let f = filter.trim().to_lowercase();
+    let opt = |s: &Option<String>| s.as_deref().is_some_and(|s| s.to_lowercase().contains(&f));
+    f.is_empty()
+        || row.key.pid.to_string().contains(&f)
+        || row.info.name.to_lowercase().contains(&f)
+        || row.info.cmdline.to_lowercase().contains(&f)
+        || row.info.user.to_lowercase().contains(&f)
+        || opt(&row.info.container_name)
+        || opt(&row.info.container_id)
+        || opt(&row.info.pod)
+}
+
+/// The Container cell: the container's name (else its short id) and, for a pod, `ns/pod ·`
+/// before it; empty outside a container.
+pub fn container_cell(row: &ProcessRow) -> String {
+    match (&row.info.pod, row.container_label()) {
+        (Some(pod), Some(c)) => format!("{pod} · {c}"),
+        (Some(pod), None) => pod.clone(),
+        (None, Some(c)) => c,
+        (None, None) => String::new(),
+    }
+}
+
+/// Sorts rows in place by `col` (ties broken by pid so the order never flickers). Status
+/// sorts by leak rate (`leak_rate` of the row's series), then stale, then exited.
+pub fn sort_rows(
+    rows: &mut [&ProcessRow],
+    col: SortColumn,
+    desc: bool,
+    now: UnixMs,
+    status: &dyn Fn(&ProcessRow) -> (f64, bool, bool),
+) {
+    rows.sort_by(|a, b| {
+        let o = match col {
+            SortColumn::Pid => a.key.pid.cmp(&b.key.pid),
+            SortColumn::Name => a.info.name.cmp(&b.info.name),
+            SortColumn::User => a.info.user.cmp(&b.info.user),
+            SortColumn::Gpu => a.device_index.cmp(&b.device_index),
+            SortColumn::Memory => a.used_bytes.cmp(&b.used_bytes),
+            SortColumn::Delta => a.delta_1m_bytes.cmp(&b.delta_1m_bytes),
+            SortColumn::Age => (now - a.started_ms()).cmp(&(now - b.started_ms())),
+            SortColumn::Command => a.info.cmdline.cmp(&b.info.cmdline),
+            SortColumn::Container => container_cell(a).cmp(&container_cell(b)),
+            SortColumn::Cpu => a
+                .cpu_pct
+                .unwrap_or(-1.0)
+                .total_cmp(&b.cpu_pct.unwrap_or(-1.0)),
+            SortColumn::Rss => a.rss_bytes.cmp(&b.rss_bytes),
+            SortColumn::GpuUtil => a.sm_util_pct.cmp(&b.sm_util_pct),
+            SortColumn::Status => {
+                let (ra, sa, ea) = status(a);
+                let (rb, sb, eb) = status(b);
+                ra.total_cmp(&rb).then(sa.cmp(&sb)).then(eb.cmp(&ea))
+            }
+        };
+        let o = if desc { o.reverse() } else { o };
+        o.then(a.key.pid.cmp(&b.key.pid))
+            .then(a.device_index.cmp(&b.device_index))
+    });
+}
+
+/// The header's menu: a checkbox per column (PID and memory always shown).
+fn columns_menu(ui: &mut Ui, hidden: &mut Vec<SortColumn>) {
+    ui.label(RichText::new("Columns").strong());
+    for (c, name) in SortColumn::ALL {
+        let mut shown = !hidden.contains(&c);
+        // Without PID and memory a row means nothing.
+        let fixed = matches!(c, SortColumn::Pid | SortColumn::Memory);
+        if ui
+            .add_enabled(!fixed, egui::Checkbox::new(&mut shown, name))
+            .changed()
+        {
+            if shown {
+                hidden.retain(|h| *h != c);
+            } else {
+                hidden.push(c);
+            }
+        }
+    }
+}
+
+/// Draws the filter box and the table.
+pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: UnixMs) {
+    let mut rows: Vec<&ProcessRow> = rows.into_iter().filter(|r| matches(r, t.filter)).collect();
+    let leaks = t.leaks;
+    let stale_gpus = t.stale_gpus.clone();
+    let status = |r: &ProcessRow| {
+        (
+            leaks
+                .get(&crate::engine::view::LeakKey::Process(r.series_key()))
+                .map_or(-1.0, |b| b.rate_mib_per_min),
+            stale_gpus.contains(&r.device_index) && r.exited_at_ms.is_none(),
+            r.exited_at_ms.is_some(),
+        )
+    };
+    sort_rows(&mut rows, *t.sort, *t.desc, now, &status);
+    let shown = rows.len();
+    let groups = (*t.group_by != GroupBy::None).then(|| group_rows(&rows, *t.group_by));
+    let mut items: Vec<Item<'_>> = Vec::with_capacity(rows.len());
+    match &groups {
+        Some(groups) => {
+            rows.clear();
+            for (k, members, bytes) in groups {
+                items.push(Item::Group(k, members.len(), *bytes));
+                if !t.collapsed.contains(k) {
+                    items.extend(members.iter().map(|r| Item::Row(r)));
+                    rows.extend(members.iter().copied());
+                }
+            }
+        }
+        None => items.extend(rows.iter().map(|r| Item::Row(r))),
+    }
+
+    ui.horizontal(|ui| {
+        let label = ui.label("Filter");
+        let edit = ui
+            .add(
+                egui::TextEdit::singleline(t.filter)
+                    .hint_text("Ctrl+F: pid, name, command, user")
+                    .desired_width(280.0),
+            )
+            .labelled_by(label.id);
+        if std::mem::take(t.focus_filter) {
+            edit.request_focus();
+        }
+        if !t.filter.is_empty()
+            && ui
+                .small_button("✖")
+                .on_hover_text("Clear the filter")
+                .clicked()
+        {
+            t.filter.clear();
+        }
+        ui.label(RichText::new(format!("{shown} shown")).weak());
+        ui.separator();
+        let label = ui.label("Group");
+        egui::ComboBox::from_id_salt("table-group")
+            .selected_text(
+                GroupBy::ALL
+                    .iter()
+                    .find(|(g, _)| g == t.group_by)
+                    .map_or("", |(_, l)| *l),
+            )
+            .show_ui(ui, |ui| {
+                for (g, l) in GroupBy::ALL {
+                    ui.selectable_value(t.group_by, g, l);
+                }
+            })
+            .response
+            .labelled_by(label.id);
+    });
+    if items.is_empty() {
+        ui.add_space(12.0);
+        ui.label(if t.filter.is_empty() {
+            "No process holds GPU memory right now."
+        } else {
+            "No process matches the filter."
+        });
+        return;
+    }
+    // Keyboard: ↑/↓ move the selection (when no text field has the focus), Esc is the
+    // detail pane's.
+    let mut scroll_to = None;
+    // Not while a menu or a popup is open (its own ↑/↓), nor while a window such as
+    // Settings has the keyboard.
+    let others_have_keys =
+        ui.ctx().text_edit_focused() || egui::Popup::is_any_open(ui.ctx()) || t.window_open;
+    if !others_have_keys {
+        let (down, up) = ui.input(|i| {
+            (
+                i.key_pressed(egui::Key::ArrowDown),
+                i.key_pressed(egui::Key::ArrowUp),
+            )
+        });
+        if down || up {
+            let cur = t
+                .selected
+                .and_then(|k| rows.iter().position(|r| r.series_key() == k));
+            let next = match (cur, down) {
+                (None, _) => 0,
+                (Some(i), true) => (i + 1).min(rows.len().saturating_sub(1)),
+                (Some(i), false) => i.saturating_sub(1),
+            };
+            if let Some(r) = rows.get(next) {
+                if *t.selected != Some(r.series_key()) {
+                    // The detail pane was drawn before the table this frame: draw the
+                    // next one now rather than at the next sample.
+                    ui.ctx().request_repaint();
+                }
+                *t.selected = Some(r.series_key());
+                let key = r.series_key();
+                scroll_to = items
+                    .iter()
+                    .position(|i| matches!(i, Item::Row(r) if r.series_key() == key));
+            }
+        }
+    }
+    // The Container column appears once some process runs in a container.
+    let any_container = rows
+        .iter()
+        .any(|r| r.info.container_id.is_some() || r.info.pod.is_some());
+    // One unit per column (Auto: the column's largest value decides), so a column never
+    // mixes MiB and GiB.
+    let column_units = |size: fn(&ProcessRow) -> Option<u64>| {
+        t.units
+            .for_largest(rows.iter().filter_map(|r| size(r)).max().unwrap_or(0))
+    };
+    let mem_units = column_units(|r| r.used_bytes);
+    let delta_units = column_units(|r| r.delta_1m_bytes.map(i64::unsigned_abs));
+    let rss_units = column_units(|r| r.rss_bytes);
+    let visible: Vec<(SortColumn, &str)> = SortColumn::ALL
+        .into_iter()
+        .filter(|(c, _)| !t.hidden.contains(c))
+        .filter(|(c, _)| *c != SortColumn::Container || any_container)
+        .collect();
+    let row_h = ui.text_style_height(&egui::TextStyle::Monospace) + 6.0;
+    egui::ScrollArea::horizontal()
+        .id_salt("process-table-h")
+        .show(ui, |ui| {
+            let mut b = egui_extras::TableBuilder::new(ui)
+                .id_salt("process-table")
+                .striped(true)
+                .resizable(true)
+                // Rows answer clicks but are not Tab stops (a stop per cell made Tab walk
+                // every cell of every row); the keyboard moves the selection with ↑/↓.
+                .sense(egui::Sense::CLICK)
+                .auto_shrink([false, false])
+                .cell_layout(egui::Layout::left_to_right(egui::Align::Center))
+                .column(egui_extras::Column::exact(12.0));
+            for (c, _) in &visible {
+                b = b.column(match c {
+                    SortColumn::Pid => egui_extras::Column::initial(64.0).at_least(48.0),
+                    SortColumn::Name => egui_extras::Column::initial(130.0).at_least(60.0).clip(true),
+                    SortColumn::User => egui_extras::Column::initial(80.0).at_least(40.0).clip(true),
+                    SortColumn::Container => egui_extras::Column::initial(120.0).at_least(50.0).clip(true),
+                    SortColumn::GpuUtil => egui_extras::Column::initial(56.0).at_least(40.0),
+                    SortColumn::Gpu => egui_extras::Column::initial(40.0).at_least(30.0),
+                    SortColumn::Memory => egui_extras::Column::initial(100.0).at_least(70.0),
+                    SortColumn::Delta => egui_extras::Column::initial(84.0).at_least(60.0),
+                    SortColumn::Age => egui_extras::Column::initial(70.0).at_least(50.0),
+                    SortColumn::Cpu => egui_extras::Column::initial(56.0).at_least(40.0),
+                    SortColumn::Rss => egui_extras::Column::initial(84.0).at_least(50.0),
+                    SortColumn::Status => egui_extras::Column::initial(200.0).at_least(60.0).clip(true),
+                    SortColumn::Command => egui_extras::Column::remainder().at_least(120.0).clip(true),
+                });
+            }
+            if let Some(i) = scroll_to {
+                b = b.scroll_to_row(i, None);
+            }
+            b.header(row_h + 2.0, |mut header| {
+                header.col(|_| {});
+                for (col, title) in &visible {
+                    header.col(|ui| {
+                        let arrow = match (*t.sort == *col, *t.desc) {
+                            (true, true) => " ▼",
+                            (true, false) => " ▲",
+                            _ => "",
+                        };
+                        let resp = ui
+                            .selectable_label(
+                                *t.sort == *col,
+                                RichText::new(format!("{title}{arrow}")).monospace().strong(),
+                            )
+                            .on_hover_text("Click to sort · right-click to show or hide columns");
+                        if resp.clicked() {
+                            if *t.sort == *col {
+                                *t.desc = !*t.desc;
+                            } else {
+                                *t.sort = *col;
+                                *t.desc = col.numeric();
+                            }
+                        }
+                        resp.context_menu(|ui| columns_menu(ui, t.hidden));
+                    });
+                }
+            })
+            .body(|body| {
+                body.rows(row_h, items.len(), |mut row| {
+                    let r = match items[row.index()] {
+                        Item::Row(r) => r,
+                        Item::Group(k, n, bytes) => {
+                            let open = !t.collapsed.contains(k);
+                            row.col(|_| {});
+                            for (i, (col, _)) in visible.iter().enumerate() {
+                                row.col(|ui| {
+                                    let text = match (i, col) {
+                                        (0, _) => format!("{} {k}", if open { "▼" } else { "▶" }),
+                                        (1, _) => format!("{n} process{}", if n == 1 { "" } else { "es" }),
+                                        (_, SortColumn::Memory) => format::opt_bytes(t.units, Some(bytes)),
+                                        _ => String::new(),
+                                    };
+                                    if !text.is_empty() {
+                                        ui.add(egui::Label::new(RichText::new(text).monospace().strong()).truncate().selectable(false));
+                                    }
+                                });
+                            }
+                            if row.response().clicked() {
+                                if open {
+                                    t.collapsed.insert(k.to_string());
+                                } else {
+                                    t.collapsed.remove(k);
+                                }
+                            }
+                            return;
+                        }
+                    };
+                    let exited = r.exited_at_ms.is_some();
+                    let key = r.series_key();
+                    let sel = *t.selected == Some(key);
+                    row.set_selected(sel);
+                    let weak = |s: String| {
+                        let rt = RichText::new(s).monospace();
+                        if exited {
+                            rt.weak().italics()
+                        } else {
+                            rt
+                        }
+                    };
+                    row.col(|ui| {
+                        widgets::color_swatch(
+                            ui,
+                            widgets::Colors::of(ui).slot(r.color_slot),
+                        );
+                    });
+                    for (col, _) in &visible {
+                        row.col(|ui| match col {
+                            SortColumn::Pid => {
+                                ui.add(egui::Label::new(weak(r.key.pid.to_string())).selectable(false))
+                                    .on_hover_text(&r.info.cmdline);
+                            }
+                            SortColumn::Name => {
+                                ui.horizontal(|ui| {
+                                    if let Some(tm) = r.torch.filter(|_| !exited) {
+                                        super::torch_pane::badge(ui, &tm, t.units);
+                                    }
+                                    ui.add(
+                                        egui::Label::new(weak(if exited {
+                                            format!("{} (exited)", r.info.name)
+                                        } else {
+                                            r.info.name.clone()
+                                        }))
+                                        .truncate()
+                                        .selectable(false),
+                                    );
+                                });
+                            }
+                            SortColumn::User => {
+                                ui.add(egui::Label::new(weak(r.info.user.clone())).truncate().selectable(false));
+                            }
+                            SortColumn::Container => {
+                                let resp = ui.add(egui::Label::new(weak(container_cell(r))).truncate().selectable(false));
+                                if let Some(id) = &r.info.container_id {
+                                    let pod = r.info.pod.as_deref().map(|p| format!("pod {p}\n")).unwrap_or_default();
+                                    let name = r.info.container_name.as_deref().map(|n| format!("container {n}\n")).unwrap_or_default();
+                                    resp.on_hover_text(format!("{pod}{name}id {id}"));
+                                }
+                            }
+                            SortColumn::Gpu => {
+                                ui.add(egui::Label::new(weak(r.device_index.to_string())).selectable(false));
+                            }
+                            SortColumn::Memory => {
+                                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                                    ui.add(egui::Label::new(weak(format::opt_bytes(mem_units, r.used_bytes))).selectable(false));
+                                });
+                            }
+                            SortColumn::Delta => {
+                                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                                    // An exited process has no change to show.
+                                    let d = r.delta_1m_bytes.filter(|_| !exited);
+                                    ui.add(egui::Label::new(weak(d.map_or("—".into(), |d| delta_units.delta(d)))).selectable(false));
+                                });
+                            }
+                            SortColumn::Age => {
+                                ui.add(egui::Label::new(weak(format::duration(now - r.started_ms()))).selectable(false));
+                            }
+                            SortColumn::Status => {
+                                if !exited && t.stale_gpus.contains(&r.device_index) {
+                                    ui.label(RichText::new("STALE").color(widgets::WARN))
+                                        .on_hover_text("The driver failed to list this GPU's processes: the last good list is shown and its memory is unknown until the driver answers again.");
+                                }
+                                if let Some(park) = r.parked.filter(|_| !exited) {
+                                    ui.add(egui::Label::new(RichText::new(park.state.label()).color(widgets::PARKED)).truncate().selectable(false))
+                                        .on_hover_text(park.describe());
+                                }
+                                if let Some((o, g)) = t.orphans.iter().filter(|g| g.device_index == r.device_index).find_map(|g| g.pids.iter().find(|o| o.pid == r.key.pid).map(|o| (o, g))).filter(|_| !exited) {
+                                    ui.label(RichText::new(o.label()).color(widgets::WARN)).on_hover_text(format!("The driver lists this PID; this machine has no such running process. To free it: {}", g.remedy));
+                                }
+                                if let Some(b) = t.leaks.get(&crate::engine::view::LeakKey::Process(key)) {
+                                    ui.add(egui::Label::new(RichText::new(b.text()).color(super::leaks::leak_color(ui.visuals().dark_mode))).truncate().selectable(false))
+                                        .on_hover_text(format!(
+                                            "Growing since {}, +{}",
+                                            format::clock(b.since_ms),
+                                            t.units.bytes(
+                                                (b.grown_mib.max(0.0) * crate::model::MIB as f64) as u64
+                                            )
+                                        ));
+                                }
+                            }
+                            SortColumn::Command => {
+                                ui.add(egui::Label::new(weak(r.info.cmdline.clone())).truncate().selectable(false));
+                            }
+                            SortColumn::Cpu => {
+                                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                                    let c = r.cpu_pct.filter(|_| !exited);
+                                    ui.add(egui::Label::new(weak(c.map_or("—".into(), |c| format!("{c:.0} %")))).selectable(false));
+                                });
+                            }
+                            SortColumn::Rss => {
+                                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                                    let m = r.rss_bytes.filter(|_| !exited);
+                                    ui.add(egui::Label::new(weak(format::opt_bytes(rss_units, m))).selectable(false));
+                                });
+                            }
+                            SortColumn::GpuUtil => {
+                                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                                    let u = r.sm_util_pct.filter(|_| !exited);
+                                    ui.add(egui::Label::new(weak(u.map_or("—".into(), |u| format!("{u} %")))).selectable(false))
+                                        .on_hover_text("Its share of the GPU's SM time over the last seconds, as the driver reports it");
+                                });
+                            }
+                        });
+                    }
+                    let resp = row.response();
+                    if resp.clicked() {
+                        *t.selected = if sel { None } else { Some(key) };
+                    }
+                    if !exited {
+                        resp.context_menu(|ui| {
+                            ui.label(RichText::new(format!("{} · PID {}", r.info.name, r.key.pid)).strong());
+                            if let Some(request) = t.request.as_deref_mut() {
+                                let (label, action) = match r.parked {
+                                    Some(_) => ("Resume", crate::act::rules::Action::Resume),
+                                    None => ("Park…", crate::act::rules::Action::Park),
+                                };
+                                if ui.button(label).on_hover_text("Park: move its GPU memory to host memory (it waits, not killed); Resume: back to the GPU").clicked() {
+                                    *request = Some((key, action));
+                                    ui.close();
+                                }
+                                if ui.button("Terminate…").clicked() {
+                                    *request = Some((
+                                        key,
+                                        crate::act::rules::Action::Terminate {
+                                            grace_seconds: crate::act::rules::model::DEFAULT_GRACE_SECONDS,
+                                        },
+                                    ));
+                                    ui.close();
+                                }
+                                if ui.button("Kill…").clicked() {
+                                    *request = Some((
+                                        key,
+                                        crate::act::rules::Action::Signal {
+                                            signal: "SIGKILL".into(),
+                                        },
+                                    ));
+                                    ui.close();
+                                }
+                            }
+                            if ui.button("Show details").clicked() {
+                                *t.selected = Some(key);
+                                ui.close();
+                            }
+                        });
+                    }
+                });
+            });
+        });
+}

@@ -1,0 +1,676 @@
+//! The Settings window (menu and Ctrl+,): General, Sampling & history, Sessions, Leaks, Rules.
+//! It edits a draft; Save validates, writes the TOML file atomically (keeping a `.bak`) and
+//! applies the draft to the engine.
+
+use egui::{RichText, Ui};
+
+use super::widgets;
+use crate::act::rules::{Action, Rule};
+use crate::engine::settings::{Settings, Theme};
+use crate::engine::view::Monitor;
+use crate::model::format::Units;
+
+/// Sections of the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    /// Units, theme.
+    General,
+    /// Interval, history.
+    Sampling,
+    /// Recording, retention.
+    Sessions,
+    /// Leak sensitivity, notifications.
+    Leaks,
+    /// Auto-cleanup rules.
+    Rules,
+}
+
+/// State of the Settings window.
+pub struct SettingsUi {
+    /// Shown.
+    pub open: bool,
+    /// Section shown.
+    pub section: Section,
+    /// What is being edited.
+    pub draft: Settings,
+    /// The rule being edited.
+    pub editing: Option<usize>,
+    /// Result of "Test this rule".
+    pub tested: Option<(usize, Vec<TestedTarget>)>,
+    /// Last save result, and whether it failed.
+    pub message: Option<(String, bool)>,
+    /// The protected-names text while it is being typed (a trailing comma or space stays
+    /// until the next name is typed); None when the field is not being edited.
+    protected_text: Option<String>,
+}
+
+impl Default for SettingsUi {
+    fn default() -> Self {
+        Self {
+            open: false,
+            section: Section::General,
+            draft: Settings::default(),
+            editing: None,
+            tested: None,
+            message: None,
+            protected_text: None,
+        }
+    }
+}
+
+/// What the window asks the app to do.
+pub enum SettingsAction {
+    /// Save the draft (already validated) and apply it.
+    Save(Box<Settings>),
+}
+
+/// A condition with a number; its own problems (key `key`) right under it.
+fn opt_num(
+    ui: &mut Ui,
+    label: &str,
+    v: &mut Option<f64>,
+    (default, suffix): (f64, &str),
+    problems: &[(&'static str, String)],
+    key: &str,
+) {
+    ui.horizontal(|ui| {
+        let mut on = v.is_some();
+        if ui.checkbox(&mut on, label).changed() {
+            *v = on.then_some(v.unwrap_or(default));
+        }
+        if let Some(x) = v.as_mut() {
+            ui.add(egui::DragValue::new(x).speed(1.0).suffix(suffix));
+        }
+    });
+    field_errors(ui, problems, &[key]);
+}
+
+/// A condition with a text (a regular expression, a user); its own problems right under it.
+fn opt_text(
+    ui: &mut Ui,
+    label: &str,
+    v: &mut Option<String>,
+    hint: &str,
+    problems: &[(&'static str, String)],
+    key: &str,
+) {
+    ui.horizontal(|ui| {
+        let mut on = v.is_some();
+        if ui.checkbox(&mut on, label).changed() {
+            *v = on.then(|| v.clone().unwrap_or_default());
+        }
+        if let Some(x) = v.as_mut() {
+            ui.add(
+                egui::TextEdit::singleline(x)
+                    .hint_text(hint)
+                    .desired_width(220.0),
+            );
+        }
+    });
+    field_errors(ui, problems, &[key]);
+}
+
+/// A target "Test this rule" found: what it is, and why it would be skipped (`None`: acted on).
+pub type TestedTarget = (String, Option<String>);
+
+fn field_errors(ui: &mut Ui, problems: &[(&'static str, String)], fields: &[&str]) {
+    for (f, m) in problems {
+        if fields.contains(f) {
+            ui.label(RichText::new(format!("⚠ {m}")).color(widgets::WARN));
+        }
+    }
+}
+
+impl SettingsUi {
+    /// Opens the window on a copy of `current`.
+    pub fn show(&mut self, current: &Settings) {
+        if !self.open {
+            self.draft = current.clone();
+            self.message = None;
+        }
+        self.open = true;
+    }
+
+    /// Draws the window; `live` is the monitor "test this rule" looks at.
+    pub fn window(
+        &mut self,
+        ctx: &egui::Context,
+        current: &Settings,
+        path: &std::path::Path,
+        live: &Monitor,
+    ) -> Option<SettingsAction> {
+        let mut action = None;
+        let mut open = self.open;
+        let screen = ctx.content_rect();
+        let body_height = (screen.height() - 260.0).clamp(200.0, 620.0);
+        egui::Window::new("Settings")
+            .open(&mut open)
+            .default_size([780.0, body_height + 120.0])
+            // A long rule line wraps instead of widening the window to the screen's width.
+            .max_width((screen.width() - 40.0).clamp(400.0, 900.0))
+            .default_pos([screen.center().x - 390.0, screen.min.y + 50.0])
+            .resizable(true)
+            .show(ctx, |ui| {
+                let problems = self.draft.problems();
+                ui.horizontal(|ui| {
+                    let changed = self.draft != *current;
+                    if ui
+                        .add_enabled(problems.is_empty() && changed, egui::Button::new("Save"))
+                        .clicked()
+                    {
+                        action = Some(SettingsAction::Save(Box::new(self.draft.clone())));
+                    }
+                    if ui
+                        .add_enabled(changed, egui::Button::new("Revert"))
+                        .clicked()
+                    {
+                        self.draft = current.clone();
+                    }
+                    if changed {
+                        ui.label(RichText::new("unsaved changes").weak());
+                    }
+                    ui.label(RichText::new(path.display().to_string()).weak().small());
+                });
+                if let Some((at, what)) = problems.first() {
+                    ui.label(
+                        RichText::new(format!("Cannot save yet: {at}: {what}"))
+                            .color(widgets::WARN),
+                    );
+                }
+                if let Some((m, err)) = &self.message {
+                    ui.label(if *err {
+                        RichText::new(m).color(widgets::WARN)
+                    } else {
+                        RichText::new(m)
+                    });
+                }
+                ui.separator();
+                ui.horizontal_top(|ui| {
+                    ui.vertical(|ui| {
+                        ui.set_width(150.0);
+                        for (s, name) in [
+                            (Section::General, "General"),
+                            (Section::Sampling, "Sampling & history"),
+                            (Section::Sessions, "Sessions"),
+                            (Section::Leaks, "Leaks"),
+                            (Section::Rules, "Rules"),
+                        ] {
+                            ui.selectable_value(&mut self.section, s, name);
+                        }
+                    });
+                    ui.separator();
+                    ui.vertical(|ui| {
+                        egui::ScrollArea::vertical()
+                            .max_height(body_height)
+                            .show(ui, |ui| match self.section {
+                                Section::General => self.general(ui),
+                                Section::Sampling => self.sampling(ui),
+                                Section::Sessions => self.sessions(ui),
+                                Section::Leaks => self.leaks(ui),
+                                Section::Rules => self.rules(ui, live),
+                            });
+                    });
+                });
+            });
+        if self.open && !open && self.draft.general.theme != current.general.theme {
+            super::ui_state::apply_theme(ctx, current.general.theme);
+        }
+        self.open = open;
+        action
+    }
+
+    fn general(&mut self, ui: &mut Ui) {
+        let g = &mut self.draft.general;
+        ui.label(RichText::new("Units").strong());
+        ui.horizontal(|ui| {
+            for u in Units::ALL {
+                ui.radio_value(&mut g.units, u, u.label());
+            }
+        });
+        ui.add_space(8.0);
+        ui.label(RichText::new("Theme").strong());
+        ui.horizontal(|ui| {
+            let before = g.theme;
+            ui.radio_value(&mut g.theme, Theme::System, "Follow the desktop");
+            ui.radio_value(&mut g.theme, Theme::Dark, "Dark");
+            ui.radio_value(&mut g.theme, Theme::Light, "Light");
+            // A preview at once; closing without saving puts the saved theme back.
+            if g.theme != before {
+                super::ui_state::apply_theme(ui.ctx(), g.theme);
+            }
+        });
+    }
+
+    fn sampling(&mut self, ui: &mut Ui) {
+        let s = &mut self.draft.sampling;
+        ui.horizontal(|ui| {
+            ui.label("Sampling interval");
+            ui.add(
+                egui::DragValue::new(&mut s.interval_ms)
+                    .range(100..=3_600_000)
+                    .speed(10)
+                    .suffix(" ms"),
+            );
+        });
+        ui.horizontal(|ui| {
+            ui.label("History kept in memory");
+            ui.add(
+                egui::DragValue::new(&mut s.history_hours)
+                    .range(0.1..=744.0)
+                    .speed(0.5)
+                    .suffix(" h"),
+            );
+        });
+        ui.label(RichText::new("These take effect at the next start.").weak());
+    }
+
+    fn sessions(&mut self, ui: &mut Ui) {
+        let s = &mut self.draft.sessions;
+        ui.checkbox(
+            &mut s.record,
+            "Record a session log while the window runs (takes effect at the next start)",
+        );
+        ui.horizontal(|ui| {
+            ui.label("Delete sessions older than");
+            ui.add(
+                egui::DragValue::new(&mut s.retention_days)
+                    .range(1..=3650)
+                    .suffix(" days"),
+            );
+        });
+        ui.horizontal(|ui| {
+            ui.label("Keep the sessions folder under");
+            ui.add(
+                egui::DragValue::new(&mut s.retention_max_mib)
+                    .range(16..=1_000_000)
+                    .speed(16)
+                    .suffix(" MiB"),
+            );
+        });
+        ui.label(
+            RichText::new(format!(
+                "Folder: {}",
+                crate::session::default_dir().display()
+            ))
+            .weak(),
+        );
+    }
+
+    fn leaks(&mut self, ui: &mut Ui) {
+        let l = &mut self.draft.leaks;
+        ui.label("A process is flagged as leaking when its GPU memory grows by at least the minimum growth, faster than the minimum rate, for at least the minimum duration, and is still growing.");
+        egui::Grid::new("leak-settings")
+            .num_columns(2)
+            .show(ui, |ui| {
+                ui.label("Minimum rate");
+                ui.add(
+                    egui::DragValue::new(&mut l.min_rate_mib_per_min)
+                        .range(0.1..=100_000.0)
+                        .suffix(" MiB/min"),
+                );
+                ui.end_row();
+                ui.label("Minimum growth");
+                ui.add(
+                    egui::DragValue::new(&mut l.min_growth_mib)
+                        .range(1.0..=1_000_000.0)
+                        .suffix(" MiB"),
+                );
+                ui.end_row();
+                ui.label("Minimum duration");
+                ui.add(
+                    egui::DragValue::new(&mut l.min_duration_s)
+                        .range(1.0..=86_400.0)
+                        .suffix(" s"),
+                );
+                ui.end_row();
+                ui.label("Observation window");
+                ui.add(
+                    egui::DragValue::new(&mut l.window_s)
+                        .range(10.0..=86_400.0)
+                        .suffix(" s"),
+                );
+                ui.end_row();
+                ui.label("Ends after no growth for");
+                ui.add(
+                    egui::DragValue::new(&mut l.quiet_s)
+                        .range(1.0..=86_400.0)
+                        .suffix(" s"),
+                );
+                ui.end_row();
+            });
+        for p in l.problems() {
+            ui.label(RichText::new(format!("⚠ {p}")).color(widgets::WARN));
+        }
+        if ui.button("Restore defaults").clicked() {
+            *l = crate::detect::leak::LeakSettings::default();
+        }
+        ui.add_space(8.0);
+        ui.checkbox(
+            &mut self.draft.notifications.leaks,
+            "Desktop notification when a leak is first flagged",
+        );
+        ui.checkbox(
+            &mut self.draft.notifications.rules,
+            "Desktop notification when a rule notifies",
+        );
+    }
+
+    fn rules(&mut self, ui: &mut Ui, live: &Monitor) {
+        let c = &mut self.draft.cleanup;
+        ui.checkbox(&mut c.dry_run, "Global dry run: no rule signals anything, the Activity pane says what would have happened");
+        let label = ui.label("Protected names (never acted on; comma-separated)");
+        // Wrapped over as many lines as the list needs, so no name is hidden. While the field
+        // has the focus its own text is kept, so a comma typed before the next name stays.
+        let mut text = self
+            .protected_text
+            .take()
+            .unwrap_or_else(|| c.protected.join(", "));
+        let resp = ui
+            .add(
+                egui::TextEdit::multiline(&mut text)
+                    .desired_rows(1)
+                    .desired_width(ui.available_width().max(200.0))
+                    .hint_text("comma-separated process names")
+                    .return_key(None),
+            )
+            .labelled_by(label.id);
+        if resp.changed() {
+            c.protected = text
+                .split([',', '\n'])
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect();
+        }
+        if resp.has_focus() {
+            self.protected_text = Some(text);
+        }
+        ui.separator();
+        let mut op: Option<(usize, &str)> = None;
+        egui::Grid::new("rules-list")
+            .num_columns(4)
+            .striped(true)
+            .show(ui, |ui| {
+                for (i, r) in c.rules.iter_mut().enumerate() {
+                    ui.checkbox(&mut r.enabled, "on");
+                    let bad = !r.problems().is_empty();
+                    let mut name = RichText::new(&r.name);
+                    if bad {
+                        name = name.color(widgets::WARN);
+                    }
+                    if ui.selectable_label(self.editing == Some(i), name).clicked() {
+                        self.editing = Some(i);
+                    }
+                    ui.horizontal(|ui| {
+                        if r.dry_run || c.dry_run {
+                            ui.label(
+                                RichText::new(" DRY RUN ")
+                                    .color(egui::Color32::from_rgb(20, 20, 20))
+                                    .background_color(egui::Color32::from_rgb(235, 200, 90))
+                                    .small(),
+                            );
+                        }
+                        if bad {
+                            ui.label(RichText::new("invalid").color(widgets::WARN).small());
+                        }
+                    });
+                    ui.horizontal(|ui| {
+                        // One font for the row's buttons (the rule's name beside them too).
+                        for (label, what, hover) in [
+                            ("Up", "up", "Move this rule up (rules are checked in order)"),
+                            ("Down", "down", "Move this rule down"),
+                            ("Duplicate", "dup", "Add a copy of this rule below it"),
+                            (
+                                "Delete",
+                                "del",
+                                "Remove this rule (Save to keep the change)",
+                            ),
+                        ] {
+                            if ui.button(label).on_hover_text(hover).clicked() {
+                                op = Some((i, what));
+                            }
+                        }
+                    });
+                    ui.end_row();
+                }
+            });
+        if c.rules.is_empty() {
+            ui.label(RichText::new("No rules yet. A new rule starts as a dry run.").weak());
+        }
+        if let Some((i, what)) = op {
+            match what {
+                "up" if i > 0 => {
+                    c.rules.swap(i, i - 1);
+                    self.editing = Some(i - 1);
+                }
+                "down" if i + 1 < c.rules.len() => {
+                    c.rules.swap(i, i + 1);
+                    self.editing = Some(i + 1);
+                }
+                "dup" => {
+                    let mut r = c.rules[i].clone();
+                    r.name = format!("{} (copy)", r.name);
+                    r.dry_run = true;
+                    c.rules.insert(i + 1, r);
+                    self.editing = Some(i + 1);
+                }
+                "del" => {
+                    c.rules.remove(i);
+                    self.editing = None;
+                }
+                _ => {}
+            }
+        }
+        ui.horizontal(|ui| {
+            if ui.button("Add rule").clicked() {
+                let mut r = Rule::default();
+                let mut n = 1;
+                while c.rules.iter().any(|x| x.name == r.name) {
+                    n += 1;
+                    r.name = format!("New rule {n}");
+                }
+                c.rules.push(r);
+                self.editing = Some(c.rules.len() - 1);
+            }
+            if ui
+                .button("Add the example: idle 30 min holding > 8 GiB, terminate")
+                .clicked()
+            {
+                c.rules.push(Rule {
+                    name: "Idle holder".into(),
+                    conditions: crate::act::rules::Conditions {
+                        idle_min_minutes: Some(30.0),
+                        process_memory_min_mib: Some(8192.0),
+                        ..crate::act::rules::Conditions::default()
+                    },
+                    action: Action::Terminate {
+                        grace_seconds: crate::act::rules::model::DEFAULT_GRACE_SECONDS,
+                    },
+                    ..Rule::default()
+                });
+                self.editing = Some(c.rules.len() - 1);
+            }
+            if ui
+                .button("Add the OOM guard")
+                .on_hover_text(format!(
+                    "Four rules that act, in order, while a GPU has under {} GiB free: release PyTorch caches → park the largest idle process → (opt-in, off) terminate the fastest leaker; then resume parked processes when there is room. Each step waits for the driver's figure to show the one before was not enough. Made in dry run: the Activity pane says what they would do.",
+                    crate::act::rules::presets::GUARD_HEADROOM_MIB / 1024.0
+                ))
+                .clicked()
+            {
+                for r in crate::act::rules::presets::oom_guard(crate::act::rules::presets::GUARD_HEADROOM_MIB) {
+                    if !c.rules.iter().any(|x| x.name == r.name) {
+                        c.rules.push(r);
+                    }
+                }
+                self.editing = None;
+            }
+        });
+        let Some(i) = self.editing.filter(|i| *i < c.rules.len()) else {
+            return;
+        };
+        ui.separator();
+        let safety = crate::act::rules::action::Safety {
+            global_dry_run: c.dry_run,
+            protected: c.protected.clone(),
+        };
+        let r = &mut c.rules[i];
+        let problems = r.problems();
+        // The summary keeps its height while typing (two lines), so the fields below stay put.
+        let summary_h = ui.text_style_height(&egui::TextStyle::Body) * 2.0 + 4.0;
+        ui.allocate_ui(egui::vec2(ui.available_width(), summary_h), |ui| {
+            ui.set_min_height(summary_h);
+            ui.add(egui::Label::new(RichText::new(r.describe()).italics()).wrap());
+        });
+        ui.horizontal(|ui| {
+            if ui
+                .button("Test this rule")
+                .on_hover_text("Which current processes (or GPUs) it would match right now, ignoring hold time and cooldown, and which of them its safety rules would skip")
+                .clicked()
+            {
+                let found: Vec<(String, Option<String>)> =
+                    crate::engine::test_rule(r, live, &safety)
+                        .iter()
+                        .map(|(t, why)| (t.describe(), why.clone()))
+                        .collect();
+                self.tested = Some((i, found));
+            }
+            if let Some((j, found)) = &self.tested {
+                if *j == i {
+                    let acted = found.iter().filter(|(_, w)| w.is_none()).count();
+                    ui.label(match (found.len(), acted) {
+                        (0, _) => "It matches nothing right now.".to_string(),
+                        (n, a) if a == n => format!("It matches {n} right now, and would act on each:"),
+                        (n, 0) => format!("It matches {n} right now, but would skip every one:"),
+                        (n, a) => format!("It matches {n} right now; it would act on {a}:"),
+                    });
+                }
+            }
+        });
+        if let Some((j, found)) = &self.tested {
+            if *j == i {
+                for (f, why) in found {
+                    match why {
+                        None => ui.monospace(format!("  ✔ {f}")),
+                        Some(w) => ui.label(
+                            RichText::new(format!("  ✖ {f} — skipped: {w}"))
+                                .monospace()
+                                .weak(),
+                        ),
+                    };
+                }
+            }
+        }
+        egui::Grid::new("rule-edit").num_columns(2).spacing([10.0, 6.0]).show(ui, |ui| {
+            ui.label("Name");
+            ui.vertical(|ui| {
+                ui.add(egui::TextEdit::singleline(&mut r.name).hint_text("rule name").desired_width(260.0));
+                field_errors(ui, &problems, &["name"]);
+            });
+            ui.end_row();
+            ui.label("Mode");
+            ui.horizontal(|ui| {
+                ui.checkbox(&mut r.enabled, "Enabled");
+                ui.checkbox(&mut r.dry_run, "Dry run (log only)");
+                ui.checkbox(&mut r.allow_other_users, "May act on other users' processes (as root)");
+            });
+            ui.end_row();
+            ui.label("Conditions");
+            ui.vertical(|ui| {
+                let k = &mut r.conditions;
+                opt_num(ui, "Process GPU memory ≥", &mut k.process_memory_min_mib, (8192.0, " MiB"), &problems, "process_memory_min_mib");
+                opt_num(ui, "GPU used ≥", &mut k.device_used_min_pct, (95.0, " %"), &problems, "device_used_min_pct");
+                opt_num(ui, "GPU free ≤", &mut k.device_free_max_mib, (1024.0, " MiB"), &problems, "device_free_max_mib");
+                opt_num(ui, "GPU full in <", &mut k.device_full_within_minutes, (30.0, " min"), &problems, "device_full_within_minutes");
+                opt_num(ui, "GPU-idle for ≥", &mut k.idle_min_minutes, (30.0, " min"), &problems, "idle_min_minutes");
+                opt_num(ui, "Leaking for ≥", &mut k.leaking_min_minutes, (10.0, " min"), &problems, "leaking_min_minutes");
+                opt_text(ui, "Name matches", &mut k.name_regex, "regular expression", &problems, "name_regex");
+                opt_text(ui, "Command line matches", &mut k.cmdline_regex, "regular expression", &problems, "cmdline_regex");
+                opt_text(ui, "User is", &mut k.user_is, "user name", &problems, "user_is");
+                opt_text(ui, "User is not", &mut k.user_is_not, "user name", &problems, "user_is_not");
+                opt_num(ui, "Running for ≥", &mut k.age_min_minutes, (60.0, " min"), &problems, "age_min_minutes");
+                opt_num(ui, "User's total on the GPU ≥", &mut k.user_total_min_mib, (40960.0, " MiB"), &problems, "user_total_min_mib");
+                // Containers and schedules: folded away unless the rule uses them.
+                let used = k.container_glob.is_some() || k.pod_glob.is_some() || k.container_total_min_mib.is_some() || k.at.is_some() || k.every_hours.is_some();
+                egui::CollapsingHeader::new("Containers and schedule").id_salt(("rule-containers-schedule", i)).default_open(used).show(ui, |ui| {
+                    opt_text(ui, "Container matches", &mut k.container_glob, "pattern, e.g. jupyter-*", &problems, "container_glob");
+                    opt_text(ui, "Pod matches", &mut k.pod_glob, "pattern, e.g. ml/trainer-* or jupyter-*", &problems, "pod_glob");
+                    opt_num(ui, "Container's total on the GPU ≥", &mut k.container_total_min_mib, (20480.0, " MiB"), &problems, "container_total_min_mib");
+                    opt_text(ui, "Daily at (local time)", &mut k.at, "04:00 or 04:00-04:30", &problems, "at");
+                    opt_num(ui, "At most once every", &mut k.every_hours, (6.0, " h"), &problems, "every_hours");
+                });
+                ui.horizontal(|ui| {
+                    let mut on = k.gpu.is_some();
+                    if ui.checkbox(&mut on, "Only on GPU").changed() {
+                        k.gpu = on.then_some(k.gpu.unwrap_or(0));
+                    }
+                    if let Some(g) = k.gpu.as_mut() {
+                        ui.add(egui::DragValue::new(g).range(0..=63));
+                    }
+                });
+                ui.horizontal(|ui| {
+                    ui.label("All of it held for");
+                    ui.add(egui::DragValue::new(&mut k.hold_seconds).speed(1.0).suffix(" s"));
+                });
+                field_errors(ui, &problems, &["hold_seconds", "gpu"]);
+            });
+            ui.end_row();
+            ui.label("Action");
+            ui.vertical(|ui| {
+                let kind = crate::act::rules::model::ActionKind::of(&r.action);
+                let mut k = kind;
+                ui.horizontal(|ui| {
+                    for choice in crate::act::rules::model::ActionKind::ALL {
+                        ui.radio_value(&mut k, choice, choice.label());
+                    }
+                });
+                if k != kind {
+                    r.action = k.starting_action();
+                }
+                match &mut r.action {
+                    Action::Notify | Action::ReleaseCache => {}
+                    Action::Park => {
+                        ui.label("Moves its GPU memory to host memory through the driver's checkpoint API; it waits, not killed (needs as much free host memory).");
+                    }
+                    Action::Resume => {
+                        ui.label("Moves a parked process's memory back to the GPU; it goes on.");
+                    }
+                    Action::LimitMemory { gib } => {
+                        ui.horizontal(|ui| {
+                            ui.label("Memory fraction for");
+                            ui.add(egui::DragValue::new(gib).speed(0.5).range(0.0..=crate::act::rules::model::MAX_LIMIT_GIB).suffix(" GiB"));
+                            ui.label("(through its vramwarden_torch companion)");
+                        });
+                    }
+                    Action::Signal { signal } => {
+                        ui.add(egui::TextEdit::singleline(signal).hint_text("SIGUSR1").desired_width(120.0));
+                    }
+                    Action::Terminate { grace_seconds } => {
+                        ui.horizontal(|ui| {
+                            ui.label("SIGTERM, then SIGKILL after");
+                            ui.add(egui::DragValue::new(grace_seconds).speed(1.0).suffix(" s"));
+                            ui.label("if it still holds GPU memory");
+                        });
+                    }
+                    Action::RunCommand { argv, timeout_seconds } => {
+                        let mut line = argv.join(" ");
+                        if ui.add(egui::TextEdit::singleline(&mut line).hint_text("systemctl --user restart jupyter  ({pid} {gpu} {user} {name})").desired_width(420.0)).changed() {
+                            *argv = line.split_whitespace().map(str::to_string).collect();
+                        }
+                        ui.horizontal(|ui| {
+                            ui.label("Timeout");
+                            ui.add(egui::DragValue::new(timeout_seconds).speed(1.0).suffix(" s"));
+                        });
+                    }
+                }
+                field_errors(ui, &problems, &["action"]);
+            });
+            ui.end_row();
+            ui.label("Cooldown");
+            ui.vertical(|ui| {
+                ui.add(egui::DragValue::new(&mut r.cooldown_minutes).speed(1.0).suffix(" min per target"));
+                field_errors(ui, &problems, &["cooldown_minutes"]);
+            });
+            ui.end_row();
+        });
+    }
+}

@@ -1,0 +1,314 @@
+//! Small drawing helpers: the memory bar and per-process colours.
+
+use egui::{Color32, CornerRadius, Rect, Sense, Stroke, StrokeKind, Ui};
+
+/// Colour of used memory.
+pub const USED: Color32 = Color32::from_rgb(76, 145, 255);
+/// Colour of driver-reserved memory.
+pub const RESERVED: Color32 = Color32::from_rgb(150, 110, 200);
+/// Colour of the memory limit line.
+pub const LIMIT: Color32 = Color32::from_rgb(230, 80, 80);
+/// Colour of "stale" and errors.
+pub const WARN: Color32 = Color32::from_rgb(235, 90, 70);
+/// Parked processes (their GPU memory in host memory): a calm blue, not a warning.
+pub const PARKED: Color32 = Color32::from_rgb(90, 160, 235);
+/// PyTorch's brand orange: the badge and the allocator's reserved memory.
+pub const TORCH_RESERVED: Color32 = Color32::from_rgb(238, 76, 44);
+/// Memory in live tensors.
+pub const TORCH_ALLOCATED: Color32 = Color32::from_rgb(60, 170, 230);
+/// Free space inside split blocks (fragmentation).
+pub const TORCH_SPLIT: Color32 = Color32::from_rgb(230, 180, 40);
+
+/// Colour of memory no process accounts for ("Unattributed"): a neutral grey no process
+/// colour comes near.
+pub const UNATTRIBUTED: Color32 = Color32::from_rgb(150, 150, 150);
+
+/// Process colours on a dark background, one per [`crate::engine::view::COLOR_SLOTS`] slot: hues
+/// of Tableau 20 and Okabe–Ito without the blue and purple of the memory bar ("used",
+/// "reserved"), the red of the memory limit, the orange of leak warnings and any grey, most
+/// distinct first.
+const PALETTE_DARK: [Color32; crate::engine::view::COLOR_SLOTS] = [
+    Color32::from_rgb(89, 161, 79),   // green
+    Color32::from_rgb(237, 201, 72),  // yellow
+    Color32::from_rgb(23, 190, 207),  // cyan
+    Color32::from_rgb(255, 157, 167), // pink
+    Color32::from_rgb(180, 100, 40),  // brown
+    Color32::from_rgb(188, 189, 34),  // lime
+    Color32::from_rgb(227, 119, 194), // magenta
+    Color32::from_rgb(0, 158, 115),   // bluish green
+    Color32::from_rgb(120, 220, 240), // sky
+    Color32::from_rgb(182, 153, 45),  // olive
+    Color32::from_rgb(140, 209, 125), // light green
+    Color32::from_rgb(140, 60, 120),  // plum
+    Color32::from_rgb(100, 220, 180), // mint
+    Color32::from_rgb(255, 214, 165), // peach
+    Color32::from_rgb(0, 110, 160),   // deep sky
+    Color32::from_rgb(219, 219, 141), // khaki
+    Color32::from_rgb(120, 80, 50),   // dark brown
+    Color32::from_rgb(247, 182, 230), // light pink
+    Color32::from_rgb(60, 110, 40),   // dark green
+    Color32::from_rgb(200, 170, 255), // lavender
+];
+
+/// A palette for colour-blind eyes (Okabe–Ito, then Paul Tol's "bright" and "light" schemes,
+/// then darker and lighter shades of them): told apart with deuteranopia, protanopia and
+/// tritanopia; its first ten are the most distinct.
+const PALETTE_COLOR_BLIND: [Color32; crate::engine::view::COLOR_SLOTS] = [
+    Color32::from_rgb(230, 159, 0),   // orange
+    Color32::from_rgb(86, 180, 233),  // sky blue
+    Color32::from_rgb(0, 158, 115),   // bluish green
+    Color32::from_rgb(240, 228, 66),  // yellow
+    Color32::from_rgb(0, 114, 178),   // blue
+    Color32::from_rgb(213, 94, 0),    // vermillion
+    Color32::from_rgb(204, 121, 167), // reddish purple
+    Color32::from_rgb(153, 221, 255), // light cyan
+    Color32::from_rgb(187, 204, 51),  // pear
+    Color32::from_rgb(255, 170, 187), // pink
+    Color32::from_rgb(68, 187, 153),  // mint
+    Color32::from_rgb(170, 170, 0),   // olive
+    Color32::from_rgb(238, 136, 102), // light orange
+    Color32::from_rgb(119, 170, 221), // light blue
+    Color32::from_rgb(238, 221, 136), // light yellow
+    Color32::from_rgb(170, 51, 119),  // wine
+    Color32::from_rgb(34, 136, 51),   // green
+    Color32::from_rgb(204, 102, 119), // rose
+    Color32::from_rgb(136, 34, 85),   // dark wine
+    Color32::from_rgb(68, 119, 170),  // steel blue
+];
+
+/// Which set of process colours the window uses (View → Colours).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub enum Palette {
+    /// Twenty distinct hues.
+    #[default]
+    Standard,
+    /// Hues told apart with the common kinds of colour blindness.
+    ColorBlind,
+}
+
+impl Palette {
+    /// Every palette, in menu order.
+    pub const ALL: [Palette; 2] = [Palette::Standard, Palette::ColorBlind];
+
+    /// Menu label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Palette::Standard => "Standard colours",
+            Palette::ColorBlind => "Colour-blind safe colours",
+        }
+    }
+
+    /// The colour of each slot, on a dark or a light background.
+    pub fn colors(self, dark_mode: bool) -> [Color32; crate::engine::view::COLOR_SLOTS] {
+        let base = match self {
+            Palette::Standard => PALETTE_DARK,
+            Palette::ColorBlind => PALETTE_COLOR_BLIND,
+        };
+        // On white the same hues, a little darker.
+        base.map(|c| if dark_mode { c } else { darker(c) })
+    }
+}
+
+fn darker(c: Color32) -> Color32 {
+    // One factor for all: the palette's light and dark shades stay apart.
+    let f = |v: u8| (f32::from(v) * 0.85).round() as u8;
+    Color32::from_rgb(f(c.r()), f(c.g()), f(c.b()))
+}
+
+fn palette_id() -> egui::Id {
+    egui::Id::unique("vramwarden-process-palette")
+}
+
+/// Sets the palette the window's process colours come from (kept in the egui context).
+pub fn set_palette(ctx: &egui::Context, palette: Palette) {
+    ctx.data_mut(|d| d.insert_temp(palette_id(), palette));
+}
+
+/// The process colours of this frame: the palette chosen and the theme.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Colors {
+    /// The palette chosen.
+    pub palette: Palette,
+    /// Dark theme.
+    pub dark: bool,
+    colors: [Color32; crate::engine::view::COLOR_SLOTS],
+}
+
+impl Colors {
+    /// The colours for `ui` (its theme, the window's palette).
+    pub fn of(ui: &Ui) -> Self {
+        let palette = ui
+            .ctx()
+            .data(|d| d.get_temp::<Palette>(palette_id()))
+            .unwrap_or_default();
+        Self::new(palette, ui.visuals().dark_mode)
+    }
+
+    /// The colours of `palette` on a dark or light background.
+    pub fn new(palette: Palette, dark: bool) -> Self {
+        Self {
+            palette,
+            dark,
+            colors: palette.colors(dark),
+        }
+    }
+
+    /// A process's colour: its slot's (the same in every graph, table marker and legend).
+    /// Slots are handed out across all GPUs, the one left longest ago first
+    /// ([`crate::engine::view::ProcessRow::color_slot`]), so processes on screen together never
+    /// share a colour until more than [`crate::engine::view::COLOR_SLOTS`] run at once; beyond that,
+    /// hues around the colour wheel.
+    pub fn slot(&self, slot: u8) -> Color32 {
+        match self.colors.get(usize::from(slot)) {
+            Some(c) => *c,
+            None => {
+                let hue = (f32::from(slot) * 0.618_034).fract();
+                let l = if self.dark { 0.7 } else { 0.4 };
+                egui::ecolor::Hsva::new(hue, 0.6, l, 1.0).into()
+            }
+        }
+    }
+}
+
+/// A process's colour in the standard palette (see [`Colors::slot`]; drawing code uses
+/// [`Colors::of`] to follow the palette chosen).
+pub fn process_color(slot: u8, dark_mode: bool) -> Color32 {
+    Colors::new(Palette::Standard, dark_mode).slot(slot)
+}
+
+/// Colour of the OOM forecast's marker on a memory bar.
+pub const FORECAST: Color32 = Color32::from_rgb(240, 150, 40);
+
+/// [`FORECAST`] for the theme: a darker orange on light backgrounds (4.5:1 on white).
+pub fn forecast_color(dark_mode: bool) -> Color32 {
+    if dark_mode {
+        FORECAST
+    } else {
+        Color32::from_rgb(176, 88, 0)
+    }
+}
+
+/// A horizontal bar split into used / reserved / free. `projected` (bytes used in
+/// [`FORECAST_HORIZON_MIN`] minutes at the current leak rate) draws an orange band from the used
+/// memory to that point, with a tick where it ends (at the bar's end when the GPU would be full).
+pub fn memory_bar(
+    ui: &mut Ui,
+    total: u64,
+    used: u64,
+    reserved: u64,
+    projected: Option<u64>,
+    hover: &str,
+) -> egui::Response {
+    let height = 18.0;
+    let (rect, resp) =
+        ui.allocate_exact_size(egui::vec2(ui.available_width(), height), Sense::hover());
+    let p = ui.painter();
+    let radius = CornerRadius::same(4);
+    p.rect_filled(rect, radius, ui.visuals().extreme_bg_color);
+    if total > 0 {
+        let w = rect.width();
+        let fu = (used as f64 / total as f64).clamp(0.0, 1.0) as f32;
+        let fr = (reserved as f64 / total as f64).clamp(0.0, 1.0 - f64::from(fu)) as f32;
+        let reserved_rect = Rect::from_min_size(rect.min, egui::vec2(w * fr, height));
+        let used_rect = Rect::from_min_size(
+            egui::pos2(rect.min.x + w * fr, rect.min.y),
+            egui::vec2(w * fu, height),
+        );
+        p.rect_filled(reserved_rect, radius, RESERVED);
+        p.rect_filled(used_rect, radius, USED);
+        if let Some(proj) = projected.filter(|p| *p > used) {
+            let fp = (proj as f64 / total as f64).clamp(0.0, 1.0 - f64::from(fr)) as f32;
+            let x0 = used_rect.max.x;
+            let x1 = rect.min.x + w * (fr + fp);
+            if x1 > x0 {
+                let band = Rect::from_min_max(
+                    egui::pos2(x0, rect.min.y + 4.0),
+                    egui::pos2(x1, rect.max.y - 4.0),
+                );
+                p.rect_filled(band, CornerRadius::ZERO, FORECAST.gamma_multiply(0.55));
+                p.line_segment(
+                    [
+                        egui::pos2(x1, rect.min.y - 2.0),
+                        egui::pos2(x1, rect.max.y + 2.0),
+                    ],
+                    Stroke::new(2.0, FORECAST),
+                );
+            }
+        }
+    }
+    p.rect_stroke(
+        rect,
+        radius,
+        Stroke::new(1.0, ui.visuals().widgets.noninteractive.bg_stroke.color),
+        StrokeKind::Inside,
+    );
+    resp.on_hover_text(hover)
+}
+
+/// The span of the forecast drawn on a memory bar, in minutes.
+pub const FORECAST_HORIZON_MIN: f64 = 10.0;
+
+/// A small coloured square, as legend marker in table rows, outlined so that a colour close
+/// to the background (the "Free" swatch) still shows.
+pub fn color_swatch(ui: &mut Ui, color: Color32) {
+    let (rect, _) = ui.allocate_exact_size(egui::vec2(10.0, 10.0), Sense::hover());
+    ui.painter().rect_filled(rect, CornerRadius::same(2), color);
+    ui.painter().rect_stroke(
+        rect,
+        CornerRadius::same(2),
+        Stroke::new(
+            1.0,
+            ui.visuals()
+                .widgets
+                .noninteractive
+                .fg_stroke
+                .color
+                .gamma_multiply(0.5),
+        ),
+        StrokeKind::Inside,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn distance(a: Color32, b: Color32) -> f32 {
+        let d = |x: u8, y: u8| (f32::from(x) - f32::from(y)).powi(2);
+        (d(a.r(), b.r()) + d(a.g(), b.g()) + d(a.b(), b.b())).sqrt()
+    }
+
+    /// Every palette, on both backgrounds: no two slots alike, none near the Unattributed
+    /// grey, the memory bar's used blue or the limit red.
+    #[test]
+    fn process_colours_are_distinct_and_never_the_unattributed_grey() {
+        for p in Palette::ALL {
+            for dark in [true, false] {
+                let c = p.colors(dark);
+                for (i, a) in c.iter().enumerate() {
+                    for b in &c[i + 1..] {
+                        assert!(distance(*a, *b) > 25.0, "{p:?} {a:?} ~ {b:?}");
+                    }
+                    let grey = if dark {
+                        UNATTRIBUTED
+                    } else {
+                        darker(UNATTRIBUTED)
+                    };
+                    assert!(distance(*a, grey) > 50.0, "{p:?} {a:?} ~ grey");
+                    let sat = a.r().max(a.g()).max(a.b()) - a.r().min(a.g()).min(a.b());
+                    assert!(sat > 30, "{p:?} {a:?} is a grey");
+                }
+                if p == Palette::Standard {
+                    for a in &c {
+                        assert!(distance(*a, USED) > 60.0, "{a:?} ~ used");
+                        assert!(distance(*a, LIMIT) > 60.0, "{a:?} ~ limit");
+                    }
+                }
+            }
+        }
+        // Beyond the palette: still colours, not the grey.
+        let c = Colors::new(Palette::Standard, true);
+        assert_ne!(c.slot(20), c.slot(21));
+        assert!(distance(c.slot(25), UNATTRIBUTED) > 30.0);
+    }
+}

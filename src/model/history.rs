@@ -1,0 +1,1156 @@
+//! Bounded, compact history of memory readings, and min/max decimation for plots.
+//!
+//! Samples share one timeline of ticks (one per snapshot). Each series stores whole MiB values
+//! in chunks of [`CHUNK`] ticks: the newest chunk raw, older chunks sealed as zig-zag deltas of
+//! the narrowest width that fits (0, 1, 2 or 4 bytes) plus a min/max summary per [`BLOCK`]
+//! ticks. Memory is therefore 0.7 to 4.7 bytes per sample, and decimating hours of history for
+//! a plot reads the summaries instead of every value, so drawing cost follows the plot's width.
+//!
+//! Sealed chunks are shared (`Arc`), so a copy of a whole history costs its open chunks and
+//! a pointer per series: the engine's state is copied for front ends once per change (see
+//! [`crate::engine::shared::Shared`]) and they draw from their copy without holding a lock.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use crate::model::{FastMap, ProcessKey, Snapshot, UnixMs, MIB};
+
+/// Ticks per chunk.
+pub const CHUNK: usize = 256;
+/// Ticks per min/max summary block.
+pub const BLOCK: usize = 16;
+/// The stored value for "no reading".
+pub const NONE: u32 = u32::MAX;
+
+#[derive(Debug, Clone, serde::Serialize)]
+struct Sealed {
+    base: u32,
+    width: u8,
+    /// Whether any value is [`NONE`] (else a block whose min equals its max holds only it).
+    has_none: bool,
+    data: Box<[u8]>,
+    blocks: Box<[(u32, u32)]>,
+}
+
+fn zigzag(d: i32) -> u32 {
+    ((d << 1) ^ (d >> 31)) as u32
+}
+
+fn unzigzag(z: u32) -> i32 {
+    ((z >> 1) as i32) ^ -((z & 1) as i32)
+}
+
+fn block_summary(values: &[u32]) -> (u32, u32) {
+    values
+        .iter()
+        .filter(|v| **v != NONE)
+        .fold((NONE, 0), |(lo, hi), &v| (lo.min(v), hi.max(v)))
+}
+
+impl Sealed {
+    fn seal(values: &[u32]) -> Self {
+        let base = values[0];
+        let mut prev = base;
+        let mut zz = Vec::with_capacity(values.len());
+        for &v in &values[1..] {
+            zz.push(zigzag(v.wrapping_sub(prev) as i32));
+            prev = v;
+        }
+        let max = zz.iter().copied().max().unwrap_or(0);
+        let width: u8 = match max {
+            0 => 0,
+            1..=0xFF => 1,
+            0x100..=0xFFFF => 2,
+            _ => 4,
+        };
+        let mut data = Vec::with_capacity(zz.len() * width as usize);
+        for z in zz {
+            data.extend_from_slice(&z.to_le_bytes()[..width as usize]);
+        }
+        let blocks = values.chunks(BLOCK).map(block_summary).collect();
+        Self {
+            base,
+            width,
+            has_none: values.contains(&NONE),
+            data: data.into_boxed_slice(),
+            blocks,
+        }
+    }
+
+    fn decode(&self, out: &mut [u32; CHUNK]) {
+        out[0] = self.base;
+        let mut prev = self.base;
+        let mut fill = |z: &mut dyn Iterator<Item = u32>| {
+            for (slot, z) in out[1..].iter_mut().zip(z) {
+                prev = prev.wrapping_add(unzigzag(z) as u32);
+                *slot = prev;
+            }
+        };
+        // One loop per width, the width's test out of it.
+        match self.width {
+            0 => out.fill(self.base),
+            1 => fill(&mut self.data.iter().map(|b| u32::from(*b))),
+            2 => fill(
+                &mut self
+                    .data
+                    .chunks_exact(2)
+                    .map(|b| u32::from(u16::from_le_bytes([b[0], b[1]]))),
+            ),
+            _ => fill(
+                &mut self
+                    .data
+                    .chunks_exact(4)
+                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            ),
+        }
+    }
+
+    /// The value at offset `k` when its block's summary tells it without decoding (the
+    /// chunk holds no [`NONE`] and the block one value).
+    fn known(&self, k: usize) -> Option<u32> {
+        if self.width == 0 {
+            return Some(self.base);
+        }
+        let (lo, hi) = *self.blocks.get(k / BLOCK)?;
+        (!self.has_none && lo == hi).then_some(lo)
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.data.len() + self.blocks.len() * 8
+    }
+}
+
+/// One series of MiB values on the shared timeline.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Series {
+    first_tick: u64,
+    /// Shared with copies: a copy shares every sealed chunk and the list of them, which is
+    /// copied (pointers only) when a chunk is sealed or evicted while a copy holds it.
+    sealed: Arc<VecDeque<Arc<Sealed>>>,
+    /// Chunks in `sealed`, kept here so a push never reads through the shared list.
+    sealed_count: usize,
+    open: Vec<u32>,
+}
+
+impl Series {
+    /// Number of ticks stored.
+    pub fn len(&self) -> usize {
+        self.sealed_count * CHUNK + self.open.len()
+    }
+
+    /// True when nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// First stored tick.
+    pub fn first_tick(&self) -> u64 {
+        self.first_tick
+    }
+
+    /// One past the last stored tick.
+    pub fn end_tick(&self) -> u64 {
+        self.first_tick + self.len() as u64
+    }
+
+    /// Stores `value` at `tick`; ticks skipped since the last push are stored as [`NONE`].
+    /// A tick at or before the last one is ignored.
+    pub fn push(&mut self, tick: u64, value: u32) {
+        if self.is_empty() {
+            // Series start on a block boundary of the shared timeline (padded with NONE), so
+            // the summary blocks of every series line up and decimation buckets made of whole
+            // blocks never need a chunk decoded.
+            self.first_tick = tick - tick % BLOCK as u64;
+        } else if tick < self.end_tick() {
+            return;
+        }
+        while self.end_tick() < tick {
+            self.push_raw(NONE);
+        }
+        self.push_raw(value);
+    }
+
+    fn push_raw(&mut self, v: u32) {
+        if self.open.capacity() == 0 {
+            self.open.reserve_exact(CHUNK);
+        }
+        self.open.push(v);
+        if self.open.len() == CHUNK {
+            Arc::make_mut(&mut self.sealed).push_back(Arc::new(Sealed::seal(&self.open)));
+            self.sealed_count += 1;
+            self.open.clear();
+        }
+    }
+
+    /// The newest value, if any.
+    pub fn last(&self) -> Option<u32> {
+        if let Some(v) = self.open.last() {
+            return Some(*v);
+        }
+        let mut buf = [0u32; CHUNK];
+        self.sealed.back().map(|s| {
+            s.decode(&mut buf);
+            buf[CHUNK - 1]
+        })
+    }
+
+    /// Drops whole chunks that end before `tick`.
+    pub fn evict_before(&mut self, tick: u64) {
+        while !self.sealed.is_empty() && self.first_tick + CHUNK as u64 <= tick {
+            Arc::make_mut(&mut self.sealed).pop_front();
+            self.sealed_count -= 1;
+            self.first_tick += CHUNK as u64;
+        }
+        if self.sealed.is_empty() && self.end_tick() <= tick {
+            self.open = Vec::new();
+            self.first_tick = tick;
+        }
+    }
+
+    /// Every stored value from `t0` to `t1` (exclusive), [`NONE`] where absent. For tests and
+    /// export; plots use [`Series::bucket_minmax`].
+    pub fn values(&self, t0: u64, t1: u64) -> Vec<(u64, u32)> {
+        let mut out = Vec::new();
+        self.visit(t0, t1, |t, v| out.push((t, v)), |_, _, _| false);
+        out
+    }
+
+    /// Calls `value(tick, v)` for each stored tick in `[t0, t1)`, except for summary blocks that
+    /// `block(start, end, (min, max))` accepts (returns true for) as a whole.
+    fn visit(
+        &self,
+        t0: u64,
+        t1: u64,
+        mut value: impl FnMut(u64, u32),
+        mut block: impl FnMut(u64, u64, (u32, u32)) -> bool,
+    ) {
+        let t0 = t0.max(self.first_tick);
+        let t1 = t1.min(self.end_tick());
+        if t0 >= t1 {
+            return;
+        }
+        let mut buf = [0u32; CHUNK];
+        let first_chunk = ((t0 - self.first_tick) / CHUNK as u64) as usize;
+        for ci in first_chunk..self.sealed.len() {
+            let cstart = self.first_tick + (ci * CHUNK) as u64;
+            if cstart >= t1 {
+                return;
+            }
+            let chunk = &self.sealed[ci];
+            let mut decoded = false;
+            for (bi, summary) in chunk.blocks.iter().enumerate() {
+                let bstart = cstart + (bi * BLOCK) as u64;
+                let bend = bstart + BLOCK as u64;
+                if bend <= t0 || bstart >= t1 {
+                    continue;
+                }
+                if bstart >= t0 && bend <= t1 && block(bstart, bend, *summary) {
+                    continue;
+                }
+                if !decoded {
+                    chunk.decode(&mut buf);
+                    decoded = true;
+                }
+                for t in bstart.max(t0)..bend.min(t1) {
+                    value(t, buf[(t - cstart) as usize]);
+                }
+            }
+        }
+        let ostart = self.first_tick + (self.sealed.len() * CHUNK) as u64;
+        for (i, v) in self.open.iter().enumerate() {
+            let t = ostart + i as u64;
+            if t >= t0 && t < t1 {
+                value(t, *v);
+            }
+        }
+    }
+
+    /// Min and max over each of `out.len()` buckets of `bucket` ticks starting at `t0`
+    /// (`(NONE, 0)` for a bucket with no reading). Every peak lands in its bucket's max.
+    pub fn bucket_minmax(&self, t0: u64, bucket: u64, out: &mut [(u32, u32)]) {
+        out.fill((NONE, 0));
+        let bucket = bucket.max(1);
+        let t1 = t0 + bucket * out.len() as u64;
+        let mut merge = |t: u64, lo: u32, hi: u32| {
+            let slot = &mut out[((t - t0) / bucket) as usize];
+            slot.0 = slot.0.min(lo);
+            slot.1 = slot.1.max(hi);
+        };
+        let cell = std::cell::RefCell::new(&mut merge);
+        self.visit(
+            t0,
+            t1,
+            |t, v| {
+                if v != NONE {
+                    (cell.borrow_mut())(t, v, v);
+                }
+            },
+            |bs, be, (lo, hi)| {
+                // A summary block can stand for its values when it lies inside one bucket.
+                if (bs - t0) / bucket != (be - 1 - t0) / bucket {
+                    return false;
+                }
+                if lo != NONE {
+                    (cell.borrow_mut())(bs, lo, hi);
+                }
+                true
+            },
+        );
+    }
+
+    /// The value at each of `ticks` (ascending), [`NONE`] where absent: the reading every
+    /// series had at one instant, so stacked series add up to their total. A chunk is decoded
+    /// at most once (one of constant value never).
+    pub fn values_at(&self, ticks: impl Iterator<Item = u64>, out: &mut Vec<u32>) {
+        let mut buf = [0u32; CHUNK];
+        let mut decoded = usize::MAX;
+        let end = self.end_tick();
+        let ostart = self.first_tick + (self.sealed_count * CHUNK) as u64;
+        for t in ticks {
+            let v = if t < self.first_tick || t >= end {
+                NONE
+            } else if t >= ostart {
+                self.open[(t - ostart) as usize]
+            } else {
+                let off = (t - self.first_tick) as usize;
+                let (ci, k) = (off / CHUNK, off % CHUNK);
+                match self.sealed.get(ci) {
+                    Some(c) if decoded != ci && c.known(k).is_some() => c.known(k).unwrap_or(NONE),
+                    Some(c) => {
+                        if decoded != ci {
+                            c.decode(&mut buf);
+                            decoded = ci;
+                        }
+                        buf[k]
+                    }
+                    None => NONE,
+                }
+            };
+            out.push(v);
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.sealed
+            .iter()
+            .map(|s| s.heap_bytes() + std::mem::size_of::<Sealed>() + 16)
+            .sum::<usize>()
+            + self.open.capacity() * 4
+    }
+}
+
+/// The time of each tick, in chunks of [`CHUNK`] shared with copies like a series' chunks.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+struct Times {
+    sealed: Arc<VecDeque<Arc<[UnixMs]>>>,
+    open: Vec<UnixMs>,
+    /// Times dropped from the front of the first sealed chunk.
+    skip: usize,
+}
+
+impl Times {
+    fn len(&self) -> usize {
+        self.sealed.len() * CHUNK + self.open.len() - self.skip
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn push_back(&mut self, ms: UnixMs) {
+        if self.open.capacity() == 0 {
+            self.open.reserve_exact(CHUNK);
+        }
+        self.open.push(ms);
+        if self.open.len() == CHUNK {
+            let chunk: Arc<[UnixMs]> = Arc::from(self.open.as_slice());
+            Arc::make_mut(&mut self.sealed).push_back(chunk);
+            self.open.clear();
+        }
+    }
+
+    /// Forgets the `n` oldest times.
+    fn drop_front(&mut self, n: usize) {
+        let n = n.min(self.len());
+        self.skip += n;
+        while self.skip >= CHUNK && !self.sealed.is_empty() {
+            Arc::make_mut(&mut self.sealed).pop_front();
+            self.skip -= CHUNK;
+        }
+        if self.sealed.is_empty() && self.skip > 0 {
+            self.open.drain(..self.skip);
+            self.skip = 0;
+        }
+    }
+
+    fn get(&self, i: usize) -> Option<UnixMs> {
+        if i >= self.len() {
+            return None;
+        }
+        let at = i + self.skip;
+        let (c, k) = (at / CHUNK, at % CHUNK);
+        match self.sealed.get(c) {
+            Some(chunk) => chunk.get(k).copied(),
+            None => self.open.get(at - self.sealed.len() * CHUNK).copied(),
+        }
+    }
+
+    fn front(&self) -> Option<UnixMs> {
+        self.get(0)
+    }
+
+    fn back(&self) -> Option<UnixMs> {
+        self.len().checked_sub(1).and_then(|i| self.get(i))
+    }
+
+    /// The number of leading times for which `pred` holds (times only grow).
+    fn partition_point(&self, pred: impl Fn(&UnixMs) -> bool) -> usize {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.get(mid).is_some_and(|t| pred(&t)) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.sealed.len() * (CHUNK * 8 + 32) + self.open.capacity() * 8
+    }
+}
+
+/// Identifies a process series: one process on one GPU.
+pub type ProcSeriesKey = (ProcessKey, u32);
+
+/// The history of every device and process, bounded to `capacity` ticks.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct History {
+    /// Which history this is: a new one (another source, a session opened, an import, an
+    /// agent attached) gets a new id; its copies share it. Caches of what a history holds
+    /// are keyed by it.
+    id: u64,
+    capacity: usize,
+    base_tick: u64,
+    times: Times,
+    devices: Vec<Series>,
+    ghosts: Vec<Series>,
+    /// Per device: one series per [`Metric`], on the same ticks.
+    metrics: Vec<MetricSeries>,
+    #[serde(serialize_with = "crate::model::serialize_entries")]
+    processes: FastMap<ProcSeriesKey, Series>,
+    /// PyTorch's allocated and reserved memory of the processes whose companion answers.
+    #[serde(serialize_with = "crate::model::serialize_entries")]
+    torch: FastMap<ProcSeriesKey, [Series; 2]>,
+    /// How many times old chunks were dropped (series may have gone with them).
+    evictions: u64,
+}
+
+/// Which of PyTorch's figures a torch series holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TorchFigure {
+    /// Memory in live tensors.
+    Allocated,
+    /// Memory the caching allocator holds (tensors + cache).
+    Reserved,
+}
+
+/// A device reading besides memory, kept over time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Metric {
+    /// GPU utilisation, percent.
+    Utilization,
+    /// Core temperature, °C.
+    Temperature,
+    /// Board power draw, W.
+    Power,
+    /// The enforced power limit (power cap), W.
+    PowerLimit,
+    /// SM clock, MHz.
+    SmClock,
+    /// Memory clock, MHz.
+    MemClock,
+    /// Fan speed, percent.
+    Fan,
+}
+
+/// One series per [`Metric`] of a device, in [`Metric::ALL`] order.
+pub type MetricSeries = [Series; Metric::COUNT];
+
+impl Metric {
+    /// How many metrics there are.
+    pub const COUNT: usize = 7;
+
+    /// Every metric, in display order (also the order of [`MetricSeries`]).
+    pub const ALL: [Metric; Metric::COUNT] = [
+        Metric::Utilization,
+        Metric::Temperature,
+        Metric::Power,
+        Metric::PowerLimit,
+        Metric::SmClock,
+        Metric::MemClock,
+        Metric::Fan,
+    ];
+
+    /// Its value in a device sample (whole units; `NONE` when not reported).
+    pub fn of(self, d: &crate::model::DeviceSample) -> u32 {
+        let watts = |w: Option<f64>| {
+            w.filter(|w| w.is_finite() && *w >= 0.0)
+                .map(|w| w.round() as u32)
+        };
+        let v = match self {
+            Metric::Utilization => d.utilization_gpu_pct,
+            Metric::Temperature => d.temperature_c,
+            Metric::Power => watts(d.power_w),
+            Metric::PowerLimit => watts(d.power_limit_w),
+            Metric::SmClock => d.sm_clock_mhz,
+            Metric::MemClock => d.mem_clock_mhz,
+            Metric::Fan => d.fan_pct,
+        };
+        v.map_or(NONE, |v| v.min(NONE - 1))
+    }
+
+    /// Title and unit for people.
+    pub fn label(self) -> (&'static str, &'static str) {
+        match self {
+            Metric::Utilization => ("Utilisation", "%"),
+            Metric::Temperature => ("Temperature", "°C"),
+            Metric::Power => ("Power", "W"),
+            Metric::PowerLimit => ("Power cap", "W"),
+            Metric::SmClock => ("SM clock", "MHz"),
+            Metric::MemClock => ("Memory clock", "MHz"),
+            Metric::Fan => ("Fan", "%"),
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Names a series in a [`BucketCache`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SeriesId {
+    /// A device's used memory.
+    Device(u32),
+    /// A device's ghost memory.
+    Ghost(u32),
+    /// A process on a GPU.
+    Process(ProcSeriesKey),
+}
+
+/// Min/max buckets of many series of one history on one bucket grid, kept between frames.
+/// A history only grows at its end, so every bucket but the last computed one is final: each
+/// frame recomputes that one and any new ones. Another history ([`History::id`]: a source
+/// switch, a session opened, an import, an agent attached or left) or another grid (zoom,
+/// pan, window) starts afresh, so a cached bucket never stands for another source's data.
+#[derive(Debug, Clone, Default)]
+pub struct BucketCache {
+    /// (history id, first tick, ticks per bucket).
+    grid: (u64, u64, u64),
+    series: HashMap<SeriesId, Vec<(u32, u32)>>,
+    /// Each bucket's value at its last tick (the same instant for every series).
+    at: HashMap<SeriesId, Vec<u32>>,
+}
+
+impl BucketCache {
+    fn on_grid(&mut self, history: &History, t0: u64, per: u64) {
+        let grid = (history.id(), t0, per);
+        if self.grid != grid {
+            self.grid = grid;
+            self.series.clear();
+            self.at.clear();
+        }
+    }
+
+    /// The `n` buckets of `per` ticks from `t0` of `series`, one of `history`'s.
+    pub fn get(
+        &mut self,
+        history: &History,
+        id: SeriesId,
+        series: &Series,
+        t0: u64,
+        per: u64,
+        n: usize,
+    ) -> &[(u32, u32)] {
+        self.on_grid(history, t0, per);
+        let v = self.series.entry(id).or_default();
+        let from = v.len().saturating_sub(1).min(n);
+        v.truncate(from);
+        if n > from {
+            let mut tail = vec![(NONE, 0u32); n - from];
+            series.bucket_minmax(t0 + from as u64 * per, per, &mut tail);
+            v.extend(tail);
+        }
+        &v[..n]
+    }
+}
+
+impl BucketCache {
+    /// Each of the `n` buckets of `per` ticks from `t0` of `series`, one of `history`'s, as
+    /// its value at the bucket's instant ([`History::bucket_instant`]): the same tick for
+    /// every series, so the values of a GPU's processes and its unattributed memory add up
+    /// to its total in every bucket.
+    pub fn get_at(
+        &mut self,
+        history: &History,
+        id: SeriesId,
+        series: &Series,
+        t0: u64,
+        per: u64,
+        n: usize,
+    ) -> &[u32] {
+        self.on_grid(history, t0, per);
+        let v = self.at.entry(id).or_default();
+        let from = v.len().saturating_sub(1).min(n);
+        v.truncate(from);
+        if n > from {
+            series.values_at((from..n).map(|i| history.bucket_instant(t0, per, i)), v);
+        }
+        &v[..n]
+    }
+}
+
+/// A decimated line, ready for a plot: `[unix seconds, MiB]` points.
+pub type PlotLine = Vec<[f64; 2]>;
+
+/// For each device of `snap`, in its order, the memory it reports used that no listed process
+/// accounts for ("ghost" memory: other containers, dead processes stuck in the driver,
+/// contexts the driver hides); None where used memory is unknown. One pass over the
+/// processes.
+pub fn ghosts_of(snap: &Snapshot) -> Vec<Option<u64>> {
+    let mut owned = vec![0u64; snap.devices.len()];
+    for p in &snap.processes {
+        let device = crate::model::device_position(&snap.devices, p.device_index);
+        if let (Some(u), Some(i)) = (p.used_bytes, device) {
+            owned[i] = owned[i].saturating_add(u);
+        }
+    }
+    snap.devices
+        .iter()
+        .zip(owned)
+        .map(|(d, o)| d.memory_used_bytes.map(|u| u.saturating_sub(o)))
+        .collect()
+}
+
+/// Like [`ghosts_of`], in the whole MiB a series stores: the device's used MiB less the MiB
+/// stored for its processes, so that a GPU's process series and its unattributed series add
+/// up to its used series exactly ([`NONE`] where used memory is unknown).
+fn ghost_mibs(snap: &Snapshot) -> Vec<u32> {
+    let mut owned = vec![0u32; snap.devices.len()];
+    for p in &snap.processes {
+        let device = crate::model::device_position(&snap.devices, p.device_index);
+        if let (v, Some(i)) = (to_mib(p.used_bytes), device) {
+            if v != NONE {
+                owned[i] = owned[i].saturating_add(v);
+            }
+        }
+    }
+    snap.devices
+        .iter()
+        .zip(owned)
+        .map(|(d, o)| match to_mib(d.memory_used_bytes) {
+            NONE => NONE,
+            u => u.saturating_sub(o),
+        })
+        .collect()
+}
+
+/// Bytes to the whole MiB stored in a series ([`NONE`] for no reading).
+pub fn to_mib(bytes: Option<u64>) -> u32 {
+    bytes.map_or(NONE, |b| (b / MIB).min(u64::from(NONE - 1)) as u32)
+}
+
+impl History {
+    /// A history that keeps the newest `capacity` ticks (at least one chunk).
+    pub fn new(capacity: usize) -> Self {
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Self {
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            capacity: capacity.max(CHUNK),
+            base_tick: 0,
+            times: Times::default(),
+            devices: Vec::new(),
+            ghosts: Vec::new(),
+            metrics: Vec::new(),
+            processes: FastMap::default(),
+            torch: FastMap::default(),
+            evictions: 0,
+        }
+    }
+
+    /// Appends one snapshot as the next tick.
+    pub fn push(&mut self, snap: &Snapshot) {
+        if let Some(last) = self.times.back() {
+            if snap.taken_at_ms <= last {
+                return;
+            }
+        }
+        let tick = self.base_tick + self.times.len() as u64;
+        self.times.push_back(snap.taken_at_ms);
+        for (d, ghost) in snap.devices.iter().zip(ghost_mibs(snap)) {
+            let i = d.index as usize;
+            if self.devices.len() <= i {
+                self.devices.resize_with(i + 1, Series::default);
+                self.ghosts.resize_with(i + 1, Series::default);
+                self.metrics.resize_with(i + 1, Default::default);
+            }
+            self.devices[i].push(tick, to_mib(d.memory_used_bytes));
+            self.ghosts[i].push(tick, ghost);
+            for m in Metric::ALL {
+                self.metrics[i][m.index()].push(tick, m.of(d));
+            }
+        }
+        for p in &snap.processes {
+            let key = (p.key(), p.device_index);
+            let value = to_mib(p.used_bytes);
+            match self.processes.get_mut(&key) {
+                Some(s) => s.push(tick, value),
+                None => self.processes.entry(key).or_default().push(tick, value),
+            }
+            if let Some(t) = p.torch {
+                let [a, r] = self.torch.entry((p.key(), p.device_index)).or_default();
+                a.push(tick, to_mib(Some(t.allocated_bytes)));
+                r.push(tick, to_mib(Some(t.reserved_bytes)));
+            }
+        }
+        if self.times.len() > self.capacity {
+            let drop = self.times.len() - self.capacity;
+            self.times.drop_front(drop);
+            self.base_tick += drop as u64;
+            if self.base_tick % CHUNK as u64 == 0 {
+                self.evict();
+            }
+        }
+    }
+
+    fn evict(&mut self) {
+        self.evictions += 1;
+        let base = self.base_tick;
+        for s in self
+            .devices
+            .iter_mut()
+            .chain(self.ghosts.iter_mut())
+            .chain(self.metrics.iter_mut().flatten())
+        {
+            s.evict_before(base);
+        }
+        self.processes.retain(|_, s| {
+            s.evict_before(base);
+            !s.is_empty()
+        });
+        self.torch.retain(|_, s| {
+            s.iter_mut().for_each(|s| s.evict_before(base));
+            !s[0].is_empty()
+        });
+    }
+
+    /// Which history this is: unique to each history made, shared by its copies (which only
+    /// ever see it grow). A cache of decimated lines keyed by it never mixes two sources.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// How many times old chunks were dropped: a series can disappear only when it grows.
+    pub fn evictions(&self) -> u64 {
+        self.evictions
+    }
+
+    /// Number of ticks held.
+    pub fn len(&self) -> usize {
+        self.times.len()
+    }
+
+    /// True when nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.times.is_empty()
+    }
+
+    /// The most ticks kept.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Time of the oldest and newest tick.
+    pub fn span(&self) -> Option<(UnixMs, UnixMs)> {
+        Some((self.times.front()?, self.times.back()?))
+    }
+
+    /// The tick of the first sample at or after `ms`.
+    pub fn tick_at(&self, ms: UnixMs) -> u64 {
+        self.base_tick + self.times.partition_point(|t| *t < ms) as u64
+    }
+
+    /// One past the newest tick.
+    pub fn end_tick(&self) -> u64 {
+        self.base_tick + self.times.len() as u64
+    }
+
+    /// Time of `tick`, if still held.
+    pub fn time_of(&self, tick: u64) -> Option<UnixMs> {
+        let i = tick.checked_sub(self.base_tick)?;
+        self.times.get(i as usize)
+    }
+
+    /// A metric's series of device `index`.
+    pub fn metric(&self, index: u32, m: Metric) -> Option<&Series> {
+        self.metrics.get(index as usize).map(|s| &s[m.index()])
+    }
+
+    /// The used-memory series of device `index`.
+    pub fn device(&self, index: u32) -> Option<&Series> {
+        self.devices.get(index as usize)
+    }
+
+    /// Memory of device `index` that no listed process accounts for.
+    pub fn ghost(&self, index: u32) -> Option<&Series> {
+        self.ghosts.get(index as usize)
+    }
+
+    /// The series of one process on one GPU.
+    pub fn process(&self, key: &ProcSeriesKey) -> Option<&Series> {
+        self.processes.get(key)
+    }
+
+    /// PyTorch's allocated or reserved memory of a process, where its companion answered.
+    pub fn torch(&self, key: &ProcSeriesKey, figure: TorchFigure) -> Option<&Series> {
+        self.torch.get(key).map(|s| match figure {
+            TorchFigure::Allocated => &s[0],
+            TorchFigure::Reserved => &s[1],
+        })
+    }
+
+    /// Every process series key.
+    pub fn process_keys(&self) -> impl Iterator<Item = &ProcSeriesKey> {
+        self.processes.keys()
+    }
+
+    /// Number of process series held.
+    pub fn process_count(&self) -> usize {
+        self.processes.len()
+    }
+
+    /// Splits `[from_ms, to_ms]` into at most `width` buckets: (first tick, ticks per bucket, count).
+    pub fn buckets(&self, from_ms: UnixMs, to_ms: UnixMs, width: usize) -> (u64, u64, usize) {
+        let t0 = self.tick_at(from_ms);
+        let t1 = self.tick_at(to_ms.saturating_add(1)).max(t0);
+        let width = width.max(1);
+        let mut per = ((t1 - t0) as usize).div_ceil(width).max(1) as u64;
+        let mut t0 = t0;
+        if per >= BLOCK as u64 {
+            // Whole, aligned blocks per bucket: read from the summaries alone.
+            per = per.div_ceil(BLOCK as u64) * BLOCK as u64;
+            t0 -= t0 % BLOCK as u64;
+        }
+        (t0, per, (t1 - t0).div_ceil(per) as usize)
+    }
+
+    /// The tick that stands for bucket `i` of `per` ticks from `t0` when series are read at
+    /// one instant: its last tick, or the newest one held while it is still filling.
+    pub fn bucket_instant(&self, t0: u64, per: u64, i: usize) -> u64 {
+        let last = t0 + (i as u64 + 1) * per.max(1) - 1;
+        last.min(self.end_tick().saturating_sub(1))
+    }
+
+    /// A min/max-decimated line of `series` over `[from_ms, to_ms]` for a plot `width` points
+    /// wide: two points (min then max) per bucket, one per tick when zoomed in to single ticks.
+    pub fn decimate(
+        &self,
+        series: &Series,
+        from_ms: UnixMs,
+        to_ms: UnixMs,
+        width: usize,
+    ) -> PlotLine {
+        let (t0, per, n) = self.buckets(from_ms, to_ms, width);
+        let mut mm = vec![(NONE, 0u32); n];
+        series.bucket_minmax(t0, per, &mut mm);
+        self.line_of(t0, per, &mm)
+    }
+
+    /// Like [`History::decimate`], reusing the buckets `cache` holds for `id` from earlier
+    /// frames: only the newest bucket and any new ones are recomputed.
+    pub fn decimate_cached(
+        &self,
+        cache: &mut BucketCache,
+        id: SeriesId,
+        series: &Series,
+        from_ms: UnixMs,
+        to_ms: UnixMs,
+        width: usize,
+    ) -> PlotLine {
+        let (t0, per, n) = self.buckets(from_ms, to_ms, width);
+        let mm = cache.get(self, id, series, t0, per, n);
+        self.line_of(t0, per, mm)
+    }
+
+    fn line_of(&self, t0: u64, per: u64, mm: &[(u32, u32)]) -> PlotLine {
+        let n = mm.len();
+        let mut out = Vec::with_capacity(n * 2);
+        for (i, &(lo, hi)) in mm.iter().enumerate() {
+            if lo == NONE {
+                continue;
+            }
+            let tick = t0 + i as u64 * per;
+            let Some(ms) = self.time_of(tick) else {
+                continue;
+            };
+            let x = ms as f64 / 1000.0;
+            out.push([x, f64::from(lo)]);
+            if hi != lo || per > 1 {
+                out.push([x, f64::from(hi)]);
+            }
+        }
+        out
+    }
+
+    /// Bytes of heap this history holds (its own accounting; the benchmark also measures it
+    /// with a counting allocator).
+    pub fn heap_bytes(&self) -> usize {
+        self.times.heap_bytes()
+            + self
+                .devices
+                .iter()
+                .chain(self.ghosts.iter())
+                .chain(self.metrics.iter().flatten())
+                .map(Series::heap_bytes)
+                .sum::<usize>()
+            + self
+                .processes
+                .values()
+                .map(|s| s.heap_bytes() + std::mem::size_of::<(ProcSeriesKey, Series)>())
+                .sum::<usize>()
+            + self
+                .torch
+                .values()
+                .map(|[a, r]| {
+                    a.heap_bytes()
+                        + r.heap_bytes()
+                        + std::mem::size_of::<(ProcSeriesKey, [Series; 2])>()
+                })
+                .sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lcg(seed: &mut u64) -> u32 {
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (*seed >> 33) as u32
+    }
+
+    #[test]
+    fn times_in_shared_chunks_read_as_a_queue_would() {
+        let mut t = Times::default();
+        let mut model: VecDeque<UnixMs> = VecDeque::new();
+        for i in 0..(CHUNK * 4 + 77) as i64 {
+            t.push_back(1000 + i * 10);
+            model.push_back(1000 + i * 10);
+            // Dropped from the front in uneven steps, as a full history does.
+            if i % 5 == 0 && model.len() > 300 {
+                let n = (i % 7 + 1) as usize;
+                t.drop_front(n);
+                model.drain(..n);
+            }
+        }
+        assert_eq!(t.len(), model.len());
+        for (i, ms) in model.iter().enumerate() {
+            assert_eq!(t.get(i), Some(*ms), "index {i}");
+        }
+        assert_eq!(t.get(model.len()), None);
+        assert_eq!(
+            (t.front(), t.back()),
+            (model.front().copied(), model.back().copied())
+        );
+        for ms in [0, 1000, 5005, 5010, model[200], model[200] + 1, i64::MAX] {
+            assert_eq!(
+                t.partition_point(|x| *x < ms),
+                model.partition_point(|x| *x < ms),
+                "{ms}"
+            );
+        }
+        t.drop_front(usize::MAX);
+        assert!(t.is_empty() && t.front().is_none());
+    }
+
+    #[test]
+    fn a_copy_keeps_what_it_saw_while_the_original_goes_on() {
+        let snap = |ms: i64, mib: u64| Snapshot {
+            taken_at_ms: ms,
+            devices: vec![crate::model::DeviceSample {
+                index: 0,
+                memory_used_bytes: Some(mib * MIB),
+                ..Default::default()
+            }],
+            processes: Vec::new(),
+        };
+        let mut h = History::new(CHUNK * 2);
+        for i in 0..(CHUNK * 3) as i64 {
+            h.push(&snap(i * 1000, i as u64));
+        }
+        let copy = h.clone();
+        let seen = copy.device(0).map(|s| s.values(0, u64::MAX));
+        let span = copy.span();
+        // The original seals, evicts and drops times past the copy's chunks.
+        for i in (CHUNK * 3) as i64..(CHUNK * 6) as i64 {
+            h.push(&snap(i * 1000, i as u64 + 7));
+        }
+        assert_eq!(copy.device(0).map(|s| s.values(0, u64::MAX)), seen);
+        assert_eq!(copy.span(), span);
+        assert_eq!(copy.len(), CHUNK * 2);
+        assert_eq!(
+            h.span(),
+            Some((CHUNK as i64 * 4 * 1000, (CHUNK as i64 * 6 - 1) * 1000))
+        );
+        assert_eq!(
+            h.device(0).and_then(Series::last),
+            Some((CHUNK * 6 - 1 + 7) as u32)
+        );
+    }
+
+    #[test]
+    fn round_trip_of_every_width() {
+        let mut seed = 7;
+        let mut s = Series::default();
+        let mut expect = Vec::new();
+        for i in 0..(CHUNK * 5 + 17) as u64 {
+            let v = match i / CHUNK as u64 {
+                0 => 100,                            // constant: width 0
+                1 => 1000 + (i as u32 % 7),          // small deltas: width 1
+                2 => 5000 + (lcg(&mut seed) % 9000), // width 2
+                3 => lcg(&mut seed),                 // width 4
+                _ if i % 3 == 0 => NONE,             // gaps
+                _ => 42,
+            };
+            s.push(i + 10, v);
+            expect.push((i + 10, v));
+        }
+        // The series starts on a block boundary: ticks before the first push read as NONE.
+        assert!(s.values(0, 10).iter().all(|(_, v)| *v == NONE));
+        assert_eq!(s.values(10, u64::MAX), expect);
+        assert_eq!(s.last(), expect.last().map(|e| e.1));
+    }
+
+    #[test]
+    fn bucket_max_keeps_every_peak() {
+        let mut s = Series::default();
+        let mut seed = 3;
+        let n = 20_000u64;
+        let mut raw = Vec::new();
+        for t in 0..n {
+            let spike = if lcg(&mut seed) % 97 == 0 { 50_000 } else { 0 };
+            let v = 1000 + (t as u32 % 300) + spike;
+            s.push(t, v);
+            raw.push(v);
+        }
+        for per in [1u64, 7, 16, 33, 256, 1000] {
+            let buckets = n.div_ceil(per) as usize;
+            let mut mm = vec![(0, 0); buckets];
+            s.bucket_minmax(0, per, &mut mm);
+            for (b, (lo, hi)) in mm.iter().enumerate() {
+                let slice = &raw[b * per as usize..((b + 1) * per as usize).min(raw.len())];
+                assert_eq!(
+                    *hi,
+                    *slice.iter().max().expect("non-empty"),
+                    "max, per={per} b={b}"
+                );
+                assert_eq!(
+                    *lo,
+                    *slice.iter().min().expect("non-empty"),
+                    "min, per={per} b={b}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn cached_buckets_equal_fresh_ones_as_data_arrives() {
+        let mut h = History::new(100_000);
+        let mut sim = crate::source::sim::SimSource::demo(0);
+        use crate::source::GpuSource;
+        let mut cache = BucketCache::default();
+        for i in 0..20_000i64 {
+            h.push(&sim.sample(i * 1000).expect("sim"));
+            if i % 997 == 0 || i == 19_999 {
+                let dev = h.device(0).expect("dev");
+                let fresh = h.decimate(dev, 0, i * 1000, 300);
+                let cached =
+                    h.decimate_cached(&mut cache, SeriesId::Device(0), dev, 0, i * 1000, 300);
+                assert_eq!(fresh, cached, "at tick {i}");
+            }
+        }
+    }
+
+    /// The value at chosen ticks (sealed chunks constant, varying, with gaps; the open
+    /// chunk; before and after the series) is the value stored there.
+    #[test]
+    fn values_at_ticks_are_the_stored_values() {
+        let mut seed = 7u64;
+        let mut s = Series::default();
+        for t in 40..3000u64 {
+            let v = match t {
+                40..=600 => 5,
+                700..=760 => continue,
+                _ if t % 97 < 30 => 9,
+                _ => lcg(&mut seed) % 1000,
+            };
+            s.push(t, v);
+        }
+        let ticks: Vec<u64> = (0..3100).step_by(7).collect();
+        let mut got = Vec::new();
+        s.values_at(ticks.iter().copied(), &mut got);
+        for (t, v) in ticks.iter().zip(got) {
+            let want = s.values(*t, t + 1).first().map_or(NONE, |(_, v)| *v);
+            assert_eq!(v, want, "tick {t}");
+        }
+    }
+
+    #[test]
+    fn retention_is_bounded_and_keeps_the_newest() {
+        let mut h = History::new(1000);
+        let mut sim = crate::source::sim::SimSource::demo(0);
+        use crate::source::GpuSource;
+        for i in 0..5000 {
+            let snap = sim.sample(i * 1000).expect("sim");
+            h.push(&snap);
+        }
+        assert_eq!(h.len(), 1000);
+        assert_eq!(h.span(), Some((4_000_000, 4_999_000)));
+        let dev = h.device(0).expect("device 0");
+        // Whole chunks older than the window are dropped; at most one chunk of slack remains.
+        assert!(
+            dev.len() <= 1000 + CHUNK,
+            "device series holds {}",
+            dev.len()
+        );
+        assert_eq!(dev.end_tick(), h.end_tick());
+        // Processes that exited before the window are gone (the periodic job restarts every 600 s).
+        for (key, s) in h.processes.iter() {
+            assert!(
+                s.end_tick() + CHUNK as u64 > h.end_tick() - 1000,
+                "stale series {key:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn decimation_is_bounded_by_width() {
+        let mut h = History::new(100_000);
+        let mut sim = crate::source::sim::SimSource::demo(0);
+        use crate::source::GpuSource;
+        for i in 0..50_000 {
+            h.push(&sim.sample(i * 1000).expect("sim"));
+        }
+        let line = h.decimate(h.device(0).expect("dev"), 0, 50_000_000, 500);
+        assert!(line.len() <= 1000, "{} points", line.len());
+        // Buckets are whole 16-tick blocks: 50 000 ticks / 500 px → 112 ticks a bucket.
+        assert!(line.len() >= 2 * (50_000 / 112), "{} points", line.len());
+        let zoomed = h.decimate(h.device(0).expect("dev"), 10_000_000, 10_099_000, 500);
+        assert_eq!(zoomed.len(), 100);
+    }
+}

@@ -1,0 +1,415 @@
+//! Plain data that flows from a [`crate::source::GpuSource`] to the engine and the UI.
+//!
+//! Every reading the driver may refuse is an `Option`: `None` means "not reported", never zero.
+
+pub mod format;
+pub mod history;
+pub mod outcome;
+
+use serde::{Deserialize, Serialize};
+
+/// Milliseconds since the Unix epoch.
+pub type UnixMs = i64;
+
+/// Wall-clock time in ms since the epoch.
+pub fn now_ms() -> UnixMs {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Serializes a map as a list of `[key, value]` pairs (the View's maps are keyed by process
+/// and GPU, which a JSON object's keys cannot be).
+///
+/// # Errors
+/// The serializer's.
+pub fn serialize_entries<'a, K, V, M, S>(map: &'a M, s: S) -> Result<S::Ok, S::Error>
+where
+    &'a M: IntoIterator<Item = (&'a K, &'a V)>,
+    K: Serialize + 'a,
+    V: Serialize + 'a,
+    S: serde::Serializer,
+{
+    s.collect_seq(map)
+}
+
+/// The hash map of the engine's per-process tables (history series, table rows), touched
+/// once per process on every tick: foldhash instead of SipHash (a fifth of the cost), still
+/// seeded at random per map, so keys read from a crafted session file cannot be aimed at it.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
+/// One reading of every GPU and every process on them, taken at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// When the sample was taken.
+    pub taken_at_ms: UnixMs,
+    /// One entry per GPU, in index order.
+    pub devices: Vec<DeviceSample>,
+    /// Every process that holds memory on any GPU (one entry per process and GPU).
+    pub processes: Vec<ProcessSample>,
+}
+
+/// One GPU at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviceSample {
+    /// NVML index of the device.
+    pub index: u32,
+    /// Stable identifier (`GPU-…`).
+    pub uuid: String,
+    /// Marketing name, e.g. "NVIDIA H200".
+    pub name: String,
+    /// PCI bus id, e.g. "00000000:17:00.0".
+    pub pci_bus_id: Option<String>,
+    /// Installed frame-buffer memory.
+    pub memory_total_bytes: Option<u64>,
+    /// Memory allocated by contexts.
+    pub memory_used_bytes: Option<u64>,
+    /// Memory the driver reserves for itself.
+    pub memory_reserved_bytes: Option<u64>,
+    /// Memory nobody holds.
+    pub memory_free_bytes: Option<u64>,
+    /// Percent of time a kernel ran over the last sample period.
+    pub utilization_gpu_pct: Option<u32>,
+    /// Core temperature.
+    pub temperature_c: Option<u32>,
+    /// Board power draw.
+    pub power_w: Option<f64>,
+    /// The power limit the driver enforces (the power cap), W.
+    #[serde(default)]
+    pub power_limit_w: Option<f64>,
+    /// SM clock, MHz.
+    #[serde(default)]
+    pub sm_clock_mhz: Option<u32>,
+    /// Memory clock, MHz.
+    #[serde(default)]
+    pub mem_clock_mhz: Option<u32>,
+    /// Fan speed, percent of its maximum (None: the board has no fan, as on an SXM module).
+    #[serde(default)]
+    pub fan_pct: Option<u32>,
+    /// Set when the driver failed to list this GPU's processes this time (the reason): the
+    /// snapshot then holds no fresh processes for it, and the engine carries the last good
+    /// list forward, marked stale.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_list_error: Option<String>,
+    /// The OOM forecast: seconds until this GPU is full at the rate its leaking processes
+    /// (and its unattributed memory) grow, from the engine's leak detector. `None` (JSON
+    /// `null`) when nothing grows, or when the figure comes from a source (not the engine).
+    #[serde(default, rename = "time_to_full_seconds")]
+    pub time_to_full_s: Option<f64>,
+}
+
+/// Whether a process holds a compute (CUDA) or graphics context.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContextKind {
+    /// A CUDA / compute context.
+    #[default]
+    Compute,
+    /// An OpenGL / Vulkan context.
+    Graphics,
+    /// Both kinds of context.
+    Both,
+}
+
+/// One process on one GPU at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProcessSample {
+    /// Operating-system process id.
+    pub pid: u32,
+    /// Index of the GPU it holds memory on.
+    pub device_index: u32,
+    /// GPU memory held (None where the driver cannot tell, e.g. under WDDM).
+    pub used_bytes: Option<u64>,
+    /// Compute, graphics or both.
+    pub kind: ContextKind,
+    /// The process's SM utilisation over the last interval (None where the driver cannot tell).
+    #[serde(default)]
+    pub sm_util_pct: Option<u32>,
+    /// What `/proc` (or the simulator) says about the process (shared: cheap to clone).
+    pub info: Option<std::sync::Arc<ProcInfo>>,
+    /// Where this process lives; only [`Origin::Live`] processes can ever be acted on.
+    #[serde(default)]
+    pub origin: Origin,
+    /// True when the driver failed to list this GPU's processes this tick and the entry is
+    /// the last good reading carried forward (its memory is not a new measurement).
+    #[serde(default)]
+    pub stale: bool,
+    /// Host CPU use over the last interval, percent of one core (`/proc/PID/stat`; live
+    /// processes only).
+    #[serde(default)]
+    pub cpu_pct: Option<f32>,
+    /// Host memory (resident set), bytes (live processes only).
+    #[serde(default)]
+    pub rss_bytes: Option<u64>,
+    /// PyTorch's own figures for this process on this GPU, where its companion answers.
+    #[serde(default)]
+    pub torch: Option<TorchMem>,
+    /// Set while the process is parked (its GPU memory moved to host memory through the
+    /// driver's checkpoint API) or being parked or resumed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parked: Option<ParkInfo>,
+}
+
+/// Where a park stands, as the driver's checkpoint API and vramwarden see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParkState {
+    /// Being parked (locked, its memory on its way to host memory).
+    Parking,
+    /// Parked: its GPU memory is in host memory; it waits, its CUDA calls blocked.
+    Parked,
+    /// Being resumed (its memory on its way back).
+    Resuming,
+    /// Locked by the driver's checkpoint API, its memory still on the GPU.
+    Locked,
+    /// A checkpoint or restore failed: the driver holds it in its failed state.
+    Failed,
+}
+
+impl ParkState {
+    /// One word for tables, logs and metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Parking => "parking",
+            Self::Parked => "parked",
+            Self::Resuming => "resuming",
+            Self::Locked => "locked",
+            Self::Failed => "park failed",
+        }
+    }
+}
+
+/// A parked process's facts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParkInfo {
+    /// Where it stands.
+    pub state: ParkState,
+    /// The GPU memory moved to host memory (the driver's figure before the park), if known.
+    pub bytes: Option<u64>,
+    /// Since when (the park's start).
+    pub since_ms: UnixMs,
+}
+
+impl ParkInfo {
+    /// "parked — 10.6 GiB in host memory since 14:02" (local time).
+    pub fn describe(&self) -> String {
+        let since = chrono::DateTime::from_timestamp_millis(self.since_ms)
+            .map(|t| t.with_timezone(&chrono::Local).format("%H:%M").to_string())
+            .unwrap_or_default();
+        match (self.state, self.bytes) {
+            (ParkState::Parked, Some(b)) => format!(
+                "parked — {:.1} GiB in host memory since {since}",
+                b as f64 / GIB as f64
+            ),
+            (state, _) => format!("{} since {since}", state.label()),
+        }
+    }
+}
+
+/// What PyTorch's caching allocator says about a process on one GPU (from its companion).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct TorchMem {
+    /// Bytes in live tensors.
+    pub allocated_bytes: u64,
+    /// Bytes the allocator holds from the driver (allocated + cache).
+    pub reserved_bytes: u64,
+    /// Free bytes inside split blocks, which `empty_cache()` cannot give back (fragmentation).
+    #[serde(default)]
+    pub inactive_split_bytes: u64,
+    /// Allocations that failed, flushed the cache and were retried (a sign of fragmentation).
+    #[serde(default)]
+    pub alloc_retries: u64,
+    /// Out-of-memory errors PyTorch raised in this process.
+    #[serde(default)]
+    pub ooms: u64,
+    /// The per-process memory fraction, when one is set (0 … 1).
+    #[serde(default)]
+    pub memory_fraction: Option<f64>,
+    /// Whether `expandable_segments` is on (None: not configured).
+    #[serde(default)]
+    pub expandable_segments: Option<bool>,
+}
+
+impl TorchMem {
+    /// The cache `empty_cache()` could give back: reserved − allocated.
+    pub fn releasable_bytes(&self) -> u64 {
+        self.reserved_bytes.saturating_sub(self.allocated_bytes)
+    }
+}
+
+/// Where a process in a snapshot lives. Actions (signals, commands) reach only
+/// [`Origin::Live`] processes; the default is the safe one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// Read back from a session log or an import: the PID may belong to anyone today.
+    #[default]
+    Recorded,
+    /// A process on this host, listed by the driver now (or a real process placed on a
+    /// simulated GPU by a test harness: its facts come from `/proc`).
+    Live,
+    /// Scripted by the simulated GPUs: no host process stands behind the PID.
+    Simulated,
+}
+
+/// Facts about a process that do not come from the GPU driver.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcInfo {
+    /// Short name (`comm`).
+    pub name: String,
+    /// Full command line, arguments joined by spaces.
+    pub cmdline: String,
+    /// Owner's user name (or numeric uid when it has no name).
+    pub user: String,
+    /// Owner's numeric uid.
+    pub uid: u32,
+    /// Start time, milliseconds since the epoch: with the pid, the process identity.
+    pub start_time_ms: UnixMs,
+    /// Container id from the cgroup path, where the process runs in one.
+    pub container_id: Option<String>,
+    /// The container's name (Kubernetes container or Docker name), where it could be
+    /// resolved (see [`crate::host::container`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_name: Option<String>,
+    /// Its Kubernetes pod as `namespace/pod`, where it runs in one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+}
+
+impl ProcInfo {
+    /// What to call its container: the name, else the first 12 digits of the id.
+    pub fn container_label(&self) -> Option<String> {
+        self.container_name.clone().or_else(|| {
+            self.container_id
+                .as_ref()
+                .map(|id| id.chars().take(12).collect())
+        })
+    }
+}
+
+/// The identity of a process: a PID that is reused later belongs to a new key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ProcessKey {
+    /// Operating-system process id.
+    pub pid: u32,
+    /// Start time in ms since the epoch (0 where unknown).
+    pub start_time_ms: UnixMs,
+}
+
+/// The position in `devices` (a snapshot's) of the device with NVML index `index`: devices
+/// are in index order and usually numbered from 0, so found by position, else by search.
+pub fn device_position(devices: &[DeviceSample], index: u32) -> Option<usize> {
+    let i = index as usize;
+    match devices.get(i) {
+        Some(d) if d.index == index => Some(i),
+        _ => devices.iter().position(|d| d.index == index),
+    }
+}
+
+impl Snapshot {
+    /// Drops what no driver can mean: memory readings that do not add up (used or free above
+    /// total, a total of 0) become missing, processes with PID 0 are dropped, and a process
+    /// listed twice on one GPU is kept once (its larger reading). Never panics.
+    pub fn sanitize(&mut self) {
+        for d in &mut self.devices {
+            let total = d.memory_total_bytes.filter(|t| *t > 0);
+            let fits = |v: Option<u64>| match (v, total) {
+                (Some(v), Some(t)) => v <= t,
+                (_, None) => false,
+                (None, _) => true,
+            };
+            if total.is_none()
+                || !fits(d.memory_used_bytes)
+                || !fits(d.memory_free_bytes)
+                || !fits(d.memory_reserved_bytes)
+            {
+                d.memory_total_bytes = total;
+                d.memory_used_bytes = None;
+                d.memory_free_bytes = None;
+                d.memory_reserved_bytes = None;
+            }
+            d.utilization_gpu_pct = d.utilization_gpu_pct.filter(|u| *u <= 100);
+            d.power_w = d.power_w.filter(|p| p.is_finite() && *p >= 0.0);
+        }
+        if self.processes.iter().any(|p| p.pid == 0) {
+            self.processes.retain(|p| p.pid != 0);
+        }
+        let devices = &self.devices;
+        for p in &mut self.processes {
+            let total = device_position(devices, p.device_index)
+                .and_then(|d| devices[d].memory_total_bytes);
+            if let (Some(u), Some(t)) = (p.used_bytes, total) {
+                if u > t {
+                    p.used_bytes = None;
+                }
+            }
+        }
+        // Listed twice on one GPU: kept once. Checked on every sample, so the common cases
+        // cost one pass: processes in (pid, GPU) or (GPU, pid) order with no repeat (the
+        // simulator, a replay of it); else one small set, and nothing moves unless a repeat
+        // is found.
+        let increasing = |key: fn(&ProcessSample) -> (u32, u32)| {
+            self.processes.windows(2).all(|w| key(&w[0]) < key(&w[1]))
+        };
+        if increasing(|p| (p.pid, p.device_index)) || increasing(|p| (p.device_index, p.pid)) {
+            return;
+        }
+        let mut first: FastMap<(u32, u32), usize> = FastMap::default();
+        first.reserve(self.processes.len());
+        let mut duplicate = false;
+        for (i, p) in self.processes.iter().enumerate() {
+            if first.insert((p.pid, p.device_index), i).is_some() {
+                duplicate = true;
+                break;
+            }
+        }
+        if !duplicate {
+            return;
+        }
+        first.clear();
+        let mut kept: Vec<ProcessSample> = Vec::with_capacity(self.processes.len());
+        for p in std::mem::take(&mut self.processes) {
+            match first.get(&(p.pid, p.device_index)) {
+                Some(&j) => kept[j].used_bytes = kept[j].used_bytes.max(p.used_bytes),
+                None => {
+                    first.insert((p.pid, p.device_index), kept.len());
+                    kept.push(p);
+                }
+            }
+        }
+        self.processes = kept;
+    }
+}
+
+impl ProcessSample {
+    /// The identity of this process (pid + start time).
+    pub fn key(&self) -> ProcessKey {
+        ProcessKey {
+            pid: self.pid,
+            start_time_ms: self.info.as_ref().map_or(0, |i| i.start_time_ms),
+        }
+    }
+}
+
+/// What the source knows about the driver and itself; fixed for a run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceInfo {
+    /// "NVML" or "Simulated".
+    pub kind: String,
+    /// Driver version string.
+    pub driver_version: Option<String>,
+    /// NVML library version string.
+    pub nvml_version: Option<String>,
+    /// CUDA driver API version, e.g. "12.8".
+    pub cuda_version: Option<String>,
+    /// Host name.
+    pub host: String,
+}
+
+/// Bytes in one MiB.
+pub const MIB: u64 = 1 << 20;
+/// Bytes in one GiB.
+pub const GIB: u64 = 1 << 30;
+/// Largest memory amount (MiB) a setting may name: 16 PiB, far above any GPU, low enough that
+/// byte counts derived from it (× 2^20) fit in 64 bits.
+pub const MAX_MIB: f64 = 16.0 * 1024.0 * 1024.0 * 1024.0;

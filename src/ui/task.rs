@@ -1,9 +1,0 @@
-//! The window's side of [`crate::jobs`]: a job's repaint request from the egui context.
-
-pub use crate::jobs::Task;
-
-/// What a job calls when it ends: a redraw of the window.
-pub fn repaint(ctx: &egui::Context) -> Option<crate::sampler::Notify> {
-    let ctx = ctx.clone();
-    Some(std::sync::Arc::new(move || ctx.request_repaint()))
-}
