@@ -6,6 +6,9 @@
 //! driver does not list, found by reading the links in `/proc/*/fd` (as `lsof` would) on a
 //! named thread of its own, at most every [`RESCAN_MS`] and only while such memory exists.
 //!
+//! Inside a container with a PID namespace of its own the driver's PIDs are the host's, so a
+//! PID missing from `/proc` is not judged there (zombies still are).
+//!
 //! The remedy offered is what is possible: terminate a visible holder, have a zombie's parent
 //! reap it, or, when nothing here holds the device, say that only a driver reset (or a reboot)
 //! frees it.
@@ -220,6 +223,9 @@ pub struct OrphanWatch {
     states: HashMap<u32, (bool, UnixMs)>,
     alerted: HashSet<u32>,
     scan: HolderScan,
+    /// False inside a container with a PID namespace of its own: a listed PID missing from
+    /// `/proc` is then someone's outside it, not an orphan.
+    same_pid_namespace: bool,
 }
 
 impl Default for OrphanWatch {
@@ -231,8 +237,10 @@ impl Default for OrphanWatch {
 impl OrphanWatch {
     /// A watch over a `/proc`-like tree at `root`.
     pub fn new(root: impl Into<PathBuf>) -> Self {
+        let root = root.into();
         Self {
-            root: root.into(),
+            same_pid_namespace: crate::host::pid_namespace::is_initial(&root.join("self")),
+            root,
             states: HashMap::new(),
             alerted: HashSet::new(),
             scan: HolderScan::default(),
@@ -273,6 +281,7 @@ impl OrphanWatch {
             .collect();
         for p in &live {
             let kind = match self.zombie(p.pid, now) {
+                None if !self.same_pid_namespace => continue,
                 None => NotRunning::NoProcess,
                 Some(true) => NotRunning::Zombie,
                 Some(false) => continue,
@@ -394,6 +403,24 @@ mod tests {
             std::os::unix::fs::symlink(target, holder.join("fd").join(fd)).expect("link");
         }
         d
+    }
+
+    #[test]
+    fn in_a_pid_namespace_of_its_own_a_missing_pid_is_not_an_orphan_but_a_zombie_is() {
+        let root = fake_proc();
+        // The fake tree's `self/ns/pid` is a plain file: its inode is not the initial
+        // namespace's, as inside a container.
+        std::fs::create_dir_all(root.path().join("self/ns")).expect("dir");
+        std::fs::write(root.path().join("self/ns/pid"), "").expect("ns");
+        let mut w = OrphanWatch::new(root.path());
+        let (gpus, alerts) = w.observe(&snap(&[(10, GIB), (11, 2 * GIB), (4711, 32 * GIB)]));
+        let pids: Vec<u32> = gpus
+            .iter()
+            .flat_map(|g| g.pids.iter().map(|p| p.pid))
+            .collect();
+        assert_eq!(pids, vec![11], "only the zombie");
+        assert_eq!(gpus[0].total_bytes, 2 * GIB);
+        assert!(alerts.iter().all(|a| !a.contains("4711")), "{alerts:?}");
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod container;
 pub mod logging;
 pub mod notify;
 pub mod paths;
+pub mod pid_namespace;
 pub mod proc_usage;
 pub mod procinfo;
 pub mod term;
