@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use vramwarden::act::rules::action::{Activity, ActionRunner, Entry, Outcome, Safety, ANSWER_SUFFIX};
+use vramwarden::act::rules::action::{
+    ActionRunner, Activity, Entry, Outcome, Safety, ANSWER_SUFFIX,
+};
 use vramwarden::act::rules::companion_action::NO_COMPANION;
 use vramwarden::act::rules::eval::{Planned, Target};
 use vramwarden::act::rules::{Action, Conditions, Rule};
@@ -160,11 +162,19 @@ fn runner(xdg: &Path) -> ActionRunner {
 /// The companion's answer to the action `asked` (an "asked, its answer follows" entry: the
 /// runner never waits on a companion), polled as the engine does on its later ticks.
 fn answer(r: &mut ActionRunner, asked: &Activity) -> Activity {
-    assert_eq!((asked.outcome, asked.entry), (Outcome::Acted, Entry::Asked), "{asked:?}");
+    assert_eq!(
+        (asked.outcome, asked.entry),
+        (Outcome::Acted, Entry::Asked),
+        "{asked:?}"
+    );
     let t = Instant::now();
     loop {
         if let Some(a) = r.poll(&|_| true, now_ms()).pop() {
-            assert_eq!(a.action, format!("{}{ANSWER_SUFFIX}", asked.action), "{a:?}");
+            assert_eq!(
+                a.action,
+                format!("{}{ANSWER_SUFFIX}", asked.action),
+                "{a:?}"
+            );
             assert_eq!(a.entry, Entry::Action, "{a:?}");
             return a;
         }
@@ -438,7 +448,11 @@ fn a_release_cache_rule_and_the_manual_actions_reach_a_real_companion_through_th
     let started = Instant::now();
     e.tick(sim.at(t), t);
     // The tick did not wait for the companion: it asked, and the answer follows.
-    assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
     let acts = activity(&m);
     let (rule_name, action, outcome, detail) = acts.first().expect("the rule fired").clone();
     assert_eq!(rule_name, "release big holders");

@@ -613,11 +613,7 @@ impl ActionRunner {
     /// A PyTorch action on the process `key`, whose identity was just checked: the companion
     /// (which checks its peer against the same pid and start time before anything is sent).
     /// The entry is [`Entry::Asked`] when its answer follows later.
-    fn run_companion(
-        &mut self,
-        p: &Planned,
-        key: &ProcSeriesKey,
-    ) -> (Outcome, String, Entry) {
+    fn run_companion(&mut self, p: &Planned, key: &ProcSeriesKey) -> (Outcome, String, Entry) {
         let who = p.target.describe();
         let gpu = {
             let (uuid, total) = self.gpus.get(&key.1).cloned().unwrap_or_default();

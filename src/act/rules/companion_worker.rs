@@ -52,14 +52,12 @@ impl Worker {
                 .map_err(|e| format!("could not start a thread to ask the companion: {e}"))?;
             self.tx = Some(tx);
         }
-        match self.tx.as_ref().map(|tx| tx.send(job)) {
-            Some(Ok(())) => Ok(()),
-            _ => {
-                // The thread ended (it never does on its own): the next job starts another.
-                self.tx = None;
-                Err("the companion thread has ended".into())
-            }
+        if self.tx.as_ref().is_some_and(|tx| tx.send(job).is_ok()) {
+            return Ok(());
         }
+        // The thread ended (it never does on its own): the next job starts another.
+        self.tx = None;
+        Err("the companion thread has ended".into())
     }
 }
 
