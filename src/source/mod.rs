@@ -123,3 +123,23 @@ impl SourceKind {
         Box::new(move || self.open())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_kind_opens_its_source() {
+        assert_eq!(SourceKind::from_demo_flag(false), SourceKind::Nvml);
+        assert!(SourceKind::from_demo_flag(true).is_simulated());
+        assert!(!SourceKind::Nvml.is_simulated());
+        let fleet = SourceKind::Sim {
+            fleet: Some((3, 12)),
+        };
+        let mut s = fleet.factory()().expect("the simulator always opens");
+        let snap = s.sample(crate::model::now_ms()).expect("sample");
+        assert_eq!(snap.devices.len(), 3);
+        let day = SourceKind::Sim { fleet: None }.open().expect("open");
+        assert_ne!(day.info().kind, "");
+    }
+}
