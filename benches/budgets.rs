@@ -105,7 +105,7 @@ fn frame_app(select: bool) -> VramApp {
         .find(|r| r.key.pid == 10_001)
         .map(|r| r.series_key());
     let mut app = VramApp::with_backend(
-        Backend::detached(m, true),
+        Backend::detached(m, vramwarden::source::SourceKind::demo()),
         UiState {
             window: vramwarden::front::gui::graph::Window::All,
             ..UiState::default()
@@ -177,7 +177,7 @@ fn report_open_session_frames() {
     let bytes = write_day(&path, DAY);
     let ctx = egui::Context::default();
     let mut app = VramApp::with_backend(
-        Backend::detached(Monitor::new(1000, 10), false),
+        Backend::detached(Monitor::new(1000, 10), vramwarden::source::SourceKind::Nvml),
         UiState::default(),
     );
     let _ = ctx.run_ui(raw_input(), |ui| app.draw(ui));

@@ -31,7 +31,8 @@ live, and nothing acts from it. No module depends on one that depends on it.
 
 # Where to add things
 - **A GPU source**: implement [`source::GpuSource`] (see [`source::sim`] for a pure one) and
-  offer it in [`sampler::source_factory`]; [`tick_loop::run`] drives it in every mode.
+  give it a [`source::SourceKind`] variant (and its line in `SourceKind::open`) and the flag
+  that picks it (`front/cli/args.rs`); [`tick_loop::run`] drives it in every mode.
 - **An action**: a variant of [`rules::Action`] (and its [`rules::model::ActionKind`]), its
   policy and transport in [`rules::action`] (identity is checked there for every kind).
 - **A pane**: a module under `ui/` drawing from [`monitor::Monitor`] and returning what the user

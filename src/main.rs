@@ -22,7 +22,9 @@ fn main() -> ExitCode {
         },
         level,
     );
-    tracing::debug!(command = ?args.command, demo = args.demo, "vramwarden {} starting", env!("CARGO_PKG_VERSION"));
+    // The one place the source is chosen; every front end gets it as is.
+    let source = args.source_kind();
+    tracing::debug!(command = ?args.command, source = ?source, "vramwarden {} starting", env!("CARGO_PKG_VERSION"));
     let mut stdout = std::io::stdout().lock();
     let interval = args.interval.unwrap_or(std::time::Duration::from_secs(1));
     let history = args
@@ -86,7 +88,7 @@ fn main() -> ExitCode {
                 settings.sampling.history_hours * 3600.0,
             ));
             let code = match vramwarden::front::gui::run(vramwarden::front::gui::GuiOptions {
-                demo: args.demo,
+                source,
                 interval,
                 history_ticks: cli::history_ticks(history, interval),
                 record: !args.no_record && settings.sessions.record,
@@ -120,20 +122,20 @@ fn main() -> ExitCode {
                 escape_control: vramwarden::host::term::stdout_is_terminal(),
                 excel_safe,
             };
-            cli::snapshot(args.demo, format, table, text, &mut stdout)
+            cli::snapshot(source, format, table, text, &mut stdout)
         }
         Some(Command::Park {
             pid,
             start_time_ms,
             dry_run,
-        }) => cli::park::park(args.demo, pid, start_time_ms, dry_run, &mut stdout),
+        }) => cli::park::park(source, pid, start_time_ms, dry_run, &mut stdout),
         Some(Command::Resume { pid }) => cli::park::resume(pid, &mut stdout),
         Some(Command::Record {
             duration,
             out,
             speed,
         }) => cli::record(
-            args.demo,
+            source,
             args.interval,
             duration,
             out,
@@ -149,7 +151,7 @@ fn main() -> ExitCode {
         }) => cli::export(&session, &csv, table, force, args.quiet, &mut stdout),
         Some(Command::Import { what }) => cli::import(what, &mut stdout),
         Some(Command::Monitor { duration }) => cli::monitor(
-            args.demo,
+            source,
             interval,
             history,
             duration,
@@ -165,7 +167,7 @@ fn main() -> ExitCode {
         }) => {
             drop(stdout);
             vramwarden::front::agent::run(vramwarden::front::agent::AgentOptions {
-                demo: args.demo,
+                source,
                 interval: args.interval,
                 config: args.config.clone(),
                 listen,

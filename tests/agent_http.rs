@@ -361,7 +361,7 @@ fn agent_on(child: &Child, config: &str) -> (vramwarden::front::agent::Agent, te
         Ok(Box::new(s) as Box<dyn vramwarden::source::GpuSource>)
     });
     let opts = vramwarden::front::agent::AgentOptions {
-        demo: true,
+        source: vramwarden::source::SourceKind::demo(),
         interval: Some(Duration::from_millis(200)),
         config: Some(cfg),
         listen: "127.0.0.1:0".parse().expect("addr"),

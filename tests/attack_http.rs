@@ -342,7 +342,7 @@ fn healthz_says_503_when_the_sampler_stops_making_progress() {
         }) as Box<dyn vramwarden::source::GpuSource>)
     });
     let opts = vramwarden::front::agent::AgentOptions {
-        demo: true,
+        source: vramwarden::source::SourceKind::demo(),
         interval: Some(Duration::from_millis(100)),
         config: Some(cfg),
         listen: "127.0.0.1:0".parse().expect("addr"),

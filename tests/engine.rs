@@ -140,3 +140,74 @@ fn a_failing_source_reports_why() {
         vramwarden::engine::view::SourceStatus::Failed("No NVIDIA driver found".into())
     );
 }
+
+/// Runs the demo for `minutes` of simulated time through an engine set up by the builder,
+/// with a subscriber that records each alert and whether the View already held what it
+/// is about (alerts come after the tick is published).
+fn alerts_of_the_demo(
+    settings: &vramwarden::engine::settings::Settings,
+    minutes: i64,
+) -> (Vec<(vramwarden::engine::Alert, bool)>, usize) {
+    use std::sync::Mutex;
+    use vramwarden::engine::{AlertKind, EngineBuilder, EngineOptions};
+    let shared = vramwarden::engine::shared::Shared::new(Monitor::new(1000, 3600));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (sink_seen, view) = (seen.clone(), shared.clone());
+    let sink: vramwarden::engine::AlertSink = Arc::new(move |a: vramwarden::engine::Alert| {
+        let m = view
+            .read()
+            .expect("the lock is free when alerts are delivered");
+        let shown = match a.kind {
+            AlertKind::Leak => !m.leaks.is_empty(),
+            _ => true,
+        };
+        sink_seen.lock().expect("lock").push((a, shown));
+    });
+    let mut sim = SimSource::demo(T0);
+    let mut e = EngineBuilder::new(shared.clone(), 1000)
+        .settings(settings)
+        .options(EngineOptions {
+            alerts: Some(sink),
+            retention_dir: None,
+        })
+        .source(sim.info())
+        .build();
+    for i in 0..minutes * 60 {
+        let t = T0 + i * 1000;
+        e.tick(sim.sample(t).expect("sim"), t);
+    }
+    let leaks = shared.read().expect("lock").leaks.len();
+    let out = seen.lock().expect("lock").clone();
+    (out, leaks)
+}
+
+#[test]
+fn alerts_go_to_the_subscriber_after_the_tick_is_published_and_follow_the_settings() {
+    use vramwarden::engine::{AlertKind, Urgency};
+    // The demo's Jupyter kernel leaks 1 MiB/s: flagged within minutes.
+    let (alerts, leaks) = alerts_of_the_demo(&Default::default(), 15);
+    assert!(leaks > 0, "the demo leaks");
+    let leak = alerts
+        .iter()
+        .find(|(a, _)| a.kind == AlertKind::Leak)
+        .unwrap_or_else(|| panic!("no leak alert: {alerts:?}"));
+    assert!(leak.1, "the leak was in the View before its alert");
+    assert_eq!(leak.0.urgency, Urgency::Critical);
+    assert_eq!(leak.0.summary, "GPU memory leak suspected");
+    assert!(leak.0.body.contains("MiB/min"), "{:?}", leak.0);
+    assert!(
+        leak.0.replaces.is_some(),
+        "a leak's notification is updated in place"
+    );
+    // With leak notifications off, the leak is still found, but no leak or OOM alert is sent.
+    let mut quiet = vramwarden::engine::settings::Settings::default();
+    quiet.notifications.leaks = false;
+    let (alerts, leaks) = alerts_of_the_demo(&quiet, 15);
+    assert!(leaks > 0);
+    assert!(
+        alerts
+            .iter()
+            .all(|(a, _)| !matches!(a.kind, AlertKind::Leak | AlertKind::Oom)),
+        "{alerts:?}"
+    );
+}

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use vramwarden::host::notify::APP_ID;
+use vramwarden::host::paths::APP_ID;
 
 const MIME: &str = "application/x-vramwarden-session";
 

@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use vramwarden::act::rules::action::{ActionRunner, Outcome, Safety};
+use vramwarden::act::rules::action::{
+    ActionRunner, Activity, Entry, Outcome, Safety, ANSWER_SUFFIX,
+};
 use vramwarden::act::rules::companion_action::NO_COMPANION;
 use vramwarden::act::rules::eval::{Planned, Target};
 use vramwarden::act::rules::{Action, Conditions, Rule};
@@ -157,6 +159,30 @@ fn runner(xdg: &Path) -> ActionRunner {
     r
 }
 
+/// The companion's answer to the action `asked` (an "asked, its answer follows" entry: the
+/// runner never waits on a companion), polled as the engine does on its later ticks.
+fn answer(r: &mut ActionRunner, asked: &Activity) -> Activity {
+    assert_eq!(
+        (asked.outcome, asked.entry),
+        (Outcome::Acted, Entry::Asked),
+        "{asked:?}"
+    );
+    let t = Instant::now();
+    loop {
+        if let Some(a) = r.poll(&|_| true, now_ms()).pop() {
+            assert_eq!(
+                a.action,
+                format!("{}{ANSWER_SUFFIX}", asked.action),
+                "{a:?}"
+            );
+            assert_eq!(a.entry, Entry::Action, "{a:?}");
+            return a;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "no answer");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 #[test]
 fn release_reaches_the_companion_through_the_identity_check_and_reports_its_answer() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -168,8 +194,9 @@ fn release_reaches_the_companion_through_the_identity_check_and_reports_its_answ
         false,
     );
     assert_eq!(r.would_refuse(&p, &safety()), None);
-    let a = r.run(&p, &safety(), now_ms());
-    assert_eq!(a.action, "release cached memory");
+    let asked = r.run(&p, &safety(), now_ms());
+    assert_eq!(asked.action, "release cached memory");
+    let a = answer(&mut r, &asked);
     assert_eq!(a.outcome, Outcome::Failed, "{a:?}");
     assert!(
         a.detail
@@ -215,8 +242,9 @@ fn limit_memory_asks_for_the_allocator_and_reports_torch_not_imported() {
         "a dry run sent {:?}",
         py.requests()
     );
-    let a = r.run(&p, &safety(), now_ms());
-    assert_eq!(a.action, "limit to 8 GiB");
+    let asked = r.run(&p, &safety(), now_ms());
+    assert_eq!(asked.action, "limit to 8 GiB");
+    let a = answer(&mut r, &asked);
     assert_eq!(a.outcome, Outcome::Failed, "{a:?}");
     assert!(a.detail.contains("has not imported torch"), "{a:?}");
     assert_eq!(py.requests(), vec!["hello", "stats"]);
@@ -377,6 +405,27 @@ fn activity(
         .collect()
 }
 
+/// The activity once the entry after the first `n` arrived: the engine ticks (the rule's
+/// own further entries aside, see the caller) until a companion's answer comes.
+fn answered(
+    e: &mut Engine,
+    sim: &SimSource,
+    m: &vramwarden::engine::shared::SharedMonitor,
+    n: usize,
+) -> Vec<(String, String, Outcome, String)> {
+    let t = Instant::now();
+    loop {
+        let acts = activity(m);
+        if acts.len() > n && acts[n].1.ends_with(ANSWER_SUFFIX) {
+            return acts;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "no answer: {acts:?}");
+        std::thread::sleep(Duration::from_millis(20));
+        let now = now_ms();
+        e.tick(sim.at(now), now);
+    }
+}
+
 #[test]
 fn a_release_cache_rule_and_the_manual_actions_reach_a_real_companion_through_the_engine() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -396,11 +445,24 @@ fn a_release_cache_rule_and_the_manual_actions_reach_a_real_companion_through_th
     assert!(rule.problems().is_empty(), "{:?}", rule.problems());
     let (mut e, m) = engine_with(Some(rule));
     let t = now_ms();
+    let started = Instant::now();
     e.tick(sim.at(t), t);
+    // The tick did not wait for the companion: it asked, and the answer follows.
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
     let acts = activity(&m);
     let (rule_name, action, outcome, detail) = acts.first().expect("the rule fired").clone();
     assert_eq!(rule_name, "release big holders");
     assert_eq!(action, "release cached memory");
+    assert_eq!(outcome, Outcome::Acted, "{acts:?}");
+    assert!(detail.ends_with("its answer follows"), "{acts:?}");
+    let acts = answered(&mut e, &sim, &m, 1);
+    let (rule_name, action, outcome, detail) = acts[1].clone();
+    assert_eq!(rule_name, "release big holders");
+    assert_eq!(action, format!("release cached memory{ANSWER_SUFFIX}"));
     assert_eq!(outcome, Outcome::Failed, "{acts:?}");
     assert!(
         detail.contains(&format!("process {} has not imported torch", py.pid())),
@@ -427,9 +489,14 @@ fn a_release_cache_rule_and_the_manual_actions_reach_a_real_companion_through_th
         );
         let acts = activity(&m);
         assert_eq!(acts.len(), before + 1, "{acts:?}");
-        let (rule_name, label, outcome, detail) = acts.last().expect("logged").clone();
+        let (rule_name, label, outcome, _) = acts.last().expect("logged").clone();
         assert_eq!(rule_name, "manual");
         assert_eq!(label, action.label());
+        assert_eq!(outcome, Outcome::Acted, "{acts:?}");
+        let acts = answered(&mut e, &sim, &m, before + 1);
+        let (rule_name, label, outcome, detail) = acts[before + 1].clone();
+        assert_eq!(rule_name, "manual");
+        assert_eq!(label, format!("{}{ANSWER_SUFFIX}", action.label()));
         assert_eq!(outcome, Outcome::Failed, "{acts:?}");
         assert!(detail.contains("has not imported torch"), "{acts:?}");
     }

@@ -9,7 +9,7 @@ use vramwarden::front::gui::app::UiState;
 use vramwarden::front::gui::{Backend, VramApp};
 use vramwarden::model::UnixMs;
 use vramwarden::source::sim::SimSource;
-use vramwarden::source::{GpuSource, SourceError};
+use vramwarden::source::{GpuSource, SourceError, SourceKind};
 
 const T0: UnixMs = 1_796_000_000_000;
 
@@ -21,7 +21,7 @@ fn demo_app(seconds: i64) -> VramApp {
         let t = T0 + i * 1000;
         m.apply(sim.sample(t).expect("sim"), t);
     }
-    VramApp::with_backend(Backend::detached(m, true), UiState::default())
+    VramApp::with_backend(Backend::detached(m, SourceKind::demo()), UiState::default())
         .with_fixed_now(T0 + (seconds - 1) * 1000)
 }
 
@@ -36,7 +36,7 @@ fn demo_engine_app(seconds: i64) -> VramApp {
         e.tick(sim.at(T0 + i * 1000), T0 + i * 1000);
     }
     let m = shared.read().expect("lock").clone();
-    VramApp::with_backend(Backend::detached(m, true), UiState::default())
+    VramApp::with_backend(Backend::detached(m, SourceKind::demo()), UiState::default())
         .with_fixed_now(T0 + (seconds - 1) * 1000)
 }
 
@@ -60,7 +60,7 @@ fn record_demo_session(path: &std::path::Path, seconds: i64) {
 fn recorded_session_app(path: &std::path::Path, seconds: i64) -> VramApp {
     record_demo_session(path, seconds);
     let mut app = VramApp::with_backend(
-        Backend::detached(Monitor::new(1000, 10), false),
+        Backend::detached(Monitor::new(1000, 10), SourceKind::Nvml),
         UiState::default(),
     );
     app.show_session(vramwarden::session::reader::SessionData::open(path).expect("open"));
@@ -96,7 +96,7 @@ fn live_demo_harness(config: Option<std::path::PathBuf>) -> Harness<'static, Vra
         Box::new(|| {
             Ok(Box::new(SimSource::demo(vramwarden::model::now_ms())) as Box<dyn GpuSource>)
         }),
-        true,
+        SourceKind::demo(),
         Duration::from_millis(100),
         1000,
         &egui::Context::default(),
@@ -197,7 +197,7 @@ fn driver_error_is_explained_and_the_demo_offered() {
                 "No NVIDIA driver found: libnvidia-ml.so.1 could not be loaded.".into(),
             ))
         }),
-        false,
+        SourceKind::Nvml,
         Duration::from_millis(200),
         1000,
         &ctx,
@@ -229,7 +229,7 @@ fn stale_data_is_flagged() {
     let mut sim = SimSource::demo(T0);
     let mut m = Monitor::new(1000, 1000);
     m.apply(sim.sample(T0).expect("sim"), T0);
-    let app = VramApp::with_backend(Backend::detached(m, false), UiState::default())
+    let app = VramApp::with_backend(Backend::detached(m, SourceKind::Nvml), UiState::default())
         .with_fixed_now(T0 + 5000);
     let mut h = harness(app);
     h.run();
@@ -428,7 +428,7 @@ fn a_failed_process_list_shows_stale_rows_not_exits() {
         panic!("the monitor has one owner after the engine is dropped");
     };
     let m = m.into_inner();
-    let app = VramApp::with_backend(Backend::detached(m, true), UiState::default())
+    let app = VramApp::with_backend(Backend::detached(m, SourceKind::demo()), UiState::default())
         .with_fixed_now(T0 + 119 * 1000);
     let mut h = harness(app);
     h.run();
@@ -503,7 +503,7 @@ fn an_oom_death_shows_in_the_leaks_pane_and_opens_at_that_moment() {
         String::from_utf8_lossy(&out.stdout)
     );
     let mut app = VramApp::with_backend(
-        Backend::detached(Monitor::new(1000, 10), false),
+        Backend::detached(Monitor::new(1000, 10), SourceKind::Nvml),
         UiState::default(),
     )
     .with_fixed_now(T0 + 5_000_000);
@@ -776,7 +776,13 @@ fn terminate_click_reaches_a_real_process_through_the_real_engine() {
         Ok(Box::new(sim) as Box<dyn GpuSource>)
     });
     let ctx = egui::Context::default();
-    let backend = Backend::start(factory, false, Duration::from_millis(100), 1000, &ctx);
+    let backend = Backend::start(
+        factory,
+        SourceKind::Nvml,
+        Duration::from_millis(100),
+        1000,
+        &ctx,
+    );
     let mut h = harness(VramApp::with_backend(backend, UiState::default()));
     let label = pid.to_string();
     let t = Instant::now();
@@ -845,7 +851,7 @@ fn container_and_pod_in_the_table_and_the_detail_pane() {
         }
         m.apply(s, t);
     }
-    let app = VramApp::with_backend(Backend::detached(m, true), UiState::default())
+    let app = VramApp::with_backend(Backend::detached(m, SourceKind::demo()), UiState::default())
         .with_fixed_now(T0 + 119_000);
     let mut h = harness(app);
     h.run();
@@ -1010,8 +1016,8 @@ fn no_frame_is_asked_for_without_new_data() {
         .with_max_steps(8)
         .build_eframe(|cc| {
             let backend = Backend::start(
-                vramwarden::engine::sampler::source_factory(true),
-                true,
+                SourceKind::demo().factory(),
+                SourceKind::demo(),
                 Duration::from_millis(1000),
                 100,
                 &cc.egui_ctx,
@@ -1277,7 +1283,7 @@ fn constant_live_app(seconds: i64) -> VramApp {
         show_metrics: false,
         ..UiState::default()
     };
-    VramApp::with_backend(Backend::detached(m, true), state)
+    VramApp::with_backend(Backend::detached(m, SourceKind::demo()), state)
         .with_fixed_now(T0 + (seconds - 1) * 1000)
 }
 

@@ -184,8 +184,8 @@ fn several_hosts_stay_attached_and_keep_their_history_while_another_is_shown() {
     };
     let ctx = egui::Context::default();
     let backend = Backend::start(
-        vramwarden::engine::sampler::source_factory(true),
-        true,
+        vramwarden::source::SourceKind::demo().factory(),
+        vramwarden::source::SourceKind::demo(),
         Duration::from_millis(200),
         1000,
         &ctx,

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use chrono::{NaiveDateTime, TimeZone};
 
 use crate::engine::view::Monitor;
-use crate::engine::{Engine, RecordTo};
+use crate::engine::RecordTo;
 use crate::model::{
     ContextKind, DeviceSample, ProcInfo, ProcessSample, Snapshot, SourceInfo, UnixMs,
 };
@@ -1121,7 +1121,6 @@ pub fn import_nvidia_smi(
     gaps.sort_unstable();
     let interval = gaps.get(gaps.len() / 2).copied().unwrap_or(1000).max(1);
     let shared = crate::engine::shared::Shared::new(Monitor::new(interval, 16));
-    let mut engine = Engine::new(shared.clone(), RecordTo::File(out.to_path_buf()), interval);
     let samples = snaps.len();
     let start = snaps.first().map_or(0, |s| s.taken_at_ms);
     let mut source = crate::source::recorded::Snapshots::new(
@@ -1132,7 +1131,10 @@ pub fn import_nvidia_smi(
             ..SourceInfo::default()
         },
     );
-    engine.set_source(crate::source::GpuSource::info(&source));
+    let mut engine = crate::engine::EngineBuilder::new(shared.clone(), interval)
+        .record(RecordTo::File(out.to_path_buf()))
+        .source(crate::source::GpuSource::info(&source))
+        .build();
     let mut failed = None;
     let ended = crate::engine::tick_loop::run(
         &mut engine,

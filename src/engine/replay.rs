@@ -1,5 +1,5 @@
 //! Reopening a recorded session: its samples are played through a read-only engine
-//! ([`Engine::read_only`]) from a [`ReplaySource`], by the loop every mode uses
+//! ([`crate::engine::Engine::read_only`]) from a [`ReplaySource`], by the loop every mode uses
 //! ([`crate::engine::tick_loop`]). What the window shows of a past session is built by the same code as
 //! what it shows live ([`Monitor::apply`]); the session's own leak and OOM events come with it.
 //! Nothing acts from a replay: the engine runs no rule and refuses manual actions.
@@ -7,9 +7,9 @@
 use std::collections::HashSet;
 use std::path::Path;
 
+use crate::engine::builder::EngineBuilder;
 use crate::engine::tick_loop::{Clock, Ended};
 use crate::engine::view::Monitor;
-use crate::engine::Engine;
 use crate::session::reader::SessionData;
 use crate::session::Event;
 use crate::source::replay::ReplaySource;
@@ -34,13 +34,13 @@ pub fn session_with_progress(
 ) -> Option<Monitor> {
     let interval_ms = data.header.as_ref().map_or(1000, |h| h.interval_ms.max(1));
     let shared = crate::engine::shared::Shared::new(Monitor::new(interval_ms, data.len().max(1)));
-    let mut engine = Engine::read_only(shared.clone(), interval_ms, data.path.clone());
-    let ended = std::thread::scope(|scope| {
+    let builder = EngineBuilder::new(shared.clone(), interval_ms).read_only(data.path.clone());
+    let (engine, ended) = std::thread::scope(|scope| {
         let mut source = ReplaySource::decoded_by(data, scope);
-        engine.set_source(source.info());
+        let mut engine = builder.source(source.info()).build();
         let start = data.span().map_or(0, |(a, _)| a);
         let mut n = 0u64;
-        crate::engine::tick_loop::run(
+        let ended = crate::engine::tick_loop::run(
             &mut engine,
             &mut source,
             std::time::Duration::from_millis(interval_ms),
@@ -49,7 +49,8 @@ pub fn session_with_progress(
                 n += 1;
                 n % PROGRESS_EVERY != 0 || progress((n as f32 / data.len().max(1) as f32).min(1.0))
             },
-        )
+        );
+        (engine, ended)
     });
     if ended == Ended::Stopped {
         return None;

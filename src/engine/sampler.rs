@@ -1,4 +1,4 @@
-//! The named background thread that samples a [`GpuSource`] every interval, enriches the
+//! The named background thread that samples a [`crate::source::GpuSource`] every interval, enriches the
 //! processes from `/proc` and applies the snapshot to the shared [`crate::engine::view::Monitor`].
 //!
 //! The UI never waits on it: a source that hangs (a wedged driver) only makes the data stale.
@@ -9,19 +9,17 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::engine::builder::EngineBuilder;
 use crate::engine::shared::SharedMonitor;
-use crate::engine::view::SourceStatus;
-use crate::engine::{Engine, EngineCommand, EngineOptions, RecordTo};
+use crate::engine::stages::publish;
+use crate::engine::EngineCommand;
 use crate::model::now_ms;
-use crate::source::{GpuSource, SourceError};
+pub use crate::source::SourceFactory;
 
 /// Messages to the sampler thread.
 enum Control {
     Command(EngineCommand),
 }
-
-/// Opens the source on the sampler thread (NVML init can itself be slow).
-pub type SourceFactory = Box<dyn FnOnce() -> Result<Box<dyn GpuSource>, SourceError> + Send>;
 
 /// Called after each applied snapshot (the GUI passes `ctx.request_repaint`).
 pub type Notify = Arc<dyn Fn() + Send + Sync>;
@@ -35,7 +33,8 @@ pub struct SamplerHandle {
 }
 
 impl SamplerHandle {
-    /// Starts sampling on a thread named `vramwarden-sampler`.
+    /// Starts sampling on a thread named `vramwarden-sampler`, into `shared`, not recording,
+    /// on default settings.
     ///
     /// # Errors
     /// Only if the OS refuses to create a thread.
@@ -45,49 +44,40 @@ impl SamplerHandle {
         shared: SharedMonitor,
         notify: Notify,
     ) -> std::io::Result<Self> {
-        Self::spawn_recording(
+        Self::start(
             factory,
-            interval,
-            shared,
+            EngineBuilder::new(shared, interval.as_millis() as u64),
             notify,
-            RecordTo::Off,
-            crate::engine::settings::Settings::default(),
-            EngineOptions::default(),
         )
     }
 
-    /// Like [`SamplerHandle::spawn`], also recording a session log as `record` says.
+    /// Starts sampling `factory`'s source on a thread named `vramwarden-sampler`, one sample
+    /// every interval of `engine`, into the engine it builds (the source's info added once the
+    /// source is open).
     ///
     /// # Errors
     /// Only if the OS refuses to create a thread.
-    pub fn spawn_recording(
+    pub fn start(
         factory: SourceFactory,
-        interval: Duration,
-        shared: SharedMonitor,
+        engine: EngineBuilder,
         notify: Notify,
-        record: RecordTo,
-        settings: crate::engine::settings::Settings,
-        options: EngineOptions,
     ) -> std::io::Result<Self> {
         let (stop_tx, stop_rx) = mpsc::channel::<Control>();
+        let shared = engine.shared();
         let state = shared.clone();
+        let interval = Duration::from_millis(engine.interval_ms());
         let thread = std::thread::Builder::new()
             .name("vramwarden-sampler".into())
             .spawn(move || {
                 let mut source = match factory() {
                     Ok(s) => s,
                     Err(e) => {
-                        if let Ok(mut m) = state.write() {
-                            m.status = SourceStatus::Failed(e.to_string());
-                        }
+                        publish::source_failed(&state, e.to_string());
                         notify();
                         return;
                     }
                 };
-                let mut engine = Engine::new(state.clone(), record, interval.as_millis() as u64);
-                engine.set_options(options);
-                engine.set_source(source.info());
-                engine.apply_settings(&settings);
+                let mut engine = engine.source(source.info()).build();
                 source.set_process_utilization(engine.needs_process_utilization());
                 let ended = crate::engine::tick_loop::run(
                     &mut engine,
@@ -118,18 +108,18 @@ impl SamplerHandle {
                     // it is reported (the window shows it, `record` exits non-zero). The panic
                     // may have poisoned the lock: the status is set anyway.
                     tracing::error!("internal error on the sampler thread: {what}");
-                    let mut m = state.write().unwrap_or_else(|p| p.into_inner());
-                    m.status = SourceStatus::Failed(format!(
-                        "internal error (a bug in vramwarden; sampling stopped): {what}"
-                    ));
-                    drop(m);
+                    publish::source_failed(
+                        &state,
+                        format!("internal error (a bug in vramwarden; sampling stopped): {what}"),
+                    );
                     notify();
                     return;
                 }
                 if let Err(e) = engine.finish() {
-                    if let Ok(mut m) = state.write() {
-                        m.recording.error = Some(format!("Closing the session log failed: {e}"));
-                    }
+                    publish::recording_closed_badly(
+                        &state,
+                        format!("Closing the session log failed: {e}"),
+                    );
                 }
             })?;
         Ok(Self {
@@ -168,35 +158,5 @@ impl Drop for SamplerHandle {
         // Closing the channel wakes the thread; it is never joined here, so a source stuck in
         // the driver cannot freeze whoever drops the handle.
         self.stop.take();
-    }
-}
-
-/// The source factory for `--demo` (the simulated GPUs) or the NVIDIA driver: what the window,
-/// the agent and the headless commands sample.
-pub fn source_factory(demo: bool) -> SourceFactory {
-    // `VRAMWARDEN_DEMO_FLEET=8x200`: the demo as a server of 8 GPUs and 200 processes (for
-    // trying the window and the agent at that size).
-    let fleet = std::env::var("VRAMWARDEN_DEMO_FLEET").ok().and_then(|v| {
-        let (g, p) = v.split_once('x')?;
-        let (g, p) = (g.trim().parse::<u32>().ok()?, p.trim().parse::<u32>().ok()?);
-        ((1..=64).contains(&g) && p <= 10_000).then_some((g, p))
-    });
-    if let (true, Some((gpus, procs))) = (demo, fleet) {
-        Box::new(move || {
-            Ok(
-                Box::new(crate::source::sim::SimSource::fleet(now_ms(), gpus, procs))
-                    as Box<dyn crate::source::GpuSource>,
-            )
-        })
-    } else if demo {
-        Box::new(|| {
-            Ok(Box::new(crate::source::sim::SimSource::demo_day(now_ms()))
-                as Box<dyn crate::source::GpuSource>)
-        })
-    } else {
-        Box::new(|| {
-            crate::source::nvml::NvmlSource::new()
-                .map(|s| Box::new(s) as Box<dyn crate::source::GpuSource>)
-        })
     }
 }

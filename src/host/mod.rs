@@ -1,10 +1,9 @@
 //! What vramwarden reads from and does to this computer apart from the GPU: process facts from
 //! `/proc` and NSS, containers, CPU and memory use, the data and config folders, the log,
-//! terminal output and desktop notifications.
+//! and terminal output.
 
 pub mod container;
 pub mod logging;
-pub mod notify;
 pub mod paths;
 pub mod pid_namespace;
 pub mod proc_usage;

@@ -7,6 +7,9 @@
 
 use std::path::PathBuf;
 
+/// The application id: the desktop file's name, the icon's name and the window's app id.
+pub const APP_ID: &str = "io.github.vramwarden.VramWarden";
+
 /// The settings file used when there is no home folder (root's to write).
 pub const SYSTEM_CONFIG: &str = "/etc/vramwarden/config.toml";
 /// The data folder used when there is no home folder (the service's).

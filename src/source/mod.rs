@@ -1,6 +1,8 @@
 //! Where snapshots come from: the real driver ([`nvml::NvmlSource`]), simulated GPUs
 //! ([`sim::SimSource`]), or a recorded session ([`replay::ReplaySource`]). Sources are the
-//! only code that talks to the driver.
+//! only code that talks to the driver. [`SourceKind`] is the one place a live source is
+//! chosen: a new source is its module here, its variant (and line in [`SourceKind::open`]),
+//! and the command-line flag that picks it (`front/cli/args.rs`).
 
 pub mod fault;
 pub mod nvml;
@@ -53,4 +55,91 @@ pub fn host_name() -> String {
         .ok()
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// Opens a source (on the sampler thread: NVML init can itself be slow).
+pub type SourceFactory = Box<dyn FnOnce() -> Result<Box<dyn GpuSource>, SourceError> + Send>;
+
+/// Which live source a run samples: chosen once (from the command line, or the window's
+/// "Start the demo"), then carried as is by every front end. A recorded session (replay)
+/// and nvidia-smi logs (import) are sources too, opened from their files by the commands
+/// that read them ([`replay::ReplaySource`], [`recorded::Snapshots`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SourceKind {
+    /// The NVIDIA driver, through NVML.
+    #[default]
+    Nvml,
+    /// Simulated GPUs ([`sim::SimSource`]): a demo day, or, with `fleet`, a server of that
+    /// many GPUs and processes.
+    Sim {
+        /// GPUs and processes.
+        fleet: Option<(u32, u32)>,
+    },
+}
+
+impl SourceKind {
+    /// The simulated GPUs (`--demo`); `VRAMWARDEN_DEMO_FLEET=8x200` makes them a server of
+    /// 8 GPUs and 200 processes (for trying the window and the agent at that size).
+    pub fn demo() -> Self {
+        let fleet = std::env::var("VRAMWARDEN_DEMO_FLEET").ok().and_then(|v| {
+            let (g, p) = v.split_once('x')?;
+            let (g, p) = (g.trim().parse::<u32>().ok()?, p.trim().parse::<u32>().ok()?);
+            ((1..=64).contains(&g) && p <= 10_000).then_some((g, p))
+        });
+        Self::Sim { fleet }
+    }
+
+    /// The simulated GPUs when `demo` (`--demo`, the window's "Start the demo"), else the
+    /// NVIDIA driver.
+    pub fn from_demo_flag(demo: bool) -> Self {
+        if demo {
+            Self::demo()
+        } else {
+            Self::Nvml
+        }
+    }
+
+    /// True for simulated GPUs (nothing acts on their processes; the window says "demo").
+    pub fn is_simulated(self) -> bool {
+        matches!(self, Self::Sim { .. })
+    }
+
+    /// Opens the source.
+    ///
+    /// # Errors
+    /// When the driver cannot be loaded.
+    pub fn open(self) -> Result<Box<dyn GpuSource>, SourceError> {
+        Ok(match self {
+            Self::Nvml => Box::new(nvml::NvmlSource::new()?),
+            Self::Sim {
+                fleet: Some((gpus, procs)),
+            } => Box::new(sim::SimSource::fleet(crate::model::now_ms(), gpus, procs)),
+            Self::Sim { fleet: None } => Box::new(sim::SimSource::demo_day(crate::model::now_ms())),
+        })
+    }
+
+    /// [`SourceKind::open`], to be called later on another thread.
+    pub fn factory(self) -> SourceFactory {
+        Box::new(move || self.open())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_kind_opens_its_source() {
+        assert_eq!(SourceKind::from_demo_flag(false), SourceKind::Nvml);
+        assert!(SourceKind::from_demo_flag(true).is_simulated());
+        assert!(!SourceKind::Nvml.is_simulated());
+        let fleet = SourceKind::Sim {
+            fleet: Some((3, 12)),
+        };
+        let mut s = fleet.factory()().expect("the simulator always opens");
+        let snap = s.sample(crate::model::now_ms()).expect("sample");
+        assert_eq!(snap.devices.len(), 3);
+        let day = SourceKind::Sim { fleet: None }.open().expect("open");
+        assert_ne!(day.info().kind, "");
+    }
 }

@@ -78,10 +78,6 @@ struct PendingCheck {
     freed_by_torch: u64,
 }
 
-/// How long the engine waits for a companion's answer before going on (it then follows in
-/// the activity log).
-pub const COMPANION_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-
 /// A companion's answer still coming (a release of a large cache takes seconds).
 struct PendingAnswer {
     rx: std::sync::mpsc::Receiver<companion_action::Answer>,
@@ -105,6 +101,8 @@ pub struct ActionRunner {
     /// at each action.
     companion_dirs: Option<Vec<std::path::PathBuf>>,
     running: Vec<std::sync::mpsc::Receiver<Activity>>,
+    /// The thread that asks the companions (off the tick).
+    companion: super::companion_worker::Worker,
     /// The commands started and not ended (bounded; their groups end with this runner).
     commands: super::command::Commands,
     /// Parks and resumes: the book of parked processes and the jobs under way.
@@ -316,6 +314,7 @@ impl ActionRunner {
             answers: Vec::new(),
             gpus: std::collections::HashMap::new(),
             companion_dirs: None,
+            companion: super::companion_worker::Worker::default(),
             running: Vec::new(),
             commands: super::command::Commands::default(),
             parks: super::park_action::Parks::default(),
@@ -599,7 +598,7 @@ impl ActionRunner {
                 }
             }
             (Effect::Companion, Some(key)) => {
-                let (outcome, detail, kind) = self.run_companion(p, &key, now);
+                let (outcome, detail, kind) = self.run_companion(p, &key);
                 entry(outcome, detail, kind)
             }
             (Effect::Park(kind), Some(key)) => {
@@ -614,12 +613,7 @@ impl ActionRunner {
     /// A PyTorch action on the process `key`, whose identity was just checked: the companion
     /// (which checks its peer against the same pid and start time before anything is sent).
     /// The entry is [`Entry::Asked`] when its answer follows later.
-    fn run_companion(
-        &mut self,
-        p: &Planned,
-        key: &ProcSeriesKey,
-        now: UnixMs,
-    ) -> (Outcome, String, Entry) {
+    fn run_companion(&mut self, p: &Planned, key: &ProcSeriesKey) -> (Outcome, String, Entry) {
         let who = p.target.describe();
         let gpu = {
             let (uuid, total) = self.gpus.get(&key.1).cloned().unwrap_or_default();
@@ -640,63 +634,39 @@ impl ActionRunner {
                 Entry::Action,
             );
         }
-        // The companion is asked on a thread of its own: the engine waits for it at most
-        // COMPANION_WAIT (a stats-sized answer comes in milliseconds); a release of a large
-        // cache can take seconds (9 s for 56 GB on the H200), and its answer then follows
-        // in the activity log from `poll`.
-        let dirs = self.companion_dirs();
-        let (action, who_t) = (p.action.clone(), who.clone());
+        // The companion is asked on the companion thread, never on the tick: its answer
+        // follows in the activity log from `poll` (a stats-sized answer on the next tick; a
+        // release of a large cache takes seconds).
         let (tx, rx) = std::sync::mpsc::channel();
-        let spawned = std::thread::Builder::new()
-            .name("vramwarden-companion".into())
-            .spawn(move || {
-                let answer = match (&action, &gpu) {
-                    (Action::LimitMemory { gib }, Some(g)) => {
-                        companion_action::limit(&dirs, pid, start, g, *gib, &who_t)
-                    }
-                    _ => companion_action::release(&dirs, pid, start, &who_t),
-                };
-                let _ = tx.send(answer);
-            });
-        if let Err(e) = spawned {
-            return (
-                Outcome::Failed,
-                format!("could not start a thread to ask the companion: {e}"),
-                Entry::Action,
-            );
+        let job = super::companion_worker::Job {
+            dirs: self.companion_dirs(),
+            pid,
+            start_time_ms: start,
+            action: p.action.clone(),
+            gpu,
+            who: who.clone(),
+            answer: tx,
+        };
+        if let Err(e) = self.companion.send(job) {
+            return (Outcome::Failed, e, Entry::Action);
         }
         let before = match &p.target {
             Target::Process { used_bytes, .. } => *used_bytes,
             Target::Device(_) => None,
         };
-        match rx.recv_timeout(COMPANION_WAIT) {
-            Ok(answer) => {
-                self.follow_release(key, &p.rule, &p.target, before, &answer, now);
-                (answer.outcome, answer.detail, Entry::Action)
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                self.answers.push(PendingAnswer {
-                    rx,
-                    key: *key,
-                    rule: p.rule.clone(),
-                    target: p.target.clone(),
-                    action: format!("{}{ANSWER_SUFFIX}", p.action.label()),
-                    before,
-                });
-                (
-                    Outcome::Acted,
-                    format!(
-                        "asked the PyTorch companion of {who}; it is still at work (a large cache takes seconds to give back), {ANSWER_FOLLOWS}"
-                    ),
-                    Entry::Asked,
-                )
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => (
-                Outcome::Failed,
-                "the companion's thread ended without an answer".into(),
-                Entry::Action,
-            ),
-        }
+        self.answers.push(PendingAnswer {
+            rx,
+            key: *key,
+            rule: p.rule.clone(),
+            target: p.target.clone(),
+            action: format!("{}{ANSWER_SUFFIX}", p.action.label()),
+            before,
+        });
+        (
+            Outcome::Acted,
+            format!("asked the PyTorch companion of {who}; {ANSWER_FOLLOWS}"),
+            Entry::Asked,
+        )
     }
 
     /// After a release that went through: the driver's figure follows with the next sample.

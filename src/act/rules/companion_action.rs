@@ -20,7 +20,7 @@ pub const NO_COMPANION: &str = "no vramwarden_torch companion in this process";
 /// Longest wait for the companion's answer to a release: an `empty_cache()` of a large cache
 /// takes a while (9 s for 56 GB on the H200, while the job trains on);
 /// connecting and the hello get [`DEFAULT_TIMEOUT`]. The engine does not wait this long:
-/// it asks on a thread of its own (see [`super::action::COMPANION_WAIT`]).
+/// it asks on a thread of its own ([`super::companion_worker`]).
 pub const RELEASE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The companion's socket of `pid` in the first of `dirs` that has one.

@@ -5,6 +5,7 @@ pub mod action;
 pub mod activity;
 pub mod command;
 pub mod companion_action;
+pub mod companion_worker;
 pub mod eval;
 pub mod glob;
 pub mod model;

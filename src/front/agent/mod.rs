@@ -28,7 +28,7 @@ use crate::engine::headless::CliError;
 use crate::engine::sampler::SamplerHandle;
 use crate::engine::shared::SharedMonitor;
 use crate::engine::view::{Monitor, SourceStatus};
-use crate::engine::{EngineCommand, EngineOptions, RecordTo};
+use crate::engine::{EngineBuilder, EngineCommand, EngineOptions, RecordTo};
 
 /// History the agent keeps in memory (the session log has the rest).
 pub const HISTORY: Duration = Duration::from_secs(3600);
@@ -36,8 +36,8 @@ pub const HISTORY: Duration = Duration::from_secs(3600);
 /// What `vramwarden agent` was asked to do.
 #[derive(Debug, Clone)]
 pub struct AgentOptions {
-    /// Simulated GPUs.
-    pub demo: bool,
+    /// The GPUs it samples.
+    pub source: crate::source::SourceKind,
     /// Sampling interval (default: the settings).
     pub interval: Option<Duration>,
     /// The settings file.
@@ -165,22 +165,18 @@ pub fn start(
     });
     let record = !opts.no_record && settings.sessions.record;
     let sessions_dir = crate::session::default_dir();
-    let handle = SamplerHandle::spawn_recording(
-        factory,
-        interval,
-        shared.clone(),
-        notify,
-        if record {
+    let engine = EngineBuilder::new(shared.clone(), interval.as_millis() as u64)
+        .record(if record {
             RecordTo::Dir(sessions_dir.clone())
         } else {
             RecordTo::Off
-        },
-        settings.clone(),
-        EngineOptions {
-            desktop_notifications: false,
+        })
+        .settings(&settings)
+        .options(EngineOptions {
+            alerts: None,
             retention_dir: record.then(|| sessions_dir.clone()),
-        },
-    )?;
+        });
+    let handle = SamplerHandle::start(factory, engine, notify)?;
     let state = Arc::new(AgentState {
         shared,
         stats,
@@ -226,11 +222,7 @@ pub fn run(opts: AgentOptions) -> Result<(), CliError> {
         signal_hook::flag::register(sig, signalled.clone())?;
         signal_hook::low_level::pipe::register(sig, wake_tx.try_clone()?)?;
     }
-    let agent = start(
-        &opts,
-        crate::engine::sampler::source_factory(opts.demo),
-        Some(wake_tx),
-    )?;
+    let agent = start(&opts, opts.source.factory(), Some(wake_tx))?;
     let shared = agent.state.shared.clone();
     let mut byte = [0u8; 16];
     let mut ready = false;

@@ -61,6 +61,14 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
+impl Cli {
+    /// The source this run samples: the one place the flags choose it (a new source adds its
+    /// flag above and its line here).
+    pub fn source_kind(&self) -> crate::source::SourceKind {
+        crate::source::SourceKind::from_demo_flag(self.demo)
+    }
+}
+
 /// Headless commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {

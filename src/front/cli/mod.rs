@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use crate::engine::sampler::{SamplerHandle, SourceFactory};
 use crate::engine::view::Monitor;
-use crate::engine::{Engine, EngineOptions, RecordTo};
+use crate::engine::{EngineBuilder, EngineOptions, RecordTo};
 use crate::host::procinfo::enrich;
 use crate::host::procinfo::ProcReader;
 use crate::model::now_ms;
@@ -26,7 +26,7 @@ use snapshot_out::CsvTable;
 pub use crate::engine::headless::{exit, history_ticks, load_settings, CliError};
 use crate::source::nvml::NvmlSource;
 use crate::source::sim::SimSource;
-use crate::source::{GpuSource, SourceError};
+use crate::source::{GpuSource, SourceError, SourceKind};
 
 /// `vramwarden rules check`.
 ///
@@ -70,15 +70,17 @@ pub fn rules_check(config: Option<&std::path::Path>, out: &mut dyn Write) -> Res
 /// # Errors
 /// When the source cannot be opened or the output cannot be written.
 pub fn snapshot(
-    demo: bool,
+    source: SourceKind,
     format: Format,
     table: CsvTable,
     text: snapshot_out::CsvText,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
-    let mut source = crate::engine::sampler::source_factory(demo)()?;
+    let simulated = source.is_simulated();
+    let mut source = source.open()?;
     let mut snap = source.sample(now_ms())?;
-    if !demo && !crate::act::park::discover::add_unlisted_parked(&mut snap, Duration::from_secs(3))
+    if !simulated
+        && !crate::act::park::discover::add_unlisted_parked(&mut snap, Duration::from_secs(3))
     {
         tracing::warn!(
             "the driver did not say in time which processes are parked; they are not listed"
@@ -181,15 +183,11 @@ pub fn run_realtime(
             let _ = std::io::Write::write_all(&mut &notify_tx, b"n");
         }
     });
-    let handle = SamplerHandle::spawn_recording(
-        factory,
-        interval,
-        shared.clone(),
-        notify,
-        record,
-        settings.clone(),
-        options,
-    )?;
+    let engine = EngineBuilder::new(shared.clone(), interval.as_millis() as u64)
+        .record(record)
+        .settings(settings)
+        .options(options);
+    let handle = SamplerHandle::start(factory, engine, notify)?;
     let failure = |m: &Monitor| -> Option<CliError> {
         if let crate::engine::view::SourceStatus::Failed(e) = &m.status {
             if m.ticks > 0 || e.starts_with("internal error") {
@@ -265,7 +263,7 @@ pub fn run_realtime(
 /// # Errors
 /// When the source fails to open or the report cannot be written.
 pub fn monitor(
-    demo: bool,
+    source: SourceKind,
     interval: Duration,
     history: Duration,
     duration: Duration,
@@ -273,7 +271,7 @@ pub fn monitor(
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let (_, st) = run_realtime(
-        crate::engine::sampler::source_factory(demo),
+        source.factory(),
         interval,
         history_ticks(history, interval),
         RecordTo::Off,
@@ -363,7 +361,7 @@ pub type SessionPath = PathBuf;
 /// # Errors
 /// When the source cannot be opened, the arguments do not fit, or the log cannot be written.
 pub fn record(
-    demo: bool,
+    source: SourceKind,
     interval: Option<Duration>,
     duration: Option<Duration>,
     out: Option<PathBuf>,
@@ -374,14 +372,15 @@ pub fn record(
     use std::sync::atomic::{AtomicBool, Ordering};
     let settings = load_settings(config)?;
     let interval = interval.unwrap_or(Duration::from_millis(settings.sampling.interval_ms));
-    if !demo && !matches!(speed, Speed::Times(s) if (s - 1.0).abs() < f64::EPSILON) {
+    if !source.is_simulated() && !matches!(speed, Speed::Times(s) if (s - 1.0).abs() < f64::EPSILON)
+    {
         return Err(CliError::Usage(
             "--speed other than 1 needs --demo (real GPUs run in real time)".into(),
         ));
     }
     let start = now_ms();
     let options = EngineOptions {
-        desktop_notifications: false,
+        alerts: None,
         retention_dir: out.is_none().then(crate::session::default_dir),
     };
     let record_to = match &out {
@@ -394,7 +393,7 @@ pub fn record(
     match speed {
         Speed::Times(s) if (s - 1.0).abs() < f64::EPSILON => {
             let (m, st) = run_realtime(
-                crate::engine::sampler::source_factory(demo),
+                source.factory(),
                 interval,
                 ticks,
                 record_to,
@@ -417,10 +416,12 @@ pub fn record(
                 signal_hook::flag::register(sig, stop.clone())?;
             }
             let mut sim = SimSource::demo_day(start);
-            let mut engine = Engine::new(shared.clone(), record_to, interval.as_millis() as u64);
-            engine.set_options(options);
-            engine.set_source(sim.info());
-            engine.apply_settings(&settings);
+            let mut engine = EngineBuilder::new(shared.clone(), interval.as_millis() as u64)
+                .record(record_to)
+                .options(options)
+                .source(sim.info())
+                .settings(&settings)
+                .build();
             // Samples at start, start + interval, … while less than `duration` from the start.
             let step = (interval.as_millis() as i64).max(1);
             let samples = duration.map(|d| (d.as_millis() as i64 + step - 1) / step);

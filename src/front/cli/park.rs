@@ -23,13 +23,13 @@ const WAIT: Duration = Duration::from_secs(900);
 /// # Errors
 /// No driver (exit 3), a process the driver does not list, a refusal or a failed park.
 pub fn park(
-    demo: bool,
+    source: crate::source::SourceKind,
     pid: u32,
     start_time_ms: Option<i64>,
     dry_run: bool,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
-    let mut source = crate::engine::sampler::source_factory(demo)()?;
+    let mut source = source.open()?;
     let mut snap = source.sample(now_ms())?;
     crate::host::procinfo::enrich(&mut snap, &mut ProcReader::default());
     let found: Vec<_> = snap.processes.iter().filter(|p| p.pid == pid).collect();

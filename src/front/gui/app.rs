@@ -734,7 +734,7 @@ impl VramApp {
             return;
         };
         if self.backend.remote.is_none() {
-            self.local_demo = self.backend.demo;
+            self.local_demo = self.backend.source.is_simulated();
         }
         match opened.and_then(|o| self.backend.attach_opened(&req.host, o)) {
             Ok(()) => {
@@ -755,7 +755,7 @@ impl VramApp {
     fn restart_local(&mut self, demo: bool) {
         self.view = None;
         self.backend
-            .restart(crate::engine::sampler::source_factory(demo), demo);
+            .restart(crate::source::SourceKind::from_demo_flag(demo));
         self.selected = None;
     }
 
@@ -1046,7 +1046,7 @@ impl VramApp {
                     }
                 });
                 ui.menu_button("Source", |ui| {
-                    let demo = self.backend.demo;
+                    let demo = self.backend.source.is_simulated();
                     let running = live.status == SourceStatus::Running;
                     for (is_demo, label) in [
                         (true, "Simulated GPUs (demo)"),
@@ -1080,7 +1080,7 @@ impl VramApp {
                                 .color(Color32::from_rgb(120, 190, 255))
                                 .strong(),
                         );
-                    } else if self.backend.demo {
+                    } else if self.backend.source.is_simulated() {
                         ui.label(
                             RichText::new("DEMO · simulated GPUs")
                                 .color(Color32::from_rgb(230, 170, 40))

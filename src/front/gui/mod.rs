@@ -7,6 +7,7 @@ pub mod fit_zoom;
 pub mod graph;
 pub mod jobs;
 pub mod leaks;
+pub mod notify;
 pub mod overview;
 pub mod process_detail;
 pub mod processes;
@@ -30,8 +31,8 @@ use crate::engine::view::Monitor;
 /// What the window is started with.
 #[derive(Debug)]
 pub struct GuiOptions {
-    /// Start on the simulated GPUs.
-    pub demo: bool,
+    /// The GPUs to sample (unless `connect` is given).
+    pub source: crate::source::SourceKind,
     /// Sampling interval.
     pub interval: Duration,
     /// History length in samples.
@@ -112,7 +113,7 @@ struct Parked {
     link: Option<Box<dyn crate::link::EngineLink>>,
     agent: Option<Arc<crate::link::remote::RemoteLink>>,
     tunnel: Option<std::process::Child>,
-    demo: bool,
+    source: crate::source::SourceKind,
     shown: Arc<AtomicBool>,
 }
 
@@ -140,8 +141,8 @@ pub struct Backend {
     tunnel: Option<std::process::Child>,
     /// The agent's link, for its session logs.
     agent: Option<Arc<crate::link::remote::RemoteLink>>,
-    /// Whether the simulated GPUs are shown.
-    pub demo: bool,
+    /// The GPUs this computer samples (the simulated ones, or the driver's).
+    pub source: crate::source::SourceKind,
     interval: Duration,
     history_ticks: usize,
     repaint: Option<egui::Context>,
@@ -153,17 +154,17 @@ pub struct Backend {
 }
 
 impl Backend {
-    /// A backend that samples `factory` on its own thread.
+    /// A backend that samples `factory` (a `source`) on its own thread.
     pub fn start(
         factory: SourceFactory,
-        demo: bool,
+        source: crate::source::SourceKind,
         interval: Duration,
         history_ticks: usize,
         ctx: &egui::Context,
     ) -> Self {
         Self::start_with(
             factory,
-            demo,
+            source,
             interval,
             history_ticks,
             ctx,
@@ -177,7 +178,7 @@ impl Backend {
     #[allow(clippy::too_many_arguments)]
     pub fn start_with(
         factory: SourceFactory,
-        demo: bool,
+        source: crate::source::SourceKind,
         interval: Duration,
         history_ticks: usize,
         ctx: &egui::Context,
@@ -186,7 +187,7 @@ impl Backend {
     ) -> Self {
         let mut b = Self::detached(
             Monitor::new(interval.as_millis() as u64, history_ticks),
-            demo,
+            source,
         );
         b.settings = settings;
         b.interval = interval;
@@ -208,7 +209,10 @@ impl Backend {
         history_ticks: usize,
         ctx: &egui::Context,
     ) -> Result<Self, String> {
-        let mut b = Self::detached(Monitor::new(1000, history_ticks), false);
+        let mut b = Self::detached(
+            Monitor::new(1000, history_ticks),
+            crate::source::SourceKind::Nvml,
+        );
         b.repaint = Some(ctx.clone());
         b.jobs = crate::front::gui::jobs::JobBoard::new(task::repaint(ctx));
         b.connect_remote(url, token)?;
@@ -216,7 +220,7 @@ impl Backend {
     }
 
     /// A backend over a monitor that something else fills (tests, replays): no thread.
-    pub fn detached(monitor: Monitor, demo: bool) -> Self {
+    pub fn detached(monitor: Monitor, source: crate::source::SourceKind) -> Self {
         let interval = Duration::from_millis(monitor.interval_ms);
         let history_ticks = monitor.history.capacity();
         Self {
@@ -228,7 +232,7 @@ impl Backend {
             parked: Vec::new(),
             tunnel: None,
             agent: None,
-            demo,
+            source,
             interval,
             history_ticks,
             repaint: None,
@@ -260,30 +264,29 @@ impl Backend {
     fn spawn(&mut self, factory: SourceFactory) {
         let (shown, notify) = self.notifier();
         self.shown = shown;
-        match SamplerHandle::spawn_recording(
-            factory,
-            self.interval,
+        let engine = crate::engine::EngineBuilder::new(
             self.shared.clone(),
-            notify,
-            self.record.clone(),
-            self.settings.clone(),
-            crate::engine::EngineOptions {
-                desktop_notifications: true,
-                // The engine keeps the sessions folder within the retention limits (at start
-                // and every hour), never deleting a log that is open for writing.
-                retention_dir: match &self.record {
-                    crate::engine::RecordTo::Dir(d) => Some(d.clone()),
-                    _ => None,
-                },
+            self.interval.as_millis() as u64,
+        )
+        .record(self.record.clone())
+        .settings(&self.settings)
+        .options(crate::engine::EngineOptions {
+            // Alerts become desktop notifications.
+            alerts: Some(notify::subscriber(self.shared.clone())),
+            // The engine keeps the sessions folder within the retention limits (at
+            // start and every hour), never deleting a log that is open for writing.
+            retention_dir: match &self.record {
+                crate::engine::RecordTo::Dir(d) => Some(d.clone()),
+                _ => None,
             },
-        ) {
+        });
+        match SamplerHandle::start(factory, engine, notify) {
             Ok(h) => self.link = Some(Box::new(h)),
             Err(e) => {
-                if let Ok(mut m) = self.shared.write() {
-                    m.status = crate::engine::view::SourceStatus::Failed(format!(
-                        "could not start the sampler thread: {e}"
-                    ));
-                }
+                crate::engine::stages::publish::source_failed(
+                    &self.shared,
+                    format!("could not start the sampler thread: {e}"),
+                );
             }
         }
     }
@@ -329,7 +332,7 @@ impl Backend {
             link: Some(link),
             agent: self.agent.take(),
             tunnel: self.tunnel.take(),
-            demo: self.demo,
+            source: self.source,
             shown: self.shown.clone(),
         });
         // Bounded: the agent left longest ago goes first (this computer always stays).
@@ -355,7 +358,7 @@ impl Backend {
         self.shared = p.shared.clone();
         self.agent = p.agent.take();
         self.tunnel = p.tunnel.take();
-        self.demo = p.demo;
+        self.source = p.source;
         self.shown = p.shown.clone();
         self.link = p.link.take();
         if let Some(c) = &self.repaint {
@@ -515,21 +518,21 @@ impl Backend {
         self.agent = Some(link.clone());
         self.link = Some(Box::new(link));
         self.shared = shared;
-        self.demo = false;
+        self.source = crate::source::SourceKind::Nvml;
         Ok(())
     }
 
-    /// Drops the current source and its history and starts over on `factory` (this
+    /// Drops the current source and its history and starts over on `source` (this
     /// computer; one kept in the background is dropped too).
-    pub fn restart(&mut self, factory: SourceFactory, demo: bool) {
+    pub fn restart(&mut self, source: crate::source::SourceKind) {
         self.drop_shown_agent();
         self.parked.retain(|p| p.remote.is_some());
         self.shared = crate::engine::shared::Shared::new(Monitor::new(
             self.interval.as_millis() as u64,
             self.history_ticks,
         ));
-        self.demo = demo;
-        self.spawn(factory);
+        self.source = source;
+        self.spawn(source.factory());
     }
 }
 
@@ -583,7 +586,7 @@ pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
                     opened.tunnel = held.lock().ok().and_then(|mut t| t.take());
                     let mut b = Backend::detached(
                         Monitor::new(opts.interval.as_millis() as u64, opts.history_ticks),
-                        false,
+                        crate::source::SourceKind::Nvml,
                     );
                     b.repaint = Some(cc.egui_ctx.clone());
                     b.jobs = crate::front::gui::jobs::JobBoard::new(task::repaint(&cc.egui_ctx));
@@ -592,8 +595,8 @@ pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
                     b
                 }
                 None => Backend::start_with(
-                    crate::engine::sampler::source_factory(opts.demo),
-                    opts.demo,
+                    opts.source.factory(),
+                    opts.source,
                     opts.interval,
                     opts.history_ticks,
                     &cc.egui_ctx,

@@ -1,26 +1,20 @@
-//! Desktop notifications through the freedesktop notification service (`notify-rust`). Sent
+//! The window's subscriber to the engine's alerts ([`crate::engine::Alert`]): each becomes a
+//! desktop notification through the freedesktop notification service (`notify-rust`), sent
 //! from a short-lived thread so a missing or slow notification daemon never holds up
 //! sampling. Every notification carries the desktop-entry hint ([`APP_ID`]) and an urgency;
 //! a keyed one (a leak) replaces the notification shown earlier for the same key instead of
-//! stacking a new one. Without a notification service nothing is shown and the caller hears
-//! about it once per run, never fatally. Built without the `notify` feature (the headless
-//! build for servers, which has no desktop), nothing is sent and the caller hears why once.
+//! stacking a new one. Without a notification service nothing is shown and the status bar
+//! hears about it once per run, never fatally. Only the window's build has this module; the
+//! engine and the headless build know nothing of desktop notifications.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-/// The application id: the desktop file's name, the icon's name and the window's app id.
-pub const APP_ID: &str = "io.github.vramwarden.VramWarden";
+use crate::engine::shared::SharedMonitor;
+use crate::engine::{Alert, AlertSink, Urgency};
 
-/// How insistent a notification is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Urgency {
-    /// Informational (a rule acted, a recording problem).
-    Normal,
-    /// Needs attention soon (a leak that will fill the GPU); most desktops keep it on screen.
-    Critical,
-}
+pub use crate::host::paths::APP_ID;
 
 /// Keyed notifications shown so far: key → the server's notification id. Bounded: cleared
 /// when it reaches [`MAX_KEYS`] (a later update then opens a new notification).
@@ -36,22 +30,16 @@ pub const MAX_KEYS: usize = 256;
 /// Set once "notifications are unavailable" has been reported.
 static REPORTED_UNAVAILABLE: AtomicBool = AtomicBool::new(false);
 
-/// Shows `summary` / `body` as a desktop notification of normal urgency. `on_error` receives a
-/// sentence when it could not be shown (the first time only in a run).
-pub fn send(summary: String, body: String, on_error: impl FnOnce(String) + Send + 'static) {
-    spawn(None, Urgency::Normal, summary, body, on_error);
-}
-
-/// Like [`send`], but a later call with the same `key` updates the notification in place
-/// (the same server-side id) rather than showing another one.
-pub fn send_replacing(
-    key: String,
-    urgency: Urgency,
-    summary: String,
-    body: String,
-    on_error: impl FnOnce(String) + Send + 'static,
-) {
-    spawn(Some(key), urgency, summary, body, on_error);
+/// The subscriber the window gives its engine: each alert shown as a desktop notification
+/// (one with a key replaces the one shown for that key); when notifications cannot be shown,
+/// the status bar of the state `shared` says so once.
+pub fn subscriber(shared: SharedMonitor) -> AlertSink {
+    std::sync::Arc::new(move |a: Alert| {
+        let shared = shared.clone();
+        spawn(a.replaces, a.urgency, a.summary, a.body, move |msg| {
+            crate::engine::stages::publish::notice(&shared, msg);
+        });
+    })
 }
 
 fn spawn(

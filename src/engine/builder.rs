@@ -1,0 +1,131 @@
+//! The one way an [`Engine`] is set up, for every mode: the live sampler (window, agent,
+//! `record`), `record --demo --speed`, `import`, and a replay (read-only).
+//!
+//! ```ignore
+//! let engine = EngineBuilder::new(shared, interval_ms)
+//!     .record(RecordTo::Dir(dir))
+//!     .settings(&settings)
+//!     .options(options)
+//!     .source(source.info())
+//!     .build();
+//! ```
+
+use std::path::PathBuf;
+
+use crate::engine::shared::SharedMonitor;
+use crate::engine::stages::outbox::AlertSink;
+use crate::engine::stages::record::RecordTo;
+use crate::engine::Engine;
+use crate::model::SourceInfo;
+
+/// How a front end wants the engine to behave beyond the settings file.
+#[derive(Clone, Default)]
+pub struct EngineOptions {
+    /// The subscriber to alerts (the window's desktop notifier); headless front ends report on
+    /// stderr and in the View only.
+    pub alerts: Option<AlertSink>,
+    /// The sessions folder to keep within the retention limits of the settings (the window
+    /// and `record` into the default folder); `None`: no pruning.
+    pub retention_dir: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for EngineOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineOptions")
+            .field("alerts", &self.alerts.is_some())
+            .field("retention_dir", &self.retention_dir)
+            .finish()
+    }
+}
+
+/// Sets up an [`Engine`]: what it writes into, whether and where it records, its settings,
+/// options and source, and whether it is a recorded session's (read-only).
+#[derive(Debug, Clone)]
+pub struct EngineBuilder {
+    shared: SharedMonitor,
+    interval_ms: u64,
+    record: RecordTo,
+    options: EngineOptions,
+    settings: Option<Box<crate::engine::settings::Settings>>,
+    source: Option<SourceInfo>,
+    read_only: Option<Option<PathBuf>>,
+}
+
+impl EngineBuilder {
+    /// An engine writing into `shared`, for samples `interval_ms` apart; not recording, on
+    /// the default settings.
+    pub fn new(shared: SharedMonitor, interval_ms: u64) -> Self {
+        Self {
+            shared,
+            interval_ms,
+            record: RecordTo::Off,
+            options: EngineOptions::default(),
+            settings: None,
+            source: None,
+            read_only: None,
+        }
+    }
+
+    /// Records a session log as `to` says.
+    #[must_use]
+    pub fn record(mut self, to: RecordTo) -> Self {
+        self.record = to;
+        self
+    }
+
+    /// The front end's options (alert subscriber, the folder to prune).
+    #[must_use]
+    pub fn options(mut self, options: EngineOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Runs on `settings` (rules, protections, leak sensitivity, notifications, retention).
+    #[must_use]
+    pub fn settings(mut self, settings: &crate::engine::settings::Settings) -> Self {
+        self.settings = Some(Box::new(settings.clone()));
+        self
+    }
+
+    /// What the source is (the View and the session header).
+    #[must_use]
+    pub fn source(mut self, info: SourceInfo) -> Self {
+        self.source = Some(info);
+        self
+    }
+
+    /// A recorded session's engine (`session`: the file it comes from): see
+    /// [`Engine::read_only`]. Nothing is recorded.
+    #[must_use]
+    pub fn read_only(mut self, session: Option<PathBuf>) -> Self {
+        self.read_only = Some(session);
+        self.record = RecordTo::Off;
+        self
+    }
+
+    /// The state the engine will write.
+    pub fn shared(&self) -> SharedMonitor {
+        self.shared.clone()
+    }
+
+    /// The interval it was set up with, in ms.
+    pub fn interval_ms(&self) -> u64 {
+        self.interval_ms
+    }
+
+    /// The engine.
+    pub fn build(self) -> Engine {
+        let mut e = Engine::bare(self.shared, self.record, self.interval_ms);
+        if let Some(session) = self.read_only {
+            e.make_read_only(session);
+        }
+        e.set_options(self.options);
+        if let Some(info) = self.source {
+            e.set_source(info);
+        }
+        if let Some(s) = self.settings {
+            e.apply_settings(&s);
+        }
+        e
+    }
+}

@@ -1,0 +1,139 @@
+//! Publish: the one place the engine writes the state front ends read. A tick publishes
+//! everything under one write lock, so all the View's parts change at once; the few writes
+//! between ticks (a source's status, a command's activity entry, a recorded session's events)
+//! are here too, each one short.
+
+use crate::act::rules::action::Activity;
+use crate::engine::shared::Shared;
+use crate::engine::view::{Monitor, RecordingStatus, SourceStatus};
+use crate::model::{Snapshot, SourceInfo, UnixMs};
+use crate::session::Event;
+
+/// Most status-bar notices the View keeps.
+pub const NOTICES_KEPT: usize = 20;
+
+/// Most activity entries the View keeps.
+pub const ACTIVITY_KEPT: usize = 1000;
+
+/// What one tick publishes.
+pub struct Tick {
+    /// The enriched sample.
+    pub snap: Snapshot,
+    /// When it arrived.
+    pub received_ms: UnixMs,
+    /// The activity entries of the tick.
+    pub acts: Vec<Activity>,
+    /// When each process was last active.
+    pub last_active: std::collections::HashMap<crate::model::history::ProcSeriesKey, UnixMs>,
+    /// The OOM forecast alerts standing.
+    pub oom_alerts: Vec<crate::detect::forecast_alert::ForecastAlert>,
+    /// The recording's status.
+    pub recording: RecordingStatus,
+    /// Status-bar notices.
+    pub notices: Vec<(UnixMs, String)>,
+}
+
+/// Publishes `t` (after `watched` wrote the watches' part); returns the sample it replaced
+/// as the latest. None when a writer panicked while holding the lock.
+pub fn tick(shared: &Shared, t: Tick, watched: impl FnOnce(&mut Monitor)) -> Option<Snapshot> {
+    let mut m = shared.write().ok()?;
+    watched(&mut m);
+    push_activity(&mut m, t.acts);
+    let previous = m.apply(t.snap, t.received_ms);
+    m.last_active = t.last_active;
+    m.oom_alerts = t.oom_alerts;
+    m.recording = t.recording;
+    push_notices(&mut m, t.notices);
+    previous
+}
+
+/// A recorded sample as it was recorded (a read-only engine).
+pub fn replayed(shared: &Shared, snap: Snapshot, received_ms: UnixMs) -> Option<Snapshot> {
+    shared
+        .write()
+        .ok()
+        .and_then(|mut m| m.apply(snap, received_ms))
+}
+
+/// A recorded session's own leak and OOM events, named with its file.
+pub fn recorded_events(shared: &Shared, events: &[Event], session: Option<&std::path::Path>) {
+    if let Ok(mut m) = shared.write() {
+        for e in events {
+            crate::engine::leak_watch::record_event(&mut m, e, session);
+        }
+    }
+}
+
+/// Shows `msg` in the window's status bar (the View keeps the last [`NOTICES_KEPT`]); also
+/// for a front end's subscriber that could not deliver an alert.
+pub fn notice(shared: &Shared, msg: String) {
+    if let Ok(mut m) = shared.write() {
+        push_notices(&mut m, vec![(crate::model::now_ms(), msg)]);
+    }
+}
+
+/// Activity entries outside a tick (a command's).
+pub fn activity(shared: &Shared, acts: Vec<Activity>) {
+    if let Ok(mut m) = shared.write() {
+        push_activity(&mut m, acts);
+    }
+}
+
+/// The source's last error, until the next good sample.
+pub fn sample_failed(shared: &Shared, e: &crate::source::SourceError) {
+    if let Ok(mut m) = shared.write() {
+        m.last_error = Some(e.to_string());
+    }
+}
+
+/// What the source is.
+pub fn source(shared: &Shared, info: SourceInfo) {
+    if let Ok(mut m) = shared.write() {
+        m.source = Some(info);
+    }
+}
+
+/// The source could not be opened, or sampling stopped: why. Set also when a panic poisoned
+/// the lock.
+pub fn source_failed(shared: &Shared, why: String) {
+    let mut m = shared.write().unwrap_or_else(|p| p.into_inner());
+    m.status = SourceStatus::Failed(why);
+}
+
+/// The recording's status (outside a tick: paused, resumed).
+pub fn recording(shared: &Shared, status: RecordingStatus) {
+    if let Ok(mut m) = shared.write() {
+        m.recording = status;
+    }
+}
+
+/// Closing the session log failed: why.
+pub fn recording_closed_badly(shared: &Shared, why: String) {
+    if let Ok(mut m) = shared.write() {
+        m.recording.error = Some(why);
+    }
+}
+
+/// The leaks still open when a recorded session ends end with it.
+pub fn close_open_leaks(shared: &Shared) {
+    if let Ok(mut m) = shared.write() {
+        crate::engine::leak_watch::close_open_leaks(&mut m);
+    }
+}
+
+fn push_notices(m: &mut Monitor, notices: Vec<(UnixMs, String)>) {
+    if notices.is_empty() {
+        return;
+    }
+    m.notices.extend(notices);
+    while m.notices.len() > NOTICES_KEPT {
+        m.notices.pop_front();
+    }
+}
+
+fn push_activity(m: &mut Monitor, acts: Vec<Activity>) {
+    m.activity.extend(acts);
+    while m.activity.len() > ACTIVITY_KEPT {
+        m.activity.pop_front();
+    }
+}

@@ -1,0 +1,93 @@
+//! Rules: pure decisions over the enriched sample and the watches' findings
+//! ([`crate::act::rules::eval`]), then the runner, the only code that signals, spawns or asks
+//! a process ([`crate::act::rules::action::ActionRunner`]); and the runner's follow-ups
+//! (SIGKILL after a grace period, companion answers, parks), which arrive as activity entries
+//! on a later tick.
+
+use std::collections::HashMap;
+
+use crate::act::rules::action::{ActionRunner, Activity, Safety};
+use crate::act::rules::eval::{CompiledRule, Facts, RuleState};
+use crate::model::history::ProcSeriesKey;
+use crate::model::{Snapshot, UnixMs};
+
+/// The rules in force and what acts on them.
+#[derive(Default)]
+pub struct Rules {
+    compiled: Vec<CompiledRule>,
+    /// Dry run and protections.
+    pub safety: Safety,
+    state: RuleState,
+    /// The runner (also for a front end's manual actions).
+    pub runner: ActionRunner,
+}
+
+impl Rules {
+    /// Takes the settings' rules (compiled once here, never per tick), global dry run and
+    /// protections.
+    pub fn apply_settings(&mut self, s: &crate::engine::settings::Settings) {
+        self.compiled = crate::act::rules::eval::compile(&s.cleanup.rules);
+        self.safety = Safety {
+            global_dry_run: s.cleanup.dry_run,
+            protected: s.cleanup.protected.clone(),
+        };
+    }
+
+    /// True when an enabled rule needs per-process utilisation (an idle condition).
+    pub fn needs_process_utilization(&self) -> bool {
+        self.compiled
+            .iter()
+            .any(|r| r.rule.enabled && r.rule.conditions.idle_min_minutes.is_some())
+    }
+
+    /// Shows parked processes (and those being parked or resumed) in `snap`; before it is
+    /// enriched.
+    pub fn annotate_parked(&self, snap: &mut Snapshot) {
+        self.runner.annotate_parked(snap);
+    }
+
+    /// Evaluates the rules on `snap` and runs what they plan; with the runner's follow-ups
+    /// due now. `leaking`: the processes leaking now, since when.
+    pub fn run(
+        &mut self,
+        snap: &Snapshot,
+        leaking: HashMap<ProcSeriesKey, UnixMs>,
+        now: UnixMs,
+    ) -> Vec<Activity> {
+        self.state.observe(snap);
+        self.state
+            .set_releasable_cache(crate::act::rules::eval::releasable_cache_of(snap));
+        let facts = Facts {
+            leaking_since: leaking,
+        };
+        let planned = if self.compiled.is_empty() {
+            Vec::new()
+        } else {
+            self.state.evaluate(&self.compiled, snap, &facts)
+        };
+        // The GPUs' sizes for memory limits, and the driver's figure after cache releases.
+        let mut acts = self.runner.observe(snap);
+        acts.extend(
+            planned
+                .iter()
+                .map(|p| self.runner.run(p, &self.safety, now)),
+        );
+        let holds = |k: &ProcSeriesKey| {
+            snap.processes.iter().any(|p| {
+                p.key() == k.0 && p.device_index == k.1 && p.used_bytes.is_some_and(|u| u > 0)
+            })
+        };
+        acts.extend(self.runner.poll(&holds, now));
+        acts
+    }
+
+    /// The parks and resumes that ended since the last call.
+    pub fn take_park_records(&mut self) -> Vec<crate::act::rules::park_action::ParkRecord> {
+        self.runner.take_park_records()
+    }
+
+    /// When each process was last active (for the View).
+    pub fn last_active(&self) -> HashMap<ProcSeriesKey, UnixMs> {
+        self.state.last_active()
+    }
+}

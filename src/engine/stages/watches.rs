@@ -1,0 +1,105 @@
+//! Watches: the memory detectors run over each enriched sample — leaks (and the time-to-full
+//! forecast written into the sample), OOM suspicions, the OOM forecast alert, and memory held
+//! by processes not running here (orphans). They give events for the log and the View, and
+//! notices and alerts through the tick's [`Outbox`].
+
+use std::collections::{HashMap, HashSet};
+
+use super::outbox::Outbox;
+use crate::engine::leak_watch::LeakWatch;
+use crate::engine::view::{LeakKey, Monitor};
+use crate::model::history::ProcSeriesKey;
+use crate::model::{Snapshot, UnixMs};
+use crate::session::Event;
+
+/// The detectors and their state across ticks.
+pub struct Watches {
+    leaks: LeakWatch,
+    ooms: crate::detect::oom_watch::OomWatch,
+    /// The OOM forecast as an alert.
+    forecasts: crate::detect::forecast_alert::ForecastWatch,
+    orphans: crate::detect::orphans::OrphanWatch,
+}
+
+impl Default for Watches {
+    fn default() -> Self {
+        Self {
+            leaks: LeakWatch::default(),
+            ooms: crate::detect::oom_watch::OomWatch::default(),
+            forecasts: crate::detect::forecast_alert::ForecastWatch::new(
+                crate::detect::forecast_alert::DEFAULT_MINUTES,
+            ),
+            orphans: crate::detect::orphans::OrphanWatch::default(),
+        }
+    }
+}
+
+/// What the watches found in one sample.
+pub struct Watched {
+    /// Leak, OOM and forecast events, for the log and the View.
+    pub events: Vec<Event>,
+    /// GPUs with memory held by processes not running here.
+    pub orphans: Vec<crate::detect::orphans::OrphanGpu>,
+    /// The processes leaking now, since when (for the rules).
+    pub leaking: HashMap<ProcSeriesKey, UnixMs>,
+}
+
+impl Watches {
+    /// Takes the settings' leak sensitivity and forecast horizon.
+    pub fn apply_settings(&mut self, s: &crate::engine::settings::Settings) {
+        self.leaks.set_settings(s.leaks);
+        self.forecasts
+            .set_minutes(s.notifications.oom_forecast_minutes.clamp(0.0, 1440.0));
+    }
+
+    /// Runs every watch over `snap` (the leak forecast is written into it).
+    pub fn observe(&mut self, snap: &mut Snapshot, out: &mut Outbox) -> Watched {
+        let mut events = self.leaks.observe(snap);
+        self.leaks.forecast(snap);
+        events.extend(self.ooms.observe(snap));
+        let leaking = self.leaks.leaking_since();
+        // The forecast counts every growing series (a leak, a load, a ramp): so do its drivers.
+        let (leaks, leaking_ref) = (&self.leaks, &leaking);
+        let growing = || {
+            let mut keys: HashSet<ProcSeriesKey> = leaking_ref.keys().copied().collect();
+            keys.extend(leaks.growing().filter_map(|(k, _)| match k {
+                LeakKey::Process(p) => Some(p),
+                LeakKey::Ghost(_) => None,
+            }));
+            keys
+        };
+        let forecast_events = self.forecasts.observe(snap, &growing);
+        out.events(&forecast_events);
+        out.events(&events);
+        events.extend(forecast_events);
+        let (orphans, orphan_alerts) = self.orphans.observe(snap);
+        for a in orphan_alerts {
+            out.report("GPU memory held by processes not running here", a);
+        }
+        Watched {
+            events,
+            orphans,
+            leaking,
+        }
+    }
+
+    /// What the watches show in the View: the tick's events, the leak table and the
+    /// orphans.
+    pub fn publish(
+        &self,
+        m: &mut Monitor,
+        events: &[Event],
+        orphans: Vec<crate::detect::orphans::OrphanGpu>,
+    ) {
+        for e in events {
+            crate::engine::leak_watch::record_event(m, e, None);
+        }
+        self.leaks.refresh(m);
+        m.orphans = orphans;
+    }
+
+    /// The OOM forecast alerts standing now.
+    pub fn forecast_alerts(&self) -> Vec<crate::detect::forecast_alert::ForecastAlert> {
+        self.forecasts.alerts()
+    }
+}
