@@ -4,43 +4,60 @@ on it (through NVML, or through built-in simulated GPUs), keeps hours of compact
 leaks, runs cleanup rules, records session logs, and serves it all to an egui window, to headless
 commands, and to Prometheus and remote windows through an agent.
 
+# The house, lowest floor first
+A folder uses only the folders above it in this list (`tests/architecture.rs` checks it, and
+that no folder has a circle inside):
+
+| folder | what it holds |
+|---|---|
+| [`model`] | the data: process facts, samples, the compact history, action outcomes, formatting |
+| [`host`] | this computer apart from the GPU: `/proc`, containers, CPU use, folders, the log |
+| [`session`] | session logs: format, writer, reader, catalog, CSV export |
+| [`source`] | where samples come from: NVML, simulated GPUs, an import, a replayed session |
+| [`detect`] | the detectors: leaks, OOMs, the forecast alert, memory held by PIDs not running here |
+| [`act`] | what is done to processes: rules and their executor, the PyTorch companion, park/resume |
+| [`engine`] | the tick loop, its stages, the View ([`engine::view::Monitor`]), settings |
+| [`link`] | a front end's connection to an engine, here or an agent's (the wire type) |
+| [`front`] | the front ends: [`front::cli`], [`front::agent`], [`front::gui`]; none uses another |
+
 # How data flows
 
 ```text
-source::GpuSource ──► tick_loop::run ──► engine::Engine::tick ──► shared::Shared (monitor::Monitor)
- NVML | sim | fault     one loop for:      enrich (/proc, containers,        │ a copy per change,
- | recorded (import)    live (sampler),    PyTorch), session log, leaks,    │ drawn with no lock
- | replay (a session)   --speed, import,   OOMs, rules → rules::action      ▼
-                        replay             (read-only for a replay)    link::EngineLink::view
-                                                  ▲                         │
-                                    commands: engine::EngineCommand         ▼
-                                    (settings, recording, Manual {key})   ui (window) · agent
-                                                  └──── link::EngineLink::send ◄──┘   · cli
-ui: file work (open, import, list, export, save settings) → jobs::JobBoard (its own threads)
+source::GpuSource ─► engine::tick_loop ─► Engine::tick: enrich → record → watches → rules → publish
+ NVML | sim | import   one loop for live,     (/proc,      (session  (leaks,   (act::   (the View,
+ | replay (a session)  --speed, import,       PyTorch)      log)      OOMs)     rules)   alerts)
+                       replay                                                        │
+        commands with ids (engine::EngineCommand) ◄─ link::EngineLink ─► a copy of the View
+        and their replies                            (here, or an agent's over HTTP)  │
+                                                                                      ▼
+                                                        front::gui · front::agent · front::cli
 ```
 
 The window never calls NVML, never signals a process and never touches a file: it draws a
-copy of the engine's state ([`shared::Shared::view`], made once per change and cheap because
-the history's sealed chunks are shared) without holding a lock, sends engine commands through
-its link (a manual action names the process only: the engine, here or an agent's, builds the
-target and checks identity, pid + start time, and policy right before acting), and asks its
-[`jobs::JobBoard`] for file work, whose progress and results it reads every frame. A past
-session is a source too ([`source::replay::ReplaySource`]): [`replay`] plays it through a
-read-only engine, so what the window shows of it is built by the same code as what it shows
-live, and nothing acts from it. No module depends on one that depends on it.
+copy of the engine's state (made once per change and cheap because the history's sealed chunks
+are shared) without holding a lock, sends commands through its link (a manual action names
+the process only: the engine, here or an agent's, builds the target and checks identity, pid +
+start time, and policy right before acting), and asks its job board for file work. A past
+session is a source too ([`source::replay::ReplaySource`]), played through a read-only engine,
+so what the window shows of it is built by the same code as what it shows live, and nothing
+acts from it. Alerts leave the engine as events; the desktop notifier is the window's
+subscriber.
 
 # Where to add things
 - **A GPU source**: implement [`source::GpuSource`] (see [`source::sim`] for a pure one) and
   give it a [`source::SourceKind`] variant (and its line in `SourceKind::open`) and the flag
-  that picks it (`front/cli/args.rs`); [`tick_loop::run`] drives it in every mode.
-- **An action**: a variant of [`rules::Action`] (and its [`rules::model::ActionKind`]), its
-  policy and transport in [`rules::action`] (identity is checked there for every kind).
-- **A pane**: a module under `ui/` drawing from [`monitor::Monitor`] and returning what the user
-  asked for; the app turns that into an [`engine::EngineCommand`] or a [`jobs::JobCommand`].
-- **A front end**: draw [`link::EngineLink::view`] (a copy of the engine's state made once per
-  change; see [`shared::Shared`]), send commands through the link (see [`agent`] for a headless
-  one).
-- **A command-line command**: its clap definition in [`cli::args`], its runner in [`cli`].
+  that picks it (`front/cli/args.rs`); [`engine::tick_loop::run`] drives it in every mode.
+- **An action**: a variant of [`act::rules::Action`] (and its
+  [`act::rules::model::ActionKind`]), its policy and transport in [`act::rules::action`]
+  (identity is checked there for every kind).
+- **A detector**: a module in [`detect`] reading the history, run by the engine's watches stage
+  (`engine/stages/watches.rs`), its findings published into the View.
+- **A pane**: a module under `front/gui/` drawing from [`engine::view::Monitor`] and returning
+  what the user asked for; the app turns that into an engine command or a job.
+- **A front end**: draw [`link::EngineLink::view`] and send commands through the link (see
+  [`front::agent`] for a headless one).
+- **A command-line command**: its clap definition in `front/cli/args.rs`, its runner in
+  [`front::cli`].
 */
 
 #![warn(missing_docs)]

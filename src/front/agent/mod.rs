@@ -4,7 +4,7 @@
 //! default folder, rules, leak detection), plus an HTTP front on its own thread ([`server`],
 //! with limits on headers, bodies, connections and time; routing in [`http`]): `/metrics`
 //! for Prometheus ([`metrics`]), `/healthz` and `/-/ready`, and a JSON API for a remote window
-//! guarded by a bearer token ([`api`], [`token`]). It stops cleanly on SIGTERM or SIGINT
+//! guarded by a bearer token ([`api`], [`crate::link::token`]). It stops cleanly on SIGTERM or SIGINT
 //! (the session log is closed) and tells systemd when it is ready and, with `WatchdogSec=`,
 //! that the sampler makes progress ([`sdnotify`]).
 
