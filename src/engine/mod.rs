@@ -6,6 +6,7 @@
 //! the engine shows no desktop notification itself.
 
 pub mod builder;
+pub mod command;
 pub mod headless;
 pub mod import;
 pub mod leak_watch;
@@ -107,6 +108,15 @@ pub enum EngineCommand {
         key: crate::model::history::ProcSeriesKey,
         /// What to do.
         action: crate::act::rules::Action,
+    },
+    /// Which targets a rule matches now in this engine (the one that owns the processes),
+    /// and which its safety would skip: answered in the reply, nothing is done.
+    TestRule {
+        /// The rule as edited.
+        rule: Box<crate::act::rules::Rule>,
+        /// The safety settings to judge by (the window's, as edited); `None`: the engine's
+        /// own (an agent always uses its own).
+        safety: Option<crate::act::rules::action::Safety>,
     },
 }
 
@@ -229,7 +239,7 @@ impl Engine {
         action: &crate::act::rules::Action,
         now: UnixMs,
         why: &str,
-    ) {
+    ) -> command::Answer {
         let info = self
             .shared
             .read()
@@ -249,6 +259,7 @@ impl Engine {
             detail: why.into(),
             entry: crate::act::rules::action::Entry::Action,
         }]);
+        command::Answer::new(crate::model::outcome::Outcome::Skipped, why)
     }
 
     /// Records what the source is (for the monitor and the session header).
@@ -257,62 +268,90 @@ impl Engine {
         self.recorder.source = Some(info);
     }
 
-    /// Applies a front end's request.
-    pub fn command(&mut self, c: EngineCommand, now: UnixMs) {
+    /// Applies a front end's request and says how it ended (the link's reply).
+    pub fn command(&mut self, c: EngineCommand, now: UnixMs) -> command::Answer {
+        use crate::model::outcome::Outcome;
+        if let EngineCommand::TestRule { rule, safety } = &c {
+            let safety = safety.clone().unwrap_or_else(|| self.rules.safety.clone());
+            return match self.shared.read() {
+                Ok(m) => command::test_rule_answer(rule, &m, &safety),
+                Err(_) => command::Answer::new(Outcome::Failed, "the engine's state is lost"),
+            };
+        }
         if self.read_only {
             if let EngineCommand::Manual { key, action } = c {
-                self.manual_skipped(
+                return self.manual_skipped(
                     key,
                     &action,
                     now,
                     "a recorded session: nothing acts from a replay",
                 );
             }
-            return;
+            return command::Answer::new(
+                Outcome::Skipped,
+                "a recorded session: settings and recording belong to the live engine",
+            );
         }
         let active = match c {
             EngineCommand::PauseRecording => false,
             EngineCommand::ResumeRecording => true,
             EngineCommand::ApplySettings(s) => {
                 self.apply_settings(&s);
-                return;
+                return command::Answer::new(Outcome::Acted, "settings applied");
             }
-            EngineCommand::Manual { key, action } => {
-                // The engine builds the target from its own latest snapshot (a front end only
-                // names the process); a process no longer listed is not acted on.
-                let current = self.shared.read().ok().and_then(|m| {
-                    m.latest
-                        .as_ref()
-                        .and_then(|s| crate::act::rules::eval::find_process_target(s, &key))
-                });
-                let Some(target) = current else {
-                    self.manual_skipped(
-                        key,
-                        &action,
-                        now,
-                        "the process is no longer listed on that GPU",
-                    );
-                    return;
-                };
-                let p = crate::act::rules::eval::Planned {
-                    rule: "manual".into(),
-                    action,
-                    dry_run: false,
-                    allow_other_users: true,
-                    target,
-                };
-                let safety = crate::act::rules::action::Safety {
-                    global_dry_run: false,
-                    protected: self.rules.safety.protected.clone(),
-                };
-                let a = self.rules.runner.run(&p, &safety, now);
-                self.log_activity(vec![a]);
-                return;
+            EngineCommand::Manual { key, action } => return self.manual(key, action, now),
+            EngineCommand::TestRule { .. } => {
+                return command::Answer::new(Outcome::Failed, "internal error: a rule test")
             }
         };
         if self.recorder.set_active(active, now) {
             publish::recording(&self.shared, self.recorder.status(None));
         }
+        let what = if active {
+            "recording"
+        } else {
+            "recording paused"
+        };
+        command::Answer::new(Outcome::Acted, what)
+    }
+
+    /// The user's own action on `key`: the engine builds the target from its own latest
+    /// snapshot (a front end only names the process); a process no longer listed is not
+    /// acted on.
+    fn manual(
+        &mut self,
+        key: crate::model::history::ProcSeriesKey,
+        action: crate::act::rules::Action,
+        now: UnixMs,
+    ) -> command::Answer {
+        let current = self.shared.read().ok().and_then(|m| {
+            m.latest
+                .as_ref()
+                .and_then(|s| crate::act::rules::eval::find_process_target(s, &key))
+        });
+        let Some(target) = current else {
+            return self.manual_skipped(
+                key,
+                &action,
+                now,
+                "the process is no longer listed on that GPU",
+            );
+        };
+        let p = crate::act::rules::eval::Planned {
+            rule: "manual".into(),
+            action,
+            dry_run: false,
+            allow_other_users: true,
+            target,
+        };
+        let safety = crate::act::rules::action::Safety {
+            global_dry_run: false,
+            protected: self.rules.safety.protected.clone(),
+        };
+        let a = self.rules.runner.run(&p, &safety, now);
+        let answer = command::Answer::new(a.outcome, a.detail.clone());
+        self.log_activity(vec![a]);
+        answer
     }
 
     /// One tick: enrich → record → watches → rules → publish. Returns the sample this one

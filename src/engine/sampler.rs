@@ -18,7 +18,7 @@ pub use crate::source::SourceFactory;
 
 /// Messages to the sampler thread.
 enum Control {
-    Command(EngineCommand),
+    Command(crate::engine::command::CommandId, EngineCommand),
 }
 
 /// Called after each applied snapshot (the GUI passes `ctx.request_repaint`).
@@ -30,6 +30,8 @@ pub struct SamplerHandle {
     thread: Option<JoinHandle<()>>,
     /// The state it writes.
     pub shared: SharedMonitor,
+    /// The engine's replies to commands, until the front end takes them.
+    replies: Arc<crate::engine::command::Replies>,
 }
 
 impl SamplerHandle {
@@ -66,6 +68,8 @@ impl SamplerHandle {
         let shared = engine.shared();
         let state = shared.clone();
         let interval = Duration::from_millis(engine.interval_ms());
+        let replies = Arc::new(crate::engine::command::Replies::default());
+        let answered = replies.clone();
         let thread = std::thread::Builder::new()
             .name("vramwarden-sampler".into())
             .spawn(move || {
@@ -93,8 +97,15 @@ impl SamplerHandle {
                             {
                                 Err(RecvTimeoutError::Timeout) => return true,
                                 Err(RecvTimeoutError::Disconnected) => return false,
-                                Ok(Control::Command(c)) => {
-                                    engine.command(c, now_ms());
+                                Ok(Control::Command(id, c)) => {
+                                    let what = c.label();
+                                    let answer = engine.command(c, now_ms());
+                                    answered.push(crate::engine::command::CommandReply {
+                                        id,
+                                        what,
+                                        answer,
+                                    });
+                                    notify();
                                     source.set_process_utilization(
                                         engine.needs_process_utilization(),
                                     );
@@ -126,14 +137,23 @@ impl SamplerHandle {
             stop: Some(stop_tx),
             thread: Some(thread),
             shared,
+            replies,
         })
     }
 
-    /// Sends a request to the engine (applied on the sampler thread).
-    pub fn send(&self, c: EngineCommand) {
+    /// Sends a request to the engine (applied on the sampler thread); its reply comes back
+    /// under the id returned ([`SamplerHandle::take_replies`]).
+    pub fn send(&self, c: EngineCommand) -> crate::engine::command::CommandId {
+        let id = crate::engine::command::CommandId::next();
         if let Some(tx) = &self.stop {
-            let _ = tx.send(Control::Command(c));
+            let _ = tx.send(Control::Command(id, c));
         }
+        id
+    }
+
+    /// The engine's replies since the last call, oldest first.
+    pub fn take_replies(&self) -> Vec<crate::engine::command::CommandReply> {
+        self.replies.take()
     }
 
     /// Asks the thread to stop and waits up to `timeout` for it; returns whether it ended.

@@ -11,7 +11,7 @@ use crate::model::{FastMap, ProcessKey, Snapshot, SourceInfo, UnixMs};
 pub const EXITED_LINGER_MS: UnixMs = 30_000;
 
 /// What the UI shows about recording.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RecordingStatus {
     /// The file being written.
     pub path: Option<PathBuf>,
@@ -37,7 +37,7 @@ impl RecordingStatus {
 }
 
 /// The state of the source behind this run.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum SourceStatus {
     /// The source is being opened (NVML init may take a moment).
     Starting,
@@ -429,7 +429,7 @@ fn free_slot(rows: &FastMap<ProcSeriesKey, ProcessRow>, at: UnixMs) -> u8 {
 pub const NOTICE_SHOWN_MS: UnixMs = 30_000;
 
 /// Which series a leak belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum LeakKey {
     /// A process on a GPU.
     Process(ProcSeriesKey),
@@ -438,7 +438,7 @@ pub enum LeakKey {
 }
 
 /// One leak episode, ongoing or ended.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LeakRecord {
     /// The series.
     pub key: LeakKey,
@@ -472,7 +472,7 @@ impl LeakRecord {
 }
 
 /// A process that left a nearly full GPU (see [`crate::detect::oom_watch`]).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct OomRecord {
     /// When the process was first missed.
     pub at_ms: UnixMs,

@@ -11,6 +11,9 @@ pub mod checks;
 pub mod open;
 pub mod remote;
 pub mod token;
+pub mod v1;
+pub mod wire;
+pub mod wire_checks;
 
 /// Where `vramwarden agent` listens unless told otherwise (loopback only). 8726 spells VRAM on
 /// a phone keypad; it is outside Prometheus' exporter range 9100-9999 (full since 2023) and
@@ -51,9 +54,12 @@ pub trait EngineLink: Send {
     /// The engine's state as of its last change: a copy to draw from without holding a lock
     /// ([`crate::engine::shared::Shared::view`]). None only after a writer panicked before any copy.
     fn view(&self) -> Option<std::sync::Arc<crate::engine::view::Monitor>>;
-    /// Sends a command; its result comes back through the shared state (the activity log,
-    /// notices).
-    fn send(&self, c: EngineCommand);
+    /// Sends a command; its reply comes back under the id returned
+    /// ([`EngineLink::take_replies`]), and its effects through the shared state.
+    fn send(&self, c: EngineCommand) -> crate::engine::command::CommandId;
+    /// The replies that came back since the last call, oldest first (the link's notify
+    /// fires when one arrives).
+    fn take_replies(&self) -> Vec<crate::engine::command::CommandReply>;
     /// How the link is doing.
     fn health(&self) -> LinkHealth;
 }
@@ -63,8 +69,12 @@ impl EngineLink for crate::engine::sampler::SamplerHandle {
         self.shared.view()
     }
 
-    fn send(&self, c: EngineCommand) {
-        crate::engine::sampler::SamplerHandle::send(self, c);
+    fn send(&self, c: EngineCommand) -> crate::engine::command::CommandId {
+        crate::engine::sampler::SamplerHandle::send(self, c)
+    }
+
+    fn take_replies(&self) -> Vec<crate::engine::command::CommandReply> {
+        crate::engine::sampler::SamplerHandle::take_replies(self)
     }
 
     fn health(&self) -> LinkHealth {

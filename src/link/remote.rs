@@ -1,11 +1,14 @@
-//! A link to `vramwarden agent` over HTTP: a poller thread reads the agent's
-//! `/api/v1/snapshot` once per its sampling interval and applies it to the shared monitor the
-//! window draws (GPUs, processes, history from the moment of connection, leaks, recording
-//! status); a command thread posts the user's actions to `/api/v1/command`, where the agent
-//! applies its own policy and identity check, and puts the agent's answer in the activity log.
+//! A link to `vramwarden agent` over HTTP: a poller thread reads the agent's View
+//! (`/api/view?since=TICK`, the one wire type [`super::wire::WireView`]) once per its sampling
+//! interval, checks it ([`super::wire_checks`]) and applies it to the View the window draws
+//! (GPUs, processes, the history after what it holds, leaks, OOM suspicions, rule activity,
+//! notices, recording status); a command thread posts the user's actions to
+//! `/api/v1/command` (the agent applies its own policy and identity check) and rule tests to
+//! `/api/test-rule`, and hands each answer back under its command's id.
 //!
-//! Nothing here blocks the window: both threads have their own timeouts; a lost agent shows as
-//! [`LinkHealth::Disconnected`] with the data it last sent, and the poller keeps retrying.
+//! Nothing here blocks the window: every thread has its own timeouts; a lost agent, or one
+//! whose answer fails a check, shows as [`LinkHealth::Disconnected`] with the data it last
+//! sent, and the poller keeps retrying.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -14,15 +17,16 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use super::{EngineLink, LinkHealth};
-use crate::act::rules::action::{Activity, Outcome};
+use super::wire::WireView;
+use super::{wire_checks, EngineLink, LinkHealth};
+use crate::engine::command::{Answer, CommandId, CommandReply, Replies};
 use crate::engine::sampler::Notify;
 use crate::engine::shared::SharedMonitor;
-use crate::engine::view::{LeakKey, LeakRecord, SourceStatus};
 use crate::engine::EngineCommand;
-use crate::model::now_ms;
-use crate::model::{ProcessKey, Snapshot, SourceInfo, UnixMs};
-use crate::session::LeakInfo;
+use crate::model::outcome::Outcome;
+use crate::model::{now_ms, UnixMs};
+
+pub use super::v1::decode_snapshot;
 
 /// How long one request may take before the agent counts as not answering.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
@@ -46,208 +50,6 @@ pub fn parse_url(url: &str) -> Result<String, String> {
         return Err(format!("{url:?} is not http://HOST:PORT"));
     }
     Ok(u.to_string())
-}
-
-#[derive(Debug, Deserialize)]
-struct StatusJson {
-    state: String,
-    #[serde(default)]
-    error: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct RecordingJson {
-    path: Option<std::path::PathBuf>,
-    #[serde(default)]
-    active: bool,
-    #[serde(default)]
-    bytes: u64,
-    #[serde(default)]
-    samples: u64,
-    #[serde(default)]
-    lost: u64,
-    #[serde(default)]
-    error: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct LeakJson {
-    pid: u32,
-    start_time_ms: UnixMs,
-    device_index: u32,
-    name: String,
-    #[serde(default)]
-    user: String,
-    #[serde(default)]
-    ghost: bool,
-    since_ms: UnixMs,
-    flagged_ms: UnixMs,
-    ended_ms: Option<UnixMs>,
-    rate_mib_per_min: f64,
-    grown_mib: f64,
-    peak_mib: f64,
-}
-
-/// The body of `GET /api/v1/snapshot`.
-#[derive(Debug, Deserialize)]
-struct SnapshotReply {
-    source: Option<SourceInfo>,
-    status: StatusJson,
-    interval_ms: u64,
-    last_error: Option<String>,
-    snapshot: Option<Snapshot>,
-    #[serde(default)]
-    leaks: Vec<LeakJson>,
-    recording: RecordingJson,
-}
-
-impl LeakJson {
-    /// See [`super::checks`].
-    fn check(&mut self, now: UnixMs) -> Result<(), String> {
-        use super::checks;
-        checks::device_index("a leak on", self.device_index)?;
-        if self.pid > checks::MAX_PID {
-            return Err(format!("the agent sent a leak of PID {}", self.pid));
-        }
-        for (what, t) in [
-            ("a leak's start", Some(self.since_ms)),
-            ("a leak's flag time", Some(self.flagged_ms)),
-            ("a leak's end", self.ended_ms),
-            ("a leaking process's start time", Some(self.start_time_ms)),
-        ] {
-            if let Some(t) = t {
-                checks::time(what, t, now)?;
-            }
-        }
-        for (what, v) in [
-            ("a leak rate of", self.rate_mib_per_min),
-            ("a leak growth of", self.grown_mib),
-            ("a leak peak of", self.peak_mib),
-        ] {
-            checks::finite(what, v)?;
-        }
-        checks::cap_text(&mut self.name, checks::MAX_TEXT);
-        checks::cap_text(&mut self.user, checks::MAX_TEXT);
-        Ok(())
-    }
-
-    fn record(self) -> LeakRecord {
-        let key = if self.ghost {
-            LeakKey::Ghost(self.device_index)
-        } else {
-            LeakKey::Process((
-                ProcessKey {
-                    pid: self.pid,
-                    start_time_ms: self.start_time_ms,
-                },
-                self.device_index,
-            ))
-        };
-        LeakRecord {
-            key,
-            info: LeakInfo {
-                pid: self.pid,
-                start_time_ms: self.start_time_ms,
-                device_index: self.device_index,
-                name: self.name,
-                user: self.user,
-                ghost: self.ghost,
-                since_ms: self.since_ms,
-                rate_mib_per_min: self.rate_mib_per_min,
-            },
-            flagged_ms: self.flagged_ms,
-            ended_ms: self.ended_ms,
-            grown_mib: self.grown_mib,
-            peak_mib: self.peak_mib,
-            session: None,
-            open_at_end: false,
-        }
-    }
-}
-
-impl SnapshotReply {
-    /// Checks and cleans every value against `now` (this computer's clock) before anything of
-    /// it is applied ([`super::checks`]).
-    fn check(&mut self, now: UnixMs) -> Result<(), String> {
-        use super::checks;
-        checks::interval(self.interval_ms)?;
-        if let Some(s) = &mut self.source {
-            checks::source(s);
-        }
-        if let Some(snap) = &mut self.snapshot {
-            checks::snapshot(snap, now)?;
-        }
-        checks::count("leaks", self.leaks.len(), checks::MAX_LEAKS)?;
-        for l in &mut self.leaks {
-            l.check(now)?;
-        }
-        checks::cap_opt(&mut self.status.error, checks::MAX_TEXT);
-        checks::cap_opt(&mut self.last_error, checks::MAX_TEXT);
-        checks::cap_opt(&mut self.recording.error, checks::MAX_TEXT);
-        if self
-            .recording
-            .path
-            .as_ref()
-            .is_some_and(|p| p.as_os_str().len() > checks::MAX_PATH)
-        {
-            return Err("the agent sent an over-long session log path".into());
-        }
-        Ok(())
-    }
-}
-
-/// Reads an answer of `GET /api/v1/snapshot` and checks it against `now` (see
-/// [`super::checks`]): the snapshot the poller would apply, or why none is.
-///
-/// # Errors
-/// A sentence for the link's status.
-pub fn decode_snapshot(body: &[u8], now: UnixMs) -> Result<Option<Snapshot>, String> {
-    parse_snapshot(body, now).map(|r| r.snapshot)
-}
-
-fn parse_snapshot(body: &[u8], now: UnixMs) -> Result<SnapshotReply, String> {
-    let mut r: SnapshotReply = serde_json::from_slice(body)
-        .map_err(|e| format!("the agent's answer is not understood: {e}"))?;
-    r.check(now)?;
-    Ok(r)
-}
-
-/// Puts one answer of the agent into the monitor. Returns the agent's sampling interval.
-fn apply(shared: &SharedMonitor, r: SnapshotReply, received_ms: UnixMs) -> u64 {
-    let Ok(mut m) = shared.write() else {
-        return r.interval_ms;
-    };
-    m.source = r.source;
-    m.interval_ms = r.interval_ms.max(1);
-    if let Some(snap) = r.snapshot {
-        let newer = m
-            .latest
-            .as_ref()
-            .is_none_or(|l| snap.taken_at_ms > l.taken_at_ms);
-        if newer {
-            m.apply(snap, received_ms);
-        }
-    }
-    m.status = match r.status.state.as_str() {
-        "running" => SourceStatus::Running,
-        "failed" => SourceStatus::Failed(
-            r.status
-                .error
-                .unwrap_or_else(|| "the agent's source failed".into()),
-        ),
-        _ => SourceStatus::Starting,
-    };
-    m.last_error = r.last_error;
-    m.leaks = r.leaks.into_iter().map(LeakJson::record).collect();
-    m.recording = crate::engine::view::RecordingStatus {
-        path: r.recording.path,
-        active: r.recording.active,
-        bytes: r.recording.bytes,
-        error: r.recording.error,
-        samples: r.recording.samples,
-        lost: r.recording.lost,
-    };
-    r.interval_ms
 }
 
 /// A session log on the agent (`GET /api/v1/sessions`).
@@ -284,8 +86,9 @@ pub struct RemoteFiles {
 /// Work for the link's command thread.
 #[derive(Debug)]
 enum Job {
-    Command(EngineCommand),
+    Command(CommandId, EngineCommand),
     ListSessions,
+    Past,
 }
 
 /// A download for the link's download thread (never the command thread: a long download
@@ -296,7 +99,10 @@ struct Download {
     dir: std::path::PathBuf,
 }
 
-/// The link to one agent; dropping it stops both threads (they never hold the window).
+/// The agent's past leaks as last read (`None`: not asked yet), or why they could not be.
+pub type RemotePast = Option<Result<Arc<crate::engine::replay::PastEvents>, String>>;
+
+/// The link to one agent; dropping it stops its threads (they never hold the window).
 pub struct RemoteLink {
     url: String,
     health: Arc<Mutex<LinkHealth>>,
@@ -304,6 +110,8 @@ pub struct RemoteLink {
     commands: mpsc::Sender<Job>,
     downloads: mpsc::Sender<Download>,
     files: Arc<Mutex<RemoteFiles>>,
+    past: Arc<Mutex<RemotePast>>,
+    replies: Arc<Replies>,
     /// What the link's thread writes: the agent's state as last received.
     shared: SharedMonitor,
 }
@@ -324,7 +132,7 @@ fn http() -> ureq::Agent {
         .into()
 }
 
-/// Why a reply is not a snapshot, in a few words.
+/// Why a reply is not what was asked, in a few words.
 fn refusal(status: u16, body: &str) -> String {
     let msg = serde_json::from_str::<serde_json::Value>(body)
         .ok()
@@ -363,25 +171,27 @@ fn get_body(
     Ok(body)
 }
 
-/// Largest answer of `GET /api/v1/snapshot` read, bytes.
-pub const MAX_SNAPSHOT_BYTES: u64 = 16 << 20;
+fn get_view(agent: &ureq::Agent, url: &str, token: &str, since: u64) -> Result<WireView, String> {
+    let path = format!("/api/view?since={since}");
+    let body = get_body(agent, url, &path, token, wire_checks::MAX_VIEW_BYTES)?;
+    wire_checks::decode_view(&body, now_ms())
+}
 
-fn get_snapshot(agent: &ureq::Agent, url: &str, token: &str) -> Result<SnapshotReply, String> {
-    let body = get_body(agent, url, "/api/v1/snapshot", token, MAX_SNAPSHOT_BYTES)?;
-    parse_snapshot(&body, now_ms())
+fn get_past(
+    agent: &ureq::Agent,
+    url: &str,
+    token: &str,
+) -> Result<Arc<crate::engine::replay::PastEvents>, String> {
+    let body = get_body(agent, url, "/api/past", token, wire_checks::MAX_VIEW_BYTES)?;
+    let p = wire_checks::decode_past(&body, now_ms())?;
+    Ok(Arc::new(crate::engine::replay::PastEvents {
+        leaks: p.leaks,
+        ooms: p.ooms,
+    }))
 }
 
 /// The body of a manual command for the agent's API, or why it cannot go there.
-fn command_body(
-    c: &EngineCommand,
-) -> Result<
-    (
-        crate::model::history::ProcSeriesKey,
-        String,
-        serde_json::Value,
-    ),
-    String,
-> {
+fn command_body(c: &EngineCommand) -> Result<serde_json::Value, String> {
     let EngineCommand::Manual { key, action } = c else {
         return Err("settings and recording belong to the agent's own configuration; change them on the server".into());
     };
@@ -416,41 +226,206 @@ fn command_body(
             ))
         }
     }
-    Ok((*key, action.label(), body))
+    Ok(body)
 }
 
-#[derive(Debug, Deserialize)]
-struct CommandReply {
-    outcome: Outcome,
-    detail: String,
-}
+/// Largest answer of a command read, bytes.
+pub const MAX_ANSWER_BYTES: u64 = 4 << 20;
 
-fn post_command(
-    agent: &ureq::Agent,
-    url: &str,
-    token: &str,
-    body: &serde_json::Value,
-) -> (Outcome, String) {
+/// `POST url/path` with `body`: the agent's answer (an [`Answer`], checked), or a failed one
+/// saying why.
+fn post(agent: &ureq::Agent, url: &str, token: &str, path: &str, body: String) -> Answer {
     let sent = agent
-        .post(format!("{url}/api/v1/command"))
+        .post(format!("{url}{path}"))
         .header("Authorization", format!("Bearer {token}"))
         .header("Content-Type", "application/json")
-        .send(body.to_string());
+        .send(body);
     let mut resp = match sent {
         Ok(r) => r,
-        Err(e) => return (Outcome::Failed, format!("the agent did not answer: {e}")),
+        Err(e) => return Answer::new(Outcome::Failed, format!("the agent did not answer: {e}")),
     };
     let status = resp.status().as_u16();
-    let text = resp.body_mut().read_to_string().unwrap_or_default();
-    match serde_json::from_str::<CommandReply>(&text) {
-        Ok(r) => (r.outcome, format!("{} (on the agent)", r.detail)),
-        Err(_) => (Outcome::Failed, refusal(status, &text)),
+    let text = resp
+        .body_mut()
+        .with_config()
+        .limit(MAX_ANSWER_BYTES)
+        .read_to_string()
+        .unwrap_or_default();
+    match serde_json::from_str::<Answer>(&text) {
+        Ok(mut a) => {
+            super::checks::cap_text(&mut a.detail, wire_checks::MAX_DETAIL);
+            if let Some(m) = &mut a.matches {
+                m.truncate(super::checks::MAX_PROCESSES);
+                for r in m.iter_mut() {
+                    super::checks::cap_text(&mut r.target, super::checks::MAX_TEXT);
+                    super::checks::cap_opt(&mut r.skipped, super::checks::MAX_TEXT);
+                }
+            }
+            a.detail.push_str(" (on the agent)");
+            a
+        }
+        Err(_) => Answer::new(Outcome::Failed, refusal(status, &text)),
     }
+}
+
+/// Carries out one command on the agent: a process action through `/api/v1/command`, a rule
+/// test through `/api/test-rule`; anything else is the agent's own configuration.
+fn carry_out(agent: &ureq::Agent, url: &str, token: &str, c: &EngineCommand) -> Answer {
+    if let EngineCommand::TestRule { rule, .. } = c {
+        // The agent judges by its own safety settings, whatever this window's are.
+        return match serde_json::to_string(rule) {
+            Ok(body) => post(agent, url, token, "/api/test-rule", body),
+            Err(e) => Answer::new(Outcome::Failed, format!("internal error: {e}")),
+        };
+    }
+    match command_body(c) {
+        Ok(body) => post(agent, url, token, "/api/v1/command", body.to_string()),
+        Err(why) => Answer::new(Outcome::Skipped, why),
+    }
+}
+
+/// What the poller and the command thread share.
+#[derive(Clone)]
+struct Ends {
+    url: String,
+    token: String,
+    shared: SharedMonitor,
+    notify: Notify,
+    health: Arc<Mutex<LinkHealth>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Ends {
+    fn set_health(&self, h: LinkHealth) {
+        *self.health.lock().unwrap_or_else(|p| p.into_inner()) = h;
+    }
+
+    /// The health after a failed poll: disconnected since the first failure.
+    fn failed(&self, error: String) -> LinkHealth {
+        let since_ms = match &*self.health.lock().unwrap_or_else(|p| p.into_inner()) {
+            LinkHealth::Disconnected { since_ms, .. } => *since_ms,
+            _ => now_ms(),
+        };
+        LinkHealth::Disconnected {
+            url: self.url.clone(),
+            since_ms,
+            error,
+        }
+    }
+
+    /// Sleeps `wait` in short steps, so a dropped link ends soon.
+    fn sleep(&self, wait: Duration) {
+        let until = Instant::now() + wait;
+        while Instant::now() < until && !self.stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(50).min(until - Instant::now()));
+        }
+    }
+
+    /// One poll of `/api/view` after `since`: the next `since` and how long to wait (none
+    /// while the history is not caught up).
+    fn poll(&self, agent: &ureq::Agent, since: u64) -> (u64, Duration) {
+        let got = get_view(agent, &self.url, &self.token, since).and_then(|v| {
+            let host = v
+                .source
+                .as_ref()
+                .map(|s| s.host.clone())
+                .unwrap_or_default();
+            let (interval, caught_up) = (v.interval_ms, v.caught_up());
+            let mut m = self
+                .shared
+                .write()
+                .map_err(|_| "internal error: the window's state is lost".to_string())?;
+            let next = v.apply(&mut m, now_ms())?;
+            Ok((next, host, interval, caught_up))
+        });
+        let (next, wait, h) = match got {
+            Ok((next, host, interval, caught_up)) => {
+                let wait = if caught_up {
+                    Duration::from_millis(interval.clamp(200, 10_000))
+                } else {
+                    Duration::ZERO
+                };
+                let h = LinkHealth::Connected {
+                    url: self.url.clone(),
+                    host,
+                    last_ms: now_ms(),
+                };
+                (next, wait, h)
+            }
+            // The window keeps the last good View; the status says why.
+            Err(e) => (since, RETRY_EVERY, self.failed(e)),
+        };
+        self.set_health(h);
+        (self.notify)();
+        (next, wait)
+    }
+
+    /// The poller thread: the agent's View once per its interval into the window's.
+    fn spawn_poller(self) -> Result<(), String> {
+        std::thread::Builder::new()
+            .name("vramwarden-remote-poll".into())
+            .spawn(move || {
+                let agent = http();
+                let mut since = 0;
+                while !self.stop.load(Ordering::Relaxed) {
+                    let started = Instant::now();
+                    let (next, wait) = self.poll(&agent, since);
+                    since = next;
+                    self.sleep(wait.saturating_sub(started.elapsed()));
+                }
+            })
+            .map(drop)
+            .map_err(|e| format!("could not start the link's thread: {e}"))
+    }
+
+    /// The command thread: commands, rule tests, lists of sessions and past leaks, one at a
+    /// time; each command's answer goes to `replies` under its id.
+    fn spawn_commands(
+        self,
+        rx: mpsc::Receiver<Job>,
+        files: Arc<Mutex<RemoteFiles>>,
+        past: Arc<Mutex<RemotePast>>,
+        replies: Arc<Replies>,
+    ) -> Result<(), String> {
+        std::thread::Builder::new()
+            .name("vramwarden-remote-cmd".into())
+            .spawn(move || {
+                let agent = http();
+                while !self.stop.load(Ordering::Relaxed) {
+                    match rx.recv_timeout(Duration::from_millis(200)) {
+                        Ok(Job::Command(id, c)) => {
+                            let answer = carry_out(&agent, &self.url, &self.token, &c);
+                            replies.push(CommandReply {
+                                id,
+                                what: c.label(),
+                                answer,
+                            });
+                        }
+                        Ok(Job::ListSessions) => {
+                            let list = list_sessions(&agent, &self.url, &self.token);
+                            lock(&files).list = Some(list);
+                        }
+                        Ok(Job::Past) => {
+                            *lock(&past) = Some(get_past(&agent, &self.url, &self.token));
+                        }
+                        Err(RecvTimeoutError::Timeout) => continue,
+                        Err(RecvTimeoutError::Disconnected) => break,
+                    }
+                    (self.notify)();
+                }
+            })
+            .map(drop)
+            .map_err(|e| format!("could not start the link's thread: {e}"))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl RemoteLink {
     /// Connects to the agent at `url` (see [`parse_url`]) with its bearer `token`, writing what
-    /// it sends into `shared` and calling `notify` after each change.
+    /// it sends into `shared` and calling `notify` after each change and each reply.
     ///
     /// # Errors
     /// A malformed address, or the OS refusing a thread.
@@ -461,150 +436,48 @@ impl RemoteLink {
         notify: Notify,
     ) -> Result<Self, String> {
         let url = parse_url(url)?;
-        let health = Arc::new(Mutex::new(LinkHealth::Disconnected {
+        let ends = Ends {
+            health: Arc::new(Mutex::new(LinkHealth::Disconnected {
+                url: url.clone(),
+                since_ms: now_ms(),
+                error: "connecting…".into(),
+            })),
             url: url.clone(),
-            since_ms: now_ms(),
-            error: "connecting…".into(),
-        }));
-        let stop = Arc::new(AtomicBool::new(false));
+            token: token.clone(),
+            shared: shared.clone(),
+            notify: notify.clone(),
+            stop: Arc::new(AtomicBool::new(false)),
+        };
         let (tx, rx) = mpsc::channel::<Job>();
         let files = Arc::new(Mutex::new(RemoteFiles::default()));
-        let kept = shared.clone();
-        {
-            let (url, token, shared, notify, health, stop) = (
-                url.clone(),
-                token.clone(),
-                shared.clone(),
-                notify.clone(),
-                health.clone(),
-                stop.clone(),
-            );
-            std::thread::Builder::new()
-                .name("vramwarden-remote-poll".into())
-                .spawn(move || {
-                    let agent = http();
-                    while !stop.load(Ordering::Relaxed) {
-                        let started = Instant::now();
-                        let interval;
-                        let h = match get_snapshot(&agent, &url, &token) {
-                            Ok(r) => {
-                                let host = r
-                                    .source
-                                    .as_ref()
-                                    .map(|s| s.host.clone())
-                                    .unwrap_or_default();
-                                let ms = apply(&shared, r, now_ms());
-                                interval = Duration::from_millis(ms.clamp(200, 10_000));
-                                LinkHealth::Connected {
-                                    url: url.clone(),
-                                    host,
-                                    last_ms: now_ms(),
-                                }
-                            }
-                            Err(error) => {
-                                let since_ms =
-                                    match &*health.lock().unwrap_or_else(|p| p.into_inner()) {
-                                        LinkHealth::Disconnected { since_ms, .. } => *since_ms,
-                                        _ => now_ms(),
-                                    };
-                                interval = RETRY_EVERY;
-                                LinkHealth::Disconnected {
-                                    url: url.clone(),
-                                    since_ms,
-                                    error,
-                                }
-                            }
-                        };
-                        *health.lock().unwrap_or_else(|p| p.into_inner()) = h;
-                        notify();
-                        let wait = interval.saturating_sub(started.elapsed());
-                        // Sleep in short steps so a dropped link ends soon.
-                        let until = Instant::now() + wait;
-                        while Instant::now() < until && !stop.load(Ordering::Relaxed) {
-                            std::thread::sleep(
-                                Duration::from_millis(50).min(until - Instant::now()),
-                            );
-                        }
-                    }
-                })
-                .map_err(|e| format!("could not start the link's thread: {e}"))?;
-        }
-        {
-            let (url, token, stop, files, notify) = (
-                url.clone(),
-                token.clone(),
-                stop.clone(),
-                files.clone(),
-                notify.clone(),
-            );
-            std::thread::Builder::new()
-                .name("vramwarden-remote-cmd".into())
-                .spawn(move || {
-                    let agent = http();
-                    while !stop.load(Ordering::Relaxed) {
-                        let c = match rx.recv_timeout(Duration::from_millis(200)) {
-                            Ok(Job::Command(c)) => c,
-                            Ok(Job::ListSessions) => {
-                                let list = list_sessions(&agent, &url, &token);
-                                files
-                                    .lock()
-                                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                                    .list = Some(list);
-                                notify();
-                                continue;
-                            }
-                            Err(RecvTimeoutError::Timeout) => continue,
-                            Err(RecvTimeoutError::Disconnected) => break,
-                        };
-                        let (key, action, outcome, detail) = match command_body(&c) {
-                            Ok((key, action, body)) => {
-                                let (o, d) = post_command(&agent, &url, &token, &body);
-                                (Some(key), action, o, d)
-                            }
-                            Err(why) => (None, String::new(), Outcome::Skipped, why),
-                        };
-                        if let Ok(mut m) = shared.write() {
-                            match key {
-                                Some(key) => {
-                                    // Named with the facts of its row (the agent acted on
-                                    // its own target).
-                                    let target = crate::act::rules::eval::Target::Process {
-                                        key,
-                                        info: m.row(&key).map(|r| r.info.clone()),
-                                        used_bytes: None,
-                                        origin: crate::model::Origin::Live,
-                                    };
-                                    m.activity.push_back(Activity {
-                                        unix_ms: now_ms(),
-                                        rule: "manual".into(),
-                                        target,
-                                        action,
-                                        outcome,
-                                        detail,
-                                        entry: crate::act::rules::action::Entry::Action,
-                                    });
-                                    while m.activity.len() > crate::engine::ACTIVITY_KEPT {
-                                        m.activity.pop_front();
-                                    }
-                                }
-                                None => m.notices.push_back((now_ms(), detail)),
-                            }
-                        }
-                        notify();
-                    }
-                })
-                .map_err(|e| format!("could not start the link's thread: {e}"))?;
-        }
-        let downloads = spawn_downloads(&url, &token, &stop, &files, &notify)?;
+        let past = Arc::new(Mutex::new(None));
+        let replies = Arc::new(Replies::default());
+        ends.clone().spawn_poller()?;
+        ends.clone()
+            .spawn_commands(rx, files.clone(), past.clone(), replies.clone())?;
+        let downloads = spawn_downloads(&url, &token, &ends.stop, &files, &notify)?;
         Ok(Self {
             url,
-            health,
-            stop,
+            health: ends.health,
+            stop: ends.stop,
             commands: tx,
             downloads,
             files,
-            shared: kept,
+            past,
+            replies,
+            shared,
         })
+    }
+
+    /// Asks for the agent's past leaks, from its own session logs (they arrive in
+    /// [`RemoteLink::past`]).
+    pub fn ask_past(&self) {
+        let _ = self.commands.send(Job::Past);
+    }
+
+    /// The agent's past leaks as last read.
+    pub fn past(&self) -> RemotePast {
+        lock(&self.past).clone()
     }
 
     /// The agent's address.
@@ -892,8 +765,20 @@ impl EngineLink for RemoteLink {
         self.shared.view()
     }
 
-    fn send(&self, c: EngineCommand) {
-        let _ = self.commands.send(Job::Command(c));
+    fn send(&self, c: EngineCommand) -> CommandId {
+        let id = CommandId::next();
+        if self.commands.send(Job::Command(id, c)).is_err() {
+            self.replies.push(CommandReply {
+                id,
+                what: String::new(),
+                answer: Answer::new(Outcome::Failed, "the link to the agent is closed"),
+            });
+        }
+        id
+    }
+
+    fn take_replies(&self) -> Vec<CommandReply> {
+        self.replies.take()
     }
 
     fn health(&self) -> LinkHealth {
@@ -909,8 +794,12 @@ impl EngineLink for Arc<RemoteLink> {
         self.as_ref().view()
     }
 
-    fn send(&self, c: EngineCommand) {
-        self.as_ref().send(c);
+    fn send(&self, c: EngineCommand) -> CommandId {
+        self.as_ref().send(c)
+    }
+
+    fn take_replies(&self) -> Vec<CommandReply> {
+        self.as_ref().take_replies()
     }
 
     fn health(&self) -> LinkHealth {
@@ -944,13 +833,13 @@ mod tests {
     #[test]
     fn only_process_actions_go_to_the_agent() {
         let key = (
-            ProcessKey {
+            crate::model::ProcessKey {
                 pid: 42,
                 start_time_ms: 7,
             },
             1,
         );
-        let (_, _, body) = command_body(&EngineCommand::Manual {
+        let body = command_body(&EngineCommand::Manual {
             key,
             action: crate::act::rules::Action::Terminate {
                 grace_seconds: 10.0,

@@ -10,6 +10,8 @@
 //! a pointer per series: the engine's state is copied for front ends once per change (see
 //! [`crate::engine::shared::Shared`]) and they draw from their copy without holding a lock.
 
+pub mod delta;
+
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 

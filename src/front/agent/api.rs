@@ -10,15 +10,16 @@
 use crate::session::valid_session_name;
 use std::io::Read;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::act::rules::action::{Activity, Outcome};
+use crate::act::rules::action::Outcome;
 use crate::act::rules::eval::Target;
 use crate::act::rules::Action;
 use crate::engine::view::{LeakKey, Monitor};
+
 use crate::engine::EngineCommand;
 
 use super::AgentState;
@@ -218,7 +219,7 @@ pub struct CommandRequest {
 /// The engine's reply to a manual command is awaited this long.
 pub const COMMAND_WAIT: Duration = Duration::from_secs(5);
 
-fn outcome_reply(outcome: Outcome, detail: &str) -> Reply {
+pub(super) fn outcome_reply(outcome: Outcome, detail: &str) -> Reply {
     let status = match outcome {
         Outcome::Acted | Outcome::WouldAct => 200,
         Outcome::Skipped => 403,
@@ -336,29 +337,10 @@ pub fn command(state: &AgentState, body: &mut dyn Read, length: Option<usize>) -
             "another user's process: this agent takes remote actions only on its own user's processes (start it with --remote-other-users to allow more)",
         );
     }
-    let sent_ms = crate::model::now_ms();
-    let answer = |m: &Monitor| -> Option<Activity> {
-        m.activity
-            .iter()
-            .rev()
-            .find(|a| {
-                a.rule == "manual"
-                    && a.unix_ms >= sent_ms
-                    && matches!(&a.target, Target::Process { key: k, .. } if k.0 == key.0)
-            })
-            .cloned()
-    };
-    if !state.send(EngineCommand::Manual { key, action }) {
-        return Reply::error(503, "the engine is not running");
+    match super::api_view::ask(state, EngineCommand::Manual { key, action }) {
+        Ok(a) => outcome_reply(a.outcome, &a.detail),
+        Err(r) => r,
     }
-    let deadline = Instant::now() + COMMAND_WAIT;
-    while Instant::now() < deadline {
-        if let Some(a) = state.shared.read().ok().and_then(|m| answer(&m)) {
-            return outcome_reply(a.outcome, &a.detail);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    Reply::error(504, "the engine did not answer within 5 s")
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! [`super::server`]) in, a [`Reply`] out. No I/O on sockets here; a panic inside becomes a 500.
 
 use super::api::{self, Reply};
+use super::api_view;
 use super::metrics::{self, Format};
 use super::AgentState;
 
@@ -23,6 +24,8 @@ pub struct RequestHead {
     pub method: Method,
     /// The path, without the query.
     pub path: String,
+    /// The query (after `?`), when there is one.
+    pub query: Option<String>,
     /// `Authorization`, when sent and readable.
     pub authorization: Option<String>,
     /// `Accept`, when sent and readable.
@@ -121,10 +124,13 @@ pub fn route(state: &AgentState, head: &RequestHead, body: &[u8]) -> (Reply, Ext
         ("/-/ready", true) => ready(state),
         ("/", true) => Reply::text(
             200,
-            "vramwarden agent: /metrics, /healthz, /-/ready, /api/v1/{snapshot,sessions,command}",
+            "vramwarden agent: /metrics, /healthz, /-/ready, /api/view, /api/past, /api/test-rule, /api/v1/{snapshot,sessions,command}",
         ),
         (u, _) if u.starts_with("/api/") && !authorized(state, head) => return unauthorized(),
         ("/api/v1/snapshot", true) => api::snapshot(state),
+        ("/api/view", true) => api_view::view(state, head.query.as_deref()),
+        ("/api/past", true) => api_view::past(state),
+        ("/api/test-rule", false) if head.method == Method::Post => api_view::test_rule(state, body),
         ("/api/v1/sessions", true) => api::sessions(state),
         (u, true) if u.starts_with("/api/v1/sessions/") => {
             api::session_file(state, &u["/api/v1/sessions/".len()..])
@@ -132,8 +138,12 @@ pub fn route(state: &AgentState, head: &RequestHead, body: &[u8]) -> (Reply, Ext
         ("/api/v1/command", false) if head.method == Method::Post => {
             api::command(state, &mut &body[..], Some(body.len()))
         }
-        ("/metrics" | "/healthz" | "/-/ready" | "/api/v1/snapshot" | "/api/v1/sessions", false)
-        | ("/api/v1/command", true) => Reply::error(405, "method not allowed"),
+        (
+            "/metrics" | "/healthz" | "/-/ready" | "/api/v1/snapshot" | "/api/v1/sessions"
+            | "/api/view" | "/api/past",
+            false,
+        )
+        | ("/api/v1/command" | "/api/test-rule", true) => Reply::error(405, "method not allowed"),
         _ => Reply::error(404, "not found"),
     };
     (reply, None)
@@ -142,7 +152,12 @@ pub fn route(state: &AgentState, head: &RequestHead, body: &[u8]) -> (Reply, Ext
 /// True when the request is a command the server should read a body for (authorized: a
 /// client without the token never gets its body read).
 pub fn wants_body(state: &AgentState, head: &RequestHead) -> bool {
-    head.method == Method::Post && head.path == "/api/v1/command" && authorized(state, head)
+    head.method == Method::Post && takes_body(&head.path) && authorized(state, head)
+}
+
+/// True for the paths that read a request body (commands).
+pub fn takes_body(path: &str) -> bool {
+    path == "/api/v1/command" || path == "/api/test-rule"
 }
 
 /// [`route`], with a panic inside turned into a 500.

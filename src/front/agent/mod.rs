@@ -9,6 +9,7 @@
 //! that the sampler makes progress ([`sdnotify`]).
 
 pub mod api;
+pub mod api_view;
 pub mod body;
 pub mod conns;
 pub mod http;
@@ -72,21 +73,49 @@ pub struct AgentState {
     pub remote_other_users: bool,
     sampler: Mutex<Option<SamplerHandle>>,
     stopping: AtomicBool,
+    /// The engine's replies taken but not yet claimed by the request that asked.
+    answers: Mutex<
+        std::collections::HashMap<
+            crate::engine::command::CommandId,
+            crate::engine::command::CommandReply,
+        >,
+    >,
 }
 
 impl AgentState {
-    /// Sends a command to the engine; false when it is not running.
-    pub fn send(&self, c: EngineCommand) -> bool {
+    /// Sends a command to the engine: its id, or None when the engine is not running.
+    pub fn send(&self, c: EngineCommand) -> Option<crate::engine::command::CommandId> {
         match self.sampler.lock() {
-            Ok(s) => match s.as_ref() {
-                Some(h) => {
-                    h.send(c);
-                    true
-                }
-                None => false,
-            },
-            Err(_) => false,
+            Ok(s) => s.as_ref().map(|h| h.send(c)),
+            Err(_) => None,
         }
+    }
+
+    /// The engine's reply to command `id`, once it came (replies to other requests are kept
+    /// for them).
+    pub fn reply(
+        &self,
+        id: crate::engine::command::CommandId,
+    ) -> Option<crate::engine::command::CommandReply> {
+        let mut answers = self
+            .answers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Ok(s) = self.sampler.lock() {
+            if let Some(h) = s.as_ref() {
+                for r in h.take_replies() {
+                    answers.insert(r.id, r);
+                }
+            }
+        }
+        // A request that gave up does not leave its reply forever.
+        while answers.len() > crate::engine::command::REPLIES_KEPT {
+            let Some(oldest) = answers.keys().min().copied() else {
+                break;
+            };
+            answers.remove(&oldest);
+        }
+        answers.remove(&id)
     }
 
     /// True once the agent is shutting down.
@@ -187,6 +216,7 @@ pub fn start(
         remote_other_users: opts.remote_other_users,
         sampler: Mutex::new(Some(handle)),
         stopping: AtomicBool::new(false),
+        answers: Mutex::new(std::collections::HashMap::new()),
     });
     let server = server::Server::start(listener, state.clone())?;
     tracing::info!("listening on http://{addr} (/metrics, /healthz, /api/v1/…)");

@@ -262,6 +262,7 @@ fn head_of(rq: &Request<Incoming>) -> RequestHead {
     RequestHead {
         method,
         path: rq.uri().path().to_string(),
+        query: rq.uri().query().map(str::to_string),
         authorization: header(rq, hyper::header::AUTHORIZATION),
         accept: header(rq, hyper::header::ACCEPT),
     }
@@ -275,7 +276,7 @@ fn refuse_body(rq: &Request<Incoming>, head: &RequestHead) -> Option<Response<Re
     if rq.body().is_end_stream() {
         return None;
     }
-    let limit = if head.method == Method::Post && head.path == "/api/v1/command" {
+    let limit = if head.method == Method::Post && super::http::takes_body(&head.path) {
         super::api::MAX_COMMAND_BYTES as u64
     } else {
         MAX_OTHER_BODY

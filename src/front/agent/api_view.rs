@@ -1,0 +1,139 @@
+//! The API of version 2 ([`crate::link::wire`]): the View for a remote window
+//! (`GET /api/view?since=TICK`), the agent's past leaks (`GET /api/past`), and a rule tested
+//! by the agent's engine on its own processes (`POST /api/test-rule`). Commands wait for the
+//! engine's reply to their id ([`ask`]).
+
+use std::time::{Duration, Instant};
+
+use crate::engine::command::Answer;
+use crate::engine::EngineCommand;
+use crate::link::wire::{WirePast, WireView, API_VERSION};
+
+use super::api::Reply;
+use super::AgentState;
+
+/// Most history ticks in one answer of `/api/view` (a window far behind asks again).
+pub const VIEW_PAGE_TICKS: usize = crate::model::history::delta::MAX_DELTA_TICKS;
+
+/// The engine's reply to a command is awaited this long.
+pub const ANSWER_WAIT: Duration = super::api::COMMAND_WAIT;
+
+fn json_reply<T: serde::Serialize>(v: &T) -> Reply {
+    match serde_json::to_vec(v) {
+        Ok(body) => Reply {
+            status: 200,
+            content_type: "application/json",
+            body: super::api::Body::Bytes(body),
+        },
+        Err(e) => Reply::error(500, &format!("internal error: {e}")),
+    }
+}
+
+/// The `since` of a query (`since=TICK`; absent: 0, the whole history).
+///
+/// # Errors
+/// A query that is not `since=` a number.
+pub fn since_of(query: Option<&str>) -> Result<u64, String> {
+    let mut since = 0;
+    for pair in query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
+        match pair.split_once('=') {
+            Some(("since", v)) => {
+                since = v
+                    .parse()
+                    .map_err(|_| format!("since is a tick number, not {v:?}"))?;
+            }
+            _ => return Err(format!("unknown query {pair:?} (since=TICK is taken)")),
+        }
+    }
+    Ok(since)
+}
+
+/// `GET /api/view?since=TICK`: the agent's View with its history after `since` (at most
+/// [`VIEW_PAGE_TICKS`] ticks).
+pub fn view(state: &AgentState, query: Option<&str>) -> Reply {
+    let since = match since_of(query) {
+        Ok(s) => s,
+        Err(e) => return Reply::error(400, &e),
+    };
+    let v = {
+        let Ok(m) = state.shared.read() else {
+            return Reply::error(500, "internal error: the engine thread panicked");
+        };
+        WireView::of(&m, since, VIEW_PAGE_TICKS)
+    };
+    json_reply(&v)
+}
+
+/// `GET /api/past`: leak episodes and OOM suspicions of the agent's own session logs (the
+/// one being written excepted: its events are in the View).
+pub fn past(state: &AgentState) -> Reply {
+    let skip = state
+        .shared
+        .read()
+        .ok()
+        .and_then(|m| m.recording.path.clone());
+    let p = crate::engine::replay::past_episodes(&state.sessions_dir, skip.as_deref());
+    json_reply(&WirePast {
+        api_version: API_VERSION,
+        leaks: p.leaks,
+        ooms: p.ooms,
+    })
+}
+
+/// Sends `c` to the engine and waits up to [`ANSWER_WAIT`] for its reply.
+///
+/// # Errors
+/// 503 when the engine is not running, 504 when it did not answer in time.
+pub fn ask(state: &AgentState, c: EngineCommand) -> Result<Answer, Reply> {
+    let Some(id) = state.send(c) else {
+        return Err(Reply::error(503, "the engine is not running"));
+    };
+    let deadline = Instant::now() + ANSWER_WAIT;
+    while Instant::now() < deadline {
+        if let Some(r) = state.reply(id) {
+            return Ok(r.answer);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Err(Reply::error(504, "the engine did not answer within 5 s"))
+}
+
+/// `POST /api/test-rule` (already authenticated): the body is a rule as the settings file
+/// writes it; the agent's engine tests it on its own processes under its own safety settings
+/// and answers with an [`Answer`] listing the matches.
+pub fn test_rule(state: &AgentState, body: &[u8]) -> Reply {
+    if body.len() > super::api::MAX_COMMAND_BYTES {
+        return Reply::error(413, "the rule is too large");
+    }
+    let rule: crate::act::rules::Rule = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        Err(e) => return Reply::error(400, &format!("bad rule: {e}")),
+    };
+    match ask(
+        state,
+        EngineCommand::TestRule {
+            rule: Box::new(rule),
+            safety: None,
+        },
+    ) {
+        Ok(a) => json_reply(&a),
+        Err(r) => r,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_is_read_from_the_query() {
+        assert_eq!(since_of(None), Ok(0));
+        assert_eq!(since_of(Some("since=42")), Ok(42));
+        assert!(since_of(Some("since=-1")).is_err());
+        assert!(since_of(Some("since=1&x=2")).is_err());
+    }
+}

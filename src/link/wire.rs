@@ -1,0 +1,259 @@
+//! The one wire type between an agent and a remote window: [`WireView`], the View
+//! ([`Monitor`]) as plain serde data, versioned ([`API_VERSION`]). The agent makes it from its
+//! View (`GET /api/view?since=TICK`, see docs/agent-api.md); the remote link reads exactly
+//! this type, checks every value ([`super::wire_checks`]) and applies it to the window's
+//! View ([`WireView::apply`]). So a remote window has what a local one has: the snapshot,
+//! the history (only the ticks after `since`: a poll does not resend the day), leak
+//! episodes, OOM suspicions, rule activity, notices, the recording's status and the
+//! time-to-full figures the snapshot carries. [`WirePast`] is the agent's own past leaks
+//! (`GET /api/past`).
+//!
+//! Activity entries go as [`WireActivity`]: the target named by its identity, name and owner
+//! (the window names it in those words; its command line stays in the snapshot).
+
+use serde::{Deserialize, Serialize};
+
+use crate::act::rules::action::{Activity, Entry};
+use crate::act::rules::eval::Target;
+use crate::engine::view::{LeakRecord, Monitor, OomRecord, RecordingStatus, SourceStatus};
+use crate::model::history::delta::HistoryDelta;
+use crate::model::history::ProcSeriesKey;
+use crate::model::outcome::Outcome;
+use crate::model::{Origin, Snapshot, SourceInfo, UnixMs};
+
+/// The version of [`WireView`] and [`WirePast`]; a window refuses any other.
+pub const API_VERSION: u32 = 2;
+
+/// The View as an agent sends it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireView {
+    /// Always [`API_VERSION`].
+    pub api_version: u32,
+    /// What the agent samples.
+    pub source: Option<SourceInfo>,
+    /// Whether its samples arrive.
+    pub status: SourceStatus,
+    /// Its sampling interval, ms.
+    pub interval_ms: u64,
+    /// Its newest snapshot (with each GPU's time-to-full).
+    pub latest: Option<Snapshot>,
+    /// When that snapshot arrived on the agent.
+    pub latest_received_ms: Option<UnixMs>,
+    /// Its last sampling error.
+    pub last_error: Option<String>,
+    /// Its recording.
+    pub recording: RecordingStatus,
+    /// One past the newest tick of its history: the window is caught up when the delta
+    /// ends here.
+    pub history_end_tick: u64,
+    /// Its history after the `since` asked (a page of it).
+    pub history: HistoryDelta,
+    /// Its leak episodes of this run.
+    pub leaks: Vec<LeakRecord>,
+    /// Its OOM suspicions of this run.
+    pub ooms: Vec<OomRecord>,
+    /// What its rules and manual actions did, newest last.
+    pub activity: Vec<WireActivity>,
+    /// Its recent notices, newest last.
+    pub notices: Vec<(UnixMs, String)>,
+    /// Snapshots it applied so far.
+    pub ticks: u64,
+}
+
+/// What an activity line acted on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum WireTarget {
+    /// A process on a GPU.
+    Process {
+        /// Identity and GPU.
+        key: ProcSeriesKey,
+        /// Its name.
+        name: String,
+        /// Its owner.
+        user: String,
+        /// GPU memory it held.
+        used_bytes: Option<u64>,
+        /// Live, simulated or recorded.
+        origin: Origin,
+    },
+    /// A whole GPU.
+    Device(u32),
+}
+
+/// Which entry of an action an activity line is ([`Entry`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireEntry {
+    /// The action and how it ended.
+    Action,
+    /// Asked; its answer follows.
+    Asked,
+    /// A figure after an action.
+    FollowUp,
+}
+
+/// One line of the agent's activity log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireActivity {
+    /// When.
+    pub unix_ms: UnixMs,
+    /// The rule ("manual": a user's action).
+    pub rule: String,
+    /// On what.
+    pub target: WireTarget,
+    /// What was done.
+    pub action: String,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Details.
+    pub detail: String,
+    /// Which entry of its action.
+    pub entry: WireEntry,
+}
+
+/// The agent's past leak episodes and OOM suspicions, from its own session logs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WirePast {
+    /// Always [`API_VERSION`].
+    pub api_version: u32,
+    /// Leak episodes, each naming its session file on the agent.
+    pub leaks: Vec<LeakRecord>,
+    /// OOM suspicions.
+    pub ooms: Vec<OomRecord>,
+}
+
+impl From<&Activity> for WireActivity {
+    fn from(a: &Activity) -> Self {
+        let target = match &a.target {
+            Target::Process {
+                key,
+                info,
+                used_bytes,
+                origin,
+            } => WireTarget::Process {
+                key: *key,
+                name: info.as_ref().map(|i| i.name.clone()).unwrap_or_default(),
+                user: info.as_ref().map(|i| i.user.clone()).unwrap_or_default(),
+                used_bytes: *used_bytes,
+                origin: *origin,
+            },
+            Target::Device(i) => WireTarget::Device(*i),
+        };
+        Self {
+            unix_ms: a.unix_ms,
+            rule: a.rule.clone(),
+            target,
+            action: a.action.clone(),
+            outcome: a.outcome,
+            detail: a.detail.clone(),
+            entry: match a.entry {
+                Entry::Action => WireEntry::Action,
+                Entry::Asked => WireEntry::Asked,
+                Entry::FollowUp => WireEntry::FollowUp,
+            },
+        }
+    }
+}
+
+impl WireActivity {
+    /// The activity line it stands for.
+    pub fn into_activity(self) -> Activity {
+        let target = match self.target {
+            WireTarget::Process {
+                key,
+                name,
+                user,
+                used_bytes,
+                origin,
+            } => Target::Process {
+                key,
+                info: Some(std::sync::Arc::new(crate::model::ProcInfo {
+                    name,
+                    user,
+                    start_time_ms: key.0.start_time_ms,
+                    ..crate::model::ProcInfo::default()
+                })),
+                used_bytes,
+                origin,
+            },
+            WireTarget::Device(i) => Target::Device(i),
+        };
+        Activity {
+            unix_ms: self.unix_ms,
+            rule: self.rule,
+            target,
+            action: self.action,
+            outcome: self.outcome,
+            detail: self.detail,
+            entry: match self.entry {
+                WireEntry::Action => Entry::Action,
+                WireEntry::Asked => Entry::Asked,
+                WireEntry::FollowUp => Entry::FollowUp,
+            },
+        }
+    }
+}
+
+impl WireView {
+    /// The agent's View `m` for a window that holds its history up to `since` (exclusive),
+    /// with at most `max_ticks` ticks of history.
+    pub fn of(m: &Monitor, since: u64, max_ticks: usize) -> Self {
+        Self {
+            api_version: API_VERSION,
+            source: m.source.clone(),
+            status: m.status.clone(),
+            interval_ms: m.interval_ms,
+            latest: m.latest.clone(),
+            latest_received_ms: m.latest_received_ms,
+            last_error: m.last_error.clone(),
+            recording: m.recording.clone(),
+            history_end_tick: m.history.end_tick(),
+            history: m.history.delta_since(since, max_ticks),
+            leaks: m.leaks.clone(),
+            ooms: m.ooms.clone(),
+            activity: m.activity.iter().map(WireActivity::from).collect(),
+            notices: m.notices.iter().cloned().collect(),
+            ticks: m.ticks,
+        }
+    }
+
+    /// True when its history reaches the agent's newest tick.
+    pub fn caught_up(&self) -> bool {
+        self.history.end_tick() >= self.history_end_tick
+    }
+
+    /// Applies an answer, already checked ([`super::wire_checks::view`]), to the window's
+    /// View `m`: its history first (refused as a whole, `m` unchanged, when its times do not
+    /// follow the window's), then the rest. The snapshot is taken once the history is caught
+    /// up (its tick is the history's newest). Returns the `since` of the next poll.
+    ///
+    /// # Errors
+    /// Why the answer was refused; `m` keeps its last good state.
+    pub fn apply(self, m: &mut Monitor, received_ms: UnixMs) -> Result<u64, String> {
+        let caught_up = self.caught_up();
+        m.history.append(&self.history)?;
+        let next = self.history.end_tick();
+        if let (true, Some(snap)) = (caught_up, self.latest) {
+            let newer = m
+                .latest
+                .as_ref()
+                .is_none_or(|l| snap.taken_at_ms > l.taken_at_ms);
+            if newer {
+                m.apply(snap, received_ms);
+            }
+        }
+        m.source = self.source;
+        m.interval_ms = self.interval_ms.max(1);
+        m.status = self.status;
+        m.last_error = self.last_error;
+        m.recording = self.recording;
+        m.leaks = self.leaks;
+        m.ooms = self.ooms;
+        m.activity = self
+            .activity
+            .into_iter()
+            .map(WireActivity::into_activity)
+            .collect();
+        m.notices = self.notices.into_iter().collect();
+        Ok(next)
+    }
+}

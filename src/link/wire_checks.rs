@@ -1,0 +1,248 @@
+//! Checks of the wire type ([`super::wire`]) on arrival, as strict as a session log's: the
+//! version, every index and count within bounds, times plausible on this computer's clock and
+//! in order, floats finite, text cut to its limits. An answer that fails is not applied (the
+//! window keeps its last good View) and the link's status names the field. The body read is
+//! capped ([`MAX_VIEW_BYTES`]) before it is parsed, so no count an agent sends sizes more
+//! than that.
+
+use super::checks::{self, MAX_BYTES, MAX_LEAKS, MAX_PID, MAX_PROCESSES, MAX_TEXT};
+use super::wire::{WireActivity, WirePast, WireTarget, WireView, API_VERSION};
+use crate::engine::view::{LeakKey, LeakRecord, OomRecord};
+use crate::model::history::delta::HistoryDelta;
+use crate::model::UnixMs;
+
+/// Largest answer of `GET /api/view` or `GET /api/past` read, bytes.
+pub const MAX_VIEW_BYTES: u64 = 64 << 20;
+/// Most activity lines in one answer.
+pub const MAX_ACTIVITY: usize = 4096;
+/// Most notices in one answer.
+pub const MAX_NOTICES: usize = 256;
+/// Longest activity detail or notice, bytes.
+pub const MAX_DETAIL: usize = 16 * 1024;
+
+fn version(v: u32) -> Result<(), String> {
+    if v == API_VERSION {
+        Ok(())
+    } else {
+        Err(format!(
+            "api_version: the agent speaks version {v}, this window version {API_VERSION} (update the older one)"
+        ))
+    }
+}
+
+fn path(what: &str, p: Option<&std::path::Path>) -> Result<(), String> {
+    if p.is_some_and(|p| p.as_os_str().len() > checks::MAX_PATH) {
+        return Err(format!("{what}: the agent sent an over-long path"));
+    }
+    Ok(())
+}
+
+fn pid(what: &str, pid: u32) -> Result<(), String> {
+    if pid > MAX_PID {
+        return Err(format!("{what}: the agent sent PID {pid}"));
+    }
+    Ok(())
+}
+
+/// The history part: its shape ([`HistoryDelta::check`]), GPUs and PIDs in range, times
+/// plausible.
+///
+/// # Errors
+/// A sentence naming the field.
+pub fn history(d: &HistoryDelta, now: UnixMs) -> Result<(), String> {
+    d.check(None)?;
+    if let (Some(first), Some(last)) = (d.times.first(), d.times.last()) {
+        checks::time("history: a time", *first, now)?;
+        checks::time("history: a time", *last, now)?;
+    }
+    for (k, _) in &d.processes {
+        pid("history", k.0.pid)?;
+        checks::device_index("history: a process on", k.1)?;
+    }
+    for (k, _) in &d.torch {
+        pid("history", k.0.pid)?;
+        checks::device_index("history: a process on", k.1)?;
+    }
+    Ok(())
+}
+
+/// One leak episode.
+///
+/// # Errors
+/// A sentence naming the field.
+pub fn leak(l: &mut LeakRecord, now: UnixMs) -> Result<(), String> {
+    checks::device_index("leaks: a leak on", l.info.device_index)?;
+    pid("leaks", l.info.pid)?;
+    match l.key {
+        LeakKey::Process((k, dev)) if k.pid != l.info.pid || dev != l.info.device_index => {
+            return Err("leaks: a leak's key and facts name different processes".into())
+        }
+        LeakKey::Ghost(dev) if dev != l.info.device_index => {
+            return Err("leaks: a ghost leak's key and facts name different GPUs".into())
+        }
+        _ => {}
+    }
+    for (what, t) in [
+        ("leaks: a start", Some(l.info.since_ms)),
+        ("leaks: a flag time", Some(l.flagged_ms)),
+        ("leaks: an end", l.ended_ms),
+        ("leaks: a process start time", Some(l.info.start_time_ms)),
+    ] {
+        if let Some(t) = t {
+            checks::time(what, t, now)?;
+        }
+    }
+    for (what, v) in [
+        ("leaks: a rate of", l.info.rate_mib_per_min),
+        ("leaks: a growth of", l.grown_mib),
+        ("leaks: a peak of", l.peak_mib),
+    ] {
+        checks::finite(what, v)?;
+    }
+    path("leaks", l.session.as_deref())?;
+    checks::cap_text(&mut l.info.name, MAX_TEXT);
+    checks::cap_text(&mut l.info.user, MAX_TEXT);
+    Ok(())
+}
+
+/// One OOM suspicion.
+///
+/// # Errors
+/// A sentence naming the field.
+pub fn oom(o: &mut OomRecord, now: UnixMs) -> Result<(), String> {
+    checks::device_index("ooms: an OOM on", o.device_index)?;
+    checks::time("ooms: an OOM time", o.at_ms, now)?;
+    checks::finite("ooms: a fill of", o.used_pct)?;
+    checks::count("ooms: victims", o.victims.len(), MAX_PROCESSES)?;
+    checks::count("ooms: holders", o.holders.len(), MAX_PROCESSES)?;
+    path("ooms", o.session.as_deref())?;
+    for h in o.victims.iter_mut().chain(o.holders.iter_mut()) {
+        pid("ooms", h.pid)?;
+        checks::finite("ooms: a holder's memory", h.mib)?;
+        for v in [&mut h.grown_1m_mib, &mut h.releasable_mib] {
+            *v = v.filter(|f| f.is_finite());
+        }
+        checks::cap_text(&mut h.name, MAX_TEXT);
+        checks::cap_text(&mut h.user, MAX_TEXT);
+    }
+    Ok(())
+}
+
+/// One activity line.
+///
+/// # Errors
+/// A sentence naming the field.
+pub fn activity(a: &mut WireActivity, now: UnixMs) -> Result<(), String> {
+    checks::time("activity: a time", a.unix_ms, now)?;
+    match &mut a.target {
+        WireTarget::Process {
+            key,
+            name,
+            user,
+            used_bytes,
+            ..
+        } => {
+            pid("activity", key.0.pid)?;
+            checks::device_index("activity: a process on", key.1)?;
+            checks::cap_text(name, MAX_TEXT);
+            checks::cap_text(user, MAX_TEXT);
+            *used_bytes = used_bytes.filter(|b| *b <= MAX_BYTES);
+        }
+        WireTarget::Device(i) => checks::device_index("activity: a", *i)?,
+    }
+    checks::cap_text(&mut a.rule, MAX_TEXT);
+    checks::cap_text(&mut a.action, MAX_TEXT);
+    checks::cap_text(&mut a.detail, MAX_DETAIL);
+    Ok(())
+}
+
+/// A whole answer of `GET /api/view`, checked and cleaned against `now` (this computer's
+/// clock); the history's order against the window's own is checked when it is applied.
+///
+/// # Errors
+/// A sentence naming the field; nothing of the answer is used then.
+pub fn view(v: &mut WireView, now: UnixMs) -> Result<(), String> {
+    version(v.api_version)?;
+    checks::interval(v.interval_ms).map_err(|e| format!("interval_ms: {e}"))?;
+    if let Some(s) = &mut v.source {
+        checks::source(s);
+    }
+    if let Some(snap) = &mut v.latest {
+        checks::snapshot(snap, now).map_err(|e| format!("latest: {e}"))?;
+    }
+    if let Some(t) = v.latest_received_ms {
+        checks::time("latest_received_ms", t, now)?;
+    }
+    history(&v.history, now)?;
+    if v.history.end_tick() > v.history_end_tick {
+        return Err("history: the delta ends after the agent's newest tick".into());
+    }
+    checks::count("leaks", v.leaks.len(), MAX_LEAKS)?;
+    for l in &mut v.leaks {
+        leak(l, now)?;
+    }
+    checks::count("OOM suspicions", v.ooms.len(), MAX_LEAKS)?;
+    for o in &mut v.ooms {
+        oom(o, now)?;
+    }
+    checks::count("activity lines", v.activity.len(), MAX_ACTIVITY)?;
+    for a in &mut v.activity {
+        activity(a, now)?;
+    }
+    checks::count("notices", v.notices.len(), MAX_NOTICES)?;
+    for (t, n) in &mut v.notices {
+        checks::time("notices: a time", *t, now)?;
+        checks::cap_text(n, MAX_DETAIL);
+    }
+    if let crate::engine::view::SourceStatus::Failed(e) = &mut v.status {
+        checks::cap_text(e, MAX_TEXT);
+    }
+    checks::cap_opt(&mut v.last_error, MAX_TEXT);
+    checks::cap_opt(&mut v.recording.error, MAX_TEXT);
+    path("recording", v.recording.path.as_deref())
+}
+
+/// An answer of `GET /api/past`, checked like [`view`]'s leaks and OOMs.
+///
+/// # Errors
+/// A sentence naming the field.
+pub fn past(p: &mut WirePast, now: UnixMs) -> Result<(), String> {
+    version(p.api_version)?;
+    checks::count("past leaks", p.leaks.len(), 16 * MAX_LEAKS)?;
+    checks::count("past OOM suspicions", p.ooms.len(), 16 * MAX_LEAKS)?;
+    for l in &mut p.leaks {
+        leak(l, now)?;
+    }
+    for o in &mut p.ooms {
+        oom(o, now)?;
+    }
+    Ok(())
+}
+
+/// Reads and checks an answer of `GET /api/view`.
+///
+/// # Errors
+/// A sentence for the link's status.
+pub fn decode_view(body: &[u8], now: UnixMs) -> Result<WireView, String> {
+    if body.len() as u64 > MAX_VIEW_BYTES {
+        return Err(format!("the agent's answer is over {MAX_VIEW_BYTES} bytes"));
+    }
+    let mut v: WireView = serde_json::from_slice(body)
+        .map_err(|e| format!("the agent's view is not understood: {e}"))?;
+    view(&mut v, now)?;
+    Ok(v)
+}
+
+/// Reads and checks an answer of `GET /api/past`.
+///
+/// # Errors
+/// A sentence for the Leaks tab.
+pub fn decode_past(body: &[u8], now: UnixMs) -> Result<WirePast, String> {
+    if body.len() as u64 > MAX_VIEW_BYTES {
+        return Err(format!("the agent's answer is over {MAX_VIEW_BYTES} bytes"));
+    }
+    let mut p: WirePast = serde_json::from_slice(body)
+        .map_err(|e| format!("the agent's past leaks are not understood: {e}"))?;
+    past(&mut p, now)?;
+    Ok(p)
+}
