@@ -95,22 +95,17 @@ fn serve(conn: TcpStream, route: &Router, seen: &mpsc::Sender<String>) {
     }
 }
 
-/// A real sample of the simulated GPUs, as the agent's API sends it.
+/// A real View of the simulated GPUs as the agent's `/api/view` sends it (one sample taken
+/// now, so each answer's history follows the last one's).
 fn reply_with(edit: impl FnOnce(&mut serde_json::Value)) -> String {
     use vramwarden::source::GpuSource;
     let now = vramwarden::model::now_ms();
     let mut sim = vramwarden::source::sim::SimSource::demo(now - 60_000);
-    let snap = sim.sample(now).expect("a sample");
-    let mut v = serde_json::json!({
-        "source": sim.info(),
-        "status": {"state": "running"},
-        "interval_ms": 1000,
-        "received_ms": now,
-        "last_error": null,
-        "snapshot": snap,
-        "leaks": [],
-        "recording": {"path": null, "active": false, "bytes": 0, "samples": 0, "lost": 0, "error": null},
-    });
+    let mut m = vramwarden::engine::view::Monitor::new(1000, 600);
+    m.source = Some(sim.info());
+    m.apply(sim.sample(now).expect("a sample"), now);
+    let view = vramwarden::link::wire::WireView::of(&m, 0, 4096);
+    let mut v = serde_json::to_value(&view).expect("json");
     edit(&mut v);
     v.to_string()
 }
@@ -153,7 +148,7 @@ fn refused(link: &RemoteLink) -> String {
 #[test]
 fn an_absurd_gpu_index_is_refused_and_allocates_nothing() {
     for index in [4_294_967_295u64, 5_000_000, 64] {
-        let body = reply_with(|v| v["snapshot"]["devices"][0]["index"] = index.into());
+        let body = reply_with(|v| v["latest"]["devices"][0]["index"] = index.into());
         let agent = StandIn::start(Arc::new(move |_, _| Answer::Json(body.clone())));
         let (link, shared) = link_to(&agent);
         let e = refused(&link);
@@ -164,7 +159,7 @@ fn an_absurd_gpu_index_is_refused_and_allocates_nothing() {
         assert!(m.history.heap_bytes() < 1 << 20);
     }
     // A process on a GPU the agent does not list is refused too.
-    let body = reply_with(|v| v["snapshot"]["processes"][0]["device_index"] = 7.into());
+    let body = reply_with(|v| v["latest"]["processes"][0]["device_index"] = 7.into());
     let agent = StandIn::start(Arc::new(move |_, _| Answer::Json(body.clone())));
     let (link, _) = link_to(&agent);
     assert!(refused(&link).contains("GPU 7, which it does not list"));
@@ -179,7 +174,7 @@ fn a_sample_from_the_far_future_is_refused_and_the_next_good_one_shows() {
         *n += 1;
         if *n <= 2 {
             Answer::Json(reply_with(|v| {
-                v["snapshot"]["taken_at_ms"] = i64::MAX.into()
+                v["latest"]["taken_at_ms"] = i64::MAX.into()
             }))
         } else {
             Answer::Json(reply_with(|_| {}))
@@ -209,22 +204,24 @@ fn other_hostile_values_are_refused_with_a_reason() {
             "sampling interval",
         ),
         (
-            Box::new(|v| v["snapshot"]["processes"][0]["pid"] = 4_294_967_295u64.into()),
+            Box::new(|v| v["latest"]["processes"][0]["pid"] = 4_294_967_295u64.into()),
             "PID",
         ),
         (
             Box::new(|v| {
                 v["leaks"] = serde_json::json!([{
-                    "pid": 1, "start_time_ms": 0, "device_index": 99, "name": "x",
-                    "since_ms": 0, "flagged_ms": 0, "ended_ms": null,
-                    "rate_mib_per_min": 1.0, "grown_mib": 1.0, "peak_mib": 1.0
+                    "key": {"Process": [{"pid": 1, "start_time_ms": 0}, 99]},
+                    "info": {"pid": 1, "start_time_ms": 0, "device_index": 99, "name": "x",
+                        "since_ms": 0, "rate_mib_per_min": 1.0},
+                    "flagged_ms": 0, "ended_ms": null, "grown_mib": 1.0, "peak_mib": 1.0,
+                    "session": null, "open_at_end": false
                 }])
             }),
             "GPU index 99",
         ),
         (
             Box::new(|v| {
-                v["snapshot"]["devices"][1]["index"] = v["snapshot"]["devices"][0]["index"].clone()
+                v["latest"]["devices"][1]["index"] = v["latest"]["devices"][0]["index"].clone()
             }),
             "twice",
         ),
@@ -391,4 +388,110 @@ fn a_hanging_download_never_delays_a_kill() {
         "the download is still going"
     );
     release.store(true, Ordering::Relaxed);
+}
+
+#[test]
+fn hostile_views_are_refused_by_field_and_the_window_keeps_its_last_good_one() {
+    let cases: Vec<(Edit, &str)> = vec![
+        (Box::new(|v| v["api_version"] = 3.into()), "api_version"),
+        (
+            // A count far over the caps: refused before anything is expanded.
+            Box::new(|v| v["history"]["devices"][0] = serde_json::json!([[5, 4_000_000_000u32]])),
+            "covers more than",
+        ),
+        (
+            Box::new(|v| {
+                let t = v["history"]["times"][0].clone();
+                v["history"]["times"] = serde_json::json!(vec![t; 5000]);
+            }),
+            "5000 ticks",
+        ),
+        (
+            Box::new(|v| v["history"]["processes"][0][0][1] = 64.into()),
+            "GPU index 64",
+        ),
+        (
+            Box::new(|v| v["activity"] = serde_json::json!(vec![serde_json::Value::Null; 5000])),
+            "not understood",
+        ),
+    ];
+    for (edit, says) in cases {
+        // A good answer first, then the hostile one for ever.
+        let calls = Arc::new(Mutex::new(0u32));
+        let counted = calls.clone();
+        let edit = Arc::new(Mutex::new(Some(edit)));
+        let agent = StandIn::start(Arc::new(move |_, _| {
+            let mut n = counted.lock().expect("calls");
+            *n += 1;
+            if *n == 1 {
+                return Answer::Json(reply_with(|_| {}));
+            }
+            let e = edit.lock().expect("edit");
+            Answer::Json(reply_with(|v| {
+                if let Some(f) = e.as_ref() {
+                    f(v)
+                }
+            }))
+        }));
+        let (link, shared) = link_to(&agent);
+        let e = refused(&link);
+        assert!(e.contains(says), "{says}: {e}");
+        let m = shared.read().expect("monitor");
+        assert!(m.latest.is_some(), "{says}: the last good view stays");
+        assert_eq!(m.history.len(), 1, "{says}: nothing of the hostile one was taken");
+    }
+}
+
+#[test]
+fn times_going_backwards_are_refused_and_the_last_good_view_stays() {
+    let first = reply_with(|_| {});
+    let calls = Arc::new(Mutex::new(0u32));
+    let counted = calls.clone();
+    let agent = StandIn::start(Arc::new(move |_, _| {
+        let mut n = counted.lock().expect("calls");
+        *n += 1;
+        if *n == 1 {
+            return Answer::Json(first.clone());
+        }
+        // The same tick with a time one minute earlier.
+        Answer::Json(reply_with(|v| {
+            let t = v["history"]["times"][0].as_i64().expect("a time");
+            v["history"]["times"][0] = (t - 60_000).into();
+        }))
+    }));
+    let (link, shared) = link_to(&agent);
+    let e = refused(&link);
+    assert!(e.contains("times go backwards"), "{e}");
+    let m = shared.read().expect("monitor");
+    assert_eq!(m.history.len(), 1);
+    assert!(m.latest.is_some());
+}
+
+#[test]
+fn a_command_reply_comes_back_with_its_id() {
+    let agent = sessions_agent(|| Answer::Json("{}".into()), 10);
+    let (link, _) = link_to(&agent);
+    let id = link.send(vramwarden::engine::EngineCommand::Manual {
+        key: (
+            vramwarden::model::ProcessKey {
+                pid: 4242,
+                start_time_ms: 7,
+            },
+            0,
+        ),
+        action: vramwarden::act::rules::Action::Signal {
+            signal: "SIGKILL".into(),
+        },
+    });
+    let r = wait_for(Duration::from_secs(5), "the reply", || {
+        link.take_replies().into_iter().find(|r| r.id == id)
+    });
+    assert_eq!(r.answer.outcome, vramwarden::model::outcome::Outcome::Acted);
+    assert!(r.answer.detail.contains("sent SIGKILL"), "{}", r.answer.detail);
+    // A command the agent's API does not take is answered too, by the link.
+    let id = link.send(vramwarden::engine::EngineCommand::PauseRecording);
+    let r = wait_for(Duration::from_secs(5), "the reply", || {
+        link.take_replies().into_iter().find(|r| r.id == id)
+    });
+    assert_eq!(r.answer.outcome, vramwarden::model::outcome::Outcome::Skipped);
 }
