@@ -1,0 +1,91 @@
+//! The wire type against a real `vramwarden agent` (the simulated GPUs): `/api/view` serves
+//! the View with `api_version` 2 and only the history after `since`, `/api/past` the agent's
+//! own past leaks, and a remote link fed by it holds the agent's history and has a rule
+//! tested by the agent's engine, the answer coming back under the command's id.
+
+#[path = "agent_support/mod.rs"]
+mod agent_support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_support::{wait_for, AgentProc};
+use vramwarden::link::EngineLink;
+
+fn get(a: &AgentProc, path: &str) -> agent_support::Http {
+    let auth = a.auth();
+    agent_support::request(a.addr, "GET", path, &[("Authorization", &auth)], b"")
+}
+
+#[test]
+fn the_agent_serves_its_view_with_only_the_history_after_since() {
+    let a = AgentProc::start("", &["--no-record"]);
+    let full = wait_for(Duration::from_secs(20), "three ticks", || {
+        let r = get(&a, "/api/view");
+        (r.status == 200 && r.json()["history_end_tick"].as_u64() >= Some(3)).then_some(r)
+    });
+    let body = full.body.clone();
+    let v = vramwarden::link::wire_checks::decode_view(&body, vramwarden::model::now_ms())
+        .expect("the agent's own answer passes the checks");
+    assert_eq!(v.api_version, vramwarden::link::wire::API_VERSION);
+    assert!(v.history.len() >= 3);
+    assert!(v.latest.as_ref().is_some_and(|s| !s.devices.is_empty()));
+    // Asked after its newest tick: no history is sent again.
+    let end = v.history_end_tick;
+    let later = get(&a, &format!("/api/view?since={end}")).json();
+    let sent = later["history"]["times"].as_array().map_or(0, Vec::len) as u64;
+    let new_end = later["history_end_tick"].as_u64().expect("end");
+    assert_eq!(sent, new_end - end, "only the ticks after since");
+    assert_eq!(later["history"]["from_tick"].as_u64(), Some(end));
+    // A bad query is refused; /api/view needs the token.
+    assert_eq!(get(&a, "/api/view?since=x").status, 400);
+    assert_eq!(agent_support::get(a.addr, "/api/view").status, 401);
+    // The past leaks of its own session folder (none yet), in the wire type.
+    let past = get(&a, "/api/past");
+    assert_eq!(past.status, 200, "{}", past.text());
+    let p = vramwarden::link::wire_checks::decode_past(&past.body, vramwarden::model::now_ms())
+        .expect("past");
+    assert!(p.leaks.is_empty());
+}
+
+#[test]
+fn a_remote_link_holds_the_agents_history_and_its_rule_test_is_answered_by_the_agent() {
+    let a = AgentProc::start("", &["--no-record"]);
+    let shared = vramwarden::engine::shared::Shared::new(vramwarden::engine::view::Monitor::new(
+        1000, 3600,
+    ));
+    let link = vramwarden::link::remote::RemoteLink::connect(
+        &format!("http://{}", a.addr),
+        a.token.clone(),
+        shared.clone(),
+        Arc::new(|| {}),
+    )
+    .expect("connect");
+    wait_for(Duration::from_secs(20), "the agent's history", || {
+        let m = shared.read().ok()?;
+        (m.history.len() >= 3 && m.latest.is_some()).then_some(())
+    });
+    {
+        let m = shared.read().expect("monitor");
+        let agent = get(&a, "/api/view").json();
+        let agent_end = agent["history_end_tick"].as_u64().expect("end");
+        // Its history from the agent's first tick, not from the moment of connection.
+        assert!(
+            m.history.len() as u64 + 3 >= agent_end,
+            "{} of {agent_end}",
+            m.history.len()
+        );
+        assert!(m.rows().count() > 0);
+    }
+    let id = link.send(vramwarden::engine::EngineCommand::TestRule {
+        rule: Box::new(vramwarden::act::rules::Rule::default()),
+        safety: None,
+    });
+    let r = wait_for(Duration::from_secs(10), "the agent's answer", || {
+        link.take_replies().into_iter().find(|r| r.id == id)
+    });
+    assert_eq!(r.what, "Test rule");
+    assert!(r.answer.detail.contains("(on the agent)"), "{}", r.answer.detail);
+    assert!(r.answer.detail.contains("It matches"), "{}", r.answer.detail);
+    assert!(r.answer.matches.is_some(), "the matches came back");
+}
