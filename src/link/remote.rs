@@ -99,6 +99,9 @@ struct Download {
     dir: std::path::PathBuf,
 }
 
+/// What [`RemoteLink::past`] holds while the agent's past leaks are being read.
+pub const ASKED: &str = "reading the agent's past leaks…";
+
 /// The agent's past leaks as last read (`None`: not asked yet), or why they could not be.
 pub type RemotePast = Option<Result<Arc<crate::engine::replay::PastEvents>, String>>;
 
@@ -478,6 +481,22 @@ impl RemoteLink {
     /// The agent's past leaks as last read.
     pub fn past(&self) -> RemotePast {
         lock(&self.past).clone()
+    }
+
+    /// The agent's past leaks once read; the first call asks for them (a failed read is
+    /// asked again by the next call).
+    pub fn past_or_ask(&self) -> Option<Arc<crate::engine::replay::PastEvents>> {
+        let mut p = lock(&self.past);
+        match &*p {
+            Some(Ok(events)) => Some(events.clone()),
+            Some(Err(e)) if e == ASKED => None,
+            _ => {
+                *p = Some(Err(ASKED.into()));
+                drop(p);
+                self.ask_past();
+                None
+            }
+        }
     }
 
     /// The agent's address.

@@ -50,6 +50,8 @@ pub struct VramApp {
     leak_clicked: Option<super::leaks::LeakClick>,
     /// The Settings window.
     pub settings_ui: super::settings_window::SettingsUi,
+    /// Replies to commands, shown as toasts.
+    pub toasts: super::replies::Toasts,
     config_path: std::path::PathBuf,
     /// Why the settings file could not be used, shown as a banner until saved.
     pub config_error: Option<crate::engine::settings::ConfigError>,
@@ -156,6 +158,7 @@ impl VramApp {
             pending_select: None,
             leak_clicked: None,
             settings_ui: super::settings_window::SettingsUi::default(),
+            toasts: super::replies::Toasts::default(),
             config_path: crate::engine::settings::config_path(None),
             config_error: None,
             confirm: None,
@@ -243,6 +246,16 @@ impl VramApp {
     pub fn draw(&mut self, ui: &mut Ui) {
         let ctx = ui.ctx().clone();
         widgets::set_palette(&ctx, self.state.palette);
+        let replies = self.backend.take_replies();
+        let at = ctx.input(|i| i.time);
+        let st = &mut self.settings_ui;
+        if let Some((i, c)) = st.test_request.take() {
+            st.testing = self.backend.send(c).map(|id| (i, id));
+        }
+        if let Some(t) = super::replies::route(replies, &mut st.testing, &mut self.toasts, at) {
+            st.tested = Some(t);
+        }
+        self.toasts.show(&ctx);
         if let Some(r) = self.past_leaks.and_then(|id| self.backend.jobs().take(id)) {
             self.past_leaks = None;
             if let crate::front::gui::jobs::JobResult::PastLeaks(p) = r {
@@ -1274,7 +1287,9 @@ impl VramApp {
                     processes::table(ui, rows.clone(), &mut table, now);
                 }
                 BottomTab::Leaks => {
-                    if self.past.is_none() && self.past_leaks.is_none() {
+                    // A window attached to an agent shows the agent's past leaks.
+                    let agent_past = self.backend.agent_past();
+                    if agent_past.is_none() && self.past.is_none() && self.past_leaks.is_none() {
                         let dir = crate::session::default_dir();
                         let skip = monitor.recording.path.clone();
                         let id = crate::front::gui::jobs::JobId::next();
@@ -1294,7 +1309,11 @@ impl VramApp {
                         .collect();
                     let mut ooms: Vec<&crate::engine::view::OomRecord> =
                         monitor.ooms.iter().collect();
-                    if let Some(p) = &self.past {
+                    let past = agent_past.clone().unwrap_or_else(|| self.past.clone());
+                    let loading = agent_past
+                        .as_ref()
+                        .map_or(self.past_leaks.is_some(), Option::is_none);
+                    if let Some(p) = &past {
                         all.extend(
                             p.leaks
                                 .iter()
@@ -1314,7 +1333,7 @@ impl VramApp {
                         &ooms,
                         self.state.units,
                         now,
-                        self.past_leaks.is_some(),
+                        loading,
                     ) {
                         self.leak_clicked = Some(c);
                     }

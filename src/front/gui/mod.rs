@@ -11,6 +11,7 @@ pub mod notify;
 pub mod overview;
 pub mod process_detail;
 pub mod processes;
+pub mod replies;
 pub mod sessions;
 pub mod settings_window;
 pub mod task;
@@ -297,7 +298,7 @@ impl Backend {
         self.settings = s.clone();
         let c = crate::engine::EngineCommand::ApplySettings(Box::new(s));
         if self.remote.is_none() {
-            self.send(c);
+            let _ = self.send(c);
         } else if let Some(p) = self.parked.iter().find(|p| p.remote.is_none()) {
             if let Some(l) = &p.link {
                 l.send(c);
@@ -376,11 +377,27 @@ impl Backend {
         self.switch_to(None)
     }
 
-    /// Sends a request to the engine on the sampler thread.
-    pub fn send(&self, c: crate::engine::EngineCommand) {
-        if let Some(l) = &self.link {
-            l.send(c);
-        }
+    /// Sends a request to the engine shown (this computer's or an agent's): its id, whose
+    /// reply comes back through [`Backend::take_replies`].
+    pub fn send(
+        &self,
+        c: crate::engine::EngineCommand,
+    ) -> Option<crate::engine::command::CommandId> {
+        self.link.as_ref().map(|l| l.send(c))
+    }
+
+    /// The replies of the engine shown since the last call.
+    pub fn take_replies(&self) -> Vec<crate::engine::command::CommandReply> {
+        self.link
+            .as_ref()
+            .map(|l| l.take_replies())
+            .unwrap_or_default()
+    }
+
+    /// While an agent is shown: its past leaks as read so far (asked for on the first call;
+    /// `Some(None)` until they arrive). None for this computer.
+    pub fn agent_past(&self) -> Option<Option<Arc<crate::engine::replay::PastEvents>>> {
+        self.agent.as_ref().map(|a| a.past_or_ask())
     }
 
     /// Carries out a file job request of the window ([`crate::front::gui::jobs::JobBoard`]): in this

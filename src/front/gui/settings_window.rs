@@ -37,6 +37,11 @@ pub struct SettingsUi {
     pub editing: Option<usize>,
     /// Result of "Test this rule".
     pub tested: Option<(usize, Vec<TestedTarget>)>,
+    /// A rule test to send to the engine shown (the rule's index and the command), taken by
+    /// the app; then the test awaiting its reply ([`super::replies::route`]).
+    pub test_request: Option<(usize, crate::engine::EngineCommand)>,
+    /// The rule test sent, awaiting its reply.
+    pub testing: Option<(usize, crate::engine::command::CommandId)>,
     /// Last save result, and whether it failed.
     pub message: Option<(String, bool)>,
     /// The protected-names text while it is being typed (a trailing comma or space stays
@@ -52,6 +57,8 @@ impl Default for SettingsUi {
             draft: Settings::default(),
             editing: None,
             tested: None,
+            test_request: None,
+            testing: None,
             message: None,
             protected_text: None,
         }
@@ -355,7 +362,7 @@ impl SettingsUi {
         );
     }
 
-    fn rules(&mut self, ui: &mut Ui, live: &Monitor) {
+    fn rules(&mut self, ui: &mut Ui, _live: &Monitor) {
         let c = &mut self.draft.cleanup;
         ui.checkbox(&mut c.dry_run, "Global dry run: no rule signals anything, the Activity pane says what would have happened");
         let label = ui.label("Protected names (never acted on; comma-separated)");
@@ -527,12 +534,17 @@ impl SettingsUi {
                 .on_hover_text("Which current processes (or GPUs) it would match right now, ignoring hold time and cooldown, and which of them its safety rules would skip")
                 .clicked()
             {
-                let found: Vec<(String, Option<String>)> =
-                    crate::engine::test_rule(r, live, &safety)
-                        .iter()
-                        .map(|(t, why)| (t.describe(), why.clone()))
-                        .collect();
-                self.tested = Some((i, found));
+                // Tested by the engine that owns the processes (an agent's for a remote
+                // window); the matches come back as its reply.
+                self.test_request = Some((
+                    i,
+                    crate::engine::EngineCommand::TestRule {
+                        rule: Box::new(r.clone()),
+                        safety: Some(safety.clone()),
+                    },
+                ));
+                self.tested = None;
+                ui.ctx().request_repaint();
             }
             if let Some((j, found)) = &self.tested {
                 if *j == i {
