@@ -152,6 +152,8 @@ pub struct Backend {
     pub settings: crate::engine::settings::Settings,
     /// The window's file jobs (opening, exporting, saving…), whichever engine is shown.
     jobs: crate::front::gui::jobs::JobBoard,
+    /// Replies given without a link (a detached backend answers a rule test from its state).
+    unlinked: crate::engine::command::Replies,
 }
 
 impl Backend {
@@ -238,6 +240,7 @@ impl Backend {
             history_ticks,
             repaint: None,
             jobs: crate::front::gui::jobs::JobBoard::default(),
+            unlinked: crate::engine::command::Replies::default(),
             record: crate::engine::RecordTo::Off,
             settings: crate::engine::settings::Settings::default(),
         }
@@ -383,15 +386,34 @@ impl Backend {
         &self,
         c: crate::engine::EngineCommand,
     ) -> Option<crate::engine::command::CommandId> {
-        self.link.as_ref().map(|l| l.send(c))
+        if let Some(l) = &self.link {
+            return Some(l.send(c));
+        }
+        // Detached (no engine): a rule test is answered from the state shown.
+        let crate::engine::EngineCommand::TestRule { rule, safety } = &c else {
+            return None;
+        };
+        let id = crate::engine::command::CommandId::next();
+        let safety = safety.clone().unwrap_or(crate::act::rules::action::Safety {
+            global_dry_run: true,
+            protected: Vec::new(),
+        });
+        let m = self.shared.read().ok()?;
+        self.unlinked.push(crate::engine::command::CommandReply {
+            id,
+            what: c.label(),
+            answer: crate::engine::command::test_rule_answer(rule, &m, &safety),
+        });
+        Some(id)
     }
 
     /// The replies of the engine shown since the last call.
     pub fn take_replies(&self) -> Vec<crate::engine::command::CommandReply> {
-        self.link
-            .as_ref()
-            .map(|l| l.take_replies())
-            .unwrap_or_default()
+        let mut r = self.unlinked.take();
+        if let Some(l) = &self.link {
+            r.extend(l.take_replies());
+        }
+        r
     }
 
     /// While an agent is shown: its past leaks as read so far (asked for on the first call;
