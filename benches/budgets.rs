@@ -474,8 +474,56 @@ fn bench_scrape(c: &mut Criterion) {
     }
 }
 
+/// A View of 8 GPUs × 200 processes, 600 s of history (the agent's side of `/api/view`).
+fn wire_monitor() -> Monitor {
+    let sim = SimSource::fleet(T0, 8, 200);
+    let mut m = Monitor::new(1000, 3600);
+    for i in 0..600 {
+        let s = sim.at(T0 + i * 1000);
+        let t = s.taken_at_ms;
+        m.apply(s, t);
+    }
+    m
+}
+
+/// Serving one poll of `/api/view` (the newest tick after `since`) and the first one (the
+/// whole 600 s), 8 GPUs × 200 processes: the View made and serialized.
+fn bench_api_view(c: &mut Criterion) {
+    use vramwarden::link::wire::WireView;
+    let m = wire_monitor();
+    let since = m.history.end_tick() - 1;
+    let body = serde_json::to_vec(&WireView::of(&m, since, 4096)).expect("json");
+    let first = serde_json::to_vec(&WireView::of(&m, 0, 4096)).expect("json");
+    eprintln!(
+        "api_view 8 GPUs × 200 processes: a poll {} bytes, the first (600 ticks) {} bytes",
+        body.len(),
+        first.len()
+    );
+    c.bench_function("api_view", |b| {
+        b.iter(|| black_box(serde_json::to_vec(&WireView::of(&m, since, 4096))))
+    });
+    c.bench_function("api_view_first_600_ticks", |b| {
+        b.iter(|| black_box(serde_json::to_vec(&WireView::of(&m, 0, 4096))))
+    });
+}
+
+/// Decoding and checking one poll of `/api/view` (8 GPUs × 200 processes) in the window.
+fn bench_link_decode(c: &mut Criterion) {
+    use vramwarden::link::wire::WireView;
+    let m = wire_monitor();
+    let since = m.history.end_tick() - 1;
+    let body = serde_json::to_vec(&WireView::of(&m, since, 4096)).expect("json");
+    let now = T0 + 600_000;
+    vramwarden::link::wire_checks::decode_view(&body, now).expect("a good answer");
+    c.bench_function("link_decode", |b| {
+        b.iter(|| black_box(vramwarden::link::wire_checks::decode_view(&body, now)))
+    });
+}
+
 criterion_group!(
     benches,
+    bench_api_view,
+    bench_link_decode,
     bench_scrape,
     bench_history,
     bench_ui,

@@ -225,6 +225,35 @@ proptest! {
     fn the_link_decoder_never_panics_on_bytes(bytes in prop::collection::vec(any::<u8>(), 0..2048)) {
         let _ = vramwarden::link::remote::decode_snapshot(&bytes, vramwarden::model::now_ms());
         let _ = vramwarden::link::remote::decode_sessions(&bytes, vramwarden::model::now_ms());
+        let _ = vramwarden::link::wire_checks::decode_view(&bytes, vramwarden::model::now_ms());
+        let _ = vramwarden::link::wire_checks::decode_past(&bytes, vramwarden::model::now_ms());
+    }
+
+    #[test]
+    fn the_wire_decoder_keeps_hostile_numbers_out(
+        picks in prop::collection::vec((any::<prop::sample::Index>(), hostile_number()), 1..6)
+    ) {
+        let mut v: serde_json::Value = serde_json::from_str(view_answer()).expect("json");
+        let mut paths = Vec::new();
+        number_paths(&v, &mut Vec::new(), &mut paths);
+        for (i, n) in picks {
+            let path = i.get(&paths).clone();
+            if let Some(slot) = at_path(&mut v, &path) {
+                *slot = n;
+            }
+        }
+        view_within_caps(v.to_string().as_bytes())?;
+    }
+
+    #[test]
+    fn the_wire_decoder_survives_cut_and_flipped_answers(cut in any::<prop::sample::Index>(), flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..8)) {
+        let mut b = view_answer().as_bytes().to_vec();
+        for (i, x) in flips {
+            let at = i.index(b.len());
+            b[at] = x;
+        }
+        let keep = cut.index(b.len() + 1);
+        view_within_caps(&b[..keep])?;
     }
 
     #[test]
@@ -254,4 +283,43 @@ proptest! {
         // Whole answers (keep == len) must still pass the caps when they decode.
         within_caps(&b[..keep])?;
     }
+}
+
+/// A real answer of the agent's `/api/view` (the simulated GPUs, 300 s of history), as JSON.
+fn view_answer() -> &'static String {
+    static ANSWER: OnceLock<String> = OnceLock::new();
+    ANSWER.get_or_init(|| {
+        use vramwarden::source::GpuSource;
+        let now = vramwarden::model::now_ms();
+        let mut sim = vramwarden::source::sim::SimSource::demo(now - 400_000);
+        let mut m = vramwarden::engine::view::Monitor::new(1000, 600);
+        m.source = Some(sim.info());
+        for i in (0..300).rev() {
+            let t = now - i * 1000;
+            m.apply(sim.sample(t).expect("sim"), t);
+        }
+        let v = vramwarden::link::wire::WireView::of(&m, 0, 4096);
+        serde_json::to_string(&v).expect("json")
+    })
+}
+
+/// What the wire decoder lets through stays within its caps, and applying it to a window's
+/// View allocates little.
+fn view_within_caps(body: &[u8]) -> Result<(), TestCaseError> {
+    use vramwarden::model::history::delta;
+    let now = vramwarden::model::now_ms();
+    let Ok(v) = vramwarden::link::wire_checks::decode_view(body, now) else {
+        return Ok(());
+    };
+    prop_assert_eq!(v.api_version, vramwarden::link::wire::API_VERSION);
+    prop_assert!(v.history.len() <= delta::MAX_DELTA_TICKS);
+    prop_assert!(v.history.series() * v.history.len() <= delta::MAX_DELTA_VALUES);
+    if let Some(snap) = &v.latest {
+        prop_assert!(snap.devices.len() <= checks::MAX_DEVICES);
+        prop_assert!(snap.taken_at_ms <= now + checks::MAX_AHEAD_MS);
+    }
+    let mut m = vramwarden::engine::view::Monitor::new(1000, 600);
+    let _ = v.apply(&mut m, now);
+    prop_assert!(m.history.heap_bytes() < 64 << 20, "{}", m.history.heap_bytes());
+    Ok(())
 }
