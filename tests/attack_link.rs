@@ -173,9 +173,7 @@ fn a_sample_from_the_far_future_is_refused_and_the_next_good_one_shows() {
         let mut n = counted.lock().expect("calls");
         *n += 1;
         if *n <= 2 {
-            Answer::Json(reply_with(|v| {
-                v["latest"]["taken_at_ms"] = i64::MAX.into()
-            }))
+            Answer::Json(reply_with(|v| v["latest"]["taken_at_ms"] = i64::MAX.into()))
         } else {
             Answer::Json(reply_with(|_| {}))
         }
@@ -438,7 +436,11 @@ fn hostile_views_are_refused_by_field_and_the_window_keeps_its_last_good_one() {
         assert!(e.contains(says), "{says}: {e}");
         let m = shared.read().expect("monitor");
         assert!(m.latest.is_some(), "{says}: the last good view stays");
-        assert_eq!(m.history.len(), 1, "{says}: nothing of the hostile one was taken");
+        assert_eq!(
+            m.history.len(),
+            1,
+            "{says}: nothing of the hostile one was taken"
+        );
     }
 }
 
@@ -487,11 +489,18 @@ fn a_command_reply_comes_back_with_its_id() {
         link.take_replies().into_iter().find(|r| r.id == id)
     });
     assert_eq!(r.answer.outcome, vramwarden::model::outcome::Outcome::Acted);
-    assert!(r.answer.detail.contains("sent SIGKILL"), "{}", r.answer.detail);
+    assert!(
+        r.answer.detail.contains("sent SIGKILL"),
+        "{}",
+        r.answer.detail
+    );
     // A command the agent's API does not take is answered too, by the link.
     let id = link.send(vramwarden::engine::EngineCommand::PauseRecording);
     let r = wait_for(Duration::from_secs(5), "the reply", || {
         link.take_replies().into_iter().find(|r| r.id == id)
     });
-    assert_eq!(r.answer.outcome, vramwarden::model::outcome::Outcome::Skipped);
+    assert_eq!(
+        r.answer.outcome,
+        vramwarden::model::outcome::Outcome::Skipped
+    );
 }

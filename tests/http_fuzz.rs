@@ -320,6 +320,10 @@ fn view_within_caps(body: &[u8]) -> Result<(), TestCaseError> {
     }
     let mut m = vramwarden::engine::view::Monitor::new(1000, 600);
     let _ = v.apply(&mut m, now);
-    prop_assert!(m.history.heap_bytes() < 64 << 20, "{}", m.history.heap_bytes());
+    prop_assert!(
+        m.history.heap_bytes() < 64 << 20,
+        "{}",
+        m.history.heap_bytes()
+    );
     Ok(())
 }

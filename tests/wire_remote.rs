@@ -51,9 +51,8 @@ fn the_agent_serves_its_view_with_only_the_history_after_since() {
 #[test]
 fn a_remote_link_holds_the_agents_history_and_its_rule_test_is_answered_by_the_agent() {
     let a = AgentProc::start("", &["--no-record"]);
-    let shared = vramwarden::engine::shared::Shared::new(vramwarden::engine::view::Monitor::new(
-        1000, 3600,
-    ));
+    let shared =
+        vramwarden::engine::shared::Shared::new(vramwarden::engine::view::Monitor::new(1000, 3600));
     let link = vramwarden::link::remote::RemoteLink::connect(
         &format!("http://{}", a.addr),
         a.token.clone(),
@@ -85,7 +84,15 @@ fn a_remote_link_holds_the_agents_history_and_its_rule_test_is_answered_by_the_a
         link.take_replies().into_iter().find(|r| r.id == id)
     });
     assert_eq!(r.what, "Test rule");
-    assert!(r.answer.detail.contains("(on the agent)"), "{}", r.answer.detail);
-    assert!(r.answer.detail.contains("It matches"), "{}", r.answer.detail);
+    assert!(
+        r.answer.detail.contains("(on the agent)"),
+        "{}",
+        r.answer.detail
+    );
+    assert!(
+        r.answer.detail.contains("It matches"),
+        "{}",
+        r.answer.detail
+    );
     assert!(r.answer.matches.is_some(), "the matches came back");
 }

@@ -1327,14 +1327,9 @@ impl VramApp {
                     }
                     all.sort_by_key(|l| std::cmp::Reverse(l.flagged_ms));
                     ooms.sort_by_key(|o| std::cmp::Reverse(o.at_ms));
-                    if let Some(c) = super::leaks::pane(
-                        ui,
-                        &all,
-                        &ooms,
-                        self.state.units,
-                        now,
-                        loading,
-                    ) {
+                    if let Some(c) =
+                        super::leaks::pane(ui, &all, &ooms, self.state.units, now, loading)
+                    {
                         self.leak_clicked = Some(c);
                     }
                 }

@@ -1,0 +1,159 @@
+//! A window attached to an agent shows what a local one does (issue 25, point 1): the agent's
+//! OOM suspicion and past leaks in the Leaks tab and its rule activity in the Activity tab,
+//! read from the one wire type. The agent here is a stand-in: a loopback HTTP server in this
+//! test answering `/api/view` and `/api/past` with a `WireView` and a `WirePast` made from a
+//! real View of the simulated GPUs plus those events (a real agent would need minutes and a
+//! filling GPU to produce them); the window, its link and the wire checks are the real ones.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use egui_kittest::kittest::Queryable;
+use egui_kittest::Harness;
+use vramwarden::engine::view::{LeakKey, LeakRecord, Monitor, OomRecord};
+use vramwarden::front::gui::app::UiState;
+use vramwarden::front::gui::{Backend, VramApp};
+use vramwarden::link::wire::{WireActivity, WirePast, WireTarget, WireView, API_VERSION};
+use vramwarden::model::outcome::Outcome;
+use vramwarden::model::ProcessKey;
+
+fn view_now() -> String {
+    use vramwarden::source::GpuSource;
+    let now = vramwarden::model::now_ms();
+    let mut sim = vramwarden::source::sim::SimSource::demo(now - 60_000);
+    let mut m = Monitor::new(1000, 600);
+    m.source = Some(sim.info());
+    m.apply(sim.sample(now).expect("a sample"), now);
+    m.ooms.push(OomRecord {
+        at_ms: now - 10_000,
+        device_index: 0,
+        used_pct: 99.2,
+        victims: vec![vramwarden::session::OomHolder {
+            pid: 555,
+            start_time_ms: 0,
+            name: "victim-proc".into(),
+            user: "bob".into(),
+            mib: 1000.0,
+            grown_1m_mib: None,
+            releasable_mib: None,
+            grown_recent_mib: None,
+            likely_cause: false,
+        }],
+        holders: Vec::new(),
+        session: None,
+    });
+    let mut v = WireView::of(&m, 0, 4096);
+    v.activity.push(WireActivity {
+        unix_ms: now - 5_000,
+        rule: "idle-cleanup".into(),
+        target: WireTarget::Device(0),
+        action: "Release cache".into(),
+        outcome: Outcome::Acted,
+        detail: "freed-by-the-agents-rule".into(),
+        entry: vramwarden::link::wire::WireEntry::Action,
+    });
+    serde_json::to_string(&v).expect("json")
+}
+
+fn past() -> String {
+    let now = vramwarden::model::now_ms();
+    let leak = LeakRecord {
+        key: LeakKey::Process((
+            ProcessKey {
+                pid: 777,
+                start_time_ms: 1,
+            },
+            0,
+        )),
+        info: vramwarden::session::LeakInfo {
+            pid: 777,
+            start_time_ms: 1,
+            device_index: 0,
+            name: "past-leaker".into(),
+            user: "alice".into(),
+            ghost: false,
+            since_ms: now - 3_600_000,
+            rate_mib_per_min: 50.0,
+        },
+        flagged_ms: now - 3_500_000,
+        ended_ms: Some(now - 3_000_000),
+        grown_mib: 500.0,
+        peak_mib: 9000.0,
+        session: Some("/var/lib/vramwarden/sessions/x.vwlog".into()),
+        open_at_end: false,
+    };
+    serde_json::to_string(&WirePast {
+        api_version: API_VERSION,
+        leaks: vec![leak],
+        ooms: Vec::new(),
+    })
+    .expect("json")
+}
+
+/// The stand-in agent: `/api/past` and `/api/view` (anything else gets the view).
+fn stand_in() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(conn);
+                let mut line = String::new();
+                let _ = r.read_line(&mut line);
+                loop {
+                    let mut h = String::new();
+                    if r.read_line(&mut h).is_err() || h == "\r\n" || h.is_empty() {
+                        break;
+                    }
+                }
+                let body = if line.contains("/api/past") {
+                    past()
+                } else {
+                    view_now()
+                };
+                let mut c = r.into_inner();
+                let _ = write!(
+                    c,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+fn until_shown(h: &mut Harness<'static, VramApp>, label: &str, limit: Duration) {
+    let t = Instant::now();
+    while h.query_all_by_label_contains(label).next().is_none() {
+        assert!(t.elapsed() < limit, "{label:?} not shown within {limit:?}");
+        std::thread::sleep(Duration::from_millis(25));
+        let _ = h.run_ok();
+    }
+}
+
+#[test]
+fn a_remote_window_shows_the_agents_oom_activity_and_past_leaks() {
+    let url = stand_in();
+    let ctx = egui::Context::default();
+    let backend = Backend::attach(&url, "t0ken".into(), 1000, &ctx).expect("attach");
+    let app = VramApp::with_backend(backend, UiState::default());
+    let mut h: Harness<'static, VramApp> = Harness::builder()
+        .with_size(egui::vec2(1600.0, 1000.0))
+        .with_max_steps(8)
+        .build_eframe(|_cc| app);
+    until_shown(&mut h, "Simulated H200", Duration::from_secs(10));
+    h.get_by_label("Leaks").click();
+    let _ = h.run_ok();
+    until_shown(&mut h, "OOM suspected", Duration::from_secs(5));
+    until_shown(&mut h, "victim-proc", Duration::from_secs(1));
+    // The agent's past leak, not this computer's.
+    until_shown(&mut h, "past-leaker", Duration::from_secs(5));
+    h.get_all_by_label_contains("Activity (")
+        .next()
+        .expect("tab")
+        .click();
+    let _ = h.run_ok();
+    until_shown(&mut h, "freed-by-the-agents-rule", Duration::from_secs(5));
+}
