@@ -163,8 +163,7 @@ pub fn gpu_time_to_full_s(m: &Monitor, d: &DeviceSample) -> Option<f64> {
         .map(|l| l.info.rate_mib_per_min)
         .filter(|r| r.is_finite() && *r > 0.0)
         .sum();
-    let free = d.memory_free_bytes? as f64 / MIB as f64;
-    crate::detect::leak::time_to_full_min(free, rate_mib_per_min).map(|min| min * 60.0)
+    crate::detect::leak::full_in_s(d.memory_free_bytes?, rate_mib_per_min)
 }
 
 /// Renders the metrics of `m` in `format`; the scrape's own duration is the last sample.
@@ -388,10 +387,7 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
         (
             "vramwarden_process_time_to_full_seconds",
             "Seconds until the process's GPU is full at its leak rate.",
-            |r| {
-                let (rate, free) = (r.leak?, r.free?);
-                crate::detect::leak::time_to_full_min(free as f64 / MIB as f64, rate).map(|m| m * 60.0)
-            },
+            |r| crate::detect::leak::full_in_s(r.free?, r.leak?),
         ),
     ];
     for (name, help, figure) in per_process {
