@@ -638,6 +638,30 @@ mod tests {
         m
     }
 
+    /// [`monitor`] on host `gpu-node-01` (driver 570.1) with one action taken, and the
+    /// agent's counters that saw it.
+    fn hosted_monitor() -> (Monitor, AgentStats) {
+        let mut m = monitor();
+        m.source = Some(crate::model::SourceInfo {
+            kind: "Simulated".into(),
+            host: "gpu-node-01".into(),
+            driver_version: Some("570.1".into()),
+            ..crate::model::SourceInfo::default()
+        });
+        m.activity.push_back(crate::act::rules::action::Activity {
+            unix_ms: 5000,
+            rule: "r".into(),
+            target: crate::act::rules::eval::Target::Device(0),
+            action: "terminate".into(),
+            outcome: crate::act::rules::action::Outcome::Acted,
+            detail: String::new(),
+            entry: crate::act::rules::action::Entry::Action,
+        });
+        let stats = AgentStats::default();
+        stats.observe(&m);
+        (m, stats)
+    }
+
     #[test]
     fn bounded_processes_keep_leakers_and_forecast_per_gpu() {
         let m = monitor();
@@ -715,23 +739,7 @@ mod tests {
     /// agent exports: GPU, process, PyTorch, actions and the agent's own health.
     #[test]
     fn every_series_carries_the_hostname() {
-        let mut m = monitor();
-        m.source = Some(crate::model::SourceInfo {
-            kind: "Simulated".into(),
-            host: "gpu-node-01".into(),
-            ..crate::model::SourceInfo::default()
-        });
-        m.activity.push_back(crate::act::rules::action::Activity {
-            unix_ms: 5000,
-            rule: "r".into(),
-            target: crate::act::rules::eval::Target::Device(0),
-            action: "terminate".into(),
-            outcome: crate::act::rules::action::Outcome::Acted,
-            detail: String::new(),
-            entry: crate::act::rules::action::Entry::Action,
-        });
-        let stats = AgentStats::default();
-        stats.observe(&m);
+        let (m, stats) = hosted_monitor();
         let text = render(
             &m,
             Context {
@@ -755,6 +763,40 @@ mod tests {
         for l in samples {
             assert!(l.contains("Hostname=\"gpu-node-01\""), "{l}");
         }
+    }
+
+    /// The whole scrape of a monitor with GPUs, a leak, PyTorch figures and an action, in
+    /// both formats and both process bounds, is the one recorded in
+    /// `tests/fixtures/metrics_scrape.txt` byte for byte (but the scrape's own duration and
+    /// the version): a rewrite of `render` keeps every name, label, value and order.
+    #[test]
+    fn the_scrape_is_the_recorded_one() {
+        let (m, stats) = hosted_monitor();
+        let mut all = String::new();
+        for format in [Format::Text, Format::OpenMetrics] {
+            for max_processes in [1, 10] {
+                let ctx = Context {
+                    stats: &stats,
+                    max_processes,
+                    now_ms: 6500,
+                };
+                let text = render(&m, ctx, format);
+                for l in text.lines() {
+                    if !l.starts_with("vramwarden_scrape_duration_seconds{") {
+                        all.push_str(&l.replace(env!("CARGO_PKG_VERSION"), "VERSION"));
+                        all.push('\n');
+                    }
+                }
+            }
+        }
+        let recorded = include_str!("../../../tests/fixtures/metrics_scrape.txt");
+        if all != recorded {
+            let _ = std::fs::write(std::env::temp_dir().join("metrics_scrape.txt"), &all);
+        }
+        assert!(
+            all == recorded,
+            "the scrape differs from tests/fixtures/metrics_scrape.txt (this one: metrics_scrape.txt in the temp folder)"
+        );
     }
 
     #[test]
