@@ -225,23 +225,18 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
         }
     }
 
-    // Memory per GPU held by listed processes, for the unattributed figure.
-    let mut by_gpu: HashMap<u32, u64> = HashMap::new();
-    for p in &snap.processes {
-        *by_gpu.entry(p.device_index).or_insert(0) += p.used_bytes.unwrap_or(0);
-    }
     o.family(
         "vramwarden_gpu_memory_unattributed_bytes",
         Kind::Gauge,
         "GPU memory used that no listed process accounts for (used minus the processes' sum), in bytes.",
     );
-    for (d, i) in snap.devices.iter().zip(&idx) {
-        if let Some(used) = d.memory_used_bytes {
-            let held = by_gpu.get(&d.index).copied().unwrap_or(0);
+    let ghosts = crate::model::history::ghosts_of(snap);
+    for ((d, i), ghost) in snap.devices.iter().zip(&idx).zip(ghosts) {
+        if let Some(bytes) = ghost {
             o.sample(
                 "vramwarden_gpu_memory_unattributed_bytes",
                 &gpu_labels(d, i, host),
-                used.saturating_sub(held) as f64,
+                bytes as f64,
             );
         }
     }
