@@ -444,7 +444,7 @@ impl ActionRunner {
             return Some(why);
         }
         if p.action.uses_companion()
-            && companion_action::socket_of(&self.companion_dirs(), pid).is_none()
+            && crate::act::torch::release::socket_of(&self.companion_dirs(), pid).is_none()
         {
             return Some(format!(
                 "{NO_COMPANION} (no socket {} in {})",
