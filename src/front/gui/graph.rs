@@ -988,15 +988,10 @@ pub fn device_graph(
         ui.label("Waiting for the first sample…");
         return;
     };
-    let live_edge = edge;
     toolbar(ui, device, state, cache);
-    let shown = cache.free_range.unwrap_or_else(|| {
-        // A preset longer than the history held shows what is held (at least 10 s), so a
-        // fresh start fills the width instead of being a sliver at the right edge.
-        let held = (live_edge - first).max(10_000);
-        let span = state.window.ms().map_or(held, |w| w.min(held)).max(1000);
-        (live_edge - span, live_edge)
-    });
+    let shown = cache
+        .free_range
+        .unwrap_or_else(|| preset_range(state.window, first, edge));
     let keyed = keyboard_move(ui, shown, cache.free_range.is_none());
     if let Some(moved) = keyed {
         cache.free_range = moved;
@@ -1029,20 +1024,11 @@ pub fn device_graph(
         (Some(d), Some(l), None) => forecast_line(snap, d, l - reserved.unwrap_or(0.0)),
         _ => None,
     };
-    let set_x = if cache.free_range.is_none() || keyed.is_some() {
+    let set_x = (cache.free_range.is_none() || keyed.is_some()).then(|| {
         let (a, b) = (from as f64 / 1000.0, to as f64 / 1000.0);
         // Room on the right for the forecast to show where it heads.
-        Some((
-            a,
-            if forecast.is_some() {
-                b + (b - a) * 0.12
-            } else {
-                b
-            },
-        ))
-    } else {
-        None
-    };
+        (a, b + forecast.map_or(0.0, |_| (b - a) * 0.12))
+    });
     let marks = leak_marks(m, device, (from, to));
     let as_table = cache.as_table;
     let mut buckets = std::mem::take(&mut cache.buckets);
@@ -1070,27 +1056,26 @@ pub fn device_graph(
         .units
         .for_largest(limit.map_or(0, |l| (l * MIB as f64) as u64));
     if as_table {
-        let range = (from as f64 / 1000.0, to as f64 / 1000.0);
-        plot_table::series_table(
-            ui,
-            ("gpu-table", device),
-            lines,
-            range,
-            step_s,
-            &plot_table::ValueFormat::Memory(memory_units),
-        );
+        // Out of the cache while the tables (which read the metrics' cache) are drawn.
+        let lines = std::mem::take(lines);
         cache.buckets = buckets;
         cache.plot_rect = None;
-        if state.show_metrics {
-            metric_tables(ui, h, device, (from, to), width, cache);
-        }
+        let show_metrics = state.show_metrics.then_some(width);
+        graph_tables(
+            ui,
+            h,
+            device,
+            (from, to),
+            (&lines, step_s, memory_units),
+            cache,
+            show_metrics,
+        );
+        cache.drawn.lines = lines;
         return;
     }
-    let mem_h = if state.show_metrics {
-        Some((ui.available_height() - metrics_h - 8.0).max(120.0))
-    } else {
-        None
-    };
+    let mem_h = state
+        .show_metrics
+        .then(|| (ui.available_height() - metrics_h - 8.0).max(120.0));
     let spans_shaded = shaded_windows(m, device, (from, to));
     let link = egui::Id::unique(("gpu-time", device));
     let resp = draw_plot(
@@ -1131,14 +1116,52 @@ pub fn device_graph(
             .map(|_| (from as f64 / 1000.0, to as f64 / 1000.0));
         metric_moved = metric_plots(ui, h, device, (from, to), range, width, cache, metrics_h);
     }
+    cache.free_range = range_after(&resp, moved_here, metric_moved, cache.free_range);
+}
+
+/// The graph's range after a frame: following again after a double-click, a metric plot's
+/// range when the user moved one, else the memory graph's own when moved (or already free).
+fn range_after(
+    resp: &egui_plot::PlotResponse<()>,
+    moved_here: bool,
+    metric_moved: Option<(f64, f64)>,
+    free: Option<(UnixMs, UnixMs)>,
+) -> Option<(UnixMs, UnixMs)> {
     let to_ms = |a: f64, b: f64| ((a * 1000.0) as i64, (b * 1000.0) as i64);
     if resp.response.double_clicked() {
-        cache.free_range = None;
+        None
     } else if let Some((a, b)) = metric_moved {
-        cache.free_range = Some(to_ms(a, b));
-    } else if moved_here || cache.free_range.is_some() {
+        Some(to_ms(a, b))
+    } else if moved_here || free.is_some() {
         let b = resp.transform.bounds();
-        cache.free_range = Some(to_ms(b.min()[0], b.max()[0]));
+        Some(to_ms(b.min()[0], b.max()[0]))
+    } else {
+        None
+    }
+}
+
+/// The "Table" alternative of a GPU's graph: its series' table, then one per metric panel
+/// (`metrics_width`: the metrics are shown, at that width).
+fn graph_tables(
+    ui: &mut Ui,
+    h: &History,
+    device: u32,
+    (from, to): (UnixMs, UnixMs),
+    (lines, step_s, units): (&[GraphLine], f64, Units),
+    cache: &mut GraphCache,
+    metrics_width: Option<usize>,
+) {
+    let range = (from as f64 / 1000.0, to as f64 / 1000.0);
+    plot_table::series_table(
+        ui,
+        ("gpu-table", device),
+        lines,
+        range,
+        step_s,
+        &plot_table::ValueFormat::Memory(units),
+    );
+    if let Some(width) = metrics_width {
+        metric_tables(ui, h, device, (from, to), width, cache);
     }
 }
 
@@ -1172,6 +1195,15 @@ fn shaded_windows(
         .filter(|(a, b, _)| *b >= from && *a <= to)
         .map(|(a, b, name)| (s(a.max(from)), s(b.min(to)), name))
         .collect()
+}
+
+/// The range a time preset shows at `edge`: a preset longer than the history held (from
+/// `first`) shows what is held (at least 10 s), so a fresh start fills the width instead of
+/// being a sliver at the right edge.
+fn preset_range(window: Window, first: UnixMs, edge: UnixMs) -> (UnixMs, UnixMs) {
+    let held = (edge - first).max(10_000);
+    let span = window.ms().map_or(held, |w| w.min(held)).max(1000);
+    (edge - span, edge)
 }
 
 /// The line above the GPU graph: its title, time presets, stacking, metrics, fit, follow

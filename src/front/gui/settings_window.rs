@@ -826,6 +826,21 @@ fn rule_editor(
         });
 }
 
+/// A numeric condition's row: label, field, (default when ticked, unit), its problems' key.
+type NumCond<'a> = (
+    &'static str,
+    &'a mut Option<f64>,
+    (f64, &'static str),
+    &'static str,
+);
+/// A text condition's row: label, field, hint, its problems' key.
+type TextCond<'a> = (
+    &'static str,
+    &'a mut Option<String>,
+    &'static str,
+    &'static str,
+);
+
 /// A rule's conditions, each with its own problems under it.
 fn conditions(
     ui: &mut Ui,
@@ -833,103 +848,116 @@ fn conditions(
     problems: &[(&'static str, String)],
     i: usize,
 ) {
-    opt_num(
-        ui,
-        "Process GPU memory ≥",
-        &mut k.process_memory_min_mib,
-        (8192.0, " MiB"),
-        problems,
-        "process_memory_min_mib",
-    );
-    opt_num(
-        ui,
-        "GPU used ≥",
-        &mut k.device_used_min_pct,
-        (95.0, " %"),
-        problems,
-        "device_used_min_pct",
-    );
-    opt_num(
-        ui,
-        "GPU free ≤",
-        &mut k.device_free_max_mib,
-        (1024.0, " MiB"),
-        problems,
-        "device_free_max_mib",
-    );
-    opt_num(
-        ui,
-        "GPU full in <",
-        &mut k.device_full_within_minutes,
-        (30.0, " min"),
-        problems,
-        "device_full_within_minutes",
-    );
-    opt_num(
-        ui,
-        "GPU-idle for ≥",
-        &mut k.idle_min_minutes,
-        (30.0, " min"),
-        problems,
-        "idle_min_minutes",
-    );
-    opt_num(
-        ui,
-        "Leaking for ≥",
-        &mut k.leaking_min_minutes,
-        (10.0, " min"),
-        problems,
-        "leaking_min_minutes",
-    );
-    opt_text(
-        ui,
-        "Name matches",
-        &mut k.name_regex,
-        "regular expression",
-        problems,
-        "name_regex",
-    );
-    opt_text(
-        ui,
-        "Command line matches",
-        &mut k.cmdline_regex,
-        "regular expression",
-        problems,
-        "cmdline_regex",
-    );
-    opt_text(
-        ui,
-        "User is",
-        &mut k.user_is,
-        "user name",
-        problems,
-        "user_is",
-    );
-    opt_text(
-        ui,
-        "User is not",
-        &mut k.user_is_not,
-        "user name",
-        problems,
-        "user_is_not",
-    );
-    opt_num(
-        ui,
-        "Running for ≥",
-        &mut k.age_min_minutes,
-        (60.0, " min"),
-        problems,
-        "age_min_minutes",
-    );
-    opt_num(
-        ui,
-        "User's total on the GPU ≥",
-        &mut k.user_total_min_mib,
-        (40960.0, " MiB"),
-        problems,
-        "user_total_min_mib",
-    );
-    // Containers and schedules: folded away unless the rule uses them.
+    let memory: [NumCond<'_>; 6] = [
+        (
+            "Process GPU memory ≥",
+            &mut k.process_memory_min_mib,
+            (8192.0, " MiB"),
+            "process_memory_min_mib",
+        ),
+        (
+            "GPU used ≥",
+            &mut k.device_used_min_pct,
+            (95.0, " %"),
+            "device_used_min_pct",
+        ),
+        (
+            "GPU free ≤",
+            &mut k.device_free_max_mib,
+            (1024.0, " MiB"),
+            "device_free_max_mib",
+        ),
+        (
+            "GPU full in <",
+            &mut k.device_full_within_minutes,
+            (30.0, " min"),
+            "device_full_within_minutes",
+        ),
+        (
+            "GPU-idle for ≥",
+            &mut k.idle_min_minutes,
+            (30.0, " min"),
+            "idle_min_minutes",
+        ),
+        (
+            "Leaking for ≥",
+            &mut k.leaking_min_minutes,
+            (10.0, " min"),
+            "leaking_min_minutes",
+        ),
+    ];
+    for (label, v, default, key) in memory {
+        opt_num(ui, label, v, default, problems, key);
+    }
+    let who: [TextCond<'_>; 4] = [
+        (
+            "Name matches",
+            &mut k.name_regex,
+            "regular expression",
+            "name_regex",
+        ),
+        (
+            "Command line matches",
+            &mut k.cmdline_regex,
+            "regular expression",
+            "cmdline_regex",
+        ),
+        ("User is", &mut k.user_is, "user name", "user_is"),
+        (
+            "User is not",
+            &mut k.user_is_not,
+            "user name",
+            "user_is_not",
+        ),
+    ];
+    for (label, v, hint, key) in who {
+        opt_text(ui, label, v, hint, problems, key);
+    }
+    let more: [NumCond<'_>; 2] = [
+        (
+            "Running for ≥",
+            &mut k.age_min_minutes,
+            (60.0, " min"),
+            "age_min_minutes",
+        ),
+        (
+            "User's total on the GPU ≥",
+            &mut k.user_total_min_mib,
+            (40960.0, " MiB"),
+            "user_total_min_mib",
+        ),
+    ];
+    for (label, v, default, key) in more {
+        opt_num(ui, label, v, default, problems, key);
+    }
+    containers_and_schedule(ui, k, problems, i);
+    ui.horizontal(|ui| {
+        let mut on = k.gpu.is_some();
+        if ui.checkbox(&mut on, "Only on GPU").changed() {
+            k.gpu = on.then_some(k.gpu.unwrap_or(0));
+        }
+        if let Some(g) = k.gpu.as_mut() {
+            ui.add(egui::DragValue::new(g).range(0..=63));
+        }
+    });
+    ui.horizontal(|ui| {
+        ui.label("All of it held for");
+        ui.add(
+            egui::DragValue::new(&mut k.hold_seconds)
+                .speed(1.0)
+                .suffix(" s"),
+        );
+    });
+    field_errors(ui, problems, &["hold_seconds", "gpu"]);
+}
+
+/// Containers and schedules: folded away unless the rule uses them.
+fn containers_and_schedule(
+    ui: &mut Ui,
+    k: &mut crate::act::rules::Conditions,
+    problems: &[(&'static str, String)],
+    i: usize,
+) {
     let used = k.container_glob.is_some()
         || k.pod_glob.is_some()
         || k.container_total_min_mib.is_some()
@@ -980,24 +1008,6 @@ fn conditions(
                 "every_hours",
             );
         });
-    ui.horizontal(|ui| {
-        let mut on = k.gpu.is_some();
-        if ui.checkbox(&mut on, "Only on GPU").changed() {
-            k.gpu = on.then_some(k.gpu.unwrap_or(0));
-        }
-        if let Some(g) = k.gpu.as_mut() {
-            ui.add(egui::DragValue::new(g).range(0..=63));
-        }
-    });
-    ui.horizontal(|ui| {
-        ui.label("All of it held for");
-        ui.add(
-            egui::DragValue::new(&mut k.hold_seconds)
-                .speed(1.0)
-                .suffix(" s"),
-        );
-    });
-    field_errors(ui, problems, &["hold_seconds", "gpu"]);
 }
 
 /// A rule's action: its kind and that kind's fields.
