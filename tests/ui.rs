@@ -1676,12 +1676,14 @@ fn a_row_shows_the_result_of_its_last_action() {
 #[test]
 fn a_saved_host_can_be_forgotten() {
     use vramwarden::front::gui::connect::SavedHost;
-    let mut state = UiState::default();
-    state.hosts = vec![SavedHost {
-        url: "http://gpu-sevrer:7480".into(),
-        ssh: String::new(),
-        token_file: String::new(),
-    }];
+    let state = UiState {
+        hosts: vec![SavedHost {
+            url: "http://gpu-sevrer:7480".into(),
+            ssh: String::new(),
+            token_file: String::new(),
+        }],
+        ..UiState::default()
+    };
     let mut sim = SimSource::demo(T0);
     let mut m = Monitor::new(1000, 1000);
     m.source = Some(sim.info());
@@ -1796,6 +1798,20 @@ fn settings_keep_their_place_and_width() {
     ] {
         h.get_by_label(p);
     }
+    // Minimum rate (the third number) set to 0 through the screen reader's "set value": put
+    // back to its least, with a sentence saying so in the status lines.
+    let rate = h
+        .get_all_by_role(egui::accesskit::Role::SpinButton)
+        .nth(2)
+        .expect("the minimum rate field");
+    rate.set_value_accesskit(0.0);
+    h.run();
+    assert_eq!(h.state().settings_ui.draft.leaks.min_rate_mib_per_min, 0.1);
+    h.get_by_label_contains(
+        "Minimum rate: 0 MiB/min is under the least allowed, set to 0.1 MiB/min",
+    );
+    let moved = h.get_by_label("General").rect().top() - general.top();
+    assert!(moved.abs() < 1.0, "the sections moved {moved} points");
 }
 
 /// A value out of range is put back with a word saying what changed.

@@ -41,11 +41,11 @@ pub enum State {
 }
 
 impl State {
-    /// A few words for the table's Status cell.
+    /// A few words for the table's row (before the process's name).
     pub fn short(&self) -> String {
         match self {
-            State::Waiting { late: false, .. } => "⏳ sent…".into(),
-            State::Waiting { late: true, .. } => "⏳ no answer yet".into(),
+            State::Waiting { late: false, .. } => "sent, waiting…".into(),
+            State::Waiting { late: true, .. } => "no answer yet".into(),
             State::Done { outcome, .. } => match outcome {
                 Outcome::Acted => "✔ done".into(),
                 Outcome::WouldAct => "dry run: not sent".into(),

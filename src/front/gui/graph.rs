@@ -1392,11 +1392,11 @@ fn metric_tables(
     let dark = ui.visuals().dark_mode;
     let plots = metric_lines(h, device, (from, to), width, dark, cache);
     let step = ((to - from) as f64 / 1000.0 / (width / 4).max(20) as f64) * 2.0;
-    for i in 0..METRIC_PANELS.len() {
-        let (title, unit, _) = METRIC_PANELS[i];
-        let Some(lines) = plots.get(i).filter(|l| !l.is_empty()) else {
+    for ((title, unit, _), lines) in METRIC_PANELS.iter().zip(plots.iter()) {
+        let (title, unit) = (*title, *unit);
+        if lines.is_empty() {
             continue;
-        };
+        }
         ui.label(egui::RichText::new(title).strong());
         plot_table::series_table(
             ui,

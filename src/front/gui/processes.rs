@@ -176,8 +176,8 @@ pub struct TableState<'a> {
     pub collapsed: &'a mut std::collections::HashSet<String>,
     /// A window (Settings, Sessions, Export, Connect) is open: ↑/↓ are not the table's.
     pub window_open: bool,
-    /// The processes with a recent manual action and how it stands: shown in their row's
-    /// Status cell, where the action was taken.
+    /// The processes with a recent manual action and how it stands: shown at the start of
+    /// their row's Name cell, where the action was taken.
     pub actions: &'a std::collections::HashMap<ProcSeriesKey, super::action_status::State>,
 }
 
@@ -617,6 +617,11 @@ fn cell(ui: &mut Ui, r: &ProcessRow, col: SortColumn, c: &Cells<'_>) {
         }
         SortColumn::Name => {
             ui.horizontal(|ui| {
+                // The last action's result first: seen where it was taken, however narrow
+                // the table.
+                if let Some(st) = c.actions.get(&r.series_key()) {
+                    action_badge(ui, r, st, c);
+                }
                 if let Some(tm) = r.torch.filter(|_| !exited) {
                     super::torch_pane::badge(ui, &tm, c.units);
                 }
@@ -686,13 +691,9 @@ fn cell(ui: &mut Ui, r: &ProcessRow, col: SortColumn, c: &Cells<'_>) {
     }
 }
 
-/// The Status cell: the last manual action's result, stale list, parked, orphaned PID (for
-/// a live process), leak badge.
+/// The Status cell: stale list, parked, orphaned PID (for a live process), leak badge.
 fn status_cell(ui: &mut Ui, r: &ProcessRow, c: &Cells<'_>) {
     let exited = r.exited_at_ms.is_some();
-    if let Some(st) = c.actions.get(&r.series_key()) {
-        action_badge(ui, r, st, c);
-    }
     if !exited && c.stale_gpus.contains(&r.device_index) {
         ui.label(RichText::new("STALE").color(widgets::warn(ui)))
             .on_hover_text("The driver failed to list this GPU's processes: the last good list is shown and its memory is unknown until the driver answers again.");

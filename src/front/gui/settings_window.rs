@@ -129,7 +129,7 @@ fn status_lines(
     let warn = widgets::warn(ui);
     let first = cannot
         .map(|t| RichText::new(t).color(warn))
-        .or_else(|| clamped.map(|c| RichText::new(format!("ⓘ {c}"))));
+        .or_else(|| clamped.map(|c| RichText::new(c.to_string())));
     let second = message.map(|(m, err)| {
         if *err {
             RichText::new(m).color(warn)
