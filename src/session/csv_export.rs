@@ -176,6 +176,16 @@ pub fn write_files(
                 .open(path)
                 .map_err(|e| fail(e.into()))?
         };
+        // An existing file keeps its mode when truncated: one readable by others (0644)
+        // is made 0600 before anything is written into it.
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let meta = file.metadata().map_err(|e| fail(e.into()))?;
+            if meta.is_file() && meta.permissions().mode() & 0o077 != 0 {
+                file.set_permissions(std::fs::Permissions::from_mode(0o600))
+                    .map_err(|e| fail(e.into()))?;
+            }
+        }
         let mut w = std::io::BufWriter::new(file);
         let r = export(session, *t, &mut w, &mut |f| progress((k as f32 + f) / n)).map_err(fail)?;
         let file = w.into_inner().map_err(|e| fail(e.into_error().into()))?;

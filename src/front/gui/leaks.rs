@@ -261,6 +261,12 @@ fn leak_row(ui: &mut Ui, r: &LeakRecord, units: Units, now: UnixMs) -> Option<Le
 /// one whose "Open" the user clicked (its victim, just before it left).
 fn oom_list(ui: &mut Ui, ooms: &[&OomRecord], units: Units) -> Option<LeakClick> {
     let mut click = None;
+    // One unit for every figure of the list (Auto: from the largest holder).
+    let largest = ooms
+        .iter()
+        .flat_map(|o| o.holders.iter().map(|h| h.mib.max(0.0)))
+        .fold(0.0, f64::max);
+    let units = units.for_largest((largest * MIB as f64) as u64);
     ui.label(RichText::new("Memory events").strong());
     egui::ScrollArea::vertical()
         .id_salt("ooms")
