@@ -568,12 +568,13 @@ impl RemoteLink {
                                 Some(key) => {
                                     // Named with the facts of its row (the agent acted on
                                     // its own target).
-                                    let target = crate::act::rules::eval::Target::Process {
+                                    let info = m.row(&key).map(|r| r.info.clone());
+                                    let target = crate::act::rules::eval::Target::process(
                                         key,
-                                        info: m.row(&key).map(|r| r.info.clone()),
-                                        used_bytes: None,
-                                        origin: crate::model::Origin::Live,
-                                    };
+                                        info,
+                                        None,
+                                        crate::model::Origin::Live,
+                                    );
                                     m.activity.push_back(Activity {
                                         unix_ms: now_ms(),
                                         rule: "manual".into(),

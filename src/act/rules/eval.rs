@@ -28,6 +28,22 @@ pub enum Target {
 }
 
 impl Target {
+    /// The target for process `key` (pid + start time, GPU) with its facts, the GPU memory it
+    /// holds and where it comes from: the one place a [`Target::Process`] is made.
+    pub fn process(
+        key: ProcSeriesKey,
+        info: Option<std::sync::Arc<crate::model::ProcInfo>>,
+        used_bytes: Option<u64>,
+        origin: crate::model::Origin,
+    ) -> Self {
+        Target::Process {
+            key,
+            info,
+            used_bytes,
+            origin,
+        }
+    }
+
     fn id(&self) -> TargetId {
         match self {
             Target::Process { key, .. } => TargetId::Process(*key),
@@ -221,12 +237,12 @@ pub fn compile(rules: &[Rule]) -> Vec<CompiledRule> {
 
 /// The target for process sample `p`: every fact from the snapshot, none from a front end.
 pub fn process_target(p: &crate::model::ProcessSample) -> Target {
-    Target::Process {
-        key: (p.key(), p.device_index),
-        info: p.info.clone(),
-        used_bytes: p.used_bytes,
-        origin: p.origin,
-    }
+    Target::process(
+        (p.key(), p.device_index),
+        p.info.clone(),
+        p.used_bytes,
+        p.origin,
+    )
 }
 
 /// The target for the process `key` (pid + start time, GPU) in `snap`, if it is there.

@@ -1540,12 +1540,12 @@ impl VramApp {
                 })
             });
         self.confirm = Some((
-            crate::act::rules::eval::Target::Process {
+            crate::act::rules::eval::Target::process(
                 key,
-                info: Some(info),
-                used_bytes: r.used_bytes,
-                origin: live.map_or(crate::model::Origin::Recorded, |p| p.origin),
-            },
+                Some(info),
+                r.used_bytes,
+                live.map_or(crate::model::Origin::Recorded, |p| p.origin),
+            ),
             action,
         ));
     }
