@@ -1768,6 +1768,11 @@ fn settings_keep_their_place_and_width() {
             .width()
     };
     let before = width(&h);
+    // Four rules with long names and their buttons.
+    h.get_by_label("Add the OOM guard").click();
+    h.run();
+    h.run();
+    assert!((width(&h) - before).abs() < 1.0, "{before} → {}", width(&h));
     h.get_by_label("Add rule").click();
     h.run();
     h.run();

@@ -1620,21 +1620,6 @@ fn confirm_wording(
     }
 }
 
-/// An outcome's colour in the Activity tab (and next to a table row), readable on either
-/// theme.
-pub fn outcome_color(o: crate::model::outcome::Outcome, dark: bool) -> Color32 {
-    use crate::model::outcome::Outcome;
-    match (o, dark) {
-        (Outcome::Acted, true) => Color32::from_rgb(90, 200, 120),
-        (Outcome::Acted, false) => Color32::from_rgb(20, 120, 50),
-        (Outcome::WouldAct, true) => Color32::from_rgb(120, 170, 255),
-        (Outcome::WouldAct, false) => Color32::from_rgb(30, 90, 190),
-        (Outcome::Failed, _) => widgets::warn_for(dark),
-        (Outcome::Skipped, true) => Color32::from_rgb(200, 170, 60),
-        (Outcome::Skipped, false) => Color32::from_rgb(130, 95, 0),
-    }
-}
-
 fn activity_pane(ui: &mut Ui, m: &Monitor) {
     if m.activity.is_empty() {
         ui.add_space(8.0);
@@ -1658,7 +1643,7 @@ fn activity_pane(ui: &mut Ui, m: &Monitor) {
                         ui.monospace(format::clock(a.unix_ms));
                         ui.label(&a.rule);
                         ui.label(a.target.describe());
-                        let color = outcome_color(a.outcome, ui.visuals().dark_mode);
+                        let color = widgets::outcome_color(a.outcome, ui.visuals().dark_mode);
                         ui.label(RichText::new(a.outcome.label()).color(color).strong());
                         ui.label(&a.detail);
                         ui.end_row();

@@ -1140,6 +1140,21 @@ fn range_after(
     }
 }
 
+/// The lines as the table reads them (a stacked graph's range band left out: the total's
+/// row says the same).
+fn table_series(lines: &[GraphLine]) -> Vec<plot_table::Series<'_>> {
+    lines
+        .iter()
+        .filter(|l| l.kind != LineKind::TotalRange)
+        .map(|l| plot_table::Series {
+            name: &l.name,
+            color: l.color,
+            points: &l.points,
+            own: &l.own,
+        })
+        .collect()
+}
+
 /// The "Table" alternative of a GPU's graph: its series' table, then one per metric panel
 /// (`metrics_width`: the metrics are shown, at that width).
 fn graph_tables(
@@ -1155,7 +1170,7 @@ fn graph_tables(
     plot_table::series_table(
         ui,
         ("gpu-table", device),
-        lines,
+        &table_series(lines),
         range,
         step_s,
         &plot_table::ValueFormat::Memory(units),
@@ -1401,7 +1416,7 @@ fn metric_tables(
         plot_table::series_table(
             ui,
             ("metric-table", device, title),
-            lines,
+            &table_series(lines),
             (from as f64 / 1000.0, to as f64 / 1000.0),
             step,
             &plot_table::ValueFormat::Plain(unit),
@@ -1609,7 +1624,7 @@ pub fn process_graph(
         plot_table::series_table(
             ui,
             ("proc-table", key.0.pid, key.1),
-            &drawn.lines,
+            &table_series(&drawn.lines),
             (from as f64 / 1000.0, to as f64 / 1000.0),
             step,
             &plot_table::ValueFormat::Memory(units),

@@ -379,3 +379,28 @@ pub fn forecast_banners(ui: &mut Ui, alerts: &[crate::detect::forecast_alert::Fo
             });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A compact card's figures stay apart ("140.4 / 140.4 GiB · 100 % · 84 °C", never
+    /// "140.4 GiB100 %").
+    #[test]
+    fn compact_figures_are_separated() {
+        let gib = crate::model::GIB;
+        let d = crate::model::DeviceSample {
+            memory_used_bytes: Some(140 * gib + 400 * crate::model::MIB),
+            memory_total_bytes: Some(140 * gib + 400 * crate::model::MIB),
+            utilization_gpu_pct: Some(100),
+            temperature_c: Some(84),
+            ..Default::default()
+        };
+        assert_eq!(
+            compact_figures(&d, Units::GiB),
+            "140.4 GiB / 140.4 GiB · 100 % · 84 °C"
+        );
+        let none = crate::model::DeviceSample::default();
+        assert_eq!(compact_figures(&none, Units::GiB), "— / — · — · —");
+    }
+}

@@ -2,11 +2,32 @@
 //! screen readers; a table's cells are labels AccessKit reads). A "Table" toggle beside each
 //! plot switches between the two.
 
-use egui::{RichText, Ui};
+use egui::{Color32, RichText, Ui};
 
-use super::graph::{GraphLine, LineKind};
 use super::widgets;
 use crate::model::format;
+
+/// One series of a plot, as the table reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct Series<'a> {
+    /// Its legend name.
+    pub name: &'a str,
+    /// Its colour (the swatch).
+    pub color: Color32,
+    /// Its points (unix s, drawn value), in time order.
+    pub points: &'a [[f64; 2]],
+    /// Its own value at each point (a stacked line's points are cumulative).
+    pub own: &'a [f64],
+}
+
+impl Series<'_> {
+    /// Its own value at time `x`: the last point at or before `x`, within `tolerance` s.
+    pub fn value_at(&self, x: f64, tolerance: f64) -> Option<f64> {
+        let i = self.points.partition_point(|p| p[0] <= x);
+        let p = self.points.get(i.checked_sub(1)?)?;
+        (x - p[0] <= tolerance).then(|| self.own.get(i - 1).copied())?
+    }
+}
 
 /// How many instants across the time shown the table lists (columns), besides the newest.
 pub const INSTANTS: usize = 6;
@@ -46,21 +67,16 @@ impl ValueFormat<'_> {
 
 /// The table of `lines` over `(from_s, to_s)`: a row per series (its swatch and name), a
 /// column per instant, then the lowest and highest value in the range. `step_s` is how far
-/// from a point a value still counts (the plot's hover tolerance). A stacked graph's range
-/// band is left out (the total's row says the same).
+/// from a point a value still counts (the plot's hover tolerance).
 pub fn series_table(
     ui: &mut Ui,
     id: impl std::hash::Hash + std::fmt::Debug,
-    lines: &[GraphLine],
+    rows: &[Series<'_>],
     (from_s, to_s): (f64, f64),
     step_s: f64,
     fmt: &ValueFormat<'_>,
 ) {
     let times = instants(from_s, to_s);
-    let rows: Vec<&GraphLine> = lines
-        .iter()
-        .filter(|l| l.kind != LineKind::TotalRange)
-        .collect();
     if rows.is_empty() {
         ui.label("No data in the time shown.");
         return;
@@ -92,7 +108,7 @@ pub fn series_table(
 /// One series: its values at each instant ("—" where it has none), its lowest and highest.
 fn series_row(
     ui: &mut Ui,
-    l: &GraphLine,
+    l: &Series<'_>,
     times: &[f64],
     (from_s, to_s): (f64, f64),
     step_s: f64,
@@ -100,7 +116,7 @@ fn series_row(
 ) {
     ui.horizontal(|ui| {
         widgets::color_swatch(ui, l.color);
-        ui.label(&l.name);
+        ui.label(l.name);
     });
     // A sparse line (a metric sampled every second, drawn wider apart than the tolerance)
     // still answers between its points.
@@ -116,7 +132,7 @@ fn series_row(
 }
 
 /// The mean time between a line's points (0 with fewer than two).
-fn mean_gap(l: &GraphLine) -> f64 {
+fn mean_gap(l: &Series<'_>) -> f64 {
     match (l.points.first(), l.points.last()) {
         (Some(a), Some(b)) if l.points.len() > 1 => (b[0] - a[0]) / (l.points.len() - 1) as f64,
         _ => 0.0,
@@ -124,10 +140,10 @@ fn mean_gap(l: &GraphLine) -> f64 {
 }
 
 /// The lowest and highest of a line's own values between `from_s` and `to_s`.
-pub fn range_in(l: &GraphLine, from_s: f64, to_s: f64) -> (Option<f64>, Option<f64>) {
+pub fn range_in(l: &Series<'_>, from_s: f64, to_s: f64) -> (Option<f64>, Option<f64>) {
     l.points
         .iter()
-        .zip(&l.own)
+        .zip(l.own)
         .filter(|(p, _)| p[0] >= from_s && p[0] <= to_s)
         .fold(
             (None, None),
@@ -151,5 +167,21 @@ mod tests {
         assert_eq!(t[0], 100.0);
         assert_eq!(*t.last().expect("one"), 200.0);
         assert_eq!(instants(5.0, 5.0), vec![5.0]);
+    }
+
+    #[test]
+    fn a_series_answers_near_its_points_with_its_own_values() {
+        let s = Series {
+            name: "x",
+            color: Color32::WHITE,
+            points: &[[10.0, 100.0], [20.0, 300.0]],
+            own: &[1.0, 2.0],
+        };
+        assert_eq!(s.value_at(5.0, 3.0), None);
+        assert_eq!(s.value_at(12.0, 3.0), Some(1.0));
+        assert_eq!(s.value_at(15.0, 3.0), None);
+        assert_eq!(s.value_at(21.0, 3.0), Some(2.0));
+        assert_eq!(range_in(&s, 0.0, 30.0), (Some(1.0), Some(2.0)));
+        assert_eq!(range_in(&s, 15.0, 30.0), (Some(2.0), Some(2.0)));
     }
 }

@@ -745,7 +745,7 @@ fn action_badge(ui: &mut Ui, r: &ProcessRow, st: &super::action_status::State, c
     use super::action_status::State;
     let dark = ui.visuals().dark_mode;
     let color = match st {
-        State::Done { outcome, .. } => super::app::outcome_color(*outcome, dark),
+        State::Done { outcome, .. } => widgets::outcome_color(*outcome, dark),
         State::Waiting { late: true, .. } => widgets::warn(ui),
         State::Waiting { .. } => ui.visuals().text_color(),
     };

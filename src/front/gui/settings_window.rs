@@ -588,52 +588,59 @@ fn rules_list(
     editing: &mut Option<usize>,
 ) -> Option<(usize, &'static str)> {
     let mut op: Option<(usize, &'static str)> = None;
-    egui::Grid::new("rules-list")
-        .num_columns(4)
-        .striped(true)
+    // Scrolls sideways when narrower than its lines (long names and the row's buttons) rather
+    // than widening the window.
+    egui::ScrollArea::horizontal()
+        .id_salt("rules-list-scroll")
+        .auto_shrink([false, true])
         .show(ui, |ui| {
-            for (i, r) in c.rules.iter_mut().enumerate() {
-                ui.checkbox(&mut r.enabled, "on");
-                let bad = !r.problems().is_empty();
-                let mut name = RichText::new(&r.name);
-                if bad {
-                    name = name.color(widgets::warn(ui));
-                }
-                if ui.selectable_label(*editing == Some(i), name).clicked() {
-                    *editing = Some(i);
-                }
-                ui.horizontal(|ui| {
-                    if r.dry_run || c.dry_run {
-                        ui.label(
-                            RichText::new(" DRY RUN ")
-                                .color(egui::Color32::from_rgb(20, 20, 20))
-                                .background_color(egui::Color32::from_rgb(235, 200, 90))
-                                .small(),
-                        );
-                    }
-                    if bad {
-                        ui.label(RichText::new("invalid").color(widgets::warn(ui)).small());
-                    }
-                });
-                ui.horizontal(|ui| {
-                    // One font for the row's buttons (the rule's name beside them too).
-                    for (label, what, hover) in [
-                        ("Up", "up", "Move this rule up (rules are checked in order)"),
-                        ("Down", "down", "Move this rule down"),
-                        ("Duplicate", "dup", "Add a copy of this rule below it"),
-                        (
-                            "Delete",
-                            "del",
-                            "Remove this rule (Save to keep the change)",
-                        ),
-                    ] {
-                        if ui.button(label).on_hover_text(hover).clicked() {
-                            op = Some((i, what));
+            egui::Grid::new("rules-list")
+                .num_columns(4)
+                .striped(true)
+                .show(ui, |ui| {
+                    for (i, r) in c.rules.iter_mut().enumerate() {
+                        ui.checkbox(&mut r.enabled, "on");
+                        let bad = !r.problems().is_empty();
+                        let mut name = RichText::new(&r.name);
+                        if bad {
+                            name = name.color(widgets::warn(ui));
                         }
+                        if ui.selectable_label(*editing == Some(i), name).clicked() {
+                            *editing = Some(i);
+                        }
+                        ui.horizontal(|ui| {
+                            if r.dry_run || c.dry_run {
+                                ui.label(
+                                    RichText::new(" DRY RUN ")
+                                        .color(egui::Color32::from_rgb(20, 20, 20))
+                                        .background_color(egui::Color32::from_rgb(235, 200, 90))
+                                        .small(),
+                                );
+                            }
+                            if bad {
+                                ui.label(RichText::new("invalid").color(widgets::warn(ui)).small());
+                            }
+                        });
+                        ui.horizontal(|ui| {
+                            // One font for the row's buttons (the rule's name beside them too).
+                            for (label, what, hover) in [
+                                ("Up", "up", "Move this rule up (rules are checked in order)"),
+                                ("Down", "down", "Move this rule down"),
+                                ("Duplicate", "dup", "Add a copy of this rule below it"),
+                                (
+                                    "Delete",
+                                    "del",
+                                    "Remove this rule (Save to keep the change)",
+                                ),
+                            ] {
+                                if ui.button(label).on_hover_text(hover).clicked() {
+                                    op = Some((i, what));
+                                }
+                            }
+                        });
+                        ui.end_row();
                     }
                 });
-                ui.end_row();
-            }
         });
     if c.rules.is_empty() {
         ui.label(RichText::new("No rules yet. A new rule starts as a dry run.").weak());

@@ -27,6 +27,21 @@ pub fn warn_for(dark_mode: bool) -> Color32 {
     }
 }
 
+/// An outcome's colour in the Activity tab (and next to a table row), readable on either
+/// theme.
+pub fn outcome_color(o: crate::model::outcome::Outcome, dark: bool) -> Color32 {
+    use crate::model::outcome::Outcome;
+    match (o, dark) {
+        (Outcome::Acted, true) => Color32::from_rgb(90, 200, 120),
+        (Outcome::Acted, false) => Color32::from_rgb(20, 120, 50),
+        (Outcome::WouldAct, true) => Color32::from_rgb(120, 170, 255),
+        (Outcome::WouldAct, false) => Color32::from_rgb(30, 90, 190),
+        (Outcome::Failed, _) => warn_for(dark),
+        (Outcome::Skipped, true) => Color32::from_rgb(200, 170, 60),
+        (Outcome::Skipped, false) => Color32::from_rgb(130, 95, 0),
+    }
+}
+
 /// WCAG's contrast ratio of two colours (1 to 21; 4.5 is the least for body text).
 pub fn contrast(a: Color32, b: Color32) -> f32 {
     let lum = |c: Color32| {
@@ -366,6 +381,16 @@ mod tests {
             contrast(warn_for(true), dark)
         );
         assert!(contrast(forecast_color(false), light) >= 4.5);
+        use crate::model::outcome::Outcome;
+        for o in [
+            Outcome::Acted,
+            Outcome::WouldAct,
+            Outcome::Failed,
+            Outcome::Skipped,
+        ] {
+            let c = contrast(outcome_color(o, false), light);
+            assert!(c >= 4.5, "{o:?} on light: {c}");
+        }
         // The sum is not there by itself: the plain WARN on white is the failure this fixes.
         assert!(contrast(WARN, light) < 4.5);
     }
