@@ -4,6 +4,8 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
 use vramwarden::front::cli::{self, Cli, Command};
+use vramwarden::link::open::ConnectTarget;
+use vramwarden::source::SourceKind;
 
 fn main() -> ExitCode {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
@@ -12,7 +14,7 @@ fn main() -> ExitCode {
             .error(clap::error::ErrorKind::InvalidSubcommand, msg)
             .exit();
     }
-    let args = Cli::parse_from(argv);
+    let mut args = Cli::parse_from(argv);
     let level = vramwarden::host::logging::Level::from_flags(args.quiet, args.verbose);
     let _log = vramwarden::host::logging::init(
         if args.command.is_none() {
@@ -25,146 +27,164 @@ fn main() -> ExitCode {
     // The one place the source is chosen; every front end gets it as is.
     let source = args.source_kind();
     tracing::debug!(command = ?args.command, source = ?source, "vramwarden {} starting", env!("CARGO_PKG_VERSION"));
-    let mut stdout = std::io::stdout().lock();
-    let interval = args.interval.unwrap_or(std::time::Duration::from_secs(1));
-    let history = args
-        .history
-        .unwrap_or(std::time::Duration::from_secs(24 * 3600));
-    // `--connect`: its address is checked before anything opens (exit 2 when malformed).
-    let connect = match args
+    let connect = match connect_target(&args) {
+        Ok(c) => c,
+        Err(code) => return ExitCode::from(code),
+    };
+    let code = match args.command.take() {
+        None => window(args, source, connect),
+        Some(command) => exit_code(run(command, &args, source)),
+    };
+    finish(code)
+}
+
+/// `--connect`'s address, checked before anything opens: the usage exit code when it is
+/// malformed or comes with a subcommand.
+fn connect_target(args: &Cli) -> Result<Option<ConnectTarget>, u8> {
+    match args
         .connect
         .as_deref()
         .map(vramwarden::link::open::parse_target)
     {
         Some(Err(e)) => {
             eprintln!("vramwarden: {e}");
-            return ExitCode::from(cli::exit::USAGE);
+            Err(cli::exit::USAGE)
         }
         Some(Ok(_)) if args.command.is_some() => {
             eprintln!("vramwarden: --connect opens the window; it takes no subcommand");
-            return ExitCode::from(cli::exit::USAGE);
+            Err(cli::exit::USAGE)
         }
-        other => other.and_then(Result::ok),
-    };
-    let result = match args.command {
-        #[cfg(feature = "gui")]
-        None => {
-            drop(stdout);
-            let connect = match connect {
-                Some(t) => {
-                    let file = args.token_file.clone().unwrap_or_else(|| {
-                        vramwarden::link::token::default_path(args.config.as_deref())
-                    });
-                    match vramwarden::front::gui::open_connect(&t, &file) {
-                        Ok(c) => Some(c),
-                        Err(e) => {
-                            eprintln!("vramwarden: {e}");
-                            return ExitCode::from(cli::exit::ERROR);
-                        }
-                    }
-                }
-                None => None,
-            };
-            let config_path = vramwarden::engine::settings::config_path(args.config.as_deref());
-            let (settings, config_error) =
-                vramwarden::engine::settings::Settings::load(&config_path);
-            if let Some(e) = &config_error {
-                tracing::warn!("the settings file is broken, running on defaults (the file is left as it is): {e}");
-            }
-            // A file that is no session log is said at once, not after the window opened.
-            if let Some(Err(e)) = args
-                .session
-                .as_deref()
-                .map(vramwarden::session::reader::SessionData::check)
-            {
-                let e = cli::CliError::Read(e);
-                eprintln!("vramwarden: {e}");
-                return ExitCode::from(e.exit_code());
-            }
-            let interval = args.interval.unwrap_or(std::time::Duration::from_millis(
-                settings.sampling.interval_ms,
-            ));
-            let history = args.history.unwrap_or(std::time::Duration::from_secs_f64(
-                settings.sampling.history_hours * 3600.0,
-            ));
-            let code = match vramwarden::front::gui::run(vramwarden::front::gui::GuiOptions {
-                source,
-                interval,
-                history_ticks: cli::history_ticks(history, interval),
-                record: !args.no_record && settings.sessions.record,
-                open: args.session,
-                config_path,
-                config_error,
-                settings,
-                connect,
-            }) {
-                Ok(()) => 0,
+        other => Ok(other.and_then(Result::ok)),
+    }
+}
+
+/// No subcommand: the window, on this computer's engine or attached to `connect`.
+#[cfg(feature = "gui")]
+fn window(args: Cli, source: SourceKind, connect: Option<ConnectTarget>) -> u8 {
+    let connect = match connect {
+        Some(t) => {
+            let file = args
+                .token_file
+                .clone()
+                .unwrap_or_else(|| vramwarden::link::token::default_path(args.config.as_deref()));
+            match vramwarden::front::gui::open_connect(&t, &file) {
+                Ok(c) => Some(c),
                 Err(e) => {
-                    tracing::error!("could not open the window: {e}");
-                    1
+                    eprintln!("vramwarden: {e}");
+                    return cli::exit::ERROR;
                 }
-            };
-            return finish(code);
+            }
         }
-        #[cfg(not(feature = "gui"))]
-        None => Err(cli::CliError::Usage(if connect.is_some() {
-            "this vramwarden was built without the window (no `gui` feature): --connect needs it"
-                .into()
-        } else {
-            "this vramwarden was built without the window (no `gui` feature); use a command: agent, snapshot, record, export, import, rules, torch, park, resume (see --help)".into()
-        })),
-        Some(Command::Snapshot {
+        None => None,
+    };
+    let config_path = vramwarden::engine::settings::config_path(args.config.as_deref());
+    let (settings, config_error) = vramwarden::engine::settings::Settings::load(&config_path);
+    if let Some(e) = &config_error {
+        tracing::warn!(
+            "the settings file is broken, running on defaults (the file is left as it is): {e}"
+        );
+    }
+    // A file that is no session log is said at once, not after the window opened.
+    if let Some(Err(e)) = args
+        .session
+        .as_deref()
+        .map(vramwarden::session::reader::SessionData::check)
+    {
+        let e = cli::CliError::Read(e);
+        eprintln!("vramwarden: {e}");
+        return e.exit_code();
+    }
+    let interval = args.interval.unwrap_or(std::time::Duration::from_millis(
+        settings.sampling.interval_ms,
+    ));
+    let history = args.history.unwrap_or(std::time::Duration::from_secs_f64(
+        settings.sampling.history_hours * 3600.0,
+    ));
+    match vramwarden::front::gui::run(vramwarden::front::gui::GuiOptions {
+        source,
+        interval,
+        history_ticks: cli::history_ticks(history, interval),
+        record: !args.no_record && settings.sessions.record,
+        open: args.session,
+        config_path,
+        config_error,
+        settings,
+        connect,
+    }) {
+        Ok(()) => 0,
+        Err(e) => {
+            tracing::error!("could not open the window: {e}");
+            1
+        }
+    }
+}
+
+/// No subcommand in a build without the window: a usage error.
+#[cfg(not(feature = "gui"))]
+fn window(_args: Cli, _source: SourceKind, connect: Option<ConnectTarget>) -> u8 {
+    exit_code(Err(cli::CliError::Usage(if connect.is_some() {
+        "this vramwarden was built without the window (no `gui` feature): --connect needs it".into()
+    } else {
+        "this vramwarden was built without the window (no `gui` feature); use a command: agent, snapshot, record, export, import, rules, torch, park, resume (see --help)".into()
+    })))
+}
+
+/// Runs a subcommand, its output on stdout.
+fn run(command: Command, args: &Cli, source: SourceKind) -> Result<(), cli::CliError> {
+    let mut stdout = std::io::stdout().lock();
+    let config = args.config.as_deref();
+    match command {
+        Command::Snapshot {
             format,
             table,
             excel_safe,
-        }) => {
+        } => {
             let text = vramwarden::front::cli::snapshot_out::CsvText {
                 escape_control: vramwarden::host::term::stdout_is_terminal(),
                 excel_safe,
             };
             cli::snapshot(source, format, table, text, &mut stdout)
         }
-        Some(Command::Park {
+        Command::Park {
             pid,
             start_time_ms,
             dry_run,
-        }) => cli::park::park(source, pid, start_time_ms, dry_run, &mut stdout),
-        Some(Command::Resume { pid }) => cli::park::resume(pid, &mut stdout),
-        Some(Command::Record {
+        } => cli::park::park(source, pid, start_time_ms, dry_run, &mut stdout),
+        Command::Resume { pid } => cli::park::resume(pid, &mut stdout),
+        Command::Record {
             duration,
             out,
             speed,
-        }) => cli::record(
+        } => cli::record(
             source,
             args.interval,
             duration,
             out,
             speed,
-            args.config.as_deref(),
+            config,
             &mut stdout,
         ),
-        Some(Command::Export {
+        Command::Export {
             session,
             csv,
             table,
             force,
-        }) => cli::export(&session, &csv, table, force, args.quiet, &mut stdout),
-        Some(Command::Import { what }) => cli::import(what, &mut stdout),
-        Some(Command::Monitor { duration }) => cli::monitor(
-            source,
-            interval,
-            history,
-            duration,
-            args.config.as_deref(),
-            &mut stdout,
-        ),
-        Some(Command::Agent {
+        } => cli::export(&session, &csv, table, force, args.quiet, &mut stdout),
+        Command::Import { what } => cli::import(what, &mut stdout),
+        Command::Monitor { duration } => {
+            let interval = args.interval.unwrap_or(std::time::Duration::from_secs(1));
+            let history = args
+                .history
+                .unwrap_or(std::time::Duration::from_secs(24 * 3600));
+            cli::monitor(source, interval, history, duration, config, &mut stdout)
+        }
+        Command::Agent {
             listen,
             no_record,
             token_file,
             max_processes,
             remote_other_users,
-        }) => {
+        } => {
             drop(stdout);
             vramwarden::front::agent::run(vramwarden::front::agent::AgentOptions {
                 source,
@@ -177,21 +197,23 @@ fn main() -> ExitCode {
                 remote_other_users,
             })
         }
-        Some(Command::Rules {
+        Command::Rules {
             what: cli::RulesCommand::Check,
-        }) => cli::rules_check(args.config.as_deref(), &mut stdout),
-        Some(Command::Torch { what }) => vramwarden::front::cli::torch::run(what, &mut stdout),
-        Some(Command::Completions { shell }) => {
+        } => cli::rules_check(config, &mut stdout),
+        Command::Torch { what } => vramwarden::front::cli::torch::run(what, &mut stdout),
+        Command::Completions { shell } => {
             vramwarden::front::cli::docs::completions(shell, &mut stdout).map_err(Into::into)
         }
-        Some(Command::Man) => {
-            vramwarden::front::cli::docs::man_page(&mut stdout).map_err(Into::into)
-        }
-        Some(Command::BenchNvml { iterations, spaced }) => {
+        Command::Man => vramwarden::front::cli::docs::man_page(&mut stdout).map_err(Into::into),
+        Command::BenchNvml { iterations, spaced } => {
             cli::bench_nvml(iterations, spaced, &mut stdout)
         }
-    };
-    let code = match result {
+    }
+}
+
+/// The exit code of a command's result; its error said on stderr.
+fn exit_code(result: Result<(), cli::CliError>) -> u8 {
+    match result {
         Ok(()) => 0,
         // The reader went away (`| head`): end quietly.
         Err(e) if e.is_broken_pipe() => 0,
@@ -202,8 +224,7 @@ fn main() -> ExitCode {
             );
             e.exit_code()
         }
-    };
-    finish(code)
+    }
 }
 
 /// The exit code out; the process ends at once where the CUDA driver library was loaded

@@ -647,3 +647,107 @@ fn a_replayed_session_shows_what_the_engine_that_recorded_it_showed() {
     // Nothing acts from a replay: a manual action on a replayed process is refused.
     assert!(replay.activity.is_empty());
 }
+
+/// The CSV tables, byte for byte, of a log whose texts need quoting: a comma, a double quote
+/// and a line break are quoted as RFC 4180 says (the quote doubled); plain text, numbers,
+/// empty readings and MiB fractions are written as they are, and so is a text that begins or
+/// ends with a space (see docs/session-format.md).
+#[test]
+fn csv_fields_are_quoted_as_rfc_4180_says() {
+    use vramwarden::model::{DeviceSample, ProcInfo, ProcessSample, Snapshot, MIB};
+    use vramwarden::session::writer::SessionWriter;
+    use vramwarden::session::{Event, Header, HeaderDevice, LeakInfo};
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("odd.vwlog");
+    let header = Header {
+        format_version: 1,
+        app_version: "test".into(),
+        host: "h".into(),
+        source: "Simulated".into(),
+        driver_version: None,
+        nvml_version: None,
+        started_ms: T0,
+        interval_ms: 1000,
+        devices: vec![HeaderDevice {
+            index: 0,
+            uuid: "GPU-0".into(),
+            name: "Big, \"fast\" GPU".into(),
+            memory_total_bytes: Some(80 << 30),
+            pci_bus_id: None,
+        }],
+    };
+    let info = ProcInfo {
+        name: "train,v2".into(),
+        user: "bob".into(),
+        cmdline: "python -c \"print(1)\"\nsecond line".into(),
+        start_time_ms: T0 - 5000,
+        container_id: Some("0123456789abcdef0123".into()),
+        pod: Some("ml/job-0".into()),
+        ..ProcInfo::default()
+    };
+    let snap = Snapshot {
+        taken_at_ms: T0,
+        devices: vec![DeviceSample {
+            index: 0,
+            memory_total_bytes: Some(80 << 30),
+            memory_used_bytes: Some(10 * MIB + MIB / 2),
+            memory_free_bytes: None,
+            utilization_gpu_pct: Some(7),
+            power_w: Some(71.25),
+            ..DeviceSample::default()
+        }],
+        processes: vec![ProcessSample {
+            pid: 42,
+            device_index: 0,
+            used_bytes: Some(3 * MIB),
+            info: Some(std::sync::Arc::new(info)),
+            ..ProcessSample::default()
+        }],
+    };
+    let mut w = SessionWriter::create(&path, &header).expect("create");
+    w.write_snapshot(&snap).expect("sample");
+    w.write_event(&Event::LeakStarted {
+        unix_ms: T0,
+        leak: LeakInfo {
+            pid: 42,
+            start_time_ms: T0 - 5000,
+            device_index: 0,
+            name: "say \"hi\"".into(),
+            user: " padded ".into(),
+            ghost: false,
+            since_ms: T0 - 1000,
+            rate_mib_per_min: 12.345,
+        },
+    })
+    .expect("event");
+    w.close().expect("close");
+    let s = SessionData::open(&path).expect("open");
+    let table = |t: Table| {
+        let mut out = Vec::new();
+        export(&s, t, &mut out, &mut |_| true).expect("export");
+        String::from_utf8(out).expect("utf8")
+    };
+    let ts = "2026-11-30T00:53:20.000Z";
+    assert_eq!(
+        table(Table::Devices),
+        format!(
+            "{}\n{ts},{T0},0,GPU-0,\"Big, \"\"fast\"\" GPU\",81920,10.5,,,7,,71.25\n",
+            Table::Devices.header()
+        )
+    );
+    assert_eq!(
+        table(Table::Processes),
+        format!(
+            "{}\n{ts},{T0},0,42,2026-11-30T00:53:15.000Z,\"train,v2\",bob,3,\"python -c \"\"print(1)\"\"\nsecond line\",0123456789ab,ml/job-0,,,\n",
+            Table::Processes.header()
+        )
+    );
+    assert_eq!(
+        table(Table::Events),
+        format!(
+            "{}\n{ts},{T0},process_start,42,0,\"train,v2\",bob,,\"python -c \"\"print(1)\"\"\nsecond line\"\n\
+             {ts},{T0},leak_started,42,0,\"say \"\"hi\"\"\", padded ,12.35,since 2026-11-30T00:53:19.000Z\n",
+            Table::Events.header()
+        )
+    );
+}

@@ -947,17 +947,12 @@ fn watch_polls_companions_in_the_background() {
     );
 
     // The rules' release: identity by pid + start time, through the same checks.
-    let r = torch::release_checked(
-        std::slice::from_ref(&dir),
-        pid,
-        start,
-        torch::DEFAULT_TIMEOUT,
-    );
+    let r = torch::release(std::slice::from_ref(&dir), pid, Some(start));
     assert!(
         matches!(r, Err(TorchError::TorchNotImported(p)) if p == pid),
         "{r:?}"
     );
-    let r = torch::release_checked(&[dir], pid, start - 1000, torch::DEFAULT_TIMEOUT);
+    let r = torch::release(&[dir], pid, Some(start - 1000));
     assert!(
         matches!(r, Err(TorchError::StartTimeMismatch { .. })),
         "{r:?}"

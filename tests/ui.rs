@@ -452,6 +452,11 @@ fn exporting_over_existing_files_asks_first() {
     record_demo_session(&path, 60);
     let csv = dir.path().join("out.csv");
     std::fs::write(&csv, "precious\n").expect("write");
+    // Readable by others, as a file made by another program would be.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&csv, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    }
     let mut h = harness(demo_app(30));
     h.run();
     h.state_mut().sessions.export_open = true;
@@ -479,6 +484,10 @@ fn exporting_over_existing_files_asks_first() {
     assert!(std::fs::read_to_string(&csv)
         .expect("read")
         .starts_with("timestamp,"));
+    // Overwritten, it holds every user's command lines: no longer readable by others.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&csv).expect("csv").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
 }
 
 /// The Leaks pane is the place for memory events: the real OOM kill of `public-oomkill`
@@ -1558,4 +1567,328 @@ fn value_axes_have_at_least_three_distinct_labels() {
             );
         }
     }
+}
+
+/// The demo as [`demo_app`], with a manual action's activity entry on the notebook (PID
+/// 51877) at the last sample: `outcome`, "SIGUSR1 sent".
+fn demo_app_with_action(seconds: i64, outcome: vramwarden::model::outcome::Outcome) -> VramApp {
+    use vramwarden::act::rules::action::Activity;
+    use vramwarden::act::rules::eval::Target;
+    let mut sim = SimSource::demo(T0);
+    let mut m = Monitor::new(1000, 86_400);
+    m.source = Some(sim.info());
+    for i in 0..seconds {
+        let t = T0 + i * 1000;
+        m.apply(sim.sample(t).expect("sim"), t);
+    }
+    let now = T0 + (seconds - 1) * 1000;
+    let p = m
+        .latest
+        .as_ref()
+        .and_then(|s| s.processes.iter().find(|p| p.pid == 51877))
+        .expect("the notebook")
+        .clone();
+    m.activity.push_back(Activity {
+        unix_ms: now,
+        rule: "manual".into(),
+        target: Target::Process {
+            key: (p.key(), p.device_index),
+            info: None,
+            used_bytes: p.used_bytes,
+            origin: vramwarden::model::Origin::Recorded,
+        },
+        action: "signal SIGUSR1".into(),
+        outcome,
+        detail: "SIGUSR1 sent".into(),
+        entry: Default::default(),
+    });
+    VramApp::with_backend(Backend::detached(m, SourceKind::demo()), UiState::default())
+        .with_fixed_now(now)
+}
+
+fn harness_at(app: VramApp, w: f32, h: f32) -> Harness<'static, VramApp> {
+    Harness::builder()
+        .with_size(egui::vec2(w, h))
+        .with_max_steps(8)
+        .build_eframe(|_cc| app)
+}
+
+/// At 1280 × 800 the detail pane of a PyTorch process (leak box, actions, PyTorch section)
+/// keeps its lifetime graph on screen at a usable height (three axis labels at least: see
+/// `value_axes_have_at_least_three_distinct_labels`), with a legend naming the driver's,
+/// the allocator's and the tensors' series; an action's result appearing moves nothing.
+#[test]
+fn the_detail_pane_fits_at_1280x800_with_a_legend() {
+    let mut plain = harness_at(demo_app(300), 1280.0, 800.0);
+    plain.run();
+    plain.get_by_label("51877").click();
+    plain.run();
+    plain.run();
+    let r = plain
+        .state()
+        .detail_plot_rect()
+        .expect("the lifetime graph drawn");
+    assert!(
+        r.height() >= vramwarden::front::gui::graph::PROCESS_GRAPH_MIN_HEIGHT - 0.5,
+        "{r:?}"
+    );
+    assert!(r.bottom() <= 800.0, "below the window: {r:?}");
+    for series in [
+        "GPU memory (driver)",
+        "Allocated (PyTorch)",
+        "Reserved (PyTorch)",
+    ] {
+        plain.get_by_label(series);
+    }
+    let mut acted = harness_at(
+        demo_app_with_action(300, vramwarden::model::outcome::Outcome::Acted),
+        1280.0,
+        800.0,
+    );
+    acted.run();
+    acted.get_by_label("51877").click();
+    acted.run();
+    acted.run();
+    acted.get_by_label_contains("SIGUSR1 sent — it is still running");
+    let r2 = acted.state().detail_plot_rect().expect("drawn");
+    assert_eq!(r.top(), r2.top(), "the result moved the graph");
+    assert_eq!(r.height(), r2.height());
+}
+
+/// An action's result shows in its row of the table (where it was taken from), not only in
+/// the Activity tab: a failure in words, the whole sentence on hover.
+#[test]
+fn a_row_shows_the_result_of_its_last_action() {
+    let mut h = harness(demo_app_with_action(
+        120,
+        vramwarden::model::outcome::Outcome::Failed,
+    ));
+    h.run();
+    h.get_by_label("✖ failed");
+    let mut ok = harness(demo_app_with_action(
+        120,
+        vramwarden::model::outcome::Outcome::Acted,
+    ));
+    ok.run();
+    ok.get_by_label("✔ done");
+    // Another process's row says nothing.
+    assert_eq!(ok.query_all_by_label("✔ done").count(), 1);
+}
+
+/// A saved host can be forgotten from the host selector (a mistyped address does not stay).
+#[test]
+fn a_saved_host_can_be_forgotten() {
+    use vramwarden::front::gui::connect::SavedHost;
+    let state = UiState {
+        hosts: vec![SavedHost {
+            url: "http://gpu-sevrer:7480".into(),
+            ssh: String::new(),
+            token_file: String::new(),
+        }],
+        ..UiState::default()
+    };
+    let mut sim = SimSource::demo(T0);
+    let mut m = Monitor::new(1000, 1000);
+    m.source = Some(sim.info());
+    m.apply(sim.sample(T0).expect("sim"), T0);
+    let app =
+        VramApp::with_backend(Backend::detached(m, SourceKind::demo()), state).with_fixed_now(T0);
+    let mut h = harness(app);
+    h.run();
+    h.get_by_role_and_label(egui::accesskit::Role::ComboBox, "Host")
+        .click();
+    h.run();
+    h.get_by_label("gpu-sevrer:7480");
+    h.get_by_label("✖").click();
+    h.run();
+    assert!(h.state().state.hosts.is_empty());
+}
+
+/// Every plot has its table: the GPU graph's "Table" shows each series' values at instants
+/// across the time shown (screen readers read labels, not plots).
+#[test]
+fn the_graph_has_a_table_alternative() {
+    let mut h = harness(demo_app(120));
+    h.run();
+    assert!(h.query_by_label("Lowest").is_none());
+    assert_eq!(
+        h.query_all_by_label("Total used").count(),
+        1,
+        "the legend's"
+    );
+    h.get_all_by_label("Table")
+        .next()
+        .expect("a Table toggle")
+        .click();
+    h.run();
+    // One table for the memory graph and one per metric panel shown.
+    assert!(h.query_all_by_label("Series").count() >= 2);
+    assert!(h.query_all_by_label("Highest").count() >= 2);
+    // The total's row (besides the legend's), with values in the graph's unit.
+    assert_eq!(h.query_all_by_label("Total used").count(), 2);
+    assert!(h.query_all_by_label_contains(" GiB").count() >= 6);
+    // Back to the plot.
+    h.get_all_by_label("Table").next().expect("toggle").click();
+    h.run();
+    assert!(h.query_by_label("Highest").is_none());
+}
+
+/// The GPU cards' custom parts carry names for screen readers: the card (a button), its
+/// memory bar (a meter with its figures); compact cards keep their figures apart.
+#[test]
+fn cards_carry_accessible_names() {
+    let mut h = harness(demo_app(30));
+    h.run();
+    h.get_by_label("Show GPU 0 in the graph");
+    assert!(h.query_all_by_label_contains("Memory: used").count() >= 2);
+    // A reading is one piece: "Power 580 / 700 W" never leaves its "W" on a line alone.
+    for n in h.query_all_by_label_contains("Power ") {
+        let line = n.rect().height();
+        assert!(line < 24.0, "a reading wrapped: {line}");
+    }
+}
+
+/// Settings: the window keeps its width when a rule is added, and its sections do not move
+/// down when a status line appears (the space is kept).
+#[test]
+fn settings_keep_their_place_and_width() {
+    let mut h = harness(demo_app(30));
+    h.run();
+    let s = h.state().settings().clone();
+    h.state_mut().settings_ui.show(&s);
+    h.run();
+    h.get_by_label("Rules").click();
+    h.run();
+    let general = h.get_by_label("General").rect();
+    let width = |h: &Harness<'static, VramApp>| {
+        h.ctx
+            .memory(|m| {
+                // egui names a window's area by its title's text (an `Option<Cow<str>>`).
+                let title: Option<std::borrow::Cow<'_, str>> = Some("Settings".into());
+                m.area_rect(egui::Id::unique(title))
+            })
+            .expect("the Settings window")
+            .width()
+    };
+    let before = width(&h);
+    // Four rules with long names and their buttons.
+    h.get_by_label("Add the OOM guard").click();
+    h.run();
+    h.run();
+    assert!((width(&h) - before).abs() < 1.0, "{before} → {}", width(&h));
+    h.get_by_label("Add rule").click();
+    h.run();
+    h.run();
+    assert!(
+        h.query_by_label("New rule").is_some() || h.query_by_label_contains("New rule").is_some()
+    );
+    assert!((width(&h) - before).abs() < 1.0, "{before} → {}", width(&h));
+    h.state_mut().settings_ui.message = Some(("Saved to /tmp/x".into(), false));
+    h.run();
+    let moved = h.get_by_label("General").rect().top() - general.top();
+    assert!(moved.abs() < 1.0, "the sections moved {moved} points");
+    // The leak detector's documented parameters, all eight (the second "Leaks": the
+    // window's section list, after the tab under the graph).
+    h.get_all_by_label("Leaks")
+        .last()
+        .expect("the section")
+        .click();
+    h.run();
+    for p in [
+        "Minimum growth",
+        "Minimum duration",
+        "Minimum rate",
+        "Observation window",
+        "Ends after no growth for",
+        "Drop tolerance",
+        "Start-up grace",
+        "Settled after",
+    ] {
+        h.get_by_label(p);
+    }
+    // Minimum rate (the third number) set to 0 through the screen reader's "set value": put
+    // back to its least, with a sentence saying so in the status lines.
+    let rate = h
+        .get_all_by_role(egui::accesskit::Role::SpinButton)
+        .nth(2)
+        .expect("the minimum rate field");
+    rate.set_value_accesskit(0.0);
+    h.run();
+    assert_eq!(h.state().settings_ui.draft.leaks.min_rate_mib_per_min, 0.1);
+    h.get_by_label_contains(
+        "Minimum rate: 0 MiB/min is under the least allowed, set to 0.1 MiB/min",
+    );
+    let moved = h.get_by_label("General").rect().top() - general.top();
+    assert!(moved.abs() < 1.0, "the sections moved {moved} points");
+}
+
+/// A value out of range is put back with a word saying what changed.
+#[test]
+fn an_out_of_range_value_is_clamped_with_a_word() {
+    use vramwarden::front::gui::settings_window::clamp_note;
+    let mut v = 0.0f64;
+    let note = clamp_note("Minimum rate", &mut v, &(0.1..=100_000.0), " MiB/min").expect("said");
+    assert_eq!(v, 0.1);
+    assert!(
+        note.contains("Minimum rate") && note.contains("0.1 MiB/min"),
+        "{note}"
+    );
+    let mut ok = 5u64;
+    assert_eq!(clamp_note("x", &mut ok, &(1..=10), " s"), None);
+    assert_eq!(ok, 5);
+}
+
+/// The Leaks tab lists the newest first, whatever the order the episodes were recorded in.
+#[test]
+fn the_leaks_tab_is_newest_first() {
+    use vramwarden::engine::view::{LeakKey, LeakRecord};
+    let mut sim = SimSource::demo(T0);
+    let mut m = Monitor::new(1000, 1000);
+    m.source = Some(sim.info());
+    m.apply(sim.sample(T0).expect("sim"), T0);
+    for (pid, flagged) in [(101u32, 1_000i64), (102, 3_000), (103, 2_000)] {
+        let key = (
+            vramwarden::model::ProcessKey {
+                pid,
+                start_time_ms: 0,
+            },
+            0,
+        );
+        m.leaks.push(LeakRecord {
+            key: LeakKey::Process(key),
+            info: vramwarden::session::LeakInfo {
+                pid,
+                start_time_ms: 0,
+                device_index: 0,
+                name: format!("leaker{pid}"),
+                user: String::new(),
+                ghost: false,
+                since_ms: T0 - 60_000 + flagged - 10_000,
+                rate_mib_per_min: 50.0,
+            },
+            flagged_ms: T0 - 60_000 + flagged,
+            ended_ms: Some(T0 - 30_000),
+            grown_mib: 500.0,
+            peak_mib: 2000.0,
+            session: None,
+            open_at_end: false,
+        });
+    }
+    let app = VramApp::with_backend(Backend::detached(m, SourceKind::demo()), UiState::default())
+        .with_fixed_now(T0);
+    let mut h = harness(app);
+    h.run();
+    h.get_by_label("Leaks").click();
+    h.run();
+    let mut rows: Vec<(f32, String)> = ["leaker101", "leaker102", "leaker103"]
+        .iter()
+        .map(|n| {
+            let label = format!("{n} · PID {}", &n[6..]);
+            let top = h.get_by_label(&label).rect().top();
+            (top, n.to_string())
+        })
+        .collect();
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let order: Vec<&str> = rows.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(order, ["leaker102", "leaker103", "leaker101"]);
 }

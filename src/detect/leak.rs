@@ -846,9 +846,12 @@ pub const EQUAL_STEPS: f64 = 1.25;
 /// regularity test.
 pub const BIRTH_MS: UnixMs = 5_000;
 
-/// Minutes until `free_mib` is used up at `rate_mib_per_min` (None when not growing).
-pub fn time_to_full_min(free_mib: f64, rate_mib_per_min: f64) -> Option<f64> {
-    (rate_mib_per_min > 0.0 && free_mib.is_finite()).then(|| free_mib.max(0.0) / rate_mib_per_min)
+/// Seconds until `free_bytes` of a GPU are used up at `rate_mib_per_min` (None when not
+/// growing): the one time-to-full of the engine's forecast, the agent's API and metrics and
+/// the window.
+pub fn full_in_s(free_bytes: u64, rate_mib_per_min: f64) -> Option<f64> {
+    let free_mib = free_bytes as f64 / crate::model::MIB as f64;
+    (rate_mib_per_min > 0.0).then(|| free_mib / rate_mib_per_min * 60.0)
 }
 
 #[cfg(test)]
@@ -1092,8 +1095,9 @@ mod tests {
             }
         }
         assert_eq!(freed_at, Some(100));
-        assert_eq!(time_to_full_min(600.0, 60.0), Some(10.0));
-        assert_eq!(time_to_full_min(600.0, 0.0), None);
+        assert_eq!(full_in_s(600 * crate::model::MIB, 60.0), Some(600.0));
+        assert_eq!(full_in_s(600 * crate::model::MIB, 0.0), None);
+        assert_eq!(full_in_s(600 * crate::model::MIB, -1.0), None);
         assert!(
             LeakSettings {
                 min_rate_mib_per_min: -1.0,

@@ -224,8 +224,7 @@ impl LeakWatch {
                 .map_or(0.0, |(_, r)| *r);
             d.time_to_full_s = d
                 .memory_free_bytes
-                .and_then(|f| crate::detect::leak::time_to_full_min(mib(f), rate))
-                .map(|m| m * 60.0);
+                .and_then(|f| crate::detect::leak::full_in_s(f, rate));
         }
     }
 

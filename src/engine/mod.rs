@@ -249,12 +249,12 @@ impl Engine {
             unix_ms: now,
             rule: "manual".into(),
             action: action.label(),
-            target: crate::act::rules::eval::Target::Process {
+            target: crate::act::rules::eval::Target::process(
                 key,
                 info,
-                used_bytes: None,
-                origin: crate::model::Origin::Recorded,
-            },
+                None,
+                crate::model::Origin::Recorded,
+            ),
             outcome: crate::act::rules::action::Outcome::Skipped,
             detail: why.into(),
             entry: crate::act::rules::action::Entry::Action,

@@ -489,14 +489,6 @@ pub struct OomRecord {
 }
 
 impl Monitor {
-    /// The ongoing leak of a series, if any.
-    pub fn active_leak(&self, key: &LeakKey) -> Option<&LeakRecord> {
-        self.leaks
-            .iter()
-            .rev()
-            .find(|l| l.key == *key && l.ended_ms.is_none())
-    }
-
     /// Every leak episode of a process series, oldest first.
     pub fn leaks_of(&self, key: &ProcSeriesKey) -> impl Iterator<Item = &LeakRecord> {
         let k = LeakKey::Process(*key);

@@ -20,6 +20,16 @@ use tracing_subscriber::{EnvFilter, Layer};
 
 /// The filter when `RUST_LOG` is unset or empty.
 pub const DEFAULT_FILTER: &str = "warn,vramwarden=info";
+/// Library warnings of every normal start of the window that say nothing a user can act on
+/// (winit on Xvfb or a display without XSETTINGS or a physical size, egui_wgpu on a software
+/// renderer, the font provider under the C locale): kept out of stderr when `RUST_LOG` is
+/// unset, still written to the window's log file. vramwarden's own warnings are untouched.
+pub const LIBRARY_NOISE: [&str; 3] = [
+    "winit::platform_impl=error",
+    "egui_wgpu=error",
+    "egui_system_font_provider=error",
+];
+
 /// How many daily log files the window keeps.
 pub const KEEP_FILES: usize = 7;
 
@@ -137,6 +147,21 @@ fn filter(level: Level) -> (EnvFilter, Option<String>) {
     }
 }
 
+/// The stderr filter: `level`'s (or `RUST_LOG`'s), and without `RUST_LOG` the
+/// [`LIBRARY_NOISE`] directives on top.
+pub fn stderr_filter(level: Level) -> EnvFilter {
+    let (mut f, _) = filter(level);
+    let user_set = std::env::var("RUST_LOG").is_ok_and(|s| !s.trim().is_empty());
+    if !user_set && level != Level::Quiet {
+        for d in LIBRARY_NOISE {
+            if let Ok(d) = d.parse() {
+                f = f.add_directive(d);
+            }
+        }
+    }
+    f
+}
+
 /// Installs the logger for `mode` at `level` (`RUST_LOG` wins when set). Never fails: when the
 /// log file cannot be opened the window logs to stderr alone and says why; a second call
 /// (tests) leaves the first logger in place.
@@ -155,6 +180,7 @@ pub fn init(mode: Mode, level: Level) -> Guard {
     } else {
         stderr.boxed()
     };
+    let stderr = stderr.with_filter(stderr_filter(level));
     let mut file_error = None;
     let (file_layer, guard, file_dir) = if mode == Mode::Window {
         match open_file() {
@@ -177,7 +203,8 @@ pub fn init(mode: Mode, level: Level) -> Guard {
         (None, None, None)
     };
     let installed = tracing_subscriber::registry()
-        .with(stderr.and_then(file_layer).with_filter(filter))
+        .with(stderr)
+        .with(file_layer.with_filter(filter))
         .try_init()
         .is_ok();
     if installed {
@@ -236,4 +263,25 @@ pub fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
         .map(|s| (*s).to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "panic".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without `RUST_LOG` the window's stderr leaves out the libraries' start-up noise and
+    /// keeps vramwarden's own lines; with it, the user's filter is taken as it is.
+    #[test]
+    fn stderr_leaves_out_library_noise_unless_rust_log_asks() {
+        let shown = stderr_filter(Level::Normal).to_string();
+        let user_set = std::env::var("RUST_LOG").is_ok_and(|s| !s.trim().is_empty());
+        for d in LIBRARY_NOISE {
+            assert_eq!(shown.contains(d), !user_set, "{shown}");
+        }
+        if !user_set {
+            assert!(shown.contains("vramwarden=info"), "{shown}");
+        }
+        // -q asks for errors only: nothing to add.
+        assert!(!stderr_filter(Level::Quiet).to_string().contains("winit"));
+    }
 }

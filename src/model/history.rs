@@ -829,11 +829,6 @@ impl History {
         self.processes.keys()
     }
 
-    /// Number of process series held.
-    pub fn process_count(&self) -> usize {
-        self.processes.len()
-    }
-
     /// Splits `[from_ms, to_ms]` into at most `width` buckets: (first tick, ticks per bucket, count).
     pub fn buckets(&self, from_ms: UnixMs, to_ms: UnixMs, width: usize) -> (u64, u64, usize) {
         let t0 = self.tick_at(from_ms);

@@ -106,14 +106,6 @@ pub fn list(dir: &Path) -> Vec<SessionSummary> {
     v
 }
 
-/// Whether some process holds the writer's lock on `path` (a log being recorded now).
-pub fn in_use(path: &Path) -> bool {
-    match std::fs::File::open(path) {
-        Ok(f) => super::writer::lock_exclusive(&f).is_err(),
-        Err(_) => false,
-    }
-}
-
 /// Logs modified this recently are never pruned (a writer between creating its file and
 /// locking it).
 pub const PRUNE_GRACE_MS: UnixMs = 60_000;

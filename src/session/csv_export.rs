@@ -5,10 +5,11 @@
 
 use std::io::Write;
 
+use super::format::DecodedSample;
 use super::reader::SessionData;
 use super::Event;
 use crate::model::format::rfc3339;
-use crate::model::MIB;
+use crate::model::{UnixMs, MIB};
 
 /// The tables a session exports to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -175,6 +176,16 @@ pub fn write_files(
                 .open(path)
                 .map_err(|e| fail(e.into()))?
         };
+        // An existing file keeps its mode when truncated: one readable by others (0644)
+        // is made 0600 before anything is written into it.
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let meta = file.metadata().map_err(|e| fail(e.into()))?;
+            if meta.is_file() && meta.permissions().mode() & 0o077 != 0 {
+                file.set_permissions(std::fs::Permissions::from_mode(0o600))
+                    .map_err(|e| fail(e.into()))?;
+            }
+        }
         let mut w = std::io::BufWriter::new(file);
         let r = export(session, *t, &mut w, &mut |f| progress((k as f32 + f) / n)).map_err(fail)?;
         let file = w.into_inner().map_err(|e| fail(e.into_error().into()))?;
@@ -300,15 +311,6 @@ pub fn estimate(session: &SessionData, table: Table) -> (u64, u64) {
     }
 }
 
-/// Quotes a CSV field when it needs it.
-pub fn quote(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) || s.starts_with(' ') || s.ends_with(' ') {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 fn put_u64(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
@@ -341,6 +343,111 @@ fn put_frac3(out: &mut Vec<u8>, frac: u64) {
     out.extend(d[..keep].iter().map(|x| b'0' + x));
 }
 
+/// The output of an export: counts the bytes the CSV writer passes on, for the progress.
+struct Counted<'a> {
+    out: &'a mut dyn Write,
+    bytes: u64,
+}
+
+impl Write for Counted<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.out.write(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// The csv crate's writer (RFC 4180: a field holding `,`, `"`, CR or LF is quoted, its `"`
+/// doubled; rows end in LF) over the export's output.
+type CsvOut<'a> = csv::Writer<Counted<'a>>;
+
+/// Bytes the CSV writer gathers before it writes to the output.
+const BUFFER: usize = 1 << 16;
+
+/// Bytes written between two calls of the progress callback.
+const PROGRESS_EVERY: u64 = 1 << 20;
+
+impl From<csv::Error> for ExportError {
+    fn from(e: csv::Error) -> Self {
+        match e.into_kind() {
+            csv::ErrorKind::Io(e) => ExportError::Io(e),
+            other => ExportError::Io(std::io::Error::other(format!("{other:?}"))),
+        }
+    }
+}
+
+/// A field made in a reused buffer (numbers), then written.
+struct Cell {
+    buf: Vec<u8>,
+}
+
+impl Cell {
+    fn new() -> Self {
+        Self {
+            buf: Vec::with_capacity(32),
+        }
+    }
+
+    /// Writes `put`'s bytes as the next field of `w`.
+    fn write(&mut self, w: &mut CsvOut<'_>, put: impl FnOnce(&mut Vec<u8>)) -> csv::Result<()> {
+        self.buf.clear();
+        put(&mut self.buf);
+        w.write_field(&self.buf)
+    }
+
+    fn u64(&mut self, w: &mut CsvOut<'_>, v: Option<u64>) -> csv::Result<()> {
+        self.write(w, |b| {
+            if let Some(v) = v {
+                put_u64(b, v);
+            }
+        })
+    }
+
+    fn mib(&mut self, w: &mut CsvOut<'_>, bytes: Option<u64>) -> csv::Result<()> {
+        self.write(w, |b| put_mib(b, bytes))
+    }
+}
+
+/// Ends the current row.
+fn end_row(w: &mut CsvOut<'_>) -> csv::Result<()> {
+    w.write_record(None::<&[u8]>)
+}
+
+/// Calls the progress callback after each [`PROGRESS_EVERY`] bytes written.
+struct Pace {
+    next: u64,
+    samples: usize,
+}
+
+impl Pace {
+    fn new(samples: usize) -> Self {
+        Self {
+            next: PROGRESS_EVERY,
+            samples: samples.max(1),
+        }
+    }
+
+    /// After sample `i`: tells `progress` how far the export is, now and then.
+    fn step(
+        &mut self,
+        w: &CsvOut<'_>,
+        i: usize,
+        progress: &mut dyn FnMut(f32) -> bool,
+    ) -> Result<(), ExportError> {
+        if w.get_ref().bytes >= self.next {
+            self.next = w.get_ref().bytes + PROGRESS_EVERY;
+            if !progress(i as f32 / self.samples as f32) {
+                return Err(ExportError::Cancelled);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Writes `table` of `session` as CSV to `out`. `progress(done_fraction)` is called now and
 /// then; returning false cancels. Returns the number of data rows written.
 ///
@@ -362,224 +469,331 @@ pub fn export(
             longest,
         });
     }
-    let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
-    buf.extend_from_slice(table.header().as_bytes());
-    buf.push(b'\n');
-    let mut rows = 0u64;
-    let n = session.len();
-    match table {
-        Table::Devices | Table::Processes => {
-            // Device uuid and name by index, from each segment's own header (joined logs may
-            // come from different machines).
-            let names: Vec<std::collections::HashMap<u32, (String, String)>> = (0..session
-                .segment_count())
-                .map(|seg| {
-                    session
-                        .segment_header(seg)
-                        .iter()
-                        .flat_map(|h| h.devices.iter())
-                        .map(|d| (d.index, (quote(&d.uuid), quote(&d.name))))
-                        .collect()
-                })
-                .collect();
-            let defs: std::collections::HashMap<u32, String> = session
-                .defs
-                .values()
-                .map(|d| {
-                    let start = if d.info.start_time_ms > 0 {
-                        rfc3339(d.info.start_time_ms)
-                    } else {
-                        String::new()
-                    };
-                    (
-                        d.id,
-                        format!(
-                            "{},{},{},{}",
-                            d.pid,
-                            start,
-                            quote(&d.info.name),
-                            quote(&d.info.user)
-                        ),
-                    )
-                })
-                .collect();
-            let cmdlines: std::collections::HashMap<u32, String> = session
-                .defs
-                .values()
-                .map(|d| {
-                    let container = d.info.container_name.clone().or_else(|| {
-                        d.info
-                            .container_id
-                            .as_ref()
-                            .map(|id| id.chars().take(12).collect())
-                    });
-                    (
-                        d.id,
-                        format!(
-                            "{},{},{}",
-                            quote(&d.info.cmdline),
-                            quote(container.as_deref().unwrap_or("")),
-                            quote(d.info.pod.as_deref().unwrap_or(""))
-                        ),
-                    )
-                })
-                .collect();
-            for i in 0..n {
-                let Some(s) = session.decoded(i) else {
-                    continue;
-                };
-                let ts = rfc3339(s.unix_ms);
-                let mut prefix = Vec::with_capacity(40);
-                prefix.extend_from_slice(ts.as_bytes());
-                prefix.push(b',');
-                put_u64(&mut prefix, s.unix_ms as u64);
-                prefix.push(b',');
-                if table == Table::Devices {
-                    let names = session.segment_of(i).and_then(|seg| names.get(seg));
-                    for d in &s.devices {
-                        buf.extend_from_slice(&prefix);
-                        put_u64(&mut buf, u64::from(d.index));
-                        buf.push(b',');
-                        if let Some((u, nm)) = names.and_then(|n| n.get(&d.index)) {
-                            buf.extend_from_slice(u.as_bytes());
-                            buf.push(b',');
-                            buf.extend_from_slice(nm.as_bytes());
-                        } else {
-                            buf.push(b',');
-                        }
-                        for v in [
-                            d.memory_total_bytes,
-                            d.memory_used_bytes,
-                            d.memory_reserved_bytes,
-                            d.memory_free_bytes,
-                        ] {
-                            buf.push(b',');
-                            put_mib(&mut buf, v);
-                        }
-                        buf.push(b',');
-                        if let Some(u) = d.utilization_gpu_pct {
-                            put_u64(&mut buf, u64::from(u));
-                        }
-                        buf.push(b',');
-                        if let Some(t) = d.temperature_c {
-                            put_u64(&mut buf, u64::from(t));
-                        }
-                        buf.push(b',');
-                        if let Some(p) = d.power_w {
-                            // Watts with up to three decimals (NVML reports milliwatts).
-                            let mw = (p.max(0.0) * 1000.0).round() as u64;
-                            put_u64(&mut buf, mw / 1000);
-                            put_frac3(&mut buf, mw % 1000);
-                        }
-                        buf.push(b'\n');
-                        rows += 1;
-                        flush_full(&mut buf, out)?;
-                    }
-                } else {
-                    let mut torch = s.torch.iter().peekable();
-                    for (pos, (id, used)) in s.procs.iter().enumerate() {
-                        buf.extend_from_slice(&prefix);
-                        let dev = session.defs.get(id).map_or(0, |d| d.device_index);
-                        put_u64(&mut buf, u64::from(dev));
-                        buf.push(b',');
-                        match defs.get(id) {
-                            Some(d) => buf.extend_from_slice(d.as_bytes()),
-                            None => buf.extend_from_slice(b",,,"),
-                        }
-                        buf.push(b',');
-                        put_mib(&mut buf, *used);
-                        buf.push(b',');
-                        match cmdlines.get(id) {
-                            Some(c) => buf.extend_from_slice(c.as_bytes()),
-                            None => buf.extend_from_slice(b",,"),
-                        }
-                        // PyTorch's figures (empty cells where no companion answered); the
-                        // entries come in increasing position order.
-                        let t = torch.next_if(|(p, _)| *p as usize == pos).map(|(_, t)| t);
-                        for v in [
-                            t.map(|t| t.allocated_bytes),
-                            t.map(|t| t.reserved_bytes),
-                            t.map(|t| t.inactive_split_bytes),
-                        ] {
-                            buf.push(b',');
-                            put_mib(&mut buf, v);
-                        }
-                        buf.push(b'\n');
-                        rows += 1;
-                        flush_full(&mut buf, out)?;
-                    }
-                }
-                if buf.len() > (1 << 20) {
-                    out.write_all(&buf)?;
-                    buf.clear();
-                    if !progress(i as f32 / n.max(1) as f32) {
-                        return Err(ExportError::Cancelled);
-                    }
-                }
-            }
-        }
-        Table::Events => {
-            for e in &session.events {
-                if let Some(line) = event_row(session, e) {
-                    buf.extend_from_slice(line.as_bytes());
-                    rows += 1;
-                    flush_full(&mut buf, out)?;
-                }
-            }
-        }
-    }
-    out.write_all(&buf)?;
-    out.flush()?;
+    let mut w = csv::WriterBuilder::new()
+        .buffer_capacity(BUFFER)
+        .from_writer(Counted { out, bytes: 0 });
+    w.write_record(table.header().split(','))?;
+    let rows = match table {
+        Table::Devices => device_rows(session, &mut w, progress)?,
+        Table::Processes => process_rows(session, &mut w, progress)?,
+        Table::Events => event_rows(session, &mut w)?,
+    };
+    w.flush()?;
     progress(1.0);
     Ok(rows)
 }
 
-/// Writes the buffer out once it holds more than 1 MiB: memory stays bounded whatever one
-/// sample holds (4096 devices, millions of process entries).
-fn flush_full(buf: &mut Vec<u8>, out: &mut dyn Write) -> std::io::Result<()> {
-    if buf.len() > (1 << 20) {
-        out.write_all(buf)?;
-        buf.clear();
-    }
-    Ok(())
+/// The time of a sample, as the first two fields of its rows.
+struct Stamp {
+    rfc3339: String,
+    unix_ms: u64,
 }
 
-fn event_row(session: &SessionData, e: &Event) -> Option<String> {
-    let t = e.unix_ms();
-    let (kind, pid, dev, name, user, rate, detail) = match e {
-        Event::ProcessStart { def, .. } => (
+impl Stamp {
+    fn new(unix_ms: crate::model::UnixMs) -> Self {
+        Self {
+            rfc3339: rfc3339(unix_ms),
+            unix_ms: unix_ms as u64,
+        }
+    }
+
+    fn write(&self, w: &mut CsvOut<'_>, cell: &mut Cell) -> csv::Result<()> {
+        w.write_field(&self.rfc3339)?;
+        cell.u64(w, Some(self.unix_ms))
+    }
+}
+
+/// The devices table: a row per GPU per sample.
+fn device_rows(
+    session: &SessionData,
+    w: &mut CsvOut<'_>,
+    progress: &mut dyn FnMut(f32) -> bool,
+) -> Result<u64, ExportError> {
+    // Device uuid and name by index, from each segment's own header (joined logs may come
+    // from different machines).
+    let names: Vec<std::collections::HashMap<u32, (&str, &str)>> = (0..session.segment_count())
+        .map(|seg| {
+            session
+                .segment_header(seg)
+                .iter()
+                .flat_map(|h| h.devices.iter())
+                .map(|d| (d.index, (d.uuid.as_str(), d.name.as_str())))
+                .collect()
+        })
+        .collect();
+    sample_rows(session, w, progress, |w, cell, stamp, i, s| {
+        let names = session.segment_of(i).and_then(|seg| names.get(seg));
+        for d in &s.devices {
+            let name = names.and_then(|n| n.get(&d.index)).copied();
+            device_row(w, cell, stamp, name, d)?;
+        }
+        Ok(s.devices.len() as u64)
+    })
+}
+
+/// Calls `rows_of` on each sample of `session` that decodes (with the sample's time and
+/// index), which writes its rows and says how many; tells `progress` how far it is now and
+/// then. Returns the rows written.
+fn sample_rows(
+    session: &SessionData,
+    w: &mut CsvOut<'_>,
+    progress: &mut dyn FnMut(f32) -> bool,
+    mut rows_of: impl FnMut(
+        &mut CsvOut<'_>,
+        &mut Cell,
+        &Stamp,
+        usize,
+        &DecodedSample,
+    ) -> csv::Result<u64>,
+) -> Result<u64, ExportError> {
+    let (mut rows, mut pace, mut cell) = (0u64, Pace::new(session.len()), Cell::new());
+    for i in 0..session.len() {
+        let Some(s) = session.decoded(i) else {
+            continue;
+        };
+        rows += rows_of(w, &mut cell, &Stamp::new(s.unix_ms), i, &s)?;
+        pace.step(w, i, progress)?;
+    }
+    Ok(rows)
+}
+
+/// One GPU's row: `name` is its uuid and name from the log's header.
+fn device_row(
+    w: &mut CsvOut<'_>,
+    cell: &mut Cell,
+    stamp: &Stamp,
+    name: Option<(&str, &str)>,
+    d: &crate::model::DeviceSample,
+) -> csv::Result<()> {
+    stamp.write(w, cell)?;
+    cell.u64(w, Some(u64::from(d.index)))?;
+    let (uuid, name) = name.unwrap_or_default();
+    w.write_field(uuid)?;
+    w.write_field(name)?;
+    for v in [
+        d.memory_total_bytes,
+        d.memory_used_bytes,
+        d.memory_reserved_bytes,
+        d.memory_free_bytes,
+    ] {
+        cell.mib(w, v)?;
+    }
+    cell.u64(w, d.utilization_gpu_pct.map(u64::from))?;
+    cell.u64(w, d.temperature_c.map(u64::from))?;
+    cell.write(w, |b| {
+        if let Some(p) = d.power_w {
+            // Watts with up to three decimals (NVML reports milliwatts).
+            let mw = (p.max(0.0) * 1000.0).round() as u64;
+            put_u64(b, mw / 1000);
+            put_frac3(b, mw % 1000);
+        }
+    })?;
+    end_row(w)
+}
+
+/// What the processes table repeats of a process on each of its rows.
+struct ProcFields<'a> {
+    device_index: u32,
+    pid: String,
+    start: String,
+    def: &'a crate::model::ProcInfo,
+    container: std::borrow::Cow<'a, str>,
+}
+
+impl<'a> ProcFields<'a> {
+    fn new(d: &'a super::ProcDef) -> Self {
+        let i = &d.info;
+        let container = match (&i.container_name, &i.container_id) {
+            (Some(n), _) => n.as_str().into(),
+            (None, Some(id)) => id.chars().take(12).collect::<String>().into(),
+            (None, None) => "".into(),
+        };
+        Self {
+            device_index: d.device_index,
+            pid: d.pid.to_string(),
+            start: if i.start_time_ms > 0 {
+                rfc3339(i.start_time_ms)
+            } else {
+                String::new()
+            },
+            def: i,
+            container,
+        }
+    }
+
+    /// pid, start, name, user, command line, container, pod.
+    fn texts(&self) -> [&str; 7] {
+        [
+            &self.pid,
+            &self.start,
+            &self.def.name,
+            &self.def.user,
+            &self.def.cmdline,
+            &self.container,
+            self.def.pod.as_deref().unwrap_or(""),
+        ]
+    }
+}
+
+/// The processes table: a row per process per GPU per sample.
+fn process_rows(
+    session: &SessionData,
+    w: &mut CsvOut<'_>,
+    progress: &mut dyn FnMut(f32) -> bool,
+) -> Result<u64, ExportError> {
+    let defs: std::collections::HashMap<u32, ProcFields<'_>> = session
+        .defs
+        .values()
+        .map(|d| (d.id, ProcFields::new(d)))
+        .collect();
+    sample_rows(session, w, progress, |w, cell, stamp, _, s| {
+        // PyTorch's figures (empty cells where no companion answered); the entries come in
+        // increasing position order.
+        let mut torch = s.torch.iter().peekable();
+        for (pos, (id, used)) in s.procs.iter().enumerate() {
+            let t = torch.next_if(|(p, _)| *p as usize == pos).map(|(_, t)| t);
+            process_row(w, cell, stamp, defs.get(id), *used, t)?;
+        }
+        Ok(s.procs.len() as u64)
+    })
+}
+
+/// One process's row: its fields (empty where its definition is missing), the memory it
+/// holds and PyTorch's figures.
+fn process_row(
+    w: &mut CsvOut<'_>,
+    cell: &mut Cell,
+    stamp: &Stamp,
+    p: Option<&ProcFields<'_>>,
+    used: Option<u64>,
+    torch: Option<&crate::model::TorchMem>,
+) -> csv::Result<()> {
+    stamp.write(w, cell)?;
+    cell.u64(w, Some(u64::from(p.map_or(0, |p| p.device_index))))?;
+    let [pid, start, name, user, cmdline, container, pod] = p.map_or([""; 7], ProcFields::texts);
+    for f in [pid, start, name, user] {
+        w.write_field(f)?;
+    }
+    cell.mib(w, used)?;
+    for f in [cmdline, container, pod] {
+        w.write_field(f)?;
+    }
+    cell.mib(w, torch.map(|t| t.allocated_bytes))?;
+    cell.mib(w, torch.map(|t| t.reserved_bytes))?;
+    cell.mib(w, torch.map(|t| t.inactive_split_bytes))?;
+    end_row(w)
+}
+
+/// The events table: a row per event but the process tables.
+fn event_rows(session: &SessionData, w: &mut CsvOut<'_>) -> Result<u64, ExportError> {
+    let (mut rows, mut cell) = (0u64, Cell::new());
+    for e in &session.events {
+        if let Some(row) = event_row(session, e) {
+            row.write(w, &mut cell, e.unix_ms())?;
+            rows += 1;
+        }
+    }
+    Ok(rows)
+}
+
+/// The columns of an event's row after its time.
+struct EventRow<'a> {
+    kind: &'a str,
+    pid: Option<u32>,
+    device_index: Option<u32>,
+    name: &'a str,
+    user: &'a str,
+    rate_mib_per_min: Option<f64>,
+    detail: String,
+}
+
+impl<'a> EventRow<'a> {
+    /// A row about `pid` (if known) on GPU `device_index`, without name or rate.
+    fn new(kind: &'a str, pid: Option<u32>, device_index: Option<u32>, detail: String) -> Self {
+        Self {
+            kind,
+            pid,
+            device_index,
+            name: "",
+            user: "",
+            rate_mib_per_min: None,
+            detail,
+        }
+    }
+
+    /// The same, naming the process.
+    fn named(mut self, name: &'a str, user: &'a str) -> Self {
+        self.name = name;
+        self.user = user;
+        self
+    }
+
+    /// A leak's row: its process and rate.
+    fn leak(kind: &'a str, leak: &'a super::LeakInfo, detail: String) -> Self {
+        Self {
+            rate_mib_per_min: Some(leak.rate_mib_per_min),
+            ..Self::new(kind, Some(leak.pid), Some(leak.device_index), detail)
+                .named(&leak.name, &leak.user)
+        }
+    }
+
+    /// A row naming the first of `holders` (an OOM's victim, a forecast's driver).
+    fn first_of(
+        kind: &'a str,
+        holders: &'a [super::OomHolder],
+        device_index: u32,
+        detail: String,
+    ) -> Self {
+        let first = holders.first();
+        Self::new(kind, first.map(|h| h.pid), Some(device_index), detail)
+            .named(first.map_or("", |h| &h.name), first.map_or("", |h| &h.user))
+    }
+
+    fn write(&self, w: &mut CsvOut<'_>, cell: &mut Cell, unix_ms: UnixMs) -> csv::Result<()> {
+        w.write_field(rfc3339(unix_ms))?;
+        w.write_field(unix_ms.to_string())?;
+        w.write_field(self.kind)?;
+        cell.u64(w, self.pid.map(u64::from))?;
+        cell.u64(w, self.device_index.map(u64::from))?;
+        w.write_field(self.name)?;
+        w.write_field(self.user)?;
+        w.write_field(
+            self.rate_mib_per_min
+                .map_or(String::new(), |r| format!("{r:.2}")),
+        )?;
+        w.write_field(&self.detail)?;
+        end_row(w)
+    }
+}
+
+/// The row of event `e` (None for a process table, which is no event of its own).
+fn event_row<'a>(session: &'a SessionData, e: &'a Event) -> Option<EventRow<'a>> {
+    Some(match e {
+        Event::ProcessStart { def, .. } => EventRow::new(
             "process_start",
             Some(def.pid),
             Some(def.device_index),
-            def.info.name.clone(),
-            def.info.user.clone(),
-            None::<f64>,
             def.info.cmdline.clone(),
-        ),
+        )
+        .named(&def.info.name, &def.info.user),
         Event::ProcessExit {
             id,
             pid,
             device_index,
             ..
         } => {
-            let d = session.defs.get(id);
-            (
+            let d = session.defs.get(id).map(|d| &d.info);
+            EventRow::new(
                 "process_exit",
                 Some(*pid),
                 Some(*device_index),
-                d.map_or(String::new(), |d| d.info.name.clone()),
-                d.map_or(String::new(), |d| d.info.user.clone()),
-                None,
                 String::new(),
             )
+            .named(d.map_or("", |i| &i.name), d.map_or("", |i| &i.user))
         }
-        Event::LeakStarted { leak, .. } => (
+        Event::LeakStarted { leak, .. } => EventRow::leak(
             "leak_started",
-            Some(leak.pid),
-            Some(leak.device_index),
-            leak.name.clone(),
-            leak.user.clone(),
-            Some(leak.rate_mib_per_min),
+            leak,
             format!("since {}", rfc3339(leak.since_ms)),
         ),
         Event::LeakEnded {
@@ -587,148 +801,128 @@ fn event_row(session: &SessionData, e: &Event) -> Option<String> {
             grown_mib,
             peak_mib,
             ..
-        } => (
+        } => EventRow::leak(
             "leak_ended",
-            Some(leak.pid),
-            Some(leak.device_index),
-            leak.name.clone(),
-            leak.user.clone(),
-            Some(leak.rate_mib_per_min),
+            leak,
             format!(
                 "grew {grown_mib:.0} MiB since {}, peak {peak_mib:.0} MiB",
                 rfc3339(leak.since_ms)
             ),
         ),
-        Event::Activity {
-            rule,
-            pid,
-            device_index,
-            name,
-            user,
-            action,
-            outcome,
-            detail,
-            ..
-        } => (
-            "rule_action",
-            Some(*pid),
-            Some(*device_index),
-            name.clone(),
-            user.clone(),
-            None,
-            format!("{rule}: {action}: {}: {detail}", outcome.label()),
-        ),
+        Event::Activity { .. } => activity_row(e)?,
         Event::OomSuspected {
             device_index,
             used_pct,
             victims,
             holders,
             ..
-        } => {
-            let first = victims.first();
-            (
-                "oom_suspected",
-                first.map(|v| v.pid),
-                Some(*device_index),
-                first.map_or(String::new(), |v| v.name.clone()),
-                first.map_or(String::new(), |v| v.user.clone()),
-                None,
-                crate::session::describe_oom(*used_pct, victims, holders),
-            )
-        }
-        Event::Park {
-            pid,
-            device_index,
-            name,
-            action,
-            bytes,
-            seconds,
-            ok,
-            detail,
-            ..
-        } => (
-            if *ok { action.as_str() } else { "park_failed" },
-            Some(*pid),
-            Some(*device_index),
-            name.clone(),
-            String::new(),
-            None,
-            format!(
-                "{action} {}: {} MiB in {seconds:.1} s: {detail}",
-                if *ok { "done" } else { "failed" },
-                bytes.map_or_else(|| "?".into(), |b| (b / crate::model::MIB).to_string())
-            ),
+        } => EventRow::first_of(
+            "oom_suspected",
+            victims,
+            *device_index,
+            super::describe_oom(*used_pct, victims, holders),
         ),
+        Event::Park { .. } => park_row(e)?,
         Event::OomForecast {
             device_index,
             full_in_s,
             drivers,
             ..
-        } => (
+        } => EventRow::first_of(
             "oom_forecast",
-            drivers.first().map(|d| d.pid),
-            Some(*device_index),
-            drivers.first().map_or(String::new(), |d| d.name.clone()),
-            drivers.first().map_or(String::new(), |d| d.user.clone()),
-            None,
-            format!(
-                "GPU {device_index} forecast full in {:.1} min; growing: {}",
-                full_in_s / 60.0,
-                drivers
-                    .iter()
-                    .map(|d| format!("{} (PID {})", d.name, d.pid))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+            drivers,
+            *device_index,
+            forecast_detail(*device_index, *full_in_s, drivers),
         ),
         Event::OomForecastEnded {
             device_index,
             raised_ms,
             ..
-        } => (
+        } => EventRow::new(
             "oom_forecast_ended",
             None,
             Some(*device_index),
-            String::new(),
-            String::new(),
-            None,
-            format!(
-                "the forecast raised at {} receded",
-                crate::model::format::rfc3339(*raised_ms)
-            ),
+            format!("the forecast raised at {} receded", rfc3339(*raised_ms)),
         ),
-        Event::Recording { active, gap, .. } => (
+        Event::Recording { active, gap, .. } => EventRow::new(
             "recording",
             None,
             None,
-            String::new(),
-            String::new(),
-            None,
-            match (active, gap) {
-                (_, Some(g)) => format!(
-                    "resumed after a gap: {} sample(s) from {} to {} not written: {}",
-                    g.lost_samples,
-                    crate::model::format::rfc3339(g.from_ms),
-                    crate::model::format::rfc3339(g.to_ms),
-                    g.cause
-                ),
-                (true, None) => "resumed".into(),
-                (false, None) => "paused".into(),
-            },
+            recording_detail(*active, gap.as_ref()),
         ),
         Event::ProcessTable { .. } => return None,
+    })
+}
+
+/// A rule's (or the user's) action.
+fn activity_row(e: &Event) -> Option<EventRow<'_>> {
+    let Event::Activity {
+        rule,
+        pid,
+        device_index,
+        name,
+        user,
+        action,
+        outcome,
+        detail,
+        ..
+    } = e
+    else {
+        return None;
     };
-    let opt = |v: Option<u32>| v.map_or(String::new(), |v| v.to_string());
-    Some(format!(
-        "{},{},{},{},{},{},{},{},{}\n",
-        rfc3339(t),
-        t,
-        kind,
-        opt(pid),
-        opt(dev),
-        quote(&name),
-        quote(&user),
-        rate.map_or(String::new(), |r| format!("{r:.2}")),
-        quote(&detail)
-    ))
+    let detail = format!("{rule}: {action}: {}: {detail}", outcome.label());
+    Some(EventRow::new("rule_action", Some(*pid), Some(*device_index), detail).named(name, user))
+}
+
+/// A park or resume: its action when it went through, `park_failed` when not.
+fn park_row(e: &Event) -> Option<EventRow<'_>> {
+    let Event::Park {
+        pid,
+        device_index,
+        name,
+        action,
+        bytes,
+        seconds,
+        ok,
+        detail,
+        ..
+    } = e
+    else {
+        return None;
+    };
+    let detail = format!(
+        "{action} {}: {} MiB in {seconds:.1} s: {detail}",
+        if *ok { "done" } else { "failed" },
+        bytes.map_or_else(|| "?".into(), |b| (b / MIB).to_string())
+    );
+    let kind = if *ok { action.as_str() } else { "park_failed" };
+    Some(EventRow::new(kind, Some(*pid), Some(*device_index), detail).named(name, ""))
+}
+
+/// "GPU 0 forecast full in 12.5 min; growing: python (PID 7), …".
+fn forecast_detail(device_index: u32, full_in_s: f64, drivers: &[super::OomHolder]) -> String {
+    format!(
+        "GPU {device_index} forecast full in {:.1} min; growing: {}",
+        full_in_s / 60.0,
+        drivers
+            .iter()
+            .map(|d| format!("{} (PID {})", d.name, d.pid))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// A recording paused, resumed, or resumed after a gap (with what was lost).
+fn recording_detail(active: bool, gap: Option<&super::RecordingGap>) -> String {
+    match (active, gap) {
+        (_, Some(g)) => format!(
+            "resumed after a gap: {} sample(s) from {} to {} not written: {}",
+            g.lost_samples,
+            rfc3339(g.from_ms),
+            rfc3339(g.to_ms),
+            g.cause
+        ),
+        (true, None) => "resumed".into(),
+        (false, None) => "paused".into(),
+    }
 }

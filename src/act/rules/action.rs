@@ -444,7 +444,7 @@ impl ActionRunner {
             return Some(why);
         }
         if p.action.uses_companion()
-            && companion_action::socket_of(&self.companion_dirs(), pid).is_none()
+            && crate::act::torch::release::socket_of(&self.companion_dirs(), pid).is_none()
         {
             return Some(format!(
                 "{NO_COMPANION} (no socket {} in {})",
@@ -792,11 +792,6 @@ impl ActionRunner {
         out
     }
 
-    /// Terminations waiting for their grace period.
-    pub fn pending_kills(&self) -> usize {
-        self.pending.len()
-    }
-
     /// Shows parked processes (and those being parked or resumed) in `snap`: see
     /// [`crate::act::park::Parker::annotate`]. Call before the snapshot is enriched.
     pub fn annotate_parked(&self, snap: &mut Snapshot) {
@@ -807,11 +802,6 @@ impl ActionRunner {
     /// session log).
     pub fn take_park_records(&mut self) -> Vec<super::park_action::ParkRecord> {
         self.parks.take_records()
-    }
-
-    /// True while a park or resume is under way or a process is parked.
-    pub fn parks_active(&self) -> bool {
-        !self.parks.is_idle()
     }
 }
 

@@ -7,27 +7,15 @@
 //! recorded processes) and the runner's own identity check come first, in
 //! [`super::action::ActionRunner::run`].
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::PathBuf;
 
-use crate::act::torch::{Client, Release, TorchError, DEFAULT_TIMEOUT};
+use crate::act::torch::release::connect;
+use crate::act::torch::{Release, TorchError};
 use crate::model::outcome::Outcome;
 use crate::model::{UnixMs, GIB, MIB};
 
 /// The words of the refusal when a process has no companion to ask.
 pub const NO_COMPANION: &str = "no vramwarden_torch companion in this process";
-
-/// Longest wait for the companion's answer to a release: an `empty_cache()` of a large cache
-/// takes a while (9 s for 56 GB on the H200, while the job trains on);
-/// connecting and the hello get [`DEFAULT_TIMEOUT`]. The engine does not wait this long:
-/// it asks on a thread of its own ([`super::companion_worker`]).
-pub const RELEASE_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// The companion's socket of `pid` in the first of `dirs` that has one.
-pub fn socket_of(dirs: &[PathBuf], pid: u32) -> Option<PathBuf> {
-    let name = crate::act::torch::socket_name(pid);
-    dirs.iter().map(|d| d.join(&name)).find(|p| p.exists())
-}
 
 /// What a companion action came to: its outcome and the words for the activity log.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,22 +56,6 @@ impl Answer {
 
 fn mib(b: u64) -> String {
     format!("{:.1} MiB", b as f64 / MIB as f64)
-}
-
-/// Connects to the companion of `pid` (socket found in `dirs`), peer-checked against
-/// `start_time_ms`.
-fn connect(dirs: &[PathBuf], pid: u32, start_time_ms: UnixMs) -> Result<Client, TorchError> {
-    let Some(path) = socket_of(dirs, pid) else {
-        return Err(TorchError::NoCompanion {
-            pid,
-            path: dirs.first().map_or_else(
-                || Path::new(&crate::act::torch::socket_name(pid)).to_path_buf(),
-                |d| d.join(crate::act::torch::socket_name(pid)),
-            ),
-            reason: "no socket".into(),
-        });
-    };
-    Client::connect_at(&path, pid, Some(start_time_ms), DEFAULT_TIMEOUT)
 }
 
 /// "; 99.8 % of the releasable cache; the driver saw 69 212.0 MiB come free on the device",
@@ -132,11 +104,7 @@ pub fn describe_release(who: &str, r: &Release) -> String {
 /// Asks the companion of `pid` (which must have started at `start_time_ms`) to release its
 /// cache. `who` names the target in the answer.
 pub fn release(dirs: &[PathBuf], pid: u32, start_time_ms: UnixMs, who: &str) -> Answer {
-    let result = connect(dirs, pid, start_time_ms).and_then(|mut c| {
-        c.set_timeout(RELEASE_TIMEOUT);
-        c.release_cache()
-    });
-    match result {
+    match crate::act::torch::release(dirs, pid, Some(start_time_ms)) {
         Ok(r) => Answer {
             outcome: Outcome::Acted,
             detail: describe_release(who, &r),
@@ -188,7 +156,7 @@ pub fn limit(
             freed_bytes: None,
         };
     }
-    let mut c = match connect(dirs, pid, start_time_ms) {
+    let mut c = match connect(dirs, pid, Some(start_time_ms)) {
         Ok(c) => c,
         Err(e) => return Answer::err(&e),
     };

@@ -28,6 +28,22 @@ pub enum Target {
 }
 
 impl Target {
+    /// The target for process `key` (pid + start time, GPU) with its facts, the GPU memory it
+    /// holds and where it comes from: the one place a [`Target::Process`] is made.
+    pub fn process(
+        key: ProcSeriesKey,
+        info: Option<std::sync::Arc<crate::model::ProcInfo>>,
+        used_bytes: Option<u64>,
+        origin: crate::model::Origin,
+    ) -> Self {
+        Target::Process {
+            key,
+            info,
+            used_bytes,
+            origin,
+        }
+    }
+
     fn id(&self) -> TargetId {
         match self {
             Target::Process { key, .. } => TargetId::Process(*key),
@@ -221,12 +237,12 @@ pub fn compile(rules: &[Rule]) -> Vec<CompiledRule> {
 
 /// The target for process sample `p`: every fact from the snapshot, none from a front end.
 pub fn process_target(p: &crate::model::ProcessSample) -> Target {
-    Target::Process {
-        key: (p.key(), p.device_index),
-        info: p.info.clone(),
-        used_bytes: p.used_bytes,
-        origin: p.origin,
-    }
+    Target::process(
+        (p.key(), p.device_index),
+        p.info.clone(),
+        p.used_bytes,
+        p.origin,
+    )
 }
 
 /// The target for the process `key` (pid + start time, GPU) in `snap`, if it is there.
@@ -497,33 +513,13 @@ impl RuleState {
 
     fn holds(&self, compiled: &CompiledRule, t: &Target, snap: &Snapshot, facts: &Facts) -> bool {
         let c = &compiled.rule.conditions;
-        let now = snap.taken_at_ms;
         let dev_index = t.device_index();
         if c.gpu.is_some_and(|g| g != dev_index) {
             return false;
         }
         let dev = snap.devices.iter().find(|d| d.index == dev_index);
-        if let Some(min) = c.device_used_min_pct {
-            let pct = dev.and_then(|d| {
-                Some(100.0 * d.memory_used_bytes? as f64 / d.memory_total_bytes? as f64)
-            });
-            if pct.is_none_or(|p| p < min) {
-                return false;
-            }
-        }
-        if let Some(max) = c.device_free_max_mib {
-            let free = dev
-                .and_then(|d| d.memory_free_bytes)
-                .map(|b| b as f64 / MIB as f64);
-            if free.is_none_or(|f| f > max) {
-                return false;
-            }
-        }
-        if let Some(max) = c.device_full_within_minutes {
-            let full_in_min = dev.and_then(|d| d.time_to_full_s).map(|s| s / 60.0);
-            if full_in_min.is_none_or(|m| m >= max) {
-                return false;
-            }
+        if !device_holds(c, dev) {
+            return false;
         }
         let Target::Process {
             key, used_bytes, ..
@@ -531,22 +527,40 @@ impl RuleState {
         else {
             return true;
         };
-        let (name, uid) = (t.name(), t.uid());
-        let uid = (uid != u32::MAX).then_some(uid);
+        let uid = Some(t.uid()).filter(|u| *u != u32::MAX);
         let p = snap
             .processes
             .iter()
             .find(|p| p.key() == key.0 && p.device_index == key.1);
+        let info = p.and_then(|p| p.info.as_deref());
+        let process = ProcessCheck {
+            key,
+            used_bytes: *used_bytes,
+            uid,
+            sample: p,
+            dev,
+            now: snap.taken_at_ms,
+        };
+        self.process_holds(c, &process, facts)
+            && identity_holds(compiled, t.name(), uid, info)
+            && totals_hold(c, &process, snap)
+    }
+
+    /// The conditions on the process's memory and times: parked and fitting, memory held,
+    /// idle, leaking, age, releasable cache, growth of PyTorch's allocations.
+    fn process_holds(&self, c: &super::Conditions, p: &ProcessCheck<'_>, facts: &Facts) -> bool {
+        let (key, now) = (p.key, p.now);
+        let mib = |b: u64| b as f64 / MIB as f64;
         if let Some(headroom) = c.parked_fits_with_mib {
-            let parked = p.and_then(|p| p.parked).and_then(|i| i.bytes);
-            let free = dev.and_then(|d| d.memory_free_bytes);
+            let parked = p.sample.and_then(|p| p.parked).and_then(|i| i.bytes);
+            let free = p.dev.and_then(|d| d.memory_free_bytes);
             match (parked, free) {
                 (Some(b), Some(f)) if (f as f64) >= b as f64 + headroom * MIB as f64 => {}
                 _ => return false,
             }
         }
         if let Some(min) = c.process_memory_min_mib {
-            if used_bytes.is_none_or(|u| (u as f64 / MIB as f64) < min) {
+            if p.used_bytes.is_none_or(|u| mib(u) < min) {
                 return false;
             }
         }
@@ -567,50 +581,6 @@ impl RuleState {
                 return false;
             }
         }
-        let re_ok =
-            |re: &Option<regex::Regex>, text: &str| re.as_ref().is_none_or(|r| r.is_match(text));
-        if !re_ok(&compiled.name_re, name) {
-            return false;
-        }
-        let cmdline = p
-            .and_then(|p| p.info.as_deref())
-            .map_or("", |i| i.cmdline.as_str());
-        if !re_ok(&compiled.cmdline_re, cmdline) {
-            return false;
-        }
-        if !container_matches(c, p.and_then(|p| p.info.as_deref())) {
-            return false;
-        }
-        if let Some(min) = c.container_total_min_mib {
-            let id = p
-                .and_then(|p| p.info.as_deref())
-                .and_then(|i| i.container_id.as_deref());
-            let Some(id) = id else {
-                return false;
-            };
-            let total: u64 = snap
-                .processes
-                .iter()
-                .filter(|q| {
-                    q.device_index == key.1
-                        && q.info.as_deref().and_then(|i| i.container_id.as_deref()) == Some(id)
-                })
-                .filter_map(|q| q.used_bytes)
-                .sum();
-            if (total as f64 / MIB as f64) < min {
-                return false;
-            }
-        }
-        // Users are compared by uid (names resolved through NSS when the rule was compiled).
-        if compiled
-            .user_is
-            .is_some_and(|want| want.is_none() || want != uid)
-            || compiled
-                .user_is_not
-                .is_some_and(|not| not.is_some() && not == uid)
-        {
-            return false;
-        }
         if let Some(min) = c.age_min_minutes {
             let start = key.0.start_time_ms;
             if start <= 0 || ((now - start) as f64) < min * 60_000.0 {
@@ -618,11 +588,7 @@ impl RuleState {
             }
         }
         if let Some(min) = c.releasable_cache_min_mib {
-            if self
-                .releasable_cache
-                .get(key)
-                .is_none_or(|b| (*b as f64 / MIB as f64) < min)
-            {
+            if self.releasable_cache.get(key).is_none_or(|b| mib(*b) < min) {
                 return false;
             }
         }
@@ -634,23 +600,99 @@ impl RuleState {
                 return false;
             }
         }
-        if let Some(min) = c.user_total_min_mib {
-            let total: u64 = snap
-                .processes
-                .iter()
-                .filter(|q| {
-                    q.device_index == key.1
-                        && q.info.as_deref().map(|i| i.uid) == uid
-                        && uid.is_some()
-                })
-                .filter_map(|q| q.used_bytes)
-                .sum();
-            if (total as f64 / MIB as f64) < min {
-                return false;
-            }
-        }
         true
     }
+}
+
+/// A process a rule is tested on: its identity, memory and owner, its sample and GPU in the
+/// snapshot, and the snapshot's time.
+struct ProcessCheck<'a> {
+    key: &'a ProcSeriesKey,
+    used_bytes: Option<u64>,
+    uid: Option<u32>,
+    sample: Option<&'a crate::model::ProcessSample>,
+    dev: Option<&'a crate::model::DeviceSample>,
+    now: UnixMs,
+}
+
+/// The conditions on the GPU: memory used, free, and the forecast.
+fn device_holds(c: &super::Conditions, dev: Option<&crate::model::DeviceSample>) -> bool {
+    if let Some(min) = c.device_used_min_pct {
+        let pct = dev
+            .and_then(|d| Some(100.0 * d.memory_used_bytes? as f64 / d.memory_total_bytes? as f64));
+        if pct.is_none_or(|p| p < min) {
+            return false;
+        }
+    }
+    if let Some(max) = c.device_free_max_mib {
+        let free = dev
+            .and_then(|d| d.memory_free_bytes)
+            .map(|b| b as f64 / MIB as f64);
+        if free.is_none_or(|f| f > max) {
+            return false;
+        }
+    }
+    if let Some(max) = c.device_full_within_minutes {
+        let full_in_min = dev.and_then(|d| d.time_to_full_s).map(|s| s / 60.0);
+        if full_in_min.is_none_or(|m| m >= max) {
+            return false;
+        }
+    }
+    true
+}
+
+/// The conditions on who the process is: name and command line patterns, container and pod,
+/// user (compared by uid: names were resolved through NSS when the rule was compiled).
+fn identity_holds(
+    compiled: &CompiledRule,
+    name: &str,
+    uid: Option<u32>,
+    info: Option<&crate::model::ProcInfo>,
+) -> bool {
+    let re_ok =
+        |re: &Option<regex::Regex>, text: &str| re.as_ref().is_none_or(|r| r.is_match(text));
+    let cmdline = info.map_or("", |i| i.cmdline.as_str());
+    re_ok(&compiled.name_re, name)
+        && re_ok(&compiled.cmdline_re, cmdline)
+        && container_matches(&compiled.rule.conditions, info)
+        && !compiled
+            .user_is
+            .is_some_and(|want| want.is_none() || want != uid)
+        && !compiled
+            .user_is_not
+            .is_some_and(|not| not.is_some() && not == uid)
+}
+
+/// The conditions on sums over the GPU: the memory of the process's container, of its user.
+fn totals_hold(c: &super::Conditions, p: &ProcessCheck<'_>, snap: &Snapshot) -> bool {
+    let on_gpu_where = |same: &dyn Fn(&crate::model::ProcessSample) -> bool| {
+        let total: u64 = snap
+            .processes
+            .iter()
+            .filter(|q| q.device_index == p.key.1 && same(q))
+            .filter_map(|q| q.used_bytes)
+            .sum();
+        total as f64 / MIB as f64
+    };
+    if let Some(min) = c.container_total_min_mib {
+        fn container(q: &crate::model::ProcessSample) -> Option<&str> {
+            q.info.as_deref().and_then(|i| i.container_id.as_deref())
+        }
+        let Some(id) = p.sample.and_then(container) else {
+            return false;
+        };
+        if on_gpu_where(&|q| container(q) == Some(id)) < min {
+            return false;
+        }
+    }
+    if let Some(min) = c.user_total_min_mib {
+        let uid = p.uid;
+        let total = on_gpu_where(&|q| q.info.as_deref().map(|i| i.uid) == uid && uid.is_some());
+        if total < min {
+            return false;
+        }
+    }
+    true
 }
 
 /// True when the process's container and pod match the rule's `container_glob` and

@@ -267,9 +267,4 @@ impl Parks {
     pub fn take_records(&mut self) -> Vec<ParkRecord> {
         std::mem::take(&mut self.records)
     }
-
-    /// True when nothing is parked and no job is under way.
-    pub fn is_idle(&self) -> bool {
-        self.parker.is_empty() && self.pending.is_empty()
-    }
 }

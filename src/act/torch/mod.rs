@@ -11,6 +11,7 @@
 //!   write has a timeout so a hung process never blocks the caller;
 //! - [`hook`]: the embedded Python files and the `.pth` hook that `vramwarden torch enable`
 //!   writes into an interpreter's site-packages;
+//! - [`release`](mod@release): the one path that releases a process's cache;
 //! - [`Watch`]: a background poller for the engine (one thread, persistent connections); a tick
 //!   reads its map with [`Watch::get`] (pid + start time), never the sockets.
 
@@ -20,6 +21,7 @@ pub mod error;
 pub mod hook;
 pub mod nofollow;
 pub mod protocol;
+pub mod release;
 pub mod sockets;
 pub mod trust;
 pub mod watch;
@@ -31,5 +33,6 @@ pub use protocol::{
     DeviceRelease, DeviceStats, FractionSet, Hello, Release, Segment, Segments, Stats, Summary,
     TorchFacts,
 };
+pub use release::{release, RELEASE_TIMEOUT};
 pub use sockets::{list_sockets, runtime_dir, socket_name};
-pub use watch::{all_runtime_dirs, release_checked, Watch, WatchState};
+pub use watch::{all_runtime_dirs, Watch, WatchState};

@@ -80,11 +80,7 @@ fn leaks_json(m: &Monitor) -> serde_json::Value {
                 .and_then(|s| s.devices.iter().find(|d| d.index == l.info.device_index))
                 .and_then(|d| d.memory_free_bytes);
             let ttf = match (l.ended_ms, free) {
-                (None, Some(f)) => crate::detect::leak::time_to_full_min(
-                    f as f64 / crate::model::MIB as f64,
-                    l.info.rate_mib_per_min,
-                )
-                .map(|m| m * 60.0),
+                (None, Some(f)) => crate::detect::leak::full_in_s(f, l.info.rate_mib_per_min),
                 _ => None,
             };
             json!({

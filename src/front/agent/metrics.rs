@@ -163,8 +163,7 @@ pub fn gpu_time_to_full_s(m: &Monitor, d: &DeviceSample) -> Option<f64> {
         .map(|l| l.info.rate_mib_per_min)
         .filter(|r| r.is_finite() && *r > 0.0)
         .sum();
-    let free = d.memory_free_bytes? as f64 / MIB as f64;
-    crate::detect::leak::time_to_full_min(free, rate_mib_per_min).map(|min| min * 60.0)
+    crate::detect::leak::full_in_s(d.memory_free_bytes?, rate_mib_per_min)
 }
 
 /// Renders the metrics of `m` in `format`; the scrape's own duration is the last sample.
@@ -178,7 +177,57 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
     let empty = crate::model::Snapshot::default();
     let snap = m.latest.as_ref().unwrap_or(&empty);
     let idx: Vec<String> = snap.devices.iter().map(|d| d.index.to_string()).collect();
+    let gpus = Gpus {
+        snap,
+        idx: &idx,
+        host,
+    };
+    gpu_gauges(&mut o, &gpus);
+    gpu_forecast(&mut o, m, &gpus);
+    let rows = process_rows(m, snap, ctx.max_processes);
+    process_gauges(&mut o, &rows, host);
+    torch_figures(&mut o, &rows, host);
+    agent_figures(&mut o, m, ctx, host);
+    o.family(
+        "vramwarden_scrape_duration_seconds",
+        Kind::Gauge,
+        "Seconds this scrape took to render, up to this line.",
+    );
+    o.sample(
+        "vramwarden_scrape_duration_seconds",
+        &[("Hostname", host)],
+        t0.elapsed().as_secs_f64(),
+    );
+    ctx.stats.last_scrape_ns.store(
+        t0.elapsed().as_nanos() as u64,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    if format == Format::OpenMetrics {
+        o.s.push_str("# EOF\n");
+    }
+    o.s
+}
 
+/// The GPUs of a scrape: the sample, each GPU's index as a label value, the host.
+struct Gpus<'a> {
+    snap: &'a crate::model::Snapshot,
+    idx: &'a [String],
+    host: &'a str,
+}
+
+impl Gpus<'_> {
+    /// One sample of family `name` per GPU for which `value` has a figure.
+    fn each(&self, o: &mut Out, name: &str, value: impl Fn(&DeviceSample) -> Option<f64>) {
+        for (d, i) in self.snap.devices.iter().zip(self.idx) {
+            if let Some(v) = value(d) {
+                o.sample(name, &gpu_labels(d, i, self.host), v);
+            }
+        }
+    }
+}
+
+/// The driver's figures per GPU.
+fn gpu_gauges(o: &mut Out, gpus: &Gpus<'_>) {
     type Get = fn(&DeviceSample) -> Option<f64>;
     let gauges: [(&str, &str, Get); 7] = [
         (
@@ -219,63 +268,81 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
     ];
     for (name, help, get) in gauges {
         o.family(name, Kind::Gauge, help);
-        for (d, i) in snap.devices.iter().zip(&idx) {
-            if let Some(v) = get(d) {
-                o.sample(name, &gpu_labels(d, i, host), v);
-            }
-        }
+        gpus.each(o, name, get);
     }
+}
 
-    // Memory per GPU held by listed processes, for the unattributed figure.
-    let mut by_gpu: HashMap<u32, u64> = HashMap::new();
-    for p in &snap.processes {
-        *by_gpu.entry(p.device_index).or_insert(0) += p.used_bytes.unwrap_or(0);
-    }
+/// Per GPU: the memory no process accounts for, the time until full and the forecast alert.
+fn gpu_forecast(o: &mut Out, m: &Monitor, gpus: &Gpus<'_>) {
     o.family(
         "vramwarden_gpu_memory_unattributed_bytes",
         Kind::Gauge,
         "GPU memory used that no listed process accounts for (used minus the processes' sum), in bytes.",
     );
-    for (d, i) in snap.devices.iter().zip(&idx) {
-        if let Some(used) = d.memory_used_bytes {
-            let held = by_gpu.get(&d.index).copied().unwrap_or(0);
-            o.sample(
-                "vramwarden_gpu_memory_unattributed_bytes",
-                &gpu_labels(d, i, host),
-                used.saturating_sub(held) as f64,
-            );
-        }
-    }
+    let ghosts = crate::model::history::ghosts_of(gpus.snap);
+    let ghost_of = |d: &DeviceSample| {
+        let at = crate::model::device_position(&gpus.snap.devices, d.index)?;
+        ghosts.get(at).copied().flatten().map(|b| b as f64)
+    };
+    gpus.each(o, "vramwarden_gpu_memory_unattributed_bytes", ghost_of);
     o.family(
         "vramwarden_gpu_time_to_full_seconds",
         Kind::Gauge,
         "Seconds until the GPU's memory is full at the summed rate of its ongoing leaks (absent when nothing grows).",
     );
-    for (d, i) in snap.devices.iter().zip(&idx) {
-        if let Some(s) = gpu_time_to_full_s(m, d) {
-            o.sample(
-                "vramwarden_gpu_time_to_full_seconds",
-                &gpu_labels(d, i, host),
-                s,
-            );
-        }
-    }
-
+    gpus.each(o, "vramwarden_gpu_time_to_full_seconds", |d| {
+        gpu_time_to_full_s(m, d)
+    });
     o.family(
         "vramwarden_gpu_oom_forecast_alert",
         Kind::Gauge,
         "1 while the GPU is forecast full within the warning time (settings: notifications.oom_forecast_minutes), else 0.",
     );
-    for (d, i) in snap.devices.iter().zip(&idx) {
+    gpus.each(o, "vramwarden_gpu_oom_forecast_alert", |d| {
         let on = m.oom_alerts.iter().any(|a| a.device_index == d.index);
+        Some(f64::from(u8::from(on)))
+    });
+}
+
+/// One process's labels and figures in a scrape.
+struct Row {
+    pid: String,
+    name: String,
+    user: String,
+    container: String,
+    pod: String,
+    gpu: String,
+    uuid: String,
+    used: f64,
+    leak: Option<f64>,
+    free: Option<u64>,
+    torch: Option<crate::model::TorchMem>,
+    parked: Option<crate::model::ParkInfo>,
+}
+
+impl Row {
+    /// One sample of family `name` with this process's labels.
+    fn emit(&self, o: &mut Out, name: &str, host: &str, v: f64) {
         o.sample(
-            "vramwarden_gpu_oom_forecast_alert",
-            &gpu_labels(d, i, host),
-            f64::from(u8::from(on)),
+            name,
+            &[
+                ("pid", &self.pid),
+                ("name", &self.name),
+                ("user", &self.user),
+                ("container", &self.container),
+                ("pod", &self.pod),
+                ("gpu", &self.gpu),
+                ("UUID", &self.uuid),
+                ("Hostname", host),
+            ],
+            v,
         );
     }
+}
 
-    // Processes: the largest by memory, every leaking one and every parked one.
+/// The processes with series: the `max_processes` largest by memory, every leaking one and
+/// every parked one, largest first.
+fn process_rows(m: &Monitor, snap: &crate::model::Snapshot, max_processes: usize) -> Vec<Row> {
     let leaking: HashMap<(crate::model::ProcessKey, u32), f64> = m
         .leaks
         .iter()
@@ -291,73 +358,53 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
         .filter(|p| p.used_bytes.is_some())
         .collect();
     procs.sort_unstable_by(|a, b| b.used_bytes.cmp(&a.used_bytes).then(a.pid.cmp(&b.pid)));
-    let mut chosen: Vec<&crate::model::ProcessSample> = Vec::with_capacity(ctx.max_processes);
-    for (i, p) in procs.iter().enumerate() {
-        if i < ctx.max_processes
-            || leaking.contains_key(&(p.key(), p.device_index))
-            || p.parked.is_some()
-        {
-            chosen.push(p);
-        }
-    }
-    struct Row {
-        pid: String,
-        name: String,
-        user: String,
-        container: String,
-        pod: String,
-        gpu: String,
-        uuid: String,
-        used: f64,
-        leak: Option<f64>,
-        free: Option<u64>,
-        torch: Option<crate::model::TorchMem>,
-        parked: Option<crate::model::ParkInfo>,
-    }
-    let rows: Vec<Row> = chosen
+    procs
         .iter()
-        .map(|p| {
-            let info = p.info.as_deref();
-            // Resolved once per process when the engine first read it (ProcReader); the pod
-            // label is the pod's name, as Kubernetes' own metrics write it.
-            let container = info.and_then(|i| i.container_label());
-            let pod = info
-                .and_then(|i| i.pod.as_deref())
-                .map(|p| p.rsplit('/').next().unwrap_or(p).to_string());
-            let dev = snap.devices.iter().find(|d| d.index == p.device_index);
-            Row {
-                pid: p.pid.to_string(),
-                name: info.map_or_else(String::new, |i| i.name.clone()),
-                user: info.map_or_else(String::new, |i| i.user.clone()),
-                container: container.unwrap_or_default(),
-                pod: pod.unwrap_or_default(),
-                gpu: p.device_index.to_string(),
-                uuid: dev.map_or_else(String::new, |d| d.uuid.clone()),
-                used: p.used_bytes.unwrap_or(0) as f64,
-                leak: leaking.get(&(p.key(), p.device_index)).copied(),
-                free: dev.and_then(|d| d.memory_free_bytes),
-                torch: p.torch,
-                parked: p.parked,
-            }
+        .enumerate()
+        .filter(|(i, p)| {
+            *i < max_processes
+                || leaking.contains_key(&(p.key(), p.device_index))
+                || p.parked.is_some()
         })
-        .collect();
-    let emit = |o: &mut Out, name: &str, r: &Row, v: f64| {
-        o.sample(
-            name,
-            &[
-                ("pid", &r.pid),
-                ("name", &r.name),
-                ("user", &r.user),
-                ("container", &r.container),
-                ("pod", &r.pod),
-                ("gpu", &r.gpu),
-                ("UUID", &r.uuid),
-                ("Hostname", host),
-            ],
-            v,
-        );
-    };
-    // One gauge family a figure of each row (absent where the row has none).
+        .map(|(_, p)| {
+            let leak = leaking.get(&(p.key(), p.device_index)).copied();
+            process_row(p, snap, leak)
+        })
+        .collect()
+}
+
+/// The row of process sample `p` of `snap`, leaking at `leak` MiB/min.
+fn process_row(
+    p: &crate::model::ProcessSample,
+    snap: &crate::model::Snapshot,
+    leak: Option<f64>,
+) -> Row {
+    let info = p.info.as_deref();
+    // Resolved once per process when the engine first read it (ProcReader); the pod
+    // label is the pod's name, as Kubernetes' own metrics write it.
+    let container = info.and_then(|i| i.container_label());
+    let pod = info
+        .and_then(|i| i.pod.as_deref())
+        .map(|p| p.rsplit('/').next().unwrap_or(p).to_string());
+    let dev = snap.devices.iter().find(|d| d.index == p.device_index);
+    Row {
+        pid: p.pid.to_string(),
+        name: info.map_or_else(String::new, |i| i.name.clone()),
+        user: info.map_or_else(String::new, |i| i.user.clone()),
+        container: container.unwrap_or_default(),
+        pod: pod.unwrap_or_default(),
+        gpu: p.device_index.to_string(),
+        uuid: dev.map_or_else(String::new, |d| d.uuid.clone()),
+        used: p.used_bytes.unwrap_or(0) as f64,
+        leak,
+        free: dev.and_then(|d| d.memory_free_bytes),
+        torch: p.torch,
+        parked: p.parked,
+    }
+}
+
+/// One gauge family a figure of each row (absent where the row has none).
+fn process_gauges(o: &mut Out, rows: &[Row], host: &str) {
     type RowFigure = fn(&Row) -> Option<f64>;
     let per_process: [(&str, &str, RowFigure); 6] = [
         (
@@ -388,22 +435,21 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
         (
             "vramwarden_process_time_to_full_seconds",
             "Seconds until the process's GPU is full at its leak rate.",
-            |r| {
-                let (rate, free) = (r.leak?, r.free?);
-                crate::detect::leak::time_to_full_min(free as f64 / MIB as f64, rate).map(|m| m * 60.0)
-            },
+            |r| crate::detect::leak::full_in_s(r.free?, r.leak?),
         ),
     ];
     for (name, help, figure) in per_process {
         o.family(name, Kind::Gauge, help);
-        for r in &rows {
+        for r in rows {
             if let Some(v) = figure(r) {
-                emit(&mut o, name, r, v);
+                r.emit(o, name, host, v);
             }
         }
     }
+}
 
-    // PyTorch's caching allocator, for processes whose companion answers.
+/// PyTorch's caching allocator, for processes whose companion answers.
+fn torch_figures(o: &mut Out, rows: &[Row], host: &str) {
     type TorchFigure = fn(&crate::model::TorchMem) -> f64;
     let torch: [(&str, Kind, &str, TorchFigure); 6] = [
         (
@@ -445,13 +491,16 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
     ];
     for (name, kind, help, figure) in torch {
         o.family(name, kind, help);
-        for r in &rows {
+        for r in rows {
             if let Some(t) = &r.torch {
-                emit(&mut o, name, r, figure(t));
+                r.emit(o, name, host, figure(t));
             }
         }
     }
+}
 
+/// The agent's own: actions taken, sampling errors, the sample's age, the build.
+fn agent_figures(o: &mut Out, m: &Monitor, ctx: Context<'_>, host: &str) {
     o.family(
         "vramwarden_cleanup_actions_total",
         Kind::Counter,
@@ -512,24 +561,6 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
         ],
         1.0,
     );
-    o.family(
-        "vramwarden_scrape_duration_seconds",
-        Kind::Gauge,
-        "Seconds this scrape took to render, up to this line.",
-    );
-    o.sample(
-        "vramwarden_scrape_duration_seconds",
-        &[("Hostname", host)],
-        t0.elapsed().as_secs_f64(),
-    );
-    ctx.stats.last_scrape_ns.store(
-        t0.elapsed().as_nanos() as u64,
-        std::sync::atomic::Ordering::Relaxed,
-    );
-    if format == Format::OpenMetrics {
-        o.s.push_str("# EOF\n");
-    }
-    o.s
 }
 
 #[cfg(test)]
@@ -642,6 +673,30 @@ mod tests {
         m
     }
 
+    /// [`monitor`] on host `gpu-node-01` (driver 570.1) with one action taken, and the
+    /// agent's counters that saw it.
+    fn hosted_monitor() -> (Monitor, AgentStats) {
+        let mut m = monitor();
+        m.source = Some(crate::model::SourceInfo {
+            kind: "Simulated".into(),
+            host: "gpu-node-01".into(),
+            driver_version: Some("570.1".into()),
+            ..crate::model::SourceInfo::default()
+        });
+        m.activity.push_back(crate::act::rules::action::Activity {
+            unix_ms: 5000,
+            rule: "r".into(),
+            target: crate::act::rules::eval::Target::Device(0),
+            action: "terminate".into(),
+            outcome: crate::act::rules::action::Outcome::Acted,
+            detail: String::new(),
+            entry: crate::act::rules::action::Entry::Action,
+        });
+        let stats = AgentStats::default();
+        stats.observe(&m);
+        (m, stats)
+    }
+
     #[test]
     fn bounded_processes_keep_leakers_and_forecast_per_gpu() {
         let m = monitor();
@@ -719,23 +774,7 @@ mod tests {
     /// agent exports: GPU, process, PyTorch, actions and the agent's own health.
     #[test]
     fn every_series_carries_the_hostname() {
-        let mut m = monitor();
-        m.source = Some(crate::model::SourceInfo {
-            kind: "Simulated".into(),
-            host: "gpu-node-01".into(),
-            ..crate::model::SourceInfo::default()
-        });
-        m.activity.push_back(crate::act::rules::action::Activity {
-            unix_ms: 5000,
-            rule: "r".into(),
-            target: crate::act::rules::eval::Target::Device(0),
-            action: "terminate".into(),
-            outcome: crate::act::rules::action::Outcome::Acted,
-            detail: String::new(),
-            entry: crate::act::rules::action::Entry::Action,
-        });
-        let stats = AgentStats::default();
-        stats.observe(&m);
+        let (m, stats) = hosted_monitor();
         let text = render(
             &m,
             Context {
@@ -759,6 +798,40 @@ mod tests {
         for l in samples {
             assert!(l.contains("Hostname=\"gpu-node-01\""), "{l}");
         }
+    }
+
+    /// The whole scrape of a monitor with GPUs, a leak, PyTorch figures and an action, in
+    /// both formats and both process bounds, is the one recorded in
+    /// `tests/fixtures/metrics_scrape.txt` byte for byte (but the scrape's own duration and
+    /// the version): a rewrite of `render` keeps every name, label, value and order.
+    #[test]
+    fn the_scrape_is_the_recorded_one() {
+        let (m, stats) = hosted_monitor();
+        let mut all = String::new();
+        for format in [Format::Text, Format::OpenMetrics] {
+            for max_processes in [1, 10] {
+                let ctx = Context {
+                    stats: &stats,
+                    max_processes,
+                    now_ms: 6500,
+                };
+                let text = render(&m, ctx, format);
+                for l in text.lines() {
+                    if !l.starts_with("vramwarden_scrape_duration_seconds{") {
+                        all.push_str(&l.replace(env!("CARGO_PKG_VERSION"), "VERSION"));
+                        all.push('\n');
+                    }
+                }
+            }
+        }
+        let recorded = include_str!("../../../tests/fixtures/metrics_scrape.txt");
+        if all != recorded {
+            let _ = std::fs::write(std::env::temp_dir().join("metrics_scrape.txt"), &all);
+        }
+        assert!(
+            all == recorded,
+            "the scrape differs from tests/fixtures/metrics_scrape.txt (this one: metrics_scrape.txt in the temp folder)"
+        );
     }
 
     #[test]

@@ -67,18 +67,11 @@ pub fn resume(pid: u32, out: &mut dyn Write) -> Result<(), CliError> {
     let info = procs
         .read(pid)
         .ok_or_else(|| CliError::Failed(format!("PID {pid}: no such process")))?;
-    let target = Target::Process {
-        key: (
-            ProcessKey {
-                pid,
-                start_time_ms: info.start_time_ms,
-            },
-            0,
-        ),
-        info: Some(info),
-        used_bytes: None,
-        origin: crate::model::Origin::Live,
+    let key = ProcessKey {
+        pid,
+        start_time_ms: info.start_time_ms,
     };
+    let target = Target::process((key, 0), Some(info), None, crate::model::Origin::Live);
     act(&mut ActionRunner::new(), Action::Resume, target, false, out)
 }
 

@@ -5,12 +5,12 @@ use std::path::PathBuf;
 
 use clap::{Subcommand, ValueEnum};
 
-use crate::act::torch::client::{Client, DEFAULT_TIMEOUT};
+use crate::act::torch::client::DEFAULT_TIMEOUT;
 use crate::act::torch::discover::discover;
 use crate::act::torch::error::TorchError;
 use crate::act::torch::hook;
 use crate::act::torch::protocol::TorchFacts;
-use crate::act::torch::sockets::{runtime_dir, socket_name};
+use crate::act::torch::sockets::runtime_dir;
 use crate::front::cli::CliError;
 use crate::host::term::escape_control;
 
@@ -169,16 +169,7 @@ pub fn run(cmd: TorchCommand, out: &mut dyn Write) -> Result<(), CliError> {
             let dir = runtime_dir()
                 .ok_or(TorchError::NoRuntimeDir)
                 .map_err(failed)?;
-            let mut c = Client::connect_at(
-                &dir.join(socket_name(pid)),
-                pid,
-                start_time_ms,
-                DEFAULT_TIMEOUT,
-            )
-            .map_err(failed)?;
-            // A release may take much longer than a stats round trip.
-            c.set_timeout(crate::act::rules::companion_action::RELEASE_TIMEOUT);
-            let r = c.release_cache().map_err(failed)?;
+            let r = crate::act::torch::release(&[dir], pid, start_time_ms).map_err(failed)?;
             if r.devices.is_empty() {
                 writeln!(
                     out,

@@ -13,6 +13,9 @@ use crate::model::history::ProcSeriesKey;
 use crate::model::now_ms;
 use crate::model::UnixMs;
 
+/// The leak badges of the rows on screen, by row.
+type Badges = std::collections::HashMap<crate::engine::view::LeakKey, super::leaks::LeakBadge>;
+
 const SETTINGS_SHORTCUT: egui::KeyboardShortcut =
     egui::KeyboardShortcut::new(egui::Modifiers::COMMAND, egui::Key::Comma);
 const FILTER_SHORTCUT: egui::KeyboardShortcut =
@@ -68,6 +71,8 @@ pub struct VramApp {
     local_demo: bool,
     /// A host chosen in the selector this frame (`None` inside: this computer).
     host_pick: Option<Option<usize>>,
+    /// A saved host the user asked to forget this frame.
+    host_forget: Option<super::connect::SavedHost>,
     /// Table groups folded shut.
     collapsed_groups: std::collections::HashSet<String>,
     /// The job writing the settings.
@@ -81,6 +86,8 @@ pub struct VramApp {
     agent_sessions: Option<Option<String>>,
     /// The Help window shown.
     help: Option<Help>,
+    /// The manual actions sent, and their outcomes, per process (table row, detail pane).
+    action_status: super::action_status::ActionStatus,
 }
 
 /// What the Help window shows.
@@ -166,12 +173,14 @@ impl VramApp {
             replaying: false,
             connect: super::connect::ConnectUi::default(),
             host_pick: None,
+            host_forget: None,
             local_demo: false,
             collapsed_groups: std::collections::HashSet::new(),
             agent_sessions: None,
             saving: None,
             connecting: None,
             help: None,
+            action_status: super::action_status::ActionStatus::default(),
         }
     }
 
@@ -238,6 +247,12 @@ impl VramApp {
         self.graph.free_range
     }
 
+    /// Where the detail pane's lifetime graph was drawn last (tests: it keeps a usable
+    /// height at 1280 × 800).
+    pub fn detail_plot_rect(&self) -> Option<egui::Rect> {
+        self.detail_graph.plot_rect
+    }
+
     fn now(&self) -> UnixMs {
         self.fixed_now.unwrap_or_else(now_ms)
     }
@@ -256,14 +271,88 @@ impl VramApp {
             st.tested = Some(t);
         }
         self.toasts.show(&ctx);
+        let jobs = self.backend.jobs().clone();
+        self.poll_background(&ctx, &jobs);
+        self.keyboard(ui, &ctx);
+        let health = self.backend.health();
+        // The engine's state as of its last write, from the link: a copy made at most once per
+        // change, so the frame is drawn without holding the engine's lock.
+        let Some(live) = self.backend.view() else {
+            ui.label("internal error: the monitor lock is poisoned");
+            return;
+        };
+        let live_log = live.recording.path.clone();
+        let mut view = self.view.take();
+        // The view is out of `self` while the panes draw: they ask this instead.
+        self.replaying = view.is_some();
+        let mut cmd = Commands::default();
+        self.menu(ui, &live, view.is_some(), &mut cmd);
+        self.banners(ui, &health, &mut cmd);
+        if let Some(v) = view.as_mut() {
+            session_bar(ui, v, &mut cmd);
+        }
+        egui::Panel::bottom("status").show(ui, |ui| {
+            jobs_strip(ui, &jobs, &mut self.job_requests);
+            match view.as_ref() {
+                Some(v) => session_status(ui, v),
+                None => status_bar(ui, &live, self.now(), &health),
+            }
+        });
+        match view.as_mut() {
+            Some(v) => self.session_panes(ui, v),
+            None => self.live_panes(ui, &live, &health, &mut cmd),
+        }
+        self.settings_window(&ctx, &live, &mut cmd);
+        self.confirm_modal(&ctx, &mut cmd);
+        let viewing = view.as_ref().map(|v| v.data.clone());
+        if let Some(a) = self.sessions.windows(&ctx, live_log, viewing, &jobs) {
+            match a {
+                SessionAction::Open(v) => view = Some(*v),
+                SessionAction::BackToLive => cmd.back_to_live = true,
+            }
+        }
+        self.help_window(&ctx);
+        let connect_req = self.connect.window(&ctx);
+        self.agent_sessions_window(&ctx);
+        let interval_ms = live.interval_ms;
+        drop(live);
+        if let Some(req) = connect_req {
+            self.attach(&ctx, &req);
+        }
+        self.finish_attach();
+        self.apply_host_pick(&ctx, &mut cmd);
+        if let Some(h) = self.host_forget.take() {
+            self.forget_host(&h, &mut cmd);
+        }
+        if cmd.disconnect {
+            if self.backend.disconnect() {
+                self.after_host_switch();
+            } else {
+                self.restart_local(self.local_demo);
+            }
+        }
+        self.view = view;
+        self.apply_commands(&mut cmd);
+        self.switch_source_modal(&ctx, &mut cmd);
+        if cmd.start_demo {
+            self.restart_local(true);
+        } else if cmd.retry {
+            // Back from an agent: this computer's source as it was before (the demo when no
+            // driver was in use).
+            self.restart_local(self.backend.remote.is_some() && self.local_demo);
+        }
+        self.schedule_repaint(ui, interval_ms);
+    }
+
+    /// Takes what background jobs finished: past sessions' leaks, a session opened.
+    fn poll_background(&mut self, ctx: &egui::Context, jobs: &super::jobs::JobBoard) {
         if let Some(r) = self.past_leaks.and_then(|id| self.backend.jobs().take(id)) {
             self.past_leaks = None;
             if let crate::front::gui::jobs::JobResult::PastLeaks(p) = r {
                 self.past = Some(p);
             }
         }
-        let jobs = self.backend.jobs().clone();
-        match self.sessions.poll(&ctx, &jobs) {
+        match self.sessions.poll(ctx, jobs) {
             Some(SessionAction::Open(v)) => {
                 self.view = Some(*v);
                 self.selected = None;
@@ -276,6 +365,10 @@ impl VramApp {
             Some(SessionAction::BackToLive) => self.view = None,
             None => {}
         }
+    }
+
+    /// The window-wide keys: Ctrl+F, Ctrl+, (settings), Esc, Ctrl+1/2/3, Delete.
+    fn keyboard(&mut self, ui: &mut Ui, ctx: &egui::Context) {
         if ui.input_mut(|i| i.consume_shortcut(&FILTER_SHORTCUT)) {
             self.focus_filter = true;
         }
@@ -289,21 +382,9 @@ impl VramApp {
         // pane under it stays.)
         if ui.input(|i| i.key_pressed(egui::Key::Escape))
             && self.confirm.is_none()
-            && !egui::Popup::is_any_open(&ctx)
+            && !egui::Popup::is_any_open(ctx)
         {
-            if self.help.is_some() {
-                self.help = None;
-            } else if self.settings_ui.open {
-                self.settings_ui.open = false;
-            } else if self.connect.open {
-                self.connect.open = false;
-            } else if self.sessions.export_open {
-                self.sessions.export_open = false;
-            } else if self.sessions.browser_open {
-                self.sessions.browser_open = false;
-            } else {
-                self.selected = None;
-            }
+            self.close_topmost();
         }
         for (key, tab) in [
             (egui::Key::Num1, BottomTab::Processes),
@@ -328,23 +409,32 @@ impl VramApp {
                 ));
             }
         }
-        let health = self.backend.health();
-        // The engine's state as of its last write, from the link: a copy made at most once per
-        // change, so the frame is drawn without holding the engine's lock.
-        let Some(live) = self.backend.view() else {
-            ui.label("internal error: the monitor lock is poisoned");
-            return;
-        };
-        let live_log = live.recording.path.clone();
-        let mut view = self.view.take();
-        // The view is out of `self` while the panes draw: they ask this instead.
-        self.replaying = view.is_some();
-        let mut cmd = Commands::default();
-        self.menu(ui, &live, view.is_some(), &mut cmd);
+    }
+
+    /// Esc: closes the topmost window, else the detail pane.
+    fn close_topmost(&mut self) {
+        if self.help.is_some() {
+            self.help = None;
+        } else if self.settings_ui.open {
+            self.settings_ui.open = false;
+        } else if self.connect.open {
+            self.connect.open = false;
+        } else if self.sessions.export_open {
+            self.sessions.export_open = false;
+        } else if self.sessions.browser_open {
+            self.sessions.browser_open = false;
+        } else {
+            self.selected = None;
+        }
+    }
+
+    /// The banners under the menu: a broken settings file, a file that could not be opened,
+    /// a lost agent.
+    fn banners(&mut self, ui: &mut Ui, health: &crate::link::LinkHealth, cmd: &mut Commands) {
         if let Some(e) = &self.config_error {
             egui::Panel::top("config-banner").show(ui, |ui| {
                 ui.horizontal_wrapped(|ui| {
-                    ui.label(RichText::new(format!("⚠ The settings file is broken: {e}")).color(widgets::WARN).strong());
+                    ui.label(RichText::new(format!("⚠ The settings file is broken: {e}")).color(widgets::warn(ui)).strong());
                     ui.label("vramwarden runs on defaults and leaves the file as it is until you save from Settings.");
                 });
             });
@@ -354,7 +444,7 @@ impl VramApp {
                 ui.horizontal_wrapped(|ui| {
                     ui.label(
                         RichText::new(format!("⚠ Could not open the file: {e}"))
-                            .color(widgets::WARN)
+                            .color(widgets::warn(ui))
                             .strong(),
                     );
                     if ui.button("Dismiss").clicked() {
@@ -367,16 +457,17 @@ impl VramApp {
             url,
             since_ms,
             error,
-        } = &health
+        } = health
         {
+            let now = self.now();
             egui::Panel::top("link-banner").show(ui, |ui| {
                 ui.horizontal_wrapped(|ui| {
                     ui.label(
                         RichText::new(format!(
                             "⚠ Disconnected from {url} — retrying ({})",
-                            format::duration(self.now() - since_ms)
+                            format::duration(now - since_ms)
                         ))
-                        .color(widgets::WARN)
+                        .color(widgets::warn(ui))
                         .strong(),
                     );
                     ui.label(RichText::new(error.as_str()).weak());
@@ -384,84 +475,113 @@ impl VramApp {
                         // As File → Disconnect: this computer's history is kept.
                         cmd.disconnect = true;
                     }
+                    if let Some(h) = self.backend.shown_host().cloned() {
+                        if ui
+                            .button("Forget this host")
+                            .on_hover_text("Back to this computer, and remove the host from the list (a mistyped address)")
+                            .clicked()
+                        {
+                            self.host_forget = Some(h);
+                        }
+                    }
                 });
             });
         }
-        if let Some(v) = view.as_mut() {
-            session_bar(ui, v, &mut cmd);
-        }
-        egui::Panel::bottom("status").show(ui, |ui| {
-            jobs_strip(ui, &jobs, &mut self.job_requests);
-            match view.as_ref() {
-                Some(v) => session_status(ui, v),
-                None => status_bar(ui, &live, self.now(), &health),
+    }
+
+    /// The panes over a recorded session at its cursor.
+    fn session_panes(&mut self, ui: &mut Ui, v: &mut SessionView) {
+        let t = v.t;
+        let snap = v.snapshot().cloned();
+        let rows: Vec<crate::engine::view::ProcessRow> = v.rows().to_vec();
+        let refs: Vec<&crate::engine::view::ProcessRow> = rows.iter().collect();
+        match snap {
+            Some(snap) => self.panes(ui, &v.monitor, &snap, refs, t, t),
+            None => {
+                egui::CentralPanel::default().show(ui, |ui| {
+                    ui.label("This session holds no samples.");
+                });
             }
-        });
-        match view.as_mut() {
-            Some(v) => {
-                let t = v.t;
-                let snap = v.snapshot().cloned();
-                let rows: Vec<crate::engine::view::ProcessRow> = v.rows().to_vec();
-                let refs: Vec<&crate::engine::view::ProcessRow> = rows.iter().collect();
-                match snap {
-                    Some(snap) => self.panes(ui, &v.monitor, &snap, refs, t, t),
-                    None => {
-                        egui::CentralPanel::default().show(ui, |ui| {
-                            ui.label("This session holds no samples.");
-                        });
-                    }
-                }
+        }
+    }
+
+    /// The live panes, or what stands in for them before the first sample.
+    fn live_panes(
+        &mut self,
+        ui: &mut Ui,
+        live: &Monitor,
+        health: &crate::link::LinkHealth,
+        cmd: &mut Commands,
+    ) {
+        let now = self.now();
+        match live.latest.as_ref().filter(|s| !s.devices.is_empty()) {
+            Some(snap) => {
+                let last = live.history.span().map_or(now, |(_, b)| b);
+                let edge = last.max(now.min(last + 3 * live.interval_ms as i64));
+                self.panes(ui, live, snap, live.table_rows(now), now, edge);
             }
             None => {
-                let now = self.now();
-                match live.latest.as_ref().filter(|s| !s.devices.is_empty()) {
-                    Some(snap) => {
-                        let last = live.history.span().map_or(now, |(_, b)| b);
-                        let edge = last.max(now.min(last + 3 * live.interval_ms as i64));
-                        self.panes(ui, &live, snap, live.table_rows(now), now, edge);
-                    }
-                    None => {
-                        egui::CentralPanel::default().show(ui, |ui| {
-                            if self.backend.remote.is_some() {
-                                ui.vertical_centered(|ui| {
-                                    ui.add_space(ui.available_height() * 0.25);
-                                    ui.heading(format!(
-                                        "Connecting to {}…",
-                                        self.backend.remote.as_deref().unwrap_or("")
-                                    ));
-                                    if let crate::link::LinkHealth::Disconnected { error, .. } =
-                                        &health
-                                    {
-                                        ui.label(
-                                            RichText::new(error.as_str()).color(widgets::WARN),
-                                        );
-                                    }
-                                    if ui.button("Back to this computer").clicked() {
-                                        // As File → Disconnect: history is kept.
-                                        cmd.disconnect = true;
-                                    }
-                                });
-                            } else {
-                                empty_state(ui, &live, &mut cmd.start_demo, &mut cmd.retry);
-                                if matches!(live.status, SourceStatus::Failed(_)) {
-                                    ui.vertical_centered(|ui| {
-                                        ui.add_space(4.0);
-                                        if ui.button("Connect to a GPU server's agent…").clicked()
-                                        {
-                                            self.connect.show(None);
-                                        }
-                                    });
+                egui::CentralPanel::default().show(ui, |ui| {
+                    if self.backend.remote.is_some() {
+                        if let Some(h) = self.connecting_state(ui, health, cmd) {
+                            self.host_forget = Some(h);
+                        }
+                    } else {
+                        empty_state(ui, live, &mut cmd.start_demo, &mut cmd.retry);
+                        if matches!(live.status, SourceStatus::Failed(_)) {
+                            ui.vertical_centered(|ui| {
+                                ui.add_space(4.0);
+                                if ui.button("Connect to a GPU server's agent…").clicked() {
+                                    self.connect.show(None);
                                 }
-                            }
-                        });
+                            });
+                        }
                     }
-                }
+                });
             }
         }
+    }
+
+    /// "Connecting to …" while an agent has sent nothing yet.
+    fn connecting_state(
+        &self,
+        ui: &mut Ui,
+        health: &crate::link::LinkHealth,
+        cmd: &mut Commands,
+    ) -> Option<super::connect::SavedHost> {
+        let mut forget = None;
+        ui.vertical_centered(|ui| {
+            ui.add_space(ui.available_height() * 0.25);
+            ui.heading(format!(
+                "Connecting to {}…",
+                self.backend.remote.as_deref().unwrap_or("")
+            ));
+            if let crate::link::LinkHealth::Disconnected { error, .. } = health {
+                ui.label(RichText::new(error.as_str()).color(widgets::warn(ui)));
+            }
+            if ui.button("Back to this computer").clicked() {
+                // As File → Disconnect: history is kept.
+                cmd.disconnect = true;
+            }
+            if let Some(h) = self.backend.shown_host() {
+                if ui
+                    .button("Forget this host")
+                    .on_hover_text("Back to this computer, and remove the host from the list")
+                    .clicked()
+                {
+                    forget = Some(h.clone());
+                }
+            }
+        });
+        forget
+    }
+
+    /// The Settings window, and its Save written on a worker thread.
+    fn settings_window(&mut self, ctx: &egui::Context, live: &Monitor, cmd: &mut Commands) {
         let current = self.backend.settings.clone();
         if let Some(super::settings_window::SettingsAction::Save(s)) =
             self.settings_ui
-                .window(&ctx, &current, &self.config_path, &live)
+                .window(ctx, &current, &self.config_path, live)
         {
             // Written (TOML, fsync, .bak) on a worker thread: a slow disk never holds a frame.
             if self.saving.is_none() {
@@ -491,7 +611,7 @@ impl VramApp {
                         ));
                         self.config_error = None;
                         self.state.units = s.general.units;
-                        apply_theme(&ctx, s.general.theme);
+                        apply_theme(ctx, s.general.theme);
                         cmd.settings = Some(*s);
                     }
                     Err(e) => self.settings_ui.message = Some((e, true)),
@@ -504,211 +624,186 @@ impl VramApp {
                 }
             }
         }
-        if let Some((target, action)) = self.confirm.clone() {
-            let mut decided = None;
-            egui::Modal::new(egui::Id::unique("confirm-action")).show(&ctx, |ui| {
-                // Narrower on a small screen (900 × 600 at 200 % is 450 points wide).
-                ui.set_width(
-                    460f32
-                        .min(ui.ctx().content_rect().width() - 48.0)
-                        .max(200.0),
-                );
-                let (heading, verb) = match &action {
-                    crate::act::rules::Action::Terminate { .. } => (
-                        "Terminate this process?".to_string(),
-                        "Terminate".to_string(),
-                    ),
-                    crate::act::rules::Action::Signal { signal } if signal == "SIGKILL" => {
-                        ("Kill this process?".to_string(), "Kill".to_string())
-                    }
-                    crate::act::rules::Action::ReleaseCache => (
-                        "Release this process's cached GPU memory?".to_string(),
-                        "Release".to_string(),
-                    ),
-                    crate::act::rules::Action::LimitMemory { gib } => (
-                        format!("Limit this process to {gib} GiB of GPU memory?"),
-                        "Limit".to_string(),
-                    ),
-                    crate::act::rules::Action::Resume => (
-                        "Resume: move its memory back to the GPU?".to_string(),
-                        "Resume".to_string(),
-                    ),
-                    crate::act::rules::Action::Park => {
-                        let used = match &target {
-                            crate::act::rules::eval::Target::Process { used_bytes, .. } => {
-                                used_bytes.unwrap_or(0)
-                            }
-                            crate::act::rules::eval::Target::Device(_) => 0,
-                        };
-                        (
-                            format!(
-                                "Park: move its {:.1} GiB to host memory (~{:.0} s)?",
-                                used as f64 / crate::model::GIB as f64,
-                                crate::act::park::checks::park_estimate_s(used)
-                            ),
-                            "Park".to_string(),
-                        )
-                    }
-                    a => (format!("{} this process?", a.label()), a.label()),
-                };
-                ui.heading(heading);
-                ui.label(target.describe());
-                ui.label(RichText::new(action.label()).weak());
-                ui.add_space(8.0);
-                ui.horizontal_wrapped(|ui| {
-                    if ui
-                        .button(RichText::new(verb.clone()).color(widgets::WARN))
-                        .clicked()
-                    {
-                        decided = Some(true);
-                    }
-                    let cancel = ui.button("Cancel");
-                    // The keyboard starts on the safe choice: Enter cancels, Tab reaches
-                    // the action.
-                    if ui.memory(|m| m.focused().is_none()) {
-                        cancel.request_focus();
-                    }
-                    if cancel.clicked() || ui.input(|i| i.key_pressed(egui::Key::Escape)) {
-                        decided = Some(false);
-                    }
-                });
+    }
+
+    /// Asks before a manual action; on yes it goes to the engine.
+    fn confirm_modal(&mut self, ctx: &egui::Context, cmd: &mut Commands) {
+        let Some((target, action)) = self.confirm.clone() else {
+            return;
+        };
+        let mut decided = None;
+        let units = self.state.units;
+        egui::Modal::new(egui::Id::unique("confirm-action")).show(ctx, |ui| {
+            // Narrower on a small screen (900 × 600 at 200 % is 450 points wide).
+            ui.set_width(
+                460f32
+                    .min(ui.ctx().content_rect().width() - 48.0)
+                    .max(200.0),
+            );
+            let (heading, verb) = confirm_wording(&target, &action);
+            ui.heading(heading);
+            ui.label(describe_target(&target, units));
+            ui.label(RichText::new(action.label()).weak());
+            ui.add_space(8.0);
+            ui.horizontal_wrapped(|ui| {
+                if ui
+                    .button(RichText::new(verb.clone()).color(widgets::warn(ui)))
+                    .clicked()
+                {
+                    decided = Some(true);
+                }
+                let cancel = ui.button("Cancel");
+                // The keyboard starts on the safe choice: Enter cancels, Tab reaches
+                // the action.
+                if ui.memory(|m| m.focused().is_none()) {
+                    cancel.request_focus();
+                }
+                if cancel.clicked() || ui.input(|i| i.key_pressed(egui::Key::Escape)) {
+                    decided = Some(false);
+                }
             });
-            match decided {
-                Some(true) => {
-                    // The engine is told which process only; it builds the target itself.
-                    if let crate::act::rules::eval::Target::Process { key, .. } = target {
-                        cmd.engine = Some(crate::engine::EngineCommand::Manual { key, action });
-                    }
-                    self.confirm = None;
+        });
+        match decided {
+            Some(true) => {
+                // The engine is told which process only; it builds the target itself.
+                if let crate::act::rules::eval::Target::Process { key, .. } = target {
+                    self.action_status.asked(key, &action, self.now());
+                    cmd.engine = Some(crate::engine::EngineCommand::Manual { key, action });
                 }
-                Some(false) => self.confirm = None,
-                None => {}
+                self.confirm = None;
             }
+            Some(false) => self.confirm = None,
+            None => {}
         }
-        let viewing = view.as_ref().map(|v| v.data.clone());
-        if let Some(a) = self.sessions.windows(&ctx, live_log, viewing, &jobs) {
-            match a {
-                SessionAction::Open(v) => view = Some(*v),
-                SessionAction::BackToLive => cmd.back_to_live = true,
-            }
+    }
+
+    /// Removes `h` from the saved hosts; shown, the window goes back to this computer
+    /// (history kept); attached in the background, its link stops.
+    fn forget_host(&mut self, h: &super::connect::SavedHost, cmd: &mut Commands) {
+        self.state.hosts.retain(|x| x != h);
+        if self.backend.shown_host() == Some(h) {
+            cmd.disconnect = true;
+        } else {
+            self.backend.drop_background(h);
         }
-        self.help_window(&ctx);
-        let connect_req = self.connect.window(&ctx);
-        self.agent_sessions_window(&ctx);
-        let interval_ms = live.interval_ms;
-        drop(live);
-        if let Some(req) = connect_req {
-            self.attach(&ctx, &req);
-        }
-        self.finish_attach();
-        if let Some(pick) = self.host_pick.take() {
-            let host = pick.and_then(|i| self.state.hosts.get(i).cloned());
-            let showing = match &host {
-                None => self.backend.remote.is_none(),
-                Some(h) => self.backend.shown_host() == Some(h),
-            };
-            if showing {
-                // Already on screen: nothing to do.
-            } else if self.backend.switch_to(host.as_ref()) {
-                // Attached in the background: shown at once, its history intact.
-                self.after_host_switch();
-            } else {
-                match host {
-                    Some(h) if !h.token_file.is_empty() => {
-                        self.attach(
-                            &ctx,
-                            &super::connect::ConnectRequest {
-                                host: h,
-                                token: String::new(),
-                            },
-                        );
-                    }
-                    Some(h) => self.connect.show(Some(&h)),
-                    None => cmd.retry = true,
+    }
+
+    /// A host chosen in the selector: shown at once when attached in the background, else
+    /// opened.
+    fn apply_host_pick(&mut self, ctx: &egui::Context, cmd: &mut Commands) {
+        let Some(pick) = self.host_pick.take() else {
+            return;
+        };
+        let host = pick.and_then(|i| self.state.hosts.get(i).cloned());
+        let showing = match &host {
+            None => self.backend.remote.is_none(),
+            Some(h) => self.backend.shown_host() == Some(h),
+        };
+        if showing {
+            // Already on screen: nothing to do.
+        } else if self.backend.switch_to(host.as_ref()) {
+            // Attached in the background: shown at once, its history intact.
+            self.after_host_switch();
+        } else {
+            match host {
+                Some(h) if !h.token_file.is_empty() => {
+                    self.attach(
+                        ctx,
+                        &super::connect::ConnectRequest {
+                            host: h,
+                            token: String::new(),
+                        },
+                    );
                 }
+                Some(h) => self.connect.show(Some(&h)),
+                None => cmd.retry = true,
             }
         }
-        if cmd.disconnect {
-            if self.backend.disconnect() {
-                self.after_host_switch();
-            } else {
-                self.restart_local(self.local_demo);
-            }
-        }
-        self.view = view;
+    }
+
+    /// The frame's effects after drawing: back to live, engine commands, settings, a leak
+    /// clicked in the Leaks tab.
+    fn apply_commands(&mut self, cmd: &mut Commands) {
         if cmd.back_to_live {
             self.view = None;
             self.selected = None;
             self.graph.free_range = None;
         }
-        if let Some(c) = cmd.engine {
+        if let Some(c) = cmd.engine.take() {
             self.backend.send(c);
         }
         if let Some(s) = cmd.settings.take() {
             self.backend.apply_settings(s);
         }
         if let Some(c) = self.leak_clicked.take() {
-            let here = match (&c.session, &self.view) {
-                (None, None) => true,
-                (Some(p), Some(v)) => v.data.path.as_deref() == Some(p.as_path()),
-                _ => false,
-            };
-            if here {
-                self.selected = Some(c.key);
-                if let Some(v) = self.view.as_mut() {
-                    v.t = c.at_ms;
-                }
-            } else if let Some(p) = c.session {
-                self.pending_select = Some((c.key, c.at_ms));
-                self.sessions.open_path(p);
-            } else {
-                self.view = None;
-                self.selected = Some(c.key);
+            self.go_to_leak(c);
+        }
+    }
+
+    /// Selects the process of a leak clicked in the Leaks tab, opening its session when it
+    /// was recorded elsewhere.
+    fn go_to_leak(&mut self, c: super::leaks::LeakClick) {
+        let here = match (&c.session, &self.view) {
+            (None, None) => true,
+            (Some(p), Some(v)) => v.data.path.as_deref() == Some(p.as_path()),
+            _ => false,
+        };
+        if here {
+            self.selected = Some(c.key);
+            if let Some(v) = self.view.as_mut() {
+                v.t = c.at_ms;
             }
+        } else if let Some(p) = c.session {
+            self.pending_select = Some((c.key, c.at_ms));
+            self.sessions.open_path(p);
+        } else {
+            self.view = None;
+            self.selected = Some(c.key);
         }
-        if let Some(to_demo) = self.switch_source {
-            let held = self
-                .backend
-                .view()
-                .and_then(|m| m.history.span().map(|(a, b)| b - a))
-                .unwrap_or(0);
-            egui::Modal::new(egui::Id::unique("switch-source")).show(&ctx, |ui| {
-                ui.set_width(440.0);
-                ui.heading(if to_demo {
-                    "Switch to the simulated GPUs?"
-                } else {
-                    "Switch to the NVIDIA driver?"
-                });
-                ui.label(format!(
-                    "The {} of history on screen will be cleared (the session log keeps what was recorded).",
-                    crate::model::format::duration(held)
-                ));
-                ui.add_space(8.0);
-                ui.horizontal(|ui| {
-                    if ui.button("Switch").clicked() {
-                        if to_demo {
-                            cmd.start_demo = true;
-                        } else {
-                            cmd.retry = true;
-                        }
-                        self.switch_source = None;
-                    }
-                    if ui.button("Cancel").clicked() {
-                        self.switch_source = None;
-                    }
-                });
+    }
+
+    /// Asks before switching between the demo and the driver (history on screen is cleared).
+    fn switch_source_modal(&mut self, ctx: &egui::Context, cmd: &mut Commands) {
+        let Some(to_demo) = self.switch_source else {
+            return;
+        };
+        let held = self
+            .backend
+            .view()
+            .and_then(|m| m.history.span().map(|(a, b)| b - a))
+            .unwrap_or(0);
+        egui::Modal::new(egui::Id::unique("switch-source")).show(ctx, |ui| {
+            ui.set_width(440.0);
+            ui.heading(if to_demo {
+                "Switch to the simulated GPUs?"
+            } else {
+                "Switch to the NVIDIA driver?"
             });
-        }
-        if cmd.start_demo {
-            self.restart_local(true);
-        } else if cmd.retry {
-            // Back from an agent: this computer's source as it was before (the demo when no
-            // driver was in use).
-            self.restart_local(self.backend.remote.is_some() && self.local_demo);
-        }
-        // Frames come from input and from new samples (the sampler asks for one per sample).
-        // Besides that: jobs in progress are polled, and a live window wakes after three
-        // intervals without a sample to show STALE. A recorded session draws nothing unasked.
+            ui.label(format!(
+                "The {} of history on screen will be cleared (the session log keeps what was recorded).",
+                crate::model::format::duration(held)
+            ));
+            ui.add_space(8.0);
+            ui.horizontal(|ui| {
+                if ui.button("Switch").clicked() {
+                    if to_demo {
+                        cmd.start_demo = true;
+                    } else {
+                        cmd.retry = true;
+                    }
+                    self.switch_source = None;
+                }
+                if ui.button("Cancel").clicked() {
+                    self.switch_source = None;
+                }
+            });
+        });
+    }
+
+    /// Frames come from input and from new samples (the sampler asks for one per sample).
+    /// Besides that: jobs in progress are polled, and a live window wakes after three
+    /// intervals without a sample to show STALE. A recorded session draws nothing unasked.
+    fn schedule_repaint(&mut self, ui: &mut Ui, interval_ms: u64) {
         self.hand_over_jobs();
         if self.sessions.busy() || self.backend.jobs().busy() || self.connecting.is_some() {
             ui.request_repaint_after(std::time::Duration::from_millis(100));
@@ -816,7 +911,7 @@ impl VramApp {
                         ui.label("Asking the agent…");
                     }
                     Some(Err(e)) => {
-                        ui.label(RichText::new(e.as_str()).color(widgets::WARN));
+                        ui.label(RichText::new(e.as_str()).color(widgets::warn(ui)));
                     }
                     Some(Ok(list)) if list.is_empty() => {
                         ui.label("The agent has recorded no sessions (is it started with --no-record?).");
@@ -852,7 +947,7 @@ impl VramApp {
                     }
                 }
                 if let Some(e) = &error {
-                    ui.label(RichText::new(e.as_str()).color(widgets::WARN));
+                    ui.label(RichText::new(e.as_str()).color(widgets::warn(ui)));
                 }
                 if ui.button("Refresh").clicked() {
                     self.backend.list_agent_sessions();
@@ -940,12 +1035,24 @@ impl VramApp {
                     }
                     let shown = self.backend.shown_host().cloned();
                     for (i, h) in self.state.hosts.iter().enumerate() {
-                        if ui
-                            .selectable_label(shown.as_ref() == Some(h), mark(Some(h), h.label()))
-                            .clicked()
-                        {
-                            self.host_pick = Some(Some(i));
-                        }
+                        ui.horizontal(|ui| {
+                            if ui
+                                .small_button("✖")
+                                .on_hover_text("Forget this host (remove it from the list)")
+                                .clicked()
+                            {
+                                self.host_forget = Some(h.clone());
+                            }
+                            if ui
+                                .selectable_label(
+                                    shown.as_ref() == Some(h),
+                                    mark(Some(h), h.label()),
+                                )
+                                .clicked()
+                            {
+                                self.host_pick = Some(Some(i));
+                            }
+                        });
                     }
                     ui.separator();
                     if ui.selectable_label(false, "Connect to host…").clicked() {
@@ -961,162 +1068,184 @@ impl VramApp {
     fn menu(&mut self, ui: &mut Ui, live: &Monitor, viewing: bool, cmd: &mut Commands) {
         egui::Panel::top("menu").show(ui, |ui| {
             egui::MenuBar::new().ui(ui, |ui| {
-                ui.menu_button("File", |ui| {
-                    if ui
-                        .add(
-                            egui::Button::new("Settings…")
-                                .shortcut_text(ui.ctx().format_shortcut(&SETTINGS_SHORTCUT)),
-                        )
-                        .clicked()
-                    {
-                        let s = self.backend.settings.clone();
-                        self.settings_ui.show(&s);
-                        ui.close();
-                    }
-                    if ui.button("Export to CSV…").clicked() {
-                        self.sessions.export_open = true;
-                        ui.close();
-                    }
-                    ui.separator();
-                    if ui.button("Connect to host…").clicked() {
-                        self.connect.show(None);
-                        ui.close();
-                    }
-                    if self.backend.remote.is_some()
-                        && ui.button("Disconnect (back to this computer)").clicked()
-                    {
-                        cmd.disconnect = true;
-                        ui.close();
-                    }
-                    ui.separator();
-                    if ui.button("Quit").clicked() {
-                        ui.send_viewport_cmd(egui::ViewportCommand::Close);
-                    }
-                });
-                ui.menu_button("Sessions", |ui| {
-                    if self.backend.remote.is_some()
-                        && ui.button("Sessions on the agent…").clicked()
-                    {
-                        self.backend.list_agent_sessions();
-                        self.agent_sessions = Some(None);
-                        ui.close();
-                    }
-                    if ui.button("Browse sessions…").clicked() {
-                        self.sessions.show_browser();
-                        ui.close();
-                    }
-                    if ui.button("Open file…").clicked() {
-                        self.sessions.pick_file(ui.ctx());
-                        ui.close();
-                    }
-                    if ui.button("Import nvidia-smi log…").clicked() {
-                        self.sessions.import_nvidia_smi(ui.ctx());
-                        ui.close();
-                    }
-                    if ui.button("Export to CSV…").clicked() {
-                        self.sessions.export_open = true;
-                        ui.close();
-                    }
-                    ui.separator();
-                    if viewing && ui.button("Back to live").clicked() {
-                        cmd.back_to_live = true;
-                        ui.close();
-                    }
-                    let rec = &live.recording;
-                    if rec.path.is_some() {
-                        if rec.active {
-                            if ui.button("Pause recording").clicked() {
-                                cmd.engine = Some(crate::engine::EngineCommand::PauseRecording);
-                                ui.close();
-                            }
-                        } else if ui.button("Resume recording").clicked() {
-                            cmd.engine = Some(crate::engine::EngineCommand::ResumeRecording);
-                            ui.close();
-                        }
-                    }
-                });
-                ui.menu_button("View", |ui| {
-                    ui.label("Units");
-                    for u in Units::ALL {
-                        ui.radio_value(&mut self.state.units, u, u.label());
-                    }
-                    ui.separator();
-                    ui.checkbox(&mut self.state.stacked, "Stack graph by process");
-                    ui.separator();
-                    ui.label("Process colours");
-                    for p in widgets::Palette::ALL {
-                        ui.radio_value(&mut self.state.palette, p, p.label());
-                    }
-                });
-                ui.menu_button("Help", |ui| {
-                    if ui.button("Keyboard shortcuts").clicked() {
-                        self.help = Some(Help::Shortcuts);
-                        ui.close();
-                    }
-                    if ui.button("About vramwarden").clicked() {
-                        self.help = Some(Help::About);
-                        ui.close();
-                    }
-                });
-                ui.menu_button("Source", |ui| {
-                    let demo = self.backend.source.is_simulated();
-                    let running = live.status == SourceStatus::Running;
-                    for (is_demo, label) in [
-                        (true, "Simulated GPUs (demo)"),
-                        (false, "NVIDIA driver (NVML)"),
-                    ] {
-                        let active = demo == is_demo;
-                        // The active source is checked; choosing it again keeps it running
-                        // (a failed driver is retried).
-                        if ui.radio(active, label).clicked() {
-                            if active && running {
-                                // Nothing to do.
-                            } else if running && !live.history.is_empty() {
-                                self.switch_source = Some(is_demo);
-                            } else if is_demo {
-                                cmd.start_demo = true;
-                            } else {
-                                cmd.retry = true;
-                            }
-                            ui.close();
-                        }
-                    }
-                });
+                ui.menu_button("File", |ui| self.file_menu(ui, cmd));
+                ui.menu_button("Sessions", |ui| self.sessions_menu(ui, live, viewing, cmd));
+                ui.menu_button("View", |ui| self.view_menu(ui));
+                ui.menu_button("Help", |ui| self.help_menu(ui));
+                ui.menu_button("Source", |ui| self.source_menu(ui, live, cmd));
                 ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                    for u in Units::ALL.iter().rev() {
-                        ui.selectable_value(&mut self.state.units, *u, u.label());
-                    }
-                    ui.label("Units:");
-                    if viewing {
-                        ui.label(
-                            RichText::new("SESSION · read-only")
-                                .color(Color32::from_rgb(120, 190, 255))
-                                .strong(),
-                        );
-                    } else if self.backend.source.is_simulated() {
-                        ui.label(
-                            RichText::new("DEMO · simulated GPUs")
-                                .color(Color32::from_rgb(230, 170, 40))
-                                .strong(),
-                        );
-                    }
-                    let rec = &live.recording;
-                    if !viewing {
-                        if rec.active {
-                            ui.label(RichText::new("● REC").monospace().color(widgets::WARN))
-                                .on_hover_text(format!(
-                                    "Recording to {}",
-                                    rec.path
-                                        .as_ref()
-                                        .map_or(String::new(), |p| p.display().to_string())
-                                ));
-                        } else if rec.path.is_some() {
-                            ui.label(RichText::new("⏸ recording paused").weak());
-                        }
-                    }
+                    self.menu_right(ui, live, viewing);
                 });
             });
         });
+    }
+
+    /// File: Settings, Export, Connect, Disconnect, Quit.
+    fn file_menu(&mut self, ui: &mut Ui, cmd: &mut Commands) {
+        if ui
+            .add(
+                egui::Button::new("Settings…")
+                    .shortcut_text(ui.ctx().format_shortcut(&SETTINGS_SHORTCUT)),
+            )
+            .clicked()
+        {
+            let s = self.backend.settings.clone();
+            self.settings_ui.show(&s);
+            ui.close();
+        }
+        if ui.button("Export to CSV…").clicked() {
+            self.sessions.export_open = true;
+            ui.close();
+        }
+        ui.separator();
+        if ui.button("Connect to host…").clicked() {
+            self.connect.show(None);
+            ui.close();
+        }
+        if self.backend.remote.is_some()
+            && ui.button("Disconnect (back to this computer)").clicked()
+        {
+            cmd.disconnect = true;
+            ui.close();
+        }
+        ui.separator();
+        if ui.button("Quit").clicked() {
+            ui.send_viewport_cmd(egui::ViewportCommand::Close);
+        }
+    }
+
+    /// Sessions: the agent's, browse, open, import, export, back to live, recording.
+    fn sessions_menu(&mut self, ui: &mut Ui, live: &Monitor, viewing: bool, cmd: &mut Commands) {
+        if self.backend.remote.is_some() && ui.button("Sessions on the agent…").clicked() {
+            self.backend.list_agent_sessions();
+            self.agent_sessions = Some(None);
+            ui.close();
+        }
+        if ui.button("Browse sessions…").clicked() {
+            self.sessions.show_browser();
+            ui.close();
+        }
+        if ui.button("Open file…").clicked() {
+            self.sessions.pick_file(ui.ctx());
+            ui.close();
+        }
+        if ui.button("Import nvidia-smi log…").clicked() {
+            self.sessions.import_nvidia_smi(ui.ctx());
+            ui.close();
+        }
+        if ui.button("Export to CSV…").clicked() {
+            self.sessions.export_open = true;
+            ui.close();
+        }
+        ui.separator();
+        if viewing && ui.button("Back to live").clicked() {
+            cmd.back_to_live = true;
+            ui.close();
+        }
+        let rec = &live.recording;
+        if rec.path.is_some() {
+            if rec.active {
+                if ui.button("Pause recording").clicked() {
+                    cmd.engine = Some(crate::engine::EngineCommand::PauseRecording);
+                    ui.close();
+                }
+            } else if ui.button("Resume recording").clicked() {
+                cmd.engine = Some(crate::engine::EngineCommand::ResumeRecording);
+                ui.close();
+            }
+        }
+    }
+
+    /// View: units, stacking, process colours.
+    fn view_menu(&mut self, ui: &mut Ui) {
+        ui.label("Units");
+        for u in Units::ALL {
+            ui.radio_value(&mut self.state.units, u, u.label());
+        }
+        ui.separator();
+        ui.checkbox(&mut self.state.stacked, "Stack graph by process");
+        ui.separator();
+        ui.label("Process colours");
+        for p in widgets::Palette::ALL {
+            ui.radio_value(&mut self.state.palette, p, p.label());
+        }
+    }
+
+    /// Help: keyboard shortcuts, About.
+    fn help_menu(&mut self, ui: &mut Ui) {
+        if ui.button("Keyboard shortcuts").clicked() {
+            self.help = Some(Help::Shortcuts);
+            ui.close();
+        }
+        if ui.button("About vramwarden").clicked() {
+            self.help = Some(Help::About);
+            ui.close();
+        }
+    }
+
+    /// Source: the demo or the driver (asks before clearing history).
+    fn source_menu(&mut self, ui: &mut Ui, live: &Monitor, cmd: &mut Commands) {
+        let demo = self.backend.source.is_simulated();
+        let running = live.status == SourceStatus::Running;
+        for (is_demo, label) in [
+            (true, "Simulated GPUs (demo)"),
+            (false, "NVIDIA driver (NVML)"),
+        ] {
+            let active = demo == is_demo;
+            // The active source is checked; choosing it again keeps it running
+            // (a failed driver is retried).
+            if ui.radio(active, label).clicked() {
+                if active && running {
+                    // Nothing to do.
+                } else if running && !live.history.is_empty() {
+                    self.switch_source = Some(is_demo);
+                } else if is_demo {
+                    cmd.start_demo = true;
+                } else {
+                    cmd.retry = true;
+                }
+                ui.close();
+            }
+        }
+    }
+
+    /// The menu bar's right end: units, what is shown (session, demo), recording.
+    fn menu_right(&mut self, ui: &mut Ui, live: &Monitor, viewing: bool) {
+        for u in Units::ALL.iter().rev() {
+            ui.selectable_value(&mut self.state.units, *u, u.label());
+        }
+        ui.label("Units:");
+        if viewing {
+            ui.label(
+                RichText::new("SESSION · read-only")
+                    .color(if ui.visuals().dark_mode {
+                        Color32::from_rgb(120, 190, 255)
+                    } else {
+                        Color32::from_rgb(20, 90, 170)
+                    })
+                    .strong(),
+            );
+        } else if self.backend.source.is_simulated() {
+            ui.label(
+                RichText::new("DEMO · simulated GPUs")
+                    .color(widgets::forecast_color(ui.visuals().dark_mode))
+                    .strong(),
+            );
+        }
+        let rec = &live.recording;
+        if !viewing {
+            if rec.active {
+                ui.label(RichText::new("● REC").monospace().color(widgets::warn(ui)))
+                    .on_hover_text(format!(
+                        "Recording to {}",
+                        rec.path
+                            .as_ref()
+                            .map_or(String::new(), |p| p.display().to_string())
+                    ));
+            } else if rec.path.is_some() {
+                ui.label(RichText::new("⏸ recording paused").weak());
+            }
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1129,81 +1258,13 @@ impl VramApp {
         now: UnixMs,
         edge: UnixMs,
     ) {
-        let n_devices = snap.devices.len() as u32;
-        if self.selected != self.last_selected {
-            if let Some(k) = self.selected {
-                self.selected_gpu = k.1;
-            }
-            self.last_selected = self.selected;
-        }
-        if self.selected_gpu >= n_devices {
-            self.selected_gpu = 0;
-        }
+        self.sync_selection(snap.devices.len() as u32);
         // Side panels in proportion to the window, so the graph keeps room at 900 × 600 or
         // at 200 % as at 1920 × 1080.
         let full = ui.available_width();
-        egui::Panel::left("gpus")
-            .resizable(true)
-            .default_size((full * 0.24).clamp(210.0, 340.0))
-            .min_size(200.0)
-            .max_size((full * 0.3).max(200.0))
-            .show(ui, |ui| {
-                if !self.state.hosts.is_empty() || self.backend.remote.is_some() {
-                    self.host_selector(ui);
-                }
-                egui::ScrollArea::vertical().show(ui, |ui| {
-                    overview::forecast_banners(ui, &monitor.oom_alerts);
-                    overview::cards(ui, snap, self.state.units, &mut self.selected_gpu);
-                });
-            });
+        self.gpu_panel(ui, monitor, snap, full);
         let badges = super::leaks::badges(monitor, snap);
-        let selected_row = self.selected.and_then(|k| {
-            rows.iter()
-                .copied()
-                .find(|r| r.series_key() == k)
-                .or_else(|| monitor.row(&k))
-        });
-        if self.selected.is_some() && selected_row.is_none() {
-            self.selected = None;
-        }
-        if let Some(row) = selected_row {
-            let mut open = true;
-            let mut request = None;
-            egui::Panel::right("detail")
-                .resizable(true)
-                .default_size((full * 0.32).clamp(260.0, 420.0))
-                .min_size(240.0)
-                .max_size((full * 0.45).max(240.0))
-                .show(ui, |ui| {
-                    let badge = badges
-                        .get(&crate::engine::view::LeakKey::Process(row.series_key()))
-                        .copied();
-                    // Scrolls when it does not fit (900 × 600, 200 %, a leak box and a
-                    // PyTorch section together).
-                    egui::ScrollArea::vertical()
-                        .id_salt("detail-scroll")
-                        .auto_shrink([false, false])
-                        .show(ui, |ui| {
-                            open = process_detail::pane(
-                                ui,
-                                monitor,
-                                row,
-                                self.state.units,
-                                now,
-                                &mut self.detail_graph,
-                                badge,
-                                // A recorded session offers no actions.
-                                (!self.replaying).then_some(&mut request),
-                            );
-                        });
-                });
-            if !open {
-                self.selected = None;
-            }
-            if let Some(a) = request.filter(|_| !self.replaying) {
-                self.manual_request = Some((row.series_key(), a));
-            }
-        }
+        self.detail_panel(ui, monitor, &rows, &badges, now, full);
         egui::CentralPanel::default().show(ui, |ui| {
             let h = (ui.available_height() * 0.5).max(220.0);
             ui.allocate_ui(egui::vec2(ui.available_width(), h), |ui| {
@@ -1219,158 +1280,355 @@ impl VramApp {
                 );
             });
             ui.separator();
-            let n_leaks = monitor
-                .leaks
-                .iter()
-                .filter(|l| l.ended_ms.is_none())
-                .count();
-            ui.horizontal(|ui| {
-                ui.selectable_value(
-                    &mut self.state.bottom,
-                    BottomTab::Processes,
-                    RichText::new("Processes").strong(),
-                )
-                .on_hover_text("Ctrl+1");
-                let leaks_label = if n_leaks > 0 {
-                    format!("Leaks ({n_leaks} ongoing)")
-                } else {
-                    "Leaks".to_string()
-                };
-                let leaks_text = if n_leaks > 0 {
-                    RichText::new(leaks_label)
-                        .strong()
-                        .color(super::leaks::leak_color(ui.visuals().dark_mode))
-                } else {
-                    RichText::new(leaks_label).strong()
-                };
-                ui.selectable_value(&mut self.state.bottom, BottomTab::Leaks, leaks_text)
-                    .on_hover_text("Ctrl+2");
-                let n_act = monitor.activity.len();
-                ui.selectable_value(
-                    &mut self.state.bottom,
-                    BottomTab::Activity,
-                    RichText::new(if n_act > 0 {
-                        format!("Activity ({n_act})")
-                    } else {
-                        "Activity".into()
-                    })
-                    .strong(),
-                )
-                .on_hover_text("Ctrl+3");
-            });
+            self.tab_bar(ui, monitor);
             match self.state.bottom {
-                BottomTab::Processes => {
-                    let mut table = TableState {
-                        units: self.state.units,
-                        sort: &mut self.state.sort,
-                        desc: &mut self.state.sort_desc,
-                        filter: &mut self.filter,
-                        focus_filter: &mut self.focus_filter,
-                        selected: &mut self.selected,
-                        leaks: &badges,
-                        orphans: &monitor.orphans,
-                        request: (!self.replaying).then_some(&mut self.manual_request),
-                        stale_gpus: snap
-                            .devices
-                            .iter()
-                            .filter(|d| d.process_list_error.is_some())
-                            .map(|d| d.index)
-                            .collect(),
-                        hidden: &mut self.state.hidden_columns,
-                        window_open: self.settings_ui.open
-                            || self.connect.open
-                            || self.sessions.export_open
-                            || self.sessions.browser_open,
-                        group_by: &mut self.state.group_by,
-                        collapsed: &mut self.collapsed_groups,
-                    };
-                    processes::table(ui, rows.clone(), &mut table, now);
-                }
-                BottomTab::Leaks => {
-                    // A window attached to an agent shows the agent's past leaks.
-                    let agent_past = self.backend.agent_past();
-                    if agent_past.is_none() && self.past.is_none() && self.past_leaks.is_none() {
-                        let dir = crate::session::default_dir();
-                        let skip = monitor.recording.path.clone();
-                        let id = crate::front::gui::jobs::JobId::next();
-                        self.job_requests
-                            .push(crate::front::gui::jobs::JobCommand::Start(
-                                id,
-                                crate::front::gui::jobs::Job::PastLeaks { dir, skip },
-                            ));
-                        self.past_leaks = Some(id);
-                    }
-                    let mut all: Vec<&crate::engine::view::LeakRecord> =
-                        monitor.leaks.iter().collect();
-                    let own: std::collections::HashSet<_> = monitor
-                        .leaks
-                        .iter()
-                        .filter_map(|l| l.session.clone())
-                        .collect();
-                    let mut ooms: Vec<&crate::engine::view::OomRecord> =
-                        monitor.ooms.iter().collect();
-                    let past = agent_past.clone().unwrap_or_else(|| self.past.clone());
-                    let loading = agent_past
-                        .as_ref()
-                        .map_or(self.past_leaks.is_some(), Option::is_none);
-                    if let Some(p) = &past {
-                        all.extend(
-                            p.leaks
-                                .iter()
-                                .filter(|l| l.session.as_ref().is_none_or(|s| !own.contains(s))),
-                        );
-                        ooms.extend(
-                            p.ooms
-                                .iter()
-                                .filter(|o| o.session.as_ref().is_none_or(|s| !own.contains(s))),
-                        );
-                    }
-                    all.sort_by_key(|l| std::cmp::Reverse(l.flagged_ms));
-                    ooms.sort_by_key(|o| std::cmp::Reverse(o.at_ms));
-                    if let Some(c) =
-                        super::leaks::pane(ui, &all, &ooms, self.state.units, now, loading)
-                    {
-                        self.leak_clicked = Some(c);
-                    }
-                }
+                BottomTab::Processes => self.processes_tab(ui, monitor, snap, &rows, &badges, now),
+                BottomTab::Leaks => self.leaks_tab(ui, monitor, now),
                 BottomTab::Activity => activity_pane(ui, monitor),
             }
         });
-        // A manual action asked for (detail pane, context menu, Delete): confirm first.
-        if let Some((key, action)) = self.manual_request.take().filter(|_| !self.replaying) {
-            if let Some(r) = rows
-                .iter()
-                .copied()
-                .find(|r| r.series_key() == key)
-                .or_else(|| monitor.row(&key))
-            {
-                let live = monitor.latest.as_ref().and_then(|s| {
-                    s.processes
-                        .iter()
-                        .find(|p| p.key() == key.0 && p.device_index == key.1)
-                });
-                // The live facts where the process is listed; else the row's, with the
-                // owner's uid unknown.
-                let info = live
-                    .and_then(|p| p.info.as_ref())
-                    .map(|i| crate::engine::view::ProcessRow::facts(Some(i)))
-                    .unwrap_or_else(|| {
-                        std::sync::Arc::new(crate::model::ProcInfo {
-                            uid: u32::MAX,
-                            ..(*r.info).clone()
-                        })
-                    });
-                self.confirm = Some((
-                    crate::act::rules::eval::Target::Process {
-                        key,
-                        info: Some(info),
-                        used_bytes: r.used_bytes,
-                        origin: live.map_or(crate::model::Origin::Recorded, |p| p.origin),
-                    },
-                    action,
-                ));
+        self.confirm_request(monitor, &rows);
+    }
+
+    /// A new selection brings its GPU's graph; a GPU index past the last falls back to 0.
+    fn sync_selection(&mut self, n_devices: u32) {
+        if self.selected != self.last_selected {
+            if let Some(k) = self.selected {
+                self.selected_gpu = k.1;
             }
+            self.last_selected = self.selected;
         }
+        if self.selected_gpu >= n_devices {
+            self.selected_gpu = 0;
+        }
+    }
+
+    /// The left panel: the host selector, forecast banners and the GPU cards.
+    fn gpu_panel(
+        &mut self,
+        ui: &mut Ui,
+        monitor: &Monitor,
+        snap: &crate::model::Snapshot,
+        full: f32,
+    ) {
+        egui::Panel::left("gpus")
+            .resizable(true)
+            .default_size((full * 0.24).clamp(210.0, 340.0))
+            .min_size(200.0)
+            .max_size((full * 0.3).max(200.0))
+            .show(ui, |ui| {
+                if !self.state.hosts.is_empty() || self.backend.remote.is_some() {
+                    self.host_selector(ui);
+                }
+                egui::ScrollArea::vertical().show(ui, |ui| {
+                    overview::forecast_banners(ui, &monitor.oom_alerts);
+                    overview::cards(ui, snap, self.state.units, &mut self.selected_gpu);
+                });
+            });
+    }
+
+    /// The right panel: the selected process's details and actions.
+    fn detail_panel(
+        &mut self,
+        ui: &mut Ui,
+        monitor: &Monitor,
+        rows: &[&crate::engine::view::ProcessRow],
+        badges: &Badges,
+        now: UnixMs,
+        full: f32,
+    ) {
+        let selected_row = self.selected.and_then(|k| {
+            rows.iter()
+                .copied()
+                .find(|r| r.series_key() == k)
+                .or_else(|| monitor.row(&k))
+        });
+        if self.selected.is_some() && selected_row.is_none() {
+            self.selected = None;
+        }
+        let Some(row) = selected_row else {
+            return;
+        };
+        let mut open = true;
+        let mut request = None;
+        egui::Panel::right("detail")
+            .resizable(true)
+            .default_size((full * 0.32).clamp(260.0, 420.0))
+            .min_size(240.0)
+            .max_size((full * 0.45).max(240.0))
+            .show(ui, |ui| {
+                let badge = badges
+                    .get(&crate::engine::view::LeakKey::Process(row.series_key()))
+                    .copied();
+                // Scrolls when it does not fit (900 × 600, 200 %, a leak box and a
+                // PyTorch section together).
+                egui::ScrollArea::vertical()
+                    .id_salt("detail-scroll")
+                    .auto_shrink([false, false])
+                    .show(ui, |ui| {
+                        let result = (!self.replaying)
+                            .then(|| self.action_status.state(monitor, row.series_key(), now))
+                            .flatten();
+                        let input = process_detail::PaneInputs {
+                            units: self.state.units,
+                            now,
+                            leak: badge,
+                            result,
+                            // A recorded session offers no actions.
+                            request: (!self.replaying).then_some(&mut request),
+                        };
+                        open =
+                            process_detail::pane(ui, monitor, row, &mut self.detail_graph, input);
+                    });
+            });
+        if !open {
+            self.selected = None;
+        }
+        if let Some(a) = request.filter(|_| !self.replaying) {
+            self.manual_request = Some((row.series_key(), a));
+        }
+    }
+
+    /// Processes · Leaks · Activity, with their counts.
+    fn tab_bar(&mut self, ui: &mut Ui, monitor: &Monitor) {
+        let n_leaks = monitor
+            .leaks
+            .iter()
+            .filter(|l| l.ended_ms.is_none())
+            .count();
+        ui.horizontal(|ui| {
+            ui.selectable_value(
+                &mut self.state.bottom,
+                BottomTab::Processes,
+                RichText::new("Processes").strong(),
+            )
+            .on_hover_text("Ctrl+1");
+            let leaks_label = if n_leaks > 0 {
+                format!("Leaks ({n_leaks} ongoing)")
+            } else {
+                "Leaks".to_string()
+            };
+            let leaks_text = if n_leaks > 0 {
+                RichText::new(leaks_label)
+                    .strong()
+                    .color(super::leaks::leak_color(ui.visuals().dark_mode))
+            } else {
+                RichText::new(leaks_label).strong()
+            };
+            ui.selectable_value(&mut self.state.bottom, BottomTab::Leaks, leaks_text)
+                .on_hover_text("Ctrl+2");
+            let n_act = monitor.activity.len();
+            ui.selectable_value(
+                &mut self.state.bottom,
+                BottomTab::Activity,
+                RichText::new(if n_act > 0 {
+                    format!("Activity ({n_act})")
+                } else {
+                    "Activity".into()
+                })
+                .strong(),
+            )
+            .on_hover_text("Ctrl+3");
+        });
+    }
+
+    /// The process table.
+    fn processes_tab(
+        &mut self,
+        ui: &mut Ui,
+        monitor: &Monitor,
+        snap: &crate::model::Snapshot,
+        rows: &[&crate::engine::view::ProcessRow],
+        badges: &Badges,
+        now: UnixMs,
+    ) {
+        self.action_status.prune(now);
+        let actions = if self.replaying {
+            std::collections::HashMap::new()
+        } else {
+            self.action_status.states(monitor, now)
+        };
+        let mut table = TableState {
+            units: self.state.units,
+            sort: &mut self.state.sort,
+            desc: &mut self.state.sort_desc,
+            filter: &mut self.filter,
+            focus_filter: &mut self.focus_filter,
+            selected: &mut self.selected,
+            leaks: badges,
+            orphans: &monitor.orphans,
+            request: (!self.replaying).then_some(&mut self.manual_request),
+            stale_gpus: snap
+                .devices
+                .iter()
+                .filter(|d| d.process_list_error.is_some())
+                .map(|d| d.index)
+                .collect(),
+            hidden: &mut self.state.hidden_columns,
+            window_open: self.settings_ui.open
+                || self.connect.open
+                || self.sessions.export_open
+                || self.sessions.browser_open,
+            group_by: &mut self.state.group_by,
+            collapsed: &mut self.collapsed_groups,
+            actions: &actions,
+        };
+        processes::table(ui, rows.to_vec(), &mut table, now);
+    }
+
+    /// The Leaks tab: this source's episodes and past sessions' (read by a job), newest
+    /// first.
+    fn leaks_tab(&mut self, ui: &mut Ui, monitor: &Monitor, now: UnixMs) {
+        // A window attached to an agent shows the agent's past leaks, not this computer's.
+        let agent_past = self.backend.agent_past();
+        if agent_past.is_none() && self.past.is_none() && self.past_leaks.is_none() {
+            let dir = crate::session::default_dir();
+            let skip = monitor.recording.path.clone();
+            let id = crate::front::gui::jobs::JobId::next();
+            self.job_requests
+                .push(crate::front::gui::jobs::JobCommand::Start(
+                    id,
+                    crate::front::gui::jobs::Job::PastLeaks { dir, skip },
+                ));
+            self.past_leaks = Some(id);
+        }
+        let mut all: Vec<&crate::engine::view::LeakRecord> = monitor.leaks.iter().collect();
+        let own: std::collections::HashSet<_> = monitor
+            .leaks
+            .iter()
+            .filter_map(|l| l.session.clone())
+            .collect();
+        let mut ooms: Vec<&crate::engine::view::OomRecord> = monitor.ooms.iter().collect();
+        let past = agent_past.clone().unwrap_or_else(|| self.past.clone());
+        let loading = agent_past
+            .as_ref()
+            .map_or(self.past_leaks.is_some(), Option::is_none);
+        if let Some(p) = &past {
+            all.extend(
+                p.leaks
+                    .iter()
+                    .filter(|l| l.session.as_ref().is_none_or(|s| !own.contains(s))),
+            );
+            ooms.extend(
+                p.ooms
+                    .iter()
+                    .filter(|o| o.session.as_ref().is_none_or(|s| !own.contains(s))),
+            );
+        }
+        all.sort_by_key(|l| std::cmp::Reverse(l.flagged_ms));
+        ooms.sort_by_key(|o| std::cmp::Reverse(o.at_ms));
+        if let Some(c) = super::leaks::pane(ui, &all, &ooms, self.state.units, now, loading) {
+            self.leak_clicked = Some(c);
+        }
+    }
+
+    /// A manual action asked for (detail pane, context menu, Delete): confirm first.
+    fn confirm_request(&mut self, monitor: &Monitor, rows: &[&crate::engine::view::ProcessRow]) {
+        let Some((key, action)) = self.manual_request.take().filter(|_| !self.replaying) else {
+            return;
+        };
+        let Some(r) = rows
+            .iter()
+            .copied()
+            .find(|r| r.series_key() == key)
+            .or_else(|| monitor.row(&key))
+        else {
+            return;
+        };
+        let live = monitor.latest.as_ref().and_then(|s| {
+            s.processes
+                .iter()
+                .find(|p| p.key() == key.0 && p.device_index == key.1)
+        });
+        // The live facts where the process is listed; else the row's, with the
+        // owner's uid unknown.
+        let info = live
+            .and_then(|p| p.info.as_ref())
+            .map(|i| crate::engine::view::ProcessRow::facts(Some(i)))
+            .unwrap_or_else(|| {
+                std::sync::Arc::new(crate::model::ProcInfo {
+                    uid: u32::MAX,
+                    ..(*r.info).clone()
+                })
+            });
+        self.confirm = Some((
+            crate::act::rules::eval::Target::process(
+                key,
+                Some(info),
+                r.used_bytes,
+                live.map_or(crate::model::Origin::Recorded, |p| p.origin),
+            ),
+            action,
+        ));
+    }
+}
+
+/// The target of a confirmation in the window's units (Auto: from its size, as the detail
+/// pane shows it: "38.0 GiB", not "38912 MiB").
+pub fn describe_target(target: &crate::act::rules::eval::Target, units: Units) -> String {
+    match target {
+        crate::act::rules::eval::Target::Process {
+            key, used_bytes, ..
+        } => {
+            let used = used_bytes.unwrap_or(0);
+            let user = match target.user() {
+                "" => String::new(),
+                u => format!(", user {u}"),
+            };
+            format!(
+                "{} (PID {}{user}, GPU {}, {})",
+                target.name(),
+                key.0.pid,
+                key.1,
+                units.for_largest(used).bytes(used)
+            )
+        }
+        crate::act::rules::eval::Target::Device(_) => target.describe(),
+    }
+}
+
+/// The confirmation's heading and its button for `action` on `target`.
+fn confirm_wording(
+    target: &crate::act::rules::eval::Target,
+    action: &crate::act::rules::Action,
+) -> (String, String) {
+    match action {
+        crate::act::rules::Action::Terminate { .. } => (
+            "Terminate this process?".to_string(),
+            "Terminate".to_string(),
+        ),
+        crate::act::rules::Action::Signal { signal } if signal == "SIGKILL" => {
+            ("Kill this process?".to_string(), "Kill".to_string())
+        }
+        crate::act::rules::Action::ReleaseCache => (
+            "Release this process's cached GPU memory?".to_string(),
+            "Release".to_string(),
+        ),
+        crate::act::rules::Action::LimitMemory { gib } => (
+            format!("Limit this process to {gib} GiB of GPU memory?"),
+            "Limit".to_string(),
+        ),
+        crate::act::rules::Action::Resume => (
+            "Resume: move its memory back to the GPU?".to_string(),
+            "Resume".to_string(),
+        ),
+        crate::act::rules::Action::Park => {
+            let used = match target {
+                crate::act::rules::eval::Target::Process { used_bytes, .. } => {
+                    used_bytes.unwrap_or(0)
+                }
+                crate::act::rules::eval::Target::Device(_) => 0,
+            };
+            (
+                format!(
+                    "Park: move its {:.1} GiB to host memory (~{:.0} s)?",
+                    used as f64 / crate::model::GIB as f64,
+                    crate::act::park::checks::park_estimate_s(used)
+                ),
+                "Park".to_string(),
+            )
+        }
+        a => (format!("{} this process?", a.label()), a.label()),
     }
 }
 
@@ -1394,16 +1652,10 @@ fn activity_pane(ui: &mut Ui, m: &Monitor) {
                     }
                     ui.end_row();
                     for a in m.activity.iter().rev() {
-                        use crate::act::rules::action::Outcome;
                         ui.monospace(format::clock(a.unix_ms));
                         ui.label(&a.rule);
                         ui.label(a.target.describe());
-                        let color = match a.outcome {
-                            Outcome::Acted => egui::Color32::from_rgb(90, 200, 120),
-                            Outcome::WouldAct => egui::Color32::from_rgb(120, 170, 255),
-                            Outcome::Failed => widgets::WARN,
-                            Outcome::Skipped => egui::Color32::from_rgb(200, 170, 60),
-                        };
+                        let color = widgets::outcome_color(a.outcome, ui.visuals().dark_mode);
                         ui.label(RichText::new(a.outcome.label()).color(color).strong());
                         ui.label(&a.detail);
                         ui.end_row();
@@ -1482,7 +1734,7 @@ fn session_status(ui: &mut Ui, v: &SessionView) {
         if d.report.is_clean() {
             ui.label(d.report.summary());
         } else {
-            ui.label(RichText::new(d.report.summary()).color(widgets::WARN));
+            ui.label(RichText::new(d.report.summary()).color(widgets::warn(ui)));
         }
     });
 }
@@ -1524,7 +1776,7 @@ fn status_bar(ui: &mut Ui, m: &Monitor, now: UnixMs, link: &crate::link::LinkHea
                 ui.separator();
             }
             crate::link::LinkHealth::Disconnected { url, .. } => {
-                ui.label(RichText::new(format!("Agent {url} · disconnected — retrying")).color(widgets::WARN).strong());
+                ui.label(RichText::new(format!("Agent {url} · disconnected — retrying")).color(widgets::warn(ui)).strong());
                 ui.separator();
             }
         }
@@ -1554,7 +1806,7 @@ fn status_bar(ui: &mut Ui, m: &Monitor, now: UnixMs, link: &crate::link::LinkHea
             let age = m.latest_received_ms.map_or(0, |t| now - t);
             ui.label(
                 RichText::new(format!("STALE: no sample for {}", format::duration(age)))
-                    .color(widgets::WARN)
+                    .color(widgets::warn(ui))
                     .strong(),
             )
             .on_hover_text("The driver has not answered for 3 intervals. The window keeps working; data resumes when the driver answers.");
@@ -1563,14 +1815,14 @@ fn status_bar(ui: &mut Ui, m: &Monitor, now: UnixMs, link: &crate::link::LinkHea
         }
         if let Some(e) = &m.last_error {
             ui.separator();
-            ui.label(RichText::new(e).color(widgets::WARN));
+            ui.label(RichText::new(e).color(widgets::warn(ui)));
         }
         for d in m.latest.iter().flat_map(|s| &s.devices) {
             if let Some(e) = &d.process_list_error {
                 ui.separator();
                 ui.label(
                     RichText::new(format!("GPU {}: process list STALE", d.index))
-                        .color(widgets::WARN)
+                        .color(widgets::warn(ui))
                         .strong(),
                 )
                 .on_hover_text(format!("The driver failed to list this GPU's processes ({e}). The last good list is shown, its memory unknown; nothing is recorded as 0."));
@@ -1578,7 +1830,7 @@ fn status_bar(ui: &mut Ui, m: &Monitor, now: UnixMs, link: &crate::link::LinkHea
         }
         if let Some(e) = &m.recording.error {
             ui.separator();
-            ui.label(RichText::new(e).color(widgets::WARN)).on_hover_text("Sampling goes on; recording retries every sample.");
+            ui.label(RichText::new(e).color(widgets::warn(ui))).on_hover_text("Sampling goes on; recording retries every sample.");
         }
         if let Some((_, n)) = m
             .notices
@@ -1600,7 +1852,7 @@ fn empty_state(ui: &mut Ui, m: &Monitor, start_demo: &mut bool, retry: &mut bool
         ui.add_space(ui.available_height() * 0.25);
         match &m.status {
             SourceStatus::Failed(why) => {
-                ui.heading(RichText::new("No NVIDIA GPU can be read").color(widgets::WARN));
+                ui.heading(RichText::new("No NVIDIA GPU can be read").color(widgets::warn(ui)));
                 ui.add_space(8.0);
                 ui.label(why.as_str());
                 ui.add_space(16.0);

@@ -146,7 +146,7 @@ impl ConnectUi {
                 ui.end_row();
             });
         if let Some(e) = &self.error {
-            ui.add(egui::Label::new(RichText::new(e).color(widgets::WARN)).wrap());
+            ui.add(egui::Label::new(RichText::new(e).color(widgets::warn(ui))).wrap());
         }
         ui.add_space(6.0);
         let mut out = None;

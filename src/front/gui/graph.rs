@@ -7,7 +7,7 @@ use egui_plot::{GridMark, HLine, Line, Plot, PlotPoints, VLine};
 
 use super::ui_state::UiState;
 pub use super::ui_state::Window;
-use super::widgets;
+use super::{plot_table, widgets};
 use crate::engine::view::Monitor;
 use crate::model::format::{self, Units};
 use crate::model::history::{History, PlotLine, ProcSeriesKey, Series, NONE};
@@ -125,6 +125,8 @@ pub struct GraphCache {
     pub plot_rect: Option<egui::Rect>,
     buckets: crate::model::history::BucketCache,
     metrics: Option<(CacheKey, Vec<Vec<GraphLine>>)>,
+    /// The plot's series shown as a table instead (the "Table" toggle).
+    pub as_table: bool,
 }
 
 impl GraphCache {
@@ -168,7 +170,6 @@ pub fn device_lines(
     colors: &widgets::Colors,
     buckets: &mut crate::model::history::BucketCache,
 ) -> DeviceLines {
-    use crate::model::history::SeriesId;
     let t0 = h.tick_at(from);
     let t1 = h.tick_at(to.saturating_add(1));
     let mut procs: Vec<(&ProcSeriesKey, &Series)> = h
@@ -178,19 +179,64 @@ pub fn device_lines(
         .filter(|(_, s)| s.end_tick() > t0 && s.first_tick() < t1)
         .collect();
     procs.sort_by_key(|(k, _)| (k.0.start_time_ms, k.0.pid));
-    let name_of = |k: &ProcSeriesKey| {
-        let name = m.row(k).map_or("?", |r| r.info.name.as_str());
-        format!("{name} ({})", k.0.pid)
+    let label = |k: &ProcSeriesKey| {
+        let row = m.row(k);
+        let name = row.map_or("?", |r| r.info.name.as_str());
+        (
+            format!("{name} ({})", k.0.pid),
+            colors.slot(row.map_or(0, |r| r.color_slot)),
+        )
     };
-    let color_of = |k: &ProcSeriesKey| colors.slot(m.row(k).map_or(0, |r| r.color_slot));
     let (b0, per, n) = h.buckets(from, to, width);
+    let spans = bucket_spans(h, device, (b0, per, n), buckets);
+    let grid = Grid {
+        b0,
+        per,
+        n,
+        from,
+        to,
+        width,
+    };
+    let lines = if stacked {
+        stacked_lines(h, device, &procs, &label, &grid, buckets)
+    } else {
+        plain_lines(h, device, &procs, &label, &grid, buckets)
+    };
+    DeviceLines {
+        lines,
+        buckets: spans,
+    }
+}
+
+/// How a graph's time range is cut into buckets: the first tick, ticks per bucket, how many
+/// buckets, and the range and width they were made for.
+struct Grid {
+    b0: u64,
+    per: u64,
+    n: usize,
+    from: UnixMs,
+    to: UnixMs,
+    width: usize,
+}
+
+/// A process's legend name and colour.
+type Label<'a> = dyn Fn(&ProcSeriesKey) -> (String, Color32) + 'a;
+
+/// The time each bucket covers, and the total's lowest and highest value in it.
+fn bucket_spans(
+    h: &History,
+    device: u32,
+    (b0, per, n): (u64, u64, usize),
+    buckets: &mut crate::model::history::BucketCache,
+) -> Vec<Bucket> {
+    use crate::model::history::SeriesId;
     let secs = |tick: u64| h.time_of(tick).map(|ms| ms as f64 / 1000.0);
     let total_mm = h.device(device).map(|s| {
         buckets
             .get(h, SeriesId::Device(device), s, b0, per, n)
             .to_vec()
     });
-    let spans: Vec<Bucket> = (0..n)
+    (0..n)
         .filter_map(|i| {
             let at = h.bucket_instant(b0, per, i);
             let from_s = secs(b0 + i as u64 * per)?;
@@ -207,111 +253,138 @@ pub fn device_lines(
                 total_range,
             })
         })
-        .collect();
+        .collect()
+}
+
+/// The stack: every series read at each bucket's instant, processes (oldest at the bottom)
+/// then unattributed memory as cumulative filled areas, the total's range behind them and the
+/// total on top.
+fn stacked_lines(
+    h: &History,
+    device: u32,
+    procs: &[(&ProcSeriesKey, &Series)],
+    label: &Label<'_>,
+    g: &Grid,
+    buckets: &mut crate::model::history::BucketCache,
+) -> Vec<GraphLine> {
+    use crate::model::history::SeriesId;
+    let (b0, per, n) = (g.b0, g.per, g.n);
+    let secs = |tick: u64| h.time_of(tick).map(|ms| ms as f64 / 1000.0);
     let mut lines = Vec::new();
-    if stacked {
-        let xs: Vec<Option<f64>> = (0..n).map(|i| secs(h.bucket_instant(b0, per, i))).collect();
-        let mut cum = vec![0u64; n];
-        let mut layer = |name: String, kind: LineKind, color: Color32, at: &[u32]| {
-            let mut pts = Vec::with_capacity(n);
-            let mut own = Vec::with_capacity(n);
-            for i in 0..n {
-                // Not alive at this instant: no point, so the hover shows nothing.
-                let (Some(x), Some(&v)) = (xs[i], at.get(i).filter(|v| **v != NONE)) else {
-                    continue;
-                };
-                cum[i] += u64::from(v);
-                pts.push([x, cum[i] as f64]);
-                own.push(f64::from(v));
-            }
-            GraphLine {
-                own,
-                ..GraphLine::new(name, kind, color, pts, true)
-            }
-        };
-        let mut layers = Vec::new();
-        for (k, s) in &procs {
-            let at = buckets.get_at(h, SeriesId::Process(**k), s, b0, per, n);
-            layers.push(layer(name_of(k), LineKind::Process(**k), color_of(k), at));
+    let xs: Vec<Option<f64>> = (0..n).map(|i| secs(h.bucket_instant(b0, per, i))).collect();
+    let mut cum = vec![0u64; n];
+    let mut layer = |name: String, kind: LineKind, color: Color32, at: &[u32]| {
+        let mut pts = Vec::with_capacity(n);
+        let mut own = Vec::with_capacity(n);
+        for i in 0..n {
+            // Not alive at this instant: no point, so the hover shows nothing.
+            let (Some(x), Some(&v)) = (xs[i], at.get(i).filter(|v| **v != NONE)) else {
+                continue;
+            };
+            cum[i] += u64::from(v);
+            pts.push([x, cum[i] as f64]);
+            own.push(f64::from(v));
         }
-        if let Some(g) = h.ghost(device) {
-            let at = buckets.get_at(h, SeriesId::Ghost(device), g, b0, per, n);
-            if at.iter().any(|v| *v != NONE && *v > 0) {
-                layers.push(layer(
-                    UNATTRIBUTED.into(),
-                    LineKind::Unattributed,
-                    widgets::UNATTRIBUTED,
-                    at,
-                ));
-            }
+        GraphLine {
+            own,
+            ..GraphLine::new(name, kind, color, pts, true)
         }
-        // Behind the stack: the total's range in each bucket (its peaks stay visible).
-        if let Some(s) = h.device(device).filter(|_| per > 1) {
-            lines.push(GraphLine::new(
-                "Total used (range)".into(),
-                LineKind::TotalRange,
-                widgets::USED.gamma_multiply(0.55),
-                h.decimate_cached(buckets, SeriesId::Device(device), s, from, to, width),
-                false,
+    };
+    let mut layers = Vec::new();
+    for (k, s) in procs {
+        let at = buckets.get_at(h, SeriesId::Process(**k), s, b0, per, n);
+        let (name, color) = label(k);
+        layers.push(layer(name, LineKind::Process(**k), color, at));
+    }
+    if let Some(gh) = h.ghost(device) {
+        let at = buckets.get_at(h, SeriesId::Ghost(device), gh, b0, per, n);
+        if at.iter().any(|v| *v != NONE && *v > 0) {
+            layers.push(layer(
+                UNATTRIBUTED.into(),
+                LineKind::Unattributed,
+                widgets::UNATTRIBUTED,
+                at,
             ));
         }
-        // Top layer first, so each lower layer is drawn over the one above it.
-        layers.reverse();
-        lines.extend(layers);
-        if let Some(s) = h.device(device) {
-            // The top edge of the stack: the total at the same instants.
-            let at = buckets.get_at(h, SeriesId::Device(device), s, b0, per, n);
-            let pts: PlotLine = (0..n)
-                .filter_map(|i| {
-                    let v = *at.get(i).filter(|v| **v != NONE)?;
-                    Some([xs[i]?, f64::from(v)])
-                })
-                .collect();
+    }
+    // Behind the stack: the total's range in each bucket (its peaks stay visible).
+    if let Some(s) = h.device(device).filter(|_| per > 1) {
+        lines.push(GraphLine::new(
+            "Total used (range)".into(),
+            LineKind::TotalRange,
+            widgets::USED.gamma_multiply(0.55),
+            h.decimate_cached(buckets, SeriesId::Device(device), s, g.from, g.to, g.width),
+            false,
+        ));
+    }
+    // Top layer first, so each lower layer is drawn over the one above it.
+    layers.reverse();
+    lines.extend(layers);
+    if let Some(s) = h.device(device) {
+        // The top edge of the stack: the total at the same instants.
+        let at = buckets.get_at(h, SeriesId::Device(device), s, b0, per, n);
+        let pts: PlotLine = (0..n)
+            .filter_map(|i| {
+                let v = *at.get(i).filter(|v| **v != NONE)?;
+                Some([xs[i]?, f64::from(v)])
+            })
+            .collect();
+        lines.push(GraphLine::new(
+            "Total used".into(),
+            LineKind::Total,
+            widgets::USED,
+            pts,
+            false,
+        ));
+    }
+    lines
+}
+
+/// Unstacked: each line keeps every bucket's lowest and highest value; the total on top.
+fn plain_lines(
+    h: &History,
+    device: u32,
+    procs: &[(&ProcSeriesKey, &Series)],
+    label: &Label<'_>,
+    g: &Grid,
+    buckets: &mut crate::model::history::BucketCache,
+) -> Vec<GraphLine> {
+    use crate::model::history::SeriesId;
+    let (from, to, width) = (g.from, g.to, g.width);
+    let mut lines = Vec::new();
+    for (k, s) in procs {
+        let (name, color) = label(k);
+        lines.push(GraphLine::new(
+            name,
+            LineKind::Process(**k),
+            color,
+            h.decimate_cached(buckets, SeriesId::Process(**k), s, from, to, width),
+            false,
+        ));
+    }
+    if let Some(gh) = h.ghost(device) {
+        let pts = h.decimate_cached(buckets, SeriesId::Ghost(device), gh, from, to, width);
+        if pts.iter().any(|p| p[1] > 0.0) {
             lines.push(GraphLine::new(
-                "Total used".into(),
-                LineKind::Total,
-                widgets::USED,
+                UNATTRIBUTED.into(),
+                LineKind::Unattributed,
+                widgets::UNATTRIBUTED,
                 pts,
                 false,
             ));
         }
-    } else {
-        for (k, s) in &procs {
-            lines.push(GraphLine::new(
-                name_of(k),
-                LineKind::Process(**k),
-                color_of(k),
-                h.decimate_cached(buckets, SeriesId::Process(**k), s, from, to, width),
-                false,
-            ));
-        }
-        if let Some(g) = h.ghost(device) {
-            let pts = h.decimate_cached(buckets, SeriesId::Ghost(device), g, from, to, width);
-            if pts.iter().any(|p| p[1] > 0.0) {
-                lines.push(GraphLine::new(
-                    UNATTRIBUTED.into(),
-                    LineKind::Unattributed,
-                    widgets::UNATTRIBUTED,
-                    pts,
-                    false,
-                ));
-            }
-        }
-        if let Some(s) = h.device(device) {
-            // The total goes on top of everything.
-            lines.push(GraphLine::new(
-                "Total used".into(),
-                LineKind::Total,
-                widgets::USED,
-                h.decimate_cached(buckets, SeriesId::Device(device), s, from, to, width),
-                false,
-            ));
-        }
     }
-    DeviceLines {
-        lines,
-        buckets: spans,
+    if let Some(s) = h.device(device) {
+        // The total goes on top of everything.
+        lines.push(GraphLine::new(
+            "Total used".into(),
+            LineKind::Total,
+            widgets::USED,
+            h.decimate_cached(buckets, SeriesId::Device(device), s, from, to, width),
+            false,
+        ));
     }
+    lines
 }
 
 /// The legend name of memory no process accounts for.
@@ -344,8 +417,10 @@ struct PlotOpts<'a> {
     step_s: f64,
     /// Fixed height in points (default: what is available).
     height: Option<f32>,
-    /// Plots of one group share their time axis (pan and zoom together).
-    link: Option<&'a str>,
+    /// Plots of one group share their time axis (pan and zoom together) and their cursor.
+    link: Option<egui::Id>,
+    /// Shaded time windows (unix s from, to, name): leaks and OOM deaths.
+    spans: &'a [(f64, f64, String)],
     /// The time range of each point (the hover's title).
     buckets: &'a [Bucket],
     /// The lines are a stack read at each bucket's instant.
@@ -466,7 +541,6 @@ fn draw_plot(
     lines: &mut [GraphLine],
     o: &PlotOpts<'_>,
 ) -> egui_plot::PlotResponse<()> {
-    let units = o.units;
     // The axis uses one unit for all its labels: GiB when the scale reaches 10 GiB (or when
     // chosen), so the grid falls on round GiB values.
     let top = o.limit_mib.filter(|_| !o.fit_y).unwrap_or_else(|| {
@@ -475,13 +549,47 @@ fn draw_plot(
             .flat_map(|l| l.points.iter().map(|p| p[1]))
             .fold(0.0, f64::max)
     });
-    let unit = match units {
+    let unit = match o.units {
         Units::MiB => "MiB",
         Units::GiB => "GiB",
         Units::Auto if top >= 10.0 * 1024.0 => "GiB",
         Units::Auto => "MiB",
     };
     let scale = if unit == "GiB" { 1.0 / 1024.0 } else { 1.0 };
+    rescale(lines, scale);
+    let lines: &[GraphLine] = lines;
+    let fit = o.fit_y.then(|| fit_range(lines, o)).flatten();
+    let plot = configure_plot(id, o, unit, scale, fit);
+    let resp = plot.show(ui, |plot_ui| {
+        if let Some((a, b)) = o.set_x {
+            plot_ui.set_plot_bounds_x(a..=b);
+        }
+        if let Some((lo, hi)) = fit {
+            plot_ui.set_plot_bounds_y(lo..=hi);
+        }
+        wheel_zoom(plot_ui);
+        plot_lines(plot_ui, lines, o, scale);
+    });
+    if o.table_hover {
+        if let Some(pos) = resp.response.hover_pos() {
+            let x = resp.transform.value_from_position(pos).x;
+            let at = HoverAt {
+                x,
+                step: o.step_s,
+                bucket: bucket_at(o.buckets, x, o.step_s),
+                stacked: o.stacked,
+            };
+            let (limit, reserved, units) = (o.limit_mib, o.reserved_mib, o.units);
+            resp.response.clone().on_hover_ui_at_pointer(|ui| {
+                hover_table(ui, lines, &at, limit, reserved, units);
+            });
+        }
+    }
+    resp
+}
+
+/// Makes each line's points in the axis unit (`scale` from MiB), when not made already.
+fn rescale(lines: &mut [GraphLine], scale: f64) {
     for l in lines.iter_mut() {
         if l.scale != scale || l.scaled.len() != l.points.len() {
             l.scaled = l
@@ -492,24 +600,33 @@ fn draw_plot(
             l.scale = scale;
         }
     }
-    let lines: &[GraphLine] = lines;
-    // Fit to data: the range of what is drawn in the time shown, with a margin.
-    let fit = if o.fit_y {
-        let (x0, x1) = o.set_x.unwrap_or((f64::MIN, f64::MAX));
-        let (lo, hi) = lines
-            .iter()
-            .flat_map(|l| l.scaled.iter())
-            .filter(|p| p.x >= x0 && p.x <= x1)
-            .fold((f64::MAX, f64::MIN), |(lo, hi), p| {
-                (lo.min(p.y), hi.max(p.y))
-            });
-        (lo <= hi).then(|| {
-            let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.002).max(1e-3);
-            ((lo - pad).max(0.0), hi + pad)
-        })
-    } else {
-        None
-    };
+}
+
+/// Fit to data: the range of what is drawn in the time shown, with a margin.
+fn fit_range(lines: &[GraphLine], o: &PlotOpts<'_>) -> Option<(f64, f64)> {
+    let (x0, x1) = o.set_x.unwrap_or((f64::MIN, f64::MAX));
+    let (lo, hi) = lines
+        .iter()
+        .flat_map(|l| l.scaled.iter())
+        .filter(|p| p.x >= x0 && p.x <= x1)
+        .fold((f64::MAX, f64::MIN), |(lo, hi), p| {
+            (lo.min(p.y), hi.max(p.y))
+        });
+    (lo <= hi).then(|| {
+        let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.002).max(1e-3);
+        ((lo - pad).max(0.0), hi + pad)
+    })
+}
+
+/// The plot's axes, hover label, size and links, before its lines.
+fn configure_plot<'a>(
+    id: &str,
+    o: &PlotOpts<'_>,
+    unit: &'static str,
+    scale: f64,
+    fit: Option<(f64, f64)>,
+) -> Plot<'a> {
+    let units = o.units;
     let mut plot = Plot::new(id)
         .allow_zoom([true, false])
         .allow_drag([true, false])
@@ -522,7 +639,7 @@ fn draw_plot(
         .y_grid_spacer(value_grid)
         .custom_y_axes(vec![value_axis(56.0, move |m| value_label(m, unit))]);
     plot = if o.table_hover {
-        // The hover table (below) replaces the single-value label.
+        // The hover table (drawn by the caller) replaces the single-value label.
         plot.label_formatter(|_| None)
     } else {
         plot.label_formatter(move |pos| match pos {
@@ -542,7 +659,9 @@ fn draw_plot(
         plot = plot.height(h);
     }
     if let Some(g) = o.link {
-        plot = plot.link_axis(egui::Id::unique(g), [true, false]);
+        plot = plot
+            .link_axis(g, [true, false])
+            .link_cursor(g, [true, false]);
     }
     if fit.is_none() {
         plot = plot.include_y(0.0);
@@ -550,92 +669,86 @@ fn draw_plot(
             plot = plot.include_y(l * scale * 1.02);
         }
     }
-    let resp = plot.show(ui, |plot_ui| {
-        if let Some((a, b)) = o.set_x {
-            plot_ui.set_plot_bounds_x(a..=b);
-        }
-        if let Some((lo, hi)) = fit {
-            plot_ui.set_plot_bounds_y(lo..=hi);
-        }
-        // The wheel zooms time around the cursor, a notch in one frame (egui's smoothed
-        // scroll would spread it over a second of frames). In the window the wheel reaches
-        // the plot as a zoom event ([`wheel_to_zoom`]); this reads one that was not turned.
-        if plot_ui.response().hovered() {
-            let f = plot_ui
-                .ctx()
-                .input(|i| wheel_zoom_factor(&i.events, i.modifiers));
-            if f != 1.0 {
-                plot_ui.zoom_bounds_around_hovered(egui::vec2(f, 1.0));
-            }
-        }
-        for l in lines.iter() {
-            let mut line =
-                Line::new(l.name.clone(), PlotPoints::Borrowed(&l.scaled)).color(l.color);
-            let highlighted =
-                matches!((l.kind, o.highlight), (LineKind::Process(k), Some(h)) if k == h);
-            if l.filled {
-                line = line
-                    .fill(0.0)
-                    .fill_alpha(if o.highlight.is_some() && !highlighted {
-                        0.45
-                    } else {
-                        0.85
-                    });
-                if highlighted {
-                    line = line.width(2.5).color(l.color);
-                }
-            } else {
-                line = line.width(match l.kind {
-                    LineKind::Total => 2.0,
-                    _ if highlighted => 3.0,
-                    _ => 1.5,
-                });
-            }
-            plot_ui.line(line);
-        }
-        if let Some(l) = o.limit_mib {
-            plot_ui.hline(
-                HLine::new("Memory limit", l * scale)
-                    .color(widgets::LIMIT)
-                    .width(1.5),
-            );
-        }
-        if let Some([[x0, y0], [x1, y1]]) = o.forecast {
-            plot_ui.line(
-                Line::new(
-                    "OOM forecast",
-                    PlotPoints::new(vec![[x0, y0 * scale], [x1, y1 * scale]]),
-                )
-                .color(widgets::FORECAST)
-                .width(2.0)
-                .style(egui_plot::LineStyle::dashed_loose()),
-            );
-        }
-        for (x, name) in o.marks {
-            plot_ui.vline(
-                VLine::new(name.clone(), *x)
-                    .color(super::leaks::LEAK)
-                    .style(egui_plot::LineStyle::dashed_loose()),
-            );
-        }
-    });
-    if o.table_hover {
-        if let Some(pos) = resp.response.hover_pos() {
-            let x = resp.transform.value_from_position(pos).x;
-            let at = HoverAt {
-                x,
-                step: o.step_s,
-                bucket: bucket_at(o.buckets, x, o.step_s),
-                stacked: o.stacked,
-            };
-            let limit = o.limit_mib;
-            let reserved = o.reserved_mib;
-            resp.response.clone().on_hover_ui_at_pointer(|ui| {
-                hover_table(ui, lines, &at, limit, reserved, units);
-            });
+    plot
+}
+
+/// The wheel zooms time around the cursor, a notch in one frame (egui's smoothed scroll would
+/// spread it over a second of frames). In the window the wheel reaches the plot as a zoom
+/// event ([`wheel_to_zoom`]); this reads one that was not turned.
+fn wheel_zoom(plot_ui: &mut egui_plot::PlotUi<'_>) {
+    if plot_ui.response().hovered() {
+        let f = plot_ui
+            .ctx()
+            .input(|i| wheel_zoom_factor(&i.events, i.modifiers));
+        if f != 1.0 {
+            plot_ui.zoom_bounds_around_hovered(egui::vec2(f, 1.0));
         }
     }
-    resp
+}
+
+/// The lines (the highlighted one thicker), the memory limit, the OOM forecast and the marks.
+fn plot_lines<'a>(
+    plot_ui: &mut egui_plot::PlotUi<'a>,
+    lines: &'a [GraphLine],
+    o: &PlotOpts<'_>,
+    scale: f64,
+) {
+    for l in lines.iter() {
+        let mut line = Line::new(l.name.clone(), PlotPoints::Borrowed(&l.scaled)).color(l.color);
+        let highlighted =
+            matches!((l.kind, o.highlight), (LineKind::Process(k), Some(h)) if k == h);
+        if l.filled {
+            line = line
+                .fill(0.0)
+                .fill_alpha(if o.highlight.is_some() && !highlighted {
+                    0.45
+                } else {
+                    0.85
+                });
+            if highlighted {
+                line = line.width(2.5).color(l.color);
+            }
+        } else {
+            line = line.width(match l.kind {
+                LineKind::Total => 2.0,
+                _ if highlighted => 3.0,
+                _ => 1.5,
+            });
+        }
+        plot_ui.line(line);
+    }
+    if let Some(l) = o.limit_mib {
+        plot_ui.hline(
+            HLine::new("Memory limit", l * scale)
+                .color(widgets::LIMIT)
+                .width(1.5),
+        );
+    }
+    if let Some([[x0, y0], [x1, y1]]) = o.forecast {
+        plot_ui.line(
+            Line::new(
+                "OOM forecast",
+                PlotPoints::new(vec![[x0, y0 * scale], [x1, y1 * scale]]),
+            )
+            .color(widgets::FORECAST)
+            .width(2.0)
+            .style(egui_plot::LineStyle::dashed_loose()),
+        );
+    }
+    for (a, b, name) in o.spans {
+        plot_ui.span(
+            egui_plot::Span::new(name.clone(), *a..=*b)
+                .fill(super::leaks::LEAK.gamma_multiply(0.12))
+                .border_width(0.0),
+        );
+    }
+    for (x, name) in o.marks {
+        plot_ui.vline(
+            VLine::new(name.clone(), *x)
+                .color(super::leaks::LEAK)
+                .style(egui_plot::LineStyle::dashed_loose()),
+        );
+    }
 }
 
 /// Where the pointer is on a GPU graph, for its hover.
@@ -781,21 +894,14 @@ fn legend(ui: &mut Ui, lines: &[GraphLine], highlight: Option<ProcSeriesKey>, fo
         .filter(|l| !matches!(l.kind, LineKind::Process(_)));
     ui.horizontal_wrapped(|ui| {
         let item = |ui: &mut Ui, color: Color32, name: &str, bold: bool| {
-            widgets::color_swatch(ui, color);
-            let t = egui::RichText::new(name).small();
-            ui.label(if bold { t.strong() } else { t });
-            ui.add_space(6.0);
+            widgets::legend_item(ui, color, name, bold);
         };
         for l in procs {
             let bold = matches!((l.kind, highlight), (LineKind::Process(k), Some(h)) if k == h);
             item(ui, l.color, &l.name, bold);
         }
         if more > 0 {
-            ui.label(
-                egui::RichText::new(format!("and {more} more"))
-                    .small()
-                    .weak(),
-            );
+            ui.label(widgets::hint(format!("and {more} more")));
             ui.add_space(6.0);
         }
         for l in others {
@@ -882,44 +988,10 @@ pub fn device_graph(
         ui.label("Waiting for the first sample…");
         return;
     };
-    let live_edge = edge;
-    // Wraps on a narrow window (or at 200 %) rather than widening the panel past the screen.
-    ui.horizontal_wrapped(|ui| {
-        ui.label(egui::RichText::new(format!("GPU {device} memory")).strong());
-        ui.separator();
-        for w in Window::ALL {
-            if ui
-                .selectable_label(state.window == w && cache.free_range.is_none(), w.label())
-                .clicked()
-            {
-                state.window = w;
-                cache.free_range = None;
-            }
-        }
-        ui.separator();
-        ui.checkbox(&mut state.stacked, "Stack by process");
-        ui.checkbox(&mut state.show_metrics, "GPU metrics")
-            .on_hover_text("Utilisation, temperature, power and its cap, clocks and fan under the memory graph");
-        ui.checkbox(&mut state.fit_y, "Fit to data")
-            .on_hover_text("Scale the memory axis to the data shown instead of the GPU's size: small growth becomes visible");
-        if cache.free_range.is_some() && ui.button("▶ Follow live").clicked() {
-            cache.free_range = None;
-        }
-        ui.label(
-            egui::RichText::new(
-                "wheel or +/−: zoom · drag or Shift+Left/Right: pan · double-click or End: follow live",
-            )
-                .weak()
-                .small(),
-        );
-    });
-    let shown = cache.free_range.unwrap_or_else(|| {
-        // A preset longer than the history held shows what is held (at least 10 s), so a
-        // fresh start fills the width instead of being a sliver at the right edge.
-        let held = (live_edge - first).max(10_000);
-        let span = state.window.ms().map_or(held, |w| w.min(held)).max(1000);
-        (live_edge - span, live_edge)
-    });
+    toolbar(ui, device, state, cache);
+    let shown = cache
+        .free_range
+        .unwrap_or_else(|| preset_range(state.window, first, edge));
     let keyed = keyboard_move(ui, shown, cache.free_range.is_none());
     if let Some(moved) = keyed {
         cache.free_range = moved;
@@ -949,43 +1021,16 @@ pub fn device_graph(
         .map(|b| (b / MIB) as f64);
     // The OOM forecast, drawn from the newest sample towards the limit, when following.
     let forecast = match (dev, limit, cache.free_range) {
-        (Some(d), Some(l), None) => d.time_to_full_s.zip(d.memory_used_bytes).map(|(s, u)| {
-            let x0 = snap.taken_at_ms as f64 / 1000.0;
-            [
-                [x0, (u / MIB) as f64],
-                [x0 + s, l - reserved.unwrap_or(0.0)],
-            ]
-        }),
+        (Some(d), Some(l), None) => forecast_line(snap, d, l - reserved.unwrap_or(0.0)),
         _ => None,
     };
-    let set_x = if cache.free_range.is_none() || keyed.is_some() {
+    let set_x = (cache.free_range.is_none() || keyed.is_some()).then(|| {
         let (a, b) = (from as f64 / 1000.0, to as f64 / 1000.0);
         // Room on the right for the forecast to show where it heads.
-        Some((
-            a,
-            if forecast.is_some() {
-                b + (b - a) * 0.12
-            } else {
-                b
-            },
-        ))
-    } else {
-        None
-    };
-    // Leak episodes of this GPU's processes that began in view.
-    let marks: Vec<(f64, String)> = m
-        .leaks
-        .iter()
-        .filter(|l| {
-            l.info.device_index == device && l.info.since_ms >= from && l.info.since_ms <= to
-        })
-        .map(|l| {
-            (
-                l.info.since_ms as f64 / 1000.0,
-                format!("leak began: {} ({})", l.info.name, l.info.pid),
-            )
-        })
-        .collect();
+        (a, b + forecast.map_or(0.0, |_| (b - a) * 0.12))
+    });
+    let marks = leak_marks(m, device, (from, to));
+    let as_table = cache.as_table;
     let mut buckets = std::mem::take(&mut cache.buckets);
     let drawn = cache.get(key, || {
         device_lines(
@@ -1007,18 +1052,40 @@ pub fn device_graph(
     let step_s =
         ((to - from) as f64 / 1000.0 / width as f64).max(m.interval_ms as f64 / 1000.0) * 2.0;
     let metrics_h = 110.0;
-    let mem_h = if state.show_metrics {
-        Some((ui.available_height() - metrics_h - 8.0).max(120.0))
-    } else {
-        None
-    };
+    let memory_units = state
+        .units
+        .for_largest(limit.map_or(0, |l| (l * MIB as f64) as u64));
+    if as_table {
+        // Out of the cache while the tables (which read the metrics' cache) are drawn.
+        let lines = std::mem::take(lines);
+        cache.buckets = buckets;
+        cache.plot_rect = None;
+        let show_metrics = state.show_metrics.then_some(width);
+        graph_tables(
+            ui,
+            h,
+            device,
+            (from, to),
+            (&lines, step_s, memory_units),
+            cache,
+            show_metrics,
+        );
+        cache.drawn.lines = lines;
+        return;
+    }
+    let mem_h = state
+        .show_metrics
+        .then(|| (ui.available_height() - metrics_h - 8.0).max(120.0));
+    let spans_shaded = shaded_windows(m, device, (from, to));
+    let link = egui::Id::unique(("gpu-time", device));
     let resp = draw_plot(
         ui,
         &format!("gpu-graph-{device}"),
         lines,
         &PlotOpts {
             height: mem_h,
-            link: None,
+            link: Some(link),
+            spans: &spans_shaded,
             limit_mib: limit,
             reserved_mib: reserved,
             units: state.units,
@@ -1036,17 +1103,182 @@ pub fn device_graph(
     );
     cache.buckets = buckets;
     cache.plot_rect = Some(resp.response.rect);
+    // A metric plot zoomed or panned moves the memory graph too (their time axes are
+    // linked): its range becomes the graph's.
+    let mut metric_moved = None;
+    let moved_here = user_moved(ui, &resp.response);
     if state.show_metrics {
-        // The same time range as the memory graph (zoomed, panned or following).
-        let range = Some((from as f64 / 1000.0, to as f64 / 1000.0));
-        metric_plots(ui, h, device, (from, to), range, width, cache, metrics_h);
+        // The same time range as the memory graph: set where the memory graph set it
+        // (following, keys), else taken from the link, so a zoom of the memory graph in
+        // this frame is not undone.
+        let range = set_x
+            .filter(|_| !moved_here)
+            .map(|_| (from as f64 / 1000.0, to as f64 / 1000.0));
+        metric_moved = metric_plots(ui, h, device, (from, to), range, width, cache, metrics_h);
     }
+    cache.free_range = range_after(&resp, moved_here, metric_moved, cache.free_range);
+}
+
+/// The graph's range after a frame: following again after a double-click, a metric plot's
+/// range when the user moved one, else the memory graph's own when moved (or already free).
+fn range_after(
+    resp: &egui_plot::PlotResponse<()>,
+    moved_here: bool,
+    metric_moved: Option<(f64, f64)>,
+    free: Option<(UnixMs, UnixMs)>,
+) -> Option<(UnixMs, UnixMs)> {
+    let to_ms = |a: f64, b: f64| ((a * 1000.0) as i64, (b * 1000.0) as i64);
     if resp.response.double_clicked() {
-        cache.free_range = None;
-    } else if user_moved(ui, &resp.response) || cache.free_range.is_some() {
+        None
+    } else if let Some((a, b)) = metric_moved {
+        Some(to_ms(a, b))
+    } else if moved_here || free.is_some() {
         let b = resp.transform.bounds();
-        cache.free_range = Some(((b.min()[0] * 1000.0) as i64, (b.max()[0] * 1000.0) as i64));
+        Some(to_ms(b.min()[0], b.max()[0]))
+    } else {
+        None
     }
+}
+
+/// The lines as the table reads them (a stacked graph's range band left out: the total's
+/// row says the same).
+fn table_series(lines: &[GraphLine]) -> Vec<plot_table::Series<'_>> {
+    lines
+        .iter()
+        .filter(|l| l.kind != LineKind::TotalRange)
+        .map(|l| plot_table::Series {
+            name: &l.name,
+            color: l.color,
+            points: &l.points,
+            own: &l.own,
+        })
+        .collect()
+}
+
+/// The "Table" alternative of a GPU's graph: its series' table, then one per metric panel
+/// (`metrics_width`: the metrics are shown, at that width).
+fn graph_tables(
+    ui: &mut Ui,
+    h: &History,
+    device: u32,
+    (from, to): (UnixMs, UnixMs),
+    (lines, step_s, units): (&[GraphLine], f64, Units),
+    cache: &mut GraphCache,
+    metrics_width: Option<usize>,
+) {
+    let range = (from as f64 / 1000.0, to as f64 / 1000.0);
+    plot_table::series_table(
+        ui,
+        ("gpu-table", device),
+        &table_series(lines),
+        range,
+        step_s,
+        &plot_table::ValueFormat::Memory(units),
+    );
+    if let Some(width) = metrics_width {
+        metric_tables(ui, h, device, (from, to), width, cache);
+    }
+}
+
+/// The time windows shaded on a GPU's graph: each leak of its processes (from when it
+/// began growing to its end, or now) and the 10 s before each OOM death, in view.
+fn shaded_windows(
+    m: &Monitor,
+    device: u32,
+    (from, to): (UnixMs, UnixMs),
+) -> Vec<(f64, f64, String)> {
+    let s = |ms: UnixMs| ms as f64 / 1000.0;
+    let leaks = m
+        .leaks
+        .iter()
+        .filter(|l| l.info.device_index == device)
+        .map(|l| {
+            let end = l.ended_ms.unwrap_or(to);
+            (
+                l.info.since_ms,
+                end,
+                format!("leak: {} ({})", l.info.name, l.info.pid),
+            )
+        });
+    let ooms = m
+        .ooms
+        .iter()
+        .filter(|o| o.device_index == device)
+        .map(|o| (o.at_ms - 10_000, o.at_ms, "OOM suspected".to_string()));
+    leaks
+        .chain(ooms)
+        .filter(|(a, b, _)| *b >= from && *a <= to)
+        .map(|(a, b, name)| (s(a.max(from)), s(b.min(to)), name))
+        .collect()
+}
+
+/// The range a time preset shows at `edge`: a preset longer than the history held (from
+/// `first`) shows what is held (at least 10 s), so a fresh start fills the width instead of
+/// being a sliver at the right edge.
+fn preset_range(window: Window, first: UnixMs, edge: UnixMs) -> (UnixMs, UnixMs) {
+    let held = (edge - first).max(10_000);
+    let span = window.ms().map_or(held, |w| w.min(held)).max(1000);
+    (edge - span, edge)
+}
+
+/// The line above the GPU graph: its title, time presets, stacking, metrics, fit, follow
+/// live and how to move it. Wraps on a narrow window (or at 200 %) rather than widening the
+/// panel past the screen.
+fn toolbar(ui: &mut Ui, device: u32, state: &mut UiState, cache: &mut GraphCache) {
+    ui.horizontal_wrapped(|ui| {
+        ui.label(egui::RichText::new(format!("GPU {device} memory")).strong());
+        ui.separator();
+        for w in Window::ALL {
+            if ui
+                .selectable_label(state.window == w && cache.free_range.is_none(), w.label())
+                .clicked()
+            {
+                state.window = w;
+                cache.free_range = None;
+            }
+        }
+        ui.separator();
+        ui.checkbox(&mut state.stacked, "Stack by process");
+        ui.checkbox(&mut state.show_metrics, "GPU metrics")
+            .on_hover_text("Utilisation, temperature, power and its cap, clocks and fan under the memory graph");
+        ui.checkbox(&mut state.fit_y, "Fit to data")
+            .on_hover_text("Scale the memory axis to the data shown instead of the GPU's size: small growth becomes visible");
+        plot_table::toggle(ui, &mut cache.as_table);
+        if cache.free_range.is_some() && ui.button("▶ Follow live").clicked() {
+            cache.free_range = None;
+        }
+        ui.label(widgets::hint(
+            "wheel or +/−: zoom · drag or Shift+Left/Right: pan · double-click or End: follow live",
+        ));
+    });
+}
+
+/// The OOM forecast of `d`: from its newest sample to when it is full (`usable_mib`).
+fn forecast_line(
+    snap: &crate::model::Snapshot,
+    d: &crate::model::DeviceSample,
+    usable_mib: f64,
+) -> Option<[[f64; 2]; 2]> {
+    d.time_to_full_s.zip(d.memory_used_bytes).map(|(s, u)| {
+        let x0 = snap.taken_at_ms as f64 / 1000.0;
+        [[x0, (u / MIB) as f64], [x0 + s, usable_mib]]
+    })
+}
+
+/// Leak episodes of this GPU's processes that began in view, as marks.
+fn leak_marks(m: &Monitor, device: u32, (from, to): (UnixMs, UnixMs)) -> Vec<(f64, String)> {
+    m.leaks
+        .iter()
+        .filter(|l| {
+            l.info.device_index == device && l.info.since_ms >= from && l.info.since_ms <= to
+        })
+        .map(|l| {
+            (
+                l.info.since_ms as f64 / 1000.0,
+                format!("leak began: {} ({})", l.info.name, l.info.pid),
+            )
+        })
+        .collect()
 }
 
 /// The graph's keys (when no text field has the keyboard): `+` / `-` zoom time in and out,
@@ -1102,17 +1334,15 @@ const METRIC_PANELS: [(&str, &str, &[crate::model::history::Metric]); 5] = {
     ]
 };
 
-#[allow(clippy::too_many_arguments)]
-fn metric_plots(
-    ui: &mut Ui,
+/// Builds (or keeps) the metric panels' lines of `device` over `(from, to)` in `cache`.
+fn metric_lines<'c>(
     h: &History,
     device: u32,
     (from, to): (UnixMs, UnixMs),
-    set_x: Option<(f64, f64)>,
     width: usize,
-    cache: &mut GraphCache,
-    height: f32,
-) {
+    dark: bool,
+    cache: &'c mut GraphCache,
+) -> &'c mut Vec<Vec<GraphLine>> {
     use crate::model::history::Metric;
     let key = CacheKey {
         history: h.id(),
@@ -1123,10 +1353,11 @@ fn metric_plots(
         width: width / 4,
         end_tick: h.end_tick(),
         stacked: false,
-        dark: ui.visuals().dark_mode,
+        dark,
         palette: widgets::Palette::Standard,
     };
-    if cache.metrics.as_ref().is_none_or(|(k, _)| *k != key) {
+    let stale = cache.metrics.as_ref().is_none_or(|(k, _)| *k != key);
+    if stale {
         let lines = METRIC_PANELS
             .iter()
             .map(|(_, _, metrics)| {
@@ -1148,86 +1379,162 @@ fn metric_plots(
                     .collect::<Vec<_>>()
             })
             .collect();
-        cache.metrics = Some((key, lines));
+        cache.metrics = Some((key.clone(), lines));
     }
-    let Some((_, plots)) = cache.metrics.as_mut() else {
-        return;
-    };
-    // A panel with no reading at all (no fan on an SXM module, clocks in an old session) is
-    // left out rather than drawn empty.
-    // As many panels as fit at 150 points each, in order (utilisation first).
-    let fit = ((ui.available_width() / 150.0) as usize).max(1);
-    let shown: Vec<usize> = (0..METRIC_PANELS.len())
-        .filter(|i| i < &3 || !plots[*i].is_empty())
+    &mut cache.metrics.get_or_insert_with(|| (key, Vec::new())).1
+}
+
+/// The metric panels shown: those with a reading (no fan on an SXM module, clocks in an old
+/// session are left out rather than drawn empty), utilisation, temperature and power always,
+/// as many as fit at 150 points each.
+fn shown_panels(plots: &[Vec<GraphLine>], available_width: f32) -> Vec<usize> {
+    let fit = ((available_width / 150.0) as usize).max(1);
+    (0..METRIC_PANELS.len())
+        .filter(|i| i < &3 || plots.get(*i).is_some_and(|p| !p.is_empty()))
         .take(fit)
-        .collect();
+        .collect()
+}
+
+/// The metric panels as tables (the "Table" toggle): a heading and a table per panel.
+fn metric_tables(
+    ui: &mut Ui,
+    h: &History,
+    device: u32,
+    (from, to): (UnixMs, UnixMs),
+    width: usize,
+    cache: &mut GraphCache,
+) {
+    let dark = ui.visuals().dark_mode;
+    let plots = metric_lines(h, device, (from, to), width, dark, cache);
+    let step = ((to - from) as f64 / 1000.0 / (width / 4).max(20) as f64) * 2.0;
+    for ((title, unit, _), lines) in METRIC_PANELS.iter().zip(plots.iter()) {
+        let (title, unit) = (*title, *unit);
+        if lines.is_empty() {
+            continue;
+        }
+        ui.label(egui::RichText::new(title).strong());
+        plot_table::series_table(
+            ui,
+            ("metric-table", device, title),
+            &table_series(lines),
+            (from as f64 / 1000.0, to as f64 / 1000.0),
+            step,
+            &plot_table::ValueFormat::Plain(unit),
+        );
+    }
+}
+
+/// The small plots under the memory graph (one per panel, each with its metrics' lines) over
+/// the memory graph's time range, their time axes and cursor linked to it. Returns the range
+/// (unix s) one of them was zoomed or panned to by the user.
+#[allow(clippy::too_many_arguments)]
+fn metric_plots(
+    ui: &mut Ui,
+    h: &History,
+    device: u32,
+    (from, to): (UnixMs, UnixMs),
+    set_x: Option<(f64, f64)>,
+    width: usize,
+    cache: &mut GraphCache,
+    height: f32,
+) -> Option<(f64, f64)> {
+    let dark = ui.visuals().dark_mode;
+    let available = ui.available_width();
+    let plots = metric_lines(h, device, (from, to), width, dark, cache);
+    let shown = shown_panels(plots, available);
     let n = shown.len() as f32;
-    let w = ((ui.available_width() - 8.0 * n) / n).max(110.0);
+    let w = ((available - 8.0 * n) / n).max(110.0);
+    let mut moved = None;
     ui.horizontal(|ui| {
         for i in shown {
-            let (title, unit, _) = METRIC_PANELS[i];
             let lines = &plots[i];
             ui.allocate_ui(egui::vec2(w, height), |ui| {
                 ui.vertical(|ui| {
-                    // "Power · 290 / 700 W": the values of the panel's lines, its names on hover.
-                    let now: Vec<String> = lines
-                        .iter()
-                        .filter_map(|l| Some(format!("{:.0}", l.points.last()?[1])))
-                        .collect();
-                    let now = if now.is_empty() {
-                        "—".to_string()
-                    } else {
-                        format!("{} {unit}", now.join(" / "))
-                    };
-                    ui.label(egui::RichText::new(format!("{title} · {now}")).small())
-                        .on_hover_text(
-                            lines
-                                .iter()
-                                .map(|l| l.name.as_str())
-                                .collect::<Vec<_>>()
-                                .join(" / "),
-                        );
-                    let unit = unit.to_string();
-                    let mut plot = Plot::new(("gpu-metric", device, title))
-                        .height(height - 20.0)
-                        .width(w - 8.0)
-                        .allow_zoom([true, false])
-                        .allow_drag([true, false])
-                        .allow_scroll(false)
-                        .allow_double_click_reset(false)
-                        .auto_bounds([false, true])
-                        .include_y(0.0)
-                        .show_x(true)
-                        .x_axis_formatter(x_formatter)
-                        .x_grid_spacer(time_grid)
-                        .y_grid_spacer(value_grid)
-                        .custom_y_axes(vec![value_axis(48.0, move |m| value_label(m, &unit))]);
-                    if title == "Utilisation" || title == "Fan" {
-                        plot = plot.include_y(100.0);
+                    if let Some(r) = metric_plot(ui, device, i, lines, set_x, (w, height)) {
+                        moved = Some(r);
                     }
-                    plot.show(ui, |p| {
-                        if let Some((a, b)) = set_x {
-                            p.set_plot_bounds_x(a..=b);
-                        }
-                        for l in lines.iter() {
-                            let mut line =
-                                Line::new(l.name.clone(), PlotPoints::new(l.points.clone()))
-                                    .color(l.color)
-                                    .width(1.5);
-                            if l.color == widgets::LIMIT {
-                                line = line.style(egui_plot::LineStyle::dashed_loose());
-                            }
-                            p.line(line);
-                        }
-                    });
                 });
             });
         }
     });
+    moved
+}
+
+/// One metric panel: "Power · 290 / 700 W" (its lines' names on hover) over its plot.
+/// Returns the range the user moved it to.
+fn metric_plot(
+    ui: &mut Ui,
+    device: u32,
+    panel: usize,
+    lines: &[GraphLine],
+    set_x: Option<(f64, f64)>,
+    (w, height): (f32, f32),
+) -> Option<(f64, f64)> {
+    let (title, unit, _) = METRIC_PANELS[panel];
+    let now: Vec<String> = lines
+        .iter()
+        .filter_map(|l| Some(format!("{:.0}", l.points.last()?[1])))
+        .collect();
+    let now = if now.is_empty() {
+        "—".to_string()
+    } else {
+        format!("{} {unit}", now.join(" / "))
+    };
+    ui.label(widgets::hint(format!("{title} · {now}")).strong())
+        .on_hover_text(
+            lines
+                .iter()
+                .map(|l| l.name.as_str())
+                .collect::<Vec<_>>()
+                .join(" / "),
+        );
+    let unit = unit.to_string();
+    let link = egui::Id::unique(("gpu-time", device));
+    let mut plot = Plot::new(("gpu-metric", device, title))
+        .height(height - 20.0)
+        .width(w - 8.0)
+        .allow_zoom([true, false])
+        .allow_drag([true, false])
+        .allow_scroll(false)
+        .allow_double_click_reset(false)
+        .auto_bounds([false, true])
+        .include_y(0.0)
+        .show_x(true)
+        .link_axis(link, [true, false])
+        .link_cursor(link, [true, false])
+        .x_axis_formatter(x_formatter)
+        .x_grid_spacer(time_grid)
+        .y_grid_spacer(value_grid)
+        .custom_y_axes(vec![value_axis(48.0, move |m| value_label(m, &unit))]);
+    if title == "Utilisation" || title == "Fan" {
+        plot = plot.include_y(100.0);
+    }
+    let resp = plot.show(ui, |p| {
+        if let Some((a, b)) = set_x {
+            p.set_plot_bounds_x(a..=b);
+        }
+        wheel_zoom(p);
+        for l in lines.iter() {
+            let mut line = Line::new(l.name.clone(), PlotPoints::new(l.points.clone()))
+                .color(l.color)
+                .width(1.5);
+            if l.color == widgets::LIMIT {
+                line = line.style(egui_plot::LineStyle::dashed_loose());
+            }
+            p.line(line);
+        }
+    });
+    user_moved(ui, &resp.response).then(|| {
+        let b = resp.transform.bounds();
+        (b.min()[0], b.max()[0])
+    })
 }
 
 /// The least height of a process's lifetime graph (points).
-pub const PROCESS_GRAPH_MIN_HEIGHT: f32 = 160.0;
+pub const PROCESS_GRAPH_MIN_HEIGHT: f32 = 180.0;
+
+/// The most height a process's lifetime graph takes (the pane's other parts stay in view).
+pub const PROCESS_GRAPH_MAX_HEIGHT: f32 = 240.0;
 
 /// The whole-lifetime graph of one process on one GPU, with marked times (unix s, name).
 pub fn process_graph(
@@ -1266,6 +1573,7 @@ pub fn process_graph(
         palette: colors.palette,
     };
     let color = colors.slot(m.row(&key).map_or(0, |r| r.color_slot));
+    let mut as_table = cache.as_table;
     let drawn = cache.get(ck, || {
         let mut lines = vec![GraphLine::new(
             "GPU memory (driver)".into(),
@@ -1281,7 +1589,7 @@ pub fn process_graph(
             (
                 TorchFigure::Reserved,
                 "Reserved (PyTorch)",
-                widgets::TORCH_RESERVED,
+                widgets::TORCH_CACHE,
             ),
             (
                 TorchFigure::Allocated,
@@ -1304,19 +1612,32 @@ pub fn process_graph(
             buckets: Vec::new(),
         }
     });
-    if drawn.lines.len() > 1 {
-        // Which line is which (the driver's figure, PyTorch's).
-        ui.horizontal_wrapped(|ui| {
-            for l in &drawn.lines {
-                widgets::color_swatch(ui, l.color);
-                ui.label(&l.name);
-                ui.add_space(6.0);
-            }
-        });
+    // Which line is which (the driver's figure, PyTorch's allocated and reserved memory).
+    ui.horizontal_wrapped(|ui| {
+        for l in &drawn.lines {
+            widgets::legend_item(ui, l.color, &l.name, false);
+        }
+        plot_table::toggle(ui, &mut as_table);
+    });
+    if as_table {
+        let step = ((to - from) as f64 / 1000.0 / width as f64).max(1.0) * 2.0;
+        plot_table::series_table(
+            ui,
+            ("proc-table", key.0.pid, key.1),
+            &table_series(&drawn.lines),
+            (from as f64 / 1000.0, to as f64 / 1000.0),
+            step,
+            &plot_table::ValueFormat::Memory(units),
+        );
+        cache.as_table = as_table;
+        return;
     }
-    // Room for a readable plot (three axis labels) even in a short pane: the pane scrolls.
-    let height = ui.available_height().max(PROCESS_GRAPH_MIN_HEIGHT);
-    draw_plot(
+    // Room for a readable plot (three axis labels at least) even in a short pane: the pane
+    // scrolls rather than squeezing it.
+    let height = ui
+        .available_height()
+        .clamp(PROCESS_GRAPH_MIN_HEIGHT, PROCESS_GRAPH_MAX_HEIGHT);
+    let resp = draw_plot(
         ui,
         &format!("proc-graph-{}-{}", key.0.pid, key.1),
         &mut drawn.lines,
@@ -1329,4 +1650,6 @@ pub fn process_graph(
             ..PlotOpts::default()
         },
     );
+    cache.as_table = as_table;
+    cache.plot_rect = Some(resp.response.rect);
 }

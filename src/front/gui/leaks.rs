@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use egui::{Color32, RichText, Ui};
 
-use crate::detect::leak::time_to_full_min;
+use crate::detect::leak::full_in_s;
 use crate::engine::view::{LeakKey, LeakRecord, Monitor, OomRecord};
 use crate::model::format::{self, Units};
 use crate::model::history::ProcSeriesKey;
@@ -66,7 +66,6 @@ pub fn badges(m: &Monitor, snap: &Snapshot) -> HashMap<LeakKey, LeakBadge> {
             .iter()
             .find(|d| d.index == dev)
             .and_then(|d| d.memory_free_bytes)
-            .map(|b| b as f64 / MIB as f64)
     };
     // Growing now (this run only: the View's list is of the latest sample), shown once it has
     // lasted [`GROWING_SHOWN_AFTER_MS`] (a server's burst of a few seconds does not blink a
@@ -87,7 +86,9 @@ pub fn badges(m: &Monitor, snap: &Snapshot) -> HashMap<LeakKey, LeakBadge> {
                 *k,
                 LeakBadge {
                     rate_mib_per_min: g.rate_mib_per_min,
-                    full_in_min: free_of(dev).and_then(|f| time_to_full_min(f, g.rate_mib_per_min)),
+                    full_in_min: free_of(dev)
+                        .and_then(|f| full_in_s(f, g.rate_mib_per_min))
+                        .map(|s| s / 60.0),
                     grown_mib: g.grown_mib,
                     since_ms: g.since_ms,
                     leak: false,
@@ -99,13 +100,14 @@ pub fn badges(m: &Monitor, snap: &Snapshot) -> HashMap<LeakKey, LeakBadge> {
             .devices
             .iter()
             .find(|d| d.index == l.info.device_index)
-            .and_then(|d| d.memory_free_bytes)
-            .map(|b| b as f64 / MIB as f64);
+            .and_then(|d| d.memory_free_bytes);
         (
             l.key,
             LeakBadge {
                 rate_mib_per_min: l.info.rate_mib_per_min,
-                full_in_min: free.and_then(|f| time_to_full_min(f, l.info.rate_mib_per_min)),
+                full_in_min: free
+                    .and_then(|f| full_in_s(f, l.info.rate_mib_per_min))
+                    .map(|s| s / 60.0),
                 grown_mib: l.grown_mib,
                 since_ms: l.info.since_ms,
                 leak: true,
@@ -259,6 +261,12 @@ fn leak_row(ui: &mut Ui, r: &LeakRecord, units: Units, now: UnixMs) -> Option<Le
 /// one whose "Open" the user clicked (its victim, just before it left).
 fn oom_list(ui: &mut Ui, ooms: &[&OomRecord], units: Units) -> Option<LeakClick> {
     let mut click = None;
+    // One unit for every figure of the list (Auto: from the largest holder).
+    let largest = ooms
+        .iter()
+        .flat_map(|o| o.holders.iter().map(|h| h.mib.max(0.0)))
+        .fold(0.0, f64::max);
+    let units = units.for_largest((largest * MIB as f64) as u64);
     ui.label(RichText::new("Memory events").strong());
     egui::ScrollArea::vertical()
         .id_salt("ooms")

@@ -1,6 +1,7 @@
 //! The egui front end. It reads the shared [`crate::engine::view::Monitor`] and never calls NVML,
 //! touches session files or signals processes itself.
 
+pub mod action_status;
 pub mod app;
 pub mod connect;
 pub mod fit_zoom;
@@ -9,6 +10,7 @@ pub mod jobs;
 pub mod leaks;
 pub mod notify;
 pub mod overview;
+pub mod plot_table;
 pub mod process_detail;
 pub mod processes;
 pub mod replies;
@@ -378,6 +380,14 @@ impl Backend {
             self.drop_shown_agent();
         }
         self.switch_to(None)
+    }
+
+    /// Lets go of the agent `host` where it is attached in the background (its link and
+    /// tunnel stop); true when it was.
+    pub fn drop_background(&mut self, host: &connect::SavedHost) -> bool {
+        let before = self.parked.len();
+        self.parked.retain(|p| p.host.as_ref() != Some(host));
+        self.parked.len() != before
     }
 
     /// Sends a request to the engine shown (this computer's or an agent's): its id, whose

@@ -25,6 +25,19 @@ fn projected_used(d: &crate::model::DeviceSample) -> Option<u64> {
     )
 }
 
+/// A compact card's figures, each apart from the next: "140.4 / 140.4 GiB · 100 % · 84 °C".
+pub fn compact_figures(d: &crate::model::DeviceSample, units: Units) -> String {
+    let util = d
+        .utilization_gpu_pct
+        .map_or("—".into(), |u| format!("{u} %"));
+    let temp = d.temperature_c.map_or("—".into(), |t| format!("{t} °C"));
+    format!(
+        "{} / {} · {util} · {temp}",
+        opt_bytes(units, d.memory_used_bytes),
+        opt_bytes(units, d.memory_total_bytes)
+    )
+}
+
 /// More GPUs than this get the compact overview: one row per GPU.
 pub const COMPACT_ABOVE: usize = 3;
 
@@ -50,29 +63,7 @@ fn compact(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
             ui.set_width(ui.available_width());
             ui.horizontal_wrapped(|ui| {
                 ui.label(RichText::new(format!("GPU {}", d.index)).strong());
-                ui.label(
-                    RichText::new(format!(
-                        "{} / {}",
-                        opt_bytes(units, d.memory_used_bytes),
-                        opt_bytes(units, d.memory_total_bytes)
-                    ))
-                    .monospace(),
-                );
-                let util = d
-                    .utilization_gpu_pct
-                    .map_or("—".into(), |u| format!("{u} %"));
-                let temp = d.temperature_c.map_or("—".into(), |t| format!("{t} °C"));
-                let text = RichText::new(format!("{util} · {temp}")).weak();
-                // Right-aligned where it fits; else on the next line, never over the
-                // memory figures (a narrow card, 200 %).
-                if ui.available_width() >= 110.0 {
-                    ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                        ui.label(text);
-                    });
-                } else {
-                    ui.end_row();
-                    ui.label(text);
-                }
+                ui.add(egui::Label::new(compact_figures(d, units)).wrap());
             });
             let projected = projected_used(d);
             widgets::memory_bar(
@@ -88,6 +79,7 @@ fn compact(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
                     pct(used, total)
                 ),
             );
+            parked_line(ui, snap, d.index);
             if let Some(s) = d.time_to_full_s {
                 ui.label(
                     RichText::new(format!(
@@ -112,153 +104,215 @@ pub fn cards(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
         return;
     }
     for d in &snap.devices {
-        // One unit for the whole card (Auto: from the GPU's size), never MiB beside GiB.
-        let units = units.for_largest(d.memory_total_bytes.unwrap_or(0));
-        let is_sel = *selected == d.index;
-        let frame = egui::Frame::group(ui.style())
-            .inner_margin(egui::Margin::same(10))
-            .stroke(if is_sel {
-                egui::Stroke::new(2.0, ui.visuals().selection.stroke.color)
-            } else {
-                ui.visuals().widgets.noninteractive.bg_stroke
-            });
-        let resp = clickable_card(ui, frame, d.index, |ui| {
-            ui.set_width(ui.available_width());
-            ui.horizontal(|ui| {
-                ui.label(
-                    RichText::new(format!("GPU {}", d.index))
-                        .strong()
-                        .size(15.0),
-                );
-                ui.label(RichText::new(&d.name).size(15.0));
-            });
-            let total = d.memory_total_bytes.unwrap_or(0);
-            let used = d.memory_used_bytes.unwrap_or(0);
-            let reserved = d.memory_reserved_bytes.unwrap_or(0);
-            let free = d.memory_free_bytes.unwrap_or(0);
-            let hover = format!(
-                "used {} ({})\nreserved by driver {} ({})\nfree {} ({})\ntotal {}",
-                units.bytes(used),
-                pct(used, total),
-                units.bytes(reserved),
-                pct(reserved, total),
-                units.bytes(free),
-                pct(free, total),
-                units.bytes(total)
-            );
-            let projected = projected_used(d);
-            let hover = match d.time_to_full_s {
-                    Some(s) => format!(
-                        "{hover}\n\nAt the rate its leaks grow, GPU {} is full in ~{}.\nThe orange band is the growth over the next {} minutes.",
-                        d.index,
-                        crate::model::format::duration((s * 1000.0) as i64),
-                        widgets::FORECAST_HORIZON_MIN
-                    ),
-                    None => hover,
-                };
-            widgets::memory_bar(ui, total, used, reserved, projected, &hover);
-            if let Some(s) = d.time_to_full_s {
-                ui.label(
-                    RichText::new(format!(
-                        "⚠ GPU {} full in ~{}",
-                        d.index,
-                        crate::model::format::duration((s * 1000.0) as i64)
-                    ))
-                    .color(widgets::forecast_color(ui.visuals().dark_mode))
-                    .strong(),
-                )
-                .on_hover_text(
-                    "From the growth rate of the leaks on this GPU and its free memory now",
-                );
-            }
-            egui::Grid::new(("card", d.index))
-                .num_columns(3)
-                .spacing([10.0, 2.0])
-                .show(ui, |ui| {
-                    let row = |ui: &mut Ui, color: egui::Color32, label: &str, v: Option<u64>| {
-                        ui.horizontal(|ui| {
-                            widgets::color_swatch(ui, color);
-                            ui.label(label);
-                        });
-                        ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                            ui.label(RichText::new(opt_bytes(units, v)).monospace());
-                        });
-                        ui.label(
-                            RichText::new(v.map_or(String::new(), |v| pct(v, total)))
-                                .monospace()
-                                .weak(),
-                        );
-                        ui.end_row();
-                    };
-                    row(ui, widgets::USED, "Used", d.memory_used_bytes);
-                    row(ui, widgets::RESERVED, "Reserved", d.memory_reserved_bytes);
-                    row(
-                        ui,
-                        ui.visuals().extreme_bg_color,
-                        "Free",
-                        d.memory_free_bytes,
-                    );
-                    ui.label("Total");
-                    ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                        ui.label(RichText::new(opt_bytes(units, d.memory_total_bytes)).monospace());
-                    });
-                    ui.label("");
-                    ui.end_row();
-                });
-            ui.horizontal_wrapped(|ui| {
-                let util = d
-                    .utilization_gpu_pct
-                    .map_or("—".into(), |u| format!("{u} %"));
-                let temp = d.temperature_c.map_or("—".into(), |t| format!("{t} °C"));
-                let power = match (d.power_w, d.power_limit_w) {
-                    (Some(p), Some(cap)) => format!("{p:.0} / {cap:.0} W"),
-                    (Some(p), None) => format!("{p:.0} W"),
-                    (None, _) => "—".into(),
-                };
-                ui.label(format!("Util {util}"));
-                ui.separator();
-                ui.label(format!("Temp {temp}"));
-                ui.separator();
-                ui.label(format!("Power {power}"))
-                    .on_hover_text("Board power draw / the power cap the driver enforces");
-            });
-            if d.sm_clock_mhz.is_some() || d.fan_pct.is_some() {
-                ui.horizontal_wrapped(|ui| {
-                    let mhz = |c: Option<u32>| c.map_or("—".into(), |c| format!("{c} MHz"));
-                    ui.label(
-                        RichText::new(format!(
-                            "SM {} · Mem {}",
-                            mhz(d.sm_clock_mhz),
-                            mhz(d.mem_clock_mhz)
-                        ))
-                        .weak(),
-                    )
-                    .on_hover_text("Current SM and memory clocks");
-                    if let Some(f) = d.fan_pct {
-                        ui.separator();
-                        ui.label(RichText::new(format!("Fan {f} %")).weak());
-                    }
-                });
-            }
-            let n = snap
-                .processes
-                .iter()
-                .filter(|p| p.device_index == d.index)
-                .count();
-            ui.label(
-                RichText::new(match n {
-                    0 => format!("No processes on GPU {}", d.index),
-                    1 => "1 process".to_string(),
-                    n => format!("{n} processes"),
-                })
-                .weak(),
-            );
-        });
-        if resp.clicked() {
-            *selected = d.index;
-        }
+        card(ui, snap, d, units, selected);
         ui.add_space(6.0);
     }
+}
+
+/// One GPU's card: name, memory bar, used / reserved / free, readings, processes.
+fn card(
+    ui: &mut Ui,
+    snap: &Snapshot,
+    d: &crate::model::DeviceSample,
+    units: Units,
+    selected: &mut u32,
+) {
+    // One unit for the whole card (Auto: from the GPU's size), never MiB beside GiB.
+    let units = units.for_largest(d.memory_total_bytes.unwrap_or(0));
+    let is_sel = *selected == d.index;
+    let frame = egui::Frame::group(ui.style())
+        .inner_margin(egui::Margin::same(10))
+        .stroke(if is_sel {
+            egui::Stroke::new(2.0, ui.visuals().selection.stroke.color)
+        } else {
+            ui.visuals().widgets.noninteractive.bg_stroke
+        });
+    let resp = clickable_card(ui, frame, d.index, |ui| {
+        ui.set_width(ui.available_width());
+        ui.horizontal(|ui| {
+            ui.label(
+                RichText::new(format!("GPU {}", d.index))
+                    .strong()
+                    .size(15.0),
+            );
+            ui.label(RichText::new(&d.name).size(15.0));
+        });
+        card_bar(ui, d, units);
+        if let Some(s) = d.time_to_full_s {
+            ui.label(
+                RichText::new(format!(
+                    "⚠ GPU {} full in ~{}",
+                    d.index,
+                    crate::model::format::duration((s * 1000.0) as i64)
+                ))
+                .color(widgets::forecast_color(ui.visuals().dark_mode))
+                .strong(),
+            )
+            .on_hover_text("From the growth rate of the leaks on this GPU and its free memory now");
+        }
+        card_memory(ui, d, units);
+        card_readings(ui, d);
+        let n = snap
+            .processes
+            .iter()
+            .filter(|p| p.device_index == d.index)
+            .count();
+        ui.label(
+            RichText::new(match n {
+                0 => format!("No processes on GPU {}", d.index),
+                1 => "1 process".to_string(),
+                n => format!("{n} processes"),
+            })
+            .weak(),
+        );
+        parked_line(ui, snap, d.index);
+    });
+    if resp.clicked() {
+        *selected = d.index;
+    }
+}
+
+/// The card's memory bar with its figures (and the forecast) on hover.
+fn card_bar(ui: &mut Ui, d: &crate::model::DeviceSample, units: Units) {
+    let total = d.memory_total_bytes.unwrap_or(0);
+    let used = d.memory_used_bytes.unwrap_or(0);
+    let reserved = d.memory_reserved_bytes.unwrap_or(0);
+    let free = d.memory_free_bytes.unwrap_or(0);
+    let hover = format!(
+        "used {} ({})\nreserved by driver {} ({})\nfree {} ({})\ntotal {}",
+        units.bytes(used),
+        pct(used, total),
+        units.bytes(reserved),
+        pct(reserved, total),
+        units.bytes(free),
+        pct(free, total),
+        units.bytes(total)
+    );
+    let projected = projected_used(d);
+    let hover = match d.time_to_full_s {
+        Some(s) => format!(
+            "{hover}\n\nAt the rate its leaks grow, GPU {} is full in ~{}.\nThe orange band is the growth over the next {} minutes.",
+            d.index,
+            crate::model::format::duration((s * 1000.0) as i64),
+            widgets::FORECAST_HORIZON_MIN
+        ),
+        None => hover,
+    };
+    widgets::memory_bar(ui, total, used, reserved, projected, &hover);
+}
+
+/// Used, reserved, free and total, each with its swatch and share.
+fn card_memory(ui: &mut Ui, d: &crate::model::DeviceSample, units: Units) {
+    let total = d.memory_total_bytes.unwrap_or(0);
+    egui::Grid::new(("card", d.index))
+        .num_columns(3)
+        .spacing([10.0, 2.0])
+        .show(ui, |ui| {
+            let row = |ui: &mut Ui, color: egui::Color32, label: &str, v: Option<u64>| {
+                ui.horizontal(|ui| {
+                    widgets::color_swatch(ui, color);
+                    ui.label(label);
+                });
+                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                    ui.label(RichText::new(opt_bytes(units, v)).monospace());
+                });
+                ui.label(
+                    RichText::new(v.map_or(String::new(), |v| pct(v, total)))
+                        .monospace()
+                        .weak(),
+                );
+                ui.end_row();
+            };
+            row(ui, widgets::USED, "Used", d.memory_used_bytes);
+            row(ui, widgets::RESERVED, "Reserved", d.memory_reserved_bytes);
+            row(
+                ui,
+                ui.visuals().extreme_bg_color,
+                "Free",
+                d.memory_free_bytes,
+            );
+            ui.label("Total");
+            ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                ui.label(RichText::new(opt_bytes(units, d.memory_total_bytes)).monospace());
+            });
+            ui.label("");
+            ui.end_row();
+        });
+}
+
+/// Utilisation, temperature, power, clocks, fan: each reading one unbreakable piece (a
+/// narrow card moves a whole reading to the next line, never its unit alone).
+fn card_readings(ui: &mut Ui, d: &crate::model::DeviceSample) {
+    ui.horizontal_wrapped(|ui| {
+        let util = d
+            .utilization_gpu_pct
+            .map_or("—".into(), |u| format!("{u} %"));
+        let temp = d.temperature_c.map_or("—".into(), |t| format!("{t} °C"));
+        let power = match (d.power_w, d.power_limit_w) {
+            (Some(p), Some(cap)) => format!("{p:.0} / {cap:.0} W"),
+            (Some(p), None) => format!("{p:.0} W"),
+            (None, _) => "—".into(),
+        };
+        ui.add(egui::Label::new(format!("Util {util}")).extend());
+        ui.separator();
+        ui.add(egui::Label::new(format!("Temp {temp}")).extend());
+        ui.separator();
+        ui.add(egui::Label::new(format!("Power {power}")).extend())
+            .on_hover_text("Board power draw / the power cap the driver enforces");
+    });
+    if d.sm_clock_mhz.is_some() || d.fan_pct.is_some() {
+        ui.horizontal_wrapped(|ui| {
+            let mhz = |c: Option<u32>| c.map_or("—".into(), |c| format!("{c} MHz"));
+            ui.add(
+                egui::Label::new(
+                    RichText::new(format!(
+                        "SM {} · Mem {}",
+                        mhz(d.sm_clock_mhz),
+                        mhz(d.mem_clock_mhz)
+                    ))
+                    .weak(),
+                )
+                .extend(),
+            )
+            .on_hover_text("Current SM and memory clocks");
+            if let Some(f) = d.fan_pct {
+                ui.separator();
+                ui.add(egui::Label::new(RichText::new(format!("Fan {f} %")).weak()).extend());
+            }
+        });
+    }
+}
+
+/// "⏸ 2 parked (21.2 GiB in host memory)" on a card, when processes of the GPU are parked
+/// (or being parked or resumed): seen where a user looks first.
+fn parked_line(ui: &mut Ui, snap: &Snapshot, gpu: u32) {
+    let parked: Vec<&crate::model::ParkInfo> = snap
+        .processes
+        .iter()
+        .filter(|p| p.device_index == gpu)
+        .filter_map(|p| p.parked.as_ref())
+        .collect();
+    if parked.is_empty() {
+        return;
+    }
+    let bytes: u64 = parked.iter().filter_map(|p| p.bytes).sum();
+    let text = if bytes > 0 {
+        format!(
+            "⏸ {} parked ({:.1} GiB in host memory)",
+            parked.len(),
+            bytes as f64 / crate::model::GIB as f64
+        )
+    } else {
+        format!("⏸ {} parked", parked.len())
+    };
+    ui.label(RichText::new(text).color(widgets::PARKED))
+        .on_hover_text(
+            parked
+                .iter()
+                .map(|p| p.describe())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
 }
 
 /// A GPU card as one widget: clickable and focusable (Tab reaches it, Enter or Space picks
@@ -323,5 +377,30 @@ pub fn forecast_banners(ui: &mut Ui, alerts: &[crate::detect::forecast_alert::Fo
                     crate::model::format::clock(a.since_ms)
                 ));
             });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A compact card's figures stay apart ("140.4 / 140.4 GiB · 100 % · 84 °C", never
+    /// "140.4 GiB100 %").
+    #[test]
+    fn compact_figures_are_separated() {
+        let gib = crate::model::GIB;
+        let d = crate::model::DeviceSample {
+            memory_used_bytes: Some(140 * gib + 400 * crate::model::MIB),
+            memory_total_bytes: Some(140 * gib + 400 * crate::model::MIB),
+            utilization_gpu_pct: Some(100),
+            temperature_c: Some(84),
+            ..Default::default()
+        };
+        assert_eq!(
+            compact_figures(&d, Units::GiB),
+            "140.4 GiB / 140.4 GiB · 100 % · 84 °C"
+        );
+        let none = crate::model::DeviceSample::default();
+        assert_eq!(compact_figures(&none, Units::GiB), "— / — · — · —");
     }
 }

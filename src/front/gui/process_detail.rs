@@ -1,8 +1,14 @@
 //! The detail pane of one process: identity, command line, container, its GPU memory over its
 //! whole lifetime, peak and current.
+//!
+//! Top to bottom: what needs attention (exited, orphaned, leaking, parked), the actions and
+//! their result (in a slot of fixed height, so a result appearing moves nothing), the facts,
+//! the lifetime graph (a usable height even at 1280 × 800), then the command line and the
+//! PyTorch section.
 
 use egui::{RichText, Ui};
 
+use super::action_status::State;
 use super::graph::{self, GraphCache};
 use super::widgets;
 use crate::engine::view::{Monitor, ProcessRow};
@@ -10,22 +16,85 @@ use crate::model::format::{self, Units};
 use crate::model::UnixMs;
 
 /// How long the detail pane shows the result of an action asked for there.
-pub const ACTION_RESULT_SHOWN_MS: UnixMs = 60_000;
+pub const ACTION_RESULT_SHOWN_MS: UnixMs = super::action_status::SHOWN_MS;
+
+/// What the pane shows besides the row.
+pub struct PaneInputs<'a> {
+    /// Units chosen (Auto: from the process's peak).
+    pub units: Units,
+    /// The clock.
+    pub now: UnixMs,
+    /// Its leak badge, when it is growing.
+    pub leak: Option<super::leaks::LeakBadge>,
+    /// Its last manual action and how it stands.
+    pub result: Option<State>,
+    /// Receives an action the user asks for; `None` where actions are off (a recorded
+    /// session).
+    pub request: Option<&'a mut Option<crate::act::rules::Action>>,
+}
 
 /// Draws the pane; returns false when the user closed it.
-#[allow(clippy::too_many_arguments)]
 pub fn pane(
     ui: &mut Ui,
     m: &Monitor,
     row: &ProcessRow,
-    units: Units,
-    now: UnixMs,
     cache: &mut GraphCache,
-    leak: Option<super::leaks::LeakBadge>,
-    request: Option<&mut Option<crate::act::rules::Action>>,
+    input: PaneInputs<'_>,
 ) -> bool {
     // One unit for the pane's sizes (Auto: from the process's peak).
-    let units = units.for_largest(row.peak_bytes);
+    let units = input.units.for_largest(row.peak_bytes);
+    let now = input.now;
+    let open = header(ui, row);
+    notices(ui, m, row, units, input.leak);
+    let episodes: Vec<_> = m.leaks_of(&row.series_key()).collect();
+    if !episodes.is_empty() && input.leak.is_none() {
+        ui.label(
+            RichText::new(format!(
+                "{} past leak episode(s), marked on the graph",
+                episodes.len()
+            ))
+            .color(super::leaks::leak_color(ui.visuals().dark_mode)),
+        );
+    }
+    // What the user asks for in this pane (the buttons here and the PyTorch section's).
+    let can_act = input.request.is_some() && row.exited_at_ms.is_none();
+    let mut asked: Option<crate::act::rules::Action> = None;
+    if can_act {
+        action_buttons(ui, row, &mut asked);
+        result_slot(ui, row, units, input.result.as_ref());
+    } else if row.exited_at_ms.is_none() {
+        ui.label(
+            RichText::new(
+                "Recorded session: no actions (this PID may belong to another process now)",
+            )
+            .weak(),
+        );
+    }
+    ui.separator();
+    facts(ui, row, units, now);
+    lifetime_graph(ui, m, row, &episodes, units, cache);
+    command_line(ui, row);
+    if let Some(t) = &row.torch {
+        let rising = input.leak.is_some() || row.delta_1m_bytes.is_some_and(|d| d > 0);
+        super::torch_pane::section(
+            ui,
+            m,
+            row,
+            t,
+            units,
+            now,
+            rising,
+            can_act.then_some(&mut asked),
+        );
+    }
+    if let (Some(r), Some(a)) = (input.request, asked) {
+        *r = Some(a);
+    }
+    open
+}
+
+/// The swatch, name and PID, and Close; false when closed.
+fn header(ui: &mut Ui, row: &ProcessRow) -> bool {
     let mut open = true;
     ui.horizontal(|ui| {
         widgets::color_swatch(ui, widgets::Colors::of(ui).slot(row.color_slot));
@@ -36,13 +105,24 @@ pub fn pane(
             }
         });
     });
+    open
+}
+
+/// Exited, an orphaned PID, a leak, parked.
+fn notices(
+    ui: &mut Ui,
+    m: &Monitor,
+    row: &ProcessRow,
+    units: Units,
+    leak: Option<super::leaks::LeakBadge>,
+) {
     if let Some(t) = row.exited_at_ms {
         ui.label(
             RichText::new(format!(
                 "Exited at {} (last seen on the GPU)",
                 format::date_time(t)
             ))
-            .color(widgets::WARN),
+            .color(widgets::warn(ui)),
         );
     }
     if let Some((o, g)) = m
@@ -59,52 +139,11 @@ pub fn pane(
                 units.bytes(g.total_bytes),
                 g.remedy
             ))
-            .color(widgets::WARN),
+            .color(widgets::warn(ui)),
         );
     }
     if let Some(b) = leak {
-        egui::Frame::group(ui.style())
-            .stroke(egui::Stroke::new(
-                1.5,
-                super::leaks::leak_color(ui.visuals().dark_mode),
-            ))
-            .show(ui, |ui| {
-                ui.set_width(ui.available_width());
-                let title = if b.leak {
-                    "⚠ Suspected leak"
-                } else {
-                    "↗ Growing (not called a leak: a load or a warm-up levels off)"
-                };
-                ui.label(
-                    RichText::new(title)
-                        .strong()
-                        .color(super::leaks::leak_color(ui.visuals().dark_mode)),
-                );
-                ui.label(format!(
-                    "Growing at {:.1} MiB/min since {} (+{} so far).",
-                    b.rate_mib_per_min,
-                    format::date_time(b.since_ms),
-                    units.bytes((b.grown_mib.max(0.0) * crate::model::MIB as f64) as u64)
-                ));
-                ui.label(match b.full_in_min {
-                    Some(m) => format!(
-                        "At this rate GPU {} is full in {}.",
-                        row.device_index,
-                        format::duration((m * 60_000.0) as i64)
-                    ),
-                    None => "Time to full: unknown (no free-memory reading).".to_string(),
-                });
-            });
-    }
-    let episodes: Vec<_> = m.leaks_of(&row.series_key()).collect();
-    if !episodes.is_empty() && leak.is_none() {
-        ui.label(
-            RichText::new(format!(
-                "{} past leak episode(s), marked on the graph",
-                episodes.len()
-            ))
-            .color(super::leaks::leak_color(ui.visuals().dark_mode)),
-        );
+        leak_box(ui, row, units, &b);
     }
     if let Some(park) = row.parked.filter(|_| row.exited_at_ms.is_none()) {
         ui.label(
@@ -113,105 +152,143 @@ pub fn pane(
                 .strong(),
         );
     }
-    if row.exited_at_ms.is_none() && request.is_none() {
-        ui.label(
-            RichText::new(
-                "Recorded session: no actions (this PID may belong to another process now)",
-            )
-            .weak(),
-        );
-    }
-    // What the user asks for in this pane (the buttons here and the PyTorch section's).
-    let can_act = request.is_some();
-    let mut asked: Option<crate::act::rules::Action> = None;
-    if let (None, true) = (row.exited_at_ms, can_act) {
-        let request = &mut asked;
-        ui.horizontal(|ui| {
-            if ui
-                .button("Terminate")
-                .on_hover_text(
-                    "SIGTERM, then SIGKILL after 10 s if it still holds GPU memory (Delete)",
-                )
-                .clicked()
-            {
-                *request = Some(crate::act::rules::Action::Terminate {
-                    grace_seconds: crate::act::rules::model::DEFAULT_GRACE_SECONDS,
-                });
-            }
-            match row.parked {
-                Some(_) => {
-                    if ui
-                        .button("Resume")
-                        .on_hover_text("Move its memory back to the GPU; it goes on")
-                        .clicked()
-                    {
-                        *request = Some(crate::act::rules::Action::Resume);
-                    }
-                }
-                None => {
-                    let gib = row.used_bytes.unwrap_or(0) as f64 / crate::model::GIB as f64;
-                    if ui
-                        .button("Park")
-                        .on_hover_text(format!(
-                            "Move its {gib:.1} GiB to host memory (about {:.0} s; needs as much free host memory): it waits, not killed, until resumed",
-                            crate::act::park::checks::park_estimate_s(row.used_bytes.unwrap_or(0))
-                        ))
-                        .clicked()
-                    {
-                        *request = Some(crate::act::rules::Action::Park);
-                    }
-                }
-            }
-            if ui.button("Kill").on_hover_text("SIGKILL").clicked() {
-                *request = Some(crate::act::rules::Action::Signal {
-                    signal: "SIGKILL".into(),
-                });
-            }
-            ui.menu_button("Send signal…", |ui| {
-                for s in [
-                    "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGSTOP", "SIGCONT",
-                ] {
-                    if ui.button(s).clicked() {
-                        *request = Some(crate::act::rules::Action::Signal { signal: s.into() });
-                        ui.close();
-                    }
-                }
+}
+
+/// The framed leak notice: rate, since when, how much, when the GPU is full.
+fn leak_box(ui: &mut Ui, row: &ProcessRow, units: Units, b: &super::leaks::LeakBadge) {
+    egui::Frame::group(ui.style())
+        .stroke(egui::Stroke::new(
+            1.5,
+            super::leaks::leak_color(ui.visuals().dark_mode),
+        ))
+        .show(ui, |ui| {
+            ui.set_width(ui.available_width());
+            let title = if b.leak {
+                "⚠ Suspected leak"
+            } else {
+                "↗ Growing (not called a leak: a load or a warm-up levels off)"
+            };
+            ui.label(
+                RichText::new(title)
+                    .strong()
+                    .color(super::leaks::leak_color(ui.visuals().dark_mode)),
+            );
+            ui.label(format!(
+                "Growing at {:.1} MiB/min since {} (+{} so far).",
+                b.rate_mib_per_min,
+                format::date_time(b.since_ms),
+                units.bytes((b.grown_mib.max(0.0) * crate::model::MIB as f64) as u64)
+            ));
+            ui.label(match b.full_in_min {
+                Some(m) => format!(
+                    "At this rate GPU {} is full in {}.",
+                    row.device_index,
+                    format::duration((m * 60_000.0) as i64)
+                ),
+                None => "Time to full: unknown (no free-memory reading).".to_string(),
             });
         });
-    }
-    // The result of the last action asked for here, for a minute, in plain words.
-    let last = m.activity.iter().rev().find(|a| {
-        a.rule == "manual"
-            && now - a.unix_ms <= ACTION_RESULT_SHOWN_MS
-            && matches!(&a.target, crate::act::rules::eval::Target::Process { key, .. } if *key == row.series_key())
-    });
-    if let Some(a) = last {
-        use crate::act::rules::action::Outcome;
-        let when = format::clock(a.unix_ms);
-        let text = match a.outcome {
-            Outcome::Acted if row.exited_at_ms.is_some() => {
-                format!("{when}: {} — the process has exited.", a.detail)
+}
+
+/// Terminate, Park or Resume, Kill, Send signal….
+fn action_buttons(ui: &mut Ui, row: &ProcessRow, request: &mut Option<crate::act::rules::Action>) {
+    ui.horizontal(|ui| {
+        if ui
+            .button("Terminate")
+            .on_hover_text("SIGTERM, then SIGKILL after 10 s if it still holds GPU memory (Delete)")
+            .clicked()
+        {
+            *request = Some(crate::act::rules::Action::Terminate {
+                grace_seconds: crate::act::rules::model::DEFAULT_GRACE_SECONDS,
+            });
+        }
+        match row.parked {
+            Some(_) => {
+                if ui
+                    .button("Resume")
+                    .on_hover_text("Move its memory back to the GPU; it goes on")
+                    .clicked()
+                {
+                    *request = Some(crate::act::rules::Action::Resume);
+                }
             }
-            Outcome::Acted => format!(
-                "{when}: {} — it is still running, holding {}.",
-                a.detail,
-                format::opt_bytes(units, row.used_bytes)
-            ),
-            Outcome::WouldAct => format!("{when}: dry run, nothing was sent — {}", a.detail),
-            Outcome::Skipped => format!("{when}: not done — {}", a.detail),
-            Outcome::Failed => format!("{when}: failed — {}", a.detail),
-        };
-        let warn = matches!(a.outcome, Outcome::Failed | Outcome::Skipped);
-        ui.add(
-            egui::Label::new(if warn {
-                RichText::new(text).color(widgets::WARN)
+            None => {
+                let gib = row.used_bytes.unwrap_or(0) as f64 / crate::model::GIB as f64;
+                if ui
+                    .button("Park")
+                    .on_hover_text(format!(
+                        "Move its {gib:.1} GiB to host memory (about {:.0} s; needs as much free host memory): it waits, not killed, until resumed",
+                        crate::act::park::checks::park_estimate_s(row.used_bytes.unwrap_or(0))
+                    ))
+                    .clicked()
+                {
+                    *request = Some(crate::act::rules::Action::Park);
+                }
+            }
+        }
+        if ui.button("Kill").on_hover_text("SIGKILL").clicked() {
+            *request = Some(crate::act::rules::Action::Signal {
+                signal: "SIGKILL".into(),
+            });
+        }
+        ui.menu_button("Send signal…", |ui| {
+            for s in ["SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGSTOP", "SIGCONT"] {
+                if ui.button(s).clicked() {
+                    *request = Some(crate::act::rules::Action::Signal { signal: s.into() });
+                    ui.close();
+                }
+            }
+        });
+    });
+}
+
+/// Lines of text the action result's slot always takes, so the graph below never moves.
+pub const RESULT_SLOT_LINES: f32 = 2.0;
+
+/// The result of the last action on this process, in plain words, in a slot of fixed height
+/// (empty when there is none); a longer sentence is cut with its whole text on hover.
+fn result_slot(ui: &mut Ui, row: &ProcessRow, units: Units, result: Option<&State>) {
+    let line = ui.text_style_height(&egui::TextStyle::Body) + ui.spacing().item_spacing.y;
+    let h = line * RESULT_SLOT_LINES;
+    let w = ui.available_width();
+    ui.allocate_ui_with_layout(
+        egui::vec2(w, h),
+        egui::Layout::top_down(egui::Align::Min),
+        |ui| {
+            ui.set_min_size(egui::vec2(w, h));
+            ui.set_max_height(h);
+            let Some(st) = result else {
+                return;
+            };
+            let text = st.sentence(
+                row.exited_at_ms.is_some(),
+                &format::opt_bytes(units, row.used_bytes),
+            );
+            let rich = if st.is_warning() {
+                RichText::new(text.clone()).color(widgets::warn(ui))
             } else {
-                RichText::new(text)
-            })
-            .wrap(),
-        );
-    }
-    ui.separator();
+                RichText::new(text.clone())
+            };
+            let mut job = egui::text::LayoutJob::default();
+            rich.append_to(
+                &mut job,
+                ui.style(),
+                egui::FontSelection::Default,
+                egui::Align::Min,
+            );
+            job.wrap = egui::text::TextWrapping {
+                max_width: w,
+                max_rows: RESULT_SLOT_LINES as usize,
+                break_anywhere: false,
+                overflow_character: Some('…'),
+            };
+            ui.add(egui::Label::new(job)).on_hover_text(text);
+        },
+    );
+}
+
+/// User, GPU, started, container, pod, memory now, peak, change over the last minute.
+fn facts(ui: &mut Ui, row: &ProcessRow, units: Units, now: UnixMs) {
     egui::Grid::new("detail")
         .num_columns(2)
         .spacing([12.0, 4.0])
@@ -221,15 +298,12 @@ pub fn pane(
                 ui.add(egui::Label::new(RichText::new(v).monospace()).wrap());
                 ui.end_row();
             };
-            kv(
-                ui,
-                "User",
-                if row.info.user.is_empty() {
-                    "—".into()
-                } else {
-                    row.info.user.clone()
-                },
-            );
+            let user = if row.info.user.is_empty() {
+                "—".into()
+            } else {
+                row.info.user.clone()
+            };
+            kv(ui, "User", user);
             kv(ui, "GPU", row.device_index.to_string());
             let start = row.started_ms();
             kv(
@@ -261,6 +335,10 @@ pub fn pane(
                 row.delta_1m_bytes.map_or("—".into(), |d| units.delta(d)),
             );
         });
+}
+
+/// The command line, selectable, wrapped in a frame.
+fn command_line(ui: &mut Ui, row: &ProcessRow) {
     ui.add_space(4.0);
     ui.label(RichText::new("Command line").weak());
     let cmd = if row.info.cmdline.is_empty() {
@@ -276,26 +354,21 @@ pub fn pane(
                 .selectable(true),
         );
     });
-    if let Some(t) = &row.torch {
-        let rising = leak.is_some() || row.delta_1m_bytes.is_some_and(|d| d > 0);
-        super::torch_pane::section(
-            ui,
-            m,
-            row,
-            t,
-            units,
-            now,
-            rising,
-            (can_act && row.exited_at_ms.is_none()).then_some(&mut asked),
-        );
-    }
-    if let (Some(r), Some(a)) = (request, asked) {
-        *r = Some(a);
-    }
+}
+
+/// Its GPU memory over its lifetime, leak episodes marked.
+fn lifetime_graph(
+    ui: &mut Ui,
+    m: &Monitor,
+    row: &ProcessRow,
+    episodes: &[&crate::engine::view::LeakRecord],
+    units: Units,
+    cache: &mut GraphCache,
+) {
     ui.add_space(6.0);
     ui.label(RichText::new("GPU memory over its lifetime").strong());
     let mut marks: Vec<(f64, String)> = Vec::new();
-    for e in &episodes {
+    for e in episodes {
         marks.push((e.info.since_ms as f64 / 1000.0, "leak began".into()));
         if let Some(t) = e.ended_ms {
             marks.push((
@@ -309,5 +382,4 @@ pub fn pane(
         }
     }
     graph::process_graph(ui, m, row.series_key(), units, cache, &marks);
-    open
 }

@@ -176,6 +176,9 @@ pub struct TableState<'a> {
     pub collapsed: &'a mut std::collections::HashSet<String>,
     /// A window (Settings, Sessions, Export, Connect) is open: ↑/↓ are not the table's.
     pub window_open: bool,
+    /// The processes with a recent manual action and how it stands: shown at the start of
+    /// their row's Name cell, where the action was taken.
+    pub actions: &'a std::collections::HashMap<ProcSeriesKey, super::action_status::State>,
 }
 
 /// True when `row` matches the filter (pid, name, command line, user, container or pod;
@@ -279,13 +282,77 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
     sort_rows(&mut rows, *t.sort, *t.desc, now, &status);
     let shown = rows.len();
     let groups = (*t.group_by != GroupBy::None).then(|| group_rows(&rows, *t.group_by));
-    let mut items: Vec<Item<'_>> = Vec::with_capacity(rows.len());
-    match &groups {
+    let items = table_items(&mut rows, groups.as_deref(), t.collapsed);
+    filter_bar(ui, t, shown);
+    if items.is_empty() {
+        ui.add_space(12.0);
+        ui.label(if t.filter.is_empty() {
+            "No process holds GPU memory right now."
+        } else {
+            "No process matches the filter."
+        });
+        return;
+    }
+    let scroll_to = keyboard_selection(ui, t, &rows, &items);
+    // The Container column appears once some process runs in a container.
+    let any_container = rows
+        .iter()
+        .any(|r| r.info.container_id.is_some() || r.info.pod.is_some());
+    let cells = Cells::new(t, &rows, now);
+    let visible: Vec<(SortColumn, &str)> = SortColumn::ALL
+        .into_iter()
+        .filter(|(c, _)| !t.hidden.contains(c))
+        .filter(|(c, _)| *c != SortColumn::Container || any_container)
+        .collect();
+    let row_h = ui.text_style_height(&egui::TextStyle::Monospace) + 6.0;
+    egui::ScrollArea::horizontal()
+        .id_salt("process-table-h")
+        .show(ui, |ui| {
+            let mut b = egui_extras::TableBuilder::new(ui)
+                .id_salt("process-table")
+                .striped(true)
+                .resizable(true)
+                // Rows answer clicks but are not Tab stops (a stop per cell made Tab walk
+                // every cell of every row); the keyboard moves the selection with ↑/↓.
+                .sense(egui::Sense::CLICK)
+                .auto_shrink([false, false])
+                .cell_layout(egui::Layout::left_to_right(egui::Align::Center))
+                .column(egui_extras::Column::exact(12.0));
+            for (c, _) in &visible {
+                b = b.column(column_spec(*c));
+            }
+            if let Some(i) = scroll_to {
+                b = b.scroll_to_row(i, None);
+            }
+            b.header(row_h + 2.0, |mut header| {
+                header.col(|_| {});
+                for (col, title) in &visible {
+                    header.col(|ui| header_cell(ui, t, *col, title));
+                }
+            })
+            .body(|body| {
+                body.rows(row_h, items.len(), |mut row| match items[row.index()] {
+                    Item::Row(r) => process_row(&mut row, r, t, &cells, &visible),
+                    Item::Group(k, n, bytes) => group_row(&mut row, (k, n, bytes), t, &visible),
+                });
+            });
+        });
+}
+
+/// The table's lines in order: each group's header then its rows (unless folded), or the
+/// rows alone; `rows` keeps the rows shown, in that order.
+fn table_items<'r: 'g, 'g>(
+    rows: &mut Vec<&'r ProcessRow>,
+    groups: Option<&'g [(String, Vec<&'r ProcessRow>, u64)]>,
+    collapsed: &std::collections::HashSet<String>,
+) -> Vec<Item<'g>> {
+    let mut items: Vec<Item<'g>> = Vec::with_capacity(rows.len());
+    match groups {
         Some(groups) => {
             rows.clear();
             for (k, members, bytes) in groups {
                 items.push(Item::Group(k, members.len(), *bytes));
-                if !t.collapsed.contains(k) {
+                if !collapsed.contains(k) {
                     items.extend(members.iter().map(|r| Item::Row(r)));
                     rows.extend(members.iter().copied());
                 }
@@ -293,7 +360,11 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
         }
         None => items.extend(rows.iter().map(|r| Item::Row(r))),
     }
+    items
+}
 
+/// The line above the table: filter, how many shown, grouping.
+fn filter_bar(ui: &mut Ui, t: &mut TableState<'_>, shown: usize) {
     ui.horizontal(|ui| {
         let label = ui.label("Filter");
         let edit = ui
@@ -332,319 +403,402 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
             .response
             .labelled_by(label.id);
     });
-    if items.is_empty() {
-        ui.add_space(12.0);
-        ui.label(if t.filter.is_empty() {
-            "No process holds GPU memory right now."
-        } else {
-            "No process matches the filter."
-        });
-        return;
-    }
-    // Keyboard: ↑/↓ move the selection (when no text field has the focus), Esc is the
-    // detail pane's.
-    let mut scroll_to = None;
+}
+
+/// Keyboard: ↑/↓ move the selection (when no text field, popup or window has the keys); the
+/// line to scroll to.
+fn keyboard_selection(
+    ui: &mut Ui,
+    t: &mut TableState<'_>,
+    rows: &[&ProcessRow],
+    items: &[Item<'_>],
+) -> Option<usize> {
     // Not while a menu or a popup is open (its own ↑/↓), nor while a window such as
-    // Settings has the keyboard.
+    // Settings has the keyboard. Esc is the detail pane's.
     let others_have_keys =
         ui.ctx().text_edit_focused() || egui::Popup::is_any_open(ui.ctx()) || t.window_open;
-    if !others_have_keys {
-        let (down, up) = ui.input(|i| {
-            (
-                i.key_pressed(egui::Key::ArrowDown),
-                i.key_pressed(egui::Key::ArrowUp),
-            )
-        });
-        if down || up {
-            let cur = t
-                .selected
-                .and_then(|k| rows.iter().position(|r| r.series_key() == k));
-            let next = match (cur, down) {
-                (None, _) => 0,
-                (Some(i), true) => (i + 1).min(rows.len().saturating_sub(1)),
-                (Some(i), false) => i.saturating_sub(1),
-            };
-            if let Some(r) = rows.get(next) {
-                if *t.selected != Some(r.series_key()) {
-                    // The detail pane was drawn before the table this frame: draw the
-                    // next one now rather than at the next sample.
-                    ui.ctx().request_repaint();
-                }
-                *t.selected = Some(r.series_key());
-                let key = r.series_key();
-                scroll_to = items
-                    .iter()
-                    .position(|i| matches!(i, Item::Row(r) if r.series_key() == key));
-            }
+    if others_have_keys {
+        return None;
+    }
+    let (down, up) = ui.input(|i| {
+        (
+            i.key_pressed(egui::Key::ArrowDown),
+            i.key_pressed(egui::Key::ArrowUp),
+        )
+    });
+    if !(down || up) {
+        return None;
+    }
+    let cur = t
+        .selected
+        .and_then(|k| rows.iter().position(|r| r.series_key() == k));
+    let next = match (cur, down) {
+        (None, _) => 0,
+        (Some(i), true) => (i + 1).min(rows.len().saturating_sub(1)),
+        (Some(i), false) => i.saturating_sub(1),
+    };
+    let r = rows.get(next)?;
+    if *t.selected != Some(r.series_key()) {
+        // The detail pane was drawn before the table this frame: draw the
+        // next one now rather than at the next sample.
+        ui.ctx().request_repaint();
+    }
+    *t.selected = Some(r.series_key());
+    let key = r.series_key();
+    items
+        .iter()
+        .position(|i| matches!(i, Item::Row(r) if r.series_key() == key))
+}
+
+/// A column's width rules.
+fn column_spec(c: SortColumn) -> egui_extras::Column {
+    use egui_extras::Column;
+    match c {
+        SortColumn::Pid => Column::initial(64.0).at_least(48.0),
+        SortColumn::Name => Column::initial(130.0).at_least(60.0).clip(true),
+        SortColumn::User => Column::initial(80.0).at_least(40.0).clip(true),
+        SortColumn::Container => Column::initial(120.0).at_least(50.0).clip(true),
+        SortColumn::GpuUtil => Column::initial(56.0).at_least(40.0),
+        SortColumn::Gpu => Column::initial(40.0).at_least(30.0),
+        SortColumn::Memory => Column::initial(100.0).at_least(70.0),
+        SortColumn::Delta => Column::initial(84.0).at_least(60.0),
+        SortColumn::Age => Column::initial(70.0).at_least(50.0),
+        SortColumn::Cpu => Column::initial(56.0).at_least(40.0),
+        SortColumn::Rss => Column::initial(84.0).at_least(50.0),
+        SortColumn::Status => Column::initial(200.0).at_least(60.0).clip(true),
+        SortColumn::Command => Column::remainder().at_least(120.0).clip(true),
+    }
+}
+
+/// A column's title: click sorts (again: the other way), right-click shows or hides columns.
+fn header_cell(ui: &mut Ui, t: &mut TableState<'_>, col: SortColumn, title: &str) {
+    let arrow = match (*t.sort == col, *t.desc) {
+        (true, true) => " ▼",
+        (true, false) => " ▲",
+        _ => "",
+    };
+    let resp = ui
+        .selectable_label(
+            *t.sort == col,
+            RichText::new(format!("{title}{arrow}"))
+                .monospace()
+                .strong(),
+        )
+        .on_hover_text("Click to sort · right-click to show or hide columns");
+    if resp.clicked() {
+        if *t.sort == col {
+            *t.desc = !*t.desc;
+        } else {
+            *t.sort = col;
+            *t.desc = col.numeric();
         }
     }
-    // The Container column appears once some process runs in a container.
-    let any_container = rows
-        .iter()
-        .any(|r| r.info.container_id.is_some() || r.info.pod.is_some());
-    // One unit per column (Auto: the column's largest value decides), so a column never
-    // mixes MiB and GiB.
-    let column_units = |size: fn(&ProcessRow) -> Option<u64>| {
-        t.units
-            .for_largest(rows.iter().filter_map(|r| size(r)).max().unwrap_or(0))
-    };
-    let mem_units = column_units(|r| r.used_bytes);
-    let delta_units = column_units(|r| r.delta_1m_bytes.map(i64::unsigned_abs));
-    let rss_units = column_units(|r| r.rss_bytes);
-    let visible: Vec<(SortColumn, &str)> = SortColumn::ALL
-        .into_iter()
-        .filter(|(c, _)| !t.hidden.contains(c))
-        .filter(|(c, _)| *c != SortColumn::Container || any_container)
-        .collect();
-    let row_h = ui.text_style_height(&egui::TextStyle::Monospace) + 6.0;
-    egui::ScrollArea::horizontal()
-        .id_salt("process-table-h")
-        .show(ui, |ui| {
-            let mut b = egui_extras::TableBuilder::new(ui)
-                .id_salt("process-table")
-                .striped(true)
-                .resizable(true)
-                // Rows answer clicks but are not Tab stops (a stop per cell made Tab walk
-                // every cell of every row); the keyboard moves the selection with ↑/↓.
-                .sense(egui::Sense::CLICK)
-                .auto_shrink([false, false])
-                .cell_layout(egui::Layout::left_to_right(egui::Align::Center))
-                .column(egui_extras::Column::exact(12.0));
-            for (c, _) in &visible {
-                b = b.column(match c {
-                    SortColumn::Pid => egui_extras::Column::initial(64.0).at_least(48.0),
-                    SortColumn::Name => egui_extras::Column::initial(130.0).at_least(60.0).clip(true),
-                    SortColumn::User => egui_extras::Column::initial(80.0).at_least(40.0).clip(true),
-                    SortColumn::Container => egui_extras::Column::initial(120.0).at_least(50.0).clip(true),
-                    SortColumn::GpuUtil => egui_extras::Column::initial(56.0).at_least(40.0),
-                    SortColumn::Gpu => egui_extras::Column::initial(40.0).at_least(30.0),
-                    SortColumn::Memory => egui_extras::Column::initial(100.0).at_least(70.0),
-                    SortColumn::Delta => egui_extras::Column::initial(84.0).at_least(60.0),
-                    SortColumn::Age => egui_extras::Column::initial(70.0).at_least(50.0),
-                    SortColumn::Cpu => egui_extras::Column::initial(56.0).at_least(40.0),
-                    SortColumn::Rss => egui_extras::Column::initial(84.0).at_least(50.0),
-                    SortColumn::Status => egui_extras::Column::initial(200.0).at_least(60.0).clip(true),
-                    SortColumn::Command => egui_extras::Column::remainder().at_least(120.0).clip(true),
-                });
+    resp.context_menu(|ui| columns_menu(ui, t.hidden));
+}
+
+/// A group's header line; a click folds or unfolds it.
+fn group_row(
+    row: &mut egui_extras::TableRow<'_, '_>,
+    (k, n, bytes): (&str, usize, u64),
+    t: &mut TableState<'_>,
+    visible: &[(SortColumn, &str)],
+) {
+    let open = !t.collapsed.contains(k);
+    row.col(|_| {});
+    for (i, (col, _)) in visible.iter().enumerate() {
+        row.col(|ui| {
+            let text = match (i, col) {
+                (0, _) => format!("{} {k}", if open { "▼" } else { "▶" }),
+                (1, _) => format!("{n} process{}", if n == 1 { "" } else { "es" }),
+                (_, SortColumn::Memory) => format::opt_bytes(t.units, Some(bytes)),
+                _ => String::new(),
+            };
+            if !text.is_empty() {
+                ui.add(
+                    egui::Label::new(RichText::new(text).monospace().strong())
+                        .truncate()
+                        .selectable(false),
+                );
             }
-            if let Some(i) = scroll_to {
-                b = b.scroll_to_row(i, None);
-            }
-            b.header(row_h + 2.0, |mut header| {
-                header.col(|_| {});
-                for (col, title) in &visible {
-                    header.col(|ui| {
-                        let arrow = match (*t.sort == *col, *t.desc) {
-                            (true, true) => " ▼",
-                            (true, false) => " ▲",
-                            _ => "",
-                        };
-                        let resp = ui
-                            .selectable_label(
-                                *t.sort == *col,
-                                RichText::new(format!("{title}{arrow}")).monospace().strong(),
-                            )
-                            .on_hover_text("Click to sort · right-click to show or hide columns");
-                        if resp.clicked() {
-                            if *t.sort == *col {
-                                *t.desc = !*t.desc;
-                            } else {
-                                *t.sort = *col;
-                                *t.desc = col.numeric();
-                            }
-                        }
-                        resp.context_menu(|ui| columns_menu(ui, t.hidden));
-                    });
-                }
-            })
-            .body(|body| {
-                body.rows(row_h, items.len(), |mut row| {
-                    let r = match items[row.index()] {
-                        Item::Row(r) => r,
-                        Item::Group(k, n, bytes) => {
-                            let open = !t.collapsed.contains(k);
-                            row.col(|_| {});
-                            for (i, (col, _)) in visible.iter().enumerate() {
-                                row.col(|ui| {
-                                    let text = match (i, col) {
-                                        (0, _) => format!("{} {k}", if open { "▼" } else { "▶" }),
-                                        (1, _) => format!("{n} process{}", if n == 1 { "" } else { "es" }),
-                                        (_, SortColumn::Memory) => format::opt_bytes(t.units, Some(bytes)),
-                                        _ => String::new(),
-                                    };
-                                    if !text.is_empty() {
-                                        ui.add(egui::Label::new(RichText::new(text).monospace().strong()).truncate().selectable(false));
-                                    }
-                                });
-                            }
-                            if row.response().clicked() {
-                                if open {
-                                    t.collapsed.insert(k.to_string());
-                                } else {
-                                    t.collapsed.remove(k);
-                                }
-                            }
-                            return;
-                        }
-                    };
-                    let exited = r.exited_at_ms.is_some();
-                    let key = r.series_key();
-                    let sel = *t.selected == Some(key);
-                    row.set_selected(sel);
-                    let weak = |s: String| {
-                        let rt = RichText::new(s).monospace();
-                        if exited {
-                            rt.weak().italics()
-                        } else {
-                            rt
-                        }
-                    };
-                    row.col(|ui| {
-                        widgets::color_swatch(
-                            ui,
-                            widgets::Colors::of(ui).slot(r.color_slot),
-                        );
-                    });
-                    for (col, _) in &visible {
-                        row.col(|ui| match col {
-                            SortColumn::Pid => {
-                                ui.add(egui::Label::new(weak(r.key.pid.to_string())).selectable(false))
-                                    .on_hover_text(&r.info.cmdline);
-                            }
-                            SortColumn::Name => {
-                                ui.horizontal(|ui| {
-                                    if let Some(tm) = r.torch.filter(|_| !exited) {
-                                        super::torch_pane::badge(ui, &tm, t.units);
-                                    }
-                                    ui.add(
-                                        egui::Label::new(weak(if exited {
-                                            format!("{} (exited)", r.info.name)
-                                        } else {
-                                            r.info.name.clone()
-                                        }))
-                                        .truncate()
-                                        .selectable(false),
-                                    );
-                                });
-                            }
-                            SortColumn::User => {
-                                ui.add(egui::Label::new(weak(r.info.user.clone())).truncate().selectable(false));
-                            }
-                            SortColumn::Container => {
-                                let resp = ui.add(egui::Label::new(weak(container_cell(r))).truncate().selectable(false));
-                                if let Some(id) = &r.info.container_id {
-                                    let pod = r.info.pod.as_deref().map(|p| format!("pod {p}\n")).unwrap_or_default();
-                                    let name = r.info.container_name.as_deref().map(|n| format!("container {n}\n")).unwrap_or_default();
-                                    resp.on_hover_text(format!("{pod}{name}id {id}"));
-                                }
-                            }
-                            SortColumn::Gpu => {
-                                ui.add(egui::Label::new(weak(r.device_index.to_string())).selectable(false));
-                            }
-                            SortColumn::Memory => {
-                                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                                    ui.add(egui::Label::new(weak(format::opt_bytes(mem_units, r.used_bytes))).selectable(false));
-                                });
-                            }
-                            SortColumn::Delta => {
-                                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                                    // An exited process has no change to show.
-                                    let d = r.delta_1m_bytes.filter(|_| !exited);
-                                    ui.add(egui::Label::new(weak(d.map_or("—".into(), |d| delta_units.delta(d)))).selectable(false));
-                                });
-                            }
-                            SortColumn::Age => {
-                                ui.add(egui::Label::new(weak(format::duration(now - r.started_ms()))).selectable(false));
-                            }
-                            SortColumn::Status => {
-                                if !exited && t.stale_gpus.contains(&r.device_index) {
-                                    ui.label(RichText::new("STALE").color(widgets::WARN))
-                                        .on_hover_text("The driver failed to list this GPU's processes: the last good list is shown and its memory is unknown until the driver answers again.");
-                                }
-                                if let Some(park) = r.parked.filter(|_| !exited) {
-                                    ui.add(egui::Label::new(RichText::new(park.state.label()).color(widgets::PARKED)).truncate().selectable(false))
-                                        .on_hover_text(park.describe());
-                                }
-                                if let Some((o, g)) = t.orphans.iter().filter(|g| g.device_index == r.device_index).find_map(|g| g.pids.iter().find(|o| o.pid == r.key.pid).map(|o| (o, g))).filter(|_| !exited) {
-                                    ui.label(RichText::new(o.label()).color(widgets::WARN)).on_hover_text(format!("The driver lists this PID; this machine has no such running process. To free it: {}", g.remedy));
-                                }
-                                if let Some(b) = t.leaks.get(&crate::engine::view::LeakKey::Process(key)) {
-                                    ui.add(egui::Label::new(RichText::new(b.text()).color(super::leaks::leak_color(ui.visuals().dark_mode))).truncate().selectable(false))
-                                        .on_hover_text(format!(
-                                            "Growing since {}, +{}",
-                                            format::clock(b.since_ms),
-                                            t.units.bytes(
-                                                (b.grown_mib.max(0.0) * crate::model::MIB as f64) as u64
-                                            )
-                                        ));
-                                }
-                            }
-                            SortColumn::Command => {
-                                ui.add(egui::Label::new(weak(r.info.cmdline.clone())).truncate().selectable(false));
-                            }
-                            SortColumn::Cpu => {
-                                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                                    let c = r.cpu_pct.filter(|_| !exited);
-                                    ui.add(egui::Label::new(weak(c.map_or("—".into(), |c| format!("{c:.0} %")))).selectable(false));
-                                });
-                            }
-                            SortColumn::Rss => {
-                                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                                    let m = r.rss_bytes.filter(|_| !exited);
-                                    ui.add(egui::Label::new(weak(format::opt_bytes(rss_units, m))).selectable(false));
-                                });
-                            }
-                            SortColumn::GpuUtil => {
-                                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                                    let u = r.sm_util_pct.filter(|_| !exited);
-                                    ui.add(egui::Label::new(weak(u.map_or("—".into(), |u| format!("{u} %")))).selectable(false))
-                                        .on_hover_text("Its share of the GPU's SM time over the last seconds, as the driver reports it");
-                                });
-                            }
-                        });
-                    }
-                    let resp = row.response();
-                    if resp.clicked() {
-                        *t.selected = if sel { None } else { Some(key) };
-                    }
-                    if !exited {
-                        resp.context_menu(|ui| {
-                            ui.label(RichText::new(format!("{} · PID {}", r.info.name, r.key.pid)).strong());
-                            if let Some(request) = t.request.as_deref_mut() {
-                                let (label, action) = match r.parked {
-                                    Some(_) => ("Resume", crate::act::rules::Action::Resume),
-                                    None => ("Park…", crate::act::rules::Action::Park),
-                                };
-                                if ui.button(label).on_hover_text("Park: move its GPU memory to host memory (it waits, not killed); Resume: back to the GPU").clicked() {
-                                    *request = Some((key, action));
-                                    ui.close();
-                                }
-                                if ui.button("Terminate…").clicked() {
-                                    *request = Some((
-                                        key,
-                                        crate::act::rules::Action::Terminate {
-                                            grace_seconds: crate::act::rules::model::DEFAULT_GRACE_SECONDS,
-                                        },
-                                    ));
-                                    ui.close();
-                                }
-                                if ui.button("Kill…").clicked() {
-                                    *request = Some((
-                                        key,
-                                        crate::act::rules::Action::Signal {
-                                            signal: "SIGKILL".into(),
-                                        },
-                                    ));
-                                    ui.close();
-                                }
-                            }
-                            if ui.button("Show details").clicked() {
-                                *t.selected = Some(key);
-                                ui.close();
-                            }
-                        });
-                    }
-                });
-            });
         });
+    }
+    if row.response().clicked() {
+        if open {
+            t.collapsed.insert(k.to_string());
+        } else {
+            t.collapsed.remove(k);
+        }
+    }
+}
+
+/// What every cell of a frame shares: units per column (Auto: the column's largest value
+/// decides, so a column never mixes MiB and GiB), the clock, the status sources.
+struct Cells<'a> {
+    units: Units,
+    mem: Units,
+    delta: Units,
+    rss: Units,
+    now: UnixMs,
+    stale_gpus: Vec<u32>,
+    leaks: &'a std::collections::HashMap<crate::engine::view::LeakKey, super::leaks::LeakBadge>,
+    orphans: &'a [crate::detect::orphans::OrphanGpu],
+    actions: &'a std::collections::HashMap<ProcSeriesKey, super::action_status::State>,
+}
+
+impl<'a> Cells<'a> {
+    fn new(t: &TableState<'a>, rows: &[&ProcessRow], now: UnixMs) -> Self {
+        let column_units = |size: fn(&ProcessRow) -> Option<u64>| {
+            t.units
+                .for_largest(rows.iter().filter_map(|r| size(r)).max().unwrap_or(0))
+        };
+        Self {
+            units: t.units,
+            mem: column_units(|r| r.used_bytes),
+            delta: column_units(|r| r.delta_1m_bytes.map(i64::unsigned_abs)),
+            rss: column_units(|r| r.rss_bytes),
+            now,
+            stale_gpus: t.stale_gpus.clone(),
+            leaks: t.leaks,
+            orphans: t.orphans,
+            actions: t.actions,
+        }
+    }
+}
+
+/// A process's line: its swatch and cells; a click selects, right-click offers actions.
+fn process_row(
+    row: &mut egui_extras::TableRow<'_, '_>,
+    r: &ProcessRow,
+    t: &mut TableState<'_>,
+    cells: &Cells<'_>,
+    visible: &[(SortColumn, &str)],
+) {
+    let exited = r.exited_at_ms.is_some();
+    let key = r.series_key();
+    let sel = *t.selected == Some(key);
+    row.set_selected(sel);
+    row.col(|ui| {
+        widgets::color_swatch(ui, widgets::Colors::of(ui).slot(r.color_slot));
+    });
+    for (col, _) in visible {
+        row.col(|ui| cell(ui, r, *col, cells));
+    }
+    let resp = row.response();
+    if resp.clicked() {
+        *t.selected = if sel { None } else { Some(key) };
+    }
+    if !exited {
+        resp.context_menu(|ui| row_menu(ui, r, t));
+    }
+}
+
+/// Right-aligned contents (the numeric columns).
+fn right(ui: &mut Ui, add: impl FnOnce(&mut Ui)) {
+    ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), add);
+}
+
+/// One cell of a process's line.
+fn cell(ui: &mut Ui, r: &ProcessRow, col: SortColumn, c: &Cells<'_>) {
+    let exited = r.exited_at_ms.is_some();
+    let weak = |s: String| {
+        let rt = RichText::new(s).monospace();
+        if exited {
+            rt.weak().italics()
+        } else {
+            rt
+        }
+    };
+    let plain = |ui: &mut Ui, s: String| ui.add(egui::Label::new(weak(s)).selectable(false));
+    let clipped =
+        |ui: &mut Ui, s: String| ui.add(egui::Label::new(weak(s)).truncate().selectable(false));
+    match col {
+        SortColumn::Pid => {
+            plain(ui, r.key.pid.to_string()).on_hover_text(&r.info.cmdline);
+        }
+        SortColumn::Name => {
+            ui.horizontal(|ui| {
+                // The last action's result first: seen where it was taken, however narrow
+                // the table.
+                if let Some(st) = c.actions.get(&r.series_key()) {
+                    action_badge(ui, r, st, c);
+                }
+                if let Some(tm) = r.torch.filter(|_| !exited) {
+                    super::torch_pane::badge(ui, &tm, c.units);
+                }
+                clipped(
+                    ui,
+                    if exited {
+                        format!("{} (exited)", r.info.name)
+                    } else {
+                        r.info.name.clone()
+                    },
+                );
+            });
+        }
+        SortColumn::User => {
+            clipped(ui, r.info.user.clone());
+        }
+        SortColumn::Container => {
+            let resp = clipped(ui, container_cell(r));
+            if let Some(id) = &r.info.container_id {
+                let pod = r
+                    .info
+                    .pod
+                    .as_deref()
+                    .map(|p| format!("pod {p}\n"))
+                    .unwrap_or_default();
+                let name = r
+                    .info
+                    .container_name
+                    .as_deref()
+                    .map(|n| format!("container {n}\n"))
+                    .unwrap_or_default();
+                resp.on_hover_text(format!("{pod}{name}id {id}"));
+            }
+        }
+        SortColumn::Gpu => {
+            plain(ui, r.device_index.to_string());
+        }
+        SortColumn::Memory => right(ui, |ui| {
+            plain(ui, format::opt_bytes(c.mem, r.used_bytes));
+        }),
+        SortColumn::Delta => right(ui, |ui| {
+            // An exited process has no change to show.
+            let d = r.delta_1m_bytes.filter(|_| !exited);
+            plain(ui, d.map_or("—".into(), |d| c.delta.delta(d)));
+        }),
+        SortColumn::Age => {
+            plain(ui, format::duration(c.now - r.started_ms()));
+        }
+        SortColumn::Status => status_cell(ui, r, c),
+        SortColumn::Command => {
+            clipped(ui, r.info.cmdline.clone());
+        }
+        SortColumn::Cpu => right(ui, |ui| {
+            let p = r.cpu_pct.filter(|_| !exited);
+            plain(ui, p.map_or("—".into(), |p| format!("{p:.0} %")));
+        }),
+        SortColumn::Rss => right(ui, |ui| {
+            let m = r.rss_bytes.filter(|_| !exited);
+            plain(ui, format::opt_bytes(c.rss, m));
+        }),
+        SortColumn::GpuUtil => right(ui, |ui| {
+            let u = r.sm_util_pct.filter(|_| !exited);
+            plain(ui, u.map_or("—".into(), |u| format!("{u} %"))).on_hover_text(
+                "Its share of the GPU's SM time over the last seconds, as the driver reports it",
+            );
+        }),
+    }
+}
+
+/// The Status cell: stale list, parked, orphaned PID (for a live process), leak badge.
+fn status_cell(ui: &mut Ui, r: &ProcessRow, c: &Cells<'_>) {
+    let exited = r.exited_at_ms.is_some();
+    if !exited && c.stale_gpus.contains(&r.device_index) {
+        ui.label(RichText::new("STALE").color(widgets::warn(ui)))
+            .on_hover_text("The driver failed to list this GPU's processes: the last good list is shown and its memory is unknown until the driver answers again.");
+    }
+    if let Some(park) = r.parked.filter(|_| !exited) {
+        ui.add(
+            egui::Label::new(RichText::new(park.state.label()).color(widgets::PARKED))
+                .truncate()
+                .selectable(false),
+        )
+        .on_hover_text(park.describe());
+    }
+    let orphan = c
+        .orphans
+        .iter()
+        .filter(|g| g.device_index == r.device_index)
+        .find_map(|g| g.pids.iter().find(|o| o.pid == r.key.pid).map(|o| (o, g)))
+        .filter(|_| !exited);
+    if let Some((o, g)) = orphan {
+        ui.label(RichText::new(o.label()).color(widgets::warn(ui)))
+            .on_hover_text(format!(
+            "The driver lists this PID; this machine has no such running process. To free it: {}",
+            g.remedy
+        ));
+    }
+    if let Some(b) = c
+        .leaks
+        .get(&crate::engine::view::LeakKey::Process(r.series_key()))
+    {
+        ui.add(
+            egui::Label::new(
+                RichText::new(b.text()).color(super::leaks::leak_color(ui.visuals().dark_mode)),
+            )
+            .truncate()
+            .selectable(false),
+        )
+        .on_hover_text(format!(
+            "Growing since {}, +{}",
+            format::clock(b.since_ms),
+            c.units
+                .bytes((b.grown_mib.max(0.0) * crate::model::MIB as f64) as u64)
+        ));
+    }
+}
+
+/// The result of the last action taken on this row, in a few words (the whole sentence on
+/// hover), coloured by its outcome.
+fn action_badge(ui: &mut Ui, r: &ProcessRow, st: &super::action_status::State, c: &Cells<'_>) {
+    use super::action_status::State;
+    let dark = ui.visuals().dark_mode;
+    let color = match st {
+        State::Done { outcome, .. } => widgets::outcome_color(*outcome, dark),
+        State::Waiting { late: true, .. } => widgets::warn(ui),
+        State::Waiting { .. } => ui.visuals().text_color(),
+    };
+    let sentence = st.sentence(
+        r.exited_at_ms.is_some(),
+        &format::opt_bytes(c.mem, r.used_bytes),
+    );
+    ui.add(
+        egui::Label::new(RichText::new(st.short()).color(color).strong())
+            .truncate()
+            .selectable(false),
+    )
+    .on_hover_text(sentence);
+}
+
+/// A live process's right-click menu: park or resume, terminate, kill, details.
+fn row_menu(ui: &mut Ui, r: &ProcessRow, t: &mut TableState<'_>) {
+    let key = r.series_key();
+    ui.label(RichText::new(format!("{} · PID {}", r.info.name, r.key.pid)).strong());
+    if let Some(request) = t.request.as_deref_mut() {
+        let (label, action) = match r.parked {
+            Some(_) => ("Resume", crate::act::rules::Action::Resume),
+            None => ("Park…", crate::act::rules::Action::Park),
+        };
+        if ui
+            .button(label)
+            .on_hover_text("Park: move its GPU memory to host memory (it waits, not killed); Resume: back to the GPU")
+            .clicked()
+        {
+            *request = Some((key, action));
+            ui.close();
+        }
+        if ui.button("Terminate…").clicked() {
+            *request = Some((
+                key,
+                crate::act::rules::Action::Terminate {
+                    grace_seconds: crate::act::rules::model::DEFAULT_GRACE_SECONDS,
+                },
+            ));
+            ui.close();
+        }
+        if ui.button("Kill…").clicked() {
+            *request = Some((
+                key,
+                crate::act::rules::Action::Signal {
+                    signal: "SIGKILL".into(),
+                },
+            ));
+            ui.close();
+        }
+    }
+    if ui.button("Show details").clicked() {
+        *t.selected = Some(key);
+        ui.close();
+    }
 }

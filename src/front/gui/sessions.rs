@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use egui::RichText;
+use egui::{RichText, Ui};
 
 use super::task::Task;
 use super::widgets;
@@ -450,28 +450,60 @@ impl SessionsUi {
         let mut action = None;
         let mut open = self.browser_open;
         let top = ctx.content_rect().min.y + 50.0;
-        egui::Window::new("Sessions").open(&mut open).default_size([720.0, 420.0]).default_pos([200.0, top]).show(ctx, |ui| {
-            ui.horizontal(|ui| {
-                if ui.button("Open file…").clicked() {
-                    self.pick_file(ui.ctx());
-                }
-                if ui.button("Refresh").clicked() {
-                    self.show_browser();
-                }
-                if viewing.is_some() && ui.button("Back to live").clicked() {
-                    action = Some(SessionAction::BackToLive);
-                }
+        egui::Window::new("Sessions")
+            .open(&mut open)
+            .default_size([720.0, 420.0])
+            .default_pos([200.0, top])
+            .show(ctx, |ui| {
+                self.browser(ui, live_log.as_deref(), viewing.is_some(), &mut action)
             });
-            ui.label(RichText::new(format!("Folder: {}", crate::session::default_dir().display())).weak().small());
-            ui.separator();
-            if self.listing.is_some() {
-                ui.label("Reading the sessions folder…");
-            } else if self.list.is_empty() {
-                ui.label("No recorded sessions yet. Sessions are recorded while the window runs, or with `vramwarden record`.");
+        self.browser_open = open;
+        let mut open = self.export_open;
+        egui::Window::new("Export to CSV")
+            .open(&mut open)
+            .default_width(420.0)
+            .default_pos([300.0, ctx.content_rect().min.y + 50.0])
+            .show(ctx, |ui| self.export_window(ui, &live_log, &viewing, jobs));
+        self.export_open = open;
+        action
+    }
+
+    /// The Sessions browser: the recorded sessions, each with Open.
+    fn browser(
+        &mut self,
+        ui: &mut Ui,
+        live_log: Option<&std::path::Path>,
+        viewing: bool,
+        action: &mut Option<SessionAction>,
+    ) {
+        ui.horizontal(|ui| {
+            if ui.button("Open file…").clicked() {
+                self.pick_file(ui.ctx());
             }
-            let mut to_open = None;
-            egui::ScrollArea::vertical().show(ui, |ui| {
-                egui::Grid::new("sessions").num_columns(6).striped(true).spacing([14.0, 4.0]).show(ui, |ui| {
+            if ui.button("Refresh").clicked() {
+                self.show_browser();
+            }
+            if viewing && ui.button("Back to live").clicked() {
+                *action = Some(SessionAction::BackToLive);
+            }
+        });
+        ui.label(widgets::hint(format!(
+            "Folder: {}",
+            crate::session::default_dir().display()
+        )));
+        ui.separator();
+        if self.listing.is_some() {
+            ui.label("Reading the sessions folder…");
+        } else if self.list.is_empty() {
+            ui.label("No recorded sessions yet. Sessions are recorded while the window runs, or with `vramwarden record`.");
+        }
+        let mut to_open = None;
+        egui::ScrollArea::vertical().show(ui, |ui| {
+            egui::Grid::new("sessions")
+                .num_columns(6)
+                .striped(true)
+                .spacing([14.0, 4.0])
+                .show(ui, |ui| {
                     for h in ["Started", "Duration", "GPUs", "Host", "Size", ""] {
                         ui.label(RichText::new(h).strong());
                     }
@@ -480,143 +512,162 @@ impl SessionsUi {
                         ui.monospace(format::date_time(s.started_ms()));
                         ui.monospace(format::duration(s.duration_ms()));
                         let gpus = s.header.as_ref().map_or("?".into(), |h| {
-                            if h.devices.is_empty() { "none".to_string() } else { h.devices.iter().map(|d| d.name.clone()).collect::<Vec<_>>().join(", ") }
+                            if h.devices.is_empty() {
+                                "none".to_string()
+                            } else {
+                                h.devices
+                                    .iter()
+                                    .map(|d| d.name.clone())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            }
                         });
                         ui.label(gpus);
                         ui.label(s.header.as_ref().map_or("?".into(), |h| h.host.clone()));
                         ui.monospace(crate::model::format::file_size(s.size_bytes));
-                        let is_live = live_log.as_deref() == Some(s.path.as_path());
-                        if ui.button(if is_live { "Open (recording)" } else { "Open" }).clicked() {
+                        let is_live = live_log == Some(s.path.as_path());
+                        if ui
+                            .button(if is_live { "Open (recording)" } else { "Open" })
+                            .clicked()
+                        {
                             to_open = Some(s.path.clone());
                         }
                         ui.end_row();
                     }
                 });
-            });
-            if let Some(p) = to_open {
-                self.open_path(p);
-            }
         });
-        self.browser_open = open;
+        if let Some(p) = to_open {
+            self.open_path(p);
+        }
+    }
 
-        let mut open = self.export_open;
-        egui::Window::new("Export to CSV")
-            .open(&mut open)
-            .default_width(420.0)
-            .default_pos([300.0, ctx.content_rect().min.y + 50.0])
-            .show(ctx, |ui| {
-                let mut src = self.export_source.unwrap_or(if viewing.is_some() {
-                    ExportSource::Opened
-                } else {
-                    ExportSource::Live
-                });
-                ui.label(RichText::new("Session").strong());
-                ui.add_enabled_ui(live_log.is_some(), |ui| {
-                    ui.radio_value(&mut src, ExportSource::Live, "This run (live recording)");
-                });
-                ui.add_enabled_ui(viewing.is_some(), |ui| {
-                    ui.radio_value(&mut src, ExportSource::Opened, "The session on screen");
-                });
-                self.export_source = Some(src);
-                ui.add_space(6.0);
-                ui.label(RichText::new("Table").strong());
-                ui.radio_value(
-                    &mut self.export_table,
-                    None,
-                    "All three (NAME-devices.csv, NAME-processes.csv, NAME-events.csv)",
-                );
-                for t in Table::ALL {
-                    ui.radio_value(
-                        &mut self.export_table,
-                        Some(t),
-                        format!("{} only", t.name()),
-                    );
-                }
-                ui.add_space(8.0);
-                if let Some((path, input, files)) = self.overwrite.clone() {
-                    ui.label(
-                        RichText::new(format!(
-                            "{} already exist{}:",
-                            if files.len() == 1 {
-                                "This file"
-                            } else {
-                                "These files"
-                            },
-                            if files.len() == 1 { "s" } else { "" }
-                        ))
-                        .color(widgets::WARN),
-                    );
-                    for f in &files {
-                        ui.label(RichText::new(f.display().to_string()).monospace());
-                    }
-                    ui.horizontal(|ui| {
-                        if ui.button("Overwrite").clicked() {
-                            self.overwrite = None;
-                            self.spawn_export(input, path, true);
-                        }
-                        if ui.button("Cancel").clicked() {
-                            self.overwrite = None;
-                        }
-                    });
-                } else if let Some(id) = self.exporting {
-                    let fraction = jobs.state(id).map_or(0.0, |j| j.progress.fraction());
-                    ui.horizontal(|ui| {
-                        ui.add(
-                            egui::ProgressBar::new(fraction)
-                                .show_percentage()
-                                .desired_width(260.0),
-                        );
-                        if ui.button("Cancel").clicked() {
-                            self.outbox.push(JobCommand::Cancel(id));
-                        }
-                    });
-                } else {
-                    let input = match src {
-                        ExportSource::Live => live_log.clone().map(ExportInput::File),
-                        ExportSource::Opened => viewing.clone().map(ExportInput::Data),
-                    };
-                    let can = input.is_some() && self.saving.is_none();
-                    if ui.add_enabled(can, egui::Button::new("Save as…")).clicked() {
-                        self.pending_export = input;
-                        let name = format!(
-                            "vramwarden-{}.csv",
-                            chrono::Local::now().format("%Y%m%d-%H%M%S")
-                        );
-                        self.saving = Some(Task::spawn(
-                            "Choosing a file",
-                            super::task::repaint(ui.ctx()),
-                            move || {
-                                run_dialog(|| {
-                                    rfd::FileDialog::new()
-                                        .set_title("Export to CSV")
-                                        .set_file_name(name)
-                                        .add_filter("CSV", &["csv"])
-                                        .save_file()
-                                        .map(|f| vec![f])
-                                })
-                            },
-                        ));
-                    }
-                    if live_log.is_none() && viewing.is_none() {
-                        ui.label(
-                            RichText::new(
-                                "Nothing to export: recording is off and no session is open.",
-                            )
-                            .weak(),
-                        );
-                    }
-                }
-                if let Some((m, err)) = &self.message {
-                    ui.add_space(6.0);
-                    ui.label(if *err {
-                        RichText::new(m).color(widgets::WARN)
+    /// The Export window: which session, which table, then Save as….
+    fn export_window(
+        &mut self,
+        ui: &mut Ui,
+        live_log: &Option<PathBuf>,
+        viewing: &Option<Arc<SessionData>>,
+        jobs: &JobBoard,
+    ) {
+        let mut src = self.export_source.unwrap_or(if viewing.is_some() {
+            ExportSource::Opened
+        } else {
+            ExportSource::Live
+        });
+        ui.label(RichText::new("Session").strong());
+        ui.add_enabled_ui(live_log.is_some(), |ui| {
+            ui.radio_value(&mut src, ExportSource::Live, "This run (live recording)");
+        });
+        ui.add_enabled_ui(viewing.is_some(), |ui| {
+            ui.radio_value(&mut src, ExportSource::Opened, "The session on screen");
+        });
+        self.export_source = Some(src);
+        ui.add_space(6.0);
+        ui.label(RichText::new("Table").strong());
+        ui.radio_value(
+            &mut self.export_table,
+            None,
+            "All three (NAME-devices.csv, NAME-processes.csv, NAME-events.csv)",
+        );
+        for t in Table::ALL {
+            ui.radio_value(
+                &mut self.export_table,
+                Some(t),
+                format!("{} only", t.name()),
+            );
+        }
+        ui.add_space(8.0);
+        self.export_action(ui, src, live_log, viewing, jobs);
+        if let Some((m, err)) = &self.message {
+            ui.add_space(6.0);
+            ui.label(if *err {
+                RichText::new(m).color(widgets::warn(ui))
+            } else {
+                RichText::new(m)
+            });
+        }
+    }
+
+    /// The Export window's lower part: overwrite or not, the progress, or Save as….
+    fn export_action(
+        &mut self,
+        ui: &mut Ui,
+        src: ExportSource,
+        live_log: &Option<PathBuf>,
+        viewing: &Option<Arc<SessionData>>,
+        jobs: &JobBoard,
+    ) {
+        if let Some((path, input, files)) = self.overwrite.clone() {
+            ui.label(
+                RichText::new(format!(
+                    "{} already exist{}:",
+                    if files.len() == 1 {
+                        "This file"
                     } else {
-                        RichText::new(m)
-                    });
+                        "These files"
+                    },
+                    if files.len() == 1 { "s" } else { "" }
+                ))
+                .color(widgets::warn(ui)),
+            );
+            for f in &files {
+                ui.label(RichText::new(f.display().to_string()).monospace());
+            }
+            ui.horizontal(|ui| {
+                if ui.button("Overwrite").clicked() {
+                    self.overwrite = None;
+                    self.spawn_export(input, path, true);
+                }
+                if ui.button("Cancel").clicked() {
+                    self.overwrite = None;
                 }
             });
-        self.export_open = open;
-        action
+        } else if let Some(id) = self.exporting {
+            let fraction = jobs.state(id).map_or(0.0, |j| j.progress.fraction());
+            ui.horizontal(|ui| {
+                ui.add(
+                    egui::ProgressBar::new(fraction)
+                        .show_percentage()
+                        .desired_width(260.0),
+                );
+                if ui.button("Cancel").clicked() {
+                    self.outbox.push(JobCommand::Cancel(id));
+                }
+            });
+        } else {
+            let input = match src {
+                ExportSource::Live => live_log.clone().map(ExportInput::File),
+                ExportSource::Opened => viewing.clone().map(ExportInput::Data),
+            };
+            let can = input.is_some() && self.saving.is_none();
+            if ui.add_enabled(can, egui::Button::new("Save as…")).clicked() {
+                self.pending_export = input;
+                let name = format!(
+                    "vramwarden-{}.csv",
+                    chrono::Local::now().format("%Y%m%d-%H%M%S")
+                );
+                self.saving = Some(Task::spawn(
+                    "Choosing a file",
+                    super::task::repaint(ui.ctx()),
+                    move || {
+                        run_dialog(|| {
+                            rfd::FileDialog::new()
+                                .set_title("Export to CSV")
+                                .set_file_name(name)
+                                .add_filter("CSV", &["csv"])
+                                .save_file()
+                                .map(|f| vec![f])
+                        })
+                    },
+                ));
+            }
+            if live_log.is_none() && viewing.is_none() {
+                ui.label(
+                    RichText::new("Nothing to export: recording is off and no session is open.")
+                        .weak(),
+                );
+            }
+        }
     }
 
     /// Exports without a dialog (tests, and the CLI-equivalent path).

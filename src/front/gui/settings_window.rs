@@ -44,6 +44,9 @@ pub struct SettingsUi {
     pub testing: Option<(usize, crate::engine::command::CommandId)>,
     /// Last save result, and whether it failed.
     pub message: Option<(String, bool)>,
+    /// The last value put back into its range, in words ("Minimum rate: 0 is under 0.1
+    /// MiB/min, set to 0.1"), until the next edit.
+    pub clamped: Option<String>,
     /// The protected-names text while it is being typed (a trailing comma or space stays
     /// until the next name is typed); None when the field is not being edited.
     protected_text: Option<String>,
@@ -60,6 +63,7 @@ impl Default for SettingsUi {
             test_request: None,
             testing: None,
             message: None,
+            clamped: None,
             protected_text: None,
         }
     }
@@ -117,13 +121,200 @@ fn opt_text(
     field_errors(ui, problems, &[key]);
 }
 
+/// How many lines the status area above the sections always takes (so nothing under the
+/// pointer moves when a status appears).
+pub const STATUS_LINES: usize = 2;
+
+/// The status area: why Save is off (or the last value clamped), and the last save's result;
+/// always [`STATUS_LINES`] lines high, each cut to one line with its whole text on hover.
+fn status_lines(
+    ui: &mut Ui,
+    cannot: Option<String>,
+    clamped: Option<&str>,
+    message: Option<&(String, bool)>,
+) {
+    let warn = widgets::warn(ui);
+    let first = cannot
+        .map(|t| RichText::new(t).color(warn))
+        .or_else(|| clamped.map(|c| RichText::new(c.to_string())));
+    let second = message.map(|(m, err)| {
+        if *err {
+            RichText::new(m).color(warn)
+        } else {
+            RichText::new(m)
+        }
+    });
+    for line in [first, second] {
+        let h = ui.text_style_height(&egui::TextStyle::Body);
+        let w = ui.available_width();
+        ui.allocate_ui_with_layout(
+            egui::vec2(w, h),
+            egui::Layout::left_to_right(egui::Align::Center),
+            |ui| {
+                ui.set_min_size(egui::vec2(w, h));
+                if let Some(t) = line {
+                    let text = t.text().to_string();
+                    ui.add(egui::Label::new(t).truncate()).on_hover_text(text);
+                }
+            },
+        );
+    }
+}
+
+/// A number field kept within `range`: a value typed or dragged outside it is put back to
+/// the nearest bound and `note` says so ("Minimum rate: 0 is under 0.1 MiB/min; set to
+/// 0.1"), rather than the value changing without a word.
+fn bounded<T>(
+    ui: &mut Ui,
+    label: &str,
+    v: &mut T,
+    range: std::ops::RangeInclusive<T>,
+    (speed, suffix): (f64, &str),
+    note: &mut Option<String>,
+) -> egui::Response
+where
+    T: egui::emath::Numeric + std::fmt::Display,
+{
+    let resp = ui.add(egui::DragValue::new(v).speed(speed).suffix(suffix));
+    if resp.changed() {
+        *note = None;
+    }
+    if let Some(n) = clamp_note(label, v, &range, suffix) {
+        *note = Some(n);
+    }
+    resp
+}
+
+/// Puts `v` back into `range`; the sentence saying what was changed, if anything.
+pub fn clamp_note<T>(
+    label: &str,
+    v: &mut T,
+    range: &std::ops::RangeInclusive<T>,
+    suffix: &str,
+) -> Option<String>
+where
+    T: PartialOrd + Copy + std::fmt::Display,
+{
+    let (lo, hi) = (*range.start(), *range.end());
+    let (was, bound, side) = if *v < lo {
+        (*v, lo, "under the least")
+    } else if *v > hi {
+        (*v, hi, "over the most")
+    } else {
+        return None;
+    };
+    *v = bound;
+    Some(format!(
+        "{label}: {was}{suffix} is {side} allowed, set to {bound}{suffix}."
+    ))
+}
+
+/// A leak parameter's row: its label, value, range, unit and what it does.
+type LeakField<'a> = (
+    &'static str,
+    &'a mut f64,
+    std::ops::RangeInclusive<f64>,
+    &'static str,
+    &'static str,
+);
+
+/// The leak detector's parameters the README and docs/leaks.md document (`[leaks]`), in
+/// their order there.
+pub fn leak_fields(l: &mut crate::detect::leak::LeakSettings) -> [LeakField<'_>; 8] {
+    [
+        (
+            "Minimum growth",
+            &mut l.min_growth_mib,
+            1.0..=1_000_000.0,
+            " MiB",
+            "least total growth before a leak is flagged",
+        ),
+        (
+            "Minimum duration",
+            &mut l.min_duration_s,
+            1.0..=86_400.0,
+            " s",
+            "shortest time the growth must have lasted",
+        ),
+        (
+            "Minimum rate",
+            &mut l.min_rate_mib_per_min,
+            0.1..=100_000.0,
+            " MiB/min",
+            "slowest growth that counts",
+        ),
+        (
+            "Observation window",
+            &mut l.window_s,
+            10.0..=86_400.0,
+            " s",
+            "history each process keeps for the decision",
+        ),
+        (
+            "Ends after no growth for",
+            &mut l.quiet_s,
+            1.0..=86_400.0,
+            " s",
+            "a leak ends after this long without growth",
+        ),
+        (
+            "Drop tolerance",
+            &mut l.drop_tolerance_mib,
+            0.0..=1_000_000.0,
+            " MiB",
+            "a larger fall is a free: it resets the growth",
+        ),
+        (
+            "Start-up grace",
+            &mut l.startup_s,
+            1.0..=86_400.0,
+            " s",
+            "a new process's ramp is judged once it levels off, or after this",
+        ),
+        (
+            "Settled after",
+            &mut l.settle_s,
+            1.0..=86_400.0,
+            " s",
+            "a ramp or burst has levelled off after this long flat",
+        ),
+    ]
+}
+
+/// The detector's remaining parameters (load pace, burst, flat spell).
+fn leak_advanced_fields(l: &mut crate::detect::leak::LeakSettings) -> [LeakField<'_>; 3] {
+    [
+        (
+            "Load pace",
+            &mut l.burst_rate_mib_per_min,
+            0.1..=1_000_000.0,
+            " MiB/min",
+            "growth this fast is a load, a leak only after the burst time",
+        ),
+        (
+            "Burst time",
+            &mut l.burst_s,
+            1.0..=86_400.0,
+            " s",
+            "how long growth at a load's pace must go on",
+        ),
+        (
+            "Flat spell",
+            &mut l.flat_s,
+            1.0..=86_400.0,
+            " s",
+            "after this long without a new high, growth is judged afresh",
+        ),
+    ]
+}
+
 /// A target "Test this rule" found: what it is, and why it would be skipped (`None`: acted on).
 pub type TestedTarget = (String, Option<String>);
 
 fn field_errors(ui: &mut Ui, problems: &[(&'static str, String)], fields: &[&str]) {
     for (f, m) in problems {
         if fields.contains(f) {
-            ui.label(RichText::new(format!("⚠ {m}")).color(widgets::WARN));
+            ui.label(RichText::new(format!("⚠ {m}")).color(widgets::warn(ui)));
         }
     }
 }
@@ -176,21 +367,12 @@ impl SettingsUi {
                     if changed {
                         ui.label(RichText::new("unsaved changes").weak());
                     }
-                    ui.label(RichText::new(path.display().to_string()).weak().small());
+                    ui.label(widgets::hint(path.display().to_string()));
                 });
-                if let Some((at, what)) = problems.first() {
-                    ui.label(
-                        RichText::new(format!("Cannot save yet: {at}: {what}"))
-                            .color(widgets::WARN),
-                    );
-                }
-                if let Some((m, err)) = &self.message {
-                    ui.label(if *err {
-                        RichText::new(m).color(widgets::WARN)
-                    } else {
-                        RichText::new(m)
-                    });
-                }
+                let cannot = problems
+                    .first()
+                    .map(|(at, what)| format!("Cannot save yet: {at}: {what}"));
+                status_lines(ui, cannot, self.clamped.as_deref(), self.message.as_ref());
                 ui.separator();
                 ui.horizontal_top(|ui| {
                     ui.vertical(|ui| {
@@ -207,8 +389,11 @@ impl SettingsUi {
                     });
                     ui.separator();
                     ui.vertical(|ui| {
+                        // Takes the window's width and never asks for more: a rule added
+                        // (or a long one chosen) wraps instead of widening the window.
                         egui::ScrollArea::vertical()
                             .max_height(body_height)
+                            .auto_shrink([false, true])
                             .show(ui, |ui| match self.section {
                                 Section::General => self.general(ui),
                                 Section::Sampling => self.sampling(ui),
@@ -250,22 +435,27 @@ impl SettingsUi {
 
     fn sampling(&mut self, ui: &mut Ui) {
         let s = &mut self.draft.sampling;
+        let note = &mut self.clamped;
         ui.horizontal(|ui| {
             ui.label("Sampling interval");
-            ui.add(
-                egui::DragValue::new(&mut s.interval_ms)
-                    .range(100..=3_600_000)
-                    .speed(10)
-                    .suffix(" ms"),
+            bounded(
+                ui,
+                "Sampling interval",
+                &mut s.interval_ms,
+                100..=3_600_000,
+                (10.0, " ms"),
+                note,
             );
         });
         ui.horizontal(|ui| {
             ui.label("History kept in memory");
-            ui.add(
-                egui::DragValue::new(&mut s.history_hours)
-                    .range(0.1..=744.0)
-                    .speed(0.5)
-                    .suffix(" h"),
+            bounded(
+                ui,
+                "History kept in memory",
+                &mut s.history_hours,
+                0.1..=744.0,
+                (0.5, " h"),
+                note,
             );
         });
         ui.label(RichText::new("These take effect at the next start.").weak());
@@ -273,25 +463,31 @@ impl SettingsUi {
 
     fn sessions(&mut self, ui: &mut Ui) {
         let s = &mut self.draft.sessions;
+        let note = &mut self.clamped;
         ui.checkbox(
             &mut s.record,
             "Record a session log while the window runs (takes effect at the next start)",
         );
         ui.horizontal(|ui| {
             ui.label("Delete sessions older than");
-            ui.add(
-                egui::DragValue::new(&mut s.retention_days)
-                    .range(1..=3650)
-                    .suffix(" days"),
+            bounded(
+                ui,
+                "Delete sessions older than",
+                &mut s.retention_days,
+                1..=3650,
+                (1.0, " days"),
+                note,
             );
         });
         ui.horizontal(|ui| {
             ui.label("Keep the sessions folder under");
-            ui.add(
-                egui::DragValue::new(&mut s.retention_max_mib)
-                    .range(16..=1_000_000)
-                    .speed(16)
-                    .suffix(" MiB"),
+            bounded(
+                ui,
+                "Keep the sessions folder under",
+                &mut s.retention_max_mib,
+                16..=1_000_000,
+                (16.0, " MiB"),
+                note,
             );
         });
         ui.label(
@@ -305,48 +501,34 @@ impl SettingsUi {
 
     fn leaks(&mut self, ui: &mut Ui) {
         let l = &mut self.draft.leaks;
+        let note = &mut self.clamped;
         ui.label("A process is flagged as leaking when its GPU memory grows by at least the minimum growth, faster than the minimum rate, for at least the minimum duration, and is still growing.");
         egui::Grid::new("leak-settings")
-            .num_columns(2)
+            .num_columns(3)
             .show(ui, |ui| {
-                ui.label("Minimum rate");
-                ui.add(
-                    egui::DragValue::new(&mut l.min_rate_mib_per_min)
-                        .range(0.1..=100_000.0)
-                        .suffix(" MiB/min"),
-                );
-                ui.end_row();
-                ui.label("Minimum growth");
-                ui.add(
-                    egui::DragValue::new(&mut l.min_growth_mib)
-                        .range(1.0..=1_000_000.0)
-                        .suffix(" MiB"),
-                );
-                ui.end_row();
-                ui.label("Minimum duration");
-                ui.add(
-                    egui::DragValue::new(&mut l.min_duration_s)
-                        .range(1.0..=86_400.0)
-                        .suffix(" s"),
-                );
-                ui.end_row();
-                ui.label("Observation window");
-                ui.add(
-                    egui::DragValue::new(&mut l.window_s)
-                        .range(10.0..=86_400.0)
-                        .suffix(" s"),
-                );
-                ui.end_row();
-                ui.label("Ends after no growth for");
-                ui.add(
-                    egui::DragValue::new(&mut l.quiet_s)
-                        .range(1.0..=86_400.0)
-                        .suffix(" s"),
-                );
-                ui.end_row();
+                for (label, v, range, suffix, what) in leak_fields(l) {
+                    ui.label(label);
+                    bounded(ui, label, v, range, (1.0, suffix), note);
+                    ui.label(widgets::hint(what));
+                    ui.end_row();
+                }
+            });
+        egui::CollapsingHeader::new("Load and burst tuning")
+            .id_salt("leak-settings-advanced")
+            .show(ui, |ui| {
+                egui::Grid::new("leak-settings-advanced-grid")
+                    .num_columns(3)
+                    .show(ui, |ui| {
+                        for (label, v, range, suffix, what) in leak_advanced_fields(l) {
+                            ui.label(label);
+                            bounded(ui, label, v, range, (1.0, suffix), note);
+                            ui.label(widgets::hint(what));
+                            ui.end_row();
+                        }
+                    });
             });
         for p in l.problems() {
-            ui.label(RichText::new(format!("⚠ {p}")).color(widgets::WARN));
+            ui.label(RichText::new(format!("⚠ {p}")).color(widgets::warn(ui)));
         }
         if ui.button("Restore defaults").clicked() {
             *l = crate::detect::leak::LeakSettings::default();
@@ -365,324 +547,558 @@ impl SettingsUi {
     fn rules(&mut self, ui: &mut Ui, _live: &Monitor) {
         let c = &mut self.draft.cleanup;
         ui.checkbox(&mut c.dry_run, "Global dry run: no rule signals anything, the Activity pane says what would have happened");
-        let label = ui.label("Protected names (never acted on; comma-separated)");
-        // Wrapped over as many lines as the list needs, so no name is hidden. While the field
-        // has the focus its own text is kept, so a comma typed before the next name stays.
-        let mut text = self
-            .protected_text
-            .take()
-            .unwrap_or_else(|| c.protected.join(", "));
-        let resp = ui
-            .add(
-                egui::TextEdit::multiline(&mut text)
-                    .desired_rows(1)
-                    .desired_width(ui.available_width().max(200.0))
-                    .hint_text("comma-separated process names")
-                    .return_key(None),
-            )
-            .labelled_by(label.id);
-        if resp.changed() {
-            c.protected = text
-                .split([',', '\n'])
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .collect();
-        }
-        if resp.has_focus() {
-            self.protected_text = Some(text);
-        }
+        protected_names(ui, &mut c.protected, &mut self.protected_text);
         ui.separator();
-        let mut op: Option<(usize, &str)> = None;
-        egui::Grid::new("rules-list")
-            .num_columns(4)
-            .striped(true)
-            .show(ui, |ui| {
-                for (i, r) in c.rules.iter_mut().enumerate() {
-                    ui.checkbox(&mut r.enabled, "on");
-                    let bad = !r.problems().is_empty();
-                    let mut name = RichText::new(&r.name);
-                    if bad {
-                        name = name.color(widgets::WARN);
-                    }
-                    if ui.selectable_label(self.editing == Some(i), name).clicked() {
-                        self.editing = Some(i);
-                    }
-                    ui.horizontal(|ui| {
-                        if r.dry_run || c.dry_run {
-                            ui.label(
-                                RichText::new(" DRY RUN ")
-                                    .color(egui::Color32::from_rgb(20, 20, 20))
-                                    .background_color(egui::Color32::from_rgb(235, 200, 90))
-                                    .small(),
-                            );
-                        }
-                        if bad {
-                            ui.label(RichText::new("invalid").color(widgets::WARN).small());
-                        }
-                    });
-                    ui.horizontal(|ui| {
-                        // One font for the row's buttons (the rule's name beside them too).
-                        for (label, what, hover) in [
-                            ("Up", "up", "Move this rule up (rules are checked in order)"),
-                            ("Down", "down", "Move this rule down"),
-                            ("Duplicate", "dup", "Add a copy of this rule below it"),
-                            (
-                                "Delete",
-                                "del",
-                                "Remove this rule (Save to keep the change)",
-                            ),
-                        ] {
-                            if ui.button(label).on_hover_text(hover).clicked() {
-                                op = Some((i, what));
-                            }
-                        }
-                    });
-                    ui.end_row();
-                }
-            });
-        if c.rules.is_empty() {
-            ui.label(RichText::new("No rules yet. A new rule starts as a dry run.").weak());
+        if let Some(op) = rules_list(ui, c, &mut self.editing) {
+            apply_rule_op(c, &mut self.editing, op);
         }
-        if let Some((i, what)) = op {
-            match what {
-                "up" if i > 0 => {
-                    c.rules.swap(i, i - 1);
-                    self.editing = Some(i - 1);
-                }
-                "down" if i + 1 < c.rules.len() => {
-                    c.rules.swap(i, i + 1);
-                    self.editing = Some(i + 1);
-                }
-                "dup" => {
-                    let mut r = c.rules[i].clone();
-                    r.name = format!("{} (copy)", r.name);
-                    r.dry_run = true;
-                    c.rules.insert(i + 1, r);
-                    self.editing = Some(i + 1);
-                }
-                "del" => {
-                    c.rules.remove(i);
-                    self.editing = None;
-                }
-                _ => {}
-            }
-        }
-        ui.horizontal(|ui| {
-            if ui.button("Add rule").clicked() {
-                let mut r = Rule::default();
-                let mut n = 1;
-                while c.rules.iter().any(|x| x.name == r.name) {
-                    n += 1;
-                    r.name = format!("New rule {n}");
-                }
-                c.rules.push(r);
-                self.editing = Some(c.rules.len() - 1);
-            }
-            if ui
-                .button("Add the example: idle 30 min holding > 8 GiB, terminate")
-                .clicked()
-            {
-                c.rules.push(Rule {
-                    name: "Idle holder".into(),
-                    conditions: crate::act::rules::Conditions {
-                        idle_min_minutes: Some(30.0),
-                        process_memory_min_mib: Some(8192.0),
-                        ..crate::act::rules::Conditions::default()
-                    },
-                    action: Action::Terminate {
-                        grace_seconds: crate::act::rules::model::DEFAULT_GRACE_SECONDS,
-                    },
-                    ..Rule::default()
-                });
-                self.editing = Some(c.rules.len() - 1);
-            }
-            if ui
-                .button("Add the OOM guard")
-                .on_hover_text(format!(
-                    "Four rules that act, in order, while a GPU has under {} GiB free: release PyTorch caches → park the largest idle process → (opt-in, off) terminate the fastest leaker; then resume parked processes when there is room. Each step waits for the driver's figure to show the one before was not enough. Made in dry run: the Activity pane says what they would do.",
-                    crate::act::rules::presets::GUARD_HEADROOM_MIB / 1024.0
-                ))
-                .clicked()
-            {
-                for r in crate::act::rules::presets::oom_guard(crate::act::rules::presets::GUARD_HEADROOM_MIB) {
-                    if !c.rules.iter().any(|x| x.name == r.name) {
-                        c.rules.push(r);
-                    }
-                }
-                self.editing = None;
-            }
-        });
+        add_rule_buttons(ui, c, &mut self.editing);
         let Some(i) = self.editing.filter(|i| *i < c.rules.len()) else {
             return;
         };
         ui.separator();
-        let safety = crate::act::rules::action::Safety {
-            global_dry_run: c.dry_run,
-            protected: c.protected.clone(),
-        };
-        let r = &mut c.rules[i];
-        let problems = r.problems();
-        // The summary keeps its height while typing (two lines), so the fields below stay put.
-        let summary_h = ui.text_style_height(&egui::TextStyle::Body) * 2.0 + 4.0;
-        ui.allocate_ui(egui::vec2(ui.available_width(), summary_h), |ui| {
-            ui.set_min_height(summary_h);
-            ui.add(egui::Label::new(RichText::new(r.describe()).italics()).wrap());
+        rule_editor(ui, c, i, &mut self.tested, &mut self.test_request);
+    }
+}
+
+/// The protected names, wrapped over as many lines as the list needs, so no name is hidden.
+/// While the field has the focus its own text is kept, so a comma typed before the next name
+/// stays.
+fn protected_names(ui: &mut Ui, protected: &mut Vec<String>, typing: &mut Option<String>) {
+    let label = ui.label("Protected names (never acted on; comma-separated)");
+    let mut text = typing.take().unwrap_or_else(|| protected.join(", "));
+    let resp = ui
+        .add(
+            egui::TextEdit::multiline(&mut text)
+                .desired_rows(1)
+                .desired_width(ui.available_width().max(200.0))
+                .hint_text("comma-separated process names")
+                .return_key(None),
+        )
+        .labelled_by(label.id);
+    if resp.changed() {
+        *protected = text
+            .split([',', '\n'])
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
+    }
+    if resp.has_focus() {
+        *typing = Some(text);
+    }
+}
+
+/// The rules, one line each; the button pressed on a line (its index and what).
+fn rules_list(
+    ui: &mut Ui,
+    c: &mut crate::engine::settings::Cleanup,
+    editing: &mut Option<usize>,
+) -> Option<(usize, &'static str)> {
+    let mut op: Option<(usize, &'static str)> = None;
+    // Scrolls sideways when narrower than its lines (long names and the row's buttons) rather
+    // than widening the window.
+    egui::ScrollArea::horizontal()
+        .id_salt("rules-list-scroll")
+        .auto_shrink([false, true])
+        .show(ui, |ui| {
+            egui::Grid::new("rules-list")
+                .num_columns(4)
+                .striped(true)
+                .show(ui, |ui| {
+                    for (i, r) in c.rules.iter_mut().enumerate() {
+                        ui.checkbox(&mut r.enabled, "on");
+                        let bad = !r.problems().is_empty();
+                        let mut name = RichText::new(&r.name);
+                        if bad {
+                            name = name.color(widgets::warn(ui));
+                        }
+                        if ui.selectable_label(*editing == Some(i), name).clicked() {
+                            *editing = Some(i);
+                        }
+                        ui.horizontal(|ui| {
+                            if r.dry_run || c.dry_run {
+                                ui.label(
+                                    RichText::new(" DRY RUN ")
+                                        .color(egui::Color32::from_rgb(20, 20, 20))
+                                        .background_color(egui::Color32::from_rgb(235, 200, 90))
+                                        .small(),
+                                );
+                            }
+                            if bad {
+                                ui.label(RichText::new("invalid").color(widgets::warn(ui)).small());
+                            }
+                        });
+                        ui.horizontal(|ui| {
+                            // One font for the row's buttons (the rule's name beside them too).
+                            for (label, what, hover) in [
+                                ("Up", "up", "Move this rule up (rules are checked in order)"),
+                                ("Down", "down", "Move this rule down"),
+                                ("Duplicate", "dup", "Add a copy of this rule below it"),
+                                (
+                                    "Delete",
+                                    "del",
+                                    "Remove this rule (Save to keep the change)",
+                                ),
+                            ] {
+                                if ui.button(label).on_hover_text(hover).clicked() {
+                                    op = Some((i, what));
+                                }
+                            }
+                        });
+                        ui.end_row();
+                    }
+                });
         });
-        ui.horizontal(|ui| {
-            if ui
-                .button("Test this rule")
-                .on_hover_text("Which current processes (or GPUs) it would match right now, ignoring hold time and cooldown, and which of them its safety rules would skip")
-                .clicked()
-            {
-                // Tested by the engine that owns the processes (an agent's for a remote
-                // window); the matches come back as its reply.
-                self.test_request = Some((
-                    i,
-                    crate::engine::EngineCommand::TestRule {
-                        rule: Box::new(r.clone()),
-                        safety: Some(safety.clone()),
-                    },
-                ));
-                self.tested = None;
-                ui.ctx().request_repaint();
+    if c.rules.is_empty() {
+        ui.label(RichText::new("No rules yet. A new rule starts as a dry run.").weak());
+    }
+    op
+}
+
+/// Moves, duplicates or deletes a rule as its line's button asked.
+fn apply_rule_op(
+    c: &mut crate::engine::settings::Cleanup,
+    editing: &mut Option<usize>,
+    (i, what): (usize, &str),
+) {
+    match what {
+        "up" if i > 0 => {
+            c.rules.swap(i, i - 1);
+            *editing = Some(i - 1);
+        }
+        "down" if i + 1 < c.rules.len() => {
+            c.rules.swap(i, i + 1);
+            *editing = Some(i + 1);
+        }
+        "dup" => {
+            let mut r = c.rules[i].clone();
+            r.name = format!("{} (copy)", r.name);
+            r.dry_run = true;
+            c.rules.insert(i + 1, r);
+            *editing = Some(i + 1);
+        }
+        "del" => {
+            c.rules.remove(i);
+            *editing = None;
+        }
+        _ => {}
+    }
+}
+
+/// Add rule, Add the example, Add the OOM guard.
+fn add_rule_buttons(
+    ui: &mut Ui,
+    c: &mut crate::engine::settings::Cleanup,
+    editing: &mut Option<usize>,
+) {
+    ui.horizontal_wrapped(|ui| {
+        if ui.button("Add rule").clicked() {
+            let mut r = Rule::default();
+            let mut n = 1;
+            while c.rules.iter().any(|x| x.name == r.name) {
+                n += 1;
+                r.name = format!("New rule {n}");
             }
-            if let Some((j, found)) = &self.tested {
-                if *j == i {
-                    let acted = found.iter().filter(|(_, w)| w.is_none()).count();
-                    ui.label(match (found.len(), acted) {
-                        (0, _) => "It matches nothing right now.".to_string(),
-                        (n, a) if a == n => format!("It matches {n} right now, and would act on each:"),
-                        (n, 0) => format!("It matches {n} right now, but would skip every one:"),
-                        (n, a) => format!("It matches {n} right now; it would act on {a}:"),
-                    });
+            c.rules.push(r);
+            *editing = Some(c.rules.len() - 1);
+        }
+        if ui
+            .button("Add the example: idle 30 min holding > 8 GiB, terminate")
+            .clicked()
+        {
+            c.rules.push(Rule {
+                name: "Idle holder".into(),
+                conditions: crate::act::rules::Conditions {
+                    idle_min_minutes: Some(30.0),
+                    process_memory_min_mib: Some(8192.0),
+                    ..crate::act::rules::Conditions::default()
+                },
+                action: Action::Terminate {
+                    grace_seconds: crate::act::rules::model::DEFAULT_GRACE_SECONDS,
+                },
+                ..Rule::default()
+            });
+            *editing = Some(c.rules.len() - 1);
+        }
+        if ui
+            .button("Add the OOM guard")
+            .on_hover_text(format!(
+                "Four rules that act, in order, while a GPU has under {} GiB free: release PyTorch caches → park the largest idle process → (opt-in, off) terminate the fastest leaker; then resume parked processes when there is room. Each step waits for the driver's figure to show the one before was not enough. Made in dry run: the Activity pane says what they would do.",
+                crate::act::rules::presets::GUARD_HEADROOM_MIB / 1024.0
+            ))
+            .clicked()
+        {
+            for r in crate::act::rules::presets::oom_guard(crate::act::rules::presets::GUARD_HEADROOM_MIB) {
+                if !c.rules.iter().any(|x| x.name == r.name) {
+                    c.rules.push(r);
                 }
             }
-        });
-        if let Some((j, found)) = &self.tested {
+            *editing = None;
+        }
+    });
+}
+
+/// The rule `i`'s editor: its summary, Test this rule, and its fields.
+fn rule_editor(
+    ui: &mut Ui,
+    c: &mut crate::engine::settings::Cleanup,
+    i: usize,
+    tested: &mut Option<(usize, Vec<TestedTarget>)>,
+    request: &mut Option<(usize, crate::engine::EngineCommand)>,
+) {
+    let safety = crate::act::rules::action::Safety {
+        global_dry_run: c.dry_run,
+        protected: c.protected.clone(),
+    };
+    let r = &mut c.rules[i];
+    let problems = r.problems();
+    // The summary keeps its height while typing (two lines), so the fields below stay put.
+    let summary_h = ui.text_style_height(&egui::TextStyle::Body) * 2.0 + 4.0;
+    ui.allocate_ui(egui::vec2(ui.available_width(), summary_h), |ui| {
+        ui.set_min_height(summary_h);
+        ui.add(egui::Label::new(RichText::new(r.describe()).italics()).wrap());
+    });
+    ui.horizontal(|ui| {
+        if ui
+            .button("Test this rule")
+            .on_hover_text("Which current processes (or GPUs) it would match right now, ignoring hold time and cooldown, and which of them its safety rules would skip")
+            .clicked()
+        {
+            // Tested by the engine that owns the processes (an agent's for a remote
+            // window); the matches come back as its reply.
+            *request = Some((
+                i,
+                crate::engine::EngineCommand::TestRule {
+                    rule: Box::new(r.clone()),
+                    safety: Some(safety.clone()),
+                },
+            ));
+            *tested = None;
+            ui.ctx().request_repaint();
+        }
+        if let Some((j, found)) = &*tested {
             if *j == i {
-                for (f, why) in found {
-                    match why {
-                        None => ui.monospace(format!("  ✔ {f}")),
-                        Some(w) => ui.label(
-                            RichText::new(format!("  ✖ {f} — skipped: {w}"))
-                                .monospace()
-                                .weak(),
-                        ),
-                    };
-                }
+                let acted = found.iter().filter(|(_, w)| w.is_none()).count();
+                ui.label(match (found.len(), acted) {
+                    (0, _) => "It matches nothing right now.".to_string(),
+                    (n, a) if a == n => format!("It matches {n} right now, and would act on each:"),
+                    (n, 0) => format!("It matches {n} right now, but would skip every one:"),
+                    (n, a) => format!("It matches {n} right now; it would act on {a}:"),
+                });
             }
         }
-        egui::Grid::new("rule-edit").num_columns(2).spacing([10.0, 6.0]).show(ui, |ui| {
+    });
+    if let Some((j, found)) = &*tested {
+        if *j == i {
+            for (f, why) in found {
+                match why {
+                    None => ui.monospace(format!("  ✔ {f}")),
+                    Some(w) => ui.label(
+                        RichText::new(format!("  ✖ {f} — skipped: {w}"))
+                            .monospace()
+                            .weak(),
+                    ),
+                };
+            }
+        }
+    }
+    egui::Grid::new("rule-edit")
+        .num_columns(2)
+        .spacing([10.0, 6.0])
+        .show(ui, |ui| {
             ui.label("Name");
             ui.vertical(|ui| {
-                ui.add(egui::TextEdit::singleline(&mut r.name).hint_text("rule name").desired_width(260.0));
+                ui.add(
+                    egui::TextEdit::singleline(&mut r.name)
+                        .hint_text("rule name")
+                        .desired_width(260.0),
+                );
                 field_errors(ui, &problems, &["name"]);
             });
             ui.end_row();
             ui.label("Mode");
-            ui.horizontal(|ui| {
+            ui.horizontal_wrapped(|ui| {
                 ui.checkbox(&mut r.enabled, "Enabled");
                 ui.checkbox(&mut r.dry_run, "Dry run (log only)");
-                ui.checkbox(&mut r.allow_other_users, "May act on other users' processes (as root)");
+                ui.checkbox(
+                    &mut r.allow_other_users,
+                    "May act on other users' processes (as root)",
+                );
             });
             ui.end_row();
             ui.label("Conditions");
-            ui.vertical(|ui| {
-                let k = &mut r.conditions;
-                opt_num(ui, "Process GPU memory ≥", &mut k.process_memory_min_mib, (8192.0, " MiB"), &problems, "process_memory_min_mib");
-                opt_num(ui, "GPU used ≥", &mut k.device_used_min_pct, (95.0, " %"), &problems, "device_used_min_pct");
-                opt_num(ui, "GPU free ≤", &mut k.device_free_max_mib, (1024.0, " MiB"), &problems, "device_free_max_mib");
-                opt_num(ui, "GPU full in <", &mut k.device_full_within_minutes, (30.0, " min"), &problems, "device_full_within_minutes");
-                opt_num(ui, "GPU-idle for ≥", &mut k.idle_min_minutes, (30.0, " min"), &problems, "idle_min_minutes");
-                opt_num(ui, "Leaking for ≥", &mut k.leaking_min_minutes, (10.0, " min"), &problems, "leaking_min_minutes");
-                opt_text(ui, "Name matches", &mut k.name_regex, "regular expression", &problems, "name_regex");
-                opt_text(ui, "Command line matches", &mut k.cmdline_regex, "regular expression", &problems, "cmdline_regex");
-                opt_text(ui, "User is", &mut k.user_is, "user name", &problems, "user_is");
-                opt_text(ui, "User is not", &mut k.user_is_not, "user name", &problems, "user_is_not");
-                opt_num(ui, "Running for ≥", &mut k.age_min_minutes, (60.0, " min"), &problems, "age_min_minutes");
-                opt_num(ui, "User's total on the GPU ≥", &mut k.user_total_min_mib, (40960.0, " MiB"), &problems, "user_total_min_mib");
-                // Containers and schedules: folded away unless the rule uses them.
-                let used = k.container_glob.is_some() || k.pod_glob.is_some() || k.container_total_min_mib.is_some() || k.at.is_some() || k.every_hours.is_some();
-                egui::CollapsingHeader::new("Containers and schedule").id_salt(("rule-containers-schedule", i)).default_open(used).show(ui, |ui| {
-                    opt_text(ui, "Container matches", &mut k.container_glob, "pattern, e.g. jupyter-*", &problems, "container_glob");
-                    opt_text(ui, "Pod matches", &mut k.pod_glob, "pattern, e.g. ml/trainer-* or jupyter-*", &problems, "pod_glob");
-                    opt_num(ui, "Container's total on the GPU ≥", &mut k.container_total_min_mib, (20480.0, " MiB"), &problems, "container_total_min_mib");
-                    opt_text(ui, "Daily at (local time)", &mut k.at, "04:00 or 04:00-04:30", &problems, "at");
-                    opt_num(ui, "At most once every", &mut k.every_hours, (6.0, " h"), &problems, "every_hours");
-                });
-                ui.horizontal(|ui| {
-                    let mut on = k.gpu.is_some();
-                    if ui.checkbox(&mut on, "Only on GPU").changed() {
-                        k.gpu = on.then_some(k.gpu.unwrap_or(0));
-                    }
-                    if let Some(g) = k.gpu.as_mut() {
-                        ui.add(egui::DragValue::new(g).range(0..=63));
-                    }
-                });
-                ui.horizontal(|ui| {
-                    ui.label("All of it held for");
-                    ui.add(egui::DragValue::new(&mut k.hold_seconds).speed(1.0).suffix(" s"));
-                });
-                field_errors(ui, &problems, &["hold_seconds", "gpu"]);
-            });
+            ui.vertical(|ui| conditions(ui, &mut r.conditions, &problems, i));
             ui.end_row();
             ui.label("Action");
-            ui.vertical(|ui| {
-                let kind = crate::act::rules::model::ActionKind::of(&r.action);
-                let mut k = kind;
-                ui.horizontal(|ui| {
-                    for choice in crate::act::rules::model::ActionKind::ALL {
-                        ui.radio_value(&mut k, choice, choice.label());
-                    }
-                });
-                if k != kind {
-                    r.action = k.starting_action();
-                }
-                match &mut r.action {
-                    Action::Notify | Action::ReleaseCache => {}
-                    Action::Park => {
-                        ui.label("Moves its GPU memory to host memory through the driver's checkpoint API; it waits, not killed (needs as much free host memory).");
-                    }
-                    Action::Resume => {
-                        ui.label("Moves a parked process's memory back to the GPU; it goes on.");
-                    }
-                    Action::LimitMemory { gib } => {
-                        ui.horizontal(|ui| {
-                            ui.label("Memory fraction for");
-                            ui.add(egui::DragValue::new(gib).speed(0.5).range(0.0..=crate::act::rules::model::MAX_LIMIT_GIB).suffix(" GiB"));
-                            ui.label("(through its vramwarden_torch companion)");
-                        });
-                    }
-                    Action::Signal { signal } => {
-                        ui.add(egui::TextEdit::singleline(signal).hint_text("SIGUSR1").desired_width(120.0));
-                    }
-                    Action::Terminate { grace_seconds } => {
-                        ui.horizontal(|ui| {
-                            ui.label("SIGTERM, then SIGKILL after");
-                            ui.add(egui::DragValue::new(grace_seconds).speed(1.0).suffix(" s"));
-                            ui.label("if it still holds GPU memory");
-                        });
-                    }
-                    Action::RunCommand { argv, timeout_seconds } => {
-                        let mut line = argv.join(" ");
-                        if ui.add(egui::TextEdit::singleline(&mut line).hint_text("systemctl --user restart jupyter  ({pid} {gpu} {user} {name})").desired_width(420.0)).changed() {
-                            *argv = line.split_whitespace().map(str::to_string).collect();
-                        }
-                        ui.horizontal(|ui| {
-                            ui.label("Timeout");
-                            ui.add(egui::DragValue::new(timeout_seconds).speed(1.0).suffix(" s"));
-                        });
-                    }
-                }
-                field_errors(ui, &problems, &["action"]);
-            });
+            ui.vertical(|ui| action_editor(ui, &mut r.action, &problems));
             ui.end_row();
             ui.label("Cooldown");
             ui.vertical(|ui| {
-                ui.add(egui::DragValue::new(&mut r.cooldown_minutes).speed(1.0).suffix(" min per target"));
+                ui.add(
+                    egui::DragValue::new(&mut r.cooldown_minutes)
+                        .speed(1.0)
+                        .suffix(" min per target"),
+                );
                 field_errors(ui, &problems, &["cooldown_minutes"]);
             });
             ui.end_row();
         });
+}
+
+/// A numeric condition's row: label, field, (default when ticked, unit), its problems' key.
+type NumCond<'a> = (
+    &'static str,
+    &'a mut Option<f64>,
+    (f64, &'static str),
+    &'static str,
+);
+/// A text condition's row: label, field, hint, its problems' key.
+type TextCond<'a> = (
+    &'static str,
+    &'a mut Option<String>,
+    &'static str,
+    &'static str,
+);
+
+/// A rule's conditions, each with its own problems under it.
+fn conditions(
+    ui: &mut Ui,
+    k: &mut crate::act::rules::Conditions,
+    problems: &[(&'static str, String)],
+    i: usize,
+) {
+    let memory: [NumCond<'_>; 6] = [
+        (
+            "Process GPU memory ≥",
+            &mut k.process_memory_min_mib,
+            (8192.0, " MiB"),
+            "process_memory_min_mib",
+        ),
+        (
+            "GPU used ≥",
+            &mut k.device_used_min_pct,
+            (95.0, " %"),
+            "device_used_min_pct",
+        ),
+        (
+            "GPU free ≤",
+            &mut k.device_free_max_mib,
+            (1024.0, " MiB"),
+            "device_free_max_mib",
+        ),
+        (
+            "GPU full in <",
+            &mut k.device_full_within_minutes,
+            (30.0, " min"),
+            "device_full_within_minutes",
+        ),
+        (
+            "GPU-idle for ≥",
+            &mut k.idle_min_minutes,
+            (30.0, " min"),
+            "idle_min_minutes",
+        ),
+        (
+            "Leaking for ≥",
+            &mut k.leaking_min_minutes,
+            (10.0, " min"),
+            "leaking_min_minutes",
+        ),
+    ];
+    for (label, v, default, key) in memory {
+        opt_num(ui, label, v, default, problems, key);
     }
+    let who: [TextCond<'_>; 4] = [
+        (
+            "Name matches",
+            &mut k.name_regex,
+            "regular expression",
+            "name_regex",
+        ),
+        (
+            "Command line matches",
+            &mut k.cmdline_regex,
+            "regular expression",
+            "cmdline_regex",
+        ),
+        ("User is", &mut k.user_is, "user name", "user_is"),
+        (
+            "User is not",
+            &mut k.user_is_not,
+            "user name",
+            "user_is_not",
+        ),
+    ];
+    for (label, v, hint, key) in who {
+        opt_text(ui, label, v, hint, problems, key);
+    }
+    let more: [NumCond<'_>; 2] = [
+        (
+            "Running for ≥",
+            &mut k.age_min_minutes,
+            (60.0, " min"),
+            "age_min_minutes",
+        ),
+        (
+            "User's total on the GPU ≥",
+            &mut k.user_total_min_mib,
+            (40960.0, " MiB"),
+            "user_total_min_mib",
+        ),
+    ];
+    for (label, v, default, key) in more {
+        opt_num(ui, label, v, default, problems, key);
+    }
+    containers_and_schedule(ui, k, problems, i);
+    ui.horizontal(|ui| {
+        let mut on = k.gpu.is_some();
+        if ui.checkbox(&mut on, "Only on GPU").changed() {
+            k.gpu = on.then_some(k.gpu.unwrap_or(0));
+        }
+        if let Some(g) = k.gpu.as_mut() {
+            ui.add(egui::DragValue::new(g).range(0..=63));
+        }
+    });
+    ui.horizontal(|ui| {
+        ui.label("All of it held for");
+        ui.add(
+            egui::DragValue::new(&mut k.hold_seconds)
+                .speed(1.0)
+                .suffix(" s"),
+        );
+    });
+    field_errors(ui, problems, &["hold_seconds", "gpu"]);
+}
+
+/// Containers and schedules: folded away unless the rule uses them.
+fn containers_and_schedule(
+    ui: &mut Ui,
+    k: &mut crate::act::rules::Conditions,
+    problems: &[(&'static str, String)],
+    i: usize,
+) {
+    let used = k.container_glob.is_some()
+        || k.pod_glob.is_some()
+        || k.container_total_min_mib.is_some()
+        || k.at.is_some()
+        || k.every_hours.is_some();
+    egui::CollapsingHeader::new("Containers and schedule")
+        .id_salt(("rule-containers-schedule", i))
+        .default_open(used)
+        .show(ui, |ui| {
+            opt_text(
+                ui,
+                "Container matches",
+                &mut k.container_glob,
+                "pattern, e.g. jupyter-*",
+                problems,
+                "container_glob",
+            );
+            opt_text(
+                ui,
+                "Pod matches",
+                &mut k.pod_glob,
+                "pattern, e.g. ml/trainer-* or jupyter-*",
+                problems,
+                "pod_glob",
+            );
+            opt_num(
+                ui,
+                "Container's total on the GPU ≥",
+                &mut k.container_total_min_mib,
+                (20480.0, " MiB"),
+                problems,
+                "container_total_min_mib",
+            );
+            opt_text(
+                ui,
+                "Daily at (local time)",
+                &mut k.at,
+                "04:00 or 04:00-04:30",
+                problems,
+                "at",
+            );
+            opt_num(
+                ui,
+                "At most once every",
+                &mut k.every_hours,
+                (6.0, " h"),
+                problems,
+                "every_hours",
+            );
+        });
+}
+
+/// A rule's action: its kind and that kind's fields.
+fn action_editor(ui: &mut Ui, action: &mut Action, problems: &[(&'static str, String)]) {
+    let kind = crate::act::rules::model::ActionKind::of(action);
+    let mut k = kind;
+    ui.horizontal_wrapped(|ui| {
+        for choice in crate::act::rules::model::ActionKind::ALL {
+            ui.radio_value(&mut k, choice, choice.label());
+        }
+    });
+    if k != kind {
+        *action = k.starting_action();
+    }
+    match action {
+        Action::Notify | Action::ReleaseCache => {}
+        Action::Park => {
+            ui.label("Moves its GPU memory to host memory through the driver's checkpoint API; it waits, not killed (needs as much free host memory).");
+        }
+        Action::Resume => {
+            ui.label("Moves a parked process's memory back to the GPU; it goes on.");
+        }
+        Action::LimitMemory { gib } => {
+            ui.horizontal(|ui| {
+                ui.label("Memory fraction for");
+                ui.add(
+                    egui::DragValue::new(gib)
+                        .speed(0.5)
+                        .range(0.0..=crate::act::rules::model::MAX_LIMIT_GIB)
+                        .suffix(" GiB"),
+                );
+                ui.label("(through its vramwarden_torch companion)");
+            });
+        }
+        Action::Signal { signal } => {
+            ui.add(
+                egui::TextEdit::singleline(signal)
+                    .hint_text("SIGUSR1")
+                    .desired_width(120.0),
+            );
+        }
+        Action::Terminate { grace_seconds } => {
+            ui.horizontal(|ui| {
+                ui.label("SIGTERM, then SIGKILL after");
+                ui.add(egui::DragValue::new(grace_seconds).speed(1.0).suffix(" s"));
+                ui.label("if it still holds GPU memory");
+            });
+        }
+        Action::RunCommand {
+            argv,
+            timeout_seconds,
+        } => {
+            let mut line = argv.join(" ");
+            if ui
+                .add(
+                    egui::TextEdit::singleline(&mut line)
+                        .hint_text("systemctl --user restart jupyter  ({pid} {gpu} {user} {name})")
+                        .desired_width(420.0),
+                )
+                .changed()
+            {
+                *argv = line.split_whitespace().map(str::to_string).collect();
+            }
+            ui.horizontal(|ui| {
+                ui.label("Timeout");
+                ui.add(
+                    egui::DragValue::new(timeout_seconds)
+                        .speed(1.0)
+                        .suffix(" s"),
+                );
+            });
+        }
+    }
+    field_errors(ui, problems, &["action"]);
 }

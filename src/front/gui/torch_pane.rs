@@ -136,7 +136,7 @@ pub fn strip(ui: &mut Ui, t: &TorchMem, driver_bytes: Option<u64>, units: Units)
     let parts: [(u64, Color32); 4] = [
         (t.allocated_bytes, widgets::TORCH_ALLOCATED),
         (split, widgets::TORCH_SPLIT),
-        (free_cache, widgets::TORCH_RESERVED.gamma_multiply(0.6)),
+        (free_cache, widgets::TORCH_CACHE),
         (outside, ui.visuals().weak_text_color().gamma_multiply(0.5)),
     ];
     let p = ui.painter();
@@ -159,30 +159,29 @@ pub fn strip(ui: &mut Ui, t: &TorchMem, driver_bytes: Option<u64>, units: Units)
         Stroke::new(1.0, ui.visuals().widgets.noninteractive.bg_stroke.color),
         StrokeKind::Inside,
     );
-    resp.on_hover_text(format!(
+    let text = format!(
         "Tensors {} · free in split blocks {} · releasable cache {} · outside the allocator \
          (CUDA context, other libraries) {}",
         units.bytes(t.allocated_bytes),
         units.bytes(split),
         units.bytes(free_cache),
         units.bytes(outside)
-    ));
+    );
+    // A name for screen readers (and tests): the same figures.
+    let label = format!("PyTorch allocator: {text}");
+    resp.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Meter, true, label.clone()));
+    resp.on_hover_text(text);
     ui.horizontal_wrapped(|ui| {
         for (name, color) in [
             ("tensors", widgets::TORCH_ALLOCATED),
             ("split (fragmented)", widgets::TORCH_SPLIT),
-            (
-                "releasable cache",
-                widgets::TORCH_RESERVED.gamma_multiply(0.6),
-            ),
+            ("releasable cache", widgets::TORCH_CACHE),
             (
                 "outside the allocator",
                 ui.visuals().weak_text_color().gamma_multiply(0.5),
             ),
         ] {
-            widgets::color_swatch(ui, color);
-            ui.label(RichText::new(name).small());
-            ui.add_space(4.0);
+            widgets::legend_item(ui, color, name, false);
         }
     });
 }

@@ -8,14 +8,65 @@ pub const USED: Color32 = Color32::from_rgb(76, 145, 255);
 pub const RESERVED: Color32 = Color32::from_rgb(150, 110, 200);
 /// Colour of the memory limit line.
 pub const LIMIT: Color32 = Color32::from_rgb(230, 80, 80);
-/// Colour of "stale" and errors.
+/// Colour of "stale" and errors on a dark background ([`warn`] picks the theme's).
 pub const WARN: Color32 = Color32::from_rgb(235, 90, 70);
+/// [`WARN`] on a light background: darker, for a contrast of 4.5:1 at least.
+pub const WARN_LIGHT: Color32 = Color32::from_rgb(180, 40, 20);
+
+/// The warning colour for `ui`'s theme.
+pub fn warn(ui: &Ui) -> Color32 {
+    warn_for(ui.visuals().dark_mode)
+}
+
+/// The warning colour on a dark or a light background.
+pub fn warn_for(dark_mode: bool) -> Color32 {
+    if dark_mode {
+        WARN
+    } else {
+        WARN_LIGHT
+    }
+}
+
+/// An outcome's colour in the Activity tab (and next to a table row), readable on either
+/// theme.
+pub fn outcome_color(o: crate::model::outcome::Outcome, dark: bool) -> Color32 {
+    use crate::model::outcome::Outcome;
+    match (o, dark) {
+        (Outcome::Acted, true) => Color32::from_rgb(90, 200, 120),
+        (Outcome::Acted, false) => Color32::from_rgb(20, 120, 50),
+        (Outcome::WouldAct, true) => Color32::from_rgb(120, 170, 255),
+        (Outcome::WouldAct, false) => Color32::from_rgb(30, 90, 190),
+        (Outcome::Failed, _) => warn_for(dark),
+        (Outcome::Skipped, true) => Color32::from_rgb(200, 170, 60),
+        (Outcome::Skipped, false) => Color32::from_rgb(130, 95, 0),
+    }
+}
+
+/// WCAG's contrast ratio of two colours (1 to 21; 4.5 is the least for body text).
+pub fn contrast(a: Color32, b: Color32) -> f32 {
+    let lum = |c: Color32| {
+        let ch = |v: u8| {
+            let v = f32::from(v) / 255.0;
+            if v <= 0.039_28 {
+                v / 12.92
+            } else {
+                ((v + 0.055) / 1.055).powf(2.4)
+            }
+        };
+        0.2126 * ch(c.r()) + 0.7152 * ch(c.g()) + 0.0722 * ch(c.b())
+    };
+    let (x, y) = (lum(a), lum(b));
+    (x.max(y) + 0.05) / (x.min(y) + 0.05)
+}
 /// Parked processes (their GPU memory in host memory): a calm blue, not a warning.
 pub const PARKED: Color32 = Color32::from_rgb(90, 160, 235);
-/// PyTorch's brand orange: the badge and the allocator's reserved memory.
+/// PyTorch's brand orange: the "PyTorch" badge.
 pub const TORCH_RESERVED: Color32 = Color32::from_rgb(238, 76, 44);
-/// Memory in live tensors.
-pub const TORCH_ALLOCATED: Color32 = Color32::from_rgb(60, 170, 230);
+/// Memory the caching allocator holds (reserved; on the strip, its releasable part): a pink
+/// apart from the memory limit's red.
+pub const TORCH_CACHE: Color32 = Color32::from_rgb(230, 120, 175);
+/// Memory in live tensors: a teal apart from the used-memory blue.
+pub const TORCH_ALLOCATED: Color32 = Color32::from_rgb(0, 170, 140);
 /// Free space inside split blocks (fragmentation).
 pub const TORCH_SPLIT: Color32 = Color32::from_rgb(230, 180, 40);
 
@@ -242,11 +293,45 @@ pub fn memory_bar(
         Stroke::new(1.0, ui.visuals().widgets.noninteractive.bg_stroke.color),
         StrokeKind::Inside,
     );
+    // A name for screen readers (and tests): the figures the hover shows, on one line.
+    let label = format!(
+        "Memory: {}",
+        hover
+            .lines()
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    resp.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Meter, true, label.clone()));
     resp.on_hover_text(hover)
 }
 
 /// The span of the forecast drawn on a memory bar, in minutes.
 pub const FORECAST_HORIZON_MIN: f64 = 10.0;
+
+/// The least size of legend and hint text (points at 100 %): readable, not egui's 9-point
+/// "small".
+pub const LEGEND_TEXT_SIZE: f32 = 12.5;
+
+/// A legend entry: its swatch and its name kept together on one line (a wrapped legend never
+/// leaves a swatch at the end of one line and its name on the next).
+pub fn legend_item(ui: &mut Ui, color: Color32, name: &str, bold: bool) -> egui::Response {
+    let resp = ui
+        .horizontal(|ui| {
+            ui.spacing_mut().item_spacing.x = 4.0;
+            color_swatch(ui, color);
+            let t = egui::RichText::new(name).size(LEGEND_TEXT_SIZE);
+            ui.label(if bold { t.strong() } else { t });
+        })
+        .response;
+    ui.add_space(6.0);
+    resp
+}
+
+/// A hint under a control: readable size, in the theme's weak text colour.
+pub fn hint(text: impl Into<String>) -> egui::RichText {
+    egui::RichText::new(text).size(LEGEND_TEXT_SIZE).weak()
+}
 
 /// A small coloured square, as legend marker in table rows, outlined so that a colour close
 /// to the background (the "Free" swatch) still shows.
@@ -280,6 +365,36 @@ mod tests {
 
     /// Every palette, on both backgrounds: no two slots alike, none near the Unattributed
     /// grey, the memory bar's used blue or the limit red.
+    /// The warning colour reads on both themes' panels (4.5:1 at least).
+    #[test]
+    fn warning_colour_contrast_on_both_themes() {
+        let light = egui::Visuals::light().panel_fill;
+        let dark = egui::Visuals::dark().panel_fill;
+        assert!(
+            contrast(warn_for(false), light) >= 4.5,
+            "{}",
+            contrast(warn_for(false), light)
+        );
+        assert!(
+            contrast(warn_for(true), dark) >= 4.5,
+            "{}",
+            contrast(warn_for(true), dark)
+        );
+        assert!(contrast(forecast_color(false), light) >= 4.5);
+        use crate::model::outcome::Outcome;
+        for o in [
+            Outcome::Acted,
+            Outcome::WouldAct,
+            Outcome::Failed,
+            Outcome::Skipped,
+        ] {
+            let c = contrast(outcome_color(o, false), light);
+            assert!(c >= 4.5, "{o:?} on light: {c}");
+        }
+        // The sum is not there by itself: the plain WARN on white is the failure this fixes.
+        assert!(contrast(WARN, light) < 4.5);
+    }
+
     #[test]
     fn process_colours_are_distinct_and_never_the_unattributed_grey() {
         for p in Palette::ALL {
@@ -297,6 +412,12 @@ mod tests {
                     assert!(distance(*a, grey) > 50.0, "{p:?} {a:?} ~ grey");
                     let sat = a.r().max(a.g()).max(a.b()) - a.r().min(a.g()).min(a.b());
                     assert!(sat > 30, "{p:?} {a:?} is a grey");
+                }
+                // The allocator's colours (strip, lifetime graph) are not the used / limit ones.
+                for t in [TORCH_ALLOCATED, TORCH_CACHE, TORCH_SPLIT] {
+                    assert!(distance(t, USED) > 80.0, "{t:?} ~ used");
+                    assert!(distance(t, LIMIT) > 80.0, "{t:?} ~ limit");
+                    assert!(distance(t, RESERVED) > 80.0, "{t:?} ~ reserved");
                 }
                 if p == Palette::Standard {
                     for a in &c {
