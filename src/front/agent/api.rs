@@ -215,7 +215,7 @@ pub struct CommandRequest {
 /// The engine's reply to a manual command is awaited this long.
 pub const COMMAND_WAIT: Duration = Duration::from_secs(5);
 
-pub(super) fn outcome_reply(outcome: Outcome, detail: &str) -> Reply {
+fn outcome_reply(outcome: Outcome, detail: &str) -> Reply {
     let status = match outcome {
         Outcome::Acted | Outcome::WouldAct => 200,
         Outcome::Skipped => 403,
@@ -333,9 +333,9 @@ pub fn command(state: &AgentState, body: &mut dyn Read, length: Option<usize>) -
             "another user's process: this agent takes remote actions only on its own user's processes (start it with --remote-other-users to allow more)",
         );
     }
-    match super::api_view::ask(state, EngineCommand::Manual { key, action }) {
+    match state.ask(EngineCommand::Manual { key, action }, COMMAND_WAIT) {
         Ok(a) => outcome_reply(a.outcome, &a.detail),
-        Err(r) => r,
+        Err((status, why)) => Reply::error(status, why),
     }
 }
 

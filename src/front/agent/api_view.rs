@@ -3,7 +3,7 @@
 //! by the agent's engine on its own processes (`POST /api/test-rule`). Commands wait for the
 //! engine's reply to their id ([`ask`]).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::engine::command::Answer;
 use crate::engine::EngineCommand;
@@ -84,22 +84,14 @@ pub fn past(state: &AgentState) -> Reply {
     })
 }
 
-/// Sends `c` to the engine and waits up to [`ANSWER_WAIT`] for its reply.
+/// Sends `c` to the engine and waits for its reply ([`AgentState::ask`]).
 ///
 /// # Errors
 /// 503 when the engine is not running, 504 when it did not answer in time.
 pub fn ask(state: &AgentState, c: EngineCommand) -> Result<Answer, Reply> {
-    let Some(id) = state.send(c) else {
-        return Err(Reply::error(503, "the engine is not running"));
-    };
-    let deadline = Instant::now() + ANSWER_WAIT;
-    while Instant::now() < deadline {
-        if let Some(r) = state.reply(id) {
-            return Ok(r.answer);
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    Err(Reply::error(504, "the engine did not answer within 5 s"))
+    state
+        .ask(c, ANSWER_WAIT)
+        .map_err(|(status, why)| Reply::error(status, why))
 }
 
 /// `POST /api/test-rule` (already authenticated): the body is a rule as the settings file

@@ -91,6 +91,29 @@ impl AgentState {
         }
     }
 
+    /// Sends `c` to the engine and waits up to `wait` for its reply.
+    ///
+    /// # Errors
+    /// The HTTP status and why: 503 when the engine is not running, 504 when it did not
+    /// answer in time.
+    pub fn ask(
+        &self,
+        c: EngineCommand,
+        wait: Duration,
+    ) -> Result<crate::engine::command::Answer, (u16, &'static str)> {
+        let Some(id) = self.send(c) else {
+            return Err((503, "the engine is not running"));
+        };
+        let deadline = std::time::Instant::now() + wait;
+        while std::time::Instant::now() < deadline {
+            if let Some(r) = self.reply(id) {
+                return Ok(r.answer);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Err((504, "the engine did not answer in time"))
+    }
+
     /// The engine's reply to command `id`, once it came (replies to other requests are kept
     /// for them).
     pub fn reply(

@@ -81,7 +81,7 @@ pub fn route(
     testing: &mut Option<(usize, CommandId)>,
     toasts: &mut Toasts,
     now: f64,
-) -> Option<(usize, Vec<(String, Option<String>)>)> {
+) -> Option<(usize, Vec<super::settings_window::TestedTarget>)> {
     let mut tested = None;
     for r in replies {
         match (*testing, &r.answer.matches) {
