@@ -833,11 +833,24 @@ fn terminate_click_reaches_a_real_process_through_the_real_engine() {
     );
     // The window reports what happened, in the detail pane.
     let t = Instant::now();
+    // In the detail pane and in the reply's toast.
     while h
-        .query_by_label_contains("sent SIGTERM to sh (PID")
+        .query_all_by_label_contains("sent SIGTERM to sh (PID")
+        .next()
         .is_none()
     {
         assert!(t.elapsed() < Duration::from_secs(5), "no result shown");
+        std::thread::sleep(Duration::from_millis(20));
+        h.run();
+    }
+    // The engine's reply to the command, where it was asked: a toast as well as the pane.
+    let t = Instant::now();
+    while h
+        .query_all_by_label_contains("sent SIGTERM to sh (PID")
+        .count()
+        < 2
+    {
+        assert!(t.elapsed() < Duration::from_secs(5), "no reply shown");
         std::thread::sleep(Duration::from_millis(20));
         h.run();
     }
@@ -953,8 +966,10 @@ fn release_cached_memory_asks_first_and_reaches_the_engine() {
     h.get_by_label("Release").click();
     h.run();
     let t = Instant::now();
+    // In the detail pane and in the reply's toast.
     while h
-        .query_by_label_contains("simulated process: nothing was sent")
+        .query_all_by_label_contains("simulated process: nothing was sent")
+        .next()
         .is_none()
     {
         assert!(t.elapsed() < Duration::from_secs(5), "no answer shown");
