@@ -1,7 +1,8 @@
 //! A hostile agent against the window's remote link (issue 27, items 6–8). The agent here is a
 //! stand-in: a real HTTP server on a loopback socket in this test that answers what each test
 //! tells it (absurd GPU indices, a sample from the far future, a session download far larger
-//! than listed, one that breaks off, one that hangs), while the real `RemoteLink` talks to it.
+//! than listed, one that breaks off, one that hangs, OOM forecasts, growing series and
+//! orphaned memory out of range), while the real `RemoteLink` talks to it.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -412,6 +413,34 @@ fn hostile_views_are_refused_by_field_and_the_window_keeps_its_last_good_one() {
             Box::new(|v| v["activity"] = serde_json::json!(vec![serde_json::Value::Null; 5000])),
             "not understood",
         ),
+        (
+            // An OOM forecast on a GPU the agent's snapshot does not list.
+            Box::new(|v| v["oom_alerts"] = serde_json::json!([alert(v, 63, 60.0)])),
+            "oom_alerts: an alert on GPU 63, which the agent's snapshot does not list",
+        ),
+        (
+            Box::new(|v| v["oom_alerts"] = serde_json::json!([alert(v, 0, -60.0)])),
+            "oom_alerts: a time to full of -60",
+        ),
+        (
+            Box::new(|v| {
+                let t = v["latest"]["taken_at_ms"].clone();
+                v["growing"] = serde_json::json!([[
+                    {"Process": [{"pid": 48213, "start_time_ms": 0}, 0]},
+                    {"since_ms": t, "grown_mib": 100.0, "rate_mib_per_min": -5.0}
+                ]]);
+            }),
+            "growing: a rate of -5",
+        ),
+        (
+            // More orphaned GPUs than any agent has: refused before any is looked at.
+            Box::new(|v| {
+                let one = serde_json::json!({"device_index": 0, "total_bytes": 1,
+                    "pids": [], "holders": [], "remedy": "reboot"});
+                v["orphans"] = serde_json::json!(vec![one; 65]);
+            }),
+            "the agent sent 65 orphans",
+        ),
     ];
     for (edit, says) in cases {
         // A good answer first, then the hostile one for ever.
@@ -441,7 +470,17 @@ fn hostile_views_are_refused_by_field_and_the_window_keeps_its_last_good_one() {
             1,
             "{says}: nothing of the hostile one was taken"
         );
+        assert!(
+            m.oom_alerts.is_empty() && m.growing.is_empty() && m.orphans.is_empty(),
+            "{says}: nothing of the hostile one was taken"
+        );
     }
+}
+
+/// An OOM forecast alert on GPU `gpu`, full in `full_in_s`, raised at the view's sample.
+fn alert(v: &serde_json::Value, gpu: u32, full_in_s: f64) -> serde_json::Value {
+    serde_json::json!({"device_index": gpu, "since_ms": v["latest"]["taken_at_ms"],
+        "full_in_s": full_in_s, "drivers": ["python3 (PID 48213)"]})
 }
 
 #[test]

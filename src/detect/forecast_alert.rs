@@ -23,7 +23,7 @@ const RECEDE_MS: i64 = 15_000;
 pub const RAISE_HOLD_MS: i64 = 15_000;
 
 /// An alert in force on one GPU.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ForecastAlert {
     /// The GPU.
     pub device_index: u32,

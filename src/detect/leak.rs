@@ -258,7 +258,7 @@ impl Episode {
 }
 
 /// A series growing now (not yet, or not, a leak): see [`LeakTracker::growing`].
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Growing {
     /// When the growth began (the last point at its lowest level).
     pub since_ms: UnixMs,

@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::{Origin, Snapshot, UnixMs, MIB};
 
@@ -33,7 +33,7 @@ pub const SCAN_MAX_PROCS: usize = 65_536;
 pub const SCAN_MAX_FDS: usize = 65_536;
 
 /// Why a PID the driver lists is not a running process here.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NotRunning {
     /// `/proc` has no such PID: it died with the driver still holding its memory, or it
@@ -44,7 +44,7 @@ pub enum NotRunning {
 }
 
 /// One listed PID that is not running here.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OrphanPid {
     /// The PID the driver lists.
     pub pid: u32,
@@ -66,7 +66,7 @@ impl OrphanPid {
 
 /// A process this machine can see with an NVIDIA device file open, that the driver does not
 /// list on any GPU.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DevHolder {
     /// Its PID here.
     pub pid: u32,
@@ -79,7 +79,7 @@ pub struct DevHolder {
 }
 
 /// The memory of one GPU held by processes not running here.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OrphanGpu {
     /// The GPU.
     pub device_index: u32,

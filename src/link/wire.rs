@@ -4,8 +4,9 @@
 //! this type, checks every value ([`super::wire_checks`]) and applies it to the window's
 //! View ([`WireView::apply`]). So a remote window has what a local one has: the snapshot,
 //! the history (only the ticks after `since`: a poll does not resend the day), leak
-//! episodes, OOM suspicions, rule activity, notices, the recording's status and the
-//! time-to-full figures the snapshot carries. [`WirePast`] is the agent's own past leaks
+//! episodes, OOM suspicions, rule activity, notices, the recording's status, the
+//! time-to-full figures the snapshot carries, the OOM forecast alerts, the series growing now
+//! and the memory held by processes not running on the agent's computer. [`WirePast`] is the agent's own past leaks
 //! (`GET /api/past`).
 //!
 //! Activity entries go as [`WireActivity`]: the target named by its identity, name and owner
@@ -15,7 +16,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::act::rules::action::{Activity, Entry};
 use crate::act::rules::eval::Target;
-use crate::engine::view::{LeakRecord, Monitor, OomRecord, RecordingStatus, SourceStatus};
+use crate::detect::forecast_alert::ForecastAlert;
+use crate::detect::leak::Growing;
+use crate::detect::orphans::OrphanGpu;
+use crate::engine::view::{LeakKey, LeakRecord, Monitor, OomRecord, RecordingStatus, SourceStatus};
 use crate::model::history::delta::HistoryDelta;
 use crate::model::history::ProcSeriesKey;
 use crate::model::outcome::Outcome;
@@ -58,6 +62,16 @@ pub struct WireView {
     pub notices: Vec<(UnixMs, String)>,
     /// Snapshots it applied so far.
     pub ticks: u64,
+    /// Its OOM forecast alerts in force, by GPU (the banner on a GPU card). Absent from an
+    /// agent of an earlier build: none.
+    #[serde(default)]
+    pub oom_alerts: Vec<ForecastAlert>,
+    /// Its series growing now that are not (yet) leaks (the table's "growing" label).
+    #[serde(default)]
+    pub growing: Vec<(LeakKey, Growing)>,
+    /// Per GPU, memory held by processes not running on the agent's computer.
+    #[serde(default)]
+    pub orphans: Vec<OrphanGpu>,
 }
 
 /// What an activity line acted on.
@@ -213,6 +227,9 @@ impl WireView {
             activity: m.activity.iter().map(WireActivity::from).collect(),
             notices: m.notices.iter().cloned().collect(),
             ticks: m.ticks,
+            oom_alerts: m.oom_alerts.clone(),
+            growing: m.growing.clone(),
+            orphans: m.orphans.clone(),
         }
     }
 
@@ -254,6 +271,9 @@ impl WireView {
             .map(WireActivity::into_activity)
             .collect();
         m.notices = self.notices.into_iter().collect();
+        m.oom_alerts = self.oom_alerts;
+        m.growing = self.growing;
+        m.orphans = self.orphans;
         Ok(next)
     }
 }

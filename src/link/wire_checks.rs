@@ -5,8 +5,11 @@
 //! capped ([`MAX_VIEW_BYTES`]) before it is parsed, so no count an agent sends sizes more
 //! than that.
 
-use super::checks::{self, MAX_BYTES, MAX_LEAKS, MAX_PID, MAX_PROCESSES, MAX_TEXT};
+use super::checks::{self, MAX_BYTES, MAX_DEVICES, MAX_LEAKS, MAX_PID, MAX_PROCESSES, MAX_TEXT};
 use super::wire::{WireActivity, WirePast, WireTarget, WireView, API_VERSION};
+use crate::detect::forecast_alert::ForecastAlert;
+use crate::detect::leak::Growing;
+use crate::detect::orphans::OrphanGpu;
 use crate::engine::view::{LeakKey, LeakRecord, OomRecord};
 use crate::model::history::delta::HistoryDelta;
 use crate::model::UnixMs;
@@ -19,6 +22,8 @@ pub const MAX_ACTIVITY: usize = 4096;
 pub const MAX_NOTICES: usize = 256;
 /// Longest activity detail or notice, bytes.
 pub const MAX_DETAIL: usize = 16 * 1024;
+/// Most device files named for one process holding orphaned memory.
+pub const MAX_HOLDER_FILES: usize = 256;
 
 fn version(v: u32) -> Result<(), String> {
     if v == API_VERSION {
@@ -156,6 +161,119 @@ pub fn activity(a: &mut WireActivity, now: UnixMs) -> Result<(), String> {
     Ok(())
 }
 
+/// A figure that must be finite and not negative (`what` names it).
+fn amount(what: &str, v: f64) -> Result<(), String> {
+    checks::finite(what, v)?;
+    if v < 0.0 {
+        return Err(format!("the agent sent {what} {v}"));
+    }
+    Ok(())
+}
+
+/// A GPU the agent's snapshot lists (`listed`).
+fn listed_gpu(what: &str, index: u32, listed: &[u32]) -> Result<(), String> {
+    checks::device_index(what, index)?;
+    if !listed.contains(&index) {
+        return Err(format!(
+            "{what} GPU {index}, which the agent's snapshot does not list"
+        ));
+    }
+    Ok(())
+}
+
+/// One OOM forecast alert, on a GPU of `listed`.
+///
+/// # Errors
+/// A sentence naming the field.
+pub fn forecast_alert(a: &mut ForecastAlert, listed: &[u32], now: UnixMs) -> Result<(), String> {
+    listed_gpu("oom_alerts: an alert on", a.device_index, listed)?;
+    checks::time("oom_alerts: a raise time", a.since_ms, now)?;
+    if let Some(s) = a.full_in_s {
+        amount("oom_alerts: a time to full of", s)?;
+    }
+    checks::count("oom_alerts: drivers", a.drivers.len(), MAX_PROCESSES)?;
+    for d in &mut a.drivers {
+        checks::cap_text(d, MAX_TEXT);
+    }
+    Ok(())
+}
+
+/// One series growing now.
+///
+/// # Errors
+/// A sentence naming the field.
+pub fn growing(k: &LeakKey, g: &Growing, now: UnixMs) -> Result<(), String> {
+    match k {
+        LeakKey::Process((p, dev)) => {
+            pid("growing", p.pid)?;
+            checks::device_index("growing: a process on", *dev)?;
+        }
+        LeakKey::Ghost(dev) => checks::device_index("growing: a ghost on", *dev)?,
+    }
+    checks::time("growing: a start", g.since_ms, now)?;
+    amount("growing: a growth of", g.grown_mib)?;
+    amount("growing: a rate of", g.rate_mib_per_min)
+}
+
+/// One GPU's memory held by processes not running on the agent's computer, on a GPU of
+/// `listed`.
+///
+/// # Errors
+/// A sentence naming the field.
+pub fn orphan(o: &mut OrphanGpu, listed: &[u32]) -> Result<(), String> {
+    listed_gpu("orphans: memory on", o.device_index, listed)?;
+    if o.total_bytes > MAX_BYTES {
+        return Err(format!("orphans: the agent sent {} bytes", o.total_bytes));
+    }
+    checks::count("orphans: PIDs", o.pids.len(), MAX_PROCESSES)?;
+    checks::count("orphans: holders", o.holders.len(), MAX_PROCESSES)?;
+    for p in &mut o.pids {
+        pid("orphans", p.pid)?;
+        p.used_bytes = p.used_bytes.filter(|b| *b <= MAX_BYTES);
+    }
+    for h in &mut o.holders {
+        pid("orphans: a holder", h.pid)?;
+        checks::count(
+            "orphans: a holder's device files",
+            h.devices.len(),
+            MAX_HOLDER_FILES,
+        )?;
+        checks::cap_text(&mut h.name, MAX_TEXT);
+        checks::cap_text(&mut h.user, MAX_TEXT);
+        for d in &mut h.devices {
+            checks::cap_text(d, MAX_TEXT);
+        }
+    }
+    checks::cap_text(&mut o.remedy, MAX_DETAIL);
+    Ok(())
+}
+
+/// The forecast alerts, growing series and orphaned memory of an answer: counts first, then
+/// each value; alerts and orphans only on GPUs its snapshot lists.
+///
+/// # Errors
+/// A sentence naming the field.
+fn watches(v: &mut WireView, now: UnixMs) -> Result<(), String> {
+    let listed: Vec<u32> = v
+        .latest
+        .as_ref()
+        .map(|s| s.devices.iter().map(|d| d.index).collect())
+        .unwrap_or_default();
+    checks::count("oom_alerts", v.oom_alerts.len(), MAX_DEVICES)?;
+    checks::count("growing series", v.growing.len(), MAX_PROCESSES)?;
+    checks::count("orphans", v.orphans.len(), MAX_DEVICES)?;
+    for a in &mut v.oom_alerts {
+        forecast_alert(a, &listed, now)?;
+    }
+    for (k, g) in &v.growing {
+        growing(k, g, now)?;
+    }
+    for o in &mut v.orphans {
+        orphan(o, &listed)?;
+    }
+    Ok(())
+}
+
 /// A whole answer of `GET /api/view`, checked and cleaned against `now` (this computer's
 /// clock); the history's order against the window's own is checked when it is applied.
 ///
@@ -194,6 +312,7 @@ pub fn view(v: &mut WireView, now: UnixMs) -> Result<(), String> {
         checks::time("notices: a time", *t, now)?;
         checks::cap_text(n, MAX_DETAIL);
     }
+    watches(v, now)?;
     if let crate::engine::view::SourceStatus::Failed(e) = &mut v.status {
         checks::cap_text(e, MAX_TEXT);
     }
@@ -245,4 +364,88 @@ pub fn decode_past(body: &[u8], now: UnixMs) -> Result<WirePast, String> {
         .map_err(|e| format!("the agent's past leaks are not understood: {e}"))?;
     past(&mut p, now)?;
     Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ProcessKey;
+
+    const NOW: UnixMs = 1_700_000_000_000;
+
+    fn alert(device_index: u32, full_in_s: Option<f64>) -> ForecastAlert {
+        ForecastAlert {
+            device_index,
+            since_ms: NOW,
+            full_in_s,
+            drivers: vec!["x".repeat(5 * MAX_TEXT)],
+        }
+    }
+
+    #[test]
+    fn forecast_alerts_on_listed_gpus_with_a_finite_time_pass_and_others_are_refused() {
+        let mut a = alert(1, Some(90.0));
+        forecast_alert(&mut a, &[0, 1], NOW).expect("a good alert");
+        assert!(a.drivers[0].len() <= MAX_TEXT, "its text is cut");
+        let e = forecast_alert(&mut alert(2, None), &[0, 1], NOW).expect_err("not listed");
+        assert!(e.contains("oom_alerts") && e.contains("GPU 2"), "{e}");
+        for bad in [f64::NAN, f64::INFINITY, -1.0] {
+            let e = forecast_alert(&mut alert(0, Some(bad)), &[0], NOW).expect_err("bad time");
+            assert!(e.contains("oom_alerts: a time to full"), "{e}");
+        }
+    }
+
+    #[test]
+    fn growing_series_need_finite_non_negative_figures_and_a_pid_in_range() {
+        let key = LeakKey::Process((
+            ProcessKey {
+                pid: 7,
+                start_time_ms: 0,
+            },
+            0,
+        ));
+        let good = Growing {
+            since_ms: NOW - 60_000,
+            grown_mib: 10.0,
+            rate_mib_per_min: 10.0,
+        };
+        growing(&key, &good, NOW).expect("a good series");
+        let nan = Growing {
+            rate_mib_per_min: f64::NAN,
+            ..good
+        };
+        let e = growing(&key, &nan, NOW).expect_err("NaN");
+        assert!(e.contains("growing: a rate of NaN"), "{e}");
+        let shrinking = Growing {
+            grown_mib: -3.0,
+            ..good
+        };
+        assert!(growing(&key, &shrinking, NOW).is_err());
+        let far = LeakKey::Process((
+            ProcessKey {
+                pid: MAX_PID + 1,
+                start_time_ms: 0,
+            },
+            0,
+        ));
+        assert!(growing(&far, &good, NOW).is_err());
+        assert!(growing(&LeakKey::Ghost(MAX_DEVICES as u32), &good, NOW).is_err());
+    }
+
+    #[test]
+    fn orphaned_memory_is_refused_off_the_listed_gpus_and_its_counts_are_capped() {
+        let mut o = OrphanGpu {
+            device_index: 0,
+            total_bytes: 1 << 30,
+            pids: Vec::new(),
+            holders: Vec::new(),
+            remedy: "r".repeat(2 * MAX_DETAIL),
+        };
+        orphan(&mut o, &[0]).expect("good");
+        assert!(o.remedy.len() <= MAX_DETAIL);
+        let e = orphan(&mut o.clone(), &[1]).expect_err("not listed");
+        assert!(e.contains("orphans: memory on GPU 0"), "{e}");
+        o.total_bytes = u64::MAX;
+        assert!(orphan(&mut o, &[0]).is_err());
+    }
 }
