@@ -1,6 +1,6 @@
 //! A window attached to an agent shows what a local one does (issue 25, point 1): the agent's
-//! OOM suspicion and past leaks in the Leaks tab and its rule activity in the Activity tab,
-//! read from the one wire type. The agent here is a stand-in: a loopback HTTP server in this
+//! OOM forecast banner, growing process and orphaned memory, its OOM suspicion and past leaks
+//! in the Leaks tab and its rule activity in the Activity tab, read from the one wire type. The agent here is a stand-in: a loopback HTTP server in this
 //! test answering `/api/view` and `/api/past` with a `WireView` and a `WirePast` made from a
 //! real View of the simulated GPUs plus those events (a real agent would need minutes and a
 //! filling GPU to produce them); the window, its link and the wire checks are the real ones.
@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 
 use egui_kittest::kittest::Queryable;
 use egui_kittest::Harness;
+use vramwarden::detect::forecast_alert::ForecastAlert;
+use vramwarden::detect::leak::Growing;
+use vramwarden::detect::orphans::{NotRunning, OrphanGpu, OrphanPid};
 use vramwarden::engine::view::{LeakKey, LeakRecord, Monitor, OomRecord};
 use vramwarden::front::gui::app::UiState;
 use vramwarden::front::gui::{Backend, VramApp};
@@ -43,6 +46,7 @@ fn view_now() -> String {
         holders: Vec::new(),
         session: None,
     });
+    watches(&mut m, now);
     let mut v = WireView::of(&m, 0, 4096);
     v.activity.push(WireActivity {
         unix_ms: now - 5_000,
@@ -54,6 +58,42 @@ fn view_now() -> String {
         entry: vramwarden::link::wire::WireEntry::Action,
     });
     serde_json::to_string(&v).expect("json")
+}
+
+/// The agent's watches on its View `m`: an OOM forecast on GPU 0, the first process there
+/// growing for a minute, the second one's memory held by a PID not running on the agent.
+fn watches(m: &mut Monitor, now: vramwarden::model::UnixMs) {
+    let snap = m.latest.clone().expect("a sample");
+    let mut on_0 = snap.processes.iter().filter(|p| p.device_index == 0);
+    let (grower, orphan) = (
+        on_0.next().expect("a process on GPU 0"),
+        on_0.next().expect("a second one"),
+    );
+    m.oom_alerts.push(ForecastAlert {
+        device_index: 0,
+        since_ms: now - 20_000,
+        full_in_s: Some(420.0),
+        drivers: vec!["forecast-driver (PID 4242)".into()],
+    });
+    m.growing.push((
+        LeakKey::Process((grower.key(), 0)),
+        Growing {
+            since_ms: now - 60_000,
+            grown_mib: 123.0,
+            rate_mib_per_min: 123.0,
+        },
+    ));
+    m.orphans.push(OrphanGpu {
+        device_index: 0,
+        total_bytes: orphan.used_bytes.unwrap_or(1),
+        pids: vec![OrphanPid {
+            pid: orphan.pid,
+            used_bytes: orphan.used_bytes,
+            kind: NotRunning::NoProcess,
+        }],
+        holders: Vec::new(),
+        remedy: "a driver reset".into(),
+    });
 }
 
 fn past() -> String {
@@ -134,7 +174,7 @@ fn until_shown(h: &mut Harness<'static, VramApp>, label: &str, limit: Duration) 
 }
 
 #[test]
-fn a_remote_window_shows_the_agents_oom_activity_and_past_leaks() {
+fn a_remote_window_shows_the_agents_forecast_growth_orphans_oom_activity_and_past_leaks() {
     let url = stand_in();
     let ctx = egui::Context::default();
     let backend = Backend::attach(&url, "t0ken".into(), 1000, &ctx).expect("attach");
@@ -144,6 +184,15 @@ fn a_remote_window_shows_the_agents_oom_activity_and_past_leaks() {
         .with_max_steps(8)
         .build_eframe(|_cc| app);
     until_shown(&mut h, "Simulated H200", Duration::from_secs(10));
+    // The agent's OOM forecast banner, its growing process and its orphaned memory.
+    until_shown(&mut h, "⚠ GPU 0 full in ~7m", Duration::from_secs(5));
+    until_shown(
+        &mut h,
+        "forecast-driver (PID 4242) growing",
+        Duration::from_secs(1),
+    );
+    until_shown(&mut h, "↗ growing +123 MiB/min", Duration::from_secs(1));
+    until_shown(&mut h, "not running here", Duration::from_secs(1));
     h.get_by_label("Leaks").click();
     let _ = h.run_ok();
     until_shown(&mut h, "OOM suspected", Duration::from_secs(5));
