@@ -30,6 +30,11 @@ fn the_agent_serves_its_view_with_only_the_history_after_since() {
     assert_eq!(v.api_version, vramwarden::link::wire::API_VERSION);
     assert!(v.history.len() >= 3);
     assert!(v.latest.as_ref().is_some_and(|s| !s.devices.is_empty()));
+    // Its OOM forecast alerts, growing series and orphaned memory go too (none here yet).
+    let sent = full.json();
+    for field in ["oom_alerts", "growing", "orphans"] {
+        assert!(sent[field].is_array(), "{field} is sent: {sent}");
+    }
     // Asked after its newest tick: no history is sent again.
     let end = v.history_end_tick;
     let later = get(&a, &format!("/api/view?since={end}")).json();
