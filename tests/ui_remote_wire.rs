@@ -1,9 +1,12 @@
 //! A window attached to an agent shows what a local one does (issue 25, point 1): the agent's
 //! OOM forecast banner, growing process and orphaned memory, its OOM suspicion and past leaks
-//! in the Leaks tab and its rule activity in the Activity tab, read from the one wire type. The agent here is a stand-in: a loopback HTTP server in this
-//! test answering `/api/view` and `/api/past` with a `WireView` and a `WirePast` made from a
-//! real View of the simulated GPUs plus those events (a real agent would need minutes and a
-//! filling GPU to produce them); the window, its link and the wire checks are the real ones.
+//! in the Leaks tab (a past leak's session, on the agent, downloaded and opened) and its rule
+//! activity in the Activity tab, read from the one wire type. The agent here is a stand-in: a
+//! loopback HTTP server in this test answering `/api/view`, `/api/past` and the session list
+//! and download with a `WireView` and a `WirePast` made from a real View of the simulated GPUs
+//! plus those events and a real session log written here (a real agent would need minutes
+//! and a filling GPU to produce them); the window, its link and the wire checks are the real
+//! ones.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
@@ -131,7 +134,66 @@ fn past() -> String {
     .expect("json")
 }
 
-/// The stand-in agent: `/api/past` and `/api/view` (anything else gets the view).
+/// The past leak's session log as the agent keeps it: a real log, written here, with the
+/// leaking process's samples around the time it was flagged.
+fn past_session() -> Vec<u8> {
+    use vramwarden::model::{DeviceSample, ProcInfo, ProcessSample, Snapshot, MIB};
+    use vramwarden::session::writer::SessionWriter;
+    use vramwarden::session::{Header, HeaderDevice, FORMAT_VERSION};
+    let flagged = vramwarden::model::now_ms() - 3_500_000;
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("x.vwlog");
+    let header = Header {
+        format_version: FORMAT_VERSION,
+        app_version: "test".into(),
+        host: "the-agents-host".into(),
+        source: "Simulated".into(),
+        driver_version: None,
+        nvml_version: None,
+        started_ms: flagged - 10_000,
+        interval_ms: 1000,
+        devices: vec![HeaderDevice {
+            index: 0,
+            uuid: "GPU-0".into(),
+            name: "Simulated H200".into(),
+            memory_total_bytes: Some(80 << 30),
+            pci_bus_id: None,
+        }],
+    };
+    let mut w = SessionWriter::create(&path, &header).expect("create");
+    for (i, t) in [flagged - 10_000, flagged, flagged + 10_000]
+        .into_iter()
+        .enumerate()
+    {
+        w.write_snapshot(&Snapshot {
+            taken_at_ms: t,
+            devices: vec![DeviceSample {
+                index: 0,
+                memory_total_bytes: Some(80 << 30),
+                memory_used_bytes: Some((9000 + 500 * i as u64) * MIB),
+                ..DeviceSample::default()
+            }],
+            processes: vec![ProcessSample {
+                pid: 777,
+                device_index: 0,
+                used_bytes: Some((8500 + 500 * i as u64) * MIB),
+                info: Some(std::sync::Arc::new(ProcInfo {
+                    name: "past-leaker".into(),
+                    user: "alice".into(),
+                    start_time_ms: 1,
+                    ..ProcInfo::default()
+                })),
+                ..ProcessSample::default()
+            }],
+        })
+        .expect("sample");
+    }
+    w.close().expect("close");
+    std::fs::read(&path).expect("the log")
+}
+
+/// The stand-in agent: `/api/past`, the session list and download of `x.vwlog`, and
+/// `/api/view` (anything else gets the view).
 fn stand_in() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
@@ -148,16 +210,23 @@ fn stand_in() -> String {
                     }
                 }
                 let body = if line.contains("/api/past") {
-                    past()
+                    past().into_bytes()
+                } else if line.contains("/api/v1/sessions/x.vwlog") {
+                    past_session()
+                } else if line.contains("/api/v1/sessions") {
+                    let size = past_session().len();
+                    format!(r#"{{"sessions": [{{"name": "x.vwlog", "size_bytes": {size}}}]}}"#)
+                        .into_bytes()
                 } else {
-                    view_now()
+                    view_now().into_bytes()
                 };
                 let mut c = r.into_inner();
                 let _ = write!(
                     c,
-                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                     body.len()
                 );
+                let _ = c.write_all(&body);
             });
         }
     });
@@ -174,7 +243,10 @@ fn until_shown(h: &mut Harness<'static, VramApp>, label: &str, limit: Duration) 
 }
 
 #[test]
-fn a_remote_window_shows_the_agents_forecast_growth_orphans_oom_activity_and_past_leaks() {
+fn a_remote_window_shows_the_agents_forecast_growth_orphans_oom_activity_and_past_leaks_sessions() {
+    // The window's own sessions folder (where downloads go) is a temporary one.
+    let here = tempfile::tempdir().expect("tmp");
+    std::env::set_var("VRAMWARDEN_DATA_DIR", here.path());
     let url = stand_in();
     let ctx = egui::Context::default();
     let backend = Backend::attach(&url, "t0ken".into(), 1000, &ctx).expect("attach");
@@ -205,4 +277,15 @@ fn a_remote_window_shows_the_agents_forecast_growth_orphans_oom_activity_and_pas
         .click();
     let _ = h.run_ok();
     until_shown(&mut h, "freed-by-the-agents-rule", Duration::from_secs(5));
+    // The past leak's session is on the agent: opening it downloads it into this computer's
+    // sessions folder and opens it read-only.
+    h.get_by_label("Leaks").click();
+    let _ = h.run_ok();
+    until_shown(&mut h, "past-leaker", Duration::from_secs(5));
+    h.get_by_label("past-leaker · PID 777").click();
+    until_shown(&mut h, "SESSION · read-only", Duration::from_secs(10));
+    assert!(
+        here.path().join("sessions/from-agents/x.vwlog").is_file(),
+        "downloaded into this computer's sessions folder"
+    );
 }

@@ -510,7 +510,7 @@ impl RemoteLink {
     }
 
     /// Downloads the agent's session `name` into `dir` (the result arrives in
-    /// [`RemoteLink::files`]).
+    /// [`RemoteLink::files`]); the list is read again first when the one last read lacks it.
     pub fn download(&self, name: &str, dir: std::path::PathBuf) {
         let _ = self.downloads.send(Download {
             name: name.to_string(),
@@ -620,18 +620,24 @@ fn spawn_downloads(
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
                 };
-                let listed = match &lock().list {
+                let size_of = |f: &RemoteFiles| match &f.list {
                     Some(Ok(list)) => list.iter().find(|s| s.name == d.name).map(|s| s.size_bytes),
                     _ => None,
                 };
                 lock().downloading = Some(d.name.clone());
                 notify();
+                let mut listed = size_of(&lock());
+                if listed.is_none() {
+                    // Not in the list as last read (a past leak's session opened from the
+                    // Leaks tab, a log begun since): the list is read again first.
+                    let list = list_sessions(&http(), &url, &token);
+                    let mut f = lock();
+                    f.list = Some(list);
+                    listed = size_of(&f);
+                }
                 let got = match listed {
                     Some(size) => download(&url, &token, &d.name, size, &d.dir, &stop),
-                    None => Err(format!(
-                        "{} is not in the agent's list as last read: list the sessions again",
-                        d.name
-                    )),
+                    None => Err(format!("{} is not among the agent's session logs", d.name)),
                 };
                 let mut f = lock();
                 f.downloading = None;
