@@ -41,7 +41,9 @@ start time, and policy right before acting), and asks its job board for file wor
 session is a source too ([`source::replay::ReplaySource`]), played through a read-only engine,
 so what the window shows of it is built by the same code as what it shows live, and nothing
 acts from it. Alerts leave the engine as events; the desktop notifier is the window's
-subscriber.
+subscriber. An agent serves its View as one versioned type ([`link::wire::WireView`]); a
+window attached to it checks every field of exactly that type on arrival and draws it as it
+draws its own engine's View.
 
 # Where to add things
 - **A GPU source**: implement [`source::GpuSource`] (see [`source::sim`] for a pure one) and
