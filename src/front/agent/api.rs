@@ -43,12 +43,22 @@ pub struct Reply {
 }
 
 impl Reply {
-    /// A JSON reply.
-    pub fn json(status: u16, v: &serde_json::Value) -> Self {
+    /// A JSON reply of any serializable value (a 500 `{"error": …}` if it cannot be
+    /// serialized).
+    pub fn json<T: serde::Serialize + ?Sized>(status: u16, v: &T) -> Self {
+        let (status, body) = match serde_json::to_vec(v) {
+            Ok(body) => (status, body),
+            Err(e) => (
+                500,
+                json!({ "error": format!("internal error: {e}") })
+                    .to_string()
+                    .into_bytes(),
+            ),
+        };
         Self {
             status,
             content_type: "application/json",
-            body: Body::Bytes(v.to_string().into_bytes()),
+            body: Body::Bytes(body),
         }
     }
 

@@ -18,17 +18,6 @@ pub const VIEW_PAGE_TICKS: usize = crate::model::history::delta::MAX_DELTA_TICKS
 /// The engine's reply to a command is awaited this long.
 pub const ANSWER_WAIT: Duration = super::api::COMMAND_WAIT;
 
-fn json_reply<T: serde::Serialize>(v: &T) -> Reply {
-    match serde_json::to_vec(v) {
-        Ok(body) => Reply {
-            status: 200,
-            content_type: "application/json",
-            body: super::api::Body::Bytes(body),
-        },
-        Err(e) => Reply::error(500, &format!("internal error: {e}")),
-    }
-}
-
 /// The `since` of a query (`since=TICK`; absent: 0, the whole history).
 ///
 /// # Errors
@@ -65,7 +54,7 @@ pub fn view(state: &AgentState, query: Option<&str>) -> Reply {
         };
         WireView::of(&m, since, VIEW_PAGE_TICKS)
     };
-    json_reply(&v)
+    Reply::json(200, &v)
 }
 
 /// `GET /api/past`: leak episodes and OOM suspicions of the agent's own session logs (the
@@ -77,11 +66,14 @@ pub fn past(state: &AgentState) -> Reply {
         .ok()
         .and_then(|m| m.recording.path.clone());
     let p = crate::engine::replay::past_episodes(&state.sessions_dir, skip.as_deref());
-    json_reply(&WirePast {
-        api_version: API_VERSION,
-        leaks: p.leaks,
-        ooms: p.ooms,
-    })
+    Reply::json(
+        200,
+        &WirePast {
+            api_version: API_VERSION,
+            leaks: p.leaks,
+            ooms: p.ooms,
+        },
+    )
 }
 
 /// Sends `c` to the engine and waits for its reply ([`AgentState::ask`]).
@@ -112,7 +104,7 @@ pub fn test_rule(state: &AgentState, body: &[u8]) -> Reply {
             safety: None,
         },
     ) {
-        Ok(a) => json_reply(&a),
+        Ok(a) => Reply::json(200, &a),
         Err(r) => r,
     }
 }

@@ -52,13 +52,7 @@ fn compact(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
         let total = d.memory_total_bytes.unwrap_or(0);
         let used = d.memory_used_bytes.unwrap_or(0);
         let reserved = d.memory_reserved_bytes.unwrap_or(0);
-        let frame = egui::Frame::group(ui.style())
-            .inner_margin(egui::Margin::same(6))
-            .stroke(if is_sel {
-                egui::Stroke::new(2.0, ui.visuals().selection.stroke.color)
-            } else {
-                ui.visuals().widgets.noninteractive.bg_stroke
-            });
+        let frame = card_frame(ui, is_sel, 6);
         let resp = clickable_card(ui, frame, d.index, |ui| {
             ui.set_width(ui.available_width());
             ui.horizontal_wrapped(|ui| {
@@ -120,13 +114,7 @@ fn card(
     // One unit for the whole card (Auto: from the GPU's size), never MiB beside GiB.
     let units = units.for_largest(d.memory_total_bytes.unwrap_or(0));
     let is_sel = *selected == d.index;
-    let frame = egui::Frame::group(ui.style())
-        .inner_margin(egui::Margin::same(10))
-        .stroke(if is_sel {
-            egui::Stroke::new(2.0, ui.visuals().selection.stroke.color)
-        } else {
-            ui.visuals().widgets.noninteractive.bg_stroke
-        });
+    let frame = card_frame(ui, is_sel, 10);
     let resp = clickable_card(ui, frame, d.index, |ui| {
         ui.set_width(ui.available_width());
         ui.horizontal(|ui| {
@@ -378,6 +366,17 @@ pub fn forecast_banners(ui: &mut Ui, alerts: &[crate::detect::forecast_alert::Fo
                 ));
             });
     }
+}
+
+/// A GPU card's frame: `margin` inside, outlined in the selection colour when selected.
+fn card_frame(ui: &Ui, selected: bool, margin: i8) -> egui::Frame {
+    egui::Frame::group(ui.style())
+        .inner_margin(egui::Margin::same(margin))
+        .stroke(if selected {
+            egui::Stroke::new(2.0, ui.visuals().selection.stroke.color)
+        } else {
+            ui.visuals().widgets.noninteractive.bg_stroke
+        })
 }
 
 #[cfg(test)]
