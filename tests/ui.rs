@@ -13,7 +13,8 @@ use vramwarden::source::{GpuSource, SourceError, SourceKind};
 
 const T0: UnixMs = 1_796_000_000_000;
 
-fn demo_app(seconds: i64) -> VramApp {
+/// The demo's first `seconds` samples applied to a View holding 24 h.
+fn demo_monitor(seconds: i64) -> Monitor {
     let mut sim = SimSource::demo(T0);
     let mut m = Monitor::new(1000, 86_400);
     m.source = Some(sim.info());
@@ -21,6 +22,11 @@ fn demo_app(seconds: i64) -> VramApp {
         let t = T0 + i * 1000;
         m.apply(sim.sample(t).expect("sim"), t);
     }
+    m
+}
+
+fn demo_app(seconds: i64) -> VramApp {
+    let m = demo_monitor(seconds);
     VramApp::with_backend(Backend::detached(m, SourceKind::demo()), UiState::default())
         .with_fixed_now(T0 + (seconds - 1) * 1000)
 }
@@ -1589,13 +1595,7 @@ fn value_axes_have_at_least_three_distinct_labels() {
 fn demo_app_with_action(seconds: i64, outcome: vramwarden::model::outcome::Outcome) -> VramApp {
     use vramwarden::act::rules::action::Activity;
     use vramwarden::act::rules::eval::Target;
-    let mut sim = SimSource::demo(T0);
-    let mut m = Monitor::new(1000, 86_400);
-    m.source = Some(sim.info());
-    for i in 0..seconds {
-        let t = T0 + i * 1000;
-        m.apply(sim.sample(t).expect("sim"), t);
-    }
+    let mut m = demo_monitor(seconds);
     let now = T0 + (seconds - 1) * 1000;
     let p = m
         .latest
@@ -1606,12 +1606,12 @@ fn demo_app_with_action(seconds: i64, outcome: vramwarden::model::outcome::Outco
     m.activity.push_back(Activity {
         unix_ms: now,
         rule: "manual".into(),
-        target: Target::Process {
-            key: (p.key(), p.device_index),
-            info: None,
-            used_bytes: p.used_bytes,
-            origin: vramwarden::model::Origin::Recorded,
-        },
+        target: Target::process(
+            (p.key(), p.device_index),
+            None,
+            p.used_bytes,
+            vramwarden::model::Origin::Recorded,
+        ),
         action: "signal SIGUSR1".into(),
         outcome,
         detail: "SIGUSR1 sent".into(),
