@@ -860,6 +860,8 @@ fn terminate_click_reaches_a_real_process_through_the_real_engine() {
         std::thread::sleep(Duration::from_millis(20));
         h.run();
     }
+    // And in the process's row, from the same reply.
+    h.get_by_label("✔ done");
 }
 
 /// The Container column and the detail pane: the demo trainer's container gets a name and a
@@ -982,6 +984,8 @@ fn release_cached_memory_asks_first_and_reaches_the_engine() {
         std::thread::sleep(Duration::from_millis(20));
         h.run();
     }
+    // The trainer's row says so too, from the engine's reply.
+    h.get_by_label("✖ not done");
     // The limit control asks too, naming the size.
     h.get_by_label("Set limit").click();
     h.run();
@@ -1590,35 +1594,21 @@ fn value_axes_have_at_least_three_distinct_labels() {
     }
 }
 
-/// The demo as [`demo_app`], with a manual action's activity entry on the notebook (PID
-/// 51877) at the last sample: `outcome`, "SIGUSR1 sent".
-fn demo_app_with_action(seconds: i64, outcome: vramwarden::model::outcome::Outcome) -> VramApp {
-    use vramwarden::act::rules::action::Activity;
-    use vramwarden::act::rules::eval::Target;
-    let mut m = demo_monitor(seconds);
-    let now = T0 + (seconds - 1) * 1000;
-    let p = m
-        .latest
-        .as_ref()
-        .and_then(|s| s.processes.iter().find(|p| p.pid == 51877))
-        .expect("the notebook")
-        .clone();
-    m.activity.push_back(Activity {
-        unix_ms: now,
-        rule: "manual".into(),
-        target: Target::process(
-            (p.key(), p.device_index),
-            None,
-            p.used_bytes,
-            vramwarden::model::Origin::Recorded,
-        ),
-        action: "signal SIGUSR1".into(),
-        outcome,
-        detail: "SIGUSR1 sent".into(),
-        entry: Default::default(),
-    });
-    VramApp::with_backend(Backend::detached(m, SourceKind::demo()), UiState::default())
-        .with_fixed_now(now)
+/// Terminates the notebook (PID 51877) from its detail pane, confirmed, and runs the frames
+/// that bring the reply back. The demo's window has no engine ([`Backend::detached`]): it
+/// answers the action itself, "not done", through the same reply path as an engine.
+fn act_on_the_notebook(h: &mut Harness<'static, VramApp>) {
+    if h.query_by_label("python3 · PID 51877").is_none() {
+        h.get_by_label("51877").click();
+        h.run();
+    }
+    h.get_by_label("Terminate").click();
+    h.run();
+    h.get_by_label("Terminate this process?");
+    let buttons = h.get_all_by_label("Terminate").collect::<Vec<_>>();
+    buttons.last().expect("modal button").click();
+    h.run();
+    h.run();
 }
 
 fn harness_at(app: VramApp, w: f32, h: f32) -> Harness<'static, VramApp> {
@@ -1655,39 +1645,28 @@ fn the_detail_pane_fits_at_1280x800_with_a_legend() {
     ] {
         plain.get_by_label(series);
     }
-    let mut acted = harness_at(
-        demo_app_with_action(300, vramwarden::model::outcome::Outcome::Acted),
-        1280.0,
-        800.0,
-    );
-    acted.run();
-    acted.get_by_label("51877").click();
-    acted.run();
-    acted.run();
-    acted.get_by_label_contains("SIGUSR1 sent — it is still running");
-    let r2 = acted.state().detail_plot_rect().expect("drawn");
+    act_on_the_notebook(&mut plain);
+    plain.get_by_label_contains(&format!("not done — {}", vramwarden::front::gui::NO_ENGINE));
+    let r2 = plain.state().detail_plot_rect().expect("drawn");
     assert_eq!(r.top(), r2.top(), "the result moved the graph");
     assert_eq!(r.height(), r2.height());
 }
 
 /// An action's result shows in its row of the table (where it was taken from), not only in
-/// the Activity tab: a failure in words, the whole sentence on hover.
+/// the Activity tab: in words, from the reply to its command; another process's row says
+/// nothing. (A result that acted: `terminate_click_reaches_a_real_process_through_the_real_engine`.)
 #[test]
 fn a_row_shows_the_result_of_its_last_action() {
-    let mut h = harness(demo_app_with_action(
-        120,
-        vramwarden::model::outcome::Outcome::Failed,
-    ));
+    let mut h = harness(demo_app(120));
     h.run();
-    h.get_by_label("✖ failed");
-    let mut ok = harness(demo_app_with_action(
-        120,
-        vramwarden::model::outcome::Outcome::Acted,
-    ));
-    ok.run();
-    ok.get_by_label("✔ done");
-    // Another process's row says nothing.
-    assert_eq!(ok.query_all_by_label("✔ done").count(), 1);
+    assert!(h.query_by_label("✖ not done").is_none());
+    act_on_the_notebook(&mut h);
+    h.get_by_label("✖ not done");
+    assert_eq!(h.query_all_by_label("✖ not done").count(), 1);
+    // The whole sentence in the detail pane; the reply's toast as well.
+    let why = vramwarden::front::gui::NO_ENGINE;
+    h.get_by_label_contains(&format!("not done — {why}"));
+    assert_eq!(h.query_all_by_label_contains(why).count(), 2);
 }
 
 /// A saved host can be forgotten from the host selector (a mistyped address does not stay).

@@ -1,14 +1,17 @@
 //! What became of the manual actions the user took, per process: shown where the action was
 //! taken (the table's row, the detail pane) rather than only in the Activity tab.
 //!
-//! Filled from what the engine publishes today: the window notes when an action is sent
-//! ([`ActionStatus::asked`]) and reads its outcome from the monitor's activity log (the
-//! newest manual entry for that process). Until an entry newer than the request arrives the
-//! action is shown as waiting.
+//! Each action goes to the engine shown (this computer's, or an agent's) as a command with
+//! its own [`CommandId`]; the window notes that id when it sends the action
+//! ([`ActionStatus::asked`]) and takes the outcome from the engine's [`CommandReply`] under
+//! it ([`ActionStatus::answered`], fed the replies the window receives), so the row shows the
+//! result as soon as the reply arrives. Until then the action is shown as waiting, and as
+//! late after [`ANSWER_EXPECTED_MS`]. Only this window's own actions show here: another
+//! window's, or a rule's, are in the Activity tab.
 
 use std::collections::HashMap;
 
-use crate::engine::view::Monitor;
+use crate::engine::command::{CommandId, CommandReply};
 use crate::model::history::ProcSeriesKey;
 use crate::model::outcome::Outcome;
 use crate::model::UnixMs;
@@ -16,7 +19,7 @@ use crate::model::UnixMs;
 /// How long a result stays next to its row and in the detail pane.
 pub const SHOWN_MS: UnixMs = 60_000;
 
-/// How long an action may wait for its activity entry before the row says so.
+/// How long an action may wait for its reply before the row says so.
 pub const ANSWER_EXPECTED_MS: UnixMs = 15_000;
 
 /// How a process's last action stands.
@@ -33,9 +36,9 @@ pub enum State {
     Done {
         /// How it ended.
         outcome: Outcome,
-        /// The activity entry's detail.
+        /// The reply's detail.
         detail: String,
-        /// When it ended.
+        /// When its reply arrived.
         at_ms: UnixMs,
     },
 }
@@ -100,98 +103,101 @@ impl State {
     }
 }
 
-/// The actions the user sent this session, by process, until their outcome is old.
+/// One action sent from here, and its reply once it came.
+#[derive(Debug, Clone)]
+struct Sent {
+    /// The command it went under.
+    id: CommandId,
+    /// What was asked ("terminate (SIGTERM, …)").
+    what: String,
+    /// When it was sent.
+    at_ms: UnixMs,
+    /// The reply's outcome and detail, and when it arrived.
+    done: Option<(Outcome, String, UnixMs)>,
+}
+
+impl Sent {
+    /// How it stands at `now`: its outcome for [`SHOWN_MS`] after the reply, or waiting.
+    fn state(&self, now: UnixMs) -> Option<State> {
+        match &self.done {
+            Some((outcome, detail, at_ms)) => (now - *at_ms <= SHOWN_MS).then(|| State::Done {
+                outcome: *outcome,
+                detail: detail.clone(),
+                at_ms: *at_ms,
+            }),
+            None => Some(State::Waiting {
+                what: self.what.clone(),
+                late: now - self.at_ms > ANSWER_EXPECTED_MS,
+            }),
+        }
+    }
+}
+
+/// The actions the user sent from this window, by process (the last one each), until their
+/// outcome is old.
 #[derive(Debug, Default, Clone)]
 pub struct ActionStatus {
-    asked: HashMap<ProcSeriesKey, (String, UnixMs)>,
+    sent: HashMap<ProcSeriesKey, Sent>,
 }
 
 impl ActionStatus {
-    /// Notes that `action` was sent for `key` at `now`.
-    pub fn asked(&mut self, key: ProcSeriesKey, action: &crate::act::rules::Action, now: UnixMs) {
-        self.asked.insert(key, (action.label(), now));
-    }
-
-    /// Forgets requests whose outcome is older than [`SHOWN_MS`].
-    pub fn prune(&mut self, now: UnixMs) {
-        self.asked
-            .retain(|_, (_, at)| now - *at <= SHOWN_MS + ANSWER_EXPECTED_MS);
-    }
-
-    /// How `key`'s last manual action stands at `now`: its outcome from `m`'s activity log
-    /// (shown for [`SHOWN_MS`]), or waiting when one was sent here after the newest outcome.
-    pub fn state(&self, m: &Monitor, key: ProcSeriesKey, now: UnixMs) -> Option<State> {
-        let last = last_manual(m, key);
-        if let Some(w) = self.waiting(key, last, now) {
-            return Some(w);
-        }
-        last.filter(|a| now - a.unix_ms <= SHOWN_MS)
-            .map(|a| State::Done {
-                outcome: a.outcome,
-                detail: a.detail.clone(),
-                at_ms: a.unix_ms,
-            })
-    }
-
-    /// `key`'s request sent here, when no outcome at or after it is in the log (`last`: the
-    /// newest manual entry for `key`).
-    fn waiting(
-        &self,
+    /// Notes that `action` was sent for `key` at `now` as command `id`.
+    pub fn asked(
+        &mut self,
         key: ProcSeriesKey,
-        last: Option<&crate::act::rules::action::Activity>,
+        action: &crate::act::rules::Action,
+        id: CommandId,
         now: UnixMs,
-    ) -> Option<State> {
-        let (what, at) = self.asked.get(&key)?;
-        let answered = last.is_some_and(|a| a.unix_ms >= *at);
-        (!answered).then(|| State::Waiting {
-            what: what.clone(),
-            late: now - *at > ANSWER_EXPECTED_MS,
-        })
+    ) {
+        self.sent.insert(
+            key,
+            Sent {
+                id,
+                what: action.label(),
+                at_ms: now,
+                done: None,
+            },
+        );
     }
 
-    /// How every process with a recent manual action stands at `now` (the table's rows):
-    /// one pass over the activity log's last [`SHOWN_MS`], newest first, and the requests
-    /// sent here.
-    pub fn states(&self, m: &Monitor, now: UnixMs) -> HashMap<ProcSeriesKey, State> {
-        let mut out = HashMap::new();
-        for a in m.activity.iter().rev() {
-            if now - a.unix_ms > SHOWN_MS {
-                break;
-            }
-            if a.rule != "manual" || !a.counts_as_action() {
-                continue;
-            }
-            if let crate::act::rules::eval::Target::Process { key, .. } = &a.target {
-                out.entry(*key).or_insert_with(|| State::Done {
-                    outcome: a.outcome,
-                    detail: a.detail.clone(),
-                    at_ms: a.unix_ms,
-                });
+    /// Takes the outcome of every action among `replies` that was sent from here (others
+    /// are not this table's: a rule test, a setting), as of `now`.
+    pub fn answered(&mut self, replies: &[CommandReply], now: UnixMs) {
+        for r in replies {
+            if let Some(s) = self.sent.values_mut().find(|s| s.id == r.id) {
+                s.done = Some((r.answer.outcome, r.answer.detail.clone(), now));
             }
         }
-        for key in self.asked.keys() {
-            if let Some(w) = self.waiting(*key, last_manual(m, *key), now) {
-                out.insert(*key, w);
-            }
-        }
-        out
     }
-}
 
-/// The newest activity entry of a manual action on `key` that stands for its outcome.
-fn last_manual(m: &Monitor, key: ProcSeriesKey) -> Option<&crate::act::rules::action::Activity> {
-    m.activity.iter().rev().find(|a| {
-        a.rule == "manual"
-            && a.counts_as_action()
-            && matches!(&a.target, crate::act::rules::eval::Target::Process { key: k, .. } if *k == key)
-    })
+    /// Forgets actions whose outcome is older than [`SHOWN_MS`], and ones that waited that
+    /// long past [`ANSWER_EXPECTED_MS`] without a reply.
+    pub fn prune(&mut self, now: UnixMs) {
+        self.sent.retain(|_, s| match &s.done {
+            Some((_, _, at_ms)) => now - *at_ms <= SHOWN_MS,
+            None => now - s.at_ms <= SHOWN_MS + ANSWER_EXPECTED_MS,
+        });
+    }
+
+    /// How `key`'s last action sent from here stands at `now`.
+    pub fn state(&self, key: ProcSeriesKey, now: UnixMs) -> Option<State> {
+        self.sent.get(&key).and_then(|s| s.state(now))
+    }
+
+    /// How every process with a recent action sent from here stands at `now` (the table's
+    /// rows).
+    pub fn states(&self, now: UnixMs) -> HashMap<ProcSeriesKey, State> {
+        self.sent
+            .iter()
+            .filter_map(|(k, s)| s.state(now).map(|st| (*k, st)))
+            .collect()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::act::rules::action::Activity;
-    use crate::act::rules::eval::Target;
+    use crate::engine::command::Answer;
     use crate::model::ProcessKey;
 
     fn key() -> ProcSeriesKey {
@@ -204,77 +210,102 @@ mod tests {
         )
     }
 
-    fn entry(at: UnixMs, outcome: Outcome) -> Activity {
-        Activity {
-            unix_ms: at,
-            rule: "manual".into(),
-            target: Target::Process {
-                key: key(),
-                info: None,
-                used_bytes: None,
-                origin: crate::model::Origin::Recorded,
-            },
-            action: "terminate".into(),
-            outcome,
-            detail: "SIGTERM sent".into(),
-            entry: Default::default(),
+    fn reply(id: CommandId, outcome: Outcome) -> CommandReply {
+        CommandReply {
+            id,
+            what: "Terminate".into(),
+            answer: Answer::new(outcome, "SIGTERM sent"),
+        }
+    }
+
+    fn terminate() -> crate::act::rules::Action {
+        crate::act::rules::Action::Terminate {
+            grace_seconds: 10.0,
         }
     }
 
     #[test]
-    fn waiting_until_an_entry_newer_than_the_request_then_its_outcome() {
-        let mut m = Monitor::new(1000, 10);
+    fn waiting_until_its_reply_then_its_outcome() {
         let mut s = ActionStatus::default();
-        // An older outcome does not answer a new request.
-        m.activity.push_back(entry(5_000, Outcome::Failed));
-        s.asked(
-            key(),
-            &crate::act::rules::Action::Terminate {
-                grace_seconds: 10.0,
-            },
-            10_000,
-        );
+        let id = CommandId::next();
+        s.asked(key(), &terminate(), id, 10_000);
+        // Another command's reply does not answer it.
+        s.answered(&[reply(CommandId::next(), Outcome::Failed)], 10_500);
         assert!(matches!(
-            s.state(&m, key(), 11_000),
+            s.state(key(), 11_000),
             Some(State::Waiting { late: false, .. })
         ));
-        assert!(matches!(
-            s.state(&m, key(), 10_000 + ANSWER_EXPECTED_MS + 1),
-            Some(State::Waiting { late: true, .. })
-        ));
-        m.activity.push_back(entry(12_000, Outcome::Acted));
-        let st = s.state(&m, key(), 13_000).expect("an outcome");
+        assert_eq!(
+            s.state(key(), 11_000).map(|w| w.short()).as_deref(),
+            Some("sent, waiting…")
+        );
+        let late = s
+            .state(key(), 10_000 + ANSWER_EXPECTED_MS + 1)
+            .expect("late");
+        assert_eq!(late.short(), "no answer yet");
+        assert!(late.is_warning());
+        s.answered(&[reply(id, Outcome::Acted)], 12_000);
+        let st = s.state(key(), 13_000).expect("an outcome");
         assert_eq!(st.short(), "✔ done");
-        assert!(st.sentence(true, "1 GiB").contains("has exited"));
-        // Shown for a minute, then gone.
-        assert_eq!(s.state(&m, key(), 12_000 + SHOWN_MS + 1), None);
+        assert!(st
+            .sentence(true, "1 GiB")
+            .contains("SIGTERM sent — the process has exited"));
+        // Shown for a minute after the reply, then gone (and pruned).
+        assert!(s.state(key(), 12_000 + SHOWN_MS).is_some());
+        assert_eq!(s.state(key(), 12_000 + SHOWN_MS + 1), None);
+        s.prune(12_000 + SHOWN_MS + 1);
+        assert!(s.sent.is_empty());
     }
 
     #[test]
     fn the_table_map_agrees_with_the_one_process_answer() {
-        let mut m = Monitor::new(1000, 10);
         let mut s = ActionStatus::default();
-        m.activity.push_back(entry(1_000, Outcome::Acted));
-        let all = s.states(&m, 2_000);
-        assert_eq!(all.get(&key()), s.state(&m, key(), 2_000).as_ref());
-        s.asked(key(), &crate::act::rules::Action::Park, 3_000);
-        let all = s.states(&m, 4_000);
+        let id = CommandId::next();
+        s.asked(key(), &crate::act::rules::Action::Park, id, 3_000);
+        let all = s.states(4_000);
         assert!(matches!(all.get(&key()), Some(State::Waiting { .. })));
-        assert_eq!(all.get(&key()), s.state(&m, key(), 4_000).as_ref());
+        assert_eq!(all.get(&key()), s.state(key(), 4_000).as_ref());
+        s.answered(&[reply(id, Outcome::Skipped)], 5_000);
+        let all = s.states(6_000);
+        assert_eq!(
+            all.get(&key()).map(State::short).as_deref(),
+            Some("✖ not done")
+        );
+        assert_eq!(all.get(&key()), s.state(key(), 6_000).as_ref());
         // Older than a minute: not in the map.
-        assert!(ActionStatus::default()
-            .states(&m, 1_000 + SHOWN_MS + 1)
-            .is_empty());
+        assert!(s.states(5_000 + SHOWN_MS + 1).is_empty());
     }
 
     #[test]
-    fn an_outcome_without_a_request_here_is_shown_and_failures_warn() {
-        let mut m = Monitor::new(1000, 10);
-        m.activity.push_back(entry(1_000, Outcome::Failed));
-        let st = ActionStatus::default()
-            .state(&m, key(), 2_000)
-            .expect("the engine's outcome");
+    fn a_reply_without_a_request_here_shows_nothing_and_failures_warn() {
+        let mut s = ActionStatus::default();
+        s.answered(&[reply(CommandId::next(), Outcome::Failed)], 1_000);
+        assert_eq!(s.state(key(), 2_000), None);
+        assert!(s.states(2_000).is_empty());
+        let id = CommandId::next();
+        s.asked(key(), &terminate(), id, 3_000);
+        s.answered(&[reply(id, Outcome::Failed)], 4_000);
+        let st = s.state(key(), 5_000).expect("the engine's outcome");
         assert!(st.is_warning());
         assert_eq!(st.short(), "✖ failed");
+    }
+
+    #[test]
+    fn a_new_action_replaces_the_last_ones_result() {
+        let mut s = ActionStatus::default();
+        let first = CommandId::next();
+        s.asked(key(), &terminate(), first, 1_000);
+        s.answered(&[reply(first, Outcome::Failed)], 2_000);
+        let second = CommandId::next();
+        s.asked(key(), &terminate(), second, 3_000);
+        assert!(matches!(s.state(key(), 3_500), Some(State::Waiting { .. })));
+        // The first command's reply, late or repeated, no longer stands for the row.
+        s.answered(&[reply(first, Outcome::Failed)], 4_000);
+        assert!(matches!(s.state(key(), 4_500), Some(State::Waiting { .. })));
+        s.answered(&[reply(second, Outcome::Acted)], 5_000);
+        assert_eq!(
+            s.state(key(), 5_500).map(|st| st.short()).as_deref(),
+            Some("✔ done")
+        );
     }
 }

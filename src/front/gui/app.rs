@@ -262,6 +262,7 @@ impl VramApp {
         let ctx = ui.ctx().clone();
         widgets::set_palette(&ctx, self.state.palette);
         let replies = self.backend.take_replies();
+        self.action_status.answered(&replies, self.now());
         let at = ctx.input(|i| i.time);
         let st = &mut self.settings_ui;
         if let Some((i, c)) = st.test_request.take() {
@@ -667,7 +668,6 @@ impl VramApp {
             Some(true) => {
                 // The engine is told which process only; it builds the target itself.
                 if let crate::act::rules::eval::Target::Process { key, .. } = target {
-                    self.action_status.asked(key, &action, self.now());
                     cmd.engine = Some(crate::engine::EngineCommand::Manual { key, action });
                 }
                 self.confirm = None;
@@ -730,7 +730,17 @@ impl VramApp {
             self.graph.free_range = None;
         }
         if let Some(c) = cmd.engine.take() {
-            self.backend.send(c);
+            let manual = match &c {
+                crate::engine::EngineCommand::Manual { key, action } => {
+                    Some((*key, action.clone()))
+                }
+                _ => None,
+            };
+            let id = self.backend.send(c);
+            // The row and the detail pane wait for the reply under this id.
+            if let (Some((key, action)), Some(id)) = (manual, id) {
+                self.action_status.asked(key, &action, id, self.now());
+            }
         }
         if let Some(s) = cmd.settings.take() {
             self.backend.apply_settings(s);
@@ -1378,7 +1388,7 @@ impl VramApp {
                     .auto_shrink([false, false])
                     .show(ui, |ui| {
                         let result = (!self.replaying)
-                            .then(|| self.action_status.state(monitor, row.series_key(), now))
+                            .then(|| self.action_status.state(row.series_key(), now))
                             .flatten();
                         let input = process_detail::PaneInputs {
                             units: self.state.units,
@@ -1457,7 +1467,7 @@ impl VramApp {
         let actions = if self.replaying {
             std::collections::HashMap::new()
         } else {
-            self.action_status.states(monitor, now)
+            self.action_status.states(now)
         };
         let mut table = TableState {
             units: self.state.units,

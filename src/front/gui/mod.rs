@@ -154,9 +154,14 @@ pub struct Backend {
     pub settings: crate::engine::settings::Settings,
     /// The window's file jobs (opening, exporting, saving…), whichever engine is shown.
     jobs: crate::front::gui::jobs::JobBoard,
-    /// Replies given without a link (a detached backend answers a rule test from its state).
+    /// Replies given without a link (a detached backend answers a rule test from its state,
+    /// an action with a skip).
     unlinked: crate::engine::command::Replies,
 }
+
+/// Why an action asked of a window without an engine (nothing sampling, no agent attached)
+/// was not done.
+pub const NO_ENGINE: &str = "no engine is attached to this window: nothing was sent";
 
 impl Backend {
     /// A backend that samples `factory` (a `source`) on its own thread.
@@ -224,7 +229,8 @@ impl Backend {
         Ok(b)
     }
 
-    /// A backend over a monitor that something else fills (tests, replays): no thread.
+    /// A backend over a monitor that something else fills (tests, replays): no thread. It
+    /// answers an action with a skip ([`NO_ENGINE`]) and a rule test from the state shown.
     pub fn detached(monitor: Monitor, source: crate::source::SourceKind) -> Self {
         let interval = Duration::from_millis(monitor.interval_ms);
         let history_ticks = monitor.history.capacity();
@@ -399,11 +405,23 @@ impl Backend {
         if let Some(l) = &self.link {
             return Some(l.send(c));
         }
-        // Detached (no engine): a rule test is answered from the state shown.
+        // Detached (no engine): a rule test is answered from the state shown, an action with
+        // a skip (nothing here could carry it out).
+        let id = crate::engine::command::CommandId::next();
+        if let crate::engine::EngineCommand::Manual { .. } = &c {
+            self.unlinked.push(crate::engine::command::CommandReply {
+                id,
+                what: c.label(),
+                answer: crate::engine::command::Answer::new(
+                    crate::model::outcome::Outcome::Skipped,
+                    NO_ENGINE,
+                ),
+            });
+            return Some(id);
+        }
         let crate::engine::EngineCommand::TestRule { rule, safety } = &c else {
             return None;
         };
-        let id = crate::engine::command::CommandId::next();
         let safety = safety.clone().unwrap_or(crate::act::rules::action::Safety {
             global_dry_run: true,
             protected: Vec::new(),
