@@ -332,6 +332,37 @@ fn a_download_that_breaks_off_leaves_nothing_behind() {
     assert!(!dir.join(NAME).exists());
 }
 
+/// A download the agent refuses says why in the agent's words, as any refused request does,
+/// and writes nothing.
+#[test]
+fn a_refused_download_says_why_and_leaves_nothing_behind() {
+    let agent = sessions_agent(
+        || {
+            Answer::Raw(Box::new(|c| {
+                let body = r#"{"error":"missing or wrong bearer token"}"#;
+                let _ = write!(
+                    c,
+                    "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }))
+        },
+        1000,
+    );
+    let (link, _) = link_to(&agent);
+    listed(&link);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("from-agents");
+    link.download(NAME, dir.clone());
+    let e = finished(&link).expect_err("refused");
+    assert_eq!(
+        e,
+        "the agent refused the token (missing or wrong bearer token)"
+    );
+    assert!(parts_in(&dir).is_empty(), "{:?}", parts_in(&dir));
+    assert!(!dir.join(NAME).exists());
+}
+
 #[test]
 fn a_hanging_download_never_delays_a_kill() {
     let release = Arc::new(AtomicBool::new(false));

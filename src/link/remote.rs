@@ -147,6 +147,40 @@ fn refusal(status: u16, body: &str) -> String {
     }
 }
 
+/// Most bytes of a refusal's body read for its reason (the reason is its `error`, or its
+/// first 200 characters).
+const MAX_REFUSAL_BYTES: u64 = 64 * 1024;
+
+/// `r` carrying the agent's bearer token (every request to the agent does).
+fn authorised<B>(r: ureq::RequestBuilder<B>, token: &str) -> ureq::RequestBuilder<B> {
+    r.header("Authorization", format!("Bearer {token}"))
+}
+
+/// `GET url/path` with the bearer token on `agent`: the response, its body unread, when its
+/// status is 200; else why not (the agent's refusal in a few words, or the transport's
+/// error).
+fn get(
+    agent: &ureq::Agent,
+    url: &str,
+    path: &str,
+    token: &str,
+) -> Result<ureq::http::Response<ureq::Body>, String> {
+    let mut resp = authorised(agent.get(format!("{url}{path}")), token)
+        .call()
+        .map_err(|e| e.to_string())?;
+    let status = resp.status().as_u16();
+    if status != 200 {
+        let body = resp
+            .body_mut()
+            .with_config()
+            .limit(MAX_REFUSAL_BYTES)
+            .read_to_vec()
+            .unwrap_or_default();
+        return Err(refusal(status, &String::from_utf8_lossy(&body)));
+    }
+    Ok(resp)
+}
+
 /// `GET url/path` with the bearer token: its body, at most `limit` bytes (more is an error),
 /// when the status is 200.
 fn get_body(
@@ -156,22 +190,12 @@ fn get_body(
     token: &str,
     limit: u64,
 ) -> Result<Vec<u8>, String> {
-    let mut resp = agent
-        .get(format!("{url}{path}"))
-        .header("Authorization", format!("Bearer {token}"))
-        .call()
-        .map_err(|e| e.to_string())?;
-    let status = resp.status().as_u16();
-    let body = resp
+    get(agent, url, path, token)?
         .body_mut()
         .with_config()
         .limit(limit)
         .read_to_vec()
-        .map_err(|e| format!("the agent's answer could not be read: {e}"))?;
-    if status != 200 {
-        return Err(refusal(status, &String::from_utf8_lossy(&body)));
-    }
-    Ok(body)
+        .map_err(|e| format!("the agent's answer could not be read: {e}"))
 }
 
 fn get_view(agent: &ureq::Agent, url: &str, token: &str, since: u64) -> Result<WireView, String> {
@@ -238,9 +262,7 @@ pub const MAX_ANSWER_BYTES: u64 = 4 << 20;
 /// `POST url/path` with `body`: the agent's answer (an [`Answer`], checked), or a failed one
 /// saying why.
 fn post(agent: &ureq::Agent, url: &str, token: &str, path: &str, body: String) -> Answer {
-    let sent = agent
-        .post(format!("{url}{path}"))
-        .header("Authorization", format!("Bearer {token}"))
+    let sent = authorised(agent.post(format!("{url}{path}")), token)
         .header("Content-Type", "application/json")
         .send(body);
     let mut resp = match sent {
@@ -752,21 +774,7 @@ fn download(
         .http_status_as_error(false)
         .build()
         .into();
-    let mut resp = agent
-        .get(format!("{url}/api/v1/sessions/{name}"))
-        .header("Authorization", format!("Bearer {token}"))
-        .call()
-        .map_err(|e| e.to_string())?;
-    let status = resp.status().as_u16();
-    if status != 200 {
-        let body = resp
-            .body_mut()
-            .with_config()
-            .limit(64 * 1024)
-            .read_to_string()
-            .unwrap_or_default();
-        return Err(refusal(status, &body));
-    }
+    let mut resp = get(&agent, url, &format!("/api/v1/sessions/{name}"), token)?;
     let dest = dir.join(name);
     let part_path = dir.join(format!(".{name}.part"));
     let _ = std::fs::remove_file(&part_path);
