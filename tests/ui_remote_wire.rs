@@ -29,7 +29,10 @@ fn view_now() -> String {
     let now = vramwarden::model::now_ms();
     let mut sim = vramwarden::source::sim::SimSource::demo(now - 60_000);
     let mut m = Monitor::new(1000, 600);
-    m.source = Some(sim.info());
+    m.source = Some(vramwarden::model::SourceInfo {
+        host: "the-agents-host".into(),
+        ..sim.info()
+    });
     m.apply(sim.sample(now).expect("a sample"), now);
     m.ooms.push(OomRecord {
         at_ms: now - 10_000,
@@ -264,7 +267,16 @@ fn a_remote_window_shows_the_agents_forecast_growth_orphans_oom_activity_and_pas
         Duration::from_secs(1),
     );
     until_shown(&mut h, "↗ growing +123 MiB/min", Duration::from_secs(1));
-    until_shown(&mut h, "not running here", Duration::from_secs(1));
+    // Orphaned memory is worded by the agent's host, not this computer.
+    until_shown(
+        &mut h,
+        "not running on the-agents-host",
+        Duration::from_secs(1),
+    );
+    assert!(h
+        .query_all_by_label_contains("not running here")
+        .next()
+        .is_none());
     h.get_by_label("Leaks").click();
     let _ = h.run_ok();
     until_shown(&mut h, "OOM suspected", Duration::from_secs(5));

@@ -57,8 +57,13 @@ pub struct OrphanPid {
 impl OrphanPid {
     /// "held by PID 4711, not running here" (or "…, a zombie").
     pub fn label(&self) -> String {
+        self.label_at("here")
+    }
+
+    /// [`OrphanPid::label`] for the host `place` names ("here", "on gpu-box").
+    pub fn label_at(&self, place: &str) -> String {
         match self.kind {
-            NotRunning::NoProcess => format!("held by PID {}, not running here", self.pid),
+            NotRunning::NoProcess => format!("held by PID {}, not running {place}", self.pid),
             NotRunning::Zombie => format!("held by PID {}, a zombie", self.pid),
         }
     }

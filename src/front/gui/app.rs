@@ -253,6 +253,19 @@ impl VramApp {
         self.detail_graph.plot_rect
     }
 
+    /// The agent's host when the window is attached to one (its View's host name, else
+    /// "the agent's host"); `None` for this computer.
+    fn agent_host<'m>(&self, m: &'m Monitor) -> Option<&'m str> {
+        self.backend.remote.as_ref()?;
+        Some(
+            m.source
+                .as_ref()
+                .map(|s| s.host.as_str())
+                .filter(|h| !h.is_empty())
+                .unwrap_or("the agent's host"),
+        )
+    }
+
     fn now(&self) -> UnixMs {
         self.fixed_now.unwrap_or_else(now_ms)
     }
@@ -1395,6 +1408,7 @@ impl VramApp {
                             now,
                             leak: badge,
                             result,
+                            host: self.agent_host(monitor),
                             // A recorded session offers no actions.
                             request: (!self.replaying).then_some(&mut request),
                         };
@@ -1469,6 +1483,7 @@ impl VramApp {
         } else {
             self.action_status.states(now)
         };
+        let host = self.agent_host(monitor);
         let mut table = TableState {
             units: self.state.units,
             sort: &mut self.state.sort,
@@ -1478,6 +1493,7 @@ impl VramApp {
             selected: &mut self.selected,
             leaks: badges,
             orphans: &monitor.orphans,
+            host,
             request: (!self.replaying).then_some(&mut self.manual_request),
             stale_gpus: snap
                 .devices

@@ -28,6 +28,8 @@ pub struct PaneInputs<'a> {
     pub leak: Option<super::leaks::LeakBadge>,
     /// Its last manual action and how it stands.
     pub result: Option<State>,
+    /// The host the View is about when it is an agent's (`None`: this computer).
+    pub host: Option<&'a str>,
     /// Receives an action the user asks for; `None` where actions are off (a recorded
     /// session).
     pub request: Option<&'a mut Option<crate::act::rules::Action>>,
@@ -45,7 +47,7 @@ pub fn pane(
     let units = input.units.for_largest(row.peak_bytes);
     let now = input.now;
     let open = header(ui, row);
-    notices(ui, m, row, units, input.leak);
+    notices(ui, m, row, units, input.leak, input.host);
     let episodes: Vec<_> = m.leaks_of(&row.series_key()).collect();
     if !episodes.is_empty() && input.leak.is_none() {
         ui.label(
@@ -115,6 +117,7 @@ fn notices(
     row: &ProcessRow,
     units: Units,
     leak: Option<super::leaks::LeakBadge>,
+    host: Option<&str>,
 ) {
     if let Some(t) = row.exited_at_ms {
         ui.label(
@@ -131,10 +134,11 @@ fn notices(
         .filter(|g| g.device_index == row.device_index && row.exited_at_ms.is_none())
         .find_map(|g| g.pids.iter().find(|o| o.pid == row.key.pid).map(|o| (o, g)))
     {
+        let place = super::processes::place(host);
         ui.label(
             RichText::new(format!(
-                "⚠ {}: GPU {} has {} held by processes not running here. To free it: {}.",
-                o.label(),
+                "⚠ {}: GPU {} has {} held by processes not running {place}. To free it: {}.",
+                o.label_at(&place),
                 g.device_index,
                 units.bytes(g.total_bytes),
                 g.remedy

@@ -168,6 +168,9 @@ pub struct TableState<'a> {
     pub leaks: &'a std::collections::HashMap<crate::engine::view::LeakKey, super::leaks::LeakBadge>,
     /// Per GPU, the memory of listed PIDs not running here (the View's).
     pub orphans: &'a [crate::detect::orphans::OrphanGpu],
+    /// The host the View is about when it is an agent's (`None`: this computer): the
+    /// orphaned PIDs' wording names it.
+    pub host: Option<&'a str>,
     /// Columns the user hid.
     pub hidden: &'a mut Vec<SortColumn>,
     /// Grouping.
@@ -179,6 +182,12 @@ pub struct TableState<'a> {
     /// The processes with a recent manual action and how it stands: shown at the start of
     /// their row's Name cell, where the action was taken.
     pub actions: &'a std::collections::HashMap<ProcSeriesKey, super::action_status::State>,
+}
+
+/// Where the processes shown run, for "not running …": "here" on this computer, "on HOST"
+/// for an agent's (`host`).
+pub fn place(host: Option<&str>) -> String {
+    host.map_or_else(|| "here".into(), |h| format!("on {h}"))
 }
 
 /// True when `row` matches the filter (pid, name, command line, user, container or pod;
@@ -542,6 +551,7 @@ struct Cells<'a> {
     stale_gpus: Vec<u32>,
     leaks: &'a std::collections::HashMap<crate::engine::view::LeakKey, super::leaks::LeakBadge>,
     orphans: &'a [crate::detect::orphans::OrphanGpu],
+    host: Option<&'a str>,
     actions: &'a std::collections::HashMap<ProcSeriesKey, super::action_status::State>,
 }
 
@@ -560,6 +570,7 @@ impl<'a> Cells<'a> {
             stale_gpus: t.stale_gpus.clone(),
             leaks: t.leaks,
             orphans: t.orphans,
+            host: t.host,
             actions: t.actions,
         }
     }
@@ -713,11 +724,12 @@ fn status_cell(ui: &mut Ui, r: &ProcessRow, c: &Cells<'_>) {
         .find_map(|g| g.pids.iter().find(|o| o.pid == r.key.pid).map(|o| (o, g)))
         .filter(|_| !exited);
     if let Some((o, g)) = orphan {
-        ui.label(RichText::new(o.label()).color(widgets::warn(ui)))
+        ui.label(RichText::new(o.label_at(&place(c.host))).color(widgets::warn(ui)))
             .on_hover_text(format!(
-            "The driver lists this PID; this machine has no such running process. To free it: {}",
-            g.remedy
-        ));
+                "The driver lists this PID; {} has no such running process. To free it: {}",
+                c.host.unwrap_or("this machine"),
+                g.remedy
+            ));
     }
     if let Some(b) = c
         .leaks
