@@ -374,6 +374,18 @@ fn a_broken_settings_file_is_announced() {
     h.get_by_label_contains("invalid_value.toml:2");
 }
 
+/// A process seen for less than a minute has no one-minute change yet: the detail pane says
+/// how long it has been seen rather than a bare dash; after a minute the change shows.
+#[test]
+fn the_detail_pane_says_how_long_a_young_process_was_seen() {
+    let h = with_detail_open(demo_app(30), "39002");
+    h.get_by_label("Δ last minute");
+    h.get_by_label("— (seen for 29s)");
+    let h = with_detail_open(demo_app(120), "39002");
+    h.get_by_label("Δ last minute");
+    assert!(h.query_all_by_label_contains("seen for").next().is_none());
+}
+
 #[test]
 fn terminate_from_the_detail_pane_asks_first() {
     let mut h = with_detail_open(demo_app(120), "39002");

@@ -333,12 +333,22 @@ fn facts(ui: &mut Ui, row: &ProcessRow, units: Units, now: UnixMs) {
                 format::opt_bytes(units, row.used_bytes),
             );
             kv(ui, "Peak", units.bytes(row.peak_bytes));
-            kv(
-                ui,
-                "Δ last minute",
-                row.delta_1m_bytes.map_or("—".into(), |d| units.delta(d)),
-            );
+            kv(ui, "Δ last minute", last_minute(row, units, now));
         });
+}
+
+/// Its change over the last minute; while a live process has been seen for less than a
+/// minute, how long it has been seen instead ("— (seen for 34s)"), so the dash is not read as
+/// "no change".
+fn last_minute(row: &ProcessRow, units: Units, now: UnixMs) -> String {
+    let seen = now - row.first_seen_ms;
+    match row.delta_1m_bytes {
+        Some(d) => units.delta(d),
+        None if row.exited_at_ms.is_none() && (0..60_000).contains(&seen) => {
+            format!("— (seen for {})", format::duration(seen))
+        }
+        None => "—".into(),
+    }
 }
 
 /// The command line, selectable, wrapped in a frame.
