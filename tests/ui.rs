@@ -374,6 +374,28 @@ fn a_broken_settings_file_is_announced() {
     h.get_by_label_contains("invalid_value.toml:2");
 }
 
+/// The DEMO badge follows the View's source, not this computer's: simulated GPUs shown in a
+/// window whose own source is the driver (as a `--demo` agent's View is) carry it; the
+/// driver's View does not.
+#[test]
+fn the_demo_badge_follows_the_views_source() {
+    let shown = |kind: &str| {
+        let mut m = demo_monitor(5);
+        let info = m.source.take().expect("the demo's source");
+        m.source = Some(vramwarden::model::SourceInfo {
+            kind: kind.into(),
+            ..info
+        });
+        let app = VramApp::with_backend(Backend::detached(m, SourceKind::Nvml), UiState::default())
+            .with_fixed_now(T0 + 4_000);
+        let mut h = harness(app);
+        h.run();
+        h.query_by_label("DEMO · simulated GPUs").is_some()
+    };
+    assert!(shown(vramwarden::model::SourceInfo::SIMULATED));
+    assert!(!shown("NVML"));
+}
+
 /// A process seen for less than a minute has no one-minute change yet: the detail pane says
 /// how long it has been seen rather than a bare dash; after a minute the change shows.
 #[test]

@@ -90,6 +90,8 @@ fn the_window_attached_to_an_agent_shows_acts_and_survives_its_restart() {
     until_shown(&mut h, "Simulated H200", Duration::from_secs(10));
     until_shown(&mut h, "Simulated RTX 4090", Duration::from_secs(1));
     until_shown(&mut h, "· connected", Duration::from_secs(1));
+    // A `--demo` agent: the window says so where a local demo does.
+    h.get_by_label("DEMO · simulated GPUs");
     // The agent's processes, in the table.
     until_shown(&mut h, "39002", Duration::from_secs(5));
 

@@ -406,6 +406,16 @@ pub struct SourceInfo {
     pub host: String,
 }
 
+impl SourceInfo {
+    /// The simulated GPUs' [`SourceInfo::kind`] (`--demo`).
+    pub const SIMULATED: &'static str = "Simulated";
+
+    /// Whether it is the simulated GPUs (a demo, here or on an agent).
+    pub fn is_simulated(&self) -> bool {
+        self.kind == Self::SIMULATED
+    }
+}
+
 /// Bytes in one MiB.
 pub const MIB: u64 = 1 << 20;
 /// Bytes in one GiB.

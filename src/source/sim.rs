@@ -591,7 +591,7 @@ fn jitter(sec: i64, channel: u64, amp: i64) -> i64 {
 impl GpuSource for SimSource {
     fn info(&self) -> SourceInfo {
         SourceInfo {
-            kind: "Simulated".into(),
+            kind: crate::model::SourceInfo::SIMULATED.into(),
             driver_version: Some("simulated".into()),
             nvml_version: None,
             cuda_version: None,

@@ -1243,7 +1243,8 @@ impl VramApp {
         }
     }
 
-    /// The menu bar's right end: units, what is shown (session, demo), recording.
+    /// The menu bar's right end: units, what is shown (session, demo: this computer's or an
+    /// agent's), recording.
     fn menu_right(&mut self, ui: &mut Ui, live: &Monitor, viewing: bool) {
         for u in Units::ALL.iter().rev() {
             ui.selectable_value(&mut self.state.units, *u, u.label());
@@ -1259,7 +1260,7 @@ impl VramApp {
                     })
                     .strong(),
             );
-        } else if self.backend.source.is_simulated() {
+        } else if shows_simulated(live, self.backend.source) {
             ui.label(
                 RichText::new("DEMO · simulated GPUs")
                     .color(widgets::forecast_color(ui.visuals().dark_mode))
@@ -1801,6 +1802,14 @@ fn jobs_strip(
         });
         ui.separator();
     }
+}
+
+/// Whether the View shown is of simulated GPUs: as its source says (a `--demo` agent's too,
+/// whatever link brings it), else as this computer's source was chosen (before a sample).
+fn shows_simulated(live: &Monitor, local: crate::source::SourceKind) -> bool {
+    live.source
+        .as_ref()
+        .map_or(local.is_simulated(), crate::model::SourceInfo::is_simulated)
 }
 
 fn status_bar(ui: &mut Ui, m: &Monitor, now: UnixMs, link: &crate::link::LinkHealth) {
