@@ -751,3 +751,56 @@ fn csv_fields_are_quoted_as_rfc_4180_says() {
         )
     );
 }
+
+/// A replay decodes each sample into one the engine gave back: whatever that one held (more
+/// devices or processes, PyTorch figures, another segment's names), the result is the sample
+/// as a fresh decode reads it, across the boundary of two appended segments.
+#[test]
+fn a_sample_decoded_into_a_used_one_equals_a_fresh_decode() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (a, b, both) = (
+        dir.path().join("a.vwlog"),
+        dir.path().join("b.vwlog"),
+        dir.path().join("both.vwlog"),
+    );
+    record_demo(&a, 60);
+    {
+        use vramwarden::engine::{Engine, RecordTo};
+        let t1 = T0 + 3_600_000;
+        let sim = SimSource::fleet(t1, 3, 40);
+        let shared = vramwarden::engine::shared::Shared::new(Monitor::new(1000, 100));
+        let mut e = Engine::new(shared, RecordTo::File(b.clone()), 1000);
+        e.set_source(sim.info());
+        for i in 0..40 {
+            let t = t1 + i * 1000;
+            e.tick(sim.at(t), t);
+        }
+        e.finish().expect("close");
+    }
+    let mut bytes = std::fs::read(&a).expect("a");
+    bytes.extend(std::fs::read(&b).expect("b"));
+    std::fs::write(&both, bytes).expect("write");
+    let s = SessionData::open(&both).expect("open");
+    assert_eq!((s.segment_count(), s.len()), (2, 100));
+    let fresh: Vec<_> = (0..s.len())
+        .map(|i| s.snapshot(i).expect("decodes"))
+        .collect();
+    assert_ne!(fresh[0].processes.len(), fresh[99].processes.len());
+    assert!(fresh[..60]
+        .iter()
+        .any(|f| f.processes.iter().any(|p| p.torch.is_some())));
+    // Used samples from everywhere in the file, handed round as the replay hands them.
+    let mut used: Vec<_> = [99, 0, 59, 60, 30]
+        .iter()
+        .map(|i| fresh[*i].clone())
+        .collect();
+    for (i, want) in fresh.iter().enumerate() {
+        let slot = &mut used[(i * 7) % 5];
+        assert!(s.snapshot_into(i, slot), "sample {i}");
+        assert_eq!(slot, want, "sample {i}");
+    }
+    // The second segment's processes keep their own facts and the GPUs their own names.
+    let last = &fresh[99];
+    assert_eq!(last.devices.len(), 3);
+    assert!(last.processes.iter().all(|p| p.info.is_some()));
+}

@@ -524,7 +524,7 @@ pub fn walk_shape(
 
 /// Decodes a sample payload, handing each device and process to the callbacks; the time if the
 /// whole payload is well formed.
-fn walk_sample(
+pub fn walk_sample(
     buf: &[u8],
     mut on_device: impl FnMut(DeviceSample),
     mut on_proc: impl FnMut(ProcEntry),

@@ -629,75 +629,143 @@ impl SessionData {
     /// Sample `i` as a [`Snapshot`], with device names from its segment's header and process
     /// facts from their definitions.
     pub fn snapshot(&self, i: usize) -> Option<Snapshot> {
-        let (mut snap, ids) = self.snapshot_without_facts(i)?;
-        self.attach_facts(&mut snap, &ids);
-        Some(snap)
+        let mut snap = Snapshot::default();
+        self.snapshot_into(i, &mut snap).then_some(snap)
     }
 
-    /// Sample `i` as [`SessionData::snapshot`] makes it, but without the processes' facts,
-    /// and the reader's id of each process, in order: [`SessionData::attach_facts`] adds them
-    /// later. A replay decodes on one thread and attaches the shared facts on the engine's, so
-    /// the facts' reference counts are touched by one thread only.
-    pub fn snapshot_without_facts(&self, i: usize) -> Option<(Snapshot, Vec<u32>)> {
-        let d = self.decoded(i)?;
-        let ids = d.procs.iter().map(|(id, _)| *id).collect();
-        Some((self.to_snapshot(d, self.samples.get(i)?.segment), ids))
-    }
-
-    /// Attaches to the processes of `snap` the facts of `ids` (see
-    /// [`SessionData::snapshot_without_facts`]).
-    pub fn attach_facts(&self, snap: &mut Snapshot, ids: &[u32]) {
-        for (p, id) in snap.processes.iter_mut().zip(ids) {
-            p.info = self.infos.get(id).cloned();
+    /// Sample `i` decoded into `out`, reusing what `out` holds (a sample given back by the
+    /// engine): its vectors and device texts keep their memory, and a process at the same
+    /// position as before keeps its facts without touching their reference count. `out` then
+    /// equals [`SessionData::snapshot`]`(i)`; false (and `out` left unusable) when the sample
+    /// no longer decodes.
+    pub fn snapshot_into(&self, i: usize, out: &mut Snapshot) -> bool {
+        let Some(r) = self.samples.get(i).copied() else {
+            return false;
+        };
+        let Some(buf) = self.bytes.get(r.start..r.end) else {
+            return false;
+        };
+        let seg = self.segments.get(r.segment);
+        if r.segment > 0 && seg.is_none() {
+            return false;
         }
-    }
-
-    fn to_snapshot(&self, d: DecodedSample, segment: usize) -> Snapshot {
-        let mut devices = d.devices;
-        if let Some((seg, h)) = self
-            .segments
-            .get(segment)
-            .and_then(|s| Some((s, s.header.as_ref()?)))
-        {
-            for dev in &mut devices {
-                let at = seg.device_at.get(&dev.index);
-                if let Some(hd) = at.and_then(|i| h.devices.get(*i)) {
-                    dev.uuid.clone_from(&hd.uuid);
-                    dev.name.clone_from(&hd.name);
-                    dev.pci_bus_id.clone_from(&hd.pci_bus_id);
-                }
-            }
-        }
-        let mut processes: Vec<ProcessSample> = d
-            .procs
-            .iter()
-            .map(|(id, used)| {
-                let def = self.defs.get(id);
-                ProcessSample {
-                    pid: def.map_or(0, |d| d.pid),
-                    device_index: def.map_or(0, |d| d.device_index),
-                    used_bytes: *used,
-                    kind: crate::model::ContextKind::Compute,
-                    sm_util_pct: None,
-                    info: None,
-                    origin: crate::model::Origin::Recorded,
-                    stale: false,
-                    cpu_pct: None,
-                    rss_bytes: None,
-                    torch: None,
-                    parked: None,
-                }
-            })
-            .collect();
-        for (pos, t) in d.torch {
-            if let Some(p) = processes.get_mut(pos as usize) {
+        let (mut n_dev, mut n_proc) = (0, 0);
+        // PyTorch's figures come after every process; few samples have any.
+        let mut torch = Vec::new();
+        let (devices, processes) = (&mut out.devices, &mut out.processes);
+        let time = super::format::walk_sample(
+            buf,
+            |d| {
+                self.device_into(seg, d, devices, n_dev);
+                n_dev += 1;
+            },
+            |(id, used)| {
+                // Every id of a later segment's samples was mapped when the file was read.
+                let id = match seg {
+                    Some(seg) if r.segment > 0 => seg.ids.get(&id).copied().unwrap_or(u32::MAX),
+                    _ => id,
+                };
+                self.process_into(id, used, processes, n_proc);
+                n_proc += 1;
+            },
+            |t| torch.push(t),
+        );
+        out.devices.truncate(n_dev);
+        out.processes.truncate(n_proc);
+        for (pos, t) in torch {
+            if let Some(p) = out.processes.get_mut(pos as usize) {
                 p.torch = Some(t);
             }
         }
-        Snapshot {
-            taken_at_ms: d.unix_ms,
-            devices,
-            processes,
+        match time {
+            Some(t) => {
+                out.taken_at_ms = t;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Device reading `d` at position `k` of `devices`, its texts from the segment's header
+    /// (written over the texts already there, keeping their memory).
+    fn device_into(
+        &self,
+        seg: Option<&Segment>,
+        mut d: crate::model::DeviceSample,
+        devices: &mut Vec<crate::model::DeviceSample>,
+        k: usize,
+    ) {
+        if devices.len() <= k {
+            devices.resize_with(k + 1, Default::default);
+        }
+        let Some(slot) = devices.get_mut(k) else {
+            return;
+        };
+        d.uuid = std::mem::take(&mut slot.uuid);
+        d.name = std::mem::take(&mut slot.name);
+        d.pci_bus_id = slot.pci_bus_id.take();
+        let hd = seg.and_then(|seg| {
+            let h = seg.header.as_ref()?;
+            h.devices.get(*seg.device_at.get(&d.index)?)
+        });
+        match hd {
+            Some(hd) => {
+                d.uuid.clone_from(&hd.uuid);
+                d.name.clone_from(&hd.name);
+                d.pci_bus_id.clone_from(&hd.pci_bus_id);
+            }
+            None => {
+                d.uuid.clear();
+                d.name.clear();
+                d.pci_bus_id = None;
+            }
+        }
+        *slot = d;
+    }
+
+    /// Process `id` (the reader's) holding `used` at position `k` of `processes`; the facts
+    /// already there are kept when they are this process's (no reference count touched).
+    fn process_into(
+        &self,
+        id: u32,
+        used: Option<u64>,
+        processes: &mut Vec<ProcessSample>,
+        k: usize,
+    ) {
+        let def = self.defs.get(&id);
+        let p = ProcessSample {
+            pid: def.map_or(0, |d| d.pid),
+            device_index: def.map_or(0, |d| d.device_index),
+            used_bytes: used,
+            kind: crate::model::ContextKind::Compute,
+            sm_util_pct: None,
+            info: None,
+            origin: crate::model::Origin::Recorded,
+            stale: false,
+            cpu_pct: None,
+            rss_bytes: None,
+            torch: None,
+            parked: None,
+        };
+        let info = self.infos.get(&id);
+        match processes.get_mut(k) {
+            Some(slot) => {
+                let same = match (&slot.info, info) {
+                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                    (None, None) => true,
+                    _ => false,
+                };
+                let kept = if same {
+                    slot.info.take()
+                } else {
+                    info.cloned()
+                };
+                *slot = ProcessSample { info: kept, ..p };
+            }
+            None => processes.push(ProcessSample {
+                info: info.cloned(),
+                ..p
+            }),
         }
     }
 

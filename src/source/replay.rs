@@ -17,6 +17,9 @@ pub const BATCH: usize = 64;
 /// Batches decoded ahead of the engine when decoding runs on a thread of its own.
 pub const BATCHES_AHEAD: usize = 4;
 
+/// Most given-back samples the decoding thread keeps to decode into again.
+const SPARE_KEPT: usize = BATCH * (BATCHES_AHEAD + 2);
+
 /// A session's samples, in time order, for an engine.
 pub struct ReplaySource<'a> {
     data: &'a SessionData,
@@ -66,11 +69,11 @@ impl<'a> ReplaySource<'a> {
     }
 
     /// The same, with the decoding done on a thread of `scope`, up to [`BATCHES_AHEAD`]
-    /// batches ahead of the engine: a day of samples decodes in about as long as the engine
-    /// takes them in, so on two cores this nearly halves the time to replay. The samples the
-    /// engine is done with go back to that thread to be dropped ([`GpuSource::give_back`]),
-    /// so the process facts they share are counted on one core only. Decodes on the engine's
-    /// thread if the thread cannot be started.
+    /// batches ahead of the engine, so on two cores decoding and the engine overlap. The
+    /// samples the engine is done with go back to that thread ([`GpuSource::give_back`]),
+    /// which decodes the next ones into them ([`SessionData::snapshot_into`]): no allocation
+    /// per sample, and the process facts they share are counted on one core only, mostly not
+    /// at all. Decodes on the engine's thread if the thread cannot be started.
     pub fn decoded_by<'s>(data: &'a SessionData, scope: &'s std::thread::Scope<'s, 'a>) -> Self
     where
         'a: 's,
@@ -84,11 +87,19 @@ impl<'a> ReplaySource<'a> {
             .spawn_scoped(scope, move || {
                 let decode = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     let mut batch = Vec::with_capacity(BATCH);
+                    // Samples the engine gave back, decoded into again.
+                    let mut spare: Vec<Snapshot> = Vec::new();
                     for i in 0..data.len() {
-                        batch.extend(data.snapshot(i));
+                        let mut s = spare.pop().unwrap_or_default();
+                        if data.snapshot_into(i, &mut s) {
+                            batch.push(s);
+                        }
                         if batch.len() == BATCH || i + 1 == data.len() {
-                            // Samples the engine gave back are dropped here.
-                            while returned.try_recv().is_ok() {}
+                            while let Ok(back) = returned.try_recv() {
+                                if spare.len() < SPARE_KEPT {
+                                    spare.extend(back);
+                                }
+                            }
                             let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
                             // The engine stopped (cancelled): so does the decoding.
                             if tx.send(Ok(full)).is_err() {
