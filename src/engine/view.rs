@@ -5,7 +5,8 @@ use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 
 use crate::model::history::{History, ProcSeriesKey};
-use crate::model::{FastMap, ProcessKey, Snapshot, SourceInfo, UnixMs};
+use crate::model::sample_map::SampleMap;
+use crate::model::{ProcessKey, Snapshot, SourceInfo, UnixMs};
 
 /// How long an exited process stays in the table, greyed out.
 pub const EXITED_LINGER_MS: UnixMs = 30_000;
@@ -114,6 +115,28 @@ impl ProcessRow {
         }
     }
 
+    /// The row of a process first seen at `now` (before its first [`ProcessRow::update`]).
+    fn first_seen(p: &crate::model::ProcessSample, now: UnixMs, color_slot: u8) -> Self {
+        ProcessRow {
+            key: p.key(),
+            device_index: p.device_index,
+            info: ProcessRow::facts(p.info.as_ref()),
+            used_bytes: None,
+            peak_bytes: 0,
+            delta_1m_bytes: None,
+            first_seen_ms: now,
+            last_seen_ms: now,
+            exited_at_ms: None,
+            cpu_pct: None,
+            rss_bytes: None,
+            color_slot,
+            torch: None,
+            sm_util_pct: None,
+            parked: None,
+            recent: VecDeque::new(),
+        }
+    }
+
     /// Takes in this process's sample at `now`.
     fn update(&mut self, p: &crate::model::ProcessSample, now: UnixMs) {
         self.used_bytes = p.used_bytes;
@@ -171,7 +194,7 @@ pub struct Monitor {
     /// Bounded history of every series.
     pub history: History,
     #[serde(serialize_with = "crate::model::serialize_entries")]
-    rows: FastMap<ProcSeriesKey, ProcessRow>,
+    rows: SampleMap<ProcSeriesKey, ProcessRow>,
     /// Session recording state.
     pub recording: crate::engine::view::RecordingStatus,
     /// Leak episodes of this run, oldest first (ongoing ones have no end).
@@ -215,7 +238,7 @@ impl Monitor {
             latest_received_ms: None,
             last_error: None,
             history: History::new(history_ticks),
-            rows: FastMap::default(),
+            rows: SampleMap::default(),
             recording: crate::engine::view::RecordingStatus::default(),
             leaks: Vec::new(),
             ooms: Vec::new(),
@@ -238,46 +261,8 @@ impl Monitor {
         self.history.push(&snap);
         // Rows seen in this sample; when fewer than the live ones, some process left.
         let mut seen = 0;
-        for p in &snap.processes {
-            let key = (p.key(), p.device_index);
-            match self.rows.get_mut(&key) {
-                Some(row) => {
-                    // Counted once per sample, however often it is listed (a snapshot that
-                    // was not sanitized) and whatever the clock did.
-                    if row.last_seen_ms >= now {
-                        row.update(p, now);
-                        continue;
-                    }
-                    if row.exited_at_ms.is_some() {
-                        self.live_rows += 1;
-                    }
-                    row.update(p, now);
-                }
-                None => {
-                    let mut row = ProcessRow {
-                        key: key.0,
-                        device_index: p.device_index,
-                        info: ProcessRow::facts(p.info.as_ref()),
-                        used_bytes: None,
-                        peak_bytes: 0,
-                        delta_1m_bytes: None,
-                        first_seen_ms: now,
-                        last_seen_ms: now,
-                        exited_at_ms: None,
-                        cpu_pct: None,
-                        rss_bytes: None,
-                        color_slot: free_slot(&self.rows, now),
-                        torch: None,
-                        sm_util_pct: None,
-                        parked: None,
-                        recent: VecDeque::new(),
-                    };
-                    row.update(p, now);
-                    self.rows.insert(key, row);
-                    self.live_rows += 1;
-                }
-            }
-            seen += 1;
+        for (pos, p) in snap.processes.iter().enumerate() {
+            seen += usize::from(self.take_in_row(pos, p, now));
         }
         if self.live_rows > seen {
             let mut live = 0;
@@ -307,6 +292,32 @@ impl Monitor {
         self.status = SourceStatus::Running;
         self.ticks += 1;
         previous
+    }
+
+    /// Takes in process sample `p`, listed at `pos`, into its row (a new row for a new
+    /// process); false when its row was already seen in this sample (counted once per sample,
+    /// however often it is listed — a snapshot that was not sanitized — and whatever the clock
+    /// did).
+    fn take_in_row(&mut self, pos: usize, p: &crate::model::ProcessSample, now: UnixMs) -> bool {
+        let mut fresh = false;
+        let row = self.rows.at_mut(pos, (p.key(), p.device_index), |rows| {
+            fresh = true;
+            ProcessRow::first_seen(p, now, free_slot(rows, now))
+        });
+        if fresh {
+            row.update(p, now);
+            self.live_rows += 1;
+            return true;
+        }
+        if row.last_seen_ms >= now {
+            row.update(p, now);
+            return false;
+        }
+        if row.exited_at_ms.is_some() {
+            self.live_rows += 1;
+        }
+        row.update(p, now);
+        true
     }
 
     /// Every known process: running ones and ones whose history is still held.
@@ -404,7 +415,7 @@ pub const COLOR_SLOTS: usize = 20;
 /// [`COLOR_SLOTS`] the one whose last holder left longest ago (never held first), so a
 /// restarted process does not take the colour its predecessor had on the graph; when all are
 /// held, the lowest free one above them.
-fn free_slot(rows: &FastMap<ProcSeriesKey, ProcessRow>, at: UnixMs) -> u8 {
+fn free_slot(rows: &SampleMap<ProcSeriesKey, ProcessRow>, at: UnixMs) -> u8 {
     let mut held = [false; 256];
     let mut left = [UnixMs::MIN; COLOR_SLOTS];
     for r in rows.values().filter(|r| r.first_seen_ms <= at) {

@@ -15,7 +15,8 @@ pub mod delta;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use crate::model::{FastMap, ProcessKey, Snapshot, UnixMs, MIB};
+use crate::model::sample_map::SampleMap;
+use crate::model::{ProcessKey, Snapshot, UnixMs, MIB};
 
 /// Ticks per chunk.
 pub const CHUNK: usize = 256;
@@ -442,10 +443,10 @@ pub struct History {
     /// Per device: one series per [`Metric`], on the same ticks.
     metrics: Vec<MetricSeries>,
     #[serde(serialize_with = "crate::model::serialize_entries")]
-    processes: FastMap<ProcSeriesKey, Series>,
+    processes: SampleMap<ProcSeriesKey, Series>,
     /// PyTorch's allocated and reserved memory of the processes whose companion answers.
     #[serde(serialize_with = "crate::model::serialize_entries")]
-    torch: FastMap<ProcSeriesKey, [Series; 2]>,
+    torch: SampleMap<ProcSeriesKey, [Series; 2]>,
     /// How many times old chunks were dropped (series may have gone with them).
     evictions: u64,
 }
@@ -677,8 +678,8 @@ impl History {
             devices: Vec::new(),
             ghosts: Vec::new(),
             metrics: Vec::new(),
-            processes: FastMap::default(),
-            torch: FastMap::default(),
+            processes: SampleMap::default(),
+            torch: SampleMap::default(),
             evictions: 0,
         }
     }
@@ -705,15 +706,14 @@ impl History {
                 self.metrics[i][m.index()].push(tick, m.of(d));
             }
         }
-        for p in &snap.processes {
+        for (pos, p) in snap.processes.iter().enumerate() {
             let key = (p.key(), p.device_index);
             let value = to_mib(p.used_bytes);
-            match self.processes.get_mut(&key) {
-                Some(s) => s.push(tick, value),
-                None => self.processes.entry(key).or_default().push(tick, value),
-            }
+            self.processes
+                .at_mut(pos, key, |_| Series::default())
+                .push(tick, value);
             if let Some(t) = p.torch {
-                let [a, r] = self.torch.entry((p.key(), p.device_index)).or_default();
+                let [a, r] = self.torch.get_or_insert_with(key, Default::default);
                 a.push(tick, to_mib(Some(t.allocated_bytes)));
                 r.push(tick, to_mib(Some(t.reserved_bytes)));
             }

@@ -263,12 +263,16 @@ impl History {
         }
         for (k, r) in &d.processes {
             if r.iter().any(|(v, _)| *v != NONE) {
-                push_runs(self.processes.entry(*k).or_default(), first, r);
+                push_runs(
+                    self.processes.get_or_insert_with(*k, Default::default),
+                    first,
+                    r,
+                );
             }
         }
         for (k, [a, r]) in &d.torch {
             if a.iter().any(|(v, _)| *v != NONE) {
-                let [sa, sr] = self.torch.entry(*k).or_default();
+                let [sa, sr] = self.torch.get_or_insert_with(*k, Default::default);
                 push_runs(sa, first, a);
                 push_runs(sr, first, r);
             }
