@@ -24,9 +24,7 @@ use chrono::{NaiveDateTime, TimeZone};
 
 use crate::engine::view::Monitor;
 use crate::engine::RecordTo;
-use crate::model::{
-    ContextKind, DeviceSample, ProcInfo, ProcessSample, Snapshot, SourceInfo, UnixMs,
-};
+use crate::model::{DeviceSample, ProcInfo, ProcessSample, Snapshot, SourceInfo, UnixMs};
 
 /// The highest GPU index accepted from a log (a row with a higher one is skipped).
 pub const MAX_GPU_INDEX: u32 = 255;
@@ -890,20 +888,7 @@ impl<'t> AppsReader<'t> {
                 })
             })
             .clone();
-        let p = ProcessSample {
-            pid,
-            device_index,
-            used_bytes: used,
-            kind: ContextKind::Compute,
-            sm_util_pct: None,
-            info: Some(info),
-            origin: crate::model::Origin::Recorded,
-            stale: false,
-            cpu_pct: None,
-            rss_bytes: None,
-            torch: None,
-            parked: None,
-        };
+        let p = ProcessSample::recorded(pid, device_index, used, Some(info));
         self.ticks.entry(ts).or_default().add(p, id, row.line)
     }
 }

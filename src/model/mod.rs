@@ -383,6 +383,30 @@ impl Snapshot {
 }
 
 impl ProcessSample {
+    /// A process as a recorded file or an imported log tells it: its memory and facts, no
+    /// live reading (CPU, host memory, PyTorch, park), never acted on ([`Origin::Recorded`]).
+    pub fn recorded(
+        pid: u32,
+        device_index: u32,
+        used_bytes: Option<u64>,
+        info: Option<std::sync::Arc<ProcInfo>>,
+    ) -> Self {
+        Self {
+            pid,
+            device_index,
+            used_bytes,
+            kind: ContextKind::Compute,
+            sm_util_pct: None,
+            info,
+            origin: Origin::Recorded,
+            stale: false,
+            cpu_pct: None,
+            rss_bytes: None,
+            torch: None,
+            parked: None,
+        }
+    }
+
     /// The identity of this process (pid + start time).
     pub fn key(&self) -> ProcessKey {
         ProcessKey {

@@ -189,6 +189,19 @@ struct Segment {
     ids: HashMap<u32, u32>,
 }
 
+impl Segment {
+    /// The reader's id of process `id` as segment number `segment` (this one) names it: the
+    /// first segment keeps the file's ids; every id of a later segment's samples was mapped
+    /// when the file was read (`u32::MAX`, which no process has, otherwise).
+    fn reader_id(&self, segment: usize, id: u32) -> u32 {
+        if segment == 0 {
+            id
+        } else {
+            self.ids.get(&id).copied().unwrap_or(u32::MAX)
+        }
+    }
+}
+
 /// The reader's process ids: the first segment keeps the file's ids; later segments get ids
 /// no earlier segment uses.
 #[derive(Debug, Default)]
@@ -619,8 +632,7 @@ impl SessionData {
         if r.segment > 0 {
             let seg = self.segments.get(r.segment)?;
             for (id, _) in &mut d.procs {
-                // Every id of a later segment's samples was mapped when the file was read.
-                *id = seg.ids.get(id).copied().unwrap_or(u32::MAX);
+                *id = seg.reader_id(r.segment, *id);
             }
         }
         Some(d)
@@ -660,11 +672,7 @@ impl SessionData {
                 n_dev += 1;
             },
             |(id, used)| {
-                // Every id of a later segment's samples was mapped when the file was read.
-                let id = match seg {
-                    Some(seg) if r.segment > 0 => seg.ids.get(&id).copied().unwrap_or(u32::MAX),
-                    _ => id,
-                };
+                let id = seg.map_or(id, |seg| seg.reader_id(r.segment, id));
                 self.process_into(id, used, processes, n_proc);
                 n_proc += 1;
             },
@@ -733,20 +741,12 @@ impl SessionData {
         k: usize,
     ) {
         let def = self.defs.get(&id);
-        let p = ProcessSample {
-            pid: def.map_or(0, |d| d.pid),
-            device_index: def.map_or(0, |d| d.device_index),
-            used_bytes: used,
-            kind: crate::model::ContextKind::Compute,
-            sm_util_pct: None,
-            info: None,
-            origin: crate::model::Origin::Recorded,
-            stale: false,
-            cpu_pct: None,
-            rss_bytes: None,
-            torch: None,
-            parked: None,
-        };
+        let p = ProcessSample::recorded(
+            def.map_or(0, |d| d.pid),
+            def.map_or(0, |d| d.device_index),
+            used,
+            None,
+        );
         let info = self.infos.get(&id);
         match processes.get_mut(k) {
             Some(slot) => {
