@@ -53,11 +53,6 @@ impl<K: Hash + Eq + Copy, V> SampleMap<K, V> {
         self.entries.get(key)
     }
 
-    /// The entry of `key`, to change.
-    pub fn get_mut(&mut self, key: &K) -> Option<&mut V> {
-        self.entries.get_mut(key)
-    }
-
     /// The entry of `key`, or a new one from `make`.
     pub fn get_or_insert_with(&mut self, key: K, make: impl FnOnce() -> V) -> &mut V {
         self.entries.entry(key).or_insert_with(make)
