@@ -262,6 +262,24 @@ fn finished(link: &RemoteLink) -> Result<std::path::PathBuf, String> {
     })
 }
 
+/// Downloads [`NAME`] from `agent` into a fresh folder: the folder (inside the returned
+/// temporary one, kept alive with it) and how the download ended.
+fn download_from(
+    agent: &StandIn,
+) -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    Result<std::path::PathBuf, String>,
+) {
+    let (link, _) = link_to(agent);
+    listed(&link);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("from-agents");
+    link.download(NAME, dir.clone());
+    let done = finished(&link);
+    (tmp, dir, done)
+}
+
 fn parts_in(dir: &std::path::Path) -> Vec<String> {
     std::fs::read_dir(dir)
         .map(|d| {
@@ -295,12 +313,8 @@ fn a_download_takes_only_the_listed_size_into_a_private_file() {
         },
         10,
     );
-    let (link, _) = link_to(&agent);
-    listed(&link);
-    let tmp = tempfile::tempdir().expect("tmp");
-    let dir = tmp.path().join("from-agents");
-    link.download(NAME, dir.clone());
-    let path = finished(&link).expect("downloaded");
+    let (_tmp, dir, done) = download_from(&agent);
+    let path = done.expect("downloaded");
     let md = std::fs::metadata(&path).expect("file");
     assert_eq!(md.len(), 10, "the listed size, no more");
     assert_eq!(md.permissions().mode() & 0o777, 0o600);
@@ -321,12 +335,8 @@ fn a_download_that_breaks_off_leaves_nothing_behind() {
         },
         1000,
     );
-    let (link, _) = link_to(&agent);
-    listed(&link);
-    let tmp = tempfile::tempdir().expect("tmp");
-    let dir = tmp.path().join("from-agents");
-    link.download(NAME, dir.clone());
-    let e = finished(&link).expect_err("broken off");
+    let (_tmp, dir, done) = download_from(&agent);
+    let e = done.expect_err("broken off");
     assert!(e.contains("broke off"), "{e}");
     assert!(parts_in(&dir).is_empty(), "{:?}", parts_in(&dir));
     assert!(!dir.join(NAME).exists());
@@ -349,12 +359,8 @@ fn a_refused_download_says_why_and_leaves_nothing_behind() {
         },
         1000,
     );
-    let (link, _) = link_to(&agent);
-    listed(&link);
-    let tmp = tempfile::tempdir().expect("tmp");
-    let dir = tmp.path().join("from-agents");
-    link.download(NAME, dir.clone());
-    let e = finished(&link).expect_err("refused");
+    let (_tmp, dir, done) = download_from(&agent);
+    let e = done.expect_err("refused");
     assert_eq!(
         e,
         "the agent refused the token (missing or wrong bearer token)"
