@@ -755,13 +755,13 @@ fn csv_fields_are_quoted_as_rfc_4180_says() {
 /// A replay decodes each sample into one the engine gave back: whatever that one held (more
 /// devices or processes, PyTorch figures, another segment's names), the result is the sample
 /// as a fresh decode reads it, across the boundary of two appended segments.
-#[test]
-fn a_sample_decoded_into_a_used_one_equals_a_fresh_decode() {
-    let dir = tempfile::tempdir().expect("tmp");
+/// A log of two recordings joined end to end in `dir`: a minute of the demo (with PyTorch
+/// figures), then 40 s of a three-GPU fleet an hour later.
+fn two_segment_session(dir: &std::path::Path) -> std::path::PathBuf {
     let (a, b, both) = (
-        dir.path().join("a.vwlog"),
-        dir.path().join("b.vwlog"),
-        dir.path().join("both.vwlog"),
+        dir.join("a.vwlog"),
+        dir.join("b.vwlog"),
+        dir.join("both.vwlog"),
     );
     record_demo(&a, 60);
     {
@@ -780,7 +780,13 @@ fn a_sample_decoded_into_a_used_one_equals_a_fresh_decode() {
     let mut bytes = std::fs::read(&a).expect("a");
     bytes.extend(std::fs::read(&b).expect("b"));
     std::fs::write(&both, bytes).expect("write");
-    let s = SessionData::open(&both).expect("open");
+    both
+}
+
+#[test]
+fn a_sample_decoded_into_a_used_one_equals_a_fresh_decode() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let s = SessionData::open(&two_segment_session(dir.path())).expect("open");
     assert_eq!((s.segment_count(), s.len()), (2, 100));
     let fresh: Vec<_> = (0..s.len())
         .map(|i| s.snapshot(i).expect("decodes"))
@@ -803,4 +809,91 @@ fn a_sample_decoded_into_a_used_one_equals_a_fresh_decode() {
     let last = &fresh[99];
     assert_eq!(last.devices.len(), 3);
     assert!(last.processes.iter().all(|p| p.info.is_some()));
+}
+
+/// Every series of `h` (GPUs, unattributed memory, metrics, processes, PyTorch figures),
+/// named, with its values.
+fn all_series(h: &vramwarden::model::history::History) -> Vec<(String, Vec<(u64, u32)>)> {
+    use vramwarden::model::history::{Metric, TorchFigure};
+    let (t0, t1) = (h.end_tick() - h.len() as u64, h.end_tick());
+    let mut out = Vec::new();
+    let mut add = |name: String, s: Option<&vramwarden::model::history::Series>| {
+        if let Some(s) = s {
+            out.push((name, s.values(t0, t1)));
+        }
+    };
+    for d in 0..8 {
+        add(format!("GPU {d}"), h.device(d));
+        add(format!("GPU {d} unattributed"), h.ghost(d));
+        for m in Metric::ALL {
+            add(format!("GPU {d} {m:?}"), h.metric(d, m));
+        }
+    }
+    let mut keys: Vec<_> = h.process_keys().copied().collect();
+    keys.sort();
+    for k in keys {
+        add(format!("{k:?}"), h.process(&k));
+        add(
+            format!("{k:?} allocated"),
+            h.torch(&k, TorchFigure::Allocated),
+        );
+        add(
+            format!("{k:?} reserved"),
+            h.torch(&k, TorchFigure::Reserved),
+        );
+    }
+    out
+}
+
+#[test]
+fn the_history_a_replay_builds_beside_its_engine_is_the_one_apply_builds() {
+    use std::sync::atomic::AtomicBool;
+    use vramwarden::source::replay::{build_history, ReplaySource};
+    let dir = tempfile::tempdir().expect("tmp");
+    let s = SessionData::open(&two_segment_session(dir.path())).expect("open");
+    // In step, as a live engine builds it: each sample sanitized, then applied.
+    let mut m = Monitor::new(1000, s.len());
+    for i in 0..s.len() {
+        let mut x = s.snapshot(i).expect("decodes");
+        x.sanitize();
+        m.apply(x, 0);
+    }
+    let want = all_series(&m.history);
+    assert!(want.len() > 40 + 3 * 9, "{} series", want.len());
+    assert!(want.iter().any(|(n, _)| n.ends_with("reserved")));
+    // The replay (its history built on a thread of its own)…
+    let replay = vramwarden::engine::replay::session(&s);
+    assert_eq!(replay.history.span(), m.history.span());
+    assert_eq!(all_series(&replay.history), want);
+    // …that thread's work, and the source's own where no thread can be started.
+    assert_eq!(
+        all_series(&build_history(&s, &AtomicBool::new(false))),
+        want
+    );
+    let mut here = ReplaySource::new(&s);
+    while let Ok(x) = here.sample(0) {
+        here.give_back(x);
+    }
+    assert_eq!(all_series(&here.take_history().expect("history")), want);
+    assert!(here.take_history().is_none(), "taken once");
+    // Told to stop, the thread stops.
+    assert!(build_history(&s, &AtomicBool::new(true)).is_empty());
+}
+
+#[test]
+fn a_cancelled_replay_gives_nothing_and_asks_no_more() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("s.vwlog");
+    record_demo(
+        &path,
+        2 * vramwarden::engine::replay::PROGRESS_EVERY as i64 + 10,
+    );
+    let s = SessionData::open(&path).expect("open");
+    let mut asked = 0;
+    let m = vramwarden::engine::replay::session_with_progress(&s, &mut |_| {
+        asked += 1;
+        false
+    });
+    assert!(m.is_none());
+    assert_eq!(asked, 1);
 }

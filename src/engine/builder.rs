@@ -49,6 +49,7 @@ pub struct EngineBuilder {
     settings: Option<Box<crate::engine::settings::Settings>>,
     source: Option<SourceInfo>,
     read_only: Option<Option<PathBuf>>,
+    history_by_source: bool,
 }
 
 impl EngineBuilder {
@@ -63,6 +64,7 @@ impl EngineBuilder {
             settings: None,
             source: None,
             read_only: None,
+            history_by_source: false,
         }
     }
 
@@ -103,6 +105,17 @@ impl EngineBuilder {
         self
     }
 
+    /// A read-only engine whose source builds the history from the samples it gives
+    /// ([`crate::source::replay::ReplaySource::take_history`]), handed to the monitor at the
+    /// end ([`crate::engine::view::Monitor::set_history`]): the engine applies the rest of each
+    /// sample ([`crate::engine::view::Monitor::apply_beside_history`]). No effect on a live
+    /// engine.
+    #[must_use]
+    pub fn history_by_source(mut self) -> Self {
+        self.history_by_source = true;
+        self
+    }
+
     /// The state the engine will write.
     pub fn shared(&self) -> SharedMonitor {
         self.shared.clone()
@@ -117,7 +130,7 @@ impl EngineBuilder {
     pub fn build(self) -> Engine {
         let mut e = Engine::bare(self.shared, self.record, self.interval_ms);
         if let Some(session) = self.read_only {
-            e.make_read_only(session);
+            e.make_read_only(session, self.history_by_source);
         }
         e.set_options(self.options);
         if let Some(info) = self.source {

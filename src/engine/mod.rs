@@ -133,6 +133,8 @@ pub struct Engine {
     read_only: bool,
     /// The session file a read-only engine replays (named on its leak and OOM records).
     session: Option<PathBuf>,
+    /// The source builds the history (see [`EngineBuilder::history_by_source`]).
+    history_by_source: bool,
 }
 
 impl Engine {
@@ -166,12 +168,14 @@ impl Engine {
             alerting: Alerting::default(),
             read_only: false,
             session: None,
+            history_by_source: false,
         }
     }
 
-    fn make_read_only(&mut self, session: Option<PathBuf>) {
+    fn make_read_only(&mut self, session: Option<PathBuf>, history_by_source: bool) {
         self.read_only = true;
         self.session = session;
+        self.history_by_source = history_by_source;
     }
 
     /// Takes the events a recorded source gives ([`crate::source::GpuSource::recorded_events`]):
@@ -359,7 +363,7 @@ impl Engine {
     pub fn tick(&mut self, mut snap: Snapshot, received_ms: UnixMs) -> Option<Snapshot> {
         snap.sanitize();
         if self.read_only {
-            return publish::replayed(&self.shared, snap, received_ms);
+            return publish::replayed(&self.shared, snap, received_ms, self.history_by_source);
         }
         let now = snap.taken_at_ms;
         let mut out = self.alerting.outbox();

@@ -26,17 +26,22 @@ pub fn session(data: &SessionData) -> Monitor {
 /// [`session`], calling `progress` with the done fraction (0..=1) every
 /// [`PROGRESS_EVERY`] samples; None when `progress` returned false (cancelled).
 ///
-/// The samples are decoded on a second thread ahead of the engine. A panic (a bug) leaves the
-/// monitor with a failed status that says so.
+/// The samples are decoded on the engine's thread while a second one builds the history
+/// from its own decoding of them ([`ReplaySource::history_by`]), with
+/// [`History::push`](crate::model::history::History::push) as [`Monitor::apply`] does: on two
+/// cores the two halves are built at once. A panic (a bug) leaves the monitor with a failed
+/// status that says so.
 pub fn session_with_progress(
     data: &SessionData,
     progress: &mut dyn FnMut(f32) -> bool,
 ) -> Option<Monitor> {
     let interval_ms = data.header.as_ref().map_or(1000, |h| h.interval_ms.max(1));
     let shared = crate::engine::shared::Shared::new(Monitor::new(interval_ms, data.len().max(1)));
-    let builder = EngineBuilder::new(shared.clone(), interval_ms).read_only(data.path.clone());
-    let (engine, ended) = std::thread::scope(|scope| {
-        let mut source = ReplaySource::decoded_by(data, scope);
+    let builder = EngineBuilder::new(shared.clone(), interval_ms)
+        .read_only(data.path.clone())
+        .history_by_source();
+    let (engine, ended, history) = std::thread::scope(|scope| {
+        let mut source = ReplaySource::history_by(data, scope);
         let mut engine = builder.source(source.info()).build();
         let start = data.span().map_or(0, |(a, _)| a);
         let mut n = 0u64;
@@ -50,11 +55,20 @@ pub fn session_with_progress(
                 n % PROGRESS_EVERY != 0 || progress((n as f32 / data.len().max(1) as f32).min(1.0))
             },
         );
-        (engine, ended)
+        // A cancelled replay's history is not waited for (dropping the source stops it).
+        let history = (ended != Ended::Stopped).then(|| source.take_history());
+        (engine, ended, history)
     });
-    if ended == Ended::Stopped {
-        return None;
+    let history = history?;
+    let failed = match (&ended, &history) {
+        (Ended::Panicked(what), _) => Some(what.clone()),
+        (_, None) => Some("the history could not be built".to_string()),
+        _ => None,
+    };
+    if let (Some(h), Ok(mut m)) = (history, shared.write()) {
+        m.set_history(h);
     }
+    // After the history is in: the leaks still open at the end take their peak from it.
     let _ = engine.finish();
     let mut m = std::sync::Arc::try_unwrap(shared)
         .map(crate::engine::shared::Shared::into_inner)
@@ -63,7 +77,7 @@ pub fn session_with_progress(
                 .map(|m| m.clone())
                 .unwrap_or_else(|p| p.into_inner().clone())
         });
-    if let Ended::Panicked(what) = ended {
+    if let Some(what) = failed {
         m.status = crate::engine::view::SourceStatus::Failed(format!(
             "internal error (a bug in vramwarden; the replay stopped): {what}"
         ));

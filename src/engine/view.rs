@@ -257,8 +257,19 @@ impl Monitor {
     /// Takes in one snapshot (already enriched with process facts); returns the one it
     /// replaces as the latest (the caller chooses where it is dropped).
     pub fn apply(&mut self, snap: Snapshot, received_ms: UnixMs) -> Option<Snapshot> {
-        let now = snap.taken_at_ms;
         self.history.push(&snap);
+        self.apply_beside_history(snap, received_ms)
+    }
+
+    /// [`Monitor::apply`] but for the history, which its caller builds from the same samples
+    /// with [`History::push`] and hands over with [`Monitor::set_history`] (a replay builds
+    /// it on a thread of its own, so the two halves are built on two cores at once).
+    pub fn apply_beside_history(
+        &mut self,
+        snap: Snapshot,
+        received_ms: UnixMs,
+    ) -> Option<Snapshot> {
+        let now = snap.taken_at_ms;
         // Rows seen in this sample; when fewer than the live ones, some process left.
         let mut seen = 0;
         for (pos, p) in snap.processes.iter().enumerate() {
@@ -277,14 +288,7 @@ impl Monitor {
         }
         // Keep rows while their history exists, so exited processes can still be inspected.
         if self.history.evictions() != self.evictions_seen {
-            self.evictions_seen = self.history.evictions();
-            let history = &self.history;
-            self.rows.retain(|k, _| history.process(k).is_some());
-            self.live_rows = self
-                .rows
-                .values()
-                .filter(|r| r.exited_at_ms.is_none())
-                .count();
+            self.keep_rows_with_history();
         }
         let previous = self.latest.replace(snap);
         self.latest_received_ms = Some(received_ms);
@@ -292,6 +296,13 @@ impl Monitor {
         self.status = SourceStatus::Running;
         self.ticks += 1;
         previous
+    }
+
+    /// Takes `history` as this monitor's: the history built beside
+    /// [`Monitor::apply_beside_history`] from the samples it took in.
+    pub fn set_history(&mut self, history: History) {
+        self.evictions_seen = history.evictions();
+        self.history = history;
     }
 
     /// Takes in process sample `p`, listed at `pos`, into its row (a new row for a new
@@ -318,6 +329,18 @@ impl Monitor {
         }
         row.update(p, now);
         true
+    }
+
+    /// Drops the rows whose history is gone (evicted).
+    fn keep_rows_with_history(&mut self) {
+        self.evictions_seen = self.history.evictions();
+        let history = &self.history;
+        self.rows.retain(|k, _| history.process(k).is_some());
+        self.live_rows = self
+            .rows
+            .values()
+            .filter(|r| r.exited_at_ms.is_none())
+            .count();
     }
 
     /// Every known process: running ones and ones whose history is still held.

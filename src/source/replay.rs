@@ -3,47 +3,53 @@
 //! [`GpuSource::recorded_events`], and it ends with [`SourceError::Ended`]. The engine that
 //! takes it is read-only ([`crate::engine::Engine::read_only`]): it neither detects, records
 //! nor acts; see [`crate::engine::replay`].
+//!
+//! The source also builds the session's history ([`ReplaySource::take_history`]): each
+//! sample, sanitized as the engine sanitizes it, pushed with [`History::push`] as
+//! [`crate::engine::view::Monitor::apply`] pushes it. [`ReplaySource::history_by`] builds it
+//! on a thread of its own that decodes the samples a second time, so on two cores the history
+//! and the engine's rows are built at once, and no sample crosses between cores.
 
-use std::sync::mpsc::{Receiver, Sender, SyncSender};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::{Scope, ScopedJoinHandle};
 
 use super::{GpuSource, SourceError};
+use crate::model::history::History;
 use crate::model::{Snapshot, SourceInfo, UnixMs};
 use crate::session::reader::SessionData;
 use crate::session::Event;
 
-/// Samples handed between the decoding thread and the engine at once (one wake-up per batch,
-/// not per sample).
-pub const BATCH: usize = 64;
-/// Batches decoded ahead of the engine when decoding runs on a thread of its own.
-pub const BATCHES_AHEAD: usize = 4;
-
-/// Most given-back samples the decoding thread keeps to decode into again.
-const SPARE_KEPT: usize = BATCH * (BATCHES_AHEAD + 2);
+/// How often (in samples) the history's thread looks whether it should stop.
+const STOP_EVERY: usize = 1024;
 
 /// A session's samples, in time order, for an engine.
 pub struct ReplaySource<'a> {
     data: &'a SessionData,
-    samples: Samples,
+    /// The index of the next sample.
+    next: usize,
+    /// The sample the engine gave back last, decoded into again.
+    spare: Option<Snapshot>,
+    /// Where the history is built.
+    history: HistoryBuild<'a>,
+    /// Set when the source is dropped: a history still being built is not needed.
+    stop: Arc<AtomicBool>,
     /// The memory events (leak started or ended, OOM suspected), in time order.
     events: std::iter::Peekable<std::vec::IntoIter<Event>>,
 }
 
-/// Where the decoded samples come from.
-enum Samples {
-    /// Decoded here, one per call; the next index.
-    Here(usize),
-    /// Decoded by a thread ahead of the engine (see [`ReplaySource::decoded_by`]), which
-    /// also drops the samples the engine gives back.
-    Ahead {
-        decoded: Receiver<Result<Vec<Snapshot>, String>>,
-        batch: std::vec::IntoIter<Snapshot>,
-        used: Vec<Snapshot>,
-        give_back: Sender<Vec<Snapshot>>,
-    },
+/// Where the session's history is built.
+enum HistoryBuild<'a> {
+    /// Here, from each sample as it is given.
+    Here(Box<History>),
+    /// On a thread of its own, from every sample.
+    Thread(ScopedJoinHandle<'a, History>),
+    /// Taken out already.
+    Taken,
 }
 
 impl<'a> ReplaySource<'a> {
-    /// The session's samples, decoded on the engine's thread.
+    /// The session's samples, decoded on the engine's thread, which also builds the history.
     pub fn new(data: &'a SessionData) -> Self {
         let mut events: Vec<Event> = data
             .events
@@ -63,70 +69,68 @@ impl<'a> ReplaySource<'a> {
         events.sort_by_key(Event::unix_ms);
         Self {
             data,
-            samples: Samples::Here(0),
+            next: 0,
+            spare: None,
+            history: HistoryBuild::Here(Box::new(session_history(data))),
+            stop: Arc::new(AtomicBool::new(false)),
             events: events.into_iter().peekable(),
         }
     }
 
-    /// The same, with the decoding done on a thread of `scope`, up to [`BATCHES_AHEAD`]
-    /// batches ahead of the engine, so on two cores decoding and the engine overlap. The
-    /// samples the engine is done with go back to that thread ([`GpuSource::give_back`]),
-    /// which decodes the next ones into them ([`SessionData::snapshot_into`]): no allocation
-    /// per sample, and the process facts they share are counted on one core only, mostly not
-    /// at all. Decodes on the engine's thread if the thread cannot be started.
-    pub fn decoded_by<'s>(data: &'a SessionData, scope: &'s std::thread::Scope<'s, 'a>) -> Self
+    /// The same, with the history built on a thread of `scope` that decodes every sample
+    /// itself ([`build_history`]); built here if the thread cannot be started.
+    pub fn history_by<'env>(data: &'env SessionData, scope: &'a Scope<'a, 'env>) -> Self
     where
-        'a: 's,
+        'env: 'a,
     {
         let mut me = Self::new(data);
-        let (tx, decoded): (SyncSender<Result<Vec<Snapshot>, String>>, _) =
-            std::sync::mpsc::sync_channel(BATCHES_AHEAD);
-        let (give_back, returned) = std::sync::mpsc::channel::<Vec<Snapshot>>();
+        let stop = me.stop.clone();
         let spawned = std::thread::Builder::new()
-            .name("vramwarden-replay-decode".into())
-            .spawn_scoped(scope, move || {
-                let decode = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    let mut batch = Vec::with_capacity(BATCH);
-                    // Samples the engine gave back, decoded into again.
-                    let mut spare: Vec<Snapshot> = Vec::new();
-                    for i in 0..data.len() {
-                        let mut s = spare.pop().unwrap_or_default();
-                        if data.snapshot_into(i, &mut s) {
-                            batch.push(s);
-                        }
-                        if batch.len() == BATCH || i + 1 == data.len() {
-                            while let Ok(back) = returned.try_recv() {
-                                if spare.len() < SPARE_KEPT {
-                                    spare.extend(back);
-                                }
-                            }
-                            let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
-                            // The engine stopped (cancelled): so does the decoding.
-                            if tx.send(Ok(full)).is_err() {
-                                break;
-                            }
-                        }
-                    }
-                }));
-                // A bug in decoding reaches the engine's thread, whose loop reports it; the
-                // replay does not end as if the session were shorter.
-                if let Err(p) = decode {
-                    let _ = tx.send(Err(crate::host::logging::panic_text(p.as_ref())));
-                }
-                drop(tx);
-                // Until the engine is done with the last of them.
-                while returned.recv().is_ok() {}
-            });
-        if spawned.is_ok() {
-            me.samples = Samples::Ahead {
-                decoded,
-                batch: Vec::new().into_iter(),
-                used: Vec::with_capacity(BATCH),
-                give_back,
-            };
+            .name("vramwarden-replay-history".into())
+            .spawn_scoped(scope, move || build_history(data, &stop));
+        if let Ok(handle) = spawned {
+            me.history = HistoryBuild::Thread(handle);
         }
         me
     }
+
+    /// The history, taken out (later calls: None). After the last sample, it is the history
+    /// of the whole session; None when its thread panicked (a bug).
+    pub fn take_history(&mut self) -> Option<History> {
+        match std::mem::replace(&mut self.history, HistoryBuild::Taken) {
+            HistoryBuild::Here(h) => Some(*h),
+            HistoryBuild::Thread(handle) => handle.join().ok(),
+            HistoryBuild::Taken => None,
+        }
+    }
+}
+
+impl Drop for ReplaySource<'_> {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// An empty history that holds every sample of `data`.
+fn session_history(data: &SessionData) -> History {
+    History::new(data.len().max(1))
+}
+
+/// The history of every sample of `data` that decodes, each sanitized first; stops early
+/// (a partial history) once `stop` is set.
+pub fn build_history(data: &SessionData, stop: &AtomicBool) -> History {
+    let mut history = session_history(data);
+    let mut s = Snapshot::default();
+    for i in 0..data.len() {
+        if i % STOP_EVERY == 0 && stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if data.snapshot_into(i, &mut s) {
+            s.sanitize();
+            history.push(&s);
+        }
+    }
+    history
 }
 
 impl GpuSource for ReplaySource<'_> {
@@ -142,31 +146,21 @@ impl GpuSource for ReplaySource<'_> {
     }
 
     fn sample(&mut self, _now_ms: UnixMs) -> Result<Snapshot, SourceError> {
-        let next = match &mut self.samples {
-            Samples::Here(i) => {
-                // A sample that no longer decodes is skipped, as the index was built from
-                // samples that did.
-                let mut found = None;
-                while found.is_none() && *i < self.data.len() {
-                    found = self.data.snapshot(*i);
-                    *i += 1;
+        let mut s = self.spare.take().unwrap_or_default();
+        // A sample that no longer decodes is skipped, as the index was built from samples
+        // that did.
+        while self.next < self.data.len() {
+            let i = self.next;
+            self.next += 1;
+            if self.data.snapshot_into(i, &mut s) {
+                if let HistoryBuild::Here(history) = &mut self.history {
+                    s.sanitize();
+                    history.push(&s);
                 }
-                found
+                return Ok(s);
             }
-            Samples::Ahead { decoded, batch, .. } => match batch.next() {
-                Some(s) => Some(s),
-                None => match decoded.recv() {
-                    Ok(Ok(next)) => {
-                        *batch = next.into_iter();
-                        batch.next()
-                    }
-                    // Raised here so the tick loop reports it as the bug it is.
-                    Ok(Err(panic)) => std::panic::panic_any(panic),
-                    Err(_) => None,
-                },
-            },
-        };
-        next.ok_or(SourceError::Ended)
+        }
+        Err(SourceError::Ended)
     }
 
     fn recorded_events(&mut self, until: UnixMs) -> Vec<Event> {
@@ -178,16 +172,6 @@ impl GpuSource for ReplaySource<'_> {
     }
 
     fn give_back(&mut self, snap: Snapshot) {
-        if let Samples::Ahead {
-            used, give_back, ..
-        } = &mut self.samples
-        {
-            used.push(snap);
-            if used.len() == BATCH {
-                let full = std::mem::replace(used, Vec::with_capacity(BATCH));
-                // The decoding thread has ended: they are dropped here.
-                let _ = give_back.send(full);
-            }
-        }
+        self.spare = Some(snap);
     }
 }

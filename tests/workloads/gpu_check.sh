@@ -33,7 +33,7 @@ for p in $A $Bj; do
   say "park $p"; /usr/bin/time -f 'cpu %U+%S s wall %e s' $B park $p >> $R 2>&1; echo "rc=$?" >> $R
   nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits | sort >> $R
   grep VmRSS /proc/$p/status >> $R
-  $B snapshot --format csv 2>/dev/null | grep -E "^$p,|state" | cut -c1-200 >> $R
+  $B snapshot --format csv 2>/dev/null | awk -F, -v p=$p 'NR==1 || $4==p' | cut -c1-240 >> $R
   sleep 6
   say "resume $p"; /usr/bin/time -f 'cpu %U+%S s wall %e s' $B resume $p >> $R 2>&1; echo "rc=$?" >> $R
   sleep 8

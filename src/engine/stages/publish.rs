@@ -47,12 +47,20 @@ pub fn tick(shared: &Shared, t: Tick, watched: impl FnOnce(&mut Monitor)) -> Opt
     previous
 }
 
-/// A recorded sample as it was recorded (a read-only engine).
-pub fn replayed(shared: &Shared, snap: Snapshot, received_ms: UnixMs) -> Option<Snapshot> {
-    shared
-        .write()
-        .ok()
-        .and_then(|mut m| m.apply(snap, received_ms))
+/// A recorded sample as it was recorded (a read-only engine); with `history_by_source`,
+/// all but the history, which the source builds.
+pub fn replayed(
+    shared: &Shared,
+    snap: Snapshot,
+    received_ms: UnixMs,
+    history_by_source: bool,
+) -> Option<Snapshot> {
+    let mut m = shared.write().ok()?;
+    if history_by_source {
+        m.apply_beside_history(snap, received_ms)
+    } else {
+        m.apply(snap, received_ms)
+    }
 }
 
 /// A recorded session's own leak and OOM events, named with its file.
