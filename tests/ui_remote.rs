@@ -92,12 +92,22 @@ fn the_window_attached_to_an_agent_shows_acts_and_survives_its_restart() {
     until_shown(&mut h, "· connected", Duration::from_secs(1));
     // A `--demo` agent: the window says so where a local demo does.
     h.get_by_label("DEMO · simulated GPUs");
+    // Its recording is the agent's, on the agent's disk: the REC dot says so.
+    h.get_by_label("● REC").hover();
+    h.run();
+    until_shown(&mut h, "(on that host)", Duration::from_secs(1));
     // The agent's processes, in the table.
     until_shown(&mut h, "39002", Duration::from_secs(5));
 
     // An action goes to the agent, which refuses a simulated process in its own words.
     h.get_by_label("39002").click();
     h.run();
+    // Before any action, the result's slot says what it is for.
+    until_shown(
+        &mut h,
+        "No action on this process yet",
+        Duration::from_secs(1),
+    );
     h.get_by_label("Terminate").click();
     h.run();
     let buttons = h.get_all_by_label("Terminate").collect::<Vec<_>>();

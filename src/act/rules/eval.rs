@@ -64,14 +64,20 @@ impl Target {
         match self {
             Target::Process {
                 key, used_bytes, ..
-            } => format!(
-                "{} (PID {}, user {}, GPU {}, {} MiB)",
-                self.name(),
-                key.0.pid,
-                self.user(),
-                key.1,
-                used_bytes.map_or(0, |b| b / MIB)
-            ),
+            } => {
+                // A parked process holds nothing on the GPU: "0 MiB" would read as a reading.
+                let held = match used_bytes.map(|b| b / MIB) {
+                    Some(mib) if mib > 0 => format!(", {mib} MiB"),
+                    _ => String::new(),
+                };
+                format!(
+                    "{} (PID {}, user {}, GPU {}{held})",
+                    self.name(),
+                    key.0.pid,
+                    self.user(),
+                    key.1,
+                )
+            }
             Target::Device(i) => format!("GPU {i}"),
         }
     }
@@ -841,5 +847,41 @@ mod target_tests {
             ("", "", u32::MAX)
         );
         assert_eq!(Target::Device(0).uid(), u32::MAX);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Target;
+    use crate::model::{Origin, ProcInfo, ProcessKey};
+
+    fn python(used_bytes: Option<u64>) -> Target {
+        let info = ProcInfo {
+            name: "python".into(),
+            user: "alice".into(),
+            ..ProcInfo::default()
+        };
+        let key = ProcessKey {
+            pid: 513,
+            start_time_ms: 1,
+        };
+        Target::process((key, 0), Some(info.into()), used_bytes, Origin::Live)
+    }
+
+    #[test]
+    fn a_process_is_named_with_what_it_holds_and_nothing_when_it_holds_nothing() {
+        assert_eq!(
+            python(Some(10850 << 20)).describe(),
+            "python (PID 513, user alice, GPU 0, 10850 MiB)"
+        );
+        // Parked: its memory is in host memory, so no "0 MiB" reading is shown.
+        assert_eq!(
+            python(Some(0)).describe(),
+            "python (PID 513, user alice, GPU 0)"
+        );
+        assert_eq!(
+            python(None).describe(),
+            "python (PID 513, user alice, GPU 0)"
+        );
     }
 }

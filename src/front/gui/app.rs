@@ -1270,15 +1270,23 @@ impl VramApp {
         let rec = &live.recording;
         if !viewing {
             if rec.active {
+                let to = rec
+                    .path
+                    .as_ref()
+                    .map_or(String::new(), |p| p.display().to_string());
+                // In a window attached to an agent, the recording is the agent's, on its disk.
+                let whose = match self.agent_host(live) {
+                    Some(host) => format!("The agent on {host} records to {to} (on that host)"),
+                    None => format!("Recording to {to}"),
+                };
                 ui.label(RichText::new("● REC").monospace().color(widgets::warn(ui)))
-                    .on_hover_text(format!(
-                        "Recording to {}",
-                        rec.path
-                            .as_ref()
-                            .map_or(String::new(), |p| p.display().to_string())
-                    ));
+                    .on_hover_text(whose);
             } else if rec.path.is_some() {
-                ui.label(RichText::new("⏸ recording paused").weak());
+                let paused = match self.agent_host(live) {
+                    Some(host) => format!("⏸ {host}: recording paused"),
+                    None => "⏸ recording paused".into(),
+                };
+                ui.label(RichText::new(paused).weak());
             }
         }
     }

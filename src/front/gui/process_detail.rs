@@ -250,7 +250,8 @@ fn action_buttons(ui: &mut Ui, row: &ProcessRow, request: &mut Option<crate::act
 pub const RESULT_SLOT_LINES: f32 = 2.0;
 
 /// The result of the last action on this process, in plain words, in a slot of fixed height
-/// (empty when there is none); a longer sentence is cut with its whole text on hover.
+/// (a faint line saying what it is for when there is none); a longer sentence is cut with its
+/// whole text on hover.
 fn result_slot(ui: &mut Ui, row: &ProcessRow, units: Units, result: Option<&State>) {
     let line = ui.text_style_height(&egui::TextStyle::Body) + ui.spacing().item_spacing.y;
     let h = line * RESULT_SLOT_LINES;
@@ -262,6 +263,11 @@ fn result_slot(ui: &mut Ui, row: &ProcessRow, units: Units, result: Option<&Stat
             ui.set_min_size(egui::vec2(w, h));
             ui.set_max_height(h);
             let Some(st) = result else {
+                // The slot keeps its height; it says what it is for.
+                ui.label(
+                    RichText::new("No action on this process yet: what one does shows here.")
+                        .weak(),
+                );
                 return;
             };
             let text = st.sentence(
