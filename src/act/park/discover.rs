@@ -7,15 +7,20 @@ use std::time::Duration;
 use super::cuda::{CudaCheckpoint, CudaState};
 use crate::model::{Origin, ParkInfo, ParkState, ProcessSample, Snapshot};
 
-/// Processes with `/dev/nvidiaN` open, with N (the first such file found), read from
-/// `/proc/*/fd` (others' processes are seen only by root).
-pub fn gpu_device_holders() -> Vec<(u32, u32)> {
+/// Processes that hold a GPU, read from `/proc` (others' processes are seen only by root):
+/// with `/dev/nvidiaN` open (N: the first such file found), or with the CUDA driver library
+/// mapped but no GPU file open (None: a parked process, whose device files the driver's
+/// checkpoint closed, which says no GPU).
+pub fn gpu_device_holders() -> Vec<(u32, Option<u32>)> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     dir.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|pid| gpu_file_of(pid).map(|n| (pid, n)))
+        .filter_map(|pid| match gpu_file_of(pid) {
+            Some(n) => Some((pid, Some(n))),
+            None => maps_cuda_driver(pid).then_some((pid, None)),
+        })
         .collect()
 }
 
@@ -29,6 +34,26 @@ fn gpu_file_of(pid: u32) -> Option<u32> {
             .parse::<u32>()
             .ok()
     })
+}
+
+/// True when `pid` has the CUDA driver library (`libcuda.so…`) mapped.
+fn maps_cuda_driver(pid: u32) -> bool {
+    use std::io::BufRead;
+    let Ok(f) = std::fs::File::open(format!("/proc/{pid}/maps")) else {
+        return false;
+    };
+    std::io::BufReader::new(f)
+        .lines()
+        .take(1_000_000)
+        .map_while(Result::ok)
+        .any(|l| maps_line_is_cuda_driver(&l))
+}
+
+/// True for a `/proc/PID/maps` line that maps the CUDA driver library.
+fn maps_line_is_cuda_driver(line: &str) -> bool {
+    line.rsplit('/')
+        .next()
+        .is_some_and(|file| file.starts_with("libcuda.so"))
 }
 
 /// The state for a parked process of `state` (None: it runs).
@@ -47,9 +72,16 @@ fn park_state(state: CudaState) -> Option<ParkState> {
 /// NVIDIA/cuda-checkpoint#30); returns false then.
 pub fn add_unlisted_parked(snap: &mut Snapshot, limit: Duration) -> bool {
     let listed: std::collections::HashSet<u32> = snap.processes.iter().map(|p| p.pid).collect();
+    // A parked process says no GPU: on a machine with one, it is that one; elsewhere it is
+    // not listed rather than listed on a GPU it may not be on.
+    let only_gpu = match snap.devices.as_slice() {
+        [d] => Some(d.index),
+        _ => None,
+    };
     let candidates: Vec<(u32, u32)> = gpu_device_holders()
         .into_iter()
         .filter(|(pid, _)| !listed.contains(pid) && *pid != std::process::id())
+        .filter_map(|(pid, gpu)| Some((pid, gpu.or(only_gpu)?)))
         .collect();
     if candidates.is_empty() {
         return true;
@@ -88,4 +120,29 @@ pub fn add_unlisted_parked(snap: &mut Snapshot, limit: Duration) -> bool {
         });
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::maps_line_is_cuda_driver;
+
+    #[test]
+    fn the_cuda_driver_library_is_told_from_the_runtime_and_others() {
+        let line =
+            |path: &str| format!("7f3a2c000000-7f3a2c200000 r-xp 00000000 08:01 1234  {path}");
+        assert!(maps_line_is_cuda_driver(&line(
+            "/usr/local/nvidia/lib64/libcuda.so.580.159.04"
+        )));
+        assert!(maps_line_is_cuda_driver(&line(
+            "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
+        )));
+        for other in [
+            "/opt/venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcudart.so.13",
+            "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.580",
+            "/dev/nvidia0",
+            "[heap]",
+        ] {
+            assert!(!maps_line_is_cuda_driver(&line(other)), "{other}");
+        }
+    }
 }
