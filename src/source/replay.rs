@@ -126,11 +126,19 @@ pub fn build_history(data: &SessionData, stop: &AtomicBool) -> History {
             break;
         }
         if data.snapshot_into(i, &mut s) {
-            s.sanitize();
-            history.push(&s);
+            push_sanitized(&mut history, &mut s);
         }
     }
     history
+}
+
+/// Sample `s` sanitized, as the engine sanitizes it, then pushed as [`Monitor::apply`] pushes
+/// it.
+///
+/// [`Monitor::apply`]: crate::engine::view::Monitor::apply
+fn push_sanitized(history: &mut History, s: &mut Snapshot) {
+    s.sanitize();
+    history.push(s);
 }
 
 impl GpuSource for ReplaySource<'_> {
@@ -154,8 +162,7 @@ impl GpuSource for ReplaySource<'_> {
             self.next += 1;
             if self.data.snapshot_into(i, &mut s) {
                 if let HistoryBuild::Here(history) = &mut self.history {
-                    s.sanitize();
-                    history.push(&s);
+                    push_sanitized(history, &mut s);
                 }
                 return Ok(s);
             }
