@@ -62,10 +62,10 @@ pub fn session_with_progress(
     let history = history?;
     let failed = match (&ended, &history) {
         (Ended::Panicked(what), _) => Some(what.clone()),
-        (_, None) => Some("the history could not be built".to_string()),
+        (_, Err(what)) => Some(format!("the history could not be built: {what}")),
         _ => None,
     };
-    if let (Some(h), Ok(mut m)) = (history, shared.write()) {
+    if let (Ok(h), Ok(mut m)) = (history, shared.write()) {
         m.set_history(h);
     }
     // After the history is in: the leaks still open at the end take their peak from it.

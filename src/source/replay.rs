@@ -94,13 +94,18 @@ impl<'a> ReplaySource<'a> {
         me
     }
 
-    /// The history, taken out (later calls: None). After the last sample, it is the history
-    /// of the whole session; None when its thread panicked (a bug).
-    pub fn take_history(&mut self) -> Option<History> {
+    /// The history, taken out. After the last sample, it is the history of the whole
+    /// session.
+    ///
+    /// # Errors
+    /// The panic's text when its thread panicked (a bug); a later call says it was taken.
+    pub fn take_history(&mut self) -> Result<History, String> {
         match std::mem::replace(&mut self.history, HistoryBuild::Taken) {
-            HistoryBuild::Here(h) => Some(*h),
-            HistoryBuild::Thread(handle) => handle.join().ok(),
-            HistoryBuild::Taken => None,
+            HistoryBuild::Here(h) => Ok(*h),
+            HistoryBuild::Thread(handle) => handle
+                .join()
+                .map_err(|p| crate::host::logging::panic_text(p.as_ref())),
+            HistoryBuild::Taken => Err("the history was taken already".into()),
         }
     }
 }
