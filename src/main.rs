@@ -200,6 +200,9 @@ fn run(command: Command, args: &Cli, source: SourceKind) -> Result<(), cli::CliE
         Command::Rules {
             what: cli::RulesCommand::Check,
         } => cli::rules_check(config, &mut stdout),
+        Command::Guard {
+            what: cli::GuardCommand::WhatIf { session, park_rate },
+        } => cli::guard::what_if(&session, park_rate, config, &mut stdout),
         Command::Torch { what } => vramwarden::front::cli::torch::run(what, &mut stdout),
         Command::Completions { shell } => {
             vramwarden::front::cli::docs::completions(shell, &mut stdout).map_err(Into::into)

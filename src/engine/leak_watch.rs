@@ -201,7 +201,17 @@ impl LeakWatch {
     /// unattributed memory); `None` when nothing on it is leaking.
     pub fn forecast(&self, snap: &mut Snapshot) {
         let mut rates: Vec<(u32, f64)> = Vec::with_capacity(snap.devices.len());
+        // A parked process grows no more while parked (its series only waits).
+        let parked: Vec<crate::model::history::ProcSeriesKey> = snap
+            .processes
+            .iter()
+            .filter(|p| p.parked.is_some())
+            .map(|p| (p.key(), p.device_index))
+            .collect();
         for (k, w) in &self.series {
+            if matches!(k, LeakKey::Process(p) if parked.contains(p)) {
+                continue;
+            }
             // A leak at its rate; a process growing now (a load, a ramp, a leak not yet
             // called) at the rate it grows, so the forecast and the rules see it at once.
             let rate = match (k, w.tracker.episode(), w.tracker.growing()) {
@@ -226,6 +236,25 @@ impl LeakWatch {
                 .memory_free_bytes
                 .and_then(|f| crate::detect::leak::full_in_s(f, rate));
         }
+    }
+
+    /// How fast each process grows now (MiB/min): its leak's rate, or the rate of its growth
+    /// not yet called a leak (the OOM guard picks the grower to pause by it).
+    pub fn process_rates(&self) -> HashMap<crate::model::history::ProcSeriesKey, f64> {
+        self.series
+            .iter()
+            .filter_map(|(k, w)| {
+                let LeakKey::Process(p) = k else {
+                    return None;
+                };
+                let rate = match (w.tracker.episode(), w.tracker.growing()) {
+                    (Some(ep), _) => ep.rate_mib_per_min,
+                    (None, Some(g)) => g.rate_mib_per_min,
+                    _ => return None,
+                };
+                (rate > 0.0).then_some((*p, rate))
+            })
+            .collect()
     }
 
     /// The series growing now that are not (yet) leaks: processes only (ghost memory that

@@ -7,6 +7,7 @@
 
 pub mod builder;
 pub mod command;
+pub mod guard_replay;
 pub mod headless;
 pub mod import;
 pub mod leak_watch;
@@ -379,9 +380,17 @@ impl Engine {
             error = Some(e);
         }
         // Rules: pure decisions, then the runner (the only code that signals).
-        let acts = self.rules.run(&snap, watched.leaking, now);
+        let alerts: Vec<u32> = self
+            .watches
+            .forecast_alerts()
+            .iter()
+            .map(|a| a.device_index)
+            .collect();
+        let acts = self
+            .rules
+            .run(&snap, watched.leaking, &watched.growth, &alerts, now);
         self.recorder.activity(&acts);
-        self.recorder.parks(self.rules.take_park_records());
+        self.recorder.parks(self.rules.take_park_records(now));
         out.activity(&acts);
         // Publish: one write lock per tick, everything the UI reads changes at once.
         let (events, orphans, watches) = (watched.events, watched.orphans, &self.watches);
@@ -393,6 +402,7 @@ impl Engine {
                 acts,
                 last_active: self.rules.last_active(),
                 oom_alerts: self.watches.forecast_alerts(),
+                guard: self.rules.guard_status(),
                 recording: self.recorder.status(error),
                 notices: out.notices,
             },

@@ -151,6 +151,8 @@ pub struct Settings {
     pub notifications: Notifications,
     /// Auto-cleanup rules.
     pub cleanup: Cleanup,
+    /// The OOM guard.
+    pub guard: crate::act::guard::GuardSettings,
 }
 
 /// A problem with the settings file.
@@ -255,6 +257,9 @@ impl Settings {
         }
         for (key, what) in self.leaks.problems_at() {
             v.push(at_keys(&["leaks", key], what));
+        }
+        for (key, what) in self.guard.problems_at() {
+            v.push(at_keys(&["guard", key], what));
         }
         self.rule_problems(&mut v);
         v

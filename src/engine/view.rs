@@ -203,6 +203,8 @@ pub struct Monitor {
     pub ooms: Vec<OomRecord>,
     /// GPUs forecast full within the warning time, by GPU (the OOM forecast alerts).
     pub oom_alerts: Vec<crate::detect::forecast_alert::ForecastAlert>,
+    /// The OOM guard on each GPU (empty where no guard runs: a replay, an old agent).
+    pub guard: Vec<crate::act::guard::GuardStatus>,
     /// Series growing now that are not (yet) leaks (a load, a ramp, a leak not yet called),
     /// with their growth: the forecast counts them, the table shows "growing".
     pub growing: Vec<(LeakKey, crate::detect::leak::Growing)>,
@@ -243,6 +245,7 @@ impl Monitor {
             leaks: Vec::new(),
             ooms: Vec::new(),
             oom_alerts: Vec::new(),
+            guard: Vec::new(),
             growing: Vec::new(),
             orphans: Vec::new(),
             notices: VecDeque::new(),

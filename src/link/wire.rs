@@ -72,6 +72,9 @@ pub struct WireView {
     /// Per GPU, memory held by processes not running on the agent's computer.
     #[serde(default)]
     pub orphans: Vec<OrphanGpu>,
+    /// Its OOM guard on each GPU. Absent from an agent of an earlier build: none.
+    #[serde(default)]
+    pub guard: Vec<crate::act::guard::GuardStatus>,
 }
 
 /// What an activity line acted on.
@@ -230,6 +233,7 @@ impl WireView {
             oom_alerts: m.oom_alerts.clone(),
             growing: m.growing.clone(),
             orphans: m.orphans.clone(),
+            guard: m.guard.clone(),
         }
     }
 
@@ -274,6 +278,7 @@ impl WireView {
         m.oom_alerts = self.oom_alerts;
         m.growing = self.growing;
         m.orphans = self.orphans;
+        m.guard = self.guard;
         Ok(next)
     }
 }

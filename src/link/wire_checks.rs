@@ -198,6 +198,57 @@ pub fn forecast_alert(a: &mut ForecastAlert, listed: &[u32], now: UnixMs) -> Res
     Ok(())
 }
 
+/// Most steps a guard status lists (its view keeps 12).
+const MAX_GUARD_RECORDS: usize = 64;
+
+/// One GPU's guard status, on a GPU of `listed`.
+///
+/// # Errors
+/// A sentence naming the field.
+pub fn guard(
+    g: &mut crate::act::guard::GuardStatus,
+    listed: &[u32],
+    now: UnixMs,
+) -> Result<(), String> {
+    listed_gpu("guard: a status of", g.device_index, listed)?;
+    if let Some(s) = g.full_in_s {
+        amount("guard: a time to full of", s)?;
+    }
+    amount("guard: a growth of", g.growth_mib_s)?;
+    amount("guard: a park rate of", g.park_gib_s)?;
+    if let Some(n) = &mut g.next {
+        amount("guard: a step's time of", n.needs_s)?;
+        amount("guard: a step's start of", n.starts_at_s)?;
+        checks::cap_text(&mut n.who, MAX_TEXT);
+    }
+    checks::count("guard: refusals", g.cannot.len(), MAX_PROCESSES)?;
+    checks::count("guard: parked processes", g.parked.len(), MAX_PROCESSES)?;
+    checks::count("guard: steps", g.recent.len(), MAX_GUARD_RECORDS)?;
+    for c in &mut g.cannot {
+        checks::cap_text(c, MAX_DETAIL);
+    }
+    for p in &mut g.parked {
+        checks::time("guard: a park time", p.since_ms, now)?;
+        if p.bytes > MAX_BYTES {
+            return Err(format!("guard: a parked process of {} bytes", p.bytes));
+        }
+        checks::cap_text(&mut p.who, MAX_TEXT);
+        checks::cap_text(&mut p.waits_for, MAX_DETAIL);
+    }
+    for r in &mut g.recent {
+        checks::time("guard: a step's time", r.unix_ms, now)?;
+        for v in [Some(r.needs_s), r.full_in_s, r.took_s]
+            .into_iter()
+            .flatten()
+        {
+            amount("guard: a step's figure of", v)?;
+        }
+        checks::cap_text(&mut r.who, MAX_TEXT);
+        checks::cap_text(&mut r.detail, MAX_DETAIL);
+    }
+    Ok(())
+}
+
 /// One series growing now.
 ///
 /// # Errors
@@ -262,6 +313,10 @@ fn watches(v: &mut WireView, now: UnixMs) -> Result<(), String> {
     checks::count("oom_alerts", v.oom_alerts.len(), MAX_DEVICES)?;
     checks::count("growing series", v.growing.len(), MAX_PROCESSES)?;
     checks::count("orphans", v.orphans.len(), MAX_DEVICES)?;
+    checks::count("guard", v.guard.len(), MAX_DEVICES)?;
+    for g in &mut v.guard {
+        guard(g, &listed, now)?;
+    }
     for a in &mut v.oom_alerts {
         forecast_alert(a, &listed, now)?;
     }

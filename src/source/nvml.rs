@@ -284,6 +284,28 @@ impl NvmlSource {
     }
 }
 
+/// GPU `index`'s free and total memory, read from NVML right now (the park worker's room
+/// check right before a restore; it runs on its own thread, so it opens NVML itself).
+///
+/// # Errors
+/// NVML could not be loaded or the GPU did not answer, in words.
+pub fn free_and_total(index: u32) -> Result<(u64, u64), String> {
+    let lib = std::env::var_os("VRAMWARDEN_NVML_LIB");
+    let nvml = match &lib {
+        Some(path) => Nvml::builder().lib_path(path).init(),
+        None => Nvml::init(),
+    }
+    .map_err(|e| explain_init_error(&e))?;
+    let m = nvml
+        .device_by_index(index)
+        .and_then(|d| d.memory_info())
+        .map_err(|e| format!("GPU {index} did not give its free memory: {e}"))?;
+    if m.total == 0 || m.free > m.total {
+        return Err(format!("GPU {index} gave an impossible free-memory figure"));
+    }
+    Ok((m.free, m.total))
+}
+
 fn explain_init_error(e: &nvml_wrapper::error::NvmlError) -> String {
     use nvml_wrapper::error::NvmlError as E;
     match e {

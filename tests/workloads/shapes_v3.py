@@ -9,10 +9,10 @@ carries `leak` (the ground truth: does this process leak?).
   growbatch   --seconds 180                                 a real MLP whose batch grows step by step, then levels
   late-leak   --baseline-gib 4 --at 120 --rate-mib 24       clean flat use for --at s, then a leak
   bigsteps    --step-mib 640 --every 17 --seconds 180       a leak in big steps
-  checksum    --gib 10 --every 2 --seconds 600               holds --gib of known data; checks its checksum every --every s
+  checksum    --gib 10 --every 2 --seconds 600               holds --gib of known data; checks its checksum every --every s and on SIGUSR1
   grow-to     --gib 90 --rate-gib 0.5 --hold 10              grows to --gib at --rate-gib/s, holds, exits 0 (3 on OOM)
 """
-import argparse, json, os, sys, time
+import argparse, json, os, signal, sys, time
 
 import torch
 
@@ -67,9 +67,15 @@ def checksum(a, end):
     ref = total()
     torch.cuda.empty_cache()
     say("hold", held_mib=a.gib * 1024, checksum=ref)
-    i = 0
+    # SIGUSR1 asks for a check now (a job that must stay GPU-idle until then).
+    want = {"now": False}
+    signal.signal(signal.SIGUSR1, lambda *_: want.__setitem__("now", True))
+    i, last = 0, time.time()
     while time.time() < end:
-        time.sleep(max(0.0, min(a.every, end - time.time())))
+        time.sleep(0.25)
+        if not want["now"] and time.time() - last < a.every:
+            continue
+        want["now"], last = False, time.time()
         s = total()
         torch.cuda.empty_cache()
         i += 1

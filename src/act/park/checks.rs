@@ -100,6 +100,32 @@ pub fn check_park(facts: &ParkFacts) -> Verdict {
     v
 }
 
+/// GPU memory kept free beyond a parked process's memory when it is restored: 1 GiB or 3 %
+/// of the GPU, whichever is more (a restore that runs out of GPU memory loses the process's
+/// GPU state for good: NVIDIA/cuda-checkpoint#44).
+pub fn room_margin(total_bytes: u64) -> u64 {
+    GIB.max(total_bytes / 100 * 3)
+}
+
+/// Whether a GPU with `free` of `total` bytes free has room to restore `bytes`, or why not
+/// (nothing is asked of the driver then, and the process stays parked, its memory safe).
+///
+/// # Errors
+/// The refusal, in words.
+pub fn check_room(free: u64, total: u64, bytes: u64) -> Result<(), String> {
+    let need = bytes.saturating_add(room_margin(total));
+    if free >= need {
+        return Ok(());
+    }
+    Err(format!(
+        "not enough free GPU memory to restore it: {:.1} GiB free, {:.1} GiB needed (its {:.1} GiB + a {:.1} GiB margin); it stays parked, its memory safe in host memory (free GPU memory, then resume again)",
+        free as f64 / GIB as f64,
+        need as f64 / GIB as f64,
+        bytes as f64 / GIB as f64,
+        room_margin(total) as f64 / GIB as f64
+    ))
+}
+
 /// Seconds a park of `bytes` is expected to take (about 1.8 GiB/s to host memory, measured
 /// on an H200), for the words shown before it starts.
 pub fn park_estimate_s(bytes: u64) -> f64 {
@@ -141,6 +167,19 @@ pub fn mapped_libraries(pid: u32) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn room_for_a_restore_is_its_memory_plus_the_larger_of_1_gib_and_3_percent() {
+        assert_eq!(room_margin(16 * GIB), GIB);
+        assert_eq!(room_margin(80 * GIB), 80 * GIB / 100 * 3);
+        assert!(check_room(43 * GIB, 80 * GIB, 40 * GIB).is_err());
+        assert!(check_room(43 * GIB, 80 * GIB, 40 * GIB - GIB / 2).is_ok());
+        let why = check_room(0, 80 * GIB, 10 * GIB).expect_err("no room");
+        assert!(
+            why.contains("stays parked") && why.contains("0.0 GiB free"),
+            "{why}"
+        );
+    }
 
     fn facts(gpu_gib: u64, host_gib: u64) -> ParkFacts {
         ParkFacts {

@@ -14,6 +14,7 @@
 pub mod checks;
 pub mod cuda;
 pub mod discover;
+pub mod ledger;
 pub mod worker;
 
 use std::time::{Duration, Instant};
@@ -62,8 +63,11 @@ impl Parker {
     /// # Errors
     /// When the worker cannot be started.
     pub fn resume(&mut self, key: ProcSeriesKey, now: UnixMs) -> Result<(), String> {
-        self.worker.send(Job::Resume(key))?;
-        let bytes = self.info(&key).and_then(|i| i.bytes);
+        let bytes = self
+            .info(&key)
+            .and_then(|i| i.bytes)
+            .or_else(|| ledger::bytes_of(&key));
+        self.worker.send(Job::Resume(key, bytes))?;
         self.set(key, ParkState::Resuming, bytes, now);
         Ok(())
     }
@@ -135,8 +139,18 @@ impl Parker {
         let bytes = self.info(&d.key).and_then(|i| i.bytes);
         match (d.kind, &d.result, d.state) {
             // Gone, or running again (resumed here or by another tool).
-            (_, _, None | Some(C::Running)) => self.forget(&d.key),
+            (_, _, None | Some(C::Running)) => {
+                ledger::forget(&d.key);
+                self.forget(&d.key)
+            }
+            // A failed restore: whatever state the driver shows, it will not restore it.
+            _ if d.stranded => self.set(d.key, ParkState::Failed, bytes, now),
+            (_, _, Some(C::Checkpointed))
+                if self.info(&d.key).map(|i| i.state) == Some(ParkState::Failed) => {}
             (JobKind::Park, Ok(_), Some(C::Checkpointed)) => {
+                if let Some(b) = bytes {
+                    ledger::record(&d.key, b);
+                }
                 self.set(d.key, ParkState::Parked, bytes, now)
             }
             (_, _, Some(C::Checkpointed)) => {
@@ -205,6 +219,7 @@ mod tests {
             result: Ok(String::new()),
             state,
             seconds: 1.0,
+            stranded: false,
         }
     }
 
@@ -233,15 +248,37 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_resume_keeps_it_parked_since_the_park() {
+    fn a_resume_refused_for_room_keeps_it_parked_since_the_park() {
+        let mut p = Parker::default();
+        p.set(key(7), ParkState::Parked, Some(1 << 30), 1_000);
+        p.set(key(7), ParkState::Resuming, Some(1 << 30), 5_000);
+        // The room check refused before the driver was asked: the driver still shows it
+        // checkpointed and its memory is whole in host memory.
+        let mut d = done(key(7), JobKind::Resume, Some(cuda::CudaState::Checkpointed));
+        d.result = Err("not enough free GPU memory to restore it".into());
+        p.apply(&d, 6_000);
+        let info = p.info(&key(7)).expect("kept");
+        assert_eq!((info.state, info.since_ms), (ParkState::Parked, 1_000));
+    }
+
+    #[test]
+    fn a_failed_restore_is_shown_as_failed_though_the_driver_still_says_checkpointed() {
+        // The driver after a restore that ran out of memory (NVIDIA/cuda-checkpoint#44, and
+        // the lent H100): the state reads "checkpointed", yet every later restore fails with
+        // CUresult 304 and the unlock with 401. The book must not call it parked.
         let mut p = Parker::default();
         p.set(key(7), ParkState::Parked, Some(1 << 30), 1_000);
         p.set(key(7), ParkState::Resuming, Some(1 << 30), 5_000);
         let mut d = done(key(7), JobKind::Resume, Some(cuda::CudaState::Checkpointed));
-        d.result = Err("restore: out of memory".into());
+        d.result = Err(format!("restore: out of memory; {}", worker::STRANDED));
+        d.stranded = true;
         p.apply(&d, 6_000);
-        let info = p.info(&key(7)).expect("kept");
-        assert_eq!((info.state, info.since_ms), (ParkState::Parked, 1_000));
+        let info = p.info(&key(7)).expect("kept, to be shown");
+        assert_eq!(info.state, ParkState::Failed);
+        // A later state read that still says "checkpointed" does not turn it back.
+        let again = done(key(7), JobKind::State, Some(cuda::CudaState::Checkpointed));
+        p.apply(&again, 11_000);
+        assert_eq!(p.info(&key(7)).map(|i| i.state), Some(ParkState::Failed));
     }
 
     #[test]

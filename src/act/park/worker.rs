@@ -17,8 +17,9 @@ pub const LOCK_TIMEOUT_MS: u32 = 10_000;
 pub enum Job {
     /// Lock, then checkpoint.
     Park(ProcSeriesKey),
-    /// Restore, then unlock.
-    Resume(ProcSeriesKey),
+    /// Check the GPU's room, restore, then unlock: the process and the bytes it parked (the
+    /// room check needs them; None: not known here).
+    Resume(ProcSeriesKey, Option<u64>),
     /// The driver's state of each process.
     States(Vec<ProcSeriesKey>),
 }
@@ -48,6 +49,9 @@ pub struct Done {
     pub state: Option<CudaState>,
     /// Seconds the driver calls took.
     pub seconds: f64,
+    /// A restore was tried and failed: the driver does not restore it again
+    /// (NVIDIA/cuda-checkpoint#44), its GPU state is lost.
+    pub stranded: bool,
 }
 
 /// The handle to the worker thread (started on the first job; ends when dropped).
@@ -108,7 +112,7 @@ fn run(jobs: &Receiver<Job>, done: &Sender<Done>) {
         let results = match (api, job) {
             (Err(e), job) => failed_all(job, &e.to_string()),
             (Ok(api), Job::Park(key)) => vec![park(api, &procs, key)],
-            (Ok(api), Job::Resume(key)) => vec![resume(api, &procs, key)],
+            (Ok(api), Job::Resume(key, bytes)) => vec![resume(api, &procs, key, bytes)],
             (Ok(api), Job::States(keys)) => {
                 keys.into_iter().map(|k| state_of(api, &procs, k)).collect()
             }
@@ -124,7 +128,7 @@ fn run(jobs: &Receiver<Job>, done: &Sender<Done>) {
 fn failed_all(job: Job, why: &str) -> Vec<Done> {
     let (keys, kind) = match job {
         Job::Park(k) => (vec![k], JobKind::Park),
-        Job::Resume(k) => (vec![k], JobKind::Resume),
+        Job::Resume(k, _) => (vec![k], JobKind::Resume),
         Job::States(ks) => (ks, JobKind::State),
     };
     keys.into_iter()
@@ -134,6 +138,7 @@ fn failed_all(job: Job, why: &str) -> Vec<Done> {
             result: Err(why.to_string()),
             state: None,
             seconds: 0.0,
+            stranded: false,
         })
         .collect()
 }
@@ -194,6 +199,7 @@ impl<'a> Step<'a> {
             state: self.state(),
             seconds: self.started.elapsed().as_secs_f64(),
             result,
+            stranded: false,
         }
     }
 }
@@ -237,7 +243,16 @@ fn park(api: &CudaCheckpoint, procs: &ProcReader, key: ProcSeriesKey) -> Done {
     s.end(Ok("parked".into()))
 }
 
-fn resume(api: &CudaCheckpoint, procs: &ProcReader, key: ProcSeriesKey) -> Done {
+/// What a failed restore leaves, as measured: the driver refuses every later restore
+/// (CUresult 304) and the unlock (401), so the process cannot use its GPU memory again.
+pub const STRANDED: &str = "the driver does not restore a process again after a failed restore (NVIDIA/cuda-checkpoint#44): its GPU memory is lost and it cannot use CUDA again; end it and start it anew";
+
+fn resume(
+    api: &CudaCheckpoint,
+    procs: &ProcReader,
+    key: ProcSeriesKey,
+    bytes: Option<u64>,
+) -> Done {
     let s = Step::new(api, procs, key, JobKind::Resume);
     let state = match first_state(api, procs, &key) {
         Ok(st) => Some(st),
@@ -245,10 +260,15 @@ fn resume(api: &CudaCheckpoint, procs: &ProcReader, key: ProcSeriesKey) -> Done 
     };
     match state {
         Some(CudaState::Checkpointed) => {
+            // The room check right before the restore: a restore that runs out of GPU
+            // memory loses the process's GPU state for good.
+            if let Err(why) = room(key.1, bytes) {
+                return s.end(Err(why));
+            }
             if let Err(e) = s.call(|pid| api.restore(pid)) {
-                return s.end(Err(format!(
-                    "restore: {e}; it stays parked, its memory safe in host memory (free GPU memory, then resume again)"
-                )));
+                let mut d = s.end(Err(format!("restore: {e}; {STRANDED}")));
+                d.stranded = true;
+                return d;
             }
         }
         Some(CudaState::Locked) => {}
@@ -262,6 +282,20 @@ fn resume(api: &CudaCheckpoint, procs: &ProcReader, key: ProcSeriesKey) -> Done 
             "unlock: {e}; its memory is back on the GPU but it is locked (resume again to unlock it)"
         ))),
     }
+}
+
+/// Whether GPU `gpu` has room to restore `bytes` now (NVML's figure, read right before the
+/// restore), or why not; the process stays parked then, its memory safe in host memory.
+fn room(gpu: u32, bytes: Option<u64>) -> Result<(), String> {
+    let (free, total) = crate::source::nvml::free_and_total(gpu).map_err(|e| {
+        format!("the room on GPU {gpu} could not be checked before the restore ({e}); it stays parked, its memory safe in host memory")
+    })?;
+    let Some(bytes) = bytes else {
+        return Err(format!(
+            "its size is not known to this vramwarden (it was parked by another one), so the room on GPU {gpu} cannot be checked and a restore that runs out of memory would lose it; it stays parked, its memory safe in host memory: resume it from the vramwarden that parked it"
+        ));
+    };
+    super::checks::check_room(free, total, bytes)
 }
 
 fn state_of(api: &CudaCheckpoint, procs: &ProcReader, key: ProcSeriesKey) -> Done {

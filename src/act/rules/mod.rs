@@ -10,7 +10,6 @@ pub mod eval;
 pub mod glob;
 pub mod model;
 pub mod park_action;
-pub mod presets;
 pub mod protect;
 pub mod schedule;
 pub mod shell;

@@ -71,6 +71,8 @@ pub struct ParkRecord {
     pub ok: bool,
     /// What happened, in words.
     pub detail: String,
+    /// A failed restore left the process without its GPU memory for good.
+    pub stranded: bool,
 }
 
 struct Pending {
@@ -246,6 +248,7 @@ impl Parks {
             seconds: d.seconds,
             ok: d.result.is_ok(),
             detail: detail.clone(),
+            stranded: d.stranded,
         });
         Some(Activity {
             unix_ms: now,

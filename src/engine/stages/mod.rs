@@ -1,9 +1,10 @@
 //! The stages of a tick, in the order [`crate::engine::Engine::tick`] runs them:
-//! [`enrich`] → [`record`] → [`watches`] → [`rules`] → [`publish`]. Each owns its own state;
+//! [`enrich`] → [`record`] → [`watches`] → [`rules`] (with the OOM [`guard`]) → [`publish`]. Each owns its own state;
 //! what a stage has to say besides its data (notices, alerts) goes into the tick's
 //! [`outbox::Outbox`], published with the tick and handed to the front end's subscriber.
 
 pub mod enrich;
+pub mod guard;
 pub mod outbox;
 pub mod publish;
 pub mod record;

@@ -27,6 +27,8 @@ pub struct Tick {
     pub last_active: std::collections::HashMap<crate::model::history::ProcSeriesKey, UnixMs>,
     /// The OOM forecast alerts standing.
     pub oom_alerts: Vec<crate::detect::forecast_alert::ForecastAlert>,
+    /// The OOM guard on each GPU.
+    pub guard: Vec<crate::act::guard::GuardStatus>,
     /// The recording's status.
     pub recording: RecordingStatus,
     /// Status-bar notices.
@@ -42,6 +44,7 @@ pub fn tick(shared: &Shared, t: Tick, watched: impl FnOnce(&mut Monitor)) -> Opt
     let previous = m.apply(t.snap, t.received_ms);
     m.last_active = t.last_active;
     m.oom_alerts = t.oom_alerts;
+    m.guard = t.guard;
     m.recording = t.recording;
     push_notices(&mut m, t.notices);
     previous

@@ -20,6 +20,8 @@ pub struct Rules {
     state: RuleState,
     /// The runner (also for a front end's manual actions).
     pub runner: ActionRunner,
+    /// The OOM guard, acting through the same runner.
+    pub guard: super::guard::GuardStage,
 }
 
 impl Rules {
@@ -31,13 +33,16 @@ impl Rules {
             global_dry_run: s.cleanup.dry_run,
             protected: s.cleanup.protected.clone(),
         };
+        self.guard.guard.set_settings(s.guard.clone());
     }
 
     /// True when an enabled rule needs per-process utilisation (an idle condition).
     pub fn needs_process_utilization(&self) -> bool {
-        self.compiled
-            .iter()
-            .any(|r| r.rule.enabled && r.rule.conditions.idle_min_minutes.is_some())
+        self.guard.needs_process_utilization()
+            || self
+                .compiled
+                .iter()
+                .any(|r| r.rule.enabled && r.rule.conditions.idle_min_minutes.is_some())
     }
 
     /// Shows parked processes (and those being parked or resumed) in `snap`; before it is
@@ -47,16 +52,27 @@ impl Rules {
     }
 
     /// Evaluates the rules on `snap` and runs what they plan; with the runner's follow-ups
-    /// due now. `leaking`: the processes leaking now, since when.
+    /// due now; then the OOM guard's steps. `leaking`: the processes leaking now, since
+    /// when; `growth`: how fast each grows (MiB/min); `alerts`: GPUs with a forecast alert.
     pub fn run(
         &mut self,
         snap: &Snapshot,
         leaking: HashMap<ProcSeriesKey, UnixMs>,
+        growth: &HashMap<ProcSeriesKey, f64>,
+        alerts: &[u32],
         now: UnixMs,
     ) -> Vec<Activity> {
         self.state.observe(snap);
         self.state
             .set_releasable_cache(crate::act::rules::eval::releasable_cache_of(snap));
+        let found = super::guard::Findings {
+            growth,
+            leaking: &leaking,
+            alerts,
+        };
+        let guarded = self
+            .guard
+            .run(snap, &found, &self.state, &mut self.runner, &self.safety);
         let facts = Facts {
             leaking_since: leaking,
         };
@@ -78,12 +94,24 @@ impl Rules {
             })
         };
         acts.extend(self.runner.poll(&holds, now));
+        acts.extend(guarded);
         acts
     }
 
     /// The parks and resumes that ended since the last call.
-    pub fn take_park_records(&mut self) -> Vec<crate::act::rules::park_action::ParkRecord> {
-        self.runner.take_park_records()
+    /// The guard is told of them here.
+    pub fn take_park_records(
+        &mut self,
+        now: UnixMs,
+    ) -> Vec<crate::act::rules::park_action::ParkRecord> {
+        let records = self.runner.take_park_records();
+        self.guard.park_ended(&records, now);
+        records
+    }
+
+    /// The OOM guard on each GPU.
+    pub fn guard_status(&self) -> Vec<crate::act::guard::GuardStatus> {
+        self.guard.guard.status()
     }
 
     /// When each process was last active (for the View).

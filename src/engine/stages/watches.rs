@@ -42,6 +42,8 @@ pub struct Watched {
     pub orphans: Vec<crate::detect::orphans::OrphanGpu>,
     /// The processes leaking now, since when (for the rules).
     pub leaking: HashMap<ProcSeriesKey, UnixMs>,
+    /// How fast each process grows now, MiB/min (for the OOM guard).
+    pub growth: HashMap<ProcSeriesKey, f64>,
 }
 
 impl Watches {
@@ -80,6 +82,7 @@ impl Watches {
             events,
             orphans,
             leaking,
+            growth: self.leaks.process_rates(),
         }
     }
 

@@ -184,6 +184,7 @@ pub fn render(m: &Monitor, ctx: Context<'_>, format: Format) -> String {
     };
     gpu_gauges(&mut o, &gpus);
     gpu_forecast(&mut o, m, &gpus);
+    gpu_guard(&mut o, m, &gpus);
     let rows = process_rows(m, snap, ctx.max_processes);
     process_gauges(&mut o, &rows, host);
     torch_figures(&mut o, &rows, host);
@@ -302,6 +303,51 @@ fn gpu_forecast(o: &mut Out, m: &Monitor, gpus: &Gpus<'_>) {
         let on = m.oom_alerts.iter().any(|a| a.device_index == d.index);
         Some(f64::from(u8::from(on)))
     });
+}
+
+/// Per GPU: the OOM guard (only where one runs).
+fn gpu_guard(o: &mut Out, m: &Monitor, gpus: &Gpus<'_>) {
+    if m.guard.is_empty() {
+        return;
+    }
+    let of = |d: &DeviceSample| m.guard.iter().find(|g| g.device_index == d.index);
+    type Get<'a> = &'a dyn Fn(&crate::act::guard::GuardStatus) -> Option<f64>;
+    let families: [(&str, &str, Get); 6] = [
+        (
+            "vramwarden_guard_state",
+            "The OOM guard on the GPU: 0 off, 1 watching, 2 armed (the GPU fills; its next step is planned), 3 acting, 4 waiting (processes it parked wait for room).",
+            &|g| Some(f64::from(g.phase.code())),
+        ),
+        (
+            "vramwarden_guard_dry_run",
+            "1 while the OOM guard only says what it would do, else 0.",
+            &|g| Some(f64::from(u8::from(g.dry_run))),
+        ),
+        (
+            "vramwarden_guard_time_to_full_seconds",
+            "Seconds until the GPU is full as the OOM guard counts it (steps under way included; absent when nothing grows).",
+            &|g| g.full_in_s,
+        ),
+        (
+            "vramwarden_guard_next_step_seconds",
+            "Seconds the OOM guard's next step needs (a park's from its bytes and the measured park rate).",
+            &|g| g.next.as_ref().map(|n| n.needs_s),
+        ),
+        (
+            "vramwarden_guard_next_step_starts_at_seconds",
+            "The time to full at which the OOM guard starts its next step, in seconds.",
+            &|g| g.next.as_ref().map(|n| n.starts_at_s),
+        ),
+        (
+            "vramwarden_guard_parked_bytes",
+            "GPU memory of the processes the OOM guard parked, in host memory now, in bytes.",
+            &|g| Some(g.parked.iter().map(|p| p.bytes as f64).sum()),
+        ),
+    ];
+    for (name, help, get) in families {
+        o.family(name, Kind::Gauge, help);
+        gpus.each(o, name, |d| of(d).and_then(get));
+    }
 }
 
 /// One process's labels and figures in a scrape.

@@ -139,6 +139,12 @@ pub enum Command {
         #[command(subcommand)]
         what: RulesCommand,
     },
+    /// The OOM guard: what it would have done in a recorded session.
+    Guard {
+        /// What to do.
+        #[command(subcommand)]
+        what: GuardCommand,
+    },
     /// Turn logs of other tools into a session.
     Import {
         /// Which tool wrote the logs.
@@ -259,6 +265,30 @@ pub fn parse_record_duration(s: &str) -> Result<Duration, String> {
 pub enum RulesCommand {
     /// Validate the settings file and print each rule in words.
     Check,
+}
+
+/// `vramwarden guard …`.
+#[derive(Debug, Subcommand)]
+pub enum GuardCommand {
+    /// Replay a recorded session through the OOM guard without acting: when each step would
+    /// have started, the lead time it had, and whether it would have finished before an OOM.
+    #[command(name = "what-if")]
+    WhatIf {
+        /// The session log (`vramwarden import nvidia-smi` turns nvidia-smi logs into one).
+        session: PathBuf,
+        /// Park rate of this machine, GiB/s (default: the guard's conservative 1.5 GiB/s).
+        #[arg(long, value_name = "GIB_PER_S", value_parser = positive_rate)]
+        park_rate: Option<f64>,
+    },
+}
+
+/// A rate from 0.01 to 1000 GiB/s.
+fn positive_rate(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if !(0.01..=1000.0).contains(&v) {
+        return Err("must be from 0.01 to 1000 GiB/s".into());
+    }
+    Ok(v)
 }
 
 /// Log formats `import` reads.

@@ -2,6 +2,7 @@
 //! errors; the command line's definitions are in [`args`].
 
 pub mod docs;
+pub mod guard;
 pub mod snapshot_out;
 
 pub mod args;

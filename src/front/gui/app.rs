@@ -404,6 +404,7 @@ impl VramApp {
             (egui::Key::Num1, BottomTab::Processes),
             (egui::Key::Num2, BottomTab::Leaks),
             (egui::Key::Num3, BottomTab::Activity),
+            (egui::Key::Num4, BottomTab::Guard),
         ] {
             let shortcut = egui::KeyboardShortcut::new(egui::Modifiers::COMMAND, key);
             if ui.input_mut(|i| i.consume_shortcut(&shortcut)) {
@@ -1328,6 +1329,7 @@ impl VramApp {
                 BottomTab::Processes => self.processes_tab(ui, monitor, snap, &rows, &badges, now),
                 BottomTab::Leaks => self.leaks_tab(ui, monitor, now),
                 BottomTab::Activity => activity_pane(ui, monitor),
+                BottomTab::Guard => super::guard_pane::show(ui, monitor, self.selected_gpu),
             }
         });
         self.confirm_request(monitor, &rows);
@@ -1473,6 +1475,12 @@ impl VramApp {
                 .strong(),
             )
             .on_hover_text("Ctrl+3");
+            ui.selectable_value(
+                &mut self.state.bottom,
+                BottomTab::Guard,
+                RichText::new(super::guard_pane::tab_label(monitor)).strong(),
+            )
+            .on_hover_text("Ctrl+4: the OOM guard on each GPU");
         });
     }
 

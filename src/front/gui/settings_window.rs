@@ -23,6 +23,8 @@ pub enum Section {
     Leaks,
     /// Auto-cleanup rules.
     Rules,
+    /// The OOM guard.
+    Guard,
 }
 
 /// State of the Settings window.
@@ -383,6 +385,7 @@ impl SettingsUi {
                             (Section::Sessions, "Sessions"),
                             (Section::Leaks, "Leaks"),
                             (Section::Rules, "Rules"),
+                            (Section::Guard, "OOM guard"),
                         ] {
                             ui.selectable_value(&mut self.section, s, name);
                         }
@@ -400,6 +403,11 @@ impl SettingsUi {
                                 Section::Sessions => self.sessions(ui),
                                 Section::Leaks => self.leaks(ui),
                                 Section::Rules => self.rules(ui, live),
+                                Section::Guard => super::settings_guard::show(
+                                    ui,
+                                    &mut self.draft.guard,
+                                    self.draft.cleanup.dry_run,
+                                ),
                             });
                     });
                 });
@@ -685,7 +693,7 @@ fn apply_rule_op(
     }
 }
 
-/// Add rule, Add the example, Add the OOM guard.
+/// Add rule, Add the example (the OOM guard has its own section).
 fn add_rule_buttons(
     ui: &mut Ui,
     c: &mut crate::engine::settings::Cleanup,
@@ -719,21 +727,6 @@ fn add_rule_buttons(
                 ..Rule::default()
             });
             *editing = Some(c.rules.len() - 1);
-        }
-        if ui
-            .button("Add the OOM guard")
-            .on_hover_text(format!(
-                "Four rules that act, in order, while a GPU has under {} GiB free: release PyTorch caches → park the largest idle process → (opt-in, off) terminate the fastest leaker; then resume parked processes when there is room. Each step waits for the driver's figure to show the one before was not enough. Made in dry run: the Activity pane says what they would do.",
-                crate::act::rules::presets::GUARD_HEADROOM_MIB / 1024.0
-            ))
-            .clicked()
-        {
-            for r in crate::act::rules::presets::oom_guard(crate::act::rules::presets::GUARD_HEADROOM_MIB) {
-                if !c.rules.iter().any(|x| x.name == r.name) {
-                    c.rules.push(r);
-                }
-            }
-            *editing = None;
         }
     });
 }

@@ -46,6 +46,8 @@ pub enum BottomTab {
     Leaks,
     /// What rules and manual actions did.
     Activity,
+    /// The OOM guard.
+    Guard,
 }
 
 impl Default for UiState {

@@ -1,0 +1,309 @@
+//! Which step next, and when it must start. A step starts when the GPU's time to full
+//! (memory that steps under way will free counted, their remaining time taken off) falls
+//! under `lead_factor` × the time the step needs + `lead_margin_s`; at once when free memory
+//! is under the floor while something grows. The rungs, in order: release PyTorch caches
+//! (started early enough that a park could still follow), park an idle process (the largest
+//! that can finish in time), pause the growing job itself, terminate a leaker (opt-in).
+
+use super::facts::{GpuFacts, ProcFacts};
+use super::settings::GuardSettings;
+use super::status::{NextStep, StepKind};
+use super::timing::{Timing, OVERHEAD_S, RELEASE_S};
+use super::{GpuState, Step};
+use crate::model::{UnixMs, MIB};
+
+/// Releases smaller than this are not worth a step (bytes).
+const RELEASE_MIN_BYTES: u64 = 256 * MIB;
+/// A grower holding less than this is not paused (it has hardly started).
+const GROWER_MIN_BYTES: u64 = 256 * MIB;
+/// Seconds a terminated leaker is given to exit.
+const TERMINATE_S: f64 = 10.0;
+
+/// One possible step.
+#[derive(Debug, Clone)]
+struct Cand<'a> {
+    kind: StepKind,
+    proc: &'a ProcFacts,
+    bytes: u64,
+    needs_s: f64,
+}
+
+/// This tick's plan for one GPU.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// Seconds left to act (time to full, steps under way counted) when the GPU is forecast
+    /// full within the safe time; None when it is not.
+    pub threat: Option<f64>,
+    /// The threat is the GPU filling now (not paused growers waiting for room).
+    pub live: bool,
+    /// Time to full, steps under way counted.
+    pub full_in_s: Option<f64>,
+    /// The step that comes next.
+    pub next: Option<NextStep>,
+    /// The steps to start now.
+    pub due: Vec<Step>,
+    /// What the guard cannot do, in words.
+    pub cannot: Vec<String>,
+}
+
+impl Plan {
+    /// The plan for `g`.
+    pub(super) fn of(
+        g: &GpuFacts,
+        st: &GpuState,
+        s: &GuardSettings,
+        t: &Timing,
+        now: UnixMs,
+    ) -> Plan {
+        let gains: f64 = st.in_flight.iter().map(|f| f.gain).sum();
+        let rem_s: f64 = st
+            .in_flight
+            .iter()
+            .map(|f| ((f.due_ms - now) as f64 / 1000.0).max(0.0))
+            .sum();
+        // A grower being paused stops growing at its lock (once it shows as parking, the
+        // forecast leaves it out itself).
+        let stopped: f64 = st
+            .in_flight
+            .iter()
+            .filter(|f| f.kind == StepKind::PauseGrower)
+            .filter(|f| g.proc(&f.key).is_some_and(|p| p.parked.is_none()))
+            .map(|f| f.step.rate_bytes_s)
+            .sum();
+        let rate = (g.growth_bytes_s - stopped).max(0.0);
+        let free = g.free_bytes as f64 + gains;
+        let full_in_s = (rate > 0.0).then(|| full_in(g.free_bytes as f64, gains, rate, st, now));
+        // Under the floor with nothing under way: act at once.
+        let urgent = rate > 0.0
+            && st.in_flight.is_empty()
+            && (g.free_bytes as f64) < s.floor_free_mib * MIB as f64;
+        let safe = s.safe_minutes * 60.0;
+        let live = full_in_s
+            .map(|f| (f - rem_s).max(0.0))
+            .filter(|a| urgent || *a < safe);
+        // Paused growers waiting for room: their memory and growth to come back make room
+        // by parking idle processes (never by pausing another grower).
+        let (d_bytes, d_rate) = st.paused_demand(g, s, t);
+        let demand = (d_rate > 0.0)
+            .then(|| ((free - d_bytes) / (rate + d_rate) - rem_s).max(0.0))
+            .filter(|a| *a < safe);
+        let mut cands = candidates(g, st, s, t);
+        let threat = match (live, demand) {
+            (Some(a), _) => Some(a),
+            (None, Some(a)) => {
+                cands.retain(|c| matches!(c.kind, StepKind::ReleaseCache | StepKind::ParkIdle));
+                Some(a)
+            }
+            (None, None) => None,
+        };
+        let mut plan = Plan {
+            threat,
+            live: live.is_some(),
+            full_in_s,
+            cannot: cannot(g, s),
+            ..Plan::default()
+        };
+        let Some(first) = cands.first() else {
+            return plan;
+        };
+        let starts_at = trigger(first, &cands, rate, s, t);
+        plan.next = Some(NextStep {
+            kind: first.kind,
+            who: first.proc.who.clone(),
+            needs_s: first.needs_s,
+            starts_at_s: starts_at,
+        });
+        if let Some(avail) = threat.filter(|a| urgent || *a <= starts_at) {
+            plan.due = choose(&cands, avail, s)
+                .into_iter()
+                .map(|c| step(g, c, full_in_s))
+                .collect();
+        }
+        plan
+    }
+}
+
+/// Seconds until `free` bytes are gone at `rate`, counting the memory the steps under way
+/// free (`gains`) only if it comes before the GPU is full.
+fn full_in(free: f64, gains: f64, rate: f64, st: &GpuState, now: UnixMs) -> f64 {
+    let before = (free / rate).max(0.0);
+    let first_gain = st
+        .in_flight
+        .iter()
+        .filter(|f| f.gain > 0.0)
+        .map(|f| (f.due_ms - now) as f64 / 1000.0)
+        .fold(f64::INFINITY, f64::min);
+    if before < first_gain {
+        before
+    } else {
+        ((free + gains) / rate).max(0.0)
+    }
+}
+
+/// The time to full at which `c` must start: its time × the factor + the margin; a release
+/// also leaves time for the park that would follow it. A pause stops its job's growth at
+/// the lock, but the others (`rate` is the GPU's, bytes/s) go on growing until its memory is
+/// free: it starts early enough for that too.
+fn trigger(c: &Cand, cands: &[Cand], rate: f64, s: &GuardSettings, t: &Timing) -> f64 {
+    let after = match c.kind {
+        StepKind::ReleaseCache => cands
+            .iter()
+            .find(|x| matches!(x.kind, StepKind::ParkIdle | StepKind::PauseGrower))
+            .map_or(0.0, |x| x.needs_s),
+        _ => 0.0,
+    };
+    let lead = s.lead_factor * (c.needs_s + after) + margin(c.kind, s);
+    let others = (rate - c.proc.growth_bytes_s).max(0.0);
+    if c.kind != StepKind::PauseGrower || others <= 0.0 || rate <= 0.0 {
+        return lead;
+    }
+    let drain = (s.lead_factor * t.park_s(c.bytes) + s.lead_margin_s) * others / rate;
+    lead.max(drain)
+}
+
+/// The margin a step's lead adds: the full margin covers sampling, the forecast's delay and
+/// the driver's lock; a pause, whose lock is the step itself, takes half.
+pub(super) fn margin(kind: StepKind, s: &GuardSettings) -> f64 {
+    match kind {
+        StepKind::PauseGrower => s.lead_margin_s / 2.0,
+        _ => s.lead_margin_s,
+    }
+}
+
+/// What to start with `avail` seconds left: every release at once; else the first park that
+/// can finish in time (largest idle first, then the grower); else the quickest.
+fn choose<'a>(cands: &[Cand<'a>], avail: f64, s: &GuardSettings) -> Vec<Cand<'a>> {
+    let releases: Vec<Cand> = cands
+        .iter()
+        .filter(|c| c.kind == StepKind::ReleaseCache)
+        .cloned()
+        .collect();
+    if !releases.is_empty() {
+        return releases;
+    }
+    // It can finish before full, with its factor's margin (the trigger added the rest).
+    let fits = |c: &&Cand| s.lead_factor * c.needs_s <= avail.max(0.0) + 1e-9;
+    if let Some(c) = cands.iter().find(fits) {
+        return vec![c.clone()];
+    }
+    cands
+        .iter()
+        .filter(|c| c.kind != StepKind::TerminateLeaker)
+        .min_by(|a, b| a.needs_s.total_cmp(&b.needs_s))
+        .or_else(|| cands.first())
+        .cloned()
+        .into_iter()
+        .collect()
+}
+
+fn step(g: &GpuFacts, c: Cand, full_in_s: Option<f64>) -> Step {
+    Step {
+        gpu: g.index,
+        kind: c.kind,
+        key: c.proc.key,
+        who: c.proc.who.clone(),
+        bytes: c.bytes,
+        needs_s: c.needs_s,
+        full_in_s,
+        rate_bytes_s: c.proc.growth_bytes_s,
+    }
+}
+
+/// The possible steps, in ladder order.
+fn candidates<'a>(g: &'a GpuFacts, st: &GpuState, s: &GuardSettings, t: &Timing) -> Vec<Cand<'a>> {
+    let fresh = |p: &ProcFacts, kind: StepKind| {
+        p.parked.is_none()
+            && !st.tried.contains_key(&(p.key, kind))
+            && !st.in_flight.iter().any(|f| f.key == p.key)
+    };
+    let min = (s.min_process_mib * MIB as f64) as u64;
+    let mut v = Vec::new();
+    if s.release_cache {
+        let mut r: Vec<&ProcFacts> = g
+            .procs
+            .iter()
+            .filter(|p| p.releasable_bytes >= RELEASE_MIN_BYTES && fresh(p, StepKind::ReleaseCache))
+            .collect();
+        r.sort_by(|a, b| b.releasable_bytes.cmp(&a.releasable_bytes));
+        v.extend(r.into_iter().map(|p| Cand {
+            kind: StepKind::ReleaseCache,
+            proc: p,
+            bytes: p.releasable_bytes,
+            needs_s: RELEASE_S,
+        }));
+    }
+    if s.park_idle {
+        let mut idle: Vec<&ProcFacts> = g
+            .procs
+            .iter()
+            .filter(|p| p.growth_bytes_s <= 0.0 && p.bytes >= min.max(1))
+            .filter(|p| p.idle_s.is_some_and(|i| i >= s.idle_min_minutes * 60.0))
+            .filter(|p| p.unparkable.is_none() && fresh(p, StepKind::ParkIdle))
+            .collect();
+        idle.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+        v.extend(idle.into_iter().map(|p| park(p, StepKind::ParkIdle, t)));
+    }
+    if s.pause_grower {
+        let mut growers: Vec<&ProcFacts> = g
+            .procs
+            .iter()
+            .filter(|p| p.growth_bytes_s > 0.0 && p.bytes >= GROWER_MIN_BYTES)
+            .filter(|p| p.unparkable.is_none() && fresh(p, StepKind::PauseGrower))
+            .collect();
+        growers.sort_by(|a, b| b.growth_bytes_s.total_cmp(&a.growth_bytes_s));
+        // A pause stops the growth at the driver's lock: it needs the lock's time, not the
+        // whole park's.
+        v.extend(growers.into_iter().map(|p| Cand {
+            kind: StepKind::PauseGrower,
+            proc: p,
+            bytes: p.bytes,
+            needs_s: OVERHEAD_S,
+        }));
+    }
+    if s.terminate_leaker {
+        let mut leakers: Vec<&ProcFacts> = g
+            .procs
+            .iter()
+            .filter(|p| {
+                p.leaking_s
+                    .is_some_and(|l| l >= s.leaking_min_minutes * 60.0)
+            })
+            .filter(|p| fresh(p, StepKind::TerminateLeaker))
+            .collect();
+        leakers.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+        v.extend(leakers.into_iter().map(|p| Cand {
+            kind: StepKind::TerminateLeaker,
+            proc: p,
+            bytes: p.bytes,
+            needs_s: TERMINATE_S,
+        }));
+    }
+    v
+}
+
+fn park<'a>(p: &'a ProcFacts, kind: StepKind, t: &Timing) -> Cand<'a> {
+    Cand {
+        kind,
+        proc: p,
+        bytes: p.bytes,
+        needs_s: t.park_s(p.bytes),
+    }
+}
+
+/// What the guard cannot do on `g`, said ahead: growers and idle processes it may not park.
+fn cannot(g: &GpuFacts, s: &GuardSettings) -> Vec<String> {
+    g.procs
+        .iter()
+        .filter(|p| p.parked.is_none())
+        .filter(|p| {
+            (s.pause_grower && p.growth_bytes_s > 0.0)
+                || (s.park_idle
+                    && p.idle_s.is_some_and(|i| i >= s.idle_min_minutes * 60.0)
+                    && p.bytes as f64 >= s.min_process_mib * MIB as f64)
+        })
+        .filter_map(|p| {
+            let why = p.unparkable.as_ref()?;
+            Some(format!("{} cannot be parked: {why}", p.who))
+        })
+        .collect()
+}

@@ -1,0 +1,421 @@
+//! The OOM guard: keeps a GPU from filling up without killing anyone. Each tick it compares
+//! every GPU's time to full (the forecast) with the time its next step needs — releasing a
+//! PyTorch cache, parking an idle process, pausing the growing job itself — and starts the
+//! step while there is still time, with margin. It resumes what it parked only when that is
+//! safe: no forecast alert, room for the memory plus a margin, and no forecast of a full GPU
+//! within the warning time with that memory back, held for a while.
+//!
+//! Pure: the engine gives the facts ([`GpuFacts`]) and `now`, and runs the steps the guard
+//! asks for through the executor (policy, dry run, identity); it then tells the guard how
+//! each ended ([`Guard::outcome`], [`Guard::park_ended`]). `vramwarden guard what-if` plays a
+//! recorded session through the same code.
+//!
+//! - [`settings`]: the `[guard]` table;
+//! - [`facts`]: what the guard is told;
+//! - [`timing`]: how long a park or resume takes here (measured);
+//! - [`ladder`]: which step next, and when it must start;
+//! - [`resume`]: when a parked process may come back;
+//! - [`status`]: what the guard shows.
+
+pub mod facts;
+pub mod ladder;
+pub mod resume;
+pub mod settings;
+pub mod status;
+pub mod timing;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+pub use facts::{GpuFacts, ProcFacts};
+pub use settings::GuardSettings;
+pub use status::{
+    GuardParked, GuardPhase, GuardStatus, NextStep, StepKind, StepOutcome, StepRecord,
+};
+pub use timing::Timing;
+
+use crate::model::history::ProcSeriesKey;
+use crate::model::outcome::Outcome;
+use crate::model::{ParkState, UnixMs, GIB, MIB};
+
+/// Records kept per GPU for the view.
+const RECENT_KEPT: usize = 12;
+/// A target that was refused is not tried again for this long.
+const RETRY_MS: i64 = 60_000;
+
+/// A step the guard asks the engine to start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// The GPU it is for.
+    pub gpu: u32,
+    /// Which step.
+    pub kind: StepKind,
+    /// The process.
+    pub key: ProcSeriesKey,
+    /// "python (PID 42)".
+    pub who: String,
+    /// The memory it moves or frees.
+    pub bytes: u64,
+    /// Seconds it is expected to need.
+    pub needs_s: f64,
+    /// The GPU's time to full when it was decided (None: nothing grows).
+    pub full_in_s: Option<f64>,
+    /// How fast the target grew when it was decided (bytes/s; 0 when it did not).
+    pub rate_bytes_s: f64,
+}
+
+impl Step {
+    /// Why it starts, in words, for the activity and session logs.
+    pub fn reason(&self) -> String {
+        let full = self.full_in_s.map_or("no growth".to_string(), |s| {
+            format!("GPU {} full in {s:.0} s", self.gpu)
+        });
+        format!(
+            "{}: {} ({:.1} GiB, needs ~{:.0} s)",
+            full,
+            self.kind.label(),
+            self.bytes as f64 / GIB as f64,
+            self.needs_s
+        )
+    }
+}
+
+/// A step started and not yet ended.
+#[derive(Debug, Clone)]
+struct InFlight {
+    key: ProcSeriesKey,
+    kind: StepKind,
+    /// Memory it frees when done (negative: a resume takes it).
+    gain: f64,
+    /// When it should end, by its expected time.
+    due_ms: UnixMs,
+    /// When it is given up for lost if no end has come.
+    ends_ms: UnixMs,
+    step: Step,
+}
+
+/// A process the guard parked.
+#[derive(Debug, Clone)]
+struct ParkedEntry {
+    key: ProcSeriesKey,
+    who: String,
+    bytes: u64,
+    /// Its growth when it was paused (0: it was idle).
+    grower_rate: f64,
+    since_ms: UnixMs,
+    /// Times it was paused as the grower.
+    pauses: u32,
+}
+
+/// The guard's state on one GPU.
+#[derive(Debug, Default)]
+struct GpuState {
+    in_flight: Vec<InFlight>,
+    /// Targets tried: refused ones are not asked again for [`RETRY_MS`], dry-run ones not
+    /// until the episode ends (nothing grows on the GPU).
+    tried: HashMap<(ProcSeriesKey, StepKind), (UnixMs, bool)>,
+    /// Times each process was paused as the grower.
+    pauses: HashMap<ProcSeriesKey, u32>,
+    parked: Vec<ParkedEntry>,
+    /// Since when the resume of the first waiting process has been safe.
+    safe_since: Option<(ProcSeriesKey, UnixMs)>,
+    recent: VecDeque<StepRecord>,
+    status: Option<GuardStatus>,
+}
+
+/// The guard: its settings, the measured timing and its state per GPU.
+#[derive(Debug, Default)]
+pub struct Guard {
+    settings: GuardSettings,
+    timing: Timing,
+    gpus: BTreeMap<u32, GpuState>,
+}
+
+impl Guard {
+    /// A guard on `settings`.
+    pub fn new(settings: GuardSettings) -> Self {
+        Self {
+            settings,
+            ..Self::default()
+        }
+    }
+
+    /// New settings (what it parked stays in its care).
+    pub fn set_settings(&mut self, settings: GuardSettings) {
+        self.settings = settings;
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &GuardSettings {
+        &self.settings
+    }
+
+    /// The timing (to set known rates).
+    pub fn timing_mut(&mut self) -> &mut Timing {
+        &mut self.timing
+    }
+
+    /// Decides this tick's steps from `gpus` at `now`.
+    pub fn decide(&mut self, gpus: &[GpuFacts], now: UnixMs) -> Vec<Step> {
+        let mut steps = Vec::new();
+        for g in gpus {
+            let (s, t) = (&self.settings, &self.timing);
+            let st = self.gpus.entry(g.index).or_default();
+            st.settle(g, now);
+            let plan = ladder::Plan::of(g, st, s, t, now);
+            let mut chosen = if s.enabled {
+                plan.due.clone()
+            } else {
+                Vec::new()
+            };
+            if s.enabled && chosen.is_empty() && !plan.live {
+                chosen.extend(resume::due(g, st, s, t, now));
+            }
+            for step in &chosen {
+                st.started(step, t, now);
+            }
+            st.status = Some(st.make_status(g, &plan, s, t, now));
+            steps.extend(chosen);
+        }
+        self.gpus
+            .retain(|i, st| gpus.iter().any(|g| g.index == *i) || !st.parked.is_empty());
+        steps
+    }
+
+    /// How the executor took `step`: started, dry run, refused or failed at once.
+    pub fn outcome(&mut self, step: &Step, outcome: Outcome, detail: &str, now: UnixMs) {
+        let Some(st) = self.gpus.get_mut(&step.gpu) else {
+            return;
+        };
+        let record = match outcome {
+            Outcome::Acted => StepOutcome::Started,
+            Outcome::WouldAct => StepOutcome::Would,
+            Outcome::Skipped => StepOutcome::Refused,
+            Outcome::Failed => StepOutcome::Failed,
+        };
+        if outcome != Outcome::Acted {
+            st.in_flight
+                .retain(|f| !(f.key == step.key && f.kind == step.kind));
+            st.tried
+                .insert((step.key, step.kind), (now, outcome == Outcome::WouldAct));
+        } else if step.kind == StepKind::PauseGrower {
+            *st.pauses.entry(step.key).or_default() += 1;
+        }
+        st.record(step, record, None, detail, now);
+    }
+
+    /// A park or resume of `key` ended (`resume` says which): `ok`, with the bytes moved and
+    /// the seconds taken; `stranded` when a failed restore left the process unable to get
+    /// its GPU memory back.
+    pub fn park_ended(&mut self, end: &ParkEnd, now: UnixMs) {
+        if end.ok {
+            self.timing
+                .observe(end.resume, end.bytes.unwrap_or(0), end.seconds);
+        }
+        let Some(st) = self.gpus.get_mut(&end.key.1) else {
+            return;
+        };
+        let Some(i) = st.in_flight.iter().position(|f| f.key == end.key) else {
+            return;
+        };
+        let f = st.in_flight.remove(i);
+        let outcome = if end.ok {
+            StepOutcome::Done
+        } else {
+            StepOutcome::Failed
+        };
+        st.record(&f.step, outcome, Some(end.seconds), &end.detail, now);
+        match (end.resume, end.ok) {
+            (false, true) => st.parked.push(ParkedEntry {
+                key: f.key,
+                who: f.step.who.clone(),
+                bytes: end.bytes.unwrap_or(f.step.bytes),
+                grower_rate: if f.kind == StepKind::PauseGrower {
+                    f.step.rate_bytes_s
+                } else {
+                    0.0
+                },
+                since_ms: now,
+                pauses: *st.pauses.get(&f.key).unwrap_or(&0),
+            }),
+            (true, true) => st.parked.retain(|e| e.key != end.key),
+            (true, false) if end.stranded => st.parked.retain(|e| e.key != end.key),
+            (true, false) | (false, false) => {
+                st.tried.insert((f.key, f.kind), (now, false));
+            }
+        }
+    }
+
+    /// The guard on each GPU, by index.
+    pub fn status(&self) -> Vec<GuardStatus> {
+        self.gpus
+            .values()
+            .filter_map(|s| s.status.clone())
+            .collect()
+    }
+}
+
+/// The end of a park or resume, as the guard needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParkEnd {
+    /// The process.
+    pub key: ProcSeriesKey,
+    /// A resume (false: a park).
+    pub resume: bool,
+    /// It went through.
+    pub ok: bool,
+    /// Bytes moved.
+    pub bytes: Option<u64>,
+    /// Seconds it took.
+    pub seconds: f64,
+    /// A failed restore left the process without its GPU memory for good.
+    pub stranded: bool,
+    /// What happened, in words.
+    pub detail: String,
+}
+
+impl GpuState {
+    /// Drops what has ended: steps long past their time, parked processes gone or running
+    /// again; ends the episode's memory of tried targets when nothing grows.
+    fn settle(&mut self, g: &GpuFacts, now: UnixMs) {
+        self.in_flight.retain(|f| now <= f.ends_ms + 120_000);
+        let mut gone = Vec::new();
+        self.parked.retain(|e| match g.proc(&e.key) {
+            Some(p) if p.parked.is_some() => true,
+            _ if self.in_flight.iter().any(|f| f.key == e.key) => true,
+            _ => {
+                gone.push(e.clone());
+                false
+            }
+        });
+        for e in gone {
+            let ran = g.proc(&e.key).is_some();
+            let what = if ran {
+                "runs again (resumed elsewhere)"
+            } else {
+                "ended while parked"
+            };
+            self.push_record(StepRecord {
+                unix_ms: now,
+                kind: StepKind::Resume,
+                who: e.who.clone(),
+                outcome: StepOutcome::Done,
+                full_in_s: None,
+                needs_s: 0.0,
+                took_s: None,
+                detail: format!("{} {what}", e.who),
+            });
+        }
+        let episode = g.growth_bytes_s > 0.0;
+        self.tried
+            .retain(|_, (at, dry)| (*dry && episode) || now - *at < RETRY_MS);
+        self.pauses.retain(|k, _| g.proc(k).is_some());
+    }
+
+    fn started(&mut self, step: &Step, t: &Timing, now: UnixMs) {
+        let gain = match step.kind {
+            StepKind::Resume => -(step.bytes as f64),
+            _ => step.bytes as f64,
+        };
+        // How long the park thread is busy with it (a pause stops the growth at its lock,
+        // but its memory is free only when the whole park is done).
+        let busy_s = match step.kind {
+            StepKind::ParkIdle | StepKind::PauseGrower => t.park_s(step.bytes),
+            StepKind::Resume => t.resume_s(step.bytes),
+            _ => step.needs_s,
+        }
+        .min(3_600.0);
+        let slack = busy_s * 2.0 + 10.0;
+        self.in_flight.push(InFlight {
+            key: step.key,
+            kind: step.kind,
+            gain,
+            due_ms: now + (busy_s * 1000.0) as i64,
+            ends_ms: now + (slack * 1000.0) as i64,
+            step: step.clone(),
+        });
+    }
+
+    /// What the paused growers that cannot come back yet will need: their bytes and their
+    /// growth (bytes/s).
+    fn paused_demand(&self, g: &GpuFacts, s: &GuardSettings, t: &Timing) -> (f64, f64) {
+        self.parked
+            .iter()
+            .filter(|e| e.grower_rate > 0.0 && resume::verdict(g, e, &self.parked, s, t).is_err())
+            .fold((0.0, 0.0), |(b, r), e| {
+                (b + e.bytes as f64, r + e.grower_rate)
+            })
+    }
+
+    fn record(
+        &mut self,
+        step: &Step,
+        outcome: StepOutcome,
+        took_s: Option<f64>,
+        detail: &str,
+        now: UnixMs,
+    ) {
+        self.push_record(StepRecord {
+            unix_ms: now,
+            kind: step.kind,
+            who: step.who.clone(),
+            outcome,
+            full_in_s: step.full_in_s,
+            needs_s: step.needs_s,
+            took_s,
+            detail: detail.to_string(),
+        });
+    }
+
+    fn push_record(&mut self, r: StepRecord) {
+        self.recent.push_back(r);
+        while self.recent.len() > RECENT_KEPT {
+            self.recent.pop_front();
+        }
+    }
+
+    fn make_status(
+        &self,
+        g: &GpuFacts,
+        plan: &ladder::Plan,
+        s: &GuardSettings,
+        t: &Timing,
+        now: UnixMs,
+    ) -> GuardStatus {
+        let busy = !self.in_flight.is_empty()
+            || g.procs.iter().any(|p| {
+                p.parked
+                    .is_some_and(|i| matches!(i.state, ParkState::Parking | ParkState::Resuming))
+            });
+        let phase = match () {
+            _ if !s.enabled => GuardPhase::Off,
+            _ if busy => GuardPhase::Acting,
+            _ if plan.threat.is_some() => GuardPhase::Armed,
+            _ if !self.parked.is_empty() => GuardPhase::Waiting,
+            _ => GuardPhase::Watching,
+        };
+        let (park_gib_s, park_rate_measured) = t.park_rate();
+        GuardStatus {
+            device_index: g.index,
+            phase,
+            dry_run: s.dry_run,
+            full_in_s: plan.full_in_s,
+            growth_mib_s: g.growth_bytes_s / MIB as f64,
+            next: plan.next.clone(),
+            cannot: plan.cannot.clone(),
+            parked: self
+                .parked
+                .iter()
+                .map(|e| GuardParked {
+                    who: e.who.clone(),
+                    bytes: e.bytes,
+                    since_ms: e.since_ms,
+                    paused_grower: e.grower_rate > 0.0,
+                    waits_for: resume::waits_for(g, e, &self.parked, s, t, now),
+                })
+                .collect(),
+            recent: self.recent.iter().cloned().collect(),
+            park_gib_s,
+            park_rate_measured,
+        }
+    }
+}

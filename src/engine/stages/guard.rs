@@ -1,0 +1,217 @@
+//! The OOM guard's stage: turns the enriched sample and the detectors' findings into the
+//! guard's facts ([`crate::act::guard::GpuFacts`]), runs the steps it asks for through the
+//! executor (policy, dry run and identity checked there, as for every action), and tells it
+//! how each ended.
+
+use std::collections::HashMap;
+
+use crate::act::guard::{GpuFacts, Guard, ParkEnd, ProcFacts, Step, StepKind};
+use crate::act::rules::action::{ActionRunner, Activity, Safety};
+use crate::act::rules::eval::{find_process_target, Planned, RuleState};
+use crate::act::rules::park_action::{ParkKind, ParkRecord};
+use crate::act::rules::Action;
+use crate::model::history::ProcSeriesKey;
+use crate::model::{ProcessSample, Snapshot, UnixMs, MIB};
+
+/// How long a "may it be parked" answer is reused (it reads `/proc`).
+const REFUSAL_TTL_MS: i64 = 10_000;
+
+/// What the guard needs to know beside the sample.
+pub struct Findings<'a> {
+    /// How fast each process grows now (MiB/min), from the leak watch.
+    pub growth: &'a HashMap<ProcSeriesKey, f64>,
+    /// Since when each leaking process was flagged.
+    pub leaking: &'a HashMap<ProcSeriesKey, UnixMs>,
+    /// The GPUs with a forecast alert raised.
+    pub alerts: &'a [u32],
+}
+
+/// The guard's facts per GPU from `snap` and the detectors' findings; `idle_s` says how long
+/// a process has been GPU-idle, `unparkable` why it may not be parked.
+pub fn gpu_facts(
+    snap: &Snapshot,
+    found: &Findings,
+    idle_s: &dyn Fn(&ProcSeriesKey) -> Option<f64>,
+    unparkable: &mut dyn FnMut(&ProcessSample) -> Option<String>,
+) -> Vec<GpuFacts> {
+    let now = snap.taken_at_ms;
+    let mut gpus: Vec<GpuFacts> = snap
+        .devices
+        .iter()
+        .map(|d| {
+            let free = d.memory_free_bytes.unwrap_or(0);
+            GpuFacts {
+                index: d.index,
+                total_bytes: d.memory_total_bytes.unwrap_or(0),
+                free_bytes: free,
+                growth_bytes_s: d
+                    .time_to_full_s
+                    .filter(|t| *t > 0.5)
+                    .map_or(0.0, |t| free as f64 / t),
+                alert: found.alerts.contains(&d.index),
+                procs: Vec::new(),
+            }
+        })
+        .collect();
+    for p in snap.processes.iter().filter(|p| !p.stale) {
+        let Some(g) = gpus.iter_mut().find(|g| g.index == p.device_index) else {
+            continue;
+        };
+        let key = (p.key(), p.device_index);
+        let name = p.info.as_deref().map_or("?", |i| i.name.as_str());
+        g.procs.push(ProcFacts {
+            key,
+            who: format!("{name} (PID {})", p.pid),
+            bytes: p.used_bytes.unwrap_or(0),
+            growth_bytes_s: found
+                .growth
+                .get(&key)
+                .map_or(0.0, |r| (r * MIB as f64 / 60.0).max(0.0)),
+            idle_s: idle_s(&key),
+            releasable_bytes: p.torch.map_or(0, |t| t.releasable_bytes()),
+            leaking_s: found.leaking.get(&key).map(|t| (now - t) as f64 / 1000.0),
+            parked: p.parked,
+            unparkable: if p.parked.is_some() {
+                None
+            } else {
+                unparkable(p)
+            },
+        });
+    }
+    // Where the forecast has no rate (free memory at 0), the processes' sum.
+    for g in &mut gpus {
+        if g.growth_bytes_s <= 0.0 && g.free_bytes == 0 {
+            g.growth_bytes_s = g.procs.iter().map(|p| p.growth_bytes_s).sum();
+        }
+    }
+    gpus
+}
+
+/// The guard and its cache of park refusals.
+#[derive(Default)]
+pub struct GuardStage {
+    /// The guard.
+    pub guard: Guard,
+    refusals: HashMap<ProcSeriesKey, (UnixMs, Option<String>)>,
+}
+
+impl GuardStage {
+    /// True when the guard needs per-process utilisation (to know who is idle).
+    pub fn needs_process_utilization(&self) -> bool {
+        let s = self.guard.settings();
+        s.enabled && s.park_idle
+    }
+
+    /// One tick: facts, decisions, the steps run. `state` knows who was last active.
+    pub fn run(
+        &mut self,
+        snap: &Snapshot,
+        found: &Findings,
+        state: &RuleState,
+        runner: &mut ActionRunner,
+        safety: &Safety,
+    ) -> Vec<Activity> {
+        let now = snap.taken_at_ms;
+        let facts = self.facts(snap, found, state, runner, safety);
+        let steps = self.guard.decide(&facts, now);
+        steps
+            .iter()
+            .filter_map(|step| self.start(step, snap, runner, safety, now))
+            .collect()
+    }
+
+    fn start(
+        &mut self,
+        step: &Step,
+        snap: &Snapshot,
+        runner: &mut ActionRunner,
+        safety: &Safety,
+        now: UnixMs,
+    ) -> Option<Activity> {
+        let target = find_process_target(snap, &step.key)?;
+        let p = self.planned(step, target);
+        let mut a = runner.run(&p, safety, now);
+        a.detail = format!("{} — {}", step.reason(), a.detail);
+        self.guard.outcome(step, a.outcome, &a.detail, now);
+        Some(a)
+    }
+
+    fn planned(&self, step: &Step, target: crate::act::rules::eval::Target) -> Planned {
+        let s = self.guard.settings();
+        Planned {
+            rule: step.kind.rule_name(),
+            action: match step.kind {
+                StepKind::ReleaseCache => Action::ReleaseCache,
+                StepKind::ParkIdle | StepKind::PauseGrower => Action::Park,
+                StepKind::TerminateLeaker => Action::Terminate {
+                    grace_seconds: crate::act::rules::model::DEFAULT_GRACE_SECONDS,
+                },
+                StepKind::Resume => Action::Resume,
+            },
+            dry_run: s.dry_run,
+            allow_other_users: s.allow_other_users,
+            target,
+        }
+    }
+
+    /// Tells the guard how parks and resumes ended.
+    pub fn park_ended(&mut self, records: &[ParkRecord], now: UnixMs) {
+        for r in records {
+            self.guard.park_ended(
+                &ParkEnd {
+                    key: r.key,
+                    resume: r.kind == ParkKind::Resume,
+                    ok: r.ok,
+                    bytes: r.bytes,
+                    seconds: r.seconds,
+                    stranded: r.stranded,
+                    detail: r.detail.clone(),
+                },
+                now,
+            );
+        }
+    }
+
+    /// The guard's facts per GPU.
+    fn facts(
+        &mut self,
+        snap: &Snapshot,
+        found: &Findings,
+        state: &RuleState,
+        runner: &ActionRunner,
+        safety: &Safety,
+    ) -> Vec<GpuFacts> {
+        let now = snap.taken_at_ms;
+        self.refusals
+            .retain(|_, (at, _)| now - *at < REFUSAL_TTL_MS);
+        let idle = |k: &ProcSeriesKey| state.idle_ms(k, now).map(|ms| ms as f64 / 1000.0);
+        gpu_facts(snap, found, &idle, &mut |p| {
+            self.unparkable(p, runner, safety, now)
+        })
+    }
+
+    /// Why `p` may not be parked (policy and the driver's preconditions), cached a while.
+    fn unparkable(
+        &mut self,
+        p: &ProcessSample,
+        runner: &ActionRunner,
+        safety: &Safety,
+        now: UnixMs,
+    ) -> Option<String> {
+        let key = (p.key(), p.device_index);
+        if let Some((_, why)) = self.refusals.get(&key) {
+            return why.clone();
+        }
+        let s = self.guard.settings();
+        let planned = Planned {
+            rule: StepKind::ParkIdle.rule_name(),
+            action: Action::Park,
+            dry_run: s.dry_run,
+            allow_other_users: s.allow_other_users,
+            target: crate::act::rules::eval::process_target(p),
+        };
+        let why = runner.would_refuse(&planned, safety);
+        self.refusals.insert(key, (now, why.clone()));
+        why
+    }
+}

@@ -1,0 +1,133 @@
+//! `vramwarden guard what-if SESSION`: the OOM guard's steps over a recorded session, printed
+//! one a line with the lead time each had before the OOM and whether it would have finished.
+
+use std::io::Write;
+use std::path::Path;
+
+use super::CliError;
+use crate::engine::guard_replay::{what_if as replay, WhatIf, WhatIfStep};
+use crate::model::{UnixMs, GIB};
+use crate::session::reader::SessionData;
+
+/// Replays `session` through the guard (the settings file's guard, park rate `park_rate`)
+/// and prints what it would have done.
+///
+/// # Errors
+/// The session or the settings could not be read; output failed.
+pub fn what_if(
+    session: &Path,
+    park_rate: Option<f64>,
+    config: Option<&Path>,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let settings = super::load_settings(config)?;
+    let data = SessionData::open(session)?;
+    let w = replay(data.snapshots(), &data.events, &settings, park_rate);
+    print(&w, session, out)
+}
+
+/// The report in words.
+fn print(w: &WhatIf, session: &Path, out: &mut dyn Write) -> Result<(), CliError> {
+    let Some((start, end)) = w.span else {
+        writeln!(out, "{}: no samples", session.display())?;
+        return Ok(());
+    };
+    writeln!(
+        out,
+        "{}: {} – {} ({})",
+        session.display(),
+        clock(start),
+        clock(end),
+        span((end - start) as f64 / 1000.0)
+    )?;
+    let (rate, given) = w.park_gib_s;
+    writeln!(
+        out,
+        "park rate: {rate:.2} GiB/s ({})",
+        if given {
+            "--park-rate"
+        } else {
+            "the guard's default; set this machine's with --park-rate"
+        }
+    )?;
+    for (t, gpu, who) in &w.ooms {
+        writeln!(
+            out,
+            "OOM on GPU {gpu} at {} ({}): {who}",
+            clock(*t),
+            offset(*t, start)
+        )?;
+    }
+    if w.ooms.is_empty() {
+        writeln!(out, "no OOM in this session")?;
+    }
+    for (t, gpu, full) in &w.alerts {
+        writeln!(
+            out,
+            "{} ({})  GPU {gpu}  forecast alert: full in {}",
+            clock(*t),
+            offset(*t, start),
+            span(*full)
+        )?;
+    }
+    if w.steps.is_empty() {
+        writeln!(out, "the guard would not have acted")?;
+    }
+    for s in &w.steps {
+        writeln!(out, "{}", step_line(s, start))?;
+    }
+    Ok(())
+}
+
+fn step_line(w: &WhatIfStep, start: UnixMs) -> String {
+    let s = &w.step;
+    let full = s
+        .full_in_s
+        .map_or("nothing grew".into(), |f| format!("full in {}", span(f)));
+    let verdict = match (w.lead_s(), w.in_time()) {
+        (None, _) => "no OOM followed".to_string(),
+        (Some(lead), true) => format!(
+            "lead {} before the OOM: done {} before it",
+            span(lead),
+            span(lead - (w.ends_ms - w.at_ms) as f64 / 1000.0)
+        ),
+        (Some(lead), false) => format!(
+            "lead {} before the OOM: TOO LATE, it would end {} after it",
+            span(lead),
+            span((w.ends_ms - w.at_ms) as f64 / 1000.0 - lead)
+        ),
+    };
+    format!(
+        "{} ({})  GPU {}  {}: {}, {:.1} GiB; {full}, needs ~{}; {verdict}",
+        clock(w.at_ms),
+        offset(w.at_ms, start),
+        s.gpu,
+        s.kind.label(),
+        s.who,
+        s.bytes as f64 / GIB as f64,
+        span(s.needs_s)
+    )
+}
+
+fn clock(t: UnixMs) -> String {
+    chrono::DateTime::from_timestamp_millis(t)
+        .map(|t| {
+            t.with_timezone(&chrono::Local)
+                .format("%H:%M:%S")
+                .to_string()
+        })
+        .unwrap_or_else(|| "?".into())
+}
+
+fn offset(t: UnixMs, start: UnixMs) -> String {
+    format!("+{}", span((t - start) as f64 / 1000.0))
+}
+
+/// "1 min 30 s", "42 s".
+fn span(s: f64) -> String {
+    let s = s.max(0.0).round() as u64;
+    match s {
+        0..=59 => format!("{s} s"),
+        _ => format!("{} min {} s", s / 60, s % 60),
+    }
+}

@@ -1,0 +1,167 @@
+//! The Guard tab: per GPU, whether the OOM guard is watching, armed, acting or waiting; the
+//! time to full against the time its next step needs; what it will do next and to whom;
+//! what it cannot do; the processes it parked and what their resume waits for; and what it
+//! did, with the outcome.
+
+use egui::{Color32, RichText, Ui};
+
+use super::widgets;
+use crate::act::guard::{GuardPhase, GuardStatus, StepOutcome};
+use crate::engine::view::Monitor;
+use crate::model::{format, GIB};
+
+/// The tab's label: "Guard", with its state where it is doing something.
+pub fn tab_label(m: &Monitor) -> String {
+    let busiest = m.guard.iter().map(|g| g.phase).max_by_key(|p| p.code());
+    match busiest {
+        Some(p @ (GuardPhase::Armed | GuardPhase::Acting | GuardPhase::Waiting)) => {
+            format!("Guard ({})", p.label())
+        }
+        _ => "Guard".into(),
+    }
+}
+
+/// Draws the tab; the selected GPU first.
+pub fn show(ui: &mut Ui, m: &Monitor, selected_gpu: u32) {
+    if m.guard.is_empty() {
+        ui.add_space(8.0);
+        ui.label("No OOM guard runs here: a recorded session, or an agent of an earlier build. `vramwarden guard what-if SESSION` tells what it would have done in a recorded session.");
+        return;
+    }
+    let mut order: Vec<&GuardStatus> = m.guard.iter().collect();
+    order.sort_by_key(|g| (g.device_index != selected_gpu, g.device_index));
+    egui::ScrollArea::vertical()
+        .id_salt("guard")
+        .auto_shrink([false, false])
+        .show(ui, |ui| {
+            for g in order {
+                gpu(ui, g);
+                ui.separator();
+            }
+        });
+}
+
+fn phase_color(p: GuardPhase, ui: &Ui) -> Color32 {
+    match p {
+        GuardPhase::Acting | GuardPhase::Armed => widgets::warn(ui),
+        _ => ui.visuals().text_color(),
+    }
+}
+
+fn gpu(ui: &mut Ui, g: &GuardStatus) {
+    ui.horizontal_wrapped(|ui| {
+        ui.label(RichText::new(format!("GPU {}", g.device_index)).strong());
+        ui.label(
+            RichText::new(g.phase.label().to_uppercase())
+                .strong()
+                .color(phase_color(g.phase, ui)),
+        );
+        if g.dry_run && g.phase != GuardPhase::Off {
+            ui.label(RichText::new("dry run: it only says what it would do").italics());
+        }
+    });
+    if g.phase == GuardPhase::Off {
+        ui.label("Off (Settings → OOM guard).");
+        return;
+    }
+    ui.label(timeline(g));
+    if let Some(n) = &g.next {
+        ui.label(format!(
+            "Next: {} {} — needs ~{}, starts when full in ≤ {}",
+            n.kind.label(),
+            n.who,
+            secs(n.needs_s),
+            secs(n.starts_at_s)
+        ));
+    } else {
+        ui.label("Next: nothing it may do here (no idle, releasable or parkable process).");
+    }
+    for c in &g.cannot {
+        ui.label(RichText::new(format!("Cannot: {c}")).color(widgets::warn(ui)));
+    }
+    for p in &g.parked {
+        ui.label(format!(
+            "⏸ {} — {:.1} GiB in host memory since {}{}; waits for {}",
+            p.who,
+            p.bytes as f64 / GIB as f64,
+            format::clock(p.since_ms),
+            if p.paused_grower {
+                " (paused grower)"
+            } else {
+                ""
+            },
+            p.waits_for
+        ));
+    }
+    ui.label(widgets::hint(format!(
+        "Park rate {:.2} GiB/s ({})",
+        g.park_gib_s,
+        if g.park_rate_measured {
+            "measured here"
+        } else {
+            "default until a park is measured"
+        }
+    )));
+    recent(ui, g);
+}
+
+fn timeline(g: &GuardStatus) -> String {
+    match g.full_in_s {
+        Some(f) => format!(
+            "Full in {} at {:.0} MiB/s (steps under way counted)",
+            secs(f),
+            g.growth_mib_s
+        ),
+        None => "Nothing grows toward full.".into(),
+    }
+}
+
+fn recent(ui: &mut Ui, g: &GuardStatus) {
+    if g.recent.is_empty() {
+        return;
+    }
+    egui::Grid::new(("guard-steps", g.device_index))
+        .num_columns(6)
+        .striped(true)
+        .spacing([12.0, 3.0])
+        .show(ui, |ui| {
+            for h in [
+                "Time",
+                "Step",
+                "Process",
+                "Outcome",
+                "Full in / needs / took",
+                "What happened",
+            ] {
+                ui.label(RichText::new(h).strong());
+            }
+            ui.end_row();
+            for r in g.recent.iter().rev() {
+                ui.monospace(format::clock(r.unix_ms));
+                ui.label(r.kind.label());
+                ui.label(&r.who);
+                let color = match r.outcome {
+                    StepOutcome::Failed | StepOutcome::Refused => widgets::warn(ui),
+                    _ => ui.visuals().text_color(),
+                };
+                ui.label(RichText::new(r.outcome.label()).strong().color(color));
+                ui.label(format!(
+                    "{} / {} / {}",
+                    r.full_in_s.map_or("—".into(), secs),
+                    secs(r.needs_s),
+                    r.took_s.map_or("—".into(), secs)
+                ));
+                ui.label(&r.detail);
+                ui.end_row();
+            }
+        });
+}
+
+fn secs(s: f64) -> String {
+    let s = s.max(0.0).round() as i64;
+    if s < 90 {
+        format!("{s} s")
+    } else {
+        format!("{} min {} s", s / 60, s % 60)
+    }
+}

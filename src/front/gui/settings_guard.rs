@@ -1,0 +1,137 @@
+//! Settings → OOM guard: the ladder as one ladder — each rung in its order, which are
+//! opt-in — with its timing and the rule that keeps park and resume from oscillating.
+
+use egui::{RichText, Ui};
+
+use super::widgets;
+use crate::act::guard::GuardSettings;
+
+/// Draws the guard's settings into `g`; `global_dry_run` is the rules' master switch.
+pub fn show(ui: &mut Ui, g: &mut GuardSettings, global_dry_run: bool) {
+    ui.label("The OOM guard keeps a GPU from filling up without killing anyone. It compares each GPU's time to full (the forecast) with the time its next step needs, and starts the step while there is still time.");
+    ui.checkbox(
+        &mut g.enabled,
+        "Guard every GPU (its tab shows what it would do next)",
+    );
+    ui.checkbox(&mut g.dry_run, "Dry run: only say what it would do");
+    if !g.dry_run && global_dry_run {
+        ui.label(
+            RichText::new(
+                "The global dry run (Rules) is on: the guard still only says what it would do.",
+            )
+            .color(widgets::warn(ui)),
+        );
+    }
+    ui.add_space(6.0);
+    ui.label(RichText::new("The ladder, in order").strong());
+    egui::Grid::new("guard-ladder")
+        .num_columns(2)
+        .spacing([10.0, 6.0])
+        .show(ui, |ui| ladder(ui, g));
+    ui.add_space(6.0);
+    ui.label(RichText::new("Timing").strong());
+    egui::Grid::new("guard-timing")
+        .num_columns(3)
+        .show(ui, |ui| timing(ui, g));
+    ui.add_space(6.0);
+    ui.label(widgets::hint(format!(
+        "No oscillation: a step starts when the time to full falls under {:.1} × the time it needs + {:.0} s (a park needs about a minute at most); what the guard parked comes back only when, with its memory back, the GPU would not be full within {:.0} min — held {:.0} s, with no forecast alert and room for it plus a margin.",
+        g.lead_factor, g.lead_margin_s, g.safe_minutes, g.resume_hold_s
+    )));
+}
+
+fn ladder(ui: &mut Ui, g: &mut GuardSettings) {
+    ui.label("1.");
+    ui.checkbox(
+        &mut g.release_cache,
+        "Release PyTorch caches (early enough that a park can still follow)",
+    );
+    ui.end_row();
+    ui.label("2.");
+    ui.horizontal_wrapped(|ui| {
+        ui.checkbox(
+            &mut g.park_idle,
+            "Park the largest process GPU-idle for at least",
+        );
+        number(ui, &mut g.idle_min_minutes, 0.0..=10_080.0, " min");
+    });
+    ui.end_row();
+    ui.label("3.");
+    ui.checkbox(&mut g.pause_grower, "Pause the growing job itself before it hits OOM, resume it when there is room: an OOM becomes a wait");
+    ui.end_row();
+    ui.label("4.");
+    ui.horizontal_wrapped(|ui| {
+        ui.checkbox(
+            &mut g.terminate_leaker,
+            "Terminate a process flagged as leaking for at least",
+        );
+        number(ui, &mut g.leaking_min_minutes, 0.0..=10_080.0, " min");
+        ui.label(RichText::new("(opt-in: it ends the process)").color(widgets::warn(ui)));
+    });
+    ui.end_row();
+    ui.label("→");
+    ui.label("Resume what the guard parked when it is safe (below).");
+    ui.end_row();
+}
+
+fn timing(ui: &mut Ui, g: &mut GuardSettings) {
+    let rows: [(&str, &mut f64, std::ops::RangeInclusive<f64>, &str, &str); 6] = [
+        (
+            "Lead factor",
+            &mut g.lead_factor,
+            1.0..=10.0,
+            " ×",
+            "start a step this many times its own duration before full",
+        ),
+        (
+            "Lead margin",
+            &mut g.lead_margin_s,
+            0.0..=600.0,
+            " s",
+            "plus this (sampling, the forecast's delay, the driver's lock)",
+        ),
+        (
+            "Floor",
+            &mut g.floor_free_mib,
+            0.0..=1_048_576.0,
+            " MiB",
+            "act at once under this free memory while something grows",
+        ),
+        (
+            "Resume horizon",
+            &mut g.safe_minutes,
+            1.0..=1_440.0,
+            " min",
+            "the GPU must stay short of full this long with the memory back",
+        ),
+        (
+            "Resume hold",
+            &mut g.resume_hold_s,
+            0.0..=3_600.0,
+            " s",
+            "…for this long before a resume",
+        ),
+        (
+            "Smallest park",
+            &mut g.min_process_mib,
+            0.0..=1_048_576.0,
+            " MiB",
+            "processes holding less are not parked",
+        ),
+    ];
+    for (label, v, range, suffix, what) in rows {
+        ui.label(label);
+        number(ui, v, range, suffix);
+        ui.label(widgets::hint(what));
+        ui.end_row();
+    }
+}
+
+fn number(ui: &mut Ui, v: &mut f64, range: std::ops::RangeInclusive<f64>, suffix: &str) {
+    ui.add(
+        egui::DragValue::new(v)
+            .range(range)
+            .speed(0.1)
+            .suffix(suffix),
+    );
+}
