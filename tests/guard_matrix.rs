@@ -15,7 +15,7 @@ use vramwarden::engine::guard_replay::DryGuard;
 use vramwarden::engine::settings::Settings;
 use vramwarden::model::outcome::Outcome;
 use vramwarden::model::{
-    DeviceSample, Origin, ParkInfo, ParkState, ProcInfo, ProcessSample, Snapshot, GIB, MIB,
+    DeviceSample, Origin, ParkInfo, ParkState, ProcInfo, ProcessSample, Snapshot, GIB,
 };
 
 const T0: i64 = 1_700_000_000_000;

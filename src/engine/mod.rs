@@ -390,7 +390,11 @@ impl Engine {
             .rules
             .run(&snap, watched.leaking, &watched.growth, &alerts, now);
         self.recorder.activity(&acts);
-        self.recorder.parks(self.rules.take_park_records(now));
+        let parks = self.rules.take_park_records(now);
+        for r in parks.iter().filter(|r| r.stranded) {
+            out.report("A parked process lost its GPU memory", r.detail.clone());
+        }
+        self.recorder.parks(parks);
         out.activity(&acts);
         // Publish: one write lock per tick, everything the UI reads changes at once.
         let (events, orphans, watches) = (watched.events, watched.orphans, &self.watches);

@@ -10,7 +10,7 @@
 # events (CSV), its /metrics guard lines and its View.
 set -u
 B=${VRAMWARDEN:-.devrun/vramwarden}; PY=${PYTHON:-/opt/torch/.venv/bin/python}
-OUT=${OUT:-/tmp/guard-out}; mkdir -p "$OUT"; W=tests/workloads
+OUT=${OUT:-/tmp/guard-out}; mkdir -p "$OUT"; W=${WORKLOADS:-tests/workloads}
 R=$OUT/report.txt
 TOTAL_MIB=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i 0 | head -1)
 say() { echo "== $(date +%T) $*" | tee -a "$R"; }

@@ -224,7 +224,7 @@ fn candidates<'a>(g: &'a GpuFacts, st: &GpuState, s: &GuardSettings, t: &Timing)
             .iter()
             .filter(|p| p.releasable_bytes >= RELEASE_MIN_BYTES && fresh(p, StepKind::ReleaseCache))
             .collect();
-        r.sort_by(|a, b| b.releasable_bytes.cmp(&a.releasable_bytes));
+        r.sort_by_key(|p| std::cmp::Reverse(p.releasable_bytes));
         v.extend(r.into_iter().map(|p| Cand {
             kind: StepKind::ReleaseCache,
             proc: p,
@@ -240,7 +240,7 @@ fn candidates<'a>(g: &'a GpuFacts, st: &GpuState, s: &GuardSettings, t: &Timing)
             .filter(|p| p.idle_s.is_some_and(|i| i >= s.idle_min_minutes * 60.0))
             .filter(|p| p.unparkable.is_none() && fresh(p, StepKind::ParkIdle))
             .collect();
-        idle.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+        idle.sort_by_key(|p| std::cmp::Reverse(p.bytes));
         v.extend(idle.into_iter().map(|p| park(p, StepKind::ParkIdle, t)));
     }
     if s.pause_grower {
@@ -270,7 +270,7 @@ fn candidates<'a>(g: &'a GpuFacts, st: &GpuState, s: &GuardSettings, t: &Timing)
             })
             .filter(|p| fresh(p, StepKind::TerminateLeaker))
             .collect();
-        leakers.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+        leakers.sort_by_key(|p| std::cmp::Reverse(p.bytes));
         v.extend(leakers.into_iter().map(|p| Cand {
             kind: StepKind::TerminateLeaker,
             proc: p,

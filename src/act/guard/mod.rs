@@ -419,3 +419,256 @@ impl GpuState {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ParkInfo, ProcessKey};
+
+    const T: UnixMs = 1_000_000;
+
+    fn key(pid: u32) -> ProcSeriesKey {
+        (
+            ProcessKey {
+                pid,
+                start_time_ms: 7,
+            },
+            0,
+        )
+    }
+
+    fn proc(pid: u32, gib: u64, growth_gib_s: f64, idle_s: Option<f64>) -> ProcFacts {
+        ProcFacts {
+            key: key(pid),
+            who: format!("job (PID {pid})"),
+            bytes: gib * GIB,
+            growth_bytes_s: growth_gib_s * GIB as f64,
+            idle_s,
+            releasable_bytes: 0,
+            leaking_s: None,
+            parked: None,
+            unparkable: None,
+        }
+    }
+
+    fn gpu(free_gib: u64, growth_gib_s: f64, procs: Vec<ProcFacts>) -> GpuFacts {
+        GpuFacts {
+            index: 0,
+            total_bytes: 80 * GIB,
+            free_bytes: free_gib * GIB,
+            growth_bytes_s: growth_gib_s * GIB as f64,
+            alert: false,
+            procs,
+        }
+    }
+
+    fn acting() -> Guard {
+        Guard::new(GuardSettings {
+            dry_run: false,
+            ..GuardSettings::default()
+        })
+    }
+
+    /// An idle 36 GiB job next to a 0.4 GiB/s grower: the park starts when the time to full
+    /// reaches 1.5 × its time (2 s + 36 GiB at 1.5 GiB/s = 26 s) + 10 s = 49 s, not before.
+    #[test]
+    fn the_idle_park_starts_at_its_lead_time() {
+        let mut g = acting();
+        let facts = |free| {
+            vec![gpu(
+                free,
+                0.4,
+                vec![proc(1, 36, 0.0, Some(900.0)), proc(2, 20, 0.4, None)],
+            )]
+        };
+        assert!(g.decide(&facts(24), T).is_empty(), "60 s to full: not yet");
+        let status = &g.status()[0];
+        let next = status.next.as_ref().expect("planned");
+        assert_eq!(
+            (next.kind, status.phase),
+            (StepKind::ParkIdle, GuardPhase::Armed)
+        );
+        assert!((next.starts_at_s - 49.0).abs() < 1e-6, "{next:?}");
+        let steps = g.decide(&facts(19), T + 1_000);
+        assert_eq!(steps.len(), 1);
+        assert_eq!((steps[0].kind, steps[0].key), (StepKind::ParkIdle, key(1)));
+    }
+
+    #[test]
+    fn a_refused_step_goes_to_the_next_rung_and_is_not_asked_again_for_a_minute() {
+        let mut g = acting();
+        let facts = |free| {
+            vec![gpu(
+                free,
+                0.4,
+                vec![proc(1, 36, 0.0, Some(900.0)), proc(2, 20, 0.4, None)],
+            )]
+        };
+        let first = g.decide(&facts(19), T);
+        assert_eq!(first[0].kind, StepKind::ParkIdle);
+        g.outcome(&first[0], Outcome::Skipped, "protected", T);
+        // The next rung, the pause, starts 8 s before full (1.5 × its 2 s lock + 5 s).
+        assert!(g.decide(&facts(19), T + 1_000).is_empty());
+        let next = g.decide(&facts(3), T + 2_000);
+        assert_eq!(next[0].kind, StepKind::PauseGrower, "{next:?}");
+        g.outcome(&next[0], Outcome::Skipped, "several GPUs", T + 2_000);
+        assert!(
+            g.decide(&facts(3), T + 3_000).is_empty(),
+            "both refused a minute ago"
+        );
+        assert!(
+            !g.decide(&facts(3), T + 63_000).is_empty(),
+            "asked again after a minute"
+        );
+        let recent = &g.status()[0].recent;
+        assert!(recent
+            .iter()
+            .take(2)
+            .all(|r| r.outcome == StepOutcome::Refused));
+    }
+
+    /// Parked by the guard; the resume waits for the forecast alert to end, for room, and
+    /// then for the hold; never while another park is under way on the GPU.
+    #[test]
+    fn a_resume_waits_for_no_alert_room_and_the_hold() {
+        let mut g = acting();
+        let facts = vec![gpu(
+            19,
+            0.4,
+            vec![proc(1, 36, 0.0, Some(900.0)), proc(2, 20, 0.4, None)],
+        )];
+        let park = g.decide(&facts, T).remove(0);
+        assert_eq!(park.kind, StepKind::ParkIdle);
+        g.outcome(&park, Outcome::Acted, "parking", T);
+        let parked = ParkInfo {
+            state: ParkState::Parked,
+            bytes: Some(36 * GIB),
+            since_ms: T,
+        };
+        let end = ParkEnd {
+            key: key(1),
+            resume: false,
+            ok: true,
+            bytes: Some(36 * GIB),
+            seconds: 16.0,
+            stranded: false,
+            detail: String::new(),
+        };
+        g.park_ended(&end, T + 16_000);
+        let later = |free: u64, growth: f64, alert: bool| {
+            let mut idle = proc(1, 0, 0.0, Some(900.0));
+            idle.parked = Some(parked);
+            let mut f = gpu(free, growth, vec![idle, proc(2, 44, growth, None)]);
+            f.alert = alert;
+            vec![f]
+        };
+        assert!(
+            g.decide(&later(36, 0.0, true), T + 20_000).is_empty(),
+            "alert"
+        );
+        let waits = &g.status()[0].parked[0].waits_for;
+        assert!(waits.contains("forecast alert"), "{waits}");
+        assert!(
+            g.decide(&later(36, 0.0, false), T + 21_000).is_empty(),
+            "36 GiB free: no room for 36 + 2.4"
+        );
+        assert!(
+            g.decide(&later(60, 0.0, false), T + 22_000).is_empty(),
+            "room: the hold starts"
+        );
+        assert!(
+            g.decide(&later(60, 0.0, false), T + 51_000).is_empty(),
+            "29 s held"
+        );
+        let resume = g.decide(&later(60, 0.0, false), T + 52_000);
+        assert_eq!(resume.len(), 1);
+        assert_eq!((resume[0].kind, resume[0].key), (StepKind::Resume, key(1)));
+        assert_eq!(g.status()[0].phase, GuardPhase::Acting);
+    }
+
+    /// A restore that failed stranded the process: the guard forgets it (nothing to resume)
+    /// and says so with the failure; a restore refused for room keeps it waiting.
+    #[test]
+    fn a_stranded_resume_is_recorded_failed_and_not_tried_again() {
+        let mut g = acting();
+        let step = Step {
+            gpu: 0,
+            kind: StepKind::Resume,
+            key: key(1),
+            who: "job (PID 1)".into(),
+            bytes: 10 * GIB,
+            needs_s: 4.5,
+            full_in_s: None,
+            rate_bytes_s: 0.0,
+        };
+        g.gpus.entry(0).or_default().parked.push(ParkedEntry {
+            key: key(1),
+            who: step.who.clone(),
+            bytes: 10 * GIB,
+            grower_rate: 0.0,
+            since_ms: T,
+            pauses: 0,
+        });
+        g.gpus
+            .entry(0)
+            .or_default()
+            .started(&step, &Timing::default(), T);
+        let end = ParkEnd {
+            key: key(1),
+            resume: true,
+            ok: false,
+            bytes: Some(10 * GIB),
+            seconds: 1.0,
+            stranded: true,
+            detail: "restore: out of memory".into(),
+        };
+        g.park_ended(&end, T + 2_000);
+        let st = &g.gpus[&0];
+        assert!(st.parked.is_empty() && st.in_flight.is_empty());
+        assert_eq!(
+            st.recent.back().map(|r| r.outcome),
+            Some(StepOutcome::Failed)
+        );
+    }
+
+    #[test]
+    fn in_dry_run_each_rung_is_said_once_per_episode() {
+        let mut g = Guard::new(GuardSettings::default());
+        let facts = |free, growth| {
+            vec![gpu(
+                free,
+                growth,
+                vec![
+                    proc(1, 36, 0.0, Some(900.0)),
+                    proc(3, 10, 0.0, Some(900.0)),
+                    proc(2, 20, growth, None),
+                ],
+            )]
+        };
+        // Nothing is freed in a dry run: as the GPU fills, each rung is said in its turn.
+        let mut said = Vec::new();
+        for (i, free) in [19, 19, 8, 8, 3, 3].into_iter().enumerate() {
+            let now = T + i as i64 * 1_000;
+            for s in g.decide(&facts(free, 0.4), now) {
+                g.outcome(&s, Outcome::WouldAct, "would", now);
+                said.push((s.kind, s.key.0.pid));
+            }
+        }
+        assert_eq!(
+            said,
+            [
+                (StepKind::ParkIdle, 1),
+                (StepKind::ParkIdle, 3),
+                (StepKind::PauseGrower, 2)
+            ]
+        );
+        // Long after a refusal's minute, still not said again while the GPU fills.
+        assert!(g.decide(&facts(3, 0.4), T + 300_000).is_empty());
+        // The episode ends when nothing grows; the next one says it again.
+        assert!(g.decide(&facts(19, 0.0), T + 301_000).is_empty());
+        assert_eq!(
+            g.decide(&facts(19, 0.4), T + 302_000)[0].kind,
+            StepKind::ParkIdle
+        );
+    }
+}
