@@ -3,8 +3,8 @@
 //! The detectors and the guard are the engine's own ([`DryGuard`]: the leak watch, its
 //! forecast, the forecast alert, the idle clock and the guard's decisions). The GPU is a
 //! stand-in (`StandInGpu`, below): one GPU whose jobs take memory at scripted rates, a job
-//! that asks for more than is free dies of OOM, a park takes the time measured on the lent
-//! H100 (2.4 GiB/s + 2 s; a resume 6.5 GiB/s + 2 s), a parked job makes no progress, and a
+//! that asks for more than is free dies of OOM, a park takes the time measured on an H100
+//! (2.4 GiB/s + 2 s; a resume 6.5 GiB/s + 2 s), a parked job makes no progress, and a
 //! resume into too little free memory strands the job (as the driver does). Every scenario
 //! runs with the guard's defaults (acting: dry run off) and without the guard.
 

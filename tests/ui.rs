@@ -1146,7 +1146,7 @@ fn tab_reaches_every_part_of_the_window_and_enter_acts() {
             .find_map(|n| n.accesskit_node().label())
     };
     let mut seen = Vec::new();
-    for _ in 0..40 {
+    for _ in 0..48 {
         h.key_press(egui::Key::Tab);
         h.run();
         seen.push(focused(&h).unwrap_or_default());
@@ -1799,11 +1799,23 @@ fn settings_keep_their_place_and_width() {
             .width()
     };
     let before = width(&h);
-    // Four rules with long names and their buttons.
-    h.get_by_label("Add the OOM guard").click();
+    // A rule with a long line and its buttons; then the OOM guard's section, its ladder.
+    h.get_by_label("Add the example: idle 30 min holding > 8 GiB, terminate")
+        .click();
     h.run();
     h.run();
     assert!((width(&h) - before).abs() < 1.0, "{before} → {}", width(&h));
+    h.get_by_label("OOM guard").click();
+    h.run();
+    h.run();
+    h.get_by_label("Pause the growing job itself before its OOM");
+    assert!(
+        (width(&h) - before).abs() < 1.0,
+        "the guard's section: {before} → {}",
+        width(&h)
+    );
+    h.get_by_label("Rules").click();
+    h.run();
     h.get_by_label("Add rule").click();
     h.run();
     h.run();
@@ -1919,4 +1931,37 @@ fn the_leaks_tab_is_newest_first() {
     rows.sort_by(|a, b| a.0.total_cmp(&b.0));
     let order: Vec<&str> = rows.iter().map(|(_, n)| n.as_str()).collect();
     assert_eq!(order, ["leaker102", "leaker103", "leaker101"]);
+}
+
+/// The Guard tab, from the real engine's guard over the demo: per GPU its state, that it only
+/// says what it would do (the default), the park rate it uses, and what it cannot do (the
+/// demo's processes are simulated: nothing acts on them).
+#[test]
+fn the_guard_tab_says_per_gpu_where_the_guard_stands_and_what_it_cannot_do() {
+    let mut h = harness(demo_engine_app(200));
+    h.get_by_label("Guard").click();
+    h.run();
+    // One state per GPU.
+    let states: usize = ["WATCHING", "ARMED", "ACTING", "WAITING"]
+        .iter()
+        .map(|s| h.query_all_by_label(s).count())
+        .sum();
+    assert_eq!(states, 2);
+    assert_eq!(
+        h.query_all_by_label_contains("dry run: it only says what it would do")
+            .count(),
+        2
+    );
+    assert_eq!(
+        h.query_all_by_label_contains("Park rate 1.50 GiB/s (default until a park is measured)")
+            .count(),
+        2
+    );
+    assert!(
+        h.query_all_by_label_contains("cannot be parked: simulated process")
+            .count()
+            + h.query_all_by_label_contains("Next: nothing it may do here")
+                .count()
+            > 0
+    );
 }

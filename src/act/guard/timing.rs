@@ -4,7 +4,7 @@
 
 use crate::model::GIB;
 
-/// Park rate until one is measured, GiB/s (the lent H100 measured 2.4–2.6 GiB/s for raw
+/// Park rate until one is measured, GiB/s (an H100 (driver 580) measured 2.4–2.6 GiB/s for raw
 /// CUDA jobs and 1.7–1.9 GiB/s for PyTorch jobs on the H200; the default is below both).
 pub const DEFAULT_PARK_GIB_S: f64 = 1.5;
 /// Resume rate until one is measured, GiB/s (6.5 GiB/s measured on the H100).

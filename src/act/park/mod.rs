@@ -264,7 +264,7 @@ mod tests {
     #[test]
     fn a_failed_restore_is_shown_as_failed_though_the_driver_still_says_checkpointed() {
         // The driver after a restore that ran out of memory (NVIDIA/cuda-checkpoint#44, and
-        // the lent H100): the state reads "checkpointed", yet every later restore fails with
+        // an H100 (driver 580)): the state reads "checkpointed", yet every later restore fails with
         // CUresult 304 and the unlock with 401. The book must not call it parked.
         let mut p = Parker::default();
         p.set(key(7), ParkState::Parked, Some(1 << 30), 1_000);

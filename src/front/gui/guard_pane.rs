@@ -61,13 +61,13 @@ fn gpu(ui: &mut Ui, g: &GuardStatus) {
         }
     });
     if g.phase == GuardPhase::Off {
-        ui.label("Off (Settings → OOM guard).");
+        ui.label("Off: turn it on in Settings, OOM guard.");
         return;
     }
     ui.label(timeline(g));
     if let Some(n) = &g.next {
         ui.label(format!(
-            "Next: {} {} — needs ~{}, starts when full in ≤ {}",
+            "Next: {} {} — needs ~{}, starts when full in at most {}",
             n.kind.label(),
             n.who,
             secs(n.needs_s),

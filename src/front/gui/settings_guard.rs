@@ -57,7 +57,8 @@ fn ladder(ui: &mut Ui, g: &mut GuardSettings) {
     });
     ui.end_row();
     ui.label("3.");
-    ui.checkbox(&mut g.pause_grower, "Pause the growing job itself before it hits OOM, resume it when there is room: an OOM becomes a wait");
+    ui.checkbox(&mut g.pause_grower, "Pause the growing job itself before its OOM")
+        .on_hover_text("It is parked (its growth stops at the driver's lock) and resumed when its GPU has room again: an OOM becomes a wait.");
     ui.end_row();
     ui.label("4.");
     ui.horizontal_wrapped(|ui| {
@@ -69,12 +70,14 @@ fn ladder(ui: &mut Ui, g: &mut GuardSettings) {
         ui.label(RichText::new("(opt-in: it ends the process)").color(widgets::warn(ui)));
     });
     ui.end_row();
-    ui.label("→");
+    ui.label("then");
     ui.label("Resume what the guard parked when it is safe (below).");
     ui.end_row();
 }
 
 fn timing(ui: &mut Ui, g: &mut GuardSettings) {
+    // Kept in MiB in the file, shown in GiB like the rest of the window.
+    let (mut floor_gib, mut min_gib) = (g.floor_free_mib / 1024.0, g.min_process_mib / 1024.0);
     let rows: [(&str, &mut f64, std::ops::RangeInclusive<f64>, &str, &str); 6] = [
         (
             "Lead factor",
@@ -124,6 +127,12 @@ fn timing(ui: &mut Ui, g: &mut GuardSettings) {
         number(ui, v, range, suffix);
         ui.label(widgets::hint(what));
         ui.end_row();
+    }
+    if (floor_gib * 1024.0 - g.floor_free_mib).abs() > 1e-6 {
+        g.floor_free_mib = floor_gib * 1024.0;
+    }
+    if (min_gib * 1024.0 - g.min_process_mib).abs() > 1e-6 {
+        g.min_process_mib = min_gib * 1024.0;
     }
 }
 
