@@ -322,7 +322,13 @@ fn exported_csvs_are_0600() {
 /// A crafted log: process 1 has a command line of `cmdline` bytes and is named by `entries`
 /// samples' entries (`per_sample` per sample); `filler` bytes of a second process's command
 /// line (never sampled) make the log larger without adding a row.
-fn repeated_log(path: &std::path::Path, cmdline: usize, per_sample: usize, samples: u32, filler: usize) {
+fn repeated_log(
+    path: &std::path::Path,
+    cmdline: usize,
+    per_sample: usize,
+    samples: u32,
+    filler: usize,
+) {
     let mut bytes = header(vec![gpu(0, "GPU".into())]);
     for (id, len) in [(1u32, cmdline), (2, filler)] {
         let def = ProcDef {
@@ -409,7 +415,10 @@ impl Tmpfs {
             .arg(dir.path())
             .status()
             .expect("mount");
-        assert!(ok.success(), "mounting a tmpfs needs root (CI runs as root)");
+        assert!(
+            ok.success(),
+            "mounting a tmpfs needs root (CI runs as root)"
+        );
         Self(dir)
     }
 }

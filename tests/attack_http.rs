@@ -372,8 +372,7 @@ fn answered(addr: SocketAddr, path: &str) -> bool {
         return false;
     };
     let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    if s
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+    if s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
         .is_err()
     {
         return false;
@@ -479,7 +478,15 @@ fn parallel_api_past_never_starves_metrics() {
     std::fs::create_dir_all(&sessions).expect("mkdir");
     let first = sessions.join("s0.vwlog");
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_vramwarden"))
-        .args(["record", "--demo", "--speed", "max", "--duration", "6h", "--out"])
+        .args([
+            "record",
+            "--demo",
+            "--speed",
+            "max",
+            "--duration",
+            "6h",
+            "--out",
+        ])
         .arg(&first)
         .output()
         .expect("record");
@@ -543,19 +550,28 @@ fn test_rule_refuses_invalid_rules() {
             a.addr,
             "POST",
             "/api/test-rule",
-            &[("Authorization", &auth), ("Content-Type", "application/json")],
+            &[
+                ("Authorization", &auth),
+                ("Content-Type", "application/json"),
+            ],
             body.as_bytes(),
         )
     };
     let r = post("[]");
     assert_eq!(r.status, 400, "{}", r.text());
     assert!(r.text().contains("JSON object"), "{}", r.text());
-    let r = post(r#"{"name": "x", "conditions": {"cmdline_regex": "("}, "action": {"kind": "notify"}}"#);
+    let r = post(
+        r#"{"name": "x", "conditions": {"cmdline_regex": "("}, "action": {"kind": "notify"}}"#,
+    );
     assert_eq!(r.status, 400, "{}", r.text());
     assert!(r.text().contains("cmdline_regex"), "{}", r.text());
-    let r = post(r#"{"name": "x", "conditions": {"process_memory_min_mib": 1}, "action": {"kind": "limit_memory", "gib": 5e-324}}"#);
+    let r = post(
+        r#"{"name": "x", "conditions": {"process_memory_min_mib": 1}, "action": {"kind": "limit_memory", "gib": 5e-324}}"#,
+    );
     assert_eq!(r.status, 400, "{}", r.text());
-    let r = post(r#"{"name": "x", "conditions": {"process_memory_min_mib": 1}, "action": {"kind": "notify"}}"#);
+    let r = post(
+        r#"{"name": "x", "conditions": {"process_memory_min_mib": 1}, "action": {"kind": "notify"}}"#,
+    );
     assert_eq!(r.status, 200, "{}", r.text());
 }
 
@@ -569,7 +585,8 @@ fn a_rebound_dns_name_reads_nothing() {
     for host in [format!("evil.example:{port}"), "rebind.example".to_string()] {
         let reply = raw(
             a.addr,
-            format!("GET /metrics HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+            format!("GET /metrics HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
         );
         assert!(reply.starts_with("HTTP/1.1 421"), "{host}: {reply:.200}");
         assert!(!reply.contains("vramwarden_"), "{host}: metrics leaked");
@@ -577,7 +594,8 @@ fn a_rebound_dns_name_reads_nothing() {
     for host in [format!("localhost:{port}"), format!("127.0.0.1:{port}")] {
         let reply = raw(
             a.addr,
-            format!("GET /metrics HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+            format!("GET /metrics HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
         );
         assert!(reply.starts_with("HTTP/1.1 200"), "{host}: {reply:.200}");
     }

@@ -178,7 +178,11 @@ fn a_process_name_never_runs_as_a_shell_command() {
     let mut runner = ActionRunner::new();
     let a = runner.run(&p, &live(&[]), now_ms());
     assert_eq!(a.outcome, Outcome::Skipped, "{}", a.detail);
-    assert!(a.detail.contains("{name} is part of the argument"), "{}", a.detail);
+    assert!(
+        a.detail.contains("{name} is part of the argument"),
+        "{}",
+        a.detail
+    );
     std::thread::sleep(Duration::from_millis(300));
     for a in runner.poll(&|_| true, now_ms()) {
         assert_ne!(a.outcome, Outcome::Acted, "{a:?}");
@@ -193,7 +197,15 @@ const WRAPPED: &[&[&str]] = &[
     &["nice", "/bin/sh", "-c", "echo {name}"],
     &["flock", "/tmp/vw-flock", "-c", "echo {name}"],
     &["su", "root", "-c", "echo {name}"],
-    &["runuser", "-u", "root", "--", "/bin/sh", "-c", "echo {name}"],
+    &[
+        "runuser",
+        "-u",
+        "root",
+        "--",
+        "/bin/sh",
+        "-c",
+        "echo {name}",
+    ],
     &["/bin/sh", "-c", "--", "echo {name}"],
     &["bash", "-cx", "echo {name}"],
     &["sh", "-cv", "echo {name}"],

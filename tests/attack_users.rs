@@ -503,7 +503,14 @@ fn settings_another_user_owns_or_can_write_are_refused() {
     let s = session.to_str().expect("utf-8");
     let (out, ended) = run_within(
         &[
-            "record", "--demo", "--speed", "max", "--duration", "5s", "--out", s,
+            "record",
+            "--demo",
+            "--speed",
+            "max",
+            "--duration",
+            "5s",
+            "--out",
+            s,
         ],
         &env,
     );
@@ -573,7 +580,16 @@ fn export_never_writes_through_a_planted_link_nor_waits_on_a_fifo() {
     let log = tmp.path().join("t.vwlog");
     let l = log.to_str().expect("utf-8");
     let (o, _) = run_within(
-        &["record", "--demo", "--speed", "max", "--duration", "1min", "--out", l],
+        &[
+            "record",
+            "--demo",
+            "--speed",
+            "max",
+            "--duration",
+            "1min",
+            "--out",
+            l,
+        ],
         &[],
     );
     assert!(o.status.success(), "{o:?}");
@@ -615,11 +631,17 @@ fn export_never_writes_through_a_planted_link_nor_waits_on_a_fifo() {
     let fifo = shared.join("p.csv");
     mkfifo(&fifo, 0o666);
     chown(&fifo, NOBODY);
-    for extra in [&["--table", "devices"][..], &["--table", "devices", "--force"]] {
+    for extra in [
+        &["--table", "devices"][..],
+        &["--table", "devices", "--force"],
+    ] {
         let (o, ended) = export(&fifo, extra);
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(ended, "{extra:?}: the export waited on the FIFO");
-        assert!(!o.status.success() && err.contains("FIFO"), "{extra:?}: {err}");
+        assert!(
+            !o.status.success() && err.contains("FIFO"),
+            "{extra:?}: {err}"
+        );
     }
     // --force over root's own regular file: a new file, 0600, nothing else left behind.
     let own = shared.join("own.csv");
@@ -706,7 +728,10 @@ fn root_torch_enable_runs_no_code_of_the_folder_or_another_users_site() {
         .exists());
     // HOME at another user's home, whose user site has a .pth.
     let alice = tmp.path().join("alice");
-    let site = alice.join(".local/lib").join(python_xy()).join("site-packages");
+    let site = alice
+        .join(".local/lib")
+        .join(python_xy())
+        .join("site-packages");
     std::fs::create_dir_all(&site).expect("mkdir");
     std::fs::write(
         site.join("evil.pth"),

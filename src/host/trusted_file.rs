@@ -124,7 +124,11 @@ fn file_problem(path: &Path, md: &std::fs::Metadata, rules: &Rules) -> Option<St
             "{} {} can be {} by others (mode {}); run `chmod {fix} {}`",
             rules.what,
             path.display(),
-            if rules.secret { "read or written" } else { "written" },
+            if rules.secret {
+                "read or written"
+            } else {
+                "written"
+            },
             octal(mode),
             path.display()
         )
@@ -148,7 +152,10 @@ pub fn read(path: &Path, rules: &Rules) -> Result<String, TrustError> {
     let named = path.parent().filter(|p| !p.as_os_str().is_empty());
     let real = std::fs::canonicalize(path).ok();
     let real_dir = real.as_deref().and_then(Path::parent);
-    for dir in [named.unwrap_or(Path::new(".")), real_dir.unwrap_or(Path::new("."))] {
+    for dir in [
+        named.unwrap_or(Path::new(".")),
+        real_dir.unwrap_or(Path::new(".")),
+    ] {
         if let Some(why) = folder_problem(dir, rules) {
             return Err(TrustError::Refused(why));
         }

@@ -83,9 +83,7 @@ pub fn read_checked(path: &Path) -> std::io::Result<String> {
     };
     read(path, &rules).map_err(|e| match e {
         TrustError::Io(e) => e,
-        TrustError::Refused(why) => {
-            std::io::Error::new(std::io::ErrorKind::PermissionDenied, why)
-        }
+        TrustError::Refused(why) => std::io::Error::new(std::io::ErrorKind::PermissionDenied, why),
     })
 }
 

@@ -194,10 +194,7 @@ pub fn write_files(
             if bytes.saturating_add(FREE_RESERVE) > free {
                 return Err(FileError {
                     path: dir.clone(),
-                    error: ExportError::NoSpace {
-                        need: *bytes,
-                        free,
-                    },
+                    error: ExportError::NoSpace { need: *bytes, free },
                 });
             }
         }

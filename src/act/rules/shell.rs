@@ -27,8 +27,21 @@ const SHELLS: &[&str] = &[
 ];
 /// Interpreters whose first argument (or `-c` / `-e` argument) is code or a script.
 const INTERPRETERS: &[&str] = &[
-    "python", "perl", "ruby", "node", "php", "lua", "awk", "gawk", "mawk", "nawk", "sed", "tclsh",
-    "expect", "osascript", "pwsh",
+    "python",
+    "perl",
+    "ruby",
+    "node",
+    "php",
+    "lua",
+    "awk",
+    "gawk",
+    "mawk",
+    "nawk",
+    "sed",
+    "tclsh",
+    "expect",
+    "osascript",
+    "pwsh",
 ];
 /// Programs whose first operand is a command they run.
 const RUNNERS: &[&str] = &[
@@ -232,7 +245,10 @@ mod tests {
         let m = placeholder_problem(&v(&["env", "-S", "{name}"])).expect("refused");
         assert!(m.contains("follows the option \"-S\""), "{m}");
         let m = placeholder_problem(&v(&["nice", "sh", "-c", "x {name}"])).expect("refused");
-        assert!(m.contains("whole argument") && m.contains("\"sh\", \"{name}\""), "{m}");
+        assert!(
+            m.contains("whole argument") && m.contains("\"sh\", \"{name}\""),
+            "{m}"
+        );
     }
 
     #[test]

@@ -116,12 +116,15 @@ fn parse_rule(body: &[u8]) -> Result<crate::act::rules::Rule, String> {
     let value: serde_json::Value =
         serde_json::from_slice(body).map_err(|e| format!("bad rule: {e}"))?;
     if !value.is_object() {
-        return Err("bad rule: the body must be a JSON object (a rule as the settings file writes it)".into());
+        return Err(
+            "bad rule: the body must be a JSON object (a rule as the settings file writes it)"
+                .into(),
+        );
     }
     let rule: crate::act::rules::Rule =
         serde_json::from_value(value).map_err(|e| format!("bad rule: {e}"))?;
     match rule.problems().into_iter().next() {
-        Some((field, why)) if field.is_empty() => Err(format!("bad rule: {why}")),
+        Some(("", why)) => Err(format!("bad rule: {why}")),
         Some((field, why)) => Err(format!("bad rule: {field}: {why}")),
         None => Ok(rule),
     }
@@ -134,8 +137,13 @@ mod tests {
     #[test]
     fn a_test_rule_body_must_be_a_valid_rule_object() {
         assert!(parse_rule(b"[]").is_err_and(|e| e.contains("JSON object")));
-        let bad = br#"{"name": "x", "conditions": {"cmdline_regex": "("}, "action": {"kind": "notify"}}"#;
-        assert!(parse_rule(bad).is_err_and(|e| e.contains("cmdline_regex")), "{:?}", parse_rule(bad));
+        let bad =
+            br#"{"name": "x", "conditions": {"cmdline_regex": "("}, "action": {"kind": "notify"}}"#;
+        assert!(
+            parse_rule(bad).is_err_and(|e| e.contains("cmdline_regex")),
+            "{:?}",
+            parse_rule(bad)
+        );
         let ok = br#"{"name": "x", "conditions": {"process_memory_min_mib": 1}, "action": {"kind": "notify"}}"#;
         assert!(parse_rule(ok).is_ok(), "{:?}", parse_rule(ok));
     }

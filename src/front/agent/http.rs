@@ -222,7 +222,13 @@ mod host_tests {
         ] {
             assert!(loopback_host(ok), "{ok}");
         }
-        for bad in ["evil.example:8726", "evil.example", "", "127.0.0.1.nip.io", "[zz]:1"] {
+        for bad in [
+            "evil.example:8726",
+            "evil.example",
+            "",
+            "127.0.0.1.nip.io",
+            "[zz]:1",
+        ] {
             assert!(!loopback_host(bad), "{bad}");
         }
     }

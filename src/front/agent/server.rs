@@ -288,9 +288,10 @@ fn head_of(rq: &Request<Incoming>) -> RequestHead {
         query: rq.uri().query().map(str::to_string),
         authorization: header(rq, hyper::header::AUTHORIZATION),
         accept: header(rq, hyper::header::ACCEPT),
-        host: rq.headers().get(hyper::header::HOST).map(|v| {
-            v.to_str().map(str::to_string).unwrap_or_default()
-        }),
+        host: rq
+            .headers()
+            .get(hyper::header::HOST)
+            .map(|v| v.to_str().map(str::to_string).unwrap_or_default()),
     }
 }
 
