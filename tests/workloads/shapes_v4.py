@@ -14,8 +14,8 @@ its leaking growth begins. Every pattern is seeded: a second run makes the same 
                  (empty_cache), but 128 MiB of its outputs kept on the GPU                  leak
   pipeline-swap  loads model A (6 GiB, 3 shards), runs, frees it, loads B (5 GiB, 5
                  shards), runs, frees it, ... for the whole run                             no leak
-  kv-level       a server's paged KV cache: requests arrive faster and faster, the pool
-                 grows in 256 MiB chunks as needed and levels at ~8 GiB                    no leak
+  kv-level       a server's paged KV cache: traffic ramps up over 20 s, the pool grows in
+                 256 MiB chunks as needed, ~7.5 GiB in ~30 s, then levels                   no leak
   kv-leak        the same server at 3 requests/s, but every finished request keeps 3 of its
                  2 MiB blocks: the pool keeps growing (~14 MiB/s), in 64 MiB chunks        leak
   driver-leak    no framework: cuMemAlloc of 2 GiB via ctypes, flat for 60 s, then
@@ -226,9 +226,10 @@ def kv_server(a, rng, end, leak):
     active, t0, last, started = [], time.time(), time.time(), False
     while time.time() < end:
         now = time.time()
-        # Arrivals per second: kv-level ramps up to 8/s over 90 s and stays (the pool levels at
-        # ~8 GiB); kv-leak serves 3/s, shorter requests, each keeping 3 of its blocks.
-        rate = 3.0 if leak else 8.0 * min(1.0, (now - t0) / 90.0) + 0.5
+        # Arrivals per second: kv-level ramps up to 8/s over 20 s and stays (the pool fills to
+        # ~7.5 GiB in ~30 s, then creeps as rarer peaks come); kv-leak serves 3/s, shorter
+        # requests, each keeping 3 of its blocks.
+        rate = 3.0 if leak else 8.0 * min(1.0, (now - t0) / 20.0) + 0.5
         for _ in range(poisson(rng, rate * (now - last))):
             blocks = rng.randint(16, 64)
             pool.take(blocks)
