@@ -95,9 +95,9 @@ fn timing(ui: &mut Ui, g: &mut GuardSettings) {
         ),
         (
             "Floor",
-            &mut g.floor_free_mib,
-            0.0..=1_048_576.0,
-            " MiB",
+            &mut floor_gib,
+            0.0..=1024.0,
+            " GiB",
             "act at once under this free memory while something grows",
         ),
         (
@@ -116,9 +116,9 @@ fn timing(ui: &mut Ui, g: &mut GuardSettings) {
         ),
         (
             "Smallest park",
-            &mut g.min_process_mib,
-            0.0..=1_048_576.0,
-            " MiB",
+            &mut min_gib,
+            0.0..=1024.0,
+            " GiB",
             "processes holding less are not parked",
         ),
     ];
