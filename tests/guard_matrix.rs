@@ -417,11 +417,13 @@ fn with_nothing_idle_the_grower_is_paused_then_resumed_when_the_gpu_has_room() {
         for rate in RATES {
             let grow_s = (total * 0.6) / rate;
             let jobs = || {
-                let mut busy = Job::new(500, 0.0, total * 0.5, 0.0, total * 0.5);
+                // It takes its half in one jump (a model load), seen on an H100 to look like a
+                // grower filling the GPU in a second.
+                let mut busy = Job::new(500, 20.0, total * 0.5, 0.0, total * 0.5);
                 busy.hold_s = Some(grow_s + 300.0);
                 StandInGpu::new(
                     total,
-                    vec![busy, Job::new(600, 10.0, 2.0, rate, total * 0.6)],
+                    vec![busy, Job::new(600, 30.0, 2.0, rate, total * 0.6)],
                 )
             };
             let horizon = (grow_s * 2.0) as u32 + 1500;

@@ -53,6 +53,7 @@ impl Plan {
         st: &GpuState,
         s: &GuardSettings,
         t: &Timing,
+        forecast_rate: f64,
         now: UnixMs,
     ) -> Plan {
         let gains: f64 = st.in_flight.iter().map(|f| f.gain).sum();
@@ -74,13 +75,14 @@ impl Plan {
         let free = g.free_bytes as f64 + gains;
         let full_in_s = (rate > 0.0).then(|| full_in(g.free_bytes as f64, gains, rate, st, now));
         // Under the floor with nothing under way: act at once.
-        let urgent = rate > 0.0
+        let urgent = forecast_rate > 0.0
             && st.in_flight.is_empty()
             && (g.free_bytes as f64) < s.floor_free_mib * MIB as f64;
         let safe = s.safe_minutes * 60.0;
-        let live = full_in_s
-            .map(|f| (f - rem_s).max(0.0))
-            .filter(|a| urgent || *a < safe);
+        let live = match full_in_s.map(|f| (f - rem_s).max(0.0)) {
+            _ if urgent => Some(full_in_s.map_or(0.0, |f| (f - rem_s).max(0.0))),
+            a => a.filter(|a| *a < safe),
+        };
         // Paused growers waiting for room: their memory and growth to come back make room
         // by parking idle processes (never by pausing another grower).
         let (d_bytes, d_rate) = st.paused_demand(g, s, t);

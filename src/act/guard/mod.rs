@@ -22,6 +22,7 @@ pub mod ladder;
 pub mod resume;
 pub mod settings;
 pub mod status;
+mod steady;
 pub mod timing;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -115,6 +116,8 @@ struct GpuState {
     tried: HashMap<(ProcSeriesKey, StepKind), (UnixMs, bool)>,
     /// Times each process was paused as the grower.
     pauses: HashMap<ProcSeriesKey, u32>,
+    /// Each process's last samples (the growth the guard acts on).
+    samples: steady::Recent,
     parked: Vec<ParkedEntry>,
     /// Since when the resume of the first waiting process has been safe.
     safe_since: Option<(ProcSeriesKey, UnixMs)>,
@@ -160,8 +163,10 @@ impl Guard {
         for g in gpus {
             let (s, t) = (&self.settings, &self.timing);
             let st = self.gpus.entry(g.index).or_default();
+            let (steady, forecast_rate) = st.samples.steady(g, now);
+            let g = &steady;
             st.settle(g, now);
-            let plan = ladder::Plan::of(g, st, s, t, now);
+            let plan = ladder::Plan::of(g, st, s, t, forecast_rate, now);
             let mut chosen = if s.enabled {
                 plan.due.clone()
             } else {
@@ -462,6 +467,31 @@ mod tests {
         }
     }
 
+    /// `facts` at `now`: each growing process holds its bytes plus its growth since `T`.
+    fn at(facts: &[GpuFacts], now: UnixMs) -> Vec<GpuFacts> {
+        let dt = (now - T) as f64 / 1000.0;
+        facts
+            .iter()
+            .map(|g| {
+                let mut g = g.clone();
+                for p in g.procs.iter_mut().filter(|p| p.growth_bytes_s > 0.0) {
+                    p.bytes += (p.growth_bytes_s * dt) as u64;
+                }
+                g
+            })
+            .collect()
+    }
+
+    /// The guard's decisions at `now` on `facts` (as `at` gives them), the growing processes
+    /// given their earlier samples the first time.
+    fn decide(g: &mut Guard, facts: &[GpuFacts], now: UnixMs) -> Vec<Step> {
+        let f = at(facts, now);
+        for gf in &f {
+            g.gpus.entry(gf.index).or_default().samples.seed(gf, now);
+        }
+        g.decide(&f, now)
+    }
+
     fn acting() -> Guard {
         Guard::new(GuardSettings {
             dry_run: false,
@@ -481,7 +511,10 @@ mod tests {
                 vec![proc(1, 36, 0.0, Some(900.0)), proc(2, 20, 0.4, None)],
             )]
         };
-        assert!(g.decide(&facts(24), T).is_empty(), "60 s to full: not yet");
+        assert!(
+            decide(&mut g, &facts(24), T).is_empty(),
+            "60 s to full: not yet"
+        );
         let status = &g.status()[0];
         let next = status.next.as_ref().expect("planned");
         assert_eq!(
@@ -489,7 +522,7 @@ mod tests {
             (StepKind::ParkIdle, GuardPhase::Armed)
         );
         assert!((next.starts_at_s - 49.0).abs() < 1e-6, "{next:?}");
-        let steps = g.decide(&facts(19), T + 1_000);
+        let steps = decide(&mut g, &facts(19), T + 1_000);
         assert_eq!(steps.len(), 1);
         assert_eq!((steps[0].kind, steps[0].key), (StepKind::ParkIdle, key(1)));
     }
@@ -504,22 +537,23 @@ mod tests {
                 vec![proc(1, 36, 0.0, Some(900.0)), proc(2, 20, 0.4, None)],
             )]
         };
-        let first = g.decide(&facts(19), T);
+        let first = decide(&mut g, &facts(19), T);
         assert_eq!(first[0].kind, StepKind::ParkIdle);
         g.outcome(&first[0], Outcome::Skipped, "protected", T);
         // The next rung, the pause, starts 8 s before full (1.5 × its 2 s lock + 5 s).
-        assert!(g.decide(&facts(19), T + 1_000).is_empty());
-        let next = g.decide(&facts(3), T + 2_000);
+        assert!(decide(&mut g, &facts(19), T + 1_000).is_empty());
+        let next = decide(&mut g, &facts(3), T + 2_000);
         assert_eq!(next[0].kind, StepKind::PauseGrower, "{next:?}");
         g.outcome(&next[0], Outcome::Skipped, "several GPUs", T + 2_000);
         assert!(
-            g.decide(&facts(3), T + 3_000).is_empty(),
+            decide(&mut g, &facts(3), T + 3_000).is_empty(),
             "both refused a minute ago"
         );
-        assert!(
-            !g.decide(&facts(3), T + 63_000).is_empty(),
-            "asked again after a minute"
-        );
+        // A minute later (its samples fed again), asked again.
+        let again: usize = (61..=64)
+            .map(|s| decide(&mut g, &facts(3), T + s * 1_000).len())
+            .sum();
+        assert!(again > 0, "asked again after a minute");
         let recent = &g.status()[0].recent;
         assert!(recent
             .iter()
@@ -537,7 +571,7 @@ mod tests {
             0.4,
             vec![proc(1, 36, 0.0, Some(900.0)), proc(2, 20, 0.4, None)],
         )];
-        let park = g.decide(&facts, T).remove(0);
+        let park = decide(&mut g, &facts, T).remove(0);
         assert_eq!(park.kind, StepKind::ParkIdle);
         g.outcome(&park, Outcome::Acted, "parking", T);
         let parked = ParkInfo {
@@ -563,24 +597,24 @@ mod tests {
             vec![f]
         };
         assert!(
-            g.decide(&later(36, 0.0, true), T + 20_000).is_empty(),
+            decide(&mut g, &later(36, 0.0, true), T + 20_000).is_empty(),
             "alert"
         );
         let waits = &g.status()[0].parked[0].waits_for;
         assert!(waits.contains("forecast alert"), "{waits}");
         assert!(
-            g.decide(&later(36, 0.0, false), T + 21_000).is_empty(),
+            decide(&mut g, &later(36, 0.0, false), T + 21_000).is_empty(),
             "36 GiB free: no room for 36 + 2.4"
         );
         assert!(
-            g.decide(&later(60, 0.0, false), T + 22_000).is_empty(),
+            decide(&mut g, &later(60, 0.0, false), T + 22_000).is_empty(),
             "room: the hold starts"
         );
         assert!(
-            g.decide(&later(60, 0.0, false), T + 51_000).is_empty(),
+            decide(&mut g, &later(60, 0.0, false), T + 51_000).is_empty(),
             "29 s held"
         );
-        let resume = g.decide(&later(60, 0.0, false), T + 52_000);
+        let resume = decide(&mut g, &later(60, 0.0, false), T + 52_000);
         assert_eq!(resume.len(), 1);
         assert_eq!((resume[0].kind, resume[0].key), (StepKind::Resume, key(1)));
         assert_eq!(g.status()[0].phase, GuardPhase::Acting);
@@ -649,7 +683,7 @@ mod tests {
         let mut said = Vec::new();
         for (i, free) in [19, 19, 8, 8, 3, 3].into_iter().enumerate() {
             let now = T + i as i64 * 1_000;
-            for s in g.decide(&facts(free, 0.4), now) {
+            for s in decide(&mut g, &facts(free, 0.4), now) {
                 g.outcome(&s, Outcome::WouldAct, "would", now);
                 said.push((s.kind, s.key.0.pid));
             }
@@ -663,12 +697,13 @@ mod tests {
             ]
         );
         // Long after a refusal's minute, still not said again while the GPU fills.
-        assert!(g.decide(&facts(3, 0.4), T + 300_000).is_empty());
+        assert!(decide(&mut g, &facts(3, 0.4), T + 300_000).is_empty());
         // The episode ends when nothing grows; the next one says it again.
-        assert!(g.decide(&facts(19, 0.0), T + 301_000).is_empty());
-        assert_eq!(
-            g.decide(&facts(19, 0.4), T + 302_000)[0].kind,
-            StepKind::ParkIdle
-        );
+        assert!(decide(&mut g, &facts(19, 0.0), T + 301_000).is_empty());
+        let next: Vec<StepKind> = (302..=305)
+            .flat_map(|s| decide(&mut g, &facts(19, 0.4), T + s * 1_000))
+            .map(|s| s.kind)
+            .collect();
+        assert_eq!(next.first(), Some(&StepKind::ParkIdle), "{next:?}");
     }
 }

@@ -49,7 +49,14 @@ impl State {
         match self {
             State::Waiting { late: false, .. } => "sent, waiting…".into(),
             State::Waiting { late: true, .. } => "no answer yet".into(),
-            State::Done { outcome, .. } => match outcome {
+            State::Done {
+                outcome, detail, ..
+            } => match outcome {
+                // A park, a resume, a companion's work: started, its end comes later (the
+                // Status column and the Activity tab show it).
+                Outcome::Acted if detail.ends_with(crate::act::rules::action::ANSWER_FOLLOWS) => {
+                    "started…".into()
+                }
                 Outcome::Acted => "✔ done".into(),
                 Outcome::WouldAct => "dry run: not sent".into(),
                 Outcome::Skipped => "✖ not done".into(),
@@ -222,6 +229,25 @@ mod tests {
         crate::act::rules::Action::Terminate {
             grace_seconds: 10.0,
         }
+    }
+
+    #[test]
+    fn a_park_whose_end_follows_is_started_not_done() {
+        let started = State::Done {
+            outcome: Outcome::Acted,
+            detail: format!(
+                "parking python (PID 42): 10.0 GiB to host memory, about 6 s; {}",
+                crate::act::rules::action::ANSWER_FOLLOWS
+            ),
+            at_ms: 0,
+        };
+        assert_eq!(started.short(), "started…");
+        let done = State::Done {
+            outcome: Outcome::Acted,
+            detail: "sent SIGTERM to python (PID 42)".into(),
+            at_ms: 0,
+        };
+        assert_eq!(done.short(), "✔ done");
     }
 
     #[test]
