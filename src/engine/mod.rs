@@ -383,6 +383,9 @@ impl Engine {
         self.recorder.activity(&acts);
         self.recorder.parks(self.rules.take_park_records());
         out.activity(&acts);
+        // The rules decided on the forecast as it is; the View shows it once it has stood
+        // the alerts' hold (no card warns of a burst the banner stays quiet about).
+        self.watches.hold_forecasts(&mut snap);
         // Publish: one write lock per tick, everything the UI reads changes at once.
         let (events, orphans, watches) = (watched.events, watched.orphans, &self.watches);
         let previous = publish::tick(
