@@ -54,3 +54,45 @@ fn a_standing_forecast_is_on_the_card() {
     let seen = card_and_banner(600, 600, 0);
     assert_eq!(seen, vec![(600, true, false)], "(second, card, banner)");
 }
+
+/// Issue 40: clicking a forecast banner shows its GPU and selects the process growing
+/// fastest on it. The demo through the real engine at 10 min (the notebook, PID 51877, leaks
+/// on GPU 0) with a forecast alert standing on GPU 0 (put in the View: the demo's own
+/// forecast is a day away, past the longest warning time).
+#[test]
+fn clicking_the_forecast_banner_selects_the_gpu_and_its_fastest_grower() {
+    let app = demo_engine_app(601);
+    let t = T0 + 600_000;
+    let mut m = (*app.backend().view().expect("view")).clone();
+    m.oom_alerts
+        .push(vramwarden::detect::forecast_alert::ForecastAlert {
+            device_index: 0,
+            since_ms: t,
+            full_in_s: Some(540.0),
+            drivers: vec!["python3 (PID 51877)".into()],
+        });
+    let grower = m.fastest_grower(0).expect("a process growing on GPU 0");
+    assert_eq!(grower.0.pid, 51877);
+    let app = VramApp::with_backend(Backend::detached(m, SourceKind::demo()), UiState::default())
+        .with_fixed_now(t);
+    let mut h = harness(app);
+    h.run();
+    h.get_by_label("GPU 1").click();
+    h.run();
+    assert_eq!(h.state().selected_gpu, 1);
+    // The banner (the status bar says the same, lower down).
+    let banner = h
+        .get_all_by_label_contains("growing")
+        .filter(|n| n.rect().left() < 400.0)
+        .min_by(|a, b| a.rect().top().total_cmp(&b.rect().top()))
+        .expect("the banner");
+    banner.click();
+    h.run();
+    assert_eq!(h.state().selected_gpu, 0, "the banner's GPU is shown");
+    assert_eq!(
+        h.state().selected,
+        Some(grower),
+        "its fastest grower is selected"
+    );
+    h.get_by_label("python3 · PID 51877");
+}
