@@ -10,6 +10,7 @@ pub mod command;
 pub mod headless;
 pub mod import;
 pub mod leak_watch;
+pub mod past_cache;
 pub mod replay;
 pub mod sampler;
 pub mod settings;
