@@ -902,7 +902,7 @@ impl LeakTracker {
         }
         // Two steps suffice when they are equal (within [`EQUAL_STEPS`]): a leak in big steps
         // is judged at its second step after the birth, a warm-up's doubling steps are not.
-        let enough = count >= s.regular_steps || (count == 2 && hi <= s.equal_factor * lo);
+        let enough = count >= s.regular_steps || (count >= 2 && hi <= s.equal_factor * lo);
         (enough && last_t - first_t >= span_ms).then_some((tail_start?, count))
     }
 
@@ -1323,6 +1323,21 @@ mod tests {
         assert!((rate - 480.0).abs() < 50.0, "rate {rate}");
         assert_eq!(starts, 1, "one episode through every free");
         assert_eq!(tr.episode().map(|e| e.kind), Some(EpisodeKind::Floor));
+    }
+
+    #[test]
+    fn settings_written_before_leaks_v4_still_read() {
+        let s: LeakSettings = toml::from_str(
+            "burst_rate_mib_per_min = 5120.0\nburst_s = 50.0\nmin_growth_mib = 64.0\n",
+        )
+        .expect("an older file reads");
+        assert_eq!(s.load_s, 50.0);
+        assert_eq!(s.legacy_burst_rate, Some(5120.0));
+        assert!(s.problems().is_empty());
+        let back = toml::to_string(&s).expect("written");
+        assert!(!back.contains("burst"), "{back}");
+        assert!(back.contains("load_mib = 4096.0"), "{back}");
+        assert!(toml::from_str::<LeakSettings>("no_such_key = 1\n").is_err());
     }
 
     #[test]
