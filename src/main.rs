@@ -149,8 +149,8 @@ fn run(command: Command, args: &Cli, source: SourceKind) -> Result<(), cli::CliE
             pid,
             start_time_ms,
             dry_run,
-        } => cli::park::park(source, pid, start_time_ms, dry_run, &mut stdout),
-        Command::Resume { pid } => cli::park::resume(pid, &mut stdout),
+        } => cli::park::park(source, config, pid, start_time_ms, dry_run, &mut stdout),
+        Command::Resume { pid } => cli::park::resume(config, pid, &mut stdout),
         Command::Record {
             duration,
             out,

@@ -231,17 +231,24 @@ fn a_process_name_never_becomes_an_option() {
     let (o, d) = run_to_end(&mut runner, &p);
     assert_eq!(o, Outcome::Skipped, "{d}");
     assert!(d.contains("would become the option"), "{d}");
-    // After `--`, or inside a longer argument, it is plain text.
+    // After `--` it is plain text: the file is made in the command's folder.
     let t = p.target.clone();
     assert!(expand_argv(&["touch".into(), "--".into(), "{name}".into()], &t).is_ok());
+    std::fs::create_dir(&out).expect("mkdir");
     let p = planned(
         pid,
         info.start_time_ms,
         &info.name,
-        echo(&["touch", &format!("{}/{{name}}", out.display())]),
+        echo(&[
+            "/bin/sh",
+            "-c",
+            "cd \"$1\" && touch -- \"$2\"",
+            "--",
+            &out.display().to_string(),
+            "{name}",
+        ]),
         Origin::Live,
     );
-    std::fs::create_dir(&out).expect("mkdir");
     let (o, d) = run_to_end(&mut runner, &p);
     assert_eq!(o, Outcome::Acted, "{d}");
     assert!(out.join("-rf").exists());

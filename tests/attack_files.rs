@@ -123,8 +123,8 @@ fn a_long_command_line_referred_400000_times_is_refused_by_export() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{out:?}");
     assert!(
-        err.contains("more than the export limit of 7")
-            && err.contains("4096 × the log's size")
+        err.contains("more than the export limit of 1073741824")
+            && err.contains("256 × the log's size")
             && err.contains("a command line or name of 104")
             && err.contains("nothing was written"),
         "{err}"
@@ -179,7 +179,7 @@ fn a_4_mib_gpu_name_for_4096_devices_is_cut_and_export_stays_bounded() {
             "--table",
             "devices",
             "--csv",
-            "/dev/null",
+            tmp.path().join("d.csv").to_str().expect("utf-8"),
         ],
         2 * GIB,
     );
@@ -317,4 +317,143 @@ fn exported_csvs_are_0600() {
         let mode = std::fs::metadata(&p).expect("file").permissions().mode();
         assert_eq!(mode & 0o777, 0o600, "{}", p.display());
     }
+}
+
+/// A crafted log: process 1 has a command line of `cmdline` bytes and is named by `entries`
+/// samples' entries (`per_sample` per sample); `filler` bytes of a second process's command
+/// line (never sampled) make the log larger without adding a row.
+fn repeated_log(
+    path: &std::path::Path,
+    cmdline: usize,
+    per_sample: usize,
+    samples: u32,
+    filler: usize,
+) {
+    let mut bytes = header(vec![gpu(0, "GPU".into())]);
+    for (id, len) in [(1u32, cmdline), (2, filler)] {
+        let def = ProcDef {
+            id,
+            pid: 4242 + id,
+            device_index: 0,
+            info: ProcInfo {
+                name: "job".into(),
+                cmdline: "x".repeat(len),
+                user: "u".into(),
+                uid: 1000,
+                start_time_ms: T0 - 1000,
+                ..ProcInfo::default()
+            },
+        };
+        let start = Event::ProcessStart { unix_ms: T0, def };
+        bytes.extend(frame(
+            KIND_EVENT,
+            &serde_json::to_vec(&start).expect("json"),
+        ));
+    }
+    for s in 0..samples {
+        let mut payload = Vec::new();
+        let procs = vec![(1u32, Some(1u64 << 20)); per_sample];
+        encode_sample(&mut payload, T0 + i64::from(s) * 1000, &devices(1), &procs);
+        bytes.extend(frame(KIND_SAMPLE, &payload));
+    }
+    std::fs::write(path, &bytes).expect("write");
+}
+
+/// Runs `vramwarden export LOG --table processes --csv OUT` with files of at most `fsize`
+/// bytes (a write past it fails with EFBIG, SIGXFSZ ignored; on the code before the fix, the
+/// export wrote until then).
+fn export_capped(log: &std::path::Path, out: &std::path::Path, fsize: u64) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vramwarden"));
+    cmd.arg("export")
+        .arg(log)
+        .args(["--table", "processes", "--csv"])
+        .arg(out);
+    // SAFETY: signal and setrlimit are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let r = libc::rlimit {
+                rlim_cur: fsize,
+                rlim_max: fsize,
+            };
+            libc::setrlimit(libc::RLIMIT_FSIZE, &r);
+            Ok(())
+        });
+    }
+    cmd.output().expect("runs")
+}
+
+/// Security v3, item 10: a 4 MB log that would export 8 GiB of CSV (2 000 × its size: inside
+/// the old 4096 × guard, which let a 515 MB log write 70 GB) is refused before a byte is
+/// written, with the limit named.
+#[test]
+fn a_log_two_thousand_times_smaller_than_its_csv_is_refused() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let log = tmp.path().join("crafted.vwlog");
+    repeated_log(&log, 1 << 20, 1000, 4, 3 << 20);
+    let size = std::fs::metadata(&log).expect("meta").len();
+    assert!((4 << 20..5 << 20).contains(&size), "{size}");
+    let out_csv = tmp.path().join("out.csv");
+    let o = export_capped(&log, &out_csv, 64 << 20);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{o:?}");
+    assert!(
+        err.contains("more than the export limit of") && err.contains("nothing was written"),
+        "{err}"
+    );
+    assert!(!out_csv.exists(), "a partial file was left");
+}
+
+/// A tmpfs of `mib` MiB mounted on a fresh folder (root, as CI runs), unmounted on drop.
+struct Tmpfs(tempfile::TempDir);
+
+impl Tmpfs {
+    fn new(mib: u64) -> Self {
+        let dir = tempfile::tempdir().expect("tmp");
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .expect("mount");
+        assert!(
+            ok.success(),
+            "mounting a tmpfs needs root (CI runs as root)"
+        );
+        Self(dir)
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0.path()).status();
+    }
+}
+
+/// Security v3, item 10: an export larger than the free space is refused before anything is
+/// written (on the code before, it filled the disk and left its partial file), and an export
+/// that fails part-way (a file size limit) leaves no partial file.
+#[test]
+fn an_export_larger_than_the_free_space_is_refused_and_a_failed_one_leaves_nothing() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let log = tmp.path().join("crafted.vwlog");
+    // 64 KiB command line × 2 000 rows: ≥ 256 MiB of CSV, from a log of 100 KB.
+    repeated_log(&log, 64 << 10, 500, 4, 0);
+    let fs = Tmpfs::new(96);
+    let out_csv = fs.0.path().join("out.csv");
+    let o = export_capped(&log, &out_csv, libc::RLIM_INFINITY);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{o:?}");
+    assert!(err.contains("are free there"), "{err}");
+    assert!(!out_csv.exists(), "a partial file was left");
+    // Enough room, but each file may be only 1 MiB: it fails part-way and is removed.
+    let out_csv = tmp.path().join("out.csv");
+    let o = export_capped(&log, &out_csv, 1 << 20);
+    assert!(!o.status.success(), "{o:?}");
+    assert!(!out_csv.exists(), "a partial file was left");
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .expect("ls")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left.len(), 1, "only the log stays: {left:?}");
 }

@@ -54,19 +54,19 @@ fn a_get_with_a_huge_content_length_gets_413_and_the_agent_lives_on() {
     let mut a = AgentProc::start("", &["--no-record"]);
     let reply = raw(
         a.addr,
-        b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999\r\n\r\n",
+        b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 99999999999999\r\n\r\n",
     );
     assert!(reply.starts_with("HTTP/1.1 413"), "{reply}");
     // Chunked counts as unbounded too.
     let reply = raw(
         a.addr,
-        b"GET /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n",
     );
     assert!(reply.starts_with("HTTP/1.1 413"), "{reply}");
     // A small body on a GET is ignored.
     let reply = raw(
         a.addr,
-        b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 3\r\n\r\nabc",
+        b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: 3\r\n\r\nabc",
     );
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
     answers(&mut a, Duration::from_secs(2));
@@ -79,7 +79,7 @@ fn u64_max_content_length_four_times_leaves_the_front_answering() {
         let reply = raw(
             a.addr,
             format!(
-                "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 18446744073709551615\r\n\r\n"
+                "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 18446744073709551615\r\n\r\n"
             )
             .as_bytes(),
         );
@@ -102,7 +102,7 @@ fn a_client_that_pipelines_and_never_reads_does_not_block_others() {
     let mut hog = TcpStream::connect(a.addr).expect("connect");
     hog.set_write_timeout(Some(Duration::from_millis(500)))
         .expect("timeout");
-    let one = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    let one = b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
     let mut sent = 0usize;
     // Thousands of requests, until the agent stops taking more (its replies fill the socket).
     while sent < 20_000 {
@@ -203,7 +203,7 @@ fn an_endless_header_line_is_cut_off_after_a_bounded_number_of_bytes() {
     let mut s = TcpStream::connect(a.addr).expect("connect");
     s.set_write_timeout(Some(Duration::from_secs(5)))
         .expect("timeout");
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Endless: ")
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Endless: ")
         .expect("write");
     let chunk = vec![b'a'; 64 * 1024];
     let mut sent = 0usize;
@@ -363,4 +363,240 @@ fn healthz_says_503_when_the_sampler_stops_making_progress() {
     // Released (the hung call returns, and every later one at once), it stops cleanly.
     drop(release_tx);
     assert!(agent.stop());
+}
+
+/// `GET path` on a fresh connection from this process (root): true when it answered 200
+/// within 5 s, false on a reset, a refusal or anything else.
+fn answered(addr: SocketAddr, path: &str) -> bool {
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(5)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    if s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .is_err()
+    {
+        return false;
+    }
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    out.starts_with(b"HTTP/1.1 200") || out.starts_with(b"HTTP/1.0 200")
+}
+
+/// A local user's flood (uid 65534 through setpriv, as `python3`): 64 keep-alive connections
+/// from 127.0.0.1, each keeping 64 pipelined `GET /-/ready` outstanding (it reads the replies
+/// and sends as many again), for `seconds`. Prints "up" once every connection is open.
+fn flood_as_nobody(addr: SocketAddr, seconds: u32) -> std::process::Child {
+    let code = format!(
+        r#"
+import selectors, socket, time
+req = b"GET /-/ready HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+sel = selectors.DefaultSelector()
+socks = []
+for _ in range(64):
+    s = socket.create_connection(("{ip}", {port}))
+    s.sendall(req * 64)
+    s.setblocking(False)
+    sel.register(s, selectors.EVENT_READ)
+    socks.append(s)
+print("up", flush=True)
+end = time.time() + {seconds}
+while time.time() < end:
+    for key, _ in sel.select(timeout=0.2):
+        try:
+            data = key.fileobj.recv(65536)
+        except BlockingIOError:
+            continue
+        if not data:
+            sel.unregister(key.fileobj)
+            continue
+        try:
+            key.fileobj.send(req * data.count(b"HTTP/1.1 "))
+        except BlockingIOError:
+            pass
+"#,
+        ip = addr.ip(),
+        port = addr.port()
+    );
+    let mut child = std::process::Command::new("setpriv")
+        .args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+            &code,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("setpriv python3");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().expect("stdout")),
+        &mut line,
+    )
+    .expect("the flood started");
+    assert_eq!(line.trim(), "up");
+    child
+}
+
+/// Security v3, item 1: another local user's flood from 127.0.0.1 (64 connections × 64
+/// pipelined requests, no token) never locks out a client on the same address: Prometheus or
+/// an `ssh -L` tunnel polling `/metrics` every 0.25 s is answered every time.
+#[test]
+fn a_local_users_flood_never_locks_out_another_on_the_same_address() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test needs root to run the flood as another user (CI runs as root)"
+    );
+    let mut a = AgentProc::start("", &["--no-record"]);
+    let mut flood = flood_as_nobody(a.addr, 15);
+    std::thread::sleep(Duration::from_millis(500));
+    let (mut ok, mut failed) = (0, 0);
+    for _ in 0..40 {
+        if answered(a.addr, "/metrics") {
+            ok += 1;
+        } else {
+            failed += 1;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let _ = flood.kill();
+    let _ = flood.wait();
+    assert_eq!(failed, 0, "{ok} answered, {failed} refused or reset");
+    answers(&mut a, Duration::from_secs(2));
+}
+
+/// Security v3, item 8: sixteen parallel `/api/past` over many session logs leave `/metrics`
+/// and `/healthz` answering within 2 s each (a lane of their own), and the logs are replayed
+/// once (cached per log), not once per request.
+#[test]
+fn parallel_api_past_never_starves_metrics() {
+    let mut a = AgentProc::start("", &["--no-record"]);
+    let sessions = a.dir.path().join("data").join("sessions");
+    std::fs::create_dir_all(&sessions).expect("mkdir");
+    let first = sessions.join("s0.vwlog");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_vramwarden"))
+        .args([
+            "record",
+            "--demo",
+            "--speed",
+            "max",
+            "--duration",
+            "6h",
+            "--out",
+        ])
+        .arg(&first)
+        .output()
+        .expect("record");
+    assert!(o.status.success(), "{o:?}");
+    for i in 1..PAST_LOGS {
+        std::fs::copy(&first, sessions.join(format!("s{i}.vwlog"))).expect("copy");
+    }
+    let auth = a.auth();
+    println!(
+        "{} bytes of logs",
+        PAST_LOGS as u64 * std::fs::metadata(&first).expect("meta").len()
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let addr = a.addr;
+    let askers: Vec<_> = (0..16)
+        .map(|_| {
+            let (auth, stop) = (auth.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let t = Instant::now();
+                    let r = agent_support::request(
+                        addr,
+                        "GET",
+                        "/api/past",
+                        &[("Authorization", &auth)],
+                        b"",
+                    );
+                    assert_eq!(r.status, 200, "{}", r.text());
+                    if n == 0 {
+                        println!("first /api/past in {:?}", t.elapsed());
+                    }
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(8) {
+        answers(&mut a, Duration::from_secs(2));
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let asked: u32 = askers.into_iter().map(|h| h.join().expect("asker")).sum();
+    assert!(asked >= 16, "only {asked} answers to /api/past");
+}
+
+/// Session logs `/api/past` reads in [`parallel_api_past_never_starves_metrics`].
+const PAST_LOGS: usize = 3;
+
+/// Security v3, partial: `/api/test-rule` answers an invalid rule with 400 and its problem,
+/// and `[]` is no rule (it was read as a rule of defaults); a valid rule is tested.
+#[test]
+fn test_rule_refuses_invalid_rules() {
+    let a = AgentProc::start("", &["--no-record"]);
+    let auth = a.auth();
+    let post = |body: &str| {
+        agent_support::request(
+            a.addr,
+            "POST",
+            "/api/test-rule",
+            &[
+                ("Authorization", &auth),
+                ("Content-Type", "application/json"),
+            ],
+            body.as_bytes(),
+        )
+    };
+    let r = post("[]");
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("JSON object"), "{}", r.text());
+    let r = post(
+        r#"{"name": "x", "conditions": {"cmdline_regex": "("}, "action": {"kind": "notify"}}"#,
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("cmdline_regex"), "{}", r.text());
+    let r = post(
+        r#"{"name": "x", "conditions": {"process_memory_min_mib": 1}, "action": {"kind": "limit_memory", "gib": 5e-324}}"#,
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    let r = post(
+        r#"{"name": "x", "conditions": {"process_memory_min_mib": 1}, "action": {"kind": "notify"}}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+/// Security v3, partial: DNS rebinding — a page whose own name now resolves to 127.0.0.1 —
+/// reads nothing: an agent on loopback answers 421 to a `Host` that is not an IP address or
+/// localhost, and as before to those that are.
+#[test]
+fn a_rebound_dns_name_reads_nothing() {
+    let a = AgentProc::start("", &["--no-record"]);
+    let port = a.addr.port();
+    for host in [format!("evil.example:{port}"), "rebind.example".to_string()] {
+        let reply = raw(
+            a.addr,
+            format!("GET /metrics HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        );
+        assert!(reply.starts_with("HTTP/1.1 421"), "{host}: {reply:.200}");
+        assert!(!reply.contains("vramwarden_"), "{host}: metrics leaked");
+    }
+    for host in [format!("localhost:{port}"), format!("127.0.0.1:{port}")] {
+        let reply = raw(
+            a.addr,
+            format!("GET /metrics HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        );
+        assert!(reply.starts_with("HTTP/1.1 200"), "{host}: {reply:.200}");
+    }
 }

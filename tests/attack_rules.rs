@@ -138,7 +138,7 @@ fn a_placeholder_inside_a_shell_script_is_refused_by_rules_check() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("config.toml:4")
-            && err.contains("{name} is inside the code that sh runs")
+            && err.contains("{name} is part of the argument")
             && err.contains("\"sh\", \"{name}\""),
         "{err}"
     );
@@ -179,7 +179,7 @@ fn a_process_name_never_runs_as_a_shell_command() {
     let a = runner.run(&p, &live(&[]), now_ms());
     assert_eq!(a.outcome, Outcome::Skipped, "{}", a.detail);
     assert!(
-        a.detail.contains("{name} is inside the code"),
+        a.detail.contains("{name} is part of the argument"),
         "{}",
         a.detail
     );
@@ -188,6 +188,171 @@ fn a_process_name_never_runs_as_a_shell_command() {
         assert_ne!(a.outcome, Outcome::Acted, "{a:?}");
     }
     assert!(!pw.exists(), "the process's name ran as a command");
+}
+
+/// The issue's wrappers (security v3, item 2), each with the text placeholder inside its
+/// script and as a whole argument where the wrapper takes it as code.
+const WRAPPED: &[&[&str]] = &[
+    &["timeout", "5", "/bin/sh", "-c", "echo {name}"],
+    &["nice", "/bin/sh", "-c", "echo {name}"],
+    &["flock", "/tmp/vw-flock", "-c", "echo {name}"],
+    &["su", "root", "-c", "echo {name}"],
+    &[
+        "runuser",
+        "-u",
+        "root",
+        "--",
+        "/bin/sh",
+        "-c",
+        "echo {name}",
+    ],
+    &["/bin/sh", "-c", "--", "echo {name}"],
+    &["bash", "-cx", "echo {name}"],
+    &["sh", "-cv", "echo {name}"],
+    &["env", "-S", "sh -c 'echo {name}'"],
+    &["perl", "-E", "system('echo {name}')"],
+    &["timeout", "5", "/bin/sh", "-c", "{name}"],
+    &["/bin/sh", "-c", "--", "{name}"],
+    &["env", "-S", "{name}"],
+    &["bash", "-cx", "{name}"],
+    &["nice", "sh", "{name}"],
+];
+
+fn rule_file(dir: &Path, argv: &[&str]) -> std::path::PathBuf {
+    let cfg = dir.join("config.toml");
+    let argv: Vec<String> = argv.iter().map(|a| format!("{a:?}")).collect();
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[cleanup.rules]]\nname = \"hook\"\nconditions = {{ process_memory_min_mib = 1 }}\naction = {{ kind = \"run_command\", argv = [{}], timeout_seconds = 5.0 }}\n",
+            argv.join(", ")
+        ),
+    )
+    .expect("write");
+    cfg
+}
+
+fn rules_check(cfg: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_vramwarden"))
+        .args(["rules", "check", "--config"])
+        .arg(cfg)
+        .output()
+        .expect("runs")
+}
+
+/// Item 2 (v3): `{name}` reaches a shell through a wrapper (`timeout`, `nice`, `flock -c`,
+/// `su -c`, `runuser`, `sh -c --`, `bash -cx`, `env -S`, `perl -E`): `rules check` refuses
+/// each, saying why; a real process named `;touch PW` runs none of them.
+#[test]
+fn wrappers_never_hand_a_name_to_a_shell() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    for argv in WRAPPED {
+        let out = rules_check(&rule_file(tmp.path(), argv));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{argv:?} accepted: {err}");
+        assert!(
+            err.contains("{name} is part of the argument")
+                || err.contains("{name} follows the option")
+                || err.contains("{name} is the first argument of"),
+            "{argv:?}: {err}"
+        );
+    }
+    let pw = tmp.path().join("PW");
+    let sleeper = Proc(Command::new("sleep").arg("30").spawn().expect("sleep"));
+    let pid = sleeper.0.id();
+    // Short enough for a real comm (15 bytes) would need a short path; the name the engine
+    // reads is what reaches the rule either way.
+    let name = format!(";touch {}", pw.display());
+    let mut runner = ActionRunner::new();
+    for argv in WRAPPED {
+        let p = process(
+            pid,
+            start_of(pid),
+            &name,
+            nix::unistd::getuid().as_raw(),
+            "shell",
+            Action::RunCommand {
+                argv: argv.iter().map(|a| (*a).to_string()).collect(),
+                timeout_seconds: 5.0,
+            },
+        );
+        let a = runner.run(&p, &live(&[]), now_ms());
+        assert_eq!(a.outcome, Outcome::Skipped, "{argv:?}: {}", a.detail);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    for a in runner.poll(&|_| true, now_ms()) {
+        assert_ne!(a.outcome, Outcome::Acted, "{a:?}");
+    }
+    assert!(!pw.exists(), "the process's name ran as a command");
+}
+
+/// Item 3 (v3): `{name}` in the program's path — a job named `../shared/m` made root run
+/// the attacker's `m.sh`. Refused by `rules check` and when it would run; a name with a `/`
+/// or a leading `.` never reaches an argument either.
+#[test]
+fn a_name_never_chooses_the_program_or_a_path() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let hooks = tmp.path().join("hooks");
+    let shared = tmp.path().join("shared");
+    std::fs::create_dir_all(&hooks).expect("mkdir");
+    std::fs::create_dir_all(&shared).expect("mkdir");
+    let ran = tmp.path().join("RAN");
+    let m = shared.join("m.sh");
+    std::fs::write(&m, format!("#!/bin/sh\ntouch {}\n", ran.display())).expect("write");
+    std::fs::set_permissions(&m, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let program = format!("{}/{{name}}.sh", hooks.display());
+    let out = rules_check(&rule_file(tmp.path(), &[&program, "{pid}"]));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "accepted: {err}");
+    assert!(err.contains("{name} is in the program's path"), "{err}");
+
+    let sleeper = Proc(Command::new("sleep").arg("30").spawn().expect("sleep"));
+    let pid = sleeper.0.id();
+    let mut runner = ActionRunner::new();
+    for (argv, why) in [
+        (vec![program.clone(), "{pid}".to_string()], "program's path"),
+        (
+            vec![m.display().to_string(), "{name}".to_string()],
+            "could name a path",
+        ),
+    ] {
+        let p = process(
+            pid,
+            start_of(pid),
+            "../shared/m",
+            nix::unistd::getuid().as_raw(),
+            "hook",
+            Action::RunCommand {
+                argv,
+                timeout_seconds: 5.0,
+            },
+        );
+        let a = runner.run(&p, &live(&[]), now_ms());
+        assert_eq!(a.outcome, Outcome::Skipped, "{}", a.detail);
+        assert!(a.detail.contains(why), "{}", a.detail);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!ran.exists(), "the job's name chose the program that ran");
+    // The same hook with a plain name runs (the check is not a blanket refusal).
+    let p = process(
+        pid,
+        start_of(pid),
+        "python3",
+        nix::unistd::getuid().as_raw(),
+        "hook",
+        Action::RunCommand {
+            argv: vec![m.display().to_string(), "{name}".to_string()],
+            timeout_seconds: 5.0,
+        },
+    );
+    let a = runner.run(&p, &live(&[]), now_ms());
+    assert!(a.detail.starts_with("started"), "{}", a.detail);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !ran.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(ran.exists(), "the hook did not run for a plain name");
 }
 
 /// Item 14: a job of another user that calls itself `Xorg` is not protected; the real thing
@@ -362,4 +527,78 @@ fn a_commands_group_ends_on_timeout_and_with_the_engine() {
     assert!(running(bg));
     drop(runner);
     assert!(wait_gone(bg), "a command's process outlived the engine");
+}
+
+/// `/usr/bin/sleep 60` as uid 65534, with `env` set (through `env`), killed on drop.
+fn sleep_as_nobody(env: &[(&str, &str)]) -> Proc {
+    let mut cmd = Command::new("setpriv");
+    cmd.args([
+        "--reuid",
+        "65534",
+        "--regid",
+        "65534",
+        "--clear-groups",
+        "/usr/bin/env",
+    ]);
+    for (k, v) in env {
+        cmd.arg(format!("{k}={v}"));
+    }
+    let p = Proc(cmd.args(["/usr/bin/sleep", "60"]).spawn().expect("setpriv"));
+    // Until env has become sleep.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::fs::read_link(format!("/proc/{}/exe", p.0.id()))
+        .map_or(true, |e| !e.ends_with("sleep"))
+    {
+        assert!(Instant::now() < deadline, "sleep did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    p
+}
+
+/// Security v3, item 4: protection by a root-owned executable is not borrowable. A user's
+/// `LD_PRELOAD=job.so /usr/bin/sleep` is a root-owned `sleep` running the user's code: with
+/// `sleep` on the protected list it is still acted on, while the same program without the
+/// preload stays protected.
+#[test]
+fn a_preloaded_root_program_of_a_user_is_not_protected() {
+    assert_root();
+    let tmp = tempfile::tempdir().expect("tmp");
+    std::fs::set_permissions(
+        tmp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let so = tmp.path().join("job.so");
+    let ok = Command::new("cc")
+        .args(["-shared", "-fPIC", "-x", "c", "/dev/null", "-o"])
+        .arg(&so)
+        .status()
+        .expect("cc");
+    assert!(ok.success(), "cc could not make a shared library");
+    std::os::unix::fs::lchown(&so, Some(65534), Some(65534)).expect("chown");
+    let safety = live(&["sleep"]);
+    let mut runner = ActionRunner::new();
+    let term = || Action::Signal {
+        signal: "SIGTERM".into(),
+    };
+    // The real thing: protected.
+    let real = sleep_as_nobody(&[]);
+    let pid = real.0.id();
+    let p = process(pid, start_of(pid), "sleep", 65534, "r", term());
+    let a = runner.run(&p, &safety, now_ms());
+    assert_eq!(a.outcome, Outcome::Skipped, "{}", a.detail);
+    assert!(a.detail.contains("protected"), "{}", a.detail);
+    // The borrowed one: acted on.
+    let mut fake = sleep_as_nobody(&[("LD_PRELOAD", so.to_str().expect("utf-8"))]);
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", fake.0.id())).expect("maps");
+    assert!(maps.contains("job.so"), "the library is loaded");
+    let pid = fake.0.id();
+    let p = process(pid, start_of(pid), "sleep", 65534, "r", term());
+    let a = runner.run(&p, &safety, now_ms());
+    assert_eq!(a.outcome, Outcome::Acted, "{}", a.detail);
+    let status = fake.0.wait().expect("wait");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGTERM)
+    );
 }

@@ -428,3 +428,520 @@ fn no_home_and_no_passwd_entry_never_reads_settings_from_the_current_folder() {
         "{stdout}"
     );
 }
+
+/// A FIFO at `path`.
+fn mkfifo(path: &Path, mode: u32) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), mode) }, 0, "mkfifo");
+}
+
+/// Runs `vramwarden ARGS` with `env`, killed after 20 s (a hang is a failure, not a stuck
+/// suite): its output, and whether it ended on its own.
+fn run_within(args: &[&str], env: &[(&str, &Path)]) -> (Output, bool) {
+    let mut cmd = Command::new(bin());
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut ended = true;
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            ended = false;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (child.wait_with_output().expect("output"), ended)
+}
+
+/// A settings file whose GPU-wide rule (no dry run) touches `mark`.
+fn rule_settings(path: &Path, mark: &Path) {
+    std::fs::write(
+        path,
+        format!(
+            "[cleanup]\ndry_run = false\n[[cleanup.rules]]\nname = \"planted\"\nconditions = {{ device_used_min_pct = 0.0 }}\naction = {{ kind = \"run_command\", argv = [\"/usr/bin/touch\", \"{}\"], timeout_seconds = 5.0 }}\n",
+            mark.display()
+        ),
+    )
+    .expect("write");
+}
+
+/// Security v3, item 7: a settings file another user owns or can write (the file or its
+/// folder), reached through `XDG_CONFIG_HOME` or a shared `--config`, is refused with a
+/// clear message — also with `--demo` — and its command never runs as root.
+#[test]
+fn settings_another_user_owns_or_can_write_are_refused() {
+    assert_root();
+    let tmp = tempfile::tempdir().expect("tmp");
+    chmod(tmp.path(), 0o755);
+    let mark = tmp.path().join("RAN");
+    // Through XDG_CONFIG_HOME: a folder and file of uid 65534, mode 0666.
+    let xdg = tmp.path().join("xdg");
+    let dir = xdg.join("vramwarden");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let cfg = dir.join("config.toml");
+    rule_settings(&cfg, &mark);
+    for p in [&xdg, &dir, &cfg] {
+        chown(p, NOBODY);
+    }
+    chmod(&cfg, 0o666);
+    let home = tmp.path().join("home");
+    std::fs::create_dir(&home).expect("mkdir");
+    let env = [("XDG_CONFIG_HOME", xdg.as_path()), ("HOME", home.as_path())];
+    let (out, ended) = run_within(&["rules", "check"], &env);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(ended && !out.status.success(), "{out:?}");
+    assert!(err.contains("belongs to uid 65534"), "{err}");
+    let session = tmp.path().join("s.vwsess");
+    let s = session.to_str().expect("utf-8");
+    let (out, ended) = run_within(
+        &[
+            "record",
+            "--demo",
+            "--speed",
+            "max",
+            "--duration",
+            "5s",
+            "--out",
+            s,
+        ],
+        &env,
+    );
+    assert!(ended && !out.status.success(), "{out:?}");
+    assert!(!mark.exists(), "another user's command ran as root");
+    // A shared --config of root's, but writable by others (the file, then its folder).
+    let shared = tmp.path().join("shared");
+    std::fs::create_dir(&shared).expect("mkdir");
+    let cfg = shared.join("config.toml");
+    rule_settings(&cfg, &mark);
+    chmod(&cfg, 0o666);
+    let c = cfg.to_str().expect("utf-8");
+    let (out, _) = run_within(&["--config", c, "rules", "check"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(err.contains("can be written by others (mode 666)"), "{err}");
+    chmod(&cfg, 0o644);
+    chmod(&shared, 0o777);
+    let (out, _) = run_within(&["--config", c, "rules", "check"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(err.contains("a folder others can write to"), "{err}");
+    // Root's own file in root's folder is read.
+    chmod(&shared, 0o755);
+    let (out, _) = run_within(&["--config", c, "rules", "check"], &[]);
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// Security v3, partial: `--config /dev/zero` and a FIFO as `--config` or `--token-file`
+/// are refused at once (no read until memory runs out, no hang).
+#[test]
+fn a_device_or_a_fifo_as_config_or_token_is_refused_at_once() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let fifo = tmp.path().join("fifo");
+    mkfifo(&fifo, 0o600);
+    let f = fifo.to_str().expect("utf-8");
+    for args in [
+        &["--config", "/dev/zero", "rules", "check"][..],
+        &["--config", f, "rules", "check"],
+        &[
+            "--demo",
+            "agent",
+            "--no-record",
+            "--listen",
+            "127.0.0.1:0",
+            "--token-file",
+            f,
+        ],
+    ] {
+        let (out, ended) = run_within(args, &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(ended, "{args:?} hung: {err}");
+        assert!(!out.status.success(), "{args:?}: {out:?}");
+        assert!(err.contains("not a regular file"), "{args:?}: {err}");
+    }
+}
+
+/// Security v3, item 6: in a folder another user can write (sticky, as /tmp), root's export
+/// never writes through a link that user planted — dangling (no `--force`) or to a file
+/// outside (with `--force`) — and a FIFO as the output is refused at once, not waited on.
+/// `--force` over a regular file replaces it with a new 0600 file and leaves no temporary.
+#[test]
+fn export_never_writes_through_a_planted_link_nor_waits_on_a_fifo() {
+    assert_root();
+    let tmp = tempfile::tempdir().expect("tmp");
+    chmod(tmp.path(), 0o755);
+    let log = tmp.path().join("t.vwlog");
+    let l = log.to_str().expect("utf-8");
+    let (o, _) = run_within(
+        &[
+            "record",
+            "--demo",
+            "--speed",
+            "max",
+            "--duration",
+            "1min",
+            "--out",
+            l,
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{o:?}");
+    let shared = tmp.path().join("shared");
+    let outside = tmp.path().join("outside");
+    std::fs::create_dir(&shared).expect("mkdir");
+    std::fs::create_dir(&outside).expect("mkdir");
+    chmod(&shared, 0o1777);
+    let export = |out: &Path, extra: &[&str]| {
+        let mut args = vec!["export", l, "--csv", out.to_str().expect("utf-8")];
+        args.extend_from_slice(extra);
+        run_within(&args, &[])
+    };
+    // A dangling link for one of the three tables' names.
+    let planted = outside.join("planted");
+    let dang = shared.join("dang-devices.csv");
+    std::os::unix::fs::symlink(&planted, &dang).expect("symlink");
+    chown(&dang, NOBODY);
+    let (o, ended) = export(&shared.join("dang.csv"), &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(ended && !o.status.success(), "{o:?}");
+    assert!(err.contains("symbolic link"), "{err}");
+    assert!(!planted.exists(), "root created the link's target");
+    // With --force, a link to an existing file outside the folder.
+    let keep = outside.join("keep");
+    std::fs::write(&keep, "keep\n").expect("write");
+    chmod(&keep, 0o644);
+    let link = shared.join("f.csv");
+    std::os::unix::fs::symlink(&keep, &link).expect("symlink");
+    chown(&link, NOBODY);
+    let (o, _) = export(&link, &["--table", "devices", "--force"]);
+    assert!(!o.status.success(), "{o:?}");
+    assert_eq!(std::fs::read_to_string(&keep).expect("read"), "keep\n");
+    assert_eq!(
+        std::fs::metadata(&keep).expect("meta").permissions().mode() & 0o777,
+        0o644
+    );
+    // A FIFO, with and without --force.
+    let fifo = shared.join("p.csv");
+    mkfifo(&fifo, 0o666);
+    chown(&fifo, NOBODY);
+    for extra in [
+        &["--table", "devices"][..],
+        &["--table", "devices", "--force"],
+    ] {
+        let (o, ended) = export(&fifo, extra);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(ended, "{extra:?}: the export waited on the FIFO");
+        assert!(
+            !o.status.success() && err.contains("FIFO"),
+            "{extra:?}: {err}"
+        );
+    }
+    // --force over root's own regular file: a new file, 0600, nothing else left behind.
+    let own = shared.join("own.csv");
+    std::fs::write(&own, "old\n").expect("write");
+    chmod(&own, 0o644);
+    let before = std::fs::metadata(&own).expect("meta").ino();
+    let (o, _) = export(&own, &["--table", "devices", "--force"]);
+    assert!(o.status.success(), "{o:?}");
+    let md = std::fs::metadata(&own).expect("meta");
+    assert_ne!(md.ino(), before, "replaced by a new file");
+    assert_eq!(md.permissions().mode() & 0o777, 0o600);
+    assert!(std::fs::read_to_string(&own)
+        .expect("read")
+        .starts_with("timestamp,"));
+    let names: Vec<String> = std::fs::read_dir(&shared)
+        .expect("ls")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().all(|n| !n.ends_with(".part")),
+        "a temporary file was left: {names:?}"
+    );
+}
+
+/// `/usr/bin/python3`'s `pythonX.Y`.
+fn python_xy() -> String {
+    let o = Command::new("/usr/bin/python3")
+        .args([
+            "-I",
+            "-c",
+            "import sys; print(f'python{sys.version_info[0]}.{sys.version_info[1]}')",
+        ])
+        .output()
+        .expect("python3");
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// Security v3, item 5: root's `torch enable` runs nothing of others before it decides: a
+/// `json.py` another user left in the current folder, and a `.pth` in another user's user
+/// site (root's `HOME` pointing at their home), never run as root — the interpreter is asked
+/// isolated (`-I -S`) — and that home's site is then refused.
+#[test]
+fn root_torch_enable_runs_no_code_of_the_folder_or_another_users_site() {
+    assert_root();
+    let tmp = tempfile::tempdir().expect("tmp");
+    chmod(tmp.path(), 0o755);
+    let marks = tmp.path().join("marks");
+    std::fs::create_dir(&marks).expect("mkdir");
+    chmod(&marks, 0o777);
+    // A folder of another user's, with a json.py.
+    let cwd = tmp.path().join("shared");
+    std::fs::create_dir(&cwd).expect("mkdir");
+    let json = cwd.join("json.py");
+    std::fs::write(
+        &json,
+        format!(
+            "import os\nopen('{}/json-ran-as-%d' % os.getuid(), 'w').close()\nfrom _json import *\ndumps = lambda x: '{{}}'\n",
+            marks.display()
+        ),
+    )
+    .expect("write");
+    chown(&cwd, NOBODY);
+    chown(&json, NOBODY);
+    let home = tmp.path().join("roothome");
+    std::fs::create_dir(&home).expect("mkdir");
+    chmod(&home, 0o700);
+    let out = Command::new(bin())
+        .args(["torch", "enable", "--python", "/usr/bin/python3"])
+        .current_dir(&cwd)
+        .env("HOME", &home)
+        .env_remove("PYTHONNOUSERSITE")
+        .output()
+        .expect("run");
+    assert!(
+        !marks.join("json-ran-as-0").exists(),
+        "the folder's json.py ran as root"
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert!(home
+        .join(".local/lib")
+        .join(python_xy())
+        .join("site-packages/vramwarden_torch.pth")
+        .exists());
+    // HOME at another user's home, whose user site has a .pth.
+    let alice = tmp.path().join("alice");
+    let site = alice
+        .join(".local/lib")
+        .join(python_xy())
+        .join("site-packages");
+    std::fs::create_dir_all(&site).expect("mkdir");
+    std::fs::write(
+        site.join("evil.pth"),
+        format!(
+            "import os; open('{}/pth-ran-as-%d' % os.getuid(), 'w').close()\n",
+            marks.display()
+        ),
+    )
+    .expect("write");
+    for p in [
+        alice.clone(),
+        alice.join(".local"),
+        alice.join(".local/lib"),
+        alice.join(".local/lib").join(python_xy()),
+        site.clone(),
+        site.join("evil.pth"),
+    ] {
+        chown(&p, NOBODY);
+    }
+    let out = Command::new(bin())
+        .args(["torch", "enable", "--python", "/usr/bin/python3"])
+        .current_dir(tmp.path())
+        .env("HOME", &alice)
+        .env_remove("PYTHONNOUSERSITE")
+        .output()
+        .expect("run");
+    assert!(
+        !marks.join("pth-ran-as-0").exists(),
+        "another user's .pth ran as root"
+    );
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("refusing as root"),
+        "{out:?}"
+    );
+    assert!(!site.join("vramwarden_torch.pth").exists());
+}
+
+/// `n` companions of uid 65534 in `dir` (made 0700 for them) that answer a byte every 0.3 s
+/// and never a whole line: one Python process forks them. Their pids; killed on drop.
+struct Drippers(Vec<i32>, #[allow(dead_code)] Proc);
+
+impl Drop for Drippers {
+    fn drop(&mut self) {
+        for pid in &self.0 {
+            // SAFETY: kill(2) on a pid this test started.
+            unsafe {
+                libc::kill(*pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+fn drippers(dir: &Path, n: usize) -> Drippers {
+    std::fs::create_dir_all(dir).expect("mkdir");
+    chown(dir, NOBODY);
+    chmod(dir, 0o700);
+    let code = format!(
+        r#"
+import os, socket, sys, threading, time
+def drip(c):
+    try:
+        while True:
+            c.send(b"{{")
+            time.sleep(0.3)
+    except OSError:
+        pass
+for _ in range({n}):
+    pid = os.fork()
+    if pid == 0:
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(os.path.join("{dir}", "torch-%d.sock" % os.getpid()))
+        s.listen(64)
+        while True:
+            c, _ = s.accept()
+            threading.Thread(target=drip, args=(c,), daemon=True).start()
+    print(pid, flush=True)
+sys.stdin.read()
+"#,
+        dir = dir.display()
+    );
+    let mut child = Command::new("setpriv")
+        .args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+            &code,
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("setpriv python3");
+    let mut pids = Vec::new();
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    for _ in 0..n {
+        let mut line = String::new();
+        out.read_line(&mut line).expect("pid");
+        pids.push(line.trim().parse().expect("a pid"));
+    }
+    let d = Drippers(pids, Proc(child));
+    for pid in &d.0 {
+        wait_for(&dir.join(format!("torch-{pid}.sock")));
+    }
+    d
+}
+
+/// Security v3, item 9: one user's slow companions (24 that answer a byte every 0.3 s) do not
+/// blind root's poller to another user's: a companion that starts while they are polled has
+/// its figures within 5 s (it took 0.5 s per slow companion, per poll, before: they are now
+/// connected to in parallel, and one that failed waits before it is tried again).
+#[test]
+fn slow_companions_of_one_user_do_not_delay_anothers() {
+    assert_root();
+    let tmp = tempfile::tempdir().expect("tmp");
+    chmod(tmp.path(), 0o755);
+    let slow_dir = tmp.path().join("slow").join("vramwarden");
+    std::fs::create_dir_all(tmp.path().join("slow")).expect("mkdir");
+    let slow = drippers(&slow_dir, 24);
+    let xdg = tmp.path().join("victim");
+    std::fs::create_dir(&xdg).expect("mkdir");
+    let watch = torch::Watch::spawn(
+        vec![slow_dir.clone(), xdg.join("vramwarden")],
+        Duration::from_millis(500),
+    )
+    .expect("spawn");
+    // The slow ones are being polled …
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while watch.state().refused.len() < slow.0.len() / 2 {
+        assert!(Instant::now() < deadline, "{:?}", watch.state());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // … when another user's job starts its companion.
+    let (py, _sock) = companion(&xdg, "");
+    let pid = py.0.id();
+    let start = vramwarden::host::procinfo::ProcReader::default()
+        .start_time_ms(pid)
+        .expect("start");
+    let t = Instant::now();
+    while watch.get(pid, start).is_none() {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "no figures after {:?}: {:?}",
+            t.elapsed(),
+            watch.state().refused.get(&pid)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    println!("figures after {:?}", t.elapsed());
+    drop(watch);
+    drop(py);
+    drop(slow);
+}
+
+/// Security v3, partial: a socket another user names for someone else's pid, in a folder that
+/// comes first, hides nothing: the poller and the release path try every folder's socket
+/// until one passes the checks.
+#[test]
+fn a_socket_planted_for_anothers_pid_in_an_earlier_folder_hides_nothing() {
+    assert_root();
+    let tmp = tempfile::tempdir().expect("tmp");
+    chmod(tmp.path(), 0o755);
+    let xdg = tmp.path().join("b");
+    std::fs::create_dir(&xdg).expect("mkdir");
+    let (py, _sock) = companion(&xdg, "");
+    let pid = py.0.id();
+    let planted_dir = tmp.path().join("a").join("vramwarden");
+    std::fs::create_dir_all(&planted_dir).expect("mkdir");
+    chown(&planted_dir, NOBODY);
+    chmod(&planted_dir, 0o700);
+    let planted = planted_dir.join(torch::socket_name(pid));
+    let code = format!(
+        "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.bind({:?})\ns.listen(8)\nprint('up', flush=True)\nsys.stdin.read()",
+        planted.display().to_string()
+    );
+    let mut squatter = Proc(
+        Command::new("setpriv")
+            .args([
+                "--reuid",
+                "65534",
+                "--regid",
+                "65534",
+                "--clear-groups",
+                "/usr/bin/python3",
+                "-c",
+                &code,
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("setpriv"),
+    );
+    let mut line = String::new();
+    BufReader::new(squatter.0.stdout.as_mut().expect("stdout"))
+        .read_line(&mut line)
+        .expect("up");
+    assert_eq!(line.trim(), "up");
+    let dirs = vec![planted_dir.clone(), xdg.join("vramwarden")];
+    let start = vramwarden::host::procinfo::ProcReader::default()
+        .start_time_ms(pid)
+        .expect("start");
+    let c = torch::release::connect(&dirs, pid, Some(start));
+    assert!(c.is_ok(), "{:?}", c.err());
+    let watch = torch::Watch::spawn(dirs, Duration::from_millis(100)).expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while watch.get(pid, start).is_none() {
+        assert!(Instant::now() < deadline, "hidden: {:?}", watch.state());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

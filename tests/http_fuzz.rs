@@ -61,7 +61,7 @@ fn request_bytes() -> impl Strategy<Value = Vec<u8>> {
             if raw {
                 return tail;
             }
-            let mut r = format!("{m} {p} HTTP/1.1\r\nHost: x\r\n");
+            let mut r = format!("{m} {p} HTTP/1.1\r\nHost: 127.0.0.1\r\n");
             for h in hs {
                 r.push_str(h);
                 r.push_str("\r\n");

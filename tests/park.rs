@@ -363,3 +363,32 @@ fn the_demo_raises_a_forecast_alert_and_shows_a_simulated_park() {
         .iter()
         .any(|e| matches!(e, Event::Park { .. } | Event::Activity { .. })));
 }
+
+/// Security v3, partial: `vramwarden --config F resume PID` honours F's protected list (it
+/// used the built-in list whatever F said), and says so before the driver is loaded.
+#[test]
+fn park_and_resume_honour_the_config_files_protected_list() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let cfg = tmp.path().join("config.toml");
+    std::fs::write(&cfg, "[cleanup]\nprotected = [\"sleep\"]\n").expect("write");
+    let s = sleeper();
+    let out = bin()
+        .arg("--config")
+        .arg(&cfg)
+        .args(["resume", &s.0.id().to_string()])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("sleep is on the protected list"), "{err}");
+    // Without it, the same process is not protected (the driver is asked, or is missing).
+    std::fs::write(&cfg, "[cleanup]\nprotected = []\n").expect("write");
+    let out = bin()
+        .arg("--config")
+        .arg(&cfg)
+        .args(["resume", &s.0.id().to_string()])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("protected list"), "{err}");
+}

@@ -643,11 +643,14 @@ gib = 40.0
         ("gib = -3.0", "gib"),
         ("gib = nan", "gib"),
         ("gib = 1e30", "gib"),
+        // Security v3: a subnormal limit passed `rules check`.
+        ("gib = 5e-324", "gib"),
+        ("gib = 0.001", "gib"),
     ] {
         let t = text.replace("gib = 40.0", bad);
         let e = Settings::from_toml(&t, std::path::Path::new("t.toml")).expect_err(bad);
         assert!(e.reason.contains(key), "{bad}: {e:?}");
-        assert!(e.reason.contains("limit must be more than 0 GiB"), "{e:?}");
+        assert!(e.reason.contains("limit must be at least"), "{e:?}");
     }
     let t = text.replace(
         "allocated_growth_min_mib_per_min = 256.0",

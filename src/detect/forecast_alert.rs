@@ -43,6 +43,33 @@ pub struct ForecastAlert {
     pub drivers: Vec<String>,
 }
 
+impl ForecastAlert {
+    /// The alert in words, as the banner, the status bar and the notification say it:
+    /// "GPU 0 full in ~6m 07s: python3 (PID 70411) growing".
+    pub fn sentence(&self) -> String {
+        sentence(self.device_index, self.full_in_s, &self.drivers)
+    }
+}
+
+/// A forecast alert in words: "GPU 0 full in ~6m 07s: python3 (PID 70411) growing" (a
+/// lapsed forecast: "forecast receding").
+pub fn sentence(device: u32, full_in_s: Option<f64>, drivers: &[String]) -> String {
+    let when = full_in_s.map_or_else(
+        || "forecast receding".to_string(),
+        |s| {
+            format!(
+                "full in ~{}",
+                crate::model::format::duration((s * 1000.0) as i64)
+            )
+        },
+    );
+    if drivers.is_empty() {
+        format!("GPU {device} {when}")
+    } else {
+        format!("GPU {device} {when}: {} growing", drivers.join(", "))
+    }
+}
+
 /// Per GPU: the alert in force and since when its forecast has receded.
 #[derive(Debug, Default)]
 pub struct ForecastWatch {
@@ -50,6 +77,8 @@ pub struct ForecastWatch {
     active: HashMap<u32, (ForecastAlert, Option<UnixMs>)>,
     /// Per GPU: since when its forecast has been within the warning time (not raised yet).
     near_since: HashMap<u32, UnixMs>,
+    /// Per GPU: since when it has had a forecast at all (see [`ForecastWatch::hold`]).
+    standing_since: HashMap<u32, UnixMs>,
 }
 
 impl ForecastWatch {
@@ -59,6 +88,7 @@ impl ForecastWatch {
             minutes,
             active: HashMap::new(),
             near_since: HashMap::new(),
+            standing_since: HashMap::new(),
         }
     }
 
@@ -89,6 +119,14 @@ impl ForecastWatch {
         let limit = self.minutes * 60.0;
         let mut events = Vec::new();
         for d in &snap.devices {
+            match d.time_to_full_s {
+                Some(_) => {
+                    self.standing_since.entry(d.index).or_insert(now);
+                }
+                None => {
+                    self.standing_since.remove(&d.index);
+                }
+            }
             let t = d.time_to_full_s.filter(|_| limit > 0.0);
             let believed = |full_in: f64| {
                 growth_since(d.index).is_some_and(|since| {
@@ -147,7 +185,28 @@ impl ForecastWatch {
             .retain(|i, _| snap.devices.iter().any(|d| d.index == *i));
         self.near_since
             .retain(|i, _| snap.devices.iter().any(|d| d.index == *i));
+        self.standing_since
+            .retain(|i, _| snap.devices.iter().any(|d| d.index == *i));
         events
+    }
+
+    /// The forecasts as shown (the GPU card's "full in", its memory bar's band, the graph's
+    /// forecast line, the agent's figures): a GPU's time to full is kept only once its
+    /// forecast has stood [`RAISE_HOLD_MS`] — the hold of the banner, the notification and
+    /// the event, so no place warns of a server's burst of a few seconds. `snap` is the one
+    /// just observed.
+    pub fn hold(&self, snap: &mut Snapshot) {
+        let now = snap.taken_at_ms;
+        for d in &mut snap.devices {
+            let stood = self
+                .standing_since
+                .get(&d.index)
+                .is_some_and(|since| now - since >= RAISE_HOLD_MS);
+            if !stood {
+                d.time_to_full_s = None;
+                d.time_to_full_earliest_s = None;
+            }
+        }
     }
 }
 
@@ -242,6 +301,36 @@ mod tests {
         for t in (0..120_000).step_by(1_000) {
             assert!(w.observe(&snap(t, Some(60.0)), &growing, &none).is_empty());
         }
+    }
+
+    /// Issue 40: the forecast shown obeys the alert's hold — a burst shorter than
+    /// [`RAISE_HOLD_MS`] is never shown; a forecast that stands is, from then on, and a
+    /// pause in it starts the hold again.
+    #[test]
+    fn a_forecast_is_shown_only_once_it_has_stood_the_hold() {
+        let mut w = ForecastWatch::new(10.0);
+        let shown = |w: &mut ForecastWatch, t: UnixMs, s: Option<f64>| {
+            let mut sn = snap(t, s);
+            w.observe(&sn, &growing, &old);
+            w.hold(&mut sn);
+            sn.devices[0].time_to_full_s
+        };
+        // An 8 s burst, forecast "full in 9 s": shown nowhere.
+        for t in (0..8_000).step_by(1_000) {
+            assert_eq!(shown(&mut w, t, Some(9.0)), None, "at {t}");
+        }
+        assert_eq!(shown(&mut w, 8_000, None), None);
+        // A forecast that stands: hidden for the hold, then shown as it is.
+        for t in (10_000..10_000 + RAISE_HOLD_MS).step_by(1_000) {
+            assert_eq!(shown(&mut w, t, Some(1200.0)), None, "at {t}");
+        }
+        assert_eq!(
+            shown(&mut w, 10_000 + RAISE_HOLD_MS, Some(1100.0)),
+            Some(1100.0)
+        );
+        // Gone, then back: held again.
+        assert_eq!(shown(&mut w, 30_000, None), None);
+        assert_eq!(shown(&mut w, 31_000, Some(1000.0)), None);
     }
 
     #[test]

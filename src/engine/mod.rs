@@ -10,6 +10,7 @@ pub mod command;
 pub mod headless;
 pub mod import;
 pub mod leak_watch;
+pub mod past_cache;
 pub mod replay;
 pub mod sampler;
 pub mod settings;
@@ -383,6 +384,9 @@ impl Engine {
         self.recorder.activity(&acts);
         self.recorder.parks(self.rules.take_park_records());
         out.activity(&acts);
+        // The rules decided on the forecast as it is; the View shows it once it has stood
+        // the alerts' hold (no card warns of a burst the banner stays quiet about).
+        self.watches.hold_forecasts(&mut snap);
         // Publish: one write lock per tick, everything the UI reads changes at once.
         let (events, orphans, watches) = (watched.events, watched.orphans, &self.watches);
         let previous = publish::tick(

@@ -112,24 +112,33 @@ pub fn past_episodes(dir: &Path, skip: Option<&Path>) -> PastEvents {
         if Some(s.path.as_path()) == skip {
             continue;
         }
-        let Ok(data) = SessionData::open(&s.path) else {
-            continue;
-        };
-        // A leak still growing when the recording stopped needs the samples (its growth and
-        // peak); otherwise the events suffice.
-        let m = if has_open_leak(&data) {
-            session(&data)
-        } else {
-            let mut m = Monitor::new(1000, 1);
-            for e in &data.events {
-                crate::engine::leak_watch::record_event(&mut m, e, Some(&s.path));
-            }
-            m
-        };
-        out.leaks.extend(m.leaks);
-        out.ooms.extend(m.ooms);
+        let one = episodes_of(&s.path);
+        out.leaks.extend(one.leaks);
+        out.ooms.extend(one.ooms);
     }
     out
+}
+
+/// The memory events of one session log (none when it cannot be read).
+pub fn episodes_of(path: &Path) -> PastEvents {
+    let Ok(data) = SessionData::open(path) else {
+        return PastEvents::default();
+    };
+    // A leak still growing when the recording stopped needs the samples (its growth and
+    // peak); otherwise the events suffice.
+    let m = if has_open_leak(&data) {
+        session(&data)
+    } else {
+        let mut m = Monitor::new(1000, 1);
+        for e in &data.events {
+            crate::engine::leak_watch::record_event(&mut m, e, Some(path));
+        }
+        m
+    };
+    PastEvents {
+        leaks: m.leaks.into_iter().collect(),
+        ooms: m.ooms.into_iter().collect(),
+    }
 }
 
 /// The memory events of past sessions.

@@ -313,18 +313,32 @@ impl Settings {
 
     /// Loads `path` (following symlinks): defaults and no error when there is no file there;
     /// defaults and the error when it cannot be read (a symlink loop, a folder, no
-    /// permission, not UTF-8) or is broken. Never writes anything.
+    /// permission, not UTF-8), is broken, or is not to be trusted (not a regular file, over
+    /// [`MAX_SETTINGS_BYTES`], another user's, or writable by others — the file or its
+    /// folder: see [`crate::host::trusted_file`]). Never writes anything.
     pub fn load(path: &Path) -> (Self, Option<ConfigError>) {
-        match std::fs::read_to_string(path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Self::default(), None),
-            Err(e) => (
+        use crate::host::trusted_file::{read, Rules, TrustError};
+        let rules = Rules {
+            what: "the settings file",
+            max_bytes: MAX_SETTINGS_BYTES,
+            secret: false,
+        };
+        let err = |reason: String| {
+            (
                 Self::default(),
                 Some(ConfigError {
                     path: path.to_path_buf(),
                     line: None,
-                    reason: format!("cannot read the settings file: {e}"),
+                    reason,
                 }),
-            ),
+            )
+        };
+        match read(path, &rules) {
+            Err(TrustError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                (Self::default(), None)
+            }
+            Err(TrustError::Io(e)) => err(format!("cannot read the settings file: {e}")),
+            Err(TrustError::Refused(why)) => err(format!("not loaded: {why}")),
             Ok(text) => match Self::from_toml(&text, path) {
                 Ok(s) => (s, None),
                 Err(e) => (Self::default(), Some(e)),
@@ -365,6 +379,9 @@ impl Settings {
         })
     }
 }
+
+/// Largest settings file read, bytes.
+pub const MAX_SETTINGS_BYTES: u64 = 16 << 20;
 
 /// Permission bits of a settings file the app creates (it can hold commands).
 const NEW_FILE_MODE: u32 = 0o600;

@@ -1,6 +1,6 @@
 //! What vramwarden reads from and does to this computer apart from the GPU: process facts from
 //! `/proc` and NSS, containers, CPU and memory use, the data and config folders, the log,
-//! and terminal output.
+//! terminal output, and the checks on a file that decides what vramwarden does.
 
 pub mod container;
 pub mod logging;
@@ -9,3 +9,4 @@ pub mod pid_namespace;
 pub mod proc_usage;
 pub mod procinfo;
 pub mod term;
+pub mod trusted_file;

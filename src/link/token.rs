@@ -2,7 +2,7 @@
 //! created with a random value on first start, compared in constant time.
 
 use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// The default token file: `agent.token` beside the settings file.
@@ -66,35 +66,25 @@ pub fn load_or_create(path: &Path) -> Result<(String, bool), String> {
     }
 }
 
+/// Largest token file read, bytes.
+pub const MAX_TOKEN_FILE_BYTES: u64 = 64 * 1024;
+
 /// Reads a token file after checking the file itself (not the path, which may change in
-/// between): it must belong to us or to root, and no one else may read or write it (a token
-/// another user planted or can read is no secret).
+/// between): a regular file of at most [`MAX_TOKEN_FILE_BYTES`], opened without blocking (a
+/// FIFO never hangs us), that belongs to us or to root, in a folder no one else can replace
+/// it in, and that no one else may read or write (a token another user planted or can read
+/// is no secret). See [`crate::host::trusted_file`].
 pub fn read_checked(path: &Path) -> std::io::Result<String> {
-    use std::os::unix::fs::MetadataExt;
-    let mut f = std::fs::File::open(path)?;
-    let md = f.metadata()?;
-    let me = nix::unistd::geteuid().as_raw();
-    let refuse = |why: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, why);
-    if !md.is_file() {
-        return Err(refuse("the token file is not a regular file".into()));
-    }
-    if md.uid() != me && md.uid() != 0 {
-        return Err(refuse(format!(
-            "the token file belongs to uid {}, not to us (uid {me}) or root: another user may have planted it; remove it or pass --token-file",
-            md.uid()
-        )));
-    }
-    let mode = md.permissions().mode();
-    if mode & 0o077 != 0 {
-        return Err(refuse(format!(
-            "the token file can be read or written by others (mode {:o}); run `chmod 600 {}`",
-            mode & 0o777,
-            path.display()
-        )));
-    }
-    let mut text = String::new();
-    f.read_to_string(&mut text)?;
-    Ok(text)
+    use crate::host::trusted_file::{read, Rules, TrustError};
+    let rules = Rules {
+        what: "the token file",
+        max_bytes: MAX_TOKEN_FILE_BYTES,
+        secret: true,
+    };
+    read(path, &rules).map_err(|e| match e {
+        TrustError::Io(e) => e,
+        TrustError::Refused(why) => std::io::Error::new(std::io::ErrorKind::PermissionDenied, why),
+    })
 }
 
 /// Compares in time that depends only on the lengths, never on where the bytes differ.
@@ -127,6 +117,7 @@ pub fn authorized(header: Option<&str>, token: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn compare_and_header() {

@@ -89,11 +89,31 @@ pub enum OutputClash {
     IsTheSession(std::path::PathBuf),
     /// These outputs already exist as regular files.
     Exist(Vec<std::path::PathBuf>),
+    /// This output exists and is not a regular file (a symlink, a FIFO, a device, a folder):
+    /// never written to, with or without `force`.
+    NotRegular(std::path::PathBuf, &'static str),
+}
+
+/// What a non-regular file is, in words.
+fn kind_of(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_dir() {
+        "a folder"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else {
+        "not a regular file"
+    }
 }
 
 /// Checks the outputs before anything is written (the command line and the window alike):
-/// never the session log itself; existing regular files only with `force` (devices and pipes
-/// such as `/dev/stdout` are written to).
+/// never the session log itself; never a symlink (even a dangling one), FIFO, device or
+/// folder; existing regular files only with `force`. (`export --csv -` writes to standard
+/// output.)
 ///
 /// # Errors
 /// The clash found.
@@ -107,12 +127,14 @@ pub fn check_outputs(
             return Err(OutputClash::IsTheSession(p.clone()));
         }
     }
-    let existing: Vec<std::path::PathBuf> = jobs
-        .iter()
-        .map(|(_, p)| p)
-        .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
-        .cloned()
-        .collect();
+    let mut existing = Vec::new();
+    for (_, p) in jobs {
+        match std::fs::symlink_metadata(p) {
+            Ok(m) if m.is_file() => existing.push(p.clone()),
+            Ok(m) => return Err(OutputClash::NotRegular(p.clone(), kind_of(m.file_type()))),
+            Err(_) => {}
+        }
+    }
     if force || existing.is_empty() {
         Ok(())
     } else {
@@ -130,20 +152,27 @@ pub struct FileError {
     pub error: ExportError,
 }
 
-/// Writes each table of `jobs` to its file (created 0600 or truncated; a regular file is
-/// fsync'd).
+/// Writes each table of `jobs` to its file, never through a link and never into anything but
+/// a new regular file: without `force` each file is created (`O_EXCL|O_NOFOLLOW`, 0600: an
+/// existing name, a planted symlink among them, is an error); with `force` the table goes to
+/// a new temporary file beside it (same flags), which is then renamed over the name (a
+/// symlink, FIFO or device there is refused, never written through). Before anything is
+/// written, every table must be within [`output_limit`] and all of them fit the free space
+/// of their folders; a file whose export fails is removed. Files are fsync'd.
 /// `progress` sees the fraction done over all of them; returning false cancels. Returns the
 /// rows written per table, in order.
 ///
 /// # Errors
-/// A file that cannot be created or written, or a cancel.
+/// A file that cannot be created or written, a table over its limit, too little free space,
+/// or a cancel.
 pub fn write_files(
     session: &SessionData,
     jobs: &[(Table, std::path::PathBuf)],
+    force: bool,
     progress: &mut dyn FnMut(f32) -> bool,
 ) -> Result<Vec<u64>, FileError> {
-    // Every table within its limit before any file is made.
     let limit = output_limit(session);
+    let mut need: std::collections::HashMap<std::path::PathBuf, u64> = Default::default();
     for (t, path) in jobs {
         let (estimate, longest) = estimate(session, *t);
         if estimate > limit {
@@ -157,6 +186,18 @@ pub fn write_files(
                 },
             });
         }
+        let dir = folder_of(path);
+        *need.entry(dir).or_insert(0) += estimate;
+    }
+    for (dir, bytes) in &need {
+        if let Some(free) = free_bytes(dir) {
+            if bytes.saturating_add(FREE_RESERVE) > free {
+                return Err(FileError {
+                    path: dir.clone(),
+                    error: ExportError::NoSpace { need: *bytes, free },
+                });
+            }
+        }
     }
     let n = jobs.len().max(1) as f32;
     let mut rows = Vec::with_capacity(jobs.len());
@@ -165,36 +206,182 @@ pub fn write_files(
             path: path.clone(),
             error,
         };
-        // Session data holds every user's command lines: a new file is 0600.
-        let file = {
-            use std::os::unix::fs::OpenOptionsExt;
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(path)
-                .map_err(|e| fail(e.into()))?
-        };
-        // An existing file keeps its mode when truncated: one readable by others (0644)
-        // is made 0600 before anything is written into it.
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let meta = file.metadata().map_err(|e| fail(e.into()))?;
-            if meta.is_file() && meta.permissions().mode() & 0o077 != 0 {
-                file.set_permissions(std::fs::Permissions::from_mode(0o600))
-                    .map_err(|e| fail(e.into()))?;
+        let out = Output::create(path, force).map_err(|e| fail(e.into()))?;
+        let written = write_table(session, *t, &out, limit, &mut |f| {
+            progress((k as f32 + f) / n)
+        })
+        .and_then(|r| out.finish().map(|()| r).map_err(ExportError::Io));
+        match written {
+            Ok(r) => rows.push(r),
+            Err(e) => {
+                out.discard();
+                return Err(fail(e));
             }
         }
-        let mut w = std::io::BufWriter::new(file);
-        let r = export(session, *t, &mut w, &mut |f| progress((k as f32 + f) / n)).map_err(fail)?;
-        let file = w.into_inner().map_err(|e| fail(e.into_error().into()))?;
-        if file.metadata().is_ok_and(|m| m.is_file()) {
-            file.sync_all().map_err(|e| fail(e.into()))?;
-        }
-        rows.push(r);
     }
     Ok(rows)
+}
+
+/// Writes `table` into the open output, at most `limit` bytes, and syncs it.
+fn write_table(
+    session: &SessionData,
+    table: Table,
+    out: &Output,
+    limit: u64,
+    progress: &mut dyn FnMut(f32) -> bool,
+) -> Result<u64, ExportError> {
+    let mut capped = Capped {
+        out: std::io::BufWriter::new(&out.file),
+        left: limit,
+    };
+    let r = export(session, table, &mut capped, progress)?;
+    capped.out.flush()?;
+    out.file.sync_all()?;
+    Ok(r)
+}
+
+/// Bytes left free on the disk after an export, at least.
+pub const FREE_RESERVE: u64 = 64 << 20;
+
+/// The folder a file is made in.
+fn folder_of(path: &std::path::Path) -> std::path::PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    }
+}
+
+/// Bytes free for us on the file system of `dir` (None when it cannot be told).
+#[allow(clippy::unnecessary_cast)] // the field types differ between platforms
+fn free_bytes(dir: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: an all-zero statvfs is a valid value for the call to fill in.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `st` a struct we own.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
+/// A writer that fails once more than `left` bytes would pass.
+struct Capped<W: Write> {
+    out: W,
+    left: u64,
+}
+
+impl<W: Write> Write for Capped<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if buf.len() as u64 > self.left {
+            return Err(std::io::Error::other(
+                "the export grew past its size limit; stopped",
+            ));
+        }
+        let n = self.out.write(buf)?;
+        self.left -= n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// One output being written: the file, and the temporary name it has until
+/// [`Output::finish`] (with `force`).
+struct Output {
+    file: std::fs::File,
+    /// Where it is being written.
+    at: std::path::PathBuf,
+    /// The name it gets when done, for a temporary file.
+    rename_to: Option<std::path::PathBuf>,
+}
+
+/// A new regular file at `path`, 0600, never through a link (`O_EXCL|O_NOFOLLOW`).
+fn create_new(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .mode(0o600)
+        .open(path)
+}
+
+impl Output {
+    /// The output for `path`: the file itself (new), or with `force` a new temporary file in
+    /// the same folder.
+    fn create(path: &std::path::Path, force: bool) -> std::io::Result<Self> {
+        if !force {
+            let file = create_new(path).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    std::io::Error::new(
+                        e.kind(),
+                        "it exists (maybe as a symbolic link): add --force to replace it",
+                    )
+                } else {
+                    e
+                }
+            })?;
+            return Ok(Self {
+                file,
+                at: path.to_path_buf(),
+                rename_to: None,
+            });
+        }
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let dir = folder_of(path);
+        let mut last = None;
+        for attempt in 0..16u32 {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            let tmp = dir.join(format!(
+                ".{name}.{}-{nanos:x}-{attempt}.part",
+                std::process::id()
+            ));
+            match create_new(&tmp) {
+                Ok(file) => {
+                    return Ok(Self {
+                        file,
+                        at: tmp,
+                        rename_to: Some(path.to_path_buf()),
+                    })
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| std::io::Error::other("no temporary name")))
+    }
+
+    /// Gives the finished file its name: the temporary file is renamed over the name (which
+    /// must be a regular file or nothing: a link or a FIFO planted meanwhile is refused).
+    fn finish(&self) -> std::io::Result<()> {
+        let Some(to) = &self.rename_to else {
+            return Ok(());
+        };
+        if let Ok(m) = std::fs::symlink_metadata(to) {
+            if !m.is_file() {
+                return Err(std::io::Error::other(format!(
+                    "{} is {}: not replaced",
+                    to.display(),
+                    kind_of(m.file_type())
+                )));
+            }
+        }
+        std::fs::rename(&self.at, to)
+    }
+
+    /// Removes what was written (a failed or cancelled export leaves no partial file).
+    fn discard(self) {
+        drop(self.file);
+        let _ = std::fs::remove_file(&self.at);
+    }
 }
 
 /// Why an export stopped.
@@ -206,10 +393,20 @@ pub enum ExportError {
     /// The progress callback asked to stop.
     #[error("export cancelled")]
     Cancelled,
+    /// The tables would not fit the free space of their folder's file system.
+    #[error(
+        "the export would take up to {need} bytes, but only {free} are free there (at least {FREE_RESERVE} must stay free); nothing was written"
+    )]
+    NoSpace {
+        /// Bytes the tables take at most.
+        need: u64,
+        /// Bytes free.
+        free: u64,
+    },
     /// The table would be larger than the limit for this log (see [`output_limit`]): a log
     /// that repeats long text (a crafted or damaged file) is refused before anything is written.
     #[error(
-        "the {table} table would be up to {estimate} bytes, more than the export limit of {limit} bytes ({OUTPUT_FACTOR} × the log's size, at least {MIN_OUTPUT_LIMIT} bytes): the log repeats long text (a command line or name of {longest} bytes); nothing was written"
+        "the {table} table would be up to {estimate} bytes, more than the export limit of {limit} bytes ({OUTPUT_FACTOR} × the log's size, at least {MIN_OUTPUT_LIMIT} and at most {MAX_OUTPUT_LIMIT} bytes): the log repeats long text (a command line or name of {longest} bytes); nothing was written"
     )]
     TooLarge {
         /// The table.
@@ -224,21 +421,24 @@ pub enum ExportError {
 }
 
 /// An export may write this many times the log's size …
-pub const OUTPUT_FACTOR: u64 = 4096;
-/// … and at least this many bytes, whatever the log's size.
-pub const MIN_OUTPUT_LIMIT: u64 = 4 << 30;
+pub const OUTPUT_FACTOR: u64 = 256;
+/// … and at least this many bytes, whatever the log's size …
+pub const MIN_OUTPUT_LIMIT: u64 = 1 << 30;
+/// … and never more than this, per table.
+pub const MAX_OUTPUT_LIMIT: u64 = 64 << 30;
 /// Bytes a row takes besides its texts, at most (times, numbers, commas).
 const ROW_FIXED: u64 = 256;
 
 /// The most bytes one table of `session` may be: [`OUTPUT_FACTOR`] × its size, at least
-/// [`MIN_OUTPUT_LIMIT`]. A log stores a process's command line once and refers to it from
-/// every sample in a few bytes, while each CSV row repeats it: a log of 1.8 MB can refer to a
-/// 1 MiB command line 400 000 times (400 GiB of CSV). Memory stays bounded either way (rows
-/// are written as they are made); the limit bounds the time and the disk.
+/// [`MIN_OUTPUT_LIMIT`], at most [`MAX_OUTPUT_LIMIT`]. A log stores a process's command line
+/// once and refers to it from every sample in a few bytes, while each CSV row repeats it: a
+/// log of 1.8 MB can refer to a 1 MiB command line 400 000 times (400 GiB of CSV). Memory
+/// stays bounded either way (rows are written as they are made); the limit bounds the time
+/// and the disk, and [`write_files`] also checks the free space first.
 pub fn output_limit(session: &SessionData) -> u64 {
     (session.file_bytes() as u64)
         .saturating_mul(OUTPUT_FACTOR)
-        .max(MIN_OUTPUT_LIMIT)
+        .clamp(MIN_OUTPUT_LIMIT, MAX_OUTPUT_LIMIT)
 }
 
 /// The size `table` of `session` has at most, and the longest text repeated on its rows: a

@@ -812,12 +812,14 @@ pub const PLACEHOLDERS: &[&str] = &["{pid}", "{start_time}", "{gpu}", "{user}", 
 /// ms since the epoch: with the pid, its identity), `{gpu}`, `{user}`, `{name}`.
 ///
 /// # Errors
-/// Refuses (with the reason) when a replaced value would make an argument start with `-` that
-/// did not start with one in the rule (a process named `-rf` must not become an option), and
-/// when a `{name}` or `{user}` would land inside a shell's or interpreter's code
-/// ([`super::shell::placeholder_in_code`]).
+/// Refuses (with the reason) a rule that could hand a value to a program as code or a path
+/// ([`super::shell::placeholder_problem`]: any placeholder in the program, `{name}` or `{user}`
+/// inside a longer argument, after an option or as a shell's first argument); a `{name}` or
+/// `{user}` whose value holds a `/` or starts with `.` ([`super::shell::value_problem`]); and
+/// a replaced value that would make an argument start with `-` that did not start with one
+/// in the rule (a process named `-rf` must not become an option), unless it follows `--`.
 pub fn expand_argv(argv: &[String], t: &Target) -> Result<Vec<String>, String> {
-    if let Some(why) = super::shell::placeholder_in_code(argv) {
+    if let Some(why) = super::shell::placeholder_problem(argv) {
         return Err(format!("not run: {why}"));
     }
     let (pid, start, user, name) = match t {
@@ -838,15 +840,23 @@ pub fn expand_argv(argv: &[String], t: &Target) -> Result<Vec<String>, String> {
     argv.iter()
         .enumerate()
         .map(|(i, a)| {
-            let out = a
-                .replace("{pid}", &pid)
-                .replace("{start_time}", &start)
-                .replace("{gpu}", &gpu)
-                .replace("{user}", &user)
-                .replace("{name}", &name);
+            // `{name}` and `{user}` are whole arguments here (checked above).
+            let out = match a.as_str() {
+                "{name}" | "{user}" => {
+                    let v = if a == "{name}" { &name } else { &user };
+                    if let Some(why) = super::shell::value_problem(a, v) {
+                        return Err(why);
+                    }
+                    v.clone()
+                }
+                _ => a
+                    .replace("{pid}", &pid)
+                    .replace("{start_time}", &start)
+                    .replace("{gpu}", &gpu),
+            };
             if i > 0 && i < operands_from && out.starts_with('-') && !a.starts_with('-') {
                 return Err(format!(
-                    "not run: argument {i} ({a:?}) would become the option {out:?}; put the placeholder after `--` or inside a longer argument"
+                    "not run: argument {i} ({a:?}) would become the option {out:?}; put the placeholder after `--`"
                 ));
             }
             Ok(out)

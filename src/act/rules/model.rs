@@ -132,7 +132,7 @@ pub enum Action {
     /// target): a cooperative quota, the job gets its own OOM error past it. TOML
     /// `kind = "limit_memory"`.
     LimitMemory {
-        /// The limit in GiB (more than 0, at most [`MAX_LIMIT_GIB`]; at most the GPU's total
+        /// The limit in GiB (at least [`MIN_LIMIT_GIB`], at most [`MAX_LIMIT_GIB`]; at most the GPU's total
         /// when it runs).
         gib: f64,
     },
@@ -146,6 +146,8 @@ pub enum Action {
 
 /// Largest memory limit (GiB) a `limit_memory` action may name ([`MAX_MIB`] in GiB).
 pub const MAX_LIMIT_GIB: f64 = MAX_MIB / 1024.0;
+/// Smallest `limit_memory`, GiB (16 MiB: a smaller fraction of any GPU rounds to nothing).
+pub const MIN_LIMIT_GIB: f64 = 1.0 / 64.0;
 
 /// What an action does, without its parameters: the choices of the settings window's
 /// action picker, each with a label and the action it starts from.
@@ -535,11 +537,11 @@ impl Rule {
             Action::Notify | Action::ReleaseCache | Action::Park | Action::Resume => {}
             Action::LimitMemory { gib } => {
                 let g = *gib;
-                if !(g.is_finite() && g > 0.0 && g <= MAX_LIMIT_GIB) {
+                if !(g.is_finite() && (MIN_LIMIT_GIB..=MAX_LIMIT_GIB).contains(&g)) {
                     v.push((
                         &["action", "gib"],
                         format!(
-                            "the limit must be more than 0 GiB and at most {MAX_LIMIT_GIB} GiB"
+                            "the limit must be at least {MIN_LIMIT_GIB} GiB (16 MiB) and at most {MAX_LIMIT_GIB} GiB"
                         ),
                     ));
                 }
@@ -567,7 +569,7 @@ impl Rule {
                 if argv.first().is_none_or(|a| a.trim().is_empty()) {
                     v.push((&["action", "argv"], "the command is empty".into()));
                 }
-                if let Some(why) = super::shell::placeholder_in_code(argv) {
+                if let Some(why) = super::shell::placeholder_problem(argv) {
                     v.push((&["action", "argv"], why));
                 }
                 let t = *timeout_seconds;

@@ -66,18 +66,29 @@ impl SiteInfo {
     }
 }
 
-const QUERY: &str = "import json,site,sys,sysconfig\n\
+/// The query, for `python -I -S`: isolated (no current folder, user site or `PYTHON*`
+/// variables on its path) and without `site`'s start-up (no `.pth` file of any site runs).
+/// What `site` would have done for a venv (its `pyvenv.cfg` sets the prefix) is done here by
+/// hand, without reading any site-packages.
+const QUERY: &str = "import json,os,sys\n\
+d=os.path.dirname(os.path.abspath(sys.executable))\n\
+cfg=[p for p in (os.path.join(d,'pyvenv.cfg'),os.path.join(os.path.dirname(d),'pyvenv.cfg')) if os.path.isfile(p)]\n\
+if cfg: sys.prefix=sys.exec_prefix=os.path.dirname(d)\n\
+import site,sysconfig\n\
 print(json.dumps({'venv': sys.prefix != getattr(sys, 'base_prefix', sys.prefix), \
 'purelib': sysconfig.get_paths()['purelib'], 'user_site': site.getusersitepackages(), \
-'enable_user_site': bool(site.ENABLE_USER_SITE), 'version': sys.version.split()[0]}))";
+'enable_user_site': not cfg and not os.environ.get('PYTHONNOUSERSITE') and os.getuid()==os.geteuid() and os.getgid()==os.getegid(), \
+'version': sys.version.split()[0]}))";
 
-/// Asks `python` (run with `-c`) where its site-packages are.
+/// Asks `python` where its site-packages are, isolated (`-I -S -c`): nothing of the current
+/// folder, of a user site or of any `.pth` file runs (as root, another user's code would run
+/// as root).
 ///
 /// # Errors
 /// When it cannot be run or answers nonsense.
 pub fn site_info(python: &Path) -> Result<SiteInfo, TorchError> {
     let out = Command::new(python)
-        .args(["-c", QUERY])
+        .args(["-I", "-S", "-c", QUERY])
         .env_remove("PYTHONPATH")
         .output()
         .map_err(|e| TorchError::Hook(format!("could not run {}: {e}", python.display())))?;

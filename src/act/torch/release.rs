@@ -33,11 +33,22 @@ pub fn connect(
     pid: u32,
     start_time_ms: Option<UnixMs>,
 ) -> Result<Client, TorchError> {
-    let path = socket_of(dirs, pid).unwrap_or_else(|| {
-        let name = socket_name(pid);
-        dirs.first()
-            .map_or_else(|| Path::new(&name).to_path_buf(), |d| d.join(&name))
-    });
+    // Every folder's socket in turn until one passes the checks: another user's socket
+    // named for this pid in a folder that comes first hides nothing.
+    let name = socket_name(pid);
+    let mut last = None;
+    for path in dirs.iter().map(|d| d.join(&name)).filter(|p| p.exists()) {
+        match Client::connect_at(&path, pid, start_time_ms, DEFAULT_TIMEOUT) {
+            Ok(c) => return Ok(c),
+            Err(e) => last = Some(e),
+        }
+    }
+    if let Some(e) = last {
+        return Err(e);
+    }
+    let path = dirs
+        .first()
+        .map_or_else(|| Path::new(&name).to_path_buf(), |d| d.join(&name));
     Client::connect_at(&path, pid, start_time_ms, DEFAULT_TIMEOUT)
 }
 

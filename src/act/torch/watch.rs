@@ -1,6 +1,12 @@
 //! A background poller for the engine: one thread keeps a connection to every companion, to
 //! which each pushes its figures once per interval, so a tick only reads a map (no socket I/O
 //! on the sampler's path, and a hung companion costs the engine nothing).
+//!
+//! One user's slow or hostile companions never blind the poller to everyone else's: new
+//! companions are connected to in parallel ([`OPEN_THREADS`] at a time, each step bounded by
+//! the client's timeout), reading pushed figures never waits, and a companion that failed is
+//! tried again only after a back-off that doubles per failure ([`Backoff`], up to
+//! [`MAX_BACKOFF`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -85,7 +91,8 @@ struct Listing {
     dirs: HashMap<PathBuf, FolderListing>,
     /// Set when a connection failed: the next poll lists every folder again.
     stale: bool,
-    /// The socket of each pid over all folders (the first folder's where two have one),
+    /// The socket of each pid over all folders (where two have one: the one in the folder of
+    /// the process's owner, else the first),
     /// made again only when a folder was listed again.
     seen: HashMap<u32, PathBuf>,
 }
@@ -128,11 +135,32 @@ impl Listing {
                     continue;
                 };
                 for (pid, path) in &entry.sockets {
-                    self.seen.entry(*pid).or_insert_with(|| path.clone());
+                    // Two folders with a socket for one pid (one planted by another user in a
+                    // folder that sorts first): the one in the folder of the process's owner.
+                    match self.seen.entry(*pid) {
+                        std::collections::hash_map::Entry::Vacant(v) => {
+                            v.insert(path.clone());
+                        }
+                        std::collections::hash_map::Entry::Occupied(mut o) => {
+                            if !in_owners_folder(o.get(), *pid) && in_owners_folder(path, *pid) {
+                                o.insert(path.clone());
+                            }
+                        }
+                    }
                 }
             }
         }
     }
+}
+
+/// True when the socket `path` of `pid` is in a folder that passes the checks for the uid
+/// the process runs as.
+fn in_owners_folder(path: &Path, pid: u32) -> bool {
+    let Some(uid) = super::trust::process_euid(pid) else {
+        return false;
+    };
+    path.parent()
+        .is_some_and(|d| super::trust::folder_problem(d, uid).is_none())
 }
 
 /// Polls in a row a subscribed companion may push nothing beyond what it announced (the two
@@ -152,6 +180,94 @@ enum Feed {
     Pushed { quiet: u32, allowed: u32 },
     /// An older companion: asked each poll, read the next (`asked` while a reply is due).
     Asked { asked: bool },
+}
+
+/// How long a reply of an older (asked) companion may take to arrive whole once it began.
+const ASKED_READ_TIMEOUT: Duration = Duration::from_millis(50);
+
+/// Most companions connected to at once by one poll.
+pub const OPEN_THREADS: usize = 16;
+/// Longest wait before a failing companion is tried again.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// Companions that failed, by pid: when each may be tried again, and how many times in a row
+/// it failed (the wait doubles each time, from one interval up to [`MAX_BACKOFF`]).
+#[derive(Debug, Default)]
+struct Backoff {
+    failing: HashMap<u32, (Instant, u32, String)>,
+}
+
+impl Backoff {
+    /// True when `pid` may be tried at `now`.
+    fn ready(&self, pid: u32, now: Instant) -> bool {
+        self.failing.get(&pid).is_none_or(|(at, _, _)| now >= *at)
+    }
+
+    /// `pid` failed at `now` (`why`): its wait doubles.
+    fn failed(&mut self, pid: u32, now: Instant, interval: Duration, why: String) {
+        let n = self.failing.get(&pid).map_or(0, |(_, n, _)| *n);
+        let wait = interval
+            .max(Duration::from_millis(100))
+            .saturating_mul(1u32 << n.min(16))
+            .min(MAX_BACKOFF);
+        self.failing.insert(pid, (now + wait, n + 1, why));
+    }
+
+    /// `pid` answered: no wait any more.
+    fn succeeded(&mut self, pid: u32) {
+        self.failing.remove(&pid);
+    }
+
+    /// Forgets pids no longer seen.
+    fn retain(&mut self, seen: &HashMap<u32, PathBuf>) {
+        self.failing.retain(|pid, _| seen.contains_key(pid));
+    }
+
+    /// Why `pid` is waiting, if it is.
+    fn why(&self, pid: u32) -> Option<&str> {
+        self.failing.get(&pid).map(|(_, _, w)| w.as_str())
+    }
+}
+
+/// Connects to each of `todo` (pid, socket) in parallel, [`OPEN_THREADS`] at a time.
+fn open_all(
+    todo: &[(u32, PathBuf)],
+    interval: Duration,
+) -> Vec<(u32, Result<Conn, super::TorchError>)> {
+    if todo.len() <= 1 {
+        return todo
+            .iter()
+            .map(|(pid, path)| (*pid, open(path, *pid, interval)))
+            .collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let out = Mutex::new(Vec::with_capacity(todo.len()));
+    std::thread::scope(|s| {
+        for _ in 0..OPEN_THREADS.min(todo.len()) {
+            let spawned = std::thread::Builder::new()
+                .name("vramwarden-torch-open".into())
+                .spawn_scoped(s, || loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((pid, path)) = todo.get(i) else {
+                        break;
+                    };
+                    let r = open(path, *pid, interval);
+                    if let Ok(mut o) = out.lock() {
+                        o.push((*pid, r));
+                    }
+                });
+            if spawned.is_err() {
+                break;
+            }
+        }
+    });
+    // A thread that could not be started leaves its share to this one.
+    let mut out = out.into_inner().unwrap_or_default();
+    let done: std::collections::HashSet<u32> = out.iter().map(|(p, _)| *p).collect();
+    for (pid, path) in todo.iter().filter(|(p, _)| !done.contains(p)) {
+        out.push((*pid, open(path, *pid, interval)));
+    }
+    out
 }
 
 /// A companion the poller is connected to.
@@ -176,7 +292,12 @@ fn open(path: &Path, pid: u32, interval: Duration) -> Result<Conn, super::TorchE
             quiet: 0,
             allowed: QUIET_POLLS,
         },
-        Subscribed::No => Feed::Asked { asked: false },
+        Subscribed::No => {
+            // Its replies are read only once they are there: a line cut short is an error
+            // at once, not a wait.
+            client.set_timeout(ASKED_READ_TIMEOUT);
+            Feed::Asked { asked: false }
+        }
     };
     Ok(Conn {
         path: path.to_path_buf(),
@@ -211,26 +332,38 @@ fn poll_once(
     listing: &mut Listing,
     conns: &mut HashMap<u32, Conn>,
     prev: &mut WatchState,
+    backoff: &mut Backoff,
     interval: Duration,
 ) -> WatchState {
     listing.refresh(dirs);
     let seen = &listing.seen;
     conns.retain(|pid, c| seen.get(pid) == Some(&c.path));
+    backoff.retain(seen);
     let mut out = WatchState {
         facts: HashMap::with_capacity(seen.len()),
         ..WatchState::default()
     };
-    let mut failed: Vec<u32> = Vec::new();
+    let now = Instant::now();
+    let mut todo = Vec::new();
     for (&pid, path) in seen {
         if conns.contains_key(&pid) {
             continue;
         }
-        match open(path, pid, interval) {
+        if backoff.ready(pid, now) {
+            todo.push((pid, path.clone()));
+        } else if let Some(why) = backoff.why(pid) {
+            out.refused.insert(pid, why.to_string());
+        }
+    }
+    let mut failed: Vec<u32> = Vec::new();
+    for (pid, r) in open_all(&todo, interval) {
+        match r {
             Ok(c) => {
                 conns.insert(pid, c);
             }
             Err(e) => {
                 out.refused.insert(pid, e.to_string());
+                backoff.failed(pid, Instant::now(), interval, e.to_string());
                 failed.push(pid);
             }
         }
@@ -278,6 +411,9 @@ fn poll_once(
                     Err(e) => Err(e.to_string()),
                 }
             }
+            // A reply not there yet is waited for at the next poll, not now (a companion
+            // that answers slowly delays no one else's figures).
+            Feed::Asked { asked } if *asked && !ready => Ok(prev.facts.remove(&pid)),
             Feed::Asked { asked } => {
                 let read = if std::mem::take(asked) {
                     c.client.read_facts().map(Some)
@@ -294,10 +430,12 @@ fn poll_once(
         };
         match got {
             Ok(Some(f)) => {
+                backoff.succeeded(pid);
                 out.facts.insert(pid, f);
             }
             Ok(None) => {}
             Err(e) => {
+                backoff.failed(pid, Instant::now(), interval, e.clone());
                 out.refused.insert(pid, e);
                 failed.push(pid);
             }
@@ -330,6 +468,7 @@ impl Watch {
                 let mut conns = HashMap::new();
                 let mut listing = Listing::default();
                 let mut prev = WatchState::default();
+                let mut backoff = Backoff::default();
                 let mut found: Vec<PathBuf> = Vec::new();
                 let mut since_scan = u32::MAX;
                 while !sp.load(Ordering::Relaxed) {
@@ -346,7 +485,14 @@ impl Watch {
                     } else {
                         &dirs
                     };
-                    let mut fresh = poll_once(scan, &mut listing, &mut conns, &mut prev, interval);
+                    let mut fresh = poll_once(
+                        scan,
+                        &mut listing,
+                        &mut conns,
+                        &mut prev,
+                        &mut backoff,
+                        interval,
+                    );
                     fresh.polls = prev.polls + 1;
                     fresh.asked = prev.asked + (fresh.facts.len() + fresh.refused.len()) as u64;
                     fresh.cpu_us = crate::host::proc_usage::thread_cpu_ns() / 1000;

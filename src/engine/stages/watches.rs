@@ -99,6 +99,12 @@ impl Watches {
         m.orphans = orphans;
     }
 
+    /// Keeps in `snap` (observed last) only the forecasts that have stood the alerts' hold:
+    /// what the View shows ([`crate::detect::forecast_alert::ForecastWatch::hold`]).
+    pub fn hold_forecasts(&self, snap: &mut Snapshot) {
+        self.forecasts.hold(snap);
+    }
+
     /// The OOM forecast alerts standing now.
     pub fn forecast_alerts(&self) -> Vec<crate::detect::forecast_alert::ForecastAlert> {
         self.forecasts.alerts()

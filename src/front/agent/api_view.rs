@@ -58,14 +58,15 @@ pub fn view(state: &AgentState, query: Option<&str>) -> Reply {
 }
 
 /// `GET /api/past`: leak episodes and OOM suspicions of the agent's own session logs (the
-/// one being written excepted: its events are in the View).
+/// one being written excepted: its events are in the View), cached per log and computed one
+/// request at a time ([`crate::engine::past_cache`]).
 pub fn past(state: &AgentState) -> Reply {
     let skip = state
         .shared
         .read()
         .ok()
         .and_then(|m| m.recording.path.clone());
-    let p = crate::engine::replay::past_episodes(&state.sessions_dir, skip.as_deref());
+    let p = state.past.past(&state.sessions_dir, skip.as_deref());
     Reply::json(
         200,
         &WirePast {
@@ -93,9 +94,9 @@ pub fn test_rule(state: &AgentState, body: &[u8]) -> Reply {
     if body.len() > super::api::MAX_COMMAND_BYTES {
         return Reply::error(413, "the rule is too large");
     }
-    let rule: crate::act::rules::Rule = match serde_json::from_slice(body) {
+    let rule = match parse_rule(body) {
         Ok(r) => r,
-        Err(e) => return Reply::error(400, &format!("bad rule: {e}")),
+        Err(why) => return Reply::error(400, &why),
     };
     match ask(
         state,
@@ -109,9 +110,43 @@ pub fn test_rule(state: &AgentState, body: &[u8]) -> Reply {
     }
 }
 
+/// The rule in a test-rule body: a JSON object (not `[]`, which serde would read as a rule of
+/// defaults) whose values pass the same checks as the settings file's.
+fn parse_rule(body: &[u8]) -> Result<crate::act::rules::Rule, String> {
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| format!("bad rule: {e}"))?;
+    if !value.is_object() {
+        return Err(
+            "bad rule: the body must be a JSON object (a rule as the settings file writes it)"
+                .into(),
+        );
+    }
+    let rule: crate::act::rules::Rule =
+        serde_json::from_value(value).map_err(|e| format!("bad rule: {e}"))?;
+    match rule.problems().into_iter().next() {
+        Some(("", why)) => Err(format!("bad rule: {why}")),
+        Some((field, why)) => Err(format!("bad rule: {field}: {why}")),
+        None => Ok(rule),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_test_rule_body_must_be_a_valid_rule_object() {
+        assert!(parse_rule(b"[]").is_err_and(|e| e.contains("JSON object")));
+        let bad =
+            br#"{"name": "x", "conditions": {"cmdline_regex": "("}, "action": {"kind": "notify"}}"#;
+        assert!(
+            parse_rule(bad).is_err_and(|e| e.contains("cmdline_regex")),
+            "{:?}",
+            parse_rule(bad)
+        );
+        let ok = br#"{"name": "x", "conditions": {"process_memory_min_mib": 1}, "action": {"kind": "notify"}}"#;
+        assert!(parse_rule(ok).is_ok(), "{:?}", parse_rule(ok));
+    }
 
     #[test]
     fn since_is_read_from_the_query() {

@@ -1,23 +1,26 @@
-//! The HTTP front's connection table: how many connections are open, from which client
-//! address, and which one to give up when a limit is reached.
+//! The HTTP front's connection table: how many connections are open, from which client, and
+//! which one to give up when a limit is reached.
 //!
 //! Limits are on the total ([`total_limit`]: at most [`MAX_CONNECTIONS`], at most half the
-//! process's open-file limit) and per client address. A new connection over a limit takes the
+//! process's open-file limit) and per client ([`super::peer::Client`]: a remote address, or on
+//! loopback the local user that owns the socket — one user's crowd never costs another user
+//! sharing `127.0.0.1` a place). A new connection over a limit takes the
 //! place of the oldest connection that is not running a request (one idle between requests,
 //! still sending its headers, or stuck writing a reply to a client that does not read): a
 //! crowd of idle or slow connections never locks out a new client, and a request being
 //! answered is never cut. Only when every connection is busy is the new one closed at once.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::sync::Notify;
 
+pub use super::peer::Client;
+
 /// Most open connections in all.
 pub const MAX_CONNECTIONS: usize = 512;
-/// Most open connections from one client address.
+/// Most open connections from one client.
 pub const MAX_PER_CLIENT: usize = 64;
 
 /// The total limit for a process allowed `open_files` descriptors: [`MAX_CONNECTIONS`], or
@@ -29,7 +32,7 @@ pub fn total_limit(open_files: u64) -> usize {
 /// A connection's entry.
 #[derive(Debug)]
 struct Entry {
-    ip: IpAddr,
+    client: Client,
     opened: Instant,
     /// Requests being answered right now (hyper answers one at a time per connection).
     busy: u32,
@@ -77,8 +80,8 @@ impl Table {
         self.entries.is_empty()
     }
 
-    fn count_from(&self, ip: IpAddr) -> usize {
-        self.entries.values().filter(|e| e.ip == ip).count()
+    fn count_from(&self, client: Client) -> usize {
+        self.entries.values().filter(|e| e.client == client).count()
     }
 
     /// The oldest connection not answering a request, among those `pick` selects.
@@ -90,14 +93,14 @@ impl Table {
             .map(|(id, _)| *id)
     }
 
-    /// The address with the most connections (the one that gives up a place at the total
+    /// The client with the most connections (the one that gives up a place at the total
     /// limit).
-    fn busiest_ip(&self) -> Option<IpAddr> {
-        let mut counts: HashMap<IpAddr, usize> = HashMap::new();
+    fn busiest(&self) -> Option<Client> {
+        let mut counts: HashMap<Client, usize> = HashMap::new();
         for e in self.entries.values() {
-            *counts.entry(e.ip).or_insert(0) += 1;
+            *counts.entry(e.client).or_insert(0) += 1;
         }
-        counts.into_iter().max_by_key(|(_, n)| *n).map(|(ip, _)| ip)
+        counts.into_iter().max_by_key(|(_, n)| *n).map(|(c, _)| c)
     }
 
     /// Gives up `id`'s place: it leaves the table now and its task is told to close.
@@ -107,12 +110,12 @@ impl Table {
         }
     }
 
-    /// Admits a connection from `ip` opened at `now`, giving up an idle one where a limit is
-    /// reached; `None` when every connection in the way is answering a request (the new one
-    /// is then closed at once).
-    pub fn admit(&mut self, ip: IpAddr, now: Instant) -> Option<Admitted> {
-        if self.count_from(ip) >= self.max_per_client {
-            let victim = self.oldest_idle(|e| e.ip == ip)?;
+    /// Admits a connection from `client` opened at `now`, giving up an idle one where a
+    /// limit is reached (at the client's own limit, one of its own); `None` when every
+    /// connection in the way is answering a request (the new one is then closed at once).
+    pub fn admit(&mut self, client: Client, now: Instant) -> Option<Admitted> {
+        if self.count_from(client) >= self.max_per_client {
+            let victim = self.oldest_idle(|e| e.client == client)?;
             self.evict(victim);
         }
         if self.entries.len() >= self.max_total && !self.evict_one() {
@@ -124,7 +127,7 @@ impl Table {
         self.entries.insert(
             id,
             Entry {
-                ip,
+                client,
                 opened: now,
                 busy: 0,
                 evict: evict.clone(),
@@ -133,12 +136,12 @@ impl Table {
         Some(Admitted { id, evict })
     }
 
-    /// Gives up the oldest idle connection (of the address with the most, if it has one
+    /// Gives up the oldest idle connection (of the client with the most, if it has one
     /// idle): for when the process runs out of file descriptors. False when all are busy.
     pub fn evict_one(&mut self) -> bool {
         let victim = self
-            .busiest_ip()
-            .and_then(|big| self.oldest_idle(|e| e.ip == big))
+            .busiest()
+            .and_then(|big| self.oldest_idle(|e| e.client == big))
             .or_else(|| self.oldest_idle(|_| true));
         match victim {
             Some(v) => {
@@ -176,8 +179,8 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn ip(last: u8) -> IpAddr {
-        IpAddr::from([10, 0, 0, last])
+    fn ip(last: u8) -> Client {
+        Client::Addr(std::net::IpAddr::from([10, 0, 0, last]))
     }
 
     #[test]

@@ -30,6 +30,30 @@ pub struct RequestHead {
     pub authorization: Option<String>,
     /// `Accept`, when sent and readable.
     pub accept: Option<String>,
+    /// `Host`, when sent (readable or not: an unreadable one is `Some("")`).
+    pub host: Option<String>,
+}
+
+/// True when `host` (a `Host` header) names this machine's loopback as a browser would only
+/// for a page of its own: an IP literal, `localhost` or a name under `.localhost`, with or
+/// without a port. A DNS name that resolves to 127.0.0.1 (DNS rebinding: a web page reading
+/// the agent through its own name) is not.
+pub fn loopback_host(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        // [v6]:port
+        return rest
+            .split(']')
+            .next()
+            .is_some_and(|a| a.parse::<std::net::Ipv6Addr>().is_ok());
+    } else {
+        host.rsplit_once(':')
+            .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
+            .map_or(host, |(h, _)| h)
+    };
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    name.parse::<std::net::Ipv4Addr>().is_ok()
+        || name == "localhost"
+        || name.ends_with(".localhost")
 }
 
 /// A reply header routing adds (`WWW-Authenticate` on a 401).
@@ -117,6 +141,15 @@ fn scrape(state: &AgentState, head: &RequestHead) -> Reply {
 
 /// Answers one request whose body (a command's, empty otherwise) was read already.
 pub fn route(state: &AgentState, head: &RequestHead, body: &[u8]) -> (Reply, ExtraHeader) {
+    if state.loopback_only && head.host.as_deref().is_some_and(|h| !loopback_host(h)) {
+        return (
+            Reply::error(
+                421,
+                "this agent listens on loopback and answers only requests for an IP address or localhost (a DNS name here is what DNS rebinding looks like)",
+            ),
+            None,
+        );
+    }
     let get = head.method == Method::Get;
     let reply = match (head.path.as_str(), get) {
         ("/metrics", true) => scrape(state, head),
@@ -170,4 +203,33 @@ pub fn handle(state: &AgentState, head: &RequestHead, body: &[u8]) -> (Reply, Ex
             );
             (Reply::text(500, "internal error"), None)
         })
+}
+
+#[cfg(test)]
+mod host_tests {
+    use super::loopback_host;
+
+    #[test]
+    fn loopback_hosts_are_ip_literals_and_localhost() {
+        for ok in [
+            "127.0.0.1:8726",
+            "127.0.0.1",
+            "localhost",
+            "LOCALHOST:1",
+            "[::1]:8726",
+            "a.localhost",
+            "10.0.0.1:80",
+        ] {
+            assert!(loopback_host(ok), "{ok}");
+        }
+        for bad in [
+            "evil.example:8726",
+            "evil.example",
+            "",
+            "127.0.0.1.nip.io",
+            "[zz]:1",
+        ] {
+            assert!(!loopback_host(bad), "{bad}");
+        }
+    }
 }

@@ -14,6 +14,7 @@ pub mod body;
 pub mod conns;
 pub mod http;
 pub mod metrics;
+pub mod peer;
 pub mod sdnotify;
 pub mod server;
 pub mod stats;
@@ -71,6 +72,11 @@ pub struct AgentState {
     pub max_processes: usize,
     /// See [`AgentOptions::remote_other_users`].
     pub remote_other_users: bool,
+    /// The agent listens on a loopback address only: requests must name an IP address or
+    /// localhost in `Host` ([`http::loopback_host`]).
+    pub loopback_only: bool,
+    /// `/api/past`'s events per session log (see [`crate::engine::past_cache`]).
+    pub past: crate::engine::past_cache::PastCache,
     sampler: Mutex<Option<SamplerHandle>>,
     stopping: AtomicBool,
     /// The engine's replies taken but not yet claimed by the request that asked.
@@ -237,6 +243,8 @@ pub fn start(
         settings,
         max_processes: opts.max_processes,
         remote_other_users: opts.remote_other_users,
+        past: crate::engine::past_cache::PastCache::new(),
+        loopback_only: addr.ip().is_loopback(),
         sampler: Mutex::new(Some(handle)),
         stopping: AtomicBool::new(false),
         answers: Mutex::new(std::collections::HashMap::new()),

@@ -11,8 +11,10 @@
 //!   moves no byte either way for [`IDLE_TIMEOUT`] (a client that stops reading its replies)
 //!   is closed.
 //! - Work: each request is answered on the runtime's blocking pool (at most
-//!   [`BLOCKING_THREADS`]), so a slow command never delays `/metrics`; sampling runs on its own
-//!   thread and never waits for HTTP.
+//!   [`BLOCKING_THREADS`]); all but [`LIGHT_LANE`] of its threads may answer the other paths,
+//!   so `/metrics`, `/healthz` and `/-/ready` always find a thread (a slow command or a crowd
+//!   of `/api/past` never delays them); sampling runs on its own thread and never waits for
+//!   HTTP.
 //! - The accept loop never ends on an error (out of file descriptors: it waits and retries).
 
 use std::convert::Infallible;
@@ -52,6 +54,13 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 pub const MAX_OTHER_BODY: u64 = 1024;
 /// Threads answering requests.
 pub const BLOCKING_THREADS: usize = 8;
+/// Threads kept for `/metrics`, `/healthz` and `/-/ready` (the others answer any path).
+pub const LIGHT_LANE: usize = 2;
+
+/// True for the paths the light lane answers (cheap, read-only, what monitoring polls).
+fn light(head: &RequestHead) -> bool {
+    head.method == Method::Get && matches!(head.path.as_str(), "/metrics" | "/healthz" | "/-/ready")
+}
 
 /// The running server; [`Server::stop`] ends it.
 pub struct Server {
@@ -134,6 +143,7 @@ async fn accept_loop(
         conns::MAX_PER_CLIENT.min(total),
     )));
     let builder = Arc::new(builder());
+    let heavy = Arc::new(tokio::sync::Semaphore::new(BLOCKING_THREADS - LIGHT_LANE));
     let mut last_complaint = None;
     loop {
         let accepted = tokio::select! {
@@ -157,7 +167,9 @@ async fn accept_loop(
                 continue;
             }
         };
-        let admitted = lock(&table).admit(peer.ip(), Instant::now());
+        let local = stream.local_addr().unwrap_or(peer);
+        let client = super::peer::client_of(peer, local);
+        let admitted = lock(&table).admit(client, Instant::now());
         let Some(admitted) = admitted else {
             // Every connection in the way is answering a request: this one closes at once.
             tracing::debug!("connection from {peer} refused: every place is answering a request");
@@ -169,6 +181,7 @@ async fn accept_loop(
             id: admitted.id,
             table: table.clone(),
             state: state.clone(),
+            heavy: heavy.clone(),
         };
         tokio::spawn(conn.serve(stream, builder.clone(), admitted.evict, stopped.clone()));
     }
@@ -184,6 +197,8 @@ struct Conn {
     id: u64,
     table: Arc<Mutex<Table>>,
     state: Arc<AgentState>,
+    /// Permits to answer a path outside the light lane.
+    heavy: Arc<tokio::sync::Semaphore>,
 }
 
 impl Conn {
@@ -236,9 +251,17 @@ impl Conn {
             Bytes::new()
         };
         lock(&self.table).busy(self.id, true);
+        // Outside the light lane, a thread is taken only with a permit: LIGHT_LANE threads
+        // stay for monitoring whatever else waits.
+        let permit = if light(&head) {
+            None
+        } else {
+            self.heavy.clone().acquire_owned().await.ok()
+        };
         let state = self.state.clone();
         let answered =
             tokio::task::spawn_blocking(move || http::handle(&state, &head, &body)).await;
+        drop(permit);
         lock(&self.table).busy(self.id, false);
         let (reply, extra) =
             answered.unwrap_or_else(|_| (Reply::text(500, "internal error"), None));
@@ -265,6 +288,10 @@ fn head_of(rq: &Request<Incoming>) -> RequestHead {
         query: rq.uri().query().map(str::to_string),
         authorization: header(rq, hyper::header::AUTHORIZATION),
         accept: header(rq, hyper::header::ACCEPT),
+        host: rq
+            .headers()
+            .get(hyper::header::HOST)
+            .map(|v| v.to_str().map(str::to_string).unwrap_or_default()),
     }
 }
 

@@ -518,7 +518,8 @@ pub fn export(
     quiet: bool,
     stdout: &mut dyn Write,
 ) -> Result<(), CliError> {
-    let to_stdout = csv.as_os_str() == "-";
+    // `/dev/stdout` is standard output too (written as `-`, not opened as a file).
+    let to_stdout = csv.as_os_str() == "-" || csv.as_os_str() == "/dev/stdout";
     let jobs = if to_stdout {
         let Some(t) = table else {
             return Err(CliError::Usage(
@@ -536,6 +537,12 @@ pub fn export(
             Err(csv_export::OutputClash::IsTheSession(path)) => {
                 return Err(CliError::Usage(format!(
                     "{} is the session being exported: refusing to write over it",
+                    path.display()
+                )))
+            }
+            Err(csv_export::OutputClash::NotRegular(path, kind)) => {
+                return Err(CliError::Usage(format!(
+                    "{} is {kind}, not a regular file: refusing to write to it (use --csv - for standard output)",
                     path.display()
                 )))
             }
@@ -566,7 +573,7 @@ pub fn export(
         w.flush()?;
         rows
     } else {
-        csv_export::write_files(&data, &jobs, &mut |_| true).map_err(|e| e.error)?
+        csv_export::write_files(&data, &jobs, force, &mut |_| true).map_err(|e| e.error)?
     };
     for ((t, path), rows) in jobs.iter().zip(rows).filter(|_| !quiet) {
         eprintln!("{}: {rows} {} rows", path.display(), t.name());

@@ -1,7 +1,9 @@
 //! `vramwarden park PID` and `vramwarden resume PID`: the executor's park and resume actions
 //! for one process, from a shell. The process is found in a fresh sample (park) or by its
 //! pid in `/proc` (resume: a parked process is not listed by the driver); the policy, the
-//! identity check and the driver calls are the executor's, as for a rule or a click.
+//! identity check and the driver calls are the executor's, as for a rule or a click. The
+//! protected list is the settings file's (`--config`), as the engine's; a protected process
+//! is refused before the driver is loaded.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -24,6 +26,7 @@ const WAIT: Duration = Duration::from_secs(900);
 /// No driver (exit 3), a process the driver does not list, a refusal or a failed park.
 pub fn park(
     source: crate::source::SourceKind,
+    config: Option<&std::path::Path>,
     pid: u32,
     start_time_ms: Option<i64>,
     dry_run: bool,
@@ -46,17 +49,49 @@ pub fn park(
             )));
         }
     }
+    let protected = protected_list(config)?;
+    if let Some(info) = p.info.as_deref() {
+        refuse_protected(&protected, pid, info)?;
+    }
     let target = crate::act::rules::eval::process_target(p);
     let mut runner = ActionRunner::new();
     runner.observe(&snap);
-    act(&mut runner, Action::Park, target, dry_run, out)
+    act(&mut runner, Action::Park, target, dry_run, protected, out)
+}
+
+/// The protected list of the settings file (`--config`, else the usual one).
+fn protected_list(config: Option<&std::path::Path>) -> Result<Vec<String>, CliError> {
+    Ok(crate::engine::headless::load_settings(config)?
+        .cleanup
+        .protected)
+}
+
+/// Refuses a process the protected list protects (as the executor would, but before the
+/// driver is loaded).
+fn refuse_protected(
+    list: &[String],
+    pid: u32,
+    info: &crate::model::ProcInfo,
+) -> Result<(), CliError> {
+    match crate::act::rules::protect::protected(list, pid, &info.name, info.uid) {
+        Some(why) => Err(CliError::Failed(format!("skipped: {why}"))),
+        None => Ok(()),
+    }
 }
 
 /// `vramwarden resume PID`.
 ///
 /// # Errors
 /// No libcuda (exit 3), a process that is gone, a refusal or a failed resume.
-pub fn resume(pid: u32, out: &mut dyn Write) -> Result<(), CliError> {
+pub fn resume(
+    config: Option<&std::path::Path>,
+    pid: u32,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let protected = protected_list(config)?;
+    if let Some(info) = ProcReader::default().read(pid) {
+        refuse_protected(&protected, pid, &info)?;
+    }
     if let Err(e) = CudaCheckpoint::load() {
         return Err(match e {
             CudaError::NoLibrary(_) => CliError::Source(SourceError::Unavailable(e.to_string())),
@@ -72,7 +107,14 @@ pub fn resume(pid: u32, out: &mut dyn Write) -> Result<(), CliError> {
         start_time_ms: info.start_time_ms,
     };
     let target = Target::process((key, 0), Some(info), None, crate::model::Origin::Live);
-    act(&mut ActionRunner::new(), Action::Resume, target, false, out)
+    act(
+        &mut ActionRunner::new(),
+        Action::Resume,
+        target,
+        false,
+        protected,
+        out,
+    )
 }
 
 /// Runs `action` on `target` through the executor and waits for its answer.
@@ -81,6 +123,7 @@ fn act(
     action: Action,
     target: Target,
     dry_run: bool,
+    protected: Vec<String>,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let plan = Planned {
@@ -92,7 +135,7 @@ fn act(
     };
     let safety = Safety {
         global_dry_run: dry_run,
-        ..Safety::default()
+        protected,
     };
     let first = runner.run(&plan, &safety, now_ms());
     writeln!(out, "{}", first.detail)?;

@@ -430,6 +430,12 @@ fn run_export(
                 "That is the session log itself: choose another file name".into(),
             ))
         }
+        Err(csv_export::OutputClash::NotRegular(path, kind)) => {
+            return Err(ExportFail::Failed(format!(
+                "{} is {kind}, not a regular file: choose another file name",
+                path.display()
+            )))
+        }
         Err(csv_export::OutputClash::Exist(files)) => {
             return Err(ExportFail::Exists {
                 path: path.to_path_buf(),
@@ -445,12 +451,10 @@ fn run_export(
         ExportInput::Data(d) => d,
     };
     // A file error names its file; a cancel is said as it is.
-    let rows = csv_export::write_files(&data, &jobs, &mut |f| p.set(f)).map_err(|e| {
+    let rows = csv_export::write_files(&data, &jobs, force, &mut |f| p.set(f)).map_err(|e| {
         ExportFail::Failed(match e.error {
-            csv_export::ExportError::Io(_) | csv_export::ExportError::TooLarge { .. } => {
-                e.to_string()
-            }
             csv_export::ExportError::Cancelled => e.error.to_string(),
+            _ => e.to_string(),
         })
     })?;
     let msgs: Vec<String> = jobs

@@ -193,7 +193,7 @@ pub fn clamp_note<T>(
     suffix: &str,
 ) -> Option<String>
 where
-    T: PartialOrd + Copy + std::fmt::Display,
+    T: PartialOrd + Copy + egui::emath::Numeric,
 {
     let (lo, hi) = (*range.start(), *range.end());
     let (was, bound, side) = if *v < lo {
@@ -204,9 +204,22 @@ where
         return None;
     };
     *v = bound;
+    let (was, bound) = (short_number(was.to_f64()), short_number(bound.to_f64()));
     Some(format!(
         "{label}: {was}{suffix} is {side} allowed, set to {bound}{suffix}."
     ))
+}
+
+/// A number as a field shows it: at most three decimals, no trailing zeros ("744.9999" is
+/// "745", "0.05" stays).
+pub fn short_number(x: f64) -> String {
+    let s = format!("{x:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" {
+        "0".into()
+    } else {
+        s.into()
+    }
 }
 
 /// A leak parameter's row: its label, value, range, unit and what it does.
@@ -325,6 +338,7 @@ impl SettingsUi {
         if !self.open {
             self.draft = current.clone();
             self.message = None;
+            self.clamped = None;
         }
         self.open = true;
     }
@@ -357,12 +371,18 @@ impl SettingsUi {
                         .clicked()
                     {
                         action = Some(SettingsAction::Save(Box::new(self.draft.clone())));
+                        self.clamped = None;
                     }
                     if ui
                         .add_enabled(changed, egui::Button::new("Revert"))
                         .clicked()
                     {
+                        if self.draft.general.theme != current.general.theme {
+                            // The theme previewed goes with the rest.
+                            super::ui_state::apply_theme(ui.ctx(), current.general.theme);
+                        }
                         self.draft = current.clone();
+                        self.clamped = None;
                     }
                     if changed {
                         ui.label(RichText::new("unsaved changes").weak());
@@ -404,8 +424,11 @@ impl SettingsUi {
                     });
                 });
             });
-        if self.open && !open && self.draft.general.theme != current.general.theme {
+        // Closed without saving (its ✖, Esc): the saved theme is put back, whichever way it
+        // was closed.
+        if !open && self.draft.general.theme != current.general.theme {
             super::ui_state::apply_theme(ctx, current.general.theme);
+            self.draft.general.theme = current.general.theme;
         }
         self.open = open;
         action
