@@ -1942,6 +1942,7 @@ fn the_leaks_tab_is_newest_first() {
                 ghost: false,
                 since_ms: T0 - 60_000 + flagged - 10_000,
                 rate_mib_per_min: 50.0,
+                why: String::new(),
             },
             flagged_ms: T0 - 60_000 + flagged,
             ended_ms: Some(T0 - 30_000),

@@ -18,9 +18,16 @@ pub const DEFAULT_MINUTES: f64 = 10.0;
 const RECEDE_FACTOR: f64 = 1.5;
 /// See [`RECEDE_FACTOR`].
 const RECEDE_MS: i64 = 15_000;
+/// When nothing on the GPU grows any more (no forecast at all), its cause is gone: the alert
+/// ends after this long.
+pub const GONE_MS: i64 = 5_000;
 /// A forecast must stay within the warning time this long before the alert is raised: a
 /// server's burst of a few seconds (growth that stops) raises nothing.
 pub const RAISE_HOLD_MS: i64 = 15_000;
+/// The growth behind a forecast is believed once it has gone on for as long as the time it
+/// predicts, or for this long (s), whichever is shorter: jobs loading or warming up at once
+/// predict a full GPU that their growth, seconds old, does not bear out.
+pub const BELIEVED_AFTER_S: f64 = 45.0;
 
 /// An alert in force on one GPU.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -98,11 +105,15 @@ impl ForecastWatch {
     }
 
     /// Feeds one snapshot; `growing` gives the processes whose growth the forecast counts
-    /// (asked only when an alert is raised: nothing is built on an ordinary tick).
+    /// (asked only when an alert is raised: nothing is built on an ordinary tick), and
+    /// `growth_since` since when the longest growth behind a GPU's forecast has gone on.
+    /// The alert is raised when the forecast has been within the warning time for
+    /// [`RAISE_HOLD_MS`] and its growth is believed (see [`BELIEVED_AFTER_S`]).
     pub fn observe(
         &mut self,
         snap: &Snapshot,
         growing: &dyn Fn() -> HashSet<ProcSeriesKey>,
+        growth_since: &dyn Fn(u32) -> Option<UnixMs>,
     ) -> Vec<Event> {
         let now = snap.taken_at_ms;
         let limit = self.minutes * 60.0;
@@ -117,12 +128,18 @@ impl ForecastWatch {
                 }
             }
             let t = d.time_to_full_s.filter(|_| limit > 0.0);
+            let believed = |full_in: f64| {
+                growth_since(d.index).is_some_and(|since| {
+                    (now - since) as f64 / 1000.0 >= BELIEVED_AFTER_S.min(full_in)
+                })
+            };
             let near = t.is_some_and(|s| s < limit);
             if !near {
                 self.near_since.remove(&d.index);
             }
-            let held =
-                near && now - *self.near_since.entry(d.index).or_insert(now) >= RAISE_HOLD_MS;
+            let held = near
+                && now - *self.near_since.entry(d.index).or_insert(now) >= RAISE_HOLD_MS
+                && t.is_some_and(believed);
             match self.active.get_mut(&d.index) {
                 None if held => {
                     let holders = drivers(snap, d.index, &growing());
@@ -147,10 +164,11 @@ impl ForecastWatch {
                 Some((alert, receded)) => {
                     alert.full_in_s = t;
                     let gone = t.is_none_or(|s| s > limit * RECEDE_FACTOR);
+                    let hold = if t.is_none() { GONE_MS } else { RECEDE_MS };
                     match (gone, *receded) {
                         (false, _) => *receded = None,
                         (true, None) => *receded = Some(now),
-                        (true, Some(since)) if now - since >= RECEDE_MS => {
+                        (true, Some(since)) if now - since >= hold => {
                             events.push(Event::OomForecastEnded {
                                 unix_ms: now,
                                 device_index: d.index,
@@ -186,6 +204,7 @@ impl ForecastWatch {
                 .is_some_and(|since| now - since >= RAISE_HOLD_MS);
             if !stood {
                 d.time_to_full_s = None;
+                d.time_to_full_earliest_s = None;
             }
         }
     }
@@ -208,6 +227,8 @@ fn drivers(snap: &Snapshot, gpu: u32, growing: &HashSet<ProcSeriesKey>) -> Vec<O
                 grown_1m_mib: None,
                 releasable_mib: None,
                 grown_recent_mib: None,
+                grown_over_s: None,
+                cause_share_pct: None,
                 likely_cause: false,
             }
         })
@@ -245,6 +266,43 @@ mod tests {
         HashSet::from([(key, 0)])
     }
 
+    /// Growth going on since long before.
+    fn old(_: u32) -> Option<UnixMs> {
+        Some(-10_000_000)
+    }
+
+    #[test]
+    fn a_young_growth_is_believed_after_the_time_it_predicts_or_the_load_time() {
+        // Growth that began at 0, forecast full in 30 s: believed at 30 s, not at the hold.
+        let since = |_: u32| Some(0);
+        let mut w = ForecastWatch::new(10.0);
+        let mut raised = None;
+        for t in (0..60_000).step_by(1_000) {
+            if !w.observe(&snap(t, Some(30.0)), &growing, &since).is_empty() {
+                raised.get_or_insert(t);
+            }
+        }
+        assert_eq!(raised, Some(30_000));
+        // Forecast full in 5 min: believed after the load time (45 s), not after 300 s.
+        let mut w = ForecastWatch::new(10.0);
+        let mut raised = None;
+        for t in (0..120_000).step_by(1_000) {
+            if !w
+                .observe(&snap(t, Some(300.0)), &growing, &since)
+                .is_empty()
+            {
+                raised.get_or_insert(t);
+            }
+        }
+        assert_eq!(raised, Some((BELIEVED_AFTER_S * 1000.0) as i64));
+        // Nothing known to grow: never believed.
+        let mut w = ForecastWatch::new(10.0);
+        let none = |_: u32| None;
+        for t in (0..120_000).step_by(1_000) {
+            assert!(w.observe(&snap(t, Some(60.0)), &growing, &none).is_empty());
+        }
+    }
+
     /// Issue 40: the forecast shown obeys the alert's hold — a burst shorter than
     /// [`RAISE_HOLD_MS`] is never shown; a forecast that stands is, from then on, and a
     /// pause in it starts the hold again.
@@ -253,7 +311,7 @@ mod tests {
         let mut w = ForecastWatch::new(10.0);
         let shown = |w: &mut ForecastWatch, t: UnixMs, s: Option<f64>| {
             let mut sn = snap(t, s);
-            w.observe(&sn, &growing);
+            w.observe(&sn, &growing, &old);
             w.hold(&mut sn);
             sn.devices[0].time_to_full_s
         };
@@ -278,13 +336,19 @@ mod tests {
     #[test]
     fn raised_once_with_its_drivers_then_ended_after_the_forecast_recedes() {
         let mut w = ForecastWatch::new(10.0);
-        assert!(w.observe(&snap(0, Some(900.0)), &growing).is_empty());
+        assert!(w.observe(&snap(0, Some(900.0)), &growing, &old).is_empty());
         // A burst: within the warning time for less than RAISE_HOLD_MS raises nothing.
-        assert!(w.observe(&snap(1_000, Some(300.0)), &growing).is_empty());
-        assert!(w.observe(&snap(1_500, Some(900.0)), &growing).is_empty());
-        assert!(w.observe(&snap(2_000, Some(500.0)), &growing).is_empty());
+        assert!(w
+            .observe(&snap(1_000, Some(300.0)), &growing, &old)
+            .is_empty());
+        assert!(w
+            .observe(&snap(1_500, Some(900.0)), &growing, &old)
+            .is_empty());
+        assert!(w
+            .observe(&snap(2_000, Some(500.0)), &growing, &old)
+            .is_empty());
         let raised = 2_000 + RAISE_HOLD_MS;
-        let e = w.observe(&snap(raised, Some(500.0)), &growing);
+        let e = w.observe(&snap(raised, Some(500.0)), &growing, &old);
         match e.as_slice() {
             [Event::OomForecast {
                 drivers, full_in_s, ..
@@ -297,16 +361,18 @@ mod tests {
         }
         let t = raised;
         assert!(w
-            .observe(&snap(t + 1_000, Some(400.0)), &growing)
+            .observe(&snap(t + 1_000, Some(400.0)), &growing, &old)
             .is_empty());
         assert_eq!(w.alerts().len(), 1);
         // Receded: ends only once it has stayed away for RECEDE_MS.
-        assert!(w.observe(&snap(t + 2_000, None), &growing).is_empty());
+        assert!(w.observe(&snap(t + 2_000, None), &growing, &old).is_empty());
         assert!(w
-            .observe(&snap(t + 9_000, Some(700.0)), &growing)
+            .observe(&snap(t + 9_000, Some(700.0)), &growing, &old)
             .is_empty());
-        assert!(w.observe(&snap(t + 10_000, None), &growing).is_empty());
-        let e = w.observe(&snap(t + 10_000 + RECEDE_MS, None), &growing);
+        assert!(w
+            .observe(&snap(t + 10_000, None), &growing, &old)
+            .is_empty());
+        let e = w.observe(&snap(t + 10_000 + RECEDE_MS, None), &growing, &old);
         assert!(
             matches!(e.as_slice(), [Event::OomForecastEnded { raised_ms, .. }] if *raised_ms == raised),
             "{e:?}"
@@ -315,8 +381,47 @@ mod tests {
     }
 
     #[test]
+    fn it_ends_soon_after_nothing_grows_any_more() {
+        let mut w = ForecastWatch::new(10.0);
+        assert!(w.observe(&snap(0, Some(60.0)), &growing, &old).is_empty());
+        assert_eq!(
+            w.observe(&snap(RAISE_HOLD_MS, Some(60.0)), &growing, &old)
+                .len(),
+            1
+        );
+        // The growth stops: no forecast at all. Gone for GONE_MS ends it (not RECEDE_MS).
+        let t = RAISE_HOLD_MS + 1_000;
+        assert!(w.observe(&snap(t, None), &growing, &old).is_empty());
+        assert!(w
+            .observe(&snap(t + GONE_MS - 1, None), &growing, &old)
+            .is_empty());
+        let e = w.observe(&snap(t + GONE_MS, None), &growing, &old);
+        assert!(
+            matches!(e.as_slice(), [Event::OomForecastEnded { .. }]),
+            "{e:?}"
+        );
+        // A forecast far beyond the warning time (not gone) still waits RECEDE_MS.
+        let mut w = ForecastWatch::new(10.0);
+        w.observe(&snap(0, Some(60.0)), &growing, &old);
+        w.observe(&snap(RAISE_HOLD_MS, Some(60.0)), &growing, &old);
+        let t = RAISE_HOLD_MS + 1_000;
+        assert!(w
+            .observe(&snap(t, Some(5_000.0)), &growing, &old)
+            .is_empty());
+        assert!(w
+            .observe(&snap(t + GONE_MS, Some(5_000.0)), &growing, &old)
+            .is_empty());
+        assert_eq!(w.alerts().len(), 1);
+        assert_eq!(
+            w.observe(&snap(t + RECEDE_MS, Some(5_000.0)), &growing, &old)
+                .len(),
+            1
+        );
+    }
+
+    #[test]
     fn zero_minutes_turns_it_off() {
         let mut w = ForecastWatch::new(0.0);
-        assert!(w.observe(&snap(0, Some(1.0)), &growing).is_empty());
+        assert!(w.observe(&snap(0, Some(1.0)), &growing, &old).is_empty());
     }
 }

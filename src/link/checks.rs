@@ -174,7 +174,12 @@ fn devices(snap: &mut Snapshot) -> Result<(), String> {
         ] {
             *v = v.filter(|b| *b <= MAX_BYTES);
         }
-        for v in [&mut d.power_w, &mut d.power_limit_w, &mut d.time_to_full_s] {
+        for v in [
+            &mut d.power_w,
+            &mut d.power_limit_w,
+            &mut d.time_to_full_s,
+            &mut d.time_to_full_earliest_s,
+        ] {
             *v = v.filter(|f| f.is_finite() && *f >= 0.0);
         }
     }

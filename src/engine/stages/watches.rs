@@ -68,7 +68,8 @@ impl Watches {
             }));
             keys
         };
-        let forecast_events = self.forecasts.observe(snap, &growing);
+        let since = |d: u32| leaks.forecast_growth_since(d);
+        let forecast_events = self.forecasts.observe(snap, &growing, &since);
         out.events(&forecast_events);
         out.events(&events);
         events.extend(forecast_events);

@@ -294,22 +294,22 @@ pub fn leak_fields(l: &mut crate::detect::leak::LeakSettings) -> [LeakField<'_>;
     ]
 }
 
-/// The detector's remaining parameters (load pace, burst, flat spell).
+/// The detector's remaining parameters (load size, load time, flat spell).
 fn leak_advanced_fields(l: &mut crate::detect::leak::LeakSettings) -> [LeakField<'_>; 3] {
     [
         (
-            "Load pace",
-            &mut l.burst_rate_mib_per_min,
-            0.1..=1_000_000.0,
-            " MiB/min",
-            "growth this fast is a load, a leak only after the burst time",
+            "Load size",
+            &mut l.load_mib,
+            1.0..=1_000_000.0,
+            " MiB",
+            "a growth this large may be a load: it must go on longer before it is a leak",
         ),
         (
-            "Burst time",
-            &mut l.burst_s,
+            "Load time",
+            &mut l.load_s,
             1.0..=86_400.0,
             " s",
-            "how long growth at a load's pace must go on",
+            "how much longer a load-sized growth must go on",
         ),
         (
             "Flat spell",
@@ -536,7 +536,7 @@ impl SettingsUi {
                     ui.end_row();
                 }
             });
-        egui::CollapsingHeader::new("Load and burst tuning")
+        egui::CollapsingHeader::new("Load tuning")
             .id_salt("leak-settings-advanced")
             .show(ui, |ui| {
                 egui::Grid::new("leak-settings-advanced-grid")
