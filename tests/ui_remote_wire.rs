@@ -297,7 +297,11 @@ fn a_remote_window_shows_the_agents_forecast_growth_orphans_oom_activity_and_pas
     h.get_by_label("past-leaker · PID 777").click();
     until_shown(&mut h, "SESSION · read-only", Duration::from_secs(10));
     assert!(
-        here.path().join("sessions/from-agents/x.vwlog").is_file(),
-        "downloaded into this computer's sessions folder"
+        here.path()
+            .join("sessions/from-agents")
+            .join(vramwarden::link::remote::agent_folder(&url))
+            .join("x.vwlog")
+            .is_file(),
+        "downloaded into this computer's sessions folder, the agent's own folder there"
     );
 }

@@ -583,10 +583,11 @@ impl Backend {
     }
 
     /// Downloads one of the attached agent's session logs into this computer's sessions
-    /// folder (`from-agents/`), to open it read-only.
+    /// folder (`from-agents/HOST_PORT/`, one folder per agent), to open it read-only.
     pub fn download_agent_session(&self, name: &str) {
         if let Some(a) = &self.agent {
-            a.download(name, crate::session::default_dir().join("from-agents"));
+            let base = crate::session::default_dir().join("from-agents");
+            a.download(name, a.downloads_folder(&base));
         }
     }
 
