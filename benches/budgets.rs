@@ -385,6 +385,7 @@ fn bench_forecast_alert(c: &mut Criterion) {
     }
     let leaking = leaks.leaking_since();
     let growing = || leaking.keys().copied().collect();
+    let since = |d: u32| leaks.forecast_growth_since(d);
     let mut watch = ForecastWatch::new(10.0);
     let mut tick = 700i64;
     c.bench_function("forecast_alert_tick_8gpu_200proc", |b| {
@@ -392,7 +393,7 @@ fn bench_forecast_alert(c: &mut Criterion) {
             let s = &mut snaps[700 + (tick % 200) as usize];
             s.taken_at_ms = T0 + tick * 1000;
             tick += 1;
-            black_box(watch.observe(s, &growing))
+            black_box(watch.observe(s, &growing, &since))
         })
     });
 }

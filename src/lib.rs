@@ -11,7 +11,7 @@ that no folder has a circle inside):
 | folder | what it holds |
 |---|---|
 | [`model`] | the data: process facts, samples, the compact history, action outcomes, formatting |
-| [`host`] | this computer apart from the GPU: `/proc`, containers, CPU use, folders, the log |
+| [`host`] | this computer apart from the GPU: `/proc`, containers, CPU use, folders, the log, trusted files |
 | [`session`] | session logs: format, writer, reader, catalog, CSV export |
 | [`source`] | where samples come from: NVML, simulated GPUs, an import, a replayed session |
 | [`detect`] | the detectors: leaks, OOMs, the forecast alert, memory held by PIDs not running here |

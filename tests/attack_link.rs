@@ -224,6 +224,37 @@ fn other_hostile_values_are_refused_with_a_reason() {
             }),
             "twice",
         ),
+        (
+            // Security v3, partial: more than the GPU has, one process …
+            Box::new(|v| {
+                let total = v["latest"]["devices"][0]["memory_total_bytes"].clone();
+                v["latest"]["processes"][0]["device_index"] =
+                    v["latest"]["devices"][0]["index"].clone();
+                v["latest"]["processes"][0]["used_bytes"] =
+                    (total.as_u64().expect("total") + 1).into();
+            }),
+            "which has",
+        ),
+        (
+            // … or many together (16 384 × 38 GiB on a 140 GiB GPU was accepted).
+            Box::new(|v| {
+                let total = v["latest"]["devices"][0]["memory_total_bytes"]
+                    .as_u64()
+                    .expect("total");
+                let mut p = v["latest"]["processes"][0].clone();
+                p["device_index"] = v["latest"]["devices"][0]["index"].clone();
+                p["used_bytes"] = (total - 1).into();
+                let many: Vec<serde_json::Value> = (0..8)
+                    .map(|i| {
+                        let mut q = p.clone();
+                        q["pid"] = (100_000 + i).into();
+                        q
+                    })
+                    .collect();
+                v["latest"]["processes"] = serde_json::json!(many);
+            }),
+            "together",
+        ),
     ];
     for (edit, says) in cases {
         let body = reply_with(edit);
@@ -579,4 +610,49 @@ fn a_command_reply_comes_back_with_its_id() {
         r.answer.outcome,
         vramwarden::model::outcome::Outcome::Skipped
     );
+}
+
+/// Security v3, partial: an agent that never says it is caught up (its history always "ends"
+/// far ahead, and each page brings nothing new) made the window poll it 14–21 times a
+/// second; now the link pauses a second after a page that brought nothing new (and after a
+/// burst of pages), so it asks about once a second.
+#[test]
+fn an_agent_never_caught_up_is_polled_about_once_a_second() {
+    use vramwarden::source::GpuSource;
+    let now = vramwarden::model::now_ms();
+    let mut sim = vramwarden::source::sim::SimSource::demo(now - 60_000);
+    let mut m = vramwarden::engine::view::Monitor::new(1000, 600);
+    m.source = Some(sim.info());
+    m.apply(sim.sample(now).expect("a sample"), now);
+    let end = m.history.end_tick();
+    let page = |since: u64| {
+        let mut v = serde_json::to_value(vramwarden::link::wire::WireView::of(&m, since, 4096))
+            .expect("json");
+        v["history_end_tick"] = serde_json::json!(1u64 << 40);
+        v.to_string()
+    };
+    let (first, empty) = (page(0), page(end));
+    let agent = StandIn::start(Arc::new(move |_, path: &str| {
+        if path.starts_with("/api/view") && !path.ends_with("since=0") && path.contains("since=") {
+            Answer::Json(empty.clone())
+        } else {
+            Answer::Json(first.clone())
+        }
+    }));
+    let (_link, _shared) = link_to(&agent);
+    let views = |limit: Duration| {
+        let until = Instant::now() + limit;
+        let mut n = 0;
+        while let Some(left) = until.checked_duration_since(Instant::now()) {
+            match agent.seen.recv_timeout(left) {
+                Ok(line) if line.contains("/api/view") => n += 1,
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        n
+    };
+    assert!(views(Duration::from_secs(2)) > 0, "the link never asked");
+    let n = views(Duration::from_secs(3));
+    assert!(n <= 6, "{n} polls in 3 s");
 }

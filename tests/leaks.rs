@@ -218,7 +218,9 @@ fn h200_nvml_trace_directly() {
         let after = (t - first_seen[pid]) as f64 / 1000.0;
         match truth[pid].as_str() {
             "leak" => {
-                assert!(after <= 20.0, "leak flagged after {after} s");
+                // 32 MiB/s from the first sample: a growth that fast must outlast a load's
+                // share of its size before it is a leak (leaks v4): within 30 s.
+                assert!(after <= 30.0, "leak flagged after {after} s");
                 assert!((rate - 1920.0).abs() / 1920.0 < 0.15, "leak rate {rate}");
             }
             _ => assert!(after <= 60.0, "steps flagged after {after} s"),

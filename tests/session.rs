@@ -717,6 +717,7 @@ fn csv_fields_are_quoted_as_rfc_4180_says() {
             ghost: false,
             since_ms: T0 - 1000,
             rate_mib_per_min: 12.345,
+            why: String::new(),
         },
     })
     .expect("event");

@@ -13,6 +13,17 @@ use vramwarden::source::{GpuSource, SourceError, SourceKind};
 
 const T0: UnixMs = 1_796_000_000_000;
 
+#[path = "ui/contrast.rs"]
+mod contrast;
+#[path = "ui/layout.rs"]
+mod layout;
+#[path = "ui/menus.rs"]
+mod menus;
+#[path = "ui/repaint.rs"]
+mod repaint;
+#[path = "ui/warnings.rs"]
+mod warnings;
+
 /// The demo's first `seconds` samples applied to a View holding 24 h.
 fn demo_monitor(seconds: i64) -> Monitor {
     let mut sim = SimSource::demo(T0);
@@ -1697,6 +1708,30 @@ fn a_row_shows_the_result_of_its_last_action() {
     act_on_the_notebook(&mut h);
     h.get_by_label("✖ not done");
     assert_eq!(h.query_all_by_label("✖ not done").count(), 1);
+    // Issue 40: the words are in the Status column; the Name column keeps the name, with a
+    // sign before it.
+    let header = |h: &Harness<'static, VramApp>, name: &str| {
+        let pid = h.get_by_label("PID").rect();
+        h.get_all_by_label(name)
+            .map(|n| n.rect())
+            .find(|r| (r.center().y - pid.center().y).abs() < 2.0)
+            .unwrap_or_else(|| panic!("no {name} header"))
+    };
+    let mark = h.get_by_label("✖").rect();
+    let words = h.get_by_label("✖ not done").rect();
+    assert!(
+        words.left() >= header(&h, "Status").left() - 1.0,
+        "the words in the Status column: {words:?}"
+    );
+    assert!(
+        mark.left() >= header(&h, "Name").left() - 1.0 && mark.right() <= header(&h, "User").left(),
+        "the sign in the Name column: {mark:?}"
+    );
+    assert!(
+        h.get_all_by_label("python3")
+            .any(|n| (n.rect().center().y - mark.center().y).abs() < 3.0),
+        "the name beside the sign"
+    );
     // The whole sentence in the detail pane; the reply's toast as well.
     let why = vramwarden::front::gui::NO_ENGINE;
     h.get_by_label_contains(&format!("not done — {why}"));
@@ -1860,6 +1895,14 @@ fn settings_keep_their_place_and_width() {
     );
     let moved = h.get_by_label("General").rect().top() - general.top();
     assert!(moved.abs() < 1.0, "the sections moved {moved} points");
+    // Issue 40: Revert takes the sentence away with the value it spoke of.
+    h.get_by_label("Revert").click();
+    h.run();
+    assert!(
+        h.query_by_label_contains("is under the least allowed")
+            .is_none(),
+        "the clamp note outlived Revert"
+    );
 }
 
 /// A value out of range is put back with a word saying what changed.
@@ -1876,6 +1919,12 @@ fn an_out_of_range_value_is_clamped_with_a_word() {
     let mut ok = 5u64;
     assert_eq!(clamp_note("x", &mut ok, &(1..=10), " s"), None);
     assert_eq!(ok, 5);
+    // Issue 40: the value as the field shows it, not its last float digits.
+    let mut h = 744.9999f64;
+    assert_eq!(
+        clamp_note("History kept in memory", &mut h, &(0.1..=744.0), " h").as_deref(),
+        Some("History kept in memory: 745 h is over the most allowed, set to 744 h.")
+    );
 }
 
 /// The Leaks tab lists the newest first, whatever the order the episodes were recorded in.
@@ -1905,6 +1954,7 @@ fn the_leaks_tab_is_newest_first() {
                 ghost: false,
                 since_ms: T0 - 60_000 + flagged - 10_000,
                 rate_mib_per_min: 50.0,
+                why: String::new(),
             },
             flagged_ms: T0 - 60_000 + flagged,
             ended_ms: Some(T0 - 30_000),

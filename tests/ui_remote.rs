@@ -170,8 +170,14 @@ fn an_agents_session_is_listed_downloaded_and_opened_read_only() {
     until_shown(&mut h, ".vwlog", Duration::from_secs(5));
     h.get_by_label("Open").click();
     until_shown(&mut h, "SESSION · read-only", Duration::from_secs(15));
-    let got: Vec<_> = std::fs::read_dir(here.path().join("sessions").join("from-agents"))
+    // One folder per agent under from-agents/.
+    let agents: Vec<_> = std::fs::read_dir(here.path().join("sessions").join("from-agents"))
         .expect("the download folder")
+        .flatten()
+        .collect();
+    assert_eq!(agents.len(), 1, "one agent's folder");
+    let got: Vec<_> = std::fs::read_dir(agents[0].path())
+        .expect("the agent's folder")
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();

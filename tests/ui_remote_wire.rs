@@ -47,6 +47,8 @@ fn view_now() -> String {
             grown_1m_mib: None,
             releasable_mib: None,
             grown_recent_mib: None,
+            grown_over_s: None,
+            cause_share_pct: None,
             likely_cause: false,
         }],
         holders: Vec::new(),
@@ -121,6 +123,7 @@ fn past() -> String {
             ghost: false,
             since_ms: now - 3_600_000,
             rate_mib_per_min: 50.0,
+            why: String::new(),
         },
         flagged_ms: now - 3_500_000,
         ended_ms: Some(now - 3_000_000),
@@ -297,7 +300,11 @@ fn a_remote_window_shows_the_agents_forecast_growth_orphans_oom_activity_and_pas
     h.get_by_label("past-leaker · PID 777").click();
     until_shown(&mut h, "SESSION · read-only", Duration::from_secs(10));
     assert!(
-        here.path().join("sessions/from-agents/x.vwlog").is_file(),
-        "downloaded into this computer's sessions folder"
+        here.path()
+            .join("sessions/from-agents")
+            .join(vramwarden::link::remote::agent_folder(&url))
+            .join("x.vwlog")
+            .is_file(),
+        "downloaded into this computer's sessions folder, the agent's own folder there"
     );
 }

@@ -18,9 +18,16 @@ pub const DEFAULT_MINUTES: f64 = 10.0;
 const RECEDE_FACTOR: f64 = 1.5;
 /// See [`RECEDE_FACTOR`].
 const RECEDE_MS: i64 = 15_000;
+/// When nothing on the GPU grows any more (no forecast at all), its cause is gone: the alert
+/// ends after this long.
+pub const GONE_MS: i64 = 5_000;
 /// A forecast must stay within the warning time this long before the alert is raised: a
 /// server's burst of a few seconds (growth that stops) raises nothing.
 pub const RAISE_HOLD_MS: i64 = 15_000;
+/// The growth behind a forecast is believed once it has gone on for as long as the time it
+/// predicts, or for this long (s), whichever is shorter: jobs loading or warming up at once
+/// predict a full GPU that their growth, seconds old, does not bear out.
+pub const BELIEVED_AFTER_S: f64 = 45.0;
 
 /// An alert in force on one GPU.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -36,6 +43,33 @@ pub struct ForecastAlert {
     pub drivers: Vec<String>,
 }
 
+impl ForecastAlert {
+    /// The alert in words, as the banner, the status bar and the notification say it:
+    /// "GPU 0 full in ~6m 07s: python3 (PID 70411) growing".
+    pub fn sentence(&self) -> String {
+        sentence(self.device_index, self.full_in_s, &self.drivers)
+    }
+}
+
+/// A forecast alert in words: "GPU 0 full in ~6m 07s: python3 (PID 70411) growing" (a
+/// lapsed forecast: "forecast receding").
+pub fn sentence(device: u32, full_in_s: Option<f64>, drivers: &[String]) -> String {
+    let when = full_in_s.map_or_else(
+        || "forecast receding".to_string(),
+        |s| {
+            format!(
+                "full in ~{}",
+                crate::model::format::duration((s * 1000.0) as i64)
+            )
+        },
+    );
+    if drivers.is_empty() {
+        format!("GPU {device} {when}")
+    } else {
+        format!("GPU {device} {when}: {} growing", drivers.join(", "))
+    }
+}
+
 /// Per GPU: the alert in force and since when its forecast has receded.
 #[derive(Debug, Default)]
 pub struct ForecastWatch {
@@ -43,6 +77,8 @@ pub struct ForecastWatch {
     active: HashMap<u32, (ForecastAlert, Option<UnixMs>)>,
     /// Per GPU: since when its forecast has been within the warning time (not raised yet).
     near_since: HashMap<u32, UnixMs>,
+    /// Per GPU: since when it has had a forecast at all (see [`ForecastWatch::hold`]).
+    standing_since: HashMap<u32, UnixMs>,
 }
 
 impl ForecastWatch {
@@ -52,6 +88,7 @@ impl ForecastWatch {
             minutes,
             active: HashMap::new(),
             near_since: HashMap::new(),
+            standing_since: HashMap::new(),
         }
     }
 
@@ -68,23 +105,41 @@ impl ForecastWatch {
     }
 
     /// Feeds one snapshot; `growing` gives the processes whose growth the forecast counts
-    /// (asked only when an alert is raised: nothing is built on an ordinary tick).
+    /// (asked only when an alert is raised: nothing is built on an ordinary tick), and
+    /// `growth_since` since when the longest growth behind a GPU's forecast has gone on.
+    /// The alert is raised when the forecast has been within the warning time for
+    /// [`RAISE_HOLD_MS`] and its growth is believed (see [`BELIEVED_AFTER_S`]).
     pub fn observe(
         &mut self,
         snap: &Snapshot,
         growing: &dyn Fn() -> HashSet<ProcSeriesKey>,
+        growth_since: &dyn Fn(u32) -> Option<UnixMs>,
     ) -> Vec<Event> {
         let now = snap.taken_at_ms;
         let limit = self.minutes * 60.0;
         let mut events = Vec::new();
         for d in &snap.devices {
+            match d.time_to_full_s {
+                Some(_) => {
+                    self.standing_since.entry(d.index).or_insert(now);
+                }
+                None => {
+                    self.standing_since.remove(&d.index);
+                }
+            }
             let t = d.time_to_full_s.filter(|_| limit > 0.0);
+            let believed = |full_in: f64| {
+                growth_since(d.index).is_some_and(|since| {
+                    (now - since) as f64 / 1000.0 >= BELIEVED_AFTER_S.min(full_in)
+                })
+            };
             let near = t.is_some_and(|s| s < limit);
             if !near {
                 self.near_since.remove(&d.index);
             }
-            let held =
-                near && now - *self.near_since.entry(d.index).or_insert(now) >= RAISE_HOLD_MS;
+            let held = near
+                && now - *self.near_since.entry(d.index).or_insert(now) >= RAISE_HOLD_MS
+                && t.is_some_and(believed);
             match self.active.get_mut(&d.index) {
                 None if held => {
                     let holders = drivers(snap, d.index, &growing());
@@ -109,10 +164,11 @@ impl ForecastWatch {
                 Some((alert, receded)) => {
                     alert.full_in_s = t;
                     let gone = t.is_none_or(|s| s > limit * RECEDE_FACTOR);
+                    let hold = if t.is_none() { GONE_MS } else { RECEDE_MS };
                     match (gone, *receded) {
                         (false, _) => *receded = None,
                         (true, None) => *receded = Some(now),
-                        (true, Some(since)) if now - since >= RECEDE_MS => {
+                        (true, Some(since)) if now - since >= hold => {
                             events.push(Event::OomForecastEnded {
                                 unix_ms: now,
                                 device_index: d.index,
@@ -129,7 +185,28 @@ impl ForecastWatch {
             .retain(|i, _| snap.devices.iter().any(|d| d.index == *i));
         self.near_since
             .retain(|i, _| snap.devices.iter().any(|d| d.index == *i));
+        self.standing_since
+            .retain(|i, _| snap.devices.iter().any(|d| d.index == *i));
         events
+    }
+
+    /// The forecasts as shown (the GPU card's "full in", its memory bar's band, the graph's
+    /// forecast line, the agent's figures): a GPU's time to full is kept only once its
+    /// forecast has stood [`RAISE_HOLD_MS`] — the hold of the banner, the notification and
+    /// the event, so no place warns of a server's burst of a few seconds. `snap` is the one
+    /// just observed.
+    pub fn hold(&self, snap: &mut Snapshot) {
+        let now = snap.taken_at_ms;
+        for d in &mut snap.devices {
+            let stood = self
+                .standing_since
+                .get(&d.index)
+                .is_some_and(|since| now - since >= RAISE_HOLD_MS);
+            if !stood {
+                d.time_to_full_s = None;
+                d.time_to_full_earliest_s = None;
+            }
+        }
     }
 }
 
@@ -150,6 +227,8 @@ fn drivers(snap: &Snapshot, gpu: u32, growing: &HashSet<ProcSeriesKey>) -> Vec<O
                 grown_1m_mib: None,
                 releasable_mib: None,
                 grown_recent_mib: None,
+                grown_over_s: None,
+                cause_share_pct: None,
                 likely_cause: false,
             }
         })
@@ -187,16 +266,89 @@ mod tests {
         HashSet::from([(key, 0)])
     }
 
+    /// Growth going on since long before.
+    fn old(_: u32) -> Option<UnixMs> {
+        Some(-10_000_000)
+    }
+
+    #[test]
+    fn a_young_growth_is_believed_after_the_time_it_predicts_or_the_load_time() {
+        // Growth that began at 0, forecast full in 30 s: believed at 30 s, not at the hold.
+        let since = |_: u32| Some(0);
+        let mut w = ForecastWatch::new(10.0);
+        let mut raised = None;
+        for t in (0..60_000).step_by(1_000) {
+            if !w.observe(&snap(t, Some(30.0)), &growing, &since).is_empty() {
+                raised.get_or_insert(t);
+            }
+        }
+        assert_eq!(raised, Some(30_000));
+        // Forecast full in 5 min: believed after the load time (45 s), not after 300 s.
+        let mut w = ForecastWatch::new(10.0);
+        let mut raised = None;
+        for t in (0..120_000).step_by(1_000) {
+            if !w
+                .observe(&snap(t, Some(300.0)), &growing, &since)
+                .is_empty()
+            {
+                raised.get_or_insert(t);
+            }
+        }
+        assert_eq!(raised, Some((BELIEVED_AFTER_S * 1000.0) as i64));
+        // Nothing known to grow: never believed.
+        let mut w = ForecastWatch::new(10.0);
+        let none = |_: u32| None;
+        for t in (0..120_000).step_by(1_000) {
+            assert!(w.observe(&snap(t, Some(60.0)), &growing, &none).is_empty());
+        }
+    }
+
+    /// Issue 40: the forecast shown obeys the alert's hold — a burst shorter than
+    /// [`RAISE_HOLD_MS`] is never shown; a forecast that stands is, from then on, and a
+    /// pause in it starts the hold again.
+    #[test]
+    fn a_forecast_is_shown_only_once_it_has_stood_the_hold() {
+        let mut w = ForecastWatch::new(10.0);
+        let shown = |w: &mut ForecastWatch, t: UnixMs, s: Option<f64>| {
+            let mut sn = snap(t, s);
+            w.observe(&sn, &growing, &old);
+            w.hold(&mut sn);
+            sn.devices[0].time_to_full_s
+        };
+        // An 8 s burst, forecast "full in 9 s": shown nowhere.
+        for t in (0..8_000).step_by(1_000) {
+            assert_eq!(shown(&mut w, t, Some(9.0)), None, "at {t}");
+        }
+        assert_eq!(shown(&mut w, 8_000, None), None);
+        // A forecast that stands: hidden for the hold, then shown as it is.
+        for t in (10_000..10_000 + RAISE_HOLD_MS).step_by(1_000) {
+            assert_eq!(shown(&mut w, t, Some(1200.0)), None, "at {t}");
+        }
+        assert_eq!(
+            shown(&mut w, 10_000 + RAISE_HOLD_MS, Some(1100.0)),
+            Some(1100.0)
+        );
+        // Gone, then back: held again.
+        assert_eq!(shown(&mut w, 30_000, None), None);
+        assert_eq!(shown(&mut w, 31_000, Some(1000.0)), None);
+    }
+
     #[test]
     fn raised_once_with_its_drivers_then_ended_after_the_forecast_recedes() {
         let mut w = ForecastWatch::new(10.0);
-        assert!(w.observe(&snap(0, Some(900.0)), &growing).is_empty());
+        assert!(w.observe(&snap(0, Some(900.0)), &growing, &old).is_empty());
         // A burst: within the warning time for less than RAISE_HOLD_MS raises nothing.
-        assert!(w.observe(&snap(1_000, Some(300.0)), &growing).is_empty());
-        assert!(w.observe(&snap(1_500, Some(900.0)), &growing).is_empty());
-        assert!(w.observe(&snap(2_000, Some(500.0)), &growing).is_empty());
+        assert!(w
+            .observe(&snap(1_000, Some(300.0)), &growing, &old)
+            .is_empty());
+        assert!(w
+            .observe(&snap(1_500, Some(900.0)), &growing, &old)
+            .is_empty());
+        assert!(w
+            .observe(&snap(2_000, Some(500.0)), &growing, &old)
+            .is_empty());
         let raised = 2_000 + RAISE_HOLD_MS;
-        let e = w.observe(&snap(raised, Some(500.0)), &growing);
+        let e = w.observe(&snap(raised, Some(500.0)), &growing, &old);
         match e.as_slice() {
             [Event::OomForecast {
                 drivers, full_in_s, ..
@@ -209,16 +361,18 @@ mod tests {
         }
         let t = raised;
         assert!(w
-            .observe(&snap(t + 1_000, Some(400.0)), &growing)
+            .observe(&snap(t + 1_000, Some(400.0)), &growing, &old)
             .is_empty());
         assert_eq!(w.alerts().len(), 1);
         // Receded: ends only once it has stayed away for RECEDE_MS.
-        assert!(w.observe(&snap(t + 2_000, None), &growing).is_empty());
+        assert!(w.observe(&snap(t + 2_000, None), &growing, &old).is_empty());
         assert!(w
-            .observe(&snap(t + 9_000, Some(700.0)), &growing)
+            .observe(&snap(t + 9_000, Some(700.0)), &growing, &old)
             .is_empty());
-        assert!(w.observe(&snap(t + 10_000, None), &growing).is_empty());
-        let e = w.observe(&snap(t + 10_000 + RECEDE_MS, None), &growing);
+        assert!(w
+            .observe(&snap(t + 10_000, None), &growing, &old)
+            .is_empty());
+        let e = w.observe(&snap(t + 10_000 + RECEDE_MS, None), &growing, &old);
         assert!(
             matches!(e.as_slice(), [Event::OomForecastEnded { raised_ms, .. }] if *raised_ms == raised),
             "{e:?}"
@@ -227,8 +381,47 @@ mod tests {
     }
 
     #[test]
+    fn it_ends_soon_after_nothing_grows_any_more() {
+        let mut w = ForecastWatch::new(10.0);
+        assert!(w.observe(&snap(0, Some(60.0)), &growing, &old).is_empty());
+        assert_eq!(
+            w.observe(&snap(RAISE_HOLD_MS, Some(60.0)), &growing, &old)
+                .len(),
+            1
+        );
+        // The growth stops: no forecast at all. Gone for GONE_MS ends it (not RECEDE_MS).
+        let t = RAISE_HOLD_MS + 1_000;
+        assert!(w.observe(&snap(t, None), &growing, &old).is_empty());
+        assert!(w
+            .observe(&snap(t + GONE_MS - 1, None), &growing, &old)
+            .is_empty());
+        let e = w.observe(&snap(t + GONE_MS, None), &growing, &old);
+        assert!(
+            matches!(e.as_slice(), [Event::OomForecastEnded { .. }]),
+            "{e:?}"
+        );
+        // A forecast far beyond the warning time (not gone) still waits RECEDE_MS.
+        let mut w = ForecastWatch::new(10.0);
+        w.observe(&snap(0, Some(60.0)), &growing, &old);
+        w.observe(&snap(RAISE_HOLD_MS, Some(60.0)), &growing, &old);
+        let t = RAISE_HOLD_MS + 1_000;
+        assert!(w
+            .observe(&snap(t, Some(5_000.0)), &growing, &old)
+            .is_empty());
+        assert!(w
+            .observe(&snap(t + GONE_MS, Some(5_000.0)), &growing, &old)
+            .is_empty());
+        assert_eq!(w.alerts().len(), 1);
+        assert_eq!(
+            w.observe(&snap(t + RECEDE_MS, Some(5_000.0)), &growing, &old)
+                .len(),
+            1
+        );
+    }
+
+    #[test]
     fn zero_minutes_turns_it_off() {
         let mut w = ForecastWatch::new(0.0);
-        assert!(w.observe(&snap(0, Some(1.0)), &growing).is_empty());
+        assert!(w.observe(&snap(0, Some(1.0)), &growing, &old).is_empty());
     }
 }

@@ -192,11 +192,12 @@ fn holder(h: &Held) -> OomHolder {
         })
         .flatten()
         .map(|(_, b)| last - mib(*b));
-    // From its lowest point in the cause span.
-    let grown_recent_mib = (h.recent.len() > 1)
-        .then(|| h.recent.iter().map(|(_, b)| *b).min())
-        .flatten()
-        .map(|low| last - mib(low));
+    // From its lowest point in the cause span (its last time there: the growth's start).
+    let low = (h.recent.len() > 1)
+        .then(|| h.recent.iter().rev().min_by_key(|(_, b)| *b))
+        .flatten();
+    let grown_recent_mib = low.map(|(_, b)| last - mib(*b));
+    let grown_over_s = low.map(|(t, _)| (now - t) as f64 / 1000.0);
     OomHolder {
         pid: h.pid,
         start_time_ms: h.start_time_ms,
@@ -206,6 +207,8 @@ fn holder(h: &Held) -> OomHolder {
         grown_1m_mib,
         releasable_mib: h.releasable.map(mib),
         grown_recent_mib,
+        grown_over_s,
+        cause_share_pct: None,
         likely_cause: false,
     }
 }
@@ -215,6 +218,12 @@ fn holder(h: &Held) -> OomHolder {
 /// [`CAUSE_MIN_PCT`] of the GPU (`total_mib`, when known).
 fn mark_cause(victims: &mut [OomHolder], holders: &mut [OomHolder], total_mib: Option<f64>) {
     let min = CAUSE_MIN_MIB.max(total_mib.map_or(0.0, |t| t * CAUSE_MIN_PCT / 100.0));
+    let all: f64 = victims
+        .iter()
+        .chain(holders.iter())
+        .filter_map(|h| h.grown_recent_mib)
+        .filter(|g| *g > 0.0)
+        .sum();
     let best = victims
         .iter_mut()
         .chain(holders.iter_mut())
@@ -226,6 +235,10 @@ fn mark_cause(victims: &mut [OomHolder], holders: &mut [OomHolder], total_mib: O
         });
     if let Some(h) = best {
         h.likely_cause = true;
+        h.cause_share_pct = h
+            .grown_recent_mib
+            .filter(|_| all > 0.0)
+            .map(|g| 100.0 * g / all);
     }
 }
 
@@ -263,6 +276,31 @@ mod tests {
     }
 
     #[test]
+    fn how_sure_the_likely_cause_is_follows_its_share_of_the_growth() {
+        let cause = |share: Option<f64>| OomHolder {
+            pid: 7,
+            start_time_ms: 0,
+            name: "python".into(),
+            user: String::new(),
+            mib: 9000.0,
+            grown_1m_mib: None,
+            releasable_mib: None,
+            grown_recent_mib: Some(3072.0),
+            grown_over_s: Some(120.0),
+            cause_share_pct: share,
+            likely_cause: true,
+        };
+        let says = |share| crate::session::how_sure(&cause(share));
+        assert_eq!(
+            says(Some(92.0)),
+            " (over 120 s, 1.5 GiB/min, 92 % of the growth: sure)"
+        );
+        assert!(says(Some(60.0)).ends_with("60 % of the growth: probable)"));
+        assert!(says(Some(35.0)).ends_with("35 % of the growth: one of several that grew)"));
+        assert_eq!(says(None), " (over 120 s, 1.5 GiB/min)");
+    }
+
+    #[test]
     fn the_process_that_grew_into_the_last_memory_comes_first_then_the_holders_by_size() {
         let mut w = OomWatch::default();
         for t in 0..=180 {
@@ -281,7 +319,14 @@ mod tests {
         assert_eq!(order, vec![(2, true), (1, false)]);
         let g = holders[0].grown_recent_mib.expect("growth");
         assert!((g - 3174.0).abs() < 60.0, "grew {g} MiB");
+        // How sure: it grew for 60 s (from its last time at its lowest), all of the growth.
+        assert_eq!(holders[0].grown_over_s, Some(60.0));
+        assert_eq!(holders[0].cause_share_pct, Some(100.0));
         let text = crate::session::describe_oom(99.0, victims, holders);
+        assert!(
+            text.contains("(over 60 s, 3.1 GiB/min, 100 % of the growth: sure)"),
+            "{text}"
+        );
         assert!(
             text.contains("likely cause: ? (PID 2), +3.1 GiB in the minutes before"),
             "{text}"

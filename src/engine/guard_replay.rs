@@ -61,7 +61,9 @@ impl DryGuard {
         let growth = self.leaks.process_rates();
         let growing: HashSet<ProcSeriesKey> =
             leaking.keys().chain(growth.keys()).copied().collect();
-        events.extend(self.forecasts.observe(snap, &|| growing.clone()));
+        let leaks = &self.leaks;
+        let since = |d: u32| leaks.forecast_growth_since(d);
+        events.extend(self.forecasts.observe(snap, &|| growing.clone(), &since));
         let alerts: Vec<u32> = self
             .forecasts
             .alerts()

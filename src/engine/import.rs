@@ -684,6 +684,7 @@ impl GpuLog {
             fan_pct: fan.map(|x| x.round() as u32).filter(|f| *f <= 100),
             process_list_error: None,
             time_to_full_s: None,
+            time_to_full_earliest_s: None,
         });
         self.owner.entry(index).or_insert(id);
         if !uuid.is_empty() {

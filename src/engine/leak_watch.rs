@@ -20,6 +20,8 @@ struct Watched {
 pub struct LeakWatch {
     settings: LeakSettings,
     series: HashMap<LeakKey, Watched>,
+    /// Per GPU, from the last forecast: since when the longest growth it counts has gone on.
+    growth_since: Vec<(u32, crate::model::UnixMs)>,
 }
 
 fn mib(bytes: u64) -> f64 {
@@ -32,6 +34,7 @@ impl LeakWatch {
         Self {
             settings,
             series: HashMap::new(),
+            growth_since: Vec::new(),
         }
     }
 
@@ -74,9 +77,11 @@ impl LeakWatch {
                 Some(Transition::Started {
                     since_ms,
                     rate_mib_per_min,
+                    seen,
                 }) => {
                     w.info.since_ms = since_ms;
                     w.info.rate_mib_per_min = rate_mib_per_min;
+                    w.info.why = seen.describe(rate_mib_per_min);
                     events.push(Event::LeakStarted {
                         unix_ms: now,
                         leak: w.info.clone(),
@@ -125,6 +130,7 @@ impl LeakWatch {
                     ghost: false,
                     since_ms: now,
                     rate_mib_per_min: 0.0,
+                    why: String::new(),
                 }
             };
             feed(key, mib(used), cache, &settings, &make, &mut self.series);
@@ -147,6 +153,7 @@ impl LeakWatch {
                 ghost: true,
                 since_ms: now,
                 rate_mib_per_min: 0.0,
+                why: String::new(),
             };
             let gs = ghost_settings(&settings, d.memory_total_bytes);
             feed(
@@ -196,11 +203,15 @@ impl LeakWatch {
             .collect()
     }
 
-    /// The OOM forecast: sets each GPU's [`crate::model::DeviceSample::time_to_full_s`] from
-    /// its free memory and the summed rate of its ongoing leak episodes (processes and
-    /// unattributed memory); `None` when nothing on it is leaking.
-    pub fn forecast(&self, snap: &mut Snapshot) {
-        let mut rates: Vec<(u32, f64)> = Vec::with_capacity(snap.devices.len());
+    /// The OOM forecast: sets each GPU's [`crate::model::DeviceSample::time_to_full_s`] (likely)
+    /// and [`crate::model::DeviceSample::time_to_full_earliest_s`] (earliest) from its free
+    /// memory and what its series add ([`LeakTracker::forecast_pace`]: leaks at their rate,
+    /// processes growing now at their recent pace, the likely figure discounting growth that
+    /// slows); `None` when nothing on it grows.
+    pub fn forecast(&mut self, snap: &mut Snapshot) {
+        // Per GPU: (likely, earliest) MiB/min.
+        let mut rates: Vec<(u32, f64, f64)> = Vec::with_capacity(snap.devices.len());
+        self.growth_since.clear();
         // A parked process grows no more while parked (its series only waits).
         let parked: Vec<crate::model::history::ProcSeriesKey> = snap
             .processes
@@ -212,29 +223,47 @@ impl LeakWatch {
             if matches!(k, LeakKey::Process(p) if parked.contains(p)) {
                 continue;
             }
-            // A leak at its rate; a process growing now (a load, a ramp, a leak not yet
-            // called) at the rate it grows, so the forecast and the rules see it at once.
-            let rate = match (k, w.tracker.episode(), w.tracker.growing()) {
-                (_, Some(ep), _) => ep.rate_mib_per_min,
-                (LeakKey::Process(_), None, Some(g)) => g.rate_mib_per_min,
-                _ => continue,
+            // Ghost memory counts once it is a leak (its growth while processes start is
+            // their contexts being made).
+            if matches!(k, LeakKey::Ghost(_)) && w.tracker.episode().is_none() {
+                continue;
+            }
+            let Some((likely, earliest)) = w.tracker.forecast_pace() else {
+                continue;
             };
             let dev = match k {
                 LeakKey::Process((_, d)) | LeakKey::Ghost(d) => *d,
             };
-            match rates.iter_mut().find(|(d, _)| *d == dev) {
-                Some((_, r)) => *r += rate.max(0.0),
-                None => rates.push((dev, rate.max(0.0))),
+            let since = w
+                .tracker
+                .episode()
+                .map(|e| e.since_ms)
+                .or_else(|| w.tracker.growing().map(|g| g.since_ms));
+            if let (Some(since), true) = (since, likely > 0.0) {
+                match self.growth_since.iter_mut().find(|(d, _)| *d == dev) {
+                    Some((_, t)) => *t = (*t).min(since),
+                    None => self.growth_since.push((dev, since)),
+                }
+            }
+            match rates.iter_mut().find(|(d, _, _)| *d == dev) {
+                Some((_, l, e)) => {
+                    *l += likely;
+                    *e += earliest;
+                }
+                None => rates.push((dev, likely, earliest)),
             }
         }
         for d in &mut snap.devices {
-            let rate = rates
+            let (likely, earliest) = rates
                 .iter()
-                .find(|(i, _)| *i == d.index)
-                .map_or(0.0, |(_, r)| *r);
-            d.time_to_full_s = d
-                .memory_free_bytes
-                .and_then(|f| crate::detect::leak::full_in_s(f, rate));
+                .find(|(i, _, _)| *i == d.index)
+                .map_or((0.0, 0.0), |(_, l, e)| (*l, *e));
+            let full = |rate| {
+                d.memory_free_bytes
+                    .and_then(|f| crate::detect::leak::full_in_s(f, rate))
+            };
+            d.time_to_full_s = full(likely);
+            d.time_to_full_earliest_s = full(earliest);
         }
     }
 
@@ -255,6 +284,15 @@ impl LeakWatch {
                 (rate > 0.0).then_some((*p, rate))
             })
             .collect()
+    }
+
+    /// Since when the longest growth that the last forecast of GPU `device` counted (its
+    /// likely figure) has gone on; `None` when nothing on it grows.
+    pub fn forecast_growth_since(&self, device: u32) -> Option<crate::model::UnixMs> {
+        self.growth_since
+            .iter()
+            .find(|(d, _)| *d == device)
+            .map(|(_, t)| *t)
     }
 
     /// The series growing now that are not (yet) leaks: processes only (ghost memory that

@@ -397,6 +397,9 @@ impl Engine {
         }
         self.recorder.parks(parks);
         out.activity(&acts);
+        // The rules decided on the forecast as it is; the View shows it once it has stood
+        // the alerts' hold (no card warns of a burst the banner stays quiet about).
+        self.watches.hold_forecasts(&mut snap);
         // Publish: one write lock per tick, everything the UI reads changes at once.
         let (events, orphans, watches) = (watched.events, watched.orphans, &self.watches);
         let previous = publish::tick(

@@ -424,6 +424,25 @@ impl Monitor {
         self.rows.get(key)
     }
 
+    /// The process on GPU `gpu` growing fastest now (an ongoing leak at its rate, or a
+    /// growth not yet called a leak): what a click on the GPU's forecast banner selects.
+    pub fn fastest_grower(&self, gpu: u32) -> Option<ProcSeriesKey> {
+        let leaks = self
+            .leaks
+            .iter()
+            .filter(|l| l.ended_ms.is_none())
+            .map(|l| (l.key, l.info.rate_mib_per_min));
+        let growing = self.growing.iter().map(|(k, g)| (*k, g.rate_mib_per_min));
+        leaks
+            .chain(growing)
+            .filter_map(|(k, rate)| match k {
+                LeakKey::Process(p) if p.1 == gpu => Some((p, rate)),
+                _ => None,
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(p, _)| p)
+    }
+
     /// True when no sample arrived for 3 intervals (a hung or lost driver).
     pub fn is_stale(&self, now: UnixMs) -> bool {
         match self.latest_received_ms {

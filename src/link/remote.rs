@@ -105,6 +105,48 @@ pub const ASKED: &str = "reading the agent's past leaks…";
 /// The agent's past leaks as last read (`None`: not asked yet), or why they could not be.
 pub type RemotePast = Option<Result<Arc<crate::engine::replay::PastEvents>, String>>;
 
+/// A folder name for the agent at `url` (`http://HOST:PORT`): its host and port, every
+/// character but letters, digits, `.` and `-` made `_`.
+pub fn agent_folder(url: &str) -> String {
+    let bare = url.strip_prefix("http://").unwrap_or(url);
+    let name: String = bare
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    match name.trim_start_matches('.') {
+        "" => "agent".into(),
+        n => n.to_string(),
+    }
+}
+
+/// Pages of history asked for at once, in a row, while catching up …
+pub const CATCH_UP_BURST: u32 = 32;
+/// … before a pause of this long (also after a page that brought nothing new).
+pub const CATCH_UP_PAUSE: Duration = Duration::from_secs(1);
+
+/// The wait before the next poll: `wait` as `Ends::poll` says, except that catching up
+/// (`wait` zero) goes on at once only while the history moves on (`progress`) and for at most
+/// [`CATCH_UP_BURST`] pages in a row. An agent that never says it is caught up costs the
+/// window a poll a second, not one per round trip.
+fn pace(wait: Duration, progress: bool, burst: &mut u32) -> Duration {
+    if !wait.is_zero() {
+        *burst = 0;
+        return wait;
+    }
+    *burst += 1;
+    if progress && *burst < CATCH_UP_BURST {
+        return Duration::ZERO;
+    }
+    *burst = 0;
+    CATCH_UP_PAUSE
+}
+
 /// The link to one agent; dropping it stops its threads (they never hold the window).
 pub struct RemoteLink {
     url: String,
@@ -392,9 +434,11 @@ impl Ends {
             .spawn(move || {
                 let agent = http();
                 let mut since = 0;
+                let mut burst = 0u32;
                 while !self.stop.load(Ordering::Relaxed) {
                     let started = Instant::now();
                     let (next, wait) = self.poll(&agent, since);
+                    let wait = pace(wait, next > since, &mut burst);
                     since = next;
                     self.sleep(wait.saturating_sub(started.elapsed()));
                 }
@@ -538,6 +582,12 @@ impl RemoteLink {
             name: name.to_string(),
             dir,
         });
+    }
+
+    /// This agent's own folder under `base` (`from-agents/127.0.0.1_8726`): downloads of two
+    /// agents never replace each other's files of the same name.
+    pub fn downloads_folder(&self, base: &std::path::Path) -> std::path::PathBuf {
+        base.join(agent_folder(&self.url))
     }
 
     /// The session list and downloads so far.
@@ -849,6 +899,23 @@ impl Drop for RemoteLink {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_agent_downloads_into_a_folder_of_its_own() {
+        assert_eq!(agent_folder("http://127.0.0.1:8726"), "127.0.0.1_8726");
+        assert_eq!(agent_folder("http://127.0.0.1:8727"), "127.0.0.1_8727");
+        assert_eq!(agent_folder("http://[::1]:1"), "___1__1");
+        for hostile in ["http://../..", "http://a/../../b", "http://."] {
+            let f = agent_folder(hostile);
+            assert!(
+                !f.contains('/') && !f.starts_with('.') && !f.is_empty(),
+                "{f}"
+            );
+        }
+        let mut pace_burst = 0;
+        assert_eq!(pace(Duration::ZERO, true, &mut pace_burst), Duration::ZERO);
+        assert_eq!(pace(Duration::ZERO, false, &mut pace_burst), CATCH_UP_PAUSE);
+    }
 
     #[test]
     fn addresses_are_checked() {

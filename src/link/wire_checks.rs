@@ -107,6 +107,7 @@ pub fn leak(l: &mut LeakRecord, now: UnixMs) -> Result<(), String> {
     path("leaks", l.session.as_deref())?;
     checks::cap_text(&mut l.info.name, MAX_TEXT);
     checks::cap_text(&mut l.info.user, MAX_TEXT);
+    checks::cap_text(&mut l.info.why, MAX_TEXT);
     Ok(())
 }
 
@@ -124,7 +125,13 @@ pub fn oom(o: &mut OomRecord, now: UnixMs) -> Result<(), String> {
     for h in o.victims.iter_mut().chain(o.holders.iter_mut()) {
         pid("ooms", h.pid)?;
         checks::finite("ooms: a holder's memory", h.mib)?;
-        for v in [&mut h.grown_1m_mib, &mut h.releasable_mib] {
+        for v in [
+            &mut h.grown_1m_mib,
+            &mut h.releasable_mib,
+            &mut h.grown_recent_mib,
+            &mut h.grown_over_s,
+            &mut h.cause_share_pct,
+        ] {
             *v = v.filter(|f| f.is_finite());
         }
         checks::cap_text(&mut h.name, MAX_TEXT);

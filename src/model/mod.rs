@@ -92,11 +92,19 @@ pub struct DeviceSample {
     /// list forward, marked stale.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process_list_error: Option<String>,
-    /// The OOM forecast: seconds until this GPU is full at the rate its leaking processes
-    /// (and its unattributed memory) grow, from the engine's leak detector. `None` (JSON
-    /// `null`) when nothing grows, or when the figure comes from a source (not the engine).
+    /// The OOM forecast, its likely figure: seconds until this GPU is full at the rate its
+    /// leaks and its steadily growing processes grow now (a load or a warm-up that slows and
+    /// stops counts only at the pace it still has), from the engine's leak detector. `None`
+    /// (JSON `null`) when nothing grows, or when the figure comes from a source (not the
+    /// engine).
     #[serde(default, rename = "time_to_full_seconds")]
     pub time_to_full_s: Option<f64>,
+    /// The OOM forecast, its earliest figure: seconds until full if everything growing on this
+    /// GPU now (loads and warm-ups included) kept its current pace; at most
+    /// [`DeviceSample::time_to_full_s`]. `None` when nothing grows (and in logs and agents
+    /// from before leaks v4).
+    #[serde(default, rename = "time_to_full_earliest_seconds")]
+    pub time_to_full_earliest_s: Option<f64>,
 }
 
 /// Whether a process holds a compute (CUDA) or graphics context.

@@ -127,6 +127,10 @@ pub struct LeakInfo {
     pub since_ms: UnixMs,
     /// Growth rate.
     pub rate_mib_per_min: f64,
+    /// Why it was called a leak: the shape the detector saw, in a sentence that starts with
+    /// its name ("steady growth: …", "rising floor: …"); empty in logs from before leaks v4.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub why: String,
 }
 
 /// Something that happened, written as it happens.
@@ -302,6 +306,14 @@ pub struct OomHolder {
     /// [`crate::detect::oom_watch::CAUSE_SPAN_MS`]), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grown_recent_mib: Option<f64>,
+    /// Over how long that growth came (s: from its lowest point to the last sample), when
+    /// known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grown_over_s: Option<f64>,
+    /// For the likely cause: its share of all the growth on the GPU in the minutes before
+    /// (percent; the processes that grew, itself included): how sure the verdict is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause_share_pct: Option<f64>,
     /// The likely cause: the process whose growth in the minutes before filled the GPU (at
     /// most one per suspicion; it may be the process that left).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -350,6 +362,35 @@ pub fn default_dir() -> std::path::PathBuf {
     crate::host::paths::default_data_dir().join("sessions")
 }
 
+/// How sure a likely cause is, from what was seen: its rate and how long it grew, and its
+/// share of the growth on the GPU — " (over 62 s, 3.0 GiB/min, 91 % of the growth: sure)".
+pub fn how_sure(h: &OomHolder) -> String {
+    let grown = h.grown_recent_mib.unwrap_or(0.0);
+    let over = h
+        .grown_over_s
+        .filter(|s| *s > 0.0)
+        .map_or(String::new(), |s| {
+            format!(
+                "over {s:.0} s, {:.1} GiB/min, ",
+                grown / 1024.0 / (s / 60.0)
+            )
+        });
+    match h.cause_share_pct {
+        Some(p) => {
+            let verdict = if p >= 80.0 {
+                "sure"
+            } else if p >= 50.0 {
+                "probable"
+            } else {
+                "one of several that grew"
+            };
+            format!(" ({over}{p:.0} % of the growth: {verdict})")
+        }
+        None if !over.is_empty() => format!(" ({})", over.trim_end_matches(", ")),
+        None => String::new(),
+    }
+}
+
 /// One line for people (the CSV's detail column, notifications): "sawfloor (PID 463)
 /// holding 2.1 GiB left while the GPU was 99.4 % full; likely cause: bloat (PID 462), +116.4
 /// GiB in the minutes before; holders: bloat (PID 462) 117.3 GiB (+115.2 GiB in the minute
@@ -363,14 +404,15 @@ pub fn describe_oom(used_pct: f64, victims: &[OomHolder], holders: &[OomHolder])
         .find(|h| h.likely_cause)
         .map_or(String::new(), |h| {
             format!(
-                "; likely cause: {}{}, +{} in the minutes before",
+                "; likely cause: {}{}, +{} in the minutes before{}",
                 who(h),
                 if victims.iter().any(|v| v.pid == h.pid) {
                     " itself"
                 } else {
                     ""
                 },
-                gib(h.grown_recent_mib.unwrap_or(0.0))
+                gib(h.grown_recent_mib.unwrap_or(0.0)),
+                how_sure(h)
             )
         });
     let left: Vec<String> = victims

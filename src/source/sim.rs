@@ -551,6 +551,7 @@ impl SimSource {
                     fan_pct: if i == 0 { None } else { Some(30 + util / 2) },
                     process_list_error: None,
                     time_to_full_s: None,
+                    time_to_full_earliest_s: None,
                 }
             })
             .collect();

@@ -112,16 +112,21 @@ pub struct Outbox {
 impl Outbox {
     /// A notice in the status bar and an alert.
     pub fn notice(&mut self, kind: AlertKind, summary: &str, body: String) {
+        self.alert(kind, summary, body.clone());
+        self.notices.push((crate::model::now_ms(), body));
+    }
+
+    /// An alert (when alerting), without a status-bar notice.
+    fn alert(&mut self, kind: AlertKind, summary: &str, body: String) {
         if self.alerting {
             self.alerts.push(Alert {
                 kind,
                 urgency: Urgency::Normal,
                 replaces: None,
                 summary: summary.into(),
-                body: body.clone(),
+                body,
             });
         }
-        self.notices.push((crate::model::now_ms(), body));
     }
 
     /// A problem: on stderr always, in the status bar, and as an alert.
@@ -130,8 +135,8 @@ impl Outbox {
         self.notice(AlertKind::Report, summary, body);
     }
 
-    /// Alerts for the leaks and OOMs among `events` (when the settings want them), and a
-    /// notice and an alert for each OOM forecast raised.
+    /// Alerts for the leaks and OOMs among `events` (when the settings want them), and
+    /// an alert for each OOM forecast raised.
     pub fn events(&mut self, events: &[Event]) {
         for e in events {
             match e {
@@ -141,22 +146,19 @@ impl Outbox {
                     drivers,
                     ..
                 } => {
-                    let who = drivers
+                    let who: Vec<String> = drivers
                         .iter()
                         .map(|d| format!("{} (PID {})", d.name, d.pid))
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    let body = format!(
-                        "GPU {device_index} is forecast full in {:.1} min at the rate {} grows",
-                        full_in_s / 60.0,
-                        if who.is_empty() {
-                            "its memory".to_string()
-                        } else {
-                            who
-                        }
+                        .collect();
+                    // The banner's words. An alert, not a status-bar notice: the window's
+                    // banner and status bar show the forecast as it stands, not as raised.
+                    let body = crate::detect::forecast_alert::sentence(
+                        *device_index,
+                        Some(*full_in_s),
+                        &who,
                     );
                     let summary = format!("GPU {device_index} will run out of memory");
-                    self.notice(AlertKind::Forecast, &summary, body);
+                    self.alert(AlertKind::Forecast, &summary, body);
                 }
                 Event::LeakStarted { leak, .. } if self.alerting && self.leaks => {
                     let what = if leak.ghost {

@@ -70,7 +70,8 @@ impl Watches {
             }));
             keys
         };
-        let forecast_events = self.forecasts.observe(snap, &growing);
+        let since = |d: u32| leaks.forecast_growth_since(d);
+        let forecast_events = self.forecasts.observe(snap, &growing, &since);
         out.events(&forecast_events);
         out.events(&events);
         events.extend(forecast_events);
@@ -99,6 +100,12 @@ impl Watches {
         }
         self.leaks.refresh(m);
         m.orphans = orphans;
+    }
+
+    /// Keeps in `snap` (observed last) only the forecasts that have stood the alerts' hold:
+    /// what the View shows ([`crate::detect::forecast_alert::ForecastWatch::hold`]).
+    pub fn hold_forecasts(&self, snap: &mut Snapshot) {
+        self.forecasts.hold(snap);
     }
 
     /// The OOM forecast alerts standing now.

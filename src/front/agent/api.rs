@@ -107,6 +107,7 @@ fn leaks_json(m: &Monitor) -> serde_json::Value {
                 "grown_mib": l.grown_mib,
                 "peak_mib": l.peak_mib,
                 "time_to_full_seconds": ttf,
+                "why": l.info.why,
             })
         })
         .collect();

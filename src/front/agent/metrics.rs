@@ -708,6 +708,7 @@ mod tests {
                 ghost: false,
                 since_ms: 1000,
                 rate_mib_per_min: 1024.0,
+                why: String::new(),
             },
             flagged_ms: 2000,
             ended_ms: None,

@@ -65,6 +65,18 @@ impl State {
         }
     }
 
+    /// [`State::short`] as one sign, for beside a name: "⏳", "✔", "✖", "○" (a dry run).
+    pub fn mark(&self) -> &'static str {
+        match self {
+            State::Waiting { .. } => "⏳",
+            State::Done { outcome, .. } => match outcome {
+                Outcome::Acted => "✔",
+                Outcome::WouldAct => "○",
+                Outcome::Skipped | Outcome::Failed => "✖",
+            },
+        }
+    }
+
     /// Whether it needs the user's eye (failed, skipped, no answer).
     pub fn is_warning(&self) -> bool {
         matches!(

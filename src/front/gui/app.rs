@@ -20,6 +20,11 @@ const SETTINGS_SHORTCUT: egui::KeyboardShortcut =
     egui::KeyboardShortcut::new(egui::Modifiers::COMMAND, egui::Key::Comma);
 const FILTER_SHORTCUT: egui::KeyboardShortcut =
     egui::KeyboardShortcut::new(egui::Modifiers::COMMAND, egui::Key::F);
+/// Quit: egui closes the window on it (`Options::quit_shortcuts`); the File menu shows it.
+pub const QUIT_SHORTCUT: egui::KeyboardShortcut =
+    egui::KeyboardShortcut::new(egui::Modifiers::COMMAND, egui::Key::Q);
+const HELP_SHORTCUT: egui::KeyboardShortcut =
+    egui::KeyboardShortcut::new(egui::Modifiers::NONE, egui::Key::F1);
 
 /// The eframe application.
 pub struct VramApp {
@@ -88,6 +93,8 @@ pub struct VramApp {
     help: Option<Help>,
     /// The manual actions sent, and their outcomes, per process (table row, detail pane).
     action_status: super::action_status::ActionStatus,
+    /// Where the detail pane was drawn last (`None`: closed).
+    detail_rect: Option<egui::Rect>,
 }
 
 /// What the Help window shows.
@@ -117,6 +124,7 @@ pub const SHORTCUTS: &[(&str, &str)] = &[
     ("Shift+Left / Right", "Pan the graph"),
     ("End", "Follow live again"),
     ("Tab / Enter", "Move the keyboard focus / press"),
+    ("F1", "This list"),
     ("Ctrl+Q", "Quit"),
 ];
 
@@ -181,6 +189,7 @@ impl VramApp {
             connecting: None,
             help: None,
             action_status: super::action_status::ActionStatus::default(),
+            detail_rect: None,
         }
     }
 
@@ -253,6 +262,16 @@ impl VramApp {
         self.detail_graph.plot_rect
     }
 
+    /// Where the GPU graph, its newest moment and the detail pane were drawn last (tests: the
+    /// pane never covers the graph, "now" is on screen).
+    pub fn layout(&self) -> super::graph::DrawnLayout {
+        super::graph::DrawnLayout {
+            graph: self.graph.plot_rect,
+            edge_x: self.graph.edge_x,
+            detail_pane: self.detail_rect,
+        }
+    }
+
     /// The agent's host when the window is attached to one (its View's host name, else
     /// "the agent's host"); `None` for this computer.
     fn agent_host<'m>(&self, m: &'m Monitor) -> Option<&'m str> {
@@ -273,6 +292,7 @@ impl VramApp {
     /// Draws one frame into `ui` (the root of the window).
     pub fn draw(&mut self, ui: &mut Ui) {
         let ctx = ui.ctx().clone();
+        widgets::readable_text(&ctx);
         widgets::set_palette(&ctx, self.state.palette);
         let replies = self.backend.take_replies();
         self.action_status.answered(&replies, self.now());
@@ -306,10 +326,10 @@ impl VramApp {
             session_bar(ui, v, &mut cmd);
         }
         egui::Panel::bottom("status").show(ui, |ui| {
-            jobs_strip(ui, &jobs, &mut self.job_requests);
+            super::status_bar::jobs_strip(ui, &jobs, &mut self.job_requests);
             match view.as_ref() {
-                Some(v) => session_status(ui, v),
-                None => status_bar(ui, &live, self.now(), &health),
+                Some(v) => super::status_bar::session(ui, v),
+                None => super::status_bar::live(ui, &live, self.now(), &health),
             }
         });
         match view.as_mut() {
@@ -355,6 +375,9 @@ impl VramApp {
             // driver was in use).
             self.restart_local(self.backend.remote.is_some() && self.local_demo);
         }
+        // A session on screen: the live samples behind it wake nothing (a still session
+        // draws no frame however it was opened).
+        self.backend.set_covered(self.view.is_some());
         self.schedule_repaint(ui, interval_ms);
     }
 
@@ -389,6 +412,9 @@ impl VramApp {
         if ui.input_mut(|i| i.consume_shortcut(&SETTINGS_SHORTCUT)) {
             let s = self.backend.settings.clone();
             self.settings_ui.show(&s);
+        }
+        if ui.input_mut(|i| i.consume_shortcut(&HELP_SHORTCUT)) {
+            self.help = Some(Help::Shortcuts);
         }
         // Esc closes the topmost thing: a window (settings, sessions, export, connect), else
         // the detail pane. Ctrl+1/2/3 switch the tabs under the graph.
@@ -1030,6 +1056,17 @@ impl VramApp {
                     ui.heading(format!("vramwarden {}", env!("CARGO_PKG_VERSION")));
                     ui.label("Watches and manages NVIDIA GPU memory: who holds it, what leaks, what to do about it.");
                     ui.label(format!("Licence: {}", env!("CARGO_PKG_LICENSE")));
+                    ui.hyperlink(env!("CARGO_PKG_REPOSITORY"));
+                    ui.label(format!(
+                        "Built for {} ({} build)",
+                        std::env::consts::ARCH,
+                        if cfg!(debug_assertions) { "debug" } else { "release" }
+                    ));
+                    ui.label(format!("Settings file: {}", self.config_path.display()));
+                    ui.label(format!(
+                        "Session logs: {}",
+                        crate::session::default_dir().display()
+                    ));
                 }
             });
         if !open {
@@ -1144,7 +1181,10 @@ impl VramApp {
             ui.close();
         }
         ui.separator();
-        if ui.button("Quit").clicked() {
+        if ui
+            .add(egui::Button::new("Quit").shortcut_text(ui.ctx().format_shortcut(&QUIT_SHORTCUT)))
+            .clicked()
+        {
             ui.send_viewport_cmd(egui::ViewportCommand::Close);
         }
     }
@@ -1208,7 +1248,13 @@ impl VramApp {
 
     /// Help: keyboard shortcuts, About.
     fn help_menu(&mut self, ui: &mut Ui) {
-        if ui.button("Keyboard shortcuts").clicked() {
+        if ui
+            .add(
+                egui::Button::new("Keyboard shortcuts")
+                    .shortcut_text(ui.ctx().format_shortcut(&HELP_SHORTCUT)),
+            )
+            .clicked()
+        {
             self.help = Some(Help::Shortcuts);
             ui.close();
         }
@@ -1312,6 +1358,7 @@ impl VramApp {
         egui::CentralPanel::default().show(ui, |ui| {
             let h = (ui.available_height() * 0.5).max(220.0);
             ui.allocate_ui(egui::vec2(ui.available_width(), h), |ui| {
+                self.graph.in_session = self.replaying;
                 super::graph::device_graph(
                     ui,
                     monitor,
@@ -1366,7 +1413,14 @@ impl VramApp {
                     self.host_selector(ui);
                 }
                 egui::ScrollArea::vertical().show(ui, |ui| {
-                    overview::forecast_banners(ui, &monitor.oom_alerts);
+                    if let Some(gpu) = overview::forecast_banners(ui, &monitor.oom_alerts) {
+                        // The GPU's graph, with the process growing fastest selected.
+                        self.selected_gpu = gpu;
+                        if let Some(k) = monitor.fastest_grower(gpu) {
+                            self.selected = Some(k);
+                            self.last_selected = self.selected;
+                        }
+                    }
                     overview::cards(ui, snap, self.state.units, &mut self.selected_gpu);
                 });
             });
@@ -1391,12 +1445,13 @@ impl VramApp {
         if self.selected.is_some() && selected_row.is_none() {
             self.selected = None;
         }
+        self.detail_rect = None;
         let Some(row) = selected_row else {
             return;
         };
         let mut open = true;
         let mut request = None;
-        egui::Panel::right("detail")
+        let shown = egui::Panel::right("detail")
             .resizable(true)
             .default_size((full * 0.32).clamp(260.0, 420.0))
             .min_size(240.0)
@@ -1427,6 +1482,7 @@ impl VramApp {
                             process_detail::pane(ui, monitor, row, &mut self.detail_graph, input);
                     });
             });
+        self.detail_rect = Some(shown.response.rect);
         if !open {
             self.selected = None;
         }
@@ -1759,154 +1815,12 @@ fn session_bar(ui: &mut Ui, v: &mut SessionView, cmd: &mut Commands) {
     });
 }
 
-fn session_status(ui: &mut Ui, v: &SessionView) {
-    ui.horizontal(|ui| {
-        let d = &v.data;
-        if let Some(h) = &d.header {
-            ui.label(format!("Recorded on {} · {}", h.host, h.source));
-            ui.separator();
-            ui.label(format!(
-                "Driver {}",
-                h.driver_version.as_deref().unwrap_or("—")
-            ));
-            ui.separator();
-            ui.label(format!(
-                "Sampling every {}",
-                format::duration(h.interval_ms as i64)
-            ));
-        }
-        ui.separator();
-        if let Some((a, b)) = d.span() {
-            ui.label(format!(
-                "{} – {} ({})",
-                format::date_time(a),
-                format::date_time(b),
-                format::duration(b - a)
-            ));
-        }
-        ui.separator();
-        if d.report.is_clean() {
-            ui.label(d.report.summary());
-        } else {
-            ui.label(RichText::new(d.report.summary()).color(widgets::warn(ui)));
-        }
-    });
-}
-
-/// Opening or importing a session: its progress and a Cancel button, while it runs.
-fn jobs_strip(
-    ui: &mut Ui,
-    jobs: &crate::front::gui::jobs::JobBoard,
-    requests: &mut Vec<crate::front::gui::jobs::JobCommand>,
-) {
-    for j in jobs
-        .states()
-        .into_iter()
-        .filter(|j| j.in_status_bar && j.result.is_none())
-    {
-        ui.horizontal(|ui| {
-            ui.spinner();
-            ui.label(format!("{}…", j.label));
-            ui.add(
-                egui::ProgressBar::new(j.progress.fraction())
-                    .show_percentage()
-                    .desired_width(160.0),
-            );
-            if ui.small_button("Cancel").clicked() {
-                requests.push(crate::front::gui::jobs::JobCommand::Cancel(j.id));
-            }
-        });
-        ui.separator();
-    }
-}
-
 /// Whether the View shown is of simulated GPUs: as its source says (a `--demo` agent's too,
 /// whatever link brings it), else as this computer's source was chosen (before a sample).
 fn shows_simulated(live: &Monitor, local: crate::source::SourceKind) -> bool {
     live.source
         .as_ref()
         .map_or(local.is_simulated(), crate::model::SourceInfo::is_simulated)
-}
-
-fn status_bar(ui: &mut Ui, m: &Monitor, now: UnixMs, link: &crate::link::LinkHealth) {
-    ui.horizontal(|ui| {
-        match link {
-            crate::link::LinkHealth::Local => {}
-            crate::link::LinkHealth::Connected { url, .. } => {
-                ui.label(RichText::new(format!("Agent {url} · connected")).strong())
-                    .on_hover_text("This window shows an agent's engine: actions are sent to it and it applies its own policy");
-                ui.separator();
-            }
-            crate::link::LinkHealth::Disconnected { url, .. } => {
-                ui.label(RichText::new(format!("Agent {url} · disconnected — retrying")).color(widgets::warn(ui)).strong());
-                ui.separator();
-            }
-        }
-        let src = m.source.as_ref();
-        match src {
-            Some(s) => {
-                ui.label(format!("Source: {}", s.kind));
-                ui.separator();
-                ui.label(format!("Driver {}", s.driver_version.as_deref().unwrap_or("—")));
-                if let Some(v) = &s.nvml_version {
-                    ui.label(format!("NVML {v}"));
-                }
-                if let Some(v) = &s.cuda_version {
-                    ui.label(format!("CUDA {v}"));
-                }
-                ui.separator();
-                ui.label(format!("Host {}", s.host));
-            }
-            None => {
-                ui.label("Source: —");
-            }
-        }
-        ui.separator();
-        ui.label(format!("Sampling every {}", format::duration(m.interval_ms as i64).replace("0s", "<1s")));
-        ui.separator();
-        if m.is_stale(now) {
-            let age = m.latest_received_ms.map_or(0, |t| now - t);
-            ui.label(
-                RichText::new(format!("STALE: no sample for {}", format::duration(age)))
-                    .color(widgets::warn(ui))
-                    .strong(),
-            )
-            .on_hover_text("The driver has not answered for 3 intervals. The window keeps working; data resumes when the driver answers.");
-        } else if let Some(t) = m.latest_received_ms {
-            ui.label(format!("Last sample {}", format::clock(t)));
-        }
-        if let Some(e) = &m.last_error {
-            ui.separator();
-            ui.label(RichText::new(e).color(widgets::warn(ui)));
-        }
-        for d in m.latest.iter().flat_map(|s| &s.devices) {
-            if let Some(e) = &d.process_list_error {
-                ui.separator();
-                ui.label(
-                    RichText::new(format!("GPU {}: process list STALE", d.index))
-                        .color(widgets::warn(ui))
-                        .strong(),
-                )
-                .on_hover_text(format!("The driver failed to list this GPU's processes ({e}). The last good list is shown, its memory unknown; nothing is recorded as 0."));
-            }
-        }
-        if let Some(e) = &m.recording.error {
-            ui.separator();
-            ui.label(RichText::new(e).color(widgets::warn(ui))).on_hover_text("Sampling goes on; recording retries every sample.");
-        }
-        if let Some((_, n)) = m
-            .notices
-            .back()
-            .filter(|(t, _)| now - t < crate::engine::view::NOTICE_SHOWN_MS)
-        {
-            ui.separator();
-            ui.label(RichText::new(n).weak()).on_hover_text("The latest notice (shown for 30 s)");
-        }
-        ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-            let (a, b) = m.history.span().unwrap_or((now, now));
-            ui.label(format!("History {} ({} samples)", format::duration(b - a), m.history.len()));
-        });
-    });
 }
 
 fn empty_state(ui: &mut Ui, m: &Monitor, start_demo: &mut bool, retry: &mut bool) {

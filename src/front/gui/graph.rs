@@ -114,6 +114,17 @@ pub struct DeviceLines {
     pub buckets: Vec<Bucket>,
 }
 
+/// Where the window's graph parts were drawn last (tests of the layout).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DrawnLayout {
+    /// The GPU memory graph's plot.
+    pub graph: Option<egui::Rect>,
+    /// The x of the newest moment shown in it ("now" when following).
+    pub edge_x: Option<f32>,
+    /// The detail pane (`None`: closed).
+    pub detail_pane: Option<egui::Rect>,
+}
+
 /// Decimated lines of one graph, and whether it follows the live edge.
 #[derive(Debug, Clone, Default)]
 pub struct GraphCache {
@@ -123,10 +134,15 @@ pub struct GraphCache {
     pub free_range: Option<(UnixMs, UnixMs)>,
     /// Where the plot was drawn last (the wheel over it zooms).
     pub plot_rect: Option<egui::Rect>,
+    /// Where the newest moment shown ("now" when following, the slider in a session) was
+    /// drawn last: its x on screen.
+    pub edge_x: Option<f32>,
     buckets: crate::model::history::BucketCache,
     metrics: Option<(CacheKey, Vec<Vec<GraphLine>>)>,
     /// The plot's series shown as a table instead (the "Table" toggle).
     pub as_table: bool,
+    /// The graph shows a recorded session (its right end is the slider, not "live").
+    pub in_session: bool,
 }
 
 impl GraphCache {
@@ -425,6 +441,8 @@ struct PlotOpts<'a> {
     buckets: &'a [Bucket],
     /// The lines are a stack read at each bucket's instant.
     stacked: bool,
+    /// Fixed width in points (default: what is available).
+    width: Option<f32>,
 }
 
 /// The time-axis grid: round steps (10 s, 1 min, 5 min, 1 h, …) in local time, about eight
@@ -517,8 +535,22 @@ fn value_axis<'a>(width: f32, label: impl Fn(GridMark) -> String + 'a) -> egui_p
     egui_plot::AxisHints::new_y()
         .formatter(move |m, _| label(m))
         .min_thickness(width)
-        .label_spacing(Y_LABEL_MIN_GAP..=Y_LABEL_GAP)
+        .label_spacing(Y_LABEL_MIN_GAP..=Y_LABEL_MIN_GAP + LABEL_FADE)
 }
+
+/// The time axis: clock labels at least [`X_LABEL_MIN_GAP`] apart, never faded.
+fn time_axis<'a>() -> egui_plot::AxisHints<'a> {
+    egui_plot::AxisHints::new_x()
+        .formatter(x_formatter)
+        .label_spacing(X_LABEL_MIN_GAP..=X_LABEL_MIN_GAP + LABEL_FADE)
+}
+
+/// Points apart at least for two time labels ("23:05:00" is about 50 points wide).
+const X_LABEL_MIN_GAP: f32 = 58.0;
+
+/// egui_plot fades a label in over a range of gaps, down to a contrast no one reads (1.6:1):
+/// a label shown here is shown whole (the range is this narrow).
+const LABEL_FADE: f32 = 0.5;
 
 /// A value-axis label: as many decimals as the grid's step needs, so neighbours never read
 /// alike ("0.5 GiB", "1.0 GiB"; "20 %").
@@ -614,7 +646,10 @@ fn fit_range(lines: &[GraphLine], o: &PlotOpts<'_>) -> Option<(f64, f64)> {
         });
     (lo <= hi).then(|| {
         let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.002).max(1e-3);
-        ((lo - pad).max(0.0), hi + pad)
+        // A stack is read from 0: cutting its foot would cut its bottom band (the process
+        // at the bottom would look smaller than it is). Fit its top only.
+        let lo = if o.stacked { 0.0 } else { (lo - pad).max(0.0) };
+        (lo, hi + pad)
     })
 }
 
@@ -634,7 +669,7 @@ fn configure_plot<'a>(
         .allow_boxed_zoom(false)
         .allow_double_click_reset(false)
         .auto_bounds([o.auto_x, fit.is_none()])
-        .x_axis_formatter(x_formatter)
+        .custom_x_axes(vec![time_axis()])
         .x_grid_spacer(time_grid)
         .y_grid_spacer(value_grid)
         .custom_y_axes(vec![value_axis(56.0, move |m| value_label(m, unit))]);
@@ -657,6 +692,9 @@ fn configure_plot<'a>(
     };
     if let Some(h) = o.height {
         plot = plot.height(h);
+    }
+    if let Some(w) = o.width {
+        plot = plot.width(w);
     }
     if let Some(g) = o.link {
         plot = plot
@@ -735,10 +773,19 @@ fn plot_lines<'a>(
             .style(egui_plot::LineStyle::dashed_loose()),
         );
     }
-    for (a, b, name) in o.spans {
+    // The shading of each window, then one label per group of windows that overlap (two
+    // labels over one another read as neither).
+    for (a, b, _) in o.spans {
         plot_ui.span(
-            egui_plot::Span::new(name.clone(), *a..=*b)
+            egui_plot::Span::new("", *a..=*b)
                 .fill(super::leaks::LEAK.gamma_multiply(0.12))
+                .border_width(0.0),
+        );
+    }
+    for (a, b, name) in span_labels(o.spans) {
+        plot_ui.span(
+            egui_plot::Span::new(name, a..=b)
+                .fill(Color32::TRANSPARENT)
                 .border_width(0.0),
         );
     }
@@ -749,6 +796,29 @@ fn plot_lines<'a>(
                 .style(egui_plot::LineStyle::dashed_loose()),
         );
     }
+}
+
+/// The labels of shaded windows (unix s from, to, name): one per group of windows that
+/// overlap, over the group's whole span, naming each window once ("leak: a (1) · leak: b (2)").
+pub fn span_labels(spans: &[(f64, f64, String)]) -> Vec<(f64, f64, String)> {
+    let mut sorted: Vec<&(f64, f64, String)> = spans.iter().collect();
+    sorted.sort_by(|x, y| x.0.total_cmp(&y.0));
+    let mut groups: Vec<(f64, f64, Vec<&str>)> = Vec::new();
+    for (a, b, name) in sorted {
+        match groups.last_mut() {
+            Some(g) if *a <= g.1 => {
+                g.1 = g.1.max(*b);
+                if !g.2.contains(&name.as_str()) {
+                    g.2.push(name);
+                }
+            }
+            _ => groups.push((*a, *b, vec![name])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(a, b, names)| (a, b, names.join(" · ")))
+        .collect()
 }
 
 /// Where the pointer is on a GPU graph, for its hover.
@@ -988,6 +1058,10 @@ pub fn device_graph(
         ui.label("Waiting for the first sample…");
         return;
     };
+    // The graph's width is the pane's, fixed before anything is drawn: a row that
+    // overflowed (a legend, a toolbar) must never widen the plot past the window's edge or
+    // under the detail pane.
+    let full_w = ui.available_width();
     toolbar(ui, device, state, cache);
     let shown = cache
         .free_range
@@ -997,7 +1071,7 @@ pub fn device_graph(
         cache.free_range = moved;
     }
     let (from, to) = cache.free_range.unwrap_or(shown);
-    let width = (ui.available_width() as usize).clamp(50, 4000);
+    let width = (full_w as usize).clamp(50, 4000);
     let colors = widgets::Colors::of(ui);
     let key = CacheKey {
         history: h.id(),
@@ -1099,10 +1173,12 @@ pub fn device_graph(
             step_s,
             buckets: spans,
             stacked,
+            width: Some(full_w),
         },
     );
     cache.buckets = buckets;
     cache.plot_rect = Some(resp.response.rect);
+    cache.edge_x = Some(resp.transform.position_from_point_x(to as f64 / 1000.0));
     // A metric plot zoomed or panned moves the memory graph too (their time axes are
     // linked): its range becomes the graph's.
     let mut metric_moved = None;
@@ -1114,7 +1190,16 @@ pub fn device_graph(
         let range = set_x
             .filter(|_| !moved_here)
             .map(|_| (from as f64 / 1000.0, to as f64 / 1000.0));
-        metric_moved = metric_plots(ui, h, device, (from, to), range, width, cache, metrics_h);
+        metric_moved = metric_plots(
+            ui,
+            h,
+            device,
+            (from, to),
+            range,
+            (width, full_w),
+            cache,
+            metrics_h,
+        );
     }
     cache.free_range = range_after(&resp, moved_here, metric_moved, cache.free_range);
 }
@@ -1242,14 +1327,21 @@ fn toolbar(ui: &mut Ui, device: u32, state: &mut UiState, cache: &mut GraphCache
         ui.checkbox(&mut state.show_metrics, "GPU metrics")
             .on_hover_text("Utilisation, temperature, power and its cap, clocks and fan under the memory graph");
         ui.checkbox(&mut state.fit_y, "Fit to data")
-            .on_hover_text("Scale the memory axis to the data shown instead of the GPU's size: small growth becomes visible");
+            .on_hover_text("Scale the memory axis to the data shown instead of the GPU's size: small growth becomes visible (a stack keeps its foot at 0)");
         plot_table::toggle(ui, &mut cache.as_table);
-        if cache.free_range.is_some() && ui.button("▶ Follow live").clicked() {
+        let follow = if cache.in_session {
+            "▶ Back to the slider"
+        } else {
+            "▶ Follow live"
+        };
+        if cache.free_range.is_some() && ui.button(follow).clicked() {
             cache.free_range = None;
         }
-        ui.label(widgets::hint(
-            "wheel or +/−: zoom · drag or Shift+Left/Right: pan · double-click or End: follow live",
-        ));
+        ui.label(widgets::hint(if cache.in_session {
+            "wheel, +/−: zoom · drag, Shift+Left/Right: pan · double-click, End: back to the slider"
+        } else {
+            "wheel, +/−: zoom · drag, Shift+Left/Right: pan · double-click, End: follow live"
+        }));
     });
 }
 
@@ -1434,12 +1526,11 @@ fn metric_plots(
     device: u32,
     (from, to): (UnixMs, UnixMs),
     set_x: Option<(f64, f64)>,
-    width: usize,
+    (width, available): (usize, f32),
     cache: &mut GraphCache,
     height: f32,
 ) -> Option<(f64, f64)> {
     let dark = ui.visuals().dark_mode;
-    let available = ui.available_width();
     let plots = metric_lines(h, device, (from, to), width, dark, cache);
     let shown = shown_panels(plots, available);
     let n = shown.len() as f32;
@@ -1502,7 +1593,7 @@ fn metric_plot(
         .show_x(true)
         .link_axis(link, [true, false])
         .link_cursor(link, [true, false])
-        .x_axis_formatter(x_formatter)
+        .custom_x_axes(vec![time_axis()])
         .x_grid_spacer(time_grid)
         .y_grid_spacer(value_grid)
         .custom_y_axes(vec![value_axis(48.0, move |m| value_label(m, &unit))]);
@@ -1652,4 +1743,29 @@ pub fn process_graph(
     );
     cache.as_table = as_table;
     cache.plot_rect = Some(resp.response.rect);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 40 (m11): two leaks shaded over the same minutes get one label naming both;
+    /// a window apart keeps its own.
+    #[test]
+    fn overlapping_windows_share_one_label() {
+        let w = |a: f64, b: f64, n: &str| (a, b, n.to_string());
+        let labels = span_labels(&[
+            w(100.0, 400.0, "leak: b (2)"),
+            w(50.0, 300.0, "leak: a (1)"),
+            w(500.0, 600.0, "OOM suspected"),
+            w(120.0, 200.0, "leak: a (1)"),
+        ]);
+        assert_eq!(
+            labels,
+            vec![
+                w(50.0, 400.0, "leak: a (1) · leak: b (2)"),
+                w(500.0, 600.0, "OOM suspected"),
+            ]
+        );
+    }
 }

@@ -18,6 +18,7 @@ pub mod replies;
 pub mod sessions;
 pub mod settings_guard;
 pub mod settings_window;
+pub mod status_bar;
 pub mod task;
 pub mod torch_pane;
 pub mod ui_state;
@@ -107,6 +108,34 @@ pub fn data_frame_delay(
     }
 }
 
+/// What lets the engine's news (a sample, a reply) wake the window, for every link.
+#[derive(Debug, Default)]
+pub struct WakeGate {
+    /// A recorded session is on screen instead of the live data.
+    covered: AtomicBool,
+    /// Commands sent whose replies have not been taken yet.
+    awaiting: std::sync::atomic::AtomicUsize,
+}
+
+impl WakeGate {
+    /// Whether news wakes the window now: always while the live data is shown, else only
+    /// while a reply is awaited.
+    pub fn wakes(&self) -> bool {
+        !self.covered.load(Ordering::Relaxed) || self.awaiting.load(Ordering::Relaxed) > 0
+    }
+
+    /// `n` replies were taken.
+    fn answered(&self, n: usize) {
+        if n > 0 {
+            let _ = self
+                .awaiting
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |a| {
+                    Some(a.saturating_sub(n))
+                });
+        }
+    }
+}
+
 /// A host the window is attached to but not showing: its link goes on filling its own
 /// history, so switching back to it shows everything since it was first opened.
 struct Parked {
@@ -140,6 +169,9 @@ pub struct Backend {
     host: Option<connect::SavedHost>,
     /// Whether the shown link's samples wake the window (off while it is in the background).
     shown: Arc<AtomicBool>,
+    /// Whether the window shows the links' samples at all: not while a recorded session
+    /// covers them, when only the replies it waits for wake it.
+    wake: Arc<WakeGate>,
     /// Hosts attached in the background (this computer among them while an agent is shown).
     parked: Vec<Parked>,
     /// The `ssh -N -L` tunnel to it, when connected over SSH.
@@ -242,6 +274,7 @@ impl Backend {
             remote: None,
             host: None,
             shown: Arc::new(AtomicBool::new(true)),
+            wake: Arc::new(WakeGate::default()),
             parked: Vec::new(),
             tunnel: None,
             agent: None,
@@ -262,9 +295,10 @@ impl Backend {
         let shown = Arc::new(AtomicBool::new(true));
         let ctx = self.repaint.clone();
         let on = shown.clone();
+        let gate = self.wake.clone();
         let last = std::sync::Mutex::new(None::<std::time::Instant>);
         let notify: crate::engine::sampler::Notify = Arc::new(move || {
-            if let (Some(c), true) = (&ctx, on.load(Ordering::Relaxed)) {
+            if let (Some(c), true) = (&ctx, on.load(Ordering::Relaxed) && gate.wakes()) {
                 // Not `request_repaint()`: egui answers each of those with two frames; a new
                 // sample needs one. At most [`MAX_DATA_FRAMES_PER_S`] of them a second: a
                 // sample arriving sooner is drawn with the next one or at the next slot.
@@ -339,6 +373,8 @@ impl Backend {
             return;
         };
         self.shown.store(false, Ordering::Relaxed);
+        // Its replies are taken when it is shown again: none is awaited meanwhile.
+        self.wake.awaiting.store(0, Ordering::Relaxed);
         self.parked.push(Parked {
             host: self.host.take(),
             remote: self.remote.take(),
@@ -405,6 +441,7 @@ impl Backend {
         c: crate::engine::EngineCommand,
     ) -> Option<crate::engine::command::CommandId> {
         if let Some(l) = &self.link {
+            self.wake.awaiting.fetch_add(1, Ordering::Relaxed);
             return Some(l.send(c));
         }
         // Detached (no engine): a rule test is answered from the state shown, an action with
@@ -441,9 +478,18 @@ impl Backend {
     pub fn take_replies(&self) -> Vec<crate::engine::command::CommandReply> {
         let mut r = self.unlinked.take();
         if let Some(l) = &self.link {
-            r.extend(l.take_replies());
+            let got = l.take_replies();
+            self.wake.answered(got.len());
+            r.extend(got);
         }
         r
+    }
+
+    /// Tells whether a recorded session covers the live data (`true`): then the links'
+    /// samples no longer wake the window (a still session draws no frame), only the replies
+    /// to its commands do.
+    pub fn set_covered(&self, covered: bool) {
+        self.wake.covered.store(covered, Ordering::Relaxed);
     }
 
     /// While an agent is shown: its past leaks as read so far (asked for on the first call;
@@ -539,10 +585,11 @@ impl Backend {
     }
 
     /// Downloads one of the attached agent's session logs into this computer's sessions
-    /// folder (`from-agents/`), to open it read-only.
+    /// folder (`from-agents/HOST_PORT/`, one folder per agent), to open it read-only.
     pub fn download_agent_session(&self, name: &str) {
         if let Some(a) = &self.agent {
-            a.download(name, crate::session::default_dir().join("from-agents"));
+            let base = crate::session::default_dir().join("from-agents");
+            a.download(name, a.downloads_folder(&base));
         }
     }
 

@@ -333,39 +333,44 @@ fn clickable_card(
 }
 
 /// A banner per GPU forecast full within the warning time (the OOM forecast alerts), naming
-/// the processes whose growth drives it.
-pub fn forecast_banners(ui: &mut Ui, alerts: &[crate::detect::forecast_alert::ForecastAlert]) {
+/// the processes whose growth drives it. Returns the GPU whose banner was clicked (the window
+/// then shows it and selects its fastest grower).
+pub fn forecast_banners(
+    ui: &mut Ui,
+    alerts: &[crate::detect::forecast_alert::ForecastAlert],
+) -> Option<u32> {
+    let mut clicked = None;
     for a in alerts {
-        let when = a.full_in_s.map_or_else(
-            || "forecast receding".to_string(),
-            |s| {
-                format!(
-                    "full in ~{}",
-                    crate::model::format::duration((s * 1000.0) as i64)
-                )
-            },
-        );
-        let who = if a.drivers.is_empty() {
-            String::new()
-        } else {
-            format!(": {} growing", a.drivers.join(", "))
-        };
-        egui::Frame::new()
-            .fill(widgets::forecast_color(ui.visuals().dark_mode).gamma_multiply(0.25))
+        let color = widgets::forecast_color(ui.visuals().dark_mode);
+        let frame = egui::Frame::new()
+            .fill(color.gamma_multiply(0.25))
             .inner_margin(6.0)
             .corner_radius(4.0)
             .show(ui, |ui| {
-                ui.label(
-                    RichText::new(format!("⚠ GPU {} {when}{who}", a.device_index))
-                        .strong()
-                        .color(widgets::forecast_color(ui.visuals().dark_mode)),
+                ui.set_width(ui.available_width());
+                ui.add(
+                    egui::Label::new(
+                        RichText::new(format!("⚠ {}", a.sentence()))
+                            .strong()
+                            .color(color),
+                    )
+                    .selectable(false)
+                    .sense(egui::Sense::click()),
                 )
-                .on_hover_text(format!(
-                    "Raised at {}: at the rate its processes grow, this GPU runs out of memory within the warning time (Settings → Notifications)",
-                    crate::model::format::clock(a.since_ms)
-                ));
             });
+        let resp = frame
+            .response
+            .interact(egui::Sense::click())
+            .on_hover_cursor(egui::CursorIcon::PointingHand)
+            .on_hover_text(format!(
+                "Raised at {}: at the rate its processes grow, this GPU runs out of memory within the warning time (Settings → Notifications).\nClick: show this GPU and select the process growing fastest.",
+                crate::model::format::clock(a.since_ms)
+            ));
+        if resp.clicked() || frame.inner.clicked() {
+            clicked = Some(a.device_index);
+        }
     }
+    clicked
 }
 
 /// A GPU card's frame: `margin` inside, outlined in the selection colour when selected.

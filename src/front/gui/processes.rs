@@ -314,38 +314,47 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
         .filter(|(c, _)| *c != SortColumn::Container || any_container)
         .collect();
     let row_h = ui.text_style_height(&egui::TextStyle::Monospace) + 6.0;
-    egui::ScrollArea::horizontal()
-        .id_salt("process-table-h")
-        .show(ui, |ui| {
-            let mut b = egui_extras::TableBuilder::new(ui)
-                .id_salt("process-table")
-                .striped(true)
-                .resizable(true)
-                // Rows answer clicks but are not Tab stops (a stop per cell made Tab walk
-                // every cell of every row); the keyboard moves the selection with ↑/↓.
-                .sense(egui::Sense::CLICK)
-                .auto_shrink([false, false])
-                .cell_layout(egui::Layout::left_to_right(egui::Align::Center))
-                .column(egui_extras::Column::exact(12.0));
-            for (c, _) in &visible {
-                b = b.column(column_spec(*c));
+    // A window starts with PID and Name in view: a sideways scroll restored from the last
+    // run (egui keeps it) is not.
+    let started = egui::Id::unique("process-table-h-started");
+    let mut area = egui::ScrollArea::horizontal().id_salt("process-table-h");
+    if ui.ctx().data(|d| d.get_temp::<bool>(started)).is_none() {
+        ui.ctx().data_mut(|d| d.insert_temp(started, true));
+        area = area.horizontal_scroll_offset(0.0);
+    }
+    area.show(ui, |ui| {
+        // A selected row is tinted, not filled: coloured text on it stays readable.
+        let sel = &mut ui.visuals_mut().selection.bg_fill;
+        *sel = sel.gamma_multiply(widgets::ROW_SELECTION_ALPHA);
+        let mut b = egui_extras::TableBuilder::new(ui)
+            .id_salt("process-table")
+            .striped(true)
+            .resizable(true)
+            // Rows answer clicks but are not Tab stops (a stop per cell made Tab walk
+            // every cell of every row); the keyboard moves the selection with ↑/↓.
+            .sense(egui::Sense::CLICK)
+            .auto_shrink([false, false])
+            .cell_layout(egui::Layout::left_to_right(egui::Align::Center))
+            .column(egui_extras::Column::exact(12.0));
+        for (c, _) in &visible {
+            b = b.column(column_spec(*c));
+        }
+        if let Some(i) = scroll_to {
+            b = b.scroll_to_row(i, None);
+        }
+        b.header(row_h + 2.0, |mut header| {
+            header.col(|_| {});
+            for (col, title) in &visible {
+                header.col(|ui| header_cell(ui, t, *col, title));
             }
-            if let Some(i) = scroll_to {
-                b = b.scroll_to_row(i, None);
-            }
-            b.header(row_h + 2.0, |mut header| {
-                header.col(|_| {});
-                for (col, title) in &visible {
-                    header.col(|ui| header_cell(ui, t, *col, title));
-                }
-            })
-            .body(|body| {
-                body.rows(row_h, items.len(), |mut row| match items[row.index()] {
-                    Item::Row(r) => process_row(&mut row, r, t, &cells, &visible),
-                    Item::Group(k, n, bytes) => group_row(&mut row, (k, n, bytes), t, &visible),
-                });
+        })
+        .body(|body| {
+            body.rows(row_h, items.len(), |mut row| match items[row.index()] {
+                Item::Row(r) => process_row(&mut row, r, t, &cells, &visible),
+                Item::Group(k, n, bytes) => group_row(&mut row, (k, n, bytes), t, &visible),
             });
         });
+    });
 }
 
 /// The table's lines in order: each group's header then its rows (unless folded), or the
@@ -628,10 +637,10 @@ fn cell(ui: &mut Ui, r: &ProcessRow, col: SortColumn, c: &Cells<'_>) {
         }
         SortColumn::Name => {
             ui.horizontal(|ui| {
-                // The last action's result first: seen where it was taken, however narrow
-                // the table.
+                // The last action's result as a mark before the name (the name stays
+                // readable; the words are in the Status column, the sentence on hover).
                 if let Some(st) = c.actions.get(&r.series_key()) {
-                    action_badge(ui, r, st, c);
+                    action_badge(ui, r, st, c, true);
                 }
                 if let Some(tm) = r.torch.filter(|_| !exited) {
                     super::torch_pane::badge(ui, &tm, c.units);
@@ -705,6 +714,9 @@ fn cell(ui: &mut Ui, r: &ProcessRow, col: SortColumn, c: &Cells<'_>) {
 /// The Status cell: stale list, parked, orphaned PID (for a live process), leak badge.
 fn status_cell(ui: &mut Ui, r: &ProcessRow, c: &Cells<'_>) {
     let exited = r.exited_at_ms.is_some();
+    if let Some(st) = c.actions.get(&r.series_key()) {
+        action_badge(ui, r, st, c, false);
+    }
     if !exited && c.stale_gpus.contains(&r.device_index) {
         ui.label(RichText::new("STALE").color(widgets::warn(ui)))
             .on_hover_text("The driver failed to list this GPU's processes: the last good list is shown and its memory is unknown until the driver answers again.");
@@ -751,9 +763,15 @@ fn status_cell(ui: &mut Ui, r: &ProcessRow, c: &Cells<'_>) {
     }
 }
 
-/// The result of the last action taken on this row, in a few words (the whole sentence on
-/// hover), coloured by its outcome.
-fn action_badge(ui: &mut Ui, r: &ProcessRow, st: &super::action_status::State, c: &Cells<'_>) {
+/// The result of the last action taken on this row, in a few words (`mark`: a sign alone;
+/// the whole sentence on hover), coloured by its outcome.
+fn action_badge(
+    ui: &mut Ui,
+    r: &ProcessRow,
+    st: &super::action_status::State,
+    c: &Cells<'_>,
+    mark: bool,
+) {
     use super::action_status::State;
     let dark = ui.visuals().dark_mode;
     let color = match st {
@@ -765,8 +783,13 @@ fn action_badge(ui: &mut Ui, r: &ProcessRow, st: &super::action_status::State, c
         r.exited_at_ms.is_some(),
         &format::opt_bytes(c.mem, r.used_bytes),
     );
+    let text = if mark {
+        st.mark().to_string()
+    } else {
+        st.short()
+    };
     ui.add(
-        egui::Label::new(RichText::new(st.short()).color(color).strong())
+        egui::Label::new(RichText::new(text).color(color).strong())
             .truncate()
             .selectable(false),
     )
@@ -811,6 +834,19 @@ fn row_menu(ui: &mut Ui, r: &ProcessRow, t: &mut TableState<'_>) {
     }
     if ui.button("Show details").clicked() {
         *t.selected = Some(key);
+        ui.close();
+    }
+    ui.separator();
+    if ui.button("Copy PID").clicked() {
+        ui.ctx().copy_text(r.key.pid.to_string());
+        ui.close();
+    }
+    if ui
+        .button("Copy command line")
+        .on_hover_text(&r.info.cmdline)
+        .clicked()
+    {
+        ui.ctx().copy_text(r.info.cmdline.clone());
         ui.close();
     }
 }

@@ -195,7 +195,7 @@ pub fn clamp_note<T>(
     suffix: &str,
 ) -> Option<String>
 where
-    T: PartialOrd + Copy + std::fmt::Display,
+    T: PartialOrd + Copy + egui::emath::Numeric,
 {
     let (lo, hi) = (*range.start(), *range.end());
     let (was, bound, side) = if *v < lo {
@@ -206,9 +206,22 @@ where
         return None;
     };
     *v = bound;
+    let (was, bound) = (short_number(was.to_f64()), short_number(bound.to_f64()));
     Some(format!(
         "{label}: {was}{suffix} is {side} allowed, set to {bound}{suffix}."
     ))
+}
+
+/// A number as a field shows it: at most three decimals, no trailing zeros ("744.9999" is
+/// "745", "0.05" stays).
+pub fn short_number(x: f64) -> String {
+    let s = format!("{x:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" {
+        "0".into()
+    } else {
+        s.into()
+    }
 }
 
 /// A leak parameter's row: its label, value, range, unit and what it does.
@@ -283,22 +296,22 @@ pub fn leak_fields(l: &mut crate::detect::leak::LeakSettings) -> [LeakField<'_>;
     ]
 }
 
-/// The detector's remaining parameters (load pace, burst, flat spell).
+/// The detector's remaining parameters (load size, load time, flat spell).
 fn leak_advanced_fields(l: &mut crate::detect::leak::LeakSettings) -> [LeakField<'_>; 3] {
     [
         (
-            "Load pace",
-            &mut l.burst_rate_mib_per_min,
-            0.1..=1_000_000.0,
-            " MiB/min",
-            "growth this fast is a load, a leak only after the burst time",
+            "Load size",
+            &mut l.load_mib,
+            1.0..=1_000_000.0,
+            " MiB",
+            "a growth this large may be a load: it must go on longer before it is a leak",
         ),
         (
-            "Burst time",
-            &mut l.burst_s,
+            "Load time",
+            &mut l.load_s,
             1.0..=86_400.0,
             " s",
-            "how long growth at a load's pace must go on",
+            "how much longer a load-sized growth must go on",
         ),
         (
             "Flat spell",
@@ -327,6 +340,7 @@ impl SettingsUi {
         if !self.open {
             self.draft = current.clone();
             self.message = None;
+            self.clamped = None;
         }
         self.open = true;
     }
@@ -359,12 +373,18 @@ impl SettingsUi {
                         .clicked()
                     {
                         action = Some(SettingsAction::Save(Box::new(self.draft.clone())));
+                        self.clamped = None;
                     }
                     if ui
                         .add_enabled(changed, egui::Button::new("Revert"))
                         .clicked()
                     {
+                        if self.draft.general.theme != current.general.theme {
+                            // The theme previewed goes with the rest.
+                            super::ui_state::apply_theme(ui.ctx(), current.general.theme);
+                        }
                         self.draft = current.clone();
+                        self.clamped = None;
                     }
                     if changed {
                         ui.label(RichText::new("unsaved changes").weak());
@@ -412,8 +432,11 @@ impl SettingsUi {
                     });
                 });
             });
-        if self.open && !open && self.draft.general.theme != current.general.theme {
+        // Closed without saving (its ✖, Esc): the saved theme is put back, whichever way it
+        // was closed.
+        if !open && self.draft.general.theme != current.general.theme {
             super::ui_state::apply_theme(ctx, current.general.theme);
+            self.draft.general.theme = current.general.theme;
         }
         self.open = open;
         action
@@ -521,7 +544,7 @@ impl SettingsUi {
                     ui.end_row();
                 }
             });
-        egui::CollapsingHeader::new("Load and burst tuning")
+        egui::CollapsingHeader::new("Load tuning")
             .id_salt("leak-settings-advanced")
             .show(ui, |ui| {
                 egui::Grid::new("leak-settings-advanced-grid")

@@ -21,11 +21,10 @@ pub const IDLE_ADVICE_MS: UnixMs = 10 * 60_000;
 pub fn badge(ui: &mut Ui, t: &TorchMem, units: Units) {
     // One unit for all of this process's figures (Auto: from what the allocator holds).
     let units = units.for_largest(t.reserved_bytes);
-    let text = RichText::new("PyTorch")
-        .small()
-        .color(widgets::TORCH_RESERVED);
+    let color = widgets::torch_text(ui.visuals().dark_mode);
+    let text = RichText::new("PyTorch").small().color(color);
     egui::Frame::new()
-        .stroke(Stroke::new(1.0, widgets::TORCH_RESERVED))
+        .stroke(Stroke::new(1.0, color))
         .corner_radius(CornerRadius::same(3))
         .inner_margin(egui::Margin::symmetric(3, 0))
         .show(ui, |ui| ui.add(egui::Label::new(text).selectable(false)))

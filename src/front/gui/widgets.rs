@@ -42,6 +42,47 @@ pub fn outcome_color(o: crate::model::outcome::Outcome, dark: bool) -> Color32 {
     }
 }
 
+/// Text colours readable at 4.5:1 on either theme (egui's weak text is 2.7:1 on its dark
+/// panels and 2.9:1 on its light ones): plain text and weak text (hints, secondary figures)
+/// for each theme. Set once per context.
+pub fn readable_text(ctx: &egui::Context) {
+    let id = egui::Id::unique("vramwarden-readable-text");
+    if ctx.data(|d| d.get_temp::<bool>(id)).is_some() {
+        return;
+    }
+    ctx.data_mut(|d| d.insert_temp(id, true));
+    for theme in [egui::Theme::Dark, egui::Theme::Light] {
+        let (text, weak) = text_colors(theme == egui::Theme::Dark);
+        ctx.style_mut_of(theme, |s| {
+            s.visuals.widgets.noninteractive.fg_stroke.color = text;
+            s.visuals.weak_text_color = Some(weak);
+        });
+    }
+}
+
+/// The PyTorch badge's colour (PyTorch's orange-red, lighter on a dark background and darker
+/// on a light one: 4.5:1 at least on the panel and on a selected table row).
+pub fn torch_text(dark: bool) -> Color32 {
+    if dark {
+        Color32::from_rgb(255, 120, 90)
+    } else {
+        Color32::from_rgb(180, 40, 20)
+    }
+}
+
+/// How much of the selection colour a selected table row takes (the rest is the panel): a
+/// tint that coloured text on the row (a leak, a badge) stays readable on.
+pub const ROW_SELECTION_ALPHA: f32 = 0.35;
+
+/// Plain and weak text colours on a dark or a light background (see [`readable_text`]).
+pub fn text_colors(dark: bool) -> (Color32, Color32) {
+    if dark {
+        (Color32::from_gray(200), Color32::from_gray(150))
+    } else {
+        (Color32::from_gray(60), Color32::from_gray(100))
+    }
+}
+
 /// WCAG's contrast ratio of two colours (1 to 21; 4.5 is the least for body text).
 pub fn contrast(a: Color32, b: Color32) -> f32 {
     let lum = |c: Color32| {
@@ -235,7 +276,7 @@ pub fn forecast_color(dark_mode: bool) -> Color32 {
     if dark_mode {
         FORECAST
     } else {
-        Color32::from_rgb(176, 88, 0)
+        Color32::from_rgb(150, 70, 0)
     }
 }
 
@@ -314,19 +355,47 @@ pub const FORECAST_HORIZON_MIN: f64 = 10.0;
 pub const LEGEND_TEXT_SIZE: f32 = 12.5;
 
 /// A legend entry: its swatch and its name kept together on one line (a wrapped legend never
-/// leaves a swatch at the end of one line and its name on the next).
+/// leaves a swatch at the end of one line and its name on the next). One widget of its own
+/// size, so that a `horizontal_wrapped` legend moves it to the next line when it does not fit
+/// (a group of widgets there never wraps: it overflows and widens everything below it); a
+/// name wider than the whole line is cut with "…" rather than widening the line.
 pub fn legend_item(ui: &mut Ui, color: Color32, name: &str, bold: bool) -> egui::Response {
-    let resp = ui
-        .horizontal(|ui| {
-            ui.spacing_mut().item_spacing.x = 4.0;
-            color_swatch(ui, color);
-            let t = egui::RichText::new(name).size(LEGEND_TEXT_SIZE);
-            ui.label(if bold { t.strong() } else { t });
-        })
-        .response;
-    ui.add_space(6.0);
+    const SWATCH: f32 = 10.0;
+    const GAP: f32 = 4.0;
+    let t = egui::RichText::new(name).size(LEGEND_TEXT_SIZE);
+    let t = if bold { t.strong() } else { t };
+    let room = (ui.max_rect().width() - SWATCH - GAP - LEGEND_ITEM_SPACE).max(20.0);
+    let galley = egui::WidgetText::from(t).into_galley(
+        ui,
+        Some(egui::TextWrapMode::Truncate),
+        room,
+        egui::TextStyle::Body,
+    );
+    let size = egui::vec2(
+        SWATCH + GAP + galley.size().x + LEGEND_ITEM_SPACE,
+        galley.size().y.max(SWATCH),
+    );
+    let (rect, resp) = ui.allocate_exact_size(size, Sense::hover());
+    if ui.is_rect_visible(rect) {
+        let swatch = Rect::from_center_size(
+            egui::pos2(rect.left() + SWATCH / 2.0, rect.center().y),
+            egui::vec2(SWATCH, SWATCH),
+        );
+        paint_swatch(ui, swatch, color);
+        let text_pos = egui::pos2(
+            swatch.right() + GAP,
+            rect.center().y - galley.size().y / 2.0,
+        );
+        let text_color = ui.visuals().text_color();
+        ui.painter().galley(text_pos, galley, text_color);
+    }
+    let label = name.to_owned();
+    resp.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Label, true, label.clone()));
     resp
 }
+
+/// The room after a legend entry, before the next one.
+const LEGEND_ITEM_SPACE: f32 = 6.0;
 
 /// A hint under a control: readable size, in the theme's weak text colour.
 pub fn hint(text: impl Into<String>) -> egui::RichText {
@@ -337,6 +406,11 @@ pub fn hint(text: impl Into<String>) -> egui::RichText {
 /// to the background (the "Free" swatch) still shows.
 pub fn color_swatch(ui: &mut Ui, color: Color32) {
     let (rect, _) = ui.allocate_exact_size(egui::vec2(10.0, 10.0), Sense::hover());
+    paint_swatch(ui, rect, color);
+}
+
+/// Paints a swatch ([`color_swatch`]) into `rect`.
+fn paint_swatch(ui: &Ui, rect: Rect, color: Color32) {
     ui.painter().rect_filled(rect, CornerRadius::same(2), color);
     ui.painter().rect_stroke(
         rect,

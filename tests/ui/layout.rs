@@ -1,0 +1,130 @@
+//! The window's layout at the sizes users run it: 1280 × 800 at 100 % and 2560 × 1600 at
+//! 200 % (the same 1280 × 800 points). The detail pane shrinks the graph, never covers it;
+//! the legend wraps within its pane; "now" stays on screen.
+
+use super::*;
+
+/// 12 workers on GPU 0 (the legend's most), each a GiB more than the last, besides the demo's
+/// own processes.
+fn crowded_snap(t: UnixMs) -> vramwarden::model::Snapshot {
+    let mut s = SimSource::demo(T0).at(t);
+    let template = s
+        .processes
+        .iter()
+        .find(|p| p.device_index == 0)
+        .cloned()
+        .expect("a process on GPU 0");
+    s.processes.retain(|p| p.device_index != 0);
+    for k in 0..12u32 {
+        let mut p = template.clone();
+        p.pid = 50_001 + k;
+        p.used_bytes = Some(u64::from(k + 1) << 30);
+        let mut info = (*p.info.clone().expect("info")).clone();
+        info.name = format!("worker-{k:02}");
+        info.start_time_ms = T0 - 3_600_000 + i64::from(k);
+        p.info = Some(std::sync::Arc::new(info));
+        s.processes.push(p);
+    }
+    let gib = 1u64 << 30;
+    for d in s.devices.iter_mut().filter(|d| d.index == 0) {
+        let used = 78 * gib;
+        d.memory_used_bytes = Some(used);
+        d.memory_free_bytes = d.memory_total_bytes.map(|t| t.saturating_sub(used));
+    }
+    s
+}
+
+/// A window over `seconds` of [`crowded_snap`], its graph on `window`.
+fn crowded_app(seconds: i64, window: vramwarden::front::gui::ui_state::Window) -> VramApp {
+    let mut m = Monitor::new(1000, 86_400);
+    m.source = Some(SimSource::demo(T0).info());
+    for i in 0..seconds {
+        let t = T0 + i * 1000;
+        m.apply(crowded_snap(t), t);
+    }
+    let state = UiState {
+        window,
+        ..UiState::default()
+    };
+    VramApp::with_backend(Backend::detached(m, SourceKind::demo()), state)
+        .with_fixed_now(T0 + (seconds - 1) * 1000)
+}
+
+fn harness_scaled(app: VramApp, ppp: f32) -> Harness<'static, VramApp> {
+    Harness::builder()
+        .with_size(egui::vec2(1280.0, 800.0))
+        .with_pixels_per_point(ppp)
+        .with_max_steps(8)
+        .build_eframe(|_cc| app)
+}
+
+/// The graph's plot ends left of the pane (or of the window), "now" is at or left of its right
+/// edge, and every legend entry named is inside the graph's part of the window.
+fn assert_now_visible(h: &Harness<'static, VramApp>, legend: &[&str], what: &str) {
+    let l = h.state().layout();
+    let graph = l.graph.expect("the graph drawn");
+    let edge = l.edge_x.expect("the newest moment placed");
+    let right = l.detail_pane.map_or(1280.0, |p| p.left());
+    assert!(
+        graph.right() <= right + 0.5,
+        "{what}: the plot ({graph:?}) reaches past {right} (pane {:?})",
+        l.detail_pane
+    );
+    assert!(
+        edge <= graph.right() + 0.5 && edge > graph.left(),
+        "{what}: now at x = {edge}, the plot {graph:?}"
+    );
+    for name in legend {
+        let r = h.get_by_label(name).rect();
+        assert!(
+            r.right() <= right + 0.5,
+            "{what}: the legend entry {name} ({r:?}) reaches past {right}"
+        );
+    }
+}
+
+/// Major 1 of issue 40: with a process selected, the detail pane takes its room from the
+/// graph: the plot ends where the pane begins and its right edge is "now"; the legend (12
+/// processes and the totals) wraps within the graph's part. Both at 100 % and 200 %.
+#[test]
+fn the_detail_pane_shrinks_the_graph_and_now_stays_in_view() {
+    use vramwarden::front::gui::ui_state::Window;
+    for ppp in [1.0, 2.0] {
+        let mut h = harness_scaled(crowded_app(1200, Window::TenMinutes), ppp);
+        h.run();
+        assert_now_visible(&h, &["worker-11 (50012)", "Memory limit"], "no pane");
+        h.get_by_label("50012").click();
+        h.run();
+        h.run();
+        assert!(h.state().layout().detail_pane.is_some(), "the pane opened");
+        h.get_by_label("worker-11 · PID 50012");
+        let what = format!("pane open at {ppp}x");
+        assert_now_visible(
+            &h,
+            &["worker-11 (50012)", "worker-00 (50001)", "Memory limit"],
+            &what,
+        );
+    }
+}
+
+/// Major 2 of issue 40: on "All" over half an hour ("Total used (range)" joins the legend)
+/// the graph, "now" and the last metric panel stay inside the window; the legend wraps.
+#[test]
+fn the_graph_never_grows_wider_than_the_window() {
+    use vramwarden::front::gui::ui_state::Window;
+    for ppp in [1.0, 2.0] {
+        let mut h = harness_scaled(crowded_app(1800, Window::All), ppp);
+        h.run();
+        h.get_by_label("Total used (range)");
+        let what = format!("All at {ppp}x");
+        assert_now_visible(
+            &h,
+            &["Total used (range)", "Memory limit", "worker-00 (50001)"],
+            &what,
+        );
+        for panel in ["Utilisation ·", "Temperature ·", "Power ·"] {
+            let r = h.get_by_label_contains(panel).rect();
+            assert!(r.right() <= 1280.5, "{what}: {panel} at {r:?}");
+        }
+    }
+}

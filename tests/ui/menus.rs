@@ -1,0 +1,116 @@
+//! Menus and keys: the row menu's copies, F1, Ctrl+Q.
+
+use super::*;
+
+fn copied(h: &Harness<'static, VramApp>) -> Vec<String> {
+    h.output()
+        .platform_output
+        .commands
+        .iter()
+        .filter_map(|c| match c {
+            egui::OutputCommand::CopyText(t) => Some(t.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Right-clicks the table row of `pid`.
+fn row_menu(h: &mut Harness<'static, VramApp>, pid: &str) {
+    let at = h.get_by_label(pid).rect().center();
+    h.hover_at(at);
+    h.run();
+    for pressed in [true, false] {
+        h.event(egui::Event::PointerButton {
+            pos: at,
+            button: egui::PointerButton::Secondary,
+            pressed,
+            modifiers: egui::Modifiers::NONE,
+        });
+    }
+    h.run();
+}
+
+/// Issue 40: the row menu copies the PID and the command line.
+#[test]
+fn the_row_menu_copies_the_pid_and_the_command_line() {
+    let mut h = harness(demo_app(120));
+    h.run();
+    row_menu(&mut h, "51877");
+    h.get_by_label("Copy PID").click();
+    h.step();
+    assert_eq!(copied(&h), vec!["51877".to_string()]);
+    h.run();
+    row_menu(&mut h, "51877");
+    h.get_by_label("Copy command line").click();
+    h.step();
+    let cmd = copied(&h);
+    assert_eq!(cmd.len(), 1, "{cmd:?}");
+    assert!(
+        cmd[0].starts_with("python3 ") && cmd[0].len() > 10,
+        "{cmd:?}"
+    );
+}
+
+/// Issue 40: F1 opens the keyboard shortcuts; the File menu shows Ctrl+Q, the shortcut
+/// egui closes the window on.
+#[test]
+fn f1_shows_the_shortcuts_and_ctrl_q_quits() {
+    let mut h = harness(demo_app(60));
+    h.run();
+    assert!(h.query_by_label("Ctrl+Q").is_none());
+    h.key_press(egui::Key::F1);
+    h.run();
+    h.get_by_label("Ctrl+Q");
+    h.get_by_label("F1");
+
+    let mut h = harness(demo_app(60));
+    h.run();
+    h.get_by_label("File").click();
+    h.run();
+    h.get_by_label_contains("Quit");
+    assert!(
+        h.query_all_by_label_contains("Ctrl+Q").count() > 0,
+        "the menu shows the shortcut"
+    );
+    // The shortcut shown is the one egui closes the window on.
+    let quit = vramwarden::front::gui::app::QUIT_SHORTCUT;
+    assert!(h.ctx.options(|o| o.quit_shortcuts.contains(&quit)));
+}
+
+/// Issue 40: a theme previewed in Settings goes away with Revert and with Esc (closing
+/// without saving), not only with the window's ✖.
+#[test]
+fn a_previewed_theme_is_undone_by_revert_and_by_esc() {
+    let pref = |h: &Harness<'static, VramApp>| h.ctx.options(|o| o.theme_preference);
+    let mut h = harness(demo_app(60));
+    h.run();
+    // The settings' theme (the default: follow the desktop).
+    let saved = egui::ThemePreference::System;
+    for undo in ["Revert", "Esc"] {
+        h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Comma);
+        h.run();
+        h.get_by_label("Light").click();
+        h.run();
+        assert_eq!(pref(&h), egui::ThemePreference::Light, "previewed");
+        if undo == "Revert" {
+            h.get_by_label("Revert").click();
+        } else {
+            h.key_press(egui::Key::Escape);
+        }
+        h.run();
+        assert_eq!(pref(&h), saved, "after {undo}");
+        h.key_press(egui::Key::Escape);
+        h.run();
+    }
+}
+
+/// Issue 40: in a session the graph's hint and button speak of the slider, not of "live".
+#[test]
+fn a_session_graph_speaks_of_the_slider_not_live() {
+    let (_dir, h) = recorded_session_harness(300);
+    h.get_by_label_contains("End: back to the slider");
+    assert!(h.query_by_label_contains("follow live").is_none());
+    let mut h = harness(demo_app(60));
+    h.run();
+    h.get_by_label_contains("End: follow live");
+}
