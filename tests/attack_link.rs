@@ -224,6 +224,37 @@ fn other_hostile_values_are_refused_with_a_reason() {
             }),
             "twice",
         ),
+        (
+            // Security v3, partial: more than the GPU has, one process …
+            Box::new(|v| {
+                let total = v["latest"]["devices"][0]["memory_total_bytes"].clone();
+                v["latest"]["processes"][0]["device_index"] =
+                    v["latest"]["devices"][0]["index"].clone();
+                v["latest"]["processes"][0]["used_bytes"] =
+                    (total.as_u64().expect("total") + 1).into();
+            }),
+            "which has",
+        ),
+        (
+            // … or many together (16 384 × 38 GiB on a 140 GiB GPU was accepted).
+            Box::new(|v| {
+                let total = v["latest"]["devices"][0]["memory_total_bytes"]
+                    .as_u64()
+                    .expect("total");
+                let mut p = v["latest"]["processes"][0].clone();
+                p["device_index"] = v["latest"]["devices"][0]["index"].clone();
+                p["used_bytes"] = (total - 1).into();
+                let many: Vec<serde_json::Value> = (0..8)
+                    .map(|i| {
+                        let mut q = p.clone();
+                        q["pid"] = (100_000 + i).into();
+                        q
+                    })
+                    .collect();
+                v["latest"]["processes"] = serde_json::json!(many);
+            }),
+            "together",
+        ),
     ];
     for (edit, says) in cases {
         let body = reply_with(edit);

@@ -226,7 +226,40 @@ pub fn snapshot(snap: &mut Snapshot, now: UnixMs) -> Result<(), String> {
             }
         }
     }
+    held_within_totals(snap)?;
     snap.sanitize();
+    Ok(())
+}
+
+/// How many times its size a GPU's processes may hold together (memory shared between
+/// processes through CUDA IPC is counted in each).
+pub const MAX_OVERCOUNT: u64 = 4;
+
+/// Refuses processes that hold more than their GPU has: one above its total, or all of them
+/// above [`MAX_OVERCOUNT`] × the total (16 384 processes of 38 GiB on a 140 GiB GPU).
+fn held_within_totals(snap: &Snapshot) -> Result<(), String> {
+    for d in &snap.devices {
+        let Some(total) = d.memory_total_bytes else {
+            continue;
+        };
+        let mut sum = 0u64;
+        for p in snap.processes.iter().filter(|p| p.device_index == d.index) {
+            let held = p.used_bytes.unwrap_or(0);
+            if held > total {
+                return Err(format!(
+                    "the agent sent PID {} holding {held} bytes on GPU {}, which has {total}",
+                    p.pid, d.index
+                ));
+            }
+            sum = sum.saturating_add(held);
+        }
+        if sum > total.saturating_mul(MAX_OVERCOUNT) {
+            return Err(format!(
+                "the agent's processes on GPU {} hold {sum} bytes together, more than {MAX_OVERCOUNT} × its {total}",
+                d.index
+            ));
+        }
+    }
     Ok(())
 }
 

@@ -421,7 +421,7 @@ pub enum ExportError {
 }
 
 /// An export may write this many times the log's size …
-pub const OUTPUT_FACTOR: u64 = 256;
+pub const OUTPUT_FACTOR: u64 = 1024;
 /// … and at least this many bytes, whatever the log's size …
 pub const MIN_OUTPUT_LIMIT: u64 = 1 << 30;
 /// … and never more than this, per table.

@@ -1357,6 +1357,7 @@ impl VramApp {
         egui::CentralPanel::default().show(ui, |ui| {
             let h = (ui.available_height() * 0.5).max(220.0);
             ui.allocate_ui(egui::vec2(ui.available_width(), h), |ui| {
+                self.graph.in_session = self.replaying;
                 super::graph::device_graph(
                     ui,
                     monitor,

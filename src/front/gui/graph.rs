@@ -141,6 +141,8 @@ pub struct GraphCache {
     metrics: Option<(CacheKey, Vec<Vec<GraphLine>>)>,
     /// The plot's series shown as a table instead (the "Table" toggle).
     pub as_table: bool,
+    /// The graph shows a recorded session (its right end is the slider, not "live").
+    pub in_session: bool,
 }
 
 impl GraphCache {
@@ -1327,12 +1329,19 @@ fn toolbar(ui: &mut Ui, device: u32, state: &mut UiState, cache: &mut GraphCache
         ui.checkbox(&mut state.fit_y, "Fit to data")
             .on_hover_text("Scale the memory axis to the data shown instead of the GPU's size: small growth becomes visible (a stack keeps its foot at 0)");
         plot_table::toggle(ui, &mut cache.as_table);
-        if cache.free_range.is_some() && ui.button("▶ Follow live").clicked() {
+        let follow = if cache.in_session {
+            "▶ Back to the slider"
+        } else {
+            "▶ Follow live"
+        };
+        if cache.free_range.is_some() && ui.button(follow).clicked() {
             cache.free_range = None;
         }
-        ui.label(widgets::hint(
-            "wheel or +/−: zoom · drag or Shift+Left/Right: pan · double-click or End: follow live",
-        ));
+        ui.label(widgets::hint(if cache.in_session {
+            "wheel, +/−: zoom · drag, Shift+Left/Right: pan · double-click, End: back to the slider"
+        } else {
+            "wheel, +/−: zoom · drag, Shift+Left/Right: pan · double-click, End: follow live"
+        }));
     });
 }
 
