@@ -114,3 +114,34 @@ fn a_session_graph_speaks_of_the_slider_not_live() {
     h.run();
     h.get_by_label_contains("End: follow live");
 }
+
+/// Issue 40: the forecast's warning time (`notifications.oom_forecast_minutes`) is in
+/// Settings → Leaks, kept within 0 … 1440 min with a word.
+#[test]
+fn the_forecast_warning_time_is_in_settings() {
+    let mut h = harness(demo_app(60));
+    h.run();
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Comma);
+    h.run();
+    h.get_all_by_label("Leaks")
+        .last()
+        .expect("the section")
+        .click();
+    h.run();
+    h.get_by_label("Warn when a GPU is forecast full within");
+    let field = h
+        .get_all_by_role(egui::accesskit::Role::SpinButton)
+        .last()
+        .expect("the warning time field");
+    field.set_value_accesskit(2000.0);
+    h.run();
+    assert_eq!(
+        h.state()
+            .settings_ui
+            .draft
+            .notifications
+            .oom_forecast_minutes,
+        1440.0
+    );
+    h.get_by_label_contains("Forecast warning: 2000 min is over the most allowed, set to 1440 min");
+}

@@ -573,6 +573,20 @@ impl SettingsUi {
             &mut self.draft.notifications.rules,
             "Desktop notification when a rule notifies",
         );
+        ui.horizontal(|ui| {
+            ui.label("Warn when a GPU is forecast full within");
+            bounded(
+                ui,
+                "Forecast warning",
+                &mut self.draft.notifications.oom_forecast_minutes,
+                0.0..=1440.0,
+                (1.0, " min"),
+                &mut self.clamped,
+            );
+        });
+        ui.label(widgets::hint(
+            "The banner, the status bar's warning, the desktop notification and the event, once the forecast has stood 15 s (0: never). A GPU card shows any forecast that has stood 15 s.",
+        ));
     }
 
     fn rules(&mut self, ui: &mut Ui, _live: &Monitor) {
