@@ -219,76 +219,78 @@ fn candidates<'a>(g: &'a GpuFacts, st: &GpuState, s: &GuardSettings, t: &Timing)
             && !st.in_flight.iter().any(|f| f.key == p.key)
     };
     let min = (s.min_process_mib * MIB as f64) as u64;
-    let mut v = Vec::new();
-    if s.release_cache {
-        let mut r: Vec<&ProcFacts> = g
-            .procs
-            .iter()
-            .filter(|p| p.releasable_bytes >= RELEASE_MIN_BYTES && fresh(p, StepKind::ReleaseCache))
-            .collect();
-        r.sort_by_key(|p| std::cmp::Reverse(p.releasable_bytes));
-        v.extend(r.into_iter().map(|p| Cand {
-            kind: StepKind::ReleaseCache,
-            proc: p,
-            bytes: p.releasable_bytes,
-            needs_s: RELEASE_S,
-        }));
-    }
-    if s.park_idle {
-        let mut idle: Vec<&ProcFacts> = g
-            .procs
-            .iter()
-            .filter(|p| p.growth_bytes_s <= 0.0 && p.bytes >= min.max(1))
-            .filter(|p| p.idle_s.is_some_and(|i| i >= s.idle_min_minutes * 60.0))
-            .filter(|p| p.unparkable.is_none() && fresh(p, StepKind::ParkIdle))
-            .collect();
-        idle.sort_by_key(|p| std::cmp::Reverse(p.bytes));
-        v.extend(idle.into_iter().map(|p| park(p, StepKind::ParkIdle, t)));
-    }
-    if s.pause_grower {
-        let mut growers: Vec<&ProcFacts> = g
-            .procs
-            .iter()
-            .filter(|p| p.growth_bytes_s > 0.0 && p.bytes >= GROWER_MIN_BYTES)
-            .filter(|p| p.unparkable.is_none() && fresh(p, StepKind::PauseGrower))
-            .collect();
-        growers.sort_by(|a, b| b.growth_bytes_s.total_cmp(&a.growth_bytes_s));
-        // A pause stops the growth at the driver's lock: it needs the lock's time, not the
-        // whole park's.
-        v.extend(growers.into_iter().map(|p| Cand {
-            kind: StepKind::PauseGrower,
-            proc: p,
-            bytes: p.bytes,
-            needs_s: OVERHEAD_S,
-        }));
-    }
-    if s.terminate_leaker {
-        let mut leakers: Vec<&ProcFacts> = g
-            .procs
-            .iter()
-            .filter(|p| {
-                p.leaking_s
-                    .is_some_and(|l| l >= s.leaking_min_minutes * 60.0)
-            })
-            .filter(|p| fresh(p, StepKind::TerminateLeaker))
-            .collect();
-        leakers.sort_by_key(|p| std::cmp::Reverse(p.bytes));
-        v.extend(leakers.into_iter().map(|p| Cand {
-            kind: StepKind::TerminateLeaker,
-            proc: p,
-            bytes: p.bytes,
-            needs_s: TERMINATE_S,
-        }));
-    }
+    let idle_s = s.idle_min_minutes * 60.0;
+    let mut v = rung(
+        g,
+        s.release_cache,
+        |p| p.releasable_bytes >= RELEASE_MIN_BYTES && fresh(p, StepKind::ReleaseCache),
+        |p| p.releasable_bytes as f64,
+        |p| cand(StepKind::ReleaseCache, p, p.releasable_bytes, RELEASE_S),
+    );
+    v.extend(rung(
+        g,
+        s.park_idle,
+        |p| {
+            p.growth_bytes_s <= 0.0
+                && p.bytes >= min.max(1)
+                && p.idle_s.is_some_and(|i| i >= idle_s)
+                && p.unparkable.is_none()
+                && fresh(p, StepKind::ParkIdle)
+        },
+        |p| p.bytes as f64,
+        |p| cand(StepKind::ParkIdle, p, p.bytes, t.park_s(p.bytes)),
+    ));
+    // A pause stops the growth at the driver's lock: it needs the lock's time, not the whole
+    // park's.
+    v.extend(rung(
+        g,
+        s.pause_grower,
+        |p| {
+            p.growth_bytes_s > 0.0
+                && p.bytes >= GROWER_MIN_BYTES
+                && p.unparkable.is_none()
+                && fresh(p, StepKind::PauseGrower)
+        },
+        |p| p.growth_bytes_s,
+        |p| cand(StepKind::PauseGrower, p, p.bytes, OVERHEAD_S),
+    ));
+    v.extend(rung(
+        g,
+        s.terminate_leaker,
+        |p| {
+            p.leaking_s
+                .is_some_and(|l| l >= s.leaking_min_minutes * 60.0)
+                && fresh(p, StepKind::TerminateLeaker)
+        },
+        |p| p.bytes as f64,
+        |p| cand(StepKind::TerminateLeaker, p, p.bytes, TERMINATE_S),
+    ));
     v
 }
 
-fn park<'a>(p: &'a ProcFacts, kind: StepKind, t: &Timing) -> Cand<'a> {
+/// One rung's possible steps (none when it is off): the processes `keep` picks, largest
+/// `rank` first.
+fn rung<'a>(
+    g: &'a GpuFacts,
+    on: bool,
+    keep: impl Fn(&ProcFacts) -> bool,
+    rank: impl Fn(&ProcFacts) -> f64,
+    make: impl Fn(&'a ProcFacts) -> Cand<'a>,
+) -> Vec<Cand<'a>> {
+    if !on {
+        return Vec::new();
+    }
+    let mut v: Vec<&ProcFacts> = g.procs.iter().filter(|p| keep(p)).collect();
+    v.sort_by(|a, b| rank(b).total_cmp(&rank(a)));
+    v.into_iter().map(make).collect()
+}
+
+fn cand(kind: StepKind, proc: &ProcFacts, bytes: u64, needs_s: f64) -> Cand<'_> {
     Cand {
         kind,
-        proc: p,
-        bytes: p.bytes,
-        needs_s: t.park_s(p.bytes),
+        proc,
+        bytes,
+        needs_s,
     }
 }
 

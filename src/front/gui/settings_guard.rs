@@ -42,37 +42,49 @@ pub fn show(ui: &mut Ui, g: &mut GuardSettings, global_dry_run: bool) {
 
 fn ladder(ui: &mut Ui, g: &mut GuardSettings) {
     ui.label("1.");
-    ui.checkbox(
-        &mut g.release_cache,
-        "Release PyTorch caches (early enough that a park can still follow)",
-    );
+    ui.checkbox(&mut g.release_cache, "Release PyTorch caches")
+        .on_hover_text("Early enough that a park can still follow if the release is not enough.");
     ui.end_row();
     ui.label("2.");
-    ui.horizontal_wrapped(|ui| {
-        ui.checkbox(
+    with_minutes(
+        ui,
+        (
             &mut g.park_idle,
             "Park the largest process GPU-idle for at least",
-        );
-        number(ui, &mut g.idle_min_minutes, 0.0..=10_080.0, " min");
-    });
+        ),
+        &mut g.idle_min_minutes,
+        false,
+    );
     ui.end_row();
     ui.label("3.");
     ui.checkbox(&mut g.pause_grower, "Pause the growing job itself before its OOM")
         .on_hover_text("It is parked (its growth stops at the driver's lock) and resumed when its GPU has room again: an OOM becomes a wait.");
     ui.end_row();
     ui.label("4.");
-    ui.horizontal_wrapped(|ui| {
-        ui.checkbox(
+    with_minutes(
+        ui,
+        (
             &mut g.terminate_leaker,
             "Terminate a process flagged as leaking for at least",
-        );
-        number(ui, &mut g.leaking_min_minutes, 0.0..=10_080.0, " min");
-        ui.label(RichText::new("(opt-in: it ends the process)").color(widgets::warn(ui)));
-    });
+        ),
+        &mut g.leaking_min_minutes,
+        true,
+    );
     ui.end_row();
     ui.label("then");
     ui.label("Resume what the guard parked when it is safe (below).");
     ui.end_row();
+}
+
+/// A rung's switch with its minutes; `destructive` says so beside it.
+fn with_minutes(ui: &mut Ui, (on, label): (&mut bool, &str), minutes: &mut f64, destructive: bool) {
+    ui.horizontal_wrapped(|ui| {
+        ui.checkbox(on, label);
+        number(ui, minutes, 0.0..=10_080.0, " min");
+        if destructive {
+            ui.label(RichText::new("(opt-in: it ends the process)").color(widgets::warn(ui)));
+        }
+    });
 }
 
 fn timing(ui: &mut Ui, g: &mut GuardSettings) {
