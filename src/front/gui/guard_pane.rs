@@ -77,7 +77,7 @@ fn gpu(ui: &mut Ui, g: &GuardStatus) {
         ui.label("Next: nothing it may do here (no idle, releasable or parkable process).");
     }
     for c in &g.cannot {
-        ui.label(RichText::new(format!("Cannot: {c}")).color(widgets::warn(ui)));
+        ui.label(RichText::new(c).color(widgets::warn(ui)));
     }
     for p in &g.parked {
         ui.label(format!(
@@ -157,11 +157,23 @@ fn recent(ui: &mut Ui, g: &GuardStatus) {
         });
 }
 
+/// "42 s", "3 min 5 s", "20 h 47 min".
 fn secs(s: f64) -> String {
     let s = s.max(0.0).round() as i64;
-    if s < 90 {
-        format!("{s} s")
-    } else {
-        format!("{} min {} s", s / 60, s % 60)
+    match s {
+        0..=89 => format!("{s} s"),
+        90..=3599 => format!("{} min {} s", s / 60, s % 60),
+        _ => format!("{} h {} min", s / 3600, s % 3600 / 60),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn times_read_in_the_unit_that_fits() {
+        assert_eq!(super::secs(42.4), "42 s");
+        assert_eq!(super::secs(185.0), "3 min 5 s");
+        assert_eq!(super::secs(74_852.0), "20 h 47 min");
+        assert_eq!(super::secs(-3.0), "0 s");
     }
 }
