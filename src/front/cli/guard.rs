@@ -123,11 +123,7 @@ fn offset(t: UnixMs, start: UnixMs) -> String {
     format!("+{}", span((t - start) as f64 / 1000.0))
 }
 
-/// "1 min 30 s", "42 s".
+/// Seconds as `vramwarden` writes a duration elsewhere ("12s", "4m 10s", "2h 05m").
 fn span(s: f64) -> String {
-    let s = s.max(0.0).round() as u64;
-    match s {
-        0..=59 => format!("{s} s"),
-        _ => format!("{} min {} s", s / 60, s % 60),
-    }
+    crate::model::format::duration((s.max(0.0) * 1000.0).round() as i64)
 }

@@ -157,23 +157,7 @@ fn recent(ui: &mut Ui, g: &GuardStatus) {
         });
 }
 
-/// "42 s", "3 min 5 s", "20 h 47 min".
+/// Seconds as the rest of the window writes a duration ("12s", "4m 10s", "2h 05m").
 fn secs(s: f64) -> String {
-    let s = s.max(0.0).round() as i64;
-    match s {
-        0..=89 => format!("{s} s"),
-        90..=3599 => format!("{} min {} s", s / 60, s % 60),
-        _ => format!("{} h {} min", s / 3600, s % 3600 / 60),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn times_read_in_the_unit_that_fits() {
-        assert_eq!(super::secs(42.4), "42 s");
-        assert_eq!(super::secs(185.0), "3 min 5 s");
-        assert_eq!(super::secs(74_852.0), "20 h 47 min");
-        assert_eq!(super::secs(-3.0), "0 s");
-    }
+    format::duration((s.max(0.0) * 1000.0).round() as i64)
 }
