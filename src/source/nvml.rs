@@ -224,14 +224,7 @@ impl NvmlSource {
     /// [`SourceError::Unavailable`] with a sentence a user can act on when the library is missing
     /// or the driver refuses to initialise.
     pub fn new() -> Result<Self, SourceError> {
-        // `VRAMWARDEN_NVML_LIB` loads NVML from another path (a driver outside the linker's
-        // path; tests name a missing one to see the no-driver path on any machine).
-        let lib = std::env::var_os("VRAMWARDEN_NVML_LIB");
-        let nvml = match &lib {
-            Some(path) => Nvml::builder().lib_path(path).init(),
-            None => Nvml::init(),
-        }
-        .map_err(|e| SourceError::Unavailable(explain_init_error(&e)))?;
+        let nvml = init().map_err(|e| SourceError::Unavailable(explain_init_error(&e)))?;
         let count = nvml
             .device_count()
             .map_err(|e| SourceError::Unavailable(format!("NVML could not count GPUs: {e}")))?;
@@ -284,18 +277,22 @@ impl NvmlSource {
     }
 }
 
+/// Loads NVML. `VRAMWARDEN_NVML_LIB` loads it from another path (a driver outside the
+/// linker's path; tests name a missing one to see the no-driver path on any machine).
+fn init() -> Result<Nvml, nvml_wrapper::error::NvmlError> {
+    match std::env::var_os("VRAMWARDEN_NVML_LIB") {
+        Some(path) => Nvml::builder().lib_path(&path).init(),
+        None => Nvml::init(),
+    }
+}
+
 /// GPU `index`'s free and total memory, read from NVML right now (the park worker's room
 /// check right before a restore; it runs on its own thread, so it opens NVML itself).
 ///
 /// # Errors
 /// NVML could not be loaded or the GPU did not answer, in words.
 pub fn free_and_total(index: u32) -> Result<(u64, u64), String> {
-    let lib = std::env::var_os("VRAMWARDEN_NVML_LIB");
-    let nvml = match &lib {
-        Some(path) => Nvml::builder().lib_path(path).init(),
-        None => Nvml::init(),
-    }
-    .map_err(|e| explain_init_error(&e))?;
+    let nvml = init().map_err(|e| explain_init_error(&e))?;
     let m = nvml
         .device_by_index(index)
         .and_then(|d| d.memory_info())
