@@ -178,7 +178,7 @@ impl Guard {
             for step in &chosen {
                 st.started(step, t, now);
             }
-            st.status = Some(st.make_status(g, &plan, s, t, now));
+            st.status = Some(st.make_status(g, &plan, s, t));
             steps.extend(chosen);
         }
         self.gpus
@@ -384,7 +384,6 @@ impl GpuState {
         plan: &ladder::Plan,
         s: &GuardSettings,
         t: &Timing,
-        now: UnixMs,
     ) -> GuardStatus {
         let busy = !self.in_flight.is_empty()
             || g.procs.iter().any(|p| {
@@ -415,7 +414,7 @@ impl GpuState {
                     bytes: e.bytes,
                     since_ms: e.since_ms,
                     paused_grower: e.grower_rate > 0.0,
-                    waits_for: resume::waits_for(g, e, &self.parked, s, t, now),
+                    waits_for: resume::waits_for(g, e, &self.parked, s, t),
                 })
                 .collect(),
             recent: self.recent.iter().cloned().collect(),

@@ -71,7 +71,6 @@ pub(super) fn waits_for(
     parked: &[ParkedEntry],
     s: &GuardSettings,
     t: &Timing,
-    _now: UnixMs,
 ) -> String {
     match verdict(g, e, parked, s, t) {
         Ok(()) => format!("ready: resumes after {:.0} s of room", s.resume_hold_s),

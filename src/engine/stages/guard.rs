@@ -185,8 +185,12 @@ impl GuardStage {
         self.refusals
             .retain(|_, (at, _)| now - *at < REFUSAL_TTL_MS);
         let idle = |k: &ProcSeriesKey| state.idle_ms(k, now).map(|ms| ms as f64 / 1000.0);
+        // A guard turned off reads nothing of /proc for its "cannot" list.
+        let enabled = self.guard.settings().enabled;
         gpu_facts(snap, found, &idle, &mut |p| {
-            self.unparkable(p, runner, safety, now)
+            enabled
+                .then(|| self.unparkable(p, runner, safety, now))
+                .flatten()
         })
     }
 
