@@ -5,12 +5,14 @@
 # From the repository root, on a machine with an NVIDIA GPU (driver r570+), PyTorch and a
 # release build:
 #   VRAMWARDEN=target/release/vramwarden PYTHON=python3 tests/workloads/guard_matrix.sh [SCENARIO...]
-# Scenarios: idle-torch (and idle-torch-off), idle-raw, pause, two, room. Results under $OUT:
+# Scenarios: idle-torch (and idle-torch-off), idle-raw, slow, release (and release-off), pause,
+# two, room. SHARED_WORKLOADS names the folder of gpu_workload.py (for `release`). Results under $OUT:
 # report.txt (the outcome of every job and every data check), and per scenario the agent's
 # events (CSV), its /metrics guard lines and its View.
 set -u
 B=${VRAMWARDEN:-.devrun/vramwarden}; PY=${PYTHON:-/opt/torch/.venv/bin/python}
 OUT=${OUT:-/tmp/guard-out}; mkdir -p "$OUT"; W=${WORKLOADS:-tests/workloads}
+SW=${SHARED_WORKLOADS:-../shared/workloads}
 R=$OUT/report.txt
 TOTAL_MIB=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i 0 | head -1)
 say() { echo "== $(date +%T) $*" | tee -a "$R"; }
@@ -90,6 +92,38 @@ pause_grower() { # nothing idle: a busy job holds half the GPU and ends 60 s aft
   cp /tmp/$n-*.log "$OUT/"; agent_stop $n
 }
 
+slow_grower() { # an idle PyTorch job + a grower at 0.1 GiB/s that starts with most of its memory
+  local n=slow; agent_start $n on
+  local ig; ig=$(gib 0.45)
+  $PY $W/shapes_v3.py checksum --gib "$ig" --every 100000 --seconds 900 > /tmp/$n-idle.log 2>&1 & I=$!
+  wait_for /tmp/$n-idle.log '"hold"' 120
+  say "$n: idle job $I holds $ig GiB; idle for 50 s"
+  sleep 50
+  local sg gg; sg=$(gib 0.42); gg=$(gib 0.58)
+  say "$n: grower takes $sg GiB, then grows to $gg GiB at 0.1 GiB/s"
+  $PY $W/shapes_v3.py grow-to --start-gib "$sg" --gib "$gg" --rate-gib 0.1 --hold 10 > /tmp/$n-grow.log 2>&1 & G=$!
+  ended "$n grower" $G /tmp/$n-grow.log
+  resumed $I 150 && say "$n: idle job back on the GPU" || say "$n: idle job NOT back"
+  checks "$n idle" $I /tmp/$n-idle.log
+  kill $I 2>/dev/null; wait $I 2>/dev/null
+  cp /tmp/$n-*.log "$OUT/"; agent_stop $n
+}
+
+release_cache() { # NAME on|off: a PyTorch job (with the companion) keeps half the GPU cached + a grower
+  local n=$1; agent_start "$n" "$2"
+  local cg; cg=$(gib 0.5)
+  PYTHONPATH=packaging/python $PY -m vramwarden_torch $SW/gpu_workload.py cached --gib "$cg" --seconds 100 \
+    > /tmp/$n-cached.log 2>&1 & C=$!
+  wait_for /tmp/$n-cached.log '"cached"' 120
+  sleep 5
+  local gg; gg=$(gib 0.55)
+  say "$n: job $C keeps $cg GiB cached (companion on); grower to $gg GiB at 1.0 GiB/s"
+  $PY $W/shapes_v3.py grow-to --gib "$gg" --rate-gib 1.0 --hold 10 > /tmp/$n-grow.log 2>&1 & G=$!
+  ended "$n grower" $G /tmp/$n-grow.log
+  ended "$n cached job" $C /tmp/$n-cached.log
+  cp /tmp/$n-*.log "$OUT/"; agent_stop "$n"
+}
+
 two_growers() {
   local n=two; agent_start $n on
   local gg; gg=$(gib 0.55)
@@ -122,12 +156,15 @@ room() { # a resume into a GPU another job filled: vramwarden refuses; then the 
 }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$R"
-for s in "${@:-idle-torch idle-torch-off idle-raw pause two room}"; do
+for s in "${@:-idle-torch idle-torch-off idle-raw slow release release-off pause two room}"; do
   for x in $s; do
     case $x in
       idle-torch) idle_and_grower idle-torch on torch 0.4 ;;
       idle-torch-off) idle_and_grower idle-torch-off off torch 0.4 ;;
       idle-raw) idle_and_grower idle-raw on raw 1.5 ;;
+      slow) slow_grower ;;
+      release) release_cache release on ;;
+      release-off) release_cache release-off off ;;
       pause) pause_grower ;;
       two) two_growers ;;
       room) room ;;

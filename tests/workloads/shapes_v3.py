@@ -10,7 +10,9 @@ carries `leak` (the ground truth: does this process leak?).
   late-leak   --baseline-gib 4 --at 120 --rate-mib 24       clean flat use for --at s, then a leak
   bigsteps    --step-mib 640 --every 17 --seconds 180       a leak in big steps
   checksum    --gib 10 --every 2 --seconds 600               holds --gib of known data; checks its checksum every --every s and on SIGUSR1
-  grow-to     --gib 90 --rate-gib 0.5 --hold 10              grows to --gib at --rate-gib/s, holds, exits 0 (3 on OOM)
+  grow-to     --gib 90 --rate-gib 0.5 --hold 10 [--start-gib 30]
+                                                             takes --start-gib at once, grows to --gib at --rate-gib/s,
+                                                             holds, exits 0 (3 on OOM)
 """
 import argparse, json, os, signal, sys, time
 
@@ -84,6 +86,10 @@ def checksum(a, end):
 
 def grow_to(a):
     kept, held = [], 0.0
+    if a.start_gib > 0:
+        kept.append(alloc(a.start_gib * 1024))
+        held = a.start_gib
+        say("started", held_mib=held * 1024)
     step = a.rate_gib / 4
     while held < a.gib:
         kept.append(alloc(step * 1024))
@@ -107,6 +113,7 @@ def main():
     p.add_argument("--baseline-gib", type=float, default=4)
     p.add_argument("--rate-gib", type=float, default=0.5)
     p.add_argument("--hold", type=float, default=10)
+    p.add_argument("--start-gib", type=float, default=0)
     p.add_argument("--seconds", type=float, default=180)
     a = p.parse_args()
     torch.cuda.init()
