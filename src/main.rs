@@ -24,6 +24,10 @@ fn main() -> ExitCode {
         },
         level,
     );
+    if args.verbose > 0 {
+        // Run statistics: the CPU of each part of a tick (`host::cost`).
+        vramwarden::host::cost::enable();
+    }
     // The one place the source is chosen; every front end gets it as is.
     let source = args.source_kind();
     tracing::debug!(command = ?args.command, source = ?source, "vramwarden {} starting", env!("CARGO_PKG_VERSION"));

@@ -287,7 +287,9 @@ fn developer_commands_are_hidden() {
     );
 }
 
-/// `record`'s own CPU statistics are a -v line; a plain run prints only its summary.
+/// `record`'s own CPU statistics are -v lines (the whole run's, then per thread and per part
+/// of each sample, ticks counted from the first sample on); a plain run prints only its
+/// summary.
 #[test]
 fn record_prints_run_statistics_only_with_v() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -318,11 +320,32 @@ fn record_prints_run_statistics_only_with_v() {
     };
     let plain = rec(&[], "a.vwlog");
     assert!(!plain.contains("cpu_s="), "{plain}");
+    assert!(!plain.contains("run statistics"), "{plain}");
     let verbose = rec(&["-v"], "b.vwlog");
     assert!(
         verbose.contains("cpu_s=") && verbose.contains("wall_s="),
         "{verbose}"
     );
+    assert!(verbose.contains("run statistics over "), "{verbose}");
+    assert!(verbose.contains("thread vramwarden-samp"), "{verbose}");
+    // The parts' rows: "label calls µs-per-call µs-per-tick µs/s", sub-parts indented.
+    let row = |label: &str| -> Option<Vec<f64>> {
+        verbose.lines().find_map(|l| {
+            let rest = l.split("vramwarden::host::cost: ").nth(1)?;
+            let cells = rest.strip_prefix(label)?;
+            cells
+                .split_whitespace()
+                .map(|c| c.parse().ok())
+                .collect::<Option<Vec<f64>>>()
+                .filter(|v| v.len() == 4)
+        })
+    };
+    let tick = row("tick ").expect("a tick row");
+    assert!(tick[0] >= 1.0 && tick[2] > 0.0, "{tick:?}");
+    let log = row("    log write ").expect("a log write row under record");
+    assert!(log[0] >= tick[0] && log[1] > 0.0, "{log:?} {tick:?}");
+    let source = row("  source ").expect("a source row");
+    assert!(source[2] <= tick[2], "{source:?} {tick:?}");
 }
 
 /// `vramwarden FILE` with an empty file or a file of another kind says so on stderr and exits

@@ -32,6 +32,7 @@ use crate::engine::stages::outbox::Alerting;
 use crate::engine::stages::{
     enrich::Enrich, publish, record::Recorder, rules::Rules, watches::Watches,
 };
+use crate::host::cost::{self, Part};
 use crate::model::{Snapshot, SourceInfo, UnixMs};
 use crate::session::Event;
 
@@ -370,17 +371,26 @@ impl Engine {
         let now = snap.taken_at_ms;
         let mut out = self.alerting.outbox();
         // Enrich.
+        let enrich = cost::span(Part::Enrich);
         self.enrich.carry_stale(&mut snap, &self.shared);
         self.rules.annotate_parked(&mut snap);
         self.enrich.run(&mut snap);
+        drop(enrich);
         // Record the sample.
+        let record = cost::span(Part::Record);
         let mut error = self.recorder.sample(&snap, &mut out);
+        drop(record);
         // Watches: leaks, OOMs, the forecast, orphans.
+        let watches = cost::span(Part::Watches);
         let watched = self.watches.observe(&mut snap, &mut out);
+        drop(watches);
+        let record = cost::more(Part::Record);
         if let Some(e) = self.recorder.events(&watched.events) {
             error = Some(e);
         }
+        drop(record);
         // Rules: pure decisions, then the runner (the only code that signals).
+        let rules = cost::span(Part::Rules);
         let alerts: Vec<u32> = self
             .watches
             .forecast_alerts()
@@ -390,17 +400,21 @@ impl Engine {
         let acts = self
             .rules
             .run(&snap, watched.leaking, &watched.growth, &alerts, now);
-        self.recorder.activity(&acts);
         let parks = self.rules.take_park_records(now);
+        drop(rules);
+        let record = cost::more(Part::Record);
+        self.recorder.activity(&acts);
         for r in parks.iter().filter(|r| r.stranded) {
             out.report("A parked process lost its GPU memory", r.detail.clone());
         }
         self.recorder.parks(parks);
+        drop(record);
         out.activity(&acts);
         // The rules decided on the forecast as it is; the View shows it once it has stood
         // the alerts' hold (no card warns of a burst the banner stays quiet about).
         self.watches.hold_forecasts(&mut snap);
         // Publish: one write lock per tick, everything the UI reads changes at once.
+        let _publish = cost::span(Part::Publish);
         let (events, orphans, watches) = (watched.events, watched.orphans, &self.watches);
         let previous = publish::tick(
             &self.shared,

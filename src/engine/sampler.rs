@@ -13,6 +13,7 @@ use crate::engine::builder::EngineBuilder;
 use crate::engine::shared::SharedMonitor;
 use crate::engine::stages::publish;
 use crate::engine::EngineCommand;
+use crate::host::cost::{self, Part};
 use crate::model::now_ms;
 pub use crate::source::SourceFactory;
 
@@ -89,12 +90,15 @@ impl SamplerHandle {
                     interval,
                     crate::engine::tick_loop::Clock::Wall,
                     |engine, source, due| {
+                        let after = cost::span(Part::AfterTick);
                         notify();
+                        drop(after);
                         // Commands are taken while waiting for the next sample.
                         loop {
-                            match stop_rx
-                                .recv_timeout(due.saturating_duration_since(Instant::now()))
-                            {
+                            let got =
+                                stop_rx.recv_timeout(due.saturating_duration_since(Instant::now()));
+                            cost::count(Part::SamplerWake);
+                            match got {
                                 Err(RecvTimeoutError::Timeout) => return true,
                                 Err(RecvTimeoutError::Disconnected) => return false,
                                 Ok(Control::Command(id, c)) => {

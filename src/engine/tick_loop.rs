@@ -7,12 +7,15 @@
 //! - `import`: snapshots built from nvidia-smi logs, as fast as the CPU allows;
 //! - a reopened session ([`crate::engine::replay`]): the recorded samples, read-only.
 //!
+//! Each tick's CPU is counted by part ([`crate::host::cost`], with `-v`).
+//!
 //! Panics in the source or the engine are caught here and reported as [`Ended::Panicked`], so
 //! no mode ends in a silent, dead thread.
 
 use std::time::{Duration, Instant};
 
 use crate::engine::Engine;
+use crate::host::cost::{self, Part};
 use crate::model::UnixMs;
 use crate::source::{GpuSource, SourceError};
 
@@ -67,8 +70,13 @@ pub fn run(
             Clock::Wall => crate::model::now_ms(),
             Clock::Simulated { start, .. } => start.saturating_add(n.saturating_mul(step_ms)),
         };
-        let ticked =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match source.sample(now) {
+        let ticked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _tick = cost::span(Part::Tick);
+            let sampled = {
+                let _source = cost::span(Part::Source);
+                source.sample(now)
+            };
+            match sampled {
                 Ok(snap) => {
                     let received = match clock {
                         Clock::Wall => crate::model::now_ms(),
@@ -76,6 +84,7 @@ pub fn run(
                     };
                     engine.take_recorded_events(source.recorded_events(snap.taken_at_ms));
                     if let Some(old) = engine.tick(snap, received) {
+                        let _drop = cost::span(Part::DropSample);
                         source.give_back(old);
                     }
                     true
@@ -88,7 +97,8 @@ pub fn run(
                     engine.sample_failed(&e);
                     true
                 }
-            }));
+            }
+        }));
         match ticked {
             Ok(true) => {}
             Ok(false) => return Ended::SourceEnded,

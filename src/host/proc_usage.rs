@@ -8,16 +8,7 @@ use std::path::PathBuf;
 
 use crate::model::{Origin, Snapshot, UnixMs};
 
-/// CPU time (user + system) the calling thread has used, in ns (`CLOCK_THREAD_CPUTIME_ID`);
-/// 0 when the clock cannot be read. For the cost measurements of the app's own threads.
-pub fn thread_cpu_ns() -> u64 {
-    // SAFETY: clock_gettime writes the timespec we pass.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use crate::host::cost::thread_cpu_ns;
 
 /// The per-tick reader, keeping each process's last CPU time.
 #[derive(Debug)]

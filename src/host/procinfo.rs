@@ -89,6 +89,7 @@ impl ProcReader {
                 return Some(hit.clone());
             }
         }
+        let _facts = crate::host::cost::span(crate::host::cost::Part::ProcFacts);
         let start = self.start_time_ms(pid)?;
         let checked = if now_ms == i64::MAX { 0 } else { now_ms };
         if let Some((hit, at)) = self.cache.get_mut(&pid) {

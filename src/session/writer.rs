@@ -124,7 +124,10 @@ impl SessionWriter {
 
     fn write_record(&mut self, kind: u8, payload: &[u8]) -> Result<(), WriteError> {
         let rec = frame(kind, payload);
-        if let Err(source) = self.file.write_all(&rec) {
+        let write = crate::host::cost::span(crate::host::cost::Part::LogWrite);
+        let written = self.file.write_all(&rec);
+        drop(write);
+        if let Err(source) = written {
             // Cut a partly written record off, so the next one follows the last whole one.
             let _ = self.file.set_len(self.bytes);
             let _ = self.file.seek(SeekFrom::Start(self.bytes));
@@ -245,6 +248,7 @@ impl SessionWriter {
     /// When fsync fails.
     pub fn sync(&mut self) -> Result<(), WriteError> {
         self.last_sync = Instant::now();
+        let _sync = crate::host::cost::span(crate::host::cost::Part::LogSync);
         self.file.sync_data().map_err(|source| WriteError::Io {
             path: self.path.clone(),
             source,

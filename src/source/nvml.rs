@@ -12,6 +12,7 @@ use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 use nvml_wrapper::Nvml;
 
 use super::{host_name, GpuSource, SourceError};
+use crate::host::cost::{self, Part};
 use crate::model::{ContextKind, DeviceSample, ProcessSample, Snapshot, SourceInfo, UnixMs};
 
 /// A device's raw NVML handle, kept from start to the end of the source.
@@ -359,7 +360,7 @@ impl GpuSource for NvmlSource {
                     continue;
                 }
             };
-            if let Ok(m) = dev.memory_info() {
+            if let Ok(m) = timed(Part::NvmlMemory, || dev.memory_info()) {
                 if m.total > 0 && m.used <= m.total && m.free <= m.total {
                     ds.memory_total_bytes = Some(m.total);
                     ds.memory_used_bytes = Some(m.used);
@@ -367,30 +368,33 @@ impl GpuSource for NvmlSource {
                     ds.memory_free_bytes = Some(m.free);
                 }
             }
-            ds.utilization_gpu_pct = dev
-                .utilization_rates()
+            ds.utilization_gpu_pct = timed(Part::NvmlUtilization, || dev.utilization_rates())
                 .ok()
                 .map(|u| u.gpu)
                 .filter(|g| *g <= 100);
-            ds.temperature_c = dev
-                .temperature(TemperatureSensor::Gpu)
+            ds.temperature_c = timed(Part::NvmlTemperature, || {
+                dev.temperature(TemperatureSensor::Gpu)
+            })
+            .ok()
+            .filter(|t| *t < 200);
+            ds.power_w = timed(Part::NvmlPower, || dev.power_usage())
                 .ok()
-                .filter(|t| *t < 200);
-            ds.power_w = dev.power_usage().ok().map(|mw| f64::from(mw) / 1000.0);
+                .map(|mw| f64::from(mw) / 1000.0);
             let ls = &mut self.lists[i];
             if ls.limit.due(false, SLOW_EVERY) {
-                ls.power_limit_w = dev
-                    .enforced_power_limit()
+                ls.power_limit_w = timed(Part::NvmlPowerLimit, || dev.enforced_power_limit())
                     .ok()
                     .map(|mw| f64::from(mw) / 1000.0);
             }
             ds.power_limit_w = ls.power_limit_w;
+            let clocks = cost::span(Part::NvmlClocks);
             ds.sm_clock_mhz = dev.clock_info(Clock::SM).ok();
             ds.mem_clock_mhz = dev.clock_info(Clock::Memory).ok();
+            drop(clocks);
             // Boards without fans (SXM modules) answer "not supported": no reading, never 0,
             // and the question is asked again only every SLOW_EVERY samples.
             if ls.fan.due(ls.fan_supported, SLOW_EVERY) {
-                match dev.fan_speed(0) {
+                match timed(Part::NvmlFan, || dev.fan_speed(0)) {
                     Ok(f) => {
                         ds.fan_pct = Some(f).filter(|f| *f <= 100);
                         ls.fan_supported = true;
@@ -405,14 +409,18 @@ impl GpuSource for NvmlSource {
             // list for this GPU, marked stale.
             if ls.lists_due(ds.memory_used_bytes) {
                 ls.listed_used = None;
-                match process_list(&self.nvml, &dev, false, &mut ls.cap) {
+                match timed(Part::NvmlComputeList, || {
+                    process_list(&self.nvml, &dev, false, &mut ls.cap)
+                }) {
                     Ok(v) => ls.compute = v,
                     Err(e) => {
                         ds.process_list_error = Some(format!("compute process list: {e}"));
                     }
                 }
                 if ls.graphics.due(!ls.graphics_empty, GRAPHICS_EVERY) {
-                    match process_list(&self.nvml, &dev, true, &mut ls.cap) {
+                    match timed(Part::NvmlGraphicsList, || {
+                        process_list(&self.nvml, &dev, true, &mut ls.cap)
+                    }) {
                         Ok(g) => {
                             ls.graphics_empty = g.is_empty();
                             ls.graphics_list = g;
@@ -442,7 +450,10 @@ impl GpuSource for NvmlSource {
                     } else {
                         now_ms - UTIL_EVERY_MS
                     };
-                    cache.busy = match dev.process_utilization_stats((since.max(0) as u64) * 1000) {
+                    let stats = timed(Part::NvmlProcessUtilization, || {
+                        dev.process_utilization_stats((since.max(0) as u64) * 1000)
+                    });
+                    cache.busy = match stats {
                         Ok(v) => {
                             let mut m = std::collections::HashMap::new();
                             for s in v {
@@ -469,6 +480,12 @@ impl GpuSource for NvmlSource {
         }
         Ok(snap)
     }
+}
+
+/// `call`, its CPU counted as `part` (with `-v`).
+fn timed<T>(part: Part, call: impl FnOnce() -> T) -> T {
+    let _span = cost::span(part);
+    call()
 }
 
 fn used_of(p: &ProcessInfo) -> Option<u64> {

@@ -53,7 +53,9 @@ impl Enrich {
     /// The processes' `/proc` facts, CPU use and PyTorch figures.
     pub fn run(&mut self, snap: &mut Snapshot) {
         enrich(snap, &mut self.procs);
+        let usage = crate::host::cost::span(crate::host::cost::Part::ProcUsage);
         self.usage.sample(snap);
+        drop(usage);
         self.attach_torch(snap);
     }
 

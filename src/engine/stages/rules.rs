@@ -70,9 +70,11 @@ impl Rules {
             leaking: &leaking,
             alerts,
         };
+        let guard = crate::host::cost::span(crate::host::cost::Part::Guard);
         let guarded = self
             .guard
             .run(snap, &found, &self.state, &mut self.runner, &self.safety);
+        drop(guard);
         let facts = Facts {
             leaking_since: leaking,
         };

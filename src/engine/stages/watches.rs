@@ -56,8 +56,10 @@ impl Watches {
 
     /// Runs every watch over `snap` (the leak forecast is written into it).
     pub fn observe(&mut self, snap: &mut Snapshot, out: &mut Outbox) -> Watched {
+        let leak_watch = crate::host::cost::span(crate::host::cost::Part::LeakWatch);
         let mut events = self.leaks.observe(snap);
         self.leaks.forecast(snap);
+        drop(leak_watch);
         events.extend(self.ooms.observe(snap));
         let leaking = self.leaks.leaking_since();
         // The forecast counts every growing series (a leak, a load, a ramp): so do its drivers.

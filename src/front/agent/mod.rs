@@ -283,6 +283,7 @@ pub fn run(opts: AgentOptions) -> Result<(), CliError> {
         signal_hook::flag::register(sig, signalled.clone())?;
         signal_hook::low_level::pipe::register(sig, wake_tx.try_clone()?)?;
     }
+    let statistics = crate::host::cost::on_signal(&wake_tx)?;
     let agent = start(&opts, opts.source.factory(), Some(wake_tx))?;
     let shared = agent.state.shared.clone();
     let mut byte = [0u8; 16];
@@ -292,6 +293,9 @@ pub fn run(opts: AgentOptions) -> Result<(), CliError> {
             Ok(_) => {
                 if signalled.load(Ordering::Relaxed) {
                     break Ok(());
+                }
+                if crate::host::cost::asked(&statistics) {
+                    continue;
                 }
                 let Ok(m) = shared.read() else {
                     break Err(CliError::Failed(
@@ -309,6 +313,7 @@ pub fn run(opts: AgentOptions) -> Result<(), CliError> {
                         drop(m);
                         sdnotify::notify("READY=1");
                         tracing::info!("ready");
+                        crate::host::cost::restart();
                     }
                 }
             }
@@ -318,6 +323,7 @@ pub fn run(opts: AgentOptions) -> Result<(), CliError> {
     };
     sdnotify::notify("STOPPING=1");
     tracing::info!("stopping");
+    crate::host::cost::log_report();
     if !agent.stop() {
         tracing::warn!("the sampler did not stop within 10 s");
     }

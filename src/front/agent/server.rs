@@ -39,6 +39,7 @@ use super::body::ReplyBody;
 use super::conns::{self, Table};
 use super::http::{self, Method, RequestHead};
 use super::AgentState;
+use crate::host::cost::{self, Part};
 
 /// Largest request head (request line and headers), bytes.
 pub const MAX_HEADER_BYTES: usize = 16 * 1024;
@@ -82,6 +83,7 @@ impl Server {
             .max_blocking_threads(BLOCKING_THREADS)
             .thread_keep_alive(Duration::from_secs(120))
             .thread_name("vramwarden-req")
+            .on_thread_unpark(|| cost::count(Part::HttpWake))
             .build()?;
         let (stop, stopped) = watch::channel(false);
         let thread = std::thread::Builder::new()
@@ -259,8 +261,11 @@ impl Conn {
             self.heavy.clone().acquire_owned().await.ok()
         };
         let state = self.state.clone();
-        let answered =
-            tokio::task::spawn_blocking(move || http::handle(&state, &head, &body)).await;
+        let answered = tokio::task::spawn_blocking(move || {
+            let _request = cost::span(Part::HttpRequest);
+            http::handle(&state, &head, &body)
+        })
+        .await;
         drop(permit);
         lock(&self.table).busy(self.id, false);
         let (reply, extra) =

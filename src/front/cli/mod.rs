@@ -166,6 +166,7 @@ pub fn run_realtime(
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::low_level::pipe::register(sig, wake_tx.try_clone()?)?;
     }
+    let statistics = crate::host::cost::on_signal(&wake_tx)?;
     let shared = crate::engine::shared::Shared::new(Monitor::new(
         interval.as_millis() as u64,
         history_ticks,
@@ -220,6 +221,7 @@ pub fn run_realtime(
     let cpu0 = own_cpu_seconds().unwrap_or(0.0);
     let t0 = Instant::now();
     let ticks0 = read(&shared)?.ticks;
+    crate::host::cost::restart();
     loop {
         let left = duration.map(|d| d.saturating_sub(t0.elapsed()));
         if left.is_some_and(|l| l.is_zero()) {
@@ -230,6 +232,10 @@ pub fn run_realtime(
             Ok(_) => {
                 if let Some(e) = failure(&*read(&shared)?) {
                     return Err(e);
+                }
+                if crate::host::cost::asked(&statistics) {
+                    byte.fill(0);
+                    continue;
                 }
                 if byte.contains(&b'n') && duration.is_some() {
                     byte.fill(0);
@@ -255,6 +261,7 @@ pub fn run_realtime(
         wall_s: t0.elapsed().as_secs_f64(),
         cpu_s: own_cpu_seconds().unwrap_or(0.0) - cpu0,
     };
+    crate::host::cost::log_report();
     handle.stop(Duration::from_secs(10));
     Ok((shared, stats))
 }
