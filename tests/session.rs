@@ -898,3 +898,135 @@ fn a_cancelled_replay_gives_nothing_and_asks_no_more() {
     assert!(m.is_none());
     assert_eq!(asked, 1);
 }
+
+/// Records `seconds` of the demo the window runs (`--demo`: its notebook, PID 66020, parked
+/// from 200 s to 600 s holding 24 GiB) through the engine into `path`.
+fn record_demo_day(path: &std::path::Path, seconds: i64) {
+    use vramwarden::engine::{Engine, RecordTo};
+    let sim = SimSource::demo_day(T0);
+    let shared = vramwarden::engine::shared::Shared::new(Monitor::new(1000, 100));
+    let mut e = Engine::new(shared, RecordTo::File(path.to_path_buf()), 1000);
+    e.set_source(sim.info());
+    for i in 0..seconds {
+        let t = T0 + i * 1000;
+        e.tick(sim.at(t), t);
+    }
+    e.finish().expect("close");
+}
+
+/// Issue 40: a park is in the log (format 3), the replay's samples carry it as the live ones
+/// did (state, bytes in host memory, since when), and the events CSV has its rows.
+#[test]
+fn a_park_is_recorded_replayed_and_exported() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("s.vwlog");
+    record_demo_day(&path, 700);
+    let s = SessionData::open(&path).expect("open");
+    assert!(s.report.is_clean(), "{:?}", s.report);
+    assert_eq!(s.header.as_ref().expect("header").format_version, 3);
+    let sim = SimSource::demo_day(T0);
+    let parked_at = |i: i64| {
+        let snap = s.snapshot(s.index_at(T0 + i * 1000)).expect("sample");
+        snap.processes
+            .iter()
+            .find(|p| p.pid == 66020)
+            .expect("the notebook")
+            .parked
+    };
+    let mut seen = 0;
+    for i in (0..700).step_by(7) {
+        let want = sim.at(T0 + i * 1000);
+        let want = want.processes.iter().find(|p| p.pid == 66020).expect("sim");
+        assert_eq!(parked_at(i), want.parked, "at {i} s");
+        seen += usize::from(want.parked.is_some());
+    }
+    assert!(seen > 40, "{seen}");
+    let p = parked_at(300).expect("parked at 300 s");
+    assert_eq!(p.state, vramwarden::model::ParkState::Parked);
+    assert_eq!(p.bytes, Some(24 << 30));
+    assert_eq!(p.since_ms, T0 + 200_000);
+    assert_eq!(parked_at(650), None);
+
+    let mut out = Vec::new();
+    export(&s, Table::Events, &mut out, &mut |_| true).expect("events");
+    let text = String::from_utf8(out).expect("utf8");
+    let rows: Vec<&str> = text.lines().filter(|l| l.contains(",66020,")).collect();
+    let kinds: Vec<&str> = rows
+        .iter()
+        .filter_map(|l| l.split(',').nth(2))
+        .filter(|k| k.contains("park") || k.contains("resume"))
+        .collect();
+    assert_eq!(kinds, ["parked", "resumed"], "{rows:?}");
+    let parked = rows.iter().find(|l| l.contains(",parked,")).expect("row");
+    assert!(parked.contains(",python3,dave,"), "{parked}");
+    assert!(
+        parked.contains("24576 MiB in host memory since"),
+        "{parked}"
+    );
+}
+
+/// A log written before `park_state` events (format 2) still opens, and the parks its
+/// `park` events tell (vramwarden's own, each written at its end) are shown in its samples.
+#[test]
+fn a_format_2_log_s_park_events_give_its_parks() {
+    use vramwarden::session::format::{encode_sample, frame, KIND_EVENT, KIND_HEADER, KIND_SAMPLE};
+    use vramwarden::session::{Event, Header, ProcDef};
+    let h = Header {
+        format_version: 2,
+        app_version: "0.0.2".into(),
+        host: "old".into(),
+        source: "NVML".into(),
+        driver_version: None,
+        nvml_version: None,
+        started_ms: T0,
+        interval_ms: 1000,
+        devices: Vec::new(),
+    };
+    let event = |e: &Event| frame(KIND_EVENT, &serde_json::to_vec(e).expect("json"));
+    let mut bytes = frame(KIND_HEADER, &serde_json::to_vec(&h).expect("json"));
+    bytes.extend(event(&Event::ProcessStart {
+        unix_ms: T0,
+        def: ProcDef {
+            id: 0,
+            pid: 4242,
+            device_index: 0,
+            info: vramwarden::model::ProcInfo {
+                name: "train".into(),
+                start_time_ms: T0 - 5_000,
+                ..Default::default()
+            },
+        },
+    }));
+    let park = |unix_ms, action: &str| Event::Park {
+        unix_ms,
+        pid: 4242,
+        start_time_ms: T0 - 5_000,
+        device_index: 0,
+        name: "train".into(),
+        action: action.into(),
+        bytes: Some(6 << 30),
+        seconds: 3.0,
+        ok: true,
+        detail: String::new(),
+    };
+    for i in 0..10 {
+        let t = T0 + i * 1000;
+        match i {
+            4 => bytes.extend(event(&park(t, "park"))),
+            8 => bytes.extend(event(&park(t, "resume"))),
+            _ => {}
+        }
+        let mut payload = Vec::new();
+        let used = if (4..8).contains(&i) { 0 } else { 6 << 30 };
+        encode_sample(&mut payload, t, &[], &[(0, Some(used))]);
+        bytes.extend(frame(KIND_SAMPLE, &payload));
+    }
+    let s = SessionData::parse(bytes);
+    assert!(s.report.is_clean(), "{:?}", s.report);
+    let parked = |i: usize| s.snapshot(i).expect("sample").processes[0].parked;
+    assert_eq!(parked(3), None);
+    let p = parked(5).expect("parked");
+    assert_eq!(p.bytes, Some(6 << 30));
+    assert_eq!(p.since_ms, T0 + 1_000);
+    assert_eq!(parked(8), None);
+}

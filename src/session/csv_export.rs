@@ -887,7 +887,17 @@ fn process_row(
 /// The events table: a row per event but the process tables.
 fn event_rows(session: &SessionData, w: &mut CsvOut<'_>) -> Result<u64, ExportError> {
     let (mut rows, mut cell) = (0u64, Cell::new());
+    let made = parks_made(session);
     for e in &session.events {
+        if let Event::ParkState {
+            pid, device_index, ..
+        } = e
+        {
+            if made.contains(&(*pid, *device_index)) {
+                // vramwarden's own park or resume has its row (`park`, `resume`).
+                continue;
+            }
+        }
         if let Some(row) = event_row(session, e) {
             row.write(w, &mut cell, e.unix_ms())?;
             rows += 1;
@@ -1023,6 +1033,7 @@ fn event_row<'a>(session: &'a SessionData, e: &'a Event) -> Option<EventRow<'a>>
             super::describe_oom(*used_pct, victims, holders),
         ),
         Event::Park { .. } => park_row(e)?,
+        Event::ParkState { .. } => park_state_row(session, e)?,
         Event::OomForecast {
             device_index,
             full_in_s,
@@ -1097,6 +1108,60 @@ fn park_row(e: &Event) -> Option<EventRow<'_>> {
     );
     let kind = if *ok { action.as_str() } else { "park_failed" };
     Some(EventRow::new(kind, Some(*pid), Some(*device_index), detail).named(name, ""))
+}
+
+/// The processes (pid, GPU) that vramwarden parked or resumed itself: their `park` events
+/// tell their parks, and their `park_state` events get no row of their own.
+fn parks_made(session: &SessionData) -> std::collections::HashSet<(u32, u32)> {
+    session
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Park {
+                pid, device_index, ..
+            } => Some((*pid, *device_index)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A park seen in the samples (a simulated one, or one made elsewhere): `parked` with its
+/// bytes in host memory, `resumed` when it is back on its GPU, `park_failed` when the driver
+/// holds it in its failed state; no row while it is on its way.
+fn park_state_row<'a>(session: &'a SessionData, e: &'a Event) -> Option<EventRow<'a>> {
+    let Event::ParkState {
+        id,
+        pid,
+        device_index,
+        park,
+        ..
+    } = e
+    else {
+        return None;
+    };
+    let (kind, detail) = match park {
+        None => ("resumed", "back on its GPU".to_string()),
+        Some(p) => match p.state {
+            crate::model::ParkState::Parked => (
+                "parked",
+                format!(
+                    "{} MiB in host memory since {}",
+                    p.bytes
+                        .map_or_else(|| "?".into(), |b| (b / MIB).to_string()),
+                    rfc3339(p.since_ms)
+                ),
+            ),
+            crate::model::ParkState::Failed => {
+                ("park_failed", format!("since {}", rfc3339(p.since_ms)))
+            }
+            _ => return None,
+        },
+    };
+    let d = session.defs.get(id).map(|d| &d.info);
+    Some(
+        EventRow::new(kind, Some(*pid), Some(*device_index), detail)
+            .named(d.map_or("", |i| &i.name), d.map_or("", |i| &i.user)),
+    )
 }
 
 /// "GPU 0 forecast full in 12.5 min; growing: python (PID 7), …".

@@ -27,8 +27,9 @@
 //!
 //! Version 2 added the devices' power cap, clocks and fan (bit 7 of `present`) and the
 //! optional torch section (PyTorch's allocator figures, from the `vramwarden_torch`
-//! companion); a version 2 sample with neither is a version 1 sample, and this build reads both
-//! versions. A version 1 build reports a version 2 log as an unknown version and cannot decode
+//! companion); a version 2 sample with neither is a version 1 sample. Version 3 added the
+//! `park_state` event (a process's park as its samples show it). This build reads every
+//! version. A version 1 build reports a version 2 log as an unknown version and cannot decode
 //! its samples that carry either (it keeps the others).
 //!
 //! Process ids are session-local; a `process_start` event names each (pid, start time, GPU,
@@ -38,6 +39,7 @@
 pub mod catalog;
 pub mod csv_export;
 pub mod format;
+pub mod parks;
 pub mod reader;
 pub mod writer;
 
@@ -46,9 +48,9 @@ use serde::{Deserialize, Serialize};
 use crate::model::UnixMs;
 
 /// Version of the file format written by this build (2: samples may carry the devices' power
-/// cap, clocks and fan, and PyTorch's figures).
+/// cap, clocks and fan, and PyTorch's figures; 3: `park_state` events).
 /// Every version from 1 up to it is read.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 /// File name extension of session logs.
 pub const EXTENSION: &str = "vwlog";
 
@@ -247,6 +249,23 @@ pub enum Event {
         /// What happened, in words.
         detail: String,
     },
+    /// A process's park as its samples show it changed (version 3): parked, being parked or
+    /// resumed, or back on its GPU (`park` absent). Written for every park, one vramwarden
+    /// made and one it only saw (a simulated park), so a replay shows what the window showed.
+    ParkState {
+        /// The sample it was first seen in.
+        unix_ms: UnixMs,
+        /// Session-local id.
+        id: u32,
+        /// OS pid (for readers that lost the start).
+        pid: u32,
+        /// GPU.
+        device_index: u32,
+        /// Where the park stands, with the bytes in host memory and since when; absent once
+        /// the process is back on its GPU.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        park: Option<crate::model::ParkInfo>,
+    },
     /// A GPU is forecast full within the warning time (the OOM forecast became an alert).
     OomForecast {
         /// When it was raised.
@@ -345,6 +364,7 @@ impl Event {
             | Event::Activity { unix_ms, .. }
             | Event::OomSuspected { unix_ms, .. }
             | Event::Park { unix_ms, .. }
+            | Event::ParkState { unix_ms, .. }
             | Event::OomForecast { unix_ms, .. }
             | Event::OomForecastEnded { unix_ms, .. }
             | Event::Recording { unix_ms, .. } => *unix_ms,

@@ -254,6 +254,10 @@ pub struct SessionData {
     /// first segment, a fresh id for processes of later segments.
     pub defs: FastMap<u32, ProcDef>,
     infos: FastMap<u32, Arc<ProcInfo>>,
+    /// Each process's parks in time.
+    parks: super::parks::ParkTimeline,
+    /// True when the log has `park_state` events (format 3).
+    park_states: bool,
     /// What the reader found.
     pub report: ReadReport,
 }
@@ -394,6 +398,8 @@ impl SessionData {
             events: Vec::new(),
             defs: FastMap::default(),
             infos: FastMap::default(),
+            parks: super::parks::ParkTimeline::default(),
+            park_states: false,
             report: ReadReport::default(),
         };
         let mut ids = IdSpace::default();
@@ -434,6 +440,11 @@ impl SessionData {
         s.samples.dedup_by_key(|r| r.time);
         s.report.duplicate_samples = before - s.samples.len();
         s.bytes = bytes;
+        if s.park_states {
+            s.parks.finish();
+        } else {
+            s.parks = super::parks::ParkTimeline::from_actions(&s.events, &s.defs);
+        }
         s
     }
 
@@ -553,7 +564,9 @@ impl SessionData {
         };
         match &mut e {
             Event::ProcessStart { def, .. } => def.id = ids.map(seg, def.id),
-            Event::ProcessExit { id, .. } => *id = ids.map(seg, *id),
+            Event::ProcessExit { id, .. } | Event::ParkState { id, .. } => {
+                *id = ids.map(seg, *id);
+            }
             Event::ProcessTable { procs, .. } => {
                 for d in procs {
                     d.id = ids.map(seg, d.id);
@@ -575,6 +588,14 @@ impl SessionData {
                 for d in procs {
                     self.define(d.clone());
                 }
+            }
+            Event::ParkState {
+                unix_ms, id, park, ..
+            } => {
+                self.park_states = true;
+                self.parks.note(*id, *unix_ms, *park);
+                self.report.events += 1;
+                self.events.push(e);
             }
             _ => {
                 self.report.events += 1;
@@ -674,6 +695,11 @@ impl SessionData {
             |(id, used)| {
                 let id = seg.map_or(id, |seg| seg.reader_id(r.segment, id));
                 self.process_into(id, used, processes, n_proc);
+                if !self.parks.is_empty() {
+                    if let Some(p) = processes.get_mut(n_proc) {
+                        p.parked = self.parks.at(id, r.time);
+                    }
+                }
                 n_proc += 1;
             },
             |t| torch.push(t),

@@ -52,6 +52,8 @@ pub struct SessionWriter {
     ids: HashMap<ProcSeriesKey, u32>,
     defs: HashMap<u32, ProcDef>,
     live: Vec<ProcSeriesKey>,
+    /// The park last written of each process that is parked (or being parked or resumed).
+    parks: HashMap<u32, crate::model::ParkInfo>,
     samples: u64,
     bytes: u64,
     scratch: Vec<u8>,
@@ -95,6 +97,7 @@ impl SessionWriter {
             ids: HashMap::new(),
             defs: HashMap::new(),
             live: Vec::new(),
+            parks: HashMap::new(),
             samples: 0,
             bytes: 0,
             scratch: Vec::new(),
@@ -153,8 +156,9 @@ impl SessionWriter {
     }
 
     /// Writes one snapshot: `process_start` / `process_exit` events for processes that
-    /// appeared or left since the last one, then the sample record (with PyTorch's figures of
-    /// the processes that have them). fsyncs when due.
+    /// appeared or left since the last one, `park_state` events for those whose park changed,
+    /// then the sample record (with PyTorch's figures of the processes that have them). fsyncs
+    /// when due.
     ///
     /// # Errors
     /// When a write fails; the writer stays usable (a later call retries).
@@ -191,6 +195,7 @@ impl SessionWriter {
                     id
                 }
             };
+            self.note_park(id, p, now)?;
             if let Some(t) = p.torch {
                 torch.push((entries.len() as u32, t));
             }
@@ -205,6 +210,8 @@ impl SessionWriter {
             .collect();
         for k in gone {
             if let Some(id) = self.ids.get(&k).copied() {
+                // Gone is no longer parked: nothing of it is written after its exit.
+                self.parks.remove(&id);
                 self.write_event(&Event::ProcessExit {
                     unix_ms: now,
                     id,
@@ -239,6 +246,31 @@ impl SessionWriter {
         if self.last_sync.elapsed() >= FSYNC_EVERY {
             self.sync()?;
         }
+        Ok(())
+    }
+
+    /// Writes a `park_state` event when process `id`'s park (`p.parked`) differs from the
+    /// last one written for it.
+    fn note_park(
+        &mut self,
+        id: u32,
+        p: &crate::model::ProcessSample,
+        now: UnixMs,
+    ) -> Result<(), WriteError> {
+        if self.parks.get(&id) == p.parked.as_ref() {
+            return Ok(());
+        }
+        self.write_event(&Event::ParkState {
+            unix_ms: now,
+            id,
+            pid: p.pid,
+            device_index: p.device_index,
+            park: p.parked,
+        })?;
+        match p.parked {
+            Some(park) => self.parks.insert(id, park),
+            None => self.parks.remove(&id),
+        };
         Ok(())
     }
 
