@@ -124,6 +124,8 @@ fn the_window_attached_to_an_agent_shows_acts_and_survives_its_restart() {
     let took = until_shown(&mut h, "disconnected — retrying", Duration::from_secs(3));
     eprintln!("disconnected shown after {took:?}");
     h.get_by_label("Simulated H200");
+    // Its last figures stay, greyed, under the time it was lost (issue 40).
+    until_shown(&mut h, "Agent unreachable since ", Duration::from_secs(1));
 
     // It comes back on the same address: the window reconnects by itself.
     let mut again = restart_at(&agent);
@@ -133,6 +135,14 @@ fn the_window_attached_to_an_agent_shows_acts_and_survives_its_restart() {
         .query_all_by_label_contains("disconnected — retrying")
         .next()
         .is_none());
+    assert!(h.query_by_label_contains("Agent unreachable").is_none());
+    // A new run of the demo agent (its processes started anew): the window's View starts
+    // over, and the old run's processes are not kept as exited rows beside the new ones.
+    until_shown(&mut h, "39002", Duration::from_secs(5));
+    assert!(
+        h.query_all_by_label_contains("(exited)").next().is_none(),
+        "the old run's processes are still listed"
+    );
     let _ = again.kill();
     let _ = again.wait();
 }

@@ -85,6 +85,10 @@ pub struct ProcessRow {
     /// Where its park stands, while it is parked or being parked or resumed (last sample).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parked: Option<crate::model::ParkInfo>,
+    /// Scripted by the simulated GPUs: no host process stands behind it, so nothing is sent
+    /// to it (the window says so before asking).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub simulated: bool,
     /// The memory readings of the last minute (scratch of the one-minute change).
     #[serde(skip)]
     pub(crate) recent: VecDeque<(UnixMs, u64)>,
@@ -133,6 +137,7 @@ impl ProcessRow {
             torch: None,
             sm_util_pct: None,
             parked: None,
+            simulated: p.origin == crate::model::Origin::Simulated,
             recent: VecDeque::new(),
         }
     }
@@ -172,6 +177,15 @@ impl ProcessRow {
             self.first_seen_ms
         }
     }
+}
+
+/// A process series' value (bytes) at tick `tk`, if it has one.
+fn series_value(s: &crate::model::history::Series, tk: u64) -> Option<u64> {
+    s.values(tk, tk + 1)
+        .first()
+        .map(|(_, v)| *v)
+        .filter(|v| *v != crate::model::history::NONE)
+        .map(|v| u64::from(v) * crate::model::MIB)
 }
 
 /// Everything the front ends read: the View. Plain data (serializable with serde; its maps
@@ -366,13 +380,7 @@ impl Monitor {
         let h = &self.history;
         let tick = h.tick_at(t.saturating_add(1)).saturating_sub(1);
         let tick_1m = h.tick_at(t - 60_000);
-        let value = |s: &crate::model::history::Series, tk: u64| {
-            s.values(tk, tk + 1)
-                .first()
-                .map(|(_, v)| *v)
-                .filter(|v| *v != crate::model::history::NONE)
-                .map(|v| u64::from(v) * crate::model::MIB)
-        };
+        let value = series_value;
         self.rows
             .iter()
             .filter(|(_, r)| {
@@ -417,6 +425,35 @@ impl Monitor {
                 Some(row)
             })
             .collect()
+    }
+
+    /// Each live row's change over the last minute, read from the history, where the row
+    /// has none of its own: a window attached to an agent takes in the agent's history but
+    /// only its newest sample, so its rows have not seen a minute of samples themselves.
+    pub fn fill_deltas_from_history(&mut self) {
+        let Some(now) = self.latest.as_ref().map(|s| s.taken_at_ms) else {
+            return;
+        };
+        let h = &self.history;
+        let tick = h.tick_at(now.saturating_add(1)).saturating_sub(1);
+        let tick_1m = h.tick_at(now - 60_000);
+        // The history must reach back a minute (within one interval).
+        if h.time_of(tick_1m)
+            .is_none_or(|then| then > now - 60_000 + self.interval_ms as i64)
+        {
+            return;
+        }
+        for r in self.rows.values_mut() {
+            if r.exited_at_ms.is_some() || r.delta_1m_bytes.is_some() {
+                continue;
+            }
+            let Some(s) = h.process(&r.series_key()) else {
+                continue;
+            };
+            if let (Some(a), Some(b)) = (series_value(s, tick), series_value(s, tick_1m)) {
+                r.delta_1m_bytes = Some(a as i64 - b as i64);
+            }
+        }
     }
 
     /// One process row.

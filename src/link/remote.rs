@@ -402,7 +402,7 @@ impl Ends {
                 .shared
                 .write()
                 .map_err(|_| "internal error: the window's state is lost".to_string())?;
-            let next = v.apply(&mut m, now_ms())?;
+            let next = v.apply_after(&mut m, since, now_ms())?;
             Ok((next, host, interval, caught_up))
         });
         let (next, wait, h) = match got {

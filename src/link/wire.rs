@@ -237,9 +237,48 @@ impl WireView {
         }
     }
 
+    /// True when this answer comes from another run of the agent than the View `m` holds
+    /// (asked after `since`): the agent holds less history than the window asked after (its
+    /// ticks count from 0 again, so its history is sent from its start), or it records to
+    /// another session log.
+    pub fn restarted(&self, m: &Monitor, since: u64) -> bool {
+        let other_log = matches!(
+            (&self.recording.path, &m.recording.path),
+            (Some(a), Some(b)) if a != b
+        );
+        self.history.from_tick < since || other_log
+    }
+
     /// True when its history reaches the agent's newest tick.
     pub fn caught_up(&self) -> bool {
         self.history.end_tick() >= self.history_end_tick
+    }
+
+    /// [`Self::apply`] for the answer to a poll after `since`. From a restarted agent
+    /// ([`Self::restarted`]) it goes into a View started over, which replaces `m`: the old
+    /// run's processes are not kept as exited rows (and legend entries) beside the new run's.
+    /// The next poll then asks from the new run's start.
+    ///
+    /// # Errors
+    /// Why the answer was refused; `m` keeps its last good state.
+    pub fn apply_after(
+        self,
+        m: &mut Monitor,
+        since: u64,
+        received_ms: UnixMs,
+    ) -> Result<u64, String> {
+        if !self.restarted(m, since) {
+            return self.apply(m, received_ms);
+        }
+        let mut fresh = Monitor::new(self.interval_ms.max(1), m.history.capacity());
+        if self.history.from_tick > 0 {
+            // Its history from a point of the new run: asked again from its start.
+            *m = fresh;
+            return Ok(0);
+        }
+        let next = self.apply(&mut fresh, received_ms)?;
+        *m = fresh;
+        Ok(next)
     }
 
     /// Applies an answer, already checked ([`super::wire_checks::view`]), to the window's
@@ -260,6 +299,7 @@ impl WireView {
                 .is_none_or(|l| snap.taken_at_ms > l.taken_at_ms);
             if newer {
                 m.apply(snap, received_ms);
+                m.fill_deltas_from_history();
             }
         }
         m.source = self.source;
@@ -280,5 +320,77 @@ impl WireView {
         m.orphans = self.orphans;
         m.guard = self.guard;
         Ok(next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::GpuSource;
+
+    const T0: UnixMs = 1_796_000_000_000;
+
+    /// An agent's View: the demo started at `start`, sampled from `from` for `seconds`.
+    fn agent(start: UnixMs, from: UnixMs, seconds: i64) -> Monitor {
+        let mut sim = crate::source::sim::SimSource::demo(start);
+        let mut m = Monitor::new(1000, 3600);
+        m.source = Some(sim.info());
+        for i in 0..seconds {
+            let t = from + i * 1000;
+            if let Ok(s) = sim.sample(t) {
+                m.apply(s, t);
+            }
+        }
+        m
+    }
+
+    #[test]
+    fn a_window_reads_the_change_of_the_last_minute_from_the_history_it_received() {
+        let a = agent(T0, T0, 120);
+        let mut w = Monitor::new(1000, 3600);
+        let v = WireView::of(&a, 0, 100_000);
+        assert!(v.caught_up());
+        v.apply_after(&mut w, 0, T0 + 119_000).expect("applied");
+        let now = T0 + 119_000;
+        let kernel = w
+            .table_rows(now)
+            .into_iter()
+            .find(|r| r.key.pid == 51877)
+            .expect("the notebook kernel");
+        // It leaks 1 MiB/s: about 60 MiB in the last minute, on the first sample applied.
+        let d = kernel
+            .delta_1m_bytes
+            .expect("a change over the last minute");
+        assert!((58 << 20..=62 << 20).contains(&d), "{d}");
+    }
+
+    #[test]
+    fn a_restarted_agent_s_view_replaces_the_old_run_s() {
+        let a = agent(T0, T0, 120);
+        let mut w = Monitor::new(1000, 3600);
+        let since = WireView::of(&a, 0, 100_000)
+            .apply_after(&mut w, 0, T0 + 119_000)
+            .expect("applied");
+        assert!(since > 0);
+        // The demo agent restarted at 200 s: its processes start anew (new start times).
+        let b = agent(T0 + 200_000, T0 + 200_000, 30);
+        let v = WireView::of(&b, since, 100_000);
+        assert!(v.restarted(&w, since));
+        v.apply_after(&mut w, since, T0 + 229_000).expect("applied");
+        let rows = w.table_rows(T0 + 229_000);
+        assert!(!rows.is_empty());
+        assert!(
+            rows.iter().all(|r| r.exited_at_ms.is_none()),
+            "the old run's processes are kept: {:?}",
+            rows.iter()
+                .filter(|r| r.exited_at_ms.is_some())
+                .map(|r| r.key)
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(rows.len(), b.table_rows(T0 + 229_000).len());
+        assert!(w.history.span().is_some_and(|(a, _)| a >= T0 + 200_000));
+        // The same run asked again after its newest tick: no restart.
+        let next = w.history.end_tick();
+        assert!(!WireView::of(&b, next, 100_000).restarted(&w, next));
     }
 }

@@ -223,6 +223,7 @@ pub fn guard(
     }
     amount("guard: a growth of", g.growth_mib_s)?;
     amount("guard: a park rate of", g.park_gib_s)?;
+    amount("guard: a resume rate of", g.resume_gib_s)?;
     if let Some(n) = &mut g.next {
         amount("guard: a step's time of", n.needs_s)?;
         amount("guard: a step's start of", n.starts_at_s)?;
