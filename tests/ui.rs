@@ -21,6 +21,8 @@ mod layout;
 mod menus;
 #[path = "ui/repaint.rs"]
 mod repaint;
+#[path = "ui/state_wording.rs"]
+mod state_wording;
 #[path = "ui/warnings.rs"]
 mod warnings;
 

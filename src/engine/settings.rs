@@ -356,9 +356,11 @@ impl Settings {
     /// then rename). An existing file keeps its permission bits (and so does the `.bak`); a
     /// new file is created 0600, in folders created 0700.
     ///
+    /// Returns the backup's path when there was a file to keep (a first save makes none).
+    ///
     /// # Errors
     /// When the values are invalid or the file cannot be written.
-    pub fn save(&self, path: &Path) -> Result<(), ConfigError> {
+    pub fn save(&self, path: &Path) -> Result<Option<PathBuf>, ConfigError> {
         let err = |reason: String| ConfigError {
             path: path.to_path_buf(),
             line: None,
@@ -473,8 +475,9 @@ fn create_private_dirs(dir: &Path) -> std::io::Result<()> {
 
 /// Replaces the regular file `real` with `bytes` atomically: a temporary file beside it with
 /// the same permission bits (0600 when new), synced, then renamed over it; the old contents
-/// are kept as `NAME.bak` with the old permission bits.
-fn write_replacing(real: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// are kept as `NAME.bak` with the old permission bits (its path is returned; none for a new
+/// file).
+fn write_replacing(real: &Path, bytes: &[u8]) -> std::io::Result<Option<PathBuf>> {
     use std::os::unix::fs::PermissionsExt;
     let dir = real.parent().filter(|d| !d.as_os_str().is_empty());
     if let Some(dir) = dir {
@@ -500,15 +503,19 @@ fn write_replacing(real: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = beside(".tmp");
     remove_if_present(&tmp)?;
     let written = write_new(&tmp, bytes, mode).and_then(|()| {
-        if old.is_some() {
-            let bak = beside(".bak");
-            remove_if_present(&bak)?;
-            // `copy` gives the backup the original's permission bits.
-            std::fs::copy(real, &bak).map_err(|e| {
-                std::io::Error::new(e.kind(), format!("could not keep a backup: {e}"))
-            })?;
-        }
-        std::fs::rename(&tmp, real)
+        let kept = match old {
+            Some(_) => {
+                let bak = beside(".bak");
+                remove_if_present(&bak)?;
+                // `copy` gives the backup the original's permission bits.
+                std::fs::copy(real, &bak).map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("could not keep a backup: {e}"))
+                })?;
+                Some(bak)
+            }
+            None => None,
+        };
+        std::fs::rename(&tmp, real).map(|()| kept)
     });
     if written.is_err() {
         // Best effort: the error that matters is the one returned.

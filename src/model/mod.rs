@@ -213,6 +213,20 @@ impl ParkInfo {
             (state, _) => format!("{} since {since}", state.label()),
         }
     }
+
+    /// For a table cell at `now`: "⏸ parked 24.0 GiB, 3m 05s" (its state, the bytes in host
+    /// memory when parked, and for how long).
+    pub fn short(&self, now: UnixMs) -> String {
+        let bytes = match (self.state, self.bytes) {
+            (ParkState::Parked, Some(b)) => format!(" {:.1} GiB,", b as f64 / GIB as f64),
+            _ => String::new(),
+        };
+        format!(
+            "⏸ {}{bytes} {}",
+            self.state.label(),
+            format::duration(now - self.since_ms)
+        )
+    }
 }
 
 /// What PyTorch's caching allocator says about a process on one GPU (from its companion).

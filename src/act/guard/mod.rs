@@ -398,6 +398,7 @@ impl GpuState {
             _ => GuardPhase::Watching,
         };
         let (park_gib_s, park_rate_measured) = t.park_rate();
+        let (resume_gib_s, resume_rate_measured) = t.resume_rate();
         GuardStatus {
             device_index: g.index,
             phase,
@@ -420,6 +421,8 @@ impl GpuState {
             recent: self.recent.iter().cloned().collect(),
             park_gib_s,
             park_rate_measured,
+            resume_gib_s,
+            resume_rate_measured,
         }
     }
 }

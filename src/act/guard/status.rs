@@ -184,4 +184,10 @@ pub struct GuardStatus {
     pub park_gib_s: f64,
     /// … measured on this machine (false: the default).
     pub park_rate_measured: bool,
+    /// The resume rate in use (GiB/s; 0 from an agent that does not send it) …
+    #[serde(default)]
+    pub resume_gib_s: f64,
+    /// … measured on this machine (false: the default).
+    #[serde(default)]
+    pub resume_rate_measured: bool,
 }

@@ -72,8 +72,27 @@ impl Timing {
 
     /// Seconds a resume of `bytes` takes.
     pub fn resume_s(&self, bytes: u64) -> f64 {
-        OVERHEAD_S + bytes as f64 / GIB as f64 / self.resume_gib_s.unwrap_or(DEFAULT_RESUME_GIB_S)
+        resume_estimate_s(bytes, self.resume_rate().0)
     }
+
+    /// The resume rate in use, GiB/s, and whether it was measured here.
+    pub fn resume_rate(&self) -> (f64, bool) {
+        (
+            self.resume_gib_s.unwrap_or(DEFAULT_RESUME_GIB_S),
+            self.resume_gib_s.is_some(),
+        )
+    }
+}
+
+/// Seconds a resume of `bytes` takes at `gib_s` GiB/s (the default rate where `gib_s` is not
+/// a positive rate: a View from an older agent has none).
+pub fn resume_estimate_s(bytes: u64, gib_s: f64) -> f64 {
+    let rate = if gib_s.is_finite() && gib_s > 0.0 {
+        gib_s
+    } else {
+        DEFAULT_RESUME_GIB_S
+    };
+    OVERHEAD_S + bytes as f64 / GIB as f64 / rate
 }
 
 #[cfg(test)]

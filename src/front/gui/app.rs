@@ -65,9 +65,15 @@ pub struct VramApp {
     pub config_error: Option<crate::engine::settings::ConfigError>,
     /// A manual action waiting for the user's confirmation.
     pub confirm: Option<(crate::act::rules::eval::Target, crate::act::rules::Action)>,
+    /// For a resume being confirmed: the bytes in host memory and the seconds the move back
+    /// takes at the resume rate in use.
+    confirm_resume: Option<(Option<u64>, f64)>,
     manual_request: Option<(ProcSeriesKey, crate::act::rules::Action)>,
     /// True while a recorded session is drawn (no actions are offered).
     replaying: bool,
+    /// Attached to an agent that stopped answering: since when (its figures on screen are
+    /// its last, drawn greyed).
+    unreachable_since: Option<UnixMs>,
     /// A source switch waiting for the user's confirmation (true: the demo).
     switch_source: Option<bool>,
     /// File → Connect to host….
@@ -177,8 +183,10 @@ impl VramApp {
             config_path: crate::engine::settings::config_path(None),
             config_error: None,
             confirm: None,
+            confirm_resume: None,
             manual_request: None,
             replaying: false,
+            unreachable_since: None,
             connect: super::connect::ConnectUi::default(),
             host_pick: None,
             host_forget: None,
@@ -309,6 +317,10 @@ impl VramApp {
         self.poll_background(&ctx, &jobs);
         self.keyboard(ui, &ctx);
         let health = self.backend.health();
+        self.unreachable_since = match &health {
+            crate::link::LinkHealth::Disconnected { since_ms, .. } => Some(*since_ms),
+            _ => None,
+        };
         // The engine's state as of its last write, from the link: a copy made at most once per
         // change, so the frame is drawn without holding the engine's lock.
         let Some(live) = self.backend.view() else {
@@ -642,14 +654,9 @@ impl VramApp {
             Some(crate::front::gui::jobs::JobResult::Saved(s, r)) => {
                 self.saving = None;
                 match r {
-                    Ok(()) => {
-                        self.settings_ui.message = Some((
-                            format!(
-                                "Saved to {} (previous version kept as .bak)",
-                                self.config_path.display()
-                            ),
-                            false,
-                        ));
+                    Ok(bak) => {
+                        self.settings_ui.message =
+                            Some((saved_message(&self.config_path, bak.as_deref()), false));
                         self.config_error = None;
                         self.state.units = s.general.units;
                         apply_theme(ctx, s.general.theme);
@@ -674,6 +681,9 @@ impl VramApp {
         };
         let mut decided = None;
         let units = self.state.units;
+        let resume = self
+            .confirm_resume
+            .filter(|_| action == crate::act::rules::Action::Resume);
         egui::Modal::new(egui::Id::unique("confirm-action")).show(ctx, |ui| {
             // Narrower on a small screen (900 × 600 at 200 % is 450 points wide).
             ui.set_width(
@@ -681,16 +691,24 @@ impl VramApp {
                     .min(ui.ctx().content_rect().width() - 48.0)
                     .max(200.0),
             );
-            let (heading, verb) = confirm_wording(&target, &action);
+            let (heading, verb) = confirm_wording(&target, &action, resume);
             ui.heading(heading);
-            ui.label(describe_target(&target, units));
+            ui.label(match resume {
+                Some((bytes, _)) => describe_parked(&target, bytes),
+                None => describe_target(&target, units),
+            });
             ui.label(RichText::new(action.label()).weak());
             ui.add_space(8.0);
             ui.horizontal_wrapped(|ui| {
-                if ui
-                    .button(RichText::new(verb.clone()).color(widgets::warn(ui)))
-                    .clicked()
-                {
+                // Red only for what cannot be undone (a signal); a park, a resume, a
+                // release or a limit is an ordinary button.
+                let text = RichText::new(verb.clone());
+                let text = if destructive(&action) {
+                    text.color(widgets::warn(ui))
+                } else {
+                    text.strong()
+                };
+                if ui.button(text).clicked() {
                     decided = Some(true);
                 }
                 let cancel = ui.button("Cancel");
@@ -1326,8 +1344,18 @@ impl VramApp {
                     Some(host) => format!("The agent on {host} records to {to} (on that host)"),
                     None => format!("Recording to {to}"),
                 };
-                ui.label(RichText::new("● REC").monospace().color(widgets::warn(ui)))
-                    .on_hover_text(whose);
+                match self.unreachable_since {
+                    // Not known to record now: the dot of its last answer, greyed.
+                    Some(since) => ui
+                        .label(RichText::new("● REC").monospace().weak())
+                        .on_hover_text(format!(
+                            "{whose} (as of its last answer: agent unreachable since {})",
+                            format::clock(since)
+                        )),
+                    None => ui
+                        .label(RichText::new("● REC").monospace().color(widgets::warn(ui)))
+                        .on_hover_text(whose),
+                };
             } else if rec.path.is_some() {
                 let paused = match self.agent_host(live) {
                     Some(host) => format!("⏸ {host}: recording paused"),
@@ -1371,7 +1399,7 @@ impl VramApp {
                 );
             });
             ui.separator();
-            self.tab_bar(ui, monitor);
+            self.tab_bar(ui, monitor, now);
             match self.state.bottom {
                 BottomTab::Processes => self.processes_tab(ui, monitor, snap, &rows, &badges, now),
                 BottomTab::Leaks => self.leaks_tab(ui, monitor, now),
@@ -1413,6 +1441,18 @@ impl VramApp {
                     self.host_selector(ui);
                 }
                 egui::ScrollArea::vertical().show(ui, |ui| {
+                    // A lost agent's last figures stay, greyed, under the time it was lost.
+                    if let Some(since) = self.unreachable_since.filter(|_| !self.replaying) {
+                        ui.label(
+                            RichText::new(format!(
+                                "Agent unreachable since {}: its last figures, greyed",
+                                format::clock(since)
+                            ))
+                            .color(widgets::warn(ui))
+                            .strong(),
+                        );
+                        ui.multiply_opacity(UNREACHABLE_OPACITY);
+                    }
                     if let Some(gpu) = overview::forecast_banners(ui, &monitor.oom_alerts) {
                         // The GPU's graph, with the process growing fastest selected.
                         self.selected_gpu = gpu;
@@ -1491,13 +1531,10 @@ impl VramApp {
         }
     }
 
-    /// Processes · Leaks · Activity, with their counts.
-    fn tab_bar(&mut self, ui: &mut Ui, monitor: &Monitor) {
-        let n_leaks = monitor
-            .leaks
-            .iter()
-            .filter(|l| l.ended_ms.is_none())
-            .count();
+    /// Processes · Leaks · Activity, with their counts; the leaks ongoing at `now` (a
+    /// session: its slider).
+    fn tab_bar(&mut self, ui: &mut Ui, monitor: &Monitor, now: UnixMs) {
+        let n_leaks = monitor.leaks.iter().filter(|l| l.active_at(now)).count();
         ui.horizontal(|ui| {
             ui.selectable_value(
                 &mut self.state.bottom,
@@ -1582,6 +1619,7 @@ impl VramApp {
             group_by: &mut self.state.group_by,
             collapsed: &mut self.collapsed_groups,
             actions: &actions,
+            recorded: self.replaying,
         };
         processes::table(ui, rows.to_vec(), &mut table, now);
     }
@@ -1661,6 +1699,17 @@ impl VramApp {
                     ..(*r.info).clone()
                 })
             });
+        self.confirm_resume = r.parked.map(|p| {
+            let rate = monitor
+                .guard
+                .iter()
+                .find(|g| g.device_index == key.1)
+                .map_or(0.0, |g| g.resume_gib_s);
+            (
+                p.bytes,
+                crate::act::guard::timing::resume_estimate_s(p.bytes.unwrap_or(0), rate),
+            )
+        });
         self.confirm = Some((
             crate::act::rules::eval::Target::process(
                 key,
@@ -1697,10 +1746,60 @@ pub fn describe_target(target: &crate::act::rules::eval::Target, units: Units) -
     }
 }
 
-/// The confirmation's heading and its button for `action` on `target`.
+/// The opacity of a lost agent's last figures (its cards and forecast banners).
+const UNREACHABLE_OPACITY: f32 = 0.45;
+
+/// "Saved to PATH", with "(the previous version kept as NAME.bak)" only when a backup was
+/// made (a first save has nothing to keep).
+fn saved_message(path: &std::path::Path, bak: Option<&std::path::Path>) -> String {
+    match bak.and_then(|b| b.file_name()) {
+        Some(b) => format!(
+            "Saved to {} (the previous version kept as {})",
+            path.display(),
+            b.to_string_lossy()
+        ),
+        None => format!("Saved to {}", path.display()),
+    }
+}
+
+/// A parked process for its resume's confirmation: "python3 (PID 7, user dave, GPU 0,
+/// parked: 24.0 GiB in host memory)".
+fn describe_parked(target: &crate::act::rules::eval::Target, bytes: Option<u64>) -> String {
+    let crate::act::rules::eval::Target::Process { key, .. } = target else {
+        return target.describe();
+    };
+    let user = match target.user() {
+        "" => String::new(),
+        u => format!(", user {u}"),
+    };
+    let held = bytes.map_or("its memory size unknown".into(), |b| {
+        format!(
+            "{:.1} GiB in host memory",
+            b as f64 / crate::model::GIB as f64
+        )
+    });
+    format!(
+        "{} (PID {}{user}, GPU {}, parked: {held})",
+        target.name(),
+        key.0.pid,
+        key.1
+    )
+}
+
+/// True for the actions that cannot be undone (signals, terminate): their button is red.
+fn destructive(action: &crate::act::rules::Action) -> bool {
+    matches!(
+        action,
+        crate::act::rules::Action::Terminate { .. } | crate::act::rules::Action::Signal { .. }
+    )
+}
+
+/// The confirmation's heading and its button for `action` on `target`; `resume` is a
+/// parked process's bytes in host memory and the seconds its resume takes.
 fn confirm_wording(
     target: &crate::act::rules::eval::Target,
     action: &crate::act::rules::Action,
+    resume: Option<(Option<u64>, f64)>,
 ) -> (String, String) {
     match action {
         crate::act::rules::Action::Terminate { .. } => (
@@ -1719,7 +1818,13 @@ fn confirm_wording(
             "Limit".to_string(),
         ),
         crate::act::rules::Action::Resume => (
-            "Resume: move its memory back to the GPU?".to_string(),
+            match resume {
+                Some((Some(b), s)) => format!(
+                    "Resume: move its {:.1} GiB back to the GPU (~{s:.0} s)?",
+                    b as f64 / crate::model::GIB as f64
+                ),
+                _ => "Resume: move its memory back to the GPU?".to_string(),
+            },
             "Resume".to_string(),
         ),
         crate::act::rules::Action::Park => {

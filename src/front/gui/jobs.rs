@@ -217,7 +217,10 @@ pub enum JobResult {
     /// [`Job::Export`]: what was written, or why not.
     Exported(Result<String, ExportFail>),
     /// [`Job::SaveSettings`]: the settings, saved or not.
-    Saved(Box<crate::engine::settings::Settings>, Result<(), String>),
+    Saved(
+        Box<crate::engine::settings::Settings>,
+        Result<Option<std::path::PathBuf>, String>,
+    ),
     /// [`Job::PastLeaks`].
     PastLeaks(Arc<crate::engine::replay::PastEvents>),
     /// The job could not run (no thread could be started), or stopped on a bug.
@@ -501,7 +504,7 @@ mod tests {
         );
         assert!(board.busy());
         match wait(&board, id).result {
-            Some(JobResult::Saved(_, Ok(()))) => {}
+            Some(JobResult::Saved(_, Ok(None))) => {}
             other => panic!("{other:?}"),
         }
         assert!(path.exists());

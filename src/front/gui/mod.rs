@@ -18,6 +18,7 @@ pub mod replies;
 pub mod sessions;
 pub mod settings_guard;
 pub mod settings_window;
+pub mod settings_words;
 pub mod status_bar;
 pub mod task;
 pub mod torch_pane;

@@ -206,37 +206,16 @@ fn action_buttons(ui: &mut Ui, row: &ProcessRow, request: &mut Option<crate::act
                 grace_seconds: crate::act::rules::model::DEFAULT_GRACE_SECONDS,
             });
         }
-        match row.parked {
-            Some(_) => {
-                if ui
-                    .button("Resume")
-                    .on_hover_text("Move its memory back to the GPU; it goes on")
-                    .clicked()
-                {
-                    *request = Some(crate::act::rules::Action::Resume);
-                }
-            }
-            None => {
-                let gib = row.used_bytes.unwrap_or(0) as f64 / crate::model::GIB as f64;
-                if ui
-                    .button("Park")
-                    .on_hover_text(format!(
-                        "Move its {gib:.1} GiB to host memory (about {:.0} s; needs as much free host memory): it waits, not killed, until resumed",
-                        crate::act::park::checks::park_estimate_s(row.used_bytes.unwrap_or(0))
-                    ))
-                    .clicked()
-                {
-                    *request = Some(crate::act::rules::Action::Park);
-                }
-            }
-        }
+        park_button(ui, row, request);
         if ui.button("Kill").on_hover_text("SIGKILL").clicked() {
             *request = Some(crate::act::rules::Action::Signal {
                 signal: "SIGKILL".into(),
             });
         }
         ui.menu_button("Send signal…", |ui| {
-            for s in ["SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGSTOP", "SIGCONT"] {
+            for s in [
+                "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGSTOP", "SIGCONT",
+            ] {
                 if ui.button(s).clicked() {
                     *request = Some(crate::act::rules::Action::Signal { signal: s.into() });
                     ui.close();
@@ -244,6 +223,45 @@ fn action_buttons(ui: &mut Ui, row: &ProcessRow, request: &mut Option<crate::act
             }
         });
     });
+}
+
+/// Park, or Resume for a parked process; for a simulated process, which nothing is sent to,
+/// a note saying so instead (readable, where a disabled button's text would be faint).
+fn park_button(ui: &mut Ui, row: &ProcessRow, request: &mut Option<crate::act::rules::Action>) {
+    if row.simulated {
+        let what = if row.parked.is_some() {
+            "No resume (simulated)"
+        } else {
+            "No park (simulated)"
+        };
+        ui.label(what)
+            .on_hover_text(super::processes::SIMULATED_PARK);
+        return;
+    }
+    match row.parked {
+        Some(_) => {
+            if ui
+                .button("Resume")
+                .on_hover_text("Move its memory back to the GPU; it goes on")
+                .clicked()
+            {
+                *request = Some(crate::act::rules::Action::Resume);
+            }
+        }
+        None => {
+            let gib = row.used_bytes.unwrap_or(0) as f64 / crate::model::GIB as f64;
+            if ui
+                .button("Park")
+                .on_hover_text(format!(
+                    "Move its {gib:.1} GiB to host memory (about {:.0} s; needs as much free host memory): it waits, not killed, until resumed",
+                    crate::act::park::checks::park_estimate_s(row.used_bytes.unwrap_or(0))
+                ))
+                .clicked()
+            {
+                *request = Some(crate::act::rules::Action::Park);
+            }
+        }
+    }
 }
 
 /// Lines of text the action result's slot always takes, so the graph below never moves.

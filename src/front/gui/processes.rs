@@ -131,6 +131,15 @@ impl SortColumn {
         (SortColumn::Command, "Command line"),
     ];
 
+    /// False for the columns a session log does not keep (GPU %, CPU, RSS: sampled live,
+    /// never recorded).
+    pub fn recorded(self) -> bool {
+        !matches!(
+            self,
+            SortColumn::GpuUtil | SortColumn::Cpu | SortColumn::Rss
+        )
+    }
+
     fn numeric(self) -> bool {
         matches!(
             self,
@@ -182,6 +191,9 @@ pub struct TableState<'a> {
     /// The processes with a recent manual action and how it stands: shown at the start of
     /// their row's Name cell, where the action was taken.
     pub actions: &'a std::collections::HashMap<ProcSeriesKey, super::action_status::State>,
+    /// A recorded session is shown: the columns a session log does not keep are left out
+    /// (see [`SortColumn::recorded`]), and the filter bar says so.
+    pub recorded: bool,
 }
 
 /// Where the processes shown run, for "not running …": "here" on this computer, "on HOST"
@@ -254,15 +266,22 @@ pub fn sort_rows(
     });
 }
 
-/// The header's menu: a checkbox per column (PID and memory always shown).
-fn columns_menu(ui: &mut Ui, hidden: &mut Vec<SortColumn>) {
+/// The header's menu: a checkbox per column (PID and memory always shown; a recorded
+/// session's columns that its log does not keep are off and say so).
+fn columns_menu(ui: &mut Ui, hidden: &mut Vec<SortColumn>, recorded: bool) {
     ui.label(RichText::new("Columns").strong());
     for (c, name) in SortColumn::ALL {
-        let mut shown = !hidden.contains(&c);
+        let unrecorded = recorded && !c.recorded();
+        let mut shown = !hidden.contains(&c) && !unrecorded;
         // Without PID and memory a row means nothing.
         let fixed = matches!(c, SortColumn::Pid | SortColumn::Memory);
         if ui
-            .add_enabled(!fixed, egui::Checkbox::new(&mut shown, name))
+            .add_enabled(!fixed && !unrecorded, egui::Checkbox::new(&mut shown, name))
+            .on_disabled_hover_text(if unrecorded {
+                "Not in session logs: shown live only"
+            } else {
+                "Always shown"
+            })
             .changed()
         {
             if shown {
@@ -312,6 +331,7 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
         .into_iter()
         .filter(|(c, _)| !t.hidden.contains(c))
         .filter(|(c, _)| *c != SortColumn::Container || any_container)
+        .filter(|(c, _)| !t.recorded || c.recorded())
         .collect();
     let row_h = ui.text_style_height(&egui::TextStyle::Monospace) + 6.0;
     // A window starts with PID and Name in view: a sideways scroll restored from the last
@@ -404,6 +424,10 @@ fn filter_bar(ui: &mut Ui, t: &mut TableState<'_>, shown: usize) {
             t.filter.clear();
         }
         ui.label(RichText::new(format!("{shown} shown")).weak());
+        if t.recorded {
+            ui.label(RichText::new("GPU %, CPU and RSS: not in session logs").weak())
+                .on_hover_text("A session log keeps each process's GPU memory, not its share of the GPU, its CPU use or its host memory: those columns are shown live only.");
+        }
         ui.separator();
         let label = ui.label("Group");
         egui::ComboBox::from_id_salt("table-group")
@@ -511,7 +535,8 @@ fn header_cell(ui: &mut Ui, t: &mut TableState<'_>, col: SortColumn, title: &str
             *t.desc = col.numeric();
         }
     }
-    resp.context_menu(|ui| columns_menu(ui, t.hidden));
+    let recorded = t.recorded;
+    resp.context_menu(|ui| columns_menu(ui, t.hidden, recorded));
 }
 
 /// A group's header line; a click folds or unfolds it.
@@ -723,7 +748,7 @@ fn status_cell(ui: &mut Ui, r: &ProcessRow, c: &Cells<'_>) {
     }
     if let Some(park) = r.parked.filter(|_| !exited) {
         ui.add(
-            egui::Label::new(RichText::new(park.state.label()).color(widgets::PARKED))
+            egui::Label::new(RichText::new(park.short(c.now)).color(widgets::PARKED))
                 .truncate()
                 .selectable(false),
         )
@@ -796,18 +821,23 @@ fn action_badge(
     .on_hover_text(sentence);
 }
 
+/// Why a simulated process's Park and Resume are off.
+pub const SIMULATED_PARK: &str =
+    "A simulated process cannot be parked or resumed: no program stands behind it (the demo shows its scripted park).";
+
 /// A live process's right-click menu: park or resume, terminate, kill, details.
 fn row_menu(ui: &mut Ui, r: &ProcessRow, t: &mut TableState<'_>) {
     let key = r.series_key();
     ui.label(RichText::new(format!("{} · PID {}", r.info.name, r.key.pid)).strong());
     if let Some(request) = t.request.as_deref_mut() {
         let (label, action) = match r.parked {
-            Some(_) => ("Resume", crate::act::rules::Action::Resume),
+            Some(_) => ("Resume…", crate::act::rules::Action::Resume),
             None => ("Park…", crate::act::rules::Action::Park),
         };
         if ui
-            .button(label)
+            .add_enabled(!r.simulated, egui::Button::new(label))
             .on_hover_text("Park: move its GPU memory to host memory (it waits, not killed); Resume: back to the GPU")
+            .on_disabled_hover_text(SIMULATED_PARK)
             .clicked()
         {
             *request = Some((key, action));

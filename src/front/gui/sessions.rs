@@ -60,10 +60,26 @@ impl SessionView {
         self.snap.as_ref().map(|(_, s)| s)
     }
 
-    /// The process table at the slider.
+    /// The process table at the slider, each row's park as its sample there shows it.
     pub fn rows(&mut self) -> &[ProcessRow] {
         if self.rows.as_ref().is_none_or(|(t, _)| *t != self.t) {
-            self.rows = Some((self.t, self.monitor.rows_at(self.t)));
+            let mut rows = self.monitor.rows_at(self.t);
+            let parks: std::collections::HashMap<_, _> = self
+                .snapshot()
+                .map(|s| {
+                    s.processes
+                        .iter()
+                        .filter_map(|p| Some(((p.key(), p.device_index), p.parked?)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            for r in &mut rows {
+                r.parked = parks
+                    .get(&r.series_key())
+                    .copied()
+                    .filter(|_| r.exited_at_ms.is_none());
+            }
+            self.rows = Some((self.t, rows));
         }
         self.rows.as_ref().map_or(&[], |(_, r)| r.as_slice())
     }
@@ -124,8 +140,13 @@ pub struct SessionsUi {
     export_source: Option<ExportSource>,
     export_table: Option<Table>,
     pending_export: Option<ExportInput>,
-    /// Last message (export done, open failed, …) and whether it is an error.
+    /// The last export's result (done, or why not) and whether it is an error: shown in the
+    /// Export window until its input changes or it is opened again.
     pub message: Option<(String, bool)>,
+    /// Why the sessions folder could not be listed (shown in the browser).
+    pub list_error: Option<String>,
+    /// The Export window was open at the last frame (opening it clears the last result).
+    export_was_open: bool,
     /// Why the last file asked to be opened (or imported) could not be: the window shows it
     /// at once, until dismissed or another file opens.
     pub open_error: Option<String>,
@@ -342,8 +363,11 @@ impl SessionsUi {
     /// to show when one finished opening.
     pub fn poll(&mut self, ctx: &egui::Context, jobs: &JobBoard) -> Option<SessionAction> {
         match self.take(|s| &mut s.listing, jobs) {
-            Some(JobResult::Sessions(l)) => self.list = l,
-            Some(JobResult::Failed(e)) => self.message = Some((e, true)),
+            Some(JobResult::Sessions(l)) => {
+                self.list = l;
+                self.list_error = None;
+            }
+            Some(JobResult::Failed(e)) => self.list_error = Some(e),
             _ => {}
         }
         let typed = |purpose| PathEntry {
@@ -396,19 +420,14 @@ impl SessionsUi {
         }
         match self.take(|s| &mut s.opening, jobs)? {
             JobResult::Opened(Ok(opened)) => {
+                // Damage found in the file is in the status bar while it is shown.
                 let view = SessionView::of(&opened);
-                if !view.data.report.is_clean() {
-                    self.message = Some((
-                        format!("Opened with damage: {}", view.data.report.summary()),
-                        true,
-                    ));
-                }
                 self.browser_open = false;
                 self.open_error = None;
                 Some(SessionAction::Open(Box::new(view)))
             }
             JobResult::Opened(Err(e)) | JobResult::Failed(e) => {
-                self.message = Some((e.clone(), true));
+                // Said in the window's banner; the Export window keeps its own results.
                 self.open_error = Some(e);
                 None
             }
@@ -458,6 +477,10 @@ impl SessionsUi {
                 self.browser(ui, live_log.as_deref(), viewing.is_some(), &mut action)
             });
         self.browser_open = open;
+        if self.export_open && !self.export_was_open {
+            // Opened again: the last export's result is old news.
+            self.message = None;
+        }
         let mut open = self.export_open;
         egui::Window::new("Export to CSV")
             .open(&mut open)
@@ -465,6 +488,7 @@ impl SessionsUi {
             .default_pos([300.0, ctx.content_rect().min.y + 50.0])
             .show(ctx, |ui| self.export_window(ui, &live_log, &viewing, jobs));
         self.export_open = open;
+        self.export_was_open = open;
         action
     }
 
@@ -494,6 +518,11 @@ impl SessionsUi {
         ui.separator();
         if self.listing.is_some() {
             ui.label("Reading the sessions folder…");
+        } else if let Some(e) = &self.list_error {
+            ui.label(
+                RichText::new(format!("The sessions folder could not be read: {e}"))
+                    .color(widgets::warn(ui)),
+            );
         } else if self.list.is_empty() {
             ui.label("No recorded sessions yet. Sessions are recorded while the window runs, or with `vramwarden record`.");
         }
@@ -554,6 +583,7 @@ impl SessionsUi {
         } else {
             ExportSource::Live
         });
+        let before = (src, self.export_table);
         ui.label(RichText::new("Session").strong());
         ui.add_enabled_ui(live_log.is_some(), |ui| {
             ui.radio_value(&mut src, ExportSource::Live, "This run (live recording)");
@@ -575,6 +605,10 @@ impl SessionsUi {
                 Some(t),
                 format!("{} only", t.name()),
             );
+        }
+        if before != (src, self.export_table) {
+            // Another input: the last result was about the one before.
+            self.message = None;
         }
         ui.add_space(8.0);
         self.export_action(ui, src, live_log, viewing, jobs);

@@ -127,24 +127,26 @@ fn opt_text(
 /// pointer moves when a status appears).
 pub const STATUS_LINES: usize = 2;
 
-/// The status area: why Save is off (or the last value clamped), and the last save's result;
-/// always [`STATUS_LINES`] lines high, each cut to one line with its whole text on hover.
+/// The status area: why Save is off in words (its key in the file on hover), or the last
+/// value clamped, and the last save's result; always [`STATUS_LINES`] lines high, each cut to
+/// one line with its whole text on hover.
 fn status_lines(
     ui: &mut Ui,
-    cannot: Option<String>,
+    cannot: Option<(String, String)>,
     clamped: Option<&str>,
     message: Option<&(String, bool)>,
 ) {
     let warn = widgets::warn(ui);
     let first = cannot
-        .map(|t| RichText::new(t).color(warn))
-        .or_else(|| clamped.map(|c| RichText::new(c.to_string())));
+        .map(|(t, key)| (RichText::new(t.clone()).color(warn), format!("{t}\n{key}")))
+        .or_else(|| clamped.map(|c| (RichText::new(c.to_string()), c.to_string())));
     let second = message.map(|(m, err)| {
-        if *err {
+        let t = if *err {
             RichText::new(m).color(warn)
         } else {
             RichText::new(m)
-        }
+        };
+        (t, m.clone())
     });
     for line in [first, second] {
         let h = ui.text_style_height(&egui::TextStyle::Body);
@@ -154,9 +156,8 @@ fn status_lines(
             egui::Layout::left_to_right(egui::Align::Center),
             |ui| {
                 ui.set_min_size(egui::vec2(w, h));
-                if let Some(t) = line {
-                    let text = t.text().to_string();
-                    ui.add(egui::Label::new(t).truncate()).on_hover_text(text);
+                if let Some((t, hover)) = line {
+                    ui.add(egui::Label::new(t).truncate()).on_hover_text(hover);
                 }
             },
         );
@@ -391,9 +392,7 @@ impl SettingsUi {
                     }
                     ui.label(widgets::hint(path.display().to_string()));
                 });
-                let cannot = problems
-                    .first()
-                    .map(|(at, what)| format!("Cannot save yet: {at}: {what}"));
+                let cannot = super::settings_words::cannot_save(&self.draft);
                 status_lines(ui, cannot, self.clamped.as_deref(), self.message.as_ref());
                 ui.separator();
                 ui.horizontal_top(|ui| {
@@ -652,6 +651,24 @@ fn rules_list(
                 .show(ui, |ui| {
                     for (i, r) in c.rules.iter_mut().enumerate() {
                         ui.checkbox(&mut r.enabled, "on");
+                        // The row's buttons before its name: a long name never pushes them
+                        // out of the window.
+                        ui.horizontal(|ui| {
+                            for (label, what, hover) in [
+                                ("Up", "up", "Move this rule up (rules are checked in order)"),
+                                ("Down", "down", "Move this rule down"),
+                                ("Duplicate", "dup", "Add a copy of this rule below it"),
+                                (
+                                    "Delete",
+                                    "del",
+                                    "Remove this rule (Save to keep the change)",
+                                ),
+                            ] {
+                                if ui.button(label).on_hover_text(hover).clicked() {
+                                    op = Some((i, what));
+                                }
+                            }
+                        });
                         let bad = !r.problems().is_empty();
                         let mut name = RichText::new(&r.name);
                         if bad {
@@ -671,23 +688,6 @@ fn rules_list(
                             }
                             if bad {
                                 ui.label(RichText::new("invalid").color(widgets::warn(ui)).small());
-                            }
-                        });
-                        ui.horizontal(|ui| {
-                            // One font for the row's buttons (the rule's name beside them too).
-                            for (label, what, hover) in [
-                                ("Up", "up", "Move this rule up (rules are checked in order)"),
-                                ("Down", "down", "Move this rule down"),
-                                ("Duplicate", "dup", "Add a copy of this rule below it"),
-                                (
-                                    "Delete",
-                                    "del",
-                                    "Remove this rule (Save to keep the change)",
-                                ),
-                            ] {
-                                if ui.button(label).on_hover_text(hover).clicked() {
-                                    op = Some((i, what));
-                                }
                             }
                         });
                         ui.end_row();
