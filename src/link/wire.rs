@@ -239,14 +239,20 @@ impl WireView {
 
     /// True when this answer comes from another run of the agent than the View `m` holds
     /// (asked after `since`): the agent holds less history than the window asked after (its
-    /// ticks count from 0 again, so its history is sent from its start), or it records to
-    /// another session log.
+    /// ticks count from 0 again, so its history is sent from its start) and that history
+    /// begins after the window's ends, or it records to another session log. (History sent
+    /// again from an earlier point with earlier times is no new run: it is refused.)
     pub fn restarted(&self, m: &Monitor, since: u64) -> bool {
         let other_log = matches!(
             (&self.recording.path, &m.recording.path),
             (Some(a), Some(b)) if a != b
         );
-        self.history.from_tick < since || other_log
+        let begins_after = self
+            .history
+            .times
+            .first()
+            .is_some_and(|t| m.history.span().is_none_or(|(_, last)| *t > last));
+        (self.history.from_tick < since && begins_after) || other_log
     }
 
     /// True when its history reaches the agent's newest tick.
@@ -372,6 +378,8 @@ mod tests {
             .apply_after(&mut w, 0, T0 + 119_000)
             .expect("applied");
         assert!(since > 0);
+        // The same run's history sent again from its start is no new run (it is refused).
+        assert!(!WireView::of(&a, 0, 100_000).restarted(&w, since));
         // The demo agent restarted at 200 s: its processes start anew (new start times).
         let b = agent(T0 + 200_000, T0 + 200_000, 30);
         let v = WireView::of(&b, since, 100_000);
