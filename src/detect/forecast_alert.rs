@@ -4,7 +4,7 @@
 //! caller passes the snapshot (with [`crate::model::DeviceSample::time_to_full_s`] set by the
 //! leak watch) and the growing processes.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use crate::model::history::ProcSeriesKey;
 use crate::model::{Snapshot, UnixMs, MIB};
@@ -74,11 +74,11 @@ pub fn sentence(device: u32, full_in_s: Option<f64>, drivers: &[String]) -> Stri
 #[derive(Debug, Default)]
 pub struct ForecastWatch {
     minutes: f64,
-    active: HashMap<u32, (ForecastAlert, Option<UnixMs>)>,
+    active: crate::model::FastMap<u32, (ForecastAlert, Option<UnixMs>)>,
     /// Per GPU: since when its forecast has been within the warning time (not raised yet).
-    near_since: HashMap<u32, UnixMs>,
+    near_since: crate::model::FastMap<u32, UnixMs>,
     /// Per GPU: since when it has had a forecast at all (see [`ForecastWatch::hold`]).
-    standing_since: HashMap<u32, UnixMs>,
+    standing_since: crate::model::FastMap<u32, UnixMs>,
 }
 
 impl ForecastWatch {
@@ -86,9 +86,9 @@ impl ForecastWatch {
     pub fn new(minutes: f64) -> Self {
         Self {
             minutes,
-            active: HashMap::new(),
-            near_since: HashMap::new(),
-            standing_since: HashMap::new(),
+            active: crate::model::FastMap::default(),
+            near_since: crate::model::FastMap::default(),
+            standing_since: crate::model::FastMap::default(),
         }
     }
 

@@ -16,10 +16,10 @@
 //!
 //! Pure: time comes from the snapshots; the engine writes the events to the session log.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 
 use crate::model::history::ProcSeriesKey;
-use crate::model::{Snapshot, UnixMs, MIB};
+use crate::model::{FastMap, FastSet, Snapshot, UnixMs, MIB};
 use crate::session::{Event, OomHolder};
 
 /// A GPU at least this full (used / total, percent) counts as nearly full.
@@ -50,9 +50,9 @@ struct Held {
 #[derive(Default)]
 pub struct OomWatch {
     /// Per GPU: (time, used percent) over the last [`NEAR_FULL_WINDOW_MS`].
-    fill: HashMap<u32, VecDeque<(UnixMs, f64)>>,
+    fill: FastMap<u32, VecDeque<(UnixMs, f64)>>,
     /// Every process series of the previous sample.
-    held: HashMap<ProcSeriesKey, Held>,
+    held: FastMap<ProcSeriesKey, Held>,
 }
 
 impl OomWatch {
@@ -60,19 +60,19 @@ impl OomWatch {
     /// vanished while the GPU was nearly full.
     pub fn observe(&mut self, snap: &Snapshot) -> Vec<Event> {
         let now = snap.taken_at_ms;
-        let present: HashSet<ProcSeriesKey> = snap
+        let present: FastSet<ProcSeriesKey> = snap
             .processes
             .iter()
             .map(|p| (p.key(), p.device_index))
             .collect();
-        let listed: HashSet<u32> = snap
+        let listed: FastSet<u32> = snap
             .devices
             .iter()
             .filter(|d| d.process_list_error.is_none())
             .map(|d| d.index)
             .collect();
         // Processes gone from a GPU that is still there and listed.
-        let mut gone: HashMap<u32, Vec<ProcSeriesKey>> = HashMap::new();
+        let mut gone: FastMap<u32, Vec<ProcSeriesKey>> = FastMap::default();
         for k in self.held.keys() {
             if !present.contains(k) && listed.contains(&k.1) {
                 gone.entry(k.1).or_default().push(*k);
@@ -132,7 +132,7 @@ impl OomWatch {
         events
     }
 
-    fn remember(&mut self, snap: &Snapshot, present: &HashSet<ProcSeriesKey>) {
+    fn remember(&mut self, snap: &Snapshot, present: &FastSet<ProcSeriesKey>) {
         let now = snap.taken_at_ms;
         for d in &snap.devices {
             let f = self.fill.entry(d.index).or_default();

@@ -12,7 +12,7 @@ use crate::detect::forecast_alert::ForecastWatch;
 use crate::detect::oom_watch::OomWatch;
 use crate::engine::leak_watch::LeakWatch;
 use crate::engine::settings::Settings;
-use crate::engine::stages::guard::{gpu_facts, Findings};
+use crate::engine::stages::guard::{gpu_facts, who_of, Findings};
 use crate::model::history::ProcSeriesKey;
 use crate::model::outcome::Outcome;
 use crate::model::{ParkInfo, ParkState, Snapshot, UnixMs};
@@ -78,7 +78,7 @@ impl DryGuard {
         };
         let activity = &self.activity;
         let idle = |k: &ProcSeriesKey| activity.idle_ms(k, now).map(|ms| ms as f64 / 1000.0);
-        let facts = gpu_facts(snap, &found, &idle, &mut |_| None);
+        let facts = gpu_facts(snap, &found, &idle, &mut who_of, &mut |_| None);
         DryTick {
             steps: self.guard.decide(&facts, now),
             events,

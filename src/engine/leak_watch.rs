@@ -2,12 +2,10 @@
 //! on a GPU and one per GPU's ghost memory. Produces the session events and keeps the
 //! monitor's leak records current.
 
-use std::collections::{HashMap, HashSet};
-
 use crate::detect::leak::{Growing, LeakSettings, LeakTracker, Transition};
 use crate::engine::view::{LeakKey, LeakRecord, Monitor};
 use crate::model::history::ghosts_of;
-use crate::model::{Snapshot, MIB};
+use crate::model::{FastMap, FastSet, Snapshot, MIB};
 use crate::session::{Event, LeakInfo};
 
 struct Watched {
@@ -19,7 +17,7 @@ struct Watched {
 #[derive(Default)]
 pub struct LeakWatch {
     settings: LeakSettings,
-    series: HashMap<LeakKey, Watched>,
+    series: FastMap<LeakKey, Watched>,
     /// Per GPU, from the last forecast: since when the longest growth it counts has gone on.
     growth_since: Vec<(u32, crate::model::UnixMs)>,
 }
@@ -33,7 +31,7 @@ impl LeakWatch {
     pub fn new(settings: LeakSettings) -> Self {
         Self {
             settings,
-            series: HashMap::new(),
+            series: FastMap::default(),
             growth_since: Vec::new(),
         }
     }
@@ -47,15 +45,17 @@ impl LeakWatch {
     pub fn observe(&mut self, snap: &Snapshot) -> Vec<Event> {
         let now = snap.taken_at_ms;
         let mut events = Vec::new();
-        let mut seen: HashSet<LeakKey> =
-            HashSet::with_capacity(snap.processes.len() + snap.devices.len());
+        let mut seen: FastSet<LeakKey> = FastSet::with_capacity_and_hasher(
+            snap.processes.len() + snap.devices.len(),
+            Default::default(),
+        );
         let settings = self.settings;
         let mut feed = |key: LeakKey,
                         value_mib: f64,
                         cache_mib: Option<f64>,
                         settings: &LeakSettings,
                         make: &dyn Fn() -> LeakInfo,
-                        series: &mut HashMap<LeakKey, Watched>| {
+                        series: &mut FastMap<LeakKey, Watched>| {
             seen.insert(key);
             let w = series.entry(key).or_insert_with(|| {
                 let info = make();
@@ -193,7 +193,7 @@ impl LeakWatch {
     /// When each process series now leaking was flagged (for the rules' leak condition).
     pub fn leaking_since(
         &self,
-    ) -> HashMap<crate::model::history::ProcSeriesKey, crate::model::UnixMs> {
+    ) -> FastMap<crate::model::history::ProcSeriesKey, crate::model::UnixMs> {
         self.series
             .iter()
             .filter_map(|(k, w)| match (k, w.tracker.episode()) {
@@ -269,7 +269,7 @@ impl LeakWatch {
 
     /// How fast each process grows now (MiB/min): its leak's rate, or the rate of its growth
     /// not yet called a leak (the OOM guard picks the grower to pause by it).
-    pub fn process_rates(&self) -> HashMap<crate::model::history::ProcSeriesKey, f64> {
+    pub fn process_rates(&self) -> FastMap<crate::model::history::ProcSeriesKey, f64> {
         self.series
             .iter()
             .filter_map(|(k, w)| {

@@ -3,10 +3,9 @@
 //! set. One read per process per tick (a process on two GPUs is read once); only live host
 //! processes (simulated and recorded ones have none).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 
-use crate::model::{Origin, Snapshot, UnixMs};
+use crate::model::{FastMap, FastSet, Origin, Snapshot, UnixMs};
 
 pub use crate::host::cost::thread_cpu_ns;
 
@@ -17,7 +16,7 @@ pub struct ProcUsage {
     ticks_per_sec: f64,
     page_size: u64,
     /// pid → (start time, when read, user + system ticks).
-    last: HashMap<u32, (UnixMs, UnixMs, u64)>,
+    last: FastMap<u32, (UnixMs, UnixMs, u64)>,
 }
 
 impl Default for ProcUsage {
@@ -52,14 +51,14 @@ impl ProcUsage {
             root: root.into(),
             ticks_per_sec: if ticks > 0 { ticks as f64 } else { 100.0 },
             page_size: if page > 0 { page as u64 } else { 4096 },
-            last: HashMap::new(),
+            last: FastMap::default(),
         }
     }
 
     /// Fills `cpu_pct` and `rss_bytes` of the live processes in `snap`.
     pub fn sample(&mut self, snap: &mut Snapshot) {
         let now = snap.taken_at_ms;
-        let mut read: HashMap<u32, (Option<f32>, u64)> = HashMap::new();
+        let mut read: FastMap<u32, (Option<f32>, u64)> = FastMap::default();
         for p in snap
             .processes
             .iter_mut()
@@ -95,7 +94,7 @@ impl ProcUsage {
                 p.rss_bytes = Some(rss);
             }
         }
-        let alive: std::collections::HashSet<u32> = snap.processes.iter().map(|p| p.pid).collect();
+        let alive: FastSet<u32> = snap.processes.iter().map(|p| p.pid).collect();
         self.last.retain(|pid, _| alive.contains(pid));
     }
 }

@@ -20,8 +20,8 @@ pub struct ProcReader {
     root: PathBuf,
     boot_time_ms: Option<UnixMs>,
     ticks_per_sec: u64,
-    users: HashMap<u32, String>,
-    cache: HashMap<u32, (Arc<ProcInfo>, UnixMs)>,
+    users: crate::model::FastMap<u32, String>,
+    cache: crate::model::FastMap<u32, (Arc<ProcInfo>, UnixMs)>,
     containers: ContainerResolver,
 }
 
@@ -53,8 +53,8 @@ impl ProcReader {
             root,
             boot_time_ms,
             ticks_per_sec: if ticks > 0 { ticks as u64 } else { 100 },
-            users: HashMap::new(),
-            cache: HashMap::new(),
+            users: crate::model::FastMap::default(),
+            cache: crate::model::FastMap::default(),
             containers,
         }
     }
@@ -264,7 +264,7 @@ pub fn enrich(snap: &mut crate::model::Snapshot, procs: &mut ProcReader) {
         }
     }
     if !snap.processes.is_empty() {
-        let alive: std::collections::HashSet<u32> = snap.processes.iter().map(|p| p.pid).collect();
+        let alive: crate::model::FastSet<u32> = snap.processes.iter().map(|p| p.pid).collect();
         procs.retain(&|pid| alive.contains(&pid));
     }
 }

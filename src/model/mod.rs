@@ -39,6 +39,9 @@ where
 /// seeded at random per map, so keys read from a crafted session file cannot be aimed at it.
 pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
+/// The set beside [`FastMap`], for the engine's per-tick sets of processes and GPUs.
+pub type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
+
 /// One reading of every GPU and every process on them, taken at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {

@@ -2,7 +2,6 @@
 //! straight to the file (no user-space buffer), fsync'd at least every [`FSYNC_EVERY`] and on
 //! close.
 
-use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -14,7 +13,7 @@ use super::format::{
 };
 use super::{Event, Header, ProcDef};
 use crate::model::history::ProcSeriesKey;
-use crate::model::{Snapshot, UnixMs};
+use crate::model::{FastMap, Snapshot, UnixMs};
 
 /// Longest time between two fsyncs. Each record is written with its own `write(2)`, so a
 /// crash or kill -9 of vramwarden loses nothing; the fsync bounds what a power cut or a
@@ -49,8 +48,8 @@ pub struct SessionWriter {
     file: File,
     path: PathBuf,
     last_sync: Instant,
-    ids: HashMap<ProcSeriesKey, u32>,
-    defs: HashMap<u32, ProcDef>,
+    ids: FastMap<ProcSeriesKey, u32>,
+    defs: FastMap<u32, ProcDef>,
     live: Vec<ProcSeriesKey>,
     /// The park last written of each process that is parked (or being parked or resumed).
     parks: HashMap<u32, crate::model::ParkInfo>,
@@ -94,8 +93,8 @@ impl SessionWriter {
             file,
             path: path.to_path_buf(),
             last_sync: Instant::now(),
-            ids: HashMap::new(),
-            defs: HashMap::new(),
+            ids: FastMap::default(),
+            defs: FastMap::default(),
             live: Vec::new(),
             parks: HashMap::new(),
             samples: 0,

@@ -6,7 +6,9 @@
 use std::sync::Arc;
 
 use super::{host_name, GpuSource, SourceError};
-use crate::model::{DeviceSample, ProcInfo, ProcessSample, Snapshot, SourceInfo, UnixMs, MIB};
+use crate::model::{
+    DeviceSample, FastMap, ProcInfo, ProcessSample, Snapshot, SourceInfo, UnixMs, MIB,
+};
 
 /// How a simulated process's GPU memory evolves, in MiB, over seconds since it started.
 #[derive(Debug, Clone, PartialEq)]
@@ -135,10 +137,20 @@ pub struct SimSource {
     devices: Vec<SimDevice>,
     processes: Vec<SimProcess>,
     /// Scripted processes (by their first PID) that "run" the PyTorch companion.
-    torch: std::collections::HashMap<u32, SimTorch>,
+    torch: FastMap<u32, SimTorch>,
     /// Scripted parks (by first PID): parked from `.0` to `.1` seconds into every period of
     /// `.2` seconds (a simulated park shows what a park looks like; nothing is parked).
-    parks: std::collections::HashMap<u32, (f64, f64, f64)>,
+    parks: FastMap<u32, (f64, f64, f64)>,
+    /// Per device: its uuid and PCI bus id, made once (a driver source reads them once too).
+    ids: Vec<(String, String)>,
+}
+
+/// The uuid and PCI bus id of simulated GPU `i`.
+fn device_ids(i: usize) -> (String, String) {
+    (
+        format!("GPU-5137e0a1-0000-4000-8000-{:012x}", i + 1),
+        format!("00000000:{:02X}:00.0", 0x17 + i * 0x20),
+    )
 }
 
 fn info(
@@ -269,11 +281,8 @@ impl SimSource {
             },
         ];
         Self {
-            start_ms,
-            devices,
             processes,
-            torch: std::collections::HashMap::new(),
-            parks: std::collections::HashMap::new(),
+            ..Self::empty(start_ms, devices)
         }
         // The trainer's cache holds a third more than its tensors; the notebook's tensors
         // are what grows.
@@ -367,10 +376,11 @@ impl SimSource {
     pub fn empty(start_ms: UnixMs, devices: Vec<SimDevice>) -> Self {
         Self {
             start_ms,
+            ids: (0..devices.len()).map(device_ids).collect(),
             devices,
             processes: Vec::new(),
-            torch: std::collections::HashMap::new(),
-            parks: std::collections::HashMap::new(),
+            torch: FastMap::default(),
+            parks: FastMap::default(),
         }
     }
 
@@ -532,11 +542,12 @@ impl SimSource {
                 } else {
                     (busy[i] as i64 + jitter(now_ms / 1000, i as u64, 7)).clamp(0, 100) as u32
                 };
+                let (uuid, pci) = self.ids.get(i).cloned().unwrap_or_else(|| device_ids(i));
                 DeviceSample {
                     index: i as u32,
-                    uuid: format!("GPU-5137e0a1-0000-4000-8000-{:012x}", i + 1),
+                    uuid,
                     name: d.name.clone(),
-                    pci_bus_id: Some(format!("00000000:{:02X}:00.0", 0x17 + i * 0x20)),
+                    pci_bus_id: Some(pci),
                     memory_total_bytes: Some(d.total_mib * MIB),
                     memory_used_bytes: Some(used_mib * MIB),
                     memory_reserved_bytes: Some(d.reserved_mib * MIB),

@@ -5,18 +5,18 @@
 //! the GPU). The forecast's own rate is kept for the floor (`floor_free_mib`): under it, any
 //! growth the forecast sees makes the guard act at once.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use super::facts::GpuFacts;
 use crate::model::history::ProcSeriesKey;
-use crate::model::UnixMs;
+use crate::model::{FastMap, UnixMs};
 
 /// Seconds of samples kept per process.
 const WINDOW_MS: UnixMs = 6_000;
 
 /// Each process's recent samples: (time, bytes).
 #[derive(Debug, Default)]
-pub(super) struct Recent(HashMap<ProcSeriesKey, VecDeque<(UnixMs, u64)>>);
+pub(super) struct Recent(FastMap<ProcSeriesKey, VecDeque<(UnixMs, u64)>>);
 
 impl Recent {
     /// Takes in `g`'s samples and gives `g` with each process's growth (and the GPU's, their

@@ -96,7 +96,7 @@ pub struct ActionRunner {
     checks: Vec<PendingCheck>,
     answers: Vec<PendingAnswer>,
     /// Per GPU index: uuid and total memory, from the last snapshot seen ([`Self::observe`]).
-    gpus: std::collections::HashMap<u32, (String, Option<u64>)>,
+    gpus: crate::model::FastMap<u32, (String, Option<u64>)>,
     /// Where the companions' sockets are looked for; `None`: [`crate::act::torch::all_runtime_dirs`]
     /// at each action.
     companion_dirs: Option<Vec<std::path::PathBuf>>,
@@ -312,7 +312,7 @@ impl ActionRunner {
             pending: Vec::new(),
             checks: Vec::new(),
             answers: Vec::new(),
-            gpus: std::collections::HashMap::new(),
+            gpus: crate::model::FastMap::default(),
             companion_dirs: None,
             companion: super::companion_worker::Worker::default(),
             running: Vec::new(),

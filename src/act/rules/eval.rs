@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use super::model::{Action, Rule};
 use super::schedule::{Occurrence, Schedule};
 use crate::model::history::ProcSeriesKey;
-use crate::model::{Snapshot, UnixMs, MIB};
+use crate::model::{FastMap, FastSet, Snapshot, UnixMs, MIB};
 
 /// What a rule acts on.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -132,27 +132,27 @@ pub struct Planned {
 #[derive(Debug, Clone, Default)]
 pub struct Facts {
     /// Since when each leaking process series has been flagged.
-    pub leaking_since: HashMap<ProcSeriesKey, UnixMs>,
+    pub leaking_since: FastMap<ProcSeriesKey, UnixMs>,
 }
 
 /// Evaluation state carried between ticks.
 #[derive(Debug, Clone, Default)]
 pub struct RuleState {
-    held_since: HashMap<(String, TargetId), UnixMs>,
-    last_fired: HashMap<(String, TargetId), UnixMs>,
+    held_since: FastMap<(String, TargetId), UnixMs>,
+    last_fired: FastMap<(String, TargetId), UnixMs>,
     /// Per process: (last memory seen, last time it was busy or its memory changed).
-    activity: HashMap<ProcSeriesKey, (Option<u64>, UnixMs)>,
+    activity: FastMap<ProcSeriesKey, (Option<u64>, UnixMs)>,
     /// Per process and GPU: the PyTorch allocator's releasable cache (reserved − allocated),
     /// as its companion last reported it (see [`RuleState::set_releasable_cache`]).
-    releasable_cache: HashMap<ProcSeriesKey, u64>,
+    releasable_cache: FastMap<ProcSeriesKey, u64>,
     /// The local time zone's offset from UTC for schedules (`None`: the host's, read when a
     /// rule with a schedule is evaluated; see [`RuleState::set_utc_offset_s`]).
     utc_offset_s: Option<i32>,
     /// The schedule occurrence each rule last fired in, per target (once per occurrence).
-    schedule_fired: HashMap<(String, TargetId), Occurrence>,
+    schedule_fired: FastMap<(String, TargetId), Occurrence>,
     /// Per process and GPU: PyTorch's allocated bytes over the last [`GROWTH_WINDOW_MS`], as
     /// (time, bytes), from the snapshots' [`crate::model::TorchMem`] (see [`RuleState::observe`]).
-    allocated: HashMap<ProcSeriesKey, VecDeque<(UnixMs, u64)>>,
+    allocated: FastMap<ProcSeriesKey, VecDeque<(UnixMs, u64)>>,
 }
 
 /// How far back `allocated_growth_min_mib_per_min` looks: five minutes of readings.
@@ -166,7 +166,7 @@ pub const GROWTH_MIN_SPAN_MS: UnixMs = 60_000;
 /// companion answered this tick (its [`crate::model::ProcessSample::torch`]), for
 /// [`RuleState::set_releasable_cache`]. Stale entries (carried forward, not measured) are left
 /// out.
-pub fn releasable_cache_of(snap: &Snapshot) -> HashMap<ProcSeriesKey, u64> {
+pub fn releasable_cache_of(snap: &Snapshot) -> FastMap<ProcSeriesKey, u64> {
     snap.processes
         .iter()
         .filter(|p| !p.stale)
@@ -321,7 +321,7 @@ impl RuleState {
     /// from the companions (`crate::act::torch::Watch`); call once per tick before
     /// [`RuleState::evaluate`]. A process missing from `map` never matches
     /// `releasable_cache_min_mib`.
-    pub fn set_releasable_cache(&mut self, map: HashMap<ProcSeriesKey, u64>) {
+    pub fn set_releasable_cache(&mut self, map: FastMap<ProcSeriesKey, u64>) {
         self.releasable_cache = map;
     }
 
@@ -329,7 +329,7 @@ impl RuleState {
     /// condition uses, from a snapshot (call once per tick, before [`RuleState::evaluate`]).
     pub fn observe(&mut self, snap: &Snapshot) {
         let now = snap.taken_at_ms;
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = FastSet::default();
         for p in &snap.processes {
             let key = (p.key(), p.device_index);
             seen.insert(key);

@@ -3,8 +3,6 @@
 //! activity entries and session records when it ends. The driver calls are in
 //! [`crate::act::park`].
 
-use std::collections::{HashMap, HashSet};
-
 use super::activity::{Activity, Entry, ANSWER_FOLLOWS};
 use super::eval::{Planned, Target};
 use super::model::Action;
@@ -91,9 +89,9 @@ pub struct Parks {
     pending: Vec<Pending>,
     records: Vec<ParkRecord>,
     /// How many GPUs list each pid (a multi-GPU process is not parked).
-    gpus_of: HashMap<u32, usize>,
+    gpus_of: crate::model::FastMap<u32, usize>,
     /// GPUs that are MIG instances.
-    mig: HashSet<u32>,
+    mig: crate::model::FastSet<u32>,
 }
 
 impl Parks {

@@ -3,15 +3,13 @@
 //! executor (policy, dry run and identity checked there, as for every action), and tells it
 //! how each ended.
 
-use std::collections::HashMap;
-
 use crate::act::guard::{GpuFacts, Guard, ParkEnd, ProcFacts, Step, StepKind};
 use crate::act::rules::action::{ActionRunner, Activity, Safety};
 use crate::act::rules::eval::{find_process_target, Planned, RuleState};
 use crate::act::rules::park_action::{ParkKind, ParkRecord};
 use crate::act::rules::Action;
 use crate::model::history::ProcSeriesKey;
-use crate::model::{ProcessSample, Snapshot, UnixMs, MIB};
+use crate::model::{FastMap, ProcessSample, Snapshot, UnixMs, MIB};
 
 /// How long a "may it be parked" answer is reused (it reads `/proc`).
 const REFUSAL_TTL_MS: i64 = 10_000;
@@ -19,19 +17,62 @@ const REFUSAL_TTL_MS: i64 = 10_000;
 /// What the guard needs to know beside the sample.
 pub struct Findings<'a> {
     /// How fast each process grows now (MiB/min), from the leak watch.
-    pub growth: &'a HashMap<ProcSeriesKey, f64>,
+    pub growth: &'a FastMap<ProcSeriesKey, f64>,
     /// Since when each leaking process was flagged.
-    pub leaking: &'a HashMap<ProcSeriesKey, UnixMs>,
+    pub leaking: &'a FastMap<ProcSeriesKey, UnixMs>,
     /// The GPUs with a forecast alert raised.
     pub alerts: &'a [u32],
 }
 
+/// How the guard names a process: `python3 (PID 4242)`.
+pub fn who_of(p: &ProcessSample) -> String {
+    format!("{} (PID {})", name_of(p), p.pid)
+}
+
+fn name_of(p: &ProcessSample) -> &str {
+    p.info.as_deref().map_or("?", |i| i.name.as_str())
+}
+
+/// The guard's names of processes ([`who_of`]), made once per process and name rather than
+/// on every tick.
+#[derive(Debug, Default)]
+pub struct Names(crate::model::FastMap<ProcSeriesKey, (String, String)>);
+
+impl Names {
+    /// [`who_of`]`(p)`, from the cache while the process keeps its name.
+    pub fn who(&mut self, p: &ProcessSample) -> String {
+        let name = name_of(p);
+        let (cached, who) = self
+            .0
+            .entry((p.key(), p.device_index))
+            .or_insert_with(|| (name.to_string(), who_of(p)));
+        if cached != name {
+            *cached = name.to_string();
+            *who = who_of(p);
+        }
+        who.clone()
+    }
+
+    /// Forgets the processes not in `snap` once the cache holds twice as many as it lists.
+    fn trim(&mut self, snap: &Snapshot) {
+        if self.0.len() > 2 * snap.processes.len() + 16 {
+            let listed: crate::model::FastSet<ProcSeriesKey> = snap
+                .processes
+                .iter()
+                .map(|p| (p.key(), p.device_index))
+                .collect();
+            self.0.retain(|k, _| listed.contains(k));
+        }
+    }
+}
+
 /// The guard's facts per GPU from `snap` and the detectors' findings; `idle_s` says how long
-/// a process has been GPU-idle, `unparkable` why it may not be parked.
+/// a process has been GPU-idle, `who` names it, `unparkable` says why it may not be parked.
 pub fn gpu_facts(
     snap: &Snapshot,
     found: &Findings,
     idle_s: &dyn Fn(&ProcSeriesKey) -> Option<f64>,
+    who: &mut dyn FnMut(&ProcessSample) -> String,
     unparkable: &mut dyn FnMut(&ProcessSample) -> Option<String>,
 ) -> Vec<GpuFacts> {
     let now = snap.taken_at_ms;
@@ -58,10 +99,9 @@ pub fn gpu_facts(
             continue;
         };
         let key = (p.key(), p.device_index);
-        let name = p.info.as_deref().map_or("?", |i| i.name.as_str());
         g.procs.push(ProcFacts {
             key,
-            who: format!("{name} (PID {})", p.pid),
+            who: who(p),
             bytes: p.used_bytes.unwrap_or(0),
             growth_bytes_s: found
                 .growth
@@ -92,7 +132,8 @@ pub fn gpu_facts(
 pub struct GuardStage {
     /// The guard.
     pub guard: Guard,
-    refusals: HashMap<ProcSeriesKey, (UnixMs, Option<String>)>,
+    refusals: crate::model::FastMap<ProcSeriesKey, (UnixMs, Option<String>)>,
+    names: Names,
 }
 
 impl GuardStage {
@@ -187,11 +228,15 @@ impl GuardStage {
         let idle = |k: &ProcSeriesKey| state.idle_ms(k, now).map(|ms| ms as f64 / 1000.0);
         // A guard turned off reads nothing of /proc for its "cannot" list.
         let enabled = self.guard.settings().enabled;
-        gpu_facts(snap, found, &idle, &mut |p| {
+        let mut names = std::mem::take(&mut self.names);
+        names.trim(snap);
+        let facts = gpu_facts(snap, found, &idle, &mut |p| names.who(p), &mut |p| {
             enabled
                 .then(|| self.unparkable(p, runner, safety, now))
                 .flatten()
-        })
+        });
+        self.names = names;
+        facts
     }
 
     /// Why `p` may not be parked (policy and the driver's preconditions), cached a while.
@@ -217,5 +262,65 @@ impl GuardStage {
         let why = runner.would_refuse(&planned, safety);
         self.refusals.insert(key, (now, why.clone()));
         why
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ProcInfo, ProcessKey};
+    use std::sync::Arc;
+
+    fn proc(pid: u32, start: UnixMs, name: Option<&str>) -> ProcessSample {
+        ProcessSample {
+            pid,
+            info: name.map(|n| {
+                Arc::new(ProcInfo {
+                    name: n.into(),
+                    start_time_ms: start,
+                    ..ProcInfo::default()
+                })
+            }),
+            ..ProcessSample::default()
+        }
+    }
+
+    #[test]
+    fn names_are_made_once_per_process_and_name_and_equal_who_of() {
+        let mut names = Names::default();
+        let a = proc(7, 1_000, Some("python3"));
+        assert_eq!(names.who(&a), "python3 (PID 7)");
+        assert_eq!(names.who(&a), who_of(&a));
+        assert_eq!(names.who(&proc(8, 0, None)), "? (PID 8)");
+        // The process renames itself (its facts read again): the new name is used.
+        assert_eq!(
+            names.who(&proc(9, 2_000, Some("python3"))),
+            "python3 (PID 9)"
+        );
+        assert_eq!(
+            names.who(&proc(9, 2_000, Some("trainer"))),
+            "trainer (PID 9)"
+        );
+        // A reused PID (another start time) is another process.
+        let reused = proc(7, 5_000, Some("bash"));
+        assert_eq!(names.who(&reused), "bash (PID 7)");
+        assert_eq!(names.who(&a), "python3 (PID 7)");
+        // Once it holds far more than the sample lists, the cache keeps only those listed.
+        for pid in 100..140 {
+            names.who(&proc(pid, 1, Some("x")));
+        }
+        let snap = Snapshot {
+            processes: vec![a.clone()],
+            ..Snapshot::default()
+        };
+        names.trim(&snap);
+        assert_eq!(names.0.len(), 1);
+        assert!(names.0.contains_key(&(
+            ProcessKey {
+                pid: 7,
+                start_time_ms: 1_000
+            },
+            0
+        )));
     }
 }

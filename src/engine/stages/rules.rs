@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use crate::act::rules::action::{ActionRunner, Activity, Safety};
 use crate::act::rules::eval::{CompiledRule, Facts, RuleState};
 use crate::model::history::ProcSeriesKey;
-use crate::model::{Snapshot, UnixMs};
+use crate::model::{FastMap, Snapshot, UnixMs};
 
 /// The rules in force and what acts on them.
 #[derive(Default)]
@@ -57,8 +57,8 @@ impl Rules {
     pub fn run(
         &mut self,
         snap: &Snapshot,
-        leaking: HashMap<ProcSeriesKey, UnixMs>,
-        growth: &HashMap<ProcSeriesKey, f64>,
+        leaking: FastMap<ProcSeriesKey, UnixMs>,
+        growth: &FastMap<ProcSeriesKey, f64>,
         alerts: &[u32],
         now: UnixMs,
     ) -> Vec<Activity> {

@@ -3,13 +3,13 @@
 //! by processes not running here (orphans). They give events for the log and the View, and
 //! notices and alerts through the tick's [`Outbox`].
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use super::outbox::Outbox;
 use crate::engine::leak_watch::LeakWatch;
 use crate::engine::view::{LeakKey, Monitor};
 use crate::model::history::ProcSeriesKey;
-use crate::model::{Snapshot, UnixMs};
+use crate::model::{FastMap, Snapshot, UnixMs};
 use crate::session::Event;
 
 /// The detectors and their state across ticks.
@@ -41,9 +41,9 @@ pub struct Watched {
     /// GPUs with memory held by processes not running here.
     pub orphans: Vec<crate::detect::orphans::OrphanGpu>,
     /// The processes leaking now, since when (for the rules).
-    pub leaking: HashMap<ProcSeriesKey, UnixMs>,
+    pub leaking: FastMap<ProcSeriesKey, UnixMs>,
     /// How fast each process grows now, MiB/min (for the OOM guard).
-    pub growth: HashMap<ProcSeriesKey, f64>,
+    pub growth: FastMap<ProcSeriesKey, f64>,
 }
 
 impl Watches {
