@@ -52,7 +52,7 @@ pub struct SessionWriter {
     defs: FastMap<u32, ProcDef>,
     live: Vec<ProcSeriesKey>,
     /// The park last written of each process that is parked (or being parked or resumed).
-    parks: HashMap<u32, crate::model::ParkInfo>,
+    parks: FastMap<u32, crate::model::ParkInfo>,
     samples: u64,
     bytes: u64,
     scratch: Vec<u8>,
@@ -96,7 +96,7 @@ impl SessionWriter {
             ids: FastMap::default(),
             defs: FastMap::default(),
             live: Vec::new(),
-            parks: HashMap::new(),
+            parks: FastMap::default(),
             samples: 0,
             bytes: 0,
             scratch: Vec::new(),
