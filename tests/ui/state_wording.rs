@@ -278,6 +278,13 @@ fn settings_say_what_blocks_saving_in_words_and_keep_rule_buttons_in_view() {
     h.get_by_label("Add the example: idle 30 min holding > 8 GiB, terminate")
         .click();
     h.run();
+    // The rule's memory size is edited in GiB: 8 GiB, not 8192 (MiB).
+    let sizes: Vec<f64> = h
+        .get_all_by_role(egui::accesskit::Role::SpinButton)
+        .filter_map(|n| n.accesskit_node().numeric_value())
+        .collect();
+    assert!(sizes.contains(&8.0), "{sizes:?}");
+    assert!(!sizes.contains(&8192.0), "{sizes:?}");
     h.state_mut().settings_ui.draft.cleanup.rules[0].name =
         "Idle holder on the shared training nodes of the vision team, weekends included".into();
     h.run();

@@ -77,7 +77,8 @@ pub enum SettingsAction {
     Save(Box<Settings>),
 }
 
-/// A condition with a number; its own problems (key `key`) right under it.
+/// A condition with a number (a memory size, given in MiB, shown and edited in GiB); its own
+/// problems (key `key`) right under it.
 fn opt_num(
     ui: &mut Ui,
     label: &str,
@@ -91,8 +92,26 @@ fn opt_num(
         if ui.checkbox(&mut on, label).changed() {
             *v = on.then_some(v.unwrap_or(default));
         }
-        if let Some(x) = v.as_mut() {
-            ui.add(egui::DragValue::new(x).speed(1.0).suffix(suffix));
+        match v.as_mut() {
+            // A size of GPU memory is edited in GiB (the rule keeps MiB).
+            Some(x) if suffix == " MiB" => {
+                let mut gib = *x / 1024.0;
+                if ui
+                    .add(
+                        egui::DragValue::new(&mut gib)
+                            .speed(0.1)
+                            .max_decimals(2)
+                            .suffix(" GiB"),
+                    )
+                    .changed()
+                {
+                    *x = gib * 1024.0;
+                }
+            }
+            Some(x) => {
+                ui.add(egui::DragValue::new(x).speed(1.0).suffix(suffix));
+            }
+            None => {}
         }
     });
     field_errors(ui, problems, &[key]);
