@@ -455,3 +455,132 @@ fn the_agents_own_dry_run_wins_over_the_client() {
     let _ = child.wait();
     assert!(agent.stop());
 }
+
+/// A park is long work: the agent answers 202 "accepted" with the command's id at once, and
+/// its final reply (here the driver's no: no `libcuda`, or no CUDA context in `sleep`) comes
+/// under that id, from `GET /api/v1/command/ID` and in the View's `replies`; a window attached
+/// through the remote link gets it under its own command's id.
+#[test]
+fn a_park_is_accepted_and_its_final_reply_is_obtained_under_its_id() {
+    use vramwarden::engine::command::Stage;
+    use vramwarden::link::EngineLink;
+    let mut child = sleeper();
+    let (agent, dir) = agent_on(&child, ACTING);
+    let token = std::fs::read_to_string(dir.path().join("agent.token")).expect("token");
+    let auth = format!("Bearer {}", token.trim());
+    let start = start_time_of(&agent, child.id());
+    let body = format!(
+        r#"{{"action":"park","pid":{},"start_time":{start}}}"#,
+        child.id()
+    );
+    let r = request(
+        agent.addr,
+        "POST",
+        "/api/v1/command",
+        &[("Authorization", &auth)],
+        body.as_bytes(),
+    );
+    assert_eq!(r.status, 202, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["stage"], "accepted", "{v}");
+    assert_eq!(v["api_version"], vramwarden::link::wire::API_VERSION);
+    let id = v["id"].as_u64().expect("an id");
+    let path = format!("/api/v1/command/{id}");
+    let last = wait_for(Duration::from_secs(20), "the park's final reply", || {
+        let r = request(agent.addr, "GET", &path, &[("Authorization", &auth)], b"");
+        (r.status != 202).then_some(r)
+    });
+    let f = last.json();
+    assert!(matches!(last.status, 403 | 500), "{}", last.text());
+    assert_eq!(f["id"].as_u64(), Some(id), "{f}");
+    assert!(f.get("stage").is_none(), "final: {f}");
+    assert!(f["seconds"].as_f64().is_some(), "{f}");
+    assert!(
+        f["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("park of sleep (PID")),
+        "{f}"
+    );
+    // The same final reply in the View, for attached windows.
+    let view = request(
+        agent.addr,
+        "GET",
+        "/api/view",
+        &[("Authorization", &auth)],
+        b"",
+    );
+    let replies = view.json()["replies"].clone();
+    assert!(
+        replies
+            .as_array()
+            .is_some_and(|a| a.iter().any(|r| r["id"].as_u64() == Some(id))),
+        "{replies}"
+    );
+    // Unknown and malformed ids.
+    let r = request(
+        agent.addr,
+        "GET",
+        "/api/v1/command/999999",
+        &[("Authorization", &auth)],
+        b"",
+    );
+    assert_eq!(r.status, 404);
+    let r = request(
+        agent.addr,
+        "GET",
+        "/api/v1/command/x",
+        &[("Authorization", &auth)],
+        b"",
+    );
+    assert_eq!(r.status, 400);
+    let r = request(agent.addr, "GET", &path, &[], b"");
+    assert_eq!(r.status, 401);
+
+    // A window attached through the remote link: accepted, then the final reply under the
+    // window's own id.
+    let shared =
+        vramwarden::engine::shared::Shared::new(vramwarden::engine::view::Monitor::new(200, 100));
+    let link = vramwarden::link::remote::RemoteLink::connect(
+        &format!("http://{}", agent.addr),
+        token.trim().to_string(),
+        shared,
+        std::sync::Arc::new(|| {}),
+    )
+    .expect("connect");
+    let key = (
+        vramwarden::model::ProcessKey {
+            pid: child.id(),
+            start_time_ms: start,
+        },
+        0,
+    );
+    let sent = link.send(vramwarden::engine::EngineCommand::Manual {
+        key,
+        action: vramwarden::act::rules::Action::Park,
+    });
+    let mut got = Vec::new();
+    wait_for(Duration::from_secs(20), "the link's final reply", || {
+        got.extend(link.take_replies());
+        got.iter().any(|r| r.answer.is_final()).then_some(())
+    });
+    assert!(got.iter().all(|r| r.id == sent), "{got:?}");
+    assert_eq!(got[0].answer.stage, Stage::Accepted, "{got:?}");
+    let fin = got.last().expect("final");
+    assert!(
+        fin.answer.is_final() && fin.answer.seconds.is_some(),
+        "{fin:?}"
+    );
+    assert!(fin.answer.detail.ends_with("(on the agent)"), "{fin:?}");
+    assert!(
+        matches!(
+            fin.answer.outcome,
+            vramwarden::model::outcome::Outcome::Failed
+                | vramwarden::model::outcome::Outcome::Skipped
+        ),
+        "{fin:?}"
+    );
+    drop(link);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(agent.stop());
+}

@@ -273,9 +273,10 @@ fn sessions_agent(download: impl Fn() -> Answer + Send + Sync + 'static, listed:
             r#"{{"folder":"/x","sessions":[{{"name":"{NAME}","size_bytes":{listed},"modified_ms":0,"started_ms":null,"duration_ms":null,"host":"gpu","devices":1}}]}}"#
         )),
         ("GET", p) if p.starts_with("/api/v1/sessions/") => download(),
-        ("POST", "/api/v1/command") => {
-            Answer::Json(r#"{"outcome":"acted","detail":"sent SIGKILL"}"#.into())
-        }
+        ("POST", "/api/v1/command") => Answer::Json(
+            r#"{"api_version":3,"id":9,"what":"kill","outcome":"acted","detail":"sent SIGKILL"}"#
+                .into(),
+        ),
         _ => Answer::Json(reply_with(|_| {})),
     }))
 }
@@ -460,7 +461,7 @@ fn a_hanging_download_never_delays_a_kill() {
 #[test]
 fn hostile_views_are_refused_by_field_and_the_window_keeps_its_last_good_one() {
     let cases: Vec<(Edit, &str)> = vec![
-        (Box::new(|v| v["api_version"] = 3.into()), "api_version"),
+        (Box::new(|v| v["api_version"] = 99.into()), "api_version"),
         (
             // A count far over the caps: refused before anything is expanded.
             Box::new(|v| v["history"]["devices"][0] = serde_json::json!([[5, 4_000_000_000u32]])),

@@ -262,6 +262,7 @@ fn end(pid: u32, resume: bool, bytes: u64, seconds: f64) -> ParkEnd {
         bytes: Some(bytes),
         seconds,
         stranded: false,
+        refused: false,
         detail: "stand-in".into(),
     }
 }

@@ -101,12 +101,19 @@ fn a_park_of_a_real_process_goes_through_the_checks_and_the_driver_says_no() {
         assert!(started.elapsed() < Duration::from_secs(20), "no answer");
         std::thread::sleep(Duration::from_millis(20));
     };
-    assert_eq!(answer.outcome, Outcome::Failed, "{}", answer.detail);
-    assert!(
-        answer.detail.contains("libcuda.so.1") || answer.detail.contains("not a CUDA process"),
-        "{}",
-        answer.detail
-    );
+    // No driver here: the park failed; with one, `sleep` is no CUDA process: refused,
+    // nothing was changed.
+    match answer.outcome {
+        Outcome::Failed => assert!(answer.detail.contains("libcuda.so.1"), "{}", answer.detail),
+        Outcome::Skipped => assert!(
+            answer
+                .detail
+                .contains("was refused, nothing was changed: not a CUDA process"),
+            "{}",
+            answer.detail
+        ),
+        other => panic!("{other:?}: {}", answer.detail),
+    }
     assert!(runner.take_park_records().iter().all(|r| !r.ok));
     // Nothing is parked: the sample is left as the driver gave it.
     let mut snap = Snapshot::default();

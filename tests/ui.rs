@@ -23,6 +23,8 @@ mod menus;
 mod repaint;
 #[path = "ui/state_wording.rs"]
 mod state_wording;
+#[path = "ui/replies.rs"]
+mod replies;
 #[path = "ui/warnings.rs"]
 mod warnings;
 
@@ -1032,7 +1034,7 @@ fn release_cached_memory_asks_first_and_reaches_the_engine() {
         h.run();
     }
     // The trainer's row says so too, from the engine's reply.
-    h.get_by_label("✖ not done");
+    h.get_by_label("✖ refused: simulated process: nothing was sent");
     // The limit control asks too, naming the size.
     h.get_by_label("Set limit").click();
     h.run();
@@ -1643,7 +1645,7 @@ fn value_axes_have_at_least_three_distinct_labels() {
 
 /// Terminates the notebook (PID 51877) from its detail pane, confirmed, and runs the frames
 /// that bring the reply back. The demo's window has no engine ([`Backend::detached`]): it
-/// answers the action itself, "not done", through the same reply path as an engine.
+/// answers the action itself, refused, through the same reply path as an engine.
 fn act_on_the_notebook(h: &mut Harness<'static, VramApp>) {
     if h.query_by_label("python3 · PID 51877").is_none() {
         h.get_by_label("51877").click();
@@ -1693,7 +1695,7 @@ fn the_detail_pane_fits_at_1280x800_with_a_legend() {
         plain.get_by_label(series);
     }
     act_on_the_notebook(&mut plain);
-    plain.get_by_label_contains(&format!("not done — {}", vramwarden::front::gui::NO_ENGINE));
+    plain.get_by_label_contains(&format!("refused — {}", vramwarden::front::gui::NO_ENGINE));
     let r2 = plain.state().detail_plot_rect().expect("drawn");
     assert_eq!(r.top(), r2.top(), "the result moved the graph");
     assert_eq!(r.height(), r2.height());
@@ -1706,10 +1708,11 @@ fn the_detail_pane_fits_at_1280x800_with_a_legend() {
 fn a_row_shows_the_result_of_its_last_action() {
     let mut h = harness(demo_app(120));
     h.run();
-    assert!(h.query_by_label("✖ not done").is_none());
+    let refused = format!("✖ refused: {}", vramwarden::front::gui::NO_ENGINE);
+    assert!(h.query_by_label(&refused).is_none());
     act_on_the_notebook(&mut h);
-    h.get_by_label("✖ not done");
-    assert_eq!(h.query_all_by_label("✖ not done").count(), 1);
+    h.get_by_label(&refused);
+    assert_eq!(h.query_all_by_label(&refused).count(), 1);
     // Issue 40: the words are in the Status column; the Name column keeps the name, with a
     // sign before it.
     let header = |h: &Harness<'static, VramApp>, name: &str| {
@@ -1720,7 +1723,7 @@ fn a_row_shows_the_result_of_its_last_action() {
             .unwrap_or_else(|| panic!("no {name} header"))
     };
     let mark = h.get_by_label("✖").rect();
-    let words = h.get_by_label("✖ not done").rect();
+    let words = h.get_by_label(&refused).rect();
     assert!(
         words.left() >= header(&h, "Status").left() - 1.0,
         "the words in the Status column: {words:?}"
@@ -1734,10 +1737,10 @@ fn a_row_shows_the_result_of_its_last_action() {
             .any(|n| (n.rect().center().y - mark.center().y).abs() < 3.0),
         "the name beside the sign"
     );
-    // The whole sentence in the detail pane; the reply's toast as well.
+    // The whole sentence in the detail pane; the reply's toast and the row as well.
     let why = vramwarden::front::gui::NO_ENGINE;
-    h.get_by_label_contains(&format!("not done — {why}"));
-    assert_eq!(h.query_all_by_label_contains(why).count(), 2);
+    h.get_by_label_contains(&format!("refused — {why}"));
+    assert_eq!(h.query_all_by_label_contains(why).count(), 3);
 }
 
 /// A saved host can be forgotten from the host selector (a mistyped address does not stay).

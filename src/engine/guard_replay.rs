@@ -251,6 +251,7 @@ fn settle(dry: &mut DryGuard, virtuals: &mut Vec<Virtual>, now: UnixMs) {
                 bytes: Some(v.bytes),
                 seconds: (v.ends_ms - v.since_ms) as f64 / 1000.0,
                 stranded: false,
+                refused: false,
                 detail: "what-if".into(),
             },
             now,

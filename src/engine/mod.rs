@@ -93,6 +93,15 @@ pub fn test_rule(
         .collect()
 }
 
+/// The words of an accepted command's reply: its activity entry's, without the "its answer
+/// follows" the log ends it with (the reply's stage says so).
+fn in_progress(detail: &str) -> String {
+    detail
+        .strip_suffix(crate::act::rules::action::ANSWER_FOLLOWS)
+        .map_or(detail, |d| d.trim_end_matches("; "))
+        .to_string()
+}
+
 /// Requests from a front end, applied by the engine on its thread.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EngineCommand {
@@ -138,6 +147,9 @@ pub struct Engine {
     session: Option<PathBuf>,
     /// The source builds the history (see [`EngineBuilder::history_by_source`]).
     history_by_source: bool,
+    /// Final replies to accepted commands whose work ended, until the front end's loop takes
+    /// them ([`Engine::take_replies`]).
+    late_replies: Vec<command::CommandReply>,
 }
 
 impl Engine {
@@ -172,6 +184,7 @@ impl Engine {
             read_only: false,
             session: None,
             history_by_source: false,
+            late_replies: Vec::new(),
         }
     }
 
@@ -275,8 +288,28 @@ impl Engine {
         self.recorder.source = Some(info);
     }
 
-    /// Applies a front end's request and says how it ended (the link's reply).
+    /// Applies a front end's request and says how it ended (the link's reply), under a new
+    /// command id: see [`Engine::command_under`].
     pub fn command(&mut self, c: EngineCommand, now: UnixMs) -> command::Answer {
+        self.command_under(command::CommandId::next(), c, now)
+    }
+
+    /// Final replies to accepted commands whose work (a park, a resume, a companion's answer)
+    /// ended since the last call; the sampler hands them to its front end after each tick.
+    pub fn take_replies(&mut self) -> Vec<command::CommandReply> {
+        std::mem::take(&mut self.late_replies)
+    }
+
+    /// Applies a front end's request, sent as command `id`, and says how it ended (the link's
+    /// reply), or, for work that ends later (a park, a resume, a companion's answer), that it
+    /// was accepted: its final reply then comes under `id` from a later tick
+    /// ([`Engine::take_replies`], and the View's `replies`).
+    pub fn command_under(
+        &mut self,
+        id: command::CommandId,
+        c: EngineCommand,
+        now: UnixMs,
+    ) -> command::Answer {
         use crate::model::outcome::Outcome;
         if let EngineCommand::TestRule { rule, safety } = &c {
             let safety = safety.clone().unwrap_or_else(|| self.rules.safety.clone());
@@ -306,7 +339,7 @@ impl Engine {
                 self.apply_settings(&s);
                 return command::Answer::new(Outcome::Acted, "settings applied");
             }
-            EngineCommand::Manual { key, action } => return self.manual(key, action, now),
+            EngineCommand::Manual { key, action } => return self.manual(id, key, action, now),
             EngineCommand::TestRule { .. } => {
                 return command::Answer::new(Outcome::Failed, "internal error: a rule test")
             }
@@ -327,6 +360,7 @@ impl Engine {
     /// acted on.
     fn manual(
         &mut self,
+        id: command::CommandId,
         key: crate::model::history::ProcSeriesKey,
         action: crate::act::rules::Action,
         now: UnixMs,
@@ -356,7 +390,13 @@ impl Engine {
             protected: self.rules.safety.protected.clone(),
         };
         let a = self.rules.runner.run(&p, &safety, now);
-        let answer = command::Answer::new(a.outcome, a.detail.clone());
+        let started = a.entry == crate::act::rules::action::Entry::Asked
+            && self.rules.runner.answer_under(&p.action, &key, id);
+        let answer = if started {
+            command::Answer::accepted(in_progress(&a.detail))
+        } else {
+            command::Answer::new(a.outcome, a.detail.clone())
+        };
         self.log_activity(vec![a]);
         answer
     }
@@ -410,6 +450,14 @@ impl Engine {
         self.recorder.parks(parks);
         drop(record);
         out.activity(&acts);
+        let replies = self.rules.runner.take_concluded();
+        self.late_replies.extend(replies.iter().cloned());
+        // A loop that never takes them (a test's, a headless run's) keeps the newest only.
+        let over = self
+            .late_replies
+            .len()
+            .saturating_sub(command::REPLIES_KEPT);
+        self.late_replies.drain(..over);
         // The rules decided on the forecast as it is; the View shows it once it has stood
         // the alerts' hold (no card warns of a burst the banner stays quiet about).
         self.watches.hold_forecasts(&mut snap);
@@ -427,6 +475,7 @@ impl Engine {
                 guard: self.rules.guard_status(),
                 recording: self.recorder.status(error),
                 notices: out.notices,
+                replies,
             },
             |m| watches.publish(m, &events, orphans),
         );

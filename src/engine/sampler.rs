@@ -91,6 +91,10 @@ impl SamplerHandle {
                     crate::engine::tick_loop::Clock::Wall,
                     |engine, source, due| {
                         let after = cost::span(Part::AfterTick);
+                        // The final replies of accepted commands whose work ended this tick.
+                        for r in engine.take_replies() {
+                            answered.push(r);
+                        }
                         notify();
                         drop(after);
                         // Commands are taken while waiting for the next sample.
@@ -103,7 +107,7 @@ impl SamplerHandle {
                                 Err(RecvTimeoutError::Disconnected) => return false,
                                 Ok(Control::Command(id, c)) => {
                                     let what = c.label();
-                                    let answer = engine.command(c, now_ms());
+                                    let answer = engine.command_under(id, c, now_ms());
                                     answered.push(crate::engine::command::CommandReply {
                                         id,
                                         what,
@@ -158,6 +162,12 @@ impl SamplerHandle {
     /// The engine's replies since the last call, oldest first.
     pub fn take_replies(&self) -> Vec<crate::engine::command::CommandReply> {
         self.replies.take()
+    }
+
+    /// Where the engine's replies wait (for a front end that waits on one command's,
+    /// [`crate::engine::command::Replies::wait_take`]).
+    pub fn replies(&self) -> Arc<crate::engine::command::Replies> {
+        self.replies.clone()
     }
 
     /// Asks the thread to stop and waits up to `timeout` for it; returns whether it ended.

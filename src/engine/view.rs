@@ -188,6 +188,9 @@ fn series_value(s: &crate::model::history::Series, tk: u64) -> Option<u64> {
         .map(|v| u64::from(v) * crate::model::MIB)
 }
 
+/// Most final replies the View keeps ([`Monitor::replies`]).
+pub const REPLIES_SHOWN: usize = 64;
+
 /// Everything the front ends read: the View. Plain data (serializable with serde; its maps
 /// keyed by process are written as lists of pairs), published by the engine through
 /// [`crate::engine::shared::Shared`] as a copy per change.
@@ -230,6 +233,10 @@ pub struct Monitor {
     pub notices: VecDeque<(UnixMs, String)>,
     /// What rules and manual actions did, newest last.
     pub activity: VecDeque<crate::act::rules::action::Activity>,
+    /// The final replies to commands that were accepted first (a park, a resume, a
+    /// companion's answer), newest last, at most [`REPLIES_SHOWN`]: what an agent's View
+    /// carries to the window that sent them.
+    pub replies: VecDeque<crate::model::reply::CommandReply>,
     /// When each process was last GPU-busy or changed its memory (for idle conditions).
     #[serde(serialize_with = "crate::model::serialize_entries")]
     pub last_active: HashMap<ProcSeriesKey, UnixMs>,
@@ -264,6 +271,7 @@ impl Monitor {
             orphans: Vec::new(),
             notices: VecDeque::new(),
             activity: VecDeque::new(),
+            replies: VecDeque::new(),
             last_active: HashMap::new(),
             ticks: 0,
             evictions_seen: 0,

@@ -4,7 +4,10 @@
 //! (GPUs, processes, the history after what it holds, leaks, OOM suspicions, rule activity,
 //! notices, recording status); a command thread posts the user's actions to
 //! `/api/v1/command` (the agent applies its own policy and identity check) and rule tests to
-//! `/api/test-rule`, and hands each answer back under its command's id.
+//! `/api/test-rule`, and hands each answer back under its command's id. A command the agent
+//! accepted (a park, a resume, a question to a PyTorch companion) gets its final reply from
+//! the agent's View: the poller finds it in the View's `replies` under the agent's id and
+//! hands it back under the window's.
 //!
 //! Nothing here blocks the window: every thread has its own timeouts; a lost agent, or one
 //! whose answer fails a check, shows as [`LinkHealth::Disconnected`] with the data it last
@@ -301,16 +304,19 @@ fn command_body(c: &EngineCommand) -> Result<serde_json::Value, String> {
 /// Largest answer of a command read, bytes.
 pub const MAX_ANSWER_BYTES: u64 = 4 << 20;
 
-/// `POST url/path` with `body`: the agent's answer (an [`Answer`], checked), or a failed one
-/// saying why.
-fn post(agent: &ureq::Agent, url: &str, token: &str, path: &str, body: String) -> Answer {
+/// `POST url/path` with `body`: the status and the body of the agent's answer, or why there
+/// is none.
+fn post_raw(
+    agent: &ureq::Agent,
+    url: &str,
+    token: &str,
+    path: &str,
+    body: String,
+) -> Result<(u16, String), String> {
     let sent = authorised(agent.post(format!("{url}{path}")), token)
         .header("Content-Type", "application/json")
         .send(body);
-    let mut resp = match sent {
-        Ok(r) => r,
-        Err(e) => return Answer::new(Outcome::Failed, format!("the agent did not answer: {e}")),
-    };
+    let mut resp = sent.map_err(|e| format!("the agent did not answer: {e}"))?;
     let status = resp.status().as_u16();
     let text = resp
         .body_mut()
@@ -318,8 +324,51 @@ fn post(agent: &ureq::Agent, url: &str, token: &str, path: &str, body: String) -
         .limit(MAX_ANSWER_BYTES)
         .read_to_string()
         .unwrap_or_default();
+    Ok((status, text))
+}
+
+/// `POST /api/v1/command` with `body`: the agent's reply (checked), with the agent's id for
+/// it, or a failed answer saying why there is none.
+fn post_command(
+    agent: &ureq::Agent,
+    url: &str,
+    token: &str,
+    body: String,
+) -> (Answer, Option<u64>) {
+    let (status, text) = match post_raw(agent, url, token, "/api/v1/command", body) {
+        Ok(r) => r,
+        Err(e) => return (Answer::new(Outcome::Failed, e), None),
+    };
+    match wire_checks::decode_reply(text.as_bytes()) {
+        Ok(r) => (on_the_agent(r.answer), Some(r.id)),
+        Err(e)
+            if serde_json::from_str::<serde_json::Value>(&text)
+                .is_ok_and(|v| v.get("outcome").is_some()) =>
+        {
+            (Answer::new(Outcome::Failed, e), None)
+        }
+        Err(_) => (Answer::new(Outcome::Failed, refusal(status, &text)), None),
+    }
+}
+
+/// An agent's answer as the window shows it: said to be the agent's.
+fn on_the_agent(mut a: Answer) -> Answer {
+    a.detail.push_str(" (on the agent)");
+    a
+}
+
+/// `POST url/path` with `body`: the agent's answer (an [`Answer`], checked), or a failed one
+/// saying why.
+fn post(agent: &ureq::Agent, url: &str, token: &str, path: &str, body: String) -> Answer {
+    let (status, text) = match post_raw(agent, url, token, path, body) {
+        Ok(r) => r,
+        Err(e) => return Answer::new(Outcome::Failed, e),
+    };
     match serde_json::from_str::<Answer>(&text) {
         Ok(mut a) => {
+            // A rule test's answer is final and carries no figures.
+            a.stage = crate::engine::command::Stage::Final;
+            (a.bytes, a.seconds) = (None, None);
             super::checks::cap_text(&mut a.detail, wire_checks::MAX_DETAIL);
             if let Some(m) = &mut a.matches {
                 m.truncate(super::checks::MAX_PROCESSES);
@@ -336,18 +385,51 @@ fn post(agent: &ureq::Agent, url: &str, token: &str, path: &str, body: String) -
 }
 
 /// Carries out one command on the agent: a process action through `/api/v1/command`, a rule
-/// test through `/api/test-rule`; anything else is the agent's own configuration.
-fn carry_out(agent: &ureq::Agent, url: &str, token: &str, c: &EngineCommand) -> Answer {
+/// test through `/api/test-rule`; anything else is the agent's own configuration. With the
+/// answer, the agent's id for the command (its final reply comes under it).
+fn carry_out(
+    agent: &ureq::Agent,
+    url: &str,
+    token: &str,
+    c: &EngineCommand,
+) -> (Answer, Option<u64>) {
     if let EngineCommand::TestRule { rule, .. } = c {
         // The agent judges by its own safety settings, whatever this window's are.
         return match serde_json::to_string(rule) {
-            Ok(body) => post(agent, url, token, "/api/test-rule", body),
-            Err(e) => Answer::new(Outcome::Failed, format!("internal error: {e}")),
+            Ok(body) => (post(agent, url, token, "/api/test-rule", body), None),
+            Err(e) => (
+                Answer::new(Outcome::Failed, format!("internal error: {e}")),
+                None,
+            ),
         };
     }
     match command_body(c) {
-        Ok(body) => post(agent, url, token, "/api/v1/command", body.to_string()),
-        Err(why) => Answer::new(Outcome::Skipped, why),
+        Ok(body) => post_command(agent, url, token, body.to_string()),
+        Err(why) => (Answer::new(Outcome::Skipped, why), None),
+    }
+}
+
+/// Most commands of a window waiting for their final reply from an agent (older ones are
+/// dropped: their reply no longer comes).
+pub const PENDING_KEPT: usize = crate::engine::command::REPLIES_KEPT;
+
+/// The window's commands the agent accepted, waiting for their final reply: the agent's id,
+/// the window's, and what was asked, oldest first.
+#[derive(Debug, Default)]
+struct Pending(std::collections::VecDeque<(u64, CommandId)>);
+
+impl Pending {
+    fn add(&mut self, agent_id: u64, id: CommandId) {
+        self.0.push_back((agent_id, id));
+        while self.0.len() > PENDING_KEPT {
+            self.0.pop_front();
+        }
+    }
+
+    /// The window's command that agent command `agent_id` answers, no longer pending.
+    fn take(&mut self, agent_id: u64) -> Option<CommandId> {
+        let i = self.0.iter().position(|(a, _)| *a == agent_id)?;
+        self.0.remove(i).map(|(_, id)| id)
     }
 }
 
@@ -360,9 +442,31 @@ struct Ends {
     notify: Notify,
     health: Arc<Mutex<LinkHealth>>,
     stop: Arc<AtomicBool>,
+    /// Replies for the window, under its commands' ids.
+    replies: Arc<Replies>,
+    /// The window's commands the agent accepted, until their final reply comes.
+    pending: Arc<Mutex<Pending>>,
 }
 
 impl Ends {
+    /// Hands the window the final replies among `replies` (the agent's View) to its own
+    /// accepted commands, each once, under the window's id.
+    fn route_replies(&self, replies: Vec<super::wire::WireReply>) -> bool {
+        let mut pending = lock(&self.pending);
+        let mut any = false;
+        for r in replies {
+            if let Some(id) = pending.take(r.id) {
+                self.replies.push(CommandReply {
+                    id,
+                    what: r.what,
+                    answer: on_the_agent(r.answer),
+                });
+                any = true;
+            }
+        }
+        any
+    }
+
     fn set_health(&self, h: LinkHealth) {
         *self.health.lock().unwrap_or_else(|p| p.into_inner()) = h;
     }
@@ -391,7 +495,8 @@ impl Ends {
     /// One poll of `/api/view` after `since`: the next `since` and how long to wait (none
     /// while the history is not caught up).
     fn poll(&self, agent: &ureq::Agent, since: u64) -> (u64, Duration) {
-        let got = get_view(agent, &self.url, &self.token, since).and_then(|v| {
+        let got = get_view(agent, &self.url, &self.token, since).and_then(|mut v| {
+            self.route_replies(std::mem::take(&mut v.replies));
             let host = v
                 .source
                 .as_ref()
@@ -454,7 +559,6 @@ impl Ends {
         rx: mpsc::Receiver<Job>,
         files: Arc<Mutex<RemoteFiles>>,
         past: Arc<Mutex<RemotePast>>,
-        replies: Arc<Replies>,
     ) -> Result<(), String> {
         std::thread::Builder::new()
             .name("vramwarden-remote-cmd".into())
@@ -463,8 +567,11 @@ impl Ends {
                 while !self.stop.load(Ordering::Relaxed) {
                     match rx.recv_timeout(Duration::from_millis(200)) {
                         Ok(Job::Command(id, c)) => {
-                            let answer = carry_out(&agent, &self.url, &self.token, &c);
-                            replies.push(CommandReply {
+                            let (answer, agent_id) = carry_out(&agent, &self.url, &self.token, &c);
+                            if let (false, Some(a)) = (answer.is_final(), agent_id) {
+                                lock(&self.pending).add(a, id);
+                            }
+                            self.replies.push(CommandReply {
                                 id,
                                 what: c.label(),
                                 answer,
@@ -516,14 +623,16 @@ impl RemoteLink {
             shared: shared.clone(),
             notify: notify.clone(),
             stop: Arc::new(AtomicBool::new(false)),
+            replies: Arc::new(Replies::default()),
+            pending: Arc::new(Mutex::new(Pending::default())),
         };
         let (tx, rx) = mpsc::channel::<Job>();
         let files = Arc::new(Mutex::new(RemoteFiles::default()));
         let past = Arc::new(Mutex::new(None));
-        let replies = Arc::new(Replies::default());
+        let replies = ends.replies.clone();
         ends.clone().spawn_poller()?;
         ends.clone()
-            .spawn_commands(rx, files.clone(), past.clone(), replies.clone())?;
+            .spawn_commands(rx, files.clone(), past.clone())?;
         let downloads = spawn_downloads(&url, &token, &ends.stop, &files, &notify)?;
         Ok(Self {
             url,

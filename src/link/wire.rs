@@ -11,6 +11,10 @@
 //!
 //! Activity entries go as [`WireActivity`]: the target named by its identity, name and owner
 //! (the window names it in those words; its command line stays in the snapshot).
+//!
+//! A command's reply goes as [`WireReply`], versioned with the View: the answer of
+//! `POST /api/v1/command` (final, or accepted with its agent id), and, for an accepted one,
+//! its final reply later in the View's `replies` under the same id.
 
 use serde::{Deserialize, Serialize};
 
@@ -25,8 +29,10 @@ use crate::model::history::ProcSeriesKey;
 use crate::model::outcome::Outcome;
 use crate::model::{Origin, Snapshot, SourceInfo, UnixMs};
 
-/// The version of [`WireView`] and [`WirePast`]; a window refuses any other.
-pub const API_VERSION: u32 = 2;
+/// The version of [`WireView`], [`WirePast`] and [`WireReply`]; a window refuses any other.
+/// Version 3: commands are answered as [`WireReply`], and a long one's final reply comes in
+/// the View's `replies`.
+pub const API_VERSION: u32 = 3;
 
 /// The View as an agent sends it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -75,6 +81,37 @@ pub struct WireView {
     /// Its OOM guard on each GPU. Absent from an agent of an earlier build: none.
     #[serde(default)]
     pub guard: Vec<crate::act::guard::GuardStatus>,
+    /// The final replies of its commands that were accepted first (a park, a resume, a
+    /// companion's answer), newest last, each under the id its accepted reply gave.
+    #[serde(default)]
+    pub replies: Vec<WireReply>,
+}
+
+/// A command's reply as the agent sends it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireReply {
+    /// Always [`API_VERSION`].
+    pub api_version: u32,
+    /// The command's id on the agent: an accepted command's final reply comes under it.
+    pub id: u64,
+    /// What was asked, in a few words.
+    pub what: String,
+    /// How it ended or that it was accepted: `outcome`, `detail`, `stage` (absent: final),
+    /// `bytes`, `seconds`, and a rule test's `matches`.
+    #[serde(flatten)]
+    pub answer: crate::engine::command::Answer,
+}
+
+impl WireReply {
+    /// The agent's reply `r` on the wire.
+    pub fn of(r: &crate::engine::command::CommandReply) -> Self {
+        Self {
+            api_version: API_VERSION,
+            id: r.id.0,
+            what: r.what.clone(),
+            answer: r.answer.clone(),
+        }
+    }
 }
 
 /// What an activity line acted on.
@@ -234,6 +271,7 @@ impl WireView {
             growing: m.growing.clone(),
             orphans: m.orphans.clone(),
             guard: m.guard.clone(),
+            replies: m.replies.iter().map(WireReply::of).collect(),
         }
     }
 
@@ -325,6 +363,7 @@ impl WireView {
         m.growing = self.growing;
         m.orphans = self.orphans;
         m.guard = self.guard;
+        // `replies` are the agent's, under its ids: the link routes them to its own commands.
         Ok(next)
     }
 }

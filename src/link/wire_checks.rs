@@ -6,7 +6,7 @@
 //! than that.
 
 use super::checks::{self, MAX_BYTES, MAX_DEVICES, MAX_LEAKS, MAX_PID, MAX_PROCESSES, MAX_TEXT};
-use super::wire::{WireActivity, WirePast, WireTarget, WireView, API_VERSION};
+use super::wire::{WireActivity, WirePast, WireReply, WireTarget, WireView, API_VERSION};
 use crate::detect::forecast_alert::ForecastAlert;
 use crate::detect::leak::Growing;
 use crate::detect::orphans::OrphanGpu;
@@ -166,6 +166,49 @@ pub fn activity(a: &mut WireActivity, now: UnixMs) -> Result<(), String> {
     checks::cap_text(&mut a.action, MAX_TEXT);
     checks::cap_text(&mut a.detail, MAX_DETAIL);
     Ok(())
+}
+
+/// One command's reply (the answer of a command, or a final one in the View): its version,
+/// its figures (bytes within bounds, seconds finite and not negative), its text cut.
+///
+/// # Errors
+/// A sentence naming the field.
+pub fn reply(r: &mut WireReply) -> Result<(), String> {
+    version(r.api_version)?;
+    let a = &mut r.answer;
+    if let Some(s) = a.seconds {
+        amount("replies: seconds of", s)?;
+    }
+    if a.bytes.is_some_and(|b| b > MAX_BYTES) {
+        return Err(format!("replies: bytes of {:?}", a.bytes));
+    }
+    checks::cap_text(&mut r.what, MAX_TEXT);
+    checks::cap_text(&mut a.detail, MAX_DETAIL);
+    if let Some(m) = &mut a.matches {
+        m.truncate(MAX_PROCESSES);
+        for x in m.iter_mut() {
+            checks::cap_text(&mut x.target, MAX_TEXT);
+            checks::cap_opt(&mut x.skipped, MAX_TEXT);
+        }
+    }
+    Ok(())
+}
+
+/// Reads and checks the answer of `POST /api/v1/command` (at most `MAX_DETAIL` × 4 bytes).
+///
+/// # Errors
+/// A sentence for the reply shown.
+pub fn decode_reply(body: &[u8]) -> Result<WireReply, String> {
+    if body.len() > 4 * MAX_DETAIL {
+        return Err(format!(
+            "the agent's reply is over {} bytes",
+            4 * MAX_DETAIL
+        ));
+    }
+    let mut r: WireReply = serde_json::from_slice(body)
+        .map_err(|e| format!("the agent's reply is not understood: {e}"))?;
+    reply(&mut r)?;
+    Ok(r)
 }
 
 /// A figure that must be finite and not negative (`what` names it).
@@ -370,6 +413,17 @@ pub fn view(v: &mut WireView, now: UnixMs) -> Result<(), String> {
     for a in &mut v.activity {
         activity(a, now)?;
     }
+    checks::count(
+        "replies",
+        v.replies.len(),
+        crate::engine::command::REPLIES_KEPT,
+    )?;
+    for r in &mut v.replies {
+        reply(r)?;
+        if !r.answer.is_final() {
+            return Err("replies: the View carries final replies only".into());
+        }
+    }
     checks::count("notices", v.notices.len(), MAX_NOTICES)?;
     for (t, n) in &mut v.notices {
         checks::time("notices: a time", *t, now)?;
@@ -493,6 +547,69 @@ mod tests {
         ));
         assert!(growing(&far, &good, NOW).is_err());
         assert!(growing(&LeakKey::Ghost(MAX_DEVICES as u32), &good, NOW).is_err());
+    }
+
+    /// The reply on the wire, as `POST /api/v1/command` and the View's `replies` write it.
+    const PARKED: &str = r#"{"api_version":3,"id":17,"what":"park (GPU memory to host memory)","outcome":"acted","detail":"parked python (PID 42) in 16.8 s","bytes":43486543872,"seconds":16.8}"#;
+
+    #[test]
+    fn a_reply_reads_and_writes_as_its_golden_text_and_round_trips() {
+        use crate::engine::command::{Answer, Stage};
+        let r = decode_reply(PARKED.as_bytes()).expect("a good reply");
+        assert_eq!(r.id, 17);
+        assert_eq!(r.answer.stage, Stage::Final);
+        assert_eq!(
+            (r.answer.outcome, r.answer.bytes, r.answer.seconds),
+            (
+                crate::model::outcome::Outcome::Acted,
+                Some(43_486_543_872),
+                Some(16.8)
+            )
+        );
+        assert_eq!(serde_json::to_string(&r).expect("json"), PARKED);
+        let accepted = WireReply {
+            api_version: API_VERSION,
+            id: 18,
+            what: "resume".into(),
+            answer: Answer::accepted("resuming"),
+        };
+        let text = serde_json::to_string(&accepted).expect("json");
+        assert!(text.contains(r#""stage":"accepted""#), "{text}");
+        assert_eq!(decode_reply(text.as_bytes()), Ok(accepted));
+    }
+
+    #[test]
+    fn a_reply_with_bad_figures_or_another_version_is_refused_and_its_text_cut() {
+        let edit = |f: &dyn Fn(&mut serde_json::Value)| {
+            let mut v: serde_json::Value = serde_json::from_str(PARKED).expect("json");
+            f(&mut v);
+            decode_reply(v.to_string().as_bytes())
+        };
+        let e = edit(&|v| v["seconds"] = (-1.0).into()).expect_err("negative seconds");
+        assert!(e.contains("replies: seconds"), "{e}");
+        let e = edit(&|v| v["bytes"] = u64::MAX.into()).expect_err("bytes");
+        assert!(e.contains("replies: bytes"), "{e}");
+        let e = edit(&|v| v["api_version"] = 2.into()).expect_err("version");
+        assert!(e.contains("api_version"), "{e}");
+        assert!(edit(&|v| v["stage"] = "later".into()).is_err());
+        let long = edit(&|v| v["detail"] = "d".repeat(5 * MAX_DETAIL).into());
+        assert!(
+            long.is_err_and(|e| e.contains("bytes")),
+            "over the body's limit"
+        );
+        let cut = edit(&|v| {
+            v["what"] = "w".repeat(2 * MAX_TEXT).into();
+            v["detail"] = "d".repeat(2 * MAX_DETAIL).into();
+        })
+        .expect("cut, kept");
+        assert!(cut.what.len() <= MAX_TEXT && cut.answer.detail.len() <= MAX_DETAIL);
+        // The View carries final replies only.
+        let mut r = decode_reply(PARKED.as_bytes()).expect("good");
+        r.answer.stage = crate::engine::command::Stage::Accepted;
+        let mut v = WireView::of(&crate::engine::view::Monitor::new(1000, 10), 0, 10);
+        v.replies.push(r);
+        let e = view(&mut v, NOW).expect_err("an accepted reply in the View");
+        assert!(e.contains("final replies only"), "{e}");
     }
 
     #[test]

@@ -223,10 +223,10 @@ impl Guard {
             return;
         };
         let f = st.in_flight.remove(i);
-        let outcome = if end.ok {
-            StepOutcome::Done
-        } else {
-            StepOutcome::Failed
+        let outcome = match (end.ok, end.refused) {
+            (true, _) => StepOutcome::Done,
+            (false, true) => StepOutcome::Refused,
+            (false, false) => StepOutcome::Failed,
         };
         st.record(&f.step, outcome, Some(end.seconds), &end.detail, now);
         match (end.resume, end.ok) {
@@ -274,6 +274,9 @@ pub struct ParkEnd {
     pub seconds: f64,
     /// A failed restore left the process without its GPU memory for good.
     pub stranded: bool,
+    /// Refused before any step (not parkable in its state, no room for a restore): nothing
+    /// was changed.
+    pub refused: bool,
     /// What happened, in words.
     pub detail: String,
 }
@@ -588,6 +591,7 @@ mod tests {
             bytes: Some(36 * GIB),
             seconds: 16.0,
             stranded: false,
+            refused: false,
             detail: String::new(),
         };
         g.park_ended(&end, T + 16_000);
@@ -656,6 +660,7 @@ mod tests {
             bytes: Some(10 * GIB),
             seconds: 1.0,
             stranded: true,
+            refused: false,
             detail: "restore: out of memory".into(),
         };
         g.park_ended(&end, T + 2_000);

@@ -220,6 +220,7 @@ mod tests {
             state,
             seconds: 1.0,
             stranded: false,
+            refused: false,
         }
     }
 

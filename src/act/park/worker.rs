@@ -52,6 +52,9 @@ pub struct Done {
     /// A restore was tried and failed: the driver does not restore it again
     /// (NVIDIA/cuda-checkpoint#44), its GPU state is lost.
     pub stranded: bool,
+    /// Refused before any step changed the process (not parkable in its state, no room on
+    /// the GPU for a restore): `result` says why. False for a step that failed.
+    pub refused: bool,
 }
 
 /// The handle to the worker thread (started on the first job; ends when dropped).
@@ -139,6 +142,7 @@ fn failed_all(job: Job, why: &str) -> Vec<Done> {
             state: None,
             seconds: 0.0,
             stranded: false,
+            refused: false,
         })
         .collect()
 }
@@ -200,6 +204,15 @@ impl<'a> Step<'a> {
             seconds: self.started.elapsed().as_secs_f64(),
             result,
             stranded: false,
+            refused: false,
+        }
+    }
+
+    /// Ends the job before any step: nothing was changed, for the reason `why`.
+    fn refuse(&self, why: String) -> Done {
+        Done {
+            refused: true,
+            ..self.end(Err(why))
         }
     }
 }
@@ -218,14 +231,14 @@ fn park(api: &CudaCheckpoint, procs: &ProcReader, key: ProcSeriesKey) -> Done {
     let s = Step::new(api, procs, key, JobKind::Park);
     match first_state(api, procs, &key) {
         Ok(CudaState::Running) => {}
-        Ok(CudaState::Checkpointed) => return s.end(Err("it is already parked".into())),
+        Ok(CudaState::Checkpointed) => return s.refuse("it is already parked".into()),
         Ok(other) => {
-            return s.end(Err(format!(
+            return s.refuse(format!(
                 "it is {} (another tool may be checkpointing it): nothing was changed",
                 other.label()
-            )))
+            ))
         }
-        Err(e) => return s.end(Err(format!("not a CUDA process the driver can park: {e}"))),
+        Err(e) => return s.refuse(format!("not a CUDA process the driver can park: {e}")),
     }
     if let Err(e) = s.call(|pid| api.lock(pid, LOCK_TIMEOUT_MS)) {
         return s.end(Err(format!("lock: {e}; nothing was changed, it runs on")));
@@ -256,14 +269,14 @@ fn resume(
     let s = Step::new(api, procs, key, JobKind::Resume);
     let state = match first_state(api, procs, &key) {
         Ok(st) => Some(st),
-        Err(e) => return s.end(Err(format!("not a CUDA process the driver knows: {e}"))),
+        Err(e) => return s.refuse(format!("not a CUDA process the driver knows: {e}")),
     };
     match state {
         Some(CudaState::Checkpointed) => {
             // The room check right before the restore: a restore that runs out of GPU
             // memory loses the process's GPU state for good.
             if let Err(why) = room(key.1, bytes) {
-                return s.end(Err(why));
+                return s.refuse(why);
             }
             if let Err(e) = s.call(|pid| api.restore(pid)) {
                 let mut d = s.end(Err(format!("restore: {e}; {STRANDED}")));
@@ -272,9 +285,9 @@ fn resume(
             }
         }
         Some(CudaState::Locked) => {}
-        Some(CudaState::Running) => return s.end(Err("it is not parked: it runs".into())),
-        Some(other) => return s.end(Err(format!("it is {}: not resumable", other.label()))),
-        None => return s.end(Err("the driver gave no state for it".into())),
+        Some(CudaState::Running) => return s.refuse("it is not parked: it runs".into()),
+        Some(other) => return s.refuse(format!("it is {}: not resumable", other.label())),
+        None => return s.refuse("the driver gave no state for it".into()),
     }
     match s.call(|pid| api.unlock(pid)) {
         Ok(()) => s.end(Ok("resumed".into())),

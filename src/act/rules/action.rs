@@ -24,6 +24,7 @@ use super::eval::{Planned, Target};
 use super::model::{parse_signal, Action};
 use crate::host::procinfo::ProcReader;
 use crate::model::history::ProcSeriesKey;
+use crate::model::reply::{CommandId, CommandReply};
 use crate::model::{Origin, Snapshot, UnixMs, MIB};
 
 /// Global safety settings of the runner.
@@ -86,6 +87,10 @@ struct PendingAnswer {
     target: Target,
     action: String,
     before: Option<u64>,
+    /// The front end's command it answers, if it came from one, and what that asked.
+    command: Option<(CommandId, String)>,
+    /// When the companion was asked.
+    asked: Instant,
 }
 
 /// Runs actions and follows up on terminations (SIGKILL after the grace period) and cache
@@ -107,6 +112,8 @@ pub struct ActionRunner {
     commands: super::command::Commands,
     /// Parks and resumes: the book of parked processes and the jobs under way.
     parks: super::park_action::Parks,
+    /// Final replies to commands whose companion answered, until taken.
+    concluded: Vec<CommandReply>,
     me: u32,
     parent: u32,
     session_leader: u32,
@@ -318,6 +325,7 @@ impl ActionRunner {
             running: Vec::new(),
             commands: super::command::Commands::default(),
             parks: super::park_action::Parks::default(),
+            concluded: Vec::new(),
             me: me as u32,
             parent: parent as u32,
             session_leader: sid.max(0) as u32,
@@ -661,6 +669,8 @@ impl ActionRunner {
             target: p.target.clone(),
             action: format!("{}{ANSWER_SUFFIX}", p.action.label()),
             before,
+            command: None,
+            asked: Instant::now(),
         });
         (
             Outcome::Acted,
@@ -758,6 +768,20 @@ impl ActionRunner {
             match a.rx.try_recv() {
                 Ok(answer) => {
                     self.follow_release(&a.key, &a.rule, &a.target, a.before, &answer, now);
+                    if let Some((id, what)) = &a.command {
+                        self.concluded.push(CommandReply {
+                            id: *id,
+                            what: what.clone(),
+                            answer: crate::model::reply::Answer::new(
+                                answer.outcome,
+                                answer.detail.clone(),
+                            )
+                            .with_figures(
+                                answer.freed_bytes,
+                                Some(a.asked.elapsed().as_secs_f64()),
+                            ),
+                        });
+                    }
                     out.push(Activity {
                         unix_ms: now,
                         rule: a.rule,
@@ -769,15 +793,25 @@ impl ActionRunner {
                     });
                 }
                 Err(std::sync::mpsc::TryRecvError::Empty) => self.answers.push(a),
-                Err(std::sync::mpsc::TryRecvError::Disconnected) => out.push(Activity {
-                    unix_ms: now,
-                    rule: a.rule,
-                    target: a.target,
-                    action: a.action,
-                    outcome: Outcome::Failed,
-                    detail: "the companion's thread ended without an answer".into(),
-                    entry: Entry::Action,
-                }),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    let detail = "the companion's thread ended without an answer";
+                    if let Some((id, what)) = &a.command {
+                        self.concluded.push(CommandReply {
+                            id: *id,
+                            what: what.clone(),
+                            answer: crate::model::reply::Answer::new(Outcome::Failed, detail),
+                        });
+                    }
+                    out.push(Activity {
+                        unix_ms: now,
+                        rule: a.rule,
+                        target: a.target,
+                        action: a.action,
+                        outcome: Outcome::Failed,
+                        detail: detail.into(),
+                        entry: Entry::Action,
+                    })
+                }
             }
         }
         out.extend(self.parks.poll(now));
@@ -796,6 +830,36 @@ impl ActionRunner {
     /// [`crate::act::park::Parker::annotate`]. Call before the snapshot is enriched.
     pub fn annotate_parked(&self, snap: &mut Snapshot) {
         self.parks.annotate(snap);
+    }
+
+    /// The `action` just started on `key` by [`ActionRunner::run`] (an [`Entry::Asked`]
+    /// entry: a park, a resume, a question to the companion) answers the front end's command
+    /// `id` when it ends: its final reply, under `id`, is then among
+    /// [`ActionRunner::take_concluded`]. False when no such work on `key` waits for its end.
+    pub fn answer_under(&mut self, action: &Action, key: &ProcSeriesKey, id: CommandId) -> bool {
+        if matches!(action, Action::Park | Action::Resume) {
+            return self.parks.answer_under(key, id);
+        }
+        match self
+            .answers
+            .iter_mut()
+            .rev()
+            .find(|a| a.key == *key && a.command.is_none())
+        {
+            Some(a) => {
+                a.command = Some((id, action.label()));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The final replies to commands whose work ended since the last call (see
+    /// [`ActionRunner::answer_under`]), with their figures.
+    pub fn take_concluded(&mut self) -> Vec<CommandReply> {
+        let mut out = std::mem::take(&mut self.concluded);
+        out.extend(self.parks.take_concluded());
+        out
     }
 
     /// Parks and resumes that ended since the last call, with their figures (for the

@@ -11,6 +11,7 @@ use crate::act::park::worker::{Done, JobKind};
 use crate::act::park::Parker;
 use crate::model::history::ProcSeriesKey;
 use crate::model::outcome::Outcome;
+use crate::model::reply::{Answer, CommandId, CommandReply};
 use crate::model::{ParkState, Snapshot, UnixMs, GIB};
 
 /// Park or resume.
@@ -71,6 +72,8 @@ pub struct ParkRecord {
     pub detail: String,
     /// A failed restore left the process without its GPU memory for good.
     pub stranded: bool,
+    /// Refused before any step: nothing was changed.
+    pub refused: bool,
 }
 
 struct Pending {
@@ -80,6 +83,8 @@ struct Pending {
     target: Target,
     action: String,
     bytes: Option<u64>,
+    /// The front end's command it answers, if it came from one.
+    command: Option<CommandId>,
 }
 
 /// The executor's part of park and resume.
@@ -92,6 +97,10 @@ pub struct Parks {
     gpus_of: crate::model::FastMap<u32, usize>,
     /// GPUs that are MIG instances.
     mig: crate::model::FastSet<u32>,
+    /// Per GPU: free and total memory in the latest sample (a resume's room check).
+    room: crate::model::FastMap<u32, (Option<u64>, Option<u64>)>,
+    /// Final replies to commands whose park or resume ended, until taken.
+    concluded: Vec<CommandReply>,
 }
 
 impl Parks {
@@ -107,6 +116,11 @@ impl Parks {
             .filter(|d| d.uuid.starts_with("MIG-") || d.name.contains("MIG"))
             .map(|d| d.index)
             .collect();
+        self.room = snap
+            .devices
+            .iter()
+            .map(|d| (d.index, (d.memory_free_bytes, d.memory_total_bytes)))
+            .collect();
     }
 
     /// Why `p` (a park or resume of `key`) may not go ahead, if so.
@@ -121,8 +135,45 @@ impl Parks {
                 let v = checks::check_park(&self.facts(p, key));
                 (!v.refusals.is_empty()).then(|| v.refusals.join("; "))
             }
+            (Action::Resume, _) => self.no_room(key),
             _ => None,
         }
+    }
+
+    /// Why GPU `key.1` has no room for `key`'s parked bytes in the latest sample, if so
+    /// (the park thread checks again, with the driver's figure, right before the restore).
+    fn no_room(&self, key: &ProcSeriesKey) -> Option<String> {
+        let bytes = self
+            .parker
+            .info(key)
+            .and_then(|i| i.bytes)
+            .or_else(|| crate::act::park::ledger::bytes_of(key))?;
+        let (Some(free), Some(total)) = self.room.get(&key.1).copied()? else {
+            return None;
+        };
+        checks::check_room(free, total, bytes).err()
+    }
+
+    /// The park or resume of `key` just started answers command `id` when it ends (its
+    /// final reply is then among [`Parks::take_concluded`]).
+    pub fn answer_under(&mut self, key: &ProcSeriesKey, id: CommandId) -> bool {
+        match self
+            .pending
+            .iter_mut()
+            .rev()
+            .find(|p| p.key == *key && p.command.is_none())
+        {
+            Some(p) => {
+                p.command = Some(id);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The final replies to commands whose park or resume ended since the last call.
+    pub fn take_concluded(&mut self) -> Vec<CommandReply> {
+        std::mem::take(&mut self.concluded)
     }
 
     /// What the checks of a park of `key` look at, read now.
@@ -164,6 +215,7 @@ impl Parks {
             target: p.target.clone(),
             action: p.action.label(),
             bytes,
+            command: None,
         });
         let words = match kind {
             ParkKind::Park => {
@@ -187,6 +239,44 @@ impl Parks {
         )
     }
 
+    /// How a job of `kind` on `who` ended, in words: refused (nothing was changed), failed,
+    /// or done with its figures.
+    fn outcome_of(d: &Done, kind: ParkKind, who: &str, bytes: Option<u64>) -> (Outcome, String) {
+        let (the, verb) = match kind {
+            ParkKind::Park => ("the park", "parked"),
+            ParkKind::Resume => ("the resume", "resumed"),
+        };
+        match (&d.result, kind) {
+            (Ok(_), ParkKind::Park) => (
+                Outcome::Acted,
+                format!(
+                    "{verb} {who} in {:.1} s: {} moved to host memory; the driver reports it checkpointed",
+                    d.seconds,
+                    gib(bytes)
+                ),
+            ),
+            (Ok(_), ParkKind::Resume) => (
+                Outcome::Acted,
+                format!(
+                    "{verb} {who} in {:.1} s: {} back on the GPU, it runs again",
+                    d.seconds,
+                    gib(bytes)
+                ),
+            ),
+            (Err(why), _) if d.refused => (
+                Outcome::Skipped,
+                format!("{the} of {who} was refused, nothing was changed: {why}"),
+            ),
+            (Err(why), _) => (
+                Outcome::Failed,
+                format!(
+                    "{the} of {who} did not complete ({:.1} s): {why}",
+                    d.seconds
+                ),
+            ),
+        }
+    }
+
     /// Jobs that ended: one activity entry each (and a record for the session log).
     pub fn poll(&mut self, now: UnixMs) -> Vec<Activity> {
         self.parker
@@ -208,35 +298,18 @@ impl Parks {
             .position(|p| p.key == d.key && p.kind == kind)?;
         let p = self.pending.remove(i);
         let who = p.target.describe();
-        let (outcome, detail) = match (&d.result, kind) {
-            (Ok(_), ParkKind::Park) => (
-                Outcome::Acted,
-                format!(
-                    "parked {who} in {:.1} s: {} moved to host memory; the driver reports it checkpointed",
-                    d.seconds,
-                    gib(p.bytes)
-                ),
-            ),
-            (Ok(_), ParkKind::Resume) => (
-                Outcome::Acted,
-                format!(
-                    "resumed {who} in {:.1} s: {} back on the GPU, it runs again",
-                    d.seconds,
-                    gib(p.bytes)
-                ),
-            ),
-            (Err(why), _) => (
-                Outcome::Failed,
-                format!(
-                    "{} of {who} did not complete ({:.1} s): {why}",
-                    match kind {
-                        ParkKind::Park => "the park",
-                        ParkKind::Resume => "the resume",
-                    },
-                    d.seconds
-                ),
-            ),
-        };
+        let (outcome, detail) = Self::outcome_of(&d, kind, &who, p.bytes);
+        if let Some(id) = p.command {
+            let answer = Answer::new(outcome, detail.clone()).with_figures(
+                d.result.is_ok().then_some(p.bytes).flatten(),
+                Some(d.seconds),
+            );
+            self.concluded.push(CommandReply {
+                id,
+                what: p.action.clone(),
+                answer,
+            });
+        }
         self.records.push(ParkRecord {
             unix_ms: now,
             key: p.key,
@@ -247,6 +320,7 @@ impl Parks {
             ok: d.result.is_ok(),
             detail: detail.clone(),
             stranded: d.stranded,
+            refused: d.refused,
         });
         Some(Activity {
             unix_ms: now,

@@ -206,6 +206,7 @@ impl GuardStage {
                     bytes: r.bytes,
                     seconds: r.seconds,
                     stranded: r.stranded,
+                    refused: r.refused,
                     detail: r.detail.clone(),
                 },
                 now,

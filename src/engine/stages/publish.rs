@@ -33,6 +33,8 @@ pub struct Tick {
     pub recording: RecordingStatus,
     /// Status-bar notices.
     pub notices: Vec<(UnixMs, String)>,
+    /// Final replies to accepted commands whose work ended in this tick.
+    pub replies: Vec<crate::model::reply::CommandReply>,
 }
 
 /// Publishes `t` (after `watched` wrote the watches' part); returns the sample it replaced
@@ -47,6 +49,10 @@ pub fn tick(shared: &Shared, t: Tick, watched: impl FnOnce(&mut Monitor)) -> Opt
     m.guard = t.guard;
     m.recording = t.recording;
     push_notices(&mut m, t.notices);
+    m.replies.extend(t.replies);
+    while m.replies.len() > crate::engine::view::REPLIES_SHOWN {
+        m.replies.pop_front();
+    }
     previous
 }
 

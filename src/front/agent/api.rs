@@ -5,7 +5,10 @@
 //! snapshot, applies its own policy (its settings' global dry run, protected names through the
 //! engine, and other users' processes only with `--remote-other-users`), then hands it to the
 //! engine's manual-action path, which checks identity and refuses what it must (simulated or
-//! recorded processes, PID 1, itself). The reply is the engine's activity entry.
+//! recorded processes, PID 1, itself). The reply is a [`WireReply`] under the command's id:
+//! final (200 done or would act, 403 refused, 404 not listed, 500 failed), or 202 accepted
+//! for a park, a resume or a question to a PyTorch companion, whose final reply comes later
+//! in the View's `replies` and from `GET /api/v1/command/ID` ([`command_reply`]).
 
 use crate::session::valid_session_name;
 use std::io::Read;
@@ -20,7 +23,9 @@ use crate::act::rules::eval::Target;
 use crate::act::rules::Action;
 use crate::engine::view::{LeakKey, Monitor};
 
+use crate::engine::command::{Answer, CommandId, CommandReply};
 use crate::engine::EngineCommand;
+use crate::link::wire::WireReply;
 
 use super::AgentState;
 
@@ -226,16 +231,52 @@ pub struct CommandRequest {
 /// The engine's reply to a manual command is awaited this long.
 pub const COMMAND_WAIT: Duration = Duration::from_secs(5);
 
-fn outcome_reply(outcome: Outcome, detail: &str) -> Reply {
-    let status = match outcome {
+/// `r` as the wire's reply: 202 while accepted, else by its outcome (200 done or would act,
+/// 403 refused, 500 failed).
+fn wire_reply(r: &CommandReply) -> Reply {
+    let status = match r.answer.outcome {
+        _ if !r.answer.is_final() => 202,
         Outcome::Acted | Outcome::WouldAct => 200,
         Outcome::Skipped => 403,
         Outcome::Failed => 500,
     };
-    Reply::json(
-        status,
-        &json!({ "outcome": crate::front::agent::stats::outcome_label(outcome), "detail": detail }),
-    )
+    Reply::json(status, &WireReply::of(r))
+}
+
+/// The agent's own final answer to a command it did not hand to the engine (its dry run, a
+/// process not listed, another user's), under a new id, with `status` (None: by outcome).
+fn agent_reply(status: Option<u16>, what: String, outcome: Outcome, detail: &str) -> Reply {
+    let r = CommandReply {
+        id: CommandId::next(),
+        what,
+        answer: Answer::new(outcome, detail),
+    };
+    let mut reply = wire_reply(&r);
+    if let Some(s) = status {
+        reply.status = s;
+    }
+    reply
+}
+
+/// `GET /api/v1/command/ID` (already authenticated): the final reply of command `ID` once it
+/// ended (200, or as its outcome says: see [`wire_reply`]), 202 `{"stage": "accepted"}` while
+/// it is in progress, 404 for an id the agent does not know or no longer keeps (the View keeps
+/// the last 64 final replies).
+pub fn command_reply(state: &AgentState, id: &str) -> Reply {
+    let Ok(id) = id.parse::<u64>() else {
+        return Reply::error(400, "a command id is a number, as its reply gave it");
+    };
+    match state.final_reply(CommandId(id)) {
+        Some(Some(r)) => wire_reply(&r),
+        Some(None) => Reply::json(
+            202,
+            &json!({"api_version": crate::link::wire::API_VERSION, "id": id, "stage": "accepted", "detail": "in progress: ask again for its final reply"}),
+        ),
+        None => Reply::error(
+            404,
+            "no command with that id is known here (or its reply is no longer kept)",
+        ),
+    }
 }
 
 /// `POST /api/v1/command` (already authenticated): reads the body from `body`.
@@ -315,9 +356,14 @@ pub fn command(state: &AgentState, body: &mut dyn Read, length: Option<usize>) -
         })
     };
     let Some(target) = target else {
-        return Reply::json(
-            404,
-            &json!({"outcome": "skipped", "detail": format!("no process with PID {} and that start time is listed", req.pid)}),
+        return agent_reply(
+            Some(404),
+            action.label(),
+            Outcome::Skipped,
+            &format!(
+                "no process with PID {} and that start time is listed",
+                req.pid
+            ),
         );
     };
     let uid = target.uid();
@@ -326,7 +372,9 @@ pub fn command(state: &AgentState, body: &mut dyn Read, length: Option<usize>) -
     };
     let key = *key;
     if state.settings.cleanup.dry_run {
-        return outcome_reply(
+        return agent_reply(
+            None,
+            action.label(),
             Outcome::WouldAct,
             &format!(
                 "dry run is on in the agent's settings (cleanup.dry_run): would {} {}; nothing was sent",
@@ -339,13 +387,15 @@ pub fn command(state: &AgentState, body: &mut dyn Read, length: Option<usize>) -
     let me = unsafe { libc::geteuid() };
     // Simulated and recorded processes go on to the engine, which refuses them in its words.
     if *origin == crate::model::Origin::Live && uid != me && !state.remote_other_users {
-        return outcome_reply(
+        return agent_reply(
+            None,
+            action.label(),
             Outcome::Skipped,
             "another user's process: this agent takes remote actions only on its own user's processes (start it with --remote-other-users to allow more)",
         );
     }
     match state.ask(EngineCommand::Manual { key, action }, COMMAND_WAIT) {
-        Ok(a) => outcome_reply(a.outcome, &a.detail),
+        Ok(r) => wire_reply(&r),
         Err((status, why)) => Reply::error(status, why),
     }
 }

@@ -84,6 +84,7 @@ pub fn past(state: &AgentState) -> Reply {
 pub fn ask(state: &AgentState, c: EngineCommand) -> Result<Answer, Reply> {
     state
         .ask(c, ANSWER_WAIT)
+        .map(|r| r.answer)
         .map_err(|(status, why)| Reply::error(status, why))
 }
 

@@ -171,6 +171,9 @@ pub fn route(state: &AgentState, head: &RequestHead, body: &[u8]) -> (Reply, Ext
         ("/api/v1/command", false) if head.method == Method::Post => {
             api::command(state, &mut &body[..], Some(body.len()))
         }
+        (u, true) if u.starts_with("/api/v1/command/") => {
+            api::command_reply(state, &u["/api/v1/command/".len()..])
+        }
         (
             "/metrics" | "/healthz" | "/-/ready" | "/api/v1/snapshot" | "/api/v1/sessions"
             | "/api/view" | "/api/past",

@@ -79,13 +79,11 @@ pub struct AgentState {
     pub past: crate::engine::past_cache::PastCache,
     sampler: Mutex<Option<SamplerHandle>>,
     stopping: AtomicBool,
-    /// The engine's replies taken but not yet claimed by the request that asked.
-    answers: Mutex<
-        std::collections::HashMap<
-            crate::engine::command::CommandId,
-            crate::engine::command::CommandReply,
-        >,
-    >,
+    /// Where the engine's replies wait until the request that asked takes its own.
+    replies: Arc<crate::engine::command::Replies>,
+    /// The commands answered "accepted", newest last (at most
+    /// [`crate::engine::command::REPLIES_KEPT`]): their final replies come in the View.
+    accepted: Mutex<std::collections::VecDeque<crate::engine::command::CommandId>>,
 }
 
 impl AgentState {
@@ -97,7 +95,10 @@ impl AgentState {
         }
     }
 
-    /// Sends `c` to the engine and waits up to `wait` for its reply.
+    /// Sends `c` to the engine and waits up to `wait` for its first reply: the final one, or
+    /// "accepted" for work that ends later (its final reply then comes in the View's
+    /// `replies`, and from [`AgentState::final_reply`]). The wait is on the reply itself
+    /// (woken when it arrives), not a poll.
     ///
     /// # Errors
     /// The HTTP status and why: 503 when the engine is not running, 504 when it did not
@@ -106,45 +107,47 @@ impl AgentState {
         &self,
         c: EngineCommand,
         wait: Duration,
-    ) -> Result<crate::engine::command::Answer, (u16, &'static str)> {
+    ) -> Result<crate::engine::command::CommandReply, (u16, &'static str)> {
         let Some(id) = self.send(c) else {
             return Err((503, "the engine is not running"));
         };
-        let deadline = std::time::Instant::now() + wait;
-        while std::time::Instant::now() < deadline {
-            if let Some(r) = self.reply(id) {
-                return Ok(r.answer);
+        let r = self
+            .replies
+            .wait_take(id, wait)
+            .ok_or((504, "the engine did not answer in time"))?;
+        if !r.answer.is_final() {
+            let mut a = self
+                .accepted
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            a.push_back(id);
+            while a.len() > crate::engine::command::REPLIES_KEPT {
+                a.pop_front();
             }
-            std::thread::sleep(Duration::from_millis(5));
         }
-        Err((504, "the engine did not answer in time"))
+        Ok(r)
     }
 
-    /// The engine's reply to command `id`, once it came (replies to other requests are kept
-    /// for them).
-    pub fn reply(
+    /// How command `id` stands: `Some(Some(final reply))` once it ended (while the View
+    /// keeps it), `Some(None)` while an accepted command is in progress, `None` for an id
+    /// this agent does not know (or no longer keeps).
+    pub fn final_reply(
         &self,
         id: crate::engine::command::CommandId,
-    ) -> Option<crate::engine::command::CommandReply> {
-        let mut answers = self
-            .answers
+    ) -> Option<Option<crate::engine::command::CommandReply>> {
+        let done = self
+            .shared
+            .read()
+            .ok()
+            .and_then(|m| m.replies.iter().rev().find(|r| r.id == id).cloned());
+        if done.is_some() {
+            return Some(done);
+        }
+        self.accepted
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Ok(s) = self.sampler.lock() {
-            if let Some(h) = s.as_ref() {
-                for r in h.take_replies() {
-                    answers.insert(r.id, r);
-                }
-            }
-        }
-        // A request that gave up does not leave its reply forever.
-        while answers.len() > crate::engine::command::REPLIES_KEPT {
-            let Some(oldest) = answers.keys().min().copied() else {
-                break;
-            };
-            answers.remove(&oldest);
-        }
-        answers.remove(&id)
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(&id)
+            .then_some(None)
     }
 
     /// True once the agent is shutting down.
@@ -235,6 +238,7 @@ pub fn start(
             retention_dir: record.then(|| sessions_dir.clone()),
         });
     let handle = SamplerHandle::start(factory, engine, notify)?;
+    let replies = handle.replies();
     let state = Arc::new(AgentState {
         shared,
         stats,
@@ -247,7 +251,8 @@ pub fn start(
         loopback_only: addr.ip().is_loopback(),
         sampler: Mutex::new(Some(handle)),
         stopping: AtomicBool::new(false),
-        answers: Mutex::new(std::collections::HashMap::new()),
+        replies,
+        accepted: Mutex::new(std::collections::VecDeque::new()),
     });
     let server = server::Server::start(listener, state.clone())?;
     tracing::info!("listening on http://{addr} (/metrics, /healthz, /api/v1/…)");

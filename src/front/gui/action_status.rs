@@ -6,15 +6,18 @@
 //! ([`ActionStatus::asked`]) and takes the outcome from the engine's [`CommandReply`] under
 //! it ([`ActionStatus::answered`], fed the replies the window receives), so the row shows the
 //! result as soon as the reply arrives. Until then the action is shown as waiting, and as
-//! late after [`ANSWER_EXPECTED_MS`]. Only this window's own actions show here: another
-//! window's, or a rule's, are in the Activity tab.
+//! late after [`ANSWER_EXPECTED_MS`]. Work that ends later (a park, a resume, a question to a
+//! PyTorch companion) is first answered "accepted": the row says "in progress…" until its
+//! final reply comes under the same id ("✔ parked 40.5 GiB in 16.8 s", "✖ refused: …",
+//! "✖ failed: …"). Only this window's own actions show here: another window's, or a rule's,
+//! are in the Activity tab.
 
 use std::collections::HashMap;
 
-use crate::engine::command::{CommandId, CommandReply};
+use crate::engine::command::{Answer, CommandId, CommandReply};
 use crate::model::history::ProcSeriesKey;
 use crate::model::outcome::Outcome;
-use crate::model::UnixMs;
+use crate::model::{UnixMs, GIB, MIB};
 
 /// How long a result stays next to its row and in the detail pane.
 pub const SHOWN_MS: UnixMs = 60_000;
@@ -22,17 +25,23 @@ pub const SHOWN_MS: UnixMs = 60_000;
 /// How long an action may wait for its reply before the row says so.
 pub const ANSWER_EXPECTED_MS: UnixMs = 15_000;
 
+/// How long accepted work (a park of a large job takes minutes) is shown in progress while
+/// its final reply has not come.
+pub const IN_PROGRESS_KEPT_MS: UnixMs = 3_600_000;
+
 /// How a process's last action stands.
 #[derive(Debug, Clone, PartialEq)]
 pub enum State {
-    /// Sent; no outcome yet (`late`: longer than [`ANSWER_EXPECTED_MS`]).
+    /// Sent; no final outcome yet (`late`: no reply at all after [`ANSWER_EXPECTED_MS`]).
     Waiting {
         /// What was asked ("terminate (SIGTERM, …)").
         what: String,
         /// Past the time an answer was expected.
         late: bool,
+        /// The engine accepted it and works on it (a park, a resume): its words.
+        started: Option<String>,
     },
-    /// The engine's outcome, with its detail.
+    /// The engine's final outcome, with its detail.
     Done {
         /// How it ended.
         outcome: Outcome,
@@ -40,6 +49,8 @@ pub enum State {
         detail: String,
         /// When its reply arrived.
         at_ms: UnixMs,
+        /// What was done, with its figures, in a few words ("parked 40.5 GiB in 16.8 s").
+        summary: Option<String>,
     },
 }
 
@@ -47,20 +58,22 @@ impl State {
     /// A few words for the table's row (before the process's name).
     pub fn short(&self) -> String {
         match self {
+            State::Waiting {
+                started: Some(_), ..
+            } => "in progress…".into(),
             State::Waiting { late: false, .. } => "sent, waiting…".into(),
             State::Waiting { late: true, .. } => "no answer yet".into(),
             State::Done {
-                outcome, detail, ..
-            } => match outcome {
-                // A park, a resume, a companion's work: started, its end comes later (the
-                // Status column and the Activity tab show it).
-                Outcome::Acted if detail.ends_with(crate::act::rules::action::ANSWER_FOLLOWS) => {
-                    "started…".into()
-                }
-                Outcome::Acted => "✔ done".into(),
-                Outcome::WouldAct => "dry run: not sent".into(),
-                Outcome::Skipped => "✖ not done".into(),
-                Outcome::Failed => "✖ failed".into(),
+                outcome,
+                detail,
+                summary,
+                ..
+            } => match (outcome, summary) {
+                (Outcome::Acted, Some(s)) => format!("✔ {s}"),
+                (Outcome::Acted, None) => "✔ done".into(),
+                (Outcome::WouldAct, _) => "dry run: not sent".into(),
+                (Outcome::Skipped, _) => format!("✖ refused: {detail}"),
+                (Outcome::Failed, _) => format!("✖ failed: {detail}"),
             },
         }
     }
@@ -93,10 +106,18 @@ impl State {
     /// the process's state now, for an action that acted.
     pub fn sentence(&self, exited: bool, holding: &str) -> String {
         match self {
-            State::Waiting { what, late: false } => {
+            State::Waiting {
+                started: Some(words),
+                ..
+            } => format!("In progress: {words}."),
+            State::Waiting {
+                what, late: false, ..
+            } => {
                 format!("Sent: {what} — waiting for the result.")
             }
-            State::Waiting { what, late: true } => format!(
+            State::Waiting {
+                what, late: true, ..
+            } => format!(
                 "Sent: {what} — no result after {} s; see the Activity tab.",
                 ANSWER_EXPECTED_MS / 1000
             ),
@@ -104,6 +125,7 @@ impl State {
                 outcome,
                 detail,
                 at_ms,
+                ..
             } => {
                 let when = crate::model::format::clock(*at_ms);
                 match outcome {
@@ -114,7 +136,7 @@ impl State {
                         format!("{when}: {detail} — it is still running, holding {holding}.")
                     }
                     Outcome::WouldAct => format!("{when}: dry run, nothing was sent — {detail}"),
-                    Outcome::Skipped => format!("{when}: not done — {detail}"),
+                    Outcome::Skipped => format!("{when}: refused — {detail}"),
                     Outcome::Failed => format!("{when}: failed — {detail}"),
                 }
             }
@@ -122,31 +144,60 @@ impl State {
     }
 }
 
-/// One action sent from here, and its reply once it came.
+/// One action sent from here, and its replies as they came.
 #[derive(Debug, Clone)]
 struct Sent {
     /// The command it went under.
     id: CommandId,
     /// What was asked ("terminate (SIGTERM, …)").
     what: String,
+    /// The word for it done, before its figures ("parked"), where it has figures.
+    done_as: Option<&'static str>,
     /// When it was sent.
     at_ms: UnixMs,
-    /// The reply's outcome and detail, and when it arrived.
-    done: Option<(Outcome, String, UnixMs)>,
+    /// The engine accepted it: its words (the final reply follows).
+    started: Option<String>,
+    /// The final reply's outcome and detail, its words with figures, and when it arrived.
+    done: Option<(Outcome, String, Option<String>, UnixMs)>,
+}
+
+/// Bytes in a few characters: GiB from 1 GiB on, else MiB.
+fn size(bytes: u64) -> String {
+    if bytes >= GIB {
+        format!("{:.1} GiB", bytes as f64 / GIB as f64)
+    } else {
+        format!("{:.0} MiB", bytes as f64 / MIB as f64)
+    }
+}
+
+/// "parked 40.5 GiB in 16.8 s": `done_as` with the answer's figures, where it has any.
+fn summary(done_as: Option<&str>, a: &Answer) -> Option<String> {
+    let verb = done_as?;
+    match (a.bytes, a.seconds) {
+        (Some(b), Some(s)) => Some(format!("{verb} {} in {s:.1} s", size(b))),
+        (Some(b), None) => Some(format!("{verb} {}", size(b))),
+        (None, Some(s)) => Some(format!("{verb} in {s:.1} s")),
+        (None, None) => None,
+    }
 }
 
 impl Sent {
-    /// How it stands at `now`: its outcome for [`SHOWN_MS`] after the reply, or waiting.
+    /// How it stands at `now`: its final outcome for [`SHOWN_MS`] after the reply, or
+    /// waiting (in progress once accepted).
     fn state(&self, now: UnixMs) -> Option<State> {
         match &self.done {
-            Some((outcome, detail, at_ms)) => (now - *at_ms <= SHOWN_MS).then(|| State::Done {
-                outcome: *outcome,
-                detail: detail.clone(),
-                at_ms: *at_ms,
-            }),
+            Some((outcome, detail, summary, at_ms)) => {
+                (now - *at_ms <= SHOWN_MS).then(|| State::Done {
+                    outcome: *outcome,
+                    detail: detail.clone(),
+                    at_ms: *at_ms,
+                    summary: summary.clone(),
+                })
+            }
             None => Some(State::Waiting {
                 what: self.what.clone(),
-                late: now - self.at_ms > ANSWER_EXPECTED_MS,
+                late: self.started.is_none() && now - self.at_ms > ANSWER_EXPECTED_MS,
+                started: self.started.clone(),
             }),
         }
     }
@@ -168,33 +219,52 @@ impl ActionStatus {
         id: CommandId,
         now: UnixMs,
     ) {
+        use crate::act::rules::Action;
+        let done_as = match action {
+            Action::Park => Some("parked"),
+            Action::Resume => Some("resumed"),
+            Action::ReleaseCache => Some("released"),
+            _ => None,
+        };
         self.sent.insert(
             key,
             Sent {
                 id,
                 what: action.label(),
+                done_as,
                 at_ms: now,
+                started: None,
                 done: None,
             },
         );
     }
 
-    /// Takes the outcome of every action among `replies` that was sent from here (others
-    /// are not this table's: a rule test, a setting), as of `now`.
+    /// Takes the replies among `replies` to actions sent from here (others are not this
+    /// table's: a rule test, a setting), as of `now`: an accepted one starts the action's
+    /// "in progress", a final one ends it.
     pub fn answered(&mut self, replies: &[CommandReply], now: UnixMs) {
         for r in replies {
-            if let Some(s) = self.sent.values_mut().find(|s| s.id == r.id) {
-                s.done = Some((r.answer.outcome, r.answer.detail.clone(), now));
+            let Some(s) = self.sent.values_mut().find(|s| s.id == r.id) else {
+                continue;
+            };
+            let a = &r.answer;
+            if !a.is_final() {
+                s.started = Some(a.detail.clone());
+            } else {
+                let summary = summary(s.done_as, a);
+                s.done = Some((a.outcome, a.detail.clone(), summary, now));
             }
         }
     }
 
-    /// Forgets actions whose outcome is older than [`SHOWN_MS`], and ones that waited that
-    /// long past [`ANSWER_EXPECTED_MS`] without a reply.
+    /// Forgets actions whose outcome is older than [`SHOWN_MS`], ones that waited that long
+    /// past [`ANSWER_EXPECTED_MS`] without a reply, and accepted ones whose final reply did
+    /// not come within [`IN_PROGRESS_KEPT_MS`].
     pub fn prune(&mut self, now: UnixMs) {
-        self.sent.retain(|_, s| match &s.done {
-            Some((_, _, at_ms)) => now - *at_ms <= SHOWN_MS,
-            None => now - s.at_ms <= SHOWN_MS + ANSWER_EXPECTED_MS,
+        self.sent.retain(|_, s| match (&s.done, &s.started) {
+            (Some((.., at_ms)), _) => now - *at_ms <= SHOWN_MS,
+            (None, Some(_)) => now - s.at_ms <= IN_PROGRESS_KEPT_MS,
+            (None, None) => now - s.at_ms <= SHOWN_MS + ANSWER_EXPECTED_MS,
         });
     }
 
@@ -243,23 +313,68 @@ mod tests {
         }
     }
 
+    fn park_reply(id: CommandId, answer: Answer) -> CommandReply {
+        CommandReply {
+            id,
+            what: "park (GPU memory to host memory)".into(),
+            answer,
+        }
+    }
+
     #[test]
-    fn a_park_whose_end_follows_is_started_not_done() {
-        let started = State::Done {
-            outcome: Outcome::Acted,
-            detail: format!(
-                "parking python (PID 42): 10.0 GiB to host memory, about 6 s; {}",
-                crate::act::rules::action::ANSWER_FOLLOWS
-            ),
-            at_ms: 0,
-        };
-        assert_eq!(started.short(), "started…");
-        let done = State::Done {
-            outcome: Outcome::Acted,
-            detail: "sent SIGTERM to python (PID 42)".into(),
-            at_ms: 0,
-        };
-        assert_eq!(done.short(), "✔ done");
+    fn a_park_is_in_progress_once_accepted_then_shows_its_figures_never_done() {
+        let mut s = ActionStatus::default();
+        let id = CommandId::next();
+        s.asked(key(), &crate::act::rules::Action::Park, id, 1_000);
+        s.answered(
+            &[park_reply(
+                id,
+                Answer::accepted("parking python (PID 42): 40.5 GiB to host memory, about 23 s"),
+            )],
+            1_100,
+        );
+        // In progress, not late, however long a large park takes.
+        let st = s
+            .state(key(), 1_000 + 10 * ANSWER_EXPECTED_MS)
+            .expect("shown");
+        assert_eq!(st.short(), "in progress…");
+        assert!(!st.is_warning());
+        assert_eq!(st.mark(), "⏳");
+        assert!(st
+            .sentence(false, "0 B")
+            .contains("In progress: parking python"));
+        s.prune(1_000 + 10 * ANSWER_EXPECTED_MS);
+        assert!(s.state(key(), 1_000 + 10 * ANSWER_EXPECTED_MS).is_some());
+        let done = Answer::new(Outcome::Acted, "parked python (PID 42) in 16.8 s")
+            .with_figures(Some(40 * GIB + GIB / 2), Some(16.8));
+        s.answered(&[park_reply(id, done)], 18_000);
+        let st = s.state(key(), 18_500).expect("shown");
+        assert_eq!(st.short(), "✔ parked 40.5 GiB in 16.8 s");
+        assert_eq!(st.mark(), "✔");
+    }
+
+    #[test]
+    fn a_refused_or_failed_park_says_why_in_the_row() {
+        for (outcome, words) in [
+            (Outcome::Skipped, "✖ refused: "),
+            (Outcome::Failed, "✖ failed: "),
+        ] {
+            let mut s = ActionStatus::default();
+            let id = CommandId::next();
+            s.asked(key(), &crate::act::rules::Action::Resume, id, 1_000);
+            s.answered(&[park_reply(id, Answer::accepted("resuming"))], 1_100);
+            let why = "not enough free GPU memory to restore it";
+            s.answered(
+                &[park_reply(
+                    id,
+                    Answer::new(outcome, why).with_figures(None, Some(0.2)),
+                )],
+                2_000,
+            );
+            let st = s.state(key(), 2_500).expect("shown");
+            assert_eq!(st.short(), format!("{words}{why}"));
+            assert!(st.is_warning());
+        }
     }
 
     #[test]
@@ -271,7 +386,11 @@ mod tests {
         s.answered(&[reply(CommandId::next(), Outcome::Failed)], 10_500);
         assert!(matches!(
             s.state(key(), 11_000),
-            Some(State::Waiting { late: false, .. })
+            Some(State::Waiting {
+                late: false,
+                started: None,
+                ..
+            })
         ));
         assert_eq!(
             s.state(key(), 11_000).map(|w| w.short()).as_deref(),
@@ -307,7 +426,7 @@ mod tests {
         let all = s.states(6_000);
         assert_eq!(
             all.get(&key()).map(State::short).as_deref(),
-            Some("✖ not done")
+            Some("✖ refused: SIGTERM sent")
         );
         assert_eq!(all.get(&key()), s.state(key(), 6_000).as_ref());
         // Older than a minute: not in the map.
@@ -325,7 +444,7 @@ mod tests {
         s.answered(&[reply(id, Outcome::Failed)], 4_000);
         let st = s.state(key(), 5_000).expect("the engine's outcome");
         assert!(st.is_warning());
-        assert_eq!(st.short(), "✖ failed");
+        assert_eq!(st.short(), "✖ failed: SIGTERM sent");
     }
 
     #[test]

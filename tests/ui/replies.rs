@@ -1,0 +1,89 @@
+//! A park asked from the window through the real engine: the row says "in progress…" once the
+//! engine accepted it, then the final outcome from the park thread under the same command id
+//! (here the driver's no: no `libcuda`, or no CUDA context in `sleep`), never "✔ done" for a
+//! park that was merely asked.
+
+use super::*;
+
+#[test]
+fn a_park_from_the_window_shows_its_final_outcome_in_the_row_never_done() {
+    use vramwarden::source::sim::{Script, SimDevice, SimProcess};
+    let mut child = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("spawn sleep");
+    let pid = child.id();
+    // The real process on a simulated GPU: live, its facts from /proc, so the park reaches
+    // the park thread.
+    let factory: vramwarden::engine::sampler::SourceFactory = Box::new(move || {
+        let mut sim = SimSource::empty(
+            vramwarden::model::now_ms(),
+            vec![SimDevice {
+                name: "Simulated H200".into(),
+                total_mib: 143_771,
+                reserved_mib: 616,
+                ghost_mib: 0,
+            }],
+        );
+        sim.add(SimProcess {
+            pid,
+            device_index: 0,
+            info: None,
+            script: Script::Idle { mib: 2048 },
+            start_s: -1.0,
+            restart_every_s: None,
+            life_s: f64::INFINITY,
+            busy_pct: 0,
+        });
+        Ok(Box::new(sim) as Box<dyn GpuSource>)
+    });
+    let ctx = egui::Context::default();
+    let backend = Backend::start(
+        factory,
+        SourceKind::Nvml,
+        Duration::from_millis(100),
+        1000,
+        &ctx,
+    );
+    let mut h = harness(VramApp::with_backend(backend, UiState::default()));
+    let label = pid.to_string();
+    let t = Instant::now();
+    while h.query_by_label(&label).is_none() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the process never showed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        h.run();
+    }
+    h.get_by_label(&label).click();
+    h.run();
+    h.get_by_label("Park").click();
+    h.run();
+    h.get_by_label_contains("Park: move its 2.0 GiB to host memory");
+    let buttons = h.get_all_by_label("Park").collect::<Vec<_>>();
+    buttons.last().expect("modal button").click();
+    h.run();
+    let is_final = |h: &Harness<'static, VramApp>| {
+        h.query_by_label_contains("✖ failed: the park of sleep (PID")
+            .or_else(|| h.query_by_label_contains("✖ refused: the park of sleep (PID"))
+            .is_some()
+    };
+    let t = Instant::now();
+    while !is_final(&h) {
+        assert!(
+            h.query_by_label("✔ done").is_none(),
+            "a park shown done before its end"
+        );
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "no final outcome shown"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        h.run();
+    }
+    assert!(h.query_by_label("✔ done").is_none());
+    assert!(h.query_by_label("in progress…").is_none(), "it ended");
+    let _ = child.kill();
+    let _ = child.wait();
+}
