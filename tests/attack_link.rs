@@ -657,3 +657,59 @@ fn an_agent_never_caught_up_is_polled_about_once_a_second() {
     let n = views(Duration::from_secs(3));
     assert!(n <= 6, "{n} polls in 3 s");
 }
+
+/// A command the agent accepted gets its final reply from the agent's View, under the
+/// window's own id, once: a final reply to another window's command (an id this window did
+/// not send) is not shown, and one with an impossible figure refuses the whole View.
+#[test]
+fn an_accepted_commands_final_reply_comes_from_the_view_once_and_only_ours() {
+    let final_of = |id: u64, seconds: f64| {
+        serde_json::json!({"api_version": vramwarden::link::wire::API_VERSION, "id": id,
+            "what": "park (GPU memory to host memory)", "outcome": "acted",
+            "detail": "parked python (PID 4242) in 16.8 s", "bytes": 1u64 << 30,
+            "seconds": seconds})
+    };
+    let view =
+        reply_with(|v| v["replies"] = serde_json::json!([final_of(99, 2.0), final_of(5, 16.8)]));
+    let agent = StandIn::start(Arc::new(move |method, path| match (method, path) {
+        ("POST", "/api/v1/command") => Answer::Json(format!(
+            r#"{{"api_version":{},"id":5,"what":"park","stage":"accepted","outcome":"acted","detail":"parking"}}"#,
+            vramwarden::link::wire::API_VERSION
+        )),
+        _ => Answer::Json(view.clone()),
+    }));
+    let (link, _) = link_to(&agent);
+    let id = link.send(vramwarden::engine::EngineCommand::Manual {
+        key: (
+            vramwarden::model::ProcessKey {
+                pid: 4242,
+                start_time_ms: 7,
+            },
+            0,
+        ),
+        action: vramwarden::act::rules::Action::Park,
+    });
+    let mut got = Vec::new();
+    wait_for(Duration::from_secs(10), "the final reply", || {
+        got.extend(link.take_replies());
+        got.iter().any(|r| r.answer.is_final()).then_some(())
+    });
+    // Further polls bring the same View: the final reply is not handed over again.
+    std::thread::sleep(Duration::from_millis(1500));
+    got.extend(link.take_replies());
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got.iter().all(|r| r.id == id), "{got:?}");
+    assert!(!got[0].answer.is_final(), "{got:?}");
+    assert_eq!(got[1].answer.seconds, Some(16.8));
+    assert_eq!(got[1].answer.bytes, Some(1 << 30));
+    assert_eq!(
+        got[1].answer.detail,
+        "parked python (PID 4242) in 16.8 s (on the agent)"
+    );
+
+    let bad = reply_with(|v| v["replies"] = serde_json::json!([final_of(5, -1.0)]));
+    let agent = StandIn::start(Arc::new(move |_, _| Answer::Json(bad.clone())));
+    let (link, _) = link_to(&agent);
+    let e = refused(&link);
+    assert!(e.contains("replies: seconds"), "{e}");
+}
