@@ -21,10 +21,10 @@ mod layout;
 mod menus;
 #[path = "ui/repaint.rs"]
 mod repaint;
-#[path = "ui/state_wording.rs"]
-mod state_wording;
 #[path = "ui/replies.rs"]
 mod replies;
+#[path = "ui/state_wording.rs"]
+mod state_wording;
 #[path = "ui/warnings.rs"]
 mod warnings;
 
