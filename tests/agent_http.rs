@@ -346,6 +346,7 @@ fn agent_on(child: &Child, config: &str) -> (vramwarden::front::agent::Agent, te
                 total_mib: 81_920,
                 reserved_mib: 500,
                 ghost_mib: 0,
+                power_cap_w: 700,
             }],
         );
         s.add(SimProcess {

@@ -299,6 +299,7 @@ fn one_gpu_with(pid: u32, mib: u64) -> SimSource {
             total_mib: 81_920,
             reserved_mib: 500,
             ghost_mib: 0,
+            power_cap_w: 700,
         }],
     );
     s.add(SimProcess {

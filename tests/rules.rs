@@ -23,6 +23,7 @@ fn device() -> SimDevice {
         total_mib: 81_920,
         reserved_mib: 500,
         ghost_mib: 0,
+        power_cap_w: 700,
     }
 }
 

@@ -227,6 +227,7 @@ fn limit_memory_asks_for_the_allocator_and_reports_torch_not_imported() {
             total_mib: 81_920,
             reserved_mib: 0,
             ghost_mib: 0,
+            power_cap_w: 700,
         }],
     );
     assert!(r.observe(&sim.at(now_ms())).is_empty());
@@ -362,6 +363,7 @@ fn bind(pid: u32) -> SimSource {
             total_mib: 81_920,
             reserved_mib: 500,
             ghost_mib: 0,
+            power_cap_w: 700,
         }],
     );
     s.add(SimProcess {

@@ -113,6 +113,9 @@ pub struct SimDevice {
     pub reserved_mib: u64,
     /// Memory used that no listed process owns, MiB.
     pub ghost_mib: u64,
+    /// Its power cap, W (the board's default limit): idle it draws a tenth of it, at full
+    /// load 93 %.
+    pub power_cap_w: u32,
 }
 
 /// What a simulated PyTorch companion reports for a scripted process: shares of the memory
@@ -272,12 +275,15 @@ impl SimSource {
                 total_mib: 143_771,
                 reserved_mib: 616,
                 ghost_mib: 1536,
+                power_cap_w: 700,
             },
             SimDevice {
                 name: "Simulated RTX 4090".into(),
                 total_mib: 24_564,
                 reserved_mib: 345,
                 ghost_mib: 0,
+                // An RTX 4090's default power limit.
+                power_cap_w: 450,
             },
         ];
         Self {
@@ -393,6 +399,7 @@ impl SimSource {
                 total_mib: 143_771,
                 reserved_mib: 616,
                 ghost_mib: 512,
+                power_cap_w: 700,
             })
             .collect();
         let mut s = Self::empty(start_ms, devices);
@@ -554,8 +561,8 @@ impl SimSource {
                     memory_free_bytes: Some((d.total_mib - d.reserved_mib - used_mib) * MIB),
                     utilization_gpu_pct: Some(util),
                     temperature_c: Some(34 + util / 2),
-                    power_w: Some(f64::from(70_000 + util * 5_800) / 1000.0),
-                    power_limit_w: Some(700.0),
+                    power_w: Some(sim_power_w(d.power_cap_w, util)),
+                    power_limit_w: Some(f64::from(d.power_cap_w)),
                     // Boost clocks under load, idle clocks without.
                     sm_clock_mhz: Some(if util == 0 { 345 } else { 1980 - util }),
                     mem_clock_mhz: Some(if util == 0 { 1593 } else { 3201 }),
@@ -572,6 +579,13 @@ impl SimSource {
             processes,
         }
     }
+}
+
+/// The power a simulated board with cap `cap_w` draws at `util` percent: a tenth of its cap
+/// idle, 93 % of it at full load.
+fn sim_power_w(cap_w: u32, util: u32) -> f64 {
+    let cap = f64::from(cap_w);
+    cap * 0.1 + cap * 0.83 * f64::from(util.min(100)) / 100.0
 }
 
 /// Which life of `p` runs at time `t` (0 for the first) and how long it has run, or `None`.

@@ -183,6 +183,7 @@ fn the_resume_confirmation_says_what_moves_back_and_how_long() {
             total_mib: 143_771,
             reserved_mib: 500,
             ghost_mib: 0,
+            power_cap_w: 700,
         }],
     );
     sim.add(SimProcess {
