@@ -25,6 +25,8 @@ mod repaint;
 mod replies;
 #[path = "ui/state_wording.rs"]
 mod state_wording;
+#[path = "ui/table.rs"]
+mod table;
 #[path = "ui/warnings.rs"]
 mod warnings;
 
@@ -828,6 +830,7 @@ fn terminate_click_reaches_a_real_process_through_the_real_engine() {
                 total_mib: 143_771,
                 reserved_mib: 616,
                 ghost_mib: 0,
+                power_cap_w: 700,
             }],
         );
         sim.add(SimProcess {

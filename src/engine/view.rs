@@ -248,6 +248,9 @@ pub struct Monitor {
     /// Rows of running processes (no exit time).
     #[serde(skip)]
     live_rows: usize,
+    /// Rows first seen in the sample being taken in, not yet given a colour.
+    #[serde(skip)]
+    fresh_rows: usize,
 }
 
 impl Monitor {
@@ -276,6 +279,7 @@ impl Monitor {
             ticks: 0,
             evictions_seen: 0,
             live_rows: 0,
+            fresh_rows: 0,
         }
     }
 
@@ -311,6 +315,12 @@ impl Monitor {
             }
             self.live_rows = live;
         }
+        // Colours once this sample's exits are known: a new process's band lies beside the
+        // processes running now, not beside one that ended in this same sample.
+        if self.fresh_rows > 0 {
+            self.fresh_rows = 0;
+            color_fresh_rows(&mut self.rows, now);
+        }
         // Keep rows while their history exists, so exited processes can still be inspected.
         if self.history.evictions() != self.evictions_seen {
             self.keep_rows_with_history();
@@ -336,11 +346,12 @@ impl Monitor {
     /// did).
     fn take_in_row(&mut self, pos: usize, p: &crate::model::ProcessSample, now: UnixMs) -> bool {
         let mut fresh = false;
-        let row = self.rows.at_mut(pos, (p.key(), p.device_index), |rows| {
+        let row = self.rows.at_mut(pos, (p.key(), p.device_index), |_| {
             fresh = true;
-            ProcessRow::first_seen(p, now, free_slot(rows, now))
+            ProcessRow::first_seen(p, now, UNCOLORED)
         });
         if fresh {
+            self.fresh_rows += 1;
             row.update(p, now);
             self.live_rows += 1;
             return true;
@@ -469,6 +480,28 @@ impl Monitor {
         self.rows.get(key)
     }
 
+    /// The colour slot of every running process, by process and GPU (what an attached window
+    /// takes from its agent, so a process has the same colour there as on the agent's
+    /// computer; the window saw those that ended while they ran).
+    pub fn color_slots(&self) -> Vec<(ProcSeriesKey, u8)> {
+        self.rows
+            .iter()
+            .filter(|(_, r)| r.exited_at_ms.is_none())
+            .map(|(k, r)| (*k, r.color_slot))
+            .collect()
+    }
+
+    /// Gives the processes of `slots` that have a row those colour slots (see
+    /// [`Monitor::color_slots`]); others are left as they are.
+    pub fn set_color_slots(&mut self, slots: &[(ProcSeriesKey, u8)]) {
+        let by_key: std::collections::HashMap<ProcSeriesKey, u8> = slots.iter().copied().collect();
+        for r in self.rows.values_mut() {
+            if let Some(s) = by_key.get(&r.series_key()) {
+                r.color_slot = *s;
+            }
+        }
+    }
+
     /// The process on GPU `gpu` growing fastest now (an ongoing leak at its rate, or a
     /// growth not yet called a leak): what a click on the GPU's forecast banner selects.
     pub fn fastest_grower(&self, gpu: u32) -> Option<ProcSeriesKey> {
@@ -498,14 +531,35 @@ impl Monitor {
 }
 
 /// How many process colours the window's palettes have: slots below it are handed out first.
-pub const COLOR_SLOTS: usize = 20;
+pub const COLOR_SLOTS: usize = crate::model::palette::SLOTS;
 
-/// A colour slot for a process first seen at `at`: one that no process on any GPU holds
+/// The colour slot of a row not yet given one (see [`color_fresh_rows`]).
+const UNCOLORED: u8 = u8::MAX;
+
+/// Gives each row first seen in the sample at `now` its colour slot ([`free_slot`]), one
+/// after another.
+fn color_fresh_rows(rows: &mut SampleMap<ProcSeriesKey, ProcessRow>, now: UnixMs) {
+    let fresh: Vec<ProcSeriesKey> = rows
+        .values()
+        .filter(|r| r.color_slot == UNCOLORED)
+        .map(ProcessRow::series_key)
+        .collect();
+    for key in fresh {
+        let slot = free_slot(rows, key, now);
+        if let Some(r) = rows.values_mut().find(|r| r.series_key() == key) {
+            r.color_slot = slot;
+        }
+    }
+}
+
+/// A colour slot for the process `key` first seen at `at`: one that no process on any GPU holds
 /// (running, or exited less than [`EXITED_LINGER_MS`] before), among the first
 /// [`COLOR_SLOTS`] the one whose last holder left longest ago (never held first), so a
 /// restarted process does not take the colour its predecessor had on the graph; when all are
-/// held, the lowest free one above them.
-fn free_slot(rows: &SampleMap<ProcSeriesKey, ProcessRow>, at: UnixMs) -> u8 {
+/// held, the lowest free one above them. Of those, the first whose colour is far from the bands
+/// beside it in its GPU's stack (the processes on its GPU started just before and just after
+/// it, [`crate::model::palette::far_apart`]), so two bands that touch never look alike.
+fn free_slot(rows: &SampleMap<ProcSeriesKey, ProcessRow>, key: ProcSeriesKey, at: UnixMs) -> u8 {
     let mut held = [false; 256];
     let mut left = [UnixMs::MIN; COLOR_SLOTS];
     for r in rows.values().filter(|r| r.first_seen_ms <= at) {
@@ -519,11 +573,52 @@ fn free_slot(rows: &SampleMap<ProcSeriesKey, ProcessRow>, at: UnixMs) -> u8 {
             _ => held[slot] = true,
         }
     }
-    let lru = (0..COLOR_SLOTS)
-        .filter(|i| !held[*i])
-        .min_by_key(|i| (left[*i], *i));
-    lru.or_else(|| held.iter().position(|h| !h))
+    let beside = stack_neighbours(rows, key, at);
+    let mut free: Vec<usize> = (0..COLOR_SLOTS).filter(|i| !held[*i]).collect();
+    free.sort_by_key(|i| (left[*i], *i));
+    let apart = |i: &&usize| {
+        beside
+            .iter()
+            .flatten()
+            .all(|b| crate::model::palette::far_apart(**i, usize::from(*b)))
+    };
+    free.iter()
+        .find(apart)
+        .or_else(|| free.first())
+        .copied()
+        .or_else(|| held.iter().position(|h| !h))
         .map_or(0, |i| i as u8)
+}
+
+/// The colour slots of the processes beside `key` in its GPU's stack at `at` (ordered by
+/// start time, then PID, as the graph stacks them): the running one just below and the one
+/// just above (one that has ended has no band beside it any more).
+fn stack_neighbours(
+    rows: &SampleMap<ProcSeriesKey, ProcessRow>,
+    key: ProcSeriesKey,
+    at: UnixMs,
+) -> [Option<u8>; 2] {
+    let order = |k: &ProcSeriesKey| (k.0.start_time_ms, k.0.pid);
+    let mut below: Option<&ProcessRow> = None;
+    let mut above: Option<&ProcessRow> = None;
+    let shown = rows.values().filter(|r| {
+        r.device_index == key.1
+            && r.series_key() != key
+            && r.first_seen_ms <= at
+            && r.exited_at_ms.is_none()
+            && r.color_slot != UNCOLORED
+    });
+    for r in shown {
+        let o = order(&r.series_key());
+        if o < order(&key) {
+            if below.is_none_or(|b| order(&b.series_key()) < o) {
+                below = Some(r);
+            }
+        } else if above.is_none_or(|a| order(&a.series_key()) > o) {
+            above = Some(r);
+        }
+    }
+    [below.map(|r| r.color_slot), above.map(|r| r.color_slot)]
 }
 
 /// How long the status bar shows a notice.
@@ -688,5 +783,91 @@ mod tests {
             Some(m.rows().count())
         );
         assert!(v["last_active"].is_array());
+    }
+
+    /// Processes `pids` (each started at its pid, in seconds) on GPU `device`.
+    fn on_gpu(t: UnixMs, device: u32, pids: &[u32]) -> Vec<ProcessSample> {
+        pids.iter()
+            .map(|pid| ProcessSample {
+                pid: *pid,
+                device_index: device,
+                used_bytes: Some(1 << 30),
+                info: Some(std::sync::Arc::new(ProcInfo {
+                    name: format!("p{pid}"),
+                    start_time_ms: UnixMs::from(*pid) * 1000,
+                    ..ProcInfo::default()
+                })),
+                ..ProcessSample::default()
+            })
+            .filter(|p| p.info.as_ref().is_some_and(|i| i.start_time_ms <= t))
+            .collect()
+    }
+
+    /// Every pair of bands that touch in a GPU's stack now (running processes in start order).
+    fn touching(m: &Monitor, device: u32) -> Vec<(u32, u32, u8, u8)> {
+        let mut shown: Vec<&ProcessRow> = m
+            .rows()
+            .filter(|r| r.device_index == device && r.exited_at_ms.is_none())
+            .collect();
+        shown.sort_by_key(|r| (r.key.start_time_ms, r.key.pid));
+        shown
+            .windows(2)
+            .map(|w| (w[0].key.pid, w[1].key.pid, w[0].color_slot, w[1].color_slot))
+            .collect()
+    }
+
+    /// Bands that touch in a stack never get colours closer than
+    /// [`crate::model::palette::NEIGHBOUR_DELTA_E`] (CIEDE2000) in any palette: six processes
+    /// seen at once in the first sample in no order, then one starting every 15 s on either GPU,
+    /// the newest of a GPU (the top of its stack) ending first when five run there. (A process
+    /// ending in the middle of a stack lets the two beside it touch: their colours were not
+    /// chosen against each other.)
+    #[test]
+    fn bands_that_touch_get_colours_far_apart() {
+        let mut m = Monitor::new(1000, 1000);
+        let mut running: Vec<(u32, u32)> = vec![(0, 7), (0, 3), (0, 5), (1, 4), (1, 1), (1, 6)];
+        let mut pairs = 0;
+        for step in 0..300u32 {
+            let t = UnixMs::from(100 + step) * 5000;
+            if step % 3 == 0 {
+                let d = step % 2;
+                if running.iter().filter(|(g, _)| *g == d).count() >= 5 {
+                    // The newest of the GPU ends (the top of its stack): the one below it
+                    // touches the one starting now, which is chosen against it.
+                    if let Some(i) = running.iter().rposition(|(g, _)| *g == d) {
+                        running.remove(i);
+                    }
+                }
+                running.push((d, 500 + step * 5));
+            }
+            let mut procs = Vec::new();
+            for d in 0..2 {
+                let pids: Vec<u32> = running
+                    .iter()
+                    .filter(|(g, _)| *g == d)
+                    .map(|p| p.1)
+                    .collect();
+                procs.extend(on_gpu(t, d, &pids));
+            }
+            let snap = Snapshot {
+                taken_at_ms: t,
+                devices: Vec::new(),
+                processes: procs,
+            };
+            m.apply(snap, t);
+            for d in 0..2 {
+                for (a, b, sa, sb) in touching(&m, d) {
+                    pairs += 1;
+                    assert!(
+                        crate::model::palette::far_apart(usize::from(sa), usize::from(sb)),
+                        "at {t}: {a} (slot {sa}) under {b} (slot {sb}) look alike"
+                    );
+                }
+            }
+        }
+        assert!(pairs > 1000, "{pairs}");
+        // Slots are still shared out: more than half the palette was used.
+        let used: std::collections::BTreeSet<u8> = m.rows().map(|r| r.color_slot).collect();
+        assert!(used.len() > COLOR_SLOTS / 2, "{used:?}");
     }
 }

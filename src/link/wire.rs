@@ -85,6 +85,10 @@ pub struct WireView {
     /// companion's answer), newest last, each under the id its accepted reply gave.
     #[serde(default)]
     pub replies: Vec<WireReply>,
+    /// Each process's colour slot on the agent, so the window colours it the same. Absent
+    /// from an agent of an earlier build: the window's own.
+    #[serde(default)]
+    pub color_slots: Vec<(ProcSeriesKey, u8)>,
 }
 
 /// A command's reply as the agent sends it.
@@ -272,6 +276,7 @@ impl WireView {
             orphans: m.orphans.clone(),
             guard: m.guard.clone(),
             replies: m.replies.iter().map(WireReply::of).collect(),
+            color_slots: m.color_slots(),
         }
     }
 
@@ -364,6 +369,7 @@ impl WireView {
         m.orphans = self.orphans;
         m.guard = self.guard;
         // `replies` are the agent's, under its ids: the link routes them to its own commands.
+        m.set_color_slots(&self.color_slots);
         Ok(next)
     }
 }
@@ -439,5 +445,42 @@ mod tests {
         // The same run asked again after its newest tick: no restart.
         let next = w.history.end_tick();
         assert!(!WireView::of(&b, next, 100_000).restarted(&w, next));
+    }
+
+    /// A window attached to an agent colours each process as the agent does: the agent saw
+    /// the demo's batch jobs come and go (its slots handed out over 42 minutes), the window
+    /// attaches at the end and takes the agent's slots, not the ones it would give.
+    #[test]
+    fn an_attached_window_colours_processes_as_the_agent_does() {
+        let t0 = T0;
+        let mut sim = crate::source::sim::SimSource::demo(t0);
+        let mut agent = Monitor::new(1000, 3600);
+        let mut t = t0;
+        for i in 0..2500 {
+            t = t0 + i * 1000;
+            agent.apply(sim.sample(t).expect("sim"), t);
+        }
+        let wire = WireView::of(&agent, 0, usize::MAX);
+        let mut window = Monitor::new(1000, 3600);
+        wire.clone().apply(&mut window, t).expect("applied");
+        let mut own = Monitor::new(1000, 3600);
+        WireView {
+            color_slots: Vec::new(),
+            ..wire
+        }
+        .apply(&mut own, t)
+        .expect("applied");
+        let mut differ = 0;
+        let mut live = 0;
+        for r in agent.rows().filter(|r| r.exited_at_ms.is_none()) {
+            live += 1;
+            let w = window.row(&r.series_key()).expect("the window has the row");
+            assert_eq!(w.color_slot, r.color_slot, "{:?}", r.key);
+            let o = own.row(&r.series_key()).expect("row");
+            differ += usize::from(o.color_slot != r.color_slot);
+        }
+        assert!(live >= 5, "{live}");
+        // Without the agent's slots the window would colour some differently.
+        assert!(differ > 0);
     }
 }

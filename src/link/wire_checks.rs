@@ -365,6 +365,10 @@ fn watches(v: &mut WireView, now: UnixMs) -> Result<(), String> {
     checks::count("growing series", v.growing.len(), MAX_PROCESSES)?;
     checks::count("orphans", v.orphans.len(), MAX_DEVICES)?;
     checks::count("guard", v.guard.len(), MAX_DEVICES)?;
+    checks::count("color_slots", v.color_slots.len(), MAX_PROCESSES)?;
+    for ((p, _), _) in &v.color_slots {
+        pid("color_slots", p.pid)?;
+    }
     for g in &mut v.guard {
         guard(g, &listed, now)?;
     }

@@ -121,6 +121,13 @@ pub fn clock(ms: UnixMs) -> String {
         .unwrap_or_default()
 }
 
+/// The local day, "7 Dec".
+pub fn day(ms: UnixMs) -> String {
+    local(ms)
+        .map(|t| t.format("%-d %b").to_string())
+        .unwrap_or_default()
+}
+
 /// Local date and time, "YYYY-MM-DD HH:MM:SS".
 pub fn date_time(ms: UnixMs) -> String {
     local(ms)

@@ -5,6 +5,7 @@
 pub mod format;
 pub mod history;
 pub mod outcome;
+pub mod palette;
 pub mod reply;
 pub mod sample_map;
 

@@ -4,9 +4,9 @@
 
 use super::*;
 
-/// 12 workers on GPU 0 (the legend's most), each a GiB more than the last, besides the demo's
-/// own processes.
-fn crowded_snap(t: UnixMs) -> vramwarden::model::Snapshot {
+/// 12 workers on GPU 0 (the legend's most) started one after another, besides the demo's own
+/// processes: each a GiB more than the one before it, or (`oldest_largest`) a GiB less.
+fn crowded_snap_sized(t: UnixMs, oldest_largest: bool) -> vramwarden::model::Snapshot {
     let mut s = SimSource::demo(T0).at(t);
     let template = s
         .processes
@@ -18,7 +18,8 @@ fn crowded_snap(t: UnixMs) -> vramwarden::model::Snapshot {
     for k in 0..12u32 {
         let mut p = template.clone();
         p.pid = 50_001 + k;
-        p.used_bytes = Some(u64::from(k + 1) << 30);
+        let gib = if oldest_largest { 12 - k } else { k + 1 };
+        p.used_bytes = Some(u64::from(gib) << 30);
         let mut info = (*p.info.clone().expect("info")).clone();
         info.name = format!("worker-{k:02}");
         info.start_time_ms = T0 - 3_600_000 + i64::from(k);
@@ -34,13 +35,23 @@ fn crowded_snap(t: UnixMs) -> vramwarden::model::Snapshot {
     s
 }
 
-/// A window over `seconds` of [`crowded_snap`], its graph on `window`.
+/// A window over `seconds` of [`crowded_snap_sized`] (the newest the largest), its graph on
+/// `window`.
 fn crowded_app(seconds: i64, window: vramwarden::front::gui::ui_state::Window) -> VramApp {
+    crowded_app_sized(seconds, window, false)
+}
+
+/// [`crowded_app`], the oldest the largest when `oldest_largest`.
+fn crowded_app_sized(
+    seconds: i64,
+    window: vramwarden::front::gui::ui_state::Window,
+    oldest_largest: bool,
+) -> VramApp {
     let mut m = Monitor::new(1000, 86_400);
     m.source = Some(SimSource::demo(T0).info());
     for i in 0..seconds {
         let t = T0 + i * 1000;
-        m.apply(crowded_snap(t), t);
+        m.apply(crowded_snap_sized(t, oldest_largest), t);
     }
     let state = UiState {
         window,
@@ -126,5 +137,59 @@ fn the_graph_never_grows_wider_than_the_window() {
             let r = h.get_by_label_contains(panel).rect();
             assert!(r.right() <= 1280.5, "{what}: {panel} at {r:?}");
         }
+    }
+}
+
+/// Reading order of rects: top to bottom, then left to right (a wrapped legend).
+fn reading_order(a: egui::Rect, b: egui::Rect) -> std::cmp::Ordering {
+    if (a.center().y - b.center().y).abs() > a.height() / 2.0 {
+        a.center().y.total_cmp(&b.center().y)
+    } else {
+        a.left().total_cmp(&b.left())
+    }
+}
+
+/// Issue 40 (window v4): the legend and the hover list the stack in its own order, its top
+/// first (memory no process accounts for, then the newest process down to the oldest), and the
+/// legend says so.
+#[test]
+fn legend_and_hover_follow_the_stack_from_its_top() {
+    use vramwarden::front::gui::ui_state::Window;
+    // The oldest the largest: a legend by size would list them the other way round.
+    let mut h = harness_scaled(crowded_app_sized(600, Window::TenMinutes, true), 1.0);
+    h.run();
+    h.get_by_label("Stack from the top:");
+    // Started one after another: worker-00 is the oldest (the bottom), worker-11 the top.
+    let names: Vec<String> = (0..12u32)
+        .rev()
+        .map(|k| format!("worker-{k:02} ({})", 50_001 + k))
+        .collect();
+    let legend: Vec<egui::Rect> = names.iter().map(|n| h.get_by_label(n).rect()).collect();
+    for (w, n) in legend.windows(2).zip(names.iter()) {
+        assert_eq!(
+            reading_order(w[0], w[1]),
+            std::cmp::Ordering::Less,
+            "{n} comes before the one under it in the stack"
+        );
+    }
+    let graph = h.state().layout().graph.expect("graph");
+    h.hover_at(egui::pos2(graph.right() - 20.0, graph.center().y));
+    h.run();
+    // The hover's rows: each name's second label, top to bottom in the stack's order.
+    let rows: Vec<egui::Rect> = names
+        .iter()
+        .zip(&legend)
+        .map(|(n, in_legend)| {
+            h.query_all_by_label(n)
+                .map(|node| node.rect())
+                .find(|r| r != in_legend)
+                .unwrap_or_else(|| panic!("{n} in the hover"))
+        })
+        .collect();
+    for (w, n) in rows.windows(2).zip(names.iter()) {
+        assert!(
+            w[0].top() < w[1].top(),
+            "the hover lists {n} above the next"
+        );
     }
 }

@@ -42,8 +42,12 @@ pub struct GraphLine {
     pub points: PlotLine,
     /// The series' own value at each point (MiB): what the hover shows.
     pub own: Vec<f64>,
-    /// Filled down to the layer below (stacked areas).
+    /// Filled down to the layer below (stacked areas): the band between `points` and
+    /// `points` less `own`.
     pub filled: bool,
+    /// Where each run of consecutive points after the first begins (a process absent from
+    /// some instants in between): a band is filled run by run, never across a gap.
+    pub breaks: Vec<usize>,
     /// `points` in the plot's axis unit, kept between frames (lent to the plot, not copied).
     pub scaled: Vec<egui_plot::PlotPoint>,
     /// The scale `scaled` was made with.
@@ -60,9 +64,22 @@ impl GraphLine {
             points,
             own,
             filled,
+            breaks: Vec::new(),
             scaled: Vec::new(),
             scale: 0.0,
         }
+    }
+
+    /// Its runs of consecutive points (see [`GraphLine::breaks`]).
+    pub fn runs(&self) -> Vec<std::ops::Range<usize>> {
+        let mut starts = vec![0];
+        starts.extend(self.breaks.iter().copied());
+        starts.push(self.points.len());
+        starts
+            .windows(2)
+            .filter(|w| w[1] > w[0])
+            .map(|w| w[0]..w[1])
+            .collect()
     }
 
     /// Its own value at time `x` (unix seconds): the last point at or before `x`, when `x`
@@ -160,12 +177,20 @@ impl GraphCache {
     }
 }
 
-fn x_formatter(mark: GridMark, range: &std::ops::RangeInclusive<f64>) -> String {
-    let ms = (mark.value * 1000.0) as i64;
+/// A time axis label: the clock ("23:05:00"), the day at midnight ("7 Dec"), the date and
+/// time over more than two days ("12-07 06:00").
+pub fn x_formatter(mark: GridMark, range: &std::ops::RangeInclusive<f64>) -> String {
+    let ms = (mark.value * 1000.0).round() as i64;
     if range.end() - range.start() > 2.0 * 86400.0 {
-        format::date_time(ms)[5..16].to_string()
+        format::date_time(ms)
+            .get(5..16)
+            .unwrap_or_default()
+            .to_string()
     } else {
-        format::clock(ms)
+        match format::clock(ms) {
+            c if c == "00:00:00" => format::day(ms),
+            c => c,
+        }
     }
 }
 
@@ -292,17 +317,24 @@ fn stacked_lines(
     let mut layer = |name: String, kind: LineKind, color: Color32, at: &[u32]| {
         let mut pts = Vec::with_capacity(n);
         let mut own = Vec::with_capacity(n);
+        let mut breaks = Vec::new();
+        let mut last = None;
         for i in 0..n {
             // Not alive at this instant: no point, so the hover shows nothing.
             let (Some(x), Some(&v)) = (xs[i], at.get(i).filter(|v| **v != NONE)) else {
                 continue;
             };
+            if last.is_some_and(|l| l + 1 != i) {
+                breaks.push(pts.len());
+            }
+            last = Some(i);
             cum[i] += u64::from(v);
             pts.push([x, cum[i] as f64]);
             own.push(f64::from(v));
         }
         GraphLine {
             own,
+            breaks,
             ..GraphLine::new(name, kind, color, pts, true)
         }
     };
@@ -333,8 +365,8 @@ fn stacked_lines(
             false,
         ));
     }
-    // Top layer first, so each lower layer is drawn over the one above it.
-    layers.reverse();
+    // Bottom first: each band is filled between its own edges, so the order they are drawn
+    // in changes no colour.
     lines.extend(layers);
     if let Some(s) = h.device(device) {
         // The top edge of the stack: the total at the same instants.
@@ -462,16 +494,25 @@ fn time_grid(input: egui_plot::GridInput) -> Vec<GridMark> {
     // Align to local time (a time zone may be offset by a non-round amount from UTC).
     let offset = f64::from(chrono::Local::now().offset().local_minus_utc());
     let mut marks = Vec::new();
+    // A label is centred on its mark: one closer to an end than half a label's width would be
+    // cut there (the lifetime graph's last one was). egui_plot asks with the size of 8 points.
+    let point = input.base_step_size / 8.0;
+    let margin = point * X_LABEL_HALF_WIDTH;
     let mut v = ((lo + offset) / step).ceil() * step - offset;
     while v <= hi && marks.len() < 64 {
-        marks.push(GridMark {
-            value: v,
-            step_size: step,
-        });
+        if v - lo >= margin && hi - v >= margin {
+            marks.push(GridMark {
+                value: v,
+                step_size: step,
+            });
+        }
         v += step;
     }
     marks
 }
+
+/// Half the width of the widest time label ("23:05:00", "7 Dec"), with a little room.
+const X_LABEL_HALF_WIDTH: f64 = 30.0;
 
 /// Points between two labelled values of a value axis at least (egui_plot hides a label
 /// closer than 20 points to the next).
@@ -731,21 +772,30 @@ fn plot_lines<'a>(
     o: &PlotOpts<'_>,
     scale: f64,
 ) {
+    // The shading of each window first, behind the bands: a band keeps its own colour in a
+    // leak's time too (the shading shows above the stack).
+    for (a, b, _) in o.spans {
+        plot_ui.span(
+            egui_plot::Span::new("", *a..=*b)
+                .fill(super::leaks::LEAK.gamma_multiply(0.12))
+                .border_width(0.0),
+        );
+    }
     for l in lines.iter() {
         let mut line = Line::new(l.name.clone(), PlotPoints::Borrowed(&l.scaled)).color(l.color);
         let highlighted =
             matches!((l.kind, o.highlight), (LineKind::Process(k), Some(h)) if k == h);
         if l.filled {
-            line = line
-                .fill(0.0)
-                .fill_alpha(if o.highlight.is_some() && !highlighted {
-                    0.45
-                } else {
-                    0.85
-                });
-            if highlighted {
-                line = line.width(2.5).color(l.color);
-            }
+            // Opaque, between its own edges: the band has its swatch's colour whatever lies
+            // above or below it (dimmed over the background while another is selected).
+            let dim = o.highlight.is_some() && !highlighted;
+            let fill = if dim {
+                l.color.gamma_multiply(0.45)
+            } else {
+                l.color
+            };
+            fill_band(plot_ui, l, fill);
+            line = line.color(fill).width(if highlighted { 2.5 } else { 1.0 });
         } else {
             line = line.width(match l.kind {
                 LineKind::Total => 2.0,
@@ -773,15 +823,8 @@ fn plot_lines<'a>(
             .style(egui_plot::LineStyle::dashed_loose()),
         );
     }
-    // The shading of each window, then one label per group of windows that overlap (two
-    // labels over one another read as neither).
-    for (a, b, _) in o.spans {
-        plot_ui.span(
-            egui_plot::Span::new("", *a..=*b)
-                .fill(super::leaks::LEAK.gamma_multiply(0.12))
-                .border_width(0.0),
-        );
-    }
+    // One label per group of windows that overlap (two labels over one another read as
+    // neither).
     for (a, b, name) in span_labels(o.spans) {
         plot_ui.span(
             egui_plot::Span::new(name, a..=b)
@@ -794,6 +837,30 @@ fn plot_lines<'a>(
             VLine::new(name.clone(), *x)
                 .color(super::leaks::LEAK)
                 .style(egui_plot::LineStyle::dashed_loose()),
+        );
+    }
+}
+
+/// One stacked band, filled run by run between its lower edge (the bands below) and its top.
+fn fill_band(plot_ui: &mut egui_plot::PlotUi<'_>, l: &GraphLine, fill: Color32) {
+    for run in l.runs() {
+        let (Some(top), Some(own)) = (l.scaled.get(run.clone()), l.own.get(run)) else {
+            continue;
+        };
+        if top.len() < 2 {
+            continue;
+        }
+        let xs: Vec<f64> = top.iter().map(|p| p.x).collect();
+        let hi: Vec<f64> = top.iter().map(|p| p.y).collect();
+        let lo: Vec<f64> = hi
+            .iter()
+            .zip(own)
+            .map(|(h, v)| (h - v * l.scale).max(0.0))
+            .collect();
+        plot_ui.add(
+            egui_plot::FilledArea::new(l.name.clone(), &xs, &lo, &hi)
+                .fill_color(fill)
+                .allow_hover(false),
         );
     }
 }
@@ -852,7 +919,8 @@ pub fn bucket_title(b: &Bucket) -> String {
 }
 
 /// The hover of the GPU graph: the bucket under the cursor (its time range), every series's
-/// own value (largest first) with its colour, then the total and the free memory. Stacked,
+/// own value with its colour (stacked: in the stack's order from its top, as the legend;
+/// else largest first), then the total and the free memory. Stacked,
 /// the values are those of the bucket's last sample, so they add up to the total; the total's
 /// range in the bucket follows.
 fn hover_table(
@@ -892,7 +960,12 @@ fn hover_table(
         .filter(|l| !matches!(l.kind, LineKind::Total | LineKind::TotalRange))
         .filter_map(|l| l.value_at(x, step).map(|v| (l, v)))
         .collect();
-    rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+    if at.stacked {
+        // As the stack and the legend: its top first.
+        rows.reverse();
+    } else {
+        rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+    }
     let total = lines
         .iter()
         .find(|l| l.kind == LineKind::Total)
@@ -938,34 +1011,30 @@ fn hover_table(
 }
 
 /// The legend, outside the plot: one swatch per series in view (the selected one bold), at most
-/// [`LEGEND_MAX`] processes (the largest) and a count of the rest.
-fn legend(ui: &mut Ui, lines: &[GraphLine], highlight: Option<ProcSeriesKey>, forecast: bool) {
-    let mut procs: Vec<&GraphLine> = lines
-        .iter()
-        .filter(|l| matches!(l.kind, LineKind::Process(_)))
-        .collect();
-    // The largest now first; the selected one always shown.
-    procs.sort_by(|a, b| {
-        let last = |l: &GraphLine| l.own.last().copied().unwrap_or(0.0);
-        last(b).total_cmp(&last(a))
-    });
-    let more = procs.len().saturating_sub(LEGEND_MAX);
-    if more > 0 {
-        let sel = procs
-            .iter()
-            .position(|l| matches!((l.kind, highlight), (LineKind::Process(k), Some(h)) if k == h));
-        if let Some(i) = sel.filter(|i| *i >= LEGEND_MAX) {
-            procs.swap(LEGEND_MAX - 1, i);
-        }
-        procs.truncate(LEGEND_MAX);
-    }
-    let others = lines
-        .iter()
-        .filter(|l| !matches!(l.kind, LineKind::Process(_)));
+/// [`LEGEND_MAX`] processes (the largest now, the selected one always) and a count of the
+/// rest. Stacked, in the stack's order from its top (memory no process accounts for, then
+/// the newest process down to the oldest), said in its first words; unstacked, the newest
+/// first too.
+fn legend(
+    ui: &mut Ui,
+    lines: &[GraphLine],
+    highlight: Option<ProcSeriesKey>,
+    forecast: bool,
+    stacked: bool,
+) {
+    let (procs, more) = legend_processes(lines, highlight);
+    let is = |l: &GraphLine, k: LineKind| l.kind == k;
+    let unattributed = lines.iter().find(|l| is(l, LineKind::Unattributed));
     ui.horizontal_wrapped(|ui| {
         let item = |ui: &mut Ui, color: Color32, name: &str, bold: bool| {
             widgets::legend_item(ui, color, name, bold);
         };
+        if stacked {
+            ui.label(widgets::hint("Stack from the top:"));
+        }
+        if let Some(l) = unattributed.filter(|_| stacked) {
+            item(ui, l.color, &l.name, false);
+        }
         for l in procs {
             let bold = matches!((l.kind, highlight), (LineKind::Process(k), Some(h)) if k == h);
             item(ui, l.color, &l.name, bold);
@@ -974,7 +1043,13 @@ fn legend(ui: &mut Ui, lines: &[GraphLine], highlight: Option<ProcSeriesKey>, fo
             ui.label(widgets::hint(format!("and {more} more")));
             ui.add_space(6.0);
         }
-        for l in others {
+        if let Some(l) = unattributed.filter(|_| !stacked) {
+            item(ui, l.color, &l.name, false);
+        }
+        for l in lines
+            .iter()
+            .filter(|l| is(l, LineKind::Total) || is(l, LineKind::TotalRange))
+        {
             item(ui, l.color, &l.name, false);
         }
         item(ui, widgets::LIMIT, "Memory limit", false);
@@ -982,6 +1057,34 @@ fn legend(ui: &mut Ui, lines: &[GraphLine], highlight: Option<ProcSeriesKey>, fo
             item(ui, widgets::FORECAST, "OOM forecast", false);
         }
     });
+}
+
+/// The processes the legend names, in the stack's order from its top (the newest first): the
+/// [`LEGEND_MAX`] largest now, the selected one always among them; and how many are left out.
+pub fn legend_processes(
+    lines: &[GraphLine],
+    highlight: Option<ProcSeriesKey>,
+) -> (Vec<&GraphLine>, usize) {
+    // `lines` holds the processes bottom (oldest) first.
+    let mut procs: Vec<(usize, &GraphLine)> = lines
+        .iter()
+        .filter(|l| matches!(l.kind, LineKind::Process(_)))
+        .enumerate()
+        .collect();
+    let more = procs.len().saturating_sub(LEGEND_MAX);
+    if more > 0 {
+        let last = |l: &GraphLine| l.own.last().copied().unwrap_or(0.0);
+        let selected = |l: &GraphLine| matches!((l.kind, highlight), (LineKind::Process(k), Some(h)) if k == h);
+        // The selected one first, then the largest now.
+        procs.sort_by(|a, b| {
+            selected(b.1)
+                .cmp(&selected(a.1))
+                .then(last(b.1).total_cmp(&last(a.1)))
+        });
+        procs.truncate(LEGEND_MAX);
+    }
+    procs.sort_by_key(|p| std::cmp::Reverse(p.0));
+    (procs.into_iter().map(|(_, l)| l).collect(), more)
 }
 
 /// Processes named in the graph's legend at most.
@@ -1122,7 +1225,7 @@ pub fn device_graph(
         lines,
         buckets: spans,
     } = drawn;
-    legend(ui, lines, highlight, forecast.is_some());
+    legend(ui, lines, highlight, forecast.is_some(), stacked);
     let step_s =
         ((to - from) as f64 / 1000.0 / width as f64).max(m.interval_ms as f64 / 1000.0) * 2.0;
     let metrics_h = 110.0;
@@ -1579,10 +1682,24 @@ fn metric_plot(
                 .collect::<Vec<_>>()
                 .join(" / "),
         );
+    // A panel of two lines (power and its cap, the two clocks) says which is which.
+    let legend_h = if lines.len() > 1 {
+        ui.horizontal(|ui| {
+            for l in lines {
+                widgets::legend_item(ui, l.color, metric_legend_name(&l.name), false);
+            }
+        })
+        .response
+        .rect
+        .height()
+            + ui.spacing().item_spacing.y
+    } else {
+        0.0
+    };
     let unit = unit.to_string();
     let link = egui::Id::unique(("gpu-time", device));
     let mut plot = Plot::new(("gpu-metric", device, title))
-        .height(height - 20.0)
+        .height((height - 20.0 - legend_h).max(40.0))
         .width(w - 8.0)
         .allow_zoom([true, false])
         .allow_drag([true, false])
@@ -1619,6 +1736,18 @@ fn metric_plot(
         let b = resp.transform.bounds();
         (b.min()[0], b.max()[0])
     })
+}
+
+/// A metric's name in its panel's legend, where the panel's title says the rest ("Clocks":
+/// "SM", "memory").
+fn metric_legend_name(name: &str) -> &str {
+    match name {
+        "Power" => "drawn",
+        "Power cap" => "cap",
+        "SM clock" => "SM",
+        "Memory clock" => "memory",
+        n => n,
+    }
 }
 
 /// The least height of a process's lifetime graph (points).
@@ -1767,5 +1896,47 @@ mod tests {
                 w(500.0, 600.0, "OOM suspected"),
             ]
         );
+    }
+
+    /// Issue 40 (window v4): a mark at local midnight reads as the day, not "00:00:00"; other
+    /// marks as the clock.
+    #[test]
+    fn midnight_on_the_time_axis_shows_the_date() {
+        use chrono::TimeZone;
+        let midnight = chrono::Local
+            .with_ymd_and_hms(2026, 12, 7, 0, 0, 0)
+            .earliest()
+            .expect("a local midnight")
+            .timestamp() as f64;
+        let range = (midnight - 3600.0)..=(midnight + 3600.0);
+        let mark = |value: f64| GridMark {
+            value,
+            step_size: 1800.0,
+        };
+        assert_eq!(x_formatter(mark(midnight), &range), "7 Dec");
+        let half_past = x_formatter(mark(midnight + 1800.0), &range);
+        assert_eq!(half_past, "00:30:00");
+        let before = x_formatter(mark(midnight - 1800.0), &range);
+        assert_eq!(before, "23:30:00");
+    }
+
+    /// Issue 40 (window v4): no time mark lies closer to an end of the plot than half a label
+    /// (its label would be cut there, as the lifetime graph's last one was); the others stay.
+    #[test]
+    fn time_marks_keep_half_a_label_from_the_ends() {
+        // One point is a second (egui_plot asks with the size of 8 points).
+        let offset = f64::from(chrono::Local::now().offset().local_minus_utc());
+        let lo = 1_796_000_000.0 - (1_796_000_000.0 + offset).rem_euclid(60.0);
+        let input = |lo: f64, hi: f64| egui_plot::GridInput {
+            bounds: (lo, hi),
+            base_step_size: 8.0,
+        };
+        // A mark each minute: the first at `lo` itself, the last 20 s before the end.
+        let marks = time_grid(input(lo, lo + 440.0));
+        let values: Vec<f64> = marks.iter().map(|m| m.value - lo).collect();
+        assert_eq!(values, vec![60.0, 120.0, 180.0, 240.0, 300.0, 360.0]);
+        // Half a label (30 s here) from both ends, the same minutes are all kept.
+        let all = time_grid(input(lo - 30.0, lo + 450.0));
+        assert_eq!(all.len(), 8, "{all:?}");
     }
 }

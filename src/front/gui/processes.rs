@@ -334,47 +334,187 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
         .filter(|(c, _)| !t.recorded || c.recorded())
         .collect();
     let row_h = ui.text_style_height(&egui::TextStyle::Monospace) + 6.0;
-    // A window starts with PID and Name in view: a sideways scroll restored from the last
-    // run (egui keeps it) is not.
+    // PID and Name stay on the left, always in view: they say which process a line is while
+    // the rest scrolls sideways (Shift+wheel, or the scroll bar).
+    let frozen_n = visible
+        .iter()
+        .take_while(|(c, _)| matches!(c, SortColumn::Pid | SortColumn::Name))
+        .count();
+    let (frozen, scrolled) = visible.split_at(frozen_n);
+    let lines = Lines {
+        items: &items,
+        cells: &cells,
+        row_h,
+        scroll_to,
+    };
+    let sync = egui::Id::unique("process-table-v-offset");
+    let shared = ui.ctx().data(|d| d.get_temp::<f32>(sync)).unwrap_or(0.0);
+    let hovered = ui.ctx().data(|d| d.get_temp::<usize>(sync.with("hover")));
+    let mut seen = [Half::default(), Half::default()];
+    // The frozen half is as wide as its columns were drawn last (a column resized there
+    // widens it the next frame); the rest of the width scrolls.
+    let frozen_w = ui
+        .ctx()
+        .data(|d| d.get_temp::<f32>(sync.with("frozen-width")))
+        .unwrap_or(FROZEN_START_WIDTH);
+    let full = ui.available_rect_before_wrap();
+    let split = full.left() + frozen_w.min(full.width() * 0.6);
+    let left = egui::Rect::from_min_max(full.min, egui::pos2(split, full.bottom()));
+    let right = egui::Rect::from_min_max(egui::pos2(split, full.top()), full.max);
+    ui.scope_builder(egui::UiBuilder::new().max_rect(left), |ui| {
+        let part = Part {
+            cols: frozen,
+            first: 0,
+            frozen: true,
+        };
+        seen[0] = half_table(ui, t, &lines, &part, (shared, hovered));
+    });
+    ui.scope_builder(egui::UiBuilder::new().max_rect(right), |ui| {
+        side_scroll(ui).show(ui, |ui| {
+            let part = Part {
+                cols: scrolled,
+                first: frozen_n,
+                frozen: false,
+            };
+            seen[1] = half_table(ui, t, &lines, &part, (shared, hovered));
+        });
+    });
+    ui.advance_cursor_after_rect(full);
+    // The two halves scroll up and down as one: the one scrolled gives its offset to both.
+    let moved = if (seen[0].offset - shared).abs() > 0.5 {
+        seen[0].offset
+    } else {
+        seen[1].offset
+    };
+    let hover = seen[0].hovered.or(seen[1].hovered);
+    if (moved - shared).abs() > 0.5 || hover != hovered {
+        ui.ctx().request_repaint();
+    }
+    if (seen[0].width - frozen_w).abs() > 0.5 {
+        ui.ctx().request_repaint();
+    }
+    ui.ctx().data_mut(|d| {
+        d.insert_temp(sync, moved);
+        d.insert_temp(sync.with("frozen-width"), seen[0].width);
+        match hover {
+            Some(i) => {
+                d.insert_temp(sync.with("hover"), i);
+            }
+            None => d.remove::<usize>(sync.with("hover")),
+        }
+    });
+}
+
+/// The sideways scroll of the table's columns after PID and Name. A window starts with it
+/// at its left: a sideways scroll restored from the last run (egui keeps it) is not.
+fn side_scroll(ui: &Ui) -> egui::ScrollArea {
     let started = egui::Id::unique("process-table-h-started");
-    let mut area = egui::ScrollArea::horizontal().id_salt("process-table-h");
+    let area = egui::ScrollArea::horizontal().id_salt("process-table-h");
     if ui.ctx().data(|d| d.get_temp::<bool>(started)).is_none() {
         ui.ctx().data_mut(|d| d.insert_temp(started, true));
-        area = area.horizontal_scroll_offset(0.0);
+        return area.horizontal_scroll_offset(0.0);
     }
-    area.show(ui, |ui| {
-        // A selected row is tinted, not filled: coloured text on it stays readable.
-        let sel = &mut ui.visuals_mut().selection.bg_fill;
-        *sel = sel.gamma_multiply(widgets::ROW_SELECTION_ALPHA);
-        let mut b = egui_extras::TableBuilder::new(ui)
-            .id_salt("process-table")
-            .striped(true)
-            .resizable(true)
-            // Rows answer clicks but are not Tab stops (a stop per cell made Tab walk
-            // every cell of every row); the keyboard moves the selection with ↑/↓.
-            .sense(egui::Sense::CLICK)
-            .auto_shrink([false, false])
-            .cell_layout(egui::Layout::left_to_right(egui::Align::Center))
+    area
+}
+
+/// What both halves of the table draw from.
+struct Lines<'a, 'r> {
+    items: &'a [Item<'r>],
+    cells: &'a Cells<'a>,
+    row_h: f32,
+    scroll_to: Option<usize>,
+}
+
+/// The columns of one half of the table.
+struct Part<'a, 'c> {
+    /// Its columns.
+    cols: &'a [(SortColumn, &'c str)],
+    /// The index of its first column among those shown.
+    first: usize,
+    /// The frozen half (PID and Name, after the colour swatch).
+    frozen: bool,
+}
+
+/// What a half of the table reports after a frame: its vertical offset and the line under
+/// the pointer.
+#[derive(Debug, Clone, Copy, Default)]
+struct Half {
+    offset: f32,
+    hovered: Option<usize>,
+    /// The width of its columns.
+    width: f32,
+}
+
+/// The frozen half's width before it is first drawn: the swatch, PID and Name at their
+/// starting widths.
+const FROZEN_START_WIDTH: f32 = 12.0 + 64.0 + 130.0 + 3.0 * 8.0;
+
+/// One half of the table: the frozen columns (with the colour swatch) or the columns after
+/// them, at vertical offset `offset`, the line `hovered` (in either half) lit.
+fn half_table(
+    ui: &mut Ui,
+    t: &mut TableState<'_>,
+    l: &Lines<'_, '_>,
+    part: &Part<'_, '_>,
+    (offset, hovered): (f32, Option<usize>),
+) -> Half {
+    let (frozen, cols) = (part.frozen, part.cols);
+    // A selected row is tinted, not filled: coloured text on it stays readable.
+    let sel = &mut ui.visuals_mut().selection.bg_fill;
+    *sel = sel.gamma_multiply(widgets::ROW_SELECTION_ALPHA);
+    let mut b = egui_extras::TableBuilder::new(ui)
+        .id_salt(if frozen {
+            "process-table-frozen"
+        } else {
+            "process-table"
+        })
+        .striped(true)
+        .resizable(true)
+        // Rows answer clicks but are not Tab stops (a stop per cell made Tab walk
+        // every cell of every row); the keyboard moves the selection with ↑/↓.
+        .sense(egui::Sense::CLICK)
+        .auto_shrink([frozen, false])
+        .vertical_scroll_offset(offset)
+        .animate_scrolling(false)
+        .cell_layout(egui::Layout::left_to_right(egui::Align::Center));
+    if frozen {
+        // Its scroll bar would stand between the halves; the other half's serves both.
+        b = b
+            .scroll_bar_visibility(egui::scroll_area::ScrollBarVisibility::AlwaysHidden)
             .column(egui_extras::Column::exact(12.0));
-        for (c, _) in &visible {
-            b = b.column(column_spec(*c));
-        }
-        if let Some(i) = scroll_to {
-            b = b.scroll_to_row(i, None);
-        }
-        b.header(row_h + 2.0, |mut header| {
-            header.col(|_| {});
-            for (col, title) in &visible {
+    }
+    for (c, _) in cols {
+        b = b.column(column_spec(*c));
+    }
+    if let Some(i) = l.scroll_to {
+        b = b.scroll_to_row(i, None);
+    }
+    let mut seen = Half::default();
+    let out = b
+        .header(l.row_h + 2.0, |mut header| {
+            if frozen {
+                header.col(|_| {});
+            }
+            for (col, title) in cols {
                 header.col(|ui| header_cell(ui, t, *col, title));
             }
         })
         .body(|body| {
-            body.rows(row_h, items.len(), |mut row| match items[row.index()] {
-                Item::Row(r) => process_row(&mut row, r, t, &cells, &visible),
-                Item::Group(k, n, bytes) => group_row(&mut row, (k, n, bytes), t, &visible),
+            body.rows(l.row_h, l.items.len(), |mut row| {
+                let i = row.index();
+                row.set_hovered(hovered == Some(i));
+                match l.items[i] {
+                    Item::Row(r) => process_row(&mut row, r, t, l.cells, part),
+                    Item::Group(k, n, bytes) => group_row(&mut row, (k, n, bytes), t, part),
+                }
+                if row.response().hovered() {
+                    seen.hovered = Some(i);
+                }
             });
         });
-    });
+    seen.offset = out.state.clamped_offset().y;
+    seen.width = out.content_size.x;
+    seen
 }
 
 /// The table's lines in order: each group's header then its rows (unless folded), or the
@@ -519,13 +659,18 @@ fn header_cell(ui: &mut Ui, t: &mut TableState<'_>, col: SortColumn, title: &str
         (true, false) => " ▲",
         _ => "",
     };
+    let text = |s: String| RichText::new(s).monospace().strong();
+    // The room of the sort arrow is kept on every header: a narrow column sized by its
+    // title would widen when sorted and move the headers after it under the pointer.
+    let widest = egui::WidgetText::from(text(format!("{title} ▼"))).into_galley(
+        ui,
+        Some(egui::TextWrapMode::Extend),
+        f32::INFINITY,
+        egui::TextStyle::Monospace,
+    );
+    ui.set_min_width(widest.size().x + 2.0 * ui.spacing().button_padding.x);
     let resp = ui
-        .selectable_label(
-            *t.sort == col,
-            RichText::new(format!("{title}{arrow}"))
-                .monospace()
-                .strong(),
-        )
+        .selectable_label(*t.sort == col, text(format!("{title}{arrow}")))
         .on_hover_text("Click to sort · right-click to show or hide columns");
     if resp.clicked() {
         if *t.sort == col {
@@ -539,18 +684,21 @@ fn header_cell(ui: &mut Ui, t: &mut TableState<'_>, col: SortColumn, title: &str
     resp.context_menu(|ui| columns_menu(ui, t.hidden, recorded));
 }
 
-/// A group's header line; a click folds or unfolds it.
+/// A group's header line in one half of the table (as [`process_row`]); a click folds or
+/// unfolds it.
 fn group_row(
     row: &mut egui_extras::TableRow<'_, '_>,
     (k, n, bytes): (&str, usize, u64),
     t: &mut TableState<'_>,
-    visible: &[(SortColumn, &str)],
+    part: &Part<'_, '_>,
 ) {
     let open = !t.collapsed.contains(k);
-    row.col(|_| {});
-    for (i, (col, _)) in visible.iter().enumerate() {
+    if part.frozen {
+        row.col(|_| {});
+    }
+    for (i, (col, _)) in part.cols.iter().enumerate() {
         row.col(|ui| {
-            let text = match (i, col) {
+            let text = match (part.first + i, col) {
                 (0, _) => format!("{} {k}", if open { "▼" } else { "▶" }),
                 (1, _) => format!("{n} process{}", if n == 1 { "" } else { "es" }),
                 (_, SortColumn::Memory) => format::opt_bytes(t.units, Some(bytes)),
@@ -610,22 +758,25 @@ impl<'a> Cells<'a> {
     }
 }
 
-/// A process's line: its swatch and cells; a click selects, right-click offers actions.
+/// A process's line in one half of the table (the frozen half starts with the swatch): a
+/// click selects, right-click offers actions.
 fn process_row(
     row: &mut egui_extras::TableRow<'_, '_>,
     r: &ProcessRow,
     t: &mut TableState<'_>,
     cells: &Cells<'_>,
-    visible: &[(SortColumn, &str)],
+    part: &Part<'_, '_>,
 ) {
     let exited = r.exited_at_ms.is_some();
     let key = r.series_key();
     let sel = *t.selected == Some(key);
     row.set_selected(sel);
-    row.col(|ui| {
-        widgets::color_swatch(ui, widgets::Colors::of(ui).slot(r.color_slot));
-    });
-    for (col, _) in visible {
+    if part.frozen {
+        row.col(|ui| {
+            widgets::color_swatch(ui, widgets::Colors::of(ui).slot(r.color_slot));
+        });
+    }
+    for (col, _) in part.cols {
         row.col(|ui| cell(ui, r, *col, cells));
     }
     let resp = row.response();

@@ -115,59 +115,6 @@ pub const TORCH_SPLIT: Color32 = Color32::from_rgb(230, 180, 40);
 /// colour comes near.
 pub const UNATTRIBUTED: Color32 = Color32::from_rgb(150, 150, 150);
 
-/// Process colours on a dark background, one per [`crate::engine::view::COLOR_SLOTS`] slot: hues
-/// of Tableau 20 and Okabe–Ito without the blue and purple of the memory bar ("used",
-/// "reserved"), the red of the memory limit, the orange of leak warnings and any grey, most
-/// distinct first.
-const PALETTE_DARK: [Color32; crate::engine::view::COLOR_SLOTS] = [
-    Color32::from_rgb(89, 161, 79),   // green
-    Color32::from_rgb(237, 201, 72),  // yellow
-    Color32::from_rgb(23, 190, 207),  // cyan
-    Color32::from_rgb(255, 157, 167), // pink
-    Color32::from_rgb(180, 100, 40),  // brown
-    Color32::from_rgb(188, 189, 34),  // lime
-    Color32::from_rgb(227, 119, 194), // magenta
-    Color32::from_rgb(0, 158, 115),   // bluish green
-    Color32::from_rgb(120, 220, 240), // sky
-    Color32::from_rgb(182, 153, 45),  // olive
-    Color32::from_rgb(140, 209, 125), // light green
-    Color32::from_rgb(140, 60, 120),  // plum
-    Color32::from_rgb(100, 220, 180), // mint
-    Color32::from_rgb(255, 214, 165), // peach
-    Color32::from_rgb(0, 110, 160),   // deep sky
-    Color32::from_rgb(219, 219, 141), // khaki
-    Color32::from_rgb(120, 80, 50),   // dark brown
-    Color32::from_rgb(247, 182, 230), // light pink
-    Color32::from_rgb(60, 110, 40),   // dark green
-    Color32::from_rgb(200, 170, 255), // lavender
-];
-
-/// A palette for colour-blind eyes (Okabe–Ito, then Paul Tol's "bright" and "light" schemes,
-/// then darker and lighter shades of them): told apart with deuteranopia, protanopia and
-/// tritanopia; its first ten are the most distinct.
-const PALETTE_COLOR_BLIND: [Color32; crate::engine::view::COLOR_SLOTS] = [
-    Color32::from_rgb(230, 159, 0),   // orange
-    Color32::from_rgb(86, 180, 233),  // sky blue
-    Color32::from_rgb(0, 158, 115),   // bluish green
-    Color32::from_rgb(240, 228, 66),  // yellow
-    Color32::from_rgb(0, 114, 178),   // blue
-    Color32::from_rgb(213, 94, 0),    // vermillion
-    Color32::from_rgb(204, 121, 167), // reddish purple
-    Color32::from_rgb(153, 221, 255), // light cyan
-    Color32::from_rgb(187, 204, 51),  // pear
-    Color32::from_rgb(255, 170, 187), // pink
-    Color32::from_rgb(68, 187, 153),  // mint
-    Color32::from_rgb(170, 170, 0),   // olive
-    Color32::from_rgb(238, 136, 102), // light orange
-    Color32::from_rgb(119, 170, 221), // light blue
-    Color32::from_rgb(238, 221, 136), // light yellow
-    Color32::from_rgb(170, 51, 119),  // wine
-    Color32::from_rgb(34, 136, 51),   // green
-    Color32::from_rgb(204, 102, 119), // rose
-    Color32::from_rgb(136, 34, 85),   // dark wine
-    Color32::from_rgb(68, 119, 170),  // steel blue
-];
-
 /// Which set of process colours the window uses (View → Colours).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum Palette {
@@ -190,21 +137,20 @@ impl Palette {
         }
     }
 
-    /// The colour of each slot, on a dark or a light background.
+    /// The colour of each slot, on a dark or a light background (the RGB of
+    /// [`crate::model::palette`]).
     pub fn colors(self, dark_mode: bool) -> [Color32; crate::engine::view::COLOR_SLOTS] {
+        use crate::model::palette;
         let base = match self {
-            Palette::Standard => PALETTE_DARK,
-            Palette::ColorBlind => PALETTE_COLOR_BLIND,
+            Palette::Standard => palette::STANDARD,
+            Palette::ColorBlind => palette::COLOR_BLIND,
         };
         // On white the same hues, a little darker.
-        base.map(|c| if dark_mode { c } else { darker(c) })
+        base.map(|c| {
+            let [r, g, b] = if dark_mode { c } else { palette::on_light(c) };
+            Color32::from_rgb(r, g, b)
+        })
     }
-}
-
-fn darker(c: Color32) -> Color32 {
-    // One factor for all: the palette's light and dark shades stay apart.
-    let f = |v: u8| (f32::from(v) * 0.85).round() as u8;
-    Color32::from_rgb(f(c.r()), f(c.g()), f(c.b()))
 }
 
 fn palette_id() -> egui::Id {
@@ -476,12 +422,17 @@ mod tests {
                 let c = p.colors(dark);
                 for (i, a) in c.iter().enumerate() {
                     for b in &c[i + 1..] {
-                        assert!(distance(*a, *b) > 25.0, "{p:?} {a:?} ~ {b:?}");
+                        let de = crate::model::palette::delta_e2000(
+                            [a.r(), a.g(), a.b()],
+                            [b.r(), b.g(), b.b()],
+                        );
+                        assert!(de > 5.0, "{p:?} {a:?} ~ {b:?}: {de:.1}");
                     }
                     let grey = if dark {
                         UNATTRIBUTED
                     } else {
-                        darker(UNATTRIBUTED)
+                        let [r, g, b] = crate::model::palette::on_light([150, 150, 150]);
+                        Color32::from_rgb(r, g, b)
                     };
                     assert!(distance(*a, grey) > 50.0, "{p:?} {a:?} ~ grey");
                     let sat = a.r().max(a.g()).max(a.b()) - a.r().min(a.g()).min(a.b());
@@ -493,11 +444,11 @@ mod tests {
                     assert!(distance(t, LIMIT) > 80.0, "{t:?} ~ limit");
                     assert!(distance(t, RESERVED) > 80.0, "{t:?} ~ reserved");
                 }
-                if p == Palette::Standard {
-                    for a in &c {
-                        assert!(distance(*a, USED) > 60.0, "{a:?} ~ used");
-                        assert!(distance(*a, LIMIT) > 60.0, "{a:?} ~ limit");
-                    }
+                // Neither palette (the colour-blind one had Okabe-Ito's blue); the forecast's
+                // orange and the rest: `model::palette`'s tests.
+                for a in &c {
+                    assert!(distance(*a, USED) > 60.0, "{p:?} {a:?} ~ used");
+                    assert!(distance(*a, LIMIT) > 60.0, "{p:?} {a:?} ~ limit");
                 }
             }
         }

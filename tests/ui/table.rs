@@ -1,0 +1,104 @@
+//! The process table at a narrow width: PID and Name stay in view while the other columns
+//! scroll sideways (Shift+wheel), and sorting by a narrow column moves no header.
+
+use super::*;
+
+/// The window at 1280 × 800 with the detail pane of the trainer (48213) open: the table is
+/// narrower than its columns.
+fn narrow_table() -> Harness<'static, VramApp> {
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(1280.0, 800.0))
+        .with_max_steps(8)
+        .build_eframe(|_cc| demo_app(120));
+    h.run();
+    h.get_by_label("48213").click();
+    h.run();
+    h.run();
+    h
+}
+
+/// Issue 40 (window v4): PID and Name are a frozen column: Shift+wheel over the table
+/// scrolls the other columns sideways, and the line's PID and name stay where they were.
+#[test]
+fn pid_and_name_stay_while_the_table_scrolls_sideways() {
+    let mut h = narrow_table();
+    let pid = h.get_by_label("48213").rect();
+    let name_of = |h: &Harness<'static, VramApp>, pid: egui::Rect| {
+        h.query_all_by_label("python3")
+            .map(|n| n.rect())
+            .find(|r| (r.center().y - pid.center().y).abs() < 2.0)
+            .expect("the trainer's name on its line")
+    };
+    let name = name_of(&h, pid);
+    let rss = h.get_by_label("RSS").rect();
+    let pane = h.state().layout().detail_pane.expect("the pane is open");
+    assert!(rss.left() > pane.left(), "RSS starts out of view: {rss:?}");
+    // The scrolled columns start right after Name, in view: User is the first of them.
+    let user = h
+        .query_all_by_label("User")
+        .map(|n| n.rect())
+        .filter(|r| r.bottom() <= pid.top())
+        .max_by(|a, b| a.top().total_cmp(&b.top()))
+        .expect("the User header, the nearest User above the line");
+    assert!(
+        user.left() > name.left() && user.left() < pid.left() + 260.0 && user.right() < pane.left(),
+        "User's header at {user:?}, the name at {name:?}"
+    );
+    h.hover_at(egui::pos2(name.right() + 150.0, pid.center().y));
+    for _ in 0..4 {
+        h.event(egui::Event::MouseWheel {
+            unit: egui::MouseWheelUnit::Point,
+            delta: egui::vec2(0.0, -200.0),
+            phase: egui::TouchPhase::Move,
+            source: egui::MouseWheelSource::Unknown,
+            modifiers: egui::Modifiers::SHIFT,
+        });
+        h.run();
+    }
+    h.run_steps(30);
+    let moved = h.get_by_label("RSS").rect();
+    assert!(
+        moved.left() < rss.left() - 100.0,
+        "the columns scrolled sideways: RSS from {rss:?} to {moved:?}"
+    );
+    assert_eq!(h.get_by_label("48213").rect(), pid, "the PID stays");
+    assert_eq!(name_of(&h, pid), name, "the name stays");
+    // Still one line: a click on the scrolled part selects the same process as its PID.
+    assert_eq!(h.state().selected.map(|k| k.0.pid), Some(48213));
+}
+
+/// Issue 40 (window v4): a click on a narrow column's header sorts by it without widening it
+/// (its arrow has its room from the start), so the headers after it stay under the pointer.
+#[test]
+fn sorting_by_a_narrow_column_moves_no_header() {
+    let mut h = harness(demo_app(120));
+    h.run();
+    let header = |h: &Harness<'static, VramApp>, text: &str| {
+        h.query_all_by_label_contains(text)
+            .map(|n| n.rect())
+            .filter(|r| r.top() > 500.0)
+            .min_by(|a, b| a.top().total_cmp(&b.top()))
+            .unwrap_or_else(|| panic!("the {text} header"))
+    };
+    let before: Vec<egui::Rect> = ["GPU memory", "GPU %", "Status", "Age"]
+        .iter()
+        .map(|t| header(&h, t))
+        .collect();
+    h.query_all_by_label("GPU")
+        .find(|n| n.rect().top() > 500.0)
+        .expect("the GPU header")
+        .click();
+    h.run();
+    h.run();
+    assert!(
+        h.query_by_label_contains("GPU ▲").is_some(),
+        "sorted by GPU"
+    );
+    for (t, b) in ["GPU memory", "GPU %", "Status", "Age"].iter().zip(before) {
+        let a = header(&h, t);
+        assert!(
+            (a.left() - b.left()).abs() < 0.5,
+            "the {t} header moved from {b:?} to {a:?}"
+        );
+    }
+}
