@@ -59,6 +59,7 @@ fn gpu_with(pid: u32, ghost_mib: u64) -> SimSource {
             total_mib: 81_920,
             reserved_mib: 500,
             ghost_mib,
+            power_cap_w: 700,
         }],
     );
     s.add(SimProcess {

@@ -23,6 +23,7 @@ fn a_park_from_the_window_shows_its_final_outcome_in_the_row_never_done() {
                 total_mib: 143_771,
                 reserved_mib: 616,
                 ghost_mib: 0,
+                power_cap_w: 700,
             }],
         );
         sim.add(SimProcess {
