@@ -74,10 +74,12 @@ pub enum Part {
     HttpWake,
     /// An HTTP request answered.
     HttpRequest,
+    /// Who a loopback connection comes from: its owner read from the kernel's socket table.
+    HttpPeer,
 }
 
 /// How many parts there are.
-pub const PARTS: usize = 28;
+pub const PARTS: usize = 29;
 
 impl Part {
     /// Every part, in the report's order.
@@ -110,6 +112,7 @@ impl Part {
         Part::SamplerWake,
         Part::HttpWake,
         Part::HttpRequest,
+        Part::HttpPeer,
     ];
 
     /// The name in the report.
@@ -143,6 +146,7 @@ impl Part {
             Part::SamplerWake => "sampler wake-ups",
             Part::HttpWake => "http wake-ups",
             Part::HttpRequest => "http requests",
+            Part::HttpPeer => "http connection's owner",
         }
     }
 
@@ -165,7 +169,7 @@ impl Part {
             LogWrite | LogSync => Some(Record),
             LeakWatch => Some(Watches),
             Guard => Some(Rules),
-            Tick | AfterTick | SamplerWake | HttpWake | HttpRequest => None,
+            Tick | AfterTick | SamplerWake | HttpWake | HttpRequest | HttpPeer => None,
         }
     }
 

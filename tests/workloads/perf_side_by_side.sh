@@ -201,8 +201,11 @@ EOF
   how="python3 urllib"
 fi
 sort -g "$TMP/scrapes" | awk -v how="$how" '{t[NR] = $1 * 1000; b = $2}
-  END {if (NR) printf "median %.2f ms, p90 %.2f ms, max %.2f ms, %d bytes (%s)\n",
-    t[int((NR + 1) / 2)], t[int(0.9 * NR) > 0 ? int(0.9 * NR) : 1], t[NR], b, how}' | tee -a "$R"
+  END {
+    if (NR == 0) {print "no scrape answered"; exit}
+    p90 = int(0.9 * NR); if (p90 < 1) p90 = 1
+    printf "median %.2f ms, p90 %.2f ms, max %.2f ms, %d bytes (%s)\n", t[int((NR + 1) / 2)], t[p90], t[NR], b, how
+  }' | tee -a "$R"
 
 # What the agent showed against nvidia-smi, read at the same moment.
 say ""
