@@ -3,8 +3,8 @@
 //! The detectors and the guard are the engine's own ([`DryGuard`]: the leak watch, its
 //! forecast, the forecast alert, the idle clock and the guard's decisions). The GPU is a
 //! stand-in (`StandInGpu`, below): one GPU whose jobs take memory at scripted rates, a job
-//! that asks for more than is free dies of OOM, a park takes the time measured on an H100
-//! (2.4 GiB/s + 0.35 s; a resume 6.5 GiB/s + 0.35 s), a parked job makes no progress, and a
+//! that asks for more than is free dies of OOM, a park takes 2.4 GiB/s + 2 s (the H100's rate,
+//! a fixed cost above its 0.35 s; a resume 6.5 GiB/s + 2 s), a parked job makes no progress, and a
 //! resume into too little free memory strands the job (as the driver does). Every scenario
 //! runs with the guard's defaults (acting: dry run off) and without the guard.
 
@@ -20,9 +20,10 @@ use vramwarden::model::{
 
 const T0: i64 = 1_700_000_000_000;
 const PARK_GIB_S: f64 = 2.4;
-/// The fixed part of a park's or resume's time (the H100 fit: 10 and 40.5 GiB in 4.4 and
-/// 16.8 s, 6.5 and 44.3 GiB in 2.9 and 17.9 s).
-const FIXED_S: f64 = 0.35;
+/// The fixed part of a park's or resume's time: 2 s, slower than the H100's (a fit over 10
+/// and 40.5 GiB in 4.4 and 16.8 s, 6.5 and 44.3 GiB in 2.9 and 17.9 s gives 0.35 s), so a
+/// short park's time says less of a long one's than it does on that card.
+const FIXED_S: f64 = 2.0;
 const RESUME_GIB_S: f64 = 6.5;
 
 #[derive(Debug, Clone, Copy, PartialEq)]

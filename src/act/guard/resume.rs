@@ -3,8 +3,11 @@
 //! it is restored; and, with its memory back (and, for a paused grower, its own growth), no
 //! forecast of a full GPU within the horizon — the warning time (`safe_minutes`) for an idle
 //! process; for a paused grower the first time, twice the lead at which a new pause would
-//! start (26 s with the defaults: a pause stops the growth at the driver's lock); the warning
-//! time once it was paused twice. That held for `resume_hold_s`; one
+//! start (26 s with the defaults: a pause stops the growth at the driver's lock), or the lead
+//! an idle process's park would need, so that the idle park comes while the grower waits, not
+//! after it grows again; the warning time once it was paused twice; no horizon when nothing
+//! else of size runs on its GPU (no step could make room: waiting longer would never end).
+//! That held for `resume_hold_s`; one
 //! resume at a time per GPU, never while a park is under way on it. The driver's room check
 //! right before the restore ([`crate::act::park::checks::room_margin`]) is the last word.
 
@@ -14,7 +17,7 @@ use super::status::StepKind;
 use super::timing::{Timing, OVERHEAD_S};
 use super::{GpuState, ParkedEntry, Step};
 use crate::act::park::checks::room_margin;
-use crate::model::{ParkState, UnixMs, GIB};
+use crate::model::{ParkState, UnixMs, GIB, MIB};
 
 /// The resume due now on `g`, if any (the oldest parked process whose resume has been safe
 /// for the hold).
@@ -116,7 +119,7 @@ pub(super) fn verdict(
             gib(need)
         ));
     }
-    let horizon = horizon(e, s);
+    let horizon = horizon(g, e, s, t);
     if rate > 0.0 && (free - need) / rate < horizon {
         return Err(format!(
             "the GPU to stay short of full for {:.0} s with it back (now {:.0} s)",
@@ -129,11 +132,31 @@ pub(super) fn verdict(
 
 /// How long the GPU must stay short of full with `e` back: for a paused grower the first
 /// time, twice the lead a new pause would start at (a pause stops the growth at the driver's
-/// lock); else the warning time.
-fn horizon(e: &ParkedEntry, s: &GuardSettings) -> f64 {
-    if e.grower_rate > 0.0 && e.pauses < 2 {
-        2.0 * (s.lead_factor * OVERHEAD_S + super::ladder::margin(StepKind::PauseGrower, s))
-    } else {
-        s.safe_minutes * 60.0
+/// lock) or the lead of the idle park its growth would call for, whichever is longer; 0 when
+/// nothing else of size runs on its GPU; else the warning time.
+fn horizon(g: &GpuFacts, e: &ParkedEntry, s: &GuardSettings, t: &Timing) -> f64 {
+    if e.grower_rate <= 0.0 {
+        return s.safe_minutes * 60.0;
     }
+    let min = s.min_process_mib * MIB as f64;
+    let others = || {
+        g.procs
+            .iter()
+            .filter(move |p| p.key != e.key && p.parked.is_none() && p.bytes as f64 >= min)
+    };
+    if others().next().is_none() {
+        return 0.0;
+    }
+    if e.pauses >= 2 {
+        return s.safe_minutes * 60.0;
+    }
+    let idle_s = s.idle_min_minutes * 60.0;
+    let idle_lead = others()
+        .filter(|p| p.growth_bytes_s <= 0.0 && p.unparkable.is_none())
+        .filter(|p| p.idle_s.is_some_and(|i| i >= idle_s))
+        .map(|p| s.lead_factor * t.park_s(p.bytes) + s.lead_margin_s)
+        .fold(0.0, f64::max);
+    let repause =
+        2.0 * (s.lead_factor * OVERHEAD_S + super::ladder::margin(StepKind::PauseGrower, s));
+    repause.max(idle_lead)
 }
