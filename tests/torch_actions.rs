@@ -482,12 +482,20 @@ fn a_release_cache_rule_and_the_manual_actions_reach_a_real_companion_through_th
     );
     for action in [Action::ReleaseCache, Action::LimitMemory { gib: 8.0 }] {
         let before = activity(&m).len();
-        e.command(
+        let id = vramwarden::engine::command::CommandId::next();
+        let first = e.command_under(
+            id,
             EngineCommand::Manual {
                 key,
                 action: action.clone(),
             },
             now_ms(),
+        );
+        // Accepted: the companion's answer is the command's final reply, under its id.
+        assert!(!first.is_final(), "{first:?}");
+        assert!(
+            first.detail.starts_with("asked the PyTorch companion"),
+            "{first:?}"
         );
         let acts = activity(&m);
         assert_eq!(acts.len(), before + 1, "{acts:?}");
@@ -501,6 +509,15 @@ fn a_release_cache_rule_and_the_manual_actions_reach_a_real_companion_through_th
         assert_eq!(label, format!("{}{ANSWER_SUFFIX}", action.label()));
         assert_eq!(outcome, Outcome::Failed, "{acts:?}");
         assert!(detail.contains("has not imported torch"), "{acts:?}");
+        let last = e.take_replies();
+        assert_eq!(last.len(), 1, "{last:?}");
+        assert_eq!((last[0].id, &last[0].what), (id, &action.label()));
+        assert!(last[0].answer.is_final());
+        assert_eq!(
+            (last[0].answer.outcome, &last[0].answer.detail),
+            (Outcome::Failed, &detail)
+        );
+        assert!(last[0].answer.seconds.is_some_and(|s| s < 10.0));
     }
     let reqs = py.requests();
     assert_eq!(
