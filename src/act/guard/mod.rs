@@ -672,6 +672,53 @@ mod tests {
         );
     }
 
+    /// A resume the park thread refused (no room: nothing was changed) is the guard's step
+    /// refused, as the command's final reply and the activity log say; it stays parked.
+    #[test]
+    fn a_resume_refused_by_the_park_thread_is_recorded_refused_and_stays_parked() {
+        let mut g = acting();
+        let step = Step {
+            gpu: 0,
+            kind: StepKind::Resume,
+            key: key(1),
+            who: "job (PID 1)".into(),
+            bytes: 10 * GIB,
+            needs_s: 4.5,
+            full_in_s: None,
+            rate_bytes_s: 0.0,
+        };
+        g.gpus.entry(0).or_default().parked.push(ParkedEntry {
+            key: key(1),
+            who: step.who.clone(),
+            bytes: 10 * GIB,
+            grower_rate: 0.0,
+            since_ms: T,
+            pauses: 0,
+        });
+        g.gpus
+            .entry(0)
+            .or_default()
+            .started(&step, &Timing::default(), T);
+        let end = ParkEnd {
+            key: key(1),
+            resume: true,
+            ok: false,
+            bytes: Some(10 * GIB),
+            seconds: 0.1,
+            stranded: false,
+            refused: true,
+            detail: "not enough free GPU memory to restore it".into(),
+        };
+        g.park_ended(&end, T + 1_000);
+        let st = &g.gpus[&0];
+        assert_eq!(st.parked.len(), 1, "still parked");
+        let last = st.recent.back().expect("recorded");
+        assert_eq!(
+            (last.outcome, last.detail.as_str(), last.took_s),
+            (StepOutcome::Refused, end.detail.as_str(), Some(0.1))
+        );
+    }
+
     #[test]
     fn in_dry_run_each_rung_is_said_once_per_episode() {
         let mut g = Guard::new(GuardSettings::default());
