@@ -1,7 +1,7 @@
 //! The engine's state for one run: the latest snapshot, the bounded history and the process
 //! table. The sampler thread applies snapshots; the UI only reads.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::path::PathBuf;
 
 use crate::model::history::{History, ProcSeriesKey};
@@ -239,7 +239,7 @@ pub struct Monitor {
     pub replies: VecDeque<crate::model::reply::CommandReply>,
     /// When each process was last GPU-busy or changed its memory (for idle conditions).
     #[serde(serialize_with = "crate::model::serialize_entries")]
-    pub last_active: HashMap<ProcSeriesKey, UnixMs>,
+    pub last_active: crate::model::FastMap<ProcSeriesKey, UnixMs>,
     /// Snapshots applied so far.
     pub ticks: u64,
     /// The history's [`History::evictions`] when rows were last matched to its series.
@@ -275,7 +275,7 @@ impl Monitor {
             notices: VecDeque::new(),
             activity: VecDeque::new(),
             replies: VecDeque::new(),
-            last_active: HashMap::new(),
+            last_active: crate::model::FastMap::default(),
             ticks: 0,
             evictions_seen: 0,
             live_rows: 0,

@@ -387,13 +387,13 @@ impl RuleState {
     }
 
     /// When each process was last busy (or its memory last changed).
-    pub fn last_active(&self) -> HashMap<ProcSeriesKey, UnixMs> {
+    pub fn last_active(&self) -> FastMap<ProcSeriesKey, UnixMs> {
         self.activity.iter().map(|(k, (_, t))| (*k, *t)).collect()
     }
 
     /// A state that knows when processes were last active (to test a rule against what the
     /// engine has seen).
-    pub fn with_last_active(snap: &Snapshot, last: &HashMap<ProcSeriesKey, UnixMs>) -> Self {
+    pub fn with_last_active(snap: &Snapshot, last: &FastMap<ProcSeriesKey, UnixMs>) -> Self {
         let mut s = Self::default();
         for p in &snap.processes {
             let k = (p.key(), p.device_index);

@@ -24,7 +24,7 @@ pub struct Tick {
     /// The activity entries of the tick.
     pub acts: Vec<Activity>,
     /// When each process was last active.
-    pub last_active: std::collections::HashMap<crate::model::history::ProcSeriesKey, UnixMs>,
+    pub last_active: crate::model::FastMap<crate::model::history::ProcSeriesKey, UnixMs>,
     /// The OOM forecast alerts standing.
     pub oom_alerts: Vec<crate::detect::forecast_alert::ForecastAlert>,
     /// The OOM guard on each GPU.

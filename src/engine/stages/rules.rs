@@ -4,8 +4,6 @@
 //! (SIGKILL after a grace period, companion answers, parks), which arrive as activity entries
 //! on a later tick.
 
-use std::collections::HashMap;
-
 use crate::act::rules::action::{ActionRunner, Activity, Safety};
 use crate::act::rules::eval::{CompiledRule, Facts, RuleState};
 use crate::model::history::ProcSeriesKey;
@@ -117,7 +115,7 @@ impl Rules {
     }
 
     /// When each process was last active (for the View).
-    pub fn last_active(&self) -> HashMap<ProcSeriesKey, UnixMs> {
+    pub fn last_active(&self) -> FastMap<ProcSeriesKey, UnixMs> {
         self.state.last_active()
     }
 }
