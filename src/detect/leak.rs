@@ -26,7 +26,9 @@
 //!   little more each cycle) is read from the troughs between frees: at least
 //!   [`ShapeConstants::floor_troughs`] troughs (the level before the first spike counts) each
 //!   higher than the one before by a like amount, by the minimum growth over the minimum
-//!   duration at the minimum rate;
+//!   duration at the minimum rate — for a young process still starting up, the troughs
+//!   between frees only: the level before its first spike is its birth (an autotuner frees
+//!   each try's workspace while its start-up keeps growing);
 //! - **a young process** (born while watched, [`LeakTracker::born_at`]) is judged, for its first
 //!   [`LeakSettings::startup_s`] or until its start-up ramp levels off, on the *regular tail*
 //!   of its growth only: its newest increases (after its first [`ShapeConstants::birth_s`])
@@ -666,6 +668,11 @@ impl LeakTracker {
         }
     }
 
+    /// A process born while watched whose start-up ramp has not levelled off yet.
+    fn starting_up(&self) -> bool {
+        self.born_ms.is_some() && !self.settled
+    }
+
     /// A new growth run from point `at`.
     fn restart_run(&mut self, at: usize) {
         let Some(&(t, v)) = self.points.get(at) else {
@@ -692,8 +699,11 @@ impl LeakTracker {
         let freed = last > self.run_start && mib < self.run_high - s.drop_tolerance_mib;
         let mut new_trough = false;
         if freed {
-            // The first free shows the level before its spike: the floor's first trough.
-            if self.troughs.is_empty() && self.open_trough.is_none() {
+            // The first free shows the level before its spike: the floor's first trough —
+            // unless the process is still starting up: then that level is where it was born
+            // (its context, before the model and the autotuner's tries), and what it gained
+            // since is its start-up, not a loop's keep.
+            if self.troughs.is_empty() && self.open_trough.is_none() && !self.starting_up() {
                 self.troughs.push_back((self.low_ms, self.run_low));
             }
             self.restart_run(last);
@@ -1322,6 +1332,53 @@ mod tests {
         assert!(at <= 40, "flagged at {at} s");
         assert!((rate - 480.0).abs() < 50.0, "rate {rate}");
         assert_eq!(starts, 1, "one episode through every free");
+        assert_eq!(tr.episode().map(|e| e.kind), Some(EpisodeKind::Floor));
+    }
+
+    #[test]
+    fn a_young_autotuner_that_frees_between_tries_is_no_rising_floor() {
+        let s = LeakSettings::default();
+        // cudnn.benchmark over six input shapes (v4 `autotune`, its NVML series from 5 s
+        // after its start): each try's workspace is freed, the peaks rise, then flat. The
+        // level before its first try is its birth, not a trough of a loop.
+        let mut series = vec![520.0; 4];
+        series.extend([724.0, 1336.0, 1538.0, 2010.0, 2010.0, 1488.0]);
+        series.extend([2594.0; 3]);
+        series.extend([2924.0; 3]);
+        series.push(2032.0);
+        series.extend([4008.0; 3]);
+        series.push(2172.0);
+        series.extend([4550.0; 5]);
+        series.push(2032.0);
+        series.extend([3568.0; 3]);
+        series.extend([4780.0; 200]);
+        let mut tr = LeakTracker::born_at(0);
+        for (i, v) in series.iter().enumerate() {
+            let t = 5_000 + i as i64 * 1000;
+            assert_eq!(tr.update(t, *v, &s), None, "autotune at {t} ms");
+        }
+        // A young process whose loop begins once its start-up has levelled off: the level
+        // before its first spike is a trough again (an eval every 20 s keeping 128 MiB).
+        let eval = |t: i64| -> f64 {
+            if t < 30_000 {
+                return 2_000.0;
+            }
+            let k = (t - 30_000) / 20_000;
+            let kept = 2_000.0 + 128.0 * k as f64;
+            if (t - 30_000) % 20_000 < 3_000 {
+                kept + 2048.0
+            } else {
+                kept + 128.0
+            }
+        };
+        let mut tr = LeakTracker::born_at(0);
+        let first = (5..200).find(|i| {
+            matches!(
+                tr.update(i * 1000, eval(i * 1000), &s),
+                Some(Transition::Started { .. })
+            )
+        });
+        assert!(first.is_some_and(|i| i <= 30 + 20 + 30), "{first:?}");
         assert_eq!(tr.episode().map(|e| e.kind), Some(EpisodeKind::Floor));
     }
 
