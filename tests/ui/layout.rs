@@ -193,3 +193,61 @@ fn legend_and_hover_follow_the_stack_from_its_top() {
         );
     }
 }
+
+/// The colours of the single-coloured meshes painted in the last frame (egui_plot fills a band
+/// with one).
+fn mesh_colours(h: &Harness<'static, VramApp>) -> Vec<egui::Color32> {
+    fn walk(s: &egui::Shape, out: &mut Vec<egui::Color32>) {
+        match s {
+            egui::Shape::Vec(v) => v.iter().for_each(|s| walk(s, out)),
+            egui::Shape::Mesh(m) => {
+                if let Some(first) = m.vertices.first() {
+                    if m.vertices.iter().all(|v| v.color == first.color) {
+                        out.push(first.color);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for c in &h.output().shapes {
+        walk(&c.shape, &mut out);
+    }
+    out
+}
+
+/// Issue 40 (window v4): each band of the stack is painted in exactly its process's colour
+/// (the table's and the legend's swatch), opaque, so nothing above or behind it tints it; with
+/// a process selected the others are dimmed, still opaque.
+#[test]
+fn each_band_is_painted_in_its_swatch_colour() {
+    use vramwarden::front::gui::widgets::process_color;
+    let mut h = harness_scaled(demo_app(300), 1.0);
+    h.run();
+    let m = demo_monitor(300);
+    let painted = mesh_colours(&h);
+    let on_gpu0: Vec<_> = m
+        .rows()
+        .filter(|r| r.device_index == 0 && r.exited_at_ms.is_none())
+        .collect();
+    assert!(on_gpu0.len() >= 2, "{}", on_gpu0.len());
+    for r in on_gpu0 {
+        let c = process_color(r.color_slot, true);
+        assert!(
+            painted.contains(&c),
+            "{} (slot {}) has no band of {c:?}: {painted:?}",
+            r.key.pid,
+            r.color_slot
+        );
+    }
+    h.get_by_label("48213").click();
+    h.run();
+    h.run();
+    let painted = mesh_colours(&h);
+    assert!(!painted.is_empty());
+    assert!(
+        painted.iter().all(|c| c.a() == 255),
+        "a band is see-through: {painted:?}"
+    );
+}

@@ -787,10 +787,12 @@ fn plot_lines<'a>(
             matches!((l.kind, o.highlight), (LineKind::Process(k), Some(h)) if k == h);
         if l.filled {
             // Opaque, between its own edges: the band has its swatch's colour whatever lies
-            // above or below it (dimmed over the background while another is selected).
+            // above, below or behind it (dimmed towards the plot's background, still opaque,
+            // while another is selected).
             let dim = o.highlight.is_some() && !highlighted;
             let fill = if dim {
-                l.color.gamma_multiply(0.45)
+                let bg = plot_ui.ctx().global_style().visuals.extreme_bg_color;
+                bg.lerp_to_gamma(l.color, 0.45)
             } else {
                 l.color
             };
