@@ -336,10 +336,10 @@ fn a_steady_grower_counts_within_15_s_and_its_alert_ends_when_it_stops() {
     }
 }
 
-/// The v4 recording (`tests/data/v4`, nine jobs started at once on one GPU beside `record`,
-/// where present): replayed through the leak watch and the forecast alert, no alert is raised
-/// by their start-ups (the first two minutes), and every alert that is raised names a leak
-/// among its drivers.
+/// The v4 recording (`tests/data/v4`, nine jobs started at once on one GPU beside `record`):
+/// replayed through the leak watch and the forecast alert, no alert is raised by their
+/// start-ups (the first two minutes). The build that recorded it raised one 49 s after the
+/// start, driven by a warm-up in uneven jumps.
 #[test]
 fn the_v4_start_ups_raise_no_forecast_alert() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v4/v4.vwlog");
@@ -372,6 +372,10 @@ fn the_v4_start_ups_raise_no_forecast_alert() {
         .collect();
     eprintln!(
         "v4: alerts raised now at {raised:?} s, by the recording build at {recorded:?} s; shortest likely forecast {shortest:.0} s"
+    );
+    assert!(
+        !recorded.is_empty(),
+        "the recording holds its build's alert"
     );
     assert!(raised.iter().all(|t| *t > 120.0), "{raised:?}");
 }

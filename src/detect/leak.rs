@@ -542,8 +542,9 @@ impl LeakTracker {
             // share of its pace since it began that it kept): a load or a warm-up that slows
             // and stops falls out, a steady growth counts in full.
             // One or two steps are no pace yet (a pace is seen twice): they count at the
-            // earliest only.
-            (None, Some(_)) if self.run_highs < 3 => Some((0.0, recent)),
+            // earliest only; so does a young process's start-up ramp in uneven steps (a
+            // warm-up, judged once it levels off), unless its newest steps are regular.
+            (None, Some(_)) if self.run_highs < 3 || self.uneven_start_up(s) => Some((0.0, recent)),
             (None, Some(g)) => {
                 let kept = if g.rate_mib_per_min > 0.0 {
                     (recent / g.rate_mib_per_min).min(1.0)
@@ -671,6 +672,15 @@ impl LeakTracker {
     /// A process born while watched whose start-up ramp has not levelled off yet.
     fn starting_up(&self) -> bool {
         self.born_ms.is_some() && !self.settled
+    }
+
+    /// A young process still starting up whose growth has no regular tail (see
+    /// [`LeakTracker::regular_tail`]): a ramp whose pace says nothing of what comes next.
+    fn uneven_start_up(&self, s: &LeakSettings) -> bool {
+        self.starting_up()
+            && self
+                .regular_tail(self.after_birth(s), ms(s.min_duration_s) / 2, &s.shape)
+                .is_none()
     }
 
     /// A new growth run from point `at`.
@@ -1380,6 +1390,47 @@ mod tests {
         });
         assert!(first.is_some_and(|i| i <= 30 + 20 + 30), "{first:?}");
         assert_eq!(tr.episode().map(|e| e.kind), Some(EpisodeKind::Floor));
+    }
+
+    #[test]
+    fn a_young_ramp_in_uneven_steps_counts_in_the_forecast_at_the_earliest_only() {
+        let s = LeakSettings::default();
+        // A warm-up in uneven jumps (v4 `warmup-jumps`, 573: 584 MiB, then +882, +342, +488,
+        // +316, +834, +376, +652, +874, +542 over 36 s, then flat).
+        let jumps = [
+            (12, 1466.0),
+            (13, 1808.0),
+            (15, 2296.0),
+            (24, 2612.0),
+            (30, 3446.0),
+            (35, 3822.0),
+            (40, 4474.0),
+            (42, 5348.0),
+            (47, 5890.0),
+        ];
+        let warm = |t: i64| {
+            jumps
+                .iter()
+                .rev()
+                .find(|(at, _)| t >= *at)
+                .map_or(584.0, |(_, v)| *v)
+        };
+        let mut tr = LeakTracker::born_at(0);
+        let mut earliest = 0.0f64;
+        for t in 5..120 {
+            assert_eq!(tr.update(t * 1000, warm(t), &s), None, "warm-up at {t} s");
+            let (likely, e) = tr.forecast_pace().unwrap_or((0.0, 0.0));
+            assert_eq!(likely, 0.0, "likely pace at {t} s");
+            earliest = earliest.max(e);
+        }
+        assert!(earliest > 1000.0, "earliest {earliest}");
+        // A steady growth from birth is regular: it counts as likely before it is a leak.
+        let mut tr = LeakTracker::born_at(0);
+        let likely_at = (5..60).find(|t| {
+            tr.update(t * 1000, 600.0 + 32.0 * *t as f64, &s);
+            tr.episode().is_none() && tr.forecast_pace().is_some_and(|(l, _)| l > 1000.0)
+        });
+        assert!(likely_at.is_some_and(|t| t <= 15), "{likely_at:?}");
     }
 
     #[test]
