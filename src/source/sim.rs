@@ -582,10 +582,11 @@ impl SimSource {
 }
 
 /// The power a simulated board with cap `cap_w` draws at `util` percent: a tenth of its cap
-/// idle, 93 % of it at full load.
+/// idle, 93 % of it at full load, to the hundredth of a watt.
 fn sim_power_w(cap_w: u32, util: u32) -> f64 {
-    let cap = f64::from(cap_w);
-    cap * 0.1 + cap * 0.83 * f64::from(util.min(100)) / 100.0
+    // In whole centiwatts, as a session log keeps it: a replay reads back the same figure.
+    let cw = cap_w * 10 + cap_w * 83 * util.min(100) / 100;
+    f64::from(cw) / 100.0
 }
 
 /// Which life of `p` runs at time `t` (0 for the first) and how long it has run, or `None`.
