@@ -626,10 +626,8 @@ mod tests {
         assert_eq!(g.status()[0].phase, GuardPhase::Acting);
     }
 
-    /// A restore that failed stranded the process: the guard forgets it (nothing to resume)
-    /// and says so with the failure; a restore refused for room keeps it waiting.
-    #[test]
-    fn a_stranded_resume_is_recorded_failed_and_not_tried_again() {
+    /// A guard acting on GPU 0 whose 10 GiB job (PID 1) is parked and whose resume started at T.
+    fn resuming_a_parked_job() -> Guard {
         let mut g = acting();
         let step = Step {
             gpu: 0,
@@ -653,6 +651,14 @@ mod tests {
             .entry(0)
             .or_default()
             .started(&step, &Timing::default(), T);
+        g
+    }
+
+    /// A restore that failed stranded the process: the guard forgets it (nothing to resume)
+    /// and says so with the failure; a restore refused for room keeps it waiting.
+    #[test]
+    fn a_stranded_resume_is_recorded_failed_and_not_tried_again() {
+        let mut g = resuming_a_parked_job();
         let end = ParkEnd {
             key: key(1),
             resume: true,
@@ -676,29 +682,7 @@ mod tests {
     /// refused, as the command's final reply and the activity log say; it stays parked.
     #[test]
     fn a_resume_refused_by_the_park_thread_is_recorded_refused_and_stays_parked() {
-        let mut g = acting();
-        let step = Step {
-            gpu: 0,
-            kind: StepKind::Resume,
-            key: key(1),
-            who: "job (PID 1)".into(),
-            bytes: 10 * GIB,
-            needs_s: 4.5,
-            full_in_s: None,
-            rate_bytes_s: 0.0,
-        };
-        g.gpus.entry(0).or_default().parked.push(ParkedEntry {
-            key: key(1),
-            who: step.who.clone(),
-            bytes: 10 * GIB,
-            grower_rate: 0.0,
-            since_ms: T,
-            pauses: 0,
-        });
-        g.gpus
-            .entry(0)
-            .or_default()
-            .started(&step, &Timing::default(), T);
+        let mut g = resuming_a_parked_job();
         let end = ParkEnd {
             key: key(1),
             resume: true,
