@@ -53,6 +53,18 @@ impl GpuFacts {
         self.procs.iter().find(|p| p.key == *key)
     }
 
+    /// The processes on this GPU other than `key` that run (not parked) and hold at least
+    /// `min_bytes` (at least 1 byte).
+    pub fn running_others<'a>(
+        &'a self,
+        key: &'a ProcSeriesKey,
+        min_bytes: u64,
+    ) -> impl Iterator<Item = &'a ProcFacts> + 'a {
+        self.procs
+            .iter()
+            .filter(move |p| p.key != *key && p.parked.is_none() && p.bytes >= min_bytes.max(1))
+    }
+
     /// Seconds until full at the current rate (None: nothing grows).
     pub fn full_in_s(&self, extra_free: f64) -> Option<f64> {
         (self.growth_bytes_s > 0.0)

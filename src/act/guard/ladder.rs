@@ -163,14 +163,6 @@ fn trigger(c: &Cand, cands: &[Cand], rate: f64, s: &GuardSettings, t: &Timing) -
     lead.max(drain)
 }
 
-/// Whether another process of size runs on `p`'s GPU: pausing a grower that has the GPU to
-/// itself makes room for nobody, and its wait could never end.
-fn others_hold(g: &GpuFacts, p: &ProcFacts, min: u64) -> bool {
-    g.procs
-        .iter()
-        .any(|o| o.key != p.key && o.parked.is_none() && o.bytes >= min.max(1))
-}
-
 /// The margin a step's lead adds: the full margin covers sampling, the forecast's delay and
 /// the driver's lock; a pause, whose lock is the step itself, takes half.
 pub(super) fn margin(kind: StepKind, s: &GuardSettings) -> f64 {
@@ -258,7 +250,9 @@ fn candidates<'a>(g: &'a GpuFacts, st: &GpuState, s: &GuardSettings, t: &Timing)
                 && p.bytes >= GROWER_MIN_BYTES
                 && p.unparkable.is_none()
                 && fresh(p, StepKind::PauseGrower)
-                && others_hold(g, p, min)
+                // A grower with the GPU to itself: pausing it makes room for nobody, and its
+                // wait could never end.
+                && g.running_others(&p.key, min).next().is_some()
         },
         |p| p.growth_bytes_s,
         |p| cand(StepKind::PauseGrower, p, p.bytes, OVERHEAD_S),

@@ -138,12 +138,8 @@ fn horizon(g: &GpuFacts, e: &ParkedEntry, s: &GuardSettings, t: &Timing) -> f64 
     if e.grower_rate <= 0.0 {
         return s.safe_minutes * 60.0;
     }
-    let min = s.min_process_mib * MIB as f64;
-    let others = || {
-        g.procs
-            .iter()
-            .filter(move |p| p.key != e.key && p.parked.is_none() && p.bytes as f64 >= min)
-    };
+    let min = (s.min_process_mib * MIB as f64) as u64;
+    let others = || g.running_others(&e.key, min);
     if others().next().is_none() {
         return 0.0;
     }
