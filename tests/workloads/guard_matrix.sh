@@ -6,7 +6,7 @@
 # release build:
 #   VRAMWARDEN=target/release/vramwarden PYTHON=python3 tests/workloads/guard_matrix.sh [SCENARIO...]
 # Scenarios: idle-torch (and idle-torch-off), idle-raw, slow, release (and release-off), pause,
-# two, room. SHARED_WORKLOADS names the folder of gpu_workload.py (for `release`). Results under $OUT:
+# two, room, reply (a park and resume through the API, with their final replies). SHARED_WORKLOADS names the folder of gpu_workload.py (for `release`). Results under $OUT:
 # report.txt (the outcome of every job and every data check), and per scenario the agent's
 # events (CSV), its /metrics guard lines and its View.
 set -u
@@ -155,6 +155,35 @@ room() { # a resume into a GPU another job filled: vramwarden refuses; then the 
   kill -9 $P 2>/dev/null; cp /tmp/$n-*.log "$OUT/"
 }
 
+reply() { # a park and a resume through the agent's API: "accepted", then the final reply under its id
+  local n=reply; agent_start $n on; local tok; tok=$(cat /tmp/vw-cfg/$n.tok)
+  $PY $W/rawcuda.py hold --gib 8 --seconds 600 > /tmp/$n-p.log 2>&1 & P=$!
+  wait_for /tmp/$n-p.log '"hold"' 60; sleep 3
+  local st; st=$(curl -s -H "Authorization: Bearer $tok" http://127.0.0.1:8726/api/v1/snapshot | python3 -c '
+import json,sys
+def walk(o):
+    if isinstance(o,dict):
+        if o.get("pid")=='"$P"' and isinstance(o.get("info"),dict): print(o["info"].get("start_time_ms")); sys.exit()
+        for v in o.values(): walk(v)
+    elif isinstance(o,list):
+        for v in o: walk(v)
+walk(json.load(sys.stdin))')
+  for act in park resume; do
+    say "$n: POST $act $P (start_time $st)"
+    local a; a=$(curl -s -w ' http=%{http_code}' -H "Authorization: Bearer $tok" -d "{\"action\":\"$act\",\"pid\":$P,\"start_time\":$st}" http://127.0.0.1:8726/api/v1/command)
+    say "$n: answer: $a"
+    local id; id=$(echo "$a" | python3 -c 'import json,sys; print(json.loads(sys.stdin.read().rsplit(" ",1)[0])["id"])')
+    for _ in $(seq 120); do
+      local r; r=$(curl -s -w ' http=%{http_code}' -H "Authorization: Bearer $tok" http://127.0.0.1:8726/api/v1/command/$id)
+      case "$r" in *http=202) sleep 0.5 ;; *) say "$n: final: $r"; break ;; esac
+    done
+    local nv; nv=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader | grep -w "^$P" || echo "$P not on the GPU")
+    say "$n: nvidia-smi: $nv"
+  done
+  checks "$n parked+resumed" $P /tmp/$n-p.log
+  kill $P 2>/dev/null; wait $P 2>/dev/null; cp /tmp/$n-*.log "$OUT/"; agent_stop $n
+}
+
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$R"
 for s in "${@:-idle-torch idle-torch-off idle-raw slow release release-off pause two room}"; do
   for x in $s; do
@@ -168,6 +197,7 @@ for s in "${@:-idle-torch idle-torch-off idle-raw slow release release-off pause
       pause) pause_grower ;;
       two) two_growers ;;
       room) room ;;
+      reply) reply ;;
     esac
   done
 done
