@@ -310,6 +310,13 @@ fn run(mut gpu: StandInGpu, secs: u32, guard: bool) -> StandInGpu {
         }
         let mut snap = gpu.snapshot(t);
         for step in dry.tick(&mut snap).steps {
+            // A step that frees memory always says why: a time to full, or the paused
+            // grower it makes room for (never "no growth", which only a resume may say).
+            assert!(
+                step.kind == StepKind::Resume || !step.reason().contains("no growth"),
+                "{}",
+                step.reason()
+            );
             dry.guard.outcome(&step, Outcome::Acted, "stand-in", now);
             gpu.start(step.key.0.pid, step.kind, t);
         }

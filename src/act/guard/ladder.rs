@@ -118,7 +118,7 @@ impl Plan {
         if let Some(avail) = threat.filter(|a| urgent || *a <= starts_at) {
             plan.due = choose(&cands, avail, s)
                 .into_iter()
-                .map(|c| step(g, c, full_in_s))
+                .map(|c| step(g, c, full_in_s, live.is_none()))
                 .collect();
         }
         plan
@@ -198,7 +198,8 @@ fn choose<'a>(cands: &[Cand<'a>], avail: f64, s: &GuardSettings) -> Vec<Cand<'a>
         .collect()
 }
 
-fn step(g: &GpuFacts, c: Cand, full_in_s: Option<f64>) -> Step {
+/// The step for `c`; `for_paused` when it makes room for a paused grower (no live threat).
+fn step(g: &GpuFacts, c: Cand, full_in_s: Option<f64>, for_paused: bool) -> Step {
     Step {
         gpu: g.index,
         kind: c.kind,
@@ -208,6 +209,7 @@ fn step(g: &GpuFacts, c: Cand, full_in_s: Option<f64>) -> Step {
         needs_s: c.needs_s,
         full_in_s,
         rate_bytes_s: c.proc.growth_bytes_s,
+        for_paused,
     }
 }
 

@@ -62,14 +62,18 @@ pub struct Step {
     pub full_in_s: Option<f64>,
     /// How fast the target grew when it was decided (bytes/s; 0 when it did not).
     pub rate_bytes_s: f64,
+    /// Started to make room for a grower the guard paused (nothing grows meanwhile).
+    pub for_paused: bool,
 }
 
 impl Step {
     /// Why it starts, in words, for the activity and session logs.
     pub fn reason(&self) -> String {
-        let full = self.full_in_s.map_or("no growth".to_string(), |s| {
-            format!("GPU {} full in {s:.0} s", self.gpu)
-        });
+        let full = match self.full_in_s {
+            Some(s) => format!("GPU {} full in {s:.0} s", self.gpu),
+            None if self.for_paused => "room for the paused grower".to_string(),
+            None => "no growth".to_string(),
+        };
         format!(
             "{}: {} ({:.1} GiB, needs ~{:.0} s)",
             full,
@@ -152,7 +156,12 @@ impl Guard {
         &self.settings
     }
 
-    /// The timing (to set known rates).
+    /// The park and resume rates measured here.
+    pub fn timing(&self) -> &Timing {
+        &self.timing
+    }
+
+    /// The measured rates, to change (a replay's given rate).
     pub fn timing_mut(&mut self) -> &mut Timing {
         &mut self.timing
     }
@@ -638,6 +647,7 @@ mod tests {
             needs_s: 4.5,
             full_in_s: None,
             rate_bytes_s: 0.0,
+            for_paused: false,
         };
         g.gpus.entry(0).or_default().parked.push(ParkedEntry {
             key: key(1),

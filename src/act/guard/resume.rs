@@ -64,6 +64,7 @@ pub(super) fn due(
         needs_s: t.resume_s(e.bytes),
         full_in_s: g.full_in_s(0.0),
         rate_bytes_s: e.grower_rate,
+        for_paused: false,
     })
 }
 

@@ -2,15 +2,11 @@
 //! bytes moved and the rate measured by the parks and resumes that ended here, with a
 //! conservative default until one has been measured.
 
+pub use crate::act::park::estimate::{
+    park_estimate_s, resume_estimate_s, DEFAULT_PARK_GIB_S, DEFAULT_RESUME_GIB_S, OVERHEAD_S,
+};
 use crate::model::GIB;
 
-/// Park rate until one is measured, GiB/s (an H100 (driver 580) measured 2.4–2.6 GiB/s for raw
-/// CUDA jobs and 1.7–1.9 GiB/s for PyTorch jobs on the H200; the default is below both).
-pub const DEFAULT_PARK_GIB_S: f64 = 1.5;
-/// Resume rate until one is measured, GiB/s (6.5 GiB/s measured on the H100).
-pub const DEFAULT_RESUME_GIB_S: f64 = 4.0;
-/// Seconds every park or resume costs beside moving memory (lock, driver bookkeeping).
-pub const OVERHEAD_S: f64 = 2.0;
 /// The fixed part of a park's or resume's time as measured on the H100 (driver 580): 10 and
 /// 40.5 GiB parked in 4.4 and 16.8 s, 6.5 and 44.3 GiB in 2.9 and 17.9 s, fit to about 0.35 s
 /// plus 2.45 GiB/s. Only this is taken off a measured time; planning adds [`OVERHEAD_S`],
@@ -67,7 +63,7 @@ impl Timing {
 
     /// Seconds a park of `bytes` takes.
     pub fn park_s(&self, bytes: u64) -> f64 {
-        OVERHEAD_S + bytes as f64 / GIB as f64 / self.park_rate().0
+        park_estimate_s(bytes, self.park_rate().0)
     }
 
     /// Seconds a resume of `bytes` takes.
@@ -82,17 +78,6 @@ impl Timing {
             self.resume_gib_s.is_some(),
         )
     }
-}
-
-/// Seconds a resume of `bytes` takes at `gib_s` GiB/s (the default rate where `gib_s` is not
-/// a positive rate: a View from an older agent has none).
-pub fn resume_estimate_s(bytes: u64, gib_s: f64) -> f64 {
-    let rate = if gib_s.is_finite() && gib_s > 0.0 {
-        gib_s
-    } else {
-        DEFAULT_RESUME_GIB_S
-    };
-    OVERHEAD_S + bytes as f64 / GIB as f64 / rate
 }
 
 #[cfg(test)]

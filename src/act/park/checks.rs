@@ -126,12 +126,6 @@ pub fn check_room(free: u64, total: u64, bytes: u64) -> Result<(), String> {
     ))
 }
 
-/// Seconds a park of `bytes` is expected to take (about 1.8 GiB/s to host memory, measured
-/// on an H200), for the words shown before it starts.
-pub fn park_estimate_s(bytes: u64) -> f64 {
-    (bytes as f64 / (1.8 * GIB as f64)).max(0.5)
-}
-
 /// True when `pid`'s environment says it is one of several ranks (`WORLD_SIZE` > 1, as
 /// torchrun, DeepSpeed and Horovod set it). False where it cannot be read.
 pub fn is_distributed(pid: u32) -> bool {

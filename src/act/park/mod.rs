@@ -4,6 +4,7 @@
 //!
 //! - [`cuda`]: the driver's entry points, loaded at run time;
 //! - [`checks`]: what must hold before a park, in words;
+//! - [`estimate`]: how long a park or a resume takes;
 //! - [`worker`]: the thread that makes the driver calls, off the engine's tick;
 //! - [`Parker`] (here): the book of parked processes, which the engine shows in every sample
 //!   (a parked process is no longer listed by NVML) and keeps in step with the driver.
@@ -14,6 +15,7 @@
 pub mod checks;
 pub mod cuda;
 pub mod discover;
+pub mod estimate;
 pub mod ledger;
 pub mod worker;
 

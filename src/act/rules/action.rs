@@ -205,8 +205,15 @@ impl Effect {
     }
 
     /// What it would do to `p`'s target, named `who` (a dry run's words). `gpu_total` is the
-    /// target GPU's index and memory where known (a memory limit is said as its fraction).
-    fn would(&self, p: &Planned, who: &str, gpu_total: Option<(u32, u64)>) -> String {
+    /// target GPU's index and memory where known (a memory limit is said as its fraction);
+    /// `park_gib_s` the park rate a park's time is estimated from.
+    fn would(
+        &self,
+        p: &Planned,
+        who: &str,
+        gpu_total: Option<(u32, u64)>,
+        park_gib_s: f64,
+    ) -> String {
         match self {
             Self::Notify => format!("would notify: rule {} matched {who}", p.rule),
             Self::Signal(sig) => format!("would send {} to {who}", signal_name(*sig)),
@@ -214,7 +221,7 @@ impl Effect {
                 "would send SIGTERM to {who}, then SIGKILL after {grace_seconds} s if it still holds GPU memory"
             ),
             Self::Command { args, .. } => format!("would run {args:?} for {who}"),
-            Self::Park(kind) => kind.would(p, who),
+            Self::Park(kind) => kind.would(p, who, park_gib_s),
             Self::Companion => match &p.action {
                 Action::LimitMemory { gib } => format!(
                     "would ask the PyTorch companion of {who} to limit it to {gib} GiB{}",
@@ -534,7 +541,8 @@ impl ActionRunner {
                 }
                 Target::Device(_) => None,
             };
-            return end(Outcome::WouldAct, effect.would(p, &who, gpu_total));
+            let rate = self.parks.park_gib_s;
+            return end(Outcome::WouldAct, effect.would(p, &who, gpu_total, rate));
         }
         // The identity check, right before acting, for every effect on a process.
         let (key, pidfd) = match (&effect, &p.target) {
@@ -866,6 +874,11 @@ impl ActionRunner {
     /// session log).
     pub fn take_park_records(&mut self) -> Vec<super::park_action::ParkRecord> {
         self.parks.take_records()
+    }
+
+    /// The park rate a park's time is said at (GiB/s; 0: none measured, the default rate).
+    pub fn set_park_rate(&mut self, gib_s: f64) {
+        self.parks.park_gib_s = gib_s;
     }
 }
 

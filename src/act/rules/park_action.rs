@@ -7,6 +7,7 @@ use super::activity::{Activity, Entry, ANSWER_FOLLOWS};
 use super::eval::{Planned, Target};
 use super::model::Action;
 use crate::act::park::checks::{self, ParkFacts};
+use crate::act::park::estimate::park_estimate_s;
 use crate::act::park::worker::{Done, JobKind};
 use crate::act::park::Parker;
 use crate::model::history::ProcSeriesKey;
@@ -25,13 +26,13 @@ pub enum ParkKind {
 }
 
 impl ParkKind {
-    /// A dry run's words.
-    pub fn would(self, p: &Planned, who: &str) -> String {
+    /// A dry run's words (a park's time estimated at `park_gib_s`).
+    pub fn would(self, p: &Planned, who: &str, park_gib_s: f64) -> String {
         match self {
             ParkKind::Park => format!(
                 "would park {who}: {} to host memory, about {:.0} s",
                 gib(used(&p.target)),
-                checks::park_estimate_s(used(&p.target).unwrap_or(0))
+                park_estimate_s(used(&p.target).unwrap_or(0), park_gib_s)
             ),
             ParkKind::Resume => format!("would resume {who}"),
         }
@@ -101,6 +102,9 @@ pub struct Parks {
     room: crate::model::FastMap<u32, (Option<u64>, Option<u64>)>,
     /// Final replies to commands whose park or resume ended, until taken.
     concluded: Vec<CommandReply>,
+    /// The park rate the guard measured on this machine (GiB/s; 0 until one is known: the
+    /// default rate), for the time a park is said to need.
+    pub park_gib_s: f64,
 }
 
 impl Parks {
@@ -223,7 +227,7 @@ impl Parks {
                 format!(
                     "parking {who}: {} to host memory, about {:.0} s{}",
                     gib(bytes),
-                    checks::park_estimate_s(bytes.unwrap_or(0)),
+                    park_estimate_s(bytes.unwrap_or(0), self.park_gib_s),
                     warnings
                         .iter()
                         .map(|w| format!(" (note: {w})"))

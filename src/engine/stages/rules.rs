@@ -106,6 +106,10 @@ impl Rules {
     ) -> Vec<crate::act::rules::park_action::ParkRecord> {
         let records = self.runner.take_park_records();
         self.guard.park_ended(&records, now);
+        // A park's time is said at the rate the guard measured (one estimate everywhere).
+        let measured = self.guard.guard.timing().park_rate();
+        self.runner
+            .set_park_rate(if measured.1 { measured.0 } else { 0.0 });
         records
     }
 

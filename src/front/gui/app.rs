@@ -68,6 +68,8 @@ pub struct VramApp {
     /// For a resume being confirmed: the bytes in host memory and the seconds the move back
     /// takes at the resume rate in use.
     confirm_resume: Option<(Option<u64>, f64)>,
+    /// The park rate the confirmation's time is said at (the guard's measured one; 0: default).
+    confirm_park_gib_s: f64,
     manual_request: Option<(ProcSeriesKey, crate::act::rules::Action)>,
     /// True while a recorded session is drawn (no actions are offered).
     replaying: bool,
@@ -184,6 +186,7 @@ impl VramApp {
             config_error: None,
             confirm: None,
             confirm_resume: None,
+            confirm_park_gib_s: 0.0,
             manual_request: None,
             replaying: false,
             unreachable_since: None,
@@ -691,7 +694,8 @@ impl VramApp {
                     .min(ui.ctx().content_rect().width() - 48.0)
                     .max(200.0),
             );
-            let (heading, verb) = confirm_wording(&target, &action, resume);
+            let (heading, verb) =
+                confirm_wording(&target, &action, resume, self.confirm_park_gib_s);
             ui.heading(heading);
             ui.label(match resume {
                 Some((bytes, _)) => describe_parked(&target, bytes),
@@ -1699,12 +1703,10 @@ impl VramApp {
                     ..(*r.info).clone()
                 })
             });
+        let guard = monitor.guard.iter().find(|g| g.device_index == key.1);
+        self.confirm_park_gib_s = guard.map_or(0.0, |g| g.park_gib_s);
         self.confirm_resume = r.parked.map(|p| {
-            let rate = monitor
-                .guard
-                .iter()
-                .find(|g| g.device_index == key.1)
-                .map_or(0.0, |g| g.resume_gib_s);
+            let rate = guard.map_or(0.0, |g| g.resume_gib_s);
             (
                 p.bytes,
                 crate::act::guard::timing::resume_estimate_s(p.bytes.unwrap_or(0), rate),
@@ -1795,11 +1797,13 @@ fn destructive(action: &crate::act::rules::Action) -> bool {
 }
 
 /// The confirmation's heading and its button for `action` on `target`; `resume` is a
-/// parked process's bytes in host memory and the seconds its resume takes.
+/// parked process's bytes in host memory and the seconds its resume takes; a park's time is
+/// said at `park_gib_s` (the guard's measured rate; 0: the default).
 fn confirm_wording(
     target: &crate::act::rules::eval::Target,
     action: &crate::act::rules::Action,
     resume: Option<(Option<u64>, f64)>,
+    park_gib_s: f64,
 ) -> (String, String) {
     match action {
         crate::act::rules::Action::Terminate { .. } => (
@@ -1838,7 +1842,7 @@ fn confirm_wording(
                 format!(
                     "Park: move its {:.1} GiB to host memory (~{:.0} s)?",
                     used as f64 / crate::model::GIB as f64,
-                    crate::act::park::checks::park_estimate_s(used)
+                    crate::act::park::estimate::park_estimate_s(used, park_gib_s)
                 ),
                 "Park".to_string(),
             )

@@ -253,8 +253,7 @@ fn park_button(ui: &mut Ui, row: &ProcessRow, request: &mut Option<crate::act::r
             if ui
                 .button("Park")
                 .on_hover_text(format!(
-                    "Move its {gib:.1} GiB to host memory (about {:.0} s; needs as much free host memory): it waits, not killed, until resumed",
-                    crate::act::park::checks::park_estimate_s(row.used_bytes.unwrap_or(0))
+                    "Move its {gib:.1} GiB to host memory (needs as much free host memory; the confirmation says how long): it waits, not killed, until resumed"
                 ))
                 .clicked()
             {
