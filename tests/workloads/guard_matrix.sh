@@ -5,7 +5,7 @@
 # From the repository root, on a machine with an NVIDIA GPU (driver r570+), PyTorch and a
 # release build:
 #   VRAMWARDEN=target/release/vramwarden PYTHON=python3 tests/workloads/guard_matrix.sh [SCENARIO...]
-# Scenarios: idle-torch (and idle-torch-off), idle-raw, slow, release (and release-off), pause,
+# Scenarios: idle-torch (and idle-torch-off), idle-raw, slow (and slow-off), release (and release-off), pause,
 # two, room, reply (a park and resume through the API, with their final replies). SHARED_WORKLOADS names the folder of gpu_workload.py (for `release`). Results under $OUT:
 # report.txt (the outcome of every job and every data check), and per scenario the agent's
 # events (CSV), its /metrics guard lines and its View.
@@ -92,8 +92,8 @@ pause_grower() { # nothing idle: a busy job holds half the GPU and ends 60 s aft
   cp /tmp/$n-*.log "$OUT/"; agent_stop $n
 }
 
-slow_grower() { # an idle PyTorch job + a grower at 0.1 GiB/s that starts with most of its memory
-  local n=slow; agent_start $n on
+slow_grower() { # NAME on|off: an idle PyTorch job + a grower at 0.1 GiB/s that starts with most of its memory
+  local n=$1; agent_start $n $2
   local ig; ig=$(gib 0.45)
   $PY $W/shapes_v3.py checksum --gib "$ig" --every 100000 --seconds 900 > /tmp/$n-idle.log 2>&1 & I=$!
   wait_for /tmp/$n-idle.log '"hold"' 120
@@ -103,7 +103,7 @@ slow_grower() { # an idle PyTorch job + a grower at 0.1 GiB/s that starts with m
   say "$n: grower takes $sg GiB, then grows to $gg GiB at 0.1 GiB/s"
   $PY $W/shapes_v3.py grow-to --start-gib "$sg" --gib "$gg" --rate-gib 0.1 --hold 10 > /tmp/$n-grow.log 2>&1 & G=$!
   ended "$n grower" $G /tmp/$n-grow.log
-  resumed $I 150 && say "$n: idle job back on the GPU" || say "$n: idle job NOT back"
+  if [ "$2" = on ]; then resumed $I 150 && say "$n: idle job back on the GPU" || say "$n: idle job NOT back"; fi
   checks "$n idle" $I /tmp/$n-idle.log
   kill $I 2>/dev/null; wait $I 2>/dev/null
   cp /tmp/$n-*.log "$OUT/"; agent_stop $n
@@ -191,7 +191,8 @@ for s in "${@:-idle-torch idle-torch-off idle-raw slow release release-off pause
       idle-torch) idle_and_grower idle-torch on torch 0.4 ;;
       idle-torch-off) idle_and_grower idle-torch-off off torch 0.4 ;;
       idle-raw) idle_and_grower idle-raw on raw 1.5 ;;
-      slow) slow_grower ;;
+      slow) slow_grower slow on ;;
+      slow-off) slow_grower slow-off off ;;
       release) release_cache release on ;;
       release-off) release_cache release-off off ;;
       pause) pause_grower ;;
