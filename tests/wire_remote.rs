@@ -1,7 +1,8 @@
 //! The wire type against a real `vramwarden agent` (the simulated GPUs): `/api/view` serves
 //! the View with `api_version` 2 and only the history after `since`, `/api/past` the agent's
 //! own past leaks, and a remote link fed by it holds the agent's history and has a rule
-//! tested by the agent's engine, the answer coming back under the command's id.
+//! tested by the agent's engine, the answer coming back under the command's id; an attached
+//! window is alerted of the agent's new leaks.
 
 #[path = "agent_support/mod.rs"]
 mod agent_support;
@@ -100,4 +101,66 @@ fn a_remote_link_holds_the_agents_history_and_its_rule_test_is_answered_by_the_a
         r.answer.detail
     );
     assert!(r.answer.matches.is_some(), "the matches came back");
+}
+
+/// Alerts a sink collects (the stand-in for the window's desktop notifications).
+fn collecting() -> (
+    vramwarden::engine::AlertSink,
+    Arc<std::sync::Mutex<Vec<vramwarden::engine::Alert>>>,
+) {
+    let got = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let into = got.clone();
+    let sink: vramwarden::engine::AlertSink = Arc::new(move |a| {
+        into.lock().expect("alerts").push(a);
+    });
+    (sink, got)
+}
+
+fn attach(
+    a: &AgentProc,
+    leaks_on: bool,
+) -> (
+    vramwarden::link::remote::RemoteLink,
+    Arc<std::sync::Mutex<Vec<vramwarden::engine::Alert>>>,
+) {
+    let shared =
+        vramwarden::engine::shared::Shared::new(vramwarden::engine::view::Monitor::new(1000, 3600));
+    let link = vramwarden::link::remote::RemoteLink::connect(
+        &format!("http://{}", a.addr),
+        a.token.clone(),
+        shared,
+        Arc::new(|| {}),
+    )
+    .expect("connect");
+    let (sink, got) = collecting();
+    link.alert_to(sink, leaks_on);
+    (link, got)
+}
+
+#[test]
+fn an_attached_window_is_alerted_of_the_agents_new_leak_once_and_a_later_one_not_of_the_old() {
+    // The simulated notebook is flagged as leaking about 40 s after the agent starts.
+    let a = AgentProc::start("", &["--no-record"]);
+    let (_link, got) = attach(&a, true);
+    let (_quiet, quiet) = attach(&a, false);
+    let leak = wait_for(Duration::from_secs(120), "a leak alert", || {
+        let g = got.lock().ok()?;
+        g.iter()
+            .find(|x| x.kind == vramwarden::engine::AlertKind::Leak)
+            .cloned()
+    });
+    assert_eq!(leak.summary, "GPU memory leak suspected");
+    assert!(leak.body.contains("is growing at"), "{}", leak.body);
+    // A window attached now knows that leak already: no alert for it; the first sees it once.
+    let (_late, late) = attach(&a, true);
+    std::thread::sleep(Duration::from_secs(4));
+    let leaks = |v: &[vramwarden::engine::Alert]| {
+        v.iter()
+            .filter(|x| x.kind == vramwarden::engine::AlertKind::Leak)
+            .count()
+    };
+    assert_eq!(leaks(&got.lock().expect("alerts")), 1);
+    assert_eq!(leaks(&late.lock().expect("alerts")), 0);
+    // With leak notifications off, the window hears of no leak.
+    assert_eq!(leaks(&quiet.lock().expect("alerts")), 0);
 }

@@ -10,6 +10,7 @@
 pub mod checks;
 pub mod open;
 pub mod remote;
+pub mod remote_alerts;
 pub mod token;
 pub mod v1;
 pub mod wire;

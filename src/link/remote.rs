@@ -162,6 +162,7 @@ pub struct RemoteLink {
     replies: Arc<Replies>,
     /// What the link's thread writes: the agent's state as last received.
     shared: SharedMonitor,
+    alerts: Arc<Mutex<super::remote_alerts::RemoteAlerts>>,
 }
 
 impl std::fmt::Debug for RemoteLink {
@@ -446,6 +447,8 @@ struct Ends {
     replies: Arc<Replies>,
     /// The window's commands the agent accepted, until their final reply comes.
     pending: Arc<Mutex<Pending>>,
+    /// The agent's leaks and forecasts as alerts for the window.
+    alerts: Arc<Mutex<super::remote_alerts::RemoteAlerts>>,
 }
 
 impl Ends {
@@ -508,6 +511,9 @@ impl Ends {
                 .write()
                 .map_err(|_| "internal error: the window's state is lost".to_string())?;
             let next = v.apply_after(&mut m, since, now_ms())?;
+            let alerts = lock(&self.alerts).compare(&m);
+            drop(m);
+            lock(&self.alerts).deliver(alerts);
             Ok((next, host, interval, caught_up))
         });
         let (next, wait, h) = match got {
@@ -625,11 +631,13 @@ impl RemoteLink {
             stop: Arc::new(AtomicBool::new(false)),
             replies: Arc::new(Replies::default()),
             pending: Arc::new(Mutex::new(Pending::default())),
+            alerts: Arc::new(Mutex::new(Default::default())),
         };
         let (tx, rx) = mpsc::channel::<Job>();
         let files = Arc::new(Mutex::new(RemoteFiles::default()));
         let past = Arc::new(Mutex::new(None));
         let replies = ends.replies.clone();
+        let alerts = ends.alerts.clone();
         ends.clone().spawn_poller()?;
         ends.clone()
             .spawn_commands(rx, files.clone(), past.clone())?;
@@ -644,7 +652,15 @@ impl RemoteLink {
             past,
             replies,
             shared,
+            alerts,
         })
+    }
+
+    /// From the next View on, the agent's newly raised forecasts (and, with `leaks_on`, its
+    /// leaks and OOMs) become alerts to `sink`, as a local engine's would; what the agent had
+    /// raised before is not announced.
+    pub fn alert_to(&self, sink: crate::engine::AlertSink, leaks_on: bool) {
+        *lock(&self.alerts) = super::remote_alerts::RemoteAlerts::new(sink, leaks_on);
     }
 
     /// Asks for the agent's past leaks, from its own session logs (they arrive in

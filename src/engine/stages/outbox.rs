@@ -145,37 +145,18 @@ impl Outbox {
                     full_in_s,
                     drivers,
                     ..
-                } => {
+                } if self.alerting => {
                     let who: Vec<String> = drivers
                         .iter()
                         .map(|d| format!("{} (PID {})", d.name, d.pid))
                         .collect();
-                    // The banner's words. An alert, not a status-bar notice: the window's
-                    // banner and status bar show the forecast as it stands, not as raised.
-                    let body = crate::detect::forecast_alert::sentence(
-                        *device_index,
-                        Some(*full_in_s),
-                        &who,
-                    );
-                    let summary = format!("GPU {device_index} will run out of memory");
-                    self.alert(AlertKind::Forecast, &summary, body);
+                    // An alert, not a status-bar notice: the window's banner and status bar
+                    // show the forecast as it stands, not as raised.
+                    self.alerts
+                        .push(forecast_alert(*device_index, Some(*full_in_s), &who));
                 }
                 Event::LeakStarted { leak, .. } if self.alerting && self.leaks => {
-                    let what = if leak.ghost {
-                        format!("GPU {} ghost memory", leak.device_index)
-                    } else {
-                        format!(
-                            "{} (PID {}) on GPU {}",
-                            leak.name, leak.pid, leak.device_index
-                        )
-                    };
-                    self.alerts.push(Alert {
-                        kind: AlertKind::Leak,
-                        urgency: Urgency::Critical,
-                        replaces: Some(what.clone()),
-                        summary: "GPU memory leak suspected".into(),
-                        body: format!("{what} is growing at {:.0} MiB/min", leak.rate_mib_per_min),
-                    });
+                    self.alerts.push(leak_alert(leak));
                 }
                 Event::OomSuspected {
                     device_index,
@@ -183,13 +164,10 @@ impl Outbox {
                     victims,
                     holders,
                     ..
-                } if self.alerting && self.leaks => self.alerts.push(Alert {
-                    kind: AlertKind::Oom,
-                    urgency: Urgency::Normal,
-                    replaces: None,
-                    summary: format!("GPU {device_index}: a process may have run out of memory"),
-                    body: crate::session::describe_oom(*used_pct, victims, holders),
-                }),
+                } if self.alerting && self.leaks => {
+                    self.alerts
+                        .push(oom_alert(*device_index, *used_pct, victims, holders));
+                }
                 _ => {}
             }
         }
@@ -212,5 +190,51 @@ impl Outbox {
                 body: a.detail.clone(),
             });
         }
+    }
+}
+
+/// The alert for an OOM forecast raised on GPU `device_index` (the banner's words).
+pub fn forecast_alert(device_index: u32, full_in_s: Option<f64>, who: &[String]) -> Alert {
+    Alert {
+        kind: AlertKind::Forecast,
+        urgency: Urgency::Normal,
+        replaces: None,
+        summary: format!("GPU {device_index} will run out of memory"),
+        body: crate::detect::forecast_alert::sentence(device_index, full_in_s, who),
+    }
+}
+
+/// The alert for a leak suspected (it replaces an earlier one for the same process).
+pub fn leak_alert(leak: &crate::session::LeakInfo) -> Alert {
+    let what = if leak.ghost {
+        format!("GPU {} ghost memory", leak.device_index)
+    } else {
+        format!(
+            "{} (PID {}) on GPU {}",
+            leak.name, leak.pid, leak.device_index
+        )
+    };
+    Alert {
+        kind: AlertKind::Leak,
+        urgency: Urgency::Critical,
+        replaces: Some(what.clone()),
+        summary: "GPU memory leak suspected".into(),
+        body: format!("{what} is growing at {:.0} MiB/min", leak.rate_mib_per_min),
+    }
+}
+
+/// The alert for a process that may have run out of memory on GPU `device_index`.
+pub fn oom_alert(
+    device_index: u32,
+    used_pct: f64,
+    victims: &[crate::session::OomHolder],
+    holders: &[crate::session::OomHolder],
+) -> Alert {
+    Alert {
+        kind: AlertKind::Oom,
+        urgency: Urgency::Normal,
+        replaces: None,
+        summary: format!("GPU {device_index}: a process may have run out of memory"),
+        body: crate::session::describe_oom(used_pct, victims, holders),
     }
 }

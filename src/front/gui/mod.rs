@@ -628,6 +628,11 @@ impl Backend {
             shared.clone(),
             notify,
         )?);
+        // The agent's leaks and forecasts notify here as this computer's would.
+        link.alert_to(
+            notify::subscriber(shared.clone()),
+            self.settings.notifications.leaks,
+        );
         self.park_current();
         self.shown = shown;
         self.host = None;
