@@ -5,6 +5,7 @@
 //! and the command-line flag that picks it (`front/cli/args.rs`).
 
 pub mod fault;
+pub mod nvidia_smi;
 pub mod nvml;
 pub mod recorded;
 pub mod replay;

@@ -1,6 +1,6 @@
-//! `vramwarden import nvidia-smi`: turns the CSV logs of `nvidia-smi --query-compute-apps=…
-//! --format=csv -l 1` (and optionally `--query-gpu=…`) into a session, running the same engine
-//! (history, leak detection) over them.
+//! The CSV logs of `nvidia-smi --query-compute-apps=… --format=csv -l 1` (and optionally
+//! `--query-gpu=…`) read as samples, for `vramwarden import nvidia-smi`, which runs the same
+//! engine (history, leak detection) over them (`crate::engine::import`).
 //!
 //! Header names are taken as nvidia-smi writes them, in any order; each log must have the
 //! columns of its kind (an apps log given as the GPU log, or the other way round, is refused).
@@ -12,7 +12,7 @@
 //! that uuid and its index there; without one, the GPUs are the uuids of the apps log, numbered
 //! in order of first appearance. A MIG device's uuid is put on its parent GPU when the bus ids
 //! tell which that is. Nothing is guessed: a row that cannot be read or placed is skipped, and
-//! the [`ImportSummary`] counts the skipped rows per reason with the first line of each, so that
+//! [`ReadLogs`] counts the skipped rows per reason with the first line of each, so that
 //! rows read = rows used + rows skipped.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -22,9 +22,7 @@ use std::sync::Arc;
 
 use chrono::{NaiveDateTime, TimeZone};
 
-use crate::engine::view::Monitor;
-use crate::engine::RecordTo;
-use crate::model::{DeviceSample, ProcInfo, ProcessSample, Snapshot, SourceInfo, UnixMs};
+use crate::model::{DeviceSample, ProcInfo, ProcessSample, Snapshot, UnixMs};
 
 /// The highest GPU index accepted from a log (a row with a higher one is skipped).
 pub const MAX_GPU_INDEX: u32 = 255;
@@ -229,27 +227,6 @@ impl fmt::Display for Skipped {
             self.rows, self.log, self.reason, self.first_line
         )
     }
-}
-
-/// What an import produced.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ImportSummary {
-    /// Samples written.
-    pub samples: usize,
-    /// Distinct processes (pid and GPU) in the samples written.
-    pub processes: usize,
-    /// Leak episodes flagged.
-    pub leaks: usize,
-    /// OOM suspicions recorded (a process left a nearly full GPU).
-    pub ooms: usize,
-    /// Rows skipped, of both logs (the sum of `skipped`).
-    pub bad_rows: usize,
-    /// Data rows read, of both logs (header lines not counted).
-    pub rows_read: usize,
-    /// Rows that went into the samples: `rows_read == rows_used + bad_rows`.
-    pub rows_used: usize,
-    /// The skipped rows per log and reason, in that order.
-    pub skipped: Vec<Skipped>,
 }
 
 /// Skipped rows, counted per (log, reason) with the first line.
@@ -1074,18 +1051,27 @@ fn build(
     }
 }
 
-/// Reads the logs and writes the session to `out`.
+/// The samples read from the logs, with their rows counted.
+#[derive(Debug)]
+pub struct ReadLogs {
+    /// The samples, oldest first (never empty).
+    pub snaps: Vec<Snapshot>,
+    /// Data rows read, of both logs (header lines not counted).
+    pub rows_read: usize,
+    /// Rows that went into the samples.
+    pub rows_used: usize,
+    /// Rows skipped, of both logs (the sum of `skipped`).
+    pub bad_rows: usize,
+    /// The skipped rows per log and reason, in that order.
+    pub skipped: Vec<Skipped>,
+}
+
+/// Reads the logs into samples.
 ///
 /// # Errors
-/// When a file cannot be read, is not the log it is given as (lacks its columns), has no usable
-/// row, or the session cannot be written. Rows that cannot be read or placed on a GPU are
-/// skipped and counted in the summary, not errors.
-pub fn import_nvidia_smi(
-    apps: &Path,
-    gpu: Option<&Path>,
-    out: &Path,
-    zone: Zone,
-) -> Result<ImportSummary, ImportError> {
+/// When a file cannot be read, is not the log it is given as (lacks its columns), or has no
+/// usable row. Rows that cannot be read or placed on a GPU are skipped and counted, not errors.
+pub fn read_logs(apps: &Path, gpu: Option<&Path>, zone: Zone) -> Result<ReadLogs, ImportError> {
     let mut skips = Skips::default();
     let (built, rows_read) = build(apps, gpu, zone, &mut skips)?;
     let Built { snaps, rows_used } = built;
@@ -1095,106 +1081,11 @@ pub fn import_nvidia_smi(
             skipped: skips.to_vec(),
         });
     }
-    let processes = snaps
-        .iter()
-        .flat_map(|s| s.processes.iter().map(|p| (p.pid, p.device_index)))
-        .collect::<HashSet<_>>()
-        .len();
-    let mut gaps: Vec<u64> = snaps
-        .windows(2)
-        .map(|w| w[1].taken_at_ms.abs_diff(w[0].taken_at_ms))
-        .collect();
-    gaps.sort_unstable();
-    let interval = gaps.get(gaps.len() / 2).copied().unwrap_or(1000).max(1);
-    let shared = crate::engine::shared::Shared::new(Monitor::new(interval, 16));
-    let samples = snaps.len();
-    let start = snaps.first().map_or(0, |s| s.taken_at_ms);
-    let mut source = crate::source::recorded::Snapshots::new(
+    Ok(ReadLogs {
         snaps,
-        SourceInfo {
-            kind: "nvidia-smi import".into(),
-            host: crate::source::host_name(),
-            ..SourceInfo::default()
-        },
-    );
-    let mut engine = crate::engine::EngineBuilder::new(shared.clone(), interval)
-        .record(RecordTo::File(out.to_path_buf()))
-        .source(crate::source::GpuSource::info(&source))
-        .build();
-    let mut failed = None;
-    let ended = crate::engine::tick_loop::run(
-        &mut engine,
-        &mut source,
-        std::time::Duration::from_millis(interval),
-        crate::engine::tick_loop::Clock::Simulated { start, speed: None },
-        |engine, _, _| match engine.recording_failed(true) {
-            Some(e) => {
-                failed = Some(e);
-                false
-            }
-            None => true,
-        },
-    );
-    if let Some(e) = failed {
-        return Err(ImportError::Write(e));
-    }
-    if let crate::engine::tick_loop::Ended::Panicked(what) = ended {
-        return Err(ImportError::Write(format!(
-            "internal error (a bug in vramwarden; the import stopped): {what}"
-        )));
-    }
-    engine.finish().map_err(ImportError::Write)?;
-    let (leaks, ooms) = shared
-        .read()
-        .map_or((0, 0), |m| (m.leaks.len(), m.ooms.len()));
-    Ok(ImportSummary {
-        samples,
-        processes,
-        leaks,
-        ooms,
-        bad_rows: skips.total(),
         rows_read,
         rows_used,
+        bad_rows: skips.total(),
         skipped: skips.to_vec(),
     })
-}
-
-/// Imports nvidia-smi logs (told apart by their headers) into `dir` and reads the session.
-///
-/// # Errors
-/// A sentence when no apps log is among `files` or the import fails.
-pub fn import_files(
-    files: &[std::path::PathBuf],
-    dir: &std::path::Path,
-) -> Result<crate::session::reader::SessionData, String> {
-    let header = |p: &std::path::PathBuf| {
-        std::fs::read_to_string(p)
-            .ok()
-            .and_then(|t| t.lines().next().map(str::to_lowercase))
-            .unwrap_or_default()
-    };
-    let apps = files
-        .iter()
-        .find(|p| header(p).contains("pid"))
-        .ok_or("none of the files is an nvidia-smi --query-compute-apps log (no pid column)")?;
-    let gpu = files
-        .iter()
-        .find(|p| *p != apps && header(p).contains("memory.used"));
-    let stem = apps
-        .file_stem()
-        .map_or("nvidia-smi".into(), |s| s.to_string_lossy().into_owned());
-    let out = dir.join(format!(
-        "import-{stem}-{}.{}",
-        chrono::Local::now().format("%Y%m%d-%H%M%S"),
-        crate::session::EXTENSION
-    ));
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    crate::engine::import::import_nvidia_smi(
-        apps,
-        gpu.map(std::path::PathBuf::as_path),
-        &out,
-        crate::engine::import::Zone::Local,
-    )
-    .map_err(|e| e.to_string())?;
-    crate::session::reader::SessionData::open(&out).map_err(|e| e.to_string())
 }

@@ -1,4 +1,4 @@
-//! Snapshots built beforehand (from nvidia-smi logs, by [`crate::engine::import`]) as a source: each
+//! Snapshots built beforehand (from nvidia-smi logs, by [`crate::source::nvidia_smi`]) as a source: each
 //! sample is the next one, whatever moment is asked for, and the source then ends.
 
 use super::{GpuSource, SourceError};
