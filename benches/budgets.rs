@@ -349,7 +349,7 @@ fn bench_leak(c: &mut Criterion) {
 /// series for the cost per process per tick).
 fn bench_leak_watch(c: &mut Criterion) {
     use vramwarden::detect::oom_watch::OomWatch;
-    use vramwarden::engine::leak_watch::LeakWatch;
+    use vramwarden::detect::leak_watch::LeakWatch;
     let mut leaks = LeakWatch::default();
     let mut ooms = OomWatch::default();
     let mut snaps: Vec<Snapshot> = fleet_snapshots(900).collect();
@@ -377,7 +377,7 @@ fn bench_leak_watch(c: &mut Criterion) {
 /// the forecast set on every GPU, the growing processes known).
 fn bench_forecast_alert(c: &mut Criterion) {
     use vramwarden::detect::forecast_alert::ForecastWatch;
-    let mut leaks = vramwarden::engine::leak_watch::LeakWatch::default();
+    let mut leaks = vramwarden::detect::leak_watch::LeakWatch::default();
     let mut snaps: Vec<Snapshot> = fleet_snapshots(900).collect();
     for s in &mut snaps {
         leaks.observe(s);
@@ -433,16 +433,16 @@ fn bench_scrape(c: &mut Criterion) {
     for procs in [200u32, 1600] {
         let sim = SimSource::fleet(T0, 8, procs);
         let mut m = Monitor::new(1000, 600);
-        let mut w = vramwarden::engine::leak_watch::LeakWatch::default();
+        let mut w = vramwarden::detect::leak_watch::LeakWatch::default();
         for i in 0..600 {
             let s = sim.at(T0 + i * 1000);
             let t = s.taken_at_ms;
             for e in w.observe(&s) {
-                vramwarden::engine::leak_watch::record_event(&mut m, &e, None);
+                vramwarden::detect::leak_watch::record_event(&mut m.leaks, &mut m.ooms, &e, None);
             }
             m.apply(s, t);
         }
-        w.refresh(&mut m);
+        w.refresh(&mut m.growing, &mut m.leaks);
         let stats = AgentStats::default();
         let text = render(
             &m,

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use vramwarden::engine::leak_watch::LeakWatch;
+use vramwarden::detect::leak_watch::LeakWatch;
 use vramwarden::session::reader::SessionData;
 use vramwarden::session::Event;
 

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use vramwarden::detect::leak::LeakSettings;
-use vramwarden::engine::leak_watch::LeakWatch;
+use vramwarden::detect::leak_watch::LeakWatch;
 use vramwarden::model::{DeviceSample, ProcInfo, ProcessSample, Snapshot, MIB};
 use vramwarden::session::reader::SessionData;
 use vramwarden::session::Event;

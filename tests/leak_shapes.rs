@@ -7,7 +7,7 @@
 //! `cargo test --test leak_shapes -- --nocapture` prints the table.
 
 use vramwarden::detect::leak::{LeakSettings, LeakTracker, Transition};
-use vramwarden::engine::leak_watch::LeakWatch;
+use vramwarden::detect::leak_watch::LeakWatch;
 use vramwarden::model::{DeviceSample, Origin, ProcessSample, Snapshot, TorchMem, MIB};
 
 const GIB: f64 = 1024.0;

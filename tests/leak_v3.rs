@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use vramwarden::engine::leak_watch::LeakWatch;
+use vramwarden::detect::leak_watch::LeakWatch;
 use vramwarden::session::reader::SessionData;
 use vramwarden::session::Event;
 

@@ -4,7 +4,7 @@
 
 use vramwarden::act::rules::eval::{compile, Facts, RuleState};
 use vramwarden::act::rules::model::{Conditions, Rule};
-use vramwarden::engine::leak_watch::LeakWatch;
+use vramwarden::detect::leak_watch::LeakWatch;
 use vramwarden::model::{DeviceSample, Origin, ProcessSample, Snapshot, MIB};
 
 const GIB: u64 = 1024 * MIB;

@@ -3,5 +3,7 @@
 
 pub mod forecast_alert;
 pub mod leak;
+pub mod leak_watch;
 pub mod oom_watch;
 pub mod orphans;
+pub mod records;

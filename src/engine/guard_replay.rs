@@ -10,7 +10,7 @@ use crate::act::guard::{Guard, ParkEnd, Step, StepKind};
 use crate::act::rules::eval::RuleState;
 use crate::detect::forecast_alert::ForecastWatch;
 use crate::detect::oom_watch::OomWatch;
-use crate::engine::leak_watch::LeakWatch;
+use crate::detect::leak_watch::LeakWatch;
 use crate::engine::settings::Settings;
 use crate::engine::stages::guard::{gpu_facts, who_of, Findings};
 use crate::model::history::ProcSeriesKey;

@@ -8,9 +8,7 @@
 pub mod builder;
 pub mod command;
 pub mod guard_replay;
-pub mod headless;
 pub mod import;
-pub mod leak_watch;
 pub mod past_cache;
 pub mod replay;
 pub mod sampler;

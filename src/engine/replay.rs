@@ -93,10 +93,10 @@ pub fn has_open_leak(data: &SessionData) -> bool {
     for e in &data.events {
         match e {
             Event::LeakStarted { leak, .. } => {
-                open.insert(crate::engine::leak_watch::key_of(leak));
+                open.insert(crate::detect::leak_watch::key_of(leak));
             }
             Event::LeakEnded { leak, .. } => {
-                open.remove(&crate::engine::leak_watch::key_of(leak));
+                open.remove(&crate::detect::leak_watch::key_of(leak));
             }
             _ => {}
         }
@@ -131,7 +131,7 @@ pub fn episodes_of(path: &Path) -> PastEvents {
     } else {
         let mut m = Monitor::new(1000, 1);
         for e in &data.events {
-            crate::engine::leak_watch::record_event(&mut m, e, Some(path));
+            crate::detect::leak_watch::record_event(&mut m.leaks, &mut m.ooms, e, Some(path));
         }
         m
     };

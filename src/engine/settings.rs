@@ -15,20 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::act::rules::action::DEFAULT_PROTECTED;
 use crate::act::rules::Rule;
 use crate::detect::leak::LeakSettings;
-use crate::model::format::Units;
-
-/// Colour theme.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Theme {
-    /// Follow the desktop.
-    #[default]
-    System,
-    /// Dark.
-    Dark,
-    /// Light.
-    Light,
-}
+use crate::model::format::{Theme, Units};
 
 /// General.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,7 +1,9 @@
 //! The front ends: the command line, the headless agent and the window. None imports another;
-//! what they share lives below them (the engine, the link, the session log).
+//! what they share lives below them (the engine, the link, the session log), and what the two
+//! headless ones share (their errors and exit codes) in [`headless`].
 
 pub mod agent;
 pub mod cli;
+pub mod headless;
 #[cfg(feature = "gui")]
 pub mod gui;

@@ -71,6 +71,19 @@ impl Units {
     }
 }
 
+/// The window's colour theme (kept in the settings file; the window applies it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Theme {
+    /// Follow the desktop.
+    #[default]
+    System,
+    /// Dark.
+    Dark,
+    /// Light.
+    Light,
+}
+
 /// An optional size, "—" when missing.
 pub fn opt_bytes(units: Units, bytes: Option<u64>) -> String {
     bytes.map_or_else(|| "—".to_string(), |b| units.bytes(b))

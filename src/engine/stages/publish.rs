@@ -75,8 +75,9 @@ pub fn replayed(
 /// A recorded session's own leak and OOM events, named with its file.
 pub fn recorded_events(shared: &Shared, events: &[Event], session: Option<&std::path::Path>) {
     if let Ok(mut m) = shared.write() {
+        let m = &mut *m;
         for e in events {
-            crate::engine::leak_watch::record_event(&mut m, e, session);
+            crate::detect::leak_watch::record_event(&mut m.leaks, &mut m.ooms, e, session);
         }
     }
 }
@@ -134,7 +135,8 @@ pub fn recording_closed_badly(shared: &Shared, why: String) {
 /// The leaks still open when a recorded session ends end with it.
 pub fn close_open_leaks(shared: &Shared) {
     if let Ok(mut m) = shared.write() {
-        crate::engine::leak_watch::close_open_leaks(&mut m);
+        let m = &mut *m;
+        crate::detect::leak_watch::close_open_leaks(&mut m.leaks, &m.history);
     }
 }
 

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 
 use super::outbox::Outbox;
-use crate::engine::leak_watch::LeakWatch;
+use crate::detect::leak_watch::LeakWatch;
 use crate::engine::view::{LeakKey, Monitor};
 use crate::model::history::ProcSeriesKey;
 use crate::model::{FastMap, Snapshot, UnixMs};
@@ -98,9 +98,9 @@ impl Watches {
         orphans: Vec<crate::detect::orphans::OrphanGpu>,
     ) {
         for e in events {
-            crate::engine::leak_watch::record_event(m, e, None);
+            crate::detect::leak_watch::record_event(&mut m.leaks, &mut m.ooms, e, None);
         }
-        self.leaks.refresh(m);
+        self.leaks.refresh(&mut m.growing, &mut m.leaks);
         m.orphans = orphans;
     }
 

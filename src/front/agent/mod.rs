@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::engine::headless::CliError;
+use crate::front::headless::CliError;
 use crate::engine::sampler::SamplerHandle;
 use crate::engine::shared::SharedMonitor;
 use crate::engine::view::{Monitor, SourceStatus};
@@ -185,7 +185,7 @@ pub fn start(
     factory: crate::engine::sampler::SourceFactory,
     wake: Option<std::os::unix::net::UnixStream>,
 ) -> Result<Agent, CliError> {
-    let settings = crate::engine::headless::load_settings(opts.config.as_deref())?;
+    let settings = crate::front::headless::load_settings(opts.config.as_deref())?;
     let interval = opts
         .interval
         .unwrap_or(Duration::from_millis(settings.sampling.interval_ms));
@@ -208,7 +208,7 @@ pub fn start(
     }
     let shared: SharedMonitor = crate::engine::shared::Shared::new(Monitor::new(
         interval.as_millis() as u64,
-        crate::engine::headless::history_ticks(HISTORY, interval),
+        crate::front::headless::history_ticks(HISTORY, interval),
     ));
     let stats = Arc::new(stats::AgentStats::default());
     let (watched, counted) = (shared.clone(), stats.clone());

@@ -24,7 +24,7 @@ use crate::model::now_ms;
 use crate::session::csv_export::{self, Table};
 use snapshot_out::CsvTable;
 
-pub use crate::engine::headless::{exit, history_ticks, load_settings, CliError};
+pub use crate::front::headless::{exit, history_ticks, load_settings, CliError};
 use crate::source::nvml::NvmlSource;
 use crate::source::sim::SimSource;
 use crate::source::{GpuSource, SourceError, SourceKind};

@@ -61,7 +61,7 @@ pub fn park(
 
 /// The protected list of the settings file (`--config`, else the usual one).
 fn protected_list(config: Option<&std::path::Path>) -> Result<Vec<String>, CliError> {
-    Ok(crate::engine::headless::load_settings(config)?
+    Ok(crate::front::headless::load_settings(config)?
         .cleanup
         .protected)
 }

@@ -6,9 +6,9 @@ use egui::{RichText, Ui};
 
 use super::widgets;
 use crate::act::rules::{Action, Rule};
-use crate::engine::settings::{Settings, Theme};
+use crate::engine::settings::Settings;
 use crate::engine::view::Monitor;
-use crate::model::format::Units;
+use crate::model::format::{Theme, Units};
 
 /// Sections of the window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

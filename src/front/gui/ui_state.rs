@@ -112,10 +112,10 @@ impl Window {
 }
 
 /// Applies the colour theme.
-pub fn apply_theme(ctx: &egui::Context, t: crate::engine::settings::Theme) {
+pub fn apply_theme(ctx: &egui::Context, t: crate::model::format::Theme) {
     ctx.set_theme(match t {
-        crate::engine::settings::Theme::System => egui::ThemePreference::System,
-        crate::engine::settings::Theme::Dark => egui::ThemePreference::Dark,
-        crate::engine::settings::Theme::Light => egui::ThemePreference::Light,
+        crate::model::format::Theme::System => egui::ThemePreference::System,
+        crate::model::format::Theme::Dark => egui::ThemePreference::Dark,
+        crate::model::format::Theme::Light => egui::ThemePreference::Light,
     });
 }

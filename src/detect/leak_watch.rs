@@ -3,7 +3,7 @@
 //! monitor's leak records current.
 
 use crate::detect::leak::{Growing, LeakSettings, LeakTracker, Transition};
-use crate::engine::view::{LeakKey, LeakRecord, Monitor};
+use crate::detect::records::{LeakKey, LeakRecord, OomRecord};
 use crate::model::history::ghosts_of;
 use crate::model::{FastMap, FastSet, Snapshot, MIB};
 use crate::session::{Event, LeakInfo};
@@ -306,12 +306,12 @@ impl LeakWatch {
         })
     }
 
-    /// Brings the monitor's ongoing leak records up to date (rate, growth, peak) and its
-    /// list of series growing now.
-    pub fn refresh(&self, m: &mut Monitor) {
-        m.growing.clear();
-        m.growing.extend(self.growing());
-        for rec in m.leaks.iter_mut().filter(|r| r.ended_ms.is_none()) {
+    /// Brings the ongoing leak records up to date (rate, growth, peak) and the list of
+    /// series growing now.
+    pub fn refresh(&self, growing: &mut Vec<(LeakKey, Growing)>, leaks: &mut [LeakRecord]) {
+        growing.clear();
+        growing.extend(self.growing());
+        for rec in leaks.iter_mut().filter(|r| r.ended_ms.is_none()) {
             if let Some(ep) = self.series.get(&rec.key).and_then(|w| w.tracker.episode()) {
                 rec.info.rate_mib_per_min = ep.rate_mib_per_min;
                 rec.grown_mib = ep.grown_mib();
@@ -356,11 +356,16 @@ pub fn key_of(info: &LeakInfo) -> LeakKey {
     }
 }
 
-/// Applies a memory event (a leak's start or end, an OOM suspicion) to the monitor's records
-/// (live runs and session replays alike).
-pub fn record_event(m: &mut Monitor, e: &Event, session: Option<&std::path::Path>) {
+/// Applies a memory event (a leak's start or end, an OOM suspicion) to the records (live runs
+/// and session replays alike).
+pub fn record_event(
+    leaks: &mut Vec<LeakRecord>,
+    ooms: &mut Vec<OomRecord>,
+    e: &Event,
+    session: Option<&std::path::Path>,
+) {
     match e {
-        Event::LeakStarted { unix_ms, leak } => m.leaks.push(LeakRecord {
+        Event::LeakStarted { unix_ms, leak } => leaks.push(LeakRecord {
             key: key_of(leak),
             info: leak.clone(),
             flagged_ms: *unix_ms,
@@ -377,7 +382,7 @@ pub fn record_event(m: &mut Monitor, e: &Event, session: Option<&std::path::Path
             victims,
             holders,
             ..
-        } => m.ooms.push(crate::engine::view::OomRecord {
+        } => ooms.push(OomRecord {
             at_ms: *unix_ms,
             device_index: *device_index,
             used_pct: *used_pct,
@@ -392,8 +397,7 @@ pub fn record_event(m: &mut Monitor, e: &Event, session: Option<&std::path::Path
             peak_mib,
         } => {
             let key = key_of(leak);
-            if let Some(r) = m
-                .leaks
+            if let Some(r) = leaks
                 .iter_mut()
                 .rev()
                 .find(|r| r.key == key && r.ended_ms.is_none())
@@ -409,19 +413,18 @@ pub fn record_event(m: &mut Monitor, e: &Event, session: Option<&std::path::Path
 }
 
 /// A past session's leak that never ended in it ended with the recording: it is closed at the
-/// last sample (marked [`crate::engine::view::LeakRecord::open_at_end`]), with its growth and peak
-/// read from the history.
-pub fn close_open_leaks(m: &mut Monitor) {
-    let h = &m.history;
+/// last sample (marked [`LeakRecord::open_at_end`]), with its growth and peak read from the
+/// history `h`.
+pub fn close_open_leaks(leaks: &mut [LeakRecord], h: &crate::model::history::History) {
     let Some((_, end_ms)) = h.span() else {
         return;
     };
-    for r in m.leaks.iter_mut().filter(|r| r.ended_ms.is_none()) {
+    for r in leaks.iter_mut().filter(|r| r.ended_ms.is_none()) {
         r.ended_ms = Some(end_ms.max(r.flagged_ms));
         r.open_at_end = true;
         let series = match r.key {
-            crate::engine::view::LeakKey::Process(k) => h.process(&k),
-            crate::engine::view::LeakKey::Ghost(d) => h.ghost(d),
+            LeakKey::Process(k) => h.process(&k),
+            LeakKey::Ghost(d) => h.ghost(d),
         };
         let Some(series) = series else { continue };
         let values: Vec<f64> = series
