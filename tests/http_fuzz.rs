@@ -6,6 +6,7 @@
 
 #[path = "agent_support/mod.rs"]
 mod agent_support;
+mod v1_support;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -116,7 +117,7 @@ fn any_request_bytes_leave_the_agent_answering() {
 #[test]
 fn a_real_answer_decodes() {
     let now = vramwarden::model::now_ms();
-    let snap = vramwarden::link::remote::decode_snapshot(answer().as_bytes(), now)
+    let snap = v1_support::decode_snapshot(answer().as_bytes(), now)
         .expect("a real answer is taken")
         .expect("with its snapshot");
     assert!(!snap.devices.is_empty() && !snap.processes.is_empty());
@@ -198,7 +199,7 @@ fn at_path<'a>(v: &'a mut serde_json::Value, path: &[String]) -> Option<&'a mut 
 /// little.
 fn within_caps(body: &[u8]) -> Result<(), TestCaseError> {
     let now = vramwarden::model::now_ms();
-    let Ok(Some(snap)) = vramwarden::link::remote::decode_snapshot(body, now) else {
+    let Ok(Some(snap)) = v1_support::decode_snapshot(body, now) else {
         return Ok(());
     };
     prop_assert!(snap.devices.len() <= checks::MAX_DEVICES);
@@ -223,7 +224,7 @@ proptest! {
 
     #[test]
     fn the_link_decoder_never_panics_on_bytes(bytes in prop::collection::vec(any::<u8>(), 0..2048)) {
-        let _ = vramwarden::link::remote::decode_snapshot(&bytes, vramwarden::model::now_ms());
+        let _ = v1_support::decode_snapshot(&bytes, vramwarden::model::now_ms());
         let _ = vramwarden::link::remote::decode_sessions(&bytes, vramwarden::model::now_ms());
         let _ = vramwarden::link::wire_checks::decode_view(&bytes, vramwarden::model::now_ms());
         let _ = vramwarden::link::wire_checks::decode_past(&bytes, vramwarden::model::now_ms());

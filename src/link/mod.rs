@@ -12,7 +12,6 @@ pub mod open;
 pub mod remote;
 pub mod remote_alerts;
 pub mod token;
-pub mod v1;
 pub mod wire;
 pub mod wire_checks;
 

@@ -1,14 +1,15 @@
-//! The decoder of the agent's answer of API version 1 (`GET /api/v1/snapshot`, see
-//! docs/agent-api.md), which the agent still serves for scripts: its snapshot, checked as
-//! strictly as the wire type's. A window reads the View of version 2 instead
-//! ([`super::wire`]); this decoder stays for clients and the fuzz tests of that answer.
+//! A strict reader of the agent's answer of API version 1 (`GET /api/v1/snapshot`, see
+//! docs/agent-api.md), which the agent still serves for scripts: its snapshot, checked with
+//! the link's own checks. The window reads the wire View instead; this reader pins the v1
+//! answer's format for the tests.
 
 use serde::Deserialize;
 
-use crate::model::{Snapshot, SourceInfo, UnixMs};
+use vramwarden::link::checks;
+use vramwarden::model::{Snapshot, SourceInfo, UnixMs};
 
 #[derive(Debug, Deserialize)]
-#[allow(dead_code)]
+#[allow(dead_code)] // read to check the format, not used
 struct StatusJson {
     state: String,
     #[serde(default)]
@@ -16,7 +17,7 @@ struct StatusJson {
 }
 
 #[derive(Debug, Deserialize)]
-#[allow(dead_code)]
+#[allow(dead_code)] // read to check the format, not used
 struct RecordingJson {
     path: Option<std::path::PathBuf>,
     #[serde(default)]
@@ -32,7 +33,7 @@ struct RecordingJson {
 }
 
 #[derive(Debug, Deserialize)]
-#[allow(dead_code)]
+#[allow(dead_code)] // read to check the format, not used
 struct LeakJson {
     pid: u32,
     start_time_ms: UnixMs,
@@ -52,7 +53,7 @@ struct LeakJson {
 
 /// The body of `GET /api/v1/snapshot`.
 #[derive(Debug, Deserialize)]
-#[allow(dead_code)]
+#[allow(dead_code)] // read to check the format, not used
 struct SnapshotReply {
     source: Option<SourceInfo>,
     status: StatusJson,
@@ -65,9 +66,8 @@ struct SnapshotReply {
 }
 
 impl LeakJson {
-    /// See [`super::checks`].
+    /// See the link's checks.
     fn check(&mut self, now: UnixMs) -> Result<(), String> {
-        use super::checks;
         checks::device_index("a leak on", self.device_index)?;
         if self.pid > checks::MAX_PID {
             return Err(format!("the agent sent a leak of PID {}", self.pid));
@@ -97,9 +97,8 @@ impl LeakJson {
 
 impl SnapshotReply {
     /// Checks and cleans every value against `now` (this computer's clock) before anything of
-    /// it is applied ([`super::checks`]).
+    /// it is applied (the link's checks).
     fn check(&mut self, now: UnixMs) -> Result<(), String> {
-        use super::checks;
         checks::interval(self.interval_ms)?;
         if let Some(s) = &mut self.source {
             checks::source(s);
@@ -127,7 +126,7 @@ impl SnapshotReply {
 }
 
 /// Reads an answer of `GET /api/v1/snapshot` and checks it against `now` (see
-/// [`super::checks`]): the snapshot the poller would apply, or why none is.
+/// the link's checks): the snapshot the poller would apply, or why none is.
 ///
 /// # Errors
 /// A sentence for the link's status.
