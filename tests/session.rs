@@ -648,6 +648,53 @@ fn a_replayed_session_shows_what_the_engine_that_recorded_it_showed() {
     assert!(replay.activity.is_empty());
 }
 
+/// A sample is final before it is logged: each GPU's forecast (likely and earliest time to
+/// full) as the View showed it at every tick is in the log with its sample, and a replay of
+/// the session shows it.
+#[test]
+fn the_forecast_is_logged_with_its_sample_and_replayed() {
+    use vramwarden::engine::{Engine, RecordTo};
+    use vramwarden::model::DeviceSample;
+    type Forecast = Vec<(u32, Option<f64>, Option<f64>)>;
+    let forecast = |devices: &[DeviceSample]| -> Forecast {
+        devices
+            .iter()
+            .map(|d| (d.index, d.time_to_full_s, d.time_to_full_earliest_s))
+            .collect()
+    };
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("s.vwlog");
+    let sim = SimSource::demo(T0);
+    let shared = vramwarden::engine::shared::Shared::new(Monitor::new(1000, 100));
+    let mut e = Engine::new(shared.clone(), RecordTo::File(path.clone()), 1000);
+    e.set_source(sim.info());
+    let mut shown: Vec<(UnixMs, Forecast)> = Vec::new();
+    for i in 0..900 {
+        let t = T0 + i * 1000;
+        e.tick(sim.at(t), t);
+        let m = shared.read().expect("monitor");
+        let latest = m.latest.as_ref().expect("latest");
+        shown.push((t, forecast(&latest.devices)));
+    }
+    e.finish().expect("close");
+    let forecasts = shown
+        .iter()
+        .filter(|(_, f)| f.iter().any(|d| d.1.is_some()))
+        .count();
+    assert!(forecasts > 0, "the demo's leak gives a forecast in 15 minutes");
+    let s = SessionData::open(&path).expect("open");
+    assert!(s.report.is_clean(), "{:?}", s.report);
+    assert_eq!(s.len(), shown.len());
+    for (t, f) in &shown {
+        let snap = s.snapshot(s.index_at(*t)).expect("sample");
+        assert_eq!(snap.taken_at_ms, *t);
+        assert_eq!(&forecast(&snap.devices), f, "the log's sample at {t}");
+    }
+    let replay = vramwarden::engine::replay::session(&s);
+    let last = replay.latest.as_ref().expect("the replay's latest sample");
+    assert_eq!(Some(&forecast(&last.devices)), shown.last().map(|(_, f)| f));
+}
+
 /// The CSV tables, byte for byte, of a log whose texts need quoting: a comma, a double quote
 /// and a line break are quoted as RFC 4180 says (the quote doubled); plain text, numbers,
 /// empty readings and MiB fractions are written as they are, and so is a text that begins or
@@ -923,7 +970,10 @@ fn a_park_is_recorded_replayed_and_exported() {
     record_demo_day(&path, 700);
     let s = SessionData::open(&path).expect("open");
     assert!(s.report.is_clean(), "{:?}", s.report);
-    assert_eq!(s.header.as_ref().expect("header").format_version, 3);
+    assert_eq!(
+        s.header.as_ref().expect("header").format_version,
+        vramwarden::session::FORMAT_VERSION
+    );
     let sim = SimSource::demo_day(T0);
     let parked_at = |i: i64| {
         let snap = s.snapshot(s.index_at(T0 + i * 1000)).expect("sample");

@@ -1,5 +1,5 @@
 //! The engine: one per run, for every front end and every speed. Each sample goes through a
-//! short pipeline of stages ([`stages`]): enrich → record → watches → rules → publish. It is
+//! short pipeline of stages ([`stages`]): enrich → watches → rules → record → publish. It is
 //! set up by the one [`EngineBuilder`], driven by the one loop ([`tick_loop`]) from a source
 //! chosen once ([`crate::source::SourceKind`]), and takes a front end's requests between
 //! ticks ([`EngineCommand`]). Alerts go to the front end's subscriber ([`EngineOptions`]);
@@ -399,7 +399,8 @@ impl Engine {
         answer
     }
 
-    /// One tick: enrich → record → watches → rules → publish. Returns the sample this one
+    /// One tick: enrich → watches → rules → record → publish (a sample is logged once it is
+    /// final, with the forecast the View shows). Returns the sample this one
     /// replaced as the latest (see [`crate::source::GpuSource::give_back`]).
     pub fn tick(&mut self, mut snap: Snapshot, received_ms: UnixMs) -> Option<Snapshot> {
         snap.sanitize();
@@ -414,19 +415,10 @@ impl Engine {
         self.rules.annotate_parked(&mut snap);
         self.enrich.run(&mut snap);
         drop(enrich);
-        // Record the sample.
-        let record = cost::span(Part::Record);
-        let mut error = self.recorder.sample(&snap, &mut out);
-        drop(record);
         // Watches: leaks, OOMs, the forecast, orphans.
         let watches = cost::span(Part::Watches);
         let watched = self.watches.observe(&mut snap, &mut out);
         drop(watches);
-        let record = cost::more(Part::Record);
-        if let Some(e) = self.recorder.events(&watched.events) {
-            error = Some(e);
-        }
-        drop(record);
         // Rules: pure decisions, then the runner (the only code that signals).
         let rules = cost::span(Part::Rules);
         let alerts: Vec<u32> = self
@@ -440,7 +432,16 @@ impl Engine {
             .run(&snap, watched.leaking, &watched.growth, &alerts, now);
         let parks = self.rules.take_park_records(now);
         drop(rules);
-        let record = cost::more(Part::Record);
+        // The rules decided on the forecast as it is; the View shows it once it has stood
+        // the alerts' hold (no card warns of a burst the banner stays quiet about).
+        self.watches.hold_forecasts(&mut snap);
+        // Record: the sample is final (enriched, its forecast as the View shows it), then the
+        // tick's events, activity and parks.
+        let record = cost::span(Part::Record);
+        let mut error = self.recorder.sample(&snap, &mut out);
+        if let Some(e) = self.recorder.events(&watched.events) {
+            error = Some(e);
+        }
         self.recorder.activity(&acts);
         for r in parks.iter().filter(|r| r.stranded) {
             out.report("A parked process lost its GPU memory", r.detail.clone());
@@ -456,9 +457,6 @@ impl Engine {
             .len()
             .saturating_sub(command::REPLIES_KEPT);
         self.late_replies.drain(..over);
-        // The rules decided on the forecast as it is; the View shows it once it has stood
-        // the alerts' hold (no card warns of a burst the banner stays quiet about).
-        self.watches.hold_forecasts(&mut snap);
         // Publish: one write lock per tick, everything the UI reads changes at once.
         let _publish = cost::span(Part::Publish);
         let (events, orphans, watches) = (watched.events, watched.orphans, &self.watches);

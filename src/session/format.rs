@@ -372,6 +372,8 @@ pub fn encode_sample_with_torch(
             d.sm_clock_mhz.is_some(),
             d.mem_clock_mhz.is_some(),
             d.fan_pct.is_some(),
+            forecast(d.time_to_full_s).is_some(),
+            forecast(d.time_to_full_earliest_s).is_some(),
         ]
         .into_iter()
         .enumerate()
@@ -408,6 +410,15 @@ pub fn encode_sample_with_torch(
             }
             if let Some(f) = d.fan_pct {
                 out.push(f.min(255) as u8);
+            }
+            for s in [
+                forecast(d.time_to_full_s),
+                forecast(d.time_to_full_earliest_s),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                out.extend_from_slice(&s.to_le_bytes());
             }
         }
     }
@@ -613,7 +624,7 @@ fn get_device(buf: &[u8], pos: &mut usize) -> Option<DeviceSample> {
         // Version 2: power cap (mW), SM and memory clocks (MHz), fan (%), per bit 0..3.
         let extra = *buf.get(*pos)?;
         *pos += 1;
-        if extra & !0b1111 != 0 {
+        if extra & !0b11_1111 != 0 {
             return None;
         }
         if extra & 1 != 0 {
@@ -629,8 +640,28 @@ fn get_device(buf: &[u8], pos: &mut usize) -> Option<DeviceSample> {
             d.fan_pct = Some(u32::from(*buf.get(*pos)?));
             *pos += 1;
         }
+        // Version 4: the forecast's likely and earliest time to full (s), per bit 4..5.
+        if extra & 16 != 0 {
+            d.time_to_full_s = Some(get_seconds(buf, pos)?);
+        }
+        if extra & 32 != 0 {
+            d.time_to_full_earliest_s = Some(get_seconds(buf, pos)?);
+        }
     }
     Some(d)
+}
+
+/// A forecast's seconds as written: a finite, non-negative figure (any other is left out).
+fn forecast(s: Option<f64>) -> Option<f64> {
+    s.filter(|s| s.is_finite() && *s >= 0.0)
+}
+
+/// Seconds as an `f64` (8 bytes, little-endian) at `*pos`; `None` when cut short, not finite
+/// or negative.
+fn get_seconds(buf: &[u8], pos: &mut usize) -> Option<f64> {
+    let bytes: [u8; 8] = buf.get(*pos..*pos + 8)?.try_into().ok()?;
+    *pos += 8;
+    forecast(Some(f64::from_le_bytes(bytes)))
 }
 
 #[cfg(test)]

@@ -17,8 +17,10 @@
 //! sample  := unix_ms:varint n_dev:varint device* n_proc:varint process*
 //! device  := index:varint present:u8 [total_kib used_kib reserved_kib free_kib : varint]
 //!            [util_pct:u8] [temp_c:u8] [power_mw:varint]     (fields present per bit 0..6)
-//!            [extra:u8 [power_cap_mw:varint] [sm_mhz:varint] [mem_mhz:varint] [fan_pct:u8]]
-//!                                  (version 2: `extra` when bit 7 is set; fields per its bit 0..3)
+//!            [extra:u8 [power_cap_mw:varint] [sm_mhz:varint] [mem_mhz:varint] [fan_pct:u8]
+//!                      [time_to_full_s:f64le] [time_to_full_earliest_s:f64le]]
+//!                                  (version 2: `extra` when bit 7 is set; fields per its bit 0..3;
+//!                                   version 4: the forecast, bits 4..5)
 //! process := id:varint used:varint   (0 = unknown; else (MiB << 1) + 1 … see [`format`])
 //!            [torch_section]           (version 2, only when a process has PyTorch figures)
 //! torch_section := n:varint (position:varint present:u8 [allocated reserved inactive_split]
@@ -28,7 +30,9 @@
 //! Version 2 added the devices' power cap, clocks and fan (bit 7 of `present`) and the
 //! optional torch section (PyTorch's allocator figures, from the `vramwarden_torch`
 //! companion); a version 2 sample with neither is a version 1 sample. Version 3 added the
-//! `park_state` event (a process's park as its samples show it). This build reads every
+//! `park_state` event (a process's park as its samples show it). Version 4 added the OOM
+//! forecast as the engine showed it (each GPU's likely and earliest time to full), so a replay
+//! shows it too. This build reads every
 //! version. A version 1 build reports a version 2 log as an unknown version and cannot decode
 //! its samples that carry either (it keeps the others).
 //!
@@ -48,9 +52,10 @@ use serde::{Deserialize, Serialize};
 use crate::model::UnixMs;
 
 /// Version of the file format written by this build (2: samples may carry the devices' power
-/// cap, clocks and fan, and PyTorch's figures; 3: `park_state` events).
+/// cap, clocks and fan, and PyTorch's figures; 3: `park_state` events; 4: the forecast's time
+/// to full per GPU).
 /// Every version from 1 up to it is read.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 /// File name extension of session logs.
 pub const EXTENSION: &str = "vwlog";
 
