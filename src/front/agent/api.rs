@@ -383,8 +383,7 @@ pub fn command(state: &AgentState, body: &mut dyn Read, length: Option<usize>) -
             ),
         );
     }
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
+    let me = nix::unistd::geteuid().as_raw();
     // Simulated and recorded processes go on to the engine, which refuses them in its words.
     if *origin == crate::model::Origin::Live && uid != me && !state.remote_other_users {
         return agent_reply(

@@ -445,41 +445,27 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
 
 /// The soft limit on open files.
 fn open_files() -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes the struct we own.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return 1024;
-    }
-    lim.rlim_cur
+    nofile().map_or(1024, |(soft, _)| soft)
+}
+
+/// The soft and hard `RLIMIT_NOFILE`.
+fn nofile() -> nix::Result<(u64, u64)> {
+    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
 }
 
 /// Soft `RLIMIT_NOFILE` up to the hard limit (a failure, e.g. under a seccomp filter, is
 /// logged and harmless: the connection limits hold at the usual 1024).
 pub fn raise_nofile() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
+    let Ok((soft, hard)) = nofile() else {
+        return;
     };
-    // SAFETY: getrlimit writes the struct we own.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0
-        || lim.rlim_cur >= lim.rlim_max
-    {
+    if soft >= hard {
         return;
     }
-    let want = libc::rlimit {
-        rlim_cur: lim.rlim_max,
-        rlim_max: lim.rlim_max,
-    };
-    // SAFETY: setrlimit reads the struct we own.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) } != 0 {
-        tracing::debug!(
-            "cannot raise the open-file limit from {}: {}",
-            lim.rlim_cur,
-            std::io::Error::last_os_error()
-        );
+    let raised =
+        nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, hard, hard);
+    if let Err(e) = raised {
+        tracing::debug!("cannot raise the open-file limit from {soft}: {e}");
     }
 }
 
