@@ -4,13 +4,17 @@
 //! window keeps its last good View) and the link's status names the field. The body read is
 //! capped ([`MAX_VIEW_BYTES`]) before it is parsed, so no count an agent sends sizes more
 //! than that.
+//!
+//! Every check names every field of what it checks (a destructuring without `..`; `_` for a
+//! field with nothing to check): a field added to the wire type does not compile until its
+//! check says what it does with it.
 
 use super::checks::{self, MAX_BYTES, MAX_DEVICES, MAX_LEAKS, MAX_PID, MAX_PROCESSES, MAX_TEXT};
 use super::wire::{WireActivity, WirePast, WireReply, WireTarget, WireView, API_VERSION};
 use crate::detect::forecast_alert::ForecastAlert;
 use crate::detect::leak::Growing;
 use crate::detect::orphans::OrphanGpu;
-use crate::engine::view::{LeakKey, LeakRecord, OomRecord};
+use crate::engine::view::{LeakKey, LeakRecord, OomRecord, RecordingStatus};
 use crate::model::history::delta::HistoryDelta;
 use crate::model::UnixMs;
 
@@ -76,38 +80,59 @@ pub fn history(d: &HistoryDelta, now: UnixMs) -> Result<(), String> {
 /// # Errors
 /// A sentence naming the field.
 pub fn leak(l: &mut LeakRecord, now: UnixMs) -> Result<(), String> {
-    checks::device_index("leaks: a leak on", l.info.device_index)?;
-    pid("leaks", l.info.pid)?;
-    match l.key {
-        LeakKey::Process((k, dev)) if k.pid != l.info.pid || dev != l.info.device_index => {
+    let LeakRecord {
+        key,
+        info,
+        flagged_ms,
+        ended_ms,
+        grown_mib,
+        peak_mib,
+        session,
+        open_at_end: _,
+    } = l;
+    let crate::session::LeakInfo {
+        pid: leak_pid,
+        start_time_ms,
+        device_index,
+        name,
+        user,
+        ghost: _,
+        since_ms,
+        rate_mib_per_min,
+        why,
+    } = info;
+    checks::device_index("leaks: a leak on", *device_index)?;
+    pid("leaks", *leak_pid)?;
+    match *key {
+        LeakKey::Process((k, dev)) if k.pid != *leak_pid || dev != *device_index => {
             return Err("leaks: a leak's key and facts name different processes".into())
         }
-        LeakKey::Ghost(dev) if dev != l.info.device_index => {
+        LeakKey::Ghost(dev) if dev != *device_index => {
             return Err("leaks: a ghost leak's key and facts name different GPUs".into())
         }
         _ => {}
     }
     for (what, t) in [
-        ("leaks: a start", Some(l.info.since_ms)),
-        ("leaks: a flag time", Some(l.flagged_ms)),
-        ("leaks: an end", l.ended_ms),
-        ("leaks: a process start time", Some(l.info.start_time_ms)),
+        ("leaks: a start", Some(*since_ms)),
+        ("leaks: a flag time", Some(*flagged_ms)),
+        ("leaks: an end", *ended_ms),
+        ("leaks: a process start time", Some(*start_time_ms)),
     ] {
         if let Some(t) = t {
             checks::time(what, t, now)?;
         }
     }
     for (what, v) in [
-        ("leaks: a rate of", l.info.rate_mib_per_min),
-        ("leaks: a growth of", l.grown_mib),
-        ("leaks: a peak of", l.peak_mib),
+        ("leaks: a rate of", *rate_mib_per_min),
+        ("leaks: a growth of", *grown_mib),
+        ("leaks: a peak of", *peak_mib),
     ] {
         checks::finite(what, v)?;
     }
-    path("leaks", l.session.as_deref())?;
-    checks::cap_text(&mut l.info.name, MAX_TEXT);
-    checks::cap_text(&mut l.info.user, MAX_TEXT);
-    checks::cap_text(&mut l.info.why, MAX_TEXT);
+    path("leaks", session.as_deref())?;
+    checks::cap_text(name, MAX_TEXT);
+    checks::cap_text(user, MAX_TEXT);
+    checks::cap_text(why, MAX_TEXT);
     Ok(())
 }
 
@@ -116,27 +141,54 @@ pub fn leak(l: &mut LeakRecord, now: UnixMs) -> Result<(), String> {
 /// # Errors
 /// A sentence naming the field.
 pub fn oom(o: &mut OomRecord, now: UnixMs) -> Result<(), String> {
-    checks::device_index("ooms: an OOM on", o.device_index)?;
-    checks::time("ooms: an OOM time", o.at_ms, now)?;
-    checks::finite("ooms: a fill of", o.used_pct)?;
-    checks::count("ooms: victims", o.victims.len(), MAX_PROCESSES)?;
-    checks::count("ooms: holders", o.holders.len(), MAX_PROCESSES)?;
-    path("ooms", o.session.as_deref())?;
-    for h in o.victims.iter_mut().chain(o.holders.iter_mut()) {
-        pid("ooms", h.pid)?;
-        checks::finite("ooms: a holder's memory", h.mib)?;
-        for v in [
-            &mut h.grown_1m_mib,
-            &mut h.releasable_mib,
-            &mut h.grown_recent_mib,
-            &mut h.grown_over_s,
-            &mut h.cause_share_pct,
-        ] {
-            *v = v.filter(|f| f.is_finite());
-        }
-        checks::cap_text(&mut h.name, MAX_TEXT);
-        checks::cap_text(&mut h.user, MAX_TEXT);
+    let OomRecord {
+        at_ms,
+        device_index,
+        used_pct,
+        victims,
+        holders,
+        session,
+    } = o;
+    checks::device_index("ooms: an OOM on", *device_index)?;
+    checks::time("ooms: an OOM time", *at_ms, now)?;
+    checks::finite("ooms: a fill of", *used_pct)?;
+    checks::count("ooms: victims", victims.len(), MAX_PROCESSES)?;
+    checks::count("ooms: holders", holders.len(), MAX_PROCESSES)?;
+    path("ooms", session.as_deref())?;
+    for h in victims.iter_mut().chain(holders.iter_mut()) {
+        oom_holder(h)?;
     }
+    Ok(())
+}
+
+/// One process named by an OOM suspicion.
+fn oom_holder(h: &mut crate::session::OomHolder) -> Result<(), String> {
+    let crate::session::OomHolder {
+        pid: holder_pid,
+        start_time_ms: _,
+        name,
+        user,
+        mib,
+        grown_1m_mib,
+        releasable_mib,
+        grown_recent_mib,
+        grown_over_s,
+        cause_share_pct,
+        likely_cause: _,
+    } = h;
+    pid("ooms", *holder_pid)?;
+    checks::finite("ooms: a holder's memory", *mib)?;
+    for v in [
+        grown_1m_mib,
+        releasable_mib,
+        grown_recent_mib,
+        grown_over_s,
+        cause_share_pct,
+    ] {
+        *v = v.filter(|f| f.is_finite());
+    }
+    checks::cap_text(name, MAX_TEXT);
+    checks::cap_text(user, MAX_TEXT);
     Ok(())
 }
 
@@ -145,14 +197,23 @@ pub fn oom(o: &mut OomRecord, now: UnixMs) -> Result<(), String> {
 /// # Errors
 /// A sentence naming the field.
 pub fn activity(a: &mut WireActivity, now: UnixMs) -> Result<(), String> {
-    checks::time("activity: a time", a.unix_ms, now)?;
-    match &mut a.target {
+    let WireActivity {
+        unix_ms,
+        rule,
+        target,
+        action,
+        outcome: _,
+        detail,
+        entry: _,
+    } = a;
+    checks::time("activity: a time", *unix_ms, now)?;
+    match target {
         WireTarget::Process {
             key,
             name,
             user,
             used_bytes,
-            ..
+            origin: _,
         } => {
             pid("activity", key.0.pid)?;
             checks::device_index("activity: a process on", key.1)?;
@@ -162,9 +223,9 @@ pub fn activity(a: &mut WireActivity, now: UnixMs) -> Result<(), String> {
         }
         WireTarget::Device(i) => checks::device_index("activity: a", *i)?,
     }
-    checks::cap_text(&mut a.rule, MAX_TEXT);
-    checks::cap_text(&mut a.action, MAX_TEXT);
-    checks::cap_text(&mut a.detail, MAX_DETAIL);
+    checks::cap_text(rule, MAX_TEXT);
+    checks::cap_text(action, MAX_TEXT);
+    checks::cap_text(detail, MAX_DETAIL);
     Ok(())
 }
 
@@ -174,21 +235,35 @@ pub fn activity(a: &mut WireActivity, now: UnixMs) -> Result<(), String> {
 /// # Errors
 /// A sentence naming the field.
 pub fn reply(r: &mut WireReply) -> Result<(), String> {
-    version(r.api_version)?;
-    let a = &mut r.answer;
-    if let Some(s) = a.seconds {
+    let WireReply {
+        api_version,
+        id: _,
+        what,
+        answer,
+    } = r;
+    let crate::model::reply::Answer {
+        outcome: _,
+        detail,
+        matches,
+        stage: _,
+        bytes,
+        seconds,
+    } = answer;
+    version(*api_version)?;
+    if let Some(s) = *seconds {
         amount("replies: seconds of", s)?;
     }
-    if a.bytes.is_some_and(|b| b > MAX_BYTES) {
-        return Err(format!("replies: bytes of {:?}", a.bytes));
+    if bytes.is_some_and(|b| b > MAX_BYTES) {
+        return Err(format!("replies: bytes of {bytes:?}"));
     }
-    checks::cap_text(&mut r.what, MAX_TEXT);
-    checks::cap_text(&mut a.detail, MAX_DETAIL);
-    if let Some(m) = &mut a.matches {
+    checks::cap_text(what, MAX_TEXT);
+    checks::cap_text(detail, MAX_DETAIL);
+    if let Some(m) = matches {
         m.truncate(MAX_PROCESSES);
         for x in m.iter_mut() {
-            checks::cap_text(&mut x.target, MAX_TEXT);
-            checks::cap_opt(&mut x.skipped, MAX_TEXT);
+            let crate::model::reply::RuleMatch { target, skipped } = x;
+            checks::cap_text(target, MAX_TEXT);
+            checks::cap_opt(skipped, MAX_TEXT);
         }
     }
     Ok(())
@@ -236,13 +311,19 @@ fn listed_gpu(what: &str, index: u32, listed: &[u32]) -> Result<(), String> {
 /// # Errors
 /// A sentence naming the field.
 pub fn forecast_alert(a: &mut ForecastAlert, listed: &[u32], now: UnixMs) -> Result<(), String> {
-    listed_gpu("oom_alerts: an alert on", a.device_index, listed)?;
-    checks::time("oom_alerts: a raise time", a.since_ms, now)?;
-    if let Some(s) = a.full_in_s {
+    let ForecastAlert {
+        device_index,
+        since_ms,
+        full_in_s,
+        drivers,
+    } = a;
+    listed_gpu("oom_alerts: an alert on", *device_index, listed)?;
+    checks::time("oom_alerts: a raise time", *since_ms, now)?;
+    if let Some(s) = *full_in_s {
         amount("oom_alerts: a time to full of", s)?;
     }
-    checks::count("oom_alerts: drivers", a.drivers.len(), MAX_PROCESSES)?;
-    for d in &mut a.drivers {
+    checks::count("oom_alerts: drivers", drivers.len(), MAX_PROCESSES)?;
+    for d in drivers {
         checks::cap_text(d, MAX_TEXT);
     }
     Ok(())
@@ -260,43 +341,90 @@ pub fn guard(
     listed: &[u32],
     now: UnixMs,
 ) -> Result<(), String> {
-    listed_gpu("guard: a status of", g.device_index, listed)?;
-    if let Some(s) = g.full_in_s {
+    let crate::act::guard::GuardStatus {
+        device_index,
+        phase: _,
+        dry_run: _,
+        full_in_s,
+        growth_mib_s,
+        next,
+        cannot,
+        parked,
+        recent,
+        park_gib_s,
+        park_rate_measured: _,
+        resume_gib_s,
+        resume_rate_measured: _,
+    } = g;
+    listed_gpu("guard: a status of", *device_index, listed)?;
+    if let Some(s) = *full_in_s {
         amount("guard: a time to full of", s)?;
     }
-    amount("guard: a growth of", g.growth_mib_s)?;
-    amount("guard: a park rate of", g.park_gib_s)?;
-    amount("guard: a resume rate of", g.resume_gib_s)?;
-    if let Some(n) = &mut g.next {
-        amount("guard: a step's time of", n.needs_s)?;
-        amount("guard: a step's start of", n.starts_at_s)?;
-        checks::cap_text(&mut n.who, MAX_TEXT);
+    amount("guard: a growth of", *growth_mib_s)?;
+    amount("guard: a park rate of", *park_gib_s)?;
+    amount("guard: a resume rate of", *resume_gib_s)?;
+    if let Some(n) = next {
+        let crate::act::guard::NextStep {
+            kind: _,
+            who,
+            needs_s,
+            starts_at_s,
+        } = n;
+        amount("guard: a step's time of", *needs_s)?;
+        amount("guard: a step's start of", *starts_at_s)?;
+        checks::cap_text(who, MAX_TEXT);
     }
-    checks::count("guard: refusals", g.cannot.len(), MAX_PROCESSES)?;
-    checks::count("guard: parked processes", g.parked.len(), MAX_PROCESSES)?;
-    checks::count("guard: steps", g.recent.len(), MAX_GUARD_RECORDS)?;
-    for c in &mut g.cannot {
+    checks::count("guard: refusals", cannot.len(), MAX_PROCESSES)?;
+    checks::count("guard: parked processes", parked.len(), MAX_PROCESSES)?;
+    checks::count("guard: steps", recent.len(), MAX_GUARD_RECORDS)?;
+    for c in cannot {
         checks::cap_text(c, MAX_DETAIL);
     }
-    for p in &mut g.parked {
-        checks::time("guard: a park time", p.since_ms, now)?;
-        if p.bytes > MAX_BYTES {
-            return Err(format!("guard: a parked process of {} bytes", p.bytes));
-        }
-        checks::cap_text(&mut p.who, MAX_TEXT);
-        checks::cap_text(&mut p.waits_for, MAX_DETAIL);
+    for p in parked {
+        guard_parked(p, now)?;
     }
-    for r in &mut g.recent {
-        checks::time("guard: a step's time", r.unix_ms, now)?;
-        for v in [Some(r.needs_s), r.full_in_s, r.took_s]
-            .into_iter()
-            .flatten()
-        {
-            amount("guard: a step's figure of", v)?;
-        }
-        checks::cap_text(&mut r.who, MAX_TEXT);
-        checks::cap_text(&mut r.detail, MAX_DETAIL);
+    for r in recent {
+        guard_step(r, now)?;
     }
+    Ok(())
+}
+
+/// A process a guard parked.
+fn guard_parked(p: &mut crate::act::guard::GuardParked, now: UnixMs) -> Result<(), String> {
+    let crate::act::guard::GuardParked {
+        who,
+        bytes,
+        since_ms,
+        paused_grower: _,
+        waits_for,
+    } = p;
+    checks::time("guard: a park time", *since_ms, now)?;
+    if *bytes > MAX_BYTES {
+        return Err(format!("guard: a parked process of {bytes} bytes"));
+    }
+    checks::cap_text(who, MAX_TEXT);
+    checks::cap_text(waits_for, MAX_DETAIL);
+    Ok(())
+}
+
+/// A step a guard took.
+fn guard_step(r: &mut crate::act::guard::StepRecord, now: UnixMs) -> Result<(), String> {
+    let crate::act::guard::StepRecord {
+        unix_ms,
+        kind: _,
+        who,
+        outcome: _,
+        full_in_s,
+        needs_s,
+        took_s,
+        detail,
+    } = r;
+    checks::time("guard: a step's time", *unix_ms, now)?;
+    for v in [Some(*needs_s), *full_in_s, *took_s].into_iter().flatten() {
+        amount("guard: a step's figure of", v)?;
+    }
+    checks::cap_text(who, MAX_TEXT);
+    checks::cap_text(detail, MAX_DETAIL);
     Ok(())
 }
 
@@ -312,9 +440,14 @@ pub fn growing(k: &LeakKey, g: &Growing, now: UnixMs) -> Result<(), String> {
         }
         LeakKey::Ghost(dev) => checks::device_index("growing: a ghost on", *dev)?,
     }
-    checks::time("growing: a start", g.since_ms, now)?;
-    amount("growing: a growth of", g.grown_mib)?;
-    amount("growing: a rate of", g.rate_mib_per_min)
+    let Growing {
+        since_ms,
+        grown_mib,
+        rate_mib_per_min,
+    } = g;
+    checks::time("growing: a start", *since_ms, now)?;
+    amount("growing: a growth of", *grown_mib)?;
+    amount("growing: a rate of", *rate_mib_per_min)
 }
 
 /// One GPU's memory held by processes not running on the agent's computer, on a GPU of
@@ -323,65 +456,102 @@ pub fn growing(k: &LeakKey, g: &Growing, now: UnixMs) -> Result<(), String> {
 /// # Errors
 /// A sentence naming the field.
 pub fn orphan(o: &mut OrphanGpu, listed: &[u32]) -> Result<(), String> {
-    listed_gpu("orphans: memory on", o.device_index, listed)?;
-    if o.total_bytes > MAX_BYTES {
-        return Err(format!("orphans: the agent sent {} bytes", o.total_bytes));
+    let OrphanGpu {
+        device_index,
+        total_bytes,
+        pids,
+        holders,
+        remedy,
+    } = o;
+    listed_gpu("orphans: memory on", *device_index, listed)?;
+    if *total_bytes > MAX_BYTES {
+        return Err(format!("orphans: the agent sent {total_bytes} bytes"));
     }
-    checks::count("orphans: PIDs", o.pids.len(), MAX_PROCESSES)?;
-    checks::count("orphans: holders", o.holders.len(), MAX_PROCESSES)?;
-    for p in &mut o.pids {
-        pid("orphans", p.pid)?;
-        p.used_bytes = p.used_bytes.filter(|b| *b <= MAX_BYTES);
+    checks::count("orphans: PIDs", pids.len(), MAX_PROCESSES)?;
+    checks::count("orphans: holders", holders.len(), MAX_PROCESSES)?;
+    for p in pids {
+        let crate::detect::orphans::OrphanPid {
+            pid: orphan_pid,
+            used_bytes,
+            kind: _,
+        } = p;
+        pid("orphans", *orphan_pid)?;
+        *used_bytes = used_bytes.filter(|b| *b <= MAX_BYTES);
     }
-    for h in &mut o.holders {
-        pid("orphans: a holder", h.pid)?;
+    for h in holders {
+        let crate::detect::orphans::DevHolder {
+            pid: holder_pid,
+            name,
+            user,
+            devices,
+        } = h;
+        pid("orphans: a holder", *holder_pid)?;
         checks::count(
             "orphans: a holder's device files",
-            h.devices.len(),
+            devices.len(),
             MAX_HOLDER_FILES,
         )?;
-        checks::cap_text(&mut h.name, MAX_TEXT);
-        checks::cap_text(&mut h.user, MAX_TEXT);
-        for d in &mut h.devices {
+        checks::cap_text(name, MAX_TEXT);
+        checks::cap_text(user, MAX_TEXT);
+        for d in devices {
             checks::cap_text(d, MAX_TEXT);
         }
     }
-    checks::cap_text(&mut o.remedy, MAX_DETAIL);
+    checks::cap_text(remedy, MAX_DETAIL);
     Ok(())
 }
 
+/// The parts of an answer its watches fill: forecast alerts, growing series, orphaned
+/// memory, the guard's status and the processes' colours.
+struct Watched<'a> {
+    oom_alerts: &'a mut Vec<ForecastAlert>,
+    growing: &'a [(LeakKey, Growing)],
+    orphans: &'a mut Vec<OrphanGpu>,
+    guard: &'a mut Vec<crate::act::guard::GuardStatus>,
+    color_slots: &'a [(crate::model::history::ProcSeriesKey, u8)],
+}
+
 /// The forecast alerts, growing series and orphaned memory of an answer: counts first, then
-/// each value; alerts and orphans only on GPUs its snapshot lists.
+/// each value; alerts and orphans only on GPUs its snapshot lists (`listed`).
 ///
 /// # Errors
 /// A sentence naming the field.
-fn watches(v: &mut WireView, now: UnixMs) -> Result<(), String> {
-    let listed: Vec<u32> = v
-        .latest
-        .as_ref()
-        .map(|s| s.devices.iter().map(|d| d.index).collect())
-        .unwrap_or_default();
-    checks::count("oom_alerts", v.oom_alerts.len(), MAX_DEVICES)?;
-    checks::count("growing series", v.growing.len(), MAX_PROCESSES)?;
-    checks::count("orphans", v.orphans.len(), MAX_DEVICES)?;
-    checks::count("guard", v.guard.len(), MAX_DEVICES)?;
-    checks::count("color_slots", v.color_slots.len(), MAX_PROCESSES)?;
-    for ((p, _), _) in &v.color_slots {
+fn watches(w: Watched<'_>, listed: &[u32], now: UnixMs) -> Result<(), String> {
+    checks::count("oom_alerts", w.oom_alerts.len(), MAX_DEVICES)?;
+    checks::count("growing series", w.growing.len(), MAX_PROCESSES)?;
+    checks::count("orphans", w.orphans.len(), MAX_DEVICES)?;
+    checks::count("guard", w.guard.len(), MAX_DEVICES)?;
+    checks::count("color_slots", w.color_slots.len(), MAX_PROCESSES)?;
+    for ((p, _), _) in w.color_slots {
         pid("color_slots", p.pid)?;
     }
-    for g in &mut v.guard {
-        guard(g, &listed, now)?;
+    for g in w.guard.iter_mut() {
+        guard(g, listed, now)?;
     }
-    for a in &mut v.oom_alerts {
-        forecast_alert(a, &listed, now)?;
+    for a in w.oom_alerts.iter_mut() {
+        forecast_alert(a, listed, now)?;
     }
-    for (k, g) in &v.growing {
+    for (k, g) in w.growing {
         growing(k, g, now)?;
     }
-    for o in &mut v.orphans {
-        orphan(o, &listed)?;
+    for o in w.orphans.iter_mut() {
+        orphan(o, listed)?;
     }
     Ok(())
+}
+
+/// The recording's status: its error cut, its path not over-long.
+fn recording(r: &mut RecordingStatus) -> Result<(), String> {
+    let RecordingStatus {
+        path: file,
+        active: _,
+        bytes: _,
+        error,
+        samples: _,
+        lost: _,
+    } = r;
+    checks::cap_opt(error, MAX_TEXT);
+    path("recording", file.as_deref())
 }
 
 /// A whole answer of `GET /api/view`, checked and cleaned against `now` (this computer's
@@ -390,56 +560,89 @@ fn watches(v: &mut WireView, now: UnixMs) -> Result<(), String> {
 /// # Errors
 /// A sentence naming the field; nothing of the answer is used then.
 pub fn view(v: &mut WireView, now: UnixMs) -> Result<(), String> {
-    version(v.api_version)?;
-    checks::interval(v.interval_ms).map_err(|e| format!("interval_ms: {e}"))?;
-    if let Some(s) = &mut v.source {
+    let WireView {
+        api_version,
+        source,
+        status,
+        interval_ms,
+        latest,
+        latest_received_ms,
+        last_error,
+        recording: rec,
+        history_end_tick,
+        history: delta,
+        leaks,
+        ooms,
+        activity: lines,
+        notices,
+        ticks: _,
+        oom_alerts,
+        growing: grows,
+        orphans,
+        guard: guards,
+        replies,
+        color_slots,
+    } = v;
+    version(*api_version)?;
+    checks::interval(*interval_ms).map_err(|e| format!("interval_ms: {e}"))?;
+    if let Some(s) = source {
         checks::source(s);
     }
-    if let Some(snap) = &mut v.latest {
+    if let Some(snap) = latest.as_mut() {
         checks::snapshot(snap, now).map_err(|e| format!("latest: {e}"))?;
     }
-    if let Some(t) = v.latest_received_ms {
+    if let Some(t) = *latest_received_ms {
         checks::time("latest_received_ms", t, now)?;
     }
-    history(&v.history, now)?;
-    if v.history.end_tick() > v.history_end_tick {
+    history(delta, now)?;
+    if delta.end_tick() > *history_end_tick {
         return Err("history: the delta ends after the agent's newest tick".into());
     }
-    checks::count("leaks", v.leaks.len(), MAX_LEAKS)?;
-    for l in &mut v.leaks {
+    checks::count("leaks", leaks.len(), MAX_LEAKS)?;
+    for l in leaks.iter_mut() {
         leak(l, now)?;
     }
-    checks::count("OOM suspicions", v.ooms.len(), MAX_LEAKS)?;
-    for o in &mut v.ooms {
+    checks::count("OOM suspicions", ooms.len(), MAX_LEAKS)?;
+    for o in ooms.iter_mut() {
         oom(o, now)?;
     }
-    checks::count("activity lines", v.activity.len(), MAX_ACTIVITY)?;
-    for a in &mut v.activity {
+    checks::count("activity lines", lines.len(), MAX_ACTIVITY)?;
+    for a in lines.iter_mut() {
         activity(a, now)?;
     }
     checks::count(
         "replies",
-        v.replies.len(),
+        replies.len(),
         crate::engine::command::REPLIES_KEPT,
     )?;
-    for r in &mut v.replies {
+    for r in replies.iter_mut() {
         reply(r)?;
         if !r.answer.is_final() {
             return Err("replies: the View carries final replies only".into());
         }
     }
-    checks::count("notices", v.notices.len(), MAX_NOTICES)?;
-    for (t, n) in &mut v.notices {
+    checks::count("notices", notices.len(), MAX_NOTICES)?;
+    for (t, n) in notices.iter_mut() {
         checks::time("notices: a time", *t, now)?;
         checks::cap_text(n, MAX_DETAIL);
     }
-    watches(v, now)?;
-    if let crate::engine::view::SourceStatus::Failed(e) = &mut v.status {
+    let listed: Vec<u32> = latest
+        .as_ref()
+        .map(|s| s.devices.iter().map(|d| d.index).collect())
+        .unwrap_or_default();
+    let watched = Watched {
+        oom_alerts,
+        growing: grows,
+        orphans,
+        guard: guards,
+        color_slots,
+    };
+    watches(watched, &listed, now)?;
+    if let crate::engine::view::SourceStatus::Failed(e) = status {
         checks::cap_text(e, MAX_TEXT);
     }
-    checks::cap_opt(&mut v.last_error, MAX_TEXT);
-    checks::cap_opt(&mut v.recording.error, MAX_TEXT);
-    path("recording", v.recording.path.as_deref())
+    checks::cap_opt(last_error, MAX_TEXT);
+    recording(rec)
 }
 
 /// An answer of `GET /api/past`, checked like [`view`]'s leaks and OOMs.
@@ -447,13 +650,18 @@ pub fn view(v: &mut WireView, now: UnixMs) -> Result<(), String> {
 /// # Errors
 /// A sentence naming the field.
 pub fn past(p: &mut WirePast, now: UnixMs) -> Result<(), String> {
-    version(p.api_version)?;
-    checks::count("past leaks", p.leaks.len(), 16 * MAX_LEAKS)?;
-    checks::count("past OOM suspicions", p.ooms.len(), 16 * MAX_LEAKS)?;
-    for l in &mut p.leaks {
+    let WirePast {
+        api_version,
+        leaks,
+        ooms,
+    } = p;
+    version(*api_version)?;
+    checks::count("past leaks", leaks.len(), 16 * MAX_LEAKS)?;
+    checks::count("past OOM suspicions", ooms.len(), 16 * MAX_LEAKS)?;
+    for l in leaks.iter_mut() {
         leak(l, now)?;
     }
-    for o in &mut p.ooms {
+    for o in ooms.iter_mut() {
         oom(o, now)?;
     }
     Ok(())

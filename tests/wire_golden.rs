@@ -1,0 +1,303 @@
+//! The wire View's format, pinned: `tests/fixtures/wire_view_v3.json` is an answer of
+//! `GET /api/view` (API version 3) with every field and every kind of entry filled. The View
+//! made here writes exactly that text, the text reads back as the same View and passes the
+//! window's checks, and the View an agent sends has exactly its fields. A change of the wire
+//! format changes this file (and, for a window of an earlier build, `API_VERSION`).
+//! `UPDATE_GOLDEN=1 cargo test --test wire_golden` writes it anew.
+
+use vramwarden::act::guard::{
+    GuardParked, GuardPhase, GuardStatus, NextStep, StepKind, StepOutcome, StepRecord,
+};
+use vramwarden::detect::forecast_alert::ForecastAlert;
+use vramwarden::detect::leak::Growing;
+use vramwarden::detect::orphans::{DevHolder, NotRunning, OrphanGpu, OrphanPid};
+use vramwarden::engine::view::{LeakKey, LeakRecord, Monitor, OomRecord};
+use vramwarden::link::wire::{
+    WireActivity, WireEntry, WireReply, WireTarget, WireView, API_VERSION,
+};
+use vramwarden::model::outcome::Outcome;
+use vramwarden::model::reply::{Answer, RuleMatch, Stage};
+use vramwarden::model::{SourceInfo, UnixMs};
+use vramwarden::session::{LeakInfo, OomHolder};
+use vramwarden::source::GpuSource;
+
+const T0: UnixMs = 1_796_000_000_000;
+/// The time of the golden View's newest sample.
+const NOW: UnixMs = T0 + 4_000;
+const FIXTURE: &str = "tests/fixtures/wire_view_v3.json";
+
+fn fixture_path() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE)
+}
+
+fn holder(pid: u32, name: &str) -> OomHolder {
+    OomHolder {
+        pid,
+        start_time_ms: T0 - 60_000,
+        name: name.into(),
+        user: "alice".into(),
+        mib: 30_000.0,
+        grown_1m_mib: Some(600.0),
+        releasable_mib: Some(512.0),
+        grown_recent_mib: Some(300.0),
+        grown_over_s: Some(30.0),
+        cause_share_pct: Some(80.0),
+        likely_cause: true,
+    }
+}
+
+/// The simulated GPUs' View after five samples, with an entry of every kind besides.
+fn golden_monitor() -> Monitor {
+    let mut sim = vramwarden::source::sim::SimSource::demo(T0);
+    let mut m = Monitor::new(1000, 60);
+    m.source = Some(SourceInfo {
+        host: "gpu-host".into(),
+        ..sim.info()
+    });
+    for i in 0..5 {
+        let t = T0 + i * 1000;
+        m.apply(sim.sample(t).expect("a sample"), t);
+    }
+    let snap = m.latest.clone().expect("a sample");
+    let p = snap
+        .processes
+        .iter()
+        .find(|p| p.device_index == 0)
+        .expect("a process on GPU 0");
+    let key = (p.key(), 0);
+    m.last_error = Some("a sampling error".into());
+    m.leaks.push(LeakRecord {
+        key: LeakKey::Process(key),
+        info: LeakInfo {
+            pid: p.pid,
+            start_time_ms: p.key().start_time_ms,
+            device_index: 0,
+            name: "leaker".into(),
+            user: "alice".into(),
+            ghost: false,
+            since_ms: T0 - 600_000,
+            rate_mib_per_min: 50.0,
+            why: "grows in steps".into(),
+        },
+        flagged_ms: T0 - 300_000,
+        ended_ms: Some(T0 - 1_000),
+        grown_mib: 500.0,
+        peak_mib: 9000.0,
+        session: None,
+        open_at_end: false,
+    });
+    m.ooms.push(OomRecord {
+        at_ms: T0 - 10_000,
+        device_index: 0,
+        used_pct: 99.2,
+        victims: vec![holder(555, "victim")],
+        holders: vec![holder(556, "holder")],
+        session: None,
+    });
+    m.notices.push_back((T0 + 1_000, "a notice".into()));
+    m.oom_alerts.push(ForecastAlert {
+        device_index: 0,
+        since_ms: T0 - 20_000,
+        full_in_s: Some(420.0),
+        drivers: vec!["leaker (PID 4242)".into()],
+    });
+    m.growing.push((
+        LeakKey::Ghost(1),
+        Growing {
+            since_ms: T0 - 60_000,
+            grown_mib: 123.0,
+            rate_mib_per_min: 123.0,
+        },
+    ));
+    m.orphans.push(OrphanGpu {
+        device_index: 1,
+        total_bytes: 1 << 30,
+        pids: vec![OrphanPid {
+            pid: 999,
+            used_bytes: Some(1 << 30),
+            kind: NotRunning::Zombie,
+        }],
+        holders: vec![DevHolder {
+            pid: 998,
+            name: "holder".into(),
+            user: "bob".into(),
+            devices: vec!["/dev/nvidia1".into()],
+        }],
+        remedy: "end the holder".into(),
+    });
+    m.guard.push(GuardStatus {
+        device_index: 0,
+        phase: GuardPhase::Armed,
+        dry_run: true,
+        full_in_s: Some(420.0),
+        growth_mib_s: 10.0,
+        next: Some(NextStep {
+            kind: StepKind::ParkIdle,
+            who: "idle (PID 7)".into(),
+            needs_s: 12.5,
+            starts_at_s: 60.0,
+        }),
+        cannot: vec!["python (PID 8) cannot be paused: several GPUs".into()],
+        parked: vec![GuardParked {
+            who: "parked (PID 9)".into(),
+            bytes: 1 << 33,
+            since_ms: T0 - 100_000,
+            paused_grower: false,
+            waits_for: "room on GPU 0".into(),
+        }],
+        recent: vec![StepRecord {
+            unix_ms: T0 - 100_000,
+            kind: StepKind::ParkIdle,
+            who: "parked (PID 9)".into(),
+            outcome: StepOutcome::Done,
+            full_in_s: Some(300.0),
+            needs_s: 3.5,
+            took_s: Some(3.2),
+            detail: "parked 8 GiB".into(),
+        }],
+        park_gib_s: 2.5,
+        park_rate_measured: true,
+        resume_gib_s: 6.5,
+        resume_rate_measured: false,
+    });
+    m
+}
+
+/// The golden View: [`golden_monitor`] as the agent sends it, with an activity line and a
+/// reply of every kind.
+fn golden_view() -> WireView {
+    let m = golden_monitor();
+    let key = m
+        .leaks
+        .first()
+        .and_then(|l| match l.key {
+            LeakKey::Process(k) => Some(k),
+            LeakKey::Ghost(_) => None,
+        })
+        .expect("a process's leak");
+    let mut v = WireView::of(&m, 0, 4096);
+    v.activity = vec![
+        WireActivity {
+            unix_ms: T0 + 2_000,
+            rule: "manual".into(),
+            target: WireTarget::Process {
+                key,
+                name: "leaker".into(),
+                user: "alice".into(),
+                used_bytes: Some(1 << 30),
+                origin: vramwarden::model::Origin::Simulated,
+            },
+            action: "Park".into(),
+            outcome: Outcome::Acted,
+            detail: "asked".into(),
+            entry: WireEntry::Asked,
+        },
+        WireActivity {
+            unix_ms: T0 + 3_000,
+            rule: "idle-cleanup".into(),
+            target: WireTarget::Device(0),
+            action: "Release cache".into(),
+            outcome: Outcome::WouldAct,
+            detail: "would free 1 GiB".into(),
+            entry: WireEntry::FollowUp,
+        },
+    ];
+    v.replies = vec![
+        WireReply {
+            api_version: API_VERSION,
+            id: 7,
+            what: "park".into(),
+            answer: Answer {
+                outcome: Outcome::Acted,
+                detail: "parked".into(),
+                matches: None,
+                stage: Stage::Final,
+                bytes: Some(1 << 33),
+                seconds: Some(3.2),
+            },
+        },
+        WireReply {
+            api_version: API_VERSION,
+            id: 8,
+            what: "test rule".into(),
+            answer: Answer {
+                outcome: Outcome::Skipped,
+                detail: "matches".into(),
+                matches: Some(vec![RuleMatch {
+                    target: "leaker (PID 4242)".into(),
+                    skipped: Some("protected".into()),
+                }]),
+                stage: Stage::Final,
+                bytes: None,
+                seconds: None,
+            },
+        },
+    ];
+    v
+}
+
+fn golden_text() -> String {
+    let mut text = serde_json::to_string_pretty(&golden_view()).expect("json");
+    text.push('\n');
+    text
+}
+
+fn fixture() -> String {
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(fixture_path(), golden_text()).expect("write the fixture");
+    }
+    std::fs::read_to_string(fixture_path()).expect("the fixture")
+}
+
+#[test]
+fn the_wire_view_writes_the_golden_text() {
+    let text = golden_text();
+    let want = fixture();
+    if text != want {
+        let _ = std::fs::write(std::env::temp_dir().join("wire_view_v3.json"), &text);
+    }
+    assert!(
+        text == want,
+        "the wire View's JSON differs from {FIXTURE} (this build's is in the temp folder)"
+    );
+}
+
+#[test]
+fn the_golden_text_reads_back_as_the_same_view_and_passes_the_checks() {
+    let text = fixture();
+    let read: WireView = serde_json::from_str(&text).expect("a WireView");
+    assert_eq!(read.api_version, API_VERSION);
+    assert_eq!(read.api_version, 3, "this fixture is version 3's");
+    assert_eq!(read, golden_view());
+    let mut again = serde_json::to_string_pretty(&read).expect("json");
+    again.push('\n');
+    assert_eq!(again, text);
+    let checked = vramwarden::link::wire_checks::decode_view(text.as_bytes(), NOW)
+        .expect("the window's checks take it");
+    assert_eq!(checked.leaks, read.leaks);
+    assert_eq!(checked.guard, read.guard);
+}
+
+/// Every field of the golden View carries a value (no empty list, no `null`), so the format of
+/// every kind of entry is pinned; and the View an agent makes has the same fields.
+#[test]
+fn the_golden_text_fills_every_field_the_agent_sends() {
+    let text = fixture();
+    let golden: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let fields = golden.as_object().expect("an object");
+    for (name, value) in fields {
+        let empty = value.is_null()
+            || value.as_array().is_some_and(Vec::is_empty)
+            || value.as_object().is_some_and(serde_json::Map::is_empty);
+        assert!(!empty, "{name} is empty in {FIXTURE}");
+    }
+    let agent = serde_json::to_value(WireView::of(&Monitor::new(1000, 10), 0, 10)).expect("json");
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v.as_object()
+            .expect("an object")
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(&agent), names(&golden));
+}
