@@ -3,10 +3,15 @@
 //! - `src/` has the folders of the layers below and at most four loose files;
 //! - a folder never uses one on a higher floor (`model` lowest, `front` highest);
 //! - the front ends (`front/cli`, `front/agent`, `front/gui`) never use one another;
-//! - inside every folder, no entry (file or sub-folder) depends on one that depends on it.
+//! - inside every folder, no entry (file or sub-folder) depends on one that depends on it; a
+//!   folder's `mod.rs` is an entry of its own (`mod`), so a child that uses what its folder's
+//!   `mod.rs` defines while that `mod.rs` uses the child is a circle too;
+//! - the entries of `act/` and `engine/` stand on floors of their own (sub-floors), and none
+//!   uses one on a higher floor.
 //!
-//! Every `crate::…` and `super::…` path in code is read, grouped imports (`use crate::{a::b,
-//! c::{d, e}}`) included; comment lines and `#[cfg(test)]` blocks are left out.
+//! Every `crate::…`, `super::…` and `self::…` path in code is read, and in a file that declares
+//! child modules (`mod x;`) every path that starts with a child's name; grouped imports (`use
+//! crate::{a::b, c::{d, e}}`) included; comment lines and `#[cfg(test)]` blocks are left out.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -17,6 +22,26 @@ const FLOORS: &[&str] = &[
 ];
 /// The front ends, which never use one another.
 const FRONT_ENDS: &[&str] = &["cli", "agent", "gui"];
+/// The entries of `src/act/`, lowest floor first (`mod` is `act/mod.rs`).
+const ACT_FLOORS: &[&str] = &["rules", "torch", "park", "guard", "mod"];
+/// The entries of `src/engine/`, lowest floor first (`mod` is `engine/mod.rs`).
+const ENGINE_FLOORS: &[&str] = &[
+    "settings",
+    "view",
+    "command",
+    "shared",
+    "stages",
+    "mod",
+    "builder",
+    "tick_loop",
+    "sampler",
+    "replay",
+    "guard_replay",
+    "import",
+    "past_cache",
+];
+/// The entry a folder's `mod.rs` is in that folder's graph.
+const MOD: &str = "mod";
 
 type Module = Vec<String>;
 /// Per folder (a module path), its entries' edges: entry → entries it uses.
@@ -106,9 +131,44 @@ fn code_of(text: &str) -> String {
         .join("\n")
 }
 
-/// The absolute module paths a file's code names (`crate::…`, `super::…`).
-fn named_paths(module: &Module, code: &str) -> Vec<Module> {
+/// The child modules a file declares (`mod x;`, `pub mod x;`, `pub(crate) mod x;`).
+fn declared_children(code: &str) -> Vec<String> {
+    code.lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let l = l
+                .strip_prefix("pub(crate) ")
+                .or_else(|| l.strip_prefix("pub "))
+                .unwrap_or(l);
+            let name = l.strip_prefix("mod ")?.strip_suffix(';')?.trim();
+            name.chars().all(is_ident).then(|| name.to_string())
+        })
+        .collect()
+}
+
+/// The absolute module paths a file's code names (`crate::…`, `super::…`, `self::…`, and a
+/// path that starts with one of `children`, the modules the file declares).
+fn named_paths(module: &Module, code: &str, children: &[String]) -> Vec<Module> {
     let mut out = Vec::new();
+    for (i, _) in code.match_indices("self::") {
+        if code[..i].ends_with(|c: char| is_ident(c) || c == ':') {
+            continue;
+        }
+        for p in expand(&code[i + "self::".len()..]) {
+            out.push(module.iter().cloned().chain(p).collect());
+        }
+    }
+    for child in children {
+        let head = format!("{child}::");
+        for (i, _) in code.match_indices(&head) {
+            if code[..i].ends_with(|c: char| is_ident(c) || c == ':') {
+                continue;
+            }
+            for p in expand(&code[i..]) {
+                out.push(module.iter().cloned().chain(p).collect());
+            }
+        }
+    }
     for (i, _) in code.match_indices("crate::") {
         if code[..i].ends_with(|c: char| is_ident(c) || c == '$') {
             continue;
@@ -141,6 +201,16 @@ fn resolve(known: &BTreeSet<Module>, path: &Module) -> Option<Module> {
         .find(|m| known.contains(m))
 }
 
+/// A module's node in its folder's graph: a folder's module (its `mod.rs`) is the entry
+/// [`MOD`] inside that folder; any other module is itself.
+fn node(folders: &BTreeSet<Module>, m: &Module) -> Module {
+    let mut n = m.clone();
+    if folders.contains(m) {
+        n.push(MOD.to_string());
+    }
+    n
+}
+
 /// Every folder's edges between its entries.
 fn edges() -> Edges {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -154,12 +224,20 @@ fn edges() -> Edges {
         })
         .collect();
     let known: BTreeSet<Module> = modules.iter().map(|(m, _)| m.clone()).collect();
+    // The modules that are folders (a `mod.rs`; the root is left out: lib.rs is no entry).
+    let folders: BTreeSet<Module> = files
+        .iter()
+        .filter(|f| f.file_name().is_some_and(|n| n == "mod.rs"))
+        .map(|f| module_of(&src, f))
+        .collect();
     let mut out = Edges::new();
-    for (from, code) in &modules {
-        for path in named_paths(from, code) {
+    for (module, code) in &modules {
+        let from = node(&folders, module);
+        for path in named_paths(module, code, &declared_children(code)) {
             let Some(to) = resolve(&known, &path) else {
                 continue;
             };
+            let to = node(&folders, &to);
             let k = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
             if k < from.len() && k < to.len() {
                 out.entry(from[..k].to_vec())
@@ -320,7 +398,7 @@ fn grouped_and_relative_paths_are_read() {
         .iter()
         .map(|s| s.to_string())
         .collect();
-    let got: BTreeSet<String> = named_paths(&m, code)
+    let got: BTreeSet<String> = named_paths(&m, code, &[])
         .into_iter()
         .map(|p| p.join("::"))
         .collect();
@@ -349,4 +427,73 @@ fn the_circle_finder_finds_a_circle() {
     edge(&mut g, "c", "a");
     edge(&mut g, "c", "d");
     assert_eq!(circles(&g), vec![vec!["a", "b", "c"]]);
+}
+
+#[test]
+fn child_and_self_paths_are_read() {
+    let code = "pub mod builder;\nmod stages;\npub use builder::EngineBuilder;\n\
+                use self::stages::{outbox::Alert, publish};\nlet x = other::builder::y;";
+    let children = declared_children(code);
+    assert_eq!(children, vec!["builder".to_string(), "stages".to_string()]);
+    let m: Module = vec!["engine".to_string()];
+    let got: BTreeSet<String> = named_paths(&m, code, &children)
+        .into_iter()
+        .map(|p| p.join("::"))
+        .collect();
+    let want: BTreeSet<String> = [
+        "engine::builder::EngineBuilder",
+        "engine::stages::outbox::Alert",
+        "engine::stages::publish",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(got, want);
+}
+
+/// The uses of an entry on a higher floor inside `folder`, whose entries stand on `floors`
+/// (lowest first); every entry of the folder must have a floor.
+fn uses_up(e: &Edges, folder: &[&str], floors: &[&str]) -> Vec<String> {
+    let key: Module = folder.iter().map(|s| s.to_string()).collect();
+    let g = e.get(&key).cloned().unwrap_or_default();
+    let floor = |m: &str| floors.iter().position(|f| *f == m);
+    let mut bad = Vec::new();
+    for (from, tos) in &g {
+        for to in tos {
+            match (floor(from), floor(to)) {
+                (Some(a), Some(b)) if b > a => bad.push(format!("{from} → {to}")),
+                (None, _) => bad.push(format!("{from} has no floor")),
+                (_, None) => bad.push(format!("{to} has no floor")),
+                _ => {}
+            }
+        }
+    }
+    bad
+}
+
+#[test]
+fn act_and_engine_keep_their_sub_floors() {
+    let e = edges();
+    // The reading works: `mod.rs` is an entry, and known uses are seen.
+    let engine = &e[&vec!["engine".to_string()]];
+    assert!(engine["builder"].contains(MOD), "{engine:?}");
+    assert!(engine[MOD].contains("stages"), "{engine:?}");
+    let act = uses_up(&e, &["act"], ACT_FLOORS);
+    assert!(act.is_empty(), "in src/act: {act:?}");
+    let engine = uses_up(&e, &["engine"], ENGINE_FLOORS);
+    assert!(engine.is_empty(), "in src/engine: {engine:?}");
+}
+
+#[test]
+fn every_entry_of_act_and_engine_has_a_sub_floor() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    for (folder, floors) in [("act", ACT_FLOORS), ("engine", ENGINE_FLOORS)] {
+        let mut entries: BTreeSet<String> = BTreeSet::new();
+        for e in std::fs::read_dir(src.join(folder)).expect("folder").flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            entries.insert(name.trim_end_matches(".rs").to_string());
+        }
+        let want: BTreeSet<String> = floors.iter().map(|s| s.to_string()).collect();
+        assert_eq!(entries, want, "src/{folder}'s entries and their floors");
+    }
 }

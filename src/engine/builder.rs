@@ -12,31 +12,10 @@
 
 use std::path::PathBuf;
 
+use crate::engine::pipeline::{Engine, EngineOptions};
 use crate::engine::shared::SharedMonitor;
-use crate::engine::stages::outbox::AlertSink;
 use crate::engine::stages::record::RecordTo;
-use crate::engine::Engine;
 use crate::model::SourceInfo;
-
-/// How a front end wants the engine to behave beyond the settings file.
-#[derive(Clone, Default)]
-pub struct EngineOptions {
-    /// The subscriber to alerts (the window's desktop notifier); headless front ends report on
-    /// stderr and in the View only.
-    pub alerts: Option<AlertSink>,
-    /// The sessions folder to keep within the retention limits of the settings (the window
-    /// and `record` into the default folder); `None`: no pruning.
-    pub retention_dir: Option<PathBuf>,
-}
-
-impl std::fmt::Debug for EngineOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EngineOptions")
-            .field("alerts", &self.alerts.is_some())
-            .field("retention_dir", &self.retention_dir)
-            .finish()
-    }
-}
 
 /// Sets up an [`Engine`]: what it writes into, whether and where it records, its settings,
 /// options and source, and whether it is a recorded session's (read-only).
@@ -140,5 +119,27 @@ impl EngineBuilder {
             e.apply_settings(&s);
         }
         e
+    }
+}
+
+/// The engine's constructors for the usual cases, through the builder.
+impl Engine {
+    /// An engine writing into `shared`, recording as `record` says, on default settings:
+    /// [`EngineBuilder::new`]`(shared, interval_ms).record(record).build()`.
+    pub fn new(shared: SharedMonitor, record: RecordTo, interval_ms: u64) -> Self {
+        EngineBuilder::new(shared, interval_ms)
+            .record(record)
+            .build()
+    }
+
+    /// An engine for a recorded session (`session`, the file it comes from): each sample is
+    /// applied to the monitor as it was recorded, and the session's own leak and OOM events
+    /// are taken as they come ([`Engine::take_recorded_events`]). Nothing is enriched from this
+    /// machine, detected again, written or acted on: no rules run, and a manual action is
+    /// refused. [`EngineBuilder::read_only`] says the same.
+    pub fn read_only(shared: SharedMonitor, interval_ms: u64, session: Option<PathBuf>) -> Self {
+        EngineBuilder::new(shared, interval_ms)
+            .read_only(session)
+            .build()
     }
 }

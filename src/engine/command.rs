@@ -13,7 +13,94 @@ pub use crate::model::reply::{
     Answer, CommandId, CommandReply, Replies, RuleMatch, Stage, REPLIES_KEPT,
 };
 
-impl super::EngineCommand {
+/// Requests from a front end, applied by the engine on its thread.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EngineCommand {
+    /// Stop writing samples (the file stays open).
+    PauseRecording,
+    /// Resume writing samples.
+    ResumeRecording,
+    /// New settings (rules, protections, leak sensitivity, notifications).
+    ApplySettings(Box<crate::engine::settings::Settings>),
+    /// The user's own action on a process (Terminate, Kill, Send signal…), through the same
+    /// checks as the rules (identity, protected list, other users), never a dry run. The
+    /// front end names the process only; the engine builds the target from its own latest
+    /// sample.
+    Manual {
+        /// The process: pid + start time, and its GPU.
+        key: crate::model::history::ProcSeriesKey,
+        /// What to do.
+        action: crate::act::rules::Action,
+    },
+    /// Which targets a rule matches now in this engine (the one that owns the processes),
+    /// and which its safety would skip: answered in the reply, nothing is done.
+    TestRule {
+        /// The rule as edited.
+        rule: Box<crate::act::rules::Rule>,
+        /// The safety settings to judge by (the window's, as edited); `None`: the engine's
+        /// own (an agent always uses its own).
+        safety: Option<crate::act::rules::action::Safety>,
+    },
+}
+
+/// Which targets a rule matches right now (the Settings window's "test this rule"), each with
+/// the reason it would be skipped under `safety` (protected, another user's, simulated…), or
+/// `None` when the action would go ahead (or be logged, in a dry run).
+pub fn test_rule(
+    rule: &crate::act::rules::Rule,
+    m: &crate::engine::view::Monitor,
+    safety: &crate::act::rules::action::Safety,
+) -> Vec<(crate::act::rules::eval::Target, Option<String>)> {
+    let Some(snap) = &m.latest else {
+        return Vec::new();
+    };
+    let mut st = crate::act::rules::eval::RuleState::with_last_active(snap, &m.last_active);
+    st.set_releasable_cache(crate::act::rules::eval::releasable_cache_of(snap));
+    // PyTorch's allocated memory over the growth window, from the history.
+    let h = &m.history;
+    let from = h.tick_at(snap.taken_at_ms - crate::act::rules::eval::GROWTH_WINDOW_MS);
+    for p in snap.processes.iter().filter(|p| p.torch.is_some()) {
+        let key = (p.key(), p.device_index);
+        if let Some(series) = h.torch(&key, crate::model::history::TorchFigure::Allocated) {
+            st.set_allocated_readings(
+                key,
+                series
+                    .values(from, h.end_tick())
+                    .into_iter()
+                    .filter(|(_, v)| *v != crate::model::history::NONE)
+                    .filter_map(|(t, v)| Some((h.time_of(t)?, u64::from(v) * crate::model::MIB))),
+            );
+        }
+    }
+    let facts = crate::act::rules::eval::Facts {
+        leaking_since: m
+            .leaks
+            .iter()
+            .filter(|l| l.ended_ms.is_none())
+            .filter_map(|l| match l.key {
+                crate::engine::view::LeakKey::Process(k) => Some((k, l.flagged_ms)),
+                crate::engine::view::LeakKey::Ghost(_) => None,
+            })
+            .collect(),
+    };
+    let runner = crate::act::rules::action::ActionRunner::new();
+    st.matches_now(rule, snap, &facts)
+        .into_iter()
+        .map(|target| {
+            let p = crate::act::rules::eval::Planned {
+                rule: rule.name.clone(),
+                action: rule.action.clone(),
+                dry_run: rule.dry_run,
+                allow_other_users: rule.allow_other_users,
+                target: target.clone(),
+            };
+            let why = runner.would_refuse(&p, safety);
+            (target, why)
+        })
+        .collect()
+}
+
+impl EngineCommand {
     /// What it asks, in a word or two (the reply's [`CommandReply::what`]).
     pub fn label(&self) -> String {
         match self {
@@ -26,13 +113,13 @@ impl super::EngineCommand {
     }
 }
 
-/// What rule `rule` matches in `m` now under `safety` (see [`super::test_rule`]), as an answer.
+/// What rule `rule` matches in `m` now under `safety` (see [`test_rule`]), as an answer.
 pub fn test_rule_answer(
     rule: &crate::act::rules::Rule,
     m: &crate::engine::view::Monitor,
     safety: &crate::act::rules::action::Safety,
 ) -> Answer {
-    let matches: Vec<RuleMatch> = super::test_rule(rule, m, safety)
+    let matches: Vec<RuleMatch> = test_rule(rule, m, safety)
         .into_iter()
         .map(|(t, why)| RuleMatch {
             target: t.describe(),

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use crate::engine::view::Monitor;
-use crate::engine::RecordTo;
+use crate::engine::stages::record::RecordTo;
 use crate::model::SourceInfo;
 pub use crate::source::nvidia_smi::{ImportError, LogKind, Skipped, Zone};
 use crate::source::nvidia_smi::{read_logs, ReadLogs};
@@ -72,7 +72,7 @@ pub fn import_nvidia_smi(
             ..SourceInfo::default()
         },
     );
-    let mut engine = crate::engine::EngineBuilder::new(shared.clone(), interval)
+    let mut engine = crate::engine::builder::EngineBuilder::new(shared.clone(), interval)
         .record(RecordTo::File(out.to_path_buf()))
         .source(crate::source::GpuSource::info(&source))
         .build();

@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::engine::Engine;
+use crate::engine::pipeline::Engine;
 use crate::host::cost::{self, Part};
 use crate::model::UnixMs;
 use crate::source::{GpuSource, SourceError};

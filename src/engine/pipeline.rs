@@ -1,0 +1,392 @@
+//! The engine itself: the pipeline state owned by the thread that drives it, one field per
+//! stage, and its tick (enrich → watches → rules → record → publish), its commands and its end.
+//! Set up by [`crate::engine::builder`].
+
+use std::path::PathBuf;
+
+use crate::engine::command::{self, EngineCommand};
+use crate::engine::shared::SharedMonitor;
+use crate::engine::stages::outbox::{AlertSink, Alerting};
+use crate::engine::stages::{
+    enrich::Enrich,
+    publish,
+    record::{RecordTo, Recorder},
+    rules::Rules,
+    watches::Watches,
+};
+use crate::host::cost::{self, Part};
+use crate::model::{Snapshot, SourceInfo, UnixMs};
+use crate::session::Event;
+
+/// The words of an accepted command's reply: its activity entry's, without the "its answer
+/// follows" the log ends it with (the reply's stage says so).
+fn in_progress(detail: &str) -> String {
+    detail
+        .strip_suffix(crate::act::rules::action::ANSWER_FOLLOWS)
+        .map_or(detail, |d| d.trim_end_matches("; "))
+        .to_string()
+}
+
+/// How a front end wants the engine to behave beyond the settings file.
+#[derive(Clone, Default)]
+pub struct EngineOptions {
+    /// The subscriber to alerts (the window's desktop notifier); headless front ends report on
+    /// stderr and in the View only.
+    pub alerts: Option<AlertSink>,
+    /// The sessions folder to keep within the retention limits of the settings (the window
+    /// and `record` into the default folder); `None`: no pruning.
+    pub retention_dir: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for EngineOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineOptions")
+            .field("alerts", &self.alerts.is_some())
+            .field("retention_dir", &self.retention_dir)
+            .finish()
+    }
+}
+
+/// The pipeline state owned by the sampler thread (or the loop of `record`, `import`, a
+/// replay): one field per stage.
+pub struct Engine {
+    shared: SharedMonitor,
+    enrich: Enrich,
+    recorder: Recorder,
+    watches: Watches,
+    rules: Rules,
+    alerting: Alerting,
+    /// A recorded session's engine: see [`Engine::read_only`].
+    read_only: bool,
+    /// The session file a read-only engine replays (named on its leak and OOM records).
+    session: Option<PathBuf>,
+    /// The source builds the history (see [`crate::engine::EngineBuilder::history_by_source`]).
+    history_by_source: bool,
+    /// Final replies to accepted commands whose work ended, until the front end's loop takes
+    /// them ([`Engine::take_replies`]).
+    late_replies: Vec<command::CommandReply>,
+}
+
+impl Engine {
+    /// The stages in their first state (for [`crate::engine::EngineBuilder::build`]).
+    pub(super) fn bare(shared: SharedMonitor, record: RecordTo, interval_ms: u64) -> Self {
+        Self {
+            shared,
+            enrich: Enrich::default(),
+            recorder: Recorder::new(record, interval_ms),
+            watches: Watches::default(),
+            rules: Rules::default(),
+            alerting: Alerting::default(),
+            read_only: false,
+            session: None,
+            history_by_source: false,
+            late_replies: Vec::new(),
+        }
+    }
+
+    pub(super) fn make_read_only(&mut self, session: Option<PathBuf>, history_by_source: bool) {
+        self.read_only = true;
+        self.session = session;
+        self.history_by_source = history_by_source;
+    }
+
+    /// Takes the events a recorded source gives ([`crate::source::GpuSource::recorded_events`]):
+    /// its leak episodes and OOM suspicions join the monitor's, named with the session file.
+    pub fn take_recorded_events(&mut self, events: Vec<Event>) {
+        if !events.is_empty() {
+            publish::recorded_events(&self.shared, &events, self.session.as_deref());
+        }
+    }
+
+    /// A sample that could not be taken: the source's last error until the next good one
+    /// (the window shows it and the data goes stale; nothing is recorded as zero).
+    pub fn sample_failed(&mut self, e: &crate::source::SourceError) {
+        publish::sample_failed(&self.shared, e);
+    }
+
+    /// Why the session log could not be written, as the recording status this engine
+    /// published says: when it could not be created at all
+    /// ([`view::RecordingStatus::could_not_start`]), or, with `strict`, when the last sample
+    /// could not be written either. None while all is well.
+    pub fn recording_failed(&self, strict: bool) -> Option<String> {
+        let m = self.shared.read().ok()?;
+        let r = &m.recording;
+        if strict {
+            r.error.clone()
+        } else {
+            r.could_not_start().map(str::to_string)
+        }
+    }
+
+    /// Sets what the front end wants (the alert subscriber, the folder to prune).
+    pub fn set_options(&mut self, options: EngineOptions) {
+        self.alerting.sink = options.alerts;
+        self.recorder.retention_dir = options.retention_dir;
+    }
+
+    /// True when an enabled rule needs per-process utilisation (an idle condition).
+    pub fn needs_process_utilization(&self) -> bool {
+        self.rules.needs_process_utilization()
+    }
+
+    /// Applies settings: rules, protections, global dry run, leak sensitivity, notifications.
+    pub fn apply_settings(&mut self, s: &crate::engine::settings::Settings) {
+        self.recorder.retention = (
+            s.sessions.retention_days,
+            s.sessions.retention_max_mib.saturating_mul(1 << 20),
+        );
+        self.watches.apply_settings(s);
+        self.alerting.leaks = s.notifications.leaks;
+        self.alerting.rules = s.notifications.rules;
+        self.rules.apply_settings(s);
+    }
+
+    /// Writes activity entries to the log and shows them in the monitor (outside a tick).
+    fn log_activity(&mut self, acts: Vec<crate::act::rules::action::Activity>) {
+        self.recorder.activity(&acts);
+        publish::activity(&self.shared, acts);
+    }
+
+    /// Logs a manual action on `key` that was not carried out, and why. The process is named
+    /// with the facts of its table row, if any.
+    fn manual_skipped(
+        &mut self,
+        key: crate::model::history::ProcSeriesKey,
+        action: &crate::act::rules::Action,
+        now: UnixMs,
+        why: &str,
+    ) -> command::Answer {
+        let info = self
+            .shared
+            .read()
+            .ok()
+            .and_then(|m| m.row(&key).map(|r| r.info.clone()));
+        self.log_activity(vec![crate::act::rules::action::Activity {
+            unix_ms: now,
+            rule: "manual".into(),
+            action: action.label(),
+            target: crate::act::rules::eval::Target::process(
+                key,
+                info,
+                None,
+                crate::model::Origin::Recorded,
+            ),
+            outcome: crate::act::rules::action::Outcome::Skipped,
+            detail: why.into(),
+            entry: crate::act::rules::action::Entry::Action,
+        }]);
+        command::Answer::new(crate::model::outcome::Outcome::Skipped, why)
+    }
+
+    /// Records what the source is (for the monitor and the session header).
+    pub fn set_source(&mut self, info: SourceInfo) {
+        publish::source(&self.shared, info.clone());
+        self.recorder.source = Some(info);
+    }
+
+    /// Applies a front end's request and says how it ended (the link's reply), under a new
+    /// command id: see [`Engine::command_under`].
+    pub fn command(&mut self, c: EngineCommand, now: UnixMs) -> command::Answer {
+        self.command_under(command::CommandId::next(), c, now)
+    }
+
+    /// Final replies to accepted commands whose work (a park, a resume, a companion's answer)
+    /// ended since the last call; the sampler hands them to its front end after each tick.
+    pub fn take_replies(&mut self) -> Vec<command::CommandReply> {
+        std::mem::take(&mut self.late_replies)
+    }
+
+    /// Applies a front end's request, sent as command `id`, and says how it ended (the link's
+    /// reply), or, for work that ends later (a park, a resume, a companion's answer), that it
+    /// was accepted: its final reply then comes under `id` from a later tick
+    /// ([`Engine::take_replies`], and the View's `replies`).
+    pub fn command_under(
+        &mut self,
+        id: command::CommandId,
+        c: EngineCommand,
+        now: UnixMs,
+    ) -> command::Answer {
+        use crate::model::outcome::Outcome;
+        if let EngineCommand::TestRule { rule, safety } = &c {
+            let safety = safety.clone().unwrap_or_else(|| self.rules.safety.clone());
+            return match self.shared.read() {
+                Ok(m) => command::test_rule_answer(rule, &m, &safety),
+                Err(_) => command::Answer::new(Outcome::Failed, "the engine's state is lost"),
+            };
+        }
+        if self.read_only {
+            if let EngineCommand::Manual { key, action } = c {
+                return self.manual_skipped(
+                    key,
+                    &action,
+                    now,
+                    "a recorded session: nothing acts from a replay",
+                );
+            }
+            return command::Answer::new(
+                Outcome::Skipped,
+                "a recorded session: settings and recording belong to the live engine",
+            );
+        }
+        let active = match c {
+            EngineCommand::PauseRecording => false,
+            EngineCommand::ResumeRecording => true,
+            EngineCommand::ApplySettings(s) => {
+                self.apply_settings(&s);
+                return command::Answer::new(Outcome::Acted, "settings applied");
+            }
+            EngineCommand::Manual { key, action } => return self.manual(id, key, action, now),
+            EngineCommand::TestRule { .. } => {
+                return command::Answer::new(Outcome::Failed, "internal error: a rule test")
+            }
+        };
+        if self.recorder.set_active(active, now) {
+            publish::recording(&self.shared, self.recorder.status(None));
+        }
+        let what = if active {
+            "recording"
+        } else {
+            "recording paused"
+        };
+        command::Answer::new(Outcome::Acted, what)
+    }
+
+    /// The user's own action on `key`: the engine builds the target from its own latest
+    /// snapshot (a front end only names the process); a process no longer listed is not
+    /// acted on.
+    fn manual(
+        &mut self,
+        id: command::CommandId,
+        key: crate::model::history::ProcSeriesKey,
+        action: crate::act::rules::Action,
+        now: UnixMs,
+    ) -> command::Answer {
+        let current = self.shared.read().ok().and_then(|m| {
+            m.latest
+                .as_ref()
+                .and_then(|s| crate::act::rules::eval::find_process_target(s, &key))
+        });
+        let Some(target) = current else {
+            return self.manual_skipped(
+                key,
+                &action,
+                now,
+                "the process is no longer listed on that GPU",
+            );
+        };
+        let p = crate::act::rules::eval::Planned {
+            rule: "manual".into(),
+            action,
+            dry_run: false,
+            allow_other_users: true,
+            target,
+        };
+        let safety = crate::act::rules::action::Safety {
+            global_dry_run: false,
+            protected: self.rules.safety.protected.clone(),
+        };
+        let a = self.rules.runner.run(&p, &safety, now);
+        let started = a.entry == crate::act::rules::action::Entry::Asked
+            && self.rules.runner.answer_under(&p.action, &key, id);
+        let answer = if started {
+            command::Answer::accepted(in_progress(&a.detail))
+        } else {
+            command::Answer::new(a.outcome, a.detail.clone())
+        };
+        self.log_activity(vec![a]);
+        answer
+    }
+
+    /// One tick: enrich → watches → rules → record → publish (a sample is logged once it is
+    /// final, with the forecast the View shows). Returns the sample this one
+    /// replaced as the latest (see [`crate::source::GpuSource::give_back`]).
+    pub fn tick(&mut self, mut snap: Snapshot, received_ms: UnixMs) -> Option<Snapshot> {
+        snap.sanitize();
+        if self.read_only {
+            return publish::replayed(&self.shared, snap, received_ms, self.history_by_source);
+        }
+        let now = snap.taken_at_ms;
+        let mut out = self.alerting.outbox();
+        // Enrich.
+        let enrich = cost::span(Part::Enrich);
+        self.enrich.carry_stale(&mut snap, &self.shared);
+        self.rules.annotate_parked(&mut snap);
+        self.enrich.run(&mut snap);
+        drop(enrich);
+        // Watches: leaks, OOMs, the forecast, orphans.
+        let watches = cost::span(Part::Watches);
+        let watched = self.watches.observe(&mut snap, &mut out);
+        drop(watches);
+        // Rules: pure decisions, then the runner (the only code that signals).
+        let rules = cost::span(Part::Rules);
+        let alerts: Vec<u32> = self
+            .watches
+            .forecast_alerts()
+            .iter()
+            .map(|a| a.device_index)
+            .collect();
+        let acts = self
+            .rules
+            .run(&snap, watched.leaking, &watched.growth, &alerts, now);
+        let parks = self.rules.take_park_records(now);
+        drop(rules);
+        // The rules decided on the forecast as it is; the View shows it once it has stood
+        // the alerts' hold (no card warns of a burst the banner stays quiet about).
+        self.watches.hold_forecasts(&mut snap);
+        // Record: the sample is final (enriched, its forecast as the View shows it), then the
+        // tick's events, activity and parks.
+        let record = cost::span(Part::Record);
+        let mut error = self.recorder.sample(&snap, &mut out);
+        if let Some(e) = self.recorder.events(&watched.events) {
+            error = Some(e);
+        }
+        self.recorder.activity(&acts);
+        for r in parks.iter().filter(|r| r.stranded) {
+            out.report("A parked process lost its GPU memory", r.detail.clone());
+        }
+        self.recorder.parks(parks);
+        drop(record);
+        out.activity(&acts);
+        let replies = self.rules.runner.take_concluded();
+        self.late_replies.extend(replies.iter().cloned());
+        // A loop that never takes them (a test's, a headless run's) keeps the newest only.
+        let over = self
+            .late_replies
+            .len()
+            .saturating_sub(command::REPLIES_KEPT);
+        self.late_replies.drain(..over);
+        // Publish: one write lock per tick, everything the UI reads changes at once.
+        let _publish = cost::span(Part::Publish);
+        let (events, orphans, watches) = (watched.events, watched.orphans, &self.watches);
+        let previous = publish::tick(
+            &self.shared,
+            publish::Tick {
+                snap,
+                received_ms,
+                acts,
+                last_active: self.rules.last_active(),
+                oom_alerts: self.watches.forecast_alerts(),
+                guard: self.rules.guard_status(),
+                recording: self.recorder.status(error),
+                notices: out.notices,
+                replies,
+            },
+            |m| watches.publish(m, &events, orphans),
+        );
+        self.alerting.deliver(out.alerts);
+        previous
+    }
+
+    /// Closes the session log (fsync); a read-only engine closes the leaks still open at the
+    /// end of its session.
+    ///
+    /// # Errors
+    /// The message of a failed final fsync.
+    pub fn finish(mut self) -> Result<Option<PathBuf>, String> {
+        if self.read_only {
+            // A leak still growing when the recording stopped ended with it.
+            publish::close_open_leaks(&self.shared);
+        }
+        self.recorder.finish()
+    }
+}
