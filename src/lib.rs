@@ -5,27 +5,28 @@ leaks, runs cleanup rules, records session logs, and serves it all to an egui wi
 commands, and to Prometheus and remote windows through an agent.
 
 # The house, lowest floor first
-A folder uses only the folders above it in this list (`tests/architecture.rs` checks it, and
-that no folder has a circle inside):
+A folder uses only the folders above it in this list. `tests/architecture.rs` checks it, that no
+folder has a circle inside (a folder's `mod.rs` is one of its entries), and that the entries of
+`act/` and `engine/` keep floors of their own (its `ACT_FLOORS` and `ENGINE_FLOORS`):
 
 | folder | what it holds |
 |---|---|
 | [`model`] | the data: process facts, samples, the compact history, action outcomes, formatting |
 | [`host`] | this computer apart from the GPU: `/proc`, containers, CPU use, folders, the log, trusted files |
 | [`session`] | session logs: format, writer, reader, catalog, CSV export |
-| [`source`] | where samples come from: NVML, simulated GPUs, an import, a replayed session |
-| [`detect`] | the detectors: leaks, OOMs, the forecast alert, memory held by PIDs not running here |
+| [`source`] | where samples come from: NVML, simulated GPUs, nvidia-smi's CSV logs, a replayed session |
+| [`detect`] | the detectors: leaks (and their driver over every series), OOMs, the forecast alert, memory held by PIDs not running here, and the records they leave |
 | [`act`] | what is done to processes: rules and their executor, the PyTorch companion, park/resume |
-| [`engine`] | the tick loop, its stages, the View ([`engine::view::Monitor`]), settings |
+| [`engine`] | the tick loop, its stages, the View ([`engine::view::Monitor`]), settings, the import and replay runs |
 | [`link`] | a front end's connection to an engine, here or an agent's (the wire type) |
-| [`front`] | the front ends: [`front::cli`], [`front::agent`], [`front::gui`]; none uses another |
+| [`front`] | the front ends: [`front::cli`], [`front::agent`], [`front::gui`]; none uses another (the headless two share [`front::headless`]: errors, exit codes) |
 
 # How data flows
 
 ```text
-source::GpuSource ─► engine::tick_loop ─► Engine::tick: enrich → record → watches → rules → publish
- NVML | sim | import   one loop for live,     (/proc,      (session  (leaks,   (act::   (the View,
- | replay (a session)  --speed, import,       PyTorch)      log)      OOMs)     rules)   alerts)
+source::GpuSource ─► engine::tick_loop ─► Engine::tick: enrich → watches → rules → record → publish
+ NVML | sim | import   one loop for live,     (/proc,      (leaks,   (act::   (session  (the View,
+ | replay (a session)  --speed, import,       PyTorch)      OOMs)     rules)   log)      alerts)
                        replay                                                        │
         commands with ids (engine::EngineCommand) ◄─ link::EngineLink ─► a copy of the View
         and their replies                            (here, or an agent's over HTTP)  │
