@@ -244,7 +244,11 @@ fn golden_text() -> String {
 
 fn fixture() -> String {
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(fixture_path(), golden_text()).expect("write the fixture");
+        // Written whole to a file of its own, then renamed: the tests run side by side.
+        let text = golden_text();
+        let tmp = fixture_path().with_extension(format!("json.{}", std::process::id()));
+        std::fs::write(&tmp, &text).expect("write the fixture");
+        std::fs::rename(&tmp, fixture_path()).expect("put the fixture in place");
     }
     std::fs::read_to_string(fixture_path()).expect("the fixture")
 }
