@@ -348,8 +348,8 @@ fn bench_leak(c: &mut Criterion) {
 /// series' leak tracker, the OOM forecast and the OOM post-mortem watch (divide by 1 600 + 8
 /// series for the cost per process per tick).
 fn bench_leak_watch(c: &mut Criterion) {
-    use vramwarden::detect::oom_watch::OomWatch;
     use vramwarden::detect::leak_watch::LeakWatch;
+    use vramwarden::detect::oom_watch::OomWatch;
     let mut leaks = LeakWatch::default();
     let mut ooms = OomWatch::default();
     let mut snaps: Vec<Snapshot> = fleet_snapshots(900).collect();

@@ -4,11 +4,11 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use crate::engine::view::Monitor;
 use crate::engine::stages::record::RecordTo;
+use crate::engine::view::Monitor;
 use crate::model::SourceInfo;
-pub use crate::source::nvidia_smi::{ImportError, LogKind, Skipped, Zone};
 use crate::source::nvidia_smi::{read_logs, ReadLogs};
+pub use crate::source::nvidia_smi::{ImportError, LogKind, Skipped, Zone};
 
 /// What an import produced.
 #[derive(Debug, Clone, PartialEq)]

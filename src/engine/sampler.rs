@@ -10,9 +10,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::engine::builder::EngineBuilder;
+use crate::engine::command::EngineCommand;
 use crate::engine::shared::SharedMonitor;
 use crate::engine::stages::publish;
-use crate::engine::command::EngineCommand;
 use crate::host::cost::{self, Part};
 use crate::model::now_ms;
 pub use crate::source::SourceFactory;

@@ -4,6 +4,6 @@
 
 pub mod agent;
 pub mod cli;
-pub mod headless;
 #[cfg(feature = "gui")]
 pub mod gui;
+pub mod headless;

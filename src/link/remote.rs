@@ -29,7 +29,6 @@ use crate::engine::EngineCommand;
 use crate::model::outcome::Outcome;
 use crate::model::{now_ms, UnixMs};
 
-
 /// How long one request may take before the agent counts as not answering.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often a lost agent is tried again.

@@ -26,11 +26,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::front::headless::CliError;
 use crate::engine::sampler::SamplerHandle;
 use crate::engine::shared::SharedMonitor;
 use crate::engine::view::{Monitor, SourceStatus};
 use crate::engine::{EngineBuilder, EngineCommand, EngineOptions, RecordTo};
+use crate::front::headless::CliError;
 
 /// History the agent keeps in memory (the session log has the rest).
 pub const HISTORY: Duration = Duration::from_secs(3600);
