@@ -421,7 +421,10 @@ fn no_circle_in_any_folder() {
         .iter()
         .filter(|k| !found.iter().any(|(name, _)| name == **k))
         .collect();
-    assert!(cut.is_empty(), "cut, to be taken off KNOWN_CIRCLES: {cut:?}");
+    assert!(
+        cut.is_empty(),
+        "cut, to be taken off KNOWN_CIRCLES: {cut:?}"
+    );
 }
 
 #[test]
