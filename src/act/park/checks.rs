@@ -215,6 +215,32 @@ mod tests {
         assert_eq!(v.refusals.len(), 3, "{v:?}");
     }
 
+    /// The refusals are decided without the mapped libraries, so a check made only for its
+    /// refusals (the guard's list of what it may not park) does not read the memory map.
+    #[test]
+    fn the_refusals_do_not_depend_on_the_mapped_libraries() {
+        for (gpu_gib, host_gib, distributed, gpus) in [
+            (10, 64, false, 1),
+            (10, 11, false, 1),
+            (1, 64, true, 1),
+            (1, 64, false, 2),
+        ] {
+            let mut with = facts(gpu_gib, host_gib);
+            with.distributed = distributed;
+            with.gpus = gpus;
+            with.libraries = vec!["libnccl.so.2".into(), "libcuda.so.1".into()];
+            let without = ParkFacts {
+                libraries: Vec::new(),
+                ..with.clone()
+            };
+            assert_eq!(
+                check_park(&with).refusals,
+                check_park(&without).refusals,
+                "{with:?}"
+            );
+        }
+    }
+
     #[test]
     fn nccl_loaded_alone_is_a_warning() {
         let mut f = facts(1, 64);

@@ -412,13 +412,15 @@ impl ActionRunner {
 
     /// Why the planned action would not be carried out (protected, another user's, simulated,
     /// recorded, vramwarden itself, no PyTorch companion for a PyTorch action), if so: the
-    /// policy alone, no signal, no identity check.
+    /// policy alone, no signal, no identity check. Said ahead (the guard's view): the host's
+    /// available memory is the one read at this sample.
     pub fn would_refuse(&self, p: &Planned, safety: &Safety) -> Option<String> {
-        self.refusal(p, safety)
+        self.refusal(p, safety, true)
     }
 
-    /// Why `target` may not be touched, if so.
-    fn refusal(&self, p: &Planned, safety: &Safety) -> Option<String> {
+    /// Why `target` may not be touched, if so (`ahead`: for the guard's view, not for an
+    /// action about to run).
+    fn refusal(&self, p: &Planned, safety: &Safety, ahead: bool) -> Option<String> {
         let (name, uid) = (p.target.name(), p.target.uid());
         let Target::Process { key, origin, .. } = &p.target else {
             return None;
@@ -455,7 +457,7 @@ impl ActionRunner {
                 "another user's process (vramwarden is not root)".into()
             });
         }
-        if let Some(why) = self.parks.refusal(p, key) {
+        if let Some(why) = self.parks.refusal(p, key, ahead) {
             return Some(why);
         }
         if p.action.uses_companion()
@@ -526,7 +528,7 @@ impl ActionRunner {
             entry,
         };
         let end = |outcome, detail| entry(outcome, detail, Entry::Action);
-        if let Some(why) = self.refusal(p, safety) {
+        if let Some(why) = self.refusal(p, safety, false) {
             return end(Outcome::Skipped, why);
         }
         let effect = match Effect::of(p) {

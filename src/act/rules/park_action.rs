@@ -100,6 +100,12 @@ pub struct Parks {
     mig: crate::model::FastSet<u32>,
     /// Per GPU: free and total memory in the latest sample (a resume's room check).
     room: crate::model::FastMap<u32, (Option<u64>, Option<u64>)>,
+    /// Per process (pid and start time): whether its environment says it is one rank of a
+    /// distributed job. The environment a process was started with does not change, so
+    /// `/proc/PID/environ` is read once per process, not at every check.
+    distributed: std::cell::RefCell<crate::model::FastMap<crate::model::ProcessKey, bool>>,
+    /// The host's available memory, read at most once per sample (None: not read yet).
+    host: std::cell::Cell<Option<Option<u64>>>,
     /// Final replies to commands whose park or resume ended, until taken.
     concluded: Vec<CommandReply>,
     /// The park rate the guard measured on this machine (GiB/s; 0 until one is known: the
@@ -114,21 +120,32 @@ impl Parks {
         for p in snap.processes.iter().filter(|p| p.parked.is_none()) {
             *self.gpus_of.entry(p.pid).or_default() += 1;
         }
-        self.mig = snap
-            .devices
-            .iter()
-            .filter(|d| d.uuid.starts_with("MIG-") || d.name.contains("MIG"))
-            .map(|d| d.index)
-            .collect();
-        self.room = snap
-            .devices
-            .iter()
-            .map(|d| (d.index, (d.memory_free_bytes, d.memory_total_bytes)))
-            .collect();
+        self.mig.clear();
+        self.mig.extend(
+            snap.devices
+                .iter()
+                .filter(|d| d.uuid.starts_with("MIG-") || d.name.contains("MIG"))
+                .map(|d| d.index),
+        );
+        self.room.clear();
+        self.room.extend(
+            snap.devices
+                .iter()
+                .map(|d| (d.index, (d.memory_free_bytes, d.memory_total_bytes))),
+        );
+        self.host.set(None);
+        let known = self.distributed.get_mut();
+        if known.len() > snap.processes.len() * 2 + 16 {
+            let listed: crate::model::FastSet<crate::model::ProcessKey> =
+                snap.processes.iter().map(|p| p.key()).collect();
+            known.retain(|k, _| listed.contains(k));
+        }
     }
 
-    /// Why `p` (a park or resume of `key`) may not go ahead, if so.
-    pub fn refusal(&self, p: &Planned, key: &ProcSeriesKey) -> Option<String> {
+    /// Why `p` (a park or resume of `key`) may not go ahead, if so. `ahead` (the guard's view
+    /// of what it may park, not a park about to start): the host's available memory is the
+    /// one read at this sample rather than read again.
+    pub fn refusal(&self, p: &Planned, key: &ProcSeriesKey, ahead: bool) -> Option<String> {
         let state = self.parker.info(key).map(|i| i.state);
         match (&p.action, state) {
             (Action::Park | Action::Resume, Some(ParkState::Parking | ParkState::Resuming)) => {
@@ -136,7 +153,9 @@ impl Parks {
             }
             (Action::Park, Some(_)) => Some("it is already parked".into()),
             (Action::Park, None) => {
-                let v = checks::check_park(&self.facts(p, key));
+                // The refusals never look at the mapped libraries (a warning only): the
+                // process's memory map, large for a PyTorch job, is not read for them.
+                let v = checks::check_park(&self.facts(p, key, ahead, false));
                 (!v.refusals.is_empty()).then(|| v.refusals.join("; "))
             }
             (Action::Resume, _) => self.no_room(key),
@@ -180,15 +199,34 @@ impl Parks {
         std::mem::take(&mut self.concluded)
     }
 
-    /// What the checks of a park of `key` look at, read now.
-    fn facts(&self, p: &Planned, key: &ProcSeriesKey) -> ParkFacts {
+    /// What the checks of a park of `key` look at: the host's available memory read now (as
+    /// read at this sample when `ahead`), the process's environment as read once, and its
+    /// mapped libraries read now when `libraries` (only the warnings need them).
+    fn facts(&self, p: &Planned, key: &ProcSeriesKey, ahead: bool, libraries: bool) -> ParkFacts {
+        let host_available = match self.host.get() {
+            Some(read) if ahead => read,
+            _ => {
+                let read = checks::host_available();
+                self.host.set(Some(read));
+                read
+            }
+        };
+        let distributed = *self
+            .distributed
+            .borrow_mut()
+            .entry(key.0)
+            .or_insert_with(|| checks::is_distributed(key.0.pid));
         ParkFacts {
             gpu_bytes: used(&p.target),
             gpus: self.gpus_of.get(&key.0.pid).copied().unwrap_or(1),
             mig: self.mig.contains(&key.1),
-            host_available: checks::host_available(),
-            libraries: checks::mapped_libraries(key.0.pid),
-            distributed: checks::is_distributed(key.0.pid),
+            host_available,
+            libraries: if libraries {
+                checks::mapped_libraries(key.0.pid)
+            } else {
+                Vec::new()
+            },
+            distributed,
         }
     }
 
@@ -223,7 +261,7 @@ impl Parks {
         });
         let words = match kind {
             ParkKind::Park => {
-                let warnings = checks::check_park(&self.facts(p, &key)).warnings;
+                let warnings = checks::check_park(&self.facts(p, &key, false, true)).warnings;
                 format!(
                     "parking {who}: {} to host memory, about {:.0} s{}",
                     gib(bytes),
