@@ -9,8 +9,14 @@
 //! still sending its headers, or stuck writing a reply to a client that does not read): a
 //! crowd of idle or slow connections never locks out a new client, and a request being
 //! answered is never cut. Only when every connection is busy is the new one closed at once.
+//!
+//! Who a loopback connection belongs to is read from the kernel's socket table, which is dear
+//! on a machine with many sockets: it is read only once the table is crowded enough for a
+//! limit to matter (as many connections as one client may hold), then for every loopback
+//! connection not yet told at once. Below that no limit can be reached, whoever they belong to.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -32,7 +38,10 @@ pub fn total_limit(open_files: u64) -> usize {
 /// A connection's entry.
 #[derive(Debug)]
 struct Entry {
+    /// Its client; for a loopback connection not yet told, its address until it is.
     client: Client,
+    /// A loopback connection whose owner is not read yet: its peer and our address.
+    untold: Option<(SocketAddr, SocketAddr)>,
     opened: Instant,
     /// Requests being answered right now (hyper answers one at a time per connection).
     busy: u32,
@@ -47,6 +56,8 @@ pub struct Table {
     next: u64,
     max_total: usize,
     max_per_client: usize,
+    /// Tells the clients of connections (`(peer, local)`), in their order.
+    tell: fn(&[(SocketAddr, SocketAddr)]) -> Vec<Client>,
 }
 
 /// A connection admitted: its id (for [`Table::close`] and [`Table::busy`]) and the signal
@@ -62,12 +73,70 @@ pub struct Admitted {
 impl Table {
     /// An empty table with these limits (each at least 1).
     pub fn new(max_total: usize, max_per_client: usize) -> Self {
+        Self::telling(max_total, max_per_client, super::peer::clients_of)
+    }
+
+    /// An empty table whose loopback clients are told by `tell`.
+    fn telling(
+        max_total: usize,
+        max_per_client: usize,
+        tell: fn(&[(SocketAddr, SocketAddr)]) -> Vec<Client>,
+    ) -> Self {
         Self {
             entries: HashMap::new(),
             next: 0,
             max_total: max_total.max(1),
             max_per_client: max_per_client.max(1),
+            tell,
         }
+    }
+
+    /// True when a new connection could meet a limit: the table holds as many connections as
+    /// one client may hold, or its total.
+    fn crowded(&self) -> bool {
+        self.entries.len() >= self.max_per_client.min(self.max_total)
+    }
+
+    /// Reads the owners of the loopback connections not yet told, all in one go.
+    fn tell_untold(&mut self) {
+        let untold: Vec<(u64, (SocketAddr, SocketAddr))> = self
+            .entries
+            .iter()
+            .filter_map(|(id, e)| Some((*id, e.untold?)))
+            .collect();
+        if untold.is_empty() {
+            return;
+        }
+        let pairs: Vec<(SocketAddr, SocketAddr)> = untold.iter().map(|(_, p)| *p).collect();
+        for ((id, _), client) in untold.iter().zip((self.tell)(&pairs)) {
+            if let Some(e) = self.entries.get_mut(id) {
+                e.client = client;
+                e.untold = None;
+            }
+        }
+    }
+
+    /// Admits a connection from `peer` to our `local` address (see [`Table::admit`]); the
+    /// owner of a loopback connection is read only when the table is crowded.
+    pub fn admit_from(
+        &mut self,
+        peer: SocketAddr,
+        local: SocketAddr,
+        now: Instant,
+    ) -> Option<Admitted> {
+        if !super::peer::is_loopback(peer) {
+            return self.admit(Client::Addr(peer.ip()), now);
+        }
+        if self.crowded() {
+            let _owner = crate::host::cost::span(crate::host::cost::Part::HttpPeer);
+            let client = (self.tell)(&[(peer, local)])[0];
+            return self.admit(client, now);
+        }
+        let admitted = self.insert(Client::Addr(peer.ip()), now);
+        if let Some(e) = self.entries.get_mut(&admitted.id) {
+            e.untold = Some((peer, local));
+        }
+        Some(admitted)
     }
 
     /// Open connections.
@@ -114,6 +183,10 @@ impl Table {
     /// limit is reached (at the client's own limit, one of its own); `None` when every
     /// connection in the way is answering a request (the new one is then closed at once).
     pub fn admit(&mut self, client: Client, now: Instant) -> Option<Admitted> {
+        if self.crowded() {
+            let _owner = crate::host::cost::span(crate::host::cost::Part::HttpPeer);
+            self.tell_untold();
+        }
         if self.count_from(client) >= self.max_per_client {
             let victim = self.oldest_idle(|e| e.client == client)?;
             self.evict(victim);
@@ -121,6 +194,10 @@ impl Table {
         if self.entries.len() >= self.max_total && !self.evict_one() {
             return None;
         }
+        Some(self.insert(client, now))
+    }
+
+    fn insert(&mut self, client: Client, now: Instant) -> Admitted {
         let id = self.next;
         self.next += 1;
         let evict = Arc::new(Notify::new());
@@ -128,17 +205,19 @@ impl Table {
             id,
             Entry {
                 client,
+                untold: None,
                 opened: now,
                 busy: 0,
                 evict: evict.clone(),
             },
         );
-        Some(Admitted { id, evict })
+        Admitted { id, evict }
     }
 
     /// Gives up the oldest idle connection (of the client with the most, if it has one
     /// idle): for when the process runs out of file descriptors. False when all are busy.
     pub fn evict_one(&mut self) -> bool {
+        self.tell_untold();
         let victim = self
             .busiest()
             .and_then(|big| self.oldest_idle(|e| e.client == big))
@@ -206,6 +285,59 @@ mod tests {
         t.busy(a.id, false);
         assert!(t.admit(ip(1), t0 + Duration::from_secs(4)).is_some());
         assert!(!t.entries.contains_key(&a.id));
+    }
+
+    thread_local! {
+        static TOLD: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+
+    /// Tells a loopback client by its port: below 2000 user 1000, else user 2000; records how
+    /// many connections each call was asked about.
+    fn by_port(conns: &[(SocketAddr, SocketAddr)]) -> Vec<Client> {
+        TOLD.with(|t| t.borrow_mut().push(conns.len()));
+        conns
+            .iter()
+            .map(|(p, _)| Client::LocalUser(if p.port() < 2000 { 1000 } else { 2000 }))
+            .collect()
+    }
+
+    fn lo(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    #[test]
+    fn loopback_owners_are_read_only_when_crowded_then_all_at_once() {
+        let t0 = Instant::now();
+        let server = lo(8726);
+        let mut t = Table::telling(100, 3, by_port);
+        let a = t.admit_from(lo(1001), server, t0).expect("first");
+        t.admit_from(lo(2001), server, t0 + Duration::from_secs(1))
+            .expect("second");
+        t.admit_from(lo(1002), server, t0 + Duration::from_secs(2))
+            .expect("third");
+        assert!(
+            TOLD.with(|t| t.borrow().is_empty()),
+            "no limit near: not read"
+        );
+        // The fourth could meet user 1000's limit of 3: the three are told in one read, the
+        // newcomer in another; user 1000 holds 2, so nothing is given up.
+        t.admit_from(lo(1003), server, t0 + Duration::from_secs(3))
+            .expect("fourth");
+        assert_eq!(TOLD.with(|t| t.borrow().clone()), vec![1, 3]);
+        assert_eq!(t.len(), 4);
+        assert_eq!(t.count_from(Client::LocalUser(1000)), 3);
+        // A fifth of user 1000: its oldest idle connection (the first) gives up its place,
+        // as it would have had every owner been read at once.
+        t.admit_from(lo(1004), server, t0 + Duration::from_secs(4))
+            .expect("fifth");
+        assert!(!t.entries.contains_key(&a.id));
+        assert_eq!(t.count_from(Client::LocalUser(1000)), 3);
+        assert_eq!(t.count_from(Client::LocalUser(2000)), 1);
+        // A remote client is its address, never read.
+        let remote = SocketAddr::from(([10, 0, 0, 7], 4000));
+        t.admit_from(remote, server, t0).expect("remote");
+        assert_eq!(t.count_from(ip(7)), 1);
+        assert_eq!(TOLD.with(|t| t.borrow().len()), 3);
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //! client is its address. On loopback every local user — Prometheus, each `ssh -L` tunnel,
 //! anyone with a shell — shares `127.0.0.1` (and can pick any `127.x.y.z`), so a limit per
 //! address would let one user crowd out the others: a loopback client is the user that owns
-//! its socket, read from the kernel's socket table (`/proc/net/tcp`, `/proc/net/tcp6`).
+//! its socket, read from the kernel's socket table (`/proc/net/tcp`, `/proc/net/tcp6`). That
+//! table lists every socket of the machine (about 1.5 ms to read on a busy GPU server), so it is
+//! read only when a limit needs to know who a loopback connection belongs to, for all such
+//! connections at once ([`clients_of`]), never per request.
 
 use std::io::BufRead;
 use std::net::{IpAddr, SocketAddr};
@@ -16,14 +19,41 @@ pub enum Client {
     LocalUser(u32),
 }
 
+/// True when `peer` is a loopback address (its client is the user that owns its socket).
+pub fn is_loopback(peer: SocketAddr) -> bool {
+    peer.ip().is_loopback() || peer.ip().to_canonical().is_loopback()
+}
+
 /// The client of a connection from `peer` to our `local` address.
 pub fn client_of(peer: SocketAddr, local: SocketAddr) -> Client {
-    if peer.ip().is_loopback() || peer.ip().to_canonical().is_loopback() {
-        if let Some(uid) = socket_owner(peer, local) {
-            return Client::LocalUser(uid);
+    clients_of(&[(peer, local)])[0]
+}
+
+/// The clients of the connections `(peer, local)`, in their order, reading each socket table
+/// once for all of them: a loopback connection's is the user that owns its socket, any other's
+/// (or one whose owner cannot be read) its address.
+pub fn clients_of(conns: &[(SocketAddr, SocketAddr)]) -> Vec<Client> {
+    let mut out: Vec<Client> = conns.iter().map(|(p, _)| Client::Addr(p.ip())).collect();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let v6 = table.ends_with('6');
+        let mut wanted: std::collections::HashMap<(String, String), usize> = conns
+            .iter()
+            .enumerate()
+            .filter(|(i, (p, _))| is_loopback(*p) && matches!(out[*i], Client::Addr(_)))
+            .map(|(i, (p, l))| ((proc_hex(*p, v6), proc_hex(*l, v6)), i))
+            .filter(|((c, l), _)| !c.is_empty() && !l.is_empty())
+            .collect();
+        if wanted.is_empty() {
+            continue;
         }
+        find_owners(table, &mut |client, server, uid| {
+            if let Some(i) = wanted.remove(&(client.to_string(), server.to_string())) {
+                out[i] = Client::LocalUser(uid);
+            }
+            !wanted.is_empty()
+        });
     }
-    Client::Addr(peer.ip())
+    out
 }
 
 /// `addr` as `/proc/net/tcp*` prints it: each 32-bit word of the address in the host's byte
@@ -56,36 +86,30 @@ fn proc_hex(addr: SocketAddr, v6_table: bool) -> String {
 /// Lines of a socket table read at most (a table larger than this is not searched further).
 const MAX_LINES: usize = 1 << 20;
 
-/// The uid that owns the client's socket of the connection `peer` → `local`: the entry whose
-/// local address is `peer` and remote address is `local`.
-fn socket_owner(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
-    ["/proc/net/tcp", "/proc/net/tcp6"]
-        .iter()
-        .find_map(|table| {
-            let v6 = table.ends_with('6');
-            find_owner(table, &proc_hex(peer, v6), &proc_hex(local, v6))
-        })
-}
-
-fn find_owner(table: &str, client: &str, server: &str) -> Option<u32> {
-    if client.is_empty() || server.is_empty() {
-        return None;
-    }
-    let f = std::fs::File::open(table).ok()?;
-    std::io::BufReader::new(f)
+/// Calls `found(local address, remote address, uid)` for each entry of the socket table
+/// `table` until it returns false.
+fn find_owners(table: &str, found: &mut dyn FnMut(&str, &str, u32) -> bool) {
+    let Ok(f) = std::fs::File::open(table) else {
+        return;
+    };
+    for line in std::io::BufReader::new(f)
         .lines()
         .skip(1)
         .take(MAX_LINES)
         .map_while(Result::ok)
-        .find_map(|line| {
-            let mut cols = line.split_whitespace();
-            let (_, l, r) = (cols.next()?, cols.next()?, cols.next()?);
-            if l != client || r != server {
-                return None;
-            }
-            // st, tx:rx, tr:when, retrnsmt, then the uid.
-            cols.nth(4)?.parse().ok()
-        })
+    {
+        let mut cols = line.split_whitespace();
+        let (Some(_), Some(l), Some(r)) = (cols.next(), cols.next(), cols.next()) else {
+            continue;
+        };
+        // st, tx:rx, tr:when, retrnsmt, then the uid.
+        let Some(uid) = cols.nth(4).and_then(|u| u.parse().ok()) else {
+            continue;
+        };
+        if !found(l, r, uid) {
+            return;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -107,6 +131,30 @@ mod tests {
         assert_eq!(
             client_of(remote, s.local_addr().expect("addr")),
             Client::Addr(remote.ip())
+        );
+    }
+
+    #[test]
+    fn several_connections_are_told_in_one_read_in_their_order() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let _c1 = std::net::TcpStream::connect(addr).expect("connect");
+        let _c2 = std::net::TcpStream::connect(addr).expect("connect");
+        let (s1, p1) = l.accept().expect("accept");
+        let (s2, p2) = l.accept().expect("accept");
+        let remote: SocketAddr = "10.1.2.3:5555".parse().expect("addr");
+        // A loopback address no socket has: its owner cannot be read, so it is its address.
+        let gone: SocketAddr = "127.0.0.1:1".parse().expect("addr");
+        let me = Client::LocalUser(nix::unistd::geteuid().as_raw());
+        let got = clients_of(&[
+            (p1, s1.local_addr().expect("addr")),
+            (remote, addr),
+            (gone, addr),
+            (p2, s2.local_addr().expect("addr")),
+        ]);
+        assert_eq!(
+            got,
+            vec![me, Client::Addr(remote.ip()), Client::Addr(gone.ip()), me]
         );
     }
 }

@@ -170,11 +170,7 @@ async fn accept_loop(
             }
         };
         let local = stream.local_addr().unwrap_or(peer);
-        let client = {
-            let _owner = cost::span(Part::HttpPeer);
-            super::peer::client_of(peer, local)
-        };
-        let admitted = lock(&table).admit(client, Instant::now());
+        let admitted = lock(&table).admit_from(peer, local, Instant::now());
         let Some(admitted) = admitted else {
             // Every connection in the way is answering a request: this one closes at once.
             tracing::debug!("connection from {peer} refused: every place is answering a request");
