@@ -168,12 +168,18 @@ impl Guard {
 
     /// Decides this tick's steps from `gpus` at `now`.
     pub fn decide(&mut self, gpus: &[GpuFacts], now: UnixMs) -> Vec<Step> {
+        self.decide_owned(gpus.to_vec(), now)
+    }
+
+    /// [`Guard::decide`] on facts it may change (each process's growth is set to the one the
+    /// guard counts): no copy of them is made.
+    pub fn decide_owned(&mut self, mut gpus: Vec<GpuFacts>, now: UnixMs) -> Vec<Step> {
         let mut steps = Vec::new();
-        for g in gpus {
+        for g in &mut gpus {
             let (s, t) = (&self.settings, &self.timing);
             let st = self.gpus.entry(g.index).or_default();
-            let (steady, forecast_rate) = st.samples.steady(g, now);
-            let g = &steady;
+            let forecast_rate = st.samples.steady(g, now);
+            let g = &*g;
             st.settle(g, now);
             let plan = ladder::Plan::of(g, st, s, t, forecast_rate, now);
             let mut chosen = if s.enabled {

@@ -19,12 +19,13 @@ const WINDOW_MS: UnixMs = 6_000;
 pub(super) struct Recent(FastMap<ProcSeriesKey, VecDeque<(UnixMs, u64)>>);
 
 impl Recent {
-    /// Takes in `g`'s samples and gives `g` with each process's growth (and the GPU's, their
-    /// sum) as the guard counts it; the forecast's GPU rate is returned beside.
-    pub(super) fn steady(&mut self, g: &GpuFacts, now: UnixMs) -> (GpuFacts, f64) {
+    /// Takes in `g`'s samples and sets each process's growth in `g` (and the GPU's, their
+    /// sum) as the guard counts it; returns the forecast's GPU rate, as `g` had it.
+    pub(super) fn steady(&mut self, g: &mut GpuFacts, now: UnixMs) -> f64 {
         self.0
             .retain(|k, _| g.proc(k).is_some_and(|p| p.parked.is_none()));
-        let mut out = g.clone();
+        let forecast_rate = g.growth_bytes_s;
+        let out = g;
         for p in out.procs.iter_mut() {
             if p.parked.is_some() {
                 // Parked, or being parked or resumed: it does not grow now.
@@ -41,7 +42,7 @@ impl Recent {
             p.growth_bytes_s = rate(q);
         }
         out.growth_bytes_s = out.procs.iter().map(|p| p.growth_bytes_s).sum();
-        (out, g.growth_bytes_s)
+        forecast_rate
     }
 }
 

@@ -154,7 +154,7 @@ impl GuardStage {
     ) -> Vec<Activity> {
         let now = snap.taken_at_ms;
         let facts = self.facts(snap, found, state, runner, safety);
-        let steps = self.guard.decide(&facts, now);
+        let steps = self.guard.decide_owned(facts, now);
         steps
             .iter()
             .filter_map(|step| self.start(step, snap, runner, safety, now))
