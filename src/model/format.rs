@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Local, TimeZone, Utc};
 
-use crate::model::{UnixMs, GIB, MIB};
+use crate::model::{ParkInfo, ParkState, UnixMs, GIB, MIB};
 
 /// How memory sizes are shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -150,6 +150,37 @@ pub fn date_time(ms: UnixMs) -> String {
 
 fn local(ms: UnixMs) -> Option<DateTime<Local>> {
     Local.timestamp_millis_opt(ms).single()
+}
+
+/// A park in words (the table's cell, the process's details).
+impl ParkInfo {
+    /// "parked — 10.6 GiB in host memory since 14:02" (local time).
+    pub fn describe(&self) -> String {
+        let since = chrono::DateTime::from_timestamp_millis(self.since_ms)
+            .map(|t| t.with_timezone(&chrono::Local).format("%H:%M").to_string())
+            .unwrap_or_default();
+        match (self.state, self.bytes) {
+            (ParkState::Parked, Some(b)) => format!(
+                "parked — {:.1} GiB in host memory since {since}",
+                b as f64 / GIB as f64
+            ),
+            (state, _) => format!("{} since {since}", state.label()),
+        }
+    }
+
+    /// For a table cell at `now`: "⏸ parked 24.0 GiB, 3m 05s" (its state, the bytes in host
+    /// memory when parked, and for how long).
+    pub fn short(&self, now: UnixMs) -> String {
+        let bytes = match (self.state, self.bytes) {
+            (ParkState::Parked, Some(b)) => format!(" {:.1} GiB,", b as f64 / GIB as f64),
+            _ => String::new(),
+        };
+        format!(
+            "⏸ {}{bytes} {}",
+            self.state.label(),
+            duration(now - self.since_ms)
+        )
+    }
 }
 
 #[cfg(test)]
