@@ -4,8 +4,8 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::CliError;
 use crate::engine::guard_replay::{what_if as replay, WhatIf, WhatIfStep};
+use crate::front::headless::CliError;
 use crate::model::{UnixMs, GIB};
 use crate::session::reader::SessionData;
 
@@ -20,7 +20,7 @@ pub fn what_if(
     config: Option<&Path>,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
-    let settings = super::load_settings(config)?;
+    let settings = crate::front::headless::load_settings(config)?;
     let data = SessionData::open(session)?;
     let w = replay(data.snapshots(), &data.events, &settings, park_rate);
     print(&w, session, out)

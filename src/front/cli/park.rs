@@ -8,11 +8,11 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use super::CliError;
 use crate::act::park::cuda::{CudaCheckpoint, CudaError};
 use crate::act::rules::action::{ActionRunner, Activity, Entry, Outcome, Safety};
 use crate::act::rules::eval::{Planned, Target};
 use crate::act::rules::Action;
+use crate::front::headless::CliError;
 use crate::host::procinfo::ProcReader;
 use crate::model::{now_ms, ProcessKey};
 use crate::source::SourceError;

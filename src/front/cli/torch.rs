@@ -11,7 +11,7 @@ use crate::act::torch::error::TorchError;
 use crate::act::torch::hook;
 use crate::act::torch::protocol::TorchFacts;
 use crate::act::torch::sockets::runtime_dir;
-use crate::front::cli::CliError;
+use crate::front::headless::CliError;
 use crate::host::term::escape_control;
 
 /// `vramwarden torch …`.
