@@ -7,7 +7,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{socket_name, Client, Release, TorchError, DEFAULT_TIMEOUT};
+use super::client::{Client, DEFAULT_TIMEOUT};
+use super::error::TorchError;
+use super::protocol::Release;
+use super::sockets::socket_name;
 use crate::model::UnixMs;
 
 /// Longest wait for the companion's answer to a release: an `empty_cache()` of a large cache

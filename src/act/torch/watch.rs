@@ -47,10 +47,10 @@ pub struct Watch {
     thread: Option<JoinHandle<()>>,
 }
 
-/// The companions' folders this process may read: its own ([`super::runtime_dir`]) and, when
+/// The companions' folders this process may read: its own ([`super::sockets::runtime_dir`]) and, when
 /// it runs as root, every user's (`/run/user/*/vramwarden`, `/tmp/vramwarden-*`).
 pub fn all_runtime_dirs() -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = super::runtime_dir().into_iter().collect();
+    let mut dirs: Vec<PathBuf> = super::sockets::runtime_dir().into_iter().collect();
     if nix::unistd::geteuid().is_root() {
         if let Ok(users) = std::fs::read_dir("/run/user") {
             dirs.extend(users.flatten().map(|u| u.path().join("vramwarden")));
@@ -233,7 +233,7 @@ impl Backoff {
 fn open_all(
     todo: &[(u32, PathBuf)],
     interval: Duration,
-) -> Vec<(u32, Result<Conn, super::TorchError>)> {
+) -> Vec<(u32, Result<Conn, super::error::TorchError>)> {
     if todo.len() <= 1 {
         return todo
             .iter()
@@ -279,7 +279,7 @@ struct Conn {
 }
 
 /// Connects to the companion of `pid` at `path` and subscribes to its figures.
-fn open(path: &Path, pid: u32, interval: Duration) -> Result<Conn, super::TorchError> {
+fn open(path: &Path, pid: u32, interval: Duration) -> Result<Conn, super::error::TorchError> {
     let mut client = Client::connect_at(path, pid, None, DEFAULT_TIMEOUT)?;
     let polls_in = |d: Duration| (d.as_millis() / interval.as_millis().max(1)) as u32;
     let feed = match client.subscribe(interval, Some(HEARTBEAT))? {
