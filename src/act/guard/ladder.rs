@@ -7,9 +7,9 @@
 
 use super::facts::{GpuFacts, ProcFacts};
 use super::settings::GuardSettings;
+use super::state::{GpuState, Step};
 use super::status::{NextStep, StepKind};
 use super::timing::{Timing, OVERHEAD_S, RELEASE_S};
-use super::{GpuState, Step};
 use crate::model::{UnixMs, MIB};
 
 /// Releases smaller than this are not worth a step (bytes).

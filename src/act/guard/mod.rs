@@ -21,14 +21,17 @@ pub mod facts;
 pub mod ladder;
 pub mod resume;
 pub mod settings;
+pub mod state;
 pub mod status;
 mod steady;
 pub mod timing;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::BTreeMap;
 
 pub use facts::{GpuFacts, ProcFacts};
 pub use settings::GuardSettings;
+pub use state::Step;
+use state::{GpuState, InFlight, ParkedEntry};
 pub use status::{
     GuardParked, GuardPhase, GuardStatus, NextStep, StepKind, StepOutcome, StepRecord,
 };
@@ -36,98 +39,12 @@ pub use timing::Timing;
 
 use crate::model::history::ProcSeriesKey;
 use crate::model::outcome::Outcome;
-use crate::model::{ParkState, UnixMs, GIB, MIB};
+use crate::model::{ParkState, UnixMs, MIB};
 
 /// Records kept per GPU for the view.
 const RECENT_KEPT: usize = 12;
 /// A target that was refused is not tried again for this long.
 const RETRY_MS: i64 = 60_000;
-
-/// A step the guard asks the engine to start.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Step {
-    /// The GPU it is for.
-    pub gpu: u32,
-    /// Which step.
-    pub kind: StepKind,
-    /// The process.
-    pub key: ProcSeriesKey,
-    /// "python (PID 42)".
-    pub who: String,
-    /// The memory it moves or frees.
-    pub bytes: u64,
-    /// Seconds it is expected to need.
-    pub needs_s: f64,
-    /// The GPU's time to full when it was decided (None: nothing grows).
-    pub full_in_s: Option<f64>,
-    /// How fast the target grew when it was decided (bytes/s; 0 when it did not).
-    pub rate_bytes_s: f64,
-    /// Started to make room for a grower the guard paused (nothing grows meanwhile).
-    pub for_paused: bool,
-}
-
-impl Step {
-    /// Why it starts, in words, for the activity and session logs.
-    pub fn reason(&self) -> String {
-        let full = match self.full_in_s {
-            Some(s) => format!("GPU {} full in {s:.0} s", self.gpu),
-            None if self.for_paused => "room for the paused grower".to_string(),
-            None => "no growth".to_string(),
-        };
-        format!(
-            "{}: {} ({:.1} GiB, needs ~{:.0} s)",
-            full,
-            self.kind.label(),
-            self.bytes as f64 / GIB as f64,
-            self.needs_s
-        )
-    }
-}
-
-/// A step started and not yet ended.
-#[derive(Debug, Clone)]
-struct InFlight {
-    key: ProcSeriesKey,
-    kind: StepKind,
-    /// Memory it frees when done (negative: a resume takes it).
-    gain: f64,
-    /// When it should end, by its expected time.
-    due_ms: UnixMs,
-    /// When it is given up for lost if no end has come.
-    ends_ms: UnixMs,
-    step: Step,
-}
-
-/// A process the guard parked.
-#[derive(Debug, Clone)]
-struct ParkedEntry {
-    key: ProcSeriesKey,
-    who: String,
-    bytes: u64,
-    /// Its growth when it was paused (0: it was idle).
-    grower_rate: f64,
-    since_ms: UnixMs,
-    /// Times it was paused as the grower.
-    pauses: u32,
-}
-
-/// The guard's state on one GPU.
-#[derive(Debug, Default)]
-struct GpuState {
-    in_flight: Vec<InFlight>,
-    /// Targets tried: refused ones are not asked again for [`RETRY_MS`], dry-run ones not
-    /// until the episode ends (nothing grows on the GPU).
-    tried: HashMap<(ProcSeriesKey, StepKind), (UnixMs, bool)>,
-    /// Times each process was paused as the grower.
-    pauses: HashMap<ProcSeriesKey, u32>,
-    /// Each process's last samples (the growth the guard acts on).
-    samples: steady::Recent,
-    parked: Vec<ParkedEntry>,
-    /// Since when the resume of the first waiting process has been safe.
-    safe_since: Option<(ProcSeriesKey, UnixMs)>,
-    recent: VecDeque<StepRecord>,
-    status: Option<GuardStatus>,
-}
 
 /// The guard: its settings, the measured timing and its state per GPU.
 #[derive(Debug, Default)]
@@ -448,7 +365,7 @@ impl GpuState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ParkInfo, ProcessKey};
+    use crate::model::{ParkInfo, ProcessKey, GIB};
 
     const T: UnixMs = 1_000_000;
 

@@ -13,9 +13,9 @@
 
 use super::facts::GpuFacts;
 use super::settings::GuardSettings;
+use super::state::{GpuState, ParkedEntry, Step};
 use super::status::StepKind;
 use super::timing::{Timing, OVERHEAD_S};
-use super::{GpuState, ParkedEntry, Step};
 use crate::act::park::checks::room_margin;
 use crate::model::{ParkState, UnixMs, GIB, MIB};
 
