@@ -27,7 +27,7 @@ use crate::engine::command::{Answer, CommandId, CommandReply};
 use crate::engine::EngineCommand;
 use crate::link::wire::WireReply;
 
-use super::AgentState;
+use super::state::AgentState;
 
 /// A reply body.
 pub enum Body {

@@ -10,7 +10,7 @@ use crate::engine::EngineCommand;
 use crate::link::wire::{WirePast, WireView, API_VERSION};
 
 use super::api::Reply;
-use super::AgentState;
+use super::state::AgentState;
 
 /// Most history ticks in one answer of `/api/view` (a window far behind asks again).
 pub const VIEW_PAGE_TICKS: usize = crate::model::history::delta::MAX_DELTA_TICKS;

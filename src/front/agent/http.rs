@@ -4,7 +4,7 @@
 use super::api::{self, Reply};
 use super::api_view;
 use super::metrics::{self, Format};
-use super::AgentState;
+use super::state::AgentState;
 
 /// The request method, as far as routing cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

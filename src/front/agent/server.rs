@@ -38,7 +38,7 @@ use super::api::{Body, Reply};
 use super::body::ReplyBody;
 use super::conns::{self, Table};
 use super::http::{self, Method, RequestHead};
-use super::AgentState;
+use super::state::AgentState;
 use crate::host::cost::{self, Part};
 
 /// Largest request head (request line and headers), bytes.
