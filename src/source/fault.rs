@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{GpuSource, SourceError};
+use super::traits::{GpuSource, SourceError};
 use crate::model::{ProcessSample, Snapshot, SourceInfo, UnixMs};
 
 /// What the wrapped driver does at the next sample.

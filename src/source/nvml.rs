@@ -11,7 +11,7 @@ use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 use nvml_wrapper::Nvml;
 
-use super::{host_name, GpuSource, SourceError};
+use super::traits::{host_name, GpuSource, SourceError};
 use crate::host::cost::{self, Part};
 use crate::model::{ContextKind, DeviceSample, ProcessSample, Snapshot, SourceInfo, UnixMs};
 

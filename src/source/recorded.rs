@@ -1,7 +1,7 @@
 //! Snapshots built beforehand (from nvidia-smi logs, by [`crate::source::nvidia_smi`]) as a source: each
 //! sample is the next one, whatever moment is asked for, and the source then ends.
 
-use super::{GpuSource, SourceError};
+use super::traits::{GpuSource, SourceError};
 use crate::model::{Snapshot, SourceInfo, UnixMs};
 
 /// Snapshots handed out in order, then [`SourceError::Ended`].

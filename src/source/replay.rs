@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::{Scope, ScopedJoinHandle};
 
-use super::{GpuSource, SourceError};
+use super::traits::{GpuSource, SourceError};
 use crate::model::history::History;
 use crate::model::{Snapshot, SourceInfo, UnixMs};
 use crate::session::reader::SessionData;

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::{host_name, GpuSource, SourceError};
+use super::traits::{host_name, GpuSource, SourceError};
 use crate::model::{
     DeviceSample, FastMap, ProcInfo, ProcessSample, Snapshot, SourceInfo, UnixMs, MIB,
 };
