@@ -115,7 +115,11 @@ fn window(args: Cli, source: SourceKind, connect: Option<ConnectTarget>) -> u8 {
         settings,
         connect,
     }) {
-        Ok(()) => 0,
+        Ok(()) => {
+            // `-v`: the run statistics (frames per sample among them) when the window closes.
+            vramwarden::host::cost::log_report();
+            0
+        }
         Err(e) => {
             tracing::error!("could not open the window: {e}");
             1

@@ -76,10 +76,13 @@ pub enum Part {
     HttpRequest,
     /// Who a loopback connection comes from: its owner read from the kernel's socket table.
     HttpPeer,
+    /// One of the window's frames: its UI pass (layout and drawing commands; the painting
+    /// that follows is in the main thread's CPU, not here).
+    Frame,
 }
 
 /// How many parts there are.
-pub const PARTS: usize = 29;
+pub const PARTS: usize = 30;
 
 impl Part {
     /// Every part, in the report's order.
@@ -113,6 +116,7 @@ impl Part {
         Part::HttpWake,
         Part::HttpRequest,
         Part::HttpPeer,
+        Part::Frame,
     ];
 
     /// The name in the report.
@@ -147,6 +151,7 @@ impl Part {
             Part::HttpWake => "http wake-ups",
             Part::HttpRequest => "http requests",
             Part::HttpPeer => "http connection's owner",
+            Part::Frame => "window frame (UI pass)",
         }
     }
 
@@ -169,7 +174,7 @@ impl Part {
             LogWrite | LogSync => Some(Record),
             LeakWatch => Some(Watches),
             Guard => Some(Rules),
-            Tick | AfterTick | SamplerWake | HttpWake | HttpRequest | HttpPeer => None,
+            Tick | AfterTick | SamplerWake | HttpWake | HttpRequest | HttpPeer | Frame => None,
         }
     }
 

@@ -1999,6 +1999,10 @@ fn paint_focus_ring(ctx: &egui::Context) {
 
 impl eframe::App for VramApp {
     fn ui(&mut self, ui: &mut Ui, _frame: &mut eframe::Frame) {
+        // `-v`: the frames drawn (per sample, beside the ticks) and each one's UI pass.
+        let _pass = crate::host::cost::span(crate::host::cost::Part::Frame);
+        // `-vv`: why each frame was drawn (which request for a repaint led to it).
+        tracing::trace!(causes = ?ui.ctx().repaint_causes(), "frame");
         self.fit_zoom.update(ui.ctx());
         self.draw(ui);
         paint_focus_ring(ui.ctx());
