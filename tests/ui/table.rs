@@ -17,10 +17,23 @@ fn narrow_table() -> Harness<'static, VramApp> {
     h
 }
 
-/// Issue 40 (window v4): PID and Name are a frozen column: Shift+wheel over the table
-/// scrolls the other columns sideways, and the line's PID and name stay where they were.
+/// Issue 40 (window v4): PID and Name are a frozen column: Shift+wheel over the scrolled
+/// columns scrolls them sideways, and the line's PID and name stay where they were.
 #[test]
 fn pid_and_name_stay_while_the_table_scrolls_sideways() {
+    shift_wheel_scrolls_the_columns(false);
+}
+
+/// Issue 40 (window v4): Shift+wheel with the pointer over the frozen half (on the PID)
+/// scrolls the other columns too (egui gave it to no scroll area there).
+#[test]
+fn shift_wheel_over_pid_and_name_scrolls_the_other_columns() {
+    shift_wheel_scrolls_the_columns(true);
+}
+
+/// Shift+wheel with the pointer on the trainer's line, on its PID (`on_pid`) or 150 points
+/// right of its name, moves RSS left by more than 100 points; the PID and the name stay.
+fn shift_wheel_scrolls_the_columns(on_pid: bool) {
     let mut h = narrow_table();
     let pid = h.get_by_label("48213").rect();
     let name_of = |h: &Harness<'static, VramApp>, pid: egui::Rect| {
@@ -44,7 +57,12 @@ fn pid_and_name_stay_while_the_table_scrolls_sideways() {
         user.left() > name.left() && user.left() < pid.left() + 260.0 && user.right() < pane.left(),
         "User's header at {user:?}, the name at {name:?}"
     );
-    h.hover_at(egui::pos2(name.right() + 150.0, pid.center().y));
+    let x = if on_pid {
+        pid.center().x
+    } else {
+        name.right() + 150.0
+    };
+    h.hover_at(egui::pos2(x, pid.center().y));
     for _ in 0..4 {
         h.event(egui::Event::MouseWheel {
             unit: egui::MouseWheelUnit::Point,

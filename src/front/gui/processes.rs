@@ -369,8 +369,15 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
         };
         seen[0] = half_table(ui, t, &lines, &part, (shared, hovered));
     });
+    let pushed = wheel_over_frozen(ui, left);
+    let side = sync.with("side-offset");
+    let last_side = ui.ctx().data(|d| d.get_temp::<f32>(side)).unwrap_or(0.0);
     ui.scope_builder(egui::UiBuilder::new().max_rect(right), |ui| {
-        side_scroll(ui).show(ui, |ui| {
+        let mut area = side_scroll(ui);
+        if pushed != 0.0 {
+            area = area.horizontal_scroll_offset((last_side - pushed).max(0.0));
+        }
+        let out = area.show(ui, |ui| {
             let part = Part {
                 cols: scrolled,
                 first: frozen_n,
@@ -378,6 +385,8 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
             };
             seen[1] = half_table(ui, t, &lines, &part, (shared, hovered));
         });
+        let offset = out.state.clamped_offset().x;
+        ui.ctx().data_mut(|d| d.insert_temp(side, offset));
     });
     ui.advance_cursor_after_rect(full);
     // The two halves scroll up and down as one: the one scrolled gives its offset to both.
@@ -403,6 +412,16 @@ pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: U
             None => d.remove::<usize>(sync.with("hover")),
         }
     });
+}
+
+/// The sideways part of a wheel turned over the frozen half (Shift+wheel, or a touchpad's
+/// sideways swipe), taken from the frame's input: egui gives it only to the scroll area under
+/// the pointer, and the frozen half scrolls up and down only. The columns after it scroll by it.
+fn wheel_over_frozen(ui: &Ui, frozen: egui::Rect) -> f32 {
+    if !ui.rect_contains_pointer(frozen) {
+        return 0.0;
+    }
+    ui.input_mut(|i| std::mem::take(&mut i.smooth_scroll_delta.x))
 }
 
 /// The sideways scroll of the table's columns after PID and Name. A window starts with it
