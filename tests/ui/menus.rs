@@ -108,11 +108,11 @@ fn a_previewed_theme_is_undone_by_revert_and_by_esc() {
 #[test]
 fn a_session_graph_speaks_of_the_slider_not_live() {
     let (_dir, h) = recorded_session_harness(300);
-    h.get_by_label_contains("End: back to the slider");
+    h.get_by_label_contains("double-click: back to the slider");
     assert!(h.query_by_label_contains("follow live").is_none());
     let mut h = harness(demo_app(60));
     h.run();
-    h.get_by_label_contains("End: follow live");
+    h.get_by_label_contains("double-click: follow live");
 }
 
 /// Issue 40: the forecast's warning time (`notifications.oom_forecast_minutes`) is in

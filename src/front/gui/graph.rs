@@ -632,7 +632,8 @@ fn draw_plot(
     rescale(lines, scale);
     let lines: &[GraphLine] = lines;
     let fit = o.fit_y.then(|| fit_range(lines, o)).flatten();
-    let plot = configure_plot(id, o, unit, scale, fit);
+    let days = widgets::shows_days(o.set_x.or_else(|| lines_span(lines)));
+    let plot = configure_plot(id, o, (unit, scale, days), fit);
     let resp = plot.show(ui, |plot_ui| {
         if let Some((a, b)) = o.set_x {
             plot_ui.set_plot_bounds_x(a..=b);
@@ -646,11 +647,13 @@ fn draw_plot(
     if o.table_hover {
         if let Some(pos) = resp.response.hover_pos() {
             let x = resp.transform.value_from_position(pos).x;
+            let shown = resp.transform.bounds();
             let at = HoverAt {
                 x,
                 step: o.step_s,
                 bucket: bucket_at(o.buckets, x, o.step_s),
                 stacked: o.stacked,
+                days: widgets::shows_days(Some((shown.min()[0], shown.max()[0]))),
             };
             let (limit, reserved, units) = (o.limit_mib, o.reserved_mib, o.units);
             resp.response.clone().on_hover_ui_at_pointer(|ui| {
@@ -698,8 +701,7 @@ fn fit_range(lines: &[GraphLine], o: &PlotOpts<'_>) -> Option<(f64, f64)> {
 fn configure_plot<'a>(
     id: &str,
     o: &PlotOpts<'_>,
-    unit: &'static str,
-    scale: f64,
+    (unit, scale, days): (&'static str, f64, bool),
     fit: Option<(f64, f64)>,
 ) -> Plot<'a> {
     let units = o.units;
@@ -725,7 +727,7 @@ fn configure_plot<'a>(
                 ..
             } => Some(format!(
                 "{plot_name}\n{}\n{}",
-                format::clock((position.x * 1000.0) as i64),
+                widgets::hover_time(position.x, days),
                 units.mib(position.y / scale)
             )),
             egui_plot::HoverPosition::Elsewhere { .. } => None,
@@ -900,6 +902,8 @@ struct HoverAt {
     bucket: Option<Bucket>,
     /// Whether the lines are a stack read at each bucket's instant.
     stacked: bool,
+    /// The graph shows more than one day: times name their day.
+    days: bool,
 }
 
 /// The bucket that holds time `x` (within `step` after its last sample).
@@ -910,14 +914,28 @@ pub fn bucket_at(buckets: &[Bucket], x: f64, step: f64) -> Option<Bucket> {
 }
 
 /// The hover's title: the bucket's time range ("12:00:00 – 12:01:36"), or one time when it
-/// holds one sample.
-pub fn bucket_title(b: &Bucket) -> String {
-    let clock = |s: f64| format::clock((s * 1000.0).round() as i64);
+/// holds one sample. With `days` (the graph shows more than one day) each time names its
+/// day ("7 Dec 00:00:00 – 00:01:36"; the end's day only when it is another).
+pub fn bucket_title(b: &Bucket, days: bool) -> String {
     if b.to_s > b.from_s {
-        format!("{} – {}", clock(b.from_s), clock(b.to_s))
+        let end_days = days && !widgets::same_day(b.from_s, b.to_s);
+        format!(
+            "{} – {}",
+            widgets::hover_time(b.from_s, days),
+            widgets::hover_time(b.to_s, end_days)
+        )
     } else {
-        clock(b.from_s)
+        widgets::hover_time(b.from_s, days)
     }
+}
+
+/// The time range the lines cover (unix s), first point to last.
+fn lines_span(lines: &[GraphLine]) -> Option<(f64, f64)> {
+    let first = lines.iter().filter_map(|l| l.points.first()).map(|p| p[0]);
+    let last = lines.iter().filter_map(|l| l.points.last()).map(|p| p[0]);
+    let a = first.fold(f64::INFINITY, f64::min);
+    let b = last.fold(f64::NEG_INFINITY, f64::max);
+    (a <= b).then_some((a, b))
 }
 
 /// The hover of the GPU graph: the bucket under the cursor (its time range), every series's
@@ -939,19 +957,19 @@ fn hover_table(
     };
     match &at.bucket {
         Some(b) => {
-            ui.label(egui::RichText::new(bucket_title(b)).strong());
+            ui.label(egui::RichText::new(bucket_title(b, at.days)).strong());
             if at.stacked && b.to_s > b.from_s {
                 ui.label(
                     egui::RichText::new(format!(
                         "values at {}",
-                        format::clock((b.at_s * 1000.0).round() as i64)
+                        widgets::hover_time(b.at_s, false)
                     ))
                     .weak(),
                 );
             }
         }
         None => {
-            ui.label(egui::RichText::new(format::clock((x * 1000.0) as i64)).strong());
+            ui.label(egui::RichText::new(widgets::hover_time(x, at.days)).strong());
         }
     }
     // One unit for the whole list (Auto: from the GPU's size).
@@ -1442,11 +1460,21 @@ fn toolbar(ui: &mut Ui, device: u32, state: &mut UiState, cache: &mut GraphCache
         if cache.free_range.is_some() && ui.button(follow).clicked() {
             cache.free_range = None;
         }
-        ui.label(widgets::hint(if cache.in_session {
-            "wheel, +/−: zoom · drag, Shift+Left/Right: pan · double-click, End: back to the slider"
+        let (short, full) = if cache.in_session {
+            (
+                "wheel: zoom · drag: pan · double-click: back to the slider",
+                "wheel, +/−: zoom · drag, Shift+Left/Right: pan · double-click, End: back to the slider",
+            )
         } else {
-            "wheel, +/−: zoom · drag, Shift+Left/Right: pan · double-click, End: follow live"
-        }));
+            (
+                "wheel: zoom · drag: pan · double-click: follow live",
+                "wheel, +/−: zoom · drag, Shift+Left/Right: pan · double-click, End: follow live",
+            )
+        };
+        // One line: cut with "…" where the row has no room (it wrapped onto a line of its
+        // own under the controls); the keys on hover.
+        ui.add(egui::Label::new(widgets::hint(short)).truncate())
+            .on_hover_text(full);
     });
 }
 
@@ -1698,6 +1726,8 @@ fn metric_plot(
     } else {
         0.0
     };
+    let days = widgets::shows_days(set_x.or_else(|| lines_span(lines)));
+    let hover_unit = unit.to_string();
     let unit = unit.to_string();
     let link = egui::Id::unique(("gpu-time", device));
     let mut plot = Plot::new(("gpu-metric", device, title))
@@ -1715,7 +1745,21 @@ fn metric_plot(
         .custom_x_axes(vec![time_axis()])
         .x_grid_spacer(time_grid)
         .y_grid_spacer(value_grid)
-        .custom_y_axes(vec![value_axis(48.0, move |m| value_label(m, &unit))]);
+        .custom_y_axes(vec![value_axis(48.0, move |m| value_label(m, &unit))])
+        // Its name, the clock and the value with its unit (egui_plot's own label is "x = "
+        // in unix seconds).
+        .label_formatter(move |pos| match pos {
+            egui_plot::HoverPosition::NearDataPoint {
+                plot_name,
+                position,
+                ..
+            } => Some(format!(
+                "{plot_name}\n{}\n{:.0} {hover_unit}",
+                widgets::hover_time(position.x, days),
+                position.y
+            )),
+            egui_plot::HoverPosition::Elsewhere { .. } => None,
+        });
     if title == "Utilisation" || title == "Fan" {
         plot = plot.include_y(100.0);
     }
@@ -1920,6 +1964,51 @@ mod tests {
         assert_eq!(half_past, "00:30:00");
         let before = x_formatter(mark(midnight - 1800.0), &range);
         assert_eq!(before, "23:30:00");
+    }
+
+    /// Issue 40 (window v4): a hover names the day when the graph shows more than one day
+    /// (midnight in view, as its axis names it), and gives the clock alone within a day.
+    #[test]
+    fn the_hover_names_the_day_when_the_graph_shows_midnight() {
+        use chrono::TimeZone;
+        let midnight = chrono::Local
+            .with_ymd_and_hms(2026, 12, 7, 0, 0, 0)
+            .earliest()
+            .expect("a local midnight")
+            .timestamp() as f64;
+        let around = widgets::shows_days(Some((midnight - 600.0, midnight + 600.0)));
+        assert!(around, "ten minutes either side of midnight");
+        let morning = widgets::shows_days(Some((midnight + 3600.0, midnight + 7200.0)));
+        assert!(!morning, "one morning hour");
+        assert!(widgets::shows_days(Some((
+            midnight + 60.0,
+            midnight + 3.0 * 86_400.0
+        ))));
+        let one = Bucket {
+            from_s: midnight + 5.0,
+            to_s: midnight + 5.0,
+            at_s: midnight + 5.0,
+            total_range: None,
+        };
+        assert_eq!(bucket_title(&one, true), "7 Dec 00:00:05");
+        assert_eq!(bucket_title(&one, false), "00:00:05");
+        let across = Bucket {
+            from_s: midnight - 30.0,
+            to_s: midnight + 66.0,
+            at_s: midnight + 66.0,
+            total_range: None,
+        };
+        assert_eq!(
+            bucket_title(&across, true),
+            "6 Dec 23:59:30 – 7 Dec 00:01:06"
+        );
+        let within = Bucket {
+            from_s: midnight + 30.0,
+            to_s: midnight + 126.0,
+            at_s: midnight + 126.0,
+            total_range: None,
+        };
+        assert_eq!(bucket_title(&within, true), "7 Dec 00:00:30 – 00:02:06");
     }
 
     /// Issue 40 (window v4): no time mark lies closer to an end of the plot than half a label

@@ -5,7 +5,6 @@
 use egui::{Color32, RichText, Ui};
 
 use super::widgets;
-use crate::model::format;
 
 /// One series of a plot, as the table reads it.
 #[derive(Debug, Clone, Copy)]
@@ -92,8 +91,9 @@ pub fn series_table(
                 .spacing([12.0, 3.0])
                 .show(ui, |ui| {
                     ui.label(RichText::new("Series").strong());
+                    let days = widgets::shows_days(Some((from_s, to_s)));
                     for t in &times {
-                        ui.label(RichText::new(format::clock((t * 1000.0) as i64)).strong());
+                        ui.label(RichText::new(widgets::hover_time(*t, days)).strong());
                     }
                     ui.label(RichText::new("Lowest").strong());
                     ui.label(RichText::new("Highest").strong());

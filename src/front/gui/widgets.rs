@@ -374,6 +374,33 @@ fn paint_swatch(ui: &Ui, rect: Rect, color: Color32) {
     );
 }
 
+/// A time in a hover: the clock ("23:59:58"), with its day first when `days`
+/// ("7 Dec 00:00:05").
+pub fn hover_time(s: f64, days: bool) -> String {
+    let ms = (s * 1000.0).round() as i64;
+    if days {
+        format!(
+            "{} {}",
+            crate::model::format::day(ms),
+            crate::model::format::clock(ms)
+        )
+    } else {
+        crate::model::format::clock(ms)
+    }
+}
+
+/// Whether unix times `a` and `b` (s) fall on the same local day.
+pub fn same_day(a: f64, b: f64) -> bool {
+    let day = |s: f64| crate::model::format::day((s * 1000.0).round() as i64);
+    day(a) == day(b)
+}
+
+/// Whether a graph over `range` (unix s) shows more than one local day: its time axis then
+/// names the day at midnight, and its hovers name the day of each time.
+pub fn shows_days(range: Option<(f64, f64)>) -> bool {
+    range.is_some_and(|(a, b)| b - a > 86_400.0 || !same_day(a, b))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
