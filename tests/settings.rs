@@ -117,7 +117,7 @@ fn rules_check_prints_rules_in_words() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("valid"));
-    assert!(text.contains("1. Idle notebook kernels: when the process holds ≥ 8192 MiB and the process is GPU-idle for ≥ 30 min and its command line matches /ipykernel/, terminate (SIGTERM; SIGKILL 10 s later if still running)"), "{text}");
+    assert!(text.contains("1. Idle notebook kernels: when the process holds ≥ 8 GiB and the process is GPU-idle for ≥ 30 min and its command line matches /ipykernel/, terminate (SIGTERM; SIGKILL 10 s later if still running)"), "{text}");
     assert!(text.contains("2. GPU 0 nearly full: when on GPU 0 and the GPU is ≥ 95 % full, for 120 s, run `systemctl --user restart jupyter`"), "{text}");
     assert!(text.contains("DRY RUN"));
     let out = bin()

@@ -790,7 +790,7 @@ mod releasable_cache_tests {
         };
         assert!(rule.problems().is_empty());
         assert!(rule.conditions.targets_processes());
-        assert!(rule.describe().contains("PyTorch cache holds ≥ 4096 MiB"));
+        assert!(rule.describe().contains("PyTorch cache holds ≥ 4 GiB"));
         let pids: Vec<u32> = st
             .matches_now(&rule, &snap(), &Facts::default())
             .iter()

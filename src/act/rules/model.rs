@@ -593,13 +593,13 @@ impl Rule {
             when.push(format!("on GPU {g}"));
         }
         if let Some(x) = c.process_memory_min_mib {
-            when.push(format!("the process holds ≥ {x} MiB"));
+            when.push(format!("the process holds ≥ {}", gib(x)));
         }
         if let Some(x) = c.device_used_min_pct {
             when.push(format!("the GPU is ≥ {x} % full"));
         }
         if let Some(x) = c.device_free_max_mib {
-            when.push(format!("the GPU has ≤ {x} MiB free"));
+            when.push(format!("the GPU has ≤ {} free", gib(x)));
         }
         if let Some(x) = c.device_full_within_minutes {
             when.push(format!("the GPU is forecast full in < {x} min"));
@@ -629,7 +629,7 @@ impl Rule {
             when.push(format!("its pod matches {x}"));
         }
         if let Some(x) = c.container_total_min_mib {
-            when.push(format!("its container holds ≥ {x} MiB on that GPU"));
+            when.push(format!("its container holds ≥ {} on that GPU", gib(x)));
         }
         if let Ok(Some(s)) = super::schedule::Schedule::new(c.at.as_deref(), c.every_hours) {
             when.extend(s.describe());
@@ -638,17 +638,18 @@ impl Rule {
             when.push(format!("it has run ≥ {x} min"));
         }
         if let Some(x) = c.user_total_min_mib {
-            when.push(format!("its user holds ≥ {x} MiB on that GPU"));
+            when.push(format!("its user holds ≥ {} on that GPU", gib(x)));
         }
         if let Some(x) = c.releasable_cache_min_mib {
-            when.push(format!("its PyTorch cache holds ≥ {x} MiB releasable"));
+            when.push(format!("its PyTorch cache holds ≥ {} releasable", size(x)));
         }
         if let Some(x) = c.allocated_growth_min_mib_per_min {
             when.push(format!("its PyTorch allocated memory grows ≥ {x} MiB/min"));
         }
         if let Some(x) = c.parked_fits_with_mib {
             when.push(format!(
-                "it is parked and its GPU has room for it with {x} MiB to spare"
+                "it is parked and its GPU has room for it with {} to spare",
+                size(x)
             ));
         }
         if c.largest_only {
@@ -729,6 +730,22 @@ pub fn example_ladder() -> Vec<Rule> {
     ]
 }
 
+/// A memory size from a rule (MiB) as the editor shows it: GiB with at most two decimals
+/// ("8 GiB", "0.5 GiB").
+fn gib(mib: f64) -> String {
+    let g = format!("{:.2}", mib / 1024.0);
+    format!("{} GiB", g.trim_end_matches('0').trim_end_matches('.'))
+}
+
+/// A memory size from a rule (MiB) in words: MiB under 1 GiB ("256 MiB"), else GiB.
+fn size(mib: f64) -> String {
+    if mib.abs() < 1024.0 {
+        format!("{mib} MiB")
+    } else {
+        gib(mib)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -756,5 +773,35 @@ mod tests {
                 "{k:?}: {problems:?}"
             );
         }
+    }
+
+    /// Issue 40 (window v4): a rule's summary gives its memory sizes in GiB, as the editor
+    /// edits them (it said "holds ≥ 8192 MiB" beside a field reading 8 GiB).
+    #[test]
+    fn a_rules_summary_gives_memory_sizes_in_gib_as_the_editor() {
+        let r = Rule {
+            name: "big".into(),
+            conditions: Conditions {
+                process_memory_min_mib: Some(8192.0),
+                device_free_max_mib: Some(512.0),
+                user_total_min_mib: Some(40_960.0),
+                releasable_cache_min_mib: Some(256.0),
+                ..Conditions::default()
+            },
+            ..Rule::default()
+        };
+        let words = r.describe();
+        for part in [
+            "the process holds ≥ 8 GiB",
+            "the GPU has ≤ 0.5 GiB free",
+            "its user holds ≥ 40 GiB on that GPU",
+            "its PyTorch cache holds ≥ 256 MiB releasable",
+        ] {
+            assert!(words.contains(part), "{part:?} in {words:?}");
+        }
+        assert!(!words.contains("8192"), "{words}");
+        assert_eq!(gib(1536.0), "1.5 GiB");
+        assert_eq!(gib(100.0), "0.1 GiB");
+        assert_eq!(size(2048.0), "2 GiB");
     }
 }
