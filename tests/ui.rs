@@ -15,6 +15,10 @@ const T0: UnixMs = 1_796_000_000_000;
 
 #[path = "ui/contrast.rs"]
 mod contrast;
+#[path = "ui/dialogs.rs"]
+mod dialogs;
+#[path = "ui/glyphs.rs"]
+mod glyphs;
 #[path = "ui/layout.rs"]
 mod layout;
 #[path = "ui/menus.rs"]
@@ -307,7 +311,7 @@ fn creates_a_rule_in_the_settings_window_and_saves_it() {
         .click();
     h.run();
     h.get_by_label_contains(
-        "Idle holder: when the process holds ≥ 8192 MiB and the process is GPU-idle for ≥ 30 min",
+        "Idle holder: when the process holds ≥ 8 GiB and the process is GPU-idle for ≥ 30 min",
     );
     // "Test this rule": on the demo, the idle evaluation (8 GiB) has not been idle 30 min yet.
     h.get_by_label("Test this rule").scroll_to_me();
@@ -430,7 +434,7 @@ fn terminate_from_the_detail_pane_asks_first() {
     let mut h = with_detail_open(demo_app(120), "39002");
     h.get_by_label("Terminate").click();
     h.run();
-    h.get_by_label("Terminate this process?");
+    h.get_by_role_and_label(egui::accesskit::Role::Dialog, "Terminate this process?");
     h.get_by_label_contains("python3 (PID 39002, user alice, GPU 1, 8192 MiB)");
     h.get_by_label("Cancel").click();
     h.run();
@@ -524,7 +528,7 @@ fn exporting_over_existing_files_asks_first() {
     );
     let wait = |h: &mut Harness<'static, VramApp>, label: &str| {
         let t = Instant::now();
-        while h.query_by_label_contains(label).is_none() {
+        while h.query_all_by_label_contains(label).next().is_none() {
             assert!(
                 t.elapsed() < Duration::from_secs(10),
                 "never showed {label}"
@@ -533,7 +537,11 @@ fn exporting_over_existing_files_asks_first() {
             h.step();
         }
     };
-    wait(&mut h, "This file already exists");
+    wait(&mut h, "Overwrite this file?");
+    // The question is a group a screen reader names by it, holding both choices.
+    let ask = h.get_by_role_and_label(egui::accesskit::Role::Group, "Overwrite this file?");
+    ask.get_by_role_and_label(egui::accesskit::Role::Button, "Overwrite");
+    ask.get_by_role_and_label(egui::accesskit::Role::Button, "Cancel");
     assert_eq!(std::fs::read_to_string(&csv).expect("read"), "precious\n");
     h.get_by_label("Overwrite").click();
     h.step();
@@ -765,7 +773,10 @@ fn switching_the_source_asks_before_clearing_history() {
     h.run();
     h.get_by_label("NVIDIA driver (NVML)").click();
     h.run();
-    h.get_by_label("Switch to the NVIDIA driver?");
+    h.get_by_role_and_label(
+        egui::accesskit::Role::Dialog,
+        "Switch to the NVIDIA driver?",
+    );
     h.get_by_label_contains("The 9m 59s of history on screen will be cleared");
     h.get_by_label("Cancel").click();
     h.run();
@@ -868,7 +879,7 @@ fn terminate_click_reaches_a_real_process_through_the_real_engine() {
     h.run();
     h.get_by_label("Terminate").click();
     h.run();
-    h.get_by_label("Terminate this process?");
+    h.get_by_role_and_label(egui::accesskit::Role::Dialog, "Terminate this process?");
     assert!(!marker.exists(), "nothing is sent before the confirmation");
     // The modal's own button (the pane's one is under the modal).
     let buttons = h.get_all_by_label("Terminate").collect::<Vec<_>>();
@@ -1022,7 +1033,10 @@ fn release_cached_memory_asks_first_and_reaches_the_engine() {
     h.get_by_label("PyTorch caching allocator");
     h.get_by_label("Release cached memory").click();
     h.run();
-    h.get_by_label("Release this process's cached GPU memory?");
+    h.get_by_role_and_label(
+        egui::accesskit::Role::Dialog,
+        "Release this process's cached GPU memory?",
+    );
     h.get_by_label("Release").click();
     h.run();
     let t = Instant::now();
@@ -1041,7 +1055,12 @@ fn release_cached_memory_asks_first_and_reaches_the_engine() {
     // The limit control asks too, naming the size.
     h.get_by_label("Set limit").click();
     h.run();
-    h.get_by_label_contains("Limit this process to");
+    assert!(
+        h.get_all_by_role(egui::accesskit::Role::Dialog)
+            .filter_map(|n| egui_kittest::kittest::NodeT::accesskit_node(&n).label())
+            .any(|q| q.starts_with("Limit this process to ") && q.ends_with(" GiB of GPU memory?")),
+        "the limit's dialog"
+    );
     h.get_by_label("Cancel").click();
     h.run();
 }
@@ -1210,7 +1229,7 @@ fn tab_reaches_every_part_of_the_window_and_enter_acts() {
     }
     h.key_press(egui::Key::Enter);
     h.run();
-    h.get_by_label("Terminate this process?");
+    h.get_by_role_and_label(egui::accesskit::Role::Dialog, "Terminate this process?");
     h.get_by_label_contains("(PID 51877");
     assert_eq!(focused(&h).as_deref(), Some("Cancel"));
     // Enter on the focused Cancel closes it: nothing was sent.
@@ -1308,7 +1327,7 @@ fn a_rule_saved_in_the_window_runs_in_the_real_engine() {
     h.run();
     h.get_by_label("Notify").click();
     h.run();
-    h.get_by_label_contains("Idle holder: when the process holds ≥ 8192 MiB, notify");
+    h.get_by_label_contains("Idle holder: when the process holds ≥ 8 GiB, notify");
     // Not saved yet: the engine has no rule, so nothing fires.
     std::thread::sleep(Duration::from_millis(400));
     h.run();
@@ -1656,7 +1675,7 @@ fn act_on_the_notebook(h: &mut Harness<'static, VramApp>) {
     }
     h.get_by_label("Terminate").click();
     h.run();
-    h.get_by_label("Terminate this process?");
+    h.get_by_role_and_label(egui::accesskit::Role::Dialog, "Terminate this process?");
     let buttons = h.get_all_by_label("Terminate").collect::<Vec<_>>();
     buttons.last().expect("modal button").click();
     h.run();

@@ -68,6 +68,59 @@ fn restart_at(first: &AgentProc) -> Child {
     child
 }
 
+/// Issue 40 (window v4), after an agent's restart, at 1280 × 800 and at 200 % (2560 × 1600
+/// pixels): the graph ends inside the window (left of the detail pane when it is open), its
+/// right edge is "now", and its legend names each process once (the old run's were listed
+/// beside the new ones, and the graph grew past the window).
+fn graph_fits_after_the_reconnect(h: &mut Harness<'static, VramApp>) {
+    use egui_kittest::kittest::NodeT;
+    h.set_size(egui::vec2(1280.0, 800.0));
+    // The new run's graph has its lines (and legend) from its second sample.
+    until_shown(h, "python3 (39002)", Duration::from_secs(5));
+    for ppp in [1.0, 2.0] {
+        h.set_pixels_per_point(ppp);
+        for _ in 0..3 {
+            let _ = h.run_ok();
+        }
+        let l = h.state().layout();
+        let graph = l.graph.expect("the graph drawn");
+        let edge = l.edge_x.expect("the newest moment placed");
+        let right = l.detail_pane.map_or(1280.0, |p| p.left());
+        assert!(
+            graph.right() <= right + 0.5,
+            "at {ppp}x the plot ({graph:?}) reaches past {right}"
+        );
+        assert!(
+            edge <= graph.right() + 0.5 && edge > graph.left(),
+            "at {ppp}x now is at x = {edge}, the plot {graph:?}"
+        );
+        // Legend entries are "name (PID)".
+        let mut legend: Vec<String> = h
+            .query_all_by_label_contains(")")
+            .filter_map(|n| {
+                let a = n.accesskit_node();
+                a.value().or_else(|| a.label())
+            })
+            .filter(|l| {
+                l.strip_suffix(')')
+                    .and_then(|x| x.rsplit_once(" ("))
+                    .is_some_and(|(_, pid)| {
+                        !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())
+                    })
+            })
+            .collect();
+        assert!(!legend.is_empty(), "at {ppp}x: no legend entry");
+        let n = legend.len();
+        legend.sort();
+        legend.dedup();
+        assert_eq!(
+            legend.len(),
+            n,
+            "at {ppp}x a process is listed twice: {legend:?}"
+        );
+    }
+}
+
 #[test]
 fn the_window_attached_to_an_agent_shows_acts_and_survives_its_restart() {
     let mut agent = AgentProc::start(ACTING, &[]);
@@ -125,7 +178,8 @@ fn the_window_attached_to_an_agent_shows_acts_and_survives_its_restart() {
     eprintln!("disconnected shown after {took:?}");
     h.get_by_label("Simulated H200");
     // Its last figures stay, greyed, under the time it was lost (issue 40).
-    until_shown(&mut h, "Agent unreachable since ", Duration::from_secs(1));
+    until_shown(&mut h, "⚠ Agent unreachable", Duration::from_secs(1));
+    h.get_by_label("Its last figures, greyed");
 
     // It comes back on the same address: the window reconnects by itself.
     let mut again = restart_at(&agent);
@@ -143,6 +197,7 @@ fn the_window_attached_to_an_agent_shows_acts_and_survives_its_restart() {
         h.query_all_by_label_contains("(exited)").next().is_none(),
         "the old run's processes are still listed"
     );
+    graph_fits_after_the_reconnect(&mut h);
     let _ = again.kill();
     let _ = again.wait();
 }

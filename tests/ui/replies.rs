@@ -61,7 +61,12 @@ fn a_park_from_the_window_shows_its_final_outcome_in_the_row_never_done() {
     h.run();
     h.get_by_label("Park").click();
     h.run();
-    h.get_by_label_contains("Park: move its 2.0 GiB to host memory");
+    assert!(
+        h.get_all_by_role(egui::accesskit::Role::Dialog)
+            .filter_map(|n| egui_kittest::kittest::NodeT::accesskit_node(&n).label())
+            .any(|q| q.starts_with("Park: move its 2.0 GiB to host memory")),
+        "the park's dialog"
+    );
     let buttons = h.get_all_by_label("Park").collect::<Vec<_>>();
     buttons.last().expect("modal button").click();
     h.run();

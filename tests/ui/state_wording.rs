@@ -212,7 +212,10 @@ fn the_resume_confirmation_says_what_moves_back_and_how_long() {
     h.get_by_label("Resume…").click();
     h.run();
     // 24 GiB at 4 GiB/s plus 2 s.
-    h.get_by_label("Resume: move its 24.0 GiB back to the GPU (~8 s)?");
+    h.get_by_role_and_label(
+        egui::accesskit::Role::Dialog,
+        "Resume: move its 24.0 GiB back to the GPU (~8 s)?",
+    );
     // The process it names: its parked bytes, not the "0 MiB" it holds on the GPU.
     let named = h
         .get_by_label_contains(&format!("(PID {pid}, "))

@@ -160,6 +160,7 @@ impl VramApp {
 
     /// The app over `backend` with the given UI state (tests, benchmarks).
     pub fn with_backend(backend: Backend, state: UiState) -> Self {
+        let typed = state.typed_paths.clone();
         Self {
             fit_zoom: super::fit_zoom::FitZoom::default(),
             backend,
@@ -174,7 +175,7 @@ impl VramApp {
             detail_graph: GraphCache::default(),
             fixed_now: None,
             view: None,
-            sessions: SessionsUi::default(),
+            sessions: SessionsUi::with_typed_paths(typed),
             past_leaks: None,
             past: None,
             job_requests: Vec::new(),
@@ -687,15 +688,17 @@ impl VramApp {
         let resume = self
             .confirm_resume
             .filter(|_| action == crate::act::rules::Action::Resume);
-        egui::Modal::new(egui::Id::unique("confirm-action")).show(ctx, |ui| {
+        let (heading, verb) = confirm_wording(&target, &action, resume, self.confirm_park_gib_s);
+        // A dialog a screen reader names by its question (AccessKit: a Dialog labelled so).
+        let id = egui::Id::unique("confirm-action");
+        let area = egui::Modal::default_area(id).accessible_name(heading.clone());
+        egui::Modal::new(id).area(area).show(ctx, |ui| {
             // Narrower on a small screen (900 × 600 at 200 % is 450 points wide).
             ui.set_width(
                 460f32
                     .min(ui.ctx().content_rect().width() - 48.0)
                     .max(200.0),
             );
-            let (heading, verb) =
-                confirm_wording(&target, &action, resume, self.confirm_park_gib_s);
             ui.heading(heading);
             ui.label(match resume {
                 Some((bytes, _)) => describe_parked(&target, bytes),
@@ -855,13 +858,16 @@ impl VramApp {
             .view()
             .and_then(|m| m.history.span().map(|(a, b)| b - a))
             .unwrap_or(0);
-        egui::Modal::new(egui::Id::unique("switch-source")).show(ctx, |ui| {
-            ui.set_width(440.0);
-            ui.heading(if to_demo {
-                "Switch to the simulated GPUs?"
-            } else {
-                "Switch to the NVIDIA driver?"
-            });
+        let heading = if to_demo {
+            "Switch to the simulated GPUs?"
+        } else {
+            "Switch to the NVIDIA driver?"
+        };
+        let id = egui::Id::unique("switch-source");
+        let area = egui::Modal::default_area(id).accessible_name(heading);
+        egui::Modal::new(id).area(area).show(ctx, |ui| {
+            ui.set_width(440f32.min(ui.ctx().content_rect().width() - 48.0).max(200.0));
+            ui.heading(heading);
             ui.label(format!(
                 "The {} of history on screen will be cleared (the session log keeps what was recorded).",
                 crate::model::format::duration(held)
@@ -876,7 +882,13 @@ impl VramApp {
                     }
                     self.switch_source = None;
                 }
-                if ui.button("Cancel").clicked() {
+                let cancel = ui.button("Cancel");
+                // As the action's confirmation: the keyboard starts on the safe choice, Esc
+                // cancels.
+                if ui.memory(|m| m.focused().is_none()) {
+                    cancel.request_focus();
+                }
+                if cancel.clicked() || ui.input(|i| i.key_pressed(egui::Key::Escape)) {
                     self.switch_source = None;
                 }
             });
@@ -1174,7 +1186,8 @@ impl VramApp {
         });
     }
 
-    /// File: Settings, Export, Connect, Disconnect, Quit.
+    /// File: Settings, Connect, Disconnect, Quit (Export is in Sessions, with the logs it
+    /// reads).
     fn file_menu(&mut self, ui: &mut Ui, cmd: &mut Commands) {
         if ui
             .add(
@@ -1185,10 +1198,6 @@ impl VramApp {
         {
             let s = self.backend.settings.clone();
             self.settings_ui.show(&s);
-            ui.close();
-        }
-        if ui.button("Export to CSV…").clicked() {
-            self.sessions.export_open = true;
             ui.close();
         }
         ui.separator();
@@ -1447,14 +1456,7 @@ impl VramApp {
                 egui::ScrollArea::vertical().show(ui, |ui| {
                     // A lost agent's last figures stay, greyed, under the time it was lost.
                     if let Some(since) = self.unreachable_since.filter(|_| !self.replaying) {
-                        ui.label(
-                            RichText::new(format!(
-                                "Agent unreachable since {}: its last figures, greyed",
-                                format::clock(since)
-                            ))
-                            .color(widgets::warn(ui))
-                            .strong(),
-                        );
+                        unreachable_note(ui, since);
                         ui.multiply_opacity(UNREACHABLE_OPACITY);
                     }
                     if let Some(gpu) = overview::forecast_banners(ui, &monitor.oom_alerts) {
@@ -1751,6 +1753,25 @@ pub fn describe_target(target: &crate::act::rules::eval::Target, units: Units) -
 /// The opacity of a lost agent's last figures (its cards and forecast banners).
 const UNREACHABLE_OPACITY: f32 = 0.45;
 
+/// Above a lost agent's cards: what happened, on a line of its own ("⚠ Agent unreachable"),
+/// then since when and what the greyed figures are, in a box as wide as the cards (one long
+/// line wrapped in the middle of a phrase in the narrow panel).
+fn unreachable_note(ui: &mut Ui, since: UnixMs) {
+    let warn = widgets::warn(ui);
+    egui::Frame::new()
+        .fill(warn.gamma_multiply(0.12))
+        .stroke(egui::Stroke::new(1.0, warn))
+        .inner_margin(6.0)
+        .corner_radius(4.0)
+        .show(ui, |ui| {
+            ui.set_width(ui.available_width());
+            ui.label(RichText::new("⚠ Agent unreachable").color(warn).strong());
+            ui.label(format!("since {}", format::clock(since)));
+            ui.label("Its last figures, greyed");
+        });
+    ui.add_space(4.0);
+}
+
 /// "Saved to PATH", with "(the previous version kept as NAME.bak)" only when a backup was
 /// made (a first save has nothing to keep).
 fn saved_message(path: &std::path::Path, bak: Option<&std::path::Path>) -> String {
@@ -2024,6 +2045,7 @@ impl eframe::App for VramApp {
     }
 
     fn save(&mut self, storage: &mut dyn eframe::Storage) {
+        self.state.typed_paths = self.sessions.typed.clone();
         eframe::set_value(storage, eframe::APP_KEY, &self.state);
     }
 }

@@ -363,7 +363,7 @@ pub fn forecast_banners(
             .interact(egui::Sense::click())
             .on_hover_cursor(egui::CursorIcon::PointingHand)
             .on_hover_text(format!(
-                "Raised at {}: at the rate its processes grow, this GPU runs out of memory within the warning time (Settings → Notifications).\nClick: show this GPU and select the process growing fastest.",
+                "Raised at {}: at the rate its processes grow, this GPU runs out of memory within the warning time (Settings, Leaks: the forecast warning).\nClick: show this GPU and select the process growing fastest.",
                 crate::model::format::clock(a.since_ms)
             ));
         if resp.clicked() || frame.inner.clicked() {

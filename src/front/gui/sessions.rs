@@ -133,6 +133,8 @@ pub struct SessionsUi {
     importing: Option<Task<Picked>>,
     /// No file dialog could be shown: the path is typed in the window instead.
     pub path_entry: Option<PathEntry>,
+    /// The paths typed there last, offered again.
+    pub typed: TypedPaths,
     /// The job exporting CSV.
     exporting: Option<JobId>,
     /// An export that would overwrite files: (where, the input, the files), until confirmed.
@@ -200,6 +202,29 @@ pub enum PathPurpose {
     Import,
 }
 
+/// The paths last typed in the path field, per purpose: offered again the next time (they
+/// survive a restart with the window's other UI state).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct TypedPaths {
+    /// The session log last opened.
+    pub open: String,
+    /// The CSV file last exported to.
+    pub export: String,
+    /// The nvidia-smi logs last imported.
+    pub import: String,
+}
+
+impl TypedPaths {
+    fn slot(&mut self, purpose: PathPurpose) -> &mut String {
+        match purpose {
+            PathPurpose::Open => &mut self.open,
+            PathPurpose::Export => &mut self.export,
+            PathPurpose::Import => &mut self.import,
+        }
+    }
+}
+
 /// The in-window path field shown when no file dialog can be.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PathEntry {
@@ -220,6 +245,23 @@ impl SessionsUi {
             self.outbox.push(JobCommand::Forget(old));
         }
         self.outbox.push(JobCommand::Start(id, job));
+    }
+
+    /// A new one that offers `typed` in the path field (the paths typed in the last run).
+    pub fn with_typed_paths(typed: TypedPaths) -> Self {
+        Self {
+            typed,
+            ..Self::default()
+        }
+    }
+
+    /// No file dialog could be shown for `purpose`: the path field asks instead, holding the
+    /// path typed there last for the same purpose.
+    pub fn no_dialog(&mut self, purpose: PathPurpose) {
+        self.path_entry = Some(PathEntry {
+            purpose,
+            text: self.typed.slot(purpose).clone(),
+        });
     }
 
     /// Opens `path` in the background (the result arrives through [`SessionsUi::poll`]).
@@ -325,6 +367,7 @@ impl SessionsUi {
             });
         if go {
             let text = entry.text.trim().to_string();
+            *self.typed.slot(entry.purpose) = text.clone();
             match entry.purpose {
                 PathPurpose::Open => self.open_path(PathBuf::from(text)),
                 PathPurpose::Export => self.start_export(PathBuf::from(text)),
@@ -370,10 +413,6 @@ impl SessionsUi {
             Some(JobResult::Failed(e)) => self.list_error = Some(e),
             _ => {}
         }
-        let typed = |purpose| PathEntry {
-            purpose,
-            text: String::new(),
-        };
         if let Some(p) = self.picking.as_ref().and_then(Task::take) {
             self.picking = None;
             match p {
@@ -382,7 +421,7 @@ impl SessionsUi {
                         self.open_path(p);
                     }
                 }
-                Picked::NoDialog => self.path_entry = Some(typed(PathPurpose::Open)),
+                Picked::NoDialog => self.no_dialog(PathPurpose::Open),
                 Picked::Cancelled => {}
             }
         }
@@ -394,7 +433,7 @@ impl SessionsUi {
                         self.start_export(p);
                     }
                 }
-                Picked::NoDialog => self.path_entry = Some(typed(PathPurpose::Export)),
+                Picked::NoDialog => self.no_dialog(PathPurpose::Export),
                 Picked::Cancelled => {}
             }
         }
@@ -402,7 +441,7 @@ impl SessionsUi {
             self.importing = None;
             match p {
                 Picked::Files(f) => self.start_import(f),
-                Picked::NoDialog => self.path_entry = Some(typed(PathPurpose::Import)),
+                Picked::NoDialog => self.no_dialog(PathPurpose::Import),
                 Picked::Cancelled => {}
             }
         }
@@ -632,29 +671,29 @@ impl SessionsUi {
         jobs: &JobBoard,
     ) {
         if let Some((path, input, files)) = self.overwrite.clone() {
-            ui.label(
-                RichText::new(format!(
-                    "{} already exist{}:",
-                    if files.len() == 1 {
-                        "This file"
-                    } else {
-                        "These files"
-                    },
-                    if files.len() == 1 { "s" } else { "" }
-                ))
-                .color(widgets::warn(ui)),
-            );
-            for f in &files {
-                ui.label(RichText::new(f.display().to_string()).monospace());
-            }
-            ui.horizontal(|ui| {
-                if ui.button("Overwrite").clicked() {
-                    self.overwrite = None;
-                    self.spawn_export(input, path, true);
+            let question = if files.len() == 1 {
+                "Overwrite this file?"
+            } else {
+                "Overwrite these files?"
+            };
+            // A group a screen reader names by its question, around the files and the choice.
+            let group = egui::UiBuilder::new()
+                .accessibility_role(egui::accesskit::Role::Group)
+                .accessibility_label(question);
+            ui.scope_builder(group, |ui| {
+                ui.label(RichText::new(question).color(widgets::warn(ui)).strong());
+                for f in &files {
+                    ui.label(RichText::new(f.display().to_string()).monospace());
                 }
-                if ui.button("Cancel").clicked() {
-                    self.overwrite = None;
-                }
+                ui.horizontal(|ui| {
+                    if ui.button("Overwrite").clicked() {
+                        self.overwrite = None;
+                        self.spawn_export(input, path, true);
+                    }
+                    if ui.button("Cancel").clicked() {
+                        self.overwrite = None;
+                    }
+                });
             });
         } else if let Some(id) = self.exporting {
             let fraction = jobs.state(id).map_or(0.0, |j| j.progress.fraction());

@@ -35,6 +35,8 @@ pub struct UiState {
     pub group_by: super::processes::GroupBy,
     /// The process colours (standard, or safe for colour-blind eyes).
     pub palette: widgets::Palette,
+    /// The paths last typed where no file dialog could be shown.
+    pub typed_paths: super::sessions::TypedPaths,
 }
 
 /// The panes under the graph.
@@ -65,6 +67,7 @@ impl Default for UiState {
             hosts: Vec::new(),
             group_by: super::processes::GroupBy::None,
             palette: widgets::Palette::Standard,
+            typed_paths: Default::default(),
         }
     }
 }

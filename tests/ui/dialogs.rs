@@ -1,0 +1,205 @@
+//! Every confirmation is a dialog a screen reader finds by its question (AccessKit: a Dialog
+//! labelled with it) holding its action's button and Cancel, with the keyboard on Cancel; the
+//! path field asks with the path typed there last.
+
+use super::*;
+use egui::accesskit::Role;
+use egui_kittest::kittest::NodeT;
+
+/// Right-clicks the table row of `pid` and picks `item` in its menu.
+fn from_row_menu(h: &mut Harness<'static, VramApp>, pid: &str, item: &str) {
+    let at = h.get_by_label(pid).rect().center();
+    h.hover_at(at);
+    h.run();
+    for pressed in [true, false] {
+        h.event(egui::Event::PointerButton {
+            pos: at,
+            button: egui::PointerButton::Secondary,
+            pressed,
+            modifiers: egui::Modifiers::NONE,
+        });
+    }
+    h.run();
+    h.get_by_label(item).click();
+    h.run();
+    h.run();
+}
+
+/// The confirmation on screen is one Dialog labelled `question`, holding the buttons `verb`
+/// and Cancel, with the keyboard on Cancel; Esc closes it without acting.
+fn assert_confirmation(h: &mut Harness<'static, VramApp>, question: &str, verb: &str) {
+    let dialogs: Vec<String> = h
+        .get_all_by_role(Role::Dialog)
+        .filter_map(|n| n.accesskit_node().label())
+        .collect();
+    assert_eq!(dialogs, [question], "the dialogs on screen");
+    let dialog = h.get_by_role_and_label(Role::Dialog, question);
+    dialog.get_by_role_and_label(Role::Button, verb);
+    let cancel = dialog.get_by_role_and_label(Role::Button, "Cancel");
+    assert!(
+        cancel.is_focused(),
+        "{question}: the keyboard starts on Cancel"
+    );
+    h.key_press(egui::Key::Escape);
+    h.run();
+    assert!(
+        h.query_by_role_and_label(Role::Dialog, question).is_none(),
+        "{question}: Esc closed it"
+    );
+}
+
+/// Terminate and Kill (row menu), Release and Set limit (the PyTorch part of the detail
+/// pane): each asks in a dialog named by its question.
+#[test]
+fn every_action_asks_in_a_dialog_named_by_its_question() {
+    let mut h = harness(demo_app(300));
+    h.run();
+    from_row_menu(&mut h, "39002", "Terminate…");
+    assert_confirmation(&mut h, "Terminate this process?", "Terminate");
+    assert!(h.state().confirm.is_none(), "nothing asked any more");
+    from_row_menu(&mut h, "39002", "Kill…");
+    assert_confirmation(&mut h, "Kill this process?", "Kill");
+    h.get_by_label("51877").click();
+    h.run();
+    h.get_by_label("Release cached memory").click();
+    h.run();
+    h.run();
+    assert_confirmation(
+        &mut h,
+        "Release this process's cached GPU memory?",
+        "Release",
+    );
+    h.get_by_label("Set limit").click();
+    h.run();
+    h.run();
+    let question = dialog_question(&h);
+    assert!(
+        question.starts_with("Limit this process to ") && question.ends_with(" GiB of GPU memory?"),
+        "{question}"
+    );
+    assert_confirmation(&mut h, &question, "Limit");
+}
+
+/// A window over `seconds` of a simulated GPU where a real process (this test's) holds
+/// 24 GiB, parked from 30 s on.
+fn real_process_app(seconds: i64) -> VramApp {
+    use vramwarden::source::sim::{Script, SimDevice, SimProcess};
+    let pid = std::process::id();
+    let mut sim = SimSource::empty(
+        T0,
+        vec![SimDevice {
+            name: "Simulated H200".into(),
+            total_mib: 143_771,
+            reserved_mib: 500,
+            ghost_mib: 0,
+            power_cap_w: 700,
+        }],
+    );
+    sim.add(SimProcess {
+        pid,
+        device_index: 0,
+        info: None,
+        script: Script::Idle { mib: 24 * 1024 },
+        start_s: -100.0,
+        restart_every_s: None,
+        life_s: f64::INFINITY,
+        busy_pct: 0,
+    });
+    let mut sim = sim.with_park(pid, 30.0, 1000.0, 3600.0);
+    let mut m = Monitor::new(1000, 86_400);
+    m.source = Some(sim.info());
+    for i in 0..seconds {
+        let t = T0 + i * 1000;
+        m.apply(sim.sample(t).expect("sim"), t);
+    }
+    VramApp::with_backend(Backend::detached(m, SourceKind::demo()), UiState::default())
+        .with_fixed_now(T0 + (seconds - 1) * 1000)
+}
+
+/// The one dialog on screen's question.
+fn dialog_question(h: &Harness<'static, VramApp>) -> String {
+    h.get_all_by_role(Role::Dialog)
+        .filter_map(|n| n.accesskit_node().label())
+        .next()
+        .expect("a dialog")
+}
+
+/// A real process on a simulated GPU: Park asks how much moves and how long; parked, Resume
+/// asks the same the other way.
+#[test]
+fn park_and_resume_ask_in_a_dialog_named_by_their_question() {
+    let pid = std::process::id().to_string();
+    let mut h = harness(real_process_app(20));
+    h.run();
+    from_row_menu(&mut h, &pid, "Park…");
+    let question = dialog_question(&h);
+    assert!(
+        question.starts_with("Park: move its 24.0 GiB to host memory (~"),
+        "{question}"
+    );
+    assert_confirmation(&mut h, &question, "Park");
+    let mut h = harness(real_process_app(60));
+    h.run();
+    from_row_menu(&mut h, &pid, "Resume…");
+    let question = dialog_question(&h);
+    assert_eq!(
+        question,
+        "Resume: move its 24.0 GiB back to the GPU (~8 s)?"
+    );
+    assert_confirmation(&mut h, &question, "Resume");
+}
+
+/// Source → NVIDIA driver from the demo with history on screen asks first, in a dialog named
+/// by its question.
+#[test]
+fn switching_the_source_asks_in_a_dialog_named_by_its_question() {
+    let mut h = harness(demo_app(120));
+    h.run();
+    h.get_by_label("Source").click();
+    h.run();
+    h.get_by_label("NVIDIA driver (NVML)").click();
+    h.run();
+    h.run();
+    assert_confirmation(&mut h, "Switch to the NVIDIA driver?", "Switch");
+}
+
+/// Issue 40: where no file dialog can be shown, the path field asks with the path typed
+/// there last for the same purpose (it started empty each time).
+#[test]
+fn the_path_field_offers_the_path_typed_last() {
+    use vramwarden::front::gui::sessions::PathPurpose;
+    let dir = tempfile::tempdir().expect("tmp");
+    let typed = dir.path().join("night.vwlog").display().to_string();
+    let mut h = harness(demo_app(30));
+    h.run();
+    h.state_mut().sessions.no_dialog(PathPurpose::Open);
+    h.run();
+    let field = h.get_by_role_and_label(Role::TextInput, "Path");
+    assert_eq!(
+        field.value().unwrap_or_default(),
+        "",
+        "nothing typed before"
+    );
+    field.click();
+    h.run();
+    h.get_by_role_and_label(Role::TextInput, "Path")
+        .type_text(&typed);
+    h.run();
+    h.get_by_role_and_label(Role::Button, "Open").click();
+    h.run();
+    assert!(
+        h.query_by_label("Choose a file").is_none(),
+        "the field closed"
+    );
+    h.state_mut().sessions.no_dialog(PathPurpose::Open);
+    h.run();
+    let again = h.get_by_role_and_label(Role::TextInput, "Path");
+    assert_eq!(again.value().unwrap_or_default(), typed);
+    // Another purpose keeps its own.
+    h.get_by_role_and_label(Role::Button, "Cancel").click();
+    h.run();
+    h.state_mut().sessions.no_dialog(PathPurpose::Export);
+    h.run();
+    let export = h.get_by_role_and_label(Role::TextInput, "Path");
+    assert_eq!(export.value().unwrap_or_default(), "");
+}
