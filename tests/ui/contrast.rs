@@ -68,8 +68,14 @@ impl Walk {
         if !rect.is_positive() || words.is_empty() {
             return;
         }
-        let under = self.under(rect.center(), base);
+        let under_text = self.under(rect.center(), base);
         for section in &t.galley.job.sections {
+            // A section's own background (a badge's) lies between it and what is under.
+            let under = if section.format.background.a() > 0 {
+                over(section.format.background, under_text)
+            } else {
+                under_text
+            };
             let mut c = section.format.color;
             if c == Color32::PLACEHOLDER {
                 c = t.fallback_color;
@@ -153,6 +159,61 @@ fn every_text_is_readable_on_both_themes() {
             unreadable(&h, dark)
                 .into_iter()
                 .map(|s| format!("{}: {s}", if dark { "dark" } else { "light" })),
+        );
+    }
+    assert!(
+        bad.is_empty(),
+        "{} texts under 4.5:1:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+}
+
+/// Beyond the main window: Settings (the rules' section with a rule, its summary and its
+/// test's answer) and a confirmation over the dimmed window, on both themes.
+#[test]
+fn settings_and_confirmations_are_readable_on_both_themes() {
+    let mut bad = Vec::new();
+    for dark in [true, false] {
+        let theme = if dark { "dark" } else { "light" };
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut app = demo_app(300);
+        app.set_config(dir.path().join("config.toml"), None);
+        let mut h = harness(app);
+        h.ctx.set_theme(if dark {
+            egui::Theme::Dark
+        } else {
+            egui::Theme::Light
+        });
+        h.run();
+        h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Comma);
+        h.run();
+        h.get_by_label("Rules").click();
+        h.run();
+        h.get_by_label("Add the example: idle 30 min holding > 8 GiB, terminate")
+            .click();
+        h.run();
+        h.get_by_label("Test this rule").click();
+        h.run();
+        h.run();
+        h.get_by_label_contains("right now");
+        bad.extend(
+            unreadable(&h, dark)
+                .into_iter()
+                .map(|s| format!("{theme}, Settings: {s}")),
+        );
+        h.key_press(egui::Key::Escape);
+        h.run();
+        h.get_by_label("39002").click();
+        h.run();
+        h.get_by_label("Terminate").click();
+        h.run();
+        h.run();
+        h.get_by_role_and_label(egui::accesskit::Role::Dialog, "Terminate this process?");
+        bad.extend(
+            unreadable(&h, dark)
+                .into_iter()
+                .map(|s| format!("{theme}, confirmation: {s}")),
         );
     }
     assert!(

@@ -709,13 +709,12 @@ impl VramApp {
             ui.horizontal_wrapped(|ui| {
                 // Red only for what cannot be undone (a signal); a park, a resume, a
                 // release or a limit is an ordinary button.
-                let text = RichText::new(verb.clone());
-                let text = if destructive(&action) {
-                    text.color(widgets::warn(ui))
+                let button = if destructive(&action) {
+                    widgets::danger_button(ui, &verb)
                 } else {
-                    text.strong()
+                    egui::Button::new(RichText::new(verb.clone()).strong())
                 };
-                if ui.button(text).clicked() {
+                if ui.add(button).clicked() {
                     decided = Some(true);
                 }
                 let cancel = ui.button("Cancel");
