@@ -521,8 +521,65 @@ fn bench_link_decode(c: &mut Criterion) {
     });
 }
 
+/// The processes' CPU and resident memory (`/proc/PID/stat`) per tick for 3 live processes:
+/// through files kept open (one `pread(2)` each, as the engine reads them), and opened by
+/// path at every read for comparison.
+fn bench_proc_usage(c: &mut Criterion) {
+    use vramwarden::host::proc_usage::{parse_stat_usage, ProcUsage};
+    use vramwarden::model::{Origin, ProcInfo, ProcessSample};
+    let mut children: Vec<std::process::Child> = (0..3)
+        .filter_map(|_| std::process::Command::new("sleep").arg("600").spawn().ok())
+        .collect();
+    let snap = Snapshot {
+        taken_at_ms: 0,
+        devices: Vec::new(),
+        processes: children
+            .iter()
+            .map(|ch| ProcessSample {
+                pid: ch.id(),
+                origin: Origin::Live,
+                info: Some(std::sync::Arc::new(ProcInfo {
+                    start_time_ms: 1,
+                    ..ProcInfo::default()
+                })),
+                ..ProcessSample::default()
+            })
+            .collect(),
+    };
+    let mut usage = ProcUsage::default();
+    let mut t = 0;
+    c.bench_function("proc_usage_3_processes_kept_files", |b| {
+        b.iter(|| {
+            let mut s = snap.clone();
+            t += 1000;
+            s.taken_at_ms = t;
+            usage.sample(&mut s);
+            black_box(s.processes[0].rss_bytes)
+        })
+    });
+    c.bench_function("proc_usage_3_processes_opened_by_path", |b| {
+        b.iter(|| {
+            let s = snap.clone();
+            for p in &s.processes {
+                let path = std::path::Path::new("/proc")
+                    .join(p.pid.to_string())
+                    .join("stat");
+                black_box(
+                    vramwarden::host::procinfo::read_lossy(&path)
+                        .and_then(|x| parse_stat_usage(&x)),
+                );
+            }
+        })
+    });
+    for ch in &mut children {
+        let _ = ch.kill();
+        let _ = ch.wait();
+    }
+}
+
 criterion_group!(
     benches,
+    bench_proc_usage,
     bench_api_view,
     bench_link_decode,
     bench_scrape,
