@@ -20,7 +20,7 @@ const RECEDE_FACTOR: f64 = 1.5;
 const RECEDE_MS: i64 = 15_000;
 /// When nothing on the GPU grows any more (no forecast at all), its cause is gone: the alert
 /// ends after this long.
-pub const GONE_MS: i64 = 5_000;
+const GONE_MS: i64 = 5_000;
 /// A forecast must stay within the warning time this long before the alert is raised: a
 /// server's burst of a few seconds (growth that stops) raises nothing.
 pub const RAISE_HOLD_MS: i64 = 15_000;

@@ -164,14 +164,14 @@ pub const MAX_LEAK_SECONDS: f64 = 86_400.0;
 
 /// A fall this small (MiB) does not break a clean staircase, and a point this close to the
 /// run's lowest level is still before its onset.
-pub const JITTER_MIB: f64 = 8.0;
+const JITTER_MIB: f64 = 8.0;
 
 /// A growth this large (MiB) that stops is over (see [`ShapeConstants::stopped_mib`]).
-pub const STOPPED_MIB: f64 = 1024.0;
+const STOPPED_MIB: f64 = 1024.0;
 
 /// The steps of a regular growth stay within this factor of each other (1.5 either way of
 /// their middle).
-pub const REGULAR_FACTOR: f64 = 2.25;
+const REGULAR_FACTOR: f64 = 2.25;
 
 impl LeakSettings {
     /// Problems with the values, as sentences (empty when valid).
@@ -411,7 +411,7 @@ pub struct LeakTracker {
 }
 
 /// Theil–Sen slope (per ms) of at most 32 evenly chosen points of `pts`.
-pub fn theil_sen(pts: &[(UnixMs, f64)], scratch: &mut Vec<f64>) -> Option<f64> {
+fn theil_sen(pts: &[(UnixMs, f64)], scratch: &mut Vec<f64>) -> Option<f64> {
     theil_sen_of(pts.len(), |i| pts[i], scratch)
 }
 
@@ -446,7 +446,7 @@ fn theil_sen_of(
 }
 
 /// Troughs a rising floor needs before it is judged.
-pub const FLOOR_TROUGHS: usize = 3;
+const FLOOR_TROUGHS: usize = 3;
 
 fn ms(s: f64) -> i64 {
     (s * 1000.0) as i64
@@ -1135,14 +1135,14 @@ struct Spread {
 }
 
 /// Increases a growth needs to count as regular during a start-up phase …
-pub const REGULAR_STEPS: usize = 4;
+const REGULAR_STEPS: usize = 4;
 
 /// … or two, when the larger is at most this many times the smaller (a leak's equal steps).
-pub const EQUAL_STEPS: f64 = 1.25;
+const EQUAL_STEPS: f64 = 1.25;
 
 /// The first seconds of a process (its CUDA context, the model load) are no part of the
 /// regularity test.
-pub const BIRTH_MS: UnixMs = 5_000;
+const BIRTH_MS: UnixMs = 5_000;
 
 /// Seconds until `free_bytes` of a GPU are used up at `rate_mib_per_min` (None when not
 /// growing): the one time-to-full of the engine's forecast, the agent's API and metrics and

@@ -26,11 +26,11 @@ pub const ALERT_MIB: u64 = 1024;
 /// The `/proc/*/fd` scan runs at most this often (ms), and only while such memory exists.
 pub const RESCAN_MS: UnixMs = 30_000;
 /// A listed process's state (zombie or not) is read again at most this often (ms).
-pub const STATE_EVERY_MS: UnixMs = 10_000;
+const STATE_EVERY_MS: UnixMs = 10_000;
 /// Most processes and open files per process the scan looks at (a bound on its work).
-pub const SCAN_MAX_PROCS: usize = 65_536;
+const SCAN_MAX_PROCS: usize = 65_536;
 /// See [`SCAN_MAX_PROCS`].
-pub const SCAN_MAX_FDS: usize = 65_536;
+const SCAN_MAX_FDS: usize = 65_536;
 
 /// Why a PID the driver lists is not a running process here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -123,7 +123,7 @@ pub fn remedy(pids: &[OrphanPid], holders: &[DevHolder]) -> String {
 /// The processes under `proc_root` with an NVIDIA device file open (`/dev/nvidia*` behind
 /// one of their `fd` links), except the PIDs in `skip`. Unreadable entries are passed over;
 /// at most [`SCAN_MAX_PROCS`] processes and [`SCAN_MAX_FDS`] files each are looked at.
-pub fn scan_holders(proc_root: &Path, skip: &HashSet<u32>) -> Vec<DevHolder> {
+fn scan_holders(proc_root: &Path, skip: &HashSet<u32>) -> Vec<DevHolder> {
     let Ok(dir) = std::fs::read_dir(proc_root) else {
         return Vec::new();
     };

@@ -106,7 +106,7 @@ impl Engine {
 
     /// Why the session log could not be written, as the recording status this engine
     /// published says: when it could not be created at all
-    /// ([`view::RecordingStatus::could_not_start`]), or, with `strict`, when the last sample
+    /// ([`crate::engine::view::RecordingStatus::could_not_start`]), or, with `strict`, when the last sample
     /// could not be written either. None while all is well.
     pub fn recording_failed(&self, strict: bool) -> Option<String> {
         let m = self.shared.read().ok()?;

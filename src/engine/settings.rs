@@ -189,11 +189,11 @@ pub struct Problem {
 }
 
 /// Longest history kept in memory, hours (31 days).
-pub const MAX_HISTORY_HOURS: f64 = 24.0 * 31.0;
+const MAX_HISTORY_HOURS: f64 = 24.0 * 31.0;
 /// Longest session retention, days (100 years; 0 keeps sessions forever).
-pub const MAX_RETENTION_DAYS: u32 = 36_500;
+const MAX_RETENTION_DAYS: u32 = 36_500;
 /// Largest sessions folder limit, MiB (16 PiB; 0 means no limit).
-pub const MAX_RETENTION_MIB: u64 = 16 * 1024 * 1024 * 1024;
+const MAX_RETENTION_MIB: u64 = 16 * 1024 * 1024 * 1024;
 
 /// The problem at a plain dotted key (no arrays on the way).
 fn at_keys(keys: &[&'static str], what: String) -> Problem {

@@ -71,7 +71,7 @@ fn is_id(s: &str) -> bool {
 }
 
 /// Reads the runtime, container id and pod UID from a `/proc/PID/cgroup` text (v1 or v2).
-pub fn parse_cgroup(cgroup: &str) -> CgroupFacts {
+fn parse_cgroup(cgroup: &str) -> CgroupFacts {
     let mut f = CgroupFacts::default();
     for line in cgroup.lines() {
         // hierarchy-ID:controllers:path — the path itself may contain ':' (CRI-O's
@@ -150,7 +150,7 @@ impl Default for Roots {
 /// name; with several, the container id is looked up in the kubelet's links beside the pod
 /// folders (`../containers/<pod>_<ns>_<container>-<id>.log`), or in a log link inside the
 /// container folder that names the id (the docker-shim layout).
-pub fn pod_names(
+fn pod_names(
     pod_logs: &Path,
     pod_uid: &str,
     container_id: Option<&str>,
@@ -215,7 +215,7 @@ pub fn pod_names(
 }
 
 /// The container name from Docker's `config.v2.json` (`"Name": "/web"` → `web`).
-pub fn docker_name(docker: &Path, id: &str) -> Option<String> {
+fn docker_name(docker: &Path, id: &str) -> Option<String> {
     if !is_id(id) {
         return None;
     }
@@ -234,7 +234,7 @@ pub fn resolve(roots: &Roots, pid: u32) -> ContainerInfo {
 }
 
 /// Resolves names for cgroup facts already read.
-pub fn resolve_facts(roots: &Roots, cg: CgroupFacts) -> ContainerInfo {
+fn resolve_facts(roots: &Roots, cg: CgroupFacts) -> ContainerInfo {
     let mut info = ContainerInfo {
         cgroup: cg,
         ..ContainerInfo::default()

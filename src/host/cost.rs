@@ -440,7 +440,7 @@ pub struct ThreadCpu {
 }
 
 /// Every thread of this process and its CPU so far.
-pub fn threads_cpu() -> Vec<ThreadCpu> {
+fn threads_cpu() -> Vec<ThreadCpu> {
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
         return Vec::new();
     };
@@ -459,7 +459,7 @@ pub fn threads_cpu() -> Vec<ThreadCpu> {
 
 /// CPU per thread name between `before` and `now` (threads of one name summed; a thread that
 /// started since counts from zero, one that ended is gone from both).
-pub fn thread_deltas(before: &[ThreadCpu], now: &[ThreadCpu]) -> Vec<(String, u64)> {
+fn thread_deltas(before: &[ThreadCpu], now: &[ThreadCpu]) -> Vec<(String, u64)> {
     let mut out: Vec<(String, u64)> = Vec::new();
     for t in now {
         let was = before
@@ -477,7 +477,7 @@ pub fn thread_deltas(before: &[ThreadCpu], now: &[ThreadCpu]) -> Vec<(String, u6
 }
 
 /// This process's resident set, bytes (`VmRSS` of `/proc/self/status`).
-pub fn own_rss_bytes() -> Option<u64> {
+fn own_rss_bytes() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let kib: u64 = s
         .lines()
@@ -516,7 +516,7 @@ impl Report {
     }
 
     /// The process's CPU over the wall time, µs per second.
-    pub fn process_us_per_s(&self) -> f64 {
+    fn process_us_per_s(&self) -> f64 {
         let ns: u64 = self.threads.iter().map(|(_, n)| n).sum();
         ns as f64 / 1000.0 / self.wall_s.max(1e-9)
     }

@@ -24,7 +24,7 @@ pub const DEFAULT_FILTER: &str = "warn,vramwarden=info";
 /// (winit on Xvfb or a display without XSETTINGS or a physical size, egui_wgpu on a software
 /// renderer, the font provider under the C locale): kept out of stderr when `RUST_LOG` is
 /// unset, still written to the window's log file. vramwarden's own warnings are untouched.
-pub const LIBRARY_NOISE: [&str; 3] = [
+const LIBRARY_NOISE: [&str; 3] = [
     "winit::platform_impl=error",
     "egui_wgpu=error",
     "egui_system_font_provider=error",
@@ -69,7 +69,7 @@ impl Level {
 }
 
 /// The syslog priority journald reads from a `<N>` line prefix (sd-daemon(3)).
-pub fn journal_priority(level: &tracing::Level) -> u8 {
+fn journal_priority(level: &tracing::Level) -> u8 {
     match *level {
         tracing::Level::ERROR => 3,
         tracing::Level::WARN => 4,
@@ -149,7 +149,7 @@ fn filter(level: Level) -> (EnvFilter, Option<String>) {
 
 /// The stderr filter: `level`'s (or `RUST_LOG`'s), and without `RUST_LOG` the
 /// [`LIBRARY_NOISE`] directives on top.
-pub fn stderr_filter(level: Level) -> EnvFilter {
+fn stderr_filter(level: Level) -> EnvFilter {
     let (mut f, _) = filter(level);
     let user_set = std::env::var("RUST_LOG").is_ok_and(|s| !s.trim().is_empty());
     if !user_set && level != Level::Quiet {

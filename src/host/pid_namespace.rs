@@ -7,7 +7,7 @@ use std::path::Path;
 
 /// The inode of the initial PID namespace (the kernel's `PROC_PID_INIT_INO`), fixed since
 /// Linux 3.8.
-pub const INITIAL_PID_NAMESPACE_INO: u64 = 0xEFFF_FFFC;
+const INITIAL_PID_NAMESPACE_INO: u64 = 0xEFFF_FFFC;
 
 /// True when the process whose `ns/pid` link is under `proc_self` (normally `/proc/self`) is in
 /// the initial PID namespace; also true when it cannot be read (a kernel without namespaces).

@@ -164,14 +164,14 @@ pub fn read_lossy(path: &std::path::Path) -> Option<String> {
 }
 
 /// `btime` (boot time, seconds since the epoch) from `/proc/stat`.
-pub fn parse_btime(stat: &str) -> Option<i64> {
+fn parse_btime(stat: &str) -> Option<i64> {
     stat.lines()
         .find_map(|l| l.strip_prefix("btime "))
         .and_then(|v| v.trim().parse().ok())
 }
 
 /// The `comm` field of `/proc/PID/stat` (between the first '(' and the last ')').
-pub fn parse_stat_comm(stat: &str) -> Option<String> {
+fn parse_stat_comm(stat: &str) -> Option<String> {
     let open = stat.find('(')?;
     let close = stat.rfind(')')?;
     (close > open).then(|| stat[open + 1..close].to_string())
@@ -194,7 +194,7 @@ pub fn parse_status_uid(status: &str) -> Option<u32> {
 }
 
 /// NUL-separated argv to one space-separated line.
-pub fn cmdline_from_bytes(bytes: &[u8]) -> String {
+fn cmdline_from_bytes(bytes: &[u8]) -> String {
     bytes
         .split(|b| *b == 0)
         .filter(|a| !a.is_empty())
@@ -205,7 +205,7 @@ pub fn cmdline_from_bytes(bytes: &[u8]) -> String {
 
 /// A container id (64 hex digits, as Docker, containerd, CRI-O and Podman name them) in a
 /// `/proc/PID/cgroup` file, if there is one.
-pub fn container_id_from_cgroup(cgroup: &str) -> Option<String> {
+fn container_id_from_cgroup(cgroup: &str) -> Option<String> {
     for line in cgroup.lines() {
         let path = line.rsplit(':').next().unwrap_or("");
         for part in path.split('/').rev() {

@@ -20,11 +20,11 @@ pub const MAX_SESSIONS: usize = 100_000;
 pub const MAX_AHEAD_MS: UnixMs = 10 * 60_000;
 /// How old an agent's latest sample may be (older: the agent's sampler is stuck, or its clock
 /// is far behind).
-pub const MAX_BEHIND_MS: UnixMs = 24 * 3_600_000;
+const MAX_BEHIND_MS: UnixMs = 24 * 3_600_000;
 /// Longest short text (names, users, ids, versions, errors), bytes.
 pub const MAX_TEXT: usize = 1024;
 /// Longest command line, bytes.
-pub const MAX_CMDLINE: usize = 64 * 1024;
+const MAX_CMDLINE: usize = 64 * 1024;
 /// Largest memory figure (bytes) taken as a reading: 1 PiB.
 pub const MAX_BYTES: u64 = 1 << 50;
 /// Largest PID Linux hands out (`PID_MAX_LIMIT` on 64-bit systems).
@@ -233,7 +233,7 @@ pub fn snapshot(snap: &mut Snapshot, now: UnixMs) -> Result<(), String> {
 
 /// How many times its size a GPU's processes may hold together (memory shared between
 /// processes through CUDA IPC is counted in each).
-pub const MAX_OVERCOUNT: u64 = 4;
+const MAX_OVERCOUNT: u64 = 4;
 
 /// Refuses processes that hold more than their GPU has: one above its total, or all of them
 /// above [`MAX_OVERCOUNT`] × the total (16 384 processes of 38 GiB on a 140 GiB GPU).

@@ -30,9 +30,9 @@ use crate::model::outcome::Outcome;
 use crate::model::{now_ms, UnixMs};
 
 /// How long one request may take before the agent counts as not answering.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often a lost agent is tried again.
-pub const RETRY_EVERY: Duration = Duration::from_secs(1);
+const RETRY_EVERY: Duration = Duration::from_secs(1);
 
 /// The agent's address, checked: `http://HOST:PORT` (a trailing `/` is dropped).
 ///
@@ -101,7 +101,7 @@ struct Download {
 }
 
 /// What [`RemoteLink::past`] holds while the agent's past leaks are being read.
-pub const ASKED: &str = "reading the agent's past leaks…";
+const ASKED: &str = "reading the agent's past leaks…";
 
 /// The agent's past leaks as last read (`None`: not asked yet), or why they could not be.
 pub type RemotePast = Option<Result<Arc<crate::engine::replay::PastEvents>, String>>;
@@ -127,9 +127,9 @@ pub fn agent_folder(url: &str) -> String {
 }
 
 /// Pages of history asked for at once, in a row, while catching up …
-pub const CATCH_UP_BURST: u32 = 32;
+const CATCH_UP_BURST: u32 = 32;
 /// … before a pause of this long (also after a page that brought nothing new).
-pub const CATCH_UP_PAUSE: Duration = Duration::from_secs(1);
+const CATCH_UP_PAUSE: Duration = Duration::from_secs(1);
 
 /// The wait before the next poll: `wait` as `Ends::poll` says, except that catching up
 /// (`wait` zero) goes on at once only while the history moves on (`progress`) and for at most
@@ -301,7 +301,7 @@ fn command_body(c: &EngineCommand) -> Result<serde_json::Value, String> {
 }
 
 /// Largest answer of a command read, bytes.
-pub const MAX_ANSWER_BYTES: u64 = 4 << 20;
+const MAX_ANSWER_BYTES: u64 = 4 << 20;
 
 /// `POST url/path` with `body`: the status and the body of the agent's answer, or why there
 /// is none.
@@ -410,7 +410,7 @@ fn carry_out(
 
 /// Most commands of a window waiting for their final reply from an agent (older ones are
 /// dropped: their reply no longer comes).
-pub const PENDING_KEPT: usize = crate::engine::command::REPLIES_KEPT;
+const PENDING_KEPT: usize = crate::engine::command::REPLIES_KEPT;
 
 /// The window's commands the agent accepted, waiting for their final reply: the agent's id,
 /// the window's, and what was asked, oldest first.
@@ -663,7 +663,7 @@ impl RemoteLink {
 
     /// Asks for the agent's past leaks, from its own session logs (they arrive in
     /// [`RemoteLink::past`]).
-    pub fn ask_past(&self) {
+    fn ask_past(&self) {
         let _ = self.commands.send(Job::Past);
     }
 
@@ -734,7 +734,7 @@ impl RemoteLink {
 }
 
 /// Largest answer of `GET /api/v1/sessions` read, bytes.
-pub const MAX_LIST_BYTES: u64 = 16 << 20;
+const MAX_LIST_BYTES: u64 = 16 << 20;
 
 fn list_sessions(
     agent: &ureq::Agent,
@@ -890,7 +890,7 @@ fn private_dir(dir: &std::path::Path) -> Result<(), String> {
 ///
 /// # Errors
 /// A sentence for the sessions window.
-pub fn copy_listed(
+fn copy_listed(
     body: &mut dyn std::io::Read,
     out: &mut dyn std::io::Write,
     size: u64,

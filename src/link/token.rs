@@ -88,7 +88,7 @@ pub fn read_checked(path: &Path) -> std::io::Result<String> {
 }
 
 /// Compares in time that depends only on the lengths, never on where the bytes differ.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     let mut diff = u8::from(a.len() != b.len());
     let n = a.len().max(b.len());
     for i in 0..n {

@@ -214,7 +214,7 @@ impl From<&Activity> for WireActivity {
 
 impl WireActivity {
     /// The activity line it stands for.
-    pub fn into_activity(self) -> Activity {
+    fn into_activity(self) -> Activity {
         let target = match self.target {
             WireTarget::Process {
                 key,

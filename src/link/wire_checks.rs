@@ -21,13 +21,13 @@ use crate::model::UnixMs;
 /// Largest answer of `GET /api/view` or `GET /api/past` read, bytes.
 pub const MAX_VIEW_BYTES: u64 = 64 << 20;
 /// Most activity lines in one answer.
-pub const MAX_ACTIVITY: usize = 4096;
+const MAX_ACTIVITY: usize = 4096;
 /// Most notices in one answer.
-pub const MAX_NOTICES: usize = 256;
+const MAX_NOTICES: usize = 256;
 /// Longest activity detail or notice, bytes.
 pub const MAX_DETAIL: usize = 16 * 1024;
 /// Most device files named for one process holding orphaned memory.
-pub const MAX_HOLDER_FILES: usize = 256;
+const MAX_HOLDER_FILES: usize = 256;
 
 fn version(v: u32) -> Result<(), String> {
     if v == API_VERSION {

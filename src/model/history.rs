@@ -198,7 +198,7 @@ impl Series {
     }
 
     /// Drops whole chunks that end before `tick`.
-    pub fn evict_before(&mut self, tick: u64) {
+    fn evict_before(&mut self, tick: u64) {
         while !self.sealed.is_empty() && self.first_tick + CHUNK as u64 <= tick {
             Arc::make_mut(&mut self.sealed).pop_front();
             self.sealed_count -= 1;
@@ -662,7 +662,7 @@ fn ghost_mibs(snap: &Snapshot) -> Vec<u32> {
 }
 
 /// Bytes to the whole MiB stored in a series ([`NONE`] for no reading).
-pub fn to_mib(bytes: Option<u64>) -> u32 {
+fn to_mib(bytes: Option<u64>) -> u32 {
     bytes.map_or(NONE, |b| (b / MIB).min(u64::from(NONE - 1)) as u32)
 }
 

@@ -74,7 +74,7 @@ pub fn on_light(c: Rgb) -> Rgb {
 
 /// Every shade slot `slot` takes: each palette on a dark and on a light background (none
 /// for a slot past the palettes).
-pub fn shades(slot: usize) -> Option<[Rgb; 4]> {
+fn shades(slot: usize) -> Option<[Rgb; 4]> {
     let s = *STANDARD.get(slot)?;
     let c = *COLOR_BLIND.get(slot)?;
     Some([s, on_light(s), c, on_light(c)])
@@ -123,7 +123,7 @@ pub fn lab(c: Rgb) -> [f64; 3] {
 }
 
 /// CIEDE2000 difference of two CIELAB colours (Sharma, Wu and Dalal, 2005).
-pub fn delta_e2000_lab([l1, a1, b1]: [f64; 3], [l2, a2, b2]: [f64; 3]) -> f64 {
+fn delta_e2000_lab([l1, a1, b1]: [f64; 3], [l2, a2, b2]: [f64; 3]) -> f64 {
     let c_mean = (a1.hypot(b1) + a2.hypot(b2)) / 2.0;
     let g = 0.5 * (1.0 - (c_mean.powi(7) / (c_mean.powi(7) + 25f64.powi(7))).sqrt());
     let (a1p, a2p) = ((1.0 + g) * a1, (1.0 + g) * a2);

@@ -41,7 +41,7 @@ impl SessionSummary {
 ///
 /// Only regular files are read: a FIFO or device named `*.vwlog` is passed over, never opened
 /// (opening a FIFO would block the session list and the engine's retention).
-pub fn summarize(path: &Path) -> Option<SessionSummary> {
+fn summarize(path: &Path) -> Option<SessionSummary> {
     if !std::fs::metadata(path).ok()?.is_file() {
         return None;
     }

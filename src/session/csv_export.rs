@@ -74,7 +74,7 @@ pub fn output_files(
 
 /// True when `a` and `b` name the same file (same device and inode; false when either is
 /// missing).
-pub fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     match (std::fs::metadata(a), std::fs::metadata(b)) {
         (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
@@ -241,7 +241,7 @@ fn write_table(
 }
 
 /// Bytes left free on the disk after an export, at least.
-pub const FREE_RESERVE: u64 = 64 << 20;
+const FREE_RESERVE: u64 = 64 << 20;
 
 /// The folder a file is made in.
 fn folder_of(path: &std::path::Path) -> std::path::PathBuf {

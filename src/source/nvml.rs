@@ -135,11 +135,11 @@ impl Cadence {
 /// The power limit (set by an administrator, rarely changed) is read every this many
 /// samples, and a fan that answered "not supported" is asked again only this often: each
 /// driver call costs tens of µs, and the agent's CPU is measured against `nvidia-smi -l 1`.
-pub const SLOW_EVERY: u32 = 30;
+const SLOW_EVERY: u32 = 30;
 
 /// An empty graphics list is read again only every this many samples (compute-only GPUs
 /// have none; a desktop's Xorg keeps its list non-empty and read every sample).
-pub const GRAPHICS_EVERY: u32 = 10;
+const GRAPHICS_EVERY: u32 = 10;
 
 /// While a GPU's used memory stays where it was to the byte, its process lists are read only
 /// every this many samples and the last ones are kept between. A process cannot start (its
@@ -147,7 +147,7 @@ pub const GRAPHICS_EVERY: u32 = 10;
 /// memory, so this only delays, by at most this many samples, what would cancel out exactly
 /// within one interval (one process freeing what another takes). The compute list is the
 /// dearest driver call of a sample (≈ 94 µs of CPU once a second on the H200).
-pub const LISTS_EVERY: u32 = 5;
+const LISTS_EVERY: u32 = 5;
 
 /// A process list in one driver call (nvml-wrapper asks for the count first, which doubles
 /// the cost), falling back to nvml-wrapper when the symbol is missing.

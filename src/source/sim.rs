@@ -48,7 +48,7 @@ pub enum Script {
 
 impl Script {
     /// Memory in MiB `t` seconds after the process started.
-    pub fn memory_mib(&self, t: f64) -> u64 {
+    fn memory_mib(&self, t: f64) -> u64 {
         let t = t.max(0.0);
         match *self {
             Script::Trainer {

@@ -6,12 +6,12 @@ use crate::model::{GIB, MIB};
 
 /// Host memory kept free beyond the process's GPU memory when it is parked: 2 GiB, or 5 %
 /// of the parked bytes if more.
-pub fn host_margin(bytes: u64) -> u64 {
+fn host_margin(bytes: u64) -> u64 {
     (2 * GIB).max(bytes / 20)
 }
 
 /// Bytes from `/proc/meminfo`'s `MemAvailable` line.
-pub fn mem_available(meminfo: &str) -> Option<u64> {
+fn mem_available(meminfo: &str) -> Option<u64> {
     meminfo
         .lines()
         .find_map(|l| l.strip_prefix("MemAvailable:"))

@@ -253,7 +253,7 @@ pub fn exit_if_loaded(code: u8) {
 }
 
 /// "12.8" from 12080.
-pub fn version_text(v: i32) -> String {
+fn version_text(v: i32) -> String {
     format!("{}.{}", v / 1000, (v % 1000) / 10)
 }
 

@@ -11,7 +11,7 @@ use crate::model::{Origin, ParkInfo, ParkState, ProcessSample, Snapshot};
 /// with `/dev/nvidiaN` open (N: the first such file found), or with the CUDA driver library
 /// mapped but no GPU file open (None: a parked process, whose device files the driver's
 /// checkpoint closed, which says no GPU).
-pub fn gpu_device_holders() -> Vec<(u32, Option<u32>)> {
+fn gpu_device_holders() -> Vec<(u32, Option<u32>)> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };

@@ -10,7 +10,7 @@ use crate::host::procinfo::ProcReader;
 use crate::model::history::ProcSeriesKey;
 
 /// How long a lock waits for the process's CUDA work to reach a safe point.
-pub const LOCK_TIMEOUT_MS: u32 = 10_000;
+const LOCK_TIMEOUT_MS: u32 = 10_000;
 
 /// What the worker is asked.
 #[derive(Debug, Clone)]

@@ -75,7 +75,7 @@ pub fn release_extras(d: &crate::act::torch::protocol::DeviceRelease) -> String 
 }
 
 /// The release's answer in words: per device, reserved before → after (PyTorch's figures).
-pub fn describe_release(who: &str, r: &Release) -> String {
+fn describe_release(who: &str, r: &Release) -> String {
     if r.devices.is_empty() {
         return format!("{who}: its allocator uses no GPU yet, so there was nothing to release");
     }

@@ -3,7 +3,7 @@
 //! case-sensitive (Kubernetes and Docker names are), linear in practice, and never fails.
 
 /// Longest pattern a rule may hold (characters).
-pub const MAX_PATTERN_CHARS: usize = 512;
+const MAX_PATTERN_CHARS: usize = 512;
 
 /// Why a pattern is refused, or `None` when it is usable.
 pub fn problem(pattern: &str) -> Option<String> {

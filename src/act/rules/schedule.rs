@@ -12,9 +12,9 @@ use crate::model::UnixMs;
 /// How long the window of `at = "HH:MM"` stays open when no end is given.
 pub const DEFAULT_WINDOW_MINUTES: u32 = 60;
 /// Shortest period `every_hours` may name: one minute.
-pub const MIN_EVERY_HOURS: f64 = 1.0 / 60.0;
+const MIN_EVERY_HOURS: f64 = 1.0 / 60.0;
 /// Longest period `every_hours` may name: a year (8760 h).
-pub const MAX_EVERY_HOURS: f64 = 8760.0;
+const MAX_EVERY_HOURS: f64 = 8760.0;
 
 const DAY_MS: i64 = 86_400_000;
 const MINUTES_PER_DAY: u32 = 1440;

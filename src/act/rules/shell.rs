@@ -86,7 +86,7 @@ const RUNNERS: &[&str] = &[
 ];
 
 /// Placeholders whose values are text from the process (any bytes its owner chose).
-pub const TEXT_PLACEHOLDERS: &[&str] = &["{name}", "{user}"];
+const TEXT_PLACEHOLDERS: &[&str] = &["{name}", "{user}"];
 
 /// Every placeholder (as [`super::action::PLACEHOLDERS`]).
 const ALL_PLACEHOLDERS: &[&str] = &["{pid}", "{start_time}", "{gpu}", "{user}", "{name}"];

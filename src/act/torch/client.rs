@@ -19,7 +19,7 @@ use crate::model::UnixMs;
 /// Each connect, request and reply gets at most this long by default.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
 /// Longest reply line accepted (a summary or a segment list is well under this).
-pub const MAX_REPLY: usize = 16 << 20;
+const MAX_REPLY: usize = 16 << 20;
 
 /// The kernel's word on the other end of a Unix socket (`SO_PEERCRED`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -340,7 +340,7 @@ impl Client {
     ///
     /// # Errors
     /// [`TorchError::StartTimeMismatch`] or [`TorchError::Untrusted`].
-    pub fn recheck(&self) -> Result<(), TorchError> {
+    fn recheck(&self) -> Result<(), TorchError> {
         let pid = self.pid;
         let now = ProcReader::default().start_time_ms(pid);
         if let Some(expected) = self.start_time_ms {

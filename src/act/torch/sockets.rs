@@ -21,7 +21,7 @@ pub fn socket_name(pid: u32) -> String {
 }
 
 /// The pid a socket name claims, if it is a companion's name.
-pub fn pid_of_name(name: &str) -> Option<u32> {
+fn pid_of_name(name: &str) -> Option<u32> {
     name.strip_prefix("torch-")?
         .strip_suffix(".sock")?
         .parse()

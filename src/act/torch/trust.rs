@@ -24,7 +24,7 @@ const SO_PEERPIDFD: libc::c_int = 77;
 
 /// The uid a companions' folder names: `vramwarden-N` (the `/tmp` fallback) and
 /// `/run/user/N/vramwarden` name uid N; any other folder names none.
-pub fn claimed_uid(dir: &Path) -> Option<u32> {
+fn claimed_uid(dir: &Path) -> Option<u32> {
     let name = dir.file_name()?.to_str()?;
     if let Some(n) = name.strip_prefix("vramwarden-") {
         return n.parse().ok();

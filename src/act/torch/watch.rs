@@ -22,7 +22,7 @@ use crate::model::UnixMs;
 
 /// How many polls apart the poller looks for new companions' folders (new sockets in known
 /// folders are found at every poll).
-pub const RESCAN_EVERY: u32 = 10;
+const RESCAN_EVERY: u32 = 10;
 
 /// What the poller last saw.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -166,11 +166,11 @@ fn in_owners_folder(path: &Path, pid: u32) -> bool {
 /// Polls in a row a subscribed companion may push nothing beyond what it announced (the two
 /// clocks drift, so one poll now and then finds no new figures) before its connection is
 /// given up and made again.
-pub const QUIET_POLLS: u32 = 3;
+const QUIET_POLLS: u32 = 3;
 
 /// The poller subscribes to changes only, with this heartbeat: an idle job's companion sends
 /// its unchanged figures only this often, and costs a poll nothing in between.
-pub const HEARTBEAT: Duration = Duration::from_secs(5);
+const HEARTBEAT: Duration = Duration::from_secs(5);
 
 /// How a connection gets its figures.
 #[derive(Debug)]

@@ -16,13 +16,13 @@ use super::state::AgentState;
 pub const VIEW_PAGE_TICKS: usize = crate::model::history::delta::MAX_DELTA_TICKS;
 
 /// The engine's reply to a command is awaited this long.
-pub const ANSWER_WAIT: Duration = super::api::COMMAND_WAIT;
+const ANSWER_WAIT: Duration = super::api::COMMAND_WAIT;
 
 /// The `since` of a query (`since=TICK`; absent: 0, the whole history).
 ///
 /// # Errors
 /// A query that is not `since=` a number.
-pub fn since_of(query: Option<&str>) -> Result<u64, String> {
+fn since_of(query: Option<&str>) -> Result<u64, String> {
     let mut since = 0;
     for pair in query
         .unwrap_or_default()

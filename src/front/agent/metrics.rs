@@ -49,7 +49,7 @@ impl Format {
 }
 
 /// Escapes a label value: backslash, double quote and newline.
-pub fn escape_label(v: &str, out: &mut String) {
+fn escape_label(v: &str, out: &mut String) {
     for c in v.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
@@ -152,7 +152,7 @@ fn gpu_labels<'a>(
 
 /// Per-GPU forecast: the engine's ([`DeviceSample::time_to_full_s`]), else seconds until the
 /// GPU is full at the summed rate of its ongoing leak records (a monitor filled elsewhere).
-pub fn gpu_time_to_full_s(m: &Monitor, d: &DeviceSample) -> Option<f64> {
+fn gpu_time_to_full_s(m: &Monitor, d: &DeviceSample) -> Option<f64> {
     if d.time_to_full_s.is_some() {
         return d.time_to_full_s;
     }

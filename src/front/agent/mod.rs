@@ -35,7 +35,7 @@ use crate::front::headless::CliError;
 pub use state::AgentState;
 
 /// History the agent keeps in memory (the session log has the rest).
-pub const HISTORY: Duration = Duration::from_secs(3600);
+const HISTORY: Duration = Duration::from_secs(3600);
 
 /// What `vramwarden agent` was asked to do.
 #[derive(Debug, Clone)]

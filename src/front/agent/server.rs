@@ -451,7 +451,7 @@ fn nofile() -> nix::Result<(u64, u64)> {
 
 /// Soft `RLIMIT_NOFILE` up to the hard limit (a failure, e.g. under a seccomp filter, is
 /// logged and harmless: the connection limits hold at the usual 1024).
-pub fn raise_nofile() {
+fn raise_nofile() {
     let Ok((soft, hard)) = nofile() else {
         return;
     };

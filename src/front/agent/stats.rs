@@ -29,7 +29,7 @@ struct ActionCount {
 
 /// The action's kind, a bounded label: the first word of its label (`terminate`, `signal`,
 /// `run`, `notify`).
-pub fn action_kind(label: &str) -> String {
+fn action_kind(label: &str) -> String {
     label
         .split_whitespace()
         .next()
@@ -38,7 +38,7 @@ pub fn action_kind(label: &str) -> String {
 }
 
 /// The outcome as a label value.
-pub fn outcome_label(o: Outcome) -> &'static str {
+fn outcome_label(o: Outcome) -> &'static str {
     match o {
         Outcome::WouldAct => "would_act",
         Outcome::Acted => "acted",

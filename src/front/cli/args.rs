@@ -12,7 +12,7 @@ use crate::session::csv_export::Table;
 pub use crate::link::DEFAULT_LISTEN;
 
 /// Default bound on the agent's per-process series.
-pub const DEFAULT_MAX_PROCESSES: usize = 200;
+const DEFAULT_MAX_PROCESSES: usize = 200;
 
 /// Watch and manage NVIDIA GPU memory.
 #[derive(Debug, Parser)]
@@ -215,13 +215,13 @@ pub enum Speed {
 }
 
 /// Slowest and fastest `--speed` other than `max`.
-pub const SPEED_RANGE: (f64, f64) = (0.001, 1_000_000.0);
+const SPEED_RANGE: (f64, f64) = (0.001, 1_000_000.0);
 
 /// `max` or a number in [`SPEED_RANGE`].
 ///
 /// # Errors
 /// A message for clap.
-pub fn parse_speed(s: &str) -> Result<Speed, String> {
+fn parse_speed(s: &str) -> Result<Speed, String> {
     if s.eq_ignore_ascii_case("max") {
         return Ok(Speed::Max);
     }
@@ -238,7 +238,7 @@ pub fn parse_speed(s: &str) -> Result<Speed, String> {
 ///
 /// # Errors
 /// A message for clap when the text is not a duration or is out of range.
-pub fn parse_history(s: &str) -> Result<Duration, String> {
+fn parse_history(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| format!("{e} (try 24h)"))?;
     if d < Duration::from_secs(60) || d > Duration::from_secs(31 * 86_400) {
         return Err("the history must be between 1m and 31days".into());
@@ -250,7 +250,7 @@ pub fn parse_history(s: &str) -> Result<Duration, String> {
 ///
 /// # Errors
 /// A message for clap.
-pub fn parse_record_duration(s: &str) -> Result<Duration, String> {
+fn parse_record_duration(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| format!("{e} (try 10m)"))?;
     if d.is_zero() {
         return Err(
@@ -325,7 +325,7 @@ pub enum Format {
 ///
 /// # Errors
 /// A message for clap when the text is not a duration or is out of range.
-pub fn parse_interval(s: &str) -> Result<Duration, String> {
+fn parse_interval(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| format!("{e} (try 1s or 500ms)"))?;
     if d < Duration::from_millis(100) || d > Duration::from_secs(3600) {
         return Err("the interval must be between 100ms and 1h".into());

@@ -164,7 +164,7 @@ pub fn man_page(out: &mut dyn Write) -> std::io::Result<()> {
 
 /// Every visible subcommand, depth first: its full name (`vramwarden rules check`), its usage
 /// line and its one-line description.
-pub fn command_list(cmd: &clap::Command) -> Vec<(String, String, String)> {
+fn command_list(cmd: &clap::Command) -> Vec<(String, String, String)> {
     let mut list = Vec::new();
     walk(cmd, cmd.get_name(), &mut list);
     list

@@ -97,7 +97,7 @@ pub fn snapshot(
 
 /// CPU seconds this process's live threads have run, from `/proc/self/task/*/schedstat`
 /// (nanosecond resolution), falling back to `/proc/self/stat` (clock ticks).
-pub fn own_cpu_seconds() -> Option<f64> {
+fn own_cpu_seconds() -> Option<f64> {
     let mut ns: u64 = 0;
     let mut any = false;
     if let Ok(dir) = std::fs::read_dir("/proc/self/task") {

@@ -71,7 +71,7 @@ pub struct ProcessOut<'a> {
 }
 
 /// The state column of a process: `running`, or where its park stands.
-pub fn process_state(p: &crate::model::ProcessSample) -> &'static str {
+fn process_state(p: &crate::model::ProcessSample) -> &'static str {
     p.parked.map_or("running", |i| i.state.label())
 }
 

@@ -20,9 +20,9 @@ pub type Runs = Vec<(u32, u32)>;
 /// Most ticks in one delta.
 pub const MAX_DELTA_TICKS: usize = 4096;
 /// Most GPUs a delta may name (device indices are below it).
-pub const MAX_DELTA_DEVICES: usize = 64;
+const MAX_DELTA_DEVICES: usize = 64;
 /// Most process series in one delta.
-pub const MAX_DELTA_PROCESSES: usize = 16_384;
+const MAX_DELTA_PROCESSES: usize = 16_384;
 /// Most values (series × ticks) one delta may stand for.
 pub const MAX_DELTA_VALUES: usize = 16 << 20;
 
