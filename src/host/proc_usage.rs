@@ -39,7 +39,7 @@ impl Default for ProcUsage {
 }
 
 /// (utime + stime in clock ticks, rss in pages) from a `/proc/PID/stat` line.
-fn parse_stat_usage(stat: &str) -> Option<(u64, u64)> {
+pub fn parse_stat_usage(stat: &str) -> Option<(u64, u64)> {
     // Fields after the command name (which may hold spaces and parentheses): state is field 3.
     let rest = &stat[stat.rfind(')')? + 1..];
     let f: Vec<&str> = rest.split_whitespace().collect();
