@@ -251,3 +251,36 @@ fn each_band_is_painted_in_its_swatch_colour() {
         "a band is see-through: {painted:?}"
     );
 }
+
+/// Major 2 of issue 40, in a session: half an hour recorded and opened, on "All" and on
+/// "1 h", a process's pane open, at 100 % and 200 %: the graph ends where the pane begins,
+/// its right edge is the slider's moment, and its legend stays within the graph's part.
+#[test]
+fn a_sessions_graph_stays_inside_the_window_on_all_and_one_hour() {
+    use vramwarden::front::gui::ui_state::Window;
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("s.vwlog");
+    record_demo_session(&path, 1800);
+    for window in [Window::All, Window::OneHour] {
+        for ppp in [1.0, 2.0] {
+            let state = UiState {
+                window,
+                ..UiState::default()
+            };
+            let mut app = VramApp::with_backend(
+                Backend::detached(Monitor::new(1000, 10), SourceKind::Nvml),
+                state,
+            );
+            app.show_session(vramwarden::session::reader::SessionData::open(&path).expect("open"));
+            let mut h = harness_scaled(app.with_fixed_now(T0 + 5_000_000), ppp);
+            h.run();
+            h.get_by_label("SESSION · read-only");
+            h.get_by_label("48213").click();
+            h.run();
+            h.run();
+            assert!(h.state().layout().detail_pane.is_some(), "the pane opened");
+            let what = format!("session on {window:?} at {ppp}x");
+            assert_now_visible(&h, &["python3 (48213)", "Memory limit"], &what);
+        }
+    }
+}
