@@ -186,7 +186,17 @@ fn the_path_field_offers_the_path_typed_last() {
         .type_text(&typed);
     h.run();
     h.get_by_role_and_label(Role::Button, "Open").click();
-    h.run();
+    // The file is opened on a worker thread: it answers that there is no such file.
+    let t = Instant::now();
+    while h
+        .query_all_by_label_contains("Could not open the file")
+        .next()
+        .is_none()
+    {
+        assert!(t.elapsed() < Duration::from_secs(10), "no answer to Open");
+        std::thread::sleep(Duration::from_millis(20));
+        h.step();
+    }
     assert!(
         h.query_by_label("Choose a file").is_none(),
         "the field closed"
