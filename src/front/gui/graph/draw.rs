@@ -1,0 +1,299 @@
+//! Drawing one plot: its options, its range, its lines and filled bands, its limit and marks.
+
+use egui::{Color32, Ui};
+use egui_plot::{HLine, Line, Plot, PlotPoints, VLine};
+
+use super::axes::{time_axis, time_grid, value_axis, value_grid, value_label};
+use super::hover::{bucket_at, hover_table, lines_span, HoverAt};
+use super::lines::{Bucket, GraphLine, LineKind};
+use super::marks::span_labels;
+use super::zoom::wheel_zoom;
+use crate::front::gui::widgets;
+use crate::model::format::Units;
+use crate::model::history::ProcSeriesKey;
+
+/// How a plot is drawn, beyond its lines.
+#[derive(Debug, Clone, Default)]
+pub(super) struct PlotOpts<'a> {
+    /// The GPU's memory size (MiB): the red limit line.
+    pub(super) limit_mib: Option<f64>,
+    /// Memory the driver reserves (MiB), for the hover's free memory.
+    pub(super) reserved_mib: Option<f64>,
+    /// Axis and hover units.
+    pub(super) units: Units,
+    /// The time range to show (following live); `None` leaves it to the user.
+    pub(super) set_x: Option<(f64, f64)>,
+    /// Fit the time axis to the data (the lifetime graph).
+    pub(super) auto_x: bool,
+    /// Fit the memory axis to the data shown instead of 0 … the GPU's size.
+    pub(super) fit_y: bool,
+    /// Dashed vertical marks (unix seconds, name).
+    pub(super) marks: &'a [(f64, String)],
+    /// The hover lists every series at the cursor's time (the GPU graph).
+    pub(super) table_hover: bool,
+    /// A line drawn thicker (the selected process).
+    pub(super) highlight: Option<ProcSeriesKey>,
+    /// The OOM forecast: from (unix s, MiB used now) to (unix s when full, MiB limit).
+    pub(super) forecast: Option<[[f64; 2]; 2]>,
+    /// Seconds one point of the lines stands for (the hover's tolerance).
+    pub(super) step_s: f64,
+    /// Fixed height in points (default: what is available).
+    pub(super) height: Option<f32>,
+    /// Plots of one group share their time axis (pan and zoom together) and their cursor.
+    pub(super) link: Option<egui::Id>,
+    /// Shaded time windows (unix s from, to, name): leaks and OOM deaths.
+    pub(super) spans: &'a [(f64, f64, String)],
+    /// The time range of each point (the hover's title).
+    pub(super) buckets: &'a [Bucket],
+    /// The lines are a stack read at each bucket's instant.
+    pub(super) stacked: bool,
+    /// Fixed width in points (default: what is available).
+    pub(super) width: Option<f32>,
+}
+
+pub(super) fn draw_plot(
+    ui: &mut Ui,
+    id: &str,
+    lines: &mut [GraphLine],
+    o: &PlotOpts<'_>,
+) -> egui_plot::PlotResponse<()> {
+    // The axis uses one unit for all its labels: GiB when the scale reaches 10 GiB (or when
+    // chosen), so the grid falls on round GiB values.
+    let top = o.limit_mib.filter(|_| !o.fit_y).unwrap_or_else(|| {
+        lines
+            .iter()
+            .flat_map(|l| l.points.iter().map(|p| p[1]))
+            .fold(0.0, f64::max)
+    });
+    let unit = match o.units {
+        Units::MiB => "MiB",
+        Units::GiB => "GiB",
+        Units::Auto if top >= 10.0 * 1024.0 => "GiB",
+        Units::Auto => "MiB",
+    };
+    let scale = if unit == "GiB" { 1.0 / 1024.0 } else { 1.0 };
+    rescale(lines, scale);
+    let lines: &[GraphLine] = lines;
+    let fit = o.fit_y.then(|| fit_range(lines, o)).flatten();
+    let days = widgets::shows_days(o.set_x.or_else(|| lines_span(lines)));
+    let plot = configure_plot(id, o, (unit, scale, days), fit);
+    let resp = plot.show(ui, |plot_ui| {
+        if let Some((a, b)) = o.set_x {
+            plot_ui.set_plot_bounds_x(a..=b);
+        }
+        if let Some((lo, hi)) = fit {
+            plot_ui.set_plot_bounds_y(lo..=hi);
+        }
+        wheel_zoom(plot_ui);
+        plot_lines(plot_ui, lines, o, scale);
+    });
+    if o.table_hover {
+        if let Some(pos) = resp.response.hover_pos() {
+            let x = resp.transform.value_from_position(pos).x;
+            let shown = resp.transform.bounds();
+            let at = HoverAt {
+                x,
+                step: o.step_s,
+                bucket: bucket_at(o.buckets, x, o.step_s),
+                stacked: o.stacked,
+                days: widgets::shows_days(Some((shown.min()[0], shown.max()[0]))),
+            };
+            let (limit, reserved, units) = (o.limit_mib, o.reserved_mib, o.units);
+            resp.response.clone().on_hover_ui_at_pointer(|ui| {
+                hover_table(ui, lines, &at, limit, reserved, units);
+            });
+        }
+    }
+    resp
+}
+
+/// Makes each line's points in the axis unit (`scale` from MiB), when not made already.
+fn rescale(lines: &mut [GraphLine], scale: f64) {
+    for l in lines.iter_mut() {
+        if l.scale != scale || l.scaled.len() != l.points.len() {
+            l.scaled = l
+                .points
+                .iter()
+                .map(|p| egui_plot::PlotPoint::new(p[0], p[1] * scale))
+                .collect();
+            l.scale = scale;
+        }
+    }
+}
+
+/// Fit to data: the range of what is drawn in the time shown, with a margin.
+fn fit_range(lines: &[GraphLine], o: &PlotOpts<'_>) -> Option<(f64, f64)> {
+    let (x0, x1) = o.set_x.unwrap_or((f64::MIN, f64::MAX));
+    let (lo, hi) = lines
+        .iter()
+        .flat_map(|l| l.scaled.iter())
+        .filter(|p| p.x >= x0 && p.x <= x1)
+        .fold((f64::MAX, f64::MIN), |(lo, hi), p| {
+            (lo.min(p.y), hi.max(p.y))
+        });
+    (lo <= hi).then(|| {
+        let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.002).max(1e-3);
+        // A stack is read from 0: cutting its foot would cut its bottom band (the process
+        // at the bottom would look smaller than it is). Fit its top only.
+        let lo = if o.stacked { 0.0 } else { (lo - pad).max(0.0) };
+        (lo, hi + pad)
+    })
+}
+
+/// The plot's axes, hover label, size and links, before its lines.
+fn configure_plot<'a>(
+    id: &str,
+    o: &PlotOpts<'_>,
+    (unit, scale, days): (&'static str, f64, bool),
+    fit: Option<(f64, f64)>,
+) -> Plot<'a> {
+    let units = o.units;
+    let mut plot = Plot::new(id)
+        .allow_zoom([true, false])
+        .allow_drag([true, false])
+        .allow_scroll(false)
+        .allow_boxed_zoom(false)
+        .allow_double_click_reset(false)
+        .auto_bounds([o.auto_x, fit.is_none()])
+        .custom_x_axes(vec![time_axis()])
+        .x_grid_spacer(time_grid)
+        .y_grid_spacer(value_grid)
+        .custom_y_axes(vec![value_axis(56.0, move |m| value_label(m, unit))]);
+    plot = if o.table_hover {
+        // The hover table (drawn by the caller) replaces the single-value label.
+        plot.label_formatter(|_| None)
+    } else {
+        plot.label_formatter(move |pos| match pos {
+            egui_plot::HoverPosition::NearDataPoint {
+                plot_name,
+                position,
+                ..
+            } => Some(format!(
+                "{plot_name}\n{}\n{}",
+                widgets::hover_time(position.x, days),
+                units.mib(position.y / scale)
+            )),
+            egui_plot::HoverPosition::Elsewhere { .. } => None,
+        })
+    };
+    if let Some(h) = o.height {
+        plot = plot.height(h);
+    }
+    if let Some(w) = o.width {
+        plot = plot.width(w);
+    }
+    if let Some(g) = o.link {
+        plot = plot
+            .link_axis(g, [true, false])
+            .link_cursor(g, [true, false]);
+    }
+    if fit.is_none() {
+        plot = plot.include_y(0.0);
+        if let Some(l) = o.limit_mib {
+            plot = plot.include_y(l * scale * 1.02);
+        }
+    }
+    plot
+}
+
+/// The lines (the highlighted one thicker), the memory limit, the OOM forecast and the marks.
+fn plot_lines<'a>(
+    plot_ui: &mut egui_plot::PlotUi<'a>,
+    lines: &'a [GraphLine],
+    o: &PlotOpts<'_>,
+    scale: f64,
+) {
+    // The shading of each window first, behind the bands: a band keeps its own colour in a
+    // leak's time too (the shading shows above the stack).
+    for (a, b, _) in o.spans {
+        plot_ui.span(
+            egui_plot::Span::new("", *a..=*b)
+                .fill(crate::front::gui::leaks::LEAK.gamma_multiply(0.12))
+                .border_width(0.0),
+        );
+    }
+    for l in lines.iter() {
+        let mut line = Line::new(l.name.clone(), PlotPoints::Borrowed(&l.scaled)).color(l.color);
+        let highlighted =
+            matches!((l.kind, o.highlight), (LineKind::Process(k), Some(h)) if k == h);
+        if l.filled {
+            // Opaque, between its own edges: the band has its swatch's colour whatever lies
+            // above, below or behind it (dimmed towards the plot's background, still opaque,
+            // while another is selected).
+            let dim = o.highlight.is_some() && !highlighted;
+            let fill = if dim {
+                let bg = plot_ui.ctx().global_style().visuals.extreme_bg_color;
+                bg.lerp_to_gamma(l.color, 0.45)
+            } else {
+                l.color
+            };
+            fill_band(plot_ui, l, fill);
+            line = line.color(fill).width(if highlighted { 2.5 } else { 1.0 });
+        } else {
+            line = line.width(match l.kind {
+                LineKind::Total => 2.0,
+                _ if highlighted => 3.0,
+                _ => 1.5,
+            });
+        }
+        plot_ui.line(line);
+    }
+    if let Some(l) = o.limit_mib {
+        plot_ui.hline(
+            HLine::new("Memory limit", l * scale)
+                .color(widgets::LIMIT)
+                .width(1.5),
+        );
+    }
+    if let Some([[x0, y0], [x1, y1]]) = o.forecast {
+        plot_ui.line(
+            Line::new(
+                "OOM forecast",
+                PlotPoints::new(vec![[x0, y0 * scale], [x1, y1 * scale]]),
+            )
+            .color(widgets::FORECAST)
+            .width(2.0)
+            .style(egui_plot::LineStyle::dashed_loose()),
+        );
+    }
+    // One label per group of windows that overlap (two labels over one another read as
+    // neither).
+    for (a, b, name) in span_labels(o.spans) {
+        plot_ui.span(
+            egui_plot::Span::new(name, a..=b)
+                .fill(Color32::TRANSPARENT)
+                .border_width(0.0),
+        );
+    }
+    for (x, name) in o.marks {
+        plot_ui.vline(
+            VLine::new(name.clone(), *x)
+                .color(crate::front::gui::leaks::LEAK)
+                .style(egui_plot::LineStyle::dashed_loose()),
+        );
+    }
+}
+
+/// One stacked band, filled run by run between its lower edge (the bands below) and its top.
+fn fill_band(plot_ui: &mut egui_plot::PlotUi<'_>, l: &GraphLine, fill: Color32) {
+    for run in l.runs() {
+        let (Some(top), Some(own)) = (l.scaled.get(run.clone()), l.own.get(run)) else {
+            continue;
+        };
+        if top.len() < 2 {
+            continue;
+        }
+        let xs: Vec<f64> = top.iter().map(|p| p.x).collect();
+        let hi: Vec<f64> = top.iter().map(|p| p.y).collect();
+        let lo: Vec<f64> = hi
+            .iter()
+            .zip(own)
+            .map(|(h, v)| (h - v * l.scale).max(0.0))
+            .collect();
+        plot_ui.add(
+            egui_plot::FilledArea::new(l.name.clone(), &xs, &lo, &hi)
+                .fill_color(fill)
+                .allow_hover(false),
+        );
+    }
+}

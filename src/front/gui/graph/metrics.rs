@@ -1,0 +1,234 @@
+//! The small metric plots under the memory graph (utilisation, temperature, power, clocks, fan).
+
+use egui::Ui;
+use egui_plot::{Line, Plot, PlotPoints};
+
+use super::axes::{time_axis, time_grid, value_axis, value_grid, value_label};
+use super::cache::{CacheKey, GraphCache};
+use super::hover::lines_span;
+use super::lines::{GraphLine, LineKind};
+use super::zoom::{user_moved, wheel_zoom};
+use crate::front::gui::widgets;
+use crate::model::history::History;
+use crate::model::UnixMs;
+
+/// The small plots under the memory graph (one per panel, each with its metrics' lines), over
+/// the memory graph's time range, their time axes linked to it.
+pub(super) const METRIC_PANELS: [(&str, &str, &[crate::model::history::Metric]); 5] = {
+    use crate::model::history::Metric as M;
+    [
+        ("Utilisation", "%", &[M::Utilization]),
+        ("Temperature", "°C", &[M::Temperature]),
+        ("Power", "W", &[M::Power, M::PowerLimit]),
+        ("Clocks", "MHz", &[M::SmClock, M::MemClock]),
+        ("Fan", "%", &[M::Fan]),
+    ]
+};
+
+/// Builds (or keeps) the metric panels' lines of `device` over `(from, to)` in `cache`.
+pub(super) fn metric_lines<'c>(
+    h: &History,
+    device: u32,
+    (from, to): (UnixMs, UnixMs),
+    width: usize,
+    dark: bool,
+    cache: &'c mut GraphCache,
+) -> &'c mut Vec<Vec<GraphLine>> {
+    use crate::model::history::Metric;
+    let key = CacheKey {
+        history: h.id(),
+        what: None,
+        device,
+        from,
+        to,
+        width: width / 4,
+        end_tick: h.end_tick(),
+        stacked: false,
+        dark,
+        palette: widgets::Palette::Standard,
+    };
+    let stale = cache.metrics.as_ref().is_none_or(|(k, _)| *k != key);
+    if stale {
+        let lines = METRIC_PANELS
+            .iter()
+            .map(|(_, _, metrics)| {
+                metrics
+                    .iter()
+                    .filter_map(|m| {
+                        let (name, _) = m.label();
+                        let points =
+                            h.decimate(h.metric(device, *m)?, from, to, (width / 4).max(20));
+                        let color = match m {
+                            Metric::PowerLimit => widgets::LIMIT,
+                            Metric::MemClock => widgets::RESERVED,
+                            _ => widgets::USED,
+                        };
+                        (!points.is_empty()).then(|| {
+                            GraphLine::new(name.into(), LineKind::Total, color, points, false)
+                        })
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        cache.metrics = Some((key.clone(), lines));
+    }
+    &mut cache.metrics.get_or_insert_with(|| (key, Vec::new())).1
+}
+
+/// The metric panels shown: those with a reading (no fan on an SXM module, clocks in an old
+/// session are left out rather than drawn empty), utilisation, temperature and power always,
+/// as many as fit at 150 points each.
+fn shown_panels(plots: &[Vec<GraphLine>], available_width: f32) -> Vec<usize> {
+    let fit = ((available_width / 150.0) as usize).max(1);
+    (0..METRIC_PANELS.len())
+        .filter(|i| i < &3 || plots.get(*i).is_some_and(|p| !p.is_empty()))
+        .take(fit)
+        .collect()
+}
+
+/// The small plots under the memory graph (one per panel, each with its metrics' lines) over
+/// the memory graph's time range, their time axes and cursor linked to it. Returns the range
+/// (unix s) one of them was zoomed or panned to by the user.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn metric_plots(
+    ui: &mut Ui,
+    h: &History,
+    device: u32,
+    (from, to): (UnixMs, UnixMs),
+    set_x: Option<(f64, f64)>,
+    (width, available): (usize, f32),
+    cache: &mut GraphCache,
+    height: f32,
+) -> Option<(f64, f64)> {
+    let dark = ui.visuals().dark_mode;
+    let plots = metric_lines(h, device, (from, to), width, dark, cache);
+    let shown = shown_panels(plots, available);
+    let n = shown.len() as f32;
+    let w = ((available - 8.0 * n) / n).max(110.0);
+    let mut moved = None;
+    ui.horizontal(|ui| {
+        for i in shown {
+            let lines = &plots[i];
+            ui.allocate_ui(egui::vec2(w, height), |ui| {
+                ui.vertical(|ui| {
+                    if let Some(r) = metric_plot(ui, device, i, lines, set_x, (w, height)) {
+                        moved = Some(r);
+                    }
+                });
+            });
+        }
+    });
+    moved
+}
+
+/// One metric panel: "Power · 290 / 700 W" (its lines' names on hover) over its plot.
+/// Returns the range the user moved it to.
+fn metric_plot(
+    ui: &mut Ui,
+    device: u32,
+    panel: usize,
+    lines: &[GraphLine],
+    set_x: Option<(f64, f64)>,
+    (w, height): (f32, f32),
+) -> Option<(f64, f64)> {
+    let (title, unit, _) = METRIC_PANELS[panel];
+    let now: Vec<String> = lines
+        .iter()
+        .filter_map(|l| Some(format!("{:.0}", l.points.last()?[1])))
+        .collect();
+    let now = if now.is_empty() {
+        "—".to_string()
+    } else {
+        format!("{} {unit}", now.join(" / "))
+    };
+    ui.label(widgets::hint(format!("{title} · {now}")).strong())
+        .on_hover_text(
+            lines
+                .iter()
+                .map(|l| l.name.as_str())
+                .collect::<Vec<_>>()
+                .join(" / "),
+        );
+    // A panel of two lines (power and its cap, the two clocks) says which is which.
+    let legend_h = if lines.len() > 1 {
+        ui.horizontal(|ui| {
+            for l in lines {
+                widgets::legend_item(ui, l.color, metric_legend_name(&l.name), false);
+            }
+        })
+        .response
+        .rect
+        .height()
+            + ui.spacing().item_spacing.y
+    } else {
+        0.0
+    };
+    let days = widgets::shows_days(set_x.or_else(|| lines_span(lines)));
+    let hover_unit = unit.to_string();
+    let unit = unit.to_string();
+    let link = egui::Id::unique(("gpu-time", device));
+    let mut plot = Plot::new(("gpu-metric", device, title))
+        .height((height - 20.0 - legend_h).max(40.0))
+        .width(w - 8.0)
+        .allow_zoom([true, false])
+        .allow_drag([true, false])
+        .allow_scroll(false)
+        .allow_double_click_reset(false)
+        .auto_bounds([false, true])
+        .include_y(0.0)
+        .show_x(true)
+        .link_axis(link, [true, false])
+        .link_cursor(link, [true, false])
+        .custom_x_axes(vec![time_axis()])
+        .x_grid_spacer(time_grid)
+        .y_grid_spacer(value_grid)
+        .custom_y_axes(vec![value_axis(48.0, move |m| value_label(m, &unit))])
+        // Its name, the clock and the value with its unit (egui_plot's own label is "x = "
+        // in unix seconds).
+        .label_formatter(move |pos| match pos {
+            egui_plot::HoverPosition::NearDataPoint {
+                plot_name,
+                position,
+                ..
+            } => Some(format!(
+                "{plot_name}\n{}\n{:.0} {hover_unit}",
+                widgets::hover_time(position.x, days),
+                position.y
+            )),
+            egui_plot::HoverPosition::Elsewhere { .. } => None,
+        });
+    if title == "Utilisation" || title == "Fan" {
+        plot = plot.include_y(100.0);
+    }
+    let resp = plot.show(ui, |p| {
+        if let Some((a, b)) = set_x {
+            p.set_plot_bounds_x(a..=b);
+        }
+        wheel_zoom(p);
+        for l in lines.iter() {
+            let mut line = Line::new(l.name.clone(), PlotPoints::new(l.points.clone()))
+                .color(l.color)
+                .width(1.5);
+            if l.color == widgets::LIMIT {
+                line = line.style(egui_plot::LineStyle::dashed_loose());
+            }
+            p.line(line);
+        }
+    });
+    user_moved(ui, &resp.response).then(|| {
+        let b = resp.transform.bounds();
+        (b.min()[0], b.max()[0])
+    })
+}
+
+/// A metric's name in its panel's legend, where the panel's title says the rest ("Clocks":
+/// "SM", "memory").
+fn metric_legend_name(name: &str) -> &str {
+    match name {
+        "Power" => "drawn",
+        "Power cap" => "cap",
+        "SM clock" => "SM",
+        "Memory clock" => "memory",
+        n => n,
+    }
+}
