@@ -1,0 +1,374 @@
+//! One rule's editor: its conditions, containers and schedule, and its action.
+
+use egui::{RichText, Ui};
+
+use super::fields::{field_errors, opt_num, opt_text};
+use crate::act::rules::Action;
+
+/// A target "Test this rule" found: what it is, and why it would be skipped (`None`: acted on).
+pub type TestedTarget = (String, Option<String>);
+
+/// The rule `i`'s editor: its summary, Test this rule, and its fields.
+pub(super) fn rule_editor(
+    ui: &mut Ui,
+    c: &mut crate::engine::settings::Cleanup,
+    i: usize,
+    tested: &mut Option<(usize, Vec<TestedTarget>)>,
+    request: &mut Option<(usize, crate::engine::EngineCommand)>,
+) {
+    let safety = crate::act::rules::action::Safety {
+        global_dry_run: c.dry_run,
+        protected: c.protected.clone(),
+    };
+    let r = &mut c.rules[i];
+    let problems = r.problems();
+    // The summary keeps its height while typing (two lines), so the fields below stay put.
+    let summary_h = ui.text_style_height(&egui::TextStyle::Body) * 2.0 + 4.0;
+    ui.allocate_ui(egui::vec2(ui.available_width(), summary_h), |ui| {
+        ui.set_min_height(summary_h);
+        ui.add(egui::Label::new(RichText::new(r.describe()).italics()).wrap());
+    });
+    ui.horizontal(|ui| {
+        if ui
+            .button("Test this rule")
+            .on_hover_text("Which current processes (or GPUs) it would match right now, ignoring hold time and cooldown, and which of them its safety rules would skip")
+            .clicked()
+        {
+            // Tested by the engine that owns the processes (an agent's for a remote
+            // window); the matches come back as its reply.
+            *request = Some((
+                i,
+                crate::engine::EngineCommand::TestRule {
+                    rule: Box::new(r.clone()),
+                    safety: Some(safety.clone()),
+                },
+            ));
+            *tested = None;
+            ui.ctx().request_repaint();
+        }
+        if let Some((j, found)) = &*tested {
+            if *j == i {
+                let acted = found.iter().filter(|(_, w)| w.is_none()).count();
+                ui.label(match (found.len(), acted) {
+                    (0, _) => "It matches nothing right now.".to_string(),
+                    (n, a) if a == n => format!("It matches {n} right now, and would act on each:"),
+                    (n, 0) => format!("It matches {n} right now, but would skip every one:"),
+                    (n, a) => format!("It matches {n} right now; it would act on {a}:"),
+                });
+            }
+        }
+    });
+    if let Some((j, found)) = &*tested {
+        if *j == i {
+            for (f, why) in found {
+                match why {
+                    None => ui.monospace(format!("  ✔ {f}")),
+                    Some(w) => ui.label(
+                        RichText::new(format!("  ✖ {f} — skipped: {w}"))
+                            .monospace()
+                            .weak(),
+                    ),
+                };
+            }
+        }
+    }
+    egui::Grid::new("rule-edit")
+        .num_columns(2)
+        .spacing([10.0, 6.0])
+        .show(ui, |ui| {
+            ui.label("Name");
+            ui.vertical(|ui| {
+                ui.add(
+                    egui::TextEdit::singleline(&mut r.name)
+                        .hint_text("rule name")
+                        .desired_width(260.0),
+                );
+                field_errors(ui, &problems, &["name"]);
+            });
+            ui.end_row();
+            ui.label("Mode");
+            ui.horizontal_wrapped(|ui| {
+                ui.checkbox(&mut r.enabled, "Enabled");
+                ui.checkbox(&mut r.dry_run, "Dry run (log only)");
+                ui.checkbox(
+                    &mut r.allow_other_users,
+                    "May act on other users' processes (as root)",
+                );
+            });
+            ui.end_row();
+            ui.label("Conditions");
+            ui.vertical(|ui| conditions(ui, &mut r.conditions, &problems, i));
+            ui.end_row();
+            ui.label("Action");
+            ui.vertical(|ui| action_editor(ui, &mut r.action, &problems));
+            ui.end_row();
+            ui.label("Cooldown");
+            ui.vertical(|ui| {
+                ui.add(
+                    egui::DragValue::new(&mut r.cooldown_minutes)
+                        .speed(1.0)
+                        .suffix(" min per target"),
+                );
+                field_errors(ui, &problems, &["cooldown_minutes"]);
+            });
+            ui.end_row();
+        });
+}
+
+/// A numeric condition's row: label, field, (default when ticked, unit), its problems' key.
+type NumCond<'a> = (
+    &'static str,
+    &'a mut Option<f64>,
+    (f64, &'static str),
+    &'static str,
+);
+/// A text condition's row: label, field, hint, its problems' key.
+type TextCond<'a> = (
+    &'static str,
+    &'a mut Option<String>,
+    &'static str,
+    &'static str,
+);
+
+/// A rule's conditions, each with its own problems under it.
+fn conditions(
+    ui: &mut Ui,
+    k: &mut crate::act::rules::Conditions,
+    problems: &[(&'static str, String)],
+    i: usize,
+) {
+    let memory: [NumCond<'_>; 6] = [
+        (
+            "Process GPU memory ≥",
+            &mut k.process_memory_min_mib,
+            (8192.0, " MiB"),
+            "process_memory_min_mib",
+        ),
+        (
+            "GPU used ≥",
+            &mut k.device_used_min_pct,
+            (95.0, " %"),
+            "device_used_min_pct",
+        ),
+        (
+            "GPU free ≤",
+            &mut k.device_free_max_mib,
+            (1024.0, " MiB"),
+            "device_free_max_mib",
+        ),
+        (
+            "GPU full in <",
+            &mut k.device_full_within_minutes,
+            (30.0, " min"),
+            "device_full_within_minutes",
+        ),
+        (
+            "GPU-idle for ≥",
+            &mut k.idle_min_minutes,
+            (30.0, " min"),
+            "idle_min_minutes",
+        ),
+        (
+            "Leaking for ≥",
+            &mut k.leaking_min_minutes,
+            (10.0, " min"),
+            "leaking_min_minutes",
+        ),
+    ];
+    for (label, v, default, key) in memory {
+        opt_num(ui, label, v, default, problems, key);
+    }
+    let who: [TextCond<'_>; 4] = [
+        (
+            "Name matches",
+            &mut k.name_regex,
+            "regular expression",
+            "name_regex",
+        ),
+        (
+            "Command line matches",
+            &mut k.cmdline_regex,
+            "regular expression",
+            "cmdline_regex",
+        ),
+        ("User is", &mut k.user_is, "user name", "user_is"),
+        (
+            "User is not",
+            &mut k.user_is_not,
+            "user name",
+            "user_is_not",
+        ),
+    ];
+    for (label, v, hint, key) in who {
+        opt_text(ui, label, v, hint, problems, key);
+    }
+    let more: [NumCond<'_>; 2] = [
+        (
+            "Running for ≥",
+            &mut k.age_min_minutes,
+            (60.0, " min"),
+            "age_min_minutes",
+        ),
+        (
+            "User's total on the GPU ≥",
+            &mut k.user_total_min_mib,
+            (40960.0, " MiB"),
+            "user_total_min_mib",
+        ),
+    ];
+    for (label, v, default, key) in more {
+        opt_num(ui, label, v, default, problems, key);
+    }
+    containers_and_schedule(ui, k, problems, i);
+    ui.horizontal(|ui| {
+        let mut on = k.gpu.is_some();
+        if ui.checkbox(&mut on, "Only on GPU").changed() {
+            k.gpu = on.then_some(k.gpu.unwrap_or(0));
+        }
+        if let Some(g) = k.gpu.as_mut() {
+            ui.add(egui::DragValue::new(g).range(0..=63));
+        }
+    });
+    ui.horizontal(|ui| {
+        ui.label("All of it held for");
+        ui.add(
+            egui::DragValue::new(&mut k.hold_seconds)
+                .speed(1.0)
+                .suffix(" s"),
+        );
+    });
+    field_errors(ui, problems, &["hold_seconds", "gpu"]);
+}
+
+/// Containers and schedules: folded away unless the rule uses them.
+fn containers_and_schedule(
+    ui: &mut Ui,
+    k: &mut crate::act::rules::Conditions,
+    problems: &[(&'static str, String)],
+    i: usize,
+) {
+    let used = k.container_glob.is_some()
+        || k.pod_glob.is_some()
+        || k.container_total_min_mib.is_some()
+        || k.at.is_some()
+        || k.every_hours.is_some();
+    egui::CollapsingHeader::new("Containers and schedule")
+        .id_salt(("rule-containers-schedule", i))
+        .default_open(used)
+        .show(ui, |ui| {
+            opt_text(
+                ui,
+                "Container matches",
+                &mut k.container_glob,
+                "pattern, e.g. jupyter-*",
+                problems,
+                "container_glob",
+            );
+            opt_text(
+                ui,
+                "Pod matches",
+                &mut k.pod_glob,
+                "pattern, e.g. ml/trainer-* or jupyter-*",
+                problems,
+                "pod_glob",
+            );
+            opt_num(
+                ui,
+                "Container's total on the GPU ≥",
+                &mut k.container_total_min_mib,
+                (20480.0, " MiB"),
+                problems,
+                "container_total_min_mib",
+            );
+            opt_text(
+                ui,
+                "Daily at (local time)",
+                &mut k.at,
+                "04:00 or 04:00-04:30",
+                problems,
+                "at",
+            );
+            opt_num(
+                ui,
+                "At most once every",
+                &mut k.every_hours,
+                (6.0, " h"),
+                problems,
+                "every_hours",
+            );
+        });
+}
+
+/// A rule's action: its kind and that kind's fields.
+fn action_editor(ui: &mut Ui, action: &mut Action, problems: &[(&'static str, String)]) {
+    let kind = crate::act::rules::model::ActionKind::of(action);
+    let mut k = kind;
+    ui.horizontal_wrapped(|ui| {
+        for choice in crate::act::rules::model::ActionKind::ALL {
+            ui.radio_value(&mut k, choice, choice.label());
+        }
+    });
+    if k != kind {
+        *action = k.starting_action();
+    }
+    match action {
+        Action::Notify | Action::ReleaseCache => {}
+        Action::Park => {
+            ui.label("Moves its GPU memory to host memory through the driver's checkpoint API; it waits, not killed (needs as much free host memory).");
+        }
+        Action::Resume => {
+            ui.label("Moves a parked process's memory back to the GPU; it goes on.");
+        }
+        Action::LimitMemory { gib } => {
+            ui.horizontal(|ui| {
+                ui.label("Memory fraction for");
+                ui.add(
+                    egui::DragValue::new(gib)
+                        .speed(0.5)
+                        .range(0.0..=crate::act::rules::model::MAX_LIMIT_GIB)
+                        .suffix(" GiB"),
+                );
+                ui.label("(through its vramwarden_torch companion)");
+            });
+        }
+        Action::Signal { signal } => {
+            ui.add(
+                egui::TextEdit::singleline(signal)
+                    .hint_text("SIGUSR1")
+                    .desired_width(120.0),
+            );
+        }
+        Action::Terminate { grace_seconds } => {
+            ui.horizontal(|ui| {
+                ui.label("SIGTERM, then SIGKILL after");
+                ui.add(egui::DragValue::new(grace_seconds).speed(1.0).suffix(" s"));
+                ui.label("if it still holds GPU memory");
+            });
+        }
+        Action::RunCommand {
+            argv,
+            timeout_seconds,
+        } => {
+            let mut line = argv.join(" ");
+            if ui
+                .add(
+                    egui::TextEdit::singleline(&mut line)
+                        .hint_text("systemctl --user restart jupyter  ({pid} {gpu} {user} {name})")
+                        .desired_width(420.0),
+                )
+                .changed()
+            {
+                *argv = line.split_whitespace().map(str::to_string).collect();
+            }
+            ui.horizontal(|ui| {
+                ui.label("Timeout");
+                ui.add(
+                    egui::DragValue::new(timeout_seconds)
+                        .speed(1.0)
+                        .suffix(" s"),
+                );
+            });
+        }
+    }
+    field_errors(ui, problems, &["action"]);
+}

@@ -1,0 +1,173 @@
+//! The Rules section's list: protected names, the rules with their buttons, adding and moving rules.
+
+use egui::{RichText, Ui};
+
+use crate::act::rules::{Action, Rule};
+use crate::front::gui::widgets;
+
+/// The protected names, wrapped over as many lines as the list needs, so no name is hidden.
+/// While the field has the focus its own text is kept, so a comma typed before the next name
+/// stays.
+pub(super) fn protected_names(
+    ui: &mut Ui,
+    protected: &mut Vec<String>,
+    typing: &mut Option<String>,
+) {
+    let label = ui.label("Protected names (never acted on; comma-separated)");
+    let mut text = typing.take().unwrap_or_else(|| protected.join(", "));
+    let resp = ui
+        .add(
+            egui::TextEdit::multiline(&mut text)
+                .desired_rows(1)
+                .desired_width(ui.available_width().max(200.0))
+                .hint_text("comma-separated process names")
+                .return_key(None),
+        )
+        .labelled_by(label.id);
+    if resp.changed() {
+        *protected = text
+            .split([',', '\n'])
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
+    }
+    if resp.has_focus() {
+        *typing = Some(text);
+    }
+}
+
+/// The rules, one line each; the button pressed on a line (its index and what).
+pub(super) fn rules_list(
+    ui: &mut Ui,
+    c: &mut crate::engine::settings::Cleanup,
+    editing: &mut Option<usize>,
+) -> Option<(usize, &'static str)> {
+    let mut op: Option<(usize, &'static str)> = None;
+    // Scrolls sideways when narrower than its lines (long names and the row's buttons) rather
+    // than widening the window.
+    egui::ScrollArea::horizontal()
+        .id_salt("rules-list-scroll")
+        .auto_shrink([false, true])
+        .show(ui, |ui| {
+            egui::Grid::new("rules-list")
+                .num_columns(4)
+                .striped(true)
+                .show(ui, |ui| {
+                    for (i, r) in c.rules.iter_mut().enumerate() {
+                        ui.checkbox(&mut r.enabled, "on");
+                        // The row's buttons before its name: a long name never pushes them
+                        // out of the window.
+                        ui.horizontal(|ui| {
+                            for (label, what, hover) in [
+                                ("Up", "up", "Move this rule up (rules are checked in order)"),
+                                ("Down", "down", "Move this rule down"),
+                                ("Duplicate", "dup", "Add a copy of this rule below it"),
+                                (
+                                    "Delete",
+                                    "del",
+                                    "Remove this rule (Save to keep the change)",
+                                ),
+                            ] {
+                                if ui.button(label).on_hover_text(hover).clicked() {
+                                    op = Some((i, what));
+                                }
+                            }
+                        });
+                        let bad = !r.problems().is_empty();
+                        let mut name = RichText::new(&r.name);
+                        if bad {
+                            name = name.color(widgets::warn(ui));
+                        }
+                        if ui.selectable_label(*editing == Some(i), name).clicked() {
+                            *editing = Some(i);
+                        }
+                        ui.horizontal(|ui| {
+                            if r.dry_run || c.dry_run {
+                                ui.label(
+                                    RichText::new(" DRY RUN ")
+                                        .color(egui::Color32::from_rgb(20, 20, 20))
+                                        .background_color(egui::Color32::from_rgb(235, 200, 90))
+                                        .small(),
+                                );
+                            }
+                            if bad {
+                                ui.label(RichText::new("invalid").color(widgets::warn(ui)).small());
+                            }
+                        });
+                        ui.end_row();
+                    }
+                });
+        });
+    if c.rules.is_empty() {
+        ui.label(RichText::new("No rules yet. A new rule starts as a dry run.").weak());
+    }
+    op
+}
+
+/// Moves, duplicates or deletes a rule as its line's button asked.
+pub(super) fn apply_rule_op(
+    c: &mut crate::engine::settings::Cleanup,
+    editing: &mut Option<usize>,
+    (i, what): (usize, &str),
+) {
+    match what {
+        "up" if i > 0 => {
+            c.rules.swap(i, i - 1);
+            *editing = Some(i - 1);
+        }
+        "down" if i + 1 < c.rules.len() => {
+            c.rules.swap(i, i + 1);
+            *editing = Some(i + 1);
+        }
+        "dup" => {
+            let mut r = c.rules[i].clone();
+            r.name = format!("{} (copy)", r.name);
+            r.dry_run = true;
+            c.rules.insert(i + 1, r);
+            *editing = Some(i + 1);
+        }
+        "del" => {
+            c.rules.remove(i);
+            *editing = None;
+        }
+        _ => {}
+    }
+}
+
+/// Add rule, Add the example (the OOM guard has its own section).
+pub(super) fn add_rule_buttons(
+    ui: &mut Ui,
+    c: &mut crate::engine::settings::Cleanup,
+    editing: &mut Option<usize>,
+) {
+    ui.horizontal_wrapped(|ui| {
+        if ui.button("Add rule").clicked() {
+            let mut r = Rule::default();
+            let mut n = 1;
+            while c.rules.iter().any(|x| x.name == r.name) {
+                n += 1;
+                r.name = format!("New rule {n}");
+            }
+            c.rules.push(r);
+            *editing = Some(c.rules.len() - 1);
+        }
+        if ui
+            .button("Add the example: idle 30 min holding > 8 GiB, terminate")
+            .clicked()
+        {
+            c.rules.push(Rule {
+                name: "Idle holder".into(),
+                conditions: crate::act::rules::Conditions {
+                    idle_min_minutes: Some(30.0),
+                    process_memory_min_mib: Some(8192.0),
+                    ..crate::act::rules::Conditions::default()
+                },
+                action: Action::Terminate {
+                    grace_seconds: crate::act::rules::model::DEFAULT_GRACE_SECONDS,
+                },
+                ..Rule::default()
+            });
+            *editing = Some(c.rules.len() - 1);
+        }
+    });
+}
