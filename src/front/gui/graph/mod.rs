@@ -16,13 +16,14 @@ mod tables;
 mod toolbar;
 mod zoom;
 
+use egui::Ui;
+
 use super::ui_state::UiState;
 pub use super::ui_state::Window;
 use super::widgets;
 use crate::engine::view::Monitor;
 use crate::model::history::ProcSeriesKey;
 use crate::model::{UnixMs, MIB};
-use egui::Ui;
 
 pub use axes::{value_grid, value_label, x_formatter, Y_LABEL_GAP, Y_LABEL_MIN_GAP};
 use cache::CacheKey;

@@ -7,11 +7,12 @@ mod leak_fields;
 mod rule_editor;
 mod rules_list;
 
+use egui::{RichText, Ui};
+
 use super::widgets;
 use crate::engine::settings::Settings;
 use crate::engine::view::Monitor;
 use crate::model::format::{Theme, Units};
-use egui::{RichText, Ui};
 
 use fields::{bounded, status_lines};
 pub use fields::{clamp_note, short_number, STATUS_LINES};
