@@ -1,0 +1,236 @@
+//! One row's cells: figures, status and the action's badge.
+
+use egui::{RichText, Ui};
+
+use super::columns::SortColumn;
+use super::sorting::{container_cell, place};
+use super::state::TableState;
+use crate::engine::view::ProcessRow;
+use crate::front::gui::widgets;
+use crate::model::format::{self, Units};
+use crate::model::history::ProcSeriesKey;
+use crate::model::UnixMs;
+
+/// What every cell of a frame shares: units per column (Auto: the column's largest value
+/// decides, so a column never mixes MiB and GiB), the clock, the status sources.
+pub(super) struct Cells<'a> {
+    units: Units,
+    mem: Units,
+    delta: Units,
+    rss: Units,
+    now: UnixMs,
+    stale_gpus: Vec<u32>,
+    leaks: &'a std::collections::HashMap<
+        crate::engine::view::LeakKey,
+        crate::front::gui::leaks::LeakBadge,
+    >,
+    orphans: &'a [crate::detect::orphans::OrphanGpu],
+    host: Option<&'a str>,
+    actions: &'a std::collections::HashMap<ProcSeriesKey, crate::front::gui::action_status::State>,
+}
+
+impl<'a> Cells<'a> {
+    pub(super) fn new(t: &TableState<'a>, rows: &[&ProcessRow], now: UnixMs) -> Self {
+        let column_units = |size: fn(&ProcessRow) -> Option<u64>| {
+            t.units
+                .for_largest(rows.iter().filter_map(|r| size(r)).max().unwrap_or(0))
+        };
+        Self {
+            units: t.units,
+            mem: column_units(|r| r.used_bytes),
+            delta: column_units(|r| r.delta_1m_bytes.map(i64::unsigned_abs)),
+            rss: column_units(|r| r.rss_bytes),
+            now,
+            stale_gpus: t.stale_gpus.clone(),
+            leaks: t.leaks,
+            orphans: t.orphans,
+            host: t.host,
+            actions: t.actions,
+        }
+    }
+}
+
+/// Right-aligned contents (the numeric columns).
+fn right(ui: &mut Ui, add: impl FnOnce(&mut Ui)) {
+    ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), add);
+}
+
+/// One cell of a process's line.
+pub(super) fn cell(ui: &mut Ui, r: &ProcessRow, col: SortColumn, c: &Cells<'_>) {
+    let exited = r.exited_at_ms.is_some();
+    let weak = |s: String| {
+        let rt = RichText::new(s).monospace();
+        if exited {
+            rt.weak().italics()
+        } else {
+            rt
+        }
+    };
+    let plain = |ui: &mut Ui, s: String| ui.add(egui::Label::new(weak(s)).selectable(false));
+    let clipped =
+        |ui: &mut Ui, s: String| ui.add(egui::Label::new(weak(s)).truncate().selectable(false));
+    match col {
+        SortColumn::Pid => {
+            plain(ui, r.key.pid.to_string()).on_hover_text(&r.info.cmdline);
+        }
+        SortColumn::Name => {
+            ui.horizontal(|ui| {
+                // The last action's result as a mark before the name (the name stays
+                // readable; the words are in the Status column, the sentence on hover).
+                if let Some(st) = c.actions.get(&r.series_key()) {
+                    action_badge(ui, r, st, c, true);
+                }
+                if let Some(tm) = r.torch.filter(|_| !exited) {
+                    crate::front::gui::torch_pane::badge(ui, &tm, c.units);
+                }
+                clipped(
+                    ui,
+                    if exited {
+                        format!("{} (exited)", r.info.name)
+                    } else {
+                        r.info.name.clone()
+                    },
+                );
+            });
+        }
+        SortColumn::User => {
+            clipped(ui, r.info.user.clone());
+        }
+        SortColumn::Container => {
+            let resp = clipped(ui, container_cell(r));
+            if let Some(id) = &r.info.container_id {
+                let pod = r
+                    .info
+                    .pod
+                    .as_deref()
+                    .map(|p| format!("pod {p}\n"))
+                    .unwrap_or_default();
+                let name = r
+                    .info
+                    .container_name
+                    .as_deref()
+                    .map(|n| format!("container {n}\n"))
+                    .unwrap_or_default();
+                resp.on_hover_text(format!("{pod}{name}id {id}"));
+            }
+        }
+        SortColumn::Gpu => {
+            plain(ui, r.device_index.to_string());
+        }
+        SortColumn::Memory => right(ui, |ui| {
+            plain(ui, format::opt_bytes(c.mem, r.used_bytes));
+        }),
+        SortColumn::Delta => right(ui, |ui| {
+            // An exited process has no change to show.
+            let d = r.delta_1m_bytes.filter(|_| !exited);
+            plain(ui, d.map_or("—".into(), |d| c.delta.delta(d)));
+        }),
+        SortColumn::Age => {
+            plain(ui, format::duration(c.now - r.started_ms()));
+        }
+        SortColumn::Status => status_cell(ui, r, c),
+        SortColumn::Command => {
+            clipped(ui, r.info.cmdline.clone());
+        }
+        SortColumn::Cpu => right(ui, |ui| {
+            let p = r.cpu_pct.filter(|_| !exited);
+            plain(ui, p.map_or("—".into(), |p| format!("{p:.0} %")));
+        }),
+        SortColumn::Rss => right(ui, |ui| {
+            let m = r.rss_bytes.filter(|_| !exited);
+            plain(ui, format::opt_bytes(c.rss, m));
+        }),
+        SortColumn::GpuUtil => right(ui, |ui| {
+            let u = r.sm_util_pct.filter(|_| !exited);
+            plain(ui, u.map_or("—".into(), |u| format!("{u} %"))).on_hover_text(
+                "Its share of the GPU's SM time over the last seconds, as the driver reports it",
+            );
+        }),
+    }
+}
+
+/// The Status cell: stale list, parked, orphaned PID (for a live process), leak badge.
+fn status_cell(ui: &mut Ui, r: &ProcessRow, c: &Cells<'_>) {
+    let exited = r.exited_at_ms.is_some();
+    if let Some(st) = c.actions.get(&r.series_key()) {
+        action_badge(ui, r, st, c, false);
+    }
+    if !exited && c.stale_gpus.contains(&r.device_index) {
+        ui.label(RichText::new("STALE").color(widgets::warn(ui)))
+            .on_hover_text("The driver failed to list this GPU's processes: the last good list is shown and its memory is unknown until the driver answers again.");
+    }
+    if let Some(park) = r.parked.filter(|_| !exited) {
+        ui.add(
+            egui::Label::new(RichText::new(park.short(c.now)).color(widgets::PARKED))
+                .truncate()
+                .selectable(false),
+        )
+        .on_hover_text(park.describe());
+    }
+    let orphan = c
+        .orphans
+        .iter()
+        .filter(|g| g.device_index == r.device_index)
+        .find_map(|g| g.pids.iter().find(|o| o.pid == r.key.pid).map(|o| (o, g)))
+        .filter(|_| !exited);
+    if let Some((o, g)) = orphan {
+        ui.label(RichText::new(o.label_at(&place(c.host))).color(widgets::warn(ui)))
+            .on_hover_text(format!(
+                "The driver lists this PID; {} has no such running process. To free it: {}",
+                c.host.unwrap_or("this machine"),
+                g.remedy
+            ));
+    }
+    if let Some(b) = c
+        .leaks
+        .get(&crate::engine::view::LeakKey::Process(r.series_key()))
+    {
+        ui.add(
+            egui::Label::new(
+                RichText::new(b.text())
+                    .color(crate::front::gui::leaks::leak_color(ui.visuals().dark_mode)),
+            )
+            .truncate()
+            .selectable(false),
+        )
+        .on_hover_text(format!(
+            "Growing since {}, +{}",
+            format::clock(b.since_ms),
+            c.units
+                .bytes((b.grown_mib.max(0.0) * crate::model::MIB as f64) as u64)
+        ));
+    }
+}
+
+/// The result of the last action taken on this row, in a few words (`mark`: a sign alone;
+/// the whole sentence on hover), coloured by its outcome.
+fn action_badge(
+    ui: &mut Ui,
+    r: &ProcessRow,
+    st: &crate::front::gui::action_status::State,
+    c: &Cells<'_>,
+    mark: bool,
+) {
+    use crate::front::gui::action_status::State;
+    let dark = ui.visuals().dark_mode;
+    let color = match st {
+        State::Done { outcome, .. } => widgets::outcome_color(*outcome, dark),
+        State::Waiting { late: true, .. } => widgets::warn(ui),
+        State::Waiting { .. } => ui.visuals().text_color(),
+    };
+    let sentence = st.sentence(
+        r.exited_at_ms.is_some(),
+        &format::opt_bytes(c.mem, r.used_bytes),
+    );
+    let text = if mark {
+        st.mark().to_string()
+    } else {
+        st.short()
+    };
+    ui.add(
+        egui::Label::new(RichText::new(text).color(color).strong())
+            .truncate()
+            .selectable(false),
+    )
+    .on_hover_text(sentence);
+}

@@ -1,0 +1,76 @@
+//! The table's columns: what each sorts by and whether it reads the recorded history.
+
+use serde::{Deserialize, Serialize};
+
+/// Columns the table sorts by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SortColumn {
+    /// Process id.
+    Pid,
+    /// Process name.
+    Name,
+    /// Owner.
+    User,
+    /// GPU index.
+    Gpu,
+    /// GPU memory now.
+    Memory,
+    /// Change over the last minute.
+    Delta,
+    /// Time since start.
+    Age,
+    /// Host CPU, percent of a core.
+    Cpu,
+    /// Host resident memory.
+    Rss,
+    /// Leak flag (by rate), stale, exited.
+    Status,
+    /// Command line.
+    Command,
+    /// Container name (else short id), with the pod as `namespace/pod` in its tooltip.
+    Container,
+    /// The process's share of the GPU's SM time, where the driver gives it.
+    GpuUtil,
+}
+
+impl SortColumn {
+    /// Every column in table order, with its title.
+    pub const ALL: [(SortColumn, &'static str); 13] = [
+        (SortColumn::Pid, "PID"),
+        (SortColumn::Name, "Name"),
+        (SortColumn::User, "User"),
+        (SortColumn::Container, "Container"),
+        (SortColumn::Gpu, "GPU"),
+        (SortColumn::Memory, "GPU memory"),
+        (SortColumn::GpuUtil, "GPU %"),
+        (SortColumn::Delta, "Δ 1 min"),
+        // The leak badge right after the memory figures: seen without scrolling sideways.
+        (SortColumn::Status, "Status"),
+        (SortColumn::Age, "Age"),
+        (SortColumn::Cpu, "CPU"),
+        (SortColumn::Rss, "RSS"),
+        (SortColumn::Command, "Command line"),
+    ];
+
+    /// False for the columns a session log does not keep (GPU %, CPU, RSS: sampled live,
+    /// never recorded).
+    pub fn recorded(self) -> bool {
+        !matches!(
+            self,
+            SortColumn::GpuUtil | SortColumn::Cpu | SortColumn::Rss
+        )
+    }
+
+    pub(super) fn numeric(self) -> bool {
+        matches!(
+            self,
+            SortColumn::Memory
+                | SortColumn::Delta
+                | SortColumn::Age
+                | SortColumn::Status
+                | SortColumn::Cpu
+                | SortColumn::Rss
+                | SortColumn::GpuUtil
+        )
+    }
+}
