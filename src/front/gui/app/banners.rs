@@ -1,0 +1,176 @@
+//! Banners over the panes and the states with nothing to show: connecting, unreachable, empty.
+
+use egui::{RichText, Ui};
+
+use super::{Commands, VramApp};
+use crate::engine::view::{Monitor, SourceStatus};
+use crate::front::gui::widgets;
+use crate::model::{format, UnixMs};
+
+impl VramApp {
+    /// The banners under the menu: a broken settings file, a file that could not be opened,
+    /// a lost agent.
+    pub(super) fn banners(
+        &mut self,
+        ui: &mut Ui,
+        health: &crate::link::LinkHealth,
+        cmd: &mut Commands,
+    ) {
+        if let Some(e) = &self.config_error {
+            egui::Panel::top("config-banner").show(ui, |ui| {
+                ui.horizontal_wrapped(|ui| {
+                    ui.label(RichText::new(format!("⚠ The settings file is broken: {e}")).color(widgets::warn(ui)).strong());
+                    ui.label("vramwarden runs on defaults and leaves the file as it is until you save from Settings.");
+                });
+            });
+        }
+        if let Some(e) = self.sessions.open_error.clone() {
+            egui::Panel::top("open-error-banner").show(ui, |ui| {
+                ui.horizontal_wrapped(|ui| {
+                    ui.label(
+                        RichText::new(format!("⚠ Could not open the file: {e}"))
+                            .color(widgets::warn(ui))
+                            .strong(),
+                    );
+                    if ui.button("Dismiss").clicked() {
+                        self.sessions.open_error = None;
+                    }
+                });
+            });
+        }
+        if let crate::link::LinkHealth::Disconnected {
+            url,
+            since_ms,
+            error,
+        } = health
+        {
+            let now = self.now();
+            egui::Panel::top("link-banner").show(ui, |ui| {
+                ui.horizontal_wrapped(|ui| {
+                    ui.label(
+                        RichText::new(format!(
+                            "⚠ Disconnected from {url} — retrying ({})",
+                            format::duration(now - since_ms)
+                        ))
+                        .color(widgets::warn(ui))
+                        .strong(),
+                    );
+                    ui.label(RichText::new(error.as_str()).weak());
+                    if ui.button("Back to this computer").clicked() {
+                        // As File → Disconnect: this computer's history is kept.
+                        cmd.disconnect = true;
+                    }
+                    if let Some(h) = self.backend.shown_host().cloned() {
+                        if ui
+                            .button("Forget this host")
+                            .on_hover_text("Back to this computer, and remove the host from the list (a mistyped address)")
+                            .clicked()
+                        {
+                            self.host_forget = Some(h);
+                        }
+                    }
+                });
+            });
+        }
+    }
+
+    /// "Connecting to …" while an agent has sent nothing yet.
+    pub(super) fn connecting_state(
+        &self,
+        ui: &mut Ui,
+        health: &crate::link::LinkHealth,
+        cmd: &mut Commands,
+    ) -> Option<crate::front::gui::connect::SavedHost> {
+        let mut forget = None;
+        ui.vertical_centered(|ui| {
+            ui.add_space(ui.available_height() * 0.25);
+            ui.heading(format!(
+                "Connecting to {}…",
+                self.backend.remote.as_deref().unwrap_or("")
+            ));
+            if let crate::link::LinkHealth::Disconnected { error, .. } = health {
+                ui.label(RichText::new(error.as_str()).color(widgets::warn(ui)));
+            }
+            if ui.button("Back to this computer").clicked() {
+                // As File → Disconnect: history is kept.
+                cmd.disconnect = true;
+            }
+            if let Some(h) = self.backend.shown_host() {
+                if ui
+                    .button("Forget this host")
+                    .on_hover_text("Back to this computer, and remove the host from the list")
+                    .clicked()
+                {
+                    forget = Some(h.clone());
+                }
+            }
+        });
+        forget
+    }
+}
+
+/// The opacity of a lost agent's last figures (its cards and forecast banners).
+pub(super) const UNREACHABLE_OPACITY: f32 = 0.45;
+
+/// Above a lost agent's cards: what happened, on a line of its own ("⚠ Agent unreachable"),
+/// then since when and what the greyed figures are, in a box as wide as the cards (one long
+/// line wrapped in the middle of a phrase in the narrow panel).
+pub(super) fn unreachable_note(ui: &mut Ui, since: UnixMs) {
+    let warn = widgets::warn(ui);
+    egui::Frame::new()
+        .fill(warn.gamma_multiply(0.12))
+        .stroke(egui::Stroke::new(1.0, warn))
+        .inner_margin(6.0)
+        .corner_radius(4.0)
+        .show(ui, |ui| {
+            ui.set_width(ui.available_width());
+            ui.label(RichText::new("⚠ Agent unreachable").color(warn).strong());
+            ui.label(format!("since {}", format::clock(since)));
+            ui.label("Its last figures, greyed");
+        });
+    ui.add_space(4.0);
+}
+
+/// Whether the View shown is of simulated GPUs: as its source says (a `--demo` agent's too,
+/// whatever link brings it), else as this computer's source was chosen (before a sample).
+pub(super) fn shows_simulated(live: &Monitor, local: crate::source::SourceKind) -> bool {
+    live.source
+        .as_ref()
+        .map_or(local.is_simulated(), crate::model::SourceInfo::is_simulated)
+}
+
+pub(super) fn empty_state(ui: &mut Ui, m: &Monitor, start_demo: &mut bool, retry: &mut bool) {
+    ui.vertical_centered(|ui| {
+        ui.add_space(ui.available_height() * 0.25);
+        match &m.status {
+            SourceStatus::Failed(why) => {
+                ui.heading(RichText::new("No NVIDIA GPU can be read").color(widgets::warn(ui)));
+                ui.add_space(8.0);
+                ui.label(why.as_str());
+                ui.add_space(16.0);
+                ui.label("You can still explore vramwarden on simulated GPUs:");
+                ui.add_space(8.0);
+                if ui
+                    .button(RichText::new("Start the demo (simulated GPUs)").size(16.0))
+                    .clicked()
+                {
+                    *start_demo = true;
+                }
+                ui.add_space(4.0);
+                if ui.button("Retry the NVIDIA driver").clicked() {
+                    *retry = true;
+                }
+            }
+            SourceStatus::Starting => {
+                ui.heading("Opening the GPU driver…");
+            }
+            SourceStatus::Running => {
+                ui.heading("No GPUs found");
+                ui.label("The driver answered but lists no devices.");
+                if ui.button("Start the demo (simulated GPUs)").clicked() {
+                    *start_demo = true;
+                }
+            }
+        }
+    });
+}

@@ -1,0 +1,235 @@
+//! One frame of the window: reading the monitor once, drawing in order, then applying what
+//! the frame asked for and scheduling the next.
+
+use egui::Ui;
+
+use super::panes::session_bar;
+use super::{Commands, VramApp};
+use crate::front::gui::sessions::SessionAction;
+use crate::front::gui::widgets;
+
+impl VramApp {
+    /// Draws one frame into `ui` (the root of the window).
+    pub fn draw(&mut self, ui: &mut Ui) {
+        let ctx = ui.ctx().clone();
+        widgets::readable_text(&ctx);
+        widgets::set_palette(&ctx, self.state.palette);
+        let replies = self.backend.take_replies();
+        self.action_status.answered(&replies, self.now());
+        let at = ctx.input(|i| i.time);
+        let st = &mut self.settings_ui;
+        if let Some((i, c)) = st.test_request.take() {
+            st.testing = self.backend.send(c).map(|id| (i, id));
+        }
+        if let Some(t) =
+            crate::front::gui::replies::route(replies, &mut st.testing, &mut self.toasts, at)
+        {
+            st.tested = Some(t);
+        }
+        self.toasts.show(&ctx);
+        let jobs = self.backend.jobs().clone();
+        self.poll_background(&ctx, &jobs);
+        self.keyboard(ui, &ctx);
+        let health = self.backend.health();
+        self.unreachable_since = match &health {
+            crate::link::LinkHealth::Disconnected { since_ms, .. } => Some(*since_ms),
+            _ => None,
+        };
+        // The engine's state as of its last write, from the link: a copy made at most once per
+        // change, so the frame is drawn without holding the engine's lock.
+        let Some(live) = self.backend.view() else {
+            ui.label("internal error: the monitor lock is poisoned");
+            return;
+        };
+        let live_log = live.recording.path.clone();
+        let mut view = self.view.take();
+        // The view is out of `self` while the panes draw: they ask this instead.
+        self.replaying = view.is_some();
+        let mut cmd = Commands::default();
+        self.menu(ui, &live, view.is_some(), &mut cmd);
+        self.banners(ui, &health, &mut cmd);
+        if let Some(v) = view.as_mut() {
+            session_bar(ui, v, &mut cmd);
+        }
+        egui::Panel::bottom("status").show(ui, |ui| {
+            crate::front::gui::status_bar::jobs_strip(ui, &jobs, &mut self.job_requests);
+            match view.as_ref() {
+                Some(v) => crate::front::gui::status_bar::session(ui, v),
+                None => crate::front::gui::status_bar::live(ui, &live, self.now(), &health),
+            }
+        });
+        match view.as_mut() {
+            Some(v) => self.session_panes(ui, v),
+            None => self.live_panes(ui, &live, &health, &mut cmd),
+        }
+        self.settings_window(&ctx, &live, &mut cmd);
+        self.confirm_modal(&ctx, &mut cmd);
+        let viewing = view.as_ref().map(|v| v.data.clone());
+        if let Some(a) = self.sessions.windows(&ctx, live_log, viewing, &jobs) {
+            match a {
+                SessionAction::Open(v) => view = Some(*v),
+                SessionAction::BackToLive => cmd.back_to_live = true,
+            }
+        }
+        self.help_window(&ctx);
+        let connect_req = self.connect.window(&ctx);
+        self.agent_sessions_window(&ctx);
+        let interval_ms = live.interval_ms;
+        drop(live);
+        if let Some(req) = connect_req {
+            self.attach(&ctx, &req);
+        }
+        self.finish_attach();
+        self.apply_host_pick(&ctx, &mut cmd);
+        if let Some(h) = self.host_forget.take() {
+            self.forget_host(&h, &mut cmd);
+        }
+        if cmd.disconnect {
+            if self.backend.disconnect() {
+                self.after_host_switch();
+            } else {
+                self.restart_local(self.local_demo);
+            }
+        }
+        self.view = view;
+        self.apply_commands(&mut cmd);
+        self.switch_source_modal(&ctx, &mut cmd);
+        if cmd.start_demo {
+            self.restart_local(true);
+        } else if cmd.retry {
+            // Back from an agent: this computer's source as it was before (the demo when no
+            // driver was in use).
+            self.restart_local(self.backend.remote.is_some() && self.local_demo);
+        }
+        // A session on screen: the live samples behind it wake nothing (a still session
+        // draws no frame however it was opened).
+        self.backend.set_covered(self.view.is_some());
+        self.schedule_repaint(ui, interval_ms);
+    }
+
+    /// Takes what background jobs finished: past sessions' leaks, a session opened.
+    fn poll_background(&mut self, ctx: &egui::Context, jobs: &crate::front::gui::jobs::JobBoard) {
+        if let Some(r) = self.past_leaks.and_then(|id| self.backend.jobs().take(id)) {
+            self.past_leaks = None;
+            if let crate::front::gui::jobs::JobResult::PastLeaks(p) = r {
+                self.past = Some(p);
+            }
+        }
+        match self.sessions.poll(ctx, jobs) {
+            Some(SessionAction::Open(v)) => {
+                self.view = Some(*v);
+                self.selected = None;
+                self.graph.free_range = None;
+                if let (Some((k, t)), Some(v)) = (self.pending_select.take(), self.view.as_mut()) {
+                    v.t = t;
+                    self.selected = Some(k);
+                }
+            }
+            Some(SessionAction::BackToLive) => self.view = None,
+            None => {}
+        }
+    }
+
+    /// The frame's effects after drawing: back to live, engine commands, settings, a leak
+    /// clicked in the Leaks tab.
+    fn apply_commands(&mut self, cmd: &mut Commands) {
+        if cmd.back_to_live {
+            self.view = None;
+            self.selected = None;
+            self.graph.free_range = None;
+        }
+        if let Some(c) = cmd.engine.take() {
+            let manual = match &c {
+                crate::engine::EngineCommand::Manual { key, action } => {
+                    Some((*key, action.clone()))
+                }
+                _ => None,
+            };
+            let id = self.backend.send(c);
+            // The row and the detail pane wait for the reply under this id.
+            if let (Some((key, action)), Some(id)) = (manual, id) {
+                self.action_status.asked(key, &action, id, self.now());
+            }
+        }
+        if let Some(s) = cmd.settings.take() {
+            self.backend.apply_settings(s);
+        }
+        if let Some(c) = self.leak_clicked.take() {
+            self.go_to_leak(c);
+        }
+    }
+
+    /// Frames come from input and from new samples (the sampler asks for one per sample).
+    /// Besides that: jobs in progress are polled, and a live window wakes after three
+    /// intervals without a sample to show STALE. A recorded session draws nothing unasked.
+    fn schedule_repaint(&mut self, ui: &mut Ui, interval_ms: u64) {
+        self.hand_over_jobs();
+        if self.sessions.busy() || self.backend.jobs().busy() || self.connecting.is_some() {
+            ui.request_repaint_after(std::time::Duration::from_millis(100));
+        } else if !self.replaying {
+            let interval = interval_ms.max(100);
+            ui.request_repaint_after(std::time::Duration::from_millis(3 * interval + 50));
+        }
+    }
+}
+
+/// A ring around the widget that has the keyboard focus, above every layer (menus too). egui
+/// marks a focused button only with its pressed fill, which is faint in a menu; a ring in the
+/// strong text colour is seen at once and is not the selection's blue. Text fields show
+/// their own cursor and border, so they get none. The mouse does not move the focus (egui
+/// focuses only on Tab, the arrows, or a field clicked), so the ring follows the keyboard.
+fn paint_focus_ring(ctx: &egui::Context) {
+    if ctx.text_edit_focused() {
+        return;
+    }
+    let Some(rect) = ctx
+        .memory(|m| m.focused())
+        .and_then(|id| ctx.read_response(id))
+        .map(|r| r.rect)
+    else {
+        return;
+    };
+    let color = ctx.global_style().visuals.strong_text_color();
+    ctx.layer_painter(egui::LayerId::new(
+        egui::Order::Tooltip,
+        egui::Id::unique("vramwarden-focus-ring"),
+    ))
+    .rect_stroke(
+        rect.expand(2.0),
+        3.0,
+        egui::Stroke::new(1.5, color),
+        egui::StrokeKind::Outside,
+    );
+}
+
+impl eframe::App for VramApp {
+    fn ui(&mut self, ui: &mut Ui, _frame: &mut eframe::Frame) {
+        // `-v`: the frames drawn (per sample, beside the ticks) and each one's UI pass.
+        let _pass = crate::host::cost::span(crate::host::cost::Part::Frame);
+        // `-vv`: why each frame was drawn (which request for a repaint led to it).
+        tracing::trace!(causes = ?ui.ctx().repaint_causes(), "frame");
+        self.fit_zoom.update(ui.ctx());
+        self.draw(ui);
+        paint_focus_ring(ui.ctx());
+    }
+
+    fn raw_input_hook(&mut self, ctx: &egui::Context, raw: &mut egui::RawInput) {
+        // The pointer as of this input (or as last known).
+        let pos = raw
+            .events
+            .iter()
+            .rev()
+            .find_map(|e| match e {
+                egui::Event::PointerMoved(p) => Some(*p),
+                _ => None,
+            })
+            .or_else(|| ctx.input(|i| i.pointer.hover_pos()));
+        let over = matches!((pos, self.graph.plot_rect), (Some(p), Some(r)) if r.contains(p));
+        crate::front::gui::graph::wheel_to_zoom(raw, over);
+    }
+
+    fn save(&mut self, storage: &mut dyn eframe::Storage) {
+        self.state.typed_paths = self.sessions.typed.clone();
+        eframe::set_value(storage, eframe::APP_KEY, &self.state);
+    }
+}

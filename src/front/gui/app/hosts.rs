@@ -1,0 +1,235 @@
+//! Switching what the window shows: saved hosts, attaching to an agent, the local source.
+
+use egui::Ui;
+
+use super::{Commands, VramApp};
+
+impl VramApp {
+    /// Removes `h` from the saved hosts; shown, the window goes back to this computer
+    /// (history kept); attached in the background, its link stops.
+    pub(super) fn forget_host(
+        &mut self,
+        h: &crate::front::gui::connect::SavedHost,
+        cmd: &mut Commands,
+    ) {
+        self.state.hosts.retain(|x| x != h);
+        if self.backend.shown_host() == Some(h) {
+            cmd.disconnect = true;
+        } else {
+            self.backend.drop_background(h);
+        }
+    }
+
+    /// A host chosen in the selector: shown at once when attached in the background, else
+    /// opened.
+    pub(super) fn apply_host_pick(&mut self, ctx: &egui::Context, cmd: &mut Commands) {
+        let Some(pick) = self.host_pick.take() else {
+            return;
+        };
+        let host = pick.and_then(|i| self.state.hosts.get(i).cloned());
+        let showing = match &host {
+            None => self.backend.remote.is_none(),
+            Some(h) => self.backend.shown_host() == Some(h),
+        };
+        if showing {
+            // Already on screen: nothing to do.
+        } else if self.backend.switch_to(host.as_ref()) {
+            // Attached in the background: shown at once, its history intact.
+            self.after_host_switch();
+        } else {
+            match host {
+                Some(h) if !h.token_file.is_empty() => {
+                    self.attach(
+                        ctx,
+                        &crate::front::gui::connect::ConnectRequest {
+                            host: h,
+                            token: String::new(),
+                        },
+                    );
+                }
+                Some(h) => self.connect.show(Some(&h)),
+                None => cmd.retry = true,
+            }
+        }
+    }
+
+    /// Asks before switching between the demo and the driver (history on screen is cleared).
+    pub(super) fn switch_source_modal(&mut self, ctx: &egui::Context, cmd: &mut Commands) {
+        let Some(to_demo) = self.switch_source else {
+            return;
+        };
+        let held = self
+            .backend
+            .view()
+            .and_then(|m| m.history.span().map(|(a, b)| b - a))
+            .unwrap_or(0);
+        let heading = if to_demo {
+            "Switch to the simulated GPUs?"
+        } else {
+            "Switch to the NVIDIA driver?"
+        };
+        let id = egui::Id::unique("switch-source");
+        let area = egui::Modal::default_area(id).accessible_name(heading);
+        egui::Modal::new(id).area(area).show(ctx, |ui| {
+            ui.set_width(440f32.min(ui.ctx().content_rect().width() - 48.0).max(200.0));
+            ui.heading(heading);
+            ui.label(format!(
+                "The {} of history on screen will be cleared (the session log keeps what was recorded).",
+                crate::model::format::duration(held)
+            ));
+            ui.add_space(8.0);
+            ui.horizontal(|ui| {
+                if ui.button("Switch").clicked() {
+                    if to_demo {
+                        cmd.start_demo = true;
+                    } else {
+                        cmd.retry = true;
+                    }
+                    self.switch_source = None;
+                }
+                let cancel = ui.button("Cancel");
+                // As the action's confirmation: the keyboard starts on the safe choice, Esc
+                // cancels.
+                if ui.memory(|m| m.focused().is_none()) {
+                    cancel.request_focus();
+                }
+                if cancel.clicked() || ui.input(|i| i.key_pressed(egui::Key::Escape)) {
+                    self.switch_source = None;
+                }
+            });
+        });
+    }
+
+    /// Opens the host of `req`: its token is read and an SSH tunnel started on a worker thread
+    /// ([`crate::link::open::open_host`]); [`Self::finish_attach`] attaches the result.
+    pub(super) fn attach(
+        &mut self,
+        ctx: &egui::Context,
+        req: &crate::front::gui::connect::ConnectRequest,
+    ) {
+        if self.connecting.is_some() {
+            // One host at a time: the one being opened is attached first.
+            return;
+        }
+        if let Err(e) = crate::front::gui::connect::validate(&req.host, &req.token) {
+            self.connect.show(Some(&req.host));
+            self.connect.error = Some(e);
+            return;
+        }
+        let (h, typed) = (req.host.clone(), req.token.clone());
+        let task = crate::front::gui::task::Task::spawn(
+            "connect",
+            crate::front::gui::task::repaint(ctx),
+            move || crate::link::open::open_host(&h.url, &h.ssh, &h.token_file, &typed),
+        );
+        self.connecting = Some((req.clone(), task));
+    }
+
+    /// Attaches the host opened by [`Self::attach`] once its worker is done: on success the
+    /// host joins the saved list (first), on failure the connect window shows why.
+    pub(super) fn finish_attach(&mut self) {
+        let Some(opened) = self.connecting.as_ref().and_then(|(_, t)| t.take()) else {
+            return;
+        };
+        let Some((req, _)) = self.connecting.take() else {
+            return;
+        };
+        if self.backend.remote.is_none() {
+            self.local_demo = self.backend.source.is_simulated();
+        }
+        match opened.and_then(|o| self.backend.attach_opened(&req.host, o)) {
+            Ok(()) => {
+                self.state.hosts.retain(|h| h != &req.host);
+                self.state.hosts.insert(0, req.host.clone());
+                self.state.hosts.truncate(20);
+                self.connect.open = false;
+                self.after_host_switch();
+            }
+            Err(e) => {
+                self.connect.show(Some(&req.host));
+                self.connect.error = Some(e);
+            }
+        }
+    }
+
+    /// Starts this computer's source over (the demo when `demo`), history cleared.
+    pub(super) fn restart_local(&mut self, demo: bool) {
+        self.view = None;
+        self.backend
+            .restart(crate::source::SourceKind::from_demo_flag(demo));
+        self.selected = None;
+    }
+
+    /// Another host is shown: its own graphs and table, nothing selected.
+    pub(super) fn after_host_switch(&mut self) {
+        self.view = None;
+        self.selected = None;
+        self.selected_gpu = 0;
+        self.graph.free_range = None;
+        self.invalidate_caches();
+    }
+
+    /// "Host: …" above the GPU cards: this computer or a saved agent.
+    pub(super) fn host_selector(&mut self, ui: &mut Ui) {
+        let current = self
+            .backend
+            .remote
+            .clone()
+            .unwrap_or_else(|| "This computer".into());
+        ui.horizontal(|ui| {
+            let label = ui.label("Host");
+            egui::ComboBox::from_id_salt("host-selector")
+                .selected_text(current.trim_start_matches("http://"))
+                .width(ui.available_width() - 8.0)
+                .show_ui(ui, |ui| {
+                    // Hosts attached in the background go on sampling: "· live".
+                    let live = self.backend.live_hosts();
+                    let mark = |h: Option<&crate::front::gui::connect::SavedHost>,
+                                label: String| {
+                        if live.iter().any(|l| l.as_ref() == h) {
+                            format!("{label} · live")
+                        } else {
+                            label
+                        }
+                    };
+                    if ui
+                        .selectable_label(
+                            self.backend.remote.is_none(),
+                            mark(None, "This computer".into()),
+                        )
+                        .clicked()
+                    {
+                        self.host_pick = Some(None);
+                    }
+                    let shown = self.backend.shown_host().cloned();
+                    for (i, h) in self.state.hosts.iter().enumerate() {
+                        ui.horizontal(|ui| {
+                            if ui
+                                .small_button("✖")
+                                .on_hover_text("Forget this host (remove it from the list)")
+                                .clicked()
+                            {
+                                self.host_forget = Some(h.clone());
+                            }
+                            if ui
+                                .selectable_label(
+                                    shown.as_ref() == Some(h),
+                                    mark(Some(h), h.label()),
+                                )
+                                .clicked()
+                            {
+                                self.host_pick = Some(Some(i));
+                            }
+                        });
+                    }
+                    ui.separator();
+                    if ui.selectable_label(false, "Connect to host…").clicked() {
+                        self.connect.show(None);
+                    }
+                })
+                .response
+                .labelled_by(label.id);
+        });
+        ui.add_space(4.0);
+    }
+}

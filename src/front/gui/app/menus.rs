@@ -1,0 +1,219 @@
+//! The menu bar: File, Sessions, View, Help, the source menu and the right-hand side.
+
+use egui::{Color32, RichText, Ui};
+
+use super::banners::shows_simulated;
+use super::{Commands, Help, VramApp, HELP_SHORTCUT, QUIT_SHORTCUT, SETTINGS_SHORTCUT};
+use crate::engine::view::{Monitor, SourceStatus};
+use crate::front::gui::widgets;
+use crate::model::format::{self, Units};
+
+impl VramApp {
+    pub(super) fn menu(&mut self, ui: &mut Ui, live: &Monitor, viewing: bool, cmd: &mut Commands) {
+        egui::Panel::top("menu").show(ui, |ui| {
+            egui::MenuBar::new().ui(ui, |ui| {
+                ui.menu_button("File", |ui| self.file_menu(ui, cmd));
+                ui.menu_button("Sessions", |ui| self.sessions_menu(ui, live, viewing, cmd));
+                ui.menu_button("View", |ui| self.view_menu(ui));
+                ui.menu_button("Help", |ui| self.help_menu(ui));
+                ui.menu_button("Source", |ui| self.source_menu(ui, live, cmd));
+                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                    self.menu_right(ui, live, viewing);
+                });
+            });
+        });
+    }
+
+    /// File: Settings, Connect, Disconnect, Quit (Export is in Sessions, with the logs it
+    /// reads).
+    fn file_menu(&mut self, ui: &mut Ui, cmd: &mut Commands) {
+        if ui
+            .add(
+                egui::Button::new("Settings…")
+                    .shortcut_text(ui.ctx().format_shortcut(&SETTINGS_SHORTCUT)),
+            )
+            .clicked()
+        {
+            let s = self.backend.settings.clone();
+            self.settings_ui.show(&s);
+            ui.close();
+        }
+        ui.separator();
+        if ui.button("Connect to host…").clicked() {
+            self.connect.show(None);
+            ui.close();
+        }
+        if self.backend.remote.is_some()
+            && ui.button("Disconnect (back to this computer)").clicked()
+        {
+            cmd.disconnect = true;
+            ui.close();
+        }
+        ui.separator();
+        if ui
+            .add(egui::Button::new("Quit").shortcut_text(ui.ctx().format_shortcut(&QUIT_SHORTCUT)))
+            .clicked()
+        {
+            ui.send_viewport_cmd(egui::ViewportCommand::Close);
+        }
+    }
+
+    /// Sessions: the agent's, browse, open, import, export, back to live, recording.
+    fn sessions_menu(&mut self, ui: &mut Ui, live: &Monitor, viewing: bool, cmd: &mut Commands) {
+        if self.backend.remote.is_some() && ui.button("Sessions on the agent…").clicked() {
+            self.backend.list_agent_sessions();
+            self.agent_sessions = Some(None);
+            ui.close();
+        }
+        if ui.button("Browse sessions…").clicked() {
+            self.sessions.show_browser();
+            ui.close();
+        }
+        if ui.button("Open file…").clicked() {
+            self.sessions.pick_file(ui.ctx());
+            ui.close();
+        }
+        if ui.button("Import nvidia-smi log…").clicked() {
+            self.sessions.import_nvidia_smi(ui.ctx());
+            ui.close();
+        }
+        if ui.button("Export to CSV…").clicked() {
+            self.sessions.export_open = true;
+            ui.close();
+        }
+        ui.separator();
+        if viewing && ui.button("Back to live").clicked() {
+            cmd.back_to_live = true;
+            ui.close();
+        }
+        let rec = &live.recording;
+        if rec.path.is_some() {
+            if rec.active {
+                if ui.button("Pause recording").clicked() {
+                    cmd.engine = Some(crate::engine::EngineCommand::PauseRecording);
+                    ui.close();
+                }
+            } else if ui.button("Resume recording").clicked() {
+                cmd.engine = Some(crate::engine::EngineCommand::ResumeRecording);
+                ui.close();
+            }
+        }
+    }
+
+    /// View: units, stacking, process colours.
+    fn view_menu(&mut self, ui: &mut Ui) {
+        ui.label("Units");
+        for u in Units::ALL {
+            ui.radio_value(&mut self.state.units, u, u.label());
+        }
+        ui.separator();
+        ui.checkbox(&mut self.state.stacked, "Stack graph by process");
+        ui.separator();
+        ui.label("Process colours");
+        for p in widgets::Palette::ALL {
+            ui.radio_value(&mut self.state.palette, p, p.label());
+        }
+    }
+
+    /// Help: keyboard shortcuts, About.
+    fn help_menu(&mut self, ui: &mut Ui) {
+        if ui
+            .add(
+                egui::Button::new("Keyboard shortcuts")
+                    .shortcut_text(ui.ctx().format_shortcut(&HELP_SHORTCUT)),
+            )
+            .clicked()
+        {
+            self.help = Some(Help::Shortcuts);
+            ui.close();
+        }
+        if ui.button("About vramwarden").clicked() {
+            self.help = Some(Help::About);
+            ui.close();
+        }
+    }
+
+    /// Source: the demo or the driver (asks before clearing history).
+    fn source_menu(&mut self, ui: &mut Ui, live: &Monitor, cmd: &mut Commands) {
+        let demo = self.backend.source.is_simulated();
+        let running = live.status == SourceStatus::Running;
+        for (is_demo, label) in [
+            (true, "Simulated GPUs (demo)"),
+            (false, "NVIDIA driver (NVML)"),
+        ] {
+            let active = demo == is_demo;
+            // The active source is checked; choosing it again keeps it running
+            // (a failed driver is retried).
+            if ui.radio(active, label).clicked() {
+                if active && running {
+                    // Nothing to do.
+                } else if running && !live.history.is_empty() {
+                    self.switch_source = Some(is_demo);
+                } else if is_demo {
+                    cmd.start_demo = true;
+                } else {
+                    cmd.retry = true;
+                }
+                ui.close();
+            }
+        }
+    }
+
+    /// The menu bar's right end: units, what is shown (session, demo: this computer's or an
+    /// agent's), recording.
+    fn menu_right(&mut self, ui: &mut Ui, live: &Monitor, viewing: bool) {
+        for u in Units::ALL.iter().rev() {
+            ui.selectable_value(&mut self.state.units, *u, u.label());
+        }
+        ui.label("Units:");
+        if viewing {
+            ui.label(
+                RichText::new("SESSION · read-only")
+                    .color(if ui.visuals().dark_mode {
+                        Color32::from_rgb(120, 190, 255)
+                    } else {
+                        Color32::from_rgb(20, 90, 170)
+                    })
+                    .strong(),
+            );
+        } else if shows_simulated(live, self.backend.source) {
+            ui.label(
+                RichText::new("DEMO · simulated GPUs")
+                    .color(widgets::forecast_color(ui.visuals().dark_mode))
+                    .strong(),
+            );
+        }
+        let rec = &live.recording;
+        if !viewing {
+            if rec.active {
+                let to = rec
+                    .path
+                    .as_ref()
+                    .map_or(String::new(), |p| p.display().to_string());
+                // In a window attached to an agent, the recording is the agent's, on its disk.
+                let whose = match self.agent_host(live) {
+                    Some(host) => format!("The agent on {host} records to {to} (on that host)"),
+                    None => format!("Recording to {to}"),
+                };
+                match self.unreachable_since {
+                    // Not known to record now: the dot of its last answer, greyed.
+                    Some(since) => ui
+                        .label(RichText::new("● REC").monospace().weak())
+                        .on_hover_text(format!(
+                            "{whose} (as of its last answer: agent unreachable since {})",
+                            format::clock(since)
+                        )),
+                    None => ui
+                        .label(RichText::new("● REC").monospace().color(widgets::warn(ui)))
+                        .on_hover_text(whose),
+                };
+            } else if rec.path.is_some() {
+                let paused = match self.agent_host(live) {
+                    Some(host) => format!("⏸ {host}: recording paused"),
+                    None => "⏸ recording paused".into(),
+                };
+                ui.label(RichText::new(paused).weak());
+            }
+        }
+    }
+}

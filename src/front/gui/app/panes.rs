@@ -1,0 +1,287 @@
+//! The layout of the panes: the GPU panels, the detail pane, the bottom tabs, a session's bar.
+
+use egui::{RichText, Ui};
+
+use super::banners::{empty_state, unreachable_note, UNREACHABLE_OPACITY};
+use super::{Badges, Commands, VramApp};
+use crate::engine::view::{Monitor, SourceStatus};
+use crate::front::gui::sessions::SessionView;
+use crate::front::gui::ui_state::BottomTab;
+use crate::front::gui::{overview, process_detail, widgets};
+use crate::model::{format, UnixMs};
+
+impl VramApp {
+    /// The panes over a recorded session at its cursor.
+    pub(super) fn session_panes(&mut self, ui: &mut Ui, v: &mut SessionView) {
+        let t = v.t;
+        let snap = v.snapshot().cloned();
+        let rows: Vec<crate::engine::view::ProcessRow> = v.rows().to_vec();
+        let refs: Vec<&crate::engine::view::ProcessRow> = rows.iter().collect();
+        match snap {
+            Some(snap) => self.panes(ui, &v.monitor, &snap, refs, t, t),
+            None => {
+                egui::CentralPanel::default().show(ui, |ui| {
+                    ui.label("This session holds no samples.");
+                });
+            }
+        }
+    }
+
+    /// The live panes, or what stands in for them before the first sample.
+    pub(super) fn live_panes(
+        &mut self,
+        ui: &mut Ui,
+        live: &Monitor,
+        health: &crate::link::LinkHealth,
+        cmd: &mut Commands,
+    ) {
+        let now = self.now();
+        match live.latest.as_ref().filter(|s| !s.devices.is_empty()) {
+            Some(snap) => {
+                let last = live.history.span().map_or(now, |(_, b)| b);
+                let edge = last.max(now.min(last + 3 * live.interval_ms as i64));
+                self.panes(ui, live, snap, live.table_rows(now), now, edge);
+            }
+            None => {
+                egui::CentralPanel::default().show(ui, |ui| {
+                    if self.backend.remote.is_some() {
+                        if let Some(h) = self.connecting_state(ui, health, cmd) {
+                            self.host_forget = Some(h);
+                        }
+                    } else {
+                        empty_state(ui, live, &mut cmd.start_demo, &mut cmd.retry);
+                        if matches!(live.status, SourceStatus::Failed(_)) {
+                            ui.vertical_centered(|ui| {
+                                ui.add_space(4.0);
+                                if ui.button("Connect to a GPU server's agent…").clicked() {
+                                    self.connect.show(None);
+                                }
+                            });
+                        }
+                    }
+                });
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn panes(
+        &mut self,
+        ui: &mut Ui,
+        monitor: &Monitor,
+        snap: &crate::model::Snapshot,
+        rows: Vec<&crate::engine::view::ProcessRow>,
+        now: UnixMs,
+        edge: UnixMs,
+    ) {
+        self.sync_selection(snap.devices.len() as u32);
+        // Side panels in proportion to the window, so the graph keeps room at 900 × 600 or
+        // at 200 % as at 1920 × 1080.
+        let full = ui.available_width();
+        self.gpu_panel(ui, monitor, snap, full);
+        let badges = crate::front::gui::leaks::badges(monitor, snap);
+        self.detail_panel(ui, monitor, &rows, &badges, now, full);
+        egui::CentralPanel::default().show(ui, |ui| {
+            let h = (ui.available_height() * 0.5).max(220.0);
+            ui.allocate_ui(egui::vec2(ui.available_width(), h), |ui| {
+                self.graph.in_session = self.replaying;
+                crate::front::gui::graph::device_graph(
+                    ui,
+                    monitor,
+                    snap,
+                    self.selected_gpu,
+                    &mut self.state,
+                    &mut self.graph,
+                    edge,
+                    self.selected.filter(|k| k.1 == self.selected_gpu),
+                );
+            });
+            ui.separator();
+            self.tab_bar(ui, monitor, now);
+            match self.state.bottom {
+                BottomTab::Processes => self.processes_tab(ui, monitor, snap, &rows, &badges, now),
+                BottomTab::Leaks => self.leaks_tab(ui, monitor, now),
+                BottomTab::Activity => activity_pane(ui, monitor),
+                BottomTab::Guard => {
+                    crate::front::gui::guard_pane::show(ui, monitor, self.selected_gpu)
+                }
+            }
+        });
+        self.confirm_request(monitor, &rows);
+    }
+
+    /// A new selection brings its GPU's graph; a GPU index past the last falls back to 0.
+    fn sync_selection(&mut self, n_devices: u32) {
+        if self.selected != self.last_selected {
+            if let Some(k) = self.selected {
+                self.selected_gpu = k.1;
+            }
+            self.last_selected = self.selected;
+        }
+        if self.selected_gpu >= n_devices {
+            self.selected_gpu = 0;
+        }
+    }
+
+    /// The left panel: the host selector, forecast banners and the GPU cards.
+    fn gpu_panel(
+        &mut self,
+        ui: &mut Ui,
+        monitor: &Monitor,
+        snap: &crate::model::Snapshot,
+        full: f32,
+    ) {
+        egui::Panel::left("gpus")
+            .resizable(true)
+            .default_size((full * 0.24).clamp(210.0, 340.0))
+            .min_size(200.0)
+            .max_size((full * 0.3).max(200.0))
+            .show(ui, |ui| {
+                if !self.state.hosts.is_empty() || self.backend.remote.is_some() {
+                    self.host_selector(ui);
+                }
+                egui::ScrollArea::vertical().show(ui, |ui| {
+                    // A lost agent's last figures stay, greyed, under the time it was lost.
+                    if let Some(since) = self.unreachable_since.filter(|_| !self.replaying) {
+                        unreachable_note(ui, since);
+                        ui.multiply_opacity(UNREACHABLE_OPACITY);
+                    }
+                    if let Some(gpu) = overview::forecast_banners(ui, &monitor.oom_alerts) {
+                        // The GPU's graph, with the process growing fastest selected.
+                        self.selected_gpu = gpu;
+                        if let Some(k) = monitor.fastest_grower(gpu) {
+                            self.selected = Some(k);
+                            self.last_selected = self.selected;
+                        }
+                    }
+                    overview::cards(ui, snap, self.state.units, &mut self.selected_gpu);
+                });
+            });
+    }
+
+    /// The right panel: the selected process's details and actions.
+    fn detail_panel(
+        &mut self,
+        ui: &mut Ui,
+        monitor: &Monitor,
+        rows: &[&crate::engine::view::ProcessRow],
+        badges: &Badges,
+        now: UnixMs,
+        full: f32,
+    ) {
+        let selected_row = self.selected.and_then(|k| {
+            rows.iter()
+                .copied()
+                .find(|r| r.series_key() == k)
+                .or_else(|| monitor.row(&k))
+        });
+        if self.selected.is_some() && selected_row.is_none() {
+            self.selected = None;
+        }
+        self.detail_rect = None;
+        let Some(row) = selected_row else {
+            return;
+        };
+        let mut open = true;
+        let mut request = None;
+        let shown = egui::Panel::right("detail")
+            .resizable(true)
+            .default_size((full * 0.32).clamp(260.0, 420.0))
+            .min_size(240.0)
+            .max_size((full * 0.45).max(240.0))
+            .show(ui, |ui| {
+                let badge = badges
+                    .get(&crate::engine::view::LeakKey::Process(row.series_key()))
+                    .copied();
+                // Scrolls when it does not fit (900 × 600, 200 %, a leak box and a
+                // PyTorch section together).
+                egui::ScrollArea::vertical()
+                    .id_salt("detail-scroll")
+                    .auto_shrink([false, false])
+                    .show(ui, |ui| {
+                        let result = (!self.replaying)
+                            .then(|| self.action_status.state(row.series_key(), now))
+                            .flatten();
+                        let input = process_detail::PaneInputs {
+                            units: self.state.units,
+                            now,
+                            leak: badge,
+                            result,
+                            host: self.agent_host(monitor),
+                            // A recorded session offers no actions.
+                            request: (!self.replaying).then_some(&mut request),
+                        };
+                        open =
+                            process_detail::pane(ui, monitor, row, &mut self.detail_graph, input);
+                    });
+            });
+        self.detail_rect = Some(shown.response.rect);
+        if !open {
+            self.selected = None;
+        }
+        if let Some(a) = request.filter(|_| !self.replaying) {
+            self.manual_request = Some((row.series_key(), a));
+        }
+    }
+}
+
+fn activity_pane(ui: &mut Ui, m: &Monitor) {
+    if m.activity.is_empty() {
+        ui.add_space(8.0);
+        ui.label("Nothing yet: every rule firing (would act, acted, failed, skipped) and every manual action is listed here.");
+        return;
+    }
+    egui::ScrollArea::vertical()
+        .id_salt("activity")
+        .auto_shrink([false, false])
+        .show(ui, |ui| {
+            egui::Grid::new("activity-grid")
+                .num_columns(5)
+                .striped(true)
+                .spacing([14.0, 4.0])
+                .show(ui, |ui| {
+                    for h in ["Time", "Rule", "Target", "Outcome", "What happened"] {
+                        ui.label(RichText::new(h).strong());
+                    }
+                    ui.end_row();
+                    for a in m.activity.iter().rev() {
+                        ui.monospace(format::clock(a.unix_ms));
+                        ui.label(&a.rule);
+                        ui.label(a.target.describe());
+                        let color = widgets::outcome_color(a.outcome, ui.visuals().dark_mode);
+                        ui.label(RichText::new(a.outcome.label()).color(color).strong());
+                        ui.label(&a.detail);
+                        ui.end_row();
+                    }
+                });
+        });
+}
+
+pub(super) fn session_bar(ui: &mut Ui, v: &mut SessionView, cmd: &mut Commands) {
+    let Some((a, b)) = v.data.span() else { return };
+    egui::Panel::top("session-bar").show(ui, |ui| {
+        ui.horizontal(|ui| {
+            ui.label(RichText::new(v.title()).strong());
+            ui.separator();
+            if ui.button("Back to live").clicked() {
+                cmd.back_to_live = true;
+            }
+            ui.separator();
+            ui.label(RichText::new(format::date_time(v.t)).monospace().strong());
+            if ui.button("◀ 1 min").clicked() {
+                v.t = (v.t - 60_000).max(a);
+            }
+            if ui.button("1 min ▶").clicked() {
+                v.t = (v.t + 60_000).min(b);
+            }
+            let mut t = v.t as f64;
+            ui.spacing_mut().slider_width = (ui.available_width() - 50.0).max(120.0);
+            let slider = egui::Slider::new(&mut t, a as f64..=b as f64)
+                .show_value(false)
+                .text("Time");
+            if ui.add(slider).changed() {
+                v.t = t as i64;
+            }
+        });
+    });
+}
