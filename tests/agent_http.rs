@@ -558,6 +558,7 @@ fn a_park_is_accepted_and_its_final_reply_is_obtained_under_its_id() {
     let sent = link.send(vramwarden::engine::EngineCommand::Manual {
         key,
         action: vramwarden::act::rules::Action::Park,
+        from: vramwarden::engine::CommandFrom::Window,
     });
     let mut got = Vec::new();
     wait_for(Duration::from_secs(20), "the link's final reply", || {

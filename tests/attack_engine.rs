@@ -23,6 +23,7 @@ fn live_safety() -> Safety {
     Safety {
         global_dry_run: false,
         protected: vec![],
+        remote: Default::default(),
     }
 }
 

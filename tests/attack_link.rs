@@ -441,6 +441,7 @@ fn a_hanging_download_never_delays_a_kill() {
         action: vramwarden::act::rules::Action::Signal {
             signal: "SIGKILL".into(),
         },
+        from: vramwarden::engine::CommandFrom::Window,
     });
     let line = wait_for(Duration::from_secs(3), "the kill at the agent", || {
         std::iter::from_fn(|| agent.seen.try_recv().ok())
@@ -592,6 +593,7 @@ fn a_command_reply_comes_back_with_its_id() {
         action: vramwarden::act::rules::Action::Signal {
             signal: "SIGKILL".into(),
         },
+        from: vramwarden::engine::CommandFrom::Window,
     });
     let r = wait_for(Duration::from_secs(5), "the reply", || {
         link.take_replies().into_iter().find(|r| r.id == id)
@@ -688,6 +690,7 @@ fn an_accepted_commands_final_reply_comes_from_the_view_once_and_only_ours() {
             0,
         ),
         action: vramwarden::act::rules::Action::Park,
+        from: vramwarden::engine::CommandFrom::Window,
     });
     let mut got = Vec::new();
     wait_for(Duration::from_secs(10), "the final reply", || {

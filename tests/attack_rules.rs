@@ -25,6 +25,7 @@ fn live(protected: &[&str]) -> Safety {
     Safety {
         global_dry_run: false,
         protected: protected.iter().map(|s| (*s).to_string()).collect(),
+        remote: Default::default(),
     }
 }
 

@@ -129,6 +129,7 @@ fn a_park_is_accepted_then_its_end_comes_under_its_id_with_its_seconds() {
         EngineCommand::Manual {
             key,
             action: Action::Park,
+            from: vramwarden::engine::CommandFrom::Window,
         },
         now_ms(),
     );
@@ -193,6 +194,7 @@ fn a_resume_without_room_on_the_gpu_is_refused_under_its_id_with_the_reason() {
         EngineCommand::Manual {
             key,
             action: Action::Resume,
+            from: vramwarden::engine::CommandFrom::Window,
         },
         now_ms(),
     );
@@ -213,4 +215,50 @@ fn a_resume_without_room_on_the_gpu_is_refused_under_its_id_with_the_reason() {
     let last = m.activity.back().expect("logged");
     assert_eq!((last.outcome, &last.detail), (Outcome::Skipped, &a.detail));
     assert!(m.replies.is_empty(), "no accepted command ended");
+}
+
+/// A command from an agent's API is judged by the engine's own safety settings: with the
+/// global dry run on, the engine answers "would act", sends nothing and logs it; the same
+/// command from a window is never a dry run.
+#[test]
+fn the_engine_applies_the_remote_policy_to_a_command_from_an_agent_and_logs_it() {
+    use vramwarden::engine::CommandFrom;
+    data_dir();
+    let mut child = sleeper();
+    let pid = child.0.id();
+    let sim = gpu_with(pid, 0);
+    let (mut e, shared, key) = acting_engine(&sim, pid);
+    e.apply_settings(&Settings::default());
+    let kill = |from| EngineCommand::Manual {
+        key,
+        action: Action::Signal {
+            signal: "SIGKILL".into(),
+        },
+        from,
+    };
+    let a = e.command(kill(CommandFrom::Agent), now_ms());
+    assert_eq!(a.outcome, Outcome::WouldAct, "{}", a.detail);
+    assert!(
+        a.detail
+            .starts_with("dry run is on in the agent's settings (cleanup.dry_run): would "),
+        "{}",
+        a.detail
+    );
+    let logged = shared.read().expect("lock").activity.back().cloned();
+    assert!(
+        logged
+            .as_ref()
+            .is_some_and(|l| l.rule == "manual" && l.outcome == Outcome::WouldAct),
+        "{logged:?}"
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        child.0.try_wait().expect("try_wait").is_none(),
+        "nothing was sent"
+    );
+    let w = e.command(kill(CommandFrom::Window), now_ms());
+    assert_eq!(w.outcome, Outcome::Acted, "{}", w.detail);
+    let status = child.0.wait().expect("wait");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGKILL));
 }

@@ -248,6 +248,7 @@ fn a_reused_pid_is_never_hit() {
     let safety = Safety {
         global_dry_run: false,
         protected: vec![],
+        remote: Default::default(),
     };
     let mut runner = ActionRunner::new();
     // SAFETY: getuid has no preconditions.
@@ -291,6 +292,7 @@ fn never_pid_1_itself_or_other_users() {
     let safety = Safety {
         global_dry_run: false,
         protected: vec![],
+        remote: Default::default(),
     };
     let mut runner = ActionRunner::new();
     // SAFETY: getuid has no preconditions.
@@ -881,6 +883,7 @@ fn nothing_acts_from_a_replay_neither_rules_nor_a_manual_action() {
         vramwarden::engine::EngineCommand::Manual {
             key,
             action: Action::Terminate { grace_seconds: 1.0 },
+            from: vramwarden::engine::CommandFrom::Window,
         },
         now_ms(),
     );

@@ -149,6 +149,7 @@ fn safety() -> Safety {
     Safety {
         global_dry_run: false,
         protected: Vec::new(),
+        remote: Default::default(),
     }
 }
 
@@ -324,6 +325,7 @@ fn dry_run_and_simulated_or_recorded_processes_send_nothing() {
     let global = Safety {
         global_dry_run: true,
         protected: Vec::new(),
+        remote: Default::default(),
     };
     let a = r.run(
         &planned(
@@ -488,6 +490,7 @@ fn a_release_cache_rule_and_the_manual_actions_reach_a_real_companion_through_th
             EngineCommand::Manual {
                 key,
                 action: action.clone(),
+                from: vramwarden::engine::CommandFrom::Window,
             },
             now_ms(),
         );

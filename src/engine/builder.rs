@@ -29,6 +29,7 @@ pub struct EngineBuilder {
     source: Option<SourceInfo>,
     read_only: Option<Option<PathBuf>>,
     history_by_source: bool,
+    remote: crate::act::rules::action::RemotePolicy,
 }
 
 impl EngineBuilder {
@@ -44,7 +45,16 @@ impl EngineBuilder {
             source: None,
             read_only: None,
             history_by_source: false,
+            remote: crate::act::rules::action::RemotePolicy::default(),
         }
+    }
+
+    /// What commands sent through an agent's API may do (default: only this user's
+    /// processes).
+    #[must_use]
+    pub fn remote(mut self, remote: crate::act::rules::action::RemotePolicy) -> Self {
+        self.remote = remote;
+        self
     }
 
     /// Records a session log as `to` says.
@@ -118,6 +128,7 @@ impl EngineBuilder {
         if let Some(s) = self.settings {
             e.apply_settings(&s);
         }
+        e.set_remote_policy(self.remote);
         e
     }
 }

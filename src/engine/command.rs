@@ -23,14 +23,17 @@ pub enum EngineCommand {
     /// New settings (rules, protections, leak sensitivity, notifications).
     ApplySettings(Box<crate::engine::settings::Settings>),
     /// The user's own action on a process (Terminate, Kill, Send signal…), through the same
-    /// checks as the rules (identity, protected list, other users), never a dry run. The
-    /// front end names the process only; the engine builds the target from its own latest
-    /// sample.
+    /// checks as the rules (identity, protected list, other users); from a window never a
+    /// dry run, from an agent's API first under the remote policy
+    /// ([`crate::act::rules::action::Safety::remote_verdict`]). The front end names the
+    /// process only; the engine builds the target from its own latest sample.
     Manual {
         /// The process: pid + start time, and its GPU.
         key: crate::model::history::ProcSeriesKey,
         /// What to do.
         action: crate::act::rules::Action,
+        /// Who sent it.
+        from: CommandFrom,
     },
     /// Which targets a rule matches now in this engine (the one that owns the processes),
     /// and which its safety would skip: answered in the reply, nothing is done.
@@ -41,6 +44,15 @@ pub enum EngineCommand {
         /// own (an agent always uses its own).
         safety: Option<crate::act::rules::action::Safety>,
     },
+}
+
+/// Who sent a manual action ([`EngineCommand::Manual`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommandFrom {
+    /// A window (this process's, or one attached to an agent through its link).
+    Window,
+    /// A client of an agent's HTTP API: the engine's remote policy applies.
+    Agent,
 }
 
 /// Which targets a rule matches right now (the Settings window's "test this rule"), each with

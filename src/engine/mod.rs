@@ -23,7 +23,7 @@ pub mod tick_loop;
 pub mod view;
 
 pub use builder::EngineBuilder;
-pub use command::{test_rule, EngineCommand};
+pub use command::{test_rule, CommandFrom, EngineCommand};
 pub use pipeline::{Engine, EngineOptions};
 pub use stages::outbox::{Alert, AlertKind, AlertSink, Urgency};
 pub use stages::publish::ACTIVITY_KEPT;

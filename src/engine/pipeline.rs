@@ -141,6 +141,11 @@ impl Engine {
         self.rules.apply_settings(s);
     }
 
+    /// What a command sent through an agent's API may do (kept when the settings change).
+    pub fn set_remote_policy(&mut self, remote: crate::act::rules::action::RemotePolicy) {
+        self.rules.safety.remote = remote;
+    }
+
     /// Writes activity entries to the log and shows them in the monitor (outside a tick).
     fn log_activity(&mut self, acts: Vec<crate::act::rules::action::Activity>) {
         self.recorder.activity(&acts);
@@ -215,7 +220,7 @@ impl Engine {
             };
         }
         if self.read_only {
-            if let EngineCommand::Manual { key, action } = c {
+            if let EngineCommand::Manual { key, action, .. } = c {
                 return self.manual_skipped(
                     key,
                     &action,
@@ -235,7 +240,9 @@ impl Engine {
                 self.apply_settings(&s);
                 return command::Answer::new(Outcome::Acted, "settings applied");
             }
-            EngineCommand::Manual { key, action } => return self.manual(id, key, action, now),
+            EngineCommand::Manual { key, action, from } => {
+                return self.manual(id, key, action, from, now)
+            }
             EngineCommand::TestRule { .. } => {
                 return command::Answer::new(Outcome::Failed, "internal error: a rule test")
             }
@@ -253,12 +260,14 @@ impl Engine {
 
     /// The user's own action on `key`: the engine builds the target from its own latest
     /// snapshot (a front end only names the process); a process no longer listed is not
-    /// acted on.
+    /// acted on. A command from an agent's API is judged by the remote policy first
+    /// ([`crate::act::rules::action::Safety::remote_verdict`]).
     fn manual(
         &mut self,
         id: command::CommandId,
         key: crate::model::history::ProcSeriesKey,
         action: crate::act::rules::Action,
+        from: command::CommandFrom,
         now: UnixMs,
     ) -> command::Answer {
         let current = self.shared.read().ok().and_then(|m| {
@@ -274,6 +283,22 @@ impl Engine {
                 "the process is no longer listed on that GPU",
             );
         };
+        let verdict = match from {
+            command::CommandFrom::Agent => self.rules.safety.remote_verdict(&target, &action),
+            command::CommandFrom::Window => None,
+        };
+        if let Some((outcome, detail)) = verdict {
+            self.log_activity(vec![crate::act::rules::action::Activity {
+                unix_ms: now,
+                rule: "manual".into(),
+                action: action.label(),
+                target,
+                outcome,
+                detail: detail.clone(),
+                entry: crate::act::rules::action::Entry::Action,
+            }]);
+            return command::Answer::new(outcome, detail);
+        }
         let p = crate::act::rules::eval::Planned {
             rule: "manual".into(),
             action,
@@ -284,6 +309,7 @@ impl Engine {
         let safety = crate::act::rules::action::Safety {
             global_dry_run: false,
             protected: self.rules.safety.protected.clone(),
+            remote: self.rules.safety.remote,
         };
         let a = self.rules.runner.run(&p, &safety, now);
         let started = a.entry == crate::act::rules::action::Entry::Asked

@@ -263,7 +263,7 @@ fn get_past(
 
 /// The body of a manual command for the agent's API, or why it cannot go there.
 fn command_body(c: &EngineCommand) -> Result<serde_json::Value, String> {
-    let EngineCommand::Manual { key, action } = c else {
+    let EngineCommand::Manual { key, action, .. } = c else {
         return Err("settings and recording belong to the agent's own configuration; change them on the server".into());
     };
     let mut body = serde_json::json!({
@@ -1067,6 +1067,7 @@ mod tests {
             action: crate::act::rules::Action::Terminate {
                 grace_seconds: 10.0,
             },
+            from: crate::engine::CommandFrom::Window,
         })
         .expect("terminate");
         assert_eq!(body["action"], "terminate");

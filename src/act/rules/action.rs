@@ -34,6 +34,16 @@ pub struct Safety {
     pub global_dry_run: bool,
     /// Process names never signalled.
     pub protected: Vec<String>,
+    /// What a command sent through an agent's API may do (see [`Safety::remote_verdict`]).
+    pub remote: RemotePolicy,
+}
+
+/// The policy for commands sent through an agent's API (`POST /api/v1/command`), before the
+/// checks every manual action goes through.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RemotePolicy {
+    /// Other users' processes may be acted on (the agent's `--remote-other-users`).
+    pub other_users: bool,
 }
 
 /// The names protected by default.
@@ -54,7 +64,42 @@ impl Default for Safety {
         Self {
             global_dry_run: true,
             protected: DEFAULT_PROTECTED.iter().map(|s| (*s).to_string()).collect(),
+            remote: RemotePolicy::default(),
         }
+    }
+}
+
+impl Safety {
+    /// The verdict on a command sent through an agent's API to do `action` to `target`, where
+    /// it ends before the runner: the global dry run (would act, nothing sent), then a live
+    /// process of another user than the agent's unless [`RemotePolicy::other_users`]. None:
+    /// on to [`ActionRunner::run`], as a window's manual action.
+    pub fn remote_verdict(&self, target: &Target, action: &Action) -> Option<(Outcome, String)> {
+        if self.global_dry_run {
+            return Some((
+                Outcome::WouldAct,
+                format!(
+                    "dry run is on in the agent's settings (cleanup.dry_run): would {} {}; nothing was sent",
+                    action.label(),
+                    target.describe()
+                ),
+            ));
+        }
+        let live = matches!(
+            target,
+            Target::Process {
+                origin: Origin::Live,
+                ..
+            }
+        );
+        // Simulated and recorded processes go on to the runner, which refuses them in its words.
+        if live && target.uid() != nix::unistd::geteuid().as_raw() && !self.remote.other_users {
+            return Some((
+                Outcome::Skipped,
+                "another user's process: this agent takes remote actions only on its own user's processes (start it with --remote-other-users to allow more)".into(),
+            ));
+        }
+        None
     }
 }
 
@@ -1039,6 +1084,70 @@ mod release_follow_up_tests {
                 .contains("so only PyTorch's stands (PyTorch said it gave back 69212.0 MiB)"),
             "{:?}",
             a
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ProcInfo, ProcessKey};
+
+    /// A process of `uid`, from `origin`.
+    fn owned_by(uid: u32, origin: Origin) -> Target {
+        let info = ProcInfo {
+            name: "python".into(),
+            uid,
+            ..ProcInfo::default()
+        };
+        let key = (
+            ProcessKey {
+                pid: 4242,
+                start_time_ms: 7,
+            },
+            0,
+        );
+        Target::process(key, Some(std::sync::Arc::new(info)), None, origin)
+    }
+
+    #[test]
+    fn the_remote_policy_says_dry_run_then_refuses_other_users_unless_allowed() {
+        let me = nix::unistd::geteuid().as_raw();
+        let other = me.wrapping_add(1);
+        let kill = Action::Signal {
+            signal: "SIGKILL".into(),
+        };
+        let mut s = Safety {
+            global_dry_run: true,
+            protected: Vec::new(),
+            remote: RemotePolicy { other_users: false },
+        };
+        let dry = s.remote_verdict(&owned_by(other, Origin::Live), &kill);
+        assert!(
+            dry.as_ref().is_some_and(|(o, d)| *o == Outcome::WouldAct
+                && d.starts_with(
+                    "dry run is on in the agent's settings (cleanup.dry_run): would "
+                )
+                && d.ends_with("; nothing was sent")),
+            "{dry:?}"
+        );
+        s.global_dry_run = false;
+        let refused = s.remote_verdict(&owned_by(other, Origin::Live), &kill);
+        assert!(
+            refused.as_ref().is_some_and(|(o, d)| *o == Outcome::Skipped
+                && d.starts_with("another user's process: this agent takes remote actions only")),
+            "{refused:?}"
+        );
+        assert_eq!(s.remote_verdict(&owned_by(me, Origin::Live), &kill), None);
+        // A simulated process goes on to the runner, which refuses it in its own words.
+        assert_eq!(
+            s.remote_verdict(&owned_by(other, Origin::Simulated), &kill),
+            None
+        );
+        s.remote.other_users = true;
+        assert_eq!(
+            s.remote_verdict(&owned_by(other, Origin::Live), &kill),
+            None
         );
     }
 }

@@ -30,6 +30,7 @@ impl Rules {
         self.safety = Safety {
             global_dry_run: s.cleanup.dry_run,
             protected: s.cleanup.protected.clone(),
+            remote: self.safety.remote,
         };
         self.guard.guard.set_settings(s.guard.clone());
     }

@@ -19,7 +19,6 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::act::rules::action::Outcome;
-use crate::act::rules::eval::Target;
 use crate::act::rules::Action;
 use crate::engine::view::{LeakKey, Monitor};
 
@@ -243,8 +242,8 @@ fn wire_reply(r: &CommandReply) -> Reply {
     Reply::json(status, &WireReply::of(r))
 }
 
-/// The agent's own final answer to a command it did not hand to the engine (its dry run, a
-/// process not listed, another user's), under a new id, with `status` (None: by outcome).
+/// The agent's own final answer to a command it did not hand to the engine (a process not
+/// listed), under a new id, with `status` (None: by outcome).
 fn agent_reply(status: Option<u16>, what: String, outcome: Outcome, detail: &str) -> Reply {
     let r = CommandReply {
         id: CommandId::next(),
@@ -342,8 +341,9 @@ pub fn command(state: &AgentState, body: &mut dyn Read, length: Option<usize>) -
                 )
             }
         };
-    // The target comes from the agent's own snapshot; the client gave only pid + start time.
-    let target = {
+    // The process's key comes from the agent's own snapshot; the client gave only pid +
+    // start time.
+    let key = {
         let Ok(m) = state.shared.read() else {
             return Reply::error(500, "internal error: the engine thread panicked");
         };
@@ -352,10 +352,10 @@ pub fn command(state: &AgentState, body: &mut dyn Read, length: Option<usize>) -
                 .iter()
                 .filter(|p| p.pid == req.pid && p.key().start_time_ms == req.start_time)
                 .find(|p| req.gpu.is_none_or(|g| g == p.device_index))
-                .map(crate::act::rules::eval::process_target)
+                .map(|p| (p.key(), p.device_index))
         })
     };
-    let Some(target) = target else {
+    let Some(key) = key else {
         return agent_reply(
             Some(404),
             action.label(),
@@ -366,34 +366,10 @@ pub fn command(state: &AgentState, body: &mut dyn Read, length: Option<usize>) -
             ),
         );
     };
-    let uid = target.uid();
-    let Target::Process { key, origin, .. } = &target else {
-        return Reply::error(500, "internal error: not a process target");
-    };
-    let key = *key;
-    if state.settings.cleanup.dry_run {
-        return agent_reply(
-            None,
-            action.label(),
-            Outcome::WouldAct,
-            &format!(
-                "dry run is on in the agent's settings (cleanup.dry_run): would {} {}; nothing was sent",
-                action.label(),
-                target.describe()
-            ),
-        );
-    }
-    let me = nix::unistd::geteuid().as_raw();
-    // Simulated and recorded processes go on to the engine, which refuses them in its words.
-    if *origin == crate::model::Origin::Live && uid != me && !state.remote_other_users {
-        return agent_reply(
-            None,
-            action.label(),
-            Outcome::Skipped,
-            "another user's process: this agent takes remote actions only on its own user's processes (start it with --remote-other-users to allow more)",
-        );
-    }
-    match state.ask(EngineCommand::Manual { key, action }, COMMAND_WAIT) {
+    // The engine decides under its safety settings (dry run, the remote policy, protected
+    // names, identity) and logs its answer.
+    let from = crate::engine::CommandFrom::Agent;
+    match state.ask(EngineCommand::Manual { key, action, from }, COMMAND_WAIT) {
         Ok(r) => wire_reply(&r),
         Err((status, why)) => Reply::error(status, why),
     }

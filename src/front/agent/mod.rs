@@ -135,6 +135,9 @@ pub fn start(
             RecordTo::Off
         })
         .settings(&settings)
+        .remote(crate::act::rules::action::RemotePolicy {
+            other_users: opts.remote_other_users,
+        })
         .options(EngineOptions {
             alerts: None,
             retention_dir: record.then(|| sessions_dir.clone()),
@@ -146,9 +149,7 @@ pub fn start(
         stats,
         token,
         sessions_dir,
-        settings,
         max_processes: opts.max_processes,
-        remote_other_users: opts.remote_other_users,
         past: crate::engine::past_cache::PastCache::new(),
         loopback_only: addr.ip().is_loopback(),
         sampler: Mutex::new(Some(handle)),

@@ -1,5 +1,5 @@
 //! What the agent's HTTP threads share ([`AgentState`]): the engine's state, the counters,
-//! the token, the settings, and the way to the engine's replies.
+//! the token, and the way to the engine's replies.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,12 +22,8 @@ pub struct AgentState {
     pub token: String,
     /// The sessions folder served by the API.
     pub sessions_dir: PathBuf,
-    /// The agent's settings (its policy for remote commands).
-    pub settings: crate::engine::settings::Settings,
     /// See [`super::AgentOptions::max_processes`].
     pub max_processes: usize,
-    /// See [`super::AgentOptions::remote_other_users`].
-    pub remote_other_users: bool,
     /// The agent listens on a loopback address only: requests must name an IP address or
     /// localhost in `Host` ([`super::http::loopback_host`]).
     pub loopback_only: bool,

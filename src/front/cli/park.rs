@@ -136,6 +136,7 @@ fn act(
     let safety = Safety {
         global_dry_run: dry_run,
         protected,
+        remote: Default::default(),
     };
     let first = runner.run(&plan, &safety, now_ms());
     writeln!(out, "{}", first.detail)?;

@@ -465,6 +465,7 @@ impl Backend {
         let safety = safety.clone().unwrap_or(crate::act::rules::action::Safety {
             global_dry_run: true,
             protected: Vec::new(),
+            remote: crate::act::rules::action::RemotePolicy::default(),
         });
         let m = self.shared.read().ok()?;
         self.unlinked.push(crate::engine::command::CommandReply {

@@ -61,7 +61,11 @@ impl VramApp {
             Some(true) => {
                 // The engine is told which process only; it builds the target itself.
                 if let crate::act::rules::eval::Target::Process { key, .. } = target {
-                    cmd.engine = Some(crate::engine::EngineCommand::Manual { key, action });
+                    cmd.engine = Some(crate::engine::EngineCommand::Manual {
+                        key,
+                        action,
+                        from: crate::engine::CommandFrom::Window,
+                    });
                 }
                 self.confirm = None;
             }

@@ -140,7 +140,7 @@ impl VramApp {
         }
         if let Some(c) = cmd.engine.take() {
             let manual = match &c {
-                crate::engine::EngineCommand::Manual { key, action } => {
+                crate::engine::EngineCommand::Manual { key, action, .. } => {
                     Some((*key, action.clone()))
                 }
                 _ => None,

@@ -19,6 +19,7 @@ pub(super) fn rule_editor(
     let safety = crate::act::rules::action::Safety {
         global_dry_run: c.dry_run,
         protected: c.protected.clone(),
+        remote: crate::act::rules::action::RemotePolicy::default(),
     };
     let r = &mut c.rules[i];
     let problems = r.problems();
