@@ -1,11 +1,13 @@
 //! The JSON API for a remote window: the latest snapshot with leaks and recording status, the
 //! session logs (list and download), and commands on processes.
 //!
-//! A command names a process by pid and start time only; the agent finds it in its own latest
-//! snapshot, applies its own policy (its settings' global dry run, protected names through the
-//! engine, and other users' processes only with `--remote-other-users`), then hands it to the
-//! engine's manual-action path, which checks identity and refuses what it must (simulated or
-//! recorded processes, PID 1, itself). The reply is a [`WireReply`] under the command's id:
+//! A command names a process by pid and start time only; the agent finds its key in its own
+//! latest snapshot and hands it to the engine as a command from an agent
+//! ([`crate::engine::CommandFrom::Agent`]). The engine alone decides under its safety settings:
+//! the global dry run and other users' processes (only with `--remote-other-users`: see
+//! [`crate::act::rules::action::Safety::remote_verdict`]), then its manual-action path, which
+//! checks identity and refuses what it must (protected names, simulated or recorded processes,
+//! PID 1, itself). The reply is a [`WireReply`] under the command's id:
 //! final (200 done or would act, 403 refused, 404 not listed, 500 failed), or 202 accepted
 //! for a park, a resume or a question to a PyTorch companion, whose final reply comes later
 //! in the View's `replies` and from `GET /api/v1/command/ID` ([`command_reply`]).
