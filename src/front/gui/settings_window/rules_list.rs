@@ -49,54 +49,49 @@ pub(super) fn rules_list(
         .id_salt("rules-list-scroll")
         .auto_shrink([false, true])
         .show(ui, |ui| {
-            egui::Grid::new("rules-list")
-                .num_columns(4)
-                .striped(true)
-                .show(ui, |ui| {
-                    for (i, r) in c.rules.iter_mut().enumerate() {
-                        ui.checkbox(&mut r.enabled, "on");
-                        // The row's buttons before its name: a long name never pushes them
-                        // out of the window.
-                        ui.horizontal(|ui| {
-                            for (label, what, hover) in [
-                                ("Up", "up", "Move this rule up (rules are checked in order)"),
-                                ("Down", "down", "Move this rule down"),
-                                ("Duplicate", "dup", "Add a copy of this rule below it"),
-                                (
-                                    "Delete",
-                                    "del",
-                                    "Remove this rule (Save to keep the change)",
-                                ),
-                            ] {
-                                if ui.button(label).on_hover_text(hover).clicked() {
-                                    op = Some((i, what));
-                                }
-                            }
-                        });
-                        let bad = !r.problems().is_empty();
-                        let mut name = RichText::new(&r.name);
-                        if bad {
-                            name = name.color(widgets::warn(ui));
+            // One line per rule, each laid out by itself: a grid laid a new rule's line out
+            // with the old column widths (its name under its DRY RUN badge) until the next
+            // frame.
+            for (i, r) in c.rules.iter_mut().enumerate() {
+                ui.horizontal(|ui| {
+                    ui.checkbox(&mut r.enabled, "on");
+                    // The row's buttons before its name: a long name never pushes them
+                    // out of the window.
+                    for (label, what, hover) in [
+                        ("Up", "up", "Move this rule up (rules are checked in order)"),
+                        ("Down", "down", "Move this rule down"),
+                        ("Duplicate", "dup", "Add a copy of this rule below it"),
+                        (
+                            "Delete",
+                            "del",
+                            "Remove this rule (Save to keep the change)",
+                        ),
+                    ] {
+                        if ui.button(label).on_hover_text(hover).clicked() {
+                            op = Some((i, what));
                         }
-                        if ui.selectable_label(*editing == Some(i), name).clicked() {
-                            *editing = Some(i);
-                        }
-                        ui.horizontal(|ui| {
-                            if r.dry_run || c.dry_run {
-                                ui.label(
-                                    RichText::new(" DRY RUN ")
-                                        .color(egui::Color32::from_rgb(20, 20, 20))
-                                        .background_color(egui::Color32::from_rgb(235, 200, 90))
-                                        .small(),
-                                );
-                            }
-                            if bad {
-                                ui.label(RichText::new("invalid").color(widgets::warn(ui)).small());
-                            }
-                        });
-                        ui.end_row();
+                    }
+                    let bad = !r.problems().is_empty();
+                    let mut name = RichText::new(&r.name);
+                    if bad {
+                        name = name.color(widgets::warn(ui));
+                    }
+                    if ui.selectable_label(*editing == Some(i), name).clicked() {
+                        *editing = Some(i);
+                    }
+                    if r.dry_run || c.dry_run {
+                        ui.label(
+                            RichText::new(" DRY RUN ")
+                                .color(egui::Color32::from_rgb(20, 20, 20))
+                                .background_color(egui::Color32::from_rgb(235, 200, 90))
+                                .small(),
+                        );
+                    }
+                    if bad {
+                        ui.label(RichText::new("invalid").color(widgets::warn(ui)).small());
                     }
                 });
+            }
         });
     if c.rules.is_empty() {
         ui.label(RichText::new("No rules yet. A new rule starts as a dry run.").weak());
