@@ -112,6 +112,15 @@ pub fn test_rule(
         .collect()
 }
 
+/// Why `rule` matches nothing in `m` now (see [`crate::act::rules::eval::RuleState::why_nothing`]).
+fn why_nothing(rule: &crate::act::rules::Rule, m: &crate::engine::view::Monitor) -> String {
+    match &m.latest {
+        None => "no sample yet".into(),
+        Some(snap) => crate::act::rules::eval::RuleState::with_last_active(snap, &m.last_active)
+            .why_nothing(rule, snap),
+    }
+}
+
 impl EngineCommand {
     /// What it asks, in a word or two (the reply's [`CommandReply::what`]).
     pub fn label(&self) -> String {
@@ -140,7 +149,7 @@ pub fn test_rule_answer(
         .collect();
     let acting = matches.iter().filter(|m| m.skipped.is_none()).count();
     let detail = match (matches.len(), acting) {
-        (0, _) => "It matches nothing right now.".to_string(),
+        (0, _) => format!("It matches nothing right now: {}.", why_nothing(rule, m)),
         (n, a) if a == n => format!("It matches {n} right now, and would act on each."),
         (n, 0) => format!("It matches {n} right now, but would skip every one."),
         (n, a) => format!("It matches {n} right now; it would act on {a}."),

@@ -517,6 +517,29 @@ impl RuleState {
             .collect()
     }
 
+    /// Why `rule` matches nothing in `snap` ([`Self::matches_now`] found nothing), in words:
+    /// it is not valid, its schedule is closed, there is nothing of the kind it acts on, or
+    /// none of what there is meets all its conditions.
+    pub fn why_nothing(&self, rule: &Rule, snap: &Snapshot) -> String {
+        let Some(compiled) = CompiledRule::new(rule) else {
+            return "the rule is not valid (Settings says what to fix)".into();
+        };
+        if self.schedule_open(&compiled, snap.taken_at_ms).is_none() {
+            return "its schedule is closed at this time".into();
+        }
+        let n = targets(snap, rule).len();
+        let processes = rule.conditions.targets_processes() || rule.action.needs_process();
+        match (n, processes) {
+            (0, true) if rule.action == super::Action::Resume => "no process is parked".into(),
+            (0, true) => "no process is listed".into(),
+            (0, false) => "no GPU is listed".into(),
+            (1, true) => "the one process listed does not meet all its conditions".into(),
+            (n, true) => format!("none of the {n} processes listed meets all its conditions"),
+            (1, false) => "the GPU does not meet all its conditions".into(),
+            (n, false) => format!("none of the {n} GPUs meets all its conditions"),
+        }
+    }
+
     fn holds(&self, compiled: &CompiledRule, t: &Target, snap: &Snapshot, facts: &Facts) -> bool {
         let c = &compiled.rule.conditions;
         let dev_index = t.device_index();

@@ -74,14 +74,14 @@ impl Toasts {
 }
 
 /// Routes `replies`: the one answering the rule test `testing` (the rule's index and the
-/// command's id) becomes that rule's list of matches (returned with the index); every other
-/// reply becomes a toast.
+/// command's id) becomes that rule's list of matches (returned with the index and the
+/// engine's words, which say why when nothing matches); every other reply becomes a toast.
 pub fn route(
     replies: Vec<CommandReply>,
     testing: &mut Option<(usize, CommandId)>,
     toasts: &mut Toasts,
     now: f64,
-) -> Option<(usize, Vec<super::settings_window::TestedTarget>)> {
+) -> Option<(usize, Vec<super::settings_window::TestedTarget>, String)> {
     let mut tested = None;
     for r in replies {
         match (*testing, &r.answer.matches) {
@@ -92,6 +92,7 @@ pub fn route(
                     m.iter()
                         .map(|m| (m.target.clone(), m.skipped.clone()))
                         .collect(),
+                    r.answer.detail.clone(),
                 ));
             }
             _ => toasts.push(&r, now),
@@ -127,7 +128,14 @@ mod tests {
             answer: Answer::new(Outcome::Acted, "sent SIGKILL (on the agent)"),
         };
         let got = route(vec![kill, test], &mut testing, &mut toasts, 0.0);
-        assert_eq!(got, Some((2, vec![("python (PID 7)".to_string(), None)])));
+        assert_eq!(
+            got,
+            Some((
+                2,
+                vec![("python (PID 7)".to_string(), None)],
+                "It matches 1 right now".to_string()
+            ))
+        );
         assert_eq!(testing, None);
         assert_eq!(
             toasts.texts().collect::<Vec<_>>(),

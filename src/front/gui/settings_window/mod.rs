@@ -50,7 +50,7 @@ pub struct SettingsUi {
     /// The rule being edited.
     pub editing: Option<usize>,
     /// Result of "Test this rule".
-    pub tested: Option<(usize, Vec<TestedTarget>)>,
+    pub tested: Option<(usize, Vec<TestedTarget>, String)>,
     /// A rule test to send to the engine shown (the rule's index and the command), taken by
     /// the app; then the test awaiting its reply ([`super::replies::route`]).
     pub test_request: Option<(usize, crate::engine::EngineCommand)>,

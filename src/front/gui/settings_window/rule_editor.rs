@@ -13,7 +13,7 @@ pub(super) fn rule_editor(
     ui: &mut Ui,
     c: &mut crate::engine::settings::Cleanup,
     i: usize,
-    tested: &mut Option<(usize, Vec<TestedTarget>)>,
+    tested: &mut Option<(usize, Vec<TestedTarget>, String)>,
     request: &mut Option<(usize, crate::engine::EngineCommand)>,
 ) {
     let safety = crate::act::rules::action::Safety {
@@ -47,11 +47,12 @@ pub(super) fn rule_editor(
             *tested = None;
             ui.ctx().request_repaint();
         }
-        if let Some((j, found)) = &*tested {
+        if let Some((j, found, detail)) = &*tested {
             if *j == i {
                 let acted = found.iter().filter(|(_, w)| w.is_none()).count();
                 ui.label(match (found.len(), acted) {
-                    (0, _) => "It matches nothing right now.".to_string(),
+                    // The engine's words: why nothing matches.
+                    (0, _) => detail.clone(),
                     (n, a) if a == n => format!("It matches {n} right now, and would act on each:"),
                     (n, 0) => format!("It matches {n} right now, but would skip every one:"),
                     (n, a) => format!("It matches {n} right now; it would act on {a}:"),
@@ -59,7 +60,7 @@ pub(super) fn rule_editor(
             }
         }
     });
-    if let Some((j, found)) = &*tested {
+    if let Some((j, found, _)) = &*tested {
         if *j == i {
             for (f, why) in found {
                 match why {
