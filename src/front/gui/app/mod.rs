@@ -10,10 +10,10 @@ mod panes;
 mod tabs;
 mod windows;
 
+use super::backend::Backend;
 use super::graph::GraphCache;
 use super::sessions::{SessionView, SessionsUi};
 pub use super::ui_state::{apply_theme, BottomTab, UiState};
-use super::Backend;
 use crate::engine::view::Monitor;
 use crate::model::format::Units;
 use crate::model::history::ProcSeriesKey;
