@@ -167,6 +167,14 @@ struct VersionOnly {
     format_version: u32,
 }
 
+/// The facts of a process definition that each of its sample entries carries.
+#[derive(Debug, Clone)]
+struct ProcFacts {
+    pid: u32,
+    device_index: u32,
+    info: Arc<ProcInfo>,
+}
+
 /// One sample record in the index.
 #[derive(Debug, Clone, Copy)]
 struct SampleRef {
@@ -253,7 +261,9 @@ pub struct SessionData {
     /// Process definitions by the reader's process id: the file's session-local id in the
     /// first segment, a fresh id for processes of later segments.
     pub defs: FastMap<u32, ProcDef>,
-    infos: FastMap<u32, Arc<ProcInfo>>,
+    /// What a sample's process entry takes from its definition, by the reader's process id:
+    /// one lookup per entry.
+    facts: FastMap<u32, ProcFacts>,
     /// Each process's parks in time.
     parks: super::parks::ParkTimeline,
     /// True when the log has `park_state` events (format 3).
@@ -397,7 +407,7 @@ impl SessionData {
             segments: Vec::new(),
             events: Vec::new(),
             defs: FastMap::default(),
-            infos: FastMap::default(),
+            facts: FastMap::default(),
             parks: super::parks::ParkTimeline::default(),
             park_states: false,
             report: ReadReport::default(),
@@ -605,7 +615,14 @@ impl SessionData {
     }
 
     fn define(&mut self, d: ProcDef) {
-        self.infos.insert(d.id, Arc::new(d.info.clone()));
+        self.facts.insert(
+            d.id,
+            ProcFacts {
+                pid: d.pid,
+                device_index: d.device_index,
+                info: Arc::new(d.info.clone()),
+            },
+        );
         self.defs.insert(d.id, d);
     }
 
@@ -766,14 +783,9 @@ impl SessionData {
         processes: &mut Vec<ProcessSample>,
         k: usize,
     ) {
-        let def = self.defs.get(&id);
-        let p = ProcessSample::recorded(
-            def.map_or(0, |d| d.pid),
-            def.map_or(0, |d| d.device_index),
-            used,
-            None,
-        );
-        let info = self.infos.get(&id);
+        let facts = self.facts.get(&id);
+        let (pid, device_index) = facts.map_or((0, 0), |f| (f.pid, f.device_index));
+        let info = facts.map(|f| &f.info);
         match processes.get_mut(k) {
             Some(slot) => {
                 let same = match (&slot.info, info) {
@@ -786,12 +798,14 @@ impl SessionData {
                 } else {
                     info.cloned()
                 };
-                *slot = ProcessSample { info: kept, ..p };
+                *slot = ProcessSample::recorded(pid, device_index, used, kept);
             }
-            None => processes.push(ProcessSample {
-                info: info.cloned(),
-                ..p
-            }),
+            None => processes.push(ProcessSample::recorded(
+                pid,
+                device_index,
+                used,
+                info.cloned(),
+            )),
         }
     }
 
