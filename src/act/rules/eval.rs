@@ -277,12 +277,21 @@ fn largest_per_gpu<'a>(
     best.into_values().map(|(_, id)| id).collect()
 }
 
+/// Whether `rule` acts on processes (else on GPUs).
+fn on_processes(rule: &Rule) -> bool {
+    rule.conditions.targets_processes() || rule.action.needs_process()
+}
+
+/// Whether `rule` acts on parked processes only: a parked process is the target of resume
+/// rules only (parked is idle, and a rule meant for idle jobs must not end one that was parked
+/// to be kept).
+fn on_parked(rule: &Rule) -> bool {
+    rule.action == super::Action::Resume || rule.conditions.parked_fits_with_mib.is_some()
+}
+
 fn targets(snap: &Snapshot, rule: &Rule) -> Vec<Target> {
-    if rule.conditions.targets_processes() || rule.action.needs_process() {
-        // A parked process is the target of resume rules only (parked is idle, and a rule
-        // meant for idle jobs must not end one that was parked to be kept).
-        let for_parked =
-            rule.action == super::Action::Resume || rule.conditions.parked_fits_with_mib.is_some();
+    if on_processes(rule) {
+        let for_parked = on_parked(rule);
         snap.processes
             .iter()
             .filter(|p| p.parked.is_some() == for_parked)
@@ -528,9 +537,8 @@ impl RuleState {
             return "its schedule is closed at this time".into();
         }
         let n = targets(snap, rule).len();
-        let processes = rule.conditions.targets_processes() || rule.action.needs_process();
-        match (n, processes) {
-            (0, true) if rule.action == super::Action::Resume => "no process is parked".into(),
+        match (n, on_processes(rule)) {
+            (0, true) if on_parked(rule) => "no process is parked".into(),
             (0, true) => "no process is listed".into(),
             (0, false) => "no GPU is listed".into(),
             (1, true) => "the one process listed does not meet all its conditions".into(),
