@@ -113,7 +113,7 @@ impl VramApp {
             let rate = guard.map_or(0.0, |g| g.resume_gib_s);
             (
                 p.bytes,
-                crate::act::guard::timing::resume_estimate_s(p.bytes.unwrap_or(0), rate),
+                crate::act::park::estimate::resume_estimate_s(p.bytes.unwrap_or(0), rate),
             )
         });
         self.confirm = Some((
