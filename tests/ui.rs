@@ -13,6 +13,22 @@ use vramwarden::source::{GpuSource, SourceError, SourceKind};
 
 const T0: UnixMs = 1_796_000_000_000;
 
+/// Right-clicks the table row of `pid` (its menu opens; the tests in tests/ui/ share it).
+fn row_menu(h: &mut Harness<'static, VramApp>, pid: &str) {
+    let at = h.get_by_label(pid).rect().center();
+    h.hover_at(at);
+    h.run();
+    for pressed in [true, false] {
+        h.event(egui::Event::PointerButton {
+            pos: at,
+            button: egui::PointerButton::Secondary,
+            pressed,
+            modifiers: egui::Modifiers::NONE,
+        });
+    }
+    h.run();
+}
+
 #[path = "ui/contrast.rs"]
 mod contrast;
 #[path = "ui/dialogs.rs"]

@@ -8,20 +8,8 @@ use egui_kittest::kittest::NodeT;
 
 /// Right-clicks the table row of `pid` and picks `item` in its menu.
 fn from_row_menu(h: &mut Harness<'static, VramApp>, pid: &str, item: &str) {
-    let at = h.get_by_label(pid).rect().center();
-    h.hover_at(at);
-    h.run();
-    for pressed in [true, false] {
-        h.event(egui::Event::PointerButton {
-            pos: at,
-            button: egui::PointerButton::Secondary,
-            pressed,
-            modifiers: egui::Modifiers::NONE,
-        });
-    }
-    h.run();
+    row_menu(h, pid);
     h.get_by_label(item).click();
-    h.run();
     h.run();
 }
 

@@ -14,22 +14,6 @@ fn copied(h: &Harness<'static, VramApp>) -> Vec<String> {
         .collect()
 }
 
-/// Right-clicks the table row of `pid`.
-fn row_menu(h: &mut Harness<'static, VramApp>, pid: &str) {
-    let at = h.get_by_label(pid).rect().center();
-    h.hover_at(at);
-    h.run();
-    for pressed in [true, false] {
-        h.event(egui::Event::PointerButton {
-            pos: at,
-            button: egui::PointerButton::Secondary,
-            pressed,
-            modifiers: egui::Modifiers::NONE,
-        });
-    }
-    h.run();
-}
-
 /// Issue 40: the row menu copies the PID and the command line.
 #[test]
 fn the_row_menu_copies_the_pid_and_the_command_line() {

@@ -6,22 +6,6 @@
 use super::*;
 use egui_kittest::kittest::NodeT as _;
 
-/// Right-clicks the table row of `pid`.
-fn row_menu(h: &mut Harness<'static, VramApp>, pid: &str) {
-    let at = h.get_by_label(pid).rect().center();
-    h.hover_at(at);
-    h.run();
-    for pressed in [true, false] {
-        h.event(egui::Event::PointerButton {
-            pos: at,
-            button: egui::PointerButton::Secondary,
-            pressed,
-            modifiers: egui::Modifiers::NONE,
-        });
-    }
-    h.run();
-}
-
 /// The demo the window runs (`--demo`, its notebook 66020 parked from 200 s), `seconds` long.
 fn demo_day_app(seconds: i64) -> VramApp {
     let mut sim = SimSource::demo_day(T0);
