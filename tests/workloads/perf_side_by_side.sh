@@ -28,6 +28,8 @@
 #   PORT        the agents listen on PORT and PORT+1 of 127.0.0.1 [18726]
 #   VW_FLAGS    more flags for every vramwarden, e.g. --demo to try the script without a GPU
 #               (then nvidia-smi is left out where it is missing)
+#   BASELINE    another vramwarden binary (an older build): its agent runs in the same window as
+#               `agent-base` on PORT+2, so two builds are compared on the same host at once
 set -u
 B=${VRAMWARDEN:-target/release/vramwarden}
 OUT=${OUT:-/tmp/perf-side-by-side}
@@ -142,6 +144,16 @@ VRAMWARDEN_DATA_DIR=$TMP/r start record "$B" $VW_FLAGS --config "$TMP/r/none.tom
 # shellcheck disable=SC2086
 VRAMWARDEN_DATA_DIR=$TMP/v start agent-v "$B" $VW_FLAGS -v --config "$TMP/v/none.toml" agent \
   --listen "127.0.0.1:$((PORT + 1))" --token-file "$TMP/v/token"
+if [ -n "${BASELINE:-}" ]; then
+  BASE=$(readlink -f "$BASELINE")
+  [ -x "$BASE" ] || { say "no baseline binary at $BASELINE"; exit 1; }
+  say "baseline: $("$BASE" --version 2>&1)"
+  mkdir -p "$TMP/b"
+  # shellcheck disable=SC2086
+  VRAMWARDEN_DATA_DIR=$TMP/b start agent-base "$BASE" $VW_FLAGS --config "$TMP/b/none.toml" agent \
+    --listen "127.0.0.1:$((PORT + 2))" --token-file "$TMP/b/token"
+  wait_ready $((PORT + 2)) || { say "the baseline agent did not answer /healthz"; exit 1; }
+fi
 wait_ready "$PORT" || { say "the agent did not answer /healthz"; exit 1; }
 wait_ready $((PORT + 1)) || { say "the -v agent did not answer /healthz"; exit 1; }
 
@@ -170,10 +182,12 @@ for i in "${!PIDS[@]}"; do
   printf '%-10s %12s %9s  %s\n' "${NAMES[$i]}" "$us" "${RSS[$i]}" \
     "$(tr '\0' ' ' < /proc/"${PIDS[$i]}"/cmdline | cut -c1-110)" | tee -a "$R"
 done
+[ -n "${IDX[agent-base]:-}" ] && say "agent / the baseline's agent: $(awk -v a="${US[agent]}" -v b="${US[agent-base]}" 'BEGIN {printf "%.2f", a / b}')"
 [ -n "$SMI" ] && say "agent / the process loop: $(awk -v a="${US[agent]}" -v s="${US[smi-apps]}" 'BEGIN {printf "%.2f", a / s}') (the budget: 0.5); record / the process loop: $(awk -v a="${US[record]}" -v s="${US[smi-apps]}" 'BEGIN {printf "%.2f", a / s}')"
 say ""
 say "## Per thread (µs/s)"
-for n in agent record agent-v; do
+for n in agent record agent-v agent-base; do
+  [ -n "${IDX[$n]:-}" ] || continue
   i=${IDX[$n]}
   join -a2 -e0 -o 0,1.2,2.2 <(echo "${T0[$i]}") <(echo "${T1[$i]}") |
     awk -v n="${NAMES[$i]}" -v w="$wall" '{printf "%-10s %-24s %10.1f\n", n, $1, ($3 - $2) / 1000 / w}' | tee -a "$R"
