@@ -129,3 +129,46 @@ fn the_forecast_warning_time_is_in_settings() {
     );
     h.get_by_label_contains("Forecast warning: 2000 min is over the most allowed, set to 1440 min");
 }
+
+/// Issue 41: a menu click becomes one `UiCommand`, carried out at the end of the frame it was
+/// clicked in, and only once.
+#[test]
+fn a_menu_click_is_one_command_carried_out_once_in_its_frame() {
+    use vramwarden::front::gui::app::UiCommand;
+    let mut h = harness(demo_app(60));
+    h.run();
+    h.get_by_label("File").click();
+    h.run();
+    assert!(!h.state().settings_ui.open);
+    h.get_by_label_contains("Settings…").click();
+    h.step();
+    assert_eq!(h.state().last_commands(), &[UiCommand::OpenSettings]);
+    assert!(
+        h.state().settings_ui.open,
+        "carried out in the click's frame"
+    );
+    h.step();
+    assert_eq!(h.state().last_commands(), &[] as &[UiCommand], "not again");
+    assert!(h.state().settings_ui.open);
+}
+
+/// Issue 41: the row menu's Terminate… is a request (not an out-parameter): the one command
+/// asked, and its confirmation open by the end of the same frame.
+#[test]
+fn the_row_menu_asks_through_the_queue_and_the_confirmation_opens() {
+    use vramwarden::front::gui::app::UiCommand;
+    let mut h = harness(demo_app(60));
+    h.run();
+    row_menu(&mut h, "51877");
+    assert!(h.state().confirm.is_none());
+    h.get_by_label("Terminate…").click();
+    h.step();
+    match h.state().last_commands() {
+        [UiCommand::AskAction(key, vramwarden::act::rules::Action::Terminate { .. })] => {
+            assert_eq!(key.0.pid, 51877);
+        }
+        other => panic!("{other:?}"),
+    }
+    let (target, _) = h.state().confirm.clone().expect("the confirmation is open");
+    assert_eq!(target.name(), "python3");
+}

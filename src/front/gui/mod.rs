@@ -23,6 +23,7 @@ pub mod settings_words;
 pub mod status_bar;
 pub mod task;
 pub mod torch_pane;
+pub mod ui_command;
 pub mod ui_state;
 pub mod widgets;
 

@@ -10,6 +10,7 @@ use egui::{RichText, Ui};
 
 use super::action_status::State;
 use super::graph::{self, GraphCache};
+use super::ui_command::UiCommand;
 use super::widgets;
 use crate::engine::view::{Monitor, ProcessRow};
 use crate::model::format::{self, Units};
@@ -30,9 +31,9 @@ pub struct PaneInputs<'a> {
     pub result: Option<State>,
     /// The host the View is about when it is an agent's (`None`: this computer).
     pub host: Option<&'a str>,
-    /// Receives an action the user asks for; `None` where actions are off (a recorded
-    /// session).
-    pub request: Option<&'a mut Option<crate::act::rules::Action>>,
+    /// Receives the action the user asks for (a [`UiCommand::AskAction`]); `None` where
+    /// actions are off (a recorded session).
+    pub request: Option<&'a mut Vec<UiCommand>>,
 }
 
 /// Draws the pane; returns false when the user closed it.
@@ -60,7 +61,7 @@ pub fn pane(
     }
     // What the user asks for in this pane (the buttons here and the PyTorch section's).
     let can_act = input.request.is_some() && row.exited_at_ms.is_none();
-    let mut asked: Option<crate::act::rules::Action> = None;
+    let mut asked: Vec<UiCommand> = Vec::new();
     if can_act {
         action_buttons(ui, row, &mut asked);
         result_slot(ui, row, units, input.result.as_ref());
@@ -89,8 +90,8 @@ pub fn pane(
             can_act.then_some(&mut asked),
         );
     }
-    if let (Some(r), Some(a)) = (input.request, asked) {
-        *r = Some(a);
+    if let Some(r) = input.request {
+        r.extend(asked);
     }
     open
 }
@@ -195,29 +196,38 @@ fn leak_box(ui: &mut Ui, row: &ProcessRow, units: Units, b: &super::leaks::LeakB
 }
 
 /// Terminate, Park or Resume, Kill, Send signal….
-fn action_buttons(ui: &mut Ui, row: &ProcessRow, request: &mut Option<crate::act::rules::Action>) {
+fn action_buttons(ui: &mut Ui, row: &ProcessRow, request: &mut Vec<UiCommand>) {
     ui.horizontal(|ui| {
         if ui
             .button("Terminate")
             .on_hover_text("SIGTERM, then SIGKILL after 10 s if it still holds GPU memory (Delete)")
             .clicked()
         {
-            *request = Some(crate::act::rules::Action::Terminate {
-                grace_seconds: crate::act::rules::model::DEFAULT_GRACE_SECONDS,
-            });
+            request.push(UiCommand::AskAction(
+                row.series_key(),
+                crate::act::rules::Action::Terminate {
+                    grace_seconds: crate::act::rules::model::DEFAULT_GRACE_SECONDS,
+                },
+            ));
         }
         park_button(ui, row, request);
         if ui.button("Kill").on_hover_text("SIGKILL").clicked() {
-            *request = Some(crate::act::rules::Action::Signal {
-                signal: "SIGKILL".into(),
-            });
+            request.push(UiCommand::AskAction(
+                row.series_key(),
+                crate::act::rules::Action::Signal {
+                    signal: "SIGKILL".into(),
+                },
+            ));
         }
         ui.menu_button("Send signal…", |ui| {
             for s in [
                 "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGSTOP", "SIGCONT",
             ] {
                 if ui.button(s).clicked() {
-                    *request = Some(crate::act::rules::Action::Signal { signal: s.into() });
+                    request.push(UiCommand::AskAction(
+                        row.series_key(),
+                        crate::act::rules::Action::Signal { signal: s.into() },
+                    ));
                     ui.close();
                 }
             }
@@ -227,7 +237,7 @@ fn action_buttons(ui: &mut Ui, row: &ProcessRow, request: &mut Option<crate::act
 
 /// Park, or Resume for a parked process; for a simulated process, which nothing is sent to,
 /// a note saying so instead (readable, where a disabled button's text would be faint).
-fn park_button(ui: &mut Ui, row: &ProcessRow, request: &mut Option<crate::act::rules::Action>) {
+fn park_button(ui: &mut Ui, row: &ProcessRow, request: &mut Vec<UiCommand>) {
     if row.simulated {
         let what = if row.parked.is_some() {
             "No resume (simulated)"
@@ -245,7 +255,10 @@ fn park_button(ui: &mut Ui, row: &ProcessRow, request: &mut Option<crate::act::r
                 .on_hover_text("Move its memory back to the GPU; it goes on")
                 .clicked()
             {
-                *request = Some(crate::act::rules::Action::Resume);
+                request.push(UiCommand::AskAction(
+                    row.series_key(),
+                    crate::act::rules::Action::Resume,
+                ));
             }
         }
         None => {
@@ -257,7 +270,7 @@ fn park_button(ui: &mut Ui, row: &ProcessRow, request: &mut Option<crate::act::r
                 ))
                 .clicked()
             {
-                *request = Some(crate::act::rules::Action::Park);
+                request.push(UiCommand::AskAction(row.series_key(), crate::act::rules::Action::Park));
             }
         }
     }

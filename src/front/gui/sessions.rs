@@ -7,6 +7,7 @@ use std::sync::Arc;
 use egui::{RichText, Ui};
 
 use super::task::Task;
+use super::ui_command::UiCommand;
 use super::widgets;
 use crate::engine::view::{Monitor, ProcessRow};
 use crate::front::gui::jobs::{Job, JobBoard, JobCommand, JobId, JobResult, OpenedSession};
@@ -497,15 +498,15 @@ impl SessionsUi {
 
 impl SessionsUi {
     /// Draws the Sessions browser and the Export window. `live_log` is this run's log file,
-    /// `viewing` the session on screen.
+    /// `viewing` the session on screen; Back to live goes to `out`.
     pub fn windows(
         &mut self,
         ctx: &egui::Context,
         live_log: Option<PathBuf>,
         viewing: Option<Arc<SessionData>>,
         jobs: &JobBoard,
-    ) -> Option<SessionAction> {
-        let mut action = None;
+        out: &mut Vec<UiCommand>,
+    ) {
         let mut open = self.browser_open;
         let top = ctx.content_rect().min.y + 50.0;
         egui::Window::new("Sessions")
@@ -513,7 +514,7 @@ impl SessionsUi {
             .default_size([720.0, 420.0])
             .default_pos([200.0, top])
             .show(ctx, |ui| {
-                self.browser(ui, live_log.as_deref(), viewing.is_some(), &mut action)
+                self.browser(ui, live_log.as_deref(), viewing.is_some(), out)
             });
         self.browser_open = open;
         if self.export_open && !self.export_was_open {
@@ -528,7 +529,6 @@ impl SessionsUi {
             .show(ctx, |ui| self.export_window(ui, &live_log, &viewing, jobs));
         self.export_open = open;
         self.export_was_open = open;
-        action
     }
 
     /// The Sessions browser: the recorded sessions, each with Open.
@@ -537,7 +537,7 @@ impl SessionsUi {
         ui: &mut Ui,
         live_log: Option<&std::path::Path>,
         viewing: bool,
-        action: &mut Option<SessionAction>,
+        out: &mut Vec<UiCommand>,
     ) {
         ui.horizontal(|ui| {
             if ui.button("Open file…").clicked() {
@@ -547,7 +547,7 @@ impl SessionsUi {
                 self.show_browser();
             }
             if viewing && ui.button("Back to live").clicked() {
-                *action = Some(SessionAction::BackToLive);
+                out.push(UiCommand::BackToLive);
             }
         });
         ui.label(widgets::hint(format!(

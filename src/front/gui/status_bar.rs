@@ -169,7 +169,7 @@ pub fn session(ui: &mut Ui, v: &SessionView) {
 pub fn jobs_strip(
     ui: &mut Ui,
     jobs: &crate::front::gui::jobs::JobBoard,
-    requests: &mut Vec<crate::front::gui::jobs::JobCommand>,
+    requests: &mut Vec<crate::front::gui::ui_command::UiCommand>,
 ) {
     for j in jobs
         .states()
@@ -185,7 +185,9 @@ pub fn jobs_strip(
                     .desired_width(160.0),
             );
             if ui.small_button("Cancel").clicked() {
-                requests.push(crate::front::gui::jobs::JobCommand::Cancel(j.id));
+                requests.push(crate::front::gui::ui_command::UiCommand::Job(
+                    crate::front::gui::jobs::JobCommand::Cancel(j.id),
+                ));
             }
         });
         ui.separator();

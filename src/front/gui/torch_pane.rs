@@ -188,7 +188,8 @@ pub fn strip(ui: &mut Ui, t: &TorchMem, driver_bytes: Option<u64>, units: Units)
 /// The detail pane's PyTorch section, for a process whose companion answers, in the pane's
 /// `units` (resolved once for the whole pane, see [`Units::for_largest`]). `request`
 /// (absent for a recorded session or an exited process) receives the allocator actions the
-/// user asks for: release the cache, limit the process's memory.
+/// user asks for (release the cache, limit the process's memory) as
+/// [`super::ui_command::UiCommand::AskAction`].
 #[allow(clippy::too_many_arguments)]
 pub fn section(
     ui: &mut Ui,
@@ -198,7 +199,7 @@ pub fn section(
     units: Units,
     now: UnixMs,
     rising: bool,
-    request: Option<&mut Option<crate::act::rules::Action>>,
+    request: Option<&mut Vec<super::ui_command::UiCommand>>,
 ) {
     ui.separator();
     ui.horizontal(|ui| {
@@ -223,7 +224,10 @@ pub fn section(
                 ))
                 .clicked()
             {
-                *request = Some(crate::act::rules::Action::ReleaseCache);
+                request.push(super::ui_command::UiCommand::AskAction(
+                    row.series_key(),
+                    crate::act::rules::Action::ReleaseCache,
+                ));
             }
             ui.separator();
             let id = egui::Id::unique(("torch-limit", row.key.pid, row.device_index));
@@ -248,7 +252,10 @@ pub fn section(
                 "A per-process memory fraction (torch.cuda.set_per_process_memory_fraction): the job gets its own out-of-memory error at this size instead of starving its neighbours",
             );
             if b.clicked() {
-                *request = Some(crate::act::rules::Action::LimitMemory { gib });
+                request.push(super::ui_command::UiCommand::AskAction(
+                    row.series_key(),
+                    crate::act::rules::Action::LimitMemory { gib },
+                ));
             }
         });
     }

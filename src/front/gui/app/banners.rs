@@ -2,7 +2,7 @@
 
 use egui::{RichText, Ui};
 
-use super::{Commands, VramApp};
+use super::{UiCommand, VramApp};
 use crate::engine::view::{Monitor, SourceStatus};
 use crate::front::gui::widgets;
 use crate::model::{format, UnixMs};
@@ -10,12 +10,7 @@ use crate::model::{format, UnixMs};
 impl VramApp {
     /// The banners under the menu: a broken settings file, a file that could not be opened,
     /// a lost agent.
-    pub(super) fn banners(
-        &mut self,
-        ui: &mut Ui,
-        health: &crate::link::LinkHealth,
-        cmd: &mut Commands,
-    ) {
+    pub(super) fn banners(&mut self, ui: &mut Ui, health: &crate::link::LinkHealth) {
         if let Some(e) = &self.config_error {
             egui::Panel::top("config-banner").show(ui, |ui| {
                 ui.horizontal_wrapped(|ui| {
@@ -58,7 +53,7 @@ impl VramApp {
                     ui.label(RichText::new(error.as_str()).weak());
                     if ui.button("Back to this computer").clicked() {
                         // As File → Disconnect: this computer's history is kept.
-                        cmd.disconnect = true;
+                        self.push(UiCommand::Disconnect);
                     }
                     if let Some(h) = self.backend.shown_host().cloned() {
                         if ui
@@ -66,7 +61,7 @@ impl VramApp {
                             .on_hover_text("Back to this computer, and remove the host from the list (a mistyped address)")
                             .clicked()
                         {
-                            self.host_forget = Some(h);
+                            self.push(UiCommand::ForgetHost(h));
                         }
                     }
                 });
@@ -75,13 +70,7 @@ impl VramApp {
     }
 
     /// "Connecting to …" while an agent has sent nothing yet.
-    pub(super) fn connecting_state(
-        &self,
-        ui: &mut Ui,
-        health: &crate::link::LinkHealth,
-        cmd: &mut Commands,
-    ) -> Option<crate::front::gui::connect::SavedHost> {
-        let mut forget = None;
+    pub(super) fn connecting_state(&mut self, ui: &mut Ui, health: &crate::link::LinkHealth) {
         ui.vertical_centered(|ui| {
             ui.add_space(ui.available_height() * 0.25);
             ui.heading(format!(
@@ -93,19 +82,18 @@ impl VramApp {
             }
             if ui.button("Back to this computer").clicked() {
                 // As File → Disconnect: history is kept.
-                cmd.disconnect = true;
+                self.push(UiCommand::Disconnect);
             }
-            if let Some(h) = self.backend.shown_host() {
+            if let Some(h) = self.backend.shown_host().cloned() {
                 if ui
                     .button("Forget this host")
                     .on_hover_text("Back to this computer, and remove the host from the list")
                     .clicked()
                 {
-                    forget = Some(h.clone());
+                    self.push(UiCommand::ForgetHost(h));
                 }
             }
         });
-        forget
     }
 }
 
@@ -139,7 +127,7 @@ pub(super) fn shows_simulated(live: &Monitor, local: crate::source::SourceKind) 
         .map_or(local.is_simulated(), crate::model::SourceInfo::is_simulated)
 }
 
-pub(super) fn empty_state(ui: &mut Ui, m: &Monitor, start_demo: &mut bool, retry: &mut bool) {
+pub(super) fn empty_state(ui: &mut Ui, m: &Monitor, out: &mut Vec<UiCommand>) {
     ui.vertical_centered(|ui| {
         ui.add_space(ui.available_height() * 0.25);
         match &m.status {
@@ -154,11 +142,15 @@ pub(super) fn empty_state(ui: &mut Ui, m: &Monitor, start_demo: &mut bool, retry
                     .button(RichText::new("Start the demo (simulated GPUs)").size(16.0))
                     .clicked()
                 {
-                    *start_demo = true;
+                    out.push(UiCommand::StartDemo);
                 }
                 ui.add_space(4.0);
                 if ui.button("Retry the NVIDIA driver").clicked() {
-                    *retry = true;
+                    out.push(UiCommand::RetryDriver);
+                }
+                ui.add_space(4.0);
+                if ui.button("Connect to a GPU server's agent…").clicked() {
+                    out.push(UiCommand::OpenConnect(None));
                 }
             }
             SourceStatus::Starting => {
@@ -168,7 +160,7 @@ pub(super) fn empty_state(ui: &mut Ui, m: &Monitor, start_demo: &mut bool, retry
                 ui.heading("No GPUs found");
                 ui.label("The driver answered but lists no devices.");
                 if ui.button("Start the demo (simulated GPUs)").clicked() {
-                    *start_demo = true;
+                    out.push(UiCommand::StartDemo);
                 }
             }
         }

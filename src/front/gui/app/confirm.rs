@@ -2,13 +2,13 @@
 
 use egui::RichText;
 
-use super::{describe_target, Commands, VramApp};
+use super::{describe_target, UiCommand, VramApp};
 use crate::engine::view::Monitor;
 use crate::front::gui::widgets;
 
 impl VramApp {
     /// Asks before a manual action; on yes it goes to the engine.
-    pub(super) fn confirm_modal(&mut self, ctx: &egui::Context, cmd: &mut Commands) {
+    pub(super) fn confirm_modal(&mut self, ctx: &egui::Context) {
         let Some((target, action)) = self.confirm.clone() else {
             return;
         };
@@ -61,11 +61,11 @@ impl VramApp {
             Some(true) => {
                 // The engine is told which process only; it builds the target itself.
                 if let crate::act::rules::eval::Target::Process { key, .. } = target {
-                    cmd.engine = Some(crate::engine::EngineCommand::Manual {
+                    self.push(UiCommand::Engine(crate::engine::EngineCommand::Manual {
                         key,
                         action,
                         from: crate::engine::CommandFrom::Window,
-                    });
+                    }));
                 }
                 self.confirm = None;
             }
@@ -74,21 +74,18 @@ impl VramApp {
         }
     }
 
-    /// A manual action asked for (detail pane, context menu, Delete): confirm first.
+    /// A manual action asked for (detail pane, context menu, Delete): confirm first (none
+    /// while a recorded session is drawn).
     pub(super) fn confirm_request(
         &mut self,
         monitor: &Monitor,
-        rows: &[&crate::engine::view::ProcessRow],
+        key: crate::model::history::ProcSeriesKey,
+        action: crate::act::rules::Action,
     ) {
-        let Some((key, action)) = self.manual_request.take().filter(|_| !self.replaying) else {
+        if self.replaying {
             return;
-        };
-        let Some(r) = rows
-            .iter()
-            .copied()
-            .find(|r| r.series_key() == key)
-            .or_else(|| monitor.row(&key))
-        else {
+        }
+        let Some(r) = monitor.row(&key) else {
             return;
         };
         let live = monitor.latest.as_ref().and_then(|s| {

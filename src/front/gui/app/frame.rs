@@ -4,12 +4,12 @@
 use egui::Ui;
 
 use super::panes::session_bar;
-use super::{Commands, VramApp};
+use super::{UiCommand, VramApp};
 use crate::front::gui::sessions::SessionAction;
 use crate::front::gui::widgets;
 
 impl VramApp {
-    /// Draws one frame into `ui` (the root of the window).
+    /// Draws one frame into `ui` (the root of the window), then carries out what it asked for.
     pub fn draw(&mut self, ui: &mut Ui) {
         let ctx = ui.ctx().clone();
         widgets::readable_text(&ctx);
@@ -18,9 +18,6 @@ impl VramApp {
         self.action_status.answered(&replies, self.now());
         let at = ctx.input(|i| i.time);
         let st = &mut self.settings_ui;
-        if let Some((i, c)) = st.test_request.take() {
-            st.testing = self.backend.send(c).map(|id| (i, id));
-        }
         if let Some(t) =
             crate::front::gui::replies::route(replies, &mut st.testing, &mut self.toasts, at)
         {
@@ -45,14 +42,13 @@ impl VramApp {
         let mut view = self.view.take();
         // The view is out of `self` while the panes draw: they ask this instead.
         self.replaying = view.is_some();
-        let mut cmd = Commands::default();
-        self.menu(ui, &live, view.is_some(), &mut cmd);
-        self.banners(ui, &health, &mut cmd);
+        self.menu(ui, &live, view.is_some());
+        self.banners(ui, &health);
         if let Some(v) = view.as_mut() {
-            session_bar(ui, v, &mut cmd);
+            session_bar(ui, v, &mut self.queue);
         }
         egui::Panel::bottom("status").show(ui, |ui| {
-            crate::front::gui::status_bar::jobs_strip(ui, &jobs, &mut self.job_requests);
+            crate::front::gui::status_bar::jobs_strip(ui, &jobs, &mut self.queue);
             match view.as_ref() {
                 Some(v) => crate::front::gui::status_bar::session(ui, v),
                 None => crate::front::gui::status_bar::live(ui, &live, self.now(), &health),
@@ -60,51 +56,39 @@ impl VramApp {
         });
         match view.as_mut() {
             Some(v) => self.session_panes(ui, v),
-            None => self.live_panes(ui, &live, &health, &mut cmd),
+            None => self.live_panes(ui, &live, &health),
         }
-        self.settings_window(&ctx, &live, &mut cmd);
-        self.confirm_modal(&ctx, &mut cmd);
-        let viewing = view.as_ref().map(|v| v.data.clone());
-        if let Some(a) = self.sessions.windows(&ctx, live_log, viewing, &jobs) {
-            match a {
-                SessionAction::Open(v) => view = Some(*v),
-                SessionAction::BackToLive => cmd.back_to_live = true,
-            }
-        }
-        self.help_window(&ctx);
-        let connect_req = self.connect.window(&ctx);
-        self.agent_sessions_window(&ctx);
-        let interval_ms = live.interval_ms;
-        drop(live);
-        if let Some(req) = connect_req {
-            self.attach(&ctx, &req);
-        }
-        self.finish_attach();
-        self.apply_host_pick(&ctx, &mut cmd);
-        if let Some(h) = self.host_forget.take() {
-            self.forget_host(&h, &mut cmd);
-        }
-        if cmd.disconnect {
-            if self.backend.disconnect() {
-                self.after_host_switch();
-            } else {
-                self.restart_local(self.local_demo);
-            }
-        }
+        self.windows(&ctx, &live, live_log, view.as_ref(), &jobs);
         self.view = view;
-        self.apply_commands(&mut cmd);
-        self.switch_source_modal(&ctx, &mut cmd);
-        if cmd.start_demo {
-            self.restart_local(true);
-        } else if cmd.retry {
-            // Back from an agent: this computer's source as it was before (the demo when no
-            // driver was in use).
-            self.restart_local(self.backend.remote.is_some() && self.local_demo);
-        }
+        self.finish_attach();
+        self.run_commands(&ctx, &live);
         // A session on screen: the live samples behind it wake nothing (a still session
         // draws no frame however it was opened).
         self.backend.set_covered(self.view.is_some());
-        self.schedule_repaint(ui, interval_ms);
+        self.schedule_repaint(ui, live.interval_ms);
+    }
+
+    /// The windows and dialogs over the panes: Settings, the confirmation, sessions and
+    /// export, Help, Connect, the agent's sessions, the source switch.
+    fn windows(
+        &mut self,
+        ctx: &egui::Context,
+        live: &crate::engine::view::Monitor,
+        live_log: Option<std::path::PathBuf>,
+        view: Option<&crate::front::gui::sessions::SessionView>,
+        jobs: &crate::front::gui::jobs::JobBoard,
+    ) {
+        self.settings_window(ctx, live);
+        self.confirm_modal(ctx);
+        let viewing = view.map(|v| v.data.clone());
+        self.sessions
+            .windows(ctx, live_log, viewing, jobs, &mut self.queue);
+        self.help_window(ctx);
+        if let Some(req) = self.connect.window(ctx) {
+            self.push(UiCommand::Connect(req));
+        }
+        self.agent_sessions_window(ctx);
+        self.switch_source_modal(ctx);
     }
 
     /// Takes what background jobs finished: past sessions' leaks, a session opened.
@@ -127,35 +111,6 @@ impl VramApp {
             }
             Some(SessionAction::BackToLive) => self.view = None,
             None => {}
-        }
-    }
-
-    /// The frame's effects after drawing: back to live, engine commands, settings, a leak
-    /// clicked in the Leaks tab.
-    fn apply_commands(&mut self, cmd: &mut Commands) {
-        if cmd.back_to_live {
-            self.view = None;
-            self.selected = None;
-            self.graph.free_range = None;
-        }
-        if let Some(c) = cmd.engine.take() {
-            let manual = match &c {
-                crate::engine::EngineCommand::Manual { key, action, .. } => {
-                    Some((*key, action.clone()))
-                }
-                _ => None,
-            };
-            let id = self.backend.send(c);
-            // The row and the detail pane wait for the reply under this id.
-            if let (Some((key, action)), Some(id)) = (manual, id) {
-                self.action_status.asked(key, &action, id, self.now());
-            }
-        }
-        if let Some(s) = cmd.settings.take() {
-            self.backend.apply_settings(s);
-        }
-        if let Some(c) = self.leak_clicked.take() {
-            self.go_to_leak(c);
         }
     }
 

@@ -2,19 +2,15 @@
 
 use egui::Ui;
 
-use super::{Commands, VramApp};
+use super::{UiCommand, VramApp};
 
 impl VramApp {
     /// Removes `h` from the saved hosts; shown, the window goes back to this computer
     /// (history kept); attached in the background, its link stops.
-    pub(super) fn forget_host(
-        &mut self,
-        h: &crate::front::gui::connect::SavedHost,
-        cmd: &mut Commands,
-    ) {
+    pub(super) fn forget_host(&mut self, h: &crate::front::gui::connect::SavedHost) {
         self.state.hosts.retain(|x| x != h);
         if self.backend.shown_host() == Some(h) {
-            cmd.disconnect = true;
+            self.disconnect();
         } else {
             self.backend.drop_background(h);
         }
@@ -22,10 +18,7 @@ impl VramApp {
 
     /// A host chosen in the selector: shown at once when attached in the background, else
     /// opened.
-    pub(super) fn apply_host_pick(&mut self, ctx: &egui::Context, cmd: &mut Commands) {
-        let Some(pick) = self.host_pick.take() else {
-            return;
-        };
+    pub(super) fn switch_host(&mut self, ctx: &egui::Context, pick: Option<usize>) {
         let host = pick.and_then(|i| self.state.hosts.get(i).cloned());
         let showing = match &host {
             None => self.backend.remote.is_none(),
@@ -48,13 +41,13 @@ impl VramApp {
                     );
                 }
                 Some(h) => self.connect.show(Some(&h)),
-                None => cmd.retry = true,
+                None => self.restart_local(self.backend.remote.is_some() && self.local_demo),
             }
         }
     }
 
     /// Asks before switching between the demo and the driver (history on screen is cleared).
-    pub(super) fn switch_source_modal(&mut self, ctx: &egui::Context, cmd: &mut Commands) {
+    pub(super) fn switch_source_modal(&mut self, ctx: &egui::Context) {
         let Some(to_demo) = self.switch_source else {
             return;
         };
@@ -80,11 +73,11 @@ impl VramApp {
             ui.add_space(8.0);
             ui.horizontal(|ui| {
                 if ui.button("Switch").clicked() {
-                    if to_demo {
-                        cmd.start_demo = true;
+                    self.push(if to_demo {
+                        UiCommand::StartDemo
                     } else {
-                        cmd.retry = true;
-                    }
+                        UiCommand::RetryDriver
+                    });
                     self.switch_source = None;
                 }
                 let cancel = ui.button("Cancel");
@@ -160,9 +153,9 @@ impl VramApp {
         self.selected = None;
     }
 
-    /// Another host is shown: its own graphs and table, nothing selected.
+    /// Another host is shown: its own graphs and table, nothing selected (a recorded session
+    /// on screen stays).
     pub(super) fn after_host_switch(&mut self) {
-        self.view = None;
         self.selected = None;
         self.selected_gpu = 0;
         self.graph.free_range = None;
@@ -199,7 +192,7 @@ impl VramApp {
                         )
                         .clicked()
                     {
-                        self.host_pick = Some(None);
+                        self.push(UiCommand::SwitchHost(None));
                     }
                     let shown = self.backend.shown_host().cloned();
                     for (i, h) in self.state.hosts.iter().enumerate() {
@@ -209,7 +202,7 @@ impl VramApp {
                                 .on_hover_text("Forget this host (remove it from the list)")
                                 .clicked()
                             {
-                                self.host_forget = Some(h.clone());
+                                self.queue.push(UiCommand::ForgetHost(h.clone()));
                             }
                             if ui
                                 .selectable_label(
@@ -218,13 +211,13 @@ impl VramApp {
                                 )
                                 .clicked()
                             {
-                                self.host_pick = Some(Some(i));
+                                self.queue.push(UiCommand::SwitchHost(Some(i)));
                             }
                         });
                     }
                     ui.separator();
                     if ui.selectable_label(false, "Connect to host…").clicked() {
-                        self.connect.show(None);
+                        self.push(UiCommand::OpenConnect(None));
                     }
                 })
                 .response

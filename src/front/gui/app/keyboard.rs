@@ -2,7 +2,7 @@
 
 use egui::Ui;
 
-use super::{Help, VramApp, FILTER_SHORTCUT, HELP_SHORTCUT, SETTINGS_SHORTCUT};
+use super::{Help, UiCommand, VramApp, FILTER_SHORTCUT, HELP_SHORTCUT, SETTINGS_SHORTCUT};
 use crate::front::gui::ui_state::BottomTab;
 
 impl VramApp {
@@ -12,11 +12,10 @@ impl VramApp {
             self.focus_filter = true;
         }
         if ui.input_mut(|i| i.consume_shortcut(&SETTINGS_SHORTCUT)) {
-            let s = self.backend.settings.clone();
-            self.settings_ui.show(&s);
+            self.push(UiCommand::OpenSettings);
         }
         if ui.input_mut(|i| i.consume_shortcut(&HELP_SHORTCUT)) {
-            self.help = Some(Help::Shortcuts);
+            self.push(UiCommand::OpenHelp(Help::Shortcuts));
         }
         // Esc closes the topmost thing: a window (settings, sessions, export, connect), else
         // the detail pane. Ctrl+1/2/3 switch the tabs under the graph.
@@ -44,7 +43,7 @@ impl VramApp {
             && self.view.is_none()
         {
             if let Some(k) = self.selected {
-                self.manual_request = Some((
+                self.push(UiCommand::AskAction(
                     k,
                     crate::act::rules::Action::Terminate {
                         grace_seconds: crate::act::rules::model::DEFAULT_GRACE_SECONDS,

@@ -3,20 +3,20 @@
 use egui::{Color32, RichText, Ui};
 
 use super::banners::shows_simulated;
-use super::{Commands, Help, VramApp, HELP_SHORTCUT, QUIT_SHORTCUT, SETTINGS_SHORTCUT};
+use super::{Help, UiCommand, VramApp, HELP_SHORTCUT, QUIT_SHORTCUT, SETTINGS_SHORTCUT};
 use crate::engine::view::{Monitor, SourceStatus};
 use crate::front::gui::widgets;
 use crate::model::format::{self, Units};
 
 impl VramApp {
-    pub(super) fn menu(&mut self, ui: &mut Ui, live: &Monitor, viewing: bool, cmd: &mut Commands) {
+    pub(super) fn menu(&mut self, ui: &mut Ui, live: &Monitor, viewing: bool) {
         egui::Panel::top("menu").show(ui, |ui| {
             egui::MenuBar::new().ui(ui, |ui| {
-                ui.menu_button("File", |ui| self.file_menu(ui, cmd));
-                ui.menu_button("Sessions", |ui| self.sessions_menu(ui, live, viewing, cmd));
+                ui.menu_button("File", |ui| self.file_menu(ui));
+                ui.menu_button("Sessions", |ui| self.sessions_menu(ui, live, viewing));
                 ui.menu_button("View", |ui| self.view_menu(ui));
                 ui.menu_button("Help", |ui| self.help_menu(ui));
-                ui.menu_button("Source", |ui| self.source_menu(ui, live, cmd));
+                ui.menu_button("Source", |ui| self.source_menu(ui, live));
                 ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
                     self.menu_right(ui, live, viewing);
                 });
@@ -26,7 +26,7 @@ impl VramApp {
 
     /// File: Settings, Connect, Disconnect, Quit (Export is in Sessions, with the logs it
     /// reads).
-    fn file_menu(&mut self, ui: &mut Ui, cmd: &mut Commands) {
+    fn file_menu(&mut self, ui: &mut Ui) {
         if ui
             .add(
                 egui::Button::new("Settings…")
@@ -34,19 +34,18 @@ impl VramApp {
             )
             .clicked()
         {
-            let s = self.backend.settings.clone();
-            self.settings_ui.show(&s);
+            self.push(UiCommand::OpenSettings);
             ui.close();
         }
         ui.separator();
         if ui.button("Connect to host…").clicked() {
-            self.connect.show(None);
+            self.push(UiCommand::OpenConnect(None));
             ui.close();
         }
         if self.backend.remote.is_some()
             && ui.button("Disconnect (back to this computer)").clicked()
         {
-            cmd.disconnect = true;
+            self.push(UiCommand::Disconnect);
             ui.close();
         }
         ui.separator();
@@ -59,42 +58,45 @@ impl VramApp {
     }
 
     /// Sessions: the agent's, browse, open, import, export, back to live, recording.
-    fn sessions_menu(&mut self, ui: &mut Ui, live: &Monitor, viewing: bool, cmd: &mut Commands) {
+    fn sessions_menu(&mut self, ui: &mut Ui, live: &Monitor, viewing: bool) {
         if self.backend.remote.is_some() && ui.button("Sessions on the agent…").clicked() {
-            self.backend.list_agent_sessions();
-            self.agent_sessions = Some(None);
+            self.push(UiCommand::OpenAgentSessions);
             ui.close();
         }
         if ui.button("Browse sessions…").clicked() {
-            self.sessions.show_browser();
+            self.push(UiCommand::BrowseSessions);
             ui.close();
         }
         if ui.button("Open file…").clicked() {
-            self.sessions.pick_file(ui.ctx());
+            self.push(UiCommand::PickSessionFile);
             ui.close();
         }
         if ui.button("Import nvidia-smi log…").clicked() {
-            self.sessions.import_nvidia_smi(ui.ctx());
+            self.push(UiCommand::ImportNvidiaSmi);
             ui.close();
         }
         if ui.button("Export to CSV…").clicked() {
-            self.sessions.export_open = true;
+            self.push(UiCommand::OpenExport);
             ui.close();
         }
         ui.separator();
         if viewing && ui.button("Back to live").clicked() {
-            cmd.back_to_live = true;
+            self.push(UiCommand::BackToLive);
             ui.close();
         }
         let rec = &live.recording;
         if rec.path.is_some() {
             if rec.active {
                 if ui.button("Pause recording").clicked() {
-                    cmd.engine = Some(crate::engine::EngineCommand::PauseRecording);
+                    self.push(UiCommand::Engine(
+                        crate::engine::EngineCommand::PauseRecording,
+                    ));
                     ui.close();
                 }
             } else if ui.button("Resume recording").clicked() {
-                cmd.engine = Some(crate::engine::EngineCommand::ResumeRecording);
+                self.push(UiCommand::Engine(
+                    crate::engine::EngineCommand::ResumeRecording,
+                ));
                 ui.close();
             }
         }
@@ -124,17 +126,17 @@ impl VramApp {
             )
             .clicked()
         {
-            self.help = Some(Help::Shortcuts);
+            self.push(UiCommand::OpenHelp(Help::Shortcuts));
             ui.close();
         }
         if ui.button("About vramwarden").clicked() {
-            self.help = Some(Help::About);
+            self.push(UiCommand::OpenHelp(Help::About));
             ui.close();
         }
     }
 
     /// Source: the demo or the driver (asks before clearing history).
-    fn source_menu(&mut self, ui: &mut Ui, live: &Monitor, cmd: &mut Commands) {
+    fn source_menu(&mut self, ui: &mut Ui, live: &Monitor) {
         let demo = self.backend.source.is_simulated();
         let running = live.status == SourceStatus::Running;
         for (is_demo, label) in [
@@ -148,11 +150,11 @@ impl VramApp {
                 if active && running {
                     // Nothing to do.
                 } else if running && !live.history.is_empty() {
-                    self.switch_source = Some(is_demo);
+                    self.push(UiCommand::AskSwitchSource(is_demo));
                 } else if is_demo {
-                    cmd.start_demo = true;
+                    self.push(UiCommand::StartDemo);
                 } else {
-                    cmd.retry = true;
+                    self.push(UiCommand::RetryDriver);
                 }
                 ui.close();
             }

@@ -1,6 +1,7 @@
 //! The window: menus, status bar and the panes, drawn from one read of the shared monitor.
 
 mod banners;
+mod command;
 mod confirm;
 mod frame;
 mod hosts;
@@ -13,6 +14,7 @@ mod windows;
 use super::backend::Backend;
 use super::graph::GraphCache;
 use super::sessions::{SessionView, SessionsUi};
+pub use super::ui_command::{Help, UiCommand};
 pub use super::ui_state::{apply_theme, BottomTab, UiState};
 use crate::engine::view::Monitor;
 use crate::model::format::Units;
@@ -59,10 +61,11 @@ pub struct VramApp {
     /// The job reading past sessions' leaks for the Leaks tab.
     past_leaks: Option<crate::front::gui::jobs::JobId>,
     past: Option<std::sync::Arc<crate::engine::replay::PastEvents>>,
-    /// Job requests of this frame (besides the sessions UI's), handed to the backend at its end.
-    job_requests: Vec<crate::front::gui::jobs::JobCommand>,
     pending_select: Option<(ProcSeriesKey, UnixMs)>,
-    leak_clicked: Option<super::leaks::LeakClick>,
+    /// What the UI asked for this frame, carried out at its end.
+    queue: Vec<UiCommand>,
+    /// What the UI asked for in the last frame, as carried out.
+    drained: Vec<UiCommand>,
     /// The Settings window.
     pub settings_ui: super::settings_window::SettingsUi,
     /// Replies to commands, shown as toasts.
@@ -77,7 +80,6 @@ pub struct VramApp {
     confirm_resume: Option<(Option<u64>, f64)>,
     /// The park rate the confirmation's time is said at (the guard's measured one; 0: default).
     confirm_park_gib_s: f64,
-    manual_request: Option<(ProcSeriesKey, crate::act::rules::Action)>,
     /// True while a recorded session is drawn (no actions are offered).
     replaying: bool,
     /// Attached to an agent that stopped answering: since when (its figures on screen are
@@ -89,10 +91,6 @@ pub struct VramApp {
     pub connect: super::connect::ConnectUi,
     /// Whether this computer showed the demo before the window was attached to an agent.
     local_demo: bool,
-    /// A host chosen in the selector this frame (`None` inside: this computer).
-    host_pick: Option<Option<usize>>,
-    /// A saved host the user asked to forget this frame.
-    host_forget: Option<super::connect::SavedHost>,
     /// Table groups folded shut.
     collapsed_groups: std::collections::HashSet<String>,
     /// The job writing the settings.
@@ -110,15 +108,6 @@ pub struct VramApp {
     action_status: super::action_status::ActionStatus,
     /// Where the detail pane was drawn last (`None`: closed).
     detail_rect: Option<egui::Rect>,
-}
-
-/// What the Help window shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Help {
-    /// The keyboard shortcuts.
-    Shortcuts,
-    /// The version and where the project lives.
-    About,
 }
 
 /// Every keyboard shortcut of the window, for Help → Keyboard shortcuts.
@@ -185,9 +174,9 @@ impl VramApp {
             sessions: SessionsUi::with_typed_paths(typed),
             past_leaks: None,
             past: None,
-            job_requests: Vec::new(),
             pending_select: None,
-            leak_clicked: None,
+            queue: Vec::new(),
+            drained: Vec::new(),
             settings_ui: super::settings_window::SettingsUi::default(),
             toasts: super::replies::Toasts::default(),
             config_path: crate::engine::settings::config_path(None),
@@ -195,12 +184,9 @@ impl VramApp {
             confirm: None,
             confirm_resume: None,
             confirm_park_gib_s: 0.0,
-            manual_request: None,
             replaying: false,
             unreachable_since: None,
             connect: super::connect::ConnectUi::default(),
-            host_pick: None,
-            host_forget: None,
             local_demo: false,
             collapsed_groups: std::collections::HashSet::new(),
             agent_sessions: None,
@@ -233,14 +219,9 @@ impl VramApp {
         self.hand_over_jobs();
     }
 
-    /// Hands this frame's job requests to the backend's job board.
+    /// Hands the sessions UI's job requests to the backend's job board.
     fn hand_over_jobs(&mut self) {
-        for c in self
-            .sessions
-            .outbox
-            .drain(..)
-            .chain(self.job_requests.drain(..))
-        {
+        for c in self.sessions.outbox.drain(..) {
             self.backend.job(c);
         }
     }
@@ -331,16 +312,4 @@ pub fn describe_target(target: &crate::act::rules::eval::Target, units: Units) -
         }
         crate::act::rules::eval::Target::Device(_) => target.describe(),
     }
-}
-
-/// Effects the frame asks for, applied after drawing.
-#[derive(Default)]
-struct Commands {
-    settings: Option<crate::engine::settings::Settings>,
-    start_demo: bool,
-    retry: bool,
-    /// File → Disconnect: leave the agent shown for this computer.
-    disconnect: bool,
-    back_to_live: bool,
-    engine: Option<crate::engine::EngineCommand>,
 }

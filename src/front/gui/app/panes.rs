@@ -3,8 +3,8 @@
 use egui::{RichText, Ui};
 
 use super::banners::{empty_state, unreachable_note, UNREACHABLE_OPACITY};
-use super::{Badges, Commands, VramApp};
-use crate::engine::view::{Monitor, SourceStatus};
+use super::{Badges, UiCommand, VramApp};
+use crate::engine::view::Monitor;
 use crate::front::gui::sessions::SessionView;
 use crate::front::gui::ui_state::BottomTab;
 use crate::front::gui::{overview, process_detail, widgets};
@@ -33,7 +33,6 @@ impl VramApp {
         ui: &mut Ui,
         live: &Monitor,
         health: &crate::link::LinkHealth,
-        cmd: &mut Commands,
     ) {
         let now = self.now();
         match live.latest.as_ref().filter(|s| !s.devices.is_empty()) {
@@ -45,19 +44,9 @@ impl VramApp {
             None => {
                 egui::CentralPanel::default().show(ui, |ui| {
                     if self.backend.remote.is_some() {
-                        if let Some(h) = self.connecting_state(ui, health, cmd) {
-                            self.host_forget = Some(h);
-                        }
+                        self.connecting_state(ui, health);
                     } else {
-                        empty_state(ui, live, &mut cmd.start_demo, &mut cmd.retry);
-                        if matches!(live.status, SourceStatus::Failed(_)) {
-                            ui.vertical_centered(|ui| {
-                                ui.add_space(4.0);
-                                if ui.button("Connect to a GPU server's agent…").clicked() {
-                                    self.connect.show(None);
-                                }
-                            });
-                        }
+                        empty_state(ui, live, &mut self.queue);
                     }
                 });
             }
@@ -107,7 +96,6 @@ impl VramApp {
                 }
             }
         });
-        self.confirm_request(monitor, &rows);
     }
 
     /// A new selection brings its GPU's graph; a GPU index past the last falls back to 0.
@@ -183,7 +171,7 @@ impl VramApp {
             return;
         };
         let mut open = true;
-        let mut request = None;
+        let mut asked = Vec::new();
         let shown = egui::Panel::right("detail")
             .resizable(true)
             .default_size((full * 0.32).clamp(260.0, 420.0))
@@ -209,7 +197,7 @@ impl VramApp {
                             result,
                             host: self.agent_host(monitor),
                             // A recorded session offers no actions.
-                            request: (!self.replaying).then_some(&mut request),
+                            request: (!self.replaying).then_some(&mut asked),
                         };
                         open =
                             process_detail::pane(ui, monitor, row, &mut self.detail_graph, input);
@@ -219,9 +207,7 @@ impl VramApp {
         if !open {
             self.selected = None;
         }
-        if let Some(a) = request.filter(|_| !self.replaying) {
-            self.manual_request = Some((row.series_key(), a));
-        }
+        self.queue.extend(asked);
     }
 }
 
@@ -257,14 +243,14 @@ fn activity_pane(ui: &mut Ui, m: &Monitor) {
         });
 }
 
-pub(super) fn session_bar(ui: &mut Ui, v: &mut SessionView, cmd: &mut Commands) {
+pub(super) fn session_bar(ui: &mut Ui, v: &mut SessionView, out: &mut Vec<UiCommand>) {
     let Some((a, b)) = v.data.span() else { return };
     egui::Panel::top("session-bar").show(ui, |ui| {
         ui.horizontal(|ui| {
             ui.label(RichText::new(v.title()).strong());
             ui.separator();
             if ui.button("Back to live").clicked() {
-                cmd.back_to_live = true;
+                out.push(UiCommand::BackToLive);
             }
             ui.separator();
             ui.label(RichText::new(format::date_time(v.t)).monospace().strong());

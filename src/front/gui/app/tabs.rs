@@ -2,7 +2,7 @@
 
 use egui::{RichText, Ui};
 
-use super::{Badges, VramApp};
+use super::{Badges, UiCommand, VramApp};
 use crate::engine::view::Monitor;
 use crate::front::gui::processes::{self, TableState};
 use crate::front::gui::ui_state::BottomTab;
@@ -115,7 +115,7 @@ impl VramApp {
             leaks: badges,
             orphans: &monitor.orphans,
             host,
-            request: (!self.replaying).then_some(&mut self.manual_request),
+            request: (!self.replaying).then_some(&mut self.queue),
             stale_gpus: snap
                 .devices
                 .iter()
@@ -144,11 +144,10 @@ impl VramApp {
             let dir = crate::session::default_dir();
             let skip = monitor.recording.path.clone();
             let id = crate::front::gui::jobs::JobId::next();
-            self.job_requests
-                .push(crate::front::gui::jobs::JobCommand::Start(
-                    id,
-                    crate::front::gui::jobs::Job::PastLeaks { dir, skip },
-                ));
+            self.push(UiCommand::Job(crate::front::gui::jobs::JobCommand::Start(
+                id,
+                crate::front::gui::jobs::Job::PastLeaks { dir, skip },
+            )));
             self.past_leaks = Some(id);
         }
         let mut all: Vec<&crate::engine::view::LeakRecord> = monitor.leaks.iter().collect();
@@ -179,7 +178,7 @@ impl VramApp {
         if let Some(c) =
             crate::front::gui::leaks::pane(ui, &all, &ooms, self.state.units, now, loading)
         {
-            self.leak_clicked = Some(c);
+            self.push(UiCommand::GoToLeak(c));
         }
     }
 }

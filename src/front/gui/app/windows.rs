@@ -2,7 +2,7 @@
 
 use egui::RichText;
 
-use super::{Commands, Help, VramApp, SHORTCUTS};
+use super::{Help, UiCommand, VramApp, SHORTCUTS};
 use crate::engine::view::Monitor;
 use crate::front::gui::ui_state::apply_theme;
 use crate::front::gui::widgets;
@@ -10,12 +10,7 @@ use crate::model::format;
 
 impl VramApp {
     /// The Settings window, and its Save written on a worker thread.
-    pub(super) fn settings_window(
-        &mut self,
-        ctx: &egui::Context,
-        live: &Monitor,
-        cmd: &mut Commands,
-    ) {
+    pub(super) fn settings_window(&mut self, ctx: &egui::Context, live: &Monitor) {
         let current = self.backend.settings.clone();
         if let Some(crate::front::gui::settings_window::SettingsAction::Save(s)) = self
             .settings_ui
@@ -26,13 +21,16 @@ impl VramApp {
                 let path = self.config_path.clone();
                 self.settings_ui.message = Some(("Saving…".into(), false));
                 let id = crate::front::gui::jobs::JobId::next();
-                self.job_requests
-                    .push(crate::front::gui::jobs::JobCommand::Start(
-                        id,
-                        crate::front::gui::jobs::Job::SaveSettings { settings: s, path },
-                    ));
+                self.push(UiCommand::Job(crate::front::gui::jobs::JobCommand::Start(
+                    id,
+                    crate::front::gui::jobs::Job::SaveSettings { settings: s, path },
+                )));
                 self.saving = Some(id);
             }
+        }
+        // Test this rule: sent at the end of the frame, its reply routed at the next one's start.
+        if let Some((i, c)) = self.settings_ui.test_request.take() {
+            self.push(UiCommand::TestRule(i, c));
         }
         match self.saving.and_then(|id| self.backend.jobs().take(id)) {
             None => {}
@@ -45,7 +43,7 @@ impl VramApp {
                         self.config_error = None;
                         self.state.units = s.general.units;
                         apply_theme(ctx, s.general.theme);
-                        cmd.settings = Some(*s);
+                        self.push(UiCommand::ApplySettings(s));
                     }
                     Err(e) => self.settings_ui.message = Some((e, true)),
                 }
@@ -80,6 +78,7 @@ impl VramApp {
         };
         let mut open = true;
         let mut fetch = None;
+        let mut refresh = false;
         egui::Window::new("Sessions on the agent")
             .open(&mut open)
             .collapsible(false)
@@ -133,11 +132,14 @@ impl VramApp {
                     ui.label(RichText::new(e.as_str()).color(widgets::warn(ui)));
                 }
                 if ui.button("Refresh").clicked() {
-                    self.backend.list_agent_sessions();
+                    refresh = true;
                 }
             });
+        if refresh {
+            self.push(UiCommand::RefreshAgentSessions);
+        }
         if let Some(name) = fetch {
-            self.backend.download_agent_session(&name);
+            self.push(UiCommand::DownloadAgentSession(name));
         }
         if !open {
             self.agent_sessions = None;

@@ -4,6 +4,7 @@ use egui::{RichText, Ui};
 
 use super::state::TableState;
 use crate::engine::view::ProcessRow;
+use crate::front::gui::ui_command::UiCommand;
 
 /// Why a simulated process's Park and Resume are off.
 pub const SIMULATED_PARK: &str =
@@ -24,11 +25,11 @@ pub(super) fn row_menu(ui: &mut Ui, r: &ProcessRow, t: &mut TableState<'_>) {
             .on_disabled_hover_text(SIMULATED_PARK)
             .clicked()
         {
-            *request = Some((key, action));
+            request.push(UiCommand::AskAction(key, action));
             ui.close();
         }
         if ui.button("Terminate…").clicked() {
-            *request = Some((
+            request.push(UiCommand::AskAction(
                 key,
                 crate::act::rules::Action::Terminate {
                     grace_seconds: crate::act::rules::model::DEFAULT_GRACE_SECONDS,
@@ -37,7 +38,7 @@ pub(super) fn row_menu(ui: &mut Ui, r: &ProcessRow, t: &mut TableState<'_>) {
             ui.close();
         }
         if ui.button("Kill…").clicked() {
-            *request = Some((
+            request.push(UiCommand::AskAction(
                 key,
                 crate::act::rules::Action::Signal {
                     signal: "SIGKILL".into(),

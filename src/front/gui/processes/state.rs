@@ -19,9 +19,10 @@ pub struct TableState<'a> {
     pub focus_filter: &'a mut bool,
     /// Selected process.
     pub selected: &'a mut Option<ProcSeriesKey>,
-    /// A manual action asked for from the context menu; `None` where actions are off (a
-    /// recorded session is on screen).
-    pub request: Option<&'a mut Option<(ProcSeriesKey, crate::act::rules::Action)>>,
+    /// Receives a manual action asked for from the context menu (a
+    /// [`crate::front::gui::ui_command::UiCommand::AskAction`]); `None` where actions are off
+    /// (a recorded session is on screen).
+    pub request: Option<&'a mut Vec<crate::front::gui::ui_command::UiCommand>>,
     /// GPUs whose process list failed at the last sample (their rows are the last good list).
     pub stale_gpus: Vec<u32>,
     /// Leak flags by series.

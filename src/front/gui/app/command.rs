@@ -1,0 +1,102 @@
+//! The frame's queue of [`UiCommand`]s: pushed while drawing, carried out once at the end of
+//! the frame, here and nowhere else.
+
+use super::VramApp;
+use crate::engine::view::Monitor;
+use crate::engine::EngineCommand;
+use crate::front::gui::ui_command::UiCommand;
+
+impl VramApp {
+    /// Queues `c`, to be carried out at the end of this frame.
+    pub fn push(&mut self, c: UiCommand) {
+        self.queue.push(c);
+    }
+
+    /// The commands carried out at the end of the last frame, in the order they were asked
+    /// (tests: a click becomes one command, carried out once).
+    pub fn last_commands(&self) -> &[UiCommand] {
+        &self.drained
+    }
+
+    /// Carries out the frame's queue, oldest first; `live` is the View the frame was drawn
+    /// from (a confirmation is built from its rows). Something done draws one more frame,
+    /// so its effect is on screen without waiting for input.
+    pub(super) fn run_commands(&mut self, ctx: &egui::Context, live: &Monitor) {
+        let queue = std::mem::take(&mut self.queue);
+        for c in &queue {
+            self.run_command(ctx, live, c.clone());
+        }
+        if !queue.is_empty() {
+            ctx.request_repaint();
+        }
+        self.drained = queue;
+    }
+
+    fn run_command(&mut self, ctx: &egui::Context, live: &Monitor, c: UiCommand) {
+        match c {
+            UiCommand::OpenSettings => {
+                let s = self.backend.settings.clone();
+                self.settings_ui.show(&s);
+            }
+            UiCommand::OpenConnect(h) => self.connect.show(h.as_ref()),
+            UiCommand::OpenHelp(h) => self.help = Some(h),
+            UiCommand::BrowseSessions => self.sessions.show_browser(),
+            UiCommand::PickSessionFile => self.sessions.pick_file(ctx),
+            UiCommand::ImportNvidiaSmi => self.sessions.import_nvidia_smi(ctx),
+            UiCommand::OpenExport => self.sessions.export_open = true,
+            UiCommand::OpenAgentSessions => {
+                self.backend.list_agent_sessions();
+                self.agent_sessions = Some(None);
+            }
+            UiCommand::RefreshAgentSessions => self.backend.list_agent_sessions(),
+            UiCommand::DownloadAgentSession(name) => self.backend.download_agent_session(&name),
+            UiCommand::BackToLive => {
+                self.view = None;
+                self.selected = None;
+                self.graph.free_range = None;
+            }
+            UiCommand::AskAction(key, action) => self.confirm_request(live, key, action),
+            UiCommand::Engine(c) => self.send_engine(c),
+            UiCommand::TestRule(i, c) => {
+                self.settings_ui.testing = self.backend.send(c).map(|id| (i, id));
+            }
+            UiCommand::ApplySettings(s) => self.backend.apply_settings(*s),
+            UiCommand::GoToLeak(c) => self.go_to_leak(c),
+            UiCommand::StartDemo => self.restart_local(true),
+            // Back from an agent: this computer's source as it was before (the demo when no
+            // driver was in use).
+            UiCommand::RetryDriver => {
+                self.restart_local(self.backend.remote.is_some() && self.local_demo);
+            }
+            UiCommand::AskSwitchSource(to_demo) => self.switch_source = Some(to_demo),
+            UiCommand::Connect(req) => self.attach(ctx, &req),
+            UiCommand::SwitchHost(pick) => self.switch_host(ctx, pick),
+            UiCommand::ForgetHost(h) => self.forget_host(&h),
+            UiCommand::Disconnect => self.disconnect(),
+            UiCommand::Job(c) => self.backend.job(c),
+        }
+    }
+
+    /// Sends `c` to the engine shown; a manual action's row and detail pane wait for its
+    /// reply under the id it was sent with.
+    fn send_engine(&mut self, c: EngineCommand) {
+        let manual = match &c {
+            EngineCommand::Manual { key, action, .. } => Some((*key, action.clone())),
+            _ => None,
+        };
+        let id = self.backend.send(c);
+        if let (Some((key, action)), Some(id)) = (manual, id) {
+            self.action_status.asked(key, &action, id, self.now());
+        }
+    }
+
+    /// File → Disconnect: the agent shown is let go; this computer is shown again (started
+    /// when it was not kept in the background).
+    pub(super) fn disconnect(&mut self) {
+        if self.backend.disconnect() {
+            self.after_host_switch();
+        } else {
+            self.restart_local(self.local_demo);
+        }
+    }
+}
