@@ -21,6 +21,7 @@ pub mod settings_guard;
 pub mod settings_window;
 pub mod settings_words;
 pub mod status_bar;
+pub mod tabs;
 pub mod task;
 pub mod torch_pane;
 pub mod ui_command;

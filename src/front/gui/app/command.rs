@@ -99,4 +99,37 @@ impl VramApp {
             self.restart_local(self.local_demo);
         }
     }
+
+    /// Selects the process of a leak clicked in the Leaks tab, opening its session when it
+    /// was recorded elsewhere. Attached to an agent, the session is the agent's: it is
+    /// downloaded (as Sessions → Sessions on the agent… does) and opened once it is here.
+    pub(super) fn go_to_leak(&mut self, c: crate::front::gui::leaks::LeakClick) {
+        let remote = self.backend.remote.is_some();
+        let here = match (&c.session, &self.view) {
+            (None, None) => true,
+            (Some(p), Some(v)) if remote => {
+                let name = v.data.path.as_deref().and_then(std::path::Path::file_name);
+                name.is_some() && name == p.file_name()
+            }
+            (Some(p), Some(v)) => v.data.path.as_deref() == Some(p.as_path()),
+            _ => false,
+        };
+        if here {
+            self.selected = Some(c.key);
+            if let Some(v) = self.view.as_mut() {
+                v.t = c.at_ms;
+            }
+        } else if let (true, Some(p)) = (remote, &c.session) {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+            self.pending_select = Some((c.key, c.at_ms));
+            self.backend
+                .download_agent_session(name.as_deref().unwrap_or_default());
+        } else if let Some(p) = c.session {
+            self.pending_select = Some((c.key, c.at_ms));
+            self.sessions.open_path(p);
+        } else {
+            self.view = None;
+            self.selected = Some(c.key);
+        }
+    }
 }

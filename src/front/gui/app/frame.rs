@@ -93,12 +93,7 @@ impl VramApp {
 
     /// Takes what background jobs finished: past sessions' leaks, a session opened.
     fn poll_background(&mut self, ctx: &egui::Context, jobs: &crate::front::gui::jobs::JobBoard) {
-        if let Some(r) = self.past_leaks.and_then(|id| self.backend.jobs().take(id)) {
-            self.past_leaks = None;
-            if let crate::front::gui::jobs::JobResult::PastLeaks(p) = r {
-                self.past = Some(p);
-            }
-        }
+        self.tabs.leaks.poll(jobs);
         match self.sessions.poll(ctx, jobs) {
             Some(SessionAction::Open(v)) => {
                 self.view = Some(*v);

@@ -9,7 +9,7 @@ impl VramApp {
     /// The window-wide keys: Ctrl+F, Ctrl+, (settings), Esc, Ctrl+1/2/3, Delete.
     pub(super) fn keyboard(&mut self, ui: &mut Ui, ctx: &egui::Context) {
         if ui.input_mut(|i| i.consume_shortcut(&FILTER_SHORTCUT)) {
-            self.focus_filter = true;
+            self.tabs.processes.focus_filter = true;
         }
         if ui.input_mut(|i| i.consume_shortcut(&SETTINGS_SHORTCUT)) {
             self.push(UiCommand::OpenSettings);

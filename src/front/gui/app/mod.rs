@@ -8,7 +8,6 @@ mod hosts;
 mod keyboard;
 mod menus;
 mod panes;
-mod tabs;
 mod windows;
 
 use super::backend::Backend;
@@ -21,9 +20,6 @@ use crate::model::format::Units;
 use crate::model::history::ProcSeriesKey;
 use crate::model::now_ms;
 use crate::model::UnixMs;
-
-/// The leak badges of the rows on screen, by row.
-type Badges = std::collections::HashMap<crate::engine::view::LeakKey, super::leaks::LeakBadge>;
 
 const SETTINGS_SHORTCUT: egui::KeyboardShortcut =
     egui::KeyboardShortcut::new(egui::Modifiers::COMMAND, egui::Key::Comma);
@@ -50,7 +46,8 @@ pub struct VramApp {
     last_selected: Option<ProcSeriesKey>,
     /// Process-table filter text.
     pub filter: String,
-    focus_filter: bool,
+    /// The tabs under the graph.
+    tabs: super::tabs::Tabs,
     graph: GraphCache,
     detail_graph: GraphCache,
     fixed_now: Option<UnixMs>,
@@ -58,9 +55,6 @@ pub struct VramApp {
     pub view: Option<SessionView>,
     /// Sessions browser, export window and their jobs.
     pub sessions: SessionsUi,
-    /// The job reading past sessions' leaks for the Leaks tab.
-    past_leaks: Option<crate::front::gui::jobs::JobId>,
-    past: Option<std::sync::Arc<crate::engine::replay::PastEvents>>,
     pending_select: Option<(ProcSeriesKey, UnixMs)>,
     /// What the UI asked for this frame, carried out at its end.
     queue: Vec<UiCommand>,
@@ -91,8 +85,6 @@ pub struct VramApp {
     pub connect: super::connect::ConnectUi,
     /// Whether this computer showed the demo before the window was attached to an agent.
     local_demo: bool,
-    /// Table groups folded shut.
-    collapsed_groups: std::collections::HashSet<String>,
     /// The job writing the settings.
     saving: Option<crate::front::gui::jobs::JobId>,
     /// A host being opened (token read, SSH tunnel started) on a worker thread.
@@ -166,14 +158,12 @@ impl VramApp {
             switch_source: None,
             selected: None,
             filter: String::new(),
-            focus_filter: false,
+            tabs: super::tabs::Tabs::default(),
             graph: GraphCache::default(),
             detail_graph: GraphCache::default(),
             fixed_now: None,
             view: None,
             sessions: SessionsUi::with_typed_paths(typed),
-            past_leaks: None,
-            past: None,
             pending_select: None,
             queue: Vec::new(),
             drained: Vec::new(),
@@ -188,7 +178,6 @@ impl VramApp {
             unreachable_since: None,
             connect: super::connect::ConnectUi::default(),
             local_demo: false,
-            collapsed_groups: std::collections::HashSet::new(),
             agent_sessions: None,
             saving: None,
             connecting: None,

@@ -3,11 +3,11 @@
 use egui::{RichText, Ui};
 
 use super::banners::{empty_state, unreachable_note, UNREACHABLE_OPACITY};
-use super::{Badges, UiCommand, VramApp};
+use super::{UiCommand, VramApp};
 use crate::engine::view::Monitor;
 use crate::front::gui::sessions::SessionView;
-use crate::front::gui::ui_state::BottomTab;
-use crate::front::gui::{overview, process_detail, widgets};
+use crate::front::gui::tabs::{Badges, PaneCx};
+use crate::front::gui::{overview, process_detail};
 use crate::model::{format, UnixMs};
 
 impl VramApp {
@@ -86,15 +86,28 @@ impl VramApp {
                 );
             });
             ui.separator();
-            self.tab_bar(ui, monitor, now);
-            match self.state.bottom {
-                BottomTab::Processes => self.processes_tab(ui, monitor, snap, &rows, &badges, now),
-                BottomTab::Leaks => self.leaks_tab(ui, monitor, now),
-                BottomTab::Activity => activity_pane(ui, monitor),
-                BottomTab::Guard => {
-                    crate::front::gui::guard_pane::show(ui, monitor, self.selected_gpu)
-                }
-            }
+            let host = self.agent_host(monitor);
+            let window_open = self.settings_ui.open
+                || self.connect.open
+                || self.sessions.export_open
+                || self.sessions.browser_open;
+            let mut cx = PaneCx {
+                monitor,
+                snap,
+                rows: &rows,
+                badges: &badges,
+                now,
+                recorded: self.replaying,
+                host,
+                selected_gpu: self.selected_gpu,
+                selected: &mut self.selected,
+                state: &mut self.state,
+                filter: &mut self.filter,
+                window_open,
+                actions: &mut self.action_status,
+                backend: &self.backend,
+            };
+            self.tabs.show(ui, &mut cx, &mut self.queue);
         });
     }
 
@@ -209,38 +222,6 @@ impl VramApp {
         }
         self.queue.extend(asked);
     }
-}
-
-fn activity_pane(ui: &mut Ui, m: &Monitor) {
-    if m.activity.is_empty() {
-        ui.add_space(8.0);
-        ui.label("Nothing yet: every rule firing (would act, acted, failed, skipped) and every manual action is listed here.");
-        return;
-    }
-    egui::ScrollArea::vertical()
-        .id_salt("activity")
-        .auto_shrink([false, false])
-        .show(ui, |ui| {
-            egui::Grid::new("activity-grid")
-                .num_columns(5)
-                .striped(true)
-                .spacing([14.0, 4.0])
-                .show(ui, |ui| {
-                    for h in ["Time", "Rule", "Target", "Outcome", "What happened"] {
-                        ui.label(RichText::new(h).strong());
-                    }
-                    ui.end_row();
-                    for a in m.activity.iter().rev() {
-                        ui.monospace(format::clock(a.unix_ms));
-                        ui.label(&a.rule);
-                        ui.label(a.target.describe());
-                        let color = widgets::outcome_color(a.outcome, ui.visuals().dark_mode);
-                        ui.label(RichText::new(a.outcome.label()).color(color).strong());
-                        ui.label(&a.detail);
-                        ui.end_row();
-                    }
-                });
-        });
 }
 
 pub(super) fn session_bar(ui: &mut Ui, v: &mut SessionView, out: &mut Vec<UiCommand>) {

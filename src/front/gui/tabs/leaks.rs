@@ -1,0 +1,102 @@
+//! The Leaks tab: this source's leak episodes and OOMs and past sessions', newest first.
+
+use std::sync::Arc;
+
+use egui::{RichText, Ui};
+
+use super::pane::{Pane, PaneCx};
+use crate::engine::replay::PastEvents;
+use crate::engine::view::{LeakRecord, OomRecord};
+use crate::front::gui::jobs::{Job, JobBoard, JobCommand, JobId, JobResult};
+use crate::front::gui::ui_command::UiCommand;
+
+/// The Leaks tab, and the past sessions' leaks it reads once (by a job) for this computer.
+#[derive(Debug, Default)]
+pub struct LeaksPane {
+    /// The job reading past sessions' leaks.
+    reading: Option<JobId>,
+    /// Past sessions' leaks, once read.
+    past: Option<Arc<PastEvents>>,
+}
+
+impl LeaksPane {
+    /// Takes the past sessions' leaks when their job is done.
+    pub fn poll(&mut self, jobs: &JobBoard) {
+        if let Some(r) = self.reading.and_then(|id| jobs.take(id)) {
+            self.reading = None;
+            if let JobResult::PastLeaks(p) = r {
+                self.past = Some(p);
+            }
+        }
+    }
+}
+
+impl Pane for LeaksPane {
+    /// "Leaks (N ongoing)", in the leak colour while any is ongoing at `now` (a session: its
+    /// slider).
+    fn title(&self, ui: &Ui, cx: &PaneCx<'_>) -> RichText {
+        let n = cx
+            .monitor
+            .leaks
+            .iter()
+            .filter(|l| l.active_at(cx.now))
+            .count();
+        if n > 0 {
+            RichText::new(format!("Leaks ({n} ongoing)"))
+                .strong()
+                .color(crate::front::gui::leaks::leak_color(ui.visuals().dark_mode))
+        } else {
+            RichText::new("Leaks").strong()
+        }
+    }
+
+    fn hint(&self) -> &'static str {
+        "Ctrl+2"
+    }
+
+    fn ui(&mut self, ui: &mut Ui, cx: &mut PaneCx<'_>, out: &mut Vec<UiCommand>) {
+        let monitor = cx.monitor;
+        // A window attached to an agent shows the agent's past leaks, not this computer's.
+        let agent_past = cx.backend.agent_past();
+        if agent_past.is_none() && self.past.is_none() && self.reading.is_none() {
+            let dir = crate::session::default_dir();
+            let skip = monitor.recording.path.clone();
+            let id = JobId::next();
+            out.push(UiCommand::Job(JobCommand::Start(
+                id,
+                Job::PastLeaks { dir, skip },
+            )));
+            self.reading = Some(id);
+        }
+        let mut all: Vec<&LeakRecord> = monitor.leaks.iter().collect();
+        let own: std::collections::HashSet<_> = monitor
+            .leaks
+            .iter()
+            .filter_map(|l| l.session.clone())
+            .collect();
+        let mut ooms: Vec<&OomRecord> = monitor.ooms.iter().collect();
+        let past = agent_past.clone().unwrap_or_else(|| self.past.clone());
+        let loading = agent_past
+            .as_ref()
+            .map_or(self.reading.is_some(), Option::is_none);
+        if let Some(p) = &past {
+            all.extend(
+                p.leaks
+                    .iter()
+                    .filter(|l| l.session.as_ref().is_none_or(|s| !own.contains(s))),
+            );
+            ooms.extend(
+                p.ooms
+                    .iter()
+                    .filter(|o| o.session.as_ref().is_none_or(|s| !own.contains(s))),
+            );
+        }
+        all.sort_by_key(|l| std::cmp::Reverse(l.flagged_ms));
+        ooms.sort_by_key(|o| std::cmp::Reverse(o.at_ms));
+        if let Some(c) =
+            crate::front::gui::leaks::pane(ui, &all, &ooms, cx.state.units, cx.now, loading)
+        {
+            out.push(UiCommand::GoToLeak(c));
+        }
+    }
+}
