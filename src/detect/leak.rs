@@ -391,7 +391,7 @@ pub struct LeakTracker {
     /// What the series adds to its GPU's forecast now: (likely, earliest), MiB/min.
     pace: Option<(f64, f64)>,
     episode: Option<Episode>,
-    scratch: Vec<f64>,
+    scratch: Vec<u64>,
     /// When the series (its process) began; `None`: long ago, no start-up phase.
     born_ms: Option<UnixMs>,
     /// The start-up phase is over (levelled off, or timed out).
@@ -408,10 +408,18 @@ pub struct LeakTracker {
     open_trough: Option<(UnixMs, f64)>,
     /// The troughs between frees (the sawtooth's lower envelope), oldest first.
     troughs: VecDeque<(UnixMs, f64)>,
+    /// Counts the changes to `troughs`.
+    troughs_changed: u64,
+    /// The count of `troughs_changed` the rising floor's rate was last taken at, in the
+    /// episode in progress: until the troughs change, the same slope.
+    floor_rate_at: Option<u64>,
 }
 
+/// The most points a Theil–Sen slope is taken over (evenly chosen from longer series).
+const THEIL_SEN_POINTS: usize = 32;
+
 /// Theil–Sen slope (per ms) of at most 32 evenly chosen points of `pts`.
-fn theil_sen(pts: &[(UnixMs, f64)], scratch: &mut Vec<f64>) -> Option<f64> {
+fn theil_sen(pts: &[(UnixMs, f64)], scratch: &mut Vec<u64>) -> Option<f64> {
     theil_sen_of(pts.len(), |i| pts[i], scratch)
 }
 
@@ -420,29 +428,53 @@ fn theil_sen(pts: &[(UnixMs, f64)], scratch: &mut Vec<f64>) -> Option<f64> {
 fn theil_sen_of(
     len: usize,
     at: impl Fn(usize) -> (UnixMs, f64),
-    scratch: &mut Vec<f64>,
+    scratch: &mut Vec<u64>,
 ) -> Option<f64> {
     if len < 2 {
         return None;
     }
-    let n = len.min(32);
-    let pick = |i: usize| at(i * (len - 1) / (n - 1));
-    scratch.clear();
-    for i in 0..n {
-        let (ti, vi) = pick(i);
-        for j in i + 1..n {
-            let (tj, vj) = pick(j);
+    let n = len.min(THEIL_SEN_POINTS);
+    // The chosen points, read once each (not once per pair).
+    let mut picked = [(0, 0.0); THEIL_SEN_POINTS];
+    for (i, p) in picked.iter_mut().enumerate().take(n) {
+        *p = at(i * (len - 1) / (n - 1));
+    }
+    let picked = &picked[..n];
+    // Every pair's slope, into a buffer that holds them all (no growth checks in the loop).
+    scratch.resize(THEIL_SEN_POINTS * (THEIL_SEN_POINTS - 1) / 2, 0);
+    let mut k = 0;
+    for (i, &(ti, vi)) in picked.iter().enumerate() {
+        for &(tj, vj) in &picked[i + 1..] {
             if tj > ti {
-                scratch.push((vj - vi) / (tj - ti) as f64);
+                if let Some(slot) = scratch.get_mut(k) {
+                    *slot = total_order_key((vj - vi) / (tj - ti) as f64);
+                }
+                k += 1;
             }
         }
     }
-    if scratch.is_empty() {
+    let slopes = scratch.get_mut(..k)?;
+    if slopes.is_empty() {
         return None;
     }
-    let mid = scratch.len() / 2;
-    let (_, m, _) = scratch.select_nth_unstable_by(mid, f64::total_cmp);
-    Some(*m)
+    let mid = slopes.len() / 2;
+    let (_, m, _) = slopes.select_nth_unstable(mid);
+    Some(from_total_order_key(*m))
+}
+
+/// `x` as an integer whose order is `f64::total_cmp`'s (the same bit trick): slopes are
+/// selected among as plain integers, and the median found is the same value.
+fn total_order_key(x: f64) -> u64 {
+    let bits = x.to_bits();
+    // Negative: every bit but the sign flipped (larger magnitudes sort lower); then the sign
+    // bit flipped so that negatives sort below positives as unsigned integers.
+    (bits ^ ((((bits as i64) >> 63) as u64) >> 1)) ^ (1 << 63)
+}
+
+/// The `f64` of a [`total_order_key`].
+fn from_total_order_key(k: u64) -> f64 {
+    let bits = k ^ (1 << 63);
+    f64::from_bits(bits ^ ((((bits as i64) >> 63) as u64) >> 1))
 }
 
 /// Troughs a rising floor needs before it is judged.
@@ -613,6 +645,7 @@ impl LeakTracker {
             .is_some_and(|(t, _)| *t < now - window_ms)
         {
             self.troughs.pop_front();
+            self.troughs_changed += 1;
         }
         let prev = self.points.back().map(|p| p.1);
         self.points.push_back((now, mib));
@@ -715,6 +748,7 @@ impl LeakTracker {
             // since is its start-up, not a loop's keep.
             if self.troughs.is_empty() && self.open_trough.is_none() && !self.starting_up() {
                 self.troughs.push_back((self.low_ms, self.run_low));
+                self.troughs_changed += 1;
             }
             self.restart_run(last);
             self.open_trough = Some((now, mib));
@@ -724,6 +758,7 @@ impl LeakTracker {
             } else if mib > low {
                 // Memory rises again: the trough is known.
                 self.troughs.extend(self.open_trough.take());
+                self.troughs_changed += 1;
                 new_trough = true;
             }
         }
@@ -849,6 +884,7 @@ impl LeakTracker {
             // Growth must start afresh before another episode.
             self.restart_run(last);
             self.troughs.clear();
+            self.troughs_changed += 1;
             let span_min = (ep.last_growth_ms - ep.since_ms).max(1) as f64 / 60_000.0;
             self.episode = None;
             return Some(Transition::Ended {
@@ -857,6 +893,13 @@ impl LeakTracker {
             });
         }
         let (kind, since) = (ep.kind, ep.since_ms);
+        if kind == EpisodeKind::Floor {
+            // A floor's rate is taken over its troughs: unchanged until they change.
+            if self.floor_rate_at == Some(self.troughs_changed) {
+                return None;
+            }
+            self.floor_rate_at = Some(self.troughs_changed);
+        }
         let (pts, from) = match kind {
             EpisodeKind::Growth => (&self.points, self.points.partition_point(|p| p.0 < since)),
             EpisodeKind::Floor => (&self.troughs, 0),
@@ -930,17 +973,17 @@ impl LeakTracker {
     /// above the one before, by at least the minimum growth in all, at the minimum rate.
     fn evaluate_floor(&mut self, now: UnixMs, s: &LeakSettings) -> Option<Transition> {
         // The trough being made now counts too: a free shows where the floor is at once.
+        let n = self.troughs.len() + usize::from(self.open_trough.is_some());
+        let need = s.shape.floor_troughs.max(2);
+        if n < need {
+            return None;
+        }
         let troughs: Vec<(UnixMs, f64)> = self
             .troughs
             .iter()
             .copied()
             .chain(self.open_trough)
             .collect();
-        let n = troughs.len();
-        let need = s.shape.floor_troughs.max(2);
-        if n < need {
-            return None;
-        }
         // The rising tail of the troughs whose rises are alike (a leak keeps the same amount
         // each cycle; a load before a sawtooth is one rise unlike the rest).
         let mut first = n - 1;
@@ -954,7 +997,7 @@ impl LeakTracker {
             hi = hi.max(rise);
             first -= 1;
         }
-        let rising: Vec<(UnixMs, f64)> = troughs[first..].to_vec();
+        let rising = &troughs[first..];
         if rising.len() < need {
             return None;
         }
@@ -963,10 +1006,11 @@ impl LeakTracker {
         if v1 - v0 < s.min_growth_mib || ((t1 - t0) as f64) < s.min_duration_s * 1000.0 {
             return None;
         }
-        let rate = theil_sen(&rising, &mut self.scratch)? * 60_000.0;
+        let rate = theil_sen(rising, &mut self.scratch)? * 60_000.0;
         if rate < s.min_rate_mib_per_min {
             return None;
         }
+        self.floor_rate_at = None;
         self.episode = Some(Episode {
             since_ms: t0,
             flagged_ms: now,
@@ -1028,26 +1072,34 @@ impl LeakTracker {
         let quarters = if steps == 2 { 2 } else { 3 };
         let spread = self.spread_from(run_start, now, quarters, s)?;
         let (start, last_inc) = (spread.start, spread.last_inc);
-        let run: Vec<(UnixMs, f64)> = self.points.range(run_start..).copied().collect();
-        // A regular tail's rate is its growth over its time (a staircase's Theil–Sen slope is
-        // 0 until its third step); a run's, the robust slope (a single jump does not count).
-        let rate = if in_startup {
-            (cur - base) * 60_000.0 / (now - start).max(1) as f64
-        } else {
-            theil_sen(&run, &mut self.scratch)? * 60_000.0
-        };
-        if rate < s.min_rate_mib_per_min {
-            return None;
-        }
         // A growth as large as a load must go on as long as a load may: the time it needs
         // rises smoothly with its size. A growth that slows must go on longer, in
         // proportion: its pace over its recent window against its pace since it began.
+        // (Checked before the rate: both must pass, and this one is far cheaper.)
         let elapsed = (now - start).max(1) as f64;
         let kept = self.kept_pace(start, now, s);
         if elapsed < self.time_needed_s(cur - base, s) * 1000.0 / (kept * kept) {
             return None;
         }
-        let peak = run.iter().map(|p| p.1).fold(f64::MIN, f64::max);
+        // A regular tail's rate is its growth over its time (a staircase's Theil–Sen slope is
+        // 0 until its third step); a run's, the robust slope (a single jump does not count),
+        // read in place.
+        let rate = if in_startup {
+            (cur - base) * 60_000.0 / (now - start).max(1) as f64
+        } else {
+            let pts = &self.points;
+            let len = pts.len() - run_start;
+            theil_sen_of(len, |i| pts[run_start + i], &mut self.scratch)? * 60_000.0
+        };
+        if rate < s.min_rate_mib_per_min {
+            return None;
+        }
+        let peak = self
+            .points
+            .range(run_start..)
+            .map(|p| p.1)
+            .fold(f64::MIN, f64::max);
+        self.floor_rate_at = None;
         self.episode = Some(Episode {
             since_ms: start,
             flagged_ms: now,
@@ -1155,6 +1207,89 @@ pub fn full_in_s(free_bytes: u64, rate_mib_per_min: f64) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The Theil–Sen slope as first written: every pair of the chosen points read through
+    /// `pts` again, the median chosen among the floats by `f64::total_cmp`.
+    fn theil_sen_reference(pts: &[(UnixMs, f64)]) -> Option<f64> {
+        let len = pts.len();
+        if len < 2 {
+            return None;
+        }
+        let n = len.min(32);
+        let pick = |i: usize| pts[i * (len - 1) / (n - 1)];
+        let mut slopes = Vec::new();
+        for i in 0..n {
+            let (ti, vi) = pick(i);
+            for j in i + 1..n {
+                let (tj, vj) = pick(j);
+                if tj > ti {
+                    slopes.push((vj - vi) / (tj - ti) as f64);
+                }
+            }
+        }
+        if slopes.is_empty() {
+            return None;
+        }
+        let mid = slopes.len() / 2;
+        let (_, m, _) = slopes.select_nth_unstable_by(mid, f64::total_cmp);
+        Some(*m)
+    }
+
+    proptest! {
+        /// The slope is the same value, bit for bit, as the first implementation's: series
+        /// of 0 to 700 points (longer than the 32 chosen), with repeated times, negative,
+        /// zero and equal slopes.
+        #[test]
+        fn theil_sen_equals_the_reference_bit_for_bit(
+            steps in proptest::collection::vec((0i64..3_000, -5i32..6, 0u8..4), 0..700),
+        ) {
+            let mut t = 1_000;
+            let mut v = 100.0;
+            let pts: Vec<(UnixMs, f64)> = steps
+                .iter()
+                .map(|&(dt, dv, scale)| {
+                    t += dt;
+                    v += f64::from(dv) * [0.0, 0.5, 3.0, 1024.0][usize::from(scale)];
+                    (t, v)
+                })
+                .collect();
+            let mut scratch = Vec::new();
+            let got = theil_sen(&pts, &mut scratch);
+            let want = theil_sen_reference(&pts);
+            prop_assert_eq!(got.map(f64::to_bits), want.map(f64::to_bits));
+        }
+    }
+
+    #[test]
+    fn total_order_keys_sort_as_total_cmp_and_give_the_value_back() {
+        let xs = [
+            f64::NEG_INFINITY,
+            -1e300,
+            -2.5,
+            -f64::MIN_POSITIVE,
+            -0.0,
+            0.0,
+            f64::MIN_POSITIVE,
+            1.0,
+            3.75,
+            f64::INFINITY,
+            f64::NAN,
+        ];
+        for a in xs {
+            assert_eq!(
+                from_total_order_key(total_order_key(a)).to_bits(),
+                a.to_bits()
+            );
+            for b in xs {
+                assert_eq!(
+                    total_order_key(a).cmp(&total_order_key(b)),
+                    a.total_cmp(&b),
+                    "{a} against {b}"
+                );
+            }
+        }
+    }
 
     /// Memory in MiB at second `t` of each shape.
     #[derive(Debug, Clone, Copy)]

@@ -5,12 +5,14 @@
 use crate::detect::leak::{Growing, LeakSettings, LeakTracker, Transition};
 use crate::detect::records::{LeakKey, LeakRecord, OomRecord};
 use crate::model::history::ghosts_of;
-use crate::model::{FastMap, FastSet, Snapshot, MIB};
+use crate::model::{FastMap, Snapshot, MIB};
 use crate::session::{Event, LeakInfo};
 
 struct Watched {
     tracker: LeakTracker,
     info: LeakInfo,
+    /// The last [`LeakWatch::observe`] that saw the series (read or unread), by number.
+    seen: u64,
 }
 
 /// Leak detection state for a run.
@@ -20,6 +22,9 @@ pub struct LeakWatch {
     series: FastMap<LeakKey, Watched>,
     /// Per GPU, from the last forecast: since when the longest growth it counts has gone on.
     growth_since: Vec<(u32, crate::model::UnixMs)>,
+    /// How many times [`LeakWatch::observe`] ran: what a series seen by the current one is
+    /// marked with.
+    observed: u64,
 }
 
 fn mib(bytes: u64) -> f64 {
@@ -33,6 +38,7 @@ impl LeakWatch {
             settings,
             series: FastMap::default(),
             growth_since: Vec::new(),
+            observed: 0,
         }
     }
 
@@ -45,10 +51,8 @@ impl LeakWatch {
     pub fn observe(&mut self, snap: &Snapshot) -> Vec<Event> {
         let now = snap.taken_at_ms;
         let mut events = Vec::new();
-        let mut seen: FastSet<LeakKey> = FastSet::with_capacity_and_hasher(
-            snap.processes.len() + snap.devices.len(),
-            Default::default(),
-        );
+        self.observed += 1;
+        let seen = self.observed;
         let settings = self.settings;
         let mut feed = |key: LeakKey,
                         value_mib: f64,
@@ -56,7 +60,6 @@ impl LeakWatch {
                         settings: &LeakSettings,
                         make: &dyn Fn() -> LeakInfo,
                         series: &mut FastMap<LeakKey, Watched>| {
-            seen.insert(key);
             let w = series.entry(key).or_insert_with(|| {
                 let info = make();
                 // A process's start-up ramp is judged once it levels off; ghost memory has
@@ -68,8 +71,13 @@ impl LeakWatch {
                 } else {
                     LeakTracker::born_at(now)
                 };
-                Watched { tracker, info }
+                Watched {
+                    tracker,
+                    info,
+                    seen,
+                }
             });
+            w.seen = seen;
             match w
                 .tracker
                 .update_with_cache(now, value_mib, cache_mib, settings)
@@ -102,13 +110,18 @@ impl LeakWatch {
                 None => {}
             }
         };
-        let mut unread = Vec::new();
+        // A series with no reading this time is marked seen: it has not left.
+        let unread = |key: LeakKey, series: &mut FastMap<LeakKey, Watched>| {
+            if let Some(w) = series.get_mut(&key) {
+                w.seen = seen;
+            }
+        };
         for p in &snap.processes {
             let key = LeakKey::Process((p.key(), p.device_index));
             if p.stale || p.parked.is_some() {
                 // The driver failed to list it, or it is parked (its memory in host
                 // memory for now): no reading, but it has not left.
-                unread.push(key);
+                unread(key, &mut self.series);
                 continue;
             }
             // Where PyTorch's companion answers, the memory its tensors hold is judged: a
@@ -138,7 +151,7 @@ impl LeakWatch {
         for (d, ghost) in snap.devices.iter().zip(ghosts_of(snap)) {
             if d.process_list_error.is_some() {
                 // Without a process list, ghost memory cannot be told apart.
-                unread.push(LeakKey::Ghost(d.index));
+                unread(LeakKey::Ghost(d.index), &mut self.series);
                 continue;
             }
             let Some(g) = ghost else {
@@ -165,13 +178,12 @@ impl LeakWatch {
                 &mut self.series,
             );
         }
-        seen.extend(unread);
         // A process that left the GPU while leaking: its episode ends there.
         let gone: Vec<LeakKey> = self
             .series
-            .keys()
-            .filter(|k| !seen.contains(k))
-            .copied()
+            .iter()
+            .filter(|(_, w)| w.seen != seen)
+            .map(|(k, _)| *k)
             .collect();
         for k in gone {
             if let Some(w) = self.series.remove(&k) {
