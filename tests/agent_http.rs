@@ -192,6 +192,9 @@ fn the_api_needs_the_token_and_refuses_simulated_processes() {
         assert_eq!(r.status, 403, "{}", r.text());
         assert_eq!(r.json()["detail"], "simulated process: nothing was sent");
     }
+    // Every action a window sends, in the window's own body, reaches the engine as that
+    // action (the reply names it as the engine does).
+    every_window_command_reaches_the_engine(&a, pid as u32, start);
     let no_size = format!(r#"{{"action":"limit_memory","pid":{pid},"start_time":{start}}}"#);
     let r = request(
         a.addr,
@@ -218,6 +221,47 @@ fn the_api_needs_the_token_and_refuses_simulated_processes() {
             &body,
         );
         assert_eq!(r.status, status, "{}", r.text());
+    }
+}
+
+/// Posts the body a window writes ([`vramwarden::link::wire::WireCommand::of`]) for every
+/// action the agent's API takes, on simulated process `pid`: each is answered under that
+/// action's own label, so the agent read back the very action the window meant.
+fn every_window_command_reaches_the_engine(a: &AgentProc, pid: u32, start: i64) {
+    use vramwarden::act::rules::Action;
+    use vramwarden::link::wire::WireCommand;
+    let key = vramwarden::model::ProcessKey {
+        pid,
+        start_time_ms: start,
+    };
+    for action in [
+        Action::Terminate { grace_seconds: 7.5 },
+        Action::Signal {
+            signal: "SIGKILL".into(),
+        },
+        Action::Signal {
+            signal: "SIGUSR2".into(),
+        },
+        Action::ReleaseCache,
+        Action::Park,
+        Action::Resume,
+        Action::LimitMemory { gib: 3.5 },
+    ] {
+        let c = vramwarden::engine::EngineCommand::Manual {
+            key: (key, 0),
+            action: action.clone(),
+            from: vramwarden::engine::CommandFrom::Window,
+        };
+        let body = serde_json::to_string(&WireCommand::of(&c).expect("offered")).expect("json");
+        let r = request(
+            a.addr,
+            "POST",
+            "/api/v1/command",
+            &[("Authorization", &a.auth())],
+            body.as_bytes(),
+        );
+        assert_eq!(r.status, 403, "{body}: {}", r.text());
+        assert_eq!(r.json()["what"], action.label(), "{body}");
     }
 }
 

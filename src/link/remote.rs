@@ -261,45 +261,6 @@ fn get_past(
     }))
 }
 
-/// The body of a manual command for the agent's API, or why it cannot go there.
-fn command_body(c: &EngineCommand) -> Result<serde_json::Value, String> {
-    let EngineCommand::Manual { key, action, .. } = c else {
-        return Err("settings and recording belong to the agent's own configuration; change them on the server".into());
-    };
-    let mut body = serde_json::json!({
-        "pid": key.0.pid,
-        "start_time": key.0.start_time_ms,
-        "gpu": key.1,
-    });
-    match action {
-        crate::act::rules::Action::Terminate { grace_seconds } => {
-            body["action"] = "terminate".into();
-            body["grace_seconds"] = (*grace_seconds).into();
-        }
-        crate::act::rules::Action::Signal { signal } if signal == "SIGKILL" => {
-            body["action"] = "kill".into();
-        }
-        crate::act::rules::Action::Signal { signal } => {
-            body["action"] = "signal".into();
-            body["signal"] = signal.clone().into();
-        }
-        crate::act::rules::Action::ReleaseCache => body["action"] = "release_cache".into(),
-        crate::act::rules::Action::Park => body["action"] = "park".into(),
-        crate::act::rules::Action::Resume => body["action"] = "resume".into(),
-        crate::act::rules::Action::LimitMemory { gib } => {
-            body["action"] = "limit_memory".into();
-            body["gib"] = (*gib).into();
-        }
-        other => {
-            return Err(format!(
-                "{} is not offered by the agent's API",
-                other.label()
-            ))
-        }
-    }
-    Ok(body)
-}
-
 /// Largest answer of a command read, bytes.
 const MAX_ANSWER_BYTES: u64 = 4 << 20;
 
@@ -402,8 +363,10 @@ fn carry_out(
             ),
         };
     }
-    match command_body(c) {
-        Ok(body) => post_command(agent, url, token, body.to_string()),
+    let body = super::wire_command::WireCommand::of(c)
+        .and_then(|w| serde_json::to_string(&w).map_err(|e| format!("internal error: {e}")));
+    match body {
+        Ok(body) => post_command(agent, url, token, body),
         Err(why) => (Answer::new(Outcome::Skipped, why), None),
     }
 }
@@ -1051,29 +1014,5 @@ mod tests {
             .contains("SSH"));
         assert!(parse_url("gpu-box:8726").is_err());
         assert!(parse_url("http://gpu-box:8726/api").is_err());
-    }
-
-    #[test]
-    fn only_process_actions_go_to_the_agent() {
-        let key = (
-            crate::model::ProcessKey {
-                pid: 42,
-                start_time_ms: 7,
-            },
-            1,
-        );
-        let body = command_body(&EngineCommand::Manual {
-            key,
-            action: crate::act::rules::Action::Terminate {
-                grace_seconds: 10.0,
-            },
-            from: crate::engine::CommandFrom::Window,
-        })
-        .expect("terminate");
-        assert_eq!(body["action"], "terminate");
-        assert_eq!(body["pid"], 42);
-        assert_eq!(body["start_time"], 7);
-        assert_eq!(body["gpu"], 1);
-        assert!(command_body(&EngineCommand::PauseRecording).is_err());
     }
 }

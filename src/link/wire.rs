@@ -18,6 +18,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use super::wire_command::{WireAction, WireCommand};
+
 use crate::act::rules::action::{Activity, Entry};
 use crate::act::rules::eval::Target;
 use crate::detect::forecast_alert::ForecastAlert;

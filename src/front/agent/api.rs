@@ -1,7 +1,8 @@
 //! The JSON API for a remote window: the latest snapshot with leaks and recording status, the
 //! session logs (list and download), and commands on processes.
 //!
-//! A command names a process by pid and start time only; the agent finds its key in its own
+//! A command ([`WireCommand`], the window's own type) names a process by pid and start time
+//! only; the agent finds its key in its own
 //! latest snapshot and hands it to the engine as a command from an agent
 //! ([`crate::engine::CommandFrom::Agent`]). The engine alone decides under its safety settings:
 //! the global dry run and other users' processes (only with `--remote-other-users`: see
@@ -17,16 +18,14 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_json::json;
 
 use crate::act::rules::action::Outcome;
-use crate::act::rules::Action;
 use crate::engine::view::{LeakKey, Monitor};
 
 use crate::engine::command::{Answer, CommandId, CommandReply};
 use crate::engine::EngineCommand;
-use crate::link::wire::WireReply;
+use crate::link::wire::{WireCommand, WireReply};
 
 use super::state::AgentState;
 
@@ -204,31 +203,6 @@ pub fn session_file(state: &AgentState, name: &str) -> Reply {
 /// Largest command body read.
 pub const MAX_COMMAND_BYTES: usize = 16 * 1024;
 
-/// A command from a client.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CommandRequest {
-    /// `terminate`, `kill` or `signal`.
-    pub action: String,
-    /// The process id.
-    pub pid: u32,
-    /// The process's start time (ms since the epoch), as the snapshot gives it.
-    #[serde(alias = "start_time_ms")]
-    pub start_time: i64,
-    /// The GPU, when the process is on several (default: the first listing).
-    #[serde(default)]
-    pub gpu: Option<u32>,
-    /// For `signal`: its name or number.
-    #[serde(default)]
-    pub signal: Option<String>,
-    /// For `terminate`: seconds before SIGKILL (default 10, at most an hour).
-    #[serde(default)]
-    pub grace_seconds: Option<f64>,
-    /// For `limit_memory`: the limit in GiB.
-    #[serde(default)]
-    pub gib: Option<f64>,
-}
-
 /// The engine's reply to a manual command is awaited this long.
 pub const COMMAND_WAIT: Duration = Duration::from_secs(5);
 
@@ -295,54 +269,15 @@ pub fn command(state: &AgentState, body: &mut dyn Read, length: Option<usize>) -
     if buf.len() > MAX_COMMAND_BYTES {
         return Reply::error(413, "the command body is too large");
     }
-    let req: CommandRequest = match serde_json::from_slice(&buf) {
+    // The one command type of the wire: its shape, then its action's parameters.
+    let req = match WireCommand::parse(&buf) {
         Ok(r) => r,
-        Err(e) => return Reply::error(400, &format!("bad command: {e}")),
+        Err(e) => return Reply::error(400, &e),
     };
-    let action =
-        match req.action.as_str() {
-            "terminate" => {
-                let g = req
-                    .grace_seconds
-                    .unwrap_or(crate::act::rules::model::DEFAULT_GRACE_SECONDS);
-                if !(0.0..=crate::act::rules::model::MAX_ACTION_SECONDS).contains(&g) {
-                    return Reply::error(400, "grace_seconds is from 0 to 3600");
-                }
-                Action::Terminate { grace_seconds: g }
-            }
-            "kill" => Action::Signal {
-                signal: "SIGKILL".into(),
-            },
-            "signal" => {
-                let Some(s) = req.signal.clone() else {
-                    return Reply::error(400, "a signal command needs \"signal\"");
-                };
-                if crate::act::rules::model::parse_signal(&s).is_none() {
-                    return Reply::error(400, &format!("unknown signal {s}"));
-                }
-                Action::Signal { signal: s }
-            }
-            "release_cache" => Action::ReleaseCache,
-            "park" => Action::Park,
-            "resume" => Action::Resume,
-            "limit_memory" => match req.gib {
-                Some(g) if g.is_finite() && g > 0.0 && g <= crate::act::rules::model::MAX_LIMIT_GIB => {
-                    Action::LimitMemory { gib: g }
-                }
-                _ => return Reply::error(
-                    400,
-                    "a limit_memory command needs \"gib\" (more than 0, at most the GPU's size)",
-                ),
-            },
-            other => {
-                return Reply::error(
-                    400,
-                    &format!(
-                "unknown action {other:?} (terminate, kill, signal, release_cache, limit_memory, park or resume)"
-            ),
-                )
-            }
-        };
+    let action = match req.action() {
+        Ok(a) => a,
+        Err(e) => return Reply::error(400, &e),
+    };
     // The process's key comes from the agent's own snapshot; the client gave only pid +
     // start time.
     let key = {
