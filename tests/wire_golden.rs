@@ -1,9 +1,10 @@
-//! The wire View's format, pinned: `tests/fixtures/wire_view_v3.json` is an answer of
-//! `GET /api/view` (API version 3) with every field and every kind of entry filled. The View
+//! The wire View's format, pinned: `tests/fixtures/wire_view_v4.json` is an answer of
+//! `GET /api/view` (API version 4) with every field and every kind of entry filled. The View
 //! made here writes exactly that text, the text reads back as the same View and passes the
 //! window's checks, and the View an agent sends has exactly its fields. A change of the wire
 //! format changes this file (and, for a window of an earlier build, `API_VERSION`).
-//! `UPDATE_GOLDEN=1 cargo test --test wire_golden` writes it anew.
+//! `UPDATE_GOLDEN=1 cargo test --test wire_golden` writes it anew. Version 3's fixture stays:
+//! a window of this build refuses it with the sentence naming both versions.
 
 use vramwarden::act::guard::{
     GuardParked, GuardPhase, GuardStatus, NextStep, StepKind, StepOutcome, StepRecord,
@@ -24,7 +25,9 @@ use vramwarden::source::GpuSource;
 const T0: UnixMs = 1_796_000_000_000;
 /// The time of the golden View's newest sample.
 const NOW: UnixMs = T0 + 4_000;
-const FIXTURE: &str = "tests/fixtures/wire_view_v3.json";
+const FIXTURE: &str = "tests/fixtures/wire_view_v4.json";
+/// An answer of an agent of version 3 (no rows, no last activity, `color_slots`).
+const FIXTURE_V3: &str = "tests/fixtures/wire_view_v3.json";
 
 fn fixture_path() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE)
@@ -66,6 +69,7 @@ fn golden_monitor() -> Monitor {
         .expect("a process on GPU 0");
     let key = (p.key(), 0);
     m.last_error = Some("a sampling error".into());
+    m.last_active.insert(key, T0 + 3_000);
     m.leaks.push(LeakRecord {
         key: LeakKey::Process(key),
         info: LeakInfo {
@@ -258,7 +262,7 @@ fn the_wire_view_writes_the_golden_text() {
     let text = golden_text();
     let want = fixture();
     if text != want {
-        let _ = std::fs::write(std::env::temp_dir().join("wire_view_v3.json"), &text);
+        let _ = std::fs::write(std::env::temp_dir().join("wire_view_v4.json"), &text);
     }
     assert!(
         text == want,
@@ -271,7 +275,7 @@ fn the_golden_text_reads_back_as_the_same_view_and_passes_the_checks() {
     let text = fixture();
     let read: WireView = serde_json::from_str(&text).expect("a WireView");
     assert_eq!(read.api_version, API_VERSION);
-    assert_eq!(read.api_version, 3, "this fixture is version 3's");
+    assert_eq!(read.api_version, 4, "this fixture is version 4's");
     assert_eq!(read, golden_view());
     let mut again = serde_json::to_string_pretty(&read).expect("json");
     again.push('\n');
@@ -304,4 +308,18 @@ fn the_golden_text_fills_every_field_the_agent_sends() {
             .collect::<Vec<_>>()
     };
     assert_eq!(names(&agent), names(&golden));
+}
+
+/// An agent of version 3 (its answer lacks the rows and the last activity) is refused with
+/// the sentence naming both versions, not with the field it lacks.
+#[test]
+fn an_agent_of_version_3_is_refused_by_name() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE_V3);
+    let text = std::fs::read_to_string(path).expect("version 3's fixture");
+    let e = vramwarden::link::wire_checks::decode_view(text.as_bytes(), NOW)
+        .expect_err("version 3 is refused");
+    assert!(
+        e.contains("version 3") && e.contains("version 4") && e.contains("update the older one"),
+        "{e}"
+    );
 }

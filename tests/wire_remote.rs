@@ -1,5 +1,5 @@
 //! The wire type against a real `vramwarden agent` (the simulated GPUs): `/api/view` serves
-//! the View with `api_version` 2 and only the history after `since`, `/api/past` the agent's
+//! the View with the current `api_version` and only the history after `since`, `/api/past` the agent's
 //! own past leaks, and a remote link fed by it holds the agent's history and has a rule
 //! tested by the agent's engine, the answer coming back under the command's id; an attached
 //! window is alerted of the agent's new leaks.

@@ -49,8 +49,9 @@ pub enum SourceStatus {
     Failed(String),
 }
 
-/// One process on one GPU, as the table and the detail pane show it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+/// One process on one GPU, as the table and the detail pane show it. Derived by the engine
+/// alone; an agent sends its rows as they are (`WireView::rows`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ProcessRow {
     /// Identity (pid + start time).
     pub key: ProcessKey,
@@ -90,9 +91,6 @@ pub struct ProcessRow {
     /// to it (the window says so before asking).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub simulated: bool,
-    /// The memory readings of the last minute (scratch of the one-minute change).
-    #[serde(skip)]
-    pub(crate) recent: VecDeque<(UnixMs, u64)>,
 }
 
 impl ProcessRow {
@@ -139,12 +137,12 @@ impl ProcessRow {
             sm_util_pct: None,
             parked: None,
             simulated: p.origin == crate::model::Origin::Simulated,
-            recent: VecDeque::new(),
         }
     }
 
-    /// Takes in this process's sample at `now`.
-    fn update(&mut self, p: &crate::model::ProcessSample, now: UnixMs) {
+    /// Takes in this process's sample at `now`; `recent` is its memory readings of the last
+    /// minute (the engine's scratch for the one-minute change).
+    fn update(&mut self, p: &crate::model::ProcessSample, now: UnixMs, recent: &mut Recent) {
         self.used_bytes = p.used_bytes;
         self.cpu_pct = p.cpu_pct;
         self.rss_bytes = p.rss_bytes;
@@ -156,14 +154,13 @@ impl ProcessRow {
         if let Some(u) = p.used_bytes {
             self.peak_bytes = self.peak_bytes.max(u);
             // Only changes are kept: the value at any moment is the last one at or before it.
-            if self.recent.back().is_none_or(|(_, last)| *last != u) {
-                self.recent.push_back((now, u));
+            if recent.back().is_none_or(|(_, last)| *last != u) {
+                recent.push_back((now, u));
             }
-            while self.recent.len() >= 2 && self.recent[1].0 <= now - 60_000 {
-                self.recent.pop_front();
+            while recent.len() >= 2 && recent[1].0 <= now - 60_000 {
+                recent.pop_front();
             }
-            self.delta_1m_bytes = self
-                .recent
+            self.delta_1m_bytes = recent
                 .front()
                 .filter(|(t, _)| *t <= now - 60_000)
                 .map(|(_, old)| u as i64 - *old as i64);
@@ -178,6 +175,24 @@ impl ProcessRow {
             self.first_seen_ms
         }
     }
+}
+
+/// A process's memory readings of the last minute, changes only (the one-minute change).
+type Recent = VecDeque<(UnixMs, u64)>;
+
+/// What the engine keeps beside the rows to derive them, none of it published: the rows'
+/// readings of the last minute, how many rows are live and new, and the history's evictions
+/// the rows were last matched to.
+#[derive(Debug, Clone, Default)]
+struct Derivation {
+    /// Each row's readings of the last minute, in the rows' order.
+    recent: SampleMap<ProcSeriesKey, Recent>,
+    /// The history's [`History::evictions`] when rows were last matched to its series.
+    evictions_seen: u64,
+    /// Rows of running processes (no exit time).
+    live_rows: usize,
+    /// Rows first seen in the sample being taken in, not yet given a colour.
+    fresh_rows: usize,
 }
 
 /// A process series' value (bytes) at tick `tk`, if it has one.
@@ -243,15 +258,9 @@ pub struct Monitor {
     pub last_active: crate::model::FastMap<ProcSeriesKey, UnixMs>,
     /// Snapshots applied so far.
     pub ticks: u64,
-    /// The history's [`History::evictions`] when rows were last matched to its series.
+    /// The engine's scratch for deriving the rows (not published on the wire).
     #[serde(skip)]
-    evictions_seen: u64,
-    /// Rows of running processes (no exit time).
-    #[serde(skip)]
-    live_rows: usize,
-    /// Rows first seen in the sample being taken in, not yet given a colour.
-    #[serde(skip)]
-    fresh_rows: usize,
+    derivation: Derivation,
 }
 
 impl Monitor {
@@ -278,9 +287,7 @@ impl Monitor {
             replies: VecDeque::new(),
             last_active: crate::model::FastMap::default(),
             ticks: 0,
-            evictions_seen: 0,
-            live_rows: 0,
-            fresh_rows: 0,
+            derivation: Derivation::default(),
         }
     }
 
@@ -305,7 +312,7 @@ impl Monitor {
         for (pos, p) in snap.processes.iter().enumerate() {
             seen += usize::from(self.take_in_row(pos, p, now));
         }
-        if self.live_rows > seen {
+        if self.derivation.live_rows > seen {
             let mut live = 0;
             for row in self.rows.values_mut() {
                 if row.last_seen_ms < now && row.exited_at_ms.is_none() {
@@ -314,16 +321,16 @@ impl Monitor {
                 }
                 live += usize::from(row.exited_at_ms.is_none());
             }
-            self.live_rows = live;
+            self.derivation.live_rows = live;
         }
         // Colours once this sample's exits are known: a new process's band lies beside the
         // processes running now, not beside one that ended in this same sample.
-        if self.fresh_rows > 0 {
-            self.fresh_rows = 0;
+        if self.derivation.fresh_rows > 0 {
+            self.derivation.fresh_rows = 0;
             color_fresh_rows(&mut self.rows, now);
         }
         // Keep rows while their history exists, so exited processes can still be inspected.
-        if self.history.evictions() != self.evictions_seen {
+        if self.history.evictions() != self.derivation.evictions_seen {
             self.keep_rows_with_history();
         }
         let previous = self.latest.replace(snap);
@@ -337,7 +344,7 @@ impl Monitor {
     /// Takes `history` as this monitor's: the history built beside
     /// [`Monitor::apply_beside_history`] from the samples it took in.
     pub fn set_history(&mut self, history: History) {
-        self.evictions_seen = history.evictions();
+        self.derivation.evictions_seen = history.evictions();
         self.history = history;
     }
 
@@ -347,33 +354,39 @@ impl Monitor {
     /// did).
     fn take_in_row(&mut self, pos: usize, p: &crate::model::ProcessSample, now: UnixMs) -> bool {
         let mut fresh = false;
-        let row = self.rows.at_mut(pos, (p.key(), p.device_index), |_| {
+        let key = (p.key(), p.device_index);
+        let row = self.rows.at_mut(pos, key, |_| {
             fresh = true;
             ProcessRow::first_seen(p, now, UNCOLORED)
         });
+        let d = &mut self.derivation;
+        let recent = d.recent.at_mut(pos, key, |_| Recent::new());
         if fresh {
-            self.fresh_rows += 1;
-            row.update(p, now);
-            self.live_rows += 1;
+            d.fresh_rows += 1;
+            row.update(p, now, recent);
+            d.live_rows += 1;
             return true;
         }
         if row.last_seen_ms >= now {
-            row.update(p, now);
+            row.update(p, now, recent);
             return false;
         }
         if row.exited_at_ms.is_some() {
-            self.live_rows += 1;
+            d.live_rows += 1;
         }
-        row.update(p, now);
+        row.update(p, now, recent);
         true
     }
 
     /// Drops the rows whose history is gone (evicted).
     fn keep_rows_with_history(&mut self) {
-        self.evictions_seen = self.history.evictions();
+        self.derivation.evictions_seen = self.history.evictions();
         let history = &self.history;
         self.rows.retain(|k, _| history.process(k).is_some());
-        self.live_rows = self
+        self.derivation
+            .recent
+            .retain(|k, _| history.process(k).is_some());
+        self.derivation.live_rows = self
             .rows
             .values()
             .filter(|r| r.exited_at_ms.is_none())
@@ -413,7 +426,6 @@ impl Monitor {
             .filter_map(|(k, r)| {
                 let s = h.process(k)?;
                 let mut row = r.clone();
-                row.recent.clear();
                 if t > r.last_seen_ms {
                     row.exited_at_ms = Some(r.exited_at_ms.unwrap_or(r.last_seen_ms));
                     row.used_bytes = Some(0);
@@ -447,60 +459,24 @@ impl Monitor {
             .collect()
     }
 
-    /// Each live row's change over the last minute, read from the history, where the row
-    /// has none of its own: a window attached to an agent takes in the agent's history but
-    /// only its newest sample, so its rows have not seen a minute of samples themselves.
-    pub fn fill_deltas_from_history(&mut self) {
-        let Some(now) = self.latest.as_ref().map(|s| s.taken_at_ms) else {
-            return;
-        };
-        let h = &self.history;
-        let tick = h.tick_at(now.saturating_add(1)).saturating_sub(1);
-        let tick_1m = h.tick_at(now - 60_000);
-        // The history must reach back a minute (within one interval).
-        if h.time_of(tick_1m)
-            .is_none_or(|then| then > now - 60_000 + self.interval_ms as i64)
-        {
-            return;
-        }
-        for r in self.rows.values_mut() {
-            if r.exited_at_ms.is_some() || r.delta_1m_bytes.is_some() {
-                continue;
-            }
-            let Some(s) = h.process(&r.series_key()) else {
-                continue;
-            };
-            if let (Some(a), Some(b)) = (series_value(s, tick), series_value(s, tick_1m)) {
-                r.delta_1m_bytes = Some(a as i64 - b as i64);
-            }
-        }
-    }
-
     /// One process row.
     pub fn row(&self, key: &ProcSeriesKey) -> Option<&ProcessRow> {
         self.rows.get(key)
     }
 
-    /// The colour slot of every running process, by process and GPU (what an attached window
-    /// takes from its agent, so a process has the same colour there as on the agent's
-    /// computer; the window saw those that ended while they ran).
-    pub fn color_slots(&self) -> Vec<(ProcSeriesKey, u8)> {
-        self.rows
-            .iter()
-            .filter(|(_, r)| r.exited_at_ms.is_none())
-            .map(|(k, r)| (*k, r.color_slot))
-            .collect()
-    }
-
-    /// Gives the processes of `slots` that have a row those colour slots (see
-    /// [`Monitor::color_slots`]); others are left as they are.
-    pub fn set_color_slots(&mut self, slots: &[(ProcSeriesKey, u8)]) {
-        let by_key: std::collections::HashMap<ProcSeriesKey, u8> = slots.iter().copied().collect();
-        for r in self.rows.values_mut() {
-            if let Some(s) = by_key.get(&r.series_key()) {
-                r.color_slot = *s;
-            }
+    /// Takes `rows` as this View's rows, as an engine derived them (a window attached to an
+    /// agent takes the agent's): nothing is derived from them here.
+    pub fn set_rows(&mut self, rows: Vec<ProcessRow>) {
+        let mut map = SampleMap::default();
+        for r in rows {
+            map.insert(r.series_key(), r);
         }
+        self.derivation = Derivation {
+            live_rows: map.values().filter(|r| r.exited_at_ms.is_none()).count(),
+            evictions_seen: self.history.evictions(),
+            ..Derivation::default()
+        };
+        self.rows = map;
     }
 
     /// The process on GPU `gpu` growing fastest now (an ongoing leak at its rate, or a

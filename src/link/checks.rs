@@ -146,6 +146,18 @@ fn proc_info(info: &mut ProcInfo) {
     cap_opt(&mut info.pod, MAX_TEXT);
 }
 
+/// A process's facts: a plausible start time, text cut to its limits (copied only when cut).
+///
+/// # Errors
+/// A start time before 1970 or far ahead of `now`.
+pub fn facts(info: &mut std::sync::Arc<ProcInfo>, now: UnixMs) -> Result<(), String> {
+    time("a process start time", info.start_time_ms, now)?;
+    if over_long(info) {
+        proc_info(std::sync::Arc::make_mut(info));
+    }
+    Ok(())
+}
+
 fn over_long(info: &ProcInfo) -> bool {
     [&info.name, &info.user].iter().any(|s| s.len() > MAX_TEXT)
         || info.cmdline.len() > MAX_CMDLINE
@@ -220,10 +232,7 @@ pub fn snapshot(snap: &mut Snapshot, now: UnixMs) -> Result<(), String> {
         p.cpu_pct = p.cpu_pct.filter(|c| c.is_finite() && *c >= 0.0);
         p.sm_util_pct = p.sm_util_pct.filter(|u| *u <= 100);
         if let Some(info) = &mut p.info {
-            time("a process start time", info.start_time_ms, now)?;
-            if over_long(info) {
-                proc_info(std::sync::Arc::make_mut(info));
-            }
+            facts(info, now)?;
         }
     }
     held_within_totals(snap)?;

@@ -1,13 +1,15 @@
 //! The one wire type between an agent and a remote window: [`WireView`], the View
 //! ([`Monitor`]) as plain serde data, versioned ([`API_VERSION`]). The agent makes it from its
 //! View (`GET /api/view?since=TICK`, see docs/agent-api.md); the remote link reads exactly
-//! this type, checks every value ([`super::wire_checks`]) and applies it to the window's
-//! View ([`WireView::apply`]). So a remote window has what a local one has: the snapshot,
-//! the history (only the ticks after `since`: a poll does not resend the day), leak
+//! this type, checks every value ([`super::wire_checks`]) and takes it into the window's
+//! View ([`WireView::apply`]) as it is: the window derives nothing. So a remote window has
+//! what a local one has: the snapshot, the history (only the ticks after `since`: a poll does
+//! not resend the day), the process rows the engine derived (running and exited ones, with
+//! their peaks, one-minute changes and colours), when each process was last active, leak
 //! episodes, OOM suspicions, rule activity, notices, the recording's status, the
 //! time-to-full figures the snapshot carries, the OOM forecast alerts, the series growing now
-//! and the memory held by processes not running on the agent's computer. [`WirePast`] is the agent's own past leaks
-//! (`GET /api/past`).
+//! and the memory held by processes not running on the agent's computer. [`WirePast`] is the
+//! agent's own past leaks (`GET /api/past`).
 //!
 //! Activity entries go as [`WireActivity`]: the target named by its identity, name and owner
 //! (the window names it in those words; its command line stays in the snapshot).
@@ -25,7 +27,9 @@ use crate::act::rules::eval::Target;
 use crate::detect::forecast_alert::ForecastAlert;
 use crate::detect::leak::Growing;
 use crate::detect::orphans::OrphanGpu;
-use crate::engine::view::{LeakKey, LeakRecord, Monitor, OomRecord, RecordingStatus, SourceStatus};
+use crate::engine::view::{
+    LeakKey, LeakRecord, Monitor, OomRecord, ProcessRow, RecordingStatus, SourceStatus,
+};
 use crate::model::history::delta::HistoryDelta;
 use crate::model::history::ProcSeriesKey;
 use crate::model::outcome::Outcome;
@@ -33,8 +37,10 @@ use crate::model::{Origin, Snapshot, SourceInfo, UnixMs};
 
 /// The version of [`WireView`], [`WirePast`] and [`WireReply`]; a window refuses any other.
 /// Version 3: commands are answered as [`WireReply`], and a long one's final reply comes in
-/// the View's `replies`.
-pub const API_VERSION: u32 = 3;
+/// the View's `replies`. Version 4: the View carries the engine's process rows and when each
+/// process was last active (`rows`, `last_active`) in place of `color_slots`; an agent of
+/// version 3 is refused with a sentence naming both versions.
+pub const API_VERSION: u32 = 4;
 
 /// The View as an agent sends it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -87,10 +93,13 @@ pub struct WireView {
     /// companion's answer), newest last, each under the id its accepted reply gave.
     #[serde(default)]
     pub replies: Vec<WireReply>,
-    /// Each process's colour slot on the agent, so the window colours it the same. Absent
-    /// from an agent of an earlier build: the window's own.
-    #[serde(default)]
-    pub color_slots: Vec<(ProcSeriesKey, u8)>,
+    /// Its process rows as its engine derived them, in its order: running processes and
+    /// exited ones whose history it still holds (their colours, peaks, one-minute changes,
+    /// first and last sightings). The window takes them as they are.
+    pub rows: Vec<ProcessRow>,
+    /// When each process was last GPU-busy or changed its memory, by process and GPU, in
+    /// key order (the idle tips and idle conditions).
+    pub last_active: Vec<(ProcSeriesKey, UnixMs)>,
 }
 
 /// A command's reply as the agent sends it.
@@ -278,7 +287,8 @@ impl WireView {
             orphans: m.orphans.clone(),
             guard: m.guard.clone(),
             replies: m.replies.iter().map(WireReply::of).collect(),
-            color_slots: m.color_slots(),
+            rows: m.rows().cloned().collect(),
+            last_active: last_active(m),
         }
     }
 
@@ -332,10 +342,13 @@ impl WireView {
         Ok(next)
     }
 
-    /// Applies an answer, already checked ([`super::wire_checks::view`]), to the window's
+    /// Takes an answer, already checked ([`super::wire_checks::view`]), into the window's
     /// View `m`: its history first (refused as a whole, `m` unchanged, when its times do not
-    /// follow the window's), then the rest. The snapshot is taken once the history is caught
-    /// up (its tick is the history's newest). Returns the `since` of the next poll.
+    /// follow the window's), then the rest, as the agent's engine made it. The snapshot, the
+    /// rows and the last activity are taken once the history is caught up (the snapshot's
+    /// tick is the history's newest), the snapshot only when newer than the one held (its
+    /// arrival is this computer's time, so a window sees a stalled agent as stale). Returns
+    /// the `since` of the next poll.
     ///
     /// # Errors
     /// Why the answer was refused; `m` keeps its last good state.
@@ -343,15 +356,20 @@ impl WireView {
         let caught_up = self.caught_up();
         m.history.append(&self.history)?;
         let next = self.history.end_tick();
-        if let (true, Some(snap)) = (caught_up, self.latest) {
-            let newer = m
-                .latest
-                .as_ref()
-                .is_none_or(|l| snap.taken_at_ms > l.taken_at_ms);
-            if newer {
-                m.apply(snap, received_ms);
-                m.fill_deltas_from_history();
+        if caught_up {
+            if let Some(snap) = self.latest {
+                let newer = m
+                    .latest
+                    .as_ref()
+                    .is_none_or(|l| snap.taken_at_ms > l.taken_at_ms);
+                if newer {
+                    m.latest = Some(snap);
+                    m.latest_received_ms = Some(received_ms);
+                }
             }
+            m.set_rows(self.rows);
+            m.last_active = self.last_active.into_iter().collect();
+            m.ticks = self.ticks;
         }
         m.source = self.source;
         m.interval_ms = self.interval_ms.max(1);
@@ -371,9 +389,15 @@ impl WireView {
         m.orphans = self.orphans;
         m.guard = self.guard;
         // `replies` are the agent's, under its ids: the link routes them to its own commands.
-        m.set_color_slots(&self.color_slots);
         Ok(next)
     }
+}
+
+/// When each process of `m` was last active, in key order (the same text for the same View).
+fn last_active(m: &Monitor) -> Vec<(ProcSeriesKey, UnixMs)> {
+    let mut v: Vec<(ProcSeriesKey, UnixMs)> = m.last_active.iter().map(|(k, t)| (*k, *t)).collect();
+    v.sort_unstable();
+    v
 }
 
 #[cfg(test)]
@@ -449,11 +473,12 @@ mod tests {
         assert!(!WireView::of(&b, next, 100_000).restarted(&w, next));
     }
 
-    /// A window attached to an agent colours each process as the agent does: the agent saw
-    /// the demo's batch jobs come and go (its slots handed out over 42 minutes), the window
-    /// attaches at the end and takes the agent's slots, not the ones it would give.
+    /// A window attached to an agent takes the agent's rows as they are: the agent saw the
+    /// demo's batch jobs come and go for 42 minutes (colours handed out, peaks, exits), the
+    /// window attaches at the end and has the same rows, exited ones included, with the
+    /// same colours, and the same last activity, though it saw one sample.
     #[test]
-    fn an_attached_window_colours_processes_as_the_agent_does() {
+    fn an_attached_window_has_the_agent_s_rows_and_last_activity() {
         let t0 = T0;
         let mut sim = crate::source::sim::SimSource::demo(t0);
         let mut agent = Monitor::new(1000, 3600);
@@ -461,28 +486,21 @@ mod tests {
         for i in 0..2500 {
             t = t0 + i * 1000;
             agent.apply(sim.sample(t).expect("sim"), t);
+            if i % 7 == 0 {
+                let keys: Vec<ProcSeriesKey> = agent.rows().map(ProcessRow::series_key).collect();
+                agent.last_active = keys.into_iter().map(|k| (k, t)).collect();
+            }
         }
         let wire = WireView::of(&agent, 0, usize::MAX);
         let mut window = Monitor::new(1000, 3600);
-        wire.clone().apply(&mut window, t).expect("applied");
-        let mut own = Monitor::new(1000, 3600);
-        WireView {
-            color_slots: Vec::new(),
-            ..wire
-        }
-        .apply(&mut own, t)
-        .expect("applied");
-        let mut differ = 0;
-        let mut live = 0;
-        for r in agent.rows().filter(|r| r.exited_at_ms.is_none()) {
-            live += 1;
-            let w = window.row(&r.series_key()).expect("the window has the row");
-            assert_eq!(w.color_slot, r.color_slot, "{:?}", r.key);
-            let o = own.row(&r.series_key()).expect("row");
-            differ += usize::from(o.color_slot != r.color_slot);
-        }
-        assert!(live >= 5, "{live}");
-        // Without the agent's slots the window would colour some differently.
-        assert!(differ > 0);
+        wire.apply(&mut window, t).expect("applied");
+        let json = |m: &Monitor| serde_json::to_value(m.rows().collect::<Vec<_>>()).expect("json");
+        assert_eq!(json(&window), json(&agent));
+        let exited = window.rows().filter(|r| r.exited_at_ms.is_some()).count();
+        assert!(exited >= 1, "{exited}");
+        assert_eq!(window.table_rows(t).len(), agent.table_rows(t).len());
+        assert!(!window.last_active.is_empty());
+        assert_eq!(window.last_active, agent.last_active);
+        assert_eq!(window.ticks, agent.ticks);
     }
 }

@@ -14,7 +14,7 @@ use super::wire::{WireActivity, WirePast, WireReply, WireTarget, WireView, API_V
 use crate::detect::forecast_alert::ForecastAlert;
 use crate::detect::leak::Growing;
 use crate::detect::orphans::OrphanGpu;
-use crate::engine::view::{LeakKey, LeakRecord, OomRecord, RecordingStatus};
+use crate::engine::view::{LeakKey, LeakRecord, OomRecord, ProcessRow, RecordingStatus};
 use crate::model::history::delta::HistoryDelta;
 use crate::model::UnixMs;
 
@@ -502,13 +502,12 @@ pub fn orphan(o: &mut OrphanGpu, listed: &[u32]) -> Result<(), String> {
 }
 
 /// The parts of an answer its watches fill: forecast alerts, growing series, orphaned
-/// memory, the guard's status and the processes' colours.
+/// memory and the guard's status.
 struct Watched<'a> {
     oom_alerts: &'a mut Vec<ForecastAlert>,
     growing: &'a [(LeakKey, Growing)],
     orphans: &'a mut Vec<OrphanGpu>,
     guard: &'a mut Vec<crate::act::guard::GuardStatus>,
-    color_slots: &'a [(crate::model::history::ProcSeriesKey, u8)],
 }
 
 /// The forecast alerts, growing series and orphaned memory of an answer: counts first, then
@@ -521,10 +520,6 @@ fn watches(w: Watched<'_>, listed: &[u32], now: UnixMs) -> Result<(), String> {
     checks::count("growing series", w.growing.len(), MAX_PROCESSES)?;
     checks::count("orphans", w.orphans.len(), MAX_DEVICES)?;
     checks::count("guard", w.guard.len(), MAX_DEVICES)?;
-    checks::count("color_slots", w.color_slots.len(), MAX_PROCESSES)?;
-    for ((p, _), _) in w.color_slots {
-        pid("color_slots", p.pid)?;
-    }
     for g in w.guard.iter_mut() {
         guard(g, listed, now)?;
     }
@@ -536,6 +531,79 @@ fn watches(w: Watched<'_>, listed: &[u32], now: UnixMs) -> Result<(), String> {
     }
     for o in w.orphans.iter_mut() {
         orphan(o, listed)?;
+    }
+    Ok(())
+}
+
+/// A process row as the agent's engine derived it: its identity and GPU in range, its times
+/// plausible, its memory figures within bounds (one out of range is dropped, as in a
+/// snapshot), its facts cut to their limits.
+///
+/// # Errors
+/// A sentence naming the field.
+fn row(r: &mut ProcessRow, now: UnixMs) -> Result<(), String> {
+    let ProcessRow {
+        key,
+        device_index,
+        info,
+        used_bytes,
+        peak_bytes,
+        delta_1m_bytes,
+        first_seen_ms,
+        last_seen_ms,
+        exited_at_ms,
+        cpu_pct,
+        rss_bytes,
+        color_slot: _,
+        torch,
+        sm_util_pct,
+        parked,
+        simulated: _,
+    } = r;
+    pid("rows", key.pid)?;
+    checks::device_index("rows: a process on", *device_index)?;
+    checks::facts(info, now).map_err(|e| format!("rows: {e}"))?;
+    for (what, t) in [
+        ("first sighting", Some(*first_seen_ms)),
+        ("last sighting", Some(*last_seen_ms)),
+        ("exit", *exited_at_ms),
+    ] {
+        if let Some(t) = t {
+            checks::time(&format!("rows: a time of {what}"), t, now)?;
+        }
+    }
+    *used_bytes = used_bytes.filter(|b| *b <= MAX_BYTES);
+    *peak_bytes = (*peak_bytes).min(MAX_BYTES);
+    *delta_1m_bytes = delta_1m_bytes.filter(|d| d.unsigned_abs() <= MAX_BYTES);
+    *rss_bytes = rss_bytes.filter(|b| *b <= MAX_BYTES);
+    *cpu_pct = cpu_pct.filter(|c| c.is_finite() && *c >= 0.0);
+    *sm_util_pct = sm_util_pct.filter(|u| *u <= 100);
+    *torch = torch.filter(|t| t.reserved_bytes <= MAX_BYTES && t.allocated_bytes <= MAX_BYTES);
+    if let Some(p) = parked {
+        checks::time("rows: a park's start", p.since_ms, now)?;
+        p.bytes = p.bytes.filter(|b| *b <= MAX_BYTES);
+    }
+    Ok(())
+}
+
+/// The rows and the last activity of an answer: counts first, then each value.
+///
+/// # Errors
+/// A sentence naming the field.
+fn rows(
+    rows_sent: &mut [ProcessRow],
+    last_active: &[(crate::model::history::ProcSeriesKey, UnixMs)],
+    now: UnixMs,
+) -> Result<(), String> {
+    checks::count("rows", rows_sent.len(), MAX_PROCESSES)?;
+    checks::count("last_active", last_active.len(), MAX_PROCESSES)?;
+    for r in rows_sent.iter_mut() {
+        row(r, now)?;
+    }
+    for ((p, gpu), t) in last_active {
+        pid("last_active", p.pid)?;
+        checks::device_index("last_active: a process on", *gpu)?;
+        checks::time("last_active: a time", *t, now)?;
     }
     Ok(())
 }
@@ -581,7 +649,8 @@ pub fn view(v: &mut WireView, now: UnixMs) -> Result<(), String> {
         orphans,
         guard: guards,
         replies,
-        color_slots,
+        rows: process_rows,
+        last_active,
     } = v;
     version(*api_version)?;
     checks::interval(*interval_ms).map_err(|e| format!("interval_ms: {e}"))?;
@@ -635,9 +704,9 @@ pub fn view(v: &mut WireView, now: UnixMs) -> Result<(), String> {
         growing: grows,
         orphans,
         guard: guards,
-        color_slots,
     };
     watches(watched, &listed, now)?;
+    rows(process_rows, last_active, now)?;
     if let crate::engine::view::SourceStatus::Failed(e) = status {
         checks::cap_text(e, MAX_TEXT);
     }
@@ -667,7 +736,15 @@ pub fn past(p: &mut WirePast, now: UnixMs) -> Result<(), String> {
     Ok(())
 }
 
-/// Reads and checks an answer of `GET /api/view`.
+/// The `api_version` of an answer that did not read as this version's type.
+#[derive(serde::Deserialize)]
+struct Versioned {
+    api_version: u32,
+}
+
+/// Reads and checks an answer of `GET /api/view`. An answer of another version (an agent of
+/// version 3 sends no rows) is refused with the sentence naming both versions, not with the
+/// field it lacks.
 ///
 /// # Errors
 /// A sentence for the link's status.
@@ -675,8 +752,13 @@ pub fn decode_view(body: &[u8], now: UnixMs) -> Result<WireView, String> {
     if body.len() as u64 > MAX_VIEW_BYTES {
         return Err(format!("the agent's answer is over {MAX_VIEW_BYTES} bytes"));
     }
-    let mut v: WireView = serde_json::from_slice(body)
-        .map_err(|e| format!("the agent's view is not understood: {e}"))?;
+    let mut v: WireView =
+        serde_json::from_slice(body).map_err(|e| {
+            match serde_json::from_slice::<Versioned>(body).map(|v| version(v.api_version)) {
+                Ok(Err(other)) => other,
+                _ => format!("the agent's view is not understood: {e}"),
+            }
+        })?;
     view(&mut v, now)?;
     Ok(v)
 }
@@ -761,8 +843,64 @@ mod tests {
         assert!(growing(&LeakKey::Ghost(MAX_DEVICES as u32), &good, NOW).is_err());
     }
 
+    /// A row of the simulated GPUs' View after two samples.
+    fn a_row() -> ProcessRow {
+        use crate::source::GpuSource;
+        let mut sim = crate::source::sim::SimSource::demo(NOW - 10_000);
+        let mut m = crate::engine::view::Monitor::new(1000, 10);
+        for t in [NOW - 1_000, NOW] {
+            m.apply(sim.sample(t).expect("sim"), t);
+        }
+        let r = m.rows().next().cloned();
+        r.expect("a row")
+    }
+
+    #[test]
+    fn a_row_out_of_range_is_refused_and_its_figures_out_of_bounds_dropped() {
+        let good = a_row();
+        let mut r = good.clone();
+        row(&mut r, NOW).expect("a good row");
+        assert_eq!(r, good, "a good row is taken as it is");
+        let mut far_pid = good.clone();
+        far_pid.key.pid = MAX_PID + 1;
+        assert!(row(&mut far_pid, NOW).is_err_and(|e| e.contains("rows")));
+        let mut far_gpu = good.clone();
+        far_gpu.device_index = MAX_DEVICES as u32;
+        assert!(row(&mut far_gpu, NOW).is_err());
+        let mut ahead = good.clone();
+        ahead.exited_at_ms = Some(NOW + 3_600_000);
+        let e = row(&mut ahead, NOW).expect_err("an exit an hour ahead");
+        assert!(e.contains("rows: a time of exit"), "{e}");
+        let mut odd = good.clone();
+        odd.used_bytes = Some(u64::MAX);
+        odd.peak_bytes = u64::MAX;
+        odd.cpu_pct = Some(f32::NAN);
+        odd.sm_util_pct = Some(400);
+        odd.delta_1m_bytes = Some(i64::MIN);
+        std::sync::Arc::make_mut(&mut odd.info).cmdline = "x".repeat(1 << 20);
+        row(&mut odd, NOW).expect("taken, cleaned");
+        assert_eq!(
+            (
+                odd.used_bytes,
+                odd.peak_bytes,
+                odd.cpu_pct,
+                odd.sm_util_pct,
+                odd.delta_1m_bytes
+            ),
+            (None, MAX_BYTES, None, None, None)
+        );
+        assert!(odd.info.cmdline.len() < 1 << 20);
+        let key = good.series_key();
+        let mut many = vec![good.clone(); MAX_PROCESSES + 1];
+        assert!(rows(&mut many, &[], NOW).is_err_and(|e| e.contains("rows")));
+        assert!(
+            rows(&mut [], &[(key, NOW + 3_600_000)], NOW).is_err_and(|e| e.contains("last_active"))
+        );
+        assert!(rows(&mut [good], &[(key, NOW)], NOW).is_ok());
+    }
+
     /// The reply on the wire, as `POST /api/v1/command` and the View's `replies` write it.
-    const PARKED: &str = r#"{"api_version":3,"id":17,"what":"park (GPU memory to host memory)","outcome":"acted","detail":"parked python (PID 42) in 16.8 s","bytes":43486543872,"seconds":16.8}"#;
+    const PARKED: &str = r#"{"api_version":4,"id":17,"what":"park (GPU memory to host memory)","outcome":"acted","detail":"parked python (PID 42) in 16.8 s","bytes":43486543872,"seconds":16.8}"#;
 
     #[test]
     fn a_reply_reads_and_writes_as_its_golden_text_and_round_trips() {

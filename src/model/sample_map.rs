@@ -58,6 +58,11 @@ impl<K: Hash + Eq + Copy, V> SampleMap<K, V> {
         self.entries.entry(key).or_insert_with(make)
     }
 
+    /// Sets the entry of `key` to `value` (a new one goes last).
+    pub fn insert(&mut self, key: K, value: V) {
+        self.entries.insert(key, value);
+    }
+
     /// Keeps the entries `keep` accepts (in their order).
     pub fn retain(&mut self, keep: impl FnMut(&K, &mut V) -> bool) {
         self.entries.retain(keep);
