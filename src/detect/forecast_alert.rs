@@ -97,6 +97,13 @@ impl ForecastWatch {
         self.minutes = minutes;
     }
 
+    /// The GPUs with an alert in force (no copy of the alerts).
+    pub fn alert_gpus(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self.active.keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+
     /// The alerts in force, by GPU.
     pub fn alerts(&self) -> Vec<ForecastAlert> {
         let mut v: Vec<ForecastAlert> = self.active.values().map(|(a, _)| a.clone()).collect();

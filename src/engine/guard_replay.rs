@@ -78,7 +78,9 @@ impl DryGuard {
         };
         let activity = &self.activity;
         let idle = |k: &ProcSeriesKey| activity.idle_ms(k, now).map(|ms| ms as f64 / 1000.0);
-        let facts = gpu_facts(snap, &found, &idle, &mut who_of, &mut |_| None);
+        let facts = gpu_facts(snap, &found, &idle, &mut |p| who_of(p).into(), &mut |_| {
+            None
+        });
         DryTick {
             steps: self.guard.decide(&facts, now),
             events,

@@ -345,12 +345,7 @@ impl Engine {
         drop(watches);
         // Rules: pure decisions, then the runner (the only code that signals).
         let rules = cost::span(Part::Rules);
-        let alerts: Vec<u32> = self
-            .watches
-            .forecast_alerts()
-            .iter()
-            .map(|a| a.device_index)
-            .collect();
+        let alerts = self.watches.forecast_alert_gpus();
         let acts = self
             .rules
             .run(&snap, watched.leaking, &watched.growth, &alerts, now);

@@ -28,8 +28,8 @@ pub struct GpuFacts {
 pub struct ProcFacts {
     /// pid + start time, and the GPU.
     pub key: ProcSeriesKey,
-    /// "python (PID 42)".
-    pub who: String,
+    /// "python (PID 42)" (shared: the engine makes it once per process and name).
+    pub who: std::sync::Arc<str>,
     /// GPU memory it holds.
     pub bytes: u64,
     /// How fast it grows (bytes/s; 0 when it does not).
@@ -44,7 +44,7 @@ pub struct ProcFacts {
     pub parked: Option<ParkInfo>,
     /// Why it may not be parked (several GPUs, NCCL, host memory short, protected…), said
     /// ahead so the guard's view tells it before it matters.
-    pub unparkable: Option<String>,
+    pub unparkable: Option<std::sync::Arc<str>>,
 }
 
 impl GpuFacts {

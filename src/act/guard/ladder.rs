@@ -111,7 +111,7 @@ impl Plan {
         let starts_at = trigger(first, &cands, rate, s, t);
         plan.next = Some(NextStep {
             kind: first.kind,
-            who: first.proc.who.clone(),
+            who: first.proc.who.to_string(),
             needs_s: first.needs_s,
             starts_at_s: starts_at,
         });
@@ -204,7 +204,7 @@ fn step(g: &GpuFacts, c: Cand, full_in_s: Option<f64>, for_paused: bool) -> Step
         gpu: g.index,
         kind: c.kind,
         key: c.proc.key,
-        who: c.proc.who.clone(),
+        who: c.proc.who.to_string(),
         bytes: c.bytes,
         needs_s: c.needs_s,
         full_in_s,

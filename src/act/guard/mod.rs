@@ -382,7 +382,7 @@ mod tests {
     fn proc(pid: u32, gib: u64, growth_gib_s: f64, idle_s: Option<f64>) -> ProcFacts {
         ProcFacts {
             key: key(pid),
-            who: format!("job (PID {pid})"),
+            who: format!("job (PID {pid})").into(),
             bytes: gib * GIB,
             growth_bytes_s: growth_gib_s * GIB as f64,
             idle_s,

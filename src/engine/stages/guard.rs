@@ -10,6 +10,7 @@ use crate::act::rules::park_action::{ParkKind, ParkRecord};
 use crate::act::rules::Action;
 use crate::model::history::ProcSeriesKey;
 use crate::model::{FastMap, ProcessSample, Snapshot, UnixMs, MIB};
+use std::sync::Arc;
 
 /// How long a "may it be parked" answer is reused (it reads `/proc`).
 const REFUSAL_TTL_MS: i64 = 10_000;
@@ -34,21 +35,21 @@ fn name_of(p: &ProcessSample) -> &str {
 }
 
 /// The guard's names of processes ([`who_of`]), made once per process and name rather than
-/// on every tick.
+/// on every tick, and shared (a tick copies none).
 #[derive(Debug, Default)]
-pub struct Names(crate::model::FastMap<ProcSeriesKey, (String, String)>);
+pub struct Names(crate::model::FastMap<ProcSeriesKey, (String, Arc<str>)>);
 
 impl Names {
     /// [`who_of`]`(p)`, from the cache while the process keeps its name.
-    pub fn who(&mut self, p: &ProcessSample) -> String {
+    pub fn who(&mut self, p: &ProcessSample) -> Arc<str> {
         let name = name_of(p);
         let (cached, who) = self
             .0
             .entry((p.key(), p.device_index))
-            .or_insert_with(|| (name.to_string(), who_of(p)));
+            .or_insert_with(|| (name.to_string(), who_of(p).into()));
         if cached != name {
             *cached = name.to_string();
-            *who = who_of(p);
+            *who = who_of(p).into();
         }
         who.clone()
     }
@@ -72,8 +73,8 @@ pub fn gpu_facts(
     snap: &Snapshot,
     found: &Findings,
     idle_s: &dyn Fn(&ProcSeriesKey) -> Option<f64>,
-    who: &mut dyn FnMut(&ProcessSample) -> String,
-    unparkable: &mut dyn FnMut(&ProcessSample) -> Option<String>,
+    who: &mut dyn FnMut(&ProcessSample) -> Arc<str>,
+    unparkable: &mut dyn FnMut(&ProcessSample) -> Option<Arc<str>>,
 ) -> Vec<GpuFacts> {
     let now = snap.taken_at_ms;
     let mut gpus: Vec<GpuFacts> = snap
@@ -132,7 +133,7 @@ pub fn gpu_facts(
 pub struct GuardStage {
     /// The guard.
     pub guard: Guard,
-    refusals: crate::model::FastMap<ProcSeriesKey, (UnixMs, Option<String>)>,
+    refusals: crate::model::FastMap<ProcSeriesKey, (UnixMs, Option<Arc<str>>)>,
     names: Names,
 }
 
@@ -247,7 +248,7 @@ impl GuardStage {
         runner: &ActionRunner,
         safety: &Safety,
         now: UnixMs,
-    ) -> Option<String> {
+    ) -> Option<Arc<str>> {
         let key = (p.key(), p.device_index);
         if let Some((_, why)) = self.refusals.get(&key) {
             return why.clone();
@@ -260,7 +261,7 @@ impl GuardStage {
             allow_other_users: s.allow_other_users,
             target: crate::act::rules::eval::process_target(p),
         };
-        let why = runner.would_refuse(&planned, safety);
+        let why: Option<Arc<str>> = runner.would_refuse(&planned, safety).map(Arc::from);
         self.refusals.insert(key, (now, why.clone()));
         why
     }
@@ -270,7 +271,6 @@ impl GuardStage {
 mod tests {
     use super::*;
     use crate::model::{ProcInfo, ProcessKey};
-    use std::sync::Arc;
 
     fn proc(pid: u32, start: UnixMs, name: Option<&str>) -> ProcessSample {
         ProcessSample {
@@ -290,22 +290,22 @@ mod tests {
     fn names_are_made_once_per_process_and_name_and_equal_who_of() {
         let mut names = Names::default();
         let a = proc(7, 1_000, Some("python3"));
-        assert_eq!(names.who(&a), "python3 (PID 7)");
-        assert_eq!(names.who(&a), who_of(&a));
-        assert_eq!(names.who(&proc(8, 0, None)), "? (PID 8)");
+        assert_eq!(&*names.who(&a), "python3 (PID 7)");
+        assert_eq!(&*names.who(&a), who_of(&a).as_str());
+        assert_eq!(&*names.who(&proc(8, 0, None)), "? (PID 8)");
         // The process renames itself (its facts read again): the new name is used.
         assert_eq!(
-            names.who(&proc(9, 2_000, Some("python3"))),
+            &*names.who(&proc(9, 2_000, Some("python3"))),
             "python3 (PID 9)"
         );
         assert_eq!(
-            names.who(&proc(9, 2_000, Some("trainer"))),
+            &*names.who(&proc(9, 2_000, Some("trainer"))),
             "trainer (PID 9)"
         );
         // A reused PID (another start time) is another process.
         let reused = proc(7, 5_000, Some("bash"));
-        assert_eq!(names.who(&reused), "bash (PID 7)");
-        assert_eq!(names.who(&a), "python3 (PID 7)");
+        assert_eq!(&*names.who(&reused), "bash (PID 7)");
+        assert_eq!(&*names.who(&a), "python3 (PID 7)");
         // Once it holds far more than the sample lists, the cache keeps only those listed.
         for pid in 100..140 {
             names.who(&proc(pid, 1, Some("x")));

@@ -110,6 +110,11 @@ impl Watches {
         self.forecasts.hold(snap);
     }
 
+    /// The GPUs with an OOM forecast alert standing now.
+    pub fn forecast_alert_gpus(&self) -> Vec<u32> {
+        self.forecasts.alert_gpus()
+    }
+
     /// The OOM forecast alerts standing now.
     pub fn forecast_alerts(&self) -> Vec<crate::detect::forecast_alert::ForecastAlert> {
         self.forecasts.alerts()
