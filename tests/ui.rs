@@ -245,7 +245,7 @@ fn driver_error_is_explained_and_the_demo_offered() {
         1000,
         &ctx,
     );
-    let shared = backend.shared.clone();
+    let shared = backend.shared().clone();
     let t = Instant::now();
     while !matches!(shared.read().expect("lock").status, SourceStatus::Failed(_)) {
         assert!(t.elapsed() < Duration::from_secs(5));
@@ -1263,7 +1263,7 @@ fn tab_reaches_every_part_of_the_window_and_enter_acts() {
 fn a_frame_is_drawn_while_the_engine_holds_its_lock() {
     let mut h = harness(demo_app(30));
     h.run();
-    let shared = h.state().backend().shared.clone();
+    let shared = h.state().backend().shared().clone();
     let (held_tx, held_rx) = std::sync::mpsc::channel();
     let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
     let writer = std::thread::spawn(move || {

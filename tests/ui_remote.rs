@@ -280,7 +280,7 @@ fn several_hosts_stay_attached_and_keep_their_history_while_another_is_shown() {
     let span = |h: &Harness<'static, VramApp>| {
         h.state()
             .backend()
-            .shared
+            .shared()
             .read()
             .expect("monitor")
             .history

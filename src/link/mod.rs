@@ -5,9 +5,11 @@
 //! Two links exist: [`crate::engine::sampler::SamplerHandle`], the engine in this process on its own
 //! thread, and [`remote::RemoteLink`], an agent on another machine (or on this one) reached
 //! over HTTP, whose engine applies its own policy to every command. A front end holds a
-//! `Box<dyn EngineLink>` and never knows which.
+//! `Box<dyn EngineLink>` and never knows which; what only an agent has (its session logs
+//! and past leaks) is the [`files::AgentFiles`] capability the link may offer.
 
 pub mod checks;
+pub mod files;
 pub mod open;
 pub mod remote;
 pub mod remote_alerts;
@@ -63,6 +65,11 @@ pub trait EngineLink: Send {
     fn take_replies(&self) -> Vec<crate::engine::command::CommandReply>;
     /// How the link is doing.
     fn health(&self) -> LinkHealth;
+    /// What an agent's link can do besides: its session logs and past leaks (`None`: the
+    /// engine runs in this process, its files are this computer's).
+    fn agent_files(&self) -> Option<&dyn files::AgentFiles> {
+        None
+    }
 }
 
 impl EngineLink for crate::engine::sampler::SamplerHandle {

@@ -53,35 +53,11 @@ pub fn parse_url(url: &str) -> Result<String, String> {
     Ok(u.to_string())
 }
 
-/// A session log on the agent (`GET /api/v1/sessions`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct RemoteSession {
-    /// Its file name in the agent's sessions folder.
-    pub name: String,
-    /// Size in bytes.
-    pub size_bytes: u64,
-    /// When the recording began (ms since the epoch), when the header says.
-    #[serde(default)]
-    pub started_ms: Option<UnixMs>,
-    /// How long it covers, ms.
-    #[serde(default)]
-    pub duration_ms: Option<UnixMs>,
-}
+pub use super::files::{RemoteFiles, RemoteSession};
 
 #[derive(Debug, Deserialize)]
 struct SessionsReply {
     sessions: Vec<RemoteSession>,
-}
-
-/// The agent's session logs as the link last listed them, and its downloads.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RemoteFiles {
-    /// The list, or why it could not be read (`None`: not asked yet).
-    pub list: Option<Result<Vec<RemoteSession>, String>>,
-    /// A download in progress (its name).
-    pub downloading: Option<String>,
-    /// Finished downloads, oldest first: the name and the local file, or why it failed.
-    pub done: Vec<(String, Result<std::path::PathBuf, String>)>,
 }
 
 /// Work for the link's command thread.
@@ -956,6 +932,32 @@ impl EngineLink for RemoteLink {
             .map(|h| h.clone())
             .unwrap_or_else(|p| p.into_inner().clone())
     }
+
+    fn agent_files(&self) -> Option<&dyn super::files::AgentFiles> {
+        Some(self)
+    }
+}
+
+impl super::files::AgentFiles for RemoteLink {
+    fn files(&self) -> RemoteFiles {
+        RemoteLink::files(self)
+    }
+
+    fn list_sessions(&self) {
+        RemoteLink::list_sessions(self);
+    }
+
+    fn download(&self, name: &str, base: &std::path::Path) {
+        RemoteLink::download(self, name, self.downloads_folder(base));
+    }
+
+    fn take_downloads(&self) -> Vec<(String, Result<std::path::PathBuf, String>)> {
+        self.take_done()
+    }
+
+    fn past_or_ask(&self) -> Option<Arc<crate::engine::replay::PastEvents>> {
+        RemoteLink::past_or_ask(self)
+    }
 }
 
 impl EngineLink for Arc<RemoteLink> {
@@ -973,6 +975,10 @@ impl EngineLink for Arc<RemoteLink> {
 
     fn health(&self) -> LinkHealth {
         self.as_ref().health()
+    }
+
+    fn agent_files(&self) -> Option<&dyn super::files::AgentFiles> {
+        Some(self.as_ref())
     }
 }
 

@@ -75,7 +75,7 @@ impl VramApp {
             ui.add_space(ui.available_height() * 0.25);
             ui.heading(format!(
                 "Connecting to {}…",
-                self.backend.remote.as_deref().unwrap_or("")
+                self.backend.remote().unwrap_or("")
             ));
             if let crate::link::LinkHealth::Disconnected { error, .. } = health {
                 ui.label(RichText::new(error.as_str()).color(widgets::warn(ui)));

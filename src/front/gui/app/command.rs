@@ -66,7 +66,7 @@ impl VramApp {
             // Back from an agent: this computer's source as it was before (the demo when no
             // driver was in use).
             UiCommand::RetryDriver => {
-                self.restart_local(self.backend.remote.is_some() && self.local_demo);
+                self.restart_local(self.backend.remote().is_some() && self.local_demo);
             }
             UiCommand::AskSwitchSource(to_demo) => self.switch_source = Some(to_demo),
             UiCommand::Connect(req) => self.attach(ctx, &req),
@@ -104,7 +104,7 @@ impl VramApp {
     /// was recorded elsewhere. Attached to an agent, the session is the agent's: it is
     /// downloaded (as Sessions → Sessions on the agent… does) and opened once it is here.
     pub(super) fn go_to_leak(&mut self, c: crate::front::gui::leaks::LeakClick) {
-        let remote = self.backend.remote.is_some();
+        let remote = self.backend.remote().is_some();
         let here = match (&c.session, &self.view) {
             (None, None) => true,
             (Some(p), Some(v)) if remote => {

@@ -21,7 +21,7 @@ impl VramApp {
     pub(super) fn switch_host(&mut self, ctx: &egui::Context, pick: Option<usize>) {
         let host = pick.and_then(|i| self.state.hosts.get(i).cloned());
         let showing = match &host {
-            None => self.backend.remote.is_none(),
+            None => self.backend.remote().is_none(),
             Some(h) => self.backend.shown_host() == Some(h),
         };
         if showing {
@@ -41,7 +41,7 @@ impl VramApp {
                     );
                 }
                 Some(h) => self.connect.show(Some(&h)),
-                None => self.restart_local(self.backend.remote.is_some() && self.local_demo),
+                None => self.restart_local(self.backend.remote().is_some() && self.local_demo),
             }
         }
     }
@@ -127,8 +127,8 @@ impl VramApp {
         let Some((req, _)) = self.connecting.take() else {
             return;
         };
-        if self.backend.remote.is_none() {
-            self.local_demo = self.backend.source.is_simulated();
+        if self.backend.remote().is_none() {
+            self.local_demo = self.backend.source().is_simulated();
         }
         match opened.and_then(|o| self.backend.attach_opened(&req.host, o)) {
             Ok(()) => {
@@ -164,11 +164,7 @@ impl VramApp {
 
     /// "Host: …" above the GPU cards: this computer or a saved agent.
     pub(super) fn host_selector(&mut self, ui: &mut Ui) {
-        let current = self
-            .backend
-            .remote
-            .clone()
-            .unwrap_or_else(|| "This computer".into());
+        let current = self.backend.remote().unwrap_or("This computer").to_string();
         ui.horizontal(|ui| {
             let label = ui.label("Host");
             egui::ComboBox::from_id_salt("host-selector")
@@ -187,7 +183,7 @@ impl VramApp {
                     };
                     if ui
                         .selectable_label(
-                            self.backend.remote.is_none(),
+                            self.backend.remote().is_none(),
                             mark(None, "This computer".into()),
                         )
                         .clicked()

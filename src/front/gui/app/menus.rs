@@ -42,7 +42,7 @@ impl VramApp {
             self.push(UiCommand::OpenConnect(None));
             ui.close();
         }
-        if self.backend.remote.is_some()
+        if self.backend.remote().is_some()
             && ui.button("Disconnect (back to this computer)").clicked()
         {
             self.push(UiCommand::Disconnect);
@@ -59,7 +59,7 @@ impl VramApp {
 
     /// Sessions: the agent's, browse, open, import, export, back to live, recording.
     fn sessions_menu(&mut self, ui: &mut Ui, live: &Monitor, viewing: bool) {
-        if self.backend.remote.is_some() && ui.button("Sessions on the agent…").clicked() {
+        if self.backend.remote().is_some() && ui.button("Sessions on the agent…").clicked() {
             self.push(UiCommand::OpenAgentSessions);
             ui.close();
         }
@@ -137,7 +137,7 @@ impl VramApp {
 
     /// Source: the demo or the driver (asks before clearing history).
     fn source_menu(&mut self, ui: &mut Ui, live: &Monitor) {
-        let demo = self.backend.source.is_simulated();
+        let demo = self.backend.source().is_simulated();
         let running = live.status == SourceStatus::Running;
         for (is_demo, label) in [
             (true, "Simulated GPUs (demo)"),
@@ -178,7 +178,7 @@ impl VramApp {
                     })
                     .strong(),
             );
-        } else if shows_simulated(live, self.backend.source) {
+        } else if shows_simulated(live, self.backend.source()) {
             ui.label(
                 RichText::new("DEMO · simulated GPUs")
                     .color(widgets::forecast_color(ui.visuals().dark_mode))

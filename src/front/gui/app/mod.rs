@@ -264,7 +264,7 @@ impl VramApp {
     /// The agent's host when the window is attached to one (its View's host name, else
     /// "the agent's host"); `None` for this computer.
     fn agent_host<'m>(&self, m: &'m Monitor) -> Option<&'m str> {
-        self.backend.remote.as_ref()?;
+        self.backend.remote()?;
         Some(
             m.source
                 .as_ref()

@@ -43,7 +43,7 @@ impl VramApp {
             }
             None => {
                 egui::CentralPanel::default().show(ui, |ui| {
-                    if self.backend.remote.is_some() {
+                    if self.backend.remote().is_some() {
                         self.connecting_state(ui, health);
                     } else {
                         empty_state(ui, live, &mut self.queue);
@@ -138,7 +138,7 @@ impl VramApp {
             .min_size(200.0)
             .max_size((full * 0.3).max(200.0))
             .show(ui, |ui| {
-                if !self.state.hosts.is_empty() || self.backend.remote.is_some() {
+                if !self.state.hosts.is_empty() || self.backend.remote().is_some() {
                     self.host_selector(ui);
                 }
                 egui::ScrollArea::vertical().show(ui, |ui| {

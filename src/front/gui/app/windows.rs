@@ -86,7 +86,7 @@ impl VramApp {
             .show(ctx, |ui| {
                 ui.label(format!(
                     "Session logs recorded by {}. Opening one downloads it into this computer's sessions folder (from-agents/).",
-                    self.backend.remote.as_deref().unwrap_or("the agent")
+                    self.backend.remote().unwrap_or("the agent")
                 ));
                 match &files.list {
                     None => {

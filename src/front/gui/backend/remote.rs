@@ -1,0 +1,56 @@
+//! An agent attached to the window: its link opened, its alerts delivered here, an SSH
+//! tunnel's end told, and where its session logs are downloaded.
+
+use crate::engine::sampler::Notify;
+use crate::engine::shared::SharedMonitor;
+use crate::link::{EngineLink, LinkHealth};
+
+/// Opens the link to the agent at `url`, filling `shared`; its leaks (with `leaks_on`) and
+/// forecasts notify here as this computer's would. Returns the agent's address and link.
+///
+/// # Errors
+/// A malformed address or no thread.
+pub(super) fn connect(
+    url: &str,
+    token: String,
+    shared: &SharedMonitor,
+    notify: Notify,
+    leaks_on: bool,
+) -> Result<(String, Box<dyn EngineLink>), String> {
+    let link = crate::link::remote::RemoteLink::connect(url, token, shared.clone(), notify)?;
+    link.alert_to(
+        crate::front::gui::notify::subscriber(shared.clone()),
+        leaks_on,
+    );
+    Ok((link.url().to_string(), Box::new(link)))
+}
+
+/// The link's `health`, with why the SSH `tunnel` ended when the agent is lost and the
+/// tunnel has exited (a refused key, an unknown host).
+pub(super) fn with_tunnel(
+    health: LinkHealth,
+    tunnel: Option<&mut std::process::Child>,
+) -> LinkHealth {
+    let (LinkHealth::Disconnected { url, since_ms, .. }, Some(t)) = (&health, tunnel) else {
+        return health;
+    };
+    let Ok(Some(status)) = t.try_wait() else {
+        return health;
+    };
+    let mut err = String::new();
+    if let Some(mut e) = t.stderr.take() {
+        use std::io::Read;
+        let _ = (&mut e).take(2000).read_to_string(&mut err);
+    }
+    LinkHealth::Disconnected {
+        url: url.clone(),
+        since_ms: *since_ms,
+        error: format!("ssh ended ({status}): {}", err.trim()),
+    }
+}
+
+/// Where agents' session logs are downloaded: `from-agents/` in this computer's sessions
+/// folder, one folder per agent inside.
+pub(super) fn downloads_base() -> std::path::PathBuf {
+    crate::session::default_dir().join("from-agents")
+}
