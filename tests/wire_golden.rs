@@ -186,8 +186,16 @@ fn golden_view() -> WireView {
             rule: "manual".into(),
             target: WireTarget::Process {
                 key,
-                name: "leaker".into(),
-                user: "alice".into(),
+                info: Some(std::sync::Arc::new(vramwarden::model::ProcInfo {
+                    name: "leaker".into(),
+                    cmdline: "python leak.py".into(),
+                    user: "alice".into(),
+                    uid: 1000,
+                    start_time_ms: key.0.start_time_ms,
+                    container_id: Some("c0ffee".into()),
+                    container_name: Some("trainer".into()),
+                    pod: Some("ns/pod".into()),
+                })),
                 used_bytes: Some(1 << 30),
                 origin: vramwarden::model::Origin::Simulated,
             },

@@ -11,8 +11,8 @@
 //! and the memory held by processes not running on the agent's computer. [`WirePast`] is the
 //! agent's own past leaks (`GET /api/past`).
 //!
-//! Activity entries go as [`WireActivity`]: the target named by its identity, name and owner
-//! (the window names it in those words; its command line stays in the snapshot).
+//! Activity entries go as [`WireActivity`]: the target by its identity and its facts as the
+//! engine logged them.
 //!
 //! A command's reply goes as [`WireReply`], versioned with the View: the answer of
 //! `POST /api/v1/command` (final, or accepted with its agent id), and, for an accepted one,
@@ -136,10 +136,8 @@ pub enum WireTarget {
     Process {
         /// Identity and GPU.
         key: ProcSeriesKey,
-        /// Its name.
-        name: String,
-        /// Its owner.
-        user: String,
+        /// Its facts (name, owner, command line, container), where known.
+        info: Option<std::sync::Arc<crate::model::ProcInfo>>,
         /// GPU memory it held.
         used_bytes: Option<u64>,
         /// Live, simulated or recorded.
@@ -200,8 +198,7 @@ impl From<&Activity> for WireActivity {
                 origin,
             } => WireTarget::Process {
                 key: *key,
-                name: info.as_ref().map(|i| i.name.clone()).unwrap_or_default(),
-                user: info.as_ref().map(|i| i.user.clone()).unwrap_or_default(),
+                info: info.clone(),
                 used_bytes: *used_bytes,
                 origin: *origin,
             },
@@ -229,18 +226,12 @@ impl WireActivity {
         let target = match self.target {
             WireTarget::Process {
                 key,
-                name,
-                user,
+                info,
                 used_bytes,
                 origin,
             } => Target::Process {
                 key,
-                info: Some(std::sync::Arc::new(crate::model::ProcInfo {
-                    name,
-                    user,
-                    start_time_ms: key.0.start_time_ms,
-                    ..crate::model::ProcInfo::default()
-                })),
+                info,
                 used_bytes,
                 origin,
             },

@@ -210,15 +210,15 @@ pub fn activity(a: &mut WireActivity, now: UnixMs) -> Result<(), String> {
     match target {
         WireTarget::Process {
             key,
-            name,
-            user,
+            info,
             used_bytes,
             origin: _,
         } => {
             pid("activity", key.0.pid)?;
             checks::device_index("activity: a process on", key.1)?;
-            checks::cap_text(name, MAX_TEXT);
-            checks::cap_text(user, MAX_TEXT);
+            if let Some(info) = info {
+                checks::facts(info, now).map_err(|e| format!("activity: {e}"))?;
+            }
             *used_bytes = used_bytes.filter(|b| *b <= MAX_BYTES);
         }
         WireTarget::Device(i) => checks::device_index("activity: a", *i)?,
