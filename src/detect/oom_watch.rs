@@ -53,6 +53,10 @@ pub struct OomWatch {
     fill: FastMap<u32, VecDeque<(UnixMs, f64)>>,
     /// Every process series of the previous sample.
     held: FastMap<ProcSeriesKey, Held>,
+    /// The sample's process series and its GPUs with a process list (kept between ticks for
+    /// their room).
+    present: FastSet<ProcSeriesKey>,
+    listed: FastSet<u32>,
 }
 
 impl OomWatch {
@@ -60,17 +64,17 @@ impl OomWatch {
     /// vanished while the GPU was nearly full.
     pub fn observe(&mut self, snap: &Snapshot) -> Vec<Event> {
         let now = snap.taken_at_ms;
-        let present: FastSet<ProcSeriesKey> = snap
-            .processes
-            .iter()
-            .map(|p| (p.key(), p.device_index))
-            .collect();
-        let listed: FastSet<u32> = snap
-            .devices
-            .iter()
-            .filter(|d| d.process_list_error.is_none())
-            .map(|d| d.index)
-            .collect();
+        let mut present = std::mem::take(&mut self.present);
+        present.clear();
+        present.extend(snap.processes.iter().map(|p| (p.key(), p.device_index)));
+        let mut listed = std::mem::take(&mut self.listed);
+        listed.clear();
+        listed.extend(
+            snap.devices
+                .iter()
+                .filter(|d| d.process_list_error.is_none())
+                .map(|d| d.index),
+        );
         // Processes gone from a GPU that is still there and listed.
         let mut gone: FastMap<u32, Vec<ProcSeriesKey>> = FastMap::default();
         for k in self.held.keys() {
@@ -129,6 +133,8 @@ impl OomWatch {
             _ => 0,
         });
         self.remember(snap, &present);
+        self.present = present;
+        self.listed = listed;
         events
     }
 

@@ -27,6 +27,9 @@ pub struct ProcUsage {
     files: FastMap<u32, (UnixMs, std::fs::File)>,
     /// The bytes of the last `stat` read.
     buf: Vec<u8>,
+    /// A tick's readings by pid and its pids (kept between ticks for their room).
+    read: FastMap<u32, (Option<f32>, u64)>,
+    alive: FastSet<u32>,
 }
 
 /// Most `stat` files kept open (beyond, a process's file is opened at each tick).
@@ -67,6 +70,8 @@ impl ProcUsage {
             last: FastMap::default(),
             files: FastMap::default(),
             buf: Vec::new(),
+            read: FastMap::default(),
+            alive: FastSet::default(),
         }
     }
 
@@ -122,7 +127,8 @@ impl ProcUsage {
     /// Fills `cpu_pct` and `rss_bytes` of the live processes in `snap`.
     pub fn sample(&mut self, snap: &mut Snapshot) {
         let now = snap.taken_at_ms;
-        let mut read: FastMap<u32, (Option<f32>, u64)> = FastMap::default();
+        let mut read = std::mem::take(&mut self.read);
+        read.clear();
         for p in snap
             .processes
             .iter_mut()
@@ -154,9 +160,13 @@ impl ProcUsage {
                 p.rss_bytes = Some(rss);
             }
         }
-        let alive: FastSet<u32> = snap.processes.iter().map(|p| p.pid).collect();
+        let mut alive = std::mem::take(&mut self.alive);
+        alive.clear();
+        alive.extend(snap.processes.iter().map(|p| p.pid));
         self.last.retain(|pid, _| alive.contains(pid));
         self.files.retain(|pid, _| alive.contains(pid));
+        self.read = read;
+        self.alive = alive;
     }
 }
 

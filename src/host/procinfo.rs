@@ -23,6 +23,8 @@ pub struct ProcReader {
     users: crate::model::FastMap<u32, String>,
     cache: crate::model::FastMap<u32, (Arc<ProcInfo>, UnixMs)>,
     containers: ContainerResolver,
+    /// The pids of the sample being enriched (kept between ticks for its room).
+    alive: crate::model::FastSet<u32>,
 }
 
 /// A cached process's start time is read again (to notice a reused PID) at least this often
@@ -56,6 +58,7 @@ impl ProcReader {
             users: crate::model::FastMap::default(),
             cache: crate::model::FastMap::default(),
             containers,
+            alive: crate::model::FastSet::default(),
         }
     }
 
@@ -264,8 +267,11 @@ pub fn enrich(snap: &mut crate::model::Snapshot, procs: &mut ProcReader) {
         }
     }
     if !snap.processes.is_empty() {
-        let alive: crate::model::FastSet<u32> = snap.processes.iter().map(|p| p.pid).collect();
+        let mut alive = std::mem::take(&mut procs.alive);
+        alive.clear();
+        alive.extend(snap.processes.iter().map(|p| p.pid));
         procs.retain(&|pid| alive.contains(&pid));
+        procs.alive = alive;
     }
 }
 

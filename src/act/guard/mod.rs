@@ -98,9 +98,9 @@ impl Guard {
             let forecast_rate = st.samples.steady(g, now);
             let g = &*g;
             st.settle(g, now);
-            let plan = ladder::Plan::of(g, st, s, t, forecast_rate, now);
+            let mut plan = ladder::Plan::of(g, st, s, t, forecast_rate, now);
             let mut chosen = if s.enabled {
-                plan.due.clone()
+                std::mem::take(&mut plan.due)
             } else {
                 Vec::new()
             };
@@ -110,7 +110,13 @@ impl Guard {
             for step in &chosen {
                 st.started(step, t, now);
             }
-            st.status = Some(st.make_status(g, &plan, s, t));
+            // The last status's steps, where none was recorded since (no copy each tick).
+            let recent = match st.status.take() {
+                Some(last) if !st.recent_changed => last.recent,
+                _ => st.recent.iter().cloned().collect(),
+            };
+            st.recent_changed = false;
+            st.status = Some(st.make_status(g, plan, s, t, recent));
             steps.extend(chosen);
         }
         self.gpus
@@ -307,18 +313,22 @@ impl GpuState {
     }
 
     fn push_record(&mut self, r: StepRecord) {
+        self.recent_changed = true;
         self.recent.push_back(r);
         while self.recent.len() > RECENT_KEPT {
             self.recent.pop_front();
         }
     }
 
+    /// The status shown for `g`: from the tick's `plan` and the steps `recent` (a copy of
+    /// [`GpuState::recent`]).
     fn make_status(
         &self,
         g: &GpuFacts,
-        plan: &ladder::Plan,
+        plan: ladder::Plan,
         s: &GuardSettings,
         t: &Timing,
+        recent: Vec<StepRecord>,
     ) -> GuardStatus {
         let busy = !self.in_flight.is_empty()
             || g.procs.iter().any(|p| {
@@ -340,8 +350,8 @@ impl GpuState {
             dry_run: s.dry_run,
             full_in_s: plan.full_in_s,
             growth_mib_s: g.growth_bytes_s / MIB as f64,
-            next: plan.next.clone(),
-            cannot: plan.cannot.clone(),
+            next: plan.next,
+            cannot: plan.cannot,
             parked: self
                 .parked
                 .iter()
@@ -353,7 +363,7 @@ impl GpuState {
                     waits_for: resume::waits_for(g, e, &self.parked, s, t),
                 })
                 .collect(),
-            recent: self.recent.iter().cloned().collect(),
+            recent,
             park_gib_s,
             park_rate_measured,
             resume_gib_s,

@@ -92,5 +92,7 @@ pub(super) struct GpuState {
     /// Since when the resume of the first waiting process has been safe.
     pub(super) safe_since: Option<(ProcSeriesKey, UnixMs)>,
     pub(super) recent: VecDeque<StepRecord>,
+    /// `recent` changed since `status` was made (else the status's copy of it is current).
+    pub(super) recent_changed: bool,
     pub(super) status: Option<GuardStatus>,
 }

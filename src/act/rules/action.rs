@@ -405,8 +405,12 @@ impl ActionRunner {
     pub fn observe(&mut self, snap: &Snapshot) -> Vec<Activity> {
         self.parks.observe(snap);
         for d in &snap.devices {
-            self.gpus
-                .insert(d.index, (d.uuid.clone(), d.memory_total_bytes));
+            // Written when it changed only (no copy of the UUID on every tick).
+            let known = self.gpus.get(&d.index);
+            if known.is_none_or(|(uuid, total)| *uuid != d.uuid || *total != d.memory_total_bytes) {
+                self.gpus
+                    .insert(d.index, (d.uuid.clone(), d.memory_total_bytes));
+            }
         }
         let now = snap.taken_at_ms;
         let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.checks)

@@ -150,6 +150,8 @@ pub struct RuleState {
     utc_offset_s: Option<i32>,
     /// The schedule occurrence each rule last fired in, per target (once per occurrence).
     schedule_fired: FastMap<(String, TargetId), Occurrence>,
+    /// The processes of the sample being observed (kept between ticks for its room).
+    seen: FastSet<ProcSeriesKey>,
     /// Per process and GPU: PyTorch's allocated bytes over the last [`GROWTH_WINDOW_MS`], as
     /// (time, bytes), from the snapshots' [`crate::model::TorchMem`] (see [`RuleState::observe`]).
     allocated: FastMap<ProcSeriesKey, VecDeque<(UnixMs, u64)>>,
@@ -338,7 +340,8 @@ impl RuleState {
     /// condition uses, from a snapshot (call once per tick, before [`RuleState::evaluate`]).
     pub fn observe(&mut self, snap: &Snapshot) {
         let now = snap.taken_at_ms;
-        let mut seen = FastSet::default();
+        let mut seen = std::mem::take(&mut self.seen);
+        seen.clear();
         for p in &snap.processes {
             let key = (p.key(), p.device_index);
             seen.insert(key);
@@ -366,6 +369,7 @@ impl RuleState {
         }
         self.activity.retain(|k, _| seen.contains(k));
         self.allocated.retain(|k, _| seen.contains(k));
+        self.seen = seen;
     }
 
     /// Sets the PyTorch allocated readings (time, bytes; oldest first) of one process, for a
