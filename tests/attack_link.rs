@@ -11,6 +11,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use vramwarden::link::remote::RemoteLink;
+use vramwarden::link::remote_error::RemoteError;
 use vramwarden::link::{EngineLink, LinkHealth};
 
 /// What the stand-in answers to one request: status line's code, content type and body, or
@@ -136,14 +137,75 @@ fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) ->
 }
 
 fn refused(link: &RemoteLink) -> String {
+    refused_as(link).to_string()
+}
+
+/// Why the link is down, by kind, once its first request was answered.
+fn refused_as(link: &RemoteLink) -> RemoteError {
     wait_for(
         Duration::from_secs(10),
         "the link to refuse",
         || match link.health() {
-            LinkHealth::Disconnected { error, .. } if error != "connecting…" => Some(error),
+            LinkHealth::Disconnected { error, .. } if error != RemoteError::Connecting => {
+                Some(error)
+            }
             _ => None,
         },
     )
+}
+
+/// The window tells a wrong token, an agent of another version and an agent that is gone
+/// apart (it offers the token for the first and names the version for the second), in the
+/// words its status always used.
+#[test]
+fn a_wrong_token_another_version_and_no_agent_are_told_apart() {
+    let agent = StandIn::start(Arc::new(|_, _| {
+        Answer::Raw(Box::new(|c| {
+            let body = r#"{"error":"missing or wrong bearer token"}"#;
+            let _ = write!(
+                c,
+                "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }))
+    }));
+    let (link, _) = link_to(&agent);
+    let e = refused_as(&link);
+    assert_eq!(
+        e,
+        RemoteError::Unauthorized("missing or wrong bearer token".into())
+    );
+    assert_eq!(
+        e.to_string(),
+        "the agent refused the token (missing or wrong bearer token)"
+    );
+    // A later agent: another version, and fields this window does not know.
+    let later = StandIn::start(Arc::new(|_, _| {
+        Answer::Json(reply_with(|v| {
+            v["api_version"] = 99.into();
+            v["source"] = serde_json::json!({"a later shape": true});
+        }))
+    }));
+    let (link, _) = link_to(&later);
+    let e = refused_as(&link);
+    assert_eq!(e, RemoteError::Incompatible(99));
+    assert!(e.to_string().contains("the agent speaks version 99"), "{e}");
+    // Nobody listening.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let shared =
+        vramwarden::engine::shared::Shared::new(vramwarden::engine::view::Monitor::new(1000, 600));
+    let link = RemoteLink::connect(
+        &format!("http://127.0.0.1:{port}"),
+        "t0ken".into(),
+        shared,
+        Arc::new(|| {}),
+    )
+    .expect("connect");
+    let e = refused_as(&link);
+    assert!(matches!(e, RemoteError::Unreachable(_)), "{e:?}");
 }
 
 #[test]

@@ -352,3 +352,65 @@ fn several_hosts_stay_attached_and_keep_their_history_while_another_is_shown() {
     assert_eq!(span(&h).expect("local history").0, local_first);
     assert_eq!(h.state().backend().live_hosts().len(), 3);
 }
+
+/// A saved host whose token file holds a wrong token: the window says the agent refused the
+/// token (not that it is unreachable) and offers to enter it; the connect window opens for
+/// that host saying why, and the right token attaches it.
+#[test]
+fn a_refused_token_is_asked_for_again_and_the_right_one_attaches() {
+    use std::os::unix::fs::PermissionsExt;
+    use vramwarden::front::gui::connect::{SavedHost, REFUSED_TOKEN};
+    let a = AgentProc::start(ACTING, &[]);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let wrong = tmp.path().join("old.token");
+    std::fs::write(&wrong, "not-the-token\n").expect("write");
+    std::fs::set_permissions(&wrong, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let host = SavedHost {
+        url: format!("http://{}", a.addr),
+        ssh: String::new(),
+        token_file: wrong.display().to_string(),
+    };
+    let state = UiState {
+        hosts: vec![host.clone()],
+        ..UiState::default()
+    };
+    let ctx = egui::Context::default();
+    let backend = Backend::start(
+        vramwarden::source::SourceKind::demo().factory(),
+        vramwarden::source::SourceKind::demo(),
+        Duration::from_millis(200),
+        1000,
+        &ctx,
+    );
+    let mut h = harness(VramApp::with_backend(backend, state));
+    until_shown(&mut h, "Simulated H200", Duration::from_secs(10));
+    let t = Instant::now();
+    while h.query_all_by_label("Host").count() != 1 {
+        assert!(t.elapsed() < Duration::from_secs(5), "no Host selector");
+        std::thread::sleep(Duration::from_millis(25));
+        let _ = h.run_ok();
+    }
+    h.get_by_label("Host").click();
+    h.run();
+    h.get_by_label(&host.label()).click();
+    h.run();
+    until_shown(
+        &mut h,
+        "the agent refused the token",
+        Duration::from_secs(10),
+    );
+    h.get_by_label("Enter the token…").click();
+    h.run();
+    until_shown(&mut h, REFUSED_TOKEN, Duration::from_secs(2));
+    use egui::accesskit::Role;
+    h.get_by_role_and_label(Role::PasswordInput, "Token")
+        .focus();
+    h.run();
+    h.get_by_role_and_label(Role::PasswordInput, "Token")
+        .type_text(&a.token);
+    h.run();
+    h.get_by_label("Connect").click();
+    h.run();
+    until_shown(&mut h, "· connected", Duration::from_secs(10));
+    assert!(h.query_by_label_contains(REFUSED_TOKEN).is_none());
+}

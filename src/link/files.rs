@@ -21,7 +21,8 @@ pub struct RemoteSession {
     pub duration_ms: Option<UnixMs>,
 }
 
-/// The agent's session logs as the link last listed them, and its downloads.
+/// The agent's session logs as the link last listed them, and its downloads. Their errors
+/// are sentences: the sessions window only shows them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RemoteFiles {
     /// The list, or why it could not be read (`None`: not asked yet).

@@ -13,6 +13,7 @@ pub mod files;
 pub mod open;
 pub mod remote;
 pub mod remote_alerts;
+pub mod remote_error;
 pub mod token;
 pub mod wire;
 pub mod wire_checks;
@@ -47,8 +48,8 @@ pub enum LinkHealth {
         url: String,
         /// Since when it does not answer.
         since_ms: UnixMs,
-        /// Why, in a few words.
-        error: String,
+        /// Why: its kind, and in a few words.
+        error: remote_error::RemoteError,
     },
 }
 

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use super::remote_error::{refusal, unreadable, RemoteError};
 use super::wire::WireView;
 use super::{wire_checks, EngineLink, LinkHealth};
 use crate::engine::command::{Answer, CommandId, CommandReply, Replies};
@@ -155,18 +156,6 @@ fn http() -> ureq::Agent {
         .into()
 }
 
-/// Why a reply is not what was asked, in a few words.
-fn refusal(status: u16, body: &str) -> String {
-    let msg = serde_json::from_str::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
-        .unwrap_or_else(|| body.trim().chars().take(200).collect());
-    match status {
-        401 => format!("the agent refused the token ({msg})"),
-        _ => format!("HTTP {status}: {msg}"),
-    }
-}
-
 /// Most bytes of a refusal's body read for its reason (the reason is its `error`, or its
 /// first 200 characters).
 const MAX_REFUSAL_BYTES: u64 = 64 * 1024;
@@ -177,17 +166,16 @@ fn authorised<B>(r: ureq::RequestBuilder<B>, token: &str) -> ureq::RequestBuilde
 }
 
 /// `GET url/path` with the bearer token on `agent`: the response, its body unread, when its
-/// status is 200; else why not (the agent's refusal in a few words, or the transport's
-/// error).
+/// status is 200; else why not (the agent's refusal, or the transport's error).
 fn get(
     agent: &ureq::Agent,
     url: &str,
     path: &str,
     token: &str,
-) -> Result<ureq::http::Response<ureq::Body>, String> {
+) -> Result<ureq::http::Response<ureq::Body>, RemoteError> {
     let mut resp = authorised(agent.get(format!("{url}{path}")), token)
         .call()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| RemoteError::Unreachable(e.to_string()))?;
     let status = resp.status().as_u16();
     if status != 200 {
         let body = resp
@@ -209,19 +197,25 @@ fn get_body(
     path: &str,
     token: &str,
     limit: u64,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, RemoteError> {
     get(agent, url, path, token)?
         .body_mut()
         .with_config()
         .limit(limit)
         .read_to_vec()
-        .map_err(|e| format!("the agent's answer could not be read: {e}"))
+        .map_err(|e| RemoteError::BadAnswer(format!("the agent's answer could not be read: {e}")))
 }
 
-fn get_view(agent: &ureq::Agent, url: &str, token: &str, since: u64) -> Result<WireView, String> {
+/// The agent's View after tick `since`, checked.
+fn get_view(
+    agent: &ureq::Agent,
+    url: &str,
+    token: &str,
+    since: u64,
+) -> Result<WireView, RemoteError> {
     let path = format!("/api/view?since={since}");
     let body = get_body(agent, url, &path, token, wire_checks::MAX_VIEW_BYTES)?;
-    wire_checks::decode_view(&body, now_ms())
+    wire_checks::decode_view(&body, now_ms()).map_err(|e| unreadable(&body, e))
 }
 
 fn get_past(
@@ -248,11 +242,12 @@ fn post_raw(
     token: &str,
     path: &str,
     body: String,
-) -> Result<(u16, String), String> {
+) -> Result<(u16, String), RemoteError> {
     let sent = authorised(agent.post(format!("{url}{path}")), token)
         .header("Content-Type", "application/json")
         .send(body);
-    let mut resp = sent.map_err(|e| format!("the agent did not answer: {e}"))?;
+    let mut resp =
+        sent.map_err(|e| RemoteError::Unreachable(format!("the agent did not answer: {e}")))?;
     let status = resp.status().as_u16();
     let text = resp
         .body_mut()
@@ -273,7 +268,7 @@ fn post_command(
 ) -> (Answer, Option<u64>) {
     let (status, text) = match post_raw(agent, url, token, "/api/v1/command", body) {
         Ok(r) => r,
-        Err(e) => return (Answer::new(Outcome::Failed, e), None),
+        Err(e) => return (Answer::new(Outcome::Failed, e.to_string()), None),
     };
     match wire_checks::decode_reply(text.as_bytes()) {
         Ok(r) => (on_the_agent(r.answer), Some(r.id)),
@@ -283,7 +278,10 @@ fn post_command(
         {
             (Answer::new(Outcome::Failed, e), None)
         }
-        Err(_) => (Answer::new(Outcome::Failed, refusal(status, &text)), None),
+        Err(_) => (
+            Answer::new(Outcome::Failed, refusal(status, &text).to_string()),
+            None,
+        ),
     }
 }
 
@@ -298,7 +296,7 @@ fn on_the_agent(mut a: Answer) -> Answer {
 fn post(agent: &ureq::Agent, url: &str, token: &str, path: &str, body: String) -> Answer {
     let (status, text) = match post_raw(agent, url, token, path, body) {
         Ok(r) => r,
-        Err(e) => return Answer::new(Outcome::Failed, e),
+        Err(e) => return Answer::new(Outcome::Failed, e.to_string()),
     };
     match serde_json::from_str::<Answer>(&text) {
         Ok(mut a) => {
@@ -316,7 +314,7 @@ fn post(agent: &ureq::Agent, url: &str, token: &str, path: &str, body: String) -
             a.detail.push_str(" (on the agent)");
             a
         }
-        Err(_) => Answer::new(Outcome::Failed, refusal(status, &text)),
+        Err(_) => Answer::new(Outcome::Failed, refusal(status, &text).to_string()),
     }
 }
 
@@ -412,7 +410,7 @@ impl Ends {
     }
 
     /// The health after a failed poll: disconnected since the first failure.
-    fn failed(&self, error: String) -> LinkHealth {
+    fn failed(&self, error: RemoteError) -> LinkHealth {
         let since_ms = match &*self.health.lock().unwrap_or_else(|p| p.into_inner()) {
             LinkHealth::Disconnected { since_ms, .. } => *since_ms,
             _ => now_ms(),
@@ -443,11 +441,12 @@ impl Ends {
                 .map(|s| s.host.clone())
                 .unwrap_or_default();
             let (interval, caught_up) = (v.interval_ms, v.caught_up());
-            let mut m = self
-                .shared
-                .write()
-                .map_err(|_| "internal error: the window's state is lost".to_string())?;
-            let next = v.apply_after(&mut m, since, now_ms())?;
+            let mut m = self.shared.write().map_err(|_| {
+                RemoteError::BadAnswer("internal error: the window's state is lost".into())
+            })?;
+            let next = v
+                .apply_after(&mut m, since, now_ms())
+                .map_err(RemoteError::BadAnswer)?;
             let alerts = lock(&self.alerts).compare(&m);
             drop(m);
             lock(&self.alerts).deliver(alerts);
@@ -547,7 +546,9 @@ impl RemoteLink {
     /// it sends into `shared` and calling `notify` after each change and each reply.
     ///
     /// # Errors
-    /// A malformed address, or the OS refusing a thread.
+    /// A malformed address, or the OS refusing a thread: a sentence the caller only shows.
+    /// What the agent answers (a refused token, another version, no answer) comes later, by
+    /// kind, in [`EngineLink::health`].
     pub fn connect(
         url: &str,
         token: String,
@@ -559,7 +560,7 @@ impl RemoteLink {
             health: Arc::new(Mutex::new(LinkHealth::Disconnected {
                 url: url.clone(),
                 since_ms: now_ms(),
-                error: "connecting…".into(),
+                error: RemoteError::Connecting,
             })),
             url: url.clone(),
             token: token.clone(),

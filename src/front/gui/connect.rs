@@ -71,6 +71,14 @@ impl ConnectUi {
         }
     }
 
+    /// Opens the window for `host`, whose agent refused the token given: it asks for the
+    /// right one.
+    pub fn ask_token(&mut self, host: &SavedHost) {
+        self.show(Some(host));
+        self.token.clear();
+        self.error = Some(REFUSED_TOKEN.into());
+    }
+
     /// Draws the window; returns a request when the user pressed Connect.
     pub fn window(&mut self, ctx: &egui::Context) -> Option<ConnectRequest> {
         if !self.open {
@@ -178,6 +186,10 @@ impl ConnectUi {
         out
     }
 }
+
+/// What the connect window says when it opens for an agent that refused the token.
+pub const REFUSED_TOKEN: &str =
+    "The agent refused this token: paste its token (the agent's agent.token), or name a file holding it, and connect again.";
 
 /// What can be checked before trying: the address, the SSH destination, a token source.
 ///

@@ -61,6 +61,8 @@ pub enum UiCommand {
     /// Ask before switching this computer's source (true: to the demo), history on screen
     /// being cleared.
     AskSwitchSource(bool),
+    /// An agent refused the token: the connect window for its host, saying so.
+    EnterToken(SavedHost),
     /// Open and attach the host of the connect window.
     Connect(ConnectRequest),
     /// A host chosen in the selector (`None`: this computer; else its index in the saved

@@ -50,7 +50,8 @@ impl VramApp {
                         .color(widgets::warn(ui))
                         .strong(),
                     );
-                    ui.label(RichText::new(error.as_str()).weak());
+                    ui.label(RichText::new(error.to_string()).weak());
+                    self.offer_token(ui, error);
                     if ui.button("Back to this computer").clicked() {
                         // As File → Disconnect: this computer's history is kept.
                         self.push(UiCommand::Disconnect);
@@ -78,7 +79,7 @@ impl VramApp {
                 self.backend.remote().unwrap_or("")
             ));
             if let crate::link::LinkHealth::Disconnected { error, .. } = health {
-                ui.label(RichText::new(error.as_str()).color(widgets::warn(ui)));
+                ui.label(RichText::new(error.to_string()).color(widgets::warn(ui)));
             }
             if ui.button("Back to this computer").clicked() {
                 // As File → Disconnect: history is kept.
@@ -94,6 +95,30 @@ impl VramApp {
                 }
             }
         });
+    }
+}
+
+impl VramApp {
+    /// For an agent that refused the token (a 401, not an outage): a button that opens the
+    /// connect window for the host shown, to enter the right token.
+    fn offer_token(&mut self, ui: &mut Ui, error: &crate::link::remote_error::RemoteError) {
+        if !matches!(
+            error,
+            crate::link::remote_error::RemoteError::Unauthorized(_)
+        ) {
+            return;
+        }
+        if let Some(h) = self.backend.shown_host().cloned() {
+            if ui
+                .button("Enter the token…")
+                .on_hover_text(
+                    "The agent refused this token: open the connect window for this host",
+                )
+                .clicked()
+            {
+                self.push(UiCommand::EnterToken(h));
+            }
+        }
     }
 }
 

@@ -39,6 +39,7 @@ impl VramApp {
                 self.settings_ui.show(&s);
             }
             UiCommand::OpenConnect(h) => self.connect.show(h.as_ref()),
+            UiCommand::EnterToken(h) => self.connect.ask_token(&h),
             UiCommand::OpenHelp(h) => self.help = Some(h),
             UiCommand::BrowseSessions => self.sessions.show_browser(),
             UiCommand::PickSessionFile => self.sessions.pick_file(ctx),

@@ -45,7 +45,10 @@ pub(super) fn with_tunnel(
     LinkHealth::Disconnected {
         url: url.clone(),
         since_ms: *since_ms,
-        error: format!("ssh ended ({status}): {}", err.trim()),
+        error: crate::link::remote_error::RemoteError::Unreachable(format!(
+            "ssh ended ({status}): {}",
+            err.trim()
+        )),
     }
 }
 
