@@ -399,3 +399,26 @@ impl Backend {
         self.spawn(source.factory());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An agent's files are reached through its link's capability: a window on this computer
+    /// has none, one attached to an agent has the agent's (nothing listed yet).
+    #[test]
+    fn only_an_agents_link_offers_its_files() {
+        let local = Backend::detached(Monitor::new(1000, 10), crate::source::SourceKind::demo());
+        assert_eq!(local.agent_files(), None);
+        assert!(local.agent_past().is_none());
+        let ctx = egui::Context::default();
+        // Nothing answers on port 9 (discard): the link retries, its files are there.
+        let agent =
+            Backend::attach("http://127.0.0.1:9", "token".into(), 10, &ctx).expect("attach");
+        assert_eq!(agent.remote(), Some("http://127.0.0.1:9"));
+        assert_eq!(
+            agent.agent_files(),
+            Some(crate::link::files::RemoteFiles::default())
+        );
+    }
+}
