@@ -50,6 +50,8 @@ pub enum UiCommand {
     Engine(EngineCommand),
     /// Settings → Rules → Test this rule: the rule's index and the test to send.
     TestRule(usize, EngineCommand),
+    /// Settings → Save: the draft written to the settings file (on a worker thread).
+    SaveSettings(Box<crate::engine::settings::Settings>),
     /// Saved settings, to apply to this computer's engine.
     ApplySettings(Box<crate::engine::settings::Settings>),
     /// A leak episode clicked in the Leaks tab: its process selected, its session opened.

@@ -61,6 +61,7 @@ impl VramApp {
             UiCommand::TestRule(i, c) => {
                 self.settings_ui.testing = self.backend.send(c).map(|id| (i, id));
             }
+            UiCommand::SaveSettings(s) => self.save_settings(s),
             UiCommand::ApplySettings(s) => self.backend.apply_settings(*s),
             UiCommand::GoToLeak(c) => self.go_to_leak(c),
             UiCommand::StartDemo => self.restart_local(true),

@@ -9,29 +9,11 @@ use crate::front::gui::widgets;
 use crate::model::format;
 
 impl VramApp {
-    /// The Settings window, and its Save written on a worker thread.
+    /// The Settings window (its Save and rule tests go to the queue), and a save's outcome.
     pub(super) fn settings_window(&mut self, ctx: &egui::Context, live: &Monitor) {
         let current = self.backend.settings.clone();
-        if let Some(crate::front::gui::settings_window::SettingsAction::Save(s)) = self
-            .settings_ui
-            .window(ctx, &current, &self.config_path, live)
-        {
-            // Written (TOML, fsync, .bak) on a worker thread: a slow disk never holds a frame.
-            if self.saving.is_none() {
-                let path = self.config_path.clone();
-                self.settings_ui.message = Some(("Saving…".into(), false));
-                let id = crate::front::gui::jobs::JobId::next();
-                self.push(UiCommand::Job(crate::front::gui::jobs::JobCommand::Start(
-                    id,
-                    crate::front::gui::jobs::Job::SaveSettings { settings: s, path },
-                )));
-                self.saving = Some(id);
-            }
-        }
-        // Test this rule: sent at the end of the frame, its reply routed at the next one's start.
-        if let Some((i, c)) = self.settings_ui.test_request.take() {
-            self.push(UiCommand::TestRule(i, c));
-        }
+        self.settings_ui
+            .window(ctx, &current, &self.config_path, live, &mut self.queue);
         match self.saving.and_then(|id| self.backend.jobs().take(id)) {
             None => {}
             Some(crate::front::gui::jobs::JobResult::Saved(s, r)) => {
@@ -55,6 +37,22 @@ impl VramApp {
                 }
             }
         }
+    }
+
+    /// Settings → Save: `s` written (TOML, fsync, .bak) on a worker thread, so a slow disk
+    /// never holds a frame; one save at a time.
+    pub(super) fn save_settings(&mut self, s: Box<crate::engine::settings::Settings>) {
+        if self.saving.is_some() {
+            return;
+        }
+        let path = self.config_path.clone();
+        self.settings_ui.message = Some(("Saving…".into(), false));
+        let id = crate::front::gui::jobs::JobId::next();
+        self.backend.job(crate::front::gui::jobs::JobCommand::Start(
+            id,
+            crate::front::gui::jobs::Job::SaveSettings { settings: s, path },
+        ));
+        self.saving = Some(id);
     }
 
     /// Sessions → Sessions on the agent…: the agent's logs, each downloaded into this

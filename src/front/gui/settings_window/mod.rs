@@ -9,6 +9,7 @@ mod rules_list;
 
 use egui::{RichText, Ui};
 
+use super::ui_command::UiCommand;
 use super::widgets;
 use crate::engine::settings::Settings;
 use crate::engine::view::Monitor;
@@ -51,9 +52,6 @@ pub struct SettingsUi {
     pub editing: Option<usize>,
     /// Result of "Test this rule".
     pub tested: Option<(usize, Vec<TestedTarget>, String)>,
-    /// A rule test to send to the engine shown (the rule's index and the command), taken by
-    /// the app; then the test awaiting its reply ([`super::replies::route`]).
-    pub test_request: Option<(usize, crate::engine::EngineCommand)>,
     /// The rule test sent, awaiting its reply.
     pub testing: Option<(usize, crate::engine::command::CommandId)>,
     /// Last save result, and whether it failed.
@@ -74,19 +72,12 @@ impl Default for SettingsUi {
             draft: Settings::default(),
             editing: None,
             tested: None,
-            test_request: None,
             testing: None,
             message: None,
             clamped: None,
             protected_text: None,
         }
     }
-}
-
-/// What the window asks the app to do.
-pub enum SettingsAction {
-    /// Save the draft (already validated) and apply it.
-    Save(Box<Settings>),
 }
 
 impl SettingsUi {
@@ -100,15 +91,16 @@ impl SettingsUi {
         self.open = true;
     }
 
-    /// Draws the window; `live` is the monitor "test this rule" looks at.
+    /// Draws the window; `live` is the monitor "test this rule" looks at. Save and Test this
+    /// rule go to `out`.
     pub fn window(
         &mut self,
         ctx: &egui::Context,
         current: &Settings,
         path: &std::path::Path,
         live: &Monitor,
-    ) -> Option<SettingsAction> {
-        let mut action = None;
+        out: &mut Vec<UiCommand>,
+    ) {
         let mut open = self.open;
         let screen = ctx.content_rect();
         let body_height = (screen.height() - 260.0).clamp(200.0, 620.0);
@@ -127,7 +119,7 @@ impl SettingsUi {
                         .add_enabled(problems.is_empty() && changed, egui::Button::new("Save"))
                         .clicked()
                     {
-                        action = Some(SettingsAction::Save(Box::new(self.draft.clone())));
+                        out.push(UiCommand::SaveSettings(Box::new(self.draft.clone())));
                         self.clamped = None;
                     }
                     if ui
@@ -175,7 +167,7 @@ impl SettingsUi {
                                 Section::Sampling => self.sampling(ui),
                                 Section::Sessions => self.sessions(ui),
                                 Section::Leaks => self.leaks(ui),
-                                Section::Rules => self.rules(ui, live),
+                                Section::Rules => self.rules(ui, live, out),
                                 Section::Guard => super::settings_guard::show(
                                     ui,
                                     &mut self.draft.guard,
@@ -192,7 +184,6 @@ impl SettingsUi {
             self.draft.general.theme = current.general.theme;
         }
         self.open = open;
-        action
     }
 
     fn general(&mut self, ui: &mut Ui) {
@@ -342,7 +333,7 @@ impl SettingsUi {
         ));
     }
 
-    fn rules(&mut self, ui: &mut Ui, _live: &Monitor) {
+    fn rules(&mut self, ui: &mut Ui, _live: &Monitor, out: &mut Vec<UiCommand>) {
         let c = &mut self.draft.cleanup;
         ui.checkbox(&mut c.dry_run, "Global dry run: no rule signals anything, the Activity pane says what would have happened");
         protected_names(ui, &mut c.protected, &mut self.protected_text);
@@ -355,6 +346,6 @@ impl SettingsUi {
             return;
         };
         ui.separator();
-        rule_editor(ui, c, i, &mut self.tested, &mut self.test_request);
+        rule_editor(ui, c, i, &mut self.tested, out);
     }
 }

@@ -14,7 +14,7 @@ pub(super) fn rule_editor(
     c: &mut crate::engine::settings::Cleanup,
     i: usize,
     tested: &mut Option<(usize, Vec<TestedTarget>, String)>,
-    request: &mut Option<(usize, crate::engine::EngineCommand)>,
+    out: &mut Vec<crate::front::gui::ui_command::UiCommand>,
 ) {
     let safety = crate::act::rules::action::Safety {
         global_dry_run: c.dry_run,
@@ -37,7 +37,7 @@ pub(super) fn rule_editor(
         {
             // Tested by the engine that owns the processes (an agent's for a remote
             // window); the matches come back as its reply.
-            *request = Some((
+            out.push(crate::front::gui::ui_command::UiCommand::TestRule(
                 i,
                 crate::engine::EngineCommand::TestRule {
                     rule: Box::new(r.clone()),
