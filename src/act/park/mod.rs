@@ -48,7 +48,8 @@ impl Parker {
     /// Starts parking `key`, which holds `bytes` (the driver's figure).
     ///
     /// # Errors
-    /// When the worker cannot be started.
+    /// When the worker cannot be started (a sentence: the caller only shows it; how the job
+    /// ended comes later, by kind, in [`worker::Done::result`]).
     pub fn park(
         &mut self,
         key: ProcSeriesKey,
@@ -146,7 +147,7 @@ impl Parker {
                 self.forget(&d.key)
             }
             // A failed restore: whatever state the driver shows, it will not restore it.
-            _ if d.stranded => self.set(d.key, ParkState::Failed, bytes, now),
+            _ if d.stranded() => self.set(d.key, ParkState::Failed, bytes, now),
             (_, _, Some(C::Checkpointed))
                 if self.info(&d.key).map(|i| i.state) == Some(ParkState::Failed) => {}
             (JobKind::Park, Ok(_), Some(C::Checkpointed)) => {
@@ -221,8 +222,6 @@ mod tests {
             result: Ok(String::new()),
             state,
             seconds: 1.0,
-            stranded: false,
-            refused: false,
         }
     }
 
@@ -258,7 +257,9 @@ mod tests {
         // The room check refused before the driver was asked: the driver still shows it
         // checkpointed and its memory is whole in host memory.
         let mut d = done(key(7), JobKind::Resume, Some(cuda::CudaState::Checkpointed));
-        d.result = Err("not enough free GPU memory to restore it".into());
+        d.result = Err(worker::ParkError::Refused(
+            "not enough free GPU memory to restore it".into(),
+        ));
         p.apply(&d, 6_000);
         let info = p.info(&key(7)).expect("kept");
         assert_eq!((info.state, info.since_ms), (ParkState::Parked, 1_000));
@@ -273,8 +274,10 @@ mod tests {
         p.set(key(7), ParkState::Parked, Some(1 << 30), 1_000);
         p.set(key(7), ParkState::Resuming, Some(1 << 30), 5_000);
         let mut d = done(key(7), JobKind::Resume, Some(cuda::CudaState::Checkpointed));
-        d.result = Err(format!("restore: out of memory; {}", worker::STRANDED));
-        d.stranded = true;
+        d.result = Err(worker::ParkError::Stranded(format!(
+            "restore: out of memory; {}",
+            worker::STRANDED
+        )));
         p.apply(&d, 6_000);
         let info = p.info(&key(7)).expect("kept, to be shown");
         assert_eq!(info.state, ParkState::Failed);

@@ -42,19 +42,42 @@ pub struct Done {
     pub key: ProcSeriesKey,
     /// What was asked.
     pub kind: JobKind,
-    /// `Ok` with what was done, or why not, in words.
-    pub result: Result<String, String>,
+    /// `Ok` with what was done, or why not: by what it left the process in, and in words.
+    pub result: Result<String, ParkError>,
     /// The driver's state after it, where it could be read (`None`: the process is gone, or
     /// the driver would not say).
     pub state: Option<CudaState>,
     /// Seconds the driver calls took.
     pub seconds: f64,
+}
+
+/// Why a job did not do what was asked, by what it left the process in; it says itself in
+/// the words of the step that stopped it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParkError {
+    /// Refused before any step changed the process (not parkable in its state, no room on
+    /// the GPU for a restore): nothing was changed.
+    #[error("{0}")]
+    Refused(String),
+    /// A step failed (the words say how it left the process: running on, or locked).
+    #[error("{0}")]
+    Failed(String),
     /// A restore was tried and failed: the driver does not restore it again
     /// (NVIDIA/cuda-checkpoint#44), its GPU state is lost.
-    pub stranded: bool,
-    /// Refused before any step changed the process (not parkable in its state, no room on
-    /// the GPU for a restore): `result` says why. False for a step that failed.
-    pub refused: bool,
+    #[error("{0}")]
+    Stranded(String),
+}
+
+impl Done {
+    /// A restore was tried and failed ([`ParkError::Stranded`]).
+    pub fn stranded(&self) -> bool {
+        matches!(self.result, Err(ParkError::Stranded(_)))
+    }
+
+    /// Refused before any step changed the process ([`ParkError::Refused`]).
+    pub fn refused(&self) -> bool {
+        matches!(self.result, Err(ParkError::Refused(_)))
+    }
 }
 
 /// The handle to the worker thread (started on the first job; ends when dropped).
@@ -138,11 +161,9 @@ fn failed_all(job: Job, why: &str) -> Vec<Done> {
         .map(|key| Done {
             key,
             kind,
-            result: Err(why.to_string()),
+            result: Err(ParkError::Failed(why.to_string())),
             state: None,
             seconds: 0.0,
-            stranded: false,
-            refused: false,
         })
         .collect()
 }
@@ -196,24 +217,19 @@ impl<'a> Step<'a> {
         self.api.state(self.key.0.pid).ok()
     }
 
-    fn end(&self, result: Result<String, String>) -> Done {
+    fn end(&self, result: Result<String, ParkError>) -> Done {
         Done {
             key: self.key,
             kind: self.kind,
             state: self.state(),
             seconds: self.started.elapsed().as_secs_f64(),
             result,
-            stranded: false,
-            refused: false,
         }
     }
 
     /// Ends the job before any step: nothing was changed, for the reason `why`.
     fn refuse(&self, why: String) -> Done {
-        Done {
-            refused: true,
-            ..self.end(Err(why))
-        }
+        self.end(Err(ParkError::Refused(why)))
     }
 }
 
@@ -241,7 +257,9 @@ fn park(api: &CudaCheckpoint, procs: &ProcReader, key: ProcSeriesKey) -> Done {
         Err(e) => return s.refuse(format!("not a CUDA process the driver can park: {e}")),
     }
     if let Err(e) = s.call(|pid| api.lock(pid, LOCK_TIMEOUT_MS)) {
-        return s.end(Err(format!("lock: {e}; nothing was changed, it runs on")));
+        return s.end(Err(ParkError::Failed(format!(
+            "lock: {e}; nothing was changed, it runs on"
+        ))));
     }
     if let Err(e) = s.call(|pid| api.checkpoint(pid)) {
         let after = match s.call(|pid| api.unlock(pid)) {
@@ -251,7 +269,7 @@ fn park(api: &CudaCheckpoint, procs: &ProcReader, key: ProcSeriesKey) -> Done {
                 key.0.pid
             ),
         };
-        return s.end(Err(format!("checkpoint: {e}; {after}")));
+        return s.end(Err(ParkError::Failed(format!("checkpoint: {e}; {after}"))));
     }
     s.end(Ok("parked".into()))
 }
@@ -279,9 +297,9 @@ fn resume(
                 return s.refuse(why);
             }
             if let Err(e) = s.call(|pid| api.restore(pid)) {
-                let mut d = s.end(Err(format!("restore: {e}; {STRANDED}")));
-                d.stranded = true;
-                return d;
+                return s.end(Err(ParkError::Stranded(format!(
+                    "restore: {e}; {STRANDED}"
+                ))));
             }
         }
         Some(CudaState::Locked) => {}
@@ -291,9 +309,9 @@ fn resume(
     }
     match s.call(|pid| api.unlock(pid)) {
         Ok(()) => s.end(Ok("resumed".into())),
-        Err(e) => s.end(Err(format!(
+        Err(e) => s.end(Err(ParkError::Failed(format!(
             "unlock: {e}; its memory is back on the GPU but it is locked (resume again to unlock it)"
-        ))),
+        )))),
     }
 }
 
@@ -320,5 +338,5 @@ fn state_of(api: &CudaCheckpoint, procs: &ProcReader, key: ProcSeriesKey) -> Don
             .map_err(|e| e.to_string()),
         Err(e) => Err(e),
     };
-    s.end(result)
+    s.end(result.map_err(ParkError::Failed))
 }

@@ -8,7 +8,7 @@ use super::eval::{Planned, Target};
 use super::model::Action;
 use crate::act::park::checks::{self, ParkFacts};
 use crate::act::park::estimate::park_estimate_s;
-use crate::act::park::worker::{Done, JobKind};
+use crate::act::park::worker::{Done, JobKind, ParkError};
 use crate::act::park::Parker;
 use crate::model::history::ProcSeriesKey;
 use crate::model::outcome::Outcome;
@@ -305,11 +305,11 @@ impl Parks {
                     gib(bytes)
                 ),
             ),
-            (Err(why), _) if d.refused => (
+            (Err(ParkError::Refused(why)), _) => (
                 Outcome::Skipped,
                 format!("{the} of {who} was refused, nothing was changed: {why}"),
             ),
-            (Err(why), _) => (
+            (Err(why @ (ParkError::Failed(_) | ParkError::Stranded(_))), _) => (
                 Outcome::Failed,
                 format!(
                     "{the} of {who} did not complete ({:.1} s): {why}",
@@ -361,8 +361,8 @@ impl Parks {
             seconds: d.seconds,
             ok: d.result.is_ok(),
             detail: detail.clone(),
-            stranded: d.stranded,
-            refused: d.refused,
+            stranded: d.stranded(),
+            refused: d.refused(),
         });
         Some(Activity {
             unix_ms: now,
@@ -383,5 +383,60 @@ impl Parks {
     /// The records since the last call.
     pub fn take_records(&mut self) -> Vec<ParkRecord> {
         std::mem::take(&mut self.records)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ProcessKey;
+
+    fn ended(result: Result<String, ParkError>) -> Done {
+        let key = (
+            ProcessKey {
+                pid: 7,
+                start_time_ms: 1,
+            },
+            0,
+        );
+        Done {
+            key,
+            kind: JobKind::Resume,
+            result,
+            state: None,
+            seconds: 2.0,
+        }
+    }
+
+    /// A job's end is answered by its kind: refused (nothing changed) is a skip, a failed
+    /// step and a stranded restore are failures, and only the last is stranded.
+    #[test]
+    fn a_job_is_answered_by_how_it_ended() {
+        let who = "python (PID 7)";
+        let outcome = |d: &Done| Parks::outcome_of(d, ParkKind::Resume, who, Some(1 << 30));
+        let refused = ended(Err(ParkError::Refused("no room".into())));
+        assert_eq!(
+            outcome(&refused),
+            (
+                Outcome::Skipped,
+                "the resume of python (PID 7) was refused, nothing was changed: no room".into()
+            )
+        );
+        assert!(refused.refused() && !refused.stranded());
+        let failed = ended(Err(ParkError::Failed("unlock: 401".into())));
+        assert_eq!(
+            outcome(&failed),
+            (
+                Outcome::Failed,
+                "the resume of python (PID 7) did not complete (2.0 s): unlock: 401".into()
+            )
+        );
+        assert!(!failed.refused() && !failed.stranded());
+        let stranded = ended(Err(ParkError::Stranded("restore: 2".into())));
+        assert_eq!(outcome(&stranded).0, Outcome::Failed);
+        assert!(stranded.stranded() && !stranded.refused());
+        let done = ended(Ok("resumed".into()));
+        assert_eq!(outcome(&done).0, Outcome::Acted);
+        assert!(!done.refused() && !done.stranded());
     }
 }
