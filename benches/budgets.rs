@@ -50,10 +50,11 @@ fn fleet_snapshots(n: i64) -> impl Iterator<Item = Snapshot> {
 }
 
 fn day_monitor() -> Monitor {
+    let mut engine_state = vramwarden::engine::state::EngineState::default();
     let mut m = Monitor::new(1000, DAY as usize);
     for s in fleet_snapshots(DAY) {
         let t = s.taken_at_ms;
-        m.apply(s, t);
+        engine_state.apply(&mut m, s, t);
     }
     m
 }
@@ -432,6 +433,7 @@ fn bench_scrape(c: &mut Criterion) {
     use vramwarden::front::agent::stats::AgentStats;
     for procs in [200u32, 1600] {
         let sim = SimSource::fleet(T0, 8, procs);
+        let mut engine_state = vramwarden::engine::state::EngineState::default();
         let mut m = Monitor::new(1000, 600);
         let mut w = vramwarden::detect::leak_watch::LeakWatch::default();
         for i in 0..600 {
@@ -440,7 +442,7 @@ fn bench_scrape(c: &mut Criterion) {
             for e in w.observe(&s) {
                 vramwarden::detect::leak_watch::record_event(&mut m.leaks, &mut m.ooms, &e, None);
             }
-            m.apply(s, t);
+            engine_state.apply(&mut m, s, t);
         }
         w.refresh(&mut m.growing, &mut m.leaks);
         let stats = AgentStats::default();
@@ -478,11 +480,12 @@ fn bench_scrape(c: &mut Criterion) {
 /// A View of 8 GPUs × 200 processes, 600 s of history (the agent's side of `/api/view`).
 fn wire_monitor() -> Monitor {
     let sim = SimSource::fleet(T0, 8, 200);
+    let mut engine_state = vramwarden::engine::state::EngineState::default();
     let mut m = Monitor::new(1000, 3600);
     for i in 0..600 {
         let s = sim.at(T0 + i * 1000);
         let t = s.taken_at_ms;
-        m.apply(s, t);
+        engine_state.apply(&mut m, s, t);
     }
     m
 }

@@ -28,6 +28,7 @@ const ACT_FLOORS: &[&str] = &["torch", "park", "rules", "guard", "mod"];
 const ENGINE_FLOORS: &[&str] = &[
     "settings",
     "view",
+    "state",
     "command",
     "shared",
     "stages",

@@ -103,9 +103,10 @@ fn reply_with(edit: impl FnOnce(&mut serde_json::Value)) -> String {
     use vramwarden::source::GpuSource;
     let now = vramwarden::model::now_ms();
     let mut sim = vramwarden::source::sim::SimSource::demo(now - 60_000);
+    let mut engine_state = vramwarden::engine::state::EngineState::default();
     let mut m = vramwarden::engine::view::Monitor::new(1000, 600);
     m.source = Some(sim.info());
-    m.apply(sim.sample(now).expect("a sample"), now);
+    engine_state.apply(&mut m, sim.sample(now).expect("a sample"), now);
     let view = vramwarden::link::wire::WireView::of(&m, 0, 4096);
     let mut v = serde_json::to_value(&view).expect("json");
     edit(&mut v);
@@ -686,9 +687,10 @@ fn an_agent_never_caught_up_is_polled_about_once_a_second() {
     use vramwarden::source::GpuSource;
     let now = vramwarden::model::now_ms();
     let mut sim = vramwarden::source::sim::SimSource::demo(now - 60_000);
+    let mut engine_state = vramwarden::engine::state::EngineState::default();
     let mut m = vramwarden::engine::view::Monitor::new(1000, 600);
     m.source = Some(sim.info());
-    m.apply(sim.sample(now).expect("a sample"), now);
+    engine_state.apply(&mut m, sim.sample(now).expect("a sample"), now);
     let end = m.history.end_tick();
     let page = |since: u64| {
         let mut v = serde_json::to_value(vramwarden::link::wire::WireView::of(&m, since, 4096))

@@ -16,10 +16,11 @@ const T0: UnixMs = 1_796_000_000_000;
 #[test]
 fn three_simulated_hours_in_the_monitor() {
     let mut sim = SimSource::demo(T0);
+    let mut engine_state = vramwarden::engine::state::EngineState::default();
     let mut m = Monitor::new(1000, 3600);
     for i in 0..3 * 3600 {
         let t = T0 + i * 1000;
-        m.apply(sim.sample(t).expect("sim"), t);
+        engine_state.apply(&mut m, sim.sample(t).expect("sim"), t);
     }
     assert_eq!(m.history.len(), 3600, "retention bound");
     let now = T0 + (3 * 3600 - 1) * 1000;
@@ -53,11 +54,12 @@ fn three_simulated_hours_in_the_monitor() {
 #[test]
 fn exited_process_stays_greyed_then_leaves_the_table() {
     let mut sim = SimSource::demo(T0);
+    let mut engine_state = vramwarden::engine::state::EngineState::default();
     let mut m = Monitor::new(1000, 7200);
     // The preprocess job lives from 30 s to 270 s.
     for i in 0..=300 {
         let t = T0 + i * 1000;
-        m.apply(sim.sample(t).expect("sim"), t);
+        engine_state.apply(&mut m, sim.sample(t).expect("sim"), t);
     }
     let row = m.rows().find(|r| r.key.pid == 60100).expect("job row");
     assert_eq!(row.exited_at_ms, Some(T0 + 270_000));

@@ -209,8 +209,9 @@ fn within_caps(body: &[u8]) -> Result<(), TestCaseError> {
         .all(|d| (d.index as usize) < checks::MAX_DEVICES));
     prop_assert!(snap.processes.len() <= checks::MAX_PROCESSES);
     prop_assert!(snap.taken_at_ms <= now + checks::MAX_AHEAD_MS);
+    let mut engine_state = vramwarden::engine::state::EngineState::default();
     let mut m = vramwarden::engine::view::Monitor::new(1000, 60);
-    m.apply(snap, now);
+    engine_state.apply(&mut m, snap, now);
     prop_assert!(
         m.history.heap_bytes() < 64 << 20,
         "{}",
@@ -293,11 +294,12 @@ fn view_answer() -> &'static String {
         use vramwarden::source::GpuSource;
         let now = vramwarden::model::now_ms();
         let mut sim = vramwarden::source::sim::SimSource::demo(now - 400_000);
+        let mut engine_state = vramwarden::engine::state::EngineState::default();
         let mut m = vramwarden::engine::view::Monitor::new(1000, 600);
         m.source = Some(sim.info());
         for i in (0..300).rev() {
             let t = now - i * 1000;
-            m.apply(sim.sample(t).expect("sim"), t);
+            engine_state.apply(&mut m, sim.sample(t).expect("sim"), t);
         }
         let v = vramwarden::link::wire::WireView::of(&m, 0, 4096);
         serde_json::to_string(&v).expect("json")

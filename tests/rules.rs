@@ -816,12 +816,13 @@ fn test_this_rule_sees_the_pytorch_conditions_from_the_monitor() {
             ..ProcessSample::default()
         }],
     };
+    let mut engine_state = vramwarden::engine::state::EngineState::default();
     let mut m = Monitor::new(1000, 600);
     let t0: UnixMs = 1_796_000_000_000;
     // Allocated grows 5 MiB/s = 300 MiB/min for three minutes.
     for i in 0..180 {
         let t = t0 + i * 1000;
-        m.apply(snap(t, 1000 + 5 * i as u64), t);
+        engine_state.apply(&mut m, snap(t, 1000 + 5 * i as u64), t);
     }
     let safety = Safety::default();
     let rule = |c: Conditions| Rule {

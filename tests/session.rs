@@ -365,10 +365,11 @@ fn monitor_replay_of_a_session_has_the_processes() {
     record_demo(&path, 200);
     let m = vramwarden::engine::replay::session(&SessionData::open(&path).expect("open"));
     let mut sim = SimSource::demo(T0);
+    let mut live_state = vramwarden::engine::state::EngineState::default();
     let mut live = Monitor::new(1000, 200);
     for i in 0..200 {
         let t = T0 + i * 1000;
-        live.apply(sim.sample(t).expect("sim"), t);
+        live_state.apply(&mut live, sim.sample(t).expect("sim"), t);
     }
     let mut a: Vec<_> = m
         .rows()
@@ -908,11 +909,12 @@ fn the_history_a_replay_builds_beside_its_engine_is_the_one_apply_builds() {
     let dir = tempfile::tempdir().expect("tmp");
     let s = SessionData::open(&two_segment_session(dir.path())).expect("open");
     // In step, as a live engine builds it: each sample sanitized, then applied.
+    let mut engine_state = vramwarden::engine::state::EngineState::default();
     let mut m = Monitor::new(1000, s.len());
     for i in 0..s.len() {
         let mut x = s.snapshot(i).expect("decodes");
         x.sanitize();
-        m.apply(x, 0);
+        engine_state.apply(&mut m, x, 0);
     }
     let want = all_series(&m.history);
     assert!(want.len() > 40 + 3 * 9, "{} series", want.len());

@@ -53,11 +53,12 @@ mod warnings;
 /// The demo's first `seconds` samples applied to a View holding 24 h.
 fn demo_monitor(seconds: i64) -> Monitor {
     let mut sim = SimSource::demo(T0);
+    let mut engine_state = vramwarden::engine::state::EngineState::default();
     let mut m = Monitor::new(1000, 86_400);
     m.source = Some(sim.info());
     for i in 0..seconds {
         let t = T0 + i * 1000;
-        m.apply(sim.sample(t).expect("sim"), t);
+        engine_state.apply(&mut m, sim.sample(t).expect("sim"), t);
     }
     m
 }
@@ -270,8 +271,9 @@ fn driver_error_is_explained_and_the_demo_offered() {
 #[test]
 fn stale_data_is_flagged() {
     let mut sim = SimSource::demo(T0);
+    let mut engine_state = vramwarden::engine::state::EngineState::default();
     let mut m = Monitor::new(1000, 1000);
-    m.apply(sim.sample(T0).expect("sim"), T0);
+    engine_state.apply(&mut m, sim.sample(T0).expect("sim"), T0);
     let app = VramApp::with_backend(Backend::detached(m, SourceKind::Nvml), UiState::default())
         .with_fixed_now(T0 + 5000);
     let mut h = harness(app);
@@ -951,6 +953,7 @@ fn terminate_click_reaches_a_real_process_through_the_real_engine() {
 #[test]
 fn container_and_pod_in_the_table_and_the_detail_pane() {
     let mut sim = SimSource::demo(T0);
+    let mut engine_state = vramwarden::engine::state::EngineState::default();
     let mut m = Monitor::new(1000, 86_400);
     m.source = Some(sim.info());
     for i in 0..120 {
@@ -963,7 +966,7 @@ fn container_and_pod_in_the_table_and_the_detail_pane() {
                 info.pod = Some("ml/trainer-7d9f".into());
             }
         }
-        m.apply(s, t);
+        engine_state.apply(&mut m, s, t);
     }
     let app = VramApp::with_backend(Backend::detached(m, SourceKind::demo()), UiState::default())
         .with_fixed_now(T0 + 119_000);
@@ -1398,11 +1401,12 @@ fn constant_snap(t: UnixMs, used_gib: u64, proc_gib: u64) -> vramwarden::model::
 
 /// A live window over `seconds` of [`constant_snap`] (16 GiB used, 10 GiB by a process), in MiB.
 fn constant_live_app(seconds: i64) -> VramApp {
+    let mut engine_state = vramwarden::engine::state::EngineState::default();
     let mut m = Monitor::new(1000, 86_400);
     m.source = Some(SimSource::demo(T0).info());
     for i in 0..seconds {
         let t = T0 + i * 1000;
-        m.apply(constant_snap(t, 16, 10), t);
+        engine_state.apply(&mut m, constant_snap(t, 16, 10), t);
     }
     let state = UiState {
         units: vramwarden::model::format::Units::MiB,
@@ -1796,9 +1800,10 @@ fn a_saved_host_can_be_forgotten() {
         ..UiState::default()
     };
     let mut sim = SimSource::demo(T0);
+    let mut engine_state = vramwarden::engine::state::EngineState::default();
     let mut m = Monitor::new(1000, 1000);
     m.source = Some(sim.info());
-    m.apply(sim.sample(T0).expect("sim"), T0);
+    engine_state.apply(&mut m, sim.sample(T0).expect("sim"), T0);
     let app =
         VramApp::with_backend(Backend::detached(m, SourceKind::demo()), state).with_fixed_now(T0);
     let mut h = harness(app);
@@ -1977,9 +1982,10 @@ fn an_out_of_range_value_is_clamped_with_a_word() {
 fn the_leaks_tab_is_newest_first() {
     use vramwarden::engine::view::{LeakKey, LeakRecord};
     let mut sim = SimSource::demo(T0);
+    let mut engine_state = vramwarden::engine::state::EngineState::default();
     let mut m = Monitor::new(1000, 1000);
     m.source = Some(sim.info());
-    m.apply(sim.sample(T0).expect("sim"), T0);
+    engine_state.apply(&mut m, sim.sample(T0).expect("sim"), T0);
     for (pid, flagged) in [(101u32, 1_000i64), (102, 3_000), (103, 2_000)] {
         let key = (
             vramwarden::model::ProcessKey {

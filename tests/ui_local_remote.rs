@@ -173,8 +173,13 @@ fn a_remote_window_shows_exactly_what_a_local_one_shows() {
     // And the same pixels.
     let guard = {
         let mut v3 = remote.clone();
+        let mut newest_only_state = vramwarden::engine::state::EngineState::default();
         let mut newest_only = Monitor::new(1000, 3600);
-        newest_only.apply(local.latest.clone().expect("a sample"), T0);
+        newest_only_state.apply(
+            &mut newest_only,
+            local.latest.clone().expect("a sample"),
+            T0,
+        );
         v3.set_rows(newest_only.rows().cloned().collect());
         v3
     };

@@ -28,12 +28,13 @@ fn view_now() -> String {
     use vramwarden::source::GpuSource;
     let now = vramwarden::model::now_ms();
     let mut sim = vramwarden::source::sim::SimSource::demo(now - 60_000);
+    let mut engine_state = vramwarden::engine::state::EngineState::default();
     let mut m = Monitor::new(1000, 600);
     m.source = Some(vramwarden::model::SourceInfo {
         host: "the-agents-host".into(),
         ..sim.info()
     });
-    m.apply(sim.sample(now).expect("a sample"), now);
+    engine_state.apply(&mut m, sim.sample(now).expect("a sample"), now);
     m.ooms.push(OomRecord {
         at_ms: now - 10_000,
         device_index: 0,

@@ -25,11 +25,12 @@ const T0: UnixMs = 1_796_000_000_000;
 /// The demo's first five minutes in the window, the palette `palette`.
 fn demo_app(palette: Palette) -> VramApp {
     let mut sim = SimSource::demo(T0);
+    let mut engine_state = vramwarden::engine::state::EngineState::default();
     let mut m = Monitor::new(1000, 86_400);
     m.source = Some(sim.info());
     for i in 0..300 {
         let t = T0 + i * 1000;
-        m.apply(sim.sample(t).expect("sim"), t);
+        engine_state.apply(&mut m, sim.sample(t).expect("sim"), t);
     }
     let state = UiState {
         palette,

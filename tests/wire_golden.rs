@@ -52,6 +52,7 @@ fn holder(pid: u32, name: &str) -> OomHolder {
 /// The simulated GPUs' View after five samples, with an entry of every kind besides.
 fn golden_monitor() -> Monitor {
     let mut sim = vramwarden::source::sim::SimSource::demo(T0);
+    let mut engine_state = vramwarden::engine::state::EngineState::default();
     let mut m = Monitor::new(1000, 60);
     m.source = Some(SourceInfo {
         host: "gpu-host".into(),
@@ -59,7 +60,7 @@ fn golden_monitor() -> Monitor {
     });
     for i in 0..5 {
         let t = T0 + i * 1000;
-        m.apply(sim.sample(t).expect("a sample"), t);
+        engine_state.apply(&mut m, sim.sample(t).expect("a sample"), t);
     }
     let snap = m.latest.clone().expect("a sample");
     let p = snap

@@ -97,7 +97,7 @@ impl EngineBuilder {
     /// A read-only engine whose source builds the history from the samples it gives
     /// ([`crate::source::replay::ReplaySource::take_history`]), handed to the monitor at the
     /// end ([`crate::engine::view::Monitor::set_history`]): the engine applies the rest of each
-    /// sample ([`crate::engine::view::Monitor::apply_beside_history`]). No effect on a live
+    /// sample ([`crate::engine::state::EngineState::apply_beside_history`]). No effect on a live
     /// engine.
     #[must_use]
     pub fn history_by_source(mut self) -> Self {

@@ -19,6 +19,7 @@ pub mod sampler;
 pub mod settings;
 pub mod shared;
 pub mod stages;
+pub mod state;
 pub mod tick_loop;
 pub mod view;
 

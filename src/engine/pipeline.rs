@@ -51,6 +51,8 @@ impl std::fmt::Debug for EngineOptions {
 /// replay): one field per stage.
 pub struct Engine {
     shared: SharedMonitor,
+    /// What the engine keeps beside the View to derive its rows (never published).
+    state: crate::engine::state::EngineState,
     enrich: Enrich,
     recorder: Recorder,
     watches: Watches,
@@ -72,6 +74,7 @@ impl Engine {
     pub(super) fn bare(shared: SharedMonitor, record: RecordTo, interval_ms: u64) -> Self {
         Self {
             shared,
+            state: crate::engine::state::EngineState::default(),
             enrich: Enrich::default(),
             recorder: Recorder::new(record, interval_ms),
             watches: Watches::default(),
@@ -329,7 +332,13 @@ impl Engine {
     pub fn tick(&mut self, mut snap: Snapshot, received_ms: UnixMs) -> Option<Snapshot> {
         snap.sanitize();
         if self.read_only {
-            return publish::replayed(&self.shared, snap, received_ms, self.history_by_source);
+            return publish::replayed(
+                &self.shared,
+                &mut self.state,
+                snap,
+                received_ms,
+                self.history_by_source,
+            );
         }
         let now = snap.taken_at_ms;
         let mut out = self.alerting.outbox();
@@ -381,6 +390,7 @@ impl Engine {
         let (events, orphans, watches) = (watched.events, watched.orphans, &self.watches);
         let previous = publish::tick(
             &self.shared,
+            &mut self.state,
             publish::Tick {
                 snap,
                 received_ms,

@@ -1,7 +1,7 @@
 //! Reopening a recorded session: its samples are played through a read-only engine
 //! ([`crate::engine::Engine::read_only`]) from a [`ReplaySource`], by the loop every mode uses
 //! ([`crate::engine::tick_loop`]). What the window shows of a past session is built by the same code as
-//! what it shows live ([`Monitor::apply`]); the session's own leak and OOM events come with it.
+//! what it shows live ([`EngineState::apply`](crate::engine::state::EngineState::apply)); the session's own leak and OOM events come with it.
 //! Nothing acts from a replay: the engine runs no rule and refuses manual actions.
 
 use std::collections::HashSet;
@@ -28,7 +28,7 @@ pub fn session(data: &SessionData) -> Monitor {
 ///
 /// The samples are decoded on the engine's thread while a second one builds the history
 /// from its own decoding of them ([`ReplaySource::history_by`]), with
-/// [`History::push`](crate::model::history::History::push) as [`Monitor::apply`] does: on two
+/// [`History::push`](crate::model::history::History::push) as [`EngineState::apply`](crate::engine::state::EngineState::apply) does: on two
 /// cores the two halves are built at once. A panic (a bug) leaves the monitor with a failed
 /// status that says so.
 pub fn session_with_progress(

@@ -401,12 +401,13 @@ mod tests {
     /// An agent's View: the demo started at `start`, sampled from `from` for `seconds`.
     fn agent(start: UnixMs, from: UnixMs, seconds: i64) -> Monitor {
         let mut sim = crate::source::sim::SimSource::demo(start);
+        let mut engine_state = crate::engine::state::EngineState::default();
         let mut m = Monitor::new(1000, 3600);
         m.source = Some(sim.info());
         for i in 0..seconds {
             let t = from + i * 1000;
             if let Ok(s) = sim.sample(t) {
-                m.apply(s, t);
+                engine_state.apply(&mut m, s, t);
             }
         }
         m
@@ -472,11 +473,12 @@ mod tests {
     fn an_attached_window_has_the_agent_s_rows_and_last_activity() {
         let t0 = T0;
         let mut sim = crate::source::sim::SimSource::demo(t0);
+        let mut agent_state = crate::engine::state::EngineState::default();
         let mut agent = Monitor::new(1000, 3600);
         let mut t = t0;
         for i in 0..2500 {
             t = t0 + i * 1000;
-            agent.apply(sim.sample(t).expect("sim"), t);
+            agent_state.apply(&mut agent, sim.sample(t).expect("sim"), t);
             if i % 7 == 0 {
                 let keys: Vec<ProcSeriesKey> = agent.rows().map(ProcessRow::series_key).collect();
                 agent.last_active = keys.into_iter().map(|k| (k, t)).collect();

@@ -847,9 +847,10 @@ mod tests {
     fn a_row() -> ProcessRow {
         use crate::source::GpuSource;
         let mut sim = crate::source::sim::SimSource::demo(NOW - 10_000);
+        let mut engine_state = crate::engine::state::EngineState::default();
         let mut m = crate::engine::view::Monitor::new(1000, 10);
         for t in [NOW - 1_000, NOW] {
-            m.apply(sim.sample(t).expect("sim"), t);
+            engine_state.apply(&mut m, sim.sample(t).expect("sim"), t);
         }
         let r = m.rows().next().cloned();
         r.expect("a row")

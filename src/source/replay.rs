@@ -6,7 +6,7 @@
 //!
 //! The source also builds the session's history ([`ReplaySource::take_history`]): each
 //! sample, sanitized as the engine sanitizes it, pushed with [`History::push`] as
-//! [`crate::engine::view::Monitor::apply`] pushes it. [`ReplaySource::history_by`] builds it
+//! [`crate::engine::state::EngineState::apply`] pushes it. [`ReplaySource::history_by`] builds it
 //! on a thread of its own that decodes the samples a second time, so on two cores the history
 //! and the engine's rows are built at once, and no sample crosses between cores.
 
@@ -137,10 +137,10 @@ pub fn build_history(data: &SessionData, stop: &AtomicBool) -> History {
     history
 }
 
-/// Sample `s` sanitized, as the engine sanitizes it, then pushed as [`Monitor::apply`] pushes
+/// Sample `s` sanitized, as the engine sanitizes it, then pushed as [`EngineState::apply`] pushes
 /// it.
 ///
-/// [`Monitor::apply`]: crate::engine::view::Monitor::apply
+/// [`EngineState::apply`]: crate::engine::state::EngineState::apply
 fn push_sanitized(history: &mut History, s: &mut Snapshot) {
     s.sanitize();
     history.push(s);

@@ -94,11 +94,12 @@ fn real_process_app(seconds: i64) -> VramApp {
         busy_pct: 0,
     });
     let mut sim = sim.with_park(pid, 30.0, 1000.0, 3600.0);
+    let mut engine_state = vramwarden::engine::state::EngineState::default();
     let mut m = Monitor::new(1000, 86_400);
     m.source = Some(sim.info());
     for i in 0..seconds {
         let t = T0 + i * 1000;
-        m.apply(sim.sample(t).expect("sim"), t);
+        engine_state.apply(&mut m, sim.sample(t).expect("sim"), t);
     }
     VramApp::with_backend(Backend::detached(m, SourceKind::demo()), UiState::default())
         .with_fixed_now(T0 + (seconds - 1) * 1000)

@@ -47,11 +47,12 @@ fn crowded_app_sized(
     window: vramwarden::front::gui::ui_state::Window,
     oldest_largest: bool,
 ) -> VramApp {
+    let mut engine_state = vramwarden::engine::state::EngineState::default();
     let mut m = Monitor::new(1000, 86_400);
     m.source = Some(SimSource::demo(T0).info());
     for i in 0..seconds {
         let t = T0 + i * 1000;
-        m.apply(crowded_snap_sized(t, oldest_largest), t);
+        engine_state.apply(&mut m, crowded_snap_sized(t, oldest_largest), t);
     }
     let state = UiState {
         window,

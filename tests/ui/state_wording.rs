@@ -9,11 +9,12 @@ use egui_kittest::kittest::NodeT as _;
 /// The demo the window runs (`--demo`, its notebook 66020 parked from 200 s), `seconds` long.
 fn demo_day_app(seconds: i64) -> VramApp {
     let mut sim = SimSource::demo_day(T0);
+    let mut engine_state = vramwarden::engine::state::EngineState::default();
     let mut m = Monitor::new(1000, 86_400);
     m.source = Some(sim.info());
     for i in 0..seconds {
         let t = T0 + i * 1000;
-        m.apply(sim.sample(t).expect("sim"), t);
+        engine_state.apply(&mut m, sim.sample(t).expect("sim"), t);
     }
     VramApp::with_backend(Backend::detached(m, SourceKind::demo()), UiState::default())
         .with_fixed_now(T0 + (seconds - 1) * 1000)
@@ -181,11 +182,12 @@ fn the_resume_confirmation_says_what_moves_back_and_how_long() {
         busy_pct: 0,
     });
     let mut sim = sim.with_park(std::process::id(), 10.0, 1000.0, 3600.0);
+    let mut engine_state = vramwarden::engine::state::EngineState::default();
     let mut m = Monitor::new(1000, 86_400);
     m.source = Some(sim.info());
     for i in 0..60 {
         let t = T0 + i * 1000;
-        m.apply(sim.sample(t).expect("sim"), t);
+        engine_state.apply(&mut m, sim.sample(t).expect("sim"), t);
     }
     let app = VramApp::with_backend(Backend::detached(m, SourceKind::demo()), UiState::default())
         .with_fixed_now(T0 + 59_000);

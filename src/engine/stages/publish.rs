@@ -5,6 +5,7 @@
 
 use crate::act::rules::action::Activity;
 use crate::engine::shared::Shared;
+use crate::engine::state::EngineState;
 use crate::engine::view::{Monitor, RecordingStatus, SourceStatus};
 use crate::model::{Snapshot, SourceInfo, UnixMs};
 use crate::session::Event;
@@ -37,13 +38,19 @@ pub struct Tick {
     pub replies: Vec<crate::model::reply::CommandReply>,
 }
 
-/// Publishes `t` (after `watched` wrote the watches' part); returns the sample it replaced
-/// as the latest. None when a writer panicked while holding the lock.
-pub fn tick(shared: &Shared, t: Tick, watched: impl FnOnce(&mut Monitor)) -> Option<Snapshot> {
+/// Publishes `t` (after `watched` wrote the watches' part), its rows derived by the engine's
+/// `state`; returns the sample it replaced as the latest. None when a writer panicked while
+/// holding the lock.
+pub fn tick(
+    shared: &Shared,
+    state: &mut EngineState,
+    t: Tick,
+    watched: impl FnOnce(&mut Monitor),
+) -> Option<Snapshot> {
     let mut m = shared.write().ok()?;
     watched(&mut m);
     push_activity(&mut m, t.acts);
-    let previous = m.apply(t.snap, t.received_ms);
+    let previous = state.apply(&mut m, t.snap, t.received_ms);
     m.last_active = t.last_active;
     m.oom_alerts = t.oom_alerts;
     m.guard = t.guard;
@@ -60,15 +67,16 @@ pub fn tick(shared: &Shared, t: Tick, watched: impl FnOnce(&mut Monitor)) -> Opt
 /// all but the history, which the source builds.
 pub fn replayed(
     shared: &Shared,
+    state: &mut EngineState,
     snap: Snapshot,
     received_ms: UnixMs,
     history_by_source: bool,
 ) -> Option<Snapshot> {
     let mut m = shared.write().ok()?;
     if history_by_source {
-        m.apply_beside_history(snap, received_ms)
+        state.apply_beside_history(&mut m, snap, received_ms)
     } else {
-        m.apply(snap, received_ms)
+        state.apply(&mut m, snap, received_ms)
     }
 }
 

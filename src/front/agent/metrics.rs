@@ -668,8 +668,10 @@ mod tests {
             origin: Origin::Simulated,
             ..ProcessSample::default()
         };
+        let mut engine_state = crate::engine::state::EngineState::default();
         let mut m = Monitor::new(1000, 10);
-        m.apply(
+        engine_state.apply(
+            &mut m,
             Snapshot {
                 taken_at_ms: 5000,
                 devices: vec![dev(0), dev(1)],
@@ -919,8 +921,10 @@ mod tests {
             container_id: Some("f3".repeat(32)),
             ..ProcInfo::default()
         };
+        let mut engine_state = crate::engine::state::EngineState::default();
         let mut m = Monitor::new(1000, 10);
-        m.apply(
+        engine_state.apply(
+            &mut m,
             Snapshot {
                 taken_at_ms: 5000,
                 devices: vec![DeviceSample {
