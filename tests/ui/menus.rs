@@ -169,6 +169,6 @@ fn the_row_menu_asks_through_the_queue_and_the_confirmation_opens() {
         }
         other => panic!("{other:?}"),
     }
-    let (target, _) = h.state().confirm.clone().expect("the confirmation is open");
-    assert_eq!(target.name(), "python3");
+    let asked = h.state().confirm.clone().expect("the confirmation is open");
+    assert_eq!(asked.target.name(), "python3");
 }

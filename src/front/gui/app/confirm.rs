@@ -2,22 +2,26 @@
 
 use egui::RichText;
 
-use super::{describe_target, UiCommand, VramApp};
+use super::{describe_target, Confirmation, UiCommand, VramApp};
 use crate::engine::view::Monitor;
 use crate::front::gui::widgets;
 
 impl VramApp {
     /// Asks before a manual action; on yes it goes to the engine.
     pub(super) fn confirm_modal(&mut self, ctx: &egui::Context) {
-        let Some((target, action)) = self.confirm.clone() else {
+        let Some(Confirmation {
+            target,
+            action,
+            resume,
+            park_gib_s,
+        }) = self.confirm.clone()
+        else {
             return;
         };
         let mut decided = None;
         let units = self.state.units;
-        let resume = self
-            .confirm_resume
-            .filter(|_| action == crate::act::rules::Action::Resume);
-        let (heading, verb) = confirm_wording(&target, &action, resume, self.confirm_park_gib_s);
+        let resume = resume.filter(|_| action == crate::act::rules::Action::Resume);
+        let (heading, verb) = confirm_wording(&target, &action, resume, park_gib_s);
         // A dialog a screen reader names by its question (AccessKit: a Dialog labelled so).
         let id = egui::Id::unique("confirm-action");
         let area = egui::Modal::default_area(id).accessible_name(heading.clone());
@@ -105,23 +109,24 @@ impl VramApp {
                 })
             });
         let guard = monitor.guard.iter().find(|g| g.device_index == key.1);
-        self.confirm_park_gib_s = guard.map_or(0.0, |g| g.park_gib_s);
-        self.confirm_resume = r.parked.map(|p| {
+        let resume = r.parked.map(|p| {
             let rate = guard.map_or(0.0, |g| g.resume_gib_s);
             (
                 p.bytes,
                 crate::act::park::estimate::resume_estimate_s(p.bytes.unwrap_or(0), rate),
             )
         });
-        self.confirm = Some((
-            crate::act::rules::eval::Target::process(
+        self.confirm = Some(Confirmation {
+            target: crate::act::rules::eval::Target::process(
                 key,
                 Some(info),
                 r.used_bytes,
                 live.map_or(crate::model::Origin::Recorded, |p| p.origin),
             ),
             action,
-        ));
+            resume,
+            park_gib_s: guard.map_or(0.0, |g| g.park_gib_s),
+        });
     }
 }
 

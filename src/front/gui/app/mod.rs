@@ -68,12 +68,7 @@ pub struct VramApp {
     /// Why the settings file could not be used, shown as a banner until saved.
     pub config_error: Option<crate::engine::settings::ConfigError>,
     /// A manual action waiting for the user's confirmation.
-    pub confirm: Option<(crate::act::rules::eval::Target, crate::act::rules::Action)>,
-    /// For a resume being confirmed: the bytes in host memory and the seconds the move back
-    /// takes at the resume rate in use.
-    confirm_resume: Option<(Option<u64>, f64)>,
-    /// The park rate the confirmation's time is said at (the guard's measured one; 0: default).
-    confirm_park_gib_s: f64,
+    pub confirm: Option<Confirmation>,
     /// True while a recorded session is drawn (no actions are offered).
     replaying: bool,
     /// Attached to an agent that stopped answering: since when (its figures on screen are
@@ -100,6 +95,20 @@ pub struct VramApp {
     action_status: super::action_status::ActionStatus,
     /// Where the detail pane was drawn last (`None`: closed).
     detail_rect: Option<egui::Rect>,
+}
+
+/// A manual action on a process waiting for the user's yes, with what its dialog says.
+#[derive(Debug, Clone)]
+pub struct Confirmation {
+    /// The process, with its facts as the View has them.
+    pub target: crate::act::rules::eval::Target,
+    /// The action asked for.
+    pub action: crate::act::rules::Action,
+    /// For a parked process: the bytes in host memory and the seconds a resume takes at the
+    /// resume rate in use.
+    resume: Option<(Option<u64>, f64)>,
+    /// The park rate its time is said at (the guard's measured one; 0: the default).
+    park_gib_s: f64,
 }
 
 /// Every keyboard shortcut of the window, for Help → Keyboard shortcuts.
@@ -172,8 +181,6 @@ impl VramApp {
             config_path: crate::engine::settings::config_path(None),
             config_error: None,
             confirm: None,
-            confirm_resume: None,
-            confirm_park_gib_s: 0.0,
             replaying: false,
             unreachable_since: None,
             connect: super::connect::ConnectUi::default(),
