@@ -58,14 +58,19 @@ pub fn get_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
 /// Frames `payload` as one record.
 pub fn frame(kind: u8, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(payload.len() + 12);
+    frame_into(&mut out, kind, payload);
+    out
+}
+
+/// Appends the record [`frame`] makes of `payload` to `out` (a writer's kept buffer).
+pub fn frame_into(out: &mut Vec<u8>, kind: u8, payload: &[u8]) {
     out.extend_from_slice(&MAGIC);
     let body_start = out.len();
     out.push(kind);
-    put_varint(&mut out, payload.len() as u64);
+    put_varint(out, payload.len() as u64);
     out.extend_from_slice(payload);
     let crc = crc32fast::hash(&out[body_start..]);
     out.extend_from_slice(&crc.to_le_bytes());
-    out
 }
 
 /// One record found in a buffer.

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::format::{
-    encode_sample_with_torch, frame, ProcEntry, TorchEntry, KIND_EVENT, KIND_HEADER, KIND_SAMPLE,
+    encode_sample_with_torch, frame_into, ProcEntry, TorchEntry, KIND_EVENT, KIND_HEADER,
+    KIND_SAMPLE,
 };
 use super::{Event, Header, ProcDef};
 use crate::model::history::ProcSeriesKey;
@@ -56,6 +57,10 @@ pub struct SessionWriter {
     samples: u64,
     bytes: u64,
     scratch: Vec<u8>,
+    /// The record being written (kept between records for its room).
+    record: Vec<u8>,
+    /// The last sample's `live` list, kept for its room.
+    spare_live: Vec<ProcSeriesKey>,
     entries: Vec<ProcEntry>,
     torch: Vec<TorchEntry>,
 }
@@ -100,6 +105,8 @@ impl SessionWriter {
             samples: 0,
             bytes: 0,
             scratch: Vec::new(),
+            record: Vec::new(),
+            spare_live: Vec::new(),
             entries: Vec::new(),
             torch: Vec::new(),
         };
@@ -125,10 +132,14 @@ impl SessionWriter {
     }
 
     fn write_record(&mut self, kind: u8, payload: &[u8]) -> Result<(), WriteError> {
-        let rec = frame(kind, payload);
+        let mut rec = std::mem::take(&mut self.record);
+        rec.clear();
+        frame_into(&mut rec, kind, payload);
         let write = crate::host::cost::span(crate::host::cost::Part::LogWrite);
         let written = self.file.write_all(&rec);
         drop(write);
+        let len = rec.len() as u64;
+        self.record = rec;
         if let Err(source) = written {
             // Cut a partly written record off, so the next one follows the last whole one.
             let _ = self.file.set_len(self.bytes);
@@ -138,7 +149,7 @@ impl SessionWriter {
                 source,
             });
         }
-        self.bytes += rec.len() as u64;
+        self.bytes += len;
         Ok(())
     }
 
@@ -167,7 +178,8 @@ impl SessionWriter {
         entries.clear();
         let mut torch = std::mem::take(&mut self.torch);
         torch.clear();
-        let mut current: Vec<ProcSeriesKey> = Vec::with_capacity(snap.processes.len());
+        let mut current = std::mem::take(&mut self.spare_live);
+        current.clear();
         for p in &snap.processes {
             let key = (p.key(), p.device_index);
             current.push(key);
@@ -219,7 +231,7 @@ impl SessionWriter {
                 })?;
             }
         }
-        self.live = current;
+        self.spare_live = std::mem::replace(&mut self.live, current);
         if self.samples > 0 && self.samples % TABLE_EVERY == 0 {
             let procs = self
                 .live
