@@ -254,6 +254,9 @@ pub struct SessionData {
     bytes: Vec<u8>,
     /// Every decodable sample record, in time order.
     samples: Vec<SampleRef>,
+    /// While the file is read: the first segment's sample records, not checked yet (they are
+    /// checked together, on two threads, once their segment ends; empty afterwards).
+    unchecked: Vec<SampleRef>,
     segments: Vec<Segment>,
     /// Every event except resynchronisation tables, in file order (process ids of later
     /// segments rewritten to the reader's ids, as in [`Self::defs`]).
@@ -290,6 +293,36 @@ fn cut_device_texts(h: &mut Header) -> usize {
         .iter_mut()
         .map(|d| cut(&mut d.uuid) + cut(&mut d.name) + d.pci_bus_id.as_mut().map_or(0, cut))
         .sum()
+}
+
+/// Sample records from this many on are checked on two threads.
+const CHECK_IN_TWO_FROM: usize = 4096;
+
+/// The time of each sample record of `refs` (ranges of `bytes`) that decodes, None for one
+/// that does not: many records are checked half here, half on a second thread.
+fn sample_times(bytes: &[u8], refs: &[SampleRef]) -> Vec<Option<UnixMs>> {
+    let check = |rs: &[SampleRef]| -> Vec<Option<UnixMs>> {
+        rs.iter()
+            .map(|r| check_sample(bytes.get(r.start..r.end)?, |_| {}))
+            .collect()
+    };
+    if refs.len() < CHECK_IN_TWO_FROM {
+        return check(refs);
+    }
+    let (first, second) = refs.split_at(refs.len() / 2);
+    std::thread::scope(|scope| {
+        let other = std::thread::Builder::new()
+            .name("vramwarden-index".into())
+            .spawn_scoped(scope, || check(second));
+        let mut times = check(first);
+        // Checking never panics; were the thread lost, its half is checked here.
+        let rest = match other {
+            Ok(handle) => handle.join().unwrap_or_else(|_| check(second)),
+            Err(_) => check(second),
+        };
+        times.extend(rest);
+        times
+    })
 }
 
 /// Reads `path` if it is a regular file of at most [`MAX_FILE_BYTES`], without blocking on
@@ -404,6 +437,7 @@ impl SessionData {
             header: None,
             bytes: Vec::new(),
             samples: Vec::new(),
+            unchecked: Vec::new(),
             segments: Vec::new(),
             events: Vec::new(),
             defs: FastMap::default(),
@@ -440,6 +474,7 @@ impl SessionData {
             }
             pos = next;
         }
+        s.check_unchecked(&bytes);
         s.report.checksummed_bytes = scanner.hashed_bytes();
         s.report.segments = s.segments.len();
         // Samples are written in time order; a damaged stretch (or joined logs) must not
@@ -497,6 +532,7 @@ impl SessionData {
         self.report.cut_texts += cut_device_texts(&mut h);
         if !first_record {
             if self.segments.len() == 1 {
+                self.check_unchecked(bytes);
                 self.reserve_first_segment_ids(bytes, ids);
             }
             self.segments.push(Segment::default());
@@ -537,23 +573,48 @@ impl SessionData {
         }
     }
 
+    /// Checks the first segment's sample records read so far (see [`SessionData::unchecked`]):
+    /// those that decode join the index, the others count as bad records.
+    fn check_unchecked(&mut self, bytes: &[u8]) {
+        let refs = std::mem::take(&mut self.unchecked);
+        let times = sample_times(bytes, &refs);
+        for (mut r, time) in refs.into_iter().zip(times) {
+            match time {
+                Some(t) => {
+                    r.time = t;
+                    self.samples.push(r);
+                    self.report.samples += 1;
+                }
+                None => self.report.bad_records += 1,
+            }
+        }
+    }
+
+    /// Takes a sample record: the first segment's are checked later, together
+    /// ([`SessionData::check_unchecked`]), whose ids are the file's; a later segment's now, as
+    /// its ids are mapped in file order.
     fn take_sample(&mut self, bytes: &[u8], rec: &RawRecord<'_>, ids: &mut IdSpace) -> bool {
         let segment = self.segments.len().saturating_sub(1);
-        let time = if segment == 0 {
-            check_sample(rec.payload, |_| {})
-        } else {
-            let mut local = Vec::new();
-            let t = check_sample(rec.payload, |id| local.push(id));
-            if let (Some(_), Some(seg)) = (t, self.segments.last_mut()) {
-                for id in local {
-                    ids.map(seg, id);
-                }
-            }
-            t
-        };
-        let Some(time) = time else { return false };
         // The payload is a slice of `bytes`: its offset is the distance between the pointers.
         let start = (rec.payload.as_ptr() as usize).wrapping_sub(bytes.as_ptr() as usize);
+        if segment == 0 {
+            self.unchecked.push(SampleRef {
+                time: 0,
+                start,
+                end: start + rec.payload.len(),
+                segment,
+            });
+            return true;
+        }
+        let mut local = Vec::new();
+        let Some(time) = check_sample(rec.payload, |id| local.push(id)) else {
+            return false;
+        };
+        if let Some(seg) = self.segments.last_mut() {
+            for id in local {
+                ids.map(seg, id);
+            }
+        }
         self.samples.push(SampleRef {
             time,
             start,
