@@ -780,3 +780,60 @@ fn an_accepted_commands_final_reply_comes_from_the_view_once_and_only_ours() {
     let e = refused(&link);
     assert!(e.contains("replies: seconds"), "{e}");
 }
+
+/// The agent's past leaks are asked once and read once: a failed read says why by kind and
+/// is asked again by the next call, a good one is kept.
+#[test]
+fn past_leaks_are_asked_again_after_a_failed_read_and_kept_once_read() {
+    use vramwarden::link::remote::RemotePast;
+    let calls = Arc::new(Mutex::new(0u32));
+    let counted = calls.clone();
+    let agent = StandIn::start(Arc::new(move |_, path| {
+        if !path.starts_with("/api/past") {
+            return Answer::Json(reply_with(|_| {}));
+        }
+        let mut n = counted.lock().expect("calls");
+        *n += 1;
+        if *n == 1 {
+            return Answer::Raw(Box::new(|c| {
+                let body = r#"{"error":"the sessions folder cannot be read"}"#;
+                let _ = write!(
+                    c,
+                    "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }));
+        }
+        Answer::Json(format!(
+            r#"{{"api_version":{},"leaks":[],"ooms":[]}}"#,
+            vramwarden::link::wire::API_VERSION
+        ))
+    }));
+    let (link, _) = link_to(&agent);
+    assert!(matches!(link.past(), RemotePast::NotAsked));
+    assert!(link.past_or_ask().is_none());
+    let failed = wait_for(Duration::from_secs(5), "the failed read", || {
+        match link.past() {
+            RemotePast::Failed(e) => Some(e),
+            _ => None,
+        }
+    });
+    assert_eq!(
+        failed,
+        RemoteError::Refused {
+            status: 500,
+            words: "the sessions folder cannot be read".into()
+        }
+    );
+    assert!(link.past_or_ask().is_none(), "asked again");
+    let read = wait_for(Duration::from_secs(5), "the good read", || {
+        link.past_or_ask()
+    });
+    assert!(read.leaks.is_empty() && read.ooms.is_empty());
+    assert!(link.past_or_ask().is_some());
+    assert_eq!(
+        *calls.lock().expect("calls"),
+        2,
+        "read once more, then kept"
+    );
+}

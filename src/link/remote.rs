@@ -77,11 +77,19 @@ struct Download {
     dir: std::path::PathBuf,
 }
 
-/// What [`RemoteLink::past`] holds while the agent's past leaks are being read.
-const ASKED: &str = "reading the agent's past leaks…";
-
-/// The agent's past leaks as last read (`None`: not asked yet), or why they could not be.
-pub type RemotePast = Option<Result<Arc<crate::engine::replay::PastEvents>, String>>;
+/// The agent's past leaks (`GET /api/past`), as far as the link got with them.
+#[derive(Debug, Clone, Default)]
+pub enum RemotePast {
+    /// Not asked yet.
+    #[default]
+    NotAsked,
+    /// Asked; being read.
+    Reading,
+    /// Read and checked.
+    Read(Arc<crate::engine::replay::PastEvents>),
+    /// Could not be read (the next ask tries again).
+    Failed(RemoteError),
+}
 
 /// A folder name for the agent at `url` (`http://HOST:PORT`): its host and port, every
 /// character but letters, digits, `.` and `-` made `_`.
@@ -218,17 +226,19 @@ fn get_view(
     wire_checks::decode_view(&body, now_ms()).map_err(|e| unreadable(&body, e))
 }
 
-fn get_past(
-    agent: &ureq::Agent,
-    url: &str,
-    token: &str,
-) -> Result<Arc<crate::engine::replay::PastEvents>, String> {
-    let body = get_body(agent, url, "/api/past", token, wire_checks::MAX_VIEW_BYTES)?;
-    let p = wire_checks::decode_past(&body, now_ms())?;
-    Ok(Arc::new(crate::engine::replay::PastEvents {
-        leaks: p.leaks,
-        ooms: p.ooms,
-    }))
+/// The agent's past leaks, checked.
+fn get_past(agent: &ureq::Agent, url: &str, token: &str) -> RemotePast {
+    let got =
+        get_body(agent, url, "/api/past", token, wire_checks::MAX_VIEW_BYTES).and_then(|body| {
+            wire_checks::decode_past(&body, now_ms()).map_err(|e| unreadable(&body, e))
+        });
+    match got {
+        Ok(p) => RemotePast::Read(Arc::new(crate::engine::replay::PastEvents {
+            leaks: p.leaks,
+            ooms: p.ooms,
+        })),
+        Err(e) => RemotePast::Failed(e),
+    }
 }
 
 /// Largest answer of a command read, bytes.
@@ -524,7 +534,7 @@ impl Ends {
                             lock(&files).list = Some(list);
                         }
                         Ok(Job::Past) => {
-                            *lock(&past) = Some(get_past(&agent, &self.url, &self.token));
+                            *lock(&past) = get_past(&agent, &self.url, &self.token);
                         }
                         Err(RecvTimeoutError::Timeout) => continue,
                         Err(RecvTimeoutError::Disconnected) => break,
@@ -573,7 +583,7 @@ impl RemoteLink {
         };
         let (tx, rx) = mpsc::channel::<Job>();
         let files = Arc::new(Mutex::new(RemoteFiles::default()));
-        let past = Arc::new(Mutex::new(None));
+        let past = Arc::new(Mutex::new(RemotePast::NotAsked));
         let replies = ends.replies.clone();
         let alerts = ends.alerts.clone();
         ends.clone().spawn_poller()?;
@@ -617,10 +627,10 @@ impl RemoteLink {
     pub fn past_or_ask(&self) -> Option<Arc<crate::engine::replay::PastEvents>> {
         let mut p = lock(&self.past);
         match &*p {
-            Some(Ok(events)) => Some(events.clone()),
-            Some(Err(e)) if e == ASKED => None,
-            _ => {
-                *p = Some(Err(ASKED.into()));
+            RemotePast::Read(events) => Some(events.clone()),
+            RemotePast::Reading => None,
+            RemotePast::NotAsked | RemotePast::Failed(_) => {
+                *p = RemotePast::Reading;
                 drop(p);
                 self.ask_past();
                 None
