@@ -530,3 +530,94 @@ fn every_entry_of_act_and_engine_has_a_sub_floor() {
         assert_eq!(entries, want, "src/{folder}'s entries and their floors");
     }
 }
+
+/// The most items of `src/` (the library, `main.rs` left out) that may be declared bare `pub`
+/// (issue 41 point 6: `pub(crate)` by default, a small public API re-exported from `lib.rs`).
+/// A ratchet: lower it when items are narrowed, never raise it.
+const MAX_PUB_ITEMS: usize = 1628;
+
+/// The item a code line declares and its visibility: `("pub", "fn")`, `("pub(crate)", "struct")`,
+/// `("", "const")`; `None` for any other line (fields, `use`, statements).
+fn item_of(line: &str) -> Option<(&str, &str)> {
+    let l = line.trim_start();
+    let (vis, rest) = if let Some(r) = l.strip_prefix("pub ") {
+        ("pub", r)
+    } else if l.starts_with("pub(") {
+        let close = l.find(')')?;
+        (&l[..=close], l[close + 1..].trim_start())
+    } else {
+        ("", l)
+    };
+    let mut rest = rest;
+    for q in ["async ", "const ", "unsafe ", "extern \"C\" "] {
+        if let Some(r) = rest.strip_prefix(q) {
+            // `pub const NAME` is a const item, `pub const fn` a function.
+            if q != "const " || r.starts_with("fn ") || r.starts_with("unsafe ") {
+                rest = r;
+            }
+        }
+    }
+    let kind = [
+        "fn", "struct", "enum", "trait", "type", "const", "static", "mod", "union",
+    ]
+    .into_iter()
+    .find(|k| {
+        rest.strip_prefix(k)
+            .is_some_and(|r| r.starts_with(' ') && r.trim_start().starts_with(is_ident))
+    })?;
+    Some((vis, kind))
+}
+
+/// Per visibility (`pub`, `pub(crate)`, `pub(super)`, `` for private), how many items `src/`
+/// declares (comment lines left out).
+fn visibility_counts() -> BTreeMap<String, usize> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut counts = BTreeMap::new();
+    for f in files.iter().filter(|f| !f.ends_with("main.rs")) {
+        let text = std::fs::read_to_string(f).expect("readable");
+        for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            if let Some((vis, _)) = item_of(line) {
+                *counts.entry(vis.to_string()).or_insert(0) += 1;
+            }
+        }
+    }
+    counts
+}
+
+#[test]
+fn bare_pub_items_do_not_grow() {
+    let counts = visibility_counts();
+    let public = counts.get("pub").copied().unwrap_or(0);
+    // The reading works: crate-wide and private items are seen too.
+    assert!(
+        counts.get("pub(crate)").copied().unwrap_or(0) > 0,
+        "{counts:?}"
+    );
+    assert!(counts.get("").copied().unwrap_or(0) > 0, "{counts:?}");
+    assert!(
+        public <= MAX_PUB_ITEMS,
+        "src/ declares {public} bare `pub` items, more than MAX_PUB_ITEMS ({MAX_PUB_ITEMS}): \
+         a new item is `pub(crate)` (or private) unless tests/, benches/ or main.rs name it, \
+         and the library's users get it through lib.rs's public API ({counts:?})"
+    );
+}
+
+#[test]
+fn item_lines_are_read() {
+    assert_eq!(item_of("pub fn run() {"), Some(("pub", "fn")));
+    assert_eq!(
+        item_of("    pub(crate) const fn a() {"),
+        Some(("pub(crate)", "fn"))
+    );
+    assert_eq!(item_of("pub const MAX: u32 = 1;"), Some(("pub", "const")));
+    assert_eq!(
+        item_of("pub(super) struct S;"),
+        Some(("pub(super)", "struct"))
+    );
+    assert_eq!(item_of("    fn helper(x: u8) {"), Some(("", "fn")));
+    assert_eq!(item_of("    pub name: String,"), None);
+    assert_eq!(item_of("pub use crate::a::B;"), None);
+    assert_eq!(item_of("let fn_count = 3;"), None);
+}

@@ -33,7 +33,8 @@ impl Units {
     /// The one unit for a set of sizes shown together (a card, a table column), so they never
     /// mix MiB and GiB: Auto becomes GiB when the largest is 10 GiB or more, else MiB; a
     /// fixed choice stays.
-    pub fn for_largest(self, largest_bytes: u64) -> Units {
+    #[cfg(any(feature = "gui", test))]
+    pub(crate) fn for_largest(self, largest_bytes: u64) -> Units {
         match self {
             Units::Auto if largest_bytes >= 10 * GIB => Units::GiB,
             Units::Auto => Units::MiB,
@@ -85,7 +86,8 @@ pub enum Theme {
 }
 
 /// An optional size, "—" when missing.
-pub fn opt_bytes(units: Units, bytes: Option<u64>) -> String {
+#[cfg(feature = "gui")]
+pub(crate) fn opt_bytes(units: Units, bytes: Option<u64>) -> String {
     bytes.map_or_else(|| "—".to_string(), |b| units.bytes(b))
 }
 
@@ -105,7 +107,8 @@ pub fn duration(ms: i64) -> String {
 }
 
 /// A file's size for people: "512 B", "9.6 KiB", "3.4 MiB", "1.2 GiB".
-pub fn file_size(bytes: u64) -> String {
+#[cfg(feature = "gui")]
+pub(crate) fn file_size(bytes: u64) -> String {
     const K: f64 = 1024.0;
     let b = bytes as f64;
     if b < K {
@@ -170,7 +173,8 @@ impl ParkInfo {
 
     /// For a table cell at `now`: "⏸ parked 24.0 GiB, 3m 05s" (its state, the bytes in host
     /// memory when parked, and for how long).
-    pub fn short(&self, now: UnixMs) -> String {
+    #[cfg(feature = "gui")]
+    pub(crate) fn short(&self, now: UnixMs) -> String {
         let bytes = match (self.state, self.bytes) {
             (ParkState::Parked, Some(b)) => format!(" {:.1} GiB,", b as f64 / GIB as f64),
             _ => String::new(),

@@ -19,9 +19,9 @@ use crate::model::sample_map::SampleMap;
 use crate::model::{ProcessKey, Snapshot, UnixMs, MIB};
 
 /// Ticks per chunk.
-pub const CHUNK: usize = 256;
+pub(crate) const CHUNK: usize = 256;
 /// Ticks per min/max summary block.
-pub const BLOCK: usize = 16;
+const BLOCK: usize = 16;
 /// The stored value for "no reading".
 pub const NONE: u32 = u32::MAX;
 
@@ -147,7 +147,7 @@ impl Series {
     }
 
     /// First stored tick.
-    pub fn first_tick(&self) -> u64 {
+    pub(crate) fn first_tick(&self) -> u64 {
         self.first_tick
     }
 
@@ -270,7 +270,7 @@ impl Series {
 
     /// Min and max over each of `out.len()` buckets of `bucket` ticks starting at `t0`
     /// (`(NONE, 0)` for a bucket with no reading). Every peak lands in its bucket's max.
-    pub fn bucket_minmax(&self, t0: u64, bucket: u64, out: &mut [(u32, u32)]) {
+    fn bucket_minmax(&self, t0: u64, bucket: u64, out: &mut [(u32, u32)]) {
         out.fill((NONE, 0));
         let bucket = bucket.max(1);
         let t1 = t0 + bucket * out.len() as u64;
@@ -304,7 +304,7 @@ impl Series {
     /// The value at each of `ticks` (ascending), [`NONE`] where absent: the reading every
     /// series had at one instant, so stacked series add up to their total. A chunk is decoded
     /// at most once (one of constant value never).
-    pub fn values_at(&self, ticks: impl Iterator<Item = u64>, out: &mut Vec<u32>) {
+    pub(crate) fn values_at(&self, ticks: impl Iterator<Item = u64>, out: &mut Vec<u32>) {
         let mut buf = [0u32; CHUNK];
         let mut decoded = usize::MAX;
         let end = self.end_tick();
@@ -480,11 +480,11 @@ pub enum Metric {
 }
 
 /// One series per [`Metric`] of a device, in [`Metric::ALL`] order.
-pub type MetricSeries = [Series; Metric::COUNT];
+type MetricSeries = [Series; Metric::COUNT];
 
 impl Metric {
     /// How many metrics there are.
-    pub const COUNT: usize = 7;
+    pub(crate) const COUNT: usize = 7;
 
     /// Every metric, in display order (also the order of [`MetricSeries`]).
     pub const ALL: [Metric; Metric::COUNT] = [
@@ -596,7 +596,8 @@ impl BucketCache {
     /// its value at the bucket's instant ([`History::bucket_instant`]): the same tick for
     /// every series, so the values of a GPU's processes and its unattributed memory add up
     /// to its total in every bucket.
-    pub fn get_at(
+    #[cfg(feature = "gui")]
+    pub(crate) fn get_at(
         &mut self,
         history: &History,
         id: SeriesId,
@@ -617,13 +618,14 @@ impl BucketCache {
 }
 
 /// A decimated line, ready for a plot: `[unix seconds, MiB]` points.
-pub type PlotLine = Vec<[f64; 2]>;
+#[cfg(any(feature = "gui", test))]
+pub(crate) type PlotLine = Vec<[f64; 2]>;
 
 /// For each device of `snap`, in its order, the memory it reports used that no listed process
 /// accounts for ("ghost" memory: other containers, dead processes stuck in the driver,
 /// contexts the driver hides); None where used memory is unknown. One pass over the
 /// processes.
-pub fn ghosts_of(snap: &Snapshot) -> Vec<Option<u64>> {
+pub(crate) fn ghosts_of(snap: &Snapshot) -> Vec<Option<u64>> {
     let mut owned = vec![0u64; snap.devices.len()];
     for p in &snap.processes {
         let device = crate::model::device_position(&snap.devices, p.device_index);
@@ -756,7 +758,7 @@ impl History {
     }
 
     /// How many times old chunks were dropped: a series can disappear only when it grows.
-    pub fn evictions(&self) -> u64 {
+    pub(crate) fn evictions(&self) -> u64 {
         self.evictions
     }
 
@@ -791,7 +793,7 @@ impl History {
     }
 
     /// Time of `tick`, if still held.
-    pub fn time_of(&self, tick: u64) -> Option<UnixMs> {
+    pub(crate) fn time_of(&self, tick: u64) -> Option<UnixMs> {
         let i = tick.checked_sub(self.base_tick)?;
         self.times.get(i as usize)
     }
@@ -846,14 +848,16 @@ impl History {
 
     /// The tick that stands for bucket `i` of `per` ticks from `t0` when series are read at
     /// one instant: its last tick, or the newest one held while it is still filling.
-    pub fn bucket_instant(&self, t0: u64, per: u64, i: usize) -> u64 {
+    #[cfg(feature = "gui")]
+    pub(crate) fn bucket_instant(&self, t0: u64, per: u64, i: usize) -> u64 {
         let last = t0 + (i as u64 + 1) * per.max(1) - 1;
         last.min(self.end_tick().saturating_sub(1))
     }
 
     /// A min/max-decimated line of `series` over `[from_ms, to_ms]` for a plot `width` points
     /// wide: two points (min then max) per bucket, one per tick when zoomed in to single ticks.
-    pub fn decimate(
+    #[cfg(any(feature = "gui", test))]
+    pub(crate) fn decimate(
         &self,
         series: &Series,
         from_ms: UnixMs,
@@ -868,7 +872,8 @@ impl History {
 
     /// Like [`History::decimate`], reusing the buckets `cache` holds for `id` from earlier
     /// frames: only the newest bucket and any new ones are recomputed.
-    pub fn decimate_cached(
+    #[cfg(any(feature = "gui", test))]
+    pub(crate) fn decimate_cached(
         &self,
         cache: &mut BucketCache,
         id: SeriesId,
@@ -882,6 +887,7 @@ impl History {
         self.line_of(t0, per, mm)
     }
 
+    #[cfg(any(feature = "gui", test))]
     fn line_of(&self, t0: u64, per: u64, mm: &[(u32, u32)]) -> PlotLine {
         let n = mm.len();
         let mut out = Vec::with_capacity(n * 2);

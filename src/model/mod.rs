@@ -7,7 +7,7 @@ pub mod history;
 pub mod outcome;
 pub mod palette;
 pub mod reply;
-pub mod sample_map;
+pub(crate) mod sample_map;
 
 use serde::{Deserialize, Serialize};
 
@@ -26,7 +26,7 @@ pub fn now_ms() -> UnixMs {
 ///
 /// # Errors
 /// The serializer's.
-pub fn serialize_entries<'a, K, V, M, S>(map: &'a M, s: S) -> Result<S::Ok, S::Error>
+pub(crate) fn serialize_entries<'a, K, V, M, S>(map: &'a M, s: S) -> Result<S::Ok, S::Error>
 where
     &'a M: IntoIterator<Item = (&'a K, &'a V)>,
     K: Serialize + 'a,
@@ -39,10 +39,10 @@ where
 /// The hash map of the engine's per-process tables (history series, table rows), touched
 /// once per process on every tick: foldhash instead of SipHash (a fifth of the cost), still
 /// seeded at random per map, so keys read from a crafted session file cannot be aimed at it.
-pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The set beside [`FastMap`], for the engine's per-tick sets of processes and GPUs.
-pub type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
+pub(crate) type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 /// One reading of every GPU and every process on them, taken at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -230,7 +230,7 @@ pub struct TorchMem {
 
 impl TorchMem {
     /// The cache `empty_cache()` could give back: reserved − allocated.
-    pub fn releasable_bytes(&self) -> u64 {
+    pub(crate) fn releasable_bytes(&self) -> u64 {
         self.reserved_bytes.saturating_sub(self.allocated_bytes)
     }
 }
@@ -296,7 +296,7 @@ pub struct ProcessKey {
 
 /// The position in `devices` (a snapshot's) of the device with NVML index `index`: devices
 /// are in index order and usually numbered from 0, so found by position, else by search.
-pub fn device_position(devices: &[DeviceSample], index: u32) -> Option<usize> {
+pub(crate) fn device_position(devices: &[DeviceSample], index: u32) -> Option<usize> {
     let i = index as usize;
     match devices.get(i) {
         Some(d) if d.index == index => Some(i),
@@ -433,7 +433,8 @@ impl SourceInfo {
     pub const SIMULATED: &'static str = "Simulated";
 
     /// Whether it is the simulated GPUs (a demo, here or on an agent).
-    pub fn is_simulated(&self) -> bool {
+    #[cfg(feature = "gui")]
+    pub(crate) fn is_simulated(&self) -> bool {
         self.kind == Self::SIMULATED
     }
 }

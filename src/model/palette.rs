@@ -3,15 +3,15 @@
 //! apart from the bands beside it.
 
 /// How many colours each palette has.
-pub const SLOTS: usize = 20;
+pub(crate) const SLOTS: usize = 20;
 
 /// An sRGB colour.
-pub type Rgb = [u8; 3];
+type Rgb = [u8; 3];
 
 /// Process colours on a dark background: hues of Tableau 20 and Okabe–Ito without the blue
 /// and purple of the memory bar ("used", "reserved"), the red of the memory limit, the orange
 /// of leak warnings and any grey, most distinct first.
-pub const STANDARD: [Rgb; SLOTS] = [
+pub(crate) const STANDARD: [Rgb; SLOTS] = [
     [89, 161, 79],   // green
     [237, 201, 72],  // yellow
     [23, 190, 207],  // cyan
@@ -38,7 +38,7 @@ pub const STANDARD: [Rgb; SLOTS] = [
 /// reds and blues (the warnings', the limit's and "used" memory's colours), picked so that each
 /// stays apart from the others as seen with deuteranopia and protanopia too, most distinct
 /// first.
-pub const COLOR_BLIND: [Rgb; SLOTS] = [
+pub(crate) const COLOR_BLIND: [Rgb; SLOTS] = [
     [0, 158, 115],   // bluish green
     [140, 210, 210], // pale teal
     [240, 228, 66],  // yellow
@@ -64,10 +64,10 @@ pub const COLOR_BLIND: [Rgb; SLOTS] = [
 /// The smallest CIEDE2000 difference between a process's colour and the colour of a band
 /// beside it in the stack (the View's slots keep it, see `engine::view`): about what tells two
 /// colours apart at a glance.
-pub const NEIGHBOUR_DELTA_E: f64 = 15.0;
+pub(crate) const NEIGHBOUR_DELTA_E: f64 = 15.0;
 
 /// A colour on a light background: the same hue, a little darker.
-pub fn on_light(c: Rgb) -> Rgb {
+pub(crate) fn on_light(c: Rgb) -> Rgb {
     // One factor for all: the palette's light and dark shades stay apart.
     c.map(|v| (f32::from(v) * 0.85).round() as u8)
 }
@@ -82,7 +82,7 @@ fn shades(slot: usize) -> Option<[Rgb; 4]> {
 
 /// True when slots `a` and `b` differ by at least [`NEIGHBOUR_DELTA_E`] in every palette and
 /// theme (slots past the palettes never are: their colours are not fixed).
-pub fn far_apart(a: usize, b: usize) -> bool {
+pub(crate) fn far_apart(a: usize, b: usize) -> bool {
     match (shades(a), shades(b)) {
         (Some(x), Some(y)) => x
             .iter()
@@ -93,7 +93,7 @@ pub fn far_apart(a: usize, b: usize) -> bool {
 }
 
 /// CIEDE2000 difference of two sRGB colours.
-pub fn delta_e2000(a: Rgb, b: Rgb) -> f64 {
+pub(crate) fn delta_e2000(a: Rgb, b: Rgb) -> f64 {
     delta_e2000_lab(lab(a), lab(b))
 }
 

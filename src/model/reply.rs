@@ -104,7 +104,7 @@ impl Answer {
     }
 
     /// The same answer with its figures: `bytes` moved or freed, `seconds` taken.
-    pub fn with_figures(self, bytes: Option<u64>, seconds: Option<f64>) -> Self {
+    pub(crate) fn with_figures(self, bytes: Option<u64>, seconds: Option<f64>) -> Self {
         Self {
             bytes,
             seconds,
@@ -149,7 +149,7 @@ impl Replies {
     }
 
     /// Adds a reply (at most [`REPLIES_KEPT`] wait) and wakes whoever waits for one.
-    pub fn push(&self, r: CommandReply) {
+    pub(crate) fn push(&self, r: CommandReply) {
         let mut q = self.lock();
         q.push_back(r);
         while q.len() > REPLIES_KEPT {
@@ -160,13 +160,13 @@ impl Replies {
     }
 
     /// Takes every waiting reply, oldest first.
-    pub fn take(&self) -> Vec<CommandReply> {
+    pub(crate) fn take(&self) -> Vec<CommandReply> {
         self.lock().drain(..).collect()
     }
 
     /// Takes the oldest reply under `id`, waiting up to `timeout` for one to arrive (woken
     /// by [`Replies::push`], never polling); None when none came in time. Other replies stay.
-    pub fn wait_take(&self, id: CommandId, timeout: Duration) -> Option<CommandReply> {
+    pub(crate) fn wait_take(&self, id: CommandId, timeout: Duration) -> Option<CommandReply> {
         let deadline = Instant::now() + timeout;
         let mut q = self.lock();
         loop {

@@ -10,7 +10,7 @@ use std::hash::Hash;
 
 /// The per-process map; see the module's documentation.
 #[derive(Debug, Clone)]
-pub struct SampleMap<K, V> {
+pub(crate) struct SampleMap<K, V> {
     entries: indexmap::IndexMap<K, V, foldhash::fast::RandomState>,
     /// Per position in the last sample: the entry found there.
     at: Vec<usize>,
@@ -28,7 +28,7 @@ impl<K, V> Default for SampleMap<K, V> {
 impl<K: Hash + Eq + Copy, V> SampleMap<K, V> {
     /// The entry of `key`, listed at position `pos` of the sample being taken in; `make` builds
     /// it when there is none.
-    pub fn at_mut(&mut self, pos: usize, key: K, make: impl FnOnce(&Self) -> V) -> &mut V {
+    pub(crate) fn at_mut(&mut self, pos: usize, key: K, make: impl FnOnce(&Self) -> V) -> &mut V {
         let hinted = self
             .at
             .get(pos)
@@ -49,52 +49,47 @@ impl<K: Hash + Eq + Copy, V> SampleMap<K, V> {
     }
 
     /// The entry of `key`.
-    pub fn get(&self, key: &K) -> Option<&V> {
+    pub(crate) fn get(&self, key: &K) -> Option<&V> {
         self.entries.get(key)
     }
 
     /// The entry of `key`, or a new one from `make`.
-    pub fn get_or_insert_with(&mut self, key: K, make: impl FnOnce() -> V) -> &mut V {
+    pub(crate) fn get_or_insert_with(&mut self, key: K, make: impl FnOnce() -> V) -> &mut V {
         self.entries.entry(key).or_insert_with(make)
     }
 
     /// Sets the entry of `key` to `value` (a new one goes last).
-    pub fn insert(&mut self, key: K, value: V) {
+    pub(crate) fn insert(&mut self, key: K, value: V) {
         self.entries.insert(key, value);
     }
 
     /// Keeps the entries `keep` accepts (in their order).
-    pub fn retain(&mut self, keep: impl FnMut(&K, &mut V) -> bool) {
+    pub(crate) fn retain(&mut self, keep: impl FnMut(&K, &mut V) -> bool) {
         self.entries.retain(keep);
     }
 
     /// How many entries there are.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
-    /// True when there is none.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
     /// Every key, in insertion order.
-    pub fn keys(&self) -> impl Iterator<Item = &K> {
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &K> {
         self.entries.keys()
     }
 
     /// Every entry, in insertion order.
-    pub fn values(&self) -> impl Iterator<Item = &V> {
+    pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
         self.entries.values()
     }
 
     /// Every entry, to change.
-    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+    pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
         self.entries.values_mut()
     }
 
     /// Every key with its entry.
-    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
         self.entries.iter()
     }
 }

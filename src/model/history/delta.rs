@@ -15,7 +15,7 @@ use super::{History, Metric, ProcSeriesKey, Series, NONE};
 use crate::model::UnixMs;
 
 /// Values of one series: `(value, how many ticks)` in tick order.
-pub type Runs = Vec<(u32, u32)>;
+pub(crate) type Runs = Vec<(u32, u32)>;
 
 /// Most ticks in one delta.
 pub const MAX_DELTA_TICKS: usize = 4096;
