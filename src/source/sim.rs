@@ -146,6 +146,11 @@ pub struct SimSource {
     parks: FastMap<u32, (f64, f64, f64)>,
     /// Per device: its uuid and PCI bus id, made once (a driver source reads them once too).
     ids: Vec<(String, String)>,
+    /// A sample the engine gave back ([`GpuSource::give_back`]): the next one is written into
+    /// its room (its lists and the devices' strings), not allocated anew.
+    spare: Option<Snapshot>,
+    /// Per device, the memory and utilisation being summed (kept for their room).
+    sums: (Vec<u64>, Vec<u32>),
 }
 
 /// The uuid and PCI bus id of simulated GPU `i`.
@@ -387,6 +392,8 @@ impl SimSource {
             processes: Vec::new(),
             torch: FastMap::default(),
             parks: FastMap::default(),
+            spare: None,
+            sums: (Vec::new(), Vec::new()),
         }
     }
 
@@ -455,10 +462,22 @@ impl SimSource {
 
     /// The devices and processes at `now_ms`.
     pub fn at(&self, now_ms: UnixMs) -> Snapshot {
+        let mut snap = Snapshot::default();
+        self.write_at(now_ms, &mut snap, &mut (Vec::new(), Vec::new()));
+        snap
+    }
+
+    /// [`SimSource::at`] written into `out` (its lists and strings reused: every field of
+    /// every entry is set anew); `sums` is room for the per-device sums.
+    fn write_at(&self, now_ms: UnixMs, out: &mut Snapshot, sums: &mut (Vec<u64>, Vec<u32>)) {
         let t = (now_ms - self.start_ms) as f64 / 1000.0;
-        let mut used = vec![0u64; self.devices.len()];
-        let mut busy = vec![0u32; self.devices.len()];
-        let mut processes = Vec::new();
+        let (used, busy) = sums;
+        used.clear();
+        used.resize(self.devices.len(), 0);
+        busy.clear();
+        busy.resize(self.devices.len(), 0);
+        let processes = &mut out.processes;
+        processes.clear();
         for p in &self.processes {
             let Some((life, since)) = life_at(p, t) else {
                 continue;
@@ -538,46 +557,58 @@ impl SimSource {
                 }),
             });
         }
-        let devices = self
-            .devices
-            .iter()
-            .enumerate()
-            .map(|(i, d)| {
-                let used_mib = (used[i] + d.ghost_mib).min(d.total_mib - d.reserved_mib);
-                let util = if busy[i] == 0 {
-                    0
-                } else {
-                    (busy[i] as i64 + jitter(now_ms / 1000, i as u64, 7)).clamp(0, 100) as u32
-                };
-                let (uuid, pci) = self.ids.get(i).cloned().unwrap_or_else(|| device_ids(i));
-                DeviceSample {
-                    index: i as u32,
-                    uuid,
-                    name: d.name.clone(),
-                    pci_bus_id: Some(pci),
-                    memory_total_bytes: Some(d.total_mib * MIB),
-                    memory_used_bytes: Some(used_mib * MIB),
-                    memory_reserved_bytes: Some(d.reserved_mib * MIB),
-                    memory_free_bytes: Some((d.total_mib - d.reserved_mib - used_mib) * MIB),
-                    utilization_gpu_pct: Some(util),
-                    temperature_c: Some(34 + util / 2),
-                    power_w: Some(sim_power_w(d.power_cap_w, util)),
-                    power_limit_w: Some(f64::from(d.power_cap_w)),
-                    // Boost clocks under load, idle clocks without.
-                    sm_clock_mhz: Some(if util == 0 { 345 } else { 1980 - util }),
-                    mem_clock_mhz: Some(if util == 0 { 1593 } else { 3201 }),
-                    fan_pct: if i == 0 { None } else { Some(30 + util / 2) },
-                    process_list_error: None,
-                    time_to_full_s: None,
-                    time_to_full_earliest_s: None,
+        out.devices.truncate(self.devices.len());
+        for (i, d) in self.devices.iter().enumerate() {
+            let used_mib = (used[i] + d.ghost_mib).min(d.total_mib - d.reserved_mib);
+            let util = if busy[i] == 0 {
+                0
+            } else {
+                (busy[i] as i64 + jitter(now_ms / 1000, i as u64, 7)).clamp(0, 100) as u32
+            };
+            // The strings of the entry written before, refilled in place.
+            let (mut uuid, mut name, mut pci) = match out.devices.get_mut(i) {
+                Some(old) => (
+                    std::mem::take(&mut old.uuid),
+                    std::mem::take(&mut old.name),
+                    old.pci_bus_id.take().unwrap_or_default(),
+                ),
+                None => Default::default(),
+            };
+            match self.ids.get(i) {
+                Some((u, p)) => {
+                    uuid.clone_from(u);
+                    pci.clone_from(p);
                 }
-            })
-            .collect();
-        Snapshot {
-            taken_at_ms: now_ms,
-            devices,
-            processes,
+                None => (uuid, pci) = device_ids(i),
+            }
+            name.clone_from(&d.name);
+            let sample = DeviceSample {
+                index: i as u32,
+                uuid,
+                name,
+                pci_bus_id: Some(pci),
+                memory_total_bytes: Some(d.total_mib * MIB),
+                memory_used_bytes: Some(used_mib * MIB),
+                memory_reserved_bytes: Some(d.reserved_mib * MIB),
+                memory_free_bytes: Some((d.total_mib - d.reserved_mib - used_mib) * MIB),
+                utilization_gpu_pct: Some(util),
+                temperature_c: Some(34 + util / 2),
+                power_w: Some(sim_power_w(d.power_cap_w, util)),
+                power_limit_w: Some(f64::from(d.power_cap_w)),
+                // Boost clocks under load, idle clocks without.
+                sm_clock_mhz: Some(if util == 0 { 345 } else { 1980 - util }),
+                mem_clock_mhz: Some(if util == 0 { 1593 } else { 3201 }),
+                fan_pct: if i == 0 { None } else { Some(30 + util / 2) },
+                process_list_error: None,
+                time_to_full_s: None,
+                time_to_full_earliest_s: None,
+            };
+            match out.devices.get_mut(i) {
+                Some(slot) => *slot = sample,
+                None => out.devices.push(sample),
+            }
         }
+        out.taken_at_ms = now_ms;
     }
 }
 
@@ -627,6 +658,40 @@ impl GpuSource for SimSource {
     }
 
     fn sample(&mut self, now_ms: UnixMs) -> Result<Snapshot, SourceError> {
-        Ok(self.at(now_ms))
+        let mut snap = self.spare.take().unwrap_or_default();
+        let mut sums = std::mem::take(&mut self.sums);
+        self.write_at(now_ms, &mut snap, &mut sums);
+        self.sums = sums;
+        Ok(snap)
+    }
+
+    fn give_back(&mut self, snap: Snapshot) {
+        self.spare = Some(snap);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sample written into the room of one given back (another moment, other processes, a
+    /// longer device list) equals the same moment sampled afresh, field for field.
+    #[test]
+    fn a_sample_in_a_given_back_room_equals_a_fresh_one() {
+        let start = 1_765_000_000_000;
+        let mut sim = SimSource::demo_day(start);
+        let fresh = SimSource::demo_day(start);
+        for secs in [0, 1, 130, 250, 31, 700, 2] {
+            let now = start + secs * 1000;
+            let got = sim.sample(now).expect("a sample");
+            assert_eq!(got, fresh.at(now), "at {secs} s");
+            sim.give_back(got);
+        }
+        // Room from a larger fleet: the extra devices and processes are not kept.
+        let mut big = SimSource::fleet(start, 4, 40).at(start);
+        big.devices[0].uuid = "stale".into();
+        sim.give_back(big);
+        let got = sim.sample(start + 5000).expect("a sample");
+        assert_eq!(got, fresh.at(start + 5000));
     }
 }
