@@ -111,6 +111,27 @@ impl ForecastWatch {
         v
     }
 
+    /// Makes `shown` (the View's) equal [`ForecastWatch::alerts`]; copied only when they
+    /// changed.
+    pub(crate) fn show_alerts(&self, shown: &mut Vec<ForecastAlert>) {
+        let same = shown.len() == self.active.len()
+            && shown.iter().all(|a| {
+                self.active
+                    .get(&a.device_index)
+                    .is_some_and(|(b, _)| a == b)
+            });
+        if !same {
+            *shown = self.alerts();
+        }
+    }
+
+    /// [`ForecastWatch::alert_gpus`] written into `out`.
+    pub(crate) fn alert_gpus_into(&self, out: &mut Vec<u32>) {
+        out.clear();
+        out.extend(self.active.keys().copied());
+        out.sort_unstable();
+    }
+
     /// Feeds one snapshot; `growing` gives the processes whose growth the forecast counts
     /// (asked only when an alert is raised: nothing is built on an ordinary tick), and
     /// `growth_since` since when the longest growth behind a GPU's forecast has gone on.

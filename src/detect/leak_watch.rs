@@ -4,7 +4,7 @@
 
 use crate::detect::leak::{Growing, LeakSettings, LeakTracker, Transition};
 use crate::detect::records::{LeakKey, LeakRecord, OomRecord};
-use crate::model::history::ghosts_of;
+use crate::model::history::{ghosts_into, DEVICES_ON_STACK};
 use crate::model::{FastMap, Snapshot, MIB};
 use crate::session::{Event, LeakInfo};
 
@@ -25,6 +25,10 @@ pub struct LeakWatch {
     /// How many times [`LeakWatch::observe`] ran: what a series seen by the current one is
     /// marked with.
     observed: u64,
+    /// The forecast's sums per GPU, kept for their room.
+    rates: Vec<(u32, f64, f64)>,
+    /// The forecast's list of parked processes, kept for its room.
+    parked: Vec<crate::model::history::ProcSeriesKey>,
 }
 
 fn mib(bytes: u64) -> f64 {
@@ -39,6 +43,8 @@ impl LeakWatch {
             series: FastMap::default(),
             growth_since: Vec::new(),
             observed: 0,
+            rates: Vec::new(),
+            parked: Vec::new(),
         }
     }
 
@@ -148,7 +154,15 @@ impl LeakWatch {
             };
             feed(key, mib(used), cache, &settings, &make, &mut self.series);
         }
-        for (d, ghost) in snap.devices.iter().zip(ghosts_of(snap)) {
+        let mut stack = [None; DEVICES_ON_STACK];
+        let mut heap = Vec::new();
+        let room: &mut [Option<u64>] = if snap.devices.len() <= DEVICES_ON_STACK {
+            &mut stack
+        } else {
+            heap.resize(snap.devices.len(), None);
+            &mut heap
+        };
+        for (d, &ghost) in snap.devices.iter().zip(ghosts_into(snap, room)) {
             if d.process_list_error.is_some() {
                 // Without a process list, ghost memory cannot be told apart.
                 unread(LeakKey::Ghost(d.index), &mut self.series);
@@ -222,15 +236,18 @@ impl LeakWatch {
     /// slows); `None` when nothing on it grows.
     pub fn forecast(&mut self, snap: &mut Snapshot) {
         // Per GPU: (likely, earliest) MiB/min.
-        let mut rates: Vec<(u32, f64, f64)> = Vec::with_capacity(snap.devices.len());
+        let mut rates = std::mem::take(&mut self.rates);
+        rates.clear();
         self.growth_since.clear();
         // A parked process grows no more while parked (its series only waits).
-        let parked: Vec<crate::model::history::ProcSeriesKey> = snap
-            .processes
-            .iter()
-            .filter(|p| p.parked.is_some())
-            .map(|p| (p.key(), p.device_index))
-            .collect();
+        let mut parked = std::mem::take(&mut self.parked);
+        parked.clear();
+        parked.extend(
+            snap.processes
+                .iter()
+                .filter(|p| p.parked.is_some())
+                .map(|p| (p.key(), p.device_index)),
+        );
         for (k, w) in &self.series {
             if matches!(k, LeakKey::Process(p) if parked.contains(p)) {
                 continue;
@@ -277,6 +294,8 @@ impl LeakWatch {
             d.time_to_full_s = full(likely);
             d.time_to_full_earliest_s = full(earliest);
         }
+        self.rates = rates;
+        self.parked = parked;
     }
 
     /// How fast each process grows now (MiB/min): its leak's rate, or the rate of its growth

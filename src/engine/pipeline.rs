@@ -67,6 +67,8 @@ pub struct Engine {
     /// Final replies to accepted commands whose work ended, until the front end's loop takes
     /// them ([`Engine::take_replies`]).
     late_replies: Vec<command::CommandReply>,
+    /// The GPUs with a forecast alert, for the rules (kept for its room).
+    alert_gpus: Vec<u32>,
 }
 
 impl Engine {
@@ -84,6 +86,7 @@ impl Engine {
             session: None,
             history_by_source: false,
             late_replies: Vec::new(),
+            alert_gpus: Vec::new(),
         }
     }
 
@@ -354,10 +357,12 @@ impl Engine {
         drop(watches);
         // Rules: pure decisions, then the runner (the only code that signals).
         let rules = cost::span(Part::Rules);
-        let alerts = self.watches.forecast_alert_gpus();
+        let mut alerts = std::mem::take(&mut self.alert_gpus);
+        self.watches.forecast_alert_gpus_into(&mut alerts);
         let acts = self
             .rules
             .run(&snap, watched.leaking, &watched.growth, &alerts, now);
+        self.alert_gpus = alerts;
         let parks = self.rules.take_park_records(now);
         drop(rules);
         // The rules decided on the forecast as it is; the View shows it once it has stood
@@ -387,7 +392,8 @@ impl Engine {
         self.late_replies.drain(..over);
         // Publish: one write lock per tick, everything the UI reads changes at once.
         let _publish = cost::span(Part::Publish);
-        let (events, orphans, watches) = (watched.events, watched.orphans, &self.watches);
+        let (events, orphans) = (watched.events, watched.orphans);
+        let (watches, rules, recorder) = (&self.watches, &self.rules, &self.recorder);
         let previous = publish::tick(
             &self.shared,
             &mut self.state,
@@ -395,14 +401,16 @@ impl Engine {
                 snap,
                 received_ms,
                 acts,
-                last_active: self.rules.last_active(),
-                oom_alerts: self.watches.forecast_alerts(),
-                guard: self.rules.guard_status(),
-                recording: self.recorder.status(error),
                 notices: out.notices,
                 replies,
             },
-            |m| watches.publish(m, &events, orphans),
+            |m| {
+                watches.publish(m, &events, orphans);
+                watches.show_forecast_alerts(&mut m.oom_alerts);
+                rules.show_guard_status(&mut m.guard);
+                rules.show_last_active(&mut m.last_active);
+                recorder.show_status(error, &mut m.recording);
+            },
         );
         self.alerting.deliver(out.alerts);
         previous

@@ -626,25 +626,40 @@ pub(crate) type PlotLine = Vec<[f64; 2]>;
 /// contexts the driver hides); None where used memory is unknown. One pass over the
 /// processes.
 pub(crate) fn ghosts_of(snap: &Snapshot) -> Vec<Option<u64>> {
-    let mut owned = vec![0u64; snap.devices.len()];
+    let mut ghosts = vec![None; snap.devices.len()];
+    ghosts_into(snap, &mut ghosts);
+    ghosts
+}
+
+/// Devices a sample's per-device sums are kept on the stack for (more take the heap).
+pub(crate) const DEVICES_ON_STACK: usize = 16;
+
+/// [`ghosts_of`] computed in `room` (at least one slot per device; [`DEVICES_ON_STACK`] fit
+/// a caller's array): the ghost memory per device, in the devices' order.
+pub(crate) fn ghosts_into<'a>(snap: &Snapshot, room: &'a mut [Option<u64>]) -> &'a [Option<u64>] {
+    let ghosts = &mut room[..snap.devices.len()];
+    // The memory the processes own, summed in each slot …
+    ghosts.fill(Some(0));
     for p in &snap.processes {
         let device = crate::model::device_position(&snap.devices, p.device_index);
-        if let (Some(u), Some(i)) = (p.used_bytes, device) {
-            owned[i] = owned[i].saturating_add(u);
+        if let (Some(u), Some(Some(owned))) = (p.used_bytes, device.map(|i| &mut ghosts[i])) {
+            *owned = owned.saturating_add(u);
         }
     }
-    snap.devices
-        .iter()
-        .zip(owned)
-        .map(|(d, o)| d.memory_used_bytes.map(|u| u.saturating_sub(o)))
-        .collect()
+    // … then the used memory they leave.
+    for (g, d) in ghosts.iter_mut().zip(&snap.devices) {
+        let owned = g.unwrap_or(0);
+        *g = d.memory_used_bytes.map(|u| u.saturating_sub(owned));
+    }
+    ghosts
 }
 
 /// Like [`ghosts_of`], in the whole MiB a series stores: the device's used MiB less the MiB
 /// stored for its processes, so that a GPU's process series and its unattributed series add
 /// up to its used series exactly ([`NONE`] where used memory is unknown).
-fn ghost_mibs(snap: &Snapshot) -> Vec<u32> {
-    let mut owned = vec![0u32; snap.devices.len()];
+fn ghost_mibs<'a>(snap: &Snapshot, room: &'a mut [u32]) -> &'a [u32] {
+    let owned = &mut room[..snap.devices.len()];
+    owned.fill(0);
     for p in &snap.processes {
         let device = crate::model::device_position(&snap.devices, p.device_index);
         if let (v, Some(i)) = (to_mib(p.used_bytes), device) {
@@ -653,14 +668,13 @@ fn ghost_mibs(snap: &Snapshot) -> Vec<u32> {
             }
         }
     }
-    snap.devices
-        .iter()
-        .zip(owned)
-        .map(|(d, o)| match to_mib(d.memory_used_bytes) {
+    for (o, d) in owned.iter_mut().zip(&snap.devices) {
+        *o = match to_mib(d.memory_used_bytes) {
             NONE => NONE,
-            u => u.saturating_sub(o),
-        })
-        .collect()
+            u => u.saturating_sub(*o),
+        };
+    }
+    owned
 }
 
 /// Bytes to the whole MiB stored in a series ([`NONE`] for no reading).
@@ -695,7 +709,15 @@ impl History {
         }
         let tick = self.base_tick + self.times.len() as u64;
         self.times.push_back(snap.taken_at_ms);
-        for (d, ghost) in snap.devices.iter().zip(ghost_mibs(snap)) {
+        let mut stack = [0u32; DEVICES_ON_STACK];
+        let mut heap = Vec::new();
+        let room: &mut [u32] = if snap.devices.len() <= DEVICES_ON_STACK {
+            &mut stack
+        } else {
+            heap.resize(snap.devices.len(), 0);
+            &mut heap
+        };
+        for (d, &ghost) in snap.devices.iter().zip(ghost_mibs(snap, room)) {
             let i = d.index as usize;
             if self.devices.len() <= i {
                 self.devices.resize_with(i + 1, Series::default);

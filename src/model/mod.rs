@@ -304,6 +304,9 @@ pub(crate) fn device_position(devices: &[DeviceSample], index: u32) -> Option<us
     }
 }
 
+/// Processes [`Snapshot::sanitize`] checks for repeats pair by pair (more: through a set).
+const PAIRWISE_MAX: usize = 32;
+
 impl Snapshot {
     /// Drops what no driver can mean: memory readings that do not add up (used or free above
     /// total, a total of 0) become missing, processes with PID 0 are dropped, and a process
@@ -351,6 +354,17 @@ impl Snapshot {
         };
         if increasing(|p| (p.pid, p.device_index)) || increasing(|p| (p.device_index, p.pid)) {
             return;
+        }
+        // A short list in another order (the demo's) is checked pair by pair, with no set.
+        let n = self.processes.len();
+        if n <= PAIRWISE_MAX {
+            let same = |a: &ProcessSample, b: &ProcessSample| {
+                (a.pid, a.device_index) == (b.pid, b.device_index)
+            };
+            let p = &self.processes;
+            if !(1..n).any(|j| p[..j].iter().any(|a| same(a, &p[j]))) {
+                return;
+            }
         }
         let mut first: FastMap<(u32, u32), usize> = FastMap::default();
         first.reserve(self.processes.len());
@@ -446,3 +460,56 @@ pub const GIB: u64 = 1 << 30;
 /// Largest memory amount (MiB) a setting may name: 16 PiB, far above any GPU, low enough that
 /// byte counts derived from it (× 2^20) fit in 64 bits.
 pub const MAX_MIB: f64 = 16.0 * 1024.0 * 1024.0 * 1024.0;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn proc(pid: u32, device_index: u32, mib: u64) -> ProcessSample {
+        ProcessSample {
+            pid,
+            device_index,
+            used_bytes: Some(mib * MIB),
+            ..ProcessSample::default()
+        }
+    }
+
+    fn gpus() -> Vec<DeviceSample> {
+        (0..2)
+            .map(|index| DeviceSample {
+                index,
+                memory_total_bytes: Some(1 << 40),
+                ..DeviceSample::default()
+            })
+            .collect()
+    }
+
+    /// A short list in neither order is kept as it is with no repeat, and a repeat in one
+    /// (checked pair by pair) or in a long list (through the set) is kept once, its larger
+    /// reading, in the place of its first listing.
+    #[test]
+    fn repeats_are_kept_once_in_short_unordered_lists_and_long_ones() {
+        let listed = vec![proc(9, 0, 1), proc(3, 1, 2), proc(5, 0, 3), proc(9, 1, 4)];
+        let mut snap = Snapshot {
+            taken_at_ms: 1,
+            devices: gpus(),
+            processes: listed.clone(),
+        };
+        snap.sanitize();
+        assert_eq!(snap.processes, listed);
+        for n in [4, 2 * PAIRWISE_MAX] {
+            let mut processes: Vec<ProcessSample> =
+                (0..n as u32).map(|i| proc(1000 - i, i % 2, 1)).collect();
+            processes.push(proc(1000 - 2, 0, 7));
+            processes.push(proc(1000 - 2, 1, 1));
+            let mut snap = Snapshot {
+                taken_at_ms: 1,
+                devices: gpus(),
+                processes,
+            };
+            snap.sanitize();
+            assert_eq!(snap.processes.len(), n + 1, "{n} listed");
+            assert_eq!(snap.processes[2], proc(1000 - 2, 0, 7), "{n} listed");
+        }
+    }
+}

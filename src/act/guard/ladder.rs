@@ -46,8 +46,18 @@ pub struct Plan {
     pub cannot: Vec<String>,
 }
 
+/// The words of the plan made before for the same GPU (its status's), whose room a new plan
+/// takes where its words are the same: no string is made again for an unchanged plan.
+#[derive(Debug, Default)]
+pub(super) struct Words {
+    /// The last plan's `cannot`.
+    pub(super) cannot: Vec<String>,
+    /// The last plan's next step, for its `who`.
+    pub(super) next: Option<NextStep>,
+}
+
 impl Plan {
-    /// The plan for `g`.
+    /// The plan for `g`; `words` are the last plan's for it (reused where unchanged).
     pub(super) fn of(
         g: &GpuFacts,
         st: &GpuState,
@@ -55,6 +65,7 @@ impl Plan {
         t: &Timing,
         forecast_rate: f64,
         now: UnixMs,
+        words: Words,
     ) -> Plan {
         let gains: f64 = st.in_flight.iter().map(|f| f.gain).sum();
         let rem_s: f64 = st
@@ -102,16 +113,20 @@ impl Plan {
             threat,
             live: live.is_some(),
             full_in_s,
-            cannot: cannot(g, s),
+            cannot: cannot(g, s, words.cannot),
             ..Plan::default()
         };
         let Some(first) = cands.first() else {
             return plan;
         };
         let starts_at = trigger(first, &cands, rate, s, t);
+        let who = match words.next {
+            Some(last) if *last.who == *first.proc.who => last.who,
+            _ => first.proc.who.to_string(),
+        };
         plan.next = Some(NextStep {
             kind: first.kind,
-            who: first.proc.who.to_string(),
+            who,
             needs_s: first.needs_s,
             starts_at_s: starts_at,
         });
@@ -222,14 +237,17 @@ fn candidates<'a>(g: &'a GpuFacts, st: &GpuState, s: &GuardSettings, t: &Timing)
     };
     let min = (s.min_process_mib * MIB as f64) as u64;
     let idle_s = s.idle_min_minutes * 60.0;
-    let mut v = rung(
+    let mut v = Vec::new();
+    rung(
+        &mut v,
         g,
         s.release_cache,
         |p| p.releasable_bytes >= RELEASE_MIN_BYTES && fresh(p, StepKind::ReleaseCache),
         |p| p.releasable_bytes as f64,
         |p| cand(StepKind::ReleaseCache, p, p.releasable_bytes, RELEASE_S),
     );
-    v.extend(rung(
+    rung(
+        &mut v,
         g,
         s.park_idle,
         |p| {
@@ -241,10 +259,11 @@ fn candidates<'a>(g: &'a GpuFacts, st: &GpuState, s: &GuardSettings, t: &Timing)
         },
         |p| p.bytes as f64,
         |p| cand(StepKind::ParkIdle, p, p.bytes, t.park_s(p.bytes)),
-    ));
+    );
     // A pause stops the growth at the driver's lock: it needs the lock's time, not the whole
     // park's.
-    v.extend(rung(
+    rung(
+        &mut v,
         g,
         s.pause_grower,
         |p| {
@@ -258,8 +277,9 @@ fn candidates<'a>(g: &'a GpuFacts, st: &GpuState, s: &GuardSettings, t: &Timing)
         },
         |p| p.growth_bytes_s,
         |p| cand(StepKind::PauseGrower, p, p.bytes, OVERHEAD_S),
-    ));
-    v.extend(rung(
+    );
+    rung(
+        &mut v,
         g,
         s.terminate_leaker,
         |p| {
@@ -269,25 +289,28 @@ fn candidates<'a>(g: &'a GpuFacts, st: &GpuState, s: &GuardSettings, t: &Timing)
         },
         |p| p.bytes as f64,
         |p| cand(StepKind::TerminateLeaker, p, p.bytes, TERMINATE_S),
-    ));
+    );
     v
 }
 
-/// One rung's possible steps (none when it is off): the processes `keep` picks, largest
-/// `rank` first.
+/// Appends to `v` one rung's possible steps (none when it is off): the processes `keep`
+/// picks, largest `rank` first (a stable sort: equals keep their order).
 fn rung<'a>(
+    v: &mut Vec<Cand<'a>>,
     g: &'a GpuFacts,
     on: bool,
     keep: impl Fn(&ProcFacts) -> bool,
     rank: impl Fn(&ProcFacts) -> f64,
     make: impl Fn(&'a ProcFacts) -> Cand<'a>,
-) -> Vec<Cand<'a>> {
+) {
     if !on {
-        return Vec::new();
+        return;
     }
-    let mut v: Vec<&ProcFacts> = g.procs.iter().filter(|p| keep(p)).collect();
-    v.sort_by(|a, b| rank(b).total_cmp(&rank(a)));
-    v.into_iter().map(make).collect()
+    let from = v.len();
+    v.extend(g.procs.iter().filter(|p| keep(p)).map(make));
+    if let Some(added) = v.get_mut(from..) {
+        added.sort_by(|a, b| rank(b.proc).total_cmp(&rank(a.proc)));
+    }
 }
 
 fn cand(kind: StepKind, proc: &ProcFacts, bytes: u64, needs_s: f64) -> Cand<'_> {
@@ -299,9 +322,16 @@ fn cand(kind: StepKind, proc: &ProcFacts, bytes: u64, needs_s: f64) -> Cand<'_> 
     }
 }
 
+/// Between a process and why it may not be parked, in [`cannot`]'s lines.
+const CANNOT: &str = " cannot be parked: ";
+
 /// What the guard cannot do on `g`, said ahead: growers and idle processes it may not park.
-fn cannot(g: &GpuFacts, s: &GuardSettings) -> Vec<String> {
-    g.procs
+/// Written into `last` (the last plan's list): a line that reads the same is kept as it is.
+fn cannot(g: &GpuFacts, s: &GuardSettings, last: Vec<String>) -> Vec<String> {
+    let mut out = last;
+    let mut n = 0;
+    let lines = g
+        .procs
         .iter()
         .filter(|p| p.parked.is_none())
         .filter(|p| {
@@ -310,9 +340,81 @@ fn cannot(g: &GpuFacts, s: &GuardSettings) -> Vec<String> {
                     && p.idle_s.is_some_and(|i| i >= s.idle_min_minutes * 60.0)
                     && p.bytes as f64 >= s.min_process_mib * MIB as f64)
         })
-        .filter_map(|p| {
-            let why = p.unparkable.as_ref()?;
-            Some(format!("{} cannot be parked: {why}", p.who))
-        })
-        .collect()
+        .filter_map(|p| Some((&*p.who, &**p.unparkable.as_ref()?)));
+    for (who, why) in lines {
+        match out.get_mut(n) {
+            Some(line) if reads(line, who, why) => {}
+            Some(line) => *line = format!("{who}{CANNOT}{why}"),
+            None => out.push(format!("{who}{CANNOT}{why}")),
+        }
+        n += 1;
+    }
+    out.truncate(n);
+    out
+}
+
+/// `line` is `who` + [`CANNOT`] + `why`.
+fn reads(line: &str, who: &str, why: &str) -> bool {
+    line.len() == who.len() + CANNOT.len() + why.len()
+        && line.starts_with(who)
+        && line[who.len()..].starts_with(CANNOT)
+        && line.ends_with(why)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ProcessKey, GIB};
+
+    fn refused(pid: u32, why: &str) -> ProcFacts {
+        ProcFacts {
+            key: (
+                ProcessKey {
+                    pid,
+                    start_time_ms: 7,
+                },
+                0,
+            ),
+            who: format!("job (PID {pid})").into(),
+            bytes: 8 * GIB,
+            growth_bytes_s: 1.0,
+            idle_s: None,
+            releasable_bytes: 0,
+            leaking_s: None,
+            parked: None,
+            unparkable: Some(why.into()),
+        }
+    }
+
+    /// The 'cannot' lines written into the last plan's list are the lines made afresh,
+    /// whatever that list held.
+    #[test]
+    fn cannot_lines_in_the_last_lists_room_read_as_made_afresh() {
+        let s = GuardSettings::default();
+        let g = GpuFacts {
+            procs: vec![refused(1, "another user's"), refused(22, "protected")],
+            ..GpuFacts::default()
+        };
+        let fresh = cannot(&g, &s, Vec::new());
+        assert_eq!(
+            fresh,
+            [
+                "job (PID 1) cannot be parked: another user's",
+                "job (PID 22) cannot be parked: protected"
+            ]
+        );
+        for last in [
+            fresh.clone(),
+            vec!["job (PID 1) cannot be parked: another user'".to_string()],
+            vec![
+                "job (PID 2) cannot be parked: protected".to_string(),
+                "x".into(),
+                "y".into(),
+            ],
+            vec!["job (PID 1) cannot be parked: another user'sX".to_string()],
+        ] {
+            assert_eq!(cannot(&g, &s, last.clone()), fresh, "{last:?}");
+        }
+        assert!(cannot(&GpuFacts::default(), &s, fresh).is_empty());
+    }
 }

@@ -91,14 +91,31 @@ impl Guard {
     /// [`Guard::decide`] on facts it may change (each process's growth is set to the one the
     /// guard counts): no copy of them is made.
     pub fn decide_owned(&mut self, mut gpus: Vec<GpuFacts>, now: UnixMs) -> Vec<Step> {
+        self.decide_in(&mut gpus, now)
+    }
+
+    /// [`Guard::decide_owned`] on facts the caller keeps (and refills next tick, in their
+    /// room).
+    pub(crate) fn decide_in(&mut self, gpus: &mut [GpuFacts], now: UnixMs) -> Vec<Step> {
         let mut steps = Vec::new();
-        for g in &mut gpus {
+        for g in gpus.iter_mut() {
             let (s, t) = (&self.settings, &self.timing);
             let st = self.gpus.entry(g.index).or_default();
             let forecast_rate = st.samples.steady(g, now);
             let g = &*g;
             st.settle(g, now);
-            let mut plan = ladder::Plan::of(g, st, s, t, forecast_rate, now);
+            // The last status's words and steps, taken up where unchanged (no copy each tick).
+            let (words, last_recent) = match st.status.take() {
+                Some(last) => (
+                    ladder::Words {
+                        cannot: last.cannot,
+                        next: last.next,
+                    },
+                    Some(last.recent),
+                ),
+                None => (ladder::Words::default(), None),
+            };
+            let mut plan = ladder::Plan::of(g, st, s, t, forecast_rate, now, words);
             let mut chosen = if s.enabled {
                 std::mem::take(&mut plan.due)
             } else {
@@ -110,9 +127,8 @@ impl Guard {
             for step in &chosen {
                 st.started(step, t, now);
             }
-            // The last status's steps, where none was recorded since (no copy each tick).
-            let recent = match st.status.take() {
-                Some(last) if !st.recent_changed => last.recent,
+            let recent = match last_recent {
+                Some(last) if !st.recent_changed => last,
                 _ => st.recent.iter().cloned().collect(),
             };
             st.recent_changed = false;
@@ -194,6 +210,21 @@ impl Guard {
             .values()
             .filter_map(|s| s.status.clone())
             .collect()
+    }
+
+    /// Makes `shown` equal [`Guard::status`], copying only the GPUs' statuses that differ
+    /// from those it holds (a View's, published a tick before).
+    pub(crate) fn show_status(&self, shown: &mut Vec<GuardStatus>) {
+        let mut n = 0;
+        for st in self.gpus.values().filter_map(|s| s.status.as_ref()) {
+            match shown.get_mut(n) {
+                Some(old) if old == st => {}
+                Some(old) => old.clone_from(st),
+                None => shown.push(st.clone()),
+            }
+            n += 1;
+        }
+        shown.truncate(n);
     }
 }
 
@@ -644,6 +675,41 @@ mod tests {
             (last.outcome, last.detail.as_str(), last.took_s),
             (StepOutcome::Refused, end.detail.as_str(), Some(0.1))
         );
+    }
+
+    /// What a View is shown equals the guard's status, whatever it held before (stale
+    /// statuses, more GPUs, none), and stays so tick after tick.
+    #[test]
+    fn the_status_shown_in_place_equals_the_status() {
+        let mut g = acting();
+        let facts = |free, growth| {
+            let mut two = vec![gpu(
+                free,
+                growth,
+                vec![proc(1, 36, 0.0, Some(900.0)), proc(2, 20, growth, None)],
+            )];
+            let mut other = gpu(70, 0.0, vec![proc(3, 4, 0.0, None)]);
+            other.index = 1;
+            two.push(other);
+            two
+        };
+        let mut shown = Vec::new();
+        for (i, (free, growth)) in [(40, 0.0), (30, 0.4), (24, 0.4), (19, 0.4), (19, 0.0)]
+            .into_iter()
+            .enumerate()
+        {
+            let now = T + i as i64 * 1_000;
+            for s in decide(&mut g, &facts(free, growth), now) {
+                g.outcome(&s, Outcome::Acted, "started", now);
+            }
+            g.show_status(&mut shown);
+            assert_eq!(shown, g.status(), "tick {i}");
+        }
+        let mut stale = g.status();
+        stale[0].cannot.push("stale".into());
+        stale.push(stale[0].clone());
+        g.show_status(&mut stale);
+        assert_eq!(stale, g.status());
     }
 
     #[test]

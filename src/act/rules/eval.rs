@@ -404,6 +404,12 @@ impl RuleState {
         self.activity.iter().map(|(k, (_, t))| (*k, *t)).collect()
     }
 
+    /// [`RuleState::last_active`] written into `out` (its room kept).
+    pub(crate) fn last_active_into(&self, out: &mut FastMap<ProcSeriesKey, UnixMs>) {
+        out.clear();
+        out.extend(self.activity.iter().map(|(k, (_, t))| (*k, *t)));
+    }
+
     /// A state that knows when processes were last active (to test a rule against what the
     /// engine has seen).
     pub fn with_last_active(snap: &Snapshot, last: &FastMap<ProcSeriesKey, UnixMs>) -> Self {

@@ -76,25 +76,44 @@ pub fn gpu_facts(
     who: &mut dyn FnMut(&ProcessSample) -> Arc<str>,
     unparkable: &mut dyn FnMut(&ProcessSample) -> Option<Arc<str>>,
 ) -> Vec<GpuFacts> {
+    let mut gpus = Vec::new();
+    gpu_facts_into(&mut gpus, snap, found, idle_s, who, unparkable);
+    gpus
+}
+
+/// [`gpu_facts`] written into `gpus` (the last tick's facts: their lists' room is reused).
+pub(crate) fn gpu_facts_into(
+    gpus: &mut Vec<GpuFacts>,
+    snap: &Snapshot,
+    found: &Findings,
+    idle_s: &dyn Fn(&ProcSeriesKey) -> Option<f64>,
+    who: &mut dyn FnMut(&ProcessSample) -> Arc<str>,
+    unparkable: &mut dyn FnMut(&ProcessSample) -> Option<Arc<str>>,
+) {
     let now = snap.taken_at_ms;
-    let mut gpus: Vec<GpuFacts> = snap
-        .devices
-        .iter()
-        .map(|d| {
-            let free = d.memory_free_bytes.unwrap_or(0);
-            GpuFacts {
-                index: d.index,
-                total_bytes: d.memory_total_bytes.unwrap_or(0),
-                free_bytes: free,
-                growth_bytes_s: d
-                    .time_to_full_s
-                    .filter(|t| *t > 0.5)
-                    .map_or(0.0, |t| free as f64 / t),
-                alert: found.alerts.contains(&d.index),
-                procs: Vec::new(),
+    gpus.truncate(snap.devices.len());
+    for (i, d) in snap.devices.iter().enumerate() {
+        let free = d.memory_free_bytes.unwrap_or(0);
+        let facts = GpuFacts {
+            index: d.index,
+            total_bytes: d.memory_total_bytes.unwrap_or(0),
+            free_bytes: free,
+            growth_bytes_s: d
+                .time_to_full_s
+                .filter(|t| *t > 0.5)
+                .map_or(0.0, |t| free as f64 / t),
+            alert: found.alerts.contains(&d.index),
+            procs: Vec::new(),
+        };
+        match gpus.get_mut(i) {
+            Some(g) => {
+                let mut procs = std::mem::take(&mut g.procs);
+                procs.clear();
+                *g = GpuFacts { procs, ..facts };
             }
-        })
-        .collect();
+            None => gpus.push(facts),
+        }
+    }
     for p in snap.processes.iter().filter(|p| !p.stale) {
         let Some(g) = gpus.iter_mut().find(|g| g.index == p.device_index) else {
             continue;
@@ -120,12 +139,11 @@ pub fn gpu_facts(
         });
     }
     // Where the forecast has no rate (free memory at 0), the processes' sum.
-    for g in &mut gpus {
+    for g in gpus.iter_mut() {
         if g.growth_bytes_s <= 0.0 && g.free_bytes == 0 {
             g.growth_bytes_s = g.procs.iter().map(|p| p.growth_bytes_s).sum();
         }
     }
-    gpus
 }
 
 /// The guard and its cache of park refusals.
@@ -135,6 +153,8 @@ pub struct GuardStage {
     pub guard: Guard,
     refusals: crate::model::FastMap<ProcSeriesKey, (UnixMs, Option<Arc<str>>)>,
     names: Names,
+    /// The last tick's facts, kept for their room.
+    facts: Vec<GpuFacts>,
 }
 
 impl GuardStage {
@@ -154,8 +174,10 @@ impl GuardStage {
         safety: &Safety,
     ) -> Vec<Activity> {
         let now = snap.taken_at_ms;
-        let facts = self.facts(snap, found, state, runner, safety);
-        let steps = self.guard.decide_owned(facts, now);
+        let mut facts = std::mem::take(&mut self.facts);
+        self.facts_into(&mut facts, snap, found, state, runner, safety);
+        let steps = self.guard.decide_in(&mut facts, now);
+        self.facts = facts;
         steps
             .iter()
             .filter_map(|step| self.start(step, snap, runner, safety, now))
@@ -215,15 +237,16 @@ impl GuardStage {
         }
     }
 
-    /// The guard's facts per GPU.
-    fn facts(
+    /// The guard's facts per GPU, written into `facts`.
+    fn facts_into(
         &mut self,
+        facts: &mut Vec<GpuFacts>,
         snap: &Snapshot,
         found: &Findings,
         state: &RuleState,
         runner: &ActionRunner,
         safety: &Safety,
-    ) -> Vec<GpuFacts> {
+    ) {
         let now = snap.taken_at_ms;
         self.refusals
             .retain(|_, (at, _)| now - *at < REFUSAL_TTL_MS);
@@ -232,13 +255,12 @@ impl GuardStage {
         let enabled = self.guard.settings().enabled;
         let mut names = std::mem::take(&mut self.names);
         names.trim(snap);
-        let facts = gpu_facts(snap, found, &idle, &mut |p| names.who(p), &mut |p| {
+        gpu_facts_into(facts, snap, found, &idle, &mut |p| names.who(p), &mut |p| {
             enabled
                 .then(|| self.unparkable(p, runner, safety, now))
                 .flatten()
         });
         self.names = names;
-        facts
     }
 
     /// Why `p` may not be parked (policy and the driver's preconditions), cached a while.

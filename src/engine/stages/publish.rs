@@ -24,37 +24,27 @@ pub struct Tick {
     pub received_ms: UnixMs,
     /// The activity entries of the tick.
     pub acts: Vec<Activity>,
-    /// When each process was last active.
-    pub last_active: crate::model::FastMap<crate::model::history::ProcSeriesKey, UnixMs>,
-    /// The OOM forecast alerts standing.
-    pub oom_alerts: Vec<crate::detect::forecast_alert::ForecastAlert>,
-    /// The OOM guard on each GPU.
-    pub guard: Vec<crate::act::guard::GuardStatus>,
-    /// The recording's status.
-    pub recording: RecordingStatus,
     /// Status-bar notices.
     pub notices: Vec<(UnixMs, String)>,
     /// Final replies to accepted commands whose work ended in this tick.
     pub replies: Vec<crate::model::reply::CommandReply>,
 }
 
-/// Publishes `t` (after `watched` wrote the watches' part), its rows derived by the engine's
-/// `state`; returns the sample it replaced as the latest. None when a writer panicked while
-/// holding the lock.
+/// Publishes `t` (after `stages` wrote in place the parts the stages keep themselves: the
+/// watches' (with the OOM forecast alerts), the guard's status, when processes were last
+/// active, the recording's status),
+/// its rows derived by the engine's `state`; returns the sample it replaced as the latest.
+/// None when a writer panicked while holding the lock.
 pub fn tick(
     shared: &Shared,
     state: &mut EngineState,
     t: Tick,
-    watched: impl FnOnce(&mut Monitor),
+    stages: impl FnOnce(&mut Monitor),
 ) -> Option<Snapshot> {
     let mut m = shared.write().ok()?;
-    watched(&mut m);
+    stages(&mut m);
     push_activity(&mut m, t.acts);
     let previous = state.apply(&mut m, t.snap, t.received_ms);
-    m.last_active = t.last_active;
-    m.oom_alerts = t.oom_alerts;
-    m.guard = t.guard;
-    m.recording = t.recording;
     push_notices(&mut m, t.notices);
     m.replies.extend(t.replies);
     while m.replies.len() > crate::engine::view::REPLIES_SHOWN {

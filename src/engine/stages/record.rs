@@ -193,6 +193,23 @@ impl Recorder {
         }
     }
 
+    /// Makes `shown` (the View's) equal [`Recorder::status`]`(error)`: the path is copied
+    /// only when it changed.
+    pub(crate) fn show_status(&self, error: Option<String>, shown: &mut RecordingStatus) {
+        let path = self.writer.as_ref().map(SessionWriter::path);
+        if shown.path.as_deref() != path {
+            shown.path = path.map(std::path::Path::to_path_buf);
+        }
+        shown.active = self.writer.is_some() && !self.paused;
+        shown.bytes = self.writer.as_ref().map_or(0, SessionWriter::bytes_written);
+        shown.error = error;
+        shown.samples = self
+            .writer
+            .as_ref()
+            .map_or(0, SessionWriter::samples_written);
+        shown.lost = self.lost;
+    }
+
     /// Closes the log (fsync): its path, if one was written.
     ///
     /// # Errors
@@ -363,5 +380,38 @@ impl Recorder {
                 dir.display()
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The status shown in place equals the status made afresh: before the log exists, while
+    /// it is written, with an error, from a stale status of another file.
+    #[test]
+    fn the_status_shown_in_place_equals_the_status() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut r = Recorder::new(RecordTo::File(dir.path().join("s.vwlog")), 1000);
+        let mut shown = RecordingStatus {
+            path: Some(dir.path().join("other.vwlog")),
+            error: Some("stale".into()),
+            samples: 99,
+            ..RecordingStatus::default()
+        };
+        r.show_status(None, &mut shown);
+        assert_eq!(shown, r.status(None));
+        let mut out = crate::engine::stages::outbox::Outbox::default();
+        for i in 0..3 {
+            let snap = Snapshot {
+                taken_at_ms: 1_000 * (i + 1),
+                ..Snapshot::default()
+            };
+            assert_eq!(r.sample(&snap, &mut out), None);
+            let error = (i == 1).then(|| "Recording failed: disk full".to_string());
+            r.show_status(error.clone(), &mut shown);
+            assert_eq!(shown, r.status(error), "sample {i}");
+        }
+        assert_eq!((shown.samples, shown.active), (3, true));
     }
 }

@@ -119,8 +119,18 @@ impl Rules {
         self.guard.guard.status()
     }
 
+    /// Makes `shown` (the View's) equal [`Rules::guard_status`], copying only what changed.
+    pub(crate) fn show_guard_status(&self, shown: &mut Vec<crate::act::guard::GuardStatus>) {
+        self.guard.guard.show_status(shown);
+    }
+
     /// When each process was last active (for the View).
     pub fn last_active(&self) -> FastMap<ProcSeriesKey, UnixMs> {
         self.state.last_active()
+    }
+
+    /// Makes `shown` (the View's) equal [`Rules::last_active`], in its room.
+    pub(crate) fn show_last_active(&self, shown: &mut FastMap<ProcSeriesKey, UnixMs>) {
+        self.state.last_active_into(shown);
     }
 }

@@ -115,8 +115,22 @@ impl Watches {
         self.forecasts.alert_gpus()
     }
 
+    /// [`Watches::forecast_alert_gpus`] written into `out`.
+    pub(crate) fn forecast_alert_gpus_into(&self, out: &mut Vec<u32>) {
+        self.forecasts.alert_gpus_into(out);
+    }
+
     /// The OOM forecast alerts standing now.
     pub fn forecast_alerts(&self) -> Vec<crate::detect::forecast_alert::ForecastAlert> {
         self.forecasts.alerts()
+    }
+
+    /// Makes `shown` (the View's) equal [`Watches::forecast_alerts`], copying only on a
+    /// change.
+    pub(crate) fn show_forecast_alerts(
+        &self,
+        shown: &mut Vec<crate::detect::forecast_alert::ForecastAlert>,
+    ) {
+        self.forecasts.show_alerts(shown);
     }
 }
