@@ -114,14 +114,24 @@ impl ForecastWatch {
     /// Makes `shown` (the View's) equal [`ForecastWatch::alerts`]; copied only when they
     /// changed.
     pub(crate) fn show_alerts(&self, shown: &mut Vec<ForecastAlert>) {
-        let same = shown.len() == self.active.len()
-            && shown.iter().all(|a| {
-                self.active
-                    .get(&a.device_index)
-                    .is_some_and(|(b, _)| a == b)
-            });
-        if !same {
+        // The same GPUs (the common case): each alert's figures copied, its drivers only
+        // when they changed.
+        let same_gpus = shown.len() == self.active.len()
+            && shown
+                .iter()
+                .all(|a| self.active.contains_key(&a.device_index));
+        if !same_gpus {
             *shown = self.alerts();
+            return;
+        }
+        for a in shown.iter_mut() {
+            if let Some((b, _)) = self.active.get(&a.device_index) {
+                a.since_ms = b.since_ms;
+                a.full_in_s = b.full_in_s;
+                if a.drivers != b.drivers {
+                    a.drivers.clone_from(&b.drivers);
+                }
+            }
         }
     }
 
@@ -297,6 +307,34 @@ mod tests {
     /// Growth going on since long before.
     fn old(_: u32) -> Option<UnixMs> {
         Some(-10_000_000)
+    }
+
+    /// The alerts shown in place equal the alerts, as they are raised, move and end, and
+    /// whatever the list held.
+    #[test]
+    fn the_alerts_shown_in_place_equal_the_alerts() {
+        let mut w = ForecastWatch::new(10.0);
+        let mut shown = vec![ForecastAlert {
+            device_index: 3,
+            since_ms: 1,
+            full_in_s: None,
+            drivers: vec!["stale".into()],
+        }];
+        let forecasts = (0..600).map(|i| match i {
+            0..=99 => Some(300.0 - f64::from(i)),
+            100..=149 => Some(120.0),
+            _ => None,
+        });
+        for (i, f) in forecasts.enumerate() {
+            w.observe(&snap(i as i64 * 1_000, f), &growing, &old);
+            w.show_alerts(&mut shown);
+            assert_eq!(shown, w.alerts(), "at {i} s");
+            if i == 120 {
+                assert_eq!(shown.len(), 1, "raised");
+                shown[0].drivers.push("stale".into());
+            }
+        }
+        assert!(shown.is_empty(), "ended");
     }
 
     #[test]

@@ -419,6 +419,7 @@ pub struct LeakTracker {
 const THEIL_SEN_POINTS: usize = 32;
 
 /// Theil–Sen slope (per ms) of at most 32 evenly chosen points of `pts`.
+#[cfg(test)]
 fn theil_sen(pts: &[(UnixMs, f64)], scratch: &mut Vec<u64>) -> Option<f64> {
     theil_sen_of(pts.len(), |i| pts[i], scratch)
 }
@@ -978,18 +979,19 @@ impl LeakTracker {
         if n < need {
             return None;
         }
-        let troughs: Vec<(UnixMs, f64)> = self
-            .troughs
-            .iter()
-            .copied()
-            .chain(self.open_trough)
-            .collect();
+        // The troughs and the one being made, read in place.
+        let (done, open) = (&self.troughs, self.open_trough);
+        let trough = |i: usize| match (done.get(i), open) {
+            (Some(t), _) => *t,
+            (None, Some(t)) => t,
+            (None, None) => (0, 0.0),
+        };
         // The rising tail of the troughs whose rises are alike (a leak keeps the same amount
         // each cycle; a load before a sawtooth is one rise unlike the rest).
         let mut first = n - 1;
         let (mut lo, mut hi) = (f64::MAX, f64::MIN);
         while first > 0 {
-            let rise = troughs[first].1 - troughs[first - 1].1;
+            let rise = trough(first).1 - trough(first - 1).1;
             if rise <= 0.0 || hi.max(rise) > s.shape.regular_factor * lo.min(rise) {
                 break;
             }
@@ -997,16 +999,16 @@ impl LeakTracker {
             hi = hi.max(rise);
             first -= 1;
         }
-        let rising = &troughs[first..];
-        if rising.len() < need {
+        let rising = n - first;
+        if rising < need {
             return None;
         }
-        let (t0, v0) = rising[0];
-        let (t1, v1) = rising[rising.len() - 1];
+        let (t0, v0) = trough(first);
+        let (t1, v1) = trough(n - 1);
         if v1 - v0 < s.min_growth_mib || ((t1 - t0) as f64) < s.min_duration_s * 1000.0 {
             return None;
         }
-        let rate = theil_sen(rising, &mut self.scratch)? * 60_000.0;
+        let rate = theil_sen_of(rising, |i| trough(first + i), &mut self.scratch)? * 60_000.0;
         if rate < s.min_rate_mib_per_min {
             return None;
         }
@@ -1027,7 +1029,7 @@ impl LeakTracker {
                 kind: EpisodeKind::Floor,
                 grown_mib: v1 - v0,
                 over_s: (t1 - t0) as f64 / 1000.0,
-                steps: rising.len(),
+                steps: rising,
                 quarters: 0,
                 after_load: false,
             },

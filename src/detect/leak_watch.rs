@@ -298,23 +298,51 @@ impl LeakWatch {
         self.parked = parked;
     }
 
+    /// [`LeakWatch::leaking_since`] written into `out` (its room kept).
+    pub(crate) fn leaking_since_into(
+        &self,
+        out: &mut FastMap<crate::model::history::ProcSeriesKey, crate::model::UnixMs>,
+    ) {
+        out.clear();
+        out.extend(
+            self.series
+                .iter()
+                .filter_map(|(k, w)| match (k, w.tracker.episode()) {
+                    (LeakKey::Process(p), Some(ep)) => Some((*p, ep.flagged_ms)),
+                    _ => None,
+                }),
+        );
+    }
+
+    /// [`LeakWatch::process_rates`] written into `out` (its room kept).
+    pub(crate) fn process_rates_into(
+        &self,
+        out: &mut FastMap<crate::model::history::ProcSeriesKey, f64>,
+    ) {
+        out.clear();
+        out.extend(self.process_rates_iter());
+    }
+
     /// How fast each process grows now (MiB/min): its leak's rate, or the rate of its growth
     /// not yet called a leak (the OOM guard picks the grower to pause by it).
     pub fn process_rates(&self) -> FastMap<crate::model::history::ProcSeriesKey, f64> {
-        self.series
-            .iter()
-            .filter_map(|(k, w)| {
-                let LeakKey::Process(p) = k else {
-                    return None;
-                };
-                let rate = match (w.tracker.episode(), w.tracker.growing()) {
-                    (Some(ep), _) => ep.rate_mib_per_min,
-                    (None, Some(g)) => g.rate_mib_per_min,
-                    _ => return None,
-                };
-                (rate > 0.0).then_some((*p, rate))
-            })
-            .collect()
+        self.process_rates_iter().collect()
+    }
+
+    fn process_rates_iter(
+        &self,
+    ) -> impl Iterator<Item = (crate::model::history::ProcSeriesKey, f64)> + '_ {
+        self.series.iter().filter_map(|(k, w)| {
+            let LeakKey::Process(p) = k else {
+                return None;
+            };
+            let rate = match (w.tracker.episode(), w.tracker.growing()) {
+                (Some(ep), _) => ep.rate_mib_per_min,
+                (None, Some(g)) => g.rate_mib_per_min,
+                _ => return None,
+            };
+            (rate > 0.0).then_some((*p, rate))
+        })
     }
 
     /// Since when the longest growth that the last forecast of GPU `device` counted (its

@@ -359,9 +359,13 @@ impl Engine {
         let rules = cost::span(Part::Rules);
         let mut alerts = std::mem::take(&mut self.alert_gpus);
         self.watches.forecast_alert_gpus_into(&mut alerts);
-        let acts = self
-            .rules
-            .run(&snap, watched.leaking, &watched.growth, &alerts, now);
+        let acts = self.rules.run(
+            &snap,
+            self.watches.leaking(),
+            self.watches.growth(),
+            &alerts,
+            now,
+        );
         self.alert_gpus = alerts;
         let parks = self.rules.take_park_records(now);
         drop(rules);

@@ -218,8 +218,7 @@ impl Guard {
         let mut n = 0;
         for st in self.gpus.values().filter_map(|s| s.status.as_ref()) {
             match shown.get_mut(n) {
-                Some(old) if old == st => {}
-                Some(old) => old.clone_from(st),
+                Some(old) => old.copy_from(st),
                 None => shown.push(st.clone()),
             }
             n += 1;

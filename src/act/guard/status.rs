@@ -191,3 +191,52 @@ pub struct GuardStatus {
     #[serde(default)]
     pub resume_rate_measured: bool,
 }
+
+impl GuardStatus {
+    /// Makes `self` equal `new`, copying only the lists and words that differ (the figures
+    /// that move every tick are plain numbers).
+    pub(crate) fn copy_from(&mut self, new: &GuardStatus) {
+        let GuardStatus {
+            device_index,
+            phase,
+            dry_run,
+            full_in_s,
+            growth_mib_s,
+            next,
+            cannot,
+            parked,
+            recent,
+            park_gib_s,
+            park_rate_measured,
+            resume_gib_s,
+            resume_rate_measured,
+        } = new;
+        self.device_index = *device_index;
+        self.phase = *phase;
+        self.dry_run = *dry_run;
+        self.full_in_s = *full_in_s;
+        self.growth_mib_s = *growth_mib_s;
+        match (&mut self.next, next) {
+            (Some(old), Some(n)) => {
+                if old.who != n.who {
+                    old.who.clone_from(&n.who);
+                }
+                (old.kind, old.needs_s, old.starts_at_s) = (n.kind, n.needs_s, n.starts_at_s);
+            }
+            (old, n) => old.clone_from(n),
+        }
+        if self.cannot != *cannot {
+            self.cannot.clone_from(cannot);
+        }
+        if self.parked != *parked {
+            self.parked.clone_from(parked);
+        }
+        if self.recent != *recent {
+            self.recent.clone_from(recent);
+        }
+        self.park_gib_s = *park_gib_s;
+        self.park_rate_measured = *park_rate_measured;
+        self.resume_gib_s = *resume_gib_s;
+        self.resume_rate_measured = *resume_rate_measured;
+    }
+}

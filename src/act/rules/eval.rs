@@ -336,6 +336,17 @@ impl RuleState {
         self.releasable_cache = map;
     }
 
+    /// Sets the releasable cache to [`releasable_cache_of`]`(snap)`, in the room of the last.
+    pub(crate) fn refill_releasable_cache(&mut self, snap: &Snapshot) {
+        self.releasable_cache.clear();
+        self.releasable_cache.extend(
+            snap.processes
+                .iter()
+                .filter(|p| !p.stale)
+                .filter_map(|p| Some(((p.key(), p.device_index), p.torch?.releasable_bytes()))),
+        );
+    }
+
     /// Updates the per-process idle clocks, and the PyTorch allocated readings the growth
     /// condition uses, from a snapshot (call once per tick, before [`RuleState::evaluate`]).
     pub fn observe(&mut self, snap: &Snapshot) {

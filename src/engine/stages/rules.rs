@@ -56,17 +56,16 @@ impl Rules {
     pub fn run(
         &mut self,
         snap: &Snapshot,
-        leaking: FastMap<ProcSeriesKey, UnixMs>,
+        leaking: &FastMap<ProcSeriesKey, UnixMs>,
         growth: &FastMap<ProcSeriesKey, f64>,
         alerts: &[u32],
         now: UnixMs,
     ) -> Vec<Activity> {
         self.state.observe(snap);
-        self.state
-            .set_releasable_cache(crate::act::rules::eval::releasable_cache_of(snap));
+        self.state.refill_releasable_cache(snap);
         let found = super::guard::Findings {
             growth,
-            leaking: &leaking,
+            leaking,
             alerts,
         };
         let guard = crate::host::cost::span(crate::host::cost::Part::Guard);
@@ -74,12 +73,12 @@ impl Rules {
             .guard
             .run(snap, &found, &self.state, &mut self.runner, &self.safety);
         drop(guard);
-        let facts = Facts {
-            leaking_since: leaking,
-        };
         let planned = if self.compiled.is_empty() {
             Vec::new()
         } else {
+            let facts = Facts {
+                leaking_since: leaking.clone(),
+            };
             self.state.evaluate(&self.compiled, snap, &facts)
         };
         // The GPUs' sizes for memory limits, and the driver's figure after cache releases.

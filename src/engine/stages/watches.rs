@@ -19,6 +19,10 @@ pub struct Watches {
     /// The OOM forecast as an alert.
     forecasts: crate::detect::forecast_alert::ForecastWatch,
     orphans: crate::detect::orphans::OrphanWatch,
+    /// The processes leaking now, since when (for the rules), as of the last sample.
+    leaking: FastMap<ProcSeriesKey, UnixMs>,
+    /// How fast each process grows now, MiB/min (for the OOM guard), as of the last sample.
+    growth: FastMap<ProcSeriesKey, f64>,
 }
 
 impl Default for Watches {
@@ -30,6 +34,8 @@ impl Default for Watches {
                 crate::detect::forecast_alert::DEFAULT_MINUTES,
             ),
             orphans: crate::detect::orphans::OrphanWatch::default(),
+            leaking: FastMap::default(),
+            growth: FastMap::default(),
         }
     }
 }
@@ -40,10 +46,6 @@ pub struct Watched {
     pub events: Vec<Event>,
     /// GPUs with memory held by processes not running here.
     pub orphans: Vec<crate::detect::orphans::OrphanGpu>,
-    /// The processes leaking now, since when (for the rules).
-    pub leaking: FastMap<ProcSeriesKey, UnixMs>,
-    /// How fast each process grows now, MiB/min (for the OOM guard).
-    pub growth: FastMap<ProcSeriesKey, f64>,
 }
 
 impl Watches {
@@ -61,9 +63,9 @@ impl Watches {
         self.leaks.forecast(snap);
         drop(leak_watch);
         events.extend(self.ooms.observe(snap));
-        let leaking = self.leaks.leaking_since();
+        self.leaks.leaking_since_into(&mut self.leaking);
         // The forecast counts every growing series (a leak, a load, a ramp): so do its drivers.
-        let (leaks, leaking_ref) = (&self.leaks, &leaking);
+        let (leaks, leaking_ref) = (&self.leaks, &self.leaking);
         let growing = || {
             let mut keys: HashSet<ProcSeriesKey> = leaking_ref.keys().copied().collect();
             keys.extend(leaks.growing().filter_map(|(k, _)| match k {
@@ -81,12 +83,18 @@ impl Watches {
         for a in orphan_alerts {
             out.report("GPU memory held by processes not running here", a);
         }
-        Watched {
-            events,
-            orphans,
-            leaking,
-            growth: self.leaks.process_rates(),
-        }
+        self.leaks.process_rates_into(&mut self.growth);
+        Watched { events, orphans }
+    }
+
+    /// The processes leaking now, since when (for the rules), as of the last sample.
+    pub(crate) fn leaking(&self) -> &FastMap<ProcSeriesKey, UnixMs> {
+        &self.leaking
+    }
+
+    /// How fast each process grows now, MiB/min (for the OOM guard), as of the last sample.
+    pub(crate) fn growth(&self) -> &FastMap<ProcSeriesKey, f64> {
+        &self.growth
     }
 
     /// What the watches show in the View: the tick's events, the leak table and the
