@@ -283,7 +283,7 @@ impl ContainerResolver {
 
     /// The facts of process `key` whose `/proc/PID/cgroup` text the caller has already read
     /// (cached like [`ContainerResolver::get`]; the cgroup file is not read again).
-    pub fn get_parsed(&mut self, key: ProcessKey, cgroup: &str) -> Arc<ContainerInfo> {
+    pub(crate) fn get_parsed(&mut self, key: ProcessKey, cgroup: &str) -> Arc<ContainerInfo> {
         let roots = &self.roots;
         self.cache
             .entry(key)

@@ -82,7 +82,7 @@ pub enum Part {
 }
 
 /// How many parts there are.
-pub const PARTS: usize = 30;
+const PARTS: usize = 30;
 
 impl Part {
     /// Every part, in the report's order.
@@ -120,7 +120,7 @@ impl Part {
     ];
 
     /// The name in the report.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Part::Tick => "tick",
             Part::Source => "source",
@@ -156,7 +156,7 @@ impl Part {
     }
 
     /// The part this one is counted within, if any.
-    pub fn parent(self) -> Option<Part> {
+    pub(crate) fn parent(self) -> Option<Part> {
         use Part::*;
         match self {
             Source | Enrich | Record | Watches | Rules | Publish | DropSample => Some(Tick),
@@ -211,7 +211,7 @@ impl Default for Costs {
 
 impl Costs {
     /// Counters at zero, off.
-    pub const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         Self {
             on: AtomicBool::new(false),
             slots: [const {
@@ -226,18 +226,18 @@ impl Costs {
     }
 
     /// Starts counting (from zero).
-    pub fn enable(&self) {
+    pub(crate) fn enable(&self) {
         self.reset();
         self.on.store(true, Ordering::Relaxed);
     }
 
     /// True while counting.
-    pub fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         self.on.load(Ordering::Relaxed)
     }
 
     /// Counts from zero again (the threads' CPU too).
-    pub fn reset(&self) {
+    pub(crate) fn reset(&self) {
         for s in &self.slots {
             s.calls.store(0, Ordering::Relaxed);
             s.ns.store(0, Ordering::Relaxed);
@@ -251,13 +251,13 @@ impl Costs {
     }
 
     /// A span of `part` that ends when dropped; nothing is read while off.
-    pub fn span(&self, part: Part) -> Span<'_> {
+    pub(crate) fn span(&self, part: Part) -> Span<'_> {
         self.start(part, true)
     }
 
     /// More of a call of `part` already counted (a stage done in pieces): its CPU is added,
     /// no call.
-    pub fn more(&self, part: Part) -> Span<'_> {
+    pub(crate) fn more(&self, part: Part) -> Span<'_> {
         self.start(part, false)
     }
 
@@ -277,7 +277,7 @@ impl Costs {
     }
 
     /// Counts one event of `part` with no time (a wake-up).
-    pub fn count(&self, part: Part) {
+    pub(crate) fn count(&self, part: Part) {
         if self.enabled() {
             self.slots[part as usize]
                 .calls
@@ -286,14 +286,14 @@ impl Costs {
     }
 
     /// Adds `calls` (0 or 1) of `part` that took `ns` of CPU.
-    pub fn add(&self, part: Part, calls: u64, ns: u64) {
+    pub(crate) fn add(&self, part: Part, calls: u64, ns: u64) {
         let s = &self.slots[part as usize];
         s.calls.fetch_add(calls, Ordering::Relaxed);
         s.ns.fetch_add(ns, Ordering::Relaxed);
     }
 
     /// Calls and CPU ns of `part` since the last reset.
-    pub fn get(&self, part: Part) -> (u64, u64) {
+    pub(crate) fn get(&self, part: Part) -> (u64, u64) {
         let s = &self.slots[part as usize];
         (
             s.calls.load(Ordering::Relaxed),
@@ -302,7 +302,7 @@ impl Costs {
     }
 
     /// The run statistics since the last reset.
-    pub fn report(&self) -> Report {
+    pub(crate) fn report(&self) -> Report {
         let (from, before) = self
             .since
             .lock()
@@ -383,7 +383,7 @@ pub fn log_report() {
 ///
 /// # Errors
 /// When the signal cannot be hooked.
-pub fn on_signal(
+pub(crate) fn on_signal(
     wake: &std::os::unix::net::UnixStream,
 ) -> std::io::Result<std::sync::Arc<AtomicBool>> {
     let flag = std::sync::Arc::new(AtomicBool::new(false));
@@ -430,7 +430,7 @@ fn clock_read_cost_ns() -> f64 {
 
 /// One thread's CPU, from `/proc/self/task/TID/schedstat`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ThreadCpu {
+struct ThreadCpu {
     /// The thread's id.
     pub tid: u32,
     /// Its name (`comm`).
@@ -491,7 +491,7 @@ fn own_rss_bytes() -> Option<u64> {
 
 /// The run statistics: per part and per thread.
 #[derive(Debug, Clone)]
-pub struct Report {
+pub(crate) struct Report {
     /// Wall time they cover, s.
     pub wall_s: f64,
     /// Per part: calls and CPU ns.
@@ -508,7 +508,7 @@ pub struct Report {
 
 impl Report {
     /// Ticks counted.
-    pub fn ticks(&self) -> u64 {
+    pub(crate) fn ticks(&self) -> u64 {
         self.parts
             .iter()
             .find(|(p, _)| *p == Part::Tick)
@@ -522,7 +522,7 @@ impl Report {
     }
 
     /// The report as lines, without a trailing newline on the last.
-    pub fn lines(&self) -> Vec<String> {
+    pub(crate) fn lines(&self) -> Vec<String> {
         let per_s = |ns: u64| ns as f64 / 1000.0 / self.wall_s.max(1e-9);
         let ticks = self.ticks().max(1) as f64;
         let mut out = vec![format!(
@@ -567,7 +567,7 @@ impl Report {
     }
 
     /// Logs the report at debug level (shown by `-v`), one line each.
-    pub fn log(&self) {
+    pub(crate) fn log(&self) {
         for l in self.lines() {
             tracing::debug!("{l}");
         }

@@ -19,7 +19,7 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
 /// The filter when `RUST_LOG` is unset or empty.
-pub const DEFAULT_FILTER: &str = "warn,vramwarden=info";
+const DEFAULT_FILTER: &str = "warn,vramwarden=info";
 /// Library warnings of every normal start of the window that say nothing a user can act on
 /// (winit on Xvfb or a display without XSETTINGS or a physical size, egui_wgpu on a software
 /// renderer, the font provider under the C locale): kept out of stderr when `RUST_LOG` is
@@ -31,7 +31,7 @@ const LIBRARY_NOISE: [&str; 3] = [
 ];
 
 /// How many daily log files the window keeps.
-pub const KEEP_FILES: usize = 7;
+const KEEP_FILES: usize = 7;
 
 /// How much is logged when `RUST_LOG` is unset: the command line's `-q` / `-v` flags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -118,7 +118,7 @@ pub struct Guard {
 /// The folder of the window's log files: `$VRAMWARDEN_DATA_DIR/logs` when that variable is set,
 /// else the platform state folder (`~/.local/state/vramwarden` on Linux), else the local data
 /// folder's `logs`.
-pub fn log_dir() -> Option<PathBuf> {
+fn log_dir() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os("VRAMWARDEN_DATA_DIR") {
         return Some(PathBuf::from(d).join("logs"));
     }
@@ -258,7 +258,7 @@ fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
 }
 
 /// The message of a caught panic.
-pub fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<&str>()
         .map(|s| (*s).to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())

@@ -11,13 +11,13 @@ use std::path::PathBuf;
 pub const APP_ID: &str = "io.github.vramwarden.VramWarden";
 
 /// The settings file used when there is no home folder (root's to write).
-pub const SYSTEM_CONFIG: &str = "/etc/vramwarden/config.toml";
+const SYSTEM_CONFIG: &str = "/etc/vramwarden/config.toml";
 /// The data folder used when there is no home folder (the service's).
-pub const SYSTEM_DATA_DIR: &str = "/var/lib/vramwarden";
+const SYSTEM_DATA_DIR: &str = "/var/lib/vramwarden";
 
 /// The platform folders, only when they are absolute paths (a relative `$HOME` such as `.`
 /// would make them relative to the current folder).
-pub fn project_dirs() -> Option<directories::ProjectDirs> {
+pub(crate) fn project_dirs() -> Option<directories::ProjectDirs> {
     directories::ProjectDirs::from("", "", "vramwarden").filter(|d| {
         d.config_dir().is_absolute()
             && d.data_dir().is_absolute()
@@ -27,7 +27,7 @@ pub fn project_dirs() -> Option<directories::ProjectDirs> {
 
 /// The settings file when neither `--config` nor `VRAMWARDEN_CONFIG` names one: the platform
 /// config folder's `config.toml`, else [`SYSTEM_CONFIG`].
-pub fn default_config() -> PathBuf {
+pub(crate) fn default_config() -> PathBuf {
     project_dirs().map_or_else(
         || PathBuf::from(SYSTEM_CONFIG),
         |d| d.config_dir().join("config.toml"),
@@ -35,7 +35,7 @@ pub fn default_config() -> PathBuf {
 }
 
 /// The data folder: the platform one, else [`SYSTEM_DATA_DIR`].
-pub fn default_data_dir() -> PathBuf {
+pub(crate) fn default_data_dir() -> PathBuf {
     project_dirs().map_or_else(
         || PathBuf::from(SYSTEM_DATA_DIR),
         |d| d.data_dir().to_path_buf(),

@@ -11,7 +11,7 @@ const INITIAL_PID_NAMESPACE_INO: u64 = 0xEFFF_FFFC;
 
 /// True when the process whose `ns/pid` link is under `proc_self` (normally `/proc/self`) is in
 /// the initial PID namespace; also true when it cannot be read (a kernel without namespaces).
-pub fn is_initial(proc_self: &Path) -> bool {
+pub(crate) fn is_initial(proc_self: &Path) -> bool {
     std::fs::metadata(proc_self.join("ns/pid"))
         .map_or(true, |m| m.ino() == INITIAL_PID_NAMESPACE_INO)
 }

@@ -33,7 +33,7 @@ pub struct ProcUsage {
 }
 
 /// Most `stat` files kept open (beyond, a process's file is opened at each tick).
-pub const KEPT_FILES: usize = 256;
+const KEPT_FILES: usize = 256;
 
 impl Default for ProcUsage {
     fn default() -> Self {

@@ -6,7 +6,6 @@
 //! time from `/proc/stat`, so it is stable for the life of the process and a reused PID gets a
 //! different one.
 
-use std::collections::HashMap;
 use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -181,14 +180,14 @@ fn parse_stat_comm(stat: &str) -> Option<String> {
 }
 
 /// Field 22 (`starttime`, clock ticks after boot) of `/proc/PID/stat`.
-pub fn parse_stat_start_ticks(stat: &str) -> Option<u64> {
+pub(crate) fn parse_stat_start_ticks(stat: &str) -> Option<u64> {
     // Fields after the comm start at field 3 (state); starttime is field 22 → index 19 after ')'.
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// The real uid from the `Uid:` line of `/proc/PID/status`.
-pub fn parse_status_uid(status: &str) -> Option<u32> {
+pub(crate) fn parse_status_uid(status: &str) -> Option<u32> {
     status
         .lines()
         .find_map(|l| l.strip_prefix("Uid:"))
@@ -224,7 +223,7 @@ fn container_id_from_cgroup(cgroup: &str) -> Option<String> {
 
 /// The name of `uid` through NSS (`getpwuid_r`: /etc/passwd, LDAP, SSSD, systemd… whatever
 /// the host is configured for), or the number when it has none.
-pub fn user_name_of(uid: u32) -> String {
+pub(crate) fn user_name_of(uid: u32) -> String {
     if uid == u32::MAX {
         return "?".into();
     }
@@ -247,20 +246,8 @@ pub fn uid_of_user(name: &str) -> Option<u32> {
         .map(|u| u.uid.as_raw())
 }
 
-/// uid → name from an `/etc/passwd` text.
-pub fn parse_passwd(text: &str) -> HashMap<u32, String> {
-    text.lines()
-        .filter_map(|l| {
-            let mut f = l.split(':');
-            let name = f.next()?;
-            let uid = f.nth(1)?.parse().ok()?;
-            Some((uid, name.to_string()))
-        })
-        .collect()
-}
-
 /// Fills in `/proc` facts for processes the source did not describe.
-pub fn enrich(snap: &mut crate::model::Snapshot, procs: &mut ProcReader) {
+pub(crate) fn enrich(snap: &mut crate::model::Snapshot, procs: &mut ProcReader) {
     for p in &mut snap.processes {
         if p.info.is_none() {
             p.info = procs.read_at(p.pid, snap.taken_at_ms);
@@ -302,11 +289,7 @@ mod tests {
     }
 
     #[test]
-    fn passwd_and_status() {
-        let users = parse_passwd(
-            "root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000::/home/alice:/bin/sh\n",
-        );
-        assert_eq!(users.get(&1000).map(String::as_str), Some("alice"));
+    fn status_and_cmdline() {
         assert_eq!(
             parse_status_uid("Name:\tx\nUid:\t1000\t1000\t1000\t1000\n"),
             Some(1000)

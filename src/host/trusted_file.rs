@@ -11,7 +11,7 @@ use std::path::Path;
 
 /// Why a file was not read.
 #[derive(Debug, thiserror::Error)]
-pub enum TrustError {
+pub(crate) enum TrustError {
     /// It could not be opened or read (`NotFound` among them).
     #[error("{0}")]
     Io(#[from] std::io::Error),
