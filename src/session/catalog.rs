@@ -25,14 +25,14 @@ pub struct SessionSummary {
 
 impl SessionSummary {
     /// Start time (header) or modification time.
-    pub fn started_ms(&self) -> UnixMs {
+    pub(crate) fn started_ms(&self) -> UnixMs {
         self.header
             .as_ref()
             .map_or(self.modified_ms, |h| h.started_ms)
     }
 
     /// Length of the recording.
-    pub fn duration_ms(&self) -> i64 {
+    pub(crate) fn duration_ms(&self) -> i64 {
         self.last_sample_ms.map_or(0, |l| l - self.started_ms())
     }
 }
@@ -108,7 +108,7 @@ pub fn list(dir: &Path) -> Vec<SessionSummary> {
 
 /// Logs modified this recently are never pruned (a writer between creating its file and
 /// locking it).
-pub const PRUNE_GRACE_MS: UnixMs = 60_000;
+const PRUNE_GRACE_MS: UnixMs = 60_000;
 
 /// Deletes sessions older than `max_age_days` and then the oldest until the folder holds at
 /// most `max_total_bytes` (0 for either: no limit, keep forever). Never deletes `keep`, a log

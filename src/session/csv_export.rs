@@ -51,7 +51,7 @@ impl Table {
 
 /// The files an export writes: `out` for one table, else `OUT-devices.csv`,
 /// `OUT-processes.csv` and `OUT-events.csv` beside it.
-pub fn output_files(
+pub(crate) fn output_files(
     out: &std::path::Path,
     table: Option<Table>,
 ) -> Vec<(Table, std::path::PathBuf)> {
@@ -84,7 +84,7 @@ fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
 
 /// Why the output files of an export may not be written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OutputClash {
+pub(crate) enum OutputClash {
     /// This output is the session log being exported.
     IsTheSession(std::path::PathBuf),
     /// These outputs already exist as regular files.
@@ -117,7 +117,7 @@ fn kind_of(t: std::fs::FileType) -> &'static str {
 ///
 /// # Errors
 /// The clash found.
-pub fn check_outputs(
+pub(crate) fn check_outputs(
     jobs: &[(Table, std::path::PathBuf)],
     session: Option<&std::path::Path>,
     force: bool,
@@ -145,7 +145,7 @@ pub fn check_outputs(
 /// An output file that could not be written.
 #[derive(Debug, thiserror::Error)]
 #[error("{}: {error}", path.display())]
-pub struct FileError {
+pub(crate) struct FileError {
     /// The file.
     pub path: std::path::PathBuf,
     /// What went wrong.
@@ -165,7 +165,7 @@ pub struct FileError {
 /// # Errors
 /// A file that cannot be created or written, a table over its limit, too little free space,
 /// or a cancel.
-pub fn write_files(
+pub(crate) fn write_files(
     session: &SessionData,
     jobs: &[(Table, std::path::PathBuf)],
     force: bool,
@@ -421,11 +421,11 @@ pub enum ExportError {
 }
 
 /// An export may write this many times the log's size …
-pub const OUTPUT_FACTOR: u64 = 1024;
+const OUTPUT_FACTOR: u64 = 1024;
 /// … and at least this many bytes, whatever the log's size …
-pub const MIN_OUTPUT_LIMIT: u64 = 1 << 30;
+const MIN_OUTPUT_LIMIT: u64 = 1 << 30;
 /// … and never more than this, per table.
-pub const MAX_OUTPUT_LIMIT: u64 = 64 << 30;
+const MAX_OUTPUT_LIMIT: u64 = 64 << 30;
 /// Bytes a row takes besides its texts, at most (times, numbers, commas).
 const ROW_FIXED: u64 = 256;
 
@@ -435,7 +435,7 @@ const ROW_FIXED: u64 = 256;
 /// log of 1.8 MB can refer to a 1 MiB command line 400 000 times (400 GiB of CSV). Memory
 /// stays bounded either way (rows are written as they are made); the limit bounds the time
 /// and the disk, and [`write_files`] also checks the free space first.
-pub fn output_limit(session: &SessionData) -> u64 {
+fn output_limit(session: &SessionData) -> u64 {
     (session.file_bytes() as u64)
         .saturating_mul(OUTPUT_FACTOR)
         .clamp(MIN_OUTPUT_LIMIT, MAX_OUTPUT_LIMIT)

@@ -23,10 +23,10 @@ pub const KIND_EVENT: u8 = 3;
 /// Largest payload a reader accepts (a guard against garbage lengths). A record whose length
 /// field claims more, or more bytes than the buffer still holds, is rejected before any
 /// checksum is computed.
-pub const MAX_PAYLOAD: usize = 16 << 20;
+const MAX_PAYLOAD: usize = 16 << 20;
 /// Largest device index a sample may name; a sample naming a larger one is malformed (readers
 /// size tables by device index, so a garbage index must not reach them).
-pub const MAX_DEVICE_INDEX: u32 = 4095;
+const MAX_DEVICE_INDEX: u32 = 4095;
 /// Distance in bytes between the checksum checkpoints of a [`Scanner`]: checking one candidate
 /// record costs it at most `2 * CRC_STRIDE` bytes of hashing (and a few multiplications),
 /// whatever length the candidate claims.
@@ -63,7 +63,7 @@ pub fn frame(kind: u8, payload: &[u8]) -> Vec<u8> {
 }
 
 /// Appends the record [`frame`] makes of `payload` to `out` (a writer's kept buffer).
-pub fn frame_into(out: &mut Vec<u8>, kind: u8, payload: &[u8]) {
+pub(crate) fn frame_into(out: &mut Vec<u8>, kind: u8, payload: &[u8]) {
     out.extend_from_slice(&MAGIC);
     let body_start = out.len();
     out.push(kind);
@@ -160,7 +160,7 @@ pub fn read_record(buf: &[u8], pos: usize) -> Option<(RawRecord<'_>, usize)> {
 /// range from the prefix CRCs at its two ends (CRC-32 is linear: see [`crc_shift`]), so one
 /// candidate costs at most `2 * CRC_STRIDE` bytes of hashing however long it claims to be.
 #[derive(Debug, Clone)]
-pub struct Scanner<'a> {
+pub(crate) struct Scanner<'a> {
     buf: &'a [u8],
     /// `checkpoints[j]` is the CRC-32 of `buf[..j * CRC_STRIDE]` (of all of `buf` for the last).
     checkpoints: Vec<u32>,
@@ -169,7 +169,7 @@ pub struct Scanner<'a> {
 
 impl<'a> Scanner<'a> {
     /// Hashes `buf` once, keeping the checkpoints.
-    pub fn new(buf: &'a [u8]) -> Self {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
         let mut checkpoints = Vec::with_capacity(buf.len() / CRC_STRIDE + 2);
         let mut h = crc32fast::Hasher::new();
         checkpoints.push(h.clone().finalize());
@@ -186,13 +186,13 @@ impl<'a> Scanner<'a> {
 
     /// Bytes fed to the checksum so far: the buffer once, plus at most `2 * CRC_STRIDE` per
     /// candidate record checked.
-    pub fn hashed_bytes(&self) -> u64 {
+    pub(crate) fn hashed_bytes(&self) -> u64 {
         self.hashed
     }
 
     /// Tries to read a whole, checksummed record at `pos`, like [`read_record`] (same result
     /// for every input), at a bounded cost.
-    pub fn read_at(&mut self, pos: usize) -> Option<(RawRecord<'a>, usize)> {
+    pub(crate) fn read_at(&mut self, pos: usize) -> Option<(RawRecord<'a>, usize)> {
         let b = bounds(self.buf, pos)?;
         if self.range_crc(b.body_start, b.end)? != b.crc {
             return None;
@@ -201,7 +201,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// The first record marker at or after `from`, if any.
-    pub fn next_marker(&self, from: usize) -> Option<usize> {
+    pub(crate) fn next_marker(&self, from: usize) -> Option<usize> {
         let rest = self.buf.get(from..)?;
         rest.windows(2).position(|w| w == MAGIC).map(|i| from + i)
     }
@@ -279,7 +279,7 @@ fn powers() -> &'static [[u32; 256]; 4] {
 
 /// The CRC-32 of `A` followed by `len` bytes, without the bytes' own contribution: with it,
 /// `crc(A‖B) = crc_shift(crc(A), |B|) ^ crc(B)` (zlib's `crc32_combine`). `len` below 2^32.
-pub fn crc_shift(crc: u32, len: u64) -> u32 {
+fn crc_shift(crc: u32, len: u64) -> u32 {
     let t = powers();
     let mut x = POLY_ONE;
     for (k, row) in t.iter().enumerate() {
@@ -292,7 +292,7 @@ pub fn crc_shift(crc: u32, len: u64) -> u32 {
 }
 
 /// One process entry of a sample: session-local id and memory in bytes.
-pub type ProcEntry = (u32, Option<u64>);
+pub(crate) type ProcEntry = (u32, Option<u64>);
 
 /// Encodes a process's memory: MiB-aligned values (what NVML reports) take 1–3 bytes.
 fn put_proc_used(out: &mut Vec<u8>, used: Option<u64>) {
@@ -316,7 +316,7 @@ fn get_proc_used(buf: &[u8], pos: &mut usize) -> Option<Option<u64>> {
 /// position in the sample's process list, and its figures. Only allocated, reserved, inactive
 /// split, allocation retries and OOMs are recorded (the memory fraction and the allocator
 /// configuration are not).
-pub type TorchEntry = (u32, TorchMem);
+pub(crate) type TorchEntry = (u32, TorchMem);
 
 /// Encodes one sample: the devices' readings and the processes' memory by session-local id
 /// (no PyTorch figures: the bytes a version 1 writer wrote).
@@ -524,13 +524,13 @@ pub fn decode_sample(buf: &[u8]) -> Option<DecodedSample> {
 
 /// Checks a sample payload without keeping it: its time if it decodes (exactly when
 /// [`decode_sample`] would), calling `on_proc` with every session-local process id.
-pub fn check_sample(buf: &[u8], mut on_proc: impl FnMut(u32)) -> Option<UnixMs> {
+pub(crate) fn check_sample(buf: &[u8], mut on_proc: impl FnMut(u32)) -> Option<UnixMs> {
     walk_sample(buf, |_| {}, |(id, _)| on_proc(id), |_| {})
 }
 
 /// Walks a sample payload, calling `on_device` per device reading and `on_proc` per process
 /// id (as [`check_sample`] does, without keeping anything); the time if it is well formed.
-pub fn walk_shape(
+pub(crate) fn walk_shape(
     buf: &[u8],
     mut on_device: impl FnMut(),
     mut on_proc: impl FnMut(u32),
@@ -540,7 +540,7 @@ pub fn walk_shape(
 
 /// Decodes a sample payload, handing each device and process to the callbacks; the time if the
 /// whole payload is well formed.
-pub fn walk_sample(
+pub(crate) fn walk_sample(
     buf: &[u8],
     mut on_device: impl FnMut(DeviceSample),
     mut on_proc: impl FnMut(ProcEntry),

@@ -57,7 +57,7 @@ use crate::model::UnixMs;
 /// Every version from 1 up to it is read.
 pub const FORMAT_VERSION: u32 = 4;
 /// File name extension of session logs.
-pub const EXTENSION: &str = "vwlog";
+pub(crate) const EXTENSION: &str = "vwlog";
 
 /// Static facts about one GPU, in the header.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -380,7 +380,7 @@ impl Event {
 /// The folder session logs go to: `$VRAMWARDEN_DATA_DIR/sessions` when that variable is set
 /// (tests), else the platform data folder (`~/.local/share/vramwarden/sessions` on Linux),
 /// else (no home folder) `/var/lib/vramwarden/sessions`; never the current folder.
-pub fn default_dir() -> std::path::PathBuf {
+pub(crate) fn default_dir() -> std::path::PathBuf {
     if let Some(d) = std::env::var_os("VRAMWARDEN_DATA_DIR") {
         return std::path::PathBuf::from(d).join("sessions");
     }
@@ -389,7 +389,7 @@ pub fn default_dir() -> std::path::PathBuf {
 
 /// How sure a likely cause is, from what was seen: its rate and how long it grew, and its
 /// share of the growth on the GPU — " (over 62 s, 3.0 GiB/min, 91 % of the growth: sure)".
-pub fn how_sure(h: &OomHolder) -> String {
+pub(crate) fn how_sure(h: &OomHolder) -> String {
     let grown = h.grown_recent_mib.unwrap_or(0.0);
     let over = h
         .grown_over_s
@@ -483,7 +483,7 @@ pub fn describe_oom(used_pct: f64, victims: &[OomHolder], holders: &[OomHolder])
 
 /// True for a session file name the API serves: `[A-Za-z0-9._-]`, ending `.vwlog`, not
 /// starting with a dot, at most 255 bytes (so no `/`, no `..` component, no hidden file).
-pub fn valid_session_name(name: &str) -> bool {
+pub(crate) fn valid_session_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 255
         && !name.starts_with('.')

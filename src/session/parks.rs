@@ -7,31 +7,31 @@ use crate::model::{FastMap, ParkInfo, ParkState, UnixMs};
 
 /// Each process's park changes, by the reader's process id, in time order.
 #[derive(Debug, Clone, Default)]
-pub struct ParkTimeline {
+pub(crate) struct ParkTimeline {
     changes: FastMap<u32, Vec<(UnixMs, Option<ParkInfo>)>>,
 }
 
 impl ParkTimeline {
     /// True when the log holds no park.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.changes.is_empty()
     }
 
     /// Process `id`'s park is `park` from `unix_ms` on.
-    pub fn note(&mut self, id: u32, unix_ms: UnixMs, park: Option<ParkInfo>) {
+    pub(crate) fn note(&mut self, id: u32, unix_ms: UnixMs, park: Option<ParkInfo>) {
         self.changes.entry(id).or_default().push((unix_ms, park));
     }
 
     /// Puts each process's changes in time order (a damaged stretch or joined logs may
     /// have shuffled them; the sort is stable).
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         for v in self.changes.values_mut() {
             v.sort_by_key(|(t, _)| *t);
         }
     }
 
     /// Process `id`'s park at `t`: the last change at or before it.
-    pub fn at(&self, id: u32, t: UnixMs) -> Option<ParkInfo> {
+    pub(crate) fn at(&self, id: u32, t: UnixMs) -> Option<ParkInfo> {
         let v = self.changes.get(&id)?;
         let i = v.partition_point(|(at, _)| *at <= t);
         v.get(i.checked_sub(1)?).and_then(|(_, p)| *p)
@@ -41,7 +41,7 @@ impl ParkTimeline {
     /// went through holds its bytes from its end on (parked since its start), a resume that
     /// went through ends it. Each is matched to the definition of its pid on its GPU (with
     /// its start time where the event has one) that was seen last before it.
-    pub fn from_actions(events: &[Event], defs: &FastMap<u32, ProcDef>) -> Self {
+    pub(crate) fn from_actions(events: &[Event], defs: &FastMap<u32, ProcDef>) -> Self {
         let mut t = Self::default();
         for e in events {
             let Event::Park {

@@ -715,12 +715,12 @@ impl SessionData {
     }
 
     /// The segment sample `i` belongs to.
-    pub fn segment_of(&self, i: usize) -> Option<usize> {
+    pub(crate) fn segment_of(&self, i: usize) -> Option<usize> {
         Some(self.samples.get(i)?.segment)
     }
 
     /// The header of segment `seg`, if its record survived.
-    pub fn segment_header(&self, seg: usize) -> Option<&Header> {
+    pub(crate) fn segment_header(&self, seg: usize) -> Option<&Header> {
         self.segments.get(seg)?.header.as_ref()
     }
 
@@ -871,14 +871,18 @@ impl SessionData {
     }
 
     /// The size of the log's bytes as read (for limits that scale with it).
-    pub fn file_bytes(&self) -> usize {
+    pub(crate) fn file_bytes(&self) -> usize {
         self.bytes.len()
     }
 
     /// Walks every sample without decoding it into values: `on_device(segment)` for each
     /// device reading, `on_proc(id)` for each process entry (the reader's ids, as in
     /// [`Self::defs`]). Linear in the file; allocates nothing per sample.
-    pub fn for_each_entry(&self, mut on_device: impl FnMut(usize), mut on_proc: impl FnMut(u32)) {
+    pub(crate) fn for_each_entry(
+        &self,
+        mut on_device: impl FnMut(usize),
+        mut on_proc: impl FnMut(u32),
+    ) {
         for r in &self.samples {
             let Some(payload) = self.bytes.get(r.start..r.end) else {
                 continue;

@@ -20,9 +20,9 @@ use crate::model::{FastMap, Snapshot, UnixMs};
 /// crash or kill -9 of vramwarden loses nothing; the fsync bounds what a power cut or a
 /// kernel crash can take (journald's default is 5 minutes). It was 5 s: on the H200 the
 /// fsync was ≈ 9 % of the agent's CPU.
-pub const FSYNC_EVERY: Duration = Duration::from_secs(30);
+const FSYNC_EVERY: Duration = Duration::from_secs(30);
 /// Every this many samples the live process definitions are written again.
-pub const TABLE_EVERY: u64 = 600;
+pub(crate) const TABLE_EVERY: u64 = 600;
 
 /// Why writing a session failed.
 #[derive(Debug, thiserror::Error)]
@@ -39,7 +39,7 @@ pub enum WriteError {
 
 impl WriteError {
     /// True when the file existed already.
-    pub fn is_already_exists(&self) -> bool {
+    pub(crate) fn is_already_exists(&self) -> bool {
         matches!(self, WriteError::Io { source, .. } if source.kind() == std::io::ErrorKind::AlreadyExists)
     }
 }
@@ -122,12 +122,12 @@ impl SessionWriter {
     }
 
     /// Bytes written so far.
-    pub fn bytes_written(&self) -> u64 {
+    pub(crate) fn bytes_written(&self) -> u64 {
         self.bytes
     }
 
     /// Samples written so far.
-    pub fn samples_written(&self) -> u64 {
+    pub(crate) fn samples_written(&self) -> u64 {
         self.samples
     }
 
@@ -311,7 +311,7 @@ impl SessionWriter {
 ///
 /// # Errors
 /// When another open file description holds the lock.
-pub fn lock_exclusive(file: &File) -> std::io::Result<()> {
+pub(crate) fn lock_exclusive(file: &File) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: flock on a descriptor we own.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
@@ -323,7 +323,7 @@ pub fn lock_exclusive(file: &File) -> std::io::Result<()> {
 
 /// The file name of a session started at `started_ms` on `host`:
 /// `YYYYMMDD-HHMMSS-host.vwlog` (local time).
-pub fn session_file_name(started_ms: UnixMs, host: &str) -> String {
+pub(crate) fn session_file_name(started_ms: UnixMs, host: &str) -> String {
     let t = chrono::TimeZone::timestamp_millis_opt(&chrono::Local, started_ms)
         .single()
         .map(|t| t.format("%Y%m%d-%H%M%S").to_string())
