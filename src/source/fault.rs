@@ -45,7 +45,7 @@ impl FaultSwitch {
     }
 
     /// The fault now.
-    pub fn get(&self) -> Fault {
+    pub(crate) fn get(&self) -> Fault {
         self.0.lock().map_or(Fault::None, |g| *g)
     }
 }

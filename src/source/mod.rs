@@ -5,14 +5,15 @@
 //! and the command-line flag that picks it (`front/cli/args.rs`).
 
 pub mod fault;
-pub mod nvidia_smi;
+pub(crate) mod nvidia_smi;
 pub mod nvml;
 pub mod recorded;
 pub mod replay;
 pub mod sim;
-pub mod traits;
+pub(crate) mod traits;
 
-pub use traits::{host_name, GpuSource, SourceError};
+pub(crate) use traits::host_name;
+pub use traits::{GpuSource, SourceError};
 
 /// Opens a source (on the sampler thread: NVML init can itself be slow).
 pub type SourceFactory = Box<dyn FnOnce() -> Result<Box<dyn GpuSource>, SourceError> + Send>;
@@ -48,7 +49,7 @@ impl SourceKind {
 
     /// The simulated GPUs when `demo` (`--demo`, the window's "Start the demo"), else the
     /// NVIDIA driver.
-    pub fn from_demo_flag(demo: bool) -> Self {
+    pub(crate) fn from_demo_flag(demo: bool) -> Self {
         if demo {
             Self::demo()
         } else {
@@ -57,7 +58,7 @@ impl SourceKind {
     }
 
     /// True for simulated GPUs (nothing acts on their processes; the window says "demo").
-    pub fn is_simulated(self) -> bool {
+    pub(crate) fn is_simulated(self) -> bool {
         matches!(self, Self::Sim { .. })
     }
 

@@ -25,11 +25,11 @@ use chrono::{NaiveDateTime, TimeZone};
 use crate::model::{DeviceSample, ProcInfo, ProcessSample, Snapshot, UnixMs};
 
 /// The highest GPU index accepted from a log (a row with a higher one is skipped).
-pub const MAX_GPU_INDEX: u32 = 255;
+const MAX_GPU_INDEX: u32 = 255;
 /// The most process rows kept for one GPU at one time (more are skipped).
-pub const MAX_PROCESSES_PER_GPU: usize = 4096;
+const MAX_PROCESSES_PER_GPU: usize = 4096;
 /// The largest memory reading accepted (1 PiB); a larger one is skipped as out of range.
-pub const MAX_BYTES: u64 = 1 << 50;
+pub(crate) const MAX_BYTES: u64 = 1 << 50;
 /// How far (ms) an apps log group may be from a GPU log sample to be attached to it.
 const MATCH_MS: i64 = 700;
 
@@ -1053,7 +1053,7 @@ fn build(
 
 /// The samples read from the logs, with their rows counted.
 #[derive(Debug)]
-pub struct ReadLogs {
+pub(crate) struct ReadLogs {
     /// The samples, oldest first (never empty).
     pub snaps: Vec<Snapshot>,
     /// Data rows read, of both logs (header lines not counted).
@@ -1071,7 +1071,11 @@ pub struct ReadLogs {
 /// # Errors
 /// When a file cannot be read, is not the log it is given as (lacks its columns), or has no
 /// usable row. Rows that cannot be read or placed on a GPU are skipped and counted, not errors.
-pub fn read_logs(apps: &Path, gpu: Option<&Path>, zone: Zone) -> Result<ReadLogs, ImportError> {
+pub(crate) fn read_logs(
+    apps: &Path,
+    gpu: Option<&Path>,
+    zone: Zone,
+) -> Result<ReadLogs, ImportError> {
     let mut skips = Skips::default();
     let (built, rows_read) = build(apps, gpu, zone, &mut skips)?;
     let Built { snaps, rows_used } = built;

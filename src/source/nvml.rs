@@ -32,7 +32,7 @@ struct DeviceStatic {
 }
 
 /// Samples every NVIDIA GPU through NVML.
-pub struct NvmlSource {
+pub(crate) struct NvmlSource {
     nvml: Nvml,
     devices: Vec<DeviceStatic>,
     /// Per device: its NVML handle, looked up once at start (valid for the life of `nvml`;
@@ -215,7 +215,7 @@ fn process_list(
 /// three jobs), and idle decisions need minutes, not seconds. Each read covers every driver
 /// sample since the last one, so a process busy at any moment of the 10 s is seen busy; its
 /// GPU % is the highest of those samples and is at most this old.
-pub const UTIL_EVERY_MS: i64 = 10_000;
+pub(crate) const UTIL_EVERY_MS: i64 = 10_000;
 
 /// The per-process utilisation samples since `since_us` (µs since the epoch) as (pid, SM %).
 /// NotFound: no sample since then. (nvml-wrapper asks the driver for the count first; one call
@@ -246,7 +246,7 @@ impl NvmlSource {
     /// # Errors
     /// [`SourceError::Unavailable`] with a sentence a user can act on when the library is missing
     /// or the driver refuses to initialise.
-    pub fn new() -> Result<Self, SourceError> {
+    pub(crate) fn new() -> Result<Self, SourceError> {
         let nvml = init().map_err(|e| SourceError::Unavailable(explain_init_error(&e)))?;
         let count = nvml
             .device_count()
@@ -293,11 +293,6 @@ impl NvmlSource {
             lists,
         })
     }
-
-    /// Number of GPUs found at start.
-    pub fn device_count(&self) -> usize {
-        self.devices.len()
-    }
 }
 
 /// Loads NVML. `VRAMWARDEN_NVML_LIB` loads it from another path (a driver outside the
@@ -314,7 +309,7 @@ fn init() -> Result<Nvml, nvml_wrapper::error::NvmlError> {
 ///
 /// # Errors
 /// NVML could not be loaded or the GPU did not answer, in words.
-pub fn free_and_total(index: u32) -> Result<(u64, u64), String> {
+pub(crate) fn free_and_total(index: u32) -> Result<(u64, u64), String> {
     let nvml = init().map_err(|e| explain_init_error(&e))?;
     let m = nvml
         .device_by_index(index)
@@ -572,7 +567,7 @@ impl NvmlSource {
     /// (a call repeated in a loop is far cheaper than the same call once a second): per
     /// call, the mean CPU µs over `rounds`, each call after its own pause. The last row holds
     /// the largest gap between the v2 call's used and total − reserved − free, in bytes.
-    pub fn bench_spaced_calls(
+    pub(crate) fn bench_spaced_calls(
         &mut self,
         rounds: u32,
         spacing: std::time::Duration,
@@ -633,7 +628,7 @@ impl NvmlSource {
 
     /// Times each raw NVML call a sample makes, per sample (summed over devices), averaged over
     /// `iterations`: `(call, µs per sample, calls per sample)`. For `vramwarden bench-nvml`.
-    pub fn bench_raw_calls(&self, iterations: u32) -> Vec<(&'static str, f64, usize)> {
+    pub(crate) fn bench_raw_calls(&self, iterations: u32) -> Vec<(&'static str, f64, usize)> {
         use std::time::Instant;
         let n = self.devices.len() as u32;
         let iters = iterations.max(1);

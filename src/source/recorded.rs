@@ -5,14 +5,14 @@ use super::traits::{GpuSource, SourceError};
 use crate::model::{Snapshot, SourceInfo, UnixMs};
 
 /// Snapshots handed out in order, then [`SourceError::Ended`].
-pub struct Snapshots {
+pub(crate) struct Snapshots {
     left: std::vec::IntoIter<Snapshot>,
     info: SourceInfo,
 }
 
 impl Snapshots {
     /// `snaps` in order, described as `info`.
-    pub fn new(snaps: Vec<Snapshot>, info: SourceInfo) -> Self {
+    pub(crate) fn new(snaps: Vec<Snapshot>, info: SourceInfo) -> Self {
         Self {
             left: snaps.into_iter(),
             info,

@@ -79,7 +79,7 @@ impl<'a> ReplaySource<'a> {
 
     /// The same, with the history built on a thread of `scope` that decodes every sample
     /// itself ([`build_history`]); built here if the thread cannot be started.
-    pub fn history_by<'env>(data: &'env SessionData, scope: &'a Scope<'a, 'env>) -> Self
+    pub(crate) fn history_by<'env>(data: &'env SessionData, scope: &'a Scope<'a, 'env>) -> Self
     where
         'env: 'a,
     {

@@ -455,11 +455,6 @@ impl SimSource {
         self.processes.push(p);
     }
 
-    /// Simulated time zero.
-    pub fn start_ms(&self) -> UnixMs {
-        self.start_ms
-    }
-
     /// The devices and processes at `now_ms`.
     pub fn at(&self, now_ms: UnixMs) -> Snapshot {
         let mut snap = Snapshot::default();

@@ -40,7 +40,7 @@ pub trait GpuSource: Send {
 }
 
 /// The host's name, for session headers and the status bar.
-pub fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .ok()
