@@ -11,7 +11,7 @@ use crate::model::{Snapshot, UnixMs, MIB};
 use crate::session::{Event, OomHolder};
 
 /// The default warning time: a GPU forecast full within 10 minutes.
-pub const DEFAULT_MINUTES: f64 = 10.0;
+pub(crate) const DEFAULT_MINUTES: f64 = 10.0;
 
 /// A forecast must stay past this factor of the threshold (or vanish) for
 /// [`RECEDE_MS`] before the alert ends (no flapping at the edge).
@@ -23,11 +23,11 @@ const RECEDE_MS: i64 = 15_000;
 const GONE_MS: i64 = 5_000;
 /// A forecast must stay within the warning time this long before the alert is raised: a
 /// server's burst of a few seconds (growth that stops) raises nothing.
-pub const RAISE_HOLD_MS: i64 = 15_000;
+const RAISE_HOLD_MS: i64 = 15_000;
 /// The growth behind a forecast is believed once it has gone on for as long as the time it
 /// predicts, or for this long (s), whichever is shorter: jobs loading or warming up at once
 /// predict a full GPU that their growth, seconds old, does not bear out.
-pub const BELIEVED_AFTER_S: f64 = 45.0;
+const BELIEVED_AFTER_S: f64 = 45.0;
 
 /// An alert in force on one GPU.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -46,14 +46,15 @@ pub struct ForecastAlert {
 impl ForecastAlert {
     /// The alert in words, as the banner, the status bar and the notification say it:
     /// "GPU 0 full in ~6m 07s: python3 (PID 70411) growing".
-    pub fn sentence(&self) -> String {
+    #[cfg(feature = "gui")]
+    pub(crate) fn sentence(&self) -> String {
         sentence(self.device_index, self.full_in_s, &self.drivers)
     }
 }
 
 /// A forecast alert in words: "GPU 0 full in ~6m 07s: python3 (PID 70411) growing" (a
 /// lapsed forecast: "forecast receding").
-pub fn sentence(device: u32, full_in_s: Option<f64>, drivers: &[String]) -> String {
+pub(crate) fn sentence(device: u32, full_in_s: Option<f64>, drivers: &[String]) -> String {
     let when = full_in_s.map_or_else(
         || "forecast receding".to_string(),
         |s| {
@@ -93,12 +94,12 @@ impl ForecastWatch {
     }
 
     /// Changes the warning time.
-    pub fn set_minutes(&mut self, minutes: f64) {
+    pub(crate) fn set_minutes(&mut self, minutes: f64) {
         self.minutes = minutes;
     }
 
     /// The GPUs with an alert in force (no copy of the alerts).
-    pub fn alert_gpus(&self) -> Vec<u32> {
+    pub(crate) fn alert_gpus(&self) -> Vec<u32> {
         let mut v: Vec<u32> = self.active.keys().copied().collect();
         v.sort_unstable();
         v

@@ -160,7 +160,7 @@ impl Default for LeakSettings {
 }
 
 /// Longest leak duration, window or quiet time (seconds): one day.
-pub const MAX_LEAK_SECONDS: f64 = 86_400.0;
+const MAX_LEAK_SECONDS: f64 = 86_400.0;
 
 /// A fall this small (MiB) does not break a clean staircase, and a point this close to the
 /// run's lowest level is still before its onset.
@@ -282,7 +282,7 @@ impl Seen {
     /// Why this is a leak, in a sentence that starts with the shape's name: "steady growth:
     /// +1.2 GiB over 45 s at 1.6 GiB/min, 45 increases of ~27 MiB each, kept its pace and
     /// still growing".
-    pub fn describe(&self, rate_mib_per_min: f64) -> String {
+    pub(crate) fn describe(&self, rate_mib_per_min: f64) -> String {
         let size = |m: f64| {
             if m.abs() >= 1024.0 {
                 format!("{:.1} GiB", m / 1024.0)
@@ -352,7 +352,7 @@ pub struct Episode {
 
 impl Episode {
     /// Memory gained since the leak began.
-    pub fn grown_mib(&self) -> f64 {
+    pub(crate) fn grown_mib(&self) -> f64 {
         self.peak_mib - self.base_mib
     }
 }
@@ -511,7 +511,7 @@ impl LeakTracker {
     /// pause), and likely that pace times the share it kept of its pace since it began: a
     /// load or a warm-up that slows and stops falls out of the likely figure as it slows, a
     /// steady growth counts in full from its first seconds. `None` when it adds nothing.
-    pub fn forecast_pace(&self) -> Option<(f64, f64)> {
+    pub(crate) fn forecast_pace(&self) -> Option<(f64, f64)> {
         self.pace
     }
 

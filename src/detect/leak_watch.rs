@@ -49,7 +49,7 @@ impl LeakWatch {
     }
 
     /// Changes the sensitivity (episodes in progress continue under the new values).
-    pub fn set_settings(&mut self, s: LeakSettings) {
+    pub(crate) fn set_settings(&mut self, s: LeakSettings) {
         self.settings = s;
     }
 
@@ -325,7 +325,7 @@ impl LeakWatch {
 
     /// How fast each process grows now (MiB/min): its leak's rate, or the rate of its growth
     /// not yet called a leak (the OOM guard picks the grower to pause by it).
-    pub fn process_rates(&self) -> FastMap<crate::model::history::ProcSeriesKey, f64> {
+    pub(crate) fn process_rates(&self) -> FastMap<crate::model::history::ProcSeriesKey, f64> {
         self.process_rates_iter().collect()
     }
 
@@ -382,15 +382,15 @@ impl LeakWatch {
 
 /// Ghost memory smaller than this (MiB) is never called a leak (contexts being created as
 /// processes start show up briefly as used memory no process accounts for) …
-pub const GHOST_MIN_MIB: f64 = 512.0;
+const GHOST_MIN_MIB: f64 = 512.0;
 /// … nor smaller than this share of the GPU (percent) …
-pub const GHOST_MIN_PCT: f64 = 0.5;
+const GHOST_MIN_PCT: f64 = 0.5;
 /// … and it must have grown for at least this long (s).
-pub const GHOST_PERSIST_S: f64 = 30.0;
+const GHOST_PERSIST_S: f64 = 30.0;
 
 /// The detector's settings for a GPU's ghost memory (total `total_bytes`): its growth must
 /// reach max([`GHOST_MIN_MIB`], [`GHOST_MIN_PCT`] of the GPU) and last [`GHOST_PERSIST_S`].
-pub fn ghost_settings(s: &LeakSettings, total_bytes: Option<u64>) -> LeakSettings {
+fn ghost_settings(s: &LeakSettings, total_bytes: Option<u64>) -> LeakSettings {
     let pct = total_bytes.map_or(0.0, |t| mib(t) * GHOST_MIN_PCT / 100.0);
     LeakSettings {
         // Twice the threshold: a clean staircase needs half the minimum growth.
@@ -401,7 +401,7 @@ pub fn ghost_settings(s: &LeakSettings, total_bytes: Option<u64>) -> LeakSetting
 }
 
 /// The key of the series a leak event is about.
-pub fn key_of(info: &LeakInfo) -> LeakKey {
+pub(crate) fn key_of(info: &LeakInfo) -> LeakKey {
     if info.ghost {
         LeakKey::Ghost(info.device_index)
     } else {
@@ -474,7 +474,7 @@ pub fn record_event(
 /// A past session's leak that never ended in it ended with the recording: it is closed at the
 /// last sample (marked [`LeakRecord::open_at_end`]), with its growth and peak read from the
 /// history `h`.
-pub fn close_open_leaks(leaks: &mut [LeakRecord], h: &crate::model::history::History) {
+pub(crate) fn close_open_leaks(leaks: &mut [LeakRecord], h: &crate::model::history::History) {
     let Some((_, end_ms)) = h.span() else {
         return;
     };

@@ -23,17 +23,17 @@ use crate::model::{FastMap, FastSet, Snapshot, UnixMs, MIB};
 use crate::session::{Event, OomHolder};
 
 /// A GPU at least this full (used / total, percent) counts as nearly full.
-pub const NEAR_FULL_PCT: f64 = 97.0;
+const NEAR_FULL_PCT: f64 = 97.0;
 /// How far before a process's disappearance the GPU's fill is looked at.
-pub const NEAR_FULL_WINDOW_MS: UnixMs = 10_000;
+const NEAR_FULL_WINDOW_MS: UnixMs = 10_000;
 /// The span over which "grew in the minute before" is measured.
 const GROWTH_SPAN_MS: UnixMs = 60_000;
 /// The span ("the minutes before") over which the likely cause's growth is measured.
-pub const CAUSE_SPAN_MS: UnixMs = 180_000;
+pub(crate) const CAUSE_SPAN_MS: UnixMs = 180_000;
 /// Least growth (MiB) for a process to be named the likely cause …
-pub const CAUSE_MIN_MIB: f64 = 512.0;
+const CAUSE_MIN_MIB: f64 = 512.0;
 /// … and least share of the GPU (percent).
-pub const CAUSE_MIN_PCT: f64 = 1.0;
+const CAUSE_MIN_PCT: f64 = 1.0;
 
 struct Held {
     pid: u32,

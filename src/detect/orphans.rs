@@ -22,9 +22,9 @@ use serde::{Deserialize, Serialize};
 use crate::model::{Origin, Snapshot, UnixMs, MIB};
 
 /// A GPU whose memory held by processes not running here reaches this much (MiB) is alerted.
-pub const ALERT_MIB: u64 = 1024;
+const ALERT_MIB: u64 = 1024;
 /// The `/proc/*/fd` scan runs at most this often (ms), and only while such memory exists.
-pub const RESCAN_MS: UnixMs = 30_000;
+const RESCAN_MS: UnixMs = 30_000;
 /// A listed process's state (zombie or not) is read again at most this often (ms).
 const STATE_EVERY_MS: UnixMs = 10_000;
 /// Most processes and open files per process the scan looks at (a bound on its work).
@@ -61,7 +61,7 @@ impl OrphanPid {
     }
 
     /// [`OrphanPid::label`] for the host `place` names ("here", "on gpu-box").
-    pub fn label_at(&self, place: &str) -> String {
+    pub(crate) fn label_at(&self, place: &str) -> String {
         match self.kind {
             NotRunning::NoProcess => format!("held by PID {}, not running {place}", self.pid),
             NotRunning::Zombie => format!("held by PID {}, a zombie", self.pid),
@@ -222,7 +222,7 @@ impl HolderScan {
 }
 
 /// Watches the driver's process lists for PIDs not running here.
-pub struct OrphanWatch {
+pub(crate) struct OrphanWatch {
     root: PathBuf,
     /// Per PID: (zombie, when its state was read).
     states: HashMap<u32, (bool, UnixMs)>,
@@ -241,7 +241,7 @@ impl Default for OrphanWatch {
 
 impl OrphanWatch {
     /// A watch over a `/proc`-like tree at `root`.
-    pub fn new(root: impl Into<PathBuf>) -> Self {
+    pub(crate) fn new(root: impl Into<PathBuf>) -> Self {
         let root = root.into();
         Self {
             same_pid_namespace: crate::host::pid_namespace::is_initial(&root.join("self")),
@@ -276,7 +276,7 @@ impl OrphanWatch {
     /// The GPUs with memory held by live-listed PIDs that are not running here (live
     /// processes only: a recorded or simulated PID is nobody's here), and the alerts to raise
     /// (a GPU that reached [`ALERT_MIB`]).
-    pub fn observe(&mut self, snap: &Snapshot) -> (Vec<OrphanGpu>, Vec<String>) {
+    pub(crate) fn observe(&mut self, snap: &Snapshot) -> (Vec<OrphanGpu>, Vec<String>) {
         let now = snap.taken_at_ms;
         let mut by_gpu: Vec<OrphanGpu> = Vec::new();
         let live: Vec<_> = snap

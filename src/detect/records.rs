@@ -39,7 +39,8 @@ impl LeakRecord {
     /// Whether the episode is going on at `t` by its detector's verdict: flagged by then and
     /// not yet ended (one still growing when its recording stopped counts up to its last
     /// sample). The one rule the table's Status column and the Leaks tab both follow.
-    pub fn active_at(&self, t: UnixMs) -> bool {
+    #[cfg(feature = "gui")]
+    pub(crate) fn active_at(&self, t: UnixMs) -> bool {
         self.flagged_ms <= t
             && self
                 .ended_ms
