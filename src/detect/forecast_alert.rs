@@ -127,10 +127,17 @@ impl ForecastWatch {
         }
         for a in shown.iter_mut() {
             if let Some((b, _)) = self.active.get(&a.device_index) {
-                a.since_ms = b.since_ms;
-                a.full_in_s = b.full_in_s;
-                if a.drivers != b.drivers {
-                    a.drivers.clone_from(&b.drivers);
+                // Every field named: one added later is not left behind.
+                let ForecastAlert {
+                    device_index: _,
+                    since_ms,
+                    full_in_s,
+                    drivers,
+                } = b;
+                a.since_ms = *since_ms;
+                a.full_in_s = *full_in_s;
+                if a.drivers != *drivers {
+                    a.drivers.clone_from(drivers);
                 }
             }
         }

@@ -197,17 +197,26 @@ impl Recorder {
     /// only when it changed.
     pub(crate) fn show_status(&self, error: Option<String>, shown: &mut RecordingStatus) {
         let path = self.writer.as_ref().map(SessionWriter::path);
-        if shown.path.as_deref() != path {
-            shown.path = path.map(std::path::Path::to_path_buf);
+        // Every field named: one added later is not left behind.
+        let RecordingStatus {
+            path: shown_path,
+            active,
+            bytes,
+            error: shown_error,
+            samples,
+            lost,
+        } = shown;
+        if shown_path.as_deref() != path {
+            *shown_path = path.map(std::path::Path::to_path_buf);
         }
-        shown.active = self.writer.is_some() && !self.paused;
-        shown.bytes = self.writer.as_ref().map_or(0, SessionWriter::bytes_written);
-        shown.error = error;
-        shown.samples = self
+        *active = self.writer.is_some() && !self.paused;
+        *bytes = self.writer.as_ref().map_or(0, SessionWriter::bytes_written);
+        *shown_error = error;
+        *samples = self
             .writer
             .as_ref()
             .map_or(0, SessionWriter::samples_written);
-        shown.lost = self.lost;
+        *lost = self.lost;
     }
 
     /// Closes the log (fsync): its path, if one was written.
