@@ -27,6 +27,7 @@ const ACT_FLOORS: &[&str] = &["torch", "park", "rules", "guard", "mod"];
 /// The entries of `src/engine/`, lowest floor first (`mod` is `engine/mod.rs`).
 const ENGINE_FLOORS: &[&str] = &[
     "settings",
+    "events",
     "view",
     "state",
     "command",

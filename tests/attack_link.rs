@@ -337,7 +337,7 @@ fn sessions_agent(download: impl Fn() -> Answer + Send + Sync + 'static, listed:
         )),
         ("GET", p) if p.starts_with("/api/v1/sessions/") => download(),
         ("POST", "/api/v1/command") => Answer::Json(
-            r#"{"api_version":4,"id":9,"what":"kill","outcome":"acted","detail":"sent SIGKILL"}"#
+            r#"{"api_version":5,"id":9,"what":"kill","outcome":"acted","detail":"sent SIGKILL"}"#
                 .into(),
         ),
         _ => Answer::Json(reply_with(|_| {})),

@@ -145,24 +145,25 @@ fn a_failing_source_reports_why() {
 
 /// Runs the demo for `minutes` of simulated time through an engine set up by the builder,
 /// with a subscriber that records each alert and whether the View already held what it
-/// is about (alerts come after the tick is published).
+/// is about, the event itself included (alerts come after the tick is published).
 fn alerts_of_the_demo(
     settings: &vramwarden::engine::settings::Settings,
     minutes: i64,
-) -> (Vec<(vramwarden::engine::Alert, bool)>, usize) {
+) -> (Vec<(vramwarden::engine::EngineEvent, bool)>, usize) {
     use std::sync::Mutex;
-    use vramwarden::engine::{AlertKind, EngineBuilder, EngineOptions};
+    use vramwarden::engine::{AlertKind, EngineBuilder, EngineEvent, EngineOptions};
     let shared = vramwarden::engine::shared::Shared::new(Monitor::new(1000, 3600));
     let seen = Arc::new(Mutex::new(Vec::new()));
     let (sink_seen, view) = (seen.clone(), shared.clone());
-    let sink: vramwarden::engine::AlertSink = Arc::new(move |a: vramwarden::engine::Alert| {
+    let sink: vramwarden::engine::AlertSink = Arc::new(move |a: EngineEvent| {
         let m = view
             .read()
             .expect("the lock is free when alerts are delivered");
-        let shown = match a.kind {
-            AlertKind::Leak => !m.leaks.is_empty(),
-            _ => true,
-        };
+        let shown = m.events.contains(&a)
+            && match a.kind.alert_kind() {
+                Some(AlertKind::Leak) => !m.leaks.is_empty(),
+                _ => true,
+            };
         sink_seen.lock().expect("lock").push((a, shown));
     });
     let mut sim = SimSource::demo(T0);
@@ -185,22 +186,38 @@ fn alerts_of_the_demo(
 
 #[test]
 fn alerts_go_to_the_subscriber_after_the_tick_is_published_and_follow_the_settings() {
-    use vramwarden::engine::{AlertKind, Urgency};
+    use vramwarden::engine::{AlertKind, EngineEventKind};
     // The demo's Jupyter kernel leaks 1 MiB/s: flagged within minutes.
     let (alerts, leaks) = alerts_of_the_demo(&Default::default(), 15);
     assert!(leaks > 0, "the demo leaks");
     let leak = alerts
         .iter()
-        .find(|(a, _)| a.kind == AlertKind::Leak)
+        .find(|(a, _)| matches!(a.kind, EngineEventKind::LeakStarted { .. }))
         .unwrap_or_else(|| panic!("no leak alert: {alerts:?}"));
-    assert!(leak.1, "the leak was in the View before its alert");
-    assert_eq!(leak.0.urgency, Urgency::Critical);
-    assert_eq!(leak.0.summary, "GPU memory leak suspected");
-    assert!(leak.0.body.contains("MiB/min"), "{:?}", leak.0);
     assert!(
-        leak.0.replaces.is_some(),
-        "a leak's notification is updated in place"
+        leak.1,
+        "the leak and its event were in the View before its alert"
     );
+    assert!(
+        alerts.windows(2).all(|w| w[0].0.seq < w[1].0.seq),
+        "alerts come in the order of their numbers"
+    );
+    assert!(
+        alerts.iter().all(|(a, _)| a.kind.alert_kind().is_some()),
+        "only alerts: {alerts:?}"
+    );
+    #[cfg(feature = "gui")]
+    {
+        use vramwarden::front::gui::alert_words::{self, Urgency};
+        let words = alert_words::of(&leak.0).expect("a leak's words");
+        assert_eq!(words.urgency, Urgency::Critical);
+        assert_eq!(words.summary, "GPU memory leak suspected");
+        assert!(words.body.contains("MiB/min"), "{words:?}");
+        assert!(
+            words.replaces.is_some(),
+            "a leak's notification is updated in place"
+        );
+    }
     // With leak notifications off, the leak is still found, but no leak or OOM alert is sent.
     let mut quiet = vramwarden::engine::settings::Settings::default();
     quiet.notifications.leaks = false;
@@ -209,7 +226,7 @@ fn alerts_go_to_the_subscriber_after_the_tick_is_published_and_follow_the_settin
     assert!(
         alerts
             .iter()
-            .all(|(a, _)| !matches!(a.kind, AlertKind::Leak | AlertKind::Oom)),
+            .all(|(a, _)| !matches!(a.kind.alert_kind(), Some(AlertKind::Leak | AlertKind::Oom))),
         "{alerts:?}"
     );
 }

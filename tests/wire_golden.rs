@@ -1,10 +1,10 @@
-//! The wire View's format, pinned: `tests/fixtures/wire_view_v4.json` is an answer of
-//! `GET /api/view` (API version 4) with every field and every kind of entry filled. The View
+//! The wire View's format, pinned: `tests/fixtures/wire_view_v5.json` is an answer of
+//! `GET /api/view` (API version 5) with every field and every kind of entry filled. The View
 //! made here writes exactly that text, the text reads back as the same View and passes the
 //! window's checks, and the View an agent sends has exactly its fields. A change of the wire
 //! format changes this file (and, for a window of an earlier build, `API_VERSION`).
-//! `UPDATE_GOLDEN=1 cargo test --test wire_golden` writes it anew. Version 3's fixture stays:
-//! a window of this build refuses it with the sentence naming both versions.
+//! `UPDATE_GOLDEN=1 cargo test --test wire_golden` writes it anew. Versions 3's and 4's
+//! fixtures stay: a window of this build refuses each with the sentence naming both versions.
 
 use vramwarden::act::guard::{
     GuardParked, GuardPhase, GuardStatus, NextStep, StepKind, StepOutcome, StepRecord,
@@ -13,8 +13,9 @@ use vramwarden::detect::forecast_alert::ForecastAlert;
 use vramwarden::detect::leak::Growing;
 use vramwarden::detect::orphans::{DevHolder, NotRunning, OrphanGpu, OrphanPid};
 use vramwarden::engine::view::{LeakKey, LeakRecord, Monitor, OomRecord};
+use vramwarden::engine::EngineEventKind;
 use vramwarden::link::wire::{
-    WireActivity, WireEntry, WireReply, WireTarget, WireView, API_VERSION,
+    WireActivity, WireEntry, WireEvent, WireReply, WireTarget, WireView, API_VERSION,
 };
 use vramwarden::model::outcome::Outcome;
 use vramwarden::model::reply::{Answer, RuleMatch, Stage};
@@ -25,7 +26,9 @@ use vramwarden::source::GpuSource;
 const T0: UnixMs = 1_796_000_000_000;
 /// The time of the golden View's newest sample.
 const NOW: UnixMs = T0 + 4_000;
-const FIXTURE: &str = "tests/fixtures/wire_view_v4.json";
+const FIXTURE: &str = "tests/fixtures/wire_view_v5.json";
+/// An answer of an agent of version 4 (no events).
+const FIXTURE_V4: &str = "tests/fixtures/wire_view_v4.json";
 /// An answer of an agent of version 3 (no rows, no last activity, `color_slots`).
 const FIXTURE_V3: &str = "tests/fixtures/wire_view_v3.json";
 
@@ -246,7 +249,73 @@ fn golden_view() -> WireView {
             },
         },
     ];
+    v.events = golden_events(&m, key, &v.activity[0]);
     v
+}
+
+/// An event of every kind, numbered from 1.
+fn golden_events(
+    m: &Monitor,
+    key: vramwarden::model::history::ProcSeriesKey,
+    act: &WireActivity,
+) -> Vec<WireEvent> {
+    let leak = m.leaks[0].info.clone();
+    let (victims, holders) = (m.ooms[0].victims.clone(), m.ooms[0].holders.clone());
+    let kinds = vec![
+        EngineEventKind::LeakStarted { leak: leak.clone() },
+        EngineEventKind::LeakEnded {
+            leak,
+            grown_mib: 500.0,
+            peak_mib: 9000.0,
+        },
+        EngineEventKind::OomSuspected {
+            device_index: 0,
+            used_pct: 99.2,
+            victims,
+            holders: holders.clone(),
+        },
+        EngineEventKind::OomForecast {
+            device_index: 0,
+            full_in_s: 420.0,
+            drivers: holders,
+        },
+        EngineEventKind::OomForecastEnded {
+            device_index: 0,
+            raised_ms: T0 - 20_000,
+        },
+        EngineEventKind::Activity {
+            entry: act.clone(),
+            from_command: true,
+        },
+        EngineEventKind::RecordingFailed {
+            cause: "No space left on device".into(),
+        },
+        EngineEventKind::RecordingResumed {
+            gap: vramwarden::session::RecordingGap {
+                from_ms: T0 - 5_000,
+                to_ms: T0 - 3_000,
+                lost_samples: 3,
+                cause: "No space left on device".into(),
+            },
+        },
+        EngineEventKind::OrphanMemory {
+            gpu: m.orphans[0].clone(),
+        },
+        EngineEventKind::ParkLost {
+            key,
+            name: "leaker".into(),
+            detail: "the restore failed: the process lost its GPU memory".into(),
+        },
+    ];
+    kinds
+        .into_iter()
+        .zip(1..)
+        .map(|(kind, seq)| WireEvent {
+            seq,
+            at_ms: T0 + seq as i64 * 100,
+            kind,
+        })
+        .collect()
 }
 
 fn golden_text() -> String {
@@ -271,7 +340,7 @@ fn the_wire_view_writes_the_golden_text() {
     let text = golden_text();
     let want = fixture();
     if text != want {
-        let _ = std::fs::write(std::env::temp_dir().join("wire_view_v4.json"), &text);
+        let _ = std::fs::write(std::env::temp_dir().join("wire_view_v5.json"), &text);
     }
     assert!(
         text == want,
@@ -284,7 +353,7 @@ fn the_golden_text_reads_back_as_the_same_view_and_passes_the_checks() {
     let text = fixture();
     let read: WireView = serde_json::from_str(&text).expect("a WireView");
     assert_eq!(read.api_version, API_VERSION);
-    assert_eq!(read.api_version, 4, "this fixture is version 4's");
+    assert_eq!(read.api_version, 5, "this fixture is version 5's");
     assert_eq!(read, golden_view());
     let mut again = serde_json::to_string_pretty(&read).expect("json");
     again.push('\n');
@@ -293,6 +362,7 @@ fn the_golden_text_reads_back_as_the_same_view_and_passes_the_checks() {
         .expect("the window's checks take it");
     assert_eq!(checked.leaks, read.leaks);
     assert_eq!(checked.guard, read.guard);
+    assert_eq!(checked.events, read.events);
 }
 
 /// Every field of the golden View carries a value (no empty list, no `null`), so the format of
@@ -319,16 +389,55 @@ fn the_golden_text_fills_every_field_the_agent_sends() {
     assert_eq!(names(&agent), names(&golden));
 }
 
-/// An agent of version 3 (its answer lacks the rows and the last activity) is refused with
-/// the sentence naming both versions, not with the field it lacks.
+/// An agent of version 3 (its answer lacks the rows and the last activity) or 4 (it lacks
+/// the events) is refused with the sentence naming both versions, not with the field it
+/// lacks.
 #[test]
-fn an_agent_of_version_3_is_refused_by_name() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE_V3);
-    let text = std::fs::read_to_string(path).expect("version 3's fixture");
-    let e = vramwarden::link::wire_checks::decode_view(text.as_bytes(), NOW)
-        .expect_err("version 3 is refused");
-    assert!(
-        e.contains("version 3") && e.contains("version 4") && e.contains("update the older one"),
-        "{e}"
-    );
+fn agents_of_versions_3_and_4_are_refused_by_name() {
+    for (fixture, old) in [(FIXTURE_V3, "version 3"), (FIXTURE_V4, "version 4")] {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(fixture);
+        let text = std::fs::read_to_string(path).expect("an older version's fixture");
+        let e = vramwarden::link::wire_checks::decode_view(text.as_bytes(), NOW)
+            .expect_err("an older version is refused");
+        assert!(
+            e.contains(old) && e.contains("version 5") && e.contains("update the older one"),
+            "{e}"
+        );
+    }
+}
+
+/// The events' checks bound every value: numbers must rise, and a time ahead of this
+/// computer's clock, a GPU out of range or a figure that is not finite refuses the answer.
+#[test]
+fn the_checks_refuse_events_out_of_order_or_out_of_bounds() {
+    let refused = |change: &dyn Fn(&mut WireView)| {
+        let mut v = golden_view();
+        change(&mut v);
+        let body = serde_json::to_vec(&v).expect("json");
+        vramwarden::link::wire_checks::decode_view(&body, NOW).expect_err("refused")
+    };
+    let e = refused(&|v| v.events[1].seq = 1);
+    assert!(e.contains("events: number 1 follows 1"), "{e}");
+    let e = refused(&|v| v.events[0].at_ms = NOW + 86_400_000);
+    assert!(e.contains("events: a time"), "{e}");
+    let e = refused(&|v| {
+        if let EngineEventKind::OomForecast { full_in_s, .. } = &mut v.events[3].kind {
+            *full_in_s = -1.0;
+        }
+    });
+    assert!(e.contains("events: a time to full of"), "{e}");
+    let e = refused(&|v| {
+        if let EngineEventKind::OomForecastEnded { device_index, .. } = &mut v.events[4].kind {
+            *device_index = 100_000;
+        }
+    });
+    assert!(e.contains("events: a forecast on"), "{e}");
+    let e = refused(&|v| {
+        let last = v.events.last().cloned().expect("an event");
+        v.events.extend((0..300).map(|i| WireEvent {
+            seq: last.seq + 1 + i,
+            ..last.clone()
+        }));
+    });
+    assert!(e.contains("events"), "{e}");
 }

@@ -106,7 +106,7 @@ fn a_remote_link_holds_the_agents_history_and_its_rule_test_is_answered_by_the_a
 /// Alerts a sink collects (the stand-in for the window's desktop notifications).
 fn collecting() -> (
     vramwarden::engine::AlertSink,
-    Arc<std::sync::Mutex<Vec<vramwarden::engine::Alert>>>,
+    Arc<std::sync::Mutex<Vec<vramwarden::engine::EngineEvent>>>,
 ) {
     let got = Arc::new(std::sync::Mutex::new(Vec::new()));
     let into = got.clone();
@@ -121,7 +121,7 @@ fn attach(
     leaks_on: bool,
 ) -> (
     vramwarden::link::remote::RemoteLink,
-    Arc<std::sync::Mutex<Vec<vramwarden::engine::Alert>>>,
+    Arc<std::sync::Mutex<Vec<vramwarden::engine::EngineEvent>>>,
 ) {
     let shared =
         vramwarden::engine::shared::Shared::new(vramwarden::engine::view::Monitor::new(1000, 3600));
@@ -133,7 +133,11 @@ fn attach(
     )
     .expect("connect");
     let (sink, got) = collecting();
-    link.alert_to(sink, leaks_on);
+    let filter = vramwarden::engine::AlertFilter {
+        leaks: leaks_on,
+        ..Default::default()
+    };
+    link.alert_to(sink, filter);
     (link, got)
 }
 
@@ -146,17 +150,22 @@ fn an_attached_window_is_alerted_of_the_agents_new_leak_once_and_a_later_one_not
     let leak = wait_for(Duration::from_secs(120), "a leak alert", || {
         let g = got.lock().ok()?;
         g.iter()
-            .find(|x| x.kind == vramwarden::engine::AlertKind::Leak)
+            .find(|x| x.kind.alert_kind() == Some(vramwarden::engine::AlertKind::Leak))
             .cloned()
     });
-    assert_eq!(leak.summary, "GPU memory leak suspected");
-    assert!(leak.body.contains("is growing at"), "{}", leak.body);
+    assert!(
+        matches!(
+            leak.kind,
+            vramwarden::engine::EngineEventKind::LeakStarted { .. }
+        ),
+        "{leak:?}"
+    );
     // A window attached now knows that leak already: no alert for it; the first sees it once.
     let (_late, late) = attach(&a, true);
     std::thread::sleep(Duration::from_secs(4));
-    let leaks = |v: &[vramwarden::engine::Alert]| {
+    let leaks = |v: &[vramwarden::engine::EngineEvent]| {
         v.iter()
-            .filter(|x| x.kind == vramwarden::engine::AlertKind::Leak)
+            .filter(|x| x.kind.alert_kind() == Some(vramwarden::engine::AlertKind::Leak))
             .count()
     };
     assert_eq!(leaks(&got.lock().expect("alerts")), 1);

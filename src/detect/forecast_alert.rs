@@ -53,7 +53,8 @@ impl ForecastAlert {
 }
 
 /// A forecast alert in words: "GPU 0 full in ~6m 07s: python3 (PID 70411) growing" (a
-/// lapsed forecast: "forecast receding").
+/// lapsed forecast: "forecast receding"). The window's words (its banner, its notification).
+#[cfg(feature = "gui")]
 pub(crate) fn sentence(device: u32, full_in_s: Option<f64>, drivers: &[String]) -> String {
     let when = full_in_s.map_or_else(
         || "forecast receding".to_string(),

@@ -274,9 +274,9 @@ impl OrphanWatch {
     }
 
     /// The GPUs with memory held by live-listed PIDs that are not running here (live
-    /// processes only: a recorded or simulated PID is nobody's here), and the alerts to raise
-    /// (a GPU that reached [`ALERT_MIB`]).
-    pub(crate) fn observe(&mut self, snap: &Snapshot) -> (Vec<OrphanGpu>, Vec<String>) {
+    /// processes only: a recorded or simulated PID is nobody's here), and those to alert of
+    /// (a GPU that reached [`ALERT_MIB`]; [`describe`] says it in words).
+    pub(crate) fn observe(&mut self, snap: &Snapshot) -> (Vec<OrphanGpu>, Vec<OrphanGpu>) {
         let now = snap.taken_at_ms;
         let mut by_gpu: Vec<OrphanGpu> = Vec::new();
         let live: Vec<_> = snap
@@ -331,7 +331,7 @@ impl OrphanWatch {
 
     /// One alert per GPU when its orphaned memory reaches [`ALERT_MIB`] (again after it fell
     /// below).
-    fn alerts(&mut self, gpus: &[OrphanGpu]) -> Vec<String> {
+    fn alerts(&mut self, gpus: &[OrphanGpu]) -> Vec<OrphanGpu> {
         let over: HashSet<u32> = gpus
             .iter()
             .filter(|g| g.total_bytes >= ALERT_MIB * MIB)
@@ -340,7 +340,7 @@ impl OrphanWatch {
         let alerts = gpus
             .iter()
             .filter(|g| over.contains(&g.device_index) && !self.alerted.contains(&g.device_index))
-            .map(describe)
+            .cloned()
             .collect();
         self.alerted = over;
         alerts
@@ -425,7 +425,10 @@ mod tests {
             .collect();
         assert_eq!(pids, vec![11], "only the zombie");
         assert_eq!(gpus[0].total_bytes, 2 * GIB);
-        assert!(alerts.iter().all(|a| !a.contains("4711")), "{alerts:?}");
+        assert!(
+            alerts.iter().all(|a| !describe(a).contains("4711")),
+            "{alerts:?}"
+        );
     }
 
     #[test]
@@ -444,7 +447,8 @@ mod tests {
         );
         assert_eq!(g.pids[1].label(), "held by PID 4711, not running here");
         assert_eq!(alerts.len(), 1, "{alerts:?}");
-        assert!(alerts[0].contains("GPU 0: 34.0 GiB"), "{}", alerts[0]);
+        let said = describe(&alerts[0]);
+        assert!(said.contains("GPU 0: 34.0 GiB"), "{said}");
         // The scan runs on its own thread: its result comes with a later tick.
         let mut holders = Vec::new();
         for i in 0..200 {

@@ -5,8 +5,9 @@
 use std::path::PathBuf;
 
 use crate::engine::command::{self, EngineCommand};
+use crate::engine::events::{AlertFilter, EngineEvent, EngineEventKind};
 use crate::engine::shared::SharedMonitor;
-use crate::engine::stages::outbox::{AlertSink, Alerting};
+use crate::engine::stages::outbox::{AlertSink, Alerting, Outbox};
 use crate::engine::stages::{
     enrich::Enrich,
     publish,
@@ -30,8 +31,8 @@ fn in_progress(detail: &str) -> String {
 /// How a front end wants the engine to behave beyond the settings file.
 #[derive(Clone, Default)]
 pub struct EngineOptions {
-    /// The subscriber to alerts (the window's desktop notifier); headless front ends report on
-    /// stderr and in the View only.
+    /// The subscriber to alerts, the events the settings make alerts (the window's desktop
+    /// notifier); headless front ends report on stderr and in the View only.
     pub alerts: Option<AlertSink>,
     /// The sessions folder to keep within the retention limits of the settings (the window
     /// and `record` into the default folder); `None`: no pruning.
@@ -69,6 +70,8 @@ pub struct Engine {
     late_replies: Vec<command::CommandReply>,
     /// The GPUs with a forecast alert, for the rules (kept for its room).
     alert_gpus: Vec<u32>,
+    /// Events of commands taken since the last tick, numbered with the next tick's.
+    pending: Vec<(UnixMs, EngineEventKind)>,
 }
 
 impl Engine {
@@ -87,6 +90,7 @@ impl Engine {
             history_by_source: false,
             late_replies: Vec::new(),
             alert_gpus: Vec::new(),
+            pending: Vec::new(),
         }
     }
 
@@ -142,8 +146,7 @@ impl Engine {
             s.sessions.retention_max_mib.saturating_mul(1 << 20),
         );
         self.watches.apply_settings(s);
-        self.alerting.leaks = s.notifications.leaks;
-        self.alerting.rules = s.notifications.rules;
+        self.alerting.filter = AlertFilter::of(s);
         self.rules.apply_settings(s);
     }
 
@@ -155,6 +158,9 @@ impl Engine {
     /// Writes activity entries to the log and shows them in the monitor (outside a tick).
     fn log_activity(&mut self, acts: Vec<crate::act::rules::action::Activity>) {
         self.recorder.activity(&acts);
+        let mut out = Outbox::default();
+        out.activity(&acts, true);
+        self.pending.append(&mut out.events);
         publish::activity(&self.shared, acts);
     }
 
@@ -335,6 +341,10 @@ impl Engine {
     pub fn tick(&mut self, mut snap: Snapshot, received_ms: UnixMs) -> Option<Snapshot> {
         snap.sanitize();
         if self.read_only {
+            let events = self.number(Vec::new());
+            if !events.is_empty() {
+                publish::events(&self.shared, events);
+            }
             return publish::replayed(
                 &self.shared,
                 &mut self.state,
@@ -344,7 +354,7 @@ impl Engine {
             );
         }
         let now = snap.taken_at_ms;
-        let mut out = self.alerting.outbox();
+        let mut out = Outbox::default();
         // Enrich.
         let enrich = cost::span(Part::Enrich);
         self.enrich.carry_stale(&mut snap, &self.shared);
@@ -381,11 +391,12 @@ impl Engine {
         }
         self.recorder.activity(&acts);
         for r in parks.iter().filter(|r| r.stranded) {
-            out.report("A parked process lost its GPU memory", r.detail.clone());
+            out.report(r.unix_ms, park_lost(r), r.detail.clone());
         }
         self.recorder.parks(parks);
         drop(record);
-        out.activity(&acts);
+        out.activity(&acts, false);
+        let numbered = self.number(out.events);
         let replies = self.rules.runner.take_concluded();
         self.late_replies.extend(replies.iter().cloned());
         // A loop that never takes them (a test's, a headless run's) keeps the newest only.
@@ -407,6 +418,7 @@ impl Engine {
                 acts,
                 notices: out.notices,
                 replies,
+                events: numbered.clone(),
             },
             |m| {
                 watches.publish(m, &events, orphans);
@@ -416,8 +428,20 @@ impl Engine {
                 recorder.show_status(error, &mut m.recording);
             },
         );
-        self.alerting.deliver(out.alerts);
+        self.alerting.deliver(&numbered);
         previous
+    }
+
+    /// The tick's `events` after the commands' taken since the last, numbered on.
+    fn number(&mut self, events: Vec<(UnixMs, EngineEventKind)>) -> Vec<EngineEvent> {
+        let all = if self.pending.is_empty() {
+            events
+        } else {
+            let mut all = std::mem::take(&mut self.pending);
+            all.extend(events);
+            all
+        };
+        self.state.number_events(all)
     }
 
     /// Closes the session log (fsync); a read-only engine closes the leaks still open at the
@@ -431,5 +455,14 @@ impl Engine {
             publish::close_open_leaks(&self.shared);
         }
         self.recorder.finish()
+    }
+}
+
+/// The event of a parked process whose restore failed for good.
+fn park_lost(r: &crate::act::rules::park_action::ParkRecord) -> EngineEventKind {
+    EngineEventKind::ParkLost {
+        key: r.key,
+        name: r.name.clone(),
+        detail: r.detail.clone(),
     }
 }

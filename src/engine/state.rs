@@ -28,9 +28,19 @@ pub struct EngineState {
     live_rows: usize,
     /// Rows first seen in the sample being taken in, not yet given a colour.
     fresh_rows: usize,
+    /// The number of the engine's last event ([`crate::engine::events::EngineEvent::seq`]).
+    last_seq: u64,
 }
 
 impl EngineState {
+    /// Numbers one tick's `events` on from the last one numbered.
+    pub(crate) fn number_events(
+        &mut self,
+        events: Vec<(UnixMs, crate::engine::events::EngineEventKind)>,
+    ) -> Vec<crate::engine::events::EngineEvent> {
+        crate::engine::events::number(&mut self.last_seq, events)
+    }
+
     /// Takes one snapshot (already enriched with process facts) into the View `m`: its
     /// history, its rows, its latest sample; returns the one it replaces as the latest (the
     /// caller chooses where it is dropped).

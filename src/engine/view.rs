@@ -193,6 +193,9 @@ pub struct Monitor {
     /// When each process was last GPU-busy or changed its memory (for idle conditions).
     #[serde(serialize_with = "crate::model::serialize_entries")]
     pub last_active: crate::model::FastMap<ProcSeriesKey, UnixMs>,
+    /// The engine's latest events, numbered, newest last, at most 256: what a window attached
+    /// to an agent alerts of.
+    pub events: VecDeque<crate::engine::events::EngineEvent>,
     /// Snapshots applied so far.
     pub ticks: u64,
 }
@@ -220,6 +223,7 @@ impl Monitor {
             activity: VecDeque::new(),
             replies: VecDeque::new(),
             last_active: crate::model::FastMap::default(),
+            events: VecDeque::new(),
             ticks: 0,
         }
     }

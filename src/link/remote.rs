@@ -392,7 +392,7 @@ struct Ends {
     replies: Arc<Replies>,
     /// The window's commands the agent accepted, until their final reply comes.
     pending: Arc<Mutex<Pending>>,
-    /// The agent's leaks and forecasts as alerts for the window.
+    /// The agent's events as alerts for the window.
     alerts: Arc<Mutex<super::remote_alerts::RemoteAlerts>>,
 }
 
@@ -457,7 +457,7 @@ impl Ends {
             let next = v
                 .apply_after(&mut m, since, now_ms())
                 .map_err(RemoteError::BadAnswer)?;
-            let alerts = lock(&self.alerts).compare(&m);
+            let alerts = lock(&self.alerts).take(&m);
             drop(m);
             lock(&self.alerts).deliver(alerts);
             Ok((next, host, interval, caught_up))
@@ -604,11 +604,10 @@ impl RemoteLink {
         })
     }
 
-    /// From the next View on, the agent's newly raised forecasts (and, with `leaks_on`, its
-    /// leaks and OOMs) become alerts to `sink`, as a local engine's would; what the agent had
-    /// raised before is not announced.
-    pub fn alert_to(&self, sink: crate::engine::AlertSink, leaks_on: bool) {
-        *lock(&self.alerts) = super::remote_alerts::RemoteAlerts::new(sink, leaks_on);
+    /// From the next View on, the agent's new events that `filter` makes alerts go to `sink`,
+    /// as a local engine's would; what the agent had said before is not announced.
+    pub fn alert_to(&self, sink: crate::engine::AlertSink, filter: crate::engine::AlertFilter) {
+        *lock(&self.alerts) = super::remote_alerts::RemoteAlerts::new(sink, filter);
     }
 
     /// Asks for the agent's past leaks, from its own session logs (they arrive in

@@ -1,106 +1,95 @@
-//! The alerts of a window attached to an agent: the agent's View, as it arrives, compared with
-//! the one before — a leak flagged, an OOM forecast raised, a process that may have run out of
-//! memory — each becomes the same alert a local engine would have raised (the words are
-//! [`crate::engine::stages::outbox`]'s), handed to the window's subscriber. What the agent had
-//! already raised when the window attached is not announced again.
+//! The alerts of a window attached to an agent: the agent's View carries its engine's latest
+//! events, numbered ([`crate::engine::EngineEvent::seq`]); each one numbered above the last
+//! this window saw and wanted by the window's settings ([`AlertFilter`]) goes to the window's
+//! subscriber, as a local engine's would. What the agent had said before the window attached
+//! is not announced, and none is announced twice after a reconnect; an agent that started
+//! over (its numbers fell back) is taken as newly attached.
 
-use crate::engine::stages::outbox::{forecast_alert, leak_alert, oom_alert};
-use crate::engine::view::{LeakKey, Monitor};
-use crate::engine::{Alert, AlertSink};
-use crate::model::{FastSet, UnixMs};
+use crate::engine::events::{AlertFilter, EngineEvent};
+use crate::engine::view::Monitor;
+use crate::engine::AlertSink;
 
-/// What the last View held (or, before any, nothing yet: the first View only sets it).
+/// The number of the last event this window saw (none before the first View).
 #[derive(Default)]
 pub struct RemoteAlerts {
-    /// The subscriber; `None`: nothing is compared or sent.
+    /// The subscriber; `None`: nothing is sent.
     sink: Option<AlertSink>,
-    /// Leaks and OOMs too (the window's `notifications.leaks`); forecasts always.
-    leaks_on: bool,
-    /// The last View's raised items (None before the first View).
-    seen: Option<Seen>,
-}
-
-/// The raised items of one View, each by what tells it from a later one of its kind.
-#[derive(Default)]
-struct Seen {
-    leaks: FastSet<(LeakKey, UnixMs)>,
-    forecasts: FastSet<(u32, UnixMs)>,
-    ooms: FastSet<(u32, UnixMs)>,
-}
-
-impl Seen {
-    fn of(m: &Monitor) -> Self {
-        Self {
-            leaks: m
-                .leaks
-                .iter()
-                .filter(|l| l.ended_ms.is_none())
-                .map(|l| (l.key, l.flagged_ms))
-                .collect(),
-            forecasts: m
-                .oom_alerts
-                .iter()
-                .map(|a| (a.device_index, a.since_ms))
-                .collect(),
-            ooms: m.ooms.iter().map(|o| (o.device_index, o.at_ms)).collect(),
-        }
-    }
+    /// The window's notification settings.
+    filter: AlertFilter,
+    /// The last event's number in the last View (None before the first View).
+    seen: Option<u64>,
 }
 
 impl RemoteAlerts {
-    /// Alerts to `sink`; leaks and OOMs only when `leaks_on`.
-    pub fn new(sink: AlertSink, leaks_on: bool) -> Self {
+    /// Alerts to `sink`, those `filter` wants.
+    pub fn new(sink: AlertSink, filter: AlertFilter) -> Self {
         Self {
             sink: Some(sink),
-            leaks_on,
+            filter,
             seen: None,
         }
     }
 
-    /// The alerts `m` (the View just applied) raises beside the View before it; what it holds
-    /// becomes what was seen (so this keeps no more than one View's raised items).
-    pub fn compare(&mut self, m: &Monitor) -> Vec<Alert> {
-        if self.sink.is_none() {
-            return Vec::new();
-        }
-        let now = Seen::of(m);
-        let Some(before) = self.seen.take() else {
-            self.seen = Some(now);
-            return Vec::new();
+    /// The alerts among the events of `m` (the View just applied) numbered above the last
+    /// seen; the first View's, and those of an agent that started over, only set the mark.
+    pub fn take(&mut self, m: &Monitor) -> Vec<EngineEvent> {
+        let newest = m.events.back().map_or(0, |e| e.seq);
+        let last = match self.seen.replace(newest) {
+            Some(last) if self.sink.is_some() && newest >= last => last,
+            _ => return Vec::new(),
         };
-        let mut out = Vec::new();
-        for a in &m.oom_alerts {
-            if !before.forecasts.contains(&(a.device_index, a.since_ms)) {
-                out.push(forecast_alert(a.device_index, a.full_in_s, &a.drivers));
-            }
-        }
-        if self.leaks_on {
-            for l in m.leaks.iter().filter(|l| l.ended_ms.is_none()) {
-                if !before.leaks.contains(&(l.key, l.flagged_ms)) {
-                    out.push(leak_alert(&l.info));
-                }
-            }
-            for o in &m.ooms {
-                if !before.ooms.contains(&(o.device_index, o.at_ms)) {
-                    out.push(oom_alert(
-                        o.device_index,
-                        o.used_pct,
-                        &o.victims,
-                        &o.holders,
-                    ));
-                }
-            }
-        }
-        self.seen = Some(now);
-        out
+        m.events
+            .iter()
+            .filter(|e| e.seq > last && self.filter.wants(&e.kind))
+            .cloned()
+            .collect()
     }
 
     /// Hands `alerts` to the subscriber.
-    pub fn deliver(&self, alerts: Vec<Alert>) {
+    pub fn deliver(&self, alerts: Vec<EngineEvent>) {
         if let Some(sink) = &self.sink {
             for a in alerts {
                 sink(a);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::events::EngineEventKind;
+    use std::sync::{Arc, Mutex};
+
+    fn view(seqs: &[u64]) -> Monitor {
+        let mut m = Monitor::new(1000, 10);
+        m.events = seqs
+            .iter()
+            .map(|s| EngineEvent {
+                seq: *s,
+                at_ms: 1000,
+                kind: EngineEventKind::RecordingFailed { cause: "x".into() },
+            })
+            .collect();
+        m
+    }
+
+    #[test]
+    fn only_events_after_the_attach_are_sent_once_and_a_restart_sets_the_mark_again() {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let into = got.clone();
+        let sink: AlertSink = Arc::new(move |e| into.lock().expect("lock").push(e.seq));
+        let mut r = RemoteAlerts::new(sink, AlertFilter::default());
+        let mut step = |seqs: &[u64]| {
+            let a = r.take(&view(seqs));
+            r.deliver(a);
+        };
+        step(&[1, 2]);
+        step(&[1, 2, 3]);
+        step(&[1, 2, 3]);
+        step(&[2, 3, 4, 5]);
+        step(&[1]);
+        step(&[1, 2]);
+        assert_eq!(*got.lock().expect("lock"), [3, 4, 5, 2]);
     }
 }

@@ -12,7 +12,8 @@
 //! agent's own past leaks (`GET /api/past`).
 //!
 //! Activity entries go as [`WireActivity`]: the target by its identity and its facts as the
-//! engine logged them.
+//! engine logged them; so do those of the engine's numbered events ([`WireEvent`]), which an
+//! attached window alerts of (`super::remote_alerts`).
 //!
 //! A command's reply goes as [`WireReply`], versioned with the View: the answer of
 //! `POST /api/v1/command` (final, or accepted with its agent id), and, for an accepted one,
@@ -38,9 +39,14 @@ use crate::model::{Origin, Snapshot, SourceInfo, UnixMs};
 /// The version of [`WireView`], [`WirePast`] and [`WireReply`]; a window refuses any other.
 /// Version 3: commands are answered as [`WireReply`], and a long one's final reply comes in
 /// the View's `replies`. Version 4: the View carries the engine's process rows and when each
-/// process was last active (`rows`, `last_active`) in place of `color_slots`; an agent of
-/// version 3 is refused with a sentence naming both versions.
-pub const API_VERSION: u32 = 4;
+/// process was last active (`rows`, `last_active`) in place of `color_slots`. Version 5: the
+/// View carries the engine's latest numbered events (`events`), from which an attached window
+/// alerts. An agent of another version is refused with a sentence naming both versions.
+pub const API_VERSION: u32 = 5;
+
+/// One of the engine's events as it crosses the wire: its activity entry as a
+/// [`WireActivity`].
+pub type WireEvent = crate::engine::events::EngineEvent<WireActivity>;
 
 /// The View as an agent sends it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -100,6 +106,9 @@ pub struct WireView {
     /// When each process was last GPU-busy or changed its memory, by process and GPU, in
     /// key order (the idle tips and idle conditions).
     pub last_active: Vec<(ProcSeriesKey, UnixMs)>,
+    /// Its engine's latest events, numbered, newest last (at most 256): an attached window
+    /// alerts of those numbered above the last it saw.
+    pub events: Vec<WireEvent>,
 }
 
 /// A command's reply as the agent sends it.
@@ -280,6 +289,11 @@ impl WireView {
             replies: m.replies.iter().map(WireReply::of).collect(),
             rows: m.rows().cloned().collect(),
             last_active: last_active(m),
+            events: m
+                .events
+                .iter()
+                .map(|e| e.clone().map_activity(|a| WireActivity::from(&a)))
+                .collect(),
         }
     }
 
@@ -379,6 +393,11 @@ impl WireView {
         m.growing = self.growing;
         m.orphans = self.orphans;
         m.guard = self.guard;
+        m.events = self
+            .events
+            .into_iter()
+            .map(|e| e.map_activity(WireActivity::into_activity))
+            .collect();
         // `replies` are the agent's, under its ids: the link routes them to its own commands.
         Ok(next)
     }

@@ -10,7 +10,9 @@
 //! check says what it does with it.
 
 use super::checks::{self, MAX_BYTES, MAX_DEVICES, MAX_LEAKS, MAX_PID, MAX_PROCESSES, MAX_TEXT};
-use super::wire::{WireActivity, WirePast, WireReply, WireTarget, WireView, API_VERSION};
+use super::wire::{
+    WireActivity, WireEvent, WirePast, WireReply, WireTarget, WireView, API_VERSION,
+};
 use crate::detect::forecast_alert::ForecastAlert;
 use crate::detect::leak::Growing;
 use crate::detect::orphans::OrphanGpu;
@@ -90,6 +92,35 @@ pub fn leak(l: &mut LeakRecord, now: UnixMs) -> Result<(), String> {
         session,
         open_at_end: _,
     } = l;
+    leak_info(info, now)?;
+    match *key {
+        LeakKey::Process((k, dev)) if k.pid != info.pid || dev != info.device_index => {
+            return Err("leaks: a leak's key and facts name different processes".into())
+        }
+        LeakKey::Ghost(dev) if dev != info.device_index => {
+            return Err("leaks: a ghost leak's key and facts name different GPUs".into())
+        }
+        _ => {}
+    }
+    for (what, t) in [
+        ("leaks: a flag time", Some(*flagged_ms)),
+        ("leaks: an end", *ended_ms),
+    ] {
+        if let Some(t) = t {
+            checks::time(what, t, now)?;
+        }
+    }
+    for (what, v) in [
+        ("leaks: a growth of", *grown_mib),
+        ("leaks: a peak of", *peak_mib),
+    ] {
+        checks::finite(what, v)?;
+    }
+    path("leaks", session.as_deref())
+}
+
+/// What a leak says about its series (a leak episode's, or a leak event's).
+fn leak_info(info: &mut crate::session::LeakInfo, now: UnixMs) -> Result<(), String> {
     let crate::session::LeakInfo {
         pid: leak_pid,
         start_time_ms,
@@ -103,33 +134,9 @@ pub fn leak(l: &mut LeakRecord, now: UnixMs) -> Result<(), String> {
     } = info;
     checks::device_index("leaks: a leak on", *device_index)?;
     pid("leaks", *leak_pid)?;
-    match *key {
-        LeakKey::Process((k, dev)) if k.pid != *leak_pid || dev != *device_index => {
-            return Err("leaks: a leak's key and facts name different processes".into())
-        }
-        LeakKey::Ghost(dev) if dev != *device_index => {
-            return Err("leaks: a ghost leak's key and facts name different GPUs".into())
-        }
-        _ => {}
-    }
-    for (what, t) in [
-        ("leaks: a start", Some(*since_ms)),
-        ("leaks: a flag time", Some(*flagged_ms)),
-        ("leaks: an end", *ended_ms),
-        ("leaks: a process start time", Some(*start_time_ms)),
-    ] {
-        if let Some(t) = t {
-            checks::time(what, t, now)?;
-        }
-    }
-    for (what, v) in [
-        ("leaks: a rate of", *rate_mib_per_min),
-        ("leaks: a growth of", *grown_mib),
-        ("leaks: a peak of", *peak_mib),
-    ] {
-        checks::finite(what, v)?;
-    }
-    path("leaks", session.as_deref())?;
+    checks::time("leaks: a start", *since_ms, now)?;
+    checks::time("leaks: a process start time", *start_time_ms, now)?;
+    checks::finite("leaks: a rate of", *rate_mib_per_min)?;
     checks::cap_text(name, MAX_TEXT);
     checks::cap_text(user, MAX_TEXT);
     checks::cap_text(why, MAX_TEXT);
@@ -226,6 +233,129 @@ pub fn activity(a: &mut WireActivity, now: UnixMs) -> Result<(), String> {
     checks::cap_text(rule, MAX_TEXT);
     checks::cap_text(action, MAX_TEXT);
     checks::cap_text(detail, MAX_DETAIL);
+    Ok(())
+}
+
+/// The engine's events of an answer: at most [`crate::engine::events::EVENTS_KEPT`], numbered
+/// from 1 in strictly increasing order, each checked ([`event`]).
+///
+/// # Errors
+/// A sentence naming the field.
+fn events(list: &mut [WireEvent], now: UnixMs) -> Result<(), String> {
+    checks::count("events", list.len(), crate::engine::events::EVENTS_KEPT)?;
+    let mut last = 0;
+    for e in list.iter_mut() {
+        if e.seq <= last {
+            return Err(format!(
+                "events: number {} follows {last} (they must rise)",
+                e.seq
+            ));
+        }
+        last = e.seq;
+        event(e, now)?;
+    }
+    Ok(())
+}
+
+/// One of the engine's events: its time plausible, its GPUs and PIDs in range, its figures
+/// finite, its lists bounded, its text cut.
+///
+/// # Errors
+/// A sentence naming the field.
+fn event(e: &mut WireEvent, now: UnixMs) -> Result<(), String> {
+    use crate::engine::events::EngineEventKind as K;
+    let WireEvent {
+        seq: _,
+        at_ms,
+        kind,
+    } = e;
+    checks::time("events: a time", *at_ms, now)?;
+    match kind {
+        K::LeakStarted { leak } => leak_info(leak, now),
+        K::LeakEnded {
+            leak,
+            grown_mib,
+            peak_mib,
+        } => {
+            checks::finite("events: a leak's growth of", *grown_mib)?;
+            checks::finite("events: a leak's peak of", *peak_mib)?;
+            leak_info(leak, now)
+        }
+        K::OomSuspected {
+            device_index,
+            used_pct,
+            victims,
+            holders,
+        } => {
+            checks::device_index("events: an OOM on", *device_index)?;
+            checks::finite("events: a fill of", *used_pct)?;
+            oom_holders("events: an OOM's", victims, holders)
+        }
+        K::OomForecast {
+            device_index,
+            full_in_s,
+            drivers,
+        } => {
+            checks::device_index("events: a forecast on", *device_index)?;
+            amount("events: a time to full of", *full_in_s)?;
+            oom_holders("events: a forecast's", drivers, &mut [])
+        }
+        K::OomForecastEnded {
+            device_index,
+            raised_ms,
+        } => {
+            checks::device_index("events: a forecast on", *device_index)?;
+            checks::time("events: a forecast's raise time", *raised_ms, now)
+        }
+        K::Activity {
+            entry,
+            from_command: _,
+        } => activity(entry, now),
+        K::RecordingFailed { cause } => {
+            checks::cap_text(cause, MAX_TEXT);
+            Ok(())
+        }
+        K::RecordingResumed { gap } => recording_gap(gap, now),
+        K::OrphanMemory { gpu } => {
+            let on = [gpu.device_index];
+            orphan(gpu, &on)
+        }
+        K::ParkLost { key, name, detail } => {
+            pid("events: a park", key.0.pid)?;
+            checks::device_index("events: a park on", key.1)?;
+            checks::time("events: a park's process start", key.0.start_time_ms, now)?;
+            checks::cap_text(name, MAX_TEXT);
+            checks::cap_text(detail, MAX_DETAIL);
+            Ok(())
+        }
+    }
+}
+
+/// The processes an OOM event names (`what` says whose), at most [`MAX_PROCESSES`] each.
+fn oom_holders(
+    what: &str,
+    first: &mut [crate::session::OomHolder],
+    second: &mut [crate::session::OomHolder],
+) -> Result<(), String> {
+    checks::count(&format!("{what} processes"), first.len(), MAX_PROCESSES)?;
+    checks::count(&format!("{what} holders"), second.len(), MAX_PROCESSES)?;
+    for h in first.iter_mut().chain(second.iter_mut()) {
+        oom_holder(h)?;
+    }
+    Ok(())
+}
+
+/// The samples a session log misses, as a recording event says.
+fn recording_gap(g: &mut crate::session::RecordingGap, now: UnixMs) -> Result<(), String> {
+    let crate::session::RecordingGap {
+        from_ms,
+        to_ms,
+        lost_samples: _,
+        cause,
+    } = g;
+    checks::time("events: a gap's start", *from_ms, now)?;
+    checks::time("events: a gap's end", *to_ms, now)?;
+    checks::cap_text(cause, MAX_TEXT);
     Ok(())
 }
 
@@ -651,6 +781,7 @@ pub fn view(v: &mut WireView, now: UnixMs) -> Result<(), String> {
         replies,
         rows: process_rows,
         last_active,
+        events: engine_events,
     } = v;
     version(*api_version)?;
     checks::interval(*interval_ms).map_err(|e| format!("interval_ms: {e}"))?;
@@ -707,6 +838,7 @@ pub fn view(v: &mut WireView, now: UnixMs) -> Result<(), String> {
     };
     watches(watched, &listed, now)?;
     rows(process_rows, last_active, now)?;
+    events(engine_events, now)?;
     if let crate::engine::view::SourceStatus::Failed(e) = status {
         checks::cap_text(e, MAX_TEXT);
     }
@@ -901,7 +1033,7 @@ mod tests {
     }
 
     /// The reply on the wire, as `POST /api/v1/command` and the View's `replies` write it.
-    const PARKED: &str = r#"{"api_version":4,"id":17,"what":"park (GPU memory to host memory)","outcome":"acted","detail":"parked python (PID 42) in 16.8 s","bytes":43486543872,"seconds":16.8}"#;
+    const PARKED: &str = r#"{"api_version":5,"id":17,"what":"park (GPU memory to host memory)","outcome":"acted","detail":"parked python (PID 42) in 16.8 s","bytes":43486543872,"seconds":16.8}"#;
 
     #[test]
     fn a_reply_reads_and_writes_as_its_golden_text_and_round_trips() {

@@ -4,6 +4,7 @@
 //! are here too, each one short.
 
 use crate::act::rules::action::Activity;
+use crate::engine::events::{EngineEvent, EVENTS_KEPT};
 use crate::engine::shared::Shared;
 use crate::engine::state::EngineState;
 use crate::engine::view::{Monitor, RecordingStatus, SourceStatus};
@@ -28,6 +29,8 @@ pub struct Tick {
     pub notices: Vec<(UnixMs, String)>,
     /// Final replies to accepted commands whose work ended in this tick.
     pub replies: Vec<crate::model::reply::CommandReply>,
+    /// The tick's events, numbered.
+    pub events: Vec<EngineEvent>,
 }
 
 /// Publishes `t` (after `stages` wrote in place the parts the stages keep themselves: the
@@ -50,7 +53,15 @@ pub fn tick(
     while m.replies.len() > crate::engine::view::REPLIES_SHOWN {
         m.replies.pop_front();
     }
+    push_events(&mut m, t.events);
     previous
+}
+
+/// Events outside a tick's publishing (a read-only engine's commands').
+pub(crate) fn events(shared: &Shared, events: Vec<EngineEvent>) {
+    if let Ok(mut m) = shared.write() {
+        push_events(&mut m, events);
+    }
 }
 
 /// A recorded sample as it was recorded (a read-only engine); with `history_by_source`,
@@ -146,6 +157,12 @@ fn push_notices(m: &mut Monitor, notices: Vec<(UnixMs, String)>) {
     while m.notices.len() > NOTICES_KEPT {
         m.notices.pop_front();
     }
+}
+
+fn push_events(m: &mut Monitor, events: Vec<EngineEvent>) {
+    m.events.extend(events);
+    let over = m.events.len().saturating_sub(EVENTS_KEPT);
+    m.events.drain(..over);
 }
 
 fn push_activity(m: &mut Monitor, acts: Vec<Activity>) {

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use super::outbox::Outbox;
+use crate::engine::events::EngineEventKind;
 use crate::engine::view::RecordingStatus;
 use crate::model::{Snapshot, SourceInfo, UnixMs};
 use crate::session::writer::{session_file_name, SessionWriter};
@@ -316,7 +317,10 @@ impl Recorder {
             }
             None => {
                 out.report(
-                    "Recording failed",
+                    now,
+                    EngineEventKind::RecordingFailed {
+                        cause: cause.clone(),
+                    },
                     format!("recording failed, retrying every sample: {cause}"),
                 );
                 self.gap = Some(Gap {
@@ -334,8 +338,15 @@ impl Recorder {
         let Some(g) = self.gap.take() else {
             return Ok(());
         };
+        let gap = crate::session::RecordingGap {
+            from_ms: g.from_ms,
+            to_ms: g.to_ms,
+            lost_samples: g.lost,
+            cause: g.cause.clone(),
+        };
         out.report(
-            "Recording resumed",
+            now,
+            EngineEventKind::RecordingResumed { gap: gap.clone() },
             format!(
                 "recording resumed; {} sample(s) were not written: {}",
                 g.lost, g.cause
@@ -344,12 +355,7 @@ impl Recorder {
         let e = Event::Recording {
             unix_ms: now,
             active: true,
-            gap: Some(crate::session::RecordingGap {
-                from_ms: g.from_ms,
-                to_ms: g.to_ms,
-                lost_samples: g.lost,
-                cause: g.cause.clone(),
-            }),
+            gap: Some(gap),
         };
         match self.writer.as_mut().map(|w| w.write_event(&e)) {
             Some(Err(err)) => {

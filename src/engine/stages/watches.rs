@@ -1,7 +1,7 @@
 //! Watches: the memory detectors run over each enriched sample — leaks (and the time-to-full
 //! forecast written into the sample), OOM suspicions, the OOM forecast alert, and memory held
 //! by processes not running here (orphans). They give events for the log and the View, and
-//! notices and alerts through the tick's [`Outbox`].
+//! notices and the engine's events through the tick's [`Outbox`].
 
 use std::collections::HashSet;
 
@@ -75,13 +75,16 @@ impl Watches {
             keys
         };
         let since = |d: u32| leaks.forecast_growth_since(d);
-        let forecast_events = self.forecasts.observe(snap, &growing, &since);
-        out.events(&forecast_events);
-        out.events(&events);
-        events.extend(forecast_events);
-        let (orphans, orphan_alerts) = self.orphans.observe(snap);
-        for a in orphan_alerts {
-            out.report("GPU memory held by processes not running here", a);
+        events.extend(self.forecasts.observe(snap, &growing, &since));
+        out.recorded(&events);
+        let (orphans, alerted) = self.orphans.observe(snap);
+        for gpu in alerted {
+            let notice = crate::detect::orphans::describe(&gpu);
+            out.report(
+                snap.taken_at_ms,
+                crate::engine::events::EngineEventKind::OrphanMemory { gpu },
+                notice,
+            );
         }
         self.leaks.process_rates_into(&mut self.growth);
         Watched { events, orphans }

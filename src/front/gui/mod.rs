@@ -2,6 +2,7 @@
 //! touches session files or signals processes itself.
 
 pub mod action_status;
+pub mod alert_words;
 pub mod app;
 pub mod backend;
 pub mod connect;

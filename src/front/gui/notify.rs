@@ -1,5 +1,7 @@
-//! The window's subscriber to the engine's alerts ([`crate::engine::Alert`]): each becomes a
-//! desktop notification through the freedesktop notification service (`notify-rust`), sent
+//! The window's subscriber to the engine's alerts ([`crate::engine::EngineEvent`]): each
+//! becomes a desktop notification in the window's words
+//! ([`crate::front::gui::alert_words`]) through the freedesktop notification service
+//! (`notify-rust`), sent
 //! from a short-lived thread so a missing or slow notification daemon never holds up
 //! sampling. Every notification carries the desktop-entry hint ([`APP_ID`]) and an urgency;
 //! a keyed one (a leak) replaces the notification shown earlier for the same key instead of
@@ -12,7 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use crate::engine::shared::SharedMonitor;
-use crate::engine::{Alert, AlertSink, Urgency};
+use crate::engine::{AlertSink, EngineEvent};
+use crate::front::gui::alert_words::{self, Urgency};
 
 pub use crate::host::paths::APP_ID;
 
@@ -30,13 +33,16 @@ pub const MAX_KEYS: usize = 256;
 /// Set once "notifications are unavailable" has been reported.
 static REPORTED_UNAVAILABLE: AtomicBool = AtomicBool::new(false);
 
-/// The subscriber the window gives its engine: each alert shown as a desktop notification
-/// (one with a key replaces the one shown for that key); when notifications cannot be shown,
-/// the status bar of the state `shared` says so once.
+/// The subscriber the window gives its engine (or an agent's link): each alert shown as a
+/// desktop notification in the window's words (one with a key replaces the one shown for that
+/// key); when notifications cannot be shown, the status bar of the state `shared` says so once.
 pub fn subscriber(shared: SharedMonitor) -> AlertSink {
-    std::sync::Arc::new(move |a: Alert| {
+    std::sync::Arc::new(move |e: EngineEvent| {
+        let Some(w) = alert_words::of(&e) else {
+            return;
+        };
         let shared = shared.clone();
-        spawn(a.replaces, a.urgency, a.summary, a.body, move |msg| {
+        spawn(w.replaces, w.urgency, w.summary, w.body, move |msg| {
             crate::engine::stages::publish::notice(&shared, msg);
         });
     })

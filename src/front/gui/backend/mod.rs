@@ -375,7 +375,7 @@ impl Backend {
             token,
             &shared,
             notify,
-            self.settings.notifications.leaks,
+            crate::engine::AlertFilter::of(&self.settings),
         )?;
         self.park_current();
         self.shown = hosts::Attached {

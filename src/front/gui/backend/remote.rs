@@ -5,8 +5,8 @@ use crate::engine::sampler::Notify;
 use crate::engine::shared::SharedMonitor;
 use crate::link::{EngineLink, LinkHealth};
 
-/// Opens the link to the agent at `url`, filling `shared`; its leaks (with `leaks_on`) and
-/// forecasts notify here as this computer's would. Returns the agent's address and link.
+/// Opens the link to the agent at `url`, filling `shared`; its alerts that `filter` wants
+/// notify here as this computer's would. Returns the agent's address and link.
 ///
 /// # Errors
 /// A malformed address or no thread.
@@ -15,12 +15,12 @@ pub(super) fn connect(
     token: String,
     shared: &SharedMonitor,
     notify: Notify,
-    leaks_on: bool,
+    filter: crate::engine::AlertFilter,
 ) -> Result<(String, Box<dyn EngineLink>), String> {
     let link = crate::link::remote::RemoteLink::connect(url, token, shared.clone(), notify)?;
     link.alert_to(
         crate::front::gui::notify::subscriber(shared.clone()),
-        leaks_on,
+        filter,
     );
     Ok((link.url().to_string(), Box::new(link)))
 }
