@@ -732,7 +732,7 @@ mod tests {
             driver_version: Some("570.1".into()),
             ..crate::model::SourceInfo::default()
         });
-        m.activity.push_back(crate::act::rules::action::Activity {
+        let act = crate::act::rules::action::Activity {
             unix_ms: 5000,
             rule: "r".into(),
             target: crate::act::rules::eval::Target::Device(0),
@@ -740,6 +740,15 @@ mod tests {
             outcome: crate::act::rules::action::Outcome::Acted,
             detail: String::new(),
             entry: crate::act::rules::action::Entry::Action,
+        };
+        m.activity.push_back(act.clone());
+        m.events.push_back(crate::engine::EngineEvent {
+            seq: 1,
+            at_ms: 5000,
+            kind: crate::engine::EngineEventKind::Activity {
+                entry: act,
+                from_command: false,
+            },
         });
         let stats = AgentStats::default();
         stats.observe(&m);

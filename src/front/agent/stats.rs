@@ -1,5 +1,7 @@
-//! The agent's own counters: sampler errors and cleanup actions, kept monotonic (the monitor's
-//! activity list is bounded, a Prometheus counter must never go down).
+//! The agent's own counters: sampler errors and cleanup actions, kept monotonic (the View's
+//! lists are bounded, a Prometheus counter must never go down). Actions are counted from the
+//! engine's numbered events ([`crate::engine::EngineEvent`]): each activity event numbered
+//! above the last one counted, once.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,7 +26,8 @@ pub struct AgentStats {
 #[derive(Debug, Default)]
 struct ActionCount {
     by_label: BTreeMap<ActionLabels, u64>,
-    last_seen: Option<Activity>,
+    /// The number of the last event counted.
+    last_seq: u64,
 }
 
 /// The action's kind, a bounded label: the first word of its label (`terminate`, `signal`,
@@ -48,8 +51,8 @@ fn outcome_label(o: Outcome) -> &'static str {
 }
 
 impl AgentStats {
-    /// Counts what the monitor shows after a sampling attempt: a failed attempt, and the
-    /// activity entries added since the last call.
+    /// Counts what the View shows after a sampling attempt: a failed attempt, and the
+    /// activity events numbered above the last one counted.
     pub fn observe(&self, m: &Monitor) {
         if m.last_error.is_some() {
             self.sampler_errors.fetch_add(1, Ordering::Relaxed);
@@ -57,39 +60,13 @@ impl AgentStats {
         let Ok(mut c) = self.actions.lock() else {
             return;
         };
-        let acts = &m.activity;
-        // New entries are those after the last one counted; if it has scrolled out of the
-        // bounded list, all entries there now are new.
-        let start = match &c.last_seen {
-            None => 0,
-            Some(last) => acts
-                .iter()
-                .rposition(|a| a == last)
-                .map_or(0, |i| i + 1)
-                .min(acts.len()),
-        };
-        for a in acts.iter().skip(start) {
-            // The operator's record of every action, in the journal.
-            tracing::info!(
-                rule = %a.rule,
-                target = %a.target.describe(),
-                outcome = outcome_label(a.outcome),
-                "{}: {}",
-                a.action,
-                a.detail
-            );
-            if !a.counts_as_action() {
-                continue;
+        let last = c.last_seq;
+        for e in m.events.iter().filter(|e| e.seq > last) {
+            c.last_seq = e.seq;
+            if let crate::engine::EngineEventKind::Activity { entry, .. } = &e.kind {
+                c.count(entry);
             }
-            *c.by_label
-                .entry((
-                    a.rule.clone(),
-                    action_kind(&a.action),
-                    outcome_label(a.outcome),
-                ))
-                .or_insert(0) += 1;
         }
-        c.last_seen = acts.back().cloned();
     }
 
     /// The action counters, sorted by labels.
@@ -101,10 +78,49 @@ impl AgentStats {
     }
 }
 
+impl ActionCount {
+    /// Logs activity entry `a` in the journal and counts it if it is an action.
+    fn count(&mut self, a: &Activity) {
+        // The operator's record of every action, in the journal.
+        tracing::info!(
+            rule = %a.rule,
+            target = %a.target.describe(),
+            outcome = outcome_label(a.outcome),
+            "{}: {}",
+            a.action,
+            a.detail
+        );
+        if !a.counts_as_action() {
+            return;
+        }
+        *self
+            .by_label
+            .entry((
+                a.rule.clone(),
+                action_kind(&a.action),
+                outcome_label(a.outcome),
+            ))
+            .or_insert(0) += 1;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::act::rules::eval::Target;
+
+    /// `a` as the engine's next event in `m`'s list.
+    fn push(m: &mut Monitor, a: Activity) {
+        let seq = m.events.back().map_or(1, |e| e.seq + 1);
+        m.events.push_back(crate::engine::EngineEvent {
+            seq,
+            at_ms: a.unix_ms,
+            kind: crate::engine::EngineEventKind::Activity {
+                entry: a,
+                from_command: false,
+            },
+        });
+    }
 
     fn act(ms: i64, outcome: Outcome) -> Activity {
         Activity {
@@ -122,20 +138,23 @@ mod tests {
     fn counts_each_entry_once_and_failed_samples() {
         let s = AgentStats::default();
         let mut m = Monitor::new(1000, 10);
-        m.activity.push_back(act(1, Outcome::Acted));
+        push(&mut m, act(1, Outcome::Acted));
         s.observe(&m);
         s.observe(&m);
-        m.activity.push_back(act(2, Outcome::Skipped));
-        m.activity.push_back(act(3, Outcome::Acted));
+        push(&mut m, act(2, Outcome::Skipped));
+        push(&mut m, act(3, Outcome::Acted));
         s.observe(&m);
         // The oldest scrolls out of the bounded list: nothing is counted twice.
-        m.activity.pop_front();
+        m.events.pop_front();
+        s.observe(&m);
+        // An entry equal to one counted is still a new event: counted.
+        push(&mut m, act(3, Outcome::Acted));
         s.observe(&m);
         let got = s.actions();
         assert_eq!(
             got,
             vec![
-                (("r".into(), "terminate".into(), "acted"), 2),
+                (("r".into(), "terminate".into(), "acted"), 3),
                 (("r".into(), "terminate".into(), "skipped"), 1),
             ]
         );
@@ -162,27 +181,36 @@ mod tests {
             entry,
         };
         let label = "release cached memory";
-        m.activity.push_back(entry(
-            1,
-            label.into(),
-            Outcome::Acted,
-            format!("asked the PyTorch companion; {ANSWER_FOLLOWS}"),
-            Entry::Asked,
-        ));
-        m.activity.push_back(entry(
-            2,
-            format!("{label}{ANSWER_SUFFIX}"),
-            Outcome::Failed,
-            "timed out".into(),
-            Entry::Action,
-        ));
-        m.activity.push_back(entry(
-            3,
-            format!("{label}{DRIVER_FIGURE_SUFFIX}"),
-            Outcome::Acted,
-            "58178 → 6220 MiB".into(),
-            Entry::FollowUp,
-        ));
+        push(
+            &mut m,
+            entry(
+                1,
+                label.into(),
+                Outcome::Acted,
+                format!("asked the PyTorch companion; {ANSWER_FOLLOWS}"),
+                Entry::Asked,
+            ),
+        );
+        push(
+            &mut m,
+            entry(
+                2,
+                format!("{label}{ANSWER_SUFFIX}"),
+                Outcome::Failed,
+                "timed out".into(),
+                Entry::Action,
+            ),
+        );
+        push(
+            &mut m,
+            entry(
+                3,
+                format!("{label}{DRIVER_FIGURE_SUFFIX}"),
+                Outcome::Acted,
+                "58178 → 6220 MiB".into(),
+                Entry::FollowUp,
+            ),
+        );
         s.observe(&m);
         assert_eq!(
             s.actions(),
