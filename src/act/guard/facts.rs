@@ -49,13 +49,13 @@ pub struct ProcFacts {
 
 impl GpuFacts {
     /// The process `key` on this GPU.
-    pub fn proc(&self, key: &ProcSeriesKey) -> Option<&ProcFacts> {
+    pub(crate) fn proc(&self, key: &ProcSeriesKey) -> Option<&ProcFacts> {
         self.procs.iter().find(|p| p.key == *key)
     }
 
     /// The processes on this GPU other than `key` that run (not parked) and hold at least
     /// `min_bytes` (at least 1 byte).
-    pub fn running_others<'a>(
+    pub(crate) fn running_others<'a>(
         &'a self,
         key: &'a ProcSeriesKey,
         min_bytes: u64,
@@ -66,7 +66,7 @@ impl GpuFacts {
     }
 
     /// Seconds until full at the current rate (None: nothing grows).
-    pub fn full_in_s(&self, extra_free: f64) -> Option<f64> {
+    pub(crate) fn full_in_s(&self, extra_free: f64) -> Option<f64> {
         (self.growth_bytes_s > 0.0)
             .then(|| ((self.free_bytes as f64 + extra_free) / self.growth_bytes_s).max(0.0))
     }

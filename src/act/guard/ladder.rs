@@ -30,7 +30,7 @@ struct Cand<'a> {
 
 /// This tick's plan for one GPU.
 #[derive(Debug, Clone, Default)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Seconds left to act (time to full, steps under way counted) when the GPU is forecast
     /// full within the safe time; None when it is not.
     pub threat: Option<f64>,

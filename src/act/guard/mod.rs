@@ -24,7 +24,7 @@ pub mod settings;
 pub mod state;
 pub mod status;
 mod steady;
-pub mod timing;
+pub(crate) mod timing;
 
 use std::collections::BTreeMap;
 
@@ -64,7 +64,7 @@ impl Guard {
     }
 
     /// New settings (what it parked stays in its care).
-    pub fn set_settings(&mut self, settings: GuardSettings) {
+    pub(crate) fn set_settings(&mut self, settings: GuardSettings) {
         self.settings = settings;
     }
 
@@ -74,23 +74,23 @@ impl Guard {
     }
 
     /// The park and resume rates measured here.
-    pub fn timing(&self) -> &Timing {
+    pub(crate) fn timing(&self) -> &Timing {
         &self.timing
     }
 
     /// The measured rates, to change (a replay's given rate).
-    pub fn timing_mut(&mut self) -> &mut Timing {
+    pub(crate) fn timing_mut(&mut self) -> &mut Timing {
         &mut self.timing
     }
 
     /// Decides this tick's steps from `gpus` at `now`.
-    pub fn decide(&mut self, gpus: &[GpuFacts], now: UnixMs) -> Vec<Step> {
+    pub(crate) fn decide(&mut self, gpus: &[GpuFacts], now: UnixMs) -> Vec<Step> {
         self.decide_owned(gpus.to_vec(), now)
     }
 
     /// [`Guard::decide`] on facts it may change (each process's growth is set to the one the
     /// guard counts): no copy of them is made.
-    pub fn decide_owned(&mut self, mut gpus: Vec<GpuFacts>, now: UnixMs) -> Vec<Step> {
+    fn decide_owned(&mut self, mut gpus: Vec<GpuFacts>, now: UnixMs) -> Vec<Step> {
         self.decide_in(&mut gpus, now)
     }
 

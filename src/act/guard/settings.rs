@@ -64,7 +64,7 @@ impl Default for GuardSettings {
 
 impl GuardSettings {
     /// Every problem of the values: (key under `guard`, what is wrong).
-    pub fn problems_at(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn problems_at(&self) -> Vec<(&'static str, String)> {
         let ranges: [(&'static str, f64, f64, f64); 8] = [
             ("idle_min_minutes", self.idle_min_minutes, 0.0, 10_080.0),
             (

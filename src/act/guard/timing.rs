@@ -13,7 +13,7 @@ use crate::model::GIB;
 /// so an estimate errs long, never short.
 const MEASURED_OVERHEAD_S: f64 = 0.35;
 /// Seconds a PyTorch cache release takes to show in the driver's figures.
-pub const RELEASE_S: f64 = 3.0;
+pub(crate) const RELEASE_S: f64 = 3.0;
 /// Moves smaller than this say little about the rate and are not measured.
 const MEASURE_MIN_BYTES: u64 = GIB;
 
@@ -26,7 +26,7 @@ pub struct Timing {
 
 impl Timing {
     /// Rates known beforehand (e.g. `guard what-if --park-rate`).
-    pub fn with_rates(park_gib_s: Option<f64>, resume_gib_s: Option<f64>) -> Self {
+    pub(crate) fn with_rates(park_gib_s: Option<f64>, resume_gib_s: Option<f64>) -> Self {
         let ok = |r: Option<f64>| r.filter(|r| r.is_finite() && *r > 0.0);
         Self {
             park_gib_s: ok(park_gib_s),
@@ -35,7 +35,7 @@ impl Timing {
     }
 
     /// Takes in a park (`resume` false) or resume that went through: `bytes` in `seconds`.
-    pub fn observe(&mut self, resume: bool, bytes: u64, seconds: f64) {
+    pub(crate) fn observe(&mut self, resume: bool, bytes: u64, seconds: f64) {
         if bytes < MEASURE_MIN_BYTES || !seconds.is_finite() || seconds <= 0.0 {
             return;
         }
@@ -54,7 +54,7 @@ impl Timing {
     }
 
     /// The park rate in use, GiB/s, and whether it was measured here.
-    pub fn park_rate(&self) -> (f64, bool) {
+    pub(crate) fn park_rate(&self) -> (f64, bool) {
         (
             self.park_gib_s.unwrap_or(DEFAULT_PARK_GIB_S),
             self.park_gib_s.is_some(),
@@ -62,17 +62,17 @@ impl Timing {
     }
 
     /// Seconds a park of `bytes` takes.
-    pub fn park_s(&self, bytes: u64) -> f64 {
+    pub(crate) fn park_s(&self, bytes: u64) -> f64 {
         park_estimate_s(bytes, self.park_rate().0)
     }
 
     /// Seconds a resume of `bytes` takes.
-    pub fn resume_s(&self, bytes: u64) -> f64 {
+    pub(crate) fn resume_s(&self, bytes: u64) -> f64 {
         resume_estimate_s(bytes, self.resume_rate().0)
     }
 
     /// The resume rate in use, GiB/s, and whether it was measured here.
-    pub fn resume_rate(&self) -> (f64, bool) {
+    pub(crate) fn resume_rate(&self) -> (f64, bool) {
         (
             self.resume_gib_s.unwrap_or(DEFAULT_RESUME_GIB_S),
             self.resume_gib_s.is_some(),

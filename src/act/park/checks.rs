@@ -21,7 +21,7 @@ fn mem_available(meminfo: &str) -> Option<u64> {
 }
 
 /// What the host offers now (read from `/proc/meminfo`).
-pub fn host_available() -> Option<u64> {
+pub(crate) fn host_available() -> Option<u64> {
     std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|m| mem_available(&m))
@@ -29,7 +29,7 @@ pub fn host_available() -> Option<u64> {
 
 /// What a park would touch, gathered by the caller from the latest sample and `/proc`.
 #[derive(Debug, Clone, Default)]
-pub struct ParkFacts {
+pub(crate) struct ParkFacts {
     /// GPU memory the process holds (the driver's figure), if known.
     pub gpu_bytes: Option<u64>,
     /// How many GPUs list the process.
@@ -46,7 +46,7 @@ pub struct ParkFacts {
 
 /// Why a park may not go ahead, or what to warn about when it does.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Verdict {
+pub(crate) struct Verdict {
     /// Reasons to refuse (empty: it may go ahead).
     pub refusals: Vec<String>,
     /// Hazards to say alongside.
@@ -54,7 +54,7 @@ pub struct Verdict {
 }
 
 /// The checks of a park of a process with `facts`.
-pub fn check_park(facts: &ParkFacts) -> Verdict {
+pub(crate) fn check_park(facts: &ParkFacts) -> Verdict {
     let mut v = Verdict::default();
     if !cfg!(target_arch = "x86_64") {
         v.refusals
@@ -103,7 +103,7 @@ pub fn check_park(facts: &ParkFacts) -> Verdict {
 /// GPU memory kept free beyond a parked process's memory when it is restored: 1 GiB or 3 %
 /// of the GPU, whichever is more (a restore that runs out of GPU memory loses the process's
 /// GPU state for good: NVIDIA/cuda-checkpoint#44).
-pub fn room_margin(total_bytes: u64) -> u64 {
+pub(crate) fn room_margin(total_bytes: u64) -> u64 {
     GIB.max(total_bytes / 100 * 3)
 }
 
@@ -112,7 +112,7 @@ pub fn room_margin(total_bytes: u64) -> u64 {
 ///
 /// # Errors
 /// The refusal, in words.
-pub fn check_room(free: u64, total: u64, bytes: u64) -> Result<(), String> {
+pub(crate) fn check_room(free: u64, total: u64, bytes: u64) -> Result<(), String> {
     let need = bytes.saturating_add(room_margin(total));
     if free >= need {
         return Ok(());
@@ -128,7 +128,7 @@ pub fn check_room(free: u64, total: u64, bytes: u64) -> Result<(), String> {
 
 /// True when `pid`'s environment says it is one of several ranks (`WORLD_SIZE` > 1, as
 /// torchrun, DeepSpeed and Horovod set it). False where it cannot be read.
-pub fn is_distributed(pid: u32) -> bool {
+pub(crate) fn is_distributed(pid: u32) -> bool {
     std::fs::read(format!("/proc/{pid}/environ"))
         .map(|env| {
             env.split(|b| *b == 0).any(|kv| {
@@ -142,7 +142,7 @@ pub fn is_distributed(pid: u32) -> bool {
 }
 
 /// The file names of the libraries mapped by `pid` (empty where unreadable).
-pub fn mapped_libraries(pid: u32) -> Vec<String> {
+pub(crate) fn mapped_libraries(pid: u32) -> Vec<String> {
     let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
         return Vec::new();
     };

@@ -70,7 +70,7 @@ fn park_state(state: CudaState) -> Option<ParkState> {
 /// checkpoint state is not "running" (each with 0 bytes on its GPU and its park state).
 /// Gives up after `limit` (a state query can block while a related process is locked:
 /// NVIDIA/cuda-checkpoint#30); returns false then.
-pub fn add_unlisted_parked(snap: &mut Snapshot, limit: Duration) -> bool {
+pub(crate) fn add_unlisted_parked(snap: &mut Snapshot, limit: Duration) -> bool {
     let listed: std::collections::HashSet<u32> = snap.processes.iter().map(|p| p.pid).collect();
     // A parked process says no GPU: on a machine with one, it is that one; elsewhere it is
     // not listed rather than listed on a GPU it may not be on.

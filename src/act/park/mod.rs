@@ -26,7 +26,7 @@ use crate::model::{Origin, ParkInfo, ParkState, ProcessSample, Snapshot, UnixMs}
 use worker::{Done, Job, JobKind, Worker};
 
 /// How often the driver is asked for the state of the processes in the book.
-pub const REFRESH: Duration = Duration::from_secs(5);
+const REFRESH: Duration = Duration::from_secs(5);
 
 /// One process in the book.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,7 +37,7 @@ struct Entry {
 
 /// The parked processes and the jobs under way.
 #[derive(Default)]
-pub struct Parker {
+pub(crate) struct Parker {
     worker: Worker,
     book: Vec<Entry>,
     last_refresh: Option<Instant>,
@@ -50,7 +50,7 @@ impl Parker {
     /// # Errors
     /// When the worker cannot be started (a sentence: the caller only shows it; how the job
     /// ended comes later, by kind, in [`worker::Done::result`]).
-    pub fn park(
+    pub(crate) fn park(
         &mut self,
         key: ProcSeriesKey,
         bytes: Option<u64>,
@@ -65,7 +65,7 @@ impl Parker {
     ///
     /// # Errors
     /// When the worker cannot be started.
-    pub fn resume(&mut self, key: ProcSeriesKey, now: UnixMs) -> Result<(), String> {
+    pub(crate) fn resume(&mut self, key: ProcSeriesKey, now: UnixMs) -> Result<(), String> {
         let bytes = self
             .info(&key)
             .and_then(|i| i.bytes)
@@ -76,14 +76,8 @@ impl Parker {
     }
 
     /// What the book says of `key`.
-    pub fn info(&self, key: &ProcSeriesKey) -> Option<ParkInfo> {
+    pub(crate) fn info(&self, key: &ProcSeriesKey) -> Option<ParkInfo> {
         self.book.iter().find(|e| e.key == *key).map(|e| e.info)
-    }
-
-    /// True while a park or resume of `key` is under way.
-    pub fn busy(&self, key: &ProcSeriesKey) -> bool {
-        self.info(key)
-            .is_some_and(|i| matches!(i.state, ParkState::Parking | ParkState::Resuming))
     }
 
     fn set(&mut self, key: ProcSeriesKey, state: ParkState, bytes: Option<u64>, now: UnixMs) {
@@ -109,7 +103,7 @@ impl Parker {
     /// Jobs finished since the last call, with the book brought in step with each (a
     /// state read that finds a process running again, or gone, drops it from the book).
     /// Asks the driver for the book's states every [`REFRESH`].
-    pub fn poll(&mut self, now: UnixMs) -> Vec<Done> {
+    pub(crate) fn poll(&mut self, now: UnixMs) -> Vec<Done> {
         let done = self.worker.finished();
         for d in &done {
             self.apply(d, now);
@@ -168,7 +162,7 @@ impl Parker {
     /// Shows the book in `snap`: a parked process listed by the driver gets its
     /// [`ParkInfo`]; one the driver no longer lists (its memory is in host memory) is added
     /// with 0 bytes on its GPU.
-    pub fn annotate(&self, snap: &mut Snapshot) {
+    pub(crate) fn annotate(&self, snap: &mut Snapshot) {
         for e in &self.book {
             let (key, gpu) = (e.key.0, e.key.1);
             match snap
@@ -189,13 +183,9 @@ impl Parker {
         }
     }
 
-    /// Processes in the book.
-    pub fn len(&self) -> usize {
-        self.book.len()
-    }
-
     /// True when the book is empty.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
         self.book.is_empty()
     }
 }

@@ -82,7 +82,7 @@ impl Done {
 
 /// The handle to the worker thread (started on the first job; ends when dropped).
 #[derive(Default)]
-pub struct Worker {
+pub(crate) struct Worker {
     tx: Option<Sender<Job>>,
     rx: Option<Receiver<Done>>,
 }
@@ -92,7 +92,7 @@ impl Worker {
     ///
     /// # Errors
     /// When the thread cannot be started.
-    pub fn send(&mut self, job: Job) -> Result<(), String> {
+    pub(crate) fn send(&mut self, job: Job) -> Result<(), String> {
         if self.tx.is_none() {
             let (jtx, jrx) = channel::<Job>();
             let (dtx, drx) = channel::<Done>();
@@ -110,7 +110,7 @@ impl Worker {
     }
 
     /// Jobs finished since the last call.
-    pub fn finished(&mut self) -> Vec<Done> {
+    pub(crate) fn finished(&mut self) -> Vec<Done> {
         let mut out = Vec::new();
         let Some(rx) = &self.rx else {
             return out;
@@ -276,7 +276,7 @@ fn park(api: &CudaCheckpoint, procs: &ProcReader, key: ProcSeriesKey) -> Done {
 
 /// What a failed restore leaves, as measured: the driver refuses every later restore
 /// (CUresult 304) and the unlock (401), so the process cannot use its GPU memory again.
-pub const STRANDED: &str = "the driver does not restore a process again after a failed restore (NVIDIA/cuda-checkpoint#44): its GPU memory is lost and it cannot use CUDA again; end it and start it anew";
+pub(crate) const STRANDED: &str = "the driver does not restore a process again after a failed restore (NVIDIA/cuda-checkpoint#44): its GPU memory is lost and it cannot use CUDA again; end it and start it anew";
 
 fn resume(
     api: &CudaCheckpoint,

@@ -74,7 +74,11 @@ impl Safety {
     /// it ends before the runner: the global dry run (would act, nothing sent), then a live
     /// process of another user than the agent's unless [`RemotePolicy::other_users`]. None:
     /// on to [`ActionRunner::run`], as a window's manual action.
-    pub fn remote_verdict(&self, target: &Target, action: &Action) -> Option<(Outcome, String)> {
+    pub(crate) fn remote_verdict(
+        &self,
+        target: &Target,
+        action: &Action,
+    ) -> Option<(Outcome, String)> {
         if self.global_dry_run {
             return Some((
                 Outcome::WouldAct,
@@ -895,7 +899,12 @@ impl ActionRunner {
     /// entry: a park, a resume, a question to the companion) answers the front end's command
     /// `id` when it ends: its final reply, under `id`, is then among
     /// [`ActionRunner::take_concluded`]. False when no such work on `key` waits for its end.
-    pub fn answer_under(&mut self, action: &Action, key: &ProcSeriesKey, id: CommandId) -> bool {
+    pub(crate) fn answer_under(
+        &mut self,
+        action: &Action,
+        key: &ProcSeriesKey,
+        id: CommandId,
+    ) -> bool {
         if matches!(action, Action::Park | Action::Resume) {
             return self.parks.answer_under(key, id);
         }
@@ -915,7 +924,7 @@ impl ActionRunner {
 
     /// The final replies to commands whose work ended since the last call (see
     /// [`ActionRunner::answer_under`]), with their figures.
-    pub fn take_concluded(&mut self) -> Vec<CommandReply> {
+    pub(crate) fn take_concluded(&mut self) -> Vec<CommandReply> {
         let mut out = std::mem::take(&mut self.concluded);
         out.extend(self.parks.take_concluded());
         out
@@ -928,13 +937,10 @@ impl ActionRunner {
     }
 
     /// The park rate a park's time is said at (GiB/s; 0: none measured, the default rate).
-    pub fn set_park_rate(&mut self, gib_s: f64) {
+    pub(crate) fn set_park_rate(&mut self, gib_s: f64) {
         self.parks.park_gib_s = gib_s;
     }
 }
-
-/// The placeholders a command's arguments may hold.
-pub const PLACEHOLDERS: &[&str] = &["{pid}", "{start_time}", "{gpu}", "{user}", "{name}"];
 
 /// `argv` with the placeholders replaced for `t`: `{pid}`, `{start_time}` (the process's start,
 /// ms since the epoch: with the pid, its identity), `{gpu}`, `{user}`, `{name}`.

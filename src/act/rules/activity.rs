@@ -48,7 +48,7 @@ impl Activity {
     /// True for the one entry that stands for an action and its outcome: a companion's
     /// late answer counts, the "asked, its answer follows" entry before it and the driver's
     /// figure after a release do not (counters count each action once, with how it ended).
-    pub fn counts_as_action(&self) -> bool {
+    pub(crate) fn counts_as_action(&self) -> bool {
         self.entry == Entry::Action
     }
 }

@@ -23,7 +23,7 @@ use crate::model::outcome::Outcome;
 pub const MAX_RUNNING: usize = 8;
 
 /// The key of one run: the rule and its target (a process by pid and start time, a GPU).
-pub fn key_of(p: &super::eval::Planned) -> String {
+pub(crate) fn key_of(p: &super::eval::Planned) -> String {
     match &p.target {
         super::eval::Target::Process { key, .. } => format!(
             "{}\0{}\0{}\0{}",
@@ -53,7 +53,7 @@ fn lock(inner: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
 
 /// The commands one runner started that have not ended; dropping it kills every one's group.
 #[derive(Debug, Default)]
-pub struct Commands {
+pub(crate) struct Commands {
     inner: Arc<Mutex<Inner>>,
 }
 
@@ -69,7 +69,7 @@ impl Commands {
     ///
     /// # Errors
     /// Why not: that rule already runs its command for that target, or [`MAX_RUNNING`] run.
-    pub fn claim(&self, key: String) -> Result<Ticket, String> {
+    pub(crate) fn claim(&self, key: String) -> Result<Ticket, String> {
         let mut g = lock(&self.inner);
         if g.running.values().any(|(k, _)| *k == key) {
             return Err(
@@ -89,11 +89,6 @@ impl Commands {
             inner: self.inner.clone(),
             id,
         })
-    }
-
-    /// Commands running now.
-    pub fn running(&self) -> usize {
-        lock(&self.inner).running.len()
     }
 }
 

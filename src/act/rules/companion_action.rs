@@ -60,7 +60,7 @@ fn mib(b: u64) -> String {
 
 /// "; 99.8 % of the releasable cache; the driver saw 69 212.0 MiB come free on the device",
 /// from what the companion measured (empty when it measured neither).
-pub fn release_extras(d: &crate::act::torch::protocol::DeviceRelease) -> String {
+pub(crate) fn release_extras(d: &crate::act::torch::protocol::DeviceRelease) -> String {
     let mut s = String::new();
     if let Some(share) = d.released_share() {
         s.push_str(&format!("; {:.1} % of the releasable cache", share * 100.0));

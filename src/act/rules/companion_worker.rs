@@ -34,7 +34,7 @@ pub struct Job {
 /// The handle to the worker thread (started on the first job; ends when dropped, after the
 /// job it is on).
 #[derive(Default)]
-pub struct Worker {
+pub(crate) struct Worker {
     tx: Option<Sender<Job>>,
 }
 
@@ -43,7 +43,7 @@ impl Worker {
     ///
     /// # Errors
     /// When the thread cannot be started.
-    pub fn send(&mut self, job: Job) -> Result<(), String> {
+    pub(crate) fn send(&mut self, job: Job) -> Result<(), String> {
         if self.tx.is_none() {
             let (tx, rx) = channel::<Job>();
             std::thread::Builder::new()

@@ -158,17 +158,17 @@ pub struct RuleState {
 }
 
 /// How far back `allocated_growth_min_mib_per_min` looks: five minutes of readings.
-pub const GROWTH_WINDOW_MS: UnixMs = 5 * 60_000;
+pub(crate) const GROWTH_WINDOW_MS: UnixMs = 5 * 60_000;
 /// The readings must span at least this long (one minute) before a growth rate is given, so
 /// a process that has just started (or a companion that has just appeared) never matches on
 /// its first jump.
-pub const GROWTH_MIN_SPAN_MS: UnixMs = 60_000;
+pub(crate) const GROWTH_MIN_SPAN_MS: UnixMs = 60_000;
 
 /// The releasable PyTorch cache (reserved − allocated) of every process in `snap` whose
 /// companion answered this tick (its [`crate::model::ProcessSample::torch`]), for
 /// [`RuleState::set_releasable_cache`]. Stale entries (carried forward, not measured) are left
 /// out.
-pub fn releasable_cache_of(snap: &Snapshot) -> FastMap<ProcSeriesKey, u64> {
+pub(crate) fn releasable_cache_of(snap: &Snapshot) -> FastMap<ProcSeriesKey, u64> {
     snap.processes
         .iter()
         .filter(|p| !p.stale)
@@ -178,7 +178,7 @@ pub fn releasable_cache_of(snap: &Snapshot) -> FastMap<ProcSeriesKey, u64> {
 
 /// Least-squares slope of `(time ms, bytes)` in MiB per minute; `None` with fewer than two
 /// readings or when they span less than [`GROWTH_MIN_SPAN_MS`].
-pub fn growth_mib_per_min(readings: &VecDeque<(UnixMs, u64)>) -> Option<f64> {
+fn growth_mib_per_min(readings: &VecDeque<(UnixMs, u64)>) -> Option<f64> {
     let (first, last) = (readings.front()?.0, readings.back()?.0);
     if readings.len() < 2 || last - first < GROWTH_MIN_SPAN_MS {
         return None;
@@ -254,7 +254,7 @@ pub fn process_target(p: &crate::model::ProcessSample) -> Target {
 }
 
 /// The target for the process `key` (pid + start time, GPU) in `snap`, if it is there.
-pub fn find_process_target(snap: &Snapshot, key: &ProcSeriesKey) -> Option<Target> {
+pub(crate) fn find_process_target(snap: &Snapshot, key: &ProcSeriesKey) -> Option<Target> {
     snap.processes
         .iter()
         .find(|p| p.key() == key.0 && p.device_index == key.1)
@@ -332,7 +332,7 @@ impl RuleState {
     /// from the companions (`crate::act::torch::Watch`); call once per tick before
     /// [`RuleState::evaluate`]. A process missing from `map` never matches
     /// `releasable_cache_min_mib`.
-    pub fn set_releasable_cache(&mut self, map: FastMap<ProcSeriesKey, u64>) {
+    pub(crate) fn set_releasable_cache(&mut self, map: FastMap<ProcSeriesKey, u64>) {
         self.releasable_cache = map;
     }
 
@@ -386,7 +386,7 @@ impl RuleState {
     /// Sets the PyTorch allocated readings (time, bytes; oldest first) of one process, for a
     /// state built outside the tick loop (the editor's "test this rule" fills it from the
     /// history); only the last [`GROWTH_WINDOW_MS`] are kept.
-    pub fn set_allocated_readings(
+    pub(crate) fn set_allocated_readings(
         &mut self,
         key: ProcSeriesKey,
         readings: impl IntoIterator<Item = (UnixMs, u64)>,
@@ -423,7 +423,7 @@ impl RuleState {
 
     /// A state that knows when processes were last active (to test a rule against what the
     /// engine has seen).
-    pub fn with_last_active(snap: &Snapshot, last: &FastMap<ProcSeriesKey, UnixMs>) -> Self {
+    pub(crate) fn with_last_active(snap: &Snapshot, last: &FastMap<ProcSeriesKey, UnixMs>) -> Self {
         let mut s = Self::default();
         for p in &snap.processes {
             let k = (p.key(), p.device_index);
@@ -439,7 +439,7 @@ impl RuleState {
     }
 
     /// How long a process has been GPU-idle at `now`.
-    pub fn idle_ms(&self, key: &ProcSeriesKey, now: UnixMs) -> Option<i64> {
+    pub(crate) fn idle_ms(&self, key: &ProcSeriesKey, now: UnixMs) -> Option<i64> {
         self.activity.get(key).map(|(_, t)| now - t)
     }
 
@@ -550,7 +550,7 @@ impl RuleState {
     /// Why `rule` matches nothing in `snap` ([`Self::matches_now`] found nothing), in words:
     /// it is not valid, its schedule is closed, there is nothing of the kind it acts on, or
     /// none of what there is meets all its conditions.
-    pub fn why_nothing(&self, rule: &Rule, snap: &Snapshot) -> String {
+    pub(crate) fn why_nothing(&self, rule: &Rule, snap: &Snapshot) -> String {
         let Some(compiled) = CompiledRule::new(rule) else {
             return "the rule is not valid (Settings says what to fix)".into();
         };

@@ -145,14 +145,15 @@ pub enum Action {
 }
 
 /// Largest memory limit (GiB) a `limit_memory` action may name ([`MAX_MIB`] in GiB).
-pub const MAX_LIMIT_GIB: f64 = MAX_MIB / 1024.0;
+pub(crate) const MAX_LIMIT_GIB: f64 = MAX_MIB / 1024.0;
 /// Smallest `limit_memory`, GiB (16 MiB: a smaller fraction of any GPU rounds to nothing).
-pub const MIN_LIMIT_GIB: f64 = 1.0 / 64.0;
+const MIN_LIMIT_GIB: f64 = 1.0 / 64.0;
 
 /// What an action does, without its parameters: the choices of the settings window's
 /// action picker, each with a label and the action it starts from.
+#[cfg(any(feature = "gui", test))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ActionKind {
+pub(crate) enum ActionKind {
     /// [`Action::Notify`].
     Notify,
     /// [`Action::Signal`].
@@ -171,6 +172,7 @@ pub enum ActionKind {
     Resume,
 }
 
+#[cfg(any(feature = "gui", test))]
 impl ActionKind {
     /// Every kind, in the order the picker shows them.
     pub const ALL: [ActionKind; 8] = [
@@ -185,7 +187,7 @@ impl ActionKind {
     ];
 
     /// The kind of `a`.
-    pub fn of(a: &Action) -> Self {
+    pub(crate) fn of(a: &Action) -> Self {
         match a {
             Action::Notify => ActionKind::Notify,
             Action::Signal { .. } => ActionKind::Signal,
@@ -199,7 +201,8 @@ impl ActionKind {
     }
 
     /// The picker's words.
-    pub fn label(self) -> &'static str {
+    #[cfg(feature = "gui")]
+    pub(crate) fn label(self) -> &'static str {
         match self {
             ActionKind::Notify => "Notify",
             ActionKind::Signal => "Send a signal",
@@ -213,7 +216,7 @@ impl ActionKind {
     }
 
     /// The action a rule gets when this kind is picked (the user then edits its parameters).
-    pub fn starting_action(self) -> Action {
+    pub(crate) fn starting_action(self) -> Action {
         match self {
             ActionKind::Notify => Action::Notify,
             ActionKind::Signal => Action::Signal {
@@ -236,7 +239,7 @@ impl ActionKind {
 
 /// Seconds between SIGTERM and SIGKILL where nobody chose otherwise: a rule's new Terminate
 /// action and the window's manual Terminate (the one place this grace is written).
-pub const DEFAULT_GRACE_SECONDS: f64 = 10.0;
+pub(crate) const DEFAULT_GRACE_SECONDS: f64 = 10.0;
 
 impl Action {
     /// Short name for the activity log.
@@ -269,7 +272,7 @@ impl Action {
     }
 
     /// True when the action goes through the process's `vramwarden_torch` companion.
-    pub fn uses_companion(&self) -> bool {
+    pub(crate) fn uses_companion(&self) -> bool {
         matches!(self, Action::ReleaseCache | Action::LimitMemory { .. })
     }
 }
@@ -310,14 +313,14 @@ impl Default for Rule {
 
 /// Most bytes a compiled rule regex may take (the `regex` crate's size limit): a pattern
 /// that would compile larger is refused where the settings are read.
-pub const REGEX_SIZE_LIMIT: usize = 256 * 1024;
+const REGEX_SIZE_LIMIT: usize = 256 * 1024;
 
 /// Compiles a rule's regular expression with [`REGEX_SIZE_LIMIT`]; the one place rule
 /// patterns are compiled (validation and evaluation alike), so what validates also runs.
 ///
 /// # Errors
 /// The reason, in words, when the pattern is invalid or too large.
-pub fn compile_regex(pattern: &str) -> Result<regex::Regex, String> {
+pub(crate) fn compile_regex(pattern: &str) -> Result<regex::Regex, String> {
     regex::RegexBuilder::new(pattern)
         .size_limit(REGEX_SIZE_LIMIT)
         .dfa_size_limit(REGEX_SIZE_LIMIT)
@@ -335,7 +338,7 @@ pub fn compile_regex(pattern: &str) -> Result<regex::Regex, String> {
 }
 
 /// Parses a signal name (`SIGTERM`, `TERM`, `15`).
-pub fn parse_signal(s: &str) -> Option<i32> {
+pub(crate) fn parse_signal(s: &str) -> Option<i32> {
     let s = s.trim();
     if let Ok(n) = s.parse::<i32>() {
         return (1..=64).contains(&n).then_some(n);
@@ -358,11 +361,11 @@ pub fn parse_signal(s: &str) -> Option<i32> {
 
 pub use crate::model::MAX_MIB;
 /// Longest time (minutes) a rule condition or cooldown may name: one year (525 600 min).
-pub const MAX_MINUTES: f64 = 525_600.0;
+const MAX_MINUTES: f64 = 525_600.0;
 /// Longest hold (seconds) a rule may name: one year.
-pub const MAX_HOLD_SECONDS: f64 = MAX_MINUTES * 60.0;
+const MAX_HOLD_SECONDS: f64 = MAX_MINUTES * 60.0;
 /// Longest grace period between SIGTERM and SIGKILL, and longest command timeout: one hour.
-pub const MAX_ACTION_SECONDS: f64 = 3600.0;
+pub(crate) const MAX_ACTION_SECONDS: f64 = 3600.0;
 
 /// `Some(message)` when `x` is not a finite number in `min..=max`.
 fn out_of(x: f64, min: f64, max: f64, unit: &str) -> Option<String> {

@@ -27,7 +27,7 @@ pub enum ParkKind {
 
 impl ParkKind {
     /// A dry run's words (a park's time estimated at `park_gib_s`).
-    pub fn would(self, p: &Planned, who: &str, park_gib_s: f64) -> String {
+    pub(crate) fn would(self, p: &Planned, who: &str, park_gib_s: f64) -> String {
         match self {
             ParkKind::Park => format!(
                 "would park {who}: {} to host memory, about {:.0} s",
@@ -90,7 +90,7 @@ struct Pending {
 
 /// The executor's part of park and resume.
 #[derive(Default)]
-pub struct Parks {
+pub(crate) struct Parks {
     parker: Parker,
     pending: Vec<Pending>,
     records: Vec<ParkRecord>,
@@ -115,7 +115,7 @@ pub struct Parks {
 
 impl Parks {
     /// Takes in the latest sample (before actions run).
-    pub fn observe(&mut self, snap: &Snapshot) {
+    pub(crate) fn observe(&mut self, snap: &Snapshot) {
         self.gpus_of.clear();
         for p in snap.processes.iter().filter(|p| p.parked.is_none()) {
             *self.gpus_of.entry(p.pid).or_default() += 1;
@@ -145,7 +145,7 @@ impl Parks {
     /// Why `p` (a park or resume of `key`) may not go ahead, if so. `ahead` (the guard's view
     /// of what it may park, not a park about to start): the host's available memory is the
     /// one read at this sample rather than read again.
-    pub fn refusal(&self, p: &Planned, key: &ProcSeriesKey, ahead: bool) -> Option<String> {
+    pub(crate) fn refusal(&self, p: &Planned, key: &ProcSeriesKey, ahead: bool) -> Option<String> {
         let state = self.parker.info(key).map(|i| i.state);
         match (&p.action, state) {
             (Action::Park | Action::Resume, Some(ParkState::Parking | ParkState::Resuming)) => {
@@ -179,7 +179,7 @@ impl Parks {
 
     /// The park or resume of `key` just started answers command `id` when it ends (its
     /// final reply is then among [`Parks::take_concluded`]).
-    pub fn answer_under(&mut self, key: &ProcSeriesKey, id: CommandId) -> bool {
+    pub(crate) fn answer_under(&mut self, key: &ProcSeriesKey, id: CommandId) -> bool {
         match self
             .pending
             .iter_mut()
@@ -195,7 +195,7 @@ impl Parks {
     }
 
     /// The final replies to commands whose park or resume ended since the last call.
-    pub fn take_concluded(&mut self) -> Vec<CommandReply> {
+    pub(crate) fn take_concluded(&mut self) -> Vec<CommandReply> {
         std::mem::take(&mut self.concluded)
     }
 
@@ -231,7 +231,7 @@ impl Parks {
     }
 
     /// Starts the job (policy, dry run and identity were checked by the executor).
-    pub fn start(
+    pub(crate) fn start(
         &mut self,
         kind: ParkKind,
         p: &Planned,
@@ -320,7 +320,7 @@ impl Parks {
     }
 
     /// Jobs that ended: one activity entry each (and a record for the session log).
-    pub fn poll(&mut self, now: UnixMs) -> Vec<Activity> {
+    pub(crate) fn poll(&mut self, now: UnixMs) -> Vec<Activity> {
         self.parker
             .poll(now)
             .into_iter()
@@ -376,12 +376,12 @@ impl Parks {
     }
 
     /// See [`Parker::annotate`].
-    pub fn annotate(&self, snap: &mut Snapshot) {
+    pub(crate) fn annotate(&self, snap: &mut Snapshot) {
         self.parker.annotate(snap);
     }
 
     /// The records since the last call.
-    pub fn take_records(&mut self) -> Vec<ParkRecord> {
+    pub(crate) fn take_records(&mut self) -> Vec<ParkRecord> {
         std::mem::take(&mut self.records)
     }
 }

@@ -50,7 +50,7 @@ fn argv0_of(pid: u32) -> String {
 /// Why a process that does not run as root may be running someone's code under a root-owned
 /// program's name, if it may: `LD_PRELOAD` / `LD_AUDIT` in its environment (or the
 /// environment unreadable), or an executable mapping of a file root does not own.
-pub fn borrowed(pid: u32) -> Option<String> {
+pub(crate) fn borrowed(pid: u32) -> Option<String> {
     let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
         return Some("its environment cannot be read".into());
     };

@@ -10,7 +10,7 @@
 use crate::model::UnixMs;
 
 /// How long the window of `at = "HH:MM"` stays open when no end is given.
-pub const DEFAULT_WINDOW_MINUTES: u32 = 60;
+const DEFAULT_WINDOW_MINUTES: u32 = 60;
 /// Shortest period `every_hours` may name: one minute.
 const MIN_EVERY_HOURS: f64 = 1.0 / 60.0;
 /// Longest period `every_hours` may name: a year (8760 h).
@@ -73,7 +73,7 @@ pub fn parse_at(s: &str) -> Result<DailyWindow, String> {
 impl DailyWindow {
     /// The local day (days since 1970-01-01 in local time) whose window `local_ms` falls in,
     /// or `None` when the window is closed then.
-    pub fn occurrence(&self, local_ms: i64) -> Option<i64> {
+    pub(crate) fn occurrence(&self, local_ms: i64) -> Option<i64> {
         let day = local_ms.div_euclid(DAY_MS);
         let minute = (local_ms.rem_euclid(DAY_MS) / 60_000) as u32;
         let into = (minute + MINUTES_PER_DAY - self.start_min) % MINUTES_PER_DAY;
@@ -89,7 +89,7 @@ impl DailyWindow {
     }
 
     /// The window as text, `04:00–05:00`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let end = (self.start_min + self.len_min) % MINUTES_PER_DAY;
         format!(
             "{:02}:{:02}–{:02}:{:02}",
@@ -104,7 +104,7 @@ impl DailyWindow {
 /// One occurrence of a schedule: the day of its window and the index of its period (each
 /// `None` when that part is not set). A rule fires at most once per target per occurrence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Occurrence {
+pub(crate) struct Occurrence {
     /// Local day of the `at` window.
     pub day: Option<i64>,
     /// Index of the `every_hours` period (periods start at local midnight of 1970-01-01, so
@@ -114,7 +114,7 @@ pub struct Occurrence {
 
 /// A rule's schedule: a daily window, a period, or both (both must be open).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Schedule {
+pub(crate) struct Schedule {
     /// The daily window (`at`).
     pub at: Option<DailyWindow>,
     /// The period in ms (`every_hours`).
@@ -126,7 +126,7 @@ impl Schedule {
     ///
     /// # Errors
     /// The first problem, as (condition key, message).
-    pub fn new(
+    pub(crate) fn new(
         at: Option<&str>,
         every_hours: Option<f64>,
     ) -> Result<Option<Self>, (&'static str, String)> {
@@ -150,7 +150,7 @@ impl Schedule {
 
     /// The occurrence open at `now_ms` (UTC) in a time zone `utc_offset_s` east of UTC, or
     /// `None` when the schedule is closed then.
-    pub fn occurrence(&self, now_ms: UnixMs, utc_offset_s: i32) -> Option<Occurrence> {
+    pub(crate) fn occurrence(&self, now_ms: UnixMs, utc_offset_s: i32) -> Option<Occurrence> {
         let local = now_ms.saturating_add(i64::from(utc_offset_s) * 1000);
         let day = match &self.at {
             Some(w) => Some(w.occurrence(local)?),
@@ -162,7 +162,7 @@ impl Schedule {
 
     /// How long each occurrence stays open at most, ms (a hold longer than that never ends
     /// inside one).
-    pub fn open_ms(&self) -> i64 {
+    pub(crate) fn open_ms(&self) -> i64 {
         match (&self.at, self.every_ms) {
             (Some(w), Some(p)) => (i64::from(w.len_min) * 60_000).min(p),
             (Some(w), None) => i64::from(w.len_min) * 60_000,
@@ -172,7 +172,7 @@ impl Schedule {
     }
 
     /// The schedule in words (`daily 04:00–05:00 local time`, `once every 6 h`).
-    pub fn describe(&self) -> Vec<String> {
+    pub(crate) fn describe(&self) -> Vec<String> {
         let mut v = Vec::new();
         if let Some(w) = &self.at {
             v.push(format!("it is {} local time (once a day)", w.describe()));
@@ -186,7 +186,7 @@ impl Schedule {
 
 /// The host's offset from UTC at `at_ms`, seconds east (daylight saving included; 0 when the
 /// local time zone cannot be read).
-pub fn local_utc_offset_s(at_ms: UnixMs) -> i32 {
+pub(crate) fn local_utc_offset_s(at_ms: UnixMs) -> i32 {
     use chrono::{Offset, TimeZone};
     chrono::Local
         .timestamp_millis_opt(at_ms)

@@ -88,7 +88,7 @@ const RUNNERS: &[&str] = &[
 /// Placeholders whose values are text from the process (any bytes its owner chose).
 const TEXT_PLACEHOLDERS: &[&str] = &["{name}", "{user}"];
 
-/// Every placeholder (as [`super::action::PLACEHOLDERS`]).
+/// Every placeholder a command's arguments may hold (see [`super::action`]'s substitution).
 const ALL_PLACEHOLDERS: &[&str] = &["{pid}", "{start_time}", "{gpu}", "{user}", "{name}"];
 
 /// The file name of a program argument.
@@ -121,7 +121,7 @@ const SAFE_FORM: &str =
 
 /// Why `argv` could hand a placeholder's value to a program as code or a path, if it could
 /// (see the module's documentation): the first problem found, in words for `rules check`.
-pub fn placeholder_problem(argv: &[String]) -> Option<String> {
+pub(crate) fn placeholder_problem(argv: &[String]) -> Option<String> {
     if let Some(p) = argv
         .first()
         .and_then(|a0| ALL_PLACEHOLDERS.iter().find(|p| a0.contains(**p)))
@@ -168,7 +168,7 @@ fn text_argument_problem(argv: &[String], i: usize, a: &str) -> Option<String> {
 
 /// Why the value of a text placeholder may not be passed (when the rule runs): one that
 /// holds a `/` or starts with `.` could name a path (`../shared/m`).
-pub fn value_problem(ph: &str, value: &str) -> Option<String> {
+pub(crate) fn value_problem(ph: &str, value: &str) -> Option<String> {
     if value.contains('/') || value.starts_with('.') {
         return Some(format!(
             "not run: {ph} is {value:?}, which holds a `/` or starts with `.` and could name a path"

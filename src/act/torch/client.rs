@@ -364,7 +364,7 @@ impl Client {
     }
 
     /// Changes the timeout of later requests (a cache release may take longer than stats).
-    pub fn set_timeout(&mut self, timeout: Duration) {
+    pub(crate) fn set_timeout(&mut self, timeout: Duration) {
         self.timeout = timeout;
         let _ = self.stream.set_write_timeout(Some(timeout));
     }
@@ -561,7 +561,7 @@ impl Client {
     ///
     /// # Errors
     /// The socket refuses the write.
-    pub fn ask_facts(&mut self) -> Result<(), TorchError> {
+    pub(crate) fn ask_facts(&mut self) -> Result<(), TorchError> {
         self.send_bytes(b"{\"cmd\":\"stats\"}\n")
     }
 
@@ -569,7 +569,7 @@ impl Client {
     ///
     /// # Errors
     /// As [`Client::facts`].
-    pub fn read_facts(&mut self) -> Result<TorchFacts, TorchError> {
+    pub(crate) fn read_facts(&mut self) -> Result<TorchFacts, TorchError> {
         let line = self.receive_line()?;
         self.facts_from_line(&line)
     }
@@ -619,7 +619,7 @@ impl Client {
     }
 
     /// The connection's file descriptor, for `poll(2)` over many connections.
-    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+    pub(crate) fn raw_fd(&self) -> std::os::fd::RawFd {
         self.stream.as_raw_fd()
     }
 
@@ -686,7 +686,7 @@ impl Client {
 
     /// True when a whole line was read and not taken yet (it arrived with an earlier reply):
     /// [`Client::poll_pushed`] has something to give even if the socket has nothing new.
-    pub fn has_buffered_line(&self) -> bool {
+    pub(crate) fn has_buffered_line(&self) -> bool {
         self.buf.contains(&b'\n')
     }
 

@@ -53,7 +53,7 @@ impl SiteInfo {
     ///
     /// # Errors
     /// When the user site is disabled outside a venv.
-    pub fn target(&self) -> Result<&Path, TorchError> {
+    pub(crate) fn target(&self) -> Result<&Path, TorchError> {
         if self.venv {
             Ok(&self.purelib)
         } else if self.enable_user_site {
@@ -110,7 +110,7 @@ pub fn site_info(python: &Path) -> Result<SiteInfo, TorchError> {
 /// The `*.dist-info` folder in `site` through which pip owns the companion's files
 /// (`pip install vramwarden-torch`): its `RECORD` lists `vramwarden_torch/__init__.py`. Those
 /// files have one owner: `enable` and `disable` leave them to pip.
-pub fn pip_owner(site: &Path) -> Option<PathBuf> {
+pub(crate) fn pip_owner(site: &Path) -> Option<PathBuf> {
     let entries = std::fs::read_dir(site).ok()?;
     entries.flatten().map(|e| e.path()).find(|p| {
         let name = p
@@ -154,7 +154,7 @@ pub fn install(site: &Path) -> Result<Vec<PathBuf>, TorchError> {
 ///
 /// # Errors
 /// When a file exists but cannot be removed.
-pub fn uninstall(site: &Path) -> Result<Vec<PathBuf>, TorchError> {
+pub(crate) fn uninstall(site: &Path) -> Result<Vec<PathBuf>, TorchError> {
     if pip_owner(site).is_some() {
         let pth = site.join(PTH_NAME);
         return match std::fs::remove_file(&pth) {
@@ -203,7 +203,7 @@ pub fn uninstall(site: &Path) -> Result<Vec<PathBuf>, TorchError> {
 ///
 /// # Errors
 /// See [`site_info`] and [`SiteInfo::target`]; the refusal says why and what to run instead.
-pub fn target_for(python: Option<&Path>) -> Result<(SiteInfo, PathBuf), TorchError> {
+pub(crate) fn target_for(python: Option<&Path>) -> Result<(SiteInfo, PathBuf), TorchError> {
     let python = python.unwrap_or(Path::new("python3"));
     // As root, another user's interpreter is never run (its .pth files would run as root),
     // and another user's site-packages never written to.

@@ -19,11 +19,11 @@ pub mod client;
 pub mod discover;
 pub mod error;
 pub mod hook;
-pub mod nofollow;
+pub(crate) mod nofollow;
 pub mod protocol;
 pub mod release;
 pub mod sockets;
-pub mod trust;
+pub(crate) mod trust;
 pub mod watch;
 
 pub use client::{peer_cred, Client, PeerCred, Pushed, Subscribed, DEFAULT_TIMEOUT};

@@ -57,7 +57,7 @@ fn open_dir(dir: Option<&OwnedFd>, path: &Path, name: &str) -> Result<OwnedFd, T
 }
 
 /// The site folder, opened, and the package folder in it (made 0755 when missing).
-pub struct SiteDirs {
+pub(crate) struct SiteDirs {
     site: OwnedFd,
     pkg: OwnedFd,
     site_path: PathBuf,
@@ -68,7 +68,7 @@ impl SiteDirs {
     ///
     /// # Errors
     /// A folder that cannot be opened or made, or a symlink where the package folder goes.
-    pub fn open(site: &Path, pkg: &str) -> Result<Self, TorchError> {
+    pub(crate) fn open(site: &Path, pkg: &str) -> Result<Self, TorchError> {
         std::fs::create_dir_all(site)
             .map_err(|e| TorchError::Hook(format!("{}: {e}", site.display())))?;
         let site_fd = open_dir(None, site, "")?;
@@ -98,7 +98,7 @@ impl SiteDirs {
     ///
     /// # Errors
     /// When the file cannot be made, written or renamed.
-    pub fn write(&self, rel: &str, text: &str) -> Result<PathBuf, TorchError> {
+    pub(crate) fn write(&self, rel: &str, text: &str) -> Result<PathBuf, TorchError> {
         let path = self.site_path.join(rel);
         let (dir, name) = self.split(rel);
         let tmp = format!(".{name}.vramwarden-{}", std::process::id());
@@ -200,7 +200,7 @@ fn foreign_part(path: &Path) -> Option<(PathBuf, u32)> {
 ///
 /// # Errors
 /// [`TorchError::Hook`] with the reason.
-pub fn refuse_foreign(what: &Path, python: &Path) -> Result<(), TorchError> {
+pub(crate) fn refuse_foreign(what: &Path, python: &Path) -> Result<(), TorchError> {
     if !nix::unistd::geteuid().is_root() {
         return Ok(());
     }

@@ -4,9 +4,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::UnixMs;
 
-/// Protocol version this client speaks.
-pub const PROTOCOL_VERSION: u32 = 1;
-
 /// The answer to `{"cmd":"hello"}`: who the companion says it is.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hello {
@@ -67,7 +64,7 @@ pub struct DeviceStats {
 
 impl DeviceStats {
     /// The cache `empty_cache()` could give back at most: reserved − allocated.
-    pub fn releasable_bytes(&self) -> u64 {
+    pub(crate) fn releasable_bytes(&self) -> u64 {
         self.reserved_bytes.saturating_sub(self.allocated_bytes)
     }
 }
@@ -111,14 +108,14 @@ pub struct DeviceRelease {
 
 impl DeviceRelease {
     /// What the allocator gave back.
-    pub fn freed_bytes(&self) -> u64 {
+    pub(crate) fn freed_bytes(&self) -> u64 {
         self.reserved_before_bytes
             .saturating_sub(self.reserved_after_bytes)
     }
 
     /// What the driver saw come free on the device during the call (other processes'
     /// changes in that instant included), when the companion measured it.
-    pub fn driver_freed_bytes(&self) -> Option<u64> {
+    pub(crate) fn driver_freed_bytes(&self) -> Option<u64> {
         Some(
             self.device_free_after_bytes?
                 .saturating_sub(self.device_free_before_bytes?),
@@ -127,7 +124,7 @@ impl DeviceRelease {
 
     /// The share of the releasable cache (reserved − allocated, right before) that was
     /// released, 0–1.
-    pub fn released_share(&self) -> Option<f64> {
+    pub(crate) fn released_share(&self) -> Option<f64> {
         let releasable = self
             .reserved_before_bytes
             .saturating_sub(self.allocated_before_bytes?);
@@ -221,13 +218,6 @@ pub struct TorchFacts {
     pub error: Option<String>,
 }
 
-impl TorchFacts {
-    /// Releasable cache summed over the devices.
-    pub fn releasable_bytes(&self) -> u64 {
-        self.devices.iter().map(DeviceStats::releasable_bytes).sum()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,11 +242,6 @@ mod tests {
         )
         .expect("parses");
         assert_eq!(r.devices[0].freed_bytes(), 800);
-        let f = TorchFacts {
-            devices: vec![s.devices[0].clone(), s.devices[0].clone()],
-            ..TorchFacts::default()
-        };
-        assert_eq!(f.releasable_bytes(), 1800);
         // Allocated above reserved (never in practice) does not underflow.
         let odd = DeviceStats {
             allocated_bytes: 5,

@@ -20,7 +20,7 @@ use crate::model::UnixMs;
 pub const RELEASE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The companion's socket of `pid` in the first of `dirs` that has one.
-pub fn socket_of(dirs: &[PathBuf], pid: u32) -> Option<PathBuf> {
+pub(crate) fn socket_of(dirs: &[PathBuf], pid: u32) -> Option<PathBuf> {
     let name = socket_name(pid);
     dirs.iter().map(|d| d.join(&name)).find(|p| p.exists())
 }

@@ -37,7 +37,7 @@ fn claimed_uid(dir: &Path) -> Option<u32> {
 }
 
 /// Why the companions' folder `dir` cannot speak for uid `uid`, if so.
-pub fn folder_problem(dir: &Path, uid: u32) -> Option<String> {
+pub(crate) fn folder_problem(dir: &Path, uid: u32) -> Option<String> {
     let md = match std::fs::symlink_metadata(dir) {
         Ok(md) => md,
         Err(e) => return Some(format!("{}: {e}", dir.display())),
@@ -69,7 +69,7 @@ pub fn folder_problem(dir: &Path, uid: u32) -> Option<String> {
 }
 
 /// The effective uid of process `pid` (the second figure of `Uid:` in `/proc/PID/status`).
-pub fn process_euid(pid: u32) -> Option<u32> {
+pub(crate) fn process_euid(pid: u32) -> Option<u32> {
     let status = crate::host::procinfo::read_lossy(Path::new(&format!("/proc/{pid}/status")))?;
     status
         .lines()
@@ -82,7 +82,7 @@ pub fn process_euid(pid: u32) -> Option<u32> {
 
 /// The peer's pidfd (`SO_PEERPIDFD`): `Ok(None)` where the kernel has none; an error when the
 /// process that made the socket is gone.
-pub fn peer_pidfd(stream: &UnixStream) -> std::io::Result<Option<OwnedFd>> {
+pub(crate) fn peer_pidfd(stream: &UnixStream) -> std::io::Result<Option<OwnedFd>> {
     let mut fd: libc::c_int = -1;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: the socket is valid for the borrow; fd and len are valid out-pointers.
@@ -125,7 +125,7 @@ pub fn alive(pidfd: &OwnedFd) -> bool {
 
 /// Why the socket at `path`, whose peer runs as `peer_uid`, may not speak for process `pid`,
 /// if so (the folder, the process's owner, a dead peer).
-pub fn peer_problem(
+pub(crate) fn peer_problem(
     path: &Path,
     pid: u32,
     peer_uid: u32,

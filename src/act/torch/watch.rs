@@ -186,9 +186,9 @@ enum Feed {
 const ASKED_READ_TIMEOUT: Duration = Duration::from_millis(50);
 
 /// Most companions connected to at once by one poll.
-pub const OPEN_THREADS: usize = 16;
+const OPEN_THREADS: usize = 16;
 /// Longest wait before a failing companion is tried again.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 /// Companions that failed, by pid: when each may be tried again, and how many times in a row
 /// it failed (the wait doubles each time, from one interval up to [`MAX_BACKOFF`]).
