@@ -61,6 +61,14 @@ draws its own engine's View.
   [`front::agent`] for a headless one).
 - **A command-line command**: its clap definition in `front/cli/args.rs`, its runner in
   [`front::cli`].
+
+# What is public
+The types a program that embeds the engine needs are re-exported at the crate's root (the
+section below): the engine and its builder, the View it publishes, the commands it takes, the
+agent's wire View and commands, the settings, and the GPU source trait with the simulated
+source. The folders stay public for the binary (`main.rs`) and the tests, but inside them an
+item is `pub(crate)` (or private) unless something outside the library names it;
+`tests/architecture.rs` keeps the number of bare `pub` items from growing.
 */
 
 #![warn(missing_docs)]
@@ -74,3 +82,18 @@ pub mod link;
 pub mod model;
 pub mod session;
 pub mod source;
+
+// The public API: what a program that embeds the engine uses, by short paths.
+/// The settings (the config file's contents).
+pub use engine::settings::Settings;
+/// The engine ([`Engine`]), set up by [`EngineBuilder`] with its [`EngineOptions`], taking
+/// [`EngineCommand`]s and publishing a [`Monitor`] (the View) after every tick.
+pub use engine::{view::Monitor, Engine, EngineBuilder, EngineCommand, EngineOptions};
+/// A front end's connection to an engine, and the View and commands an agent serves over HTTP.
+pub use link::{
+    wire::{WireCommand, WireView},
+    EngineLink,
+};
+/// Where samples come from: the trait a source implements, the choice of one, and the
+/// simulated GPUs (no driver needed).
+pub use source::{sim::SimSource, GpuSource, SourceKind};

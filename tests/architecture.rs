@@ -622,3 +622,59 @@ fn item_lines_are_read() {
     assert_eq!(item_of("pub use crate::a::B;"), None);
     assert_eq!(item_of("let fn_count = 3;"), None);
 }
+
+/// The crate root's public API names the same types as their folders' paths (a re-export that
+/// goes missing or points elsewhere does not compile).
+#[test]
+fn the_public_api_is_reexported_at_the_root() {
+    use std::marker::PhantomData as P;
+    fn same<T: ?Sized>(_: P<T>, _: P<T>) {}
+    same(P::<vramwarden::Engine>, P::<vramwarden::engine::Engine>);
+    same(
+        P::<vramwarden::EngineBuilder>,
+        P::<vramwarden::engine::EngineBuilder>,
+    );
+    same(
+        P::<vramwarden::EngineOptions>,
+        P::<vramwarden::engine::EngineOptions>,
+    );
+    same(
+        P::<vramwarden::EngineCommand>,
+        P::<vramwarden::engine::EngineCommand>,
+    );
+    same(
+        P::<vramwarden::Monitor>,
+        P::<vramwarden::engine::view::Monitor>,
+    );
+    same(
+        P::<vramwarden::Settings>,
+        P::<vramwarden::engine::settings::Settings>,
+    );
+    same(
+        P::<vramwarden::WireView>,
+        P::<vramwarden::link::wire::WireView>,
+    );
+    same(
+        P::<vramwarden::WireCommand>,
+        P::<vramwarden::link::wire::WireCommand>,
+    );
+    same(
+        P::<dyn vramwarden::EngineLink>,
+        P::<dyn vramwarden::link::EngineLink>,
+    );
+    same(
+        P::<dyn vramwarden::GpuSource>,
+        P::<dyn vramwarden::source::GpuSource>,
+    );
+    same(
+        P::<vramwarden::SourceKind>,
+        P::<vramwarden::source::SourceKind>,
+    );
+    same(
+        P::<vramwarden::SimSource>,
+        P::<vramwarden::source::sim::SimSource>,
+    );
+    // The simulated source is a GPU source through the root's names.
+    let demo: Box<dyn vramwarden::GpuSource> = Box::new(vramwarden::SimSource::demo(0));
+    drop(demo);
+}
