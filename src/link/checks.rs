@@ -15,7 +15,7 @@ pub const MAX_PROCESSES: usize = 16_384;
 /// Most leak entries in one answer.
 pub const MAX_LEAKS: usize = 4096;
 /// Most sessions in the agent's list.
-pub const MAX_SESSIONS: usize = 100_000;
+pub(crate) const MAX_SESSIONS: usize = 100_000;
 /// How far ahead of this computer's clock an agent's time may be.
 pub const MAX_AHEAD_MS: UnixMs = 10 * 60_000;
 /// How old an agent's latest sample may be (older: the agent's sampler is stuck, or its clock
@@ -26,15 +26,15 @@ pub const MAX_TEXT: usize = 1024;
 /// Longest command line, bytes.
 const MAX_CMDLINE: usize = 64 * 1024;
 /// Largest memory figure (bytes) taken as a reading: 1 PiB.
-pub const MAX_BYTES: u64 = 1 << 50;
+pub(crate) const MAX_BYTES: u64 = 1 << 50;
 /// Largest PID Linux hands out (`PID_MAX_LIMIT` on 64-bit systems).
 pub const MAX_PID: u32 = 1 << 22;
 /// Longest path the agent may name (its session log), bytes.
 pub const MAX_PATH: usize = 4096;
 /// Largest session log the window downloads, bytes.
-pub const MAX_DOWNLOAD_BYTES: u64 = 16 << 30;
+pub(crate) const MAX_DOWNLOAD_BYTES: u64 = 16 << 30;
 /// Sampling intervals an agent may announce, ms (the settings' range).
-pub const INTERVAL_MS: std::ops::RangeInclusive<u64> = 100..=3_600_000;
+const INTERVAL_MS: std::ops::RangeInclusive<u64> = 100..=3_600_000;
 
 /// Cuts `s` to at most `max` bytes, at a character boundary, marking the cut with `…`.
 pub fn cap_text(s: &mut String, max: usize) {

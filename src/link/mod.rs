@@ -17,7 +17,7 @@ pub mod remote_error;
 pub mod token;
 pub mod wire;
 pub mod wire_checks;
-pub mod wire_command;
+pub(crate) mod wire_command;
 
 /// Where `vramwarden agent` listens unless told otherwise (loopback only). 8726 spells VRAM on
 /// a phone keypad; it is outside Prometheus' exporter range 9100-9999 (full since 2023) and

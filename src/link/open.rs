@@ -2,7 +2,9 @@
 //! host reached over SSH, the `ssh -N -L` tunnel to it. Blocking work (a file read, starting
 //! ssh): a window runs it on a worker thread and attaches the link with the result.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
+#[cfg(any(feature = "gui", test))]
+use std::process::{Command, Stdio};
 
 /// A host ready to attach: the address to poll, the token, and the tunnel it goes through.
 #[derive(Debug)]
@@ -16,7 +18,8 @@ pub struct OpenedHost {
 }
 
 /// Stops an SSH tunnel started by [`open_host`] (and reaps it), if there is one.
-pub fn stop_tunnel(tunnel: Option<Child>) {
+#[cfg(feature = "gui")]
+pub(crate) fn stop_tunnel(tunnel: Option<Child>) {
     if let Some(mut t) = tunnel {
         let _ = t.kill();
         let _ = t.wait();
@@ -30,7 +33,8 @@ pub fn stop_tunnel(tunnel: Option<Child>) {
 /// # Errors
 /// A sentence for the connect window: the token file unreadable or empty, a malformed
 /// address, no free port, ssh not runnable.
-pub fn open_host(
+#[cfg(any(feature = "gui", test))]
+pub(crate) fn open_host(
     url: &str,
     ssh: &str,
     token_file: &str,
@@ -144,6 +148,7 @@ pub fn parse_target(target: &str) -> Result<ConnectTarget, String> {
 }
 
 /// `~/x` → `$HOME/x`.
+#[cfg(any(feature = "gui", test))]
 fn expand_home(p: &str) -> std::path::PathBuf {
     match (p.strip_prefix("~/"), std::env::var_os("HOME")) {
         (Some(rest), Some(home)) => std::path::PathBuf::from(home).join(rest),

@@ -39,7 +39,7 @@ const RETRY_EVERY: Duration = Duration::from_secs(1);
 ///
 /// # Errors
 /// A sentence for the connect window.
-pub fn parse_url(url: &str) -> Result<String, String> {
+pub(crate) fn parse_url(url: &str) -> Result<String, String> {
     let u = url.trim().trim_end_matches('/');
     let Some(rest) = u.strip_prefix("http://") else {
         return Err(if u.starts_with("https://") {
@@ -658,7 +658,7 @@ impl RemoteLink {
 
     /// This agent's own folder under `base` (`from-agents/127.0.0.1_8726`): downloads of two
     /// agents never replace each other's files of the same name.
-    pub fn downloads_folder(&self, base: &std::path::Path) -> std::path::PathBuf {
+    fn downloads_folder(&self, base: &std::path::Path) -> std::path::PathBuf {
         base.join(agent_folder(&self.url))
     }
 

@@ -44,7 +44,7 @@ impl From<RemoteError> for String {
 
 /// Why an answer of status `status` (not the one asked for) with `body` is refused, in the
 /// agent's words: its JSON's `error`, else its first 200 characters.
-pub fn refusal(status: u16, body: &str) -> RemoteError {
+pub(crate) fn refusal(status: u16, body: &str) -> RemoteError {
     let words = serde_json::from_str::<serde_json::Value>(body)
         .ok()
         .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))

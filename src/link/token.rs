@@ -16,7 +16,7 @@ pub fn default_path(config: Option<&Path>) -> PathBuf {
 ///
 /// # Errors
 /// When `/dev/urandom` cannot be read.
-pub fn generate() -> std::io::Result<String> {
+pub(crate) fn generate() -> std::io::Result<String> {
     let mut b = [0u8; 32];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
@@ -67,14 +67,14 @@ pub fn load_or_create(path: &Path) -> Result<(String, bool), String> {
 }
 
 /// Largest token file read, bytes.
-pub const MAX_TOKEN_FILE_BYTES: u64 = 64 * 1024;
+const MAX_TOKEN_FILE_BYTES: u64 = 64 * 1024;
 
 /// Reads a token file after checking the file itself (not the path, which may change in
 /// between): a regular file of at most [`MAX_TOKEN_FILE_BYTES`], opened without blocking (a
 /// FIFO never hangs us), that belongs to us or to root, in a folder no one else can replace
 /// it in, and that no one else may read or write (a token another user planted or can read
 /// is no secret). See [`crate::host::trusted_file`].
-pub fn read_checked(path: &Path) -> std::io::Result<String> {
+pub(crate) fn read_checked(path: &Path) -> std::io::Result<String> {
     use crate::host::trusted_file::{read, Rules, TrustError};
     let rules = Rules {
         what: "the token file",
@@ -100,7 +100,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// True when an `Authorization` header value carries `token` as a bearer token.
-pub fn authorized(header: Option<&str>, token: &str) -> bool {
+pub(crate) fn authorized(header: Option<&str>, token: &str) -> bool {
     let Some(h) = header else {
         return false;
     };

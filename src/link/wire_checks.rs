@@ -21,13 +21,13 @@ use crate::model::history::delta::HistoryDelta;
 use crate::model::UnixMs;
 
 /// Largest answer of `GET /api/view` or `GET /api/past` read, bytes.
-pub const MAX_VIEW_BYTES: u64 = 64 << 20;
+pub(crate) const MAX_VIEW_BYTES: u64 = 64 << 20;
 /// Most activity lines in one answer.
 const MAX_ACTIVITY: usize = 4096;
 /// Most notices in one answer.
 const MAX_NOTICES: usize = 256;
 /// Longest activity detail or notice, bytes.
-pub const MAX_DETAIL: usize = 16 * 1024;
+pub(crate) const MAX_DETAIL: usize = 16 * 1024;
 /// Most device files named for one process holding orphaned memory.
 const MAX_HOLDER_FILES: usize = 256;
 
@@ -403,7 +403,7 @@ pub fn reply(r: &mut WireReply) -> Result<(), String> {
 ///
 /// # Errors
 /// A sentence for the reply shown.
-pub fn decode_reply(body: &[u8]) -> Result<WireReply, String> {
+pub(crate) fn decode_reply(body: &[u8]) -> Result<WireReply, String> {
     if body.len() > 4 * MAX_DETAIL {
         return Err(format!(
             "the agent's reply is over {} bytes",

@@ -140,7 +140,7 @@ fn limit_needs_gib() -> String {
 
 impl WireAction {
     /// Its name on the wire (the `action` field).
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Self::Terminate { .. } => "terminate",
             Self::Kill => "kill",
@@ -157,7 +157,7 @@ impl WireAction {
     ///
     /// # Errors
     /// A sentence for the command's reply.
-    pub fn of(a: &Action) -> Result<Self, String> {
+    pub(crate) fn of(a: &Action) -> Result<Self, String> {
         Ok(match a {
             Action::Terminate { grace_seconds } => Self::Terminate {
                 grace_seconds: *grace_seconds,
@@ -181,7 +181,7 @@ impl WireAction {
     ///
     /// # Errors
     /// A sentence for the client (the agent answers it with a 400).
-    pub fn action(&self) -> Result<Action, String> {
+    pub(crate) fn action(&self) -> Result<Action, String> {
         Ok(match self {
             Self::Terminate { grace_seconds: g } => {
                 if !(0.0..=MAX_ACTION_SECONDS).contains(g) {
