@@ -99,13 +99,6 @@ impl ForecastWatch {
         self.minutes = minutes;
     }
 
-    /// The GPUs with an alert in force (no copy of the alerts).
-    pub(crate) fn alert_gpus(&self) -> Vec<u32> {
-        let mut v: Vec<u32> = self.active.keys().copied().collect();
-        v.sort_unstable();
-        v
-    }
-
     /// The alerts in force, by GPU.
     pub fn alerts(&self) -> Vec<ForecastAlert> {
         let mut v: Vec<ForecastAlert> = self.active.values().map(|(a, _)| a.clone()).collect();
@@ -144,7 +137,7 @@ impl ForecastWatch {
         }
     }
 
-    /// [`ForecastWatch::alert_gpus`] written into `out`.
+    /// The GPUs with an alert in force (no copy of the alerts), sorted, written into `out`.
     pub(crate) fn alert_gpus_into(&self, out: &mut Vec<u32>) {
         out.clear();
         out.extend(self.active.keys().copied());

@@ -100,7 +100,7 @@ impl EngineBuilder {
     /// sample ([`crate::engine::state::EngineState::apply_beside_history`]). No effect on a live
     /// engine.
     #[must_use]
-    pub fn history_by_source(mut self) -> Self {
+    pub(crate) fn history_by_source(mut self) -> Self {
         self.history_by_source = true;
         self
     }

@@ -135,7 +135,7 @@ impl EngineCommand {
 }
 
 /// What rule `rule` matches in `m` now under `safety` (see [`test_rule`]), as an answer.
-pub fn test_rule_answer(
+pub(crate) fn test_rule_answer(
     rule: &crate::act::rules::Rule,
     m: &crate::engine::view::Monitor,
     safety: &crate::act::rules::action::Safety,

@@ -103,12 +103,12 @@ pub struct WhatIfStep {
 
 impl WhatIfStep {
     /// Seconds from its start to the OOM (its lead time).
-    pub fn lead_s(&self) -> Option<f64> {
+    pub(crate) fn lead_s(&self) -> Option<f64> {
         self.oom_ms.map(|o| (o - self.at_ms) as f64 / 1000.0)
     }
 
     /// Whether it would have finished before the OOM (true when none came).
-    pub fn in_time(&self) -> bool {
+    pub(crate) fn in_time(&self) -> bool {
         self.oom_ms.is_none_or(|o| self.ends_ms <= o)
     }
 }

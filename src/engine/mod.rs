@@ -30,5 +30,4 @@ pub use command::{test_rule, CommandFrom, EngineCommand};
 pub use events::{AlertFilter, AlertKind, EngineEvent, EngineEventKind};
 pub use pipeline::{Engine, EngineOptions};
 pub use stages::outbox::AlertSink;
-pub use stages::publish::ACTIVITY_KEPT;
-pub use stages::record::{RecordTo, PRUNE_EVERY_MS};
+pub use stages::record::RecordTo;

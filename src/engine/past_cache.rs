@@ -26,13 +26,13 @@ pub struct PastCache {
 
 impl PastCache {
     /// An empty cache.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// The memory events of every session log in `dir` except `skip` (the live one), as
     /// [`super::replay::past_episodes`], replaying only logs not seen as they are now.
-    pub fn past(&self, dir: &Path, skip: Option<&Path>) -> PastEvents {
+    pub(crate) fn past(&self, dir: &Path, skip: Option<&Path>) -> PastEvents {
         // Held for the whole computation: one at a time.
         let mut logs = self
             .logs
@@ -63,15 +63,5 @@ impl PastCache {
             }
         }
         out
-    }
-
-    /// Logs replayed and kept.
-    pub fn len(&self) -> usize {
-        self.logs.lock().map_or(0, |l| l.len())
-    }
-
-    /// True when nothing is kept.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }

@@ -102,7 +102,7 @@ impl Engine {
 
     /// Takes the events a recorded source gives ([`crate::source::GpuSource::recorded_events`]):
     /// its leak episodes and OOM suspicions join the monitor's, named with the session file.
-    pub fn take_recorded_events(&mut self, events: Vec<Event>) {
+    pub(crate) fn take_recorded_events(&mut self, events: Vec<Event>) {
         if !events.is_empty() {
             publish::recorded_events(&self.shared, &events, self.session.as_deref());
         }
@@ -110,7 +110,7 @@ impl Engine {
 
     /// A sample that could not be taken: the source's last error until the next good one
     /// (the window shows it and the data goes stale; nothing is recorded as zero).
-    pub fn sample_failed(&mut self, e: &crate::source::SourceError) {
+    pub(crate) fn sample_failed(&mut self, e: &crate::source::SourceError) {
         publish::sample_failed(&self.shared, e);
     }
 
@@ -118,7 +118,7 @@ impl Engine {
     /// published says: when it could not be created at all
     /// ([`crate::engine::view::RecordingStatus::could_not_start`]), or, with `strict`, when the last sample
     /// could not be written either. None while all is well.
-    pub fn recording_failed(&self, strict: bool) -> Option<String> {
+    pub(crate) fn recording_failed(&self, strict: bool) -> Option<String> {
         let m = self.shared.read().ok()?;
         let r = &m.recording;
         if strict {
@@ -129,13 +129,13 @@ impl Engine {
     }
 
     /// Sets what the front end wants (the alert subscriber, the folder to prune).
-    pub fn set_options(&mut self, options: EngineOptions) {
+    pub(crate) fn set_options(&mut self, options: EngineOptions) {
         self.alerting.sink = options.alerts;
         self.recorder.retention_dir = options.retention_dir;
     }
 
     /// True when an enabled rule needs per-process utilisation (an idle condition).
-    pub fn needs_process_utilization(&self) -> bool {
+    pub(crate) fn needs_process_utilization(&self) -> bool {
         self.rules.needs_process_utilization()
     }
 
@@ -151,7 +151,7 @@ impl Engine {
     }
 
     /// What a command sent through an agent's API may do (kept when the settings change).
-    pub fn set_remote_policy(&mut self, remote: crate::act::rules::action::RemotePolicy) {
+    pub(crate) fn set_remote_policy(&mut self, remote: crate::act::rules::action::RemotePolicy) {
         self.rules.safety.remote = remote;
     }
 

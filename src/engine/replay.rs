@@ -120,7 +120,7 @@ pub fn past_episodes(dir: &Path, skip: Option<&Path>) -> PastEvents {
 }
 
 /// The memory events of one session log (none when it cannot be read).
-pub fn episodes_of(path: &Path) -> PastEvents {
+pub(crate) fn episodes_of(path: &Path) -> PastEvents {
     let Ok(data) = SessionData::open(path) else {
         return PastEvents::default();
     };

@@ -375,7 +375,7 @@ impl Settings {
 }
 
 /// Largest settings file read, bytes.
-pub const MAX_SETTINGS_BYTES: u64 = 16 << 20;
+const MAX_SETTINGS_BYTES: u64 = 16 << 20;
 
 /// Permission bits of a settings file the app creates (it can hold commands).
 const NEW_FILE_MODE: u32 = 0o600;

@@ -57,7 +57,7 @@ impl EngineState {
     /// [`EngineState::apply`] but for the history, which its caller builds from the same
     /// samples with [`crate::model::history::History::push`] and hands over with [`Monitor::set_history`] (a replay
     /// builds it on a thread of its own, so the two halves are built on two cores at once).
-    pub fn apply_beside_history(
+    pub(crate) fn apply_beside_history(
         &mut self,
         m: &mut Monitor,
         snap: Snapshot,

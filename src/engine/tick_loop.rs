@@ -124,7 +124,7 @@ pub fn run(
 }
 
 /// Sleeps until `due`, waking every 50 ms to ask `stop`; false when `stop` said so.
-pub fn sleep_until(due: Instant, stop: &dyn Fn() -> bool) -> bool {
+pub(crate) fn sleep_until(due: Instant, stop: &dyn Fn() -> bool) -> bool {
     loop {
         if stop() {
             return false;

@@ -12,7 +12,7 @@ use crate::model::sample_map::SampleMap;
 use crate::model::{ProcessKey, Snapshot, SourceInfo, UnixMs};
 
 /// How long an exited process stays in the table, greyed out.
-pub const EXITED_LINGER_MS: UnixMs = 30_000;
+pub(crate) const EXITED_LINGER_MS: UnixMs = 30_000;
 
 /// What the UI shows about recording.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -35,7 +35,7 @@ impl RecordingStatus {
     /// Why recording could not start: no file is being written and the last attempt failed
     /// (an unwritable folder). A headless run stops on it; a gap in a log being written does
     /// not count (recording retries every sample).
-    pub fn could_not_start(&self) -> Option<&str> {
+    pub(crate) fn could_not_start(&self) -> Option<&str> {
         self.error.as_deref().filter(|_| self.path.is_none())
     }
 }
@@ -131,6 +131,7 @@ impl ProcessRow {
 }
 
 /// A process series' value (bytes) at tick `tk`, if it has one.
+#[cfg(feature = "gui")]
 fn series_value(s: &crate::model::history::Series, tk: u64) -> Option<u64> {
     s.values(tk, tk + 1)
         .first()
@@ -140,7 +141,7 @@ fn series_value(s: &crate::model::history::Series, tk: u64) -> Option<u64> {
 }
 
 /// Most final replies the View keeps ([`Monitor::replies`]).
-pub const REPLIES_SHOWN: usize = 64;
+pub(crate) const REPLIES_SHOWN: usize = 64;
 
 /// Everything the front ends read: the View. Plain data (serializable with serde; its maps
 /// keyed by process are written as lists of pairs), published by the engine through
@@ -230,7 +231,7 @@ impl Monitor {
 
     /// Takes `history` as this View's: the history built beside
     /// [`crate::engine::state::EngineState::apply_beside_history`] from the samples it took in.
-    pub fn set_history(&mut self, history: History) {
+    pub(crate) fn set_history(&mut self, history: History) {
         self.history = history;
     }
 
@@ -250,7 +251,8 @@ impl Monitor {
 
     /// The table as it stood at `t` (a recorded session's time slider): processes seen at or
     /// shortly before `t`, with their memory and one-minute change at `t` from the history.
-    pub fn rows_at(&self, t: UnixMs) -> Vec<ProcessRow> {
+    #[cfg(feature = "gui")]
+    pub(crate) fn rows_at(&self, t: UnixMs) -> Vec<ProcessRow> {
         let h = &self.history;
         let tick = h.tick_at(t.saturating_add(1)).saturating_sub(1);
         let tick_1m = h.tick_at(t - 60_000);
@@ -344,14 +346,16 @@ impl Monitor {
 }
 
 /// How many process colours the window's palettes have: slots below it are handed out first.
-pub const COLOR_SLOTS: usize = crate::model::palette::SLOTS;
+pub(crate) const COLOR_SLOTS: usize = crate::model::palette::SLOTS;
 
 /// How long the status bar shows a notice.
-pub const NOTICE_SHOWN_MS: UnixMs = 30_000;
+#[cfg(feature = "gui")]
+pub(crate) const NOTICE_SHOWN_MS: UnixMs = 30_000;
 
 impl Monitor {
     /// Every leak episode of a process series, oldest first.
-    pub fn leaks_of(&self, key: &ProcSeriesKey) -> impl Iterator<Item = &LeakRecord> {
+    #[cfg(feature = "gui")]
+    pub(crate) fn leaks_of(&self, key: &ProcSeriesKey) -> impl Iterator<Item = &LeakRecord> {
         let k = LeakKey::Process(*key);
         self.leaks.iter().filter(move |l| l.key == k)
     }

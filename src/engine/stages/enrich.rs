@@ -9,7 +9,7 @@ use crate::model::Snapshot;
 
 /// The enrich stage's caches.
 #[derive(Default)]
-pub struct Enrich {
+pub(crate) struct Enrich {
     procs: ProcReader,
     usage: crate::host::proc_usage::ProcUsage,
     /// The PyTorch companions' poller, started with the first live process.
@@ -20,7 +20,7 @@ impl Enrich {
     /// For each GPU whose process list failed this time, the last good list stands (from the
     /// published state): its processes are kept (so nothing "exits", no episode or hysteresis
     /// resets), marked stale, with their memory missing (never 0) in the history and the log.
-    pub fn carry_stale(&self, snap: &mut Snapshot, shared: &Shared) {
+    pub(crate) fn carry_stale(&self, snap: &mut Snapshot, shared: &Shared) {
         let failed: Vec<u32> = snap
             .devices
             .iter()
@@ -51,7 +51,7 @@ impl Enrich {
     }
 
     /// The processes' `/proc` facts, CPU use and PyTorch figures.
-    pub fn run(&mut self, snap: &mut Snapshot) {
+    pub(crate) fn run(&mut self, snap: &mut Snapshot) {
         enrich(snap, &mut self.procs);
         let usage = crate::host::cost::span(crate::host::cost::Part::ProcUsage);
         self.usage.sample(snap);

@@ -16,7 +16,7 @@ use std::sync::Arc;
 const REFUSAL_TTL_MS: i64 = 10_000;
 
 /// What the guard needs to know beside the sample.
-pub struct Findings<'a> {
+pub(crate) struct Findings<'a> {
     /// How fast each process grows now (MiB/min), from the leak watch.
     pub growth: &'a FastMap<ProcSeriesKey, f64>,
     /// Since when each leaking process was flagged.
@@ -26,7 +26,7 @@ pub struct Findings<'a> {
 }
 
 /// How the guard names a process: `python3 (PID 4242)`.
-pub fn who_of(p: &ProcessSample) -> String {
+pub(crate) fn who_of(p: &ProcessSample) -> String {
     format!("{} (PID {})", name_of(p), p.pid)
 }
 
@@ -37,11 +37,11 @@ fn name_of(p: &ProcessSample) -> &str {
 /// The guard's names of processes ([`who_of`]), made once per process and name rather than
 /// on every tick, and shared (a tick copies none).
 #[derive(Debug, Default)]
-pub struct Names(crate::model::FastMap<ProcSeriesKey, (String, Arc<str>)>);
+pub(crate) struct Names(crate::model::FastMap<ProcSeriesKey, (String, Arc<str>)>);
 
 impl Names {
     /// [`who_of`]`(p)`, from the cache while the process keeps its name.
-    pub fn who(&mut self, p: &ProcessSample) -> Arc<str> {
+    pub(crate) fn who(&mut self, p: &ProcessSample) -> Arc<str> {
         let name = name_of(p);
         let (cached, who) = self
             .0
@@ -69,7 +69,7 @@ impl Names {
 
 /// The guard's facts per GPU from `snap` and the detectors' findings; `idle_s` says how long
 /// a process has been GPU-idle, `who` names it, `unparkable` says why it may not be parked.
-pub fn gpu_facts(
+pub(crate) fn gpu_facts(
     snap: &Snapshot,
     found: &Findings,
     idle_s: &dyn Fn(&ProcSeriesKey) -> Option<f64>,
@@ -159,13 +159,13 @@ pub struct GuardStage {
 
 impl GuardStage {
     /// True when the guard needs per-process utilisation (to know who is idle).
-    pub fn needs_process_utilization(&self) -> bool {
+    pub(crate) fn needs_process_utilization(&self) -> bool {
         let s = self.guard.settings();
         s.enabled && s.park_idle
     }
 
     /// One tick: facts, decisions, the steps run. `state` knows who was last active.
-    pub fn run(
+    pub(crate) fn run(
         &mut self,
         snap: &Snapshot,
         found: &Findings,
@@ -219,7 +219,7 @@ impl GuardStage {
     }
 
     /// Tells the guard how parks and resumes ended.
-    pub fn park_ended(&mut self, records: &[ParkRecord], now: UnixMs) {
+    pub(crate) fn park_ended(&mut self, records: &[ParkRecord], now: UnixMs) {
         for r in records {
             self.guard.park_ended(
                 &ParkEnd {

@@ -3,7 +3,7 @@
 //! what a stage has to say besides its data (notices, alerts) goes into the tick's
 //! [`outbox::Outbox`], published with the tick and handed to the front end's subscriber.
 
-pub mod enrich;
+pub(crate) mod enrich;
 pub mod guard;
 pub mod outbox;
 pub mod publish;

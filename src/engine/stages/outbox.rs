@@ -20,7 +20,7 @@ pub type AlertSink = Arc<dyn Fn(EngineEvent) + Send + Sync>;
 
 /// Which events are alerts, and to whom.
 #[derive(Clone, Default)]
-pub struct Alerting {
+pub(crate) struct Alerting {
     /// The subscriber; `None`: nothing is delivered.
     pub sink: Option<AlertSink>,
     /// The settings' `notifications`.
@@ -49,7 +49,7 @@ impl Alerting {
 
 /// What one tick (or one command) says: notices for the View, events to number.
 #[derive(Debug, Default)]
-pub struct Outbox {
+pub(crate) struct Outbox {
     /// Status-bar notices with their time, published with the tick.
     pub notices: Vec<(UnixMs, String)>,
     /// The tick's events with their times, in order, numbered once its stages ran.

@@ -12,10 +12,10 @@ use crate::model::{Snapshot, SourceInfo, UnixMs};
 use crate::session::Event;
 
 /// Most status-bar notices the View keeps.
-pub const NOTICES_KEPT: usize = 20;
+const NOTICES_KEPT: usize = 20;
 
 /// Most activity entries the View keeps.
-pub const ACTIVITY_KEPT: usize = 1000;
+pub(crate) const ACTIVITY_KEPT: usize = 1000;
 
 /// What one tick publishes.
 pub struct Tick {
@@ -82,7 +82,11 @@ pub fn replayed(
 }
 
 /// A recorded session's own leak and OOM events, named with its file.
-pub fn recorded_events(shared: &Shared, events: &[Event], session: Option<&std::path::Path>) {
+pub(crate) fn recorded_events(
+    shared: &Shared,
+    events: &[Event],
+    session: Option<&std::path::Path>,
+) {
     if let Ok(mut m) = shared.write() {
         let m = &mut *m;
         for e in events {
@@ -107,7 +111,7 @@ pub fn activity(shared: &Shared, acts: Vec<Activity>) {
 }
 
 /// The source's last error, until the next good sample.
-pub fn sample_failed(shared: &Shared, e: &crate::source::SourceError) {
+pub(crate) fn sample_failed(shared: &Shared, e: &crate::source::SourceError) {
     if let Ok(mut m) = shared.write() {
         m.last_error = Some(e.to_string());
     }
@@ -122,7 +126,7 @@ pub fn source(shared: &Shared, info: SourceInfo) {
 
 /// The source could not be opened, or sampling stopped: why. Set also when a panic poisoned
 /// the lock.
-pub fn source_failed(shared: &Shared, why: String) {
+pub(crate) fn source_failed(shared: &Shared, why: String) {
     let mut m = shared.write().unwrap_or_else(|p| p.into_inner());
     m.status = SourceStatus::Failed(why);
 }
@@ -135,14 +139,14 @@ pub fn recording(shared: &Shared, status: RecordingStatus) {
 }
 
 /// Closing the session log failed: why.
-pub fn recording_closed_badly(shared: &Shared, why: String) {
+pub(crate) fn recording_closed_badly(shared: &Shared, why: String) {
     if let Ok(mut m) = shared.write() {
         m.recording.error = Some(why);
     }
 }
 
 /// The leaks still open when a recorded session ends end with it.
-pub fn close_open_leaks(shared: &Shared) {
+pub(crate) fn close_open_leaks(shared: &Shared) {
     if let Ok(mut m) = shared.write() {
         let m = &mut *m;
         crate::detect::leak_watch::close_open_leaks(&mut m.leaks, &m.history);

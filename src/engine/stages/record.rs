@@ -23,7 +23,7 @@ pub enum RecordTo {
 }
 
 /// How often the sessions folder is pruned while a run goes on.
-pub const PRUNE_EVERY_MS: UnixMs = 3_600_000;
+pub(crate) const PRUNE_EVERY_MS: UnixMs = 3_600_000;
 
 /// Samples that could not be written, while writing keeps failing.
 #[derive(Debug, Clone)]
@@ -35,7 +35,7 @@ struct Gap {
 }
 
 /// The session log of a run: the record stage.
-pub struct Recorder {
+pub(crate) struct Recorder {
     to: RecordTo,
     writer: Option<SessionWriter>,
     paused: bool,
@@ -53,7 +53,7 @@ pub struct Recorder {
 
 impl Recorder {
     /// A recorder writing as `to` says, for samples `interval_ms` apart.
-    pub fn new(to: RecordTo, interval_ms: u64) -> Self {
+    pub(crate) fn new(to: RecordTo, interval_ms: u64) -> Self {
         Self {
             to,
             writer: None,
@@ -70,7 +70,7 @@ impl Recorder {
 
     /// Writes `snap` (opening the log with the first one); prunes the folder when due. The
     /// error to show as the recording status, if any.
-    pub fn sample(&mut self, snap: &Snapshot, out: &mut Outbox) -> Option<String> {
+    pub(crate) fn sample(&mut self, snap: &Snapshot, out: &mut Outbox) -> Option<String> {
         let mut error = None;
         let now = snap.taken_at_ms;
         if self.to != RecordTo::Off && !self.paused {
@@ -100,7 +100,7 @@ impl Recorder {
     }
 
     /// Writes `events`; the error of the last write that failed.
-    pub fn events(&mut self, events: &[Event]) -> Option<String> {
+    pub(crate) fn events(&mut self, events: &[Event]) -> Option<String> {
         let mut error = None;
         for e in events {
             if let Some(w) = self.writer.as_mut().filter(|_| !self.paused) {
@@ -113,7 +113,7 @@ impl Recorder {
     }
 
     /// Writes activity entries as events.
-    pub fn activity(&mut self, acts: &[crate::act::rules::action::Activity]) {
+    pub(crate) fn activity(&mut self, acts: &[crate::act::rules::action::Activity]) {
         for a in acts {
             let (pid, name, user) = match &a.target {
                 t @ crate::act::rules::eval::Target::Process { key, .. } => {
@@ -139,7 +139,7 @@ impl Recorder {
     }
 
     /// Writes the parks and resumes that ended, with their figures.
-    pub fn parks(&mut self, records: Vec<crate::act::rules::park_action::ParkRecord>) {
+    pub(crate) fn parks(&mut self, records: Vec<crate::act::rules::park_action::ParkRecord>) {
         for r in records {
             let e = Event::Park {
                 unix_ms: r.unix_ms,
@@ -164,7 +164,7 @@ impl Recorder {
 
     /// Pauses (`active` false) or resumes writing samples, with a `recording` event; false
     /// when it already was so.
-    pub fn set_active(&mut self, active: bool, now: UnixMs) -> bool {
+    pub(crate) fn set_active(&mut self, active: bool, now: UnixMs) -> bool {
         if self.paused != active {
             return false;
         }
@@ -180,7 +180,7 @@ impl Recorder {
     }
 
     /// The recording status to publish, with `error` as its last error.
-    pub fn status(&self, error: Option<String>) -> RecordingStatus {
+    pub(crate) fn status(&self, error: Option<String>) -> RecordingStatus {
         RecordingStatus {
             path: self.writer.as_ref().map(|w| w.path().to_path_buf()),
             active: self.writer.is_some() && !self.paused,
@@ -224,7 +224,7 @@ impl Recorder {
     ///
     /// # Errors
     /// The message of a failed final fsync.
-    pub fn finish(&mut self) -> Result<Option<PathBuf>, String> {
+    pub(crate) fn finish(&mut self) -> Result<Option<PathBuf>, String> {
         match self.writer.take() {
             Some(w) => {
                 let p = w.path().to_path_buf();

@@ -36,7 +36,7 @@ impl Rules {
     }
 
     /// True when an enabled rule needs per-process utilisation (an idle condition).
-    pub fn needs_process_utilization(&self) -> bool {
+    pub(crate) fn needs_process_utilization(&self) -> bool {
         self.guard.needs_process_utilization()
             || self
                 .compiled
@@ -113,12 +113,8 @@ impl Rules {
         records
     }
 
-    /// The OOM guard on each GPU.
-    pub fn guard_status(&self) -> Vec<crate::act::guard::GuardStatus> {
-        self.guard.guard.status()
-    }
-
-    /// Makes `shown` (the View's) equal [`Rules::guard_status`], copying only what changed.
+    /// Makes `shown` (the View's) equal the OOM guard's status on each GPU, copying only what
+    /// changed.
     pub(crate) fn show_guard_status(&self, shown: &mut Vec<crate::act::guard::GuardStatus>) {
         self.guard.guard.show_status(shown);
     }

@@ -13,7 +13,7 @@ use crate::model::{FastMap, Snapshot, UnixMs};
 use crate::session::Event;
 
 /// The detectors and their state across ticks.
-pub struct Watches {
+pub(crate) struct Watches {
     leaks: LeakWatch,
     ooms: crate::detect::oom_watch::OomWatch,
     /// The OOM forecast as an alert.
@@ -41,7 +41,7 @@ impl Default for Watches {
 }
 
 /// What the watches found in one sample.
-pub struct Watched {
+pub(crate) struct Watched {
     /// Leak, OOM and forecast events, for the log and the View.
     pub events: Vec<Event>,
     /// GPUs with memory held by processes not running here.
@@ -50,14 +50,14 @@ pub struct Watched {
 
 impl Watches {
     /// Takes the settings' leak sensitivity and forecast horizon.
-    pub fn apply_settings(&mut self, s: &crate::engine::settings::Settings) {
+    pub(crate) fn apply_settings(&mut self, s: &crate::engine::settings::Settings) {
         self.leaks.set_settings(s.leaks);
         self.forecasts
             .set_minutes(s.notifications.oom_forecast_minutes.clamp(0.0, 1440.0));
     }
 
     /// Runs every watch over `snap` (the leak forecast is written into it).
-    pub fn observe(&mut self, snap: &mut Snapshot, out: &mut Outbox) -> Watched {
+    pub(crate) fn observe(&mut self, snap: &mut Snapshot, out: &mut Outbox) -> Watched {
         let leak_watch = crate::host::cost::span(crate::host::cost::Part::LeakWatch);
         let mut events = self.leaks.observe(snap);
         self.leaks.forecast(snap);
@@ -102,7 +102,7 @@ impl Watches {
 
     /// What the watches show in the View: the tick's events, the leak table and the
     /// orphans.
-    pub fn publish(
+    pub(crate) fn publish(
         &self,
         m: &mut Monitor,
         events: &[Event],
@@ -117,27 +117,17 @@ impl Watches {
 
     /// Keeps in `snap` (observed last) only the forecasts that have stood the alerts' hold:
     /// what the View shows ([`crate::detect::forecast_alert::ForecastWatch::hold`]).
-    pub fn hold_forecasts(&self, snap: &mut Snapshot) {
+    pub(crate) fn hold_forecasts(&self, snap: &mut Snapshot) {
         self.forecasts.hold(snap);
     }
 
-    /// The GPUs with an OOM forecast alert standing now.
-    pub fn forecast_alert_gpus(&self) -> Vec<u32> {
-        self.forecasts.alert_gpus()
-    }
-
-    /// [`Watches::forecast_alert_gpus`] written into `out`.
+    /// The GPUs with an OOM forecast alert standing now, written into `out`.
     pub(crate) fn forecast_alert_gpus_into(&self, out: &mut Vec<u32>) {
         self.forecasts.alert_gpus_into(out);
     }
 
-    /// The OOM forecast alerts standing now.
-    pub fn forecast_alerts(&self) -> Vec<crate::detect::forecast_alert::ForecastAlert> {
-        self.forecasts.alerts()
-    }
-
-    /// Makes `shown` (the View's) equal [`Watches::forecast_alerts`], copying only on a
-    /// change.
+    /// Makes `shown` (the View's) equal the OOM forecast alerts standing now, copying only on
+    /// a change.
     pub(crate) fn show_forecast_alerts(
         &self,
         shown: &mut Vec<crate::detect::forecast_alert::ForecastAlert>,
