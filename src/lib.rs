@@ -41,10 +41,15 @@ the process only: the engine, here or an agent's, builds the target and checks i
 start time, and policy right before acting), and asks its job board for file work. A past
 session is a source too ([`source::replay::ReplaySource`]), played through a read-only engine,
 so what the window shows of it is built by the same code as what it shows live, and nothing
-acts from it. Alerts leave the engine as events; the desktop notifier is the window's
-subscriber. An agent serves its View as one versioned type ([`link::wire::WireView`]); a
-window attached to it checks every field of exactly that type on arrival and draws it as it
-draws its own engine's View.
+acts from it. What the engine derives from samples (the process rows, their peaks and
+one-minute change) is kept in its own state ([`engine::state::EngineState`]), owned by its
+thread; the View is only what it publishes. What happened in a tick leaves the engine as
+numbered, typed events ([`engine::events::EngineEvent`]): the session log, the View, the wire
+and the agent's counters take them as they are, and the window writes the words of its desktop
+notifications itself. An agent serves its View as one versioned type
+([`link::wire::WireView`]) and takes commands as one ([`link::wire::WireCommand`]); a window
+attached to it checks every field of exactly that type on arrival and draws it as it draws its
+own engine's View.
 
 # Where to add things
 - **A GPU source**: implement [`source::GpuSource`] (see [`source::sim`] for a pure one) and
