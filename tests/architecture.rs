@@ -535,7 +535,7 @@ fn every_entry_of_act_and_engine_has_a_sub_floor() {
 /// The most items of `src/` (the library, `main.rs` left out) that may be declared bare `pub`
 /// (issue 41 point 6: `pub(crate)` by default, a small public API re-exported from `lib.rs`).
 /// A ratchet: lower it when items are narrowed, never raise it.
-const MAX_PUB_ITEMS: usize = 1260;
+const MAX_PUB_ITEMS: usize = 900;
 
 /// The item a code line declares and its visibility: `("pub", "fn")`, `("pub(crate)", "struct")`,
 /// `("", "const")`; `None` for any other line (fields, `use`, statements).

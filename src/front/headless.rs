@@ -10,7 +10,7 @@ use crate::source::SourceError;
 ///
 /// # Errors
 /// When the file exists but cannot be read or is invalid.
-pub fn load_settings(
+pub(crate) fn load_settings(
     config: Option<&std::path::Path>,
 ) -> Result<crate::engine::settings::Settings, CliError> {
     let path = crate::engine::settings::config_path(config);
@@ -58,13 +58,13 @@ pub enum CliError {
 /// Exit codes, as documented in the README and `--help`.
 pub mod exit {
     /// Success.
-    pub const OK: u8 = 0;
+    pub(crate) const OK: u8 = 0;
     /// The command failed.
     pub const ERROR: u8 = 1;
     /// Bad arguments (clap's own errors use it too).
     pub const USAGE: u8 = 2;
     /// No NVIDIA driver / NVML could not be loaded.
-    pub const NO_DRIVER: u8 = 3;
+    pub(crate) const NO_DRIVER: u8 = 3;
 }
 
 impl CliError {

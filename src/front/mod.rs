@@ -6,4 +6,4 @@ pub mod agent;
 pub mod cli;
 #[cfg(feature = "gui")]
 pub mod gui;
-pub mod headless;
+pub(crate) mod headless;

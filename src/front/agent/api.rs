@@ -30,7 +30,7 @@ use crate::link::wire::{WireCommand, WireReply};
 use super::state::AgentState;
 
 /// A reply body.
-pub enum Body {
+pub(crate) enum Body {
     /// Bytes in memory.
     Bytes(Vec<u8>),
     /// A file streamed as is.
@@ -38,7 +38,7 @@ pub enum Body {
 }
 
 /// A reply: status, content type, body.
-pub struct Reply {
+pub(crate) struct Reply {
     /// HTTP status.
     pub status: u16,
     /// `Content-Type`.
@@ -50,7 +50,7 @@ pub struct Reply {
 impl Reply {
     /// A JSON reply of any serializable value (a 500 `{"error": …}` if it cannot be
     /// serialized).
-    pub fn json<T: serde::Serialize + ?Sized>(status: u16, v: &T) -> Self {
+    pub(crate) fn json<T: serde::Serialize + ?Sized>(status: u16, v: &T) -> Self {
         let (status, body) = match serde_json::to_vec(v) {
             Ok(body) => (status, body),
             Err(e) => (
@@ -68,7 +68,7 @@ impl Reply {
     }
 
     /// A short text reply.
-    pub fn text(status: u16, s: impl Into<String>) -> Self {
+    pub(crate) fn text(status: u16, s: impl Into<String>) -> Self {
         let mut s = s.into();
         s.push('\n');
         Self {
@@ -79,7 +79,7 @@ impl Reply {
     }
 
     /// `{"error": msg}` with `status`.
-    pub fn error(status: u16, msg: &str) -> Self {
+    pub(crate) fn error(status: u16, msg: &str) -> Self {
         Self::json(status, &json!({ "error": msg }))
     }
 }
@@ -120,7 +120,7 @@ fn leaks_json(m: &Monitor) -> serde_json::Value {
 }
 
 /// `GET /api/v1/snapshot`.
-pub fn snapshot(state: &AgentState) -> Reply {
+pub(crate) fn snapshot(state: &AgentState) -> Reply {
     let Ok(m) = state.shared.read() else {
         return Reply::error(500, "internal error: the engine thread panicked");
     };
@@ -151,7 +151,7 @@ pub fn snapshot(state: &AgentState) -> Reply {
 }
 
 /// `GET /api/v1/sessions`.
-pub fn sessions(state: &AgentState) -> Reply {
+pub(crate) fn sessions(state: &AgentState) -> Reply {
     let list: Vec<serde_json::Value> = crate::session::catalog::list(&state.sessions_dir)
         .into_iter()
         .filter_map(|s| {
@@ -176,7 +176,7 @@ pub fn sessions(state: &AgentState) -> Reply {
 }
 
 /// `GET /api/v1/sessions/NAME`: the file as it is (a regular file in the sessions folder).
-pub fn session_file(state: &AgentState, name: &str) -> Reply {
+pub(crate) fn session_file(state: &AgentState, name: &str) -> Reply {
     if !valid_session_name(name) {
         return Reply::error(
             400,
@@ -201,10 +201,10 @@ pub fn session_file(state: &AgentState, name: &str) -> Reply {
 }
 
 /// Largest command body read.
-pub const MAX_COMMAND_BYTES: usize = 16 * 1024;
+pub(crate) const MAX_COMMAND_BYTES: usize = 16 * 1024;
 
 /// The engine's reply to a manual command is awaited this long.
-pub const COMMAND_WAIT: Duration = Duration::from_secs(5);
+pub(crate) const COMMAND_WAIT: Duration = Duration::from_secs(5);
 
 /// `r` as the wire's reply: 202 while accepted, else by its outcome (200 done or would act,
 /// 403 refused, 500 failed).
@@ -237,7 +237,7 @@ fn agent_reply(status: Option<u16>, what: String, outcome: Outcome, detail: &str
 /// ended (200, or as its outcome says: see [`wire_reply`]), 202 `{"stage": "accepted"}` while
 /// it is in progress, 404 for an id the agent does not know or no longer keeps (the View keeps
 /// the last 64 final replies).
-pub fn command_reply(state: &AgentState, id: &str) -> Reply {
+pub(crate) fn command_reply(state: &AgentState, id: &str) -> Reply {
     let Ok(id) = id.parse::<u64>() else {
         return Reply::error(400, "a command id is a number, as its reply gave it");
     };
@@ -255,7 +255,7 @@ pub fn command_reply(state: &AgentState, id: &str) -> Reply {
 }
 
 /// `POST /api/v1/command` (already authenticated): reads the body from `body`.
-pub fn command(state: &AgentState, body: &mut dyn Read, length: Option<usize>) -> Reply {
+pub(crate) fn command(state: &AgentState, body: &mut dyn Read, length: Option<usize>) -> Reply {
     if length.is_some_and(|l| l > MAX_COMMAND_BYTES) {
         return Reply::error(413, "the command body is too large");
     }

@@ -13,7 +13,7 @@ use super::api::Reply;
 use super::state::AgentState;
 
 /// Most history ticks in one answer of `/api/view` (a window far behind asks again).
-pub const VIEW_PAGE_TICKS: usize = crate::model::history::delta::MAX_DELTA_TICKS;
+const VIEW_PAGE_TICKS: usize = crate::model::history::delta::MAX_DELTA_TICKS;
 
 /// The engine's reply to a command is awaited this long.
 const ANSWER_WAIT: Duration = super::api::COMMAND_WAIT;
@@ -43,7 +43,7 @@ fn since_of(query: Option<&str>) -> Result<u64, String> {
 
 /// `GET /api/view?since=TICK`: the agent's View with its history after `since` (at most
 /// [`VIEW_PAGE_TICKS`] ticks).
-pub fn view(state: &AgentState, query: Option<&str>) -> Reply {
+pub(crate) fn view(state: &AgentState, query: Option<&str>) -> Reply {
     let since = match since_of(query) {
         Ok(s) => s,
         Err(e) => return Reply::error(400, &e),
@@ -60,7 +60,7 @@ pub fn view(state: &AgentState, query: Option<&str>) -> Reply {
 /// `GET /api/past`: leak episodes and OOM suspicions of the agent's own session logs (the
 /// one being written excepted: its events are in the View), cached per log and computed one
 /// request at a time ([`crate::engine::past_cache`]).
-pub fn past(state: &AgentState) -> Reply {
+pub(crate) fn past(state: &AgentState) -> Reply {
     let skip = state
         .shared
         .read()
@@ -81,7 +81,7 @@ pub fn past(state: &AgentState) -> Reply {
 ///
 /// # Errors
 /// 503 when the engine is not running, 504 when it did not answer in time.
-pub fn ask(state: &AgentState, c: EngineCommand) -> Result<Answer, Reply> {
+pub(crate) fn ask(state: &AgentState, c: EngineCommand) -> Result<Answer, Reply> {
     state
         .ask(c, ANSWER_WAIT)
         .map(|r| r.answer)
@@ -91,7 +91,7 @@ pub fn ask(state: &AgentState, c: EngineCommand) -> Result<Answer, Reply> {
 /// `POST /api/test-rule` (already authenticated): the body is a rule as the settings file
 /// writes it; the agent's engine tests it on its own processes under its own safety settings
 /// and answers with an [`Answer`] listing the matches.
-pub fn test_rule(state: &AgentState, body: &[u8]) -> Reply {
+pub(crate) fn test_rule(state: &AgentState, body: &[u8]) -> Reply {
     if body.len() > super::api::MAX_COMMAND_BYTES {
         return Reply::error(413, "the rule is too large");
     }

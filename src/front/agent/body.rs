@@ -11,12 +11,12 @@ use http_body::{Frame, SizeHint};
 use tokio::task::JoinHandle;
 
 /// Bytes read from a file per chunk.
-pub const CHUNK: usize = 256 * 1024;
+pub(crate) const CHUNK: usize = 256 * 1024;
 
 type Chunk = (std::fs::File, std::io::Result<Vec<u8>>);
 
 /// See the module's documentation.
-pub enum ReplyBody {
+pub(crate) enum ReplyBody {
     /// Bytes in memory (taken when sent).
     Bytes(Option<Bytes>),
     /// A file: what is left to send of the length it had when opened.
@@ -32,13 +32,13 @@ pub enum ReplyBody {
 
 impl ReplyBody {
     /// A body of `b`.
-    pub fn bytes(b: Vec<u8>) -> Self {
+    pub(crate) fn bytes(b: Vec<u8>) -> Self {
         Self::Bytes(Some(Bytes::from(b)))
     }
 
     /// A file sent as it is: the length it has now (a log being written grows; the bytes
     /// after this length are not sent, so `Content-Length` stays true).
-    pub fn file(file: std::fs::File) -> Self {
+    pub(crate) fn file(file: std::fs::File) -> Self {
         let left = file.metadata().map_or(0, |m| m.len());
         Self::File {
             file: Some(file),

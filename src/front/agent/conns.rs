@@ -22,16 +22,16 @@ use std::time::Instant;
 
 use tokio::sync::Notify;
 
-pub use super::peer::Client;
+pub(crate) use super::peer::Client;
 
 /// Most open connections in all.
-pub const MAX_CONNECTIONS: usize = 512;
+const MAX_CONNECTIONS: usize = 512;
 /// Most open connections from one client.
-pub const MAX_PER_CLIENT: usize = 64;
+pub(crate) const MAX_PER_CLIENT: usize = 64;
 
 /// The total limit for a process allowed `open_files` descriptors: [`MAX_CONNECTIONS`], or
 /// half the descriptors when fewer (the sampler, the session log and `/proc` need the rest).
-pub fn total_limit(open_files: u64) -> usize {
+pub(crate) fn total_limit(open_files: u64) -> usize {
     MAX_CONNECTIONS.min((open_files / 2) as usize).max(8)
 }
 
@@ -51,7 +51,7 @@ struct Entry {
 
 /// Open connections; see the module's documentation.
 #[derive(Debug)]
-pub struct Table {
+pub(crate) struct Table {
     entries: HashMap<u64, Entry>,
     next: u64,
     max_total: usize,
@@ -63,7 +63,7 @@ pub struct Table {
 /// A connection admitted: its id (for [`Table::close`] and [`Table::busy`]) and the signal
 /// that it was given up for a newer one.
 #[derive(Debug)]
-pub struct Admitted {
+pub(crate) struct Admitted {
     /// The connection's id.
     pub id: u64,
     /// Notified when the connection must close.
@@ -72,7 +72,7 @@ pub struct Admitted {
 
 impl Table {
     /// An empty table with these limits (each at least 1).
-    pub fn new(max_total: usize, max_per_client: usize) -> Self {
+    pub(crate) fn new(max_total: usize, max_per_client: usize) -> Self {
         Self::telling(max_total, max_per_client, super::peer::clients_of)
     }
 
@@ -118,7 +118,7 @@ impl Table {
 
     /// Admits a connection from `peer` to our `local` address (see [`Table::admit`]); the
     /// owner of a loopback connection is read only when the table is crowded.
-    pub fn admit_from(
+    pub(crate) fn admit_from(
         &mut self,
         peer: SocketAddr,
         local: SocketAddr,
@@ -137,16 +137,6 @@ impl Table {
             e.untold = Some((peer, local));
         }
         Some(admitted)
-    }
-
-    /// Open connections.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// True when no connection is open.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 
     fn count_from(&self, client: Client) -> usize {
@@ -182,7 +172,7 @@ impl Table {
     /// Admits a connection from `client` opened at `now`, giving up an idle one where a
     /// limit is reached (at the client's own limit, one of its own); `None` when every
     /// connection in the way is answering a request (the new one is then closed at once).
-    pub fn admit(&mut self, client: Client, now: Instant) -> Option<Admitted> {
+    fn admit(&mut self, client: Client, now: Instant) -> Option<Admitted> {
         if self.crowded() {
             let _owner = crate::host::cost::span(crate::host::cost::Part::HttpPeer);
             self.tell_untold();
@@ -216,7 +206,7 @@ impl Table {
 
     /// Gives up the oldest idle connection (of the client with the most, if it has one
     /// idle): for when the process runs out of file descriptors. False when all are busy.
-    pub fn evict_one(&mut self) -> bool {
+    pub(crate) fn evict_one(&mut self) -> bool {
         self.tell_untold();
         let victim = self
             .busiest()
@@ -232,7 +222,7 @@ impl Table {
     }
 
     /// Marks a request on `id` started (`true`) or answered (`false`).
-    pub fn busy(&mut self, id: u64, busy: bool) {
+    pub(crate) fn busy(&mut self, id: u64, busy: bool) {
         if let Some(e) = self.entries.get_mut(&id) {
             if busy {
                 e.busy += 1;
@@ -243,12 +233,12 @@ impl Table {
     }
 
     /// True while `id` answers a request.
-    pub fn is_busy(&self, id: u64) -> bool {
+    pub(crate) fn is_busy(&self, id: u64) -> bool {
         self.entries.get(&id).is_some_and(|e| e.busy > 0)
     }
 
     /// Removes `id` (its connection ended); nothing when it was given up already.
-    pub fn close(&mut self, id: u64) {
+    pub(crate) fn close(&mut self, id: u64) {
         self.entries.remove(&id);
     }
 }
@@ -271,16 +261,16 @@ mod tests {
         t.busy(a.id, true);
         // A third from the same client: the oldest idle one (b; a is answering) goes.
         let c = t.admit(ip(1), t0 + Duration::from_secs(2)).expect("third");
-        assert_eq!(t.len(), 2);
+        assert_eq!(t.entries.len(), 2);
         assert!(t.entries.contains_key(&a.id) && t.entries.contains_key(&c.id));
         assert!(!t.entries.contains_key(&b.id));
         // Another client is not affected.
         assert!(t.admit(ip(2), t0).is_some());
-        assert_eq!(t.len(), 3);
+        assert_eq!(t.entries.len(), 3);
         // Every connection of the client busy: the newcomer is refused.
         t.busy(c.id, true);
         assert!(t.admit(ip(1), t0 + Duration::from_secs(3)).is_none());
-        assert_eq!(t.len(), 3);
+        assert_eq!(t.entries.len(), 3);
         // Answered: a place frees up again.
         t.busy(a.id, false);
         assert!(t.admit(ip(1), t0 + Duration::from_secs(4)).is_some());
@@ -324,7 +314,7 @@ mod tests {
         t.admit_from(lo(1003), server, t0 + Duration::from_secs(3))
             .expect("fourth");
         assert_eq!(TOLD.with(|t| t.borrow().clone()), vec![1, 3]);
-        assert_eq!(t.len(), 4);
+        assert_eq!(t.entries.len(), 4);
         assert_eq!(t.count_from(Client::LocalUser(1000)), 3);
         // A fifth of user 1000: its oldest idle connection (the first) gives up its place,
         // as it would have had every owner been read at once.
@@ -350,13 +340,13 @@ mod tests {
         }
         let newcomer = t.admit(ip(2), t0 + Duration::from_secs(9));
         assert!(newcomer.is_some());
-        assert_eq!(t.len(), 4);
+        assert_eq!(t.entries.len(), 4);
         assert!(
             t.entries.contains_key(&quiet.id),
             "the oldest connection belongs to a quiet client and stays"
         );
         assert_eq!(t.count_from(ip(1)), 2);
         t.close(quiet.id);
-        assert_eq!(t.len(), 3);
+        assert_eq!(t.entries.len(), 3);
     }
 }

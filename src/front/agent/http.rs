@@ -8,7 +8,7 @@ use super::state::AgentState;
 
 /// The request method, as far as routing cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
+pub(crate) enum Method {
     /// `GET` (or `HEAD`: the server sends the head of the `GET` reply).
     Get,
     /// `POST`.
@@ -19,7 +19,7 @@ pub enum Method {
 
 /// What routing needs of a request.
 #[derive(Debug, Clone)]
-pub struct RequestHead {
+pub(crate) struct RequestHead {
     /// The method.
     pub method: Method,
     /// The path, without the query.
@@ -38,7 +38,7 @@ pub struct RequestHead {
 /// for a page of its own: an IP literal, `localhost` or a name under `.localhost`, with or
 /// without a port. A DNS name that resolves to 127.0.0.1 (DNS rebinding: a web page reading
 /// the agent through its own name) is not.
-pub fn loopback_host(host: &str) -> bool {
+pub(crate) fn loopback_host(host: &str) -> bool {
     let name = if let Some(rest) = host.strip_prefix('[') {
         // [v6]:port
         return rest
@@ -57,11 +57,11 @@ pub fn loopback_host(host: &str) -> bool {
 }
 
 /// A reply header routing adds (`WWW-Authenticate` on a 401).
-pub type ExtraHeader = Option<(&'static str, &'static str)>;
+pub(crate) type ExtraHeader = Option<(&'static str, &'static str)>;
 
 /// `/healthz`: 200 while samples arrive (one within 3 intervals) and the session log is being
 /// written when recording was asked for; else 503, with a line why.
-pub fn health(state: &AgentState) -> Reply {
+pub(crate) fn health(state: &AgentState) -> Reply {
     let Ok(m) = state.shared.read() else {
         return Reply::text(503, "unhealthy: the engine thread panicked");
     };
@@ -112,7 +112,7 @@ fn unauthorized() -> (Reply, ExtraHeader) {
 }
 
 /// True when `head` carries the agent's token.
-pub fn authorized(state: &AgentState, head: &RequestHead) -> bool {
+pub(crate) fn authorized(state: &AgentState, head: &RequestHead) -> bool {
     crate::link::token::authorized(head.authorization.as_deref(), &state.token)
 }
 
@@ -140,7 +140,7 @@ fn scrape(state: &AgentState, head: &RequestHead) -> Reply {
 }
 
 /// Answers one request whose body (a command's, empty otherwise) was read already.
-pub fn route(state: &AgentState, head: &RequestHead, body: &[u8]) -> (Reply, ExtraHeader) {
+pub(crate) fn route(state: &AgentState, head: &RequestHead, body: &[u8]) -> (Reply, ExtraHeader) {
     if state.loopback_only && head.host.as_deref().is_some_and(|h| !loopback_host(h)) {
         return (
             Reply::error(
@@ -187,17 +187,17 @@ pub fn route(state: &AgentState, head: &RequestHead, body: &[u8]) -> (Reply, Ext
 
 /// True when the request is a command the server should read a body for (authorized: a
 /// client without the token never gets its body read).
-pub fn wants_body(state: &AgentState, head: &RequestHead) -> bool {
+pub(crate) fn wants_body(state: &AgentState, head: &RequestHead) -> bool {
     head.method == Method::Post && takes_body(&head.path) && authorized(state, head)
 }
 
 /// True for the paths that read a request body (commands).
-pub fn takes_body(path: &str) -> bool {
+pub(crate) fn takes_body(path: &str) -> bool {
     path == "/api/v1/command" || path == "/api/test-rule"
 }
 
 /// [`route`], with a panic inside turned into a 500.
-pub fn handle(state: &AgentState, head: &RequestHead, body: &[u8]) -> (Reply, ExtraHeader) {
+pub(crate) fn handle(state: &AgentState, head: &RequestHead, body: &[u8]) -> (Reply, ExtraHeader) {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| route(state, head, body)))
         .unwrap_or_else(|p| {
             tracing::error!(

@@ -32,7 +32,7 @@ pub enum Format {
 
 impl Format {
     /// The format an `Accept` header asks for (OpenMetrics only when it is named).
-    pub fn negotiate(accept: Option<&str>) -> Self {
+    pub(crate) fn negotiate(accept: Option<&str>) -> Self {
         match accept {
             Some(a) if a.contains("application/openmetrics-text") => Format::OpenMetrics,
             _ => Format::Text,
@@ -40,7 +40,7 @@ impl Format {
     }
 
     /// The `Content-Type` of a response in this format.
-    pub fn content_type(self) -> &'static str {
+    pub(crate) fn content_type(self) -> &'static str {
         match self {
             Format::Text => "text/plain; version=0.0.4; charset=utf-8",
             Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",

@@ -8,16 +8,16 @@
 //! (the session log is closed) and tells systemd when it is ready and, with `WatchdogSec=`,
 //! that the sampler makes progress ([`sdnotify`]).
 
-pub mod api;
-pub mod api_view;
-pub mod body;
-pub mod conns;
-pub mod http;
+pub(crate) mod api;
+pub(crate) mod api_view;
+pub(crate) mod body;
+pub(crate) mod conns;
+pub(crate) mod http;
 pub mod metrics;
-pub mod peer;
-pub mod sdnotify;
-pub mod server;
-pub mod state;
+pub(crate) mod peer;
+mod sdnotify;
+pub(crate) mod server;
+pub(crate) mod state;
 pub mod stats;
 
 use std::io::Read;
@@ -32,7 +32,7 @@ use crate::engine::shared::SharedMonitor;
 use crate::engine::view::{Monitor, SourceStatus};
 use crate::engine::{EngineBuilder, EngineOptions, RecordTo};
 use crate::front::headless::CliError;
-pub use state::AgentState;
+pub(crate) use state::AgentState;
 
 /// History the agent keeps in memory (the session log has the rest).
 const HISTORY: Duration = Duration::from_secs(3600);

@@ -12,7 +12,7 @@ use std::net::{IpAddr, SocketAddr};
 
 /// A client, as the connection limits count it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Client {
+pub(crate) enum Client {
     /// A remote address (or a loopback one whose owner could not be read).
     Addr(IpAddr),
     /// A local user, by uid (every loopback address).
@@ -20,19 +20,14 @@ pub enum Client {
 }
 
 /// True when `peer` is a loopback address (its client is the user that owns its socket).
-pub fn is_loopback(peer: SocketAddr) -> bool {
+pub(crate) fn is_loopback(peer: SocketAddr) -> bool {
     peer.ip().is_loopback() || peer.ip().to_canonical().is_loopback()
-}
-
-/// The client of a connection from `peer` to our `local` address.
-pub fn client_of(peer: SocketAddr, local: SocketAddr) -> Client {
-    clients_of(&[(peer, local)])[0]
 }
 
 /// The clients of the connections `(peer, local)`, in their order, reading each socket table
 /// once for all of them: a loopback connection's is the user that owns its socket, any other's
 /// (or one whose owner cannot be read) its address.
-pub fn clients_of(conns: &[(SocketAddr, SocketAddr)]) -> Vec<Client> {
+pub(crate) fn clients_of(conns: &[(SocketAddr, SocketAddr)]) -> Vec<Client> {
     let mut out: Vec<Client> = conns.iter().map(|(p, _)| Client::Addr(p.ip())).collect();
     for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
         let v6 = table.ends_with('6');
@@ -124,12 +119,12 @@ mod tests {
         assert_eq!(peer, c.local_addr().expect("addr"));
         let me = nix::unistd::geteuid().as_raw();
         assert_eq!(
-            client_of(peer, s.local_addr().expect("addr")),
+            clients_of(&[(peer, s.local_addr().expect("addr"))])[0],
             Client::LocalUser(me)
         );
         let remote: SocketAddr = "10.1.2.3:5555".parse().expect("addr");
         assert_eq!(
-            client_of(remote, s.local_addr().expect("addr")),
+            clients_of(&[(remote, s.local_addr().expect("addr"))])[0],
             Client::Addr(remote.ip())
         );
     }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 /// Sends `state` (e.g. `READY=1`) when the service manager asked for it; returns whether a
 /// datagram went out. A socket name starting with `@` is in the abstract namespace.
-pub fn notify(state: &str) -> bool {
+pub(crate) fn notify(state: &str) -> bool {
     let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
         return false;
     };
@@ -30,7 +30,7 @@ pub fn notify(state: &str) -> bool {
 /// sampler that hangs or dies gets the service restarted. Nothing is sent without
 /// `$WATCHDOG_USEC` (or when `$WATCHDOG_PID` names another process).
 #[derive(Debug)]
-pub struct Watchdog {
+pub(crate) struct Watchdog {
     /// Least time between two `WATCHDOG=1`.
     every: Option<Duration>,
     state: Mutex<KickState>,
@@ -44,13 +44,13 @@ struct KickState {
 
 /// The watchdog timeout the agent needs at `interval`: three intervals without a sample
 /// (what `/healthz` calls stale) and some slack.
-pub fn needed_timeout(interval: Duration) -> Duration {
+fn needed_timeout(interval: Duration) -> Duration {
     interval * 3 + Duration::from_secs(2)
 }
 
 impl Watchdog {
     /// A watchdog kicked at least every third of `timeout` (none: disabled).
-    pub fn new(timeout: Option<Duration>) -> Self {
+    pub(crate) fn new(timeout: Option<Duration>) -> Self {
         Self {
             every: timeout.map(|t| t / 3),
             state: Mutex::new(KickState::default()),
@@ -60,7 +60,7 @@ impl Watchdog {
     /// From the service manager's environment; when its timeout is shorter than the sampling
     /// `interval` needs ([`needed_timeout`]), the agent asks for a longer one
     /// (`WATCHDOG_USEC=…`) and says so.
-    pub fn from_env(interval: Duration) -> Self {
+    pub(crate) fn from_env(interval: Duration) -> Self {
         let ours = std::env::var("WATCHDOG_PID")
             .ok()
             .and_then(|p| p.parse::<u32>().ok())
@@ -87,7 +87,7 @@ impl Watchdog {
 
     /// Whether `ticks` (the sampler's count of samples) at `now` is progress worth a
     /// `WATCHDOG=1`: a new sample, and a third of the timeout since the last one sent.
-    pub fn due(&self, ticks: u64, now: Instant) -> bool {
+    pub(crate) fn due(&self, ticks: u64, now: Instant) -> bool {
         let Some(every) = self.every else {
             return false;
         };
@@ -104,7 +104,7 @@ impl Watchdog {
     }
 
     /// Called after each sampling attempt with the sampler's count of samples.
-    pub fn progress(&self, ticks: u64) {
+    pub(crate) fn progress(&self, ticks: u64) {
         if self.due(ticks, Instant::now()) {
             notify("WATCHDOG=1");
         }

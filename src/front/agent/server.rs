@@ -42,21 +42,21 @@ use super::state::AgentState;
 use crate::host::cost::{self, Part};
 
 /// Largest request head (request line and headers), bytes.
-pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+const MAX_HEADER_BYTES: usize = 16 * 1024;
 /// Most header lines in a request.
-pub const MAX_HEADERS: usize = 64;
+const MAX_HEADERS: usize = 64;
 /// Time to send a request's head once the connection is idle.
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(20);
+const HEADER_TIMEOUT: Duration = Duration::from_secs(20);
 /// Time to send a command's body.
-pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// A connection that moves no byte for this long is closed.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest body announced on a request other than a command (it is never read).
-pub const MAX_OTHER_BODY: u64 = 1024;
+const MAX_OTHER_BODY: u64 = 1024;
 /// Threads answering requests.
-pub const BLOCKING_THREADS: usize = 8;
+const BLOCKING_THREADS: usize = 8;
 /// Threads kept for `/metrics`, `/healthz` and `/-/ready` (the others answer any path).
-pub const LIGHT_LANE: usize = 2;
+const LIGHT_LANE: usize = 2;
 
 /// True for the paths the light lane answers (cheap, read-only, what monitoring polls).
 fn light(head: &RequestHead) -> bool {
@@ -64,7 +64,7 @@ fn light(head: &RequestHead) -> bool {
 }
 
 /// The running server; [`Server::stop`] ends it.
-pub struct Server {
+pub(crate) struct Server {
     stop: watch::Sender<bool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -75,7 +75,10 @@ impl Server {
     ///
     /// # Errors
     /// When the runtime or its thread cannot be started.
-    pub fn start(listener: std::net::TcpListener, state: Arc<AgentState>) -> std::io::Result<Self> {
+    pub(crate) fn start(
+        listener: std::net::TcpListener,
+        state: Arc<AgentState>,
+    ) -> std::io::Result<Self> {
         listener.set_nonblocking(true)?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_io()
@@ -100,7 +103,7 @@ impl Server {
     }
 
     /// Closes the listener and every connection, and waits for the server's thread.
-    pub fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         let _ = self.stop.send(true);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -434,7 +437,7 @@ impl AsyncWrite for Watched {
 ///
 /// # Errors
 /// When the address cannot be bound.
-pub fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+pub(crate) fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
     raise_nofile();
     std::net::TcpListener::bind(addr)
 }
@@ -467,7 +470,7 @@ fn raise_nofile() {
 
 /// The warning when the agent listens beyond loopback (plain HTTP: the token and every reply
 /// cross the network readable); `None` on loopback.
-pub fn exposure_warning(addr: SocketAddr) -> Option<String> {
+pub(crate) fn exposure_warning(addr: SocketAddr) -> Option<String> {
     (!addr.ip().is_loopback()).then(|| {
         format!(
             "LISTENING ON {addr} BEYOND LOOPBACK WITHOUT TLS: the API token, process names, \

@@ -2,7 +2,7 @@
 //! the token, and the way to the engine's replies.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -40,7 +40,7 @@ pub struct AgentState {
 
 impl AgentState {
     /// Sends a command to the engine: its id, or None when the engine is not running.
-    pub fn send(&self, c: EngineCommand) -> Option<crate::engine::command::CommandId> {
+    pub(crate) fn send(&self, c: EngineCommand) -> Option<crate::engine::command::CommandId> {
         match self.sampler.lock() {
             Ok(s) => s.as_ref().map(|h| h.send(c)),
             Err(_) => None,
@@ -55,7 +55,7 @@ impl AgentState {
     /// # Errors
     /// The HTTP status and why: 503 when the engine is not running, 504 when it did not
     /// answer in time.
-    pub fn ask(
+    pub(crate) fn ask(
         &self,
         c: EngineCommand,
         wait: Duration,
@@ -83,7 +83,7 @@ impl AgentState {
     /// How command `id` stands: `Some(Some(final reply))` once it ended (while the View
     /// keeps it), `Some(None)` while an accepted command is in progress, `None` for an id
     /// this agent does not know (or no longer keeps).
-    pub fn final_reply(
+    pub(crate) fn final_reply(
         &self,
         id: crate::engine::command::CommandId,
     ) -> Option<Option<crate::engine::command::CommandReply>> {
@@ -100,10 +100,5 @@ impl AgentState {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .contains(&id)
             .then_some(None)
-    }
-
-    /// True once the agent is shutting down.
-    pub fn stopping(&self) -> bool {
-        self.stopping.load(Ordering::Relaxed)
     }
 }

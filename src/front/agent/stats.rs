@@ -11,7 +11,7 @@ use crate::act::rules::action::{Activity, Outcome};
 use crate::engine::view::Monitor;
 
 /// `(rule, action kind, outcome)`.
-pub type ActionLabels = (String, String, &'static str);
+type ActionLabels = (String, String, &'static str);
 
 /// Counters updated after each tick (on the sampler thread, through its notify callback).
 #[derive(Debug, Default)]
@@ -53,7 +53,7 @@ fn outcome_label(o: Outcome) -> &'static str {
 impl AgentStats {
     /// Counts what the View shows after a sampling attempt: a failed attempt, and the
     /// activity events numbered above the last one counted.
-    pub fn observe(&self, m: &Monitor) {
+    pub(crate) fn observe(&self, m: &Monitor) {
         if m.last_error.is_some() {
             self.sampler_errors.fetch_add(1, Ordering::Relaxed);
         }
@@ -70,7 +70,7 @@ impl AgentStats {
     }
 
     /// The action counters, sorted by labels.
-    pub fn actions(&self) -> Vec<(ActionLabels, u64)> {
+    pub(crate) fn actions(&self) -> Vec<(ActionLabels, u64)> {
         self.actions
             .lock()
             .map(|c| c.by_label.iter().map(|(k, v)| (k.clone(), *v)).collect())

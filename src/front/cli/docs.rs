@@ -59,7 +59,7 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
 ];
 
 /// The files vramwarden reads and writes (Linux paths; other platforms use their own folders).
-pub const FILES: &[(&str, &str)] = &[
+pub(crate) const FILES: &[(&str, &str)] = &[
     (
         "~/.config/vramwarden/config.toml",
         "The settings (File \\(-> Settings in the window); --config or $VRAMWARDEN_CONFIG \

@@ -24,7 +24,8 @@ use crate::model::now_ms;
 use crate::session::csv_export::{self, Table};
 use snapshot_out::CsvTable;
 
-pub use crate::front::headless::{exit, history_ticks, load_settings, CliError};
+pub(crate) use crate::front::headless::load_settings;
+pub use crate::front::headless::{exit, history_ticks, CliError};
 use crate::source::nvml::NvmlSource;
 use crate::source::sim::SimSource;
 use crate::source::{GpuSource, SourceError, SourceKind};
@@ -142,7 +143,7 @@ pub struct RunStats {
 
 impl RunStats {
     /// CPU use as percent of one core.
-    pub fn cpu_pct(&self) -> f64 {
+    pub(crate) fn cpu_pct(&self) -> f64 {
         100.0 * self.cpu_s / self.wall_s.max(1e-9)
     }
 }
@@ -357,9 +358,6 @@ pub fn bench_nvml(
     writeln!(out, "sample + /proc enrichment                {enriched:>9.2} µs  = {:.3} × the sum, {:.3} × the in-order calls", enriched / sum.max(1e-9), enriched / seq.max(1e-9))?;
     Ok(())
 }
-
-/// A path argument that names a session file (used by later commands).
-pub type SessionPath = PathBuf;
 
 /// `vramwarden record`.
 ///

@@ -7,7 +7,7 @@ use crate::model::Snapshot;
 
 /// A device as the JSON/CSV output names its fields.
 #[derive(Debug, Serialize)]
-pub struct DeviceOut<'a> {
+struct DeviceOut<'a> {
     /// NVML index.
     pub index: u32,
     /// GPU uuid.
@@ -40,7 +40,7 @@ pub struct DeviceOut<'a> {
 
 /// A process as the JSON/CSV output names its fields.
 #[derive(Debug, Serialize)]
-pub struct ProcessOut<'a> {
+struct ProcessOut<'a> {
     /// OS pid.
     pub pid: u32,
     /// GPU index.
@@ -77,7 +77,7 @@ fn process_state(p: &crate::model::ProcessSample) -> &'static str {
 
 /// The whole `snapshot --format json` document.
 #[derive(Debug, Serialize)]
-pub struct SnapshotOut<'a> {
+struct SnapshotOut<'a> {
     /// When it was taken, RFC 3339.
     pub timestamp: String,
     /// Every GPU.
@@ -88,7 +88,7 @@ pub struct SnapshotOut<'a> {
 
 impl<'a> SnapshotOut<'a> {
     /// The output view of `snap`.
-    pub fn new(snap: &'a Snapshot) -> Self {
+    pub(crate) fn new(snap: &'a Snapshot) -> Self {
         Self {
             timestamp: rfc3339(snap.taken_at_ms),
             devices: snap
@@ -187,7 +187,7 @@ pub struct CsvText {
 
 impl CsvText {
     /// `s` as this option writes it.
-    pub fn cell<'a>(&self, s: &'a str) -> std::borrow::Cow<'a, str> {
+    pub(crate) fn cell<'a>(&self, s: &'a str) -> std::borrow::Cow<'a, str> {
         let s = if self.escape_control {
             crate::host::term::escape_control(s)
         } else {
@@ -340,7 +340,7 @@ const MIB: u64 = 1 << 20;
 
 /// MiB as `export` writes them: up to three decimals, trailing zeros dropped, exact for whole
 /// MiB; empty for a missing reading.
-pub fn mib(bytes: Option<u64>) -> String {
+pub(crate) fn mib(bytes: Option<u64>) -> String {
     let Some(b) = bytes else {
         return String::new();
     };

@@ -20,18 +20,18 @@ use crate::model::outcome::Outcome;
 use crate::model::{UnixMs, GIB, MIB};
 
 /// How long a result stays next to its row and in the detail pane.
-pub const SHOWN_MS: UnixMs = 60_000;
+pub(crate) const SHOWN_MS: UnixMs = 60_000;
 
 /// How long an action may wait for its reply before the row says so.
-pub const ANSWER_EXPECTED_MS: UnixMs = 15_000;
+const ANSWER_EXPECTED_MS: UnixMs = 15_000;
 
 /// How long accepted work (a park of a large job takes minutes) is shown in progress while
 /// its final reply has not come.
-pub const IN_PROGRESS_KEPT_MS: UnixMs = 3_600_000;
+const IN_PROGRESS_KEPT_MS: UnixMs = 3_600_000;
 
 /// How a process's last action stands.
 #[derive(Debug, Clone, PartialEq)]
-pub enum State {
+pub(crate) enum State {
     /// Sent; no final outcome yet (`late`: no reply at all after [`ANSWER_EXPECTED_MS`]).
     Waiting {
         /// What was asked ("terminate (SIGTERM, …)").
@@ -56,7 +56,7 @@ pub enum State {
 
 impl State {
     /// A few words for the table's row (before the process's name).
-    pub fn short(&self) -> String {
+    pub(crate) fn short(&self) -> String {
         match self {
             State::Waiting {
                 started: Some(_), ..
@@ -79,7 +79,7 @@ impl State {
     }
 
     /// [`State::short`] as one sign, for beside a name: "⏳", "✔", "✖", "○" (a dry run).
-    pub fn mark(&self) -> &'static str {
+    pub(crate) fn mark(&self) -> &'static str {
         match self {
             State::Waiting { .. } => "⏳",
             State::Done { outcome, .. } => match outcome {
@@ -91,7 +91,7 @@ impl State {
     }
 
     /// Whether it needs the user's eye (failed, skipped, no answer).
-    pub fn is_warning(&self) -> bool {
+    pub(crate) fn is_warning(&self) -> bool {
         matches!(
             self,
             State::Waiting { late: true, .. }
@@ -104,7 +104,7 @@ impl State {
 
     /// The whole sentence (the detail pane, the cell's tooltip). `exited` and `holding` are
     /// the process's state now, for an action that acted.
-    pub fn sentence(&self, exited: bool, holding: &str) -> String {
+    pub(crate) fn sentence(&self, exited: bool, holding: &str) -> String {
         match self {
             State::Waiting {
                 started: Some(words),
@@ -206,13 +206,13 @@ impl Sent {
 /// The actions the user sent from this window, by process (the last one each), until their
 /// outcome is old.
 #[derive(Debug, Default, Clone)]
-pub struct ActionStatus {
+pub(crate) struct ActionStatus {
     sent: HashMap<ProcSeriesKey, Sent>,
 }
 
 impl ActionStatus {
     /// Notes that `action` was sent for `key` at `now` as command `id`.
-    pub fn asked(
+    pub(crate) fn asked(
         &mut self,
         key: ProcSeriesKey,
         action: &crate::act::rules::Action,
@@ -242,7 +242,7 @@ impl ActionStatus {
     /// Takes the replies among `replies` to actions sent from here (others are not this
     /// table's: a rule test, a setting), as of `now`: an accepted one starts the action's
     /// "in progress", a final one ends it.
-    pub fn answered(&mut self, replies: &[CommandReply], now: UnixMs) {
+    pub(crate) fn answered(&mut self, replies: &[CommandReply], now: UnixMs) {
         for r in replies {
             let Some(s) = self.sent.values_mut().find(|s| s.id == r.id) else {
                 continue;
@@ -260,7 +260,7 @@ impl ActionStatus {
     /// Forgets actions whose outcome is older than [`SHOWN_MS`], ones that waited that long
     /// past [`ANSWER_EXPECTED_MS`] without a reply, and accepted ones whose final reply did
     /// not come within [`IN_PROGRESS_KEPT_MS`].
-    pub fn prune(&mut self, now: UnixMs) {
+    pub(crate) fn prune(&mut self, now: UnixMs) {
         self.sent.retain(|_, s| match (&s.done, &s.started) {
             (Some((.., at_ms)), _) => now - *at_ms <= SHOWN_MS,
             (None, Some(_)) => now - s.at_ms <= IN_PROGRESS_KEPT_MS,
@@ -269,13 +269,13 @@ impl ActionStatus {
     }
 
     /// How `key`'s last action sent from here stands at `now`.
-    pub fn state(&self, key: ProcSeriesKey, now: UnixMs) -> Option<State> {
+    pub(crate) fn state(&self, key: ProcSeriesKey, now: UnixMs) -> Option<State> {
         self.sent.get(&key).and_then(|s| s.state(now))
     }
 
     /// How every process with a recent action sent from here stands at `now` (the table's
     /// rows).
-    pub fn states(&self, now: UnixMs) -> HashMap<ProcSeriesKey, State> {
+    pub(crate) fn states(&self, now: UnixMs) -> HashMap<ProcSeriesKey, State> {
         self.sent
             .iter()
             .filter_map(|(k, s)| s.state(now).map(|st| (*k, st)))

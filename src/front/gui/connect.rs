@@ -57,7 +57,7 @@ pub struct ConnectUi {
 
 impl ConnectUi {
     /// Opens the window, filled from `host` when given.
-    pub fn show(&mut self, host: Option<&SavedHost>) {
+    pub(crate) fn show(&mut self, host: Option<&SavedHost>) {
         self.open = true;
         self.error = None;
         if self.url.is_empty() {
@@ -73,14 +73,14 @@ impl ConnectUi {
 
     /// Opens the window for `host`, whose agent refused the token given: it asks for the
     /// right one.
-    pub fn ask_token(&mut self, host: &SavedHost) {
+    pub(crate) fn ask_token(&mut self, host: &SavedHost) {
         self.show(Some(host));
         self.token.clear();
         self.error = Some(REFUSED_TOKEN.into());
     }
 
     /// Draws the window; returns a request when the user pressed Connect.
-    pub fn window(&mut self, ctx: &egui::Context) -> Option<ConnectRequest> {
+    pub(crate) fn window(&mut self, ctx: &egui::Context) -> Option<ConnectRequest> {
         if !self.open {
             return None;
         }
@@ -195,7 +195,7 @@ pub const REFUSED_TOKEN: &str =
 ///
 /// # Errors
 /// A sentence for the window.
-pub fn validate(host: &SavedHost, token: &str) -> Result<(), String> {
+pub(crate) fn validate(host: &SavedHost, token: &str) -> Result<(), String> {
     crate::link::remote::parse_url(&host.url)?;
     if !host.ssh.is_empty() && (host.ssh.starts_with('-') || host.ssh.contains(char::is_whitespace))
     {

@@ -5,13 +5,13 @@
 //! back to the user's zoom.
 
 /// The size in points the panes are laid out for (also the window's minimum size).
-pub const MIN_POINTS: [f32; 2] = [800.0, 500.0];
+pub(crate) const MIN_POINTS: [f32; 2] = [800.0, 500.0];
 /// The smallest zoom used to fit (text at half size is the limit of legible).
-pub const MIN_ZOOM: f32 = 0.5;
+const MIN_ZOOM: f32 = 0.5;
 
 /// The zoom that fits a window of `size_px` pixels, at the desktop's `native_ppp` pixels per
 /// point, into [`MIN_POINTS`]; None when it fits at 1.
-pub fn fitting_zoom(size_px: [f32; 2], native_ppp: f32) -> Option<f32> {
+fn fitting_zoom(size_px: [f32; 2], native_ppp: f32) -> Option<f32> {
     let w = size_px[0] / native_ppp / MIN_POINTS[0];
     let h = size_px[1] / native_ppp / MIN_POINTS[1];
     let z = w.min(h);
@@ -20,14 +20,14 @@ pub fn fitting_zoom(size_px: [f32; 2], native_ppp: f32) -> Option<f32> {
 
 /// What the window remembers between frames.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct FitZoom {
+pub(crate) struct FitZoom {
     /// The zoom in force before fitting began (to restore), while fitted.
     before: Option<f32>,
 }
 
 impl FitZoom {
     /// Called once a frame: zooms out while the window is too small, back when it is not.
-    pub fn update(&mut self, ctx: &egui::Context) {
+    pub(crate) fn update(&mut self, ctx: &egui::Context) {
         let Some(native) = ctx.native_pixels_per_point() else {
             return;
         };

@@ -11,7 +11,7 @@ use crate::engine::view::Monitor;
 use crate::model::{format, GIB};
 
 /// The tab's label: "Guard", with its state where it is doing something.
-pub fn tab_label(m: &Monitor) -> String {
+pub(crate) fn tab_label(m: &Monitor) -> String {
     let busiest = m.guard.iter().map(|g| g.phase).max_by_key(|p| p.code());
     match busiest {
         Some(p @ (GuardPhase::Armed | GuardPhase::Acting | GuardPhase::Waiting)) => {
@@ -22,7 +22,7 @@ pub fn tab_label(m: &Monitor) -> String {
 }
 
 /// Draws the tab; the selected GPU first.
-pub fn show(ui: &mut Ui, m: &Monitor, selected_gpu: u32) {
+pub(crate) fn show(ui: &mut Ui, m: &Monitor, selected_gpu: u32) {
     if m.guard.is_empty() {
         ui.add_space(8.0);
         ui.label("No OOM guard runs here: a recorded session, or an agent of an earlier build. `vramwarden guard what-if SESSION` tells what it would have done in a recorded session.");

@@ -16,40 +16,40 @@ use crate::session::reader::SessionData;
 
 /// Progress and cancellation shared with the worker.
 #[derive(Debug, Default)]
-pub struct Progress {
+pub(crate) struct Progress {
     fraction_bits: AtomicU32,
     cancel: AtomicBool,
 }
 
 impl Progress {
     /// Sets the done fraction (0..=1); returns false when the user cancelled.
-    pub fn set(&self, f: f32) -> bool {
+    pub(crate) fn set(&self, f: f32) -> bool {
         self.fraction_bits
             .store(f.clamp(0.0, 1.0).to_bits(), Ordering::Relaxed);
         !self.cancel.load(Ordering::Relaxed)
     }
 
     /// The done fraction.
-    pub fn fraction(&self) -> f32 {
+    pub(crate) fn fraction(&self) -> f32 {
         f32::from_bits(self.fraction_bits.load(Ordering::Relaxed))
     }
 
     /// Asks the worker to stop.
-    pub fn cancel(&self) {
+    pub(crate) fn cancel(&self) {
         self.cancel.store(true, Ordering::Relaxed);
     }
 }
 
 /// Something only the window asks for (a file dialog, connecting to a host), run on a named
 /// thread of its own; its result is taken once it ends.
-pub struct Task<T> {
+pub(crate) struct Task<T> {
     result: Arc<Mutex<Option<T>>>,
 }
 
 impl<T: Send + 'static> Task<T> {
     /// Runs `work` on a thread named after `label`; `done` (if any) is called when it ends (a
     /// window asks for a redraw there, as the sampler's [`Notify`] does after a sample).
-    pub fn spawn(
+    pub(crate) fn spawn(
         label: &str,
         done: Option<Notify>,
         work: impl FnOnce() -> T + Send + 'static,
@@ -73,7 +73,7 @@ impl<T: Send + 'static> Task<T> {
     }
 
     /// The result, once (None while running).
-    pub fn take(&self) -> Option<T> {
+    pub(crate) fn take(&self) -> Option<T> {
         self.result.lock().ok().and_then(|mut s| s.take())
     }
 }
@@ -85,7 +85,7 @@ pub struct JobId(u64);
 
 impl JobId {
     /// A new id, never handed out before in this process.
-    pub fn next() -> Self {
+    pub(crate) fn next() -> Self {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Self(NEXT.fetch_add(1, Ordering::Relaxed))
     }
@@ -135,7 +135,7 @@ pub enum Job {
 
 impl Job {
     /// What it does, for the UI and its thread's name.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match self {
             Job::OpenSession(p) => format!("Opening {}", p.display()),
             Job::ImportNvidiaSmi { .. } => "Importing nvidia-smi logs".into(),
@@ -149,7 +149,7 @@ impl Job {
     /// True for the jobs the window's status bar shows with a progress bar and a Cancel
     /// button (opening and importing: a day's log takes most of a second); the others show
     /// in their own windows.
-    pub fn in_status_bar(&self) -> bool {
+    pub(crate) fn in_status_bar(&self) -> bool {
         matches!(self, Job::OpenSession(_) | Job::ImportNvidiaSmi { .. })
     }
 
@@ -191,7 +191,7 @@ impl Job {
 }
 
 /// A session read and replayed: the file's contents and the engine's state after the replay.
-pub struct OpenedSession {
+pub(crate) struct OpenedSession {
     /// The file's contents.
     pub data: Arc<SessionData>,
     /// The whole session replayed (history, processes, leaks).
@@ -209,7 +209,7 @@ impl std::fmt::Debug for OpenedSession {
 
 /// What a job gave.
 #[derive(Debug, Clone)]
-pub enum JobResult {
+pub(crate) enum JobResult {
     /// [`Job::OpenSession`] and [`Job::ImportNvidiaSmi`].
     Opened(Result<Arc<OpenedSession>, String>),
     /// [`Job::ListSessions`].
@@ -229,7 +229,7 @@ pub enum JobResult {
 
 /// A job as the front end sees it.
 #[derive(Debug, Clone)]
-pub struct JobState {
+pub(crate) struct JobState {
     /// Its id.
     pub id: JobId,
     /// What it does.
@@ -257,7 +257,7 @@ pub enum JobCommand {
 /// the window reads every frame beside the engine's view. The window itself starts no thread
 /// and touches no file.
 #[derive(Clone, Default)]
-pub struct JobBoard {
+pub(crate) struct JobBoard {
     jobs: Arc<Mutex<Vec<JobState>>>,
     /// Called when a job ends (a window asks for a redraw).
     done: Option<Notify>,
@@ -265,7 +265,7 @@ pub struct JobBoard {
 
 impl JobBoard {
     /// A board that calls `done` when a job ends.
-    pub fn new(done: Option<Notify>) -> Self {
+    pub(crate) fn new(done: Option<Notify>) -> Self {
         Self {
             jobs: Arc::default(),
             done,
@@ -273,7 +273,7 @@ impl JobBoard {
     }
 
     /// Carries out `c`.
-    pub fn command(&self, c: JobCommand) {
+    pub(crate) fn command(&self, c: JobCommand) {
         match c {
             JobCommand::Start(id, job) => self.start(id, job),
             JobCommand::Cancel(id) => {
@@ -336,25 +336,25 @@ impl JobBoard {
     }
 
     /// Every job not forgotten yet, running or ended (a copy: progress is shared).
-    pub fn states(&self) -> Vec<JobState> {
+    pub(crate) fn states(&self) -> Vec<JobState> {
         self.lock().clone()
     }
 
     /// The result of job `id` once it ended, taken: the job leaves the board. None while it
     /// runs (it stays) or when there is no such job.
-    pub fn take(&self, id: JobId) -> Option<JobResult> {
+    pub(crate) fn take(&self, id: JobId) -> Option<JobResult> {
         let mut jobs = self.lock();
         let i = jobs.iter().position(|j| j.id == id && j.result.is_some())?;
         jobs.remove(i).result
     }
 
     /// The state of job `id`.
-    pub fn state(&self, id: JobId) -> Option<JobState> {
+    pub(crate) fn state(&self, id: JobId) -> Option<JobState> {
         self.lock().iter().find(|j| j.id == id).cloned()
     }
 
     /// True while a job runs or holds a result not taken.
-    pub fn busy(&self) -> bool {
+    pub(crate) fn busy(&self) -> bool {
         !self.lock().is_empty()
     }
 }
@@ -400,7 +400,7 @@ impl std::fmt::Debug for ExportInput {
 
 /// Why an export did not finish.
 #[derive(Debug, Clone)]
-pub enum ExportFail {
+pub(crate) enum ExportFail {
     /// Files would be overwritten: the window asks first.
     Exists {
         /// The name chosen.

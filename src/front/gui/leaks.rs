@@ -13,11 +13,11 @@ use crate::model::history::ProcSeriesKey;
 use crate::model::{Snapshot, UnixMs, MIB};
 
 /// Colour of leak flags (on a dark background).
-pub const LEAK: Color32 = Color32::from_rgb(240, 150, 40);
+pub(crate) const LEAK: Color32 = Color32::from_rgb(240, 150, 40);
 
 /// Colour of leak flags and warnings for the theme: a darker orange on light backgrounds,
 /// where the dark theme's is hard to read.
-pub fn leak_color(dark_mode: bool) -> Color32 {
+pub(crate) fn leak_color(dark_mode: bool) -> Color32 {
     if dark_mode {
         LEAK
     } else {
@@ -28,7 +28,7 @@ pub fn leak_color(dark_mode: bool) -> Color32 {
 
 /// What the table shows for a leaking process.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct LeakBadge {
+pub(crate) struct LeakBadge {
     /// Growth rate.
     pub rate_mib_per_min: f64,
     /// Minutes until its GPU is full at that rate.
@@ -43,7 +43,7 @@ pub struct LeakBadge {
 
 impl LeakBadge {
     /// "leak +60 MiB/min · full in 2h 10m".
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let full = self.full_in_min.map_or(String::new(), |m| {
             format!(" · full in {}", format::duration((m * 60_000.0) as i64))
         });
@@ -53,11 +53,11 @@ impl LeakBadge {
 }
 
 /// A process growing (not a leak) is labelled "growing" once its growth has lasted this long.
-pub const GROWING_SHOWN_AFTER_MS: UnixMs = 10_000;
+const GROWING_SHOWN_AFTER_MS: UnixMs = 10_000;
 
 /// The badge of every leaking process, and of every process growing for a while (see
 /// [`GROWING_SHOWN_AFTER_MS`]), with time-to-full from its GPU's free memory now.
-pub fn badges(m: &Monitor, snap: &Snapshot) -> HashMap<LeakKey, LeakBadge> {
+pub(crate) fn badges(m: &Monitor, snap: &Snapshot) -> HashMap<LeakKey, LeakBadge> {
     // The episodes going on at the sample shown: live, the ones not ended; in a past session,
     // the ones flagged by then and not yet ended (one still growing when the recording
     // stopped counts as going on up to its last sample).
@@ -131,7 +131,7 @@ pub struct LeakClick {
 
 /// The Leaks pane over `records` (this run's and past sessions'). Returns the episode the user
 /// clicked.
-pub fn pane(
+pub(crate) fn pane(
     ui: &mut Ui,
     records: &[&LeakRecord],
     ooms: &[&OomRecord],

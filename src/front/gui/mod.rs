@@ -1,31 +1,31 @@
 //! The egui front end. It reads the shared [`crate::engine::view::Monitor`] and never calls NVML,
 //! touches session files or signals processes itself.
 
-pub mod action_status;
+pub(crate) mod action_status;
 pub mod alert_words;
 pub mod app;
-pub mod backend;
+pub(crate) mod backend;
 pub mod connect;
-pub mod fit_zoom;
+pub(crate) mod fit_zoom;
 pub mod graph;
-pub mod guard_pane;
-pub mod jobs;
-pub mod leaks;
-pub mod notify;
-pub mod overview;
-pub mod plot_table;
-pub mod process_detail;
+pub(crate) mod guard_pane;
+pub(crate) mod jobs;
+pub(crate) mod leaks;
+pub(crate) mod notify;
+pub(crate) mod overview;
+pub(crate) mod plot_table;
+pub(crate) mod process_detail;
 pub mod processes;
-pub mod replies;
+pub(crate) mod replies;
 pub mod sessions;
-pub mod settings_guard;
+pub(crate) mod settings_guard;
 pub mod settings_window;
-pub mod settings_words;
-pub mod status_bar;
-pub mod tabs;
-pub mod task;
-pub mod torch_pane;
-pub mod ui_command;
+pub(crate) mod settings_words;
+pub(crate) mod status_bar;
+pub(crate) mod tabs;
+pub(crate) mod task;
+pub(crate) mod torch_pane;
+pub(crate) mod ui_command;
 pub mod ui_state;
 pub mod widgets;
 
@@ -33,10 +33,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use app::VramApp;
-pub use backend::{
-    data_frame_delay, Backend, WakeGate, MAX_BACKGROUND_HOSTS, MAX_DATA_FRAMES_PER_S,
-    NEW_DATA_FRAME, NO_ENGINE,
-};
+pub use backend::{Backend, NEW_DATA_FRAME, NO_ENGINE};
 
 use crate::engine::view::Monitor;
 

@@ -17,7 +17,7 @@ use crate::engine::shared::SharedMonitor;
 use crate::engine::{AlertSink, EngineEvent};
 use crate::front::gui::alert_words::{self, Urgency};
 
-pub use crate::host::paths::APP_ID;
+pub(crate) use crate::host::paths::APP_ID;
 
 /// Keyed notifications shown so far: key → the server's notification id. Bounded: cleared
 /// when it reaches [`MAX_KEYS`] (a later update then opens a new notification).
@@ -28,7 +28,7 @@ fn shown() -> &'static Mutex<HashMap<String, u32>> {
 }
 
 /// Most keys remembered for in-place updates.
-pub const MAX_KEYS: usize = 256;
+const MAX_KEYS: usize = 256;
 
 /// Set once "notifications are unavailable" has been reported.
 static REPORTED_UNAVAILABLE: AtomicBool = AtomicBool::new(false);
@@ -36,7 +36,7 @@ static REPORTED_UNAVAILABLE: AtomicBool = AtomicBool::new(false);
 /// The subscriber the window gives its engine (or an agent's link): each alert shown as a
 /// desktop notification in the window's words (one with a key replaces the one shown for that
 /// key); when notifications cannot be shown, the status bar of the state `shared` says so once.
-pub fn subscriber(shared: SharedMonitor) -> AlertSink {
+pub(crate) fn subscriber(shared: SharedMonitor) -> AlertSink {
     std::sync::Arc::new(move |e: EngineEvent| {
         let Some(w) = alert_words::of(&e) else {
             return;
@@ -99,7 +99,11 @@ fn show(key: Option<&str>, urgency: Urgency, summary: &str, body: &str) -> Resul
 #[cfg(feature = "notify")]
 /// The notification as sent: app name, icon and desktop-entry hint = [`APP_ID`], the body's
 /// markup escaped (servers read a subset of HTML there; the summary is plain text).
-pub fn notification(summary: &str, body: &str, urgency: Urgency) -> notify_rust::Notification {
+pub(crate) fn notification(
+    summary: &str,
+    body: &str,
+    urgency: Urgency,
+) -> notify_rust::Notification {
     let mut n = notify_rust::Notification::new();
     n.appname("vramwarden")
         .icon(APP_ID)
@@ -114,7 +118,7 @@ pub fn notification(summary: &str, body: &str, urgency: Urgency) -> notify_rust:
 }
 
 /// Escapes `&`, `<` and `>` so a process name like `a<b>` shows as written.
-pub fn escape_markup(s: &str) -> String {
+fn escape_markup(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

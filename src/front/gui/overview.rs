@@ -26,7 +26,7 @@ fn projected_used(d: &crate::model::DeviceSample) -> Option<u64> {
 }
 
 /// A compact card's figures, each apart from the next: "140.4 / 140.4 GiB · 100 % · 84 °C".
-pub fn compact_figures(d: &crate::model::DeviceSample, units: Units) -> String {
+fn compact_figures(d: &crate::model::DeviceSample, units: Units) -> String {
     let util = d
         .utilization_gpu_pct
         .map_or("—".into(), |u| format!("{u} %"));
@@ -39,7 +39,7 @@ pub fn compact_figures(d: &crate::model::DeviceSample, units: Units) -> String {
 }
 
 /// More GPUs than this get the compact overview: one row per GPU.
-pub const COMPACT_ABOVE: usize = 3;
+const COMPACT_ABOVE: usize = 3;
 
 /// The overview of many GPUs: a row each — index, memory bar, used / total, utilisation,
 /// temperature, the forecast when a leak grows. Clicking one selects it for the graph.
@@ -92,7 +92,7 @@ fn compact(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
 
 /// Draws the cards (the compact overview for more than [`COMPACT_ABOVE`] GPUs); clicking one
 /// selects its GPU for the graph.
-pub fn cards(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
+pub(crate) fn cards(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
     if snap.devices.len() > COMPACT_ABOVE {
         compact(ui, snap, units, selected);
         return;
@@ -335,7 +335,7 @@ fn clickable_card(
 /// A banner per GPU forecast full within the warning time (the OOM forecast alerts), naming
 /// the processes whose growth drives it. Returns the GPU whose banner was clicked (the window
 /// then shows it and selects its fastest grower).
-pub fn forecast_banners(
+pub(crate) fn forecast_banners(
     ui: &mut Ui,
     alerts: &[crate::detect::forecast_alert::ForecastAlert],
 ) -> Option<u32> {

@@ -8,7 +8,7 @@ use super::widgets;
 
 /// One series of a plot, as the table reads it.
 #[derive(Debug, Clone, Copy)]
-pub struct Series<'a> {
+pub(crate) struct Series<'a> {
     /// Its legend name.
     pub name: &'a str,
     /// Its colour (the swatch).
@@ -21,7 +21,7 @@ pub struct Series<'a> {
 
 impl Series<'_> {
     /// Its own value at time `x`: the last point at or before `x`, within `tolerance` s.
-    pub fn value_at(&self, x: f64, tolerance: f64) -> Option<f64> {
+    pub(crate) fn value_at(&self, x: f64, tolerance: f64) -> Option<f64> {
         let i = self.points.partition_point(|p| p[0] <= x);
         let p = self.points.get(i.checked_sub(1)?)?;
         (x - p[0] <= tolerance).then(|| self.own.get(i - 1).copied())?
@@ -29,11 +29,11 @@ impl Series<'_> {
 }
 
 /// How many instants across the time shown the table lists (columns), besides the newest.
-pub const INSTANTS: usize = 6;
+const INSTANTS: usize = 6;
 
 /// The instants (unix s) a table over `(from_s, to_s)` lists: [`INSTANTS`] evenly spaced,
 /// the last at `to_s`.
-pub fn instants(from_s: f64, to_s: f64) -> Vec<f64> {
+pub(crate) fn instants(from_s: f64, to_s: f64) -> Vec<f64> {
     if to_s <= from_s {
         return vec![to_s];
     }
@@ -42,13 +42,13 @@ pub fn instants(from_s: f64, to_s: f64) -> Vec<f64> {
 }
 
 /// The "Table" toggle: a selectable label beside a plot's title.
-pub fn toggle(ui: &mut Ui, on: &mut bool) {
+pub(crate) fn toggle(ui: &mut Ui, on: &mut bool) {
     ui.toggle_value(on, "Table")
         .on_hover_text("Show the plot's series as a table of values (readable by a screen reader)");
 }
 
 /// How a value is written in the table.
-pub enum ValueFormat<'a> {
+pub(crate) enum ValueFormat<'a> {
     /// Memory in MiB, written in `units`.
     Memory(crate::model::format::Units),
     /// A plain number with its unit ("%", "°C", "W", "MHz").
@@ -67,7 +67,7 @@ impl ValueFormat<'_> {
 /// The table of `lines` over `(from_s, to_s)`: a row per series (its swatch and name), a
 /// column per instant, then the lowest and highest value in the range. `step_s` is how far
 /// from a point a value still counts (the plot's hover tolerance).
-pub fn series_table(
+pub(crate) fn series_table(
     ui: &mut Ui,
     id: impl std::hash::Hash + std::fmt::Debug,
     rows: &[Series<'_>],
@@ -140,7 +140,7 @@ fn mean_gap(l: &Series<'_>) -> f64 {
 }
 
 /// The lowest and highest of a line's own values between `from_s` and `to_s`.
-pub fn range_in(l: &Series<'_>, from_s: f64, to_s: f64) -> (Option<f64>, Option<f64>) {
+fn range_in(l: &Series<'_>, from_s: f64, to_s: f64) -> (Option<f64>, Option<f64>) {
     l.points
         .iter()
         .zip(l.own)

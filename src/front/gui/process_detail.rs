@@ -16,11 +16,8 @@ use crate::engine::view::{Monitor, ProcessRow};
 use crate::model::format::{self, Units};
 use crate::model::UnixMs;
 
-/// How long the detail pane shows the result of an action asked for there.
-pub const ACTION_RESULT_SHOWN_MS: UnixMs = super::action_status::SHOWN_MS;
-
 /// What the pane shows besides the row.
-pub struct PaneInputs<'a> {
+pub(crate) struct PaneInputs<'a> {
     /// Units chosen (Auto: from the process's peak).
     pub units: Units,
     /// The clock.
@@ -37,7 +34,7 @@ pub struct PaneInputs<'a> {
 }
 
 /// Draws the pane; returns false when the user closed it.
-pub fn pane(
+pub(crate) fn pane(
     ui: &mut Ui,
     m: &Monitor,
     row: &ProcessRow,
@@ -277,7 +274,7 @@ fn park_button(ui: &mut Ui, row: &ProcessRow, request: &mut Vec<UiCommand>) {
 }
 
 /// Lines of text the action result's slot always takes, so the graph below never moves.
-pub const RESULT_SLOT_LINES: f32 = 2.0;
+const RESULT_SLOT_LINES: f32 = 2.0;
 
 /// The result of the last action on this process, in plain words, in a slot of fixed height
 /// (a faint line saying what it is for when there is none); a longer sentence is cut with its

@@ -11,9 +11,9 @@ use crate::engine::command::{CommandId, CommandReply};
 use crate::model::outcome::Outcome;
 
 /// How long a toast stays, seconds.
-pub const TOAST_SECONDS: f64 = 6.0;
+const TOAST_SECONDS: f64 = 6.0;
 /// Most toasts shown at once (older ones go first).
-pub const TOASTS_SHOWN: usize = 4;
+const TOASTS_SHOWN: usize = 4;
 
 /// The toasts on screen.
 #[derive(Debug, Default)]
@@ -23,7 +23,7 @@ pub struct Toasts {
 }
 
 /// A reply in a line: "Terminate: sent SIGTERM to … (on the agent)".
-pub fn line(r: &CommandReply) -> String {
+pub(crate) fn line(r: &CommandReply) -> String {
     if r.what.is_empty() {
         r.answer.detail.clone()
     } else {
@@ -33,7 +33,7 @@ pub fn line(r: &CommandReply) -> String {
 
 impl Toasts {
     /// Shows `r` from `now` (egui's time, seconds).
-    pub fn push(&mut self, r: &CommandReply, now: f64) {
+    pub(crate) fn push(&mut self, r: &CommandReply, now: f64) {
         self.shown
             .push_back((now + TOAST_SECONDS, line(r), r.answer.outcome));
         while self.shown.len() > TOASTS_SHOWN {
@@ -41,13 +41,8 @@ impl Toasts {
         }
     }
 
-    /// The texts shown now, oldest first.
-    pub fn texts(&self) -> impl Iterator<Item = &str> {
-        self.shown.iter().map(|(_, t, _)| t.as_str())
-    }
-
     /// Draws the toasts still due at the bottom right of the window.
-    pub fn show(&mut self, ctx: &egui::Context) {
+    pub(crate) fn show(&mut self, ctx: &egui::Context) {
         let now = ctx.input(|i| i.time);
         self.shown.retain(|(until, _, _)| *until > now);
         let Some(next) = self.shown.iter().map(|(u, _, _)| *u).reduce(f64::min) else {
@@ -76,7 +71,7 @@ impl Toasts {
 /// Routes `replies`: the one answering the rule test `testing` (the rule's index and the
 /// command's id) becomes that rule's list of matches (returned with the index and the
 /// engine's words, which say why when nothing matches); every other reply becomes a toast.
-pub fn route(
+pub(crate) fn route(
     replies: Vec<CommandReply>,
     testing: &mut Option<(usize, CommandId)>,
     toasts: &mut Toasts,
@@ -138,7 +133,11 @@ mod tests {
         );
         assert_eq!(testing, None);
         assert_eq!(
-            toasts.texts().collect::<Vec<_>>(),
+            toasts
+                .shown
+                .iter()
+                .map(|(_, t, _)| t.as_str())
+                .collect::<Vec<_>>(),
             ["Kill: sent SIGKILL (on the agent)"]
         );
     }

@@ -32,7 +32,7 @@ pub struct SessionView {
 impl SessionView {
     /// Replays `data` here and shows its last moment (tests; the window opens sessions
     /// through a [`Job::OpenSession`]).
-    pub fn new(data: SessionData) -> Self {
+    pub(crate) fn new(data: SessionData) -> Self {
         let monitor = crate::engine::replay::session(&data);
         Self::of(&OpenedSession {
             data: Arc::new(data),
@@ -41,7 +41,7 @@ impl SessionView {
     }
 
     /// Shows the last moment of a session a job opened.
-    pub fn of(opened: &OpenedSession) -> Self {
+    pub(crate) fn of(opened: &OpenedSession) -> Self {
         let t = opened.data.span().map_or(0, |(_, b)| b);
         Self {
             data: opened.data.clone(),
@@ -53,7 +53,7 @@ impl SessionView {
     }
 
     /// The sample shown (the last one at or before the slider).
-    pub fn snapshot(&mut self) -> Option<&Snapshot> {
+    pub(crate) fn snapshot(&mut self) -> Option<&Snapshot> {
         let i = self.data.index_at(self.t);
         if self.snap.as_ref().is_none_or(|(j, _)| *j != i) {
             self.snap = self.data.snapshot(i).map(|s| (i, s));
@@ -62,7 +62,7 @@ impl SessionView {
     }
 
     /// The process table at the slider, each row's park as its sample there shows it.
-    pub fn rows(&mut self) -> &[ProcessRow] {
+    pub(crate) fn rows(&mut self) -> &[ProcessRow] {
         if self.rows.as_ref().is_none_or(|(t, _)| *t != self.t) {
             let mut rows = self.monitor.rows_at(self.t);
             let parks: std::collections::HashMap<_, _> = self
@@ -86,7 +86,7 @@ impl SessionView {
     }
 
     /// A short title.
-    pub fn title(&self) -> String {
+    pub(crate) fn title(&self) -> String {
         let name = self
             .data
             .path
@@ -101,16 +101,14 @@ impl SessionView {
 }
 
 /// What the user asked the session UI for this frame.
-pub enum SessionAction {
+pub(crate) enum SessionAction {
     /// Show this session.
     Open(Box<SessionView>),
-    /// Leave the session view.
-    BackToLive,
 }
 
 /// Which session an export reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExportSource {
+enum ExportSource {
     /// This run's own log.
     Live,
     /// The session being viewed.
@@ -159,7 +157,7 @@ pub struct SessionsUi {
 
 /// What a file dialog gave.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Picked {
+enum Picked {
     /// The files chosen.
     Files(Vec<PathBuf>),
     /// The user closed the dialog.
@@ -249,7 +247,7 @@ impl SessionsUi {
     }
 
     /// A new one that offers `typed` in the path field (the paths typed in the last run).
-    pub fn with_typed_paths(typed: TypedPaths) -> Self {
+    pub(crate) fn with_typed_paths(typed: TypedPaths) -> Self {
         Self {
             typed,
             ..Self::default()
@@ -279,7 +277,7 @@ impl SessionsUi {
 
     /// Asks for nvidia-smi CSV logs (the `--query-compute-apps` one, and optionally the
     /// `--query-gpu` one), imports them into a new session in the sessions folder, opens it.
-    pub fn import_nvidia_smi(&mut self, ctx: &egui::Context) {
+    pub(crate) fn import_nvidia_smi(&mut self, ctx: &egui::Context) {
         self.importing = Some(Task::spawn(
             "Choosing files",
             super::task::repaint(ctx),
@@ -300,7 +298,7 @@ impl SessionsUi {
     }
 
     /// Asks for a file with the system dialog, then opens it.
-    pub fn pick_file(&mut self, ctx: &egui::Context) {
+    pub(crate) fn pick_file(&mut self, ctx: &egui::Context) {
         let dir = crate::session::default_dir();
         self.picking = Some(Task::spawn(
             "Choosing a file",
@@ -383,7 +381,7 @@ impl SessionsUi {
     }
 
     /// True while a job runs (the UI keeps repainting to show progress).
-    pub fn busy(&self) -> bool {
+    pub(crate) fn busy(&self) -> bool {
         self.opening.is_some()
             || self.exporting.is_some()
             || self.listing.is_some()
@@ -405,7 +403,7 @@ impl SessionsUi {
 
     /// Collects ended jobs (from the window's `jobs`) and answered dialogs. Returns a session
     /// to show when one finished opening.
-    pub fn poll(&mut self, ctx: &egui::Context, jobs: &JobBoard) -> Option<SessionAction> {
+    pub(crate) fn poll(&mut self, ctx: &egui::Context, jobs: &JobBoard) -> Option<SessionAction> {
         match self.take(|s| &mut s.listing, jobs) {
             Some(JobResult::Sessions(l)) => {
                 self.list = l;
@@ -499,7 +497,7 @@ impl SessionsUi {
 impl SessionsUi {
     /// Draws the Sessions browser and the Export window. `live_log` is this run's log file,
     /// `viewing` the session on screen; Back to live goes to `out`.
-    pub fn windows(
+    pub(crate) fn windows(
         &mut self,
         ctx: &egui::Context,
         live_log: Option<PathBuf>,
@@ -751,7 +749,8 @@ impl SessionsUi {
     }
 }
 
-pub use crate::front::gui::jobs::{ExportFail, ExportInput};
+pub(crate) use crate::front::gui::jobs::ExportFail;
+pub use crate::front::gui::jobs::ExportInput;
 
 #[cfg(test)]
 mod tests {

@@ -7,7 +7,7 @@ use super::widgets;
 use crate::act::guard::GuardSettings;
 
 /// Draws the guard's settings into `g`; `global_dry_run` is the rules' master switch.
-pub fn show(ui: &mut Ui, g: &mut GuardSettings, global_dry_run: bool) {
+pub(crate) fn show(ui: &mut Ui, g: &mut GuardSettings, global_dry_run: bool) {
     ui.label("The OOM guard keeps a GPU from filling up without killing anyone. It compares each GPU's time to full (the forecast) with the time its next step needs, and starts the step while there is still time.");
     ui.checkbox(
         &mut g.enabled,

@@ -56,7 +56,7 @@ fn plain(key: &str) -> String {
 
 /// Where `p` is, in the window's words: "Leaks, Minimum rate", "Rule 2 “Idle holder”, its
 /// cooldown".
-pub fn place(p: &Problem, s: &Settings) -> String {
+pub(crate) fn place(p: &Problem, s: &Settings) -> String {
     let keys: Vec<&str> = p
         .key
         .iter()
@@ -101,7 +101,7 @@ pub fn place(p: &Problem, s: &Settings) -> String {
 
 /// The first problem that keeps `s` from being saved: the sentence ("Cannot save yet:
 /// Leaks, Minimum rate: must be …") and its key in the file, for the tooltip.
-pub fn cannot_save(s: &Settings) -> Option<(String, String)> {
+pub(crate) fn cannot_save(s: &Settings) -> Option<(String, String)> {
     let p = s.problems_at().into_iter().next()?;
     Some((
         format!("Cannot save yet: {}: {}", place(&p, s), p.what),

@@ -11,7 +11,7 @@ use crate::model::UnixMs;
 
 /// The live status bar: the link, the source, sampling, staleness, errors, the forecast and
 /// the latest notice; the history held at the right.
-pub fn live(ui: &mut Ui, m: &Monitor, now: UnixMs, link: &crate::link::LinkHealth) {
+pub(crate) fn live(ui: &mut Ui, m: &Monitor, now: UnixMs, link: &crate::link::LinkHealth) {
     ui.horizontal(|ui| {
         // The history at the right first; the rest in the room left of it, each text cut
         // with "…" where it does not fit (never drawn over the history).
@@ -131,7 +131,7 @@ fn live_left(ui: &mut Ui, m: &Monitor, now: UnixMs, link: &crate::link::LinkHeal
 
 /// The status bar over a recorded session: where and how it was recorded, its span, its
 /// file's health.
-pub fn session(ui: &mut Ui, v: &SessionView) {
+pub(crate) fn session(ui: &mut Ui, v: &SessionView) {
     ui.horizontal(|ui| {
         let d = &v.data;
         if let Some(h) = &d.header {
@@ -166,7 +166,7 @@ pub fn session(ui: &mut Ui, v: &SessionView) {
 }
 
 /// Opening or importing a session: its progress and a Cancel button, while it runs.
-pub fn jobs_strip(
+pub(crate) fn jobs_strip(
     ui: &mut Ui,
     jobs: &crate::front::gui::jobs::JobBoard,
     requests: &mut Vec<crate::front::gui::ui_command::UiCommand>,

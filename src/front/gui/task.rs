@@ -1,9 +1,9 @@
 //! The window's side of [`crate::front::gui::jobs`]: a job's repaint request from the egui context.
 
-pub use crate::front::gui::jobs::Task;
+pub(crate) use crate::front::gui::jobs::Task;
 
 /// What a job calls when it ends: a redraw of the window.
-pub fn repaint(ctx: &egui::Context) -> Option<crate::engine::sampler::Notify> {
+pub(crate) fn repaint(ctx: &egui::Context) -> Option<crate::engine::sampler::Notify> {
     let ctx = ctx.clone();
     Some(std::sync::Arc::new(move || ctx.request_repaint()))
 }

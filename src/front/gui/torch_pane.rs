@@ -12,13 +12,13 @@ use crate::model::{TorchMem, UnixMs, MIB};
 
 /// Releasable cache above which the pane advises releasing it (and at least this share of
 /// reserved memory, see [`advice`]).
-pub const RELEASE_ADVICE_BYTES: u64 = 1024 * MIB;
+const RELEASE_ADVICE_BYTES: u64 = 1024 * MIB;
 /// How long a process must hold memory without GPU activity before the pane calls it idle.
-pub const IDLE_ADVICE_MS: UnixMs = 10 * 60_000;
+const IDLE_ADVICE_MS: UnixMs = 10 * 60_000;
 
 /// The small "PyTorch" badge after a process's name, its figures on hover (in one unit, from
 /// what the allocator holds, when `units` is Auto).
-pub fn badge(ui: &mut Ui, t: &TorchMem, units: Units) {
+pub(crate) fn badge(ui: &mut Ui, t: &TorchMem, units: Units) {
     // One unit for all of this process's figures (Auto: from what the allocator holds).
     let units = units.for_largest(t.reserved_bytes);
     let color = widgets::torch_text(ui.visuals().dark_mode);
@@ -40,7 +40,7 @@ pub fn badge(ui: &mut Ui, t: &TorchMem, units: Units) {
 
 /// One hint from the memory playbook, with the measured reason for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Advice {
+struct Advice {
     /// What to do.
     pub action: String,
     /// Why, in figures.
@@ -49,7 +49,7 @@ pub struct Advice {
 
 /// The facts the hints are judged on, besides the allocator's figures.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Context {
+pub(crate) struct Context {
     /// The GPU's used memory and size, bytes.
     pub gpu_used_total: Option<(u64, u64)>,
     /// The process's memory is rising (a flagged leak or a forecast to full).
@@ -59,7 +59,7 @@ pub struct Context {
 }
 
 /// The playbook's hints that apply to `t` (pure; the pane draws them).
-pub fn advice(t: &TorchMem, cx: &Context, units: Units) -> Vec<Advice> {
+fn advice(t: &TorchMem, cx: &Context, units: Units) -> Vec<Advice> {
     let mut out = Vec::new();
     let cache = t.releasable_bytes();
     if cache >= RELEASE_ADVICE_BYTES && cache >= t.reserved_bytes / 4 {
@@ -122,7 +122,7 @@ pub fn advice(t: &TorchMem, cx: &Context, units: Units) -> Vec<Advice> {
 /// A strip of the memory the driver counts for the process, split the allocator's way:
 /// tensors, free space in split blocks, releasable cache, and what lies outside the allocator
 /// (the CUDA context, other libraries).
-pub fn strip(ui: &mut Ui, t: &TorchMem, driver_bytes: Option<u64>, units: Units) {
+pub(crate) fn strip(ui: &mut Ui, t: &TorchMem, driver_bytes: Option<u64>, units: Units) {
     let height = 16.0;
     let (rect, resp) =
         ui.allocate_exact_size(egui::vec2(ui.available_width(), height), Sense::hover());
@@ -191,7 +191,7 @@ pub fn strip(ui: &mut Ui, t: &TorchMem, driver_bytes: Option<u64>, units: Units)
 /// user asks for (release the cache, limit the process's memory) as
 /// [`super::ui_command::UiCommand::AskAction`].
 #[allow(clippy::too_many_arguments)]
-pub fn section(
+pub(crate) fn section(
     ui: &mut Ui,
     m: &Monitor,
     row: &ProcessRow,

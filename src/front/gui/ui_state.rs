@@ -87,7 +87,7 @@ pub enum Window {
 
 impl Window {
     /// Every preset, in toolbar order.
-    pub const ALL: [Window; 4] = [
+    pub(crate) const ALL: [Window; 4] = [
         Window::OneMinute,
         Window::TenMinutes,
         Window::OneHour,
@@ -95,7 +95,7 @@ impl Window {
     ];
 
     /// Toolbar label.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Window::OneMinute => "1 min",
             Window::TenMinutes => "10 min",
@@ -115,7 +115,7 @@ impl Window {
 }
 
 /// Applies the colour theme.
-pub fn apply_theme(ctx: &egui::Context, t: crate::model::format::Theme) {
+pub(crate) fn apply_theme(ctx: &egui::Context, t: crate::model::format::Theme) {
     ctx.set_theme(match t {
         crate::model::format::Theme::System => egui::ThemePreference::System,
         crate::model::format::Theme::Dark => egui::ThemePreference::Dark,

@@ -3,20 +3,20 @@
 use egui::{Color32, CornerRadius, Rect, Sense, Stroke, StrokeKind, Ui};
 
 /// Colour of used memory.
-pub const USED: Color32 = Color32::from_rgb(76, 145, 255);
+pub(crate) const USED: Color32 = Color32::from_rgb(76, 145, 255);
 /// Colour of driver-reserved memory.
-pub const RESERVED: Color32 = Color32::from_rgb(150, 110, 200);
+pub(crate) const RESERVED: Color32 = Color32::from_rgb(150, 110, 200);
 /// Colour of the memory limit line.
-pub const LIMIT: Color32 = Color32::from_rgb(230, 80, 80);
+pub(crate) const LIMIT: Color32 = Color32::from_rgb(230, 80, 80);
 /// Colour of "stale" and errors on a dark background ([`warn`] picks the theme's).
-pub const WARN: Color32 = Color32::from_rgb(235, 90, 70);
+pub(crate) const WARN: Color32 = Color32::from_rgb(235, 90, 70);
 /// [`WARN`] on a light background: darker, for a contrast of 4.5:1 at least.
-pub const WARN_LIGHT: Color32 = Color32::from_rgb(180, 40, 20);
+const WARN_LIGHT: Color32 = Color32::from_rgb(180, 40, 20);
 
 /// A button for what cannot be undone (a signal): filled in the theme's warning colour, its
 /// words dark on the dark theme's red and white on the light theme's, 4.5:1 at least either
 /// way (red words on a grey button were 3.7:1 on the dark theme).
-pub fn danger_button<'a>(ui: &Ui, text: &str) -> egui::Button<'a> {
+pub(crate) fn danger_button<'a>(ui: &Ui, text: &str) -> egui::Button<'a> {
     let dark = ui.visuals().dark_mode;
     let words = if dark {
         Color32::from_rgb(20, 20, 20)
@@ -27,12 +27,12 @@ pub fn danger_button<'a>(ui: &Ui, text: &str) -> egui::Button<'a> {
 }
 
 /// The warning colour for `ui`'s theme.
-pub fn warn(ui: &Ui) -> Color32 {
+pub(crate) fn warn(ui: &Ui) -> Color32 {
     warn_for(ui.visuals().dark_mode)
 }
 
 /// The warning colour on a dark or a light background.
-pub fn warn_for(dark_mode: bool) -> Color32 {
+fn warn_for(dark_mode: bool) -> Color32 {
     if dark_mode {
         WARN
     } else {
@@ -42,7 +42,7 @@ pub fn warn_for(dark_mode: bool) -> Color32 {
 
 /// An outcome's colour in the Activity tab (and next to a table row), readable on either
 /// theme.
-pub fn outcome_color(o: crate::model::outcome::Outcome, dark: bool) -> Color32 {
+pub(crate) fn outcome_color(o: crate::model::outcome::Outcome, dark: bool) -> Color32 {
     use crate::model::outcome::Outcome;
     match (o, dark) {
         (Outcome::Acted, true) => Color32::from_rgb(90, 200, 120),
@@ -58,7 +58,7 @@ pub fn outcome_color(o: crate::model::outcome::Outcome, dark: bool) -> Color32 {
 /// Text colours readable at 4.5:1 on either theme (egui's weak text is 2.7:1 on its dark
 /// panels and 2.9:1 on its light ones): plain text and weak text (hints, secondary figures)
 /// for each theme. Set once per context.
-pub fn readable_text(ctx: &egui::Context) {
+pub(crate) fn readable_text(ctx: &egui::Context) {
     let id = egui::Id::unique("vramwarden-readable-text");
     if ctx.data(|d| d.get_temp::<bool>(id)).is_some() {
         return;
@@ -75,7 +75,7 @@ pub fn readable_text(ctx: &egui::Context) {
 
 /// The PyTorch badge's colour (PyTorch's orange-red, lighter on a dark background and darker
 /// on a light one: 4.5:1 at least on the panel and on a selected table row).
-pub fn torch_text(dark: bool) -> Color32 {
+pub(crate) fn torch_text(dark: bool) -> Color32 {
     if dark {
         Color32::from_rgb(255, 120, 90)
     } else {
@@ -85,10 +85,10 @@ pub fn torch_text(dark: bool) -> Color32 {
 
 /// How much of the selection colour a selected table row takes (the rest is the panel): a
 /// tint that coloured text on the row (a leak, a badge) stays readable on.
-pub const ROW_SELECTION_ALPHA: f32 = 0.35;
+pub(crate) const ROW_SELECTION_ALPHA: f32 = 0.35;
 
 /// Plain and weak text colours on a dark or a light background (see [`readable_text`]).
-pub fn text_colors(dark: bool) -> (Color32, Color32) {
+fn text_colors(dark: bool) -> (Color32, Color32) {
     if dark {
         (Color32::from_gray(200), Color32::from_gray(150))
     } else {
@@ -113,20 +113,18 @@ pub fn contrast(a: Color32, b: Color32) -> f32 {
     (x.max(y) + 0.05) / (x.min(y) + 0.05)
 }
 /// Parked processes (their GPU memory in host memory): a calm blue, not a warning.
-pub const PARKED: Color32 = Color32::from_rgb(90, 160, 235);
-/// PyTorch's brand orange: the "PyTorch" badge.
-pub const TORCH_RESERVED: Color32 = Color32::from_rgb(238, 76, 44);
+pub(crate) const PARKED: Color32 = Color32::from_rgb(90, 160, 235);
 /// Memory the caching allocator holds (reserved; on the strip, its releasable part): a pink
 /// apart from the memory limit's red.
-pub const TORCH_CACHE: Color32 = Color32::from_rgb(230, 120, 175);
+pub(crate) const TORCH_CACHE: Color32 = Color32::from_rgb(230, 120, 175);
 /// Memory in live tensors: a teal apart from the used-memory blue.
-pub const TORCH_ALLOCATED: Color32 = Color32::from_rgb(0, 170, 140);
+pub(crate) const TORCH_ALLOCATED: Color32 = Color32::from_rgb(0, 170, 140);
 /// Free space inside split blocks (fragmentation).
-pub const TORCH_SPLIT: Color32 = Color32::from_rgb(230, 180, 40);
+pub(crate) const TORCH_SPLIT: Color32 = Color32::from_rgb(230, 180, 40);
 
 /// Colour of memory no process accounts for ("Unattributed"): a neutral grey no process
 /// colour comes near.
-pub const UNATTRIBUTED: Color32 = Color32::from_rgb(150, 150, 150);
+pub(crate) const UNATTRIBUTED: Color32 = Color32::from_rgb(150, 150, 150);
 
 /// Which set of process colours the window uses (View → Colours).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -140,10 +138,10 @@ pub enum Palette {
 
 impl Palette {
     /// Every palette, in menu order.
-    pub const ALL: [Palette; 2] = [Palette::Standard, Palette::ColorBlind];
+    pub(crate) const ALL: [Palette; 2] = [Palette::Standard, Palette::ColorBlind];
 
     /// Menu label.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Palette::Standard => "Standard colours",
             Palette::ColorBlind => "Colour-blind safe colours",
@@ -152,7 +150,7 @@ impl Palette {
 
     /// The colour of each slot, on a dark or a light background (the RGB of
     /// [`crate::model::palette`]).
-    pub fn colors(self, dark_mode: bool) -> [Color32; crate::engine::view::COLOR_SLOTS] {
+    pub(crate) fn colors(self, dark_mode: bool) -> [Color32; crate::engine::view::COLOR_SLOTS] {
         use crate::model::palette;
         let base = match self {
             Palette::Standard => palette::STANDARD,
@@ -171,7 +169,7 @@ fn palette_id() -> egui::Id {
 }
 
 /// Sets the palette the window's process colours come from (kept in the egui context).
-pub fn set_palette(ctx: &egui::Context, palette: Palette) {
+pub(crate) fn set_palette(ctx: &egui::Context, palette: Palette) {
     ctx.data_mut(|d| d.insert_temp(palette_id(), palette));
 }
 
@@ -187,7 +185,7 @@ pub struct Colors {
 
 impl Colors {
     /// The colours for `ui` (its theme, the window's palette).
-    pub fn of(ui: &Ui) -> Self {
+    pub(crate) fn of(ui: &Ui) -> Self {
         let palette = ui
             .ctx()
             .data(|d| d.get_temp::<Palette>(palette_id()))
@@ -209,7 +207,7 @@ impl Colors {
     /// ([`crate::engine::view::ProcessRow::color_slot`]), so processes on screen together never
     /// share a colour until more than [`crate::engine::view::COLOR_SLOTS`] run at once; beyond that,
     /// hues around the colour wheel.
-    pub fn slot(&self, slot: u8) -> Color32 {
+    pub(crate) fn slot(&self, slot: u8) -> Color32 {
         match self.colors.get(usize::from(slot)) {
             Some(c) => *c,
             None => {
@@ -228,10 +226,10 @@ pub fn process_color(slot: u8, dark_mode: bool) -> Color32 {
 }
 
 /// Colour of the OOM forecast's marker on a memory bar.
-pub const FORECAST: Color32 = Color32::from_rgb(240, 150, 40);
+pub(crate) const FORECAST: Color32 = Color32::from_rgb(240, 150, 40);
 
 /// [`FORECAST`] for the theme: a darker orange on light backgrounds (4.5:1 on white).
-pub fn forecast_color(dark_mode: bool) -> Color32 {
+pub(crate) fn forecast_color(dark_mode: bool) -> Color32 {
     if dark_mode {
         FORECAST
     } else {
@@ -242,7 +240,7 @@ pub fn forecast_color(dark_mode: bool) -> Color32 {
 /// A horizontal bar split into used / reserved / free. `projected` (bytes used in
 /// [`FORECAST_HORIZON_MIN`] minutes at the current leak rate) draws an orange band from the used
 /// memory to that point, with a tick where it ends (at the bar's end when the GPU would be full).
-pub fn memory_bar(
+pub(crate) fn memory_bar(
     ui: &mut Ui,
     total: u64,
     used: u64,
@@ -307,18 +305,18 @@ pub fn memory_bar(
 }
 
 /// The span of the forecast drawn on a memory bar, in minutes.
-pub const FORECAST_HORIZON_MIN: f64 = 10.0;
+pub(crate) const FORECAST_HORIZON_MIN: f64 = 10.0;
 
 /// The least size of legend and hint text (points at 100 %): readable, not egui's 9-point
 /// "small".
-pub const LEGEND_TEXT_SIZE: f32 = 12.5;
+const LEGEND_TEXT_SIZE: f32 = 12.5;
 
 /// A legend entry: its swatch and its name kept together on one line (a wrapped legend never
 /// leaves a swatch at the end of one line and its name on the next). One widget of its own
 /// size, so that a `horizontal_wrapped` legend moves it to the next line when it does not fit
 /// (a group of widgets there never wraps: it overflows and widens everything below it); a
 /// name wider than the whole line is cut with "…" rather than widening the line.
-pub fn legend_item(ui: &mut Ui, color: Color32, name: &str, bold: bool) -> egui::Response {
+pub(crate) fn legend_item(ui: &mut Ui, color: Color32, name: &str, bold: bool) -> egui::Response {
     const SWATCH: f32 = 10.0;
     const GAP: f32 = 4.0;
     let t = egui::RichText::new(name).size(LEGEND_TEXT_SIZE);
@@ -357,13 +355,13 @@ pub fn legend_item(ui: &mut Ui, color: Color32, name: &str, bold: bool) -> egui:
 const LEGEND_ITEM_SPACE: f32 = 6.0;
 
 /// A hint under a control: readable size, in the theme's weak text colour.
-pub fn hint(text: impl Into<String>) -> egui::RichText {
+pub(crate) fn hint(text: impl Into<String>) -> egui::RichText {
     egui::RichText::new(text).size(LEGEND_TEXT_SIZE).weak()
 }
 
 /// A small coloured square, as legend marker in table rows, outlined so that a colour close
 /// to the background (the "Free" swatch) still shows.
-pub fn color_swatch(ui: &mut Ui, color: Color32) {
+pub(crate) fn color_swatch(ui: &mut Ui, color: Color32) {
     let (rect, _) = ui.allocate_exact_size(egui::vec2(10.0, 10.0), Sense::hover());
     paint_swatch(ui, rect, color);
 }
@@ -389,7 +387,7 @@ fn paint_swatch(ui: &Ui, rect: Rect, color: Color32) {
 
 /// A time in a hover: the clock ("23:59:58"), with its day first when `days`
 /// ("7 Dec 00:00:05").
-pub fn hover_time(s: f64, days: bool) -> String {
+pub(crate) fn hover_time(s: f64, days: bool) -> String {
     let ms = (s * 1000.0).round() as i64;
     if days {
         format!(
@@ -403,14 +401,14 @@ pub fn hover_time(s: f64, days: bool) -> String {
 }
 
 /// Whether unix times `a` and `b` (s) fall on the same local day.
-pub fn same_day(a: f64, b: f64) -> bool {
+pub(crate) fn same_day(a: f64, b: f64) -> bool {
     let day = |s: f64| crate::model::format::day((s * 1000.0).round() as i64);
     day(a) == day(b)
 }
 
 /// Whether a graph over `range` (unix s) shows more than one local day: its time axis then
 /// names the day at midnight, and its hovers name the day of each time.
-pub fn shows_days(range: Option<(f64, f64)>) -> bool {
+pub(crate) fn shows_days(range: Option<(f64, f64)>) -> bool {
     range.is_some_and(|(a, b)| b - a > 86_400.0 || !same_day(a, b))
 }
 

@@ -8,7 +8,7 @@ use crate::front::gui::ui_command::UiCommand;
 
 impl VramApp {
     /// Queues `c`, to be carried out at the end of this frame.
-    pub fn push(&mut self, c: UiCommand) {
+    pub(crate) fn push(&mut self, c: UiCommand) {
         self.queue.push(c);
     }
 

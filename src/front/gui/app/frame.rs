@@ -104,7 +104,6 @@ impl VramApp {
                     self.selected = Some(k);
                 }
             }
-            Some(SessionAction::BackToLive) => self.view = None,
             None => {}
         }
     }

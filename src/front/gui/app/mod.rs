@@ -13,8 +13,10 @@ mod windows;
 use super::backend::Backend;
 use super::graph::GraphCache;
 use super::sessions::{SessionView, SessionsUi};
-pub use super::ui_command::{Help, UiCommand};
-pub use super::ui_state::{apply_theme, BottomTab, UiState};
+pub(crate) use super::ui_command::Help;
+pub use super::ui_command::UiCommand;
+pub(crate) use super::ui_state::apply_theme;
+pub use super::ui_state::UiState;
 use crate::engine::view::Monitor;
 use crate::model::format::Units;
 use crate::model::history::ProcSeriesKey;
@@ -112,7 +114,7 @@ pub struct Confirmation {
 }
 
 /// Every keyboard shortcut of the window, for Help → Keyboard shortcuts.
-pub const SHORTCUTS: &[(&str, &str)] = &[
+pub(crate) const SHORTCUTS: &[(&str, &str)] = &[
     ("Ctrl+,", "Settings"),
     ("Ctrl+F", "Filter the process table"),
     ("Ctrl+1 / 2 / 3", "Processes, Leaks, Activity tab"),
@@ -135,7 +137,7 @@ pub const SHORTCUTS: &[(&str, &str)] = &[
 
 impl VramApp {
     /// The app for a real window, restoring persisted UI state.
-    pub fn new(cc: &eframe::CreationContext<'_>, backend: Backend) -> Self {
+    pub(crate) fn new(cc: &eframe::CreationContext<'_>, backend: Backend) -> Self {
         let state = cc
             .storage
             .and_then(|s| eframe::get_value::<UiState>(s, eframe::APP_KEY))
@@ -288,7 +290,7 @@ impl VramApp {
 
 /// The target of a confirmation in the window's units (Auto: from its size, as the detail
 /// pane shows it: "38.0 GiB", not "38912 MiB").
-pub fn describe_target(target: &crate::act::rules::eval::Target, units: Units) -> String {
+pub(crate) fn describe_target(target: &crate::act::rules::eval::Target, units: Units) -> String {
     match target {
         crate::act::rules::eval::Target::Process {
             key, used_bytes, ..

@@ -10,7 +10,7 @@ use crate::front::gui::connect::SavedHost;
 use crate::link::EngineLink;
 
 /// How many agents the window keeps attached in the background besides the one shown.
-pub const MAX_BACKGROUND_HOSTS: usize = 8;
+pub(crate) const MAX_BACKGROUND_HOSTS: usize = 8;
 
 /// One engine the window is attached to: this computer's or an agent's.
 pub(super) struct Attached {
@@ -32,7 +32,7 @@ pub(super) struct Attached {
 
 impl Attached {
     /// Nothing attached yet over `shared`.
-    pub fn unlinked(shared: SharedMonitor, source: crate::source::SourceKind) -> Self {
+    pub(crate) fn unlinked(shared: SharedMonitor, source: crate::source::SourceKind) -> Self {
         Self {
             host: None,
             remote: None,
@@ -59,7 +59,7 @@ impl Attached {
     }
 
     /// Closes its link and its tunnel; its state stays.
-    pub fn close(&mut self) {
+    pub(crate) fn close(&mut self) {
         *self = self.left_behind();
     }
 }
@@ -80,7 +80,7 @@ impl Hosts {
     /// Puts `shown` in the background, still sampling, when it has a link; returns what stays
     /// on screen meanwhile. The agent left longest ago goes when more than
     /// [`MAX_BACKGROUND_HOSTS`] are kept (this computer always stays).
-    pub fn park(&mut self, shown: Attached) -> Attached {
+    pub(crate) fn park(&mut self, shown: Attached) -> Attached {
         if shown.link.is_none() {
             return shown;
         }
@@ -97,7 +97,7 @@ impl Hosts {
 
     /// Takes `host` (`None`: this computer) out of the background, its samples waking the
     /// window again; `None` when it is not attached.
-    pub fn take(&mut self, host: Option<&SavedHost>) -> Option<Attached> {
+    pub(crate) fn take(&mut self, host: Option<&SavedHost>) -> Option<Attached> {
         let i = self.parked.iter().position(|p| p.host.as_ref() == host)?;
         let p = self.parked.remove(i);
         p.shown.store(true, Ordering::Relaxed);
@@ -105,19 +105,19 @@ impl Hosts {
     }
 
     /// Lets go of `host` (its link and tunnel stop); true when it was in the background.
-    pub fn drop_host(&mut self, host: &SavedHost) -> bool {
+    pub(crate) fn drop_host(&mut self, host: &SavedHost) -> bool {
         let before = self.parked.len();
         self.parked.retain(|p| p.host.as_ref() != Some(host));
         self.parked.len() != before
     }
 
     /// Lets go of this computer's engine kept in the background.
-    pub fn drop_local(&mut self) {
+    pub(crate) fn drop_local(&mut self) {
         self.parked.retain(|p| p.remote.is_some());
     }
 
     /// This computer's engine, when it is kept in the background.
-    pub fn local(&self) -> Option<&dyn EngineLink> {
+    pub(crate) fn local(&self) -> Option<&dyn EngineLink> {
         self.parked
             .iter()
             .find(|p| p.remote.is_none())
@@ -125,7 +125,7 @@ impl Hosts {
     }
 
     /// The hosts in the background (`None`: this computer).
-    pub fn listed(&self) -> impl Iterator<Item = Option<SavedHost>> + '_ {
+    pub(crate) fn listed(&self) -> impl Iterator<Item = Option<SavedHost>> + '_ {
         self.parked.iter().map(|p| p.host.clone())
     }
 }

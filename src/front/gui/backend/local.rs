@@ -26,7 +26,11 @@ pub(super) struct LocalEngine<'a> {
 impl LocalEngine<'_> {
     /// Starts the engine on `factory`'s source on its own thread, its alerts becoming desktop
     /// notifications; `None` when no thread could be started (the View says why).
-    pub fn start(&self, factory: SourceFactory, notify: Notify) -> Option<Box<dyn EngineLink>> {
+    pub(crate) fn start(
+        &self,
+        factory: SourceFactory,
+        notify: Notify,
+    ) -> Option<Box<dyn EngineLink>> {
         let engine = crate::engine::EngineBuilder::new(self.shared.clone(), self.interval_ms)
             .record(self.record.clone())
             .settings(self.settings)

@@ -4,17 +4,17 @@
 //! agent's own abilities (its session logs, its past leaks) are reached through the link's
 //! [`crate::link::files::AgentFiles`] capability, never the concrete link.
 
-pub mod hosts;
-pub mod local;
-pub mod remote;
-pub mod wake;
+pub(crate) mod hosts;
+pub(crate) mod local;
+pub(crate) mod remote;
+pub(crate) mod wake;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use hosts::MAX_BACKGROUND_HOSTS;
 pub use local::NO_ENGINE;
-pub use wake::{data_frame_delay, WakeGate, MAX_DATA_FRAMES_PER_S, NEW_DATA_FRAME};
+pub(crate) use wake::WakeGate;
+pub use wake::NEW_DATA_FRAME;
 
 use super::{connect, task};
 use crate::engine::sampler::SourceFactory;
@@ -68,7 +68,7 @@ impl Backend {
     /// Like [`Backend::start`], recording a session log as `record` says, with these settings
     /// for the engine.
     #[allow(clippy::too_many_arguments)]
-    pub fn start_with(
+    pub(crate) fn start_with(
         factory: SourceFactory,
         source: crate::source::SourceKind,
         interval: Duration,
@@ -136,12 +136,12 @@ impl Backend {
     }
 
     /// The agent's address while the window is attached to one (`None`: this computer).
-    pub fn remote(&self) -> Option<&str> {
+    pub(crate) fn remote(&self) -> Option<&str> {
         self.shown.remote.as_deref()
     }
 
     /// The GPUs this computer samples (the simulated ones, or the driver's).
-    pub fn source(&self) -> crate::source::SourceKind {
+    pub(crate) fn source(&self) -> crate::source::SourceKind {
         self.shown.source
     }
 
@@ -168,7 +168,7 @@ impl Backend {
 
     /// Applies new settings to this computer's engine (and to later restarts), also while an
     /// agent is shown (an agent runs on its own settings).
-    pub fn apply_settings(&mut self, s: crate::engine::settings::Settings) {
+    pub(crate) fn apply_settings(&mut self, s: crate::engine::settings::Settings) {
         self.settings = s.clone();
         let c = crate::engine::EngineCommand::ApplySettings(Box::new(s));
         if self.shown.remote.is_none() {
@@ -179,7 +179,7 @@ impl Backend {
     }
 
     /// The saved host shown (`None`: this computer, or an agent given by `--connect`).
-    pub fn shown_host(&self) -> Option<&connect::SavedHost> {
+    pub(crate) fn shown_host(&self) -> Option<&connect::SavedHost> {
         self.shown.host.as_ref()
     }
 
@@ -207,7 +207,7 @@ impl Backend {
     /// Shows `host` (`None`: this computer) when it is attached in the background; the
     /// host shown until now goes on sampling in the background. False when `host` is not
     /// attached.
-    pub fn switch_to(&mut self, host: Option<&connect::SavedHost>) -> bool {
+    pub(crate) fn switch_to(&mut self, host: Option<&connect::SavedHost>) -> bool {
         let Some(p) = self.hosts.take(host) else {
             return false;
         };
@@ -221,7 +221,7 @@ impl Backend {
 
     /// Leaves the agent shown (its link closes) and shows this computer again when it is
     /// attached in the background. False when it is not (the caller starts it).
-    pub fn disconnect(&mut self) -> bool {
+    pub(crate) fn disconnect(&mut self) -> bool {
         if self.shown.remote.is_some() {
             self.shown.close();
         }
@@ -230,13 +230,13 @@ impl Backend {
 
     /// Lets go of the agent `host` where it is attached in the background (its link and
     /// tunnel stop); true when it was.
-    pub fn drop_background(&mut self, host: &connect::SavedHost) -> bool {
+    pub(crate) fn drop_background(&mut self, host: &connect::SavedHost) -> bool {
         self.hosts.drop_host(host)
     }
 
     /// Sends a request to the engine shown (this computer's or an agent's): its id, whose
     /// reply comes back through [`Backend::take_replies`].
-    pub fn send(
+    pub(crate) fn send(
         &self,
         c: crate::engine::EngineCommand,
     ) -> Option<crate::engine::command::CommandId> {
@@ -250,7 +250,7 @@ impl Backend {
     }
 
     /// The replies of the engine shown since the last call.
-    pub fn take_replies(&self) -> Vec<crate::engine::command::CommandReply> {
+    pub(crate) fn take_replies(&self) -> Vec<crate::engine::command::CommandReply> {
         let mut r = self.unlinked.take();
         if let Some(l) = &self.shown.link {
             let got = l.take_replies();
@@ -263,7 +263,7 @@ impl Backend {
     /// Tells whether a recorded session covers the live data (`true`): then the links'
     /// samples no longer wake the window (a still session draws no frame), only the replies
     /// to its commands do.
-    pub fn set_covered(&self, covered: bool) {
+    pub(crate) fn set_covered(&self, covered: bool) {
         self.wake.cover(covered);
     }
 
@@ -274,18 +274,18 @@ impl Backend {
 
     /// While an agent is shown: its past leaks as read so far (asked for on the first call;
     /// `Some(None)` until they arrive). None for this computer.
-    pub fn agent_past(&self) -> Option<Option<Arc<crate::engine::replay::PastEvents>>> {
+    pub(crate) fn agent_past(&self) -> Option<Option<Arc<crate::engine::replay::PastEvents>>> {
         self.agent().map(|a| a.past_or_ask())
     }
 
     /// Carries out a file job request of the window ([`crate::front::gui::jobs::JobBoard`]): in this
     /// process, beside the link, whichever engine (local or an agent's) is shown.
-    pub fn job(&self, c: crate::front::gui::jobs::JobCommand) {
+    pub(crate) fn job(&self, c: crate::front::gui::jobs::JobCommand) {
         self.jobs.command(c);
     }
 
     /// The window's jobs: read every frame, beside [`Backend::view`].
-    pub fn jobs(&self) -> &crate::front::gui::jobs::JobBoard {
+    pub(crate) fn jobs(&self) -> &crate::front::gui::jobs::JobBoard {
         &self.jobs
     }
 
@@ -315,7 +315,7 @@ impl Backend {
     ///
     /// # Errors
     /// A sentence for the connect window; the window stays as it was (a tunnel is stopped).
-    pub fn attach_opened(
+    pub(crate) fn attach_opened(
         &mut self,
         host: &connect::SavedHost,
         opened: crate::link::open::OpenedHost,
@@ -338,12 +338,12 @@ impl Backend {
     }
 
     /// The attached agent's session logs and downloads (`None`: not attached).
-    pub fn agent_files(&self) -> Option<crate::link::files::RemoteFiles> {
+    pub(crate) fn agent_files(&self) -> Option<crate::link::files::RemoteFiles> {
         self.agent().map(|a| a.files())
     }
 
     /// Asks the attached agent for its session logs.
-    pub fn list_agent_sessions(&self) {
+    pub(crate) fn list_agent_sessions(&self) {
         if let Some(a) = self.agent() {
             a.list_sessions();
         }
@@ -351,14 +351,14 @@ impl Backend {
 
     /// Downloads one of the attached agent's session logs into this computer's sessions
     /// folder (`from-agents/HOST_PORT/`, one folder per agent), to open it read-only.
-    pub fn download_agent_session(&self, name: &str) {
+    pub(crate) fn download_agent_session(&self, name: &str) {
         if let Some(a) = self.agent() {
             a.download(name, &remote::downloads_base());
         }
     }
 
     /// Downloads finished since the last call.
-    pub fn take_agent_downloads(&self) -> Vec<(String, Result<std::path::PathBuf, String>)> {
+    pub(crate) fn take_agent_downloads(&self) -> Vec<(String, Result<std::path::PathBuf, String>)> {
         self.agent().map(|a| a.take_downloads()).unwrap_or_default()
     }
 
@@ -367,7 +367,7 @@ impl Backend {
     ///
     /// # Errors
     /// A malformed address or no thread; the window stays as it was.
-    pub fn connect_remote(&mut self, url: &str, token: String) -> Result<(), String> {
+    fn connect_remote(&mut self, url: &str, token: String) -> Result<(), String> {
         let shared = self.fresh_state();
         let (shown, notify) = wake::notifier(self.repaint.clone(), self.wake.clone());
         let (url, link) = remote::connect(
@@ -392,7 +392,7 @@ impl Backend {
 
     /// Drops the current source and its history and starts over on `source` (this
     /// computer; one kept in the background is dropped too).
-    pub fn restart(&mut self, source: crate::source::SourceKind) {
+    pub(crate) fn restart(&mut self, source: crate::source::SourceKind) {
         self.shown.close();
         self.hosts.drop_local();
         self.shown = hosts::Attached::unlinked(self.fresh_state(), source);

@@ -12,11 +12,11 @@ pub const NEW_DATA_FRAME: Duration = Duration::from_millis(1);
 
 /// The most frames a second that new samples cause (the eye needs no more for a graph of
 /// minutes; 10 samples a second would otherwise be 10 full redraws).
-pub const MAX_DATA_FRAMES_PER_S: u32 = 4;
+pub(crate) const MAX_DATA_FRAMES_PER_S: u32 = 4;
 
 /// How long after a sample arriving at `now` its frame is drawn, given when the last one was
 /// asked for (`last`, updated): at once, or at the next slot of [`MAX_DATA_FRAMES_PER_S`].
-pub fn data_frame_delay(
+pub(crate) fn data_frame_delay(
     last: &mut Option<std::time::Instant>,
     now: std::time::Instant,
 ) -> Duration {
@@ -37,7 +37,7 @@ pub fn data_frame_delay(
 
 /// What lets the engine's news (a sample, a reply) wake the window, for every link.
 #[derive(Debug, Default)]
-pub struct WakeGate {
+pub(crate) struct WakeGate {
     /// A recorded session is on screen instead of the live data.
     covered: AtomicBool,
     /// Commands sent whose replies have not been taken yet.
@@ -47,7 +47,7 @@ pub struct WakeGate {
 impl WakeGate {
     /// Whether news wakes the window now: always while the live data is shown, else only
     /// while a reply is awaited.
-    pub fn wakes(&self) -> bool {
+    pub(crate) fn wakes(&self) -> bool {
         !self.covered.load(Ordering::Relaxed) || self.awaiting.load(Ordering::Relaxed) > 0
     }
 

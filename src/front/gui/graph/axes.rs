@@ -6,7 +6,7 @@ use crate::model::format;
 
 /// A time axis label: the clock ("23:05:00"), the day at midnight ("7 Dec"), the date and
 /// time over more than two days ("12-07 06:00").
-pub fn x_formatter(mark: GridMark, range: &std::ops::RangeInclusive<f64>) -> String {
+pub(crate) fn x_formatter(mark: GridMark, range: &std::ops::RangeInclusive<f64>) -> String {
     let ms = (mark.value * 1000.0).round() as i64;
     if range.end() - range.start() > 2.0 * 86400.0 {
         format::date_time(ms)
@@ -60,10 +60,10 @@ const X_LABEL_HALF_WIDTH: f64 = 30.0;
 
 /// Points between two labelled values of a value axis at least (egui_plot hides a label
 /// closer than 20 points to the next).
-pub const Y_LABEL_GAP: f32 = 22.0;
+pub(crate) const Y_LABEL_GAP: f32 = 22.0;
 
 /// Points between two labelled values on a short plot at least (a line of text).
-pub const Y_LABEL_MIN_GAP: f32 = 16.0;
+pub(crate) const Y_LABEL_MIN_GAP: f32 = 16.0;
 
 /// The value-axis grid: round steps of 1, 2 or 5 × 10ⁿ, the finest that keeps
 /// [`Y_LABEL_GAP`] between labels, and never fewer than three marks in view (a finer step

@@ -33,7 +33,7 @@ pub struct DrawnLayout {
 
 /// Decimated lines of one graph, and whether it follows the live edge.
 #[derive(Debug, Clone, Default)]
-pub struct GraphCache {
+pub(crate) struct GraphCache {
     key: Option<CacheKey>,
     pub(super) drawn: DeviceLines,
     /// The range the user zoomed or panned to; `None` follows the newest data.
@@ -53,7 +53,7 @@ pub struct GraphCache {
 
 impl GraphCache {
     /// Drops the cached lines so the next frame rebuilds them.
-    pub fn invalidate(&mut self) {
+    pub(crate) fn invalidate(&mut self) {
         self.key = None;
     }
 

@@ -21,7 +21,7 @@ pub(super) struct HoverAt {
 }
 
 /// The bucket that holds time `x` (within `step` after its last sample).
-pub fn bucket_at(buckets: &[Bucket], x: f64, step: f64) -> Option<Bucket> {
+pub(crate) fn bucket_at(buckets: &[Bucket], x: f64, step: f64) -> Option<Bucket> {
     let i = buckets.partition_point(|b| b.from_s <= x);
     let b = *buckets.get(i.checked_sub(1)?)?;
     (x <= b.to_s + step).then_some(b)
@@ -30,7 +30,7 @@ pub fn bucket_at(buckets: &[Bucket], x: f64, step: f64) -> Option<Bucket> {
 /// The hover's title: the bucket's time range ("12:00:00 – 12:01:36"), or one time when it
 /// holds one sample. With `days` (the graph shows more than one day) each time names its
 /// day ("7 Dec 00:00:00 – 00:01:36"; the end's day only when it is another).
-pub fn bucket_title(b: &Bucket, days: bool) -> String {
+pub(crate) fn bucket_title(b: &Bucket, days: bool) -> String {
     if b.to_s > b.from_s {
         let end_days = days && !widgets::same_day(b.from_s, b.to_s);
         format!(

@@ -57,7 +57,7 @@ pub(super) fn legend(
 
 /// The processes the legend names, in the stack's order from its top (the newest first): the
 /// [`LEGEND_MAX`] largest now, the selected one always among them; and how many are left out.
-pub fn legend_processes(
+pub(crate) fn legend_processes(
     lines: &[GraphLine],
     highlight: Option<ProcSeriesKey>,
 ) -> (Vec<&GraphLine>, usize) {
@@ -84,4 +84,4 @@ pub fn legend_processes(
 }
 
 /// Processes named in the graph's legend at most.
-pub const LEGEND_MAX: usize = 12;
+pub(crate) const LEGEND_MAX: usize = 12;

@@ -68,7 +68,7 @@ impl GraphLine {
     }
 
     /// Its runs of consecutive points (see [`GraphLine::breaks`]).
-    pub fn runs(&self) -> Vec<std::ops::Range<usize>> {
+    pub(crate) fn runs(&self) -> Vec<std::ops::Range<usize>> {
         let mut starts = vec![0];
         starts.extend(self.breaks.iter().copied());
         starts.push(self.points.len());

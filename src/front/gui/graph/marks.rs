@@ -5,7 +5,7 @@ use crate::model::{UnixMs, MIB};
 
 /// The labels of shaded windows (unix s from, to, name): one per group of windows that
 /// overlap, over the group's whole span, naming each window once ("leak: a (1) · leak: b (2)").
-pub fn span_labels(spans: &[(f64, f64, String)]) -> Vec<(f64, f64, String)> {
+pub(crate) fn span_labels(spans: &[(f64, f64, String)]) -> Vec<(f64, f64, String)> {
     let mut sorted: Vec<&(f64, f64, String)> = spans.iter().collect();
     sorted.sort_by(|x, y| x.0.total_cmp(&y.0));
     let mut groups: Vec<(f64, f64, Vec<&str>)> = Vec::new();

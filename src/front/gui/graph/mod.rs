@@ -25,29 +25,28 @@ use crate::engine::view::Monitor;
 use crate::model::history::ProcSeriesKey;
 use crate::model::{UnixMs, MIB};
 
-pub use axes::{value_grid, value_label, x_formatter, Y_LABEL_GAP, Y_LABEL_MIN_GAP};
+pub use axes::{value_grid, value_label};
 use cache::CacheKey;
-pub use cache::{DrawnLayout, GraphCache};
+pub(crate) use cache::{DrawnLayout, GraphCache};
 use draw::{draw_plot, PlotOpts};
-pub use hover::{bucket_at, bucket_title};
 use legend::legend;
-pub use legend::{legend_processes, LEGEND_MAX};
-pub use lines::{Bucket, DeviceLines, GraphLine, LineKind};
-pub use marks::span_labels;
+pub(crate) use lines::DeviceLines;
+pub use lines::LineKind;
 use marks::{forecast_line, leak_marks, shaded_windows};
 use metrics::metric_plots;
-pub use process::{process_graph, PROCESS_GRAPH_MAX_HEIGHT, PROCESS_GRAPH_MIN_HEIGHT};
-pub use stacking::{device_lines, UNATTRIBUTED};
+pub(crate) use process::process_graph;
+pub use process::PROCESS_GRAPH_MIN_HEIGHT;
+pub use stacking::device_lines;
 use tables::graph_tables;
 use toolbar::toolbar;
+pub(crate) use zoom::wheel_to_zoom;
 use zoom::{keyboard_move, preset_range, range_after, user_moved};
-pub use zoom::{wheel_to_zoom, wheel_zoom_factor};
 
 /// The graph of one GPU with its toolbar (window presets, stacking, fit to data, follow live)
 /// and its legend. `edge` is the right end of the window when following (the live edge, or a
 /// session's slider); `highlight` is the selected process, drawn thicker.
 #[allow(clippy::too_many_arguments)]
-pub fn device_graph(
+pub(crate) fn device_graph(
     ui: &mut Ui,
     m: &Monitor,
     snap: &crate::model::Snapshot,
@@ -210,7 +209,10 @@ pub fn device_graph(
 
 #[cfg(test)]
 mod tests {
-    use super::axes::time_grid;
+    use super::axes::{time_grid, x_formatter};
+    use super::hover::bucket_title;
+    use super::lines::Bucket;
+    use super::marks::span_labels;
     use super::*;
     use egui_plot::GridMark;
 

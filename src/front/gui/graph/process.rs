@@ -15,10 +15,10 @@ use crate::model::history::ProcSeriesKey;
 pub const PROCESS_GRAPH_MIN_HEIGHT: f32 = 180.0;
 
 /// The most height a process's lifetime graph takes (the pane's other parts stay in view).
-pub const PROCESS_GRAPH_MAX_HEIGHT: f32 = 240.0;
+pub(crate) const PROCESS_GRAPH_MAX_HEIGHT: f32 = 240.0;
 
 /// The whole-lifetime graph of one process on one GPU, with marked times (unix s, name).
-pub fn process_graph(
+pub(crate) fn process_graph(
     ui: &mut Ui,
     m: &Monitor,
     key: ProcSeriesKey,

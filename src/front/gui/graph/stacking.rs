@@ -250,4 +250,4 @@ fn plain_lines(
 }
 
 /// The legend name of memory no process accounts for.
-pub const UNATTRIBUTED: &str = "Unattributed (no process)";
+pub(crate) const UNATTRIBUTED: &str = "Unattributed (no process)";

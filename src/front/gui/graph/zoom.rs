@@ -32,7 +32,7 @@ const LINE_POINTS: f32 = 40.0;
 
 /// The time zoom the wheel events of one frame ask for: a notch (120 points) zooms by about
 /// 1.8; Ctrl + wheel (egui's own zoom) and horizontal scrolling are left alone.
-pub fn wheel_zoom_factor(events: &[egui::Event], modifiers: egui::Modifiers) -> f32 {
+pub(crate) fn wheel_zoom_factor(events: &[egui::Event], modifiers: egui::Modifiers) -> f32 {
     if modifiers.command {
         return 1.0;
     }
@@ -58,7 +58,7 @@ pub fn wheel_zoom_factor(events: &[egui::Event], modifiers: egui::Modifiers) -> 
 /// Turns the wheel over a graph (`over_graph`: the pointer is on one) into one zoom event per
 /// frame, before egui sees it: egui smooths a wheel notch over a second of frames, each a
 /// full redraw; a zoom event moves the plot once.
-pub fn wheel_to_zoom(raw: &mut egui::RawInput, over_graph: bool) {
+pub(crate) fn wheel_to_zoom(raw: &mut egui::RawInput, over_graph: bool) {
     if !over_graph {
         return;
     }

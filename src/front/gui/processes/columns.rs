@@ -35,7 +35,7 @@ pub enum SortColumn {
 
 impl SortColumn {
     /// Every column in table order, with its title.
-    pub const ALL: [(SortColumn, &'static str); 13] = [
+    pub(crate) const ALL: [(SortColumn, &'static str); 13] = [
         (SortColumn::Pid, "PID"),
         (SortColumn::Name, "Name"),
         (SortColumn::User, "User"),
@@ -54,7 +54,7 @@ impl SortColumn {
 
     /// False for the columns a session log does not keep (GPU %, CPU, RSS: sampled live,
     /// never recorded).
-    pub fn recorded(self) -> bool {
+    pub(crate) fn recorded(self) -> bool {
         !matches!(
             self,
             SortColumn::GpuUtil | SortColumn::Cpu | SortColumn::Rss

@@ -19,14 +19,14 @@ pub enum GroupBy {
 
 impl GroupBy {
     /// Every choice with its label.
-    pub const ALL: [(GroupBy, &'static str); 3] = [
+    pub(crate) const ALL: [(GroupBy, &'static str); 3] = [
         (GroupBy::None, "No grouping"),
         (GroupBy::User, "By user"),
         (GroupBy::Container, "By container"),
     ];
 
     /// The group a row belongs to.
-    pub fn key(self, r: &ProcessRow) -> String {
+    pub(crate) fn key(self, r: &ProcessRow) -> String {
         match self {
             GroupBy::None => String::new(),
             GroupBy::User if r.info.user.is_empty() => "(unknown user)".into(),
@@ -45,7 +45,7 @@ impl GroupBy {
 
 /// A line of the table: a group's header or a process.
 #[derive(Debug, Clone, Copy)]
-pub enum Item<'a> {
+pub(crate) enum Item<'a> {
     /// A group: its key, how many processes and how much GPU memory they hold.
     Group(&'a str, usize, u64),
     /// A process.
@@ -54,7 +54,7 @@ pub enum Item<'a> {
 
 /// The groups of `rows` (already sorted): each group's key, its rows in their order and the
 /// GPU memory they hold now; the largest group first.
-pub fn group_rows<'a>(
+pub(crate) fn group_rows<'a>(
     rows: &[&'a ProcessRow],
     by: GroupBy,
 ) -> Vec<(String, Vec<&'a ProcessRow>, u64)> {

@@ -18,18 +18,19 @@ use crate::engine::view::ProcessRow;
 use crate::model::UnixMs;
 
 use cells::Cells;
-pub use columns::SortColumn;
+pub(crate) use columns::SortColumn;
 use filter_bar::filter_bar;
-pub use grouping::{group_rows, GroupBy, Item};
+pub use grouping::GroupBy;
+pub(crate) use grouping::{group_rows, Item};
 use header::{column_spec, header_cell};
 use keyboard::keyboard_selection;
-pub use row_menu::SIMULATED_PARK;
+pub(crate) use row_menu::SIMULATED_PARK;
 use rows::{group_row, process_row, Part};
-pub use sorting::{container_cell, matches, place, sort_rows};
-pub use state::TableState;
+pub(crate) use sorting::{matches, place, sort_rows};
+pub(crate) use state::TableState;
 
 /// Draws the filter box and the table.
-pub fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: UnixMs) {
+pub(crate) fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: UnixMs) {
     let mut rows: Vec<&ProcessRow> = rows.into_iter().filter(|r| matches(r, t.filter)).collect();
     let leaks = t.leaks;
     let stale_gpus = t.stale_gpus.clone();

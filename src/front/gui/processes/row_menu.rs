@@ -7,7 +7,7 @@ use crate::engine::view::ProcessRow;
 use crate::front::gui::ui_command::UiCommand;
 
 /// Why a simulated process's Park and Resume are off.
-pub const SIMULATED_PARK: &str =
+pub(crate) const SIMULATED_PARK: &str =
     "A simulated process cannot be parked or resumed: no program stands behind it (the demo shows its scripted park).";
 
 /// A live process's right-click menu: park or resume, terminate, kill, details.

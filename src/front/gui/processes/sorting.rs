@@ -6,13 +6,13 @@ use crate::model::UnixMs;
 
 /// Where the processes shown run, for "not running …": "here" on this computer, "on HOST"
 /// for an agent's (`host`).
-pub fn place(host: Option<&str>) -> String {
+pub(crate) fn place(host: Option<&str>) -> String {
     host.map_or_else(|| "here".into(), |h| format!("on {h}"))
 }
 
 /// True when `row` matches the filter (pid, name, command line, user, container or pod;
 /// case-insensitive).
-pub fn matches(row: &ProcessRow, filter: &str) -> bool {
+pub(crate) fn matches(row: &ProcessRow, filter: &str) -> bool {
     let f = filter.trim().to_lowercase();
     let opt = |s: &Option<String>| s.as_deref().is_some_and(|s| s.to_lowercase().contains(&f));
     f.is_empty()
@@ -27,7 +27,7 @@ pub fn matches(row: &ProcessRow, filter: &str) -> bool {
 
 /// The Container cell: the container's name (else its short id) and, for a pod, `ns/pod ·`
 /// before it; empty outside a container.
-pub fn container_cell(row: &ProcessRow) -> String {
+pub(crate) fn container_cell(row: &ProcessRow) -> String {
     match (&row.info.pod, row.container_label()) {
         (Some(pod), Some(c)) => format!("{pod} · {c}"),
         (Some(pod), None) => pod.clone(),
@@ -38,7 +38,7 @@ pub fn container_cell(row: &ProcessRow) -> String {
 
 /// Sorts rows in place by `col` (ties broken by pid so the order never flickers). Status
 /// sorts by leak rate (`leak_rate` of the row's series), then stale, then exited.
-pub fn sort_rows(
+pub(crate) fn sort_rows(
     rows: &mut [&ProcessRow],
     col: SortColumn,
     desc: bool,

@@ -6,7 +6,7 @@ use crate::model::format::Units;
 use crate::model::history::ProcSeriesKey;
 
 /// What the table reads and changes.
-pub struct TableState<'a> {
+pub(crate) struct TableState<'a> {
     /// Units for memory cells.
     pub units: Units,
     /// Sort column.

@@ -69,12 +69,9 @@ pub(super) fn opt_text(
     field_errors(ui, problems, &[key]);
 }
 
-/// How many lines the status area above the sections always takes (so nothing under the
-/// pointer moves when a status appears).
-pub const STATUS_LINES: usize = 2;
-
 /// The status area: why Save is off in words (its key in the file on hover), or the last
-/// value clamped, and the last save's result; always [`STATUS_LINES`] lines high, each cut to
+/// value clamped, and the last save's result; always two lines high (so nothing under the
+/// pointer moves when a status appears), each cut to
 /// one line with its whole text on hover.
 pub(super) fn status_lines(
     ui: &mut Ui,
@@ -161,7 +158,7 @@ where
 
 /// A number as a field shows it: at most three decimals, no trailing zeros ("744.9999" is
 /// "745", "0.05" stays).
-pub fn short_number(x: f64) -> String {
+pub(crate) fn short_number(x: f64) -> String {
     let s = format!("{x:.3}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
     if s == "-0" {

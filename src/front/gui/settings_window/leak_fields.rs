@@ -11,7 +11,7 @@ type LeakField<'a> = (
 
 /// The leak detector's parameters the README and docs/leaks.md document (`[leaks]`), in
 /// their order there.
-pub fn leak_fields(l: &mut crate::detect::leak::LeakSettings) -> [LeakField<'_>; 8] {
+pub(crate) fn leak_fields(l: &mut crate::detect::leak::LeakSettings) -> [LeakField<'_>; 8] {
     [
         (
             "Minimum growth",

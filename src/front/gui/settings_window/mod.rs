@@ -15,12 +15,12 @@ use crate::engine::settings::Settings;
 use crate::engine::view::Monitor;
 use crate::model::format::{Theme, Units};
 
+pub use fields::clamp_note;
 use fields::{bounded, status_lines};
-pub use fields::{clamp_note, short_number, STATUS_LINES};
 use leak_fields::leak_advanced_fields;
-pub use leak_fields::leak_fields;
+pub(crate) use leak_fields::leak_fields;
 use rule_editor::rule_editor;
-pub use rule_editor::TestedTarget;
+pub(crate) use rule_editor::TestedTarget;
 use rules_list::{add_rule_buttons, apply_rule_op, protected_names, rules_list};
 
 /// Sections of the window.
@@ -93,7 +93,7 @@ impl SettingsUi {
 
     /// Draws the window; `live` is the monitor "test this rule" looks at. Save and Test this
     /// rule go to `out`.
-    pub fn window(
+    pub(crate) fn window(
         &mut self,
         ctx: &egui::Context,
         current: &Settings,

@@ -6,7 +6,7 @@ use super::fields::{field_errors, opt_num, opt_text};
 use crate::act::rules::Action;
 
 /// A target "Test this rule" found: what it is, and why it would be skipped (`None`: acted on).
-pub type TestedTarget = (String, Option<String>);
+pub(crate) type TestedTarget = (String, Option<String>);
 
 /// The rule `i`'s editor: its summary, Test this rule, and its fields.
 pub(super) fn rule_editor(

@@ -9,7 +9,7 @@ use crate::model::format;
 
 /// The Activity tab.
 #[derive(Debug, Default)]
-pub struct ActivityPane;
+pub(crate) struct ActivityPane;
 
 impl Pane for ActivityPane {
     fn title(&self, _ui: &Ui, cx: &PaneCx<'_>) -> RichText {

@@ -8,7 +8,7 @@ use crate::front::gui::ui_command::UiCommand;
 
 /// The Guard tab.
 #[derive(Debug, Default)]
-pub struct GuardPane;
+pub(crate) struct GuardPane;
 
 impl Pane for GuardPane {
     fn title(&self, _ui: &Ui, cx: &PaneCx<'_>) -> RichText {

@@ -12,7 +12,7 @@ use crate::front::gui::ui_command::UiCommand;
 
 /// The Leaks tab, and the past sessions' leaks it reads once (by a job) for this computer.
 #[derive(Debug, Default)]
-pub struct LeaksPane {
+pub(crate) struct LeaksPane {
     /// The job reading past sessions' leaks.
     reading: Option<JobId>,
     /// Past sessions' leaks, once read.
@@ -21,7 +21,7 @@ pub struct LeaksPane {
 
 impl LeaksPane {
     /// Takes the past sessions' leaks when their job is done.
-    pub fn poll(&mut self, jobs: &JobBoard) {
+    pub(crate) fn poll(&mut self, jobs: &JobBoard) {
         if let Some(r) = self.reading.and_then(|id| jobs.take(id)) {
             self.reading = None;
             if let JobResult::PastLeaks(p) = r {

@@ -1,15 +1,15 @@
 //! The tabs under the graph (Processes, Leaks, Activity, Guard): each a [`Pane`], drawn
 //! behind one tab bar.
 
-pub mod activity;
-pub mod guard;
-pub mod leaks;
-pub mod pane;
-pub mod processes;
+pub(crate) mod activity;
+pub(crate) mod guard;
+pub(crate) mod leaks;
+pub(crate) mod pane;
+pub(crate) mod processes;
 
 use egui::Ui;
 
-pub use pane::{Badges, Pane, PaneCx};
+pub(crate) use pane::{Badges, Pane, PaneCx};
 
 use crate::front::gui::ui_command::UiCommand;
 use crate::front::gui::ui_state::BottomTab;
@@ -24,7 +24,7 @@ const ORDER: [BottomTab; 4] = [
 
 /// The four tabs and what each keeps between frames.
 #[derive(Debug, Default)]
-pub struct Tabs {
+pub(crate) struct Tabs {
     /// The process table.
     pub processes: processes::ProcessesPane,
     /// The leaks list.
@@ -35,7 +35,7 @@ pub struct Tabs {
 
 impl Tabs {
     /// The pane of `tab`.
-    pub fn pane(&mut self, tab: BottomTab) -> &mut dyn Pane {
+    pub(crate) fn pane(&mut self, tab: BottomTab) -> &mut dyn Pane {
         match tab {
             BottomTab::Processes => &mut self.processes,
             BottomTab::Leaks => &mut self.leaks,
@@ -45,7 +45,7 @@ impl Tabs {
     }
 
     /// The tab bar, then the tab chosen (`cx.state.bottom`).
-    pub fn show(&mut self, ui: &mut Ui, cx: &mut PaneCx<'_>, out: &mut Vec<UiCommand>) {
+    pub(crate) fn show(&mut self, ui: &mut Ui, cx: &mut PaneCx<'_>, out: &mut Vec<UiCommand>) {
         ui.horizontal(|ui| {
             for tab in ORDER {
                 let pane = self.pane(tab);

@@ -12,11 +12,11 @@ use crate::model::history::ProcSeriesKey;
 use crate::model::{Snapshot, UnixMs};
 
 /// The leak badges of the rows on screen, by row.
-pub type Badges = std::collections::HashMap<LeakKey, LeakBadge>;
+pub(crate) type Badges = std::collections::HashMap<LeakKey, LeakBadge>;
 
 /// What a frame gives a pane: the View drawn (live, or a session at its cursor) and the
 /// window's choices a pane may change (the selection, the table's sort, filter and columns).
-pub struct PaneCx<'a> {
+pub(crate) struct PaneCx<'a> {
     /// The View drawn.
     pub monitor: &'a Monitor,
     /// Its sample at `now`.
@@ -49,7 +49,7 @@ pub struct PaneCx<'a> {
 
 /// A tab under the graph: its label in the tab bar and its contents. What it asks of the
 /// window (an action, a job, a leak to go to) goes to `out`, carried out at the frame's end.
-pub trait Pane {
+pub(crate) trait Pane {
     /// The tab's label, with its counts.
     fn title(&self, ui: &Ui, cx: &PaneCx<'_>) -> RichText;
     /// The tab's tooltip (its shortcut).

@@ -8,7 +8,7 @@ use crate::front::gui::ui_command::UiCommand;
 
 /// The Processes tab, and what its table keeps between frames besides the persisted choices.
 #[derive(Debug, Default)]
-pub struct ProcessesPane {
+pub(crate) struct ProcessesPane {
     /// Focus the filter box at the next frame (Ctrl+F).
     pub focus_filter: bool,
     /// Table groups folded shut.
