@@ -5,20 +5,19 @@
 //! leaking kernel and a rule that acts on the trainer. A window attached late
 //! hears of none raised before it attached.
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 
+use common::{poll_wire, T0};
 use vramwarden::engine::builder::EngineBuilder;
 use vramwarden::engine::shared::Shared;
 use vramwarden::engine::view::Monitor;
 use vramwarden::engine::{AlertFilter, AlertSink, EngineEvent, EngineEventKind, EngineOptions};
 use vramwarden::link::remote_alerts::RemoteAlerts;
-use vramwarden::link::wire::WireView;
-use vramwarden::model::history::delta::MAX_DELTA_TICKS;
-use vramwarden::model::UnixMs;
 use vramwarden::source::sim::SimSource;
 use vramwarden::source::GpuSource;
 
-const T0: UnixMs = 1_796_000_000_000;
 /// Samples the engine takes (25 minutes of the demo).
 const SAMPLES: i64 = 1500;
 /// Samples between two polls of the remote window.
@@ -31,15 +30,9 @@ fn settings() -> vramwarden::engine::settings::Settings {
     s.cleanup.dry_run = false;
     s.notifications.rules = true;
     s.cleanup.rules = vec![vramwarden::act::rules::Rule {
-        name: "big holder".into(),
-        conditions: vramwarden::act::rules::Conditions {
-            process_memory_min_mib: Some(30_000.0),
-            ..Default::default()
-        },
-        action: vramwarden::act::rules::Action::Notify,
         dry_run: false,
         allow_other_users: true,
-        ..Default::default()
+        ..common::big_holder()
     }];
     s
 }
@@ -70,18 +63,7 @@ impl RemoteWindow {
     /// Polls `local` until caught up, as the remote link does, then hands on its alerts.
     fn poll(&mut self, local: &Monitor) {
         let now = local.latest.as_ref().map_or(T0, |s| s.taken_at_ms);
-        loop {
-            let wire = WireView::of(local, self.since, MAX_DELTA_TICKS);
-            let body = serde_json::to_vec(&wire).expect("json");
-            let v = vramwarden::link::wire_checks::decode_view(&body, now).expect("checked");
-            let caught_up = v.caught_up();
-            self.since = v
-                .apply_after(&mut self.view, self.since, now)
-                .expect("applied");
-            if caught_up {
-                break;
-            }
-        }
+        self.since = poll_wire(local, &mut self.view, self.since, now, now);
         let alerts = self.alerts.take(&self.view);
         self.alerts.deliver(alerts);
     }

@@ -8,6 +8,9 @@
 //!
 //! Times are shown in UTC here (the time axis and the status bar read local time).
 
+mod common;
+
+use common::{poll_wire, T0};
 use egui_kittest::kittest::Queryable;
 use egui_kittest::Harness;
 use vramwarden::engine::builder::EngineBuilder;
@@ -15,48 +18,29 @@ use vramwarden::engine::shared::Shared;
 use vramwarden::engine::view::Monitor;
 use vramwarden::front::gui::app::UiState;
 use vramwarden::front::gui::{Backend, VramApp};
-use vramwarden::link::wire::WireView;
 use vramwarden::model::history::delta::MAX_DELTA_TICKS;
-use vramwarden::model::UnixMs;
 use vramwarden::source::sim::SimSource;
 use vramwarden::source::{GpuSource, SourceKind};
 
-const T0: UnixMs = 1_796_000_000_000;
 /// Samples the engine takes (25 minutes of the demo: batch jobs come and go, a leak is called).
 const SAMPLES: i64 = 1500;
 /// Samples between two polls of the remote window.
 const POLL_EVERY: i64 = 100;
 
-/// The remote window's polls of the engine's View `local` until caught up, each answer going
-/// through JSON and the window's checks as the remote link's do; returns the next `since`.
-/// (The snapshot's arrival is given as the engine's; a window takes its own clock's.)
-fn poll(local: &Monitor, window: &mut Monitor, mut since: u64) -> u64 {
+/// The remote window's polls of the engine's View `local` until caught up
+/// ([`common::poll_wire`]); returns the next `since`. (The snapshot's arrival is given as the
+/// engine's; a window takes its own clock's.)
+fn poll(local: &Monitor, window: &mut Monitor, since: u64) -> u64 {
     let now = local.latest.as_ref().map_or(T0, |s| s.taken_at_ms);
     let received = local.latest_received_ms.unwrap_or(now);
-    loop {
-        let body = serde_json::to_vec(&WireView::of(local, since, MAX_DELTA_TICKS)).expect("json");
-        let v = vramwarden::link::wire_checks::decode_view(&body, now).expect("the checks pass");
-        let caught_up = v.caught_up();
-        since = v.apply_after(window, since, received).expect("applied");
-        if caught_up {
-            return since;
-        }
-    }
+    poll_wire(local, window, since, now, received)
 }
 
 /// The engine's settings: a rule that notifies of every process over 30 GiB (the trainer), so
 /// the View holds rule activity.
 fn settings() -> vramwarden::engine::settings::Settings {
     let mut s = vramwarden::engine::settings::Settings::default();
-    s.cleanup.rules = vec![vramwarden::act::rules::Rule {
-        name: "big holder".into(),
-        conditions: vramwarden::act::rules::Conditions {
-            process_memory_min_mib: Some(30_000.0),
-            ..Default::default()
-        },
-        action: vramwarden::act::rules::Action::Notify,
-        ..Default::default()
-    }];
+    s.cleanup.rules = vec![common::big_holder()];
     s
 }
 
