@@ -9,7 +9,7 @@ use std::io::Write;
 use std::process::{Child, Command};
 use std::time::Duration;
 
-use agent_support::{get, request, wait_for, AgentProc, ACTING};
+use agent_support::{command_as, get, get_as, request, wait_for, AgentProc, ACTING};
 use vramwarden::source::sim::{Script, SimDevice, SimProcess, SimSource};
 
 #[test]
@@ -100,22 +100,10 @@ fn the_api_needs_the_token_and_refuses_simulated_processes() {
         assert!(r
             .header("WWW-Authenticate")
             .is_some_and(|v| v.starts_with("Bearer")));
-        let r = request(
-            a.addr,
-            "GET",
-            path,
-            &[("Authorization", "Bearer wrong")],
-            b"",
-        );
+        let r = get_as(a.addr, path, "Bearer wrong");
         assert_eq!(r.status, 401, "{path} with a wrong token");
     }
-    let snap = request(
-        a.addr,
-        "GET",
-        "/api/v1/snapshot",
-        &[("Authorization", &a.auth())],
-        b"",
-    );
+    let snap = get_as(a.addr, "/api/v1/snapshot", &a.auth());
     assert_eq!(snap.status, 200, "{}", snap.text());
     let v = snap.json();
     assert_eq!(v["snapshot"]["devices"].as_array().map(Vec::len), Some(2));
@@ -128,21 +116,9 @@ fn the_api_needs_the_token_and_refuses_simulated_processes() {
     let r = request(a.addr, "POST", "/api/v1/command", &[], body.as_bytes());
     assert_eq!(r.status, 401, "no token");
     let wrong = format!("Bearer {}x", a.token);
-    let r = request(
-        a.addr,
-        "POST",
-        "/api/v1/command",
-        &[("Authorization", &wrong)],
-        body.as_bytes(),
-    );
+    let r = command_as(a.addr, &wrong, body.as_bytes());
     assert_eq!(r.status, 401, "a wrong token");
-    let r = request(
-        a.addr,
-        "POST",
-        "/api/v1/command",
-        &[("Authorization", &a.auth())],
-        body.as_bytes(),
-    );
+    let r = command_as(a.addr, &a.auth(), body.as_bytes());
     assert_eq!(r.status, 403, "{}", r.text());
     let v = r.json();
     assert_eq!(v["outcome"], "skipped");
@@ -168,13 +144,7 @@ fn the_api_needs_the_token_and_refuses_simulated_processes() {
         r#"{{"action":"kill","pid":{pid},"start_time":{}}}"#,
         start + 5000
     );
-    let r = request(
-        a.addr,
-        "POST",
-        "/api/v1/command",
-        &[("Authorization", &a.auth())],
-        other.as_bytes(),
-    );
+    let r = command_as(a.addr, &a.auth(), other.as_bytes());
     assert_eq!(r.status, 404, "{}", r.text());
     // The PyTorch actions reach the engine the same way (and a simulated process the same
     // refusal); a limit needs its size.
@@ -182,13 +152,7 @@ fn the_api_needs_the_token_and_refuses_simulated_processes() {
         format!(r#"{{"action":"release_cache","pid":{pid},"start_time":{start}}}"#),
         format!(r#"{{"action":"limit_memory","gib":8,"pid":{pid},"start_time":{start}}}"#),
     ] {
-        let r = request(
-            a.addr,
-            "POST",
-            "/api/v1/command",
-            &[("Authorization", &a.auth())],
-            body.as_bytes(),
-        );
+        let r = command_as(a.addr, &a.auth(), body.as_bytes());
         assert_eq!(r.status, 403, "{}", r.text());
         assert_eq!(r.json()["detail"], "simulated process: nothing was sent");
     }
@@ -196,13 +160,7 @@ fn the_api_needs_the_token_and_refuses_simulated_processes() {
     // action (the reply names it as the engine does).
     every_window_command_reaches_the_engine(&a, pid as u32, start);
     let no_size = format!(r#"{{"action":"limit_memory","pid":{pid},"start_time":{start}}}"#);
-    let r = request(
-        a.addr,
-        "POST",
-        "/api/v1/command",
-        &[("Authorization", &a.auth())],
-        no_size.as_bytes(),
-    );
+    let r = command_as(a.addr, &a.auth(), no_size.as_bytes());
     assert_eq!(r.status, 400, "{}", r.text());
     // Bad and oversized bodies.
     for (body, status) in [
@@ -213,13 +171,7 @@ fn the_api_needs_the_token_and_refuses_simulated_processes() {
         ),
         (vec![b' '; 20_000], 413),
     ] {
-        let r = request(
-            a.addr,
-            "POST",
-            "/api/v1/command",
-            &[("Authorization", &a.auth())],
-            &body,
-        );
+        let r = command_as(a.addr, &a.auth(), &body);
         assert_eq!(r.status, status, "{}", r.text());
     }
 }
@@ -253,13 +205,7 @@ fn every_window_command_reaches_the_engine(a: &AgentProc, pid: u32, start: i64) 
             from: vramwarden::engine::CommandFrom::Window,
         };
         let body = serde_json::to_string(&WireCommand::of(&c).expect("offered")).expect("json");
-        let r = request(
-            a.addr,
-            "POST",
-            "/api/v1/command",
-            &[("Authorization", &a.auth())],
-            body.as_bytes(),
-        );
+        let r = command_as(a.addr, &a.auth(), body.as_bytes());
         assert_eq!(r.status, 403, "{body}: {}", r.text());
         assert_eq!(r.json()["what"], action.label(), "{body}");
     }
@@ -270,13 +216,7 @@ fn sessions_are_listed_and_downloaded_by_name_only() {
     let a = AgentProc::start("", &[]);
     let auth = a.auth();
     let list = wait_for(Duration::from_secs(20), "a recorded session", || {
-        let r = request(
-            a.addr,
-            "GET",
-            "/api/v1/sessions",
-            &[("Authorization", &auth)],
-            b"",
-        );
+        let r = get_as(a.addr, "/api/v1/sessions", &auth);
         let v = r.json();
         v["sessions"]
             .as_array()
@@ -284,13 +224,7 @@ fn sessions_are_listed_and_downloaded_by_name_only() {
             .map(|s| s[0]["name"].as_str().unwrap_or("").to_string())
     });
     assert!(list.ends_with(".vwlog"), "{list}");
-    let r = request(
-        a.addr,
-        "GET",
-        &format!("/api/v1/sessions/{list}"),
-        &[("Authorization", &auth)],
-        b"",
-    );
+    let r = get_as(a.addr, &format!("/api/v1/sessions/{list}"), &auth);
     assert_eq!(r.status, 200);
     assert_eq!(
         &r.body[..2],
@@ -305,7 +239,7 @@ fn sessions_are_listed_and_downloaded_by_name_only() {
         "/api/v1/sessions/config.toml",
         "/api/v1/sessions/missing.vwlog",
     ] {
-        let r = request(a.addr, "GET", bad, &[("Authorization", &auth)], b"");
+        let r = get_as(a.addr, bad, &auth);
         assert!(
             r.status == 400 || r.status == 404,
             "{bad}: {} {}",
@@ -448,13 +382,7 @@ fn a_command_with_the_token_terminates_a_real_child() {
         "refused: still alive"
     );
     let auth = format!("Bearer {}", token.trim());
-    let r = request(
-        agent.addr,
-        "POST",
-        "/api/v1/command",
-        &[("Authorization", &auth)],
-        body.as_bytes(),
-    );
+    let r = command_as(agent.addr, &auth, body.as_bytes());
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["outcome"], "acted", "{}", r.text());
     let status = wait_for(Duration::from_secs(5), "the child to die", || {
@@ -477,13 +405,7 @@ fn the_agents_own_dry_run_wins_over_the_client() {
         child.id()
     );
     let auth = format!("Bearer {}", token.trim());
-    let r = request(
-        agent.addr,
-        "POST",
-        "/api/v1/command",
-        &[("Authorization", &auth)],
-        body.as_bytes(),
-    );
+    let r = command_as(agent.addr, &auth, body.as_bytes());
     assert_eq!(r.status, 200, "{}", r.text());
     let v = r.json();
     assert_eq!(v["outcome"], "would_act");
@@ -518,13 +440,7 @@ fn a_park_is_accepted_and_its_final_reply_is_obtained_under_its_id() {
         r#"{{"action":"park","pid":{},"start_time":{start}}}"#,
         child.id()
     );
-    let r = request(
-        agent.addr,
-        "POST",
-        "/api/v1/command",
-        &[("Authorization", &auth)],
-        body.as_bytes(),
-    );
+    let r = command_as(agent.addr, &auth, body.as_bytes());
     assert_eq!(r.status, 202, "{}", r.text());
     let v = r.json();
     assert_eq!(v["stage"], "accepted", "{v}");
@@ -532,7 +448,7 @@ fn a_park_is_accepted_and_its_final_reply_is_obtained_under_its_id() {
     let id = v["id"].as_u64().expect("an id");
     let path = format!("/api/v1/command/{id}");
     let last = wait_for(Duration::from_secs(20), "the park's final reply", || {
-        let r = request(agent.addr, "GET", &path, &[("Authorization", &auth)], b"");
+        let r = get_as(agent.addr, &path, &auth);
         (r.status != 202).then_some(r)
     });
     let f = last.json();
@@ -547,13 +463,7 @@ fn a_park_is_accepted_and_its_final_reply_is_obtained_under_its_id() {
         "{f}"
     );
     // The same final reply in the View, for attached windows.
-    let view = request(
-        agent.addr,
-        "GET",
-        "/api/view",
-        &[("Authorization", &auth)],
-        b"",
-    );
+    let view = get_as(agent.addr, "/api/view", &auth);
     let replies = view.json()["replies"].clone();
     assert!(
         replies
@@ -562,21 +472,9 @@ fn a_park_is_accepted_and_its_final_reply_is_obtained_under_its_id() {
         "{replies}"
     );
     // Unknown and malformed ids.
-    let r = request(
-        agent.addr,
-        "GET",
-        "/api/v1/command/999999",
-        &[("Authorization", &auth)],
-        b"",
-    );
+    let r = get_as(agent.addr, "/api/v1/command/999999", &auth);
     assert_eq!(r.status, 404);
-    let r = request(
-        agent.addr,
-        "GET",
-        "/api/v1/command/x",
-        &[("Authorization", &auth)],
-        b"",
-    );
+    let r = get_as(agent.addr, "/api/v1/command/x", &auth);
     assert_eq!(r.status, 400);
     let r = request(agent.addr, "GET", &path, &[], b"");
     assert_eq!(r.status, 401);

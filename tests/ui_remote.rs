@@ -6,8 +6,6 @@
 #[path = "agent_support/mod.rs"]
 mod agent_support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agent_support::{AgentProc, ACTING};
@@ -36,36 +34,28 @@ fn until_shown(h: &mut Harness<'static, VramApp>, label: &str, limit: Duration) 
     t.elapsed()
 }
 
-/// A second agent on the same address and token file as `first` had (its restart).
-fn restart_at(first: &AgentProc) -> Child {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vramwarden"))
-        .args([
-            "--demo",
-            "agent",
-            "--listen",
-            &first.addr.to_string(),
-            "--config",
-        ])
-        .arg(first.dir.path().join("config.toml"))
-        .arg("--token-file")
-        .arg(first.dir.path().join("agent.token"))
-        .env("VRAMWARDEN_DATA_DIR", first.dir.path().join("data2"))
-        .env_remove("NOTIFY_SOCKET")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("restart the agent");
-    let err = child.stderr.take().expect("stderr");
-    let mut lines = BufReader::new(err).lines();
+/// This computer's engine on the simulated GPUs, sampling every 200 ms.
+fn demo_backend() -> Backend {
+    Backend::start(
+        vramwarden::source::SourceKind::demo().factory(),
+        vramwarden::source::SourceKind::demo(),
+        Duration::from_millis(200),
+        1000,
+        &egui::Context::default(),
+    )
+}
+
+/// Opens the host selector. It is there from the first frame with saved hosts; a frame still
+/// being laid out (a busy machine) may not have it yet.
+fn open_host_selector(h: &mut Harness<'static, VramApp>) {
     let t = Instant::now();
-    loop {
-        let line = lines.next().expect("agent output").expect("read");
-        if line.ends_with("agent: ready") {
-            break;
-        }
-        assert!(t.elapsed() < Duration::from_secs(60), "no restart: {line}");
+    while h.query_all_by_label("Host").count() != 1 {
+        assert!(t.elapsed() < Duration::from_secs(5), "no Host selector");
+        std::thread::sleep(Duration::from_millis(25));
+        let _ = h.run_ok();
     }
-    child
+    h.get_by_label("Host").click();
+    h.run();
 }
 
 /// Issue 40 (window v4), after an agent's restart, at 1280 × 800 and at 200 % (2560 × 1600
@@ -182,7 +172,7 @@ fn the_window_attached_to_an_agent_shows_acts_and_survives_its_restart() {
     h.get_by_label("Its last figures, greyed");
 
     // It comes back on the same address: the window reconnects by itself.
-    let mut again = restart_at(&agent);
+    let mut again = agent.restart("data2");
     let took = until_shown(&mut h, "· connected", Duration::from_secs(10));
     eprintln!("reconnected {took:?} after the agent was ready");
     assert!(h
@@ -267,15 +257,7 @@ fn several_hosts_stay_attached_and_keep_their_history_while_another_is_shown() {
         hosts: vec![ha.clone(), hb.clone()],
         ..UiState::default()
     };
-    let ctx = egui::Context::default();
-    let backend = Backend::start(
-        vramwarden::source::SourceKind::demo().factory(),
-        vramwarden::source::SourceKind::demo(),
-        Duration::from_millis(200),
-        1000,
-        &ctx,
-    );
-    let mut h = harness(VramApp::with_backend(backend, state));
+    let mut h = harness(VramApp::with_backend(demo_backend(), state));
     until_shown(&mut h, "Simulated H200", Duration::from_secs(10));
     let span = |h: &Harness<'static, VramApp>| {
         h.state()
@@ -291,16 +273,7 @@ fn several_hosts_stay_attached_and_keep_their_history_while_another_is_shown() {
         other => format!("{other:?}"),
     };
     let pick = |h: &mut Harness<'static, VramApp>, item: &str| {
-        // The selector is there from the first frame with saved hosts; a frame still being
-        // laid out (a busy machine) may not have it yet.
-        let t = Instant::now();
-        while h.query_all_by_label("Host").count() != 1 {
-            assert!(t.elapsed() < Duration::from_secs(5), "no Host selector");
-            std::thread::sleep(Duration::from_millis(25));
-            let _ = h.run_ok();
-        }
-        h.get_by_label("Host").click();
-        h.run();
+        open_host_selector(h);
         h.get_by_label(item).click();
         h.run();
     };
@@ -374,24 +347,9 @@ fn a_refused_token_is_asked_for_again_and_the_right_one_attaches() {
         hosts: vec![host.clone()],
         ..UiState::default()
     };
-    let ctx = egui::Context::default();
-    let backend = Backend::start(
-        vramwarden::source::SourceKind::demo().factory(),
-        vramwarden::source::SourceKind::demo(),
-        Duration::from_millis(200),
-        1000,
-        &ctx,
-    );
-    let mut h = harness(VramApp::with_backend(backend, state));
+    let mut h = harness(VramApp::with_backend(demo_backend(), state));
     until_shown(&mut h, "Simulated H200", Duration::from_secs(10));
-    let t = Instant::now();
-    while h.query_all_by_label("Host").count() != 1 {
-        assert!(t.elapsed() < Duration::from_secs(5), "no Host selector");
-        std::thread::sleep(Duration::from_millis(25));
-        let _ = h.run_ok();
-    }
-    h.get_by_label("Host").click();
-    h.run();
+    open_host_selector(&mut h);
     h.get_by_label(&host.label()).click();
     h.run();
     until_shown(

@@ -4,6 +4,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -77,6 +78,22 @@ pub fn get(addr: SocketAddr, path: &str) -> Http {
     request(addr, "GET", path, &[], b"")
 }
 
+/// `GET path` with `auth` as its Authorization header.
+pub fn get_as(addr: SocketAddr, path: &str, auth: &str) -> Http {
+    request(addr, "GET", path, &[("Authorization", auth)], b"")
+}
+
+/// `POST /api/v1/command` with `body` and `auth` as its Authorization header.
+pub fn command_as(addr: SocketAddr, auth: &str, body: &[u8]) -> Http {
+    request(
+        addr,
+        "POST",
+        "/api/v1/command",
+        &[("Authorization", auth)],
+        body,
+    )
+}
+
 /// An agent child process on the simulated GPUs; killed when dropped.
 pub struct AgentProc {
     pub child: Child,
@@ -106,47 +123,16 @@ impl AgentProc {
         } else {
             vec!["--listen", "127.0.0.1:0"]
         };
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_vramwarden"));
-        cmd.args(["--demo", "agent", "--config"])
-            .arg(&cfg)
-            .arg("--token-file")
-            .arg(&token_file)
-            .args(listen)
-            .args(extra)
-            .env("VRAMWARDEN_DATA_DIR", dir.path().join("data"))
-            .env_remove("NOTIFY_SOCKET")
-            .env_remove("WATCHDOG_USEC")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+        let mut cmd = agent_command(&cfg, &token_file, &dir.path().join("data"));
+        cmd.args(listen).args(extra);
         tweak(&mut cmd);
-        let mut child = cmd.spawn().expect("spawn the agent");
-        let err = child.stderr.take().expect("stderr");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut addr = None;
-        let mut seen = Vec::new();
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = rx
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("the agent did not become ready: {seen:?}"));
-            if let Some(rest) = line.split("listening on http://").nth(1) {
-                addr = rest.split_whitespace().next().and_then(|a| a.parse().ok());
-            }
-            let ready = line.ends_with("agent: ready");
-            seen.push(line);
-            if ready {
-                break;
-            }
-        }
-        let addr = addr.unwrap_or_else(|| panic!("no address in {seen:?}"));
+        let (child, stderr, seen) = spawn_until_ready(cmd);
+        let addr = seen
+            .iter()
+            .find_map(|line| line.split("listening on http://").nth(1))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {seen:?}"));
         let token = std::fs::read_to_string(&token_file)
             .expect("the token file")
             .trim()
@@ -156,9 +142,22 @@ impl AgentProc {
             addr,
             dir,
             token,
-            stderr: rx,
+            stderr,
             startup: seen,
         }
+    }
+
+    /// A second agent on this one's address, settings file and token file (its restart once
+    /// this one is gone), with the data folder `data` in its folder; returns once it is ready.
+    pub fn restart(&self, data: &str) -> Child {
+        let dir = self.dir.path();
+        let mut cmd = agent_command(
+            &dir.join("config.toml"),
+            &dir.join("agent.token"),
+            &dir.join(data),
+        );
+        cmd.arg("--listen").arg(self.addr.to_string());
+        spawn_until_ready(cmd).0
     }
 
     pub fn auth(&self) -> String {
@@ -171,6 +170,47 @@ impl Drop for AgentProc {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `vramwarden --demo agent` with the settings file `config`, the token file `token_file` and
+/// the data folder `data`, out of systemd's reach, its stderr piped.
+fn agent_command(config: &Path, token_file: &Path, data: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vramwarden"));
+    cmd.args(["--demo", "agent", "--config"])
+        .arg(config)
+        .arg("--token-file")
+        .arg(token_file)
+        .env("VRAMWARDEN_DATA_DIR", data)
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("WATCHDOG_USEC")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Spawns `cmd` (an agent) and waits (up to 60 s) until it says it is ready; returns it, its
+/// further stderr lines and what it said until then.
+fn spawn_until_ready(mut cmd: Command) -> (Child, mpsc::Receiver<String>, Vec<String>) {
+    let mut child = cmd.spawn().expect("spawn the agent");
+    let err = child.stderr.take().expect("stderr");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen: Vec<String> = Vec::new();
+    while !seen.last().is_some_and(|l| l.ends_with("agent: ready")) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("the agent did not become ready: {seen:?}"));
+        seen.push(line);
+    }
+    (child, rx, seen)
 }
 
 /// Polls `f` every 50 ms until it gives `Some`, or panics after `limit` with `what`.
