@@ -3,7 +3,8 @@
 //! `WireView::apply_after`, the remote link's `RemoteAlerts`) hear of the same alerts — the
 //! same events, with the same numbers, each once — from the simulated GPUs' demo: its
 //! leaking kernel and a rule that acts on the trainer. A window attached late
-//! hears of none raised before it attached.
+//! hears of none raised before it attached. And a recording that fails and resumes shows the
+//! same status-bar notice in a window on the engine and in one attached through the wire.
 
 mod common;
 
@@ -126,4 +127,105 @@ fn one_engine_gives_a_local_subscriber_and_a_remote_window_the_same_alerts() {
         assert_eq!(words(&remote), words(&local));
         assert!(words(&local).iter().all(Option::is_some));
     }
+}
+
+/// Writes past `bytes` fail (EFBIG, SIGXFSZ ignored) in this whole process until dropped. The
+/// other test here writes no file.
+#[cfg(feature = "gui")]
+struct FileSizeLimit(libc::rlimit);
+
+#[cfg(feature = "gui")]
+impl FileSizeLimit {
+    fn set(bytes: u64) -> Self {
+        let mut old = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: plain calls on this process's limits and signal disposition.
+        unsafe {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            assert_eq!(libc::getrlimit(libc::RLIMIT_FSIZE, &mut old), 0);
+            let lim = libc::rlimit {
+                rlim_cur: bytes,
+                rlim_max: old.rlim_max,
+            };
+            assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &lim), 0);
+        }
+        Self(old)
+    }
+}
+
+#[cfg(feature = "gui")]
+impl Drop for FileSizeLimit {
+    fn drop(&mut self) {
+        // SAFETY: restores the limit read in `set`.
+        unsafe {
+            libc::setrlimit(libc::RLIMIT_FSIZE, &self.0);
+        }
+    }
+}
+
+/// A recording that fails and resumes on the simulated GPUs: the status bar of a window on
+/// the engine and of one attached through the wire shows the same notice, for the same time,
+/// in the words the headless front ends print on stderr.
+#[cfg(feature = "gui")]
+#[test]
+fn a_remote_window_shows_the_local_window_s_status_bar_notice() {
+    use vramwarden::front::gui::notices::{shown, NOTICE_SHOWN_MS};
+    use vramwarden::front::report_words::stderr_line;
+    let dir = tempfile::tempdir().expect("tmp");
+    let shared = Shared::new(Monitor::new(1000, 3600));
+    let mut sim = SimSource::demo(T0);
+    let mut engine = EngineBuilder::new(shared.clone(), 1000)
+        .record(vramwarden::engine::RecordTo::File(
+            dir.path().join("run.vwlog"),
+        ))
+        .source(sim.info())
+        .build();
+    let (sink, _) = collecting();
+    let mut window = RemoteWindow::new(sink);
+    let mut t = T0;
+    // Both windows' notices at `t`, and the stderr line of the newest report.
+    let mut both = |engine: &mut vramwarden::Engine, t: vramwarden::model::UnixMs| {
+        engine.tick(sim.sample(t).expect("sim"), t);
+        let local = shared.view().expect("a view");
+        window.poll(&local);
+        let line = local.events.iter().rev().find_map(stderr_line);
+        (shown(&local, None, t), shown(&window.view, None, t), line)
+    };
+    let limit = FileSizeLimit::set(8 * 1024);
+    let failed = loop {
+        let (local, remote, line) = both(&mut engine, t);
+        if let Some(n) = local {
+            assert_eq!(remote.as_deref(), Some(n.as_str()), "the same notice");
+            assert_eq!(line, Some(format!("vramwarden: {n}")), "the same words");
+            break n;
+        }
+        assert!(t < T0 + 600_000, "the recording never failed");
+        t += 1000;
+    };
+    assert!(
+        failed.starts_with("recording failed, retrying every sample: "),
+        "{failed}"
+    );
+    t += 1000;
+    assert_eq!(both(&mut engine, t).1.as_deref(), Some(failed.as_str()));
+    drop(limit);
+    t += 1000;
+    let (local, remote, line) = both(&mut engine, t);
+    let resumed = local.expect("a notice");
+    assert!(
+        resumed.starts_with("recording resumed; 2 sample(s) were not written: "),
+        "{resumed}"
+    );
+    assert_eq!(remote, Some(resumed.clone()));
+    assert_eq!(line, Some(format!("vramwarden: {resumed}")));
+    // Shown for its time, then gone on both.
+    let (local, remote, _) = both(&mut engine, t + NOTICE_SHOWN_MS - 1000);
+    assert_eq!(
+        (local.as_deref(), remote),
+        (Some(resumed.as_str()), Some(resumed.clone()))
+    );
+    let (local, remote, _) = both(&mut engine, t + NOTICE_SHOWN_MS);
+    assert_eq!((local, remote), (None, None));
 }

@@ -336,10 +336,10 @@ fn sessions_agent(download: impl Fn() -> Answer + Send + Sync + 'static, listed:
             r#"{{"folder":"/x","sessions":[{{"name":"{NAME}","size_bytes":{listed},"modified_ms":0,"started_ms":null,"duration_ms":null,"host":"gpu","devices":1}}]}}"#
         )),
         ("GET", p) if p.starts_with("/api/v1/sessions/") => download(),
-        ("POST", "/api/v1/command") => Answer::Json(
-            r#"{"api_version":5,"id":9,"what":"kill","outcome":"acted","detail":"sent SIGKILL"}"#
-                .into(),
-        ),
+        ("POST", "/api/v1/command") => Answer::Json(format!(
+            r#"{{"api_version":{},"id":9,"what":"kill","outcome":"acted","detail":"sent SIGKILL"}}"#,
+            vramwarden::link::wire::API_VERSION
+        )),
         _ => Answer::Json(reply_with(|_| {})),
     }))
 }

@@ -275,7 +275,7 @@ impl OrphanWatch {
 
     /// The GPUs with memory held by live-listed PIDs that are not running here (live
     /// processes only: a recorded or simulated PID is nobody's here), and those to alert of
-    /// (a GPU that reached [`ALERT_MIB`]; [`describe`] says it in words).
+    /// (a GPU that reached [`ALERT_MIB`]; the front ends say it in words).
     pub(crate) fn observe(&mut self, snap: &Snapshot) -> (Vec<OrphanGpu>, Vec<OrphanGpu>) {
         let now = snap.taken_at_ms;
         let mut by_gpu: Vec<OrphanGpu> = Vec::new();
@@ -347,19 +347,6 @@ impl OrphanWatch {
     }
 }
 
-/// "GPU 0: 32.0 GiB held by PID 4711 (not running here); terminate …".
-pub fn describe(g: &OrphanGpu) -> String {
-    let who: Vec<String> = g.pids.iter().take(5).map(OrphanPid::label).collect();
-    format!(
-        "GPU {}: {:.1} GiB {}{}; {}",
-        g.device_index,
-        g.total_bytes as f64 / (1024.0 * MIB as f64),
-        who.join(", "),
-        if g.pids.len() > 5 { ", …" } else { "" },
-        g.remedy
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -426,7 +413,7 @@ mod tests {
         assert_eq!(pids, vec![11], "only the zombie");
         assert_eq!(gpus[0].total_bytes, 2 * GIB);
         assert!(
-            alerts.iter().all(|a| !describe(a).contains("4711")),
+            alerts.iter().all(|a| a.pids.iter().all(|p| p.pid != 4711)),
             "{alerts:?}"
         );
     }
@@ -447,8 +434,10 @@ mod tests {
         );
         assert_eq!(g.pids[1].label(), "held by PID 4711, not running here");
         assert_eq!(alerts.len(), 1, "{alerts:?}");
-        let said = describe(&alerts[0]);
-        assert!(said.contains("GPU 0: 34.0 GiB"), "{said}");
+        assert_eq!(
+            (alerts[0].device_index, alerts[0].total_bytes),
+            (0, 34 * GIB)
+        );
         // The scan runs on its own thread: its result comes with a later tick.
         let mut holders = Vec::new();
         for i in 0..200 {

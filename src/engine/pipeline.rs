@@ -32,7 +32,8 @@ fn in_progress(detail: &str) -> String {
 #[derive(Clone, Default)]
 pub struct EngineOptions {
     /// The subscriber to alerts, the events the settings make alerts (the window's desktop
-    /// notifier); headless front ends report on stderr and in the View only.
+    /// notifier; the headless front ends' printer of the problems reported, on stderr).
+    /// `None`: the events are in the View only.
     pub alerts: Option<AlertSink>,
     /// The sessions folder to keep within the retention limits of the settings (the window
     /// and `record` into the default folder); `None`: no pruning.
@@ -391,7 +392,7 @@ impl Engine {
         }
         self.recorder.activity(&acts);
         for r in parks.iter().filter(|r| r.stranded) {
-            out.report(r.unix_ms, park_lost(r), r.detail.clone());
+            out.event(r.unix_ms, park_lost(r));
         }
         self.recorder.parks(parks);
         drop(record);
@@ -416,7 +417,6 @@ impl Engine {
                 snap,
                 received_ms,
                 acts,
-                notices: out.notices,
                 replies,
                 events: numbered.clone(),
             },

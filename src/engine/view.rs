@@ -182,9 +182,6 @@ pub struct Monitor {
     /// Per GPU, memory held by PIDs the driver lists that are not running here (dead,
     /// zombie, another PID namespace), with the holders seen and the remedy.
     pub orphans: Vec<crate::detect::orphans::OrphanGpu>,
-    /// Recent notices (recording gaps, notification failures and the like) with the time
-    /// they were raised, newest last. The status bar shows one for [`NOTICE_SHOWN_MS`].
-    pub notices: VecDeque<(UnixMs, String)>,
     /// What rules and manual actions did, newest last.
     pub activity: VecDeque<crate::act::rules::action::Activity>,
     /// The final replies to commands that were accepted first (a park, a resume, a
@@ -195,7 +192,8 @@ pub struct Monitor {
     #[serde(serialize_with = "crate::model::serialize_entries")]
     pub last_active: crate::model::FastMap<ProcSeriesKey, UnixMs>,
     /// The engine's latest events, numbered, newest last, at most 256: what a window attached
-    /// to an agent alerts of.
+    /// to an agent alerts of, and what the front ends say of the problems reported (the
+    /// window's status-bar notices).
     pub events: VecDeque<crate::engine::events::EngineEvent>,
     /// Snapshots applied so far.
     pub ticks: u64,
@@ -220,7 +218,6 @@ impl Monitor {
             guard: Vec::new(),
             growing: Vec::new(),
             orphans: Vec::new(),
-            notices: VecDeque::new(),
             activity: VecDeque::new(),
             replies: VecDeque::new(),
             last_active: crate::model::FastMap::default(),
@@ -347,10 +344,6 @@ impl Monitor {
 
 /// How many process colours the window's palettes have: slots below it are handed out first.
 pub(crate) const COLOR_SLOTS: usize = crate::model::palette::SLOTS;
-
-/// How long the status bar shows a notice.
-#[cfg(feature = "gui")]
-pub(crate) const NOTICE_SHOWN_MS: UnixMs = 30_000;
 
 impl Monitor {
     /// Every leak episode of a process series, oldest first.

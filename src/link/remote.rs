@@ -2,7 +2,7 @@
 //! (`/api/view?since=TICK`, the one wire type [`super::wire::WireView`]) once per its sampling
 //! interval, checks it ([`super::wire_checks`]) and applies it to the View the window draws
 //! (GPUs, processes, the history after what it holds, leaks, OOM suspicions, rule activity,
-//! notices, recording status); a command thread posts the user's actions to
+//! the engine's events, recording status); a command thread posts the user's actions to
 //! `/api/v1/command` (the agent applies its own policy and identity check) and rule tests to
 //! `/api/test-rule`, and hands each answer back under its command's id. A command the agent
 //! accepted (a park, a resume, a question to a PyTorch companion) gets its final reply from

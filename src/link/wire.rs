@@ -6,7 +6,7 @@
 //! what a local one has: the snapshot, the history (only the ticks after `since`: a poll does
 //! not resend the day), the process rows the engine derived (running and exited ones, with
 //! their peaks, one-minute changes and colours), when each process was last active, leak
-//! episodes, OOM suspicions, rule activity, notices, the recording's status, the
+//! episodes, OOM suspicions, rule activity, the engine's events, the recording's status, the
 //! time-to-full figures the snapshot carries, the OOM forecast alerts, the series growing now
 //! and the memory held by processes not running on the agent's computer. [`WirePast`] is the
 //! agent's own past leaks (`GET /api/past`).
@@ -41,8 +41,10 @@ use crate::model::{Origin, Snapshot, SourceInfo, UnixMs};
 /// the View's `replies`. Version 4: the View carries the engine's process rows and when each
 /// process was last active (`rows`, `last_active`) in place of `color_slots`. Version 5: the
 /// View carries the engine's latest numbered events (`events`), from which an attached window
-/// alerts. An agent of another version is refused with a sentence naming both versions.
-pub const API_VERSION: u32 = 5;
+/// alerts. Version 6: the View carries no `notices` (the engine writes no sentence: a window
+/// says the problems reported in its status bar from `events`). An agent of another version is
+/// refused with a sentence naming both versions.
+pub const API_VERSION: u32 = 6;
 
 /// One of the engine's events as it crosses the wire: its activity entry as a
 /// [`WireActivity`].
@@ -78,8 +80,6 @@ pub struct WireView {
     pub ooms: Vec<OomRecord>,
     /// What its rules and manual actions did, newest last.
     pub activity: Vec<WireActivity>,
-    /// Its recent notices, newest last.
-    pub notices: Vec<(UnixMs, String)>,
     /// Snapshots it applied so far.
     pub ticks: u64,
     /// Its OOM forecast alerts in force, by GPU (the banner on a GPU card). Absent from an
@@ -280,7 +280,6 @@ impl WireView {
             leaks: m.leaks.clone(),
             ooms: m.ooms.clone(),
             activity: m.activity.iter().map(WireActivity::from).collect(),
-            notices: m.notices.iter().cloned().collect(),
             ticks: m.ticks,
             oom_alerts: m.oom_alerts.clone(),
             growing: m.growing.clone(),
@@ -388,7 +387,6 @@ impl WireView {
             .into_iter()
             .map(WireActivity::into_activity)
             .collect();
-        m.notices = self.notices.into_iter().collect();
         m.oom_alerts = self.oom_alerts;
         m.growing = self.growing;
         m.orphans = self.orphans;

@@ -24,9 +24,7 @@ use crate::model::UnixMs;
 pub(crate) const MAX_VIEW_BYTES: u64 = 64 << 20;
 /// Most activity lines in one answer.
 const MAX_ACTIVITY: usize = 4096;
-/// Most notices in one answer.
-const MAX_NOTICES: usize = 256;
-/// Longest activity detail or notice, bytes.
+/// Longest activity detail, bytes.
 pub(crate) const MAX_DETAIL: usize = 16 * 1024;
 /// Most device files named for one process holding orphaned memory.
 const MAX_HOLDER_FILES: usize = 256;
@@ -772,7 +770,6 @@ pub fn view(v: &mut WireView, now: UnixMs) -> Result<(), String> {
         leaks,
         ooms,
         activity: lines,
-        notices,
         ticks: _,
         oom_alerts,
         growing: grows,
@@ -820,11 +817,6 @@ pub fn view(v: &mut WireView, now: UnixMs) -> Result<(), String> {
         if !r.answer.is_final() {
             return Err("replies: the View carries final replies only".into());
         }
-    }
-    checks::count("notices", notices.len(), MAX_NOTICES)?;
-    for (t, n) in notices.iter_mut() {
-        checks::time("notices: a time", *t, now)?;
-        checks::cap_text(n, MAX_DETAIL);
     }
     let listed: Vec<u32> = latest
         .as_ref()
@@ -1033,7 +1025,7 @@ mod tests {
     }
 
     /// The reply on the wire, as `POST /api/v1/command` and the View's `replies` write it.
-    const PARKED: &str = r#"{"api_version":5,"id":17,"what":"park (GPU memory to host memory)","outcome":"acted","detail":"parked python (PID 42) in 16.8 s","bytes":43486543872,"seconds":16.8}"#;
+    const PARKED: &str = r#"{"api_version":6,"id":17,"what":"park (GPU memory to host memory)","outcome":"acted","detail":"parked python (PID 42) in 16.8 s","bytes":43486543872,"seconds":16.8}"#;
 
     #[test]
     fn a_reply_reads_and_writes_as_its_golden_text_and_round_trips() {

@@ -1,10 +1,11 @@
-//! What a tick has to say besides its data: status-bar notices (part of the View) and events
-//! ([`EngineEvent`]: a leak, an OOM, an OOM forecast, an activity entry, a recording problem…),
-//! numbered once the tick's stages ran and handed, those the settings make alerts, to the front
-//! end's subscriber ([`AlertSink`]) after the tick is published. The engine writes no alert's
-//! words and shows no desktop notification itself: the window subscribes with its notifier
-//! (`front::gui::notify`, its words in `front::gui::alert_words`); the headless front ends do
-//! not subscribe.
+//! What a tick has to say besides its data: events ([`EngineEvent`]: a leak, an OOM, an OOM
+//! forecast, an activity entry, a recording problem…), numbered once the tick's stages ran,
+//! published with the View and handed, those the settings make alerts, to the front end's
+//! subscriber ([`AlertSink`]) after the tick is published. The engine writes no sentence of
+//! its own, prints nothing and shows no desktop notification: the window subscribes with its
+//! notifier (`front::gui::notify`, its words in `front::gui::alert_words`) and derives its
+//! status-bar notices from the View's events; the headless front ends subscribe with a printer
+//! of the reported problems on stderr (`front::report_words`).
 
 use std::sync::Arc;
 
@@ -47,11 +48,9 @@ impl Alerting {
     }
 }
 
-/// What one tick (or one command) says: notices for the View, events to number.
+/// What one tick (or one command) says: events to number.
 #[derive(Debug, Default)]
 pub(crate) struct Outbox {
-    /// Status-bar notices with their time, published with the tick.
-    pub notices: Vec<(UnixMs, String)>,
     /// The tick's events with their times, in order, numbered once its stages ran.
     pub events: Vec<(UnixMs, EngineEventKind)>,
 }
@@ -60,13 +59,6 @@ impl Outbox {
     /// An event at `at`.
     pub(crate) fn event(&mut self, at: UnixMs, kind: EngineEventKind) {
         self.events.push((at, kind));
-    }
-
-    /// A problem (`kind`, at `at`): `notice` on stderr always and in the status bar.
-    pub(crate) fn report(&mut self, at: UnixMs, kind: EngineEventKind, notice: String) {
-        eprintln!("vramwarden: {notice}");
-        self.notices.push((crate::model::now_ms(), notice));
-        self.event(at, kind);
     }
 
     /// The leak, OOM and forecast events among a watch's recorded `events`.

@@ -11,22 +11,17 @@ use crate::engine::view::{Monitor, RecordingStatus, SourceStatus};
 use crate::model::{Snapshot, SourceInfo, UnixMs};
 use crate::session::Event;
 
-/// Most status-bar notices the View keeps.
-const NOTICES_KEPT: usize = 20;
-
 /// Most activity entries the View keeps.
 pub(crate) const ACTIVITY_KEPT: usize = 1000;
 
 /// What one tick publishes.
-pub struct Tick {
+pub(crate) struct Tick {
     /// The enriched sample.
     pub snap: Snapshot,
     /// When it arrived.
     pub received_ms: UnixMs,
     /// The activity entries of the tick.
     pub acts: Vec<Activity>,
-    /// Status-bar notices.
-    pub notices: Vec<(UnixMs, String)>,
     /// Final replies to accepted commands whose work ended in this tick.
     pub replies: Vec<crate::model::reply::CommandReply>,
     /// The tick's events, numbered.
@@ -38,7 +33,7 @@ pub struct Tick {
 /// active, the recording's status),
 /// its rows derived by the engine's `state`; returns the sample it replaced as the latest.
 /// None when a writer panicked while holding the lock.
-pub fn tick(
+pub(crate) fn tick(
     shared: &Shared,
     state: &mut EngineState,
     t: Tick,
@@ -48,7 +43,6 @@ pub fn tick(
     stages(&mut m);
     push_activity(&mut m, t.acts);
     let previous = state.apply(&mut m, t.snap, t.received_ms);
-    push_notices(&mut m, t.notices);
     m.replies.extend(t.replies);
     while m.replies.len() > crate::engine::view::REPLIES_SHOWN {
         m.replies.pop_front();
@@ -66,7 +60,7 @@ pub(crate) fn events(shared: &Shared, events: Vec<EngineEvent>) {
 
 /// A recorded sample as it was recorded (a read-only engine); with `history_by_source`,
 /// all but the history, which the source builds.
-pub fn replayed(
+pub(crate) fn replayed(
     shared: &Shared,
     state: &mut EngineState,
     snap: Snapshot,
@@ -95,16 +89,8 @@ pub(crate) fn recorded_events(
     }
 }
 
-/// Shows `msg` in the window's status bar (the View keeps the last [`NOTICES_KEPT`]); also
-/// for a front end's subscriber that could not deliver an alert.
-pub fn notice(shared: &Shared, msg: String) {
-    if let Ok(mut m) = shared.write() {
-        push_notices(&mut m, vec![(crate::model::now_ms(), msg)]);
-    }
-}
-
 /// Activity entries outside a tick (a command's).
-pub fn activity(shared: &Shared, acts: Vec<Activity>) {
+pub(crate) fn activity(shared: &Shared, acts: Vec<Activity>) {
     if let Ok(mut m) = shared.write() {
         push_activity(&mut m, acts);
     }
@@ -118,7 +104,7 @@ pub(crate) fn sample_failed(shared: &Shared, e: &crate::source::SourceError) {
 }
 
 /// What the source is.
-pub fn source(shared: &Shared, info: SourceInfo) {
+pub(crate) fn source(shared: &Shared, info: SourceInfo) {
     if let Ok(mut m) = shared.write() {
         m.source = Some(info);
     }
@@ -132,7 +118,7 @@ pub(crate) fn source_failed(shared: &Shared, why: String) {
 }
 
 /// The recording's status (outside a tick: paused, resumed).
-pub fn recording(shared: &Shared, status: RecordingStatus) {
+pub(crate) fn recording(shared: &Shared, status: RecordingStatus) {
     if let Ok(mut m) = shared.write() {
         m.recording = status;
     }
@@ -150,16 +136,6 @@ pub(crate) fn close_open_leaks(shared: &Shared) {
     if let Ok(mut m) = shared.write() {
         let m = &mut *m;
         crate::detect::leak_watch::close_open_leaks(&mut m.leaks, &m.history);
-    }
-}
-
-fn push_notices(m: &mut Monitor, notices: Vec<(UnixMs, String)>) {
-    if notices.is_empty() {
-        return;
-    }
-    m.notices.extend(notices);
-    while m.notices.len() > NOTICES_KEPT {
-        m.notices.pop_front();
     }
 }
 

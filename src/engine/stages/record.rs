@@ -316,12 +316,11 @@ impl Recorder {
                 g.lost += 1;
             }
             None => {
-                out.report(
+                out.event(
                     now,
                     EngineEventKind::RecordingFailed {
                         cause: cause.clone(),
                     },
-                    format!("recording failed, retrying every sample: {cause}"),
                 );
                 self.gap = Some(Gap {
                     from_ms: now,
@@ -344,14 +343,7 @@ impl Recorder {
             lost_samples: g.lost,
             cause: g.cause.clone(),
         };
-        out.report(
-            now,
-            EngineEventKind::RecordingResumed { gap: gap.clone() },
-            format!(
-                "recording resumed; {} sample(s) were not written: {}",
-                g.lost, g.cause
-            ),
-        );
+        out.event(now, EngineEventKind::RecordingResumed { gap: gap.clone() });
         let e = Event::Recording {
             unix_ms: now,
             active: true,

@@ -1,7 +1,7 @@
 //! Watches: the memory detectors run over each enriched sample — leaks (and the time-to-full
 //! forecast written into the sample), OOM suspicions, the OOM forecast alert, and memory held
 //! by processes not running here (orphans). They give events for the log and the View, and
-//! notices and the engine's events through the tick's [`Outbox`].
+//! the engine's events through the tick's [`Outbox`].
 
 use std::collections::HashSet;
 
@@ -79,11 +79,9 @@ impl Watches {
         out.recorded(&events);
         let (orphans, alerted) = self.orphans.observe(snap);
         for gpu in alerted {
-            let notice = crate::detect::orphans::describe(&gpu);
-            out.report(
+            out.event(
                 snap.taken_at_ms,
                 crate::engine::events::EngineEventKind::OrphanMemory { gpu },
-                notice,
             );
         }
         self.leaks.process_rates_into(&mut self.growth);

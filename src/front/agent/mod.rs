@@ -139,7 +139,8 @@ pub fn start(
             other_users: opts.remote_other_users,
         })
         .options(EngineOptions {
-            alerts: None,
+            // The problems the engine reports are said on stderr (the journal) as they happen.
+            alerts: Some(crate::front::report_words::stderr_sink()),
             retention_dir: record.then(|| sessions_dir.clone()),
         });
     let handle = SamplerHandle::start(factory, engine, notify)?;

@@ -289,7 +289,10 @@ pub fn monitor(
         RecordTo::Off,
         Some(duration),
         &load_settings(config)?,
-        EngineOptions::default(),
+        EngineOptions {
+            alerts: Some(crate::front::report_words::stderr_sink()),
+            retention_dir: None,
+        },
     )?;
     writeln!(
         out,
@@ -389,7 +392,8 @@ pub fn record(
     }
     let start = now_ms();
     let options = EngineOptions {
-        alerts: None,
+        // The problems the engine reports are said on stderr as they happen.
+        alerts: Some(crate::front::report_words::stderr_sink()),
         retention_dir: out.is_none().then(crate::session::default_dir),
     };
     let record_to = match &out {

@@ -1,7 +1,8 @@
 //! The window's words for the engine's alerts: an [`EngineEvent`] that is an alert becomes a
 //! notification's headline and sentence ([`Words`]), how insistent it is and, for a leak, the
 //! key a later one replaces it under. The engine sends typed events only; these are the words
-//! users read in a desktop notification, for this computer's engine and an agent's alike.
+//! users read in a desktop notification, for this computer's engine and an agent's alike (a
+//! reported problem's sentence is every front end's: [`crate::front::report_words`]).
 
 use crate::engine::{EngineEvent, EngineEventKind};
 use crate::session::{LeakInfo, OomHolder};
@@ -65,26 +66,18 @@ pub fn of(e: &EngineEvent) -> Option<Words> {
             format!("vramwarden rule “{}”", entry.rule),
             entry.detail.clone(),
         ),
-        K::RecordingFailed { cause } => Words::normal(
-            "Recording failed",
-            format!("recording failed, retrying every sample: {cause}"),
-        ),
-        K::RecordingResumed { gap } => Words::normal(
-            "Recording resumed",
-            format!(
-                "recording resumed; {} sample(s) were not written: {}",
-                gap.lost_samples, gap.cause
-            ),
-        ),
-        K::OrphanMemory { gpu } => Words::normal(
-            "GPU memory held by processes not running here",
-            crate::detect::orphans::describe(gpu),
-        ),
-        K::ParkLost { detail, .. } => {
-            Words::normal("A parked process lost its GPU memory", detail.clone())
-        }
+        K::RecordingFailed { .. } => report("Recording failed", &e.kind)?,
+        K::RecordingResumed { .. } => report("Recording resumed", &e.kind)?,
+        K::OrphanMemory { .. } => report("GPU memory held by processes not running here", &e.kind)?,
+        K::ParkLost { .. } => report("A parked process lost its GPU memory", &e.kind)?,
         K::LeakEnded { .. } | K::OomForecastEnded { .. } => return None,
     })
+}
+
+/// A reported problem: `summary` over the words every front end says for it
+/// ([`crate::front::report_words::sentence`]).
+fn report(summary: &str, kind: &EngineEventKind) -> Option<Words> {
+    crate::front::report_words::sentence(kind).map(|body| Words::normal(summary, body))
 }
 
 /// A leak suspected (it replaces an earlier notification for the same process).

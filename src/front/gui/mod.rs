@@ -11,6 +11,7 @@ pub mod graph;
 pub(crate) mod guard_pane;
 pub(crate) mod jobs;
 pub(crate) mod leaks;
+pub mod notices;
 pub(crate) mod notify;
 pub(crate) mod overview;
 pub(crate) mod plot_table;

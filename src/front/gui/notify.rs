@@ -6,16 +6,17 @@
 //! sampling. Every notification carries the desktop-entry hint ([`APP_ID`]) and an urgency;
 //! a keyed one (a leak) replaces the notification shown earlier for the same key instead of
 //! stacking a new one. Without a notification service nothing is shown and the status bar
-//! hears about it once per run, never fatally. Only the window's build has this module; the
-//! engine and the headless build know nothing of desktop notifications.
+//! hears about it once per run (the window's own notice, never the engine's), never fatally.
+//! Only the window's build has this module; the engine and the headless build know nothing of
+//! desktop notifications.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use crate::engine::shared::SharedMonitor;
 use crate::engine::{AlertSink, EngineEvent};
 use crate::front::gui::alert_words::{self, Urgency};
+use crate::front::gui::notices::OwnNotices;
 
 pub(crate) use crate::host::paths::APP_ID;
 
@@ -35,15 +36,16 @@ static REPORTED_UNAVAILABLE: AtomicBool = AtomicBool::new(false);
 
 /// The subscriber the window gives its engine (or an agent's link): each alert shown as a
 /// desktop notification in the window's words (one with a key replaces the one shown for that
-/// key); when notifications cannot be shown, the status bar of the state `shared` says so once.
-pub(crate) fn subscriber(shared: SharedMonitor) -> AlertSink {
+/// key); when notifications cannot be shown, the window's status bar says so once, as one of
+/// its `own` notices.
+pub(crate) fn subscriber(own: OwnNotices) -> AlertSink {
     std::sync::Arc::new(move |e: EngineEvent| {
         let Some(w) = alert_words::of(&e) else {
             return;
         };
-        let shared = shared.clone();
+        let own = own.clone();
         spawn(w.replaces, w.urgency, w.summary, w.body, move |msg| {
-            crate::engine::stages::publish::notice(&shared, msg);
+            own.raise(msg)
         });
     })
 }

@@ -10,8 +10,15 @@ use crate::model::format;
 use crate::model::UnixMs;
 
 /// The live status bar: the link, the source, sampling, staleness, errors, the forecast and
-/// the latest notice; the history held at the right.
-pub(crate) fn live(ui: &mut Ui, m: &Monitor, now: UnixMs, link: &crate::link::LinkHealth) {
+/// the latest notice (the engine's reports in `m` and the window's own latest notice `own`
+/// with its time, [`super::notices::shown`]); the history held at the right.
+pub(crate) fn live(
+    ui: &mut Ui,
+    m: &Monitor,
+    now: UnixMs,
+    link: &crate::link::LinkHealth,
+    own: Option<(UnixMs, String)>,
+) {
     ui.horizontal(|ui| {
         // The history at the right first; the rest in the room left of it, each text cut
         // with "…" where it does not fit (never drawn over the history).
@@ -26,6 +33,11 @@ pub(crate) fn live(ui: &mut Ui, m: &Monitor, now: UnixMs, link: &crate::link::Li
             ui.with_layout(egui::Layout::left_to_right(egui::Align::Center), |ui| {
                 ui.style_mut().wrap_mode = Some(egui::TextWrapMode::Truncate);
                 live_left(ui, m, now, link);
+                if let Some(n) = super::notices::shown(m, own, now) {
+                    ui.separator();
+                    ui.label(RichText::new(&n).weak())
+                        .on_hover_text(format!("The latest notice (shown for 30 s):\n{n}"));
+                }
             });
         });
     });
@@ -116,15 +128,6 @@ fn live_left(ui: &mut Ui, m: &Monitor, now: UnixMs, link: &crate::link::LinkHeal
                 RichText::new(format!("⚠ {}", a.sentence()))
                     .color(widgets::forecast_color(ui.visuals().dark_mode)),
             );
-        }
-        if let Some((_, n)) = m
-            .notices
-            .back()
-            .filter(|(t, _)| now - t < crate::engine::view::NOTICE_SHOWN_MS)
-        {
-            ui.separator();
-            ui.label(RichText::new(n).weak())
-                .on_hover_text(format!("The latest notice (shown for 30 s):\n{n}"));
         }
     }
 }

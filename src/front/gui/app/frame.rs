@@ -51,7 +51,13 @@ impl VramApp {
             crate::front::gui::status_bar::jobs_strip(ui, &jobs, &mut self.queue);
             match view.as_ref() {
                 Some(v) => crate::front::gui::status_bar::session(ui, v),
-                None => crate::front::gui::status_bar::live(ui, &live, self.now(), &health),
+                None => crate::front::gui::status_bar::live(
+                    ui,
+                    &live,
+                    self.now(),
+                    &health,
+                    self.backend.own_notices().latest(),
+                ),
             }
         });
         match view.as_mut() {

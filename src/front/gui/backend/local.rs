@@ -21,6 +21,8 @@ pub(super) struct LocalEngine<'a> {
     pub record: &'a crate::engine::RecordTo,
     /// The settings it runs with.
     pub settings: &'a crate::engine::settings::Settings,
+    /// The window's own notices (desktop notifications unavailable).
+    pub notices: &'a crate::front::gui::notices::OwnNotices,
 }
 
 impl LocalEngine<'_> {
@@ -36,7 +38,7 @@ impl LocalEngine<'_> {
             .settings(self.settings)
             .options(crate::engine::EngineOptions {
                 // Alerts become desktop notifications.
-                alerts: Some(crate::front::gui::notify::subscriber(self.shared.clone())),
+                alerts: Some(crate::front::gui::notify::subscriber(self.notices.clone())),
                 // The engine keeps the sessions folder within the retention limits (at
                 // start and every hour), never deleting a log that is open for writing.
                 retention_dir: match self.record {

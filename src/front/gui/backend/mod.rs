@@ -43,6 +43,9 @@ pub struct Backend {
     /// Replies given without a link (a detached backend answers a rule test from its state,
     /// an action with a skip).
     unlinked: crate::engine::command::Replies,
+    /// The window's own notices (desktop notifications unavailable), whichever engine is
+    /// shown.
+    notices: crate::front::gui::notices::OwnNotices,
 }
 
 impl Backend {
@@ -127,7 +130,13 @@ impl Backend {
             unlinked: crate::engine::command::Replies::default(),
             record: crate::engine::RecordTo::Off,
             settings: crate::engine::settings::Settings::default(),
+            notices: crate::front::gui::notices::OwnNotices::default(),
         }
+    }
+
+    /// The window's own notices, which its status bar shows beside the engine's reports.
+    pub(crate) fn own_notices(&self) -> &crate::front::gui::notices::OwnNotices {
+        &self.notices
     }
 
     /// The state the UI draws (the shown engine's).
@@ -162,6 +171,7 @@ impl Backend {
             interval_ms: self.interval.as_millis() as u64,
             record: &self.record,
             settings: &self.settings,
+            notices: &self.notices,
         }
         .start(factory, notify);
     }
@@ -376,6 +386,7 @@ impl Backend {
             &shared,
             notify,
             crate::engine::AlertFilter::of(&self.settings),
+            &self.notices,
         )?;
         self.park_current();
         self.shown = hosts::Attached {

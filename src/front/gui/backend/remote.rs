@@ -6,7 +6,8 @@ use crate::engine::shared::SharedMonitor;
 use crate::link::{EngineLink, LinkHealth};
 
 /// Opens the link to the agent at `url`, filling `shared`; its alerts that `filter` wants
-/// notify here as this computer's would. Returns the agent's address and link.
+/// notify here as this computer's would (the window's own notices in `notices`). Returns the
+/// agent's address and link.
 ///
 /// # Errors
 /// A malformed address or no thread.
@@ -16,10 +17,11 @@ pub(super) fn connect(
     shared: &SharedMonitor,
     notify: Notify,
     filter: crate::engine::AlertFilter,
+    notices: &crate::front::gui::notices::OwnNotices,
 ) -> Result<(String, Box<dyn EngineLink>), String> {
     let link = crate::link::remote::RemoteLink::connect(url, token, shared.clone(), notify)?;
     link.alert_to(
-        crate::front::gui::notify::subscriber(shared.clone()),
+        crate::front::gui::notify::subscriber(notices.clone()),
         filter,
     );
     Ok((link.url().to_string(), Box::new(link)))
