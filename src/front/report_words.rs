@@ -3,7 +3,8 @@
 //! events of [`AlertKind::Report`]). The engine sends these as typed events
 //! ([`EngineEvent`]) and writes no sentence; each is said here once, for every front end: the
 //! window's status bar and desktop notification, and the stderr line of the headless ones
-//! (`record`, `monitor`, the agent), which print them through `stderr_sink`.
+//! (`record`, `monitor`, the agent), which print them through `stderr_sink`, and of a window
+//! on this computer's engine, for the terminal it was started from.
 
 use crate::detect::orphans::{OrphanGpu, OrphanPid};
 use crate::engine::{AlertKind, AlertSink, EngineEvent, EngineEventKind};
@@ -46,16 +47,20 @@ pub fn stderr_line<A>(e: &EngineEvent<A>) -> Option<String> {
     sentence(&e.kind).map(|s| format!("vramwarden: {s}"))
 }
 
-/// The headless front ends' subscriber to the engine's alerts: each report printed on stderr
-/// as it happens ([`stderr_line`]); the other alerts are not printed.
-pub(crate) fn stderr_sink() -> AlertSink {
-    std::sync::Arc::new(|e: EngineEvent| {
-        if e.kind.alert_kind() == Some(AlertKind::Report) {
-            if let Some(line) = stderr_line(&e) {
-                eprintln!("{line}");
-            }
+/// Prints alert `e` on stderr when it is a report ([`stderr_line`]); the other alerts are not
+/// printed.
+pub(crate) fn print(e: &EngineEvent) {
+    if e.kind.alert_kind() == Some(AlertKind::Report) {
+        if let Some(line) = stderr_line(e) {
+            eprintln!("{line}");
         }
-    })
+    }
+}
+
+/// The headless front ends' subscriber to the engine's alerts: each report printed on stderr
+/// as it happens ([`print`]).
+pub(crate) fn stderr_sink() -> AlertSink {
+    std::sync::Arc::new(|e: EngineEvent| print(&e))
 }
 
 #[cfg(test)]

@@ -37,8 +37,10 @@ impl LocalEngine<'_> {
             .record(self.record.clone())
             .settings(self.settings)
             .options(crate::engine::EngineOptions {
-                // Alerts become desktop notifications.
-                alerts: Some(crate::front::gui::notify::subscriber(self.notices.clone())),
+                // Alerts become desktop notifications; reports are said on stderr too.
+                alerts: Some(printing(crate::front::gui::notify::subscriber(
+                    self.notices.clone(),
+                ))),
                 // The engine keeps the sessions folder within the retention limits (at
                 // start and every hour), never deleting a log that is open for writing.
                 retention_dir: match self.record {
@@ -57,6 +59,14 @@ impl LocalEngine<'_> {
             }
         }
     }
+}
+
+/// `sink`, each report printed on stderr first ([`crate::front::report_words::print`]).
+fn printing(sink: crate::engine::AlertSink) -> crate::engine::AlertSink {
+    std::sync::Arc::new(move |e| {
+        crate::front::report_words::print(&e);
+        sink(e);
+    })
 }
 
 /// Answers `c` without an engine: a rule test from the state in `shared`, an action with a
