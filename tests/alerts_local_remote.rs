@@ -123,7 +123,12 @@ fn one_engine_gives_a_local_subscriber_and_a_remote_window_the_same_alerts() {
     #[cfg(feature = "gui")]
     {
         use vramwarden::front::gui::alert_words;
-        let words = |v: &[EngineEvent]| v.iter().map(alert_words::of).collect::<Vec<_>>();
+        use vramwarden::front::report_words::Where;
+        let words = |v: &[EngineEvent]| {
+            v.iter()
+                .map(|e| alert_words::of(e, Where::Here))
+                .collect::<Vec<_>>()
+        };
         assert_eq!(words(&remote), words(&local));
         assert!(words(&local).iter().all(Option::is_some));
     }
@@ -191,7 +196,11 @@ fn a_remote_window_shows_the_local_window_s_status_bar_notice() {
         let local = shared.view().expect("a view");
         window.poll(&local);
         let line = local.events.iter().rev().find_map(stderr_line);
-        (shown(&local, None, t), shown(&window.view, None, t), line)
+        (
+            shown(&local, None, None, t),
+            shown(&window.view, Some("gpu-box-3"), None, t),
+            line,
+        )
     };
     let limit = FileSizeLimit::set(8 * 1024);
     let failed = loop {

@@ -209,7 +209,8 @@ fn alerts_go_to_the_subscriber_after_the_tick_is_published_and_follow_the_settin
     #[cfg(feature = "gui")]
     {
         use vramwarden::front::gui::alert_words::{self, Urgency};
-        let words = alert_words::of(&leak.0).expect("a leak's words");
+        let words = alert_words::of(&leak.0, vramwarden::front::report_words::Where::Here)
+            .expect("a leak's words");
         assert_eq!(words.urgency, Urgency::Critical);
         assert_eq!(words.summary, "GPU memory leak suspected");
         assert!(words.body.contains("MiB/min"), "{words:?}");

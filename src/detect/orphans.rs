@@ -100,6 +100,11 @@ pub struct OrphanGpu {
 
 /// The remedy for orphaned memory on a GPU, given what was found.
 pub fn remedy(pids: &[OrphanPid], holders: &[DevHolder]) -> String {
+    remedy_on(pids, holders, "this machine")
+}
+
+/// [`remedy`] on the machine `machine` names ("this machine", or an agent's host).
+pub(crate) fn remedy_on(pids: &[OrphanPid], holders: &[DevHolder], machine: &str) -> String {
     if !holders.is_empty() {
         let names: Vec<String> = holders
             .iter()
@@ -115,9 +120,10 @@ pub fn remedy(pids: &[OrphanPid], holders: &[DevHolder]) -> String {
     if pids.iter().any(|p| p.kind == NotRunning::Zombie) {
         return "a zombie's memory is freed when its parent reaps it: terminate the parent".into();
     }
-    "no process on this machine holds the GPU: only a driver reset (nvidia-smi --gpu-reset, \
-     with nothing else on the GPU) or a reboot frees it"
-        .into()
+    format!(
+        "no process on {machine} holds the GPU: only a driver reset (nvidia-smi --gpu-reset, \
+         with nothing else on the GPU) or a reboot frees it"
+    )
 }
 
 /// The processes under `proc_root` with an NVIDIA device file open (`/dev/nvidia*` behind

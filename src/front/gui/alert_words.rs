@@ -5,6 +5,7 @@
 //! reported problem's sentence is every front end's: [`crate::front::report_words`]).
 
 use crate::engine::{EngineEvent, EngineEventKind};
+use crate::front::report_words::Where;
 use crate::session::{LeakInfo, OomHolder};
 
 /// How insistent a notification is.
@@ -41,9 +42,10 @@ impl Words {
     }
 }
 
-/// The notification for event `e`; None for an event that is no alert (a leak that ended, a
-/// forecast that receded, an activity entry that did not act or that a command asked for).
-pub fn of(e: &EngineEvent) -> Option<Words> {
+/// The notification for event `e` of the engine `at` where it runs (this computer's, or an
+/// agent's host); None for an event that is no alert (a leak that ended, a forecast that
+/// receded, an activity entry that did not act or that a command asked for).
+pub fn of(e: &EngineEvent, at: Where) -> Option<Words> {
     use EngineEventKind as K;
     e.kind.alert_kind()?;
     Some(match &e.kind {
@@ -66,18 +68,22 @@ pub fn of(e: &EngineEvent) -> Option<Words> {
             format!("vramwarden rule “{}”", entry.rule),
             entry.detail.clone(),
         ),
-        K::RecordingFailed { .. } => report("Recording failed", &e.kind)?,
-        K::RecordingResumed { .. } => report("Recording resumed", &e.kind)?,
-        K::OrphanMemory { .. } => report("GPU memory held by processes not running here", &e.kind)?,
-        K::ParkLost { .. } => report("A parked process lost its GPU memory", &e.kind)?,
+        K::RecordingFailed { .. } => report("Recording failed".into(), e, at)?,
+        K::RecordingResumed { .. } => report("Recording resumed".into(), e, at)?,
+        K::OrphanMemory { .. } => report(
+            format!("GPU memory held by processes not running {}", at.place()),
+            e,
+            at,
+        )?,
+        K::ParkLost { .. } => report("A parked process lost its GPU memory".into(), e, at)?,
         K::LeakEnded { .. } | K::OomForecastEnded { .. } => return None,
     })
 }
 
-/// A reported problem: `summary` over the words every front end says for it
-/// ([`crate::front::report_words::sentence`]).
-fn report(summary: &str, kind: &EngineEventKind) -> Option<Words> {
-    crate::front::report_words::sentence(kind).map(|body| Words::normal(summary, body))
+/// A reported problem of the engine `at`: `summary` over the words every front end says for
+/// it ([`crate::front::report_words::sentence`]).
+fn report(summary: String, e: &EngineEvent, at: Where) -> Option<Words> {
+    crate::front::report_words::sentence(&e.kind, at).map(|body| Words::normal(summary, body))
 }
 
 /// A leak suspected (it replaces an earlier notification for the same process).
@@ -122,6 +128,10 @@ mod tests {
         }
     }
 
+    fn of_here(e: &EngineEvent) -> Option<Words> {
+        of(e, Where::Here)
+    }
+
     fn holder(pid: u32, name: &str) -> OomHolder {
         OomHolder {
             pid,
@@ -151,7 +161,8 @@ mod tests {
             rate_mib_per_min: 61.4,
             why: String::new(),
         };
-        let w = of(&event(EngineEventKind::LeakStarted { leak: leak.clone() })).expect("words");
+        let w =
+            of_here(&event(EngineEventKind::LeakStarted { leak: leak.clone() })).expect("words");
         assert_eq!(w.summary, "GPU memory leak suspected");
         assert_eq!(
             w.body,
@@ -163,13 +174,13 @@ mod tests {
             ghost: true,
             ..leak
         };
-        let w = of(&event(EngineEventKind::LeakStarted { leak: ghost })).expect("words");
+        let w = of_here(&event(EngineEventKind::LeakStarted { leak: ghost })).expect("words");
         assert_eq!(w.body, "GPU 1 ghost memory is growing at 61 MiB/min");
     }
 
     #[test]
     fn a_forecast_and_an_oom_say_the_banner_s_and_the_log_s_words() {
-        let w = of(&event(EngineEventKind::OomForecast {
+        let w = of_here(&event(EngineEventKind::OomForecast {
             device_index: 0,
             full_in_s: 367.0,
             drivers: vec![holder(70411, "python3")],
@@ -185,7 +196,7 @@ mod tests {
             )
         );
         assert!(w.body.contains("python3 (PID 70411) growing"), "{}", w.body);
-        let w = of(&event(EngineEventKind::OomSuspected {
+        let w = of_here(&event(EngineEventKind::OomSuspected {
             device_index: 2,
             used_pct: 99.5,
             victims: vec![holder(7, "victim")],
@@ -202,7 +213,7 @@ mod tests {
 
     #[test]
     fn reports_keep_their_words_and_what_is_no_alert_has_none() {
-        let w = of(&event(EngineEventKind::RecordingFailed {
+        let w = of_here(&event(EngineEventKind::RecordingFailed {
             cause: "No space left on device".into(),
         }))
         .expect("words");
@@ -217,7 +228,7 @@ mod tests {
             lost_samples: 3,
             cause: "I/O error".into(),
         };
-        let w = of(&event(EngineEventKind::RecordingResumed { gap })).expect("words");
+        let w = of_here(&event(EngineEventKind::RecordingResumed { gap })).expect("words");
         assert_eq!(
             w.body,
             "recording resumed; 3 sample(s) were not written: I/O error"
@@ -226,6 +237,44 @@ mod tests {
             device_index: 0,
             raised_ms: 1,
         };
-        assert_eq!(of(&event(ended)), None);
+        assert_eq!(of_here(&event(ended)), None);
+    }
+
+    #[test]
+    fn an_agent_s_orphaned_memory_is_headed_and_said_on_its_host() {
+        use crate::detect::orphans::{NotRunning, OrphanGpu, OrphanPid};
+        let e = event(EngineEventKind::OrphanMemory {
+            gpu: OrphanGpu {
+                device_index: 0,
+                total_bytes: crate::model::GIB,
+                pids: vec![OrphanPid {
+                    pid: 4711,
+                    used_bytes: None,
+                    kind: NotRunning::NoProcess,
+                }],
+                holders: Vec::new(),
+                remedy: "reboot".into(),
+            },
+        });
+        let here = of_here(&e).expect("words");
+        assert_eq!(
+            here.summary,
+            "GPU memory held by processes not running here"
+        );
+        assert!(
+            here.body.contains("PID 4711, not running here"),
+            "{}",
+            here.body
+        );
+        let there = of(&e, Where::Host("gpu-box-3")).expect("words");
+        assert_eq!(
+            there.summary,
+            "GPU memory held by processes not running on gpu-box-3"
+        );
+        assert!(
+            there.body.contains("PID 4711, not running on gpu-box-3"),
+            "{}",
+            there.body
+        );
     }
 }

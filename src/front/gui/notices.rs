@@ -38,18 +38,36 @@ impl OwnNotices {
     }
 }
 
-/// The newest problem the engine of View `m` reported, with its time, in words.
-pub(crate) fn reported(m: &Monitor) -> Option<(UnixMs, String)> {
+/// The name of the host of an agent's View `m`, as the window says it ("on HOST"): the
+/// source's host, or "the agent's host" before the agent named it.
+pub(crate) fn agent_host(m: &Monitor) -> &str {
+    m.source
+        .as_ref()
+        .map(|s| s.host.as_str())
+        .filter(|h| !h.is_empty())
+        .unwrap_or("the agent's host")
+}
+
+/// The newest problem the engine of View `m` reported, with its time, in words; `host`: the
+/// agent's host for an agent's View, None for this computer's.
+pub(crate) fn reported(m: &Monitor, host: Option<&str>) -> Option<(UnixMs, String)> {
+    let at = crate::front::report_words::Where::of(host);
     m.events
         .iter()
         .rev()
-        .find_map(|e| crate::front::report_words::sentence(&e.kind).map(|s| (e.at_ms, s)))
+        .find_map(|e| crate::front::report_words::sentence(&e.kind, at).map(|s| (e.at_ms, s)))
 }
 
 /// The notice the status bar shows at `now`: the newer of the engine's latest report in `m`
-/// and the window's own `own`, when it was raised less than [`NOTICE_SHOWN_MS`] ago.
-pub fn shown(m: &Monitor, own: Option<(UnixMs, String)>, now: UnixMs) -> Option<String> {
-    [reported(m), own]
+/// (an agent's on `host`, None for this computer's engine) and the window's own `own`, when
+/// it was raised less than [`NOTICE_SHOWN_MS`] ago.
+pub fn shown(
+    m: &Monitor,
+    host: Option<&str>,
+    own: Option<(UnixMs, String)>,
+    now: UnixMs,
+) -> Option<String> {
+    [reported(m, host), own]
         .into_iter()
         .flatten()
         .max_by_key(|(t, _)| *t)
@@ -75,7 +93,7 @@ mod tests {
     #[test]
     fn the_newest_report_shows_for_its_time_and_other_events_none() {
         let mut m = Monitor::new(1000, 10);
-        assert_eq!(shown(&m, None, 5_000), None);
+        assert_eq!(shown(&m, None, None, 5_000), None);
         m.events.push_back(failed(1, 1_000, "disk full"));
         m.events.push_back(failed(2, 2_000, "I/O error"));
         m.events.push_back(EngineEvent {
@@ -87,12 +105,12 @@ mod tests {
             },
         });
         let said = "recording failed, retrying every sample: I/O error";
-        assert_eq!(shown(&m, None, 2_000).as_deref(), Some(said));
+        assert_eq!(shown(&m, None, None, 2_000).as_deref(), Some(said));
         assert_eq!(
-            shown(&m, None, 2_000 + NOTICE_SHOWN_MS - 1).as_deref(),
+            shown(&m, None, None, 2_000 + NOTICE_SHOWN_MS - 1).as_deref(),
             Some(said)
         );
-        assert_eq!(shown(&m, None, 2_000 + NOTICE_SHOWN_MS), None);
+        assert_eq!(shown(&m, None, None, 2_000 + NOTICE_SHOWN_MS), None);
     }
 
     #[test]
@@ -102,14 +120,52 @@ mod tests {
         let own = OwnNotices::default();
         own.raise_at(1_500, "No desktop notifications here".into());
         assert_eq!(
-            shown(&m, own.latest(), 2_000).as_deref(),
+            shown(&m, None, own.latest(), 2_000).as_deref(),
             Some("No desktop notifications here")
         );
         assert_eq!(m.events.len(), 1, "the View is not written");
         m.events.push_back(failed(2, 1_800, "I/O error"));
         assert_eq!(
-            shown(&m, own.latest(), 2_000).as_deref(),
+            shown(&m, None, own.latest(), 2_000).as_deref(),
             Some("recording failed, retrying every sample: I/O error")
         );
+    }
+
+    #[test]
+    fn an_agent_s_orphaned_memory_is_said_on_its_host_and_this_computer_s_here() {
+        use crate::detect::orphans::{NotRunning, OrphanGpu, OrphanPid};
+        let mut m = Monitor::new(1000, 10);
+        m.events.push_back(EngineEvent {
+            seq: 1,
+            at_ms: 1_000,
+            kind: EngineEventKind::OrphanMemory {
+                gpu: OrphanGpu {
+                    device_index: 1,
+                    total_bytes: crate::model::GIB,
+                    pids: vec![OrphanPid {
+                        pid: 4711,
+                        used_bytes: None,
+                        kind: NotRunning::NoProcess,
+                    }],
+                    holders: Vec::new(),
+                    remedy: "no process on this machine holds the GPU".into(),
+                },
+            },
+        });
+        let remote = shown(&m, Some("gpu-box-3"), None, 2_000).expect("a notice");
+        assert!(
+            remote.contains("PID 4711, not running on gpu-box-3; no process on gpu-box-3 holds"),
+            "{remote}"
+        );
+        let local = shown(&m, None, None, 2_000).expect("a notice");
+        assert!(
+            local.contains("PID 4711, not running here; no process on this machine holds"),
+            "{local}"
+        );
+        m.source = Some(crate::model::SourceInfo {
+            host: "gpu-box-3".into(),
+            ..crate::model::SourceInfo::default()
+        });
+        assert_eq!(agent_host(&m), "gpu-box-3");
     }
 }

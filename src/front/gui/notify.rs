@@ -17,6 +17,7 @@ use std::sync::{Mutex, OnceLock};
 use crate::engine::{AlertSink, EngineEvent};
 use crate::front::gui::alert_words::{self, Urgency};
 use crate::front::gui::notices::OwnNotices;
+use crate::front::report_words::Where;
 
 pub(crate) use crate::host::paths::APP_ID;
 
@@ -34,13 +35,18 @@ const MAX_KEYS: usize = 256;
 /// Set once "notifications are unavailable" has been reported.
 static REPORTED_UNAVAILABLE: AtomicBool = AtomicBool::new(false);
 
-/// The subscriber the window gives its engine (or an agent's link): each alert shown as a
-/// desktop notification in the window's words (one with a key replaces the one shown for that
-/// key); when notifications cannot be shown, the window's status bar says so once, as one of
-/// its `own` notices.
-pub(crate) fn subscriber(own: OwnNotices) -> AlertSink {
+/// The name of the host whose engine a subscriber hears, asked at each alert: None for this
+/// computer's engine, the agent's host for an agent's (named once its View says it).
+pub(crate) type HostName = Box<dyn Fn() -> Option<String> + Send + Sync>;
+
+/// The subscriber the window gives its engine (or an agent's link, on the host `host` names):
+/// each alert shown as a desktop notification in the window's words (one with a key replaces
+/// the one shown for that key); when notifications cannot be shown, the window's status bar
+/// says so once, as one of its `own` notices.
+pub(crate) fn subscriber(own: OwnNotices, host: HostName) -> AlertSink {
     std::sync::Arc::new(move |e: EngineEvent| {
-        let Some(w) = alert_words::of(&e) else {
+        let host = host();
+        let Some(w) = alert_words::of(&e, Where::of(host.as_deref())) else {
             return;
         };
         let own = own.clone();

@@ -139,7 +139,7 @@ fn notices(
                 o.label_at(&place),
                 g.device_index,
                 units.bytes(g.total_bytes),
-                g.remedy
+                crate::front::report_words::remedy(g, crate::front::report_words::Where::of(host))
             ))
             .color(widgets::warn(ui)),
         );

@@ -10,11 +10,13 @@ use crate::model::format;
 use crate::model::UnixMs;
 
 /// The live status bar: the link, the source, sampling, staleness, errors, the forecast and
-/// the latest notice (the engine's reports in `m` and the window's own latest notice `own`
-/// with its time, [`super::notices::shown`]); the history held at the right.
+/// the latest notice (the engine's reports in `m`, an agent's on `host`, and the window's own
+/// latest notice `own` with its time, [`super::notices::shown`]); the history held at the
+/// right.
 pub(crate) fn live(
     ui: &mut Ui,
     m: &Monitor,
+    host: Option<&str>,
     now: UnixMs,
     link: &crate::link::LinkHealth,
     own: Option<(UnixMs, String)>,
@@ -33,7 +35,7 @@ pub(crate) fn live(
             ui.with_layout(egui::Layout::left_to_right(egui::Align::Center), |ui| {
                 ui.style_mut().wrap_mode = Some(egui::TextWrapMode::Truncate);
                 live_left(ui, m, now, link);
-                if let Some(n) = super::notices::shown(m, own, now) {
+                if let Some(n) = super::notices::shown(m, host, own, now) {
                     ui.separator();
                     ui.label(RichText::new(&n).weak())
                         .on_hover_text(format!("The latest notice (shown for 30 s):\n{n}"));

@@ -54,6 +54,7 @@ impl VramApp {
                 None => crate::front::gui::status_bar::live(
                     ui,
                     &live,
+                    self.agent_host(&live),
                     self.now(),
                     &health,
                     self.backend.own_notices().latest(),

@@ -274,13 +274,7 @@ impl VramApp {
     /// "the agent's host"); `None` for this computer.
     fn agent_host<'m>(&self, m: &'m Monitor) -> Option<&'m str> {
         self.backend.remote()?;
-        Some(
-            m.source
-                .as_ref()
-                .map(|s| s.host.as_str())
-                .filter(|h| !h.is_empty())
-                .unwrap_or("the agent's host"),
-        )
+        Some(crate::front::gui::notices::agent_host(m))
     }
 
     fn now(&self) -> UnixMs {

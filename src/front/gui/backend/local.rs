@@ -40,6 +40,7 @@ impl LocalEngine<'_> {
                 // Alerts become desktop notifications; reports are said on stderr too.
                 alerts: Some(printing(crate::front::gui::notify::subscriber(
                     self.notices.clone(),
+                    Box::new(|| None),
                 ))),
                 // The engine keeps the sessions folder within the retention limits (at
                 // start and every hour), never deleting a log that is open for writing.

@@ -21,10 +21,21 @@ pub(super) fn connect(
 ) -> Result<(String, Box<dyn EngineLink>), String> {
     let link = crate::link::remote::RemoteLink::connect(url, token, shared.clone(), notify)?;
     link.alert_to(
-        crate::front::gui::notify::subscriber(notices.clone()),
+        crate::front::gui::notify::subscriber(notices.clone(), agent_host(shared.clone())),
         filter,
     );
     Ok((link.url().to_string(), Box::new(link)))
+}
+
+/// The agent's host as the window names it, read from its View in `shared` at each alert
+/// (the link delivers alerts with the View unlocked).
+fn agent_host(shared: SharedMonitor) -> crate::front::gui::notify::HostName {
+    Box::new(move || {
+        let m = shared
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Some(crate::front::gui::notices::agent_host(&m).to_string())
+    })
 }
 
 /// The link's `health`, with why the SSH `tunnel` ended when the agent is lost and the

@@ -7,6 +7,7 @@ use super::sorting::{container_cell, place};
 use super::state::TableState;
 use crate::engine::view::ProcessRow;
 use crate::front::gui::widgets;
+use crate::front::report_words::{self, Where};
 use crate::model::format::{self, Units};
 use crate::model::history::ProcSeriesKey;
 use crate::model::UnixMs;
@@ -177,8 +178,8 @@ fn status_cell(ui: &mut Ui, r: &ProcessRow, c: &Cells<'_>) {
         ui.label(RichText::new(o.label_at(&place(c.host))).color(widgets::warn(ui)))
             .on_hover_text(format!(
                 "The driver lists this PID; {} has no such running process. To free it: {}",
-                c.host.unwrap_or("this machine"),
-                g.remedy
+                Where::of(c.host).machine(),
+                report_words::remedy(g, Where::of(c.host))
             ));
     }
     if let Some(b) = c

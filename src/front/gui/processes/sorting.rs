@@ -7,7 +7,7 @@ use crate::model::UnixMs;
 /// Where the processes shown run, for "not running …": "here" on this computer, "on HOST"
 /// for an agent's (`host`).
 pub(crate) fn place(host: Option<&str>) -> String {
-    host.map_or_else(|| "here".into(), |h| format!("on {h}"))
+    crate::front::report_words::Where::of(host).place()
 }
 
 /// True when `row` matches the filter (pid, name, command line, user, container or pod;
