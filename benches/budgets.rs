@@ -294,6 +294,7 @@ fn bench_session(c: &mut Criterion) {
         })
     });
     g.finish();
+    report_open_memory(&day);
     if let Ok(data) = SessionData::open(&day) {
         for table in [Table::Devices, Table::Processes] {
             let t = std::time::Instant::now();
@@ -308,6 +309,25 @@ fn bench_session(c: &mut Criterion) {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The memory an opened session holds (counted by the allocator): the replayed View (its
+/// history and rows), and the file's bytes and index the window keeps beside it for export.
+fn report_open_memory(day: &std::path::Path) {
+    use vramwarden::session::reader::SessionData;
+    let mib = |b: usize| b as f64 / (1 << 20) as f64;
+    let before = LIVE.load(Ordering::Relaxed);
+    if let Ok(data) = SessionData::open(day) {
+        let file = LIVE.load(Ordering::Relaxed).saturating_sub(before);
+        let m = vramwarden::engine::replay::session(&data);
+        let all = LIVE.load(Ordering::Relaxed).saturating_sub(before);
+        println!(
+            "session 24h opened: the replayed View {:.1} MiB (history and rows), the file's bytes and index {:.1} MiB",
+            mib(all.saturating_sub(file)),
+            mib(file)
+        );
+        black_box(&m);
+    }
 }
 
 fn bench_leak(c: &mut Criterion) {

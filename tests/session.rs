@@ -923,6 +923,13 @@ fn the_history_a_replay_builds_beside_its_engine_is_the_one_apply_builds() {
     let replay = vramwarden::engine::replay::session(&s);
     assert_eq!(replay.history.span(), m.history.span());
     assert_eq!(all_series(&replay.history), want);
+    // …whose engine took in every sample as applied in step: the same rows (exited ones,
+    // peaks, one-minute changes, colours) and the same latest sample.
+    let rows = |m: &Monitor| m.rows().cloned().collect::<Vec<_>>();
+    assert!(rows(&m).len() > 3, "{} rows", rows(&m).len());
+    assert_eq!(rows(&replay), rows(&m));
+    assert_eq!(replay.latest, m.latest);
+    assert_eq!(replay.ticks, m.ticks);
     // …that thread's work, and the source's own where no thread can be started.
     assert_eq!(
         all_series(&build_history(&s, &AtomicBool::new(false))),

@@ -111,12 +111,14 @@ impl EngineState {
     ) -> bool {
         let mut fresh = false;
         let key = (p.key(), p.device_index);
-        let row = m.rows.at_mut(pos, key, |_| {
+        let (place, row) = m.rows.at_mut_placed(pos, key, |_| {
             fresh = true;
             ProcessRow::first_seen(p, now, UNCOLORED)
         });
         let d = self;
-        let recent = d.recent.at_mut(pos, key, |_| Recent::new());
+        // Kept in the rows' order (made with them, dropped with them): found at the row's
+        // place without a lookup.
+        let recent = d.recent.place_mut(place, pos, key, |_| Recent::new());
         if fresh {
             d.fresh_rows += 1;
             row.update(p, now, recent);

@@ -29,6 +29,41 @@ impl<K: Hash + Eq + Copy, V> SampleMap<K, V> {
     /// The entry of `key`, listed at position `pos` of the sample being taken in; `make` builds
     /// it when there is none.
     pub(crate) fn at_mut(&mut self, pos: usize, key: K, make: impl FnOnce(&Self) -> V) -> &mut V {
+        let i = self.index_at(pos, key, make);
+        &mut self.entries[i]
+    }
+
+    /// [`SampleMap::at_mut`], with the entry's place in insertion order (what
+    /// [`SampleMap::place_mut`] of a map kept in the same order takes).
+    pub(crate) fn at_mut_placed(
+        &mut self,
+        pos: usize,
+        key: K,
+        make: impl FnOnce(&Self) -> V,
+    ) -> (usize, &mut V) {
+        let i = self.index_at(pos, key, make);
+        (i, &mut self.entries[i])
+    }
+
+    /// The entry of `key` when it is the one at `place` in insertion order (a map kept in
+    /// the same order as another: see [`SampleMap::at_mut_placed`]), else as
+    /// [`SampleMap::at_mut`] finds it.
+    pub(crate) fn place_mut(
+        &mut self,
+        place: usize,
+        pos: usize,
+        key: K,
+        make: impl FnOnce(&Self) -> V,
+    ) -> &mut V {
+        let i = match self.entries.get_index(place) {
+            Some((k, _)) if *k == key => place,
+            _ => self.index_at(pos, key, make),
+        };
+        &mut self.entries[i]
+    }
+
+    /// The place of `key`'s entry (made by `make` when there is none), listed at `pos`.
+    fn index_at(&mut self, pos: usize, key: K, make: impl FnOnce(&Self) -> V) -> usize {
         let hinted = self
             .at
             .get(pos)
@@ -45,7 +80,7 @@ impl<K: Hash + Eq + Copy, V> SampleMap<K, V> {
             self.at.resize(pos + 1, usize::MAX);
         }
         self.at[pos] = i;
-        &mut self.entries[i]
+        i
     }
 
     /// The entry of `key`.
@@ -124,5 +159,25 @@ mod tests {
         all.sort_unstable();
         assert_eq!(all, vec![(10, 20), (30, 61), (40, 3041)]);
         assert_eq!(m.get(&20), None);
+    }
+
+    #[test]
+    fn a_map_kept_in_another_maps_order_finds_its_entry_at_that_place() {
+        let (mut rows, mut beside): (SampleMap<u32, u32>, SampleMap<u32, u32>) =
+            (SampleMap::default(), SampleMap::default());
+        for (pos, k) in [10, 20, 30].into_iter().enumerate() {
+            let (place, _) = rows.at_mut_placed(pos, k, |_| 0);
+            *beside.place_mut(place, pos, k, |_| 0) += k;
+        }
+        // Out of step (a key this map lacks, a place that holds another key): found by key.
+        beside.retain(|k, _| *k != 10);
+        for (pos, k) in [30, 10, 20].into_iter().enumerate() {
+            let (place, _) = rows.at_mut_placed(pos, k, |_| 0);
+            assert_eq!(rows.keys().nth(place), Some(&k));
+            *beside.place_mut(place, pos, k, |_| 100) += 1;
+        }
+        let mut all: Vec<(u32, u32)> = beside.iter().map(|(k, v)| (*k, *v)).collect();
+        all.sort_unstable();
+        assert_eq!(all, vec![(10, 101), (20, 21), (30, 31)]);
     }
 }

@@ -201,6 +201,7 @@ impl Segment {
     /// The reader's id of process `id` as segment number `segment` (this one) names it: the
     /// first segment keeps the file's ids; every id of a later segment's samples was mapped
     /// when the file was read (`u32::MAX`, which no process has, otherwise).
+    #[inline]
     fn reader_id(&self, segment: usize, id: u32) -> u32 {
         if segment == 0 {
             id
@@ -837,6 +838,7 @@ impl SessionData {
 
     /// Process `id` (the reader's) holding `used` at position `k` of `processes`; the facts
     /// already there are kept when they are this process's (no reference count touched).
+    #[inline]
     fn process_into(
         &self,
         id: u32,
