@@ -56,7 +56,85 @@ fn day_monitor() -> Monitor {
         let t = s.taken_at_ms;
         engine_state.apply(&mut m, s, t);
     }
+    fill_activity_and_events(&mut m);
     m
+}
+
+/// A View's lists as full as the engine keeps them: 1 000 activity entries and 256 events
+/// (leaks started, suspected OOMs with holders, rule activity), as after a busy day.
+fn fill_activity_and_events(m: &mut Monitor) {
+    use vramwarden::act::rules::action::{Activity, Entry, Outcome};
+    use vramwarden::act::rules::eval::Target;
+    use vramwarden::engine::events::{EngineEvent, EngineEventKind};
+    use vramwarden::model::{Origin, ProcessKey};
+    use vramwarden::session::{LeakInfo, OomHolder};
+    let entry = |i: u32| Activity {
+        unix_ms: T0 + i as i64 * 1000,
+        rule: format!("free idle notebooks {i}"),
+        target: Target::process(
+            (
+                ProcessKey {
+                    pid: 1000 + i,
+                    start_time_ms: T0,
+                },
+                i % 8,
+            ),
+            None,
+            Some(4 << 30),
+            Origin::Simulated,
+        ),
+        action: "release PyTorch's cache".into(),
+        outcome: Outcome::WouldAct,
+        detail: format!("dry run: would release 3.2 GiB from pid {}", 1000 + i),
+        entry: Entry::Action,
+    };
+    let holder = |i: u32| OomHolder {
+        pid: 2000 + i,
+        start_time_ms: T0,
+        name: format!("python train_{i}.py"),
+        user: "alice".into(),
+        mib: 9000.0 + i as f64,
+        grown_1m_mib: Some(512.0),
+        releasable_mib: None,
+        grown_recent_mib: Some(2048.0),
+        grown_over_s: Some(90.0),
+        cause_share_pct: Some(80.0),
+        likely_cause: i == 0,
+    };
+    m.activity = (0..1000).map(|i| std::sync::Arc::new(entry(i))).collect();
+    m.events = (0..256u32)
+        .map(|i| {
+            std::sync::Arc::new(EngineEvent {
+                seq: u64::from(i) + 1,
+                at_ms: T0 + i as i64 * 1000,
+                kind: match i % 3 {
+                    0 => EngineEventKind::LeakStarted {
+                        leak: LeakInfo {
+                            pid: 3000 + i,
+                            start_time_ms: T0,
+                            device_index: i % 8,
+                            name: format!("python leak_{i}.py"),
+                            user: "bob".into(),
+                            ghost: false,
+                            since_ms: T0,
+                            rate_mib_per_min: 120.0,
+                            why: "steady growth: 120 MiB/min over 10 min".into(),
+                        },
+                    },
+                    1 => EngineEventKind::OomSuspected {
+                        device_index: i % 8,
+                        used_pct: 99.0,
+                        victims: vec![holder(i)],
+                        holders: (0..8).map(holder).collect(),
+                    },
+                    _ => EngineEventKind::Activity {
+                        entry: entry(i),
+                        from_command: false,
+                    },
+                },
+            })
+        })
+        .collect();
 }
 
 fn report_memory() {

@@ -159,7 +159,7 @@ fn alerts_of_the_demo(
         let m = view
             .read()
             .expect("the lock is free when alerts are delivered");
-        let shown = m.events.contains(&a)
+        let shown = m.events.iter().any(|e| **e == a)
             && match a.kind.alert_kind() {
                 Some(AlertKind::Leak) => !m.leaks.is_empty(),
                 _ => true,

@@ -183,7 +183,7 @@ pub struct Monitor {
     /// zombie, another PID namespace), with the holders seen and the remedy.
     pub orphans: Vec<crate::detect::orphans::OrphanGpu>,
     /// What rules and manual actions did, newest last.
-    pub activity: VecDeque<crate::act::rules::action::Activity>,
+    pub activity: VecDeque<std::sync::Arc<crate::act::rules::action::Activity>>,
     /// The final replies to commands that were accepted first (a park, a resume, a
     /// companion's answer), newest last, at most [`REPLIES_SHOWN`]: what an agent's View
     /// carries to the window that sent them.
@@ -194,7 +194,7 @@ pub struct Monitor {
     /// The engine's latest events, numbered, newest last, at most 256: what a window attached
     /// to an agent alerts of, and what the front ends say of the problems reported (the
     /// window's status-bar notices).
-    pub events: VecDeque<crate::engine::events::EngineEvent>,
+    pub events: VecDeque<std::sync::Arc<crate::engine::events::EngineEvent>>,
     /// Snapshots applied so far.
     pub ticks: u64,
 }

@@ -41,7 +41,7 @@ impl RemoteAlerts {
         m.events
             .iter()
             .filter(|e| e.seq > last && self.filter.wants(&e.kind))
-            .cloned()
+            .map(|e| EngineEvent::clone(e))
             .collect()
     }
 
@@ -65,10 +65,12 @@ mod tests {
         let mut m = Monitor::new(1000, 10);
         m.events = seqs
             .iter()
-            .map(|s| EngineEvent {
-                seq: *s,
-                at_ms: 1000,
-                kind: EngineEventKind::RecordingFailed { cause: "x".into() },
+            .map(|s| {
+                Arc::new(EngineEvent {
+                    seq: *s,
+                    at_ms: 1000,
+                    kind: EngineEventKind::RecordingFailed { cause: "x".into() },
+                })
             })
             .collect();
         m

@@ -279,7 +279,11 @@ impl WireView {
             history: m.history.delta_since(since, max_ticks),
             leaks: m.leaks.clone(),
             ooms: m.ooms.clone(),
-            activity: m.activity.iter().map(WireActivity::from).collect(),
+            activity: m
+                .activity
+                .iter()
+                .map(|a| WireActivity::from(&**a))
+                .collect(),
             ticks: m.ticks,
             oom_alerts: m.oom_alerts.clone(),
             growing: m.growing.clone(),
@@ -291,7 +295,10 @@ impl WireView {
             events: m
                 .events
                 .iter()
-                .map(|e| e.clone().map_activity(|a| WireActivity::from(&a)))
+                .map(|e| {
+                    crate::engine::events::EngineEvent::clone(e)
+                        .map_activity(|a| WireActivity::from(&a))
+                })
                 .collect(),
         }
     }
@@ -385,7 +392,7 @@ impl WireView {
         m.activity = self
             .activity
             .into_iter()
-            .map(WireActivity::into_activity)
+            .map(|a| std::sync::Arc::new(a.into_activity()))
             .collect();
         m.oom_alerts = self.oom_alerts;
         m.growing = self.growing;
@@ -394,7 +401,7 @@ impl WireView {
         m.events = self
             .events
             .into_iter()
-            .map(|e| e.map_activity(WireActivity::into_activity))
+            .map(|e| std::sync::Arc::new(e.map_activity(WireActivity::into_activity)))
             .collect();
         // `replies` are the agent's, under its ids: the link routes them to its own commands.
         Ok(next)

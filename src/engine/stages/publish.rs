@@ -140,13 +140,13 @@ pub(crate) fn close_open_leaks(shared: &Shared) {
 }
 
 fn push_events(m: &mut Monitor, events: Vec<EngineEvent>) {
-    m.events.extend(events);
+    m.events.extend(events.into_iter().map(std::sync::Arc::new));
     let over = m.events.len().saturating_sub(EVENTS_KEPT);
     m.events.drain(..over);
 }
 
 fn push_activity(m: &mut Monitor, acts: Vec<Activity>) {
-    m.activity.extend(acts);
+    m.activity.extend(acts.into_iter().map(std::sync::Arc::new));
     while m.activity.len() > ACTIVITY_KEPT {
         m.activity.pop_front();
     }

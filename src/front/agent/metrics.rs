@@ -741,15 +741,18 @@ mod tests {
             detail: String::new(),
             entry: crate::act::rules::action::Entry::Action,
         };
-        m.activity.push_back(act.clone());
-        m.events.push_back(crate::engine::EngineEvent {
-            seq: 1,
-            at_ms: 5000,
-            kind: crate::engine::EngineEventKind::Activity {
-                entry: act,
-                from_command: false,
-            },
-        });
+        m.activity.push_back(act.clone().into());
+        m.events.push_back(
+            crate::engine::EngineEvent {
+                seq: 1,
+                at_ms: 5000,
+                kind: crate::engine::EngineEventKind::Activity {
+                    entry: act,
+                    from_command: false,
+                },
+            }
+            .into(),
+        );
         let stats = AgentStats::default();
         stats.observe(&m);
         (m, stats)

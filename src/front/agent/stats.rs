@@ -112,14 +112,17 @@ mod tests {
     /// `a` as the engine's next event in `m`'s list.
     fn push(m: &mut Monitor, a: Activity) {
         let seq = m.events.back().map_or(1, |e| e.seq + 1);
-        m.events.push_back(crate::engine::EngineEvent {
-            seq,
-            at_ms: a.unix_ms,
-            kind: crate::engine::EngineEventKind::Activity {
-                entry: a,
-                from_command: false,
-            },
-        });
+        m.events.push_back(
+            crate::engine::EngineEvent {
+                seq,
+                at_ms: a.unix_ms,
+                kind: crate::engine::EngineEventKind::Activity {
+                    entry: a,
+                    from_command: false,
+                },
+            }
+            .into(),
+        );
     }
 
     fn act(ms: i64, outcome: Outcome) -> Activity {
