@@ -195,7 +195,7 @@ fn a_remote_window_shows_the_local_window_s_status_bar_notice() {
         engine.tick(sim.sample(t).expect("sim"), t);
         let local = shared.view().expect("a view");
         window.poll(&local);
-        let line = local.events.iter().rev().find_map(stderr_line);
+        let line = local.events.iter().rev().find_map(|e| stderr_line(e));
         (
             shown(&local, None, None, t),
             shown(&window.view, Some("gpu-box-3"), None, t),

@@ -94,16 +94,19 @@ mod tests {
     fn the_newest_report_shows_for_its_time_and_other_events_none() {
         let mut m = Monitor::new(1000, 10);
         assert_eq!(shown(&m, None, None, 5_000), None);
-        m.events.push_back(failed(1, 1_000, "disk full"));
-        m.events.push_back(failed(2, 2_000, "I/O error"));
-        m.events.push_back(EngineEvent {
-            seq: 3,
-            at_ms: 3_000,
-            kind: EngineEventKind::OomForecastEnded {
-                device_index: 0,
-                raised_ms: 1,
-            },
-        });
+        m.events.push_back(failed(1, 1_000, "disk full").into());
+        m.events.push_back(failed(2, 2_000, "I/O error").into());
+        m.events.push_back(
+            EngineEvent {
+                seq: 3,
+                at_ms: 3_000,
+                kind: EngineEventKind::OomForecastEnded {
+                    device_index: 0,
+                    raised_ms: 1,
+                },
+            }
+            .into(),
+        );
         let said = "recording failed, retrying every sample: I/O error";
         assert_eq!(shown(&m, None, None, 2_000).as_deref(), Some(said));
         assert_eq!(
@@ -116,7 +119,7 @@ mod tests {
     #[test]
     fn the_window_s_own_notice_shows_when_newer_and_stays_out_of_the_view() {
         let mut m = Monitor::new(1000, 10);
-        m.events.push_back(failed(1, 1_000, "disk full"));
+        m.events.push_back(failed(1, 1_000, "disk full").into());
         let own = OwnNotices::default();
         own.raise_at(1_500, "No desktop notifications here".into());
         assert_eq!(
@@ -124,7 +127,7 @@ mod tests {
             Some("No desktop notifications here")
         );
         assert_eq!(m.events.len(), 1, "the View is not written");
-        m.events.push_back(failed(2, 1_800, "I/O error"));
+        m.events.push_back(failed(2, 1_800, "I/O error").into());
         assert_eq!(
             shown(&m, None, own.latest(), 2_000).as_deref(),
             Some("recording failed, retrying every sample: I/O error")
@@ -135,7 +138,7 @@ mod tests {
     fn an_agent_s_orphaned_memory_is_said_on_its_host_and_this_computer_s_here() {
         use crate::detect::orphans::{NotRunning, OrphanGpu, OrphanPid};
         let mut m = Monitor::new(1000, 10);
-        m.events.push_back(EngineEvent {
+        m.events.push_back(std::sync::Arc::new(EngineEvent {
             seq: 1,
             at_ms: 1_000,
             kind: EngineEventKind::OrphanMemory {
@@ -151,7 +154,7 @@ mod tests {
                     remedy: "no process on this machine holds the GPU".into(),
                 },
             },
-        });
+        }));
         let remote = shown(&m, Some("gpu-box-3"), None, 2_000).expect("a notice");
         assert!(
             remote.contains("PID 4711, not running on gpu-box-3; no process on gpu-box-3 holds"),
