@@ -353,6 +353,23 @@ impl OrphanWatch {
     }
 }
 
+/// GPU `device_index`'s 1 GiB held by PID 4711, which no process here has, with `remedy`:
+/// the window's unit tests' fixture.
+#[cfg(all(test, feature = "gui"))]
+pub(crate) fn one_gone_pid(device_index: u32, remedy: &str) -> OrphanGpu {
+    OrphanGpu {
+        device_index,
+        total_bytes: crate::model::GIB,
+        pids: vec![OrphanPid {
+            pid: 4711,
+            used_bytes: None,
+            kind: NotRunning::NoProcess,
+        }],
+        holders: Vec::new(),
+        remedy: remedy.into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -314,6 +314,16 @@ pub(crate) fn number(last: &mut u64, events: Vec<(UnixMs, EngineEventKind)>) -> 
         .collect()
 }
 
+/// Event `kind` as the first of a run, at 1 s past the epoch: the unit tests' fixture.
+#[cfg(test)]
+pub(crate) fn first_event(kind: EngineEventKind) -> EngineEvent {
+    EngineEvent {
+        seq: 1,
+        at_ms: 1_000,
+        kind,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -116,13 +116,7 @@ mod tests {
     use crate::detect::orphans::{NotRunning, OrphanPid};
     use crate::session::RecordingGap;
 
-    fn event(kind: EngineEventKind) -> EngineEvent {
-        EngineEvent {
-            seq: 1,
-            at_ms: 1_000,
-            kind,
-        }
-    }
+    use crate::engine::events::first_event as event;
 
     #[test]
     fn each_report_has_its_sentence_and_its_stderr_line() {

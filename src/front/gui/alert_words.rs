@@ -120,13 +120,7 @@ fn forecast_words(device_index: u32, full_in_s: f64, drivers: &[OomHolder]) -> W
 mod tests {
     use super::*;
 
-    fn event(kind: EngineEventKind) -> EngineEvent {
-        EngineEvent {
-            seq: 1,
-            at_ms: 1_000,
-            kind,
-        }
-    }
+    use crate::engine::events::first_event as event;
 
     fn of_here(e: &EngineEvent) -> Option<Words> {
         of(e, Where::Here)
@@ -242,19 +236,8 @@ mod tests {
 
     #[test]
     fn an_agent_s_orphaned_memory_is_headed_and_said_on_its_host() {
-        use crate::detect::orphans::{NotRunning, OrphanGpu, OrphanPid};
         let e = event(EngineEventKind::OrphanMemory {
-            gpu: OrphanGpu {
-                device_index: 0,
-                total_bytes: crate::model::GIB,
-                pids: vec![OrphanPid {
-                    pid: 4711,
-                    used_bytes: None,
-                    kind: NotRunning::NoProcess,
-                }],
-                holders: Vec::new(),
-                remedy: "reboot".into(),
-            },
+            gpu: crate::detect::orphans::one_gone_pid(0, "reboot"),
         });
         let here = of_here(&e).expect("words");
         assert_eq!(

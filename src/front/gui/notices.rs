@@ -136,25 +136,16 @@ mod tests {
 
     #[test]
     fn an_agent_s_orphaned_memory_is_said_on_its_host_and_this_computer_s_here() {
-        use crate::detect::orphans::{NotRunning, OrphanGpu, OrphanPid};
         let mut m = Monitor::new(1000, 10);
-        m.events.push_back(std::sync::Arc::new(EngineEvent {
-            seq: 1,
-            at_ms: 1_000,
-            kind: EngineEventKind::OrphanMemory {
-                gpu: OrphanGpu {
-                    device_index: 1,
-                    total_bytes: crate::model::GIB,
-                    pids: vec![OrphanPid {
-                        pid: 4711,
-                        used_bytes: None,
-                        kind: NotRunning::NoProcess,
-                    }],
-                    holders: Vec::new(),
-                    remedy: "no process on this machine holds the GPU".into(),
+        m.events
+            .push_back(std::sync::Arc::new(crate::engine::events::first_event(
+                EngineEventKind::OrphanMemory {
+                    gpu: crate::detect::orphans::one_gone_pid(
+                        1,
+                        "no process on this machine holds the GPU",
+                    ),
                 },
-            },
-        }));
+            )));
         let remote = shown(&m, Some("gpu-box-3"), None, 2_000).expect("a notice");
         assert!(
             remote.contains("PID 4711, not running on gpu-box-3; no process on gpu-box-3 holds"),
