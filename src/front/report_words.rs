@@ -25,12 +25,13 @@ pub enum Where<'a> {
 
 impl<'a> Where<'a> {
     /// [`Where::Host`] for an agent's `host`, [`Where::Here`] for none.
-    pub fn of(host: Option<&'a str>) -> Self {
+    #[cfg(feature = "gui")]
+    pub(crate) fn of(host: Option<&'a str>) -> Self {
         host.map_or(Self::Here, Self::Host)
     }
 
     /// "here", or "on HOST": what "not running …" is followed by.
-    pub fn place(self) -> String {
+    pub(crate) fn place(self) -> String {
         match self {
             Self::Here => "here".into(),
             Self::Host(h) => format!("on {h}"),
@@ -38,7 +39,8 @@ impl<'a> Where<'a> {
     }
 
     /// The machine by name: "this machine", or the host's.
-    pub fn machine(self) -> &'a str {
+    #[cfg(feature = "gui")]
+    pub(crate) fn machine(self) -> &'a str {
         match self {
             Self::Here => "this machine",
             Self::Host(h) => h,
