@@ -8,6 +8,7 @@ use vramwarden::link::open::ConnectTarget;
 use vramwarden::source::SourceKind;
 
 fn main() -> ExitCode {
+    vramwarden::host::signals::ignore_file_size_limit_signal();
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if let Some(msg) = cli::args::mistyped_command(&argv) {
         Cli::command()

@@ -294,8 +294,8 @@ fn a_full_disk_is_reported_at_once_and_the_summary_counts_only_what_was_written(
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         cmd.pre_exec(|| {
-            // Writes past 4 KiB fail with EFBIG instead of killing the process.
-            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            // Writes past 4 KiB raise SIGXFSZ, whose default action kills the process:
+            // vramwarden ignores it itself, so its writes fail with EFBIG instead.
             let lim = libc::rlimit {
                 rlim_cur: 4 * 1024,
                 rlim_max: libc::RLIM_INFINITY,

@@ -9,5 +9,6 @@ pub mod paths;
 pub(crate) mod pid_namespace;
 pub mod proc_usage;
 pub mod procinfo;
+pub mod signals;
 pub mod term;
 pub(crate) mod trusted_file;
