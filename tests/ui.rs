@@ -2066,3 +2066,34 @@ fn the_guard_tab_says_per_gpu_where_the_guard_stands_and_what_it_cannot_do() {
             > 0
     );
 }
+
+/// While the session log's writes fail (a full disk, a file-size limit), the top bar's REC
+/// says so in the error colour, with the engine's error on hover; the status bar's notice may
+/// be cut short on a narrow window. Once writes work again it is the plain REC dot.
+#[test]
+fn a_failing_recording_shows_in_the_top_bar() {
+    use vramwarden::engine::view::RecordingStatus;
+    let failing = |error: Option<&str>| {
+        let mut m = demo_monitor(30);
+        m.recording = RecordingStatus {
+            path: Some("/data/sessions/today.vwlog".into()),
+            active: true,
+            error: error.map(str::to_string),
+            ..RecordingStatus::default()
+        };
+        harness(
+            VramApp::with_backend(Backend::detached(m, SourceKind::demo()), UiState::default())
+                .with_fixed_now(T0 + 29_000),
+        )
+    };
+    let mut h = failing(Some("today.vwlog: File too large (os error 27)"));
+    h.run();
+    assert!(h.query_by_label("● REC").is_none());
+    h.get_by_label("⚠ REC failing").hover();
+    h.run();
+    h.get_by_label_contains("the last write failed (today.vwlog: File too large (os error 27))");
+    let mut h = failing(None);
+    h.run();
+    assert!(h.query_by_label("⚠ REC failing").is_none());
+    h.get_by_label("● REC");
+}

@@ -205,9 +205,22 @@ impl VramApp {
                             "{whose} (as of its last answer: agent unreachable since {})",
                             format::clock(since)
                         )),
-                    None => ui
-                        .label(RichText::new("● REC").monospace().color(widgets::warn(ui)))
-                        .on_hover_text(whose),
+                    None => match &rec.error {
+                        // Writes fail (full disk, a file-size limit): said where the eye
+                        // looks first, the status bar's notice may be cut short.
+                        Some(e) => ui
+                            .label(
+                                RichText::new("⚠ REC failing")
+                                    .monospace()
+                                    .color(ui.visuals().error_fg_color),
+                            )
+                            .on_hover_text(format!(
+                                "{whose}: the last write failed ({e}); retried every sample"
+                            )),
+                        None => ui
+                            .label(RichText::new("● REC").monospace().color(widgets::warn(ui)))
+                            .on_hover_text(whose),
+                    },
                 };
             } else if rec.path.is_some() {
                 let paused = match self.agent_host(live) {
