@@ -2091,7 +2091,7 @@ fn a_failing_recording_shows_in_the_top_bar() {
     assert!(h.query_by_label("● REC").is_none());
     h.get_by_label("⚠ REC failing").hover();
     h.run();
-    h.get_by_label_contains("the last write failed (today.vwlog: File too large (os error 27))");
+    h.get_by_label_contains("today.vwlog: File too large (os error 27); retried every sample");
     let mut h = failing(None);
     h.run();
     assert!(h.query_by_label("⚠ REC failing").is_none());

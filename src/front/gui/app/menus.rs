@@ -214,9 +214,12 @@ impl VramApp {
                                     .monospace()
                                     .color(ui.visuals().error_fg_color),
                             )
-                            .on_hover_text(format!(
-                                "{whose}: the last write failed ({e}); retried every sample"
-                            )),
+                            .on_hover_text(match self.agent_host(live) {
+                                Some(host) => {
+                                    format!("The agent on {host}: {e}; it retries every sample")
+                                }
+                                None => format!("{e}; retried every sample"),
+                            }),
                         None => ui
                             .label(RichText::new("● REC").monospace().color(widgets::warn(ui)))
                             .on_hover_text(whose),
