@@ -258,19 +258,13 @@ fn drivers(snap: &Snapshot, gpu: u32, growing: &HashSet<ProcSeriesKey>) -> Vec<O
         .filter(|p| p.device_index == gpu && growing.contains(&(p.key(), gpu)))
         .map(|p| {
             let i = p.info.as_deref();
-            OomHolder {
-                pid: p.pid,
-                start_time_ms: p.key().start_time_ms,
-                name: i.map_or_else(|| "?".into(), |i| i.name.clone()),
-                user: i.map_or_else(String::new, |i| i.user.clone()),
-                mib: p.used_bytes.unwrap_or(0) as f64 / MIB as f64,
-                grown_1m_mib: None,
-                releasable_mib: None,
-                grown_recent_mib: None,
-                grown_over_s: None,
-                cause_share_pct: None,
-                likely_cause: false,
-            }
+            OomHolder::holding(
+                p.pid,
+                p.key().start_time_ms,
+                i.map_or_else(|| "?".into(), |i| i.name.clone()),
+                i.map_or_else(String::new, |i| i.user.clone()),
+                p.used_bytes.unwrap_or(0) as f64 / MIB as f64,
+            )
         })
         .collect();
     v.sort_by(|a, b| b.mib.total_cmp(&a.mib));

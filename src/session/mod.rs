@@ -344,6 +344,32 @@ pub struct OomHolder {
     pub likely_cause: bool,
 }
 
+impl OomHolder {
+    /// Process `pid` (started at `start_time_ms`) holding `mib`, with none of the figures an
+    /// OOM suspicion adds (growth, releasable cache, likely cause).
+    pub(crate) fn holding(
+        pid: u32,
+        start_time_ms: UnixMs,
+        name: String,
+        user: String,
+        mib: f64,
+    ) -> Self {
+        Self {
+            pid,
+            start_time_ms,
+            name,
+            user,
+            mib,
+            grown_1m_mib: None,
+            releasable_mib: None,
+            grown_recent_mib: None,
+            grown_over_s: None,
+            cause_share_pct: None,
+            likely_cause: false,
+        }
+    }
+}
+
 /// Samples a session log is missing because writing failed (full disk, I/O error).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordingGap {

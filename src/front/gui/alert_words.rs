@@ -127,19 +127,7 @@ mod tests {
     }
 
     fn holder(pid: u32, name: &str) -> OomHolder {
-        OomHolder {
-            pid,
-            start_time_ms: 0,
-            name: name.into(),
-            user: "alice".into(),
-            mib: 2048.0,
-            grown_1m_mib: None,
-            releasable_mib: None,
-            grown_recent_mib: None,
-            grown_over_s: None,
-            cause_share_pct: None,
-            likely_cause: false,
-        }
+        OomHolder::holding(pid, 0, name.into(), "alice".into(), 2048.0)
     }
 
     #[test]
