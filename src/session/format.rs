@@ -42,7 +42,33 @@ pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Reads a varint at `*pos`, advancing it; `None` on truncation or overflow.
+///
+/// Up to three bytes (ids, a process's memory up to 512 GiB) are read inline; longer ones by a
+/// loop.
+#[inline]
 pub fn get_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let b0 = *buf.get(*pos)?;
+    if b0 & 0x80 == 0 {
+        *pos += 1;
+        return Some(u64::from(b0));
+    }
+    let b1 = *buf.get(*pos + 1)?;
+    let low = u64::from(b0 & 0x7F) | (u64::from(b1 & 0x7F) << 7);
+    if b1 & 0x80 == 0 {
+        *pos += 2;
+        return Some(low);
+    }
+    let b2 = *buf.get(*pos + 2)?;
+    if b2 & 0x80 == 0 {
+        *pos += 3;
+        return Some(low | (u64::from(b2) << 14));
+    }
+    get_long_varint(buf, pos)
+}
+
+/// [`get_varint`] of a varint of any length.
+#[inline(never)]
+fn get_long_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
     let mut v: u64 = 0;
     for shift in (0..64).step_by(7) {
         let b = *buf.get(*pos)?;
@@ -675,7 +701,19 @@ mod tests {
 
     #[test]
     fn varints_round_trip() {
-        for v in [0u64, 1, 127, 128, 300, 1 << 35, u64::MAX] {
+        for v in [
+            0u64,
+            1,
+            127,
+            128,
+            300,
+            16_383,
+            16_384,
+            (1 << 21) - 1,
+            1 << 21,
+            1 << 35,
+            u64::MAX,
+        ] {
             let mut b = Vec::new();
             put_varint(&mut b, v);
             let mut p = 0;
@@ -683,6 +721,9 @@ mod tests {
             assert_eq!(p, b.len());
         }
         assert_eq!(get_varint(&[0x80, 0x80], &mut 0), None);
+        assert_eq!(get_varint(&[0x80], &mut 0), None);
+        assert_eq!(get_varint(&[0xFF, 0xFF, 0x7F], &mut 0), Some(0x1F_FFFF));
+        assert_eq!(get_varint(&[0xFF, 0xFF, 0x01], &mut 0), Some(0x7FFF));
     }
 
     #[test]
