@@ -173,16 +173,24 @@ impl Series {
         self.push_raw(value);
     }
 
+    #[inline]
     fn push_raw(&mut self, v: u32) {
-        if self.open.capacity() == 0 {
-            self.open.reserve_exact(CHUNK);
+        if self.open.len() == self.open.capacity() {
+            self.open.reserve_exact(CHUNK - self.open.len());
         }
         self.open.push(v);
         if self.open.len() == CHUNK {
-            Arc::make_mut(&mut self.sealed).push_back(Arc::new(Sealed::seal(&self.open)));
-            self.sealed_count += 1;
-            self.open.clear();
+            self.seal_open();
         }
+    }
+
+    /// Seals the full open chunk (once every [`CHUNK`] values: kept out of the push).
+    #[cold]
+    #[inline(never)]
+    fn seal_open(&mut self) {
+        Arc::make_mut(&mut self.sealed).push_back(Arc::new(Sealed::seal(&self.open)));
+        self.sealed_count += 1;
+        self.open.clear();
     }
 
     /// The newest value, if any.
