@@ -43,6 +43,7 @@
 pub mod catalog;
 pub mod csv_export;
 pub mod format;
+mod id_table;
 pub mod parks;
 pub mod reader;
 pub mod writer;

@@ -267,7 +267,7 @@ pub struct SessionData {
     pub defs: FastMap<u32, ProcDef>,
     /// What a sample's process entry takes from its definition, by the reader's process id:
     /// one lookup per entry.
-    facts: FastMap<u32, ProcFacts>,
+    facts: super::id_table::IdTable<ProcFacts>,
     /// Each process's parks in time.
     parks: super::parks::ParkTimeline,
     /// True when the log has `park_state` events (format 3).
@@ -442,7 +442,7 @@ impl SessionData {
             segments: Vec::new(),
             events: Vec::new(),
             defs: FastMap::default(),
-            facts: FastMap::default(),
+            facts: super::id_table::IdTable::default(),
             parks: super::parks::ParkTimeline::default(),
             park_states: false,
             report: ReadReport::default(),
@@ -481,6 +481,7 @@ impl SessionData {
         // Samples are written in time order; a damaged stretch (or joined logs) must not
         // reorder them. The sort is stable: of samples with the same time, the first kept is
         // the first in the file.
+        s.facts.pack();
         s.samples.sort_by_key(|r| r.time);
         let before = s.samples.len();
         s.samples.dedup_by_key(|r| r.time);
@@ -846,7 +847,7 @@ impl SessionData {
         processes: &mut Vec<ProcessSample>,
         k: usize,
     ) {
-        let facts = self.facts.get(&id);
+        let facts = self.facts.get(id);
         let (pid, device_index) = facts.map_or((0, 0), |f| (f.pid, f.device_index));
         let info = facts.map(|f| &f.info);
         match processes.get_mut(k) {
