@@ -51,31 +51,39 @@ fn block_summary(values: &[u32]) -> (u32, u32) {
 }
 
 impl Sealed {
+    /// The chunk of `values` (at most [`CHUNK`] of them; the rest of a longer slice is
+    /// not kept): each value as the zigzag of its step from the one before, in the fewest
+    /// bytes that hold the largest step.
     fn seal(values: &[u32]) -> Self {
-        let base = values[0];
-        let mut prev = base;
-        let mut zz = Vec::with_capacity(values.len());
-        for &v in &values[1..] {
-            zz.push(zigzag(v.wrapping_sub(prev) as i32));
-            prev = v;
+        let values = &values[..values.len().min(CHUNK)];
+        let base = values.first().copied().unwrap_or(NONE);
+        let mut zz = [0u32; CHUNK];
+        let n = values.len().saturating_sub(1);
+        // The steps' bits together have the largest step's width.
+        let mut any = 0u32;
+        for (z, w) in zz.iter_mut().zip(values.windows(2)) {
+            *z = zigzag(w[1].wrapping_sub(w[0]) as i32);
+            any |= *z;
         }
-        let max = zz.iter().copied().max().unwrap_or(0);
-        let width: u8 = match max {
+        let width: u8 = match any {
             0 => 0,
             1..=0xFF => 1,
             0x100..=0xFFFF => 2,
             _ => 4,
         };
-        let mut data = Vec::with_capacity(zz.len() * width as usize);
-        for z in zz {
-            data.extend_from_slice(&z.to_le_bytes()[..width as usize]);
-        }
+        let zz = &zz[..n];
+        let data: Box<[u8]> = match width {
+            0 => Box::default(),
+            1 => zz.iter().map(|z| *z as u8).collect(),
+            2 => zz.iter().flat_map(|z| (*z as u16).to_le_bytes()).collect(),
+            _ => zz.iter().flat_map(|z| z.to_le_bytes()).collect(),
+        };
         let blocks = values.chunks(BLOCK).map(block_summary).collect();
         Self {
             base,
             width,
             has_none: values.contains(&NONE),
-            data: data.into_boxed_slice(),
+            data,
             blocks,
         }
     }
