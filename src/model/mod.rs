@@ -313,24 +313,7 @@ impl Snapshot {
     /// listed twice on one GPU is kept once (its larger reading). Never panics.
     pub fn sanitize(&mut self) {
         for d in &mut self.devices {
-            let total = d.memory_total_bytes.filter(|t| *t > 0);
-            let fits = |v: Option<u64>| match (v, total) {
-                (Some(v), Some(t)) => v <= t,
-                (_, None) => false,
-                (None, _) => true,
-            };
-            if total.is_none()
-                || !fits(d.memory_used_bytes)
-                || !fits(d.memory_free_bytes)
-                || !fits(d.memory_reserved_bytes)
-            {
-                d.memory_total_bytes = total;
-                d.memory_used_bytes = None;
-                d.memory_free_bytes = None;
-                d.memory_reserved_bytes = None;
-            }
-            d.utilization_gpu_pct = d.utilization_gpu_pct.filter(|u| *u <= 100);
-            d.power_w = d.power_w.filter(|p| p.is_finite() && *p >= 0.0);
+            sanitize_device(d);
         }
         if self.processes.iter().any(|p| p.pid == 0) {
             self.processes.retain(|p| p.pid != 0);
@@ -345,14 +328,17 @@ impl Snapshot {
                 }
             }
         }
-        // Listed twice on one GPU: kept once. Checked on every sample, so the common cases
-        // cost one pass: processes in (pid, GPU) or (GPU, pid) order with no repeat (the
-        // simulator, a replay of it); else one small set, and nothing moves unless a repeat
-        // is found.
-        let increasing = |key: fn(&ProcessSample) -> (u32, u32)| {
-            self.processes.windows(2).all(|w| key(&w[0]) < key(&w[1]))
-        };
-        if increasing(|p| (p.pid, p.device_index)) || increasing(|p| (p.device_index, p.pid)) {
+        self.keep_each_process_once();
+    }
+
+    /// Listed twice on one GPU: kept once. Checked on every sample, so the common cases
+    /// cost one pass: processes in (pid, GPU) or (GPU, pid) order with no repeat (the
+    /// simulator, a replay of it); else one small set, and nothing moves unless a repeat is
+    /// found.
+    fn keep_each_process_once(&mut self) {
+        if increasing(&self.processes, |p| (p.pid, p.device_index))
+            || increasing(&self.processes, |p| (p.device_index, p.pid))
+        {
             return;
         }
         // A short list in another order (the demo's) is checked pair by pair, with no set.
@@ -391,6 +377,35 @@ impl Snapshot {
         }
         self.processes = kept;
     }
+}
+
+/// True when `key` strictly increases along `processes` (none is listed twice).
+#[inline]
+fn increasing(processes: &[ProcessSample], key: impl Fn(&ProcessSample) -> (u32, u32)) -> bool {
+    processes.windows(2).all(|w| key(&w[0]) < key(&w[1]))
+}
+
+/// A device's readings that cannot be: memory figures that do not add up become missing, as
+/// do a utilisation above 100 % and a power that is not a positive number.
+fn sanitize_device(d: &mut DeviceSample) {
+    let total = d.memory_total_bytes.filter(|t| *t > 0);
+    let fits = |v: Option<u64>| match (v, total) {
+        (Some(v), Some(t)) => v <= t,
+        (_, None) => false,
+        (None, _) => true,
+    };
+    if total.is_none()
+        || !fits(d.memory_used_bytes)
+        || !fits(d.memory_free_bytes)
+        || !fits(d.memory_reserved_bytes)
+    {
+        d.memory_total_bytes = total;
+        d.memory_used_bytes = None;
+        d.memory_free_bytes = None;
+        d.memory_reserved_bytes = None;
+    }
+    d.utilization_gpu_pct = d.utilization_gpu_pct.filter(|u| *u <= 100);
+    d.power_w = d.power_w.filter(|p| p.is_finite() && *p >= 0.0);
 }
 
 impl ProcessSample {
