@@ -893,6 +893,36 @@ fn tmp_fallback_folder_is_used_and_a_foreign_one_refused() {
 /// The engine's poller: facts appear for the right pid + start time only, and go when the
 /// process exits. Prints the cost of one lookup (what a tick pays per process).
 #[test]
+fn the_poller_wakes_less_often_while_no_companion_exists() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("vramwarden");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let interval = Duration::from_millis(20);
+    let watch = torch::Watch::spawn(vec![dir.clone()], interval).expect("spawn");
+    std::thread::sleep(Duration::from_secs(1));
+    // No socket anywhere: a poll every 5 intervals (about 10 in a second, not 50).
+    let idle = watch.state().polls;
+    assert!((2..=16).contains(&idle), "{idle} polls in 1 s with no companion");
+    // A socket is listed (a stand-in: a file with a companion's socket name, for a process
+    // that exists, which refuses the connection): polls are one interval apart again.
+    let stand_in = dir.join(format!("torch-{}.sock", std::process::id()));
+    std::fs::write(&stand_in, b"").expect("stand-in");
+    std::thread::sleep(Duration::from_millis(150));
+    let before = watch.state().polls;
+    std::thread::sleep(Duration::from_secs(1));
+    let busy = watch.state().polls - before;
+    assert!(
+        busy >= 15 && busy >= 2 * idle,
+        "{busy} polls in 1 s with a socket listed, {idle} with none"
+    );
+    assert!(
+        watch.state().refused.contains_key(&std::process::id()),
+        "{:?}",
+        watch.state()
+    );
+}
+
+#[test]
 fn watch_polls_companions_in_the_background() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let py = companion(tmp.path());
