@@ -902,7 +902,10 @@ fn the_poller_wakes_less_often_while_no_companion_exists() {
     std::thread::sleep(Duration::from_secs(1));
     // No socket anywhere: a poll every 5 intervals (about 10 in a second, not 50).
     let idle = watch.state().polls;
-    assert!((2..=16).contains(&idle), "{idle} polls in 1 s with no companion");
+    assert!(
+        (2..=16).contains(&idle),
+        "{idle} polls in 1 s with no companion"
+    );
     // A socket is listed (a stand-in: a file with a companion's socket name, for a process
     // that exists, which refuses the connection): polls are one interval apart again.
     let stand_in = dir.join(format!("torch-{}.sock", std::process::id()));
