@@ -457,12 +457,6 @@ fn poll_once(
     out
 }
 
-/// How many `interval`s `pause` lasts (at least one).
-fn intervals_in(pause: Duration, interval: Duration) -> u32 {
-    let n = pause.as_nanos() / interval.as_nanos().max(1);
-    u32::try_from(n).unwrap_or(u32::MAX).max(1)
-}
-
 impl Watch {
     /// Starts polling the companions in `dirs` every `interval` (first poll at once; every
     /// [`IDLE_EVERY`] intervals while no companion is found). With no `dirs`,
@@ -483,13 +477,14 @@ impl Watch {
                 let mut backoff = Backoff::default();
                 let mut found: Vec<PathBuf> = Vec::new();
                 let mut since_scan = u32::MAX;
-                let mut pause = interval;
+                // Intervals between the last poll and this one.
+                let mut pause = 1;
                 while !sp.load(Ordering::Relaxed) {
                     // No folders given: the companions' folders, looked for again every
                     // RESCAN_EVERY intervals (they appear when a user's first companion
                     // starts; /tmp may hold many entries, so not on every poll).
                     let scan = if dirs.is_empty() {
-                        since_scan = since_scan.saturating_add(intervals_in(pause, interval));
+                        since_scan = since_scan.saturating_add(pause);
                         if since_scan >= RESCAN_EVERY {
                             found = all_runtime_dirs();
                             since_scan = 0;
@@ -518,11 +513,11 @@ impl Watch {
                     }
                     prev = fresh;
                     pause = if conns.is_empty() && listing.seen.is_empty() {
-                        interval * IDLE_EVERY
+                        IDLE_EVERY
                     } else {
-                        interval
+                        1
                     };
-                    std::thread::park_timeout(pause);
+                    std::thread::park_timeout(interval * pause);
                 }
             })?;
         Ok(Self {
