@@ -1,0 +1,115 @@
+//! Opening a recorded session, timed in parts and small enough to run under a profiler
+//! (`valgrind --tool=callgrind`): the figures of docs/benchmarks.md on opening a session.
+//!
+//! ```text
+//! cargo run --release --example session_open -- write /tmp/day.vwlog 86400   # the bench's log: 8 GPUs × 200 processes
+//! cargo run --release --example session_open -- open /tmp/day.vwlog 3        # index, replay, drop; memory
+//! cargo run --release --example session_open -- index /tmp/day.vwlog 3       # the index alone
+//! ```
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use vramwarden::session::reader::SessionData;
+
+/// The system allocator, counting the bytes live (for the memory an opened session holds).
+struct Counting;
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is passed on to the system allocator unchanged; only a counter moves.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size(), Ordering::Relaxed);
+        // SAFETY: the caller's layout, as GlobalAlloc::alloc requires.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+        // SAFETY: `p` was allocated by this allocator with layout `l`.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        LIVE.fetch_add(new, Ordering::Relaxed);
+        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+        // SAFETY: `p` was allocated by this allocator with layout `l`.
+        unsafe { System.realloc(p, l, new) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// The bench's first sample time (ms since the epoch).
+const T0: i64 = 1_796_000_000_000;
+
+fn mib(bytes: usize) -> f64 {
+    bytes as f64 / f64::from(1 << 20)
+}
+
+/// Records `seconds` of the simulated 8-GPU, 200-process fleet to `path`, as the bench does.
+fn write(path: &Path, seconds: i64) -> Result<(), String> {
+    use vramwarden::engine::{shared::Shared, view::Monitor, Engine, RecordTo};
+    use vramwarden::source::GpuSource;
+    let sim = vramwarden::source::sim::SimSource::fleet(T0, 8, 200);
+    let shared = Shared::new(Monitor::new(1000, 300));
+    let mut e = Engine::new(shared, RecordTo::File(path.to_path_buf()), 1000);
+    e.set_source(sim.info());
+    for i in 0..seconds {
+        e.tick(sim.at(T0 + i * 1000), T0 + i * 1000);
+    }
+    e.finish().map(|_| ())
+}
+
+/// Opens `path` (and with `replay`, replays it as the window does) `runs` times; prints the
+/// time of each part and the memory the opened session holds.
+fn open(path: &Path, runs: usize, replay: bool) -> Result<(), String> {
+    for _ in 0..runs {
+        let base = LIVE.load(Ordering::Relaxed);
+        let t = Instant::now();
+        let data = SessionData::open(path).map_err(|e| e.to_string())?;
+        let index_s = t.elapsed().as_secs_f64();
+        let data_bytes = LIVE.load(Ordering::Relaxed).saturating_sub(base);
+        if !replay {
+            println!(
+                "index {} samples {index_s:.3} s; {:.1} MiB",
+                data.len(),
+                mib(data_bytes)
+            );
+            continue;
+        }
+        let t = Instant::now();
+        let m = vramwarden::engine::replay::session(&data);
+        let replay_s = t.elapsed().as_secs_f64();
+        drop(data);
+        let view_bytes = LIVE.load(Ordering::Relaxed).saturating_sub(base);
+        let t = Instant::now();
+        let (samples, rows) = (m.history.len(), m.rows().count());
+        drop(m);
+        println!(
+            "{samples} samples, {rows} rows: index {index_s:.3} s, replay {replay_s:.3} s, \
+             drop {:.3} s; the file and its index {:.1} MiB, the replayed View {:.1} MiB",
+            t.elapsed().as_secs_f64(),
+            mib(data_bytes),
+            mib(view_bytes)
+        );
+    }
+    Ok(())
+}
+
+fn main() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: session_open write PATH SECONDS | open PATH [RUNS] | index PATH [RUNS]";
+    let (Some(what), Some(path)) = (args.first(), args.get(1)) else {
+        return Err(usage.into());
+    };
+    let n = |default: i64| args.get(2).map_or(Ok(default), |s| s.parse::<i64>());
+    let n = n(1).map_err(|e| format!("{usage}: {e}"))?.max(1);
+    let path = Path::new(path);
+    match what.as_str() {
+        "write" => write(path, n),
+        "open" => open(path, n as usize, true),
+        "index" => open(path, n as usize, false),
+        _ => Err(usage.into()),
+    }
+}
