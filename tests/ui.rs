@@ -834,25 +834,36 @@ fn testing_a_rule_tells_which_matches_would_be_skipped() {
     );
 }
 
-/// Issue 9's end-to-end check: a Terminate click in the window, confirmed, travels through the
-/// real engine (its own sampler thread, identity check, policy) and the signal reaches a real
-/// process, which says so in a file.
-#[test]
-fn terminate_click_reaches_a_real_process_through_the_real_engine() {
+/// A window (as eframe runs it) on the real sampler over the demo's simulated GPUs, a sample
+/// every `interval`; returned once the first sample shows.
+fn live_demo_window(interval: Duration) -> Harness<'static, VramApp> {
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(1600.0, 1000.0))
+        .with_max_steps(8)
+        .build_eframe(move |cc| {
+            let backend = Backend::start(
+                SourceKind::demo().factory(),
+                SourceKind::demo(),
+                interval,
+                100,
+                &cc.egui_ctx,
+            );
+            VramApp::with_backend(backend, UiState::default())
+        });
+    let t = Instant::now();
+    while h.query_by_label("Simulated H200").is_none() {
+        assert!(t.elapsed() < Duration::from_secs(10), "no sample");
+        std::thread::sleep(Duration::from_millis(50));
+        h.step();
+    }
+    h
+}
+
+/// A window on the real engine (its own sampler thread) whose simulated H200 lists the real
+/// process `pid` holding 2 GiB: its facts (start time, user) come from /proc and it is live,
+/// so actions reach it. Returned once its row shows.
+fn window_with_a_real_process(pid: u32) -> Harness<'static, VramApp> {
     use vramwarden::source::sim::{Script, SimDevice, SimProcess};
-    let dir = tempfile::tempdir().expect("tmp");
-    let marker = dir.path().join("got-term");
-    let mut child = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "trap 'echo TERM > {}; exit 0' TERM; while :; do sleep 0.05; done",
-            marker.display()
-        ))
-        .spawn()
-        .expect("spawn sh");
-    let pid = child.id();
-    // The real process placed on a simulated GPU: its facts (start time, user) come from /proc
-    // and it is live, so actions reach it.
     let factory: vramwarden::engine::sampler::SourceFactory = Box::new(move || {
         let mut sim = SimSource::empty(
             vramwarden::model::now_ms(),
@@ -895,6 +906,27 @@ fn terminate_click_reaches_a_real_process_through_the_real_engine() {
         std::thread::sleep(Duration::from_millis(20));
         h.run();
     }
+    h
+}
+
+/// Issue 9's end-to-end check: a Terminate click in the window, confirmed, travels through the
+/// real engine (its own sampler thread, identity check, policy) and the signal reaches a real
+/// process, which says so in a file.
+#[test]
+fn terminate_click_reaches_a_real_process_through_the_real_engine() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let marker = dir.path().join("got-term");
+    let mut child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "trap 'echo TERM > {}; exit 0' TERM; while :; do sleep 0.05; done",
+            marker.display()
+        ))
+        .spawn()
+        .expect("spawn sh");
+    let pid = child.id();
+    let mut h = window_with_a_real_process(pid);
+    let label = pid.to_string();
     h.get_by_label(&label).click();
     h.run();
     h.get_by_label("Terminate").click();
@@ -1140,25 +1172,7 @@ fn no_frame_is_asked_for_without_new_data() {
     drop(h);
 
     // Live, the real sampler on the simulated GPUs, one sample a second.
-    let mut h = Harness::builder()
-        .with_size(egui::vec2(1600.0, 1000.0))
-        .with_max_steps(8)
-        .build_eframe(|cc| {
-            let backend = Backend::start(
-                SourceKind::demo().factory(),
-                SourceKind::demo(),
-                Duration::from_millis(1000),
-                100,
-                &cc.egui_ctx,
-            );
-            VramApp::with_backend(backend, UiState::default())
-        });
-    let t = Instant::now();
-    while h.query_by_label("Simulated H200").is_none() {
-        assert!(t.elapsed() < Duration::from_secs(10), "no sample");
-        std::thread::sleep(Duration::from_millis(50));
-        h.step();
-    }
+    let mut h = live_demo_window(Duration::from_millis(1000));
     h.step();
     let d = repaint_delay(&h).expect("root viewport");
     assert!(

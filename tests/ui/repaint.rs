@@ -44,25 +44,7 @@ fn a_session_opened_in_a_running_window_draws_no_frame_while_still() {
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("s.vwlog");
     record_demo_session(&path, 300);
-    let mut h = Harness::builder()
-        .with_size(egui::vec2(1600.0, 1000.0))
-        .with_max_steps(8)
-        .build_eframe(|cc| {
-            let backend = Backend::start(
-                SourceKind::demo().factory(),
-                SourceKind::demo(),
-                Duration::from_millis(100),
-                100,
-                &cc.egui_ctx,
-            );
-            VramApp::with_backend(backend, UiState::default())
-        });
-    let t = Instant::now();
-    while h.query_by_label("Simulated H200").is_none() {
-        assert!(t.elapsed() < Duration::from_secs(10), "no sample");
-        std::thread::sleep(Duration::from_millis(50));
-        h.step();
-    }
+    let mut h = live_demo_window(Duration::from_millis(100));
     // Live, ten samples a second wake it (at most four frames a second).
     let live = frames_during(&mut h, 1500);
     assert!(live >= 3, "live samples are drawn: {live} frames in 1.5 s");

@@ -7,56 +7,14 @@ use super::*;
 
 #[test]
 fn a_park_from_the_window_shows_its_final_outcome_in_the_row_never_done() {
-    use vramwarden::source::sim::{Script, SimDevice, SimProcess};
     let mut child = std::process::Command::new("sleep")
         .arg("60")
         .spawn()
         .expect("spawn sleep");
     let pid = child.id();
-    // The real process on a simulated GPU: live, its facts from /proc, so the park reaches
-    // the park thread.
-    let factory: vramwarden::engine::sampler::SourceFactory = Box::new(move || {
-        let mut sim = SimSource::empty(
-            vramwarden::model::now_ms(),
-            vec![SimDevice {
-                name: "Simulated H200".into(),
-                total_mib: 143_771,
-                reserved_mib: 616,
-                ghost_mib: 0,
-                power_cap_w: 700,
-            }],
-        );
-        sim.add(SimProcess {
-            pid,
-            device_index: 0,
-            info: None,
-            script: Script::Idle { mib: 2048 },
-            start_s: -1.0,
-            restart_every_s: None,
-            life_s: f64::INFINITY,
-            busy_pct: 0,
-        });
-        Ok(Box::new(sim) as Box<dyn GpuSource>)
-    });
-    let ctx = egui::Context::default();
-    let backend = Backend::start(
-        factory,
-        SourceKind::Nvml,
-        Duration::from_millis(100),
-        1000,
-        &ctx,
-    );
-    let mut h = harness(VramApp::with_backend(backend, UiState::default()));
+    // Live, its facts from /proc, so the park reaches the park thread.
+    let mut h = window_with_a_real_process(pid);
     let label = pid.to_string();
-    let t = Instant::now();
-    while h.query_by_label(&label).is_none() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "the process never showed"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-        h.run();
-    }
     h.get_by_label(&label).click();
     h.run();
     h.get_by_label("Park").click();
