@@ -622,9 +622,9 @@ fn bench_link_decode(c: &mut Criterion) {
     });
 }
 
-/// The processes' CPU and resident memory (`/proc/PID/stat`) per tick for 3 live processes:
-/// through files kept open (one `pread(2)` each, as the engine reads them), and opened by
-/// path at every read for comparison.
+/// The processes' CPU and resident memory per tick for 3 live processes: as the engine reads
+/// them (each one's CPU-time clock and its `statm` kept open), through `stat` files kept open
+/// (where the clocks cannot be used), and `stat` opened by path at every read for comparison.
 fn bench_proc_usage(c: &mut Criterion) {
     use vramwarden::host::proc_usage::{parse_stat_usage, ProcUsage};
     use vramwarden::model::{Origin, ProcInfo, ProcessSample};
@@ -658,6 +658,27 @@ fn bench_proc_usage(c: &mut Criterion) {
             black_box(s.processes[0].rss_bytes)
         })
     });
+    // The same through `stat` files (a `/proc` that is not this process's own: links to the
+    // three), as where the CPU-time clocks cannot be used.
+    let links = std::env::temp_dir().join(format!("vramwarden-bench-proc-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&links);
+    for ch in &children {
+        let _ = std::os::unix::fs::symlink(
+            format!("/proc/{}", ch.id()),
+            links.join(ch.id().to_string()),
+        );
+    }
+    let mut by_stat = ProcUsage::new(&links);
+    c.bench_function("proc_usage_3_processes_kept_stat_files", |b| {
+        b.iter(|| {
+            let mut s = snap.clone();
+            t += 1000;
+            s.taken_at_ms = t;
+            by_stat.sample(&mut s);
+            black_box(s.processes[0].rss_bytes)
+        })
+    });
+    let _ = std::fs::remove_dir_all(&links);
     c.bench_function("proc_usage_3_processes_opened_by_path", |b| {
         b.iter(|| {
             let s = snap.clone();
