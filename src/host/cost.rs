@@ -46,7 +46,7 @@ pub enum Part {
     Enrich,
     /// `/proc/PID/{stat,cmdline,status,cgroup}` for a process new to the cache or revalidated.
     ProcFacts,
-    /// `/proc/PID/stat` for the processes' CPU and resident memory.
+    /// The processes' CPU and resident memory (their CPU-time clocks and `statm`, or `stat`).
     ProcUsage,
     /// The record stage: the sample and the tick's events into the session log.
     Record,

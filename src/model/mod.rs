@@ -148,11 +148,11 @@ pub struct ProcessSample {
     /// the last good reading carried forward (its memory is not a new measurement).
     #[serde(default)]
     pub stale: bool,
-    /// Host CPU use over the last interval, percent of one core (`/proc/PID/stat`; live
-    /// processes only).
+    /// Host CPU use over the last interval, percent of one core (the process's CPU-time
+    /// clock, or `/proc/PID/stat`; live processes only).
     #[serde(default)]
     pub cpu_pct: Option<f32>,
-    /// Host memory (resident set), bytes (live processes only).
+    /// Host memory (resident set, VmRSS), bytes (live processes only).
     #[serde(default)]
     pub rss_bytes: Option<u64>,
     /// PyTorch's own figures for this process on this GPU, where its companion answers.
