@@ -74,7 +74,7 @@ pub fn parse_stat_usage(stat: &str) -> Option<(u64, u64)> {
 }
 
 /// The resident set in pages from a `/proc/PID/statm` line (its second field).
-pub fn parse_statm_rss(statm: &str) -> Option<u64> {
+pub(crate) fn parse_statm_rss(statm: &str) -> Option<u64> {
     statm.split_whitespace().nth(1)?.parse().ok()
 }
 
