@@ -382,9 +382,10 @@ mod tests {
         by_stat.sample(&mut b);
         let (pa, pb) = (&a.processes[0], &b.processes[0]);
         let (ca, cb) = (pa.cpu_pct.expect("clock"), pb.cpu_pct.expect("stat"));
-        // The same second of CPU, read a few µs apart; stat counts in 10 ms ticks.
+        // The same second of CPU, read a few µs apart (stat counts in 10 ms ticks); a reader
+        // preempted between the two reads on a busy machine moves them by its wait.
         assert!(
-            ca > 1.0 && (ca - cb).abs() < 5.0,
+            ca > 1.0 && (ca - cb).abs() < 15.0,
             "clock {ca} % against stat {cb} %"
         );
         // The clock's reader takes the resident set from statm: VmRSS.
