@@ -3,9 +3,7 @@
 //!   allocator, printed before the timings); appending one snapshot ≤ 20 µs;
 //! - one full UI frame (all panes, that 24 h history loaded, no rendering) ≤ 4 ms of CPU.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use criterion::{criterion_group, Criterion};
 use vramwarden::engine::view::Monitor;
@@ -15,31 +13,8 @@ use vramwarden::model::history::History;
 use vramwarden::model::{Snapshot, UnixMs};
 use vramwarden::source::sim::SimSource;
 
-struct Counting;
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator and only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size(), Ordering::Relaxed);
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        LIVE.fetch_add(new, Ordering::Relaxed);
-        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
-        // SAFETY: same contract as ours.
-        unsafe { System.realloc(p, l, new) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+#[path = "support/counting_alloc.rs"]
+mod counting_alloc;
 
 const T0: UnixMs = 1_796_000_000_000;
 const DAY: i64 = 86_400;
@@ -138,12 +113,12 @@ fn fill_activity_and_events(m: &mut Monitor) {
 }
 
 fn report_memory() {
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = counting_alloc::live_bytes();
     let mut h = History::new(DAY as usize);
     for s in fleet_snapshots(DAY) {
         h.push(&s);
     }
-    let after = LIVE.load(Ordering::Relaxed);
+    let after = counting_alloc::live_bytes();
     let samples = DAY as usize * (8 + 200);
     println!(
         "history 24h @1Hz, 8 GPUs + 200 processes: {:.1} MiB allocated ({:.2} bytes/sample over {samples} samples; own accounting {:.1} MiB)",
@@ -394,11 +369,11 @@ fn bench_session(c: &mut Criterion) {
 fn report_open_memory(day: &std::path::Path) {
     use vramwarden::session::reader::SessionData;
     let mib = |b: usize| b as f64 / (1 << 20) as f64;
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = counting_alloc::live_bytes();
     if let Ok(data) = SessionData::open(day) {
-        let file = LIVE.load(Ordering::Relaxed).saturating_sub(before);
+        let file = counting_alloc::live_bytes().saturating_sub(before);
         let m = vramwarden::engine::replay::session(&data);
-        let all = LIVE.load(Ordering::Relaxed).saturating_sub(before);
+        let all = counting_alloc::live_bytes().saturating_sub(before);
         println!(
             "session 24h opened: the replayed View {:.1} MiB (history and rows), the file's bytes and index {:.1} MiB",
             mib(all.saturating_sub(file)),

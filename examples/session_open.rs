@@ -6,39 +6,13 @@
 //! cargo run --release --example session_open -- open /tmp/day.vwlog 3        # index, replay, drop; memory
 //! cargo run --release --example session_open -- index /tmp/day.vwlog 3       # the index alone
 //! ```
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use vramwarden::session::reader::SessionData;
 
-/// The system allocator, counting the bytes live (for the memory an opened session holds).
-struct Counting;
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call is passed on to the system allocator unchanged; only a counter moves.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size(), Ordering::Relaxed);
-        // SAFETY: the caller's layout, as GlobalAlloc::alloc requires.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
-        // SAFETY: `p` was allocated by this allocator with layout `l`.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        LIVE.fetch_add(new, Ordering::Relaxed);
-        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
-        // SAFETY: `p` was allocated by this allocator with layout `l`.
-        unsafe { System.realloc(p, l, new) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+#[path = "../benches/support/counting_alloc.rs"]
+mod counting_alloc;
 
 /// The bench's first sample time (ms since the epoch).
 const T0: i64 = 1_796_000_000_000;
@@ -65,11 +39,11 @@ fn write(path: &Path, seconds: i64) -> Result<(), String> {
 /// time of each part and the memory the opened session holds.
 fn open(path: &Path, runs: usize, replay: bool) -> Result<(), String> {
     for _ in 0..runs {
-        let base = LIVE.load(Ordering::Relaxed);
+        let base = counting_alloc::live_bytes();
         let t = Instant::now();
         let data = SessionData::open(path).map_err(|e| e.to_string())?;
         let index_s = t.elapsed().as_secs_f64();
-        let data_bytes = LIVE.load(Ordering::Relaxed).saturating_sub(base);
+        let data_bytes = counting_alloc::live_bytes().saturating_sub(base);
         if !replay {
             println!(
                 "index {} samples {index_s:.3} s; {:.1} MiB",
@@ -82,7 +56,7 @@ fn open(path: &Path, runs: usize, replay: bool) -> Result<(), String> {
         let m = vramwarden::engine::replay::session(&data);
         let replay_s = t.elapsed().as_secs_f64();
         drop(data);
-        let view_bytes = LIVE.load(Ordering::Relaxed).saturating_sub(base);
+        let view_bytes = counting_alloc::live_bytes().saturating_sub(base);
         let t = Instant::now();
         let (samples, rows) = (m.history.len(), m.rows().count());
         drop(m);
