@@ -890,8 +890,8 @@ fn tmp_fallback_folder_is_used_and_a_foreign_one_refused() {
     let _ = std::fs::remove_dir_all(&fallback);
 }
 
-/// The engine's poller: facts appear for the right pid + start time only, and go when the
-/// process exits. Prints the cost of one lookup (what a tick pays per process).
+/// With no companion socket anywhere the poller polls every 5 intervals; once one is listed,
+/// every interval again.
 #[test]
 fn the_poller_wakes_less_often_while_no_companion_exists() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -925,6 +925,8 @@ fn the_poller_wakes_less_often_while_no_companion_exists() {
     );
 }
 
+/// The engine's poller: facts appear for the right pid + start time only, and go when the
+/// process exits. Prints the cost of one lookup (what a tick pays per process).
 #[test]
 fn watch_polls_companions_in_the_background() {
     let tmp = tempfile::tempdir().expect("tempdir");
