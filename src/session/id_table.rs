@@ -57,12 +57,7 @@ impl<T> IdTable<T> {
         let mut t = Self::default();
         t.dense.resize_with(len, || None);
         for (id, v) in all {
-            match t.dense.get_mut(id as usize) {
-                Some(slot) => *slot = Some(v),
-                None => {
-                    t.sparse.insert(id, v);
-                }
-            }
+            t.insert(id, v);
         }
         t
     }
