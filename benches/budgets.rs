@@ -15,6 +15,8 @@ use vramwarden::source::sim::SimSource;
 
 #[path = "support/counting_alloc.rs"]
 mod counting_alloc;
+#[path = "support/fleet_log.rs"]
+mod fleet_log;
 
 const T0: UnixMs = 1_796_000_000_000;
 const DAY: i64 = 86_400;
@@ -267,19 +269,7 @@ fn report_open_session_frames() {
 }
 
 fn write_day(path: &std::path::Path, secs: i64) -> u64 {
-    use vramwarden::engine::{Engine, RecordTo};
-    use vramwarden::source::GpuSource;
-    let sim = SimSource::fleet(T0, 8, 200);
-    let mut e = Engine::new(
-        vramwarden::engine::shared::Shared::new(Monitor::new(1000, 300)),
-        RecordTo::File(path.to_path_buf()),
-        1000,
-    );
-    e.set_source(sim.info());
-    for i in 0..secs {
-        e.tick(sim.at(T0 + i * 1000), T0 + i * 1000);
-    }
-    let _ = e.finish();
+    let _ = fleet_log::write(path, T0, secs);
     std::fs::metadata(path).map_or(0, |m| m.len())
 }
 
@@ -622,17 +612,20 @@ fn bench_proc_usage(c: &mut Criterion) {
             })
             .collect(),
     };
-    let mut usage = ProcUsage::default();
-    let mut t = 0;
-    c.bench_function("proc_usage_3_processes_kept_files", |b| {
-        b.iter(|| {
-            let mut s = snap.clone();
-            t += 1000;
-            s.taken_at_ms = t;
-            usage.sample(&mut s);
-            black_box(s.processes[0].rss_bytes)
-        })
-    });
+    // One tick a second of `usage` over the three, as the engine's.
+    let mut ticks = |name: &str, mut usage: ProcUsage| {
+        let mut t = 0;
+        c.bench_function(name, |b| {
+            b.iter(|| {
+                let mut s = snap.clone();
+                t += 1000;
+                s.taken_at_ms = t;
+                usage.sample(&mut s);
+                black_box(s.processes[0].rss_bytes)
+            })
+        });
+    };
+    ticks("proc_usage_3_processes_kept_files", ProcUsage::default());
     // The same through `stat` files (a `/proc` that is not this process's own: links to the
     // three), as where the CPU-time clocks cannot be used.
     let links = std::env::temp_dir().join(format!("vramwarden-bench-proc-{}", std::process::id()));
@@ -643,16 +636,10 @@ fn bench_proc_usage(c: &mut Criterion) {
             links.join(ch.id().to_string()),
         );
     }
-    let mut by_stat = ProcUsage::new(&links);
-    c.bench_function("proc_usage_3_processes_kept_stat_files", |b| {
-        b.iter(|| {
-            let mut s = snap.clone();
-            t += 1000;
-            s.taken_at_ms = t;
-            by_stat.sample(&mut s);
-            black_box(s.processes[0].rss_bytes)
-        })
-    });
+    ticks(
+        "proc_usage_3_processes_kept_stat_files",
+        ProcUsage::new(&links),
+    );
     let _ = std::fs::remove_dir_all(&links);
     c.bench_function("proc_usage_3_processes_opened_by_path", |b| {
         b.iter(|| {

@@ -13,26 +13,14 @@ use vramwarden::session::reader::SessionData;
 
 #[path = "../benches/support/counting_alloc.rs"]
 mod counting_alloc;
+#[path = "../benches/support/fleet_log.rs"]
+mod fleet_log;
 
 /// The bench's first sample time (ms since the epoch).
 const T0: i64 = 1_796_000_000_000;
 
 fn mib(bytes: usize) -> f64 {
     bytes as f64 / f64::from(1 << 20)
-}
-
-/// Records `seconds` of the simulated 8-GPU, 200-process fleet to `path`, as the bench does.
-fn write(path: &Path, seconds: i64) -> Result<(), String> {
-    use vramwarden::engine::{shared::Shared, view::Monitor, Engine, RecordTo};
-    use vramwarden::source::GpuSource;
-    let sim = vramwarden::source::sim::SimSource::fleet(T0, 8, 200);
-    let shared = Shared::new(Monitor::new(1000, 300));
-    let mut e = Engine::new(shared, RecordTo::File(path.to_path_buf()), 1000);
-    e.set_source(sim.info());
-    for i in 0..seconds {
-        e.tick(sim.at(T0 + i * 1000), T0 + i * 1000);
-    }
-    e.finish().map(|_| ())
 }
 
 /// Opens `path` (and with `replay`, replays it as the window does) `runs` times; prints the
@@ -81,7 +69,7 @@ fn main() -> Result<(), String> {
     let n = n(1).map_err(|e| format!("{usage}: {e}"))?.max(1);
     let path = Path::new(path);
     match what.as_str() {
-        "write" => write(path, n),
+        "write" => fleet_log::write(path, T0, n),
         "open" => open(path, n as usize, true),
         "index" => open(path, n as usize, false),
         _ => Err(usage.into()),
