@@ -57,7 +57,7 @@ struct ListState {
     /// The power limit, read now and then, and its value then.
     limit: Cadence,
     power_limit_w: Option<f64>,
-    /// The fan, asked every sample while it answers (SXM boards have none: "not supported").
+    /// The fan, asked every sample while it answers (SXM boards have none and answer an error).
     fan: Cadence,
     fan_supported: bool,
     /// The process lists: read again when the GPU's used memory moved since they were last
@@ -101,6 +101,15 @@ impl ListState {
         }
     }
 
+    /// The fan's reading from the driver's answer, and whether to ask every sample: a board
+    /// without fans (SXM modules) answers with an error, not always "not supported"; any error
+    /// gives no reading (never 0) and the question is asked again only every [`SLOW_EVERY`]
+    /// samples.
+    fn fan_answered(&mut self, answer: Result<u32, nvml_wrapper::error::NvmlError>) -> Option<u32> {
+        self.fan_supported = answer.is_ok();
+        answer.ok().filter(|f| *f <= 100)
+    }
+
     /// Whether the process lists are read at this sample, the GPU's used memory being
     /// `used`: when it moved since the last good lists (or is unknown), else every
     /// [`LISTS_EVERY`] samples. The caller sets `listed_used` once the lists were read.
@@ -133,7 +142,7 @@ impl Cadence {
 }
 
 /// The power limit (set by an administrator, rarely changed) is read every this many
-/// samples, and a fan that answered "not supported" is asked again only this often: each
+/// samples, and a fan that answered an error is asked again only this often: each
 /// driver call costs tens of µs, and the agent's CPU is measured against `nvidia-smi -l 1`.
 const SLOW_EVERY: u32 = 30;
 
@@ -211,10 +220,14 @@ fn process_list(
 }
 
 /// Per-process utilisation is read at most this often: the driver call scans its sample
-/// buffer and costs far more than the rest of a sample (≈ 1 ms of CPU per call on an H100 with
-/// three jobs), and idle decisions need minutes, not seconds. Each read covers every driver
-/// sample since the last one, so a process busy at any moment of the 10 s is seen busy; its
-/// GPU % is the highest of those samples and is at most this old.
+/// buffer and costs far more than the rest of a sample (≈ 1.7–2 ms of CPU per call on an H100,
+/// with or without processes, and the same through `nvmlDeviceGetProcessesUtilizationInfo`),
+/// and idle decisions need minutes, not seconds. Measured on the H100 (driver 580): the driver
+/// answers one entry per process, its SM utilisation averaged over its samples since the time
+/// asked for (a 3.7 s burst at 100 % read 37 over the next 10 s), and keeps about 14 s of
+/// samples (a window asked to reach back 60 s still held that burst 12.7 s after it ended,
+/// and no longer 14.7 s after). So each read covers the whole 10 s since the one before;
+/// spaced much further, a burst between two reads would go unseen.
 pub(crate) const UTIL_EVERY_MS: i64 = 10_000;
 
 /// The per-process utilisation samples since `since_us` (µs since the epoch) as (pid, SM %).
@@ -236,7 +249,8 @@ fn process_utilization(
 struct UtilCache {
     /// When it was last read (ms since the epoch); 0 before the first read.
     read_ms: i64,
-    /// pid → highest SM utilisation in the samples of that read; None when unsupported.
+    /// pid → its SM utilisation averaged over the time since the read before; None when
+    /// unsupported.
     busy: Option<std::collections::HashMap<u32, u32>>,
 }
 
@@ -408,19 +422,8 @@ impl GpuSource for NvmlSource {
             ds.sm_clock_mhz = dev.clock_info(Clock::SM).ok();
             ds.mem_clock_mhz = dev.clock_info(Clock::Memory).ok();
             drop(clocks);
-            // Boards without fans (SXM modules) answer "not supported": no reading, never 0,
-            // and the question is asked again only every SLOW_EVERY samples.
             if ls.fan.due(ls.fan_supported, SLOW_EVERY) {
-                match timed(Part::NvmlFan, || dev.fan_speed(0)) {
-                    Ok(f) => {
-                        ds.fan_pct = Some(f).filter(|f| *f <= 100);
-                        ls.fan_supported = true;
-                    }
-                    Err(nvml_wrapper::error::NvmlError::NotSupported) => {
-                        ls.fan_supported = false;
-                    }
-                    Err(_) => {}
-                }
+                ds.fan_pct = ls.fan_answered(timed(Part::NvmlFan, || dev.fan_speed(0)));
             }
             // A failed list is missing, never "no processes": the engine keeps the last good
             // list for this GPU, marked stale.
@@ -743,6 +746,27 @@ mod tests {
         // After the last reading while asked, the next comes n samples later.
         let next = (1..=40).find(|_| c.due(false, 30));
         assert_eq!(next, Some(30));
+    }
+
+    #[test]
+    fn a_fan_that_answers_an_error_is_asked_every_30th_sample_and_reads_nothing() {
+        use nvml_wrapper::error::NvmlError;
+        let mut ls = ListState::new();
+        let mut asked = Vec::new();
+        for i in 0..65 {
+            if ls.fan.due(ls.fan_supported, SLOW_EVERY) {
+                asked.push(i);
+                // What an SXM board may answer: not "not supported" alone.
+                assert_eq!(ls.fan_answered(Err(NvmlError::InvalidArg)), None);
+            }
+        }
+        assert_eq!(asked, vec![0, 30, 60]);
+        assert_eq!(ls.fan_answered(Err(NvmlError::NotSupported)), None);
+        assert!(!ls.fan_supported);
+        // A fan that answers is read every sample, an impossible speed never shown.
+        assert_eq!(ls.fan_answered(Ok(41)), Some(41));
+        assert!((0..5).all(|_| ls.fan.due(ls.fan_supported, SLOW_EVERY)));
+        assert_eq!(ls.fan_answered(Ok(250)), None);
     }
 
     #[test]
