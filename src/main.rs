@@ -2,7 +2,6 @@
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser};
 use vramwarden::front::cli::{self, Cli, Command};
 use vramwarden::link::open::ConnectTarget;
 use vramwarden::source::SourceKind;
@@ -10,12 +9,7 @@ use vramwarden::source::SourceKind;
 fn main() -> ExitCode {
     vramwarden::host::signals::ignore_file_size_limit_signal();
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if let Some(msg) = cli::args::mistyped_command(&argv) {
-        Cli::command()
-            .error(clap::error::ErrorKind::InvalidSubcommand, msg)
-            .exit();
-    }
-    let mut args = Cli::parse_from(argv);
+    let mut args = cli::args::parse(argv);
     let level = vramwarden::host::logging::Level::from_flags(args.quiet, args.verbose);
     let _log = vramwarden::host::logging::init(
         if args.command.is_none() {

@@ -254,6 +254,52 @@ fn a_mistyped_command_is_a_usage_error_with_a_suggestion() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("--format"));
 }
 
+/// `--demo` and `--interval` are offered only by the commands they change; elsewhere they are
+/// left out of the help and still accepted (they may come before any command's name).
+#[test]
+fn each_command_offers_only_the_global_options_it_uses() {
+    let run = |args: &[&str]| bin().args(args).output().expect("run");
+    let help = |args: &[&str]| {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    for (args, demo, interval) in [
+        (&["--help"][..], true, true),
+        (&["record", "--help"], true, true),
+        (&["agent", "--help"], true, true),
+        (&["snapshot", "--help"], true, false),
+        (&["park", "--help"], true, false),
+        (&["export", "--help"], false, false),
+        (&["resume", "--help"], false, false),
+        (&["guard", "what-if", "--help"], false, false),
+        (&["import", "nvidia-smi", "--help"], false, false),
+        (&["rules", "check", "--help"], false, false),
+    ] {
+        let text = help(args);
+        assert_eq!(text.contains("--demo"), demo, "{args:?}: {text}");
+        assert_eq!(text.contains("--interval"), interval, "{args:?}: {text}");
+        assert!(text.contains("--config"), "{args:?}: {text}");
+    }
+    // Still accepted where hidden: a script that passes them everywhere keeps working.
+    for args in [
+        &["--demo", "--interval", "2s", "rules", "check"][..],
+        &["rules", "check", "--demo", "--interval", "2s"],
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = dir.path().join("settings.toml");
+        std::fs::write(&config, "").expect("write");
+        let out = bin()
+            .args(args)
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+    }
+}
+
 /// Developer commands stay out of --help and the completions; they still run.
 #[test]
 fn developer_commands_are_hidden() {

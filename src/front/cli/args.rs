@@ -69,6 +69,47 @@ impl Cli {
     }
 }
 
+/// The commands that sample GPUs (`--demo` chooses what they sample) and, of them, those that
+/// sample again and again (`--interval`); the window is the command line without one.
+const SAMPLING: [&str; 5] = ["snapshot", "park", "record", "monitor", "agent"];
+const REPEATING: [&str; 3] = ["record", "monitor", "agent"];
+
+/// The command line to parse: [`Cli`]'s, with `--demo` and `--interval` (global, so they may
+/// come after a command's name) left out of the help of the commands where they mean nothing
+/// (`export --help` does not offer simulated GPUs). They are still accepted there.
+fn command() -> clap::Command {
+    let cmd = Cli::command();
+    // A command that has an option of a global's name keeps its own: a hidden copy.
+    let hidden = |id: &str| {
+        cmd.get_arguments()
+            .find(|a| a.get_id() == id)
+            .map(|a| a.clone().hide(true))
+    };
+    let (demo, interval) = (hidden("demo"), hidden("interval"));
+    cmd.mut_subcommands(|mut sub| {
+        let name = sub.get_name().to_string();
+        for (arg, used_by) in [(&demo, &SAMPLING[..]), (&interval, &REPEATING[..])] {
+            match arg {
+                Some(arg) if !used_by.contains(&name.as_str()) => sub = sub.arg(arg.clone()),
+                _ => {}
+            }
+        }
+        sub
+    })
+}
+
+/// The command line `argv` parsed; on a usage error or `--help` it prints what clap prints
+/// and exits (with a suggestion for a mistyped command, see [`mistyped_command`]).
+pub fn parse(argv: Vec<std::ffi::OsString>) -> Cli {
+    if let Some(msg) = mistyped_command(&argv) {
+        Cli::command()
+            .error(clap::error::ErrorKind::InvalidSubcommand, msg)
+            .exit();
+    }
+    let matches = command().get_matches_from(argv);
+    <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 /// Headless commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -338,7 +379,7 @@ fn parse_interval(s: &str) -> Result<Duration, String> {
 /// with the nearest command as a suggestion. `None` when the arguments are fine as far as this
 /// check goes (clap then parses them): a known command, an existing file, a path, or nothing.
 /// Looked at before clap parses, so `--help` after such a word does not print the main help.
-pub fn mistyped_command(argv: &[std::ffi::OsString]) -> Option<String> {
+pub(crate) fn mistyped_command(argv: &[std::ffi::OsString]) -> Option<String> {
     let mut cmd = Cli::command();
     // Built, so clap's own `help` command is among the known ones.
     cmd.build();
