@@ -254,8 +254,9 @@ fn a_mistyped_command_is_a_usage_error_with_a_suggestion() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("--format"));
 }
 
-/// `--demo` and `--interval` are offered only by the commands they change; elsewhere they are
-/// left out of the help and still accepted (they may come before any command's name).
+/// `--demo`, `--interval` and `--config` are offered only by the commands they change, in the
+/// help and the completions; elsewhere they are still accepted (they may come before any
+/// command's name).
 #[test]
 fn each_command_offers_only_the_global_options_it_uses() {
     let run = |args: &[&str]| bin().args(args).output().expect("run");
@@ -264,23 +265,37 @@ fn each_command_offers_only_the_global_options_it_uses() {
         assert_eq!(out.status.code(), Some(0), "{args:?}");
         String::from_utf8_lossy(&out.stdout).to_string()
     };
-    for (args, demo, interval) in [
-        (&["--help"][..], true, true),
-        (&["record", "--help"], true, true),
-        (&["agent", "--help"], true, true),
-        (&["snapshot", "--help"], true, false),
-        (&["park", "--help"], true, false),
-        (&["export", "--help"], false, false),
-        (&["resume", "--help"], false, false),
-        (&["guard", "what-if", "--help"], false, false),
-        (&["import", "nvidia-smi", "--help"], false, false),
-        (&["rules", "check", "--help"], false, false),
+    for (args, demo, interval, config) in [
+        (&["--help"][..], true, true, true),
+        (&["record", "--help"], true, true, true),
+        (&["agent", "--help"], true, true, true),
+        (&["snapshot", "--help"], true, false, false),
+        (&["park", "--help"], true, false, true),
+        (&["resume", "--help"], false, false, true),
+        (&["guard", "what-if", "--help"], false, false, true),
+        (&["rules", "check", "--help"], false, false, true),
+        (&["export", "--help"], false, false, false),
+        (&["import", "nvidia-smi", "--help"], false, false, false),
+        (&["torch", "ls", "--help"], false, false, false),
     ] {
         let text = help(args);
         assert_eq!(text.contains("--demo"), demo, "{args:?}: {text}");
         assert_eq!(text.contains("--interval"), interval, "{args:?}: {text}");
-        assert!(text.contains("--config"), "{args:?}: {text}");
+        assert_eq!(text.contains("--config"), config, "{args:?}: {text}");
+        assert!(text.contains("--quiet"), "{args:?}: {text}");
     }
+    // The completions offer the same: bash lists each command's options on one line.
+    let bash = help(&["completions", "bash"]);
+    let opts = |first: &str| {
+        bash.lines()
+            .find(|l| l.trim_start().starts_with(&format!("opts=\"-v -q -h {first}")))
+            .unwrap_or_else(|| panic!("no options line starting with {first}: {bash}"))
+            .to_string()
+    };
+    let export = opts("--csv");
+    assert!(!export.contains("--demo") && !export.contains("--config"), "{export}");
+    let record = opts("--duration");
+    assert!(record.contains("--demo") && record.contains("--interval"), "{record}");
     // Still accepted where hidden: a script that passes them everywhere keeps working.
     for args in [
         &["--demo", "--interval", "2s", "rules", "check"][..],

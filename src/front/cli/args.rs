@@ -69,15 +69,20 @@ impl Cli {
     }
 }
 
-/// The commands that sample GPUs (`--demo` chooses what they sample) and, of them, those that
-/// sample again and again (`--interval`); the window is the command line without one.
+/// The commands that sample GPUs (`--demo` chooses what they sample); of them, those that
+/// sample again and again (`--interval`); and those that read the settings (`--config`). The
+/// window, the command line without a command, does all three.
 const SAMPLING: [&str; 5] = ["snapshot", "park", "record", "monitor", "agent"];
 const REPEATING: [&str; 3] = ["record", "monitor", "agent"];
+const CONFIGURED: [&str; 7] = [
+    "park", "resume", "record", "monitor", "agent", "rules", "guard",
+];
 
-/// The command line to parse: [`Cli`]'s, with `--demo` and `--interval` (global, so they may
-/// come after a command's name) left out of the help of the commands where they mean nothing
-/// (`export --help` does not offer simulated GPUs). They are still accepted there.
-fn command() -> clap::Command {
+/// The command line to parse: [`Cli`]'s, with `--demo`, `--interval` and `--config` (global,
+/// so they may come after a command's name) left out of the help and completions of the
+/// commands where they mean nothing (`export --help` does not offer simulated GPUs). They
+/// are still accepted there.
+pub(crate) fn command() -> clap::Command {
     let cmd = Cli::command();
     // A command that has an option of a global's name keeps its own: a hidden copy.
     let hidden = |id: &str| {
@@ -85,10 +90,14 @@ fn command() -> clap::Command {
             .find(|a| a.get_id() == id)
             .map(|a| a.clone().hide(true))
     };
-    let (demo, interval) = (hidden("demo"), hidden("interval"));
+    let globals = [
+        (hidden("demo"), &SAMPLING[..]),
+        (hidden("interval"), &REPEATING[..]),
+        (hidden("config"), &CONFIGURED[..]),
+    ];
     cmd.mut_subcommands(|mut sub| {
         let name = sub.get_name().to_string();
-        for (arg, used_by) in [(&demo, &SAMPLING[..]), (&interval, &REPEATING[..])] {
+        for (arg, used_by) in &globals {
             match arg {
                 Some(arg) if !used_by.contains(&name.as_str()) => sub = sub.arg(arg.clone()),
                 _ => {}

@@ -80,24 +80,36 @@ pub(crate) const FILES: &[(&str, &str)] = &[
 /// # Errors
 /// If writing to `out` fails.
 pub fn completions(shell: clap_complete::Shell, out: &mut dyn Write) -> std::io::Result<()> {
-    let mut cmd = without_hidden(&Cli::command());
+    // Built first: every command then holds its own copy of each global option it offers.
+    let mut built = crate::front::cli::args::command();
+    built.build();
+    let mut cmd = without_hidden(&built);
     let mut buf = Vec::new();
     clap_complete::generate(shell, &mut cmd, "vramwarden", &mut buf);
     out.write_all(&buf)
 }
 
-/// `cmd` without its hidden (developer) subcommands and arguments, at every level: clap's
-/// completion generators list hidden subcommands too, and clap has no way to remove one.
+/// The built `cmd` without its hidden (developer) subcommands and arguments, at every level:
+/// clap's completion generators list hidden subcommands too, and clap has no way to remove
+/// one. No option stays global: each command keeps the copies it offers, and a hidden one is
+/// not put back.
 fn without_hidden(cmd: &clap::Command) -> clap::Command {
-    let mut out = clap::Command::new(cmd.get_name().to_string())
-        .args(cmd.get_arguments().filter(|a| !a.is_hide_set()).cloned());
+    let mut out = clap::Command::new(cmd.get_name().to_string()).args(
+        cmd.get_arguments()
+            .filter(|a| !a.is_hide_set() && !matches!(a.get_id().as_str(), "help" | "version"))
+            .map(|a| a.clone().global(false)),
+    );
     if let Some(about) = cmd.get_about() {
         out = out.about(about.clone());
     }
     if let Some(version) = cmd.get_version() {
         out = out.version(version.to_string());
     }
-    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+    // clap's own `help` command and flags are made again when the generator builds it.
+    for sub in cmd
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+    {
         out = out.subcommand(without_hidden(sub));
     }
     out
