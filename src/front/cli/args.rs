@@ -481,6 +481,16 @@ fn edit_distance(a: &str, b: &str) -> usize {
 mod tests {
     use super::*;
 
+    /// A renamed command would silently lose its options' help: every name is a command.
+    #[test]
+    fn the_commands_named_for_the_global_options_exist() {
+        let cmd = Cli::command();
+        for name in SAMPLING.iter().chain(&REPEATING).chain(&CONFIGURED) {
+            assert!(cmd.find_subcommand(name).is_some(), "{name}");
+        }
+        assert!(REPEATING.iter().all(|n| SAMPLING.contains(n)));
+    }
+
     fn argv(a: &[&str]) -> Vec<std::ffi::OsString> {
         std::iter::once("vramwarden")
             .chain(a.iter().copied())
