@@ -120,3 +120,47 @@ fn sorting_by_a_narrow_column_moves_no_header() {
         );
     }
 }
+
+/// A column's title says what its figure is when hovered: GPU % is the driver's 10 s average
+/// (not the card's instant utilisation), and the sort hint follows; a title that says it all
+/// (PID) has the sort hint alone.
+#[test]
+fn column_titles_say_what_their_figures_are() {
+    let mut h = harness(demo_app(120));
+    h.run();
+    let title = |h: &Harness<'static, VramApp>, t: &str| {
+        h.get_all_by_label_contains(t)
+            .min_by(|a, b| a.rect().top().total_cmp(&b.rect().top()))
+            .unwrap_or_else(|| panic!("the title {t}"))
+            .rect()
+            .center()
+    };
+    let gpu_pct = title(&h, "GPU %");
+    h.hover_at(gpu_pct);
+    h.run_steps(90);
+    assert!(
+        h.query_all_by_label_contains("averaged over the last 10 s")
+            .next()
+            .is_some(),
+        "GPU %'s meaning is shown"
+    );
+    assert!(h
+        .query_all_by_label_contains("Click to sort")
+        .next()
+        .is_some());
+    let pid = title(&h, "PID");
+    h.hover_at(pid);
+    h.run_steps(90);
+    assert!(
+        h.query_all_by_label_contains("averaged over the last 10 s")
+            .next()
+            .is_none(),
+        "the PID title has no such meaning"
+    );
+    assert!(
+        h.query_all_by_label_contains("Click to sort")
+            .next()
+            .is_some(),
+        "the sort hint is shown over PID"
+    );
+}

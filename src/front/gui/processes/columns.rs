@@ -61,6 +61,26 @@ impl SortColumn {
         )
     }
 
+    /// What the column's figure is, for its title's tooltip (None where the title says it).
+    pub(super) fn meaning(self) -> Option<&'static str> {
+        Some(match self {
+            SortColumn::Memory => "GPU memory the driver counts for this process on this GPU",
+            SortColumn::GpuUtil => {
+                "Share of time this process's kernels ran on the GPU, averaged over the last \
+                 10 s (the driver's per-process figure, read every 10 s while the guard parks \
+                 idle processes or an idle rule is on; — when not read)"
+            }
+            SortColumn::Delta => {
+                "How much its GPU memory changed over the last minute (— until it has been \
+                 seen for a minute)"
+            }
+            SortColumn::Age => "Time since the process started",
+            SortColumn::Cpu => "Host CPU it used over the last sample, in % of one core",
+            SortColumn::Rss => "Host memory it holds (resident set, as top shows it)",
+            _ => return None,
+        })
+    }
+
     pub(super) fn numeric(self) -> bool {
         matches!(
             self,

@@ -52,6 +52,9 @@ pub(super) fn column_spec(c: SortColumn) -> egui_extras::Column {
     }
 }
 
+/// What a column's title does, said in its tooltip.
+const SORT_HINT: &str = "Click to sort · right-click to show or hide columns";
+
 /// A column's title: click sorts (again: the other way), right-click shows or hides columns.
 pub(super) fn header_cell(ui: &mut Ui, t: &mut TableState<'_>, col: SortColumn, title: &str) {
     let arrow = match (*t.sort == col, *t.desc) {
@@ -71,7 +74,10 @@ pub(super) fn header_cell(ui: &mut Ui, t: &mut TableState<'_>, col: SortColumn, 
     ui.set_min_width(widest.size().x + 2.0 * ui.spacing().button_padding.x);
     let resp = ui
         .selectable_label(*t.sort == col, text(format!("{title}{arrow}")))
-        .on_hover_text("Click to sort · right-click to show or hide columns");
+        .on_hover_text(match col.meaning() {
+            Some(m) => format!("{m}\n\n{SORT_HINT}"),
+            None => SORT_HINT.to_string(),
+        });
     if resp.clicked() {
         if *t.sort == col {
             *t.desc = !*t.desc;
