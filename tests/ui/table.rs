@@ -85,19 +85,21 @@ fn shift_wheel_scrolls_the_columns(on_pid: bool) {
     assert_eq!(h.state().selected.map(|k| k.0.pid), Some(48213));
 }
 
+/// The table's column title holding `text` (the topmost below the graphs).
+fn header(h: &Harness<'static, VramApp>, text: &str) -> egui::Rect {
+    h.query_all_by_label_contains(text)
+        .map(|n| n.rect())
+        .filter(|r| r.top() > 500.0)
+        .min_by(|a, b| a.top().total_cmp(&b.top()))
+        .unwrap_or_else(|| panic!("the {text} header"))
+}
+
 /// Issue 40 (window v4): a click on a narrow column's header sorts by it without widening it
 /// (its arrow has its room from the start), so the headers after it stay under the pointer.
 #[test]
 fn sorting_by_a_narrow_column_moves_no_header() {
     let mut h = harness(demo_app(120));
     h.run();
-    let header = |h: &Harness<'static, VramApp>, text: &str| {
-        h.query_all_by_label_contains(text)
-            .map(|n| n.rect())
-            .filter(|r| r.top() > 500.0)
-            .min_by(|a, b| a.top().total_cmp(&b.top()))
-            .unwrap_or_else(|| panic!("the {text} header"))
-    };
     let before: Vec<egui::Rect> = ["GPU memory", "GPU %", "Status", "Age"]
         .iter()
         .map(|t| header(&h, t))
@@ -128,14 +130,7 @@ fn sorting_by_a_narrow_column_moves_no_header() {
 fn column_titles_say_what_their_figures_are() {
     let mut h = harness(demo_app(120));
     h.run();
-    let title = |h: &Harness<'static, VramApp>, t: &str| {
-        h.get_all_by_label_contains(t)
-            .min_by(|a, b| a.rect().top().total_cmp(&b.rect().top()))
-            .unwrap_or_else(|| panic!("the title {t}"))
-            .rect()
-            .center()
-    };
-    let gpu_pct = title(&h, "GPU %");
+    let gpu_pct = header(&h, "GPU %").center();
     h.hover_at(gpu_pct);
     h.run_steps(90);
     assert!(
@@ -148,7 +143,7 @@ fn column_titles_say_what_their_figures_are() {
         .query_all_by_label_contains("Click to sort")
         .next()
         .is_some());
-    let pid = title(&h, "PID");
+    let pid = header(&h, "PID").center();
     h.hover_at(pid);
     h.run_steps(90);
     assert!(
