@@ -130,32 +130,15 @@ fn sorting_by_a_narrow_column_moves_no_header() {
 fn column_titles_say_what_their_figures_are() {
     let mut h = harness(demo_app(120));
     h.run();
-    let gpu_pct = header(&h, "GPU %").center();
-    h.hover_at(gpu_pct);
-    h.run_steps(90);
-    assert!(
-        h.query_all_by_label_contains("averaged over the last 10 s")
-            .next()
-            .is_some(),
-        "GPU %'s meaning is shown"
-    );
-    assert!(h
-        .query_all_by_label_contains("Click to sort")
-        .next()
-        .is_some());
-    let pid = header(&h, "PID").center();
-    h.hover_at(pid);
-    h.run_steps(90);
-    assert!(
-        h.query_all_by_label_contains("averaged over the last 10 s")
-            .next()
-            .is_none(),
-        "the PID title has no such meaning"
-    );
-    assert!(
-        h.query_all_by_label_contains("Click to sort")
-            .next()
-            .is_some(),
-        "the sort hint is shown over PID"
-    );
+    // Each title hovered in turn: (title, its meaning shown, the sort hint shown).
+    for (title, meaning) in [("GPU %", true), ("PID", false)] {
+        let at = header(&h, title).center();
+        h.hover_at(at);
+        h.run_steps(90);
+        let shown = |h: &Harness<'static, VramApp>, text: &str| {
+            h.query_all_by_label_contains(text).next().is_some()
+        };
+        assert_eq!(shown(&h, "averaged over the last 10 s"), meaning, "{title}");
+        assert!(shown(&h, "Click to sort"), "the sort hint over {title}");
+    }
 }
