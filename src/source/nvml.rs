@@ -756,7 +756,7 @@ mod tests {
         for i in 0..65 {
             if ls.fan.due(ls.fan_supported, SLOW_EVERY) {
                 asked.push(i);
-                // What an SXM board may answer: not "not supported" alone.
+                // What an H100 SXM answers for fan 0 (measured: "invalid argument").
                 assert_eq!(ls.fan_answered(Err(NvmlError::InvalidArg)), None);
             }
         }
