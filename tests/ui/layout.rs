@@ -285,3 +285,25 @@ fn a_sessions_graph_stays_inside_the_window_on_all_and_one_hour() {
         }
     }
 }
+
+/// The card's "Util" says on hover that it is the share of time a kernel ran (the driver's
+/// figure), not how much of the GPU was used, and points to the table's GPU % for each process.
+#[test]
+fn the_cards_utilisation_says_what_it_is() {
+    let mut h = harness(demo_app(120));
+    h.run();
+    let util = h
+        .get_all_by_label_contains("Util ")
+        .min_by(|a, b| a.rect().top().total_cmp(&b.rect().top()))
+        .expect("GPU 0's Util")
+        .rect()
+        .center();
+    h.hover_at(util);
+    h.run_steps(90);
+    assert!(
+        h.query_all_by_label_contains("not how much of the GPU it used")
+            .next()
+            .is_some(),
+        "the Util hover is shown"
+    );
+}

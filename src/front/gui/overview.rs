@@ -241,7 +241,12 @@ fn card_readings(ui: &mut Ui, d: &crate::model::DeviceSample) {
             (Some(p), None) => format!("{p:.0} W"),
             (None, _) => "—".into(),
         };
-        ui.add(egui::Label::new(format!("Util {util}")).extend());
+        ui.add(egui::Label::new(format!("Util {util}")).extend())
+            .on_hover_text(
+                "Share of the last sample period in which a kernel ran on this GPU (the \
+                 driver's figure, as nvidia-smi shows it): not how much of the GPU it used. \
+                 Each process's share is the table's GPU % column.",
+            );
         ui.separator();
         ui.add(egui::Label::new(format!("Temp {temp}")).extend());
         ui.separator();
