@@ -478,8 +478,12 @@ fn thread_deltas(before: &[ThreadCpu], now: &[ThreadCpu]) -> Vec<(String, u64)> 
 
 /// This process's resident set, bytes (`VmRSS` of `/proc/self/status`).
 fn own_rss_bytes() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kib: u64 = s
+    vm_rss_bytes(&std::fs::read_to_string("/proc/self/status").ok()?)
+}
+
+/// The resident set, bytes, of a `/proc/PID/status` text (its `VmRSS` line).
+pub(crate) fn vm_rss_bytes(status: &str) -> Option<u64> {
+    let kib: u64 = status
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))?
         .split_whitespace()

@@ -337,7 +337,8 @@ mod tests {
         let statm = parse_statm_rss(&statm).expect("statm's resident set");
         // statm's resident set is VmRSS, the exact one; stat's the kernel's per-CPU
         // approximation (397 pages against 430 seen here): at most a batch per CPU apart.
-        assert_eq!(statm * page_size(), vm_rss(pid), "statm is VmRSS");
+        let page_size = ProcUsage::default().page_size;
+        assert_eq!(statm * page_size, vm_rss(pid), "statm is VmRSS");
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
         assert!(
             statm.abs_diff(rss) <= 64 * cpus,
@@ -396,17 +397,7 @@ mod tests {
     /// A process's VmRSS (`/proc/PID/status`), in bytes.
     fn vm_rss(pid: u32) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-        let kb = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .expect("VmRSS");
-        kb * 1024
-    }
-
-    fn page_size() -> u64 {
-        // SAFETY: sysconf has no preconditions.
-        unsafe { libc::sysconf(libc::_SC_PAGESIZE) as u64 }
+        crate::host::cost::vm_rss_bytes(&status).expect("VmRSS")
     }
 
     fn live(pid: u32, start: UnixMs, t: UnixMs) -> Snapshot {
