@@ -196,8 +196,8 @@ pub struct Costs {
     slots: [Slot; PARTS],
     /// Clock reads made by spans since the last reset.
     clock_reads: AtomicU64,
-    /// When the counters were last reset, and each thread's CPU then.
-    since: Mutex<Option<(Instant, Vec<ThreadCpu>)>>,
+    /// When the counters were last reset, the process's CPU then and each thread's.
+    since: Mutex<Option<(Instant, u64, Vec<ThreadCpu>)>>,
 }
 
 /// The process's counters.
@@ -247,7 +247,9 @@ impl Costs {
             .since
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        *since = Some((Instant::now(), threads_cpu()));
+        // The process first, the threads after: what they add meanwhile is in both.
+        let process = process_cpu_ns();
+        *since = Some((Instant::now(), process, threads_cpu()));
     }
 
     /// A span of `part` that ends when dropped; nothing is read while off.
@@ -303,17 +305,27 @@ impl Costs {
 
     /// The run statistics since the last reset.
     pub(crate) fn report(&self) -> Report {
-        let (from, before) = self
+        let (from, process_before, before) = self
             .since
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
-            .unwrap_or_else(|| (Instant::now(), Vec::new()));
+            .unwrap_or_else(|| (Instant::now(), process_cpu_ns(), Vec::new()));
+        // The threads first, the process after (as at the reset, reversed).
         let now = threads_cpu();
+        let process_ns = process_cpu_ns().saturating_sub(process_before);
+        let mut threads = thread_deltas(&before, &now);
+        // Threads that ended in the window (a window's renderer threads, stopped before its
+        // statistics are logged at close) are in the process's clock, not in `/proc`.
+        let listed: u64 = threads.iter().map(|(_, n)| n).sum();
+        if process_ns > listed {
+            threads.push((ENDED.to_string(), process_ns - listed));
+            threads.sort_by_key(|t| std::cmp::Reverse(t.1));
+        }
         Report {
             wall_s: from.elapsed().as_secs_f64(),
             parts: Part::ALL.iter().map(|p| (*p, self.get(*p))).collect(),
-            threads: thread_deltas(&before, &now),
+            threads,
             clock_reads: self.clock_reads.load(Ordering::Relaxed),
             clock_read_ns: clock_read_cost_ns(),
             rss_bytes: own_rss_bytes(),
@@ -428,6 +440,20 @@ fn clock_read_cost_ns() -> f64 {
     t.elapsed().as_nanos() as f64 / f64::from(N)
 }
 
+/// The name the report gives the CPU of threads that ended in its window.
+const ENDED: &str = "(threads that ended)";
+
+/// CPU time of the whole process so far, its ended threads' included, in ns
+/// (`CLOCK_PROCESS_CPUTIME_ID`); 0 when the clock cannot be read.
+fn process_cpu_ns() -> u64 {
+    // SAFETY: clock_gettime writes the timespec we pass.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    if unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// One thread's CPU, from `/proc/self/task/TID/schedstat`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct ThreadCpu {
@@ -519,7 +545,8 @@ impl Report {
             .map_or(0, |(_, (n, _))| *n)
     }
 
-    /// The process's CPU over the wall time, µs per second.
+    /// The process's CPU over the wall time, µs per second (its threads', those that ended
+    /// in the window included).
     fn process_us_per_s(&self) -> f64 {
         let ns: u64 = self.threads.iter().map(|(_, n)| n).sum();
         ns as f64 / 1000.0 / self.wall_s.max(1e-9)
@@ -530,7 +557,7 @@ impl Report {
         let per_s = |ns: u64| ns as f64 / 1000.0 / self.wall_s.max(1e-9);
         let ticks = self.ticks().max(1) as f64;
         let mut out = vec![format!(
-            "run statistics over {:.1} s, {} ticks: process CPU {:.1} µs/s (schedstat), RSS {:.1} MB",
+            "run statistics over {:.1} s, {} ticks: process CPU {:.1} µs/s (its CPU clock), RSS {:.1} MB",
             self.wall_s,
             self.ticks(),
             self.process_us_per_s(),
@@ -644,6 +671,32 @@ mod tests {
                 assert!((parent as usize) < i, "{p:?} comes after its parent");
             }
         }
+    }
+
+    #[test]
+    fn a_thread_that_ended_in_the_window_is_counted() {
+        let costs = Costs::new();
+        costs.enable();
+        // A real thread spends 30 ms of CPU (by its own clock) and ends before the report.
+        let spent = std::thread::spawn(|| {
+            let start = thread_cpu_ns();
+            while thread_cpu_ns() - start < 30_000_000 {
+                std::hint::black_box(start);
+            }
+            thread_cpu_ns() - start
+        })
+        .join()
+        .expect("the thread ran");
+        let r = costs.report();
+        let ended = r
+            .threads
+            .iter()
+            .find(|(n, _)| n == ENDED)
+            .map_or(0, |(_, ns)| *ns);
+        assert!(
+            ended >= spent,
+            "ended threads {ended} ns, the thread spent {spent}"
+        );
     }
 
     #[test]
