@@ -40,8 +40,23 @@ fn demo_app(palette: Palette) -> VramApp {
         .with_fixed_now(T0 + 299_000)
 }
 
+/// The window as a screen shows it: eframe clears the window to the app's clear colour before
+/// each frame (its panels are not filled); egui_kittest's renderer clears to transparent, so
+/// this paints that colour under the frame first.
+struct OnItsBackground(VramApp);
+
+impl eframe::App for OnItsBackground {
+    fn ui(&mut self, ui: &mut egui::Ui, frame: &mut eframe::Frame) {
+        let [r, g, b, a] =
+            eframe::App::clear_color(&self.0, ui.visuals()).map(|c| (c * 255.0).round() as u8);
+        let fill = egui::Color32::from_rgba_unmultiplied(r, g, b, a);
+        ui.painter().rect_filled(ui.max_rect(), 0.0, fill);
+        self.0.ui(ui, frame);
+    }
+}
+
 /// The window at 1280 × 800 points and `ppp` pixels per point, the trainer's detail pane open.
-fn window(palette: Palette, ppp: f32) -> Harness<'static, VramApp> {
+fn window(palette: Palette, ppp: f32) -> Harness<'static, OnItsBackground> {
     // SAFETY of the test: this binary's only test sets it before any time is formatted.
     std::env::set_var("TZ", "UTC");
     let app = demo_app(palette);
@@ -50,7 +65,7 @@ fn window(palette: Palette, ppp: f32) -> Harness<'static, VramApp> {
         .with_pixels_per_point(ppp)
         .with_max_steps(8)
         .wgpu()
-        .build_eframe(|_cc| app);
+        .build_eframe(|_cc| OnItsBackground(app));
     h.run();
     h.get_by_label("48213").click();
     h.run();

@@ -307,3 +307,15 @@ fn the_cards_utilisation_says_what_it_is() {
         "the Util hover is shown"
     );
 }
+
+/// The panels are not filled (a software rasterizer pays for every pixel filled): the window
+/// is cleared to the panels' colour instead, in either theme, opaque.
+#[test]
+fn the_window_is_cleared_to_the_panels_colour() {
+    let app = demo_app(10);
+    for visuals in [egui::Visuals::dark(), egui::Visuals::light()] {
+        let want = visuals.panel_fill.to_normalized_gamma_f32();
+        assert_eq!(eframe::App::clear_color(&app, &visuals), want);
+        assert_eq!(want[3], 1.0);
+    }
+}

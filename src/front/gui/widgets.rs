@@ -55,6 +55,19 @@ pub(crate) fn outcome_color(o: crate::model::outcome::Outcome, dark: bool) -> Co
     }
 }
 
+/// A top, bottom or side panel's frame, unfilled: the window is cleared to the panels'
+/// colour ([`VramApp`](crate::front::gui::VramApp)'s `clear_color`), so their fills painted
+/// it again. A software rasterizer (Mesa's llvmpipe, on a VM or a remote desktop) pays for
+/// every pixel filled: the panels' fills were two thirds of a frame's pixels at 1280 × 800.
+pub(crate) fn panel_frame(style: &egui::Style) -> egui::Frame {
+    egui::Frame::side_top_panel(style).fill(Color32::TRANSPARENT)
+}
+
+/// The central panel's frame, unfilled (see [`panel_frame`]).
+pub(crate) fn central_frame(style: &egui::Style) -> egui::Frame {
+    egui::Frame::central_panel(style).fill(Color32::TRANSPARENT)
+}
+
 /// Text colours readable at 4.5:1 on either theme (egui's weak text is 2.7:1 on its dark
 /// panels and 2.9:1 on its light ones): plain text and weak text (hints, secondary figures)
 /// for each theme. Set once per context.

@@ -12,7 +12,9 @@ impl VramApp {
     /// a lost agent.
     pub(super) fn banners(&mut self, ui: &mut Ui, health: &crate::link::LinkHealth) {
         if let Some(e) = &self.config_error {
-            egui::Panel::top("config-banner").show(ui, |ui| {
+            egui::Panel::top("config-banner")
+                .frame(widgets::panel_frame(ui.style()))
+                .show(ui, |ui| {
                 ui.horizontal_wrapped(|ui| {
                     ui.label(RichText::new(format!("⚠ The settings file is broken: {e}")).color(widgets::warn(ui)).strong());
                     ui.label("vramwarden runs on defaults and leaves the file as it is until you save from Settings.");
@@ -20,18 +22,20 @@ impl VramApp {
             });
         }
         if let Some(e) = self.sessions.open_error.clone() {
-            egui::Panel::top("open-error-banner").show(ui, |ui| {
-                ui.horizontal_wrapped(|ui| {
-                    ui.label(
-                        RichText::new(format!("⚠ Could not open the file: {e}"))
-                            .color(widgets::warn(ui))
-                            .strong(),
-                    );
-                    if ui.button("Dismiss").clicked() {
-                        self.sessions.open_error = None;
-                    }
+            egui::Panel::top("open-error-banner")
+                .frame(widgets::panel_frame(ui.style()))
+                .show(ui, |ui| {
+                    ui.horizontal_wrapped(|ui| {
+                        ui.label(
+                            RichText::new(format!("⚠ Could not open the file: {e}"))
+                                .color(widgets::warn(ui))
+                                .strong(),
+                        );
+                        if ui.button("Dismiss").clicked() {
+                            self.sessions.open_error = None;
+                        }
+                    });
                 });
-            });
         }
         if let crate::link::LinkHealth::Disconnected {
             url,
@@ -40,7 +44,9 @@ impl VramApp {
         } = health
         {
             let now = self.now();
-            egui::Panel::top("link-banner").show(ui, |ui| {
+            egui::Panel::top("link-banner")
+                .frame(widgets::panel_frame(ui.style()))
+                .show(ui, |ui| {
                 ui.horizontal_wrapped(|ui| {
                     ui.label(
                         RichText::new(format!(

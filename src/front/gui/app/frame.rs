@@ -47,20 +47,22 @@ impl VramApp {
         if let Some(v) = view.as_mut() {
             session_bar(ui, v, &mut self.queue);
         }
-        egui::Panel::bottom("status").show(ui, |ui| {
-            crate::front::gui::status_bar::jobs_strip(ui, &jobs, &mut self.queue);
-            match view.as_ref() {
-                Some(v) => crate::front::gui::status_bar::session(ui, v),
-                None => crate::front::gui::status_bar::live(
-                    ui,
-                    &live,
-                    self.agent_host(&live),
-                    self.now(),
-                    &health,
-                    self.backend.own_notices().latest(),
-                ),
-            }
-        });
+        egui::Panel::bottom("status")
+            .frame(crate::front::gui::widgets::panel_frame(ui.style()))
+            .show(ui, |ui| {
+                crate::front::gui::status_bar::jobs_strip(ui, &jobs, &mut self.queue);
+                match view.as_ref() {
+                    Some(v) => crate::front::gui::status_bar::session(ui, v),
+                    None => crate::front::gui::status_bar::live(
+                        ui,
+                        &live,
+                        self.agent_host(&live),
+                        self.now(),
+                        &health,
+                        self.backend.own_notices().latest(),
+                    ),
+                }
+            });
         match view.as_mut() {
             Some(v) => self.session_panes(ui, v),
             None => self.live_panes(ui, &live, &health),
@@ -165,8 +167,21 @@ impl eframe::App for VramApp {
         // `-vv`: why each frame was drawn (which request for a repaint led to it).
         tracing::trace!(causes = ?ui.ctx().repaint_causes(), "frame");
         self.fit_zoom.update(ui.ctx());
-        self.draw(ui);
+        // The panels are not filled (the window is cleared to their colour): the Ui they are
+        // shown in carries that colour for what blends into the background (a scroll area's
+        // fade at an edge with more to scroll to), and paints nothing.
+        let backdrop = egui::UiStackInfo::default()
+            .with_frame(egui::Frame::NONE.fill(ui.visuals().panel_fill));
+        ui.scope_builder(egui::UiBuilder::new().ui_stack_info(backdrop), |ui| {
+            self.draw(ui)
+        });
         paint_focus_ring(ui.ctx());
+    }
+
+    /// The panels' colour: the panels are not filled ([`widgets::panel_frame`]), the window
+    /// is cleared to it.
+    fn clear_color(&self, visuals: &egui::Visuals) -> [f32; 4] {
+        visuals.panel_fill.to_normalized_gamma_f32()
     }
 
     fn raw_input_hook(&mut self, ctx: &egui::Context, raw: &mut egui::RawInput) {

@@ -10,18 +10,20 @@ use crate::model::format::{self, Units};
 
 impl VramApp {
     pub(super) fn menu(&mut self, ui: &mut Ui, live: &Monitor, viewing: bool) {
-        egui::Panel::top("menu").show(ui, |ui| {
-            egui::MenuBar::new().ui(ui, |ui| {
-                ui.menu_button("File", |ui| self.file_menu(ui));
-                ui.menu_button("Sessions", |ui| self.sessions_menu(ui, live, viewing));
-                ui.menu_button("View", |ui| self.view_menu(ui));
-                ui.menu_button("Help", |ui| self.help_menu(ui));
-                ui.menu_button("Source", |ui| self.source_menu(ui, live));
-                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                    self.menu_right(ui, live, viewing);
+        egui::Panel::top("menu")
+            .frame(crate::front::gui::widgets::panel_frame(ui.style()))
+            .show(ui, |ui| {
+                egui::MenuBar::new().ui(ui, |ui| {
+                    ui.menu_button("File", |ui| self.file_menu(ui));
+                    ui.menu_button("Sessions", |ui| self.sessions_menu(ui, live, viewing));
+                    ui.menu_button("View", |ui| self.view_menu(ui));
+                    ui.menu_button("Help", |ui| self.help_menu(ui));
+                    ui.menu_button("Source", |ui| self.source_menu(ui, live));
+                    ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                        self.menu_right(ui, live, viewing);
+                    });
                 });
             });
-        });
     }
 
     /// File: Settings, Connect, Disconnect, Quit (Export is in Sessions, with the logs it

@@ -20,9 +20,11 @@ impl VramApp {
         match snap {
             Some(snap) => self.panes(ui, &v.monitor, &snap, refs, t, t),
             None => {
-                egui::CentralPanel::default().show(ui, |ui| {
-                    ui.label("This session holds no samples.");
-                });
+                egui::CentralPanel::default()
+                    .frame(crate::front::gui::widgets::central_frame(ui.style()))
+                    .show(ui, |ui| {
+                        ui.label("This session holds no samples.");
+                    });
             }
         }
     }
@@ -42,13 +44,15 @@ impl VramApp {
                 self.panes(ui, live, snap, live.table_rows(now), now, edge);
             }
             None => {
-                egui::CentralPanel::default().show(ui, |ui| {
-                    if self.backend.remote().is_some() {
-                        self.connecting_state(ui, health);
-                    } else {
-                        empty_state(ui, live, &mut self.queue);
-                    }
-                });
+                egui::CentralPanel::default()
+                    .frame(crate::front::gui::widgets::central_frame(ui.style()))
+                    .show(ui, |ui| {
+                        if self.backend.remote().is_some() {
+                            self.connecting_state(ui, health);
+                        } else {
+                            empty_state(ui, live, &mut self.queue);
+                        }
+                    });
             }
         }
     }
@@ -70,45 +74,47 @@ impl VramApp {
         self.gpu_panel(ui, monitor, snap, full);
         let badges = crate::front::gui::leaks::badges(monitor, snap);
         self.detail_panel(ui, monitor, &rows, &badges, now, full);
-        egui::CentralPanel::default().show(ui, |ui| {
-            let h = (ui.available_height() * 0.5).max(220.0);
-            ui.allocate_ui(egui::vec2(ui.available_width(), h), |ui| {
-                self.graph.in_session = self.replaying;
-                crate::front::gui::graph::device_graph(
-                    ui,
+        egui::CentralPanel::default()
+            .frame(crate::front::gui::widgets::central_frame(ui.style()))
+            .show(ui, |ui| {
+                let h = (ui.available_height() * 0.5).max(220.0);
+                ui.allocate_ui(egui::vec2(ui.available_width(), h), |ui| {
+                    self.graph.in_session = self.replaying;
+                    crate::front::gui::graph::device_graph(
+                        ui,
+                        monitor,
+                        snap,
+                        self.selected_gpu,
+                        &mut self.state,
+                        &mut self.graph,
+                        edge,
+                        self.selected.filter(|k| k.1 == self.selected_gpu),
+                    );
+                });
+                ui.separator();
+                let host = self.agent_host(monitor);
+                let window_open = self.settings_ui.open
+                    || self.connect.open
+                    || self.sessions.export_open
+                    || self.sessions.browser_open;
+                let mut cx = PaneCx {
                     monitor,
                     snap,
-                    self.selected_gpu,
-                    &mut self.state,
-                    &mut self.graph,
-                    edge,
-                    self.selected.filter(|k| k.1 == self.selected_gpu),
-                );
+                    rows: &rows,
+                    badges: &badges,
+                    now,
+                    recorded: self.replaying,
+                    host,
+                    selected_gpu: self.selected_gpu,
+                    selected: &mut self.selected,
+                    state: &mut self.state,
+                    filter: &mut self.filter,
+                    window_open,
+                    actions: &mut self.action_status,
+                    backend: &self.backend,
+                };
+                self.tabs.show(ui, &mut cx, &mut self.queue);
             });
-            ui.separator();
-            let host = self.agent_host(monitor);
-            let window_open = self.settings_ui.open
-                || self.connect.open
-                || self.sessions.export_open
-                || self.sessions.browser_open;
-            let mut cx = PaneCx {
-                monitor,
-                snap,
-                rows: &rows,
-                badges: &badges,
-                now,
-                recorded: self.replaying,
-                host,
-                selected_gpu: self.selected_gpu,
-                selected: &mut self.selected,
-                state: &mut self.state,
-                filter: &mut self.filter,
-                window_open,
-                actions: &mut self.action_status,
-                backend: &self.backend,
-            };
-            self.tabs.show(ui, &mut cx, &mut self.queue);
-        });
     }
 
     /// A new selection brings its GPU's graph; a GPU index past the last falls back to 0.
@@ -133,6 +139,7 @@ impl VramApp {
         full: f32,
     ) {
         egui::Panel::left("gpus")
+            .frame(crate::front::gui::widgets::panel_frame(ui.style()))
             .resizable(true)
             .default_size((full * 0.24).clamp(210.0, 340.0))
             .min_size(200.0)
@@ -186,6 +193,7 @@ impl VramApp {
         let mut open = true;
         let mut asked = Vec::new();
         let shown = egui::Panel::right("detail")
+            .frame(crate::front::gui::widgets::panel_frame(ui.style()))
             .resizable(true)
             .default_size((full * 0.32).clamp(260.0, 420.0))
             .min_size(240.0)
@@ -226,29 +234,31 @@ impl VramApp {
 
 pub(super) fn session_bar(ui: &mut Ui, v: &mut SessionView, out: &mut Vec<UiCommand>) {
     let Some((a, b)) = v.data.span() else { return };
-    egui::Panel::top("session-bar").show(ui, |ui| {
-        ui.horizontal(|ui| {
-            ui.label(RichText::new(v.title()).strong());
-            ui.separator();
-            if ui.button("Back to live").clicked() {
-                out.push(UiCommand::BackToLive);
-            }
-            ui.separator();
-            ui.label(RichText::new(format::date_time(v.t)).monospace().strong());
-            if ui.button("◀ 1 min").clicked() {
-                v.t = (v.t - 60_000).max(a);
-            }
-            if ui.button("1 min ▶").clicked() {
-                v.t = (v.t + 60_000).min(b);
-            }
-            let mut t = v.t as f64;
-            ui.spacing_mut().slider_width = (ui.available_width() - 50.0).max(120.0);
-            let slider = egui::Slider::new(&mut t, a as f64..=b as f64)
-                .show_value(false)
-                .text("Time");
-            if ui.add(slider).changed() {
-                v.t = t as i64;
-            }
+    egui::Panel::top("session-bar")
+        .frame(crate::front::gui::widgets::panel_frame(ui.style()))
+        .show(ui, |ui| {
+            ui.horizontal(|ui| {
+                ui.label(RichText::new(v.title()).strong());
+                ui.separator();
+                if ui.button("Back to live").clicked() {
+                    out.push(UiCommand::BackToLive);
+                }
+                ui.separator();
+                ui.label(RichText::new(format::date_time(v.t)).monospace().strong());
+                if ui.button("◀ 1 min").clicked() {
+                    v.t = (v.t - 60_000).max(a);
+                }
+                if ui.button("1 min ▶").clicked() {
+                    v.t = (v.t + 60_000).min(b);
+                }
+                let mut t = v.t as f64;
+                ui.spacing_mut().slider_width = (ui.available_width() - 50.0).max(120.0);
+                let slider = egui::Slider::new(&mut t, a as f64..=b as f64)
+                    .show_value(false)
+                    .text("Time");
+                if ui.add(slider).changed() {
+                    v.t = t as i64;
+                }
+            });
         });
-    });
 }
