@@ -197,26 +197,25 @@ fn coverage(meshes: &[egui::ClippedPrimitive], ppp: f32) -> (usize, f64) {
     (triangles, area * f64::from(ppp * ppp))
 }
 
-/// This thread's CPU time, µs.
-fn thread_cpu_us() -> f64 {
+/// CPU time of `clock` (this thread's or the whole process's), µs.
+fn cpu_us(clock: libc::clockid_t) -> f64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid timespec for the call to write.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as f64 * 1e6 + ts.tv_nsec as f64 / 1e3
+}
+
+/// This thread's CPU time, µs.
+fn thread_cpu_us() -> f64 {
+    cpu_us(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// The whole process's CPU time (all threads: the engine's, the driver's), µs.
 fn process_cpu_us() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: as above.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 * 1e6 + ts.tv_nsec as f64 / 1e3
+    cpu_us(libc::CLOCK_PROCESS_CPUTIME_ID)
 }
 
 /// A wgpu set-up that takes the first adapter of the asked kind.

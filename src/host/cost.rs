@@ -422,9 +422,14 @@ pub fn asked(flag: &AtomicBool) -> bool {
 /// CPU time the calling thread has used, in ns (`CLOCK_THREAD_CPUTIME_ID`); 0 when the clock
 /// cannot be read.
 pub fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// The time of `clock` in ns; 0 when it cannot be read.
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     // SAFETY: clock_gettime writes the timespec we pass.
     let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
         return 0;
     }
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -446,12 +451,7 @@ const ENDED: &str = "(threads that ended)";
 /// CPU time of the whole process so far, its ended threads' included, in ns
 /// (`CLOCK_PROCESS_CPUTIME_ID`); 0 when the clock cannot be read.
 fn process_cpu_ns() -> u64 {
-    // SAFETY: clock_gettime writes the timespec we pass.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    if unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) } != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
 }
 
 /// One thread's CPU, from `/proc/self/task/TID/schedstat`.
