@@ -13,6 +13,7 @@
 //! ```text
 //! cargo run --release --example window_frames -- gpu 60      # 60 samples at 1280 × 800
 //! cargo run --release --example window_frames -- cpu 60 2    # the same at 200 %
+//! cargo run --release --example window_frames -- cpu 60 1 blank  # frames only cleared
 //! ```
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -48,6 +49,8 @@ struct Offscreen {
     target: Option<(wgpu::Texture, wgpu::TextureView)>,
     /// Each paint.
     paints: Paints,
+    /// Paint nothing but the clear (the rasterizer's cost of a frame apart from its pixels).
+    blank: bool,
 }
 
 impl Offscreen {
@@ -100,7 +103,11 @@ impl Offscreen {
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("window_frames"),
         });
-        let meshes = ctx.tessellate(output.shapes.clone(), ppp);
+        let meshes = if self.blank {
+            Vec::new()
+        } else {
+            ctx.tessellate(output.shapes.clone(), ppp)
+        };
         let mut renderer = self.state.renderer.write();
         let user =
             renderer.update_buffers(device, &self.state.queue, &mut encoder, &meshes, &screen);
@@ -269,29 +276,44 @@ fn spread(mut v: Vec<f64>) -> String {
     )
 }
 
-fn main() -> Result<(), String> {
+/// What the command line asks for.
+struct Args {
+    want_cpu: bool,
+    samples: u64,
+    ppp: f32,
+    /// Hand the renderer nothing: each frame is only cleared (the rasterizer's fixed cost).
+    blank: bool,
+}
+
+fn args() -> Result<Args, String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: window_frames gpu|cpu [SAMPLES] [PIXELS_PER_POINT]";
+    let usage = "usage: window_frames gpu|cpu [SAMPLES] [PIXELS_PER_POINT] [blank]";
     let want_cpu = match args.first().map(String::as_str) {
         Some("gpu") => false,
         Some("cpu") => true,
         _ => return Err(usage.into()),
     };
-    let samples: u64 = args
-        .get(1)
-        .map_or(Ok(60), |s| s.parse())
-        .map_err(|e| format!("{usage}: {e}"))?;
-    let ppp: f32 = args
-        .get(2)
-        .map_or(Ok(1.0), |s| s.parse())
-        .map_err(|e| format!("{usage}: {e}"))?;
-    let state = render_state(want_cpu)?;
-    let info = state.adapter.get_info();
-    println!(
-        "adapter: {} ({:?}, {:?}, driver {} {})",
-        info.name, info.backend, info.device_type, info.driver, info.driver_info
-    );
-    println!("target format {:?}", state.target_format);
+    let number = |i: usize, default: f64| {
+        args.get(i)
+            .map_or(Ok(default), |s| s.parse::<f64>())
+            .map_err(|e| format!("{usage}: {e}"))
+    };
+    Ok(Args {
+        want_cpu,
+        samples: number(1, 60.0)?.max(1.0) as u64,
+        ppp: number(2, 1.0)? as f32,
+        blank: args.get(3).is_some_and(|a| a == "blank"),
+    })
+}
+
+/// The window on the demo (its engine sampling once a second), painted by `renderer`.
+fn window(
+    renderer: Offscreen,
+    ppp: f32,
+) -> (
+    egui_kittest::Harness<'static, VramApp>,
+    vramwarden::engine::shared::SharedMonitor,
+) {
     let backend = Backend::start(
         Box::new(|| {
             Ok(Box::new(SimSource::demo(vramwarden::model::now_ms())) as Box<dyn GpuSource>)
@@ -303,27 +325,33 @@ fn main() -> Result<(), String> {
     );
     let shared = backend.shared().clone();
     let app = VramApp::with_backend(backend, UiState::default());
-    let paints = Paints::default();
-    let renderer = Offscreen {
-        state,
-        target: None,
-        paints: paints.clone(),
-    };
-    let mut h = egui_kittest::Harness::builder()
+    let h = egui_kittest::Harness::builder()
         .with_size(egui::vec2(SIZE[0], SIZE[1]))
         .with_pixels_per_point(ppp)
         .renderer(renderer)
         .build_eframe(|_cc| app);
-    if std::env::var_os("WF_NOFILL").is_some() {
-        for theme in [egui::Theme::Dark, egui::Theme::Light] {
-            h.ctx
-                .style_mut_of(theme, |s| s.visuals.panel_fill = egui::Color32::TRANSPARENT);
-        }
-    }
+    (h, shared)
+}
+
+/// What the counted frames cost: each one's UI pass (µs), the process's CPU (µs) and the
+/// wall time (s) over them.
+struct Counted {
+    ui_us: Vec<f64>,
+    cpu_us: f64,
+    secs: f64,
+}
+
+/// Draws and paints one frame after each of `samples` samples (after [`WARMUP`] more).
+fn frames(
+    h: &mut egui_kittest::Harness<'static, VramApp>,
+    shared: &vramwarden::engine::shared::SharedMonitor,
+    paints: &Paints,
+    samples: u64,
+) -> Result<Counted, String> {
     let ticks = || shared.read().map(|m| m.ticks).unwrap_or(0);
-    let (mut seen, mut ui_us, mut counted) = (0, Vec::new(), 0u64);
+    let (mut seen, mut ui_us, mut warm) = (0, Vec::new(), false);
     let (mut cpu0, mut wall0) = (process_cpu_us(), Instant::now());
-    while counted < samples {
+    while (ui_us.len() as u64) < samples {
         // The window draws when a sample comes (the engine asks it to); so does this.
         let t = Instant::now();
         while ticks() == seen {
@@ -337,23 +365,28 @@ fn main() -> Result<(), String> {
         h.step();
         let ui = thread_cpu_us() - c;
         h.render()?;
-        if seen == WARMUP {
-            (cpu0, wall0) = (process_cpu_us(), Instant::now());
-            ui_us.clear();
-            paints.lock().map_err(|e| e.to_string())?.clear();
-        } else if seen > WARMUP {
+        if warm {
             ui_us.push(ui);
-            counted += 1;
+        } else if seen >= WARMUP {
+            warm = true;
+            (cpu0, wall0) = (process_cpu_us(), Instant::now());
+            paints.lock().map_err(|e| e.to_string())?.clear();
         }
     }
-    let cpu = process_cpu_us() - cpu0;
-    let secs = wall0.elapsed().as_secs_f64();
-    let paints = paints.lock().map_err(|e| e.to_string())?.clone();
+    Ok(Counted {
+        ui_us,
+        cpu_us: process_cpu_us() - cpu0,
+        secs: wall0.elapsed().as_secs_f64(),
+    })
+}
+
+fn report(c: Counted, paints: &[Paint], ppp: f32) {
+    let n = c.ui_us.len();
     println!(
-        "{counted} frames, one a sample, at {}×{} points, {ppp} pixels per point",
+        "{n} frames, one a sample, at {}×{} points, {ppp} pixels per point",
         SIZE[0], SIZE[1]
     );
-    println!("UI pass (this thread's CPU): {}", spread(ui_us));
+    println!("UI pass (this thread's CPU): {}", spread(c.ui_us));
     let mean =
         |f: fn(&Paint) -> f64| paints.iter().map(f).sum::<f64>() / paints.len().max(1) as f64;
     println!(
@@ -371,8 +404,34 @@ fn main() -> Result<(), String> {
     );
     println!(
         "the process (all threads, the engine's included): {:.1} ms of CPU per second, {:.2} ms per frame",
-        cpu / secs / 1e3,
-        cpu / counted as f64 / 1e3
+        c.cpu_us / c.secs / 1e3,
+        c.cpu_us / n.max(1) as f64 / 1e3
     );
+}
+
+fn main() -> Result<(), String> {
+    let a = args()?;
+    let state = render_state(a.want_cpu)?;
+    let info = state.adapter.get_info();
+    println!(
+        "adapter: {} ({:?}, {:?}, driver {} {}), target {:?}",
+        info.name,
+        info.backend,
+        info.device_type,
+        info.driver,
+        info.driver_info,
+        state.target_format
+    );
+    let paints = Paints::default();
+    let renderer = Offscreen {
+        state,
+        target: None,
+        paints: paints.clone(),
+        blank: a.blank,
+    };
+    let (mut h, shared) = window(renderer, a.ppp);
+    let counted = frames(&mut h, &shared, &paints, a.samples)?;
+    let paints = paints.lock().map_err(|e| e.to_string())?.clone();
+    report(counted, &paints, a.ppp);
     Ok(())
 }

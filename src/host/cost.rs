@@ -247,7 +247,8 @@ impl Costs {
             .since
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // The process first, the threads after: what they add meanwhile is in both.
+        // The process first, the threads after (and the reverse at the report), so that the
+        // process's figure holds each thread's; what runs between the reads is in it alone.
         let process = process_cpu_ns();
         *since = Some((Instant::now(), process, threads_cpu()));
     }
@@ -311,20 +312,13 @@ impl Costs {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
             .unwrap_or_else(|| (Instant::now(), process_cpu_ns(), Vec::new()));
-        // The threads first, the process after (as at the reset, reversed).
         let now = threads_cpu();
         let process_ns = process_cpu_ns().saturating_sub(process_before);
-        let mut threads = thread_deltas(&before, &now);
-        // Threads that ended in the window (a window's renderer threads, stopped before its
-        // statistics are logged at close) are in the process's clock, not in `/proc`.
-        let listed: u64 = threads.iter().map(|(_, n)| n).sum();
-        if process_ns > listed {
-            threads.push((ENDED.to_string(), process_ns - listed));
-            threads.sort_by_key(|t| std::cmp::Reverse(t.1));
-        }
+        let threads = with_ended(thread_deltas(&before, &now), process_ns);
         Report {
             wall_s: from.elapsed().as_secs_f64(),
             parts: Part::ALL.iter().map(|p| (*p, self.get(*p))).collect(),
+            process_ns,
             threads,
             clock_reads: self.clock_reads.load(Ordering::Relaxed),
             clock_read_ns: clock_read_cost_ns(),
@@ -448,6 +442,20 @@ fn clock_read_cost_ns() -> f64 {
 /// The name the report gives the CPU of threads that ended in its window.
 const ENDED: &str = "(threads that ended)";
 
+/// `threads` (CPU ns by name) with a line for the threads that ended in the window: what the
+/// process's clock holds beyond them (a window's renderer threads, stopped before its
+/// statistics are logged at close). Below 1 ms or 1 % of the process it is the reads' own
+/// time, and left out; so it is where no thread could be read.
+fn with_ended(mut threads: Vec<(String, u64)>, process_ns: u64) -> Vec<(String, u64)> {
+    let listed: u64 = threads.iter().map(|(_, n)| n).sum();
+    let ended = process_ns.saturating_sub(listed);
+    if !threads.is_empty() && ended > 1_000_000 && ended > process_ns / 100 {
+        threads.push((ENDED.to_string(), ended));
+        threads.sort_by_key(|t| std::cmp::Reverse(t.1));
+    }
+    threads
+}
+
 /// CPU time of the whole process so far, its ended threads' included, in ns
 /// (`CLOCK_PROCESS_CPUTIME_ID`); 0 when the clock cannot be read.
 fn process_cpu_ns() -> u64 {
@@ -526,6 +534,8 @@ pub(crate) struct Report {
     pub wall_s: f64,
     /// Per part: calls and CPU ns.
     pub parts: Vec<(Part, (u64, u64))>,
+    /// The process's CPU ns (its own clock: every thread's, those that ended included).
+    pub process_ns: u64,
     /// CPU ns per thread name.
     pub threads: Vec<(String, u64)>,
     /// Clock reads the spans made.
@@ -548,8 +558,7 @@ impl Report {
     /// The process's CPU over the wall time, µs per second (its threads', those that ended
     /// in the window included).
     fn process_us_per_s(&self) -> f64 {
-        let ns: u64 = self.threads.iter().map(|(_, n)| n).sum();
-        ns as f64 / 1000.0 / self.wall_s.max(1e-9)
+        self.process_ns as f64 / 1000.0 / self.wall_s.max(1e-9)
     }
 
     /// The report as lines, without a trailing newline on the last.
@@ -696,6 +705,23 @@ mod tests {
         assert!(
             ended >= spent,
             "ended threads {ended} ns, the thread spent {spent}"
+        );
+    }
+
+    #[test]
+    fn the_ended_line_is_left_out_below_the_reads_own_time_and_without_threads() {
+        let main = || vec![("main".to_string(), 50_000_000)];
+        // 0.5 ms beyond the threads: the reads' own time.
+        assert_eq!(with_ended(main(), 50_500_000), main());
+        // No thread could be read: nothing is said to have ended.
+        assert!(with_ended(Vec::new(), 50_000_000).is_empty());
+        // 150 ms beyond them: threads ended, listed first.
+        assert_eq!(
+            with_ended(main(), 200_000_000),
+            vec![
+                (ENDED.to_string(), 150_000_000),
+                ("main".to_string(), 50_000_000)
+            ]
         );
     }
 

@@ -309,7 +309,8 @@ fn the_cards_utilisation_says_what_it_is() {
 }
 
 /// The panels are not filled (a software rasterizer pays for every pixel filled): the window
-/// is cleared to the panels' colour instead, in either theme, opaque.
+/// is cleared to the panels' colour instead, in either theme, opaque; once a frame is drawn,
+/// to the colour it was drawn with (a theme changed during a frame shows from the next).
 #[test]
 fn the_window_is_cleared_to_the_panels_colour() {
     let app = demo_app(10);
@@ -318,6 +319,18 @@ fn the_window_is_cleared_to_the_panels_colour() {
         assert_eq!(eframe::App::clear_color(&app, &visuals), want);
         assert_eq!(want[3], 1.0);
     }
+    let mut h = harness_scaled(demo_app(10), 1.0);
+    h.run();
+    let drawn = h.ctx.global_style().visuals.clone();
+    let other = if drawn.dark_mode {
+        egui::Visuals::light()
+    } else {
+        egui::Visuals::dark()
+    };
+    assert_eq!(
+        eframe::App::clear_color(h.state(), &other),
+        drawn.panel_fill.to_normalized_gamma_f32()
+    );
 }
 
 /// Pixels the triangles of the last frame cover (overlaps counted each time), at `ppp`.

@@ -121,4 +121,7 @@ pub(crate) fn apply_theme(ctx: &egui::Context, t: crate::model::format::Theme) {
         crate::model::format::Theme::Dark => egui::ThemePreference::Dark,
         crate::model::format::Theme::Light => egui::ThemePreference::Light,
     });
+    // Applied during a frame, the theme shows whole from the next one (the window is cleared
+    // to the panels' colour of the frame drawn), which nothing else may ask for.
+    ctx.request_repaint();
 }

@@ -9,7 +9,8 @@ use crate::front::gui::sessions::SessionAction;
 use crate::front::gui::widgets;
 
 impl VramApp {
-    /// Draws one frame into `ui` (the root of the window), then carries out what it asked for.
+    /// Draws one frame into `ui` (the window's, under [`eframe::App::ui`]'s backdrop), then
+    /// carries out what it asked for.
     pub fn draw(&mut self, ui: &mut Ui) {
         let ctx = ui.ctx().clone();
         widgets::readable_text(&ctx);
@@ -170,18 +171,24 @@ impl eframe::App for VramApp {
         // The panels are not filled (the window is cleared to their colour): the Ui they are
         // shown in carries that colour for what blends into the background (a scroll area's
         // fade at an edge with more to scroll to), and paints nothing.
-        let backdrop = egui::UiStackInfo::default()
-            .with_frame(egui::Frame::NONE.fill(ui.visuals().panel_fill));
-        ui.scope_builder(egui::UiBuilder::new().ui_stack_info(backdrop), |ui| {
-            self.draw(ui)
-        });
+        let fill = ui.visuals().panel_fill;
+        self.panel_fill = Some(fill);
+        let backdrop = egui::UiStackInfo::default().with_frame(egui::Frame::NONE.fill(fill));
+        // It keeps the window's scope id, so the panels' ids (and their widths kept from
+        // the run before) stay what they were.
+        let scope = egui::UiBuilder::new()
+            .scope_id(ui.scope_id())
+            .ui_stack_info(backdrop);
+        ui.scope_builder(scope, |ui| self.draw(ui));
         paint_focus_ring(ui.ctx());
     }
 
-    /// The panels' colour: the panels are not filled ([`widgets::panel_frame`]), the window
-    /// is cleared to it.
+    /// The panels' colour as the frame was drawn (before its first frame, the theme's): the
+    /// panels are not filled, the window is cleared to it.
     fn clear_color(&self, visuals: &egui::Visuals) -> [f32; 4] {
-        visuals.panel_fill.to_normalized_gamma_f32()
+        self.panel_fill
+            .unwrap_or(visuals.panel_fill)
+            .to_normalized_gamma_f32()
     }
 
     fn raw_input_hook(&mut self, ctx: &egui::Context, raw: &mut egui::RawInput) {

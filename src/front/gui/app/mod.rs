@@ -38,6 +38,9 @@ pub struct VramApp {
     backend: Backend,
     /// Zooms out while the window is under the size the panes need.
     fit_zoom: super::fit_zoom::FitZoom,
+    /// The panels' colour of the last frame drawn, which the window is cleared to (its panels
+    /// are not filled); a theme changed during that frame shows from the next one.
+    panel_fill: Option<egui::Color32>,
     /// Persisted UI choices.
     pub state: UiState,
     /// GPU whose graph is shown.
@@ -162,6 +165,7 @@ impl VramApp {
         let typed = state.typed_paths.clone();
         Self {
             fit_zoom: super::fit_zoom::FitZoom::default(),
+            panel_fill: None,
             backend,
             state,
             selected_gpu: 0,
