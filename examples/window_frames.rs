@@ -24,6 +24,10 @@ use vramwarden::front::gui::{Backend, VramApp};
 use vramwarden::source::sim::SimSource;
 use vramwarden::source::{GpuSource, SourceKind};
 
+#[path = "../benches/support/coverage.rs"]
+mod coverage;
+use coverage::coverage;
+
 /// The window's size in points.
 const SIZE: [f32; 2] = [1280.0, 800.0];
 
@@ -181,27 +185,6 @@ impl egui_kittest::TestRenderer for Offscreen {
         self.paint(ctx, output)?;
         Ok(image::RgbaImage::new(1, 1))
     }
-}
-
-/// Triangles and the pixels they cover (overlaps counted each time) in `meshes`.
-fn coverage(meshes: &[egui::ClippedPrimitive], ppp: f32) -> (usize, f64) {
-    let (mut triangles, mut area) = (0, 0f64);
-    for cp in meshes {
-        let egui::epaint::Primitive::Mesh(m) = &cp.primitive else {
-            continue;
-        };
-        triangles += m.indices.len() / 3;
-        for t in m.indices.chunks_exact(3) {
-            let at = |i: u32| {
-                m.vertices
-                    .get(i as usize)
-                    .map_or(egui::Pos2::ZERO, |v| v.pos)
-            };
-            let (a, b, c) = (at(t[0]), at(t[1]), at(t[2]));
-            area += f64::from(((b.x - a.x) * (c.y - a.y) - (c.x - a.x) * (b.y - a.y)).abs() / 2.0);
-        }
-    }
-    (triangles, area * f64::from(ppp * ppp))
 }
 
 /// CPU time of `clock` (this thread's or the whole process's), µs.

@@ -31,6 +31,8 @@ fn row_menu(h: &mut Harness<'static, VramApp>, pid: &str) {
 
 #[path = "ui/contrast.rs"]
 mod contrast;
+#[path = "../benches/support/coverage.rs"]
+mod coverage;
 #[path = "ui/dialogs.rs"]
 mod dialogs;
 #[path = "ui/glyphs.rs"]

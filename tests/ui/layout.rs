@@ -336,18 +336,7 @@ fn the_window_is_cleared_to_the_panels_colour() {
 /// Pixels the triangles of the last frame cover (overlaps counted each time), at `ppp`.
 fn pixels_painted(h: &Harness<'static, VramApp>, ppp: f32) -> f64 {
     let meshes = h.ctx.tessellate(h.output().shapes.clone(), ppp);
-    let mut area = 0.0;
-    for cp in &meshes {
-        let egui::epaint::Primitive::Mesh(m) = &cp.primitive else {
-            continue;
-        };
-        for t in m.indices.chunks_exact(3) {
-            let at = |i: u32| m.vertices[i as usize].pos;
-            let (a, b, c) = (at(t[0]), at(t[1]), at(t[2]));
-            area += f64::from(((b.x - a.x) * (c.y - a.y) - (c.x - a.x) * (b.y - a.y)).abs() / 2.0);
-        }
-    }
-    area * f64::from(ppp * ppp)
+    super::coverage::coverage(&meshes, ppp).1
 }
 
 /// A software rasterizer (llvmpipe on a VM or a remote desktop) pays for every pixel a frame
