@@ -1,6 +1,6 @@
 //! Formatting of memory sizes, durations and times for the UI and the CLI.
 
-use chrono::{DateTime, Local, TimeZone, Utc};
+use chrono::{DateTime, Datelike, Local, TimeZone, Utc};
 
 use crate::model::{ParkInfo, ParkState, UnixMs, GIB, MIB};
 
@@ -151,6 +151,22 @@ pub fn date_time(ms: UnixMs) -> String {
         .unwrap_or_default()
 }
 
+/// Local time as short as it can be beside `now` and still be read alone: "HH:MM:SS" on
+/// `now`'s day, "7 Dec HH:MM:SS" in its year, else [`date_time`].
+pub fn moment(ms: UnixMs, now: UnixMs) -> String {
+    let (Some(t), Some(n)) = (local(ms), local(now)) else {
+        return date_time(ms);
+    };
+    let format = if t.date_naive() == n.date_naive() {
+        "%H:%M:%S"
+    } else if t.year() == n.year() {
+        "%-d %b %H:%M:%S"
+    } else {
+        "%Y-%m-%d %H:%M:%S"
+    };
+    t.format(format).to_string()
+}
+
 fn local(ms: UnixMs) -> Option<DateTime<Local>> {
     Local.timestamp_millis_opt(ms).single()
 }
@@ -190,6 +206,19 @@ impl ParkInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_moment_names_its_day_only_when_it_is_not_todays() {
+        let now = 1_796_000_000_000;
+        assert_eq!(moment(now, now), clock(now));
+        let days_before = now - 3 * 86_400_000;
+        assert_eq!(
+            moment(days_before, now),
+            format!("{} {}", day(days_before), clock(days_before))
+        );
+        let years_before = now - 400 * 86_400_000;
+        assert_eq!(moment(years_before, now), date_time(years_before));
+    }
 
     #[test]
     fn units_switch_at_ten_gib() {

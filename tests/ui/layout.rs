@@ -356,3 +356,47 @@ fn a_frame_paints_less_than_the_window_once_over() {
         "{painted:.0} pixels painted"
     );
 }
+
+/// The Leaks table fits a 1280-point window beside the GPU cards: its last column (who found
+/// the leak) is inside the window, header and cells, and a recorded leak's time says no date
+/// on the day it is shown at.
+#[test]
+fn the_leaks_table_fits_the_window_to_its_last_column() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("s.vwlog");
+    record_demo_session(&path, 300);
+    let mut app = VramApp::with_backend(
+        Backend::detached(Monitor::new(1000, 10), SourceKind::Nvml),
+        UiState::default(),
+    );
+    app.show_session(vramwarden::session::reader::SessionData::open(&path).expect("open"));
+    let mut h = harness_scaled(app.with_fixed_now(T0 + 5_000_000), 1.0);
+    h.run();
+    h.get_by_label("Leaks (1 ongoing)").click();
+    h.run();
+    let header = h.get_by_label("Found by").rect();
+    assert!(header.right() <= 1280.0, "the header ends at {header:?}");
+    let cells: Vec<egui::Rect> = h
+        .query_all_by_label("recording")
+        .map(|n| n.rect())
+        .collect();
+    assert!(!cells.is_empty(), "no recorded leak listed");
+    for r in &cells {
+        assert!(r.right() <= 1280.0, "a cell ends at {r:?}");
+    }
+    let table_bottom = cells
+        .iter()
+        .map(|r| r.bottom())
+        .fold(header.bottom(), f32::max);
+    // The session's day is written in its bar and the status bar, not in the table's times.
+    let day = &vramwarden::model::format::date_time(T0)[..10];
+    let shown = h.query_all_by_label_contains(day).count();
+    assert!(shown > 0, "the session's day is written nowhere");
+    for n in h.query_all_by_label_contains(day) {
+        let r = n.rect();
+        assert!(
+            r.bottom() <= header.top() || r.top() >= table_bottom,
+            "a time in the table shows the date of the day it is shown at: {r:?}"
+        );
+    }
+}

@@ -153,7 +153,8 @@ pub(crate) fn pane(
         });
         return None;
     }
-    egui::ScrollArea::vertical()
+    // Both ways: a narrow window scrolls to the columns it cannot show.
+    egui::ScrollArea::both()
         .id_salt("leaks")
         .auto_shrink([false, false])
         .show(ui, |ui| {
@@ -163,7 +164,7 @@ pub(crate) fn pane(
             egui::Grid::new("leaks-grid")
                 .num_columns(10)
                 .striped(true)
-                .spacing([14.0, 4.0])
+                .spacing([12.0, 4.0])
                 .show(ui, |ui| {
                     for (h, tip) in [
                         ("Process", ""),
@@ -175,7 +176,7 @@ pub(crate) fn pane(
                         ("Why", "The shape the detector saw when it called this a leak (hover for its figures)"),
                         ("Grown", ""),
                         ("Peak", ""),
-                        ("Detected by", "Whose leak detector made the verdict: this run's, or the one that recorded a session"),
+                        ("Found by", "Whose leak detector made the verdict: this run's, or the one of the run that recorded a session"),
                     ] {
                         let l = ui.label(RichText::new(h).strong());
                         if !tip.is_empty() {
@@ -222,8 +223,8 @@ fn leak_row(ui: &mut Ui, r: &LeakRecord, units: Units, now: UnixMs) -> Option<Le
         }
     }
     ui.label(r.info.device_index.to_string());
-    ui.monospace(format::date_time(r.info.since_ms));
-    ui.monospace(format::date_time(r.flagged_ms));
+    ui.monospace(format::moment(r.info.since_ms, now));
+    ui.monospace(format::moment(r.flagged_ms, now));
     match r.ended_ms {
         _ if r.flagged_ms > now => ui.label(RichText::new("not yet flagged").weak()),
         _ if active => ui.label(
@@ -242,21 +243,21 @@ fn leak_row(ui: &mut Ui, r: &LeakRecord, units: Units, now: UnixMs) -> Option<Le
                 .weak(),
             )
             .on_hover_text("The session's recording stopped while this was still growing."),
-        Some(t) => ui.monospace(format!("ended {}", format::date_time(t))),
+        Some(t) => ui.monospace(format!("ended {}", format::moment(t, now))),
         None => ui.label("ongoing"),
     };
     ui.monospace(format!("{:.1} MiB/min", r.info.rate_mib_per_min));
     why_cell(ui, &r.info.why);
     ui.monospace(units.bytes((r.grown_mib.max(0.0) * MIB as f64) as u64));
     ui.monospace(units.bytes((r.peak_mib.max(0.0) * MIB as f64) as u64));
-    ui.label(
-        r.session
-            .as_ref()
-            .and_then(|p| p.file_name())
-            .map_or("this run".into(), |n| {
-                format!("{} (when recorded)", n.to_string_lossy())
-            }),
-    );
+    match r.session.as_ref() {
+        // Short, so the table fits beside the GPU cards; the hover names the session's file.
+        Some(p) => ui.label("recording").on_hover_text(format!(
+            "The detector of the run that recorded {}, when it ran",
+            p.file_name().unwrap_or_default().to_string_lossy()
+        )),
+        None => ui.label("this run"),
+    };
     click
 }
 

@@ -276,8 +276,16 @@ pub(crate) fn memory_bar(
             egui::pos2(rect.min.x + w * fr, rect.min.y),
             egui::vec2(w * fu, height),
         );
-        p.rect_filled(reserved_rect, radius, RESERVED);
-        p.rect_filled(used_rect, radius, USED);
+        // The two segments meet square; only the bar's ends are round.
+        let square = |left: bool| CornerRadius {
+            nw: if left { 0 } else { radius.nw },
+            sw: if left { 0 } else { radius.sw },
+            ne: if left { radius.ne } else { 0 },
+            se: if left { radius.se } else { 0 },
+        };
+        p.rect_filled(reserved_rect, square(false), RESERVED);
+        let used_radius = if fr > 0.0 { square(true) } else { radius };
+        p.rect_filled(used_rect, used_radius, USED);
         if let Some(proj) = projected.filter(|p| *p > used) {
             let fp = (proj as f64 / total as f64).clamp(0.0, 1.0 - f64::from(fr)) as f32;
             let x0 = used_rect.max.x;
