@@ -1,6 +1,6 @@
 //! Formatting of memory sizes, durations and times for the UI and the CLI.
 
-use chrono::{DateTime, Datelike, Local, TimeZone, Utc};
+use chrono::{DateTime, Local, TimeZone, Utc};
 
 use crate::model::{ParkInfo, ParkState, UnixMs, GIB, MIB};
 
@@ -153,7 +153,9 @@ pub fn date_time(ms: UnixMs) -> String {
 
 /// Local time as short as it can be beside `now` and still be read alone: "HH:MM:SS" on
 /// `now`'s day, "7 Dec HH:MM:SS" in its year, else [`date_time`].
-pub fn moment(ms: UnixMs, now: UnixMs) -> String {
+#[cfg(feature = "gui")]
+pub(crate) fn moment(ms: UnixMs, now: UnixMs) -> String {
+    use chrono::Datelike as _;
     let (Some(t), Some(n)) = (local(ms), local(now)) else {
         return date_time(ms);
     };
@@ -208,6 +210,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(feature = "gui")]
     fn a_moment_names_its_day_only_when_it_is_not_todays() {
         let now = 1_796_000_000_000;
         assert_eq!(moment(now, now), clock(now));
