@@ -393,6 +393,11 @@ fn report(c: Counted, paints: &[Paint], ppp: f32) {
 }
 
 fn main() -> Result<(), String> {
+    // Warnings on stderr (RUST_LOG=wgpu_hal=debug says why an adapter or device failed).
+    let _log = vramwarden::host::logging::init(
+        vramwarden::host::logging::Mode::Headless,
+        vramwarden::host::logging::Level::Normal,
+    );
     let a = args()?;
     let state = render_state(a.want_cpu)?;
     let info = state.adapter.get_info();
