@@ -42,14 +42,17 @@ impl Units {
         }
     }
 
-    /// `bytes` as text with its unit, e.g. "38.0 GiB" or "812 MiB".
+    /// `bytes` as text with its unit, e.g. "38.0 GiB" or "812 MiB"; in GiB, a size too small
+    /// to show a tenth is "<0.1 GiB", not "0.0 GiB" (which would read as nothing).
     pub fn bytes(self, bytes: u64) -> String {
         let gib = match self {
             Units::Auto => bytes >= 10 * GIB,
             Units::MiB => false,
             Units::GiB => true,
         };
-        if gib {
+        if gib && bytes > 0 && bytes.saturating_mul(20) < GIB {
+            "<0.1 GiB".to_string()
+        } else if gib {
             format!("{:.1} GiB", bytes as f64 / GIB as f64)
         } else {
             format!("{} MiB", bytes / MIB)
@@ -221,6 +224,17 @@ mod tests {
         );
         let years_before = now - 400 * 86_400_000;
         assert_eq!(moment(years_before, now), date_time(years_before));
+    }
+
+    #[test]
+    fn a_size_too_small_for_a_tenth_of_a_gib_is_not_shown_as_nothing() {
+        assert_eq!(Units::GiB.bytes(0), "0.0 GiB");
+        assert_eq!(Units::GiB.bytes(47 * MIB), "<0.1 GiB");
+        assert_eq!(Units::GiB.bytes(GIB / 20), "<0.1 GiB");
+        assert_eq!(Units::GiB.bytes(GIB / 20 + 1), "0.1 GiB");
+        assert_eq!(Units::GiB.delta(-(47 * MIB as i64)), "−<0.1 GiB");
+        // MiB shows them as they are.
+        assert_eq!(Units::MiB.bytes(47 * MIB), "47 MiB");
     }
 
     #[test]
