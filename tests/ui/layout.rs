@@ -363,13 +363,7 @@ fn a_frame_paints_less_than_the_window_once_over() {
 #[test]
 fn the_leaks_table_fits_the_window_to_its_last_column() {
     let dir = tempfile::tempdir().expect("tmp");
-    let path = dir.path().join("s.vwlog");
-    record_demo_session(&path, 300);
-    let mut app = VramApp::with_backend(
-        Backend::detached(Monitor::new(1000, 10), SourceKind::Nvml),
-        UiState::default(),
-    );
-    app.show_session(vramwarden::session::reader::SessionData::open(&path).expect("open"));
+    let app = recorded_session_app(&dir.path().join("s.vwlog"), 300);
     let mut h = harness_scaled(app.with_fixed_now(T0 + 5_000_000), 1.0);
     h.run();
     h.get_by_label("Leaks (1 ongoing)").click();
