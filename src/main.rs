@@ -153,7 +153,7 @@ fn run(command: Command, args: &Cli, source: SourceKind) -> Result<(), cli::CliE
             start_time_ms,
             dry_run,
         } => cli::park::park(source, config, pid, start_time_ms, dry_run, &mut stdout),
-        Command::Resume { pid } => cli::park::resume(config, pid, &mut stdout),
+        Command::Resume { pid } => cli::park::resume(source, config, pid, &mut stdout),
         Command::Record {
             duration,
             out,

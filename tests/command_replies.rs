@@ -256,6 +256,15 @@ fn the_engine_applies_the_remote_policy_to_a_command_from_an_agent_and_logs_it()
         child.0.try_wait().expect("try_wait").is_none(),
         "nothing was sent"
     );
+    // The dry run predicts the real answer: a protected process is refused, dry run or not,
+    // never "would act".
+    let mut protecting = Settings::default();
+    protecting.cleanup.protected.push("sleep".into());
+    e.apply_settings(&protecting);
+    let p = e.command(kill(CommandFrom::Agent), now_ms());
+    assert_eq!(p.outcome, Outcome::Skipped, "{}", p.detail);
+    assert!(p.detail.contains("protected"), "{}", p.detail);
+    e.apply_settings(&Settings::default());
     let w = e.command(kill(CommandFrom::Window), now_ms());
     assert_eq!(w.outcome, Outcome::Acted, "{}", w.detail);
     let status = child.0.wait().expect("wait");

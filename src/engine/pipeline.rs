@@ -297,7 +297,7 @@ impl Engine {
             );
         };
         let verdict = match from {
-            command::CommandFrom::Agent => self.rules.safety.remote_verdict(&target, &action),
+            command::CommandFrom::Agent => self.rules.safety.remote_verdict(&target),
             command::CommandFrom::Window => None,
         };
         if let Some((outcome, detail)) = verdict {
@@ -319,12 +319,18 @@ impl Engine {
             allow_other_users: true,
             target,
         };
+        // An agent's command in its global dry run goes through every refusal first, as a
+        // real one would, and then says what it would do; a window's is never a dry run.
+        let dry = from == command::CommandFrom::Agent && self.rules.safety.global_dry_run;
         let safety = crate::act::rules::action::Safety {
-            global_dry_run: false,
+            global_dry_run: dry,
             protected: self.rules.safety.protected.clone(),
             remote: self.rules.safety.remote,
         };
-        let a = self.rules.runner.run(&p, &safety, now);
+        let mut a = self.rules.runner.run(&p, &safety, now);
+        if dry && a.outcome == crate::model::outcome::Outcome::WouldAct {
+            a.detail = crate::act::rules::action::Safety::remote_dry_run(&a.detail);
+        }
         let started = a.entry == crate::act::rules::action::Entry::Asked
             && self.rules.runner.answer_under(&p.action, &key, id);
         let answer = if started {

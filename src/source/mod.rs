@@ -40,11 +40,22 @@ impl SourceKind {
     /// 8 GPUs and 200 processes (for trying the window and the agent at that size).
     pub fn demo() -> Self {
         let fleet = std::env::var("VRAMWARDEN_DEMO_FLEET").ok().and_then(|v| {
-            let (g, p) = v.split_once('x')?;
-            let (g, p) = (g.trim().parse::<u32>().ok()?, p.trim().parse::<u32>().ok()?);
-            ((1..=64).contains(&g) && p <= 10_000).then_some((g, p))
+            let fleet = Self::fleet_of(&v);
+            if fleet.is_none() {
+                tracing::warn!(
+                    "VRAMWARDEN_DEMO_FLEET={v:?} is not GPUSxPROCESSES (1 to 64 GPUs, at most 10000 processes; e.g. 8x200): the demo's own GPUs are shown"
+                );
+            }
+            fleet
         });
         Self::Sim { fleet }
+    }
+
+    /// `8x200` as (8, 200), within 1..=64 GPUs and 10 000 processes.
+    fn fleet_of(v: &str) -> Option<(u32, u32)> {
+        let (g, p) = v.split_once('x')?;
+        let (g, p) = (g.trim().parse::<u32>().ok()?, p.trim().parse::<u32>().ok()?);
+        ((1..=64).contains(&g) && p <= 10_000).then_some((g, p))
     }
 
     /// The simulated GPUs when `demo` (`--demo`, the window's "Start the demo"), else the
@@ -88,6 +99,10 @@ mod tests {
 
     #[test]
     fn a_source_kind_opens_its_source() {
+        assert_eq!(SourceKind::fleet_of("8x200"), Some((8, 200)));
+        for bad in ["0x0", "x", "65x100", "999999x999999", "8x"] {
+            assert_eq!(SourceKind::fleet_of(bad), None, "{bad}");
+        }
         assert_eq!(SourceKind::from_demo_flag(false), SourceKind::Nvml);
         assert!(SourceKind::from_demo_flag(true).is_simulated());
         assert!(!SourceKind::Nvml.is_simulated());

@@ -71,24 +71,10 @@ impl Default for Safety {
 
 impl Safety {
     /// The verdict on a command sent through an agent's API to do `action` to `target`, where
-    /// it ends before the runner: the global dry run (would act, nothing sent), then a live
-    /// process of another user than the agent's unless [`RemotePolicy::other_users`]. None:
-    /// on to [`ActionRunner::run`], as a window's manual action.
-    pub(crate) fn remote_verdict(
-        &self,
-        target: &Target,
-        action: &Action,
-    ) -> Option<(Outcome, String)> {
-        if self.global_dry_run {
-            return Some((
-                Outcome::WouldAct,
-                format!(
-                    "dry run is on in the agent's settings (cleanup.dry_run): would {} {}; nothing was sent",
-                    action.label(),
-                    target.describe()
-                ),
-            ));
-        }
+    /// it ends before the runner: a live process of another user than the agent's unless
+    /// [`RemotePolicy::other_users`]. None: on to [`ActionRunner::run`], as a window's manual
+    /// action, in dry run when the agent's global dry run is on (see [`Safety::remote_dry_run`]).
+    pub(crate) fn remote_verdict(&self, target: &Target) -> Option<(Outcome, String)> {
         let live = matches!(
             target,
             Target::Process {
@@ -104,6 +90,14 @@ impl Safety {
             ));
         }
         None
+    }
+
+    /// A remote command's dry-run answer in the agent's words: the runner's "would …" (said
+    /// only once every refusal has been checked) with where the dry run comes from.
+    pub(crate) fn remote_dry_run(would: &str) -> String {
+        format!(
+            "dry run is on in the agent's settings (cleanup.dry_run): {would}; nothing was sent"
+        )
     }
 }
 
@@ -478,8 +472,11 @@ impl ActionRunner {
         let Target::Process { key, origin, .. } = &p.target else {
             return None;
         };
+        // A notification touches nothing: any process a rule matches may be told of.
+        if p.action == Action::Notify {
+            return None;
+        }
         match origin {
-            _ if p.action == Action::Notify => {}
             Origin::Live => {}
             Origin::Simulated => return Some("simulated process: nothing was sent".into()),
             Origin::Recorded => {
@@ -1121,43 +1118,57 @@ mod tests {
     }
 
     #[test]
-    fn the_remote_policy_says_dry_run_then_refuses_other_users_unless_allowed() {
+    fn the_remote_policy_refuses_other_users_unless_allowed_dry_run_or_not() {
         let me = nix::unistd::geteuid().as_raw();
         let other = me.wrapping_add(1);
-        let kill = Action::Signal {
-            signal: "SIGKILL".into(),
-        };
         let mut s = Safety {
             global_dry_run: true,
             protected: Vec::new(),
             remote: RemotePolicy { other_users: false },
         };
-        let dry = s.remote_verdict(&owned_by(other, Origin::Live), &kill);
-        assert!(
-            dry.as_ref().is_some_and(|(o, d)| *o == Outcome::WouldAct
-                && d.starts_with(
-                    "dry run is on in the agent's settings (cleanup.dry_run): would "
-                )
-                && d.ends_with("; nothing was sent")),
-            "{dry:?}"
-        );
+        // The dry run is no verdict of its own: the runner says what it would do.
+        assert_eq!(s.remote_verdict(&owned_by(me, Origin::Live)), None);
         s.global_dry_run = false;
-        let refused = s.remote_verdict(&owned_by(other, Origin::Live), &kill);
+        let refused = s.remote_verdict(&owned_by(other, Origin::Live));
         assert!(
             refused.as_ref().is_some_and(|(o, d)| *o == Outcome::Skipped
                 && d.starts_with("another user's process: this agent takes remote actions only")),
             "{refused:?}"
         );
-        assert_eq!(s.remote_verdict(&owned_by(me, Origin::Live), &kill), None);
+        assert_eq!(s.remote_verdict(&owned_by(me, Origin::Live)), None);
         // A simulated process goes on to the runner, which refuses it in its own words.
-        assert_eq!(
-            s.remote_verdict(&owned_by(other, Origin::Simulated), &kill),
-            None
-        );
+        assert_eq!(s.remote_verdict(&owned_by(other, Origin::Simulated)), None);
         s.remote.other_users = true;
-        assert_eq!(
-            s.remote_verdict(&owned_by(other, Origin::Live), &kill),
-            None
+        assert_eq!(s.remote_verdict(&owned_by(other, Origin::Live)), None);
+    }
+
+    #[test]
+    fn a_notification_is_given_for_another_users_process_and_a_signal_is_not() {
+        let other = nix::unistd::geteuid().as_raw().wrapping_add(1);
+        let planned = |action| crate::act::rules::eval::Planned {
+            rule: "big".into(),
+            action,
+            dry_run: false,
+            allow_other_users: false,
+            target: owned_by(other, Origin::Live),
+        };
+        let safety = Safety {
+            global_dry_run: false,
+            protected: Vec::new(),
+            remote: RemotePolicy { other_users: false },
+        };
+        let mut r = ActionRunner::new();
+        let told = r.run(&planned(Action::Notify), &safety, 1_000);
+        assert_eq!(told.outcome, Outcome::Acted, "{}", told.detail);
+        let term = Action::Signal {
+            signal: "SIGTERM".into(),
+        };
+        let refused = r.run(&planned(term), &safety, 1_000);
+        assert_eq!(refused.outcome, Outcome::Skipped, "{}", refused.detail);
+        assert!(
+            refused.detail.contains("another user's process"),
+            "{}",
+            refused.detail
         );
     }
 }

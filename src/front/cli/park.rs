@@ -84,11 +84,30 @@ fn refuse_protected(
 /// # Errors
 /// No libcuda (exit 3), a process that is gone, a refusal or a failed resume.
 pub fn resume(
+    source: crate::source::SourceKind,
     config: Option<&std::path::Path>,
     pid: u32,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let protected = protected_list(config)?;
+    if source.is_simulated() {
+        // A simulated process is never parked: refused in the executor's words, as `park`.
+        let snap = source.open()?.sample(now_ms())?;
+        let Some(p) = snap.processes.iter().find(|p| p.pid == pid) else {
+            return Err(CliError::Failed(format!(
+                "PID {pid} is not one of the simulated processes (`vramwarden --demo snapshot` lists them)"
+            )));
+        };
+        let target = crate::act::rules::eval::process_target(p);
+        return act(
+            &mut ActionRunner::new(),
+            Action::Resume,
+            target,
+            false,
+            protected,
+            out,
+        );
+    }
     if let Some(info) = ProcReader::default().read(pid) {
         refuse_protected(&protected, pid, &info)?;
     }
@@ -139,10 +158,10 @@ fn act(
         remote: Default::default(),
     };
     let first = runner.run(&plan, &safety, now_ms());
-    writeln!(out, "{}", first.detail)?;
     if first.entry != Entry::Asked {
-        return end(&first);
+        return end(&first, out);
     }
+    writeln!(out, "{}", first.detail)?;
     let started = Instant::now();
     while started.elapsed() < WAIT {
         std::thread::sleep(Duration::from_millis(50));
@@ -151,8 +170,7 @@ fn act(
             .into_iter()
             .find(|a| a.entry == Entry::Action)
         {
-            writeln!(out, "{}", a.detail)?;
-            return end(&a);
+            return end(&a, out);
         }
     }
     Err(CliError::Failed(format!(
@@ -161,9 +179,11 @@ fn act(
     )))
 }
 
-fn end(a: &Activity) -> Result<(), CliError> {
+/// The answer: its words on `out` when it acted (or would have), else the error that says them
+/// (once, on stderr).
+fn end(a: &Activity, out: &mut dyn Write) -> Result<(), CliError> {
     match a.outcome {
-        Outcome::Acted | Outcome::WouldAct => Ok(()),
+        Outcome::Acted | Outcome::WouldAct => Ok(writeln!(out, "{}", a.detail)?),
         Outcome::Skipped | Outcome::Failed => Err(CliError::Failed(format!(
             "{}: {}",
             a.outcome.label(),
