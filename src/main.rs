@@ -135,6 +135,12 @@ fn window(_args: Cli, _source: SourceKind, connect: Option<ConnectTarget>) -> u8
 /// Runs a subcommand, its output on stdout.
 fn run(command: Command, args: &Cli, source: SourceKind) -> Result<(), cli::CliError> {
     let mut stdout = std::io::stdout().lock();
+    // A command's summary: on stderr, none with -q.
+    let mut said: Box<dyn std::io::Write> = if args.quiet {
+        Box::new(std::io::sink())
+    } else {
+        Box::new(std::io::stderr())
+    };
     let config = args.config.as_deref();
     match command {
         Command::Snapshot {
@@ -165,7 +171,7 @@ fn run(command: Command, args: &Cli, source: SourceKind) -> Result<(), cli::CliE
             out,
             speed,
             config,
-            &mut stdout,
+            &mut *said,
         ),
         Command::Export {
             session,
@@ -173,7 +179,7 @@ fn run(command: Command, args: &Cli, source: SourceKind) -> Result<(), cli::CliE
             table,
             force,
         } => cli::export(&session, &csv, table, force, args.quiet, &mut stdout),
-        Command::Import { what } => cli::import(what, &mut stdout),
+        Command::Import { what } => cli::import(what, &mut *said),
         Command::Monitor { duration } => {
             let interval = args.interval.unwrap_or(std::time::Duration::from_secs(1));
             let history = args
@@ -206,7 +212,9 @@ fn run(command: Command, args: &Cli, source: SourceKind) -> Result<(), cli::CliE
         Command::Guard {
             what: cli::GuardCommand::WhatIf { session, park_rate },
         } => cli::guard::what_if(&session, park_rate, config, &mut stdout),
-        Command::Torch { what } => vramwarden::front::cli::torch::run(what, &mut stdout),
+        Command::Torch { what } => {
+            vramwarden::front::cli::torch::run(what, &mut stdout, &mut *said)
+        }
         Command::Completions { shell } => {
             vramwarden::front::cli::docs::completions(shell, &mut stdout).map_err(Into::into)
         }

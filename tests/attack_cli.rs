@@ -218,9 +218,9 @@ fn record_takes_its_interval_from_the_settings() {
         .expect("run");
     assert!(o.status.success(), "{}", stderr_of(&o));
     assert!(
-        String::from_utf8_lossy(&o.stdout).starts_with("recorded 10 samples"),
+        stderr_of(&o).contains("recorded 10 samples"),
         "{}",
-        String::from_utf8_lossy(&o.stdout)
+        stderr_of(&o)
     );
 }
 
@@ -324,25 +324,15 @@ fn a_full_disk_is_reported_at_once_and_the_summary_counts_only_what_was_written(
     let mut rest = String::new();
     err.read_to_string(&mut rest).expect("read");
     said.push_str(&rest);
-    let mut stdout = String::new();
-    child
-        .stdout
-        .take()
-        .expect("stdout")
-        .read_to_string(&mut stdout)
-        .expect("read");
+
     let status = child.wait().expect("wait");
     assert_eq!(status.code(), Some(1), "non-zero exit: {said}");
     assert!(said.contains("recording resumed"), "{said}");
     assert!(said.contains("could not be written"), "{said}");
     // The summary counts what the file holds.
-    let n: usize = stdout
-        .strip_prefix("recorded ")
-        .and_then(|s| s.split(' ').next())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("summary: {stdout}"));
+    let n = recorded_count(&said);
     let rows = export_rows(&out, "devices");
-    assert_eq!(rows.len(), 2 * n, "{stdout}");
+    assert_eq!(rows.len(), 2 * n, "{said}");
     // The gap is named in the log, with its cause.
     let events = export_rows(&out, "events");
     let gap = events
@@ -362,6 +352,16 @@ fn old_log(dir: &Path, name: &str, days: u64) -> PathBuf {
     f.set_times(std::fs::FileTimes::new().set_modified(t).set_accessed(t))
         .expect("set times");
     p
+}
+
+/// The samples `record`'s summary line on stderr counts ("recorded N samples to …").
+fn recorded_count(stderr: &str) -> usize {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("recorded "))
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no summary: {stderr}"))
 }
 
 #[test]
@@ -454,19 +454,9 @@ fn retention_never_deletes_a_log_being_written_and_record_prunes_too() {
     );
     // SAFETY: SIGTERM to our own child.
     unsafe { libc::kill(first.id() as i32, libc::SIGTERM) };
-    let mut out = String::new();
-    first
-        .stdout
-        .take()
-        .expect("stdout")
-        .read_to_string(&mut out)
-        .expect("read");
     assert!(first.wait().expect("wait").success());
-    let n: usize = out
-        .strip_prefix("recorded ")
-        .and_then(|s| s.split(' ').next())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("summary: {out}"));
+    let said = std::fs::read_to_string(data.path().join("first.err")).expect("stderr");
+    let n = recorded_count(&said);
     assert!(n > 0);
     assert_eq!(
         export_rows(&live, "devices").len(),

@@ -51,8 +51,14 @@ impl Run {
         String::from_utf8_lossy(&self.out.stderr).into_owned()
     }
 
-    fn stdout(&self) -> String {
-        String::from_utf8_lossy(&self.out.stdout).into_owned()
+    /// Asserts that the import said nothing but its summary (on stderr; nothing on stdout).
+    fn only_the_summary(&self) {
+        let err = self.stderr();
+        assert!(self.out.stdout.is_empty(), "{:?}", self.out.stdout);
+        assert!(
+            err.lines().count() == 1 && err.starts_with("imported "),
+            "{err}"
+        );
     }
 
     /// The samples written; fails the test unless the import succeeded.
@@ -105,7 +111,7 @@ fn a_gpu_index_of_4294967295_is_a_skipped_row_not_an_allocation() {
         ),
         "{err}"
     );
-    assert!(r.stdout().contains("6 skipped"), "{}", r.stdout());
+    assert!(r.stderr().contains("6 skipped"), "{}", r.stderr());
 }
 
 #[test]
@@ -141,7 +147,7 @@ fn without_a_gpu_log_gpus_are_numbered_in_order_of_first_appearance() {
             "GPU-bbbbbbbb-0000-0000-0000-000000000001"
         ]
     );
-    assert_eq!(r.stderr(), "");
+    r.only_the_summary();
 }
 
 #[test]
@@ -164,7 +170,7 @@ fn a_mig_uuid_goes_on_its_parent_gpu_by_bus_id() {
     let snaps = r.snapshots();
     assert_eq!(device_indices(&snaps), BTreeSet::from([0, 1]));
     assert_eq!(placed(&snaps), BTreeSet::from([(100, 0), (300, 1)]));
-    assert_eq!(r.stderr(), "");
+    r.only_the_summary();
 }
 
 #[test]
@@ -251,9 +257,9 @@ fn pids_that_are_not_plain_positive_integers_are_skipped_and_reported() {
         r.stderr()
     );
     assert!(
-        r.stdout().contains("2 of 6 rows used, 4 skipped"),
+        r.stderr().contains("2 of 6 rows used, 4 skipped"),
         "{}",
-        r.stdout()
+        r.stderr()
     );
 }
 
@@ -270,7 +276,7 @@ fn a_timestamp_before_1970_is_skipped_not_written_as_a_lost_sample() {
         "{}",
         r.stderr()
     );
-    assert!(r.stdout().contains("imported 2 samples"), "{}", r.stdout());
+    assert!(r.stderr().contains("imported 2 samples"), "{}", r.stderr());
 }
 
 /// The H200 traces, kept in the repository.
@@ -551,4 +557,23 @@ proptest! {
     ) {
         check(&apps, gpu.as_deref())?;
     }
+}
+
+/// A file that is no CSV (here the bytes of a session log) is refused without its bytes or its
+/// whole first line echoed to the terminal.
+#[test]
+fn a_binary_file_given_as_a_log_is_refused_without_echoing_it() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let bin = dir.path().join("s.vwlog");
+    let mut bytes =
+        b"\x00\x01\xfe\xffw\x01\x03{\"format_version\":4,\"cmdline\":\"secret\"".to_vec();
+    bytes.extend(std::iter::repeat_n(b'a', 5_000));
+    bytes.extend(b",b\n1,2\n");
+    std::fs::write(&bin, &bytes).expect("write");
+    let r = Run::new(bin.to_str().expect("utf-8 path"), None);
+    assert!(!r.out.status.success());
+    let err = r.stderr();
+    assert!(err.contains("its first line is not text"), "{err}");
+    assert!(!err.contains("secret") && err.len() < 1_000, "{err}");
+    assert!(!r.session.exists(), "no session written");
 }

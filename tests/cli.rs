@@ -360,6 +360,28 @@ fn developer_commands_are_hidden() {
     );
 }
 
+/// A command's summary is a message (stderr), not data, and `-q` leaves it out.
+#[test]
+fn record_says_its_summary_on_stderr_and_not_with_q() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |quiet: bool, name: &str| {
+        let out = bin()
+            .args(if quiet { &["-q"][..] } else { &[][..] })
+            .args(["--demo", "record", "--speed", "max", "--duration", "3s"])
+            .arg("--out")
+            .arg(dir.path().join(name))
+            .env_remove("RUST_LOG")
+            .env("VRAMWARDEN_CONFIG", dir.path().join("none.toml"))
+            .output()
+            .expect("run");
+        assert!(out.status.success(), "{out:?}");
+        assert!(out.stdout.is_empty(), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    assert!(run(false, "a.vwlog").contains("recorded "));
+    assert_eq!(run(true, "b.vwlog"), "");
+}
+
 /// `record`'s own CPU statistics are -v lines (the whole run's, then per thread and per part
 /// of each sample, ticks counted from the first sample on); a plain run prints only its
 /// summary.
@@ -388,7 +410,7 @@ fn record_prints_run_statistics_only_with_v() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(String::from_utf8_lossy(&out.stdout).starts_with("recorded "));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("recorded "));
         String::from_utf8_lossy(&out.stderr).to_string()
     };
     let plain = rec(&[], "a.vwlog");

@@ -81,6 +81,21 @@ fn the_oom_kill_trace_names_the_death_and_says_whether_each_step_would_have_been
             "{s}"
         );
     }
+    // A damaged log is read around its damage, and the report says so.
+    let mut bytes = std::fs::read(&log).expect("read");
+    let mid = bytes.len() / 2;
+    for b in &mut bytes[mid..mid + 64] {
+        *b ^= 0x5a;
+    }
+    let damaged = tmp.path().join("damaged.vwlog");
+    std::fs::write(&damaged, bytes).expect("write");
+    let out = vramwarden(
+        &["guard".as_ref(), "what-if".as_ref(), damaged.as_os_str()],
+        &config,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("damaged byte(s)"), "{err}");
 }
 
 #[test]
@@ -95,4 +110,60 @@ fn what_if_refuses_a_file_that_is_not_a_session_with_a_clear_error() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.vwlog"), "{err}");
+}
+
+/// The demo's ten minutes: a step on GPU 1 before GPU 0's forecast alert and another after it
+/// make one timeline in the order of their time, not grouped by kind.
+#[test]
+fn alerts_and_steps_of_every_gpu_make_one_timeline_in_time_order() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (log, config) = (tmp.path().join("demo.vwlog"), tmp.path().join("none.toml"));
+    let rec = vramwarden(
+        &[
+            "--demo",
+            "record",
+            "--speed",
+            "max",
+            "--duration",
+            "10m",
+            "--out",
+        ]
+        .map(std::ffi::OsStr::new)
+        .into_iter()
+        .chain([log.as_os_str()])
+        .collect::<Vec<_>>(),
+        &config,
+    );
+    assert!(rec.status.success(), "{rec:?}");
+    let out = vramwarden(
+        &["guard".as_ref(), "what-if".as_ref(), log.as_os_str()],
+        &config,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "+2m 05s" → seconds from the start.
+    let offset = |l: &str| -> u64 {
+        let inner = l.split(['(', ')']).nth(1).unwrap_or_else(|| panic!("{l}"));
+        inner
+            .trim_start_matches('+')
+            .split(' ')
+            .map(|p| {
+                let (n, unit) = p.split_at(p.len() - 1);
+                let n: u64 = n.parse().unwrap_or_else(|_| panic!("{l}"));
+                match unit {
+                    "h" => n * 3600,
+                    "m" => n * 60,
+                    _ => n,
+                }
+            })
+            .sum()
+    };
+    let timeline: Vec<&str> = text.lines().filter(|l| l.contains(")  GPU ")).collect();
+    let gpus = |g: &str| timeline.iter().filter(|l| l.contains(g)).count();
+    assert!(gpus("GPU 0") > 0 && gpus("GPU 1") > 0, "{text}");
+    assert!(
+        timeline.iter().any(|l| l.contains("forecast alert")),
+        "{text}"
+    );
+    let times: Vec<u64> = timeline.iter().map(|l| offset(l)).collect();
+    assert!(times.is_sorted(), "{text}");
 }

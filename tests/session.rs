@@ -233,7 +233,7 @@ fn cli_record_and_export_end_to_end() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("recorded 7200 samples"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("recorded 7200 samples"));
     let csv = dir.path().join("day.csv");
     let out = bin()
         .arg("export")

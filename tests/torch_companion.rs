@@ -1030,7 +1030,7 @@ fn pth_hook_installs_into_the_user_site_outside_a_venv() {
         .output()
         .expect("runs");
     assert!(out.status.success(), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("user site"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("user site"));
     assert!(user_site.join(torch::hook::PTH_NAME).exists());
     let probe = |xdg: &Path| {
         Command::new("python3")

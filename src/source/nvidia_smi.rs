@@ -380,12 +380,25 @@ impl Table {
             .and_then(|c| c.unit.as_deref())
     }
 
+    /// The header's column names as an error shows them: none of a binary file's bytes, and
+    /// at most 200 characters of a text one.
     fn names(&self) -> String {
-        self.cols
+        let all = self
+            .cols
             .iter()
             .map(|c| c.name.as_str())
             .collect::<Vec<_>>()
-            .join(", ")
+            .join(", ");
+        if all
+            .chars()
+            .any(|c| c == '\u{FFFD}' || (c.is_control() && c != '\t'))
+        {
+            return "none (its first line is not text: is it a CSV log?)".into();
+        }
+        match all.char_indices().nth(200) {
+            Some((cut, _)) => format!("{}…", &all[..cut]),
+            None => all,
+        }
     }
 
     /// Refuses the file unless it has each group of columns (one name of each group).

@@ -22,6 +22,7 @@ pub fn what_if(
 ) -> Result<(), CliError> {
     let settings = crate::front::headless::load_settings(config)?;
     let data = SessionData::open(session)?;
+    super::note_damage(session, &data);
     let w = replay(data.snapshots(), &data.events, &settings, park_rate);
     print(&w, session, out)
 }
@@ -61,20 +62,24 @@ fn print(w: &WhatIf, session: &Path, out: &mut dyn Write) -> Result<(), CliError
     if w.ooms.is_empty() {
         writeln!(out, "no OOM in this session")?;
     }
-    for (t, gpu, full) in &w.alerts {
-        writeln!(
-            out,
+    if w.steps.is_empty() {
+        writeln!(out, "the guard would not have acted")?;
+    }
+    // One timeline, every GPU's alerts and steps in the order of their time.
+    let alerts = w.alerts.iter().map(|(t, gpu, full)| {
+        let line = format!(
             "{} ({})  GPU {gpu}  forecast alert: full in {}",
             clock(*t),
             offset(*t, start),
             span(*full)
-        )?;
-    }
-    if w.steps.is_empty() {
-        writeln!(out, "the guard would not have acted")?;
-    }
-    for s in &w.steps {
-        writeln!(out, "{}", step_line(s, start))?;
+        );
+        (*t, line)
+    });
+    let steps = w.steps.iter().map(|s| (s.at_ms, step_line(s, start)));
+    let mut lines: Vec<(UnixMs, String)> = alerts.chain(steps).collect();
+    lines.sort_by_key(|(t, _)| *t);
+    for (_, line) in lines {
+        writeln!(out, "{line}")?;
     }
     Ok(())
 }

@@ -379,7 +379,7 @@ pub fn record(
     out: Option<PathBuf>,
     speed: Speed,
     config: Option<&std::path::Path>,
-    stdout: &mut dyn Write,
+    said: &mut dyn Write,
 ) -> Result<(), CliError> {
     use std::sync::atomic::{AtomicBool, Ordering};
     let settings = load_settings(config)?;
@@ -499,9 +499,10 @@ pub fn record(
         )));
     }
     writeln!(
-        stdout,
-        "recorded {} samples to {} ({} bytes, {:.1} bytes per device-sample)",
+        said,
+        "recorded {} sample{} to {} ({} bytes, {:.1} bytes per device-sample)",
         r.samples,
+        if r.samples == 1 { "" } else { "s" },
         path.display(),
         r.bytes,
         r.bytes as f64 / (r.samples * devices) as f64
@@ -514,6 +515,18 @@ pub fn record(
         )));
     }
     Ok(())
+}
+
+/// Says on stderr what reading `session` skipped or joined, if anything (damaged bytes, logs
+/// joined end to end, duplicate samples).
+fn note_damage(session: &std::path::Path, data: &crate::session::reader::SessionData) {
+    if !data.report.is_clean() {
+        eprintln!(
+            "vramwarden: {}: {}",
+            session.display(),
+            data.report.summary()
+        );
+    }
 }
 
 /// `vramwarden export`. `--csv -` writes one table to standard output; summaries go to
@@ -570,13 +583,7 @@ pub fn export(
         }
     }
     let data = crate::session::reader::SessionData::open(session)?;
-    if !data.report.is_clean() {
-        eprintln!(
-            "vramwarden: {}: {}",
-            session.display(),
-            data.report.summary()
-        );
-    }
+    note_damage(session, &data);
     let rows = if to_stdout {
         let mut w = std::io::BufWriter::new(&mut *stdout);
         let rows = jobs
@@ -598,7 +605,7 @@ pub fn export(
 ///
 /// # Errors
 /// When the logs cannot be read or the session cannot be written.
-pub fn import(what: ImportKind, stdout: &mut dyn Write) -> Result<(), CliError> {
+pub fn import(what: ImportKind, said: &mut dyn Write) -> Result<(), CliError> {
     let ImportKind::NvidiaSmi {
         apps,
         gpu,
@@ -612,7 +619,7 @@ pub fn import(what: ImportKind, stdout: &mut dyn Write) -> Result<(), CliError> 
     };
     let s = crate::engine::import::import_nvidia_smi(&apps, gpu.as_deref(), &out, zone)?;
     writeln!(
-        stdout,
+        said,
         "imported {} samples of {} processes into {} ({} leak episode(s) flagged{}; \
          {} of {} rows used, {} skipped)",
         s.samples,
@@ -627,8 +634,7 @@ pub fn import(what: ImportKind, stdout: &mut dyn Write) -> Result<(), CliError> 
         s.rows_read,
         s.bad_rows,
     )?;
-    // The skipped rows, one line per log and reason, on stderr.
-    let mut err = std::io::stderr().lock();
+    // The skipped rows, one line per log and reason.
     for k in &s.skipped {
         let file = match k.log {
             crate::engine::import::LogKind::Apps => apps.display().to_string(),
@@ -637,7 +643,7 @@ pub fn import(what: ImportKind, stdout: &mut dyn Write) -> Result<(), CliError> 
                 .map_or(String::new(), |g| g.display().to_string()),
         };
         writeln!(
-            err,
+            said,
             "{file}: skipped {} row(s): {} (first at line {})",
             k.rows, k.reason, k.first_line
         )?;

@@ -109,45 +109,46 @@ fn mib(b: u64) -> String {
     format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
 }
 
-/// Runs one `vramwarden torch` command.
+/// Runs one `vramwarden torch` command: its data on `out`, the summary of an enable or a
+/// disable on `said` (stderr, none with `-q`).
 ///
 /// # Errors
 /// A failed install, a refused or absent companion, or output errors.
-pub fn run(cmd: TorchCommand, out: &mut dyn Write) -> Result<(), CliError> {
+pub fn run(cmd: TorchCommand, out: &mut dyn Write, said: &mut dyn Write) -> Result<(), CliError> {
     match cmd {
         TorchCommand::Enable { python } => {
             let (info, target) = hook::target_for(python.as_deref()).map_err(failed)?;
             let files = hook::install(&target).map_err(failed)?;
             if let Some(owner) = hook::pip_owner(&target) {
                 writeln!(
-                    out,
+                    said,
                     "the companion in {} was installed by pip ({}); only its start-up hook was added",
                     target.display(),
                     owner.file_name().unwrap_or_default().to_string_lossy()
                 )?;
             }
             writeln!(
-                out,
+                said,
                 "enabled for Python {} ({}): {} files in {}",
                 info.version,
                 if info.venv { "venv" } else { "user site" },
                 files.len(),
                 target.display()
             )?;
-            writeln!(out, "processes of this interpreter that import torch now start the companion; `vramwarden torch ls` lists them")?;
+            writeln!(said, "processes of this interpreter that import torch now start the companion; `vramwarden torch ls` lists them")?;
         }
         TorchCommand::Disable { python } => {
             let (_, target) = hook::target_for(python.as_deref()).map_err(failed)?;
             let removed = hook::uninstall(&target).map_err(failed)?;
             writeln!(
-                out,
+                said,
                 "disabled: {} files removed from {} (running processes keep their companion until they exit)",
                 removed.len(),
                 target.display()
             )?;
             if let Some(owner) = hook::pip_owner(&target) {
                 writeln!(
-                    out,
+                    said,
                     "the companion itself was installed by pip ({}) and stays; remove it with `{} -m pip uninstall vramwarden-torch`",
                     owner.file_name().unwrap_or_default().to_string_lossy(),
                     python.as_deref().unwrap_or(std::path::Path::new("python3")).display()
