@@ -116,7 +116,19 @@ fn window(args: Cli, source: SourceKind, connect: Option<ConnectTarget>) -> u8 {
             0
         }
         Err(e) => {
-            tracing::error!("could not open the window: {e}");
+            let no_display = ["DISPLAY", "WAYLAND_DISPLAY", "WAYLAND_SOCKET"]
+                .iter()
+                .all(|v| std::env::var_os(v).is_none());
+            if no_display {
+                tracing::error!(
+                    "no display to open the window on (DISPLAY and WAYLAND_DISPLAY are not set). \
+                     On a server: `vramwarden agent` (metrics and an API), `vramwarden snapshot` or \
+                     `vramwarden record`; a window on your desktop can attach to the agent with \
+                     --connect ssh://HOST"
+                );
+            } else {
+                tracing::error!("could not open the window: {e}");
+            }
             1
         }
     }

@@ -208,6 +208,12 @@ fn snapshot_without_a_driver_says_why() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("libnvidia-ml.so.1"), "{err}");
     assert!(err.contains("--demo"), "the demo is offered: {err}");
+    // The library the user named is named, with the loader's reason.
+    assert!(
+        err.contains("/nonexistent/libnvidia-ml.so.1 (VRAMWARDEN_NVML_LIB) could not be loaded")
+            && err.contains("No such file"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -472,4 +478,26 @@ fn opening_a_file_that_is_no_session_fails_at_once() {
     let out = bin().arg(&missing).output().expect("run");
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("missing.vwlog"));
+}
+
+/// Without a display, the window's failure says what to run on a server instead, in words
+/// (not the windowing library's error and source line).
+#[cfg(feature = "gui")]
+#[test]
+fn the_window_without_a_display_says_what_to_run_instead() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = bin()
+        .args(["--demo", "--no-record"])
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .env_remove("WAYLAND_SOCKET")
+        .env("VRAMWARDEN_CONFIG", dir.path().join("none.toml"))
+        .env("XDG_DATA_HOME", dir.path())
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no display to open the window on"), "{err}");
+    assert!(err.contains("vramwarden agent"), "{err}");
+    assert!(!err.contains("winit") && !err.contains(".rs:"), "{err}");
 }

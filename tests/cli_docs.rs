@@ -93,6 +93,30 @@ fn the_man_page_lists_commands_exit_status_files_and_environment() {
         assert!(page.contains(var), "the man page lacks ${var}");
     }
     assert!(page.contains("config.toml") && page.contains("sessions"));
+    // groff reads Latin-1: anything beyond ASCII goes as an escape.
+    assert!(page.is_ascii(), "the man page has raw UTF-8");
+}
+
+/// docs/configuration.md says `vramwarden man` lists the same variables as its table.
+#[test]
+fn the_man_page_lists_every_variable_of_the_configuration_guide() {
+    let guide = repo_file("docs/configuration.md");
+    let table = guide
+        .split("## Environment")
+        .nth(1)
+        .and_then(|t| t.split("\n## ").next())
+        .expect("an Environment section");
+    let listed: Vec<&str> = vramwarden::front::cli::docs::ENVIRONMENT
+        .iter()
+        .map(|e| e.0)
+        .collect();
+    let mut rows = 0;
+    for row in table.lines().filter(|l| l.starts_with("| `")) {
+        let name = row.split('`').nth(1).expect("a name");
+        rows += 1;
+        assert!(listed.contains(&name), "{name} is not in `vramwarden man`");
+    }
+    assert!(rows >= 8, "{rows} rows read");
 }
 
 #[test]

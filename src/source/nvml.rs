@@ -338,9 +338,16 @@ pub(crate) fn free_and_total(index: u32) -> Result<(u64, u64), String> {
 fn explain_init_error(e: &nvml_wrapper::error::NvmlError) -> String {
     use nvml_wrapper::error::NvmlError as E;
     match e {
-        E::LibloadingError(_) => "No NVIDIA driver found: libnvidia-ml.so.1 could not be loaded. \
+        E::LibloadingError(why) => match std::env::var_os("VRAMWARDEN_NVML_LIB") {
+            // The user named the library: say which, and why it did not load.
+            Some(path) => format!(
+                "{} (VRAMWARDEN_NVML_LIB) could not be loaded: {why}",
+                std::path::Path::new(&path).display()
+            ),
+            None => "No NVIDIA driver found: libnvidia-ml.so.1 could not be loaded. \
              Install the NVIDIA driver, or look around with the simulated GPUs."
-            .to_string(),
+                .to_string(),
+        },
         E::DriverNotLoaded => {
             "The NVIDIA kernel driver is not loaded (NVML: DriverNotLoaded).".to_string()
         }

@@ -737,7 +737,12 @@ pub fn example_ladder() -> Vec<Rule> {
 /// ("8 GiB", "0.5 GiB").
 fn gib(mib: f64) -> String {
     let g = format!("{:.2}", mib / 1024.0);
-    format!("{} GiB", g.trim_end_matches('0').trim_end_matches('.'))
+    let g = g.trim_end_matches('0').trim_end_matches('.');
+    // Too small for a hundredth of a GiB: in MiB, not "0 GiB".
+    if (g == "0" || g == "-0") && mib != 0.0 {
+        return format!("{mib} MiB");
+    }
+    format!("{g} GiB")
 }
 
 /// A memory size from a rule (MiB) in words: MiB under 1 GiB ("256 MiB"), else GiB.
@@ -752,6 +757,14 @@ fn size(mib: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_size_too_small_for_a_hundredth_of_a_gib_is_said_in_mib() {
+        assert_eq!(gib(1.0), "1 MiB");
+        assert_eq!(gib(0.0), "0 GiB");
+        assert_eq!(gib(8192.0), "8 GiB");
+        assert_eq!(gib(512.0), "0.5 GiB");
+    }
 
     #[test]
     fn the_picker_offers_each_kind_once_and_its_starting_action_is_of_that_kind_and_valid() {

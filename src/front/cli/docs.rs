@@ -42,6 +42,10 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
         "With --demo, simulate a server instead: GPUSxPROCESSES, e.g. 8x200.",
     ),
     (
+        "VRAMWARDEN_TORCH",
+        "0 keeps the PyTorch companion off in a Python process.",
+    ),
+    (
         "RUST_LOG",
         "Which diagnostics are logged, e.g. debug, or vramwarden=debug,wgpu=warn (default: info \
          for vramwarden, warn for the libraries).",
@@ -55,6 +59,11 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
         "DBUS_SESSION_BUS_ADDRESS",
         "The session bus that desktop notifications go to; without one the window shows its \
          alerts itself.",
+    ),
+    (
+        "XDG_RUNTIME_DIR",
+        "Where PyTorch companions put their sockets (vramwarden/torch-PID.sock; else \
+         /tmp/vramwarden-UID/).",
     ),
 ];
 
@@ -171,7 +180,21 @@ pub fn man_page(out: &mut dyn Write) -> std::io::Result<()> {
     );
     buf.extend_from_slice(b".SH \"SEE ALSO\"\n\\fBnvidia-smi\\fR(1)\n");
     man.render_version_section(&mut buf)?;
-    out.write_all(&buf)
+    out.write_all(ascii_roff(&String::from_utf8_lossy(&buf)).as_bytes())
+}
+
+/// `page` with every character beyond ASCII as a roff escape (`×` as `\[u00D7]`): groff reads
+/// its input as Latin-1 and warns of (and drops) UTF-8 bytes.
+fn ascii_roff(page: &str) -> String {
+    let mut out = String::with_capacity(page.len());
+    for c in page.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            out.push_str(&format!("\\[u{:04X}]", u32::from(c)));
+        }
+    }
+    out
 }
 
 /// Every visible subcommand, depth first: its full name (`vramwarden rules check`), its usage
