@@ -89,6 +89,18 @@ fn metrics_in_both_formats_with_help_and_type_for_every_family() {
 
     assert_eq!(get(a.addr, "/nope").status, 404);
     assert_eq!(request(a.addr, "POST", "/metrics", &[], b"").status, 405);
+    // A path that is served, with a method it does not take: 405 whatever the method.
+    let auth = a.auth();
+    let with_token = [("Authorization", auth.as_str())];
+    for (method, path) in [
+        ("PUT", "/api/v1/command"),
+        ("DELETE", "/api/v1/command"),
+        ("GET", "/api/v1/command"),
+        ("POST", "/api/v1/sessions/x.vwlog"),
+    ] {
+        let r = request(a.addr, method, path, &with_token, b"");
+        assert_eq!(r.status, 405, "{method} {path}");
+    }
 }
 
 #[test]

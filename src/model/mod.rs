@@ -150,7 +150,7 @@ pub struct ProcessSample {
     pub stale: bool,
     /// Host CPU use over the last interval, percent of one core (the process's CPU-time
     /// clock, or `/proc/PID/stat`; live processes only).
-    #[serde(default)]
+    #[serde(default, serialize_with = "tenths")]
     pub cpu_pct: Option<f32>,
     /// Host memory (resident set, VmRSS), bytes (live processes only).
     #[serde(default)]
@@ -476,9 +476,31 @@ pub const GIB: u64 = 1 << 30;
 /// byte counts derived from it (× 2^20) fit in 64 bits.
 pub const MAX_MIB: f64 = 16.0 * 1024.0 * 1024.0 * 1024.0;
 
+/// A percentage to a tenth, as f64: an `f32` widened in a JSON value reads 97.69999694824219.
+fn tenths<S: serde::Serializer>(v: &Option<f32>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(x) => s.serialize_some(&((f64::from(*x) * 10.0).round() / 10.0)),
+        None => s.serialize_none(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_cpu_share_goes_into_json_to_a_tenth_without_float_noise() {
+        let p = ProcessSample {
+            cpu_pct: Some(97.7),
+            ..ProcessSample::default()
+        };
+        let v = serde_json::json!({ "p": p });
+        assert_eq!(v["p"]["cpu_pct"].to_string(), "97.7");
+        let back: ProcessSample = serde_json::from_value(v["p"].clone()).expect("reads back");
+        assert_eq!(back.cpu_pct, Some(97.7));
+        let none = serde_json::to_value(ProcessSample::default()).expect("json");
+        assert!(none["cpu_pct"].is_null());
+    }
 
     fn proc(pid: u32, device_index: u32, mib: u64) -> ProcessSample {
         ProcessSample {

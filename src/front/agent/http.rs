@@ -174,12 +174,15 @@ pub(crate) fn route(state: &AgentState, head: &RequestHead, body: &[u8]) -> (Rep
         (u, true) if u.starts_with("/api/v1/command/") => {
             api::command_reply(state, &u["/api/v1/command/".len()..])
         }
+        // Every path served, asked with a method it does not take.
         (
-            "/metrics" | "/healthz" | "/-/ready" | "/api/v1/snapshot" | "/api/v1/sessions"
-            | "/api/view" | "/api/past",
-            false,
-        )
-        | ("/api/v1/command" | "/api/test-rule", true) => Reply::error(405, "method not allowed"),
+            "/" | "/metrics" | "/healthz" | "/-/ready" | "/api/v1/snapshot" | "/api/v1/sessions"
+            | "/api/view" | "/api/past" | "/api/v1/command" | "/api/test-rule",
+            _,
+        ) => Reply::error(405, "method not allowed"),
+        (u, _) if u.starts_with("/api/v1/sessions/") || u.starts_with("/api/v1/command/") => {
+            Reply::error(405, "method not allowed")
+        }
         _ => Reply::error(404, "not found"),
     };
     (reply, None)
