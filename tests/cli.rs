@@ -224,6 +224,18 @@ fn bad_interval_is_rejected_clearly() {
         .expect("run");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("between 100ms and 1h"));
+    // Not a duration at all: said in words with an example, not the parser's offsets.
+    let out = bin()
+        .args(["--interval=-1s", "snapshot", "--demo"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not a duration: a number and a unit, as 1s or 500ms"),
+        "{err}"
+    );
+    assert!(!err.contains("expected number at"), "{err}");
 }
 
 /// A mistyped command is a usage error (exit 2) that names the nearest command, never a

@@ -93,10 +93,15 @@ pub fn site_info(python: &Path) -> Result<SiteInfo, TorchError> {
         .output()
         .map_err(|e| TorchError::Hook(format!("could not run {}: {e}", python.display())))?;
     if !out.status.success() {
+        let said = String::from_utf8_lossy(&out.stderr);
         return Err(TorchError::Hook(format!(
-            "{} failed: {}",
+            "{} failed ({}){}",
             python.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
+            out.status,
+            match said.trim() {
+                "" => String::new(),
+                s => format!(": {s}"),
+            }
         )));
     }
     serde_json::from_slice(&out.stdout).map_err(|e| {

@@ -219,7 +219,7 @@ pub enum Command {
     /// until SIGTERM / SIGINT (for GPU servers; see packaging/systemd).
     Agent {
         /// Address to listen on (loopback by default; port 0 picks a free one).
-        #[arg(long, default_value = crate::front::cli::args::DEFAULT_LISTEN)]
+        #[arg(long, default_value = crate::front::cli::args::DEFAULT_LISTEN, value_parser = parse_listen)]
         listen: std::net::SocketAddr,
         /// Do not record session logs.
         #[arg(long)]
@@ -284,14 +284,40 @@ fn parse_speed(s: &str) -> Result<Speed, String> {
     }
 }
 
+/// An address to listen on: `IP:PORT`, or `HOST:PORT` (`localhost:8726`) as the system
+/// resolves it (its first address).
+///
+/// # Errors
+/// A message for clap when it is neither.
+fn parse_listen(s: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(a) = s.parse() {
+        return Ok(a);
+    }
+    let bad = || {
+        format!("not an address: HOST:PORT, as {DEFAULT_LISTEN}, localhost:8726 or 0.0.0.0:8726")
+    };
+    s.to_socket_addrs()
+        .map_err(|_| bad())?
+        .next()
+        .ok_or_else(bad)
+}
+
+/// `s` as a duration; else a message that gives `example` (clap quotes the value before it:
+/// "invalid value '-1s' for '--interval': not a duration: a number and a unit, as 1s or 500ms").
+fn duration(s: &str, example: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s)
+        .map_err(|_| format!("not a duration: a number and a unit, as {example}"))
+}
+
 /// A history length between one minute and 31 days (the settings' limit).
 ///
 /// # Errors
 /// A message for clap when the text is not a duration or is out of range.
 fn parse_history(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (try 24h)"))?;
+    let d = duration(s, "24h")?;
     if d < Duration::from_secs(60) || d > Duration::from_secs(31 * 86_400) {
-        return Err("the history must be between 1m and 31days".into());
+        return Err("the history must be between 1 minute and 31 days".into());
     }
     Ok(d)
 }
@@ -301,7 +327,7 @@ fn parse_history(s: &str) -> Result<Duration, String> {
 /// # Errors
 /// A message for clap.
 fn parse_record_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (try 10m)"))?;
+    let d = duration(s, "10m")?;
     if d.is_zero() {
         return Err(
             "the duration must be more than 0 (leave it out to record until stopped)".into(),
@@ -376,7 +402,7 @@ pub enum Format {
 /// # Errors
 /// A message for clap when the text is not a duration or is out of range.
 fn parse_interval(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (try 1s or 500ms)"))?;
+    let d = duration(s, "1s or 500ms")?;
     if d < Duration::from_millis(100) || d > Duration::from_secs(3600) {
         return Err("the interval must be between 100ms and 1h".into());
     }
@@ -480,6 +506,18 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_agent_listens_on_an_address_or_a_host_name_and_refuses_nonsense() {
+        assert_eq!(
+            parse_listen("127.0.0.1:8726").map(|a| a.to_string()),
+            Ok("127.0.0.1:8726".to_string())
+        );
+        let local = parse_listen("localhost:8726").expect("localhost resolves");
+        assert!(local.ip().is_loopback() && local.port() == 8726, "{local}");
+        let bad = parse_listen("nowhere").expect_err("no port");
+        assert!(bad.starts_with("not an address: HOST:PORT"), "{bad}");
+    }
 
     /// A renamed command would silently lose its options' help: every name is a command.
     #[test]
