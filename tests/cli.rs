@@ -513,3 +513,43 @@ fn the_window_without_a_display_says_what_to_run_instead() {
     assert!(err.contains("vramwarden agent"), "{err}");
     assert!(!err.contains("winit") && !err.contains(".rs:"), "{err}");
 }
+
+/// `record --out` never writes over a file and says why in words, for a file and for a folder
+/// (the OS says "File exists" for both).
+#[test]
+fn record_refuses_an_existing_file_or_a_folder_as_its_log_in_words() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kept = dir.path().join("kept.vwlog");
+    std::fs::write(&kept, b"someone's file").expect("write");
+    let rec = |out: &std::path::Path| {
+        bin()
+            .args([
+                "--demo",
+                "record",
+                "--speed",
+                "max",
+                "--duration",
+                "3s",
+                "--out",
+            ])
+            .arg(out)
+            .env("VRAMWARDEN_CONFIG", dir.path().join("none.toml"))
+            .output()
+            .expect("run")
+    };
+    let o = rec(&kept);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("exists already: a session log is never written over"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&kept).expect("read"), b"someone's file");
+    let o = rec(dir.path());
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("is a folder: name a file for the log"),
+        "{err}"
+    );
+}

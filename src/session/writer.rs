@@ -66,6 +66,21 @@ pub struct SessionWriter {
 }
 
 impl SessionWriter {
+    /// `e` from creating `path`, in words where the OS's are unclear ("File exists" for a
+    /// folder); its kind is kept.
+    fn explained(e: std::io::Error, path: &Path) -> std::io::Error {
+        let why = match e.kind() {
+            std::io::ErrorKind::AlreadyExists if path.is_dir() => {
+                "is a folder: name a file for the log"
+            }
+            std::io::ErrorKind::AlreadyExists => {
+                "exists already: a session log is never written over; name another file"
+            }
+            _ => return e,
+        };
+        std::io::Error::new(e.kind(), why)
+    }
+
     /// Creates `path` (and its folder) and writes the header. Fails if the file exists.
     ///
     /// # Errors
@@ -90,7 +105,7 @@ impl SessionWriter {
             .create_new(true)
             .mode(0o600)
             .open(path)
-            .map_err(io)?;
+            .map_err(|e| io(Self::explained(e, path)))?;
         // An advisory lock for as long as the file is open: retention never deletes a log
         // that any instance is still writing (see `catalog::prune`).
         lock_exclusive(&file).map_err(io)?;
