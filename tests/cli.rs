@@ -289,7 +289,7 @@ fn each_command_offers_only_the_global_options_it_uses() {
         (&["agent", "--help"], true, true, true),
         (&["snapshot", "--help"], true, false, false),
         (&["park", "--help"], true, false, true),
-        (&["resume", "--help"], false, false, true),
+        (&["resume", "--help"], true, false, true),
         (&["guard", "what-if", "--help"], false, false, true),
         (&["rules", "check", "--help"], false, false, true),
         (&["export", "--help"], false, false, false),

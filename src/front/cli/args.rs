@@ -72,7 +72,7 @@ impl Cli {
 /// The commands that sample GPUs (`--demo` chooses what they sample); of them, those that
 /// sample again and again (`--interval`); and those that read the settings (`--config`). The
 /// window, the command line without a command, does all three.
-const SAMPLING: [&str; 5] = ["snapshot", "park", "record", "monitor", "agent"];
+const SAMPLING: [&str; 6] = ["snapshot", "park", "resume", "record", "monitor", "agent"];
 const REPEATING: [&str; 3] = ["record", "monitor", "agent"];
 const CONFIGURED: [&str; 7] = [
     "park", "resume", "record", "monitor", "agent", "rules", "guard",
