@@ -394,3 +394,30 @@ fn the_leaks_table_fits_the_window_to_its_last_column() {
         );
     }
 }
+
+/// A window shrunk to 800 × 560 and grown back gets its column of GPU cards back at the width
+/// it had (egui kept the clamped width, and persisted it: the cards stayed cramped for good).
+#[test]
+fn the_gpu_cards_get_their_width_back_when_the_window_grows_again() {
+    let mut h = harness_scaled(demo_app(120), 1.0);
+    h.run();
+    let width = |h: &Harness<'static, VramApp>| h.state().gpu_panel_rect().expect("drawn").width();
+    let before = width(&h);
+    // (800 points: the smallest the window lays out without zooming out.)
+    h.set_size(egui::vec2(800.0, 560.0));
+    h.run();
+    h.run();
+    let small = width(&h);
+    assert!(
+        small + 20.0 < before,
+        "{small} at 800 × 560, {before} before"
+    );
+    h.set_size(egui::vec2(1280.0, 800.0));
+    h.run();
+    h.run();
+    let after = width(&h);
+    assert!(
+        (after - before).abs() < 1.0,
+        "{after} after, {before} before"
+    );
+}

@@ -7,6 +7,7 @@ mod frame;
 mod hosts;
 mod keyboard;
 mod menus;
+mod panel_width;
 mod panes;
 mod windows;
 
@@ -100,6 +101,10 @@ pub struct VramApp {
     action_status: super::action_status::ActionStatus,
     /// Where the detail pane was drawn last (`None`: closed).
     detail_rect: Option<egui::Rect>,
+    /// The GPU cards' column last drawn (tests: its width comes back after a small window).
+    gpu_rect: Option<egui::Rect>,
+    /// The widths the side panels had before a small window clamped them.
+    kept_widths: [panel_width::KeptWidth; 2],
 }
 
 /// A manual action on a process waiting for the user's yes, with what its dialog says.
@@ -197,6 +202,8 @@ impl VramApp {
             help: None,
             action_status: super::action_status::ActionStatus::default(),
             detail_rect: None,
+            gpu_rect: None,
+            kept_widths: Default::default(),
         }
     }
 
@@ -262,6 +269,11 @@ impl VramApp {
     /// height at 1280 × 800).
     pub fn detail_plot_rect(&self) -> Option<egui::Rect> {
         self.detail_graph.plot_rect
+    }
+
+    /// Where the column of GPU cards was drawn last (tests: its width after a resize).
+    pub fn gpu_panel_rect(&self) -> Option<egui::Rect> {
+        self.gpu_rect
     }
 
     /// Where the GPU graph, its newest moment and the detail pane were drawn last (tests: the

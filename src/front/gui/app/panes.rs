@@ -138,12 +138,14 @@ impl VramApp {
         snap: &crate::model::Snapshot,
         full: f32,
     ) {
-        egui::Panel::left("gpus")
+        let max = (full * 0.3).max(200.0);
+        self.kept_widths[0].before_show(ui, "gpus", max);
+        let shown = egui::Panel::left("gpus")
             .frame(crate::front::gui::widgets::panel_frame(ui.style()))
             .resizable(true)
             .default_size((full * 0.24).clamp(210.0, 340.0))
             .min_size(200.0)
-            .max_size((full * 0.3).max(200.0))
+            .max_size(max)
             .show(ui, |ui| {
                 if !self.state.hosts.is_empty() || self.backend.remote().is_some() {
                     self.host_selector(ui);
@@ -165,6 +167,7 @@ impl VramApp {
                     overview::cards(ui, snap, self.state.units, &mut self.selected_gpu);
                 });
             });
+        self.gpu_rect = Some(shown.response.rect);
     }
 
     /// The right panel: the selected process's details and actions.
@@ -192,12 +195,14 @@ impl VramApp {
         };
         let mut open = true;
         let mut asked = Vec::new();
+        let max = (full * 0.45).max(240.0);
+        self.kept_widths[1].before_show(ui, "detail", max);
         let shown = egui::Panel::right("detail")
             .frame(crate::front::gui::widgets::panel_frame(ui.style()))
             .resizable(true)
             .default_size((full * 0.32).clamp(260.0, 420.0))
             .min_size(240.0)
-            .max_size((full * 0.45).max(240.0))
+            .max_size(max)
             .show(ui, |ui| {
                 let badge = badges
                     .get(&crate::engine::view::LeakKey::Process(row.series_key()))
