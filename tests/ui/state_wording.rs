@@ -56,6 +56,16 @@ fn a_replayed_session_shows_its_parks_like_live() {
     assert!(h.query_by_label_contains("⏸ parked").is_none());
 }
 
+/// A card's parked line speaks the units the user chose (it said GiB with MiB chosen).
+#[test]
+fn the_cards_parked_line_follows_the_chosen_units() {
+    let mut app = demo_day_app(300);
+    app.state.units = vramwarden::model::format::Units::MiB;
+    let mut h = harness(app);
+    h.run();
+    h.get_by_label("⏸ 1 parked (24576 MiB in host memory)");
+}
+
 /// The live Status column says how much is parked and for how long, not only "parked".
 #[test]
 fn the_status_column_says_what_is_parked_and_for_how_long() {

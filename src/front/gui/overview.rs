@@ -73,7 +73,7 @@ fn compact(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
                     pct(used, total)
                 ),
             );
-            parked_line(ui, snap, d.index);
+            parked_line(ui, snap, d.index, units);
             if let Some(s) = d.time_to_full_s {
                 ui.label(
                     RichText::new(format!(
@@ -153,7 +153,7 @@ fn card(
             })
             .weak(),
         );
-        parked_line(ui, snap, d.index);
+        parked_line(ui, snap, d.index, units);
     });
     if resp.clicked() {
         *selected = d.index;
@@ -278,7 +278,7 @@ fn card_readings(ui: &mut Ui, d: &crate::model::DeviceSample) {
 
 /// "⏸ 2 parked (21.2 GiB in host memory)" on a card, when processes of the GPU are parked
 /// (or being parked or resumed): seen where a user looks first.
-fn parked_line(ui: &mut Ui, snap: &Snapshot, gpu: u32) {
+fn parked_line(ui: &mut Ui, snap: &Snapshot, gpu: u32, units: Units) {
     let parked: Vec<&crate::model::ParkInfo> = snap
         .processes
         .iter()
@@ -291,9 +291,9 @@ fn parked_line(ui: &mut Ui, snap: &Snapshot, gpu: u32) {
     let bytes: u64 = parked.iter().filter_map(|p| p.bytes).sum();
     let text = if bytes > 0 {
         format!(
-            "⏸ {} parked ({:.1} GiB in host memory)",
+            "⏸ {} parked ({} in host memory)",
             parked.len(),
-            bytes as f64 / crate::model::GIB as f64
+            units.bytes(bytes)
         )
     } else {
         format!("⏸ {} parked", parked.len())
