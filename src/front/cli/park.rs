@@ -90,42 +90,11 @@ pub fn resume(
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let protected = protected_list(config)?;
-    if source.is_simulated() {
-        // A simulated process is never parked: refused in the executor's words, as `park`.
-        let snap = source.open()?.sample(now_ms())?;
-        let Some(p) = snap.processes.iter().find(|p| p.pid == pid) else {
-            return Err(CliError::Failed(format!(
-                "PID {pid} is not one of the simulated processes (`vramwarden --demo snapshot` lists them)"
-            )));
-        };
-        let target = crate::act::rules::eval::process_target(p);
-        return act(
-            &mut ActionRunner::new(),
-            Action::Resume,
-            target,
-            false,
-            protected,
-            out,
-        );
-    }
-    if let Some(info) = ProcReader::default().read(pid) {
-        refuse_protected(&protected, pid, &info)?;
-    }
-    if let Err(e) = CudaCheckpoint::load() {
-        return Err(match e {
-            CudaError::NoLibrary(_) => CliError::Source(SourceError::Unavailable(e.to_string())),
-            e => CliError::Failed(e.to_string()),
-        });
-    }
-    let mut procs = ProcReader::default();
-    let info = procs
-        .read(pid)
-        .ok_or_else(|| CliError::Failed(format!("PID {pid}: no such process")))?;
-    let key = ProcessKey {
-        pid,
-        start_time_ms: info.start_time_ms,
+    let target = if source.is_simulated() {
+        simulated_target(source, pid)?
+    } else {
+        live_target(&protected, pid)?
     };
-    let target = Target::process((key, 0), Some(info), None, crate::model::Origin::Live);
     act(
         &mut ActionRunner::new(),
         Action::Resume,
@@ -134,6 +103,43 @@ pub fn resume(
         protected,
         out,
     )
+}
+
+/// The simulated process `pid` (never parked: the executor refuses it in its words, as `park`).
+fn simulated_target(source: crate::source::SourceKind, pid: u32) -> Result<Target, CliError> {
+    let snap = source.open()?.sample(now_ms())?;
+    let Some(p) = snap.processes.iter().find(|p| p.pid == pid) else {
+        return Err(CliError::Failed(format!(
+            "PID {pid} is not one of the simulated processes (`vramwarden --demo snapshot` lists them)"
+        )));
+    };
+    Ok(crate::act::rules::eval::process_target(p))
+}
+
+/// The live process `pid`, unless protected, once libcuda (which resumes it) loads.
+fn live_target(protected: &[String], pid: u32) -> Result<Target, CliError> {
+    if let Some(info) = ProcReader::default().read(pid) {
+        refuse_protected(protected, pid, &info)?;
+    }
+    if let Err(e) = CudaCheckpoint::load() {
+        return Err(match e {
+            CudaError::NoLibrary(_) => CliError::Source(SourceError::Unavailable(e.to_string())),
+            e => CliError::Failed(e.to_string()),
+        });
+    }
+    let info = ProcReader::default()
+        .read(pid)
+        .ok_or_else(|| CliError::Failed(format!("PID {pid}: no such process")))?;
+    let key = ProcessKey {
+        pid,
+        start_time_ms: info.start_time_ms,
+    };
+    Ok(Target::process(
+        (key, 0),
+        Some(info),
+        None,
+        crate::model::Origin::Live,
+    ))
 }
 
 /// Runs `action` on `target` through the executor and waits for its answer.
