@@ -211,6 +211,13 @@ fn process_cpu_us() -> f64 {
 /// A wgpu set-up that takes the first adapter of the asked kind.
 fn setup(want_cpu: bool) -> egui_wgpu::WgpuSetup {
     let mut s = egui_wgpu::WgpuSetupCreateNew::without_display_handle();
+    // As the window's own set-up (`front::gui::wgpu_options`): no indirect-draw validation,
+    // which NVIDIA's OpenGL cannot run.
+    if std::env::var_os("WGPU_VALIDATION_INDIRECT_CALL").is_none() {
+        s.instance_descriptor
+            .flags
+            .remove(wgpu::InstanceFlags::VALIDATION_INDIRECT_CALL);
+    }
     s.native_adapter_selector = Some(Arc::new(move |adapters, _surface| {
         adapters
             .iter()

@@ -101,6 +101,7 @@ pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
         // there too, not in the platform folder.
         persistence_path: std::env::var_os("VRAMWARDEN_DATA_DIR")
             .map(|d| std::path::PathBuf::from(d).join("window-state.ron")),
+        wgpu_options: wgpu_options(),
         ..Default::default()
     };
     // The tunnel of `--connect` goes to the window's backend (which stops it when the window
@@ -152,4 +153,39 @@ pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
     );
     crate::link::open::stop_tunnel(tunnel.lock().ok().and_then(|mut t| t.take()));
     result
+}
+
+/// eframe's wgpu set-up without wgpu's validation of indirect draws: egui makes none, and the
+/// check needs compute shaders, which the NVIDIA driver's OpenGL 3.3 (through EGL) lacks. With
+/// it on, a machine with the driver's OpenGL and no Vulkan loader could not open the window
+/// (wgpu: "Parent device is lost"); without it the window draws there (measured on an H100 and
+/// an H200, driver 580, `examples/window_frames` with `WGPU_BACKEND=gl`).
+/// `WGPU_VALIDATION_INDIRECT_CALL=1` turns it back on.
+fn wgpu_options() -> eframe::egui_wgpu::WgpuConfiguration {
+    let mut c = eframe::egui_wgpu::WgpuConfiguration::default();
+    if let eframe::egui_wgpu::WgpuSetup::CreateNew(s) = &mut c.wgpu_setup {
+        if std::env::var_os("WGPU_VALIDATION_INDIRECT_CALL").is_none() {
+            s.instance_descriptor
+                .flags
+                .remove(eframe::wgpu::InstanceFlags::VALIDATION_INDIRECT_CALL);
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    /// The window's wgpu instance is made without indirect-draw validation (see
+    /// `wgpu_options`: with it, NVIDIA's OpenGL could not give the window a device).
+    #[test]
+    fn the_window_asks_wgpu_for_no_indirect_draw_validation() {
+        let c = super::wgpu_options();
+        let eframe::egui_wgpu::WgpuSetup::CreateNew(s) = c.wgpu_setup else {
+            panic!("eframe's default set-up creates its own instance");
+        };
+        assert!(!s
+            .instance_descriptor
+            .flags
+            .contains(eframe::wgpu::InstanceFlags::VALIDATION_INDIRECT_CALL));
+    }
 }
