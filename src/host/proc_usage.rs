@@ -325,11 +325,18 @@ mod tests {
     fn the_cpu_clock_and_statm_agree_with_stat() {
         let busy = Busy::start();
         let pid = busy.0.id();
-        std::thread::sleep(std::time::Duration::from_millis(300));
         let stat = |pid: u32| {
             let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
             parse_stat_usage(&s).expect("parse")
         };
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+        // Until it has used 150 ms of CPU (on a loaded machine that takes longer than 150 ms).
+        let t = std::time::Instant::now();
+        while stat(pid).0 * 1000 / hz < 150 {
+            assert!(t.elapsed().as_secs() < 30, "the busy child never ran");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
         let (ticks0, rss) = stat(pid);
         let clock = clock_ns(cpu_clock(pid).expect("its clock")).expect("clock");
         let (ticks1, _) = stat(pid);
@@ -344,8 +351,6 @@ mod tests {
             statm.abs_diff(rss) <= 64 * cpus,
             "statm {statm} stat {rss} pages"
         );
-        // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
         let (lo, hi) = (
             ticks0 * 1_000_000_000 / hz,
             (ticks1 + 1) * 1_000_000_000 / hz,
