@@ -1761,6 +1761,43 @@ fn the_detail_pane_fits_at_1280x800_with_a_legend() {
     assert_eq!(r.height(), r2.height());
 }
 
+/// The review of the window: the wheel over the detail pane's lifetime graph zoomed it and
+/// left it on a window that no longer followed the process live. The wheel there scrolls the
+/// pane; the graph keeps showing the whole lifetime.
+#[test]
+fn the_wheel_over_the_lifetime_graph_scrolls_the_pane_not_the_graph() {
+    let mut h = harness_at(demo_app(300), 1280.0, 800.0);
+    h.run();
+    h.get_by_label("51877").click();
+    h.run();
+    h.run();
+    let range = h
+        .state()
+        .detail_plot_x_range()
+        .expect("the lifetime graph drawn");
+    let r = h.state().detail_plot_rect().expect("drawn");
+    h.hover_at(r.center());
+    h.run();
+    h.event(egui::Event::MouseWheel {
+        unit: egui::MouseWheelUnit::Point,
+        delta: egui::vec2(0.0, -120.0),
+        phase: egui::TouchPhase::Move,
+        source: egui::MouseWheelSource::Unknown,
+        modifiers: egui::Modifiers::NONE,
+    });
+    h.run_steps(30);
+    assert_eq!(
+        h.state().detail_plot_x_range(),
+        Some(range),
+        "the wheel changed the lifetime graph's time range"
+    );
+    let r2 = h.state().detail_plot_rect().expect("drawn");
+    assert!(
+        r2.top() < r.top(),
+        "the pane did not scroll: {r:?} → {r2:?}"
+    );
+}
+
 /// An action's result shows in its row of the table (where it was taken from), not only in
 /// the Activity tab: in words, from the reply to its command; another process's row says
 /// nothing. (A result that acted: `terminate_click_reaches_a_real_process_through_the_real_engine`.)

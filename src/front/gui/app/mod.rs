@@ -264,6 +264,12 @@ impl VramApp {
         self.detail_graph.plot_rect
     }
 
+    /// The time range (unix s) the detail pane's lifetime graph showed last (tests: the
+    /// wheel over it scrolls the pane and leaves the range alone).
+    pub fn detail_plot_x_range(&self) -> Option<(f64, f64)> {
+        self.detail_graph.shown_x
+    }
+
     /// Where the GPU graph, its newest moment and the detail pane were drawn last (tests: the
     /// pane never covers the graph, "now" is on screen).
     pub fn layout(&self) -> super::graph::DrawnLayout {
