@@ -33,6 +33,16 @@ pub const QUIT_SHORTCUT: egui::KeyboardShortcut =
 const HELP_SHORTCUT: egui::KeyboardShortcut =
     egui::KeyboardShortcut::new(egui::Modifiers::NONE, egui::Key::F1);
 
+/// A shortcut as the menus show it, in the words of Help → Keyboard shortcuts: "Ctrl+,"
+/// (egui spells it "Ctrl+Comma").
+fn shortcut_words(ctx: &egui::Context, s: &egui::KeyboardShortcut) -> String {
+    let words = ctx.format_shortcut(s);
+    match words.strip_suffix("Comma") {
+        Some(head) => format!("{head},"),
+        None => words,
+    }
+}
+
 /// The eframe application.
 pub struct VramApp {
     backend: Backend,
@@ -120,7 +130,10 @@ pub struct Confirmation {
 pub(crate) const SHORTCUTS: &[(&str, &str)] = &[
     ("Ctrl+,", "Settings"),
     ("Ctrl+F", "Filter the process table"),
-    ("Ctrl+1 / 2 / 3", "Processes, Leaks, Activity tab"),
+    (
+        "Ctrl+1 / 2 / 3 / 4",
+        "Processes, Leaks, Activity, Guard tab",
+    ),
     (
         "Up / Down",
         "Select the previous / next process in the table",
