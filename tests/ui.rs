@@ -567,7 +567,7 @@ fn exporting_over_existing_files_asks_first() {
     assert_eq!(std::fs::read_to_string(&csv).expect("read"), "precious\n");
     h.get_by_label("Overwrite").click();
     h.step();
-    wait(&mut h, "Exported 120 devices rows");
+    wait(&mut h, "Exported 120 device rows");
     assert!(std::fs::read_to_string(&csv)
         .expect("read")
         .starts_with("timestamp,"));
@@ -596,9 +596,9 @@ fn an_oom_death_shows_in_the_leaks_pane_and_opens_at_that_moment() {
         .expect("import");
     assert!(out.status.success());
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("1 OOM suspicion(s)"),
+        String::from_utf8_lossy(&out.stderr).contains("1 OOM suspicion(s)"),
         "{}",
-        String::from_utf8_lossy(&out.stdout)
+        String::from_utf8_lossy(&out.stderr)
     );
     let mut app = VramApp::with_backend(
         Backend::detached(Monitor::new(1000, 10), SourceKind::Nvml),
@@ -1106,7 +1106,7 @@ fn release_cached_memory_asks_first_and_reaches_the_engine() {
         h.run();
     }
     // The trainer's row says so too, from the engine's reply.
-    h.get_by_label("✖ refused: simulated process: nothing was sent");
+    h.get_by_label("✖ skipped: simulated process: nothing was sent");
     // The limit control asks too, naming the size.
     h.get_by_label("Set limit").click();
     h.run();
@@ -1344,7 +1344,7 @@ fn a_past_session_shows_the_leak_badges_of_the_moment_shown() {
 }
 
 /// Settings saved in the window reach the real engine over the local link: a rule made in
-/// the Settings window fires in the engine (its dry-run entries appear in the Activity pane)
+/// the Settings window fires in the engine (its dry-run entries appear in the Activity tab)
 /// once saved, and not before.
 #[test]
 fn a_rule_saved_in_the_window_runs_in_the_real_engine() {
@@ -1386,7 +1386,7 @@ fn a_rule_saved_in_the_window_runs_in_the_real_engine() {
         std::thread::sleep(Duration::from_millis(20));
         h.run();
     }
-    // And the Activity pane shows it.
+    // And the Activity tab shows it.
     h.key_press(egui::Key::Escape);
     h.run();
     assert!(!h.state().settings_ui.open, "the Settings window closed");
@@ -1755,10 +1755,47 @@ fn the_detail_pane_fits_at_1280x800_with_a_legend() {
         plain.get_by_label(series);
     }
     act_on_the_notebook(&mut plain);
-    plain.get_by_label_contains(&format!("refused — {}", vramwarden::front::gui::NO_ENGINE));
+    plain.get_by_label_contains(&format!("skipped — {}", vramwarden::front::gui::NO_ENGINE));
     let r2 = plain.state().detail_plot_rect().expect("drawn");
     assert_eq!(r.top(), r2.top(), "the result moved the graph");
     assert_eq!(r.height(), r2.height());
+}
+
+/// The review of the window: the wheel over the detail pane's lifetime graph zoomed it and
+/// left it on a window that no longer followed the process live. The wheel there scrolls the
+/// pane; the graph keeps showing the whole lifetime.
+#[test]
+fn the_wheel_over_the_lifetime_graph_scrolls_the_pane_not_the_graph() {
+    let mut h = harness_at(demo_app(300), 1280.0, 800.0);
+    h.run();
+    h.get_by_label("51877").click();
+    h.run();
+    h.run();
+    let range = h
+        .state()
+        .detail_plot_x_range()
+        .expect("the lifetime graph drawn");
+    let r = h.state().detail_plot_rect().expect("drawn");
+    h.hover_at(r.center());
+    h.run();
+    h.event(egui::Event::MouseWheel {
+        unit: egui::MouseWheelUnit::Point,
+        delta: egui::vec2(0.0, -120.0),
+        phase: egui::TouchPhase::Move,
+        source: egui::MouseWheelSource::Unknown,
+        modifiers: egui::Modifiers::NONE,
+    });
+    h.run_steps(30);
+    assert_eq!(
+        h.state().detail_plot_x_range(),
+        Some(range),
+        "the wheel changed the lifetime graph's time range"
+    );
+    let r2 = h.state().detail_plot_rect().expect("drawn");
+    assert!(
+        r2.top() < r.top(),
+        "the pane did not scroll: {r:?} → {r2:?}"
+    );
 }
 
 /// An action's result shows in its row of the table (where it was taken from), not only in
@@ -1768,7 +1805,7 @@ fn the_detail_pane_fits_at_1280x800_with_a_legend() {
 fn a_row_shows_the_result_of_its_last_action() {
     let mut h = harness(demo_app(120));
     h.run();
-    let refused = format!("✖ refused: {}", vramwarden::front::gui::NO_ENGINE);
+    let refused = format!("✖ skipped: {}", vramwarden::front::gui::NO_ENGINE);
     assert!(h.query_by_label(&refused).is_none());
     act_on_the_notebook(&mut h);
     h.get_by_label(&refused);
@@ -1799,7 +1836,7 @@ fn a_row_shows_the_result_of_its_last_action() {
     );
     // The whole sentence in the detail pane; the reply's toast and the row as well.
     let why = vramwarden::front::gui::NO_ENGINE;
-    h.get_by_label_contains(&format!("refused — {why}"));
+    h.get_by_label_contains(&format!("skipped — {why}"));
     assert_eq!(h.query_all_by_label_contains(why).count(), 3);
 }
 

@@ -159,7 +159,7 @@ fn the_window_attached_to_an_agent_shows_acts_and_survives_its_restart() {
     until_shown(&mut h, "(on the agent)", Duration::from_secs(10));
     until_shown(&mut h, "simulated process", Duration::from_secs(1));
     // The agent's reply stands in the process's row too.
-    h.get_by_label("✖ refused: simulated process: nothing was sent (on the agent)");
+    h.get_by_label("✖ skipped: simulated process: nothing was sent (on the agent)");
 
     // The agent dies: "disconnected" within 3 s, the last data stays on screen.
     let _ = agent.child.kill();

@@ -202,3 +202,29 @@ fn the_path_field_offers_the_path_typed_last() {
     let export = h.get_by_role_and_label(Role::TextInput, "Path");
     assert_eq!(export.value().unwrap_or_default(), "");
 }
+
+/// The review of the window: the connect window showed Markdown's backticks round
+/// `vramwarden agent` (egui draws them as they are); the Guard tab and the sessions' list had
+/// the same. No text in the connect window holds a backtick, and the command is still named.
+#[test]
+fn the_connect_window_shows_no_markdown_backticks() {
+    let mut h = harness(demo_app(60));
+    h.run();
+    h.get_by_label("File").click();
+    h.run();
+    h.get_by_label("Connect to host…").click();
+    h.run();
+    let texts: Vec<String> = h
+        .query_all(egui_kittest::kittest::by())
+        .filter_map(|n| {
+            let a = n.accesskit_node();
+            a.value().or_else(|| a.label())
+        })
+        .collect();
+    assert!(
+        texts.iter().any(|t| t.contains("vramwarden agent")),
+        "{texts:?}"
+    );
+    let ticked: Vec<&String> = texts.iter().filter(|t| t.contains('`')).collect();
+    assert!(ticked.is_empty(), "{ticked:?}");
+}

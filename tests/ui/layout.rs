@@ -421,3 +421,101 @@ fn the_gpu_cards_get_their_width_back_when_the_window_grows_again() {
         "{after} after, {before} before"
     );
 }
+
+/// The review of the window: ticking a rule's condition in Settings → Rules made the rule's
+/// summary a line longer and moved every control under it (the pointer then lay on another
+/// checkbox). The controls stay where they are however long the summary grows.
+#[test]
+fn ticking_a_rule_condition_moves_no_control() {
+    let (_dir, mut h) = settings_with_the_example_rule();
+    let tops = |h: &Harness<'static, VramApp>| -> Vec<f32> {
+        [
+            "GPU used ≥",
+            "Leaking for ≥",
+            "Running for ≥",
+            "Only on GPU",
+        ]
+        .iter()
+        .map(|l| h.get_by_label(l).rect().top())
+        .collect()
+    };
+    let before = tops(&h);
+    for c in [
+        "GPU used ≥",
+        "GPU free ≤",
+        "GPU full in <",
+        "Leaking for ≥",
+        "Running for ≥",
+    ] {
+        h.get_by_label(c).click();
+        h.run();
+        h.run();
+        assert_eq!(tops(&h), before, "ticking “{c}” moved the controls");
+    }
+    let summary = h
+        .get_all_by_label_contains("Idle holder: when")
+        .next()
+        .and_then(|n| {
+            let a = egui_kittest::kittest::NodeT::accesskit_node(&n);
+            a.value().or_else(|| a.label())
+        })
+        .expect("the summary");
+    assert!(
+        summary.contains("is leaking for") && summary.contains("has run"),
+        "the conditions were ticked: {summary}"
+    );
+}
+
+/// Settings → Rules with the example rule added (a dry run), on a settings file in the
+/// folder that comes with it.
+fn settings_with_the_example_rule() -> (tempfile::TempDir, Harness<'static, VramApp>) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut app = demo_app(120);
+    app.set_config(dir.path().join("config.toml"), None);
+    let mut h = harness(app);
+    h.run();
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Comma);
+    h.run();
+    h.get_by_label("Rules").click();
+    h.run();
+    h.get_by_label("Add the example: idle 30 min holding > 8 GiB, terminate")
+        .click();
+    h.run();
+    (dir, h)
+}
+
+/// The review of the window: the rule's summary, all in italics, read "per process)— DRY
+/// RUN" (the leaning ")" closed the space). Its " — DRY RUN" is drawn upright.
+#[test]
+fn a_rule_summary_draws_its_dry_run_upright() {
+    let (_dir, h) = settings_with_the_example_rule();
+    fn walk(s: &egui::Shape, out: &mut Vec<(String, bool)>) {
+        match s {
+            egui::Shape::Vec(v) => v.iter().for_each(|s| walk(s, out)),
+            egui::Shape::Text(t) => {
+                let job = &t.galley.job;
+                for sec in &job.sections {
+                    let part = &job.text[sec.byte_range.start.0..sec.byte_range.end.0];
+                    out.push((part.to_string(), sec.format.italics));
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut parts = Vec::new();
+    for c in &h.output().shapes {
+        walk(&c.shape, &mut parts);
+    }
+    let dry: Vec<&(String, bool)> = parts
+        .iter()
+        .filter(|(t, _)| t.contains("— DRY RUN"))
+        .collect();
+    assert!(!dry.is_empty(), "no summary ending in DRY RUN drawn");
+    assert!(dry.iter().all(|(_, italic)| !italic), "{dry:?}");
+    assert!(
+        parts
+            .iter()
+            .any(|(t, italic)| *italic && t.starts_with("Idle holder: when")),
+        "the rest stays in italics: {parts:?}"
+    );
+}

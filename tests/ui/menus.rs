@@ -172,3 +172,35 @@ fn the_row_menu_asks_through_the_queue_and_the_confirmation_opens() {
     let asked = h.state().confirm.clone().expect("the confirmation is open");
     assert_eq!(asked.target.name(), "python3");
 }
+
+/// The review of the window: the shortcuts' list said "Ctrl+1 / 2 / 3" though Ctrl+4 opens
+/// the Guard tab, and the File menu said "Ctrl+Comma" where the list says "Ctrl+,".
+#[test]
+fn the_shortcuts_list_and_the_file_menu_agree_with_the_keys() {
+    let mut h = harness(demo_app(60));
+    h.run();
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Num4);
+    h.run();
+    assert_eq!(
+        h.state().state.bottom,
+        vramwarden::front::gui::ui_state::BottomTab::Guard,
+        "Ctrl+4 opens the Guard tab"
+    );
+    h.key_press(egui::Key::F1);
+    h.run();
+    h.get_by_label("Ctrl+1 / 2 / 3 / 4");
+    h.get_by_label("Processes, Leaks, Activity, Guard tab");
+    h.get_by_label("Ctrl+,");
+    h.key_press(egui::Key::Escape);
+    h.run();
+    h.get_by_label("File").click();
+    h.run();
+    assert!(
+        h.query_all_by_label_contains("Ctrl+Comma").next().is_none(),
+        "the menu spells the shortcut otherwise than the list"
+    );
+    assert!(
+        h.query_all_by_label_contains("Ctrl+,").next().is_some(),
+        "the menu shows Ctrl+,"
+    );
+}

@@ -30,7 +30,7 @@ fn a_park_from_the_window_shows_its_final_outcome_in_the_row_never_done() {
     h.run();
     let is_final = |h: &Harness<'static, VramApp>| {
         h.query_by_label_contains("✖ failed: the park of sleep (PID")
-            .or_else(|| h.query_by_label_contains("✖ refused: the park of sleep (PID"))
+            .or_else(|| h.query_by_label_contains("✖ skipped: the park of sleep (PID"))
             .is_some()
     };
     let t = Instant::now();

@@ -142,3 +142,61 @@ fn column_titles_say_what_their_figures_are() {
         assert!(shown(&h, "Click to sort"), "the sort hint over {title}");
     }
 }
+
+/// Opaque filled rectangles of the last frame inside `area`, `min_w` wide at least and 3 to
+/// 14 points high (a horizontal scroll bar's track and handle).
+fn thin_bars(h: &Harness<'static, VramApp>, area: egui::Rect, min_w: f32) -> Vec<egui::Rect> {
+    fn walk(s: &egui::Shape, clip: egui::Rect, out: &mut Vec<(egui::Rect, egui::Color32)>) {
+        match s {
+            egui::Shape::Vec(v) => v.iter().for_each(|s| walk(s, clip, out)),
+            egui::Shape::Rect(r) => out.push((r.rect.intersect(clip), r.fill)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    for c in &h.output().shapes {
+        walk(&c.shape, c.clip_rect, &mut all);
+    }
+    all.into_iter()
+        .filter(|(r, fill)| {
+            fill.a() >= 200
+                && area.contains_rect(*r)
+                && r.width() >= min_w
+                && (3.0..=14.0).contains(&r.height())
+        })
+        .map(|(r, _)| r)
+        .collect()
+}
+
+/// The review of the window: with the detail pane open the GPU memory columns lay beyond the
+/// table's right edge, and the sideways scroll bar showed only under the pointer — no sign
+/// they were there. The bar is drawn, pointer elsewhere, under the table's scrolled columns.
+#[test]
+fn the_sideways_scroll_bar_shows_without_the_pointer() {
+    let mut h = narrow_table();
+    h.hover_at(egui::pos2(5.0, 5.0));
+    h.run();
+    h.run();
+    let pane = h.state().layout().detail_pane.expect("the pane is open");
+    let pid = h.get_by_label("48213").rect();
+    let user = h
+        .query_all_by_label("User")
+        .map(|n| n.rect())
+        .filter(|r| r.bottom() <= pid.top())
+        .max_by(|a, b| a.top().total_cmp(&b.top()))
+        .expect("the User header, the nearest User above the line");
+    let last_row = h
+        .query_all_by_label("python3")
+        .map(|n| n.rect().bottom())
+        .fold(0.0, f32::max);
+    // Under the last line, from the scrolled columns to the pane, above the status bar.
+    let area = egui::Rect::from_min_max(
+        egui::pos2(user.left() - 4.0, last_row),
+        egui::pos2(pane.left() + 1.0, 800.0),
+    );
+    let bars = thin_bars(&h, area, 40.0);
+    assert!(
+        !bars.is_empty(),
+        "no scroll bar drawn in {area:?} (columns hidden beyond the right edge)"
+    );
+}

@@ -96,3 +96,36 @@ fn clicking_the_forecast_banner_selects_the_gpu_and_its_fastest_grower() {
     );
     h.get_by_label("python3 · PID 51877");
 }
+
+/// The review of the window: the detail pane said "At this rate GPU 0 is full in 15h 05m" and
+/// the table "full in 13h" while the card said "GPU 0 full in ~5m 59s" — a process's rate
+/// alone against the GPU's forecast, with no word of whose each was. At 10 min of the demo
+/// (the notebook, PID 51877, leaks on GPU 0 and the GPU's forecast stands), every "full in"
+/// on screen is the card's figure or says it is the process's rate alone.
+#[test]
+fn every_full_in_is_the_gpus_forecast_or_says_whose_it_is() {
+    use egui_kittest::kittest::NodeT;
+    let h = with_detail_open(demo_engine_app(601), "51877");
+    let text = |n: egui_kittest::Node<'_>| {
+        let a = n.accesskit_node();
+        a.value().or_else(|| a.label())
+    };
+    let card = text(h.get_by_label_contains("GPU 0 full in ~")).expect("the card's forecast");
+    let figure = card.split("full in ~").nth(1).expect("a time").to_string();
+    let all: Vec<String> = h
+        .query_all_by_label_contains("full in")
+        .filter_map(text)
+        .collect();
+    // The card, the table's badge, the pane's two lines at least.
+    assert!(all.len() >= 3, "{all:?}");
+    for text in &all {
+        assert!(
+            text.contains(&format!("full in ~{figure}")) || text.contains("alone"),
+            "'{text}' is neither GPU 0's forecast (~{figure}) nor says whose rate it is: {all:?}"
+        );
+    }
+    h.get_by_label_contains("At this process's rate alone, GPU 0 would be full in");
+    h.get_by_label(&format!(
+        "GPU 0's forecast, every growing process on it together: full in ~{figure}."
+    ));
+}

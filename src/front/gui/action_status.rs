@@ -8,7 +8,7 @@
 //! result as soon as the reply arrives. Until then the action is shown as waiting, and as
 //! late after [`ANSWER_EXPECTED_MS`]. Work that ends later (a park, a resume, a question to a
 //! PyTorch companion) is first answered "accepted": the row says "in progress…" until its
-//! final reply comes under the same id ("✔ parked 40.5 GiB in 16.8 s", "✖ refused: …",
+//! final reply comes under the same id ("✔ parked 40.5 GiB in 16.8 s", "✖ skipped: …",
 //! "✖ failed: …"). Only this window's own actions show here: another window's, or a rule's,
 //! are in the Activity tab.
 
@@ -72,7 +72,7 @@ impl State {
                 (Outcome::Acted, Some(s)) => format!("✔ {s}"),
                 (Outcome::Acted, None) => "✔ done".into(),
                 (Outcome::WouldAct, _) => "dry run: not sent".into(),
-                (Outcome::Skipped, _) => format!("✖ refused: {detail}"),
+                (Outcome::Skipped, _) => format!("✖ skipped: {detail}"),
                 (Outcome::Failed, _) => format!("✖ failed: {detail}"),
             },
         }
@@ -136,7 +136,7 @@ impl State {
                         format!("{when}: {detail} — it is still running, holding {holding}.")
                     }
                     Outcome::WouldAct => format!("{when}: dry run, nothing was sent — {detail}"),
-                    Outcome::Skipped => format!("{when}: refused — {detail}"),
+                    Outcome::Skipped => format!("{when}: skipped — {detail}"),
                     Outcome::Failed => format!("{when}: failed — {detail}"),
                 }
             }
@@ -356,7 +356,7 @@ mod tests {
     #[test]
     fn a_refused_or_failed_park_says_why_in_the_row() {
         for (outcome, words) in [
-            (Outcome::Skipped, "✖ refused: "),
+            (Outcome::Skipped, "✖ skipped: "),
             (Outcome::Failed, "✖ failed: "),
         ] {
             let mut s = ActionStatus::default();
@@ -426,7 +426,7 @@ mod tests {
         let all = s.states(6_000);
         assert_eq!(
             all.get(&key()).map(State::short).as_deref(),
-            Some("✖ refused: SIGTERM sent")
+            Some("✖ skipped: SIGTERM sent")
         );
         assert_eq!(all.get(&key()), s.state(key(), 6_000).as_ref());
         // Older than a minute: not in the map.

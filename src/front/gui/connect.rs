@@ -100,11 +100,14 @@ impl ConnectUi {
     }
 
     fn form(&mut self, ui: &mut Ui) -> Option<ConnectRequest> {
-        ui.label("Attach this window to `vramwarden agent` on a GPU server: its GPUs, processes, leaks and actions, under the agent's own policy.");
+        super::widgets::label_with_code(
+            ui,
+            "Attach this window to `vramwarden agent` on a GPU server: its GPUs, processes, leaks and actions, under the agent's own policy.",
+        );
         ui.add_space(6.0);
         ui.checkbox(
             &mut self.ssh,
-            "Over SSH (the window runs `ssh -N -L …` itself)",
+            "Over SSH (the window runs ssh -N -L … itself)",
         );
         egui::Grid::new("connect-form")
             .num_columns(2)

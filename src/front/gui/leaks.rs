@@ -31,8 +31,12 @@ pub(crate) fn leak_color(dark_mode: bool) -> Color32 {
 pub(crate) struct LeakBadge {
     /// Growth rate.
     pub rate_mib_per_min: f64,
-    /// Minutes until its GPU is full at that rate.
+    /// Minutes until its GPU is full at this process's rate alone (from the GPU's free
+    /// memory now).
     pub full_in_min: Option<f64>,
+    /// Minutes until its GPU is full by the GPU's forecast (every process growing on it
+    /// together: the figure of the GPU card, the banner and the status bar), if it has one.
+    pub gpu_full_in_min: Option<f64>,
     /// Gained since the leak began.
     pub grown_mib: f64,
     /// When the growth began.
@@ -42,14 +46,63 @@ pub(crate) struct LeakBadge {
 }
 
 impl LeakBadge {
-    /// "leak +60 MiB/min · full in 2h 10m".
+    /// "⚠ leak +60 MiB/min · GPU full in ~6m 07s" (the GPU's forecast, as on its card) or,
+    /// where the GPU has no sooner forecast, "⚠ leak +60 MiB/min · alone: full in 2h 10m"
+    /// (this process's rate alone): never a second, different "full in" for the GPU without
+    /// saying whose it is.
     pub(crate) fn text(&self) -> String {
-        let full = self.full_in_min.map_or(String::new(), |m| {
-            format!(" · full in {}", format::duration((m * 60_000.0) as i64))
-        });
+        let full = match self.shown_full_in() {
+            Some(FullIn::Gpu(m)) => format!(" · GPU full in ~{}", minutes(m)),
+            Some(FullIn::Alone(m)) => format!(" · alone: full in {}", minutes(m)),
+            None => String::new(),
+        };
         let what = if self.leak { "⚠ leak" } else { "↗ growing" };
         format!("{what} +{:.0} MiB/min{full}", self.rate_mib_per_min)
     }
+
+    /// The time to full the table shows: the GPU's forecast where it has one no later than
+    /// this process's rate alone gives, else this process's.
+    pub(crate) fn shown_full_in(&self) -> Option<FullIn> {
+        match (self.gpu_full_in_min, self.full_in_min) {
+            (Some(g), Some(a)) if a < g => Some(FullIn::Alone(a)),
+            (Some(g), _) => Some(FullIn::Gpu(g)),
+            (None, a) => a.map(FullIn::Alone),
+        }
+    }
+
+    /// Both times to full in sentences, for the detail pane and the table's hover: this
+    /// process's rate alone, then the GPU's forecast (all its growing processes together).
+    pub(crate) fn full_in_sentences(&self, gpu: u32) -> Vec<String> {
+        let mut v = Vec::new();
+        match self.full_in_min {
+            Some(m) => v.push(format!(
+                "At this process's rate alone, GPU {gpu} would be full in {}.",
+                minutes(m)
+            )),
+            None => v.push("Time to full at its rate: unknown (no free-memory reading).".into()),
+        }
+        if let Some(m) = self.gpu_full_in_min {
+            v.push(format!(
+                "GPU {gpu}'s forecast, every growing process on it together: full in ~{}.",
+                minutes(m)
+            ));
+        }
+        v
+    }
+}
+
+/// Which time to full a badge shows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum FullIn {
+    /// The GPU's forecast (minutes), as on its card.
+    Gpu(f64),
+    /// This process's rate alone (minutes).
+    Alone(f64),
+}
+
+/// Minutes as "2h 10m", "6m 07s".
+fn minutes(m: f64) -> String {
+    format::duration((m * 60_000.0) as i64)
 }
 
 /// A process growing (not a leak) is labelled "growing" once its growth has lasted this long.
@@ -67,6 +120,13 @@ pub(crate) fn badges(m: &Monitor, snap: &Snapshot) -> HashMap<LeakKey, LeakBadge
             .iter()
             .find(|d| d.index == dev)
             .and_then(|d| d.memory_free_bytes)
+    };
+    let gpu_full_in = |dev: u32| {
+        snap.devices
+            .iter()
+            .find(|d| d.index == dev)
+            .and_then(|d| d.time_to_full_s)
+            .map(|s| s / 60.0)
     };
     // Growing now (this run only: the View's list is of the latest sample), shown once it has
     // lasted [`GROWING_SHOWN_AFTER_MS`] (a server's burst of a few seconds does not blink a
@@ -90,6 +150,7 @@ pub(crate) fn badges(m: &Monitor, snap: &Snapshot) -> HashMap<LeakKey, LeakBadge
                     full_in_min: free_of(dev)
                         .and_then(|f| full_in_s(f, g.rate_mib_per_min))
                         .map(|s| s / 60.0),
+                    gpu_full_in_min: gpu_full_in(dev),
                     grown_mib: g.grown_mib,
                     since_ms: g.since_ms,
                     leak: false,
@@ -109,6 +170,7 @@ pub(crate) fn badges(m: &Monitor, snap: &Snapshot) -> HashMap<LeakKey, LeakBadge
                 full_in_min: free
                     .and_then(|f| full_in_s(f, l.info.rate_mib_per_min))
                     .map(|s| s / 60.0),
+                gpu_full_in_min: gpu_full_in(l.info.device_index),
                 grown_mib: l.grown_mib,
                 since_ms: l.info.since_ms,
                 leak: true,

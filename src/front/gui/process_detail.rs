@@ -181,14 +181,9 @@ fn leak_box(ui: &mut Ui, row: &ProcessRow, units: Units, b: &super::leaks::LeakB
                 format::date_time(b.since_ms),
                 units.bytes((b.grown_mib.max(0.0) * crate::model::MIB as f64) as u64)
             ));
-            ui.label(match b.full_in_min {
-                Some(m) => format!(
-                    "At this rate GPU {} is full in {}.",
-                    row.device_index,
-                    format::duration((m * 60_000.0) as i64)
-                ),
-                None => "Time to full: unknown (no free-memory reading).".to_string(),
-            });
+            for line in b.full_in_sentences(row.device_index) {
+                ui.label(line);
+            }
         });
 }
 

@@ -561,7 +561,7 @@ impl SessionsUi {
                     .color(widgets::warn(ui)),
             );
         } else if self.list.is_empty() {
-            ui.label("No recorded sessions yet. Sessions are recorded while the window runs, or with `vramwarden record`.");
+            widgets::label_with_code(ui, "No recorded sessions yet. Sessions are recorded while the window runs, or with `vramwarden record`.");
         }
         let mut to_open = None;
         egui::ScrollArea::vertical().show(ui, |ui| {

@@ -13,6 +13,26 @@ pub(crate) const WARN: Color32 = Color32::from_rgb(235, 90, 70);
 /// [`WARN`] on a light background: darker, for a contrast of 4.5:1 at least.
 const WARN_LIGHT: Color32 = Color32::from_rgb(180, 40, 20);
 
+/// A wrapped label whose `backticked` parts are shown as code (monospace, on the code
+/// background), not with their backticks: one label, read whole by a screen reader.
+pub(crate) fn label_with_code(ui: &mut Ui, text: &str) -> egui::Response {
+    let mut job = egui::text::LayoutJob::default();
+    for (i, part) in text.split('`').enumerate() {
+        let rich = if i % 2 == 1 {
+            egui::RichText::new(part).code()
+        } else {
+            egui::RichText::new(part)
+        };
+        rich.append_to(
+            &mut job,
+            ui.style(),
+            egui::FontSelection::Default,
+            egui::Align::Center,
+        );
+    }
+    ui.add(egui::Label::new(job).wrap())
+}
+
 /// A button for what cannot be undone (a signal): filled in the theme's warning colour, its
 /// words dark on the dark theme's red and white on the light theme's, 4.5:1 at least either
 /// way (red words on a grey button were 3.7:1 on the dark theme).

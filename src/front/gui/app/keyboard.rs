@@ -6,7 +6,7 @@ use super::{Help, UiCommand, VramApp, FILTER_SHORTCUT, HELP_SHORTCUT, SETTINGS_S
 use crate::front::gui::ui_state::BottomTab;
 
 impl VramApp {
-    /// The window-wide keys: Ctrl+F, Ctrl+, (settings), Esc, Ctrl+1/2/3, Delete.
+    /// The window-wide keys: Ctrl+F, Ctrl+, (settings), Esc, Ctrl+1/2/3/4, Delete.
     pub(super) fn keyboard(&mut self, ui: &mut Ui, ctx: &egui::Context) {
         if ui.input_mut(|i| i.consume_shortcut(&FILTER_SHORTCUT)) {
             self.tabs.processes.focus_filter = true;
@@ -18,7 +18,7 @@ impl VramApp {
             self.push(UiCommand::OpenHelp(Help::Shortcuts));
         }
         // Esc closes the topmost thing: a window (settings, sessions, export, connect), else
-        // the detail pane. Ctrl+1/2/3 switch the tabs under the graph.
+        // the detail pane. Ctrl+1/2/3/4 switch the tabs under the graph.
         // (A popup or menu open takes the Esc for itself: the Send-signal list closes, the
         // pane under it stays.)
         if ui.input(|i| i.key_pressed(egui::Key::Escape))

@@ -3,7 +3,9 @@
 use egui::{Color32, RichText, Ui};
 
 use super::banners::shows_simulated;
-use super::{Help, UiCommand, VramApp, HELP_SHORTCUT, QUIT_SHORTCUT, SETTINGS_SHORTCUT};
+use super::{
+    shortcut_words, Help, UiCommand, VramApp, HELP_SHORTCUT, QUIT_SHORTCUT, SETTINGS_SHORTCUT,
+};
 use crate::engine::view::{Monitor, SourceStatus};
 use crate::front::gui::widgets;
 use crate::model::format::{self, Units};
@@ -32,7 +34,7 @@ impl VramApp {
         if ui
             .add(
                 egui::Button::new("Settings…")
-                    .shortcut_text(ui.ctx().format_shortcut(&SETTINGS_SHORTCUT)),
+                    .shortcut_text(shortcut_words(ui.ctx(), &SETTINGS_SHORTCUT)),
             )
             .clicked()
         {

@@ -34,6 +34,16 @@ pub const QUIT_SHORTCUT: egui::KeyboardShortcut =
 const HELP_SHORTCUT: egui::KeyboardShortcut =
     egui::KeyboardShortcut::new(egui::Modifiers::NONE, egui::Key::F1);
 
+/// A shortcut as the menus show it, in the words of Help → Keyboard shortcuts: "Ctrl+,"
+/// (egui spells it "Ctrl+Comma").
+fn shortcut_words(ctx: &egui::Context, s: &egui::KeyboardShortcut) -> String {
+    let words = ctx.format_shortcut(s);
+    match words.strip_suffix("Comma") {
+        Some(head) => format!("{head},"),
+        None => words,
+    }
+}
+
 /// The eframe application.
 pub struct VramApp {
     backend: Backend,
@@ -125,7 +135,10 @@ pub struct Confirmation {
 pub(crate) const SHORTCUTS: &[(&str, &str)] = &[
     ("Ctrl+,", "Settings"),
     ("Ctrl+F", "Filter the process table"),
-    ("Ctrl+1 / 2 / 3", "Processes, Leaks, Activity tab"),
+    (
+        "Ctrl+1 / 2 / 3 / 4",
+        "Processes, Leaks, Activity, Guard tab",
+    ),
     (
         "Up / Down",
         "Select the previous / next process in the table",
@@ -274,6 +287,12 @@ impl VramApp {
     /// Where the column of GPU cards was drawn last (tests: its width after a resize).
     pub fn gpu_panel_rect(&self) -> Option<egui::Rect> {
         self.gpu_rect
+    }
+
+    /// The time range (unix s) the detail pane's lifetime graph showed last (tests: the
+    /// wheel over it scrolls the pane and leaves the range alone).
+    pub fn detail_plot_x_range(&self) -> Option<(f64, f64)> {
+        self.detail_graph.shown_x
     }
 
     /// Where the GPU graph, its newest moment and the detail pane were drawn last (tests: the

@@ -22,7 +22,9 @@ pub(crate) fn x_formatter(mark: GridMark, range: &std::ops::RangeInclusive<f64>)
 }
 
 /// The time-axis grid: round steps (10 s, 1 min, 5 min, 1 h, …) in local time, about eight
-/// marks across the plot.
+/// marks across the plot, never closer than a label shown whole ([`X_LABEL_MIN_GAP`]), and
+/// two labelled marks at least wherever the plot is wide enough for two labels (a narrow
+/// plot, as the detail pane's, showed none: its eight marks were too close to label).
 pub(super) fn time_grid(input: egui_plot::GridInput) -> Vec<GridMark> {
     const STEPS: [f64; 18] = [
         1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0,
@@ -30,17 +32,20 @@ pub(super) fn time_grid(input: egui_plot::GridInput) -> Vec<GridMark> {
     ];
     let (lo, hi) = input.bounds;
     let span = (hi - lo).max(1e-3);
+    // egui_plot asks with the size of 8 points.
+    let point = input.base_step_size / 8.0;
+    // Two labels this far apart are both drawn, whole.
+    let gap = point * f64::from(X_LABEL_MIN_GAP + LABEL_FADE);
     let step = STEPS
         .iter()
         .copied()
-        .find(|s| span / s <= 8.0)
-        .unwrap_or_else(|| (span / 8.0 / 86400.0).ceil() * 86400.0);
+        .find(|s| span / s <= 8.0 && *s >= gap)
+        .unwrap_or_else(|| ((span / 8.0).max(gap) / 86400.0).ceil() * 86400.0);
     // Align to local time (a time zone may be offset by a non-round amount from UTC).
     let offset = f64::from(chrono::Local::now().offset().local_minus_utc());
     let mut marks = Vec::new();
     // A label is centred on its mark: one closer to an end than half a label's width would be
-    // cut there (the lifetime graph's last one was). egui_plot asks with the size of 8 points.
-    let point = input.base_step_size / 8.0;
+    // cut there (the lifetime graph's last one was).
     let margin = point * X_LABEL_HALF_WIDTH;
     let mut v = ((lo + offset) / step).ceil() * step - offset;
     while v <= hi && marks.len() < 64 {
@@ -51,6 +56,22 @@ pub(super) fn time_grid(input: egui_plot::GridInput) -> Vec<GridMark> {
             });
         }
         v += step;
+    }
+    if marks.len() < 2 {
+        // No round step gives two labels here: one at each end, half a label in.
+        let (a, b) = (lo + margin, hi - margin);
+        if b - a >= gap {
+            return vec![
+                GridMark {
+                    value: a,
+                    step_size: b - a,
+                },
+                GridMark {
+                    value: b,
+                    step_size: b - a,
+                },
+            ];
+        }
     }
     marks
 }
@@ -114,8 +135,10 @@ pub fn value_grid(input: egui_plot::GridInput) -> Vec<GridMark> {
     marks
 }
 
-/// A value axis `width` points wide at least, labelled by `label`, whose labels show down to
-/// [`Y_LABEL_MIN_GAP`] apart (egui_plot's default hides them under 20).
+/// A value axis `width` points wide at least, labelled by `label`, whose labels show whole
+/// down to [`Y_LABEL_MIN_GAP`] apart (egui_plot's default hides them under 20; a fade just
+/// above the gap [`value_grid`] allows greyed them to 4.2:1 on the light theme once the
+/// metric plots' time labels took their height).
 pub(super) fn value_axis<'a>(
     width: f32,
     label: impl Fn(GridMark) -> String + 'a,
@@ -123,7 +146,7 @@ pub(super) fn value_axis<'a>(
     egui_plot::AxisHints::new_y()
         .formatter(move |m, _| label(m))
         .min_thickness(width)
-        .label_spacing(Y_LABEL_MIN_GAP..=Y_LABEL_MIN_GAP + LABEL_FADE)
+        .label_spacing(Y_LABEL_MIN_GAP - LABEL_FADE..=Y_LABEL_MIN_GAP)
 }
 
 /// The time axis: clock labels at least [`X_LABEL_MIN_GAP`] apart, never faded.
@@ -134,11 +157,11 @@ pub(super) fn time_axis<'a>() -> egui_plot::AxisHints<'a> {
 }
 
 /// Points apart at least for two time labels ("23:05:00" is about 50 points wide).
-const X_LABEL_MIN_GAP: f32 = 58.0;
+pub(super) const X_LABEL_MIN_GAP: f32 = 58.0;
 
 /// egui_plot fades a label in over a range of gaps, down to a contrast no one reads (1.6:1):
 /// a label shown here is shown whole (the range is this narrow).
-const LABEL_FADE: f32 = 0.5;
+pub(super) const LABEL_FADE: f32 = 0.5;
 
 /// A value-axis label: as many decimals as the grid's step needs, so neighbours never read
 /// alike ("0.5 GiB", "1.0 GiB"; "20 %").

@@ -40,6 +40,8 @@ pub(crate) struct GraphCache {
     pub free_range: Option<(UnixMs, UnixMs)>,
     /// Where the plot was drawn last (the wheel over it zooms).
     pub plot_rect: Option<egui::Rect>,
+    /// The time range (unix s) the plot showed last (the lifetime graph's, for tests).
+    pub shown_x: Option<(f64, f64)>,
     /// Where the newest moment shown ("now" when following, the slider in a session) was
     /// drawn last: its x on screen.
     pub edge_x: Option<f32>,

@@ -49,6 +49,10 @@ pub(super) struct PlotOpts<'a> {
     pub(super) stacked: bool,
     /// Fixed width in points (default: what is available).
     pub(super) width: Option<f32>,
+    /// The time axis stays as set (no wheel zoom, no drag): the wheel over the plot scrolls
+    /// what holds it (the lifetime graph in the detail pane, which always shows the whole
+    /// lifetime, live).
+    pub(super) fixed_x: bool,
 }
 
 pub(super) fn draw_plot(
@@ -84,7 +88,9 @@ pub(super) fn draw_plot(
         if let Some((lo, hi)) = fit {
             plot_ui.set_plot_bounds_y(lo..=hi);
         }
-        wheel_zoom(plot_ui);
+        if !o.fixed_x {
+            wheel_zoom(plot_ui);
+        }
         plot_lines(plot_ui, lines, o, scale);
     });
     if o.table_hover {
@@ -149,8 +155,8 @@ fn configure_plot<'a>(
 ) -> Plot<'a> {
     let units = o.units;
     let mut plot = Plot::new(id)
-        .allow_zoom([true, false])
-        .allow_drag([true, false])
+        .allow_zoom([!o.fixed_x, false])
+        .allow_drag([!o.fixed_x, false])
         .allow_scroll(false)
         .allow_boxed_zoom(false)
         .allow_double_click_reset(false)

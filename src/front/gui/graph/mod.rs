@@ -177,6 +177,7 @@ pub(crate) fn device_graph(
             buckets: spans,
             stacked,
             width: Some(full_w),
+            fixed_x: false,
         },
     );
     cache.buckets = buckets;
@@ -321,5 +322,37 @@ mod tests {
         // Half a label (30 s here) from both ends, the same minutes are all kept.
         let all = time_grid(input(lo - 30.0, lo + 450.0));
         assert_eq!(all.len(), 8, "{all:?}");
+    }
+
+    /// The review of the window: the detail pane's lifetime graph often had no time label.
+    /// Whatever the plot's width (from the narrowest pane's) and the time it spans, at least
+    /// two marks are far enough apart for egui_plot to draw their labels whole.
+    #[test]
+    fn a_time_axis_always_has_two_labels() {
+        let full = f64::from(super::axes::X_LABEL_MIN_GAP + super::axes::LABEL_FADE);
+        for width in [
+            160.0, 200.0, 250.0, 300.0, 340.0, 400.0, 470.0, 600.0, 900.0, 1400.0,
+        ] {
+            for span in [
+                3.0, 7.0, 12.0, 45.0, 100.0, 299.0, 470.0, 900.0, 2000.0, 5000.0, 20_000.0,
+                80_000.0, 200_000.0, 900_000.0,
+            ] {
+                let lo = 1_796_000_013.0;
+                let point = span / width;
+                let marks = time_grid(egui_plot::GridInput {
+                    bounds: (lo, lo + span),
+                    base_step_size: point * 8.0,
+                });
+                let labelled = marks
+                    .iter()
+                    .filter(|m| m.step_size / point >= full)
+                    .filter(|m| m.value >= lo && m.value <= lo + span)
+                    .count();
+                assert!(
+                    labelled >= 2,
+                    "{width} points showing {span} s: {labelled} labels ({marks:?})"
+                );
+            }
+        }
     }
 }

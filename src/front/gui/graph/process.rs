@@ -128,9 +128,12 @@ pub(crate) fn process_graph(
             marks,
             step_s: 1.0,
             height: Some(height),
+            fixed_x: true,
             ..PlotOpts::default()
         },
     );
     cache.as_table = as_table;
     cache.plot_rect = Some(resp.response.rect);
+    let b = resp.transform.bounds();
+    cache.shown_x = Some((b.min()[0], b.max()[0]));
 }

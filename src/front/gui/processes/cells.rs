@@ -195,10 +195,11 @@ fn status_cell(ui: &mut Ui, r: &ProcessRow, c: &Cells<'_>) {
             .selectable(false),
         )
         .on_hover_text(format!(
-            "Growing since {}, +{}",
+            "Growing since {}, +{}\n{}",
             format::clock(b.since_ms),
             c.units
-                .bytes((b.grown_mib.max(0.0) * crate::model::MIB as f64) as u64)
+                .bytes((b.grown_mib.max(0.0) * crate::model::MIB as f64) as u64),
+            b.full_in_sentences(r.device_index).join("\n")
         ));
     }
 }

@@ -113,7 +113,13 @@ pub(crate) fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>,
         if pushed != 0.0 {
             area = area.horizontal_scroll_offset((last_side - pushed).max(0.0));
         }
+        // Its bar is solid, drawn whenever columns lie beyond the right edge (egui's floating
+        // bar shows only under the pointer: the GPU memory columns, hidden behind the detail
+        // pane, had no sign of being there). The table's own bar inside keeps the style.
+        let style = ui.spacing().scroll;
+        ui.spacing_mut().scroll = egui::style::ScrollStyle::solid();
         let out = area.show(ui, |ui| {
+            ui.spacing_mut().scroll = style;
             let part = Part {
                 cols: scrolled,
                 first: frozen_n,

@@ -1,4 +1,5 @@
-//! The Settings window (menu and Ctrl+,): General, Sampling & history, Sessions, Leaks, Rules.
+//! The Settings window (menu and Ctrl+,): General, Sampling & history, Sessions, Leaks, Rules,
+//! OOM guard.
 //! It edits a draft; Save validates, writes the TOML file atomically (keeping a `.bak`) and
 //! applies the draft to the engine.
 
@@ -335,7 +336,7 @@ impl SettingsUi {
 
     fn rules(&mut self, ui: &mut Ui, _live: &Monitor, out: &mut Vec<UiCommand>) {
         let c = &mut self.draft.cleanup;
-        ui.checkbox(&mut c.dry_run, "Global dry run: no rule signals anything, the Activity pane says what would have happened");
+        ui.checkbox(&mut c.dry_run, "Global dry run: no rule signals anything, the Activity tab says what would have happened");
         protected_names(ui, &mut c.protected, &mut self.protected_text);
         ui.separator();
         if let Some(op) = rules_list(ui, c, &mut self.editing) {

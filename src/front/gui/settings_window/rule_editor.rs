@@ -23,12 +23,17 @@ pub(super) fn rule_editor(
     };
     let r = &mut c.rules[i];
     let problems = r.problems();
-    // The summary keeps its height while typing (two lines), so the fields below stay put.
-    let summary_h = ui.text_style_height(&egui::TextStyle::Body) * 2.0 + 4.0;
-    ui.allocate_ui(egui::vec2(ui.available_width(), summary_h), |ui| {
-        ui.set_min_height(summary_h);
-        ui.add(egui::Label::new(RichText::new(r.describe()).italics()).wrap());
-    });
+    // The summary keeps one height (three lines; a longer one scrolls in it) while typing and
+    // while conditions are ticked, so the fields below stay put under the pointer.
+    let summary_h = ui.text_style_height(&egui::TextStyle::Body) * 3.0 + 6.0;
+    egui::ScrollArea::vertical()
+        .id_salt(("rule-summary", i))
+        .max_height(summary_h)
+        .min_scrolled_height(summary_h)
+        .auto_shrink([false, false])
+        .show(ui, |ui| {
+            ui.add(egui::Label::new(summary_words(ui, &r.describe())).wrap());
+        });
     ui.horizontal(|ui| {
         if ui
             .button("Test this rule")
@@ -115,6 +120,29 @@ pub(super) fn rule_editor(
             });
             ui.end_row();
         });
+}
+
+/// A rule's summary in italics, its " — DRY RUN" upright: an italic ")" leant onto the dash
+/// and read as "per process)— DRY RUN".
+fn summary_words(ui: &Ui, describe: &str) -> egui::text::LayoutJob {
+    let (body, tail) = match describe.strip_suffix(" — DRY RUN") {
+        Some(body) => (body, Some(" — DRY RUN")),
+        None => (describe, None),
+    };
+    let mut job = egui::text::LayoutJob::default();
+    let add = |job: &mut egui::text::LayoutJob, t: RichText| {
+        t.append_to(
+            job,
+            ui.style(),
+            egui::FontSelection::Default,
+            egui::Align::Center,
+        );
+    };
+    add(&mut job, RichText::new(body).italics());
+    if let Some(t) = tail {
+        add(&mut job, RichText::new(t).strong());
+    }
+    job
 }
 
 /// A numeric condition's row: label, field, (default when ticked, unit), its problems' key.
