@@ -105,7 +105,7 @@ fn export_never_writes_over_its_input_or_an_existing_file() {
         "a header and 2 GPUs × 120 samples"
     );
     assert!(
-        stderr_of(&o).contains("240 devices rows"),
+        stderr_of(&o).contains("240 device rows"),
         "{}",
         stderr_of(&o)
     );

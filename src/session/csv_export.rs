@@ -35,6 +35,16 @@ impl Table {
         }
     }
 
+    /// Its rows in words: "device", "process", "event" (as in "120 device rows"; its file
+    /// name's word, [`Table::name`], is plural).
+    pub(crate) fn row_word(self) -> &'static str {
+        match self {
+            Table::Devices => "device",
+            Table::Processes => "process",
+            Table::Events => "event",
+        }
+    }
+
     /// The header row. In the processes table, `container` is the container's name (else
     /// the first 12 digits of its id) and `pod` is `namespace/pod`; both are empty for a
     /// process outside a container (and in logs written before they were kept). The `torch_…`

@@ -2,9 +2,8 @@
 //! bytes moved and the rate measured by the parks and resumes that ended here, with a
 //! conservative default until one has been measured.
 
-pub use crate::act::park::estimate::{
-    park_estimate_s, resume_estimate_s, DEFAULT_PARK_GIB_S, DEFAULT_RESUME_GIB_S, OVERHEAD_S,
-};
+pub(crate) use crate::act::park::estimate::{park_estimate_s, resume_estimate_s};
+pub use crate::act::park::estimate::{DEFAULT_PARK_GIB_S, DEFAULT_RESUME_GIB_S, OVERHEAD_S};
 use crate::model::GIB;
 
 /// The fixed part of a park's or resume's time as measured on the H100 (driver 580): 10 and

@@ -15,13 +15,13 @@ pub const OVERHEAD_S: f64 = 2.0;
 /// Seconds a park of `bytes` takes at `gib_s` GiB/s (the default rate where `gib_s` is not a
 /// positive rate: none measured yet, or a View from an older agent): the one estimate the
 /// guard plans with and the confirmations and replies show.
-pub fn park_estimate_s(bytes: u64, gib_s: f64) -> f64 {
+pub(crate) fn park_estimate_s(bytes: u64, gib_s: f64) -> f64 {
     estimate_s(bytes, gib_s, DEFAULT_PARK_GIB_S)
 }
 
 /// Seconds a resume of `bytes` takes at `gib_s` GiB/s (the default rate where `gib_s` is not
 /// a positive rate).
-pub fn resume_estimate_s(bytes: u64, gib_s: f64) -> f64 {
+pub(crate) fn resume_estimate_s(bytes: u64, gib_s: f64) -> f64 {
     estimate_s(bytes, gib_s, DEFAULT_RESUME_GIB_S)
 }
 

@@ -596,7 +596,7 @@ pub fn export(
         csv_export::write_files(&data, &jobs, force, &mut |_| true).map_err(|e| e.error)?
     };
     for ((t, path), rows) in jobs.iter().zip(rows).filter(|_| !quiet) {
-        eprintln!("{}: {rows} {} rows", path.display(), t.name());
+        eprintln!("{}: {rows} {} rows", path.display(), t.row_word());
     }
     Ok(())
 }

@@ -463,19 +463,9 @@ fn run_export(
     let msgs: Vec<String> = jobs
         .iter()
         .zip(rows)
-        .map(|((t, out), rows)| format!("{rows} {} rows to {}", row_word(*t), out.display()))
+        .map(|((t, out), rows)| format!("{rows} {} rows to {}", t.row_word(), out.display()))
         .collect();
     Ok(format!("Exported {}", msgs.join(", ")))
-}
-
-/// A table's rows in words: "device rows", "process rows", "event rows" (its file name's
-/// word, [`Table::name`], is plural).
-fn row_word(t: Table) -> &'static str {
-    match t {
-        Table::Devices => "device",
-        Table::Processes => "process",
-        Table::Events => "event",
-    }
 }
 
 #[cfg(test)]
