@@ -245,14 +245,29 @@ fn free_slot(rows: &SampleMap<ProcSeriesKey, ProcessRow>, key: ProcSeriesKey, at
     let beside = stack_neighbours(rows, key, at);
     let mut free: Vec<usize> = (0..COLOR_SLOTS).filter(|i| !held[*i]).collect();
     free.sort_by_key(|i| (left[*i], *i));
-    let apart = |i: &&usize| {
-        beside
+    // Far from every band of its GPU where the palette allows (two yellows on one GPU were
+    // hard to tell apart in the legend though not beside each other), else from the two
+    // beside it.
+    let on_gpu: Vec<u8> = rows
+        .values()
+        .filter(|r| {
+            r.device_index == key.1
+                && r.series_key() != key
+                && r.first_seen_ms <= at
+                && r.exited_at_ms.is_none()
+                && r.color_slot != UNCOLORED
+        })
+        .map(|r| r.color_slot)
+        .collect();
+    let apart_from = |slots: &[u8], i: usize| {
+        slots
             .iter()
-            .flatten()
-            .all(|b| crate::model::palette::far_apart(**i, usize::from(*b)))
+            .all(|b| crate::model::palette::far_apart(i, usize::from(*b)))
     };
+    let neighbours: Vec<u8> = beside.iter().flatten().copied().collect();
     free.iter()
-        .find(apart)
+        .find(|i| apart_from(&on_gpu, **i))
+        .or_else(|| free.iter().find(|i| apart_from(&neighbours, **i)))
         .or_else(|| free.first())
         .copied()
         .or_else(|| held.iter().position(|h| !h))
@@ -456,6 +471,23 @@ mod tests {
                 processes: procs,
             };
             state.apply(&mut m, snap, t);
+            // Every two bands of one GPU, touching or not, are far apart too (at most five
+            // run on a GPU: the palette has room for that).
+            for d in 0..2 {
+                let slots: Vec<u8> = m
+                    .rows()
+                    .filter(|r| r.device_index == d && r.exited_at_ms.is_none())
+                    .map(|r| r.color_slot)
+                    .collect();
+                for (i, a) in slots.iter().enumerate() {
+                    for b in &slots[i + 1..] {
+                        assert!(
+                            crate::model::palette::far_apart(usize::from(*a), usize::from(*b)),
+                            "at {t}, GPU {d}: slots {a} and {b} look alike"
+                        );
+                    }
+                }
+            }
             for d in 0..2 {
                 for (a, b, sa, sb) in touching(&m, d) {
                     pairs += 1;
