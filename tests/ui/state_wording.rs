@@ -304,3 +304,22 @@ fn settings_say_what_blocks_saving_in_words_and_keep_rule_buttons_in_view() {
         );
     }
 }
+
+/// The leak box says since when in the time of day when it is today ("since 05:49:18"), not
+/// with the whole date, as the Leaks table does.
+#[test]
+fn the_leak_box_says_since_when_without_todays_date() {
+    let (_dir, mut h) = recorded_session_harness(300);
+    h.get_by_label("51877").click();
+    h.run();
+    let growing = h.get_by_label_contains("Growing at");
+    let node = egui_kittest::kittest::NodeT::accesskit_node(&growing);
+    let text = node.value().or_else(|| node.label()).unwrap_or_default();
+    // "… since 05:49:18 (+73 MiB so far)."
+    let when = text.split(" since ").nth(1).unwrap_or_default();
+    let clock = when.split(' ').next().unwrap_or_default();
+    assert!(
+        clock.len() == 8 && clock.split(':').count() == 3 && when[8..].starts_with(" (+"),
+        "{text}"
+    );
+}

@@ -45,7 +45,7 @@ pub(crate) fn pane(
     let units = input.units.for_largest(row.peak_bytes);
     let now = input.now;
     let open = header(ui, row);
-    notices(ui, m, row, units, input.leak, input.host);
+    notices(ui, m, row, units, input.leak, input.host, input.now);
     let episodes: Vec<_> = m.leaks_of(&row.series_key()).collect();
     if !episodes.is_empty() && input.leak.is_none() {
         ui.label(
@@ -116,12 +116,13 @@ fn notices(
     units: Units,
     leak: Option<super::leaks::LeakBadge>,
     host: Option<&str>,
+    now: UnixMs,
 ) {
     if let Some(t) = row.exited_at_ms {
         ui.label(
             RichText::new(format!(
                 "Exited at {} (last seen on the GPU)",
-                format::date_time(t)
+                format::moment(t, now)
             ))
             .color(widgets::warn(ui)),
         );
@@ -145,7 +146,7 @@ fn notices(
         );
     }
     if let Some(b) = leak {
-        leak_box(ui, row, units, &b);
+        leak_box(ui, row, units, &b, now);
     }
     if let Some(park) = row.parked.filter(|_| row.exited_at_ms.is_none()) {
         ui.label(
@@ -157,7 +158,7 @@ fn notices(
 }
 
 /// The framed leak notice: rate, since when, how much, when the GPU is full.
-fn leak_box(ui: &mut Ui, row: &ProcessRow, units: Units, b: &super::leaks::LeakBadge) {
+fn leak_box(ui: &mut Ui, row: &ProcessRow, units: Units, b: &super::leaks::LeakBadge, now: UnixMs) {
     egui::Frame::group(ui.style())
         .stroke(egui::Stroke::new(
             1.5,
@@ -178,7 +179,7 @@ fn leak_box(ui: &mut Ui, row: &ProcessRow, units: Units, b: &super::leaks::LeakB
             ui.label(format!(
                 "Growing at {:.1} MiB/min since {} (+{} so far).",
                 b.rate_mib_per_min,
-                format::date_time(b.since_ms),
+                format::moment(b.since_ms, now),
                 units.bytes((b.grown_mib.max(0.0) * crate::model::MIB as f64) as u64)
             ));
             for line in b.full_in_sentences(row.device_index) {
