@@ -545,3 +545,23 @@ fn the_generators_reach_both_acceptance_and_validation() {
         "mutated: {accepted} accepted, {invalid} invalid"
     );
 }
+
+/// A number out of its type's range is said in words, not in Rust's type names.
+#[test]
+fn numbers_out_of_range_are_refused_in_words() {
+    let path = Path::new("c.toml");
+    for (value, words) in [
+        (
+            "99999999999999999999",
+            "is too large: expected a whole number",
+        ),
+        ("-5", "expected a whole number, 0 or more"),
+    ] {
+        let text = format!("[sampling]\ninterval_ms = {value}\n");
+        let e = Settings::from_toml(&text, path).expect_err("refused");
+        let said = e.to_string();
+        assert!(said.contains(words), "{said}");
+        assert!(!said.contains("u64") && !said.contains("i128"), "{said}");
+        assert_eq!(e.line, Some(2));
+    }
+}

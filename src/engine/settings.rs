@@ -291,7 +291,7 @@ impl Settings {
         let s: Settings = toml::from_str(text).map_err(|e| ConfigError {
             path: path.to_path_buf(),
             line: e.span().map(|sp| line_at(text, sp.start)),
-            reason: e.message().to_string(),
+            reason: plain_type_words(e.message()),
         })?;
         if let Some(p) = s.problems_at().into_iter().next() {
             return Err(ConfigError {
@@ -533,4 +533,35 @@ fn remove_if_present(p: &Path) -> std::io::Result<()> {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
     }
+}
+
+/// A TOML decoding message with Rust's type names in words ("invalid value: integer `-5`,
+/// expected u64" says "expected a whole number, 0 or more"; a number too large for any
+/// integer, "`99999999999999999999` as i128", says so).
+fn plain_type_words(message: &str) -> String {
+    let words = [
+        (
+            "as i128, expected u64",
+            "is too large: expected a whole number",
+        ),
+        (
+            "as i128, expected u32",
+            "is too large: expected a whole number",
+        ),
+        (
+            "as i128, expected u8",
+            "is too large: expected a whole number",
+        ),
+        ("expected u64", "expected a whole number, 0 or more"),
+        ("expected u32", "expected a whole number, 0 or more"),
+        ("expected u8", "expected a whole number from 0 to 255"),
+        ("expected i64", "expected a whole number"),
+        ("expected f64", "expected a number"),
+        ("expected f32", "expected a number"),
+    ];
+    let mut m = message.to_string();
+    for (rust, plain) in words {
+        m = m.replace(rust, plain);
+    }
+    m.replace("invalid type: integer", "invalid value:")
 }
