@@ -519,3 +519,23 @@ fn a_rule_summary_draws_its_dry_run_upright() {
         "the rest stays in italics: {parts:?}"
     );
 }
+
+/// A single rule can be moved neither up nor down: both buttons are off (they were on and did
+/// nothing); the "Conditions" label stands at the top of its list, not halfway down it.
+#[test]
+fn a_lone_rule_offers_no_move_and_its_conditions_label_heads_the_list() {
+    let (_dir, h) = settings_with_the_example_rule();
+    for label in ["Up", "Down"] {
+        let b = h.get_by_role_and_label(egui::accesskit::Role::Button, label);
+        assert!(
+            egui_kittest::kittest::NodeT::accesskit_node(&b).is_disabled(),
+            "{label} is offered"
+        );
+    }
+    let label = h.get_by_label("Conditions").rect();
+    let first = h.get_by_label("Process GPU memory ≥").rect();
+    assert!(
+        (label.top() - first.top()).abs() < 6.0,
+        "the label at {label:?}, the first condition at {first:?}"
+    );
+}

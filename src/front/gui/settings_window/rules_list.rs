@@ -52,6 +52,7 @@ pub(super) fn rules_list(
             // One line per rule, each laid out by itself: a grid laid a new rule's line out
             // with the old column widths (its name under its DRY RUN badge) until the next
             // frame.
+            let last = c.rules.len().saturating_sub(1);
             for (i, r) in c.rules.iter_mut().enumerate() {
                 ui.horizontal(|ui| {
                     ui.checkbox(&mut r.enabled, "on");
@@ -67,7 +68,13 @@ pub(super) fn rules_list(
                             "Remove this rule (Save to keep the change)",
                         ),
                     ] {
-                        if ui.button(label).on_hover_text(hover).clicked() {
+                        // The first rule cannot go up, nor the last down.
+                        let can = !(what == "up" && i == 0 || what == "down" && i == last);
+                        if ui
+                            .add_enabled(can, egui::Button::new(label))
+                            .on_hover_text(hover)
+                            .clicked()
+                        {
                             op = Some((i, what));
                         }
                     }
