@@ -553,3 +553,31 @@ fn record_refuses_an_existing_file_or_a_folder_as_its_log_in_words() {
         "{err}"
     );
 }
+
+/// `record --duration` takes as many samples in real time as at `--speed max`: one at each
+/// interval from the start while less than the duration from it (real time took one more when
+/// the last tick beat the deadline), and a duration under one interval records one.
+#[test]
+fn record_takes_the_same_samples_in_real_time_and_at_full_speed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let count = |speed: &str, duration: &str, name: &str| -> usize {
+        let out = bin()
+            .args(["--demo", "--interval", "1s", "record", "--speed", speed])
+            .args(["--duration", duration, "--out"])
+            .arg(dir.path().join(name))
+            .env("VRAMWARDEN_CONFIG", dir.path().join("none.toml"))
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{err}");
+        err.lines()
+            .find_map(|l| l.strip_prefix("recorded "))
+            .and_then(|s| s.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{err}"))
+    };
+    // (1 s apart: a tick late by up to half a second on a loaded machine still counts.)
+    assert_eq!(count("max", "3s", "a.vwlog"), 3);
+    assert_eq!(count("1", "3s", "b.vwlog"), 3);
+    assert_eq!(count("1", "1ms", "c.vwlog"), 1);
+}

@@ -226,6 +226,14 @@ pub fn run_realtime(
     let t0 = Instant::now();
     let ticks0 = read(&shared)?.ticks;
     crate::host::cost::restart();
+    // As many samples as `record --speed max` takes for the same duration (one at each
+    // interval from the start while less than `duration` from it): the run ends half an
+    // interval after the last one is due, never racing the one after it.
+    let duration = duration.map(|d| {
+        let step = interval.max(Duration::from_millis(1));
+        let n = d.as_nanos().div_ceil(step.as_nanos()).max(1);
+        step * u32::try_from(n - 1).unwrap_or(u32::MAX) + step / 2
+    });
     loop {
         let left = duration.map(|d| d.saturating_sub(t0.elapsed()));
         if left.is_some_and(|l| l.is_zero()) {
