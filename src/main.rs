@@ -120,6 +120,7 @@ fn window(args: Cli, source: SourceKind, connect: Option<ConnectTarget>) -> u8 {
                 .iter()
                 .all(|v| std::env::var_os(v).is_none());
             if no_display {
+                tracing::debug!("the window's error: {e}");
                 tracing::error!(
                     "no display to open the window on (DISPLAY and WAYLAND_DISPLAY are not set). \
                      On a server: `vramwarden agent` (metrics and an API), `vramwarden snapshot` or \
@@ -223,7 +224,7 @@ fn run(command: Command, args: &Cli, source: SourceKind) -> Result<(), cli::CliE
         } => cli::rules_check(config, &mut stdout),
         Command::Guard {
             what: cli::GuardCommand::WhatIf { session, park_rate },
-        } => cli::guard::what_if(&session, park_rate, config, &mut stdout),
+        } => cli::guard::what_if(&session, park_rate, config, args.quiet, &mut stdout),
         Command::Torch { what } => {
             vramwarden::front::cli::torch::run(what, &mut stdout, &mut *said)
         }

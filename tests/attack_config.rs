@@ -550,18 +550,31 @@ fn the_generators_reach_both_acceptance_and_validation() {
 #[test]
 fn numbers_out_of_range_are_refused_in_words() {
     let path = Path::new("c.toml");
-    for (value, words) in [
+    for (key, value, words) in [
         (
+            "[sampling]\ninterval_ms",
             "99999999999999999999",
             "is too large: expected a whole number",
         ),
-        ("-5", "expected a whole number, 0 or more"),
+        (
+            "[sampling]\ninterval_ms",
+            "-5",
+            "expected a whole number, 0 or more",
+        ),
+        (
+            "[sessions]\nretention_days",
+            "5000000000",
+            "expected a whole number from 0 to 4294967295",
+        ),
     ] {
-        let text = format!("[sampling]\ninterval_ms = {value}\n");
+        let text = format!("{key} = {value}\n");
         let e = Settings::from_toml(&text, path).expect_err("refused");
         let said = e.to_string();
         assert!(said.contains(words), "{said}");
-        assert!(!said.contains("u64") && !said.contains("i128"), "{said}");
+        assert!(
+            !said.contains("u64") && !said.contains("u32") && !said.contains("i128"),
+            "{said}"
+        );
         assert_eq!(e.line, Some(2));
     }
 }

@@ -553,7 +553,10 @@ fn plain_type_words(message: &str) -> String {
             "is too large: expected a whole number",
         ),
         ("expected u64", "expected a whole number, 0 or more"),
-        ("expected u32", "expected a whole number, 0 or more"),
+        (
+            "expected u32",
+            "expected a whole number from 0 to 4294967295",
+        ),
         ("expected u8", "expected a whole number from 0 to 255"),
         ("expected i64", "expected a whole number"),
         ("expected f64", "expected a number"),

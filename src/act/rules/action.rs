@@ -1126,8 +1126,12 @@ mod tests {
             protected: Vec::new(),
             remote: RemotePolicy { other_users: false },
         };
-        // The dry run is no verdict of its own: the runner says what it would do.
+        // The dry run is no verdict of its own: the runner says what it would do; another
+        // user's process is refused in a dry run as out of one.
         assert_eq!(s.remote_verdict(&owned_by(me, Origin::Live)), None);
+        assert!(s
+            .remote_verdict(&owned_by(other, Origin::Live))
+            .is_some_and(|(o, _)| o == Outcome::Skipped));
         s.global_dry_run = false;
         let refused = s.remote_verdict(&owned_by(other, Origin::Live));
         assert!(

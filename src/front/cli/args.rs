@@ -285,7 +285,7 @@ fn parse_speed(s: &str) -> Result<Speed, String> {
 }
 
 /// An address to listen on: `IP:PORT`, or `HOST:PORT` (`localhost:8726`) as the system
-/// resolves it (its first address).
+/// resolves it (its first IPv4 address, else its first).
 ///
 /// # Errors
 /// A message for clap when it is neither.
@@ -297,9 +297,13 @@ fn parse_listen(s: &str) -> Result<std::net::SocketAddr, String> {
     let bad = || {
         format!("not an address: HOST:PORT, as {DEFAULT_LISTEN}, localhost:8726 or 0.0.0.0:8726")
     };
-    s.to_socket_addrs()
-        .map_err(|_| bad())?
-        .next()
+    // IPv4 first where the name has both (localhost: 127.0.0.1, which scrapers and
+    // windows of other tools ask for, rather than ::1).
+    let all: Vec<std::net::SocketAddr> = s.to_socket_addrs().map_err(|_| bad())?.collect();
+    all.iter()
+        .find(|a| a.is_ipv4())
+        .or_else(|| all.first())
+        .copied()
         .ok_or_else(bad)
 }
 

@@ -18,11 +18,12 @@ pub fn what_if(
     session: &Path,
     park_rate: Option<f64>,
     config: Option<&Path>,
+    quiet: bool,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let settings = crate::front::headless::load_settings(config)?;
     let data = SessionData::open(session)?;
-    super::note_damage(session, &data);
+    super::note_damage(session, &data, quiet);
     let w = replay(data.snapshots(), &data.events, &settings, park_rate);
     print(&w, session, out)
 }

@@ -526,9 +526,9 @@ pub fn record(
 }
 
 /// Says on stderr what reading `session` skipped or joined, if anything (damaged bytes, logs
-/// joined end to end, duplicate samples).
-fn note_damage(session: &std::path::Path, data: &crate::session::reader::SessionData) {
-    if !data.report.is_clean() {
+/// joined end to end, duplicate samples); nothing with `quiet` (`-q`: errors only).
+fn note_damage(session: &std::path::Path, data: &crate::session::reader::SessionData, quiet: bool) {
+    if !quiet && !data.report.is_clean() {
         eprintln!(
             "vramwarden: {}: {}",
             session.display(),
@@ -591,7 +591,7 @@ pub fn export(
         }
     }
     let data = crate::session::reader::SessionData::open(session)?;
-    note_damage(session, &data);
+    note_damage(session, &data, quiet);
     let rows = if to_stdout {
         let mut w = std::io::BufWriter::new(&mut *stdout);
         let rows = jobs

@@ -33,10 +33,13 @@ impl KeptWidth {
         let Some(want) = self.wanted else {
             return;
         };
-        if w + 0.5 < last_max.min(want) {
+        // egui rounds the panel to whole pixels: a zoomed-out window's clamp can be off by
+        // more than half a point.
+        let slack = 0.5 + 1.0 / ui.ctx().pixels_per_point();
+        if w + slack < last_max.min(want) {
             // Narrower than the clamp left it: the user dragged it there.
             self.wanted = None;
-        } else if max > w + 0.5 {
+        } else if max > w + slack {
             let to = want.min(max);
             state.outer_rect.set_width(to);
             ui.ctx().data_mut(|d| d.insert_persisted(id, state));

@@ -113,11 +113,18 @@ pub(crate) fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>,
         if pushed != 0.0 {
             area = area.horizontal_scroll_offset((last_side - pushed).max(0.0));
         }
-        // Its bar is solid, drawn whenever columns lie beyond the right edge (egui's floating
-        // bar shows only under the pointer: the GPU memory columns, hidden behind the detail
-        // pane, had no sign of being there). The table's own bar inside keeps the style.
+        // Its bar is drawn whenever columns lie beyond the right edge (egui's floating bar
+        // shows only under the pointer: the GPU memory columns, hidden behind the detail pane,
+        // had no sign of being there). Floating still, so that it takes no height: a solid bar
+        // made this half's rows scroll 10 points further than the frozen half's, and the last
+        // row's figures stood out of line with its PID. The table's own bar keeps the style.
         let style = ui.spacing().scroll;
-        ui.spacing_mut().scroll = egui::style::ScrollStyle::solid();
+        ui.spacing_mut().scroll = egui::style::ScrollStyle {
+            floating_width: 6.0,
+            dormant_handle_opacity: 1.0,
+            dormant_background_opacity: 1.0,
+            ..egui::style::ScrollStyle::floating()
+        };
         let out = area.show(ui, |ui| {
             ui.spacing_mut().scroll = style;
             let part = Part {

@@ -73,6 +73,11 @@ pub(super) fn rules_list(
                         if ui
                             .add_enabled(can, egui::Button::new(label))
                             .on_hover_text(hover)
+                            .on_disabled_hover_text(if what == "up" {
+                                "The first rule is checked first already"
+                            } else {
+                                "The last rule is checked last already"
+                            })
                             .clicked()
                         {
                             op = Some((i, what));
