@@ -68,16 +68,12 @@ pub(super) fn rules_list(
                             "Remove this rule (Save to keep the change)",
                         ),
                     ] {
-                        // The first rule cannot go up, nor the last down.
+                        // The first rule cannot go up, nor the last down: the button is
+                        // left out, its room kept (the row's other buttons stay in line).
                         let can = !(what == "up" && i == 0 || what == "down" && i == last);
                         if ui
-                            .add_enabled(can, egui::Button::new(label))
+                            .add_visible(can, egui::Button::new(label))
                             .on_hover_text(hover)
-                            .on_disabled_hover_text(if what == "up" {
-                                "The first rule is checked first already"
-                            } else {
-                                "The last rule is checked last already"
-                            })
                             .clicked()
                         {
                             op = Some((i, what));
