@@ -763,8 +763,10 @@ fn without_a_file_dialog_a_typed_path_opens_the_session() {
         h.step();
     }
     h.get_by_label_contains("No file dialog could be shown");
+    h.run();
+    // The field has the keyboard focus as the window opens: the path is typed at once.
     let field = h.get_by_role_and_label(egui::accesskit::Role::TextInput, "Path");
-    field.click();
+    assert!(field.is_focused(), "the path field has no focus");
     field.type_text(path.to_str().expect("utf-8 path"));
     h.run();
     h.key_press(egui::Key::Enter);

@@ -231,6 +231,8 @@ pub struct PathEntry {
     pub purpose: PathPurpose,
     /// The text typed so far.
     pub text: String,
+    /// The field has had the keyboard focus once (given when the window opens).
+    pub focused: bool,
 }
 
 impl SessionsUi {
@@ -260,6 +262,7 @@ impl SessionsUi {
         self.path_entry = Some(PathEntry {
             purpose,
             text: self.typed.slot(purpose).clone(),
+            focused: false,
         });
     }
 
@@ -344,6 +347,11 @@ impl SessionsUi {
                         .labelled_by(label.id)
                     })
                     .inner;
+                // Typing goes to the field at once, as in a file dialog.
+                if !entry.focused {
+                    r.request_focus();
+                    entry.focused = true;
+                }
                 if r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) {
                     go = true;
                 }
