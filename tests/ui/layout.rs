@@ -395,8 +395,9 @@ fn the_leaks_table_fits_the_window_to_its_last_column() {
     }
 }
 
-/// A window shrunk to 800 × 560 and grown back gets its column of GPU cards back at the width
-/// it had (egui kept the clamped width, and persisted it: the cards stayed cramped for good).
+/// A window shrunk to 800 × 560 and grown back, or closed small and started again, gets its
+/// column of GPU cards back at the width it had (egui kept the clamped width, and persisted it:
+/// the cards stayed cramped for good).
 #[test]
 fn the_gpu_cards_get_their_width_back_when_the_window_grows_again() {
     let mut h = harness_scaled(demo_app(120), 1.0);
@@ -411,6 +412,24 @@ fn the_gpu_cards_get_their_width_back_when_the_window_grows_again() {
     assert!(
         small + 20.0 < before,
         "{small} at 800 × 560, {before} before"
+    );
+    // A window closed while small and started again (its memory as egui persisted it) gets
+    // the width back too.
+    let memory = h.ctx.memory(|m| m.clone());
+    let app = demo_app(120);
+    let mut next = Harness::builder()
+        .with_size(egui::vec2(1280.0, 800.0))
+        .with_max_steps(8)
+        .build_eframe(move |cc| {
+            cc.egui_ctx.memory_mut(|m| *m = memory);
+            app
+        });
+    next.run();
+    next.run();
+    let started = width(&next);
+    assert!(
+        (started - before).abs() < 1.0,
+        "{started} after a start, {before} before"
     );
     h.set_size(egui::vec2(1280.0, 800.0));
     h.run();
