@@ -92,14 +92,22 @@ fn metrics_in_both_formats_with_help_and_type_for_every_family() {
     // A path that is served, with a method it does not take: 405 whatever the method.
     let auth = a.auth();
     let with_token = [("Authorization", auth.as_str())];
-    for (method, path) in [
-        ("PUT", "/api/v1/command"),
-        ("DELETE", "/api/v1/command"),
-        ("GET", "/api/v1/command"),
-        ("POST", "/api/v1/sessions/x.vwlog"),
+    for (method, path, allow) in [
+        ("PUT", "/api/v1/command", "POST"),
+        ("DELETE", "/api/v1/command", "POST"),
+        ("GET", "/api/v1/command", "POST"),
+        ("POST", "/api/v1/sessions/x.vwlog", "GET"),
+        ("POST", "/metrics", "GET"),
     ] {
         let r = request(a.addr, method, path, &with_token, b"");
         assert_eq!(r.status, 405, "{method} {path}");
+        // It says which method the path takes.
+        let said = r
+            .headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("allow"))
+            .map(|(_, v)| v.as_str());
+        assert_eq!(said, Some(allow), "{method} {path}: {:?}", r.headers);
     }
 }
 

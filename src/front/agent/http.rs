@@ -185,7 +185,12 @@ pub(crate) fn route(state: &AgentState, head: &RequestHead, body: &[u8]) -> (Rep
         }
         _ => Reply::error(404, "not found"),
     };
-    (reply, None)
+    // A 405 says which method the path takes (RFC 9110 asks for it).
+    let allow = (reply.status == 405).then(|| {
+        let post = takes_body(&head.path);
+        ("allow", if post { "POST" } else { "GET" })
+    });
+    (reply, allow)
 }
 
 /// True when the request is a command the server should read a body for (authorized: a
