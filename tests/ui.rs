@@ -164,6 +164,17 @@ fn live_demo_harness(config: Option<std::path::PathBuf>) -> Harness<'static, Vra
     h
 }
 
+/// Opens Settings (Ctrl+,) at its Rules section and adds the example rule.
+fn add_the_example_rule(h: &mut Harness<'static, VramApp>) {
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Comma);
+    h.run();
+    h.get_by_label("Rules").click();
+    h.run();
+    h.get_by_label("Add the example: idle 30 min holding > 8 GiB, terminate")
+        .click();
+    h.run();
+}
+
 fn harness(app: VramApp) -> Harness<'static, VramApp> {
     Harness::builder()
         .with_size(egui::vec2(1600.0, 1000.0))
@@ -1355,13 +1366,7 @@ fn a_rule_saved_in_the_window_runs_in_the_real_engine() {
     let mut h = live_demo_harness(Some(path.clone()));
     // The example rule, made to fire at once: no idle condition, and only a notification
     // (the demo's trainer holds more than 8 GiB).
-    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Comma);
-    h.run();
-    h.get_by_label("Rules").click();
-    h.run();
-    h.get_by_label("Add the example: idle 30 min holding > 8 GiB, terminate")
-        .click();
-    h.run();
+    add_the_example_rule(&mut h);
     h.get_by_label("GPU-idle for ≥").click();
     h.run();
     h.get_by_label("Notify").click();

@@ -186,13 +186,7 @@ fn settings_and_confirmations_are_readable_on_both_themes() {
             egui::Theme::Light
         });
         h.run();
-        h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Comma);
-        h.run();
-        h.get_by_label("Rules").click();
-        h.run();
-        h.get_by_label("Add the example: idle 30 min holding > 8 GiB, terminate")
-            .click();
-        h.run();
+        add_the_example_rule(&mut h);
         h.get_by_label("Test this rule").click();
         h.run();
         h.run();

@@ -493,13 +493,7 @@ fn settings_with_the_example_rule() -> (tempfile::TempDir, Harness<'static, Vram
     app.set_config(dir.path().join("config.toml"), None);
     let mut h = harness(app);
     h.run();
-    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Comma);
-    h.run();
-    h.get_by_label("Rules").click();
-    h.run();
-    h.get_by_label("Add the example: idle 30 min holding > 8 GiB, terminate")
-        .click();
-    h.run();
+    add_the_example_rule(&mut h);
     (dir, h)
 }
 
