@@ -324,3 +324,20 @@ fn the_leak_box_says_since_when_without_todays_date() {
         "{text}"
     );
 }
+
+/// A recorded session looked at before a leak's end: the leak box's growth is the episode's
+/// to its end, said so (it said "so far" beside a smaller "GPU memory now"), and the Peak is
+/// named the session's.
+#[test]
+fn a_replay_before_a_leaks_end_says_its_growth_is_the_whole_episodes() {
+    let (_dir, mut h) = recorded_session_harness(300);
+    h.get_by_label("51877").click();
+    h.run();
+    h.get_by_label_contains("so far");
+    h.get_by_label("Peak in the session");
+    let view = h.state_mut().view.as_mut().expect("the session");
+    view.t -= 120_000;
+    h.run();
+    h.get_by_label_contains("by the episode's end, later in the session");
+    assert!(h.query_by_label_contains("so far").is_none());
+}

@@ -39,6 +39,9 @@ pub(crate) struct LeakBadge {
     pub gpu_full_in_min: Option<f64>,
     /// Gained since the leak began.
     pub grown_mib: f64,
+    /// `grown_mib` is the whole episode's, which goes on after the moment shown (a recorded
+    /// session looked at before the episode's end): not "so far".
+    pub grown_to_its_end: bool,
     /// When the growth began.
     pub since_ms: UnixMs,
     /// A suspected leak; false: growing now, not (yet) a leak (a load or a ramp levels off).
@@ -152,6 +155,7 @@ pub(crate) fn badges(m: &Monitor, snap: &Snapshot) -> HashMap<LeakKey, LeakBadge
                         .map(|s| s / 60.0),
                     gpu_full_in_min: gpu_full_in(dev),
                     grown_mib: g.grown_mib,
+                    grown_to_its_end: false,
                     since_ms: g.since_ms,
                     leak: false,
                 },
@@ -172,6 +176,7 @@ pub(crate) fn badges(m: &Monitor, snap: &Snapshot) -> HashMap<LeakKey, LeakBadge
                     .map(|s| s / 60.0),
                 gpu_full_in_min: gpu_full_in(l.info.device_index),
                 grown_mib: l.grown_mib,
+                grown_to_its_end: l.ended_ms.is_some_and(|e| e > t),
                 since_ms: l.info.since_ms,
                 leak: true,
             },

@@ -71,7 +71,7 @@ pub(crate) fn pane(
         );
     }
     ui.separator();
-    facts(ui, row, units, now);
+    facts(ui, row, units, now, input.request.is_none());
     lifetime_graph(ui, m, row, &episodes, units, cache);
     command_line(ui, row);
     if let Some(t) = &row.torch {
@@ -176,11 +176,16 @@ fn leak_box(ui: &mut Ui, row: &ProcessRow, units: Units, b: &super::leaks::LeakB
                     .strong()
                     .color(super::leaks::leak_color(ui.visuals().dark_mode)),
             );
+            let grown = units.bytes((b.grown_mib.max(0.0) * crate::model::MIB as f64) as u64);
             ui.label(format!(
-                "Growing at {:.1} MiB/min since {} (+{} so far).",
+                "Growing at {:.1} MiB/min since {} ({}).",
                 b.rate_mib_per_min,
                 format::moment(b.since_ms, now),
-                units.bytes((b.grown_mib.max(0.0) * crate::model::MIB as f64) as u64)
+                if b.grown_to_its_end {
+                    format!("+{grown} by the episode's end, later in the session")
+                } else {
+                    format!("+{grown} so far")
+                }
             ));
             for line in b.full_in_sentences(row.device_index) {
                 ui.label(line);
@@ -320,8 +325,9 @@ fn result_slot(ui: &mut Ui, row: &ProcessRow, units: Units, result: Option<&Stat
     );
 }
 
-/// User, GPU, started, container, pod, memory now, peak, change over the last minute.
-fn facts(ui: &mut Ui, row: &ProcessRow, units: Units, now: UnixMs) {
+/// User, GPU, started, container, pod, memory now, peak (the session's when `recorded`), change
+/// over the last minute.
+fn facts(ui: &mut Ui, row: &ProcessRow, units: Units, now: UnixMs, recorded: bool) {
     egui::Grid::new("detail")
         .num_columns(2)
         .spacing([12.0, 4.0])
@@ -361,7 +367,13 @@ fn facts(ui: &mut Ui, row: &ProcessRow, units: Units, now: UnixMs) {
                 "GPU memory now",
                 format::opt_bytes(units, row.used_bytes),
             );
-            kv(ui, "Peak", units.bytes(row.peak_bytes));
+            // A recorded session's rows are as at its end: the peak is the whole session's.
+            let peak = if recorded {
+                "Peak in the session"
+            } else {
+                "Peak"
+            };
+            kv(ui, peak, units.bytes(row.peak_bytes));
             kv(ui, "Δ last minute", last_minute(row, units, now));
         });
 }
