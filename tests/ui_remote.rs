@@ -166,6 +166,9 @@ fn the_window_attached_to_an_agent_shows_acts_and_survives_its_restart() {
     let _ = agent.child.wait();
     let took = until_shown(&mut h, "disconnected — retrying", Duration::from_secs(3));
     eprintln!("disconnected shown after {took:?}");
+    // The banner says how long ago it was lost, not a bare count beside "retrying" (read as
+    // the time to the next try).
+    until_shown(&mut h, "ago — retrying", Duration::from_secs(2));
     h.get_by_label("Simulated H200");
     // Its last figures stay, greyed, under the time it was lost (issue 40).
     until_shown(&mut h, "⚠ Agent unreachable", Duration::from_secs(1));

@@ -50,7 +50,7 @@ impl VramApp {
                 ui.horizontal_wrapped(|ui| {
                     ui.label(
                         RichText::new(format!(
-                            "⚠ Disconnected from {url} — retrying ({})",
+                            "⚠ Disconnected from {url} {} ago — retrying",
                             format::duration(now - since_ms)
                         ))
                         .color(widgets::warn(ui))
