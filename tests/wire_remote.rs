@@ -173,3 +173,43 @@ fn an_attached_window_is_alerted_of_the_agents_new_leak_once_and_a_later_one_not
     // With leak notifications off, the window hears of no leak.
     assert_eq!(leaks(&quiet.lock().expect("alerts")), 0);
 }
+
+/// A window's link reads the agent's past leaks again when the agent starts a new run: the
+/// run before, with its leak, is past now (the Leaks tab said "No leak so far" after a
+/// restart until the window was attached again).
+#[test]
+fn the_agents_past_leaks_are_read_again_when_it_starts_a_new_run() {
+    let mut a = AgentProc::start("", &[]);
+    let shared =
+        vramwarden::engine::shared::Shared::new(vramwarden::engine::view::Monitor::new(1000, 3600));
+    let link = vramwarden::link::remote::RemoteLink::connect(
+        &format!("http://{}", a.addr),
+        a.token.clone(),
+        shared.clone(),
+        Arc::new(|| {}),
+    )
+    .expect("connect");
+    // The simulated notebook is flagged about 40 s in; its log is this run's, not yet past.
+    wait_for(Duration::from_secs(120), "the run's leak", || {
+        let m = shared.read().ok()?;
+        (!m.leaks.is_empty()).then_some(())
+    });
+    let before = wait_for(Duration::from_secs(10), "the past leaks", || {
+        link.past_or_ask()
+    });
+    assert!(before.leaks.is_empty(), "{:?}", before.leaks);
+    // The agent stops (its log closed) and starts again on the same folder and address.
+    let _ = a.child.kill();
+    let _ = a.child.wait();
+    a.child = a.restart("data");
+    let after = wait_for(
+        Duration::from_secs(30),
+        "the past leaks after the restart",
+        || link.past_or_ask().filter(|p| !p.leaks.is_empty()),
+    );
+    assert!(
+        after.leaks.iter().all(|l| l.session.is_some()),
+        "{:?}",
+        after.leaks
+    );
+}

@@ -394,6 +394,9 @@ struct Ends {
     pending: Arc<Mutex<Pending>>,
     /// The agent's events as alerts for the window.
     alerts: Arc<Mutex<super::remote_alerts::RemoteAlerts>>,
+    /// The agent's past leaks: asked again when the agent starts a new run (the run before
+    /// it is past now).
+    past: Arc<Mutex<RemotePast>>,
 }
 
 impl Ends {
@@ -454,9 +457,14 @@ impl Ends {
             let mut m = self.shared.write().map_err(|_| {
                 RemoteError::BadAnswer("internal error: the window's state is lost".into())
             })?;
+            let restarted = v.restarted(&m, since);
             let next = v
                 .apply_after(&mut m, since, now_ms())
                 .map_err(RemoteError::BadAnswer)?;
+            if restarted {
+                // The run before is among the agent's past sessions now: read them again.
+                *lock(&self.past) = RemotePast::NotAsked;
+            }
             let alerts = lock(&self.alerts).take(&m);
             drop(m);
             lock(&self.alerts).deliver(alerts);
@@ -580,10 +588,11 @@ impl RemoteLink {
             replies: Arc::new(Replies::default()),
             pending: Arc::new(Mutex::new(Pending::default())),
             alerts: Arc::new(Mutex::new(Default::default())),
+            past: Arc::new(Mutex::new(RemotePast::NotAsked)),
         };
         let (tx, rx) = mpsc::channel::<Job>();
         let files = Arc::new(Mutex::new(RemoteFiles::default()));
-        let past = Arc::new(Mutex::new(RemotePast::NotAsked));
+        let past = ends.past.clone();
         let replies = ends.replies.clone();
         let alerts = ends.alerts.clone();
         ends.clone().spawn_poller()?;
