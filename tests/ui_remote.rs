@@ -173,6 +173,22 @@ fn the_window_attached_to_an_agent_shows_acts_and_survives_its_restart() {
     // Its last figures stay, greyed, under the time it was lost (issue 40).
     until_shown(&mut h, "⚠ Agent unreachable", Duration::from_secs(1));
     h.get_by_label("Its last figures, greyed");
+    // They stand as at the last sample: a process's age in its detail pane does not run on
+    // (48213's, minutes old: "… (8m 05s ago)", to the second).
+    h.get_by_label("48213").click();
+    h.run();
+    let age = |h: &Harness<'static, VramApp>| {
+        let n = h.get_by_label_contains(" ago)");
+        let a = egui_kittest::kittest::NodeT::accesskit_node(&n);
+        a.value().or_else(|| a.label()).unwrap_or_default()
+    };
+    let first = age(&h);
+    std::thread::sleep(Duration::from_millis(2100));
+    h.run();
+    assert_eq!(age(&h), first, "the age ran on while the agent was lost");
+    // Back to 39002 (GPU 1's graph, looked at after the reconnect).
+    h.get_by_label("39002").click();
+    h.run();
 
     // It comes back on the same address: the window reconnects by itself.
     let mut again = agent.restart("data2");

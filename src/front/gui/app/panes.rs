@@ -36,10 +36,15 @@ impl VramApp {
         live: &Monitor,
         health: &crate::link::LinkHealth,
     ) {
-        let now = self.now();
+        let mut now = self.now();
         match live.latest.as_ref().filter(|s| !s.devices.is_empty()) {
             Some(snap) => {
                 let last = live.history.span().map_or(now, |(_, b)| b);
+                if self.unreachable_since.is_some() {
+                    // A lost agent's last figures stand as they were at its last sample:
+                    // an ongoing leak's age does not run on while nothing is known.
+                    now = last;
+                }
                 let edge = last.max(now.min(last + 3 * live.interval_ms as i64));
                 self.panes(ui, live, snap, live.table_rows(now), now, edge);
             }
