@@ -120,6 +120,8 @@ pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
             } else {
                 crate::engine::RecordTo::Off
             };
+            // The host of `--connect` joins the saved hosts, as one connected from the window.
+            let attached = connect.as_ref().map(|(host, _)| host.clone());
             let backend = match connect {
                 Some((host, mut opened)) => {
                     opened.tunnel = held.lock().ok().and_then(|mut t| t.take());
@@ -144,6 +146,9 @@ pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
                 ),
             };
             let mut app = VramApp::new(cc, backend);
+            if let Some(host) = attached {
+                app.remember_host(host);
+            }
             app.set_config(opts.config_path.clone(), opts.config_error.clone());
             if let Some(p) = opts.open {
                 app.open_session(p);

@@ -118,6 +118,14 @@ impl VramApp {
         self.connecting = Some((req.clone(), task));
     }
 
+    /// Puts `host` first among the saved hosts (once; the newest 20 kept): one attached from
+    /// the window, or with `--connect`.
+    pub(crate) fn remember_host(&mut self, host: crate::front::gui::connect::SavedHost) {
+        self.state.hosts.retain(|h| h != &host);
+        self.state.hosts.insert(0, host);
+        self.state.hosts.truncate(20);
+    }
+
     /// Attaches the host opened by [`Self::attach`] once its worker is done: on success the
     /// host joins the saved list (first), on failure the connect window shows why.
     pub(super) fn finish_attach(&mut self) {
@@ -132,9 +140,7 @@ impl VramApp {
         }
         match opened.and_then(|o| self.backend.attach_opened(&req.host, o)) {
             Ok(()) => {
-                self.state.hosts.retain(|h| h != &req.host);
-                self.state.hosts.insert(0, req.host.clone());
-                self.state.hosts.truncate(20);
+                self.remember_host(req.host.clone());
                 self.connect.open = false;
                 self.after_host_switch();
             }
