@@ -197,7 +197,9 @@ pub struct LeakClick {
 }
 
 /// The Leaks pane over `records` (this run's and past sessions'). Returns the episode the user
-/// clicked.
+/// clicked. The records of what is shown (this run, or the session open: those without a
+/// file or of a file in `shown`) have their status at `now`; other sessions' are told as they
+/// ended (never "not yet flagged" against another session's slider).
 pub(crate) fn pane(
     ui: &mut Ui,
     records: &[&LeakRecord],
@@ -205,6 +207,7 @@ pub(crate) fn pane(
     units: Units,
     now: UnixMs,
     loading_past: bool,
+    shown: &std::collections::HashSet<PathBuf>,
 ) -> Option<LeakClick> {
     let mut click = None;
     if !ooms.is_empty() {
@@ -252,7 +255,10 @@ pub(crate) fn pane(
                     }
                     ui.end_row();
                     for r in records {
-                        if let Some(c) = leak_row(ui, r, units, now) {
+                        let here = r.session.as_ref().is_none_or(|p| shown.contains(p));
+                        // Another session's episode: as at its end.
+                        let at = if here { now } else { UnixMs::MAX };
+                        if let Some(c) = leak_row(ui, r, units, (now, at)) {
                             click = Some(c);
                         }
                         ui.end_row();
@@ -262,10 +268,15 @@ pub(crate) fn pane(
     click
 }
 
-/// One row of the Leaks pane; its status is the one the table shows at `now`
-/// ([`LeakRecord::active_at`]). Returns the episode when its name was clicked.
-fn leak_row(ui: &mut Ui, r: &LeakRecord, units: Units, now: UnixMs) -> Option<LeakClick> {
-    let active = r.active_at(now);
+/// One row of the Leaks pane; its status is the one at `at` ([`LeakRecord::active_at`]), its
+/// times written as seen at `now`. Returns the episode when its name was clicked.
+fn leak_row(
+    ui: &mut Ui,
+    r: &LeakRecord,
+    units: Units,
+    (now, at): (UnixMs, UnixMs),
+) -> Option<LeakClick> {
+    let active = r.active_at(at);
     let who = if r.info.ghost {
         format!("ghost memory · GPU {}", r.info.device_index)
     } else {
@@ -293,7 +304,7 @@ fn leak_row(ui: &mut Ui, r: &LeakRecord, units: Units, now: UnixMs) -> Option<Le
     ui.monospace(format::moment(r.info.since_ms, now));
     ui.monospace(format::moment(r.flagged_ms, now));
     match r.ended_ms {
-        _ if r.flagged_ms > now => ui.label(RichText::new("not yet flagged").weak()),
+        _ if r.flagged_ms > at => ui.label(RichText::new("not yet flagged").weak()),
         _ if active => ui.label(
             RichText::new(format!(
                 "ongoing ({})",
@@ -453,4 +464,57 @@ fn oom_list(ui: &mut Ui, ooms: &[&OomRecord], units: Units) -> Option<LeakClick>
             }
         });
     click
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use egui_kittest::kittest::Queryable;
+
+    fn record(pid: u32, flagged_ms: UnixMs, session: &str) -> LeakRecord {
+        LeakRecord {
+            key: LeakKey::Process((
+                crate::model::ProcessKey {
+                    pid,
+                    start_time_ms: 1,
+                },
+                0,
+            )),
+            info: crate::session::LeakInfo {
+                pid,
+                start_time_ms: 1,
+                device_index: 0,
+                name: format!("job{pid}"),
+                user: String::new(),
+                ghost: false,
+                since_ms: flagged_ms - 60_000,
+                rate_mib_per_min: 60.0,
+                why: String::new(),
+            },
+            flagged_ms,
+            ended_ms: Some(flagged_ms + 120_000),
+            grown_mib: 120.0,
+            peak_mib: 3000.0,
+            session: Some(PathBuf::from(session)),
+            open_at_end: false,
+        }
+    }
+
+    /// A session open at its slider judges its own episodes there ("not yet flagged" before
+    /// one), and tells another session's as it ended: that one was flagged "not yet" against a
+    /// slider of a file it is not in.
+    #[test]
+    fn only_the_open_sessions_episodes_are_judged_at_its_slider() {
+        let now = 1_800_000_000_000;
+        let (own, other) = (
+            record(1, now + 60_000, "a.vwlog"),
+            record(2, now + 60_000, "b.vwlog"),
+        );
+        let shown: std::collections::HashSet<PathBuf> = [PathBuf::from("a.vwlog")].into();
+        let h = egui_kittest::Harness::new_ui(|ui| {
+            let _ = pane(ui, &[&own, &other], &[], Units::Auto, now, false, &shown);
+        });
+        assert_eq!(h.query_all_by_label("not yet flagged").count(), 1);
+        h.get_by_label_contains("ended ");
+    }
 }

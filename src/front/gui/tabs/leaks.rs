@@ -94,7 +94,7 @@ impl Pane for LeaksPane {
         all.sort_by_key(|l| std::cmp::Reverse(l.flagged_ms));
         ooms.sort_by_key(|o| std::cmp::Reverse(o.at_ms));
         if let Some(c) =
-            crate::front::gui::leaks::pane(ui, &all, &ooms, cx.state.units, cx.now, loading)
+            crate::front::gui::leaks::pane(ui, &all, &ooms, cx.state.units, cx.now, loading, &own)
         {
             out.push(UiCommand::GoToLeak(c));
         }
