@@ -341,3 +341,16 @@ fn a_replay_before_a_leaks_end_says_its_growth_is_the_whole_episodes() {
     h.get_by_label_contains("by the episode's end, later in the session");
     assert!(h.query_by_label_contains("so far").is_none());
 }
+
+/// The Leaks table's Grown and Peak say which figure they are of on hover (a PyTorch job's
+/// peak below its GPU memory read as a wrong number).
+#[test]
+fn the_leaks_tables_peak_says_which_figure_it_is_of() {
+    let (_dir, mut h) = recorded_session_harness(300);
+    h.get_by_label_contains("Leaks (").click();
+    h.run();
+    h.get_by_label("Peak").hover();
+    h.run();
+    h.run();
+    h.get_by_label_contains("below the driver's figure for a PyTorch process");
+}

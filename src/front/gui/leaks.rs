@@ -244,8 +244,8 @@ pub(crate) fn pane(
                         ("Status", "At the time shown (a session: its time slider)"),
                         ("Rate", ""),
                         ("Why", "The shape the detector saw when it called this a leak (hover for its figures)"),
-                        ("Grown", ""),
-                        ("Peak", ""),
+                        ("Grown", "Memory gained over the episode, of the figure the detector judged: PyTorch's allocated memory where the process's companion answers (its cache is not a leak), else the driver's"),
+                        ("Peak", "The episode's highest, of the same figure as Grown: below the driver's figure for a PyTorch process, which also counts the cache and the CUDA context"),
                         ("Found by", "Whose leak detector made the verdict: this run's, or the one of the run that recorded a session"),
                     ] {
                         let l = ui.label(RichText::new(h).strong());
