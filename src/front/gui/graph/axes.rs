@@ -58,19 +58,23 @@ pub(super) fn time_grid(input: egui_plot::GridInput) -> Vec<GridMark> {
         v += step;
     }
     if marks.len() < 2 {
-        // No round step gives two labels here: one at each end, half a label in.
+        // The step gives no two labels here: two round times of a finer step, the first and
+        // the last within the ends, where they lie far enough apart; else the ends themselves,
+        // half a label in.
         let (a, b) = (lo + margin, hi - margin);
         if b - a >= gap {
-            return vec![
-                GridMark {
-                    value: a,
-                    step_size: b - a,
-                },
-                GridMark {
-                    value: b,
-                    step_size: b - a,
-                },
-            ];
+            let round = STEPS.iter().rev().filter(|s| **s < step).find_map(|&s| {
+                let first = ((a + offset) / s).ceil() * s - offset;
+                let last = ((b + offset) / s).floor() * s - offset;
+                (last - first >= gap).then_some((first, last))
+            });
+            let (x, y) = round.unwrap_or((a, b));
+            return [x, y]
+                .map(|value| GridMark {
+                    value,
+                    step_size: y - x,
+                })
+                .to_vec();
         }
     }
     marks

@@ -324,6 +324,24 @@ mod tests {
         assert_eq!(all.len(), 8, "{all:?}");
     }
 
+    /// A plot too narrow for its step's labels keeps two round times when a finer step has
+    /// them far enough apart (8 minutes in 180 points: two whole minutes, not 06:54:13 and
+    /// 06:58:48 at the plot's ends).
+    #[test]
+    fn a_narrow_time_axis_keeps_round_times() {
+        let offset = f64::from(chrono::Local::now().offset().local_minus_utc());
+        let lo = 1_796_000_013.0;
+        let (span, width) = (450.0, 180.0);
+        let marks = time_grid(egui_plot::GridInput {
+            bounds: (lo, lo + span),
+            base_step_size: span / width * 8.0,
+        });
+        assert_eq!(marks.len(), 2, "{marks:?}");
+        for m in &marks {
+            assert_eq!((m.value + offset).rem_euclid(60.0), 0.0, "{marks:?}");
+        }
+    }
+
     /// The review of the window: the detail pane's lifetime graph often had no time label.
     /// Whatever the plot's width (from the narrowest pane's) and the time it spans, at least
     /// two marks are far enough apart for egui_plot to draw their labels whole.
