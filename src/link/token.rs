@@ -12,6 +12,19 @@ pub fn default_path(config: Option<&Path>) -> PathBuf {
         .map_or_else(|| PathBuf::from("agent.token"), |d| d.join("agent.token"))
 }
 
+/// [`default_path`] (of the usual settings file) where such a file is: the token of an agent
+/// on this computer, which a window offers when it connects.
+#[cfg(feature = "gui")]
+pub(crate) fn default_path_if_there() -> Option<PathBuf> {
+    file_if_there(default_path(None))
+}
+
+/// `path` when it is a file.
+#[cfg(feature = "gui")]
+fn file_if_there(path: PathBuf) -> Option<PathBuf> {
+    path.is_file().then_some(path)
+}
+
 /// A new random token: 32 bytes from the kernel's generator, as 64 hex digits.
 ///
 /// # Errors
@@ -117,6 +130,21 @@ pub(crate) fn authorized(header: Option<&str>, token: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "gui")]
+    #[test]
+    fn a_token_file_is_offered_only_where_it_is() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("agent.token");
+        assert_eq!(file_if_there(path.clone()), None);
+        std::fs::write(&path, "t").expect("write");
+        assert_eq!(file_if_there(path.clone()), Some(path));
+        assert_eq!(
+            file_if_there(dir.path().to_path_buf()),
+            None,
+            "a folder is no token file"
+        );
+    }
     use std::os::unix::fs::PermissionsExt;
 
     #[test]

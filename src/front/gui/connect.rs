@@ -65,7 +65,9 @@ impl ConnectUi {
         }
         if self.token_file.is_empty() {
             // A local agent's token where `--connect` finds it: agent.token beside the settings.
-            self.token_file = token_file_if_there(&crate::link::token::default_path(None));
+            self.token_file = crate::link::token::default_path_if_there()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
         }
         if let Some(h) = host {
             self.url = h.url.clone();
@@ -194,15 +196,6 @@ impl ConnectUi {
     }
 }
 
-/// `path` as the token file to offer, when there is such a file; else nothing.
-fn token_file_if_there(path: &std::path::Path) -> String {
-    if path.is_file() {
-        path.display().to_string()
-    } else {
-        String::new()
-    }
-}
-
 /// What the connect window says when it opens for an agent that refused the token.
 pub const REFUSED_TOKEN: &str =
     "The agent refused this token: paste its token (the agent's agent.token), or name a file holding it, and connect again.";
@@ -226,20 +219,6 @@ pub(crate) fn validate(host: &SavedHost, token: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_local_token_file_is_offered_only_where_it_is() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let path = dir.path().join("agent.token");
-        assert_eq!(token_file_if_there(&path), "");
-        std::fs::write(&path, "t").expect("write");
-        assert_eq!(token_file_if_there(&path), path.display().to_string());
-        assert_eq!(
-            token_file_if_there(dir.path()),
-            "",
-            "a folder is no token file"
-        );
-    }
 
     #[test]
     fn requests_are_checked_before_anything_runs() {
