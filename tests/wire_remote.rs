@@ -18,6 +18,25 @@ fn get(a: &AgentProc, path: &str) -> agent_support::Http {
     agent_support::request(a.addr, "GET", path, &[("Authorization", &auth)], b"")
 }
 
+/// A remote link to agent `a`, writing into a View of its own (returned beside it).
+fn link_to(
+    a: &AgentProc,
+) -> (
+    vramwarden::link::remote::RemoteLink,
+    vramwarden::engine::shared::SharedMonitor,
+) {
+    let shared =
+        vramwarden::engine::shared::Shared::new(vramwarden::engine::view::Monitor::new(1000, 3600));
+    let link = vramwarden::link::remote::RemoteLink::connect(
+        &format!("http://{}", a.addr),
+        a.token.clone(),
+        shared.clone(),
+        Arc::new(|| {}),
+    )
+    .expect("connect");
+    (link, shared)
+}
+
 #[test]
 fn the_agent_serves_its_view_with_only_the_history_after_since() {
     let a = AgentProc::start("", &["--no-record"]);
@@ -57,15 +76,7 @@ fn the_agent_serves_its_view_with_only_the_history_after_since() {
 #[test]
 fn a_remote_link_holds_the_agents_history_and_its_rule_test_is_answered_by_the_agent() {
     let a = AgentProc::start("", &["--no-record"]);
-    let shared =
-        vramwarden::engine::shared::Shared::new(vramwarden::engine::view::Monitor::new(1000, 3600));
-    let link = vramwarden::link::remote::RemoteLink::connect(
-        &format!("http://{}", a.addr),
-        a.token.clone(),
-        shared.clone(),
-        Arc::new(|| {}),
-    )
-    .expect("connect");
+    let (link, shared) = link_to(&a);
     wait_for(Duration::from_secs(20), "the agent's history", || {
         let m = shared.read().ok()?;
         (m.history.len() >= 3 && m.latest.is_some()).then_some(())
@@ -123,15 +134,7 @@ fn attach(
     vramwarden::link::remote::RemoteLink,
     Arc<std::sync::Mutex<Vec<vramwarden::engine::EngineEvent>>>,
 ) {
-    let shared =
-        vramwarden::engine::shared::Shared::new(vramwarden::engine::view::Monitor::new(1000, 3600));
-    let link = vramwarden::link::remote::RemoteLink::connect(
-        &format!("http://{}", a.addr),
-        a.token.clone(),
-        shared,
-        Arc::new(|| {}),
-    )
-    .expect("connect");
+    let (link, _) = link_to(a);
     let (sink, got) = collecting();
     let filter = vramwarden::engine::AlertFilter {
         leaks: leaks_on,
@@ -180,15 +183,7 @@ fn an_attached_window_is_alerted_of_the_agents_new_leak_once_and_a_later_one_not
 #[test]
 fn the_agents_past_leaks_are_read_again_when_it_starts_a_new_run() {
     let mut a = AgentProc::start("", &[]);
-    let shared =
-        vramwarden::engine::shared::Shared::new(vramwarden::engine::view::Monitor::new(1000, 3600));
-    let link = vramwarden::link::remote::RemoteLink::connect(
-        &format!("http://{}", a.addr),
-        a.token.clone(),
-        shared.clone(),
-        Arc::new(|| {}),
-    )
-    .expect("connect");
+    let (link, shared) = link_to(&a);
     // The simulated notebook is flagged about 40 s in; its log is this run's, not yet past.
     wait_for(Duration::from_secs(120), "the run's leak", || {
         let m = shared.read().ok()?;
