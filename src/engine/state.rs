@@ -242,23 +242,14 @@ fn free_slot(rows: &SampleMap<ProcSeriesKey, ProcessRow>, key: ProcSeriesKey, at
             _ => held[slot] = true,
         }
     }
-    let beside = stack_neighbours(rows, key, at);
+    let bands = bands_of_its_gpu(rows, key, at);
+    let beside = stack_neighbours(&bands, key);
     let mut free: Vec<usize> = (0..COLOR_SLOTS).filter(|i| !held[*i]).collect();
     free.sort_by_key(|i| (left[*i], *i));
     // Far from every band of its GPU where the palette allows (two yellows on one GPU were
     // hard to tell apart in the legend though not beside each other), else from the two
     // beside it.
-    let on_gpu: Vec<u8> = rows
-        .values()
-        .filter(|r| {
-            r.device_index == key.1
-                && r.series_key() != key
-                && r.first_seen_ms <= at
-                && r.exited_at_ms.is_none()
-                && r.color_slot != UNCOLORED
-        })
-        .map(|r| r.color_slot)
-        .collect();
+    let on_gpu: Vec<u8> = bands.iter().map(|r| r.color_slot).collect();
     let apart_from = |slots: &[u8], i: usize| {
         slots
             .iter()
@@ -274,25 +265,32 @@ fn free_slot(rows: &SampleMap<ProcSeriesKey, ProcessRow>, key: ProcSeriesKey, at
         .map_or(0, |i| i as u8)
 }
 
-/// The colour slots of the processes beside `key` in its GPU's stack at `at` (ordered by
-/// start time, then PID, as the graph stacks them): the running one just below and the one
-/// just above (one that has ended has no band beside it any more).
-fn stack_neighbours(
+/// The coloured bands of `key`'s GPU at `at` besides its own: its running processes (one that
+/// has ended has no band any more).
+fn bands_of_its_gpu(
     rows: &SampleMap<ProcSeriesKey, ProcessRow>,
     key: ProcSeriesKey,
     at: UnixMs,
-) -> [Option<u8>; 2] {
+) -> Vec<&ProcessRow> {
+    rows.values()
+        .filter(|r| {
+            r.device_index == key.1
+                && r.series_key() != key
+                && r.first_seen_ms <= at
+                && r.exited_at_ms.is_none()
+                && r.color_slot != UNCOLORED
+        })
+        .collect()
+}
+
+/// The colour slots of the bands (of [`bands_of_its_gpu`]) beside `key` in its GPU's stack
+/// (ordered by start time, then PID, as the graph stacks them): the one just below and the
+/// one just above.
+fn stack_neighbours(bands: &[&ProcessRow], key: ProcSeriesKey) -> [Option<u8>; 2] {
     let order = |k: &ProcSeriesKey| (k.0.start_time_ms, k.0.pid);
     let mut below: Option<&ProcessRow> = None;
     let mut above: Option<&ProcessRow> = None;
-    let shown = rows.values().filter(|r| {
-        r.device_index == key.1
-            && r.series_key() != key
-            && r.first_seen_ms <= at
-            && r.exited_at_ms.is_none()
-            && r.color_slot != UNCOLORED
-    });
-    for r in shown {
+    for &r in bands {
         let o = order(&r.series_key());
         if o < order(&key) {
             if below.is_none_or(|b| order(&b.series_key()) < o) {
