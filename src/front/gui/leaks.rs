@@ -118,18 +118,15 @@ pub(crate) fn badges(m: &Monitor, snap: &Snapshot) -> HashMap<LeakKey, LeakBadge
     // the ones flagged by then and not yet ended (one still growing when the recording
     // stopped counts as going on up to its last sample).
     let t = snap.taken_at_ms;
-    let free_of = |dev: u32| {
-        snap.devices
-            .iter()
-            .find(|d| d.index == dev)
+    // Minutes to full on GPU `dev`: at `rate` alone (from its free memory), and by the GPU's
+    // forecast.
+    let full_ins = |dev: u32, rate: f64| {
+        let d = snap.devices.iter().find(|d| d.index == dev);
+        let alone = d
             .and_then(|d| d.memory_free_bytes)
-    };
-    let gpu_full_in = |dev: u32| {
-        snap.devices
-            .iter()
-            .find(|d| d.index == dev)
-            .and_then(|d| d.time_to_full_s)
-            .map(|s| s / 60.0)
+            .and_then(|f| full_in_s(f, rate))
+            .map(|s| s / 60.0);
+        (alone, d.and_then(|d| d.time_to_full_s).map(|s| s / 60.0))
     };
     // Growing now (this run only: the View's list is of the latest sample), shown once it has
     // lasted [`GROWING_SHOWN_AFTER_MS`] (a server's burst of a few seconds does not blink a
@@ -146,14 +143,13 @@ pub(crate) fn badges(m: &Monitor, snap: &Snapshot) -> HashMap<LeakKey, LeakBadge
             let dev = match k {
                 LeakKey::Process((_, d)) | LeakKey::Ghost(d) => *d,
             };
+            let (full_in_min, gpu_full_in_min) = full_ins(dev, g.rate_mib_per_min);
             (
                 *k,
                 LeakBadge {
                     rate_mib_per_min: g.rate_mib_per_min,
-                    full_in_min: free_of(dev)
-                        .and_then(|f| full_in_s(f, g.rate_mib_per_min))
-                        .map(|s| s / 60.0),
-                    gpu_full_in_min: gpu_full_in(dev),
+                    full_in_min,
+                    gpu_full_in_min,
                     grown_mib: g.grown_mib,
                     grown_to_its_end: false,
                     since_ms: g.since_ms,
@@ -162,19 +158,13 @@ pub(crate) fn badges(m: &Monitor, snap: &Snapshot) -> HashMap<LeakKey, LeakBadge
             )
         });
     let leaks = m.leaks.iter().filter(|l| l.active_at(t)).map(|l| {
-        let free = snap
-            .devices
-            .iter()
-            .find(|d| d.index == l.info.device_index)
-            .and_then(|d| d.memory_free_bytes);
+        let (full_in_min, gpu_full_in_min) = full_ins(l.info.device_index, l.info.rate_mib_per_min);
         (
             l.key,
             LeakBadge {
                 rate_mib_per_min: l.info.rate_mib_per_min,
-                full_in_min: free
-                    .and_then(|f| full_in_s(f, l.info.rate_mib_per_min))
-                    .map(|s| s / 60.0),
-                gpu_full_in_min: gpu_full_in(l.info.device_index),
+                full_in_min,
+                gpu_full_in_min,
                 grown_mib: l.grown_mib,
                 grown_to_its_end: l.ended_ms.is_some_and(|e| e > t),
                 since_ms: l.info.since_ms,
