@@ -8,6 +8,7 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use crate::engine::builder::EngineBuilder;
+use crate::engine::replay_halves::{Halves, Replayed};
 use crate::engine::tick_loop::{Clock, Ended};
 use crate::engine::view::Monitor;
 use crate::session::reader::SessionData;
@@ -35,6 +36,45 @@ pub fn session_with_progress(
     data: &SessionData,
     progress: &mut dyn FnMut(f32) -> bool,
 ) -> Option<Monitor> {
+    let halves = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::engine::replay_halves::replay(data, progress)
+    }));
+    match halves {
+        Ok(Halves::Built(r)) => Some(from_halves(data, *r, progress)),
+        Ok(Halves::Cancelled) => None,
+        // A panic (a bug) is met again, and reported, by the replay sample by sample.
+        Ok(Halves::NotHere) | Err(_) => sample_by_sample(data, progress),
+    }
+}
+
+/// The View of a replay in halves: the read-only engine is set up as for a replay sample by
+/// sample, takes the session's memory events and closes the leaks still open at its end.
+fn from_halves(data: &SessionData, r: Replayed, progress: &mut dyn FnMut(f32) -> bool) -> Monitor {
+    let interval_ms = data.header.as_ref().map_or(1000, |h| h.interval_ms.max(1));
+    let shared = crate::engine::shared::Shared::new(Monitor::new(interval_ms, data.len().max(1)));
+    let mut source = ReplaySource::new(data);
+    let mut engine = EngineBuilder::new(shared.clone(), interval_ms)
+        .read_only(data.path.clone())
+        .history_by_source()
+        .source(source.info())
+        .build();
+    if let Ok(mut m) = shared.write() {
+        m.set_history(r.history);
+        m.rows = r.rows;
+        m.latest_received_ms = Some(r.latest.taken_at_ms);
+        m.latest = Some(r.latest);
+        m.last_error = None;
+        m.status = crate::engine::view::SourceStatus::Running;
+        m.ticks = r.ticks;
+    }
+    engine.take_recorded_events(source.recorded_events(crate::model::UnixMs::MAX));
+    let _ = engine.finish();
+    progress(1.0);
+    into_monitor(shared)
+}
+
+/// [`session_with_progress`] through the engine's loop, one sample after another.
+fn sample_by_sample(data: &SessionData, progress: &mut dyn FnMut(f32) -> bool) -> Option<Monitor> {
     let interval_ms = data.header.as_ref().map_or(1000, |h| h.interval_ms.max(1));
     let shared = crate::engine::shared::Shared::new(Monitor::new(interval_ms, data.len().max(1)));
     let builder = EngineBuilder::new(shared.clone(), interval_ms)
@@ -70,13 +110,7 @@ pub fn session_with_progress(
     }
     // After the history is in: the leaks still open at the end take their peak from it.
     let _ = engine.finish();
-    let mut m = std::sync::Arc::try_unwrap(shared)
-        .map(crate::engine::shared::Shared::into_inner)
-        .unwrap_or_else(|s| {
-            s.read()
-                .map(|m| m.clone())
-                .unwrap_or_else(|p| p.into_inner().clone())
-        });
+    let mut m = into_monitor(shared);
     if let Some(what) = failed {
         m.status = crate::engine::view::SourceStatus::Failed(format!(
             "internal error (a bug in vramwarden; the replay stopped): {what}"
@@ -84,6 +118,17 @@ pub fn session_with_progress(
     }
     progress(1.0);
     Some(m)
+}
+
+/// The View an engine published, taken out of its lock.
+fn into_monitor(shared: crate::engine::shared::SharedMonitor) -> Monitor {
+    std::sync::Arc::try_unwrap(shared)
+        .map(crate::engine::shared::Shared::into_inner)
+        .unwrap_or_else(|s| {
+            s.read()
+                .map(|m| m.clone())
+                .unwrap_or_else(|p| p.into_inner().clone())
+        })
 }
 
 /// True when a leak began in `data` and has no end in it (the recording stopped while it

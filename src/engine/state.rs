@@ -203,11 +203,11 @@ impl ProcessRow {
 }
 
 /// The colour slot of a row not yet given one (see [`color_fresh_rows`]).
-const UNCOLORED: u8 = u8::MAX;
+pub(crate) const UNCOLORED: u8 = u8::MAX;
 
 /// Gives each row first seen in the sample at `now` its colour slot ([`free_slot`]), one
 /// after another.
-fn color_fresh_rows(rows: &mut SampleMap<ProcSeriesKey, ProcessRow>, now: UnixMs) {
+pub(crate) fn color_fresh_rows(rows: &mut SampleMap<ProcSeriesKey, ProcessRow>, now: UnixMs) {
     let fresh: Vec<ProcSeriesKey> = rows
         .values()
         .filter(|r| r.color_slot == UNCOLORED)

@@ -11,6 +11,7 @@
 //! [`crate::engine::shared::Shared`]) and they draw from their copy without holding a lock.
 
 pub mod delta;
+mod join;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -168,10 +169,11 @@ impl Series {
     /// A tick at or before the last one is ignored.
     pub fn push(&mut self, tick: u64, value: u32) {
         if self.is_empty() {
-            // Series start on a block boundary of the shared timeline (padded with NONE), so
-            // the summary blocks of every series line up and decimation buckets made of whole
-            // blocks never need a chunk decoded.
-            self.first_tick = tick - tick % BLOCK as u64;
+            // Series start on a chunk boundary of the shared timeline (padded with NONE), so
+            // the summary blocks of every series line up (decimation buckets made of whole
+            // blocks never need a chunk decoded) and two histories of consecutive spans join
+            // chunk by chunk ([`History::join_later`]).
+            self.first_tick = tick - tick % CHUNK as u64;
         } else if tick < self.end_tick() {
             return;
         }

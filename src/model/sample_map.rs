@@ -127,6 +127,16 @@ impl<K: Hash + Eq + Copy, V> SampleMap<K, V> {
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
         self.entries.iter()
     }
+
+    /// Every key with its entry, taken out, in insertion order.
+    pub(crate) fn into_entries(self) -> impl Iterator<Item = (K, V)> {
+        self.entries.into_iter()
+    }
+
+    /// The entry of `key`, to change.
+    pub(crate) fn get_mut(&mut self, key: &K) -> Option<&mut V> {
+        self.entries.get_mut(key)
+    }
 }
 
 impl<'a, K, V> IntoIterator for &'a SampleMap<K, V> {

@@ -1,0 +1,278 @@
+//! Replaying a session in two halves at once, one on each of two cores: each half decodes
+//! its own samples once, pushes them into a history of its own and notes where each process
+//! was seen ([`crate::engine::sightings`]); the later history is then appended to the earlier
+//! one chunk by chunk and the rows are derived from the joined sightings. The result equals
+//! the replay of the whole session through the read-only engine, sample by sample
+//! (`tests/session.rs` compares the two); a session this cannot replay so (a short one, one
+//! whose times go back, a sample that no longer decodes) is left to that replay.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::engine::sightings::{self, Sightings};
+use crate::engine::view::ProcessRow;
+use crate::model::history::{History, ProcSeriesKey, CHUNK};
+use crate::model::sample_map::SampleMap;
+use crate::model::Snapshot;
+use crate::session::reader::SessionData;
+
+/// What a replay in halves built: the View's parts a replay fills.
+pub(crate) struct Replayed {
+    /// Every sample's readings.
+    pub(crate) history: History,
+    /// The process rows as the engine derives them.
+    pub(crate) rows: SampleMap<ProcSeriesKey, ProcessRow>,
+    /// The last sample, sanitized.
+    pub(crate) latest: Snapshot,
+    /// How many samples were taken in.
+    pub(crate) ticks: u64,
+}
+
+/// How a replay in halves ended.
+pub(crate) enum Halves {
+    /// Built.
+    Built(Box<Replayed>),
+    /// `progress` asked to stop.
+    Cancelled,
+    /// This session is replayed sample by sample instead (see the module's documentation).
+    NotHere,
+}
+
+/// One half's work: its history, its sightings and its last sample.
+struct Half {
+    history: History,
+    seen: Sightings,
+    last: Snapshot,
+}
+
+/// Why a half ended early.
+enum Short {
+    Stopped,
+    NotHere,
+}
+
+/// `data` replayed in two halves at once; `progress` is called with the done fraction about
+/// every [`crate::engine::replay::PROGRESS_EVERY`] samples and stops the replay by returning
+/// false.
+pub(crate) fn replay(data: &SessionData, progress: &mut dyn FnMut(f32) -> bool) -> Halves {
+    let n = data.len();
+    let split = n / 2 / CHUNK * CHUNK;
+    if split == 0 || !data.times_rise() {
+        return Halves::NotHere;
+    }
+    let stop = AtomicBool::new(false);
+    let (earlier, later) = std::thread::scope(|scope| {
+        let earlier = std::thread::Builder::new()
+            .name("vramwarden-replay-half".into())
+            .spawn_scoped(scope, || half(data, 0, split, &stop, &mut |_| true));
+        let later = half(data, split, n, &stop, progress);
+        if later.is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        let earlier = earlier.ok().map(|h| h.join());
+        (earlier, later)
+    });
+    let (earlier, later) = match (earlier, later) {
+        (_, Err(Short::Stopped)) => return Halves::Cancelled,
+        (Some(Ok(Ok(a))), Ok(b)) => (a, b),
+        _ => return Halves::NotHere,
+    };
+    join(earlier, later, data)
+}
+
+/// The two halves joined, the rows derived.
+fn join(earlier: Half, later: Half, data: &SessionData) -> Halves {
+    let (mut history, mut seen) = (earlier.history, earlier.seen);
+    if history.join_later(later.history).is_err() {
+        return Halves::NotHere;
+    }
+    sightings::join(&mut seen, later.seen);
+    let Some(rows) = sightings::rows(seen, data, &history) else {
+        return Halves::NotHere;
+    };
+    let ticks = history.len() as u64;
+    Halves::Built(Box::new(Replayed {
+        history,
+        rows,
+        latest: later.last,
+        ticks,
+    }))
+}
+
+/// Samples `from..to` of `data`: each decoded, sanitized as the engine sanitizes it, pushed
+/// into a history that starts at tick `from`, and its processes noted.
+fn half(
+    data: &SessionData,
+    from: usize,
+    to: usize,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(f32) -> bool,
+) -> Result<Half, Short> {
+    let mut history = match from {
+        0 => History::new(data.len()),
+        _ => History::starting_at(data.len(), from as u64),
+    };
+    let mut seen = Sightings::default();
+    let mut s = Snapshot::default();
+    let every = crate::engine::replay::PROGRESS_EVERY as usize;
+    for i in from..to {
+        if (i - from) % every == every - 1 {
+            let done = (i - from) as f32 / (to - from) as f32;
+            if stop.load(Ordering::Relaxed) || !progress(done) {
+                return Err(Short::Stopped);
+            }
+        }
+        if !data.snapshot_into(i, &mut s) {
+            return Err(Short::NotHere);
+        }
+        s.sanitize();
+        history.push(&s);
+        if history.end_tick() != i as u64 + 1 {
+            return Err(Short::NotHere);
+        }
+        for (pos, p) in s.processes.iter().enumerate() {
+            sightings::saw(&mut seen, pos, i, s.taken_at_ms, p);
+        }
+    }
+    Ok(Half {
+        history,
+        seen,
+        last: s,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::state::EngineState;
+    use crate::engine::view::Monitor;
+    use crate::model::{DeviceSample, ProcInfo, ProcessSample};
+
+    const T0: i64 = 1_796_000_000_000;
+
+    fn process(pid: u32, gpu: u32, used: Option<u64>) -> ProcessSample {
+        ProcessSample {
+            pid,
+            device_index: gpu,
+            used_bytes: used,
+            info: Some(std::sync::Arc::new(ProcInfo {
+                name: format!("p{pid}"),
+                start_time_ms: 1_000 + i64::from(pid),
+                ..ProcInfo::default()
+            })),
+            ..ProcessSample::default()
+        }
+    }
+
+    /// Sample `i` of a session whose processes come, go, come back, read no memory for a while
+    /// and start or end right at the halves' seam (tick 256 of 600).
+    fn sample(i: u64) -> Snapshot {
+        let gib = 1u64 << 30;
+        let mut processes = vec![process(10, 0, Some(gib + (i % 7) * (1 << 20)))];
+        let mut on = |pid: u32, gpu: u32, from: u64, to: u64, used: Option<u64>| {
+            if (from..to).contains(&i) {
+                processes.push(process(pid, gpu, used));
+            }
+        };
+        on(11, 0, 0, 100, Some(2 * gib));
+        on(11, 0, 150, 400, Some(3 * gib + i * 4096));
+        on(12, 1, 256, 600, Some(gib));
+        on(13, 1, 255, 256, Some(gib));
+        on(
+            14,
+            0,
+            200,
+            590,
+            (!(300..=500).contains(&i)).then_some(gib + i),
+        );
+        on(15, 1, 40, 560, (i < 480).then_some(i << 20));
+        on(16, 0, 255, 257, Some(5 * gib));
+        on(17, 0, 255, 600, Some(gib));
+        on(18, 1, 300, 310, None);
+        // Short jobs, one every 13 s, more than there are colours: slots are taken again
+        // as their holders leave.
+        for k in 0..40 {
+            on(
+                100 + k,
+                k % 2,
+                5 + 13 * u64::from(k),
+                25 + 13 * u64::from(k),
+                Some(gib),
+            );
+        }
+        let device = |index| DeviceSample {
+            index,
+            memory_total_bytes: Some(80 * gib),
+            memory_used_bytes: Some(10 * gib),
+            ..DeviceSample::default()
+        };
+        Snapshot {
+            taken_at_ms: T0 + i as i64 * 1000,
+            devices: vec![device(0), device(1)],
+            processes,
+        }
+    }
+
+    #[test]
+    fn two_halves_give_the_rows_and_history_of_one_replay_sample_by_sample() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("s.vwlog");
+        let shared = crate::engine::shared::Shared::new(Monitor::new(1000, 10));
+        let mut e =
+            crate::engine::Engine::new(shared, crate::engine::RecordTo::File(path.clone()), 1000);
+        for i in 0..600 {
+            e.tick(sample(i), T0 + i as i64 * 1000);
+        }
+        e.finish().expect("close");
+        let data = SessionData::open(&path).expect("open");
+        let mut state = EngineState::default();
+        let mut want = Monitor::new(1000, data.len());
+        for i in 0..data.len() {
+            let mut s = data.snapshot(i).expect("decodes");
+            s.sanitize();
+            state.apply(&mut want, s, 0);
+        }
+        let Halves::Built(got) = replay(&data, &mut |_| true) else {
+            panic!("replayed in halves");
+        };
+        let rows =
+            |m: &SampleMap<ProcSeriesKey, ProcessRow>| m.values().cloned().collect::<Vec<_>>();
+        let want_rows = rows(&want.rows);
+        assert_eq!(want_rows.len(), 49);
+        assert!(
+            want_rows
+                .iter()
+                .filter(|r| r.exited_at_ms.is_some())
+                .count()
+                >= 4
+        );
+        assert!(want_rows.iter().any(|r| r.delta_1m_bytes.is_some()));
+        assert_eq!(rows(&got.rows), want_rows);
+        assert_eq!(Some(&got.latest), want.latest.as_ref());
+        assert_eq!(got.ticks, want.ticks);
+        let end = want.history.end_tick();
+        for key in want.history.process_keys() {
+            let values = |h: &History| h.process(key).map(|s| s.values(0, end));
+            assert_eq!(values(&got.history), values(&want.history), "{key:?}");
+        }
+        for d in 0..2 {
+            let values = |h: &History| h.device(d).map(|s| s.values(0, end));
+            assert_eq!(values(&got.history), values(&want.history));
+        }
+        assert_eq!(got.history.span(), want.history.span());
+    }
+
+    #[test]
+    fn a_short_session_or_one_going_back_in_time_is_left_to_the_engine() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("s.vwlog");
+        let shared = crate::engine::shared::Shared::new(Monitor::new(1000, 10));
+        let mut e =
+            crate::engine::Engine::new(shared, crate::engine::RecordTo::File(path.clone()), 1000);
+        for i in 0..300 {
+            e.tick(sample(i), T0 + i as i64 * 1000);
+        }
+        e.finish().expect("close");
+        let data = SessionData::open(&path).expect("open");
+        assert!(matches!(replay(&data, &mut |_| true), Halves::NotHere));
+    }
+}

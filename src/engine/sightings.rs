@@ -1,0 +1,231 @@
+//! A replay's process rows from where each process was seen ([`Sightings`]): when a
+//! session is replayed in two halves at once ([`crate::engine::replay_halves`]), each half
+//! notes, per process, the samples it was listed in and its peak; the two are joined, and the
+//! rows are then derived once — the same rows, field for field, as
+//! [`crate::engine::state::EngineState`] derives sample by sample (`tests/session.rs` holds the
+//! two equal): the last sighting's readings, the exit at the next sample, the one-minute
+//! change from the reading a minute before the last one, and each colour chosen as the engine
+//! chose it when the process was first seen, from the rows as they stood then.
+
+use crate::engine::view::ProcessRow;
+use crate::model::history::{History, ProcSeriesKey, NONE};
+use crate::model::sample_map::SampleMap;
+use crate::model::{ProcessSample, Snapshot, UnixMs};
+use crate::session::reader::SessionData;
+
+/// Where one process (on one GPU) was seen, by sample index.
+#[derive(Debug, Clone)]
+pub(crate) struct Sighting {
+    /// Its row as first seen (its facts, its first time), the rest filled in by [`rows`].
+    row: ProcessRow,
+    /// Runs of consecutive samples that list it: first and last index.
+    runs: Vec<(usize, usize)>,
+    /// The largest memory reading.
+    peak: u64,
+    /// The last sample with a memory reading.
+    last_reading: Option<usize>,
+}
+
+/// Every process seen in a span of samples, in the order first seen.
+pub(crate) type Sightings = SampleMap<ProcSeriesKey, Sighting>;
+
+/// Notes that sample `i` (taken at `now`) lists `p`, at position `pos`.
+pub(crate) fn saw(seen: &mut Sightings, pos: usize, i: usize, now: UnixMs, p: &ProcessSample) {
+    let s = seen.at_mut(pos, (p.key(), p.device_index), |_| Sighting {
+        row: ProcessRow::first_seen(p, now, crate::engine::state::UNCOLORED),
+        runs: Vec::new(),
+        peak: 0,
+        last_reading: None,
+    });
+    match s.runs.last_mut() {
+        Some(run) if run.1 + 1 == i => run.1 = i,
+        _ => s.runs.push((i, i)),
+    }
+    if let Some(u) = p.used_bytes {
+        s.peak = s.peak.max(u);
+        s.last_reading = Some(i);
+    }
+}
+
+/// Joins `later`, the sightings of the samples after those of `seen`.
+pub(crate) fn join(seen: &mut Sightings, later: Sightings) {
+    for (key, b) in later.into_entries() {
+        let Some(a) = seen.get_mut(&key) else {
+            seen.insert(key, b);
+            continue;
+        };
+        let mut runs = b.runs.into_iter();
+        if let (Some(last), Some(first)) = (a.runs.last_mut(), runs.as_slice().first()) {
+            if last.1 + 1 == first.0 {
+                last.1 = first.1;
+                runs.next();
+            }
+        }
+        a.runs.extend(runs);
+        a.peak = a.peak.max(b.peak);
+        a.last_reading = b.last_reading.or(a.last_reading);
+    }
+}
+
+/// What a row needs from one sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Need {
+    /// The readings of its last sighting.
+    Last,
+    /// The memory of its last reading.
+    Reading,
+    /// The memory of its last reading a minute or more before that one.
+    MinuteBefore,
+}
+
+/// The rows of `seen`, the sightings of every sample of `data` (`history` holds them all, one
+/// tick per sample). None when a sample no longer decodes.
+pub(crate) fn rows(
+    seen: Sightings,
+    data: &SessionData,
+    history: &History,
+) -> Option<SampleMap<ProcSeriesKey, ProcessRow>> {
+    let time = |i: usize| history.time_of(i as u64);
+    let n = history.len();
+    let mut rows: Vec<ProcessRow> = Vec::with_capacity(seen.len());
+    let mut runs: Vec<Vec<(usize, usize)>> = Vec::with_capacity(seen.len());
+    let mut needs: Vec<(usize, Need, usize)> = Vec::new();
+    for (key, s) in seen.into_entries() {
+        let r = rows.len();
+        let last = s.runs.last().map_or(0, |run| run.1);
+        let mut row = s.row;
+        row.peak_bytes = s.peak;
+        row.last_seen_ms = time(last)?;
+        row.exited_at_ms = if last + 1 < n { time(last + 1) } else { None };
+        needs.push((last, Need::Last, r));
+        if let Some(j) = s.last_reading {
+            needs.push((j, Need::Reading, r));
+            let before = history
+                .tick_at(time(j)?.saturating_sub(60_000).saturating_add(1))
+                .checked_sub(1);
+            if let Some(t) = before.and_then(|t| last_reading_at_or_before(history, &key, t)) {
+                needs.push((t, Need::MinuteBefore, r));
+            }
+        }
+        rows.push(row);
+        runs.push(s.runs);
+    }
+    let mut readings = vec![(None, None); rows.len()];
+    fill_from_samples(data, &mut needs, &mut rows, &mut readings)?;
+    for (row, (now, before)) in rows.iter_mut().zip(readings) {
+        if let (Some(u), Some(old)) = (now, before) {
+            row.delta_1m_bytes = Some(u as i64 - old as i64);
+        }
+        if row.exited_at_ms.is_some() {
+            row.used_bytes = Some(0);
+        }
+    }
+    colour(&mut rows, &runs, &time);
+    let mut map = SampleMap::default();
+    for row in rows {
+        map.insert(row.series_key(), row);
+    }
+    Some(map)
+}
+
+/// The last tick at or before `t` at which process `key` has a memory reading.
+fn last_reading_at_or_before(history: &History, key: &ProcSeriesKey, t: u64) -> Option<usize> {
+    let series = history.process(key)?;
+    let mut end = t + 1;
+    while end > series.first_tick() {
+        let from = end
+            .saturating_sub(crate::model::history::CHUNK as u64)
+            .max(series.first_tick());
+        let values = series.values(from, end);
+        if let Some((tick, _)) = values.iter().rev().find(|(_, v)| *v != NONE) {
+            return usize::try_from(*tick).ok();
+        }
+        end = from;
+    }
+    None
+}
+
+/// Fills in what each row needs from the samples named in `needs` (each sample decoded once):
+/// the last sighting's readings into `rows`, the memory of the last reading and of the one a
+/// minute before into `readings`. None when a sample no longer decodes.
+fn fill_from_samples(
+    data: &SessionData,
+    needs: &mut [(usize, Need, usize)],
+    rows: &mut [ProcessRow],
+    readings: &mut [(Option<u64>, Option<u64>)],
+) -> Option<()> {
+    needs.sort_unstable();
+    let mut snap = Snapshot::default();
+    let mut decoded = None;
+    for &(i, need, r) in needs.iter() {
+        if decoded != Some(i) {
+            if !data.snapshot_into(i, &mut snap) {
+                return None;
+            }
+            snap.sanitize();
+            decoded = Some(i);
+        }
+        let row = &mut rows[r];
+        let key = row.series_key();
+        let p = snap
+            .processes
+            .iter()
+            .find(|p| (p.key(), p.device_index) == key)?;
+        match need {
+            Need::Last => {
+                row.used_bytes = p.used_bytes;
+                row.cpu_pct = p.cpu_pct;
+                row.rss_bytes = p.rss_bytes;
+                row.torch = p.torch;
+                row.sm_util_pct = p.sm_util_pct;
+                row.parked = p.parked;
+            }
+            Need::Reading => readings[r].0 = p.used_bytes,
+            Need::MinuteBefore => readings[r].1 = p.used_bytes,
+        }
+    }
+    Some(())
+}
+
+/// Gives each row the colour the engine gave it when it was first seen: rows first seen at
+/// one moment are coloured together ([`crate::engine::state::color_fresh_rows`]) among the
+/// rows seen by then, each running or exited as it was at that moment.
+fn colour(
+    rows: &mut [ProcessRow],
+    runs: &[Vec<(usize, usize)>],
+    time: &dyn Fn(usize) -> Option<UnixMs>,
+) {
+    let mut then: SampleMap<ProcSeriesKey, ProcessRow> = SampleMap::default();
+    let mut next = 0;
+    while next < rows.len() {
+        let at = rows[next].first_seen_ms;
+        for (row, runs) in then.values_mut().zip(runs) {
+            row.exited_at_ms = exit_as_of(runs, at, time);
+        }
+        while next < rows.len() && rows[next].first_seen_ms == at {
+            let mut fresh = rows[next].clone();
+            fresh.exited_at_ms = None;
+            then.insert(fresh.series_key(), fresh);
+            next += 1;
+        }
+        crate::engine::state::color_fresh_rows(&mut then, at);
+    }
+    for (row, coloured) in rows.iter_mut().zip(then.values()) {
+        row.color_slot = coloured.color_slot;
+    }
+}
+
+/// A process's exit as the engine's rows held it at `at` (None while it runs): the time of
+/// the sample after its last sighting at or before `at`.
+fn exit_as_of(
+    runs: &[(usize, usize)],
+    at: UnixMs,
+    time: &dyn Fn(usize) -> Option<UnixMs>,
+) -> Option<UnixMs> {
+    let started = runs.partition_point(|run| time(run.0).is_some_and(|t| t <= at));
+    let run = runs.get(started.checked_sub(1)?)?;
+    if time(run.1).is_some_and(|t| t >= at) {
+        return None;
+    }
+    time(run.1 + 1)
+}
