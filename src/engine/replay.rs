@@ -16,8 +16,7 @@ use crate::session::Event;
 use crate::source::replay::ReplaySource;
 use crate::source::GpuSource;
 
-/// How often (in samples) a replay reports its progress and may be cancelled.
-pub const PROGRESS_EVERY: u64 = 1024;
+pub use crate::engine::replay_halves::PROGRESS_EVERY;
 
 /// The whole of `data` replayed into a monitor (its history holds every sample).
 pub fn session(data: &SessionData) -> Monitor {

@@ -15,6 +15,9 @@ use crate::model::sample_map::SampleMap;
 use crate::model::Snapshot;
 use crate::session::reader::SessionData;
 
+/// How often (in samples) a replay reports its progress and may be cancelled.
+pub const PROGRESS_EVERY: u64 = 1024;
+
 /// What a replay in halves built: the View's parts a replay fills.
 pub(crate) struct Replayed {
     /// Every sample's readings.
@@ -51,7 +54,7 @@ enum Short {
 }
 
 /// `data` replayed in two halves at once; `progress` is called with the done fraction about
-/// every [`crate::engine::replay::PROGRESS_EVERY`] samples and stops the replay by returning
+/// every [`PROGRESS_EVERY`] samples and stops the replay by returning
 /// false.
 pub(crate) fn replay(data: &SessionData, progress: &mut dyn FnMut(f32) -> bool) -> Halves {
     let n = data.len();
@@ -113,7 +116,7 @@ fn half(
     };
     let mut seen = Sightings::default();
     let mut s = Snapshot::default();
-    let every = crate::engine::replay::PROGRESS_EVERY as usize;
+    let every = PROGRESS_EVERY as usize;
     for i in from..to {
         if (i - from) % every == every - 1 {
             let done = (i - from) as f32 / (to - from) as f32;
