@@ -72,55 +72,6 @@ fn main() -> Result<(), String> {
         "write" => fleet_log::write(path, T0, n),
         "open" => open(path, n as usize, true),
         "index" => open(path, n as usize, false),
-        "hist" => hist(path),
         _ => Err(usage.into()),
     }
-}
-
-fn build(data: &SessionData, a: usize, b: usize) -> vramwarden::model::history::History {
-    let mut h = vramwarden::model::history::History::new(data.len());
-    let mut s = vramwarden::model::Snapshot::default();
-    for i in a..b {
-        if data.snapshot_into(i, &mut s) {
-            s.sanitize();
-            h.push(&s);
-        }
-    }
-    h
-}
-
-fn decode_only(data: &SessionData, a: usize, b: usize) -> usize {
-    let mut s = vramwarden::model::Snapshot::default();
-    let mut n = 0;
-    for i in a..b {
-        if data.snapshot_into(i, &mut s) {
-            s.sanitize();
-            n += s.processes.len();
-        }
-    }
-    n
-}
-
-fn hist(path: &Path) -> Result<(), String> {
-    let data = SessionData::open(path).map_err(|e| e.to_string())?;
-    let n = data.len();
-    for _ in 0..3 {
-        let t = Instant::now();
-        let h = build(&data, 0, n);
-        let full = t.elapsed().as_secs_f64();
-        drop(h);
-        let t = Instant::now();
-        let (x, y) = std::thread::scope(|s| {
-            let a = s.spawn(|| build(&data, 0, n / 2));
-            let b = build(&data, n / 2, n);
-            (a.join().ok(), b)
-        });
-        let halves = t.elapsed().as_secs_f64();
-        drop((x, y));
-        let t = Instant::now();
-        let k = decode_only(&data, 0, n);
-        let dec = t.elapsed().as_secs_f64();
-        println!("full {full:.3} s, two halves at once {halves:.3} s, decode+sanitize only {dec:.3} s ({k})");
-    }
-    Ok(())
 }

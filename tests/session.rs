@@ -1097,3 +1097,53 @@ fn a_format_2_log_s_park_events_give_its_parks() {
     assert_eq!(p.since_ms, T0 + 1_000);
     assert_eq!(parked(8), None);
 }
+
+/// The View a live engine derives from `s`'s samples, one after another (each sanitized, then
+/// applied).
+fn applied_in_step(s: &SessionData) -> Monitor {
+    let mut state = vramwarden::engine::state::EngineState::default();
+    let mut m = Monitor::new(1000, s.len());
+    for i in 0..s.len() {
+        let mut x = s.snapshot(i).expect("decodes");
+        x.sanitize();
+        state.apply(&mut m, x, 0);
+    }
+    m
+}
+
+/// A session of more than 256 samples is replayed in two halves at once (one per core): the
+/// rows (in order, every field), the history, the latest sample and the count equal those the
+/// engine derives sample by sample — on the H200 logs kept with the tests and on the demo's
+/// day with its park.
+#[test]
+fn a_replay_in_halves_equals_one_sample_by_sample_on_real_logs() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let day = dir.path().join("day.vwlog");
+    record_demo_day(&day, 1300);
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let logs = [
+        data.join("v4/v4.vwlog"),
+        data.join("traces/v3-tuning.vwlog"),
+        data.join("h200-heldout/heldout.vwlog"),
+        day,
+    ];
+    let mut long = 0;
+    for path in logs {
+        let s = SessionData::open(&path).expect("open");
+        long += usize::from(s.len() > 256);
+        let want = applied_in_step(&s);
+        let got = vramwarden::engine::replay::session(&s);
+        let rows = |m: &Monitor| m.rows().cloned().collect::<Vec<_>>();
+        assert!(!rows(&want).is_empty(), "{path:?}");
+        assert_eq!(rows(&got), rows(&want), "{path:?}");
+        assert_eq!(got.latest, want.latest, "{path:?}");
+        assert_eq!(got.ticks, want.ticks, "{path:?}");
+        assert_eq!(got.history.span(), want.history.span(), "{path:?}");
+        assert_eq!(
+            all_series(&got.history),
+            all_series(&want.history),
+            "{path:?}"
+        );
+    }
+    assert!(long >= 2, "{long} logs long enough for two halves");
+}

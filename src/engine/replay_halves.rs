@@ -3,8 +3,9 @@
 //! was seen ([`crate::engine::sightings`]); the later history is then appended to the earlier
 //! one chunk by chunk and the rows are derived from the joined sightings. The result equals
 //! the replay of the whole session through the read-only engine, sample by sample
-//! (`tests/session.rs` compares the two); a session this cannot replay so (a short one, one
-//! whose times go back, a sample that no longer decodes) is left to that replay.
+//! (`tests/session.rs` compares the two); a session this cannot replay so (a short one, a
+//! sample that no longer decodes) is left to that replay. The reader holds a session's samples
+//! in time order, none at the same time ([`SessionData`]), so each sample is one tick.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -58,8 +59,9 @@ enum Short {
 /// false.
 pub(crate) fn replay(data: &SessionData, progress: &mut dyn FnMut(f32) -> bool) -> Halves {
     let n = data.len();
-    let split = n / 2 / CHUNK * CHUNK;
-    if split == 0 || !data.times_rise() {
+    // The earlier half ends on a chunk boundary (its history joins chunk by chunk).
+    let split = (n / 2 / CHUNK * CHUNK).max(CHUNK);
+    if n <= split {
         return Halves::NotHere;
     }
     let stop = AtomicBool::new(false);
@@ -215,18 +217,26 @@ mod tests {
         }
     }
 
-    #[test]
-    fn two_halves_give_the_rows_and_history_of_one_replay_sample_by_sample() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let path = dir.path().join("s.vwlog");
+    /// Records `n` samples of [`sample`] into `path`, the clock `back` ms earlier from sample
+    /// `turn` on.
+    fn record(path: &std::path::Path, n: u64, turn: u64, back: i64) {
         let shared = crate::engine::shared::Shared::new(Monitor::new(1000, 10));
-        let mut e =
-            crate::engine::Engine::new(shared, crate::engine::RecordTo::File(path.clone()), 1000);
-        for i in 0..600 {
-            e.tick(sample(i), T0 + i as i64 * 1000);
+        let to = crate::engine::RecordTo::File(path.to_path_buf());
+        let mut e = crate::engine::Engine::new(shared, to, 1000);
+        for i in 0..n {
+            let mut s = sample(i);
+            if i >= turn {
+                s.taken_at_ms -= back;
+            }
+            let t = s.taken_at_ms;
+            e.tick(s, t);
         }
         e.finish().expect("close");
-        let data = SessionData::open(&path).expect("open");
+    }
+
+    /// The replay of `data` in halves equals the rows and history the engine derives from
+    /// its samples one after another.
+    fn assert_halves_equal_steps(data: &SessionData) -> Vec<ProcessRow> {
         let mut state = EngineState::default();
         let mut want = Monitor::new(1000, data.len());
         for i in 0..data.len() {
@@ -234,21 +244,12 @@ mod tests {
             s.sanitize();
             state.apply(&mut want, s, 0);
         }
-        let Halves::Built(got) = replay(&data, &mut |_| true) else {
+        let Halves::Built(got) = replay(data, &mut |_| true) else {
             panic!("replayed in halves");
         };
         let rows =
             |m: &SampleMap<ProcSeriesKey, ProcessRow>| m.values().cloned().collect::<Vec<_>>();
         let want_rows = rows(&want.rows);
-        assert_eq!(want_rows.len(), 49);
-        assert!(
-            want_rows
-                .iter()
-                .filter(|r| r.exited_at_ms.is_some())
-                .count()
-                >= 4
-        );
-        assert!(want_rows.iter().any(|r| r.delta_1m_bytes.is_some()));
         assert_eq!(rows(&got.rows), want_rows);
         assert_eq!(Some(&got.latest), want.latest.as_ref());
         assert_eq!(got.ticks, want.ticks);
@@ -262,20 +263,39 @@ mod tests {
             assert_eq!(values(&got.history), values(&want.history));
         }
         assert_eq!(got.history.span(), want.history.span());
+        want_rows
     }
 
     #[test]
-    fn a_short_session_or_one_going_back_in_time_is_left_to_the_engine() {
+    fn two_halves_give_the_rows_and_history_of_one_replay_sample_by_sample() {
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("s.vwlog");
-        let shared = crate::engine::shared::Shared::new(Monitor::new(1000, 10));
-        let mut e =
-            crate::engine::Engine::new(shared, crate::engine::RecordTo::File(path.clone()), 1000);
-        for i in 0..300 {
-            e.tick(sample(i), T0 + i as i64 * 1000);
-        }
-        e.finish().expect("close");
-        let data = SessionData::open(&path).expect("open");
+        record(&path, 600, 600, 0);
+        let rows = assert_halves_equal_steps(&SessionData::open(&path).expect("open"));
+        assert_eq!(rows.len(), 49);
+        assert!(rows.iter().filter(|r| r.exited_at_ms.is_some()).count() >= 4);
+        assert!(rows.iter().any(|r| r.delta_1m_bytes.is_some()));
+    }
+
+    #[test]
+    fn joined_logs_replay_in_halves_and_a_short_session_is_left_to_the_engine() {
+        let dir = tempfile::tempdir().expect("tmp");
+        // Two logs joined end to end, the later one recorded first: the reader puts the
+        // samples in time order across the two files' id spaces.
+        let (a, b) = (dir.path().join("a.vwlog"), dir.path().join("b.vwlog"));
+        record(&a, 300, 300, 0);
+        record(&b, 600, 0, 3_600_000);
+        let mut bytes = std::fs::read(&a).expect("read");
+        bytes.extend(std::fs::read(&b).expect("read"));
+        let both = dir.path().join("both.vwlog");
+        std::fs::write(&both, bytes).expect("write");
+        let data = SessionData::open(&both).expect("open");
+        assert_eq!((data.len(), data.segment_count()), (900, 2));
+        assert_halves_equal_steps(&data);
+        let short = dir.path().join("short.vwlog");
+        record(&short, 256, 256, 0);
+        let data = SessionData::open(&short).expect("open");
+        assert_eq!(data.len(), 256);
         assert!(matches!(replay(&data, &mut |_| true), Halves::NotHere));
     }
 }

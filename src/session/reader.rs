@@ -704,12 +704,6 @@ impl SessionData {
         Some((self.samples.first()?.time, self.samples.last()?.time))
     }
 
-    /// True when each sample was taken after the one before it (a log recorded in one go;
-    /// logs joined end to end may go back in time).
-    pub(crate) fn times_rise(&self) -> bool {
-        self.samples.windows(2).all(|w| w[0].time < w[1].time)
-    }
-
     /// Index of the last sample at or before `ms` (the first one if `ms` is earlier).
     pub fn index_at(&self, ms: UnixMs) -> usize {
         self.samples
