@@ -909,13 +909,7 @@ fn the_history_a_replay_builds_beside_its_engine_is_the_one_apply_builds() {
     let dir = tempfile::tempdir().expect("tmp");
     let s = SessionData::open(&two_segment_session(dir.path())).expect("open");
     // In step, as a live engine builds it: each sample sanitized, then applied.
-    let mut engine_state = vramwarden::engine::state::EngineState::default();
-    let mut m = Monitor::new(1000, s.len());
-    for i in 0..s.len() {
-        let mut x = s.snapshot(i).expect("decodes");
-        x.sanitize();
-        engine_state.apply(&mut m, x, 0);
-    }
+    let m = applied_in_step(&s);
     let want = all_series(&m.history);
     assert!(want.len() > 40 + 3 * 9, "{} series", want.len());
     assert!(want.iter().any(|(n, _)| n.ends_with("reserved")));

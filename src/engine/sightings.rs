@@ -172,14 +172,7 @@ fn fill_from_samples(
             .iter()
             .find(|p| (p.key(), p.device_index) == key)?;
         match need {
-            Need::Last => {
-                row.used_bytes = p.used_bytes;
-                row.cpu_pct = p.cpu_pct;
-                row.rss_bytes = p.rss_bytes;
-                row.torch = p.torch;
-                row.sm_util_pct = p.sm_util_pct;
-                row.parked = p.parked;
-            }
+            Need::Last => row.take_readings(p),
             Need::Reading => readings[r].0 = p.used_bytes,
             Need::MinuteBefore => readings[r].1 = p.used_bytes,
         }

@@ -169,6 +169,17 @@ impl ProcessRow {
         }
     }
 
+    /// Takes the readings of this process's sample `p`: memory, CPU, resident memory,
+    /// PyTorch's figures, GPU share and park.
+    pub(crate) fn take_readings(&mut self, p: &crate::model::ProcessSample) {
+        self.used_bytes = p.used_bytes;
+        self.cpu_pct = p.cpu_pct;
+        self.rss_bytes = p.rss_bytes;
+        self.torch = p.torch;
+        self.sm_util_pct = p.sm_util_pct;
+        self.parked = p.parked;
+    }
+
     /// Takes in this process's sample at `now`; `recent` is its memory readings of the last
     /// minute (the engine's scratch for the one-minute change).
     pub(crate) fn update(
@@ -177,12 +188,7 @@ impl ProcessRow {
         now: UnixMs,
         recent: &mut Recent,
     ) {
-        self.used_bytes = p.used_bytes;
-        self.cpu_pct = p.cpu_pct;
-        self.rss_bytes = p.rss_bytes;
-        self.torch = p.torch;
-        self.sm_util_pct = p.sm_util_pct;
-        self.parked = p.parked;
+        self.take_readings(p);
         self.last_seen_ms = now;
         self.exited_at_ms = None;
         if let Some(u) = p.used_bytes {
