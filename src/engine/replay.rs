@@ -36,13 +36,16 @@ pub fn session_with_progress(
     progress: &mut dyn FnMut(f32) -> bool,
 ) -> Option<Monitor> {
     let halves = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        crate::engine::replay_halves::replay(data, progress)
+        match crate::engine::replay_halves::replay(data, progress) {
+            Halves::Built(r) => Some(Some(from_halves(data, *r, progress))),
+            Halves::Cancelled => Some(None),
+            Halves::NotHere => None,
+        }
     }));
     match halves {
-        Ok(Halves::Built(r)) => Some(from_halves(data, *r, progress)),
-        Ok(Halves::Cancelled) => None,
+        Ok(Some(done)) => done,
         // A panic (a bug) is met again, and reported, by the replay sample by sample.
-        Ok(Halves::NotHere) | Err(_) => sample_by_sample(data, progress),
+        Ok(None) | Err(_) => sample_by_sample(data, progress),
     }
 }
 

@@ -50,7 +50,11 @@ struct Half {
 
 /// Why a half ended early.
 enum Short {
+    /// `progress` asked to stop.
+    Cancelled,
+    /// The other half asked to stop: it ended early.
     Stopped,
+    /// A sample no longer decodes, or is no tick of its own.
     NotHere,
 }
 
@@ -66,22 +70,30 @@ pub(crate) fn replay(data: &SessionData, progress: &mut dyn FnMut(f32) -> bool) 
     }
     let stop = AtomicBool::new(false);
     let (earlier, later) = std::thread::scope(|scope| {
+        // Either half that ends early stops the other.
         let earlier = std::thread::Builder::new()
             .name("vramwarden-replay-half".into())
-            .spawn_scoped(scope, || half(data, 0, split, &stop, &mut |_| true));
-        let later = half(data, split, n, &stop, progress);
-        if later.is_err() {
-            stop.store(true, Ordering::Relaxed);
-        }
+            .spawn_scoped(scope, || {
+                stop_other_if_short(&stop, half(data, 0, split, &stop, &mut |_| true))
+            });
+        let later = stop_other_if_short(&stop, half(data, split, n, &stop, progress));
         let earlier = earlier.ok().map(|h| h.join());
         (earlier, later)
     });
     let (earlier, later) = match (earlier, later) {
-        (_, Err(Short::Stopped)) => return Halves::Cancelled,
+        (_, Err(Short::Cancelled)) => return Halves::Cancelled,
         (Some(Ok(Ok(a))), Ok(b)) => (a, b),
         _ => return Halves::NotHere,
     };
     join(earlier, later, data)
+}
+
+/// `r`, after setting `stop` when it is short (the other half then ends early too).
+fn stop_other_if_short(stop: &AtomicBool, r: Result<Half, Short>) -> Result<Half, Short> {
+    if r.is_err() {
+        stop.store(true, Ordering::Relaxed);
+    }
+    r
 }
 
 /// The two halves joined, the rows derived.
@@ -121,9 +133,11 @@ fn half(
     let every = PROGRESS_EVERY as usize;
     for i in from..to {
         if (i - from) % every == every - 1 {
-            let done = (i - from) as f32 / (to - from) as f32;
-            if stop.load(Ordering::Relaxed) || !progress(done) {
+            if stop.load(Ordering::Relaxed) {
                 return Err(Short::Stopped);
+            }
+            if !progress((i - from) as f32 / (to - from) as f32) {
+                return Err(Short::Cancelled);
             }
         }
         if !data.snapshot_into(i, &mut s) {

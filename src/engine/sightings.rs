@@ -157,6 +157,8 @@ fn fill_from_samples(
     needs.sort_unstable();
     let mut snap = Snapshot::default();
     let mut decoded = None;
+    // Where each process is listed in the decoded sample (many rows may need one sample).
+    let mut at: crate::model::FastMap<ProcSeriesKey, usize> = Default::default();
     for &(i, need, r) in needs.iter() {
         if decoded != Some(i) {
             if !data.snapshot_into(i, &mut snap) {
@@ -164,13 +166,12 @@ fn fill_from_samples(
             }
             snap.sanitize();
             decoded = Some(i);
+            at.clear();
+            let keys = snap.processes.iter().map(|p| (p.key(), p.device_index));
+            at.extend(keys.enumerate().map(|(pos, k)| (k, pos)));
         }
         let row = &mut rows[r];
-        let key = row.series_key();
-        let p = snap
-            .processes
-            .iter()
-            .find(|p| (p.key(), p.device_index) == key)?;
+        let p = snap.processes.get(*at.get(&row.series_key())?)?;
         match need {
             Need::Last => row.take_readings(p),
             Need::Reading => readings[r].0 = p.used_bytes,

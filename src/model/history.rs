@@ -135,7 +135,12 @@ impl Sealed {
 /// One series of MiB values on the shared timeline.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Series {
+    /// The tick of the first stored value (a chunk boundary: the values before the series'
+    /// first reading are stored as [`NONE`]).
     first_tick: u64,
+    /// The tick of the series' first reading still held ([`Series::first_tick`]).
+    #[serde(skip)]
+    begins: u64,
     /// Shared with copies: a copy shares every sealed chunk and the list of them, which is
     /// copied (pointers only) when a chunk is sealed or evicted while a copy holds it.
     sealed: Arc<VecDeque<Arc<Sealed>>>,
@@ -155,9 +160,10 @@ impl Series {
         self.len() == 0
     }
 
-    /// First stored tick.
+    /// The tick of the first value pushed (of the first held, once older ones are evicted):
+    /// the series holds nothing before it.
     pub(crate) fn first_tick(&self) -> u64 {
-        self.first_tick
+        self.begins.max(self.first_tick)
     }
 
     /// One past the last stored tick.
@@ -174,6 +180,7 @@ impl Series {
             // blocks never need a chunk decoded) and two histories of consecutive spans join
             // chunk by chunk ([`History::join_later`]).
             self.first_tick = tick - tick % CHUNK as u64;
+            self.begins = tick;
         } else if tick < self.end_tick() {
             return;
         }

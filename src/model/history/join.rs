@@ -107,3 +107,74 @@ impl Times {
         self.open = later.open;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{DeviceSample, ProcInfo, ProcessSample, Snapshot, MIB};
+
+    /// Sample `i`: one GPU, process 7 from tick 300 on (its memory rising), process 8 until
+    /// tick 200.
+    fn sample(i: u64) -> Snapshot {
+        let process = |pid: u32, mib: u64| ProcessSample {
+            pid,
+            used_bytes: Some(mib * MIB),
+            info: Some(Arc::new(ProcInfo {
+                start_time_ms: 1,
+                ..ProcInfo::default()
+            })),
+            ..ProcessSample::default()
+        };
+        let mut processes = Vec::new();
+        if i >= 300 {
+            processes.push(process(7, 100 + i));
+        }
+        if i < 200 {
+            processes.push(process(8, 50));
+        }
+        Snapshot {
+            taken_at_ms: 1_000 * i as i64,
+            devices: vec![DeviceSample {
+                index: 0,
+                memory_total_bytes: Some(1 << 40),
+                memory_used_bytes: Some((i + 1) * MIB),
+                ..DeviceSample::default()
+            }],
+            processes,
+        }
+    }
+
+    #[test]
+    fn two_halves_joined_hold_what_one_history_holds_and_series_begin_at_their_first_reading() {
+        let n = 700;
+        let mut whole = History::new(n);
+        let (mut earlier, mut later) = (History::new(n), History::starting_at(n, 512));
+        for i in 0..n as u64 {
+            whole.push(&sample(i));
+            match i {
+                0..512 => earlier.push(&sample(i)),
+                _ => later.push(&sample(i)),
+            }
+        }
+        earlier.join_later(later).expect("joined");
+        assert_eq!(earlier.span(), whole.span());
+        assert_eq!(earlier.len(), n);
+        for (k, s) in whole.processes.iter() {
+            let joined = earlier.process(k).expect("series");
+            assert_eq!(joined.values(0, 700), s.values(0, 700), "{k:?}");
+            assert_eq!(joined.first_tick(), s.first_tick());
+        }
+        let seven = whole.processes.iter().find(|(k, _)| k.0.pid == 7);
+        // Stored from tick 256 (a chunk boundary), read as beginning at its first reading.
+        assert_eq!(seven.map(|(_, s)| s.first_tick()), Some(300));
+        let dev = |h: &History| h.device(0).map(|s| s.values(0, 700));
+        assert_eq!(dev(&earlier), dev(&whole));
+        // Not joinable: a later history that does not start where this one ends.
+        let mut a = History::new(n);
+        for i in 0..256 {
+            a.push(&sample(i));
+        }
+        assert!(a.join_later(History::starting_at(n, 300)).is_err());
+        assert_eq!(a.len(), 256);
+    }
+}
