@@ -188,12 +188,11 @@ pub(crate) fn device_graph(
     let mut metric_moved = None;
     let moved_here = user_moved(ui, &resp.response);
     if state.show_metrics {
-        // The same time range as the memory graph: set where the memory graph set it
-        // (following, keys), else taken from the link, so a zoom of the memory graph in
-        // this frame is not undone.
-        let range = set_x
-            .filter(|_| !moved_here)
-            .map(|_| (from as f64 / 1000.0, to as f64 / 1000.0));
+        // The same time range as the memory graph, the forecast's room on the right
+        // included (their time axes line up): set where the memory graph set it (following,
+        // keys), else taken from the link, so a zoom of the memory graph in this frame is not
+        // undone.
+        let range = set_x.filter(|_| !moved_here);
         metric_moved = metric_plots(
             ui,
             h,
