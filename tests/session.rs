@@ -650,6 +650,18 @@ fn a_replayed_session_shows_what_the_engine_that_recorded_it_showed() {
         .leaks
         .iter()
         .all(|l| l.session.as_deref() == Some(path.as_path())));
+    // A leak still growing when the recording stopped has the peak the live engine showed:
+    // judged, as live, on PyTorch's allocated memory where its companion answered (the
+    // demo's leaking job is a PyTorch one), to the MiB the history keeps.
+    let peak = |m: &Monitor| {
+        m.leaks
+            .iter()
+            .filter(|l| l.ended_ms.is_none() || l.open_at_end)
+            .map(|l| (l.key, l.peak_mib.floor()))
+            .collect::<Vec<_>>()
+    };
+    assert!(!peak(&live).is_empty(), "a leak is open at the end");
+    assert_eq!(peak(&replay), peak(&live));
     // Nothing acts from a replay: a manual action on a replayed process is refused.
     assert!(replay.activity.is_empty());
 }

@@ -471,9 +471,40 @@ pub fn record_event(
     }
 }
 
+/// The MiB a leak of `key` is judged on from tick `from` to the history's end, as the live
+/// watch judges it: a process's PyTorch allocated memory where its companion answered, else
+/// its memory as the driver reports it; a GPU's memory no process accounts for.
+fn judged_values(h: &crate::model::history::History, key: LeakKey, from: u64) -> Vec<f64> {
+    use crate::model::history::{TorchFigure, NONE};
+    let end = h.end_tick();
+    let (series, torch) = match key {
+        LeakKey::Process(k) => (h.process(&k), h.torch(&k, TorchFigure::Allocated)),
+        LeakKey::Ghost(d) => (h.ghost(d), None),
+    };
+    let Some(series) = series else {
+        return Vec::new();
+    };
+    let allocated: FastMap<u64, u32> = torch
+        .map(|t| t.values(from, end).into_iter().collect())
+        .unwrap_or_default();
+    series
+        .values(from, end)
+        .into_iter()
+        .map(|(t, v)| {
+            allocated
+                .get(&t)
+                .copied()
+                .filter(|a| *a != NONE)
+                .unwrap_or(v)
+        })
+        .filter(|v| *v != NONE)
+        .map(f64::from)
+        .collect()
+}
+
 /// A past session's leak that never ended in it ended with the recording: it is closed at the
 /// last sample (marked [`LeakRecord::open_at_end`]), with its growth and peak read from the
-/// history `h`.
+/// history `h` ([`judged_values`]: on PyTorch's figure where the live watch judged it on it).
 pub(crate) fn close_open_leaks(leaks: &mut [LeakRecord], h: &crate::model::history::History) {
     let Some((_, end_ms)) = h.span() else {
         return;
@@ -481,17 +512,7 @@ pub(crate) fn close_open_leaks(leaks: &mut [LeakRecord], h: &crate::model::histo
     for r in leaks.iter_mut().filter(|r| r.ended_ms.is_none()) {
         r.ended_ms = Some(end_ms.max(r.flagged_ms));
         r.open_at_end = true;
-        let series = match r.key {
-            LeakKey::Process(k) => h.process(&k),
-            LeakKey::Ghost(d) => h.ghost(d),
-        };
-        let Some(series) = series else { continue };
-        let values: Vec<f64> = series
-            .values(h.tick_at(r.info.since_ms), h.end_tick())
-            .into_iter()
-            .filter(|(_, v)| *v != crate::model::history::NONE)
-            .map(|(_, v)| f64::from(v))
-            .collect();
+        let values = judged_values(h, r.key, h.tick_at(r.info.since_ms));
         if let (Some(first), Some(peak)) = (
             values.first().copied(),
             values.iter().copied().max_by(f64::total_cmp),
