@@ -588,8 +588,15 @@ impl Rule {
         }
     }
 
-    /// The rule in words, for `rules check` and the editor.
+    /// The rule in words, for `rules check`: [`Rule::describe_body`], then " — DRY RUN" when
+    /// it is in dry run.
     pub fn describe(&self) -> String {
+        let dry = if self.dry_run { " — DRY RUN" } else { "" };
+        format!("{}{dry}", self.describe_body())
+    }
+
+    /// The rule in words without its dry run (the editor says that apart).
+    pub(crate) fn describe_body(&self) -> String {
         let c = &self.conditions;
         let mut when = Vec::new();
         if let Some(g) = c.gpu {
@@ -669,7 +676,7 @@ impl Rule {
             String::new()
         };
         format!(
-            "{}{}: when {when}{hold}, {} (at most once per {} min per {}){}",
+            "{}{}: when {when}{hold}, {} (at most once per {} min per {})",
             if self.enabled { "" } else { "[disabled] " },
             self.name,
             self.action.label(),
@@ -679,7 +686,6 @@ impl Rule {
             } else {
                 "GPU"
             },
-            if self.dry_run { " — DRY RUN" } else { "" }
         )
     }
 }

@@ -32,7 +32,7 @@ pub(super) fn rule_editor(
         .min_scrolled_height(summary_h)
         .auto_shrink([false, false])
         .show(ui, |ui| {
-            ui.add(egui::Label::new(summary_words(ui, &r.describe())).wrap());
+            ui.add(egui::Label::new(summary_words(ui, &r.describe_body(), r.dry_run)).wrap());
         });
     ui.horizontal(|ui| {
         if ui
@@ -125,11 +125,8 @@ pub(super) fn rule_editor(
 
 /// A rule's summary in italics, its " — DRY RUN" upright: an italic ")" leant onto the dash
 /// and read as "per process)— DRY RUN".
-fn summary_words(ui: &Ui, describe: &str) -> egui::text::LayoutJob {
-    let (body, tail) = match describe.strip_suffix(" — DRY RUN") {
-        Some(body) => (body, Some(" — DRY RUN")),
-        None => (describe, None),
-    };
+fn summary_words(ui: &Ui, body: &str, dry_run: bool) -> egui::text::LayoutJob {
+    let tail = dry_run.then_some(" — DRY RUN");
     let mut job = egui::text::LayoutJob::default();
     let add = |job: &mut egui::text::LayoutJob, t: RichText| {
         t.append_to(
