@@ -104,7 +104,7 @@ pub(super) fn rule_editor(
             });
             ui.end_row();
             // At the top of its list of conditions, not halfway down it.
-            ui.vertical(|ui| ui.label("Conditions"));
+            ui.vertical(|ui| ui.add(egui::Label::new("Conditions").extend()));
             ui.vertical(|ui| conditions(ui, &mut r.conditions, &problems, i));
             ui.end_row();
             ui.label("Action");
