@@ -476,7 +476,6 @@ pub fn record_event(
 /// its memory as the driver reports it; a GPU's memory no process accounts for.
 fn judged_values(h: &crate::model::history::History, key: LeakKey, from: u64) -> Vec<f64> {
     use crate::model::history::{TorchFigure, NONE};
-    let end = h.end_tick();
     let (series, torch) = match key {
         LeakKey::Process(k) => (h.process(&k), h.torch(&k, TorchFigure::Allocated)),
         LeakKey::Ghost(d) => (h.ghost(d), None),
@@ -484,18 +483,21 @@ fn judged_values(h: &crate::model::history::History, key: LeakKey, from: u64) ->
     let Some(series) = series else {
         return Vec::new();
     };
-    let allocated: FastMap<u64, u32> = torch
-        .map(|t| t.values(from, end).into_iter().collect())
-        .unwrap_or_default();
-    series
-        .values(from, end)
-        .into_iter()
-        .map(|(t, v)| {
+    let values = series.values(from, h.end_tick());
+    // PyTorch's figure at each of those ticks, NONE where it has none.
+    let mut allocated = Vec::with_capacity(values.len());
+    if let Some(t) = torch {
+        t.values_at(values.iter().map(|(tick, _)| *tick), &mut allocated);
+    }
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, (_, v))| {
             allocated
-                .get(&t)
+                .get(i)
                 .copied()
                 .filter(|a| *a != NONE)
-                .unwrap_or(v)
+                .unwrap_or(*v)
         })
         .filter(|v| *v != NONE)
         .map(f64::from)

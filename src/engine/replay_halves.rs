@@ -59,8 +59,7 @@ enum Short {
 }
 
 /// `data` replayed in two halves at once; `progress` is called with the done fraction about
-/// every [`PROGRESS_EVERY`] samples and stops the replay by returning
-/// false.
+/// every [`PROGRESS_EVERY`] samples and stops the replay by returning false.
 pub(crate) fn replay(data: &SessionData, progress: &mut dyn FnMut(f32) -> bool) -> Halves {
     let n = data.len();
     // The earlier half ends on a chunk boundary (its history joins chunk by chunk).
@@ -115,8 +114,9 @@ fn join(earlier: Half, later: Half, data: &SessionData) -> Halves {
     }))
 }
 
-/// Samples `from..to` of `data`: each decoded, sanitized as the engine sanitizes it, pushed
-/// into a history that starts at tick `from`, and its processes noted.
+/// Samples `from..to` of `data`: each decoded, sanitized and pushed as the engine does it
+/// ([`crate::source::replay::push_sanitized`]) into a history that starts at tick `from`, and
+/// its processes noted.
 fn half(
     data: &SessionData,
     from: usize,
@@ -124,10 +124,7 @@ fn half(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(f32) -> bool,
 ) -> Result<Half, Short> {
-    let mut history = match from {
-        0 => History::new(data.len()),
-        _ => History::starting_at(data.len(), from as u64),
-    };
+    let mut history = History::starting_at(data.len(), from as u64);
     let mut seen = Sightings::default();
     let mut s = Snapshot::default();
     let every = PROGRESS_EVERY as usize;
@@ -143,8 +140,7 @@ fn half(
         if !data.snapshot_into(i, &mut s) {
             return Err(Short::NotHere);
         }
-        s.sanitize();
-        history.push(&s);
+        crate::source::replay::push_sanitized(&mut history, &mut s);
         if history.end_tick() != i as u64 + 1 {
             return Err(Short::NotHere);
         }

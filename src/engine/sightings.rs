@@ -120,12 +120,7 @@ pub(crate) fn rows(
             row.used_bytes = Some(0);
         }
     }
-    colour(&mut rows, &runs, &time);
-    let mut map = SampleMap::default();
-    for row in rows {
-        map.insert(row.series_key(), row);
-    }
-    Some(map)
+    Some(coloured(rows, &runs, &time))
 }
 
 /// The last tick at or before `t` at which process `key` has a memory reading.
@@ -181,32 +176,32 @@ fn fill_from_samples(
     Some(())
 }
 
-/// Gives each row the colour the engine gave it when it was first seen: rows first seen at
-/// one moment are coloured together ([`crate::engine::state::color_fresh_rows`]) among the
-/// rows seen by then, each running or exited as it was at that moment.
-fn colour(
-    rows: &mut [ProcessRow],
+/// The rows, in their order, each with the colour the engine gave it when it was first seen:
+/// rows first seen at one moment are coloured together
+/// ([`crate::engine::state::color_fresh_rows`]) among the rows seen by then, each running or
+/// exited as it was at that moment; each then gets its final exit back.
+fn coloured(
+    rows: Vec<ProcessRow>,
     runs: &[Vec<(usize, usize)>],
     time: &dyn Fn(usize) -> Option<UnixMs>,
-) {
+) -> SampleMap<ProcSeriesKey, ProcessRow> {
+    let exits: Vec<Option<UnixMs>> = rows.iter().map(|r| r.exited_at_ms).collect();
     let mut then: SampleMap<ProcSeriesKey, ProcessRow> = SampleMap::default();
-    let mut next = 0;
-    while next < rows.len() {
-        let at = rows[next].first_seen_ms;
+    let mut rows = rows.into_iter().peekable();
+    while let Some(at) = rows.peek().map(|r| r.first_seen_ms) {
         for (row, runs) in then.values_mut().zip(runs) {
             row.exited_at_ms = exit_as_of(runs, at, time);
         }
-        while next < rows.len() && rows[next].first_seen_ms == at {
-            let mut fresh = rows[next].clone();
+        while let Some(mut fresh) = rows.next_if(|r| r.first_seen_ms == at) {
             fresh.exited_at_ms = None;
             then.insert(fresh.series_key(), fresh);
-            next += 1;
         }
         crate::engine::state::color_fresh_rows(&mut then, at);
     }
-    for (row, coloured) in rows.iter_mut().zip(then.values()) {
-        row.color_slot = coloured.color_slot;
+    for (row, exit) in then.values_mut().zip(exits) {
+        row.exited_at_ms = exit;
     }
+    then
 }
 
 /// A process's exit as the engine's rows held it at `at` (None while it runs): the time of

@@ -141,7 +141,7 @@ pub fn build_history(data: &SessionData, stop: &AtomicBool) -> History {
 /// it.
 ///
 /// [`EngineState::apply`]: crate::engine::state::EngineState::apply
-fn push_sanitized(history: &mut History, s: &mut Snapshot) {
+pub(crate) fn push_sanitized(history: &mut History, s: &mut Snapshot) {
     s.sanitize();
     history.push(s);
 }

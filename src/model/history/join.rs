@@ -40,46 +40,46 @@ impl History {
             return Err(Box::new(later));
         }
         self.times.append(later.times);
-        let at = later.base_tick;
-        join_vec(&mut self.devices, later.devices, at);
-        join_vec(&mut self.ghosts, later.ghosts, at);
+        join_vec(&mut self.devices, later.devices);
+        join_vec(&mut self.ghosts, later.ghosts);
         if self.metrics.len() < later.metrics.len() {
             self.metrics
                 .resize_with(later.metrics.len(), Default::default);
         }
         for (mine, theirs) in self.metrics.iter_mut().zip(later.metrics) {
             for (m, l) in mine.iter_mut().zip(theirs) {
-                m.append(l, at);
+                m.append(l);
             }
         }
         for (k, s) in later.processes.into_entries() {
             self.processes
                 .get_or_insert_with(k, Series::default)
-                .append(s, at);
+                .append(s);
         }
         for (k, [a, r]) in later.torch.into_entries() {
             let [ma, mr] = self.torch.get_or_insert_with(k, Default::default);
-            ma.append(a, at);
-            mr.append(r, at);
+            ma.append(a);
+            mr.append(r);
         }
         Ok(())
     }
 }
 
 /// Series of device `i` of `later` appended to series `i` of `mine`.
-fn join_vec(mine: &mut Vec<Series>, later: Vec<Series>, at: u64) {
+fn join_vec(mine: &mut Vec<Series>, later: Vec<Series>) {
     if mine.len() < later.len() {
         mine.resize_with(later.len(), Series::default);
     }
     for (m, l) in mine.iter_mut().zip(later) {
-        m.append(l, at);
+        m.append(l);
     }
 }
 
 impl Series {
-    /// Appends `later`, a series of the history that starts at tick `at` (a chunk boundary,
-    /// at or after this series' end): ticks between are stored as [`NONE`].
-    fn append(&mut self, later: Series, at: u64) {
+    /// Appends `later`, a series that starts on a chunk boundary at or after this series' end
+    /// (of a history made by [`History::starting_at`] there): ticks between are stored as
+    /// [`NONE`].
+    fn append(&mut self, later: Series) {
         if later.is_empty() {
             return;
         }
@@ -87,8 +87,8 @@ impl Series {
             *self = later;
             return;
         }
-        debug_assert!(at % CHUNK as u64 == 0 && later.first_tick % CHUNK as u64 == 0);
-        debug_assert!(self.first_tick % CHUNK as u64 == 0 && self.end_tick() <= at);
+        debug_assert!(later.first_tick % CHUNK as u64 == 0 && self.first_tick % CHUNK as u64 == 0);
+        debug_assert!(self.end_tick() <= later.first_tick);
         while self.end_tick() < later.first_tick {
             self.push_raw(NONE);
         }
