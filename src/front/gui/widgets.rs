@@ -16,21 +16,32 @@ const WARN_LIGHT: Color32 = Color32::from_rgb(180, 40, 20);
 /// A wrapped label whose `backticked` parts are shown as code (monospace, on the code
 /// background), not with their backticks: one label, read whole by a screen reader.
 pub(crate) fn label_with_code(ui: &mut Ui, text: &str) -> egui::Response {
-    let mut job = egui::text::LayoutJob::default();
-    for (i, part) in text.split('`').enumerate() {
-        let rich = if i % 2 == 1 {
+    let parts = text.split('`').enumerate().map(|(i, part)| {
+        if i % 2 == 1 {
             egui::RichText::new(part).code()
         } else {
             egui::RichText::new(part)
-        };
-        rich.append_to(
+        }
+    });
+    let job = rich_job(ui, parts);
+    ui.add(egui::Label::new(job).wrap())
+}
+
+/// One text of `parts`, each in its own style, on one line's centre (a label of mixed styles).
+pub(crate) fn rich_job(
+    ui: &Ui,
+    parts: impl IntoIterator<Item = egui::RichText>,
+) -> egui::text::LayoutJob {
+    let mut job = egui::text::LayoutJob::default();
+    for part in parts {
+        part.append_to(
             &mut job,
             ui.style(),
             egui::FontSelection::Default,
             egui::Align::Center,
         );
     }
-    ui.add(egui::Label::new(job).wrap())
+    job
 }
 
 /// A button for what cannot be undone (a signal): filled in the theme's warning colour, its

@@ -126,21 +126,9 @@ pub(super) fn rule_editor(
 /// A rule's summary in italics, its " — DRY RUN" upright: an italic ")" leant onto the dash
 /// and read as "per process)— DRY RUN".
 fn summary_words(ui: &Ui, body: &str, dry_run: bool) -> egui::text::LayoutJob {
-    let tail = dry_run.then_some(" — DRY RUN");
-    let mut job = egui::text::LayoutJob::default();
-    let add = |job: &mut egui::text::LayoutJob, t: RichText| {
-        t.append_to(
-            job,
-            ui.style(),
-            egui::FontSelection::Default,
-            egui::Align::Center,
-        );
-    };
-    add(&mut job, RichText::new(body).italics());
-    if let Some(t) = tail {
-        add(&mut job, RichText::new(t).strong());
-    }
-    job
+    let tail = dry_run.then(|| RichText::new(" — DRY RUN").strong());
+    let body = RichText::new(body).italics();
+    crate::front::gui::widgets::rich_job(ui, std::iter::once(body).chain(tail))
 }
 
 /// A numeric condition's row: label, field, (default when ticked, unit), its problems' key.
