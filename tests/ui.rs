@@ -52,6 +52,18 @@ mod table;
 #[path = "ui/warnings.rs"]
 mod warnings;
 
+/// A turn of the mouse wheel by `dy` points (egui's sign: negative scrolls down) with `modifiers`
+/// held, where the pointer is.
+fn wheel(h: &mut Harness<'_, VramApp>, dy: f32, modifiers: egui::Modifiers) {
+    h.event(egui::Event::MouseWheel {
+        unit: egui::MouseWheelUnit::Point,
+        delta: egui::vec2(0.0, dy),
+        phase: egui::TouchPhase::Move,
+        source: egui::MouseWheelSource::Unknown,
+        modifiers,
+    });
+}
+
 /// The demo's first `seconds` samples applied to a View holding 24 h.
 fn demo_monitor(seconds: i64) -> Monitor {
     let mut sim = SimSource::demo(T0);
@@ -671,13 +683,7 @@ fn graph_hover_shows_own_values_and_the_wheel_zooms_time() {
     assert_eq!(h.query_all_by_label("38.0 GiB").count(), before + 1);
     assert_eq!(h.query_all_by_label("python3 (48213)").count(), 2);
     assert!(h.state().graph_range().is_none(), "follows live");
-    h.event(egui::Event::MouseWheel {
-        unit: egui::MouseWheelUnit::Point,
-        delta: egui::vec2(0.0, 120.0),
-        phase: egui::TouchPhase::Move,
-        source: egui::MouseWheelSource::Unknown,
-        modifiers: egui::Modifiers::NONE,
-    });
+    wheel(&mut h, 120.0, egui::Modifiers::NONE);
     h.run_steps(30);
     let (a, b) = h
         .state()
@@ -1785,13 +1791,7 @@ fn the_wheel_over_the_lifetime_graph_scrolls_the_pane_not_the_graph() {
     let r = h.state().detail_plot_rect().expect("drawn");
     h.hover_at(r.center());
     h.run();
-    h.event(egui::Event::MouseWheel {
-        unit: egui::MouseWheelUnit::Point,
-        delta: egui::vec2(0.0, -120.0),
-        phase: egui::TouchPhase::Move,
-        source: egui::MouseWheelSource::Unknown,
-        modifiers: egui::Modifiers::NONE,
-    });
+    wheel(&mut h, -120.0, egui::Modifiers::NONE);
     h.run_steps(30);
     assert_eq!(
         h.state().detail_plot_x_range(),

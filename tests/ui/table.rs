@@ -17,6 +17,15 @@ fn narrow_table() -> Harness<'static, VramApp> {
     h
 }
 
+/// The User column's header: the nearest "User" above the row at `row`.
+fn user_header(h: &Harness<'_, VramApp>, row: egui::Rect) -> egui::Rect {
+    h.query_all_by_label("User")
+        .map(|n| n.rect())
+        .filter(|r| r.bottom() <= row.top())
+        .max_by(|a, b| a.top().total_cmp(&b.top()))
+        .expect("the User header, the nearest User above the line")
+}
+
 /// Issue 40 (window v4): PID and Name are a frozen column: Shift+wheel over the scrolled
 /// columns scrolls them sideways, and the line's PID and name stay where they were.
 #[test]
@@ -47,12 +56,7 @@ fn shift_wheel_scrolls_the_columns(on_pid: bool) {
     let pane = h.state().layout().detail_pane.expect("the pane is open");
     assert!(rss.left() > pane.left(), "RSS starts out of view: {rss:?}");
     // The scrolled columns start right after Name, in view: User is the first of them.
-    let user = h
-        .query_all_by_label("User")
-        .map(|n| n.rect())
-        .filter(|r| r.bottom() <= pid.top())
-        .max_by(|a, b| a.top().total_cmp(&b.top()))
-        .expect("the User header, the nearest User above the line");
+    let user = user_header(&h, pid);
     assert!(
         user.left() > name.left() && user.left() < pid.left() + 260.0 && user.right() < pane.left(),
         "User's header at {user:?}, the name at {name:?}"
@@ -64,13 +68,7 @@ fn shift_wheel_scrolls_the_columns(on_pid: bool) {
     };
     h.hover_at(egui::pos2(x, pid.center().y));
     for _ in 0..4 {
-        h.event(egui::Event::MouseWheel {
-            unit: egui::MouseWheelUnit::Point,
-            delta: egui::vec2(0.0, -200.0),
-            phase: egui::TouchPhase::Move,
-            source: egui::MouseWheelSource::Unknown,
-            modifiers: egui::Modifiers::SHIFT,
-        });
+        wheel(&mut h, -200.0, egui::Modifiers::SHIFT);
         h.run();
     }
     h.run_steps(30);
@@ -179,12 +177,7 @@ fn the_sideways_scroll_bar_shows_without_the_pointer() {
     h.run();
     let pane = h.state().layout().detail_pane.expect("the pane is open");
     let pid = h.get_by_label("48213").rect();
-    let user = h
-        .query_all_by_label("User")
-        .map(|n| n.rect())
-        .filter(|r| r.bottom() <= pid.top())
-        .max_by(|a, b| a.top().total_cmp(&b.top()))
-        .expect("the User header, the nearest User above the line");
+    let user = user_header(&h, pid);
     let last_row = h
         .query_all_by_label("python3")
         .map(|n| n.rect().bottom())
