@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! cargo run --release --example session_open -- write /tmp/day.vwlog 86400   # the bench's log: 8 GPUs × 200 processes
+//! cargo run --release --example session_open -- write-jobs /tmp/jobs.vwlog 86400  # a runner's day: a new job a second
 //! cargo run --release --example session_open -- open /tmp/day.vwlog 3        # index, replay, drop; memory
 //! cargo run --release --example session_open -- index /tmp/day.vwlog 3       # the index alone
 //! ```
@@ -61,7 +62,7 @@ fn open(path: &Path, runs: usize, replay: bool) -> Result<(), String> {
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: session_open write PATH SECONDS | open PATH [RUNS] | index PATH [RUNS]";
+    let usage = "usage: session_open write|write-jobs PATH SECONDS | open PATH [RUNS] | index PATH [RUNS]";
     let (Some(what), Some(path)) = (args.first(), args.get(1)) else {
         return Err(usage.into());
     };
@@ -70,6 +71,7 @@ fn main() -> Result<(), String> {
     let path = Path::new(path);
     match what.as_str() {
         "write" => fleet_log::write(path, T0, n),
+        "write-jobs" => fleet_log::write_jobs(path, T0, n),
         "open" => open(path, n as usize, true),
         "index" => open(path, n as usize, false),
         _ => Err(usage.into()),

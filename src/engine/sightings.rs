@@ -7,7 +7,8 @@
 //! change from the reading a minute before the last one, and each colour chosen as the engine
 //! chose it when the process was first seen, from the rows as they stood then.
 
-use crate::engine::view::ProcessRow;
+use crate::engine::state;
+use crate::engine::view::{ProcessRow, EXITED_LINGER_MS};
 use crate::model::history::{History, ProcSeriesKey, NONE};
 use crate::model::sample_map::SampleMap;
 use crate::model::{ProcessSample, Snapshot, UnixMs};
@@ -177,29 +178,54 @@ fn fill_from_samples(
 }
 
 /// The rows, in their order, each with the colour the engine gave it when it was first seen:
-/// rows first seen at one moment are coloured together
-/// ([`crate::engine::state::color_fresh_rows`]) among the rows seen by then, each running or
-/// exited as it was at that moment; each then gets its final exit back.
+/// rows first seen at one moment are coloured one after another
+/// ([`crate::engine::state::free_slot`]) among the rows seen by then, each running or exited
+/// as it was at that moment; each then gets its final exit back. A row whose last run ended
+/// [`EXITED_LINGER_MS`] or more before a moment holds nothing from then on: it leaves the rows
+/// looked at and only its exit is kept, per colour slot, so each moment costs the rows still
+/// running or lately gone rather than every row seen (a day of short jobs is tens of
+/// thousands).
 fn coloured(
-    rows: Vec<ProcessRow>,
+    mut rows: Vec<ProcessRow>,
     runs: &[Vec<(usize, usize)>],
     time: &dyn Fn(usize) -> Option<UnixMs>,
 ) -> SampleMap<ProcSeriesKey, ProcessRow> {
     let exits: Vec<Option<UnixMs>> = rows.iter().map(|r| r.exited_at_ms).collect();
-    let mut then: SampleMap<ProcSeriesKey, ProcessRow> = SampleMap::default();
-    let mut rows = rows.into_iter().peekable();
-    while let Some(at) = rows.peek().map(|r| r.first_seen_ms) {
-        for (row, runs) in then.values_mut().zip(runs) {
-            row.exited_at_ms = exit_as_of(runs, at, time);
+    let gone_for_good = |i: usize, at: UnixMs| {
+        let last = runs[i].last().map_or(0, |run| run.1);
+        time(last + 1).filter(|e| e + EXITED_LINGER_MS <= at)
+    };
+    let mut live: Vec<usize> = Vec::new();
+    let mut departed = state::NO_DEPARTURES;
+    let mut next = 0;
+    while let Some(at) = rows.get(next).map(|r| r.first_seen_ms) {
+        live.retain(|&i| match gone_for_good(i, at) {
+            Some(exit) => {
+                state::departed(&mut departed, &rows[i], exit);
+                false
+            }
+            None => {
+                rows[i].exited_at_ms = exit_as_of(&runs[i], at, time);
+                true
+            }
+        });
+        // All rows first seen now join before the first is coloured, as in the engine's map.
+        let fresh = live.len();
+        while rows.get(next).is_some_and(|r| r.first_seen_ms == at) {
+            rows[next].exited_at_ms = None;
+            live.push(next);
+            next += 1;
         }
-        while let Some(mut fresh) = rows.next_if(|r| r.first_seen_ms == at) {
-            fresh.exited_at_ms = None;
-            then.insert(fresh.series_key(), fresh);
+        for &i in &live[fresh..] {
+            let looked_at = live.iter().map(|&j| &rows[j]);
+            let slot = state::free_slot(looked_at, &departed, rows[i].series_key(), at);
+            rows[i].color_slot = slot;
         }
-        crate::engine::state::color_fresh_rows(&mut then, at);
     }
-    for (row, exit) in then.values_mut().zip(exits) {
+    let mut then = SampleMap::default();
+    for (mut row, exit) in rows.into_iter().zip(exits) {
         row.exited_at_ms = exit;
+        then.insert(row.series_key(), row);
     }
     then
 }
@@ -217,4 +243,112 @@ fn exit_as_of(
         return None;
     }
     time(run.1 + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ProcInfo, ProcessSample};
+    use std::sync::Arc;
+
+    const T0: UnixMs = 1_800_000_000_000;
+    const SAMPLES: usize = 900;
+
+    /// The colouring written out the plain way, every row looked at every moment (what
+    /// [`coloured`] did before it left the rows gone for good out): the engine's
+    /// [`crate::engine::state::color_fresh_rows`] over the rows as they stood at each moment.
+    fn coloured_looking_at_every_row(
+        rows: Vec<ProcessRow>,
+        runs: &[Vec<(usize, usize)>],
+        time: &dyn Fn(usize) -> Option<UnixMs>,
+    ) -> SampleMap<ProcSeriesKey, ProcessRow> {
+        let exits: Vec<Option<UnixMs>> = rows.iter().map(|r| r.exited_at_ms).collect();
+        let mut then: SampleMap<ProcSeriesKey, ProcessRow> = SampleMap::default();
+        let mut rows = rows.into_iter().peekable();
+        while let Some(at) = rows.peek().map(|r| r.first_seen_ms) {
+            for (row, runs) in then.values_mut().zip(runs) {
+                row.exited_at_ms = exit_as_of(runs, at, time);
+            }
+            while let Some(mut fresh) = rows.next_if(|r| r.first_seen_ms == at) {
+                fresh.exited_at_ms = None;
+                then.insert(fresh.series_key(), fresh);
+            }
+            state::color_fresh_rows(&mut then, at);
+        }
+        for (row, exit) in then.values_mut().zip(exits) {
+            row.exited_at_ms = exit;
+        }
+        then
+    }
+
+    /// `count` processes on two GPUs, each listed in one to three runs of 1–40 samples with
+    /// gaps of 1–60 samples between them, first seen anywhere in [`SAMPLES`] one-second
+    /// samples; in the order first seen, with their runs.
+    fn short_jobs(count: u32) -> (Vec<ProcessRow>, Vec<Vec<(usize, usize)>>) {
+        let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut draw = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let mut jobs = Vec::new();
+        for pid in 0..count {
+            let mut runs = Vec::new();
+            let mut at = draw(SAMPLES - 1);
+            for _ in 0..=draw(3) {
+                let end = (at + draw(40)).min(SAMPLES - 1);
+                runs.push((at, end));
+                at = end + 2 + draw(60);
+                if at >= SAMPLES {
+                    break;
+                }
+            }
+            let p = ProcessSample {
+                pid: 1000 + pid,
+                device_index: pid % 2,
+                info: Some(Arc::new(ProcInfo {
+                    name: format!("job{pid}"),
+                    start_time_ms: T0 - 1000,
+                    ..ProcInfo::default()
+                })),
+                ..ProcessSample::default()
+            };
+            let first = T0 + runs[0].0 as UnixMs * 1000;
+            let mut row = ProcessRow::first_seen(&p, first, state::UNCOLORED);
+            let last = runs.last().map_or(0, |run| run.1);
+            row.exited_at_ms = (last + 1 < SAMPLES).then(|| T0 + (last + 1) as UnixMs * 1000);
+            jobs.push((row, runs));
+        }
+        jobs.sort_by_key(|(row, _)| row.first_seen_ms);
+        jobs.into_iter().unzip()
+    }
+
+    #[test]
+    fn leaving_out_the_rows_gone_for_good_changes_no_colour() {
+        // 300 processes for 20 colours: slots are taken again and again, by processes first
+        // seen at every distance from another's exit (the 30 s linger included).
+        let (rows, runs) = short_jobs(300);
+        let time = |i: usize| (i < SAMPLES).then(|| T0 + i as UnixMs * 1000);
+        let slots = |m: &SampleMap<ProcSeriesKey, ProcessRow>| -> Vec<(u32, u8)> {
+            m.values().map(|r| (r.key.pid, r.color_slot)).collect()
+        };
+        let plain = coloured_looking_at_every_row(rows.clone(), &runs, &time);
+        let quick = coloured(rows, &runs, &time);
+        assert_eq!(slots(&quick), slots(&plain));
+        assert!(quick.values().eq(plain.values()));
+        // Every process was coloured, and slots were taken again and again (a session that
+        // never reuses one would not test the rows left out).
+        let mut holders = [0; 256];
+        for (_, slot) in slots(&quick) {
+            holders[usize::from(slot)] += 1;
+        }
+        assert_eq!(quick.len(), 300);
+        assert_eq!(holders[usize::from(state::UNCOLORED)], 0);
+        assert!(
+            holders[..20].iter().all(|n| *n >= 5),
+            "{:?}",
+            &holders[..20]
+        );
+    }
 }

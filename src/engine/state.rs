@@ -220,10 +220,24 @@ pub(crate) fn color_fresh_rows(rows: &mut SampleMap<ProcSeriesKey, ProcessRow>, 
         .map(ProcessRow::series_key)
         .collect();
     for key in fresh {
-        let slot = free_slot(rows, key, now);
+        let slot = free_slot(rows.values(), &NO_DEPARTURES, key, now);
         if let Some(r) = rows.values_mut().find(|r| r.series_key() == key) {
             r.color_slot = slot;
         }
+    }
+}
+
+/// Per colour slot, when its last holder among rows left out of a [`free_slot`] call exited
+/// ([`UnixMs::MIN`]: none): rows that exited long enough ago to hold nothing again.
+pub(crate) type Departures = [UnixMs; COLOR_SLOTS];
+
+/// No rows left out.
+pub(crate) const NO_DEPARTURES: Departures = [UnixMs::MIN; COLOR_SLOTS];
+
+/// Notes in `departed` that `row`, exited at `exit` and gone for good, held its slot.
+pub(crate) fn departed(departed: &mut Departures, row: &ProcessRow, exit: UnixMs) {
+    if let Some(l) = departed.get_mut(usize::from(row.color_slot)) {
+        *l = (*l).max(exit);
     }
 }
 
@@ -234,10 +248,16 @@ pub(crate) fn color_fresh_rows(rows: &mut SampleMap<ProcSeriesKey, ProcessRow>, 
 /// held, the lowest free one above them. Of those, the first whose colour is far from the bands
 /// beside it in its GPU's stack (the processes on its GPU started just before and just after
 /// it, [`crate::model::palette::far_apart`]), so two bands that touch never look alike.
-fn free_slot(rows: &SampleMap<ProcSeriesKey, ProcessRow>, key: ProcSeriesKey, at: UnixMs) -> u8 {
+/// `rows` may leave out rows gone for good whose exits `departed` holds.
+pub(crate) fn free_slot<'a>(
+    rows: impl Iterator<Item = &'a ProcessRow> + Clone,
+    departed: &Departures,
+    key: ProcSeriesKey,
+    at: UnixMs,
+) -> u8 {
     let mut held = [false; 256];
-    let mut left = [UnixMs::MIN; COLOR_SLOTS];
-    for r in rows.values().filter(|r| r.first_seen_ms <= at) {
+    let mut left = *departed;
+    for r in rows.clone().filter(|r| r.first_seen_ms <= at) {
         let slot = usize::from(r.color_slot);
         match r.exited_at_ms {
             Some(e) if e + EXITED_LINGER_MS <= at => {
@@ -273,20 +293,19 @@ fn free_slot(rows: &SampleMap<ProcSeriesKey, ProcessRow>, key: ProcSeriesKey, at
 
 /// The coloured bands of `key`'s GPU at `at` besides its own: its running processes (one that
 /// has ended has no band any more).
-fn bands_of_its_gpu(
-    rows: &SampleMap<ProcSeriesKey, ProcessRow>,
+fn bands_of_its_gpu<'a>(
+    rows: impl Iterator<Item = &'a ProcessRow>,
     key: ProcSeriesKey,
     at: UnixMs,
-) -> Vec<&ProcessRow> {
-    rows.values()
-        .filter(|r| {
-            r.device_index == key.1
-                && r.series_key() != key
-                && r.first_seen_ms <= at
-                && r.exited_at_ms.is_none()
-                && r.color_slot != UNCOLORED
-        })
-        .collect()
+) -> Vec<&'a ProcessRow> {
+    rows.filter(|r| {
+        r.device_index == key.1
+            && r.series_key() != key
+            && r.first_seen_ms <= at
+            && r.exited_at_ms.is_none()
+            && r.color_slot != UNCOLORED
+    })
+    .collect()
 }
 
 /// The colour slots of the bands (of [`bands_of_its_gpu`]) beside `key` in its GPU's stack

@@ -114,7 +114,7 @@ impl<K: Hash + Eq + Copy, V> SampleMap<K, V> {
     }
 
     /// Every entry, in insertion order.
-    pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
+    pub(crate) fn values(&self) -> impl Iterator<Item = &V> + Clone {
         self.entries.values()
     }
 
