@@ -62,7 +62,8 @@ fn open(path: &Path, runs: usize, replay: bool) -> Result<(), String> {
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: session_open write|write-jobs PATH SECONDS | open PATH [RUNS] | index PATH [RUNS]";
+    let usage =
+        "usage: session_open write|write-jobs PATH SECONDS | open PATH [RUNS] | index PATH [RUNS]";
     let (Some(what), Some(path)) = (args.first(), args.get(1)) else {
         return Err(usage.into());
     };

@@ -256,7 +256,7 @@ mod tests {
 
     /// The colouring written out the plain way, every row looked at every moment (what
     /// [`coloured`] did before it left the rows gone for good out): the engine's
-    /// [`crate::engine::state::color_fresh_rows`] over the rows as they stood at each moment.
+    /// [`state::color_fresh_rows_looking_at_every_row`] over the rows as they stood at each moment.
     fn coloured_looking_at_every_row(
         rows: Vec<ProcessRow>,
         runs: &[Vec<(usize, usize)>],
@@ -273,7 +273,7 @@ mod tests {
                 fresh.exited_at_ms = None;
                 then.insert(fresh.series_key(), fresh);
             }
-            state::color_fresh_rows(&mut then, at);
+            state::color_fresh_rows_looking_at_every_row(&mut then, at);
         }
         for (row, exit) in then.values_mut().zip(exits) {
             row.exited_at_ms = exit;

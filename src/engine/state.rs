@@ -26,8 +26,17 @@ pub struct EngineState {
     evictions_seen: u64,
     /// Rows of running processes (no exit time).
     live_rows: usize,
-    /// Rows first seen in the sample being taken in, not yet given a colour.
-    fresh_rows: usize,
+    /// Rows first seen in the sample being taken in, not yet given a colour, in the rows'
+    /// order.
+    fresh: Vec<ProcSeriesKey>,
+    /// The rows that may hold a colour: running, or exited less than [`EXITED_LINGER_MS`]
+    /// before the last colouring (every running row is one). The others are gone for good
+    /// until they come back; their exits are kept in `departed`. So taking in a sample costs
+    /// the rows running or lately gone, not every row of the history (a day of short jobs is
+    /// tens of thousands).
+    holders: crate::model::FastMap<ProcSeriesKey, ()>,
+    /// Per colour slot, when the last of its rows gone for good left.
+    departed: Departures,
     /// The number of the engine's last event ([`crate::engine::events::EngineEvent::seq`]).
     last_seq: u64,
 }
@@ -71,7 +80,10 @@ impl EngineState {
         }
         if self.live_rows > seen {
             let mut live = 0;
-            for row in m.rows.values_mut() {
+            for key in self.holders.keys() {
+                let Some(row) = m.rows.get_mut(key) else {
+                    continue;
+                };
                 if row.last_seen_ms < now && row.exited_at_ms.is_none() {
                     row.exited_at_ms = Some(now);
                     row.used_bytes = Some(0);
@@ -82,9 +94,8 @@ impl EngineState {
         }
         // Colours once this sample's exits are known: a new process's band lies beside the
         // processes running now, not beside one that ended in this same sample.
-        if self.fresh_rows > 0 {
-            self.fresh_rows = 0;
-            color_fresh_rows(&mut m.rows, now);
+        if !self.fresh.is_empty() {
+            self.color_fresh_rows(&mut m.rows, now);
         }
         // Keep rows while their history exists, so exited processes can still be inspected.
         if m.history.evictions() != self.evictions_seen {
@@ -120,7 +131,8 @@ impl EngineState {
         // place without a lookup.
         let recent = d.recent.place_mut(place, pos, key, |_| Recent::new());
         if fresh {
-            d.fresh_rows += 1;
+            d.fresh.push(key);
+            d.holders.insert(key, ());
             row.update(p, now, recent);
             d.live_rows += 1;
             return true;
@@ -131,6 +143,7 @@ impl EngineState {
         }
         if row.exited_at_ms.is_some() {
             d.live_rows += 1;
+            d.holders.insert(key, ());
         }
         row.update(p, now, recent);
         true
@@ -143,6 +156,40 @@ impl EngineState {
         m.rows.retain(|k, _| history.process(k).is_some());
         self.recent.retain(|k, _| history.process(k).is_some());
         self.live_rows = m.rows.values().filter(|r| r.exited_at_ms.is_none()).count();
+        // The rows dropped no longer count among those gone for good.
+        self.holders.retain(|k, _| m.rows.get(k).is_some());
+        self.departed = NO_DEPARTURES;
+        for r in m.rows.values() {
+            if let (Some(exit), false) =
+                (r.exited_at_ms, self.holders.contains_key(&r.series_key()))
+            {
+                departed(&mut self.departed, r, exit);
+            }
+        }
+    }
+
+    /// Gives each row first seen in the sample at `now` its colour slot ([`free_slot`]), one
+    /// after another, among the rows that may hold one; the rows gone for good by `now` leave
+    /// those first.
+    fn color_fresh_rows(&mut self, rows: &mut SampleMap<ProcSeriesKey, ProcessRow>, now: UnixMs) {
+        let departed_now = &mut self.departed;
+        self.holders.retain(|k, _| match rows.get(k) {
+            Some(r) => match r.exited_at_ms {
+                Some(exit) if exit + EXITED_LINGER_MS <= now => {
+                    departed(departed_now, r, exit);
+                    false
+                }
+                _ => true,
+            },
+            None => false,
+        });
+        for key in std::mem::take(&mut self.fresh) {
+            let holding = self.holders.keys().filter_map(|k| rows.get(k));
+            let slot = free_slot(holding, &self.departed, key, now);
+            if let Some(r) = rows.get_mut(&key) {
+                r.color_slot = slot;
+            }
+        }
     }
 }
 
@@ -208,12 +255,17 @@ impl ProcessRow {
     }
 }
 
-/// The colour slot of a row not yet given one (see [`color_fresh_rows`]).
+/// The colour slot of a row not yet given one (see [`free_slot`]).
 pub(crate) const UNCOLORED: u8 = u8::MAX;
 
-/// Gives each row first seen in the sample at `now` its colour slot ([`free_slot`]), one
-/// after another.
-pub(crate) fn color_fresh_rows(rows: &mut SampleMap<ProcSeriesKey, ProcessRow>, now: UnixMs) {
+/// The colouring written out the plain way, for tests to hold the engine's to: each row first
+/// seen at `now` (not yet coloured) given its slot by [`free_slot`] among every row, one after
+/// another.
+#[cfg(test)]
+pub(crate) fn color_fresh_rows_looking_at_every_row(
+    rows: &mut SampleMap<ProcSeriesKey, ProcessRow>,
+    now: UnixMs,
+) {
     let fresh: Vec<ProcSeriesKey> = rows
         .values()
         .filter(|r| r.color_slot == UNCOLORED)
@@ -221,7 +273,7 @@ pub(crate) fn color_fresh_rows(rows: &mut SampleMap<ProcSeriesKey, ProcessRow>, 
         .collect();
     for key in fresh {
         let slot = free_slot(rows.values(), &NO_DEPARTURES, key, now);
-        if let Some(r) = rows.values_mut().find(|r| r.series_key() == key) {
+        if let Some(r) = rows.get_mut(&key) {
             r.color_slot = slot;
         }
     }
@@ -351,6 +403,54 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    /// Job `j` of [`short_jobs`] runs in samples `3j .. 3j + 25` on GPU `j % 2`; every 7th
+    /// comes back for 15 samples a minute after it left.
+    fn short_jobs(i: u32, t: UnixMs) -> Snapshot {
+        let mut s = sample(t, &[]);
+        for j in 0..=i / 3 {
+            let first = 3 * j;
+            let back = first + 25 + 60;
+            let running = i < first + 25 || (j % 7 == 0 && (back..back + 15).contains(&i));
+            if i >= first && running {
+                let mut p = sample(t, &[1000 + j]).processes.remove(0);
+                p.device_index = j % 2;
+                s.processes.push(p);
+            }
+        }
+        s
+    }
+
+    /// The engine colours new processes as the plain colouring that looks at every row does,
+    /// though it looks only at the rows running or lately gone: short jobs on two GPUs, far
+    /// more than the colours, some back a minute after they left, with a history short
+    /// enough to drop rows.
+    #[test]
+    fn the_engine_colours_as_if_it_looked_at_every_row() {
+        let mut state = crate::engine::state::EngineState::default();
+        let mut m = Monitor::new(1000, 600);
+        let slots = |rows: &SampleMap<ProcSeriesKey, ProcessRow>| -> Vec<(u32, u8)> {
+            rows.values().map(|r| (r.key.pid, r.color_slot)).collect()
+        };
+        let mut reused = 0;
+        for i in 0..1500 {
+            let t = 1_796_000_000_000 + UnixMs::from(i) * 1000;
+            state.apply(&mut m, short_jobs(i, t), t);
+            let mut plain = m.rows.clone();
+            for r in plain.values_mut().filter(|r| r.first_seen_ms == t) {
+                r.color_slot = UNCOLORED;
+            }
+            color_fresh_rows_looking_at_every_row(&mut plain, t);
+            assert_eq!(slots(&m.rows), slots(&plain), "sample {i}");
+            let fresh = m.rows.values().filter(|r| r.first_seen_ms == t);
+            reused += fresh
+                .filter(|r| usize::from(r.color_slot) < COLOR_SLOTS)
+                .count();
+        }
+        // Rows were dropped with their history, and slots were taken again and again.
+        assert!(m.history.evictions() > 0 && m.rows().count() < 500);
+        assert!(reused > 400, "{reused}");
     }
 
     fn exited(m: &Monitor, pid: u32) -> Option<UnixMs> {

@@ -119,6 +119,7 @@ impl<K: Hash + Eq + Copy, V> SampleMap<K, V> {
     }
 
     /// Every entry, to change.
+    #[cfg(test)]
     pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
         self.entries.values_mut()
     }
