@@ -29,14 +29,16 @@ pub struct EngineState {
     /// Rows first seen in the sample being taken in, not yet given a colour, in the rows'
     /// order.
     fresh: Vec<ProcSeriesKey>,
-    /// The rows that may hold a colour: running, or exited less than [`EXITED_LINGER_MS`]
-    /// before the last colouring (every running row is one). The others are gone for good
+    /// The rows that may hold a colour: every running row, and those exited less than
+    /// [`EXITED_LINGER_MS`] before the last colouring (or since). The others are gone for good
     /// until they come back; their exits are kept in `departed`. So taking in a sample costs
     /// the rows running or lately gone, not every row of the history (a day of short jobs is
-    /// tens of thousands).
+    /// tens of thousands); a history eviction or a clock going back looks at every row once.
     holders: crate::model::FastMap<ProcSeriesKey, ()>,
     /// Per colour slot, when the last of its rows gone for good left.
     departed: Departures,
+    /// The time of the last sample taken in.
+    last_ms: UnixMs,
     /// The number of the engine's last event ([`crate::engine::events::EngineEvent::seq`]).
     last_seq: u64,
 }
@@ -73,6 +75,10 @@ impl EngineState {
         received_ms: UnixMs,
     ) -> Option<Snapshot> {
         let now = snap.taken_at_ms;
+        if now < self.last_ms {
+            self.clock_stepped_back(m);
+        }
+        self.last_ms = now;
         // Rows seen in this sample; when fewer than the live ones, some process left.
         let mut seen = 0;
         for (pos, p) in snap.processes.iter().enumerate() {
@@ -138,6 +144,8 @@ impl EngineState {
             return true;
         }
         if row.last_seen_ms >= now {
+            // Seen again in this sample, or after the clock went back (when every row is
+            // among the holders).
             row.update(p, now, recent);
             return false;
         }
@@ -166,6 +174,13 @@ impl EngineState {
                 departed(&mut self.departed, r, exit);
             }
         }
+    }
+
+    /// The clock went back: rows gone for good by a later time may hold their colour at this
+    /// one (or not be seen yet), so every row is looked at again, as at the start.
+    fn clock_stepped_back(&mut self, m: &Monitor) {
+        self.holders = m.rows.iter().map(|(k, _)| (*k, ())).collect();
+        self.departed = NO_DEPARTURES;
     }
 
     /// Gives each row first seen in the sample at `now` its colour slot ([`free_slot`]), one
@@ -451,6 +466,48 @@ mod tests {
         // Rows were dropped with their history, and slots were taken again and again.
         assert!(m.history.evictions() > 0 && m.rows().count() < 500);
         assert!(reused > 400, "{reused}");
+    }
+
+    fn slot(m: &Monitor, pid: u32) -> u8 {
+        m.rows()
+            .find(|r| r.key.pid == pid)
+            .expect("a row")
+            .color_slot
+    }
+
+    /// Colours and exits after the clock goes back past processes gone for good: one listed
+    /// again is marked when it leaves again; a new process's colour is chosen among the rows
+    /// as they were at that earlier time, as the colouring that looks at every row does.
+    #[test]
+    fn after_the_clock_goes_back_exits_and_colours_are_as_if_every_row_was_looked_at() {
+        let mut state = crate::engine::state::EngineState::default();
+        let mut m = Monitor::new(1000, 1000);
+        let mut take = |m: &mut Monitor, t: UnixMs, pids: Vec<u32>| {
+            state.apply(m, sample(t, &pids), t);
+            let mut plain = m.rows.clone();
+            for r in plain.values_mut().filter(|r| r.first_seen_ms == t) {
+                r.color_slot = UNCOLORED;
+            }
+            color_fresh_rows_looking_at_every_row(&mut plain, t);
+            let slots = |rows: &SampleMap<ProcSeriesKey, ProcessRow>| -> Vec<u8> {
+                rows.values().map(|r| r.color_slot).collect()
+            };
+            assert_eq!(slots(&m.rows), slots(&plain), "at {t}");
+        };
+        // Processes 1–20 take the 20 colours; 1 leaves; 21, new 39 s later, takes its colour.
+        take(&mut m, 100_000, (1..=20).collect());
+        take(&mut m, 101_000, (2..=20).collect());
+        take(&mut m, 140_000, (2..=21).collect());
+        assert_eq!(slot(&m, 21), slot(&m, 1));
+        // Back to 120 000, when 1 had left 19 s before and still held its colour: 22, new,
+        // gets another.
+        take(&mut m, 120_000, (2..=20).chain([22]).collect());
+        assert_ne!(slot(&m, 22), slot(&m, 1));
+        // Back to 90 000, before 1 left: listed again, then leaving again, it is marked.
+        take(&mut m, 90_000, (1..=20).chain([22]).collect());
+        assert_eq!(exited(&m, 1), None);
+        take(&mut m, 91_000, (2..=20).chain([22]).collect());
+        assert_eq!(exited(&m, 1), Some(91_000));
     }
 
     fn exited(m: &Monitor, pid: u32) -> Option<UnixMs> {
