@@ -445,19 +445,11 @@ mod tests {
     fn the_engine_colours_as_if_it_looked_at_every_row() {
         let mut state = crate::engine::state::EngineState::default();
         let mut m = Monitor::new(1000, 600);
-        let slots = |rows: &SampleMap<ProcSeriesKey, ProcessRow>| -> Vec<(u32, u8)> {
-            rows.values().map(|r| (r.key.pid, r.color_slot)).collect()
-        };
         let mut reused = 0;
         for i in 0..1500 {
             let t = 1_796_000_000_000 + UnixMs::from(i) * 1000;
             state.apply(&mut m, short_jobs(i, t), t);
-            let mut plain = m.rows.clone();
-            for r in plain.values_mut().filter(|r| r.first_seen_ms == t) {
-                r.color_slot = UNCOLORED;
-            }
-            color_fresh_rows_looking_at_every_row(&mut plain, t);
-            assert_eq!(slots(&m.rows), slots(&plain), "sample {i}");
+            assert_coloured_as_if_every_row_was_looked_at(&m, t);
             let fresh = m.rows.values().filter(|r| r.first_seen_ms == t);
             reused += fresh
                 .filter(|r| usize::from(r.color_slot) < COLOR_SLOTS)
@@ -466,13 +458,6 @@ mod tests {
         // Rows were dropped with their history, and slots were taken again and again.
         assert!(m.history.evictions() > 0 && m.rows().count() < 500);
         assert!(reused > 400, "{reused}");
-    }
-
-    fn slot(m: &Monitor, pid: u32) -> u8 {
-        m.rows()
-            .find(|r| r.key.pid == pid)
-            .expect("a row")
-            .color_slot
     }
 
     /// Colours and exits after the clock goes back past processes gone for good: one listed
@@ -484,15 +469,7 @@ mod tests {
         let mut m = Monitor::new(1000, 1000);
         let mut take = |m: &mut Monitor, t: UnixMs, pids: Vec<u32>| {
             state.apply(m, sample(t, &pids), t);
-            let mut plain = m.rows.clone();
-            for r in plain.values_mut().filter(|r| r.first_seen_ms == t) {
-                r.color_slot = UNCOLORED;
-            }
-            color_fresh_rows_looking_at_every_row(&mut plain, t);
-            let slots = |rows: &SampleMap<ProcSeriesKey, ProcessRow>| -> Vec<u8> {
-                rows.values().map(|r| r.color_slot).collect()
-            };
-            assert_eq!(slots(&m.rows), slots(&plain), "at {t}");
+            assert_coloured_as_if_every_row_was_looked_at(m, t);
         };
         // Processes 1–20 take the 20 colours; 1 leaves; 21, new 39 s later, takes its colour.
         take(&mut m, 100_000, (1..=20).collect());
@@ -510,11 +487,30 @@ mod tests {
         assert_eq!(exited(&m, 1), Some(91_000));
     }
 
+    fn row(m: &Monitor, pid: u32) -> &ProcessRow {
+        m.rows().find(|r| r.key.pid == pid).expect("a row")
+    }
+
     fn exited(m: &Monitor, pid: u32) -> Option<UnixMs> {
-        m.rows()
-            .find(|r| r.key.pid == pid)
-            .expect("a row")
-            .exited_at_ms
+        row(m, pid).exited_at_ms
+    }
+
+    fn slot(m: &Monitor, pid: u32) -> u8 {
+        row(m, pid).color_slot
+    }
+
+    /// The rows' colours equal those the colouring that looks at every row gives the rows
+    /// first seen at `t` (the last sample taken in).
+    fn assert_coloured_as_if_every_row_was_looked_at(m: &Monitor, t: UnixMs) {
+        let mut plain = m.rows.clone();
+        for r in plain.values_mut().filter(|r| r.first_seen_ms == t) {
+            r.color_slot = UNCOLORED;
+        }
+        color_fresh_rows_looking_at_every_row(&mut plain, t);
+        let slots = |rows: &SampleMap<ProcSeriesKey, ProcessRow>| -> Vec<(u32, u8)> {
+            rows.values().map(|r| (r.key.pid, r.color_slot)).collect()
+        };
+        assert_eq!(slots(&m.rows), slots(&plain), "at {t}");
     }
 
     #[test]

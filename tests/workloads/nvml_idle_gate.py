@@ -15,9 +15,10 @@ probe reads both since its last read and prints what each said.
 Needs only the driver's libnvidia-ml.so.1 (through ctypes) besides PyTorch for the jobs.
 """
 import ctypes as C
-import subprocess
 import sys
 import time
+
+from nvml_probe import ProcSample, gpu0, start_job
 
 RUN_S = 150
 # (start s, kind, length s): "busy" runs matmuls for the length, "one" launches one small
@@ -58,11 +59,6 @@ def job(kind):
         time.sleep(0.5)
 
 
-class ProcSample(C.Structure):
-    _fields_ = [("pid", C.c_uint), ("ts", C.c_ulonglong), ("sm", C.c_uint),
-                ("mem", C.c_uint), ("enc", C.c_uint), ("dec", C.c_uint)]
-
-
 class Value(C.Union):
     _fields_ = [("d", C.c_double), ("ui", C.c_uint), ("ul", C.c_ulong),
                 ("ull", C.c_ulonglong), ("sll", C.c_longlong), ("us", C.c_ushort)]
@@ -75,26 +71,12 @@ class Sample(C.Structure):
 GPU_UTILIZATION_SAMPLES = 1
 
 
-def start_job(kind):
-    child = subprocess.Popen([sys.executable, __file__, "job", kind], stdout=subprocess.PIPE,
-                             text=True)
-    first = child.stdout.readline().split()
-    if len(first) != 2 or first[0] != "start":
-        sys.exit(f"the {kind} job did not start: {first}")
-    return child, float(first[1])
-
-
 def probe():
-    nv = C.CDLL("libnvidia-ml.so.1")
-    if nv.nvmlInit_v2() != 0:
-        sys.exit("NVML did not initialise")
-    h = C.c_void_p()
-    if nv.nvmlDeviceGetHandleByIndex_v2(0, C.byref(h)) != 0:
-        sys.exit("no GPU 0")
+    nv, h = gpu0()
     pbuf = (ProcSample * 1024)()
     sbuf = (Sample * 4096)()
-    idle, _ = start_job("idle")
-    bursty, t0 = start_job("bursty")
+    idle, _ = start_job(__file__, "idle")
+    bursty, t0 = start_job(__file__, "bursty")
 
     def per_process(since_us):
         n = C.c_uint(len(pbuf))

@@ -11,9 +11,10 @@ entry's time stamp and its SM figure.
 Needs only the driver's libnvidia-ml.so.1 (through ctypes) besides PyTorch for the job.
 """
 import ctypes as C
-import subprocess
 import sys
 import time
+
+from nvml_probe import ProcSample, gpu0, start_job
 
 BURSTS = ((5, 3), (60, 1), (100, 0.3))
 RUN_S = 130
@@ -37,24 +38,10 @@ def job():
         time.sleep(0.5)
 
 
-class Sample(C.Structure):
-    _fields_ = [("pid", C.c_uint), ("ts", C.c_ulonglong), ("sm", C.c_uint),
-                ("mem", C.c_uint), ("enc", C.c_uint), ("dec", C.c_uint)]
-
-
 def probe():
-    nv = C.CDLL("libnvidia-ml.so.1")
-    if nv.nvmlInit_v2() != 0:
-        sys.exit("NVML did not initialise")
-    h = C.c_void_p()
-    if nv.nvmlDeviceGetHandleByIndex_v2(0, C.byref(h)) != 0:
-        sys.exit("no GPU 0")
-    buf = (Sample * 4096)()
-    child = subprocess.Popen([sys.executable, __file__, "job"], stdout=subprocess.PIPE, text=True)
-    first = child.stdout.readline().split()
-    if len(first) != 2 or first[0] != "start":
-        sys.exit(f"the job did not start: {first}")
-    t0 = float(first[1])
+    nv, h = gpu0()
+    buf = (ProcSample * 4096)()
+    child, t0 = start_job(__file__)
 
     def read(since_us):
         n = C.c_uint(len(buf))
