@@ -1,10 +1,10 @@
-//! The wire View's format, pinned: `tests/fixtures/wire_view_v6.json` is an answer of
-//! `GET /api/view` (API version 6) with every field and every kind of entry filled. The View
+//! The wire View's format, pinned: `tests/fixtures/wire_view_v7.json` is an answer of
+//! `GET /api/view` (API version 7) with every field and every kind of entry filled. The View
 //! made here writes exactly that text, the text reads back as the same View and passes the
 //! window's checks, and the View an agent sends has exactly its fields. A change of the wire
 //! format changes this file (and, for a window of an earlier build, `API_VERSION`).
-//! `UPDATE_GOLDEN=1 cargo test --test wire_golden` writes it anew. Versions 3's, 4's and 5's
-//! fixtures stay: a window of this build refuses each with the sentence naming both versions.
+//! `UPDATE_GOLDEN=1 cargo test --test wire_golden` writes it anew. Versions 3's, 4's, 5's and
+//! 6's fixtures stay: a window of this build refuses each with the sentence naming both versions.
 
 use vramwarden::act::guard::{
     GuardParked, GuardPhase, GuardStatus, NextStep, StepKind, StepOutcome, StepRecord,
@@ -26,7 +26,9 @@ use vramwarden::source::GpuSource;
 const T0: UnixMs = 1_796_000_000_000;
 /// The time of the golden View's newest sample.
 const NOW: UnixMs = T0 + 4_000;
-const FIXTURE: &str = "tests/fixtures/wire_view_v6.json";
+const FIXTURE: &str = "tests/fixtures/wire_view_v7.json";
+/// An answer of an agent of version 6 (every row with every poll).
+const FIXTURE_V6: &str = "tests/fixtures/wire_view_v6.json";
 /// An answer of an agent of version 5 (its notices in words).
 const FIXTURE_V5: &str = "tests/fixtures/wire_view_v5.json";
 /// An answer of an agent of version 4 (no events).
@@ -341,7 +343,7 @@ fn the_wire_view_writes_the_golden_text() {
     let text = golden_text();
     let want = fixture();
     if text != want {
-        let _ = std::fs::write(std::env::temp_dir().join("wire_view_v6.json"), &text);
+        let _ = std::fs::write(std::env::temp_dir().join("wire_view_v7.json"), &text);
     }
     assert!(
         text == want,
@@ -354,7 +356,7 @@ fn the_golden_text_reads_back_as_the_same_view_and_passes_the_checks() {
     let text = fixture();
     let read: WireView = serde_json::from_str(&text).expect("a WireView");
     assert_eq!(read.api_version, API_VERSION);
-    assert_eq!(read.api_version, 6, "this fixture is version 6's");
+    assert_eq!(read.api_version, 7, "this fixture is version 7's");
     assert_eq!(read, golden_view());
     let mut again = serde_json::to_string_pretty(&read).expect("json");
     again.push('\n');
@@ -394,18 +396,19 @@ fn the_golden_text_fills_every_field_the_agent_sends() {
 /// events) or 5 (it carries `notices`) is refused with the sentence naming both versions, not
 /// with the field it lacks.
 #[test]
-fn agents_of_versions_3_4_and_5_are_refused_by_name() {
+fn agents_of_versions_3_4_5_and_6_are_refused_by_name() {
     for (fixture, old) in [
         (FIXTURE_V3, "version 3"),
         (FIXTURE_V4, "version 4"),
         (FIXTURE_V5, "version 5"),
+        (FIXTURE_V6, "version 6"),
     ] {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(fixture);
         let text = std::fs::read_to_string(path).expect("an older version's fixture");
         let e = vramwarden::link::wire_checks::decode_view(text.as_bytes(), NOW)
             .expect_err("an older version is refused");
         assert!(
-            e.contains(old) && e.contains("version 6") && e.contains("update the older one"),
+            e.contains(old) && e.contains("version 7") && e.contains("update the older one"),
             "{e}"
         );
     }

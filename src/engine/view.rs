@@ -314,6 +314,21 @@ impl Monitor {
         self.rows = map;
     }
 
+    /// Takes `rows` in, each in place of its process's row (a new one at the end): the rows
+    /// an agent changed since the window's last poll.
+    pub fn merge_rows(&mut self, rows: Vec<ProcessRow>) {
+        for r in rows {
+            self.rows.insert(r.series_key(), r);
+        }
+    }
+
+    /// Drops the rows whose history is gone (as the engine does when its history drops its
+    /// oldest chunk).
+    pub fn keep_rows_with_history(&mut self) {
+        let history = &self.history;
+        self.rows.retain(|k, _| history.process(k).is_some());
+    }
+
     /// The process on GPU `gpu` growing fastest now (an ongoing leak at its rate, or a
     /// growth not yet called a leak): what a click on the GPU's forecast banner selects.
     pub fn fastest_grower(&self, gpu: u32) -> Option<ProcSeriesKey> {

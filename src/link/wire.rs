@@ -36,15 +36,22 @@ use crate::model::history::ProcSeriesKey;
 use crate::model::outcome::Outcome;
 use crate::model::{Origin, Snapshot, SourceInfo, UnixMs};
 
+/// The most process rows a window takes from an agent (a day of a new process a second is
+/// 86 400; the answer's size, at most [`super::wire_checks::MAX_VIEW_BYTES`], bounds a
+/// complete list before this does).
+pub const MAX_ROWS: usize = 1 << 18;
+
 /// The version of [`WireView`], [`WirePast`] and [`WireReply`]; a window refuses any other.
 /// Version 3: commands are answered as [`WireReply`], and a long one's final reply comes in
 /// the View's `replies`. Version 4: the View carries the engine's process rows and when each
 /// process was last active (`rows`, `last_active`) in place of `color_slots`. Version 5: the
 /// View carries the engine's latest numbered events (`events`), from which an attached window
 /// alerts. Version 6: the View carries no `notices` (the engine writes no sentence: a window
-/// says the problems reported in its status bar from `events`). An agent of another version is
+/// says the problems reported in its status bar from `events`). Version 7: `rows` are only the
+/// rows changed since the poll's `since` (seen or exited at a later sample), unless
+/// `rows_complete`; the window merges them into its own. An agent of another version is
 /// refused with a sentence naming both versions.
-pub const API_VERSION: u32 = 6;
+pub const API_VERSION: u32 = 7;
 
 /// One of the engine's events as it crosses the wire: its activity entry as a
 /// [`WireActivity`].
@@ -101,8 +108,13 @@ pub struct WireView {
     pub replies: Vec<WireReply>,
     /// Its process rows as its engine derived them, in its order: running processes and
     /// exited ones whose history it still holds (their colours, peaks, one-minute changes,
-    /// first and last sightings). The window takes them as they are.
+    /// first and last sightings). All of them when `rows_complete`; else those changed since
+    /// the poll's `since` (seen or exited in a sample after the window's newest), which the
+    /// window takes into its own rows in place of theirs (a new one at the end).
     pub rows: Vec<ProcessRow>,
+    /// Whether `rows` are all the agent's rows (the first poll, or one from a tick the agent
+    /// no longer holds), which replace the window's.
+    pub rows_complete: bool,
     /// When each process was last GPU-busy or changed its memory, by process and GPU, in
     /// key order (the idle tips and idle conditions).
     pub last_active: Vec<(ProcSeriesKey, UnixMs)>,
@@ -266,6 +278,7 @@ impl WireView {
     /// The agent's View `m` for a window that holds its history up to `since` (exclusive),
     /// with at most `max_ticks` ticks of history.
     pub fn of(m: &Monitor, since: u64, max_ticks: usize) -> Self {
+        let changed_after = rows_changed_after(m, since);
         Self {
             api_version: API_VERSION,
             source: m.source.clone(),
@@ -290,7 +303,15 @@ impl WireView {
             orphans: m.orphans.clone(),
             guard: m.guard.clone(),
             replies: m.replies.iter().map(WireReply::of).collect(),
-            rows: m.rows().cloned().collect(),
+            rows: match changed_after {
+                Some(t) => m
+                    .rows()
+                    .filter(|r| r.last_seen_ms > t || r.exited_at_ms.is_some_and(|e| e > t))
+                    .cloned()
+                    .collect(),
+                None => m.rows().cloned().collect(),
+            },
+            rows_complete: changed_after.is_none(),
             last_active: last_active(m),
             events: m
                 .events
@@ -365,6 +386,11 @@ impl WireView {
     /// Why the answer was refused; `m` keeps its last good state.
     pub fn apply(self, m: &mut Monitor, received_ms: UnixMs) -> Result<u64, String> {
         let caught_up = self.caught_up();
+        if !self.rows_complete && m.rows().count() + self.rows.len() > MAX_ROWS {
+            return Err(format!(
+                "the agent's rows would grow past {MAX_ROWS} in this window"
+            ));
+        }
         m.history.append(&self.history)?;
         let next = self.history.end_tick();
         if caught_up {
@@ -378,9 +404,17 @@ impl WireView {
                     m.latest_received_ms = Some(received_ms);
                 }
             }
-            m.set_rows(self.rows);
             m.last_active = self.last_active.into_iter().collect();
             m.ticks = self.ticks;
+        }
+        // Rows always (a poll's changes are not sent again), then those whose history is gone.
+        if self.rows_complete {
+            m.set_rows(self.rows);
+        } else {
+            m.merge_rows(self.rows);
+        }
+        if caught_up {
+            m.keep_rows_with_history();
         }
         m.source = self.source;
         m.interval_ms = self.interval_ms.max(1);
@@ -409,6 +443,19 @@ impl WireView {
 }
 
 /// When each process of `m` was last active, in key order (the same text for the same View).
+/// The time of the newest sample a window holding the history up to `since` (exclusive) has
+/// seen, when every sample after it is later: a row changed since then was seen or exited
+/// after it. None (send every row) for the first poll, a tick the View no longer holds or a
+/// clock that went back.
+fn rows_changed_after(m: &Monitor, since: u64) -> Option<UnixMs> {
+    let t = m.history.time_of(since.checked_sub(1)?)?;
+    let later = since..m.history.end_tick();
+    later
+        .map(|tick| m.history.time_of(tick))
+        .all(|time| time.is_some_and(|time| time > t))
+        .then_some(t)
+}
+
 fn last_active(m: &Monitor) -> Vec<(ProcSeriesKey, UnixMs)> {
     let mut v: Vec<(ProcSeriesKey, UnixMs)> = m.last_active.iter().map(|(k, t)| (*k, *t)).collect();
     v.sort_unstable();
@@ -519,5 +566,59 @@ mod tests {
         assert!(!window.last_active.is_empty());
         assert_eq!(window.last_active, agent.last_active);
         assert_eq!(window.ticks, agent.ticks);
+    }
+
+    /// A window polling an agent every few samples gets only the rows that changed, and has
+    /// the agent's rows after each poll: short jobs come and go on two GPUs (far more than a
+    /// poll carries), the window catches up in pages at first, and both histories drop their
+    /// oldest chunks, and with them the rows of processes gone from them.
+    #[test]
+    fn a_polling_window_gets_the_changed_rows_and_keeps_the_agent_s() {
+        let mut agent_state = crate::engine::state::EngineState::default();
+        let mut agent = Monitor::new(1000, 600);
+        let mut window = Monitor::new(1000, 600);
+        let mut since = 0;
+        let json = |m: &Monitor| serde_json::to_value(m.rows().collect::<Vec<_>>()).expect("json");
+        let (mut sent, mut polls) = (0, 0);
+        for i in 0..2000u32 {
+            let t = T0 + UnixMs::from(i) * 1000;
+            let mut snap = Snapshot {
+                taken_at_ms: t,
+                ..Snapshot::default()
+            };
+            // Job j runs from sample 2j for 7 samples; one in 5 comes back 40 samples later.
+            for j in (i.saturating_sub(90) / 2)..=i / 2 {
+                let (start, back) = (2 * j, 2 * j + 47);
+                if (start..start + 7).contains(&i) || (j % 5 == 0 && (back..back + 7).contains(&i))
+                {
+                    snap.processes.push(crate::model::ProcessSample {
+                        pid: 1000 + j,
+                        device_index: j % 2,
+                        used_bytes: Some(u64::from(j % 9 + 1) << 28),
+                        ..crate::model::ProcessSample::default()
+                    });
+                }
+            }
+            agent_state.apply(&mut agent, snap, t);
+            if i % 3 == 2 && i > 300 {
+                // The first poll is made late and caught up in pages of 100 ticks.
+                loop {
+                    let wire = WireView::of(&agent, since, 100);
+                    assert_eq!(wire.rows_complete, since == 0);
+                    sent += wire.rows.len();
+                    polls += 1;
+                    let caught_up = wire.caught_up();
+                    since = wire.apply_after(&mut window, since, t).expect("applied");
+                    if caught_up {
+                        break;
+                    }
+                }
+                assert_eq!(json(&window), json(&agent), "sample {i}");
+            }
+        }
+        assert!(agent.history.evictions() > 2);
+        // Each poll carried the few rows that changed, not the agent's hundreds.
+        assert!(agent.rows().count() > 200, "{}", agent.rows().count());
+        assert!(sent < polls * 20, "{sent} rows in {polls} polls");
     }
 }

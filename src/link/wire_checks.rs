@@ -723,7 +723,7 @@ fn rows(
     last_active: &[(crate::model::history::ProcSeriesKey, UnixMs)],
     now: UnixMs,
 ) -> Result<(), String> {
-    checks::count("rows", rows_sent.len(), MAX_PROCESSES)?;
+    checks::count("rows", rows_sent.len(), super::wire::MAX_ROWS)?;
     checks::count("last_active", last_active.len(), MAX_PROCESSES)?;
     for r in rows_sent.iter_mut() {
         row(r, now)?;
@@ -777,6 +777,7 @@ pub fn view(v: &mut WireView, now: UnixMs) -> Result<(), String> {
         guard: guards,
         replies,
         rows: process_rows,
+        rows_complete: _,
         last_active,
         events: engine_events,
     } = v;
@@ -1016,7 +1017,7 @@ mod tests {
         );
         assert!(odd.info.cmdline.len() < 1 << 20);
         let key = good.series_key();
-        let mut many = vec![good.clone(); MAX_PROCESSES + 1];
+        let mut many = vec![good.clone(); super::super::wire::MAX_ROWS + 1];
         assert!(rows(&mut many, &[], NOW).is_err_and(|e| e.contains("rows")));
         assert!(
             rows(&mut [], &[(key, NOW + 3_600_000)], NOW).is_err_and(|e| e.contains("last_active"))
@@ -1025,7 +1026,7 @@ mod tests {
     }
 
     /// The reply on the wire, as `POST /api/v1/command` and the View's `replies` write it.
-    const PARKED: &str = r#"{"api_version":6,"id":17,"what":"park (GPU memory to host memory)","outcome":"acted","detail":"parked python (PID 42) in 16.8 s","bytes":43486543872,"seconds":16.8}"#;
+    const PARKED: &str = r#"{"api_version":7,"id":17,"what":"park (GPU memory to host memory)","outcome":"acted","detail":"parked python (PID 42) in 16.8 s","bytes":43486543872,"seconds":16.8}"#;
 
     #[test]
     fn a_reply_reads_and_writes_as_its_golden_text_and_round_trips() {
