@@ -316,7 +316,7 @@ impl Monitor {
 
     /// Takes `rows` in, each in place of its process's row (a new one at the end): the rows
     /// an agent changed since the window's last poll.
-    pub fn merge_rows(&mut self, rows: Vec<ProcessRow>) {
+    pub(crate) fn merge_rows(&mut self, rows: Vec<ProcessRow>) {
         for r in rows {
             self.rows.insert(r.series_key(), r);
         }
@@ -324,7 +324,7 @@ impl Monitor {
 
     /// Drops the rows whose history is gone (as the engine does when its history drops its
     /// oldest chunk).
-    pub fn keep_rows_with_history(&mut self) {
+    pub(crate) fn keep_rows_with_history(&mut self) {
         let history = &self.history;
         self.rows.retain(|k, _| history.process(k).is_some());
     }

@@ -39,7 +39,7 @@ use crate::model::{Origin, Snapshot, SourceInfo, UnixMs};
 /// The most process rows a window takes from an agent (a day of a new process a second is
 /// 86 400; the answer's size, at most [`super::wire_checks::MAX_VIEW_BYTES`], bounds a
 /// complete list before this does).
-pub const MAX_ROWS: usize = 1 << 18;
+pub(crate) const MAX_ROWS: usize = 1 << 18;
 
 /// The version of [`WireView`], [`WirePast`] and [`WireReply`]; a window refuses any other.
 /// Version 3: commands are answered as [`WireReply`], and a long one's final reply comes in
