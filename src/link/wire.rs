@@ -442,7 +442,6 @@ impl WireView {
     }
 }
 
-/// When each process of `m` was last active, in key order (the same text for the same View).
 /// The time of the newest sample a window holding the history up to `since` (exclusive) has
 /// seen, when every sample after it is later: a row changed since then was seen or exited
 /// after it. None (send every row) for the first poll, a tick the View no longer holds or a
@@ -456,6 +455,7 @@ fn rows_changed_after(m: &Monitor, since: u64) -> Option<UnixMs> {
         .then_some(t)
 }
 
+/// When each process of `m` was last active, in key order (the same text for the same View).
 fn last_active(m: &Monitor) -> Vec<(ProcSeriesKey, UnixMs)> {
     let mut v: Vec<(ProcSeriesKey, UnixMs)> = m.last_active.iter().map(|(k, t)| (*k, *t)).collect();
     v.sort_unstable();
