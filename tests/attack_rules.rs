@@ -591,8 +591,13 @@ fn a_preloaded_root_program_of_a_user_is_not_protected() {
     assert!(a.detail.contains("protected"), "{}", a.detail);
     // The borrowed one: acted on.
     let mut fake = sleep_as_nobody(&[("LD_PRELOAD", so.to_str().expect("utf-8"))]);
-    let maps = std::fs::read_to_string(format!("/proc/{}/maps", fake.0.id())).expect("maps");
-    assert!(maps.contains("job.so"), "the library is loaded");
+    // The loader maps the library after the exec that made it `sleep`: wait for it.
+    let maps = format!("/proc/{}/maps", fake.0.id());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !std::fs::read_to_string(&maps).is_ok_and(|m| m.contains("job.so")) {
+        assert!(Instant::now() < deadline, "the library is loaded");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let pid = fake.0.id();
     let p = process(pid, start_of(pid), "sleep", 65534, "r", term());
     let a = runner.run(&p, &safety, now_ms());
