@@ -8,7 +8,7 @@
 //! chose it when the process was first seen, from the rows as they stood then.
 
 use crate::engine::state;
-use crate::engine::view::{ProcessRow, EXITED_LINGER_MS};
+use crate::engine::view::ProcessRow;
 use crate::model::history::{History, ProcSeriesKey, NONE};
 use crate::model::sample_map::SampleMap;
 use crate::model::{ProcessSample, Snapshot, UnixMs};
@@ -181,7 +181,7 @@ fn fill_from_samples(
 /// rows first seen at one moment are coloured one after another
 /// ([`crate::engine::state::free_slot`]) among the rows seen by then, each running or exited
 /// as it was at that moment; each then gets its final exit back. A row whose last run ended
-/// [`EXITED_LINGER_MS`] or more before a moment holds nothing from then on: it leaves the rows
+/// [`crate::engine::view::EXITED_LINGER_MS`] or more before a moment holds nothing from then on: it leaves the rows
 /// looked at and only its exit is kept, per colour slot, so each moment costs the rows still
 /// running or lately gone rather than every row seen (a day of short jobs is tens of
 /// thousands).
@@ -193,7 +193,7 @@ fn coloured(
     let exits: Vec<Option<UnixMs>> = rows.iter().map(|r| r.exited_at_ms).collect();
     let gone_for_good = |i: usize, at: UnixMs| {
         let last = runs[i].last().map_or(0, |run| run.1);
-        time(last + 1).filter(|e| e + EXITED_LINGER_MS <= at)
+        time(last + 1).filter(|e| state::gone_for_good(*e, at))
     };
     let mut live: Vec<usize> = Vec::new();
     let mut departed = state::NO_DEPARTURES;

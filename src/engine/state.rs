@@ -34,7 +34,7 @@ pub struct EngineState {
     /// until they come back; their exits are kept in `departed`. So taking in a sample costs
     /// the rows running or lately gone, not every row of the history (a day of short jobs is
     /// tens of thousands); a history eviction or a clock going back looks at every row once.
-    holders: crate::model::FastMap<ProcSeriesKey, ()>,
+    holders: crate::model::FastSet<ProcSeriesKey>,
     /// Per colour slot, when the last of its rows gone for good left.
     departed: Departures,
     /// The time of the last sample taken in.
@@ -86,7 +86,7 @@ impl EngineState {
         }
         if self.live_rows > seen {
             let mut live = 0;
-            for key in self.holders.keys() {
+            for key in &self.holders {
                 let Some(row) = m.rows.get_mut(key) else {
                     continue;
                 };
@@ -138,7 +138,7 @@ impl EngineState {
         let recent = d.recent.place_mut(place, pos, key, |_| Recent::new());
         if fresh {
             d.fresh.push(key);
-            d.holders.insert(key, ());
+            d.holders.insert(key);
             row.update(p, now, recent);
             d.live_rows += 1;
             return true;
@@ -151,7 +151,7 @@ impl EngineState {
         }
         if row.exited_at_ms.is_some() {
             d.live_rows += 1;
-            d.holders.insert(key, ());
+            d.holders.insert(key);
         }
         row.update(p, now, recent);
         true
@@ -160,17 +160,15 @@ impl EngineState {
     /// Drops the rows whose history is gone (evicted).
     fn keep_rows_with_history(&mut self, m: &mut Monitor) {
         self.evictions_seen = m.history.evictions();
+        m.keep_rows_with_history();
         let history = &m.history;
-        m.rows.retain(|k, _| history.process(k).is_some());
         self.recent.retain(|k, _| history.process(k).is_some());
         self.live_rows = m.rows.values().filter(|r| r.exited_at_ms.is_none()).count();
         // The rows dropped no longer count among those gone for good.
-        self.holders.retain(|k, _| m.rows.get(k).is_some());
+        self.holders.retain(|k| m.rows.get(k).is_some());
         self.departed = NO_DEPARTURES;
         for r in m.rows.values() {
-            if let (Some(exit), false) =
-                (r.exited_at_ms, self.holders.contains_key(&r.series_key()))
-            {
+            if let (Some(exit), false) = (r.exited_at_ms, self.holders.contains(&r.series_key())) {
                 departed(&mut self.departed, r, exit);
             }
         }
@@ -179,7 +177,7 @@ impl EngineState {
     /// The clock went back: rows gone for good by a later time may hold their colour at this
     /// one (or not be seen yet), so every row is looked at again, as at the start.
     fn clock_stepped_back(&mut self, m: &Monitor) {
-        self.holders = m.rows.iter().map(|(k, _)| (*k, ())).collect();
+        self.holders = m.rows.iter().map(|(k, _)| *k).collect();
         self.departed = NO_DEPARTURES;
     }
 
@@ -188,9 +186,9 @@ impl EngineState {
     /// those first.
     fn color_fresh_rows(&mut self, rows: &mut SampleMap<ProcSeriesKey, ProcessRow>, now: UnixMs) {
         let departed_now = &mut self.departed;
-        self.holders.retain(|k, _| match rows.get(k) {
+        self.holders.retain(|k| match rows.get(k) {
             Some(r) => match r.exited_at_ms {
-                Some(exit) if exit + EXITED_LINGER_MS <= now => {
+                Some(exit) if gone_for_good(exit, now) => {
                     departed(departed_now, r, exit);
                     false
                 }
@@ -199,7 +197,7 @@ impl EngineState {
             None => false,
         });
         for key in std::mem::take(&mut self.fresh) {
-            let holding = self.holders.keys().filter_map(|k| rows.get(k));
+            let holding = self.holders.iter().filter_map(|k| rows.get(k));
             let slot = free_slot(holding, &self.departed, key, now);
             if let Some(r) = rows.get_mut(&key) {
                 r.color_slot = slot;
@@ -301,6 +299,12 @@ pub(crate) type Departures = [UnixMs; COLOR_SLOTS];
 /// No rows left out.
 pub(crate) const NO_DEPARTURES: Departures = [UnixMs::MIN; COLOR_SLOTS];
 
+/// Whether a process that exited at `exit` holds no colour at `at` any more: it left
+/// [`EXITED_LINGER_MS`] or more before.
+pub(crate) fn gone_for_good(exit: UnixMs, at: UnixMs) -> bool {
+    exit + EXITED_LINGER_MS <= at
+}
+
 /// Notes in `departed` that `row`, exited at `exit` and gone for good, held its slot.
 pub(crate) fn departed(departed: &mut Departures, row: &ProcessRow, exit: UnixMs) {
     if let Some(l) = departed.get_mut(usize::from(row.color_slot)) {
@@ -327,11 +331,7 @@ pub(crate) fn free_slot<'a>(
     for r in rows.clone().filter(|r| r.first_seen_ms <= at) {
         let slot = usize::from(r.color_slot);
         match r.exited_at_ms {
-            Some(e) if e + EXITED_LINGER_MS <= at => {
-                if let Some(l) = left.get_mut(slot) {
-                    *l = (*l).max(e);
-                }
-            }
+            Some(e) if gone_for_good(e, at) => self::departed(&mut left, r, e),
             _ => held[slot] = true,
         }
     }
