@@ -347,6 +347,14 @@ impl WireView {
         self.history.end_tick() >= self.history_end_tick
     }
 
+    /// How many of its rows `m` does not hold yet (those it holds are replaced, not added).
+    fn new_rows(&self, m: &Monitor) -> usize {
+        self.rows
+            .iter()
+            .filter(|r| m.row(&r.series_key()).is_none())
+            .count()
+    }
+
     /// [`Self::apply`] for the answer to a poll after `since`. From a restarted agent
     /// ([`Self::restarted`]) it goes into a View started over, which replaces `m`: the old
     /// run's processes are not kept as exited rows (and legend entries) beside the new run's.
@@ -386,7 +394,7 @@ impl WireView {
     /// Why the answer was refused; `m` keeps its last good state.
     pub fn apply(self, m: &mut Monitor, received_ms: UnixMs) -> Result<u64, String> {
         let caught_up = self.caught_up();
-        if !self.rows_complete && m.rows().count() + self.rows.len() > MAX_ROWS {
+        if !self.rows_complete && m.rows().count() + self.new_rows(m) > MAX_ROWS {
             return Err(format!(
                 "the agent's rows would grow past {MAX_ROWS} in this window"
             ));
@@ -566,6 +574,48 @@ mod tests {
         assert!(!window.last_active.is_empty());
         assert_eq!(window.last_active, agent.last_active);
         assert_eq!(window.ticks, agent.ticks);
+    }
+
+    /// The bound on a window's rows counts the rows a poll adds: rows it replaces (a process
+    /// seen again) do not bring a window at the bound closer to it. (The rows past the demo's
+    /// are copies of one of its rows under other PIDs, with no history of their own.)
+    #[test]
+    fn a_window_at_the_row_bound_takes_changed_rows_and_refuses_new_ones() {
+        let a = agent(T0, T0, 30);
+        let mut w = Monitor::new(1000, 3600);
+        let since = WireView::of(&a, 0, 100_000)
+            .apply_after(&mut w, 0, T0 + 29_000)
+            .expect("applied");
+        let row = w.rows().next().cloned().expect("a row");
+        let with_pid = |pid: u32| ProcessRow {
+            key: crate::model::ProcessKey { pid, ..row.key },
+            ..row.clone()
+        };
+        let held = w.rows().count();
+        w.merge_rows(
+            (0..(MAX_ROWS - held) as u32)
+                .map(|p| with_pid(1 << 24 | p))
+                .collect(),
+        );
+        assert_eq!(w.rows().count(), MAX_ROWS);
+        let poll = |rows: Vec<ProcessRow>| {
+            let mut v = WireView::of(&a, since, 100_000);
+            assert!(!v.rows_complete);
+            v.rows = rows;
+            // A page of a window catching up: rows without history are kept till it is.
+            v.history_end_tick += 1;
+            v
+        };
+        let changed = vec![with_pid(1 << 24), with_pid(1 << 24 | 1), row.clone()];
+        poll(changed)
+            .apply(&mut w, T0 + 29_500)
+            .expect("rows replaced, none added");
+        assert_eq!(w.rows().count(), MAX_ROWS);
+        let err = poll(vec![with_pid(7), row])
+            .apply(&mut w, T0 + 29_500)
+            .expect_err("a new row past the bound");
+        assert!(err.contains("grow past"), "{err}");
+        assert_eq!(w.rows().count(), MAX_ROWS);
     }
 
     /// A window polling an agent every few samples gets only the rows that changed, and has

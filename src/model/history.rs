@@ -146,13 +146,17 @@ pub struct Series {
     sealed: Arc<VecDeque<Arc<Sealed>>>,
     /// Chunks in `sealed`, kept here so a push never reads through the shared list.
     sealed_count: usize,
+    /// The open chunk's leading [`NONE`]s, not stored: a process that lives a few ticks holds
+    /// room for those ticks, not for the chunk from its boundary.
+    lead: usize,
+    /// The open chunk's values after `lead`.
     open: Vec<u32>,
 }
 
 impl Series {
     /// Number of ticks stored.
     pub fn len(&self) -> usize {
-        self.sealed_count * CHUNK + self.open.len()
+        self.sealed_count * CHUNK + self.lead + self.open.len()
     }
 
     /// True when nothing is stored.
@@ -184,6 +188,11 @@ impl Series {
         } else if tick < self.end_tick() {
             return;
         }
+        if self.open.is_empty() {
+            // An open chunk with no value yet leads with the ticks skipped (up to its last).
+            let skipped = (tick - self.end_tick()) as usize;
+            self.lead += skipped.min(CHUNK - 1 - self.lead);
+        }
         while self.end_tick() < tick {
             self.push_raw(NONE);
         }
@@ -193,20 +202,38 @@ impl Series {
     #[inline]
     fn push_raw(&mut self, v: u32) {
         if self.open.len() == self.open.capacity() {
-            self.open.reserve_exact(CHUNK - self.open.len());
+            self.grow_open();
         }
         self.open.push(v);
-        if self.open.len() == CHUNK {
+        if self.lead + self.open.len() == CHUNK {
             self.seal_open();
         }
+    }
+
+    /// Room for twice the open chunk's values, at most the rest of the chunk: a series that
+    /// lives a few ticks keeps a few values' room (once its first chunk is full, the room is
+    /// kept from chunk to chunk).
+    #[cold]
+    #[inline(never)]
+    fn grow_open(&mut self) {
+        let rest = CHUNK - self.lead - self.open.len();
+        self.open.reserve_exact(self.open.len().max(4).min(rest));
     }
 
     /// Seals the full open chunk (once every [`CHUNK`] values: kept out of the push).
     #[cold]
     #[inline(never)]
     fn seal_open(&mut self) {
-        Arc::make_mut(&mut self.sealed).push_back(Arc::new(Sealed::seal(&self.open)));
+        let sealed = if self.lead == 0 {
+            Sealed::seal(&self.open)
+        } else {
+            let mut chunk = [NONE; CHUNK];
+            chunk[self.lead..].copy_from_slice(&self.open);
+            Sealed::seal(&chunk)
+        };
+        Arc::make_mut(&mut self.sealed).push_back(Arc::new(sealed));
         self.sealed_count += 1;
+        self.lead = 0;
         self.open.clear();
     }
 
@@ -231,6 +258,7 @@ impl Series {
         }
         if self.sealed.is_empty() && self.end_tick() <= tick {
             self.open = Vec::new();
+            self.lead = 0;
             self.first_tick = tick;
         }
     }
@@ -285,7 +313,8 @@ impl Series {
             }
         }
         let ostart = self.first_tick + (self.sealed.len() * CHUNK) as u64;
-        for (i, v) in self.open.iter().enumerate() {
+        let lead = std::iter::repeat_n(&NONE, self.lead);
+        for (i, v) in lead.chain(&self.open).enumerate() {
             let t = ostart + i as u64;
             if t >= t0 && t < t1 {
                 value(t, *v);
@@ -333,7 +362,7 @@ impl Series {
         let mut buf = [0u32; CHUNK];
         let mut decoded = usize::MAX;
         let end = self.end_tick();
-        let ostart = self.first_tick + (self.sealed_count * CHUNK) as u64;
+        let ostart = self.first_tick + (self.sealed_count * CHUNK + self.lead) as u64;
         for t in ticks {
             let v = if t < self.first_tick || t >= end {
                 NONE
@@ -1084,6 +1113,58 @@ mod tests {
         assert!(s.values(0, 10).iter().all(|(_, v)| *v == NONE));
         assert_eq!(s.values(10, u64::MAX), expect);
         assert_eq!(s.last(), expect.last().map(|e| e.1));
+    }
+
+    /// A series that starts or resumes after a gap reads as pushed, wherever in a chunk the
+    /// gap ends (the open chunk's leading gap is not stored), and one that lives a few ticks
+    /// holds room for those ticks only.
+    #[test]
+    fn series_with_gaps_read_as_pushed_and_short_ones_stay_small() {
+        let mut seed = 11;
+        for round in 0..200u64 {
+            let mut s = Series::default();
+            let mut expect = vec![NONE; 4 * CHUNK];
+            let mut t = lcg(&mut seed) as u64 % (2 * CHUNK as u64);
+            while t < expect.len() as u64 {
+                let v = lcg(&mut seed) % 5000;
+                s.push(t, v);
+                expect[t as usize] = v;
+                let next_chunk = t - t % CHUNK as u64 + CHUNK as u64;
+                t = match lcg(&mut seed) % 8 {
+                    0 => t + 1 + u64::from(lcg(&mut seed)) % (CHUNK as u64 + 40),
+                    // A gap from the first tick of a chunk (after one was sealed).
+                    1 if t % CHUNK as u64 == CHUNK as u64 - 1 => {
+                        next_chunk + u64::from(lcg(&mut seed)) % CHUNK as u64
+                    }
+                    2 => (next_chunk - 1).max(t + 1),
+                    _ => t + 1,
+                };
+            }
+            let end = s.end_tick();
+            let stored = s.values(0, u64::MAX);
+            let pushed: Vec<_> = (s.first_tick..end)
+                .map(|t| (t, expect[t as usize]))
+                .collect();
+            assert_eq!(stored, pushed, "round {round}");
+            let mut at = Vec::new();
+            s.values_at(0..expect.len() as u64, &mut at);
+            let upto = (0..expect.len()).map(|t| if t < end as usize { expect[t] } else { NONE });
+            assert_eq!(at, upto.collect::<Vec<_>>(), "round {round}");
+        }
+        let mut short = Series::default();
+        for t in 200..208 {
+            short.push(t, 300);
+        }
+        let held = short.values(0, u64::MAX);
+        assert_eq!(
+            held[..200],
+            [(0..200).map(|t| (t, NONE)).collect::<Vec<_>>()][0][..]
+        );
+        assert_eq!(
+            held[200..],
+            (200..208).map(|t| (t, 300)).collect::<Vec<_>>()
+        );
+        assert!(short.heap_bytes() <= 8 * 4, "{}", short.heap_bytes());
     }
 
     #[test]

@@ -95,6 +95,7 @@ impl Series {
         let chunks = Arc::unwrap_or_clone(later.sealed);
         Arc::make_mut(&mut self.sealed).extend(chunks);
         self.sealed_count += later.sealed_count;
+        self.lead = later.lead;
         self.open = later.open;
     }
 }
