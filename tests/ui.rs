@@ -293,6 +293,38 @@ fn driver_error_is_explained_and_the_demo_offered() {
     h.get_by_label("GPU 1");
 }
 
+/// While a session opens in a window with no GPU to show (no driver), the window says what
+/// it is opening and how far, not that no GPU can be read (which read as the file's failure).
+#[test]
+fn a_session_opening_in_a_window_without_a_driver_shows_its_progress() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("s.vwlog");
+    record_demo_session(&path, 7200);
+    let mut m = Monitor::new(1000, 10);
+    m.status = SourceStatus::Failed("No NVIDIA driver found.".into());
+    let app = VramApp::with_backend(Backend::detached(m, SourceKind::Nvml), UiState::default());
+    let mut h = harness(app);
+    h.run();
+    h.get_by_label("No NVIDIA GPU can be read");
+    h.state_mut().open_session(path.clone());
+    h.step();
+    // Indexing and replaying two hours takes far longer than a frame: the window's centre
+    // and its status bar say what is being opened.
+    let opening = format!("Opening {}…", path.display());
+    assert_eq!(h.query_all_by_label(&opening).count(), 2);
+    assert!(h.query_by_label("No NVIDIA GPU can be read").is_none());
+    let t = Instant::now();
+    while h.query_by_label("SESSION · read-only").is_none() {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the session did not open"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        h.step();
+    }
+    assert!(h.query_by_label(&opening).is_none());
+}
+
 #[test]
 fn stale_data_is_flagged() {
     let mut sim = SimSource::demo(T0);
@@ -425,6 +457,34 @@ fn creates_a_rule_in_the_settings_window_and_saves_it() {
     h2.state_mut().settings_ui.section = vramwarden::front::gui::settings_window::Section::Rules;
     h2.run();
     h2.get_by_label("Idle holder");
+}
+
+/// Closing Settings with changes not saved (Esc here) loses nothing: opened again, the
+/// window shows them, marked unsaved, till Revert drops them.
+#[test]
+fn closing_settings_keeps_the_changes_not_saved_till_revert() {
+    let mut h = harness(demo_app(120));
+    h.run();
+    add_the_example_rule(&mut h);
+    h.get_by_label("unsaved changes");
+    h.key_press(egui::Key::Escape);
+    h.run();
+    assert!(h.query_by_label("unsaved changes").is_none());
+    assert!(h.query_by_label("Revert").is_none());
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Comma);
+    h.run();
+    h.get_by_label("unsaved changes");
+    h.get_by_label_contains("Idle holder: when the process holds ≥ 8 GiB");
+    h.get_by_label("Revert").click();
+    h.run();
+    assert!(h.query_by_label("unsaved changes").is_none());
+    h.get_by_label("No rules yet. A new rule starts as a dry run.");
+    // Closed and opened again after Revert: nothing comes back.
+    h.key_press(egui::Key::Escape);
+    h.run();
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Comma);
+    h.run();
+    h.get_by_label("No rules yet. A new rule starts as a dry run.");
 }
 
 #[test]

@@ -158,6 +158,40 @@ pub(super) fn shows_simulated(live: &Monitor, local: crate::source::SourceKind) 
         .map_or(local.is_simulated(), crate::model::SourceInfo::is_simulated)
 }
 
+/// While a session opens (or an import runs) and nothing live is on screen: what is being
+/// opened and how far, with its Cancel, in place of the live source's empty state (whose "No
+/// NVIDIA GPU can be read" read as the file's failure). False when no such job runs.
+pub(super) fn opening_state(
+    ui: &mut Ui,
+    jobs: &crate::front::gui::jobs::JobBoard,
+    out: &mut Vec<UiCommand>,
+) -> bool {
+    let states = jobs.states();
+    let Some(job) = states
+        .iter()
+        .find(|j| j.in_status_bar && j.result.is_none())
+    else {
+        return false;
+    };
+    ui.vertical_centered(|ui| {
+        ui.add_space(ui.available_height() * 0.25);
+        ui.heading(format!("{}…", job.label));
+        ui.add_space(8.0);
+        ui.add(
+            egui::ProgressBar::new(job.progress.fraction())
+                .show_percentage()
+                .desired_width(280.0),
+        );
+        ui.add_space(8.0);
+        if ui.button("Cancel").clicked() {
+            out.push(UiCommand::Job(crate::front::gui::jobs::JobCommand::Cancel(
+                job.id,
+            )));
+        }
+    });
+    true
+}
+
 pub(super) fn empty_state(ui: &mut Ui, m: &Monitor, out: &mut Vec<UiCommand>) {
     ui.vertical_centered(|ui| {
         ui.add_space(ui.available_height() * 0.25);

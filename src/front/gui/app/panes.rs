@@ -2,7 +2,7 @@
 
 use egui::{RichText, Ui};
 
-use super::banners::{empty_state, unreachable_note, UNREACHABLE_OPACITY};
+use super::banners::{empty_state, opening_state, unreachable_note, UNREACHABLE_OPACITY};
 use super::{UiCommand, VramApp};
 use crate::engine::view::Monitor;
 use crate::front::gui::sessions::SessionView;
@@ -54,7 +54,7 @@ impl VramApp {
                     .show(ui, |ui| {
                         if self.backend.remote().is_some() {
                             self.connecting_state(ui, health);
-                        } else {
+                        } else if !opening_state(ui, self.backend.jobs(), &mut self.queue) {
                             empty_state(ui, live, &mut self.queue);
                         }
                     });

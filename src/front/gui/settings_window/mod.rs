@@ -1,7 +1,8 @@
 //! The Settings window (menu and Ctrl+,): General, Sampling & history, Sessions, Leaks, Rules,
 //! OOM guard.
 //! It edits a draft; Save validates, writes the TOML file atomically (keeping a `.bak`) and
-//! applies the draft to the engine.
+//! applies the draft to the engine. Closing it keeps the draft: opened again, it shows the
+//! changes not saved (Revert drops them), unless the settings changed meanwhile.
 
 mod fields;
 mod leak_fields;
@@ -49,6 +50,9 @@ pub struct SettingsUi {
     pub section: Section,
     /// What is being edited.
     pub draft: Settings,
+    /// The settings the draft was copied from: a draft that differs from them holds changes
+    /// not saved, kept while the window is closed.
+    draft_of: Settings,
     /// The rule being edited.
     pub editing: Option<usize>,
     /// Result of "Test this rule".
@@ -71,6 +75,7 @@ impl Default for SettingsUi {
             open: false,
             section: Section::General,
             draft: Settings::default(),
+            draft_of: Settings::default(),
             editing: None,
             tested: None,
             testing: None,
@@ -82,10 +87,15 @@ impl Default for SettingsUi {
 }
 
 impl SettingsUi {
-    /// Opens the window on a copy of `current`.
+    /// Opens the window on a copy of `current`, or on the changes not saved when it was
+    /// closed (if `current` is still what they were made to).
     pub fn show(&mut self, current: &Settings) {
         if !self.open {
-            self.draft = current.clone();
+            let kept = self.draft != self.draft_of && self.draft_of == *current;
+            if !kept {
+                self.draft = current.clone();
+                self.draft_of = current.clone();
+            }
             self.message = None;
             self.clamped = None;
         }
@@ -132,6 +142,7 @@ impl SettingsUi {
                             super::ui_state::apply_theme(ui.ctx(), current.general.theme);
                         }
                         self.draft = current.clone();
+                        self.draft_of = current.clone();
                         self.clamped = None;
                     }
                     if changed {
@@ -179,7 +190,7 @@ impl SettingsUi {
                 });
             });
         // Closed without saving (its ✖, Esc): the saved theme is put back, whichever way it
-        // was closed.
+        // was closed (the other changes stay in the draft for the next opening).
         if !open && self.draft.general.theme != current.general.theme {
             super::ui_state::apply_theme(ctx, current.general.theme);
             self.draft.general.theme = current.general.theme;
