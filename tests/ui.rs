@@ -83,8 +83,8 @@ fn demo_app(seconds: i64) -> VramApp {
         .with_fixed_now(T0 + (seconds - 1) * 1000)
 }
 
-/// The demo run through the real engine (leak detection, forecast), `seconds` long.
-fn demo_engine_app(seconds: i64) -> VramApp {
+/// The demo run through the real engine (leak detection, forecast), `seconds` long: its View.
+fn demo_engine_monitor(seconds: i64) -> Monitor {
     use vramwarden::engine::{Engine, RecordTo};
     let sim = SimSource::demo(T0);
     let shared = vramwarden::engine::shared::Shared::new(Monitor::new(1000, 86_400));
@@ -94,8 +94,56 @@ fn demo_engine_app(seconds: i64) -> VramApp {
         e.tick(sim.at(T0 + i * 1000), T0 + i * 1000);
     }
     let m = shared.read().expect("lock").clone();
+    m
+}
+
+/// The window on [`demo_engine_monitor`].
+fn demo_engine_app(seconds: i64) -> VramApp {
+    let m = demo_engine_monitor(seconds);
     VramApp::with_backend(Backend::detached(m, SourceKind::demo()), UiState::default())
         .with_fixed_now(T0 + (seconds - 1) * 1000)
+}
+
+/// A GPU card's forecast is a warning (⚠) only while the GPU's forecast alert is in force (a
+/// forecast within the warning time, as the banner says); the demo's, hours away, is a quiet
+/// line.
+#[test]
+fn a_card_warns_of_a_forecast_only_while_its_alert_is_in_force() {
+    let m = demo_engine_monitor(120);
+    assert!(m.oom_alerts.is_empty());
+    let full_in = m
+        .latest
+        .as_ref()
+        .and_then(|s| s.devices.first()?.time_to_full_s)
+        .expect("the demo's leak gives GPU 0 a forecast");
+    assert!(full_in > 3600.0, "{full_in}");
+    let line = format!(
+        "GPU 0 full in ~{}",
+        vramwarden::model::format::duration((full_in * 1000.0) as i64)
+    );
+    let show = |m: Monitor| {
+        let app =
+            VramApp::with_backend(Backend::detached(m, SourceKind::demo()), UiState::default())
+                .with_fixed_now(T0 + 119_000);
+        let mut h = harness(app);
+        h.run();
+        h
+    };
+    let mut alerted = m.clone();
+    let h = show(m);
+    h.get_by_label(&line);
+    assert!(h.query_by_label(&format!("⚠ {line}")).is_none());
+    alerted
+        .oom_alerts
+        .push(vramwarden::detect::forecast_alert::ForecastAlert {
+            device_index: 0,
+            since_ms: T0 + 100_000,
+            full_in_s: Some(full_in),
+            drivers: vec!["python3 (PID 51877)".into()],
+        });
+    let h = show(alerted);
+    h.get_by_label(&format!("⚠ {line}"));
+    assert!(h.query_by_label(&line).is_none());
 }
 
 /// Records `seconds` of the demo through the real engine into the session log at `path`.

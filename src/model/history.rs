@@ -10,10 +10,13 @@
 //! a pointer per series: the engine's state is copied for front ends once per change (see
 //! [`crate::engine::shared::Shared`]) and they draw from their copy without holding a lock.
 
+mod buckets;
 pub mod delta;
 mod join;
 
-use std::collections::{HashMap, VecDeque};
+pub use buckets::{BucketCache, Buckets};
+
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::model::sample_map::SampleMap;
@@ -598,79 +601,6 @@ pub enum SeriesId {
     Process(ProcSeriesKey),
 }
 
-/// Min/max buckets of many series of one history on one bucket grid, kept between frames.
-/// A history only grows at its end, so every bucket but the last computed one is final: each
-/// frame recomputes that one and any new ones. Another history ([`History::id`]: a source
-/// switch, a session opened, an import, an agent attached or left) or another grid (zoom,
-/// pan, window) starts afresh, so a cached bucket never stands for another source's data.
-#[derive(Debug, Clone, Default)]
-pub struct BucketCache {
-    /// (history id, first tick, ticks per bucket).
-    grid: (u64, u64, u64),
-    series: HashMap<SeriesId, Vec<(u32, u32)>>,
-    /// Each bucket's value at its last tick (the same instant for every series).
-    at: HashMap<SeriesId, Vec<u32>>,
-}
-
-impl BucketCache {
-    fn on_grid(&mut self, history: &History, t0: u64, per: u64) {
-        let grid = (history.id(), t0, per);
-        if self.grid != grid {
-            self.grid = grid;
-            self.series.clear();
-            self.at.clear();
-        }
-    }
-
-    /// The `n` buckets of `per` ticks from `t0` of `series`, one of `history`'s.
-    pub fn get(
-        &mut self,
-        history: &History,
-        id: SeriesId,
-        series: &Series,
-        t0: u64,
-        per: u64,
-        n: usize,
-    ) -> &[(u32, u32)] {
-        self.on_grid(history, t0, per);
-        let v = self.series.entry(id).or_default();
-        let from = v.len().saturating_sub(1).min(n);
-        v.truncate(from);
-        if n > from {
-            let mut tail = vec![(NONE, 0u32); n - from];
-            series.bucket_minmax(t0 + from as u64 * per, per, &mut tail);
-            v.extend(tail);
-        }
-        &v[..n]
-    }
-}
-
-impl BucketCache {
-    /// Each of the `n` buckets of `per` ticks from `t0` of `series`, one of `history`'s, as
-    /// its value at the bucket's instant ([`History::bucket_instant`]): the same tick for
-    /// every series, so the values of a GPU's processes and its unattributed memory add up
-    /// to its total in every bucket.
-    #[cfg(feature = "gui")]
-    pub(crate) fn get_at(
-        &mut self,
-        history: &History,
-        id: SeriesId,
-        series: &Series,
-        t0: u64,
-        per: u64,
-        n: usize,
-    ) -> &[u32] {
-        self.on_grid(history, t0, per);
-        let v = self.at.entry(id).or_default();
-        let from = v.len().saturating_sub(1).min(n);
-        v.truncate(from);
-        if n > from {
-            series.values_at((from..n).map(|i| history.bucket_instant(t0, per, i)), v);
-        }
-        &v[..n]
-    }
-}
-
 /// A decimated line, ready for a plot: `[unix seconds, MiB]` points.
 #[cfg(any(feature = "gui", test))]
 pub(crate) type PlotLine = Vec<[f64; 2]>;
@@ -943,7 +873,7 @@ impl History {
         let (t0, per, n) = self.buckets(from_ms, to_ms, width);
         let mut mm = vec![(NONE, 0u32); n];
         series.bucket_minmax(t0, per, &mut mm);
-        self.line_of(t0, per, &mm)
+        self.line_of(t0, per, mm.iter().enumerate())
     }
 
     /// Like [`History::decimate`], reusing the buckets `cache` holds for `id` from earlier
@@ -960,14 +890,19 @@ impl History {
     ) -> PlotLine {
         let (t0, per, n) = self.buckets(from_ms, to_ms, width);
         let mm = cache.get(self, id, series, t0, per, n);
-        self.line_of(t0, per, mm)
+        self.line_of(t0, per, mm.held())
     }
 
+    /// The points of buckets `(index, (lowest, highest))` of `per` ticks from `t0`.
     #[cfg(any(feature = "gui", test))]
-    fn line_of(&self, t0: u64, per: u64, mm: &[(u32, u32)]) -> PlotLine {
-        let n = mm.len();
-        let mut out = Vec::with_capacity(n * 2);
-        for (i, &(lo, hi)) in mm.iter().enumerate() {
+    fn line_of<'a>(
+        &self,
+        t0: u64,
+        per: u64,
+        mm: impl ExactSizeIterator<Item = (usize, &'a (u32, u32))>,
+    ) -> PlotLine {
+        let mut out = Vec::with_capacity(mm.len() * 2);
+        for (i, &(lo, hi)) in mm {
             if lo == NONE {
                 continue;
             }

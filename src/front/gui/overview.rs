@@ -43,7 +43,7 @@ const COMPACT_ABOVE: usize = 3;
 
 /// The overview of many GPUs: a row each — index, memory bar, used / total, utilisation,
 /// temperature, the forecast when a leak grows. Clicking one selects it for the graph.
-fn compact(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
+fn compact(ui: &mut Ui, snap: &Snapshot, units: Units, alerted: &[u32], selected: &mut u32) {
     ui.label(RichText::new(format!("{} GPUs", snap.devices.len())).strong());
     for d in &snap.devices {
         // One unit for the whole card (Auto: from the GPU's size), never MiB beside GiB.
@@ -75,13 +75,11 @@ fn compact(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
             );
             parked_line(ui, snap, d.index, units);
             if let Some(s) = d.time_to_full_s {
-                ui.label(
-                    RichText::new(format!(
-                        "⚠ full in ~{}",
-                        crate::model::format::duration((s * 1000.0) as i64)
-                    ))
-                    .color(widgets::forecast_color(ui.visuals().dark_mode)),
+                let text = format!(
+                    "full in ~{}",
+                    crate::model::format::duration((s * 1000.0) as i64)
                 );
+                forecast_line(ui, text, alerted.contains(&d.index));
             }
         });
         if resp.clicked() {
@@ -90,15 +88,36 @@ fn compact(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
     }
 }
 
+/// A card's forecast line: "⚠ …" in the forecast's colour while `alerted`, else quiet.
+fn forecast_line(ui: &mut Ui, text: String, alerted: bool) -> egui::Response {
+    let text = if alerted {
+        RichText::new(format!("⚠ {text}"))
+            .color(widgets::forecast_color(ui.visuals().dark_mode))
+            .strong()
+    } else {
+        RichText::new(text).weak()
+    };
+    ui.label(text)
+}
+
 /// Draws the cards (the compact overview for more than [`COMPACT_ABOVE`] GPUs); clicking one
 /// selects its GPU for the graph.
-pub(crate) fn cards(ui: &mut Ui, snap: &Snapshot, units: Units, selected: &mut u32) {
+/// A GPU's forecast is a warning (⚠, in the forecast's colour) only while its alert is in
+/// force (`alerted`: the GPUs whose forecast is within the warning time, as the banners
+/// above the cards say); a forecast hours away is a plain, quiet line.
+pub(crate) fn cards(
+    ui: &mut Ui,
+    snap: &Snapshot,
+    units: Units,
+    alerted: &[u32],
+    selected: &mut u32,
+) {
     if snap.devices.len() > COMPACT_ABOVE {
-        compact(ui, snap, units, selected);
+        compact(ui, snap, units, alerted, selected);
         return;
     }
     for d in &snap.devices {
-        card(ui, snap, d, units, selected);
+        card(ui, snap, d, units, alerted.contains(&d.index), selected);
         ui.add_space(6.0);
     }
 }
@@ -109,6 +128,7 @@ fn card(
     snap: &Snapshot,
     d: &crate::model::DeviceSample,
     units: Units,
+    alerted: bool,
     selected: &mut u32,
 ) {
     // One unit for the whole card (Auto: from the GPU's size), never MiB beside GiB.
@@ -127,16 +147,14 @@ fn card(
         });
         card_bar(ui, d, units);
         if let Some(s) = d.time_to_full_s {
-            ui.label(
-                RichText::new(format!(
-                    "⚠ GPU {} full in ~{}",
-                    d.index,
-                    crate::model::format::duration((s * 1000.0) as i64)
-                ))
-                .color(widgets::forecast_color(ui.visuals().dark_mode))
-                .strong(),
-            )
-            .on_hover_text("From the growth rate of the leaks on this GPU and its free memory now");
+            let text = format!(
+                "GPU {} full in ~{}",
+                d.index,
+                crate::model::format::duration((s * 1000.0) as i64)
+            );
+            forecast_line(ui, text, alerted).on_hover_text(
+                "From the growth rate of the leaks on this GPU and its free memory now",
+            );
         }
         card_memory(ui, d, units);
         card_readings(ui, d);

@@ -31,6 +31,30 @@ impl Series<'_> {
 /// How many instants across the time shown the table lists (columns), besides the newest.
 const INSTANTS: usize = 6;
 
+/// The most series a table lists (a day of a GPU that runs short jobs draws thousands): those
+/// with the highest values in the time shown, in the plot's order; the rest are counted.
+const MAX_ROWS: usize = 50;
+
+/// The series of `rows` a table over `(from_s, to_s)` lists, and how many it leaves out.
+fn listed<'r, 'a>(
+    rows: &'r [Series<'a>],
+    (from_s, to_s): (f64, f64),
+) -> (Vec<&'r Series<'a>>, usize) {
+    if rows.len() <= MAX_ROWS {
+        return (rows.iter().collect(), 0);
+    }
+    let mut by_high: Vec<(usize, f64)> = rows
+        .iter()
+        .map(|l| range_in(l, from_s, to_s).1.unwrap_or(f64::NEG_INFINITY))
+        .enumerate()
+        .collect();
+    by_high.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut keep: Vec<usize> = by_high.iter().take(MAX_ROWS).map(|(i, _)| *i).collect();
+    keep.sort_unstable();
+    let kept = keep.iter().filter_map(|i| rows.get(*i)).collect();
+    (kept, rows.len() - MAX_ROWS)
+}
+
 /// The instants (unix s) a table over `(from_s, to_s)` lists: [`INSTANTS`] evenly spaced,
 /// the last at `to_s`.
 pub(crate) fn instants(from_s: f64, to_s: f64) -> Vec<f64> {
@@ -79,6 +103,13 @@ pub(crate) fn series_table(
     if rows.is_empty() {
         ui.label("No data in the time shown.");
         return;
+    }
+    let (rows, left_out) = listed(rows, (from_s, to_s));
+    if left_out > 0 {
+        ui.label(widgets::hint(format!(
+            "The {MAX_ROWS} series with the highest values in the time shown; {left_out} more \
+             not listed (zoom in to list fewer)"
+        )));
     }
     egui::ScrollArea::both()
         .id_salt(("plot-table-scroll", &id))
@@ -167,6 +198,43 @@ mod tests {
         assert_eq!(t[0], 100.0);
         assert_eq!(*t.last().expect("one"), 200.0);
         assert_eq!(instants(5.0, 5.0), vec![5.0]);
+    }
+
+    /// Past [`MAX_ROWS`] series, a table lists those with the highest values in the time
+    /// shown, in the plot's order, and counts the rest.
+    #[test]
+    fn a_table_of_many_series_lists_the_highest() {
+        let points: Vec<[[f64; 2]; 2]> = (0..80)
+            .map(|i| [[10.0, 0.0], [20.0, f64::from(i)]])
+            .collect();
+        let own: Vec<[f64; 2]> = (0..80u32)
+            .map(|i| [1.0, f64::from((i * 37) % 80)])
+            .collect();
+        let rows: Vec<Series> = points
+            .iter()
+            .zip(&own)
+            .map(|(p, o)| Series {
+                name: "x",
+                color: Color32::WHITE,
+                points: p,
+                own: o,
+            })
+            .collect();
+        let (kept, left_out) = listed(&rows, (0.0, 30.0));
+        assert_eq!(left_out, 30);
+        let highs: Vec<f64> = kept.iter().map(|l| l.own[1]).collect();
+        assert_eq!(highs.len(), MAX_ROWS);
+        assert!(highs.iter().all(|h| *h >= 30.0), "{highs:?}");
+        let at: Vec<usize> = kept
+            .iter()
+            .map(|l| {
+                rows.iter()
+                    .position(|r| std::ptr::eq(r, *l))
+                    .unwrap_or(usize::MAX)
+            })
+            .collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "{at:?}");
+        assert_eq!(listed(&rows[..MAX_ROWS], (0.0, 30.0)).1, 0);
     }
 
     #[test]

@@ -169,7 +169,9 @@ impl VramApp {
                             self.last_selected = self.selected;
                         }
                     }
-                    overview::cards(ui, snap, self.state.units, &mut self.selected_gpu);
+                    let alerted: Vec<u32> =
+                        monitor.oom_alerts.iter().map(|a| a.device_index).collect();
+                    overview::cards(ui, snap, self.state.units, &alerted, &mut self.selected_gpu);
                 });
             });
         self.gpu_rect = Some(shown.response.rect);

@@ -5,7 +5,7 @@ use egui::Color32;
 use super::lines::{Bucket, DeviceLines, GraphLine, LineKind};
 use crate::engine::view::Monitor;
 use crate::front::gui::widgets;
-use crate::model::history::{History, PlotLine, ProcSeriesKey, Series, NONE};
+use crate::model::history::{Buckets, History, PlotLine, ProcSeriesKey, Series, NONE};
 use crate::model::UnixMs;
 
 /// Lines of one GPU between `from` and `to`: the device total plus one per process and one for
@@ -86,10 +86,9 @@ fn bucket_spans(
 ) -> Vec<Bucket> {
     use crate::model::history::SeriesId;
     let secs = |tick: u64| h.time_of(tick).map(|ms| ms as f64 / 1000.0);
-    let total_mm = h.device(device).map(|s| {
-        buckets
-            .get(h, SeriesId::Device(device), s, b0, per, n)
-            .to_vec()
+    let total_mm: Option<Vec<_>> = h.device(device).map(|s| {
+        let mm = buckets.get(h, SeriesId::Device(device), s, b0, per, n);
+        (0..n).map(|i| mm.get(i).copied()).collect()
     });
     (0..n)
         .filter_map(|i| {
@@ -98,9 +97,9 @@ fn bucket_spans(
             let to_s = secs(at)?;
             let total_range = total_mm
                 .as_ref()
-                .and_then(|mm| mm.get(i))
+                .and_then(|mm| *mm.get(i)?)
                 .filter(|(lo, _)| *lo != NONE)
-                .map(|(lo, hi)| (f64::from(*lo), f64::from(*hi)));
+                .map(|(lo, hi)| (f64::from(lo), f64::from(hi)));
             Some(Bucket {
                 from_s,
                 to_s,
@@ -128,16 +127,19 @@ fn stacked_lines(
     let mut lines = Vec::new();
     let xs: Vec<Option<f64>> = (0..n).map(|i| secs(h.bucket_instant(b0, per, i))).collect();
     let mut cum = vec![0u64; n];
-    let mut layer = |name: String, kind: LineKind, color: Color32, at: &[u32]| {
-        let mut pts = Vec::with_capacity(n);
-        let mut own = Vec::with_capacity(n);
+    let mut layer = |name: String, kind: LineKind, color: Color32, at: Buckets<'_, u32>| {
+        // Alive at these instants (elsewhere no point, so the hover shows nothing).
+        let alive = || {
+            at.held()
+                .filter(|(_, v)| **v != NONE)
+                .filter_map(|(i, v)| Some((i, xs.get(i).copied().flatten()?, *v)))
+        };
+        let count = alive().count();
+        let mut pts = Vec::with_capacity(count);
+        let mut own = Vec::with_capacity(count);
         let mut breaks = Vec::new();
         let mut last = None;
-        for i in 0..n {
-            // Not alive at this instant: no point, so the hover shows nothing.
-            let (Some(x), Some(&v)) = (xs[i], at.get(i).filter(|v| **v != NONE)) else {
-                continue;
-            };
+        for (i, x, v) in alive() {
             if last.is_some_and(|l| l + 1 != i) {
                 breaks.push(pts.len());
             }
@@ -155,12 +157,17 @@ fn stacked_lines(
     let mut layers = Vec::new();
     for (k, s) in procs {
         let at = buckets.get_at(h, SeriesId::Process(**k), s, b0, per, n);
+        // A process alive at none of the instants (a short job in a long range) has no
+        // band to draw, nor a row in the legend or the table.
+        if at.held().all(|(_, v)| *v == NONE) {
+            continue;
+        }
         let (name, color) = label(k);
         layers.push(layer(name, LineKind::Process(**k), color, at));
     }
     if let Some(gh) = h.ghost(device) {
         let at = buckets.get_at(h, SeriesId::Ghost(device), gh, b0, per, n);
-        if at.iter().any(|v| *v != NONE && *v > 0) {
+        if at.held().any(|(_, v)| *v != NONE && *v > 0) {
             layers.push(layer(
                 UNATTRIBUTED.into(),
                 LineKind::Unattributed,
