@@ -61,6 +61,13 @@ fn metrics_in_both_formats_with_help_and_type_for_every_family() {
     }
     // The demo's container id shows (short) as the container label.
     assert!(text.contains("container=\"4f2a9c1e7b3d\""), "{text}");
+    // The GPU machine's scripts read these families by name: each name they use begins one.
+    for (script, name) in metric_names_in_workload_scripts() {
+        assert!(
+            typed.iter().any(|family| family.starts_with(&name)),
+            "{script} reads {name}, which the agent does not serve"
+        );
+    }
 
     let om = request(
         a.addr,
@@ -109,6 +116,31 @@ fn metrics_in_both_formats_with_help_and_type_for_every_family() {
             .map(|(_, v)| v.as_str());
         assert_eq!(said, Some(allow), "{method} {path}: {:?}", r.headers);
     }
+}
+
+/// Every `vramwarden_…` name in tests/workloads/ (the scripts run on a GPU machine), with
+/// its script: the Python companion's module name left out.
+fn metric_names_in_workload_scripts() -> Vec<(String, String)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workloads");
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("tests/workloads") {
+        let path = entry.expect("entry").path();
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        for (at, _) in text.match_indices("vramwarden_") {
+            let name: String = text[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect();
+            let name = name.trim_end_matches('_').to_string();
+            if name.len() > "vramwarden".len() && name != "vramwarden_torch" {
+                names.push((path.display().to_string(), name));
+            }
+        }
+    }
+    assert!(names.len() >= 3, "{names:?}");
+    names
 }
 
 #[test]

@@ -1196,6 +1196,10 @@ fn the_table_groups_by_user_and_folds_a_group() {
     assert_eq!(h.query_all_by_label("2 processes").count(), 2);
     h.get_by_label("46.0 GiB");
     h.get_by_label("48213");
+    // One unit for the memory column, group totals and rows alike (svc-infer's group holds
+    // its one 4 GiB process).
+    assert!(h.query_by_label("4096 MiB").is_none());
+    assert_eq!(h.query_all_by_label("4.0 GiB").count(), 2);
     h.get_by_label("▼ alice").click();
     h.run();
     h.get_by_label("▶ alice");

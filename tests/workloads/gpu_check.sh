@@ -25,7 +25,7 @@ for u in /metrics /api/v1/snapshot "/api/view?since=0" /api/past; do
   say "GET $u -> $code bytes, $(python3 -c "print(round(($e-$s)*1000,2))") ms"
 done
 curl -s -H "$H" "http://127.0.0.1:8726/api/view?since=0" > $OUT/api_view.json
-curl -s http://127.0.0.1:8726/metrics | grep -E '^vramwarden_(gpu_memory|process_memory_bytes)' | head -8 >> $R
+curl -s http://127.0.0.1:8726/metrics | grep -E '^(vramwarden_gpu_memory_[a-z]+_bytes|vramwarden_process_gpu_memory_bytes)' | head -8 >> $R
 say "companion list"; $B torch ls --format table >> $R 2>&1
 say "release D ($Dj) under companion"; $B torch release $Dj >> $R 2>&1; echo "rc=$?" >> $R
 sleep 3; nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits | sort >> $R

@@ -231,7 +231,7 @@ import sys, urllib.request
 text = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=5).read().decode()
 for line in text.splitlines():
     if line.startswith(("vramwarden_gpu_memory_used_bytes", "vramwarden_gpu_memory_reserved_bytes",
-                        "vramwarden_process_memory_bytes")):
+                        "vramwarden_process_gpu_memory_bytes")):
         name, value = line.rsplit(" ", 1)
         print(f"agent: {name} {float(value) / 2**20:.1f} MiB")
 EOF

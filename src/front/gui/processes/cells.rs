@@ -31,14 +31,24 @@ pub(super) struct Cells<'a> {
 }
 
 impl<'a> Cells<'a> {
-    pub(super) fn new(t: &TableState<'a>, rows: &[&ProcessRow], now: UnixMs) -> Self {
-        let column_units = |size: fn(&ProcessRow) -> Option<u64>| {
-            t.units
-                .for_largest(rows.iter().filter_map(|r| size(r)).max().unwrap_or(0))
+    /// The cells of `rows` (and of groups whose largest total is `largest_group` bytes:
+    /// the memory column's unit holds for both).
+    pub(super) fn new(
+        t: &TableState<'a>,
+        rows: &[&ProcessRow],
+        largest_group: u64,
+        now: UnixMs,
+    ) -> Self {
+        let largest = |size: fn(&ProcessRow) -> Option<u64>| {
+            rows.iter().filter_map(|r| size(r)).max().unwrap_or(0)
         };
+        let column_units =
+            |size: fn(&ProcessRow) -> Option<u64>| t.units.for_largest(largest(size));
         Self {
             units: t.units,
-            mem: column_units(|r| r.used_bytes),
+            mem: t
+                .units
+                .for_largest(largest(|r| r.used_bytes).max(largest_group)),
             delta: column_units(|r| r.delta_1m_bytes.map(i64::unsigned_abs)),
             rss: column_units(|r| r.rss_bytes),
             now,
@@ -48,6 +58,13 @@ impl<'a> Cells<'a> {
             host: t.host,
             actions: t.actions,
         }
+    }
+}
+
+impl Cells<'_> {
+    /// The memory column's unit (group totals are written in it too).
+    pub(super) fn memory_units(&self) -> Units {
+        self.mem
     }
 }
 

@@ -62,7 +62,15 @@ pub(crate) fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>,
     let any_container = rows
         .iter()
         .any(|r| r.info.container_id.is_some() || r.info.pod.is_some());
-    let cells = Cells::new(t, &rows, now);
+    let largest_group = items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Group(_, _, bytes) => Some(*bytes),
+            Item::Row(_) => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let cells = Cells::new(t, &rows, largest_group, now);
     let visible: Vec<(SortColumn, &str)> = SortColumn::ALL
         .into_iter()
         .filter(|(c, _)| !t.hidden.contains(c))
@@ -263,7 +271,9 @@ fn half_table(
                 row.set_hovered(hovered == Some(i));
                 match l.items[i] {
                     Item::Row(r) => process_row(&mut row, r, t, l.cells, part),
-                    Item::Group(k, n, bytes) => group_row(&mut row, (k, n, bytes), t, part),
+                    Item::Group(k, n, bytes) => {
+                        group_row(&mut row, (k, n, bytes), t, l.cells.memory_units(), part)
+                    }
                 }
                 if row.response().hovered() {
                     seen.hovered = Some(i);

@@ -26,6 +26,7 @@ pub(super) fn group_row(
     row: &mut egui_extras::TableRow<'_, '_>,
     (k, n, bytes): (&str, usize, u64),
     t: &mut TableState<'_>,
+    units: format::Units,
     part: &Part<'_, '_>,
 ) {
     let open = !t.collapsed.contains(k);
@@ -37,7 +38,7 @@ pub(super) fn group_row(
             let text = match (part.first + i, col) {
                 (0, _) => format!("{} {k}", if open { "▼" } else { "▶" }),
                 (1, _) => format!("{n} process{}", if n == 1 { "" } else { "es" }),
-                (_, SortColumn::Memory) => format::opt_bytes(t.units, Some(bytes)),
+                (_, SortColumn::Memory) => format::opt_bytes(units, Some(bytes)),
                 _ => String::new(),
             };
             if !text.is_empty() {
