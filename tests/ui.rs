@@ -417,6 +417,38 @@ fn opens_a_saved_session_and_moves_the_time_slider() {
     h.get_by_label_contains("Opening the GPU driver");
 }
 
+/// A tap on the session's time slider (press and release in one frame, as a touchpad's tap
+/// comes) moves the time shown to where it points, as a held click does. (Under Xvfb an
+/// `xdotool click` on the slider moved nothing until the window took taps itself; the test
+/// harness's events move egui's own slider as well, so this holds the behaviour, not that
+/// difference.)
+#[test]
+fn a_tap_on_the_time_slider_moves_the_time_there() {
+    let (_dir, mut h) = recorded_session_harness(1500);
+    let end = T0 + 1499 * 1000;
+    assert_eq!(h.state().view.as_ref().map(|v| v.t), Some(end));
+    let rail = h.get_by_role(egui::accesskit::Role::Slider).rect();
+    // A quarter of the way along the rail (less the handle's radius at each end).
+    let r = rail.height() / 2.5;
+    let at = egui::pos2(
+        rail.left() + r + (rail.width() - 2.0 * r) * 0.25,
+        rail.center().y,
+    );
+    h.event(egui::Event::PointerMoved(at));
+    for pressed in [true, false] {
+        h.event(egui::Event::PointerButton {
+            pos: at,
+            button: egui::PointerButton::Primary,
+            pressed,
+            modifiers: egui::Modifiers::NONE,
+        });
+    }
+    h.run();
+    let t = h.state().view.as_ref().map_or(0, |v| v.t);
+    let quarter = T0 + 1499 * 250;
+    assert!((t - quarter).abs() <= 10_000, "{t} against {quarter}");
+}
+
 #[test]
 fn creates_a_rule_in_the_settings_window_and_saves_it() {
     let dir = tempfile::tempdir().expect("tmp");

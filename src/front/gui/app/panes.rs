@@ -268,9 +268,23 @@ pub(super) fn session_bar(ui: &mut Ui, v: &mut SessionView, out: &mut Vec<UiComm
                 let slider = egui::Slider::new(&mut t, a as f64..=b as f64)
                     .show_value(false)
                     .text("Time");
-                if ui.add(slider).changed() {
+                let resp = ui.add(slider);
+                if resp.changed() {
                     v.t = t as i64;
+                } else if let Some(at) = clicked_time(ui, &resp, (a, b)) {
+                    v.t = at;
                 }
             });
         });
+}
+
+/// The time a click on the session's time slider points at: egui's slider moves on a press
+/// held over frames, and a tap whose press and release come in one frame (a touchpad's) did
+/// nothing. Its rail spans the slider less a handle's radius at each end, as egui draws it.
+fn clicked_time(ui: &Ui, slider: &egui::Response, (a, b): (UnixMs, UnixMs)) -> Option<UnixMs> {
+    let click = ui.interact(slider.rect, slider.id.with("tap"), egui::Sense::click());
+    let x = click.interact_pointer_pos().filter(|_| click.clicked())?.x;
+    let rail = slider.rect.x_range().shrink(slider.rect.height() / 2.5);
+    let f = f64::from(((x - rail.min) / rail.span().max(1.0)).clamp(0.0, 1.0));
+    Some(a + ((b - a) as f64 * f).round() as UnixMs)
 }
