@@ -14,7 +14,8 @@ mod buckets;
 pub mod delta;
 mod join;
 
-pub use buckets::{BucketCache, Buckets};
+pub use buckets::BucketCache;
+pub(crate) use buckets::Buckets;
 
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -30,7 +30,7 @@ struct Span<T> {
 
 /// The buckets of one series on a grid: [`Buckets::get`] is None where it holds nothing.
 #[derive(Debug, Clone, Copy)]
-pub struct Buckets<'a, T> {
+pub(crate) struct Buckets<'a, T> {
     first: usize,
     values: &'a [T],
 }
@@ -38,12 +38,12 @@ pub struct Buckets<'a, T> {
 impl<'a, T> Buckets<'a, T> {
     /// Bucket `i`, None where the series holds nothing (before its first value, after its
     /// last).
-    pub fn get(&self, i: usize) -> Option<&'a T> {
+    pub(crate) fn get(&self, i: usize) -> Option<&'a T> {
         self.values.get(i.checked_sub(self.first)?)
     }
 
     /// The buckets that may hold a value, each with its index.
-    pub fn held(&self) -> impl ExactSizeIterator<Item = (usize, &'a T)> + 'a {
+    pub(crate) fn held(&self) -> impl ExactSizeIterator<Item = (usize, &'a T)> + 'a {
         let first = self.first;
         self.values
             .iter()
@@ -104,7 +104,7 @@ impl BucketCache {
 
     /// The `n` buckets of `per` ticks from `t0` of `series`, one of `history`'s: each one's
     /// lowest and highest value.
-    pub fn get(
+    pub(crate) fn get(
         &mut self,
         history: &History,
         id: SeriesId,
