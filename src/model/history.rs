@@ -10,11 +10,14 @@
 //! a pointer per series: the engine's state is copied for front ends once per change (see
 //! [`crate::engine::shared::Shared`]) and they draw from their copy without holding a lock.
 
+#[cfg(any(feature = "gui", test))]
 mod buckets;
 pub mod delta;
 mod join;
 
+#[cfg(any(feature = "gui", test))]
 pub use buckets::BucketCache;
+#[cfg(feature = "gui")]
 pub(crate) use buckets::Buckets;
 
 use std::collections::VecDeque;
@@ -328,6 +331,7 @@ impl Series {
 
     /// Min and max over each of `out.len()` buckets of `bucket` ticks starting at `t0`
     /// (`(NONE, 0)` for a bucket with no reading). Every peak lands in its bucket's max.
+    #[cfg(any(feature = "gui", test))]
     fn bucket_minmax(&self, t0: u64, bucket: u64, out: &mut [(u32, u32)]) {
         out.fill((NONE, 0));
         let bucket = bucket.max(1);
