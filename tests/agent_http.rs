@@ -129,13 +129,21 @@ fn metric_names_in_workload_scripts() -> Vec<(String, String)> {
             continue;
         };
         for (at, _) in text.match_indices("vramwarden_") {
-            let name: String = text[at..]
-                .chars()
-                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
-                .collect();
-            let name = name.trim_end_matches('_').to_string();
-            if name.len() > "vramwarden".len() && name != "vramwarden_torch" {
-                names.push((path.display().to_string(), name));
+            let rest = &text[at + "vramwarden_".len()..];
+            // A grep's alternation, `vramwarden_(a|b)`, names vramwarden_a and vramwarden_b.
+            let tails: Vec<&str> = match rest.strip_prefix('(') {
+                Some(group) => group.split(')').next().unwrap_or("").split('|').collect(),
+                None => vec![rest],
+            };
+            for tail in tails {
+                let name: String = tail
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                    .collect();
+                let name = format!("vramwarden_{}", name.trim_end_matches('_'));
+                if name.len() > "vramwarden_".len() && name != "vramwarden_torch" {
+                    names.push((path.display().to_string(), name));
+                }
             }
         }
     }

@@ -567,6 +567,37 @@ fn closing_settings_keeps_the_changes_not_saved_till_revert() {
     h.get_by_label("No rules yet. A new rule starts as a dry run.");
 }
 
+/// After a Save, a change made and left by closing the window is kept as the changes not
+/// saved (the draft is measured against what was saved, not what was there when it opened).
+#[test]
+fn a_change_after_a_save_is_kept_when_settings_close() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut app = demo_app(120);
+    app.set_config(dir.path().join("config.toml"), None);
+    let mut h = harness(app);
+    h.run();
+    add_the_example_rule(&mut h);
+    h.get_by_label("Save").click();
+    h.run();
+    let t = Instant::now();
+    while h.query_by_label_contains("Saved to").is_none() {
+        assert!(t.elapsed() < Duration::from_secs(5), "never saved");
+        std::thread::sleep(Duration::from_millis(10));
+        h.run();
+    }
+    assert!(h.query_by_label("unsaved changes").is_none());
+    h.get_by_label("Add the example: idle 30 min holding > 8 GiB, terminate")
+        .click();
+    h.run();
+    h.get_by_label("unsaved changes");
+    h.key_press(egui::Key::Escape);
+    h.run();
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Comma);
+    h.run();
+    h.get_by_label("unsaved changes");
+    assert_eq!(h.state().settings_ui.draft.cleanup.rules.len(), 2);
+}
+
 #[test]
 fn a_broken_settings_file_is_announced() {
     let (_, err) = vramwarden::engine::settings::Settings::load(

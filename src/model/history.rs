@@ -195,13 +195,15 @@ impl Series {
         } else if tick < self.end_tick() {
             return;
         }
-        if self.open.is_empty() {
-            // An open chunk with no value yet leads with the ticks skipped (up to its last).
-            let skipped = (tick - self.end_tick()) as usize;
-            self.lead += skipped.min(CHUNK - 1 - self.lead);
-        }
         while self.end_tick() < tick {
-            self.push_raw(NONE);
+            if self.open.is_empty() && self.lead + 1 < CHUNK {
+                // An open chunk with no value yet leads with the ticks skipped (up to its
+                // last), whether the series starts there or comes back after a chunk's end.
+                let skipped = usize::try_from(tick - self.end_tick()).unwrap_or(usize::MAX);
+                self.lead += skipped.min(CHUNK - 1 - self.lead);
+            } else {
+                self.push_raw(NONE);
+            }
         }
         self.push_raw(value);
     }
@@ -238,10 +240,16 @@ impl Series {
             chunk[self.lead..].copy_from_slice(&self.open);
             Sealed::seal(&chunk)
         };
+        // A series with gaps gives its room back (a job that comes back later grows it
+        // again as it goes); one read every tick keeps it for the next chunk.
+        if sealed.has_none {
+            self.open = Vec::new();
+        } else {
+            self.open.clear();
+        }
         Arc::make_mut(&mut self.sealed).push_back(Arc::new(sealed));
         self.sealed_count += 1;
         self.lead = 0;
-        self.open.clear();
     }
 
     /// The newest value, if any.
@@ -1105,6 +1113,19 @@ mod tests {
             (200..208).map(|t| (t, 300)).collect::<Vec<_>>()
         );
         assert!(short.heap_bytes() <= 8 * 4, "{}", short.heap_bytes());
+        // Back in the next chunk: that chunk too leads with the ticks skipped, and the room
+        // grown while the first one was padded to its end is given back.
+        for t in 300..308 {
+            short.push(t, 400);
+        }
+        assert_eq!((short.lead, short.open.len()), (300 - CHUNK, 8));
+        assert!(short.open.capacity() <= 8, "{}", short.open.capacity());
+        let back = short.values(CHUNK as u64, u64::MAX);
+        assert!(back[..300 - CHUNK].iter().all(|(_, v)| *v == NONE));
+        assert_eq!(
+            back[300 - CHUNK..],
+            (300..308).map(|t| (t, 400)).collect::<Vec<_>>()
+        );
     }
 
     #[test]

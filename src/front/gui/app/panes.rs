@@ -265,10 +265,11 @@ pub(super) fn session_bar(ui: &mut Ui, v: &mut SessionView, out: &mut Vec<UiComm
                 }
                 let mut t = v.t as f64;
                 ui.spacing_mut().slider_width = (ui.available_width() - 50.0).max(120.0);
-                let slider = egui::Slider::new(&mut t, a as f64..=b as f64)
-                    .show_value(false)
-                    .text("Time");
+                let slider = egui::Slider::new(&mut t, a as f64..=b as f64).show_value(false);
+                // The label apart, so the slider's response is its rail's alone.
                 let resp = ui.add(slider);
+                let label = ui.label("Time");
+                let resp = resp.labelled_by(label.id);
                 if resp.changed() {
                     v.t = t as i64;
                 } else if let Some(at) = clicked_time(ui, &resp, (a, b)) {
@@ -282,6 +283,10 @@ pub(super) fn session_bar(ui: &mut Ui, v: &mut SessionView, out: &mut Vec<UiComm
 /// held over frames, and a tap whose press and release come in one frame (a touchpad's) did
 /// nothing. Its rail spans the slider less a handle's radius at each end, as egui draws it.
 fn clicked_time(ui: &Ui, slider: &egui::Response, (a, b): (UnixMs, UnixMs)) -> Option<UnixMs> {
+    if slider.drag_stopped() {
+        // A held press: egui's slider took it.
+        return None;
+    }
     let click = ui.interact(slider.rect, slider.id.with("tap"), egui::Sense::click());
     let x = click.interact_pointer_pos().filter(|_| click.clicked())?.x;
     let rail = slider.rect.x_range().shrink(slider.rect.height() / 2.5);

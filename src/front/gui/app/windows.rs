@@ -20,6 +20,7 @@ impl VramApp {
                 self.saving = None;
                 match r {
                     Ok(bak) => {
+                        self.settings_ui.saved(&s);
                         self.settings_ui.message =
                             Some((saved_message(&self.config_path, bak.as_deref()), false));
                         self.config_error = None;

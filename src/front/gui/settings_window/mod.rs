@@ -102,6 +102,11 @@ impl SettingsUi {
         self.open = true;
     }
 
+    /// The settings were saved as `saved`: the draft's changes since are what is not saved.
+    pub(crate) fn saved(&mut self, saved: &Settings) {
+        self.draft_of = saved.clone();
+    }
+
     /// Draws the window; `live` is the monitor "test this rule" looks at. Save and Test this
     /// rule go to `out`.
     pub(crate) fn window(
