@@ -235,6 +235,31 @@ fn add_the_example_rule(h: &mut Harness<'static, VramApp>) {
     h.run();
 }
 
+/// Settings → Rules with the example rule added (a dry run), on a settings file in the
+/// folder that comes with it.
+fn settings_with_the_example_rule() -> (tempfile::TempDir, Harness<'static, VramApp>) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut app = demo_app(120);
+    app.set_config(dir.path().join("config.toml"), None);
+    let mut h = harness(app);
+    h.run();
+    add_the_example_rule(&mut h);
+    (dir, h)
+}
+
+/// Clicks Settings' Save and waits for the worker's "Saved to …".
+fn save_settings(h: &mut Harness<'static, VramApp>) {
+    h.get_by_label("Save").click();
+    h.run();
+    // Written on a worker thread; the window says so when it is done.
+    let t = Instant::now();
+    while h.query_by_label_contains("Saved to").is_none() {
+        assert!(t.elapsed() < Duration::from_secs(5), "never saved");
+        std::thread::sleep(Duration::from_millis(10));
+        h.run();
+    }
+}
+
 fn harness(app: VramApp) -> Harness<'static, VramApp> {
     Harness::builder()
         .with_size(egui::vec2(1600.0, 1000.0))
@@ -507,15 +532,7 @@ fn creates_a_rule_in_the_settings_window_and_saves_it() {
         h.get_by_label("Save").rect(),
         h.get_by_label("Test this rule").rect()
     );
-    h.get_by_label("Save").click();
-    h.run();
-    // Written on a worker thread; the window says so when it is done.
-    let t = Instant::now();
-    while h.query_by_label_contains("Saved to").is_none() {
-        assert!(t.elapsed() < Duration::from_secs(5), "never saved");
-        std::thread::sleep(Duration::from_millis(10));
-        h.run();
-    }
+    save_settings(&mut h);
     let text = std::fs::read_to_string(&path).expect("written");
     assert!(text.contains("name = \"Idle holder\""), "{text}");
     assert!(text.contains("kind = \"terminate\""), "{text}");
@@ -571,20 +588,8 @@ fn closing_settings_keeps_the_changes_not_saved_till_revert() {
 /// saved (the draft is measured against what was saved, not what was there when it opened).
 #[test]
 fn a_change_after_a_save_is_kept_when_settings_close() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let mut app = demo_app(120);
-    app.set_config(dir.path().join("config.toml"), None);
-    let mut h = harness(app);
-    h.run();
-    add_the_example_rule(&mut h);
-    h.get_by_label("Save").click();
-    h.run();
-    let t = Instant::now();
-    while h.query_by_label_contains("Saved to").is_none() {
-        assert!(t.elapsed() < Duration::from_secs(5), "never saved");
-        std::thread::sleep(Duration::from_millis(10));
-        h.run();
-    }
+    let (_dir, mut h) = settings_with_the_example_rule();
+    save_settings(&mut h);
     assert!(h.query_by_label("unsaved changes").is_none());
     h.get_by_label("Add the example: idle 30 min holding > 8 GiB, terminate")
         .click();

@@ -485,18 +485,6 @@ fn ticking_a_rule_condition_moves_no_control() {
     );
 }
 
-/// Settings → Rules with the example rule added (a dry run), on a settings file in the
-/// folder that comes with it.
-fn settings_with_the_example_rule() -> (tempfile::TempDir, Harness<'static, VramApp>) {
-    let dir = tempfile::tempdir().expect("tmp");
-    let mut app = demo_app(120);
-    app.set_config(dir.path().join("config.toml"), None);
-    let mut h = harness(app);
-    h.run();
-    add_the_example_rule(&mut h);
-    (dir, h)
-}
-
 /// The review of the window: the rule's summary, all in italics, read "per process)— DRY
 /// RUN" (the leaning ")" closed the space). Its " — DRY RUN" is drawn upright.
 #[test]

@@ -243,14 +243,7 @@ fn settings_name_a_backup_only_when_one_was_made() {
             .notifications
             .oom_forecast_minutes = minutes;
         h.run();
-        h.get_by_label("Save").click();
-        h.run();
-        let t = Instant::now();
-        while h.query_by_label_contains("Saved to").is_none() {
-            assert!(t.elapsed() < Duration::from_secs(5), "never saved");
-            std::thread::sleep(Duration::from_millis(10));
-            h.run();
-        }
+        save_settings(h);
     };
     save(&mut h, 20.0);
     assert!(!dir.path().join("config.toml.bak").exists());
