@@ -114,14 +114,17 @@ impl BucketCache {
         n: usize,
     ) -> Buckets<'_, (u32, u32)> {
         self.on_grid(history, t0, per);
-        let span = self.series.entry(id).or_default();
-        let range = held_range(series, t0, per, n);
-        span.refresh(range, |from, out| {
-            let mut tail = vec![(NONE, 0u32); range.1 - from];
-            series.bucket_minmax(t0 + from as u64 * per, per, &mut tail);
-            out.extend(tail);
-        });
-        span.view()
+        held_buckets(
+            &mut self.series,
+            id,
+            series,
+            (t0, per, n),
+            |from, end, out| {
+                let mut tail = vec![(NONE, 0u32); end - from];
+                series.bucket_minmax(t0 + from as u64 * per, per, &mut tail);
+                out.extend(tail);
+            },
+        )
     }
 
     /// Each of the `n` buckets of `per` ticks from `t0` of `series`, one of `history`'s, as
@@ -139,14 +142,26 @@ impl BucketCache {
         n: usize,
     ) -> Buckets<'_, u32> {
         self.on_grid(history, t0, per);
-        let span = self.at.entry(id).or_default();
-        let range = held_range(series, t0, per, n);
-        span.refresh(range, |from, out| {
-            let instants = (from..range.1).map(|i| history.bucket_instant(t0, per, i));
+        held_buckets(&mut self.at, id, series, (t0, per, n), |from, end, out| {
+            let instants = (from..end).map(|i| history.bucket_instant(t0, per, i));
             series.values_at(instants, out);
-        });
-        span.view()
+        })
     }
+}
+
+/// The buckets of `series` (named `id` in `spans`) on the grid `(t0, per, n)`, brought up to
+/// date: `fill(from, end, out)` appends the buckets `from..end`.
+fn held_buckets<'c, T: Clone + Default>(
+    spans: &'c mut HashMap<SeriesId, Span<T>>,
+    id: SeriesId,
+    series: &Series,
+    (t0, per, n): (u64, u64, usize),
+    fill: impl FnOnce(usize, usize, &mut Vec<T>),
+) -> Buckets<'c, T> {
+    let span = spans.entry(id).or_default();
+    let range = held_range(series, t0, per, n);
+    span.refresh(range, |from, out| fill(from, range.1, out));
+    span.view()
 }
 
 #[cfg(test)]

@@ -128,18 +128,15 @@ fn stacked_lines(
     let xs: Vec<Option<f64>> = (0..n).map(|i| secs(h.bucket_instant(b0, per, i))).collect();
     let mut cum = vec![0u64; n];
     let mut layer = |name: String, kind: LineKind, color: Color32, at: Buckets<'_, u32>| {
-        // Alive at these instants (elsewhere no point, so the hover shows nothing).
-        let alive = || {
-            at.held()
-                .filter(|(_, v)| **v != NONE)
-                .filter_map(|(i, v)| Some((i, xs.get(i).copied().flatten()?, *v)))
-        };
-        let count = alive().count();
-        let mut pts = Vec::with_capacity(count);
-        let mut own = Vec::with_capacity(count);
-        let mut breaks = Vec::new();
+        // Alive at these instants (elsewhere no point, so the hover shows nothing); room
+        // grows with the points, not the plot's width.
+        let alive = at
+            .held()
+            .filter(|(_, v)| **v != NONE)
+            .filter_map(|(i, v)| Some((i, xs.get(i).copied().flatten()?, *v)));
+        let (mut pts, mut own, mut breaks) = (Vec::new(), Vec::new(), Vec::new());
         let mut last = None;
-        for (i, x, v) in alive() {
+        for (i, x, v) in alive {
             if last.is_some_and(|l| l + 1 != i) {
                 breaks.push(pts.len());
             }
