@@ -455,8 +455,7 @@ fn output_limit(session: &SessionData) -> u64 {
 /// pass over the samples' entries, nothing decoded into values. Texts count twice (CSV
 /// quoting doubles a `"` at most).
 pub fn estimate(session: &SessionData, table: Table) -> (u64, u64) {
-    let text = |d: &super::ProcDef| {
-        let i = &d.info;
+    let text = |i: &crate::model::ProcInfo| {
         let extra = i.container_name.as_deref().map_or(0, str::len)
             + i.container_id.as_deref().map_or(0, str::len)
             + i.pod.as_deref().map_or(0, str::len);
@@ -465,7 +464,7 @@ pub fn estimate(session: &SessionData, table: Table) -> (u64, u64) {
     match table {
         Table::Processes => {
             let lens: std::collections::HashMap<u32, u64> =
-                session.defs.iter().map(|(id, d)| (*id, text(d))).collect();
+                session.defs().map(|(id, d)| (id, text(&d.info))).collect();
             let (mut total, mut longest) = (0u64, 0u64);
             session.for_each_entry(
                 |_| {},
@@ -509,8 +508,7 @@ pub fn estimate(session: &SessionData, table: Table) -> (u64, u64) {
                 total = total.saturating_add(ROW_FIXED);
                 if let Event::ProcessExit { id, .. } = e {
                     let t = session
-                        .defs
-                        .get(id)
+                        .def(*id)
                         .map_or(0, |d| 2 * (d.info.name.len() + d.info.user.len()) as u64);
                     longest = longest.max(t / 2);
                     total = total.saturating_add(t);
@@ -811,7 +809,7 @@ struct ProcFields<'a> {
 }
 
 impl<'a> ProcFields<'a> {
-    fn new(d: &'a super::ProcDef) -> Self {
+    fn new(d: &'a super::reader::ProcFacts) -> Self {
         let i = &d.info;
         let container = match (&i.container_name, &i.container_id) {
             (Some(n), _) => n.as_str().into(),
@@ -852,9 +850,8 @@ fn process_rows(
     progress: &mut dyn FnMut(f32) -> bool,
 ) -> Result<u64, ExportError> {
     let defs: std::collections::HashMap<u32, ProcFields<'_>> = session
-        .defs
-        .values()
-        .map(|d| (d.id, ProcFields::new(d)))
+        .defs()
+        .map(|(id, d)| (id, ProcFields::new(d)))
         .collect();
     sample_rows(session, w, progress, |w, cell, stamp, _, s| {
         // PyTorch's figures (empty cells where no companion answered); the entries come in
@@ -1002,7 +999,7 @@ fn event_row<'a>(session: &'a SessionData, e: &'a Event) -> Option<EventRow<'a>>
             device_index,
             ..
         } => {
-            let d = session.defs.get(id).map(|d| &d.info);
+            let d = session.def(*id).map(|d| &*d.info);
             EventRow::new(
                 "process_exit",
                 Some(*pid),
@@ -1167,7 +1164,7 @@ fn park_state_row<'a>(session: &'a SessionData, e: &'a Event) -> Option<EventRow
             _ => return None,
         },
     };
-    let d = session.defs.get(id).map(|d| &d.info);
+    let d = session.def(*id).map(|d| &*d.info);
     Some(
         EventRow::new(kind, Some(*pid), Some(*device_index), detail)
             .named(d.map_or("", |i| &i.name), d.map_or("", |i| &i.user)),

@@ -70,6 +70,14 @@ impl<T> IdTable<T> {
             None => self.sparse.get(&id),
         }
     }
+
+    /// Every entry with its id (the vector's in id order, then the map's).
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
+        (0u32..)
+            .zip(&self.dense)
+            .filter_map(|(id, v)| v.as_ref().map(|v| (id, v)))
+            .chain(self.sparse.iter().map(|(id, v)| (*id, v)))
+    }
 }
 
 #[cfg(test)]
@@ -92,6 +100,13 @@ mod tests {
         for id in (0..100).chain([u32::MAX - 1, 5_000_000]) {
             assert_eq!(t.get(id), Some(&(id ^ 0x5555)));
         }
+        let mut all: Vec<(u32, u32)> = t.iter().map(|(id, v)| (id, *v)).collect();
+        all.sort_unstable();
+        let want: Vec<(u32, u32)> = (0..100)
+            .chain([5_000_000, u32::MAX - 1])
+            .map(|id| (id, id ^ 0x5555))
+            .collect();
+        assert_eq!(all, want);
         assert_eq!(
             (t.get(100), t.get(u32::MAX), t.get(4_999_999)),
             (None, None, None)

@@ -2,7 +2,8 @@
 //! each moment. Read from the `park_state` events (format 3); a log from before them gives
 //! what its `park` events say (the parks and resumes vramwarden made, each at its end).
 
-use super::{Event, ProcDef};
+use super::reader::ProcFacts;
+use super::Event;
 use crate::model::{FastMap, ParkInfo, ParkState, UnixMs};
 
 /// Each process's park changes, by the reader's process id, in time order.
@@ -41,8 +42,12 @@ impl ParkTimeline {
     /// went through holds its bytes from its end on (parked since its start), a resume that
     /// went through ends it. Each is matched to the definition of its pid on its GPU (with
     /// its start time where the event has one) that was seen last before it.
-    pub(crate) fn from_actions(events: &[Event], defs: &FastMap<u32, ProcDef>) -> Self {
+    pub(crate) fn from_actions<'a>(
+        events: &[Event],
+        defs: impl Iterator<Item = (u32, &'a ProcFacts)>,
+    ) -> Self {
         let mut t = Self::default();
+        let defs: Vec<(u32, &ProcFacts)> = defs.collect();
         for e in events {
             let Event::Park {
                 unix_ms,
@@ -59,10 +64,10 @@ impl ParkTimeline {
                 continue;
             };
             let Some(id) = defs
-                .values()
-                .filter(|d| d.pid == *pid && d.device_index == *device_index)
-                .filter(|d| *start_time_ms == 0 || d.info.start_time_ms == *start_time_ms)
-                .map(|d| d.id)
+                .iter()
+                .filter(|(_, d)| d.pid == *pid && d.device_index == *device_index)
+                .filter(|(_, d)| *start_time_ms == 0 || d.info.start_time_ms == *start_time_ms)
+                .map(|(id, _)| *id)
                 .max()
             else {
                 continue;
@@ -106,17 +111,15 @@ mod tests {
 
     #[test]
     fn an_older_log_s_park_events_give_its_parks() {
-        let def = |id, start| ProcDef {
-            id,
+        let def = |start| ProcFacts {
             pid: 77,
             device_index: 0,
-            info: crate::model::ProcInfo {
+            info: std::sync::Arc::new(crate::model::ProcInfo {
                 start_time_ms: start,
                 ..Default::default()
-            },
+            }),
         };
-        let defs: FastMap<u32, ProcDef> =
-            [(1, def(1, 100)), (2, def(2, 200))].into_iter().collect();
+        let defs = [(1, def(100)), (2, def(200))];
         let park = |unix_ms, action: &str, ok| Event::Park {
             unix_ms,
             pid: 77,
@@ -134,7 +137,7 @@ mod tests {
             park(20_000, "resume", false),
             park(30_000, "resume", true),
         ];
-        let t = ParkTimeline::from_actions(&events, &defs);
+        let t = ParkTimeline::from_actions(&events, defs.iter().map(|(id, d)| (*id, d)));
         // The process with that start time (id 2), parked since the park began.
         assert_eq!(t.at(2, 25_000), Some(parked(3 << 30, 6_000)));
         assert_eq!(t.at(1, 25_000), None);

@@ -23,7 +23,7 @@ use super::format::{
     KIND_SAMPLE,
 };
 use super::{Event, Header, ProcDef, FORMAT_VERSION};
-use crate::model::{FastMap, ProcInfo, ProcessSample, Snapshot, UnixMs};
+use crate::model::{ProcInfo, ProcessSample, Snapshot, UnixMs};
 
 /// Largest file [`SessionData::open`] reads (it holds the whole file in memory). A day at
 /// 1 Hz with 8 GPUs and 200 processes takes about 100 MiB.
@@ -167,12 +167,16 @@ struct VersionOnly {
     format_version: u32,
 }
 
-/// The facts of a process definition that each of its sample entries carries.
+/// A process definition as the reader keeps it: one copy, shared by every sample entry of
+/// the process it replays.
 #[derive(Debug, Clone)]
-struct ProcFacts {
-    pid: u32,
-    device_index: u32,
-    info: Arc<ProcInfo>,
+pub(crate) struct ProcFacts {
+    /// OS pid.
+    pub(crate) pid: u32,
+    /// GPU.
+    pub(crate) device_index: u32,
+    /// Name, command line, owner, start time, container and pod.
+    pub(crate) info: Arc<ProcInfo>,
 }
 
 /// One sample record in the index.
@@ -260,13 +264,11 @@ pub struct SessionData {
     unchecked: Vec<SampleRef>,
     segments: Vec<Segment>,
     /// Every event except resynchronisation tables, in file order (process ids of later
-    /// segments rewritten to the reader's ids, as in [`Self::defs`]).
+    /// segments rewritten to the reader's ids, as in the definitions).
     pub events: Vec<Event>,
-    /// Process definitions by the reader's process id: the file's session-local id in the
-    /// first segment, a fresh id for processes of later segments.
-    pub defs: FastMap<u32, ProcDef>,
-    /// What a sample's process entry takes from its definition, by the reader's process id:
-    /// one lookup per entry.
+    /// Process definitions by the reader's process id (the file's session-local id in the
+    /// first segment, a fresh id for processes of later segments), the last of each id: what
+    /// a sample's process entry takes from its definition, one lookup per entry.
     facts: super::id_table::IdTable<ProcFacts>,
     /// Each process's parks in time.
     parks: super::parks::ParkTimeline,
@@ -441,7 +443,6 @@ impl SessionData {
             unchecked: Vec::new(),
             segments: Vec::new(),
             events: Vec::new(),
-            defs: FastMap::default(),
             facts: super::id_table::IdTable::default(),
             parks: super::parks::ParkTimeline::default(),
             park_states: false,
@@ -490,7 +491,7 @@ impl SessionData {
         if s.park_states {
             s.parks.finish();
         } else {
-            s.parks = super::parks::ParkTimeline::from_actions(&s.events, &s.defs);
+            s.parks = super::parks::ParkTimeline::from_actions(&s.events, s.defs());
         }
         s
     }
@@ -560,7 +561,7 @@ impl SessionData {
     /// Marks every id the first segment uses (definitions, exits, samples) as taken, so the
     /// ids given to later segments' processes differ from them.
     fn reserve_first_segment_ids(&mut self, bytes: &[u8], ids: &mut IdSpace) {
-        ids.used.extend(self.defs.keys().copied());
+        ids.used.extend(self.facts.iter().map(|(id, _)| id));
         for e in &self.events {
             if let Event::ProcessExit { id, .. } = e {
                 ids.used.insert(*id);
@@ -651,16 +652,17 @@ impl SessionData {
     }
 
     fn add_event(&mut self, e: Event) {
+        if let Event::ProcessTable { procs, .. } = e {
+            for d in procs {
+                self.define(d);
+            }
+            return;
+        }
         match &e {
             Event::ProcessStart { def, .. } => {
                 self.define(def.clone());
                 self.report.events += 1;
                 self.events.push(e);
-            }
-            Event::ProcessTable { procs, .. } => {
-                for d in procs {
-                    self.define(d.clone());
-                }
             }
             Event::ParkState {
                 unix_ms, id, park, ..
@@ -683,10 +685,20 @@ impl SessionData {
             ProcFacts {
                 pid: d.pid,
                 device_index: d.device_index,
-                info: Arc::new(d.info.clone()),
+                info: Arc::new(d.info),
             },
         );
-        self.defs.insert(d.id, d);
+    }
+
+    /// The definition of process `id` (the reader's id, as in [`Self::events`] and
+    /// [`Self::decoded`]).
+    pub(crate) fn def(&self, id: u32) -> Option<&ProcFacts> {
+        self.facts.get(id)
+    }
+
+    /// Every process definition with its reader's id.
+    pub(crate) fn defs(&self) -> impl Iterator<Item = (u32, &ProcFacts)> {
+        self.facts.iter()
     }
 
     /// Number of samples.
@@ -726,7 +738,7 @@ impl SessionData {
         self.segments.get(seg)?.header.as_ref()
     }
 
-    /// The raw decoded sample `i`, its process ids the reader's (the keys of [`Self::defs`]).
+    /// The raw decoded sample `i`, its process ids the reader's (those of [`Self::defs`]).
     pub fn decoded(&self, i: usize) -> Option<DecodedSample> {
         let r = *self.samples.get(i)?;
         let mut d = decode_sample(self.bytes.get(r.start..r.end)?)?;
