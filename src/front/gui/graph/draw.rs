@@ -7,7 +7,7 @@ use super::axes::{time_axis, time_grid, value_axis, value_grid, value_label};
 use super::hover::{bucket_at, hover_table, lines_span, HoverAt};
 use super::lines::{Bucket, GraphLine, LineKind};
 use super::marks::span_labels;
-use super::zoom::wheel_zoom;
+use super::zoom::{fit_values_again, wheel_zoom};
 use crate::front::gui::widgets;
 use crate::model::format::Units;
 use crate::model::history::ProcSeriesKey;
@@ -82,6 +82,9 @@ pub(super) fn draw_plot(
     let days = widgets::shows_days(o.set_x.or_else(|| lines_span(lines)));
     let plot = configure_plot(id, o, (unit, scale, days), fit);
     let resp = plot.show(ui, |plot_ui| {
+        if fit.is_none() {
+            fit_values_again(plot_ui);
+        }
         if let Some((a, b)) = o.set_x {
             plot_ui.set_plot_bounds_x(a..=b);
         }
@@ -301,5 +304,109 @@ fn fill_band(plot_ui: &mut egui_plot::PlotUi<'_>, l: &GraphLine, fill: Color32) 
                 .fill_color(fill)
                 .allow_hover(false),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One frame of a 800×400 window holding the plot, with `events`: its value range.
+    fn value_range(
+        ctx: &egui::Context,
+        lines: &mut [GraphLine],
+        o: &PlotOpts<'_>,
+        events: Vec<egui::Event>,
+    ) -> (f64, f64) {
+        let mut got = (f64::NAN, f64::NAN);
+        let input = egui::RawInput {
+            screen_rect: Some(egui::Rect::from_min_size(
+                egui::Pos2::ZERO,
+                egui::vec2(800.0, 400.0),
+            )),
+            events,
+            ..Default::default()
+        };
+        let mut out = ctx.run_ui(input, |ui| {
+            let b = *draw_plot(ui, "memory", lines, o).transform.bounds();
+            got = (b.min()[1], b.max()[1]);
+        });
+        out.textures_delta.clear();
+        got
+    }
+
+    fn growing_job() -> Vec<GraphLine> {
+        let points = (0..60)
+            .map(|i| {
+                [
+                    1_796_000_000.0 + f64::from(i),
+                    40_000.0 + f64::from(i) * 10.0,
+                ]
+            })
+            .collect();
+        vec![GraphLine::new(
+            "job".into(),
+            LineKind::Total,
+            Color32::RED,
+            points,
+            false,
+        )]
+    }
+
+    /// The memory graph of an 80 GiB GPU, `fit_y` as given.
+    fn opts(fit_y: bool, limit_mib: f64) -> PlotOpts<'static> {
+        PlotOpts {
+            limit_mib: Some(limit_mib),
+            fit_y,
+            step_s: 1.0,
+            ..Default::default()
+        }
+    }
+
+    /// The value range after three frames (the plot settles in two).
+    fn settled(ctx: &egui::Context, lines: &mut [GraphLine], o: &PlotOpts<'_>) -> (f64, f64) {
+        value_range(ctx, lines, o, vec![]);
+        value_range(ctx, lines, o, vec![]);
+        value_range(ctx, lines, o, vec![])
+    }
+
+    /// The window's review: once "Fit to data" had been on, the memory axis kept its fitted
+    /// range after it was turned off (the limit line out of view, a growing stack cut at the
+    /// top).
+    #[test]
+    fn the_memory_axis_reaches_the_limit_again_after_fit_to_data() {
+        let ctx = egui::Context::default();
+        let mut lines = growing_job();
+        let range = settled(&ctx, &mut lines, &opts(true, 81_920.0));
+        assert!(range.0 > 30.0 && range.1 < 45.0, "fitted: {range:?} GiB");
+        let range = settled(&ctx, &mut lines, &opts(false, 81_920.0));
+        assert!(
+            range.0 <= 0.0 && range.1 >= 80.0,
+            "after a fit: {range:?} GiB"
+        );
+    }
+
+    /// The same review: a wheel zoom of the time froze the value axis too (egui_plot turns
+    /// off both axes' fitting on any zoom): a larger limit after it stayed out of view.
+    #[test]
+    fn the_memory_axis_follows_its_limit_after_a_time_zoom() {
+        let ctx = egui::Context::default();
+        let mut lines = growing_job();
+        let range = settled(&ctx, &mut lines, &opts(false, 81_920.0));
+        assert!(range.1 >= 80.0 && range.1 < 90.0, "before: {range:?} GiB");
+        // A notch of the wheel over the plot zooms its time.
+        let over = egui::Event::PointerMoved(egui::pos2(400.0, 200.0));
+        let wheel = egui::Event::MouseWheel {
+            unit: egui::MouseWheelUnit::Line,
+            delta: egui::vec2(0.0, 1.0),
+            phase: egui::TouchPhase::Move,
+            source: egui::MouseWheelSource::Unknown,
+            modifiers: egui::Modifiers::NONE,
+        };
+        let o = opts(false, 81_920.0);
+        value_range(&ctx, &mut lines, &o, vec![over]);
+        value_range(&ctx, &mut lines, &o, vec![wheel]);
+        let range = settled(&ctx, &mut lines, &opts(false, 143_360.0));
+        assert!(range.1 >= 140.0, "after a zoom: {range:?} GiB");
     }
 }

@@ -7,7 +7,7 @@ use super::axes::{time_axis, time_grid, value_axis, value_grid, value_label};
 use super::cache::{CacheKey, GraphCache};
 use super::hover::lines_span;
 use super::lines::{GraphLine, LineKind};
-use super::zoom::{user_moved, wheel_zoom};
+use super::zoom::{fit_values_again, user_moved, wheel_zoom};
 use crate::front::gui::widgets;
 use crate::model::history::History;
 use crate::model::UnixMs;
@@ -201,6 +201,7 @@ fn metric_plot(
         plot = plot.include_y(100.0);
     }
     let resp = plot.show(ui, |p| {
+        fit_values_again(p);
         if let Some((a, b)) = set_x {
             p.set_plot_bounds_x(a..=b);
         }

@@ -19,6 +19,17 @@ pub(super) fn wheel_zoom(plot_ui: &mut egui_plot::PlotUi<'_>) {
     }
 }
 
+/// Fits the value axis to what is drawn again after anything turned that off: egui_plot turns
+/// off both axes' fitting on any zoom (the wheel's time zoom included) and on a value range
+/// set once (Fit to data), and keeps it off. Called first in a plot's frame, before its time
+/// is set or zoomed, on plots whose value range nobody sets this frame.
+pub(super) fn fit_values_again(plot_ui: &mut egui_plot::PlotUi<'_>) {
+    let auto = plot_ui.auto_bounds();
+    if !auto.y {
+        plot_ui.set_auto_bounds([auto.x, true]);
+    }
+}
+
 pub(super) fn user_moved(ui: &Ui, resp: &egui::Response) -> bool {
     resp.dragged()
         || (resp.hovered()
