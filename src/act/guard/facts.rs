@@ -14,6 +14,10 @@ pub struct GpuFacts {
     pub total_bytes: u64,
     /// Free memory (the driver's figure).
     pub free_bytes: u64,
+    /// Its free memory was read this tick: the guard plans nothing on a GPU whose free
+    /// memory is unknown (a failed reading is never taken as a full GPU), and keeps what it
+    /// knew of it for the next reading.
+    pub memory_read: bool,
     /// How fast it fills: the summed rate of everything growing on it (bytes/s, the
     /// forecast's), 0 when nothing grows.
     pub growth_bytes_s: f64,

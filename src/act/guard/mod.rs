@@ -98,7 +98,7 @@ impl Guard {
     /// room).
     pub(crate) fn decide_in(&mut self, gpus: &mut [GpuFacts], now: UnixMs) -> Vec<Step> {
         let mut steps = Vec::new();
-        for g in gpus.iter_mut() {
+        for g in gpus.iter_mut().filter(|g| g.memory_read) {
             let (s, t) = (&self.settings, &self.timing);
             let st = self.gpus.entry(g.index).or_default();
             let forecast_rate = st.samples.steady(g, now);
@@ -438,6 +438,7 @@ mod tests {
             index: 0,
             total_bytes: 80 * GIB,
             free_bytes: free_gib * GIB,
+            memory_read: true,
             growth_bytes_s: growth_gib_s * GIB as f64,
             alert: false,
             procs,
@@ -501,6 +502,28 @@ mod tests {
         assert!((next.starts_at_s - 49.0).abs() < 1e-6, "{next:?}");
         let steps = decide(&mut g, &facts(19), T + 1_000);
         assert_eq!(steps.len(), 1);
+        assert_eq!((steps[0].kind, steps[0].key), (StepKind::ParkIdle, key(1)));
+    }
+
+    /// The CLI review: a log without free memory (or a failed reading) was taken as a full
+    /// GPU, and the guard paused the grower at once ("full in 0s", 40 GiB free). A GPU whose
+    /// free memory is unknown gets no step; the next reading is planned on as before.
+    #[test]
+    fn a_gpu_whose_free_memory_was_not_read_gets_no_step() {
+        let mut g = acting();
+        let facts = |free, read| {
+            let mut f = gpu(
+                free,
+                0.4,
+                vec![proc(1, 36, 0.0, Some(900.0)), proc(2, 20, 0.4, None)],
+            );
+            f.memory_read = read;
+            vec![f]
+        };
+        assert!(decide(&mut g, &facts(0, false), T).is_empty());
+        assert!(decide(&mut g, &facts(0, false), T + 1_000).is_empty());
+        let steps = decide(&mut g, &facts(19, true), T + 2_000);
+        assert_eq!(steps.len(), 1, "{steps:?}");
         assert_eq!((steps[0].kind, steps[0].key), (StepKind::ParkIdle, key(1)));
     }
 

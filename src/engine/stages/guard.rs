@@ -93,11 +93,18 @@ pub(crate) fn gpu_facts_into(
     let now = snap.taken_at_ms;
     gpus.truncate(snap.devices.len());
     for (i, d) in snap.devices.iter().enumerate() {
-        let free = d.memory_free_bytes.unwrap_or(0);
+        // Free memory, else what the driver's figures make it (total = reserved + used +
+        // free); unknown stays unknown, never 0.
+        let read = d.memory_free_bytes.or_else(|| {
+            let used = d.memory_used_bytes? + d.memory_reserved_bytes?;
+            d.memory_total_bytes?.checked_sub(used)
+        });
+        let free = read.unwrap_or(0);
         let facts = GpuFacts {
             index: d.index,
             total_bytes: d.memory_total_bytes.unwrap_or(0),
             free_bytes: free,
+            memory_read: read.is_some(),
             growth_bytes_s: d
                 .time_to_full_s
                 .filter(|t| *t > 0.5)
@@ -306,6 +313,47 @@ mod tests {
             }),
             ..ProcessSample::default()
         }
+    }
+
+    /// Free memory missing from a reading (an imported log without `memory.free`, a failed
+    /// driver call) comes from the other three figures where they were read, and is otherwise
+    /// unknown to the guard, not 0.
+    #[test]
+    fn free_memory_comes_from_the_other_figures_or_stays_unknown() {
+        let gib = 1u64 << 30;
+        let device = |free: Option<u64>, reserved: Option<u64>| crate::model::DeviceSample {
+            memory_total_bytes: Some(80 * gib),
+            memory_used_bytes: Some(30 * gib),
+            memory_reserved_bytes: reserved,
+            memory_free_bytes: free,
+            ..crate::model::DeviceSample::default()
+        };
+        let snap = Snapshot {
+            devices: vec![
+                device(Some(49 * gib), Some(gib)),
+                device(None, Some(gib)),
+                device(None, None),
+            ],
+            ..Snapshot::default()
+        };
+        let none = FastMap::default();
+        let found = Findings {
+            growth: &none,
+            leaking: &FastMap::default(),
+            alerts: &[],
+        };
+        let facts = gpu_facts(
+            &snap,
+            &found,
+            &|_| None,
+            &mut |_| Arc::from(""),
+            &mut |_| None,
+        );
+        let read: Vec<(bool, u64)> = facts
+            .iter()
+            .map(|g| (g.memory_read, g.free_bytes / gib))
+            .collect();
+        assert_eq!(read, [(true, 49), (true, 49), (false, 0)]);
     }
 
     #[test]
