@@ -316,6 +316,57 @@ fn never_pid_1_itself_or_other_users() {
     kill(&mut child);
 }
 
+/// The command-line review: on the simulated GPUs (`--demo`) a GPU-wide rule ran its command
+/// for real. It is refused there, in words, and its command never starts; a notification of
+/// the same rule still goes out.
+#[test]
+fn a_gpu_wide_command_is_not_run_on_the_simulated_gpus() {
+    use vramwarden::source::GpuSource;
+    let dir = std::env::temp_dir().join(format!("vw-simgpu-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let mark = dir.join("touched");
+    let rule = |name: &str, action| Rule {
+        name: name.into(),
+        dry_run: false,
+        conditions: Conditions {
+            device_used_min_pct: Some(5.0),
+            ..Conditions::default()
+        },
+        action,
+        ..Rule::default()
+    };
+    let touch = Action::RunCommand {
+        argv: vec!["touch".into(), mark.display().to_string()],
+        timeout_seconds: 5.0,
+    };
+    let mut s = settings(rule("full", touch), false, &[]);
+    s.cleanup.rules.push(rule("told", Action::Notify));
+    let sim = bind(&[(999_999, 8192)]);
+    let shared = vramwarden::engine::shared::Shared::new(Monitor::new(1000, 100));
+    let mut e = vramwarden::engine::EngineBuilder::new(shared.clone(), 1000)
+        .source(sim.info())
+        .settings(&s)
+        .build();
+    for k in 0..5 {
+        let t = now_ms() + k;
+        e.tick(sim.at(t), t);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let said = outcomes(&shared);
+    assert!(
+        said.iter()
+            .any(|(o, d)| *o == Outcome::Skipped && d == "simulated GPU: the command was not run"),
+        "{said:?}"
+    );
+    assert!(
+        said.iter()
+            .any(|(o, d)| *o == Outcome::Acted && d.starts_with("notified")),
+        "{said:?}"
+    );
+    assert!(!mark.exists(), "the command ran");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn run_command_replaces_placeholders_and_captures_output() {
     let rule = Rule {

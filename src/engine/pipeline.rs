@@ -199,6 +199,7 @@ impl Engine {
     /// Records what the source is (for the monitor and the session header).
     pub fn set_source(&mut self, info: SourceInfo) {
         publish::source(&self.shared, info.clone());
+        self.rules.runner.set_simulated_gpus(info.is_simulated());
         self.recorder.source = Some(info);
     }
 

@@ -462,7 +462,6 @@ impl SourceInfo {
     pub const SIMULATED: &'static str = "Simulated";
 
     /// Whether it is the simulated GPUs (a demo, here or on an agent).
-    #[cfg(feature = "gui")]
     pub(crate) fn is_simulated(&self) -> bool {
         self.kind == Self::SIMULATED
     }

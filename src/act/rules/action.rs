@@ -162,6 +162,8 @@ pub struct ActionRunner {
     session_leader: u32,
     my_uid: u32,
     root: bool,
+    /// The GPUs are the simulated ones (`--demo`): no GPU-wide action runs.
+    simulated_gpus: bool,
 }
 
 impl Default for ActionRunner {
@@ -381,7 +383,14 @@ impl ActionRunner {
             session_leader: sid.max(0) as u32,
             my_uid: uid,
             root: euid == 0,
+            simulated_gpus: false,
         }
+    }
+
+    /// The GPUs are the simulated ones (`--demo`): a GPU-wide action (a command) is refused
+    /// as a simulated process's is; notifications still go out.
+    pub(crate) fn set_simulated_gpus(&mut self, on: bool) {
+        self.simulated_gpus = on;
     }
 
     /// Looks for the `vramwarden_torch` companions' sockets in `dirs` only (instead of
@@ -469,13 +478,15 @@ impl ActionRunner {
     /// action about to run).
     fn refusal(&self, p: &Planned, safety: &Safety, ahead: bool) -> Option<String> {
         let (name, uid) = (p.target.name(), p.target.uid());
-        let Target::Process { key, origin, .. } = &p.target else {
-            return None;
-        };
-        // A notification touches nothing: any process a rule matches may be told of.
+        // A notification touches nothing: any process or GPU a rule matches may be told of.
         if p.action == Action::Notify {
             return None;
         }
+        let Target::Process { key, origin, .. } = &p.target else {
+            return self
+                .simulated_gpus
+                .then(|| "simulated GPU: the command was not run".into());
+        };
         match origin {
             Origin::Live => {}
             Origin::Simulated => return Some("simulated process: nothing was sent".into()),
