@@ -400,6 +400,29 @@ fn record_says_its_summary_on_stderr_and_not_with_q() {
     assert_eq!(run(true, "b.vwlog"), "");
 }
 
+/// The command-line review: a settings file named with `--config` that does not exist was
+/// ignored without a word (a typo ran the agent with no rules). It is said, and the command
+/// runs on the defaults (the agent's service names an optional file).
+#[test]
+fn a_missing_config_file_named_on_the_command_line_is_said() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = bin()
+        .args(["--demo", "record", "--speed", "max", "--duration", "3s"])
+        .arg("--out")
+        .arg(dir.path().join("a.vwlog"))
+        .arg("--config")
+        .arg(dir.path().join("cofnig.toml"))
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("cofnig.toml: no such settings file; the defaults apply"),
+        "{said}"
+    );
+}
+
 /// `record`'s own CPU statistics are -v lines (the whole run's, then per thread and per part
 /// of each sample, ticks counted from the first sample on); a plain run prints only its
 /// summary.
