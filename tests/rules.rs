@@ -403,6 +403,17 @@ fn run_command_replaces_placeholders_and_captures_output() {
         "{:?}",
         outcomes(&m)
     );
+    // Its start is shown, but the action is counted once (by the agent's
+    // vramwarden_cleanup_actions_total): by its end, not by its start as well.
+    let entries: Vec<vramwarden::act::rules::action::Entry> = m
+        .read()
+        .expect("lock")
+        .activity
+        .iter()
+        .map(|a| a.entry)
+        .collect();
+    use vramwarden::act::rules::action::Entry;
+    assert_eq!(entries, [Entry::Asked, Entry::Action], "{:?}", outcomes(&m));
     let (o, d) = vramwarden::act::rules::action::run_command(
         &["sleep".into(), "5".into()],
         Duration::from_millis(200),

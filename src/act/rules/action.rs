@@ -654,7 +654,11 @@ impl ActionRunner {
                     Err(why) => return end(Outcome::Skipped, why),
                 };
                 let mut done = end(Outcome::Acted, format!("started {args:?}"));
-                let started = done.clone();
+                // The start is shown; the action is counted once, by its end.
+                let started = Activity {
+                    entry: Entry::Asked,
+                    ..done.clone()
+                };
                 let (tx, rx) = std::sync::mpsc::channel();
                 let spawned = std::thread::Builder::new()
                     .name("vramwarden-command".into())
