@@ -207,6 +207,9 @@ fn every_numeric_setting_has_a_range() {
         ("[sampling]\nhistory_hours = 1e300\n", 2, "history_hours"),
         ("[sampling]\nhistory_hours = nan\n", 2, "history_hours"),
         ("[sessions]\nretention_days = 4294967295\n", 2, "retention_days"),
+        ("[notifications]\noom_forecast_minutes = -5.0\n", 2, "oom_forecast_minutes"),
+        ("[notifications]\noom_forecast_minutes = nan\n", 2, "oom_forecast_minutes"),
+        ("[notifications]\noom_forecast_minutes = 1441.0\n", 2, "oom_forecast_minutes"),
         ("[sessions]\nretention_max_mib = 9223372036854775807\n", 2, "retention_max_mib"),
         ("[leaks]\nwindow_s = 1e300\n", 2, "leaks.window_s"),
         ("[leaks]\nmin_duration_s = 1e300\nwindow_s = 1e300\n", 2, "leaks.min_duration_s"),
@@ -242,7 +245,8 @@ fn every_numeric_setting_has_a_range() {
         assert!(err.reason.contains(words), "{text}: {err}");
     }
     // The largest values of each range are fine, and 0 means "keep forever" for retention.
-    let ok = "[sessions]\nretention_days = 0\nretention_max_mib = 0\n\
+    let ok = "[notifications]\noom_forecast_minutes = 1440.0\n\
+              [sessions]\nretention_days = 0\nretention_max_mib = 0\n\
               [leaks]\nwindow_s = 86400.0\nmin_duration_s = 86400.0\nquiet_s = 86400.0\n\
               [[cleanup.rules]]\nname = \"a\"\ncooldown_minutes = 525600.0\n\
               [cleanup.rules.conditions]\nhold_seconds = 31536000.0\nidle_min_minutes = 525600.0\n\

@@ -242,6 +242,13 @@ impl Settings {
                 format!("must be from 0 (no limit) to {MAX_RETENTION_MIB} MiB"),
             ));
         }
+        let m = self.notifications.oom_forecast_minutes;
+        if !(m.is_finite() && (0.0..=1440.0).contains(&m)) {
+            v.push(at_keys(
+                &["notifications", "oom_forecast_minutes"],
+                "must be from 0 (never) to 1440 minutes".into(),
+            ));
+        }
         for (key, what) in self.leaks.problems_at() {
             v.push(at_keys(&["leaks", key], what));
         }
