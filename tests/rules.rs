@@ -661,6 +661,34 @@ fn the_readme_ladder_is_the_example_and_reads_back() {
     );
 }
 
+/// The command-line review: the guide's "full file with the defaults" left out two protected
+/// names, the guard and the forecast warning: copied, it quietly changed them. Every value
+/// but the example rules is the default, and every key of the defaults is written out.
+#[test]
+fn the_guides_settings_file_is_the_defaults_in_full() {
+    let text = readme_settings_toml();
+    let mut s = Settings::from_toml(&text, std::path::Path::new("docs/configuration.md"))
+        .expect("the documented settings are valid");
+    s.cleanup.rules.clear();
+    assert_eq!(s, Settings::default());
+    let doc: toml::Table = toml::from_str(&text).expect("toml");
+    let defaults: toml::Table =
+        toml::from_str(&toml::to_string(&Settings::default()).expect("toml")).expect("toml");
+    for (section, keys) in &defaults {
+        let Some(keys) = keys.as_table() else {
+            continue;
+        };
+        for key in keys.keys() {
+            assert!(
+                doc.get(section)
+                    .and_then(|t| t.as_table())
+                    .is_some_and(|t| t.contains_key(key)),
+                "[{section}] {key} is not in docs/configuration.md"
+            );
+        }
+    }
+}
+
 fn example_ladder_rules() -> Vec<Rule> {
     vramwarden::act::rules::model::example_ladder()
 }
