@@ -323,6 +323,20 @@ fn init() -> Result<Nvml, nvml_wrapper::error::NvmlError> {
 ///
 /// # Errors
 /// NVML could not be loaded or the GPU did not answer, in words.
+/// Whether the driver's NVML library can be loaded here, and why not: what a window asks
+/// before it leaves the simulated GPUs for the driver (a machine without the library would
+/// only show that no GPU can be read, the demo's history gone).
+///
+/// # Errors
+/// The loader's words when `libnvidia-ml.so.1` cannot be loaded.
+pub fn driver_library() -> Result<(), String> {
+    // SAFETY: loading the NVIDIA driver's library runs its initialisers, as NVML's own
+    // loading does; nothing of it is called here.
+    unsafe { libloading::Library::new("libnvidia-ml.so.1") }
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
 pub(crate) fn free_and_total(index: u32) -> Result<(u64, u64), String> {
     let nvml = init().map_err(|e| explain_init_error(&e))?;
     let m = nvml

@@ -46,11 +46,18 @@ impl VramApp {
         }
     }
 
-    /// Asks before switching between the demo and the driver (history on screen is cleared).
+    /// Asks before switching between the demo and the driver (history on screen is cleared);
+    /// where the driver cannot be loaded, says so and keeps the demo.
     pub(super) fn switch_source_modal(&mut self, ctx: &egui::Context) {
         let Some(to_demo) = self.switch_source else {
             return;
         };
+        if !to_demo {
+            if let Some(why) = self.backend.driver_missing().map(str::to_owned) {
+                self.no_driver_modal(ctx, &why);
+                return;
+            }
+        }
         let held = self
             .backend
             .view()
@@ -90,6 +97,33 @@ impl VramApp {
                     self.switch_source = None;
                 }
             });
+        });
+    }
+
+    /// Switching to the driver on a computer without it: nothing is cleared or restarted.
+    fn no_driver_modal(&mut self, ctx: &egui::Context, why: &str) {
+        let heading = "No NVIDIA driver on this computer";
+        let id = egui::Id::unique("no-driver");
+        let area = egui::Modal::default_area(id).accessible_name(heading);
+        egui::Modal::new(id).area(area).show(ctx, |ui| {
+            ui.set_width(
+                440f32
+                    .min(ui.ctx().content_rect().width() - 48.0)
+                    .max(200.0),
+            );
+            ui.heading(heading);
+            ui.label(format!(
+                "The driver's library could not be loaded ({why}). The simulated GPUs go on, \
+                 their history kept."
+            ));
+            ui.add_space(8.0);
+            let ok = ui.button("OK");
+            if ui.memory(|m| m.focused().is_none()) {
+                ok.request_focus();
+            }
+            if ok.clicked() || ui.input(|i| i.key_pressed(egui::Key::Escape)) {
+                self.switch_source = None;
+            }
         });
     }
 

@@ -153,6 +153,9 @@ impl VramApp {
             if ui.radio(active, label).clicked() {
                 if active && running {
                     // Nothing to do.
+                } else if !is_demo && !active && self.backend.driver_missing().is_some() {
+                    // Said, and nothing stopped (the driver cannot be loaded here).
+                    self.push(UiCommand::AskSwitchSource(false));
                 } else if running && !live.history.is_empty() {
                     self.push(UiCommand::AskSwitchSource(is_demo));
                 } else if is_demo {

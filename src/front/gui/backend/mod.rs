@@ -46,6 +46,8 @@ pub struct Backend {
     /// The window's own notices (desktop notifications unavailable), whichever engine is
     /// shown.
     notices: crate::front::gui::notices::OwnNotices,
+    /// Why the driver's library cannot be loaded here, once asked (`None` inside: it can).
+    no_driver: std::sync::OnceLock<Option<String>>,
 }
 
 impl Backend {
@@ -131,6 +133,7 @@ impl Backend {
             record: crate::engine::RecordTo::Off,
             settings: crate::engine::settings::Settings::default(),
             notices: crate::front::gui::notices::OwnNotices::default(),
+            no_driver: std::sync::OnceLock::new(),
         }
     }
 
@@ -403,6 +406,14 @@ impl Backend {
 
     /// Drops the current source and its history and starts over on `source` (this
     /// computer; one kept in the background is dropped too).
+    /// Why the NVIDIA driver's library cannot be loaded on this computer (`None`: it can),
+    /// found once.
+    pub(crate) fn driver_missing(&self) -> Option<&str> {
+        self.no_driver
+            .get_or_init(|| crate::source::nvml::driver_library().err())
+            .as_deref()
+    }
+
     pub(crate) fn restart(&mut self, source: crate::source::SourceKind) {
         self.shown.close();
         self.hosts.drop_local();
