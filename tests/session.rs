@@ -1153,3 +1153,114 @@ fn a_replay_in_halves_equals_one_sample_by_sample_on_real_logs() {
     }
     assert!(long >= 2, "{long} logs long enough for two halves");
 }
+
+/// The window's review: the Leaks tab called a leak in a log another window was still
+/// recording "recording ended", and the Sessions window marked only its own log as recording.
+/// A log whose writer holds its lock is listed as recording, and a leak still growing at its
+/// end is ongoing; once the writer has closed it, the same leak ended with the recording.
+#[test]
+fn a_log_being_recorded_is_listed_so_and_its_open_leak_is_ongoing() {
+    use vramwarden::model::{DeviceSample, ProcessSample, Snapshot, MIB};
+    use vramwarden::session::writer::SessionWriter;
+    use vramwarden::session::{Event, Header, HeaderDevice, LeakInfo};
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("live.vwlog");
+    let header = Header {
+        format_version: 1,
+        app_version: "test".into(),
+        host: "h".into(),
+        source: "Simulated".into(),
+        driver_version: None,
+        nvml_version: None,
+        started_ms: T0,
+        interval_ms: 1000,
+        devices: vec![HeaderDevice {
+            index: 0,
+            uuid: "GPU-0".into(),
+            name: "GPU".into(),
+            memory_total_bytes: Some(80 << 30),
+            pci_bus_id: None,
+        }],
+    };
+    let snap = |k: i64| Snapshot {
+        taken_at_ms: T0 + k * 1000,
+        devices: vec![DeviceSample {
+            index: 0,
+            memory_total_bytes: Some(80 << 30),
+            memory_used_bytes: Some((10 + k as u64) * 100 * MIB),
+            ..DeviceSample::default()
+        }],
+        processes: vec![ProcessSample {
+            pid: 42,
+            device_index: 0,
+            used_bytes: Some((1 + k as u64) * 100 * MIB),
+            ..ProcessSample::default()
+        }],
+    };
+    let mut w = SessionWriter::create(&path, &header).expect("create");
+    for k in 0..5 {
+        w.write_snapshot(&snap(k)).expect("sample");
+    }
+    w.write_event(&Event::LeakStarted {
+        unix_ms: T0 + 4000,
+        leak: LeakInfo {
+            pid: 42,
+            start_time_ms: 0,
+            device_index: 0,
+            name: "python3".into(),
+            user: "bob".into(),
+            ghost: false,
+            since_ms: T0,
+            rate_mib_per_min: 6000.0,
+            why: String::new(),
+        },
+    })
+    .expect("event");
+    w.sync().expect("sync");
+    let listed = vramwarden::session::catalog::list(dir.path());
+    assert_eq!(
+        listed.iter().map(|s| s.recording).collect::<Vec<_>>(),
+        [true]
+    );
+    let past = vramwarden::engine::replay::past_episodes(dir.path(), None);
+    let ends: Vec<_> = past
+        .leaks
+        .iter()
+        .map(|l| (l.ended_ms, l.open_at_end))
+        .collect();
+    assert_eq!(ends, [(None, false)], "ongoing while recorded");
+    w.close().expect("close");
+    let listed = vramwarden::session::catalog::list(dir.path());
+    assert_eq!(
+        listed.iter().map(|s| s.recording).collect::<Vec<_>>(),
+        [false]
+    );
+    let past = vramwarden::engine::replay::past_episodes(dir.path(), None);
+    let ends: Vec<_> = past
+        .leaks
+        .iter()
+        .map(|l| (l.ended_ms, l.open_at_end))
+        .collect();
+    assert_eq!(ends, [(Some(T0 + 4000), true)], "ended with the recording");
+}
+
+/// The command-line review: an empty file and one of garbage named `*.vwlog` were listed as
+/// sessions (started at their file time, 0 s long). A file with neither a header nor a sample
+/// is no session; a log whose header was damaged but whose samples survive still is.
+#[test]
+fn files_with_nothing_of_a_session_are_not_listed() {
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::write(dir.path().join("empty.vwlog"), b"").expect("write");
+    std::fs::write(dir.path().join("garbage.vwlog"), [0x5au8; 4096]).expect("write");
+    let path = dir.path().join("real.vwlog");
+    record_demo(&path, 5);
+    let mut bytes = std::fs::read(&path).expect("read");
+    bytes[8] ^= 0xff; // inside the header record: its checksum fails
+    std::fs::write(dir.path().join("damaged.vwlog"), &bytes).expect("write");
+    let mut names: Vec<String> = vramwarden::session::catalog::list(dir.path())
+        .iter()
+        .filter_map(|s| s.path.file_name().map(|n| n.to_string_lossy().to_string()))
+        .collect();
+    names.sort();
+    assert_eq!(names, ["damaged.vwlog", "real.vwlog"]);
+}

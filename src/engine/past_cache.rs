@@ -15,6 +15,7 @@ use crate::model::UnixMs;
 struct Entry {
     size: u64,
     modified_ms: UnixMs,
+    recording: bool,
     events: Arc<PastEvents>,
 }
 
@@ -45,14 +46,15 @@ impl PastCache {
             if Some(s.path.as_path()) == skip {
                 continue;
             }
-            let fresh = logs
-                .get(&s.path)
-                .is_some_and(|e| e.size == s.size_bytes && e.modified_ms == s.modified_ms);
+            let fresh = logs.get(&s.path).is_some_and(|e| {
+                (e.size, e.modified_ms, e.recording) == (s.size_bytes, s.modified_ms, s.recording)
+            });
             if !fresh {
-                let events = Arc::new(episodes_of(&s.path));
+                let events = Arc::new(episodes_of(&s.path, s.recording));
                 let e = Entry {
                     size: s.size_bytes,
                     modified_ms: s.modified_ms,
+                    recording: s.recording,
                     events,
                 };
                 logs.insert(s.path.clone(), e);

@@ -159,15 +159,17 @@ pub fn past_episodes(dir: &Path, skip: Option<&Path>) -> PastEvents {
         if Some(s.path.as_path()) == skip {
             continue;
         }
-        let one = episodes_of(&s.path);
+        let one = episodes_of(&s.path, s.recording);
         out.leaks.extend(one.leaks);
         out.ooms.extend(one.ooms);
     }
     out
 }
 
-/// The memory events of one session log (none when it cannot be read).
-pub(crate) fn episodes_of(path: &Path) -> PastEvents {
+/// The memory events of one session log (none when it cannot be read). In a log being
+/// `recording` now (by another window or an agent), a leak still growing at its end is
+/// ongoing, not ended with the recording.
+pub(crate) fn episodes_of(path: &Path, recording: bool) -> PastEvents {
     let Ok(data) = SessionData::open(path) else {
         return PastEvents::default();
     };
@@ -182,8 +184,15 @@ pub(crate) fn episodes_of(path: &Path) -> PastEvents {
         }
         m
     };
+    let mut leaks: Vec<_> = m.leaks.into_iter().collect();
+    if recording {
+        for l in leaks.iter_mut().filter(|l| l.open_at_end) {
+            l.open_at_end = false;
+            l.ended_ms = None;
+        }
+    }
     PastEvents {
-        leaks: m.leaks.into_iter().collect(),
+        leaks,
         ooms: m.ooms.into_iter().collect(),
     }
 }

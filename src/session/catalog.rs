@@ -21,6 +21,9 @@ pub struct SessionSummary {
     pub size_bytes: u64,
     /// Modification time.
     pub modified_ms: UnixMs,
+    /// A vramwarden (this one or another) is recording it now: its writer holds the file's
+    /// lock.
+    pub recording: bool,
 }
 
 impl SessionSummary {
@@ -82,12 +85,17 @@ fn summarize(path: &Path) -> Option<SessionSummary> {
         }
         pos += 1;
     }
+    if header.is_none() && last.is_none() {
+        // Nothing of a session in it (an empty or foreign file named *.vwlog).
+        return None;
+    }
     Some(SessionSummary {
         path: path.to_path_buf(),
         header,
         last_sample_ms: last,
         size_bytes: size,
         modified_ms,
+        recording: super::writer::locked_by_writer(&f),
     })
 }
 

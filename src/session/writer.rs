@@ -336,6 +336,22 @@ pub(crate) fn lock_exclusive(file: &File) -> std::io::Result<()> {
     }
 }
 
+/// True when a writer holds `file`'s lock (a session being recorded now): a shared lock
+/// cannot be taken without waiting. The probe's own lock, when it gets one, goes at once.
+pub(crate) fn locked_by_writer(file: &File) -> bool {
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    // SAFETY: flock on a descriptor the caller owns; a lock taken is released at once.
+    unsafe {
+        if libc::flock(fd, libc::LOCK_SH | libc::LOCK_NB) == 0 {
+            libc::flock(fd, libc::LOCK_UN);
+            false
+        } else {
+            std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
+        }
+    }
+}
+
 /// The file name of a session started at `started_ms` on `host`:
 /// `YYYYMMDD-HHMMSS-host.vwlog` (local time).
 pub(crate) fn session_file_name(started_ms: UnixMs, host: &str) -> String {

@@ -599,7 +599,7 @@ impl SessionsUi {
                         ui.label(gpus);
                         ui.label(s.header.as_ref().map_or("?".into(), |h| h.host.clone()));
                         ui.monospace(crate::model::format::file_size(s.size_bytes));
-                        let is_live = live_log == Some(s.path.as_path());
+                        let is_live = live_log == Some(s.path.as_path()) || s.recording;
                         if ui
                             .button(if is_live { "Open (recording)" } else { "Open" })
                             .clicked()

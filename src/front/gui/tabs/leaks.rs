@@ -17,6 +17,9 @@ pub(crate) struct LeaksPane {
     reading: Option<JobId>,
     /// Past sessions' leaks, once read.
     past: Option<Arc<PastEvents>>,
+    /// Whether other sessions' leaks are listed too, as chosen (by default: with this
+    /// computer's or an agent's live View, not with a recorded session's).
+    others: Option<bool>,
 }
 
 impl LeaksPane {
@@ -79,7 +82,20 @@ impl Pane for LeaksPane {
         let loading = agent_past
             .as_ref()
             .map_or(self.reading.is_some(), Option::is_none);
-        if let Some(p) = &past {
+        let others = past.as_ref().map_or(0, |p| {
+            p.leaks
+                .iter()
+                .filter(|l| l.session.as_ref().is_none_or(|s| !own.contains(s)))
+                .count()
+        });
+        let mut show_others = self.others.unwrap_or(!cx.recorded);
+        if others > 0 {
+            let label = format!("Include other sessions ({others} leaks)");
+            if ui.checkbox(&mut show_others, label).changed() {
+                self.others = Some(show_others);
+            }
+        }
+        if let Some(p) = past.as_ref().filter(|_| show_others) {
             all.extend(
                 p.leaks
                     .iter()
