@@ -75,6 +75,19 @@ impl Units {
     }
 }
 
+/// A growth rate given in MiB per minute, as a person reads it: "60 MiB/min", "8.8 GiB/min"
+/// from 1 GiB a minute on (beside sizes in GiB), "0.5 MiB/min" below 10.
+pub fn rate(mib_per_min: f64) -> String {
+    let r = mib_per_min;
+    if r.abs() >= 1024.0 {
+        format!("{:.1} GiB/min", r / 1024.0)
+    } else if r.abs() >= 10.0 {
+        format!("{r:.0} MiB/min")
+    } else {
+        format!("{r:.1} MiB/min")
+    }
+}
+
 /// The window's colour theme (kept in the settings file; the window applies it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -224,6 +237,16 @@ mod tests {
         );
         let years_before = now - 400 * 86_400_000;
         assert_eq!(moment(years_before, now), date_time(years_before));
+    }
+
+    /// The window's review: a leak of 9 000 MiB/min stood beside "+8.8 GiB" in the same pane.
+    #[test]
+    fn a_rate_reads_in_gib_from_a_gib_a_minute() {
+        assert_eq!(rate(9000.0), "8.8 GiB/min");
+        assert_eq!(rate(1024.0), "1.0 GiB/min");
+        assert_eq!(rate(1023.0), "1023 MiB/min");
+        assert_eq!(rate(60.0), "60 MiB/min");
+        assert_eq!(rate(2.25), "2.2 MiB/min");
     }
 
     #[test]

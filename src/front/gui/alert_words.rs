@@ -100,7 +100,10 @@ fn leak_words(leak: &LeakInfo) -> Words {
         urgency: Urgency::Critical,
         replaces: Some(what.clone()),
         summary: "GPU memory leak suspected".into(),
-        body: format!("{what} is growing at {:.0} MiB/min", leak.rate_mib_per_min),
+        body: format!(
+            "{what} is growing at {}",
+            crate::model::format::rate(leak.rate_mib_per_min)
+        ),
     }
 }
 

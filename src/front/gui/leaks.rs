@@ -60,7 +60,7 @@ impl LeakBadge {
             None => String::new(),
         };
         let what = if self.leak { "⚠ leak" } else { "↗ growing" };
-        format!("{what} +{:.0} MiB/min{full}", self.rate_mib_per_min)
+        format!("{what} +{}{full}", format::rate(self.rate_mib_per_min))
     }
 
     /// The time to full the table shows: the GPU's forecast where it has one no later than
@@ -314,7 +314,7 @@ fn leak_row(
         Some(t) => ui.monospace(format!("ended {}", format::moment(t, now))),
         None => ui.label("ongoing"),
     };
-    ui.monospace(format!("{:.1} MiB/min", r.info.rate_mib_per_min));
+    ui.monospace(format::rate(r.info.rate_mib_per_min));
     why_cell(ui, &r.info.why);
     ui.monospace(units.bytes((r.grown_mib.max(0.0) * MIB as f64) as u64));
     ui.monospace(units.bytes((r.peak_mib.max(0.0) * MIB as f64) as u64));

@@ -178,8 +178,8 @@ fn leak_box(ui: &mut Ui, row: &ProcessRow, units: Units, b: &super::leaks::LeakB
             );
             let grown = units.bytes((b.grown_mib.max(0.0) * crate::model::MIB as f64) as u64);
             ui.label(format!(
-                "Growing at {:.1} MiB/min since {} ({}).",
-                b.rate_mib_per_min,
+                "Growing at {} since {} ({}).",
+                format::rate(b.rate_mib_per_min),
                 format::moment(b.since_ms, now),
                 if b.grown_to_its_end {
                     format!("+{grown} by the episode's end, later in the session")
