@@ -1030,8 +1030,14 @@ fn testing_a_rule_tells_which_matches_would_be_skipped() {
     h.run();
     h.get_by_label("Add rule").click();
     h.run();
+    // The review: a new rule matched everything at once, ready to save. It starts off, and
+    // says it has no condition until one is ticked.
+    h.get_by_label_contains("[disabled] New rule: when always");
+    let none = "No condition yet: it would match every GPU at every sample. Tick one below.";
+    h.get_by_label(none);
     h.get_by_label("Process GPU memory ≥").click();
     h.run();
+    assert!(h.query_by_label(none).is_none());
     h.get_by_label("Terminate").click();
     h.run();
     h.get_by_label("Test this rule").click();

@@ -598,6 +598,39 @@ impl Rule {
     /// The rule in words without its dry run (the editor says that apart).
     pub(crate) fn describe_body(&self) -> String {
         let c = &self.conditions;
+        let when = self.when_words();
+        let when = if when.is_empty() {
+            "always".to_string()
+        } else {
+            when.join(" and ")
+        };
+        let hold = if c.hold_seconds > 0.0 {
+            format!(", for {} s", c.hold_seconds)
+        } else {
+            String::new()
+        };
+        format!(
+            "{}{}: when {when}{hold}, {} (at most once per {} min per {})",
+            if self.enabled { "" } else { "[disabled] " },
+            self.name,
+            self.action.label(),
+            self.cooldown_minutes,
+            if c.targets_processes() {
+                "process"
+            } else {
+                "GPU"
+            },
+        )
+    }
+
+    /// True when no condition is set: the rule matches every GPU at every sample.
+    pub(crate) fn matches_always(&self) -> bool {
+        self.when_words().is_empty()
+    }
+
+    /// Each condition in words.
+    fn when_words(&self) -> Vec<String> {
+        let c = &self.conditions;
         let mut when = Vec::new();
         if let Some(g) = c.gpu {
             when.push(format!("on GPU {g}"));
@@ -665,28 +698,7 @@ impl Rule {
         if c.largest_only {
             when.push("it is the largest of those on its GPU".into());
         }
-        let when = if when.is_empty() {
-            "always".to_string()
-        } else {
-            when.join(" and ")
-        };
-        let hold = if c.hold_seconds > 0.0 {
-            format!(", for {} s", c.hold_seconds)
-        } else {
-            String::new()
-        };
-        format!(
-            "{}{}: when {when}{hold}, {} (at most once per {} min per {})",
-            if self.enabled { "" } else { "[disabled] " },
-            self.name,
-            self.action.label(),
-            self.cooldown_minutes,
-            if c.targets_processes() {
-                "process"
-            } else {
-                "GPU"
-            },
-        )
+        when
     }
 }
 

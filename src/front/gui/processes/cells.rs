@@ -98,6 +98,14 @@ pub(super) fn cell(ui: &mut Ui, r: &ProcessRow, col: SortColumn, c: &Cells<'_>) 
                 if let Some(st) = c.actions.get(&r.series_key()) {
                     action_badge(ui, r, st, c, true);
                 }
+                // A leak as a mark before the name too: the Status column is out of view
+                // beside the detail pane on a small screen.
+                let leak = crate::engine::view::LeakKey::Process(r.series_key());
+                if let Some(b) = c.leaks.get(&leak).filter(|_| !exited) {
+                    let color = crate::front::gui::leaks::leak_color(ui.visuals().dark_mode);
+                    ui.add(egui::Label::new(RichText::new("⚠").color(color)).selectable(false))
+                        .on_hover_text(b.text());
+                }
                 if let Some(tm) = r.torch.filter(|_| !exited) {
                     crate::front::gui::torch_pane::badge(ui, &tm, c.units);
                 }

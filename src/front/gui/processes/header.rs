@@ -47,7 +47,7 @@ pub(super) fn column_spec(c: SortColumn) -> egui_extras::Column {
         SortColumn::Age => Column::initial(70.0).at_least(50.0),
         SortColumn::Cpu => Column::initial(56.0).at_least(40.0),
         SortColumn::Rss => Column::initial(84.0).at_least(50.0),
-        SortColumn::Status => Column::initial(200.0).at_least(60.0).clip(true),
+        SortColumn::Status => Column::initial(280.0).at_least(60.0).clip(true),
         SortColumn::Command => Column::remainder().at_least(120.0).clip(true),
     }
 }

@@ -34,6 +34,12 @@ pub(super) fn rule_editor(
         .show(ui, |ui| {
             ui.add(egui::Label::new(summary_words(ui, &r.describe_body(), r.dry_run)).wrap());
         });
+    if r.matches_always() {
+        ui.colored_label(
+            crate::front::gui::widgets::warn(ui),
+            "No condition yet: it would match every GPU at every sample. Tick one below.",
+        );
+    }
     ui.horizontal(|ui| {
         if ui
             .button("Test this rule")

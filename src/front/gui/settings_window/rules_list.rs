@@ -145,7 +145,11 @@ pub(super) fn add_rule_buttons(
 ) {
     ui.horizontal_wrapped(|ui| {
         if ui.button("Add rule").clicked() {
-            let mut r = Rule::default();
+            // Off until it is switched on: a rule without conditions yet matches everything.
+            let mut r = Rule {
+                enabled: false,
+                ..Rule::default()
+            };
             let mut n = 1;
             while c.rules.iter().any(|x| x.name == r.name) {
                 n += 1;
