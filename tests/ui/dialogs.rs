@@ -207,6 +207,16 @@ fn the_path_field_offers_the_path_typed_last() {
     h.run();
     let again = h.get_by_role_and_label(Role::TextInput, "Path");
     assert_eq!(again.value().unwrap_or_default(), typed);
+    // The review: typed again, a path was added to the end of the one offered. It is
+    // selected, so typing replaces it, also after a click into the field.
+    let other = dir.path().join("day.vwlog").display().to_string();
+    again.click();
+    h.run();
+    h.get_by_role_and_label(Role::TextInput, "Path")
+        .type_text(&other);
+    h.run();
+    let field = h.get_by_role_and_label(Role::TextInput, "Path");
+    assert_eq!(field.value().unwrap_or_default(), other);
     // Another purpose keeps its own.
     h.get_by_role_and_label(Role::Button, "Cancel").click();
     h.run();

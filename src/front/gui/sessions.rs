@@ -233,6 +233,8 @@ pub struct PathEntry {
     pub text: String,
     /// The field has had the keyboard focus once (given when the window opens).
     pub focused: bool,
+    /// The field has been clicked once (the first click selects the path offered).
+    pub clicked: bool,
 }
 
 impl SessionsUi {
@@ -263,6 +265,7 @@ impl SessionsUi {
             purpose,
             text: self.typed.slot(purpose).clone(),
             focused: false,
+            clicked: false,
         });
     }
 
@@ -336,19 +339,28 @@ impl SessionsUi {
                     PathPurpose::Export => "/path/to/export.csv",
                     PathPurpose::Import => "apps.csv gpu.csv (separated by spaces)",
                 };
+                let first = !entry.focused;
                 let r = ui
                     .horizontal(|ui| {
                         let label = ui.label("Path");
-                        ui.add(
-                            egui::TextEdit::singleline(&mut entry.text)
-                                .hint_text(hint)
-                                .desired_width(420.0),
-                        )
-                        .labelled_by(label.id)
+                        let mut out = egui::TextEdit::singleline(&mut entry.text)
+                            .hint_text(hint)
+                            .desired_width(420.0)
+                            .show(ui);
+                        let first_click = out.response.response.clicked() && !entry.clicked;
+                        entry.clicked |= first_click;
+                        if first || first_click || out.response.response.gained_focus() {
+                            // The path offered (the one typed last) is selected, as in an
+                            // address bar: typing replaces it rather than adding to it.
+                            let all = egui::text::CCursorRange::select_all_str(&entry.text);
+                            out.state.cursor.set_char_range(Some(all));
+                            out.state.store(ui.ctx(), out.response.response.id);
+                        }
+                        out.response.response.clone().labelled_by(label.id)
                     })
                     .inner;
                 // Typing goes to the field at once, as in a file dialog.
-                if !entry.focused {
+                if first {
                     r.request_focus();
                     entry.focused = true;
                 }
