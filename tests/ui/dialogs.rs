@@ -52,6 +52,8 @@ fn every_action_asks_in_a_dialog_named_by_its_question() {
     h.get_by_label("Release cached memory").click();
     h.run();
     h.run();
+    // The review: the release did not say how much it frees; the companion's last figure.
+    h.get_by_label_contains("frees the cache it does not use: about ");
     assert_confirmation(
         &mut h,
         "Release this process's cached GPU memory?",
@@ -136,6 +138,22 @@ fn park_and_resume_ask_in_a_dialog_named_by_their_question() {
         "Resume: move its 24.0 GiB back to the GPU (~8 s)?"
     );
     assert_confirmation(&mut h, &question, "Resume");
+}
+
+/// The review: "signal SIGSTOP this process?" asked, and said nothing of what SIGSTOP does.
+#[test]
+fn a_signal_is_asked_by_its_name_and_what_it_does() {
+    let mut h = harness(demo_app(300));
+    h.run();
+    h.get_by_label("39002").click();
+    h.run();
+    h.get_by_label("Send signal…").click();
+    h.run();
+    h.get_by_label("SIGSTOP").click();
+    h.run();
+    h.run();
+    h.get_by_label("SIGSTOP: pauses it until SIGCONT; its GPU memory stays held.");
+    assert_confirmation(&mut h, "Send SIGSTOP to this process?", "Send SIGSTOP");
 }
 
 /// Source → NVIDIA driver from the demo with history on screen asks first, in a dialog named

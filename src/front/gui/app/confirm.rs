@@ -5,6 +5,7 @@ use egui::RichText;
 use super::{describe_target, Confirmation, UiCommand, VramApp};
 use crate::engine::view::Monitor;
 use crate::front::gui::widgets;
+use crate::model::format::Units;
 
 impl VramApp {
     /// Asks before a manual action; on yes it goes to the engine.
@@ -14,6 +15,7 @@ impl VramApp {
             action,
             resume,
             park_gib_s,
+            releasable,
         }) = self.confirm.clone()
         else {
             return;
@@ -37,7 +39,7 @@ impl VramApp {
                 Some((bytes, _)) => describe_parked(&target, bytes),
                 None => describe_target(&target, units),
             });
-            ui.label(RichText::new(action.label()).weak());
+            ui.label(RichText::new(meaning(&action, releasable, units)).weak());
             ui.add_space(8.0);
             ui.horizontal_wrapped(|ui| {
                 // Red only for what cannot be undone (a signal); a park, a resume, a
@@ -126,6 +128,7 @@ impl VramApp {
             action,
             resume,
             park_gib_s: guard.map_or(0.0, |g| g.park_gib_s),
+            releasable: r.torch.map(|t| t.releasable_bytes()),
         });
     }
 }
@@ -154,6 +157,33 @@ fn describe_parked(target: &crate::act::rules::eval::Target, bytes: Option<u64>)
     )
 }
 
+/// What `action` does, in a line under the process: a signal's effect, how much a release
+/// frees by the companion's last word.
+fn meaning(action: &crate::act::rules::Action, releasable: Option<u64>, units: Units) -> String {
+    use crate::act::rules::Action;
+    match action {
+        Action::Signal { signal } => match signal.as_str() {
+            "SIGKILL" => "SIGKILL: it ends at once, without cleaning up; its GPU memory is freed.",
+            "SIGTERM" => "SIGTERM: asks it to exit; it may clean up first or ignore it.",
+            "SIGINT" => "SIGINT: interrupts it, as Ctrl+C in its terminal does.",
+            "SIGSTOP" => "SIGSTOP: pauses it until SIGCONT; its GPU memory stays held.",
+            "SIGCONT" => "SIGCONT: a stopped process runs again.",
+            "SIGHUP" => "SIGHUP: its terminal hung up; many programs exit or reload.",
+            _ => "What it does is the program's own (many ignore it or exit).",
+        }
+        .to_string(),
+        Action::ReleaseCache => match releasable {
+            Some(b) if b > 0 => format!(
+                "PyTorch's companion in it frees the cache it does not use: about {} by its last report. The job goes on.",
+                units.bytes(b)
+            ),
+            _ => "PyTorch's companion in it frees the cache it does not use. The job goes on."
+                .to_string(),
+        },
+        other => other.label(),
+    }
+}
+
 /// True for the actions that cannot be undone (signals, terminate): their button is red.
 fn destructive(action: &crate::act::rules::Action) -> bool {
     matches!(
@@ -179,6 +209,10 @@ fn confirm_wording(
         crate::act::rules::Action::Signal { signal } if signal == "SIGKILL" => {
             ("Kill this process?".to_string(), "Kill".to_string())
         }
+        crate::act::rules::Action::Signal { signal } => (
+            format!("Send {signal} to this process?"),
+            format!("Send {signal}"),
+        ),
         crate::act::rules::Action::ReleaseCache => (
             "Release this process's cached GPU memory?".to_string(),
             "Release".to_string(),

@@ -129,6 +129,8 @@ pub struct Confirmation {
     resume: Option<(Option<u64>, f64)>,
     /// The park rate its time is said at (the guard's measured one; 0: the default).
     park_gib_s: f64,
+    /// What its PyTorch companion last said it could release (bytes), where it reports.
+    releasable: Option<u64>,
 }
 
 /// Every keyboard shortcut of the window, for Help → Keyboard shortcuts.
