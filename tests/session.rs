@@ -267,6 +267,32 @@ fn cli_record_and_export_end_to_end() {
         .expect("run");
     assert_eq!(err.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&err.stderr).contains("missing.vwlog"));
+    // The command-line review: a folder as --csv got OUT-devices.csv beside it, and a file
+    // in a missing folder failed without naming it.
+    let folder = dir.path().join("tables");
+    std::fs::create_dir(&folder).expect("mkdir");
+    let out = bin()
+        .arg("export")
+        .arg(&log)
+        .arg("--csv")
+        .arg(&folder)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    for t in ["devices", "processes", "events"] {
+        assert!(folder.join(format!("{t}.csv")).is_file(), "{t}.csv");
+    }
+    let nowhere = dir.path().join("nodir").join("x.csv");
+    let err = bin()
+        .arg("export")
+        .arg(&log)
+        .args(["--table", "events", "--csv"])
+        .arg(&nowhere)
+        .output()
+        .expect("run");
+    assert_eq!(err.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&err.stderr);
+    assert!(said.contains(&nowhere.display().to_string()), "{said}");
 }
 
 /// Starts `record --demo` at 10 × real time into `log`, waits until it has written `bytes`,

@@ -60,11 +60,19 @@ impl Table {
 }
 
 /// The files an export writes: `out` for one table, else `OUT-devices.csv`,
-/// `OUT-processes.csv` and `OUT-events.csv` beside it.
+/// `OUT-processes.csv` and `OUT-events.csv` beside it; into a folder `out`, `devices.csv`,
+/// `processes.csv` and `events.csv` (or the one table's) in it.
 pub(crate) fn output_files(
     out: &std::path::Path,
     table: Option<Table>,
 ) -> Vec<(Table, std::path::PathBuf)> {
+    if out.is_dir() {
+        return Table::ALL
+            .iter()
+            .filter(|t| table.is_none_or(|one| one == **t))
+            .map(|t| (*t, out.join(format!("{}.csv", t.name()))))
+            .collect();
+    }
     match table {
         Some(t) => vec![(t, out.to_path_buf())],
         None => {

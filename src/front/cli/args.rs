@@ -173,7 +173,8 @@ pub enum Command {
         /// The session log.
         session: PathBuf,
         /// Output CSV file, or `-` for standard output (with --table). Without --table, three
-        /// files are written: OUT-devices.csv, OUT-processes.csv and OUT-events.csv.
+        /// files are written: OUT-devices.csv, OUT-processes.csv and OUT-events.csv; into an
+        /// existing folder OUT: devices.csv, processes.csv and events.csv.
         #[arg(long)]
         csv: PathBuf,
         /// Export this table alone.

@@ -601,7 +601,14 @@ pub fn export(
         w.flush()?;
         rows
     } else {
-        csv_export::write_files(&data, &jobs, force, &mut |_| true).map_err(|e| e.error)?
+        csv_export::write_files(&data, &jobs, force, &mut |_| true).map_err(|e| match e.error {
+            // Which file: the OS's words alone do not say.
+            csv_export::ExportError::Io(io) => csv_export::ExportError::Io(std::io::Error::new(
+                io.kind(),
+                format!("{}: {io}", e.path.display()),
+            )),
+            other => other,
+        })?
     };
     for ((t, path), rows) in jobs.iter().zip(rows).filter(|_| !quiet) {
         eprintln!("{}: {rows} {} rows", path.display(), t.row_word());
