@@ -161,10 +161,16 @@ fn run(command: Command, args: &Cli, source: SourceKind) -> Result<(), cli::CliE
             table,
             excel_safe,
         } => {
+            if format != cli::args::Format::Csv && (table.is_some() || excel_safe) {
+                return Err(cli::CliError::Usage(
+                    "--table and --excel-safe shape CSV: add --format csv".into(),
+                ));
+            }
             let text = vramwarden::front::cli::snapshot_out::CsvText {
                 escape_control: vramwarden::host::term::stdout_is_terminal(),
                 excel_safe,
             };
+            let table = table.unwrap_or(cli::snapshot_out::CsvTable::Processes);
             cli::snapshot(source, format, table, text, &mut stdout)
         }
         Command::Park {

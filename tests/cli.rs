@@ -161,6 +161,23 @@ fn snapshot_csv_default_is_one_process_table_in_mib() {
     }
 }
 
+/// The command-line review: `snapshot --table devices` without `--format csv` printed the
+/// whole JSON, the table ignored. A usage error says what is missing.
+#[test]
+fn snapshot_csv_options_without_csv_are_a_usage_error() {
+    for extra in [&["--table", "devices"][..], &["--excel-safe"]] {
+        let out = bin()
+            .args(["--demo", "snapshot"])
+            .args(extra)
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        assert!(out.stdout.is_empty(), "{extra:?}");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains("add --format csv"), "{said}");
+    }
+}
+
 #[test]
 fn snapshot_csv_devices_has_the_columns_of_export() {
     let (h, rows) = read_table(&csv_of(&["--table", "devices"]));

@@ -486,7 +486,7 @@ fn creates_a_rule_in_the_settings_window_and_saves_it() {
     h.run();
     h.get_by_label("Rules").click();
     h.run();
-    h.get_by_label("No rules yet. A new rule starts as a dry run.");
+    h.get_by_label("No rules yet. A new rule starts switched off and as a dry run.");
     h.get_by_label("Add the example: idle 30 min holding > 8 GiB, terminate")
         .click();
     h.run();
@@ -575,13 +575,13 @@ fn closing_settings_keeps_the_changes_not_saved_till_revert() {
     h.get_by_label("Revert").click();
     h.run();
     assert!(h.query_by_label("unsaved changes").is_none());
-    h.get_by_label("No rules yet. A new rule starts as a dry run.");
+    h.get_by_label("No rules yet. A new rule starts switched off and as a dry run.");
     // Closed and opened again after Revert: nothing comes back.
     h.key_press(egui::Key::Escape);
     h.run();
     h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Comma);
     h.run();
-    h.get_by_label("No rules yet. A new rule starts as a dry run.");
+    h.get_by_label("No rules yet. A new rule starts switched off and as a dry run.");
 }
 
 /// After a Save, a change made and left by closing the window is kept as the changes not

@@ -35,7 +35,7 @@ pub(crate) fn load_settings(
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
     /// No GPU source.
-    #[error("{0}\nHint: `vramwarden --demo snapshot` shows the simulated GPUs.")]
+    #[error("{0}\nHint: `vramwarden --demo COMMAND` (agent, record, snapshot…) runs on the simulated GPUs.")]
     Source(#[from] SourceError),
     /// Output failed.
     #[error("could not write output: {0}")]

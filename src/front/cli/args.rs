@@ -127,10 +127,11 @@ pub enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Json)]
         format: Format,
-        /// For CSV: which table to print (processes: one row per process with its GPU's
-        /// columns; devices: one row per GPU; both: the two tables, a blank line between).
-        #[arg(long, value_enum, default_value_t = CsvTable::Processes)]
-        table: CsvTable,
+        /// For CSV: which table to print (processes, the default: one row per process with
+        /// its GPU's columns; devices: one row per GPU; both: the two tables, a blank line
+        /// between).
+        #[arg(long, value_enum)]
+        table: Option<CsvTable>,
         /// For CSV: put a `'` before any text cell that starts with `=`, `+`, `-` or `@`, so a
         /// spreadsheet shows it as text instead of running it as a formula (the data then
         /// differs from what the processes said; off by default). Control characters are

@@ -101,7 +101,7 @@ pub(super) fn cell(ui: &mut Ui, r: &ProcessRow, col: SortColumn, c: &Cells<'_>) 
                 // A leak as a mark before the name too: the Status column is out of view
                 // beside the detail pane on a small screen.
                 let leak = crate::engine::view::LeakKey::Process(r.series_key());
-                if let Some(b) = c.leaks.get(&leak).filter(|_| !exited) {
+                if let Some(b) = c.leaks.get(&leak).filter(|b| b.leak && !exited) {
                     let color = crate::front::gui::leaks::leak_color(ui.visuals().dark_mode);
                     ui.add(egui::Label::new(RichText::new("⚠").color(color)).selectable(false))
                         .on_hover_text(b.text());

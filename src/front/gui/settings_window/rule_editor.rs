@@ -33,13 +33,14 @@ pub(super) fn rule_editor(
         .auto_shrink([false, false])
         .show(ui, |ui| {
             ui.add(egui::Label::new(summary_words(ui, &r.describe_body(), r.dry_run)).wrap());
+            // Inside the summary's fixed room: the fields below stay put when it goes.
+            if r.matches_always() {
+                ui.colored_label(
+                    crate::front::gui::widgets::warn(ui),
+                    "No condition yet: it would match every GPU at every sample. Tick one below.",
+                );
+            }
         });
-    if r.matches_always() {
-        ui.colored_label(
-            crate::front::gui::widgets::warn(ui),
-            "No condition yet: it would match every GPU at every sample. Tick one below.",
-        );
-    }
     ui.horizontal(|ui| {
         if ui
             .button("Test this rule")

@@ -102,7 +102,9 @@ pub(super) fn rules_list(
             }
         });
     if c.rules.is_empty() {
-        ui.label(RichText::new("No rules yet. A new rule starts as a dry run.").weak());
+        ui.label(
+            RichText::new("No rules yet. A new rule starts switched off and as a dry run.").weak(),
+        );
     }
     op
 }
