@@ -81,6 +81,26 @@ fn the_oom_kill_trace_names_the_death_and_says_whether_each_step_would_have_been
             "{s}"
         );
     }
+    // The command-line review: what the guard leaves parked at the end was not said (a job
+    // paused for the rest of a 2-hour session went unmentioned). The grower it pauses here
+    // would not fit back before the trace ends.
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("still parked at the end: python3 (PID 462), ")),
+        "{text}"
+    );
+    assert!(!text.contains("the guard is off"), "{text}");
+    let off = tmp.path().join("off.toml");
+    std::fs::write(&off, "[guard]\nenabled = false\n").expect("write");
+    let out = vramwarden(
+        &["guard".as_ref(), "what-if".as_ref(), log.as_os_str()],
+        &off,
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("the guard is off in the settings ([guard] enabled = false)"),
+        "{said}"
+    );
     // A damaged log is read around its damage, and the report says so.
     let mut bytes = std::fs::read(&log).expect("read");
     let mid = bytes.len() / 2;

@@ -126,11 +126,17 @@ pub struct WhatIf {
     pub park_gib_s: (f64, bool),
     /// The session's first and last sample.
     pub span: Option<(UnixMs, UnixMs)>,
+    /// The processes the guard would have left parked (or being parked) at the session's
+    /// end: who, the bytes moved, since when.
+    pub parked_at_end: Vec<(String, u64, UnixMs)>,
+    /// The settings file has the guard switched off (the what-if plays it on all the same).
+    pub guard_off: bool,
 }
 
 /// A park or resume the what-if pretends is under way.
 struct Virtual {
     key: ProcSeriesKey,
+    who: String,
     bytes: u64,
     resume: bool,
     since_ms: UnixMs,
@@ -154,6 +160,7 @@ pub fn what_if(
     *dry.guard.timing_mut() = crate::act::guard::Timing::with_rates(park_gib_s, None);
     let mut out = WhatIf {
         park_gib_s: (dry.guard.timing_mut().park_rate().0, park_gib_s.is_some()),
+        guard_off: !s.guard.enabled,
         ..WhatIf::default()
     };
     let mut virtuals: Vec<Virtual> = Vec::new();
@@ -173,6 +180,7 @@ pub fn what_if(
             ) {
                 virtuals.push(Virtual {
                     key: step.key,
+                    who: step.who.clone(),
                     bytes: step.bytes,
                     resume: step.kind == StepKind::Resume,
                     since_ms: now,
@@ -189,6 +197,11 @@ pub fn what_if(
         }
         detected.extend(t.events);
     }
+    out.parked_at_end = virtuals
+        .iter()
+        .filter(|v| !v.resume)
+        .map(|v| (v.who.clone(), v.bytes, v.since_ms))
+        .collect();
     let ooms_from = |events: &[Event]| -> Vec<(UnixMs, u32, String)> {
         events
             .iter()

@@ -42,6 +42,12 @@ fn print(w: &WhatIf, session: &Path, out: &mut dyn Write) -> Result<(), CliError
         clock(end),
         span((end - start) as f64 / 1000.0)
     )?;
+    if w.guard_off {
+        writeln!(
+            out,
+            "the guard is off in the settings ([guard] enabled = false): this is what it would do on"
+        )?;
+    }
     let (rate, given) = w.park_gib_s;
     writeln!(
         out,
@@ -81,6 +87,15 @@ fn print(w: &WhatIf, session: &Path, out: &mut dyn Write) -> Result<(), CliError
     lines.sort_by_key(|(t, _)| *t);
     for (_, line) in lines {
         writeln!(out, "{line}")?;
+    }
+    for (who, bytes, since) in &w.parked_at_end {
+        writeln!(
+            out,
+            "still parked at the end: {who}, {:.1} GiB, since {} ({} parked)",
+            *bytes as f64 / GIB as f64,
+            clock(*since),
+            span((end - since) as f64 / 1000.0)
+        )?;
     }
     Ok(())
 }
