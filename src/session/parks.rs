@@ -2,7 +2,6 @@
 //! each moment. Read from the `park_state` events (format 3); a log from before them gives
 //! what its `park` events say (the parks and resumes vramwarden made, each at its end).
 
-use super::reader::ProcFacts;
 use super::Event;
 use crate::model::{FastMap, ParkInfo, ParkState, UnixMs};
 
@@ -42,12 +41,13 @@ impl ParkTimeline {
     /// went through holds its bytes from its end on (parked since its start), a resume that
     /// went through ends it. Each is matched to the definition of its pid on its GPU (with
     /// its start time where the event has one) that was seen last before it.
-    pub(crate) fn from_actions<'a>(
+    /// `defs` are the definitions as (reader's id, pid, GPU, start time).
+    pub(crate) fn from_actions(
         events: &[Event],
-        defs: impl Iterator<Item = (u32, &'a ProcFacts)>,
+        defs: impl Iterator<Item = (u32, u32, u32, UnixMs)>,
     ) -> Self {
         let mut t = Self::default();
-        let defs: Vec<(u32, &ProcFacts)> = defs.collect();
+        let defs: Vec<(u32, u32, u32, UnixMs)> = defs.collect();
         for e in events {
             let Event::Park {
                 unix_ms,
@@ -65,9 +65,9 @@ impl ParkTimeline {
             };
             let Some(id) = defs
                 .iter()
-                .filter(|(_, d)| d.pid == *pid && d.device_index == *device_index)
-                .filter(|(_, d)| *start_time_ms == 0 || d.info.start_time_ms == *start_time_ms)
-                .map(|(id, _)| *id)
+                .filter(|(_, p, gpu, _)| p == pid && gpu == device_index)
+                .filter(|(_, _, _, start)| *start_time_ms == 0 || start == start_time_ms)
+                .map(|(id, ..)| *id)
                 .max()
             else {
                 continue;
@@ -111,15 +111,7 @@ mod tests {
 
     #[test]
     fn an_older_log_s_park_events_give_its_parks() {
-        let def = |start| ProcFacts {
-            pid: 77,
-            device_index: 0,
-            info: std::sync::Arc::new(crate::model::ProcInfo {
-                start_time_ms: start,
-                ..Default::default()
-            }),
-        };
-        let defs = [(1, def(100)), (2, def(200))];
+        let defs = [(1, 77, 0, 100), (2, 77, 0, 200)];
         let park = |unix_ms, action: &str, ok| Event::Park {
             unix_ms,
             pid: 77,
@@ -137,7 +129,7 @@ mod tests {
             park(20_000, "resume", false),
             park(30_000, "resume", true),
         ];
-        let t = ParkTimeline::from_actions(&events, defs.iter().map(|(id, d)| (*id, d)));
+        let t = ParkTimeline::from_actions(&events, defs.into_iter());
         // The process with that start time (id 2), parked since the park began.
         assert_eq!(t.at(2, 25_000), Some(parked(3 << 30, 6_000)));
         assert_eq!(t.at(1, 25_000), None);

@@ -491,7 +491,10 @@ impl SessionData {
         if s.park_states {
             s.parks.finish();
         } else {
-            s.parks = super::parks::ParkTimeline::from_actions(&s.events, s.defs());
+            let defs = s
+                .defs()
+                .map(|(id, d)| (id, d.pid, d.device_index, d.info.start_time_ms));
+            s.parks = super::parks::ParkTimeline::from_actions(&s.events, defs);
         }
         s
     }
