@@ -77,6 +77,7 @@ impl Units {
 
 /// A growth rate given in MiB per minute, as a person reads it: "60 MiB/min", "8.8 GiB/min"
 /// from 1 GiB a minute on (beside sizes in GiB), "0.5 MiB/min" below 10.
+#[cfg(any(feature = "gui", test))]
 pub(crate) fn rate(mib_per_min: f64) -> String {
     let r = mib_per_min;
     if r.abs() >= 1024.0 {

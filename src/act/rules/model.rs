@@ -624,6 +624,7 @@ impl Rule {
     }
 
     /// True when no condition is set: the rule matches every GPU at every sample.
+    #[cfg(feature = "gui")]
     pub(crate) fn matches_always(&self) -> bool {
         self.when_words().is_empty()
     }
