@@ -1289,4 +1289,17 @@ fn files_with_nothing_of_a_session_are_not_listed() {
         .collect();
     names.sort();
     assert_eq!(names, ["damaged.vwlog", "real.vwlog"]);
+    // Its export says what the lost header takes with it (the rows' GPU names are empty).
+    let out = bin()
+        .arg("export")
+        .arg(dir.path().join("damaged.vwlog"))
+        .args(["--csv", "-", "--table", "devices"])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("no header survived: the GPUs' names and ids are unknown"),
+        "{said}"
+    );
 }

@@ -67,6 +67,8 @@ pub struct ReadReport {
     pub checksummed_bytes: u64,
     /// Device texts in headers longer than [`MAX_DEVICE_TEXT`] bytes, cut to it.
     pub cut_texts: usize,
+    /// Samples were read but no header survived: the GPUs' names and ids are unknown.
+    pub(crate) no_header: bool,
 }
 
 impl ReadReport {
@@ -79,6 +81,7 @@ impl ReadReport {
             && self.duplicate_samples == 0
             && self.unknown_version.is_none()
             && self.cut_texts == 0
+            && !self.no_header
     }
 
     /// A sentence for the UI and the CLI.
@@ -110,6 +113,9 @@ impl ReadReport {
                 "; dropped {} duplicate sample(s) (a time already seen)",
                 self.duplicate_samples
             );
+        }
+        if self.no_header {
+            s += "; no header survived: the GPUs' names and ids are unknown (empty in exports)";
         }
         if self.cut_texts > 0 {
             s += &format!(
@@ -479,6 +485,7 @@ impl SessionData {
         s.check_unchecked(&bytes);
         s.report.checksummed_bytes = scanner.hashed_bytes();
         s.report.segments = s.segments.len();
+        s.report.no_header = s.header.is_none() && !s.samples.is_empty();
         // Samples are written in time order; a damaged stretch (or joined logs) must not
         // reorder them. The sort is stable: of samples with the same time, the first kept is
         // the first in the file.

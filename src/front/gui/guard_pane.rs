@@ -10,11 +10,13 @@ use crate::act::guard::{GuardPhase, GuardStatus, StepOutcome};
 use crate::engine::view::Monitor;
 use crate::model::{format, GIB};
 
-/// The tab's label: "Guard", with its state where it is doing something.
+/// The tab's label: "Guard", with its state where it is doing something (acting, or waiting
+/// to resume what it parked). Armed (something grows toward full within its safe time) is
+/// said in the tab only: a burst of a few seconds arms it, which is no news.
 pub(crate) fn tab_label(m: &Monitor) -> String {
     let busiest = m.guard.iter().map(|g| g.phase).max_by_key(|p| p.code());
     match busiest {
-        Some(p @ (GuardPhase::Armed | GuardPhase::Acting | GuardPhase::Waiting)) => {
+        Some(p @ (GuardPhase::Acting | GuardPhase::Waiting)) => {
             format!("Guard ({})", p.label())
         }
         _ => "Guard".into(),
@@ -65,6 +67,11 @@ fn gpu(ui: &mut Ui, g: &GuardStatus) {
         return;
     }
     ui.label(timeline(g));
+    if g.phase == GuardPhase::Armed {
+        ui.label(widgets::hint(
+            "Armed: at the present rate this GPU would be full within its safe time; it acts only when the time to full reaches its next step's lead. The card's forecast warns once the growth has lasted.",
+        ));
+    }
     if let Some(n) = &g.next {
         ui.label(format!(
             "Next: {} {} — needs ~{}, starts when full in at most {}",
@@ -160,4 +167,41 @@ fn recent(ui: &mut Ui, g: &GuardStatus) {
 /// Seconds as the rest of the window writes a duration ("12s", "4m 10s", "2h 05m").
 fn secs(s: f64) -> String {
     format::duration((s.max(0.0) * 1000.0).round() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The window's review: a burst of a few seconds armed the guard and the tab cried
+    /// "Guard (armed)" while the card and banner said nothing. The tab names acting and
+    /// waiting only; armed is said in the tab's pane.
+    #[test]
+    fn the_tab_names_acting_and_waiting_but_not_armed() {
+        let status = |device_index, phase| GuardStatus {
+            device_index,
+            phase,
+            dry_run: true,
+            full_in_s: Some(8.0),
+            growth_mib_s: 768.0,
+            next: None,
+            cannot: Vec::new(),
+            parked: Vec::new(),
+            recent: Vec::new(),
+            park_gib_s: 1.5,
+            park_rate_measured: false,
+            resume_gib_s: 0.0,
+            resume_rate_measured: false,
+        };
+        let mut m = Monitor::new(1000, 10);
+        m.guard = vec![
+            status(0, GuardPhase::Watching),
+            status(1, GuardPhase::Armed),
+        ];
+        assert_eq!(tab_label(&m), "Guard");
+        m.guard.push(status(2, GuardPhase::Acting));
+        assert_eq!(tab_label(&m), "Guard (acting)");
+        m.guard[0].phase = GuardPhase::Waiting;
+        assert_eq!(tab_label(&m), "Guard (waiting)");
+    }
 }
