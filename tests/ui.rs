@@ -292,6 +292,16 @@ fn shows_every_gpu_and_every_process() {
     h.get_by_label("6400 MiB"); // the trainer's scripted RSS: 1.5 GiB + an eighth of its 38 GiB
 }
 
+/// A process that started while the window watched has its whole life in its graph.
+#[test]
+fn a_process_started_while_watched_is_graphed_over_its_lifetime() {
+    let mut h = harness(demo_app(119));
+    h.run();
+    h.get_by_label("60100").click();
+    h.run();
+    h.get_by_label("GPU memory over its lifetime");
+}
+
 #[test]
 fn clicking_a_process_opens_its_detail_pane() {
     let mut h = harness(demo_app(300));
@@ -305,7 +315,10 @@ fn clicking_a_process_opens_its_detail_pane() {
         h.query_all_by_label_contains("ipykernel_launcher").count(),
         2
     );
-    h.get_by_label("GPU memory over its lifetime");
+    // The review: the graph said "over its lifetime" for a job that started hours before the
+    // window; it says since when it was watched.
+    h.get_by_label_contains("GPU memory since ");
+    h.get_by_label_contains(", before it was watched)");
     // The owner shows in the table row and in the pane.
     assert_eq!(h.query_all_by_label("bob").count(), 2);
     assert_eq!(h.state().selected.map(|k| k.0.pid), Some(51877));

@@ -411,6 +411,26 @@ fn command_line(ui: &mut Ui, row: &ProcessRow) {
     });
 }
 
+/// The lifetime graph's title: "over its lifetime" where the graph reaches back to its start,
+/// else since when it was watched (the window started after it, or the history no longer
+/// holds its start).
+fn lifetime_title(m: &Monitor, row: &ProcessRow) -> String {
+    let held_from = m.history.span().map_or(row.first_seen_ms, |(a, _)| a);
+    let from = row.first_seen_ms.max(held_from);
+    let started = row.info.start_time_ms;
+    // A process is first seen within a sample or two of its start.
+    let slack = 2 * m.interval_ms as i64 + 1000;
+    if started > 0 && from - started > slack {
+        format!(
+            "GPU memory since {} (it started {}, before it was watched)",
+            format::moment(from, from),
+            format::moment(started, from)
+        )
+    } else {
+        "GPU memory over its lifetime".into()
+    }
+}
+
 /// Its GPU memory over its lifetime, leak episodes marked.
 fn lifetime_graph(
     ui: &mut Ui,
@@ -421,7 +441,7 @@ fn lifetime_graph(
     cache: &mut GraphCache,
 ) {
     ui.add_space(6.0);
-    ui.label(RichText::new("GPU memory over its lifetime").strong());
+    ui.label(RichText::new(lifetime_title(m, row)).strong());
     let mut marks: Vec<(f64, String)> = Vec::new();
     for e in episodes {
         marks.push((e.info.since_ms as f64 / 1000.0, "leak began".into()));

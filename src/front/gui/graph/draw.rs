@@ -264,6 +264,7 @@ fn plot_lines<'a>(
             .width(2.0)
             .style(egui_plot::LineStyle::dashed_loose()),
         );
+        forecast_marks(plot_ui, [[x0, y0 * scale], [x1, y1 * scale]], o.set_x);
     }
     // One label per group of windows that overlap (two labels over one another read as
     // neither).
@@ -281,6 +282,37 @@ fn plot_lines<'a>(
                 .style(egui_plot::LineStyle::dashed_loose()),
         );
     }
+}
+
+/// Where the forecast heads, said where it leaves the view (or meets the limit in it):
+/// "full at 16:43:07"; and a thin "now" line where the data ends, so the forecast's room on
+/// the right does not read as missing data.
+fn forecast_marks(
+    plot_ui: &mut egui_plot::PlotUi<'_>,
+    [[x0, y0], [x1, y1]]: [[f64; 2]; 2],
+    view: Option<(f64, f64)>,
+) {
+    plot_ui.vline(
+        VLine::new("now", x0)
+            .color(widgets::FORECAST.gamma_multiply(0.5))
+            .width(1.0),
+    );
+    let right = view.map_or(x1, |(_, r)| r);
+    let at = x1.min(right);
+    let y = if x1 > x0 {
+        y0 + (y1 - y0) * (at - x0) / (x1 - x0)
+    } else {
+        y1
+    };
+    let when = crate::model::format::clock((x1 * 1000.0) as crate::model::UnixMs);
+    plot_ui.text(
+        egui_plot::Text::new(
+            "OOM forecast",
+            egui_plot::PlotPoint::new(at, y),
+            egui::RichText::new(format!("full at {when}")).color(widgets::FORECAST),
+        )
+        .anchor(egui::Align2::RIGHT_BOTTOM),
+    );
 }
 
 /// One stacked band, filled run by run between its lower edge (the bands below) and its top.
