@@ -80,10 +80,30 @@ pub(super) fn metric_lines<'c>(
 /// as many as fit at 150 points each.
 fn shown_panels(plots: &[Vec<GraphLine>], available_width: f32) -> Vec<usize> {
     let fit = ((available_width / 150.0) as usize).max(1);
-    (0..METRIC_PANELS.len())
-        .filter(|i| i < &3 || plots.get(*i).is_some_and(|p| !p.is_empty()))
-        .take(fit)
-        .collect()
+    with_readings(plots).take(fit).collect()
+}
+
+/// The metric panels with a reading (utilisation, temperature and power always).
+fn with_readings(plots: &[Vec<GraphLine>]) -> impl Iterator<Item = usize> + '_ {
+    (0..METRIC_PANELS.len()).filter(|i| i < &3 || plots.get(*i).is_some_and(|p| !p.is_empty()))
+}
+
+/// Room kept at the end of the row for saying which panels did not fit.
+const MORE_W: f32 = 60.0;
+
+/// The panels shown in `available` points, those with a reading that do not fit (named at
+/// the row's end rather than dropped unsaid), and the width the shown ones share.
+fn panels_at(plots: &[Vec<GraphLine>], available: f32) -> (Vec<usize>, Vec<usize>, f32) {
+    let shown = shown_panels(plots, available);
+    if shown.len() == with_readings(plots).count() {
+        return (shown, Vec::new(), available);
+    }
+    let room = available - MORE_W;
+    let shown = shown_panels(plots, room);
+    let hidden = with_readings(plots)
+        .filter(|i| !shown.contains(i))
+        .collect();
+    (shown, hidden, room)
 }
 
 /// The small plots under the memory graph (one per panel, each with its metrics' lines) over
@@ -102,9 +122,10 @@ pub(super) fn metric_plots(
 ) -> Option<(f64, f64)> {
     let dark = ui.visuals().dark_mode;
     let plots = metric_lines(h, device, (from, to), width, dark, cache);
-    let shown = shown_panels(plots, available);
+    let (shown, hidden, room) = panels_at(plots, available);
+    let hidden: Vec<&str> = hidden.into_iter().map(|i| METRIC_PANELS[i].0).collect();
     let n = shown.len() as f32;
-    let w = ((available - 8.0 * n) / n).max(110.0);
+    let w = ((room - 8.0 * n) / n).max(110.0);
     let mut moved = None;
     ui.horizontal(|ui| {
         for i in shown {
@@ -116,6 +137,13 @@ pub(super) fn metric_plots(
                     }
                 });
             });
+        }
+        if !hidden.is_empty() {
+            ui.label(widgets::hint(format!("+{} more", hidden.len())))
+                .on_hover_text(format!(
+                    "{}: not shown at this width; widen the window or close the detail pane",
+                    hidden.join(", ")
+                ));
         }
     });
     moved
@@ -231,5 +259,44 @@ fn metric_legend_name(name: &str) -> &str {
         "SM clock" => "SM",
         "Memory clock" => "memory",
         n => n,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The window's review: beside the detail pane the Clocks and Fan panels went, unsaid.
+    /// What does not fit is named; the panels without a reading are neither shown nor named.
+    #[test]
+    fn panels_that_do_not_fit_are_named_and_those_without_readings_are_not() {
+        let line = || {
+            let points = vec![[0.0, 1.0], [1.0, 2.0]];
+            vec![GraphLine::new(
+                "x".into(),
+                LineKind::Total,
+                egui::Color32::RED,
+                points,
+                false,
+            )]
+        };
+        let all: Vec<Vec<GraphLine>> = (0..METRIC_PANELS.len()).map(|_| line()).collect();
+        let wide = 150.0 * METRIC_PANELS.len() as f32 + 1.0;
+        let (shown, hidden, room) = panels_at(&all, wide);
+        assert_eq!(
+            (shown.len(), hidden.len(), room),
+            (METRIC_PANELS.len(), 0, wide)
+        );
+        let (shown, hidden, room) = panels_at(&all, 500.0);
+        assert_eq!(shown, [0, 1]);
+        assert_eq!(hidden, (2..METRIC_PANELS.len()).collect::<Vec<_>>());
+        assert_eq!(room, 500.0 - MORE_W);
+        // No fan reading (an SXM module): only the panels with one count.
+        let mut no_fan = all;
+        if let Some(last) = no_fan.last_mut() {
+            last.clear();
+        }
+        let (shown, hidden, _) = panels_at(&no_fan, 150.0 * (METRIC_PANELS.len() - 1) as f32);
+        assert_eq!((shown.len(), hidden.len()), (METRIC_PANELS.len() - 1, 0));
     }
 }
