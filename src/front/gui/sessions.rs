@@ -595,7 +595,14 @@ impl SessionsUi {
                     }
                     ui.end_row();
                     for s in self.list.iter() {
-                        ui.monospace(format::date_time(s.started_ms()));
+                        // Two logs started the same second (two windows, or a window and
+                        // an agent) read alike: the file names them apart.
+                        let file = s
+                            .path
+                            .file_name()
+                            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+                        ui.monospace(format::date_time(s.started_ms()))
+                            .on_hover_text(&file);
                         ui.monospace(format::duration(s.duration_ms()));
                         let gpus = s.header.as_ref().map_or("?".into(), |h| {
                             if h.devices.is_empty() {
@@ -614,6 +621,7 @@ impl SessionsUi {
                         let is_live = live_log == Some(s.path.as_path()) || s.recording;
                         if ui
                             .button(if is_live { "Open (recording)" } else { "Open" })
+                            .on_hover_text(&file)
                             .clicked()
                         {
                             to_open = Some(s.path.clone());

@@ -297,6 +297,7 @@ impl SettingsUi {
         ui.label("A process is flagged as leaking when its GPU memory grows by at least the minimum growth, faster than the minimum rate, for at least the minimum duration, and is still growing.");
         egui::Grid::new("leak-settings")
             .num_columns(3)
+            .spacing([14.0, 4.0])
             .show(ui, |ui| {
                 for (label, v, range, suffix, what) in leak_fields(l) {
                     ui.label(label);
@@ -310,6 +311,7 @@ impl SettingsUi {
             .show(ui, |ui| {
                 egui::Grid::new("leak-settings-advanced-grid")
                     .num_columns(3)
+                    .spacing([14.0, 4.0])
                     .show(ui, |ui| {
                         for (label, v, range, suffix, what) in leak_advanced_fields(l) {
                             ui.label(label);
