@@ -305,11 +305,12 @@ fn forecast_marks(
         y1
     };
     let when = crate::model::format::clock((x1 * 1000.0) as crate::model::UnixMs);
+    let dark = plot_ui.ctx().global_style().visuals.dark_mode;
     plot_ui.text(
         egui_plot::Text::new(
             "OOM forecast",
             egui_plot::PlotPoint::new(at, y),
-            egui::RichText::new(format!("full at {when}")).color(widgets::FORECAST),
+            egui::RichText::new(format!("full at {when}")).color(widgets::forecast_color(dark)),
         )
         .anchor(egui::Align2::RIGHT_BOTTOM),
     );
