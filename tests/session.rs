@@ -750,26 +750,10 @@ fn the_forecast_is_logged_with_its_sample_and_replayed() {
 fn csv_fields_are_quoted_as_rfc_4180_says() {
     use vramwarden::model::{DeviceSample, ProcInfo, ProcessSample, Snapshot, MIB};
     use vramwarden::session::writer::SessionWriter;
-    use vramwarden::session::{Event, Header, HeaderDevice, LeakInfo};
+    use vramwarden::session::{Event, LeakInfo};
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("odd.vwlog");
-    let header = Header {
-        format_version: 1,
-        app_version: "test".into(),
-        host: "h".into(),
-        source: "Simulated".into(),
-        driver_version: None,
-        nvml_version: None,
-        started_ms: T0,
-        interval_ms: 1000,
-        devices: vec![HeaderDevice {
-            index: 0,
-            uuid: "GPU-0".into(),
-            name: "Big, \"fast\" GPU".into(),
-            memory_total_bytes: Some(80 << 30),
-            pci_bus_id: None,
-        }],
-    };
+    let header = one_gpu_header("Big, \"fast\" GPU");
     let info = ProcInfo {
         name: "train,v2".into(),
         user: "bob".into(),
@@ -1188,26 +1172,10 @@ fn a_replay_in_halves_equals_one_sample_by_sample_on_real_logs() {
 fn a_log_being_recorded_is_listed_so_and_its_open_leak_is_ongoing() {
     use vramwarden::model::{DeviceSample, ProcessSample, Snapshot, MIB};
     use vramwarden::session::writer::SessionWriter;
-    use vramwarden::session::{Event, Header, HeaderDevice, LeakInfo};
+    use vramwarden::session::{Event, LeakInfo};
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("live.vwlog");
-    let header = Header {
-        format_version: 1,
-        app_version: "test".into(),
-        host: "h".into(),
-        source: "Simulated".into(),
-        driver_version: None,
-        nvml_version: None,
-        started_ms: T0,
-        interval_ms: 1000,
-        devices: vec![HeaderDevice {
-            index: 0,
-            uuid: "GPU-0".into(),
-            name: "GPU".into(),
-            memory_total_bytes: Some(80 << 30),
-            pci_bus_id: None,
-        }],
-    };
+    let header = one_gpu_header("GPU");
     let snap = |k: i64| Snapshot {
         taken_at_ms: T0 + k * 1000,
         devices: vec![DeviceSample {
@@ -1302,4 +1270,25 @@ fn files_with_nothing_of_a_session_are_not_listed() {
         said.contains("no header survived: the GPUs' names and ids are unknown"),
         "{said}"
     );
+}
+
+/// The header of a log of one 80 GiB GPU named `name`, started at `T0`.
+fn one_gpu_header(name: &str) -> vramwarden::session::Header {
+    vramwarden::session::Header {
+        format_version: 1,
+        app_version: "test".into(),
+        host: "h".into(),
+        source: "Simulated".into(),
+        driver_version: None,
+        nvml_version: None,
+        started_ms: T0,
+        interval_ms: 1000,
+        devices: vec![vramwarden::session::HeaderDevice {
+            index: 0,
+            uuid: "GPU-0".into(),
+            name: name.into(),
+            memory_total_bytes: Some(80 << 30),
+            pci_bus_id: None,
+        }],
+    }
 }
