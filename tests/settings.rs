@@ -130,6 +130,38 @@ fn rules_check_prints_rules_in_words() {
     assert!(err.contains("invalid_regex.toml:4"), "{err}");
 }
 
+/// The command-line review: a misspelt user passed `rules check` unsaid, though
+/// `user_is_not = "rooot"` leaves every user's processes in (a terminate rule meant to spare
+/// root would not). Both conditions are warned of; a real user (root, uid 0) is not.
+#[test]
+fn rules_check_warns_of_users_this_machine_does_not_have() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("users.toml");
+    std::fs::write(
+        &path,
+        "[[cleanup.rules]]\nname = \"a\"\n[cleanup.rules.conditions]\nprocess_memory_min_mib = 1.0\nuser_is = \"nosuchuser_xyz\"\n\
+         [[cleanup.rules]]\nname = \"b\"\n[cleanup.rules.conditions]\nprocess_memory_min_mib = 1.0\nuser_is_not = \"rooot\"\n\
+         [[cleanup.rules]]\nname = \"c\"\n[cleanup.rules.conditions]\nprocess_memory_min_mib = 1.0\nuser_is_not = \"root\"\n",
+    )
+    .expect("write");
+    let out = bin()
+        .args(["rules", "check", "--config"])
+        .arg(&path)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let warnings: Vec<&str> = text.lines().filter(|l| l.contains("warning:")).collect();
+    assert_eq!(
+        warnings,
+        [
+            "   warning: no user is named \"nosuchuser_xyz\" here: user_is matches no process",
+            "   warning: no user is named \"rooot\" here: user_is_not leaves every user's processes in",
+        ],
+        "{text}"
+    );
+}
+
 #[test]
 fn rule_validation_messages() {
     let mut r = Rule {

@@ -63,8 +63,33 @@ pub fn rules_check(config: Option<&std::path::Path>, out: &mut dyn Write) -> Res
     }
     for (i, r) in s.cleanup.rules.iter().enumerate() {
         writeln!(out, "{}. {}", i + 1, r.describe())?;
+        for warning in unknown_users(r) {
+            writeln!(out, "   warning: {warning}")?;
+        }
     }
     Ok(())
+}
+
+/// What a rule's user conditions do where a name is no user of this machine (a typo): a
+/// `user_is` that matches nothing, a `user_is_not` that leaves everyone in.
+fn unknown_users(r: &crate::act::rules::Rule) -> Vec<String> {
+    let unknown = |name: &Option<String>| {
+        name.as_deref()
+            .filter(|n| crate::host::procinfo::uid_of_user(n).is_none())
+            .map(str::to_owned)
+    };
+    let mut v = Vec::new();
+    if let Some(n) = unknown(&r.conditions.user_is) {
+        v.push(format!(
+            "no user is named {n:?} here: user_is matches no process"
+        ));
+    }
+    if let Some(n) = unknown(&r.conditions.user_is_not) {
+        v.push(format!(
+            "no user is named {n:?} here: user_is_not leaves every user's processes in"
+        ));
+    }
+    v
 }
 
 /// `vramwarden snapshot`.
