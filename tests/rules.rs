@@ -134,6 +134,40 @@ fn terminate_sends_sigterm_to_the_bound_process() {
     assert!(acts[0].1.contains("sent SIGTERM"), "{acts:?}");
 }
 
+/// The command-line review: a terminate whose process left on SIGTERM was also counted as a
+/// skipped "SIGKILL after grace period" action. The SIGKILL not needed is shown, as the
+/// terminate's follow-up, and the terminate alone counts as an action.
+#[test]
+fn a_sigkill_not_needed_is_the_terminates_follow_up() {
+    use vramwarden::act::rules::action::Entry;
+    let mut child = sleeper();
+    let sim = bind(&[(child.id(), 8192)]);
+    let (mut e, m) = engine(&settings(
+        big_holder_rule(Action::Terminate { grace_seconds: 0.3 }, false),
+        false,
+        &[],
+    ));
+    let t = now_ms();
+    e.tick(sim.at(t), t);
+    let st = wait_exit(&mut child, Duration::from_secs(3)).expect("child exited");
+    assert_eq!(st.signal(), Some(libc::SIGTERM));
+    std::thread::sleep(Duration::from_millis(400));
+    let t = now_ms();
+    e.tick(sim.at(t), t);
+    let entries: Vec<(Entry, String)> = m
+        .read()
+        .expect("lock")
+        .activity
+        .iter()
+        .map(|a| (a.entry, a.detail.clone()))
+        .collect();
+    assert_eq!(entries.len(), 2, "{entries:?}");
+    assert_eq!(entries[0].0, Entry::Action, "{entries:?}");
+    assert!(entries[0].1.contains("sent SIGTERM"), "{entries:?}");
+    assert_eq!(entries[1].0, Entry::FollowUp, "{entries:?}");
+    assert!(entries[1].1.starts_with("not needed"), "{entries:?}");
+}
+
 #[test]
 fn terminate_escalates_to_sigkill_when_sigterm_is_ignored() {
     let mut child = stubborn();

@@ -803,11 +803,14 @@ impl ActionRunner {
                 detail: String::new(),
                 entry: Entry::Action,
             };
+            // A SIGKILL not needed is the terminate's follow-up, not an action skipped (the
+            // agent's counter of actions counts only those sent).
             let alive = match self.verify(&p.key) {
                 Ok(_) => true,
                 Err(e) => {
                     act.outcome = Outcome::Skipped;
                     act.detail = format!("not needed: {}", e.into_text());
+                    act.entry = Entry::FollowUp;
                     false
                 }
             };
@@ -815,6 +818,7 @@ impl ActionRunner {
                 if !holds_memory(&p.key) {
                     act.outcome = Outcome::Skipped;
                     act.detail = "not needed: it no longer holds GPU memory".into();
+                    act.entry = Entry::FollowUp;
                 } else {
                     let r = match &p.pidfd {
                         Some(fd) => pidfd_signal(fd, libc::SIGKILL).map_err(|e| e.to_string()),
