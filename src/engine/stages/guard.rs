@@ -96,7 +96,7 @@ pub(crate) fn gpu_facts_into(
         // Free memory, else what the driver's figures make it (total = reserved + used +
         // free); unknown stays unknown, never 0.
         let read = d.memory_free_bytes.or_else(|| {
-            let used = d.memory_used_bytes? + d.memory_reserved_bytes?;
+            let used = d.memory_used_bytes?.checked_add(d.memory_reserved_bytes?)?;
             d.memory_total_bytes?.checked_sub(used)
         });
         let free = read.unwrap_or(0);
@@ -333,6 +333,8 @@ mod tests {
                 device(Some(49 * gib), Some(gib)),
                 device(None, Some(gib)),
                 device(None, None),
+                // A crafted log's figures that overflow: unknown, never a panic.
+                device(None, Some(u64::MAX)),
             ],
             ..Snapshot::default()
         };
@@ -353,7 +355,7 @@ mod tests {
             .iter()
             .map(|g| (g.memory_read, g.free_bytes / gib))
             .collect();
-        assert_eq!(read, [(true, 49), (true, 49), (false, 0)]);
+        assert_eq!(read, [(true, 49), (true, 49), (false, 0), (false, 0)]);
     }
 
     #[test]
