@@ -94,7 +94,7 @@ fn print(w: &WhatIf, session: &Path, out: &mut dyn Write) -> Result<(), CliError
             "still parked at the end: {who}, {:.1} GiB, since {} ({} parked)",
             *bytes as f64 / GIB as f64,
             clock(*since),
-            span((end - since) as f64 / 1000.0)
+            span(end.saturating_sub(*since) as f64 / 1000.0)
         )?;
     }
     Ok(())

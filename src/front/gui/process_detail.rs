@@ -419,8 +419,11 @@ fn lifetime_title(m: &Monitor, row: &ProcessRow) -> String {
     let from = row.first_seen_ms.max(held_from);
     let started = row.info.start_time_ms;
     // A process is first seen within a sample or two of its start.
-    let slack = 2 * m.interval_ms as i64 + 1000;
-    if started > 0 && from - started > slack {
+    let slack = i64::try_from(m.interval_ms)
+        .unwrap_or(i64::MAX)
+        .saturating_mul(2)
+        .saturating_add(1000);
+    if started > 0 && from.saturating_sub(started) > slack {
         format!(
             "GPU memory since {} (it started {}, before it was watched)",
             format::moment(from, from),
