@@ -1211,31 +1211,29 @@ fn a_log_being_recorded_is_listed_so_and_its_open_leak_is_ongoing() {
     })
     .expect("event");
     w.sync().expect("sync");
-    let listed = vramwarden::session::catalog::list(dir.path());
+    // Whether the folder lists it as recording, and each past leak's (end, open at end).
+    let seen = || {
+        let listed = vramwarden::session::catalog::list(dir.path());
+        let recording: Vec<bool> = listed.iter().map(|s| s.recording).collect();
+        let past = vramwarden::engine::replay::past_episodes(dir.path(), None);
+        let ends: Vec<_> = past
+            .leaks
+            .iter()
+            .map(|l| (l.ended_ms, l.open_at_end))
+            .collect();
+        (recording, ends)
+    };
     assert_eq!(
-        listed.iter().map(|s| s.recording).collect::<Vec<_>>(),
-        [true]
+        seen(),
+        (vec![true], vec![(None, false)]),
+        "ongoing while recorded"
     );
-    let past = vramwarden::engine::replay::past_episodes(dir.path(), None);
-    let ends: Vec<_> = past
-        .leaks
-        .iter()
-        .map(|l| (l.ended_ms, l.open_at_end))
-        .collect();
-    assert_eq!(ends, [(None, false)], "ongoing while recorded");
     w.close().expect("close");
-    let listed = vramwarden::session::catalog::list(dir.path());
     assert_eq!(
-        listed.iter().map(|s| s.recording).collect::<Vec<_>>(),
-        [false]
+        seen(),
+        (vec![false], vec![(Some(T0 + 4000), true)]),
+        "ended with the recording"
     );
-    let past = vramwarden::engine::replay::past_episodes(dir.path(), None);
-    let ends: Vec<_> = past
-        .leaks
-        .iter()
-        .map(|l| (l.ended_ms, l.open_at_end))
-        .collect();
-    assert_eq!(ends, [(Some(T0 + 4000), true)], "ended with the recording");
 }
 
 /// The command-line review: an empty file and one of garbage named `*.vwlog` were listed as
