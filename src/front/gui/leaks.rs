@@ -248,7 +248,7 @@ pub(crate) fn pane(
                         let here = r.session.as_ref().is_none_or(|p| shown.contains(p));
                         // Another session's episode: as at its end.
                         let at = if here { now } else { UnixMs::MAX };
-                        if let Some(c) = leak_row(ui, r, units, (now, at)) {
+                        if let Some(c) = leak_row(ui, r, units, (now, at), here) {
                             click = Some(c);
                         }
                         ui.end_row();
@@ -265,6 +265,7 @@ fn leak_row(
     r: &LeakRecord,
     units: Units,
     (now, at): (UnixMs, UnixMs),
+    here: bool,
 ) -> Option<LeakClick> {
     let active = r.active_at(at);
     let who = if r.info.ghost {
@@ -320,10 +321,14 @@ fn leak_row(
     ui.monospace(units.bytes((r.peak_mib.max(0.0) * MIB as f64) as u64));
     match r.session.as_ref() {
         // Short, so the table fits beside the GPU cards; the hover names the session's file.
-        Some(p) => ui.label("recording").on_hover_text(format!(
-            "The detector of the run that recorded {}, when it ran",
-            p.file_name().unwrap_or_default().to_string_lossy()
-        )),
+        // Another session's (listed with "Include other sessions") is told apart from the
+        // session shown.
+        Some(p) => ui
+            .label(if here { "recording" } else { "other log" })
+            .on_hover_text(format!(
+                "The detector of the run that recorded {}, when it ran",
+                p.file_name().unwrap_or_default().to_string_lossy()
+            )),
         None => ui.label("this run"),
     };
     click

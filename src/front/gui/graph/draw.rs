@@ -304,15 +304,25 @@ fn forecast_marks(
     } else {
         y1
     };
-    let when = crate::model::format::clock((x1 * 1000.0) as crate::model::UnixMs);
+    // Its day too when that is not the data's (a forecast a day away).
+    let ms = |x: f64| (x * 1000.0) as crate::model::UnixMs;
+    let when = crate::model::format::moment(ms(x1), ms(x0));
     let dark = plot_ui.ctx().global_style().visuals.dark_mode;
+    // Above the line, or below it near the plot's top (the words would be cut there).
+    let shown = plot_ui.plot_bounds();
+    let near_top = y > shown.min()[1] + 0.8 * (shown.max()[1] - shown.min()[1]);
+    let anchor = if near_top {
+        egui::Align2::RIGHT_TOP
+    } else {
+        egui::Align2::RIGHT_BOTTOM
+    };
     plot_ui.text(
         egui_plot::Text::new(
             "OOM forecast",
             egui_plot::PlotPoint::new(at, y),
             egui::RichText::new(format!("full at {when}")).color(widgets::forecast_color(dark)),
         )
-        .anchor(egui::Align2::RIGHT_BOTTOM),
+        .anchor(anchor),
     );
 }
 
