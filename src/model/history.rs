@@ -962,6 +962,24 @@ impl History {
 
 #[cfg(test)]
 mod tests {
+    /// Sample `i` of a history's tests: one 1 TiB GPU using `i + 1` MiB, with `processes`
+    /// (the buckets' and the joins' tests).
+    pub(super) fn one_gpu_sample(
+        i: u64,
+        processes: Vec<crate::model::ProcessSample>,
+    ) -> crate::model::Snapshot {
+        crate::model::Snapshot {
+            taken_at_ms: 1_000 * i as i64,
+            devices: vec![crate::model::DeviceSample {
+                index: 0,
+                memory_total_bytes: Some(1 << 40),
+                memory_used_bytes: Some((i + 1) * crate::model::MIB),
+                ..crate::model::DeviceSample::default()
+            }],
+            processes,
+        }
+    }
+
     use super::*;
 
     fn lcg(seed: &mut u64) -> u32 {

@@ -120,9 +120,10 @@ impl BucketCache {
             series,
             (t0, per, n),
             |from, end, out| {
-                let mut tail = vec![(NONE, 0u32); end - from];
-                series.bucket_minmax(t0 + from as u64 * per, per, &mut tail);
-                out.extend(tail);
+                // Written in place, after the buckets kept (no vector of its own each frame).
+                let kept = out.len();
+                out.resize(kept + (end - from), (NONE, 0u32));
+                series.bucket_minmax(t0 + from as u64 * per, per, &mut out[kept..]);
             },
         )
     }
@@ -169,7 +170,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::model::{DeviceSample, ProcInfo, ProcessSample, Snapshot, MIB};
+    use crate::model::{ProcInfo, ProcessSample, Snapshot, MIB};
 
     /// Sample `i`: one GPU; job `j` runs from sample 13j for 9 samples, one in 4 of them
     /// back 300 samples later, with memory that moves each sample.
@@ -189,16 +190,7 @@ mod tests {
                 });
             }
         }
-        Snapshot {
-            taken_at_ms: 1_000 * i as i64,
-            devices: vec![DeviceSample {
-                index: 0,
-                memory_total_bytes: Some(1 << 40),
-                memory_used_bytes: Some((i + 1) * MIB),
-                ..DeviceSample::default()
-            }],
-            processes,
-        }
+        super::super::tests::one_gpu_sample(i, processes)
     }
 
     /// As samples arrive (and the history drops its oldest chunks), the cached buckets of

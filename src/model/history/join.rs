@@ -112,7 +112,7 @@ impl Times {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{DeviceSample, ProcInfo, ProcessSample, Snapshot, MIB};
+    use crate::model::{ProcInfo, ProcessSample, Snapshot, MIB};
 
     /// Sample `i`: one GPU, process 7 from tick 300 on (its memory rising), process 8 until
     /// tick 200.
@@ -133,16 +133,7 @@ mod tests {
         if i < 200 {
             processes.push(process(8, 50));
         }
-        Snapshot {
-            taken_at_ms: 1_000 * i as i64,
-            devices: vec![DeviceSample {
-                index: 0,
-                memory_total_bytes: Some(1 << 40),
-                memory_used_bytes: Some((i + 1) * MIB),
-                ..DeviceSample::default()
-            }],
-            processes,
-        }
+        super::super::tests::one_gpu_sample(i, processes)
     }
 
     #[test]
