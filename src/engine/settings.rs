@@ -154,6 +154,12 @@ pub struct ConfigError {
     pub reason: String,
 }
 
+/// True when no settings file is at `path` (the defaults apply there); any other failure to
+/// look (a symlink loop, no permission) is not "missing": loading it says what went wrong.
+pub(crate) fn file_missing(path: &Path) -> bool {
+    std::fs::metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+}
+
 /// The settings file's path: `--config`, else `VRAMWARDEN_CONFIG`, else the platform folder,
 /// else (no home folder) `/etc/vramwarden/config.toml` — never a file in the current folder
 /// (see [`crate::host::paths`]).

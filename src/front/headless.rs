@@ -14,10 +14,7 @@ pub(crate) fn load_settings(
     config: Option<&std::path::Path>,
 ) -> Result<crate::engine::settings::Settings, CliError> {
     let path = crate::engine::settings::config_path(config);
-    let missing = |p: &std::path::Path| {
-        std::fs::symlink_metadata(p).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
-    };
-    if config.is_some() && missing(&path) {
+    if config.is_some() && crate::engine::settings::file_missing(&path) {
         // A file named with --config and missing is most often a typo: said, not fatal (the
         // agent's service names one that is optional).
         tracing::warn!(

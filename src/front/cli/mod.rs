@@ -38,7 +38,7 @@ pub fn rules_check(config: Option<&std::path::Path>, out: &mut dyn Write) -> Res
     let path = crate::engine::settings::config_path(config);
     // Only a missing file means "defaults"; any other failure (a symlink loop, no permission)
     // is reported by `load_settings` below.
-    if std::fs::metadata(&path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+    if crate::engine::settings::file_missing(&path) {
         writeln!(
             out,
             "{}: no settings file; the defaults apply (no rules, global dry run on)",

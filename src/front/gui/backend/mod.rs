@@ -404,8 +404,6 @@ impl Backend {
         Ok(())
     }
 
-    /// Drops the current source and its history and starts over on `source` (this
-    /// computer; one kept in the background is dropped too).
     /// Why the NVIDIA driver's library cannot be loaded on this computer (`None`: it can),
     /// found once.
     pub(crate) fn driver_missing(&self) -> Option<&str> {
@@ -414,6 +412,8 @@ impl Backend {
             .as_deref()
     }
 
+    /// Drops the current source and its history and starts over on `source` (this
+    /// computer; one kept in the background is dropped too).
     pub(crate) fn restart(&mut self, source: crate::source::SourceKind) {
         self.shown.close();
         self.hosts.drop_local();
