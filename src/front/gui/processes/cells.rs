@@ -59,9 +59,7 @@ impl<'a> Cells<'a> {
             actions: t.actions,
         }
     }
-}
 
-impl Cells<'_> {
     /// The memory column's unit (group totals are written in it too).
     pub(super) fn memory_units(&self) -> Units {
         self.mem

@@ -82,30 +82,24 @@ impl Pane for LeaksPane {
         let loading = agent_past
             .as_ref()
             .map_or(self.reading.is_some(), Option::is_none);
-        let others = past.as_ref().map_or(0, |p| {
-            p.leaks
-                .iter()
-                .filter(|l| l.session.as_ref().is_none_or(|s| !own.contains(s)))
-                .count()
-        });
+        // Other sessions' episodes: a session's own are in the View already.
+        let other = |session: &Option<std::path::PathBuf>| {
+            session.as_ref().is_none_or(|s| !own.contains(s))
+        };
+        let other_leaks: Vec<&LeakRecord> = past
+            .as_ref()
+            .map(|p| p.leaks.iter().filter(|l| other(&l.session)).collect())
+            .unwrap_or_default();
         let mut show_others = self.others.unwrap_or(!cx.recorded);
-        if others > 0 {
-            let label = format!("Include other sessions ({others} leaks)");
+        if !other_leaks.is_empty() {
+            let label = format!("Include other sessions ({} leaks)", other_leaks.len());
             if ui.checkbox(&mut show_others, label).changed() {
                 self.others = Some(show_others);
             }
         }
         if let Some(p) = past.as_ref().filter(|_| show_others) {
-            all.extend(
-                p.leaks
-                    .iter()
-                    .filter(|l| l.session.as_ref().is_none_or(|s| !own.contains(s))),
-            );
-            ooms.extend(
-                p.ooms
-                    .iter()
-                    .filter(|o| o.session.as_ref().is_none_or(|s| !own.contains(s))),
-            );
+            all.extend(other_leaks);
+            ooms.extend(p.ooms.iter().filter(|o| other(&o.session)));
         }
         all.sort_by_key(|l| std::cmp::Reverse(l.flagged_ms));
         ooms.sort_by_key(|o| std::cmp::Reverse(o.at_ms));
