@@ -318,11 +318,6 @@ fn init() -> Result<Nvml, nvml_wrapper::error::NvmlError> {
     }
 }
 
-/// GPU `index`'s free and total memory, read from NVML right now (the park worker's room
-/// check right before a restore; it runs on its own thread, so it opens NVML itself).
-///
-/// # Errors
-/// NVML could not be loaded or the GPU did not answer, in words.
 /// Whether the driver's NVML library can be loaded here, and why not: what a window asks
 /// before it leaves the simulated GPUs for the driver (a machine without the library would
 /// only show that no GPU can be read, the demo's history gone).
@@ -337,6 +332,11 @@ pub fn driver_library() -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
+/// GPU `index`'s free and total memory, read from NVML right now (the park worker's room
+/// check right before a restore; it runs on its own thread, so it opens NVML itself).
+///
+/// # Errors
+/// NVML could not be loaded or the GPU did not answer, in words.
 pub(crate) fn free_and_total(index: u32) -> Result<(u64, u64), String> {
     let nvml = init().map_err(|e| explain_init_error(&e))?;
     let m = nvml
