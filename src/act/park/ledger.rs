@@ -1,9 +1,10 @@
-//! The sizes of the processes parked from this account, kept in a file each
-//! (`<data folder>/parked/<pid>-<start ms>`, see [`dir`]) so that a resume from another vramwarden (the
-//! command line parks in one run and resumes in another) can check the GPU's room before the
-//! restore: the driver does not say how much a checkpointed process holds. The folder is the
-//! user's own (0700); a file that is not a regular file of this user, or not a number, counts
-//! as unknown (the resume is then refused, never risked).
+//! The sizes and GPUs of the processes parked from this account, kept in a file each
+//! (`<data folder>/parked/<pid>-<start ms>`, see [`dir`], holding "<bytes> <gpu index>") so
+//! that a resume from another vramwarden (the command line parks in one run and resumes in
+//! another) can check the room on the process's own GPU before the restore: the driver says
+//! neither how much a checkpointed process holds nor where. The folder is the user's own
+//! (0700); a file that is not a regular file of this user, or not two numbers, counts as
+//! unknown (the resume is then refused, never risked).
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
@@ -45,22 +46,37 @@ pub fn record(key: &ProcSeriesKey, bytes: u64) {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(&tmp)
-        .and_then(|mut f| f.write_all(bytes.to_string().as_bytes()));
+        .and_then(|mut f| f.write_all(format!("{bytes} {}", key.1).as_bytes()));
     if written.is_err() || std::fs::rename(&tmp, file(key)).is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
 }
 
-/// The bytes `key` was parked with, if this account noted them.
+/// The bytes `key` was parked with, if this account noted them parked from GPU `key.1`.
 pub fn bytes_of(key: &ProcSeriesKey) -> Option<u64> {
-    let path = file(key);
+    entry(&key.0)
+        .filter(|(_, gpu)| *gpu == key.1)
+        .map(|(bytes, _)| bytes)
+}
+
+/// The GPU `key` was parked from, if this account noted it.
+pub fn gpu_of(key: &crate::model::ProcessKey) -> Option<u32> {
+    entry(key).map(|(_, gpu)| gpu)
+}
+
+/// The (bytes, GPU) noted for `key`: none from a file that is not this user's regular file
+/// of two numbers (an entry of a build that noted no GPU among them).
+fn entry(key: &crate::model::ProcessKey) -> Option<(u64, u32)> {
+    let path = file(&(*key, 0));
     let meta = std::fs::symlink_metadata(&path).ok()?;
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
     if !meta.file_type().is_file() || meta.uid() != me || meta.len() > MAX_LEN {
         return None;
     }
-    std::fs::read_to_string(&path).ok()?.trim().parse().ok()
+    let text = std::fs::read_to_string(&path).ok()?;
+    let (bytes, gpu) = text.trim().split_once(' ')?;
+    Some((bytes.parse().ok()?, gpu.parse().ok()?))
 }
 
 /// Forgets `key` (it runs again, or is gone).

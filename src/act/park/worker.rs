@@ -318,14 +318,14 @@ fn resume(
 /// Whether GPU `gpu` has room to restore `bytes` now (NVML's figure, read right before the
 /// restore), or why not; the process stays parked then, its memory safe in host memory.
 fn room(gpu: u32, bytes: Option<u64>) -> Result<(), String> {
+    let Some(bytes) = bytes else {
+        return Err(
+            "its size and GPU are not known to this vramwarden (it was parked by another one), so the room for it cannot be checked and a restore that runs out of memory would lose it; it stays parked, its memory safe in host memory: resume it from the vramwarden that parked it".into()
+        );
+    };
     let (free, total) = crate::source::nvml::free_and_total(gpu).map_err(|e| {
         format!("the room on GPU {gpu} could not be checked before the restore ({e}); it stays parked, its memory safe in host memory")
     })?;
-    let Some(bytes) = bytes else {
-        return Err(format!(
-            "its size is not known to this vramwarden (it was parked by another one), so the room on GPU {gpu} cannot be checked and a restore that runs out of memory would lose it; it stays parked, its memory safe in host memory: resume it from the vramwarden that parked it"
-        ));
-    };
     super::checks::check_room(free, total, bytes)
 }
 

@@ -134,8 +134,12 @@ fn live_target(protected: &[String], pid: u32) -> Result<Target, CliError> {
         pid,
         start_time_ms: info.start_time_ms,
     };
+    // The GPU it was parked from, as noted when it was parked (the driver no longer lists
+    // it): the room is checked there. Not noted: its size is not known either, and the
+    // executor refuses the restore before reading any GPU.
+    let gpu = crate::act::park::ledger::gpu_of(&key).unwrap_or(0);
     Ok(Target::process(
-        (key, 0),
+        (key, gpu),
         Some(info),
         None,
         crate::model::Origin::Live,

@@ -50,9 +50,9 @@ pub(crate) struct LeakBadge {
 
 impl LeakBadge {
     /// "⚠ leak +60 MiB/min · GPU full in ~6m 07s" (the GPU's forecast, as on its card) or,
-    /// where the GPU has no sooner forecast, "⚠ leak +60 MiB/min · alone: full in 2h 10m"
-    /// (this process's rate alone): never a second, different "full in" for the GPU without
-    /// saying whose it is.
+    /// where the GPU has no forecast, "⚠ leak +60 MiB/min · alone: full in 2h 10m" (this
+    /// process's rate alone): never a second, different "full in" for the GPU beside its
+    /// card's.
     pub(crate) fn text(&self) -> String {
         let full = match self.shown_full_in() {
             Some(FullIn::Gpu(m)) => format!(" · GPU full in ~{}", minutes(m)),
@@ -63,11 +63,11 @@ impl LeakBadge {
         format!("{what} +{}{full}", format::rate(self.rate_mib_per_min))
     }
 
-    /// The time to full the table shows: the GPU's forecast where it has one no later than
-    /// this process's rate alone gives, else this process's.
+    /// The time to full the table shows: the GPU's forecast where it has one (the card's
+    /// figure: where this process alone would fill the GPU sooner, others are giving memory
+    /// back, and the GPU's whole growth is what runs out), else this process's rate alone.
     pub(crate) fn shown_full_in(&self) -> Option<FullIn> {
         match (self.gpu_full_in_min, self.full_in_min) {
-            (Some(g), Some(a)) if a < g => Some(FullIn::Alone(a)),
             (Some(g), _) => Some(FullIn::Gpu(g)),
             (None, a) => a.map(FullIn::Alone),
         }
@@ -465,6 +465,24 @@ fn oom_list(ui: &mut Ui, ooms: &[&OomRecord], units: Units) -> Option<LeakClick>
 mod tests {
     use super::*;
     use egui_kittest::kittest::Queryable;
+
+    /// A leak whose rate alone would fill its GPU sooner than the GPU's forecast says the
+    /// card's figure, not a second, sooner one; with no forecast it says its own, as its own.
+    #[test]
+    fn a_badge_says_the_gpus_forecast_where_the_gpu_has_one() {
+        let mut b = LeakBadge {
+            rate_mib_per_min: 60.0,
+            full_in_min: Some(6.0),
+            gpu_full_in_min: Some(7.5),
+            grown_mib: 10.0,
+            grown_to_its_end: false,
+            since_ms: 0,
+            leak: true,
+        };
+        assert_eq!(b.text(), "⚠ leak +60 MiB/min · GPU full in ~7m 30s");
+        b.gpu_full_in_min = None;
+        assert_eq!(b.text(), "⚠ leak +60 MiB/min · alone: full in 6m 00s");
+    }
 
     fn record(pid: u32, flagged_ms: UnixMs, session: &str) -> LeakRecord {
         LeakRecord {

@@ -96,6 +96,7 @@ pub(super) fn draw_plot(
         }
         plot_lines(plot_ui, lines, o, scale);
     });
+    span_names(ui, &resp.transform, o.spans);
     if o.table_hover {
         if let Some(pos) = resp.response.hover_pos() {
             let x = resp.transform.value_from_position(pos).x;
@@ -231,8 +232,7 @@ fn plot_lines<'a>(
             // while another is selected).
             let dim = o.highlight.is_some() && !highlighted;
             let fill = if dim {
-                let bg = plot_ui.ctx().global_style().visuals.extreme_bg_color;
-                bg.lerp_to_gamma(l.color, 0.45)
+                dimmed(&plot_ui.ctx().global_style().visuals, l.color)
             } else {
                 l.color
             };
@@ -266,21 +266,45 @@ fn plot_lines<'a>(
         );
         forecast_marks(plot_ui, [[x0, y0 * scale], [x1, y1 * scale]], o.set_x);
     }
-    // One label per group of windows that overlap (two labels over one another read as
-    // neither).
-    for (a, b, name) in span_labels(o.spans) {
-        plot_ui.span(
-            egui_plot::Span::new(name, a..=b)
-                .fill(Color32::TRANSPARENT)
-                .border_width(0.0),
-        );
-    }
     for (x, name) in o.marks {
         plot_ui.vline(
             VLine::new(name.clone(), *x)
                 .color(crate::front::gui::leaks::LEAK)
                 .style(egui_plot::LineStyle::dashed_loose()),
         );
+    }
+}
+
+/// The names of the shaded windows along the plot's top, one per group of windows that
+/// overlap (two names over one another read as neither), each on a chip of the plot's
+/// background so the bands under it do not run through its letters; cut with "…" to its
+/// window's width in view.
+fn span_names(ui: &Ui, t: &egui_plot::PlotTransform, spans: &[(f64, f64, String)]) {
+    const PAD: f32 = 3.0;
+    let frame = *t.frame();
+    let painter = ui.painter_at(frame);
+    let visuals = ui.visuals();
+    for (a, b, name) in span_labels(spans) {
+        let left = t.position_from_point_x(a).max(frame.left());
+        let right = t.position_from_point_x(b).min(frame.right());
+        let room = right - left - 4.0 * PAD;
+        if room < 24.0 {
+            continue;
+        }
+        let mut job = egui::text::LayoutJob::simple_singleline(
+            name,
+            egui::TextStyle::Small.resolve(ui.style()),
+            visuals.text_color(),
+        );
+        job.wrap = egui::text::TextWrapping::truncate_at_width(room);
+        let galley = painter.layout_job(job);
+        let at = egui::pos2(
+            (left + right - galley.size().x) / 2.0,
+            frame.top() + 2.0 * PAD,
+        );
+        let chip = egui::Rect::from_min_size(at, galley.size()).expand(PAD);
+        painter.rect_filled(chip, PAD, visuals.extreme_bg_color.gamma_multiply(0.9));
+        painter.galley(at, galley, visuals.text_color());
     }
 }
 
@@ -324,6 +348,12 @@ fn forecast_marks(
         )
         .anchor(anchor),
     );
+}
+
+/// A band's colour while another process is selected: towards the plot's background, still
+/// opaque (its legend swatch is dimmed the same, so the two still match).
+pub(super) fn dimmed(visuals: &egui::Visuals, color: Color32) -> Color32 {
+    visuals.extreme_bg_color.lerp_to_gamma(color, 0.45)
 }
 
 /// One stacked band, filled run by run between its lower edge (the bands below) and its top.

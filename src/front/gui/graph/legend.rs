@@ -33,7 +33,13 @@ pub(super) fn legend(
         }
         for l in procs {
             let bold = matches!((l.kind, highlight), (LineKind::Process(k), Some(h)) if k == h);
-            item(ui, l.color, &l.name, bold);
+            // Dimmed as its band is while another process is selected.
+            let color = if highlight.is_some() && !bold && stacked {
+                super::draw::dimmed(ui.visuals(), l.color)
+            } else {
+                l.color
+            };
+            item(ui, color, &l.name, bold);
         }
         if more > 0 {
             ui.label(widgets::hint(format!("and {more} more")));
