@@ -641,15 +641,33 @@ fn users_resolve_through_nss_and_rules_compare_uids() {
         ..Conditions::default()
     });
     assert_eq!(
-        vramwarden::engine::test_rule(&is, &m, &Default::default()).len(),
+        vramwarden::engine::test_rule(
+            &is,
+            &m,
+            &Default::default(),
+            &vramwarden::act::rules::action::ActionRunner::new()
+        )
+        .len(),
         1
     );
     assert_eq!(
-        vramwarden::engine::test_rule(&by_number, &m, &Default::default()).len(),
+        vramwarden::engine::test_rule(
+            &by_number,
+            &m,
+            &Default::default(),
+            &vramwarden::act::rules::action::ActionRunner::new()
+        )
+        .len(),
         1
     );
     assert_eq!(
-        vramwarden::engine::test_rule(&is_not, &m, &Default::default()).len(),
+        vramwarden::engine::test_rule(
+            &is_not,
+            &m,
+            &Default::default(),
+            &vramwarden::act::rules::action::ActionRunner::new()
+        )
+        .len(),
         0
     );
     drop(m);

@@ -392,6 +392,26 @@ fn a_gpu_wide_command_is_not_run_on_the_simulated_gpus() {
             .any(|(o, d)| *o == Outcome::Skipped && d == "simulated GPU: the command was not run"),
         "{said:?}"
     );
+    // The Settings window's "Test rule" says the same of it (the engine's own executor
+    // judges, which knows its GPUs are simulated), not "would act".
+    let tested = e.command_under(
+        vramwarden::engine::command::CommandId::next(),
+        vramwarden::engine::EngineCommand::TestRule {
+            rule: Box::new(s.cleanup.rules[0].clone()),
+            safety: None,
+        },
+        now_ms(),
+    );
+    assert_eq!(tested.outcome, Outcome::Skipped, "{tested:?}");
+    let skipped = tested
+        .matches
+        .iter()
+        .flatten()
+        .filter_map(|m| m.skipped.as_deref());
+    assert!(
+        skipped.eq(["simulated GPU: the command was not run"]),
+        "{tested:?}"
+    );
     assert!(
         said.iter()
             .any(|(o, d)| *o == Outcome::Acted && d.starts_with("notified")),
@@ -959,24 +979,47 @@ fn test_this_rule_sees_the_pytorch_conditions_from_the_monitor() {
         allocated_growth_min_mib_per_min: Some(min),
         ..Conditions::default()
     };
-    let found = vramwarden::engine::test_rule(&rule(growth(250.0)), &m, &safety);
+    let found = vramwarden::engine::test_rule(
+        &rule(growth(250.0)),
+        &m,
+        &safety,
+        &vramwarden::act::rules::action::ActionRunner::new(),
+    );
     assert_eq!(found.len(), 1, "{found:?}");
     // A simulated process is matched but never acted on.
     assert_eq!(
         found[0].1.as_deref(),
         Some("simulated process: nothing was sent")
     );
-    assert!(vramwarden::engine::test_rule(&rule(growth(400.0)), &m, &safety).is_empty());
+    assert!(vramwarden::engine::test_rule(
+        &rule(growth(400.0)),
+        &m,
+        &safety,
+        &vramwarden::act::rules::action::ActionRunner::new()
+    )
+    .is_empty());
     // Releasable cache: 30000 − 1895 MiB at the last sample.
     let cache = |min: f64| Conditions {
         releasable_cache_min_mib: Some(min),
         ..Conditions::default()
     };
     assert_eq!(
-        vramwarden::engine::test_rule(&rule(cache(28_000.0)), &m, &safety).len(),
+        vramwarden::engine::test_rule(
+            &rule(cache(28_000.0)),
+            &m,
+            &safety,
+            &vramwarden::act::rules::action::ActionRunner::new()
+        )
+        .len(),
         1
     );
-    assert!(vramwarden::engine::test_rule(&rule(cache(28_200.0)), &m, &safety).is_empty());
+    assert!(vramwarden::engine::test_rule(
+        &rule(cache(28_200.0)),
+        &m,
+        &safety,
+        &vramwarden::act::rules::action::ActionRunner::new()
+    )
+    .is_empty());
 }
 
 #[test]

@@ -57,11 +57,12 @@ pub enum CommandFrom {
 
 /// Which targets a rule matches right now (the Settings window's "test this rule"), each with
 /// the reason it would be skipped under `safety` (protected, another user's, simulated…), or
-/// `None` when the action would go ahead (or be logged, in a dry run).
+/// `None` when the action would go ahead (or be logged, in a dry run), as `runner` judges it.
 pub fn test_rule(
     rule: &crate::act::rules::Rule,
     m: &crate::engine::view::Monitor,
     safety: &crate::act::rules::action::Safety,
+    runner: &crate::act::rules::action::ActionRunner,
 ) -> Vec<(crate::act::rules::eval::Target, Option<String>)> {
     let Some(snap) = &m.latest else {
         return Vec::new();
@@ -95,7 +96,6 @@ pub fn test_rule(
             })
             .collect(),
     };
-    let runner = crate::act::rules::action::ActionRunner::new();
     st.matches_now(rule, snap, &facts)
         .into_iter()
         .map(|target| {
@@ -134,13 +134,16 @@ impl EngineCommand {
     }
 }
 
-/// What rule `rule` matches in `m` now under `safety` (see [`test_rule`]), as an answer.
+/// What rule `rule` matches in `m` now under `safety` (see [`test_rule`]), as an answer;
+/// `runner` judges each target as it would judge it acting (the engine's own, which knows its
+/// GPUs, what it parked and whether its GPUs are simulated).
 pub(crate) fn test_rule_answer(
     rule: &crate::act::rules::Rule,
     m: &crate::engine::view::Monitor,
     safety: &crate::act::rules::action::Safety,
+    runner: &crate::act::rules::action::ActionRunner,
 ) -> Answer {
-    let matches: Vec<RuleMatch> = test_rule(rule, m, safety)
+    let matches: Vec<RuleMatch> = test_rule(rule, m, safety, runner)
         .into_iter()
         .map(|(t, why)| RuleMatch {
             target: t.describe(),

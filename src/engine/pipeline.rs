@@ -229,7 +229,7 @@ impl Engine {
         if let EngineCommand::TestRule { rule, safety } = &c {
             let safety = safety.clone().unwrap_or_else(|| self.rules.safety.clone());
             return match self.shared.read() {
-                Ok(m) => command::test_rule_answer(rule, &m, &safety),
+                Ok(m) => command::test_rule_answer(rule, &m, &safety, &self.rules.runner),
                 Err(_) => command::Answer::new(Outcome::Failed, "the engine's state is lost"),
             };
         }

@@ -99,7 +99,13 @@ pub(super) fn answer_unlinked(
     replies.push(CommandReply {
         id,
         what: c.label(),
-        answer: crate::engine::command::test_rule_answer(rule, &m, &safety),
+        // No engine: a runner that has seen nothing (this path holds no live processes).
+        answer: crate::engine::command::test_rule_answer(
+            rule,
+            &m,
+            &safety,
+            &crate::act::rules::action::ActionRunner::new(),
+        ),
     });
     Some(id)
 }
