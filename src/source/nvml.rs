@@ -158,6 +158,9 @@ const GRAPHICS_EVERY: u32 = 10;
 /// dearest driver call of a sample (≈ 94 µs of CPU once a second on the H200).
 const LISTS_EVERY: u32 = 5;
 
+/// The most GPUs a device count from the driver is believed for (as a link's View allows).
+const MAX_GPUS: u32 = 64;
+
 /// The most processes one GPU's list is read for: a driver's count above it sizes no buffer
 /// (a GPU runs at most a few thousand processes).
 const MAX_LISTED: std::os::raw::c_uint = 1 << 16;
@@ -265,8 +268,13 @@ impl NvmlSource {
         let count = nvml
             .device_count()
             .map_err(|e| SourceError::Unavailable(format!("NVML could not count GPUs: {e}")))?;
-        let mut devices = Vec::with_capacity(count as usize);
-        let mut handles = Vec::with_capacity(count as usize);
+        if count > MAX_GPUS {
+            return Err(SourceError::Unavailable(format!(
+                "NVML counted {count} GPUs, more than the {MAX_GPUS} one machine can hold: the driver's answer is not believed"
+            )));
+        }
+        let mut devices = Vec::new();
+        let mut handles = Vec::new();
         for i in 0..count {
             let d = nvml.device_by_index(i).ok();
             // SAFETY: reading the raw handle of a device of this Nvml; it stays valid while
@@ -802,9 +810,9 @@ mod tests {
                 ls.listed_used = Some(*u);
             }
         }
-        // At once, then LISTS_EVERY samples later, at the move (7), and 5 after it.
-        assert_eq!(LISTS_EVERY, 5);
-        assert_eq!(read_at, vec![0, 5, 7, 12]);
+        // At once, then LISTS_EVERY samples later, at the move (7), and LISTS_EVERY after it.
+        let every = LISTS_EVERY as usize;
+        assert_eq!(read_at, vec![0, every, 7, 7 + every]);
         // A failed read leaves nothing remembered: the next sample reads again.
         ls.listed_used = None;
         assert!(ls.lists_due(Some(12)));

@@ -60,7 +60,7 @@ pub fn bytes_of(key: &ProcSeriesKey) -> Option<u64> {
 }
 
 /// The GPU `key` was parked from, if this account noted it.
-pub fn gpu_of(key: &crate::model::ProcessKey) -> Option<u32> {
+pub(crate) fn gpu_of(key: &crate::model::ProcessKey) -> Option<u32> {
     entry(key).map(|(_, gpu)| gpu)
 }
 
