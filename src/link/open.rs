@@ -5,6 +5,10 @@
 use std::process::Child;
 #[cfg(any(feature = "gui", test))]
 use std::process::{Command, Stdio};
+use std::sync::atomic::AtomicBool;
+#[cfg(any(feature = "gui", test))]
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 /// A host ready to attach: the address to poll, the token, and the tunnel it goes through.
 #[derive(Debug)]
@@ -14,15 +18,100 @@ pub struct OpenedHost {
     /// The API token.
     pub token: String,
     /// The SSH tunnel, when the host is reached through one (the caller stops it).
-    pub tunnel: Option<Child>,
+    pub tunnel: Option<Tunnel>,
+}
+
+/// The most of a tunnel's stderr kept (the rest is read and dropped).
+#[cfg(any(feature = "gui", test))]
+const SAID_MAX: usize = 2000;
+
+/// How long after ssh exits its stderr is waited for before saying why it ended without it.
+#[cfg(feature = "gui")]
+const SAID_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// An `ssh -N -L` tunnel: the process and what it said on stderr, read on a thread of its
+/// own (asking why it ended never waits on the pipe, which a `ProxyCommand` started by ssh
+/// may hold open after ssh itself has exited).
+#[derive(Debug)]
+#[cfg_attr(not(feature = "gui"), allow(dead_code))] // the headless build opens no tunnel
+pub struct Tunnel {
+    child: Child,
+    said: Arc<Mutex<String>>,
+    drained: Arc<AtomicBool>,
+    #[cfg(feature = "gui")]
+    exited: Option<(std::time::Instant, std::process::ExitStatus)>,
+}
+
+impl Tunnel {
+    /// Takes `child`'s stderr to a reading thread (nothing is kept if none can start).
+    #[cfg(any(feature = "gui", test))]
+    fn start(mut child: Child) -> Self {
+        let said = Arc::new(Mutex::new(String::new()));
+        let drained = Arc::new(AtomicBool::new(false));
+        let reading = child.stderr.take().and_then(|err| {
+            let (said, drained) = (said.clone(), drained.clone());
+            std::thread::Builder::new()
+                .name("vramwarden-ssh".into())
+                .spawn(move || drain(err, &said, &drained))
+                .ok()
+        });
+        if reading.is_none() {
+            drained.store(true, Ordering::Release);
+        }
+        Self {
+            child,
+            said,
+            drained,
+            #[cfg(feature = "gui")]
+            exited: None,
+        }
+    }
+
+    /// Why the tunnel ended ("ssh ended (exit status: 255): Permission denied …"), once it
+    /// has and its stderr is read (or [`SAID_WAIT`] has passed); `None` while it runs.
+    #[cfg(feature = "gui")]
+    pub(crate) fn ended(&mut self) -> Option<String> {
+        if self.exited.is_none() {
+            let status = self.child.try_wait().ok()??;
+            self.exited = Some((std::time::Instant::now(), status));
+        }
+        let (at, status) = self.exited?;
+        if !self.drained.load(Ordering::Acquire) && at.elapsed() < SAID_WAIT {
+            return None;
+        }
+        let said = self
+            .said
+            .lock()
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        Some(format!("ssh ended ({status}): {said}"))
+    }
+}
+
+/// Reads `err` to its end, keeping its first [`SAID_MAX`] bytes in `said`.
+#[cfg(any(feature = "gui", test))]
+fn drain(mut err: impl std::io::Read, said: &Mutex<String>, drained: &AtomicBool) {
+    let mut buf = [0u8; 512];
+    while let Ok(n) = err.read(&mut buf) {
+        let Some(read) = buf.get(..n).filter(|b| !b.is_empty()) else {
+            break;
+        };
+        if let Ok(mut s) = said.lock() {
+            let room = SAID_MAX.saturating_sub(s.len()).min(read.len());
+            s.push_str(&String::from_utf8_lossy(
+                read.get(..room).unwrap_or_default(),
+            ));
+        }
+    }
+    drained.store(true, Ordering::Release);
 }
 
 /// Stops an SSH tunnel started by [`open_host`] (and reaps it), if there is one.
 #[cfg(feature = "gui")]
-pub(crate) fn stop_tunnel(tunnel: Option<Child>) {
+pub(crate) fn stop_tunnel(tunnel: Option<Tunnel>) {
     if let Some(mut t) = tunnel {
-        let _ = t.kill();
-        let _ = t.wait();
+        let _ = t.child.kill();
+        let _ = t.child.wait();
     }
 }
 
@@ -87,7 +176,7 @@ pub(crate) fn open_host(
     Ok(OpenedHost {
         url: format!("http://127.0.0.1:{port}"),
         token,
-        tunnel: Some(child),
+        tunnel: Some(Tunnel::start(child)),
     })
 }
 
@@ -159,6 +248,44 @@ fn expand_home(p: &str) -> std::path::PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An ssh that fails and leaves a process of its own holding its stderr (as a
+    /// `ProxyCommand` may): why it ended is said within about a second, with what it wrote,
+    /// not once that process lets the pipe go (the window asks every frame).
+    #[cfg(feature = "gui")]
+    #[test]
+    fn a_tunnel_that_ended_is_said_without_waiting_for_its_pipe() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let held = dir.path().join("held");
+        let script = format!(
+            "echo 'Permission denied (publickey).' >&2; sleep 30 & echo $! > {}; exit 255",
+            held.display()
+        );
+        let child = Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("sh");
+        let mut t = Tunnel::start(child);
+        let asked = std::time::Instant::now();
+        let why = loop {
+            if let Some(why) = t.ended() {
+                break why;
+            }
+            assert!(
+                asked.elapsed().as_secs() < 10,
+                "not said while the pipe is held"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        if let Ok(pid) = std::fs::read_to_string(&held) {
+            let _ = Command::new("kill").arg(pid.trim()).status();
+        }
+        assert!(why.contains("255"), "{why}");
+        assert!(why.ends_with("Permission denied (publickey)."), "{why}");
+    }
 
     #[test]
     fn connect_targets_are_http_or_ssh_and_nothing_else() {

@@ -35,4 +35,5 @@ pub use protocol::{
 };
 pub use release::{release, RELEASE_TIMEOUT};
 pub use sockets::{list_sockets, runtime_dir, socket_name};
-pub use watch::{all_runtime_dirs, Watch, WatchState};
+pub(crate) use watch::all_runtime_dirs;
+pub use watch::{Watch, WatchState};

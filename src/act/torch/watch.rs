@@ -54,7 +54,7 @@ pub struct Watch {
 
 /// The companions' folders this process may read: its own ([`super::sockets::runtime_dir`]) and, when
 /// it runs as root, every user's (`/run/user/*/vramwarden`, `/tmp/vramwarden-*`).
-pub fn all_runtime_dirs() -> Vec<PathBuf> {
+pub(crate) fn all_runtime_dirs() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = super::sockets::runtime_dir().into_iter().collect();
     if nix::unistd::geteuid().is_root() {
         if let Ok(users) = std::fs::read_dir("/run/user") {

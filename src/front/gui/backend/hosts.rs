@@ -23,7 +23,7 @@ pub(super) struct Attached {
     /// Its link (`None`: nothing samples, a detached window).
     pub link: Option<Box<dyn EngineLink>>,
     /// The `ssh -N -L` tunnel to it, when reached over SSH (stopped when this is dropped).
-    pub tunnel: Option<std::process::Child>,
+    pub tunnel: Option<crate::link::open::Tunnel>,
     /// The GPUs this computer samples (an agent: what its View says).
     pub source: crate::source::SourceKind,
     /// Whether its samples wake the window (off while it is in the background).

@@ -42,26 +42,18 @@ fn agent_host(shared: SharedMonitor) -> crate::front::gui::notify::HostName {
 /// tunnel has exited (a refused key, an unknown host).
 pub(super) fn with_tunnel(
     health: LinkHealth,
-    tunnel: Option<&mut std::process::Child>,
+    tunnel: Option<&mut crate::link::open::Tunnel>,
 ) -> LinkHealth {
     let (LinkHealth::Disconnected { url, since_ms, .. }, Some(t)) = (&health, tunnel) else {
         return health;
     };
-    let Ok(Some(status)) = t.try_wait() else {
+    let Some(why) = t.ended() else {
         return health;
     };
-    let mut err = String::new();
-    if let Some(mut e) = t.stderr.take() {
-        use std::io::Read;
-        let _ = (&mut e).take(2000).read_to_string(&mut err);
-    }
     LinkHealth::Disconnected {
         url: url.clone(),
         since_ms: *since_ms,
-        error: crate::link::remote_error::RemoteError::Unreachable(format!(
-            "ssh ended ({status}): {}",
-            err.trim()
-        )),
+        error: crate::link::remote_error::RemoteError::Unreachable(why),
     }
 }
 
