@@ -132,12 +132,14 @@ fn what_if_refuses_a_file_that_is_not_a_session_with_a_clear_error() {
     assert!(err.contains("bad.vwlog"), "{err}");
 }
 
-/// The demo's ten minutes: a step on GPU 1 before GPU 0's forecast alert and another after it
-/// make one timeline in the order of their time, not grouped by kind.
+/// The demo's ten minutes, with a floor of free memory its GPU 1 is under (so the guard acts
+/// there in the first seconds): the step on GPU 1 and GPU 0's forecast alert minutes later
+/// make one timeline in the order of their time, not grouped by kind or by GPU.
 #[test]
 fn alerts_and_steps_of_every_gpu_make_one_timeline_in_time_order() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let (log, config) = (tmp.path().join("demo.vwlog"), tmp.path().join("none.toml"));
+    let (log, config) = (tmp.path().join("demo.vwlog"), tmp.path().join("floor.toml"));
+    std::fs::write(&config, "[guard]\nfloor_free_mib = 9000\n").expect("config");
     let rec = vramwarden(
         &[
             "--demo",

@@ -16,6 +16,9 @@ use crate::model::{UnixMs, MIB};
 const RELEASE_MIN_BYTES: u64 = 256 * MIB;
 /// A grower holding less than this is not paused (it has hardly started).
 const GROWER_MIN_BYTES: u64 = 256 * MIB;
+/// A grower growing slower than this share of its GPU's growth is not paused: the GPU would
+/// fill about as soon without it (a slow leaker beside a job warming up at 5 GiB/s).
+const GROWER_MIN_SHARE: f64 = 0.25;
 /// Seconds a terminated leaker is given to exit.
 const TERMINATE_S: f64 = 10.0;
 
@@ -268,6 +271,7 @@ fn candidates<'a>(g: &'a GpuFacts, st: &GpuState, s: &GuardSettings, t: &Timing)
         s.pause_grower,
         |p| {
             p.growth_bytes_s > 0.0
+                && p.growth_bytes_s >= GROWER_MIN_SHARE * g.growth_bytes_s
                 && p.bytes >= GROWER_MIN_BYTES
                 && p.unparkable.is_none()
                 && fresh(p, StepKind::PauseGrower)

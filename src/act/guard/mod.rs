@@ -505,6 +505,97 @@ mod tests {
         assert_eq!((steps[0].kind, steps[0].key), (StepKind::ParkIdle, key(1)));
     }
 
+    /// The demo's inference server takes 4 → 9.25 GiB in 8 s every two minutes and gives it
+    /// back; beside an idle job it left 3.4 GiB free at its peak, and the guard paused it
+    /// for good ("full in 4s"). A climb back to a peak it held, with room for the rest, is
+    /// not growth; a climb past it is, and so is one the GPU has no room for.
+    #[test]
+    fn a_climb_back_to_an_earlier_peak_with_room_is_not_paused() {
+        const M: u64 = MIB;
+        let server = |free_mib: u64, mib: u64| {
+            let mut busy = proc(1, 0, 0.0, None);
+            busy.bytes = 11 * GIB;
+            let mut p = proc(2, 0, 0.0, None);
+            p.bytes = mib * M;
+            GpuFacts {
+                total_bytes: 24 * GIB,
+                free_bytes: free_mib * M,
+                ..gpu(0, 0.0, vec![busy, p])
+            }
+        };
+        // Free at 4 GiB held: 8 859 MiB; each MiB it takes comes off that.
+        let climb = |g: &mut Guard, t0: UnixMs, to: u64, free_at_low: u64| -> Vec<Step> {
+            let mut steps = Vec::new();
+            for (i, mib) in (4096..=to).step_by(768).enumerate() {
+                let f = server(free_at_low.saturating_sub(mib - 4096), mib);
+                steps.extend(g.decide(&[f], t0 + i as i64 * 1000));
+            }
+            steps
+        };
+        let rest = |g: &mut Guard, t0: UnixMs| {
+            for i in 0..5 {
+                assert!(g.decide(&[server(8859, 4096)], t0 + i * 1000).is_empty());
+            }
+        };
+        let mut g = acting();
+        rest(&mut g, T);
+        // The first climb, seen whole: nothing known of it yet, but it never comes near full.
+        assert!(climb(&mut g, T + 5_000, 9472, 20_000).is_empty());
+        rest(&mut g, T + 20_000);
+        // The same climb where it ends 3.4 GiB short of full: a return to its peak.
+        let steps = climb(&mut g, T + 30_000, 9472, 8859);
+        assert!(steps.is_empty(), "{steps:?}");
+        rest(&mut g, T + 45_000);
+        // Past its peak by 2 GiB, with the GPU filling: growth again, and it is paused.
+        let steps = climb(&mut g, T + 55_000, 11_776, 10_400);
+        assert_eq!(
+            steps.first().map(|s| s.kind),
+            Some(StepKind::PauseGrower),
+            "{steps:?}"
+        );
+        // Its peak with less room than the climb has left: growth too.
+        let mut g = acting();
+        rest(&mut g, T);
+        assert!(climb(&mut g, T + 5_000, 9472, 20_000).is_empty());
+        rest(&mut g, T + 20_000);
+        let steps = climb(&mut g, T + 30_000, 9472, 5_300);
+        assert_eq!(
+            steps.first().map(|s| s.kind),
+            Some(StepKind::PauseGrower),
+            "{steps:?}"
+        );
+    }
+
+    /// A job warming up at 4.75 GiB/s with 84 GiB free beside a 1 MiB/s leaker: pausing the
+    /// leaker would leave the GPU filling as fast, so it is not a step (the demo's replay
+    /// paused it for three minutes).
+    #[test]
+    fn a_slow_grower_beside_a_fast_one_is_not_paused_for_it() {
+        let mut g = acting();
+        let mut warm = proc(1, 19, 4.75, None);
+        warm.unparkable = Some("it is being released".into());
+        let leak = proc(2, 13, 1.0 / 1024.0, None);
+        let steps = decide(
+            &mut g,
+            &[gpu(84, 4.75, vec![warm.clone(), leak.clone()])],
+            T,
+        );
+        assert!(steps.is_empty(), "{steps:?}");
+        // Alone with the leaker growing, it would be: the share is what keeps it out.
+        let mut slow = proc(3, 20, 0.0, None);
+        slow.unparkable = Some("stand-in".into());
+        let alone = GpuFacts {
+            free_bytes: 4 * MIB,
+            ..gpu(0, 1.0 / 1024.0, vec![slow, leak])
+        };
+        let steps = decide(&mut acting(), &[alone], T);
+        assert_eq!(
+            steps.first().map(|s| s.kind),
+            Some(StepKind::PauseGrower),
+            "{steps:?}"
+        );
+    }
+
     /// The CLI review: a log without free memory (or a failed reading) was taken as a full
     /// GPU, and the guard paused the grower at once ("full in 0s", 40 GiB free). A GPU whose
     /// free memory is unknown gets no step; the next reading is planned on as before.
