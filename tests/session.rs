@@ -1290,3 +1290,64 @@ fn one_gpu_header(name: &str) -> vramwarden::session::Header {
         }],
     }
 }
+
+/// The GUI review: an opened session's Activity tab said "Nothing yet" over a log holding
+/// its rules' and guard's entries. Each recorded entry is listed, read back as a recorded
+/// target (never acted on), with its rule, outcome and words.
+#[test]
+fn an_opened_session_lists_the_activity_it_recorded() {
+    use vramwarden::act::rules::{Action, Conditions, Rule};
+    use vramwarden::engine::{EngineBuilder, RecordTo};
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("acts.vwlog");
+    let mut s = vramwarden::engine::settings::Settings::default();
+    s.cleanup.rules = vec![Rule {
+        name: "big".into(),
+        dry_run: false,
+        conditions: Conditions {
+            process_memory_min_mib: Some(20_000.0),
+            ..Conditions::default()
+        },
+        action: Action::Terminate { grace_seconds: 5.0 },
+        ..Rule::default()
+    }];
+    s.cleanup.dry_run = false;
+    let sim = SimSource::demo(T0);
+    let shared = vramwarden::engine::shared::Shared::new(Monitor::new(1000, 100));
+    let mut e = EngineBuilder::new(shared.clone(), 1000)
+        .record(RecordTo::File(path.clone()))
+        .settings(&s)
+        .source(sim.info())
+        .build();
+    for i in 0..30 {
+        let t = T0 + i * 1000;
+        e.tick(sim.at(t), t);
+    }
+    e.finish().expect("close");
+    let live = shared.read().expect("view").activity.len();
+    assert!(live > 0, "the rule never fired");
+    let data = SessionData::open(&path).expect("open");
+    let recorded = data
+        .events
+        .iter()
+        .filter(|e| matches!(e, vramwarden::session::Event::Activity { .. }))
+        .count();
+    let m = vramwarden::engine::replay::session(&data);
+    assert_eq!(m.activity.len(), recorded);
+    assert_eq!(recorded, live);
+    let a = m.activity.front().expect("listed");
+    assert_eq!(a.rule, "big");
+    assert_eq!(a.outcome, vramwarden::model::outcome::Outcome::Skipped);
+    assert!(a.detail.starts_with("simulated process"), "{}", a.detail);
+    match &a.target {
+        vramwarden::act::rules::eval::Target::Process { origin, .. } => {
+            assert_eq!(*origin, vramwarden::model::Origin::Recorded);
+        }
+        t => panic!("{t:?}"),
+    }
+    assert!(
+        a.target.describe().contains("python3"),
+        "{}",
+        a.target.describe()
+    );
+}

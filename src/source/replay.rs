@@ -1,5 +1,5 @@
 //! A recorded session as a source: each sample is the session's next recorded one (whatever
-//! moment is asked for), its leak and OOM events come at their times through
+//! moment is asked for), its leak, OOM and activity events come at their times through
 //! [`GpuSource::recorded_events`], and it ends with [`SourceError::Ended`]. The engine that
 //! takes it is read-only ([`crate::engine::Engine::read_only`]): it neither detects, records
 //! nor acts; see [`crate::engine::replay`].
@@ -34,7 +34,8 @@ pub struct ReplaySource<'a> {
     history: HistoryBuild<'a>,
     /// Set when the source is dropped: a history still being built is not needed.
     stop: Arc<AtomicBool>,
-    /// The memory events (leak started or ended, OOM suspected), in time order.
+    /// The memory events (leak started or ended, OOM suspected) and the activity entries
+    /// (rules', the guard's, manual actions), in time order.
     events: std::iter::Peekable<std::vec::IntoIter<Event>>,
 }
 
@@ -60,6 +61,7 @@ impl<'a> ReplaySource<'a> {
                     Event::LeakStarted { .. }
                         | Event::LeakEnded { .. }
                         | Event::OomSuspected { .. }
+                        | Event::Activity { .. }
                 )
             })
             .cloned()

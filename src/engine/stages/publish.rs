@@ -86,7 +86,56 @@ pub(crate) fn recorded_events(
         for e in events {
             crate::detect::leak_watch::record_event(&mut m.leaks, &mut m.ooms, e, session);
         }
+        let acts = events.iter().filter_map(recorded_activity).collect();
+        push_activity(m, acts);
     }
+}
+
+/// A recorded rule's or the guard's entry as the Activity tab lists it (its target read back
+/// from the log: nothing can act on it).
+fn recorded_activity(e: &Event) -> Option<Activity> {
+    let Event::Activity {
+        unix_ms,
+        rule,
+        pid,
+        device_index,
+        name,
+        user,
+        action,
+        outcome,
+        detail,
+    } = e
+    else {
+        return None;
+    };
+    let target = if *pid == 0 {
+        crate::act::rules::eval::Target::Device(*device_index)
+    } else {
+        let info = crate::model::ProcInfo {
+            name: name.clone(),
+            user: user.clone(),
+            ..Default::default()
+        };
+        let key = crate::model::ProcessKey {
+            pid: *pid,
+            start_time_ms: 0,
+        };
+        crate::act::rules::eval::Target::process(
+            (key, *device_index),
+            Some(std::sync::Arc::new(info)),
+            None,
+            crate::model::Origin::Recorded,
+        )
+    };
+    Some(Activity {
+        unix_ms: *unix_ms,
+        rule: rule.clone(),
+        target,
+        action: action.clone(),
+        outcome: *outcome,
+        detail: detail.clone(),
+        entry: Default::default(),
+    })
 }
 
 /// Activity entries outside a tick (a command's).

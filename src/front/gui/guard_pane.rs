@@ -27,7 +27,7 @@ pub(crate) fn tab_label(m: &Monitor) -> String {
 pub(crate) fn show(ui: &mut Ui, m: &Monitor, selected_gpu: u32) {
     if m.guard.is_empty() {
         ui.add_space(8.0);
-        super::widgets::label_with_code(ui, "No OOM guard runs here: a recorded session, or an agent of an earlier build. `vramwarden guard what-if SESSION` tells what it would have done in a recorded session.");
+        super::widgets::label_with_code(ui, "No OOM guard runs here: a recorded session, or an agent of an earlier build. In a recorded session, the steps its guard took are in the Activity tab (rules named \"OOM guard: …\"); `vramwarden guard what-if SESSION` tells what the guard would have done.");
         return;
     }
     let mut order: Vec<&GuardStatus> = m.guard.iter().collect();
