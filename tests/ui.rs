@@ -2227,6 +2227,31 @@ fn settings_keep_their_place_and_width() {
             .is_none(),
         "the clamp note outlived Revert"
     );
+    // The GUI review: the guard's lead factor typed as 0 became 1 without a word, and a
+    // floor larger than any GPU was taken in silence.
+    h.get_all_by_label("OOM guard")
+        .last()
+        .expect("the section")
+        .click();
+    h.run();
+    let set = |h: &Harness<'static, VramApp>, n: usize, v: f64| {
+        h.get_all_by_role(egui::accesskit::Role::SpinButton)
+            .nth(n)
+            .expect("a guard field")
+            .set_value_accesskit(v);
+    };
+    // The two rungs' minutes, then the lead factor.
+    set(&h, 2, 0.0);
+    h.run();
+    assert_eq!(h.state().settings_ui.draft.guard.lead_factor, 1.0);
+    h.get_by_label_contains("Lead factor: 0 × is under the least allowed, set to 1 ×");
+    set(&h, 4, 500.0);
+    h.run();
+    assert_eq!(
+        h.state().settings_ui.draft.guard.floor_free_mib,
+        500.0 * 1024.0
+    );
+    h.get_by_label_contains("The floor (500 GiB) is not under GPU 1's memory (24 GiB)");
 }
 
 /// A value out of range is put back with a word saying what changed.

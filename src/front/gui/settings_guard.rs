@@ -6,8 +6,17 @@ use egui::{RichText, Ui};
 use super::widgets;
 use crate::act::guard::GuardSettings;
 
-/// Draws the guard's settings into `g`; `global_dry_run` is the rules' master switch.
-pub(crate) fn show(ui: &mut Ui, g: &mut GuardSettings, global_dry_run: bool) {
+/// Bytes in a MiB, as the settings' MiB figures are compared with a GPU's bytes.
+const MIB: f64 = 1_048_576.0;
+
+/// Draws the guard's settings into `g`; `global_dry_run` is the rules' master switch,
+/// `smallest` the smallest GPU here (index, bytes), `note` says a value put back in range.
+pub(crate) fn show(
+    ui: &mut Ui,
+    g: &mut GuardSettings,
+    (global_dry_run, smallest): (bool, Option<(u32, u64)>),
+    note: &mut Option<String>,
+) {
     ui.label("The OOM guard keeps a GPU from filling up without killing anyone. It compares each GPU's time to full (the forecast) with the time its next step needs, and starts the step while there is still time.");
     ui.checkbox(
         &mut g.enabled,
@@ -27,20 +36,30 @@ pub(crate) fn show(ui: &mut Ui, g: &mut GuardSettings, global_dry_run: bool) {
     egui::Grid::new("guard-ladder")
         .num_columns(2)
         .spacing([10.0, 6.0])
-        .show(ui, |ui| ladder(ui, g));
+        .show(ui, |ui| ladder(ui, g, note));
     ui.add_space(6.0);
     ui.label(RichText::new("Timing").strong());
     egui::Grid::new("guard-timing")
         .num_columns(3)
-        .show(ui, |ui| timing(ui, g));
+        .show(ui, |ui| timing(ui, g, note));
+    if let Some((gpu, bytes)) = smallest.filter(|(_, b)| g.floor_free_mib * MIB >= *b as f64) {
+        ui.label(
+            RichText::new(format!(
+                "The floor ({:.0} GiB) is not under GPU {gpu}'s memory ({:.0} GiB): the guard would act there whenever anything grows.",
+                g.floor_free_mib / 1024.0,
+                bytes as f64 / MIB / 1024.0
+            ))
+            .color(widgets::warn(ui)),
+        );
+    }
     ui.add_space(6.0);
     ui.label(widgets::hint(format!(
-        "No oscillation: a step starts when the time to full falls under {:.1} × the time it needs + {:.0} s (a park needs about a minute at most); what the guard parked comes back only when, with its memory back, the GPU would not be full within {:.0} min — held {:.0} s, with no forecast alert and room for it plus a margin.",
+        "No oscillation: a step starts when the time to full falls under {:.1} × the time it needs + {:.0} s (a park moves about 1.5 GiB/s until this machine's own rate is measured: 40 GiB in about half a minute); what the guard parked comes back only when, with its memory back, the GPU would not be full within {:.0} min — held {:.0} s, with no forecast alert and room for it plus a margin.",
         g.lead_factor, g.lead_margin_s, g.safe_minutes, g.resume_hold_s
     )));
 }
 
-fn ladder(ui: &mut Ui, g: &mut GuardSettings) {
+fn ladder(ui: &mut Ui, g: &mut GuardSettings, note: &mut Option<String>) {
     ui.label("1.");
     ui.checkbox(&mut g.release_cache, "Release PyTorch caches")
         .on_hover_text("Early enough that a park can still follow if the release is not enough.");
@@ -53,7 +72,7 @@ fn ladder(ui: &mut Ui, g: &mut GuardSettings) {
             "Park the largest process GPU-idle for at least",
         ),
         &mut g.idle_min_minutes,
-        false,
+        (false, note),
     );
     ui.end_row();
     ui.label("3.");
@@ -68,7 +87,7 @@ fn ladder(ui: &mut Ui, g: &mut GuardSettings) {
             "Terminate a process flagged as leaking for at least",
         ),
         &mut g.leaking_min_minutes,
-        true,
+        (true, note),
     );
     ui.end_row();
     ui.label("then");
@@ -77,17 +96,22 @@ fn ladder(ui: &mut Ui, g: &mut GuardSettings) {
 }
 
 /// A rung's switch with its minutes; `destructive` says so beside it.
-fn with_minutes(ui: &mut Ui, (on, label): (&mut bool, &str), minutes: &mut f64, destructive: bool) {
+fn with_minutes(
+    ui: &mut Ui,
+    (on, label): (&mut bool, &str),
+    minutes: &mut f64,
+    (destructive, note): (bool, &mut Option<String>),
+) {
     ui.horizontal_wrapped(|ui| {
         ui.checkbox(on, label);
-        number(ui, minutes, 0.0..=10_080.0, " min");
+        super::settings_window::bounded(ui, label, minutes, 0.0..=10_080.0, (0.1, " min"), note);
         if destructive {
             ui.label(RichText::new("(opt-in: it ends the process)").color(widgets::warn(ui)));
         }
     });
 }
 
-fn timing(ui: &mut Ui, g: &mut GuardSettings) {
+fn timing(ui: &mut Ui, g: &mut GuardSettings, note: &mut Option<String>) {
     // Kept in MiB in the file, shown in GiB like the rest of the window.
     let (mut floor_gib, mut min_gib) = (g.floor_free_mib / 1024.0, g.min_process_mib / 1024.0);
     let rows: [(&str, &mut f64, std::ops::RangeInclusive<f64>, &str, &str); 6] = [
@@ -136,7 +160,7 @@ fn timing(ui: &mut Ui, g: &mut GuardSettings) {
     ];
     for (label, v, range, suffix, what) in rows {
         ui.label(label);
-        number(ui, v, range, suffix);
+        super::settings_window::bounded(ui, label, v, range, (0.1, suffix), note);
         ui.label(widgets::hint(what));
         ui.end_row();
     }
@@ -146,13 +170,4 @@ fn timing(ui: &mut Ui, g: &mut GuardSettings) {
     if (min_gib * 1024.0 - g.min_process_mib).abs() > 1e-6 {
         g.min_process_mib = min_gib * 1024.0;
     }
-}
-
-fn number(ui: &mut Ui, v: &mut f64, range: std::ops::RangeInclusive<f64>, suffix: &str) {
-    ui.add(
-        egui::DragValue::new(v)
-            .range(range)
-            .speed(0.1)
-            .suffix(suffix),
-    );
 }

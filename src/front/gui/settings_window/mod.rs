@@ -17,8 +17,9 @@ use crate::engine::settings::Settings;
 use crate::engine::view::Monitor;
 use crate::model::format::{Theme, Units};
 
+pub(crate) use fields::bounded;
 pub use fields::clamp_note;
-use fields::{bounded, status_lines};
+use fields::status_lines;
 use leak_fields::leak_advanced_fields;
 pub(crate) use leak_fields::leak_fields;
 use rule_editor::rule_editor;
@@ -188,7 +189,8 @@ impl SettingsUi {
                                 Section::Guard => super::settings_guard::show(
                                     ui,
                                     &mut self.draft.guard,
-                                    self.draft.cleanup.dry_run,
+                                    (self.draft.cleanup.dry_run, smallest_gpu(live)),
+                                    &mut self.clamped,
                                 ),
                             });
                     });
@@ -367,4 +369,14 @@ impl SettingsUi {
         ui.separator();
         rule_editor(ui, c, i, &mut self.tested, out);
     }
+}
+
+/// The smallest memory of the GPUs in `live` (bytes), for the guard's floor.
+fn smallest_gpu(live: &crate::engine::view::Monitor) -> Option<(u32, u64)> {
+    live.latest
+        .as_ref()?
+        .devices
+        .iter()
+        .filter_map(|d| Some((d.index, d.memory_total_bytes?)))
+        .min_by_key(|(_, b)| *b)
 }
