@@ -986,10 +986,10 @@ fn test_this_rule_sees_the_pytorch_conditions_from_the_monitor() {
         &vramwarden::act::rules::action::ActionRunner::new(),
     );
     assert_eq!(found.len(), 1, "{found:?}");
-    // A simulated process is matched but never acted on.
+    // A simulated process is matched but never acted on (said as ahead: nothing was tried).
     assert_eq!(
         found[0].1.as_deref(),
-        Some("simulated process: nothing was sent")
+        Some("a simulated process: the demo acts on nothing")
     );
     assert!(vramwarden::engine::test_rule(
         &rule(growth(400.0)),

@@ -1059,7 +1059,7 @@ fn testing_a_rule_tells_which_matches_would_be_skipped() {
     // 48213 (38 GiB) and 39002 (8 GiB) hold ≥ 8192 MiB.
     h.get_by_label("It matches 2 right now, but would skip every one:");
     assert_eq!(
-        h.query_all_by_label_contains("skipped: simulated process: nothing was sent")
+        h.query_all_by_label_contains("skipped: a simulated process: the demo acts on nothing")
             .count(),
         2
     );

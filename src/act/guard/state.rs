@@ -36,7 +36,11 @@ impl Step {
     /// Why it starts, in words, for the activity and session logs.
     pub fn reason(&self) -> String {
         let full = match self.full_in_s {
-            Some(s) => format!("GPU {} full in {s:.0} s", self.gpu),
+            Some(s) => format!(
+                "GPU {} full in {}",
+                self.gpu,
+                crate::model::format::duration((s * 1000.0) as i64)
+            ),
             None if self.for_paused => "room for the paused grower".to_string(),
             None => "no growth".to_string(),
         };

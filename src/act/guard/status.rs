@@ -104,7 +104,8 @@ pub enum StepOutcome {
     Started,
     /// Went through.
     Done,
-    /// Not started: refused by a check (protected, several GPUs, no room…).
+    /// Not started: refused by a check (protected, several GPUs, no room…); said "skipped",
+    /// as the Activity tab says it.
     Refused,
     /// Started and failed.
     Failed,
@@ -117,7 +118,7 @@ impl StepOutcome {
             Self::Would => "would",
             Self::Started => "started",
             Self::Done => "done",
-            Self::Refused => "refused",
+            Self::Refused => "skipped",
             Self::Failed => "failed",
         }
     }

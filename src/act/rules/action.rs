@@ -489,6 +489,10 @@ impl ActionRunner {
         };
         match origin {
             Origin::Live => {}
+            // Said ahead (the guard's view, a rule test), nothing was tried.
+            Origin::Simulated if ahead => {
+                return Some("a simulated process: the demo acts on nothing".into())
+            }
             Origin::Simulated => return Some("simulated process: nothing was sent".into()),
             Origin::Recorded => {
                 return Some(

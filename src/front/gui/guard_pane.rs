@@ -158,7 +158,8 @@ fn recent(ui: &mut Ui, g: &GuardStatus) {
                     secs(r.needs_s),
                     r.took_s.map_or("—".into(), secs)
                 ));
-                ui.label(&r.detail);
+                // Wrapped in the room left (a long refusal widened the pane past the window).
+                ui.add(egui::Label::new(&r.detail).wrap());
                 ui.end_row();
             }
         });

@@ -52,7 +52,7 @@ impl Pane for ActivityPane {
                             ui.label(a.target.describe());
                             let color = widgets::outcome_color(a.outcome, ui.visuals().dark_mode);
                             ui.label(RichText::new(a.outcome.label()).color(color).strong());
-                            ui.label(&a.detail);
+                            ui.add(egui::Label::new(&a.detail).wrap());
                             ui.end_row();
                         }
                     });
