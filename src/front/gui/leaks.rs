@@ -230,7 +230,7 @@ pub(crate) fn pane(
                         ("Process", ""),
                         ("GPU", ""),
                         ("Began", "When its memory began to grow"),
-                        ("Flagged", "When the detector called it a leak"),
+                        ("Flagged", "How long after it began growing the detector called it a leak (hover: when)"),
                         ("Status", "At the time shown (a session: its time slider)"),
                         ("Rate", ""),
                         ("Why", "The shape the detector saw when it called this a leak (hover for its figures)"),
@@ -293,7 +293,12 @@ fn leak_row(
     }
     ui.label(r.info.device_index.to_string());
     ui.monospace(format::moment(r.info.since_ms, now));
-    ui.monospace(format::moment(r.flagged_ms, now));
+    // After its start, so the row fits beside the GPU cards; the moment on hover.
+    ui.monospace(format!(
+        "+{}",
+        format::duration(r.flagged_ms - r.info.since_ms)
+    ))
+    .on_hover_text(format::date_time(r.flagged_ms));
     match r.ended_ms {
         _ if r.flagged_ms > at => ui.label(RichText::new("not yet flagged").weak()),
         _ if active => ui.label(
@@ -317,8 +322,18 @@ fn leak_row(
     };
     ui.monospace(format::rate(r.info.rate_mib_per_min));
     why_cell(ui, &r.info.why);
-    ui.monospace(units.bytes((r.grown_mib.max(0.0) * MIB as f64) as u64));
-    ui.monospace(units.bytes((r.peak_mib.max(0.0) * MIB as f64) as u64));
+    // The episode's figures: at a moment before its end (a session's slider) they are not
+    // "so far", and are shown faint with a word saying so.
+    let later = r.ended_ms.is_some_and(|e| e > at);
+    for mib in [r.grown_mib, r.peak_mib] {
+        let t = RichText::new(units.bytes((mib.max(0.0) * MIB as f64) as u64)).monospace();
+        if later {
+            ui.label(t.weak())
+                .on_hover_text("Over the whole episode, which goes on after the moment shown");
+        } else {
+            ui.label(t);
+        }
+    }
     match r.session.as_ref() {
         // Short, so the table fits beside the GPU cards; the hover names the session's file.
         // Another session's (listed with "Include other sessions") is told apart from the
