@@ -950,6 +950,21 @@ fn selecting_a_process_shows_its_gpu_graph() {
     assert_eq!(h.state().selected_gpu, 1);
 }
 
+/// The GUI review: Ctrl+O did nothing. It opens a session file as Sessions → Open file…
+/// does (here, without a portal, its typed-path window).
+#[test]
+fn ctrl_o_opens_a_session_file() {
+    let mut h = harness(demo_app(10));
+    h.run();
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::O);
+    let t = Instant::now();
+    while h.query_by_label("Choose a file").is_none() {
+        assert!(t.elapsed() < Duration::from_secs(20), "Ctrl+O opened nothing");
+        std::thread::sleep(Duration::from_millis(20));
+        h.step();
+    }
+}
+
 /// Without a desktop portal (as here: no D-Bus session, no display) the system file dialog
 /// never appears; the window says so and takes a typed path instead of failing silently.
 #[test]

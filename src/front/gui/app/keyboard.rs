@@ -2,17 +2,23 @@
 
 use egui::Ui;
 
-use super::{Help, UiCommand, VramApp, FILTER_SHORTCUT, HELP_SHORTCUT, SETTINGS_SHORTCUT};
+use super::{
+    Help, UiCommand, VramApp, FILTER_SHORTCUT, HELP_SHORTCUT, OPEN_SHORTCUT, SETTINGS_SHORTCUT,
+};
 use crate::front::gui::ui_state::BottomTab;
 
 impl VramApp {
-    /// The window-wide keys: Ctrl+F, Ctrl+, (settings), Esc, Ctrl+1/2/3/4, Delete.
+    /// The window-wide keys: Ctrl+F, Ctrl+, (settings), Ctrl+O (open a session), Esc,
+    /// Ctrl+1/2/3/4, Delete.
     pub(super) fn keyboard(&mut self, ui: &mut Ui, ctx: &egui::Context) {
         if ui.input_mut(|i| i.consume_shortcut(&FILTER_SHORTCUT)) {
             self.tabs.processes.focus_filter = true;
         }
         if ui.input_mut(|i| i.consume_shortcut(&SETTINGS_SHORTCUT)) {
             self.push(UiCommand::OpenSettings);
+        }
+        if ui.input_mut(|i| i.consume_shortcut(&OPEN_SHORTCUT)) {
+            self.push(UiCommand::PickSessionFile);
         }
         if ui.input_mut(|i| i.consume_shortcut(&HELP_SHORTCUT)) {
             self.push(UiCommand::OpenHelp(Help::Shortcuts));

@@ -4,7 +4,8 @@ use egui::{Color32, RichText, Ui};
 
 use super::banners::shows_simulated;
 use super::{
-    shortcut_words, Help, UiCommand, VramApp, HELP_SHORTCUT, QUIT_SHORTCUT, SETTINGS_SHORTCUT,
+    shortcut_words, Help, UiCommand, VramApp, HELP_SHORTCUT, OPEN_SHORTCUT, QUIT_SHORTCUT,
+    SETTINGS_SHORTCUT,
 };
 use crate::engine::view::{Monitor, SourceStatus};
 use crate::front::gui::widgets;
@@ -71,7 +72,13 @@ impl VramApp {
             self.push(UiCommand::BrowseSessions);
             ui.close();
         }
-        if ui.button("Open file…").clicked() {
+        if ui
+            .add(
+                egui::Button::new("Open file…")
+                    .shortcut_text(shortcut_words(ui.ctx(), &OPEN_SHORTCUT)),
+            )
+            .clicked()
+        {
             self.push(UiCommand::PickSessionFile);
             ui.close();
         }

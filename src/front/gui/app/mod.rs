@@ -31,6 +31,9 @@ const FILTER_SHORTCUT: egui::KeyboardShortcut =
 /// Quit: egui closes the window on it (`Options::quit_shortcuts`); the File menu shows it.
 pub const QUIT_SHORTCUT: egui::KeyboardShortcut =
     egui::KeyboardShortcut::new(egui::Modifiers::COMMAND, egui::Key::Q);
+/// Sessions → Open file….
+const OPEN_SHORTCUT: egui::KeyboardShortcut =
+    egui::KeyboardShortcut::new(egui::Modifiers::COMMAND, egui::Key::O);
 const HELP_SHORTCUT: egui::KeyboardShortcut =
     egui::KeyboardShortcut::new(egui::Modifiers::NONE, egui::Key::F1);
 
@@ -137,6 +140,7 @@ pub struct Confirmation {
 pub(crate) const SHORTCUTS: &[(&str, &str)] = &[
     ("Ctrl+,", "Settings"),
     ("Ctrl+F", "Filter the process table"),
+    ("Ctrl+O", "Open a session log"),
     (
         "Ctrl+1 / 2 / 3 / 4",
         "Processes, Leaks, Activity, Guard tab",
