@@ -6,7 +6,7 @@
 # release build:
 #   VRAMWARDEN=target/release/vramwarden PYTHON=python3 tests/workloads/guard_matrix.sh [SCENARIO...]
 # Scenarios: idle-torch (and idle-torch-off), idle-raw, slow (and slow-off), release (and release-off), pause,
-# two, room, reply (a park and resume through the API, with their final replies). SHARED_WORKLOADS names the folder of gpu_workload.py (for `release`). Results under $OUT:
+# two, room, burst (a sawtooth beside a held job: left alone), reply (a park and resume through the API, with their final replies). SHARED_WORKLOADS names the folder of gpu_workload.py (for `release`). Results under $OUT:
 # report.txt (the outcome of every job and every data check), and per scenario the agent's
 # events (CSV), its /metrics guard lines and its View.
 set -u
@@ -124,6 +124,29 @@ release_cache() { # NAME on|off: a PyTorch job (with the companion) keeps half t
   cp /tmp/$n-*.log "$OUT/"; agent_stop "$n"
 }
 
+burst() { # an inference-server-like sawtooth, its climbs seen first with room, then beside a large
+  # held job so that each climb ends a few GiB short of full: a return to its earlier peak, not
+  # growth toward full; the guard leaves it alone (before, it paused it at a climb for good).
+  local n=burst; agent_start $n on
+  local sg; sg=$(gib 0.2)
+  $PY $SW/gpu_workload.py sawtooth --gib "$sg" --period 10 --seconds 200 > /tmp/$n-saw.log 2>&1 & S=$!
+  sleep 40
+  local hg; hg=$(gib 0.66)
+  $PY $W/rawcuda.py hold --gib "$hg" --seconds 170 > /tmp/$n-hold.log 2>&1 & I=$!
+  wait_for /tmp/$n-hold.log '"hold"' 120
+  say "$n: sawtooth $S to $sg GiB every 10 s; $hg GiB held beside it by $I from $(date +%T)"
+  local least=999999
+  for _ in $(seq 60); do
+    f=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits -i 0 | head -1)
+    [ "$f" -lt "$least" ] && least=$f; sleep 1
+  done
+  say "$n: least free memory seen in 60 s beside the held job: $least MiB"
+  ended "$n sawtooth" $S /tmp/$n-saw.log
+  say "$n: sawtooth cycles: $(grep -c freed /tmp/$n-saw.log)"
+  kill $I 2>/dev/null; wait $I 2>/dev/null
+  cp /tmp/$n-*.log "$OUT/"; agent_stop $n
+}
+
 two_growers() {
   local n=two; agent_start $n on
   local gg; gg=$(gib 0.55)
@@ -185,7 +208,7 @@ walk(json.load(sys.stdin))')
 }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$R"
-for s in "${@:-idle-torch idle-torch-off idle-raw slow release release-off pause two room}"; do
+for s in "${@:-idle-torch idle-torch-off idle-raw slow release release-off pause two room burst}"; do
   for x in $s; do
     case $x in
       idle-torch) idle_and_grower idle-torch on torch 0.4 ;;
@@ -198,6 +221,7 @@ for s in "${@:-idle-torch idle-torch-off idle-raw slow release release-off pause
       pause) pause_grower ;;
       two) two_growers ;;
       room) room ;;
+      burst) burst ;;
       reply) reply ;;
     esac
   done
