@@ -959,7 +959,10 @@ fn ctrl_o_opens_a_session_file() {
     h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::O);
     let t = Instant::now();
     while h.query_by_label("Choose a file").is_none() {
-        assert!(t.elapsed() < Duration::from_secs(20), "Ctrl+O opened nothing");
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "Ctrl+O opened nothing"
+        );
         std::thread::sleep(Duration::from_millis(20));
         h.step();
     }

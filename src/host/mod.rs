@@ -12,3 +12,4 @@ pub mod procinfo;
 pub mod signals;
 pub mod term;
 pub(crate) mod trusted_file;
+pub(crate) mod user_names;

@@ -1,4 +1,5 @@
-//! Facts about a process from `/proc`: name, command line, user, start time, container id,
+//! Facts about a process from `/proc`: name, command line, user (its name through
+//! [`super::user_names`]), start time, container id,
 //! and its container's and pod's names (resolved once per process through
 //! [`crate::host::container::ContainerResolver`]).
 //!
@@ -19,7 +20,7 @@ pub struct ProcReader {
     root: PathBuf,
     boot_time_ms: Option<UnixMs>,
     ticks_per_sec: u64,
-    users: crate::model::FastMap<u32, String>,
+    users: super::user_names::UserNames,
     cache: crate::model::FastMap<u32, (Arc<ProcInfo>, UnixMs)>,
     containers: ContainerResolver,
     /// The pids of the sample being enriched (kept between ticks for its room).
@@ -54,7 +55,7 @@ impl ProcReader {
             root,
             boot_time_ms,
             ticks_per_sec: if ticks > 0 { ticks as u64 } else { 100 },
-            users: crate::model::FastMap::default(),
+            users: super::user_names::UserNames::default(),
             cache: crate::model::FastMap::default(),
             containers,
             alive: crate::model::FastSet::default(),
@@ -105,6 +106,21 @@ impl ProcReader {
         Some(info)
     }
 
+    /// Names that came late (a slow NSS) replace the digits that stood for them.
+    fn take_late_names(&mut self) {
+        if !self.users.any_running() || !self.users.resolved_late() {
+            return;
+        }
+        for (info, _) in self.cache.values_mut() {
+            if info.user == info.uid.to_string() {
+                let name = self.users.name(info.uid);
+                if name != info.user {
+                    Arc::make_mut(info).user = name;
+                }
+            }
+        }
+    }
+
     /// Drops cache entries for PIDs not in `alive`.
     pub fn retain(&mut self, alive: &dyn Fn(u32) -> bool) {
         self.cache.retain(|pid, _| alive(*pid));
@@ -128,11 +144,9 @@ impl ProcReader {
         let uid = read_lossy(&dir.join("status"))
             .and_then(|s| parse_status_uid(&s))
             .unwrap_or(u32::MAX);
-        let user = self
-            .users
-            .entry(uid)
-            .or_insert_with(|| user_name_of(uid))
-            .clone();
+        // Through NSS, waited for briefly (a directory server may hang): the uid in digits
+        // until it answers.
+        let user = self.users.name(uid);
         let cgroup = fs::read_to_string(dir.join("cgroup")).ok();
         let container_id = cgroup.as_deref().and_then(container_id_from_cgroup);
         // Once per process (this runs for a new process only): the pod log folders and
@@ -248,6 +262,7 @@ pub fn uid_of_user(name: &str) -> Option<u32> {
 
 /// Fills in `/proc` facts for processes the source did not describe.
 pub(crate) fn enrich(snap: &mut crate::model::Snapshot, procs: &mut ProcReader) {
+    procs.take_late_names();
     for p in &mut snap.processes {
         if p.info.is_none() {
             p.info = procs.read_at(p.pid, snap.taken_at_ms);
