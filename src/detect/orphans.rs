@@ -167,7 +167,7 @@ fn scan_holders(proc_root: &Path, skip: &HashSet<u32>) -> Vec<DevHolder> {
         let uid = std::fs::read_to_string(dir.join("status"))
             .ok()
             .and_then(|s| crate::host::procinfo::parse_status_uid(&s));
-        let user = uid.map_or_else(|| "?".into(), crate::host::procinfo::user_name_of);
+        let user = uid.map_or_else(|| "?".into(), crate::host::user_names::user_name_of);
         out.push(DevHolder {
             pid,
             name,

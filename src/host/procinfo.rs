@@ -235,18 +235,6 @@ fn container_id_from_cgroup(cgroup: &str) -> Option<String> {
     None
 }
 
-/// The name of `uid` through NSS (`getpwuid_r`: /etc/passwd, LDAP, SSSD, systemd… whatever
-/// the host is configured for), or the number when it has none.
-pub(crate) fn user_name_of(uid: u32) -> String {
-    if uid == u32::MAX {
-        return "?".into();
-    }
-    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
-        Ok(Some(u)) => u.name,
-        _ => uid.to_string(),
-    }
-}
-
 /// The uid of a user named in a rule, through NSS (`getpwnam_r`); a plain number is taken
 /// as a uid. `None` when no such user exists.
 pub fn uid_of_user(name: &str) -> Option<u32> {

@@ -45,7 +45,7 @@ impl UserNames {
             let started = std::thread::Builder::new()
                 .name("vramwarden-user".into())
                 .spawn(move || {
-                    let _ = tx.send((uid, super::procinfo::user_name_of(uid)));
+                    let _ = tx.send((uid, user_name_of(uid)));
                 });
             if started.is_err() {
                 self.running.remove(&uid);
@@ -96,6 +96,18 @@ impl UserNames {
     }
 }
 
+/// The name of `uid` through NSS (`getpwuid_r`: /etc/passwd, LDAP, SSSD, systemd… whatever
+/// the host is configured for), or the number when it has none.
+pub(crate) fn user_name_of(uid: u32) -> String {
+    if uid == u32::MAX {
+        return "?".into();
+    }
+    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        Ok(Some(u)) => u.name,
+        _ => uid.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,7 +119,7 @@ mod tests {
         let me = unsafe { libc::getuid() };
         let mut u = UserNames::default();
         let first = u.name(me);
-        assert_eq!(first, super::super::procinfo::user_name_of(me));
+        assert_eq!(first, super::user_name_of(me));
         assert!(!u.any_running());
         assert_eq!(u.name(me), first);
     }

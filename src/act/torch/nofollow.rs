@@ -210,7 +210,7 @@ pub(crate) fn refuse_foreign(what: &Path, python: &Path) -> Result<(), TorchErro
     let Some((part, uid)) = foreign_part(&path) else {
         return Ok(());
     };
-    let user = crate::host::procinfo::user_name_of(uid);
+    let user = crate::host::user_names::user_name_of(uid);
     Err(TorchError::Hook(format!(
         "refusing as root: {} is not root's ({} belongs to {user} (uid {uid}) or can be written by others); \
          running that interpreter or writing into its site-packages as root would let that user run code as root. \

@@ -19,7 +19,6 @@ pub(crate) mod process_detail;
 pub mod processes;
 pub(crate) mod replies;
 pub mod sessions;
-pub(crate) mod settings_guard;
 pub mod settings_window;
 pub(crate) mod settings_words;
 pub(crate) mod status_bar;

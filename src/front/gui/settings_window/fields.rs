@@ -110,7 +110,7 @@ pub(super) fn status_lines(
 /// A number field kept within `range`: a value typed or dragged outside it is put back to
 /// the nearest bound and `note` says so ("Minimum rate: 0 is under 0.1 MiB/min; set to
 /// 0.1"), rather than the value changing without a word.
-pub(crate) fn bounded<T>(
+pub(super) fn bounded<T>(
     ui: &mut Ui,
     label: &str,
     v: &mut T,

@@ -5,6 +5,7 @@
 //! changes not saved (Revert drops them), unless the settings changed meanwhile.
 
 mod fields;
+mod guard;
 mod leak_fields;
 mod rule_editor;
 mod rules_list;
@@ -17,9 +18,8 @@ use crate::engine::settings::Settings;
 use crate::engine::view::Monitor;
 use crate::model::format::{Theme, Units};
 
-pub(crate) use fields::bounded;
 pub use fields::clamp_note;
-use fields::status_lines;
+use fields::{bounded, status_lines};
 use leak_fields::leak_advanced_fields;
 pub(crate) use leak_fields::leak_fields;
 use rule_editor::rule_editor;
@@ -186,7 +186,7 @@ impl SettingsUi {
                                 Section::Sessions => self.sessions(ui),
                                 Section::Leaks => self.leaks(ui),
                                 Section::Rules => self.rules(ui, live, out),
-                                Section::Guard => super::settings_guard::show(
+                                Section::Guard => guard::show(
                                     ui,
                                     &mut self.draft.guard,
                                     (self.draft.cleanup.dry_run, smallest_gpu(live)),

@@ -3,15 +3,15 @@
 
 use egui::{RichText, Ui};
 
-use super::widgets;
 use crate::act::guard::GuardSettings;
+use crate::front::gui::widgets;
 
 /// Bytes in a MiB, as the settings' MiB figures are compared with a GPU's bytes.
 const MIB: f64 = 1_048_576.0;
 
 /// Draws the guard's settings into `g`; `global_dry_run` is the rules' master switch,
 /// `smallest` the smallest GPU here (index, bytes), `note` says a value put back in range.
-pub(crate) fn show(
+pub(super) fn show(
     ui: &mut Ui,
     g: &mut GuardSettings,
     (global_dry_run, smallest): (bool, Option<(u32, u64)>),
@@ -104,7 +104,7 @@ fn with_minutes(
 ) {
     ui.horizontal_wrapped(|ui| {
         ui.checkbox(on, label);
-        super::settings_window::bounded(ui, label, minutes, 0.0..=10_080.0, (0.1, " min"), note);
+        super::fields::bounded(ui, label, minutes, 0.0..=10_080.0, (0.1, " min"), note);
         if destructive {
             ui.label(RichText::new("(opt-in: it ends the process)").color(widgets::warn(ui)));
         }
@@ -160,7 +160,7 @@ fn timing(ui: &mut Ui, g: &mut GuardSettings, note: &mut Option<String>) {
     ];
     for (label, v, range, suffix, what) in rows {
         ui.label(label);
-        super::settings_window::bounded(ui, label, v, range, (0.1, suffix), note);
+        super::fields::bounded(ui, label, v, range, (0.1, suffix), note);
         ui.label(widgets::hint(what));
         ui.end_row();
     }
