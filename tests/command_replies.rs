@@ -271,3 +271,68 @@ fn the_engine_applies_the_remote_policy_to_a_command_from_an_agent_and_logs_it()
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(libc::SIGKILL));
 }
+
+/// The code review: a window's (or `vramwarden park`'s) own action reached another user's
+/// process whenever vramwarden ran as root, with no setting allowing it. It is refused and
+/// says where to allow it; with `cleanup.manual_other_users` on, it goes through. A real
+/// process of uid 65534 (`setpriv`; root, as CI runs).
+#[test]
+fn a_click_on_another_users_process_needs_the_setting() {
+    use vramwarden::engine::CommandFrom;
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test needs root (CI runs as root)"
+    );
+    data_dir();
+    let child = Reaped(
+        Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "sleep",
+                "60",
+            ])
+            .spawn()
+            .expect("setpriv"),
+    );
+    let pid = child.0.id();
+    // setpriv execs sleep: wait until the process is sleep, owned by 65534.
+    let t = Instant::now();
+    while std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|c| c.trim() != "sleep")
+        .unwrap_or(true)
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "setpriv did not exec"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let sim = gpu_with(pid, 0);
+    let (mut e, _shared, key) = acting_engine(&sim, pid);
+    let kill = EngineCommand::Manual {
+        key,
+        action: Action::Signal {
+            signal: "SIGKILL".into(),
+        },
+        from: CommandFrom::Window,
+    };
+    let a = e.command(kill.clone(), now_ms());
+    assert_eq!(a.outcome, Outcome::Skipped, "{}", a.detail);
+    assert!(
+        a.detail.contains("cleanup.manual_other_users"),
+        "{}",
+        a.detail
+    );
+    let mut allowing = Settings::default();
+    allowing.cleanup.dry_run = false;
+    allowing.cleanup.manual_other_users = true;
+    e.apply_settings(&allowing);
+    let a = e.command(kill, now_ms());
+    assert_eq!(a.outcome, Outcome::Acted, "{}", a.detail);
+    let mut child = child;
+    let status = child.0.wait().expect("wait");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGKILL));
+}

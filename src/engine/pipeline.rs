@@ -313,11 +313,16 @@ impl Engine {
             }]);
             return command::Answer::new(outcome, detail);
         }
+        // An agent's client was judged by the remote policy above; a window's click by the
+        // settings' word on other users' processes.
         let p = crate::act::rules::eval::Planned {
             rule: "manual".into(),
             action,
             dry_run: false,
-            allow_other_users: true,
+            allow_other_users: match from {
+                command::CommandFrom::Agent => true,
+                command::CommandFrom::Window => self.rules.manual_other_users,
+            },
             target,
         };
         // An agent's command in its global dry run goes through every refusal first, as a

@@ -108,6 +108,10 @@ pub struct Cleanup {
     pub dry_run: bool,
     /// Process names never signalled.
     pub protected: Vec<String>,
+    /// The window's and the command line's own actions (a click, `vramwarden park PID`) may
+    /// touch other users' processes, where vramwarden runs as root. Off: they are refused, as
+    /// a rule's are unless it allows it (an agent's clients have `--remote-other-users`).
+    pub manual_other_users: bool,
     /// The rules, in order.
     pub rules: Vec<Rule>,
 }
@@ -117,6 +121,7 @@ impl Default for Cleanup {
         Self {
             dry_run: true,
             protected: DEFAULT_PROTECTED.iter().map(|s| (*s).to_string()).collect(),
+            manual_other_users: false,
             rules: Vec::new(),
         }
     }

@@ -516,7 +516,9 @@ impl ActionRunner {
             return Some(why);
         }
         if uid != self.my_uid && !(self.root && p.allow_other_users) {
-            return Some(if self.root {
+            return Some(if self.root && p.rule == "manual" {
+                "another user's process: actions of your own on other users' processes are off (Settings → Rules, `cleanup.manual_other_users`)".into()
+            } else if self.root {
                 "another user's process, and the rule does not allow other users".into()
             } else {
                 "another user's process (vramwarden is not root)".into()

@@ -18,6 +18,8 @@ pub struct Rules {
     state: RuleState,
     /// The runner (also for a front end's manual actions).
     pub runner: ActionRunner,
+    /// A window's own actions may touch other users' processes (`cleanup.manual_other_users`).
+    pub(crate) manual_other_users: bool,
     /// The OOM guard, acting through the same runner.
     pub guard: super::guard::GuardStage,
 }
@@ -32,6 +34,7 @@ impl Rules {
             protected: s.cleanup.protected.clone(),
             remote: self.safety.remote,
         };
+        self.manual_other_users = s.cleanup.manual_other_users;
         self.guard.guard.set_settings(s.guard.clone());
     }
 

@@ -3,7 +3,8 @@
 //! pid in `/proc` (resume: a parked process is not listed by the driver); the policy, the
 //! identity check and the driver calls are the executor's, as for a rule or a click. The
 //! protected list is the settings file's (`--config`), as the engine's; a protected process
-//! is refused before the driver is loaded.
+//! is refused before the driver is loaded; another user's process is refused unless the
+//! file's `cleanup.manual_other_users` allows it (where vramwarden runs as root).
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -49,21 +50,29 @@ pub fn park(
             )));
         }
     }
-    let protected = protected_list(config)?;
+    let policy = manual_policy(config)?;
     if let Some(info) = p.info.as_deref() {
-        refuse_protected(&protected, pid, info)?;
+        refuse_protected(&policy.protected, pid, info)?;
     }
     let target = crate::act::rules::eval::process_target(p);
     let mut runner = ActionRunner::new();
     runner.observe(&snap);
-    act(&mut runner, Action::Park, target, dry_run, protected, out)
+    act(&mut runner, Action::Park, target, dry_run, policy, out)
 }
 
-/// The protected list of the settings file (`--config`, else the usual one).
-fn protected_list(config: Option<&std::path::Path>) -> Result<Vec<String>, CliError> {
-    Ok(crate::front::headless::load_settings(config)?
-        .cleanup
-        .protected)
+/// What the settings file (`--config`, else the usual one) says of manual actions: its
+/// protected list, and whether they may touch other users' processes.
+struct ManualPolicy {
+    protected: Vec<String>,
+    other_users: bool,
+}
+
+fn manual_policy(config: Option<&std::path::Path>) -> Result<ManualPolicy, CliError> {
+    let c = crate::front::headless::load_settings(config)?.cleanup;
+    Ok(ManualPolicy {
+        protected: c.protected,
+        other_users: c.manual_other_users,
+    })
 }
 
 /// Refuses a process the protected list protects (as the executor would, but before the
@@ -89,18 +98,18 @@ pub fn resume(
     pid: u32,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
-    let protected = protected_list(config)?;
+    let policy = manual_policy(config)?;
     let target = if source.is_simulated() {
         simulated_target(source, pid)?
     } else {
-        live_target(&protected, pid)?
+        live_target(&policy.protected, pid)?
     };
     act(
         &mut ActionRunner::new(),
         Action::Resume,
         target,
         false,
-        protected,
+        policy,
         out,
     )
 }
@@ -152,19 +161,19 @@ fn act(
     action: Action,
     target: Target,
     dry_run: bool,
-    protected: Vec<String>,
+    policy: ManualPolicy,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let plan = Planned {
         rule: "manual".into(),
         action,
         dry_run,
-        allow_other_users: true,
+        allow_other_users: policy.other_users,
         target,
     };
     let safety = Safety {
         global_dry_run: dry_run,
-        protected,
+        protected: policy.protected,
         remote: Default::default(),
     };
     let first = runner.run(&plan, &safety, now_ms());

@@ -356,7 +356,12 @@ impl SettingsUi {
 
     fn rules(&mut self, ui: &mut Ui, _live: &Monitor, out: &mut Vec<UiCommand>) {
         let c = &mut self.draft.cleanup;
-        ui.checkbox(&mut c.dry_run, "Global dry run: no rule signals anything, the Activity tab says what would have happened");
+        ui.checkbox(&mut c.dry_run, "Global dry run: no rule and no OOM guard step acts; the Activity tab says what would have happened");
+        ui.checkbox(
+            &mut c.manual_other_users,
+            "Your own actions (a click, `vramwarden park`) may touch other users' processes",
+        )
+        .on_hover_text("Only where vramwarden runs as root; rules have their own switch each, an agent's clients --remote-other-users. Off: such actions are refused and say why.");
         protected_names(ui, &mut c.protected, &mut self.protected_text);
         ui.separator();
         if let Some(op) = rules_list(ui, c, &mut self.editing) {
