@@ -356,23 +356,26 @@ impl SettingsUi {
 
     fn rules(&mut self, ui: &mut Ui, _live: &Monitor, out: &mut Vec<UiCommand>) {
         let c = &mut self.draft.cleanup;
-        ui.checkbox(&mut c.dry_run, "Global dry run: no rule and no OOM guard step acts; the Activity tab says what would have happened");
         ui.checkbox(
-            &mut c.manual_other_users,
-            "Your own actions (a click, `vramwarden park`) may touch other users' processes",
-        )
-        .on_hover_text("Only where vramwarden runs as root; rules have their own switch each, an agent's clients --remote-other-users. Off: such actions are refused and say why.");
+            &mut c.dry_run,
+            "Global dry run: no rule or guard acts; the Activity tab says what would have happened",
+        );
         protected_names(ui, &mut c.protected, &mut self.protected_text);
         ui.separator();
         if let Some(op) = rules_list(ui, c, &mut self.editing) {
             apply_rule_op(c, &mut self.editing, op);
         }
         add_rule_buttons(ui, c, &mut self.editing);
-        let Some(i) = self.editing.filter(|i| *i < c.rules.len()) else {
-            return;
-        };
+        if let Some(i) = self.editing.filter(|i| *i < c.rules.len()) {
+            ui.separator();
+            rule_editor(ui, c, i, &mut self.tested, out);
+        }
         ui.separator();
-        rule_editor(ui, c, i, &mut self.tested, out);
+        ui.checkbox(
+            &mut c.manual_other_users,
+            "Your own actions (a click, `vramwarden park`) may touch other users' processes",
+        )
+        .on_hover_text("Only where vramwarden runs as root; each rule has its own switch, an agent's clients --remote-other-users. Off: such actions are refused and say why.");
     }
 }
 
