@@ -291,13 +291,24 @@ fn sessions_are_listed_and_downloaded_by_name_only() {
         &[0xA5, 0x57],
         "a .vwlog starts with its record marker"
     );
-    std::fs::write(a.dir.path().join("secret.vwlog"), b"outside").expect("write");
+    let secret = a.dir.path().join("secret.vwlog");
+    std::fs::write(&secret, b"outside").expect("write");
+    // In the sessions folder: a link to a file outside it, and a FIFO (an open that would
+    // wait for a writer): neither is served, and the FIFO does not hang the request.
+    let sessions = a.dir.path().join("data/sessions");
+    std::os::unix::fs::symlink(&secret, sessions.join("link.vwlog")).expect("symlink");
+    let fifo = std::ffi::CString::new(sessions.join("pipe.vwlog").as_os_str().as_encoded_bytes())
+        .expect("path");
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
     for bad in [
         "/api/v1/sessions/../secret.vwlog",
         "/api/v1/sessions/..%2Fsecret.vwlog",
         "/api/v1/sessions/%2e%2e%2fsecret.vwlog",
         "/api/v1/sessions/config.toml",
         "/api/v1/sessions/missing.vwlog",
+        "/api/v1/sessions/link.vwlog",
+        "/api/v1/sessions/pipe.vwlog",
     ] {
         let r = get_as(a.addr, bad, &auth);
         assert!(
