@@ -473,6 +473,25 @@ struct ThreadCpu {
     pub ns: u64,
 }
 
+/// CPU seconds this process's live threads have run, from `/proc/self/task/*/schedstat`
+/// ([`threads_cpu`], nanosecond resolution), falling back to `/proc/self/stat` (clock ticks).
+pub(crate) fn own_cpu_seconds() -> Option<f64> {
+    let threads = threads_cpu();
+    if !threads.is_empty() {
+        return Some(threads.iter().map(|t| t.ns).sum::<u64>() as f64 / 1e9);
+    }
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let rest = stat.get(stat.rfind(')')? + 1..)?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .unwrap_or(1)
+        .max(1) as f64;
+    Some(ticks as f64 / hz)
+}
+
 /// Every thread of this process and its CPU so far.
 fn threads_cpu() -> Vec<ThreadCpu> {
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else {

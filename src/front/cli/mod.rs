@@ -121,40 +121,6 @@ pub fn snapshot(
     Ok(())
 }
 
-/// CPU seconds this process's live threads have run, from `/proc/self/task/*/schedstat`
-/// (nanosecond resolution), falling back to `/proc/self/stat` (clock ticks).
-fn own_cpu_seconds() -> Option<f64> {
-    let mut ns: u64 = 0;
-    let mut any = false;
-    if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
-        for t in dir.flatten() {
-            if let Ok(s) = std::fs::read_to_string(t.path().join("schedstat")) {
-                if let Some(v) = s
-                    .split_whitespace()
-                    .next()
-                    .and_then(|v| v.parse::<u64>().ok())
-                {
-                    ns += v;
-                    any = true;
-                }
-            }
-        }
-    }
-    if any {
-        return Some(ns as f64 / 1e9);
-    }
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
-        .ok()
-        .flatten()
-        .unwrap_or(1)
-        .max(1) as f64;
-    Some(ticks as f64 / hz)
-}
-
 /// What a headless real-time run measured.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RunStats {
@@ -247,7 +213,7 @@ pub fn run_realtime(
     if let Some(e) = failure(&*read(&shared)?) {
         return Err(e);
     }
-    let cpu0 = own_cpu_seconds().unwrap_or(0.0);
+    let cpu0 = crate::host::cost::own_cpu_seconds().unwrap_or(0.0);
     let t0 = Instant::now();
     let ticks0 = read(&shared)?.ticks;
     crate::host::cost::restart();
@@ -296,7 +262,7 @@ pub fn run_realtime(
     let stats = RunStats {
         samples: read(&shared)?.ticks - ticks0,
         wall_s: t0.elapsed().as_secs_f64(),
-        cpu_s: own_cpu_seconds().unwrap_or(0.0) - cpu0,
+        cpu_s: crate::host::cost::own_cpu_seconds().unwrap_or(0.0) - cpu0,
     };
     crate::host::cost::log_report();
     handle.stop(Duration::from_secs(10));
