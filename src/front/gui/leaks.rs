@@ -368,6 +368,30 @@ fn why_cell(ui: &mut Ui, why: &str) {
 
 /// The OOM suspicions, newest first: who left a nearly full GPU and who held it. Returns the
 /// one whose "Open" the user clicked (its victim, just before it left).
+/// Growth in the minute before an OOM smaller than this (MiB) is not said ("+<0.1 GiB").
+const GREW_SHOWN_MIB: f64 = 64.0;
+
+/// The holder named as the likely cause of `o`'s death: the one its log names (true), else,
+/// in a log recorded before the verdict was written, the one that grew most in the minute
+/// before, by at least 512 MiB (false).
+fn likely_cause(o: &OomRecord) -> Option<(&crate::session::OomHolder, bool)> {
+    if let Some(h) = o.holders.iter().find(|h| h.likely_cause) {
+        return Some((h, true));
+    }
+    if o.victims.iter().any(|v| v.likely_cause) {
+        return None;
+    }
+    o.holders
+        .iter()
+        .filter(|h| h.grown_1m_mib.is_some_and(|g| g >= 512.0))
+        .max_by(|a, b| {
+            a.grown_1m_mib
+                .unwrap_or(0.0)
+                .total_cmp(&b.grown_1m_mib.unwrap_or(0.0))
+        })
+        .map(|h| (h, false))
+}
+
 fn oom_list(ui: &mut Ui, ooms: &[&OomRecord], units: Units) -> Option<LeakClick> {
     let mut click = None;
     // One unit for every figure of the list (Auto: from the largest holder).
@@ -394,7 +418,14 @@ fn oom_list(ui: &mut Ui, ooms: &[&OomRecord], units: Units) -> Option<LeakClick>
                         let who: Vec<String> = o
                             .victims
                             .iter()
-                            .map(|v| format!("{} (PID {})", v.name, v.pid))
+                            .map(|v| {
+                                format!(
+                                    "{} (PID {}) holding {}",
+                                    v.name,
+                                    v.pid,
+                                    units.bytes((v.mib.max(0.0) * MIB as f64) as u64)
+                                )
+                            })
                             .collect();
                         ui.label(format!(
                             "{} left GPU {} while it was {:.1} % full",
@@ -433,17 +464,18 @@ fn oom_list(ui: &mut Ui, ooms: &[&OomRecord], units: Units) -> Option<LeakClick>
                             }
                         }
                     });
+                    let cause = likely_cause(o);
                     for h in o.holders.iter().take(5) {
-                        let grew =
-                            h.grown_1m_mib
-                                .filter(|g| g.abs() >= 1.0)
-                                .map_or(String::new(), |g| {
-                                    format!(
-                                        " · {}{} in the minute before",
-                                        if g > 0.0 { "+" } else { "−" },
-                                        units.bytes((g.abs() * MIB as f64) as u64)
-                                    )
-                                });
+                        let grew = h.grown_1m_mib.filter(|g| g.abs() >= GREW_SHOWN_MIB).map_or(
+                            String::new(),
+                            |g| {
+                                format!(
+                                    " · {}{} in the minute before",
+                                    if g > 0.0 { "+" } else { "−" },
+                                    units.bytes((g.abs() * MIB as f64) as u64)
+                                )
+                            },
+                        );
                         let cache = h.releasable_mib.map_or(String::new(), |r| {
                             format!(
                                 " · {} releasable cache",
@@ -455,13 +487,19 @@ fn oom_list(ui: &mut Ui, ooms: &[&OomRecord], units: Units) -> Option<LeakClick>
                         } else {
                             format!(", {}", h.user)
                         };
-                        let what = if h.likely_cause {
-                            "likely cause:"
-                        } else {
-                            "held by"
+                        let (what, sure) = match cause {
+                            Some((c, recorded)) if std::ptr::eq(c, h) => (
+                                if recorded {
+                                    "likely cause:"
+                                } else {
+                                    "likely cause (by the minute before):"
+                                },
+                                crate::session::how_sure(h),
+                            ),
+                            _ => ("held by", String::new()),
                         };
                         ui.label(format!(
-                            "    {what} {} (PID {}{user}): {}{grew}{cache}",
+                            "    {what} {} (PID {}{user}): {}{grew}{cache}{sure}",
                             h.name,
                             h.pid,
                             units.bytes((h.mib * MIB as f64) as u64)
@@ -526,6 +564,43 @@ mod tests {
             session: Some(PathBuf::from(session)),
             open_at_end: false,
         }
+    }
+
+    /// The GUI review: an OOM of a log recorded before the verdict was written named no
+    /// likely cause, left out the victim's own memory and said "+<0.1 GiB". The process that
+    /// grew most in the minute before is named (said as found from that minute), the victim's
+    /// memory is given, and growth too small to read is left out.
+    #[test]
+    fn an_oom_of_an_older_log_names_its_likely_cause_and_the_victims_memory() {
+        use crate::session::OomHolder;
+        let holder = |pid, mib, grown| OomHolder {
+            grown_1m_mib: Some(grown),
+            ..OomHolder::holding(pid, 1, "python3".into(), "root".into(), mib)
+        };
+        let o = OomRecord {
+            at_ms: 1_800_000_000_000,
+            device_index: 0,
+            used_pct: 99.6,
+            victims: vec![OomHolder::holding(
+                1102,
+                1,
+                "python3".into(),
+                "root".into(),
+                1740.0,
+            )],
+            holders: vec![
+                holder(1101, 120_320.0, 119_398.0),
+                holder(1103, 21_094.0, 10.0),
+            ],
+            session: None,
+        };
+        let h = egui_kittest::Harness::new_ui(|ui| {
+            let _ = oom_list(ui, &[&o], Units::GiB);
+        });
+        h.get_by_label_contains("python3 (PID 1102) holding 1.7 GiB left GPU 0");
+        h.get_by_label_contains("likely cause (by the minute before): python3 (PID 1101");
+        h.get_by_label_contains("held by python3 (PID 1103, root): 20.6 GiB");
+        assert!(h.query_by_label_contains("<0.1").is_none());
     }
 
     /// A session open at its slider judges its own episodes there ("not yet flagged" before

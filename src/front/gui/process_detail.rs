@@ -108,7 +108,7 @@ fn header(ui: &mut Ui, row: &ProcessRow) -> bool {
     open
 }
 
-/// Exited, an orphaned PID, a leak, parked.
+/// Exited (and left a nearly full GPU: an OOM suspected), an orphaned PID, a leak, parked.
 fn notices(
     ui: &mut Ui,
     m: &Monitor,
@@ -123,6 +123,24 @@ fn notices(
             RichText::new(format!(
                 "Exited at {} (last seen on the GPU)",
                 format::moment(t, now)
+            ))
+            .color(widgets::warn(ui)),
+        );
+    }
+    // It left a nearly full GPU: the post-mortem says so here too (it was shown only in the
+    // Leaks tab's memory events).
+    if let Some(o) = m.ooms.iter().find(|o| {
+        o.device_index == row.device_index
+            && o.victims
+                .iter()
+                .any(|v| v.pid == row.key.pid && v.start_time_ms == row.key.start_time_ms)
+    }) {
+        ui.label(
+            RichText::new(format!(
+                "⚠ OOM suspected: it left GPU {} at {} while the GPU was {:.1} % full (Leaks tab, Memory events)",
+                o.device_index,
+                format::moment(o.at_ms, now),
+                o.used_pct
             ))
             .color(widgets::warn(ui)),
         );
