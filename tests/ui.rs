@@ -823,7 +823,7 @@ fn an_oom_death_shows_in_the_leaks_pane_and_opens_at_that_moment() {
     h.get_by_label("Leaks").click();
     h.run();
     h.get_by_label("⚠ OOM suspected");
-    h.get_by_label_contains("(PID 463) left GPU 0 while it was 99.");
+    h.get_by_label_contains("(PID 463) holding 1.7 GiB left GPU 0 while it was 99.");
     // It grew 116 GiB in the minute before: named the likely cause, first.
     h.get_by_label_contains("likely cause: python3 (PID 462): 117.3 GiB");
     assert!(h.query_by_label("python3 · PID 463").is_none());
@@ -2413,4 +2413,39 @@ fn a_failing_recording_shows_in_the_top_bar() {
     h.run();
     assert!(h.query_by_label("⚠ REC failing").is_none());
     h.get_by_label("● REC");
+}
+
+/// The GUI review: whether the OOM guard acts was said only in its tab. The status bar says
+/// it, from the engine's View: a dry run by default; a dry run still while only the guard's
+/// own is off (the global one holds it back, and its status now says so); "acts" once both
+/// are off.
+#[test]
+fn the_status_bar_says_whether_the_guard_acts() {
+    use vramwarden::engine::{Engine, RecordTo};
+    let words = |guard_dry: bool, global_dry: bool| {
+        let sim = SimSource::demo(T0);
+        let shared = vramwarden::engine::shared::Shared::new(Monitor::new(1000, 100));
+        let mut e = Engine::new(shared.clone(), RecordTo::Off, 1000);
+        e.set_source(sim.info());
+        let mut s = vramwarden::engine::settings::Settings::default();
+        s.guard.dry_run = guard_dry;
+        s.cleanup.dry_run = global_dry;
+        e.apply_settings(&s);
+        for i in 0..3 {
+            e.tick(sim.at(T0 + i * 1000), T0 + i * 1000);
+        }
+        let m = shared.read().expect("lock").clone();
+        let app =
+            VramApp::with_backend(Backend::detached(m, SourceKind::demo()), UiState::default())
+                .with_fixed_now(T0 + 2000);
+        let mut h = harness(app);
+        h.run();
+        ["Guard: dry run", "Guard: acts"]
+            .into_iter()
+            .filter(|w| h.query_by_label(w).is_some())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(words(true, true), ["Guard: dry run"]);
+    assert_eq!(words(false, true), ["Guard: dry run"]);
+    assert_eq!(words(false, false), ["Guard: acts"]);
 }

@@ -120,6 +120,13 @@ impl Rules {
     /// changed.
     pub(crate) fn show_guard_status(&self, shown: &mut Vec<crate::act::guard::GuardStatus>) {
         self.guard.guard.show_status(shown);
+        // The global dry run holds the guard back too: its status says so (its tab said it
+        // acts while every step was only said).
+        if self.safety.global_dry_run {
+            for g in shown.iter_mut() {
+                g.dry_run = true;
+            }
+        }
     }
 
     /// When each process was last active (for the View).

@@ -92,6 +92,7 @@ fn live_left(ui: &mut Ui, m: &Monitor, now: UnixMs, link: &crate::link::LinkHeal
             format::duration(m.interval_ms as i64).replace("0s", "<1s")
         ));
         ui.separator();
+        guard_state(ui, m);
         if m.is_stale(now) {
             let age = m.latest_received_ms.map_or(0, |t| now - t);
             ui.label(
@@ -132,6 +133,35 @@ fn live_left(ui: &mut Ui, m: &Monitor, now: UnixMs, link: &crate::link::LinkHeal
             );
         }
     }
+}
+
+/// Whether the OOM guard acts here, in a word, so it is known outside its tab.
+fn guard_state(ui: &mut Ui, m: &Monitor) {
+    let Some(first) = m.guard.first() else {
+        return;
+    };
+    let off = m
+        .guard
+        .iter()
+        .all(|g| g.phase == crate::act::guard::GuardPhase::Off);
+    let (words, hover) = if off {
+        (
+            "Guard off",
+            "The OOM guard is turned off (Settings → OOM guard).",
+        )
+    } else if first.dry_run {
+        (
+            "Guard: dry run",
+            "The OOM guard only says what it would do (its tab, Ctrl+4): its own dry run or the global one (Settings → Rules) is on.",
+        )
+    } else {
+        (
+            "Guard: acts",
+            "The OOM guard acts: it releases caches, parks and pauses processes before their GPU fills (its tab, Ctrl+4).",
+        )
+    };
+    ui.label(words).on_hover_text(hover);
+    ui.separator();
 }
 
 /// The status bar over a recorded session: where and how it was recorded, its span, its
