@@ -189,3 +189,27 @@ fn alerts_and_steps_of_every_gpu_make_one_timeline_in_time_order() {
     let times: Vec<u64> = timeline.iter().map(|l| offset(l)).collect();
     assert!(times.is_sorted(), "{text}");
 }
+
+/// A real H100 recording (tests/data/h100-guard): a sawtooth climbing 15.9 GiB every 10 s
+/// back to the same peak, beside a held job, about 10 GiB short of full at each peak. The
+/// guard of the build before paused it at +50 s ("full in 6s") and kept it parked to the end;
+/// a climb back to its earlier peak with room for it is not growth: no step.
+#[test]
+fn a_sawtooth_returning_to_its_peak_with_room_is_left_alone() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let config = tmp.path().join("on.toml");
+    std::fs::write(
+        &config,
+        "[cleanup]\ndry_run = false\n[guard]\ndry_run = false\nidle_min_minutes = 1.0\n",
+    )
+    .expect("config");
+    let log = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/h100-guard/burst.vwlog");
+    let out = vramwarden(
+        &["guard".as_ref(), "what-if".as_ref(), log.as_os_str()],
+        &config,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("the guard would not have acted"), "{text}");
+    assert!(!text.contains("pause the grower"), "{text}");
+}
