@@ -44,12 +44,18 @@ impl Step {
             None if self.for_paused => "room for the paused grower".to_string(),
             None => "no growth".to_string(),
         };
+        // A pause's time is its lock's, which stops the growth; the park that moves the
+        // memory out goes on after it (the executor says how long).
+        let needs = if self.kind == StepKind::PauseGrower {
+            format!("its growth stops in ~{:.0} s", self.needs_s)
+        } else {
+            format!("needs ~{:.0} s", self.needs_s)
+        };
         format!(
-            "{}: {} ({:.1} GiB, needs ~{:.0} s)",
+            "{}: {} ({:.1} GiB, {needs})",
             full,
             self.kind.label(),
             self.bytes as f64 / GIB as f64,
-            self.needs_s
         )
     }
 }
