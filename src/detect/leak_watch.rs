@@ -35,6 +35,80 @@ fn mib(bytes: u64) -> f64 {
     bytes as f64 / MIB as f64
 }
 
+/// One [`LeakWatch::observe`]: its time, its number and the events it causes.
+struct Tick {
+    now: crate::model::UnixMs,
+    seen: u64,
+    events: Vec<Event>,
+}
+
+/// A series with no reading this time is marked seen: it has not left.
+fn mark_unread(series: &mut FastMap<LeakKey, Watched>, key: LeakKey, seen: u64) {
+    if let Some(w) = series.get_mut(&key) {
+        w.seen = seen;
+    }
+}
+
+/// Feeds one series' reading (key, MiB, its cache's MiB) to its tracker (made with `make`'s
+/// facts the first time), and records the episode it starts or ends.
+fn feed(
+    series: &mut FastMap<LeakKey, Watched>,
+    t: &mut Tick,
+    (key, value_mib, cache_mib): (LeakKey, f64, Option<f64>),
+    settings: &LeakSettings,
+    make: &dyn Fn() -> LeakInfo,
+) {
+    let w = series.entry(key).or_insert_with(|| {
+        let info = make();
+        // A process's start-up ramp is judged once it levels off; ghost memory has no
+        // start-up.
+        let tracker = if info.ghost {
+            LeakTracker::default()
+        } else if info.start_time_ms > 0 {
+            LeakTracker::born_at(info.start_time_ms)
+        } else {
+            LeakTracker::born_at(t.now)
+        };
+        Watched {
+            tracker,
+            info,
+            seen: t.seen,
+        }
+    });
+    w.seen = t.seen;
+    match w
+        .tracker
+        .update_with_cache(t.now, value_mib, cache_mib, settings)
+    {
+        Some(Transition::Started {
+            since_ms,
+            rate_mib_per_min,
+            seen,
+        }) => {
+            w.info.since_ms = since_ms;
+            w.info.rate_mib_per_min = rate_mib_per_min;
+            w.info.why = seen.describe(rate_mib_per_min);
+            t.events.push(Event::LeakStarted {
+                unix_ms: t.now,
+                leak: w.info.clone(),
+            });
+        }
+        Some(Transition::Ended {
+            rate_mib_per_min,
+            grown_mib,
+        }) => {
+            w.info.rate_mib_per_min = rate_mib_per_min;
+            t.events.push(Event::LeakEnded {
+                unix_ms: t.now,
+                leak: w.info.clone(),
+                grown_mib,
+                peak_mib: value_mib.max(grown_mib),
+            });
+        }
+        None => {}
+    }
+}
+
 impl LeakWatch {
     /// A watch with these sensitivity settings.
     pub fn new(settings: LeakSettings) -> Self {
@@ -55,89 +129,37 @@ impl LeakWatch {
 
     /// Feeds one snapshot; returns the leak events it caused (started, ended), in order.
     pub fn observe(&mut self, snap: &Snapshot) -> Vec<Event> {
-        let now = snap.taken_at_ms;
-        let mut events = Vec::new();
         self.observed += 1;
-        let seen = self.observed;
+        let mut t = Tick {
+            now: snap.taken_at_ms,
+            seen: self.observed,
+            events: Vec::new(),
+        };
+        self.observe_processes(snap, &mut t);
+        self.observe_ghosts(snap, &mut t);
+        self.end_gone(&mut t);
+        t.events
+    }
+
+    /// Each process's reading: PyTorch's allocated memory where its companion answers (a
+    /// cache that swells is cache, not a leak; its reserved memory goes beside, so that
+    /// tensors whose cache grows much more are judged as meeting new shapes), else the
+    /// driver's figure.
+    fn observe_processes(&mut self, snap: &Snapshot, t: &mut Tick) {
         let settings = self.settings;
-        let mut feed = |key: LeakKey,
-                        value_mib: f64,
-                        cache_mib: Option<f64>,
-                        settings: &LeakSettings,
-                        make: &dyn Fn() -> LeakInfo,
-                        series: &mut FastMap<LeakKey, Watched>| {
-            let w = series.entry(key).or_insert_with(|| {
-                let info = make();
-                // A process's start-up ramp is judged once it levels off; ghost memory has
-                // no start-up.
-                let tracker = if info.ghost {
-                    LeakTracker::default()
-                } else if info.start_time_ms > 0 {
-                    LeakTracker::born_at(info.start_time_ms)
-                } else {
-                    LeakTracker::born_at(now)
-                };
-                Watched {
-                    tracker,
-                    info,
-                    seen,
-                }
-            });
-            w.seen = seen;
-            match w
-                .tracker
-                .update_with_cache(now, value_mib, cache_mib, settings)
-            {
-                Some(Transition::Started {
-                    since_ms,
-                    rate_mib_per_min,
-                    seen,
-                }) => {
-                    w.info.since_ms = since_ms;
-                    w.info.rate_mib_per_min = rate_mib_per_min;
-                    w.info.why = seen.describe(rate_mib_per_min);
-                    events.push(Event::LeakStarted {
-                        unix_ms: now,
-                        leak: w.info.clone(),
-                    });
-                }
-                Some(Transition::Ended {
-                    rate_mib_per_min,
-                    grown_mib,
-                }) => {
-                    w.info.rate_mib_per_min = rate_mib_per_min;
-                    events.push(Event::LeakEnded {
-                        unix_ms: now,
-                        leak: w.info.clone(),
-                        grown_mib,
-                        peak_mib: value_mib.max(grown_mib),
-                    });
-                }
-                None => {}
-            }
-        };
-        // A series with no reading this time is marked seen: it has not left.
-        let unread = |key: LeakKey, series: &mut FastMap<LeakKey, Watched>| {
-            if let Some(w) = series.get_mut(&key) {
-                w.seen = seen;
-            }
-        };
         for p in &snap.processes {
             let key = LeakKey::Process((p.key(), p.device_index));
             if p.stale || p.parked.is_some() {
                 // The driver failed to list it, or it is parked (its memory in host
                 // memory for now): no reading, but it has not left.
-                unread(key, &mut self.series);
+                mark_unread(&mut self.series, key, t.seen);
                 continue;
             }
-            // Where PyTorch's companion answers, the memory its tensors hold is judged: a
-            // cache that swells is cache, not a leak.
-            // Its reserved memory goes beside: tensors whose cache grows much more are meeting
-            // new shapes (a growing batch), judged as a burst.
             let Some(used) = p.torch.map(|t| t.allocated_bytes).or(p.used_bytes) else {
                 continue;
             };
             let cache = p.torch.map(|t| mib(t.reserved_bytes));
+            let now = t.now;
             let make = || {
                 let i = p.info.as_deref();
                 LeakInfo {
@@ -152,8 +174,18 @@ impl LeakWatch {
                     why: String::new(),
                 }
             };
-            feed(key, mib(used), cache, &settings, &make, &mut self.series);
+            feed(
+                &mut self.series,
+                t,
+                (key, mib(used), cache),
+                &settings,
+                &make,
+            );
         }
+    }
+
+    /// Each GPU's ghost memory (held by no process the driver lists).
+    fn observe_ghosts(&mut self, snap: &Snapshot, t: &mut Tick) {
         let mut stack = [None; DEVICES_ON_STACK];
         let mut heap = Vec::new();
         let room: &mut [Option<u64>] = if snap.devices.len() <= DEVICES_ON_STACK {
@@ -165,12 +197,13 @@ impl LeakWatch {
         for (d, &ghost) in snap.devices.iter().zip(ghosts_into(snap, room)) {
             if d.process_list_error.is_some() {
                 // Without a process list, ghost memory cannot be told apart.
-                unread(LeakKey::Ghost(d.index), &mut self.series);
+                mark_unread(&mut self.series, LeakKey::Ghost(d.index), t.seen);
                 continue;
             }
             let Some(g) = ghost else {
                 continue;
             };
+            let now = t.now;
             let make = || LeakInfo {
                 pid: 0,
                 start_time_ms: 0,
@@ -182,38 +215,35 @@ impl LeakWatch {
                 rate_mib_per_min: 0.0,
                 why: String::new(),
             };
-            let gs = ghost_settings(&settings, d.memory_total_bytes);
-            feed(
-                LeakKey::Ghost(d.index),
-                mib(g),
-                None,
-                &gs,
-                &make,
-                &mut self.series,
-            );
+            let gs = ghost_settings(&self.settings, d.memory_total_bytes);
+            let key = LeakKey::Ghost(d.index);
+            feed(&mut self.series, t, (key, mib(g), None), &gs, &make);
         }
-        // A process that left the GPU while leaking: its episode ends there.
+    }
+
+    /// A process that left the GPU while leaking: its episode ends there.
+    fn end_gone(&mut self, t: &mut Tick) {
         let gone: Vec<LeakKey> = self
             .series
             .iter()
-            .filter(|(_, w)| w.seen != seen)
+            .filter(|(_, w)| w.seen != t.seen)
             .map(|(k, _)| *k)
             .collect();
         for k in gone {
-            if let Some(w) = self.series.remove(&k) {
-                if let Some(ep) = w.tracker.episode() {
-                    let mut info = w.info;
-                    info.rate_mib_per_min = ep.rate_mib_per_min;
-                    events.push(Event::LeakEnded {
-                        unix_ms: now,
-                        leak: info,
-                        grown_mib: ep.grown_mib(),
-                        peak_mib: ep.peak_mib,
-                    });
-                }
+            let Some(w) = self.series.remove(&k) else {
+                continue;
+            };
+            if let Some(ep) = w.tracker.episode() {
+                let mut info = w.info;
+                info.rate_mib_per_min = ep.rate_mib_per_min;
+                t.events.push(Event::LeakEnded {
+                    unix_ms: t.now,
+                    leak: info,
+                    grown_mib: ep.grown_mib(),
+                    peak_mib: ep.peak_mib,
+                });
             }
         }
-        events
     }
 
     /// When each process series now leaking was flagged (for the rules' leak condition).
