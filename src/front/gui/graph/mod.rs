@@ -42,6 +42,48 @@ use toolbar::toolbar;
 pub(crate) use zoom::wheel_to_zoom;
 use zoom::{keyboard_move, preset_range, range_after, user_moved};
 
+/// A time range (unix ms, from and to).
+type Range = (UnixMs, UnixMs);
+
+/// The time range the graph shows (following: the preset window up to `edge`; else where
+/// the user zoomed or panned), after this frame's keys; and the keys' move, if any.
+fn shown_range(
+    ui: &mut Ui,
+    state: &UiState,
+    cache: &mut GraphCache,
+    (first, edge): (UnixMs, UnixMs),
+) -> (Option<Option<Range>>, Range) {
+    let shown = cache
+        .free_range
+        .unwrap_or_else(|| preset_range(state.window, first, edge));
+    let keyed = keyboard_move(ui, shown, cache.free_range.is_none());
+    if let Some(moved) = keyed {
+        cache.free_range = moved;
+    }
+    (keyed, cache.free_range.unwrap_or(shown))
+}
+
+/// GPU `device`'s memory size and reserved memory (MiB), and its OOM forecast line (drawn
+/// from the newest sample towards the limit, when `following`).
+fn device_figures(
+    snap: &crate::model::Snapshot,
+    device: u32,
+    following: bool,
+) -> (Option<f64>, Option<f64>, Option<[[f64; 2]; 2]>) {
+    let dev = snap.devices.iter().find(|d| d.index == device);
+    let limit = dev
+        .and_then(|d| d.memory_total_bytes)
+        .map(|b| (b / MIB) as f64);
+    let reserved = dev
+        .and_then(|d| d.memory_reserved_bytes)
+        .map(|b| (b / MIB) as f64);
+    let forecast = match (dev, limit) {
+        (Some(d), Some(l)) if following => forecast_line(snap, d, l - reserved.unwrap_or(0.0)),
+        _ => None,
+    };
+    (limit, reserved, forecast)
+}
+
 /// The graph of one GPU with its toolbar (window presets, stacking, fit to data, follow live)
 /// and its legend. `edge` is the right end of the window when following (the live edge, or a
 /// session's slider); `highlight` is the selected process, drawn thicker.
@@ -66,14 +108,7 @@ pub(crate) fn device_graph(
     // under the detail pane.
     let full_w = ui.available_width();
     toolbar(ui, device, state, cache);
-    let shown = cache
-        .free_range
-        .unwrap_or_else(|| preset_range(state.window, first, edge));
-    let keyed = keyboard_move(ui, shown, cache.free_range.is_none());
-    if let Some(moved) = keyed {
-        cache.free_range = moved;
-    }
-    let (from, to) = cache.free_range.unwrap_or(shown);
+    let (keyed, (from, to)) = shown_range(ui, state, cache, (first, edge));
     let width = (full_w as usize).clamp(50, 4000);
     let colors = widgets::Colors::of(ui);
     let key = CacheKey {
@@ -89,18 +124,7 @@ pub(crate) fn device_graph(
         palette: colors.palette,
     };
     let stacked = state.stacked;
-    let dev = snap.devices.iter().find(|d| d.index == device);
-    let limit = dev
-        .and_then(|d| d.memory_total_bytes)
-        .map(|b| (b / MIB) as f64);
-    let reserved = dev
-        .and_then(|d| d.memory_reserved_bytes)
-        .map(|b| (b / MIB) as f64);
-    // The OOM forecast, drawn from the newest sample towards the limit, when following.
-    let forecast = match (dev, limit, cache.free_range) {
-        (Some(d), Some(l), None) => forecast_line(snap, d, l - reserved.unwrap_or(0.0)),
-        _ => None,
-    };
+    let (limit, reserved, forecast) = device_figures(snap, device, cache.free_range.is_none());
     let set_x = (cache.free_range.is_none() || keyed.is_some()).then(|| {
         let (a, b) = (from as f64 / 1000.0, to as f64 / 1000.0);
         // Room on the right for the forecast to show where it heads.
