@@ -380,7 +380,6 @@ pub fn record(
     config: Option<&std::path::Path>,
     said: &mut dyn Write,
 ) -> Result<(), CliError> {
-    use std::sync::atomic::{AtomicBool, Ordering};
     let settings = load_settings(config)?;
     let interval = interval.unwrap_or(Duration::from_millis(settings.sampling.interval_ms));
     if !source.is_simulated() && !matches!(speed, Speed::Times(s) if (s - 1.0).abs() < f64::EPSILON)
@@ -422,61 +421,25 @@ pub fn record(
                 st.cpu_pct()
             );
         }
-        _ => {
-            let stop = Arc::new(AtomicBool::new(false));
-            for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-                signal_hook::flag::register(sig, stop.clone())?;
-            }
-            let mut sim = SimSource::demo_day(start);
-            let mut engine = EngineBuilder::new(shared.clone(), interval.as_millis() as u64)
-                .record(record_to)
-                .options(options)
-                .source(sim.info())
-                .settings(&settings)
-                .build();
-            // Samples at start, start + interval, … while less than `duration` from the start.
-            let step = (interval.as_millis() as i64).max(1);
-            let samples = duration.map(|d| (d.as_millis() as i64 + step - 1) / step);
-            let mut taken = 0;
-            let mut failed = None;
-            let ended = if samples == Some(0) {
-                crate::engine::tick_loop::Ended::Stopped
-            } else {
-                crate::engine::tick_loop::run(
-                    &mut engine,
-                    &mut sim,
-                    interval,
-                    crate::engine::tick_loop::Clock::Simulated {
-                        start,
-                        speed: match speed {
-                            Speed::Times(s) => Some(s),
-                            Speed::Max => None,
-                        },
-                    },
-                    |engine, _, due| {
-                        if let Some(e) = engine.recording_failed(false) {
-                            failed = Some(e);
-                            return false;
-                        }
-                        taken += 1;
-                        if samples.is_some_and(|n| taken >= n) {
-                            return false;
-                        }
-                        crate::engine::tick_loop::sleep_until(due, &|| stop.load(Ordering::Relaxed))
-                    },
-                )
-            };
-            if let crate::engine::tick_loop::Ended::Panicked(what) = ended {
-                return Err(CliError::Failed(format!(
-                    "internal error (a bug in vramwarden; recording stopped): {what}"
-                )));
-            }
-            if let Some(e) = failed {
-                return Err(CliError::Failed(e));
-            }
-            engine.finish().map_err(CliError::Failed)?;
-        }
+        _ => simulated_record(
+            &shared,
+            interval,
+            duration,
+            (speed, start),
+            (record_to, options),
+            &settings,
+        )?,
     }
+    say_recorded(&shared, out, said)
+}
+
+/// What `record` wrote, said on `said`; an error when nothing was recorded or samples were
+/// lost.
+fn say_recorded(
+    shared: &crate::engine::shared::SharedMonitor,
+    out: Option<PathBuf>,
+    said: &mut dyn Write,
+) -> Result<(), CliError> {
     let m = shared.read().map_err(|_| {
         CliError::Failed("internal error: the engine thread panicked (a bug in vramwarden)".into())
     })?;
@@ -513,6 +476,72 @@ pub fn record(
             r.error.as_deref().unwrap_or("writing failed")
         )));
     }
+    Ok(())
+}
+
+/// `record --demo` at a speed other than real time: the simulated day, `interval` apart in
+/// its own time, for `duration`, into `record_to`; stops on SIGINT or SIGTERM.
+fn simulated_record(
+    shared: &crate::engine::shared::SharedMonitor,
+    interval: Duration,
+    duration: Option<Duration>,
+    (speed, start): (Speed, crate::model::UnixMs),
+    (record_to, options): (RecordTo, EngineOptions),
+    settings: &crate::engine::settings::Settings,
+) -> Result<(), CliError> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    let mut sim = SimSource::demo_day(start);
+    let mut engine = EngineBuilder::new(shared.clone(), interval.as_millis() as u64)
+        .record(record_to)
+        .options(options)
+        .source(sim.info())
+        .settings(settings)
+        .build();
+    // Samples at start, start + interval, … while less than `duration` from the start.
+    let step = (interval.as_millis() as i64).max(1);
+    let samples = duration.map(|d| (d.as_millis() as i64 + step - 1) / step);
+    let mut taken = 0;
+    let mut failed = None;
+    let ended = if samples == Some(0) {
+        crate::engine::tick_loop::Ended::Stopped
+    } else {
+        crate::engine::tick_loop::run(
+            &mut engine,
+            &mut sim,
+            interval,
+            crate::engine::tick_loop::Clock::Simulated {
+                start,
+                speed: match speed {
+                    Speed::Times(s) => Some(s),
+                    Speed::Max => None,
+                },
+            },
+            |engine, _, due| {
+                if let Some(e) = engine.recording_failed(false) {
+                    failed = Some(e);
+                    return false;
+                }
+                taken += 1;
+                if samples.is_some_and(|n| taken >= n) {
+                    return false;
+                }
+                crate::engine::tick_loop::sleep_until(due, &|| stop.load(Ordering::Relaxed))
+            },
+        )
+    };
+    if let crate::engine::tick_loop::Ended::Panicked(what) = ended {
+        return Err(CliError::Failed(format!(
+            "internal error (a bug in vramwarden; recording stopped): {what}"
+        )));
+    }
+    if let Some(e) = failed {
+        return Err(CliError::Failed(e));
+    }
+    engine.finish().map_err(CliError::Failed)?;
     Ok(())
 }
 
