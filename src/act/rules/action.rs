@@ -790,7 +790,6 @@ impl ActionRunner {
         holds_memory: &dyn Fn(&ProcSeriesKey) -> bool,
         now: UnixMs,
     ) -> Vec<Activity> {
-        let mut out = Vec::new();
         let t = Instant::now();
         let due: Vec<PendingKill> = {
             let (due, keep) = std::mem::take(&mut self.pending)
@@ -799,56 +798,79 @@ impl ActionRunner {
             self.pending = keep;
             due
         };
-        for p in due {
-            let mut act = Activity {
-                unix_ms: now,
-                rule: p.rule.clone(),
-                target: p.target.clone(),
-                action: "SIGKILL after grace period".into(),
-                outcome: Outcome::Acted,
-                detail: String::new(),
-                entry: Entry::Action,
-            };
-            // A SIGKILL not needed is the terminate's follow-up, not an action skipped (the
-            // agent's counter of actions counts only those sent).
-            let alive = match self.verify(&p.key) {
-                Ok(_) => true,
-                Err(e) => {
-                    act.outcome = Outcome::Skipped;
-                    act.detail = format!("not needed: {}", e.into_text());
-                    act.entry = Entry::FollowUp;
-                    false
-                }
-            };
-            if alive {
-                if !holds_memory(&p.key) {
-                    act.outcome = Outcome::Skipped;
-                    act.detail = "not needed: it no longer holds GPU memory".into();
-                    act.entry = Entry::FollowUp;
-                } else {
-                    let r = match &p.pidfd {
-                        Some(fd) => pidfd_signal(fd, libc::SIGKILL).map_err(|e| e.to_string()),
-                        None => self
-                            .send(&p.key, libc::SIGKILL)
-                            .map(|_| ())
-                            .map_err(ActError::into_text),
-                    };
-                    match r {
-                        Ok(()) => {
-                            act.detail = format!(
-                                "sent SIGKILL to {}: it ignored SIGTERM",
-                                p.target.describe()
-                            )
-                        }
-                        Err(e) => {
-                            act.outcome = Outcome::Failed;
-                            act.detail = e;
-                        }
-                    }
-                }
+        let mut out: Vec<Activity> = due
+            .into_iter()
+            .map(|p| self.kill_after_grace(&p, holds_memory, now))
+            .collect();
+        self.take_companion_answers(now, &mut out);
+        out.extend(self.parks.poll(now));
+        self.running.retain(|rx| match rx.try_recv() {
+            Ok(a) => {
+                out.push(Activity { unix_ms: now, ..a });
+                false
             }
-            out.push(act);
+            Err(std::sync::mpsc::TryRecvError::Empty) => true,
+            Err(_) => false,
+        });
+        out
+    }
+
+    /// The SIGKILL of a terminate whose grace period ran out: sent only to the same process,
+    /// still alive and still holding GPU memory; else the terminate's follow-up (a SIGKILL not
+    /// needed is not an action skipped: the agent's counter of actions counts only those sent).
+    fn kill_after_grace(
+        &self,
+        p: &PendingKill,
+        holds_memory: &dyn Fn(&ProcSeriesKey) -> bool,
+        now: UnixMs,
+    ) -> Activity {
+        let mut act = Activity {
+            unix_ms: now,
+            rule: p.rule.clone(),
+            target: p.target.clone(),
+            action: "SIGKILL after grace period".into(),
+            outcome: Outcome::Acted,
+            detail: String::new(),
+            entry: Entry::Action,
+        };
+        let not_needed = match self.verify(&p.key) {
+            Err(e) => Some(format!("not needed: {}", e.into_text())),
+            Ok(_) if !holds_memory(&p.key) => {
+                Some("not needed: it no longer holds GPU memory".into())
+            }
+            Ok(_) => None,
+        };
+        if let Some(why) = not_needed {
+            act.outcome = Outcome::Skipped;
+            act.detail = why;
+            act.entry = Entry::FollowUp;
+            return act;
         }
+        let r = match &p.pidfd {
+            Some(fd) => pidfd_signal(fd, libc::SIGKILL).map_err(|e| e.to_string()),
+            None => self
+                .send(&p.key, libc::SIGKILL)
+                .map(|_| ())
+                .map_err(ActError::into_text),
+        };
+        match r {
+            Ok(()) => {
+                act.detail = format!(
+                    "sent SIGKILL to {}: it ignored SIGTERM",
+                    p.target.describe()
+                )
+            }
+            Err(e) => {
+                act.outcome = Outcome::Failed;
+                act.detail = e;
+            }
+        }
+        act
+    }
+
+    /// The companions' answers that came (a release's follow-up and its command's reply);
+    /// the others wait.
+    fn take_companion_answers(&mut self, now: UnixMs, out: &mut Vec<Activity>) {
         for a in std::mem::take(&mut self.answers) {
             match a.rx.try_recv() {
                 Ok(answer) => {
@@ -899,16 +921,6 @@ impl ActionRunner {
                 }
             }
         }
-        out.extend(self.parks.poll(now));
-        self.running.retain(|rx| match rx.try_recv() {
-            Ok(a) => {
-                out.push(Activity { unix_ms: now, ..a });
-                false
-            }
-            Err(std::sync::mpsc::TryRecvError::Empty) => true,
-            Err(_) => false,
-        });
-        out
     }
 
     /// Shows parked processes (and those being parked or resumed) in `snap`: see
