@@ -635,23 +635,8 @@ impl ActionRunner {
                 Err(e) => end(e.outcome(), e.into_text()),
             },
             (Effect::Terminate { grace_seconds }, Some(key)) => {
-                match signal(&key, pidfd.as_ref(), libc::SIGTERM) {
-                    Ok(()) => {
-                        self.pending.push(PendingKill {
-                            key,
-                            deadline: Instant::now()
-                                + Duration::from_secs_f64(grace_seconds.clamp(0.0, 86_400.0)),
-                            rule: p.rule.clone(),
-                            target: p.target.clone(),
-                            pidfd,
-                        });
-                        end(
-                            Outcome::Acted,
-                            format!("sent SIGTERM to {who}; SIGKILL in {grace_seconds} s if it still holds GPU memory"),
-                        )
-                    }
-                    Err(e) => end(e.outcome(), e.into_text()),
-                }
+                let (outcome, detail) = self.terminate(p, (key, pidfd), grace_seconds);
+                end(outcome, detail)
             }
             (Effect::Command { args, timeout }, _) => {
                 // One run per rule and target at a time, a few over all rules.
@@ -659,32 +644,8 @@ impl ActionRunner {
                     Ok(t) => t,
                     Err(why) => return end(Outcome::Skipped, why),
                 };
-                let mut done = end(Outcome::Acted, format!("started {args:?}"));
-                // The start is shown; the action is counted once, by its end.
-                let started = Activity {
-                    entry: Entry::Asked,
-                    ..done.clone()
-                };
-                let (tx, rx) = std::sync::mpsc::channel();
-                let spawned = std::thread::Builder::new()
-                    .name("vramwarden-command".into())
-                    .spawn(move || {
-                        let (outcome, detail) = super::command::run(&args, timeout, Some(&ticket));
-                        drop(ticket);
-                        done.outcome = outcome;
-                        done.detail = detail;
-                        let _ = tx.send(done);
-                    });
-                match spawned {
-                    Ok(_) => {
-                        self.running.push(rx);
-                        started
-                    }
-                    Err(e) => end(
-                        Outcome::Failed,
-                        format!("could not start a thread for the command: {e}"),
-                    ),
-                }
+                let done = end(Outcome::Acted, format!("started {args:?}"));
+                self.start_command(done, (args, timeout), ticket)
             }
             (Effect::Companion, Some(key)) => {
                 let (outcome, detail, kind) = self.run_companion(p, &key);
@@ -696,6 +657,70 @@ impl ActionRunner {
             }
             // Effect::of gives process effects only for process targets.
             (_, None) => end(Outcome::Failed, "this action needs a process".into()),
+        }
+    }
+
+    /// SIGTERM to `key` (its identity just checked, `pidfd` held), and the SIGKILL due after
+    /// `grace_seconds` if it still holds GPU memory then.
+    fn terminate(
+        &mut self,
+        p: &Planned,
+        (key, pidfd): (ProcSeriesKey, Option<Pidfd>),
+        grace_seconds: f64,
+    ) -> (Outcome, String) {
+        if let Err(e) = signal(&key, pidfd.as_ref(), libc::SIGTERM) {
+            return (e.outcome(), e.into_text());
+        }
+        self.pending.push(PendingKill {
+            key,
+            deadline: Instant::now() + Duration::from_secs_f64(grace_seconds.clamp(0.0, 86_400.0)),
+            rule: p.rule.clone(),
+            target: p.target.clone(),
+            pidfd,
+        });
+        (
+            Outcome::Acted,
+            format!(
+                "sent SIGTERM to {}; SIGKILL in {grace_seconds} s if it still holds GPU memory",
+                p.target.describe()
+            ),
+        )
+    }
+
+    /// Runs a rule's command on a thread of its own under `ticket`; `done` is its entry, sent
+    /// back with the command's outcome when it ends. Returns the start's entry (the action is
+    /// counted once, by its end).
+    fn start_command(
+        &mut self,
+        mut done: Activity,
+        (args, timeout): (Vec<String>, Duration),
+        ticket: super::command::Ticket,
+    ) -> Activity {
+        let started = Activity {
+            entry: Entry::Asked,
+            ..done.clone()
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("vramwarden-command".into())
+            .spawn(move || {
+                let (outcome, detail) = super::command::run(&args, timeout, Some(&ticket));
+                drop(ticket);
+                done.outcome = outcome;
+                done.detail = detail;
+                let _ = tx.send(done);
+            });
+        match spawned {
+            Ok(_) => {
+                self.running.push(rx);
+                started
+            }
+            Err(e) => Activity {
+                outcome: Outcome::Failed,
+                detail: format!("could not start a thread for the command: {e}"),
+                entry: Entry::Action,
+                ..started
+            },
         }
     }
 
