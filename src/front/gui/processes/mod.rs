@@ -29,6 +29,20 @@ use rows::{group_row, process_row, Part};
 pub(crate) use sorting::{matches, place, sort_rows};
 pub(crate) use state::TableState;
 
+/// The columns shown: those not hidden, the Container column once some process runs in a
+/// container, a recorded session's only.
+fn visible_columns(t: &TableState<'_>, rows: &[&ProcessRow]) -> Vec<(SortColumn, &'static str)> {
+    let any_container = rows
+        .iter()
+        .any(|r| r.info.container_id.is_some() || r.info.pod.is_some());
+    SortColumn::ALL
+        .into_iter()
+        .filter(|(c, _)| !t.hidden.contains(c))
+        .filter(|(c, _)| *c != SortColumn::Container || any_container)
+        .filter(|(c, _)| !t.recorded || c.recorded())
+        .collect()
+}
+
 /// Draws the filter box and the table.
 pub(crate) fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: UnixMs) {
     let mut rows: Vec<&ProcessRow> = rows.into_iter().filter(|r| matches(r, t.filter)).collect();
@@ -58,10 +72,6 @@ pub(crate) fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>,
         return;
     }
     let scroll_to = keyboard_selection(ui, t, &rows, &items);
-    // The Container column appears once some process runs in a container.
-    let any_container = rows
-        .iter()
-        .any(|r| r.info.container_id.is_some() || r.info.pod.is_some());
     let largest_group = items
         .iter()
         .filter_map(|i| match i {
@@ -71,12 +81,7 @@ pub(crate) fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>,
         .max()
         .unwrap_or(0);
     let cells = Cells::new(t, &rows, largest_group, now);
-    let visible: Vec<(SortColumn, &str)> = SortColumn::ALL
-        .into_iter()
-        .filter(|(c, _)| !t.hidden.contains(c))
-        .filter(|(c, _)| *c != SortColumn::Container || any_container)
-        .filter(|(c, _)| !t.recorded || c.recorded())
-        .collect();
+    let visible = visible_columns(t, &rows);
     let row_h = ui.text_style_height(&egui::TextStyle::Monospace) + 6.0;
     // PID and Name stay on the left, always in view: they say which process a line is while
     // the rest scrolls sideways (Shift+wheel, or the scroll bar).
@@ -146,17 +151,25 @@ pub(crate) fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>,
         ui.ctx().data_mut(|d| d.insert_temp(side, offset));
     });
     ui.advance_cursor_after_rect(full);
-    // The two halves scroll up and down as one: the one scrolled gives its offset to both.
+    halves_in_step(ui, sync, &seen, (shared, hovered, frozen_w));
+}
+
+/// The two halves scroll up and down as one (the one scrolled gives its offset to both),
+/// share the hovered row, and the frozen half keeps the width its columns were drawn at;
+/// `last` is what the frame began with (offset, hovered row, frozen width).
+fn halves_in_step(
+    ui: &Ui,
+    sync: egui::Id,
+    seen: &[Half; 2],
+    (shared, hovered, frozen_w): (f32, Option<usize>, f32),
+) {
     let moved = if (seen[0].offset - shared).abs() > 0.5 {
         seen[0].offset
     } else {
         seen[1].offset
     };
     let hover = seen[0].hovered.or(seen[1].hovered);
-    if (moved - shared).abs() > 0.5 || hover != hovered {
-        ui.ctx().request_repaint();
-    }
-    if (seen[0].width - frozen_w).abs() > 0.5 {
+    if (moved - shared).abs() > 0.5 || hover != hovered || (seen[0].width - frozen_w).abs() > 0.5 {
         ui.ctx().request_repaint();
     }
     ui.ctx().data_mut(|d| {
