@@ -392,6 +392,54 @@ fn likely_cause(o: &OomRecord) -> Option<(&crate::session::OomHolder, bool)> {
         .map(|h| (h, false))
 }
 
+/// One holder of a GPU at an OOM: "    likely cause: python3 (PID 1101, root): 117.5 GiB ·
+/// +116.6 GiB in the minute before" (its growth, its releasable cache, how sure the verdict
+/// is), or "    held by …"; `cause` is the likely cause (and whether its log named it).
+fn holder_line(
+    h: &crate::session::OomHolder,
+    cause: Option<(&crate::session::OomHolder, bool)>,
+    units: Units,
+) -> String {
+    let grew = h
+        .grown_1m_mib
+        .filter(|g| g.abs() >= GREW_SHOWN_MIB)
+        .map_or(String::new(), |g| {
+            format!(
+                " · {}{} in the minute before",
+                if g > 0.0 { "+" } else { "−" },
+                units.bytes((g.abs() * MIB as f64) as u64)
+            )
+        });
+    let cache = h.releasable_mib.map_or(String::new(), |r| {
+        format!(
+            " · {} releasable cache",
+            units.bytes((r * MIB as f64) as u64)
+        )
+    });
+    let user = if h.user.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", h.user)
+    };
+    let (what, sure) = match cause {
+        Some((c, recorded)) if std::ptr::eq(c, h) => (
+            if recorded {
+                "likely cause:"
+            } else {
+                "likely cause (by the minute before):"
+            },
+            crate::session::how_sure(h),
+        ),
+        _ => ("held by", String::new()),
+    };
+    format!(
+        "    {what} {} (PID {}{user}): {}{grew}{cache}{sure}",
+        h.name,
+        h.pid,
+        units.bytes((h.mib * MIB as f64) as u64)
+    )
+}
+
 fn oom_list(ui: &mut Ui, ooms: &[&OomRecord], units: Units) -> Option<LeakClick> {
     let mut click = None;
     // One unit for every figure of the list (Auto: from the largest holder).
@@ -466,44 +514,7 @@ fn oom_list(ui: &mut Ui, ooms: &[&OomRecord], units: Units) -> Option<LeakClick>
                     });
                     let cause = likely_cause(o);
                     for h in o.holders.iter().take(5) {
-                        let grew = h.grown_1m_mib.filter(|g| g.abs() >= GREW_SHOWN_MIB).map_or(
-                            String::new(),
-                            |g| {
-                                format!(
-                                    " · {}{} in the minute before",
-                                    if g > 0.0 { "+" } else { "−" },
-                                    units.bytes((g.abs() * MIB as f64) as u64)
-                                )
-                            },
-                        );
-                        let cache = h.releasable_mib.map_or(String::new(), |r| {
-                            format!(
-                                " · {} releasable cache",
-                                units.bytes((r * MIB as f64) as u64)
-                            )
-                        });
-                        let user = if h.user.is_empty() {
-                            String::new()
-                        } else {
-                            format!(", {}", h.user)
-                        };
-                        let (what, sure) = match cause {
-                            Some((c, recorded)) if std::ptr::eq(c, h) => (
-                                if recorded {
-                                    "likely cause:"
-                                } else {
-                                    "likely cause (by the minute before):"
-                                },
-                                crate::session::how_sure(h),
-                            ),
-                            _ => ("held by", String::new()),
-                        };
-                        ui.label(format!(
-                            "    {what} {} (PID {}{user}): {}{grew}{cache}{sure}",
-                            h.name,
-                            h.pid,
-                            units.bytes((h.mib * MIB as f64) as u64)
-                        ));
+                        ui.label(holder_line(h, cause, units));
                     }
                     if o.holders.len() > 5 {
                         ui.label(format!("    and {} more", o.holders.len() - 5));
