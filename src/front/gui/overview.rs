@@ -316,7 +316,7 @@ fn parked_line(ui: &mut Ui, snap: &Snapshot, gpu: u32, units: Units) {
     } else {
         format!("⏸ {} parked", parked.len())
     };
-    ui.label(RichText::new(text).color(widgets::PARKED))
+    ui.label(RichText::new(text).color(widgets::parked_color(ui.visuals().dark_mode)))
         .on_hover_text(
             parked
                 .iter()

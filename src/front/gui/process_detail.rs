@@ -169,7 +169,7 @@ fn notices(
     if let Some(park) = row.parked.filter(|_| row.exited_at_ms.is_none()) {
         ui.label(
             RichText::new(park.describe())
-                .color(widgets::PARKED)
+                .color(widgets::parked_color(ui.visuals().dark_mode))
                 .strong(),
         );
     }

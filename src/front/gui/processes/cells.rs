@@ -185,9 +185,12 @@ fn status_cell(ui: &mut Ui, r: &ProcessRow, c: &Cells<'_>) {
     }
     if let Some(park) = r.parked.filter(|_| !exited) {
         ui.add(
-            egui::Label::new(RichText::new(park.short(c.now)).color(widgets::PARKED))
-                .truncate()
-                .selectable(false),
+            egui::Label::new(
+                RichText::new(park.short(c.now))
+                    .color(widgets::parked_color(ui.visuals().dark_mode)),
+            )
+            .truncate()
+            .selectable(false),
         )
         .on_hover_text(park.describe());
     }
