@@ -1638,6 +1638,10 @@ fn a_rule_saved_in_the_window_runs_in_the_real_engine() {
     h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Num3);
     h.run();
     assert!(h.query_all_by_label("Idle holder").count() > 0);
+    // Each entry names its action (the GUI review: four different actions read alike).
+    h.get_by_label("Action");
+    let notify = vramwarden::act::rules::Action::Notify.label();
+    assert!(h.query_all_by_label(&notify).count() > 0, "{notify}");
 }
 
 /// The demo's snapshot at `t` with a constant memory picture: on every GPU the first process

@@ -38,17 +38,25 @@ impl Pane for ActivityPane {
             .auto_shrink([false, false])
             .show(ui, |ui| {
                 egui::Grid::new("activity-grid")
-                    .num_columns(5)
+                    .num_columns(6)
                     .striped(true)
                     .spacing([14.0, 4.0])
                     .show(ui, |ui| {
-                        for h in ["Time", "Rule", "Target", "Outcome", "What happened"] {
+                        for h in [
+                            "Time",
+                            "Rule",
+                            "Action",
+                            "Target",
+                            "Outcome",
+                            "What happened",
+                        ] {
                             ui.label(RichText::new(h).strong());
                         }
                         ui.end_row();
                         for a in m.activity.iter().rev() {
                             ui.monospace(format::clock(a.unix_ms));
                             ui.label(&a.rule);
+                            ui.label(&a.action);
                             ui.label(a.target.describe());
                             let color = widgets::outcome_color(a.outcome, ui.visuals().dark_mode);
                             ui.label(RichText::new(a.outcome.label()).color(color).strong());
