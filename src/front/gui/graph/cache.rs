@@ -51,6 +51,8 @@ pub(crate) struct GraphCache {
     pub as_table: bool,
     /// The graph shows a recorded session (its right end is the slider, not "live").
     pub in_session: bool,
+    /// `free_range` was moved back where the data is: the next frame sets the plot to it.
+    pub(super) push_range: bool,
 }
 
 impl GraphCache {

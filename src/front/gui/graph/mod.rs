@@ -40,7 +40,7 @@ pub use stacking::device_lines;
 use tables::graph_tables;
 use toolbar::toolbar;
 pub(crate) use zoom::wheel_to_zoom;
-use zoom::{keyboard_move, preset_range, range_after, user_moved};
+use zoom::{kept_in_data, keyboard_move, preset_range, range_after, user_moved};
 
 /// A time range (unix ms, from and to).
 type Range = (UnixMs, UnixMs);
@@ -51,14 +51,14 @@ fn shown_range(
     ui: &mut Ui,
     state: &UiState,
     cache: &mut GraphCache,
-    (first, edge): (UnixMs, UnixMs),
+    (held, edge, interval_ms): (Range, UnixMs, u64),
 ) -> (Option<Option<Range>>, Range) {
     let shown = cache
         .free_range
-        .unwrap_or_else(|| preset_range(state.window, first, edge));
+        .unwrap_or_else(|| preset_range(state.window, held.0, edge));
     let keyed = keyboard_move(ui, shown, cache.free_range.is_none());
     if let Some(moved) = keyed {
-        cache.free_range = moved;
+        cache.free_range = moved.map(|r| kept_in_data(r, held, interval_ms));
     }
     (keyed, cache.free_range.unwrap_or(shown))
 }
@@ -99,7 +99,7 @@ pub(crate) fn device_graph(
     highlight: Option<ProcSeriesKey>,
 ) {
     let h = &m.history;
-    let Some((first, _)) = h.span() else {
+    let Some(held) = h.span() else {
         ui.label("Waiting for the first sample…");
         return;
     };
@@ -108,7 +108,7 @@ pub(crate) fn device_graph(
     // under the detail pane.
     let full_w = ui.available_width();
     toolbar(ui, device, state, cache);
-    let (keyed, (from, to)) = shown_range(ui, state, cache, (first, edge));
+    let (keyed, (from, to)) = shown_range(ui, state, cache, (held, edge, m.interval_ms));
     let width = (full_w as usize).clamp(50, 4000);
     let colors = widgets::Colors::of(ui);
     let key = CacheKey {
@@ -125,7 +125,7 @@ pub(crate) fn device_graph(
     };
     let stacked = state.stacked;
     let (limit, reserved, forecast) = device_figures(snap, device, cache.free_range.is_none());
-    let set_x = (cache.free_range.is_none() || keyed.is_some()).then(|| {
+    let set_x = (cache.free_range.is_none() || keyed.is_some() || cache.push_range).then(|| {
         let (a, b) = (from as f64 / 1000.0, to as f64 / 1000.0);
         // Room on the right for the forecast to show where it heads.
         (a, b + forecast.map_or(0.0, |_| (b - a) * 0.12))
@@ -228,7 +228,10 @@ pub(crate) fn device_graph(
             metrics_h,
         );
     }
-    cache.free_range = range_after(&resp, moved_here, metric_moved, cache.free_range);
+    let after = range_after(&resp, moved_here, metric_moved, cache.free_range);
+    let kept = after.map(|r| kept_in_data(r, held, m.interval_ms));
+    cache.push_range = kept != after;
+    cache.free_range = kept;
 }
 
 #[cfg(test)]

@@ -103,6 +103,24 @@ pub(super) fn range_after(
     }
 }
 
+/// A range the user zoomed or panned to, kept where the data is (`held`: the history's first
+/// and last sample): at least twenty samples wide (finer, the bands end between samples and
+/// the plot empties), at most the history held and a fifth more, and no further past either
+/// end than a fifth of itself (a drag could carry the view hours into the empty future).
+pub(super) fn kept_in_data(
+    (a, b): (UnixMs, UnixMs),
+    (first, last): (UnixMs, UnixMs),
+    interval_ms: u64,
+) -> (UnixMs, UnixMs) {
+    let min_span = (i64::try_from(interval_ms).unwrap_or(i64::MAX / 40) * 20).max(5_000);
+    let held = (last - first).max(min_span);
+    let span = (b - a).clamp(min_span, held + held / 5);
+    let mut from = a + (b - a) / 2 - span / 2;
+    let slack = span / 5;
+    from = from.min(last + slack - span).max(first - slack);
+    (from, from + span)
+}
+
 /// The range a time preset shows at `edge`: a preset longer than the history held (from
 /// `first`) shows what is held (at least 10 s), so a fresh start fills the width instead of
 /// being a sliver at the right edge.
@@ -149,5 +167,34 @@ pub(super) fn keyboard_move(
         Some(None)
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The GUI review: a wheel zoom went down to under a second (an empty plot) and a drag
+    /// carried the view hours past the newest sample. An hour held at 1 s: the view keeps at
+    /// least 20 s, at most the hour and a fifth, and no more than a fifth of itself past an
+    /// end; a view inside the data is left as it is.
+    #[test]
+    fn a_zoomed_or_panned_view_stays_where_the_data_is() {
+        let held = (1_000_000, 1_000_000 + 3_600_000);
+        let keep = |r| kept_in_data(r, held, 1000);
+        let inside = (1_500_000, 1_800_000);
+        assert_eq!(keep(inside), inside);
+        // Zoomed in to 0.8 s at its middle: 20 s about the same middle.
+        let (a, b) = keep((2_000_000, 2_000_800));
+        assert_eq!(b - a, 20_000);
+        assert_eq!((a + b) / 2, 2_000_400);
+        // Dragged seven hours into the future: back to a fifth past the newest sample.
+        let (a, b) = keep((held.1 + 7 * 3_600_000, held.1 + 7 * 3_600_000 + 600_000));
+        assert_eq!((b - a, b), (600_000, held.1 + 120_000));
+        // Zoomed out to a day: the hour and a fifth, not before the first sample by more than
+        // a fifth of the view.
+        let (a, b) = keep((held.0 - 43_200_000, held.1 + 43_200_000));
+        assert_eq!(b - a, 4_320_000);
+        assert!(a >= held.0 - 864_000 && b <= held.1 + 864_000, "{a} {b}");
     }
 }
