@@ -186,6 +186,10 @@ fn the_window_attached_to_an_agent_shows_acts_and_survives_its_restart() {
     std::thread::sleep(Duration::from_millis(2100));
     h.run();
     assert_eq!(age(&h), first, "the age ran on while the agent was lost");
+    // Nothing is offered that the agent could not carry out (the second window review:
+    // Terminate stayed enabled and failed only once confirmed).
+    h.get_by_label("The agent does not answer: no actions until it is back");
+    assert!(h.query_by_label("Terminate").is_none());
     // Back to 39002 (GPU 1's graph, looked at after the reconnect).
     h.get_by_label("39002").click();
     h.run();

@@ -29,8 +29,11 @@ pub(crate) struct PaneInputs<'a> {
     /// The host the View is about when it is an agent's (`None`: this computer).
     pub host: Option<&'a str>,
     /// Receives the action the user asks for (a [`UiCommand::AskAction`]); `None` where
-    /// actions are off (a recorded session).
+    /// actions are off (a recorded session, a lost agent).
     pub request: Option<&'a mut Vec<UiCommand>>,
+    /// The engine that owns the processes does not answer (an agent lost): its last figures
+    /// stand, and nothing can be asked of it.
+    pub offline: bool,
 }
 
 /// Draws the pane; returns false when the user closed it.
@@ -64,9 +67,11 @@ pub(crate) fn pane(
         result_slot(ui, row, units, input.result.as_ref());
     } else if row.exited_at_ms.is_none() {
         ui.label(
-            RichText::new(
-                "Recorded session: no actions (this PID may belong to another process now)",
-            )
+            RichText::new(if input.offline {
+                "The agent does not answer: no actions until it is back"
+            } else {
+                "Recorded session: no actions (this PID may belong to another process now)"
+            })
             .weak(),
         );
     }

@@ -88,7 +88,8 @@ impl VramApp {
         key: crate::model::history::ProcSeriesKey,
         action: crate::act::rules::Action,
     ) {
-        if self.replaying {
+        // Nothing is asked of a recorded session, nor of an agent that does not answer.
+        if self.replaying || self.unreachable_since.is_some() {
             return;
         }
         let Some(r) = monitor.row(&key) else {

@@ -229,8 +229,10 @@ impl VramApp {
                             leak: badge,
                             result,
                             host: self.agent_host(monitor),
-                            // A recorded session offers no actions.
-                            request: (!self.replaying).then_some(&mut asked),
+                            // A recorded session offers no actions, nor a lost agent.
+                            request: (!self.replaying && self.unreachable_since.is_none())
+                                .then_some(&mut asked),
+                            offline: !self.replaying && self.unreachable_since.is_some(),
                         };
                         open =
                             process_detail::pane(ui, monitor, row, &mut self.detail_graph, input);
