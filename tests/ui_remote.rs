@@ -394,3 +394,19 @@ fn a_refused_token_is_asked_for_again_and_the_right_one_attaches() {
     until_shown(&mut h, "· connected", Duration::from_secs(10));
     assert!(h.query_by_label_contains(REFUSED_TOKEN).is_none());
 }
+
+/// The second window review: an address that never answered (a mistyped port) was said as
+/// "Disconnected from … ago": a host never reached says it has not answered.
+#[test]
+fn a_host_that_never_answered_is_not_said_disconnected() {
+    let ctx = egui::Context::default();
+    // Port 1 on the loopback: nothing listens there.
+    let backend = Backend::attach("http://127.0.0.1:1", "x".into(), 1000, &ctx).expect("attach");
+    let mut h = harness(VramApp::with_backend(backend, UiState::default()));
+    until_shown(
+        &mut h,
+        "http://127.0.0.1:1 has not answered",
+        Duration::from_secs(10),
+    );
+    assert!(h.query_by_label_contains("Disconnected from").is_none());
+}

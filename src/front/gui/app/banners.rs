@@ -44,15 +44,20 @@ impl VramApp {
         } = health
         {
             let now = self.now();
+            // A host that never answered was not "disconnected" (a mistyped address).
+            let answered = self.backend.view().is_some_and(|m| m.latest.is_some());
+            let lost = format::duration(now - since_ms);
+            let words = if answered {
+                format!("⚠ Disconnected from {url} {lost} ago — retrying")
+            } else {
+                format!("⚠ {url} has not answered (for {lost}) — retrying")
+            };
             egui::Panel::top("link-banner")
                 .frame(widgets::panel_frame(ui.style()))
                 .show(ui, |ui| {
                 ui.horizontal_wrapped(|ui| {
                     ui.label(
-                        RichText::new(format!(
-                            "⚠ Disconnected from {url} {} ago — retrying",
-                            format::duration(now - since_ms)
-                        ))
+                        RichText::new(words)
                         .color(widgets::warn(ui))
                         .strong(),
                     );
