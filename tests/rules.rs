@@ -979,47 +979,26 @@ fn test_this_rule_sees_the_pytorch_conditions_from_the_monitor() {
         allocated_growth_min_mib_per_min: Some(min),
         ..Conditions::default()
     };
-    let found = vramwarden::engine::test_rule(
-        &rule(growth(250.0)),
-        &m,
-        &safety,
-        &vramwarden::act::rules::action::ActionRunner::new(),
-    );
+    // Judged by an executor that has seen nothing (the engine's own is tested above).
+    let runner = vramwarden::act::rules::action::ActionRunner::new();
+    let found = vramwarden::engine::test_rule(&rule(growth(250.0)), &m, &safety, &runner);
     assert_eq!(found.len(), 1, "{found:?}");
     // A simulated process is matched but never acted on (said as ahead: nothing was tried).
     assert_eq!(
         found[0].1.as_deref(),
         Some("a simulated process: the demo acts on nothing")
     );
-    assert!(vramwarden::engine::test_rule(
-        &rule(growth(400.0)),
-        &m,
-        &safety,
-        &vramwarden::act::rules::action::ActionRunner::new()
-    )
-    .is_empty());
+    assert!(vramwarden::engine::test_rule(&rule(growth(400.0)), &m, &safety, &runner).is_empty());
     // Releasable cache: 30000 − 1895 MiB at the last sample.
     let cache = |min: f64| Conditions {
         releasable_cache_min_mib: Some(min),
         ..Conditions::default()
     };
     assert_eq!(
-        vramwarden::engine::test_rule(
-            &rule(cache(28_000.0)),
-            &m,
-            &safety,
-            &vramwarden::act::rules::action::ActionRunner::new()
-        )
-        .len(),
+        vramwarden::engine::test_rule(&rule(cache(28_000.0)), &m, &safety, &runner).len(),
         1
     );
-    assert!(vramwarden::engine::test_rule(
-        &rule(cache(28_200.0)),
-        &m,
-        &safety,
-        &vramwarden::act::rules::action::ActionRunner::new()
-    )
-    .is_empty());
+    assert!(vramwarden::engine::test_rule(&rule(cache(28_200.0)), &m, &safety, &runner).is_empty());
 }
 
 #[test]
