@@ -85,7 +85,7 @@ impl VramApp {
                 let h = (ui.available_height() * 0.5).max(220.0);
                 ui.allocate_ui(egui::vec2(ui.available_width(), h), |ui| {
                     self.graph.in_session = self.replaying;
-                    crate::front::gui::graph::device_graph(
+                    let clicked = crate::front::gui::graph::device_graph(
                         ui,
                         monitor,
                         snap,
@@ -95,6 +95,9 @@ impl VramApp {
                         edge,
                         self.selected.filter(|k| k.1 == self.selected_gpu),
                     );
+                    if clicked.is_some() {
+                        self.selected = clicked;
+                    }
                 });
                 ui.separator();
                 let host = self.agent_host(monitor);

@@ -5,6 +5,7 @@ use egui::Ui;
 use super::lines::{Bucket, GraphLine, LineKind};
 use crate::front::gui::widgets;
 use crate::model::format::Units;
+use crate::model::history::ProcSeriesKey;
 
 /// Where the pointer is on a GPU graph, for its hover.
 pub(super) struct HoverAt {
@@ -50,6 +51,22 @@ pub(super) fn lines_span(lines: &[GraphLine]) -> Option<(f64, f64)> {
     let a = first.fold(f64::INFINITY, f64::min);
     let b = last.fold(f64::NEG_INFINITY, f64::max);
     (a <= b).then_some((a, b))
+}
+
+/// The process whose stacked band lies under the point `(x, y)` of the plot (unix seconds,
+/// the axis unit): a click there selects it.
+pub(super) fn process_at(
+    lines: &[GraphLine],
+    (x, y): (f64, f64),
+    step: f64,
+) -> Option<ProcSeriesKey> {
+    lines.iter().find_map(|l| match l.kind {
+        LineKind::Process(k) if l.filled => l
+            .band_at(x, step)
+            .filter(|(lo, hi)| (*lo..=*hi).contains(&y))
+            .map(|_| k),
+        _ => None,
+    })
 }
 
 /// The hover of the GPU graph: the bucket under the cursor (its time range), every series's

@@ -79,6 +79,15 @@ impl GraphLine {
             .collect()
     }
 
+    /// Its band at time `x` in the axis unit (its lower edge and its top, as drawn), when `x`
+    /// lies within the line (see [`GraphLine::value_at`]).
+    pub(crate) fn band_at(&self, x: f64, step: f64) -> Option<(f64, f64)> {
+        let i = self.scaled.partition_point(|p| p.x <= x);
+        let top = self.scaled.get(i.checked_sub(1)?)?;
+        let own = self.own.get(i - 1)?;
+        (x - top.x <= step).then(|| ((top.y - own * self.scale).max(0.0), top.y))
+    }
+
     /// Its own value at time `x` (unix seconds): the last point at or before `x`, when `x`
     /// lies within the line (a process not yet started or gone has none).
     pub fn value_at(&self, x: f64, step: f64) -> Option<f64> {

@@ -86,7 +86,8 @@ fn device_figures(
 
 /// The graph of one GPU with its toolbar (window presets, stacking, fit to data, follow live)
 /// and its legend. `edge` is the right end of the window when following (the live edge, or a
-/// session's slider); `highlight` is the selected process, drawn thicker.
+/// session's slider); `highlight` is the selected process, drawn thicker. Returns the process
+/// whose band was clicked, if one was.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn device_graph(
     ui: &mut Ui,
@@ -97,11 +98,11 @@ pub(crate) fn device_graph(
     cache: &mut GraphCache,
     edge: UnixMs,
     highlight: Option<ProcSeriesKey>,
-) {
+) -> Option<ProcSeriesKey> {
     let h = &m.history;
     let Some(held) = h.span() else {
         ui.label("Waiting for the first sample…");
-        return;
+        return None;
     };
     // The graph's width is the pane's, fixed before anything is drawn: a row that
     // overflowed (a legend, a toolbar) must never widen the plot past the window's edge or
@@ -172,7 +173,7 @@ pub(crate) fn device_graph(
             show_metrics,
         );
         cache.drawn.lines = lines;
-        return;
+        return None;
     }
     let mem_h = state
         .show_metrics
@@ -204,6 +205,14 @@ pub(crate) fn device_graph(
             fixed_x: false,
         },
     );
+    // A click on a band selects its process (as a click on its row does).
+    let clicked = resp
+        .response
+        .clicked()
+        .then(|| resp.response.interact_pointer_pos())
+        .flatten()
+        .map(|pos| resp.transform.value_from_position(pos))
+        .and_then(|p| hover::process_at(lines, (p.x, p.y), step_s));
     cache.buckets = buckets;
     cache.plot_rect = Some(resp.response.rect);
     cache.edge_x = Some(resp.transform.position_from_point_x(to as f64 / 1000.0));
@@ -232,6 +241,7 @@ pub(crate) fn device_graph(
     let kept = after.map(|r| kept_in_data(r, held, m.interval_ms));
     cache.push_range = kept != after;
     cache.free_range = kept;
+    clicked
 }
 
 #[cfg(test)]
@@ -242,6 +252,45 @@ mod tests {
     use super::marks::span_labels;
     use super::*;
     use egui_plot::GridMark;
+
+    /// The second window review: a click on a band selected nothing. The band under the
+    /// point is its process's: the lower one from 0 to its own value, the one stacked on it
+    /// from there to its top; above the stack or before the lines, none.
+    #[test]
+    fn a_point_on_a_band_names_its_process() {
+        use super::hover::process_at;
+        use super::lines::{GraphLine, LineKind};
+        let key = |pid| {
+            (
+                crate::model::ProcessKey {
+                    pid,
+                    start_time_ms: 1,
+                },
+                0,
+            )
+        };
+        let band = |pid, own: f64, top: f64| {
+            let mut l = GraphLine::new(
+                format!("p{pid}"),
+                LineKind::Process(key(pid)),
+                egui::Color32::RED,
+                vec![[100.0, top], [101.0, top]],
+                true,
+            );
+            l.own = vec![own, own];
+            l.scaled = vec![
+                egui_plot::PlotPoint::new(100.0, top),
+                egui_plot::PlotPoint::new(101.0, top),
+            ];
+            l.scale = 1.0;
+            l
+        };
+        let lines = vec![band(1, 10.0, 10.0), band(2, 5.0, 15.0)];
+        assert_eq!(process_at(&lines, (100.5, 4.0), 1.0), Some(key(1)));
+        assert_eq!(process_at(&lines, (100.5, 12.0), 1.0), Some(key(2)));
+        assert_eq!(process_at(&lines, (100.5, 20.0), 1.0), None);
+        assert_eq!(process_at(&lines, (99.0, 4.0), 1.0), None);
+    }
 
     /// Issue 40 (m11): two leaks shaded over the same minutes get one label naming both;
     /// a window apart keeps its own.
