@@ -20,7 +20,7 @@ const WINDOW_MS: UnixMs = 6_000;
 
 /// How long a process's highest memory is remembered: a climb back to it within this long
 /// is a return to a level it held, not growth (while its GPU has room for it).
-pub(super) const PEAK_KEPT_MS: UnixMs = 30 * 60_000;
+const PEAK_KEPT_MS: UnixMs = 30 * 60_000;
 
 /// Each process's recent samples (time, bytes) and its peak.
 #[derive(Debug, Default)]

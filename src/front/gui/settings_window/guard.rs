@@ -5,9 +5,7 @@ use egui::{RichText, Ui};
 
 use crate::act::guard::GuardSettings;
 use crate::front::gui::widgets;
-
-/// Bytes in a MiB, as the settings' MiB figures are compared with a GPU's bytes.
-const MIB: f64 = 1_048_576.0;
+use crate::model::MIB;
 
 /// Draws the guard's settings into `g`; `global_dry_run` is the rules' master switch,
 /// `smallest` the smallest GPU here (index, bytes), `note` says a value put back in range.
@@ -42,12 +40,13 @@ pub(super) fn show(
     egui::Grid::new("guard-timing")
         .num_columns(3)
         .show(ui, |ui| timing(ui, g, note));
-    if let Some((gpu, bytes)) = smallest.filter(|(_, b)| g.floor_free_mib * MIB >= *b as f64) {
+    if let Some((gpu, bytes)) = smallest.filter(|(_, b)| g.floor_free_mib * MIB as f64 >= *b as f64)
+    {
         ui.label(
             RichText::new(format!(
                 "The floor ({:.0} GiB) is not under GPU {gpu}'s memory ({:.0} GiB): the guard would act there whenever anything grows.",
                 g.floor_free_mib / 1024.0,
-                bytes as f64 / MIB / 1024.0
+                bytes as f64 / MIB as f64 / 1024.0
             ))
             .color(widgets::warn(ui)),
         );
