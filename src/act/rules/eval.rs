@@ -5,6 +5,7 @@ use std::collections::{HashMap, VecDeque};
 
 use super::model::{Action, Rule};
 use super::schedule::{Occurrence, Schedule};
+use crate::host::user_names::{UidOf, UserIds};
 use crate::model::history::ProcSeriesKey;
 use crate::model::{FastMap, FastSet, Snapshot, UnixMs, MIB};
 
@@ -204,24 +205,31 @@ pub struct CompiledRule {
     pub rule: Rule,
     name_re: Option<regex::Regex>,
     cmdline_re: Option<regex::Regex>,
-    /// `user_is` as a uid (`Some(None)`: a name no user has, so nothing matches).
-    user_is: Option<Option<u32>>,
+    /// `user_is` as a uid.
+    user_is: Option<UidOf>,
     /// `user_is_not` as a uid.
-    user_is_not: Option<Option<u32>>,
+    user_is_not: Option<UidOf>,
     /// `at` / `every_hours`, parsed.
     schedule: Option<Schedule>,
 }
 
 impl CompiledRule {
-    /// Compiles `rule`; `None` when it is invalid (see [`Rule::problems`]).
+    /// Compiles `rule`; `None` when it is invalid (see [`Rule::problems`]). Its user names
+    /// are looked up through NSS, each waited for at most a fifth of a second.
     pub fn new(rule: &Rule) -> Option<Self> {
+        Self::with_users(rule, &mut UserIds::default())
+    }
+
+    /// [`CompiledRule::new`] with the user names looked up in `users` (the engine's, which
+    /// keeps the answers and takes those that come late).
+    pub(crate) fn with_users(rule: &Rule, users: &mut UserIds) -> Option<Self> {
         if !rule.problems().is_empty() {
             return None;
         }
         let re = |r: &Option<String>| -> Result<Option<regex::Regex>, String> {
             r.as_deref().map(super::model::compile_regex).transpose()
         };
-        let user = |u: &Option<String>| u.as_deref().map(crate::host::procinfo::uid_of_user);
+        let mut user = |u: &Option<String>| u.as_deref().map(|n| users.uid(n));
         Some(Self {
             name_re: re(&rule.conditions.name_regex).ok()?,
             cmdline_re: re(&rule.conditions.cmdline_regex).ok()?,
@@ -232,14 +240,33 @@ impl CompiledRule {
             rule: rule.clone(),
         })
     }
+
+    /// A user name of its conditions whose lookup has not answered: until it does, the rule
+    /// matches no process (a `user_is_not` taken as "no such user" would let every user's
+    /// processes in).
+    pub(crate) fn user_not_answered(&self) -> Option<&str> {
+        let c = &self.rule.conditions;
+        [
+            (&self.user_is, &c.user_is),
+            (&self.user_is_not, &c.user_is_not),
+        ]
+        .into_iter()
+        .find(|(uid, _)| **uid == Some(UidOf::NotAnswered))
+        .and_then(|(_, name)| name.as_deref())
+    }
 }
 
 /// The enabled, valid rules of `rules`, compiled (call when the settings change, not per tick).
 pub fn compile(rules: &[Rule]) -> Vec<CompiledRule> {
+    compile_with(rules, &mut UserIds::default())
+}
+
+/// [`compile`] with the user names looked up in `users`.
+pub(crate) fn compile_with(rules: &[Rule], users: &mut UserIds) -> Vec<CompiledRule> {
     rules
         .iter()
         .filter(|r| r.enabled)
-        .filter_map(CompiledRule::new)
+        .filter_map(|r| CompiledRule::with_users(r, users))
         .collect()
 }
 
@@ -557,6 +584,12 @@ impl RuleState {
         if self.schedule_open(&compiled, snap.taken_at_ms).is_none() {
             return "its schedule is closed at this time".into();
         }
+        if let Some(name) = compiled.user_not_answered() {
+            return format!(
+                "the user directory has not answered for {name:?} yet, and until it does \
+                 the rule matches no process"
+            );
+        }
         let n = targets(snap, rule).len();
         match (n, on_processes(rule)) {
             (0, true) if on_parked(rule) => "no process is parked".into(),
@@ -713,12 +746,15 @@ fn identity_holds(
     re_ok(&compiled.name_re, name)
         && re_ok(&compiled.cmdline_re, cmdline)
         && container_matches(&compiled.rule.conditions, info)
-        && !compiled
-            .user_is
-            .is_some_and(|want| want.is_none() || want != uid)
-        && !compiled
-            .user_is_not
-            .is_some_and(|not| not.is_some() && not == uid)
+        && compiled.user_is.is_none_or(|want| match want {
+            UidOf::Uid(want) => uid == Some(want),
+            UidOf::NoSuchUser | UidOf::NotAnswered => false,
+        })
+        && compiled.user_is_not.is_none_or(|not| match not {
+            UidOf::Uid(not) => uid != Some(not),
+            UidOf::NoSuchUser => true,
+            UidOf::NotAnswered => false,
+        })
 }
 
 /// The conditions on sums over the GPU: the memory of the process's container, of its user.
@@ -781,6 +817,80 @@ fn container_matches(c: &super::Conditions, info: Option<&crate::model::ProcInfo
         }
     }
     true
+}
+
+#[cfg(test)]
+mod user_lookup_tests {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::act::rules::Conditions;
+    use crate::model::{DeviceSample, ProcInfo, ProcessSample};
+
+    /// A user directory that takes 0.6 s to answer (a real lookup thread, a slow answer).
+    fn slow_directory(name: &String) -> Option<u32> {
+        std::thread::sleep(Duration::from_millis(600));
+        (name == "alice").then_some(1001)
+    }
+
+    /// Bob's training job: 20 GiB on GPU 0, uid 1000.
+    fn bobs_job() -> Snapshot {
+        let info = ProcInfo {
+            name: "python3".into(),
+            uid: 1000,
+            start_time_ms: 1_000,
+            ..ProcInfo::default()
+        };
+        Snapshot {
+            taken_at_ms: 100_000,
+            devices: vec![DeviceSample::default()],
+            processes: vec![ProcessSample {
+                pid: 10,
+                used_bytes: Some(20_000 * MIB),
+                info: Some(Arc::new(info)),
+                ..ProcessSample::default()
+            }],
+        }
+    }
+
+    /// A rule that spares alice's processes acts on nobody while the directory has not said
+    /// who alice is (taken as "no such user", it would act on alice's too), and on bob's job
+    /// once it has.
+    #[test]
+    fn a_user_name_not_answered_yet_matches_nothing_until_it_is() {
+        let mut users = UserIds::with_lookup(slow_directory);
+        let rule = Rule {
+            name: "not alice".into(),
+            conditions: Conditions {
+                process_memory_min_mib: Some(1_000.0),
+                user_is_not: Some("alice".into()),
+                ..Conditions::default()
+            },
+            ..Rule::default()
+        };
+        let started = Instant::now();
+        let compiled = compile_with(std::slice::from_ref(&rule), &mut users);
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "waited out the lookup"
+        );
+        assert_eq!(compiled[0].user_not_answered(), Some("alice"));
+        let (snap, facts) = (bobs_job(), Facts::default());
+        let mut st = RuleState::default();
+        st.observe(&snap);
+        assert!(st.evaluate(&compiled, &snap, &facts).is_empty());
+        while !users.resolved_late() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "no answer came"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let compiled = compile_with(std::slice::from_ref(&rule), &mut users);
+        assert_eq!(compiled[0].user_not_answered(), None);
+        assert_eq!(st.evaluate(&compiled, &snap, &facts).len(), 1);
+    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,8 @@ use crate::model::{FastMap, Snapshot, UnixMs};
 #[derive(Default)]
 pub struct Rules {
     compiled: Vec<CompiledRule>,
+    /// The uids of the rules' user names (looked up off the engine's thread).
+    users: crate::host::user_names::UserIds,
     /// Dry run and protections.
     pub safety: Safety,
     state: RuleState,
@@ -28,7 +30,7 @@ impl Rules {
     /// Takes the settings' rules (compiled once here, never per tick), global dry run and
     /// protections.
     pub fn apply_settings(&mut self, s: &crate::engine::settings::Settings) {
-        self.compiled = crate::act::rules::eval::compile(&s.cleanup.rules);
+        self.compiled = crate::act::rules::eval::compile_with(&s.cleanup.rules, &mut self.users);
         self.safety = Safety {
             global_dry_run: s.cleanup.dry_run,
             protected: s.cleanup.protected.clone(),
@@ -66,6 +68,7 @@ impl Rules {
     ) -> Vec<Activity> {
         self.state.observe(snap);
         self.state.refill_releasable_cache(snap);
+        self.take_late_user_names();
         let found = super::guard::Findings {
             growth,
             leaking,
@@ -99,6 +102,19 @@ impl Rules {
         acts.extend(self.runner.poll(&holds, now));
         acts.extend(guarded);
         acts
+    }
+
+    /// Compiles the rules again once a user name's lookup that was not waited out has
+    /// answered (a rule with a name not answered matches nothing until then).
+    fn take_late_user_names(&mut self) {
+        if self.users.any_running() && self.users.resolved_late() {
+            let users = &mut self.users;
+            self.compiled = self
+                .compiled
+                .iter()
+                .filter_map(|c| CompiledRule::with_users(&c.rule, users))
+                .collect();
+        }
     }
 
     /// The parks and resumes that ended since the last call.
