@@ -11,6 +11,7 @@ use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use super::user_names::uid_of_user;
 use crate::host::container::{ContainerResolver, Roots};
 use crate::model::{ProcInfo, ProcessKey, UnixMs};
 
@@ -233,19 +234,6 @@ fn container_id_from_cgroup(cgroup: &str) -> Option<String> {
         }
     }
     None
-}
-
-/// The uid of a user named in a rule, through NSS (`getpwnam_r`); a plain number is taken
-/// as a uid. `None` when no such user exists.
-pub fn uid_of_user(name: &str) -> Option<u32> {
-    let name = name.trim();
-    if !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()) {
-        return name.parse().ok();
-    }
-    nix::unistd::User::from_name(name)
-        .ok()
-        .flatten()
-        .map(|u| u.uid.as_raw())
 }
 
 /// Fills in `/proc` facts for processes the source did not describe.

@@ -138,7 +138,7 @@ pub(crate) type UserIds = Lookups<String, Option<u32>>;
 
 impl Default for UserIds {
     fn default() -> Self {
-        Self::with_lookup(|name| super::procinfo::uid_of_user(name))
+        Self::with_lookup(|name| uid_of_user(name))
     }
 }
 
@@ -168,6 +168,19 @@ pub(crate) fn user_name_of(uid: u32) -> String {
         Ok(Some(u)) => u.name,
         _ => uid.to_string(),
     }
+}
+
+/// The uid of a user named in a rule, through NSS (`getpwnam_r`); a plain number is taken
+/// as a uid. `None` when no such user exists.
+pub fn uid_of_user(name: &str) -> Option<u32> {
+    let name = name.trim();
+    if !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()) {
+        return name.parse().ok();
+    }
+    nix::unistd::User::from_name(name)
+        .ok()
+        .flatten()
+        .map(|u| u.uid.as_raw())
 }
 
 #[cfg(test)]

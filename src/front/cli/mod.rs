@@ -75,7 +75,7 @@ pub fn rules_check(config: Option<&std::path::Path>, out: &mut dyn Write) -> Res
 fn unknown_users(r: &crate::act::rules::Rule) -> Vec<String> {
     let unknown = |name: &Option<String>| {
         name.as_deref()
-            .filter(|n| crate::host::procinfo::uid_of_user(n).is_none())
+            .filter(|n| crate::host::user_names::uid_of_user(n).is_none())
             .map(str::to_owned)
     };
     let mut v = Vec::new();
