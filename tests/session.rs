@@ -583,7 +583,7 @@ fn a_version_1_log_still_reads_and_has_no_pytorch_figures() {
     export(&s, Table::Processes, &mut out, &mut |_| true).expect("export");
     let text = String::from_utf8(out).expect("utf8");
     assert!(
-        text.lines().nth(1).expect("a row").ends_with(",512,,,,,,"),
+        text.lines().nth(1).expect("a row").ends_with(",512,,,,,,,,"),
         "{text}"
     );
 }
@@ -817,7 +817,7 @@ fn csv_fields_are_quoted_as_rfc_4180_says() {
     assert_eq!(
         table(Table::Processes),
         format!(
-            "{}\n{ts},{T0},0,42,2026-11-30T00:53:15.000Z,\"train,v2\",bob,3,\"python -c \"\"print(1)\"\"\nsecond line\",0123456789ab,ml/job-0,,,\n",
+            "{}\n{ts},{T0},0,42,2026-11-30T00:53:15.000Z,\"train,v2\",bob,3,\"python -c \"\"print(1)\"\"\nsecond line\",0123456789ab,ml/job-0,,,,,\n",
             Table::Processes.header()
         )
     );
@@ -1046,6 +1046,46 @@ fn a_park_is_recorded_replayed_and_exported() {
         parked.contains("24576 MiB in host memory since"),
         "{parked}"
     );
+
+    // The processes table says the park on each of the notebook's rows: parked, with the
+    // 24 GiB in host memory, while the driver lists it at 0 MiB; empty before and after.
+    let mut out = Vec::new();
+    export(&s, Table::Processes, &mut out, &mut |_| true).expect("processes");
+    let mut r = csv::Reader::from_reader(out.as_slice());
+    let h: Vec<String> = r.headers().expect("h").iter().map(String::from).collect();
+    let col = |name: &str| h.iter().position(|c| c == name).expect(name);
+    let (ct, cpid, cused) = (col("unix_ms"), col("pid"), col("used_mib"));
+    let (cstate, cparked) = (col("park_state"), col("parked_mib"));
+    let mut parked_rows = 0;
+    for rec in r.records().map(|x| x.expect("row")) {
+        if &rec[cpid] != "66020" {
+            assert_eq!((&rec[cstate], &rec[cparked]), ("", ""), "{rec:?}");
+            continue;
+        }
+        let t: i64 = rec[ct].parse().expect("unix_ms");
+        let want = sim.at(t);
+        let want = want.processes.iter().find(|p| p.pid == 66020).expect("sim");
+        match want.parked {
+            Some(p) => {
+                parked_rows += 1;
+                assert_eq!(&rec[cstate], p.state.label(), "{rec:?}");
+                let mib = p.bytes.map_or(String::new(), |b| format!("{}", b >> 20));
+                assert_eq!(
+                    rec[cparked].split('.').next(),
+                    Some(mib.as_str()),
+                    "{rec:?}"
+                );
+            }
+            None => assert_eq!((&rec[cstate], &rec[cparked]), ("", ""), "{rec:?}"),
+        }
+        if want
+            .parked
+            .is_some_and(|p| p.state == vramwarden::model::ParkState::Parked)
+        {
+            assert_eq!(rec[cused].parse::<f64>().ok(), Some(0.0), "{rec:?}");
+        }
+    }
+    assert!(parked_rows > 300, "{parked_rows}");
 }
 
 /// A log written before `park_state` events (format 2) still opens, and the parks its

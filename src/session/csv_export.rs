@@ -49,11 +49,13 @@ impl Table {
     /// the first 12 digits of its id) and `pod` is `namespace/pod`; both are empty for a
     /// process outside a container (and in logs written before they were kept). The `torch_…`
     /// columns are PyTorch's allocator figures (MiB) where the process's companion answered,
-    /// else empty.
+    /// else empty. `park_state` says where a parked process stands (`parking`, `parked`,
+    /// `resuming`, `locked`, `failed`; empty when it is not parked) and `parked_mib` the GPU
+    /// memory its park moved to host memory: while parked, the driver lists it with 0 MiB.
     pub fn header(self) -> &'static str {
         match self {
             Table::Devices => "timestamp,unix_ms,device_index,uuid,name,memory_total_mib,memory_used_mib,memory_reserved_mib,memory_free_mib,utilization_gpu_pct,temperature_c,power_w",
-            Table::Processes => "timestamp,unix_ms,device_index,pid,start_time,name,user,used_mib,cmdline,container,pod,torch_allocated_mib,torch_reserved_mib,torch_inactive_split_mib",
+            Table::Processes => "timestamp,unix_ms,device_index,pid,start_time,name,user,used_mib,cmdline,container,pod,torch_allocated_mib,torch_reserved_mib,torch_inactive_split_mib,park_state,parked_mib",
             Table::Events => "timestamp,unix_ms,kind,pid,device_index,name,user,rate_mib_per_min,detail",
         }
     }
@@ -867,14 +869,15 @@ fn process_rows(
         let mut torch = s.torch.iter().peekable();
         for (pos, (id, used)) in s.procs.iter().enumerate() {
             let t = torch.next_if(|(p, _)| *p as usize == pos).map(|(_, t)| t);
-            process_row(w, cell, stamp, defs.get(id), *used, t)?;
+            let park = session.park_at(*id, s.unix_ms);
+            process_row(w, cell, stamp, defs.get(id), *used, t, park)?;
         }
         Ok(s.procs.len() as u64)
     })
 }
 
 /// One process's row: its fields (empty where its definition is missing), the memory it
-/// holds and PyTorch's figures.
+/// holds, PyTorch's figures and its park.
 fn process_row(
     w: &mut CsvOut<'_>,
     cell: &mut Cell,
@@ -882,6 +885,7 @@ fn process_row(
     p: Option<&ProcFields<'_>>,
     used: Option<u64>,
     torch: Option<&crate::model::TorchMem>,
+    park: Option<crate::model::ParkInfo>,
 ) -> csv::Result<()> {
     stamp.write(w, cell)?;
     cell.u64(w, Some(u64::from(p.map_or(0, |p| p.device_index))))?;
@@ -896,6 +900,8 @@ fn process_row(
     cell.mib(w, torch.map(|t| t.allocated_bytes))?;
     cell.mib(w, torch.map(|t| t.reserved_bytes))?;
     cell.mib(w, torch.map(|t| t.inactive_split_bytes))?;
+    w.write_field(park.map_or("", |p| p.state.label()))?;
+    cell.mib(w, park.and_then(|p| p.bytes))?;
     end_row(w)
 }
 

@@ -711,6 +711,11 @@ impl SessionData {
         self.facts.iter()
     }
 
+    /// Process `id`'s park at `t` (the reader's id), as the session's samples show it.
+    pub(crate) fn park_at(&self, id: u32, t: UnixMs) -> Option<crate::model::ParkInfo> {
+        self.parks.at(id, t)
+    }
+
     /// Number of samples.
     pub fn len(&self) -> usize {
         self.samples.len()
