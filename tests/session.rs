@@ -583,7 +583,10 @@ fn a_version_1_log_still_reads_and_has_no_pytorch_figures() {
     export(&s, Table::Processes, &mut out, &mut |_| true).expect("export");
     let text = String::from_utf8(out).expect("utf8");
     assert!(
-        text.lines().nth(1).expect("a row").ends_with(",512,,,,,,,,"),
+        text.lines()
+            .nth(1)
+            .expect("a row")
+            .ends_with(",512,,,,,,,running,"),
         "{text}"
     );
 }
@@ -817,7 +820,7 @@ fn csv_fields_are_quoted_as_rfc_4180_says() {
     assert_eq!(
         table(Table::Processes),
         format!(
-            "{}\n{ts},{T0},0,42,2026-11-30T00:53:15.000Z,\"train,v2\",bob,3,\"python -c \"\"print(1)\"\"\nsecond line\",0123456789ab,ml/job-0,,,,,\n",
+            "{}\n{ts},{T0},0,42,2026-11-30T00:53:15.000Z,\"train,v2\",bob,3,\"python -c \"\"print(1)\"\"\nsecond line\",0123456789ab,ml/job-0,,,,running,\n",
             Table::Processes.header()
         )
     );
@@ -1048,18 +1051,18 @@ fn a_park_is_recorded_replayed_and_exported() {
     );
 
     // The processes table says the park on each of the notebook's rows: parked, with the
-    // 24 GiB in host memory, while the driver lists it at 0 MiB; empty before and after.
+    // 24 GiB in host memory, while the driver lists it at 0 MiB; running before and after.
     let mut out = Vec::new();
     export(&s, Table::Processes, &mut out, &mut |_| true).expect("processes");
     let mut r = csv::Reader::from_reader(out.as_slice());
     let h: Vec<String> = r.headers().expect("h").iter().map(String::from).collect();
     let col = |name: &str| h.iter().position(|c| c == name).expect(name);
     let (ct, cpid, cused) = (col("unix_ms"), col("pid"), col("used_mib"));
-    let (cstate, cparked) = (col("park_state"), col("parked_mib"));
+    let (cstate, cparked) = (col("state"), col("parked_mib"));
     let mut parked_rows = 0;
     for rec in r.records().map(|x| x.expect("row")) {
         if &rec[cpid] != "66020" {
-            assert_eq!((&rec[cstate], &rec[cparked]), ("", ""), "{rec:?}");
+            assert_eq!((&rec[cstate], &rec[cparked]), ("running", ""), "{rec:?}");
             continue;
         }
         let t: i64 = rec[ct].parse().expect("unix_ms");
@@ -1076,7 +1079,7 @@ fn a_park_is_recorded_replayed_and_exported() {
                     "{rec:?}"
                 );
             }
-            None => assert_eq!((&rec[cstate], &rec[cparked]), ("", ""), "{rec:?}"),
+            None => assert_eq!((&rec[cstate], &rec[cparked]), ("running", ""), "{rec:?}"),
         }
         if want
             .parked

@@ -49,13 +49,14 @@ impl Table {
     /// the first 12 digits of its id) and `pod` is `namespace/pod`; both are empty for a
     /// process outside a container (and in logs written before they were kept). The `torch_…`
     /// columns are PyTorch's allocator figures (MiB) where the process's companion answered,
-    /// else empty. `park_state` says where a parked process stands (`parking`, `parked`,
-    /// `resuming`, `locked`, `failed`; empty when it is not parked) and `parked_mib` the GPU
-    /// memory its park moved to host memory: while parked, the driver lists it with 0 MiB.
+    /// else empty. `state` is `running`, or where a park stands (`parking`, `parked`, `resuming`,
+    /// `locked`, `failed`), as in `snapshot --format csv`; `parked_mib` is the GPU memory its
+    /// park moved to host memory (empty when not parked): while parked, the driver lists it
+    /// with 0 MiB.
     pub fn header(self) -> &'static str {
         match self {
             Table::Devices => "timestamp,unix_ms,device_index,uuid,name,memory_total_mib,memory_used_mib,memory_reserved_mib,memory_free_mib,utilization_gpu_pct,temperature_c,power_w",
-            Table::Processes => "timestamp,unix_ms,device_index,pid,start_time,name,user,used_mib,cmdline,container,pod,torch_allocated_mib,torch_reserved_mib,torch_inactive_split_mib,park_state,parked_mib",
+            Table::Processes => "timestamp,unix_ms,device_index,pid,start_time,name,user,used_mib,cmdline,container,pod,torch_allocated_mib,torch_reserved_mib,torch_inactive_split_mib,state,parked_mib",
             Table::Events => "timestamp,unix_ms,kind,pid,device_index,name,user,rate_mib_per_min,detail",
         }
     }
@@ -900,7 +901,7 @@ fn process_row(
     cell.mib(w, torch.map(|t| t.allocated_bytes))?;
     cell.mib(w, torch.map(|t| t.reserved_bytes))?;
     cell.mib(w, torch.map(|t| t.inactive_split_bytes))?;
-    w.write_field(park.map_or("", |p| p.state.label()))?;
+    w.write_field(park.map_or("running", |p| p.state.label()))?;
     cell.mib(w, park.and_then(|p| p.bytes))?;
     end_row(w)
 }
