@@ -354,77 +354,22 @@ impl Engine {
     pub fn tick(&mut self, mut snap: Snapshot, received_ms: UnixMs) -> Option<Snapshot> {
         snap.sanitize();
         if self.read_only {
-            let events = self.number(Vec::new());
-            if !events.is_empty() {
-                publish::events(&self.shared, events);
-            }
-            return publish::replayed(
-                &self.shared,
-                &mut self.state,
-                snap,
-                received_ms,
-                self.history_by_source,
-            );
+            return self.tick_replayed(snap, received_ms);
         }
-        let now = snap.taken_at_ms;
         let mut out = Outbox::default();
-        // Enrich.
-        let enrich = cost::span(Part::Enrich);
-        self.enrich.carry_stale(&mut snap, &self.shared);
-        self.rules.annotate_parked(&mut snap);
-        self.enrich.run(&mut snap);
-        drop(enrich);
-        // Watches: leaks, OOMs, the forecast, orphans.
+        self.enrich_stage(&mut snap);
         let watches = cost::span(Part::Watches);
         let watched = self.watches.observe(&mut snap, &mut out);
         drop(watches);
-        // Rules: pure decisions, then the runner (the only code that signals).
-        let rules = cost::span(Part::Rules);
-        let mut alerts = std::mem::take(&mut self.alert_gpus);
-        self.watches.forecast_alert_gpus_into(&mut alerts);
-        let acts = self.rules.run(
-            &snap,
-            self.watches.leaking(),
-            self.watches.growth(),
-            &alerts,
-            now,
-        );
-        self.alert_gpus = alerts;
-        let parks = self.rules.take_park_records(now);
-        drop(rules);
+        let (acts, parks) = self.rules_stage(&snap);
         // The rules decided on the forecast as it is; the View shows it once it has stood
         // the alerts' hold (no card warns of a burst the banner stays quiet about).
         self.watches.hold_forecasts(&mut snap);
-        // Record: the sample is final (enriched, its forecast as the View shows it), then the
-        // tick's events, activity and parks.
-        let record = cost::span(Part::Record);
-        let mut error = self.recorder.sample(&snap, &mut out);
-        if let Some(e) = self.recorder.events(&watched.events) {
-            error = Some(e);
-        }
-        self.recorder.activity(&acts);
-        for r in parks.iter().filter(|r| r.stranded) {
-            out.event(r.unix_ms, park_lost(r));
-        }
-        self.recorder.parks(parks);
-        drop(record);
+        let error = self.record_stage(&snap, &watched.events, &acts, parks, &mut out);
         out.activity(&acts, false);
         let numbered = self.number(out.events);
-        let replies = self.rules.runner.take_concluded();
-        self.late_replies.extend(replies.iter().cloned());
-        // A loop that never takes them (a test's, a headless run's) keeps the newest only.
-        let over = self
-            .late_replies
-            .len()
-            .saturating_sub(command::REPLIES_KEPT);
-        self.late_replies.drain(..over);
-        // Publish: one write lock per tick, everything the UI reads changes at once.
-        let _publish = cost::span(Part::Publish);
-        let (events, orphans) = (watched.events, watched.orphans);
-        let (watches, rules, recorder) = (&self.watches, &self.rules, &self.recorder);
-        let previous = publish::tick(
-            &self.shared,
-            &mut self.state,
+        let replies = self.keep_replies();
+        let previous = self.publish_stage(
             publish::Tick {
                 snap,
                 received_ms,
@@ -432,16 +377,117 @@ impl Engine {
                 replies,
                 events: numbered.clone(),
             },
-            |m| {
-                watches.publish(m, &events, orphans);
-                watches.show_forecast_alerts(&mut m.oom_alerts);
-                rules.show_guard_status(&mut m.guard);
-                rules.show_last_active(&mut m.last_active);
-                recorder.show_status(error, &mut m.recording);
-            },
+            watched,
+            error,
         );
         self.alerting.deliver(&numbered);
         previous
+    }
+
+    /// A read-only engine's tick (a replay): the commands' events, then the sample shown as
+    /// recorded.
+    fn tick_replayed(&mut self, snap: Snapshot, received_ms: UnixMs) -> Option<Snapshot> {
+        let events = self.number(Vec::new());
+        if !events.is_empty() {
+            publish::events(&self.shared, events);
+        }
+        publish::replayed(
+            &self.shared,
+            &mut self.state,
+            snap,
+            received_ms,
+            self.history_by_source,
+        )
+    }
+
+    /// Enrich: stale processes carried, parks shown, `/proc` facts and usage added.
+    fn enrich_stage(&mut self, snap: &mut Snapshot) {
+        let _enrich = cost::span(Part::Enrich);
+        self.enrich.carry_stale(snap, &self.shared);
+        self.rules.annotate_parked(snap);
+        self.enrich.run(snap);
+    }
+
+    /// Rules: pure decisions, then the runner (the only code that signals); the OOM guard's
+    /// steps among them. Returns the tick's activity and the parks that ended.
+    fn rules_stage(
+        &mut self,
+        snap: &Snapshot,
+    ) -> (
+        Vec<crate::act::rules::action::Activity>,
+        Vec<crate::act::rules::park_action::ParkRecord>,
+    ) {
+        let _rules = cost::span(Part::Rules);
+        let now = snap.taken_at_ms;
+        let mut alerts = std::mem::take(&mut self.alert_gpus);
+        self.watches.forecast_alert_gpus_into(&mut alerts);
+        let acts = self.rules.run(
+            snap,
+            self.watches.leaking(),
+            self.watches.growth(),
+            &alerts,
+            now,
+        );
+        self.alert_gpus = alerts;
+        let parks = self.rules.take_park_records(now);
+        (acts, parks)
+    }
+
+    /// Record: the sample, final (enriched, its forecast as the View shows it), then the
+    /// tick's events, activity and parks (a park that lost its process's memory is said in
+    /// `out`). Returns the recording's error, if any.
+    fn record_stage(
+        &mut self,
+        snap: &Snapshot,
+        events: &[Event],
+        acts: &[crate::act::rules::action::Activity],
+        parks: Vec<crate::act::rules::park_action::ParkRecord>,
+        out: &mut Outbox,
+    ) -> Option<String> {
+        let _record = cost::span(Part::Record);
+        let mut error = self.recorder.sample(snap, out);
+        if let Some(e) = self.recorder.events(events) {
+            error = Some(e);
+        }
+        self.recorder.activity(acts);
+        for r in parks.iter().filter(|r| r.stranded) {
+            out.event(r.unix_ms, park_lost(r));
+        }
+        self.recorder.parks(parks);
+        error
+    }
+
+    /// The final replies the runner concluded this tick, also kept for a loop that takes
+    /// them later (one that never does, a test's or a headless run's, keeps the newest).
+    fn keep_replies(&mut self) -> Vec<crate::model::reply::CommandReply> {
+        let replies = self.rules.runner.take_concluded();
+        self.late_replies.extend(replies.iter().cloned());
+        let over = self
+            .late_replies
+            .len()
+            .saturating_sub(command::REPLIES_KEPT);
+        self.late_replies.drain(..over);
+        replies
+    }
+
+    /// Publish: one write lock per tick, everything the UI reads changes at once. Returns the
+    /// sample the new one replaced.
+    fn publish_stage(
+        &mut self,
+        tick: publish::Tick,
+        watched: crate::engine::stages::watches::Watched,
+        error: Option<String>,
+    ) -> Option<Snapshot> {
+        let _publish = cost::span(Part::Publish);
+        let (events, orphans) = (watched.events, watched.orphans);
+        let (watches, rules, recorder) = (&self.watches, &self.rules, &self.recorder);
+        publish::tick(&self.shared, &mut self.state, tick, |m| {
+            watches.publish(m, &events, orphans);
+            watches.show_forecast_alerts(&mut m.oom_alerts);
+            rules.show_guard_status(&mut m.guard);
+            rules.show_last_active(&mut m.last_active);
+            recorder.show_status(error, &mut m.recording);
+        })
     }
 
     /// The tick's `events` after the commands' taken since the last, numbered on.

@@ -400,74 +400,7 @@ impl Rule {
         if self.name.trim().is_empty() {
             v.push((&["name"], "the rule needs a name".into()));
         }
-        let ranged: [(&'static [&'static str], Option<f64>, f64, &str); 11] = [
-            (
-                &["conditions", "process_memory_min_mib"],
-                c.process_memory_min_mib,
-                MAX_MIB,
-                " MiB",
-            ),
-            (
-                &["conditions", "device_used_min_pct"],
-                c.device_used_min_pct,
-                100.0,
-                " %",
-            ),
-            (
-                &["conditions", "device_free_max_mib"],
-                c.device_free_max_mib,
-                MAX_MIB,
-                " MiB",
-            ),
-            (
-                &["conditions", "device_full_within_minutes"],
-                c.device_full_within_minutes,
-                MAX_MINUTES,
-                " min",
-            ),
-            (
-                &["conditions", "idle_min_minutes"],
-                c.idle_min_minutes,
-                MAX_MINUTES,
-                " min",
-            ),
-            (
-                &["conditions", "leaking_min_minutes"],
-                c.leaking_min_minutes,
-                MAX_MINUTES,
-                " min",
-            ),
-            (
-                &["conditions", "age_min_minutes"],
-                c.age_min_minutes,
-                MAX_MINUTES,
-                " min",
-            ),
-            (
-                &["conditions", "user_total_min_mib"],
-                c.user_total_min_mib,
-                MAX_MIB,
-                " MiB",
-            ),
-            (
-                &["conditions", "releasable_cache_min_mib"],
-                c.releasable_cache_min_mib,
-                MAX_MIB,
-                " MiB",
-            ),
-            (
-                &["conditions", "allocated_growth_min_mib_per_min"],
-                c.allocated_growth_min_mib_per_min,
-                MAX_MIB,
-                " MiB/min",
-            ),
-            (
-                &["conditions", "parked_fits_with_mib"],
-                c.parked_fits_with_mib,
-                MAX_MIB,
-                " MiB",
-            ),
-        ];
+        let ranged = ranged_conditions(c);
         for (key, x, max, unit) in ranged {
             if let Some(m) = x.and_then(|x| out_of(x, 0.0, max, unit)) {
                 v.push((key, m));
@@ -632,75 +565,87 @@ impl Rule {
     /// Each condition in words.
     fn when_words(&self) -> Vec<String> {
         let c = &self.conditions;
-        let mut when = Vec::new();
-        if let Some(g) = c.gpu {
-            when.push(format!("on GPU {g}"));
-        }
-        if let Some(x) = c.process_memory_min_mib {
-            when.push(format!("the process holds ≥ {}", gib(x)));
-        }
-        if let Some(x) = c.device_used_min_pct {
-            when.push(format!("the GPU is ≥ {x} % full"));
-        }
-        if let Some(x) = c.device_free_max_mib {
-            when.push(format!("the GPU has ≤ {} free", gib(x)));
-        }
-        if let Some(x) = c.device_full_within_minutes {
-            when.push(format!("the GPU is forecast full in < {x} min"));
-        }
-        if let Some(x) = c.idle_min_minutes {
-            when.push(format!("the process is GPU-idle for ≥ {x} min"));
-        }
-        if let Some(x) = c.leaking_min_minutes {
-            when.push(format!("the process is leaking for ≥ {x} min"));
-        }
-        if let Some(x) = &c.name_regex {
-            when.push(format!("its name matches /{x}/"));
-        }
-        if let Some(x) = &c.cmdline_regex {
-            when.push(format!("its command line matches /{x}/"));
-        }
-        if let Some(x) = &c.user_is {
-            when.push(format!("its user is {x}"));
-        }
-        if let Some(x) = &c.user_is_not {
-            when.push(format!("its user is not {x}"));
-        }
-        if let Some(x) = &c.container_glob {
-            when.push(format!("its container matches {x}"));
-        }
-        if let Some(x) = &c.pod_glob {
-            when.push(format!("its pod matches {x}"));
-        }
-        if let Some(x) = c.container_total_min_mib {
-            when.push(format!("its container holds ≥ {} on that GPU", gib(x)));
-        }
+        let mut when = state_words(c);
+        when.extend(identity_words(c));
         if let Ok(Some(s)) = super::schedule::Schedule::new(c.at.as_deref(), c.every_hours) {
             when.extend(s.describe());
         }
-        if let Some(x) = c.age_min_minutes {
-            when.push(format!("it has run ≥ {x} min"));
-        }
-        if let Some(x) = c.user_total_min_mib {
-            when.push(format!("its user holds ≥ {} on that GPU", gib(x)));
-        }
-        if let Some(x) = c.releasable_cache_min_mib {
-            when.push(format!("its PyTorch cache holds ≥ {} releasable", size(x)));
-        }
-        if let Some(x) = c.allocated_growth_min_mib_per_min {
-            when.push(format!("its PyTorch allocated memory grows ≥ {x} MiB/min"));
-        }
-        if let Some(x) = c.parked_fits_with_mib {
-            when.push(format!(
-                "it is parked and its GPU has room for it with {} to spare",
-                size(x)
-            ));
-        }
-        if c.largest_only {
-            when.push("it is the largest of those on its GPU".into());
-        }
+        when.extend(history_words(c));
         when
     }
+}
+
+/// The words of the conditions on the GPU and the process's memory and state.
+fn state_words(c: &Conditions) -> Vec<String> {
+    [
+        c.gpu.map(|g| format!("on GPU {g}")),
+        c.process_memory_min_mib
+            .map(|x| format!("the process holds ≥ {}", gib(x))),
+        c.device_used_min_pct
+            .map(|x| format!("the GPU is ≥ {x} % full")),
+        c.device_free_max_mib
+            .map(|x| format!("the GPU has ≤ {} free", gib(x))),
+        c.device_full_within_minutes
+            .map(|x| format!("the GPU is forecast full in < {x} min")),
+        c.idle_min_minutes
+            .map(|x| format!("the process is GPU-idle for ≥ {x} min")),
+        c.leaking_min_minutes
+            .map(|x| format!("the process is leaking for ≥ {x} min")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// The words of the conditions on who the process is: name, command line, user,
+/// container, pod.
+fn identity_words(c: &Conditions) -> Vec<String> {
+    [
+        c.name_regex
+            .as_ref()
+            .map(|x| format!("its name matches /{x}/")),
+        c.cmdline_regex
+            .as_ref()
+            .map(|x| format!("its command line matches /{x}/")),
+        c.user_is.as_ref().map(|x| format!("its user is {x}")),
+        c.user_is_not
+            .as_ref()
+            .map(|x| format!("its user is not {x}")),
+        c.container_glob
+            .as_ref()
+            .map(|x| format!("its container matches {x}")),
+        c.pod_glob.as_ref().map(|x| format!("its pod matches {x}")),
+        c.container_total_min_mib
+            .map(|x| format!("its container holds ≥ {} on that GPU", gib(x))),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// The words of the conditions on the process's age, its user's total, its PyTorch
+/// allocator, its park and its rank on the GPU.
+fn history_words(c: &Conditions) -> Vec<String> {
+    [
+        c.age_min_minutes.map(|x| format!("it has run ≥ {x} min")),
+        c.user_total_min_mib
+            .map(|x| format!("its user holds ≥ {} on that GPU", gib(x))),
+        c.releasable_cache_min_mib
+            .map(|x| format!("its PyTorch cache holds ≥ {} releasable", size(x))),
+        c.allocated_growth_min_mib_per_min
+            .map(|x| format!("its PyTorch allocated memory grows ≥ {x} MiB/min")),
+        c.parked_fits_with_mib.map(|x| {
+            format!(
+                "it is parked and its GPU has room for it with {} to spare",
+                size(x)
+            )
+        }),
+        c.largest_only
+            .then(|| "it is the largest of those on its GPU".to_string()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// The example rules of the settings documentation (docs/configuration.md): a ladder for PyTorch jobs
@@ -770,6 +715,31 @@ fn size(mib: f64) -> String {
         format!("{mib} MiB")
     } else {
         gib(mib)
+    }
+}
+
+/// The conditions that are numbers in a range from 0: each one's key in the rule's table,
+/// its value, its largest value and its unit.
+fn ranged_conditions(
+    c: &Conditions,
+) -> [(&'static [&'static str], Option<f64>, f64, &'static str); 11] {
+    macro_rules! ranged {
+        ($($field:ident: $max:expr, $unit:expr;)*) => {
+            [$((&["conditions", stringify!($field)] as &'static [&'static str], c.$field, $max, $unit)),*]
+        };
+    }
+    ranged! {
+        process_memory_min_mib: MAX_MIB, " MiB";
+        device_used_min_pct: 100.0, " %";
+        device_free_max_mib: MAX_MIB, " MiB";
+        device_full_within_minutes: MAX_MINUTES, " min";
+        idle_min_minutes: MAX_MINUTES, " min";
+        leaking_min_minutes: MAX_MINUTES, " min";
+        age_min_minutes: MAX_MINUTES, " min";
+        user_total_min_mib: MAX_MIB, " MiB";
+        releasable_cache_min_mib: MAX_MIB, " MiB";
+        allocated_growth_min_mib_per_min: MAX_MIB, " MiB/min";
+        parked_fits_with_mib: MAX_MIB, " MiB";
     }
 }
 

@@ -63,6 +63,99 @@ pub fn peer_cred(stream: &UnixStream) -> io::Result<PeerCred> {
     })
 }
 
+/// The socket at `path` (claimed by `pid`) connected, with `timeout` on each read and write.
+fn open_stream(path: &Path, pid: u32, timeout: Duration) -> Result<UnixStream, TorchError> {
+    let stream = connect_nonblocking(path).map_err(|e| match e.kind() {
+        io::ErrorKind::WouldBlock => TorchError::Busy(pid),
+        _ => TorchError::NoCompanion {
+            pid,
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        },
+    })?;
+    let io_err = |source| TorchError::Io { pid, source };
+    stream.set_read_timeout(Some(timeout)).map_err(io_err)?;
+    stream.set_write_timeout(Some(timeout)).map_err(io_err)?;
+    Ok(stream)
+}
+
+/// Who is at the other end of a companion's socket, as the kernel says.
+struct Peer {
+    uid: u32,
+    pidfd: Option<OwnedFd>,
+    /// Its start time, from `/proc`.
+    start_time_ms: Option<UnixMs>,
+}
+
+/// The kernel's word on the socket's peer, checked: it is `pid`, of our uid (unless we are
+/// root), in a folder and process that pass [`super::trust::peer_problem`], started at
+/// `expected_start_time_ms` when given.
+fn check_peer(
+    stream: &UnixStream,
+    path: &Path,
+    pid: u32,
+    expected_start_time_ms: Option<UnixMs>,
+) -> Result<Peer, TorchError> {
+    let cred = peer_cred(stream).map_err(|source| TorchError::Io { pid, source })?;
+    if cred.pid != pid {
+        return Err(TorchError::PidMismatch {
+            claimed: pid,
+            peer: cred.pid,
+        });
+    }
+    let our_uid = nix::unistd::geteuid().as_raw();
+    if our_uid != 0 && cred.uid != our_uid {
+        return Err(TorchError::ForeignUser {
+            pid,
+            peer_uid: cred.uid,
+            our_uid,
+        });
+    }
+    let pidfd = super::trust::peer_pidfd(stream).map_err(|e| TorchError::Untrusted {
+        pid,
+        detail: format!("the process that made the socket is gone ({e})"),
+    })?;
+    if let Some(detail) = super::trust::peer_problem(path, pid, cred.uid, pidfd.as_ref()) {
+        return Err(TorchError::Untrusted { pid, detail });
+    }
+    let actual = ProcReader::default().start_time_ms(pid);
+    if let Some(expected) = expected_start_time_ms {
+        if actual != Some(expected) {
+            return Err(TorchError::StartTimeMismatch {
+                pid,
+                expected,
+                actual,
+            });
+        }
+    }
+    Ok(Peer {
+        uid: cred.uid,
+        pidfd,
+        start_time_ms: actual,
+    })
+}
+
+/// Refuses a hello that names another pid, start (`ticks`, from `/proc`) or uid than the
+/// kernel's.
+fn hello_problem(hello: &Hello, pid: u32, ticks: Option<u64>, uid: u32) -> Result<(), TorchError> {
+    let detail = if hello.pid != pid {
+        format!("it says it is pid {}", hello.pid)
+    } else if Some(hello.start_ticks) != ticks {
+        format!(
+            "it says it started at tick {}, /proc says {ticks:?}",
+            hello.start_ticks
+        )
+    } else if hello.uid != uid {
+        format!(
+            "it says it runs as uid {}, the kernel says {uid}",
+            hello.uid
+        )
+    } else {
+        return Ok(());
+    };
+    Err(TorchError::HelloMismatch { pid, detail })
+}
+
 /// Connects without blocking: a companion whose listen queue is full (hung) answers
 /// `WouldBlock` at once instead of stalling us.
 fn connect_nonblocking(path: &Path) -> io::Result<UnixStream> {
@@ -236,49 +329,8 @@ impl Client {
         expected_start_time_ms: Option<UnixMs>,
         timeout: Duration,
     ) -> Result<Self, TorchError> {
-        let stream = connect_nonblocking(path).map_err(|e| match e.kind() {
-            io::ErrorKind::WouldBlock => TorchError::Busy(pid),
-            _ => TorchError::NoCompanion {
-                pid,
-                path: path.to_path_buf(),
-                reason: e.to_string(),
-            },
-        })?;
-        let io_err = |source| TorchError::Io { pid, source };
-        stream.set_read_timeout(Some(timeout)).map_err(io_err)?;
-        stream.set_write_timeout(Some(timeout)).map_err(io_err)?;
-        let cred = peer_cred(&stream).map_err(io_err)?;
-        if cred.pid != pid {
-            return Err(TorchError::PidMismatch {
-                claimed: pid,
-                peer: cred.pid,
-            });
-        }
-        let our_uid = nix::unistd::geteuid().as_raw();
-        if our_uid != 0 && cred.uid != our_uid {
-            return Err(TorchError::ForeignUser {
-                pid,
-                peer_uid: cred.uid,
-                our_uid,
-            });
-        }
-        let pidfd = super::trust::peer_pidfd(&stream).map_err(|e| TorchError::Untrusted {
-            pid,
-            detail: format!("the process that made the socket is gone ({e})"),
-        })?;
-        if let Some(detail) = super::trust::peer_problem(path, pid, cred.uid, pidfd.as_ref()) {
-            return Err(TorchError::Untrusted { pid, detail });
-        }
-        let actual = ProcReader::default().start_time_ms(pid);
-        if let Some(expected) = expected_start_time_ms {
-            if actual != Some(expected) {
-                return Err(TorchError::StartTimeMismatch {
-                    pid,
-                    expected,
-                    actual,
-                });
-            }
-        }
+        let stream = open_stream(path, pid, timeout)?;
+        let peer = check_peer(&stream, path, pid, expected_start_time_ms)?;
         let ticks = start_ticks_of(pid);
         let mut client = Client {
             stream,
@@ -288,48 +340,13 @@ impl Client {
             timeout,
             pid,
             path: path.to_path_buf(),
-            start_time_ms: actual,
-            peer_uid: cred.uid,
-            pidfd,
-            hello: Hello {
-                protocol: 0,
-                companion_version: String::new(),
-                pid,
-                uid: cred.uid,
-                start_ticks: 0,
-                start_time_ms: None,
-                python_version: String::new(),
-                executable: None,
-                torch_imported: false,
-                torch_version: None,
-                cuda_version: None,
-            },
+            start_time_ms: peer.start_time_ms,
+            peer_uid: peer.uid,
+            pidfd: peer.pidfd,
+            hello: Hello::unknown(pid, peer.uid),
         };
         let hello: Hello = client.request(&json!({"cmd": "hello"}))?;
-        if hello.pid != pid {
-            return Err(TorchError::HelloMismatch {
-                pid,
-                detail: format!("it says it is pid {}", hello.pid),
-            });
-        }
-        if Some(hello.start_ticks) != ticks {
-            return Err(TorchError::HelloMismatch {
-                pid,
-                detail: format!(
-                    "it says it started at tick {}, /proc says {ticks:?}",
-                    hello.start_ticks
-                ),
-            });
-        }
-        if hello.uid != cred.uid {
-            return Err(TorchError::HelloMismatch {
-                pid,
-                detail: format!(
-                    "it says it runs as uid {}, the kernel says {}",
-                    hello.uid, cred.uid
-                ),
-            });
-        }
+        hello_problem(&hello, pid, ticks, peer.uid)?;
         client.hello = hello;
         Ok(client)
     }

@@ -33,6 +33,25 @@ pub struct Hello {
     pub cuda_version: Option<String>,
 }
 
+impl Hello {
+    /// What is known of a companion before its hello: the kernel's pid and uid.
+    pub(crate) fn unknown(pid: u32, uid: u32) -> Self {
+        Self {
+            protocol: 0,
+            companion_version: String::new(),
+            pid,
+            uid,
+            start_ticks: 0,
+            start_time_ms: None,
+            python_version: String::new(),
+            executable: None,
+            torch_imported: false,
+            torch_version: None,
+            cuda_version: None,
+        }
+    }
+}
+
 /// One device's allocator figures (`torch.cuda.memory_stats(dev)`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DeviceStats {

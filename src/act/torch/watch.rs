@@ -348,31 +348,7 @@ fn poll_once(
         facts: HashMap::with_capacity(seen.len()),
         ..WatchState::default()
     };
-    let now = Instant::now();
-    let mut todo = Vec::new();
-    for (&pid, path) in seen {
-        if conns.contains_key(&pid) {
-            continue;
-        }
-        if backoff.ready(pid, now) {
-            todo.push((pid, path.clone()));
-        } else if let Some(why) = backoff.why(pid) {
-            out.refused.insert(pid, why.to_string());
-        }
-    }
-    let mut failed: Vec<u32> = Vec::new();
-    for (pid, r) in open_all(&todo, interval) {
-        match r {
-            Ok(c) => {
-                conns.insert(pid, c);
-            }
-            Err(e) => {
-                out.refused.insert(pid, e.to_string());
-                backoff.failed(pid, Instant::now(), interval, e.to_string());
-                failed.push(pid);
-            }
-        }
-    }
+    let mut failed = connect_new(seen, conns, backoff, interval, &mut out);
     let mut connected: Vec<(u32, &mut Conn)> = conns.iter_mut().map(|(p, c)| (*p, c)).collect();
     let ready = readable(connected.iter().map(|(_, c)| c.client.raw_fd()));
     for ((pid, c), ready) in connected.iter_mut().zip(ready) {
@@ -380,60 +356,7 @@ fn poll_once(
         // A push can already be in the client's buffer (the first one, read together with
         // the reply to `subscribe`): the socket then has nothing new, but the line is there.
         let ready = ready || c.client.has_buffered_line();
-        let got = match &mut c.feed {
-            Feed::Pushed { quiet, allowed } => {
-                let pushed = if ready {
-                    c.client.poll_pushed()
-                } else {
-                    Ok(Pushed::Nothing)
-                };
-                match pushed {
-                    Ok(Pushed::Figures(f)) => {
-                        *quiet = 0;
-                        Ok(Some(f))
-                    }
-                    // The same figures again (a heartbeat, or an older companion's push):
-                    // kept, parsed again only if the last poll has none.
-                    Ok(Pushed::Same) => {
-                        *quiet = 0;
-                        match prev.facts.remove(&pid) {
-                            Some(f) => Ok(Some(f)),
-                            None => c
-                                .client
-                                .last_pushed_facts()
-                                .map(Some)
-                                .map_err(|e| e.to_string()),
-                        }
-                    }
-                    Ok(Pushed::Nothing) if *quiet < *allowed => {
-                        *quiet += 1;
-                        Ok(prev.facts.remove(&pid))
-                    }
-                    Ok(Pushed::Nothing) => Err(format!(
-                        "the companion sent no figures for {} polls",
-                        *allowed
-                    )),
-                    Err(e) => Err(e.to_string()),
-                }
-            }
-            // A reply not there yet is waited for at the next poll, not now (a companion
-            // that answers slowly delays no one else's figures).
-            Feed::Asked { asked } if *asked && !ready => Ok(prev.facts.remove(&pid)),
-            Feed::Asked { asked } => {
-                let read = if std::mem::take(asked) {
-                    c.client.read_facts().map(Some)
-                } else {
-                    Ok(None)
-                };
-                read.and_then(|f| {
-                    c.client.ask_facts()?;
-                    *asked = true;
-                    Ok(f)
-                })
-                .map_err(|e| e.to_string())
-            }
-        };
-        match got {
+        match read_feed(c, pid, ready, prev) {
             Ok(Some(f)) => {
                 backoff.succeeded(pid);
                 out.facts.insert(pid, f);
@@ -455,6 +378,110 @@ fn poll_once(
         listing.stale = true;
     }
     out
+}
+
+/// Connects to the companions in `seen` not connected yet whose back-off allows it (a
+/// refusal noted in `out` for the others). Returns the pids whose connection failed.
+fn connect_new(
+    seen: &HashMap<u32, PathBuf>,
+    conns: &mut HashMap<u32, Conn>,
+    backoff: &mut Backoff,
+    interval: Duration,
+    out: &mut WatchState,
+) -> Vec<u32> {
+    let now = Instant::now();
+    let mut todo = Vec::new();
+    for (&pid, path) in seen {
+        if conns.contains_key(&pid) {
+            continue;
+        }
+        if backoff.ready(pid, now) {
+            todo.push((pid, path.clone()));
+        } else if let Some(why) = backoff.why(pid) {
+            out.refused.insert(pid, why.to_string());
+        }
+    }
+    let mut failed = Vec::new();
+    for (pid, r) in open_all(&todo, interval) {
+        match r {
+            Ok(c) => {
+                conns.insert(pid, c);
+            }
+            Err(e) => {
+                out.refused.insert(pid, e.to_string());
+                backoff.failed(pid, Instant::now(), interval, e.to_string());
+                failed.push(pid);
+            }
+        }
+    }
+    failed
+}
+
+/// This poll's figures of companion `pid` on `c` (`ready`: its socket or buffer holds
+/// something): pushed or asked, as its feed is; `prev` holds the last poll's.
+fn read_feed(
+    c: &mut Conn,
+    pid: u32,
+    ready: bool,
+    prev: &mut WatchState,
+) -> Result<Option<TorchFacts>, String> {
+    match &mut c.feed {
+        Feed::Pushed { quiet, allowed } => {
+            let pushed = if ready {
+                c.client.poll_pushed()
+            } else {
+                Ok(Pushed::Nothing)
+            };
+            match pushed {
+                Ok(Pushed::Figures(f)) => {
+                    *quiet = 0;
+                    Ok(Some(f))
+                }
+                // The same figures again (a heartbeat, or an older companion's push): kept,
+                // parsed again only if the last poll has none.
+                Ok(Pushed::Same) => {
+                    *quiet = 0;
+                    match prev.facts.remove(&pid) {
+                        Some(f) => Ok(Some(f)),
+                        None => c
+                            .client
+                            .last_pushed_facts()
+                            .map(Some)
+                            .map_err(|e| e.to_string()),
+                    }
+                }
+                Ok(Pushed::Nothing) if *quiet < *allowed => {
+                    *quiet += 1;
+                    Ok(prev.facts.remove(&pid))
+                }
+                Ok(Pushed::Nothing) => Err(format!(
+                    "the companion sent no figures for {} polls",
+                    *allowed
+                )),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+        // A reply not there yet is waited for at the next poll, not now (a companion that
+        // answers slowly delays no one else's figures).
+        Feed::Asked { asked } if *asked && !ready => Ok(prev.facts.remove(&pid)),
+        Feed::Asked { asked } => read_asked(&mut c.client, asked),
+    }
+}
+
+/// An older companion's reply to the last poll's request (when `asked`), then the next
+/// request sent.
+fn read_asked(client: &mut Client, asked: &mut bool) -> Result<Option<TorchFacts>, String> {
+    let read = if std::mem::take(asked) {
+        client.read_facts().map(Some)
+    } else {
+        Ok(None)
+    };
+    read.and_then(|f| {
+        client.ask_facts()?;
+        *asked = true;
+        Ok(f)
+    })
+    .map_err(|e| e.to_string())
 }
 
 impl Watch {
