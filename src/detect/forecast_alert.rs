@@ -159,75 +159,97 @@ impl ForecastWatch {
         let limit = self.minutes * 60.0;
         let mut events = Vec::new();
         for d in &snap.devices {
-            match d.time_to_full_s {
-                Some(_) => {
-                    self.standing_since.entry(d.index).or_insert(now);
-                }
-                None => {
-                    self.standing_since.remove(&d.index);
-                }
-            }
             let t = d.time_to_full_s.filter(|_| limit > 0.0);
-            let believed = |full_in: f64| {
-                growth_since(d.index).is_some_and(|since| {
-                    (now - since) as f64 / 1000.0 >= BELIEVED_AFTER_S.min(full_in)
-                })
-            };
-            let near = t.is_some_and(|s| s < limit);
-            if !near {
-                self.near_since.remove(&d.index);
-            }
-            let held = near
-                && now - *self.near_since.entry(d.index).or_insert(now) >= RAISE_HOLD_MS
-                && t.is_some_and(believed);
+            let held = self.held_near(d, t, limit, now, growth_since);
             match self.active.get_mut(&d.index) {
                 None if held => {
                     let holders = drivers(snap, d.index, &growing());
-                    let alert = ForecastAlert {
-                        device_index: d.index,
-                        since_ms: now,
-                        full_in_s: t,
-                        drivers: holders
-                            .iter()
-                            .map(|h| format!("{} (PID {})", h.name, h.pid))
-                            .collect(),
-                    };
-                    events.push(Event::OomForecast {
-                        unix_ms: now,
-                        device_index: d.index,
-                        full_in_s: t.unwrap_or(0.0),
-                        drivers: holders,
-                    });
-                    self.active.insert(d.index, (alert, None));
+                    events.push(self.raise(d.index, t, holders, now));
                 }
                 None => {}
-                Some((alert, receded)) => {
-                    alert.full_in_s = t;
-                    let gone = t.is_none_or(|s| s > limit * RECEDE_FACTOR);
-                    let hold = if t.is_none() { GONE_MS } else { RECEDE_MS };
-                    match (gone, *receded) {
-                        (false, _) => *receded = None,
-                        (true, None) => *receded = Some(now),
-                        (true, Some(since)) if now - since >= hold => {
-                            events.push(Event::OomForecastEnded {
-                                unix_ms: now,
-                                device_index: d.index,
-                                raised_ms: alert.since_ms,
-                            });
-                            self.active.remove(&d.index);
-                        }
-                        (true, Some(_)) => {}
-                    }
-                }
+                Some(_) => events.extend(self.follow(d.index, t, limit, now)),
             }
         }
-        self.active
-            .retain(|i, _| snap.devices.iter().any(|d| d.index == *i));
-        self.near_since
-            .retain(|i, _| snap.devices.iter().any(|d| d.index == *i));
-        self.standing_since
-            .retain(|i, _| snap.devices.iter().any(|d| d.index == *i));
+        let listed = |i: &u32| snap.devices.iter().any(|d| d.index == *i);
+        self.active.retain(|i, _| listed(i));
+        self.near_since.retain(|i, _| listed(i));
+        self.standing_since.retain(|i, _| listed(i));
         events
+    }
+
+    /// Whether GPU `d`'s forecast, full in `t` seconds, has been near (within `limit`) for
+    /// the raise hold and is believed (its growth went on long enough); notes since when
+    /// its forecast stands and is near.
+    fn held_near(
+        &mut self,
+        d: &crate::model::DeviceSample,
+        t: Option<f64>,
+        limit: f64,
+        now: UnixMs,
+        growth_since: &dyn Fn(u32) -> Option<UnixMs>,
+    ) -> bool {
+        match d.time_to_full_s {
+            Some(_) => {
+                self.standing_since.entry(d.index).or_insert(now);
+            }
+            None => {
+                self.standing_since.remove(&d.index);
+            }
+        }
+        let believed = |full_in: f64| {
+            growth_since(d.index)
+                .is_some_and(|since| (now - since) as f64 / 1000.0 >= BELIEVED_AFTER_S.min(full_in))
+        };
+        let near = t.is_some_and(|s| s < limit);
+        if !near {
+            self.near_since.remove(&d.index);
+        }
+        near && now - *self.near_since.entry(d.index).or_insert(now) >= RAISE_HOLD_MS
+            && t.is_some_and(believed)
+    }
+
+    /// Raises the alert on GPU `index`, full in `t` seconds, driven by `holders`: its event.
+    fn raise(&mut self, index: u32, t: Option<f64>, holders: Vec<OomHolder>, now: UnixMs) -> Event {
+        let alert = ForecastAlert {
+            device_index: index,
+            since_ms: now,
+            full_in_s: t,
+            drivers: holders
+                .iter()
+                .map(|h| format!("{} (PID {})", h.name, h.pid))
+                .collect(),
+        };
+        self.active.insert(index, (alert, None));
+        Event::OomForecast {
+            unix_ms: now,
+            device_index: index,
+            full_in_s: t.unwrap_or(0.0),
+            drivers: holders,
+        }
+    }
+
+    /// Follows the raised alert on GPU `index` to its forecast now (full in `t` seconds):
+    /// ended, with its event, once the forecast has receded (or gone) for its hold.
+    fn follow(&mut self, index: u32, t: Option<f64>, limit: f64, now: UnixMs) -> Option<Event> {
+        let (alert, receded) = self.active.get_mut(&index)?;
+        alert.full_in_s = t;
+        let gone = t.is_none_or(|s| s > limit * RECEDE_FACTOR);
+        let hold = if t.is_none() { GONE_MS } else { RECEDE_MS };
+        match (gone, *receded) {
+            (false, _) => *receded = None,
+            (true, None) => *receded = Some(now),
+            (true, Some(since)) if now - since >= hold => {
+                let raised_ms = alert.since_ms;
+                self.active.remove(&index);
+                return Some(Event::OomForecastEnded {
+                    unix_ms: now,
+                    device_index: index,
+                    raised_ms,
+                });
+            }
+            (true, Some(_)) => {}
+        }
+        None
     }
 
     /// The forecasts as shown (the GPU card's "full in", its memory bar's band, the graph's

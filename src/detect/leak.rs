@@ -1054,26 +1054,13 @@ impl LeakTracker {
         };
         let base = self.points.get(run_start)?.1;
         let cur = self.points.back()?.1;
-        // A run that never fell (beyond jitter) is a clean staircase: its growth is told from
-        // noise sooner (half the minimum growth), which finds slow leaks over large models
-        // earlier.
-        let monotone = self
-            .points
-            .range(run_start..)
-            .zip(self.points.range(run_start + 1..))
-            .all(|(a, b)| b.1 >= a.1 - s.shape.jitter_mib);
-        let min_growth = if monotone {
-            s.min_growth_mib / 2.0
-        } else {
-            s.min_growth_mib
-        };
-        if cur - base < min_growth {
+        if cur - base < self.min_growth_from(run_start, s) {
             return None;
         }
         // Two equal steps have two quarters to grow in: the first and the last.
         let quarters = if steps == 2 { 2 } else { 3 };
         let spread = self.spread_from(run_start, now, quarters, s)?;
-        let (start, last_inc) = (spread.start, spread.last_inc);
+        let start = spread.start;
         // A growth as large as a load must go on as long as a load may: the time it needs
         // rises smoothly with its size. A growth that slows must go on longer, in
         // proportion: its pace over its recent window against its pace since it began.
@@ -1083,24 +1070,62 @@ impl LeakTracker {
         if elapsed < self.time_needed_s(cur - base, s) * 1000.0 / (kept * kept) {
             return None;
         }
-        // A regular tail's rate is its growth over its time (a staircase's Theil–Sen slope is
-        // 0 until its third step); a run's, the robust slope (a single jump does not count),
-        // read in place.
-        let rate = if in_startup {
-            (cur - base) * 60_000.0 / (now - start).max(1) as f64
-        } else {
-            let pts = &self.points;
-            let len = pts.len() - run_start;
-            theil_sen_of(len, |i| pts[run_start + i], &mut self.scratch)? * 60_000.0
-        };
+        let rate = self.run_rate(run_start, start, now, in_startup)?;
         if rate < s.min_rate_mib_per_min {
             return None;
         }
-        let peak = self
+        Some(self.start_growth(run_start, &spread, now, rate))
+    }
+
+    /// The growth a run from `run_start` needs to count: half the minimum where it never
+    /// fell (beyond jitter) — a clean staircase is told from noise sooner, which finds slow
+    /// leaks over large models earlier — else the minimum.
+    fn min_growth_from(&self, run_start: usize, s: &LeakSettings) -> f64 {
+        let monotone = self
             .points
             .range(run_start..)
-            .map(|p| p.1)
-            .fold(f64::MIN, f64::max);
+            .zip(self.points.range(run_start + 1..))
+            .all(|(a, b)| b.1 >= a.1 - s.shape.jitter_mib);
+        if monotone {
+            s.min_growth_mib / 2.0
+        } else {
+            s.min_growth_mib
+        }
+    }
+
+    /// The run's rate (MiB/min) from `run_start` (its growth from `start`): a regular tail's
+    /// is its growth over its time (a staircase's Theil–Sen slope is 0 until its third step);
+    /// a run's, the robust slope (a single jump does not count), read in place.
+    fn run_rate(
+        &mut self,
+        run_start: usize,
+        start: UnixMs,
+        now: UnixMs,
+        in_startup: bool,
+    ) -> Option<f64> {
+        let pts = &self.points;
+        if in_startup {
+            let (base, cur) = (pts.get(run_start)?.1, pts.back()?.1);
+            return Some((cur - base) * 60_000.0 / (now - start).max(1) as f64);
+        }
+        let len = pts.len() - run_start;
+        Some(theil_sen_of(len, |i| pts[run_start + i], &mut self.scratch)? * 60_000.0)
+    }
+
+    /// Flags the run from `run_start` as a growth episode, growing at `rate` since
+    /// `spread`'s start, and says so.
+    fn start_growth(
+        &mut self,
+        run_start: usize,
+        spread: &Spread,
+        now: UnixMs,
+        rate: f64,
+    ) -> Transition {
+        let (start, last_inc) = (spread.start, spread.last_inc);
+        let run = self.points.range(run_start..).map(|p| p.1);
+        let base = self.points.get(run_start).map_or(0.0, |p| p.1);
+        let cur = self.points.back().map_or(base, |p| p.1);
+        let peak = run.fold(f64::MIN, f64::max);
         self.floor_rate_at = None;
         self.episode = Some(Episode {
             since_ms: start,
@@ -1112,7 +1137,7 @@ impl LeakTracker {
             kind: EpisodeKind::Growth,
         });
         self.growing = None;
-        Some(Transition::Started {
+        Transition::Started {
             since_ms: start,
             rate_mib_per_min: rate,
             seen: Seen {
@@ -1123,7 +1148,7 @@ impl LeakTracker {
                 quarters: spread.quarters,
                 after_load: self.after_load,
             },
-        })
+        }
     }
 
     /// The growth's start (the point before its first increase after `run_start`) and its

@@ -74,72 +74,13 @@ impl SamplerHandle {
         let thread = std::thread::Builder::new()
             .name("vramwarden-sampler".into())
             .spawn(move || {
-                let mut source = match factory() {
-                    Ok(s) => s,
-                    Err(e) => {
-                        publish::source_failed(&state, e.to_string());
-                        notify();
-                        return;
-                    }
+                let thread = SamplerThread {
+                    state,
+                    notify,
+                    stop_rx,
+                    answered,
                 };
-                let mut engine = engine.source(source.info()).build();
-                source.set_process_utilization(engine.needs_process_utilization());
-                let ended = crate::engine::tick_loop::run(
-                    &mut engine,
-                    source.as_mut(),
-                    interval,
-                    crate::engine::tick_loop::Clock::Wall,
-                    |engine, source, due| {
-                        let after = cost::span(Part::AfterTick);
-                        // The final replies of accepted commands whose work ended this tick.
-                        for r in engine.take_replies() {
-                            answered.push(r);
-                        }
-                        notify();
-                        drop(after);
-                        // Commands are taken while waiting for the next sample.
-                        loop {
-                            let got =
-                                stop_rx.recv_timeout(due.saturating_duration_since(Instant::now()));
-                            cost::count(Part::SamplerWake);
-                            match got {
-                                Err(RecvTimeoutError::Timeout) => return true,
-                                Err(RecvTimeoutError::Disconnected) => return false,
-                                Ok(Control::Command(id, c)) => {
-                                    let what = c.label();
-                                    let answer = engine.command_under(id, c, now_ms());
-                                    answered.push(crate::engine::command::CommandReply {
-                                        id,
-                                        what,
-                                        answer,
-                                    });
-                                    notify();
-                                    source.set_process_utilization(
-                                        engine.needs_process_utilization(),
-                                    );
-                                }
-                            }
-                        }
-                    },
-                );
-                if let crate::engine::tick_loop::Ended::Panicked(what) = ended {
-                    // A bug in the source or the engine must not leave a silent, dead thread:
-                    // it is reported (the window shows it, `record` exits non-zero). The panic
-                    // may have poisoned the lock: the status is set anyway.
-                    tracing::error!("internal error on the sampler thread: {what}");
-                    publish::source_failed(
-                        &state,
-                        format!("internal error (a bug in vramwarden; sampling stopped): {what}"),
-                    );
-                    notify();
-                    return;
-                }
-                if let Err(e) = engine.finish() {
-                    publish::recording_closed_badly(
-                        &state,
-                        format!("Closing the session log failed: {e}"),
-                    );
-                }
+                thread.run(factory, engine, interval);
             })?;
         Ok(Self {
             stop: Some(stop_tx),
@@ -192,5 +133,91 @@ impl Drop for SamplerHandle {
         // Closing the channel wakes the thread; it is never joined here, so a source stuck in
         // the driver cannot freeze whoever drops the handle.
         self.stop.take();
+    }
+}
+/// What the sampler thread holds besides its engine and source.
+struct SamplerThread {
+    /// The state it writes (its failures too, when no engine runs).
+    state: SharedMonitor,
+    notify: Notify,
+    stop_rx: mpsc::Receiver<Control>,
+    /// The engine's replies, for the front end.
+    answered: Arc<crate::engine::command::Replies>,
+}
+
+impl SamplerThread {
+    /// Opens the source, builds the engine and samples until stopped; then closes the
+    /// session log, or reports the panic that ended it.
+    fn run(self, factory: SourceFactory, engine: EngineBuilder, interval: Duration) {
+        let mut source = match factory() {
+            Ok(s) => s,
+            Err(e) => {
+                publish::source_failed(&self.state, e.to_string());
+                (self.notify)();
+                return;
+            }
+        };
+        let mut engine = engine.source(source.info()).build();
+        source.set_process_utilization(engine.needs_process_utilization());
+        let ended = crate::engine::tick_loop::run(
+            &mut engine,
+            source.as_mut(),
+            interval,
+            crate::engine::tick_loop::Clock::Wall,
+            |engine, source, due| self.between(engine, source, due),
+        );
+        if let crate::engine::tick_loop::Ended::Panicked(what) = ended {
+            // A bug in the source or the engine must not leave a silent, dead thread: it is
+            // reported (the window shows it, `record` exits non-zero). The panic may have
+            // poisoned the lock: the status is set anyway.
+            tracing::error!("internal error on the sampler thread: {what}");
+            publish::source_failed(
+                &self.state,
+                format!("internal error (a bug in vramwarden; sampling stopped): {what}"),
+            );
+            (self.notify)();
+            return;
+        }
+        if let Err(e) = engine.finish() {
+            publish::recording_closed_badly(
+                &self.state,
+                format!("Closing the session log failed: {e}"),
+            );
+        }
+    }
+
+    /// After a sample: its replies handed over and the front end told, then commands taken
+    /// until the next sample is `due`. False once the handle is dropped.
+    fn between(
+        &self,
+        engine: &mut crate::engine::Engine,
+        source: &mut dyn crate::source::GpuSource,
+        due: Instant,
+    ) -> bool {
+        let after = cost::span(Part::AfterTick);
+        // The final replies of accepted commands whose work ended this tick.
+        for r in engine.take_replies() {
+            self.answered.push(r);
+        }
+        (self.notify)();
+        drop(after);
+        loop {
+            let got = self
+                .stop_rx
+                .recv_timeout(due.saturating_duration_since(Instant::now()));
+            cost::count(Part::SamplerWake);
+            match got {
+                Err(RecvTimeoutError::Timeout) => return true,
+                Err(RecvTimeoutError::Disconnected) => return false,
+                Ok(Control::Command(id, c)) => {
+                    let what = c.label();
+                    let answer = engine.command_under(id, c, now_ms());
+                    self.answered
+                        .push(crate::engine::command::CommandReply { id, what, answer });
+                    (self.notify)();
+                    source.set_process_utilization(engine.needs_process_utilization());
+                }
+            }
+        }
     }
 }

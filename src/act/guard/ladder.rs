@@ -70,6 +70,71 @@ impl Plan {
         now: UnixMs,
         words: Words,
     ) -> Plan {
+        let o = Outlook::of(g, st, now);
+        // Under the floor with nothing under way: act at once.
+        let urgent = forecast_rate > 0.0
+            && st.in_flight.is_empty()
+            && (g.free_bytes as f64) < s.floor_free_mib * MIB as f64;
+        let safe = s.safe_minutes * 60.0;
+        let live = match o.full_in_s.map(|f| (f - o.rem_s).max(0.0)) {
+            _ if urgent => Some(o.full_in_s.map_or(0.0, |f| (f - o.rem_s).max(0.0))),
+            a => a.filter(|a| *a < safe),
+        };
+        let mut cands = candidates(g, st, s, t);
+        let threat = live.or_else(|| {
+            // Paused growers waiting for room: their memory and growth to come back make
+            // room by parking idle processes (never by pausing another grower).
+            let demand = o.paused_demand(g, st, s, t).filter(|a| *a < safe);
+            if demand.is_some() {
+                cands.retain(|c| matches!(c.kind, StepKind::ReleaseCache | StepKind::ParkIdle));
+            }
+            demand
+        });
+        let mut plan = Plan {
+            threat,
+            live: live.is_some(),
+            full_in_s: o.full_in_s,
+            cannot: cannot(g, s, words.cannot),
+            ..Plan::default()
+        };
+        let Some(first) = cands.first() else {
+            return plan;
+        };
+        let starts_at = trigger(first, &cands, o.rate, s, t);
+        let who = match words.next {
+            Some(last) if *last.who == *first.proc.who => last.who,
+            _ => first.proc.who.to_string(),
+        };
+        plan.next = Some(NextStep {
+            kind: first.kind,
+            who,
+            needs_s: first.needs_s,
+            starts_at_s: starts_at,
+        });
+        if let Some(avail) = threat.filter(|a| urgent || *a <= starts_at) {
+            plan.due = choose(&cands, avail, s)
+                .into_iter()
+                .map(|c| step(g, c, o.full_in_s, live.is_none()))
+                .collect();
+        }
+        plan
+    }
+}
+
+/// How a GPU stands with the steps under way counted.
+struct Outlook {
+    /// Its growth (bytes/s), less that of growers being paused.
+    rate: f64,
+    /// Its free memory with what the steps under way free.
+    free: f64,
+    /// Seconds until it is full, when it grows.
+    full_in_s: Option<f64>,
+    /// Seconds the steps under way still need.
+    rem_s: f64,
+}
+
+impl Outlook {
+    fn of(g: &GpuFacts, st: &GpuState, now: UnixMs) -> Self {
         let gains: f64 = st.in_flight.iter().map(|f| f.gain).sum();
         let rem_s: f64 = st
             .in_flight
@@ -86,60 +151,25 @@ impl Plan {
             .map(|f| f.step.rate_bytes_s)
             .sum();
         let rate = (g.growth_bytes_s - stopped).max(0.0);
-        let free = g.free_bytes as f64 + gains;
-        let full_in_s = (rate > 0.0).then(|| full_in(g.free_bytes as f64, gains, rate, st, now));
-        // Under the floor with nothing under way: act at once.
-        let urgent = forecast_rate > 0.0
-            && st.in_flight.is_empty()
-            && (g.free_bytes as f64) < s.floor_free_mib * MIB as f64;
-        let safe = s.safe_minutes * 60.0;
-        let live = match full_in_s.map(|f| (f - rem_s).max(0.0)) {
-            _ if urgent => Some(full_in_s.map_or(0.0, |f| (f - rem_s).max(0.0))),
-            a => a.filter(|a| *a < safe),
-        };
-        // Paused growers waiting for room: their memory and growth to come back make room
-        // by parking idle processes (never by pausing another grower).
-        let (d_bytes, d_rate) = st.paused_demand(g, s, t);
-        let demand = (d_rate > 0.0)
-            .then(|| ((free - d_bytes) / (rate + d_rate) - rem_s).max(0.0))
-            .filter(|a| *a < safe);
-        let mut cands = candidates(g, st, s, t);
-        let threat = match (live, demand) {
-            (Some(a), _) => Some(a),
-            (None, Some(a)) => {
-                cands.retain(|c| matches!(c.kind, StepKind::ReleaseCache | StepKind::ParkIdle));
-                Some(a)
-            }
-            (None, None) => None,
-        };
-        let mut plan = Plan {
-            threat,
-            live: live.is_some(),
-            full_in_s,
-            cannot: cannot(g, s, words.cannot),
-            ..Plan::default()
-        };
-        let Some(first) = cands.first() else {
-            return plan;
-        };
-        let starts_at = trigger(first, &cands, rate, s, t);
-        let who = match words.next {
-            Some(last) if *last.who == *first.proc.who => last.who,
-            _ => first.proc.who.to_string(),
-        };
-        plan.next = Some(NextStep {
-            kind: first.kind,
-            who,
-            needs_s: first.needs_s,
-            starts_at_s: starts_at,
-        });
-        if let Some(avail) = threat.filter(|a| urgent || *a <= starts_at) {
-            plan.due = choose(&cands, avail, s)
-                .into_iter()
-                .map(|c| step(g, c, full_in_s, live.is_none()))
-                .collect();
+        Self {
+            rate,
+            free: g.free_bytes as f64 + gains,
+            full_in_s: (rate > 0.0).then(|| full_in(g.free_bytes as f64, gains, rate, st, now)),
+            rem_s,
         }
-        plan
+    }
+
+    /// Seconds left before the paused growers' memory and growth, were they resumed, fill
+    /// the GPU; None when none waits to grow.
+    fn paused_demand(
+        &self,
+        g: &GpuFacts,
+        st: &GpuState,
+        s: &GuardSettings,
+        t: &Timing,
+    ) -> Option<f64> {
+        let (d_bytes, d_rate) = st.paused_demand(g, s, t);
+        (d_rate > 0.0).then(|| ((self.free - d_bytes) / (self.rate + d_rate) - self.rem_s).max(0.0))
     }
 }
 

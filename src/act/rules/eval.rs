@@ -477,7 +477,6 @@ impl RuleState {
         snap: &Snapshot,
         facts: &Facts,
     ) -> Vec<Planned> {
-        let now = snap.taken_at_ms;
         let mut out = Vec::new();
         let stale: std::collections::HashSet<TargetId> = snap
             .processes
@@ -486,46 +485,46 @@ impl RuleState {
             .map(|p| TargetId::Process((p.key(), p.device_index)))
             .collect();
         for compiled in rules.iter().filter(|r| r.rule.enabled) {
-            let rule = &compiled.rule;
-            let hold = (rule.conditions.hold_seconds * 1000.0) as i64;
-            let cooldown = (rule.cooldown_minutes * 60_000.0) as i64;
-            let Some(occurrence) = self.schedule_open(compiled, now) else {
-                // Outside its schedule the rule holds nowhere: the hysteresis starts again.
-                self.held_since.retain(|(name, _), _| *name != rule.name);
+            self.evaluate_rule(compiled, snap, facts, &stale, &mut out);
+        }
+        self.forget_gone(rules, snap);
+        out
+    }
+
+    /// One rule's actions due now, added to `out`: each target where its conditions hold
+    /// (the largest per GPU only, where it asks), held long enough, out of its cooldown and
+    /// not yet fired in this occurrence of its schedule. A `stale` target keeps its
+    /// hysteresis and gets nothing.
+    fn evaluate_rule(
+        &mut self,
+        compiled: &CompiledRule,
+        snap: &Snapshot,
+        facts: &Facts,
+        stale: &std::collections::HashSet<TargetId>,
+        out: &mut Vec<Planned>,
+    ) {
+        let rule = &compiled.rule;
+        let now = snap.taken_at_ms;
+        let Some(occurrence) = self.schedule_open(compiled, now) else {
+            // Outside its schedule the rule holds nowhere: the hysteresis starts again.
+            self.held_since.retain(|(name, _), _| *name != rule.name);
+            return;
+        };
+        let all = targets(snap, rule);
+        let largest = rule
+            .conditions
+            .largest_only
+            .then(|| largest_per_gpu(all.iter().filter(|t| self.holds(compiled, t, snap, facts))));
+        for t in all {
+            let id = (rule.name.clone(), t.id());
+            let in_largest = largest.as_ref().is_none_or(|l| l.contains(&t.id()));
+            if in_largest && stale.contains(&t.id()) {
+                // Its list failed this time: hold the hysteresis as it is, act on nothing.
                 continue;
-            };
-            let all = targets(snap, rule);
-            let largest = rule.conditions.largest_only.then(|| {
-                largest_per_gpu(all.iter().filter(|t| self.holds(compiled, t, snap, facts)))
-            });
-            for t in all {
-                let id = (rule.name.clone(), t.id());
-                if largest.as_ref().is_some_and(|l| !l.contains(&t.id())) {
-                    self.held_since.remove(&id);
-                    continue;
-                }
-                if stale.contains(&t.id()) {
-                    // Its list failed this time: hold the hysteresis as it is, act on nothing.
-                    continue;
-                }
-                if !self.holds(compiled, &t, snap, facts) {
-                    self.held_since.remove(&id);
-                    continue;
-                }
-                let since = *self.held_since.entry(id.clone()).or_insert(now);
-                if now - since < hold {
-                    continue;
-                }
-                if self.last_fired.get(&id).is_some_and(|t| now - t < cooldown) {
-                    continue;
-                }
-                if let Some(o) = occurrence {
-                    if self.schedule_fired.get(&id) == Some(&o) {
-                        continue;
-                    }
-                    self.schedule_fired.insert(id.clone(), o);
-                }
-                self.last_fired.insert(id, now);
+            }
+            if !in_largest || !self.holds(compiled, &t, snap, facts) {
+                self.held_since.remove(&id);
+            } else if self.fires(rule, id, now, occurrence) {
                 out.push(Planned {
                     rule: rule.name.clone(),
                     action: rule.action.clone(),
@@ -535,7 +534,37 @@ impl RuleState {
                 });
             }
         }
-        // Forget state of targets that are gone.
+    }
+
+    /// Whether `rule`, holding on target `id` now, fires: held for its hold time, out of its
+    /// cooldown, and not fired yet in this `occurrence` of its schedule. Noted when it does.
+    fn fires(
+        &mut self,
+        rule: &Rule,
+        id: (String, TargetId),
+        now: UnixMs,
+        occurrence: Option<Occurrence>,
+    ) -> bool {
+        let hold = (rule.conditions.hold_seconds * 1000.0) as i64;
+        let cooldown = (rule.cooldown_minutes * 60_000.0) as i64;
+        let since = *self.held_since.entry(id.clone()).or_insert(now);
+        if now - since < hold || self.last_fired.get(&id).is_some_and(|t| now - t < cooldown) {
+            return false;
+        }
+        if let Some(o) = occurrence {
+            if self.schedule_fired.get(&id) == Some(&o) {
+                return false;
+            }
+            self.schedule_fired.insert(id.clone(), o);
+        }
+        self.last_fired.insert(id, now);
+        true
+    }
+
+    /// Forgets the state of targets that are gone, and cooldowns that have run out (an agent
+    /// runs for months).
+    fn forget_gone(&mut self, rules: &[CompiledRule], snap: &Snapshot) {
+        let now = snap.taken_at_ms;
         let alive: std::collections::HashSet<TargetId> = snap
             .processes
             .iter()
@@ -544,7 +573,6 @@ impl RuleState {
             .collect();
         self.held_since.retain(|(_, t), _| alive.contains(t));
         self.schedule_fired.retain(|(_, t), _| alive.contains(t));
-        // A cooldown that has run out needs no entry (an agent runs for months).
         let cooldowns: HashMap<&str, i64> = rules
             .iter()
             .map(|r| {
@@ -556,7 +584,6 @@ impl RuleState {
             .collect();
         self.last_fired
             .retain(|(name, _), t| cooldowns.get(name.as_str()).is_some_and(|c| now - *t < *c));
-        out
     }
 
     /// The targets whose conditions hold right now, ignoring hold time and cooldown (the
