@@ -69,9 +69,12 @@ fn snapshot_demo_json_parses_back() {
         .expect("cmdline")
         .contains("train.py"));
     let start = trainer["start_time"].as_str().expect("start_time");
-    assert!(
-        chrono::DateTime::parse_from_rfc3339(start).is_ok(),
-        "RFC 3339: {start}"
+    let parsed = chrono::DateTime::parse_from_rfc3339(start).expect("RFC 3339");
+    // The same time in ms, as `park --start-time-ms` takes it.
+    assert_eq!(
+        trainer["start_time_ms"].as_i64(),
+        Some(parsed.timestamp_millis()),
+        "{trainer}"
     );
     // Device used memory = the processes on it + memory nobody owns (the ghost 1.5 GiB on GPU 0).
     let on0: u64 = procs

@@ -389,7 +389,8 @@ mod files {
         let text = String::from_utf8_lossy(&out.stderr);
         assert!(text.contains(&a.display().to_string()), "{text}");
         assert!(text.contains("symbolic links"), "{text}");
-        // A file that is simply missing is still the defaults, in both.
+        // A file that is simply missing is still the defaults where it is loaded; a check of
+        // a file named and missing (a typo) fails, and names it.
         let missing = dir.path().join("missing.toml");
         assert_eq!(Settings::load(&missing), (Settings::default(), None));
         let out = bin()
@@ -397,7 +398,22 @@ mod files {
             .arg(&missing)
             .output()
             .expect("run");
-        assert!(out.status.success());
+        assert_eq!(out.status.code(), Some(1));
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            text.contains("missing.toml: no such settings file"),
+            "{text}"
+        );
+        // The usual file, not named and not there: the defaults, said.
+        let home = dir.path().join("home");
+        let out = bin()
+            .args(["rules", "check"])
+            .env_remove("VRAMWARDEN_CONFIG")
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .output()
+            .expect("run");
+        assert!(out.status.success(), "{out:?}");
         assert!(String::from_utf8_lossy(&out.stdout).contains("no settings file"));
         // Saving through it fails too, and leaves the links as they were.
         assert!(changed().save(&a).is_err());

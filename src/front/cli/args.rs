@@ -144,8 +144,8 @@ pub enum Command {
     Park {
         /// The process.
         pid: u32,
-        /// Act only if the process started at this time (ms since the epoch, as `snapshot`
-        /// shows): a PID reused by another process is left alone.
+        /// Act only if the process started at this time (ms since the epoch: `start_time_ms`
+        /// of `snapshot --format json`): a PID reused by another process is left alone.
         #[arg(long)]
         start_time_ms: Option<i64>,
         /// Say what would be done, do nothing.

@@ -55,6 +55,8 @@ struct ProcessOut<'a> {
     pub user: Option<&'a str>,
     /// Start time, RFC 3339.
     pub start_time: Option<String>,
+    /// Start time, ms since the epoch (what `park --start-time-ms` takes).
+    pub start_time_ms: Option<i64>,
     /// The process's SM utilisation over the last interval, percent.
     pub sm_util_pct: Option<u32>,
     /// Its container's name, else the first 12 digits of the container id (`null` outside a
@@ -124,6 +126,7 @@ impl<'a> SnapshotOut<'a> {
                         cmdline: i.map(|i| i.cmdline.as_str()),
                         user: i.map(|i| i.user.as_str()),
                         start_time: i.map(|i| rfc3339(i.start_time_ms)),
+                        start_time_ms: i.map(|i| i.start_time_ms),
                         sm_util_pct: p.sm_util_pct,
                         container: i.and_then(|i| i.container_label()),
                         pod: i.and_then(|i| i.pod.as_deref()),
