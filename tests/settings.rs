@@ -461,3 +461,28 @@ mod files {
         );
     }
 }
+
+/// A `terminate` action written without `grace_seconds` waits the default 10 s before SIGKILL
+/// (it was refused: "missing field `grace_seconds`"); a `signal` action still needs its signal.
+#[test]
+fn a_terminate_action_without_grace_seconds_takes_the_default() {
+    let text = r#"
+[[cleanup.rules]]
+name = "stop leakers"
+[cleanup.rules.conditions]
+leaking_min_minutes = 15.0
+[cleanup.rules.action]
+kind = "terminate"
+"#;
+    let path = std::path::Path::new("inline.toml");
+    let s = Settings::from_toml(text, path).expect("valid");
+    assert_eq!(
+        s.cleanup.rules[0].action,
+        Action::Terminate {
+            grace_seconds: 10.0
+        }
+    );
+    let err = Settings::from_toml(&text.replace("terminate", "signal"), path)
+        .expect_err("a signal needs its signal");
+    assert!(err.reason.contains("signal"), "{err}");
+}

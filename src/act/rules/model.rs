@@ -112,7 +112,9 @@ pub enum Action {
     },
     /// SIGTERM, then SIGKILL after the grace period if it still holds GPU memory.
     Terminate {
-        /// Seconds between SIGTERM and SIGKILL (0 – [`MAX_ACTION_SECONDS`], an hour).
+        /// Seconds between SIGTERM and SIGKILL (0 – [`MAX_ACTION_SECONDS`], an hour;
+        /// [`DEFAULT_GRACE_SECONDS`] when the file leaves it out).
+        #[serde(default = "default_grace_seconds")]
         grace_seconds: f64,
     },
     /// Run a program (no shell). `{pid}`, `{gpu}`, `{user}`, `{name}` are replaced in each
@@ -240,6 +242,11 @@ impl ActionKind {
 /// Seconds between SIGTERM and SIGKILL where nobody chose otherwise: a rule's new Terminate
 /// action and the window's manual Terminate (the one place this grace is written).
 pub(crate) const DEFAULT_GRACE_SECONDS: f64 = 10.0;
+
+/// [`DEFAULT_GRACE_SECONDS`], for a `terminate` action written without `grace_seconds`.
+fn default_grace_seconds() -> f64 {
+    DEFAULT_GRACE_SECONDS
+}
 
 impl Action {
     /// Short name for the activity log.
