@@ -160,8 +160,14 @@ fn the_api_needs_the_token_and_refuses_simulated_processes() {
         assert!(r
             .header("WWW-Authenticate")
             .is_some_and(|v| v.starts_with("Bearer")));
+        assert!(
+            r.text().contains("a bearer token is needed"),
+            "{}",
+            r.text()
+        );
         let r = get_as(a.addr, path, "Bearer wrong");
         assert_eq!(r.status, 401, "{path} with a wrong token");
+        assert!(r.text().contains("not the agent's token"), "{}", r.text());
     }
     let snap = get_as(a.addr, "/api/v1/snapshot", &a.auth());
     assert_eq!(snap.status, 200, "{}", snap.text());

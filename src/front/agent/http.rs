@@ -101,12 +101,16 @@ fn ready(state: &AgentState) -> Reply {
     }
 }
 
-fn unauthorized() -> (Reply, ExtraHeader) {
+/// 401: no token given, or one that is not the agent's (said apart: a client that sent one
+/// needs to know it is the wrong one, not that one is missing).
+fn unauthorized(head: &RequestHead) -> (Reply, ExtraHeader) {
+    let why = if head.authorization.is_some() {
+        "this is not the agent's token: send the one in its token file (Authorization: Bearer …)"
+    } else {
+        "a bearer token is needed (Authorization: Bearer …, from the agent's token file)"
+    };
     (
-        Reply::error(
-            401,
-            "a bearer token is needed (Authorization: Bearer …, from the agent's token file)",
-        ),
+        Reply::error(401, why),
         Some(("WWW-Authenticate", "Bearer realm=\"vramwarden\"")),
     )
 }
@@ -159,7 +163,7 @@ pub(crate) fn route(state: &AgentState, head: &RequestHead, body: &[u8]) -> (Rep
             200,
             "vramwarden agent: /metrics, /healthz, /-/ready, /api/view, /api/past, /api/test-rule, /api/v1/{snapshot,sessions,command}",
         ),
-        (u, _) if u.starts_with("/api/") && !authorized(state, head) => return unauthorized(),
+        (u, _) if u.starts_with("/api/") && !authorized(state, head) => return unauthorized(head),
         ("/api/v1/snapshot", true) => api::snapshot(state),
         ("/api/view", true) => api_view::view(state, head.query.as_deref()),
         ("/api/past", true) => api_view::past(state),
