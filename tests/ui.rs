@@ -1063,7 +1063,7 @@ fn testing_a_rule_tells_which_matches_would_be_skipped() {
     h.run();
     // The review: a new rule matched everything at once, ready to save. It starts off, and
     // says it has no condition until one is ticked.
-    h.get_by_label_contains("[disabled] New rule: when always");
+    h.get_by_label_contains("[disabled] New rule: always (no condition)");
     let none = "No condition yet: it would match every GPU at every sample. Tick one below.";
     h.get_by_label(none);
     h.get_by_label("Process GPU memory ≥").click();

@@ -540,9 +540,9 @@ impl Rule {
         let c = &self.conditions;
         let when = self.when_words();
         let when = if when.is_empty() {
-            "always".to_string()
+            "always (no condition)".to_string()
         } else {
-            when.join(" and ")
+            format!("when {}", when.join(" and "))
         };
         let hold = if c.hold_seconds > 0.0 {
             format!(", for {} s", c.hold_seconds)
@@ -550,7 +550,7 @@ impl Rule {
             String::new()
         };
         format!(
-            "{}{}: when {when}{hold}, {} (at most once per {} min per {})",
+            "{}{}: {when}{hold}, {} (at most once per {} min per {})",
             if self.enabled { "" } else { "[disabled] " },
             self.name,
             self.action.label(),
