@@ -172,6 +172,34 @@ impl Default for ActionRunner {
     }
 }
 
+/// Refuses a process that is not live: a simulated one (said `ahead` when nothing was tried)
+/// or one from a recorded session.
+fn origin_refusal(origin: Origin, ahead: bool) -> Option<String> {
+    match origin {
+        Origin::Live => None,
+        // Said ahead (the guard's view, a rule test), nothing was tried.
+        Origin::Simulated if ahead => Some("a simulated process: the demo acts on nothing".into()),
+        Origin::Simulated => Some("simulated process: nothing was sent".into()),
+        Origin::Recorded => Some(
+            "a process from a recorded session: nothing was sent (its PID may belong to another process now)"
+                .into(),
+        ),
+    }
+}
+
+/// `p`'s activity entry at `now`.
+fn activity(p: &Planned, now: UnixMs, outcome: Outcome, detail: String, entry: Entry) -> Activity {
+    Activity {
+        unix_ms: now,
+        rule: p.rule.clone(),
+        target: p.target.clone(),
+        action: p.action.label(),
+        outcome,
+        detail,
+        entry,
+    }
+}
+
 /// The transport: sends `sig` to the process `key` (just checked), through its pidfd where
 /// there is one, else by pid.
 fn signal(key: &ProcSeriesKey, pidfd: Option<&Pidfd>, sig: i32) -> Result<(), ActError> {
@@ -487,60 +515,60 @@ impl ActionRunner {
                 .simulated_gpus
                 .then(|| "simulated GPU: the command was not run".into());
         };
-        match origin {
-            Origin::Live => {}
-            // Said ahead (the guard's view, a rule test), nothing was tried.
-            Origin::Simulated if ahead => {
-                return Some("a simulated process: the demo acts on nothing".into())
-            }
-            Origin::Simulated => return Some("simulated process: nothing was sent".into()),
-            Origin::Recorded => {
-                return Some(
-                    "a process from a recorded session: nothing was sent (its PID may belong to another process now)"
-                        .into(),
-                )
-            }
+        if let Some(why) = origin_refusal(*origin, ahead) {
+            return Some(why);
         }
         let pid = key.0.pid;
+        self.own_refusal(pid)
+            // By name and executable or owner: a job that calls itself Xorg is not protected.
+            .or_else(|| super::protect::protected(&safety.protected, pid, name, uid))
+            .or_else(|| self.owner_refusal(p, uid))
+            .or_else(|| self.parks.refusal(p, key, ahead))
+            .or_else(|| self.companion_refusal(p, pid))
+    }
+
+    /// Refuses PID 1 and vramwarden itself, its parent and its session.
+    fn own_refusal(&self, pid: u32) -> Option<String> {
         if pid <= 1 {
             return Some("PID 1 is never signalled".into());
         }
-        if pid == self.me
+        let own = pid == self.me
             || pid == self.parent
-            || (self.session_leader > 1 && pid == self.session_leader)
-        {
-            return Some("vramwarden never signals itself, its parent or its session".into());
+            || (self.session_leader > 1 && pid == self.session_leader);
+        own.then(|| "vramwarden never signals itself, its parent or its session".into())
+    }
+
+    /// Refuses another user's process (`uid`'s) unless vramwarden is root and `p` allows it.
+    fn owner_refusal(&self, p: &Planned, uid: u32) -> Option<String> {
+        if uid == self.my_uid || (self.root && p.allow_other_users) {
+            return None;
         }
-        // By name and executable or owner: a job that calls itself Xorg is not protected.
-        if let Some(why) = super::protect::protected(&safety.protected, pid, name, uid) {
-            return Some(why);
+        Some(if self.root && p.rule == "manual" {
+            "another user's process: actions of your own on other users' processes are off (Settings → Rules, `cleanup.manual_other_users`)".into()
+        } else if self.root {
+            "another user's process, and the rule does not allow other users".into()
+        } else {
+            "another user's process (vramwarden is not root)".into()
+        })
+    }
+
+    /// Refuses an action through the PyTorch companion where `pid` has no companion's socket.
+    fn companion_refusal(&self, p: &Planned, pid: u32) -> Option<String> {
+        if !p.action.uses_companion() {
+            return None;
         }
-        if uid != self.my_uid && !(self.root && p.allow_other_users) {
-            return Some(if self.root && p.rule == "manual" {
-                "another user's process: actions of your own on other users' processes are off (Settings → Rules, `cleanup.manual_other_users`)".into()
-            } else if self.root {
-                "another user's process, and the rule does not allow other users".into()
-            } else {
-                "another user's process (vramwarden is not root)".into()
-            });
-        }
-        if let Some(why) = self.parks.refusal(p, key, ahead) {
-            return Some(why);
-        }
-        if p.action.uses_companion()
-            && crate::act::torch::release::socket_of(&self.companion_dirs(), pid).is_none()
-        {
-            return Some(format!(
-                "{NO_COMPANION} (no socket {} in {})",
-                crate::act::torch::socket_name(pid),
-                self.companion_dirs()
-                    .iter()
-                    .map(|d| d.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-        None
+        let dirs = self.companion_dirs();
+        crate::act::torch::release::socket_of(&dirs, pid)
+            .is_none()
+            .then_some(())?;
+        Some(format!(
+            "{NO_COMPANION} (no socket {} in {})",
+            crate::act::torch::socket_name(pid),
+            dirs.iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
     }
 
     /// Checks that `key` still names the same process; returns a pidfd for it when the kernel
@@ -584,17 +612,7 @@ impl ActionRunner {
     /// target (pid + start time, through a pidfd where the kernel has them) right before
     /// acting; then the transport (a signal, a command, the PyTorch companion).
     pub fn run(&mut self, p: &Planned, safety: &Safety, now: UnixMs) -> Activity {
-        let dry = p.dry_run || safety.global_dry_run;
-        let entry = |outcome, detail, entry| Activity {
-            unix_ms: now,
-            rule: p.rule.clone(),
-            target: p.target.clone(),
-            action: p.action.label(),
-            outcome,
-            detail,
-            entry,
-        };
-        let end = |outcome, detail| entry(outcome, detail, Entry::Action);
+        let end = |outcome, detail| activity(p, now, outcome, detail, Entry::Action);
         if let Some(why) = self.refusal(p, safety, false) {
             return end(Outcome::Skipped, why);
         }
@@ -602,25 +620,43 @@ impl ActionRunner {
             Ok(e) => e,
             Err((outcome, why)) => return end(outcome, why),
         };
-        let who = p.target.describe();
-        if dry {
-            let gpu_total = match &p.target {
-                Target::Process { key, .. } => {
-                    self.gpus.get(&key.1).and_then(|g| g.1.map(|t| (key.1, t)))
-                }
-                Target::Device(_) => None,
-            };
-            let rate = self.parks.park_gib_s;
-            return end(Outcome::WouldAct, effect.would(p, &who, gpu_total, rate));
+        if p.dry_run || safety.global_dry_run {
+            return end(Outcome::WouldAct, self.would(p, &effect));
         }
         // The identity check, right before acting, for every effect on a process.
-        let (key, pidfd) = match (&effect, &p.target) {
-            (Effect::Notify, _) | (_, Target::Device(_)) => (None, None),
+        let checked = match (&effect, &p.target) {
+            (Effect::Notify, _) | (_, Target::Device(_)) => None,
             (_, Target::Process { key, .. }) => match self.verify(key) {
-                Ok(fd) => (Some(*key), fd),
+                Ok(fd) => Some((*key, fd)),
                 Err(e) => return end(e.outcome(), e.into_text()),
             },
         };
+        self.carry_out(p, effect, checked, now)
+    }
+
+    /// What `effect` of `p` would do, in words (a dry run).
+    fn would(&self, p: &Planned, effect: &Effect) -> String {
+        let gpu_total = match &p.target {
+            Target::Process { key, .. } => {
+                self.gpus.get(&key.1).and_then(|g| g.1.map(|t| (key.1, t)))
+            }
+            Target::Device(_) => None,
+        };
+        effect.would(p, &p.target.describe(), gpu_total, self.parks.park_gib_s)
+    }
+
+    /// Carries out `effect` of `p` on its target, `checked` (the process and its pidfd)
+    /// where it is a process whose identity was just checked.
+    fn carry_out(
+        &mut self,
+        p: &Planned,
+        effect: Effect,
+        checked: Option<(ProcSeriesKey, Option<Pidfd>)>,
+        now: UnixMs,
+    ) -> Activity {
+        let end = |outcome, detail| activity(p, now, outcome, detail, Entry::Action);
+        let who = p.target.describe();
+        let (key, pidfd) = checked.map_or((None, None), |(k, fd)| (Some(k), fd));
         match (effect, key) {
             // The engine shows it (status bar, desktop notification where wanted).
             (Effect::Notify, _) => end(
@@ -649,11 +685,11 @@ impl ActionRunner {
             }
             (Effect::Companion, Some(key)) => {
                 let (outcome, detail, kind) = self.run_companion(p, &key);
-                entry(outcome, detail, kind)
+                activity(p, now, outcome, detail, kind)
             }
             (Effect::Park(kind), Some(key)) => {
                 let (outcome, detail, e) = self.parks.start(kind, p, key, now);
-                entry(outcome, detail, e)
+                activity(p, now, outcome, detail, e)
             }
             // Effect::of gives process effects only for process targets.
             (_, None) => end(Outcome::Failed, "this action needs a process".into()),

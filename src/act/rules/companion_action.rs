@@ -29,6 +29,15 @@ pub struct Answer {
 }
 
 impl Answer {
+    /// An answer that freed nothing.
+    fn new(outcome: Outcome, detail: String) -> Self {
+        Self {
+            outcome,
+            detail,
+            freed_bytes: None,
+        }
+    }
+
     fn err(e: &TorchError) -> Self {
         let outcome = match e {
             // Not the process the rule saw (or not ours to talk to): nothing was asked.
@@ -136,26 +145,10 @@ pub fn limit(
     gib: f64,
     who: &str,
 ) -> Answer {
-    let limit_bytes = gib * GIB as f64;
-    if !(gib.is_finite() && gib > 0.0) || gpu.total_bytes == 0 {
-        return Answer {
-            outcome: Outcome::Failed,
-            detail: format!("a limit of {gib} GiB cannot be set"),
-            freed_bytes: None,
-        };
-    }
-    let fraction = limit_bytes / gpu.total_bytes as f64;
-    if fraction > 1.0 {
-        return Answer {
-            outcome: Outcome::Skipped,
-            detail: format!(
-                "{gib} GiB is more than GPU {}'s {:.1} GiB: nothing to limit",
-                gpu.index,
-                gpu.total_bytes as f64 / GIB as f64
-            ),
-            freed_bytes: None,
-        };
-    }
+    let fraction = match fraction_of(gib, gpu) {
+        Ok(f) => f,
+        Err(a) => return a,
+    };
     let mut c = match connect(dirs, pid, Some(start_time_ms)) {
         Ok(c) => c,
         Err(e) => return Answer::err(&e),
@@ -164,29 +157,21 @@ pub fn limit(
         Ok(s) => s,
         Err(e) => return Answer::err(&e),
     };
-    let dev = stats
-        .devices
-        .iter()
-        .find(|d| d.uuid.as_deref() == Some(gpu.uuid.as_str()))
-        .or_else(|| {
-            (stats.devices.len() == 1 && stats.devices[0].uuid.is_none()).then(|| &stats.devices[0])
-        });
-    let Some(dev) = dev else {
-        return Answer {
-            outcome: Outcome::Failed,
-            detail: format!(
+    let Some(dev) = torch_device_of(&stats.devices, gpu) else {
+        return Answer::new(
+            Outcome::Failed,
+            format!(
                 "{who}: PyTorch does not use GPU {} ({}) in this process (it uses {} device(s)), so no limit was set",
                 gpu.index,
                 gpu.uuid,
                 stats.devices.len()
             ),
-            freed_bytes: None,
-        };
+        );
     };
     let (cuda, reserved) = (dev.device, dev.reserved_bytes);
     match c.set_fraction(cuda, fraction) {
         Ok(set) => {
-            let over = if reserved as f64 > limit_bytes {
+            let over = if reserved as f64 > gib * GIB as f64 {
                 format!(
                     "; it already holds {} reserved, more than the limit: its next allocation past the limit raises its own out-of-memory error",
                     mib(reserved)
@@ -194,19 +179,56 @@ pub fn limit(
             } else {
                 String::new()
             };
-            Answer {
-                outcome: Outcome::Acted,
-                detail: format!(
+            Answer::new(
+                Outcome::Acted,
+                format!(
                     "limited {who} to {gib} GiB on GPU {} (cuda:{cuda}, memory fraction {:.4} of {:.1} GiB){over}",
                     gpu.index,
                     set.fraction,
                     gpu.total_bytes as f64 / GIB as f64
                 ),
-                freed_bytes: None,
-            }
+            )
         }
         Err(e) => Answer::err(&e),
     }
+}
+
+/// The memory fraction of `gpu` that `gib` is, or the answer that refuses it: not a size,
+/// or more than the GPU holds.
+fn fraction_of(gib: f64, gpu: &LimitGpu) -> Result<f64, Answer> {
+    if !(gib.is_finite() && gib > 0.0) || gpu.total_bytes == 0 {
+        return Err(Answer::new(
+            Outcome::Failed,
+            format!("a limit of {gib} GiB cannot be set"),
+        ));
+    }
+    let fraction = gib * GIB as f64 / gpu.total_bytes as f64;
+    if fraction > 1.0 {
+        return Err(Answer::new(
+            Outcome::Skipped,
+            format!(
+                "{gib} GiB is more than GPU {}'s {:.1} GiB: nothing to limit",
+                gpu.index,
+                gpu.total_bytes as f64 / GIB as f64
+            ),
+        ));
+    }
+    Ok(fraction)
+}
+
+/// torch's device for `gpu`: the one with its uuid, or the only one the allocator uses
+/// when torch gives no uuid.
+fn torch_device_of<'a>(
+    devices: &'a [crate::act::torch::protocol::DeviceStats],
+    gpu: &LimitGpu,
+) -> Option<&'a crate::act::torch::protocol::DeviceStats> {
+    devices
+        .iter()
+        .find(|d| d.uuid.as_deref() == Some(gpu.uuid.as_str()))
+        .or_else(|| match devices {
+            [only] if only.uuid.is_none() => Some(only),
+            _ => None,
+        })
 }
 
 #[cfg(test)]
