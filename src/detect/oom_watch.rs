@@ -63,7 +63,6 @@ impl OomWatch {
     /// Feeds one snapshot; returns an [`Event::OomSuspected`] per GPU on which a process
     /// vanished while the GPU was nearly full.
     pub fn observe(&mut self, snap: &Snapshot) -> Vec<Event> {
-        let now = snap.taken_at_ms;
         let mut present = std::mem::take(&mut self.present);
         present.clear();
         present.extend(snap.processes.iter().map(|p| (p.key(), p.device_index)));
@@ -82,52 +81,10 @@ impl OomWatch {
                 gone.entry(k.1).or_default().push(*k);
             }
         }
-        let mut events = Vec::new();
-        for (dev, mut keys) in gone {
-            let peak = self.fill.get(&dev).and_then(|f| {
-                f.iter()
-                    .filter(|(t, _)| *t >= now - NEAR_FULL_WINDOW_MS)
-                    .map(|(_, p)| *p)
-                    .max_by(f64::total_cmp)
-            });
-            let Some(peak) = peak.filter(|p| *p >= NEAR_FULL_PCT) else {
-                continue;
-            };
-            keys.sort_by_key(|k| k.0.pid);
-            let mut victims: Vec<OomHolder> = keys
-                .iter()
-                .filter_map(|k| self.held.get(k).map(holder))
-                .collect();
-            let mut holders: Vec<OomHolder> = self
-                .held
-                .iter()
-                .filter(|(k, _)| k.1 == dev && !keys.contains(k))
-                .map(|(_, h)| holder(h))
-                .filter(|h| h.mib > 0.0)
-                .collect();
-            let total_mib = snap
-                .devices
-                .iter()
-                .find(|d| d.index == dev)
-                .and_then(|d| d.memory_total_bytes)
-                .map(|b| b as f64 / MIB as f64);
-            mark_cause(&mut victims, &mut holders, total_mib);
-            // The likely cause first, then by size.
-            holders.sort_by(|a, b| {
-                b.likely_cause
-                    .cmp(&a.likely_cause)
-                    .then(b.mib.total_cmp(&a.mib))
-                    .then(a.pid.cmp(&b.pid))
-            });
-            events.push(Event::OomSuspected {
-                unix_ms: now,
-                device_index: dev,
-                used_pct: peak,
-                total_mib,
-                victims,
-                holders,
-            });
-        }
+        let mut events: Vec<Event> = gone
+            .into_iter()
+            .filter_map(|(dev, keys)| self.suspect(snap, dev, keys))
+            .collect();
         events.sort_by_key(|e| match e {
             Event::OomSuspected { device_index, .. } => *device_index,
             _ => 0,
@@ -136,6 +93,53 @@ impl OomWatch {
         self.present = present;
         self.listed = listed;
         events
+    }
+
+    /// The OOM suspected on GPU `dev`, from which the processes `keys` are gone: where it
+    /// was nearly full within the window, the victims and the holders (the likely cause
+    /// first, then by size).
+    fn suspect(&self, snap: &Snapshot, dev: u32, mut keys: Vec<ProcSeriesKey>) -> Option<Event> {
+        let now = snap.taken_at_ms;
+        let peak = self.fill.get(&dev).and_then(|f| {
+            f.iter()
+                .filter(|(t, _)| *t >= now - NEAR_FULL_WINDOW_MS)
+                .map(|(_, p)| *p)
+                .max_by(f64::total_cmp)
+        });
+        let peak = peak.filter(|p| *p >= NEAR_FULL_PCT)?;
+        keys.sort_by_key(|k| k.0.pid);
+        let mut victims: Vec<OomHolder> = keys
+            .iter()
+            .filter_map(|k| self.held.get(k).map(holder))
+            .collect();
+        let mut holders: Vec<OomHolder> = self
+            .held
+            .iter()
+            .filter(|(k, _)| k.1 == dev && !keys.contains(k))
+            .map(|(_, h)| holder(h))
+            .filter(|h| h.mib > 0.0)
+            .collect();
+        let total_mib = snap
+            .devices
+            .iter()
+            .find(|d| d.index == dev)
+            .and_then(|d| d.memory_total_bytes)
+            .map(|b| b as f64 / MIB as f64);
+        mark_cause(&mut victims, &mut holders, total_mib);
+        holders.sort_by(|a, b| {
+            b.likely_cause
+                .cmp(&a.likely_cause)
+                .then(b.mib.total_cmp(&a.mib))
+                .then(a.pid.cmp(&b.pid))
+        });
+        Some(Event::OomSuspected {
+            unix_ms: now,
+            device_index: dev,
+            used_pct: peak,
+            total_mib,
+            victims,
+            holders,
+        })
     }
 
     fn remember(&mut self, snap: &Snapshot, present: &FastSet<ProcSeriesKey>) {

@@ -297,37 +297,48 @@ impl Engine {
                 "the process is no longer listed on that GPU",
             );
         };
-        let verdict = match from {
-            command::CommandFrom::Agent => self.rules.safety.remote_verdict(&target),
-            command::CommandFrom::Window => None,
-        };
-        if let Some((outcome, detail)) = verdict {
-            self.log_activity(vec![crate::act::rules::action::Activity {
-                unix_ms: now,
-                rule: "manual".into(),
-                action: action.label(),
-                target,
-                outcome,
-                detail: detail.clone(),
-                entry: crate::act::rules::action::Entry::Action,
-            }]);
-            return command::Answer::new(outcome, detail);
+        if from == command::CommandFrom::Agent {
+            if let Some((outcome, detail)) = self.rules.safety.remote_verdict(&target) {
+                self.log_activity(vec![crate::act::rules::action::Activity {
+                    unix_ms: now,
+                    rule: "manual".into(),
+                    action: action.label(),
+                    target,
+                    outcome,
+                    detail: detail.clone(),
+                    entry: crate::act::rules::action::Entry::Action,
+                }]);
+                return command::Answer::new(outcome, detail);
+            }
         }
-        // An agent's client was judged by the remote policy above; a window's click by the
+        self.run_manual(id, key, action, target, from, now)
+    }
+
+    /// Runs the user's own `action` on `target` (already found and, from an agent's API,
+    /// judged by the remote policy) through the executor; its answer, accepted for later
+    /// when the work goes on past this call.
+    fn run_manual(
+        &mut self,
+        id: command::CommandId,
+        key: crate::model::history::ProcSeriesKey,
+        action: crate::act::rules::Action,
+        target: crate::act::rules::eval::Target,
+        from: command::CommandFrom,
+        now: UnixMs,
+    ) -> command::Answer {
+        let agent = from == command::CommandFrom::Agent;
+        // An agent's client was judged by the remote policy; a window's click by the
         // settings' word on other users' processes.
         let p = crate::act::rules::eval::Planned {
             rule: "manual".into(),
             action,
             dry_run: false,
-            allow_other_users: match from {
-                command::CommandFrom::Agent => true,
-                command::CommandFrom::Window => self.rules.manual_other_users,
-            },
+            allow_other_users: agent || self.rules.manual_other_users,
             target,
         };
         // An agent's command in its global dry run goes through every refusal first, as a
         // real one would, and then says what it would do; a window's is never a dry run.
-        let dry = from == command::CommandFrom::Agent && self.rules.safety.global_dry_run;
+        let dry = agent && self.rules.safety.global_dry_run;
         let safety = crate::act::rules::action::Safety {
             global_dry_run: dry,
             protected: self.rules.safety.protected.clone(),

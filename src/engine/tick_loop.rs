@@ -71,33 +71,7 @@ pub fn run(
             Clock::Simulated { start, .. } => start.saturating_add(n.saturating_mul(step_ms)),
         };
         let ticked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let _tick = cost::span(Part::Tick);
-            let sampled = {
-                let _source = cost::span(Part::Source);
-                source.sample(now)
-            };
-            match sampled {
-                Ok(snap) => {
-                    let received = match clock {
-                        Clock::Wall => crate::model::now_ms(),
-                        Clock::Simulated { .. } => snap.taken_at_ms,
-                    };
-                    engine.take_recorded_events(source.recorded_events(snap.taken_at_ms));
-                    if let Some(old) = engine.tick(snap, received) {
-                        let _drop = cost::span(Part::DropSample);
-                        source.give_back(old);
-                    }
-                    true
-                }
-                Err(SourceError::Ended) => {
-                    engine.take_recorded_events(source.recorded_events(UnixMs::MAX));
-                    false
-                }
-                Err(e) => {
-                    engine.sample_failed(&e);
-                    true
-                }
-            }
+            one_tick(engine, source, now, clock)
         }));
         match ticked {
             Ok(true) => {}
@@ -119,6 +93,38 @@ pub fn run(
             Ok(true) => {}
             Ok(false) => return Ended::Stopped,
             Err(p) => return Ended::Panicked(crate::host::logging::panic_text(p.as_ref())),
+        }
+    }
+}
+
+/// One sample of `source` at `now` through `engine` (the replaced sample given back); false
+/// once the source has ended. A failed sample is recorded as the source's error.
+fn one_tick(engine: &mut Engine, source: &mut dyn GpuSource, now: UnixMs, clock: Clock) -> bool {
+    let _tick = cost::span(Part::Tick);
+    let sampled = {
+        let _source = cost::span(Part::Source);
+        source.sample(now)
+    };
+    match sampled {
+        Ok(snap) => {
+            let received = match clock {
+                Clock::Wall => crate::model::now_ms(),
+                Clock::Simulated { .. } => snap.taken_at_ms,
+            };
+            engine.take_recorded_events(source.recorded_events(snap.taken_at_ms));
+            if let Some(old) = engine.tick(snap, received) {
+                let _drop = cost::span(Part::DropSample);
+                source.give_back(old);
+            }
+            true
+        }
+        Err(SourceError::Ended) => {
+            engine.take_recorded_events(source.recorded_events(UnixMs::MAX));
+            false
+        }
+        Err(e) => {
+            engine.sample_failed(&e);
+            true
         }
     }
 }

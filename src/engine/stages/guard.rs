@@ -90,28 +90,9 @@ pub(crate) fn gpu_facts_into(
     who: &mut dyn FnMut(&ProcessSample) -> Arc<str>,
     unparkable: &mut dyn FnMut(&ProcessSample) -> Option<Arc<str>>,
 ) {
-    let now = snap.taken_at_ms;
     gpus.truncate(snap.devices.len());
     for (i, d) in snap.devices.iter().enumerate() {
-        // Free memory, else what the driver's figures make it (total = reserved + used +
-        // free); unknown stays unknown, never 0.
-        let read = d.memory_free_bytes.or_else(|| {
-            let used = d.memory_used_bytes?.checked_add(d.memory_reserved_bytes?)?;
-            d.memory_total_bytes?.checked_sub(used)
-        });
-        let free = read.unwrap_or(0);
-        let facts = GpuFacts {
-            index: d.index,
-            total_bytes: d.memory_total_bytes.unwrap_or(0),
-            free_bytes: free,
-            memory_read: read.is_some(),
-            growth_bytes_s: d
-                .time_to_full_s
-                .filter(|t| *t > 0.5)
-                .map_or(0.0, |t| free as f64 / t),
-            alert: found.alerts.contains(&d.index),
-            procs: Vec::new(),
-        };
+        let facts = device_facts(d, found);
         match gpus.get_mut(i) {
             Some(g) => {
                 let mut procs = std::mem::take(&mut g.procs);
@@ -125,31 +106,73 @@ pub(crate) fn gpu_facts_into(
         let Some(g) = gpus.iter_mut().find(|g| g.index == p.device_index) else {
             continue;
         };
-        let key = (p.key(), p.device_index);
-        g.procs.push(ProcFacts {
-            key,
-            who: who(p),
-            bytes: p.used_bytes.unwrap_or(0),
-            growth_bytes_s: found
-                .growth
-                .get(&key)
-                .map_or(0.0, |r| (r * MIB as f64 / 60.0).max(0.0)),
-            idle_s: idle_s(&key),
-            releasable_bytes: p.torch.map_or(0, |t| t.releasable_bytes()),
-            leaking_s: found.leaking.get(&key).map(|t| (now - t) as f64 / 1000.0),
-            parked: p.parked,
-            unparkable: if p.parked.is_some() {
-                None
-            } else {
-                unparkable(p)
-            },
-        });
+        g.procs.push(process_facts(
+            p,
+            found,
+            snap.taken_at_ms,
+            idle_s,
+            who,
+            unparkable,
+        ));
     }
     // Where the forecast has no rate (free memory at 0), the processes' sum.
     for g in gpus.iter_mut() {
         if g.growth_bytes_s <= 0.0 && g.free_bytes == 0 {
             g.growth_bytes_s = g.procs.iter().map(|p| p.growth_bytes_s).sum();
         }
+    }
+}
+
+/// The guard's facts of GPU `d`, without its processes.
+fn device_facts(d: &crate::model::DeviceSample, found: &Findings) -> GpuFacts {
+    // Free memory, else what the driver's figures make it (total = reserved + used + free);
+    // unknown stays unknown, never 0.
+    let read = d.memory_free_bytes.or_else(|| {
+        let used = d.memory_used_bytes?.checked_add(d.memory_reserved_bytes?)?;
+        d.memory_total_bytes?.checked_sub(used)
+    });
+    let free = read.unwrap_or(0);
+    GpuFacts {
+        index: d.index,
+        total_bytes: d.memory_total_bytes.unwrap_or(0),
+        free_bytes: free,
+        memory_read: read.is_some(),
+        growth_bytes_s: d
+            .time_to_full_s
+            .filter(|t| *t > 0.5)
+            .map_or(0.0, |t| free as f64 / t),
+        alert: found.alerts.contains(&d.index),
+        procs: Vec::new(),
+    }
+}
+
+/// The guard's facts of process `p` at `now`.
+fn process_facts(
+    p: &ProcessSample,
+    found: &Findings,
+    now: UnixMs,
+    idle_s: &dyn Fn(&ProcSeriesKey) -> Option<f64>,
+    who: &mut dyn FnMut(&ProcessSample) -> Arc<str>,
+    unparkable: &mut dyn FnMut(&ProcessSample) -> Option<Arc<str>>,
+) -> ProcFacts {
+    let key = (p.key(), p.device_index);
+    ProcFacts {
+        key,
+        who: who(p),
+        bytes: p.used_bytes.unwrap_or(0),
+        growth_bytes_s: found
+            .growth
+            .get(&key)
+            .map_or(0.0, |r| (r * MIB as f64 / 60.0).max(0.0)),
+        idle_s: idle_s(&key),
+        releasable_bytes: p.torch.map_or(0, |t| t.releasable_bytes()),
+        leaking_s: found.leaking.get(&key).map(|t| (now - t) as f64 / 1000.0),
+        parked: p.parked,
+        unparkable: if p.parked.is_some() {
+            None
+        } else {
+            unparkable(p)
+        },
     }
 }
 
