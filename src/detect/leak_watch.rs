@@ -293,17 +293,7 @@ impl LeakWatch {
             let dev = match k {
                 LeakKey::Process((_, d)) | LeakKey::Ghost(d) => *d,
             };
-            let since = w
-                .tracker
-                .episode()
-                .map(|e| e.since_ms)
-                .or_else(|| w.tracker.growing().map(|g| g.since_ms));
-            if let (Some(since), true) = (since, likely > 0.0) {
-                match self.growth_since.iter_mut().find(|(d, _)| *d == dev) {
-                    Some((_, t)) => *t = (*t).min(since),
-                    None => self.growth_since.push((dev, since)),
-                }
-            }
+            note_growth_since(&mut self.growth_since, dev, &w.tracker, likely);
             match rates.iter_mut().find(|(d, _, _)| *d == dev) {
                 Some((_, l, e)) => {
                     *l += likely;
@@ -551,6 +541,26 @@ pub(crate) fn close_open_leaks(leaks: &mut [LeakRecord], h: &crate::model::histo
         ) {
             r.peak_mib = peak;
             r.grown_mib = (peak - first).max(0.0);
+        }
+    }
+}
+
+/// Notes in `growth_since` since when GPU `dev` has grown: the earliest start of a leak or
+/// growth of its series that adds to its likely pace (`likely` MiB/min).
+fn note_growth_since(
+    growth_since: &mut Vec<(u32, crate::model::UnixMs)>,
+    dev: u32,
+    tracker: &LeakTracker,
+    likely: f64,
+) {
+    let since = tracker
+        .episode()
+        .map(|e| e.since_ms)
+        .or_else(|| tracker.growing().map(|g| g.since_ms));
+    if let (Some(since), true) = (since, likely > 0.0) {
+        match growth_since.iter_mut().find(|(d, _)| *d == dev) {
+            Some((_, t)) => *t = (*t).min(since),
+            None => growth_since.push((dev, since)),
         }
     }
 }

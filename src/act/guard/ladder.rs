@@ -268,8 +268,6 @@ fn candidates<'a>(g: &'a GpuFacts, st: &GpuState, s: &GuardSettings, t: &Timing)
             && !st.tried.contains_key(&(p.key, kind))
             && !st.in_flight.iter().any(|f| f.key == p.key)
     };
-    let min = (s.min_process_mib * MIB as f64) as u64;
-    let idle_s = s.idle_min_minutes * 60.0;
     let mut v = Vec::new();
     rung(
         &mut v,
@@ -283,13 +281,7 @@ fn candidates<'a>(g: &'a GpuFacts, st: &GpuState, s: &GuardSettings, t: &Timing)
         &mut v,
         g,
         s.park_idle,
-        |p| {
-            p.growth_bytes_s <= 0.0
-                && p.bytes >= min.max(1)
-                && p.idle_s.is_some_and(|i| i >= idle_s)
-                && p.unparkable.is_none()
-                && fresh(p, StepKind::ParkIdle)
-        },
+        |p| idle_and_parkable(p, s) && fresh(p, StepKind::ParkIdle),
         |p| p.bytes as f64,
         |p| cand(StepKind::ParkIdle, p, p.bytes, t.park_s(p.bytes)),
     );
@@ -299,16 +291,7 @@ fn candidates<'a>(g: &'a GpuFacts, st: &GpuState, s: &GuardSettings, t: &Timing)
         &mut v,
         g,
         s.pause_grower,
-        |p| {
-            p.growth_bytes_s > 0.0
-                && p.growth_bytes_s >= GROWER_MIN_SHARE * g.growth_bytes_s
-                && p.bytes >= GROWER_MIN_BYTES
-                && p.unparkable.is_none()
-                && fresh(p, StepKind::PauseGrower)
-                // A grower with the GPU to itself: pausing it makes room for nobody, and its
-                // wait could never end.
-                && g.running_others(&p.key, min).next().is_some()
-        },
+        |p| grower_to_pause(g, p, s) && fresh(p, StepKind::PauseGrower),
         |p| p.growth_bytes_s,
         |p| cand(StepKind::PauseGrower, p, p.bytes, OVERHEAD_S),
     );
@@ -325,6 +308,28 @@ fn candidates<'a>(g: &'a GpuFacts, st: &GpuState, s: &GuardSettings, t: &Timing)
         |p| cand(StepKind::TerminateLeaker, p, p.bytes, TERMINATE_S),
     );
     v
+}
+
+/// Whether `p` may be parked as idle: not growing, holding enough to matter, GPU-idle long
+/// enough, and nothing refuses its park.
+fn idle_and_parkable(p: &ProcFacts, s: &GuardSettings) -> bool {
+    let min = (s.min_process_mib * MIB as f64) as u64;
+    p.growth_bytes_s <= 0.0
+        && p.bytes >= min.max(1)
+        && p.idle_s.is_some_and(|i| i >= s.idle_min_minutes * 60.0)
+        && p.unparkable.is_none()
+}
+
+/// Whether `p` is a grower worth pausing on `g`: a quarter or more of the GPU's growth,
+/// large enough, parkable, and not alone on the GPU (pausing a grower with the GPU to itself
+/// makes room for nobody, and its wait could never end).
+fn grower_to_pause(g: &GpuFacts, p: &ProcFacts, s: &GuardSettings) -> bool {
+    let min = (s.min_process_mib * MIB as f64) as u64;
+    p.growth_bytes_s > 0.0
+        && p.growth_bytes_s >= GROWER_MIN_SHARE * g.growth_bytes_s
+        && p.bytes >= GROWER_MIN_BYTES
+        && p.unparkable.is_none()
+        && g.running_others(&p.key, min).next().is_some()
 }
 
 /// Appends to `v` one rung's possible steps (none when it is off): the processes `keep`

@@ -230,20 +230,7 @@ pub fn run(argv: &[String], timeout: Duration, ticket: Option<&Ticket>) -> (Outc
     let Some((prog, args)) = argv.split_first() else {
         return (Outcome::Failed, "empty command".into());
     };
-    let mut cmd = Command::new(prog);
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    // SAFETY: prctl is async-signal-safe and touches nothing of the parent's.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
-    let mut child = match cmd.spawn() {
+    let mut child = match spawn(prog, args) {
         Ok(c) => c,
         Err(e) => return (Outcome::Failed, format!("could not start {prog}: {e}")),
     };
@@ -257,17 +244,12 @@ pub fn run(argv: &[String], timeout: Duration, ticket: Option<&Ticket>) -> (Outc
         drain_tail(child.stdout.take()),
         drain_tail(child.stderr.take()),
     ];
-    let start = Instant::now();
-    let timed_out = loop {
-        match exited(child.id()) {
-            Ok(true) => break false,
-            Ok(false) if !ours || start.elapsed() >= timeout => break true,
-            Ok(false) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => {
-                end_group();
-                let _ = child.wait();
-                return (Outcome::Failed, format!("waiting for {prog}: {e}"));
-            }
+    let timed_out = match wait_for(&child, ours, timeout) {
+        Ok(t) => t,
+        Err(e) => {
+            end_group();
+            let _ = child.wait();
+            return (Outcome::Failed, format!("waiting for {prog}: {e}"));
         }
     };
     // The whole group ends with the command (the leader is not reaped yet).
@@ -292,5 +274,38 @@ pub fn run(argv: &[String], timeout: Duration, ticket: Option<&Ticket>) -> (Outc
             format!("{prog} failed ({s}); output: {out}"),
         ),
         Err(e) => (Outcome::Failed, format!("waiting for {prog}: {e}")),
+    }
+}
+
+/// Starts `prog` with `args` (no shell, no input, its output piped) in a process group of
+/// its own, killed if vramwarden dies.
+fn spawn(prog: &str, args: &[String]) -> std::io::Result<std::process::Child> {
+    let mut cmd = Command::new(prog);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    // SAFETY: prctl is async-signal-safe and touches nothing of the parent's.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    cmd.spawn()
+}
+
+/// Waits for `child` to exit (not reaping it): true when `timeout` passed first, or at once
+/// when its slot is not `ours` (the engine stopped).
+fn wait_for(child: &std::process::Child, ours: bool, timeout: Duration) -> std::io::Result<bool> {
+    let start = Instant::now();
+    loop {
+        match exited(child.id()) {
+            Ok(true) => return Ok(false),
+            Ok(false) if !ours || start.elapsed() >= timeout => return Ok(true),
+            Ok(false) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(e),
+        }
     }
 }
