@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use vramwarden::front::cli::{self, Cli, Command};
+use vramwarden::front::cli::{self, docs, torch, Cli, Command};
 use vramwarden::link::open::ConnectTarget;
 use vramwarden::source::SourceKind;
 
@@ -60,21 +60,12 @@ fn connect_target(args: &Cli) -> Result<Option<ConnectTarget>, u8> {
 /// No subcommand: the window, on this computer's engine or attached to `connect`.
 #[cfg(feature = "gui")]
 fn window(args: Cli, source: SourceKind, connect: Option<ConnectTarget>) -> u8 {
-    let connect = match connect {
-        Some(t) => {
-            let file = args
-                .token_file
-                .clone()
-                .unwrap_or_else(|| vramwarden::link::token::default_path(args.config.as_deref()));
-            match vramwarden::front::gui::open_connect(&t, &file) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    eprintln!("vramwarden: {e}");
-                    return cli::exit::ERROR;
-                }
-            }
+    let connect = match connect.map(|t| open_connection(&args, &t)).transpose() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("vramwarden: {e}");
+            return cli::exit::ERROR;
         }
-        None => None,
     };
     let config_path = vramwarden::engine::settings::config_path(args.config.as_deref());
     let (settings, config_error) = vramwarden::engine::settings::Settings::load(&config_path);
@@ -116,22 +107,49 @@ fn window(args: Cli, source: SourceKind, connect: Option<ConnectTarget>) -> u8 {
             0
         }
         Err(e) => {
-            let no_display = ["DISPLAY", "WAYLAND_DISPLAY", "WAYLAND_SOCKET"]
-                .iter()
-                .all(|v| std::env::var_os(v).is_none());
-            if no_display {
-                tracing::debug!("the window's error: {e}");
-                tracing::error!(
-                    "no display to open the window on (DISPLAY and WAYLAND_DISPLAY are not set). \
-                     On a server: `vramwarden agent` (metrics and an API), `vramwarden snapshot` or \
-                     `vramwarden record`; a window on your desktop can attach to the agent with \
-                     --connect ssh://HOST"
-                );
-            } else {
-                tracing::error!("could not open the window: {e}");
-            }
+            say_window_failed(&e);
             1
         }
+    }
+}
+
+/// Opens the connection to `target` that `--connect` asks for, with the token in
+/// `--token-file` (else the default token file).
+#[cfg(feature = "gui")]
+fn open_connection(
+    args: &Cli,
+    target: &ConnectTarget,
+) -> Result<
+    (
+        vramwarden::front::gui::connect::SavedHost,
+        vramwarden::link::open::OpenedHost,
+    ),
+    String,
+> {
+    let file = args
+        .token_file
+        .clone()
+        .unwrap_or_else(|| vramwarden::link::token::default_path(args.config.as_deref()));
+    vramwarden::front::gui::open_connect(target, &file)
+}
+
+/// Says why the window could not open: with no display at all, what to run on a server
+/// instead.
+#[cfg(feature = "gui")]
+fn say_window_failed(e: &dyn std::fmt::Display) {
+    let no_display = ["DISPLAY", "WAYLAND_DISPLAY", "WAYLAND_SOCKET"]
+        .iter()
+        .all(|v| std::env::var_os(v).is_none());
+    if no_display {
+        tracing::debug!("the window's error: {e}");
+        tracing::error!(
+            "no display to open the window on (DISPLAY and WAYLAND_DISPLAY are not set). \
+             On a server: `vramwarden agent` (metrics and an API), `vramwarden snapshot` or \
+             `vramwarden record`; a window on your desktop can attach to the agent with \
+             --connect ssh://HOST"
+        );
+    } else {
+        tracing::error!("could not open the window: {e}");
     }
 }
 
@@ -148,31 +166,14 @@ fn window(_args: Cli, _source: SourceKind, connect: Option<ConnectTarget>) -> u8
 /// Runs a subcommand, its output on stdout.
 fn run(command: Command, args: &Cli, source: SourceKind) -> Result<(), cli::CliError> {
     let mut stdout = std::io::stdout().lock();
-    // A command's summary: on stderr, none with -q.
-    let mut said: Box<dyn std::io::Write> = if args.quiet {
-        Box::new(std::io::sink())
-    } else {
-        Box::new(std::io::stderr())
-    };
+    let mut said = summary_out(args.quiet);
     let config = args.config.as_deref();
     match command {
         Command::Snapshot {
             format,
             table,
             excel_safe,
-        } => {
-            if format != cli::args::Format::Csv && (table.is_some() || excel_safe) {
-                return Err(cli::CliError::Usage(
-                    "--table and --excel-safe shape CSV: add --format csv".into(),
-                ));
-            }
-            let text = vramwarden::front::cli::snapshot_out::CsvText {
-                escape_control: vramwarden::host::term::stdout_is_terminal(),
-                excel_safe,
-            };
-            let table = table.unwrap_or(cli::snapshot_out::CsvTable::Processes);
-            cli::snapshot(source, format, table, text, &mut stdout)
-        }
+        } => snapshot(source, format, table, excel_safe, &mut stdout),
         Command::Park {
             pid,
             start_time_ms,
@@ -183,15 +184,7 @@ fn run(command: Command, args: &Cli, source: SourceKind) -> Result<(), cli::CliE
             duration,
             out,
             speed,
-        } => cli::record(
-            source,
-            args.interval,
-            duration,
-            out,
-            speed,
-            config,
-            &mut *said,
-        ),
+        } => record(args, source, duration, out, speed, &mut *said),
         Command::Export {
             session,
             csv,
@@ -199,13 +192,7 @@ fn run(command: Command, args: &Cli, source: SourceKind) -> Result<(), cli::CliE
             force,
         } => cli::export(&session, &csv, table, force, args.quiet, &mut stdout),
         Command::Import { what } => cli::import(what, &mut *said),
-        Command::Monitor { duration } => {
-            let interval = args.interval.unwrap_or(std::time::Duration::from_secs(1));
-            let history = args
-                .history
-                .unwrap_or(std::time::Duration::from_secs(24 * 3600));
-            cli::monitor(source, interval, history, duration, config, &mut stdout)
-        }
+        Command::Monitor { duration } => monitor(args, source, duration, &mut stdout),
         Command::Agent {
             listen,
             no_record,
@@ -231,17 +218,80 @@ fn run(command: Command, args: &Cli, source: SourceKind) -> Result<(), cli::CliE
         Command::Guard {
             what: cli::GuardCommand::WhatIf { session, park_rate },
         } => cli::guard::what_if(&session, park_rate, config, args.quiet, &mut stdout),
-        Command::Torch { what } => {
-            vramwarden::front::cli::torch::run(what, &mut stdout, &mut *said)
-        }
-        Command::Completions { shell } => {
-            vramwarden::front::cli::docs::completions(shell, &mut stdout).map_err(Into::into)
-        }
-        Command::Man => vramwarden::front::cli::docs::man_page(&mut stdout).map_err(Into::into),
+        Command::Torch { what } => torch::run(what, &mut stdout, &mut *said),
+        Command::Completions { shell } => docs::completions(shell, &mut stdout).map_err(Into::into),
+        Command::Man => docs::man_page(&mut stdout).map_err(Into::into),
         Command::BenchNvml { iterations, spaced } => {
             cli::bench_nvml(iterations, spaced, &mut stdout)
         }
     }
+}
+
+/// Where a command's summary goes: stderr, or nowhere with `-q`.
+fn summary_out(quiet: bool) -> Box<dyn std::io::Write> {
+    if quiet {
+        Box::new(std::io::sink())
+    } else {
+        Box::new(std::io::stderr())
+    }
+}
+
+/// `vramwarden snapshot`: `--table` and `--excel-safe` only with `--format csv`; control
+/// characters escaped when stdout is a terminal.
+fn snapshot(
+    source: SourceKind,
+    format: cli::args::Format,
+    table: Option<cli::snapshot_out::CsvTable>,
+    excel_safe: bool,
+    out: &mut dyn std::io::Write,
+) -> Result<(), cli::CliError> {
+    if format != cli::args::Format::Csv && (table.is_some() || excel_safe) {
+        return Err(cli::CliError::Usage(
+            "--table and --excel-safe shape CSV: add --format csv".into(),
+        ));
+    }
+    let text = vramwarden::front::cli::snapshot_out::CsvText {
+        escape_control: vramwarden::host::term::stdout_is_terminal(),
+        excel_safe,
+    };
+    let table = table.unwrap_or(cli::snapshot_out::CsvTable::Processes);
+    cli::snapshot(source, format, table, text, out)
+}
+
+/// `vramwarden record` for `duration` (until stopped, if `None`) into `out` (a new log in the
+/// sessions folder, if `None`) at `speed`, with `--interval` and `--config`.
+fn record(
+    args: &Cli,
+    source: SourceKind,
+    duration: Option<std::time::Duration>,
+    out: Option<std::path::PathBuf>,
+    speed: cli::args::Speed,
+    said: &mut dyn std::io::Write,
+) -> Result<(), cli::CliError> {
+    let config = args.config.as_deref();
+    cli::record(source, args.interval, duration, out, speed, config, said)
+}
+
+/// `vramwarden monitor` for `duration`: one sample a second and a day of history unless
+/// `--interval` and `--history` say otherwise.
+fn monitor(
+    args: &Cli,
+    source: SourceKind,
+    duration: std::time::Duration,
+    out: &mut dyn std::io::Write,
+) -> Result<(), cli::CliError> {
+    let interval = args.interval.unwrap_or(std::time::Duration::from_secs(1));
+    let history = args
+        .history
+        .unwrap_or(std::time::Duration::from_secs(24 * 3600));
+    cli::monitor(
+        source,
+        interval,
+        history,
+        duration,
+        args.config.as_deref(),
+        out,
+    )
 }
 
 /// The exit code of a command's result; its error said on stderr.

@@ -172,28 +172,8 @@ pub fn what_if(
         show_virtual(&mut snap, &virtuals);
         let t = dry.tick(&mut snap);
         for step in t.steps {
-            dry.guard.outcome(&step, Outcome::Acted, "what-if", now);
-            let ends_ms = now + (step.needs_s * 1000.0) as i64;
-            if matches!(
-                step.kind,
-                StepKind::ParkIdle | StepKind::PauseGrower | StepKind::Resume
-            ) {
-                virtuals.push(Virtual {
-                    key: step.key,
-                    who: step.who.clone(),
-                    bytes: step.bytes,
-                    resume: step.kind == StepKind::Resume,
-                    since_ms: now,
-                    ends_ms,
-                    parked: false,
-                });
-            }
-            out.steps.push(WhatIfStep {
-                step,
-                at_ms: now,
-                ends_ms,
-                oom_ms: None,
-            });
+            out.steps
+                .push(start_step(&mut dry, step, now, &mut virtuals));
         }
         detected.extend(t.events);
     }
@@ -202,33 +182,81 @@ pub fn what_if(
         .filter(|v| !v.resume)
         .map(|v| (v.who.clone(), v.bytes, v.since_ms))
         .collect();
-    let ooms_from = |events: &[Event]| -> Vec<(UnixMs, u32, String)> {
-        events
-            .iter()
-            .filter_map(|e| match e {
-                Event::OomSuspected {
-                    unix_ms,
-                    device_index,
-                    victims,
-                    ..
-                } => Some((
-                    *unix_ms,
-                    *device_index,
-                    victims
-                        .iter()
-                        .map(|v| format!("{} (PID {})", v.name, v.pid))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                )),
-                _ => None,
-            })
-            .collect()
-    };
-    out.ooms = ooms_from(recorded);
+    out.ooms = ooms_in(recorded);
     if out.ooms.is_empty() {
-        out.ooms = ooms_from(&detected);
+        out.ooms = ooms_in(&detected);
     }
-    out.alerts = detected
+    out.alerts = alerts_in(&detected);
+    for w in &mut out.steps {
+        w.oom_ms = out
+            .ooms
+            .iter()
+            .filter(|(t, gpu, _)| *gpu == w.step.gpu && *t >= w.at_ms)
+            .map(|(t, _, _)| *t)
+            .min();
+    }
+    out
+}
+
+/// Tells the guard that `step`, decided at `now`, was taken; a park or resume is pretended
+/// under way (added to `virtuals`) until its time is up. The step as reported.
+fn start_step(
+    dry: &mut DryGuard,
+    step: Step,
+    now: UnixMs,
+    virtuals: &mut Vec<Virtual>,
+) -> WhatIfStep {
+    dry.guard.outcome(&step, Outcome::Acted, "what-if", now);
+    let ends_ms = now + (step.needs_s * 1000.0) as i64;
+    if matches!(
+        step.kind,
+        StepKind::ParkIdle | StepKind::PauseGrower | StepKind::Resume
+    ) {
+        virtuals.push(Virtual {
+            key: step.key,
+            who: step.who.clone(),
+            bytes: step.bytes,
+            resume: step.kind == StepKind::Resume,
+            since_ms: now,
+            ends_ms,
+            parked: false,
+        });
+    }
+    WhatIfStep {
+        step,
+        at_ms: now,
+        ends_ms,
+        oom_ms: None,
+    }
+}
+
+/// The OOMs suspected in `events`: when, on which GPU, and who died (names and PIDs).
+fn ooms_in(events: &[Event]) -> Vec<(UnixMs, u32, String)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::OomSuspected {
+                unix_ms,
+                device_index,
+                victims,
+                ..
+            } => Some((
+                *unix_ms,
+                *device_index,
+                victims
+                    .iter()
+                    .map(|v| format!("{} (PID {})", v.name, v.pid))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The forecast alerts raised in `events`: when, on which GPU, the time to full then.
+fn alerts_in(events: &[Event]) -> Vec<(UnixMs, u32, f64)> {
+    events
         .iter()
         .filter_map(|e| match e {
             Event::OomForecast {
@@ -239,16 +267,7 @@ pub fn what_if(
             } => Some((*unix_ms, *device_index, *full_in_s)),
             _ => None,
         })
-        .collect();
-    for w in &mut out.steps {
-        w.oom_ms = out
-            .ooms
-            .iter()
-            .filter(|(t, gpu, _)| *gpu == w.step.gpu && *t >= w.at_ms)
-            .map(|(t, _, _)| *t)
-            .min();
-    }
-    out
+        .collect()
 }
 
 /// Ends the virtual parks and resumes whose time has come, telling the guard.

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use crate::engine::stages::record::RecordTo;
 use crate::engine::view::Monitor;
-use crate::model::SourceInfo;
+use crate::model::{Snapshot, SourceInfo};
 use crate::source::nvidia_smi::{read_logs, ReadLogs};
 pub use crate::source::nvidia_smi::{ImportError, LogKind, Skipped, Zone};
 
@@ -55,14 +55,35 @@ pub fn import_nvidia_smi(
         .flat_map(|s| s.processes.iter().map(|p| (p.pid, p.device_index)))
         .collect::<HashSet<_>>()
         .len();
+    let samples = snaps.len();
+    let (leaks, ooms) = record_snapshots(snaps, out)?;
+    Ok(ImportSummary {
+        samples,
+        processes,
+        leaks,
+        ooms,
+        bad_rows,
+        rows_read,
+        rows_used,
+        skipped,
+    })
+}
+
+/// The median time between samples, ms (1 s with fewer than two samples; at least 1 ms).
+fn median_interval(snaps: &[Snapshot]) -> u64 {
     let mut gaps: Vec<u64> = snaps
         .windows(2)
         .map(|w| w[1].taken_at_ms.abs_diff(w[0].taken_at_ms))
         .collect();
     gaps.sort_unstable();
-    let interval = gaps.get(gaps.len() / 2).copied().unwrap_or(1000).max(1);
+    gaps.get(gaps.len() / 2).copied().unwrap_or(1000).max(1)
+}
+
+/// Runs the engine over `snaps` at their median interval, recording them to `out`: the leak
+/// episodes flagged and OOMs suspected.
+fn record_snapshots(snaps: Vec<Snapshot>, out: &Path) -> Result<(usize, usize), ImportError> {
+    let interval = median_interval(&snaps);
     let shared = crate::engine::shared::Shared::new(Monitor::new(interval, 16));
-    let samples = snaps.len();
     let start = snaps.first().map_or(0, |s| s.taken_at_ms);
     let mut source = crate::source::recorded::Snapshots::new(
         snaps,
@@ -99,19 +120,9 @@ pub fn import_nvidia_smi(
         )));
     }
     engine.finish().map_err(ImportError::Write)?;
-    let (leaks, ooms) = shared
+    Ok(shared
         .read()
-        .map_or((0, 0), |m| (m.leaks.len(), m.ooms.len()));
-    Ok(ImportSummary {
-        samples,
-        processes,
-        leaks,
-        ooms,
-        bad_rows,
-        rows_read,
-        rows_used,
-        skipped,
-    })
+        .map_or((0, 0), |m| (m.leaks.len(), m.ooms.len())))
 }
 
 /// Imports nvidia-smi logs (told apart by their headers) into `dir` and reads the session.

@@ -167,51 +167,64 @@ fn pod_names(
         if uid != pod_uid {
             continue;
         }
-        let containers: Vec<String> = std::fs::read_dir(e.path())
-            .map(|d| {
-                d.flatten()
-                    .filter(|c| c.path().is_dir())
-                    .map(|c| c.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
+        let pod_dir = e.path();
+        let containers = container_dirs(&pod_dir);
         let container = match (containers.len(), container_id) {
             (1, _) => containers.into_iter().next(),
-            (_, Some(id)) => {
-                // /var/log/containers/<pod>_<ns>_<container>-<id>.log names the container
-                // of each id (CRI runtimes); the docker-shim layout links the log in the
-                // pod folder to …/containers/<id>/<id>-json.log.
-                let prefix = format!("{pod}_{ns}_");
-                let suffix = format!("-{id}.log");
-                let by_link = pod_logs
-                    .parent()
-                    .and_then(|p| std::fs::read_dir(p.join("containers")).ok())
-                    .and_then(|d| {
-                        d.flatten().find_map(|f| {
-                            let n = f.file_name().to_string_lossy().into_owned();
-                            n.strip_prefix(&prefix)
-                                .and_then(|r| r.strip_suffix(&suffix))
-                                .map(str::to_string)
-                        })
-                    });
-                by_link.or_else(|| {
-                    containers.into_iter().find(|c| {
-                        std::fs::read_dir(e.path().join(c)).is_ok_and(|mut d| {
-                            d.any(|f| {
-                                f.ok().is_some_and(|f| {
-                                    std::fs::read_link(f.path())
-                                        .is_ok_and(|t| t.to_string_lossy().contains(id))
-                                })
-                            })
-                        })
-                    })
-                })
-            }
+            // /var/log/containers/<pod>_<ns>_<container>-<id>.log names the container of each
+            // id (CRI runtimes); the docker-shim layout links the log in the pod folder to
+            // …/containers/<id>/<id>-json.log.
+            (_, Some(id)) => container_by_kubelet_link(pod_logs, (ns, pod), id)
+                .or_else(|| container_by_log_link(&pod_dir, containers, id)),
             _ => None,
         };
         return Some((ns.to_string(), pod.to_string(), container));
     }
     None
+}
+
+/// The names of the container folders in a pod's log folder.
+fn container_dirs(pod_dir: &Path) -> Vec<String> {
+    std::fs::read_dir(pod_dir)
+        .map(|d| {
+            d.flatten()
+                .filter(|c| c.path().is_dir())
+                .map(|c| c.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The name of container `id` of pod `pod` in namespace `ns`, from the kubelet's links beside
+/// the pod folders (`../containers/<pod>_<ns>_<container>-<id>.log`).
+fn container_by_kubelet_link(pod_logs: &Path, (ns, pod): (&str, &str), id: &str) -> Option<String> {
+    let prefix = format!("{pod}_{ns}_");
+    let suffix = format!("-{id}.log");
+    pod_logs
+        .parent()
+        .and_then(|p| std::fs::read_dir(p.join("containers")).ok())
+        .and_then(|d| {
+            d.flatten().find_map(|f| {
+                let n = f.file_name().to_string_lossy().into_owned();
+                n.strip_prefix(&prefix)
+                    .and_then(|r| r.strip_suffix(&suffix))
+                    .map(str::to_string)
+            })
+        })
+}
+
+/// Of `containers` (folders in `pod_dir`), the one holding a log link whose target names
+/// container `id` (the docker-shim layout).
+fn container_by_log_link(pod_dir: &Path, containers: Vec<String>, id: &str) -> Option<String> {
+    containers.into_iter().find(|c| {
+        std::fs::read_dir(pod_dir.join(c)).is_ok_and(|mut d| {
+            d.any(|f| {
+                f.ok().is_some_and(|f| {
+                    std::fs::read_link(f.path()).is_ok_and(|t| t.to_string_lossy().contains(id))
+                })
+            })
+        })
+    })
 }
 
 /// The container name from Docker's `config.v2.json` (`"Name": "/web"` → `web`).

@@ -284,20 +284,12 @@ fn event(e: &mut WireEvent, now: UnixMs) -> Result<(), String> {
             used_pct,
             victims,
             holders,
-        } => {
-            checks::device_index("events: an OOM on", *device_index)?;
-            checks::finite("events: a fill of", *used_pct)?;
-            oom_holders("events: an OOM's", victims, holders)
-        }
+        } => oom_suspected(*device_index, *used_pct, victims, holders),
         K::OomForecast {
             device_index,
             full_in_s,
             drivers,
-        } => {
-            checks::device_index("events: a forecast on", *device_index)?;
-            amount("events: a time to full of", *full_in_s)?;
-            oom_holders("events: a forecast's", drivers, &mut [])
-        }
+        } => oom_forecast(*device_index, *full_in_s, drivers),
         K::OomForecastEnded {
             device_index,
             raised_ms,
@@ -318,15 +310,47 @@ fn event(e: &mut WireEvent, now: UnixMs) -> Result<(), String> {
             let on = [gpu.device_index];
             orphan(gpu, &on)
         }
-        K::ParkLost { key, name, detail } => {
-            pid("events: a park", key.0.pid)?;
-            checks::device_index("events: a park on", key.1)?;
-            checks::time("events: a park's process start", key.0.start_time_ms, now)?;
-            checks::cap_text(name, MAX_TEXT);
-            checks::cap_text(detail, MAX_DETAIL);
-            Ok(())
-        }
+        K::ParkLost { key, name, detail } => park_lost(key, name, detail, now),
     }
+}
+
+/// An OOM suspicion event: its GPU in range, its fill finite, its processes bounded.
+fn oom_suspected(
+    device_index: u32,
+    used_pct: f64,
+    victims: &mut [crate::session::OomHolder],
+    holders: &mut [crate::session::OomHolder],
+) -> Result<(), String> {
+    checks::device_index("events: an OOM on", device_index)?;
+    checks::finite("events: a fill of", used_pct)?;
+    oom_holders("events: an OOM's", victims, holders)
+}
+
+/// An OOM forecast event: its GPU in range, its time to full a finite amount, its processes
+/// bounded.
+fn oom_forecast(
+    device_index: u32,
+    full_in_s: f64,
+    drivers: &mut [crate::session::OomHolder],
+) -> Result<(), String> {
+    checks::device_index("events: a forecast on", device_index)?;
+    amount("events: a time to full of", full_in_s)?;
+    oom_holders("events: a forecast's", drivers, &mut [])
+}
+
+/// A lost park's event: its process's PID, GPU and start time in range, its texts cut.
+fn park_lost(
+    key: &crate::model::history::ProcSeriesKey,
+    name: &mut String,
+    detail: &mut String,
+    now: UnixMs,
+) -> Result<(), String> {
+    pid("events: a park", key.0.pid)?;
+    checks::device_index("events: a park on", key.1)?;
+    checks::time("events: a park's process start", key.0.start_time_ms, now)?;
+    checks::cap_text(name, MAX_TEXT);
+    checks::cap_text(detail, MAX_DETAIL);
+    Ok(())
 }
 
 /// The processes an OOM event names (`what` says whose), at most [`MAX_PROCESSES`] each.
@@ -786,39 +810,13 @@ pub fn view(v: &mut WireView, now: UnixMs) -> Result<(), String> {
     if let Some(s) = source {
         checks::source(s);
     }
-    if let Some(snap) = latest.as_mut() {
-        checks::snapshot(snap, now).map_err(|e| format!("latest: {e}"))?;
-    }
-    if let Some(t) = *latest_received_ms {
-        checks::time("latest_received_ms", t, now)?;
-    }
+    latest_sample(latest, *latest_received_ms, now)?;
     history(delta, now)?;
     if delta.end_tick() > *history_end_tick {
         return Err("history: the delta ends after the agent's newest tick".into());
     }
-    checks::count("leaks", leaks.len(), MAX_LEAKS)?;
-    for l in leaks.iter_mut() {
-        leak(l, now)?;
-    }
-    checks::count("OOM suspicions", ooms.len(), MAX_LEAKS)?;
-    for o in ooms.iter_mut() {
-        oom(o, now)?;
-    }
-    checks::count("activity lines", lines.len(), MAX_ACTIVITY)?;
-    for a in lines.iter_mut() {
-        activity(a, now)?;
-    }
-    checks::count(
-        "replies",
-        replies.len(),
-        crate::engine::command::REPLIES_KEPT,
-    )?;
-    for r in replies.iter_mut() {
-        reply(r)?;
-        if !r.answer.is_final() {
-            return Err("replies: the View carries final replies only".into());
-        }
-    }
+    records(leaks, ooms, lines, now)?;
+    final_replies(replies)?;
     let listed: Vec<u32> = latest
         .as_ref()
         .map(|s| s.devices.iter().map(|d| d.index).collect())
@@ -837,6 +835,60 @@ pub fn view(v: &mut WireView, now: UnixMs) -> Result<(), String> {
     }
     checks::cap_opt(last_error, MAX_TEXT);
     recording(rec)
+}
+
+/// The newest sample of a View and when it arrived, checked against `now`.
+fn latest_sample(
+    latest: &mut Option<crate::model::Snapshot>,
+    received_ms: Option<UnixMs>,
+    now: UnixMs,
+) -> Result<(), String> {
+    if let Some(snap) = latest.as_mut() {
+        checks::snapshot(snap, now).map_err(|e| format!("latest: {e}"))?;
+    }
+    if let Some(t) = received_ms {
+        checks::time("latest_received_ms", t, now)?;
+    }
+    Ok(())
+}
+
+/// A View's leaks, OOM suspicions and activity lines: each list within its bound, each entry
+/// checked.
+fn records(
+    leaks: &mut [LeakRecord],
+    ooms: &mut [OomRecord],
+    lines: &mut [WireActivity],
+    now: UnixMs,
+) -> Result<(), String> {
+    checks::count("leaks", leaks.len(), MAX_LEAKS)?;
+    for l in leaks.iter_mut() {
+        leak(l, now)?;
+    }
+    checks::count("OOM suspicions", ooms.len(), MAX_LEAKS)?;
+    for o in ooms.iter_mut() {
+        oom(o, now)?;
+    }
+    checks::count("activity lines", lines.len(), MAX_ACTIVITY)?;
+    for a in lines.iter_mut() {
+        activity(a, now)?;
+    }
+    Ok(())
+}
+
+/// A View's replies to commands: at most as many as the engine keeps, each checked and final.
+fn final_replies(replies: &mut [WireReply]) -> Result<(), String> {
+    checks::count(
+        "replies",
+        replies.len(),
+        crate::engine::command::REPLIES_KEPT,
+    )?;
+    for r in replies.iter_mut() {
+        reply(r)?;
+        if !r.answer.is_final() {
+            return Err("replies: the View carries final replies only".into());
+        }
+    }
+    Ok(())
 }
 
 /// An answer of `GET /api/past`, checked like [`view`]'s leaks and OOMs.

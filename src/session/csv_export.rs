@@ -466,68 +466,83 @@ fn output_limit(session: &SessionData) -> u64 {
 /// pass over the samples' entries, nothing decoded into values. Texts count twice (CSV
 /// quoting doubles a `"` at most).
 pub fn estimate(session: &SessionData, table: Table) -> (u64, u64) {
-    let text = |i: &crate::model::ProcInfo| {
-        let extra = i.container_name.as_deref().map_or(0, str::len)
-            + i.container_id.as_deref().map_or(0, str::len)
-            + i.pod.as_deref().map_or(0, str::len);
-        2 * (i.name.len() + i.user.len() + i.cmdline.len() + extra) as u64
-    };
     match table {
-        Table::Processes => {
-            let lens: std::collections::HashMap<u32, u64> =
-                session.defs().map(|(id, d)| (id, text(&d.info))).collect();
-            let (mut total, mut longest) = (0u64, 0u64);
-            session.for_each_entry(
-                |_| {},
-                |id| {
-                    let t = lens.get(&id).copied().unwrap_or(0);
-                    longest = longest.max(t / 2);
-                    total = total.saturating_add(ROW_FIXED + t);
-                },
-            );
-            (total, longest)
-        }
-        Table::Devices => {
-            let per_seg: Vec<u64> = (0..session.segment_count())
-                .map(|seg| {
-                    session.segment_header(seg).map_or(0, |h| {
-                        h.devices
-                            .iter()
-                            .map(|d| 2 * (d.uuid.len() + d.name.len()) as u64)
-                            .max()
-                            .unwrap_or(0)
-                    })
-                })
-                .collect();
-            let (mut total, mut longest) = (0u64, 0u64);
-            session.for_each_entry(
-                |seg| {
-                    let t = per_seg.get(seg).copied().unwrap_or(0);
-                    longest = longest.max(t / 2);
-                    total = total.saturating_add(ROW_FIXED + t);
-                },
-                |_| {},
-            );
-            (total, longest)
-        }
-        Table::Events => {
-            // Events carry their own text (read from the log: at most its size) except a
-            // process's exit, which repeats the name and user of its definition.
-            let mut total = session.file_bytes() as u64 * 2;
-            let mut longest = 0u64;
-            for e in &session.events {
-                total = total.saturating_add(ROW_FIXED);
-                if let Event::ProcessExit { id, .. } = e {
-                    let t = session
-                        .def(*id)
-                        .map_or(0, |d| 2 * (d.info.name.len() + d.info.user.len()) as u64);
-                    longest = longest.max(t / 2);
-                    total = total.saturating_add(t);
-                }
-            }
-            (total, longest)
+        Table::Processes => estimate_processes(session),
+        Table::Devices => estimate_devices(session),
+        Table::Events => estimate_events(session),
+    }
+}
+
+/// The bytes the texts of a process's row take at most: name, user, command line and container
+/// facts, counted twice.
+fn info_text(i: &crate::model::ProcInfo) -> u64 {
+    let extra = i.container_name.as_deref().map_or(0, str::len)
+        + i.container_id.as_deref().map_or(0, str::len)
+        + i.pod.as_deref().map_or(0, str::len);
+    2 * (i.name.len() + i.user.len() + i.cmdline.len() + extra) as u64
+}
+
+/// [`estimate`] of the processes table: a row per process entry of every sample.
+fn estimate_processes(session: &SessionData) -> (u64, u64) {
+    let lens: std::collections::HashMap<u32, u64> = session
+        .defs()
+        .map(|(id, d)| (id, info_text(&d.info)))
+        .collect();
+    let (mut total, mut longest) = (0u64, 0u64);
+    session.for_each_entry(
+        |_| {},
+        |id| {
+            let t = lens.get(&id).copied().unwrap_or(0);
+            longest = longest.max(t / 2);
+            total = total.saturating_add(ROW_FIXED + t);
+        },
+    );
+    (total, longest)
+}
+
+/// [`estimate`] of the devices table: a row per device entry of every sample, with the longest
+/// uuid and name of its segment's header.
+fn estimate_devices(session: &SessionData) -> (u64, u64) {
+    let per_seg: Vec<u64> = (0..session.segment_count())
+        .map(|seg| {
+            session.segment_header(seg).map_or(0, |h| {
+                h.devices
+                    .iter()
+                    .map(|d| 2 * (d.uuid.len() + d.name.len()) as u64)
+                    .max()
+                    .unwrap_or(0)
+            })
+        })
+        .collect();
+    let (mut total, mut longest) = (0u64, 0u64);
+    session.for_each_entry(
+        |seg| {
+            let t = per_seg.get(seg).copied().unwrap_or(0);
+            longest = longest.max(t / 2);
+            total = total.saturating_add(ROW_FIXED + t);
+        },
+        |_| {},
+    );
+    (total, longest)
+}
+
+/// [`estimate`] of the events table.
+fn estimate_events(session: &SessionData) -> (u64, u64) {
+    // Events carry their own text (read from the log: at most its size) except a
+    // process's exit, which repeats the name and user of its definition.
+    let mut total = session.file_bytes() as u64 * 2;
+    let mut longest = 0u64;
+    for e in &session.events {
+        total = total.saturating_add(ROW_FIXED);
+        if let Event::ProcessExit { id, .. } = e {
+            let t = session
+                .def(*id)
+                .map_or(0, |d| 2 * (d.info.name.len() + d.info.user.len()) as u64);
+            longest = longest.max(t / 2);
+            total = total.saturating_add(t);
         }
     }
+    (total, longest)
 }
 
 fn put_u64(out: &mut Vec<u8>, v: u64) {
@@ -1001,6 +1016,37 @@ impl<'a> EventRow<'a> {
 /// The row of event `e` (None for a process table, which is no event of its own).
 fn event_row<'a>(session: &'a SessionData, e: &'a Event) -> Option<EventRow<'a>> {
     Some(match e {
+        Event::ProcessStart { .. } | Event::ProcessExit { .. } => process_event_row(session, e)?,
+        Event::LeakStarted { .. } | Event::LeakEnded { .. } => leak_row(e)?,
+        Event::Activity { .. } => activity_row(e)?,
+        Event::OomSuspected {
+            device_index,
+            used_pct,
+            victims,
+            holders,
+            ..
+        } => EventRow::first_of(
+            "oom_suspected",
+            victims,
+            *device_index,
+            super::describe_oom(*used_pct, victims, holders),
+        ),
+        Event::Park { .. } => park_row(e)?,
+        Event::ParkState { .. } => park_state_row(session, e)?,
+        Event::OomForecast { .. } | Event::OomForecastEnded { .. } => forecast_row(e)?,
+        Event::Recording { active, gap, .. } => EventRow::new(
+            "recording",
+            None,
+            None,
+            recording_detail(*active, gap.as_ref()),
+        ),
+        Event::ProcessTable { .. } => return None,
+    })
+}
+
+/// The row of a process's start or exit (an exit's name and user from its definition).
+fn process_event_row<'a>(session: &'a SessionData, e: &'a Event) -> Option<EventRow<'a>> {
+    Some(match e {
         Event::ProcessStart { def, .. } => EventRow::new(
             "process_start",
             Some(def.pid),
@@ -1023,6 +1069,13 @@ fn event_row<'a>(session: &'a SessionData, e: &'a Event) -> Option<EventRow<'a>>
             )
             .named(d.map_or("", |i| &i.name), d.map_or("", |i| &i.user))
         }
+        _ => return None,
+    })
+}
+
+/// The row of a leak's start or end.
+fn leak_row(e: &Event) -> Option<EventRow<'_>> {
+    Some(match e {
         Event::LeakStarted { leak, .. } => EventRow::leak(
             "leak_started",
             leak,
@@ -1041,21 +1094,13 @@ fn event_row<'a>(session: &'a SessionData, e: &'a Event) -> Option<EventRow<'a>>
                 rfc3339(leak.since_ms)
             ),
         ),
-        Event::Activity { .. } => activity_row(e)?,
-        Event::OomSuspected {
-            device_index,
-            used_pct,
-            victims,
-            holders,
-            ..
-        } => EventRow::first_of(
-            "oom_suspected",
-            victims,
-            *device_index,
-            super::describe_oom(*used_pct, victims, holders),
-        ),
-        Event::Park { .. } => park_row(e)?,
-        Event::ParkState { .. } => park_state_row(session, e)?,
+        _ => return None,
+    })
+}
+
+/// The row of an OOM forecast raised or receded.
+fn forecast_row(e: &Event) -> Option<EventRow<'_>> {
+    Some(match e {
         Event::OomForecast {
             device_index,
             full_in_s,
@@ -1077,13 +1122,7 @@ fn event_row<'a>(session: &'a SessionData, e: &'a Event) -> Option<EventRow<'a>>
             Some(*device_index),
             format!("the forecast raised at {} receded", rfc3339(*raised_ms)),
         ),
-        Event::Recording { active, gap, .. } => EventRow::new(
-            "recording",
-            None,
-            None,
-            recording_detail(*active, gap.as_ref()),
-        ),
-        Event::ProcessTable { .. } => return None,
+        _ => return None,
     })
 }
 

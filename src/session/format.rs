@@ -374,84 +374,7 @@ pub fn encode_sample_with_torch(
     put_varint(out, unix_ms.max(0) as u64);
     put_varint(out, devices.len() as u64);
     for d in devices {
-        put_varint(out, u64::from(d.index));
-        let kib = [
-            d.memory_total_bytes,
-            d.memory_used_bytes,
-            d.memory_reserved_bytes,
-            d.memory_free_bytes,
-        ];
-        let mut present = 0u8;
-        for (i, v) in kib.iter().enumerate() {
-            if v.is_some() {
-                present |= 1 << i;
-            }
-        }
-        if d.utilization_gpu_pct.is_some() {
-            present |= 1 << 4;
-        }
-        if d.temperature_c.is_some() {
-            present |= 1 << 5;
-        }
-        if d.power_w.is_some() {
-            present |= 1 << 6;
-        }
-        // Version 2: bit 7 says an `extra` byte follows with the cap, clocks and fan.
-        let mut extra = 0u8;
-        for (i, set) in [
-            d.power_limit_w.is_some(),
-            d.sm_clock_mhz.is_some(),
-            d.mem_clock_mhz.is_some(),
-            d.fan_pct.is_some(),
-            forecast(d.time_to_full_s).is_some(),
-            forecast(d.time_to_full_earliest_s).is_some(),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            if set {
-                extra |= 1 << i;
-            }
-        }
-        if extra != 0 {
-            present |= 1 << 7;
-        }
-        out.push(present);
-        for v in kib.into_iter().flatten() {
-            // Bytes are kept exactly when KiB-aligned (always, for NVML); else rounded down.
-            put_varint(out, v >> 10);
-        }
-        if let Some(u) = d.utilization_gpu_pct {
-            out.push(u.min(255) as u8);
-        }
-        if let Some(t) = d.temperature_c {
-            out.push(t.min(255) as u8);
-        }
-        if let Some(p) = d.power_w {
-            // Milliwatts, as NVML reports them.
-            put_varint(out, (p.max(0.0) * 1000.0).round() as u64);
-        }
-        if extra != 0 {
-            out.push(extra);
-            if let Some(p) = d.power_limit_w {
-                put_varint(out, (p.max(0.0) * 1000.0).round() as u64);
-            }
-            for v in [d.sm_clock_mhz, d.mem_clock_mhz].into_iter().flatten() {
-                put_varint(out, u64::from(v));
-            }
-            if let Some(f) = d.fan_pct {
-                out.push(f.min(255) as u8);
-            }
-            for s in [
-                forecast(d.time_to_full_s),
-                forecast(d.time_to_full_earliest_s),
-            ]
-            .into_iter()
-            .flatten()
-            {
-                out.extend_from_slice(&s.to_le_bytes());
-            }
-        }
+        put_device(out, d);
     }
     put_varint(out, procs.len() as u64);
     for (id, used) in procs {
@@ -463,24 +386,131 @@ pub fn encode_sample_with_torch(
     }
     put_varint(out, torch.len() as u64);
     for (pos, t) in torch {
-        put_varint(out, u64::from(*pos));
-        let mut present = 0b111u8;
-        if t.alloc_retries > 0 {
-            present |= 1 << 3;
+        put_torch(out, *pos, t);
+    }
+}
+
+/// Encodes one device reading: its index, the `present` byte, then the fields it marks (memory
+/// in KiB, utilisation, temperature, power, and the version 2 `extra` byte and its fields).
+fn put_device(out: &mut Vec<u8>, d: &DeviceSample) {
+    put_varint(out, u64::from(d.index));
+    let kib = [
+        d.memory_total_bytes,
+        d.memory_used_bytes,
+        d.memory_reserved_bytes,
+        d.memory_free_bytes,
+    ];
+    let extra = device_extra_bits(d);
+    out.push(device_present_bits(d, &kib, extra));
+    for v in kib.into_iter().flatten() {
+        // Bytes are kept exactly when KiB-aligned (always, for NVML); else rounded down.
+        put_varint(out, v >> 10);
+    }
+    if let Some(u) = d.utilization_gpu_pct {
+        out.push(u.min(255) as u8);
+    }
+    if let Some(t) = d.temperature_c {
+        out.push(t.min(255) as u8);
+    }
+    if let Some(p) = d.power_w {
+        // Milliwatts, as NVML reports them.
+        put_varint(out, (p.max(0.0) * 1000.0).round() as u64);
+    }
+    if extra != 0 {
+        out.push(extra);
+        put_device_extras(out, d);
+    }
+}
+
+/// A device's `present` byte: bits 0..3 the memory figures (`kib`), 4 utilisation,
+/// 5 temperature, 6 power, 7 an `extra` byte follows (`extra` is not 0).
+fn device_present_bits(d: &DeviceSample, kib: &[Option<u64>; 4], extra: u8) -> u8 {
+    let mut present = 0u8;
+    for (i, v) in kib.iter().enumerate() {
+        if v.is_some() {
+            present |= 1 << i;
         }
-        if t.ooms > 0 {
-            present |= 1 << 4;
+    }
+    if d.utilization_gpu_pct.is_some() {
+        present |= 1 << 4;
+    }
+    if d.temperature_c.is_some() {
+        present |= 1 << 5;
+    }
+    if d.power_w.is_some() {
+        present |= 1 << 6;
+    }
+    if extra != 0 {
+        present |= 1 << 7;
+    }
+    present
+}
+
+/// A device's version 2 `extra` byte: bits 0..5 the power cap, SM clock, memory clock, fan,
+/// and the forecast's likely and earliest time to full (0: no extra byte is written).
+fn device_extra_bits(d: &DeviceSample) -> u8 {
+    let mut extra = 0u8;
+    for (i, set) in [
+        d.power_limit_w.is_some(),
+        d.sm_clock_mhz.is_some(),
+        d.mem_clock_mhz.is_some(),
+        d.fan_pct.is_some(),
+        forecast(d.time_to_full_s).is_some(),
+        forecast(d.time_to_full_earliest_s).is_some(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        if set {
+            extra |= 1 << i;
         }
-        out.push(present);
-        put_varint(out, t.allocated_bytes);
-        put_varint(out, t.reserved_bytes);
-        put_varint(out, t.inactive_split_bytes);
-        if t.alloc_retries > 0 {
-            put_varint(out, t.alloc_retries);
-        }
-        if t.ooms > 0 {
-            put_varint(out, t.ooms);
-        }
+    }
+    extra
+}
+
+/// Encodes the fields a device's `extra` byte marks: the power cap (mW), the clocks (MHz), the
+/// fan (%) and the forecast's seconds (8 bytes each).
+fn put_device_extras(out: &mut Vec<u8>, d: &DeviceSample) {
+    if let Some(p) = d.power_limit_w {
+        put_varint(out, (p.max(0.0) * 1000.0).round() as u64);
+    }
+    for v in [d.sm_clock_mhz, d.mem_clock_mhz].into_iter().flatten() {
+        put_varint(out, u64::from(v));
+    }
+    if let Some(f) = d.fan_pct {
+        out.push(f.min(255) as u8);
+    }
+    for s in [
+        forecast(d.time_to_full_s),
+        forecast(d.time_to_full_earliest_s),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        out.extend_from_slice(&s.to_le_bytes());
+    }
+}
+
+/// Encodes one torch entry: the process's position, the `present` byte, and the figures it
+/// marks (allocated, reserved and inactive split always; retries and OOMs when not 0).
+fn put_torch(out: &mut Vec<u8>, pos: u32, t: &TorchMem) {
+    put_varint(out, u64::from(pos));
+    let mut present = 0b111u8;
+    if t.alloc_retries > 0 {
+        present |= 1 << 3;
+    }
+    if t.ooms > 0 {
+        present |= 1 << 4;
+    }
+    out.push(present);
+    put_varint(out, t.allocated_bytes);
+    put_varint(out, t.reserved_bytes);
+    put_varint(out, t.inactive_split_bytes);
+    if t.alloc_retries > 0 {
+        put_varint(out, t.alloc_retries);
+    }
+    if t.ooms > 0 {
+        put_varint(out, t.ooms);
     }
 }
 
@@ -652,34 +682,41 @@ fn get_device(buf: &[u8], pos: &mut usize) -> Option<DeviceSample> {
         d.power_w = Some(get_varint(buf, pos)? as f64 / 1000.0);
     }
     if present & (1 << 7) != 0 {
-        // Version 2: power cap (mW), SM and memory clocks (MHz), fan (%), per bit 0..3.
-        let extra = *buf.get(*pos)?;
-        *pos += 1;
-        if extra & !0b11_1111 != 0 {
-            return None;
-        }
-        if extra & 1 != 0 {
-            d.power_limit_w = Some(get_varint(buf, pos)? as f64 / 1000.0);
-        }
-        if extra & 2 != 0 {
-            d.sm_clock_mhz = Some(u32::try_from(get_varint(buf, pos)?).ok()?);
-        }
-        if extra & 4 != 0 {
-            d.mem_clock_mhz = Some(u32::try_from(get_varint(buf, pos)?).ok()?);
-        }
-        if extra & 8 != 0 {
-            d.fan_pct = Some(u32::from(*buf.get(*pos)?));
-            *pos += 1;
-        }
-        // Version 4: the forecast's likely and earliest time to full (s), per bit 4..5.
-        if extra & 16 != 0 {
-            d.time_to_full_s = Some(get_seconds(buf, pos)?);
-        }
-        if extra & 32 != 0 {
-            d.time_to_full_earliest_s = Some(get_seconds(buf, pos)?);
-        }
+        get_device_extras(buf, pos, &mut d)?;
     }
     Some(d)
+}
+
+/// Reads a device's version 2 `extra` byte and the fields it marks into `d`; `None` when cut
+/// short or malformed (an unknown bit).
+fn get_device_extras(buf: &[u8], pos: &mut usize, d: &mut DeviceSample) -> Option<()> {
+    // Version 2: power cap (mW), SM and memory clocks (MHz), fan (%), per bit 0..3.
+    let extra = *buf.get(*pos)?;
+    *pos += 1;
+    if extra & !0b11_1111 != 0 {
+        return None;
+    }
+    if extra & 1 != 0 {
+        d.power_limit_w = Some(get_varint(buf, pos)? as f64 / 1000.0);
+    }
+    if extra & 2 != 0 {
+        d.sm_clock_mhz = Some(u32::try_from(get_varint(buf, pos)?).ok()?);
+    }
+    if extra & 4 != 0 {
+        d.mem_clock_mhz = Some(u32::try_from(get_varint(buf, pos)?).ok()?);
+    }
+    if extra & 8 != 0 {
+        d.fan_pct = Some(u32::from(*buf.get(*pos)?));
+        *pos += 1;
+    }
+    // Version 4: the forecast's likely and earliest time to full (s), per bit 4..5.
+    if extra & 16 != 0 {
+        d.time_to_full_s = Some(get_seconds(buf, pos)?);
+    }
+    if extra & 32 != 0 {
+        d.time_to_full_earliest_s = Some(get_seconds(buf, pos)?);
+    }
+    Some(())
 }
 
 /// A forecast's seconds as written: a finite, non-negative figure (any other is left out).

@@ -454,21 +454,36 @@ impl SessionData {
             park_states: false,
             report: ReadReport::default(),
         };
+        let hashed = s.take_records(&bytes);
+        s.check_unchecked(&bytes);
+        s.report.checksummed_bytes = hashed;
+        s.report.segments = s.segments.len();
+        s.report.no_header = s.header.is_none() && !s.samples.is_empty();
+        s.facts.pack();
+        s.sort_samples();
+        s.bytes = bytes;
+        s.finish_parks();
+        s
+    }
+
+    /// Takes every checksummed record of `bytes`, resynchronising on the next record marker
+    /// past damage (counted in the report); the bytes checksummed.
+    fn take_records(&mut self, bytes: &[u8]) -> u64 {
         let mut ids = IdSpace::default();
-        let mut scanner = Scanner::new(&bytes);
+        let mut scanner = Scanner::new(bytes);
         let mut pos = 0;
         let mut in_gap = false;
         while pos < bytes.len() {
             if let Some((rec, next)) = scanner.read_at(pos) {
                 in_gap = false;
-                if !s.take_record(&bytes, &rec, &mut ids) {
-                    s.report.bad_records += 1;
+                if !self.take_record(bytes, &rec, &mut ids) {
+                    self.report.bad_records += 1;
                 }
                 pos = next;
                 continue;
             }
             if !in_gap {
-                s.report.skipped_regions += 1;
+                self.report.skipped_regions += 1;
                 in_gap = true;
             }
             // Resynchronise on the next marker.
@@ -476,34 +491,37 @@ impl SessionData {
                 .next_marker(pos + 1)
                 .unwrap_or(bytes.len())
                 .min(bytes.len());
-            s.report.skipped_bytes += next - pos;
+            self.report.skipped_bytes += next - pos;
             if next == bytes.len() {
-                s.report.truncated_tail = true;
+                self.report.truncated_tail = true;
             }
             pos = next;
         }
-        s.check_unchecked(&bytes);
-        s.report.checksummed_bytes = scanner.hashed_bytes();
-        s.report.segments = s.segments.len();
-        s.report.no_header = s.header.is_none() && !s.samples.is_empty();
-        // Samples are written in time order; a damaged stretch (or joined logs) must not
-        // reorder them. The sort is stable: of samples with the same time, the first kept is
-        // the first in the file.
-        s.facts.pack();
-        s.samples.sort_by_key(|r| r.time);
-        let before = s.samples.len();
-        s.samples.dedup_by_key(|r| r.time);
-        s.report.duplicate_samples = before - s.samples.len();
-        s.bytes = bytes;
-        if s.park_states {
-            s.parks.finish();
+        scanner.hashed_bytes()
+    }
+
+    /// Puts the samples in time order, keeping the first of those with the same time.
+    /// Samples are written in time order; a damaged stretch (or joined logs) must not reorder
+    /// them. The sort is stable: of samples with the same time, the first kept is the first in
+    /// the file.
+    fn sort_samples(&mut self) {
+        self.samples.sort_by_key(|r| r.time);
+        let before = self.samples.len();
+        self.samples.dedup_by_key(|r| r.time);
+        self.report.duplicate_samples = before - self.samples.len();
+    }
+
+    /// Completes the park timeline: from the `park_state` events where the log has them, else
+    /// from vramwarden's own park actions.
+    fn finish_parks(&mut self) {
+        if self.park_states {
+            self.parks.finish();
         } else {
-            let defs = s
+            let defs = self
                 .defs()
                 .map(|(id, d)| (id, d.pid, d.device_index, d.info.start_time_ms));
-            s.parks = super::parks::ParkTimeline::from_actions(&s.events, defs);
+            self.parks = super::parks::ParkTimeline::from_actions(&self.events, defs);
         }
-        s
     }
 
     /// Takes one checksummed record; false if its content does not decode.

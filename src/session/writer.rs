@@ -198,29 +198,7 @@ impl SessionWriter {
         for p in &snap.processes {
             let key = (p.key(), p.device_index);
             current.push(key);
-            let id = match self.ids.get(&key) {
-                Some(id) => *id,
-                None => {
-                    let id = self.ids.len() as u32;
-                    let info = p.info.as_deref().cloned().unwrap_or_default();
-                    let def = ProcDef {
-                        id,
-                        pid: p.pid,
-                        device_index: p.device_index,
-                        info: crate::model::ProcInfo {
-                            start_time_ms: key.0.start_time_ms,
-                            ..info
-                        },
-                    };
-                    self.write_event(&Event::ProcessStart {
-                        unix_ms: now,
-                        def: def.clone(),
-                    })?;
-                    self.ids.insert(key, id);
-                    self.defs.insert(id, def);
-                    id
-                }
-            };
+            let id = self.process_id(p, key, now)?;
             self.note_park(id, p, now)?;
             if let Some(t) = p.torch {
                 torch.push((entries.len() as u32, t));
@@ -228,6 +206,58 @@ impl SessionWriter {
             entries.push((id, p.used_bytes));
         }
         current.sort_unstable();
+        self.write_exits(&current, now)?;
+        self.spare_live = std::mem::replace(&mut self.live, current);
+        self.write_table_when_due(now)?;
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        encode_sample_with_torch(&mut buf, now, &snap.devices, &entries, &torch);
+        let r = self.write_record(KIND_SAMPLE, &buf);
+        self.scratch = buf;
+        self.entries = entries;
+        self.torch = torch;
+        r?;
+        self.samples += 1;
+        if self.last_sync.elapsed() >= FSYNC_EVERY {
+            self.sync()?;
+        }
+        Ok(())
+    }
+
+    /// The session-local id of process `p` (its series `key`); a process seen for the first
+    /// time gets the next id, written in a `process_start` event.
+    fn process_id(
+        &mut self,
+        p: &crate::model::ProcessSample,
+        key: ProcSeriesKey,
+        now: UnixMs,
+    ) -> Result<u32, WriteError> {
+        if let Some(id) = self.ids.get(&key) {
+            return Ok(*id);
+        }
+        let id = self.ids.len() as u32;
+        let info = p.info.as_deref().cloned().unwrap_or_default();
+        let def = ProcDef {
+            id,
+            pid: p.pid,
+            device_index: p.device_index,
+            info: crate::model::ProcInfo {
+                start_time_ms: key.0.start_time_ms,
+                ..info
+            },
+        };
+        self.write_event(&Event::ProcessStart {
+            unix_ms: now,
+            def: def.clone(),
+        })?;
+        self.ids.insert(key, id);
+        self.defs.insert(id, def);
+        Ok(id)
+    }
+
+    /// Writes a `process_exit` event for each live process not in `current` (sorted), and
+    /// forgets its park.
+    fn write_exits(&mut self, current: &[ProcSeriesKey], now: UnixMs) -> Result<(), WriteError> {
         let gone: Vec<ProcSeriesKey> = self
             .live
             .iter()
@@ -246,7 +276,12 @@ impl SessionWriter {
                 })?;
             }
         }
-        self.spare_live = std::mem::replace(&mut self.live, current);
+        Ok(())
+    }
+
+    /// Every `TABLE_EVERY` samples, writes a `process_table` event with the live processes'
+    /// definitions.
+    fn write_table_when_due(&mut self, now: UnixMs) -> Result<(), WriteError> {
         if self.samples > 0 && self.samples % TABLE_EVERY == 0 {
             let procs = self
                 .live
@@ -259,18 +294,6 @@ impl SessionWriter {
                 unix_ms: now,
                 procs,
             })?;
-        }
-        let mut buf = std::mem::take(&mut self.scratch);
-        buf.clear();
-        encode_sample_with_torch(&mut buf, now, &snap.devices, &entries, &torch);
-        let r = self.write_record(KIND_SAMPLE, &buf);
-        self.scratch = buf;
-        self.entries = entries;
-        self.torch = torch;
-        r?;
-        self.samples += 1;
-        if self.last_sync.elapsed() >= FSYNC_EVERY {
-            self.sync()?;
         }
         Ok(())
     }

@@ -594,22 +594,45 @@ impl GpuLog {
     }
 
     fn row(&mut self, t: &Table, row: &Row, zone: Zone) -> Result<(), SkipReason> {
-        let c = |n: &str| t.col(&[n]);
-        let ts = time_ms(row.get(c("timestamp")), zone)?;
-        let uuid = row.get(c("uuid")).unwrap_or("").to_string();
-        let bus = row.get(c("pci.bus_id")).map(bus_key).unwrap_or_default();
+        let cells = GpuCells { t, row };
+        let ts = time_ms(cells.get("timestamp"), zone)?;
+        let uuid = cells.get("uuid").unwrap_or("").to_string();
+        let bus = cells.get("pci.bus_id").map(bus_key).unwrap_or_default();
         if uuid.is_empty() && bus.is_empty() {
             return Err(SkipReason::NoGpuId);
         }
         if is_mig(&uuid) {
             return Err(SkipReason::MigInGpuLog);
         }
+        let index = self.index_for(cells.get("index"), &uuid, &bus)?;
+        let sample = cells.device_sample(index, &uuid)?;
+        let tick = self.ticks.entry(ts).or_default();
+        if tick.iter().any(|d| d.index == index) {
+            return Err(SkipReason::Duplicate);
+        }
+        tick.push(sample);
+        self.owner
+            .entry(index)
+            .or_insert_with(|| (uuid.clone(), bus.clone()));
+        if !uuid.is_empty() {
+            self.by_uuid.entry(uuid).or_insert(index);
+        }
+        if !bus.is_empty() {
+            self.by_bus.entry(bus).or_insert(index);
+        }
+        Ok(())
+    }
+
+    /// The index of the GPU a row is about: its `index` column (`column`), else the index its
+    /// uuid or bus id already has, else the next one; an error where that disagrees with the
+    /// uuid and bus id earlier rows gave that index, or the indexes earlier rows gave them.
+    fn index_for(&self, column: Option<&str>, uuid: &str, bus: &str) -> Result<u32, SkipReason> {
         let known = self
             .by_uuid
-            .get(&uuid)
-            .or_else(|| self.by_bus.get(&bus))
+            .get(uuid)
+            .or_else(|| self.by_bus.get(bus))
             .copied();
-        let index = match row.get(c("index")) {
+        let index = match column {
             Some(v) => gpu_index(v).ok_or(SkipReason::GpuIndex)?,
             None => match known {
                 Some(i) => i,
@@ -619,54 +642,88 @@ impl GpuLog {
                     .ok_or(SkipReason::TooManyGpus)?,
             },
         };
-        let id = (uuid.clone(), bus.clone());
-        let conflict = self.owner.get(&index).is_some_and(|o| *o != id)
-            || (!uuid.is_empty() && self.by_uuid.get(&uuid).is_some_and(|i| *i != index))
-            || (!bus.is_empty() && self.by_bus.get(&bus).is_some_and(|i| *i != index));
+        let conflict = self
+            .owner
+            .get(&index)
+            .is_some_and(|(u, b)| u != uuid || b != bus)
+            || (!uuid.is_empty() && self.by_uuid.get(uuid).is_some_and(|i| *i != index))
+            || (!bus.is_empty() && self.by_bus.get(bus).is_some_and(|i| *i != index));
         if conflict {
             return Err(SkipReason::GpuConflict);
         }
-        let value = |column: &'static str| {
-            let col = c(column);
-            row.get(col)
-                .map_or(Ok(None), |v| bytes(v, t.unit(col)))
-                .map_err(|problem| SkipReason::Value { column, problem })
-        };
+        Ok(index)
+    }
+}
+
+/// One row of a GPU log with its table, read by column name.
+struct GpuCells<'a> {
+    t: &'a Table,
+    row: &'a Row,
+}
+
+impl<'a> GpuCells<'a> {
+    /// The text in `column`, if the table has it.
+    fn get(&self, column: &str) -> Option<&'a str> {
+        self.row.get(self.t.col(&[column]))
+    }
+
+    /// The bytes in `column` (its unit from the value or the header); a value that does not
+    /// parse is a reason to skip the row.
+    fn bytes(&self, column: &'static str) -> Result<Option<u64>, SkipReason> {
+        let col = self.t.col(&[column]);
+        self.row
+            .get(col)
+            .map_or(Ok(None), |v| bytes(v, self.t.unit(col)))
+            .map_err(|problem| SkipReason::Value { column, problem })
+    }
+
+    /// The number in `column`, in one of `units`; a value that does not parse is a reason to
+    /// skip the row.
+    fn scalar(&self, column: &'static str, units: &[&str]) -> Result<Option<f64>, SkipReason> {
+        self.get(column)
+            .map_or(Ok(None), |v| scalar(v, units))
+            .map_err(|problem| SkipReason::Value { column, problem })
+    }
+
+    /// An extra a query may hold: read when it parses, never a reason to skip the row.
+    fn extra(&self, column: &'static str, units: &[&str]) -> Option<f64> {
+        self.scalar(column, units).ok().flatten()
+    }
+
+    /// The row as GPU `index`'s sample (`uuid` as read).
+    fn device_sample(&self, index: u32, uuid: &str) -> Result<DeviceSample, SkipReason> {
         let (total, used, reserved, free) = (
-            value("memory.total")?,
-            value("memory.used")?,
-            value("memory.reserved")?,
-            value("memory.free")?,
+            self.bytes("memory.total")?,
+            self.bytes("memory.used")?,
+            self.bytes("memory.reserved")?,
+            self.bytes("memory.free")?,
         );
-        let plain = |column: &'static str, units: &[&str]| {
-            row.get(c(column))
-                .map_or(Ok(None), |v| scalar(v, units))
-                .map_err(|problem| SkipReason::Value { column, problem })
-        };
-        let util = plain("utilization.gpu", &["%"])?.map(|x| x.round() as u32);
-        let temp = plain("temperature.gpu", &["C"])?.map(|x| x.round() as u32);
-        let power = plain("power.draw", &["W"])?;
-        // Extras a query may hold: read when they parse, never a reason to skip the row.
-        let extra = |column: &'static str, units: &[&str]| plain(column, units).ok().flatten();
-        let power_limit = extra("enforced.power.limit", &["W"]).or(extra("power.limit", &["W"]));
-        let sm_clock = extra("clocks.sm", &["MHz"]).or(extra("clocks.current.sm", &["MHz"]));
-        let mem_clock = extra("clocks.mem", &["MHz"]).or(extra("clocks.current.memory", &["MHz"]));
-        let fan = extra("fan.speed", &["%"]);
-        let tick = self.ticks.entry(ts).or_default();
-        if tick.iter().any(|d| d.index == index) {
-            return Err(SkipReason::Duplicate);
-        }
-        tick.push(DeviceSample {
+        let util = self.scalar("utilization.gpu", &["%"])?;
+        let temp = self.scalar("temperature.gpu", &["C"])?;
+        let power = self.scalar("power.draw", &["W"])?;
+        let w = &["W"];
+        let power_limit = self
+            .extra("enforced.power.limit", w)
+            .or(self.extra("power.limit", w));
+        let mhz = &["MHz"];
+        let sm_clock = self
+            .extra("clocks.sm", mhz)
+            .or(self.extra("clocks.current.sm", mhz));
+        let mem_clock = self
+            .extra("clocks.mem", mhz)
+            .or(self.extra("clocks.current.memory", mhz));
+        let fan = self.extra("fan.speed", &["%"]);
+        Ok(DeviceSample {
             index,
-            uuid: uuid.clone(),
-            name: row.get(c("name")).unwrap_or("").to_string(),
-            pci_bus_id: row.get(c("pci.bus_id")).map(str::to_string),
+            uuid: uuid.to_string(),
+            name: self.get("name").unwrap_or("").to_string(),
+            pci_bus_id: self.get("pci.bus_id").map(str::to_string),
             memory_total_bytes: total,
             memory_used_bytes: used,
             memory_reserved_bytes: reserved,
             memory_free_bytes: free,
-            utilization_gpu_pct: util,
-            temperature_c: temp,
+            utilization_gpu_pct: util.map(|x| x.round() as u32),
+            temperature_c: temp.map(|x| x.round() as u32),
             power_w: power,
             power_limit_w: power_limit,
             sm_clock_mhz: sm_clock.map(|x| x.round() as u32),
@@ -675,15 +732,7 @@ impl GpuLog {
             process_list_error: None,
             time_to_full_s: None,
             time_to_full_earliest_s: None,
-        });
-        self.owner.entry(index).or_insert(id);
-        if !uuid.is_empty() {
-            self.by_uuid.entry(uuid).or_insert(index);
-        }
-        if !bus.is_empty() {
-            self.by_bus.entry(bus).or_insert(index);
-        }
-        Ok(())
+        })
     }
 }
 

@@ -661,62 +661,21 @@ impl NvmlSource {
     /// Times each raw NVML call a sample makes, per sample (summed over devices), averaged over
     /// `iterations`: `(call, µs per sample, calls per sample)`. For `vramwarden bench-nvml`.
     pub(crate) fn bench_raw_calls(&self, iterations: u32) -> Vec<(&'static str, f64, usize)> {
-        use std::time::Instant;
         let n = self.devices.len() as u32;
         let iters = iterations.max(1);
-        let time = |f: &dyn Fn(u32)| {
-            let t = Instant::now();
-            for _ in 0..iters {
-                for i in 0..n {
-                    f(i);
-                }
-            }
-            t.elapsed().as_secs_f64() * 1e6 / f64::from(iters)
-        };
         let nvml = &self.nvml;
-        let with = |f: &dyn Fn(&nvml_wrapper::Device<'_>), i: u32| {
-            if let Ok(d) = nvml.device_by_index(i) {
-                f(&d);
-            }
-        };
-        let base = time(&|i| {
+        let base = micros_per_round(n, iters, &|i| {
             let _ = nvml.device_by_index(i);
         });
         let n_us = n as usize;
         let mut out = vec![("device_by_index", base, n_us)];
-        type Call<'c> = (&'static str, usize, &'c dyn Fn(&nvml_wrapper::Device<'_>));
-        let calls: [Call<'_>; 9] = [
-            ("memory_info (v2)", 1, &|d| {
-                let _ = d.memory_info();
-            }),
-            ("compute processes (v3, one call)", 1, &|d| {
-                let _ = process_list(nvml, d, false, &mut 64);
-            }),
-            ("graphics processes, 1 sample in 10", 1, &|d| {
-                let _ = process_list(nvml, d, true, &mut 64);
-            }),
-            ("utilization_rates", 1, &|d| {
-                let _ = d.utilization_rates();
-            }),
-            ("temperature", 1, &|d| {
-                let _ = d.temperature(TemperatureSensor::Gpu);
-            }),
-            ("power_usage", 1, &|d| {
-                let _ = d.power_usage();
-            }),
-            ("enforced_power_limit", 1, &|d| {
-                let _ = d.enforced_power_limit();
-            }),
-            ("clock_info (SM + memory)", 1, &|d| {
-                let _ = d.clock_info(Clock::SM);
-                let _ = d.clock_info(Clock::Memory);
-            }),
-            ("fan_speed", 1, &|d| {
-                let _ = d.fan_speed(0);
-            }),
-        ];
-        for (name, per, f) in calls {
-            let mut us = (time(&|i| with(f, i)) - base).max(0.0);
+        for (name, per, f) in raw_calls() {
+            let with = |i: u32| {
+                if let Ok(d) = nvml.device_by_index(i) {
+                    f(nvml, &d);
+                }
+            };
+            let mut us = (micros_per_round(n, iters, &with) - base).max(0.0);
             if name.starts_with("graphics") {
                 // Read every sample only where a graphics process exists.
                 let empty = self.lists.iter().all(|l| l.graphics_empty);
@@ -726,11 +685,21 @@ impl NvmlSource {
             }
             out.push((name, us, per * n_us));
         }
-        // The same calls in the order a sample makes them, results dropped: the raw cost of one
-        // sample's NVML work without the driver's benefit of repeating one call in a loop.
+        let seq = self.bench_sample_order(iters);
+        out.push(("ALL RAW CALLS IN SAMPLE ORDER", seq, 0));
+        let util = self.bench_process_utilization(iters) - base;
+        out.push(("process_utilization_stats", util, usize::MAX));
+        out
+    }
+
+    /// The same calls in the order a sample makes them, results dropped: the raw cost of one
+    /// sample's NVML work without the driver's benefit of repeating one call in a loop
+    /// (µs per sample, over `iters` rounds).
+    fn bench_sample_order(&self, iters: u32) -> f64 {
+        let nvml = &self.nvml;
         let k = std::cell::Cell::new(0u32);
         let empty = self.lists.iter().all(|l| l.graphics_empty);
-        let seq = time(&|i| {
+        micros_per_round(self.devices.len() as u32, iters, &|i| {
             if let Ok(d) = nvml.device_by_index(i) {
                 let _ = d.memory_info();
                 let _ = d.utilization_rates();
@@ -746,18 +715,70 @@ impl NvmlSource {
                     let _ = process_list(nvml, &d, true, &mut 64);
                 }
             }
-        });
-        out.push(("ALL RAW CALLS IN SAMPLE ORDER", seq, 0));
-        // Per-process utilisation: read once per UTIL_EVERY_MS, over the samples since then.
-        let util = time(&|i| {
+        })
+    }
+
+    /// Per-process utilisation, read once per UTIL_EVERY_MS over the samples since then: µs per
+    /// round over the devices, `device_by_index` included, over `iters` rounds.
+    fn bench_process_utilization(&self, iters: u32) -> f64 {
+        let nvml = &self.nvml;
+        micros_per_round(self.devices.len() as u32, iters, &|i| {
             if let Ok(d) = nvml.device_by_index(i) {
                 let since = (crate::model::now_ms() - UTIL_EVERY_MS).max(0) as u64 * 1000;
                 let _ = d.process_utilization_stats(since);
             }
-        }) - base;
-        out.push(("process_utilization_stats", util, usize::MAX));
-        out
+        })
     }
+}
+
+/// One raw NVML call [`NvmlSource::bench_raw_calls`] times: its name, how many a device makes per
+/// sample, and the call (its result dropped).
+type RawCall = (&'static str, usize, fn(&Nvml, &nvml_wrapper::Device<'_>));
+
+/// The raw NVML calls a sample makes on each device, timed one by one by
+/// [`NvmlSource::bench_raw_calls`].
+fn raw_calls() -> [RawCall; 9] {
+    [
+        ("memory_info (v2)", 1, |_, d| {
+            let _ = d.memory_info();
+        }),
+        ("compute processes (v3, one call)", 1, |nvml, d| {
+            let _ = process_list(nvml, d, false, &mut 64);
+        }),
+        ("graphics processes, 1 sample in 10", 1, |nvml, d| {
+            let _ = process_list(nvml, d, true, &mut 64);
+        }),
+        ("utilization_rates", 1, |_, d| {
+            let _ = d.utilization_rates();
+        }),
+        ("temperature", 1, |_, d| {
+            let _ = d.temperature(TemperatureSensor::Gpu);
+        }),
+        ("power_usage", 1, |_, d| {
+            let _ = d.power_usage();
+        }),
+        ("enforced_power_limit", 1, |_, d| {
+            let _ = d.enforced_power_limit();
+        }),
+        ("clock_info (SM + memory)", 1, |_, d| {
+            let _ = d.clock_info(Clock::SM);
+            let _ = d.clock_info(Clock::Memory);
+        }),
+        ("fan_speed", 1, |_, d| {
+            let _ = d.fan_speed(0);
+        }),
+    ]
+}
+
+/// Microseconds one round of `f` over devices `0..n` takes, averaged over `iters` rounds.
+fn micros_per_round(n: u32, iters: u32, f: &dyn Fn(u32)) -> f64 {
+    let t = std::time::Instant::now();
+    for _ in 0..iters {
+        for i in 0..n {
+            f(i);
+        }
+    }
+    t.elapsed().as_secs_f64() * 1e6 / f64::from(iters)
 }
 
 #[cfg(test)]

@@ -179,121 +179,167 @@ fn info(
     }))
 }
 
+/// `secs` seconds after `start_ms` (negative: before it).
+fn secs_after(start_ms: UnixMs, secs: f64) -> UnixMs {
+    start_ms + (secs * 1000.0) as i64
+}
+
+/// The demo's trainer on GPU 0, in a container: its cache warms up to 38 GiB, and a new run
+/// starts every 3 h.
+fn demo_trainer(start_ms: UnixMs) -> SimProcess {
+    let mut trainer = info(
+        "python3",
+        "python3 train.py --model llama-3-8b --batch-size 16 --bf16",
+        "alice",
+        1000,
+        secs_after(start_ms, -300.0),
+    );
+    if let Some(i) = trainer.as_mut().map(Arc::make_mut) {
+        i.container_id = Some("4f2a9c1e7b3d".repeat(5) + "c0ffee");
+    }
+    SimProcess {
+        pid: 48213,
+        device_index: 0,
+        info: trainer,
+        script: Script::Trainer {
+            plateau_mib: 38 * 1024,
+            warm_s: 8.0,
+        },
+        start_s: -300.0,
+        // A new run every 3 h (its cache warms up again each time).
+        restart_every_s: Some(3.0 * 3600.0),
+        life_s: 3.0 * 3600.0 - 120.0,
+        busy_pct: 93,
+    }
+}
+
+/// The demo's notebook kernel on GPU 0: leaks 1 MiB a second.
+fn demo_notebook(start_ms: UnixMs) -> SimProcess {
+    SimProcess {
+        pid: 51877,
+        device_index: 0,
+        info: info(
+            "python3",
+            "python3 -m ipykernel_launcher -f /home/bob/.local/share/jupyter/runtime/kernel-7c1e.json",
+            "bob",
+            1001,
+            secs_after(start_ms, -1200.0),
+        ),
+        script: Script::Leak {
+            base_mib: 2048,
+            rate_mib_s: 1.0,
+        },
+        start_s: -1200.0,
+        restart_every_s: Some(20.0 * 3600.0),
+        life_s: 20.0 * 3600.0,
+        busy_pct: 4,
+    }
+}
+
+/// The demo's idle holder on GPU 1: an evaluation that holds 8 GiB and does nothing.
+fn demo_idle_holder(start_ms: UnixMs) -> SimProcess {
+    SimProcess {
+        pid: 39002,
+        device_index: 1,
+        info: info(
+            "python3",
+            "python3 eval_checkpoint.py --ckpt run42/step9000.pt",
+            "alice",
+            1000,
+            secs_after(start_ms, -7200.0),
+        ),
+        script: Script::Idle { mib: 8 * 1024 },
+        start_s: -7200.0,
+        restart_every_s: None,
+        life_s: f64::INFINITY,
+        busy_pct: 0,
+    }
+}
+
+/// The demo's inference server on GPU 1: a saw-tooth from 4 to 10 GiB every 2 minutes.
+fn demo_inference_server(start_ms: UnixMs) -> SimProcess {
+    SimProcess {
+        pid: 2231,
+        device_index: 1,
+        info: info(
+            "tritonserver",
+            "tritonserver --model-repository=/srv/models --http-port 8000",
+            "svc-infer",
+            998,
+            secs_after(start_ms, -86400.0),
+        ),
+        script: Script::Saw {
+            low_mib: 4 * 1024,
+            high_mib: 10 * 1024,
+            period_s: 120.0,
+            rise_s: 8.0,
+        },
+        start_s: -86400.0,
+        restart_every_s: None,
+        life_s: f64::INFINITY,
+        busy_pct: 35,
+    }
+}
+
+/// The demo's batch job on GPU 1: a 4-minute preprocessing run every 10 minutes.
+fn demo_batch_job(start_ms: UnixMs) -> SimProcess {
+    SimProcess {
+        pid: 60100,
+        device_index: 1,
+        info: info(
+            "python3",
+            "python3 preprocess.py --shard 0",
+            "carol",
+            1002,
+            secs_after(start_ms, 30.0),
+        ),
+        script: Script::Trainer {
+            plateau_mib: 3 * 1024,
+            warm_s: 6.0,
+        },
+        start_s: 30.0,
+        restart_every_s: Some(600.0),
+        life_s: 240.0,
+        busy_pct: 60,
+    }
+}
+
+/// The demo's two GPUs: an H200 with memory no process owns, and an RTX 4090.
+fn demo_devices() -> Vec<SimDevice> {
+    vec![
+        SimDevice {
+            name: "Simulated H200".into(),
+            total_mib: 143_771,
+            reserved_mib: 616,
+            ghost_mib: 1536,
+            power_cap_w: 700,
+        },
+        SimDevice {
+            name: "Simulated RTX 4090".into(),
+            total_mib: 24_564,
+            reserved_mib: 345,
+            ghost_mib: 0,
+            // An RTX 4090's default power limit.
+            power_cap_w: 450,
+        },
+    ]
+}
+
 impl SimSource {
     /// The demo: two GPUs of different sizes and the scripted processes from the brief
     /// (a plateauing trainer, a leaking notebook kernel, an idle holder, a saw-tooth server,
     /// a periodic batch job, and some memory no process owns). `start_ms` is simulated time zero.
     pub fn demo(start_ms: UnixMs) -> Self {
-        let s = |secs: f64| start_ms + (secs * 1000.0) as i64;
-        let mut trainer = info(
-            "python3",
-            "python3 train.py --model llama-3-8b --batch-size 16 --bf16",
-            "alice",
-            1000,
-            s(-300.0),
-        );
-        if let Some(i) = trainer.as_mut().map(Arc::make_mut) {
-            i.container_id = Some("4f2a9c1e7b3d".repeat(5) + "c0ffee");
-        }
         let processes = vec![
-            SimProcess {
-                pid: 48213,
-                device_index: 0,
-                info: trainer,
-                script: Script::Trainer {
-                    plateau_mib: 38 * 1024,
-                    warm_s: 8.0,
-                },
-                start_s: -300.0,
-                // A new run every 3 h (its cache warms up again each time).
-                restart_every_s: Some(3.0 * 3600.0),
-                life_s: 3.0 * 3600.0 - 120.0,
-                busy_pct: 93,
-            },
-            SimProcess {
-                pid: 51877,
-                device_index: 0,
-                info: info(
-                    "python3",
-                    "python3 -m ipykernel_launcher -f /home/bob/.local/share/jupyter/runtime/kernel-7c1e.json",
-                    "bob",
-                    1001,
-                    s(-1200.0),
-                ),
-                script: Script::Leak {
-                    base_mib: 2048,
-                    rate_mib_s: 1.0,
-                },
-                start_s: -1200.0,
-                restart_every_s: Some(20.0 * 3600.0),
-                life_s: 20.0 * 3600.0,
-                busy_pct: 4,
-            },
-            SimProcess {
-                pid: 39002,
-                device_index: 1,
-                info: info("python3", "python3 eval_checkpoint.py --ckpt run42/step9000.pt", "alice", 1000, s(-7200.0)),
-                script: Script::Idle { mib: 8 * 1024 },
-                start_s: -7200.0,
-                restart_every_s: None,
-                life_s: f64::INFINITY,
-                busy_pct: 0,
-            },
-            SimProcess {
-                pid: 2231,
-                device_index: 1,
-                info: info(
-                    "tritonserver",
-                    "tritonserver --model-repository=/srv/models --http-port 8000",
-                    "svc-infer",
-                    998,
-                    s(-86400.0),
-                ),
-                script: Script::Saw {
-                    low_mib: 4 * 1024,
-                    high_mib: 10 * 1024,
-                    period_s: 120.0,
-                    rise_s: 8.0,
-                },
-                start_s: -86400.0,
-                restart_every_s: None,
-                life_s: f64::INFINITY,
-                busy_pct: 35,
-            },
-            SimProcess {
-                pid: 60100,
-                device_index: 1,
-                info: info("python3", "python3 preprocess.py --shard 0", "carol", 1002, s(30.0)),
-                script: Script::Trainer {
-                    plateau_mib: 3 * 1024,
-                    warm_s: 6.0,
-                },
-                start_s: 30.0,
-                restart_every_s: Some(600.0),
-                life_s: 240.0,
-                busy_pct: 60,
-            },
-        ];
-        let devices = vec![
-            SimDevice {
-                name: "Simulated H200".into(),
-                total_mib: 143_771,
-                reserved_mib: 616,
-                ghost_mib: 1536,
-                power_cap_w: 700,
-            },
-            SimDevice {
-                name: "Simulated RTX 4090".into(),
-                total_mib: 24_564,
-                reserved_mib: 345,
-                ghost_mib: 0,
-                // An RTX 4090's default power limit.
-                power_cap_w: 450,
-            },
+            demo_trainer(start_ms),
+            demo_notebook(start_ms),
+            demo_idle_holder(start_ms),
+            demo_inference_server(start_ms),
+            demo_batch_job(start_ms),
         ];
         Self {
             processes,
-            ..Self::empty(start_ms, devices)
+            ..Self::empty(start_ms, demo_devices())
         }
         // The trainer's cache holds a third more than its tensors; the notebook's tensors
         // are what grows.

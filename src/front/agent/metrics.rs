@@ -547,6 +547,13 @@ fn torch_figures(o: &mut Out, rows: &[Row], host: &str) {
 
 /// The agent's own: actions taken, sampling errors, the sample's age, the build.
 fn agent_figures(o: &mut Out, m: &Monitor, ctx: Context<'_>, host: &str) {
+    action_figures(o, ctx, host);
+    sampler_figures(o, m, ctx, host);
+    build_info(o, m, host);
+}
+
+/// The cleanup actions taken, by rule, action kind and outcome.
+fn action_figures(o: &mut Out, ctx: Context<'_>, host: &str) {
     o.family(
         "vramwarden_cleanup_actions_total",
         Kind::Counter,
@@ -564,6 +571,10 @@ fn agent_figures(o: &mut Out, m: &Monitor, ctx: Context<'_>, host: &str) {
             n as f64,
         );
     }
+}
+
+/// The sampler's health: its errors since the agent started and the newest sample's age.
+fn sampler_figures(o: &mut Out, m: &Monitor, ctx: Context<'_>, host: &str) {
     o.family(
         "vramwarden_sampler_errors_total",
         Kind::Counter,
@@ -588,6 +599,10 @@ fn agent_figures(o: &mut Out, m: &Monitor, ctx: Context<'_>, host: &str) {
             ((ctx.now_ms - t).max(0)) as f64 / 1000.0,
         );
     }
+}
+
+/// The build: the agent's version and its GPU source and driver.
+fn build_info(o: &mut Out, m: &Monitor, host: &str) {
     let src = m.source.clone().unwrap_or_default();
     o.family(
         "vramwarden_build_info",
@@ -643,7 +658,18 @@ mod tests {
         assert_eq!(Format::negotiate(Some("text/plain")), Format::Text);
     }
 
+    /// A monitor after one sample of [`snapshot`], with a leak flagged on the small leaker.
     fn monitor() -> Monitor {
+        let mut engine_state = crate::engine::state::EngineState::default();
+        let mut m = Monitor::new(1000, 10);
+        engine_state.apply(&mut m, snapshot(), 5000);
+        m.leaks.push(leak_record());
+        m
+    }
+
+    /// Two 80 GiB GPUs and three processes on GPU 0 (the first with PyTorch's figures, the
+    /// second with a name that needs escaping).
+    fn snapshot() -> crate::model::Snapshot {
         use crate::model::{DeviceSample, Origin, ProcInfo, ProcessSample, Snapshot, GIB};
         let dev = |i: u32| DeviceSample {
             index: i,
@@ -668,32 +694,30 @@ mod tests {
             origin: Origin::Simulated,
             ..ProcessSample::default()
         };
-        let mut engine_state = crate::engine::state::EngineState::default();
-        let mut m = Monitor::new(1000, 10);
-        engine_state.apply(
-            &mut m,
-            Snapshot {
-                taken_at_ms: 5000,
-                devices: vec![dev(0), dev(1)],
-                processes: vec![
-                    ProcessSample {
-                        torch: Some(crate::model::TorchMem {
-                            allocated_bytes: GIB,
-                            reserved_bytes: 3 * GIB,
-                            inactive_split_bytes: 5 << 20,
-                            alloc_retries: 2,
-                            ooms: 1,
-                            ..crate::model::TorchMem::default()
-                        }),
-                        ..proc_(10, 4, "big")
-                    },
-                    proc_(11, 3, "we\"ird\nname"),
-                    proc_(12, 1, "small-leaker"),
-                ],
-            },
-            5000,
-        );
-        m.leaks.push(crate::engine::view::LeakRecord {
+        Snapshot {
+            taken_at_ms: 5000,
+            devices: vec![dev(0), dev(1)],
+            processes: vec![
+                ProcessSample {
+                    torch: Some(crate::model::TorchMem {
+                        allocated_bytes: GIB,
+                        reserved_bytes: 3 * GIB,
+                        inactive_split_bytes: 5 << 20,
+                        alloc_retries: 2,
+                        ooms: 1,
+                        ..crate::model::TorchMem::default()
+                    }),
+                    ..proc_(10, 4, "big")
+                },
+                proc_(11, 3, "we\"ird\nname"),
+                proc_(12, 1, "small-leaker"),
+            ],
+        }
+    }
+
+    /// The leak flagged on the small leaker (PID 12, GPU 0): 1 GiB a minute since 1 s.
+    fn leak_record() -> crate::engine::view::LeakRecord {
+        crate::engine::view::LeakRecord {
             key: LeakKey::Process((
                 crate::model::ProcessKey {
                     pid: 12,
@@ -718,8 +742,7 @@ mod tests {
             peak_mib: 0.0,
             session: None,
             open_at_end: false,
-        });
-        m
+        }
     }
 
     /// [`monitor`] on host `gpu-node-01` (driver 570.1) with one action taken, and the

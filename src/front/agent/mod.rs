@@ -91,17 +91,7 @@ pub fn start(
     let interval = opts
         .interval
         .unwrap_or(Duration::from_millis(settings.sampling.interval_ms));
-    let token_path = opts
-        .token_file
-        .clone()
-        .unwrap_or_else(|| crate::link::token::default_path(opts.config.as_deref()));
-    let (token, created) =
-        crate::link::token::load_or_create(&token_path).map_err(CliError::Failed)?;
-    tracing::info!(
-        "API token {} {}",
-        if created { "created in" } else { "read from" },
-        token_path.display()
-    );
+    let token = load_token(opts)?;
     let listener = server::bind(opts.listen)
         .map_err(|e| CliError::Failed(format!("cannot listen on {}: {e}", opts.listen)))?;
     let addr = listener.local_addr().unwrap_or(opts.listen);
@@ -113,36 +103,17 @@ pub fn start(
         crate::front::headless::history_ticks(HISTORY, interval),
     ));
     let stats = Arc::new(stats::AgentStats::default());
-    let (watched, counted) = (shared.clone(), stats.clone());
-    let watchdog = sdnotify::Watchdog::from_env(interval);
-    let notify: crate::engine::sampler::Notify = Arc::new(move || {
-        let wake_now = watched.read().map_or(true, |m| {
-            counted.observe(&m);
-            // Progress for systemd's watchdog: a new sample arrived.
-            watchdog.progress(m.ticks);
-            m.ticks == 1 || matches!(m.status, SourceStatus::Failed(_))
-        });
-        if let (true, Some(w)) = (wake_now, &wake) {
-            let _ = std::io::Write::write_all(&mut &*w, b"n");
-        }
-    });
+    let notify = sampler_notice(shared.clone(), stats.clone(), interval, wake);
     let record = !opts.no_record && settings.sessions.record;
     let sessions_dir = crate::session::default_dir();
-    let engine = EngineBuilder::new(shared.clone(), interval.as_millis() as u64)
-        .record(if record {
-            RecordTo::Dir(sessions_dir.clone())
-        } else {
-            RecordTo::Off
-        })
-        .settings(&settings)
-        .remote(crate::act::rules::action::RemotePolicy {
-            other_users: opts.remote_other_users,
-        })
-        .options(EngineOptions {
-            // The problems the engine reports are said on stderr (the journal) as they happen.
-            alerts: Some(crate::front::report_words::stderr_sink()),
-            retention_dir: record.then(|| sessions_dir.clone()),
-        });
+    let engine = agent_engine(
+        shared.clone(),
+        interval,
+        &settings,
+        opts,
+        record,
+        &sessions_dir,
+    );
     let handle = SamplerHandle::start(factory, engine, notify)?;
     let replies = handle.replies();
     let state = Arc::new(AgentState {
@@ -165,6 +136,74 @@ pub fn start(
         state,
         addr,
     })
+}
+
+/// The API token from `--token-file` (else the default file beside the settings), made and
+/// saved there when there is none yet.
+fn load_token(opts: &AgentOptions) -> Result<String, CliError> {
+    let token_path = opts
+        .token_file
+        .clone()
+        .unwrap_or_else(|| crate::link::token::default_path(opts.config.as_deref()));
+    let (token, created) =
+        crate::link::token::load_or_create(&token_path).map_err(CliError::Failed)?;
+    tracing::info!(
+        "API token {} {}",
+        if created { "created in" } else { "read from" },
+        token_path.display()
+    );
+    Ok(token)
+}
+
+/// The sampler's notice after each sample: counts it in `stats`, tells systemd's watchdog of
+/// the progress, and writes to `wake` on the first sample and on a source failure (or when the
+/// monitor's lock is poisoned).
+fn sampler_notice(
+    watched: SharedMonitor,
+    counted: Arc<stats::AgentStats>,
+    interval: Duration,
+    wake: Option<std::os::unix::net::UnixStream>,
+) -> crate::engine::sampler::Notify {
+    let watchdog = sdnotify::Watchdog::from_env(interval);
+    Arc::new(move || {
+        let wake_now = watched.read().map_or(true, |m| {
+            counted.observe(&m);
+            // Progress for systemd's watchdog: a new sample arrived.
+            watchdog.progress(m.ticks);
+            m.ticks == 1 || matches!(m.status, SourceStatus::Failed(_))
+        });
+        if let (true, Some(w)) = (wake_now, &wake) {
+            let _ = std::io::Write::write_all(&mut &*w, b"n");
+        }
+    })
+}
+
+/// The agent's engine: recording into `sessions_dir` when `record` (kept within the
+/// retention limits), the settings' rules, remote commands as `opts` allows them, and the
+/// problems it reports said on stderr.
+fn agent_engine(
+    shared: SharedMonitor,
+    interval: Duration,
+    settings: &crate::engine::settings::Settings,
+    opts: &AgentOptions,
+    record: bool,
+    sessions_dir: &std::path::Path,
+) -> EngineBuilder {
+    EngineBuilder::new(shared, interval.as_millis() as u64)
+        .record(if record {
+            RecordTo::Dir(sessions_dir.to_path_buf())
+        } else {
+            RecordTo::Off
+        })
+        .settings(settings)
+        .remote(crate::act::rules::action::RemotePolicy {
+            other_users: opts.remote_other_users,
+        })
+        .options(EngineOptions {
+            // The problems the engine reports are said on stderr (the journal) as they happen.
+            alerts: Some(crate::front::report_words::stderr_sink()),
+            retention_dir: record.then(|| sessions_dir.to_path_buf()),
+        })
 }
 
 impl Agent {
@@ -195,15 +234,35 @@ pub fn run(opts: AgentOptions) -> Result<(), CliError> {
     let statistics = crate::host::cost::on_signal(&wake_tx)?;
     let agent = start(&opts, opts.source.factory(), Some(wake_tx))?;
     let shared = agent.state.shared.clone();
+    let result = serve_until_signalled(&mut wake_rx, &signalled, &statistics, &shared);
+    sdnotify::notify("STOPPING=1");
+    tracing::info!("stopping");
+    crate::host::cost::log_report();
+    if !agent.stop() {
+        tracing::warn!("the sampler did not stop within 10 s");
+    }
+    say_recording(&shared);
+    result
+}
+
+/// Sleeps on `wake_rx` until a signal (`signalled` set) or, before the first sample, a source
+/// failure (an error); tells systemd the agent is ready at the first sample. Wake-ups for
+/// statistics (`statistics` set) go back to sleep.
+fn serve_until_signalled(
+    wake_rx: &mut std::os::unix::net::UnixStream,
+    signalled: &AtomicBool,
+    statistics: &AtomicBool,
+    shared: &SharedMonitor,
+) -> Result<(), CliError> {
     let mut byte = [0u8; 16];
     let mut ready = false;
-    let result = loop {
+    loop {
         match wake_rx.read(&mut byte) {
             Ok(_) => {
                 if signalled.load(Ordering::Relaxed) {
                     break Ok(());
                 }
-                if crate::host::cost::asked(&statistics) {
+                if crate::host::cost::asked(statistics) {
                     continue;
                 }
                 let Ok(m) = shared.read() else {
@@ -229,13 +288,11 @@ pub fn run(opts: AgentOptions) -> Result<(), CliError> {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => break Err(e.into()),
         }
-    };
-    sdnotify::notify("STOPPING=1");
-    tracing::info!("stopping");
-    crate::host::cost::log_report();
-    if !agent.stop() {
-        tracing::warn!("the sampler did not stop within 10 s");
     }
+}
+
+/// Says in the log how recording ended: its error, if any, and the session log written.
+fn say_recording(shared: &SharedMonitor) {
     if let Ok(m) = shared.read() {
         if let Some(e) = &m.recording.error {
             tracing::error!("{e}");
@@ -248,5 +305,4 @@ pub fn run(opts: AgentOptions) -> Result<(), CliError> {
             );
         }
     }
-    result
 }

@@ -34,6 +34,44 @@ fn print(w: &WhatIf, session: &Path, out: &mut dyn Write) -> Result<(), CliError
         writeln!(out, "{}: no samples", session.display())?;
         return Ok(());
     };
+    print_header(w, session, (start, end), out)?;
+    for (t, gpu, who) in &w.ooms {
+        writeln!(
+            out,
+            "OOM on GPU {gpu} at {} ({}): {who}",
+            clock(*t),
+            offset(*t, start)
+        )?;
+    }
+    if w.ooms.is_empty() {
+        writeln!(out, "no OOM in this session")?;
+    }
+    if w.steps.is_empty() {
+        writeln!(out, "the guard would not have acted")?;
+    }
+    for (_, line) in timeline(w, start) {
+        writeln!(out, "{line}")?;
+    }
+    for (who, bytes, since) in &w.parked_at_end {
+        writeln!(
+            out,
+            "still parked at the end: {who}, {:.1} GiB, since {} ({} parked)",
+            *bytes as f64 / GIB as f64,
+            clock(*since),
+            span(end.saturating_sub(*since) as f64 / 1000.0)
+        )?;
+    }
+    Ok(())
+}
+
+/// The report's first lines: the session's span, whether the guard is off in the settings, and
+/// the park rate assumed.
+fn print_header(
+    w: &WhatIf,
+    session: &Path,
+    (start, end): (UnixMs, UnixMs),
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
     writeln!(
         out,
         "{}: {} – {} ({})",
@@ -58,21 +96,12 @@ fn print(w: &WhatIf, session: &Path, out: &mut dyn Write) -> Result<(), CliError
             "the guard's default; set this machine's with --park-rate"
         }
     )?;
-    for (t, gpu, who) in &w.ooms {
-        writeln!(
-            out,
-            "OOM on GPU {gpu} at {} ({}): {who}",
-            clock(*t),
-            offset(*t, start)
-        )?;
-    }
-    if w.ooms.is_empty() {
-        writeln!(out, "no OOM in this session")?;
-    }
-    if w.steps.is_empty() {
-        writeln!(out, "the guard would not have acted")?;
-    }
-    // One timeline, every GPU's alerts and steps in the order of their time.
+    Ok(())
+}
+
+/// One timeline: every GPU's forecast alerts and the guard's steps, lines in the order of their
+/// time (`start`: the session's first sample, which offsets are counted from).
+fn timeline(w: &WhatIf, start: UnixMs) -> Vec<(UnixMs, String)> {
     let alerts = w.alerts.iter().map(|(t, gpu, full)| {
         let line = format!(
             "{} ({})  GPU {gpu}  forecast alert: full in {}",
@@ -85,19 +114,7 @@ fn print(w: &WhatIf, session: &Path, out: &mut dyn Write) -> Result<(), CliError
     let steps = w.steps.iter().map(|s| (s.at_ms, step_line(s, start)));
     let mut lines: Vec<(UnixMs, String)> = alerts.chain(steps).collect();
     lines.sort_by_key(|(t, _)| *t);
-    for (_, line) in lines {
-        writeln!(out, "{line}")?;
-    }
-    for (who, bytes, since) in &w.parked_at_end {
-        writeln!(
-            out,
-            "still parked at the end: {who}, {:.1} GiB, since {} ({} parked)",
-            *bytes as f64 / GIB as f64,
-            clock(*since),
-            span(end.saturating_sub(*since) as f64 / 1000.0)
-        )?;
-    }
-    Ok(())
+    lines
 }
 
 fn step_line(w: &WhatIfStep, start: UnixMs) -> String {

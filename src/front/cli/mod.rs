@@ -177,81 +177,117 @@ pub fn run_realtime(
         interval.as_millis() as u64,
         history_ticks,
     ));
-    let notify_tx = wake_tx.try_clone()?;
-    let watched = shared.clone();
-    let notify: crate::engine::sampler::Notify = Arc::new(move || {
-        // Wake the main thread only for the first sample and for failures.
-        // A poisoned lock (a panic on the engine thread) wakes it too.
+    let notify = wake_on_first_sample_or_failure(shared.clone(), wake_tx.try_clone()?);
+    let engine = EngineBuilder::new(shared.clone(), interval.as_millis() as u64)
+        .record(record)
+        .settings(settings)
+        .options(options);
+    let handle = SamplerHandle::start(factory, engine, notify)?;
+    let mut byte = [0u8; 16];
+    // Wait for the first sample (or a failure, or a signal).
+    wake_rx.set_read_timeout(None)?;
+    let _ = wake_rx.read(&mut byte)?;
+    if let Some(e) = run_failure(&*read_monitor(&shared)?) {
+        return Err(e);
+    }
+    let cpu0 = crate::host::cost::own_cpu_seconds().unwrap_or(0.0);
+    let t0 = Instant::now();
+    let ticks0 = read_monitor(&shared)?.ticks;
+    crate::host::cost::restart();
+    let end = run_length(duration, interval);
+    wait_for_the_end(&mut wake_rx, &mut byte, &statistics, (end, t0), &shared)?;
+    let stats = RunStats {
+        samples: read_monitor(&shared)?.ticks - ticks0,
+        wall_s: t0.elapsed().as_secs_f64(),
+        cpu_s: crate::host::cost::own_cpu_seconds().unwrap_or(0.0) - cpu0,
+    };
+    crate::host::cost::log_report();
+    handle.stop(Duration::from_secs(10));
+    Ok((shared, stats))
+}
+
+/// The sampler's notice for [`run_realtime`]: writes to `tx` (waking the main thread) only for
+/// the first sample and for failures; a poisoned lock (a panic on the engine thread) wakes it too.
+fn wake_on_first_sample_or_failure(
+    watched: crate::engine::shared::SharedMonitor,
+    tx: std::os::unix::net::UnixStream,
+) -> crate::engine::sampler::Notify {
+    Arc::new(move || {
         let wake = watched.read().map_or(true, |m| {
             m.ticks == 1
                 || matches!(m.status, crate::engine::view::SourceStatus::Failed(_))
                 || m.recording.could_not_start().is_some()
         });
         if wake {
-            let _ = std::io::Write::write_all(&mut &notify_tx, b"n");
+            let _ = std::io::Write::write_all(&mut &tx, b"n");
         }
-    });
-    let engine = EngineBuilder::new(shared.clone(), interval.as_millis() as u64)
-        .record(record)
-        .settings(settings)
-        .options(options);
-    let handle = SamplerHandle::start(factory, engine, notify)?;
-    let failure = |m: &Monitor| -> Option<CliError> {
-        if let crate::engine::view::SourceStatus::Failed(e) = &m.status {
-            if m.ticks > 0 || e.starts_with("internal error") {
-                return Some(CliError::Failed(e.clone()));
-            }
-            return Some(SourceError::Unavailable(e.clone()).into());
+    })
+}
+
+/// Why a real-time run must end with an error, if it must: the source failed (unavailable
+/// before the first sample, failed after it or on an internal error) or recording could not
+/// start.
+fn run_failure(m: &Monitor) -> Option<CliError> {
+    if let crate::engine::view::SourceStatus::Failed(e) = &m.status {
+        if m.ticks > 0 || e.starts_with("internal error") {
+            return Some(CliError::Failed(e.clone()));
         }
-        if let Some(e) = m.recording.could_not_start() {
-            return Some(CliError::Failed(e.to_string()));
-        }
-        None
-    };
-    let mut byte = [0u8; 16];
-    // Wait for the first sample (or a failure, or a signal).
-    wake_rx.set_read_timeout(None)?;
-    let _ = wake_rx.read(&mut byte)?;
-    fn read(
-        s: &crate::engine::shared::Shared,
-    ) -> Result<std::sync::RwLockReadGuard<'_, Monitor>, CliError> {
-        s.read().map_err(|_| {
-            CliError::Failed(
-                "internal error: the engine thread panicked (a bug in vramwarden)".into(),
-            )
-        })
+        return Some(SourceError::Unavailable(e.clone()).into());
     }
-    if let Some(e) = failure(&*read(&shared)?) {
-        return Err(e);
+    if let Some(e) = m.recording.could_not_start() {
+        return Some(CliError::Failed(e.to_string()));
     }
-    let cpu0 = crate::host::cost::own_cpu_seconds().unwrap_or(0.0);
-    let t0 = Instant::now();
-    let ticks0 = read(&shared)?.ticks;
-    crate::host::cost::restart();
-    // As many samples as `record --speed max` takes for the same duration (one at each
-    // interval from the start while less than `duration` from it): the run ends half an
-    // interval after the last one is due, never racing the one after it.
-    let duration = duration.map(|d| {
+    None
+}
+
+/// The monitor read; an error if the engine thread panicked while holding it.
+fn read_monitor(
+    s: &crate::engine::shared::Shared,
+) -> Result<std::sync::RwLockReadGuard<'_, Monitor>, CliError> {
+    s.read().map_err(|_| {
+        CliError::Failed("internal error: the engine thread panicked (a bug in vramwarden)".into())
+    })
+}
+
+/// How long a real-time run of `duration` lasts from its first sample: as many samples as
+/// `record --speed max` takes for the same duration (one at each interval from the start while
+/// less than `duration` from it), ending half an interval after the last one is due, never
+/// racing the one after it.
+fn run_length(duration: Option<Duration>, interval: Duration) -> Option<Duration> {
+    duration.map(|d| {
         let step = interval.max(Duration::from_millis(1));
         let n = d.as_nanos().div_ceil(step.as_nanos()).max(1);
         step * u32::try_from(n - 1).unwrap_or(u32::MAX) + step / 2
-    });
+    })
+}
+
+/// Sleeps on `wake_rx` (which signals and the sampler write to, its bytes read into `byte`)
+/// until `end` has passed since `t0` (never, if `None`), a signal comes or the run fails (an
+/// error); wake-ups for statistics (`statistics` set) and for samples go back to sleep.
+fn wait_for_the_end(
+    wake_rx: &mut std::os::unix::net::UnixStream,
+    byte: &mut [u8; 16],
+    statistics: &std::sync::atomic::AtomicBool,
+    (end, t0): (Option<Duration>, Instant),
+    shared: &crate::engine::shared::Shared,
+) -> Result<(), CliError> {
+    use std::io::Read;
     loop {
-        let left = duration.map(|d| d.saturating_sub(t0.elapsed()));
+        let left = end.map(|d| d.saturating_sub(t0.elapsed()));
         if left.is_some_and(|l| l.is_zero()) {
             break;
         }
         wake_rx.set_read_timeout(left)?;
-        match wake_rx.read(&mut byte) {
+        match wake_rx.read(byte) {
             Ok(_) => {
-                if let Some(e) = failure(&*read(&shared)?) {
+                if let Some(e) = run_failure(&*read_monitor(shared)?) {
                     return Err(e);
                 }
-                if crate::host::cost::asked(&statistics) {
+                if crate::host::cost::asked(statistics) {
                     byte.fill(0);
                     continue;
                 }
-                if byte.contains(&b'n') && duration.is_some() {
+                if byte.contains(&b'n') && end.is_some() {
                     byte.fill(0);
                     continue;
                 }
@@ -270,14 +306,7 @@ pub fn run_realtime(
             Err(e) => return Err(e.into()),
         }
     }
-    let stats = RunStats {
-        samples: read(&shared)?.ticks - ticks0,
-        wall_s: t0.elapsed().as_secs_f64(),
-        cpu_s: crate::host::cost::own_cpu_seconds().unwrap_or(0.0) - cpu0,
-    };
-    crate::host::cost::log_report();
-    handle.stop(Duration::from_secs(10));
-    Ok((shared, stats))
+    Ok(())
 }
 
 /// `vramwarden monitor`: the GUI's sampler and engine without a window; prints its CPU use.
@@ -400,15 +429,7 @@ pub fn record(
         ));
     }
     let start = now_ms();
-    let options = EngineOptions {
-        // The problems the engine reports are said on stderr as they happen.
-        alerts: Some(crate::front::report_words::stderr_sink()),
-        retention_dir: out.is_none().then(crate::session::default_dir),
-    };
-    let record_to = match &out {
-        Some(p) => RecordTo::File(p.clone()),
-        None => RecordTo::Dir(crate::session::default_dir()),
-    };
+    let (record_to, options) = record_target(out.as_ref());
     let ticks = 4096;
     let mut shared =
         crate::engine::shared::Shared::new(Monitor::new(interval.as_millis() as u64, ticks));
@@ -442,6 +463,22 @@ pub fn record(
         )?,
     }
     say_recorded(&shared, out, said)
+}
+
+/// Where `record` writes (`out`, else a new log in the default sessions folder) and the engine
+/// options it runs with: problems said on stderr as they happen, and the default folder kept
+/// within the retention limits when it is written to.
+fn record_target(out: Option<&PathBuf>) -> (RecordTo, EngineOptions) {
+    let options = EngineOptions {
+        // The problems the engine reports are said on stderr as they happen.
+        alerts: Some(crate::front::report_words::stderr_sink()),
+        retention_dir: out.is_none().then(crate::session::default_dir),
+    };
+    let record_to = match out {
+        Some(p) => RecordTo::File(p.clone()),
+        None => RecordTo::Dir(crate::session::default_dir()),
+    };
+    (record_to, options)
 }
 
 /// What `record` wrote, said on `said`; an error when nothing was recorded or samples were
@@ -500,11 +537,8 @@ fn simulated_record(
     (record_to, options): (RecordTo, EngineOptions),
     settings: &crate::engine::settings::Settings,
 ) -> Result<(), CliError> {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone())?;
-    }
+    use std::sync::atomic::Ordering;
+    let stop = stop_flag()?;
     let mut sim = SimSource::demo_day(start);
     let mut engine = EngineBuilder::new(shared.clone(), interval.as_millis() as u64)
         .record(record_to)
@@ -512,9 +546,7 @@ fn simulated_record(
         .source(sim.info())
         .settings(settings)
         .build();
-    // Samples at start, start + interval, … while less than `duration` from the start.
-    let step = (interval.as_millis() as i64).max(1);
-    let samples = duration.map(|d| (d.as_millis() as i64 + step - 1) / step);
+    let samples = simulated_samples(duration, interval);
     let mut taken = 0;
     let mut failed = None;
     let ended = if samples == Some(0) {
@@ -554,6 +586,22 @@ fn simulated_record(
     }
     engine.finish().map_err(CliError::Failed)?;
     Ok(())
+}
+
+/// A flag SIGINT and SIGTERM set.
+fn stop_flag() -> Result<Arc<std::sync::atomic::AtomicBool>, CliError> {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    Ok(stop)
+}
+
+/// How many samples a simulated recording of `duration` takes: one at start, start +
+/// `interval`, … while less than `duration` from the start (no limit without a duration).
+fn simulated_samples(duration: Option<Duration>, interval: Duration) -> Option<i64> {
+    let step = (interval.as_millis() as i64).max(1);
+    duration.map(|d| (d.as_millis() as i64 + step - 1) / step)
 }
 
 /// Says on stderr what reading `session` skipped or joined, if anything (damaged bytes, logs
@@ -597,54 +645,84 @@ pub fn export(
         csv_export::output_files(csv, table)
     };
     if !to_stdout {
-        match csv_export::check_outputs(&jobs, Some(session), force) {
-            Ok(()) => {}
-            Err(csv_export::OutputClash::IsTheSession(path)) => {
-                return Err(CliError::Usage(format!(
-                    "{} is the session being exported: refusing to write over it",
-                    path.display()
-                )))
-            }
-            Err(csv_export::OutputClash::NotRegular(path, kind)) => {
-                return Err(CliError::Usage(format!(
-                    "{} is {kind}, not a regular file: refusing to write to it (use --csv - for standard output)",
-                    path.display()
-                )))
-            }
-            Err(csv_export::OutputClash::Exist(paths)) => {
-                return Err(CliError::Usage(format!(
-                    "{} already exists: add --force to overwrite it",
-                    paths
-                        .first()
-                        .map_or_else(String::new, |p| p.display().to_string())
-                )))
-            }
-        }
+        refuse_clashes(&jobs, session, force)?;
     }
     let data = crate::session::reader::SessionData::open(session)?;
     note_damage(session, &data, quiet);
     let rows = if to_stdout {
-        let mut w = std::io::BufWriter::new(&mut *stdout);
-        let rows = jobs
-            .iter()
-            .map(|(t, _)| csv_export::export(&data, *t, &mut w, &mut |_| true))
-            .collect::<Result<Vec<u64>, _>>()?;
-        w.flush()?;
-        rows
+        export_to_stdout(&data, &jobs, stdout)?
     } else {
-        csv_export::write_files(&data, &jobs, force, &mut |_| true).map_err(|e| match e.error {
+        export_to_files(&data, &jobs, force)?
+    };
+    for ((t, path), rows) in jobs.iter().zip(rows).filter(|_| !quiet) {
+        eprintln!("{}: {rows} {} rows", path.display(), t.row_word());
+    }
+    Ok(())
+}
+
+/// A usage error where writing `jobs` would write over `session`, over something that is no
+/// regular file, or (without `force`) over an existing file.
+fn refuse_clashes(
+    jobs: &[(Table, PathBuf)],
+    session: &std::path::Path,
+    force: bool,
+) -> Result<(), CliError> {
+    match csv_export::check_outputs(jobs, Some(session), force) {
+        Ok(()) => Ok(()),
+        Err(csv_export::OutputClash::IsTheSession(path)) => {
+            Err(CliError::Usage(format!(
+                "{} is the session being exported: refusing to write over it",
+                path.display()
+            )))
+        }
+        Err(csv_export::OutputClash::NotRegular(path, kind)) => {
+            Err(CliError::Usage(format!(
+                "{} is {kind}, not a regular file: refusing to write to it (use --csv - for standard output)",
+                path.display()
+            )))
+        }
+        Err(csv_export::OutputClash::Exist(paths)) => {
+            Err(CliError::Usage(format!(
+                "{} already exists: add --force to overwrite it",
+                paths
+                    .first()
+                    .map_or_else(String::new, |p| p.display().to_string())
+            )))
+        }
+    }
+}
+
+/// The tables of `jobs` written one after another to `stdout`: the rows of each.
+fn export_to_stdout(
+    data: &crate::session::reader::SessionData,
+    jobs: &[(Table, PathBuf)],
+    stdout: &mut dyn Write,
+) -> Result<Vec<u64>, CliError> {
+    let mut w = std::io::BufWriter::new(stdout);
+    let rows = jobs
+        .iter()
+        .map(|(t, _)| csv_export::export(data, *t, &mut w, &mut |_| true))
+        .collect::<Result<Vec<u64>, _>>()?;
+    w.flush()?;
+    Ok(rows)
+}
+
+/// The tables of `jobs` written to their files: the rows of each; an error names the file.
+fn export_to_files(
+    data: &crate::session::reader::SessionData,
+    jobs: &[(Table, PathBuf)],
+    force: bool,
+) -> Result<Vec<u64>, CliError> {
+    let rows =
+        csv_export::write_files(data, jobs, force, &mut |_| true).map_err(|e| match e.error {
             // Which file: the OS's words alone do not say.
             csv_export::ExportError::Io(io) => csv_export::ExportError::Io(std::io::Error::new(
                 io.kind(),
                 format!("{}: {io}", e.path.display()),
             )),
             other => other,
-        })?
-    };
-    for ((t, path), rows) in jobs.iter().zip(rows).filter(|_| !quiet) {
-        eprintln!("{}: {rows} {} rows", path.display(), t.row_word());
-    }
-    Ok(())
+        })?;
+    Ok(rows)
 }
 
 /// `vramwarden import nvidia-smi`.

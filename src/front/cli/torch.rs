@@ -116,45 +116,8 @@ fn mib(b: u64) -> String {
 /// A failed install, a refused or absent companion, or output errors.
 pub fn run(cmd: TorchCommand, out: &mut dyn Write, said: &mut dyn Write) -> Result<(), CliError> {
     match cmd {
-        TorchCommand::Enable { python } => {
-            let (info, target) = hook::target_for(python.as_deref()).map_err(failed)?;
-            let files = hook::install(&target).map_err(failed)?;
-            if let Some(owner) = hook::pip_owner(&target) {
-                writeln!(
-                    said,
-                    "the companion in {} was installed by pip ({}); only its start-up hook was added",
-                    target.display(),
-                    owner.file_name().unwrap_or_default().to_string_lossy()
-                )?;
-            }
-            writeln!(
-                said,
-                "enabled for Python {} ({}): {} files in {}",
-                info.version,
-                if info.venv { "venv" } else { "user site" },
-                files.len(),
-                target.display()
-            )?;
-            writeln!(said, "processes of this interpreter that import torch now start the companion; `vramwarden torch ls` lists them")?;
-        }
-        TorchCommand::Disable { python } => {
-            let (_, target) = hook::target_for(python.as_deref()).map_err(failed)?;
-            let removed = hook::uninstall(&target).map_err(failed)?;
-            writeln!(
-                said,
-                "disabled: {} files removed from {} (running processes keep their companion until they exit)",
-                removed.len(),
-                target.display()
-            )?;
-            if let Some(owner) = hook::pip_owner(&target) {
-                writeln!(
-                    said,
-                    "the companion itself was installed by pip ({}) and stays; remove it with `{} -m pip uninstall vramwarden-torch`",
-                    owner.file_name().unwrap_or_default().to_string_lossy(),
-                    python.as_deref().unwrap_or(std::path::Path::new("python3")).display()
-                )?;
-            }
-        }
+        TorchCommand::Enable { python } => enable(python.as_deref(), said)?,
+        TorchCommand::Disable { python } => disable(python.as_deref(), said)?,
         TorchCommand::Ls { format } => {
             let dir = runtime_dir()
                 .ok_or(TorchError::NoRuntimeDir)
@@ -166,30 +129,82 @@ pub fn run(cmd: TorchCommand, out: &mut dyn Write, said: &mut dyn Write) -> Resu
             }
         }
         TorchCommand::WatchCost { duration } => watch_cost(duration, out)?,
-        TorchCommand::Release { pid, start_time_ms } => {
-            let dir = runtime_dir()
-                .ok_or(TorchError::NoRuntimeDir)
-                .map_err(failed)?;
-            let r = crate::act::torch::release(&[dir], pid, start_time_ms).map_err(failed)?;
-            if r.devices.is_empty() {
-                writeln!(
-                    out,
-                    "process {pid}: torch uses no GPU yet; nothing to release"
-                )?;
-            }
-            for d in &r.devices {
-                writeln!(
-                    out,
-                    "process {pid} cuda:{}: reserved {} → {} (freed {}; allocated {}){}",
-                    d.device,
-                    mib(d.reserved_before_bytes),
-                    mib(d.reserved_after_bytes),
-                    mib(d.freed_bytes()),
-                    mib(d.allocated_bytes),
-                    crate::act::rules::companion_action::release_extras(d)
-                )?;
-            }
-        }
+        TorchCommand::Release { pid, start_time_ms } => release(pid, start_time_ms, out)?,
+    }
+    Ok(())
+}
+
+/// `vramwarden torch enable`: installs the companion for `python` (else `python3`) and says so
+/// on `said`.
+fn enable(python: Option<&std::path::Path>, said: &mut dyn Write) -> Result<(), CliError> {
+    let (info, target) = hook::target_for(python).map_err(failed)?;
+    let files = hook::install(&target).map_err(failed)?;
+    if let Some(owner) = hook::pip_owner(&target) {
+        writeln!(
+            said,
+            "the companion in {} was installed by pip ({}); only its start-up hook was added",
+            target.display(),
+            owner.file_name().unwrap_or_default().to_string_lossy()
+        )?;
+    }
+    writeln!(
+        said,
+        "enabled for Python {} ({}): {} files in {}",
+        info.version,
+        if info.venv { "venv" } else { "user site" },
+        files.len(),
+        target.display()
+    )?;
+    writeln!(said, "processes of this interpreter that import torch now start the companion; `vramwarden torch ls` lists them")?;
+    Ok(())
+}
+
+/// `vramwarden torch disable`: removes the companion's files for `python` (else `python3`) and
+/// says so on `said`.
+fn disable(python: Option<&std::path::Path>, said: &mut dyn Write) -> Result<(), CliError> {
+    let (_, target) = hook::target_for(python).map_err(failed)?;
+    let removed = hook::uninstall(&target).map_err(failed)?;
+    writeln!(
+        said,
+        "disabled: {} files removed from {} (running processes keep their companion until they exit)",
+        removed.len(),
+        target.display()
+    )?;
+    if let Some(owner) = hook::pip_owner(&target) {
+        writeln!(
+            said,
+            "the companion itself was installed by pip ({}) and stays; remove it with `{} -m pip uninstall vramwarden-torch`",
+            owner.file_name().unwrap_or_default().to_string_lossy(),
+            python.unwrap_or(std::path::Path::new("python3")).display()
+        )?;
+    }
+    Ok(())
+}
+
+/// `vramwarden torch release`: asks process `pid`'s companion to free its cache; what each GPU
+/// freed on `out`.
+fn release(pid: u32, start_time_ms: Option<i64>, out: &mut dyn Write) -> Result<(), CliError> {
+    let dir = runtime_dir()
+        .ok_or(TorchError::NoRuntimeDir)
+        .map_err(failed)?;
+    let r = crate::act::torch::release(&[dir], pid, start_time_ms).map_err(failed)?;
+    if r.devices.is_empty() {
+        writeln!(
+            out,
+            "process {pid}: torch uses no GPU yet; nothing to release"
+        )?;
+    }
+    for d in &r.devices {
+        writeln!(
+            out,
+            "process {pid} cuda:{}: reserved {} → {} (freed {}; allocated {}){}",
+            d.device,
+            mib(d.reserved_before_bytes),
+            mib(d.reserved_after_bytes),
+            mib(d.freed_bytes()),
+            mib(d.allocated_bytes),
+            crate::act::rules::companion_action::release_extras(d)
+        )?;
     }
     Ok(())
 }

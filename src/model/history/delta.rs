@@ -122,6 +122,13 @@ impl HistoryDelta {
     /// # Errors
     /// A sentence naming the field.
     pub fn check(&self, after: Option<UnixMs>) -> Result<(), String> {
+        self.check_counts()?;
+        self.check_times(after)?;
+        self.check_coverage()
+    }
+
+    /// Its ticks, series and values within their bounds.
+    fn check_counts(&self) -> Result<(), String> {
         let ticks = self.times.len();
         if ticks > MAX_DELTA_TICKS {
             return Err(format!(
@@ -145,6 +152,11 @@ impl HistoryDelta {
                 self.series()
             ));
         }
+        Ok(())
+    }
+
+    /// Its times strictly increasing and after `after`.
+    fn check_times(&self, after: Option<UnixMs>) -> Result<(), String> {
         let mut last = after;
         for t in &self.times {
             if last.is_some_and(|l| *t <= l) {
@@ -155,6 +167,12 @@ impl HistoryDelta {
             }
             last = Some(*t);
         }
+        Ok(())
+    }
+
+    /// Every series covering the timeline exactly, and every GPU with all its metric series.
+    fn check_coverage(&self) -> Result<(), String> {
+        let ticks = self.times.len();
         for (i, r) in self.devices.iter().enumerate() {
             covers(&format!("GPU {i}'s memory"), r, ticks)?;
         }
