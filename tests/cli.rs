@@ -624,3 +624,63 @@ fn record_takes_the_same_samples_in_real_time_and_at_full_speed() {
     assert_eq!(count("1", "3s", "b.vwlog"), 3);
     assert_eq!(count("1", "1ms", "c.vwlog"), 1);
 }
+
+/// `VRAMWARDEN_DEMO_FLEET` sizes the demo at `--speed max` as in real time (the demo's own two
+/// GPUs were recorded), and a `--duration` too long to simulate is refused, not cut short to
+/// one sample (its milliseconds overflowed).
+#[test]
+fn record_at_full_speed_takes_the_fleet_and_refuses_a_duration_past_a_year() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("fleet.vwlog");
+    let out = bin()
+        .args([
+            "--demo",
+            "record",
+            "--speed",
+            "max",
+            "--duration",
+            "5s",
+            "--out",
+        ])
+        .arg(&log)
+        .env("VRAMWARDEN_DEMO_FLEET", "3x12")
+        .env("VRAMWARDEN_CONFIG", dir.path().join("none.toml"))
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let csv = bin()
+        .args(["export", "--table", "devices", "--csv", "-"])
+        .arg(&log)
+        .output()
+        .expect("export");
+    let text = String::from_utf8_lossy(&csv.stdout);
+    let gpus: std::collections::BTreeSet<&str> = text
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split(',').nth(2))
+        .collect();
+    assert_eq!(gpus.len(), 3, "{text}");
+    for duration in ["5124095576030h", "400d"] {
+        let out = bin()
+            .args([
+                "--demo",
+                "record",
+                "--speed",
+                "max",
+                "--duration",
+                duration,
+                "--out",
+            ])
+            .arg(dir.path().join(format!("{duration}.vwlog")))
+            .env("VRAMWARDEN_CONFIG", dir.path().join("none.toml"))
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(2), "{duration}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("at most 366 days"), "{err}");
+    }
+}

@@ -73,6 +73,17 @@ impl SourceKind {
         matches!(self, Self::Sim { .. })
     }
 
+    /// The simulated GPUs starting at `start_ms` (the fleet asked for, else the demo's day)
+    /// for a run on a simulated clock.
+    pub(crate) fn simulated(self, start_ms: crate::model::UnixMs) -> sim::SimSource {
+        match self {
+            Self::Sim {
+                fleet: Some((gpus, procs)),
+            } => sim::SimSource::fleet(start_ms, gpus, procs),
+            _ => sim::SimSource::demo_day(start_ms),
+        }
+    }
+
     /// Opens the source.
     ///
     /// # Errors

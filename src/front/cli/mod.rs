@@ -27,7 +27,6 @@ use snapshot_out::CsvTable;
 pub(crate) use crate::front::headless::load_settings;
 pub use crate::front::headless::{exit, history_ticks, CliError};
 use crate::source::nvml::NvmlSource;
-use crate::source::sim::SimSource;
 use crate::source::{GpuSource, SourceError, SourceKind};
 
 /// `vramwarden rules check`.
@@ -454,6 +453,7 @@ pub fn record(
             );
         }
         _ => simulated_record(
+            source,
             &shared,
             interval,
             duration,
@@ -530,6 +530,7 @@ fn say_recorded(
 /// `record --demo` at a speed other than real time: the simulated day, `interval` apart in
 /// its own time, for `duration`, into `record_to`; stops on SIGINT or SIGTERM.
 fn simulated_record(
+    source: SourceKind,
     shared: &crate::engine::shared::SharedMonitor,
     interval: Duration,
     duration: Option<Duration>,
@@ -538,15 +539,15 @@ fn simulated_record(
     settings: &crate::engine::settings::Settings,
 ) -> Result<(), CliError> {
     use std::sync::atomic::Ordering;
+    let samples = simulated_samples(duration, interval)?;
     let stop = stop_flag()?;
-    let mut sim = SimSource::demo_day(start);
+    let mut sim = source.simulated(start);
     let mut engine = EngineBuilder::new(shared.clone(), interval.as_millis() as u64)
         .record(record_to)
         .options(options)
         .source(sim.info())
         .settings(settings)
         .build();
-    let samples = simulated_samples(duration, interval);
     let mut taken = 0;
     let mut failed = None;
     let ended = if samples == Some(0) {
@@ -599,9 +600,18 @@ fn stop_flag() -> Result<Arc<std::sync::atomic::AtomicBool>, CliError> {
 
 /// How many samples a simulated recording of `duration` takes: one at start, start +
 /// `interval`, … while less than `duration` from the start (no limit without a duration).
-fn simulated_samples(duration: Option<Duration>, interval: Duration) -> Option<i64> {
-    let step = (interval.as_millis() as i64).max(1);
-    duration.map(|d| (d.as_millis() as i64 + step - 1) / step)
+fn simulated_samples(
+    duration: Option<Duration>,
+    interval: Duration,
+) -> Result<Option<i64>, CliError> {
+    const LONGEST: Duration = Duration::from_secs(366 * 86_400);
+    if duration.is_some_and(|d| d > LONGEST) {
+        return Err(CliError::Usage(
+            "--duration with --speed is at most 366 days of simulated time".into(),
+        ));
+    }
+    let step = interval.as_millis().max(1);
+    Ok(duration.map(|d| d.as_millis().div_ceil(step) as i64))
 }
 
 /// Says on stderr what reading `session` skipped or joined, if anything (damaged bytes, logs
