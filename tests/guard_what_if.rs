@@ -213,3 +213,37 @@ fn a_sawtooth_returning_to_its_peak_with_room_is_left_alone() {
     assert!(text.contains("the guard would not have acted"), "{text}");
     assert!(!text.contains("pause the grower"), "{text}");
 }
+
+/// The same OOM-kill trace imported from its process log alone: the import says the session
+/// holds no GPU sizes, and `what-if` says it cannot judge it instead of a plain "no OOM".
+#[test]
+fn an_import_without_the_gpu_log_is_said_to_be_unjudgeable() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (log, config) = (tmp.path().join("apps.vwlog"), tmp.path().join("none.toml"));
+    let apps = traces().join("public-oomkill-smi-apps.csv");
+    let imported = vramwarden(
+        &[
+            "import".as_ref(),
+            "nvidia-smi".as_ref(),
+            "--utc".as_ref(),
+            "--apps".as_ref(),
+            apps.as_os_str(),
+            "--out".as_ref(),
+            log.as_os_str(),
+        ],
+        &config,
+    );
+    let said = String::from_utf8_lossy(&imported.stderr);
+    assert!(imported.status.success(), "{said}");
+    assert!(said.contains("without --gpu"), "{said}");
+    let out = vramwarden(
+        &["guard".as_ref(), "what-if".as_ref(), log.as_os_str()],
+        &config,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("no GPU's total memory is in this session"),
+        "{text}"
+    );
+}

@@ -131,6 +131,9 @@ pub struct WhatIf {
     pub parked_at_end: Vec<(String, u64, UnixMs)>,
     /// The settings file has the guard switched off (the what-if plays it on all the same).
     pub guard_off: bool,
+    /// False when no sample knew a GPU's total memory (an nvidia-smi import without its GPU
+    /// log): the guard had nothing to judge by, and OOMs could not be told.
+    pub memory_known: bool,
 }
 
 /// A park or resume the what-if pretends is under way.
@@ -168,6 +171,7 @@ pub fn what_if(
     for mut snap in samples {
         let now = snap.taken_at_ms;
         out.span = Some((out.span.map_or(now, |s| s.0), now));
+        out.memory_known |= snap.devices.iter().any(|d| d.memory_total_bytes.is_some());
         settle(&mut dry, &mut virtuals, now);
         show_virtual(&mut snap, &virtuals);
         let t = dry.tick(&mut snap);

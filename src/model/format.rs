@@ -123,6 +123,15 @@ pub fn duration(ms: i64) -> String {
     }
 }
 
+/// `n` and its noun, singular or plural: "1 leak episode", "3 leak episodes".
+pub(crate) fn count(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
 /// A file's size for people: "512 B", "9.6 KiB", "3.4 MiB", "1.2 GiB".
 #[cfg(feature = "gui")]
 pub(crate) fn file_size(bytes: u64) -> String {

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use crate::engine::guard_replay::{what_if as replay, WhatIf, WhatIfStep};
 use crate::front::headless::CliError;
+use crate::model::format::clock;
 use crate::model::{UnixMs, GIB};
 use crate::session::reader::SessionData;
 
@@ -35,6 +36,14 @@ fn print(w: &WhatIf, session: &Path, out: &mut dyn Write) -> Result<(), CliError
         return Ok(());
     };
     print_header(w, session, (start, end), out)?;
+    if !w.memory_known {
+        writeln!(
+            out,
+            "no GPU's total memory is in this session (an nvidia-smi import without --gpu?): \
+             the guard has nothing to judge by and OOMs cannot be told; nothing below says the \
+             session was safe"
+        )?;
+    }
     for (t, gpu, who) in &w.ooms {
         writeln!(
             out,
@@ -46,11 +55,11 @@ fn print(w: &WhatIf, session: &Path, out: &mut dyn Write) -> Result<(), CliError
     if w.ooms.is_empty() {
         writeln!(out, "no OOM in this session")?;
     }
-    if w.steps.is_empty() {
-        writeln!(out, "the guard would not have acted")?;
-    }
     for (_, line) in timeline(w, start) {
         writeln!(out, "{line}")?;
+    }
+    if w.steps.is_empty() {
+        writeln!(out, "the guard would not have acted")?;
     }
     for (who, bytes, since) in &w.parked_at_end {
         writeln!(
@@ -74,10 +83,10 @@ fn print_header(
 ) -> Result<(), CliError> {
     writeln!(
         out,
-        "{}: {} – {} ({})",
+        "{}: {} – {} ({}); times below are local, with their offset from the start",
         session.display(),
-        clock(start),
-        clock(end),
+        date_time(start),
+        date_time(end),
         span((end - start) as f64 / 1000.0)
     )?;
     if w.guard_off {
@@ -147,11 +156,12 @@ fn step_line(w: &WhatIfStep, start: UnixMs) -> String {
     )
 }
 
-fn clock(t: UnixMs) -> String {
+/// `t` in local time with its date and zone: `2026-12-07 21:02:44 +01:00`.
+fn date_time(t: UnixMs) -> String {
     chrono::DateTime::from_timestamp_millis(t)
         .map(|t| {
             t.with_timezone(&chrono::Local)
-                .format("%H:%M:%S")
+                .format("%Y-%m-%d %H:%M:%S %:z")
                 .to_string()
         })
         .unwrap_or_else(|| "?".into())

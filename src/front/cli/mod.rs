@@ -519,8 +519,8 @@ fn say_recorded(
     )?;
     if r.lost > 0 {
         return Err(CliError::Failed(format!(
-            "{} sample(s) could not be written ({}); the log records each gap as a `recording` event",
-            r.lost,
+            "{} could not be written ({}); the log records each gap as a `recording` event",
+            crate::model::format::count(r.lost as usize, "sample", "samples"),
             r.error.as_deref().unwrap_or("writing failed")
         )));
     }
@@ -751,23 +751,31 @@ pub fn import(what: ImportKind, said: &mut dyn Write) -> Result<(), CliError> {
     } else {
         crate::engine::import::Zone::Local
     };
+    use crate::model::format::count;
     let s = crate::engine::import::import_nvidia_smi(&apps, gpu.as_deref(), &out, zone)?;
     writeln!(
         said,
-        "imported {} samples of {} processes into {} ({} leak episode(s) flagged{}; \
-         {} of {} rows used, {} skipped)",
-        s.samples,
-        s.processes,
+        "imported {} of {} into {} ({} flagged{}; {} of {} rows used, {} skipped)",
+        count(s.samples, "sample", "samples"),
+        count(s.processes, "process", "processes"),
         out.display(),
-        s.leaks,
+        count(s.leaks, "leak episode", "leak episodes"),
         match s.ooms {
             0 => String::new(),
-            n => format!(", {n} OOM suspicion(s)"),
+            n => format!(", {}", count(n, "OOM suspicion", "OOM suspicions")),
         },
         s.rows_used,
         s.rows_read,
         s.bad_rows,
     )?;
+    if gpu.is_none() {
+        writeln!(
+            said,
+            "note: without --gpu (nvidia-smi --query-gpu=… of the same run) the GPUs' total and \
+             free memory are not in the session: it has no OOM forecast or post-mortem, and \
+             `guard what-if` cannot judge it"
+        )?;
+    }
     // The skipped rows, one line per log and reason.
     for k in &s.skipped {
         let file = match k.log {
@@ -778,8 +786,10 @@ pub fn import(what: ImportKind, said: &mut dyn Write) -> Result<(), CliError> {
         };
         writeln!(
             said,
-            "{file}: skipped {} row(s): {} (first at line {})",
-            k.rows, k.reason, k.first_line
+            "{file}: skipped {}: {} (first at line {})",
+            crate::model::format::count(k.rows, "row", "rows"),
+            k.reason,
+            k.first_line
         )?;
     }
     Ok(())
