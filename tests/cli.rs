@@ -684,3 +684,33 @@ fn record_at_full_speed_takes_the_fleet_and_refuses_a_duration_past_a_year() {
         assert!(err.contains("at most 366 days"), "{err}");
     }
 }
+
+/// An agent told to use a settings file that is missing, with no `--token-file`, does not
+/// make its token beside that file (a typo's folder, `/` for `--config /x.toml`): it stops and
+/// says how to go on.
+#[test]
+fn an_agent_makes_no_token_beside_a_missing_settings_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let typo = dir.path().join("etc-typo").join("config.toml");
+    let out = bin()
+        .args([
+            "--demo",
+            "agent",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-record",
+            "--config",
+        ])
+        .arg(&typo)
+        .env("VRAMWARDEN_DATA_DIR", dir.path().join("data"))
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no such settings file"), "{err}");
+    assert!(err.contains("--token-file"), "{err}");
+    assert!(
+        !dir.path().join("etc-typo").exists(),
+        "a folder was made for the token"
+    );
+}

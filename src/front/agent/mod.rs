@@ -141,10 +141,10 @@ pub fn start(
 /// The API token from `--token-file` (else the default file beside the settings), made and
 /// saved there when there is none yet.
 fn load_token(opts: &AgentOptions) -> Result<String, CliError> {
-    let token_path = opts
-        .token_file
-        .clone()
-        .unwrap_or_else(|| crate::link::token::default_path(opts.config.as_deref()));
+    let token_path = match &opts.token_file {
+        Some(p) => p.clone(),
+        None => default_token_path(opts.config.as_deref())?,
+    };
     let (token, created) =
         crate::link::token::load_or_create(&token_path).map_err(CliError::Failed)?;
     tracing::info!(
@@ -153,6 +153,20 @@ fn load_token(opts: &AgentOptions) -> Result<String, CliError> {
         token_path.display()
     );
     Ok(token)
+}
+
+/// The token file beside the settings file; refused where that file was named (`--config`)
+/// and is missing: its folder is most often a typo's (a token was made at `/agent.token` for
+/// `--config /nonexistent.toml`).
+fn default_token_path(config: Option<&std::path::Path>) -> Result<PathBuf, CliError> {
+    if let Some(c) = config.filter(|c| crate::engine::settings::file_missing(c)) {
+        return Err(CliError::Failed(format!(
+            "{}: no such settings file, and the API token's default place is beside it: \
+             name an existing settings file, or the token's file with --token-file",
+            c.display()
+        )));
+    }
+    Ok(crate::link::token::default_path(config))
 }
 
 /// The sampler's notice after each sample: counts it in `stats`, tells systemd's watchdog of

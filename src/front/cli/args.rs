@@ -227,7 +227,7 @@ pub enum Command {
         #[arg(long)]
         no_record: bool,
         /// The API's bearer token file (created 0600 with a random token when missing;
-        /// default: agent.token beside the settings file).
+        /// default: agent.token beside the settings file, which must then exist if named).
         #[arg(long)]
         token_file: Option<PathBuf>,
         /// Most per-process series in /metrics (the largest by memory; leaking ones always).
