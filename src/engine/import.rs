@@ -112,7 +112,11 @@ fn record_snapshots(snaps: Vec<Snapshot>, out: &Path) -> Result<(usize, usize), 
         },
     );
     if let Some(e) = failed {
-        return Err(ImportError::Write(e));
+        // The recorder words it for a live recording; an import writes a session.
+        let e = e.strip_prefix("Recording failed: ").unwrap_or(&e);
+        return Err(ImportError::Write(format!(
+            "the session could not be written: {e}"
+        )));
     }
     if let crate::engine::tick_loop::Ended::Panicked(what) = ended {
         return Err(ImportError::Write(format!(

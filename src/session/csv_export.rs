@@ -283,6 +283,11 @@ fn free_bytes(dir: &std::path::Path) -> Option<u64> {
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
         return None;
     }
+    // A file system with no blocks at all (/proc, /sys) has no free space to tell: writing
+    // there fails with its own error.
+    if st.f_blocks == 0 {
+        return None;
+    }
     Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
 }
 
