@@ -215,10 +215,8 @@ pub(crate) fn pane(
         });
         return None;
     }
-    if let Some(c) = leaks_table(ui, records, units, now, shown) {
-        click = Some(c);
-    }
-    click
+    // A click in the table, else one in the OOM list.
+    leaks_table(ui, records, units, now, shown).or(click)
 }
 
 /// The table of leak episodes under its header, scrolled both ways (a narrow window scrolls
