@@ -105,6 +105,8 @@ impl ConnectUi {
         out
     }
 
+    /// The form: over SSH or not, the agent's address, the token, the error of the last
+    /// try, Connect and Cancel; what Connect asks for, once its fields are valid.
     fn form(&mut self, ui: &mut Ui) -> Option<ConnectRequest> {
         super::widgets::label_with_code(
             ui,
@@ -119,72 +121,78 @@ impl ConnectUi {
             .num_columns(2)
             .spacing([10.0, 6.0])
             .show(ui, |ui| {
-                if self.ssh {
-                    let l = ui.label("SSH destination");
-                    ui.add(
-                        egui::TextEdit::singleline(&mut self.ssh_dest)
-                            .hint_text("user@gpu-server")
-                            .desired_width(300.0),
-                    )
-                    .labelled_by(l.id);
-                    ui.end_row();
-                    let l = ui.label("Agent on that host");
-                    ui.add(egui::TextEdit::singleline(&mut self.url).desired_width(300.0))
-                        .labelled_by(l.id)
-                        .on_hover_text("The agent's address as seen on the server (its --listen, loopback by default)");
-                    ui.end_row();
-                } else {
-                    let l = ui.label("Agent address");
-                    ui.add(
-                        egui::TextEdit::singleline(&mut self.url)
-                            .hint_text("http://127.0.0.1:8726")
-                            .desired_width(300.0),
-                    )
-                    .labelled_by(l.id);
-                    ui.end_row();
-                }
-                let l = ui.label("Token");
-                ui.add(
-                    egui::TextEdit::singleline(&mut self.token)
-                        .password(true)
-                        .hint_text("paste the agent's token (not saved)")
-                        .desired_width(300.0),
-                )
-                .labelled_by(l.id);
-                ui.end_row();
-                let l = ui.label("or token file");
-                ui.add(
-                    egui::TextEdit::singleline(&mut self.token_file)
-                        .hint_text("~/.config/vramwarden/gpu-server.token")
-                        .desired_width(300.0),
-                )
-                .labelled_by(l.id)
-                .on_hover_text("A local copy of the agent's agent.token (mode 0600); its path is remembered");
-                ui.end_row();
+                self.address_rows(ui);
+                self.token_rows(ui);
             });
         if let Some(e) = &self.error {
             ui.add(egui::Label::new(RichText::new(e).color(widgets::warn(ui))).wrap());
         }
         ui.add_space(6.0);
+        self.buttons(ui)
+    }
+
+    /// The form's address rows: the SSH destination and the agent's address on that host, or
+    /// the agent's address.
+    fn address_rows(&mut self, ui: &mut Ui) {
+        if self.ssh {
+            let l = ui.label("SSH destination");
+            ui.add(
+                egui::TextEdit::singleline(&mut self.ssh_dest)
+                    .hint_text("user@gpu-server")
+                    .desired_width(300.0),
+            )
+            .labelled_by(l.id);
+            ui.end_row();
+            let l = ui.label("Agent on that host");
+            ui.add(egui::TextEdit::singleline(&mut self.url).desired_width(300.0))
+                .labelled_by(l.id)
+                .on_hover_text(
+                    "The agent's address as seen on the server (its --listen, loopback by default)",
+                );
+            ui.end_row();
+        } else {
+            let l = ui.label("Agent address");
+            ui.add(
+                egui::TextEdit::singleline(&mut self.url)
+                    .hint_text("http://127.0.0.1:8726")
+                    .desired_width(300.0),
+            )
+            .labelled_by(l.id);
+            ui.end_row();
+        }
+    }
+
+    /// The form's token rows: the token itself (hidden, not saved), or a token file.
+    fn token_rows(&mut self, ui: &mut Ui) {
+        let l = ui.label("Token");
+        ui.add(
+            egui::TextEdit::singleline(&mut self.token)
+                .password(true)
+                .hint_text("paste the agent's token (not saved)")
+                .desired_width(300.0),
+        )
+        .labelled_by(l.id);
+        ui.end_row();
+        let l = ui.label("or token file");
+        ui.add(
+            egui::TextEdit::singleline(&mut self.token_file)
+                .hint_text("~/.config/vramwarden/gpu-server.token")
+                .desired_width(300.0),
+        )
+        .labelled_by(l.id)
+        .on_hover_text(
+            "A local copy of the agent's agent.token (mode 0600); its path is remembered",
+        );
+        ui.end_row();
+    }
+
+    /// Connect (the request, when the fields are valid; else their error is kept) and Cancel.
+    fn buttons(&mut self, ui: &mut Ui) -> Option<ConnectRequest> {
         let mut out = None;
         ui.horizontal(|ui| {
             if ui.button("Connect").clicked() {
-                let host = SavedHost {
-                    url: self.url.trim().to_string(),
-                    ssh: if self.ssh {
-                        self.ssh_dest.trim().to_string()
-                    } else {
-                        String::new()
-                    },
-                    token_file: self.token_file.trim().to_string(),
-                };
-                match validate(&host, &self.token) {
-                    Ok(()) => {
-                        out = Some(ConnectRequest {
-                            host,
-                            token: self.token.trim().to_string(),
-                        });
-                    }
+                match self.request() {
+                    Ok(r) => out = Some(r),
                     Err(e) => self.error = Some(e),
                 }
             }
@@ -193,6 +201,24 @@ impl ConnectUi {
             }
         });
         out
+    }
+
+    /// The connection the fields ask for (trimmed), or why they are not valid.
+    fn request(&self) -> Result<ConnectRequest, String> {
+        let host = SavedHost {
+            url: self.url.trim().to_string(),
+            ssh: if self.ssh {
+                self.ssh_dest.trim().to_string()
+            } else {
+                String::new()
+            },
+            token_file: self.token_file.trim().to_string(),
+        };
+        validate(&host, &self.token)?;
+        Ok(ConnectRequest {
+            host,
+            token: self.token.trim().to_string(),
+        })
     }
 }
 

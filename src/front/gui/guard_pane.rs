@@ -50,18 +50,10 @@ fn phase_color(p: GuardPhase, ui: &Ui) -> Color32 {
     }
 }
 
+/// One GPU's guard: its phase, the time to full, its next step, what it cannot do, the
+/// processes parked, the park rate and its recent steps.
 fn gpu(ui: &mut Ui, g: &GuardStatus) {
-    ui.horizontal_wrapped(|ui| {
-        ui.label(RichText::new(format!("GPU {}", g.device_index)).strong());
-        ui.label(
-            RichText::new(g.phase.label().to_uppercase())
-                .strong()
-                .color(phase_color(g.phase, ui)),
-        );
-        if g.dry_run && g.phase != GuardPhase::Off {
-            ui.label(RichText::new("dry run: it only says what it would do").italics());
-        }
-    });
+    heading(ui, g);
     if g.phase == GuardPhase::Off {
         ui.label("Off: turn it on in Settings, OOM guard.");
         return;
@@ -86,6 +78,38 @@ fn gpu(ui: &mut Ui, g: &GuardStatus) {
     for c in &g.cannot {
         ui.label(RichText::new(c).color(widgets::warn(ui)));
     }
+    parked(ui, g);
+    ui.label(widgets::hint(format!(
+        "Park rate {:.2} GiB/s ({})",
+        g.park_gib_s,
+        if g.park_rate_measured {
+            "measured here"
+        } else {
+            "default until a park is measured"
+        }
+    )));
+    recent(ui, g);
+}
+
+/// The GPU's heading: its index, its phase (in the warning colour when armed or acting),
+/// and whether it only says what it would do.
+fn heading(ui: &mut Ui, g: &GuardStatus) {
+    ui.horizontal_wrapped(|ui| {
+        ui.label(RichText::new(format!("GPU {}", g.device_index)).strong());
+        ui.label(
+            RichText::new(g.phase.label().to_uppercase())
+                .strong()
+                .color(phase_color(g.phase, ui)),
+        );
+        if g.dry_run && g.phase != GuardPhase::Off {
+            ui.label(RichText::new("dry run: it only says what it would do").italics());
+        }
+    });
+}
+
+/// The processes the guard parked, one a line: how much waits in host memory since when,
+/// and for what.
+fn parked(ui: &mut Ui, g: &GuardStatus) {
     for p in &g.parked {
         ui.label(format!(
             "⏸ {} — {:.1} GiB in host memory since {}{}; waits for {}",
@@ -100,16 +124,6 @@ fn gpu(ui: &mut Ui, g: &GuardStatus) {
             p.waits_for
         ));
     }
-    ui.label(widgets::hint(format!(
-        "Park rate {:.2} GiB/s ({})",
-        g.park_gib_s,
-        if g.park_rate_measured {
-            "measured here"
-        } else {
-            "default until a park is measured"
-        }
-    )));
-    recent(ui, g);
 }
 
 fn timeline(g: &GuardStatus) -> String {

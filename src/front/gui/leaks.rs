@@ -111,6 +111,17 @@ fn minutes(m: f64) -> String {
 /// A process growing (not a leak) is labelled "growing" once its growth has lasted this long.
 const GROWING_SHOWN_AFTER_MS: UnixMs = 10_000;
 
+/// Minutes to full on GPU `dev`: at `rate` alone (from its free memory), and by the GPU's
+/// forecast.
+fn full_ins(snap: &Snapshot, dev: u32, rate: f64) -> (Option<f64>, Option<f64>) {
+    let d = snap.devices.iter().find(|d| d.index == dev);
+    let alone = d
+        .and_then(|d| d.memory_free_bytes)
+        .and_then(|f| full_in_s(f, rate))
+        .map(|s| s / 60.0);
+    (alone, d.and_then(|d| d.time_to_full_s).map(|s| s / 60.0))
+}
+
 /// The badge of every leaking process, and of every process growing for a while (see
 /// [`GROWING_SHOWN_AFTER_MS`]), with time-to-full from its GPU's free memory now.
 pub(crate) fn badges(m: &Monitor, snap: &Snapshot) -> HashMap<LeakKey, LeakBadge> {
@@ -118,16 +129,7 @@ pub(crate) fn badges(m: &Monitor, snap: &Snapshot) -> HashMap<LeakKey, LeakBadge
     // the ones flagged by then and not yet ended (one still growing when the recording
     // stopped counts as going on up to its last sample).
     let t = snap.taken_at_ms;
-    // Minutes to full on GPU `dev`: at `rate` alone (from its free memory), and by the GPU's
-    // forecast.
-    let full_ins = |dev: u32, rate: f64| {
-        let d = snap.devices.iter().find(|d| d.index == dev);
-        let alone = d
-            .and_then(|d| d.memory_free_bytes)
-            .and_then(|f| full_in_s(f, rate))
-            .map(|s| s / 60.0);
-        (alone, d.and_then(|d| d.time_to_full_s).map(|s| s / 60.0))
-    };
+    let full_ins = |dev: u32, rate: f64| full_ins(snap, dev, rate);
     // Growing now (this run only: the View's list is of the latest sample), shown once it has
     // lasted [`GROWING_SHOWN_AFTER_MS`] (a server's burst of a few seconds does not blink a
     // label in the table; the forecast counts it at once all the same).
@@ -213,37 +215,36 @@ pub(crate) fn pane(
         });
         return None;
     }
-    // Both ways: a narrow window scrolls to the columns it cannot show.
+    // A click in the table, else one in the OOM list.
+    leaks_table(ui, records, units, now, shown).or(click)
+}
+
+/// The table of leak episodes under its header, scrolled both ways (a narrow window scrolls
+/// to the columns it cannot show); the episode clicked, if one was.
+fn leaks_table(
+    ui: &mut Ui,
+    records: &[&LeakRecord],
+    units: Units,
+    now: UnixMs,
+    shown: &std::collections::HashSet<PathBuf>,
+) -> Option<LeakClick> {
+    let mut click = None;
     egui::ScrollArea::both()
         .id_salt("leaks")
         .auto_shrink([false, false])
         .show(ui, |ui| {
             // One unit for the Grown and Peak columns (Auto: from the largest peak).
-            let largest = records.iter().map(|r| r.peak_mib.max(0.0)).fold(0.0, f64::max);
+            let largest = records
+                .iter()
+                .map(|r| r.peak_mib.max(0.0))
+                .fold(0.0, f64::max);
             let units = units.for_largest((largest * MIB as f64) as u64);
             egui::Grid::new("leaks-grid")
                 .num_columns(10)
                 .striped(true)
                 .spacing([12.0, 4.0])
                 .show(ui, |ui| {
-                    for (h, tip) in [
-                        ("Process", ""),
-                        ("GPU", ""),
-                        ("Began", "When its memory began to grow"),
-                        ("Flagged", "How long after it began growing the detector called it a leak (hover: when)"),
-                        ("Status", "At the time shown (a session: its time slider)"),
-                        ("Rate", ""),
-                        ("Why", "The shape the detector saw when it called this a leak (hover for its figures)"),
-                        ("Grown", "Memory gained over the episode, of the figure the detector judged: PyTorch's allocated memory where the process's companion answers (its cache is not a leak), else the driver's"),
-                        ("Peak", "The episode's highest, of the same figure as Grown: below the driver's figure for a PyTorch process, which also counts the cache and the CUDA context"),
-                        ("Found by", "Whose leak detector made the verdict: this run's, or the one of the run that recorded a session"),
-                    ] {
-                        let l = ui.label(RichText::new(h).strong());
-                        if !tip.is_empty() {
-                            l.on_hover_text(tip);
-                        }
-                    }
-                    ui.end_row();
+                    leaks_header(ui);
                     for r in records {
                         let here = r.session.as_ref().is_none_or(|p| shown.contains(p));
                         // Another session's episode: as at its end.
@@ -258,6 +259,28 @@ pub(crate) fn pane(
     click
 }
 
+/// The Leaks table's header row, each column's meaning on hover.
+fn leaks_header(ui: &mut Ui) {
+    for (h, tip) in [
+        ("Process", ""),
+        ("GPU", ""),
+        ("Began", "When its memory began to grow"),
+        ("Flagged", "How long after it began growing the detector called it a leak (hover: when)"),
+        ("Status", "At the time shown (a session: its time slider)"),
+        ("Rate", ""),
+        ("Why", "The shape the detector saw when it called this a leak (hover for its figures)"),
+        ("Grown", "Memory gained over the episode, of the figure the detector judged: PyTorch's allocated memory where the process's companion answers (its cache is not a leak), else the driver's"),
+        ("Peak", "The episode's highest, of the same figure as Grown: below the driver's figure for a PyTorch process, which also counts the cache and the CUDA context"),
+        ("Found by", "Whose leak detector made the verdict: this run's, or the one of the run that recorded a session"),
+    ] {
+        let l = ui.label(RichText::new(h).strong());
+        if !tip.is_empty() {
+            l.on_hover_text(tip);
+        }
+    }
+    ui.end_row();
+}
+
 /// One row of the Leaks pane; its status is the one at `at` ([`LeakRecord::active_at`]), its
 /// times written as seen at `now`. Returns the episode when its name was clicked.
 fn leak_row(
@@ -268,29 +291,7 @@ fn leak_row(
     here: bool,
 ) -> Option<LeakClick> {
     let active = r.active_at(at);
-    let who = if r.info.ghost {
-        format!("ghost memory · GPU {}", r.info.device_index)
-    } else {
-        format!("{} · PID {}", r.info.name, r.info.pid)
-    };
-    let color = if active {
-        leak_color(ui.visuals().dark_mode)
-    } else {
-        ui.visuals().text_color()
-    };
-    let mut click = None;
-    if ui
-        .selectable_label(false, RichText::new(who).color(color))
-        .clicked()
-    {
-        if let LeakKey::Process(k) = r.key {
-            click = Some(LeakClick {
-                key: k,
-                session: r.session.clone(),
-                at_ms: r.flagged_ms,
-            });
-        }
-    }
+    let click = who_cell(ui, r, active);
     ui.label(r.info.device_index.to_string());
     ui.monospace(format::moment(r.info.since_ms, now));
     // After its start, so the row fits beside the GPU cards; the moment on hover.
@@ -299,27 +300,7 @@ fn leak_row(
         format::duration(r.flagged_ms - r.info.since_ms)
     ))
     .on_hover_text(format::date_time(r.flagged_ms));
-    match r.ended_ms {
-        _ if r.flagged_ms > at => ui.label(RichText::new("not yet flagged").weak()),
-        _ if active => ui.label(
-            RichText::new(format!(
-                "ongoing ({})",
-                format::duration(now - r.info.since_ms)
-            ))
-            .color(leak_color(ui.visuals().dark_mode)),
-        ),
-        Some(t) if r.open_at_end => ui
-            .label(
-                RichText::new(format!(
-                    "recording ended ({})",
-                    format::duration(t - r.info.since_ms)
-                ))
-                .weak(),
-            )
-            .on_hover_text("The session's recording stopped while this was still growing."),
-        Some(t) => ui.monospace(format!("ended {}", format::moment(t, now))),
-        None => ui.label("ongoing"),
-    };
+    status_cell(ui, r, (now, at), active);
     ui.monospace(format::rate(r.info.rate_mib_per_min));
     why_cell(ui, &r.info.why);
     // The episode's figures: at a moment before its end (a session's slider) they are not
@@ -349,6 +330,60 @@ fn leak_row(
     click
 }
 
+/// The Process cell: the process (or the ghost memory's GPU), in the leak colour while
+/// `active`; the episode when a process's name was clicked.
+fn who_cell(ui: &mut Ui, r: &LeakRecord, active: bool) -> Option<LeakClick> {
+    let who = if r.info.ghost {
+        format!("ghost memory · GPU {}", r.info.device_index)
+    } else {
+        format!("{} · PID {}", r.info.name, r.info.pid)
+    };
+    let color = if active {
+        leak_color(ui.visuals().dark_mode)
+    } else {
+        ui.visuals().text_color()
+    };
+    let mut click = None;
+    if ui
+        .selectable_label(false, RichText::new(who).color(color))
+        .clicked()
+    {
+        if let LeakKey::Process(k) = r.key {
+            click = Some(LeakClick {
+                key: k,
+                session: r.session.clone(),
+                at_ms: r.flagged_ms,
+            });
+        }
+    }
+    click
+}
+
+/// The Status cell at `at`: not yet flagged, ongoing, the recording ended during it, or ended.
+fn status_cell(ui: &mut Ui, r: &LeakRecord, (now, at): (UnixMs, UnixMs), active: bool) {
+    match r.ended_ms {
+        _ if r.flagged_ms > at => ui.label(RichText::new("not yet flagged").weak()),
+        _ if active => ui.label(
+            RichText::new(format!(
+                "ongoing ({})",
+                format::duration(now - r.info.since_ms)
+            ))
+            .color(leak_color(ui.visuals().dark_mode)),
+        ),
+        Some(t) if r.open_at_end => ui
+            .label(
+                RichText::new(format!(
+                    "recording ended ({})",
+                    format::duration(t - r.info.since_ms)
+                ))
+                .weak(),
+            )
+            .on_hover_text("The session's recording stopped while this was still growing."),
+        Some(t) => ui.monospace(format!("ended {}", format::moment(t, now))),
+        None => ui.label("ongoing"),
+    };
+}
+
 /// The shape a leak was called for ("steady growth", "rising floor", …), its figures on
 /// hover; a dash for a leak from a log written before the detector said why.
 fn why_cell(ui: &mut Ui, why: &str) {
@@ -366,8 +401,6 @@ fn why_cell(ui: &mut Ui, why: &str) {
     }
 }
 
-/// The OOM suspicions, newest first: who left a nearly full GPU and who held it. Returns the
-/// one whose "Open" the user clicked (its victim, just before it left).
 /// Growth in the minute before an OOM smaller than this (MiB) is not said ("+<0.1 GiB").
 const GREW_SHOWN_MIB: f64 = 64.0;
 
@@ -440,6 +473,8 @@ fn holder_line(
     )
 }
 
+/// The OOM suspicions, newest first: who left a nearly full GPU and who held it. Returns the
+/// one whose "Open" the user clicked (its victim, just before it left).
 fn oom_list(ui: &mut Ui, ooms: &[&OomRecord], units: Units) -> Option<LeakClick> {
     let mut click = None;
     // One unit for every figure of the list (Auto: from the largest holder).
@@ -457,59 +492,8 @@ fn oom_list(ui: &mut Ui, ooms: &[&OomRecord], units: Units) -> Option<LeakClick>
             for (i, o) in ooms.iter().enumerate() {
                 ui.push_id(i, |ui| {
                     ui.horizontal_wrapped(|ui| {
-                        ui.label(
-                            RichText::new("⚠ OOM suspected")
-                                .color(leak_color(ui.visuals().dark_mode))
-                                .strong(),
-                        );
-                        ui.monospace(format::date_time(o.at_ms));
-                        let who: Vec<String> = o
-                            .victims
-                            .iter()
-                            .map(|v| {
-                                format!(
-                                    "{} (PID {}) holding {}",
-                                    v.name,
-                                    v.pid,
-                                    units.bytes((v.mib.max(0.0) * MIB as f64) as u64)
-                                )
-                            })
-                            .collect();
-                        ui.label(format!(
-                            "{} left GPU {} while it was {:.1} % full",
-                            who.join(", "),
-                            o.device_index,
-                            o.used_pct
-                        ));
-                        ui.label(
-                            RichText::new(
-                                o.session
-                                    .as_ref()
-                                    .and_then(|p| p.file_name())
-                                    .map_or("this run".into(), |n| {
-                                        n.to_string_lossy().into_owned()
-                                    }),
-                            )
-                            .weak(),
-                        );
-                        if let Some(v) = o.victims.first() {
-                            if ui
-                                .small_button("Open at this moment")
-                                .on_hover_text("Show the GPU and its processes just before")
-                                .clicked()
-                            {
-                                click = Some(LeakClick {
-                                    key: (
-                                        crate::model::ProcessKey {
-                                            pid: v.pid,
-                                            start_time_ms: v.start_time_ms,
-                                        },
-                                        o.device_index,
-                                    ),
-                                    session: o.session.clone(),
-                                    at_ms: o.at_ms - 1000,
-                                });
-                            }
+                        if let Some(c) = oom_line(ui, o, units) {
+                            click = Some(c);
                         }
                     });
                     let cause = likely_cause(o);
@@ -523,6 +507,59 @@ fn oom_list(ui: &mut Ui, ooms: &[&OomRecord], units: Units) -> Option<LeakClick>
             }
         });
     click
+}
+
+/// An OOM's first line: when, who left which GPU how full, in which log, and "Open at this
+/// moment" (the victim just before it left, when clicked).
+fn oom_line(ui: &mut Ui, o: &OomRecord, units: Units) -> Option<LeakClick> {
+    ui.label(
+        RichText::new("⚠ OOM suspected")
+            .color(leak_color(ui.visuals().dark_mode))
+            .strong(),
+    );
+    ui.monospace(format::date_time(o.at_ms));
+    let who: Vec<String> = o
+        .victims
+        .iter()
+        .map(|v| {
+            format!(
+                "{} (PID {}) holding {}",
+                v.name,
+                v.pid,
+                units.bytes((v.mib.max(0.0) * MIB as f64) as u64)
+            )
+        })
+        .collect();
+    ui.label(format!(
+        "{} left GPU {} while it was {:.1} % full",
+        who.join(", "),
+        o.device_index,
+        o.used_pct
+    ));
+    ui.label(
+        RichText::new(
+            o.session
+                .as_ref()
+                .and_then(|p| p.file_name())
+                .map_or("this run".into(), |n| n.to_string_lossy().into_owned()),
+        )
+        .weak(),
+    );
+    let v = o.victims.first()?;
+    ui.small_button("Open at this moment")
+        .on_hover_text("Show the GPU and its processes just before")
+        .clicked()
+        .then(|| LeakClick {
+            key: (
+                crate::model::ProcessKey {
+                    pid: v.pid,
+                    start_time_ms: v.start_time_ms,
+                },
+                o.device_index,
+            ),
+            session: o.session.clone(),
+            at_ms: o.at_ms - 1000,
+        })
 }
 
 #[cfg(test)]

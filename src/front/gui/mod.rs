@@ -83,29 +83,11 @@ pub fn open_connect(
 ///
 /// # Errors
 /// When no window can be created (no display, no usable graphics).
-pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
-    let mut viewport = egui::ViewportBuilder::default()
-        .with_title("vramwarden")
-        .with_app_id("io.github.vramwarden.VramWarden")
-        .with_inner_size([1400.0, 860.0])
-        .with_min_inner_size(fit_zoom::MIN_POINTS);
-    if let Ok(icon) =
-        eframe::icon_data::from_png_bytes(include_bytes!("../../../assets/icon-256.png"))
-    {
-        viewport = viewport.with_icon(icon);
-    }
-    let native = eframe::NativeOptions {
-        viewport,
-        // With VRAMWARDEN_DATA_DIR set (tests, a second profile), the window's state lives
-        // there too, not in the platform folder.
-        persistence_path: std::env::var_os("VRAMWARDEN_DATA_DIR")
-            .map(|d| std::path::PathBuf::from(d).join("window-state.ron")),
-        wgpu_options: wgpu_options(),
-        ..Default::default()
-    };
+pub fn run(mut opts: GuiOptions) -> Result<(), eframe::Error> {
+    let native = native_options();
     // The tunnel of `--connect` goes to the window's backend (which stops it when the window
     // closes); if the window never opens, it is stopped here.
-    let mut connect = opts.connect;
+    let mut connect = opts.connect.take();
     let tunnel = Arc::new(std::sync::Mutex::new(
         connect.as_mut().and_then(|(_, o)| o.tunnel.take()),
     ));
@@ -114,36 +96,9 @@ pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
         "vramwarden",
         native,
         Box::new(move |cc| {
-            let record = if opts.record {
-                crate::engine::RecordTo::Dir(crate::session::default_dir())
-            } else {
-                crate::engine::RecordTo::Off
-            };
             // The host of `--connect` joins the saved hosts, as one connected from the window.
             let attached = connect.as_ref().map(|(host, _)| host.clone());
-            let backend = match connect {
-                Some((host, mut opened)) => {
-                    opened.tunnel = held.lock().ok().and_then(|mut t| t.take());
-                    let mut b = Backend::detached(
-                        Monitor::new(opts.interval.as_millis() as u64, opts.history_ticks),
-                        crate::source::SourceKind::Nvml,
-                    );
-                    b.repaint = Some(cc.egui_ctx.clone());
-                    b.jobs = crate::front::gui::jobs::JobBoard::new(task::repaint(&cc.egui_ctx));
-                    b.settings = opts.settings.clone();
-                    b.attach_opened(&host, opened)?;
-                    b
-                }
-                None => Backend::start_with(
-                    opts.source.factory(),
-                    opts.source,
-                    opts.interval,
-                    opts.history_ticks,
-                    &cc.egui_ctx,
-                    record,
-                    opts.settings.clone(),
-                ),
-            };
+            let backend = window_backend(cc, &opts, connect, &held)?;
             let mut app = VramApp::new(cc, backend);
             if let Some(host) = attached {
                 app.remember_host(host);
@@ -157,6 +112,68 @@ pub fn run(opts: GuiOptions) -> Result<(), eframe::Error> {
     );
     crate::link::open::stop_tunnel(tunnel.lock().ok().and_then(|mut t| t.take()));
     result
+}
+
+/// The window's viewport (title, app id, size, icon), where its state is kept, and its wgpu
+/// set-up.
+fn native_options() -> eframe::NativeOptions {
+    let mut viewport = egui::ViewportBuilder::default()
+        .with_title("vramwarden")
+        .with_app_id("io.github.vramwarden.VramWarden")
+        .with_inner_size([1400.0, 860.0])
+        .with_min_inner_size(fit_zoom::MIN_POINTS);
+    if let Ok(icon) =
+        eframe::icon_data::from_png_bytes(include_bytes!("../../../assets/icon-256.png"))
+    {
+        viewport = viewport.with_icon(icon);
+    }
+    eframe::NativeOptions {
+        viewport,
+        // With VRAMWARDEN_DATA_DIR set (tests, a second profile), the window's state lives
+        // there too, not in the platform folder.
+        persistence_path: std::env::var_os("VRAMWARDEN_DATA_DIR")
+            .map(|d| std::path::PathBuf::from(d).join("window-state.ron")),
+        wgpu_options: wgpu_options(),
+        ..Default::default()
+    }
+}
+
+/// The window's backend: attached to `--connect`'s agent (its tunnel taken from `held`),
+/// else an engine of its own sampling `opts.source` (recording when asked).
+fn window_backend(
+    cc: &eframe::CreationContext<'_>,
+    opts: &GuiOptions,
+    connect: Option<(connect::SavedHost, crate::link::open::OpenedHost)>,
+    held: &std::sync::Mutex<Option<crate::link::open::Tunnel>>,
+) -> Result<Backend, String> {
+    let record = if opts.record {
+        crate::engine::RecordTo::Dir(crate::session::default_dir())
+    } else {
+        crate::engine::RecordTo::Off
+    };
+    Ok(match connect {
+        Some((host, mut opened)) => {
+            opened.tunnel = held.lock().ok().and_then(|mut t| t.take());
+            let mut b = Backend::detached(
+                Monitor::new(opts.interval.as_millis() as u64, opts.history_ticks),
+                crate::source::SourceKind::Nvml,
+            );
+            b.repaint = Some(cc.egui_ctx.clone());
+            b.jobs = crate::front::gui::jobs::JobBoard::new(task::repaint(&cc.egui_ctx));
+            b.settings = opts.settings.clone();
+            b.attach_opened(&host, opened)?;
+            b
+        }
+        None => Backend::start_with(
+            opts.source.factory(),
+            opts.source,
+            opts.interval,
+            opts.history_ticks,
+            &cc.egui_ctx,
+            record,
+            opts.settings.clone(),
+        ),
+    })
 }
 
 /// eframe's wgpu set-up without wgpu's validation of indirect draws: egui makes none, and the

@@ -132,8 +132,23 @@ fn notices(
             .color(widgets::warn(ui)),
         );
     }
-    // It left a nearly full GPU: the post-mortem says so here too (it was shown only in the
-    // Leaks tab's memory events).
+    oom_notice(ui, m, row, now);
+    orphan_notice(ui, m, row, units, host);
+    if let Some(b) = leak {
+        leak_box(ui, row, units, &b, now);
+    }
+    if let Some(park) = row.parked.filter(|_| row.exited_at_ms.is_none()) {
+        ui.label(
+            RichText::new(park.describe())
+                .color(widgets::parked_color(ui.visuals().dark_mode))
+                .strong(),
+        );
+    }
+}
+
+/// The OOM suspected when the process left a nearly full GPU: the post-mortem says so here
+/// too (it was shown only in the Leaks tab's memory events).
+fn oom_notice(ui: &mut Ui, m: &Monitor, row: &ProcessRow, now: UnixMs) {
     if let Some(o) = m.ooms.iter().find(|o| {
         o.device_index == row.device_index
             && o.victims
@@ -150,6 +165,11 @@ fn notices(
             .color(widgets::warn(ui)),
         );
     }
+}
+
+/// A live process whose PID the driver lists on its GPU among memory held by processes not
+/// running here: what holds it and how to free it.
+fn orphan_notice(ui: &mut Ui, m: &Monitor, row: &ProcessRow, units: Units, host: Option<&str>) {
     if let Some((o, g)) = m
         .orphans
         .iter()
@@ -166,16 +186,6 @@ fn notices(
                 crate::front::report_words::remedy(g, crate::front::report_words::Where::of(host))
             ))
             .color(widgets::warn(ui)),
-        );
-    }
-    if let Some(b) = leak {
-        leak_box(ui, row, units, &b, now);
-    }
-    if let Some(park) = row.parked.filter(|_| row.exited_at_ms.is_none()) {
-        ui.label(
-            RichText::new(park.describe())
-                .color(widgets::parked_color(ui.visuals().dark_mode))
-                .strong(),
         );
     }
 }

@@ -334,36 +334,7 @@ impl SessionsUi {
             .default_pos([320.0, ctx.content_rect().min.y + 80.0])
             .show(ctx, |ui| {
                 ui.label("No file dialog could be shown on this desktop (it needs xdg-desktop-portal, or zenity/kdialog). Type the path instead:");
-                let hint = match entry.purpose {
-                    PathPurpose::Open => "/path/to/session.vwlog",
-                    PathPurpose::Export => "/path/to/export.csv",
-                    PathPurpose::Import => "apps.csv gpu.csv (separated by spaces)",
-                };
-                let first = !entry.focused;
-                let r = ui
-                    .horizontal(|ui| {
-                        let label = ui.label("Path");
-                        let mut out = egui::TextEdit::singleline(&mut entry.text)
-                            .hint_text(hint)
-                            .desired_width(420.0)
-                            .show(ui);
-                        let first_click = out.response.response.clicked() && !entry.clicked;
-                        entry.clicked |= first_click;
-                        if first || first_click || out.response.response.gained_focus() {
-                            // The path offered (the one typed last) is selected, as in an
-                            // address bar: typing replaces it rather than adding to it.
-                            let all = egui::text::CCursorRange::select_all_str(&entry.text);
-                            out.state.cursor.set_char_range(Some(all));
-                            out.state.store(ui.ctx(), out.response.response.id);
-                        }
-                        out.response.response.clone().labelled_by(label.id)
-                    })
-                    .inner;
-                // Typing goes to the field at once, as in a file dialog.
-                if first {
-                    r.request_focus();
-                    entry.focused = true;
-                }
+                let r = path_field(ui, &mut entry);
                 if r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) {
                     go = true;
                 }
@@ -385,18 +356,24 @@ impl SessionsUi {
                 });
             });
         if go {
-            let text = entry.text.trim().to_string();
-            *self.typed.slot(entry.purpose) = text.clone();
-            match entry.purpose {
-                PathPurpose::Open => self.open_path(PathBuf::from(text)),
-                PathPurpose::Export => self.start_export(PathBuf::from(text)),
-                PathPurpose::Import => {
-                    let files = text.split_whitespace().map(PathBuf::from).collect();
-                    self.start_import(files);
-                }
-            }
+            self.path_typed(&entry);
         } else if keep {
             self.path_entry = Some(entry);
+        }
+    }
+
+    /// Acts on the path typed in `entry` (kept to be offered next time): opens, exports to or
+    /// imports it.
+    fn path_typed(&mut self, entry: &PathEntry) {
+        let text = entry.text.trim().to_string();
+        *self.typed.slot(entry.purpose) = text.clone();
+        match entry.purpose {
+            PathPurpose::Open => self.open_path(PathBuf::from(text)),
+            PathPurpose::Export => self.start_export(PathBuf::from(text)),
+            PathPurpose::Import => {
+                let files = text.split_whitespace().map(PathBuf::from).collect();
+                self.start_import(files);
+            }
         }
     }
 
@@ -434,37 +411,45 @@ impl SessionsUi {
         }
         if let Some(p) = self.picking.as_ref().and_then(Task::take) {
             self.picking = None;
-            match p {
-                Picked::Files(f) => {
+            self.answered(p, PathPurpose::Open);
+        }
+        if let Some(p) = self.saving.as_ref().and_then(Task::take) {
+            self.saving = None;
+            self.answered(p, PathPurpose::Export);
+        }
+        if let Some(p) = self.importing.as_ref().and_then(Task::take) {
+            self.importing = None;
+            self.answered(p, PathPurpose::Import);
+        }
+        self.path_window(ctx);
+        self.export_done(jobs);
+        self.opened(jobs)
+    }
+
+    /// A file dialog answered `p` for `purpose`: the file opened or exported to (the first
+    /// chosen), the files imported; the path window when no dialog could be shown.
+    fn answered(&mut self, p: Picked, purpose: PathPurpose) {
+        match p {
+            Picked::Files(f) => match purpose {
+                PathPurpose::Open => {
                     if let Some(p) = f.into_iter().next() {
                         self.open_path(p);
                     }
                 }
-                Picked::NoDialog => self.no_dialog(PathPurpose::Open),
-                Picked::Cancelled => {}
-            }
-        }
-        if let Some(p) = self.saving.as_ref().and_then(Task::take) {
-            self.saving = None;
-            match p {
-                Picked::Files(f) => {
+                PathPurpose::Export => {
                     if let Some(p) = f.into_iter().next() {
                         self.start_export(p);
                     }
                 }
-                Picked::NoDialog => self.no_dialog(PathPurpose::Export),
-                Picked::Cancelled => {}
-            }
+                PathPurpose::Import => self.start_import(f),
+            },
+            Picked::NoDialog => self.no_dialog(purpose),
+            Picked::Cancelled => {}
         }
-        if let Some(p) = self.importing.as_ref().and_then(Task::take) {
-            self.importing = None;
-            match p {
-                Picked::Files(f) => self.start_import(f),
-                Picked::NoDialog => self.no_dialog(PathPurpose::Import),
-                Picked::Cancelled => {}
-            }
-        }
-        self.path_window(ctx);
+    }
+
+    /// An export that ended: its message, or the question whether to overwrite its files.
+    fn export_done(&mut self, jobs: &JobBoard) {
         match self.take(|s| &mut s.exporting, jobs) {
             Some(JobResult::Exported(Ok(m))) => self.message = Some((m, false)),
             Some(JobResult::Exported(Err(ExportFail::Exists { path, input, files }))) => {
@@ -476,6 +461,11 @@ impl SessionsUi {
             }
             _ => {}
         }
+    }
+
+    /// A session that finished opening, to show (the browser closes); or its error, kept for
+    /// the window's banner.
+    fn opened(&mut self, jobs: &JobBoard) -> Option<SessionAction> {
         match self.take(|s| &mut s.opening, jobs)? {
             JobResult::Opened(Ok(opened)) => {
                 // Damage found in the file is in the status bar while it is shown.
@@ -583,54 +573,7 @@ impl SessionsUi {
         } else if self.list.is_empty() {
             widgets::label_with_code(ui, "No recorded sessions yet. Sessions are recorded while the window runs, or with `vramwarden record`.");
         }
-        let mut to_open = None;
-        egui::ScrollArea::vertical().show(ui, |ui| {
-            egui::Grid::new("sessions")
-                .num_columns(6)
-                .striped(true)
-                .spacing([14.0, 4.0])
-                .show(ui, |ui| {
-                    for h in ["Started", "Duration", "GPUs", "Host", "Size", ""] {
-                        ui.label(RichText::new(h).strong());
-                    }
-                    ui.end_row();
-                    for s in self.list.iter() {
-                        // Two logs started the same second (two windows, or a window and
-                        // an agent) read alike: the file names them apart.
-                        let file = s
-                            .path
-                            .file_name()
-                            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-                        ui.monospace(format::date_time(s.started_ms()))
-                            .on_hover_text(&file);
-                        ui.monospace(format::duration(s.duration_ms()));
-                        let gpus = s.header.as_ref().map_or("?".into(), |h| {
-                            if h.devices.is_empty() {
-                                "none".to_string()
-                            } else {
-                                h.devices
-                                    .iter()
-                                    .map(|d| d.name.clone())
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            }
-                        });
-                        ui.label(gpus);
-                        ui.label(s.header.as_ref().map_or("?".into(), |h| h.host.clone()));
-                        ui.monospace(crate::model::format::file_size(s.size_bytes));
-                        let is_live = live_log == Some(s.path.as_path()) || s.recording;
-                        if ui
-                            .button(if is_live { "Open (recording)" } else { "Open" })
-                            .on_hover_text(&file)
-                            .clicked()
-                        {
-                            to_open = Some(s.path.clone());
-                        }
-                        ui.end_row();
-                    }
-                });
-        });
-        if let Some(p) = to_open {
+        if let Some(p) = sessions_grid(ui, &self.list, live_log) {
             self.open_path(p);
         }
     }
@@ -697,30 +640,7 @@ impl SessionsUi {
         jobs: &JobBoard,
     ) {
         if let Some((path, input, files)) = self.overwrite.clone() {
-            let question = if files.len() == 1 {
-                "Overwrite this file?"
-            } else {
-                "Overwrite these files?"
-            };
-            // A group a screen reader names by its question, around the files and the choice.
-            let group = egui::UiBuilder::new()
-                .accessibility_role(egui::accesskit::Role::Group)
-                .accessibility_label(question);
-            ui.scope_builder(group, |ui| {
-                ui.label(RichText::new(question).color(widgets::warn(ui)).strong());
-                for f in &files {
-                    ui.label(RichText::new(f.display().to_string()).monospace());
-                }
-                ui.horizontal(|ui| {
-                    if ui.button("Overwrite").clicked() {
-                        self.overwrite = None;
-                        self.spawn_export(input, path, true);
-                    }
-                    if ui.button("Cancel").clicked() {
-                        self.overwrite = None;
-                    }
-                });
-            });
+            self.overwrite_question(ui, path, input, &files);
         } else if let Some(id) = self.exporting {
             let fraction = jobs.state(id).map_or(0.0, |j| j.progress.fraction());
             ui.horizontal(|ui| {
@@ -738,28 +658,7 @@ impl SessionsUi {
                 ExportSource::Live => live_log.clone().map(ExportInput::File),
                 ExportSource::Opened => viewing.clone().map(ExportInput::Data),
             };
-            let can = input.is_some() && self.saving.is_none();
-            if ui.add_enabled(can, egui::Button::new("Save as…")).clicked() {
-                self.pending_export = input;
-                let name = format!(
-                    "vramwarden-{}.csv",
-                    chrono::Local::now().format("%Y%m%d-%H%M%S")
-                );
-                self.saving = Some(Task::spawn(
-                    "Choosing a file",
-                    super::task::repaint(ui.ctx()),
-                    move || {
-                        run_dialog(|| {
-                            rfd::FileDialog::new()
-                                .set_title("Export to CSV")
-                                .set_file_name(name)
-                                .add_filter("CSV", &["csv"])
-                                .save_file()
-                                .map(|f| vec![f])
-                        })
-                    },
-                ));
-            }
+            self.save_as(ui, input);
             if live_log.is_none() && viewing.is_none() {
                 ui.label(
                     RichText::new("Nothing to export: recording is off and no session is open.")
@@ -769,12 +668,172 @@ impl SessionsUi {
         }
     }
 
+    /// Whether to overwrite the export's existing `files`: Overwrite exports `input` to
+    /// `path` again, forced; Cancel drops it.
+    fn overwrite_question(
+        &mut self,
+        ui: &mut Ui,
+        path: PathBuf,
+        input: ExportInput,
+        files: &[PathBuf],
+    ) {
+        let question = if files.len() == 1 {
+            "Overwrite this file?"
+        } else {
+            "Overwrite these files?"
+        };
+        // A group a screen reader names by its question, around the files and the choice.
+        let group = egui::UiBuilder::new()
+            .accessibility_role(egui::accesskit::Role::Group)
+            .accessibility_label(question);
+        ui.scope_builder(group, |ui| {
+            ui.label(RichText::new(question).color(widgets::warn(ui)).strong());
+            for f in files {
+                ui.label(RichText::new(f.display().to_string()).monospace());
+            }
+            ui.horizontal(|ui| {
+                if ui.button("Overwrite").clicked() {
+                    self.overwrite = None;
+                    self.spawn_export(input, path, true);
+                }
+                if ui.button("Cancel").clicked() {
+                    self.overwrite = None;
+                }
+            });
+        });
+    }
+
+    /// Save as… (while there is an `input` and no dialog is open): asks for the CSV file with
+    /// the system dialog, the export waiting for its answer.
+    fn save_as(&mut self, ui: &mut Ui, input: Option<ExportInput>) {
+        let can = input.is_some() && self.saving.is_none();
+        if ui.add_enabled(can, egui::Button::new("Save as…")).clicked() {
+            self.pending_export = input;
+            let name = format!(
+                "vramwarden-{}.csv",
+                chrono::Local::now().format("%Y%m%d-%H%M%S")
+            );
+            self.saving = Some(Task::spawn(
+                "Choosing a file",
+                super::task::repaint(ui.ctx()),
+                move || {
+                    run_dialog(|| {
+                        rfd::FileDialog::new()
+                            .set_title("Export to CSV")
+                            .set_file_name(name)
+                            .add_filter("CSV", &["csv"])
+                            .save_file()
+                            .map(|f| vec![f])
+                    })
+                },
+            ));
+        }
+    }
+
     /// Exports without a dialog (tests, and the CLI-equivalent path).
     pub fn export_to(&mut self, input: ExportInput, table: Option<Table>, path: PathBuf) {
         self.pending_export = Some(input);
         self.export_table = table;
         self.start_export(path);
     }
+}
+
+/// The path field of the window that asks for a path: focused when the window opens, the
+/// path offered selected (as in an address bar: typing replaces it rather than adding to it)
+/// at first and on its first click.
+fn path_field(ui: &mut Ui, entry: &mut PathEntry) -> egui::Response {
+    let hint = match entry.purpose {
+        PathPurpose::Open => "/path/to/session.vwlog",
+        PathPurpose::Export => "/path/to/export.csv",
+        PathPurpose::Import => "apps.csv gpu.csv (separated by spaces)",
+    };
+    let first = !entry.focused;
+    let r = ui
+        .horizontal(|ui| {
+            let label = ui.label("Path");
+            let mut out = egui::TextEdit::singleline(&mut entry.text)
+                .hint_text(hint)
+                .desired_width(420.0)
+                .show(ui);
+            let first_click = out.response.response.clicked() && !entry.clicked;
+            entry.clicked |= first_click;
+            if first || first_click || out.response.response.gained_focus() {
+                // The path offered (the one typed last) is selected, as in an
+                // address bar: typing replaces it rather than adding to it.
+                let all = egui::text::CCursorRange::select_all_str(&entry.text);
+                out.state.cursor.set_char_range(Some(all));
+                out.state.store(ui.ctx(), out.response.response.id);
+            }
+            out.response.response.clone().labelled_by(label.id)
+        })
+        .inner;
+    // Typing goes to the field at once, as in a file dialog.
+    if first {
+        r.request_focus();
+        entry.focused = true;
+    }
+    r
+}
+
+/// The recorded sessions, one a row under a header (start, duration, GPUs, host, size,
+/// Open); the session whose Open was clicked, if one was.
+fn sessions_grid(
+    ui: &mut Ui,
+    list: &[SessionSummary],
+    live_log: Option<&std::path::Path>,
+) -> Option<PathBuf> {
+    let mut to_open = None;
+    egui::ScrollArea::vertical().show(ui, |ui| {
+        egui::Grid::new("sessions")
+            .num_columns(6)
+            .striped(true)
+            .spacing([14.0, 4.0])
+            .show(ui, |ui| {
+                for h in ["Started", "Duration", "GPUs", "Host", "Size", ""] {
+                    ui.label(RichText::new(h).strong());
+                }
+                ui.end_row();
+                for s in list {
+                    // Two logs started the same second (two windows, or a window and
+                    // an agent) read alike: the file names them apart.
+                    let file = s
+                        .path
+                        .file_name()
+                        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+                    ui.monospace(format::date_time(s.started_ms()))
+                        .on_hover_text(&file);
+                    ui.monospace(format::duration(s.duration_ms()));
+                    ui.label(gpu_names(s));
+                    ui.label(s.header.as_ref().map_or("?".into(), |h| h.host.clone()));
+                    ui.monospace(crate::model::format::file_size(s.size_bytes));
+                    let is_live = live_log == Some(s.path.as_path()) || s.recording;
+                    if ui
+                        .button(if is_live { "Open (recording)" } else { "Open" })
+                        .on_hover_text(&file)
+                        .clicked()
+                    {
+                        to_open = Some(s.path.clone());
+                    }
+                    ui.end_row();
+                }
+            });
+    });
+    to_open
+}
+
+/// The names of a session's GPUs ("none"; "?" when its header is unread).
+fn gpu_names(s: &SessionSummary) -> String {
+    s.header.as_ref().map_or("?".into(), |h| {
+        if h.devices.is_empty() {
+            "none".to_string()
+        } else {
+            h.devices
+                .iter()
+                .map(|d| d.name.clone())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    })
 }
 
 pub(crate) use crate::front::gui::jobs::ExportFail;

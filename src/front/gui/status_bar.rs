@@ -47,91 +47,110 @@ pub(crate) fn live(
 
 /// The live status bar's left part.
 fn live_left(ui: &mut Ui, m: &Monitor, now: UnixMs, link: &crate::link::LinkHealth) {
-    {
-        match link {
-            crate::link::LinkHealth::Local => {}
-            crate::link::LinkHealth::Connected { url, .. } => {
-                ui.label(RichText::new(format!("Agent {url} · connected")).strong())
-                    .on_hover_text("This window shows an agent's engine: actions are sent to it and it applies its own policy");
-                ui.separator();
-            }
-            crate::link::LinkHealth::Disconnected { url, .. } => {
-                ui.label(
-                    RichText::new(format!("Agent {url} · disconnected — retrying"))
-                        .color(widgets::warn(ui))
-                        .strong(),
-                );
-                ui.separator();
-            }
+    link_state(ui, link);
+    source(ui, m);
+    ui.separator();
+    ui.label(format!(
+        "Sampling every {}",
+        format::duration(m.interval_ms as i64).replace("0s", "<1s")
+    ));
+    ui.separator();
+    guard_state(ui, m);
+    last_sample(ui, m, now);
+    troubles(ui, m);
+}
+
+/// The agent this window is attached to and whether it answers (nothing for a local one).
+fn link_state(ui: &mut Ui, link: &crate::link::LinkHealth) {
+    match link {
+        crate::link::LinkHealth::Local => {}
+        crate::link::LinkHealth::Connected { url, .. } => {
+            ui.label(RichText::new(format!("Agent {url} · connected")).strong())
+                .on_hover_text("This window shows an agent's engine: actions are sent to it and it applies its own policy");
+            ui.separator();
         }
-        let src = m.source.as_ref();
-        match src {
-            Some(s) => {
-                ui.label(format!("Source: {}", s.kind));
-                ui.separator();
-                ui.label(format!(
-                    "Driver {}",
-                    s.driver_version.as_deref().unwrap_or("—")
-                ));
-                if let Some(v) = &s.nvml_version {
-                    ui.label(format!("NVML {v}"));
-                }
-                if let Some(v) = &s.cuda_version {
-                    ui.label(format!("CUDA {v}"));
-                }
-                ui.separator();
-                ui.label(format!("Host {}", s.host));
-            }
-            None => {
-                ui.label("Source: —");
-            }
-        }
-        ui.separator();
-        ui.label(format!(
-            "Sampling every {}",
-            format::duration(m.interval_ms as i64).replace("0s", "<1s")
-        ));
-        ui.separator();
-        guard_state(ui, m);
-        if m.is_stale(now) {
-            let age = m.latest_received_ms.map_or(0, |t| now - t);
+        crate::link::LinkHealth::Disconnected { url, .. } => {
             ui.label(
-                RichText::new(format!("STALE: no sample for {}", format::duration(age)))
+                RichText::new(format!("Agent {url} · disconnected — retrying"))
+                    .color(widgets::warn(ui))
+                    .strong(),
+            );
+            ui.separator();
+        }
+    }
+}
+
+/// The source: its kind, driver, NVML and CUDA versions, and host.
+fn source(ui: &mut Ui, m: &Monitor) {
+    match m.source.as_ref() {
+        Some(s) => {
+            ui.label(format!("Source: {}", s.kind));
+            ui.separator();
+            ui.label(format!(
+                "Driver {}",
+                s.driver_version.as_deref().unwrap_or("—")
+            ));
+            if let Some(v) = &s.nvml_version {
+                ui.label(format!("NVML {v}"));
+            }
+            if let Some(v) = &s.cuda_version {
+                ui.label(format!("CUDA {v}"));
+            }
+            ui.separator();
+            ui.label(format!("Host {}", s.host));
+        }
+        None => {
+            ui.label("Source: —");
+        }
+    }
+}
+
+/// STALE (with how long no sample came) when the driver stopped answering, else the last
+/// sample's time.
+fn last_sample(ui: &mut Ui, m: &Monitor, now: UnixMs) {
+    if m.is_stale(now) {
+        let age = m.latest_received_ms.map_or(0, |t| now - t);
+        ui.label(
+            RichText::new(format!("STALE: no sample for {}", format::duration(age)))
+                .color(widgets::warn(ui))
+                .strong(),
+        )
+        .on_hover_text("The driver has not answered for 3 intervals. The window keeps working; data resumes when the driver answers.");
+    } else if let Some(t) = m.latest_received_ms {
+        ui.label(format!("Last sample {}", format::clock(t)));
+    }
+}
+
+/// What went wrong, each after a separator: the last error, each GPU whose process list
+/// failed, the recording's error; then the OOM forecasts.
+fn troubles(ui: &mut Ui, m: &Monitor) {
+    if let Some(e) = &m.last_error {
+        ui.separator();
+        ui.label(RichText::new(e).color(widgets::warn(ui)));
+    }
+    for d in m.latest.iter().flat_map(|s| &s.devices) {
+        if let Some(e) = &d.process_list_error {
+            ui.separator();
+            ui.label(
+                RichText::new(format!("GPU {}: process list STALE", d.index))
                     .color(widgets::warn(ui))
                     .strong(),
             )
-            .on_hover_text("The driver has not answered for 3 intervals. The window keeps working; data resumes when the driver answers.");
-        } else if let Some(t) = m.latest_received_ms {
-            ui.label(format!("Last sample {}", format::clock(t)));
+            .on_hover_text(format!("The driver failed to list this GPU's processes ({e}). The last good list is shown, its memory unknown; nothing is recorded as 0."));
         }
-        if let Some(e) = &m.last_error {
-            ui.separator();
-            ui.label(RichText::new(e).color(widgets::warn(ui)));
-        }
-        for d in m.latest.iter().flat_map(|s| &s.devices) {
-            if let Some(e) = &d.process_list_error {
-                ui.separator();
-                ui.label(
-                    RichText::new(format!("GPU {}: process list STALE", d.index))
-                        .color(widgets::warn(ui))
-                        .strong(),
-                )
-                .on_hover_text(format!("The driver failed to list this GPU's processes ({e}). The last good list is shown, its memory unknown; nothing is recorded as 0."));
-            }
-        }
-        if let Some(e) = &m.recording.error {
-            ui.separator();
-            ui.label(RichText::new(e).color(widgets::warn(ui)))
-                .on_hover_text("Sampling goes on; recording retries every sample.");
-        }
-        // The OOM forecast as the banner says it now (never a figure frozen when raised).
-        for a in &m.oom_alerts {
-            ui.separator();
-            ui.label(
-                RichText::new(format!("⚠ {}", a.sentence()))
-                    .color(widgets::forecast_color(ui.visuals().dark_mode)),
-            );
-        }
+    }
+    if let Some(e) = &m.recording.error {
+        ui.separator();
+        ui.label(RichText::new(e).color(widgets::warn(ui)))
+            .on_hover_text("Sampling goes on; recording retries every sample.");
+    }
+    // The OOM forecast as the banner says it now (never a figure frozen when raised).
+    for a in &m.oom_alerts {
+        ui.separator();
+        ui.label(
+            RichText::new(format!("⚠ {}", a.sentence()))
+                .color(widgets::forecast_color(ui.visuals().dark_mode)),
+        );
     }
 }
 

@@ -119,13 +119,17 @@ fn advice(t: &TorchMem, cx: &Context, units: Units) -> Vec<Advice> {
     out
 }
 
+/// The height of the allocator's strip (points).
+const STRIP_HEIGHT: f32 = 16.0;
+
 /// A strip of the memory the driver counts for the process, split the allocator's way:
 /// tensors, free space in split blocks, releasable cache, and what lies outside the allocator
 /// (the CUDA context, other libraries).
 pub(crate) fn strip(ui: &mut Ui, t: &TorchMem, driver_bytes: Option<u64>, units: Units) {
-    let height = 16.0;
-    let (rect, resp) =
-        ui.allocate_exact_size(egui::vec2(ui.available_width(), height), Sense::hover());
+    let (rect, resp) = ui.allocate_exact_size(
+        egui::vec2(ui.available_width(), STRIP_HEIGHT),
+        Sense::hover(),
+    );
     let total = driver_bytes.unwrap_or(0).max(t.reserved_bytes).max(1);
     let split = t
         .inactive_split_bytes
@@ -138,26 +142,7 @@ pub(crate) fn strip(ui: &mut Ui, t: &TorchMem, driver_bytes: Option<u64>, units:
         (free_cache, widgets::TORCH_CACHE),
         (outside, ui.visuals().weak_text_color().gamma_multiply(0.5)),
     ];
-    let p = ui.painter();
-    p.rect_filled(rect, CornerRadius::same(3), ui.visuals().extreme_bg_color);
-    let mut x = rect.min.x;
-    for (bytes, color) in parts {
-        let w = rect.width() * (bytes as f64 / total as f64) as f32;
-        if w > 0.0 {
-            p.rect_filled(
-                Rect::from_min_size(egui::pos2(x, rect.min.y), egui::vec2(w, height)),
-                CornerRadius::ZERO,
-                color,
-            );
-        }
-        x += w;
-    }
-    p.rect_stroke(
-        rect,
-        CornerRadius::same(3),
-        Stroke::new(1.0, ui.visuals().widgets.noninteractive.bg_stroke.color),
-        StrokeKind::Inside,
-    );
+    paint_strip(ui, rect, &parts, total);
     let text = format!(
         "Tensors {} · free in split blocks {} · releasable cache {} · outside the allocator \
          (CUDA context, other libraries) {}",
@@ -170,6 +155,36 @@ pub(crate) fn strip(ui: &mut Ui, t: &TorchMem, driver_bytes: Option<u64>, units:
     let label = format!("PyTorch allocator: {text}");
     resp.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Meter, true, label.clone()));
     resp.on_hover_text(text);
+    strip_legend(ui);
+}
+
+/// Paints the strip in `rect`: its background, each part (bytes, color) from the left as
+/// its share of `total`, and its frame.
+fn paint_strip(ui: &Ui, rect: Rect, parts: &[(u64, Color32)], total: u64) {
+    let p = ui.painter();
+    p.rect_filled(rect, CornerRadius::same(3), ui.visuals().extreme_bg_color);
+    let mut x = rect.min.x;
+    for &(bytes, color) in parts {
+        let w = rect.width() * (bytes as f64 / total as f64) as f32;
+        if w > 0.0 {
+            p.rect_filled(
+                Rect::from_min_size(egui::pos2(x, rect.min.y), egui::vec2(w, STRIP_HEIGHT)),
+                CornerRadius::ZERO,
+                color,
+            );
+        }
+        x += w;
+    }
+    p.rect_stroke(
+        rect,
+        CornerRadius::same(3),
+        Stroke::new(1.0, ui.visuals().widgets.noninteractive.bg_stroke.color),
+        StrokeKind::Inside,
+    );
+}
+
+/// The strip's legend: a color and a name for each of its parts.
+fn strip_legend(ui: &mut Ui) {
     ui.horizontal_wrapped(|ui| {
         for (name, color) in [
             ("tensors", widgets::TORCH_ALLOCATED),
@@ -215,50 +230,78 @@ pub(crate) fn section(
             (b as f64 / (1u64 << 30) as f64).floor()
         });
     if let Some(request) = request {
-        ui.horizontal_wrapped(|ui| {
-            if ui
-                .button("Release cached memory")
-                .on_hover_text(format!(
-                    "torch.cuda.empty_cache() in the process, through its companion: up to {} go back to the driver; its tensors stay",
-                    units.bytes(t.releasable_bytes())
-                ))
-                .clicked()
-            {
-                request.push(super::ui_command::UiCommand::AskAction(
-                    row.series_key(),
-                    crate::act::rules::Action::ReleaseCache,
-                ));
-            }
-            ui.separator();
-            let id = egui::Id::unique(("torch-limit", row.key.pid, row.device_index));
-            let mut gib: f64 = ui.data(|d| d.get_temp(id)).unwrap_or_else(|| {
-                (t.reserved_bytes as f64 / (1u64 << 30) as f64)
-                    .ceil()
-                    .clamp(1.0, gpu_gib.max(1.0))
-            });
-            let label = ui.label("Limit to");
-            let l = ui
-                .add(
-                    egui::DragValue::new(&mut gib)
-                        .range(1.0..=gpu_gib.max(1.0))
-                        .speed(0.5)
-                        .suffix(" GiB"),
-                )
-                .labelled_by(label.id);
-            if l.changed() {
-                ui.data_mut(|d| d.insert_temp(id, gib));
-            }
-            let b = ui.button("Set limit").on_hover_text(
-                "A per-process memory fraction (torch.cuda.set_per_process_memory_fraction): the job gets its own out-of-memory error at this size instead of starving its neighbours",
-            );
-            if b.clicked() {
-                request.push(super::ui_command::UiCommand::AskAction(
-                    row.series_key(),
-                    crate::act::rules::Action::LimitMemory { gib },
-                ));
-            }
-        });
+        actions(ui, row, t, units, gpu_gib, request);
     }
+    figures(ui, t, units);
+    strip(ui, t, row.used_bytes, units);
+    tips(ui, m, row, t, units, (now, rising));
+}
+
+/// The allocator's actions: release the cache, and limit the process to a size in GiB (at
+/// most `gpu_gib`); a click asks for the action through `request`.
+fn actions(
+    ui: &mut Ui,
+    row: &ProcessRow,
+    t: &TorchMem,
+    units: Units,
+    gpu_gib: f64,
+    request: &mut Vec<super::ui_command::UiCommand>,
+) {
+    ui.horizontal_wrapped(|ui| {
+        if ui
+            .button("Release cached memory")
+            .on_hover_text(format!(
+                "torch.cuda.empty_cache() in the process, through its companion: up to {} go back to the driver; its tensors stay",
+                units.bytes(t.releasable_bytes())
+            ))
+            .clicked()
+        {
+            request.push(super::ui_command::UiCommand::AskAction(
+                row.series_key(),
+                crate::act::rules::Action::ReleaseCache,
+            ));
+        }
+        ui.separator();
+        let gib = limit_gib(ui, row, t, gpu_gib);
+        let b = ui.button("Set limit").on_hover_text(
+            "A per-process memory fraction (torch.cuda.set_per_process_memory_fraction): the job gets its own out-of-memory error at this size instead of starving its neighbours",
+        );
+        if b.clicked() {
+            request.push(super::ui_command::UiCommand::AskAction(
+                row.series_key(),
+                crate::act::rules::Action::LimitMemory { gib },
+            ));
+        }
+    });
+}
+
+/// The "Limit to" field: GiB, 1 to `gpu_gib`, first the process's reserved memory rounded
+/// up, kept while the pane shows the process; returns the value it holds.
+fn limit_gib(ui: &mut Ui, row: &ProcessRow, t: &TorchMem, gpu_gib: f64) -> f64 {
+    let id = egui::Id::unique(("torch-limit", row.key.pid, row.device_index));
+    let mut gib: f64 = ui.data(|d| d.get_temp(id)).unwrap_or_else(|| {
+        (t.reserved_bytes as f64 / (1u64 << 30) as f64)
+            .ceil()
+            .clamp(1.0, gpu_gib.max(1.0))
+    });
+    let label = ui.label("Limit to");
+    let l = ui
+        .add(
+            egui::DragValue::new(&mut gib)
+                .range(1.0..=gpu_gib.max(1.0))
+                .speed(0.5)
+                .suffix(" GiB"),
+        )
+        .labelled_by(label.id);
+    if l.changed() {
+        ui.data_mut(|d| d.insert_temp(id, gib));
+    }
+    gib
+}
+
+/// The allocator's figures, one a row: allocated, reserved, cache, split blocks, retries,
+/// and (when there are) OOM errors, the memory fraction and expandable segments.
+fn figures(ui: &mut Ui, t: &TorchMem, units: Units) {
     egui::Grid::new("torch-figures")
         .num_columns(2)
         .spacing([12.0, 4.0])
@@ -299,7 +342,18 @@ pub(crate) fn section(
                 );
             }
         });
-    strip(ui, t, row.used_bytes, units);
+}
+
+/// The section's tips (see [`advice`]): for the GPU's fill, the process still `rising`,
+/// and how long it has been idle at `now`.
+fn tips(
+    ui: &mut Ui,
+    m: &Monitor,
+    row: &ProcessRow,
+    t: &TorchMem,
+    units: Units,
+    (now, rising): (UnixMs, bool),
+) {
     let device = m
         .latest
         .as_ref()

@@ -291,6 +291,9 @@ pub(crate) fn forecast_color(dark_mode: bool) -> Color32 {
     }
 }
 
+/// The height of a memory bar (points).
+const MEMORY_BAR_HEIGHT: f32 = 18.0;
+
 /// A horizontal bar split into used / reserved / free. `projected` (bytes used in
 /// [`FORECAST_HORIZON_MIN`] minutes at the current leak rate) draws an orange band from the used
 /// memory to that point, with a tick where it ends (at the bar's end when the GPU would be full).
@@ -302,50 +305,15 @@ pub(crate) fn memory_bar(
     projected: Option<u64>,
     hover: &str,
 ) -> egui::Response {
-    let height = 18.0;
-    let (rect, resp) =
-        ui.allocate_exact_size(egui::vec2(ui.available_width(), height), Sense::hover());
+    let (rect, resp) = ui.allocate_exact_size(
+        egui::vec2(ui.available_width(), MEMORY_BAR_HEIGHT),
+        Sense::hover(),
+    );
     let p = ui.painter();
     let radius = CornerRadius::same(4);
     p.rect_filled(rect, radius, ui.visuals().extreme_bg_color);
     if total > 0 {
-        let w = rect.width();
-        let fu = (used as f64 / total as f64).clamp(0.0, 1.0) as f32;
-        let fr = (reserved as f64 / total as f64).clamp(0.0, 1.0 - f64::from(fu)) as f32;
-        let reserved_rect = Rect::from_min_size(rect.min, egui::vec2(w * fr, height));
-        let used_rect = Rect::from_min_size(
-            egui::pos2(rect.min.x + w * fr, rect.min.y),
-            egui::vec2(w * fu, height),
-        );
-        // The two segments meet square; only the bar's ends are round.
-        let square = |left: bool| CornerRadius {
-            nw: if left { 0 } else { radius.nw },
-            sw: if left { 0 } else { radius.sw },
-            ne: if left { radius.ne } else { 0 },
-            se: if left { radius.se } else { 0 },
-        };
-        p.rect_filled(reserved_rect, square(false), RESERVED);
-        let used_radius = if fr > 0.0 { square(true) } else { radius };
-        p.rect_filled(used_rect, used_radius, USED);
-        if let Some(proj) = projected.filter(|p| *p > used) {
-            let fp = (proj as f64 / total as f64).clamp(0.0, 1.0 - f64::from(fr)) as f32;
-            let x0 = used_rect.max.x;
-            let x1 = rect.min.x + w * (fr + fp);
-            if x1 > x0 {
-                let band = Rect::from_min_max(
-                    egui::pos2(x0, rect.min.y + 4.0),
-                    egui::pos2(x1, rect.max.y - 4.0),
-                );
-                p.rect_filled(band, CornerRadius::ZERO, FORECAST.gamma_multiply(0.55));
-                p.line_segment(
-                    [
-                        egui::pos2(x1, rect.min.y - 2.0),
-                        egui::pos2(x1, rect.max.y + 2.0),
-                    ],
-                    Stroke::new(2.0, FORECAST),
-                );
-            }
-        }
+        paint_memory(p, rect, radius, (total, used, reserved), projected);
     }
     p.rect_stroke(
         rect,
@@ -364,6 +332,59 @@ pub(crate) fn memory_bar(
     );
     resp.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Meter, true, label.clone()));
     resp.on_hover_text(hover)
+}
+
+/// Paints a memory bar's segments in `rect` (of `total` > 0 bytes): the reserved memory from
+/// the left, the used memory after it, and the projection's band past the used memory.
+fn paint_memory(
+    p: &egui::Painter,
+    rect: Rect,
+    radius: CornerRadius,
+    (total, used, reserved): (u64, u64, u64),
+    projected: Option<u64>,
+) {
+    let height = MEMORY_BAR_HEIGHT;
+    let w = rect.width();
+    let fu = (used as f64 / total as f64).clamp(0.0, 1.0) as f32;
+    let fr = (reserved as f64 / total as f64).clamp(0.0, 1.0 - f64::from(fu)) as f32;
+    let reserved_rect = Rect::from_min_size(rect.min, egui::vec2(w * fr, height));
+    let used_rect = Rect::from_min_size(
+        egui::pos2(rect.min.x + w * fr, rect.min.y),
+        egui::vec2(w * fu, height),
+    );
+    // The two segments meet square; only the bar's ends are round.
+    let square = |left: bool| CornerRadius {
+        nw: if left { 0 } else { radius.nw },
+        sw: if left { 0 } else { radius.sw },
+        ne: if left { radius.ne } else { 0 },
+        se: if left { radius.se } else { 0 },
+    };
+    p.rect_filled(reserved_rect, square(false), RESERVED);
+    let used_radius = if fr > 0.0 { square(true) } else { radius };
+    p.rect_filled(used_rect, used_radius, USED);
+    if let Some(proj) = projected.filter(|p| *p > used) {
+        let fp = (proj as f64 / total as f64).clamp(0.0, 1.0 - f64::from(fr)) as f32;
+        paint_projection(p, rect, (used_rect.max.x, rect.min.x + w * (fr + fp)));
+    }
+}
+
+/// Paints the projection on a memory bar: an orange band from `x0` to `x1` (when it has
+/// room), with a tick where it ends.
+fn paint_projection(p: &egui::Painter, rect: Rect, (x0, x1): (f32, f32)) {
+    if x1 > x0 {
+        let band = Rect::from_min_max(
+            egui::pos2(x0, rect.min.y + 4.0),
+            egui::pos2(x1, rect.max.y - 4.0),
+        );
+        p.rect_filled(band, CornerRadius::ZERO, FORECAST.gamma_multiply(0.55));
+        p.line_segment(
+            [
+                egui::pos2(x1, rect.min.y - 2.0),
+                egui::pos2(x1, rect.max.y + 2.0),
+            ],
+            Stroke::new(2.0, FORECAST),
+        );
+    }
 }
 
 /// The span of the forecast drawn on a memory bar, in minutes.

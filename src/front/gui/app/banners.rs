@@ -11,6 +11,13 @@ impl VramApp {
     /// The banners under the menu: a broken settings file, a file that could not be opened,
     /// a lost agent.
     pub(super) fn banners(&mut self, ui: &mut Ui, health: &crate::link::LinkHealth) {
+        self.config_banner(ui);
+        self.open_error_banner(ui);
+        self.link_banner(ui, health);
+    }
+
+    /// The banner of a broken settings file (the window runs on defaults).
+    fn config_banner(&self, ui: &mut Ui) {
         if let Some(e) = &self.config_error {
             egui::Panel::top("config-banner")
                 .frame(widgets::panel_frame(ui.style()))
@@ -21,6 +28,10 @@ impl VramApp {
                 });
             });
         }
+    }
+
+    /// The banner of a file that could not be opened, with Dismiss.
+    fn open_error_banner(&mut self, ui: &mut Ui) {
         if let Some(e) = self.sessions.open_error.clone() {
             egui::Panel::top("open-error-banner")
                 .frame(widgets::panel_frame(ui.style()))
@@ -37,6 +48,11 @@ impl VramApp {
                     });
                 });
         }
+    }
+
+    /// The banner of an agent lost (or never reached), with the way back to this computer
+    /// and, where it helps, a new token or forgetting the host.
+    fn link_banner(&mut self, ui: &mut Ui, health: &crate::link::LinkHealth) {
         if let crate::link::LinkHealth::Disconnected {
             url,
             since_ms,

@@ -41,27 +41,7 @@ impl VramApp {
             });
             ui.label(RichText::new(meaning(&action, releasable, units)).weak());
             ui.add_space(8.0);
-            ui.horizontal_wrapped(|ui| {
-                // Red only for what cannot be undone (a signal); a park, a resume, a
-                // release or a limit is an ordinary button.
-                let button = if destructive(&action) {
-                    widgets::danger_button(ui, &verb)
-                } else {
-                    egui::Button::new(RichText::new(verb.clone()).strong())
-                };
-                if ui.add(button).clicked() {
-                    decided = Some(true);
-                }
-                let cancel = ui.button("Cancel");
-                // The keyboard starts on the safe choice: Enter cancels, Tab reaches
-                // the action.
-                if ui.memory(|m| m.focused().is_none()) {
-                    cancel.request_focus();
-                }
-                if cancel.clicked() || ui.input(|i| i.key_pressed(egui::Key::Escape)) {
-                    decided = Some(false);
-                }
-            });
+            decided = choice(ui, &action, &verb);
         });
         match decided {
             Some(true) => {
@@ -250,4 +230,33 @@ fn confirm_wording(
         }
         a => (format!("{} this process?", a.label()), a.label()),
     }
+}
+
+/// The dialog's choice: the action's button (`verb`; red only for what cannot be undone) and
+/// Cancel, which the keyboard starts on (Enter cancels, Tab reaches the action; Esc cancels
+/// too). `Some(true)`: do it; `Some(false)`: cancelled; `None`: not decided yet.
+fn choice(ui: &mut egui::Ui, action: &crate::act::rules::Action, verb: &str) -> Option<bool> {
+    let mut decided = None;
+    ui.horizontal_wrapped(|ui| {
+        // Red only for what cannot be undone (a signal); a park, a resume, a
+        // release or a limit is an ordinary button.
+        let button = if destructive(action) {
+            widgets::danger_button(ui, verb)
+        } else {
+            egui::Button::new(RichText::new(verb).strong())
+        };
+        if ui.add(button).clicked() {
+            decided = Some(true);
+        }
+        let cancel = ui.button("Cancel");
+        // The keyboard starts on the safe choice: Enter cancels, Tab reaches
+        // the action.
+        if ui.memory(|m| m.focused().is_none()) {
+            cancel.request_focus();
+        }
+        if cancel.clicked() || ui.input(|i| i.key_pressed(egui::Key::Escape)) {
+            decided = Some(false);
+        }
+    });
+    decided
 }

@@ -15,15 +15,7 @@ impl VramApp {
         let ctx = ui.ctx().clone();
         widgets::readable_text(&ctx);
         widgets::set_palette(&ctx, self.state.palette);
-        let replies = self.backend.take_replies();
-        self.action_status.answered(&replies, self.now());
-        let at = ctx.input(|i| i.time);
-        let st = &mut self.settings_ui;
-        if let Some(t) =
-            crate::front::gui::replies::route(replies, &mut st.testing, &mut self.toasts, at)
-        {
-            st.tested = Some(t);
-        }
+        self.route_replies(&ctx);
         self.toasts.show(&ctx);
         let jobs = self.backend.jobs().clone();
         self.poll_background(&ctx, &jobs);
@@ -48,22 +40,7 @@ impl VramApp {
         if let Some(v) = view.as_mut() {
             session_bar(ui, v, &mut self.queue);
         }
-        egui::Panel::bottom("status")
-            .frame(crate::front::gui::widgets::panel_frame(ui.style()))
-            .show(ui, |ui| {
-                crate::front::gui::status_bar::jobs_strip(ui, &jobs, &mut self.queue);
-                match view.as_ref() {
-                    Some(v) => crate::front::gui::status_bar::session(ui, v),
-                    None => crate::front::gui::status_bar::live(
-                        ui,
-                        &live,
-                        self.agent_host(&live),
-                        self.now(),
-                        &health,
-                        self.backend.own_notices().latest(),
-                    ),
-                }
-            });
+        self.status_panel(ui, &live, view.as_ref(), &health, &jobs);
         match view.as_mut() {
             Some(v) => self.session_panes(ui, v),
             None => self.live_panes(ui, &live, &health),
@@ -76,6 +53,48 @@ impl VramApp {
         // draws no frame however it was opened).
         self.backend.set_covered(self.view.is_some());
         self.schedule_repaint(ui, live.interval_ms);
+    }
+
+    /// The engine's replies since the last frame: the actions' results, a rule's test (for
+    /// the Settings window), the rest as toasts.
+    fn route_replies(&mut self, ctx: &egui::Context) {
+        let replies = self.backend.take_replies();
+        self.action_status.answered(&replies, self.now());
+        let at = ctx.input(|i| i.time);
+        let st = &mut self.settings_ui;
+        if let Some(t) =
+            crate::front::gui::replies::route(replies, &mut st.testing, &mut self.toasts, at)
+        {
+            st.tested = Some(t);
+        }
+    }
+
+    /// The status bar at the window's bottom: the jobs running, then the session's status or
+    /// the live one.
+    fn status_panel(
+        &mut self,
+        ui: &mut Ui,
+        live: &crate::engine::view::Monitor,
+        view: Option<&crate::front::gui::sessions::SessionView>,
+        health: &crate::link::LinkHealth,
+        jobs: &crate::front::gui::jobs::JobBoard,
+    ) {
+        egui::Panel::bottom("status")
+            .frame(crate::front::gui::widgets::panel_frame(ui.style()))
+            .show(ui, |ui| {
+                crate::front::gui::status_bar::jobs_strip(ui, jobs, &mut self.queue);
+                match view {
+                    Some(v) => crate::front::gui::status_bar::session(ui, v),
+                    None => crate::front::gui::status_bar::live(
+                        ui,
+                        live,
+                        self.agent_host(live),
+                        self.now(),
+                        health,
+                        self.backend.own_notices().latest(),
+                    ),
+                }
+            });
     }
 
     /// The windows and dialogs over the panes: Settings, the confirmation, sessions and

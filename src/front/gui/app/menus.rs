@@ -202,43 +202,7 @@ impl VramApp {
         let rec = &live.recording;
         if !viewing {
             if rec.active {
-                let to = rec
-                    .path
-                    .as_ref()
-                    .map_or(String::new(), |p| p.display().to_string());
-                // In a window attached to an agent, the recording is the agent's, on its disk.
-                let whose = match self.agent_host(live) {
-                    Some(host) => format!("The agent on {host} records to {to} (on that host)"),
-                    None => format!("Recording to {to}"),
-                };
-                match self.unreachable_since {
-                    // Not known to record now: the dot of its last answer, greyed.
-                    Some(since) => ui
-                        .label(RichText::new("● REC").monospace().weak())
-                        .on_hover_text(format!(
-                            "{whose} (as of its last answer: agent unreachable since {})",
-                            format::clock(since)
-                        )),
-                    None => match &rec.error {
-                        // Writes fail (full disk, a file-size limit): said where the eye
-                        // looks first, the status bar's notice may be cut short.
-                        Some(e) => ui
-                            .label(
-                                RichText::new("⚠ REC failing")
-                                    .monospace()
-                                    .color(ui.visuals().error_fg_color),
-                            )
-                            .on_hover_text(match self.agent_host(live) {
-                                Some(host) => {
-                                    format!("The agent on {host}: {e}; it retries every sample")
-                                }
-                                None => format!("{e}; retried every sample"),
-                            }),
-                        None => ui
-                            .label(RichText::new("● REC").monospace().color(widgets::warn(ui)))
-                            .on_hover_text(whose),
-                    },
-                };
+                self.recording_mark(ui, live);
             } else if rec.path.is_some() {
                 let paused = match self.agent_host(live) {
                     Some(host) => format!("⏸ {host}: recording paused"),
@@ -247,5 +211,48 @@ impl VramApp {
                 ui.label(RichText::new(paused).weak());
             }
         }
+    }
+
+    /// The mark of a recording going on: "● REC" (greyed while the agent is unreachable),
+    /// or "⚠ REC failing" while its writes fail; where it records to on hover.
+    fn recording_mark(&self, ui: &mut Ui, live: &Monitor) {
+        let rec = &live.recording;
+        let to = rec
+            .path
+            .as_ref()
+            .map_or(String::new(), |p| p.display().to_string());
+        // In a window attached to an agent, the recording is the agent's, on its disk.
+        let whose = match self.agent_host(live) {
+            Some(host) => format!("The agent on {host} records to {to} (on that host)"),
+            None => format!("Recording to {to}"),
+        };
+        match self.unreachable_since {
+            // Not known to record now: the dot of its last answer, greyed.
+            Some(since) => ui
+                .label(RichText::new("● REC").monospace().weak())
+                .on_hover_text(format!(
+                    "{whose} (as of its last answer: agent unreachable since {})",
+                    format::clock(since)
+                )),
+            None => match &rec.error {
+                // Writes fail (full disk, a file-size limit): said where the eye
+                // looks first, the status bar's notice may be cut short.
+                Some(e) => ui
+                    .label(
+                        RichText::new("⚠ REC failing")
+                            .monospace()
+                            .color(ui.visuals().error_fg_color),
+                    )
+                    .on_hover_text(match self.agent_host(live) {
+                        Some(host) => {
+                            format!("The agent on {host}: {e}; it retries every sample")
+                        }
+                        None => format!("{e}; retried every sample"),
+                    }),
+                None => ui
+                    .label(RichText::new("● REC").monospace().color(widgets::warn(ui)))
+                    .on_hover_text(whose),
+            },
+        };
     }
 }

@@ -62,6 +62,8 @@ impl VramApp {
         }
     }
 
+    /// The window's panes: the GPU cards on the left, the selected process's details on the
+    /// right, and between them the selected GPU's graph over the tabs.
     #[allow(clippy::too_many_arguments)]
     fn panes(
         &mut self,
@@ -82,23 +84,7 @@ impl VramApp {
         egui::CentralPanel::default()
             .frame(crate::front::gui::widgets::central_frame(ui.style()))
             .show(ui, |ui| {
-                let h = (ui.available_height() * 0.5).max(220.0);
-                ui.allocate_ui(egui::vec2(ui.available_width(), h), |ui| {
-                    self.graph.in_session = self.replaying;
-                    let clicked = crate::front::gui::graph::device_graph(
-                        ui,
-                        monitor,
-                        snap,
-                        self.selected_gpu,
-                        &mut self.state,
-                        &mut self.graph,
-                        edge,
-                        self.selected.filter(|k| k.1 == self.selected_gpu),
-                    );
-                    if clicked.is_some() {
-                        self.selected = clicked;
-                    }
-                });
+                self.graph_area(ui, monitor, snap, edge);
                 ui.separator();
                 let host = self.agent_host(monitor);
                 let window_open = self.settings_ui.open
@@ -123,6 +109,34 @@ impl VramApp {
                 };
                 self.tabs.show(ui, &mut cx, &mut self.queue);
             });
+    }
+
+    /// The selected GPU's graph in the upper half (at least 220 points) of the central
+    /// panel; a click on a process's band selects it.
+    fn graph_area(
+        &mut self,
+        ui: &mut Ui,
+        monitor: &Monitor,
+        snap: &crate::model::Snapshot,
+        edge: UnixMs,
+    ) {
+        let h = (ui.available_height() * 0.5).max(220.0);
+        ui.allocate_ui(egui::vec2(ui.available_width(), h), |ui| {
+            self.graph.in_session = self.replaying;
+            let clicked = crate::front::gui::graph::device_graph(
+                ui,
+                monitor,
+                snap,
+                self.selected_gpu,
+                &mut self.state,
+                &mut self.graph,
+                edge,
+                self.selected.filter(|k| k.1 == self.selected_gpu),
+            );
+            if clicked.is_some() {
+                self.selected = clicked;
+            }
+        });
     }
 
     /// A new selection brings its GPU's graph; a GPU index past the last falls back to 0.
@@ -223,22 +237,7 @@ impl VramApp {
                     .id_salt("detail-scroll")
                     .auto_shrink([false, false])
                     .show(ui, |ui| {
-                        let result = (!self.replaying)
-                            .then(|| self.action_status.state(row.series_key(), now))
-                            .flatten();
-                        let input = process_detail::PaneInputs {
-                            units: self.state.units,
-                            now,
-                            leak: badge,
-                            result,
-                            host: self.agent_host(monitor),
-                            // A recorded session offers no actions, nor a lost agent.
-                            request: (!self.replaying && self.unreachable_since.is_none())
-                                .then_some(&mut asked),
-                            offline: !self.replaying && self.unreachable_since.is_some(),
-                        };
-                        open =
-                            process_detail::pane(ui, monitor, row, &mut self.detail_graph, input);
+                        open = self.detail_pane(ui, monitor, row, (badge, now), &mut asked);
                     });
             });
         self.detail_rect = Some(shown.response.rect);
@@ -246,6 +245,33 @@ impl VramApp {
             self.selected = None;
         }
         self.queue.extend(asked);
+    }
+
+    /// The selected process's details in the right panel, its leak `badge` and action result
+    /// at `now`; actions asked for go to `asked` (none in a recorded session, nor from a lost
+    /// agent). False when the pane was closed.
+    fn detail_pane(
+        &mut self,
+        ui: &mut Ui,
+        monitor: &Monitor,
+        row: &crate::engine::view::ProcessRow,
+        (badge, now): (Option<crate::front::gui::leaks::LeakBadge>, UnixMs),
+        asked: &mut Vec<UiCommand>,
+    ) -> bool {
+        let result = (!self.replaying)
+            .then(|| self.action_status.state(row.series_key(), now))
+            .flatten();
+        let input = process_detail::PaneInputs {
+            units: self.state.units,
+            now,
+            leak: badge,
+            result,
+            host: self.agent_host(monitor),
+            // A recorded session offers no actions, nor a lost agent.
+            request: (!self.replaying && self.unreachable_since.is_none()).then_some(asked),
+            offline: !self.replaying && self.unreachable_since.is_some(),
+        };
+        process_detail::pane(ui, monitor, row, &mut self.detail_graph, input)
     }
 }
 

@@ -59,15 +59,7 @@ impl VramApp {
     /// Sessions → Sessions on the agent…: the agent's logs, each downloaded into this
     /// computer's sessions folder and opened read-only on request.
     pub(super) fn agent_sessions_window(&mut self, ctx: &egui::Context) {
-        for (name, got) in self.backend.take_agent_downloads() {
-            match got {
-                Ok(path) => {
-                    self.sessions.open_path(path);
-                    self.agent_sessions = None;
-                }
-                Err(e) => self.agent_sessions = Some(Some(format!("{name}: {e}"))),
-            }
-        }
+        self.agent_downloads_done();
         let Some(error) = self.agent_sessions.clone() else {
             return;
         };
@@ -87,46 +79,7 @@ impl VramApp {
                     "Session logs recorded by {}. Opening one downloads it into this computer's sessions folder (from-agents/).",
                     self.backend.remote().unwrap_or("the agent")
                 ));
-                match &files.list {
-                    None => {
-                        ui.label("Asking the agent…");
-                    }
-                    Some(Err(e)) => {
-                        ui.label(RichText::new(e.as_str()).color(widgets::warn(ui)));
-                    }
-                    Some(Ok(list)) if list.is_empty() => {
-                        ui.label("The agent has recorded no sessions (is it started with --no-record?).");
-                    }
-                    Some(Ok(list)) => {
-                        egui::ScrollArea::vertical().max_height(360.0).show(ui, |ui| {
-                            egui::Grid::new("agent-sessions")
-                                .num_columns(4)
-                                .striped(true)
-                                .spacing([12.0, 4.0])
-                                .show(ui, |ui| {
-                                    for s in list {
-                                        ui.label(RichText::new(&s.name).monospace());
-                                        ui.label(s.started_ms.map_or("—".into(), format::date_time));
-                                        ui.label(format!(
-                                            "{} · {}",
-                                            s.duration_ms.map_or("—".into(), format::duration),
-                                            format::file_size(s.size_bytes)
-                                        ));
-                                        let busy = files.downloading.as_deref() == Some(s.name.as_str());
-                                        if busy {
-                                            ui.spinner();
-                                        } else if ui
-                                            .add_enabled(files.downloading.is_none(), egui::Button::new("Open"))
-                                            .clicked()
-                                        {
-                                            fetch = Some(s.name.clone());
-                                        }
-                                        ui.end_row();
-                                    }
-                                });
-                        });
-                    }
-                }
+                fetch = agent_sessions_list(ui, &files);
                 if let Some(e) = &error {
                     ui.label(RichText::new(e.as_str()).color(widgets::warn(ui)));
                 }
@@ -144,6 +97,20 @@ impl VramApp {
             self.agent_sessions = None;
         } else if files.downloading.is_some() || files.list.is_none() {
             ctx.request_repaint_after(std::time::Duration::from_millis(200));
+        }
+    }
+
+    /// The agent's logs downloaded since the last frame: each opened (the window closes), or
+    /// its error kept for the window.
+    fn agent_downloads_done(&mut self) {
+        for (name, got) in self.backend.take_agent_downloads() {
+            match got {
+                Ok(path) => {
+                    self.sessions.open_path(path);
+                    self.agent_sessions = None;
+                }
+                Err(e) => self.agent_sessions = Some(Some(format!("{name}: {e}"))),
+            }
         }
     }
 
@@ -209,4 +176,59 @@ fn saved_message(path: &std::path::Path, bak: Option<&std::path::Path>) -> Strin
         ),
         None => format!("Saved to {}", path.display()),
     }
+}
+
+/// The agent's session logs, one a row (name, start, length and size, Open), or why there
+/// are none yet; the log whose Open was clicked, if one was.
+fn agent_sessions_list(
+    ui: &mut egui::Ui,
+    files: &crate::link::files::RemoteFiles,
+) -> Option<String> {
+    let mut fetch = None;
+    match &files.list {
+        None => {
+            ui.label("Asking the agent…");
+        }
+        Some(Err(e)) => {
+            ui.label(RichText::new(e.as_str()).color(widgets::warn(ui)));
+        }
+        Some(Ok(list)) if list.is_empty() => {
+            ui.label("The agent has recorded no sessions (is it started with --no-record?).");
+        }
+        Some(Ok(list)) => {
+            egui::ScrollArea::vertical()
+                .max_height(360.0)
+                .show(ui, |ui| {
+                    egui::Grid::new("agent-sessions")
+                        .num_columns(4)
+                        .striped(true)
+                        .spacing([12.0, 4.0])
+                        .show(ui, |ui| {
+                            for s in list {
+                                ui.label(RichText::new(&s.name).monospace());
+                                ui.label(s.started_ms.map_or("—".into(), format::date_time));
+                                ui.label(format!(
+                                    "{} · {}",
+                                    s.duration_ms.map_or("—".into(), format::duration),
+                                    format::file_size(s.size_bytes)
+                                ));
+                                let busy = files.downloading.as_deref() == Some(s.name.as_str());
+                                if busy {
+                                    ui.spinner();
+                                } else if ui
+                                    .add_enabled(
+                                        files.downloading.is_none(),
+                                        egui::Button::new("Open"),
+                                    )
+                                    .clicked()
+                                {
+                                    fetch = Some(s.name.clone());
+                                }
+                                ui.end_row();
+                            }
+                        });
+                });
+        }
+    }
+    fetch
 }

@@ -55,26 +55,16 @@ pub(super) struct PlotOpts<'a> {
     pub(super) fixed_x: bool,
 }
 
+/// Draws `lines` as the plot `id`, as `o` says: the value axis in one unit (the lines'
+/// points made in it), its range set or fitted, the lines, limit, forecast, marks and shaded
+/// windows, and the GPU graph's hover table.
 pub(super) fn draw_plot(
     ui: &mut Ui,
     id: &str,
     lines: &mut [GraphLine],
     o: &PlotOpts<'_>,
 ) -> egui_plot::PlotResponse<()> {
-    // The axis uses one unit for all its labels: GiB when the scale reaches 10 GiB (or when
-    // chosen), so the grid falls on round GiB values.
-    let top = o.limit_mib.filter(|_| !o.fit_y).unwrap_or_else(|| {
-        lines
-            .iter()
-            .flat_map(|l| l.points.iter().map(|p| p[1]))
-            .fold(0.0, f64::max)
-    });
-    let unit = match o.units {
-        Units::MiB => "MiB",
-        Units::GiB => "GiB",
-        Units::Auto if top >= 10.0 * 1024.0 => "GiB",
-        Units::Auto => "MiB",
-    };
+    let unit = axis_unit(lines, o);
     let scale = if unit == "GiB" { 1.0 / 1024.0 } else { 1.0 };
     rescale(lines, scale);
     let lines: &[GraphLine] = lines;
@@ -98,23 +88,46 @@ pub(super) fn draw_plot(
     });
     span_names(ui, &resp.transform, o.spans);
     if o.table_hover {
-        if let Some(pos) = resp.response.hover_pos() {
-            let x = resp.transform.value_from_position(pos).x;
-            let shown = resp.transform.bounds();
-            let at = HoverAt {
-                x,
-                step: o.step_s,
-                bucket: bucket_at(o.buckets, x, o.step_s),
-                stacked: o.stacked,
-                days: widgets::shows_days(Some((shown.min()[0], shown.max()[0]))),
-            };
-            let (limit, reserved, units) = (o.limit_mib, o.reserved_mib, o.units);
-            resp.response.clone().on_hover_ui_at_pointer(|ui| {
-                hover_table(ui, lines, &at, limit, reserved, units);
-            });
-        }
+        table_hover(&resp, lines, o);
     }
     resp
+}
+
+/// The value axis's unit, one for all its labels: GiB when the scale (the GPU's size, or the
+/// lines' highest value when fitted) reaches 10 GiB (or when chosen), so the grid falls on
+/// round GiB values.
+fn axis_unit(lines: &[GraphLine], o: &PlotOpts<'_>) -> &'static str {
+    let top = o.limit_mib.filter(|_| !o.fit_y).unwrap_or_else(|| {
+        lines
+            .iter()
+            .flat_map(|l| l.points.iter().map(|p| p[1]))
+            .fold(0.0, f64::max)
+    });
+    match o.units {
+        Units::MiB => "MiB",
+        Units::GiB => "GiB",
+        Units::Auto if top >= 10.0 * 1024.0 => "GiB",
+        Units::Auto => "MiB",
+    }
+}
+
+/// Under the pointer, the GPU graph's hover table of every series at its time.
+fn table_hover(resp: &egui_plot::PlotResponse<()>, lines: &[GraphLine], o: &PlotOpts<'_>) {
+    if let Some(pos) = resp.response.hover_pos() {
+        let x = resp.transform.value_from_position(pos).x;
+        let shown = resp.transform.bounds();
+        let at = HoverAt {
+            x,
+            step: o.step_s,
+            bucket: bucket_at(o.buckets, x, o.step_s),
+            stacked: o.stacked,
+            days: widgets::shows_days(Some((shown.min()[0], shown.max()[0]))),
+        };
+        let (limit, reserved, units) = (o.limit_mib, o.reserved_mib, o.units);
+        resp.response.clone().on_hover_ui_at_pointer(|ui| {
+            hover_table(ui, lines, &at, limit, reserved, units);
+        });
+    }
 }
 
 /// Makes each line's points in the axis unit (`scale` from MiB), when not made already.
@@ -233,29 +246,7 @@ fn plot_lines<'a>(
         );
     }
     for l in lines.iter() {
-        let mut line = Line::new(l.name.clone(), PlotPoints::Borrowed(&l.scaled)).color(l.color);
-        let highlighted =
-            matches!((l.kind, o.highlight), (LineKind::Process(k), Some(h)) if k == h);
-        if l.filled {
-            // Opaque, between its own edges: the band has its swatch's colour whatever lies
-            // above, below or behind it (dimmed towards the plot's background, still opaque,
-            // while another is selected).
-            let dim = o.highlight.is_some() && !highlighted;
-            let fill = if dim {
-                dimmed(&plot_ui.ctx().global_style().visuals, l.color)
-            } else {
-                l.color
-            };
-            fill_band(plot_ui, l, fill);
-            line = line.color(fill).width(if highlighted { 2.5 } else { 1.0 });
-        } else {
-            line = line.width(match l.kind {
-                LineKind::Total => 2.0,
-                _ if highlighted => 3.0,
-                _ => 1.5,
-            });
-        }
-        plot_ui.line(line);
+        plot_line(plot_ui, l, o.highlight);
     }
     if let Some(l) = o.limit_mib {
         plot_ui.hline(
@@ -283,6 +274,37 @@ fn plot_lines<'a>(
                 .style(egui_plot::LineStyle::dashed_loose()),
         );
     }
+}
+
+/// One line: a band filled between its own edges (dimmed while another is selected), or a
+/// plain line; the highlighted one thicker.
+fn plot_line<'a>(
+    plot_ui: &mut egui_plot::PlotUi<'a>,
+    l: &'a GraphLine,
+    highlight: Option<ProcSeriesKey>,
+) {
+    let mut line = Line::new(l.name.clone(), PlotPoints::Borrowed(&l.scaled)).color(l.color);
+    let highlighted = matches!((l.kind, highlight), (LineKind::Process(k), Some(h)) if k == h);
+    if l.filled {
+        // Opaque, between its own edges: the band has its swatch's colour whatever lies
+        // above, below or behind it (dimmed towards the plot's background, still opaque,
+        // while another is selected).
+        let dim = highlight.is_some() && !highlighted;
+        let fill = if dim {
+            dimmed(&plot_ui.ctx().global_style().visuals, l.color)
+        } else {
+            l.color
+        };
+        fill_band(plot_ui, l, fill);
+        line = line.color(fill).width(if highlighted { 2.5 } else { 1.0 });
+    } else {
+        line = line.width(match l.kind {
+            LineKind::Total => 2.0,
+            _ if highlighted => 3.0,
+            _ => 1.5,
+        });
+    }
+    plot_ui.line(line);
 }
 
 /// The names of the shaded windows along the plot's top, one per group of windows that

@@ -86,37 +86,11 @@ pub(super) fn hover_table(
         (true, Some(b)) => (b.at_s, 0.0),
         _ => (at.x, at.step),
     };
-    match &at.bucket {
-        Some(b) => {
-            ui.label(egui::RichText::new(bucket_title(b, at.days)).strong());
-            if at.stacked && b.to_s > b.from_s {
-                ui.label(
-                    egui::RichText::new(format!(
-                        "values at {}",
-                        widgets::hover_time(b.at_s, false)
-                    ))
-                    .weak(),
-                );
-            }
-        }
-        None => {
-            ui.label(egui::RichText::new(widgets::hover_time(x, at.days)).strong());
-        }
-    }
+    hover_title(ui, at, x);
     // One unit for the whole list (Auto: from the GPU's size).
     let largest = limit_mib.unwrap_or(0.0).max(0.0) * crate::model::MIB as f64;
     let units = units.for_largest(largest as u64);
-    let mut rows: Vec<(&GraphLine, f64)> = lines
-        .iter()
-        .filter(|l| !matches!(l.kind, LineKind::Total | LineKind::TotalRange))
-        .filter_map(|l| l.value_at(x, step).map(|v| (l, v)))
-        .collect();
-    if at.stacked {
-        // As the stack and the legend: its top first.
-        rows.reverse();
-    } else {
-        rows.sort_by(|a, b| b.1.total_cmp(&a.1));
-    }
+    let rows = hover_rows(lines, (x, step), at.stacked);
     let total = lines
         .iter()
         .find(|l| l.kind == LineKind::Total)
@@ -134,29 +108,80 @@ pub(super) fn hover_table(
                 ui.end_row();
             }
             if let Some(t) = total {
-                ui.horizontal(|ui| {
-                    widgets::color_swatch(ui, widgets::USED);
-                    ui.label(egui::RichText::new("Total used").strong());
-                });
-                ui.monospace(units.mib(t));
-                ui.end_row();
-                if let Some((lo, hi)) = at
-                    .bucket
-                    .and_then(|b| b.total_range)
-                    .filter(|(lo, hi)| hi > lo)
-                {
-                    ui.label("Range in this time");
-                    ui.monospace(format!("{} – {}", units.mib(lo), units.mib(hi)));
-                    ui.end_row();
-                }
-                if let Some(l) = limit_mib {
-                    ui.label("Free");
-                    ui.monospace(units.mib((l - t - reserved_mib.unwrap_or(0.0)).max(0.0)));
-                    ui.end_row();
-                }
+                total_rows(ui, t, at, (limit_mib, reserved_mib), units);
             }
         });
     if rows.is_empty() && total.is_none() {
         ui.label(egui::RichText::new("No data at this time").weak());
+    }
+}
+
+/// The hover's title: the bucket's time range (stacked, with the instant its values are
+/// read at), or the time at `x` where there are no buckets.
+fn hover_title(ui: &mut Ui, at: &HoverAt, x: f64) {
+    match &at.bucket {
+        Some(b) => {
+            ui.label(egui::RichText::new(bucket_title(b, at.days)).strong());
+            if at.stacked && b.to_s > b.from_s {
+                ui.label(
+                    egui::RichText::new(format!(
+                        "values at {}",
+                        widgets::hover_time(b.at_s, false)
+                    ))
+                    .weak(),
+                );
+            }
+        }
+        None => {
+            ui.label(egui::RichText::new(widgets::hover_time(x, at.days)).strong());
+        }
+    }
+}
+
+/// Every series but the total's with its own value at `x` (within `step`): stacked, in the
+/// stack's order from its top (as the legend); else largest first.
+fn hover_rows(lines: &[GraphLine], (x, step): (f64, f64), stacked: bool) -> Vec<(&GraphLine, f64)> {
+    let mut rows: Vec<(&GraphLine, f64)> = lines
+        .iter()
+        .filter(|l| !matches!(l.kind, LineKind::Total | LineKind::TotalRange))
+        .filter_map(|l| l.value_at(x, step).map(|v| (l, v)))
+        .collect();
+    if stacked {
+        // As the stack and the legend: its top first.
+        rows.reverse();
+    } else {
+        rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+    }
+    rows
+}
+
+/// The hover's last rows: the total `t`, its range in the bucket (when it varied), and the
+/// free memory (the GPU's size less the total and what the driver reserves).
+fn total_rows(
+    ui: &mut Ui,
+    t: f64,
+    at: &HoverAt,
+    (limit_mib, reserved_mib): (Option<f64>, Option<f64>),
+    units: Units,
+) {
+    ui.horizontal(|ui| {
+        widgets::color_swatch(ui, widgets::USED);
+        ui.label(egui::RichText::new("Total used").strong());
+    });
+    ui.monospace(units.mib(t));
+    ui.end_row();
+    if let Some((lo, hi)) = at
+        .bucket
+        .and_then(|b| b.total_range)
+        .filter(|(lo, hi)| hi > lo)
+    {
+        ui.label("Range in this time");
+        ui.monospace(format!("{} – {}", units.mib(lo), units.mib(hi)));
+        ui.end_row();
+    }
+    if let Some(l) = limit_mib {
+        ui.label("Free");
+        ui.monospace(units.mib((l - t - reserved_mib.unwrap_or(0.0)).max(0.0)));
+        ui.end_row();
     }
 }

@@ -160,6 +160,35 @@ fn metric_plot(
     (w, height): (f32, f32),
 ) -> Option<(f64, f64)> {
     let (title, unit, _) = METRIC_PANELS[panel];
+    panel_title(ui, title, unit, lines);
+    let legend_h = panel_legend(ui, lines);
+    let days = widgets::shows_days(set_x.or_else(|| lines_span(lines)));
+    let size = (w - 8.0, (height - 20.0 - legend_h).max(40.0));
+    let resp = panel_plot(device, title, unit, days, size).show(ui, |p| {
+        fit_values_again(p);
+        if let Some((a, b)) = set_x {
+            p.set_plot_bounds_x(a..=b);
+        }
+        wheel_zoom(p);
+        for l in lines.iter() {
+            let mut line = Line::new(l.name.clone(), PlotPoints::new(l.points.clone()))
+                .color(l.color)
+                .width(1.5);
+            if l.color == widgets::LIMIT {
+                line = line.style(egui_plot::LineStyle::dashed_loose());
+            }
+            p.line(line);
+        }
+    });
+    user_moved(ui, &resp.response).then(|| {
+        let b = resp.transform.bounds();
+        (b.min()[0], b.max()[0])
+    })
+}
+
+/// The panel's title with its lines' newest readings ("Power · 290 / 700 W"; "—" when it
+/// has none), the lines' names on hover.
+fn panel_title(ui: &mut Ui, title: &str, unit: &str, lines: &[GraphLine]) {
     let now: Vec<String> = lines
         .iter()
         .filter_map(|l| Some(format!("{:.0}", l.points.last()?[1])))
@@ -177,8 +206,12 @@ fn metric_plot(
                 .collect::<Vec<_>>()
                 .join(" / "),
         );
-    // A panel of two lines (power and its cap, the two clocks) says which is which.
-    let legend_h = if lines.len() > 1 {
+}
+
+/// A panel of two lines (power and its cap, the two clocks) says which is which; returns
+/// the height the legend took (0 for one line).
+fn panel_legend(ui: &mut Ui, lines: &[GraphLine]) -> f32 {
+    if lines.len() > 1 {
         ui.horizontal(|ui| {
             for l in lines {
                 widgets::legend_item(ui, l.color, metric_legend_name(&l.name), false);
@@ -190,14 +223,24 @@ fn metric_plot(
             + ui.spacing().item_spacing.y
     } else {
         0.0
-    };
-    let days = widgets::shows_days(set_x.or_else(|| lines_span(lines)));
+    }
+}
+
+/// The panel's plot, `(width, height)` in points: its time axis zooms and pans only (linked
+/// to the memory graph's, with the cursor), its values from 0 (to 100 for a percentage).
+fn panel_plot(
+    device: u32,
+    title: &'static str,
+    unit: &str,
+    days: bool,
+    (width, height): (f32, f32),
+) -> Plot<'static> {
     let hover_unit = unit.to_string();
     let unit = unit.to_string();
     let link = egui::Id::unique(("gpu-time", device));
-    let mut plot = Plot::new(("gpu-metric", device, title))
-        .height((height - 20.0 - legend_h).max(40.0))
-        .width(w - 8.0)
+    let plot = Plot::new(("gpu-metric", device, title))
+        .height(height)
+        .width(width)
         .allow_zoom([true, false])
         .allow_drag([true, false])
         .allow_scroll(false)
@@ -226,28 +269,10 @@ fn metric_plot(
             egui_plot::HoverPosition::Elsewhere { .. } => None,
         });
     if title == "Utilisation" || title == "Fan" {
-        plot = plot.include_y(100.0);
+        plot.include_y(100.0)
+    } else {
+        plot
     }
-    let resp = plot.show(ui, |p| {
-        fit_values_again(p);
-        if let Some((a, b)) = set_x {
-            p.set_plot_bounds_x(a..=b);
-        }
-        wheel_zoom(p);
-        for l in lines.iter() {
-            let mut line = Line::new(l.name.clone(), PlotPoints::new(l.points.clone()))
-                .color(l.color)
-                .width(1.5);
-            if l.color == widgets::LIMIT {
-                line = line.style(egui_plot::LineStyle::dashed_loose());
-            }
-            p.line(line);
-        }
-    });
-    user_moved(ui, &resp.response).then(|| {
-        let b = resp.transform.bounds();
-        (b.min()[0], b.max()[0])
-    })
 }
 
 /// A metric's name in its panel's legend, where the panel's title says the rest ("Clocks":

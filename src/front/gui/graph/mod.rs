@@ -22,7 +22,7 @@ use super::ui_state::UiState;
 pub use super::ui_state::Window;
 use super::widgets;
 use crate::engine::view::Monitor;
-use crate::model::history::ProcSeriesKey;
+use crate::model::history::{History, ProcSeriesKey};
 use crate::model::{UnixMs, MIB};
 
 pub use axes::{value_grid, value_label};
@@ -84,6 +84,108 @@ fn device_figures(
     (limit, reserved, forecast)
 }
 
+/// The height of the metric plots under the memory graph (points).
+const METRICS_HEIGHT: f32 = 110.0;
+
+/// What one frame's GPU graph shows, worked out before the plot is drawn.
+struct View {
+    device: u32,
+    /// The time range the history holds (unix ms).
+    held: Range,
+    /// The time range shown (unix ms).
+    range: Range,
+    /// Buckets across: the pane's width, clamped.
+    width: usize,
+    /// The pane's width in points, taken before anything was drawn.
+    full_w: f32,
+    /// Seconds one point of the lines stands for (the hover's tolerance).
+    step_s: f64,
+    /// The time range (unix s) set on the plot this frame, if it is set.
+    set_x: Option<(f64, f64)>,
+    /// The GPU's memory size (MiB).
+    limit: Option<f64>,
+    /// Memory the driver reserves (MiB).
+    reserved: Option<f64>,
+    /// The OOM forecast line, when following.
+    forecast: Option<[[f64; 2]; 2]>,
+}
+
+impl View {
+    /// The view of GPU `device` over `range`, `full_w` points wide; `keyed`: the keys moved
+    /// the range this frame.
+    fn new(
+        m: &Monitor,
+        snap: &crate::model::Snapshot,
+        device: u32,
+        (held, range, full_w): (Range, Range, f32),
+        keyed: bool,
+        cache: &GraphCache,
+    ) -> Self {
+        let (from, to) = range;
+        let width = (full_w as usize).clamp(50, 4000);
+        let (limit, reserved, forecast) = device_figures(snap, device, cache.free_range.is_none());
+        let set_x = (cache.free_range.is_none() || keyed || cache.push_range).then(|| {
+            let (a, b) = (from as f64 / 1000.0, to as f64 / 1000.0);
+            // Room on the right for the forecast to show where it heads.
+            (a, b + forecast.map_or(0.0, |_| (b - a) * 0.12))
+        });
+        let step_s =
+            ((to - from) as f64 / 1000.0 / width as f64).max(m.interval_ms as f64 / 1000.0) * 2.0;
+        View {
+            device,
+            held,
+            range,
+            width,
+            full_w,
+            step_s,
+            set_x,
+            limit,
+            reserved,
+            forecast,
+        }
+    }
+
+    /// The view's lines, from the cache; built anew when the key they are kept under changed.
+    fn lines<'c>(
+        &self,
+        m: &Monitor,
+        stacked: bool,
+        colors: &widgets::Colors,
+        cache: &'c mut GraphCache,
+        buckets: &mut crate::model::history::BucketCache,
+    ) -> &'c DeviceLines {
+        let key = self.cache_key(&m.history, stacked, colors);
+        cache.get(key, || {
+            device_lines(
+                &m.history,
+                m,
+                self.device,
+                self.range,
+                self.width,
+                stacked,
+                colors,
+                buckets,
+            )
+        })
+    }
+
+    /// The key the cached lines of this view are kept under.
+    fn cache_key(&self, h: &History, stacked: bool, colors: &widgets::Colors) -> CacheKey {
+        CacheKey {
+            history: h.id(),
+            what: None,
+            device: self.device,
+            from: self.range.0,
+            to: self.range.1,
+            width: self.width,
+            end_tick: h.end_tick(),
+            stacked,
+            dark: colors.dark,
+            palette: colors.palette,
+        }
+    }
+}
+
 /// The graph of one GPU with its toolbar (window presets, stacking, fit to data, follow live)
 /// and its legend. `edge` is the right end of the window when following (the live edge, or a
 /// session's slider); `highlight` is the selected process, drawn thicker. Returns the process
@@ -109,77 +211,87 @@ pub(crate) fn device_graph(
     // under the detail pane.
     let full_w = ui.available_width();
     toolbar(ui, device, state, cache);
-    let (keyed, (from, to)) = shown_range(ui, state, cache, (held, edge, m.interval_ms));
-    let width = (full_w as usize).clamp(50, 4000);
-    let colors = widgets::Colors::of(ui);
-    let key = CacheKey {
-        history: h.id(),
-        what: None,
+    let (keyed, range) = shown_range(ui, state, cache, (held, edge, m.interval_ms));
+    let view = View::new(
+        m,
+        snap,
         device,
-        from,
-        to,
-        width,
-        end_tick: h.end_tick(),
-        stacked: state.stacked,
-        dark: colors.dark,
-        palette: colors.palette,
-    };
+        (held, range, full_w),
+        keyed.is_some(),
+        cache,
+    );
+    let colors = widgets::Colors::of(ui);
     let stacked = state.stacked;
-    let (limit, reserved, forecast) = device_figures(snap, device, cache.free_range.is_none());
-    let set_x = (cache.free_range.is_none() || keyed.is_some() || cache.push_range).then(|| {
-        let (a, b) = (from as f64 / 1000.0, to as f64 / 1000.0);
-        // Room on the right for the forecast to show where it heads.
-        (a, b + forecast.map_or(0.0, |_| (b - a) * 0.12))
-    });
-    let marks = leak_marks(m, device, (from, to));
-    let as_table = cache.as_table;
     let mut buckets = std::mem::take(&mut cache.buckets);
-    let drawn = cache.get(key, || {
-        device_lines(
-            h,
-            m,
-            device,
-            (from, to),
-            width,
-            stacked,
-            &colors,
-            &mut buckets,
-        )
-    });
+    let drawn = view.lines(m, stacked, &colors, cache, &mut buckets);
+    legend(
+        ui,
+        &drawn.lines,
+        highlight,
+        view.forecast.is_some(),
+        stacked,
+    );
+    if cache.as_table {
+        graph_as_tables(ui, h, &view, state, cache, buckets);
+        return None;
+    }
+    let (resp, clicked) = memory_plot(ui, m, &view, state, cache, highlight);
+    cache.buckets = buckets;
+    after_plot(ui, m, &view, state, cache, &resp);
+    clicked
+}
+
+/// The graph drawn as tables (the memory lines', then the metrics' when shown) instead of
+/// plots; `buckets` goes back into the cache.
+fn graph_as_tables(
+    ui: &mut Ui,
+    h: &History,
+    view: &View,
+    state: &UiState,
+    cache: &mut GraphCache,
+    buckets: crate::model::history::BucketCache,
+) {
+    let memory_units = state
+        .units
+        .for_largest(view.limit.map_or(0, |l| (l * MIB as f64) as u64));
+    // Out of the cache while the tables (which read the metrics' cache) are drawn.
+    let lines = std::mem::take(&mut cache.drawn.lines);
+    cache.buckets = buckets;
+    cache.plot_rect = None;
+    let show_metrics = state.show_metrics.then_some(view.width);
+    graph_tables(
+        ui,
+        h,
+        view.device,
+        view.range,
+        (&lines, view.step_s, memory_units),
+        cache,
+        show_metrics,
+    );
+    cache.drawn.lines = lines;
+}
+
+/// Draws the memory plot of the cached lines (the limit, the forecast, leak marks, shaded
+/// windows); returns its response and the process whose band was clicked, if one was.
+fn memory_plot(
+    ui: &mut Ui,
+    m: &Monitor,
+    view: &View,
+    state: &UiState,
+    cache: &mut GraphCache,
+    highlight: Option<ProcSeriesKey>,
+) -> (egui_plot::PlotResponse<()>, Option<ProcSeriesKey>) {
+    let (device, range) = (view.device, view.range);
+    let marks = leak_marks(m, device, range);
+    let mem_h = state
+        .show_metrics
+        .then(|| (ui.available_height() - METRICS_HEIGHT - 8.0).max(120.0));
+    let spans_shaded = shaded_windows(m, device, range);
+    let link = egui::Id::unique(("gpu-time", device));
     let DeviceLines {
         lines,
         buckets: spans,
-    } = drawn;
-    legend(ui, lines, highlight, forecast.is_some(), stacked);
-    let step_s =
-        ((to - from) as f64 / 1000.0 / width as f64).max(m.interval_ms as f64 / 1000.0) * 2.0;
-    let metrics_h = 110.0;
-    let memory_units = state
-        .units
-        .for_largest(limit.map_or(0, |l| (l * MIB as f64) as u64));
-    if as_table {
-        // Out of the cache while the tables (which read the metrics' cache) are drawn.
-        let lines = std::mem::take(lines);
-        cache.buckets = buckets;
-        cache.plot_rect = None;
-        let show_metrics = state.show_metrics.then_some(width);
-        graph_tables(
-            ui,
-            h,
-            device,
-            (from, to),
-            (&lines, step_s, memory_units),
-            cache,
-            show_metrics,
-        );
-        cache.drawn.lines = lines;
-        return None;
-    }
-    let mem_h = state
-        .show_metrics
-        .then(|| (ui.available_height() - metrics_h - 8.0).max(120.0));
-    let spans_shaded = shaded_windows(m, device, (from, to));
-    let link = egui::Id::unique(("gpu-time", device));
+    } = &mut cache.drawn;
     let resp = draw_plot(
         ui,
         &format!("gpu-graph-{device}"),
@@ -188,20 +300,20 @@ pub(crate) fn device_graph(
             height: mem_h,
             link: Some(link),
             spans: &spans_shaded,
-            limit_mib: limit,
-            reserved_mib: reserved,
+            limit_mib: view.limit,
+            reserved_mib: view.reserved,
             units: state.units,
-            set_x,
+            set_x: view.set_x,
             auto_x: false,
             fit_y: state.fit_y,
             marks: &marks,
             table_hover: true,
             highlight,
-            forecast,
-            step_s,
+            forecast: view.forecast,
+            step_s: view.step_s,
             buckets: spans,
-            stacked,
-            width: Some(full_w),
+            stacked: state.stacked,
+            width: Some(view.full_w),
             fixed_x: false,
         },
     );
@@ -212,10 +324,25 @@ pub(crate) fn device_graph(
         .then(|| resp.response.interact_pointer_pos())
         .flatten()
         .map(|pos| resp.transform.value_from_position(pos))
-        .and_then(|p| hover::process_at(lines, (p.x, p.y), step_s));
-    cache.buckets = buckets;
+        .and_then(|p| hover::process_at(lines, (p.x, p.y), view.step_s));
+    (resp, clicked)
+}
+
+/// After the memory plot: keeps where it was drawn, draws the metric plots under it (when
+/// shown), and keeps the range a zoom or pan of either leaves, within the data.
+fn after_plot(
+    ui: &mut Ui,
+    m: &Monitor,
+    view: &View,
+    state: &UiState,
+    cache: &mut GraphCache,
+    resp: &egui_plot::PlotResponse<()>,
+) {
     cache.plot_rect = Some(resp.response.rect);
-    cache.edge_x = Some(resp.transform.position_from_point_x(to as f64 / 1000.0));
+    cache.edge_x = Some(
+        resp.transform
+            .position_from_point_x(view.range.1 as f64 / 1000.0),
+    );
     // A metric plot zoomed or panned moves the memory graph too (their time axes are
     // linked): its range becomes the graph's.
     let mut metric_moved = None;
@@ -225,23 +352,22 @@ pub(crate) fn device_graph(
         // included (their time axes line up): set where the memory graph set it (following,
         // keys), else taken from the link, so a zoom of the memory graph in this frame is not
         // undone.
-        let range = set_x.filter(|_| !moved_here);
+        let range = view.set_x.filter(|_| !moved_here);
         metric_moved = metric_plots(
             ui,
-            h,
-            device,
-            (from, to),
+            &m.history,
+            view.device,
+            view.range,
             range,
-            (width, full_w),
+            (view.width, view.full_w),
             cache,
-            metrics_h,
+            METRICS_HEIGHT,
         );
     }
-    let after = range_after(&resp, moved_here, metric_moved, cache.free_range);
-    let kept = after.map(|r| kept_in_data(r, held, m.interval_ms));
+    let after = range_after(resp, moved_here, metric_moved, cache.free_range);
+    let kept = after.map(|r| kept_in_data(r, view.held, m.interval_ms));
     cache.push_range = kept != after;
     cache.free_range = kept;
-    clicked
 }
 
 #[cfg(test)]

@@ -9,7 +9,8 @@ use super::tables::table_series;
 use crate::engine::view::Monitor;
 use crate::front::gui::{plot_table, widgets};
 use crate::model::format::Units;
-use crate::model::history::ProcSeriesKey;
+use crate::model::history::{History, ProcSeriesKey, Series};
+use crate::model::UnixMs;
 
 /// The least height of a process's lifetime graph (points).
 pub const PROCESS_GRAPH_MIN_HEIGHT: f32 = 180.0;
@@ -31,14 +32,7 @@ pub(crate) fn process_graph(
         ui.label("No history held for this process.");
         return;
     };
-    let from = m
-        .row(&key)
-        .map(|r| r.first_seen_ms)
-        .or_else(|| h.time_of(series.first_tick()))
-        .unwrap_or(0);
-    let to = h
-        .time_of(series.end_tick().saturating_sub(1))
-        .unwrap_or(from);
+    let (from, to) = lifetime(m, key, series);
     let width = (ui.available_width() as usize).clamp(50, 4000);
     let colors = widgets::Colors::of(ui);
     let ck = CacheKey {
@@ -56,42 +50,7 @@ pub(crate) fn process_graph(
     let color = colors.slot(m.row(&key).map_or(0, |r| r.color_slot));
     let mut as_table = cache.as_table;
     let drawn = cache.get(ck, || {
-        let mut lines = vec![GraphLine::new(
-            "GPU memory (driver)".into(),
-            LineKind::Process(key),
-            color,
-            h.decimate(series, from, to, width),
-            true,
-        )];
-        // Where its PyTorch companion answered: what the allocator holds and what its
-        // tensors use, over the driver's figure.
-        use crate::model::history::TorchFigure;
-        for (figure, name, c) in [
-            (
-                TorchFigure::Reserved,
-                "Reserved (PyTorch)",
-                widgets::TORCH_CACHE,
-            ),
-            (
-                TorchFigure::Allocated,
-                "Allocated (PyTorch)",
-                widgets::TORCH_ALLOCATED,
-            ),
-        ] {
-            if let Some(s) = h.torch(&key, figure) {
-                lines.push(GraphLine::new(
-                    name.into(),
-                    LineKind::Figure,
-                    c,
-                    h.decimate(s, from, to, width),
-                    false,
-                ));
-            }
-        }
-        DeviceLines {
-            lines,
-            buckets: Vec::new(),
-        }
+        lifetime_lines(h, key, series, (from, to), width, color)
     });
     // Which line is which (the driver's figure, PyTorch's allocated and reserved memory).
     ui.horizontal_wrapped(|ui| {
@@ -101,27 +60,118 @@ pub(crate) fn process_graph(
         plot_table::toggle(ui, &mut as_table);
     });
     if as_table {
-        let step = ((to - from) as f64 / 1000.0 / width as f64).max(1.0) * 2.0;
-        plot_table::series_table(
-            ui,
-            ("proc-table", key.0.pid, key.1),
-            &table_series(&drawn.lines),
-            (from as f64 / 1000.0, to as f64 / 1000.0),
-            step,
-            &plot_table::ValueFormat::Memory(units),
-        );
+        lifetime_table(ui, key, &drawn.lines, (from, to), width, units);
         cache.as_table = as_table;
         return;
     }
+    let resp = lifetime_plot(ui, key, &mut drawn.lines, units, marks);
+    cache.as_table = as_table;
+    cache.plot_rect = Some(resp.response.rect);
+    let b = resp.transform.bounds();
+    cache.shown_x = Some((b.min()[0], b.max()[0]));
+}
+
+/// The time range of the process's lifetime (unix ms): from when it was first seen (or its
+/// first sample held) to its last sample.
+fn lifetime(m: &Monitor, key: ProcSeriesKey, series: &Series) -> (UnixMs, UnixMs) {
+    let h = &m.history;
+    let from = m
+        .row(&key)
+        .map(|r| r.first_seen_ms)
+        .or_else(|| h.time_of(series.first_tick()))
+        .unwrap_or(0);
+    let to = h
+        .time_of(series.end_tick().saturating_sub(1))
+        .unwrap_or(from);
+    (from, to)
+}
+
+/// The lifetime's lines as a table instead of a plot.
+fn lifetime_table(
+    ui: &mut Ui,
+    key: ProcSeriesKey,
+    lines: &[GraphLine],
+    (from, to): (UnixMs, UnixMs),
+    width: usize,
+    units: Units,
+) {
+    let step = ((to - from) as f64 / 1000.0 / width as f64).max(1.0) * 2.0;
+    plot_table::series_table(
+        ui,
+        ("proc-table", key.0.pid, key.1),
+        &table_series(lines),
+        (from as f64 / 1000.0, to as f64 / 1000.0),
+        step,
+        &plot_table::ValueFormat::Memory(units),
+    );
+}
+
+/// The lines of one process's lifetime from `from` to `to`, `width` buckets across: the
+/// driver's figure in `color` and, where its PyTorch companion answered, what the allocator
+/// holds and what its tensors use.
+fn lifetime_lines(
+    h: &History,
+    key: ProcSeriesKey,
+    series: &Series,
+    (from, to): (UnixMs, UnixMs),
+    width: usize,
+    color: egui::Color32,
+) -> DeviceLines {
+    let mut lines = vec![GraphLine::new(
+        "GPU memory (driver)".into(),
+        LineKind::Process(key),
+        color,
+        h.decimate(series, from, to, width),
+        true,
+    )];
+    // Where its PyTorch companion answered: what the allocator holds and what its
+    // tensors use, over the driver's figure.
+    use crate::model::history::TorchFigure;
+    for (figure, name, c) in [
+        (
+            TorchFigure::Reserved,
+            "Reserved (PyTorch)",
+            widgets::TORCH_CACHE,
+        ),
+        (
+            TorchFigure::Allocated,
+            "Allocated (PyTorch)",
+            widgets::TORCH_ALLOCATED,
+        ),
+    ] {
+        if let Some(s) = h.torch(&key, figure) {
+            lines.push(GraphLine::new(
+                name.into(),
+                LineKind::Figure,
+                c,
+                h.decimate(s, from, to, width),
+                false,
+            ));
+        }
+    }
+    DeviceLines {
+        lines,
+        buckets: Vec::new(),
+    }
+}
+
+/// Draws the lifetime's plot: its whole time range, fixed, with the marked times.
+fn lifetime_plot(
+    ui: &mut Ui,
+    key: ProcSeriesKey,
+    lines: &mut [GraphLine],
+    units: Units,
+    marks: &[(f64, String)],
+) -> egui_plot::PlotResponse<()> {
     // Room for a readable plot (three axis labels at least) even in a short pane: the pane
     // scrolls rather than squeezing it.
     let height = ui
         .available_height()
         .clamp(PROCESS_GRAPH_MIN_HEIGHT, PROCESS_GRAPH_MAX_HEIGHT);
-    let resp = draw_plot(
+    draw_plot(
         ui,
         &format!("proc-graph-{}-{}", key.0.pid, key.1),
-        &mut drawn.lines,
+        lines,
         &PlotOpts {
             units,
             auto_x: true,
@@ -131,9 +181,5 @@ pub(crate) fn process_graph(
             fixed_x: true,
             ..PlotOpts::default()
         },
-    );
-    cache.as_table = as_table;
-    cache.plot_rect = Some(resp.response.rect);
-    let b = resp.transform.bounds();
-    cache.shown_x = Some((b.min()[0], b.max()[0]));
+    )
 }

@@ -122,59 +122,17 @@ fn stacked_lines(
     buckets: &mut crate::model::history::BucketCache,
 ) -> Vec<GraphLine> {
     use crate::model::history::SeriesId;
-    let (b0, per, n) = (g.b0, g.per, g.n);
     let secs = |tick: u64| h.time_of(tick).map(|ms| ms as f64 / 1000.0);
-    let mut lines = Vec::new();
-    let xs: Vec<Option<f64>> = (0..n).map(|i| secs(h.bucket_instant(b0, per, i))).collect();
-    let mut cum = vec![0u64; n];
-    let mut layer = |name: String, kind: LineKind, color: Color32, at: Buckets<'_, u32>| {
-        // Alive at these instants (elsewhere no point, so the hover shows nothing); room
-        // grows with the points, not the plot's width.
-        let alive = at
-            .held()
-            .filter(|(_, v)| **v != NONE)
-            .filter_map(|(i, v)| Some((i, xs.get(i).copied().flatten()?, *v)));
-        let (mut pts, mut own, mut breaks) = (Vec::new(), Vec::new(), Vec::new());
-        let mut last = None;
-        for (i, x, v) in alive {
-            if last.is_some_and(|l| l + 1 != i) {
-                breaks.push(pts.len());
-            }
-            last = Some(i);
-            cum[i] += u64::from(v);
-            pts.push([x, cum[i] as f64]);
-            own.push(f64::from(v));
-        }
-        GraphLine {
-            own,
-            breaks,
-            ..GraphLine::new(name, kind, color, pts, true)
-        }
+    let mut stack = Stack {
+        xs: (0..g.n)
+            .map(|i| secs(h.bucket_instant(g.b0, g.per, i)))
+            .collect(),
+        cum: vec![0u64; g.n],
     };
-    let mut layers = Vec::new();
-    for (k, s) in procs {
-        let at = buckets.get_at(h, SeriesId::Process(**k), s, b0, per, n);
-        // A process alive at none of the instants (a short job in a long range) has no
-        // band to draw, nor a row in the legend or the table.
-        if at.held().all(|(_, v)| *v == NONE) {
-            continue;
-        }
-        let (name, color) = label(k);
-        layers.push(layer(name, LineKind::Process(**k), color, at));
-    }
-    if let Some(gh) = h.ghost(device) {
-        let at = buckets.get_at(h, SeriesId::Ghost(device), gh, b0, per, n);
-        if at.held().any(|(_, v)| *v != NONE && *v > 0) {
-            layers.push(layer(
-                UNATTRIBUTED.into(),
-                LineKind::Unattributed,
-                widgets::UNATTRIBUTED,
-                at,
-            ));
-        }
-    }
+    let layers = stack_layers(h, device, procs, label, g, buckets, &mut stack);
+    let mut lines = Vec::new();
     // Behind the stack: the total's range in each bucket (its peaks stay visible).
-    if let Some(s) = h.device(device).filter(|_| per > 1) {
+    if let Some(s) = h.device(device).filter(|_| g.per > 1) {
         lines.push(GraphLine::new(
             "Total used (range)".into(),
             LineKind::TotalRange,
@@ -186,24 +144,113 @@ fn stacked_lines(
     // Bottom first: each band is filled between its own edges, so the order they are drawn
     // in changes no colour.
     lines.extend(layers);
-    if let Some(s) = h.device(device) {
-        // The top edge of the stack: the total at the same instants.
-        let at = buckets.get_at(h, SeriesId::Device(device), s, b0, per, n);
-        let pts: PlotLine = (0..n)
-            .filter_map(|i| {
-                let v = *at.get(i).filter(|v| **v != NONE)?;
-                Some([xs[i]?, f64::from(v)])
-            })
-            .collect();
-        lines.push(GraphLine::new(
-            "Total used".into(),
-            LineKind::Total,
-            widgets::USED,
-            pts,
-            false,
-        ));
-    }
+    lines.extend(stack_top(h, device, g, buckets, &stack.xs));
     lines
+}
+
+/// Bands being stacked: each bucket's instant (unix s; `None` where no sample is held) and
+/// the memory stacked there so far.
+struct Stack {
+    xs: Vec<Option<f64>>,
+    cum: Vec<u64>,
+}
+
+impl Stack {
+    /// A band on the stack: the series `at` each instant, laid on what lies below it.
+    fn layer(
+        &mut self,
+        name: String,
+        kind: LineKind,
+        color: Color32,
+        at: Buckets<'_, u32>,
+    ) -> GraphLine {
+        // Alive at these instants (elsewhere no point, so the hover shows nothing); room
+        // grows with the points, not the plot's width.
+        let alive = at
+            .held()
+            .filter(|(_, v)| **v != NONE)
+            .filter_map(|(i, v)| Some((i, self.xs.get(i).copied().flatten()?, *v)));
+        let (mut pts, mut own, mut breaks) = (Vec::new(), Vec::new(), Vec::new());
+        let mut last = None;
+        for (i, x, v) in alive {
+            if last.is_some_and(|l| l + 1 != i) {
+                breaks.push(pts.len());
+            }
+            last = Some(i);
+            self.cum[i] += u64::from(v);
+            pts.push([x, self.cum[i] as f64]);
+            own.push(f64::from(v));
+        }
+        GraphLine {
+            own,
+            breaks,
+            ..GraphLine::new(name, kind, color, pts, true)
+        }
+    }
+}
+
+/// The stack's bands, bottom first: each process alive at some instant, then unattributed
+/// memory where there is some.
+fn stack_layers(
+    h: &History,
+    device: u32,
+    procs: &[(&ProcSeriesKey, &Series)],
+    label: &Label<'_>,
+    g: &Grid,
+    buckets: &mut crate::model::history::BucketCache,
+    stack: &mut Stack,
+) -> Vec<GraphLine> {
+    use crate::model::history::SeriesId;
+    let (b0, per, n) = (g.b0, g.per, g.n);
+    let mut layers = Vec::new();
+    for (k, s) in procs {
+        let at = buckets.get_at(h, SeriesId::Process(**k), s, b0, per, n);
+        // A process alive at none of the instants (a short job in a long range) has no
+        // band to draw, nor a row in the legend or the table.
+        if at.held().all(|(_, v)| *v == NONE) {
+            continue;
+        }
+        let (name, color) = label(k);
+        layers.push(stack.layer(name, LineKind::Process(**k), color, at));
+    }
+    if let Some(gh) = h.ghost(device) {
+        let at = buckets.get_at(h, SeriesId::Ghost(device), gh, b0, per, n);
+        if at.held().any(|(_, v)| *v != NONE && *v > 0) {
+            layers.push(stack.layer(
+                UNATTRIBUTED.into(),
+                LineKind::Unattributed,
+                widgets::UNATTRIBUTED,
+                at,
+            ));
+        }
+    }
+    layers
+}
+
+/// The top edge of the stack: the total at the same instants `xs`.
+fn stack_top(
+    h: &History,
+    device: u32,
+    g: &Grid,
+    buckets: &mut crate::model::history::BucketCache,
+    xs: &[Option<f64>],
+) -> Option<GraphLine> {
+    use crate::model::history::SeriesId;
+    let s = h.device(device)?;
+    let at = buckets.get_at(h, SeriesId::Device(device), s, g.b0, g.per, g.n);
+    let pts: PlotLine = (0..g.n)
+        .filter_map(|i| {
+            let v = *at.get(i).filter(|v| **v != NONE)?;
+            Some([xs[i]?, f64::from(v)])
+        })
+        .collect();
+    Some(GraphLine::new(
+        "Total used".into(),
+        LineKind::Total,
+        widgets::USED,
+        pts,
+        false,
+    ))
 }
 
 /// Unstacked: each line keeps every bucket's lowest and highest value; the total on top.

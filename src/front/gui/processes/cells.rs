@@ -71,105 +71,126 @@ fn right(ui: &mut Ui, add: impl FnOnce(&mut Ui)) {
     ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), add);
 }
 
+/// A cell's words, monospace; an exited process's weak and in italics.
+fn words(s: String, exited: bool) -> RichText {
+    let rt = RichText::new(s).monospace();
+    if exited {
+        rt.weak().italics()
+    } else {
+        rt
+    }
+}
+
+/// A cell's words as a label that the row's click goes through.
+fn plain(ui: &mut Ui, s: String, exited: bool) -> egui::Response {
+    ui.add(egui::Label::new(words(s, exited)).selectable(false))
+}
+
+/// A cell's words cut to the column's width ("…").
+fn clipped(ui: &mut Ui, s: String, exited: bool) -> egui::Response {
+    ui.add(
+        egui::Label::new(words(s, exited))
+            .truncate()
+            .selectable(false),
+    )
+}
+
 /// One cell of a process's line.
 pub(super) fn cell(ui: &mut Ui, r: &ProcessRow, col: SortColumn, c: &Cells<'_>) {
     let exited = r.exited_at_ms.is_some();
-    let weak = |s: String| {
-        let rt = RichText::new(s).monospace();
-        if exited {
-            rt.weak().italics()
-        } else {
-            rt
-        }
-    };
-    let plain = |ui: &mut Ui, s: String| ui.add(egui::Label::new(weak(s)).selectable(false));
-    let clipped =
-        |ui: &mut Ui, s: String| ui.add(egui::Label::new(weak(s)).truncate().selectable(false));
     match col {
         SortColumn::Pid => {
-            plain(ui, r.key.pid.to_string()).on_hover_text(&r.info.cmdline);
+            plain(ui, r.key.pid.to_string(), exited).on_hover_text(&r.info.cmdline);
         }
-        SortColumn::Name => {
-            ui.horizontal(|ui| {
-                // The last action's result as a mark before the name (the name stays
-                // readable; the words are in the Status column, the sentence on hover).
-                if let Some(st) = c.actions.get(&r.series_key()) {
-                    action_badge(ui, r, st, c, true);
-                }
-                // A leak as a mark before the name too: the Status column is out of view
-                // beside the detail pane on a small screen.
-                let leak = crate::engine::view::LeakKey::Process(r.series_key());
-                if let Some(b) = c.leaks.get(&leak).filter(|b| b.leak && !exited) {
-                    let color = crate::front::gui::leaks::leak_color(ui.visuals().dark_mode);
-                    ui.add(egui::Label::new(RichText::new("⚠").color(color)).selectable(false))
-                        .on_hover_text(b.text());
-                }
-                if let Some(tm) = r.torch.filter(|_| !exited) {
-                    crate::front::gui::torch_pane::badge(ui, &tm, c.units);
-                }
-                clipped(
-                    ui,
-                    if exited {
-                        format!("{} (exited)", r.info.name)
-                    } else {
-                        r.info.name.clone()
-                    },
-                );
-            });
-        }
+        SortColumn::Name => name_cell(ui, r, c),
         SortColumn::User => {
-            clipped(ui, r.info.user.clone());
+            clipped(ui, r.info.user.clone(), exited);
         }
-        SortColumn::Container => {
-            let resp = clipped(ui, container_cell(r));
-            if let Some(id) = &r.info.container_id {
-                let pod = r
-                    .info
-                    .pod
-                    .as_deref()
-                    .map(|p| format!("pod {p}\n"))
-                    .unwrap_or_default();
-                let name = r
-                    .info
-                    .container_name
-                    .as_deref()
-                    .map(|n| format!("container {n}\n"))
-                    .unwrap_or_default();
-                resp.on_hover_text(format!("{pod}{name}id {id}"));
-            }
-        }
+        SortColumn::Container => container(ui, r),
         SortColumn::Gpu => {
-            plain(ui, r.device_index.to_string());
+            plain(ui, r.device_index.to_string(), exited);
         }
         SortColumn::Memory => right(ui, |ui| {
-            plain(ui, format::opt_bytes(c.mem, r.used_bytes));
+            plain(ui, format::opt_bytes(c.mem, r.used_bytes), exited);
         }),
         SortColumn::Delta => right(ui, |ui| {
             // An exited process has no change to show.
             let d = r.delta_1m_bytes.filter(|_| !exited);
-            plain(ui, d.map_or("—".into(), |d| c.delta.delta(d)));
+            plain(ui, d.map_or("—".into(), |d| c.delta.delta(d)), exited);
         }),
         SortColumn::Age => {
-            plain(ui, format::duration(c.now - r.started_ms()));
+            plain(ui, format::duration(c.now - r.started_ms()), exited);
         }
         SortColumn::Status => status_cell(ui, r, c),
         SortColumn::Command => {
-            clipped(ui, r.info.cmdline.clone());
+            clipped(ui, r.info.cmdline.clone(), exited);
         }
         SortColumn::Cpu => right(ui, |ui| {
             let p = r.cpu_pct.filter(|_| !exited);
-            plain(ui, p.map_or("—".into(), |p| format!("{p:.0} %")));
+            plain(ui, p.map_or("—".into(), |p| format!("{p:.0} %")), exited);
         }),
         SortColumn::Rss => right(ui, |ui| {
             let m = r.rss_bytes.filter(|_| !exited);
-            plain(ui, format::opt_bytes(c.rss, m));
+            plain(ui, format::opt_bytes(c.rss, m), exited);
         }),
         SortColumn::GpuUtil => right(ui, |ui| {
             let u = r.sm_util_pct.filter(|_| !exited);
-            plain(ui, u.map_or("—".into(), |u| format!("{u} %"))).on_hover_text(
+            plain(ui, u.map_or("—".into(), |u| format!("{u} %")), exited).on_hover_text(
                 "Its share of the GPU's SM time over the last seconds, as the driver reports it",
             );
         }),
+    }
+}
+
+/// The Name cell: the last action's mark, a leak's, the PyTorch badge, then the name.
+fn name_cell(ui: &mut Ui, r: &ProcessRow, c: &Cells<'_>) {
+    let exited = r.exited_at_ms.is_some();
+    ui.horizontal(|ui| {
+        // The last action's result as a mark before the name (the name stays
+        // readable; the words are in the Status column, the sentence on hover).
+        if let Some(st) = c.actions.get(&r.series_key()) {
+            action_badge(ui, r, st, c, true);
+        }
+        // A leak as a mark before the name too: the Status column is out of view
+        // beside the detail pane on a small screen.
+        let leak = crate::engine::view::LeakKey::Process(r.series_key());
+        if let Some(b) = c.leaks.get(&leak).filter(|b| b.leak && !exited) {
+            let color = crate::front::gui::leaks::leak_color(ui.visuals().dark_mode);
+            ui.add(egui::Label::new(RichText::new("⚠").color(color)).selectable(false))
+                .on_hover_text(b.text());
+        }
+        if let Some(tm) = r.torch.filter(|_| !exited) {
+            crate::front::gui::torch_pane::badge(ui, &tm, c.units);
+        }
+        clipped(
+            ui,
+            if exited {
+                format!("{} (exited)", r.info.name)
+            } else {
+                r.info.name.clone()
+            },
+            exited,
+        );
+    });
+}
+
+/// The Container cell: its container or pod, with the pod, name and id on hover.
+fn container(ui: &mut Ui, r: &ProcessRow) {
+    let resp = clipped(ui, container_cell(r), r.exited_at_ms.is_some());
+    if let Some(id) = &r.info.container_id {
+        let pod = r
+            .info
+            .pod
+            .as_deref()
+            .map(|p| format!("pod {p}\n"))
+            .unwrap_or_default();
+        let name = r
+            .info
+            .container_name
+            .as_deref()
+            .map(|n| format!("container {n}\n"))
+            .unwrap_or_default();
+        resp.on_hover_text(format!("{pod}{name}id {id}"));
     }
 }
 

@@ -45,19 +45,7 @@ fn visible_columns(t: &TableState<'_>, rows: &[&ProcessRow]) -> Vec<(SortColumn,
 
 /// Draws the filter box and the table.
 pub(crate) fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>, now: UnixMs) {
-    let mut rows: Vec<&ProcessRow> = rows.into_iter().filter(|r| matches(r, t.filter)).collect();
-    let leaks = t.leaks;
-    let stale_gpus = t.stale_gpus.clone();
-    let status = |r: &ProcessRow| {
-        (
-            leaks
-                .get(&crate::engine::view::LeakKey::Process(r.series_key()))
-                .map_or(-1.0, |b| b.rate_mib_per_min),
-            stale_gpus.contains(&r.device_index) && r.exited_at_ms.is_none(),
-            r.exited_at_ms.is_some(),
-        )
-    };
-    sort_rows(&mut rows, *t.sort, *t.desc, now, &status);
+    let mut rows = sorted_rows(rows, t, now);
     let shown = rows.len();
     let groups = (*t.group_by != GroupBy::None).then(|| group_rows(&rows, *t.group_by));
     let items = table_items(&mut rows, groups.as_deref(), t.collapsed);
@@ -72,17 +60,8 @@ pub(crate) fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>,
         return;
     }
     let scroll_to = keyboard_selection(ui, t, &rows, &items);
-    let largest_group = items
-        .iter()
-        .filter_map(|i| match i {
-            Item::Group(_, _, bytes) => Some(*bytes),
-            Item::Row(_) => None,
-        })
-        .max()
-        .unwrap_or(0);
-    let cells = Cells::new(t, &rows, largest_group, now);
+    let cells = Cells::new(t, &rows, largest_group(&items), now);
     let visible = visible_columns(t, &rows);
-    let row_h = ui.text_style_height(&egui::TextStyle::Monospace) + 6.0;
     // PID and Name stay on the left, always in view: they say which process a line is while
     // the rest scrolls sideways (Shift+wheel, or the scroll bar).
     let frozen_n = visible
@@ -93,32 +72,99 @@ pub(crate) fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>,
     let lines = Lines {
         items: &items,
         cells: &cells,
-        row_h,
+        row_h: ui.text_style_height(&egui::TextStyle::Monospace) + 6.0,
         scroll_to,
     };
     let sync = egui::Id::unique("process-table-v-offset");
-    let shared = ui.ctx().data(|d| d.get_temp::<f32>(sync)).unwrap_or(0.0);
-    let hovered = ui.ctx().data(|d| d.get_temp::<usize>(sync.with("hover")));
-    let mut seen = [Half::default(), Half::default()];
-    // The frozen half is as wide as its columns were drawn last (a column resized there
-    // widens it the next frame); the rest of the width scrolls.
-    let frozen_w = ui
-        .ctx()
-        .data(|d| d.get_temp::<f32>(sync.with("frozen-width")))
-        .unwrap_or(FROZEN_START_WIDTH);
-    let full = ui.available_rect_before_wrap();
-    let split = full.left() + frozen_w.min(full.width() * 0.6);
-    let left = egui::Rect::from_min_max(full.min, egui::pos2(split, full.bottom()));
-    let right = egui::Rect::from_min_max(egui::pos2(split, full.top()), full.max);
-    ui.scope_builder(egui::UiBuilder::new().max_rect(left), |ui| {
+    let (shared, hovered, frozen_w) = last_frame(ui, sync);
+    let (full, left, right) = halves_rects(ui, frozen_w);
+    let frozen_half = ui.scope_builder(egui::UiBuilder::new().max_rect(left), |ui| {
         let part = Part {
             cols: frozen,
             first: 0,
             frozen: true,
         };
-        seen[0] = half_table(ui, t, &lines, &part, (shared, hovered));
+        half_table(ui, t, &lines, &part, (shared, hovered))
     });
     let pushed = wheel_over_frozen(ui, left);
+    let scrolled_half = side_half(ui, right, sync, pushed, |ui| {
+        let part = Part {
+            cols: scrolled,
+            first: frozen_n,
+            frozen: false,
+        };
+        half_table(ui, t, &lines, &part, (shared, hovered))
+    });
+    ui.advance_cursor_after_rect(full);
+    let seen = [frozen_half.inner, scrolled_half];
+    halves_in_step(ui, sync, &seen, (shared, hovered, frozen_w));
+}
+
+/// What the halves kept from the last frame under `sync`: the vertical offset, the hovered
+/// line, and the frozen half's width. The frozen half is as wide as its columns were drawn
+/// last (a column resized there widens it the next frame); the rest of the width scrolls.
+fn last_frame(ui: &Ui, sync: egui::Id) -> (f32, Option<usize>, f32) {
+    let shared = ui.ctx().data(|d| d.get_temp::<f32>(sync)).unwrap_or(0.0);
+    let hovered = ui.ctx().data(|d| d.get_temp::<usize>(sync.with("hover")));
+    let frozen_w = ui
+        .ctx()
+        .data(|d| d.get_temp::<f32>(sync.with("frozen-width")))
+        .unwrap_or(FROZEN_START_WIDTH);
+    (shared, hovered, frozen_w)
+}
+
+/// The rows the filter keeps, sorted by the table's column (with each row's leak rate,
+/// stale and exited status for the columns that sort by them).
+fn sorted_rows<'r>(
+    rows: Vec<&'r ProcessRow>,
+    t: &TableState<'_>,
+    now: UnixMs,
+) -> Vec<&'r ProcessRow> {
+    let mut rows: Vec<&ProcessRow> = rows.into_iter().filter(|r| matches(r, t.filter)).collect();
+    let status = |r: &ProcessRow| {
+        (
+            t.leaks
+                .get(&crate::engine::view::LeakKey::Process(r.series_key()))
+                .map_or(-1.0, |b| b.rate_mib_per_min),
+            t.stale_gpus.contains(&r.device_index) && r.exited_at_ms.is_none(),
+            r.exited_at_ms.is_some(),
+        )
+    };
+    sort_rows(&mut rows, *t.sort, *t.desc, now, &status);
+    rows
+}
+
+/// The memory of the largest group among the table's lines (0 when not grouped).
+fn largest_group(items: &[Item<'_>]) -> u64 {
+    items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Group(_, _, bytes) => Some(*bytes),
+            Item::Row(_) => None,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The table's room (what is left of the pane) and its two halves side by side: the frozen
+/// one `frozen_w` wide (at most 60 % of it), and the rest.
+fn halves_rects(ui: &Ui, frozen_w: f32) -> (egui::Rect, egui::Rect, egui::Rect) {
+    let full = ui.available_rect_before_wrap();
+    let split = full.left() + frozen_w.min(full.width() * 0.6);
+    let left = egui::Rect::from_min_max(full.min, egui::pos2(split, full.bottom()));
+    let right = egui::Rect::from_min_max(egui::pos2(split, full.top()), full.max);
+    (full, left, right)
+}
+
+/// The half after the frozen columns, in `right`, drawn by `draw` inside its sideways
+/// scroll, moved by the wheel `pushed` over the frozen half; keeps its sideways offset.
+fn side_half(
+    ui: &mut Ui,
+    right: egui::Rect,
+    sync: egui::Id,
+    pushed: f32,
+    draw: impl FnOnce(&mut Ui) -> Half,
+) -> Half {
     let side = sync.with("side-offset");
     let last_side = ui.ctx().data(|d| d.get_temp::<f32>(side)).unwrap_or(0.0);
     ui.scope_builder(egui::UiBuilder::new().max_rect(right), |ui| {
@@ -140,18 +186,13 @@ pub(crate) fn table(ui: &mut Ui, rows: Vec<&ProcessRow>, t: &mut TableState<'_>,
         };
         let out = area.show(ui, |ui| {
             ui.spacing_mut().scroll = style;
-            let part = Part {
-                cols: scrolled,
-                first: frozen_n,
-                frozen: false,
-            };
-            seen[1] = half_table(ui, t, &lines, &part, (shared, hovered));
+            draw(ui)
         });
         let offset = out.state.clamped_offset().x;
         ui.ctx().data_mut(|d| d.insert_temp(side, offset));
-    });
-    ui.advance_cursor_after_rect(full);
-    halves_in_step(ui, sync, &seen, (shared, hovered, frozen_w));
+        out.inner
+    })
+    .inner
 }
 
 /// The two halves scroll up and down as one (the one scrolled gives its offset to both),
@@ -241,33 +282,7 @@ fn half_table(
     // A selected row is tinted, not filled: coloured text on it stays readable.
     let sel = &mut ui.visuals_mut().selection.bg_fill;
     *sel = sel.gamma_multiply(widgets::ROW_SELECTION_ALPHA);
-    let mut b = egui_extras::TableBuilder::new(ui)
-        .id_salt(if frozen {
-            "process-table-frozen"
-        } else {
-            "process-table"
-        })
-        .striped(true)
-        .resizable(true)
-        // Rows answer clicks but are not Tab stops (a stop per cell made Tab walk
-        // every cell of every row); the keyboard moves the selection with ↑/↓.
-        .sense(egui::Sense::CLICK)
-        .auto_shrink([frozen, false])
-        .vertical_scroll_offset(offset)
-        .animate_scrolling(false)
-        .cell_layout(egui::Layout::left_to_right(egui::Align::Center));
-    if frozen {
-        // Its scroll bar would stand between the halves; the other half's serves both.
-        b = b
-            .scroll_bar_visibility(egui::scroll_area::ScrollBarVisibility::AlwaysHidden)
-            .column(egui_extras::Column::exact(12.0));
-    }
-    for (c, _) in cols {
-        b = b.column(column_spec(*c));
-    }
-    if let Some(i) = l.scroll_to {
-        b = b.scroll_to_row(i, None);
-    }
+    let b = table_builder(ui, frozen, cols, l.scroll_to, offset);
     let mut seen = Half::default();
     let out = b
         .header(l.row_h + 2.0, |mut header| {
@@ -296,6 +311,45 @@ fn half_table(
     seen.offset = out.state.clamped_offset().y;
     seen.width = out.content_size.x;
     seen
+}
+
+/// The builder of a half of the table: its id, stripes, resizable columns (after the
+/// swatch's, in the frozen half), clicks, its vertical offset and the row to scroll to.
+fn table_builder<'u>(
+    ui: &'u mut Ui,
+    frozen: bool,
+    cols: &[(SortColumn, &str)],
+    scroll_to: Option<usize>,
+    offset: f32,
+) -> egui_extras::TableBuilder<'u> {
+    let mut b = egui_extras::TableBuilder::new(ui)
+        .id_salt(if frozen {
+            "process-table-frozen"
+        } else {
+            "process-table"
+        })
+        .striped(true)
+        .resizable(true)
+        // Rows answer clicks but are not Tab stops (a stop per cell made Tab walk
+        // every cell of every row); the keyboard moves the selection with ↑/↓.
+        .sense(egui::Sense::CLICK)
+        .auto_shrink([frozen, false])
+        .vertical_scroll_offset(offset)
+        .animate_scrolling(false)
+        .cell_layout(egui::Layout::left_to_right(egui::Align::Center));
+    if frozen {
+        // Its scroll bar would stand between the halves; the other half's serves both.
+        b = b
+            .scroll_bar_visibility(egui::scroll_area::ScrollBarVisibility::AlwaysHidden)
+            .column(egui_extras::Column::exact(12.0));
+    }
+    for (c, _) in cols {
+        b = b.column(column_spec(*c));
+    }
+    if let Some(i) = scroll_to {
+        b = b.scroll_to_row(i, None);
+    }
+    b
 }
 
 /// The table's lines in order: each group's header then its rows (unless folded), or the

@@ -129,71 +129,14 @@ impl SettingsUi {
             .default_pos([screen.center().x - 390.0, screen.min.y + 50.0])
             .resizable(true)
             .show(ctx, |ui| {
-                let problems = self.draft.problems();
-                ui.horizontal(|ui| {
-                    let changed = self.draft != *current;
-                    if ui
-                        .add_enabled(problems.is_empty() && changed, egui::Button::new("Save"))
-                        .clicked()
-                    {
-                        out.push(UiCommand::SaveSettings(Box::new(self.draft.clone())));
-                        self.clamped = None;
-                    }
-                    if ui
-                        .add_enabled(changed, egui::Button::new("Revert"))
-                        .clicked()
-                    {
-                        if self.draft.general.theme != current.general.theme {
-                            // The theme previewed goes with the rest.
-                            super::ui_state::apply_theme(ui.ctx(), current.general.theme);
-                        }
-                        self.draft = current.clone();
-                        self.draft_of = current.clone();
-                        self.clamped = None;
-                    }
-                    if changed {
-                        ui.label(RichText::new("unsaved changes").weak());
-                    }
-                    ui.label(widgets::hint(path.display().to_string()));
-                });
+                self.save_row(ui, current, path, out);
                 let cannot = super::settings_words::cannot_save(&self.draft);
                 status_lines(ui, cannot, self.clamped.as_deref(), self.message.as_ref());
                 ui.separator();
                 ui.horizontal_top(|ui| {
-                    ui.vertical(|ui| {
-                        ui.set_width(150.0);
-                        for (s, name) in [
-                            (Section::General, "General"),
-                            (Section::Sampling, "Sampling & history"),
-                            (Section::Sessions, "Sessions"),
-                            (Section::Leaks, "Leaks"),
-                            (Section::Rules, "Rules"),
-                            (Section::Guard, "OOM guard"),
-                        ] {
-                            ui.selectable_value(&mut self.section, s, name);
-                        }
-                    });
+                    self.section_list(ui);
                     ui.separator();
-                    ui.vertical(|ui| {
-                        // Takes the window's width and never asks for more: a rule added
-                        // (or a long one chosen) wraps instead of widening the window.
-                        egui::ScrollArea::vertical()
-                            .max_height(body_height)
-                            .auto_shrink([false, true])
-                            .show(ui, |ui| match self.section {
-                                Section::General => self.general(ui),
-                                Section::Sampling => self.sampling(ui),
-                                Section::Sessions => self.sessions(ui),
-                                Section::Leaks => self.leaks(ui),
-                                Section::Rules => self.rules(ui, live, out),
-                                Section::Guard => guard::show(
-                                    ui,
-                                    &mut self.draft.guard,
-                                    (self.draft.cleanup.dry_run, smallest_gpu(live)),
-                                    &mut self.clamped,
-                                ),
-                            });
-                    });
+                    ui.vertical(|ui| self.section_body(ui, body_height, live, out));
                 });
             });
         // Closed without saving (its ✖, Esc): the saved theme is put back, whichever way it
@@ -203,6 +146,89 @@ impl SettingsUi {
             self.draft.general.theme = current.general.theme;
         }
         self.open = open;
+    }
+
+    /// Save (when the draft changed and has no problem), Revert (the saved theme put back
+    /// too), "unsaved changes", and the settings file's `path`.
+    fn save_row(
+        &mut self,
+        ui: &mut Ui,
+        current: &Settings,
+        path: &std::path::Path,
+        out: &mut Vec<UiCommand>,
+    ) {
+        let problems = self.draft.problems();
+        ui.horizontal(|ui| {
+            let changed = self.draft != *current;
+            if ui
+                .add_enabled(problems.is_empty() && changed, egui::Button::new("Save"))
+                .clicked()
+            {
+                out.push(UiCommand::SaveSettings(Box::new(self.draft.clone())));
+                self.clamped = None;
+            }
+            if ui
+                .add_enabled(changed, egui::Button::new("Revert"))
+                .clicked()
+            {
+                if self.draft.general.theme != current.general.theme {
+                    // The theme previewed goes with the rest.
+                    super::ui_state::apply_theme(ui.ctx(), current.general.theme);
+                }
+                self.draft = current.clone();
+                self.draft_of = current.clone();
+                self.clamped = None;
+            }
+            if changed {
+                ui.label(RichText::new("unsaved changes").weak());
+            }
+            ui.label(widgets::hint(path.display().to_string()));
+        });
+    }
+
+    /// The list of sections down the left; a click shows that section.
+    fn section_list(&mut self, ui: &mut Ui) {
+        ui.vertical(|ui| {
+            ui.set_width(150.0);
+            for (s, name) in [
+                (Section::General, "General"),
+                (Section::Sampling, "Sampling & history"),
+                (Section::Sessions, "Sessions"),
+                (Section::Leaks, "Leaks"),
+                (Section::Rules, "Rules"),
+                (Section::Guard, "OOM guard"),
+            ] {
+                ui.selectable_value(&mut self.section, s, name);
+            }
+        });
+    }
+
+    /// The section shown, scrolled at most `body_height` high. It takes the window's width
+    /// and never asks for more: a rule added (or a long one chosen) wraps instead of widening
+    /// the window.
+    fn section_body(
+        &mut self,
+        ui: &mut Ui,
+        body_height: f32,
+        live: &Monitor,
+        out: &mut Vec<UiCommand>,
+    ) {
+        egui::ScrollArea::vertical()
+            .max_height(body_height)
+            .auto_shrink([false, true])
+            .show(ui, |ui| match self.section {
+                Section::General => self.general(ui),
+                Section::Sampling => self.sampling(ui),
+                Section::Sessions => self.sessions(ui),
+                Section::Leaks => self.leaks(ui),
+                Section::Rules => self.rules(ui, live, out),
+                Section::Guard => guard::show(
+                    ui,
+                    &mut self.draft.guard,
+                    (self.draft.cleanup.dry_run, smallest_gpu(live)),
+                    &mut self.clamped,
+                ),
+            });
     }
 
     fn general(&mut self, ui: &mut Ui) {

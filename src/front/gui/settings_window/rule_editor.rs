@@ -23,8 +23,20 @@ pub(super) fn rule_editor(
     };
     let r = &mut c.rules[i];
     let problems = r.problems();
-    // The summary keeps one height (three lines; a longer one scrolls in it) while typing and
-    // while conditions are ticked, so the fields below stay put under the pointer.
+    summary(ui, r, i);
+    test_row(ui, r, i, &safety, tested, out);
+    if let Some((j, found, _)) = &*tested {
+        if *j == i {
+            tested_targets(ui, found);
+        }
+    }
+    fields(ui, r, &problems, i);
+}
+
+/// The rule's summary, in a room of one height (three lines; a longer one scrolls in it)
+/// kept while typing and while conditions are ticked, so the fields below stay put under the
+/// pointer; with a warning when no condition is ticked.
+fn summary(ui: &mut Ui, r: &crate::act::rules::Rule, i: usize) {
     let summary_h = ui.text_style_height(&egui::TextStyle::Body) * 3.0 + 6.0;
     egui::ScrollArea::vertical()
         .id_salt(("rule-summary", i))
@@ -41,6 +53,18 @@ pub(super) fn rule_editor(
                 );
             }
         });
+}
+
+/// The "Test this rule" button (a click asks the engine, through `out`) and, once the rule
+/// `i` was tested, what the test found in a line.
+fn test_row(
+    ui: &mut Ui,
+    r: &crate::act::rules::Rule,
+    i: usize,
+    safety: &crate::act::rules::action::Safety,
+    tested: &mut Option<(usize, Vec<TestedTarget>, String)>,
+    out: &mut Vec<crate::front::gui::ui_command::UiCommand>,
+) {
     ui.horizontal(|ui| {
         if ui
             .button("Test this rule")
@@ -61,31 +85,47 @@ pub(super) fn rule_editor(
         }
         if let Some((j, found, detail)) = &*tested {
             if *j == i {
-                let acted = found.iter().filter(|(_, w)| w.is_none()).count();
-                ui.label(match (found.len(), acted) {
-                    // The engine's words: why nothing matches.
-                    (0, _) => detail.clone(),
-                    (n, a) if a == n => format!("It matches {n} right now, and would act on each:"),
-                    (n, 0) => format!("It matches {n} right now, but would skip every one:"),
-                    (n, a) => format!("It matches {n} right now; it would act on {a}:"),
-                });
+                ui.label(test_verdict(found, detail));
             }
         }
     });
-    if let Some((j, found, _)) = &*tested {
-        if *j == i {
-            for (f, why) in found {
-                match why {
-                    None => ui.monospace(format!("  ✔ {f}")),
-                    Some(w) => ui.label(
-                        RichText::new(format!("  ✖ {f} — skipped: {w}"))
-                            .monospace()
-                            .weak(),
-                    ),
-                };
-            }
-        }
+}
+
+/// What a test found, in a line: how many targets the rule matches and how many it would
+/// act on; the engine's `detail` (why nothing matches) when none.
+fn test_verdict(found: &[TestedTarget], detail: &str) -> String {
+    let acted = found.iter().filter(|(_, w)| w.is_none()).count();
+    match (found.len(), acted) {
+        // The engine's words: why nothing matches.
+        (0, _) => detail.to_string(),
+        (n, a) if a == n => format!("It matches {n} right now, and would act on each:"),
+        (n, 0) => format!("It matches {n} right now, but would skip every one:"),
+        (n, a) => format!("It matches {n} right now; it would act on {a}:"),
     }
+}
+
+/// The targets a test found, one a line: ✔ acted on, or ✖ skipped and why.
+fn tested_targets(ui: &mut Ui, found: &[TestedTarget]) {
+    for (f, why) in found {
+        match why {
+            None => ui.monospace(format!("  ✔ {f}")),
+            Some(w) => ui.label(
+                RichText::new(format!("  ✖ {f} — skipped: {w}"))
+                    .monospace()
+                    .weak(),
+            ),
+        };
+    }
+}
+
+/// The rule's fields in a grid: name, mode, conditions, action and cooldown, each with its
+/// problems under it.
+fn fields(
+    ui: &mut Ui,
+    r: &mut crate::act::rules::Rule,
+    problems: &[(&'static str, String)],
+    i: usize,
+) {
     egui::Grid::new("rule-edit")
         .num_columns(2)
         .spacing([10.0, 6.0])
@@ -97,7 +137,7 @@ pub(super) fn rule_editor(
                         .hint_text("rule name")
                         .desired_width(260.0),
                 );
-                field_errors(ui, &problems, &["name"]);
+                field_errors(ui, problems, &["name"]);
             });
             ui.end_row();
             ui.label("Mode");
@@ -112,10 +152,10 @@ pub(super) fn rule_editor(
             ui.end_row();
             // At the top of its list of conditions, not halfway down it.
             ui.vertical(|ui| ui.add(egui::Label::new("Conditions").extend()));
-            ui.vertical(|ui| conditions(ui, &mut r.conditions, &problems, i));
+            ui.vertical(|ui| conditions(ui, &mut r.conditions, problems, i));
             ui.end_row();
             ui.label("Action");
-            ui.vertical(|ui| action_editor(ui, &mut r.action, &problems));
+            ui.vertical(|ui| action_editor(ui, &mut r.action, problems));
             ui.end_row();
             ui.label("Cooldown");
             ui.vertical(|ui| {
@@ -124,7 +164,7 @@ pub(super) fn rule_editor(
                         .speed(1.0)
                         .suffix(" min per target"),
                 );
-                field_errors(ui, &problems, &["cooldown_minutes"]);
+                field_errors(ui, problems, &["cooldown_minutes"]);
             });
             ui.end_row();
         });
@@ -159,6 +199,20 @@ fn conditions(
     k: &mut crate::act::rules::Conditions,
     problems: &[(&'static str, String)],
     i: usize,
+) {
+    memory_conditions(ui, k, problems);
+    who_conditions(ui, k, problems);
+    age_and_user_conditions(ui, k, problems);
+    containers_and_schedule(ui, k, problems, i);
+    gpu_and_hold(ui, k, problems);
+}
+
+/// The memory conditions: the process's, the GPU's use, free memory and forecast, idleness
+/// and leaking; each ticked on with its default.
+fn memory_conditions(
+    ui: &mut Ui,
+    k: &mut crate::act::rules::Conditions,
+    problems: &[(&'static str, String)],
 ) {
     let memory: [NumCond<'_>; 6] = [
         (
@@ -201,6 +255,14 @@ fn conditions(
     for (label, v, default, key) in memory {
         opt_num(ui, label, v, default, problems, key);
     }
+}
+
+/// Whose process: its name, its command line, its user.
+fn who_conditions(
+    ui: &mut Ui,
+    k: &mut crate::act::rules::Conditions,
+    problems: &[(&'static str, String)],
+) {
     let who: [TextCond<'_>; 4] = [
         (
             "Name matches",
@@ -225,6 +287,14 @@ fn conditions(
     for (label, v, hint, key) in who {
         opt_text(ui, label, v, hint, problems, key);
     }
+}
+
+/// The process's age and its user's total on the GPU.
+fn age_and_user_conditions(
+    ui: &mut Ui,
+    k: &mut crate::act::rules::Conditions,
+    problems: &[(&'static str, String)],
+) {
     let more: [NumCond<'_>; 2] = [
         (
             "Running for ≥",
@@ -242,7 +312,14 @@ fn conditions(
     for (label, v, default, key) in more {
         opt_num(ui, label, v, default, problems, key);
     }
-    containers_and_schedule(ui, k, problems, i);
+}
+
+/// Only on one GPU, and how long all the conditions must hold.
+fn gpu_and_hold(
+    ui: &mut Ui,
+    k: &mut crate::act::rules::Conditions,
+    problems: &[(&'static str, String)],
+) {
     ui.horizontal(|ui| {
         let mut on = k.gpu.is_some();
         if ui.checkbox(&mut on, "Only on GPU").changed() {
@@ -324,6 +401,13 @@ fn containers_and_schedule(
 
 /// A rule's action: its kind and that kind's fields.
 fn action_editor(ui: &mut Ui, action: &mut Action, problems: &[(&'static str, String)]) {
+    action_kind(ui, action);
+    action_fields(ui, action);
+    field_errors(ui, problems, &["action"]);
+}
+
+/// The action's kind, one radio button each; a new choice starts that kind's action anew.
+fn action_kind(ui: &mut Ui, action: &mut Action) {
     let kind = crate::act::rules::model::ActionKind::of(action);
     let mut k = kind;
     ui.horizontal_wrapped(|ui| {
@@ -334,6 +418,10 @@ fn action_editor(ui: &mut Ui, action: &mut Action, problems: &[(&'static str, St
     if k != kind {
         *action = k.starting_action();
     }
+}
+
+/// The fields (or the words) of the action's kind.
+fn action_fields(ui: &mut Ui, action: &mut Action) {
     match action {
         Action::Notify | Action::ReleaseCache => {}
         Action::Park => {
@@ -371,27 +459,29 @@ fn action_editor(ui: &mut Ui, action: &mut Action, problems: &[(&'static str, St
         Action::RunCommand {
             argv,
             timeout_seconds,
-        } => {
-            let mut line = argv.join(" ");
-            if ui
-                .add(
-                    egui::TextEdit::singleline(&mut line)
-                        .hint_text("systemctl --user restart jupyter  ({pid} {gpu} {user} {name})")
-                        .desired_width(420.0),
-                )
-                .changed()
-            {
-                *argv = line.split_whitespace().map(str::to_string).collect();
-            }
-            ui.horizontal(|ui| {
-                ui.label("Timeout");
-                ui.add(
-                    egui::DragValue::new(timeout_seconds)
-                        .speed(1.0)
-                        .suffix(" s"),
-                );
-            });
-        }
+        } => command_fields(ui, argv, timeout_seconds),
     }
-    field_errors(ui, problems, &["action"]);
+}
+
+/// A command's fields: its line (split at spaces into its arguments) and its timeout.
+fn command_fields(ui: &mut Ui, argv: &mut Vec<String>, timeout_seconds: &mut f64) {
+    let mut line = argv.join(" ");
+    if ui
+        .add(
+            egui::TextEdit::singleline(&mut line)
+                .hint_text("systemctl --user restart jupyter  ({pid} {gpu} {user} {name})")
+                .desired_width(420.0),
+        )
+        .changed()
+    {
+        *argv = line.split_whitespace().map(str::to_string).collect();
+    }
+    ui.horizontal(|ui| {
+        ui.label("Timeout");
+        ui.add(
+            egui::DragValue::new(timeout_seconds)
+                .speed(1.0)
+                .suffix(" s"),
+        );
+    });
 }

@@ -58,46 +58,10 @@ pub(super) fn rules_list(
                     ui.checkbox(&mut r.enabled, "on");
                     // The row's buttons before its name: a long name never pushes them
                     // out of the window.
-                    for (label, what, hover) in [
-                        ("Up", "up", "Move this rule up (rules are checked in order)"),
-                        ("Down", "down", "Move this rule down"),
-                        ("Duplicate", "dup", "Add a copy of this rule below it"),
-                        (
-                            "Delete",
-                            "del",
-                            "Remove this rule (Save to keep the change)",
-                        ),
-                    ] {
-                        // The first rule cannot go up, nor the last down: the button is
-                        // left out, its room kept (the row's other buttons stay in line).
-                        let can = !(what == "up" && i == 0 || what == "down" && i == last);
-                        if ui
-                            .add_visible(can, egui::Button::new(label))
-                            .on_hover_text(hover)
-                            .clicked()
-                        {
-                            op = Some((i, what));
-                        }
+                    if let Some(what) = line_buttons(ui, i, last) {
+                        op = Some((i, what));
                     }
-                    let bad = !r.problems().is_empty();
-                    let mut name = RichText::new(&r.name);
-                    if bad {
-                        name = name.color(widgets::warn(ui));
-                    }
-                    if ui.selectable_label(*editing == Some(i), name).clicked() {
-                        *editing = Some(i);
-                    }
-                    if r.dry_run || c.dry_run {
-                        ui.label(
-                            RichText::new(" DRY RUN ")
-                                .color(egui::Color32::from_rgb(20, 20, 20))
-                                .background_color(egui::Color32::from_rgb(235, 200, 90))
-                                .small(),
-                        );
-                    }
-                    if bad {
-                        ui.label(RichText::new("invalid").color(widgets::warn(ui)).small());
-                    }
+                    rule_name(ui, r, i, c.dry_run, editing);
                 });
             }
         });
@@ -107,6 +71,64 @@ pub(super) fn rules_list(
         );
     }
     op
+}
+
+/// The buttons of rule `i`'s line (of `last` + 1): Up, Down, Duplicate, Delete; the one
+/// clicked, if one was.
+fn line_buttons(ui: &mut Ui, i: usize, last: usize) -> Option<&'static str> {
+    let mut op = None;
+    for (label, what, hover) in [
+        ("Up", "up", "Move this rule up (rules are checked in order)"),
+        ("Down", "down", "Move this rule down"),
+        ("Duplicate", "dup", "Add a copy of this rule below it"),
+        (
+            "Delete",
+            "del",
+            "Remove this rule (Save to keep the change)",
+        ),
+    ] {
+        // The first rule cannot go up, nor the last down: the button is
+        // left out, its room kept (the row's other buttons stay in line).
+        let can = !(what == "up" && i == 0 || what == "down" && i == last);
+        if ui
+            .add_visible(can, egui::Button::new(label))
+            .on_hover_text(hover)
+            .clicked()
+        {
+            op = Some(what);
+        }
+    }
+    op
+}
+
+/// Rule `i`'s name (a click edits it; in the warning colour when invalid), its DRY RUN badge
+/// (its own or every rule's, `global_dry_run`) and "invalid".
+fn rule_name(
+    ui: &mut Ui,
+    r: &crate::act::rules::Rule,
+    i: usize,
+    global_dry_run: bool,
+    editing: &mut Option<usize>,
+) {
+    let bad = !r.problems().is_empty();
+    let mut name = RichText::new(&r.name);
+    if bad {
+        name = name.color(widgets::warn(ui));
+    }
+    if ui.selectable_label(*editing == Some(i), name).clicked() {
+        *editing = Some(i);
+    }
+    if r.dry_run || global_dry_run {
+        ui.label(
+            RichText::new(" DRY RUN ")
+                .color(egui::Color32::from_rgb(20, 20, 20))
+                .background_color(egui::Color32::from_rgb(235, 200, 90))
+                .small(),
+        );
+    }
+    if bad {
+        ui.label(RichText::new("invalid").color(widgets::warn(ui)).small());
+    }
 }
 
 /// Moves, duplicates or deletes a rule as its line's button asked.
