@@ -190,7 +190,7 @@ impl SamplerThread {
     /// until the next sample is `due`. False once the handle is dropped.
     fn between(
         &self,
-        engine: &mut crate::engine::Engine,
+        engine: &mut crate::engine::pipeline::Engine,
         source: &mut dyn crate::source::GpuSource,
         due: Instant,
     ) -> bool {
