@@ -808,7 +808,7 @@ fn an_oom_death_shows_in_the_leaks_pane_and_opens_at_that_moment() {
         .expect("import");
     assert!(out.status.success());
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("1 OOM suspicion(s)"),
+        String::from_utf8_lossy(&out.stderr).contains("1 OOM suspicion;"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
