@@ -1083,6 +1083,35 @@ fn testing_a_rule_tells_which_matches_would_be_skipped() {
     );
 }
 
+/// A rule's Delete asks on its line first: Keep leaves it, Delete removes it (a click removed
+/// it at once, its conditions with it).
+#[test]
+fn deleting_a_rule_asks_first() {
+    let mut h = harness(demo_app(120));
+    h.run();
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Comma);
+    h.run();
+    h.get_by_label("Rules").click();
+    h.run();
+    h.get_by_label("Add rule").click();
+    h.run();
+    let rule = "[disabled] New rule: always (no condition)";
+    h.get_by_label_contains(rule);
+    h.get_by_label("Delete…").click();
+    h.run();
+    h.get_by_label("Delete this rule?");
+    h.get_by_label("Keep").click();
+    h.run();
+    assert!(h.query_by_label("Delete this rule?").is_none());
+    h.get_by_label_contains(rule);
+    h.get_by_label("Delete…").click();
+    h.run();
+    h.get_by_label("Delete").click();
+    h.run();
+    assert!(h.query_by_label_contains(rule).is_none());
+    h.get_by_label_contains("No rules yet.");
+}
+
 /// A window (as eframe runs it) on the real sampler over the demo's simulated GPUs, a sample
 /// every `interval`; returned once the first sample shows.
 fn live_demo_window(interval: Duration) -> Harness<'static, VramApp> {

@@ -190,6 +190,13 @@ fn the_window_attached_to_an_agent_shows_acts_and_survives_its_restart() {
     // Terminate stayed enabled and failed only once confirmed).
     h.get_by_label("The agent does not answer: no actions until it is back");
     assert!(h.query_by_label("Terminate").is_none());
+    // Nor does the table's context menu.
+    h.get_by_label("48213").click_secondary();
+    h.run();
+    assert!(h.query_by_label("Terminate…").is_none());
+    assert!(h.query_by_label("Kill…").is_none());
+    h.key_press(egui::Key::Escape);
+    h.run();
     // Back to 39002 (GPU 1's graph, looked at after the reconnect).
     h.get_by_label("39002").click();
     h.run();

@@ -98,6 +98,7 @@ impl VramApp {
                     badges: &badges,
                     now,
                     recorded: self.replaying,
+                    offline: !self.replaying && self.unreachable_since.is_some(),
                     host,
                     selected_gpu: self.selected_gpu,
                     selected: &mut self.selected,

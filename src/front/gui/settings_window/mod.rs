@@ -56,6 +56,8 @@ pub struct SettingsUi {
     draft_of: Settings,
     /// The rule being edited.
     pub editing: Option<usize>,
+    /// The rule whose line asks whether to delete it.
+    deleting: Option<usize>,
     /// Result of "Test this rule".
     pub tested: Option<(usize, Vec<TestedTarget>, String)>,
     /// The rule test sent, awaiting its reply.
@@ -78,6 +80,7 @@ impl Default for SettingsUi {
             draft: Settings::default(),
             draft_of: Settings::default(),
             editing: None,
+            deleting: None,
             tested: None,
             testing: None,
             message: None,
@@ -388,8 +391,8 @@ impl SettingsUi {
         );
         protected_names(ui, &mut c.protected, &mut self.protected_text);
         ui.separator();
-        if let Some(op) = rules_list(ui, c, &mut self.editing) {
-            apply_rule_op(c, &mut self.editing, op);
+        if let Some(op) = rules_list(ui, c, &mut self.editing, self.deleting) {
+            apply_rule_op(c, (&mut self.editing, &mut self.deleting), op);
         }
         add_rule_buttons(ui, c, &mut self.editing);
         if let Some(i) = self.editing.filter(|i| *i < c.rules.len()) {

@@ -36,11 +36,13 @@ pub(super) fn protected_names(
     }
 }
 
-/// The rules, one line each; the button pressed on a line (its index and what).
+/// The rules, one line each; the button pressed on a line (its index and what). The rule
+/// `deleting` names asks on its line whether to delete it.
 pub(super) fn rules_list(
     ui: &mut Ui,
     c: &mut crate::engine::settings::Cleanup,
     editing: &mut Option<usize>,
+    deleting: Option<usize>,
 ) -> Option<(usize, &'static str)> {
     let mut op: Option<(usize, &'static str)> = None;
     // Scrolls sideways when narrower than its lines (long names and the row's buttons) rather
@@ -58,7 +60,12 @@ pub(super) fn rules_list(
                     ui.checkbox(&mut r.enabled, "on");
                     // The row's buttons before its name: a long name never pushes them
                     // out of the window.
-                    if let Some(what) = line_buttons(ui, i, last) {
+                    let asked = if deleting == Some(i) {
+                        delete_question(ui)
+                    } else {
+                        line_buttons(ui, i, last)
+                    };
+                    if let Some(what) = asked {
                         op = Some((i, what));
                     }
                     rule_name(ui, r, i, c.dry_run, editing);
@@ -81,11 +88,7 @@ fn line_buttons(ui: &mut Ui, i: usize, last: usize) -> Option<&'static str> {
         ("Up", "up", "Move this rule up (rules are checked in order)"),
         ("Down", "down", "Move this rule down"),
         ("Duplicate", "dup", "Add a copy of this rule below it"),
-        (
-            "Delete",
-            "del",
-            "Remove this rule (Save to keep the change)",
-        ),
+        ("Delete…", "ask-del", "Remove this rule (asks first)"),
     ] {
         // The first rule cannot go up, nor the last down: the button is
         // left out, its room kept (the row's other buttons stay in line).
@@ -99,6 +102,19 @@ fn line_buttons(ui: &mut Ui, i: usize, last: usize) -> Option<&'static str> {
         }
     }
     op
+}
+
+/// In place of a rule's buttons while its Delete is asked: Delete or Keep.
+fn delete_question(ui: &mut Ui) -> Option<&'static str> {
+    ui.label(RichText::new("Delete this rule?").color(widgets::warn(ui)));
+    if ui
+        .button("Delete")
+        .on_hover_text("Remove it from the rules (Save to keep the change)")
+        .clicked()
+    {
+        return Some("del");
+    }
+    ui.button("Keep").clicked().then_some("keep")
 }
 
 /// Rule `i`'s name (a click edits it; in the warning colour when invalid), its DRY RUN badge
@@ -131,13 +147,16 @@ fn rule_name(
     }
 }
 
-/// Moves, duplicates or deletes a rule as its line's button asked.
+/// Moves, duplicates or deletes a rule as its line's button asked (a Delete is asked first:
+/// `deleting` names the rule whose line asks).
 pub(super) fn apply_rule_op(
     c: &mut crate::engine::settings::Cleanup,
-    editing: &mut Option<usize>,
+    (editing, deleting): (&mut Option<usize>, &mut Option<usize>),
     (i, what): (usize, &str),
 ) {
+    *deleting = None;
     match what {
+        "ask-del" => *deleting = Some(i),
         "up" if i > 0 => {
             c.rules.swap(i, i - 1);
             *editing = Some(i - 1);

@@ -29,6 +29,9 @@ pub(crate) struct PaneCx<'a> {
     pub now: UnixMs,
     /// A recorded session is drawn: no actions are offered.
     pub recorded: bool,
+    /// The agent drawn has stopped answering: its figures are as of its last sample, drawn
+    /// faint, and no actions are offered.
+    pub offline: bool,
     /// The agent's host when the View is an agent's (`None`: this computer).
     pub host: Option<&'a str>,
     /// The GPU whose graph is shown.

@@ -43,7 +43,7 @@ impl Pane for ProcessesPane {
             leaks: cx.badges,
             orphans: &cx.monitor.orphans,
             host: cx.host,
-            request: (!cx.recorded).then_some(out),
+            request: (!cx.recorded && !cx.offline).then_some(out),
             stale_gpus: cx
                 .snap
                 .devices
@@ -58,6 +58,10 @@ impl Pane for ProcessesPane {
             actions: &actions,
             recorded: cx.recorded,
         };
+        if cx.offline {
+            // A lost agent's rows are its last sample's, not live: drawn faint.
+            ui.visuals_mut().override_text_color = Some(ui.visuals().weak_text_color());
+        }
         processes::table(ui, cx.rows.to_vec(), &mut table, now);
     }
 }
