@@ -290,7 +290,7 @@ fn settings_say_what_blocks_saving_in_words_and_keep_rule_buttons_in_view() {
         })
         .expect("the Settings window");
     // (A lone rule has no Up or Down: it cannot move.)
-    for b in ["Duplicate", "Delete"] {
+    for b in ["Duplicate", "Delete…"] {
         let r = h.get_by_label(b).rect();
         assert!(
             r.right() <= window.right() && r.left() >= window.left(),
