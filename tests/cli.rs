@@ -631,27 +631,20 @@ fn record_takes_the_same_samples_in_real_time_and_at_full_speed() {
 #[test]
 fn record_at_full_speed_takes_the_fleet_and_refuses_a_duration_past_a_year() {
     let dir = tempfile::tempdir().expect("tempdir");
+    let record = |duration: &str, log: &std::path::Path, fleet: &str| {
+        bin()
+            .args(["--demo", "record", "--speed", "max", "--duration", duration])
+            .arg("--out")
+            .arg(log)
+            .env("VRAMWARDEN_DEMO_FLEET", fleet)
+            .env("VRAMWARDEN_CONFIG", dir.path().join("none.toml"))
+            .output()
+            .expect("run")
+    };
     let log = dir.path().join("fleet.vwlog");
-    let out = bin()
-        .args([
-            "--demo",
-            "record",
-            "--speed",
-            "max",
-            "--duration",
-            "5s",
-            "--out",
-        ])
-        .arg(&log)
-        .env("VRAMWARDEN_DEMO_FLEET", "3x12")
-        .env("VRAMWARDEN_CONFIG", dir.path().join("none.toml"))
-        .output()
-        .expect("run");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = record("5s", &log, "3x12");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
     let csv = bin()
         .args(["export", "--table", "devices", "--csv", "-"])
         .arg(&log)
@@ -665,20 +658,11 @@ fn record_at_full_speed_takes_the_fleet_and_refuses_a_duration_past_a_year() {
         .collect();
     assert_eq!(gpus.len(), 3, "{text}");
     for duration in ["5124095576030h", "400d"] {
-        let out = bin()
-            .args([
-                "--demo",
-                "record",
-                "--speed",
-                "max",
-                "--duration",
-                duration,
-                "--out",
-            ])
-            .arg(dir.path().join(format!("{duration}.vwlog")))
-            .env("VRAMWARDEN_CONFIG", dir.path().join("none.toml"))
-            .output()
-            .expect("run");
+        let out = record(
+            duration,
+            &dir.path().join(format!("{duration}.vwlog")),
+            "3x12",
+        );
         assert_eq!(out.status.code(), Some(2), "{duration}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("at most 366 days"), "{err}");

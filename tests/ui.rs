@@ -1049,10 +1049,8 @@ fn switching_the_source_asks_before_clearing_history() {
     h.get_by_label("48213");
 }
 
-/// "Test this rule" says which matches would be skipped and why: the demo's processes are
-/// simulated, so a Terminate rule matches them but would act on none.
-#[test]
-fn testing_a_rule_tells_which_matches_would_be_skipped() {
+/// The demo's window with Settings → Rules open and a new rule added.
+fn a_new_rule_in_settings() -> Harness<'static, VramApp> {
     let mut h = harness(demo_app(120));
     h.run();
     h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Comma);
@@ -1061,6 +1059,14 @@ fn testing_a_rule_tells_which_matches_would_be_skipped() {
     h.run();
     h.get_by_label("Add rule").click();
     h.run();
+    h
+}
+
+/// "Test this rule" says which matches would be skipped and why: the demo's processes are
+/// simulated, so a Terminate rule matches them but would act on none.
+#[test]
+fn testing_a_rule_tells_which_matches_would_be_skipped() {
+    let mut h = a_new_rule_in_settings();
     // The review: a new rule matched everything at once, ready to save. It starts off, and
     // says it has no condition until one is ticked.
     h.get_by_label_contains("[disabled] New rule: always (no condition)");
@@ -1087,14 +1093,7 @@ fn testing_a_rule_tells_which_matches_would_be_skipped() {
 /// it at once, its conditions with it).
 #[test]
 fn deleting_a_rule_asks_first() {
-    let mut h = harness(demo_app(120));
-    h.run();
-    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Comma);
-    h.run();
-    h.get_by_label("Rules").click();
-    h.run();
-    h.get_by_label("Add rule").click();
-    h.run();
+    let mut h = a_new_rule_in_settings();
     let rule = "[disabled] New rule: always (no condition)";
     h.get_by_label_contains(rule);
     h.get_by_label("Delete…").click();
