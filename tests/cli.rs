@@ -514,7 +514,10 @@ fn opening_a_file_that_is_no_session_fails_at_once() {
     std::fs::write(&empty, b"").expect("write");
     let text = dir.path().join("notes.txt");
     std::fs::write(&text, b"timestamp, name, pid\nnot a session log\n").expect("write");
-    for path in [&empty, &text] {
+    for (path, says) in [
+        (&empty, "the file is empty"),
+        (&text, "not a vramwarden session log"),
+    ] {
         let out = bin()
             .arg(path)
             .env("VRAMWARDEN_DATA_DIR", dir.path())
@@ -525,7 +528,7 @@ fn opening_a_file_that_is_no_session_fails_at_once() {
         assert_eq!(out.status.code(), Some(1), "{path:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
-            err.contains("not a vramwarden session log") && err.contains(&*path.to_string_lossy()),
+            err.contains(says) && err.contains(&*path.to_string_lossy()),
             "{err}"
         );
     }

@@ -1926,7 +1926,7 @@ fn opening_a_file_that_is_no_session_shows_the_error_at_once() {
         std::thread::sleep(Duration::from_millis(20));
         h.step();
     }
-    h.get_by_label_contains("not a vramwarden session log");
+    h.get_by_label_contains("the file is empty");
     assert!(!h.state().sessions.export_open);
     h.get_by_label("Dismiss").click();
     h.run();

@@ -147,6 +147,9 @@ pub enum ReadError {
     /// No record of a session was found.
     #[error("{0}: not a vramwarden session log (no valid record found)")]
     NotASession(PathBuf),
+    /// The file is empty.
+    #[error("{0}: the file is empty (a session log that has no sample yet)")]
+    Empty(PathBuf),
     /// The path names a FIFO, a device, a folder or a socket, not a regular file.
     #[error("{path}: is {kind}, not a regular file (a session log is a regular file)")]
     NotAFile {
@@ -416,6 +419,9 @@ impl SessionData {
     /// folder), is larger than [`MAX_FILE_BYTES`], cannot be read, or holds no valid record.
     pub fn open(path: &Path) -> Result<Self, ReadError> {
         let bytes = read_regular_file(path)?;
+        if bytes.is_empty() {
+            return Err(ReadError::Empty(path.to_path_buf()));
+        }
         let mut s = Self::parse(bytes);
         if s.report.records == 0 {
             return Err(ReadError::NotASession(path.to_path_buf()));
@@ -432,7 +438,11 @@ impl SessionData {
     /// As [`SessionData::open`] would for such a file.
     pub fn check(path: &Path) -> Result<(), ReadError> {
         const PREFIX: u64 = 4 << 20;
-        let s = Self::parse(read_regular_prefix(path, PREFIX)?);
+        let bytes = read_regular_prefix(path, PREFIX)?;
+        if bytes.is_empty() {
+            return Err(ReadError::Empty(path.to_path_buf()));
+        }
+        let s = Self::parse(bytes);
         if s.report.records == 0 {
             return Err(ReadError::NotASession(path.to_path_buf()));
         }

@@ -395,6 +395,9 @@ impl Table {
         {
             return "none (its first line is not text: is it a CSV log?)".into();
         }
+        if all.trim().is_empty() {
+            return "none (the file is empty)".into();
+        }
         match all.char_indices().nth(200) {
             Some((cut, _)) => format!("{}…", &all[..cut]),
             None => all,
