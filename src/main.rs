@@ -190,7 +190,16 @@ fn run(command: Command, args: &Cli, source: SourceKind) -> Result<(), cli::CliE
             csv,
             table,
             force,
-        } => cli::export(&session, &csv, table, force, args.quiet, &mut stdout),
+            from,
+            to,
+        } => cli::export(
+            &session,
+            &csv,
+            (table, (from, to)),
+            force,
+            args.quiet,
+            &mut stdout,
+        ),
         Command::Import { what } => cli::import(what, &mut *said),
         Command::Monitor { duration } => monitor(args, source, duration, &mut stdout),
         Command::Agent {

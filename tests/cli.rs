@@ -701,3 +701,85 @@ fn an_agent_makes_no_token_beside_a_missing_settings_file() {
         "a folder was made for the token"
     );
 }
+
+/// `export --from --to` writes the samples and events of that time only: each row's time is
+/// within it, and the rows are those of the whole export in that time.
+#[test]
+fn export_writes_only_the_time_asked_for() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("day.vwlog");
+    let out = bin()
+        .args([
+            "--demo",
+            "record",
+            "--speed",
+            "max",
+            "--duration",
+            "10m",
+            "--out",
+        ])
+        .arg(&log)
+        .env("VRAMWARDEN_CONFIG", dir.path().join("none.toml"))
+        .output()
+        .expect("record");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let export = |table: &str, span: &[&str]| -> Vec<(i64, String)> {
+        let out = bin()
+            .args(["export", "--table", table, "--csv", "-"])
+            .args(span)
+            .arg(&log)
+            .output()
+            .expect("export");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .skip(1)
+            .map(|l| {
+                (
+                    l.split(',')
+                        .nth(1)
+                        .and_then(|t| t.parse().ok())
+                        .unwrap_or(-1),
+                    l.into(),
+                )
+            })
+            .collect()
+    };
+    for table in ["devices", "processes", "events"] {
+        let all = export(table, &[]);
+        let (t0, t1) = (all[0].0 + 120_000, all[0].0 + 300_000);
+        let rfc = |ms: i64| vramwarden::model::format::rfc3339(ms);
+        let (a, b) = (rfc(t0), rfc(t1));
+        let some = export(table, &["--from", &a, "--to", &b]);
+        let want: Vec<_> = all
+            .iter()
+            .filter(|(t, _)| (t0..=t1).contains(t))
+            .cloned()
+            .collect();
+        assert!(!want.is_empty() || table == "events", "{table}");
+        assert_eq!(some, want, "{table}");
+    }
+    let bad = bin()
+        .args([
+            "export",
+            "--table",
+            "devices",
+            "--csv",
+            "-",
+            "--from",
+            "yesterday",
+        ])
+        .arg(&log)
+        .output()
+        .expect("export");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("RFC 3339"));
+}

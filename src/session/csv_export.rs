@@ -189,7 +189,7 @@ pub(crate) struct FileError {
 pub(crate) fn write_files(
     session: &SessionData,
     jobs: &[(Table, std::path::PathBuf)],
-    force: bool,
+    (force, span): (bool, (UnixMs, UnixMs)),
     progress: &mut dyn FnMut(f32) -> bool,
 ) -> Result<Vec<u64>, FileError> {
     let limit = output_limit(session);
@@ -228,7 +228,7 @@ pub(crate) fn write_files(
             error,
         };
         let out = Output::create(path, force).map_err(|e| fail(e.into()))?;
-        let written = write_table(session, *t, &out, limit, &mut |f| {
+        let written = write_table(session, (*t, span), &out, limit, &mut |f| {
             progress((k as f32 + f) / n)
         })
         .and_then(|r| out.finish().map(|()| r).map_err(ExportError::Io));
@@ -246,7 +246,7 @@ pub(crate) fn write_files(
 /// Writes `table` into the open output, at most `limit` bytes, and syncs it.
 fn write_table(
     session: &SessionData,
-    table: Table,
+    (table, span): (Table, (UnixMs, UnixMs)),
     out: &Output,
     limit: u64,
     progress: &mut dyn FnMut(f32) -> bool,
@@ -255,7 +255,7 @@ fn write_table(
         out: std::io::BufWriter::new(&out.file),
         left: limit,
     };
-    let r = export(session, table, &mut capped, progress)?;
+    let r = export_between(session, table, span, &mut capped, progress)?;
     capped.out.flush()?;
     out.file.sync_all()?;
     Ok(r)
@@ -698,6 +698,21 @@ pub fn export(
     out: &mut dyn Write,
     progress: &mut dyn FnMut(f32) -> bool,
 ) -> Result<u64, ExportError> {
+    export_between(session, table, (UnixMs::MIN, UnixMs::MAX), out, progress)
+}
+
+/// [`export`] of the samples and events from `from` to `to` (ms since the epoch, both
+/// included).
+///
+/// # Errors
+/// When writing fails or the export is cancelled.
+pub fn export_between(
+    session: &SessionData,
+    table: Table,
+    (from, to): (UnixMs, UnixMs),
+    out: &mut dyn Write,
+    progress: &mut dyn FnMut(f32) -> bool,
+) -> Result<u64, ExportError> {
     let limit = output_limit(session);
     let (estimate, longest) = estimate(session, table);
     if estimate > limit {
@@ -712,10 +727,11 @@ pub fn export(
         .buffer_capacity(BUFFER)
         .from_writer(Counted { out, bytes: 0 });
     w.write_record(table.header().split(','))?;
+    let span = session.indices_between(from, to);
     let rows = match table {
-        Table::Devices => device_rows(session, &mut w, progress)?,
-        Table::Processes => process_rows(session, &mut w, progress)?,
-        Table::Events => event_rows(session, &mut w)?,
+        Table::Devices => device_rows(session, span, &mut w, progress)?,
+        Table::Processes => process_rows(session, span, &mut w, progress)?,
+        Table::Events => event_rows(session, (from, to), &mut w)?,
     };
     w.flush()?;
     progress(1.0);
@@ -745,6 +761,7 @@ impl Stamp {
 /// The devices table: a row per GPU per sample.
 fn device_rows(
     session: &SessionData,
+    span: std::ops::Range<usize>,
     w: &mut CsvOut<'_>,
     progress: &mut dyn FnMut(f32) -> bool,
 ) -> Result<u64, ExportError> {
@@ -760,7 +777,7 @@ fn device_rows(
                 .collect()
         })
         .collect();
-    sample_rows(session, w, progress, |w, cell, stamp, i, s| {
+    sample_rows(session, span, w, progress, |w, cell, stamp, i, s| {
         let names = session.segment_of(i).and_then(|seg| names.get(seg));
         for d in &s.devices {
             let name = names.and_then(|n| n.get(&d.index)).copied();
@@ -775,6 +792,7 @@ fn device_rows(
 /// then. Returns the rows written.
 fn sample_rows(
     session: &SessionData,
+    span: std::ops::Range<usize>,
     w: &mut CsvOut<'_>,
     progress: &mut dyn FnMut(f32) -> bool,
     mut rows_of: impl FnMut(
@@ -785,13 +803,14 @@ fn sample_rows(
         &DecodedSample,
     ) -> csv::Result<u64>,
 ) -> Result<u64, ExportError> {
-    let (mut rows, mut pace, mut cell) = (0u64, Pace::new(session.len()), Cell::new());
-    for i in 0..session.len() {
+    let (mut rows, mut pace, mut cell) = (0u64, Pace::new(span.len()), Cell::new());
+    let first = span.start;
+    for i in span {
         let Some(s) = session.decoded(i) else {
             continue;
         };
         rows += rows_of(w, &mut cell, &Stamp::new(s.unix_ms), i, &s)?;
-        pace.step(w, i, progress)?;
+        pace.step(w, i - first, progress)?;
     }
     Ok(rows)
 }
@@ -877,6 +896,7 @@ impl<'a> ProcFields<'a> {
 /// The processes table: a row per process per GPU per sample.
 fn process_rows(
     session: &SessionData,
+    span: std::ops::Range<usize>,
     w: &mut CsvOut<'_>,
     progress: &mut dyn FnMut(f32) -> bool,
 ) -> Result<u64, ExportError> {
@@ -884,7 +904,7 @@ fn process_rows(
         .defs()
         .map(|(id, d)| (id, ProcFields::new(d)))
         .collect();
-    sample_rows(session, w, progress, |w, cell, stamp, _, s| {
+    sample_rows(session, span, w, progress, |w, cell, stamp, _, s| {
         // PyTorch's figures (empty cells where no companion answered); the entries come in
         // increasing position order.
         let mut torch = s.torch.iter().peekable();
@@ -927,10 +947,15 @@ fn process_row(
 }
 
 /// The events table: a row per event but the process tables.
-fn event_rows(session: &SessionData, w: &mut CsvOut<'_>) -> Result<u64, ExportError> {
+fn event_rows(
+    session: &SessionData,
+    (from, to): (UnixMs, UnixMs),
+    w: &mut CsvOut<'_>,
+) -> Result<u64, ExportError> {
     let (mut rows, mut cell) = (0u64, Cell::new());
     let made = parks_made(session);
-    for e in &session.events {
+    let within = |e: &&Event| (from..=to).contains(&e.unix_ms());
+    for e in session.events.iter().filter(within) {
         if let Event::ParkState {
             pid, device_index, ..
         } = e

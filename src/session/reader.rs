@@ -759,6 +759,13 @@ impl SessionData {
         Some((self.samples.first()?.time, self.samples.last()?.time))
     }
 
+    /// The indices of the samples from `from` to `to` (ms, both included).
+    pub(crate) fn indices_between(&self, from: UnixMs, to: UnixMs) -> std::ops::Range<usize> {
+        let start = self.samples.partition_point(|r| r.time < from);
+        let end = self.samples.partition_point(|r| r.time <= to);
+        start..end.max(start)
+    }
+
     /// Index of the last sample at or before `ms` (the first one if `ms` is earlier).
     pub fn index_at(&self, ms: UnixMs) -> usize {
         self.samples

@@ -184,6 +184,13 @@ pub enum Command {
         /// Overwrite CSV files that already exist.
         #[arg(long)]
         force: bool,
+        /// Only the samples and events from this time on (RFC 3339, as the CSV's timestamp
+        /// column writes it: 2026-12-07T21:00:00Z, or with an offset: …+01:00).
+        #[arg(long, value_parser = parse_time)]
+        from: Option<i64>,
+        /// Only the samples and events up to this time (RFC 3339).
+        #[arg(long, value_parser = parse_time)]
+        to: Option<i64>,
     },
     /// Check the auto-cleanup rules of a settings file and print them in words.
     Rules {
@@ -401,6 +408,13 @@ pub enum Format {
     Json,
     /// CSV table(s).
     Csv,
+}
+
+/// An RFC 3339 time as ms since the epoch.
+fn parse_time(s: &str) -> Result<i64, String> {
+    chrono::DateTime::parse_from_rfc3339(s.trim())
+        .map(|t| t.timestamp_millis())
+        .map_err(|e| format!("{e}: give an RFC 3339 time, e.g. 2026-12-07T21:00:00Z"))
 }
 
 /// A sampling interval between 100 ms and 1 h.

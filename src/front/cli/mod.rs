@@ -636,11 +636,15 @@ fn note_damage(session: &std::path::Path, data: &crate::session::reader::Session
 pub fn export(
     session: &std::path::Path,
     csv: &std::path::Path,
-    table: Option<Table>,
+    (table, span): (Option<Table>, (Option<i64>, Option<i64>)),
     force: bool,
     quiet: bool,
     stdout: &mut dyn Write,
 ) -> Result<(), CliError> {
+    let span = (span.0.unwrap_or(i64::MIN), span.1.unwrap_or(i64::MAX));
+    if span.0 > span.1 {
+        return Err(CliError::Usage("--from is after --to".into()));
+    }
     // `/dev/stdout` is standard output too (written as `-`, not opened as a file).
     let to_stdout = csv.as_os_str() == "-" || csv.as_os_str() == "/dev/stdout";
     let jobs = if to_stdout {
@@ -660,9 +664,9 @@ pub fn export(
     let data = crate::session::reader::SessionData::open(session)?;
     note_damage(session, &data, quiet);
     let rows = if to_stdout {
-        export_to_stdout(&data, &jobs, stdout)?
+        export_to_stdout(&data, (&jobs, span), stdout)?
     } else {
-        export_to_files(&data, &jobs, force)?
+        export_to_files(&data, (&jobs, span), force)?
     };
     for ((t, path), rows) in jobs.iter().zip(rows).filter(|_| !quiet) {
         eprintln!("{}: {rows} {} rows", path.display(), t.row_word());
@@ -705,13 +709,13 @@ fn refuse_clashes(
 /// The tables of `jobs` written one after another to `stdout`: the rows of each.
 fn export_to_stdout(
     data: &crate::session::reader::SessionData,
-    jobs: &[(Table, PathBuf)],
+    (jobs, span): (&[(Table, PathBuf)], (i64, i64)),
     stdout: &mut dyn Write,
 ) -> Result<Vec<u64>, CliError> {
     let mut w = std::io::BufWriter::new(stdout);
     let rows = jobs
         .iter()
-        .map(|(t, _)| csv_export::export(data, *t, &mut w, &mut |_| true))
+        .map(|(t, _)| csv_export::export_between(data, *t, span, &mut w, &mut |_| true))
         .collect::<Result<Vec<u64>, _>>()?;
     w.flush()?;
     Ok(rows)
@@ -720,18 +724,19 @@ fn export_to_stdout(
 /// The tables of `jobs` written to their files: the rows of each; an error names the file.
 fn export_to_files(
     data: &crate::session::reader::SessionData,
-    jobs: &[(Table, PathBuf)],
+    (jobs, span): (&[(Table, PathBuf)], (i64, i64)),
     force: bool,
 ) -> Result<Vec<u64>, CliError> {
-    let rows =
-        csv_export::write_files(data, jobs, force, &mut |_| true).map_err(|e| match e.error {
+    let rows = csv_export::write_files(data, jobs, (force, span), &mut |_| true).map_err(|e| {
+        match e.error {
             // Which file: the OS's words alone do not say.
             csv_export::ExportError::Io(io) => csv_export::ExportError::Io(std::io::Error::new(
                 io.kind(),
                 format!("{}: {io}", e.path.display()),
             )),
             other => other,
-        })?;
+        }
+    })?;
     Ok(rows)
 }
 

@@ -454,7 +454,10 @@ fn run_export(
         ExportInput::Data(d) => d,
     };
     // A file error names its file; a cancel is said as it is.
-    let rows = csv_export::write_files(&data, &jobs, force, &mut |f| p.set(f)).map_err(|e| {
+    let rows = csv_export::write_files(&data, &jobs, (force, (i64::MIN, i64::MAX)), &mut |f| {
+        p.set(f)
+    })
+    .map_err(|e| {
         ExportFail::Failed(match e.error {
             csv_export::ExportError::Cancelled => e.error.to_string(),
             _ => e.to_string(),
