@@ -739,6 +739,58 @@ fn a_failed_process_list_shows_stale_rows_not_exits() {
     h.get_by_label("GPU 1: process list STALE");
 }
 
+/// The Export window's "Only the time shown in the graph" writes the rows of that time: a
+/// five-minute session opened at its end, the graph at "1 min", exports its last minute.
+#[test]
+fn exporting_only_the_time_shown_writes_that_time() {
+    use vramwarden::front::gui::sessions::ExportInput;
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("s.vwlog");
+    record_demo_session(&path, 300);
+    let mut h = harness(demo_app(30));
+    h.run();
+    h.state_mut().open_session(path.clone());
+    let t = Instant::now();
+    while h.query_by_label("SESSION · read-only").is_none() {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the session did not open"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        h.step();
+    }
+    h.get_by_label("1 min").click();
+    h.run();
+    h.state_mut().sessions.export_open = true;
+    h.run();
+    h.get_by_label_contains("Only the time shown in the graph:")
+        .click();
+    h.run();
+    let csv = dir.path().join("last-minute.csv");
+    h.state_mut().sessions.export_to(
+        ExportInput::File(path.clone()),
+        Some(vramwarden::session::csv_export::Table::Devices),
+        csv.clone(),
+    );
+    let t = Instant::now();
+    while h.query_all_by_label_contains("Exported").next().is_none() {
+        assert!(t.elapsed() < Duration::from_secs(10), "never exported");
+        std::thread::sleep(Duration::from_millis(20));
+        h.step();
+    }
+    let text = std::fs::read_to_string(&csv).expect("csv");
+    let times: Vec<i64> = text
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split(',').nth(1)?.parse().ok())
+        .collect();
+    let (first, last) = (times[0], times[times.len() - 1]);
+    assert!(last - first <= 60_000, "{first}..{last}");
+    assert!(last >= T0 + 299_000, "not the session's end: {last}");
+    // Two GPUs a sample, a minute of samples (the whole session has 300).
+    assert!((100..=130).contains(&times.len()), "{}", times.len());
+}
+
 #[test]
 fn exporting_over_existing_files_asks_first() {
     use vramwarden::front::gui::sessions::ExportInput;

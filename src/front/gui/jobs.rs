@@ -116,6 +116,8 @@ pub enum Job {
         path: PathBuf,
         /// Overwrite files that exist.
         force: bool,
+        /// Only the samples and events of this time (unix ms, both ends included).
+        span: Option<(crate::model::UnixMs, crate::model::UnixMs)>,
     },
     /// Save the settings (TOML, fsync, `.bak`).
     SaveSettings {
@@ -178,7 +180,8 @@ impl Job {
                 table,
                 path,
                 force,
-            } => JobResult::Exported(run_export(input, table, &path, force, p)),
+                span,
+            } => JobResult::Exported(run_export(input, (table, span), &path, force, p)),
             Job::SaveSettings { settings, path } => {
                 let r = settings.save(&path).map_err(|e| e.to_string());
                 JobResult::Saved(settings, r)
@@ -416,7 +419,10 @@ pub(crate) enum ExportFail {
 
 fn run_export(
     input: ExportInput,
-    table: Option<Table>,
+    (table, span): (
+        Option<Table>,
+        Option<(crate::model::UnixMs, crate::model::UnixMs)>,
+    ),
     path: &std::path::Path,
     force: bool,
     p: &Progress,
@@ -454,15 +460,14 @@ fn run_export(
         ExportInput::Data(d) => d,
     };
     // A file error names its file; a cancel is said as it is.
-    let rows = csv_export::write_files(&data, &jobs, (force, (i64::MIN, i64::MAX)), &mut |f| {
-        p.set(f)
-    })
-    .map_err(|e| {
-        ExportFail::Failed(match e.error {
-            csv_export::ExportError::Cancelled => e.error.to_string(),
-            _ => e.to_string(),
-        })
-    })?;
+    let span = span.unwrap_or((i64::MIN, i64::MAX));
+    let rows =
+        csv_export::write_files(&data, &jobs, (force, span), &mut |f| p.set(f)).map_err(|e| {
+            ExportFail::Failed(match e.error {
+                csv_export::ExportError::Cancelled => e.error.to_string(),
+                _ => e.to_string(),
+            })
+        })?;
     let msgs: Vec<String> = jobs
         .iter()
         .zip(rows)

@@ -140,6 +140,10 @@ pub struct SessionsUi {
     overwrite: Option<(PathBuf, ExportInput, Vec<PathBuf>)>,
     export_source: Option<ExportSource>,
     export_table: Option<Table>,
+    /// Export only the time the GPU graph shows.
+    export_shown_only: bool,
+    /// The time range the GPU graph showed at the last frame (unix ms).
+    pub(crate) shown: Option<(crate::model::UnixMs, crate::model::UnixMs)>,
     pending_export: Option<ExportInput>,
     /// The last export's result (done, or why not) and whether it is an error: shown in the
     /// Export window until its input changes or it is opened again.
@@ -492,6 +496,7 @@ impl SessionsUi {
 
     fn spawn_export(&mut self, input: ExportInput, path: PathBuf, force: bool) {
         let table = self.export_table;
+        let span = self.shown.filter(|_| self.export_shown_only);
         self.ask(
             |s| &mut s.exporting,
             Job::Export {
@@ -499,6 +504,7 @@ impl SessionsUi {
                 table,
                 path,
                 force,
+                span,
             },
         );
     }
@@ -614,6 +620,7 @@ impl SessionsUi {
                 format!("{} only", t.name()),
             );
         }
+        self.shown_only_choice(ui);
         if before != (src, self.export_table) {
             // Another input: the last result was about the one before.
             self.message = None;
@@ -628,6 +635,24 @@ impl SessionsUi {
                 RichText::new(m)
             });
         }
+    }
+
+    /// "Only the time shown in the graph", with that time, where the graph shows one.
+    fn shown_only_choice(&mut self, ui: &mut Ui) {
+        let Some((from, to)) = self.shown else {
+            self.export_shown_only = false;
+            return;
+        };
+        ui.add_space(6.0);
+        ui.label(RichText::new("Time").strong());
+        let words = format!(
+            "Only the time shown in the graph: {} – {} ({})",
+            crate::model::format::date_time(from),
+            crate::model::format::clock(to),
+            crate::model::format::duration(to - from)
+        );
+        ui.checkbox(&mut self.export_shown_only, words)
+            .on_hover_text("Off: the whole session");
     }
 
     /// The Export window's lower part: overwrite or not, the progress, or Save as….

@@ -110,6 +110,7 @@ impl VramApp {
         self.settings_window(ctx, live);
         self.confirm_modal(ctx);
         let viewing = view.map(|v| v.data.clone());
+        self.sessions.shown = self.graph.shown_ms;
         self.sessions
             .windows(ctx, live_log, viewing, jobs, &mut self.queue);
         self.help_window(ctx);

@@ -42,6 +42,8 @@ pub(crate) struct GraphCache {
     pub plot_rect: Option<egui::Rect>,
     /// The time range (unix s) the plot showed last (the lifetime graph's, for tests).
     pub shown_x: Option<(f64, f64)>,
+    /// The time range (unix ms) the GPU graph showed last (an export of "the time shown").
+    pub shown_ms: Option<(UnixMs, UnixMs)>,
     /// Where the newest moment shown ("now" when following, the slider in a session) was
     /// drawn last: its x on screen.
     pub edge_x: Option<f32>,

@@ -212,6 +212,7 @@ pub(crate) fn device_graph(
     let full_w = ui.available_width();
     toolbar(ui, device, state, cache);
     let (keyed, range) = shown_range(ui, state, cache, (held, edge, m.interval_ms));
+    cache.shown_ms = Some(range);
     let view = View::new(
         m,
         snap,
