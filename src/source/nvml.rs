@@ -420,114 +420,142 @@ impl GpuSource for NvmlSource {
                     continue;
                 }
             };
-            if let Ok(m) = timed(Part::NvmlMemory, || dev.memory_info()) {
-                if m.total > 0 && m.used <= m.total && m.free <= m.total {
-                    ds.memory_total_bytes = Some(m.total);
-                    ds.memory_used_bytes = Some(m.used);
-                    ds.memory_reserved_bytes = Some(m.reserved);
-                    ds.memory_free_bytes = Some(m.free);
-                }
-            }
-            ds.utilization_gpu_pct = timed(Part::NvmlUtilization, || dev.utilization_rates())
-                .ok()
-                .map(|u| u.gpu)
-                .filter(|g| *g <= 100);
-            ds.temperature_c = timed(Part::NvmlTemperature, || {
-                dev.temperature(TemperatureSensor::Gpu)
-            })
-            .ok()
-            .filter(|t| *t < 200);
-            ds.power_w = timed(Part::NvmlPower, || dev.power_usage())
-                .ok()
-                .map(|mw| f64::from(mw) / 1000.0);
             let ls = &mut self.lists[i];
-            if ls.limit.due(false, SLOW_EVERY) {
-                ls.power_limit_w = timed(Part::NvmlPowerLimit, || dev.enforced_power_limit())
-                    .ok()
-                    .map(|mw| f64::from(mw) / 1000.0);
-            }
-            ds.power_limit_w = ls.power_limit_w;
-            let clocks = cost::span(Part::NvmlClocks);
-            ds.sm_clock_mhz = dev.clock_info(Clock::SM).ok();
-            ds.mem_clock_mhz = dev.clock_info(Clock::Memory).ok();
-            drop(clocks);
-            if ls.fan.due(ls.fan_supported, SLOW_EVERY) {
-                ds.fan_pct = ls.fan_answered(timed(Part::NvmlFan, || dev.fan_speed(0)));
-            }
-            // A failed list is missing, never "no processes": the engine keeps the last good
-            // list for this GPU, marked stale.
-            if ls.lists_due(ds.memory_used_bytes) {
-                ls.listed_used = None;
-                match timed(Part::NvmlComputeList, || {
-                    process_list(&self.nvml, &dev, false, &mut ls.cap)
-                }) {
-                    Ok(v) => ls.compute = v,
-                    Err(e) => {
-                        ds.process_list_error = Some(format!("compute process list: {e}"));
-                    }
+            read_device(&dev, ls, &mut ds);
+            read_lists(&self.nvml, &dev, ls, &mut ds);
+            if ds.process_list_error.is_none() {
+                let mut procs =
+                    merge_processes(index, &ls.compute, &ls.graphics_list, ds.memory_total_bytes);
+                if self.want_util && !procs.is_empty() {
+                    self.util[i].fill(&dev, now_ms, &mut procs);
                 }
-                if ls.graphics.due(!ls.graphics_empty, GRAPHICS_EVERY) {
-                    match timed(Part::NvmlGraphicsList, || {
-                        process_list(&self.nvml, &dev, true, &mut ls.cap)
-                    }) {
-                        Ok(g) => {
-                            ls.graphics_empty = g.is_empty();
-                            ls.graphics_list = g;
-                        }
-                        Err(e) => {
-                            ds.process_list_error = Some(format!("graphics process list: {e}"));
-                        }
-                    }
-                }
-                if ds.process_list_error.is_none() {
-                    ls.listed_used = ds.memory_used_bytes;
-                }
+                snap.processes.extend(procs);
             }
-            if ds.process_list_error.is_some() {
-                snap.devices.push(ds);
-                continue;
-            }
-            let mut procs =
-                merge_processes(index, &ls.compute, &ls.graphics_list, ds.memory_total_bytes);
-            if self.want_util && !procs.is_empty() {
-                let cache = &mut self.util[i];
-                if now_ms - cache.read_ms >= UTIL_EVERY_MS {
-                    // Samples since the last read (driver timestamps are µs since the epoch);
-                    // a process with none was idle; NotFound means none was busy.
-                    let since = if cache.read_ms > 0 {
-                        cache.read_ms
-                    } else {
-                        now_ms - UTIL_EVERY_MS
-                    };
-                    let stats = timed(Part::NvmlProcessUtilization, || {
-                        process_utilization(&dev, (since.max(0) as u64) * 1000)
-                    });
-                    cache.busy = match stats {
-                        Ok(v) => {
-                            let mut m = std::collections::HashMap::new();
-                            for (pid, sm) in v {
-                                let e = m.entry(pid).or_insert(0);
-                                *e = (*e).max(sm);
-                            }
-                            Some(m)
-                        }
-                        Err(nvml_wrapper::error::NvmlError::NotFound) => {
-                            Some(std::collections::HashMap::new())
-                        }
-                        Err(_) => None,
-                    };
-                    cache.read_ms = now_ms;
-                }
-                if let Some(busy) = &cache.busy {
-                    for p in &mut procs {
-                        p.sm_util_pct = Some(busy.get(&p.pid).copied().unwrap_or(0));
-                    }
-                }
-            }
-            snap.processes.extend(procs);
             snap.devices.push(ds);
         }
         Ok(snap)
+    }
+}
+
+/// A GPU's readings into `ds`: memory, utilisation, temperature, power and its limit (every
+/// [`SLOW_EVERY`]th sample), clocks, fan (where it has one).
+fn read_device(dev: &nvml_wrapper::Device<'_>, ls: &mut ListState, ds: &mut DeviceSample) {
+    if let Ok(m) = timed(Part::NvmlMemory, || dev.memory_info()) {
+        if m.total > 0 && m.used <= m.total && m.free <= m.total {
+            ds.memory_total_bytes = Some(m.total);
+            ds.memory_used_bytes = Some(m.used);
+            ds.memory_reserved_bytes = Some(m.reserved);
+            ds.memory_free_bytes = Some(m.free);
+        }
+    }
+    ds.utilization_gpu_pct = timed(Part::NvmlUtilization, || dev.utilization_rates())
+        .ok()
+        .map(|u| u.gpu)
+        .filter(|g| *g <= 100);
+    ds.temperature_c = timed(Part::NvmlTemperature, || {
+        dev.temperature(TemperatureSensor::Gpu)
+    })
+    .ok()
+    .filter(|t| *t < 200);
+    ds.power_w = timed(Part::NvmlPower, || dev.power_usage())
+        .ok()
+        .map(|mw| f64::from(mw) / 1000.0);
+    if ls.limit.due(false, SLOW_EVERY) {
+        ls.power_limit_w = timed(Part::NvmlPowerLimit, || dev.enforced_power_limit())
+            .ok()
+            .map(|mw| f64::from(mw) / 1000.0);
+    }
+    ds.power_limit_w = ls.power_limit_w;
+    let clocks = cost::span(Part::NvmlClocks);
+    ds.sm_clock_mhz = dev.clock_info(Clock::SM).ok();
+    ds.mem_clock_mhz = dev.clock_info(Clock::Memory).ok();
+    drop(clocks);
+    if ls.fan.due(ls.fan_supported, SLOW_EVERY) {
+        ds.fan_pct = ls.fan_answered(timed(Part::NvmlFan, || dev.fan_speed(0)));
+    }
+}
+
+/// The GPU's process lists into `ls`, when due (its used memory moved, or every few samples;
+/// the graphics list less often while empty). A failed list is missing, never "no
+/// processes": said in `ds`, and the engine keeps the last good list for this GPU, marked
+/// stale.
+fn read_lists(
+    nvml: &Nvml,
+    dev: &nvml_wrapper::Device<'_>,
+    ls: &mut ListState,
+    ds: &mut DeviceSample,
+) {
+    if !ls.lists_due(ds.memory_used_bytes) {
+        return;
+    }
+    ls.listed_used = None;
+    match timed(Part::NvmlComputeList, || {
+        process_list(nvml, dev, false, &mut ls.cap)
+    }) {
+        Ok(v) => ls.compute = v,
+        Err(e) => {
+            ds.process_list_error = Some(format!("compute process list: {e}"));
+        }
+    }
+    if ls.graphics.due(!ls.graphics_empty, GRAPHICS_EVERY) {
+        match timed(Part::NvmlGraphicsList, || {
+            process_list(nvml, dev, true, &mut ls.cap)
+        }) {
+            Ok(g) => {
+                ls.graphics_empty = g.is_empty();
+                ls.graphics_list = g;
+            }
+            Err(e) => {
+                ds.process_list_error = Some(format!("graphics process list: {e}"));
+            }
+        }
+    }
+    if ds.process_list_error.is_none() {
+        ls.listed_used = ds.memory_used_bytes;
+    }
+}
+
+impl UtilCache {
+    /// Each of `procs`' SM utilisation, from the driver's per-process samples read every
+    /// [`UTIL_EVERY_MS`] (samples since the last read; a process with none was idle, and
+    /// NotFound means none was busy); unknown while the read fails.
+    fn fill(
+        &mut self,
+        dev: &nvml_wrapper::Device<'_>,
+        now_ms: UnixMs,
+        procs: &mut [ProcessSample],
+    ) {
+        if now_ms - self.read_ms >= UTIL_EVERY_MS {
+            // Driver timestamps are µs since the epoch.
+            let since = if self.read_ms > 0 {
+                self.read_ms
+            } else {
+                now_ms - UTIL_EVERY_MS
+            };
+            let stats = timed(Part::NvmlProcessUtilization, || {
+                process_utilization(dev, (since.max(0) as u64) * 1000)
+            });
+            self.busy = match stats {
+                Ok(v) => {
+                    let mut m = std::collections::HashMap::new();
+                    for (pid, sm) in v {
+                        let e = m.entry(pid).or_insert(0);
+                        *e = (*e).max(sm);
+                    }
+                    Some(m)
+                }
+                Err(nvml_wrapper::error::NvmlError::NotFound) => {
+                    Some(std::collections::HashMap::new())
+                }
+                Err(_) => None,
+            };
+            self.read_ms = now_ms;
+        }
+        if let Some(busy) = &self.busy {
+            for p in procs {
+                p.sm_util_pct = Some(busy.get(&p.pid).copied().unwrap_or(0));
+            }
+        }
     }
 }
 

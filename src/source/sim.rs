@@ -133,6 +133,26 @@ pub struct SimTorch {
     pub alloc_retries: u64,
 }
 
+impl SimTorch {
+    /// PyTorch's figures of a process whose allocator reserves `mib`.
+    fn mem(&self, mib: u64) -> crate::model::TorchMem {
+        let reserved = mib * MIB;
+        crate::model::TorchMem {
+            allocated_bytes: if self.cache_mib > 0 {
+                reserved.saturating_sub(self.cache_mib * MIB)
+            } else {
+                reserved / 100 * u64::from(self.allocated_pct.min(100))
+            },
+            reserved_bytes: reserved,
+            inactive_split_bytes: reserved / 100 * u64::from(self.inactive_split_pct.min(100)),
+            alloc_retries: self.alloc_retries,
+            ooms: 0,
+            memory_fraction: None,
+            expandable_segments: None,
+        }
+    }
+}
+
 /// Simulated GPUs; see the module docs.
 #[derive(Debug, Clone)]
 pub struct SimSource {
@@ -517,8 +537,7 @@ impl SimSource {
         used.resize(self.devices.len(), 0);
         busy.clear();
         busy.resize(self.devices.len(), 0);
-        let processes = &mut out.processes;
-        processes.clear();
+        out.processes.clear();
         for p in &self.processes {
             let Some((life, since)) = life_at(p, t) else {
                 continue;
@@ -532,124 +551,124 @@ impl SimSource {
             let mib = if parked.is_some() { 0 } else { full_mib };
             used[dev] += mib;
             busy[dev] = busy[dev].max(p.busy_pct);
-            let info = p.info.clone().map(|i| {
-                if life == 0 {
-                    return i;
-                }
-                let mut i = (*i).clone();
-                {
-                    i.start_time_ms = self.start_ms
-                        + ((p.start_s + life as f64 * p.restart_every_s.unwrap_or(0.0)) * 1000.0)
-                            as i64;
-                    if let Some(n) = i.cmdline.rfind("--shard ") {
-                        i.cmdline = format!("{}--shard {life}", &i.cmdline[..n]);
-                    }
-                }
-                Arc::new(i)
-            });
-            processes.push(ProcessSample {
-                pid: p.pid + life,
-                device_index: p.device_index,
-                used_bytes: Some(mib * MIB),
-                kind: crate::model::ContextKind::Compute,
-                sm_util_pct: Some(if p.busy_pct == 0 {
-                    0
-                } else {
-                    (p.busy_pct as i64 + jitter(now_ms / 1000, u64::from(p.pid), 3)).clamp(1, 100)
-                        as u32
-                }),
-                // A scripted process has simulated facts; a real process a test harness
-                // placed on a simulated GPU (no scripted facts) is read from /proc.
-                origin: if info.is_some() {
-                    crate::model::Origin::Simulated
-                } else {
-                    crate::model::Origin::Live
-                },
-                stale: false,
-                parked,
-                // Scripted host figures: a job that keeps its GPU busy feeds it from about
-                // one core; its host memory is a base plus a share of its GPU memory.
-                cpu_pct: info.is_some().then(|| {
-                    let base = if p.busy_pct == 0 {
-                        0.4
-                    } else {
-                        18.0 + 0.9 * p.busy_pct as f32
-                    };
-                    (base + jitter(now_ms / 1000, u64::from(p.pid) + 7, 4) as f32).max(0.1)
-                }),
-                rss_bytes: info.is_some().then(|| (1536 + mib / 8) * MIB),
-                info,
-                torch: self.torch.get(&p.pid).map(|t| {
-                    let reserved = mib * MIB;
-                    crate::model::TorchMem {
-                        allocated_bytes: if t.cache_mib > 0 {
-                            reserved.saturating_sub(t.cache_mib * MIB)
-                        } else {
-                            reserved / 100 * u64::from(t.allocated_pct.min(100))
-                        },
-                        reserved_bytes: reserved,
-                        inactive_split_bytes: reserved / 100
-                            * u64::from(t.inactive_split_pct.min(100)),
-                        alloc_retries: t.alloc_retries,
-                        ooms: 0,
-                        memory_fraction: None,
-                        expandable_segments: None,
-                    }
-                }),
-            });
+            let mut sample = self.process_sample(p, life, mib, now_ms);
+            sample.parked = parked;
+            out.processes.push(sample);
         }
         out.devices.truncate(self.devices.len());
-        for (i, d) in self.devices.iter().enumerate() {
-            let used_mib = (used[i] + d.ghost_mib).min(d.total_mib - d.reserved_mib);
-            let util = if busy[i] == 0 {
-                0
-            } else {
-                (busy[i] as i64 + jitter(now_ms / 1000, i as u64, 7)).clamp(0, 100) as u32
-            };
-            // The strings of the entry written before, refilled in place.
-            let (mut uuid, mut name, mut pci) = match out.devices.get_mut(i) {
-                Some(old) => (
-                    std::mem::take(&mut old.uuid),
-                    std::mem::take(&mut old.name),
-                    old.pci_bus_id.take().unwrap_or_default(),
-                ),
-                None => Default::default(),
-            };
-            match self.ids.get(i) {
-                Some((u, p)) => {
-                    uuid.clone_from(u);
-                    pci.clone_from(p);
-                }
-                None => (uuid, pci) = device_ids(i),
-            }
-            name.clone_from(&d.name);
-            let sample = DeviceSample {
-                index: i as u32,
-                uuid,
-                name,
-                pci_bus_id: Some(pci),
-                memory_total_bytes: Some(d.total_mib * MIB),
-                memory_used_bytes: Some(used_mib * MIB),
-                memory_reserved_bytes: Some(d.reserved_mib * MIB),
-                memory_free_bytes: Some((d.total_mib - d.reserved_mib - used_mib) * MIB),
-                utilization_gpu_pct: Some(util),
-                temperature_c: Some(34 + util / 2),
-                power_w: Some(sim_power_w(d.power_cap_w, util)),
-                power_limit_w: Some(f64::from(d.power_cap_w)),
-                // Boost clocks under load, idle clocks without.
-                sm_clock_mhz: Some(if util == 0 { 345 } else { 1980 - util }),
-                mem_clock_mhz: Some(if util == 0 { 1593 } else { 3201 }),
-                fan_pct: if i == 0 { None } else { Some(30 + util / 2) },
-                process_list_error: None,
-                time_to_full_s: None,
-                time_to_full_earliest_s: None,
-            };
+        for i in 0..self.devices.len() {
+            let sample = self.device_sample(i, (used[i], busy[i]), now_ms, out.devices.get_mut(i));
             match out.devices.get_mut(i) {
                 Some(slot) => *slot = sample,
                 None => out.devices.push(sample),
             }
         }
         out.taken_at_ms = now_ms;
+    }
+
+    /// Scripted process `p` in its `life`-th run, holding `mib`, at `now_ms` (not parked).
+    fn process_sample(&self, p: &SimProcess, life: u32, mib: u64, now_ms: UnixMs) -> ProcessSample {
+        let info = p.info.clone().map(|i| {
+            if life == 0 {
+                return i;
+            }
+            let mut i = (*i).clone();
+            i.start_time_ms = self.start_ms
+                + ((p.start_s + life as f64 * p.restart_every_s.unwrap_or(0.0)) * 1000.0) as i64;
+            if let Some(n) = i.cmdline.rfind("--shard ") {
+                i.cmdline = format!("{}--shard {life}", &i.cmdline[..n]);
+            }
+            Arc::new(i)
+        });
+        ProcessSample {
+            pid: p.pid + life,
+            device_index: p.device_index,
+            used_bytes: Some(mib * MIB),
+            kind: crate::model::ContextKind::Compute,
+            sm_util_pct: Some(if p.busy_pct == 0 {
+                0
+            } else {
+                (p.busy_pct as i64 + jitter(now_ms / 1000, u64::from(p.pid), 3)).clamp(1, 100)
+                    as u32
+            }),
+            // A scripted process has simulated facts; a real process a test harness placed
+            // on a simulated GPU (no scripted facts) is read from /proc.
+            origin: if info.is_some() {
+                crate::model::Origin::Simulated
+            } else {
+                crate::model::Origin::Live
+            },
+            stale: false,
+            parked: None,
+            // Scripted host figures: a job that keeps its GPU busy feeds it from about one
+            // core; its host memory is a base plus a share of its GPU memory.
+            cpu_pct: info.is_some().then(|| {
+                let base = if p.busy_pct == 0 {
+                    0.4
+                } else {
+                    18.0 + 0.9 * p.busy_pct as f32
+                };
+                (base + jitter(now_ms / 1000, u64::from(p.pid) + 7, 4) as f32).max(0.1)
+            }),
+            rss_bytes: info.is_some().then(|| (1536 + mib / 8) * MIB),
+            info,
+            torch: self.torch.get(&p.pid).map(|t| t.mem(mib)),
+        }
+    }
+
+    /// Simulated GPU `i` with `used` MiB of processes on it, the busiest at `busy` percent, at
+    /// `now_ms`; the strings of `old` (the entry written before) refilled in place.
+    fn device_sample(
+        &self,
+        i: usize,
+        (used, busy): (u64, u32),
+        now_ms: UnixMs,
+        old: Option<&mut DeviceSample>,
+    ) -> DeviceSample {
+        let d = &self.devices[i];
+        let used_mib = (used + d.ghost_mib).min(d.total_mib - d.reserved_mib);
+        let util = if busy == 0 {
+            0
+        } else {
+            (busy as i64 + jitter(now_ms / 1000, i as u64, 7)).clamp(0, 100) as u32
+        };
+        let (mut uuid, mut name, mut pci) = match old {
+            Some(old) => (
+                std::mem::take(&mut old.uuid),
+                std::mem::take(&mut old.name),
+                old.pci_bus_id.take().unwrap_or_default(),
+            ),
+            None => Default::default(),
+        };
+        match self.ids.get(i) {
+            Some((u, p)) => {
+                uuid.clone_from(u);
+                pci.clone_from(p);
+            }
+            None => (uuid, pci) = device_ids(i),
+        }
+        name.clone_from(&d.name);
+        DeviceSample {
+            index: i as u32,
+            uuid,
+            name,
+            pci_bus_id: Some(pci),
+            memory_total_bytes: Some(d.total_mib * MIB),
+            memory_used_bytes: Some(used_mib * MIB),
+            memory_reserved_bytes: Some(d.reserved_mib * MIB),
+            memory_free_bytes: Some((d.total_mib - d.reserved_mib - used_mib) * MIB),
+            utilization_gpu_pct: Some(util),
+            temperature_c: Some(34 + util / 2),
+            power_w: Some(sim_power_w(d.power_cap_w, util)),
+            power_limit_w: Some(f64::from(d.power_cap_w)),
+            // Boost clocks under load, idle clocks without.
+            sm_clock_mhz: Some(if util == 0 { 345 } else { 1980 - util }),
+            mem_clock_mhz: Some(if util == 0 { 1593 } else { 3201 }),
+            fan_pct: if i == 0 { None } else { Some(30 + util / 2) },
+            process_list_error: None,
+            time_to_full_s: None,
+            time_to_full_earliest_s: None,
+        }
     }
 }
 
