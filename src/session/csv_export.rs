@@ -706,7 +706,7 @@ pub fn export(
 ///
 /// # Errors
 /// When writing fails or the export is cancelled.
-pub fn export_between(
+pub(crate) fn export_between(
     session: &SessionData,
     table: Table,
     (from, to): (UnixMs, UnixMs),
