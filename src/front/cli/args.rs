@@ -389,7 +389,8 @@ pub enum ImportKind {
         /// The --query-compute-apps log.
         #[arg(long)]
         apps: PathBuf,
-        /// The --query-gpu log of the same time (timestamp,index,uuid,name,memory.total,memory.used,…).
+        /// The --query-gpu log of the same time (timestamp,index,uuid,name,memory.total,memory.used,…);
+        /// without it the GPUs' sizes are unknown: no OOM forecast or post-mortem.
         #[arg(long)]
         gpu: Option<PathBuf>,
         /// The session file to write.
