@@ -165,6 +165,12 @@ pub(crate) fn file_missing(path: &Path) -> bool {
     std::fs::metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
 }
 
+/// True when the settings file was named (`--config`, else `VRAMWARDEN_CONFIG`) rather than
+/// the usual one: missing, it is most often a typo.
+pub(crate) fn config_named(cli: Option<&Path>) -> bool {
+    cli.is_some() || std::env::var_os("VRAMWARDEN_CONFIG").is_some()
+}
+
 /// The settings file's path: `--config`, else `VRAMWARDEN_CONFIG`, else the platform folder,
 /// else (no home folder) `/etc/vramwarden/config.toml` — never a file in the current folder
 /// (see [`crate::host::paths`]).

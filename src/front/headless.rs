@@ -14,8 +14,8 @@ pub(crate) fn load_settings(
     config: Option<&std::path::Path>,
 ) -> Result<crate::engine::settings::Settings, CliError> {
     let path = crate::engine::settings::config_path(config);
-    let named = config.is_some() || std::env::var_os("VRAMWARDEN_CONFIG").is_some();
-    if named && crate::engine::settings::file_missing(&path) {
+    if crate::engine::settings::config_named(config) && crate::engine::settings::file_missing(&path)
+    {
         // A file named (--config, VRAMWARDEN_CONFIG) and missing is most often a typo: said,
         // not fatal (the agent's service names one that is optional).
         tracing::warn!(

@@ -155,11 +155,12 @@ fn load_token(opts: &AgentOptions) -> Result<String, CliError> {
     Ok(token)
 }
 
-/// The token file beside the settings file; refused where that file was named (`--config`)
-/// and is missing: its folder is most often a typo's (a token was made at `/agent.token` for
-/// `--config /nonexistent.toml`).
+/// The token file beside the settings file; refused where that file was named (`--config`,
+/// `VRAMWARDEN_CONFIG`) and is missing: its folder is most often a typo's (a token was made at
+/// `/agent.token` for `--config /nonexistent.toml`).
 fn default_token_path(config: Option<&std::path::Path>) -> Result<PathBuf, CliError> {
-    if let Some(c) = config.filter(|c| crate::engine::settings::file_missing(c)) {
+    let c = crate::engine::settings::config_path(config);
+    if crate::engine::settings::config_named(config) && crate::engine::settings::file_missing(&c) {
         return Err(CliError::Failed(format!(
             "{}: no such settings file, and the API token's default place is beside it: \
              name an existing settings file, or the token's file with --token-file",

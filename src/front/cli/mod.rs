@@ -35,11 +35,11 @@ use crate::source::{GpuSource, SourceError, SourceKind};
 /// When the file is invalid (exit code 1, with file, line and reason).
 pub fn rules_check(config: Option<&std::path::Path>, out: &mut dyn Write) -> Result<(), CliError> {
     let path = crate::engine::settings::config_path(config);
-    let named = config.is_some() || std::env::var_os("VRAMWARDEN_CONFIG").is_some();
     // Only a missing file means "defaults"; any other failure (a symlink loop, no permission)
     // is reported by `load_settings` below. A file named to be checked that is not there is
     // most often a typo: a check that passed would hide it.
-    if crate::engine::settings::file_missing(&path) && named {
+    if crate::engine::settings::config_named(config) && crate::engine::settings::file_missing(&path)
+    {
         return Err(CliError::Config(crate::engine::settings::ConfigError {
             path,
             line: None,
