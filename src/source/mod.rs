@@ -91,10 +91,7 @@ impl SourceKind {
     pub fn open(self) -> Result<Box<dyn GpuSource>, SourceError> {
         Ok(match self {
             Self::Nvml => Box::new(nvml::NvmlSource::new()?),
-            Self::Sim {
-                fleet: Some((gpus, procs)),
-            } => Box::new(sim::SimSource::fleet(crate::model::now_ms(), gpus, procs)),
-            Self::Sim { fleet: None } => Box::new(sim::SimSource::demo_day(crate::model::now_ms())),
+            Self::Sim { .. } => Box::new(self.simulated(crate::model::now_ms())),
         })
     }
 
