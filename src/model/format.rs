@@ -177,6 +177,13 @@ pub fn date_time(ms: UnixMs) -> String {
         .unwrap_or_default()
 }
 
+/// Local date and time with the zone's offset, "YYYY-MM-DD HH:MM:SS +01:00".
+pub(crate) fn date_time_zone(ms: UnixMs) -> String {
+    local(ms)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S %:z").to_string())
+        .unwrap_or_default()
+}
+
 /// Local time as short as it can be beside `now` and still be read alone: "HH:MM:SS" on
 /// `now`'s day, "7 Dec HH:MM:SS" in its year, else [`date_time`].
 #[cfg(feature = "gui")]

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use crate::engine::guard_replay::{what_if as replay, WhatIf, WhatIfStep};
 use crate::front::headless::CliError;
-use crate::model::format::clock;
+use crate::model::format::{clock, date_time_zone};
 use crate::model::{UnixMs, GIB};
 use crate::session::reader::SessionData;
 
@@ -85,8 +85,8 @@ fn print_header(
         out,
         "{}: {} – {} ({}); times below are local, with their offset from the start",
         session.display(),
-        date_time(start),
-        date_time(end),
+        date_time_zone(start),
+        date_time_zone(end),
         span((end - start) as f64 / 1000.0)
     )?;
     if w.guard_off {
@@ -154,17 +154,6 @@ fn step_line(w: &WhatIfStep, start: UnixMs) -> String {
         s.bytes as f64 / GIB as f64,
         span(s.needs_s)
     )
-}
-
-/// `t` in local time with its date and zone: `2026-12-07 21:02:44 +01:00`.
-fn date_time(t: UnixMs) -> String {
-    chrono::DateTime::from_timestamp_millis(t)
-        .map(|t| {
-            t.with_timezone(&chrono::Local)
-                .format("%Y-%m-%d %H:%M:%S %:z")
-                .to_string()
-        })
-        .unwrap_or_else(|| "?".into())
 }
 
 fn offset(t: UnixMs, start: UnixMs) -> String {
