@@ -340,9 +340,17 @@ fn span_names(ui: &Ui, t: &egui_plot::PlotTransform, spans: &[(f64, f64, String)
     }
 }
 
-/// Where the forecast heads, said where it leaves the view (or meets the limit in it):
-/// "full at 16:43:07"; and a thin "now" line where the data ends, so the forecast's room on
-/// the right does not read as missing data.
+/// The forecast's words: "full at 16:43:07", with its day too when that is not the
+/// data's (a forecast a day away). `x0`: now, `x1`: when it is full (unix s).
+pub(super) fn forecast_words(x0: f64, x1: f64) -> String {
+    let ms = |x: f64| (x * 1000.0) as crate::model::UnixMs;
+    format!("full at {}", crate::model::format::moment(ms(x1), ms(x0)))
+}
+
+/// Where the forecast heads, said in the room right of the data (at the height where the
+/// line leaves the view or meets the limit): "full at 16:43:07"; and a thin "now" line where
+/// the data ends, so the room does not read as missing data. The words start right of "now"
+/// and never cover the data, however soon the GPU is full.
 fn forecast_marks(
     plot_ui: &mut egui_plot::PlotUi<'_>,
     [[x0, y0], [x1, y1]]: [[f64; 2]; 2],
@@ -360,27 +368,28 @@ fn forecast_marks(
     } else {
         y1
     };
-    // Its day too when that is not the data's (a forecast a day away).
-    let ms = |x: f64| (x * 1000.0) as crate::model::UnixMs;
-    let when = crate::model::format::moment(ms(x1), ms(x0));
     let dark = plot_ui.ctx().global_style().visuals.dark_mode;
     // Above the line, or below it near the plot's top (the words would be cut there).
     let shown = plot_ui.plot_bounds();
     let near_top = y > shown.min()[1] + 0.8 * (shown.max()[1] - shown.min()[1]);
     let anchor = if near_top {
-        egui::Align2::RIGHT_TOP
+        egui::Align2::LEFT_TOP
     } else {
-        egui::Align2::RIGHT_BOTTOM
+        egui::Align2::LEFT_BOTTOM
     };
+    let pad = plot_ui.transform().dvalue_dpos()[0].abs() * FORECAST_PAD as f64;
     plot_ui.text(
         egui_plot::Text::new(
             "OOM forecast",
-            egui_plot::PlotPoint::new(at, y),
-            egui::RichText::new(format!("full at {when}")).color(widgets::forecast_color(dark)),
+            egui_plot::PlotPoint::new(x0 + pad, y),
+            egui::RichText::new(forecast_words(x0, x1)).color(widgets::forecast_color(dark)),
         )
         .anchor(anchor),
     );
 }
+
+/// Points between the "now" line and the forecast's words.
+pub(super) const FORECAST_PAD: f32 = 6.0;
 
 /// A band's colour while another process is selected: towards the plot's background, still
 /// opaque (its legend swatch is dimmed the same, so the two still match).
@@ -473,6 +482,67 @@ mod tests {
         value_range(ctx, lines, o, vec![]);
         value_range(ctx, lines, o, vec![]);
         value_range(ctx, lines, o, vec![])
+    }
+
+    /// Where the forecast's words were drawn, and the screen x of "now", after a few frames
+    /// of the growing job's plot with a forecast `full_in_s` away (the data ends at "now").
+    fn forecast_words_at(full_in_s: f64, width: f32) -> (egui::Rect, f32) {
+        let ctx = egui::Context::default();
+        let mut lines = growing_job();
+        let now = 1_796_000_059.0;
+        let room = super::super::forecast_room(width, 110.0);
+        let o = PlotOpts {
+            forecast: Some([[now, 40_590.0], [now + full_in_s, 80_000.0]]),
+            set_x: Some((now - 59.0, now + 59.0 * room)),
+            ..opts(false, 81_920.0)
+        };
+        let mut found = (egui::Rect::NOTHING, f32::NAN);
+        for _ in 0..3 {
+            let input = egui::RawInput {
+                screen_rect: Some(egui::Rect::from_min_size(
+                    egui::Pos2::ZERO,
+                    egui::vec2(width, 400.0),
+                )),
+                ..Default::default()
+            };
+            let mut out = ctx.run_ui(input, |ui| {
+                let now_x = draw_plot(ui, "memory", &mut lines, &o)
+                    .transform
+                    .position_from_point_x(now);
+                found.1 = now_x;
+            });
+            out.textures_delta.clear();
+            for s in std::mem::take(&mut out.shapes) {
+                if let egui::Shape::Text(t) = s.shape {
+                    if t.galley.text().starts_with("full at") {
+                        found.0 = t.visual_bounding_rect();
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    /// The forecast's words never cover the data's end ("now"), however soon the GPU is
+    /// full and however narrow the pane: they start right of the "now" line and end inside
+    /// the plot.
+    #[test]
+    fn the_forecast_words_never_cover_now() {
+        for (full_in_s, width) in [(3.0, 800.0), (600.0, 800.0), (3.0, 420.0), (1e5, 420.0)] {
+            let (words, now_x) = forecast_words_at(full_in_s, width);
+            assert!(
+                words.is_positive(),
+                "no forecast words drawn ({full_in_s} s, {width})"
+            );
+            assert!(
+                words.min.x > now_x,
+                "words at {words:?} cover now at {now_x} ({full_in_s} s, {width} wide)"
+            );
+            assert!(
+                words.max.x <= width,
+                "words at {words:?} cut by the edge ({full_in_s} s, {width} wide)"
+            );
+        }
     }
 
     /// The GUI review: Fit to data kept a small leak flat beside a large job. Unstacked with

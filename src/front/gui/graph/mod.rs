@@ -84,6 +84,19 @@ fn device_figures(
     (limit, reserved, forecast)
 }
 
+/// The room right of the data for the forecast, as a share of the time shown: an eighth,
+/// or more where the pane is narrow, so its words (`words_w` points wide) fit between the
+/// "now" line and the plot's edge. `full_w`: the pane's width (points).
+fn forecast_room(full_w: f32, words_w: f32) -> f64 {
+    // The value axis's labels take about this much of the pane's width.
+    const AXIS_W: f32 = 64.0;
+    let plot_w = (full_w - AXIS_W).max(100.0);
+    let need = words_w + draw::FORECAST_PAD * 2.0;
+    // The room is `room / (1 + room)` of the plot: solve that for the words' share.
+    let share = (need / plot_w).min(0.5) as f64;
+    (share / (1.0 - share)).max(0.12)
+}
+
 /// The height of the metric plots under the memory graph (points).
 const METRICS_HEIGHT: f32 = 110.0;
 
@@ -112,7 +125,7 @@ struct View {
 
 impl View {
     /// The view of GPU `device` over `range`, `full_w` points wide; `keyed`: the keys moved
-    /// the range this frame.
+    /// the range this frame; `words_w`: how wide a text is on the plot (points).
     fn new(
         m: &Monitor,
         snap: &crate::model::Snapshot,
@@ -120,14 +133,17 @@ impl View {
         (held, range, full_w): (Range, Range, f32),
         keyed: bool,
         cache: &GraphCache,
+        words_w: &dyn Fn(String) -> f32,
     ) -> Self {
         let (from, to) = range;
         let width = (full_w as usize).clamp(50, 4000);
         let (limit, reserved, forecast) = device_figures(snap, device, cache.free_range.is_none());
         let set_x = (cache.free_range.is_none() || keyed || cache.push_range).then(|| {
             let (a, b) = (from as f64 / 1000.0, to as f64 / 1000.0);
-            // Room on the right for the forecast to show where it heads.
-            (a, b + forecast.map_or(0.0, |_| (b - a) * 0.12))
+            let room = forecast.map_or(0.0, |[[x0, _], [x1, _]]| {
+                forecast_room(full_w, words_w(draw::forecast_words(x0, x1)))
+            });
+            (a, b + (b - a) * room)
         });
         let step_s =
             ((to - from) as f64 / 1000.0 / width as f64).max(m.interval_ms as f64 / 1000.0) * 2.0;
@@ -220,6 +236,13 @@ pub(crate) fn device_graph(
         (held, range, full_w),
         keyed.is_some(),
         cache,
+        &|t| {
+            let font = egui::TextStyle::Small.resolve(ui.style());
+            ui.painter()
+                .layout_no_wrap(t, font, egui::Color32::WHITE)
+                .size()
+                .x
+        },
     );
     let colors = widgets::Colors::of(ui);
     let stacked = state.stacked;
