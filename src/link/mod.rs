@@ -10,6 +10,7 @@
 
 pub mod checks;
 pub mod files;
+pub(crate) mod jobs;
 pub mod open;
 pub mod remote;
 pub mod remote_alerts;

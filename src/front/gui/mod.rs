@@ -9,7 +9,6 @@ pub mod connect;
 pub(crate) mod fit_zoom;
 pub mod graph;
 pub(crate) mod guard_pane;
-pub(crate) mod jobs;
 pub(crate) mod leaks;
 pub mod notices;
 pub(crate) mod notify;
@@ -159,7 +158,7 @@ fn window_backend(
                 crate::source::SourceKind::Nvml,
             );
             b.repaint = Some(cc.egui_ctx.clone());
-            b.jobs = crate::front::gui::jobs::JobBoard::new(task::repaint(&cc.egui_ctx));
+            b.jobs = crate::link::jobs::JobBoard::new(task::repaint(&cc.egui_ctx));
             b.settings = opts.settings.clone();
             b.attach_opened(&host, opened)?;
             b

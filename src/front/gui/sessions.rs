@@ -10,7 +10,7 @@ use super::task::Task;
 use super::ui_command::UiCommand;
 use super::widgets;
 use crate::engine::view::{Monitor, ProcessRow};
-use crate::front::gui::jobs::{Job, JobBoard, JobCommand, JobId, JobResult, OpenedSession};
+use crate::link::jobs::{Job, JobBoard, JobCommand, JobId, JobResult, OpenedSession};
 use crate::model::format;
 use crate::model::{Snapshot, UnixMs};
 use crate::session::catalog::SessionSummary;
@@ -861,8 +861,8 @@ fn gpu_names(s: &SessionSummary) -> String {
     })
 }
 
-pub(crate) use crate::front::gui::jobs::ExportFail;
-pub use crate::front::gui::jobs::ExportInput;
+pub(crate) use crate::link::jobs::ExportFail;
+pub use crate::link::jobs::ExportInput;
 
 #[cfg(test)]
 mod tests {

@@ -222,7 +222,7 @@ pub(crate) fn session(ui: &mut Ui, v: &SessionView) {
 /// Opening or importing a session: its progress and a Cancel button, while it runs.
 pub(crate) fn jobs_strip(
     ui: &mut Ui,
-    jobs: &crate::front::gui::jobs::JobBoard,
+    jobs: &crate::link::jobs::JobBoard,
     requests: &mut Vec<crate::front::gui::ui_command::UiCommand>,
 ) {
     for j in jobs
@@ -240,7 +240,7 @@ pub(crate) fn jobs_strip(
             );
             if ui.small_button("Cancel").clicked() {
                 requests.push(crate::front::gui::ui_command::UiCommand::Job(
-                    crate::front::gui::jobs::JobCommand::Cancel(j.id),
+                    crate::link::jobs::JobCommand::Cancel(j.id),
                 ));
             }
         });

@@ -1,6 +1,6 @@
-//! The window's side of [`crate::front::gui::jobs`]: a job's repaint request from the egui context.
+//! The window's side of [`crate::link::jobs`]: a job's repaint request from the egui context.
 
-pub(crate) use crate::front::gui::jobs::Task;
+pub(crate) use crate::link::jobs::Task;
 
 /// What a job calls when it ends: a redraw of the window.
 pub(crate) fn repaint(ctx: &egui::Context) -> Option<crate::engine::sampler::Notify> {

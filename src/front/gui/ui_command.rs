@@ -75,5 +75,5 @@ pub enum UiCommand {
     /// Leave the agent shown for this computer.
     Disconnect,
     /// Start or cancel a file job (past sessions' leaks, saving the settings, a job's ✖).
-    Job(crate::front::gui::jobs::JobCommand),
+    Job(crate::link::jobs::JobCommand),
 }

@@ -184,7 +184,7 @@ pub(super) fn shows_simulated(live: &Monitor, local: crate::source::SourceKind) 
 /// NVIDIA GPU can be read" read as the file's failure). False when no such job runs.
 pub(super) fn opening_state(
     ui: &mut Ui,
-    jobs: &crate::front::gui::jobs::JobBoard,
+    jobs: &crate::link::jobs::JobBoard,
     out: &mut Vec<UiCommand>,
 ) -> bool {
     let states = jobs.states();
@@ -205,7 +205,7 @@ pub(super) fn opening_state(
         );
         ui.add_space(8.0);
         if ui.button("Cancel").clicked() {
-            out.push(UiCommand::Job(crate::front::gui::jobs::JobCommand::Cancel(
+            out.push(UiCommand::Job(crate::link::jobs::JobCommand::Cancel(
                 job.id,
             )));
         }

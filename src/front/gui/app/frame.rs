@@ -77,7 +77,7 @@ impl VramApp {
         live: &crate::engine::view::Monitor,
         view: Option<&crate::front::gui::sessions::SessionView>,
         health: &crate::link::LinkHealth,
-        jobs: &crate::front::gui::jobs::JobBoard,
+        jobs: &crate::link::jobs::JobBoard,
     ) {
         egui::Panel::bottom("status")
             .frame(crate::front::gui::widgets::panel_frame(ui.style()))
@@ -105,7 +105,7 @@ impl VramApp {
         live: &crate::engine::view::Monitor,
         live_log: Option<std::path::PathBuf>,
         view: Option<&crate::front::gui::sessions::SessionView>,
-        jobs: &crate::front::gui::jobs::JobBoard,
+        jobs: &crate::link::jobs::JobBoard,
     ) {
         self.settings_window(ctx, live);
         self.confirm_modal(ctx);
@@ -122,7 +122,7 @@ impl VramApp {
     }
 
     /// Takes what background jobs finished: past sessions' leaks, a session opened.
-    fn poll_background(&mut self, ctx: &egui::Context, jobs: &crate::front::gui::jobs::JobBoard) {
+    fn poll_background(&mut self, ctx: &egui::Context, jobs: &crate::link::jobs::JobBoard) {
         self.tabs.leaks.poll(jobs);
         match self.sessions.poll(ctx, jobs) {
             Some(SessionAction::Open(v)) => {

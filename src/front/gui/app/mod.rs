@@ -100,7 +100,7 @@ pub struct VramApp {
     /// Whether this computer showed the demo before the window was attached to an agent.
     local_demo: bool,
     /// The job writing the settings.
-    saving: Option<crate::front::gui::jobs::JobId>,
+    saving: Option<crate::link::jobs::JobId>,
     /// A host being opened (token read, SSH tunnel started) on a worker thread.
     connecting: Option<(
         super::connect::ConnectRequest,

@@ -16,7 +16,7 @@ impl VramApp {
             .window(ctx, &current, &self.config_path, live, &mut self.queue);
         match self.saving.and_then(|id| self.backend.jobs().take(id)) {
             None => {}
-            Some(crate::front::gui::jobs::JobResult::Saved(s, r)) => {
+            Some(crate::link::jobs::JobResult::Saved(s, r)) => {
                 self.saving = None;
                 match r {
                     Ok(bak) => {
@@ -33,7 +33,7 @@ impl VramApp {
             }
             Some(other) => {
                 self.saving = None;
-                if let crate::front::gui::jobs::JobResult::Failed(e) = other {
+                if let crate::link::jobs::JobResult::Failed(e) = other {
                     self.settings_ui.message = Some((e, true));
                 }
             }
@@ -48,10 +48,10 @@ impl VramApp {
         }
         let path = self.config_path.clone();
         self.settings_ui.message = Some(("Saving…".into(), false));
-        let id = crate::front::gui::jobs::JobId::next();
-        self.backend.job(crate::front::gui::jobs::JobCommand::Start(
+        let id = crate::link::jobs::JobId::next();
+        self.backend.job(crate::link::jobs::JobCommand::Start(
             id,
-            crate::front::gui::jobs::Job::SaveSettings { settings: s, path },
+            crate::link::jobs::Job::SaveSettings { settings: s, path },
         ));
         self.saving = Some(id);
     }

@@ -39,7 +39,7 @@ pub struct Backend {
     /// The settings the engine runs with.
     pub settings: crate::engine::settings::Settings,
     /// The window's file jobs (opening, exporting, saving…), whichever engine is shown.
-    pub(super) jobs: crate::front::gui::jobs::JobBoard,
+    pub(super) jobs: crate::link::jobs::JobBoard,
     /// Replies given without a link (a detached backend answers a rule test from its state,
     /// an action with a skip).
     unlinked: crate::engine::command::Replies,
@@ -90,7 +90,7 @@ impl Backend {
         b.interval = interval;
         b.history_ticks = history_ticks;
         b.repaint = Some(ctx.clone());
-        b.jobs = crate::front::gui::jobs::JobBoard::new(task::repaint(ctx));
+        b.jobs = crate::link::jobs::JobBoard::new(task::repaint(ctx));
         b.record = record;
         b.spawn(factory);
         b
@@ -111,7 +111,7 @@ impl Backend {
             crate::source::SourceKind::Nvml,
         );
         b.repaint = Some(ctx.clone());
-        b.jobs = crate::front::gui::jobs::JobBoard::new(task::repaint(ctx));
+        b.jobs = crate::link::jobs::JobBoard::new(task::repaint(ctx));
         b.connect_remote(url, token)?;
         Ok(b)
     }
@@ -128,7 +128,7 @@ impl Backend {
             interval,
             history_ticks,
             repaint: None,
-            jobs: crate::front::gui::jobs::JobBoard::default(),
+            jobs: crate::link::jobs::JobBoard::default(),
             unlinked: crate::engine::command::Replies::default(),
             record: crate::engine::RecordTo::Off,
             settings: crate::engine::settings::Settings::default(),
@@ -291,14 +291,14 @@ impl Backend {
         self.agent().map(|a| a.past_or_ask())
     }
 
-    /// Carries out a file job request of the window ([`crate::front::gui::jobs::JobBoard`]): in this
+    /// Carries out a file job request of the window ([`crate::link::jobs::JobBoard`]): in this
     /// process, beside the link, whichever engine (local or an agent's) is shown.
-    pub(crate) fn job(&self, c: crate::front::gui::jobs::JobCommand) {
+    pub(crate) fn job(&self, c: crate::link::jobs::JobCommand) {
         self.jobs.command(c);
     }
 
     /// The window's jobs: read every frame, beside [`Backend::view`].
-    pub(crate) fn jobs(&self) -> &crate::front::gui::jobs::JobBoard {
+    pub(crate) fn jobs(&self) -> &crate::link::jobs::JobBoard {
         &self.jobs
     }
 

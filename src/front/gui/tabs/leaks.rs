@@ -7,8 +7,8 @@ use egui::{RichText, Ui};
 use super::pane::{Pane, PaneCx};
 use crate::engine::replay::PastEvents;
 use crate::engine::view::{LeakRecord, OomRecord};
-use crate::front::gui::jobs::{Job, JobBoard, JobCommand, JobId, JobResult};
 use crate::front::gui::ui_command::UiCommand;
+use crate::link::jobs::{Job, JobBoard, JobCommand, JobId, JobResult};
 
 /// The Leaks tab, and the past sessions' leaks it reads once (by a job) for this computer.
 #[derive(Debug, Default)]

@@ -1,9 +1,10 @@
-//! The window's file work, run on threads of its own with progress and cancellation: opening,
-//! listing and importing sessions, exporting CSV, saving the settings, reading past sessions'
-//! leaks. A pane asks for a [`Job`] with a [`JobCommand`]; the front end's [`JobBoard`] runs it
-//! and the window reads its state (progress, then the result) on the board each frame, as it
-//! reads the engine's view. The window does no I/O itself and its thread never waits on a
-//! disk. [`Task`] is the same for what only the window asks (file dialogs, connecting).
+//! The file work a front end asks for, run on threads of its own with progress and
+//! cancellation: opening, listing and importing sessions, exporting CSV, saving the settings,
+//! reading past sessions' leaks. A pane asks for a [`Job`] with a [`JobCommand`]; the
+//! [`JobBoard`] (held beside the front end's link to its engine) runs it and the window reads
+//! its state (progress, then the result) on the board each frame, as it reads the engine's
+//! view. The front end does no I/O itself and its thread never waits on a disk. [`Task`] is
+//! the same for what only the window asks (file dialogs, connecting).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
