@@ -10,6 +10,7 @@
 
 pub mod checks;
 pub mod files;
+#[cfg(feature = "gui")]
 pub(crate) mod jobs;
 pub mod open;
 pub mod remote;
