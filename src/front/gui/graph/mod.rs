@@ -288,7 +288,7 @@ fn graph_as_tables(
         h,
         view.device,
         view.range,
-        (&lines, view.step_s, memory_units),
+        (&lines, state.stacked, view.step_s, memory_units),
         cache,
         show_metrics,
     );

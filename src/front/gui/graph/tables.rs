@@ -12,9 +12,11 @@ use crate::model::UnixMs;
 
 /// The lines as the table reads them (a stacked graph's range band left out: the total's
 /// row says the same).
-pub(super) fn table_series(lines: &[GraphLine]) -> Vec<plot_table::Series<'_>> {
+pub(super) fn table_series<'a>(
+    lines: impl IntoIterator<Item = &'a GraphLine>,
+) -> Vec<plot_table::Series<'a>> {
     lines
-        .iter()
+        .into_iter()
         .filter(|l| l.kind != LineKind::TotalRange)
         .map(|l| plot_table::Series {
             name: &l.name,
@@ -25,22 +27,36 @@ pub(super) fn table_series(lines: &[GraphLine]) -> Vec<plot_table::Series<'_>> {
         .collect()
 }
 
-/// The "Table" alternative of a GPU's graph: its series' table, then one per metric panel
-/// (`metrics_width`: the metrics are shown, at that width).
+/// A GPU's lines in the order its legend names them: the processes from the stack's top
+/// (the newest first), memory no process accounts for above them when `stacked` (it is the
+/// stack's top) or after them, then the GPU's total.
+fn in_legend_order(lines: &[GraphLine], stacked: bool) -> Vec<&GraphLine> {
+    let of = |k: fn(&LineKind) -> bool| lines.iter().filter(move |l| k(&l.kind));
+    let unattributed = || of(|k| *k == LineKind::Unattributed);
+    let processes = of(|k| matches!(k, LineKind::Process(_))).rev();
+    let top = stacked.then(unattributed).into_iter().flatten();
+    let below = (!stacked).then(unattributed).into_iter().flatten();
+    let rest = of(|k| !matches!(k, LineKind::Process(_) | LineKind::Unattributed));
+    top.chain(processes).chain(below).chain(rest).collect()
+}
+
+/// The "Table" alternative of a GPU's graph: its series' table (rows in the legend's
+/// order), then one per metric panel (`metrics_width`: the metrics are shown, at that width).
 pub(super) fn graph_tables(
     ui: &mut Ui,
     h: &History,
     device: u32,
     (from, to): (UnixMs, UnixMs),
-    (lines, step_s, units): (&[GraphLine], f64, Units),
+    (lines, stacked, step_s, units): (&[GraphLine], bool, f64, Units),
     cache: &mut GraphCache,
     metrics_width: Option<usize>,
 ) {
     let range = (from as f64 / 1000.0, to as f64 / 1000.0);
+    let ordered = in_legend_order(lines, stacked);
     plot_table::series_table(
         ui,
         ("gpu-table", device),
-        &table_series(lines),
+        &table_series(ordered),
         range,
         step_s,
         &plot_table::ValueFormat::Memory(units),
@@ -76,5 +92,53 @@ fn metric_tables(
             step,
             &plot_table::ValueFormat::Plain(unit),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use egui::Color32;
+
+    fn line(name: &str, kind: LineKind) -> GraphLine {
+        GraphLine::new(name.into(), kind, Color32::RED, vec![[1.0, 1.0]], false)
+    }
+
+    fn process(name: &str, pid: u32) -> GraphLine {
+        let key = crate::model::ProcessKey {
+            pid,
+            start_time_ms: 1,
+        };
+        line(name, LineKind::Process((key, 0)))
+    }
+
+    /// The GUI review: the Table listed a GPU's processes bottom first, under a legend that
+    /// names them from the stack's top. The table's rows follow the legend, stacked or not.
+    #[test]
+    fn the_table_lists_the_series_in_the_legends_order() {
+        // As the graph holds them: the processes bottom (oldest) first.
+        let lines = vec![
+            process("old", 1),
+            process("mid", 2),
+            process("new", 3),
+            line("Unattributed", LineKind::Unattributed),
+            line("Total used", LineKind::Total),
+            line("range", LineKind::TotalRange),
+        ];
+        for stacked in [true, false] {
+            let rows: Vec<&str> = table_series(in_legend_order(&lines, stacked))
+                .iter()
+                .map(|s| s.name)
+                .collect();
+            let (procs, _) = super::super::legend::legend_processes(&lines, None);
+            let mut legend: Vec<&str> = procs.iter().map(|l| l.name.as_str()).collect();
+            if stacked {
+                legend.insert(0, "Unattributed");
+            } else {
+                legend.push("Unattributed");
+            }
+            legend.push("Total used");
+            assert_eq!(rows, legend, "stacked: {stacked}");
+        }
     }
 }
