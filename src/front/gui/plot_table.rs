@@ -20,11 +20,16 @@ pub(crate) struct Series<'a> {
 }
 
 impl Series<'_> {
-    /// Its own value at time `x`: the last point at or before `x`, within `tolerance` s.
+    /// Its own value at time `x`: the last point at or before `x` within `tolerance` s, else
+    /// the first after it within `tolerance` (the line drawn over the time shown starts at its
+    /// first bucket, a little after the time shown begins).
     pub(crate) fn value_at(&self, x: f64, tolerance: f64) -> Option<f64> {
         let i = self.points.partition_point(|p| p[0] <= x);
-        let p = self.points.get(i.checked_sub(1)?)?;
-        (x - p[0] <= tolerance).then(|| self.own.get(i - 1).copied())?
+        let near = |j: usize| {
+            let p = self.points.get(j)?;
+            ((x - p[0]).abs() <= tolerance).then(|| self.own.get(j).copied())?
+        };
+        i.checked_sub(1).and_then(near).or_else(|| near(i))
     }
 }
 
@@ -246,6 +251,9 @@ mod tests {
             own: &[1.0, 2.0],
         };
         assert_eq!(s.value_at(5.0, 3.0), None);
+        // The GUI review: the table's first instant, where the time shown begins, read "—"
+        // for every series: the drawn line starts at its first bucket, just after it.
+        assert_eq!(s.value_at(8.0, 3.0), Some(1.0));
         assert_eq!(s.value_at(12.0, 3.0), Some(1.0));
         assert_eq!(s.value_at(15.0, 3.0), None);
         assert_eq!(s.value_at(21.0, 3.0), Some(2.0));
