@@ -402,6 +402,55 @@ fn a_refused_token_is_asked_for_again_and_the_right_one_attaches() {
     assert!(h.query_by_label_contains(REFUSED_TOKEN).is_none());
 }
 
+/// The GUI review: a refused token file, then the right one entered in the connect window:
+/// the refused attempt stayed attached in the background, and the host selector listed the
+/// agent twice, both "· live". It is listed once now.
+#[test]
+fn an_agent_reached_again_with_another_token_file_is_listed_once() {
+    use std::os::unix::fs::PermissionsExt;
+    use vramwarden::front::gui::connect::SavedHost;
+    let a = AgentProc::start(ACTING, &[]);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let token_file = |name: &str, token: &str| {
+        let f = tmp.path().join(name);
+        std::fs::write(&f, format!("{token}\n")).expect("write");
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        f.display().to_string()
+    };
+    let wrong = token_file("old.token", "not-the-token");
+    let right = token_file("new.token", &a.token);
+    let host = SavedHost {
+        url: format!("http://{}", a.addr),
+        ssh: String::new(),
+        token_file: wrong,
+    };
+    let state = UiState {
+        hosts: vec![host.clone()],
+        ..UiState::default()
+    };
+    let mut h = harness(VramApp::with_backend(demo_backend(), state));
+    until_shown(&mut h, "Simulated H200", Duration::from_secs(10));
+    open_host_selector(&mut h);
+    h.get_by_label(&host.label()).click();
+    h.run();
+    until_shown(&mut h, "the agent refused the token", Duration::from_secs(10));
+    h.get_by_label("Enter the token…").click();
+    h.run();
+    h.get_by_label("or token file").focus();
+    h.run();
+    h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
+    h.run();
+    h.get_by_label("or token file").type_text(&right);
+    h.run();
+    h.get_by_label("Connect").click();
+    h.run();
+    until_shown(&mut h, "· connected", Duration::from_secs(10));
+    open_host_selector(&mut h);
+    let live = format!("{} · live", host.label());
+    let listed = h.query_all_by_label(&live).count();
+    assert_eq!(listed, 1, "the agent is listed {listed} times as live");
+}
+
 /// The second window review: an address that never answered (a mistyped port) was said as
 /// "Disconnected from … ago": a host never reached says it has not answered.
 #[test]

@@ -153,9 +153,26 @@ impl VramApp {
     }
 
     /// Puts `host` first among the saved hosts (once; the newest 20 kept): one attached from
-    /// the window, or with `--connect`.
+    /// the window, or with `--connect`. It replaces an entry for the same agent reached the
+    /// same way (with another token: a refused one), and an attempt at it left in the
+    /// background stops: the selector listed the agent twice, both sampling.
     pub(crate) fn remember_host(&mut self, host: crate::front::gui::connect::SavedHost) {
-        self.state.hosts.retain(|h| h != &host);
+        let same_agent = |h: &crate::front::gui::connect::SavedHost| {
+            h.url == host.url && h.ssh == host.ssh
+        };
+        let mut superseded: Vec<_> = self
+            .state
+            .hosts
+            .iter()
+            .filter(|h| same_agent(h))
+            .cloned()
+            .collect();
+        superseded.push(host.clone());
+        // The host shown is never in the background: only earlier attempts are let go.
+        for old in &superseded {
+            self.backend.drop_background(old);
+        }
+        self.state.hosts.retain(|h| !same_agent(h));
         self.state.hosts.insert(0, host);
         self.state.hosts.truncate(20);
     }
