@@ -386,6 +386,12 @@ fn a_refused_token_is_asked_for_again_and_the_right_one_attaches() {
         "the agent refused the token",
         Duration::from_secs(10),
     );
+    // The GUI review: the banner said "has not answered … — retrying" of an agent that
+    // answered with a refusal.
+    until_shown(&mut h, "refused this token", Duration::from_secs(2));
+    for wrong in ["has not answered", "retrying"] {
+        assert!(h.query_by_label_contains(wrong).is_none(), "{wrong}");
+    }
     h.get_by_label("Enter the token…").click();
     h.run();
     until_shown(&mut h, REFUSED_TOKEN, Duration::from_secs(2));
@@ -433,7 +439,11 @@ fn an_agent_reached_again_with_another_token_file_is_listed_once() {
     open_host_selector(&mut h);
     h.get_by_label(&host.label()).click();
     h.run();
-    until_shown(&mut h, "the agent refused the token", Duration::from_secs(10));
+    until_shown(
+        &mut h,
+        "the agent refused the token",
+        Duration::from_secs(10),
+    );
     h.get_by_label("Enter the token…").click();
     h.run();
     h.get_by_label("or token file").focus();

@@ -34,6 +34,8 @@ use crate::model::{now_ms, UnixMs};
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often a lost agent is tried again.
 const RETRY_EVERY: Duration = Duration::from_secs(1);
+/// How often a token the agent refused is tried again.
+const RETRY_REFUSED: Duration = Duration::from_secs(10);
 
 /// The agent's address, checked: `http://HOST:PORT` (a trailing `/` is dropped).
 ///
@@ -485,6 +487,9 @@ impl Ends {
                 (next, wait, h)
             }
             // The window keeps the last good View; the status says why.
+            // A refused token is asked again rarely: the same token is refused again until
+            // the agent's changes back (the window asks the user for the right one).
+            Err(e @ RemoteError::Unauthorized(_)) => (since, RETRY_REFUSED, self.failed(e)),
             Err(e) => (since, RETRY_EVERY, self.failed(e)),
         };
         self.set_health(h);

@@ -69,12 +69,16 @@ fn link_state(ui: &mut Ui, link: &crate::link::LinkHealth) {
                 .on_hover_text("This window shows an agent's engine: actions are sent to it and it applies its own policy");
             ui.separator();
         }
-        crate::link::LinkHealth::Disconnected { url, .. } => {
-            ui.label(
-                RichText::new(format!("Agent {url} · disconnected — retrying"))
-                    .color(widgets::warn(ui))
-                    .strong(),
-            );
+        crate::link::LinkHealth::Disconnected { url, error, .. } => {
+            let words = if matches!(
+                error,
+                crate::link::remote_error::RemoteError::Unauthorized(_)
+            ) {
+                format!("Agent {url} · token refused")
+            } else {
+                format!("Agent {url} · disconnected — retrying")
+            };
+            ui.label(RichText::new(words).color(widgets::warn(ui)).strong());
             ui.separator();
         }
     }

@@ -63,7 +63,15 @@ impl VramApp {
             // A host that never answered was not "disconnected" (a mistyped address).
             let answered = self.backend.view().is_some_and(|m| m.latest.is_some());
             let lost = format::duration(now - since_ms);
-            let words = if answered {
+            let refused = matches!(
+                error,
+                crate::link::remote_error::RemoteError::Unauthorized(_)
+            );
+            // A refused token is no outage: said as what it is, without the agent's words
+            // again beside it.
+            let words = if refused {
+                format!("⚠ {url} refused this token")
+            } else if answered {
                 format!("⚠ Disconnected from {url} {lost} ago — retrying")
             } else {
                 format!("⚠ {url} has not answered (for {lost}) — retrying")
@@ -77,7 +85,9 @@ impl VramApp {
                         .color(widgets::warn(ui))
                         .strong(),
                     );
-                    ui.label(RichText::new(error.to_string()).weak());
+                    if !refused {
+                        ui.label(RichText::new(error.to_string()).weak());
+                    }
                     self.offer_token(ui, error);
                     if ui.button("Back to this computer").clicked() {
                         // As File → Disconnect: this computer's history is kept.

@@ -157,9 +157,8 @@ impl VramApp {
     /// same way (with another token: a refused one), and an attempt at it left in the
     /// background stops: the selector listed the agent twice, both sampling.
     pub(crate) fn remember_host(&mut self, host: crate::front::gui::connect::SavedHost) {
-        let same_agent = |h: &crate::front::gui::connect::SavedHost| {
-            h.url == host.url && h.ssh == host.ssh
-        };
+        let same_agent =
+            |h: &crate::front::gui::connect::SavedHost| h.url == host.url && h.ssh == host.ssh;
         let mut superseded: Vec<_> = self
             .state
             .hosts
