@@ -65,11 +65,14 @@ impl LeakBadge {
 
     /// The time to full the table shows: the GPU's forecast where it has one (the card's
     /// figure: where this process alone would fill the GPU sooner, others are giving memory
-    /// back, and the GPU's whole growth is what runs out), else this process's rate alone.
+    /// back, and the GPU's whole growth is what runs out), else a leak's rate alone. A
+    /// process only growing (a job's start, a load) has no time of its own: a job that took
+    /// 3 GiB in its first 6 s read "alone: full in 32s" for seconds after it had levelled off.
     pub(crate) fn shown_full_in(&self) -> Option<FullIn> {
         match (self.gpu_full_in_min, self.full_in_min) {
             (Some(g), _) => Some(FullIn::Gpu(g)),
-            (None, a) => a.map(FullIn::Alone),
+            (None, a) if self.leak => a.map(FullIn::Alone),
+            (None, _) => None,
         }
     }
 
@@ -583,6 +586,11 @@ mod tests {
         assert_eq!(b.text(), "⚠ leak +60 MiB/min · GPU full in ~7m 30s");
         b.gpu_full_in_min = None;
         assert_eq!(b.text(), "⚠ leak +60 MiB/min · alone: full in 6m 00s");
+        // A process growing, not a leak: no time to full of its own.
+        b.leak = false;
+        assert_eq!(b.text(), "↗ growing +60 MiB/min");
+        b.gpu_full_in_min = Some(7.5);
+        assert_eq!(b.text(), "↗ growing +60 MiB/min · GPU full in ~7m 30s");
     }
 
     fn record(pid: u32, flagged_ms: UnixMs, session: &str) -> LeakRecord {
