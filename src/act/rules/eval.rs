@@ -318,6 +318,17 @@ fn on_parked(rule: &Rule) -> bool {
     rule.action == super::Action::Resume || rule.conditions.parked_fits_with_mib.is_some()
 }
 
+/// What a rule on running processes leaves out, said after why it matches nothing: the
+/// parked ones (the table counts them; only a resume rule looks at them).
+fn parked_left_out(snap: &Snapshot, rule: &Rule) -> String {
+    let parked = snap.processes.iter().filter(|p| p.parked.is_some()).count();
+    if !on_processes(rule) || on_parked(rule) || parked == 0 {
+        return String::new();
+    }
+    let what = crate::model::format::count(parked, "parked process", "parked processes");
+    format!(" ({what} not looked at: only a resume rule acts on parked processes)")
+}
+
 fn targets(snap: &Snapshot, rule: &Rule) -> Vec<Target> {
     if on_processes(rule) {
         let for_parked = on_parked(rule);
@@ -618,7 +629,7 @@ impl RuleState {
             );
         }
         let n = targets(snap, rule).len();
-        match (n, on_processes(rule)) {
+        let why = match (n, on_processes(rule)) {
             (0, true) if on_parked(rule) => "no process is parked".into(),
             (0, true) => "no process is listed".into(),
             (0, false) => "no GPU is listed".into(),
@@ -626,7 +637,8 @@ impl RuleState {
             (n, true) => format!("none of the {n} processes listed meets all its conditions"),
             (1, false) => "the GPU does not meet all its conditions".into(),
             (n, false) => format!("none of the {n} GPUs meets all its conditions"),
-        }
+        };
+        format!("{why}{}", parked_left_out(snap, rule))
     }
 
     fn holds(&self, compiled: &CompiledRule, t: &Target, snap: &Snapshot, facts: &Facts) -> bool {
@@ -1036,6 +1048,47 @@ mod target_tests {
             ("", "", u32::MAX)
         );
         assert_eq!(Target::Device(0).uid(), u32::MAX);
+    }
+
+    /// The GUI review: "none of the 5 processes listed" beside a table of 6 (one parked):
+    /// the parked ones a rule on running processes leaves out are said.
+    #[test]
+    fn why_nothing_says_the_parked_processes_left_out() {
+        let p = |pid: u32, parked: bool| ProcessSample {
+            pid,
+            used_bytes: Some(crate::model::MIB),
+            parked: parked.then_some(crate::model::ParkInfo {
+                state: crate::model::ParkState::Parked,
+                bytes: None,
+                since_ms: 0,
+            }),
+            ..ProcessSample::default()
+        };
+        let snap = Snapshot {
+            processes: vec![p(1, false), p(2, false), p(3, true)],
+            ..Snapshot::default()
+        };
+        let rule = super::super::Rule {
+            conditions: super::super::Conditions {
+                process_memory_min_mib: Some(1e9),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let st = RuleState::default();
+        assert_eq!(
+            st.why_nothing(&rule, &snap),
+            "none of the 2 processes listed meets all its conditions (1 parked process not \
+             looked at: only a resume rule acts on parked processes)"
+        );
+        let running = Snapshot {
+            processes: vec![p(1, false), p(2, false)],
+            ..Snapshot::default()
+        };
+        assert_eq!(
+            st.why_nothing(&rule, &running),
+            "none of the 2 processes listed meets all its conditions"
+        );
     }
 }
 
