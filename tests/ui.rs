@@ -224,7 +224,8 @@ fn live_demo_harness(config: Option<std::path::PathBuf>) -> Harness<'static, Vra
     h
 }
 
-/// Opens Settings (Ctrl+,) at its Rules section and adds the example rule.
+/// Opens Settings (Ctrl+,) at its Rules section, adds the example rule (a dry run) and
+/// switches it on.
 fn add_the_example_rule(h: &mut Harness<'static, VramApp>) {
     h.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Comma);
     h.run();
@@ -232,6 +233,8 @@ fn add_the_example_rule(h: &mut Harness<'static, VramApp>) {
     h.run();
     h.get_by_label("Add the example: idle 30 min holding > 8 GiB, terminate")
         .click();
+    h.run();
+    h.get_by_label("on").click();
     h.run();
 }
 
@@ -505,6 +508,15 @@ fn creates_a_rule_in_the_settings_window_and_saves_it() {
     h.run();
     h.get_by_label_contains(
         "Idle holder: when the process holds ≥ 8 GiB and the process is GPU-idle for ≥ 30 min",
+    );
+    // The GUI review: the list says a new rule starts switched off; the example (a
+    // terminate rule) started on.
+    use egui_kittest::kittest::NodeT;
+    let on = h.get_by_label("on");
+    assert_eq!(
+        on.accesskit_node().toggled(),
+        Some(egui::accesskit::Toggled::False),
+        "the example starts switched off"
     );
     // "Test this rule": on the demo, the idle evaluation (8 GiB) has not been idle 30 min yet.
     h.get_by_label("Test this rule").scroll_to_me();

@@ -205,8 +205,10 @@ pub(super) fn add_rule_buttons(
             .button("Add the example: idle 30 min holding > 8 GiB, terminate")
             .clicked()
         {
+            // Off, as a new rule is (the list says so): it terminates once switched on.
             c.rules.push(Rule {
                 name: "Idle holder".into(),
+                enabled: false,
                 conditions: crate::act::rules::Conditions {
                     idle_min_minutes: Some(30.0),
                     process_memory_min_mib: Some(8192.0),
