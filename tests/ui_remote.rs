@@ -166,13 +166,49 @@ fn the_window_attached_to_an_agent_shows_acts_and_survives_its_restart() {
     let _ = agent.child.wait();
     let took = until_shown(&mut h, "disconnected — retrying", Duration::from_secs(3));
     eprintln!("disconnected shown after {took:?}");
-    // The banner says how long ago it was lost, not a bare count beside "retrying" (read as
-    // the time to the next try).
-    until_shown(&mut h, "ago — retrying", Duration::from_secs(2));
+    // The banner says since when it was lost, not a bare count beside "retrying" (read as
+    // the time to the next try), and its words stay put (the GUI review: "5s ago" becoming
+    // "15s ago" moved its buttons every second).
+    until_shown(&mut h, " — retrying", Duration::from_secs(2));
+    let banner = |h: &Harness<'static, VramApp>| {
+        let n = h.get_by_label_contains("⚠ Disconnected from");
+        let a = egui_kittest::kittest::NodeT::accesskit_node(&n);
+        a.value().or_else(|| a.label()).unwrap_or_default()
+    };
+    let said = banner(&h);
+    assert!(said.contains(" since "), "{said}");
+    std::thread::sleep(Duration::from_millis(1100));
+    h.run();
+    assert_eq!(banner(&h), said, "the banner's words changed");
     h.get_by_label("Simulated H200");
     // Its last figures stay, greyed, under the time it was lost (issue 40).
     until_shown(&mut h, "⚠ Agent unreachable", Duration::from_secs(1));
     h.get_by_label("Its last figures, greyed");
+    // Its rows are greyed as its cards are: the row's cells were drawn in their own colours.
+    fn texts<'s>(s: &'s egui::Shape, out: &mut Vec<&'s egui::epaint::TextShape>) {
+        match s {
+            egui::Shape::Vec(v) => v.iter().for_each(|s| texts(s, out)),
+            egui::Shape::Text(t) => out.push(t),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    for c in &h.output().shapes {
+        texts(&c.shape, &mut all);
+    }
+    let row: Vec<_> = all.iter().filter(|t| t.galley.text() == "39002").collect();
+    assert!(!row.is_empty(), "39002's row is not drawn");
+    let faint = |t: &egui::epaint::TextShape| {
+        t.galley.rows.iter().all(|r| {
+            r.row
+                .visuals
+                .mesh
+                .vertices
+                .iter()
+                .all(|v| v.color.a() < 200)
+        })
+    };
+    assert!(row.iter().all(|t| faint(t)), "39002's row is drawn as live");
     // They stand as at the last sample: a process's age in its detail pane does not run on
     // (48213's, minutes old: "… (8m 05s ago)", to the second).
     h.get_by_label("48213").click();

@@ -175,6 +175,22 @@ fn authorised<B>(r: ureq::RequestBuilder<B>, token: &str) -> ureq::RequestBuilde
     r.header("Authorization", format!("Bearer {token}"))
 }
 
+/// Why a request reached no agent, in a user's words ("io: Connection refused (os error
+/// 111)" was the transport's); other errors as the transport says them.
+fn transport_words(e: &ureq::Error) -> String {
+    match e {
+        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
+            "nothing listens at this address (connection refused): is the agent running?".into()
+        }
+        ureq::Error::Timeout(_) => format!(
+            "no answer within {} s (the agent or the network is too slow, or it is not the agent's address)",
+            REQUEST_TIMEOUT.as_secs()
+        ),
+        ureq::Error::HostNotFound => "the host name is not known (check its spelling)".into(),
+        other => other.to_string(),
+    }
+}
+
 /// `GET url/path` with the bearer token on `agent`: the response, its body unread, when its
 /// status is 200; else why not (the agent's refusal, or the transport's error).
 fn get(
@@ -185,7 +201,7 @@ fn get(
 ) -> Result<ureq::http::Response<ureq::Body>, RemoteError> {
     let mut resp = authorised(agent.get(format!("{url}{path}")), token)
         .call()
-        .map_err(|e| RemoteError::Unreachable(e.to_string()))?;
+        .map_err(|e| RemoteError::Unreachable(transport_words(&e)))?;
     let status = resp.status().as_u16();
     if status != 200 {
         let body = resp
@@ -258,8 +274,9 @@ fn post_raw(
     let sent = authorised(agent.post(format!("{url}{path}")), token)
         .header("Content-Type", "application/json")
         .send(body);
-    let mut resp =
-        sent.map_err(|e| RemoteError::Unreachable(format!("the agent did not answer: {e}")))?;
+    let mut resp = sent.map_err(|e| {
+        RemoteError::Unreachable(format!("the agent did not answer: {}", transport_words(&e)))
+    })?;
     let status = resp.status().as_u16();
     let text = resp
         .body_mut()
@@ -1015,6 +1032,23 @@ impl Drop for RemoteLink {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The GUI review: a lost agent was said as "io: Connection refused (os error 111)". A
+    /// real refused connection (a port nothing listens on) is said in a user's words.
+    #[test]
+    fn a_refused_connection_is_said_in_words() {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}", free.local_addr().expect("addr"));
+        drop(free);
+        let e = get(&http(), &url, "/healthz", "t").expect_err("nothing listens");
+        assert_eq!(
+            e,
+            RemoteError::Unreachable(
+                "nothing listens at this address (connection refused): is the agent running?"
+                    .into()
+            )
+        );
+    }
 
     #[test]
     fn each_agent_downloads_into_a_folder_of_its_own() {

@@ -495,6 +495,9 @@ pub(crate) fn shows_days(range: Option<(f64, f64)>) -> bool {
     range.is_some_and(|(a, b)| b - a > 86_400.0 || !same_day(a, b))
 }
 
+/// The opacity of a lost agent's last figures (its cards, forecast banners and table rows).
+pub(crate) const UNREACHABLE_OPACITY: f32 = 0.45;
+
 #[cfg(test)]
 mod tests {
     use super::*;

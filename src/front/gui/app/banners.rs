@@ -59,10 +59,10 @@ impl VramApp {
             error,
         } = health
         {
-            let now = self.now();
             // A host that never answered was not "disconnected" (a mistyped address).
             let answered = self.backend.view().is_some_and(|m| m.latest.is_some());
-            let lost = format::duration(now - since_ms);
+            // Since a time that stays put: "5s ago" becoming "15s ago" moved the buttons.
+            let lost = format::clock(*since_ms);
             let refused = matches!(
                 error,
                 crate::link::remote_error::RemoteError::Unauthorized(_)
@@ -72,9 +72,9 @@ impl VramApp {
             let words = if refused {
                 format!("⚠ {url} refused this token")
             } else if answered {
-                format!("⚠ Disconnected from {url} {lost} ago — retrying")
+                format!("⚠ Disconnected from {url} since {lost} — retrying")
             } else {
-                format!("⚠ {url} has not answered (for {lost}) — retrying")
+                format!("⚠ {url} has not answered (since {lost}) — retrying")
             };
             egui::Panel::top("link-banner")
                 .frame(widgets::panel_frame(ui.style()))
@@ -158,9 +158,6 @@ impl VramApp {
         }
     }
 }
-
-/// The opacity of a lost agent's last figures (its cards and forecast banners).
-pub(super) const UNREACHABLE_OPACITY: f32 = 0.45;
 
 /// Above a lost agent's cards: what happened, on a line of its own ("⚠ Agent unreachable"),
 /// then since when and what the greyed figures are, in a box as wide as the cards (one long

@@ -2,11 +2,12 @@
 
 use egui::{RichText, Ui};
 
-use super::banners::{empty_state, opening_state, unreachable_note, UNREACHABLE_OPACITY};
+use super::banners::{empty_state, opening_state, unreachable_note};
 use super::{UiCommand, VramApp};
 use crate::engine::view::Monitor;
 use crate::front::gui::sessions::SessionView;
 use crate::front::gui::tabs::{Badges, PaneCx};
+use crate::front::gui::widgets::UNREACHABLE_OPACITY;
 use crate::front::gui::{overview, process_detail};
 use crate::model::{format, UnixMs};
 

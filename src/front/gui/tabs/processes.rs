@@ -59,8 +59,9 @@ impl Pane for ProcessesPane {
             recorded: cx.recorded,
         };
         if cx.offline {
-            // A lost agent's rows are its last sample's, not live: drawn faint.
-            ui.visuals_mut().override_text_color = Some(ui.visuals().weak_text_color());
+            // A lost agent's rows are its last sample's, not live: greyed as its cards are
+            // (a weak text colour left the cells' own colours, most of the table, as live).
+            ui.multiply_opacity(crate::front::gui::widgets::UNREACHABLE_OPACITY);
         }
         processes::table(ui, cx.rows.to_vec(), &mut table, now);
     }
