@@ -85,8 +85,12 @@ fn demo_app(seconds: i64) -> VramApp {
 
 /// The demo run through the real engine (leak detection, forecast), `seconds` long: its View.
 fn demo_engine_monitor(seconds: i64) -> Monitor {
+    engine_monitor(SimSource::demo(T0), seconds)
+}
+
+/// `sim` run through the real engine, `seconds` long: its View.
+fn engine_monitor(sim: SimSource, seconds: i64) -> Monitor {
     use vramwarden::engine::{Engine, RecordTo};
-    let sim = SimSource::demo(T0);
     let shared = vramwarden::engine::shared::Shared::new(Monitor::new(1000, 86_400));
     let mut e = Engine::new(shared.clone(), RecordTo::Off, 1000);
     e.set_source(sim.info());
@@ -2544,4 +2548,20 @@ fn the_status_bar_says_whether_the_guard_acts() {
     assert_eq!(words(true, true), ["Guard: dry run"]);
     assert_eq!(words(false, true), ["Guard: dry run"]);
     assert_eq!(words(false, false), ["Guard: acts"]);
+}
+
+/// The GUI review: the demo's scheduled park of 66020 showed with nothing on screen saying
+/// who made it (the Activity tab was empty, the guard in dry run). Its detail pane says.
+#[test]
+fn a_parked_process_says_who_parked_it() {
+    // The day `--demo` shows, which parks 66020 from its 200th second.
+    let m = engine_monitor(SimSource::demo_day(T0), 300);
+    let app = VramApp::with_backend(Backend::detached(m, SourceKind::demo()), UiState::default())
+        .with_fixed_now(T0 + 299_000);
+    let mut h = with_detail_open(app, "66020");
+    h.run();
+    h.get_by_label_contains("parked — 24.0 GiB in host memory since");
+    h.get_by_label(
+        "Parked by the demo's script (the simulated GPUs park this process on a schedule).",
+    );
 }

@@ -143,6 +143,33 @@ fn notices(
                 .color(widgets::parked_color(ui.visuals().dark_mode))
                 .strong(),
         );
+        ui.label(widgets::hint(parked_by(m, row.key, park.since_ms)));
+    }
+}
+
+/// Who parked a process, from the engine's activity: a rule, the OOM guard or a manual
+/// action; else not this engine (the GUI review: the demo's scheduled park showed with
+/// nothing saying who made it).
+fn parked_by(m: &Monitor, key: crate::model::ProcessKey, since_ms: UnixMs) -> String {
+    use crate::act::rules::eval::Target;
+    // The park's own entry, at most a minute before its state says it began.
+    let ours = m.activity.iter().rev().find(|a| {
+        a.unix_ms >= since_ms - 60_000
+            && a.action.starts_with("park")
+            && matches!(&a.target, Target::Process { key: (k, _), .. } if *k == key)
+    });
+    match ours {
+        Some(a) if a.rule == "manual" => {
+            "Parked by a manual action (the Activity tab has it).".into()
+        }
+        Some(a) => format!("Parked by “{}” (the Activity tab has it).", a.rule),
+        None if m.source.as_ref().is_some_and(|s| s.is_simulated()) => {
+            "Parked by the demo's script (the simulated GPUs park this process on a schedule)."
+                .into()
+        }
+        None => "Not parked by this engine's rules, guard or actions: by `vramwarden park` on \
+                 the command line, cuda-checkpoint or another tool."
+            .into(),
     }
 }
 
