@@ -135,8 +135,8 @@ impl VramApp {
                 edge,
                 self.selected.filter(|k| k.1 == self.selected_gpu),
             );
-            if clicked.is_some() {
-                self.selected = clicked;
+            if let Some(selection) = clicked {
+                self.selected = selection;
             }
         });
     }

@@ -44,6 +44,9 @@ pub(crate) struct GraphCache {
     pub shown_x: Option<(f64, f64)>,
     /// The time range (unix ms) the GPU graph showed last (an export of "the time shown").
     pub shown_ms: Option<(UnixMs, UnixMs)>,
+    /// When a click on a band last selected a process (egui's time, s), and the selection
+    /// before it: a double click takes the selection back.
+    pub(super) before_pick: Option<(f64, Option<ProcSeriesKey>)>,
     /// Where the newest moment shown ("now" when following, the slider in a session) was
     /// drawn last: its x on screen.
     pub edge_x: Option<f32>,

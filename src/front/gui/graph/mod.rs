@@ -204,8 +204,9 @@ impl View {
 
 /// The graph of one GPU with its toolbar (window presets, stacking, fit to data, follow live)
 /// and its legend. `edge` is the right end of the window when following (the live edge, or a
-/// session's slider); `highlight` is the selected process, drawn thicker. Returns the process
-/// whose band was clicked, if one was.
+/// session's slider); `highlight` is the selected process, drawn thicker. Returns the new
+/// selection when a click made one: the process whose band was clicked, or the selection
+/// before it when a double click (back to following live) followed.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn device_graph(
     ui: &mut Ui,
@@ -216,7 +217,7 @@ pub(crate) fn device_graph(
     cache: &mut GraphCache,
     edge: UnixMs,
     highlight: Option<ProcSeriesKey>,
-) -> Option<ProcSeriesKey> {
+) -> Option<Option<ProcSeriesKey>> {
     let h = &m.history;
     let Some(held) = h.span() else {
         ui.label("Waiting for the first sample…");
@@ -296,7 +297,8 @@ fn graph_as_tables(
 }
 
 /// Draws the memory plot of the cached lines (the limit, the forecast, leak marks, shaded
-/// windows); returns its response and the process whose band was clicked, if one was.
+/// windows); returns its response and the selection a click made, if one did (`Some(None)`:
+/// none, a double click taking its first click's back).
 fn memory_plot(
     ui: &mut Ui,
     m: &Monitor,
@@ -304,7 +306,7 @@ fn memory_plot(
     state: &UiState,
     cache: &mut GraphCache,
     highlight: Option<ProcSeriesKey>,
-) -> (egui_plot::PlotResponse<()>, Option<ProcSeriesKey>) {
+) -> (egui_plot::PlotResponse<()>, Option<Option<ProcSeriesKey>>) {
     let (device, range) = (view.device, view.range);
     let marks = leak_marks(m, device, range);
     let mem_h = state
@@ -341,6 +343,17 @@ fn memory_plot(
             fixed_x: false,
         },
     );
+    let now_s = ui.input(|i| i.time);
+    // A double click (back to following live) takes back the selection its first click made:
+    // it opened the detail pane of the band under the pointer and squeezed the graph.
+    if resp.response.double_clicked() {
+        let undo = cache
+            .before_pick
+            .take()
+            .filter(|(at, _)| now_s - at <= PICK_UNDONE_WITHIN_S)
+            .map(|(_, was)| was);
+        return (resp, undo);
+    }
     // A click on a band selects its process (as a click on its row does).
     let clicked = resp
         .response
@@ -349,8 +362,15 @@ fn memory_plot(
         .flatten()
         .map(|pos| resp.transform.value_from_position(pos))
         .and_then(|p| hover::process_at(lines, (p.x, p.y), view.step_s));
-    (resp, clicked)
+    if clicked.is_some() {
+        cache.before_pick = Some((now_s, highlight));
+    }
+    (resp, clicked.map(Some))
 }
+
+/// How soon after a click on a band a double click takes its selection back (s): egui's
+/// double click comes within 0.3 s.
+const PICK_UNDONE_WITHIN_S: f64 = 0.5;
 
 /// After the memory plot: keeps where it was drawn, draws the metric plots under it (when
 /// shown), and keeps the range a zoom or pan of either leaves, within the data.
