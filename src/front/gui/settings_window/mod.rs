@@ -126,6 +126,9 @@ impl SettingsUi {
         let body_height = (screen.height() - 260.0).clamp(200.0, 620.0);
         egui::Window::new("Settings")
             .open(&mut open)
+            // As the other windows: one collapsed with its ▼ came back collapsed on Ctrl+,
+            // (its title bar alone).
+            .collapsible(false)
             .default_size([780.0, body_height + 120.0])
             // A long rule line wraps instead of widening the window to the screen's width.
             .max_width((screen.width() - 40.0).clamp(400.0, 900.0))
