@@ -1163,10 +1163,14 @@ fn testing_a_rule_tells_which_matches_would_be_skipped() {
 fn deleting_a_rule_asks_first() {
     let mut h = a_new_rule_in_settings();
     let rule = "[disabled] New rule: always (no condition)";
-    h.get_by_label_contains(rule);
+    // The rule's name on its line in the list (a button that opens it in the editor).
+    let name_x = |h: &Harness<'static, VramApp>| h.get_by_label("New rule").rect().min.x;
+    let before = name_x(&h);
     h.get_by_label("Delete…").click();
     h.run();
     h.get_by_label("Delete this rule?");
+    // The GUI review: the rule's name moved left under the shorter question.
+    assert_eq!(name_x(&h), before, "the rule's name moved");
     h.get_by_label("Keep").click();
     h.run();
     assert!(h.query_by_label("Delete this rule?").is_none());

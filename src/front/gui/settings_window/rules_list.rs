@@ -60,11 +60,7 @@ pub(super) fn rules_list(
                     ui.checkbox(&mut r.enabled, "on");
                     // The row's buttons before its name: a long name never pushes them
                     // out of the window.
-                    let asked = if deleting == Some(i) {
-                        delete_question(ui)
-                    } else {
-                        line_buttons(ui, i, last)
-                    };
+                    let asked = buttons_or_question(ui, deleting == Some(i), i, last);
                     if let Some(what) = asked {
                         op = Some((i, what));
                     }
@@ -100,6 +96,26 @@ fn line_buttons(ui: &mut Ui, i: usize, last: usize) -> Option<&'static str> {
         {
             op = Some(what);
         }
+    }
+    op
+}
+
+/// Rule `i`'s buttons, or the question in their place while its Delete is `asked`, in the
+/// room the buttons take: the rule's name stays where it was (it moved left under the
+/// shorter question).
+fn buttons_or_question(ui: &mut Ui, asked: bool, i: usize, last: usize) -> Option<&'static str> {
+    let width_id = egui::Id::unique("rules-line-buttons-width");
+    let start = ui.cursor().min.x;
+    let op = if asked {
+        delete_question(ui)
+    } else {
+        line_buttons(ui, i, last)
+    };
+    let used = ui.cursor().min.x - start;
+    if !asked {
+        ui.data_mut(|d| d.insert_temp(width_id, used));
+    } else if let Some(w) = ui.data(|d| d.get_temp::<f32>(width_id)) {
+        ui.add_space((w - used).max(0.0));
     }
     op
 }
