@@ -474,30 +474,11 @@ fn a_local_users_flood_never_locks_out_another_on_the_same_address() {
 #[test]
 fn parallel_api_past_never_starves_metrics() {
     let mut a = AgentProc::start("", &["--no-record"]);
-    let sessions = a.dir.path().join("data").join("sessions");
-    std::fs::create_dir_all(&sessions).expect("mkdir");
-    let first = sessions.join("s0.vwlog");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_vramwarden"))
-        .args([
-            "record",
-            "--demo",
-            "--speed",
-            "max",
-            "--duration",
-            "6h",
-            "--out",
-        ])
-        .arg(&first)
-        .output()
-        .expect("record");
-    assert!(o.status.success(), "{o:?}");
-    for i in 1..PAST_LOGS {
-        std::fs::copy(&first, sessions.join(format!("s{i}.vwlog"))).expect("copy");
-    }
+    let logs = session_logs(&a, PAST_LOGS);
     let auth = a.auth();
     println!(
         "{} bytes of logs",
-        PAST_LOGS as u64 * std::fs::metadata(&first).expect("meta").len()
+        PAST_LOGS as u64 * std::fs::metadata(&logs[0]).expect("meta").len()
     );
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let addr = a.addr;
@@ -538,6 +519,124 @@ fn parallel_api_past_never_starves_metrics() {
 
 /// Session logs `/api/past` reads in [`parallel_api_past_never_starves_metrics`].
 const PAST_LOGS: usize = 3;
+
+/// `n` session logs of 6 h of the simulated GPUs (the crate's own writer, through `record`)
+/// in `a`'s sessions folder.
+fn session_logs(a: &AgentProc, n: usize) -> Vec<std::path::PathBuf> {
+    let sessions = a.dir.path().join("data").join("sessions");
+    std::fs::create_dir_all(&sessions).expect("mkdir");
+    let first = sessions.join("s0.vwlog");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_vramwarden"))
+        .args([
+            "record",
+            "--demo",
+            "--speed",
+            "max",
+            "--duration",
+            "6h",
+            "--out",
+        ])
+        .arg(&first)
+        .output()
+        .expect("record");
+    assert!(o.status.success(), "{o:?}");
+    let mut logs = vec![first.clone()];
+    for i in 1..n {
+        let p = sessions.join(format!("s{i}.vwlog"));
+        std::fs::copy(&first, &p).expect("copy");
+        logs.push(p);
+    }
+    logs
+}
+
+/// Sends `GET /api/past` and hangs up unless a byte of the reply arrives within `patience`:
+/// true when it hung up.
+fn ask_past_and_hang_up(addr: SocketAddr, auth: &str, patience: Duration) -> bool {
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(5)) else {
+        return false;
+    };
+    let rq = format!("GET /api/past HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {auth}\r\n\r\n");
+    let _ = s.set_read_timeout(Some(patience));
+    if s.write_all(rq.as_bytes()).is_err() {
+        return false;
+    }
+    let got = s.read(&mut [0u8; 1]).is_ok_and(|n| n > 0);
+    let _ = s.shutdown(std::net::Shutdown::Both);
+    !got
+}
+
+/// `GET /healthz` on a fresh connection: the time a 200 took, `None` without one within `limit`.
+fn healthz_within(addr: SocketAddr, limit: Duration) -> Option<Duration> {
+    let t = Instant::now();
+    let mut s = TcpStream::connect_timeout(&addr, limit).ok()?;
+    s.set_read_timeout(Some(limit)).ok()?;
+    s.write_all(b"GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .ok()?;
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let ok = out.starts_with(b"HTTP/1.0 200") || out.starts_with(b"HTTP/1.1 200");
+    (ok && t.elapsed() < limit).then(|| t.elapsed())
+}
+
+/// Security v4, item 1: clients that ask for `/api/past` and hang up before it is answered
+/// (its work goes on without them) never take the threads kept for `/healthz`. The logs'
+/// times are moved every 0.2 s, so each `/api/past` replays them (slow work that lasts the
+/// whole test).
+#[test]
+fn clients_that_hang_up_never_take_the_light_lanes_threads() {
+    let a = AgentProc::start("", &["--no-record"]);
+    let logs = session_logs(&a, 8);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let toucher = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for p in &logs {
+                    let f = std::fs::File::options().append(true).open(p).expect("open");
+                    f.set_modified(std::time::SystemTime::now()).expect("mtime");
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    };
+    let addr = a.addr;
+    let quitters: Vec<_> = (0..10)
+        .map(|_| {
+            let (auth, stop) = (a.auth(), stop.clone());
+            std::thread::spawn(move || {
+                let mut hung_up = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    hung_up += u32::from(ask_past_and_hang_up(
+                        addr,
+                        &auth,
+                        Duration::from_millis(200),
+                    ));
+                }
+                hung_up
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    let mut slow = Vec::new();
+    for _ in 0..16 {
+        if healthz_within(addr, Duration::from_secs(2)).is_none() {
+            slow.push(slow.len());
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let hung_up: u32 = quitters
+        .into_iter()
+        .map(|h| h.join().expect("quitter"))
+        .sum();
+    toucher.join().expect("toucher");
+    assert!(hung_up >= 16, "only {hung_up} requests were abandoned");
+    assert!(
+        slow.is_empty(),
+        "/healthz did not answer within 2 s {} times of 16",
+        slow.len()
+    );
+}
 
 /// Security v3, partial: `/api/test-rule` answers an invalid rule with 400 and its problem,
 /// and `[]` is no rule (it was read as a rule of defaults); a valid rule is tested.

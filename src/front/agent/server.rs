@@ -263,12 +263,14 @@ impl Conn {
             self.heavy.clone().acquire_owned().await.ok()
         };
         let state = self.state.clone();
+        // The permit moves into the work: a client that hangs up drops this future, not the
+        // work on its thread, which keeps its permit until it ends.
         let answered = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
             let _request = cost::span(Part::HttpRequest);
             http::handle(&state, &head, &body)
         })
         .await;
-        drop(permit);
         lock(&self.table).busy(self.id, false);
         let (reply, extra) =
             answered.unwrap_or_else(|_| (Reply::text(500, "internal error"), None));
