@@ -699,3 +699,42 @@ fn a_rebound_dns_name_reads_nothing() {
         assert!(reply.starts_with("HTTP/1.1 200"), "{host}: {reply:.200}");
     }
 }
+
+/// `POST path` with `body` sent chunked (in chunks of at most 4 KiB) on a fresh connection
+/// that asks to be closed: the whole reply.
+fn post_chunked(addr: SocketAddr, path: &str, auth: &str, body: &[u8]) -> String {
+    let mut rq = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    )
+    .into_bytes();
+    for chunk in body.chunks(4096) {
+        rq.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+        rq.extend_from_slice(chunk);
+        rq.extend_from_slice(b"\r\n");
+    }
+    rq.extend_from_slice(b"0\r\n\r\n");
+    raw(addr, &rq)
+}
+
+/// Security v4, item 2: the two paths that read a body read a chunked one, under the same
+/// 16 KiB cap (413 past it); without the token its body is not read (401, and the
+/// connection closes); other paths still refuse one.
+#[test]
+fn a_chunked_body_is_read_where_bodies_are_read() {
+    let a = AgentProc::start("", &["--no-record"]);
+    let auth = a.auth();
+    let rule = r#"{"name": "x", "conditions": {"process_memory_min_mib": 1}, "action": {"kind": "notify"}}"#;
+    let reply = post_chunked(a.addr, "/api/test-rule", &auth, rule.as_bytes());
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply:.300}");
+    let bad = post_chunked(a.addr, "/api/test-rule", &auth, b"[]");
+    assert!(bad.starts_with("HTTP/1.1 400"), "{bad:.300}");
+    let command = post_chunked(a.addr, "/api/v1/command", &auth, b"{");
+    assert!(command.starts_with("HTTP/1.1 400"), "{command:.300}");
+    let huge = format!("{{\"name\": \"{}\"}}", "x".repeat(20 * 1024));
+    let reply = post_chunked(a.addr, "/api/test-rule", &auth, huge.as_bytes());
+    assert!(reply.starts_with("HTTP/1.1 413"), "{reply:.300}");
+    let reply = post_chunked(a.addr, "/api/test-rule", "Bearer nope", rule.as_bytes());
+    assert!(reply.starts_with("HTTP/1.1 401"), "{reply:.300}");
+    let reply = post_chunked(a.addr, "/metrics", &auth, b"abc");
+    assert!(reply.starts_with("HTTP/1.1 413"), "{reply:.300}");
+}
