@@ -738,3 +738,32 @@ fn a_chunked_body_is_read_where_bodies_are_read() {
     let reply = post_chunked(a.addr, "/metrics", &auth, b"abc");
     assert!(reply.starts_with("HTTP/1.1 413"), "{reply:.300}");
 }
+
+/// Security v4, item 3: the `Host` check cannot be passed around: two `Host` headers get 400,
+/// and a loopback agent answers 421 to `[::1]` followed by a name and to an absolute-form
+/// target naming another host (whatever `Host` says).
+#[test]
+fn the_host_check_takes_every_host_a_request_names() {
+    let a = AgentProc::start("", &["--no-record"]);
+    let ask = |target: &str, hosts: &[&str]| {
+        let mut rq = format!("GET {target} HTTP/1.1\r\n");
+        for h in hosts {
+            rq.push_str(&format!("Host: {h}\r\n"));
+        }
+        rq.push_str("Connection: close\r\n\r\n");
+        raw(a.addr, rq.as_bytes())
+    };
+    let two = ask("/healthz", &["127.0.0.1", "evil.example"]);
+    assert!(two.starts_with("HTTP/1.1 400"), "{two:.300}");
+    let glued = ask("/healthz", &["[::1]evil.com"]);
+    assert!(glued.starts_with("HTTP/1.1 421"), "{glued:.300}");
+    let absolute = ask("http://evil.example/healthz", &["127.0.0.1"]);
+    assert!(absolute.starts_with("HTTP/1.1 421"), "{absolute:.300}");
+    for (target, host) in [
+        ("/healthz", "[::1]:8726"),
+        ("http://127.0.0.1/healthz", "127.0.0.1"),
+    ] {
+        let ok = ask(target, &[host]);
+        assert!(ok.starts_with("HTTP/1.1 200"), "{target} {host}: {ok:.300}");
+    }
+}

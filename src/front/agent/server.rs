@@ -244,6 +244,9 @@ impl Conn {
     }
 
     async fn respond(self, rq: Request<Incoming>) -> Result<Response<ReplyBody>, Infallible> {
+        if let Some(refused) = refuse_hosts(&rq) {
+            return Ok(refused);
+        }
         let head = head_of(&rq);
         if let Some(refused) = refuse_body(&rq, &head) {
             return Ok(refused);
@@ -307,7 +310,21 @@ fn head_of(rq: &Request<Incoming>) -> RequestHead {
             .headers()
             .get(hyper::header::HOST)
             .map(|v| v.to_str().map(str::to_string).unwrap_or_default()),
+        authority: rq.uri().authority().map(|a| a.as_str().to_string()),
     }
+}
+
+/// 400 for a request with more than one `Host` (RFC 9112 asks for it: which one it is for
+/// cannot be told, and a check of one would let the other through).
+fn refuse_hosts(rq: &Request<Incoming>) -> Option<Response<ReplyBody>> {
+    let hosts = rq.headers().get_all(hyper::header::HOST).iter().count();
+    (hosts > 1).then(|| {
+        response(
+            Reply::error(400, "a request has one Host header, not several"),
+            None,
+            true,
+        )
+    })
 }
 
 /// 413 for a body announced where none is read (over [`MAX_OTHER_BODY`]; chunked counts as
