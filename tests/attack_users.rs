@@ -266,6 +266,27 @@ fn a_token_file_of_another_user_is_refused() {
     assert!(vramwarden::link::token::load_or_create(&p).is_ok());
 }
 
+/// Security v4, item 5: a missing token file is not created in a folder others can write to
+/// (one it would then refuse to read): the same refusal, and no file.
+#[test]
+fn a_token_file_is_not_created_where_it_would_be_refused() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ww = tmp.path().join("ww");
+    std::fs::create_dir(&ww).expect("mkdir");
+    chmod(&ww, 0o777);
+    let p = ww.join("agent.token");
+    let r = vramwarden::link::token::load_or_create(&p);
+    assert!(
+        r.as_ref()
+            .is_err_and(|e| e.contains("a folder others can write to (mode 777)")),
+        "{r:?}"
+    );
+    assert!(!p.exists(), "the token file was created");
+    chmod(&ww, 0o1777);
+    let (_, created) = vramwarden::link::token::load_or_create(&p).expect("sticky");
+    assert!(created);
+}
+
 /// `link` → `target`, owned by `uid`.
 fn link_as(target: &Path, link: &Path, uid: u32) {
     std::os::unix::fs::symlink(target, link).expect("symlink");
