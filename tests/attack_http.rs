@@ -474,30 +474,11 @@ fn a_local_users_flood_never_locks_out_another_on_the_same_address() {
 #[test]
 fn parallel_api_past_never_starves_metrics() {
     let mut a = AgentProc::start("", &["--no-record"]);
-    let sessions = a.dir.path().join("data").join("sessions");
-    std::fs::create_dir_all(&sessions).expect("mkdir");
-    let first = sessions.join("s0.vwlog");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_vramwarden"))
-        .args([
-            "record",
-            "--demo",
-            "--speed",
-            "max",
-            "--duration",
-            "6h",
-            "--out",
-        ])
-        .arg(&first)
-        .output()
-        .expect("record");
-    assert!(o.status.success(), "{o:?}");
-    for i in 1..PAST_LOGS {
-        std::fs::copy(&first, sessions.join(format!("s{i}.vwlog"))).expect("copy");
-    }
+    let logs = session_logs(&a, PAST_LOGS);
     let auth = a.auth();
     println!(
         "{} bytes of logs",
-        PAST_LOGS as u64 * std::fs::metadata(&first).expect("meta").len()
+        PAST_LOGS as u64 * std::fs::metadata(&logs[0]).expect("meta").len()
     );
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let addr = a.addr;
@@ -538,6 +519,124 @@ fn parallel_api_past_never_starves_metrics() {
 
 /// Session logs `/api/past` reads in [`parallel_api_past_never_starves_metrics`].
 const PAST_LOGS: usize = 3;
+
+/// `n` session logs of 6 h of the simulated GPUs (the crate's own writer, through `record`)
+/// in `a`'s sessions folder.
+fn session_logs(a: &AgentProc, n: usize) -> Vec<std::path::PathBuf> {
+    let sessions = a.dir.path().join("data").join("sessions");
+    std::fs::create_dir_all(&sessions).expect("mkdir");
+    let first = sessions.join("s0.vwlog");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_vramwarden"))
+        .args([
+            "record",
+            "--demo",
+            "--speed",
+            "max",
+            "--duration",
+            "6h",
+            "--out",
+        ])
+        .arg(&first)
+        .output()
+        .expect("record");
+    assert!(o.status.success(), "{o:?}");
+    let mut logs = vec![first.clone()];
+    for i in 1..n {
+        let p = sessions.join(format!("s{i}.vwlog"));
+        std::fs::copy(&first, &p).expect("copy");
+        logs.push(p);
+    }
+    logs
+}
+
+/// Sends `GET /api/past` and hangs up unless a byte of the reply arrives within `patience`:
+/// true when it hung up.
+fn ask_past_and_hang_up(addr: SocketAddr, auth: &str, patience: Duration) -> bool {
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(5)) else {
+        return false;
+    };
+    let rq = format!("GET /api/past HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {auth}\r\n\r\n");
+    let _ = s.set_read_timeout(Some(patience));
+    if s.write_all(rq.as_bytes()).is_err() {
+        return false;
+    }
+    let got = s.read(&mut [0u8; 1]).is_ok_and(|n| n > 0);
+    let _ = s.shutdown(std::net::Shutdown::Both);
+    !got
+}
+
+/// `GET /healthz` on a fresh connection: the time a 200 took, `None` without one within `limit`.
+fn healthz_within(addr: SocketAddr, limit: Duration) -> Option<Duration> {
+    let t = Instant::now();
+    let mut s = TcpStream::connect_timeout(&addr, limit).ok()?;
+    s.set_read_timeout(Some(limit)).ok()?;
+    s.write_all(b"GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .ok()?;
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let ok = out.starts_with(b"HTTP/1.0 200") || out.starts_with(b"HTTP/1.1 200");
+    (ok && t.elapsed() < limit).then(|| t.elapsed())
+}
+
+/// Security v4, item 1: clients that ask for `/api/past` and hang up before it is answered
+/// (its work goes on without them) never take the threads kept for `/healthz`. The logs'
+/// times are moved every 0.2 s, so each `/api/past` replays them (slow work that lasts the
+/// whole test).
+#[test]
+fn clients_that_hang_up_never_take_the_light_lanes_threads() {
+    let a = AgentProc::start("", &["--no-record"]);
+    let logs = session_logs(&a, 8);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let toucher = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for p in &logs {
+                    let f = std::fs::File::options().append(true).open(p).expect("open");
+                    f.set_modified(std::time::SystemTime::now()).expect("mtime");
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    };
+    let addr = a.addr;
+    let quitters: Vec<_> = (0..10)
+        .map(|_| {
+            let (auth, stop) = (a.auth(), stop.clone());
+            std::thread::spawn(move || {
+                let mut hung_up = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    hung_up += u32::from(ask_past_and_hang_up(
+                        addr,
+                        &auth,
+                        Duration::from_millis(200),
+                    ));
+                }
+                hung_up
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    let mut slow = Vec::new();
+    for _ in 0..16 {
+        if healthz_within(addr, Duration::from_secs(2)).is_none() {
+            slow.push(slow.len());
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let hung_up: u32 = quitters
+        .into_iter()
+        .map(|h| h.join().expect("quitter"))
+        .sum();
+    toucher.join().expect("toucher");
+    assert!(hung_up >= 16, "only {hung_up} requests were abandoned");
+    assert!(
+        slow.is_empty(),
+        "/healthz did not answer within 2 s {} times of 16",
+        slow.len()
+    );
+}
 
 /// Security v3, partial: `/api/test-rule` answers an invalid rule with 400 and its problem,
 /// and `[]` is no rule (it was read as a rule of defaults); a valid rule is tested.
@@ -598,5 +697,73 @@ fn a_rebound_dns_name_reads_nothing() {
                 .as_bytes(),
         );
         assert!(reply.starts_with("HTTP/1.1 200"), "{host}: {reply:.200}");
+    }
+}
+
+/// `POST path` with `body` sent chunked (in chunks of at most 4 KiB) on a fresh connection
+/// that asks to be closed: the whole reply.
+fn post_chunked(addr: SocketAddr, path: &str, auth: &str, body: &[u8]) -> String {
+    let mut rq = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    )
+    .into_bytes();
+    for chunk in body.chunks(4096) {
+        rq.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+        rq.extend_from_slice(chunk);
+        rq.extend_from_slice(b"\r\n");
+    }
+    rq.extend_from_slice(b"0\r\n\r\n");
+    raw(addr, &rq)
+}
+
+/// Security v4, item 2: the two paths that read a body read a chunked one, under the same
+/// 16 KiB cap (413 past it); without the token its body is not read (401, and the
+/// connection closes); other paths still refuse one.
+#[test]
+fn a_chunked_body_is_read_where_bodies_are_read() {
+    let a = AgentProc::start("", &["--no-record"]);
+    let auth = a.auth();
+    let rule = r#"{"name": "x", "conditions": {"process_memory_min_mib": 1}, "action": {"kind": "notify"}}"#;
+    let reply = post_chunked(a.addr, "/api/test-rule", &auth, rule.as_bytes());
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply:.300}");
+    let bad = post_chunked(a.addr, "/api/test-rule", &auth, b"[]");
+    assert!(bad.starts_with("HTTP/1.1 400"), "{bad:.300}");
+    let command = post_chunked(a.addr, "/api/v1/command", &auth, b"{");
+    assert!(command.starts_with("HTTP/1.1 400"), "{command:.300}");
+    let huge = format!("{{\"name\": \"{}\"}}", "x".repeat(20 * 1024));
+    let reply = post_chunked(a.addr, "/api/test-rule", &auth, huge.as_bytes());
+    assert!(reply.starts_with("HTTP/1.1 413"), "{reply:.300}");
+    let reply = post_chunked(a.addr, "/api/test-rule", "Bearer nope", rule.as_bytes());
+    assert!(reply.starts_with("HTTP/1.1 401"), "{reply:.300}");
+    let reply = post_chunked(a.addr, "/metrics", &auth, b"abc");
+    assert!(reply.starts_with("HTTP/1.1 413"), "{reply:.300}");
+}
+
+/// Security v4, item 3: the `Host` check cannot be passed around: two `Host` headers get 400,
+/// and a loopback agent answers 421 to `[::1]` followed by a name and to an absolute-form
+/// target naming another host (whatever `Host` says).
+#[test]
+fn the_host_check_takes_every_host_a_request_names() {
+    let a = AgentProc::start("", &["--no-record"]);
+    let ask = |target: &str, hosts: &[&str]| {
+        let mut rq = format!("GET {target} HTTP/1.1\r\n");
+        for h in hosts {
+            rq.push_str(&format!("Host: {h}\r\n"));
+        }
+        rq.push_str("Connection: close\r\n\r\n");
+        raw(a.addr, rq.as_bytes())
+    };
+    let two = ask("/healthz", &["127.0.0.1", "evil.example"]);
+    assert!(two.starts_with("HTTP/1.1 400"), "{two:.300}");
+    let glued = ask("/healthz", &["[::1]evil.com"]);
+    assert!(glued.starts_with("HTTP/1.1 421"), "{glued:.300}");
+    let absolute = ask("http://evil.example/healthz", &["127.0.0.1"]);
+    assert!(absolute.starts_with("HTTP/1.1 421"), "{absolute:.300}");
+    for (target, host) in [
+        ("/healthz", "[::1]:8726"),
+        ("http://127.0.0.1/healthz", "127.0.0.1"),
+    ] {
+        let ok = ask(target, &[host]);
+        assert!(ok.starts_with("HTTP/1.1 200"), "{target} {host}: {ok:.300}");
     }
 }

@@ -266,6 +266,108 @@ fn a_token_file_of_another_user_is_refused() {
     assert!(vramwarden::link::token::load_or_create(&p).is_ok());
 }
 
+/// Security v4, item 5: a missing token file is not created in a folder others can write to
+/// (one it would then refuse to read): the same refusal, and no file.
+#[test]
+fn a_token_file_is_not_created_where_it_would_be_refused() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ww = tmp.path().join("ww");
+    std::fs::create_dir(&ww).expect("mkdir");
+    chmod(&ww, 0o777);
+    let p = ww.join("agent.token");
+    let r = vramwarden::link::token::load_or_create(&p);
+    assert!(
+        r.as_ref()
+            .is_err_and(|e| e.contains("a folder others can write to (mode 777)")),
+        "{r:?}"
+    );
+    assert!(!p.exists(), "the token file was created");
+    chmod(&ww, 0o1777);
+    let (_, created) = vramwarden::link::token::load_or_create(&p).expect("sticky");
+    assert!(created);
+}
+
+/// `link` → `target`, owned by `uid`.
+fn link_as(target: &Path, link: &Path, uid: u32) {
+    std::os::unix::fs::symlink(target, link).expect("symlink");
+    chown(link, uid);
+}
+
+/// `vramwarden --config CFG rules check`: its output.
+fn rules_check(cfg: &Path) -> Output {
+    let c = cfg.to_str().expect("utf-8");
+    let (out, ended) = run_within(&["--config", c, "rules", "check"], &[]);
+    assert!(ended, "{out:?}");
+    out
+}
+
+/// Security v4, item 4: a symlink in the middle of the chain to a settings or token file,
+/// in another user's folder (or theirs in a sticky one), is refused, naming it: they could
+/// repoint it at any file of root's. Root's own chain of links is followed.
+#[test]
+fn a_symlink_another_user_could_repoint_is_refused_anywhere_on_the_way() {
+    assert_root();
+    let tmp = tempfile::tempdir().expect("tmp");
+    chmod(tmp.path(), 0o755);
+    let sc = tmp.path().join("sc");
+    let mallory = tmp.path().join("mallory");
+    let sticky = tmp.path().join("sticky");
+    for d in [&sc, &mallory, &sticky] {
+        std::fs::create_dir(d).expect("mkdir");
+    }
+    chown(&mallory, NOBODY);
+    chmod(&sticky, 0o1777);
+    let cfg = sc.join("c.toml");
+    std::fs::write(&cfg, "[cleanup]\ndry_run = true\n").expect("write");
+    // Root's own chain: read.
+    link_as(&cfg, &sc.join("direct.toml"), 0);
+    link_as(&sc.join("direct.toml"), &sc.join("twice.toml"), 0);
+    let out = rules_check(&sc.join("twice.toml"));
+    assert!(out.status.success(), "{out:?}");
+    // Through a link in mallory's folder.
+    let hers = mallory.join("l");
+    link_as(&cfg, &hers, NOBODY);
+    link_as(&hers, &sc.join("chain.toml"), 0);
+    let out = rules_check(&sc.join("chain.toml"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{out:?}");
+    let says = format!(
+        "the symlink {} on the way to the settings file",
+        hers.display()
+    );
+    assert!(
+        err.contains(&says) && err.contains("a folder of uid 65534"),
+        "{err}"
+    );
+    // Through a folder reached by a link in her folder.
+    link_as(&sc, &mallory.join("d"), NOBODY);
+    link_as(&mallory.join("d"), &sc.join("via"), 0);
+    let out = rules_check(&sc.join("via").join("c.toml"));
+    assert!(!out.status.success(), "{out:?}");
+    // Her link in a sticky folder (she may replace her own links there).
+    link_as(&cfg, &sticky.join("l"), NOBODY);
+    link_as(&sticky.join("l"), &sc.join("sticky.toml"), 0);
+    let out = rules_check(&sc.join("sticky.toml"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        err.contains("belongs to uid 65534, who could repoint it"),
+        "{err}"
+    );
+    // The token file, through her link.
+    let token = sc.join("agent.token");
+    std::fs::write(&token, "0123456789abcdef0123456789abcdef\n").expect("write");
+    chmod(&token, 0o600);
+    link_as(&token, &mallory.join("t"), NOBODY);
+    link_as(&mallory.join("t"), &sc.join("token.link"), 0);
+    let r = vramwarden::link::token::load_or_create(&sc.join("token.link"));
+    assert!(
+        r.as_ref().is_err_and(|e| e.contains("the symlink")),
+        "{r:?}"
+    );
+    assert!(vramwarden::link::token::load_or_create(&token).is_ok());
+}
+
 /// A fake interpreter: says where its site-packages are, and leaves a mark saying which uid
 /// ran it.
 fn fake_python(path: &Path, site: &Path, mark_dir: &Path) {

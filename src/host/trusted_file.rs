@@ -2,12 +2,14 @@
 //! may run as root; the agent's token): only a regular file of bounded size, opened without
 //! blocking (a FIFO or `/dev/zero` given as `--config` is refused, never read until memory
 //! runs out or forever), that belongs to us or root and that no one else can write — nor
-//! replace: its folder (both the one named and the one a symlink leads to) must belong to us
-//! or root and be writable by no one else, unless it is sticky (`/tmp`).
+//! replace: its folder (both the one named and the one the symlinks lead to) must belong to us
+//! or root and be writable by no one else, unless it is sticky (`/tmp`). Every symlink on the
+//! way (at most [`MAX_LINKS`], followed hop by hop) must be one no one else can repoint: in
+//! such a folder, and ours or root's.
 
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 
 /// Why a file was not read.
 #[derive(Debug, thiserror::Error)]
@@ -59,14 +61,14 @@ fn foreign_write(md: &std::fs::Metadata) -> u32 {
     }
 }
 
-/// Why the folder `dir` lets someone else replace a file in it, if it does.
-fn folder_problem(dir: &Path, rules: &Rules) -> Option<String> {
+/// Why the folder `dir` lets someone else replace `what` (a file, or a symlink on the way to
+/// one) in it, if it does.
+fn folder_problem(dir: &Path, what: &str) -> Option<String> {
     let md = std::fs::metadata(dir).ok()?;
     let mode = md.mode();
     if !ours(md.uid()) {
         return Some(format!(
-            "{} is in {}, a folder of uid {}, who could replace it; keep it in a folder of yours or root's",
-            rules.what,
+            "{what} is in {}, a folder of uid {}, who could replace it; keep it in a folder of yours or root's",
             dir.display(),
             md.uid()
         ));
@@ -74,8 +76,7 @@ fn folder_problem(dir: &Path, rules: &Rules) -> Option<String> {
     let sticky = mode & 0o1000 != 0;
     (foreign_write(&md) != 0 && !sticky).then(|| {
         format!(
-            "{} is in {}, a folder others can write to (mode {}), so they could replace it; run `chmod go-w {}`",
-            rules.what,
+            "{what} is in {}, a folder others can write to (mode {}), so they could replace it; run `chmod go-w {}`",
             dir.display(),
             octal(mode),
             dir.display()
@@ -135,6 +136,114 @@ fn file_problem(path: &Path, md: &std::fs::Metadata, rules: &Rules) -> Option<St
     })
 }
 
+/// Most symlinks followed on the way to a file (the kernel's limit).
+const MAX_LINKS: usize = 40;
+
+/// Checks that no one else can replace the file at `path` (there or yet to be made), nor
+/// repoint a symlink on the way to it: the folder named, every symlink (see [`resolve`]) and
+/// the folder it leads to.
+///
+/// # Errors
+/// [`TrustError::Refused`] with the reason and the fix; [`TrustError::Io`] when a symlink
+/// cannot be read.
+pub(crate) fn check_place(path: &Path, rules: &Rules) -> Result<(), TrustError> {
+    let real = resolve(path, rules)?;
+    let named = path.parent().filter(|p| !p.as_os_str().is_empty());
+    for dir in [
+        named.unwrap_or(Path::new(".")),
+        real.parent().unwrap_or(Path::new("/")),
+    ] {
+        if let Some(why) = folder_problem(dir, rules.what) {
+            return Err(TrustError::Refused(why));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses the symlink `link` (in the folder `dir`) when someone else could repoint it: its
+/// folder lets them replace it, or it is theirs (in a sticky folder they may replace their own).
+fn check_link(link: &Path, dir: &Path, rules: &Rules) -> Result<(), TrustError> {
+    let what = format!(
+        "the symlink {} on the way to {}",
+        link.display(),
+        rules.what
+    );
+    if let Some(why) = folder_problem(dir, &what) {
+        return Err(TrustError::Refused(why));
+    }
+    let uid = std::fs::symlink_metadata(link)?.uid();
+    if ours(uid) {
+        return Ok(());
+    }
+    Err(TrustError::Refused(format!(
+        "{what} belongs to uid {uid}, who could repoint it; use a link of yours or root's, or the file's own path"
+    )))
+}
+
+/// `path` with every symlink on the way followed hop by hop, as the kernel does, each checked
+/// by [`check_link`] first; at most [`MAX_LINKS`]. Parts that do not exist are kept as named.
+fn resolve(path: &Path, rules: &Rules) -> Result<PathBuf, TrustError> {
+    let mut real = if path.is_absolute() {
+        PathBuf::from("/")
+    } else {
+        std::env::current_dir()?
+    };
+    let mut left = Vec::new();
+    push_parts(&mut left, path);
+    let mut links = 0;
+    while let Some(part) = left.pop() {
+        match part {
+            Part::Root => real = PathBuf::from("/"),
+            Part::Up => {
+                real.pop();
+            }
+            Part::Name(name) => {
+                let next = real.join(name);
+                let is_link = std::fs::symlink_metadata(&next).is_ok_and(|m| m.is_symlink());
+                if !is_link {
+                    real = next;
+                    continue;
+                }
+                links += 1;
+                if links > MAX_LINKS {
+                    return Err(TrustError::Refused(format!(
+                        "{} {} is reached through more than {MAX_LINKS} symlinks",
+                        rules.what,
+                        path.display()
+                    )));
+                }
+                check_link(&next, &real, rules)?;
+                push_parts(&mut left, &std::fs::read_link(&next)?);
+            }
+        }
+    }
+    Ok(real)
+}
+
+/// A part of a path, as [`resolve`] takes it.
+enum Part {
+    /// `/`.
+    Root,
+    /// `..`.
+    Up,
+    /// A name.
+    Name(std::ffi::OsString),
+}
+
+/// Pushes `path`'s parts onto `stack` so that its first part is popped first (`.` is left out).
+fn push_parts(stack: &mut Vec<Part>, path: &Path) {
+    let parts: Vec<Part> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::RootDir | Component::Prefix(_) => Some(Part::Root),
+            Component::ParentDir => Some(Part::Up),
+            Component::Normal(n) => Some(Part::Name(n.to_os_string())),
+            Component::CurDir => None,
+        })
+        .collect();
+    stack.extend(parts.into_iter().rev());
+}
+
 /// Reads `path` (following symlinks) after the checks of the module's documentation.
 ///
 /// # Errors
@@ -149,17 +258,7 @@ pub fn read(path: &Path, rules: &Rules) -> Result<String, TrustError> {
     if let Some(why) = file_problem(path, &md, rules) {
         return Err(TrustError::Refused(why));
     }
-    let named = path.parent().filter(|p| !p.as_os_str().is_empty());
-    let real = std::fs::canonicalize(path).ok();
-    let real_dir = real.as_deref().and_then(Path::parent);
-    for dir in [
-        named.unwrap_or(Path::new(".")),
-        real_dir.unwrap_or(Path::new(".")),
-    ] {
-        if let Some(why) = folder_problem(dir, rules) {
-            return Err(TrustError::Refused(why));
-        }
-    }
+    check_place(path, rules)?;
     let mut bytes = Vec::with_capacity(md.len() as usize);
     f.by_ref()
         .take(rules.max_bytes + 1)
@@ -218,5 +317,25 @@ mod tests {
             read(&dir.path().join("none"), &RULES),
             Err(TrustError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound
         ));
+    }
+
+    #[test]
+    fn our_own_relative_links_are_followed_hop_by_hop() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let sub = dir.path().join("sub");
+        std::fs::create_dir(&sub).expect("mkdir");
+        std::fs::write(dir.path().join("c.toml"), "a = 1\n").expect("write");
+        std::os::unix::fs::symlink("../c.toml", sub.join("up")).expect("symlink");
+        std::os::unix::fs::symlink("./sub/up", dir.path().join("l")).expect("symlink");
+        let l = dir.path().join("l");
+        assert_eq!(read(&l, &RULES).expect("read"), "a = 1\n");
+        let real = resolve(&l, &RULES).expect("resolve");
+        assert_eq!(real, std::fs::canonicalize(&l).expect("canonical"));
+        // A link in a folder others can write to is refused, naming it.
+        std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let e = read(&l, &RULES).expect_err("loose folder").to_string();
+        let up = sub.join("up");
+        assert!(e.contains(&format!("the symlink {}", up.display())), "{e}");
+        assert!(e.contains("a folder others can write to"), "{e}");
     }
 }

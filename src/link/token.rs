@@ -60,6 +60,9 @@ pub fn load_or_create(path: &Path) -> Result<(String, bool), String> {
                     .create(dir)
                     .map_err(|e| format!("{}: cannot create the folder: {e}", dir.display()))?;
             }
+            // Where it would be refused when read (a folder others can write to), it is not made.
+            crate::host::trusted_file::check_place(path, &RULES)
+                .map_err(|e| format!("{}: will not create the token file: {e}", path.display()))?;
             let token = generate().map_err(|e| format!("cannot make a random token: {e}"))?;
             let mut f = std::fs::OpenOptions::new()
                 .write(true)
@@ -82,19 +85,21 @@ pub fn load_or_create(path: &Path) -> Result<(String, bool), String> {
 /// Largest token file read, bytes.
 const MAX_TOKEN_FILE_BYTES: u64 = 64 * 1024;
 
+/// What a token file must be.
+const RULES: crate::host::trusted_file::Rules = crate::host::trusted_file::Rules {
+    what: "the token file",
+    max_bytes: MAX_TOKEN_FILE_BYTES,
+    secret: true,
+};
+
 /// Reads a token file after checking the file itself (not the path, which may change in
 /// between): a regular file of at most [`MAX_TOKEN_FILE_BYTES`], opened without blocking (a
 /// FIFO never hangs us), that belongs to us or to root, in a folder no one else can replace
 /// it in, and that no one else may read or write (a token another user planted or can read
 /// is no secret). See [`crate::host::trusted_file`].
 pub(crate) fn read_checked(path: &Path) -> std::io::Result<String> {
-    use crate::host::trusted_file::{read, Rules, TrustError};
-    let rules = Rules {
-        what: "the token file",
-        max_bytes: MAX_TOKEN_FILE_BYTES,
-        secret: true,
-    };
-    read(path, &rules).map_err(|e| match e {
+    use crate::host::trusted_file::{read, TrustError};
+    read(path, &RULES).map_err(|e| match e {
         TrustError::Io(e) => e,
         TrustError::Refused(why) => std::io::Error::new(std::io::ErrorKind::PermissionDenied, why),
     })

@@ -32,6 +32,8 @@ pub(crate) struct RequestHead {
     pub accept: Option<String>,
     /// `Host`, when sent (readable or not: an unreadable one is `Some("")`).
     pub host: Option<String>,
+    /// The host (and port) an absolute-form target names (`GET http://host/…`), if it does.
+    pub authority: Option<String>,
 }
 
 /// True when `host` (a `Host` header) names this machine's loopback as a browser would only
@@ -40,11 +42,11 @@ pub(crate) struct RequestHead {
 /// the agent through its own name) is not.
 pub(crate) fn loopback_host(host: &str) -> bool {
     let name = if let Some(rest) = host.strip_prefix('[') {
-        // [v6]:port
-        return rest
-            .split(']')
-            .next()
-            .is_some_and(|a| a.parse::<std::net::Ipv6Addr>().is_ok());
+        // [v6] or [v6]:port, nothing else after the `]`
+        return rest.split_once(']').is_some_and(|(a, after)| {
+            a.parse::<std::net::Ipv6Addr>().is_ok()
+                && (after.is_empty() || after.strip_prefix(':').is_some_and(digits))
+        });
     } else {
         host.rsplit_once(':')
             .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
@@ -54,6 +56,20 @@ pub(crate) fn loopback_host(host: &str) -> bool {
     name.parse::<std::net::Ipv4Addr>().is_ok()
         || name == "localhost"
         || name.ends_with(".localhost")
+}
+
+/// True for a port: one or more ASCII digits.
+fn digits(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// True when the request names a host that is not [`loopback_host`]: in `Host` or in an
+/// absolute-form target (both are checked; either may be what a proxy or server goes by).
+fn names_another_host(head: &RequestHead) -> bool {
+    [&head.host, &head.authority]
+        .into_iter()
+        .flatten()
+        .any(|h| !loopback_host(h))
 }
 
 /// A reply header routing adds (`WWW-Authenticate` on a 401).
@@ -145,7 +161,7 @@ fn scrape(state: &AgentState, head: &RequestHead) -> Reply {
 
 /// Answers one request whose body (a command's, empty otherwise) was read already.
 pub(crate) fn route(state: &AgentState, head: &RequestHead, body: &[u8]) -> (Reply, ExtraHeader) {
-    if state.loopback_only && head.host.as_deref().is_some_and(|h| !loopback_host(h)) {
+    if state.loopback_only && names_another_host(head) {
         return (
             Reply::error(
                 421,
@@ -243,6 +259,10 @@ mod host_tests {
             "",
             "127.0.0.1.nip.io",
             "[zz]:1",
+            "[::1]evil.com",
+            "[::1]:",
+            "[::1]:80evil",
+            "[::1",
         ] {
             assert!(!loopback_host(bad), "{bad}");
         }

@@ -4,9 +4,11 @@
 //! - Headers: at most [`MAX_HEADER_BYTES`] (else 431 and the connection closes) and
 //!   [`MAX_HEADERS`] lines, within [`HEADER_TIMEOUT`] of the connection going idle (which also
 //!   ends an idle keep-alive connection).
-//! - Bodies: only `POST /api/v1/command` with the token has its body read (at most
-//!   [`super::api::MAX_COMMAND_BYTES`], within [`BODY_TIMEOUT`]); any other request that
-//!   announces a body over [`MAX_OTHER_BODY`] gets 413 and the connection closes.
+//! - Bodies: only `POST /api/v1/command` and `POST /api/test-rule` with the token have their
+//!   body read, with a `Content-Length` or chunked (at most [`super::api::MAX_COMMAND_BYTES`],
+//!   within [`BODY_TIMEOUT`]); any other request that announces a body over
+//!   [`MAX_OTHER_BODY`] (or chunked) gets 413 and the connection closes, and a body left
+//!   unread closes the connection after the reply.
 //! - Connections: [`super::conns`] bounds them in all and per client address; a connection that
 //!   moves no byte either way for [`IDLE_TIMEOUT`] (a client that stops reading its replies)
 //!   is closed.
@@ -242,11 +244,18 @@ impl Conn {
     }
 
     async fn respond(self, rq: Request<Incoming>) -> Result<Response<ReplyBody>, Infallible> {
+        if let Some(refused) = refuse_hosts(&rq) {
+            return Ok(refused);
+        }
         let head = head_of(&rq);
         if let Some(refused) = refuse_body(&rq, &head) {
             return Ok(refused);
         }
-        let body = if http::wants_body(&self.state, &head) {
+        let reads = http::wants_body(&self.state, &head);
+        // A body left unread (a client without the token) ends the connection after the
+        // reply: nothing of it is read as the next request, and nothing waits for the rest.
+        let unread = !reads && !http_body::Body::is_end_stream(rq.body());
+        let body = if reads {
             match read_body(rq.into_body()).await {
                 Ok(b) => b,
                 Err(reply) => return Ok(response(reply, None, true)),
@@ -263,16 +272,18 @@ impl Conn {
             self.heavy.clone().acquire_owned().await.ok()
         };
         let state = self.state.clone();
+        // The permit moves into the work: a client that hangs up drops this future, not the
+        // work on its thread, which keeps its permit until it ends.
         let answered = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
             let _request = cost::span(Part::HttpRequest);
             http::handle(&state, &head, &body)
         })
         .await;
-        drop(permit);
         lock(&self.table).busy(self.id, false);
         let (reply, extra) =
             answered.unwrap_or_else(|_| (Reply::text(500, "internal error"), None));
-        Ok(response(reply, extra, false))
+        Ok(response(reply, extra, unread))
     }
 }
 
@@ -299,23 +310,38 @@ fn head_of(rq: &Request<Incoming>) -> RequestHead {
             .headers()
             .get(hyper::header::HOST)
             .map(|v| v.to_str().map(str::to_string).unwrap_or_default()),
+        authority: rq.uri().authority().map(|a| a.as_str().to_string()),
     }
 }
 
+/// 400 for a request with more than one `Host` (RFC 9112 asks for it: which one it is for
+/// cannot be told, and a check of one would let the other through).
+fn refuse_hosts(rq: &Request<Incoming>) -> Option<Response<ReplyBody>> {
+    let hosts = rq.headers().get_all(hyper::header::HOST).iter().count();
+    (hosts > 1).then(|| {
+        response(
+            Reply::error(400, "a request has one Host header, not several"),
+            None,
+            true,
+        )
+    })
+}
+
 /// 413 for a body announced where none is read (over [`MAX_OTHER_BODY`]; chunked counts as
-/// unbounded) or a command's over its limit.
+/// unbounded) or one announced over its limit on a path that reads it (a chunked one is read
+/// there, and cut at the same limit by [`read_body`]).
 fn refuse_body(rq: &Request<Incoming>, head: &RequestHead) -> Option<Response<ReplyBody>> {
     use http_body::Body as _;
     let hint = rq.body().size_hint();
     if rq.body().is_end_stream() {
         return None;
     }
-    let limit = if head.method == Method::Post && super::http::takes_body(&head.path) {
-        super::api::MAX_COMMAND_BYTES as u64
+    let too_large = if head.method == Method::Post && super::http::takes_body(&head.path) {
+        hint.upper()
+            .is_some_and(|u| u > super::api::MAX_COMMAND_BYTES as u64)
     } else {
-        MAX_OTHER_BODY
+        hint.upper().is_none_or(|u| u > MAX_OTHER_BODY)
     };
-    let too_large = hint.upper().is_none_or(|u| u > limit);
     too_large.then(|| {
         response(
             Reply::error(413, "the request's body is too large"),
