@@ -23,7 +23,7 @@ pub const KIND_EVENT: u8 = 3;
 /// Largest payload a reader accepts (a guard against garbage lengths). A record whose length
 /// field claims more, or more bytes than the buffer still holds, is rejected before any
 /// checksum is computed.
-const MAX_PAYLOAD: usize = 16 << 20;
+pub(crate) const MAX_PAYLOAD: usize = 16 << 20;
 /// Largest device index a sample may name; a sample naming a larger one is malformed (readers
 /// size tables by device index, so a garbage index must not reach them).
 const MAX_DEVICE_INDEX: u32 = 4095;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::format::{
-    encode_sample_with_torch, frame_into, ProcEntry, TorchEntry, KIND_EVENT, KIND_HEADER,
+    encode_sample_with_torch, frame_into, ProcEntry, MAX_PAYLOAD, TorchEntry, KIND_EVENT, KIND_HEADER,
     KIND_SAMPLE,
 };
 use super::{Event, Header, ProcDef};
@@ -34,6 +34,17 @@ pub enum WriteError {
         path: PathBuf,
         /// What the OS said.
         source: std::io::Error,
+    },
+    /// A record larger than a reader accepts (its payload over 16 MiB): refused, so no log
+    /// is written that its own reader would call damaged.
+    #[error("{path}: a record of {bytes} bytes is over the {limit}-byte limit a reader accepts; not written")]
+    RecordTooLarge {
+        /// The session file.
+        path: PathBuf,
+        /// The record's payload, bytes.
+        bytes: usize,
+        /// The largest payload a reader accepts.
+        limit: usize,
     },
 }
 
@@ -147,6 +158,13 @@ impl SessionWriter {
     }
 
     fn write_record(&mut self, kind: u8, payload: &[u8]) -> Result<(), WriteError> {
+        if payload.len() > MAX_PAYLOAD {
+            return Err(WriteError::RecordTooLarge {
+                path: self.path.clone(),
+                bytes: payload.len(),
+                limit: MAX_PAYLOAD,
+            });
+        }
         let mut rec = std::mem::take(&mut self.record);
         rec.clear();
         frame_into(&mut rec, kind, payload);
