@@ -137,7 +137,8 @@ pub fn source(s: &mut SourceInfo) {
     cap_opt(&mut s.cuda_version, MAX_TEXT);
 }
 
-fn proc_info(info: &mut ProcInfo) {
+/// `info`'s texts cut to their limits (an agent's answer's, a session's process definitions).
+pub(crate) fn proc_info(info: &mut ProcInfo) {
     cap_text(&mut info.name, MAX_TEXT);
     cap_text(&mut info.user, MAX_TEXT);
     cap_text(&mut info.cmdline, MAX_CMDLINE);
