@@ -671,3 +671,29 @@ fn a_preloaded_root_program_of_a_user_is_not_protected() {
         Some(libc::SIGTERM)
     );
 }
+
+/// A settings file with `units = "<15 MiB of a>"` made `rules check` print a 15 MB error
+/// (`unknown variant 'aaaa…'`): a value quoted in an error is cut, saying its length.
+#[test]
+fn an_error_never_repeats_a_whole_hostile_value() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let cfg = tmp.path().join("config.toml");
+    let value = "a".repeat(15 << 20);
+    std::fs::write(&cfg, format!("[general]\nunits = \"{value}\"\n")).expect("write");
+    let out = rules_check(&cfg);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.len() < 8192, "{} bytes of error", err.len());
+    assert!(err.contains("… (15728640 bytes)"), "{err}");
+    // The same for a rule's name, repeated by a check of the rules.
+    let name = "n".repeat(1 << 20);
+    std::fs::write(
+        &cfg,
+        format!("[[cleanup.rules]]\nname = \"{name}\"\nconditions = {{ process_memory_min_mib = 1 }}\naction = {{ kind = \"run_command\", argv = [\"/bin/sh\", \"-c\", \"echo {{name}}\"], timeout_seconds = 5.0 }}\n"),
+    )
+    .expect("write");
+    let out = rules_check(&cfg);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.len() < 8192, "{} bytes of error", err.len());
+}
