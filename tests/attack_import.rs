@@ -627,7 +627,10 @@ fn a_huge_process_name_is_a_skipped_row_and_a_long_one_is_cut() {
         .flat_map(|sn| sn.processes.into_iter())
         .filter_map(|p| p.info.map(|i| i.name.len()))
         .collect();
-    assert!(!names.is_empty() && names.iter().all(|n| *n <= 1024), "{names:?}");
+    assert!(
+        !names.is_empty() && names.iter().all(|n| *n <= 1024),
+        "{names:?}"
+    );
 }
 
 /// Times jumping between 1970 and 9999 are imported (each is a valid time) but said: rows out

@@ -296,7 +296,15 @@ const RUNNER_FORMS: &[&[&str]] = &[
     &["/usr/bin/watch", "-n", "1", "{name}"],
     &["sudo", "-u", "nobody", "/usr/bin/logger", "{name}"],
     &["docker", "exec", "c1", "echo", "{user}"],
-    &["timeout", "5", "/bin/sh", "-c", "echo \"$1\"", "sh", "{name}"],
+    &[
+        "timeout",
+        "5",
+        "/bin/sh",
+        "-c",
+        "echo \"$1\"",
+        "sh",
+        "{name}",
+    ],
 ];
 
 #[test]

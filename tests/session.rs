@@ -1420,7 +1420,9 @@ fn the_writer_refuses_a_record_its_reader_would_reject() {
         unix_ms: T0,
         def: def("A".repeat(17 << 20)),
     };
-    let err = w.write_event(&huge).expect_err("a 17 MiB record was written");
+    let err = w
+        .write_event(&huge)
+        .expect_err("a 17 MiB record was written");
     assert!(matches!(err, WriteError::RecordTooLarge { .. }), "{err}");
     assert!(err.to_string().contains("limit"), "{err}");
     w.write_event(&Event::ProcessStart {
@@ -1464,12 +1466,17 @@ fn a_process_with_a_huge_command_line_is_recorded_with_it_cut() {
             ..ProcessSample::default()
         }],
     };
-    w.write_snapshot(&snap).expect("a sample with a huge command line");
+    w.write_snapshot(&snap)
+        .expect("a sample with a huge command line");
     w.close().expect("close");
     let s = SessionData::open(&path).expect("open");
     assert!(s.report.is_clean(), "{}", s.report.summary());
     assert_eq!(s.len(), 1);
-    let p = s.snapshots().flat_map(|sn| sn.processes).next().expect("the process");
+    let p = s
+        .snapshots()
+        .flat_map(|sn| sn.processes)
+        .next()
+        .expect("the process");
     let cmd = p.info.expect("its facts").cmdline.len();
     assert!((1000..=64 * 1024).contains(&cmd), "{cmd}");
 }

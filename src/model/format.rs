@@ -289,10 +289,20 @@ mod tests {
             "unknown variant `{long}`, expected one of `mib`, `gib`"
         ));
         assert!(m.len() < 400, "{} bytes", m.len());
-        assert!(m.starts_with(&format!("unknown variant `{}… (15728640 bytes)`", "a".repeat(200))), "{m}");
+        assert!(
+            m.starts_with(&format!(
+                "unknown variant `{}… (15728640 bytes)`",
+                "a".repeat(200)
+            )),
+            "{m}"
+        );
         assert!(m.ends_with("expected one of `mib`, `gib`"), "{m}");
         let m = super::cap_quoted(&format!("two rules are named \"{long}"));
-        assert!(m.len() < 4200 && m.ends_with("(15728661 bytes)"), "{}", m.len());
+        assert!(
+            m.len() < 4200 && m.ends_with("(15728661 bytes)"),
+            "{}",
+            m.len()
+        );
         let plain = "a line: expected `=`, found \"x\"";
         assert_eq!(super::cap_quoted(plain), plain);
     }

@@ -320,7 +320,11 @@ mod tests {
         // Trying the ~21,800 markers in full would hash ~1.4 GB; a scanner hashes the tail
         // once and at most 2 × 64 bytes per marker.
         let bound = 32 * bytes.len() as u64;
-        assert!(work <= bound, "{work} bytes hashed for a {} byte file", bytes.len());
+        assert!(
+            work <= bound,
+            "{work} bytes hashed for a {} byte file",
+            bytes.len()
+        );
     }
 
     #[test]

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::format::{
-    encode_sample_with_torch, frame_into, ProcEntry, MAX_PAYLOAD, TorchEntry, KIND_EVENT, KIND_HEADER,
-    KIND_SAMPLE,
+    encode_sample_with_torch, frame_into, ProcEntry, TorchEntry, KIND_EVENT, KIND_HEADER,
+    KIND_SAMPLE, MAX_PAYLOAD,
 };
 use super::{Event, Header, ProcDef};
 use crate::model::history::ProcSeriesKey;
