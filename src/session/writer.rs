@@ -260,7 +260,7 @@ impl SessionWriter {
         let mut info = p.info.as_deref().cloned().unwrap_or_default();
         // Texts at the limits an agent's answer keeps (a command line of 64 KiB), so no
         // definition comes near a record's limit.
-        crate::link::checks::proc_info(&mut info);
+        info.cut_texts();
         let def = ProcDef {
             id,
             pid: p.pid,

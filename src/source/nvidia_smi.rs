@@ -936,7 +936,7 @@ impl<'t> AppsReader<'t> {
             .entry((pid, name.clone()))
             .or_insert_with(|| {
                 let mut short = name.rsplit('/').next().unwrap_or(&name).to_string();
-                crate::link::checks::cap_text(&mut short, crate::link::checks::MAX_TEXT);
+                crate::model::cut_text(&mut short, crate::model::MAX_PROC_TEXT);
                 Arc::new(ProcInfo {
                     name: short,
                     cmdline: name.clone(),
