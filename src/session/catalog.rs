@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use super::format::{read_record, Scanner, KIND_HEADER, KIND_SAMPLE};
+use super::format::{read_record, Scanner, KIND_HEADER, KIND_SAMPLE, MAGIC};
 use super::{Header, EXTENSION};
 use crate::model::UnixMs;
 
@@ -75,8 +75,9 @@ pub(crate) fn open_session_file(path: &Path) -> std::io::Result<File> {
 ///
 /// Only regular files are read: a symbolic link, FIFO or device named `*.vwlog` is passed
 /// over, never followed or read (and a FIFO swapped in for the name cannot block: see
-/// [`open_session_file`]). A file that does not start with a session header is read no
-/// further than its first [`HEAD_BYTES`].
+/// [`open_session_file`]). A file that does not start as a session log (a header record's
+/// marker and kind) is read no further than its first [`HEAD_BYTES`]; one whose header is
+/// damaged is listed when a sample survives at its end.
 fn summarize(path: &Path) -> Option<SessionSummary> {
     let mut f = open_session_file(path).ok()?;
     let md = f.metadata().ok()?;
@@ -92,9 +93,13 @@ fn summarize(path: &Path) -> Option<SessionSummary> {
     let mut tail = vec![0u8; tail_len as usize];
     f.read_exact(&mut tail).ok()?;
     let last = last_sample_time(&tail);
+    if header.is_none() && last.is_none() {
+        // Nothing of a session in it.
+        return None;
+    }
     Some(SessionSummary {
         path: path.to_path_buf(),
-        header: Some(header),
+        header,
         last_sample_ms: last,
         size_bytes: size,
         modified_ms,
@@ -103,13 +108,20 @@ fn summarize(path: &Path) -> Option<SessionSummary> {
 }
 
 /// The header record at the start of `f` (of `size` bytes), read from its first
-/// [`HEAD_BYTES`] at most; `None` when it is not a session log.
-fn read_header(f: &mut File, size: u64) -> Option<Header> {
+/// [`HEAD_BYTES`] at most: `None` when the file does not start as a session log (a header
+/// record's marker and kind), `Some(None)` when it does but the header is damaged (its samples
+/// may still be whole).
+fn read_header(f: &mut File, size: u64) -> Option<Option<Header>> {
     let mut head = vec![0u8; size.min(HEAD_BYTES) as usize];
     f.read_exact(&mut head).ok()?;
-    read_record(&head, 0)
-        .filter(|(r, _)| r.kind == KIND_HEADER)
-        .and_then(|(r, _)| serde_json::from_slice::<Header>(r.payload).ok())
+    if !head.starts_with(&[MAGIC[0], MAGIC[1], KIND_HEADER]) {
+        return None;
+    }
+    Some(
+        read_record(&head, 0)
+            .filter(|(r, _)| r.kind == KIND_HEADER)
+            .and_then(|(r, _)| serde_json::from_slice::<Header>(r.payload).ok()),
+    )
 }
 
 /// The time of the last whole sample record in `tail` (the end of a file). Linear in
@@ -199,7 +211,7 @@ pub fn prune(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::format::{frame, hashed_on_this_thread, put_varint, MAGIC};
+    use crate::session::format::{frame, hashed_on_this_thread, put_varint};
     use std::sync::mpsc;
     use std::time::Duration;
 
@@ -328,7 +340,7 @@ mod tests {
     }
 
     #[test]
-    fn a_file_without_a_header_is_read_no_further_than_its_head() {
+    fn a_file_not_starting_as_a_session_is_read_no_further_than_its_head() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("20240101-000000-foreign.vwlog");
         let mut bytes = crafted(256 * 1024);
