@@ -579,3 +579,79 @@ fn a_binary_file_given_as_a_log_is_refused_without_echoing_it() {
     assert!(!err.contains("secret") && err.len() < 1_000, "{err}");
     assert!(!r.session.exists(), "no session written");
 }
+
+/// `import nvidia-smi` of an apps log written to a temporary folder: its output and session.
+fn import_text(apps: &str) -> (Output, PathBuf, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let csv = dir.path().join("apps.csv");
+    std::fs::write(&csv, apps).expect("write");
+    let session = dir.path().join("s.vwlog");
+    let out = Command::new(env!("CARGO_BIN_EXE_vramwarden"))
+        .args(["import", "nvidia-smi", "--utc", "--apps"])
+        .arg(&csv)
+        .arg("--out")
+        .arg(&session)
+        .output()
+        .expect("run vramwarden");
+    (out, session, dir)
+}
+
+const APPS_HEADER: &str = "timestamp, gpu_uuid, pid, process_name, used_gpu_memory [MiB]\n";
+const GPU_A: &str = "GPU-aaaaaaaa-0000-0000-0000-000000000000";
+
+/// A row whose process name is 1 MiB of `A` (the tester's was 200 MiB: a 419 MB log whose
+/// every byte its own reader skipped as damaged) is a skipped row, said with its count; a long
+/// name under the row limit is cut to the name limit, and the log reads clean.
+#[test]
+fn a_huge_process_name_is_a_skipped_row_and_a_long_one_is_cut() {
+    let huge = "A".repeat(1 << 20);
+    let long = format!("/opt/{}", "b".repeat(40_000));
+    let apps = format!(
+        "{APPS_HEADER}2026/12/02 09:40:00.010, {GPU_A}, 100, {huge}, 1000 MiB\n\
+         2026/12/02 09:40:01.010, {GPU_A}, 100, python3, 1000 MiB\n\
+         2026/12/02 09:40:02.010, {GPU_A}, 101, {long}, 1000 MiB\n"
+    );
+    let (out, session, _dir) = import_text(&apps);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("skipped 1 row: longer than 64 KiB (first at line 2)"),
+        "{err}"
+    );
+    assert!(err.contains("imported 2 samples"), "{err}");
+    assert!(std::fs::metadata(&session).expect("log").len() < 1 << 20);
+    let s = SessionData::open(&session).expect("open");
+    assert!(s.report.is_clean(), "{}", s.report.summary());
+    let names: Vec<usize> = s
+        .snapshots()
+        .flat_map(|sn| sn.processes.into_iter())
+        .filter_map(|p| p.info.map(|i| i.name.len()))
+        .collect();
+    assert!(
+        !names.is_empty() && names.iter().all(|n| *n <= 1024),
+        "{names:?}"
+    );
+}
+
+/// Times jumping between 1970 and 9999 are imported (each is a valid time) but said: rows out
+/// of order are counted in a warning.
+#[test]
+fn times_out_of_order_are_warned_about() {
+    let apps = format!(
+        "{APPS_HEADER}9999/12/02 09:40:00.010, {GPU_A}, 100, python3, 1000 MiB\n\
+         1970/01/02 09:40:01.010, {GPU_A}, 100, python3, 1000 MiB\n\
+         9999/12/02 09:40:02.010, {GPU_A}, 100, python3, 1000 MiB\n\
+         1970/01/02 09:40:03.010, {GPU_A}, 100, python3, 1000 MiB\n"
+    );
+    let (out, _session, _dir) = import_text(&apps);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("warning: 2 rows are earlier than the row before"),
+        "{err}"
+    );
+    let (out, _session, _dir) = import_text(&format!(
+        "{APPS_HEADER}2026/12/02 09:40:00.010, {GPU_A}, 100, python3, 1000 MiB\n"
+    ));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("warning"));
+}

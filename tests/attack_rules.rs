@@ -287,6 +287,77 @@ fn wrappers_never_hand_a_name_to_a_shell() {
     assert!(!pw.exists(), "the process's name ran as a command");
 }
 
+/// Runners that run their arguments as shell code or a command wherever `{name}` stands
+/// among them: `ssh host {name}` and `watch -n 5 {name}` passed `rules check`, and a process
+/// named `a;touch${IFS}PWNED2` run by `watch -n 1` ran `touch`.
+const RUNNER_FORMS: &[&[&str]] = &[
+    &["/usr/bin/ssh", "gpu-gateway", "{name}"],
+    &["/usr/bin/watch", "-n", "5", "{name}"],
+    &["/usr/bin/watch", "-n", "1", "{name}"],
+    &["sudo", "-u", "nobody", "/usr/bin/logger", "{name}"],
+    &["docker", "exec", "c1", "echo", "{user}"],
+    &[
+        "timeout",
+        "5",
+        "/bin/sh",
+        "-c",
+        "echo \"$1\"",
+        "sh",
+        "{name}",
+    ],
+];
+
+#[test]
+fn a_runner_never_gets_a_name_wherever_it_stands() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    for argv in RUNNER_FORMS {
+        let out = rules_check(&rule_file(tmp.path(), argv));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{argv:?} accepted: {err}");
+        assert!(err.contains("is an argument of"), "{argv:?}: {err}");
+    }
+    // A program that takes data, not commands, still gets the name.
+    let out = rules_check(&rule_file(
+        tmp.path(),
+        &["/usr/bin/logger", "-t", "vramwarden", "{name}"],
+    ));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // And should such a rule get past, it never runs: a real process with the tester's name.
+    let sleeper = Proc(Command::new("sleep").arg("30").spawn().expect("sleep"));
+    let pid = sleeper.0.id();
+    let marker = format!("vw-pwned-{}", std::process::id());
+    let name = format!("a;touch${{IFS}}{marker}");
+    let mut runner = ActionRunner::new();
+    for argv in RUNNER_FORMS {
+        let p = process(
+            pid,
+            start_of(pid),
+            &name,
+            nix::unistd::getuid().as_raw(),
+            "runner",
+            Action::RunCommand {
+                argv: argv.iter().map(|a| (*a).to_string()).collect(),
+                timeout_seconds: 3.0,
+            },
+        );
+        let a = runner.run(&p, &live(&[]), now_ms());
+        assert_eq!(a.outcome, Outcome::Skipped, "{argv:?}: {}", a.detail);
+        assert!(a.detail.contains("is an argument of"), "{}", a.detail);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    for a in runner.poll(&|_| true, now_ms()) {
+        assert_ne!(a.outcome, Outcome::Acted, "{a:?}");
+    }
+    let planted = std::env::current_dir().expect("cwd").join(&marker);
+    let ran = planted.exists();
+    let _ = std::fs::remove_file(&planted);
+    assert!(!ran, "the process's name ran as a command");
+}
+
 /// Item 3 (v3): `{name}` in the program's path — a job named `../shared/m` made root run
 /// the attacker's `m.sh`. Refused by `rules check` and when it would run; a name with a `/`
 /// or a leading `.` never reaches an argument either.
@@ -607,4 +678,30 @@ fn a_preloaded_root_program_of_a_user_is_not_protected() {
         std::os::unix::process::ExitStatusExt::signal(&status),
         Some(libc::SIGTERM)
     );
+}
+
+/// A settings file with `units = "<15 MiB of a>"` made `rules check` print a 15 MB error
+/// (`unknown variant 'aaaa…'`): a value quoted in an error is cut, saying its length.
+#[test]
+fn an_error_never_repeats_a_whole_hostile_value() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let cfg = tmp.path().join("config.toml");
+    let value = "a".repeat(15 << 20);
+    std::fs::write(&cfg, format!("[general]\nunits = \"{value}\"\n")).expect("write");
+    let out = rules_check(&cfg);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.len() < 8192, "{} bytes of error", err.len());
+    assert!(err.contains("… (15728640 bytes)"), "{err}");
+    // The same for a rule's name, repeated by a check of the rules.
+    let name = "n".repeat(1 << 20);
+    std::fs::write(
+        &cfg,
+        format!("[[cleanup.rules]]\nname = \"{name}\"\nconditions = {{ process_memory_min_mib = 1 }}\naction = {{ kind = \"run_command\", argv = [\"/bin/sh\", \"-c\", \"echo {{name}}\"], timeout_seconds = 5.0 }}\n"),
+    )
+    .expect("write");
+    let out = rules_check(&cfg);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.len() < 8192, "{} bytes of error", err.len());
 }

@@ -1394,3 +1394,89 @@ fn an_opened_session_lists_the_activity_it_recorded() {
         a.target.describe()
     );
 }
+
+/// A record larger than the reader accepts (16 MiB) is refused by the writer with an error,
+/// not written: an import of a 200 MiB process name wrote a 419 MB log whose every byte its
+/// own reader then skipped as damaged. The log stays whole and clean.
+#[test]
+fn the_writer_refuses_a_record_its_reader_would_reject() {
+    use vramwarden::model::ProcInfo;
+    use vramwarden::session::writer::{SessionWriter, WriteError};
+    use vramwarden::session::{Event, ProcDef};
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("big.vwlog");
+    let mut w = SessionWriter::create(&path, &one_gpu_header("GPU")).expect("create");
+    let def = |cmdline: String| ProcDef {
+        id: 1,
+        pid: 42,
+        device_index: 0,
+        info: ProcInfo {
+            name: "job".into(),
+            cmdline,
+            ..ProcInfo::default()
+        },
+    };
+    let huge = Event::ProcessStart {
+        unix_ms: T0,
+        def: def("A".repeat(17 << 20)),
+    };
+    let err = w
+        .write_event(&huge)
+        .expect_err("a 17 MiB record was written");
+    assert!(matches!(err, WriteError::RecordTooLarge { .. }), "{err}");
+    assert!(err.to_string().contains("limit"), "{err}");
+    w.write_event(&Event::ProcessStart {
+        unix_ms: T0,
+        def: def("job --small".into()),
+    })
+    .expect("a small record after it");
+    w.close().expect("close");
+    assert!(std::fs::metadata(&path).expect("size").len() < 1 << 20);
+    let s = SessionData::open(&path).expect("open");
+    assert!(s.report.is_clean(), "{}", s.report.summary());
+}
+
+/// A process whose command line is longer than a record may hold (a user can raise their
+/// stack limit for a 17 MiB argv) is still recorded: its definition's texts are cut to the
+/// limits an agent's answer keeps, not refused (which would lose every sample while it ran).
+#[test]
+fn a_process_with_a_huge_command_line_is_recorded_with_it_cut() {
+    use vramwarden::model::{DeviceSample, ProcInfo, ProcessSample, Snapshot, MIB};
+    use vramwarden::session::writer::SessionWriter;
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("long.vwlog");
+    let mut w = SessionWriter::create(&path, &one_gpu_header("GPU")).expect("create");
+    let snap = Snapshot {
+        taken_at_ms: T0,
+        devices: vec![DeviceSample {
+            index: 0,
+            memory_total_bytes: Some(80 << 30),
+            memory_used_bytes: Some(10 * MIB),
+            ..DeviceSample::default()
+        }],
+        processes: vec![ProcessSample {
+            pid: 42,
+            device_index: 0,
+            used_bytes: Some(3 * MIB),
+            info: Some(std::sync::Arc::new(ProcInfo {
+                name: "job".into(),
+                cmdline: "x".repeat(17 << 20),
+                ..ProcInfo::default()
+            })),
+            ..ProcessSample::default()
+        }],
+    };
+    w.write_snapshot(&snap)
+        .expect("a sample with a huge command line");
+    w.close().expect("close");
+    let s = SessionData::open(&path).expect("open");
+    assert!(s.report.is_clean(), "{}", s.report.summary());
+    assert_eq!(s.len(), 1);
+    let p = s
+        .snapshots()
+        .flat_map(|sn| sn.processes)
+        .next()
+        .expect("the process");
+    let cmd = p.info.expect("its facts").cmdline.len();
+    assert!((1000..=64 * 1024).contains(&cmd), "{cmd}");
+}

@@ -29,6 +29,9 @@ pub struct ImportSummary {
     pub rows_used: usize,
     /// The skipped rows per log and reason, in that order.
     pub skipped: Vec<Skipped>,
+    /// Rows whose time is earlier than the row before them in their log (imported, in time
+    /// order; said as a warning).
+    pub back_in_time: usize,
 }
 
 /// Reads the logs and writes the session to `out`.
@@ -49,6 +52,7 @@ pub fn import_nvidia_smi(
         rows_used,
         bad_rows,
         skipped,
+        back_in_time,
     } = read_logs(apps, gpu, zone)?;
     let processes = snaps
         .iter()
@@ -66,6 +70,7 @@ pub fn import_nvidia_smi(
         rows_read,
         rows_used,
         skipped,
+        back_in_time,
     })
 }
 

@@ -170,7 +170,7 @@ pub fn past_episodes(dir: &Path, skip: Option<&Path>) -> PastEvents {
 /// `recording` now (by another window or an agent), a leak still growing at its end is
 /// ongoing, not ended with the recording.
 pub(crate) fn episodes_of(path: &Path, recording: bool) -> PastEvents {
-    let Ok(data) = SessionData::open(path) else {
+    let Ok(data) = SessionData::open_listed(path) else {
         return PastEvents::default();
     };
     // A leak still growing when the recording stopped needs the samples (its growth and

@@ -315,13 +315,13 @@ impl Settings {
         let s: Settings = toml::from_str(text).map_err(|e| ConfigError {
             path: path.to_path_buf(),
             line: e.span().map(|sp| line_at(text, sp.start)),
-            reason: plain_type_words(e.message()),
+            reason: crate::model::format::cap_quoted(&plain_type_words(e.message())),
         })?;
         if let Some(p) = s.problems_at().into_iter().next() {
             return Err(ConfigError {
                 path: path.to_path_buf(),
                 line: key_line(text, &p.key),
-                reason: format!("{}: {}", p.at, p.what),
+                reason: crate::model::format::cap_quoted(&format!("{}: {}", p.at, p.what)),
             });
         }
         Ok(s)

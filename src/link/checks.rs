@@ -22,9 +22,9 @@ pub const MAX_AHEAD_MS: UnixMs = 10 * 60_000;
 /// is far behind).
 const MAX_BEHIND_MS: UnixMs = 24 * 3_600_000;
 /// Longest short text (names, users, ids, versions, errors), bytes.
-pub const MAX_TEXT: usize = 1024;
+pub const MAX_TEXT: usize = crate::model::MAX_PROC_TEXT;
 /// Longest command line, bytes.
-const MAX_CMDLINE: usize = 64 * 1024;
+const MAX_CMDLINE: usize = crate::model::MAX_PROC_CMDLINE;
 /// Largest memory figure (bytes) taken as a reading: 1 PiB.
 pub(crate) const MAX_BYTES: u64 = 1 << 50;
 /// Largest PID Linux hands out (`PID_MAX_LIMIT` on 64-bit systems).
@@ -38,15 +38,7 @@ const INTERVAL_MS: std::ops::RangeInclusive<u64> = 100..=3_600_000;
 
 /// Cuts `s` to at most `max` bytes, at a character boundary, marking the cut with `…`.
 pub fn cap_text(s: &mut String, max: usize) {
-    if s.len() <= max {
-        return;
-    }
-    let mut end = max.saturating_sub('…'.len_utf8());
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s.truncate(end);
-    s.push('…');
+    crate::model::cut_text(s, max);
 }
 
 /// [`cap_text`] for an optional text.
@@ -138,12 +130,7 @@ pub fn source(s: &mut SourceInfo) {
 }
 
 fn proc_info(info: &mut ProcInfo) {
-    cap_text(&mut info.name, MAX_TEXT);
-    cap_text(&mut info.user, MAX_TEXT);
-    cap_text(&mut info.cmdline, MAX_CMDLINE);
-    cap_opt(&mut info.container_id, MAX_TEXT);
-    cap_opt(&mut info.container_name, MAX_TEXT);
-    cap_opt(&mut info.pod, MAX_TEXT);
+    info.cut_texts();
 }
 
 /// A process's facts: a plausible start time, text cut to its limits (copied only when cut).

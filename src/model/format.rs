@@ -132,6 +132,48 @@ pub(crate) fn count(n: usize, one: &str, many: &str) -> String {
     }
 }
 
+/// Longest quoted value an error message repeats from a file or a request, bytes.
+const QUOTED_MAX: usize = 200;
+/// Longest error message built from a file or a request, bytes.
+const MESSAGE_MAX: usize = 4096;
+
+/// `s` cut at a char boundary at most `max` bytes in, with "… (N bytes)" when cut.
+fn cut(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &s[..end], s.len())
+}
+
+/// An error message that quotes what a file or a request held (`unknown variant `aaaa…``),
+/// bounded: each value quoted in backticks, double or single quotes is cut to
+/// [`QUOTED_MAX`] bytes and the whole message to [`MESSAGE_MAX`], each saying its full
+/// length ("… (15728640 bytes)"). A hostile value is never repeated whole.
+pub(crate) fn cap_quoted(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len().min(MESSAGE_MAX + 64));
+    let mut rest = msg;
+    while let Some(open) = rest.find(['`', '"', '\'']) {
+        let q = rest[open..].chars().next().unwrap_or('"');
+        let inner_start = open + q.len_utf8();
+        let Some(len) = rest[inner_start..].find(q) else {
+            break;
+        };
+        out.push_str(&rest[..inner_start]);
+        out.push_str(&cut(&rest[inner_start..inner_start + len], QUOTED_MAX));
+        out.push(q);
+        rest = &rest[inner_start + len + q.len_utf8()..];
+        if out.len() > MESSAGE_MAX {
+            break;
+        }
+    }
+    out.push_str(rest);
+    cut(&out, MESSAGE_MAX)
+}
+
 /// A file's size for people: "512 B", "9.6 KiB", "3.4 MiB", "1.2 GiB".
 #[cfg(feature = "gui")]
 pub(crate) fn file_size(bytes: u64) -> String {
@@ -240,6 +282,31 @@ impl ParkInfo {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn quoted_values_and_messages_are_cut_saying_their_length() {
+        let long = "a".repeat(15 << 20);
+        let m = super::cap_quoted(&format!(
+            "unknown variant `{long}`, expected one of `mib`, `gib`"
+        ));
+        assert!(m.len() < 400, "{} bytes", m.len());
+        assert!(
+            m.starts_with(&format!(
+                "unknown variant `{}… (15728640 bytes)`",
+                "a".repeat(200)
+            )),
+            "{m}"
+        );
+        assert!(m.ends_with("expected one of `mib`, `gib`"), "{m}");
+        let m = super::cap_quoted(&format!("two rules are named \"{long}"));
+        assert!(
+            m.len() < 4200 && m.ends_with("(15728661 bytes)"),
+            "{}",
+            m.len()
+        );
+        let plain = "a line: expected `=`, found \"x\"";
+        assert_eq!(super::cap_quoted(plain), plain);
+    }
+
     use super::*;
 
     #[test]

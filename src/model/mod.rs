@@ -274,7 +274,43 @@ pub struct ProcInfo {
     pub pod: Option<String>,
 }
 
+/// Longest short text of a process (name, user, container, pod) kept where a text came from
+/// outside (an agent's answer, an import, a session's definitions), bytes.
+pub(crate) const MAX_PROC_TEXT: usize = 1024;
+/// Longest command line kept there, bytes.
+pub(crate) const MAX_PROC_CMDLINE: usize = 64 * 1024;
+
+/// Cuts `s` to at most `max` bytes, at a character boundary, marking the cut with `…`.
+pub(crate) fn cut_text(s: &mut String, max: usize) {
+    if s.len() <= max {
+        return;
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.truncate(end);
+    s.push('…');
+}
+
 impl ProcInfo {
+    /// Cuts its texts to [`MAX_PROC_TEXT`] and its command line to [`MAX_PROC_CMDLINE`].
+    pub(crate) fn cut_texts(&mut self) {
+        cut_text(&mut self.name, MAX_PROC_TEXT);
+        cut_text(&mut self.user, MAX_PROC_TEXT);
+        cut_text(&mut self.cmdline, MAX_PROC_CMDLINE);
+        for t in [
+            &mut self.container_id,
+            &mut self.container_name,
+            &mut self.pod,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            cut_text(t, MAX_PROC_TEXT);
+        }
+    }
+
     /// What to call its container: the name, else the first 12 digits of the id.
     pub fn container_label(&self) -> Option<String> {
         self.container_name.clone().or_else(|| {

@@ -23,7 +23,7 @@ pub const KIND_EVENT: u8 = 3;
 /// Largest payload a reader accepts (a guard against garbage lengths). A record whose length
 /// field claims more, or more bytes than the buffer still holds, is rejected before any
 /// checksum is computed.
-const MAX_PAYLOAD: usize = 16 << 20;
+pub(crate) const MAX_PAYLOAD: usize = 16 << 20;
 /// Largest device index a sample may name; a sample naming a larger one is malformed (readers
 /// size tables by device index, so a garbage index must not reach them).
 const MAX_DEVICE_INDEX: u32 = 4095;
@@ -171,10 +171,35 @@ impl Bounds {
 /// up to [`MAX_PAYLOAD`] bytes each: to read a whole buffer, use a [`Scanner`].
 pub fn read_record(buf: &[u8], pos: usize) -> Option<(RawRecord<'_>, usize)> {
     let b = bounds(buf, pos)?;
-    if crc32fast::hash(buf.get(b.body_start..b.end)?) != b.crc {
+    let body = buf.get(b.body_start..b.end)?;
+    count_hashed(body.len());
+    if crc32fast::hash(body) != b.crc {
         return None;
     }
     b.record(buf, pos)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Bytes this thread fed to the checksum of candidate records (tests assert on work done,
+    /// not on time).
+    static HASHED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts `n` bytes hashed (in tests; nothing otherwise).
+#[inline]
+fn count_hashed(n: usize) {
+    #[cfg(test)]
+    HASHED.with(|h| h.set(h.get() + n as u64));
+    #[cfg(not(test))]
+    let _ = n;
+}
+
+/// Bytes this thread has fed to record checksums so far ([`read_record`] and every
+/// [`Scanner`]).
+#[cfg(test)]
+pub(crate) fn hashed_on_this_thread() -> u64 {
+    HASHED.with(std::cell::Cell::get)
 }
 
 /// Reads records anywhere in one buffer with checksum work linear in the buffer's size.
@@ -203,6 +228,7 @@ impl<'a> Scanner<'a> {
             h.update(chunk);
             checkpoints.push(h.clone().finalize());
         }
+        count_hashed(buf.len());
         Self {
             buf,
             checkpoints,
@@ -237,6 +263,7 @@ impl<'a> Scanner<'a> {
         let bytes = self.buf.get(start..end)?;
         if bytes.len() <= 2 * CRC_STRIDE {
             self.hashed += bytes.len() as u64;
+            count_hashed(bytes.len());
             return Some(crc32fast::hash(bytes));
         }
         // crc(A‖B) = shift(crc(A), |B|) ^ crc(B), so crc(B) = crc(A‖B) ^ shift(crc(A), |B|).
@@ -253,6 +280,7 @@ impl<'a> Scanner<'a> {
         let tail = self.buf.get(from..p)?;
         h.update(tail);
         self.hashed += tail.len() as u64;
+        count_hashed(tail.len());
         Some(h.finalize())
     }
 }

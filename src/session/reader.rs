@@ -430,6 +430,40 @@ impl SessionData {
         Ok(s)
     }
 
+    /// Reads and indexes a log [`super::catalog::list`] found, opening it the way the list
+    /// did (never through a symbolic link, never blocking: see
+    /// [`super::catalog::open_session_file`]), so a name swapped for a link or a FIFO after
+    /// the listing is not read either.
+    ///
+    /// # Errors
+    /// As [`SessionData::open`]; a link or anything but a regular file is an I/O error.
+    pub(crate) fn open_listed(path: &Path) -> Result<Self, ReadError> {
+        let io = |source| ReadError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = super::catalog::open_session_file(path).map_err(io)?;
+        let size = file.metadata().map_err(io)?.len();
+        if size > MAX_FILE_BYTES {
+            return Err(ReadError::TooLarge {
+                path: path.to_path_buf(),
+                size,
+                limit: MAX_FILE_BYTES,
+            });
+        }
+        let mut bytes = Vec::new();
+        file.take(size).read_to_end(&mut bytes).map_err(io)?;
+        if bytes.is_empty() {
+            return Err(ReadError::Empty(path.to_path_buf()));
+        }
+        let mut s = Self::parse(bytes);
+        if s.report.records == 0 {
+            return Err(ReadError::NotASession(path.to_path_buf()));
+        }
+        s.path = Some(path.to_path_buf());
+        Ok(s)
+    }
+
     /// Checks quickly that `path` can be opened as a session log: a regular file, not too
     /// large, whose first bytes hold a valid record (an empty file or another kind of file
     /// fails at once, before a window opens on it).

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::format::{
     encode_sample_with_torch, frame_into, ProcEntry, TorchEntry, KIND_EVENT, KIND_HEADER,
-    KIND_SAMPLE,
+    KIND_SAMPLE, MAX_PAYLOAD,
 };
 use super::{Event, Header, ProcDef};
 use crate::model::history::ProcSeriesKey;
@@ -23,6 +23,9 @@ use crate::model::{FastMap, Snapshot, UnixMs};
 const FSYNC_EVERY: Duration = Duration::from_secs(30);
 /// Every this many samples the live process definitions are written again.
 pub(crate) const TABLE_EVERY: u64 = 600;
+/// Most definitions in one `process_table` record: at most 32 × (64 KiB of command line and a
+/// few KiB of other text, each byte at most 6 as JSON) is well under the 16 MiB a record holds.
+const TABLE_PART: usize = 32;
 
 /// Why writing a session failed.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +37,17 @@ pub enum WriteError {
         path: PathBuf,
         /// What the OS said.
         source: std::io::Error,
+    },
+    /// A record larger than a reader accepts (its payload over 16 MiB): refused, so no log
+    /// is written that its own reader would call damaged.
+    #[error("{path}: a record of {bytes} bytes is over the {limit}-byte limit a reader accepts; not written")]
+    RecordTooLarge {
+        /// The session file.
+        path: PathBuf,
+        /// The record's payload, bytes.
+        bytes: usize,
+        /// The largest payload a reader accepts.
+        limit: usize,
     },
 }
 
@@ -147,6 +161,13 @@ impl SessionWriter {
     }
 
     fn write_record(&mut self, kind: u8, payload: &[u8]) -> Result<(), WriteError> {
+        if payload.len() > MAX_PAYLOAD {
+            return Err(WriteError::RecordTooLarge {
+                path: self.path.clone(),
+                bytes: payload.len(),
+                limit: MAX_PAYLOAD,
+            });
+        }
         let mut rec = std::mem::take(&mut self.record);
         rec.clear();
         frame_into(&mut rec, kind, payload);
@@ -236,7 +257,10 @@ impl SessionWriter {
             return Ok(*id);
         }
         let id = self.ids.len() as u32;
-        let info = p.info.as_deref().cloned().unwrap_or_default();
+        let mut info = p.info.as_deref().cloned().unwrap_or_default();
+        // Texts at the limits an agent's answer keeps (a command line of 64 KiB), so no
+        // definition comes near a record's limit.
+        info.cut_texts();
         let def = ProcDef {
             id,
             pid: p.pid,
@@ -283,17 +307,20 @@ impl SessionWriter {
     /// definitions.
     fn write_table_when_due(&mut self, now: UnixMs) -> Result<(), WriteError> {
         if self.samples > 0 && self.samples % TABLE_EVERY == 0 {
-            let procs = self
+            let procs: Vec<ProcDef> = self
                 .live
                 .iter()
                 .filter_map(|k| self.ids.get(k))
                 .filter_map(|id| self.defs.get(id))
                 .cloned()
                 .collect();
-            self.write_event(&Event::ProcessTable {
-                unix_ms: now,
-                procs,
-            })?;
+            // In parts, each well under a record's limit however long the texts are.
+            for part in procs.chunks(TABLE_PART) {
+                self.write_event(&Event::ProcessTable {
+                    unix_ms: now,
+                    procs: part.to_vec(),
+                })?;
+            }
         }
         Ok(())
     }

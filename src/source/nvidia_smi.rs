@@ -122,6 +122,8 @@ pub enum SkipReason {
     Timestamp,
     /// The timestamp is before 1970 or after 9999.
     TimeRange,
+    /// The row is longer than 64 KiB (no row of an nvidia-smi log is near it).
+    TooLong,
     /// The pid is not a plain positive decimal integer.
     Pid,
     /// A value of this column could not be read.
@@ -166,6 +168,7 @@ impl fmt::Display for SkipReason {
                 f.write_str("timestamp is not like 2026/12/02 09:40:52.963 (or not a valid time)")
             }
             SkipReason::TimeRange => f.write_str("timestamp is before 1970 or after 9999"),
+            SkipReason::TooLong => write!(f, "longer than {} KiB", MAX_ROW_BYTES / 1024),
             SkipReason::Pid => f.write_str("pid is not a positive decimal integer"),
             SkipReason::Value { column, problem } => match problem {
                 ValueProblem::NotANumber => {
@@ -205,6 +208,10 @@ impl fmt::Display for SkipReason {
         }
     }
 }
+
+/// Longest row read, bytes: a longer one is skipped ([`SkipReason::TooLong`]), so a process
+/// name or any other text of an import stays far below what a session record may hold.
+pub(crate) const MAX_ROW_BYTES: usize = 64 * 1024;
 
 /// Rows of one log skipped for one reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -336,6 +343,10 @@ impl Table {
             }
             read += 1;
             let line = rec.position().map_or(line, csv::Position::line);
+            if rec.as_slice().len() > MAX_ROW_BYTES {
+                skips.add(log, SkipReason::TooLong, line, 1);
+                continue;
+            }
             let fields: Option<Vec<String>> = rec
                 .iter()
                 .map(|f| std::str::from_utf8(f).ok().map(str::to_string))
@@ -924,8 +935,10 @@ impl<'t> AppsReader<'t> {
             .infos
             .entry((pid, name.clone()))
             .or_insert_with(|| {
+                let mut short = name.rsplit('/').next().unwrap_or(&name).to_string();
+                crate::model::cut_text(&mut short, crate::model::MAX_PROC_TEXT);
                 Arc::new(ProcInfo {
-                    name: name.rsplit('/').next().unwrap_or(&name).to_string(),
+                    name: short,
                     cmdline: name.clone(),
                     ..ProcInfo::default()
                 })
@@ -1090,13 +1103,28 @@ fn build_with_gpu_log(
     Ok(with_gpu_log(log, ticks, skips))
 }
 
+/// Rows of `t` whose time is earlier than that of the row before them (a clock set back, logs
+/// concatenated out of order, or a crafted log jumping between 1970 and 9999).
+fn rows_back_in_time(t: &Table, zone: Zone) -> usize {
+    let c = t.col(&["timestamp"]);
+    let mut prev = None;
+    let mut n = 0;
+    for row in &t.rows {
+        if let Ok(ts) = time_ms(row.get(c), zone) {
+            n += usize::from(prev.is_some_and(|p| ts < p));
+            prev = Some(ts);
+        }
+    }
+    n
+}
+
 /// Reads the logs into samples, counting every row read, used or skipped.
 fn build(
     apps: &Path,
     gpu: Option<&Path>,
     zone: Zone,
     skips: &mut Skips,
-) -> Result<(Built, usize), ImportError> {
+) -> Result<(Built, usize, usize), ImportError> {
     let at = Table::read(apps, LogKind::Apps, skips)?;
     at.require(
         "--query-compute-apps",
@@ -1107,11 +1135,15 @@ fn build(
         ],
     )?;
     match gpu {
-        None => Ok((build_apps_only(&at, zone, skips), at.read)),
+        None => {
+            let back = rows_back_in_time(&at, zone);
+            Ok((build_apps_only(&at, zone, skips), at.read, back))
+        }
         Some(g) => {
             let gt = Table::read(g, LogKind::Gpu, skips)?;
+            let back = rows_back_in_time(&at, zone) + rows_back_in_time(&gt, zone);
             let built = build_with_gpu_log(&at, &gt, zone, skips)?;
-            Ok((built, at.read + gt.read))
+            Ok((built, at.read + gt.read, back))
         }
     }
 }
@@ -1129,6 +1161,8 @@ pub(crate) struct ReadLogs {
     pub bad_rows: usize,
     /// The skipped rows per log and reason, in that order.
     pub skipped: Vec<Skipped>,
+    /// Rows earlier than the row before them in their log (see [`rows_back_in_time`]).
+    pub back_in_time: usize,
 }
 
 /// Reads the logs into samples.
@@ -1142,7 +1176,7 @@ pub(crate) fn read_logs(
     zone: Zone,
 ) -> Result<ReadLogs, ImportError> {
     let mut skips = Skips::default();
-    let (built, rows_read) = build(apps, gpu, zone, &mut skips)?;
+    let (built, rows_read, back_in_time) = build(apps, gpu, zone, &mut skips)?;
     let Built { snaps, rows_used } = built;
     if snaps.is_empty() {
         return Err(ImportError::NothingUsable {
@@ -1156,5 +1190,6 @@ pub(crate) fn read_logs(
         rows_used,
         bad_rows: skips.total(),
         skipped: skips.to_vec(),
+        back_in_time,
     })
 }

@@ -11,6 +11,9 @@
 //! - never right after an option (`-c`, `-e`, `-S`, `--`, …: the option may take it as code),
 //!   nor as the first argument of a shell, interpreter or command runner (`sh {name}` runs a
 //!   file of that name);
+//! - never anywhere among the arguments of a command runner named as the program
+//!   ([`RUNNERS`]: `ssh host {name}` and `watch -n 5 {name}` run their arguments as shell
+//!   code, `sudo`, `timeout`, `docker exec` … as a command), whatever precedes it;
 //! - and, when the rule runs, a value holding a `/` or starting with `.` or `-` is refused
 //!   ([`value_problem`]): it could name a path or become an option.
 //!
@@ -43,8 +46,27 @@ const INTERPRETERS: &[&str] = &[
     "osascript",
     "pwsh",
 ];
-/// Programs whose first operand is a command they run.
+/// Programs whose operands are a command they run (some, as `ssh`, `watch`, `su -c`,
+/// `tmux`, `screen`, `at`, `parallel`, run them as shell code): a text placeholder is refused
+/// anywhere among their arguments when one of them is the program.
 const RUNNERS: &[&str] = &[
+    "busybox",
+    "tmux",
+    "screen",
+    "at",
+    "batch",
+    "docker",
+    "podman",
+    "kubectl",
+    "nerdctl",
+    "ctr",
+    "crictl",
+    "lxc-attach",
+    "machinectl",
+    "pkexec",
+    "dbus-launch",
+    "daemonize",
+    "start-stop-daemon",
     "env",
     "timeout",
     "nice",
@@ -135,6 +157,24 @@ pub(crate) fn placeholder_problem(argv: &[String]) -> Option<String> {
         .enumerate()
         .skip(1)
         .find_map(|(i, a)| text_argument_problem(argv, i, a))
+        .or_else(|| runner_problem(argv))
+}
+
+/// The problem of a text placeholder anywhere among the arguments of a command runner named
+/// as the program (`ssh gateway {name}`, `watch -n 5 {name}`): where it lands in the command
+/// it runs does not depend on the argument before it.
+fn runner_problem(argv: &[String]) -> Option<String> {
+    let prog = base(argv.first()?);
+    let stem = prog.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.' || c == '-');
+    if !(RUNNERS.contains(&prog) || RUNNERS.contains(&stem)) {
+        return None;
+    }
+    let ph = argv[1..]
+        .iter()
+        .find_map(|a| TEXT_PLACEHOLDERS.iter().find(|p| a.contains(**p)))?;
+    Some(format!(
+        "{ph} is an argument of {prog}, which runs its arguments as a command (ssh, watch, su, tmux and others as shell code), and a process can choose its own name; name a script of yours as the program instead and {SAFE_FORM}"
+    ))
 }
 
 /// The problem of argument `i` (`a`) when it holds a text placeholder.
@@ -216,6 +256,27 @@ mod tests {
             &["timeout", "5", "python3", "{name}"],
             &["env", "{name}"],
             &["xargs", "--", "{name}"],
+            // Runners, wherever the placeholder stands among their arguments.
+            &["/usr/bin/ssh", "gpu-gateway", "{name}"],
+            &["/usr/bin/watch", "-n", "5", "{name}"],
+            &["ssh", "-o", "BatchMode=yes", "gw", "logger", "{user}"],
+            &["sudo", "-u", "bob", "/usr/bin/logger", "{name}"],
+            &[
+                "timeout",
+                "5",
+                "/bin/sh",
+                "-c",
+                "echo \"$1\"",
+                "sh",
+                "{name}",
+            ],
+            &["docker", "exec", "c1", "echo", "{name}"],
+            &["kubectl", "exec", "pod", "--", "echo", "{name}"],
+            &["tmux", "new-session", "-d", "{name}"],
+            &["at", "now", "{name}"],
+            &["busybox", "logger", "{name}"],
+            &["/usr/bin/su", "bob", "{name}"],
+            &["xargs", "-0", "echo", "{name}"],
             // Paths.
             &["/opt/hooks/{name}.sh", "{pid}"],
             &["{name}"],
@@ -229,6 +290,8 @@ mod tests {
             &["/bin/sh", "-c", "echo \"$1\"", "sh", "{name}"],
             &["/usr/bin/logger", "{name}"],
             &["/usr/bin/logger", "-t", "vramwarden", "--", "{name}"],
+            &["/usr/bin/logger", "-t", "vramwarden", "{name}"],
+            &["timeout", "5", "/opt/hooks/release", "{pid}"],
             &["touch", "--", "{name}"],
             &["notify-send", "{user}"],
             &["python3", "script.py", "{name}"],

@@ -184,21 +184,18 @@ pub(crate) fn session_file(state: &AgentState, name: &str) -> Reply {
         );
     }
     let path: PathBuf = state.sessions_dir.join(name);
-    // No symlinks out of the folder, no FIFO to hang on: the name itself is opened without
-    // following a link and without blocking, and what was opened must be a regular file
-    // (checked on the open file, not on the name, which could change in between).
-    use std::os::unix::fs::OpenOptionsExt;
-    let opened = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(&path);
-    match opened {
-        Ok(f) if f.metadata().is_ok_and(|m| m.file_type().is_file()) => Reply {
+    // No symlinks out of the folder, no FIFO to hang on: opened as the session list opens
+    // (without following a link, without blocking, a regular file checked on the open file).
+    match crate::session::catalog::open_session_file(&path) {
+        Ok(f) => Reply {
             status: 200,
             content_type: "application/octet-stream",
             body: Body::File(f),
         },
-        Ok(_) => Reply::error(404, "no such session"),
+        // Not a regular file.
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+            Reply::error(404, "no such session")
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Reply::error(404, "no such session"),
         // ELOOP: the name is a symbolic link.
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Reply::error(404, "no such session"),

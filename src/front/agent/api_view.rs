@@ -97,7 +97,7 @@ pub(crate) fn test_rule(state: &AgentState, body: &[u8]) -> Reply {
     }
     let rule = match parse_rule(body) {
         Ok(r) => r,
-        Err(why) => return Reply::error(400, &why),
+        Err(why) => return Reply::error(400, &crate::model::format::cap_quoted(&why)),
     };
     match ask(
         state,

@@ -773,6 +773,14 @@ pub fn import(what: ImportKind, said: &mut dyn Write) -> Result<(), CliError> {
         s.rows_read,
         s.bad_rows,
     )?;
+    if s.back_in_time > 0 {
+        writeln!(
+            said,
+            "warning: {} earlier than the row before (times out of order: a clock set \
+             back, or logs joined out of order); the samples are written in time order",
+            count(s.back_in_time, "row is", "rows are"),
+        )?;
+    }
     if gpu.is_none() {
         writeln!(
             said,
