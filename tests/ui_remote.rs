@@ -12,6 +12,7 @@ use agent_support::{AgentProc, ACTING};
 use egui_kittest::kittest::Queryable;
 use egui_kittest::Harness;
 use vramwarden::front::gui::app::UiState;
+use vramwarden::front::gui::connect::SavedHost;
 use vramwarden::front::gui::{Backend, VramApp};
 
 fn harness(app: VramApp) -> Harness<'static, VramApp> {
@@ -309,7 +310,6 @@ fn an_agents_session_is_listed_downloaded_and_opened_read_only() {
 /// switches between them at once, and each one's history goes on while another is shown.
 #[test]
 fn several_hosts_stay_attached_and_keep_their_history_while_another_is_shown() {
-    use vramwarden::front::gui::connect::SavedHost;
     let a = AgentProc::start(ACTING, &[]);
     let b = AgentProc::start(ACTING, &[]);
     let saved = |p: &AgentProc| SavedHost {
@@ -397,31 +397,13 @@ fn several_hosts_stay_attached_and_keep_their_history_while_another_is_shown() {
 #[test]
 fn a_refused_token_is_asked_for_again_and_the_right_one_attaches() {
     use std::os::unix::fs::PermissionsExt;
-    use vramwarden::front::gui::connect::{SavedHost, REFUSED_TOKEN};
+    use vramwarden::front::gui::connect::REFUSED_TOKEN;
     let a = AgentProc::start(ACTING, &[]);
     let tmp = tempfile::tempdir().expect("tmp");
     let wrong = tmp.path().join("old.token");
     std::fs::write(&wrong, "not-the-token\n").expect("write");
     std::fs::set_permissions(&wrong, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-    let host = SavedHost {
-        url: format!("http://{}", a.addr),
-        ssh: String::new(),
-        token_file: wrong.display().to_string(),
-    };
-    let state = UiState {
-        hosts: vec![host.clone()],
-        ..UiState::default()
-    };
-    let mut h = harness(VramApp::with_backend(demo_backend(), state));
-    until_shown(&mut h, "Simulated H200", Duration::from_secs(10));
-    open_host_selector(&mut h);
-    h.get_by_label(&host.label()).click();
-    h.run();
-    until_shown(
-        &mut h,
-        "the agent refused the token",
-        Duration::from_secs(10),
-    );
+    let (_, mut h) = refused_by(&a, wrong.display().to_string());
     // The GUI review: the banner said "has not answered … — retrying" of an agent that
     // answered with a refusal.
     until_shown(&mut h, "refused this token", Duration::from_secs(2));
@@ -444,27 +426,13 @@ fn a_refused_token_is_asked_for_again_and_the_right_one_attaches() {
     assert!(h.query_by_label_contains(REFUSED_TOKEN).is_none());
 }
 
-/// The GUI review: a refused token file, then the right one entered in the connect window:
-/// the refused attempt stayed attached in the background, and the host selector listed the
-/// agent twice, both "· live". It is listed once now.
-#[test]
-fn an_agent_reached_again_with_another_token_file_is_listed_once() {
-    use std::os::unix::fs::PermissionsExt;
-    use vramwarden::front::gui::connect::SavedHost;
-    let a = AgentProc::start(ACTING, &[]);
-    let tmp = tempfile::tempdir().expect("tmp");
-    let token_file = |name: &str, token: &str| {
-        let f = tmp.path().join(name);
-        std::fs::write(&f, format!("{token}\n")).expect("write");
-        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-        f.display().to_string()
-    };
-    let wrong = token_file("old.token", "not-the-token");
-    let right = token_file("new.token", &a.token);
+/// The window on the demo with agent `a` saved with `token_file` (a token it refuses), that
+/// host picked in the selector, once the refusal shows: the saved host and the window.
+fn refused_by(a: &AgentProc, token_file: String) -> (SavedHost, Harness<'static, VramApp>) {
     let host = SavedHost {
         url: format!("http://{}", a.addr),
         ssh: String::new(),
-        token_file: wrong,
+        token_file,
     };
     let state = UiState {
         hosts: vec![host.clone()],
@@ -480,6 +448,26 @@ fn an_agent_reached_again_with_another_token_file_is_listed_once() {
         "the agent refused the token",
         Duration::from_secs(10),
     );
+    (host, h)
+}
+
+/// The GUI review: a refused token file, then the right one entered in the connect window:
+/// the refused attempt stayed attached in the background, and the host selector listed the
+/// agent twice, both "· live". It is listed once now.
+#[test]
+fn an_agent_reached_again_with_another_token_file_is_listed_once() {
+    use std::os::unix::fs::PermissionsExt;
+    let a = AgentProc::start(ACTING, &[]);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let token_file = |name: &str, token: &str| {
+        let f = tmp.path().join(name);
+        std::fs::write(&f, format!("{token}\n")).expect("write");
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        f.display().to_string()
+    };
+    let wrong = token_file("old.token", "not-the-token");
+    let right = token_file("new.token", &a.token);
+    let (host, mut h) = refused_by(&a, wrong);
     h.get_by_label("Enter the token…").click();
     h.run();
     h.get_by_label("or token file").focus();

@@ -418,7 +418,12 @@ impl SessionData {
     /// When the path is not a regular file ([`ReadError::NotAFile`]: a FIFO, a device, a
     /// folder), is larger than [`MAX_FILE_BYTES`], cannot be read, or holds no valid record.
     pub fn open(path: &Path) -> Result<Self, ReadError> {
-        let bytes = read_regular_file(path)?;
+        Self::of_file(path, read_regular_file(path)?)
+    }
+
+    /// The log `bytes` read from `path` hold: an error when there are none, or no valid
+    /// record.
+    fn of_file(path: &Path, bytes: Vec<u8>) -> Result<Self, ReadError> {
         if bytes.is_empty() {
             return Err(ReadError::Empty(path.to_path_buf()));
         }
@@ -453,15 +458,7 @@ impl SessionData {
         }
         let mut bytes = Vec::new();
         file.take(size).read_to_end(&mut bytes).map_err(io)?;
-        if bytes.is_empty() {
-            return Err(ReadError::Empty(path.to_path_buf()));
-        }
-        let mut s = Self::parse(bytes);
-        if s.report.records == 0 {
-            return Err(ReadError::NotASession(path.to_path_buf()));
-        }
-        s.path = Some(path.to_path_buf());
-        Ok(s)
+        Self::of_file(path, bytes)
     }
 
     /// Checks quickly that `path` can be opened as a session log: a regular file, not too
