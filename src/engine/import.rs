@@ -142,11 +142,16 @@ pub fn import_files(
     files: &[std::path::PathBuf],
     dir: &std::path::Path,
 ) -> Result<crate::session::reader::SessionData, String> {
+    // Its first line only, at most 64 KiB of it (the whole file was read for it).
     let header = |p: &std::path::PathBuf| {
-        std::fs::read_to_string(p)
-            .ok()
-            .and_then(|t| t.lines().next().map(str::to_lowercase))
-            .unwrap_or_default()
+        use std::io::{BufRead, Read};
+        let mut line = Vec::new();
+        std::fs::File::open(p)
+            .map(|f| std::io::BufReader::new(f.take(64 * 1024)).read_until(b'\n', &mut line))
+            .map_or_else(
+                |_| String::new(),
+                |_| String::from_utf8_lossy(&line).to_lowercase(),
+            )
     };
     let apps = files
         .iter()

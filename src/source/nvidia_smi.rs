@@ -306,14 +306,15 @@ struct Table {
 impl Table {
     fn read(path: &Path, log: LogKind, skips: &mut Skips) -> Result<Self, ImportError> {
         let p = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|source| ImportError::Io {
+        // Read as it goes: a log of gigabytes never lies in memory whole.
+        let file = std::fs::File::open(path).map_err(|source| ImportError::Io {
             path: p.clone(),
             source,
         })?;
         let mut r = csv::ReaderBuilder::new()
             .trim(csv::Trim::All)
             .flexible(true)
-            .from_reader(bytes.as_slice());
+            .from_reader(std::io::BufReader::new(file));
         let cols: Vec<Col> = r
             .byte_headers()
             .map_err(|e| ImportError::Format {
@@ -332,12 +333,16 @@ impl Table {
                 Ok(false) => break,
                 Ok(true) => {}
                 Err(e) => {
+                    if matches!(e.kind(), csv::ErrorKind::Io(_)) {
+                        // The file itself could not be read on: said as such, not a row.
+                        if let csv::ErrorKind::Io(source) = e.into_kind() {
+                            return Err(ImportError::Io { path: p, source });
+                        }
+                        break;
+                    }
                     read += 1;
                     let line = e.position().map_or(line, csv::Position::line);
                     skips.add(log, SkipReason::NotCsv, line, 1);
-                    if matches!(e.kind(), csv::ErrorKind::Io(_)) {
-                        break;
-                    }
                     continue;
                 }
             }
