@@ -55,6 +55,11 @@ impl LeakBadge {
     /// card's.
     pub(crate) fn text(&self) -> String {
         let full = match self.shown_full_in() {
+            // The GPU's forecast driven by others' growth: said so, or a slow leak's row read
+            // as if it filled the GPU in minutes.
+            Some(FullIn::Gpu(m)) if self.full_in_min.is_some_and(|a| a >= 2.0 * m) => {
+                format!(" · GPU full in ~{} (others grow faster)", minutes(m))
+            }
             Some(FullIn::Gpu(m)) => format!(" · GPU full in ~{}", minutes(m)),
             Some(FullIn::Alone(m)) => format!(" · alone: full in {}", minutes(m)),
             None => String::new(),
@@ -584,6 +589,14 @@ mod tests {
             leak: true,
         };
         assert_eq!(b.text(), "⚠ leak +60 MiB/min · GPU full in ~7m 30s");
+        // The GUI review: a slow leak beside a fast grower read "GPU full in ~6m" as its own.
+        b.full_in_min = Some(1_247.0);
+        b.gpu_full_in_min = Some(6.1);
+        assert_eq!(
+            b.text(),
+            "⚠ leak +60 MiB/min · GPU full in ~6m 06s (others grow faster)"
+        );
+        b.full_in_min = Some(6.0);
         b.gpu_full_in_min = None;
         assert_eq!(b.text(), "⚠ leak +60 MiB/min · alone: full in 6m 00s");
         // A process growing, not a leak: no time to full of its own.
