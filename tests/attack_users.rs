@@ -368,6 +368,42 @@ fn a_symlink_another_user_could_repoint_is_refused_anywhere_on_the_way() {
     assert!(vramwarden::link::token::load_or_create(&token).is_ok());
 }
 
+/// The security review: a folder of root's inside another user's was trusted with the
+/// settings and the token (only the file's own folder was checked), though she can rename it
+/// away and put her own in its place. Every folder above the file is checked; root's own
+/// branch, and one under a sticky folder others can write to (as /tmp), are still read.
+#[test]
+fn a_file_in_a_branch_another_user_could_swap_is_refused() {
+    assert_root();
+    let tmp = tempfile::tempdir().expect("tmp");
+    chmod(tmp.path(), 0o755);
+    let mallory = tmp.path().join("mallory");
+    let cfg_dir = mallory.join("cfg");
+    std::fs::create_dir_all(&cfg_dir).expect("mkdir");
+    chown(&mallory, NOBODY);
+    let cfg = cfg_dir.join("c.toml");
+    std::fs::write(&cfg, "[cleanup]\ndry_run = true\n").expect("write");
+    let out = rules_check(&cfg);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        err.contains(&format!(
+            "is in {}, a folder of uid 65534",
+            mallory.display()
+        )),
+        "{err}"
+    );
+    let token = cfg_dir.join("agent.token");
+    std::fs::write(&token, "0123456789abcdef0123456789abcdef\n").expect("write");
+    chmod(&token, 0o600);
+    let r = vramwarden::link::token::load_or_create(&token);
+    assert!(r.as_ref().is_err_and(|e| e.contains("uid 65534")), "{r:?}");
+    // The same branch given to root: read (tempdir is under the sticky /tmp).
+    chown(&mallory, 0);
+    assert!(rules_check(&cfg).status.success());
+    assert!(vramwarden::link::token::load_or_create(&token).is_ok());
+}
+
 /// A fake interpreter: says where its site-packages are, and leaves a mark saying which uid
 /// ran it.
 fn fake_python(path: &Path, site: &Path, mark_dir: &Path) {

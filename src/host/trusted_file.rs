@@ -157,6 +157,22 @@ pub(crate) fn check_place(path: &Path, rules: &Rules) -> Result<(), TrustError> 
             return Err(TrustError::Refused(why));
         }
     }
+    check_ancestors(&real, rules)
+}
+
+/// Refuses a file whose folders above its own (up to `/`) let someone else rename the
+/// branch it is in and put another in its place: one of another user's, or one others can
+/// write to and not sticky (as `/tmp` is). `real` has no symlink left.
+fn check_ancestors(real: &Path, rules: &Rules) -> Result<(), TrustError> {
+    let Some(own) = real.parent() else {
+        return Ok(());
+    };
+    for (dir, child) in own.ancestors().skip(1).zip(own.ancestors()) {
+        let what = format!("{} (under {})", rules.what, child.display());
+        if let Some(why) = folder_problem(dir, &what) {
+            return Err(TrustError::Refused(why));
+        }
+    }
     Ok(())
 }
 
