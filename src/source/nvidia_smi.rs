@@ -213,6 +213,63 @@ impl fmt::Display for SkipReason {
 /// name or any other text of an import stays far below what a session record may hold.
 pub(crate) const MAX_ROW_BYTES: usize = 64 * 1024;
 
+/// Where [`CappedLines`] cuts a line: twice a row's limit, so what is left of a row cut
+/// there is still over the limit once its commas and spaces are trimmed.
+const LINE_CUT: usize = 2 * MAX_ROW_BYTES;
+
+/// A log's bytes with every line cut at [`LINE_CUT`] bytes (the rest of it dropped up to its
+/// newline): such a row is still longer than a row may be (its fields without their commas
+/// and spaces too), and skipped as one, but a line of gigabytes is never held in memory
+/// (nvidia-smi's CSV quotes nothing, so a row is a line).
+struct CappedLines<R> {
+    inner: R,
+    /// Bytes of the current line passed on.
+    in_line: usize,
+}
+
+impl<R: std::io::BufRead> CappedLines<R> {
+    fn new(inner: R) -> Self {
+        Self { inner, in_line: 0 }
+    }
+}
+
+impl<R: std::io::BufRead> std::io::Read for CappedLines<R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            let buf = self.inner.fill_buf()?;
+            if buf.is_empty() || out.is_empty() {
+                return Ok(0);
+            }
+            let line_end = buf.iter().position(|b| *b == b'\n');
+            let room = LINE_CUT.saturating_sub(self.in_line);
+            if room == 0 {
+                // Past the cap: drop up to the newline, which is passed on.
+                let drop = line_end.unwrap_or(buf.len());
+                self.inner.consume(drop);
+                if line_end.is_some() {
+                    self.in_line = 0;
+                    out[0] = b'\n';
+                    self.inner.consume(1);
+                    return Ok(1);
+                }
+                continue;
+            }
+            let want = line_end
+                .map_or(buf.len(), |e| e + 1)
+                .min(room)
+                .min(out.len());
+            out[..want].copy_from_slice(&buf[..want]);
+            self.inner.consume(want);
+            self.in_line = if line_end.is_some_and(|e| want == e + 1) {
+                0
+            } else {
+                self.in_line + want
+            };
+            return Ok(want);
+        }
+    }
+}
+
 /// Rows of one log skipped for one reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skipped {
@@ -314,7 +371,7 @@ impl Table {
         let mut r = csv::ReaderBuilder::new()
             .trim(csv::Trim::All)
             .flexible(true)
-            .from_reader(std::io::BufReader::new(file));
+            .from_reader(CappedLines::new(std::io::BufReader::new(file)));
         let cols: Vec<Col> = r
             .byte_headers()
             .map_err(|e| ImportError::Format {
@@ -1197,4 +1254,27 @@ pub(crate) fn read_logs(
         skipped: skips.to_vec(),
         back_in_time,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    /// A line of megabytes reaches the CSV reader cut past the row limit (so it is still
+    /// skipped as too long), its newline and the lines after it whole.
+    #[test]
+    fn a_huge_line_is_cut_and_the_next_lines_pass_whole() {
+        let text = format!("h,i\n{}\nb,c\nd,e", "a".repeat(3 << 20));
+        // A small buffer, so lines cross reads.
+        let mut r = CappedLines::new(std::io::BufReader::with_capacity(1000, text.as_bytes()));
+        let mut out = Vec::new();
+        r.read_to_end(&mut out).expect("read");
+        let lines: Vec<&[u8]> = out.split(|b| *b == b'\n').collect();
+        assert_eq!(lines.len(), 4, "{}", out.len());
+        assert_eq!(lines[0], b"h,i");
+        assert_eq!(lines[1].len(), LINE_CUT);
+        assert_eq!(lines[2], b"b,c");
+        assert_eq!(lines[3], b"d,e");
+    }
 }
