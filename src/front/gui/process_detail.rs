@@ -152,10 +152,12 @@ fn notices(
 /// nothing saying who made it).
 fn parked_by(m: &Monitor, key: crate::model::ProcessKey, since_ms: UnixMs) -> String {
     use crate::act::rules::eval::Target;
-    // The park's own entry, at most a minute before its state says it began.
+    // The park's own entry (done or under way: not one skipped, failed or a dry run's), at
+    // most a minute before its state says it began.
     let ours = m.activity.iter().rev().find(|a| {
         a.unix_ms >= since_ms - 60_000
             && a.action.starts_with("park")
+            && a.outcome == crate::model::outcome::Outcome::Acted
             && matches!(&a.target, Target::Process { key: (k, _), .. } if *k == key)
     });
     match ours {
