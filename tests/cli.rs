@@ -6,6 +6,22 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_vramwarden"))
 }
 
+/// `vramwarden --demo record --speed max --duration DURATION --out OUT`, with no settings file
+/// (`VRAMWARDEN_CONFIG` names a missing one in `dir`): its output.
+fn record_demo_at_full_speed(
+    duration: &str,
+    out: &std::path::Path,
+    dir: &std::path::Path,
+) -> std::process::Output {
+    bin()
+        .args(["--demo", "record", "--speed", "max", "--duration", duration])
+        .arg("--out")
+        .arg(out)
+        .env("VRAMWARDEN_CONFIG", dir.join("none.toml"))
+        .output()
+        .expect("record")
+}
+
 #[test]
 fn snapshot_demo_json_parses_back() {
     let out = bin()
@@ -567,22 +583,7 @@ fn record_refuses_an_existing_file_or_a_folder_as_its_log_in_words() {
     let dir = tempfile::tempdir().expect("tempdir");
     let kept = dir.path().join("kept.vwlog");
     std::fs::write(&kept, b"someone's file").expect("write");
-    let rec = |out: &std::path::Path| {
-        bin()
-            .args([
-                "--demo",
-                "record",
-                "--speed",
-                "max",
-                "--duration",
-                "3s",
-                "--out",
-            ])
-            .arg(out)
-            .env("VRAMWARDEN_CONFIG", dir.path().join("none.toml"))
-            .output()
-            .expect("run")
-    };
+    let rec = |out: &std::path::Path| record_demo_at_full_speed("3s", out, dir.path());
     let o = rec(&kept);
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
@@ -708,20 +709,7 @@ fn an_agent_makes_no_token_beside_a_missing_settings_file() {
 fn export_writes_only_the_time_asked_for() {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join("day.vwlog");
-    let out = bin()
-        .args([
-            "--demo",
-            "record",
-            "--speed",
-            "max",
-            "--duration",
-            "10m",
-            "--out",
-        ])
-        .arg(&log)
-        .env("VRAMWARDEN_CONFIG", dir.path().join("none.toml"))
-        .output()
-        .expect("record");
+    let out = record_demo_at_full_speed("10m", &log, dir.path());
     assert!(
         out.status.success(),
         "{}",
